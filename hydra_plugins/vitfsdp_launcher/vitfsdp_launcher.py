@@ -1,0 +1,33 @@
+"""Hydra launcher plugin ``hydra/launcher=vitfsdp`` (Hydra loads plugins only from the
+``hydra_plugins`` namespace package). All logic lives in :mod:`vitfsdp.sweep`."""
+
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hydra.core.config_store import ConfigStore
+from hydra.core.utils import JobReturn, setup_globals
+from hydra.plugins.launcher import Launcher
+
+
+@dataclass
+class VitfsdpLauncherConf:
+    _target_: str = "hydra_plugins.vitfsdp_launcher.vitfsdp_launcher.VitfsdpLauncher"
+
+
+ConfigStore.instance().store(group="hydra/launcher", name="vitfsdp", node=VitfsdpLauncherConf)
+
+
+class VitfsdpLauncher(Launcher):
+    """Validates every sweep point, then runs each as its own job (see vitfsdp.sweep)."""
+
+    def setup(self, *, hydra_context, task_function, config) -> None:
+        self.hydra_context = hydra_context
+        self.config = config
+
+    def launch(self, job_overrides: Sequence[Sequence[str]],
+               initial_job_idx: int) -> Sequence[JobReturn]:
+        from vitfsdp import sweep
+
+        setup_globals()
+        return sweep.launch(self.hydra_context, self.config, job_overrides, initial_job_idx)

@@ -1,0 +1,264 @@
+"""Collect run records into tables: one row per run, and the weak-scaling table.
+
+Reads only records (``run.json`` and ``summary.json``, see :mod:`vitfsdp.records`), never
+stdout. Every run directory found becomes a row whatever its status, so a point that ran out
+of memory or timed out stays visible next to the ones that completed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from vitfsdp.records import RUN_FILE, RUNNING, STATUSES, SUMMARY_FILE, read_json
+
+log = logging.getLogger(__name__)
+
+#: Columns of :func:`collect_runs`, in order.
+COLUMNS = (
+    "run_dir", "status", "reason",
+    "model", "strategy", "sharding_strategy", "shard_group_size", "backward_prefetch",
+    "limit_all_gathers", "engine", "framework", "precision", "data",
+    "nodes", "world_size", "ranks_per_node", "local_batch_size", "global_batch_size",
+    "device_type", "device_name", "device_memory_gib", "num_params",
+    "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu",
+    "peak_mem_gib", "peak_mem_kind", "peak_mem_reserved_gib", "ips_spread", "loss", "elapsed_s",
+)  # fmt: skip
+#: Integer columns, held as pandas' nullable ``Int64`` (a run that never started has none).
+INT_COLUMNS = (
+    "shard_group_size", "nodes", "world_size", "ranks_per_node", "local_batch_size",
+    "global_batch_size", "num_params",
+)  # fmt: skip
+#: Float columns (``NaN`` where the run measured nothing).
+FLOAT_COLUMNS = (
+    "device_memory_gib", "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu",
+    "peak_mem_gib", "peak_mem_reserved_gib", "ips_spread", "loss", "elapsed_s",
+)  # fmt: skip
+#: Figures copied as they are from ``summary.json``.
+SUMMARY_FIGURES = (
+    "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu", "peak_mem_reserved_gib",
+    "ips_spread", "loss", "elapsed_s",
+)  # fmt: skip
+#: Config columns that split a strategy into separate scaling lines when they vary at all.
+VARIANT_COLUMNS = (
+    "backward_prefetch", "limit_all_gathers", "precision", "engine", "framework", "data",
+    "local_batch_size", "device_name",
+)  # fmt: skip
+#: Columns a strategy name normally fixes; they split lines only if they vary within one.
+#: (Not ``shard_group_size``: FULL_SHARD shards over the whole world, which grows with nodes.)
+STRATEGY_COLUMNS = ("sharding_strategy",)
+#: Line identity: the panel (model) and the strategy, before any varying config column.
+BASE_LINE_COLUMNS = ("model", "strategy")
+
+
+def find_run_dirs(sweep_dir: str | os.PathLike) -> list[Path]:
+    """Every directory at or below ``sweep_dir`` that holds a ``run.json``, sorted.
+
+    Raises:
+        ValueError: ``sweep_dir`` does not exist, is not a directory, or holds no ``run.json``.
+    """
+    sweep_dir = Path(sweep_dir)
+    if not sweep_dir.exists():
+        raise ValueError(f"sweep dir {sweep_dir} does not exist; pass a sweep's output directory")
+    if not sweep_dir.is_dir():
+        raise ValueError(f"sweep dir {sweep_dir} is not a directory")
+    run_dirs = sorted(p.parent for p in sweep_dir.rglob(RUN_FILE))
+    if not run_dirs:
+        raise ValueError(f"sweep dir {sweep_dir} holds no {RUN_FILE} (no runs below it)")
+    return run_dirs
+
+
+def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> pd.DataFrame:
+    """One row per run directory found below ``sweep_dirs``, whatever its status.
+
+    Args:
+        sweep_dirs: one sweep directory or several; run directories are found anywhere below
+            them by their ``run.json``.
+
+    Returns:
+        A DataFrame with the columns of :data:`COLUMNS`, sorted by model, strategy, nodes.
+        ``ips`` is global images/s, ``ips_per_gpu`` per GPU, memory in GiB; ``peak_mem_gib``
+        is the peak allocated GPU memory, or the ranks' peak resident memory on CPU runs
+        (``peak_mem_kind`` says which: ``"allocated"`` or ``"rss"``). Runs that did not
+        complete keep their row with ``NaN`` figures. A run with ``run.json`` but no
+        ``summary.json`` has status ``running`` (if ``run.json`` says so) or ``failed``.
+
+    Raises:
+        ValueError: a sweep dir does not exist or holds no ``run.json``.
+    """
+    if isinstance(sweep_dirs, (str, os.PathLike)):
+        sweep_dirs = [sweep_dirs]
+    run_dirs = [d for s in sweep_dirs for d in find_run_dirs(s)]
+    if not run_dirs:
+        raise ValueError("no sweep dir given; pass at least one SWEEP_DIR")
+    rows = [run_row(d) for d in dict.fromkeys(run_dirs)]
+    df = _typed(pd.DataFrame(rows, columns=list(COLUMNS)))
+    by = ["model", "strategy", "nodes", *VARIANT_COLUMNS, "run_dir"]
+    df = df.sort_values(by, na_position="last", kind="stable", key=_sort_key)
+    log.info("collected %d runs from %d sweep dir(s)", len(df), len(sweep_dirs))
+    return df.reset_index(drop=True)
+
+
+def run_row(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """The flat row of one run directory (the columns of :data:`COLUMNS`).
+
+    An unreadable ``run.json`` or ``summary.json`` gives a ``failed`` row with the reason,
+    never an exception, so one broken run cannot hide the others.
+    """
+    run_dir = Path(run_dir)
+    try:
+        run = read_json(run_dir / RUN_FILE) or {}
+        summary = read_json(run_dir / SUMMARY_FILE)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        log.warning("%s: unreadable records (%s)", run_dir, e)
+        return {"run_dir": str(run_dir), "status": "failed", "reason": f"unreadable records: {e}"}
+    return {"run_dir": str(run_dir), **_status(run, summary), **_config(run), **_figures(summary)}
+
+
+def _status(run: dict, summary: dict | None) -> dict[str, Any]:
+    """Status and reason: the summary's, or a stand-in when the run wrote no summary."""
+    if summary is not None:
+        return {"status": summary.get("status"), "reason": summary.get("reason")}
+    status = run.get("status")
+    if status != RUNNING and (status not in STATUSES or status == "completed"):
+        status = "failed"
+    return {"status": status, "reason": "no summary.json"}
+
+
+def _config(run: dict) -> dict[str, Any]:
+    """Config, world and device columns from ``run.json`` (``None`` where a field is missing)."""
+    cfg, world, device = run.get("config", {}), run.get("world", {}), run.get("device", {})
+    strategy, train = cfg.get("strategy", {}), cfg.get("train", {})
+    nodes = cfg.get("nodes", world.get("nodes"))
+    per_node = world.get("ranks_per_node", _get(cfg, "cluster", "gpus_per_node"))
+    world_size = world.get("size", nodes * per_node if nodes and per_node else None)
+    local_batch = train.get("local_batch_size")
+    return {
+        "model": _get(cfg, "model", "name"),
+        "strategy": strategy.get("name"),
+        "sharding_strategy": strategy.get("sharding_strategy"),
+        "shard_group_size": strategy.get("shard_group_size"),
+        "backward_prefetch": strategy.get("backward_prefetch"),
+        "limit_all_gathers": strategy.get("limit_all_gathers"),
+        "engine": cfg.get("engine"),
+        "framework": cfg.get("framework"),
+        "precision": cfg.get("precision"),
+        "data": _get(cfg, "data", "name"),
+        "nodes": nodes,
+        "world_size": world_size,
+        "ranks_per_node": per_node,
+        "local_batch_size": local_batch,
+        "global_batch_size": local_batch * world_size if local_batch and world_size else None,
+        "device_type": device.get("type"),
+        "device_name": device.get("name"),
+        "device_memory_gib": device.get("memory_gib"),
+        "num_params": _get(run, "model", "num_params"),
+    }
+
+
+def _figures(summary: dict | None) -> dict[str, Any]:
+    """Headline figures from ``summary.json``; peak memory is allocated GPU memory, else RSS."""
+    summary = summary or {}
+    figures = {key: summary.get(key) for key in SUMMARY_FIGURES}
+    allocated, rss = summary.get("peak_mem_allocated_gib"), summary.get("peak_rss_gib")
+    if allocated is not None:
+        figures |= {"peak_mem_gib": allocated, "peak_mem_kind": "allocated"}
+    elif rss is not None:
+        figures |= {"peak_mem_gib": rss, "peak_mem_kind": "rss"}
+    return figures
+
+
+def _get(d: dict, *keys: str) -> Any:
+    """``d[k1][k2]...``, or ``None`` where any level is missing or not a dict."""
+    for key in keys:
+        if not isinstance(d, dict):
+            return None
+        d = d.get(key)
+    return d
+
+
+def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    """Nullable integers and floats for the numeric columns (JSON gives mixed ``None``)."""
+    for col in INT_COLUMNS:
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype("Int64")
+    for col in FLOAT_COLUMNS:
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
+    return df
+
+
+def _sort_key(col: pd.Series) -> pd.Series:
+    """Sort mixed-type object columns (e.g. booleans with ``None``) by their text."""
+    return col.astype("string") if col.dtype == object else col
+
+
+def line_columns(df: pd.DataFrame) -> list[str]:
+    """The columns that identify one scaling line: model, strategy and any varying config.
+
+    A column of :data:`VARIANT_COLUMNS` counts when it takes more than one value in ``df``;
+    one of :data:`STRATEGY_COLUMNS` when it takes more than one value within a strategy.
+    """
+    cols = list(BASE_LINE_COLUMNS)
+    cols += [c for c in VARIANT_COLUMNS if df[c].nunique(dropna=False) > 1]
+    within = df.groupby(list(BASE_LINE_COLUMNS), dropna=False)
+    cols += [c for c in STRATEGY_COLUMNS if (within[c].nunique(dropna=False) > 1).any()]
+    return cols
+
+
+def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Weak-scaling table of the completed runs of ``df`` (a :func:`collect_runs` frame).
+
+    Each line is one model and strategy (split further by any varying config column, see
+    :func:`line_columns`). Its ideal is linear scaling from its smallest completed node count
+    ``n0``: ``ideal_ips = ips(n0) * nodes / n0``, where ``ips(n0)`` is the median over the
+    completed runs at ``n0`` (one run per point in a plain sweep).
+
+    Returns:
+        One row per completed run with a measured ``ips``: the line columns, ``nodes``,
+        ``world_size``, ``ips`` (global images/s), ``ideal_ips`` (images/s),
+        ``scaling_efficiency`` (ips / ideal_ips, 1.0 = linear), ``peak_mem_gib``,
+        ``run_dir``; sorted like ``df``.
+    """
+    keys = line_columns(df)
+    done = df[(df["status"] == "completed") & df["ips"].notna() & df["nodes"].notna()].copy()
+    cols = [*keys, "nodes", "world_size", "ips", "ideal_ips", "scaling_efficiency",
+            "peak_mem_gib", "run_dir"]  # fmt: skip
+    if done.empty:
+        return pd.DataFrame(columns=cols)
+    done["ideal_ips"] = _ideal_ips(done, keys)
+    done["scaling_efficiency"] = done["ips"] / done["ideal_ips"]
+    return done[cols].reset_index(drop=True)
+
+
+def _ideal_ips(done: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Linear scaling from each line's smallest node count: ips(n0) * nodes / n0."""
+    nodes = done["nodes"].astype("float64")
+    n0 = nodes.groupby([done[k] for k in keys], dropna=False).transform("min")
+    ips_at_n0 = done["ips"].where(nodes == n0)
+    base_ips = ips_at_n0.groupby([done[k] for k in keys], dropna=False).transform("median")
+    return base_ips * nodes / n0
+
+
+def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:
+    """A compact text table of every run: model, strategy, nodes, status, ips, efficiency, memory.
+
+    Args:
+        df: a :func:`collect_runs` frame (all statuses).
+        scaling: its :func:`scaling_table`; computed if not given.
+
+    Returns:
+        The table as text; ips in images/s, efficiency in percent of ideal, peak memory in GiB.
+    """
+    scaling = scaling_table(df) if scaling is None else scaling
+    eff = scaling.set_index("run_dir")["scaling_efficiency"]
+    keys = line_columns(df)
+    table = df[[*keys, "nodes", "status"]].copy()
+    table["ips"] = df["ips"].map(lambda x: "-" if pd.isna(x) else f"{x:.1f}")
+    table["efficiency"] = df["run_dir"].map(eff).map(lambda x: "-" if pd.isna(x) else f"{x:.0%}")
+    table["peak_mem_gib"] = df["peak_mem_gib"].map(lambda x: "-" if pd.isna(x) else f"{x:.2f}")
+    return table.to_string(index=False)

@@ -1,0 +1,98 @@
+"""The root config: composes each component's dataclass; Hydra structured-config registration.
+
+Hydra composes ``conf/config.yaml`` onto :class:`RunConfig` (registered as ``base_config``),
+so YAML keys and types are checked against these dataclasses. :func:`to_run_config` turns
+the DictConfig into dataclasses at the edge; no DictConfig travels inside the package.
+Impossible combinations fail in ``__post_init__`` with a ``ValueError`` naming the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+from vitfsdp.data import DataConfig
+from vitfsdp.launch import ClusterConfig
+from vitfsdp.models import ModelConfig
+from vitfsdp.parallel import ENGINES, PRECISIONS, StrategyConfig
+
+FRAMEWORKS = ("torch",)
+
+
+@dataclass
+class TrainConfig:
+    """The training loop (``train.*``)."""
+
+    local_batch_size: int = 32  # images per rank per step (the study used 32)
+    steps: int = 20  # optimizer steps in total, warm-up included
+    warmup_steps: int = 5  # first steps left out of the headline figures (compile, caches)
+    log_every: int = 5  # steps per timing window (one metrics.jsonl line each)
+    lr: float = 1e-3  # AdamW learning rate
+    weight_decay: float = 0.05  # AdamW decoupled weight decay
+    seed: int = 0  # model init and data order; the same on every rank
+    timeout_s: float = 600.0  # collective timeout in seconds
+
+    def __post_init__(self) -> None:
+        for name in ("local_batch_size", "steps", "log_every"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"train.{name}={getattr(self, name)} must be >= 1")
+        if not 0 <= self.warmup_steps < self.steps:
+            raise ValueError(
+                f"train.warmup_steps={self.warmup_steps} must be >= 0 and < "
+                f"train.steps={self.steps}, so that some steps are measured"
+            )
+        if self.timeout_s <= 0:
+            raise ValueError(f"train.timeout_s={self.timeout_s} must be > 0")
+
+
+@dataclass
+class RunConfig:
+    """One training run: what to train, how to shard it, where it runs."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    nodes: int = 1  # nodes of the run; world size = nodes × cluster.gpus_per_node
+    engine: str = "fsdp1"  # FSDP implementation: fsdp1 (FullyShardedDataParallel)
+    framework: str = "torch"  # torch
+    precision: str = "fp32"  # fp32 | bf16 (FSDP MixedPrecision; autocast under DDP)
+    device: str = "auto"  # auto | cpu | cuda
+    experiment: str | None = None  # name of the experiment preset, if one was used
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1:
+            raise ValueError(f"nodes={self.nodes} must be >= 1")
+        for key, value, valid in (
+            ("engine", self.engine, ENGINES),
+            ("framework", self.framework, FRAMEWORKS),
+            ("precision", self.precision, PRECISIONS),
+        ):
+            if value not in valid:
+                raise ValueError(f"{key}={value!r} is not supported; valid: {', '.join(valid)}")
+        self.strategy.check_world(self.world_size, self.cluster.gpus_per_node)
+
+    @property
+    def world_size(self) -> int:
+        """Processes (GPUs) of the run: nodes × ranks per node."""
+        return self.nodes * self.cluster.gpus_per_node
+
+
+def register_configs() -> None:
+    """Register :class:`RunConfig` as Hydra's ``base_config`` (idempotent)."""
+    ConfigStore.instance().store(name="base_config", node=RunConfig)
+
+
+def to_run_config(cfg: DictConfig) -> RunConfig:
+    """Turn a composed DictConfig into a validated :class:`RunConfig` (``hydra`` key dropped).
+
+    Raises:
+        ValueError: a field has an invalid value or the combination is impossible.
+    """
+    cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    obj = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(RunConfig), cfg))
+    assert isinstance(obj, RunConfig)
+    return obj

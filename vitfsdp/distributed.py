@@ -1,0 +1,134 @@
+"""Rank, world and master discovery from torchrun, srun (via submitit) or nothing at all.
+
+One helper, :func:`discover`, maps the launcher's variables to a :class:`DistEnv`:
+
+- torchrun (or a user) set ``RANK``/``WORLD_SIZE``/``LOCAL_RANK``/``MASTER_ADDR``/
+  ``MASTER_PORT``: used as they are.
+- ``srun`` started one task per GPU: submitit's ``TorchDistributedEnvironment`` maps
+  ``SLURM_PROCID``/``SLURM_NTASKS``/``SLURM_LOCALID``, takes the first host of the job's node
+  list as master and derives the port from the job id; it never overwrites a variable the
+  user set.
+- neither: a single process (world size 1).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    """Where this process sits in the job."""
+
+    rank: int = 0  # global rank
+    world_size: int = 1  # number of processes (GPUs) in the job
+    local_rank: int = 0  # rank on this host
+    local_world_size: int = 1  # processes on this host
+    source: str = "single"  # single | torchrun | slurm
+
+    @property
+    def is_distributed(self) -> bool:
+        return self.source != "single"
+
+
+def discover(environ: dict[str, str] | None = None) -> DistEnv:
+    """Read this process's rank and world from the launcher's environment variables.
+
+    Under Slurm (``SLURM_PROCID`` set, no ``RANK``) the torch variables are exported into
+    ``os.environ`` first, so ``init_process_group("env://")`` finds them.
+
+    Raises:
+        ValueError: ``RANK`` is set without ``WORLD_SIZE`` (or the reverse).
+    """
+    env = os.environ if environ is None else environ
+    if ("RANK" in env) != ("WORLD_SIZE" in env):
+        raise ValueError("set both RANK and WORLD_SIZE, or neither (use torchrun or srun)")
+    source = "torchrun"
+    if "RANK" not in env:
+        if "SLURM_PROCID" not in env or int(env.get("SLURM_NTASKS", "1")) < 2:
+            return DistEnv()
+        _export_slurm()
+        source = "slurm"
+    world = int(env["WORLD_SIZE"])
+    return DistEnv(
+        rank=int(env["RANK"]),
+        world_size=world,
+        local_rank=int(env.get("LOCAL_RANK", "0")),
+        local_world_size=int(env.get("LOCAL_WORLD_SIZE", str(world))),
+        source=source,
+    )
+
+
+def _export_slurm() -> None:
+    from submitit.helpers import TorchDistributedEnvironment
+
+    TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=False)
+
+
+def pick_device(requested: str, local_rank: int) -> torch.device:
+    """The device of this rank: ``cuda:<local_rank>`` (CUDA or ROCm) or ``cpu``.
+
+    ``auto`` picks the GPU when torch sees one.
+
+    Raises:
+        ValueError: ``requested`` is not auto/cpu/cuda, or cuda was asked for and none exists.
+    """
+    if requested not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device={requested!r} is unknown; valid: auto, cpu, cuda")
+    if requested == "auto":
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise ValueError("device=cuda but torch sees no GPU; use device=cpu or device=auto")
+    torch.cuda.set_device(local_rank)
+    return torch.device("cuda", local_rank)
+
+
+def backend_for(device: torch.device) -> str:
+    """gloo on CPU, nccl on GPUs (torch maps nccl to RCCL on ROCm builds)."""
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+@contextlib.contextmanager
+def process_group(env: DistEnv, device: torch.device, timeout_s: float) -> Iterator[None]:
+    """Initialize the default process group for ``env`` and destroy it on exit.
+
+    A single process gets a world-size-1 group on an in-memory store, so DDP and FSDP wrap
+    the same way at every size.
+
+    Args:
+        timeout_s: collective timeout in seconds; a collective waiting longer raises.
+    """
+    single = {} if env.is_distributed else {"store": dist.HashStore(), "rank": 0, "world_size": 1}
+    dist.init_process_group(
+        backend=backend_for(device),
+        timeout=datetime.timedelta(seconds=timeout_s),
+        device_id=device if device.type == "cuda" else None,
+        **single,
+    )
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def all_hostnames(env: DistEnv) -> list[str]:
+    """Sorted distinct host names of all ranks (one all-gather; local host if single)."""
+    host = socket.gethostname()
+    if not env.is_distributed:
+        return [host]
+    hosts: list[str | None] = [None] * env.world_size
+    dist.all_gather_object(hosts, host)
+    return sorted(set(hosts))

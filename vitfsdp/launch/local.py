@@ -1,0 +1,79 @@
+"""Local launcher: one point as ``torchrun`` processes on this machine.
+
+A "node" is simulated as ``cluster.gpus_per_node`` processes; all of them run on this host
+(``--standalone`` picks a free rendezvous port, so points never collide on a port).
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from vitfsdp.records import METRICS_FILE, read_jsonl
+
+log = logging.getLogger(__name__)
+
+#: File in a point's run directory that receives the processes' stdout and stderr.
+LOG_FILE = "train.log"
+
+
+def torchrun_command(overrides: Sequence[str], run_dir: Path, num_procs: int) -> list[str]:
+    """The argv that trains one point: torchrun over ``vitfsdp.train`` with the point's Hydra
+    overrides, writing into ``run_dir`` (no shell: values need no quoting)."""
+    return [
+        sys.executable, "-m", "torch.distributed.run", "--standalone",
+        f"--nproc_per_node={num_procs}", "-m", "vitfsdp.train", *overrides,
+        f"hydra.run.dir={run_dir}", "hydra.output_subdir=null",
+    ]
+
+
+def run_point(
+    overrides: Sequence[str],
+    run_dir: Path,
+    num_procs: int,
+    *,
+    log_path: Path | None = None,
+    on_window: Callable[[dict], None] | None = None,
+    poll_s: float = 1.0,
+) -> int:
+    """Run one point to the end and return torchrun's exit code.
+
+    Args:
+        log_path: file for the processes' output; ``None`` = this terminal.
+        on_window: called with each new metrics.jsonl window while the point runs.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cmd = torchrun_command(overrides, run_dir, num_procs)
+    out = open(log_path, "w", encoding="utf-8") if log_path else None  # noqa: SIM115
+    try:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT if out else None)
+        seen = 0
+        while proc.poll() is None:
+            time.sleep(poll_s)
+            seen = _report_new_windows(run_dir, seen, on_window)
+        _report_new_windows(run_dir, seen, on_window)
+        return proc.returncode
+    finally:
+        if out:
+            out.close()
+
+
+def _report_new_windows(run_dir: Path, seen: int, on_window) -> int:
+    if on_window is None:
+        return seen
+    rows = read_jsonl(run_dir / METRICS_FILE)
+    for row in rows[seen:]:
+        on_window(row)
+    return max(seen, len(rows))
+
+
+def tail(path: Path, num_lines: int = 20) -> str:
+    """Last ``num_lines`` lines of a text file ('' if missing)."""
+    try:
+        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-num_lines:])
+    except FileNotFoundError:
+        return ""

@@ -1,0 +1,203 @@
+"""Run records: ``run.json``, ``metrics.jsonl`` and ``summary.json``.
+
+Every run directory holds three files, written by rank 0 only:
+
+- ``run.json``: what ran. The resolved config, the world (size, nodes, ranks per node), the
+  devices, versions, Slurm ids and the run's status. Written at start with status
+  ``running`` and rewritten at the end.
+- ``metrics.jsonl``: one JSON object per timing window, appended as the run goes.
+  Field names carry units (``ips``, ``step_time_s``, ``peak_mem_allocated_gib`` ...).
+- ``summary.json``: the run's status (one of :data:`STATUSES`) and its headline figures,
+  computed from the measured (non-warm-up) windows. A run that did not complete has
+  ``null`` figures and a ``reason``, so nothing that failed can look like a result.
+
+JSON files are replaced atomically (write to a temporary file, then ``os.replace``), so a
+reader never sees half a file. ``metrics.jsonl`` is append-only; :func:`read_jsonl` skips a
+truncated last line with a warning.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import statistics
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+RUN_FILE = "run.json"
+METRICS_FILE = "metrics.jsonl"
+SUMMARY_FILE = "summary.json"
+
+#: Every status a run may end in (DESIGN.md), plus ``running`` while it is in flight.
+STATUSES = ("completed", "oom", "timeout", "failed", "preempted", "skipped_infeasible")
+RUNNING = "running"
+
+#: Window fields summarised as the median over measured windows.
+MEDIAN_FIELDS = ("ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu")
+#: Window fields summarised as the maximum over measured windows.
+MAX_FIELDS = ("peak_mem_allocated_gib", "peak_mem_reserved_gib", "peak_rss_gib")
+
+
+def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
+    """Write ``obj`` as indented JSON to ``path`` through a temporary file and a rename.
+
+    Raises:
+        TypeError: ``obj`` holds something JSON cannot encode.
+        OSError: the directory is missing or not writable.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=2, sort_keys=False, default=str)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def append_jsonl(path: str | os.PathLike, obj: dict) -> None:
+    """Append one JSON object as a line to ``path`` (created if missing), flushed to disk."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(obj, default=str) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_json(path: str | os.PathLike) -> dict | None:
+    """Read a JSON object; ``None`` if the file does not exist."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict]:
+    """Read a JSON-lines file; a truncated (unparsable) last line is skipped with a warning.
+
+    Raises:
+        ValueError: a line other than the last one is not valid JSON (the file is corrupt).
+    """
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+    rows = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if i == len(lines) - 1:
+                log.warning("%s: skipping truncated last line %d", path, i + 1)
+                continue
+            raise ValueError(f"{path}: line {i + 1} is not valid JSON ({e})") from e
+    return rows
+
+
+def summarize_windows(windows: Iterable[dict]) -> dict[str, float | None]:
+    """Headline figures from timing windows, warm-up windows excluded.
+
+    Rates and times are the median over measured windows (robust to one slow window);
+    peak memory is the maximum. ``*_spread`` gives (max - min) / median of ``ips`` so a
+    reader can see how steady the measurement was.
+
+    Returns:
+        A dict with every field of :data:`MEDIAN_FIELDS` and :data:`MAX_FIELDS`, plus
+        ``loss`` (the last measured window's), ``num_windows`` and ``ips_spread``; a field no
+        window measured is ``None``.
+    """
+    measured = [w for w in windows if not w.get("warmup")]
+    out: dict[str, float | None] = {"num_windows": len(measured)}
+    for key in MEDIAN_FIELDS:
+        vals = [w[key] for w in measured if _is_number(w.get(key))]
+        out[key] = statistics.median(vals) if vals else None
+    for key in MAX_FIELDS:
+        vals = [w[key] for w in measured if _is_number(w.get(key))]
+        out[key] = max(vals) if vals else None
+    ips = [w["ips"] for w in measured if _is_number(w.get("ips"))]
+    out["ips_spread"] = (max(ips) - min(ips)) / out["ips"] if len(ips) > 1 and out["ips"] else None
+    out["loss"] = measured[-1].get("loss") if measured else None
+    return out
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+class RunRecords:
+    """The records of one run directory; only the writer (rank 0) touches the files.
+
+    Args:
+        run_dir: the run directory; created if missing.
+        is_writer: ``True`` on rank 0. On other ranks every method is a no-op, so callers
+            need no ``if rank == 0`` around them.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, is_writer: bool = True) -> None:
+        self.run_dir = Path(run_dir)
+        self.is_writer = is_writer
+        self.windows: list[dict] = []
+        self.run_info: dict = {}
+        if is_writer:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+
+    def start(self, run_info: dict) -> None:
+        """Write ``run.json`` with status ``running`` and start an empty ``metrics.jsonl``."""
+        self.run_info = {**run_info, "status": RUNNING}
+        if self.is_writer:
+            (self.run_dir / METRICS_FILE).unlink(missing_ok=True)
+            (self.run_dir / SUMMARY_FILE).unlink(missing_ok=True)
+            write_json_atomic(self.run_dir / RUN_FILE, self.run_info)
+
+    def window(self, metrics: dict) -> None:
+        """Append one timing window to ``metrics.jsonl``."""
+        self.windows.append(metrics)
+        if self.is_writer:
+            append_jsonl(self.run_dir / METRICS_FILE, metrics)
+
+    def finish(self, status: str, reason: str | None = None, **extra: Any) -> dict:
+        """Write ``summary.json`` and the final status into ``run.json``.
+
+        Figures are included only for ``completed`` runs; any other status gets ``null``
+        figures so that it cannot be plotted as a result.
+
+        Raises:
+            ValueError: ``status`` is not one of :data:`STATUSES`.
+        """
+        if status not in STATUSES:
+            raise ValueError(f"status={status!r} is not one of {STATUSES}")
+        figures = summarize_windows(self.windows)
+        if status != "completed":
+            figures = {k: None for k in figures} | {"num_windows": figures["num_windows"]}
+            figures["last_loss"] = self.windows[-1].get("loss") if self.windows else None
+            figures["last_step"] = self.windows[-1].get("step_end") if self.windows else None
+        summary = {"status": status, "reason": reason, **figures, **extra}
+        if self.is_writer:
+            write_json_atomic(self.run_dir / SUMMARY_FILE, summary)
+            self.run_info.update(status=status, reason=reason)
+            write_json_atomic(self.run_dir / RUN_FILE, self.run_info)
+        return summary
+
+
+def mark_failed(run_dir: str | os.PathLike, status: str, reason: str) -> None:
+    """Record a run that died without writing its own summary (killed, crashed at start).
+
+    Keeps any ``run.json`` and ``metrics.jsonl`` already written, writes ``summary.json``
+    with ``null`` figures and sets the status in ``run.json``. Used by launchers.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    records = RunRecords(run_dir)
+    records.windows = read_jsonl(run_dir / METRICS_FILE)
+    records.run_info = read_json(run_dir / RUN_FILE) or {}
+    records.finish(status, reason)
