@@ -87,6 +87,19 @@ class StrategyConfig:
                 f"group divides cluster.gpus_per_node={ranks_per_node}"
             )
 
+    def effective_sharding_strategy(self) -> str:
+        """The ShardingStrategy handed to FSDP1 (``DDP`` for DDP).
+
+        HYBRID_SHARD with shard groups of 1 becomes NO_SHARD over the whole world: the same
+        math (a full replica per rank, gradients averaged over all ranks). FSDP1 given a
+        shard group of size 1 clamps itself to NO_SHARD *on that group*
+        (torch/distributed/fsdp/_init_utils.py, ``_init_core_state``) and then never
+        reduces gradients across replicas, silently training each rank on its own data.
+        """
+        if self.sharding_strategy == "HYBRID_SHARD" and self.shard_group_size == 1:
+            return "NO_SHARD"
+        return self.sharding_strategy
+
     def replicas(self, world_size: int) -> int:
         """Number of model replicas: world / shard group (hybrid), 1 (full sharding), or world."""
         if self.sharding_strategy == "HYBRID_SHARD":
@@ -139,12 +152,13 @@ def wrap(
         ids = [device.index] if device.type == "cuda" else None
         return DDP(model, device_ids=ids)
     kwargs = {}
-    if cfg.sharding_strategy == "HYBRID_SHARD":
+    strategy = cfg.effective_sharding_strategy()
+    if strategy == "HYBRID_SHARD":
         kwargs["device_mesh"] = hybrid_mesh(device.type, world_size, cfg.shard_group_size)
     prefetch = None if cfg.backward_prefetch == "NONE" else BackwardPrefetch[cfg.backward_prefetch]
     return FSDP(
         model,
-        sharding_strategy=ShardingStrategy[cfg.sharding_strategy],
+        sharding_strategy=ShardingStrategy[strategy],
         auto_wrap_policy=ModuleWrapPolicy(block_classes),
         mixed_precision=mixed_precision(precision),
         backward_prefetch=prefetch,

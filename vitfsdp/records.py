@@ -55,7 +55,7 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2, sort_keys=False, default=str)
+            json.dump(obj, f, indent=2)
             f.write("\n")
         os.replace(tmp, path)
     except BaseException:

@@ -112,7 +112,7 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
         summary = run_one(point, f"[{i}/{len(points)}]")
         returns.append(JobReturn(overrides=point.overrides, cfg=OmegaConf.create({}),
                                  hydra_cfg=config, working_dir=str(point.run_dir),
-                                 return_value=summary, status=JobStatus.COMPLETED))
+                                 _return_value=summary, status=JobStatus.COMPLETED))
     _report(points, [r.return_value for r in returns], sweep_dir)
     return returns
 

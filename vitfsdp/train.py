@@ -89,6 +89,7 @@ def run_info(cfg: RunConfig, env: distributed.DistEnv, device: torch.device) -> 
             "nodes": cfg.nodes,
             "ranks_per_node": cfg.cluster.gpus_per_node,
             "replicas": cfg.strategy.replicas(env.world_size),
+            "sharding_strategy": cfg.strategy.effective_sharding_strategy(),
             "backend": distributed.backend_for(device),
             "launched_by": env.source,
         },

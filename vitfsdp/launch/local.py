@@ -27,8 +27,13 @@ def torchrun_command(overrides: Sequence[str], run_dir: Path, num_procs: int) ->
     return [
         sys.executable, "-m", "torch.distributed.run", "--standalone",
         f"--nproc_per_node={num_procs}", "-m", "vitfsdp.train", *overrides,
-        f"hydra.run.dir={run_dir}", "hydra.output_subdir=null",
+        f"hydra.run.dir={quote_override(str(run_dir))}", "hydra.output_subdir=null",
     ]
+
+
+def quote_override(value: str) -> str:
+    """Quote a string for Hydra's override grammar, so '=', ',' or spaces stay literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def run_point(

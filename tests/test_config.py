@@ -1,0 +1,86 @@
+"""Config validation: every bad value is refused with a message naming the field."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from tests.conftest import REPO
+from vitfsdp.config import RunConfig, TrainConfig, register_configs, to_run_config
+from vitfsdp.data import DataConfig
+from vitfsdp.launch import ClusterConfig
+from vitfsdp.models import ModelConfig
+from vitfsdp.parallel import StrategyConfig
+
+register_configs()
+
+STRATEGIES = ["DDP", "NO_SHARD", "FULL_SHARD", "SHARD_GRAD_OP",
+              "HYBRID_1GPU", "HYBRID_2GPU", "HYBRID_8GPU"]
+
+
+def _compose(*overrides: str) -> RunConfig:
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
+        return to_run_config(compose("config", overrides=list(overrides)))
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_every_strategy_preset_composes(name):
+    cfg = _compose(f"strategy={name}", "cluster.gpus_per_node=8")
+    assert cfg.strategy.name == name
+    assert cfg.strategy.is_fsdp == (name != "DDP")
+    if name.startswith("HYBRID_"):
+        k = int(name.removeprefix("HYBRID_").removesuffix("GPU"))
+        assert (cfg.strategy.sharding_strategy, cfg.strategy.shard_group_size) == ("HYBRID_SHARD", k)
+        assert cfg.strategy.replicas(16) == 16 // k
+
+
+def test_defaults_compose_and_world_size():
+    cfg = _compose("nodes=4")
+    assert (cfg.model.name, cfg.strategy.name, cfg.data.name, cfg.cluster.name) == (
+        "vit_tiny", "FULL_SHARD", "synthetic", "local")
+    assert cfg.world_size == 8
+
+
+@pytest.mark.parametrize(
+    ("build", "field"),
+    [
+        (lambda: ModelConfig(name="vit_giant"), "model.name"),
+        (lambda: ModelConfig(name="vit_base", img_size=225), "model.img_size"),
+        (lambda: StrategyConfig(sharding_strategy="ZERO3"), "strategy.sharding_strategy"),
+        (lambda: StrategyConfig(backward_prefetch="EARLY"), "strategy.backward_prefetch"),
+        (lambda: StrategyConfig(sharding_strategy="HYBRID_SHARD"), "strategy.shard_group_size"),
+        (lambda: DataConfig(name="imagenet"), "data.name"),
+        (lambda: DataConfig(name="imagefolder", path="/does/not/exist"), "data.path"),
+        (lambda: TrainConfig(steps=5, warmup_steps=5), "train.warmup_steps"),
+        (lambda: TrainConfig(local_batch_size=0), "train.local_batch_size"),
+        (lambda: ClusterConfig(gpus_per_node=0), "cluster.gpus_per_node"),
+        (lambda: RunConfig(nodes=0), "nodes"),
+        (lambda: RunConfig(precision="fp8"), "precision"),
+        (lambda: RunConfig(engine="fsdp3"), "engine"),
+    ],
+)
+def test_bad_values_name_the_field(build, field):
+    with pytest.raises(ValueError, match=field.replace(".", r"\.")) as e:
+        build()
+    assert "\n" not in str(e.value)
+
+
+def test_unknown_model_lists_valid_names():
+    with pytest.raises(ValueError) as e:
+        ModelConfig(name="vit_giant")
+    for name in ("vit_tiny", "vit_base", "vit_huge", "vit_15b"):
+        assert name in str(e.value)
+
+
+def test_hybrid_shard_group_must_divide_ranks_per_node():
+    cluster = ClusterConfig(gpus_per_node=3)
+    strategy = StrategyConfig(name="HYBRID_2GPU", sharding_strategy="HYBRID_SHARD",
+                              shard_group_size=2)
+    with pytest.raises(ValueError, match="HYBRID_2GPU.*cluster.gpus_per_node=3"):
+        RunConfig(strategy=strategy, cluster=cluster, nodes=2)
+    RunConfig(strategy=strategy, cluster=ClusterConfig(gpus_per_node=4), nodes=3)  # fits
+
+
+def test_yaml_type_errors_are_refused():
+    with pytest.raises(Exception, match="local_batch_size"):
+        _compose("train.local_batch_size=many")

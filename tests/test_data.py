@@ -1,0 +1,72 @@
+"""Data: real digits and image folders, each rank reading its own part of the global batch."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from vitfsdp.data import DataConfig, DigitsDataset, batches, num_classes
+
+
+def _take(cfg, n, **kw):
+    it = batches(cfg, device=torch.device("cpu"), **kw)
+    return list(itertools.islice(it, n))
+
+
+def test_digits_are_real_images_upscaled():
+    ds = DigitsDataset(img_size=32)
+    x, y = ds[0]
+    assert x.shape == (3, 32, 32) and x.dtype == torch.float32
+    assert len(ds) == 1797 and int(y) == 0
+    assert x.std() > 0.5  # a drawn digit, not a constant image
+    assert num_classes(DataConfig(name="digits")) == 10
+
+
+def test_ranks_split_the_global_batch_exactly():
+    cfg = DataConfig(name="digits", shuffle=False)
+    single = _take(cfg, 2, img_size=16, local_batch_size=8, rank=0, world_size=1)
+    parts = [_take(cfg, 2, img_size=16, local_batch_size=2, rank=r, world_size=4) for r in range(4)]
+    for step in range(2):
+        labels = torch.cat([p[step][1] for p in parts])
+        images = torch.cat([p[step][0] for p in parts])
+        order = torch.tensor([0, 4, 1, 5, 2, 6, 3, 7])  # rank r holds samples r and r+4
+        assert torch.equal(single[step][1], labels[order.argsort()])
+        assert torch.allclose(single[step][0], images[order.argsort()])
+
+
+def test_shuffled_ranks_are_disjoint():
+    cfg = DataConfig(name="digits", shuffle=True)
+    seen = [_take(cfg, 1, img_size=8, local_batch_size=4, rank=r, world_size=2)[0][0]
+            for r in range(2)]
+    assert not torch.equal(seen[0], seen[1])
+
+
+def test_synthetic_is_made_once_on_the_device():
+    cfg = DataConfig(name="synthetic", num_classes=7)
+    (x0, y0), (x1, _) = _take(cfg, 2, img_size=16, local_batch_size=3, rank=1, world_size=2)
+    assert x0.shape == (3, 3, 16, 16) and x0.data_ptr() == x1.data_ptr()
+    assert int(y0.max()) < 7
+
+
+def test_imagefolder_reads_real_images(tmp_path):
+    digits = DigitsDataset(img_size=8)
+    for i in range(12):
+        label = int(digits.labels[i])
+        folder = tmp_path / f"class_{label}"
+        folder.mkdir(exist_ok=True)
+        pixels = (digits.images[i].numpy() * 255).astype(np.uint8)
+        Image.fromarray(pixels).convert("RGB").save(folder / f"{i}.png")
+    cfg = DataConfig(name="imagefolder", path=str(tmp_path))
+    assert num_classes(cfg) == 10
+    (x, y), = _take(cfg, 1, img_size=24, local_batch_size=3, rank=0, world_size=2)
+    assert x.shape == (3, 3, 24, 24) and y.max() < 10
+
+
+def test_too_few_images_for_one_global_batch():
+    with pytest.raises(ValueError, match="train.local_batch_size"):
+        _take(DataConfig(name="digits"), 1, img_size=8, local_batch_size=1000, rank=0,
+              world_size=2)
