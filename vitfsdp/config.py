@@ -8,7 +8,10 @@ Impossible combinations fail in ``__post_init__`` with a ``ValueError`` naming t
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -19,6 +22,10 @@ from vitfsdp.models import ModelConfig
 from vitfsdp.parallel import ENGINES, PRECISIONS, StrategyConfig
 
 FRAMEWORKS = ("torch",)
+
+#: The Hydra config folder and its groups whose options are YAML files (``model=vit_base``).
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+GROUPS = ("model", "strategy", "data", "cluster", "experiment")
 
 
 @dataclass
@@ -96,3 +103,43 @@ def to_run_config(cfg: DictConfig) -> RunConfig:
     obj = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(RunConfig), cfg))
     assert isinstance(obj, RunConfig)
     return obj
+
+
+def group_options(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
+    """The option names of a config group (``conf/<group>/*.yaml``), sorted."""
+    return sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
+
+
+def check_group_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
+    """Refuse unknown group options on the command line before Hydra composes anything.
+
+    Hydra's own error for ``strategy=BOGUS`` spans a dozen lines; this gives one line that
+    names the option and the valid ones, for every value of a sweep (``strategy=A,BOGUS``).
+
+    Raises:
+        ValueError: an option of :data:`GROUPS` names no YAML file in ``conf_dir``.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    args = [a for a in argv if "=" in a and not a.startswith("-")]
+    for override in OverridesParser.create().parse_overrides(args):
+        group = override.key_or_group
+        if group not in GROUPS or override.is_delete():
+            continue
+        values = (list(override.sweep_string_iterator()) if override.is_sweep_override()
+                  else [override.get_value_element_as_str()])
+        valid = group_options(group, conf_dir)
+        for value in values:
+            if value not in valid and value != "null":
+                raise ValueError(f"{group}={value} is unknown; valid: {', '.join(valid)}")
+
+
+def cli(hydra_main) -> None:
+    """Run a Hydra entry point after :func:`check_group_choices`; a refused option prints
+    ``error: ...`` on one line and exits with status 2."""
+    try:
+        check_group_choices(sys.argv[1:])
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    hydra_main()

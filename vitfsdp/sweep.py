@@ -26,7 +26,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from vitfsdp.config import RunConfig, register_configs, to_run_config
+from vitfsdp.config import RunConfig, cli, register_configs, to_run_config
 from vitfsdp.launch import local
 from vitfsdp.records import SUMMARY_FILE, mark_failed, read_json
 
@@ -60,10 +60,22 @@ def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str
             points.append(_compose_point(hydra_context, config, list(overrides), num))
         except (ValueError, ConfigCompositionException, OmegaConfBaseException) as e:
             errors.append(f"point {num} ({' '.join(overrides)}): {_one_line(hydra_context, e)}")
+    errors += _shared_run_dirs(points)
     if errors:
         raise ValueError(f"{len(errors)} of {len(job_overrides)} sweep points refused, "
                          "nothing was launched:\n" + "\n".join(errors))
     return points
+
+
+def _shared_run_dirs(points: list[Point]) -> list[str]:
+    first: dict[Path, Point] = {}
+    errors = []
+    for p in points:
+        if p.run_dir in first:
+            errors.append(f"points {first[p.run_dir].num} and {p.num} would both write into "
+                          f"{p.run_dir}; make hydra.sweep.subdir tell them apart")
+        first.setdefault(p.run_dir, p)
+    return errors
 
 
 def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num: int) -> Point:
@@ -164,4 +176,4 @@ def main(dcfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

@@ -21,7 +21,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from vitfsdp import data, distributed, models, parallel, provenance
-from vitfsdp.config import RunConfig, register_configs, to_run_config
+from vitfsdp.config import RunConfig, cli, register_configs, to_run_config
 from vitfsdp.metrics import WindowMeter, device_info
 from vitfsdp.records import RunRecords
 
@@ -184,4 +184,4 @@ def _launch_ranks_here(cfg: RunConfig, run_dir: Path) -> int:
 
 
 if __name__ == "__main__":
-    main()
+    cli(main)

@@ -7,6 +7,7 @@ A "node" is simulated as ``cluster.gpus_per_node`` processes; all of them run on
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
 import time
@@ -76,9 +77,20 @@ def _report_new_windows(run_dir: Path, seen: int, on_window) -> int:
     return max(seen, len(rows))
 
 
+#: torchrun's own banner and glog-style lines ("W1121 09:27:37.1 ..."), left out of tails.
+_LAUNCHER_NOISE = re.compile(r"^([WEI]\d{4} |\*{5,}|Setting OMP_NUM_THREADS)")
+#: torchrun's report that a child failed; what the ranks printed comes before it.
+_AGENT_FAILURE = re.compile(r"^E\d{4} .*failed \(exitcode")
+
+
 def tail(path: Path, num_lines: int = 20) -> str:
-    """Last ``num_lines`` lines of a text file ('' if missing)."""
+    """What the ranks printed last before torchrun reported their failure: the last
+    ``num_lines`` lines before torchrun's failure report, its banner lines left out ('' if
+    the file is missing)."""
     try:
-        return "\n".join(path.read_text(encoding="utf-8", errors="replace").splitlines()[-num_lines:])
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except FileNotFoundError:
         return ""
+    end = next((i for i, line in enumerate(lines) if _AGENT_FAILURE.match(line)), len(lines))
+    kept = [line for line in lines[:end] if line.strip() and not _LAUNCHER_NOISE.match(line)]
+    return "\n".join(kept[-num_lines:])

@@ -1,0 +1,79 @@
+"""The sweep entry point as a user types it: real Hydra multiruns of real torchrun processes."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tests.conftest import read, run_module
+
+FAST = ["model=vit_tiny", "device=cpu", "train.steps=3", "train.warmup_steps=1",
+        "train.log_every=1", "train.local_batch_size=2"]
+
+
+def _point_dirs(sweep_dir):
+    return sorted(p for p in sweep_dir.iterdir() if (p / "run.json").exists())
+
+
+@pytest.mark.slow
+def test_readme_sweep_command_runs_and_analyses(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    proc = run_module("vitfsdp.sweep", "-m", "strategy=FULL_SHARD,HYBRID_2GPU", "nodes=1,2,4,8",
+                      *FAST, f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[8/8] completed" in proc.stdout and "sweep done: 8 completed" in proc.stdout
+    points = _point_dirs(sweep_dir)
+    assert len(points) == 8
+    worlds = sorted((read(p / "run.json")["config"]["strategy"]["name"],
+                     read(p / "run.json")["world"]["size"]) for p in points)
+    assert worlds == [(s, 2 * n) for s in ("FULL_SHARD", "HYBRID_2GPU") for n in (1, 2, 4, 8)]
+    for p in points:
+        summary = read(p / "summary.json")
+        assert summary["status"] == "completed" and summary["ips"] > 0
+        windows = read(p / "metrics.jsonl")
+        assert [w["warmup"] for w in windows] == [True, False, False]
+
+    proc = run_module("vitfsdp.analysis", str(sweep_dir), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = sweep_dir / "analysis"
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == 8 and set(runs["status"]) == {"completed"}
+    for png in ("weak_scaling.png", "memory.png"):
+        assert (out / png).stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["strategy=FULL_SHARD,BOGUS"], "strategy=BOGUS is unknown; valid: DDP, FULL_SHARD"),
+        (["model=vit_giant"], "model=vit_giant is unknown; valid: vit_15b, vit_1b"),
+        (["strategy=FULL_SHARD,HYBRID_2GPU", "cluster.gpus_per_node=3"],
+         "strategy=HYBRID_2GPU needs shard groups of 2 ranks, but a node has 3 ranks"),
+        (["strategy=HYBRID_8GPU", "nodes=1,2"], "shard groups of 8 ranks"),
+        (["nodes=0,1"], "nodes=0 must be >= 1"),
+        (["train.warmup_steps=3"], "train.warmup_steps=3 must be >= 0 and < train.steps=3"),
+        (["nodes=1,2", "hydra.sweep.subdir=same"], "points 0 and 1 would both write into"),
+    ],
+)
+def test_bad_points_are_refused_before_anything_starts(tmp_path, overrides, message):
+    sweep_dir = tmp_path / "sweep"
+    proc = run_module("vitfsdp.sweep", "-m", *FAST, *overrides, f"hydra.sweep.dir={sweep_dir}",
+                      cwd=tmp_path, timeout=120)
+    assert proc.returncode != 0
+    assert message in proc.stderr
+    assert "nothing was launched" in proc.stderr or proc.stderr.startswith("error: ")
+    assert not sweep_dir.exists() or _point_dirs(sweep_dir) == []
+    assert "] [1/" not in proc.stdout  # no point was started
+
+
+def test_a_point_that_dies_is_recorded_as_failed_not_as_a_result(tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    proc = run_module("vitfsdp.sweep", "-m", *FAST, "device=cuda,cpu",
+                      "hydra.sweep.subdir=${device}", f"hydra.sweep.dir={sweep_dir}",
+                      cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    failed = read(sweep_dir / "cuda" / "summary.json")
+    assert failed["status"] == "failed" and failed["ips"] is None
+    assert "device=cuda but torch sees no GPU" in failed["reason"]
+    assert read(sweep_dir / "cpu" / "summary.json")["status"] == "completed"
+    assert "sweep done: 1 completed, 1 failed" in proc.stdout
