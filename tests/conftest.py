@@ -17,7 +17,8 @@ TINY = ["model=vit_tiny", "train.steps=4", "train.warmup_steps=1", "train.log_ev
         "train.local_batch_size=4", "device=cpu"]
 
 
-def run_module(module: str, *args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+def run_module(module: str, *args: str, cwd: Path,
+               timeout: float = 600) -> subprocess.CompletedProcess:
     """``python -m module args...`` in ``cwd``; output captured as text."""
     env = {**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONUNBUFFERED": "1"}
     return subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env,

@@ -30,7 +30,8 @@ def test_every_strategy_preset_composes(name):
     assert cfg.strategy.is_fsdp == (name != "DDP")
     if name.startswith("HYBRID_"):
         k = int(name.removeprefix("HYBRID_").removesuffix("GPU"))
-        assert (cfg.strategy.sharding_strategy, cfg.strategy.shard_group_size) == ("HYBRID_SHARD", k)
+        strategy = cfg.strategy
+        assert (strategy.sharding_strategy, strategy.shard_group_size) == ("HYBRID_SHARD", k)
         assert cfg.strategy.replicas(16) == 16 // k
 
 

@@ -55,10 +55,10 @@ def _smart_vit(width: int, depth: int, heads: int, patch: int, params_m: float,
 
 
 #: Model table of DESIGN.md (ORNL ViT-FSDP study) plus ``vit_tiny`` for CPU work.
-#: ``vit_tiny`` is *not* timm's ViT-Ti: it is 4 blocks of width 64 on 32x32 inputs, sized so
+#: ``vit_tiny`` is *not* timm's ViT-Ti: it is 4 blocks of width 64 on 16x16 inputs, sized so
 #: that eight gloo ranks train it on two CPU cores in seconds.
 VARIANTS: dict[str, ViTSpec] = {
-    "vit_tiny": ViTSpec(64, 4, 128, 4, patch_size=4, img_size=32),
+    "vit_tiny": ViTSpec(64, 4, 128, 4, patch_size=4, img_size=16),
     "vit_base": _smart_vit(768, 12, 12, patch=16, params_m=87),
     "vit_huge": _smart_vit(1280, 32, 16, patch=14, params_m=635),
     "vit_1b": _smart_vit(1536, 32, 16, patch=14, params_m=914),
@@ -138,9 +138,10 @@ def count_params(model: torch.nn.Module) -> int:
 def forward_flops_per_image(cfg: ModelConfig, num_classes: int) -> float:
     """Forward-pass FLOPs for one image (multiply-add = 2 FLOPs), from the architecture.
 
-    Counts the matmuls: patch embedding, per block QKV (3·d²), output projection (d²), MLP
-    (2·d·m for GELU, 3·d·m for SwiGLU) per token, attention scores and weighted values (2·n²·d), and the classifier head
-    on the class token. Norms, softmax, GELU and biases are left out (<1% at ViT-B size).
+    Counts the matmuls: patch embedding, per block QKV (3·d²), output projection (d²) and
+    MLP (2·d·m for GELU, 3·d·m for SwiGLU) per token, attention scores and weighted values
+    (2·n²·d), and the classifier head on the class token. Norms, softmax, activations and
+    biases are left out (<1% at ViT-B size).
     Training FLOPs are 3 × forward (backward ≈ 2 × forward; Kaplan et al. 2020, "Scaling
     Laws for Neural Language Models", sec. 2.1), which :mod:`vitfsdp.metrics` applies.
 
