@@ -1,24 +1,52 @@
-"""Real multi-process gloo training: every strategy gives single-process training's losses.
+"""Real multi-process gloo training: every engine × strategy × backward_prefetch ×
+limit_all_gathers gives single-process training's losses.
 
 Fixed data (digits, no shuffle): at every step the ranks' local batches make up exactly the
-single process's batch, so with fp32 each strategy must reproduce its losses.
+single process's batch, so in fp32 each configuration must reproduce the single process's
+loss at every step within 1e-4 relative (the loss at step 6 is the loss after 5 steps).
+bf16 (FSDP MixedPrecision: bf16 parameters and reductions; autocast under DDP) keeps 8
+mantissa bits: it must stay within 5e-2 relative of the fp32 losses.
 """
 
 from __future__ import annotations
 
+import itertools
+import subprocess
+import sys
+
 import pytest
 
-from tests.conftest import read, run_module
+from tests.conftest import REPO, read, run_module
 
-STEPS = 6  # the loss at step 6 is the loss after 5 optimizer steps
-COMMON = ["model=vit_tiny", "data=digits", "data.shuffle=false", "precision=fp32", "device=cpu",
+STEPS = 6
+COMMON = ["model=vit_tiny", "data=digits", "data.shuffle=false", "device=cpu",
           f"train.steps={STEPS}", "train.warmup_steps=0", "train.log_every=1", "train.lr=3e-3"]
-SWEPT = "HYBRID_1GPU,HYBRID_2GPU,DDP,NO_SHARD,FULL_SHARD,SHARD_GRAD_OP"
-REL_TOL = 1e-4
+FP32_REL_TOL = 1e-4
+BF16_REL_TOL = 5e-2
+FSDP_STRATEGIES = ["NO_SHARD", "FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_1GPU", "HYBRID_2GPU"]
 
 
 def _losses(run_dir) -> list[float]:
     return [w["loss"] for w in read(run_dir / "metrics.jsonl")]
+
+
+def _cases() -> dict[str, str]:
+    """name -> overrides of every configuration trained on 4 ranks (2 nodes of 2)."""
+    base = {"DDP": "strategy=DDP"}
+    for s, prefetch, lag in itertools.product(
+        FSDP_STRATEGIES, ["BACKWARD_PRE", "BACKWARD_POST", "NONE"], ["true", "false"]
+    ):
+        base[f"fsdp1-{s}-{prefetch}-{lag}"] = (
+            f"engine=fsdp1 strategy={s} strategy.backward_prefetch={prefetch} "
+            f"strategy.limit_all_gathers={lag}")
+    for s in FSDP_STRATEGIES:
+        base[f"fsdp2-{s}"] = f"engine=fsdp2 strategy={s}"
+    cases = {name: f"{o} precision=fp32" for name, o in base.items()}
+    for name in ("DDP", "fsdp1-FULL_SHARD-BACKWARD_PRE-true", "fsdp2-FULL_SHARD",
+                 "fsdp2-HYBRID_2GPU"):
+        cases[f"bf16-{name}"] = f"{base[name]} precision=bf16"
+    common = f"nodes=2 train.local_batch_size=2 {' '.join(COMMON)}"
+    return {name: f"{common} {o}" for name, o in cases.items()}
 
 
 @pytest.fixture(scope="module")
@@ -28,20 +56,49 @@ def reference(tmp_path_factory) -> list[float]:
                       "train.local_batch_size=8", f"hydra.run.dir={out}", cwd=out)
     assert proc.returncode == 0, proc.stderr[-3000:]
     losses = _losses(out)
-    assert len(losses) == STEPS
+    assert len(losses) == STEPS and len(set(losses)) == STEPS
     return losses
 
 
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("matrix")
+    cases = _cases()
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4",
+           str(REPO / "tests" / "parity_worker.py"), str(out),
+           *(f"{name}|{o}" for name, o in cases.items())]
+    proc = subprocess.run(cmd, cwd=out, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return {name: out / name for name in cases}
+
+
 @pytest.mark.slow
-def test_every_strategy_on_4_ranks_matches_single_process(reference, tmp_path):
-    proc = run_module("vitfsdp.sweep", "-m", f"strategy={SWEPT}", "nodes=2", *COMMON,
-                      "train.local_batch_size=2", f"hydra.sweep.dir={tmp_path}",
-                      "hydra.sweep.subdir=${strategy.name}", cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    for name in SWEPT.split(","):
-        run = read(tmp_path / name / "run.json")
+def test_every_fp32_configuration_matches_single_process(reference, matrix):
+    fp32 = {n: d for n, d in matrix.items() if not n.startswith("bf16")}
+    assert len(fp32) == 1 + 5 * 3 * 2 + 5
+    for name, run_dir in fp32.items():
+        run = read(run_dir / "run.json")
         assert run["status"] == "completed" and run["world"]["size"] == 4, name
-        assert _losses(tmp_path / name) == pytest.approx(reference, rel=REL_TOL), name
+        assert _losses(run_dir) == pytest.approx(reference, rel=FP32_REL_TOL), name
+
+
+@pytest.mark.slow
+def test_bf16_stays_within_stated_bound(reference, matrix):
+    for name in (n for n in matrix if n.startswith("bf16")):
+        assert read(matrix[name] / "run.json")["config"]["precision"] == "bf16"
+        losses = _losses(matrix[name])
+        assert losses == pytest.approx(reference, rel=BF16_REL_TOL), name
+        assert losses != pytest.approx(reference, rel=1e-6), f"{name} did not run in bf16"
+
+
+@pytest.mark.slow
+def test_fsdp1_only_settings_are_recorded_not_applicable_elsewhere(matrix):
+    fsdp2 = read(matrix["fsdp2-FULL_SHARD"] / "run.json")["config"]["strategy"]
+    ddp = read(matrix["DDP"] / "run.json")["config"]["strategy"]
+    fsdp1 = read(matrix["fsdp1-FULL_SHARD-NONE-false"] / "run.json")["config"]["strategy"]
+    for strategy in (fsdp2, ddp):
+        assert strategy["backward_prefetch"] is None and strategy["limit_all_gathers"] is None
+    assert (fsdp1["backward_prefetch"], fsdp1["limit_all_gathers"]) == ("NONE", False)
 
 
 @pytest.mark.slow
@@ -52,4 +109,4 @@ def test_hybrid_8gpu_on_8_ranks_matches_single_process(reference, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = read(tmp_path / "run.json")
     assert (run["world"]["size"], run["world"]["replicas"]) == (8, 1)
-    assert _losses(tmp_path) == pytest.approx(reference, rel=REL_TOL)
+    assert _losses(tmp_path) == pytest.approx(reference, rel=FP32_REL_TOL)

@@ -64,7 +64,7 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     nodes: int = 1  # nodes of the run; world size = nodes × cluster.gpus_per_node
-    engine: str = "fsdp1"  # FSDP implementation: fsdp1 (FullyShardedDataParallel)
+    engine: str = "fsdp1"  # fsdp1 (FullyShardedDataParallel) | fsdp2 (fully_shard, DeviceMesh)
     framework: str = "torch"  # torch
     precision: str = "fp32"  # fp32 | bf16 (FSDP MixedPrecision; autocast under DDP)
     device: str = "auto"  # auto | cpu | cuda
@@ -80,6 +80,7 @@ class RunConfig:
         ):
             if value not in valid:
                 raise ValueError(f"{key}={value!r} is not supported; valid: {', '.join(valid)}")
+        self.strategy.resolve_for_engine(self.engine)
         self.strategy.check_world(self.world_size, self.cluster.gpus_per_node)
 
     @property

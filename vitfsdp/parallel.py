@@ -16,7 +16,13 @@ from dataclasses import dataclass
 
 import torch
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.fsdp import BackwardPrefetch, MixedPrecision, ShardingStrategy
+from torch.distributed.fsdp import (
+    BackwardPrefetch,
+    MixedPrecision,
+    MixedPrecisionPolicy,
+    ShardingStrategy,
+    fully_shard,
+)
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -25,7 +31,9 @@ log = logging.getLogger(__name__)
 
 SHARDING_STRATEGIES = ("DDP", "NO_SHARD", "FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_SHARD")
 BACKWARD_PREFETCH = ("BACKWARD_PRE", "BACKWARD_POST", "NONE")
-ENGINES = ("fsdp1",)
+ENGINES = ("fsdp1", "fsdp2")
+#: FSDP1 defaults of the settings that only FSDP1 has.
+FSDP1_DEFAULTS = {"backward_prefetch": "BACKWARD_PRE", "limit_all_gathers": True}
 PRECISIONS = ("fp32", "bf16")
 
 #: Mesh axis names of hybrid sharding: replicas × shard group (torchtitan's naming).
@@ -39,9 +47,11 @@ class StrategyConfig:
     name: str = "FULL_SHARD"  # the preset's name, as plots label it
     sharding_strategy: str = "FULL_SHARD"  # DDP or a torch ShardingStrategy name
     shard_group_size: int = 0  # ranks per shard group for HYBRID_SHARD; 0 = not hybrid
-    backward_prefetch: str = "BACKWARD_PRE"  # BACKWARD_PRE | BACKWARD_POST | NONE (FSDP only)
-    limit_all_gathers: bool = True  # FSDP rate limiter of in-flight all-gathers
-    forward_prefetch: bool = False  # FSDP explicit forward prefetch
+    # BACKWARD_PRE | BACKWARD_POST | NONE; FSDP1 only. None = BACKWARD_PRE under FSDP1 and
+    # "not applicable" (recorded as null) under DDP and FSDP2.
+    backward_prefetch: str | None = None
+    limit_all_gathers: bool | None = None  # FSDP1 all-gather rate limiter; None as above (true)
+    forward_prefetch: bool = False  # FSDP1 explicit forward prefetch
 
     def __post_init__(self) -> None:
         if self.sharding_strategy not in SHARDING_STRATEGIES:
@@ -49,7 +59,7 @@ class StrategyConfig:
                 f"strategy.sharding_strategy={self.sharding_strategy!r} is unknown; valid: "
                 f"{', '.join(SHARDING_STRATEGIES)}"
             )
-        if self.backward_prefetch not in BACKWARD_PREFETCH:
+        if self.backward_prefetch is not None and self.backward_prefetch not in BACKWARD_PREFETCH:
             raise ValueError(
                 f"strategy.backward_prefetch={self.backward_prefetch!r} is unknown; valid: "
                 f"{', '.join(BACKWARD_PREFETCH)}"
@@ -69,6 +79,27 @@ class StrategyConfig:
     @property
     def is_fsdp(self) -> bool:
         return self.sharding_strategy != "DDP"
+
+    def resolve_for_engine(self, engine: str) -> None:
+        """Fill FSDP1-only settings with their defaults under FSDP1; elsewhere refuse them.
+
+        Under DDP and FSDP2 ``backward_prefetch`` and ``limit_all_gathers`` do not exist
+        (FSDP2 prefetches by its own schedule), so they stay ``None`` and are recorded as not
+        applicable: a sweep never plots an axis that did nothing.
+
+        Raises:
+            ValueError: one of them is set for DDP or engine=fsdp2.
+        """
+        applies = self.is_fsdp and engine == "fsdp1"
+        for key, default in FSDP1_DEFAULTS.items():
+            if applies and getattr(self, key) is None:
+                setattr(self, key, default)
+            elif not applies and getattr(self, key) is not None:
+                where = "DDP" if not self.is_fsdp else f"engine={engine}"
+                raise ValueError(f"strategy.{key} applies only to FSDP1 (engine=fsdp1), not "
+                                 f"{where}; leave it unset (null)")
+        if self.forward_prefetch and not applies:
+            raise ValueError("strategy.forward_prefetch applies only to FSDP1 (engine=fsdp1)")
 
     def check_world(self, world_size: int, ranks_per_node: int) -> None:
         """Refuse a hybrid shard group that does not tile the nodes.
@@ -139,6 +170,7 @@ def wrap(
     world_size: int,
     block_classes: set[type[torch.nn.Module]],
     precision: str = "fp32",
+    engine: str = "fsdp1",
 ) -> torch.nn.Module:
     """Wrap ``model`` (already on ``device``) for data-parallel training per ``cfg``.
 
@@ -146,16 +178,21 @@ def wrap(
     full replica per rank; under bf16 the caller runs the forward in autocast.
 
     Raises:
-        ValueError: bad strategy or precision values.
+        ValueError: bad strategy, precision or engine values.
     """
     if not cfg.is_fsdp:
         ids = [device.index] if device.type == "cuda" else None
         return DDP(model, device_ids=ids)
+    if engine == "fsdp2":
+        return _fully_shard(model, cfg, device, world_size, block_classes, precision)
+    if engine != "fsdp1":
+        raise ValueError(f"engine={engine!r} is unknown; valid: {', '.join(ENGINES)}")
     kwargs = {}
     strategy = cfg.effective_sharding_strategy()
     if strategy == "HYBRID_SHARD":
         kwargs["device_mesh"] = hybrid_mesh(device.type, world_size, cfg.shard_group_size)
-    prefetch = None if cfg.backward_prefetch == "NONE" else BackwardPrefetch[cfg.backward_prefetch]
+    prefetch = _fsdp1_setting(cfg, "backward_prefetch")
+    prefetch = None if prefetch == "NONE" else BackwardPrefetch[prefetch]
     return FSDP(
         model,
         sharding_strategy=ShardingStrategy[strategy],
@@ -163,8 +200,41 @@ def wrap(
         mixed_precision=mixed_precision(precision),
         backward_prefetch=prefetch,
         forward_prefetch=cfg.forward_prefetch,
-        limit_all_gathers=cfg.limit_all_gathers,
+        limit_all_gathers=_fsdp1_setting(cfg, "limit_all_gathers"),
         use_orig_params=True,
         device_id=device,
         **kwargs,
     )
+
+
+def _fsdp1_setting(cfg: StrategyConfig, key: str):
+    value = getattr(cfg, key)
+    return FSDP1_DEFAULTS[key] if value is None else value
+
+
+def fsdp2_mesh(device_type: str, world_size: int, cfg: StrategyConfig) -> DeviceMesh:
+    """The DeviceMesh ``fully_shard`` shards over.
+
+    FULL_SHARD and SHARD_GRAD_OP: 1-D over all ranks. HYBRID_SHARD: 2-D replicas × shard
+    group (HSDP). NO_SHARD (and hybrid groups of 1): 2-D (world, 1), a replica per rank with
+    gradients all-reduced over all of them.
+    """
+    strategy = cfg.sharding_strategy
+    if strategy in ("FULL_SHARD", "SHARD_GRAD_OP"):
+        return init_device_mesh(device_type, (world_size,), mesh_dim_names=(SHARD_AXIS,))
+    group = cfg.shard_group_size if strategy == "HYBRID_SHARD" else 1
+    return hybrid_mesh(device_type, world_size, group)
+
+
+def _fully_shard(model, cfg, device, world_size, block_classes, precision):
+    """FSDP2: ``fully_shard`` each block, then the root. FULL_SHARD and the hybrids reshard
+    parameters after forward; SHARD_GRAD_OP keeps them gathered until backward (ZeRO-2)."""
+    mesh = fsdp2_mesh(device.type, world_size, cfg)
+    mp = mixed_precision(precision)
+    policy = (MixedPrecisionPolicy(param_dtype=mp.param_dtype, reduce_dtype=mp.reduce_dtype)
+              if mp else MixedPrecisionPolicy())
+    reshard = cfg.sharding_strategy != "SHARD_GRAD_OP"
+    for module in model.modules():
+        if type(module) in block_classes:
+            fully_shard(module, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+    return fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)

@@ -61,7 +61,7 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
     """
     records = RunRecords(run_dir, is_writer=env.rank == 0)
     t0 = time.time()
-    records.start(run_info(cfg, env, device))
+    records.start(run_info(cfg, env, device, run_dir))
     try:
         train(cfg, env, device, records)
     except torch.OutOfMemoryError as e:
@@ -77,12 +77,13 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
     return summary
 
 
-def run_info(cfg: RunConfig, env: distributed.DistEnv, device: torch.device) -> dict:
+def run_info(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
+             run_dir: Path) -> dict:
     """What ran: resolved config, world, device, model size, versions, hosts, Slurm ids."""
     num_classes = _num_classes(cfg)
     meta_model = models.build_model(cfg.model, num_classes, device="meta")
     return {
-        "run_id": HydraConfig.get().runtime.output_dir.rstrip("/").rsplit("/", 1)[-1],
+        "run_id": run_dir.name,
         "config": dataclasses.asdict(cfg),
         "world": {
             "size": env.world_size,
@@ -156,7 +157,8 @@ def _build_and_wrap(cfg: RunConfig, env: distributed.DistEnv, device: torch.devi
     torch.manual_seed(cfg.train.seed)  # identical initial weights on every rank
     model = models.build_model(cfg.model, _num_classes(cfg), device=device)
     return parallel.wrap(model, cfg.strategy, device=device, world_size=env.world_size,
-                         block_classes=models.block_classes(), precision=cfg.precision)
+                         block_classes=models.block_classes(), precision=cfg.precision,
+                         engine=cfg.engine)
 
 
 def _autocast(cfg: RunConfig, device: torch.device):

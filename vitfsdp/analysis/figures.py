@@ -97,8 +97,8 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
             if not done.empty:
                 ax.plot(done.index, done.values, "-o", color=colors[label], label=label)
             notes += _mark_not_completed(ax, line, "peak_mem_gib", colors[label], label, marked)
+        ax.set_ylim(bottom=0, top=1.15 * ax.get_ylim()[1])  # room above the highest point
         _plot_device_memory(ax, panel)
-        ax.set_ylim(bottom=0)
         _style_panel(ax, panel, model, _memory_label(panel), notes)
         _legend(ax, notes, ideal=False)
     _finish(fig, "Peak memory against node count", df, path)

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# Start the virtual Slurm cluster: slurmctld and four slurmd daemons (vnode1..vnode4) on this
+# host, so that tests and demos can run real sbatch/srun jobs across 4 nodes.
+#
+#   bash launch/virtual/start.sh          # idempotent; seconds once the packages are installed
+#   export SLURM_CONF=/tmp/vitfsdp-slurm/etc/slurm.conf VITFSDP_SLURM=1
+#   bash launch/virtual/stop.sh
+#
+# Environment: VITFSDP_SLURM_DIR (state directory, default /tmp/vitfsdp-slurm),
+# VITFSDP_SLURM_CTLD_PORT (default 16817), VITFSDP_SLURM_NODE_PORT_BASE (node i listens on
+# base+i, default 17000), VITFSDP_SLURM_START_TIMEOUT_S (wait for idle nodes, default 60).
+# Needs root: the daemons run as root (SlurmUser=root) and packages come from apt.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+STATE_DIR=${VITFSDP_SLURM_DIR:-/tmp/vitfsdp-slurm}
+CONF=$STATE_DIR/etc/slurm.conf
+NODES=(vnode1 vnode2 vnode3 vnode4)
+NODE_LIST="vnode[1-${#NODES[@]}]"
+PARTITION=debug
+CPUS_PER_NODE=8
+CTLD_PORT=${VITFSDP_SLURM_CTLD_PORT:-16817}
+NODE_PORT_BASE=${VITFSDP_SLURM_NODE_PORT_BASE:-17000}
+START_TIMEOUT_S=${VITFSDP_SLURM_START_TIMEOUT_S:-60}
+PACKAGES=(slurm-wlm munge)
+
+log() { echo "[virtual-slurm] $*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+# pid_alive PIDFILE NAME: the pid file names a live process called NAME.
+pid_alive() {
+    local pid
+    [[ -s $1 ]] || return 1
+    pid=$(<"$1")
+    kill -0 "$pid" 2>/dev/null && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$2" ]]
+}
+
+install_packages() {
+    local pkg missing=()
+    for pkg in "${PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' \
+            || missing+=("$pkg")
+    done
+    [[ ${#missing[@]} -eq 0 ]] && return
+    log "installing ${missing[*]} (apt-get)"
+    local apt_log
+    apt_log=$(mktemp)
+    export DEBIAN_FRONTEND=noninteractive
+    if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}"; } \
+        >"$apt_log" 2>&1; then
+        cat "$apt_log" >&2
+        die "apt-get could not install ${missing[*]}"
+    fi
+    rm -f "$apt_log"
+}
+
+start_munge() {
+    if munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; then
+        return
+    fi
+    if [[ ! -s /etc/munge/munge.key ]]; then
+        log "creating /etc/munge/munge.key"
+        install -d -o munge -g munge -m 0700 /etc/munge
+        runuser -u munge -- mungekey --create --keyfile=/etc/munge/munge.key
+    fi
+    install -d -o munge -g munge -m 0755 /run/munge
+    install -d -o munge -g munge -m 0700 /var/lib/munge /var/log/munge
+    log "starting munged"
+    runuser -u munge -- /usr/sbin/munged
+    local _
+    for _ in $(seq 50); do
+        munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1 && return
+        sleep 0.1
+    done
+    die "munged does not answer; see /var/log/munge/munged.log"
+}
+
+node_lines() {
+    local i
+    for i in "${!NODES[@]}"; do
+        printf 'NodeName=%s NodeHostname=localhost Port=%d\\n' \
+            "${NODES[$i]}" $((NODE_PORT_BASE + i + 1))
+    done
+}
+
+# Simulated memory per node: half of this host's memory, split over the nodes.
+real_memory_mb() {
+    awk -v n=${#NODES[@]} '/^MemTotal:/ {print int($2 / 1024 / 2 / n)}' /proc/meminfo
+}
+
+# render TEMPLATE OUT: fill the @VAR@ placeholders; returns 1 when OUT changed.
+render() {
+    local lines
+    lines=$(node_lines)
+    sed -e "s|@STATE_DIR@|$STATE_DIR|g" \
+        -e "s|@CTLD_PORT@|$CTLD_PORT|g" \
+        -e "s|@CPUS_PER_NODE@|$CPUS_PER_NODE|g" \
+        -e "s|@REAL_MEMORY_MB@|$(real_memory_mb)|g" \
+        -e "s|@NODE_LIST@|$NODE_LIST|g" \
+        -e "s|@NODE_LINES@|${lines%\\n}|g" \
+        "$1" >"$2.new"
+    if cmp -s "$2.new" "$2"; then
+        rm -f "$2.new"
+        return 0
+    fi
+    mv "$2.new" "$2"
+    return 1
+}
+
+prepare_state_dir() {
+    local node
+    mkdir -p "$STATE_DIR"/{etc,state,run,log}
+    for node in "${NODES[@]}"; do
+        install -d -m 0755 "$STATE_DIR/spool/$node"
+    done
+    if ! render "$HERE/slurm.conf.in" "$CONF" && any_daemon_running; then
+        log "slurm.conf changed: restarting the daemons"
+        bash "$HERE/stop.sh"
+    fi
+}
+
+any_daemon_running() {
+    local node
+    pid_alive "$STATE_DIR/run/slurmctld.pid" slurmctld && return 0
+    for node in "${NODES[@]}"; do
+        pid_alive "$STATE_DIR/run/slurmd-$node.pid" slurmd && return 0
+    done
+    return 1
+}
+
+# Node names must resolve (MASTER_ADDR is taken from SLURM_JOB_NODELIST).
+add_hosts_entries() {
+    local node missing=()
+    for node in "${NODES[@]}"; do
+        getent hosts "$node" >/dev/null || missing+=("$node")
+    done
+    [[ ${#missing[@]} -eq 0 ]] && return
+    log "adding ${missing[*]} to /etc/hosts"
+    echo "127.0.0.1 ${missing[*]}  # vitfsdp virtual Slurm cluster" >>/etc/hosts
+}
+
+# Start what is not running. STARTED_SINCE[node] is the epoch second before its slurmd was
+# started here (0 for a slurmd that was already running).
+declare -A STARTED_SINCE
+start_daemons() {
+    local node now
+    now=$(date +%s)
+    if ! pid_alive "$STATE_DIR/run/slurmctld.pid" slurmctld; then
+        log "starting slurmctld"
+        slurmctld -f "$CONF"
+    fi
+    for node in "${NODES[@]}"; do
+        STARTED_SINCE[$node]=0
+        if ! pid_alive "$STATE_DIR/run/slurmd-$node.pid" slurmd; then
+            log "starting slurmd -N $node"
+            slurmd -f "$CONF" -N "$node"
+            STARTED_SINCE[$node]=$now
+        fi
+    done
+}
+
+show_logs() {
+    local f
+    for f in "$STATE_DIR"/log/*.log; do
+        [[ -e $f ]] || continue
+        echo "----- tail $f (PMIx plugin noise left out)" >&2
+        grep -vE 'pmix|MPI: Cannot create context' "$f" | tail -n 15 >&2
+    done
+}
+
+# Nodes that are idle and whose slurmd registered since it was started here: the controller
+# recovers nodes as idle from its saved state before their slurmd is up.
+num_ready_nodes() {
+    local line num_ready=0
+    local re='NodeName=([^ ]+) .* State=([^ ]+) .* SlurmdStartTime=([0-9T:-]+)'
+    while read -r line; do
+        [[ $line =~ $re && ${BASH_REMATCH[2]} == IDLE ]] || continue
+        (($(date -d "${BASH_REMATCH[3]}" +%s) >= ${STARTED_SINCE[${BASH_REMATCH[1]}]:-0})) \
+            && num_ready=$((num_ready + 1))
+    done < <(scontrol show node -o "$NODE_LIST" 2>/dev/null)
+    echo "$num_ready"
+}
+
+wait_until_idle() {
+    local deadline=$((SECONDS + START_TIMEOUT_S))
+    until [[ $(num_ready_nodes) -eq ${#NODES[@]} ]]; do
+        if ((SECONDS >= deadline)); then
+            sinfo -N -p "$PARTITION" >&2 || true
+            show_logs
+            die "not all ${#NODES[@]} nodes idle after ${START_TIMEOUT_S}s (logs above, in $STATE_DIR/log)"
+        fi
+        sleep 0.5
+    done
+}
+
+print_usage() {
+    cat <<EOF
+Virtual Slurm cluster up: ${#NODES[@]} nodes $NODE_LIST × $CPUS_PER_NODE CPUs, partition $PARTITION.
+Use it with:
+  export SLURM_CONF=$CONF VITFSDP_SLURM=1
+  sinfo; srun -N2 -n4 hostname
+Stop it with: bash launch/virtual/stop.sh
+EOF
+}
+
+main() {
+    [[ $EUID -eq 0 ]] || die "run as root (the daemons run as SlurmUser=root)"
+    export SLURM_CONF=$CONF
+    install_packages
+    start_munge
+    add_hosts_entries
+    prepare_state_dir
+    start_daemons
+    wait_until_idle
+    print_usage
+}
+
+main "$@"

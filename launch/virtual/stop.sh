@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Stop the virtual Slurm cluster started by launch/virtual/start.sh. Idempotent.
+#
+#   bash launch/virtual/stop.sh               # cancel jobs, stop slurmd ×4 and slurmctld
+#   bash launch/virtual/stop.sh --with-munge  # also stop munged
+#
+# The state directory (VITFSDP_SLURM_DIR, default /tmp/vitfsdp-slurm) and its logs are kept.
+set -euo pipefail
+
+STATE_DIR=${VITFSDP_SLURM_DIR:-/tmp/vitfsdp-slurm}
+CONF=$STATE_DIR/etc/slurm.conf
+RUN_DIR=$STATE_DIR/run
+STOP_TIMEOUT_S=15
+
+log() { echo "[virtual-slurm] $*" >&2; }
+
+pid_alive() {
+    local pid
+    [[ -s $1 ]] || return 1
+    pid=$(<"$1")
+    kill -0 "$pid" 2>/dev/null && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$2" ]]
+}
+
+any_alive() {
+    local pid
+    for pid in "$@"; do
+        kill -0 "$pid" 2>/dev/null && return 0
+    done
+    return 1
+}
+
+# stop_daemons NAME PIDFILE...: SIGTERM to all at once, SIGKILL after STOP_TIMEOUT_S.
+stop_daemons() {
+    local name=$1 f _ pids=()
+    shift
+    for f in "$@"; do
+        if pid_alive "$f" "$name"; then
+            pids+=("$(<"$f")")
+            log "stopping $name (pid ${pids[-1]}, $(basename "$f" .pid))"
+        fi
+    done
+    if [[ ${#pids[@]} -gt 0 ]]; then
+        kill -TERM "${pids[@]}" 2>/dev/null || true
+        for _ in $(seq $((STOP_TIMEOUT_S * 10))); do
+            any_alive "${pids[@]}" || break
+            sleep 0.1
+        done
+        if any_alive "${pids[@]}"; then
+            log "$name did not stop in ${STOP_TIMEOUT_S}s: SIGKILL"
+            kill -KILL "${pids[@]}" 2>/dev/null || true
+        fi
+    fi
+    rm -f "$@"
+}
+
+# Jobs would otherwise outlive their slurmd (slurmstepd keeps running) and be lost on restart.
+cancel_jobs() {
+    local _ jobs
+    [[ -f $CONF ]] && pid_alive "$RUN_DIR/slurmctld.pid" slurmctld || return 0
+    export SLURM_CONF=$CONF
+    jobs=$(squeue -h -o %i 2>/dev/null) || return 0
+    [[ -n $jobs ]] || return 0
+    log "cancelling jobs ${jobs//$'\n'/ }"
+    # shellcheck disable=SC2086
+    scancel $jobs 2>/dev/null || true
+    for _ in $(seq $STOP_TIMEOUT_S); do
+        [[ -z $(squeue -h -t running,completing -o %i 2>/dev/null) ]] && return
+        sleep 1
+    done
+    log "jobs still completing after ${STOP_TIMEOUT_S}s; stopping anyway"
+}
+
+main() {
+    shopt -s nullglob
+    cancel_jobs
+    stop_daemons slurmd "$RUN_DIR"/slurmd-*.pid
+    stop_daemons slurmctld "$RUN_DIR/slurmctld.pid"
+    if [[ ${1:-} == --with-munge ]]; then
+        stop_daemons munged /run/munge/munged.pid
+    fi
+    log "stopped"
+}
+
+main "$@"
