@@ -1,10 +1,13 @@
 # vitfsdp: the two commands of the README, and what they need.
 #   make demo   install, then run the demo weak-scaling sweep and its analysis (CPU, minutes)
-#   make test   install, then run the test suite
+#   make test   install, start the virtual Slurm cluster (root: installs slurm-wlm + munge),
+#               then run the test suite; the Slurm tests fail if the cluster is not up
+#   make test-noslurm   the same without the cluster (its tests are skipped), for non-root users
 PYTHON ?= python3
 DEMO_DIR ?= runs/demo
+SLURM_DIR ?= /tmp/vitfsdp-slurm
 
-.PHONY: install demo test lint
+.PHONY: install demo test test-noslurm slurm-up slurm-down lint
 
 install:
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
@@ -14,7 +17,16 @@ demo: install
 	$(PYTHON) -m vitfsdp.analysis $(DEMO_DIR)
 	@echo "figures and tables: $(DEMO_DIR)/analysis/ (weak_scaling.png, memory.png, runs.csv, scaling.csv)"
 
-test: install
+slurm-up:
+	VITFSDP_SLURM_DIR=$(SLURM_DIR) bash launch/virtual/start.sh
+
+slurm-down:
+	VITFSDP_SLURM_DIR=$(SLURM_DIR) bash launch/virtual/stop.sh
+
+test: install slurm-up
+	VITFSDP_SLURM=1 SLURM_CONF=$(SLURM_DIR)/etc/slurm.conf $(PYTHON) -m pytest -q
+
+test-noslurm: install
 	$(PYTHON) -m pytest -q
 
 lint:
