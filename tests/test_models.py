@@ -25,6 +25,22 @@ def test_param_count_matches_published_table(name):
     assert abs(count_params(model) / published - 1) < 0.005
 
 
+TIMM = ["vit_large_patch16_224", "vit_huge_patch14_224", "vit_giant_patch14_224",
+        "vit_gigantic_patch14_224"]
+
+
+@pytest.mark.parametrize("name", TIMM)
+def test_timm_comparison_models_equal_timms_registered_ones(name):
+    import timm
+
+    with torch.device("meta"):
+        reference = timm.create_model(name, pretrained=False, num_classes=1000)
+    ours = build_model(ModelConfig(name=name), num_classes=1000, device="meta")
+    assert count_params(ours) == count_params(reference)
+    assert [tuple(p.shape) for p in ours.parameters()] == [
+        tuple(p.shape) for p in reference.parameters()]
+
+
 def test_table_has_the_studys_rows():
     assert TABLE == ["vit_base", "vit_huge", "vit_1b", "vit_3b", "vit_5b", "vit_15b"]
 

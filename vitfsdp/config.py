@@ -69,6 +69,7 @@ class RunConfig:
     precision: str = "fp32"  # fp32 | bf16 (FSDP MixedPrecision; autocast under DDP)
     device: str = "auto"  # auto | cpu | cuda
     experiment: str | None = None  # name of the experiment preset, if one was used
+    dry_run: bool = False  # print per-rank model-state bytes for this world size and exit
 
     def __post_init__(self) -> None:
         if self.nodes < 1:

@@ -65,6 +65,12 @@ VARIANTS: dict[str, ViTSpec] = {
     "vit_3b": _smart_vit(2816, 32, 32, patch=14, params_m=3067),
     "vit_5b": _smart_vit(1792, 56, 16, patch=14, params_m=5349, mlp_dim=15360),
     "vit_15b": _smart_vit(5040, 48, 48, patch=14, params_m=14720),
+    # timm's registered ViTs of the PyTorch-vs-JAX study: same architecture as
+    # timm.create_model(name) (GELU MLP, class token, qkv bias), built from this table.
+    "vit_large_patch16_224": ViTSpec(1024, 24, 4096, 16, patch_size=16),
+    "vit_huge_patch14_224": ViTSpec(1280, 32, 5120, 16, patch_size=14),
+    "vit_giant_patch14_224": ViTSpec(1408, 40, 6144, 16, patch_size=14),
+    "vit_gigantic_patch14_224": ViTSpec(1664, 48, 8192, 16, patch_size=14),
 }
 
 

@@ -20,7 +20,7 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from vitfsdp import data, distributed, models, parallel, provenance
+from vitfsdp import data, distributed, models, parallel, plan, provenance
 from vitfsdp.config import RunConfig, cli, register_configs, to_run_config
 from vitfsdp.metrics import WindowMeter, device_info
 from vitfsdp.records import RunRecords
@@ -34,6 +34,9 @@ register_configs()
 def main(dcfg: DictConfig) -> None:
     """Hydra entry point: validate the config, then train in this process or launch ranks."""
     cfg = to_run_config(dcfg)
+    if cfg.dry_run:
+        print(dry_run_report(cfg))
+        return
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     env = distributed.discover()
     if not env.is_distributed and cfg.world_size > 1:
@@ -48,6 +51,16 @@ def main(dcfg: DictConfig) -> None:
     device = distributed.pick_device(cfg.device, env.local_rank)
     with distributed.process_group(env, device, cfg.train.timeout_s):
         run(cfg, env, device, run_dir)
+
+
+def dry_run_report(cfg: RunConfig) -> str:
+    """Per-rank parameter, gradient and optimizer bytes of ``cfg`` at its world size, from a
+    meta-device build (nothing allocated, no process started)."""
+    b = plan.state_bytes(cfg.model, _num_classes(cfg), cfg.strategy, cfg.world_size,
+                         cfg.precision)
+    label = (f"{cfg.model.name} {cfg.strategy.name} on {cfg.world_size} ranks "
+             f"({cfg.nodes} nodes × {cfg.cluster.gpus_per_node})")
+    return plan.format_state_bytes(b, label)
 
 
 def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir: Path) -> dict:
