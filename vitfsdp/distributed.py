@@ -39,6 +39,7 @@ class DistEnv:
 
     @property
     def is_distributed(self) -> bool:
+        """True when a launcher (torchrun or srun) started this process as one of several."""
         return self.source != "single"
 
 

@@ -98,6 +98,7 @@ class ModelConfig:
 
     @property
     def spec(self) -> ViTSpec:
+        """The architecture row of :data:`VARIANTS` for ``name``."""
         return VARIANTS[self.name]
 
     def resolved_img_size(self) -> int:

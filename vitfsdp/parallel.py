@@ -78,6 +78,7 @@ class StrategyConfig:
 
     @property
     def is_fsdp(self) -> bool:
+        """True for every FSDP strategy, False for DDP."""
         return self.sharding_strategy != "DDP"
 
     def resolve_for_engine(self, engine: str) -> None:
