@@ -7,7 +7,7 @@ import pytest
 from tests.conftest import run_module
 from vitfsdp.models import ModelConfig, build_model, count_params
 from vitfsdp.parallel import StrategyConfig
-from vitfsdp.plan import GIB, shard_group_size, state_bytes
+from vitfsdp.plan import GIB, state_bytes
 
 FULL = StrategyConfig(name="FULL_SHARD", sharding_strategy="FULL_SHARD")
 HYBRID2 = StrategyConfig(name="HYBRID_2GPU", sharding_strategy="HYBRID_SHARD",
@@ -20,7 +20,8 @@ DDP = StrategyConfig(name="DDP", sharding_strategy="DDP")
 @pytest.mark.parametrize(("strategy", "world", "group"),
                          [(FULL, 8, 8), (HYBRID2, 8, 2), (HYBRID1, 8, 1), (DDP, 8, 1)])
 def test_shard_group_size(strategy, world, group):
-    assert shard_group_size(strategy, world) == group
+    assert strategy.shard_group(world) == group
+    assert strategy.replicas(world) == world // group
 
 
 def test_full_shard_divides_params_grads_and_adamw_states():

@@ -11,6 +11,7 @@ across the rest (world size / k replicas).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -132,13 +133,17 @@ class StrategyConfig:
             return "NO_SHARD"
         return self.sharding_strategy
 
+    def shard_group(self, world_size: int) -> int:
+        """Ranks one parameter is split over: the world (FULL_SHARD, SHARD_GRAD_OP), the
+        hybrid shard group, or 1 (NO_SHARD, DDP: replicated)."""
+        effective = self.effective_sharding_strategy()
+        if effective in ("FULL_SHARD", "SHARD_GRAD_OP"):
+            return world_size
+        return self.shard_group_size if effective == "HYBRID_SHARD" else 1
+
     def replicas(self, world_size: int) -> int:
-        """Number of model replicas: world / shard group (hybrid), 1 (full sharding), or world."""
-        if self.sharding_strategy == "HYBRID_SHARD":
-            return world_size // self.shard_group_size
-        if self.sharding_strategy in ("FULL_SHARD", "SHARD_GRAD_OP"):
-            return 1
-        return world_size
+        """Number of model replicas: world / shard group."""
+        return world_size // self.shard_group(world_size)
 
 
 def mixed_precision(precision: str) -> MixedPrecision | None:
@@ -188,12 +193,13 @@ def wrap(
         return _fully_shard(model, cfg, device, world_size, block_classes, precision)
     if engine != "fsdp1":
         raise ValueError(f"engine={engine!r} is unknown; valid: {', '.join(ENGINES)}")
+    cfg = dataclasses.replace(cfg)
+    cfg.resolve_for_engine(engine)  # FSDP1 defaults for settings left unset
     kwargs = {}
     strategy = cfg.effective_sharding_strategy()
     if strategy == "HYBRID_SHARD":
         kwargs["device_mesh"] = hybrid_mesh(device.type, world_size, cfg.shard_group_size)
-    prefetch = _fsdp1_setting(cfg, "backward_prefetch")
-    prefetch = None if prefetch == "NONE" else BackwardPrefetch[prefetch]
+    prefetch = None if cfg.backward_prefetch == "NONE" else BackwardPrefetch[cfg.backward_prefetch]
     return FSDP(
         model,
         sharding_strategy=ShardingStrategy[strategy],
@@ -201,16 +207,11 @@ def wrap(
         mixed_precision=mixed_precision(precision),
         backward_prefetch=prefetch,
         forward_prefetch=cfg.forward_prefetch,
-        limit_all_gathers=_fsdp1_setting(cfg, "limit_all_gathers"),
+        limit_all_gathers=cfg.limit_all_gathers,
         use_orig_params=True,
         device_id=device,
         **kwargs,
     )
-
-
-def _fsdp1_setting(cfg: StrategyConfig, key: str):
-    value = getattr(cfg, key)
-    return FSDP1_DEFAULTS[key] if value is None else value
 
 
 def fsdp2_mesh(device_type: str, world_size: int, cfg: StrategyConfig) -> DeviceMesh:
@@ -220,11 +221,9 @@ def fsdp2_mesh(device_type: str, world_size: int, cfg: StrategyConfig) -> Device
     group (HSDP). NO_SHARD (and hybrid groups of 1): 2-D (world, 1), a replica per rank with
     gradients all-reduced over all of them.
     """
-    strategy = cfg.sharding_strategy
-    if strategy in ("FULL_SHARD", "SHARD_GRAD_OP"):
+    if cfg.sharding_strategy in ("FULL_SHARD", "SHARD_GRAD_OP"):
         return init_device_mesh(device_type, (world_size,), mesh_dim_names=(SHARD_AXIS,))
-    group = cfg.shard_group_size if strategy == "HYBRID_SHARD" else 1
-    return hybrid_mesh(device_type, world_size, group)
+    return hybrid_mesh(device_type, world_size, cfg.shard_group(world_size))
 
 
 def _fully_shard(model, cfg, device, world_size, block_classes, precision):

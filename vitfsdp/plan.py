@@ -43,16 +43,6 @@ class StateBytes:
         return self.param_bytes + self.grad_bytes + self.optimizer_bytes + self.unit_bytes
 
 
-def shard_group_size(strategy: StrategyConfig, world_size: int) -> int:
-    """Ranks one parameter is split over: world, the hybrid group, or 1 (replicated)."""
-    effective = strategy.effective_sharding_strategy()
-    if effective in ("FULL_SHARD", "SHARD_GRAD_OP"):
-        return world_size
-    if effective == "HYBRID_SHARD":
-        return strategy.shard_group_size
-    return 1
-
-
 def state_bytes(model: ModelConfig, num_classes: int, strategy: StrategyConfig,
                 world_size: int, precision: str = "fp32") -> StateBytes:
     """Per-rank model-state bytes of ``model`` under ``strategy`` on ``world_size`` ranks.
@@ -61,7 +51,7 @@ def state_bytes(model: ModelConfig, num_classes: int, strategy: StrategyConfig,
     """
     meta = build_model(model, num_classes, device="meta")
     num_params = count_params(meta)
-    group = shard_group_size(strategy, world_size)
+    group = strategy.shard_group(world_size)
     shard = -(-num_params // group)  # FSDP pads the flat parameter to a multiple of the group
     largest_unit = max(count_params(m) for m in meta.modules() if type(m) in block_classes())
     unit = largest_unit * (2 if precision == "bf16" else FP32_BYTES) if strategy.is_fsdp else 0
