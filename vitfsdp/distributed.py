@@ -125,11 +125,18 @@ def process_group(env: DistEnv, device: torch.device, timeout_s: float) -> Itera
         dist.destroy_process_group()
 
 
-def all_hostnames(env: DistEnv) -> list[str]:
-    """Sorted distinct host names of all ranks (one all-gather; local host if single)."""
-    host = socket.gethostname()
+def host_name() -> str:
+    """This process's node name: ``SLURMD_NODENAME`` under Slurm (several virtual nodes may
+    share one host), else the host name."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
+def rank_hostnames(env: DistEnv) -> list[str]:
+    """Node name of every rank, indexed by global rank (one all-gather; ``[host]`` if single)."""
+    host = host_name()
     if not env.is_distributed:
         return [host]
     hosts: list[str | None] = [None] * env.world_size
     dist.all_gather_object(hosts, host)
-    return sorted(set(hosts))
+    return [str(h) for h in hosts]
+

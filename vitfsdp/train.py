@@ -114,9 +114,15 @@ def run_info(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
             "img_size": cfg.model.resolved_img_size(),
             "num_classes": num_classes,
         },
-        "hosts": distributed.all_hostnames(env),
+        **_hosts(env),
         **provenance.collect(),
     }
+
+
+def _hosts(env: distributed.DistEnv) -> dict:
+    """Node names: distinct (``hosts``) and per global rank (``rank_hosts``)."""
+    per_rank = distributed.rank_hostnames(env)
+    return {"hosts": sorted(set(per_rank)), "rank_hosts": per_rank}
 
 
 def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
