@@ -19,9 +19,20 @@ from omegaconf import DictConfig, OmegaConf
 from vitfsdp.data import DataConfig
 from vitfsdp.launch import ClusterConfig
 from vitfsdp.models import ModelConfig
-from vitfsdp.parallel import ENGINES, PRECISIONS, StrategyConfig
+from vitfsdp.parallel import (
+    ENGINES,
+    MixedPrecisionConfig,
+    PrecisionSettings,
+    StrategyConfig,
+    resolve_precision,
+)
 
 FRAMEWORKS = ("torch",)
+#: ``kernels.adamw``: torch's own pick (``auto``: foreach on GPUs, a per-tensor loop on CPU),
+#: or one implementation forced.
+ADAMW_IMPLS = ("auto", "for_loop", "foreach", "fused")
+#: ``torch.set_float32_matmul_precision`` values: IEEE fp32, TF32, bf16-based.
+MATMUL_PRECISIONS = ("highest", "high", "medium")
 
 #: The Hydra config folder and its groups whose options are YAML files (``model=vit_base``).
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -40,6 +51,8 @@ class TrainConfig:
     weight_decay: float = 0.05  # AdamW decoupled weight decay
     seed: int = 0  # model init and data order; the same on every rank
     timeout_s: float = 600.0  # collective timeout in seconds
+    # recompute each transformer block's activations in backward instead of keeping them
+    activation_checkpointing: bool = False
 
     def __post_init__(self) -> None:
         for name in ("local_batch_size", "steps", "log_every"):
@@ -55,6 +68,29 @@ class TrainConfig:
 
 
 @dataclass
+class KernelsConfig:
+    """Kernel and numerics choices (``kernels.*``), applied explicitly and recorded in
+    run.json: throughput comparisons are honest only when these are controlled."""
+
+    # timm's fused scaled-dot-product attention (F.scaled_dot_product_attention); false =
+    # softmax(q·kᵀ)·v written out (timm Attention.fused_attn)
+    fused_attn: bool = True
+    compile: bool = False  # torch.compile each transformer block (the FSDP unit) in place
+    adamw: str = "auto"  # AdamW implementation: auto | for_loop | foreach | fused
+    # torch.set_float32_matmul_precision: highest (IEEE fp32) | high (TF32) | medium (bf16);
+    # also sets torch.backends.cuda.matmul.allow_tf32 (true unless highest)
+    float32_matmul_precision: str = "highest"
+    cudnn_allow_tf32: bool = False  # torch.backends.cudnn.allow_tf32 (the patch-embedding conv)
+
+    def __post_init__(self) -> None:
+        for key, valid in (("adamw", ADAMW_IMPLS),
+                           ("float32_matmul_precision", MATMUL_PRECISIONS)):
+            if getattr(self, key) not in valid:
+                raise ValueError(f"kernels.{key}={getattr(self, key)!r} is unknown; valid: "
+                                 f"{', '.join(valid)}")
+
+
+@dataclass
 class RunConfig:
     """One training run: what to train, how to shard it, where it runs."""
 
@@ -62,11 +98,15 @@ class RunConfig:
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    kernels: KernelsConfig = field(default_factory=KernelsConfig)
+    mixed_precision: MixedPrecisionConfig = field(default_factory=MixedPrecisionConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     nodes: int = 1  # nodes of the run; world size = nodes × cluster.gpus_per_node
     engine: str = "fsdp1"  # fsdp1 (FullyShardedDataParallel) | fsdp2 (fully_shard, DeviceMesh)
     framework: str = "torch"  # torch
-    precision: str = "fp32"  # fp32 | bf16 (FSDP MixedPrecision; autocast under DDP)
+    # fp32 | bf16 | fp16: FSDP mixed precision in that dtype (see mixed_precision.*),
+    # autocast under DDP; fp16 adds a (sharded) gradient scaler
+    precision: str = "fp32"
     device: str = "auto"  # auto | cpu | cuda
     experiment: str | None = None  # name of the experiment preset, if one was used
     dry_run: bool = False  # print per-rank model-state bytes for this world size and exit
@@ -77,12 +117,21 @@ class RunConfig:
         for key, value, valid in (
             ("engine", self.engine, ENGINES),
             ("framework", self.framework, FRAMEWORKS),
-            ("precision", self.precision, PRECISIONS),
         ):
             if value not in valid:
                 raise ValueError(f"{key}={value!r} is not supported; valid: {', '.join(valid)}")
         self.strategy.resolve_for_engine(self.engine)
         self.strategy.check_world(self.world_size, self.cluster.gpus_per_node)
+        self.precision_settings()  # refuses unknown or contradictory dtypes
+
+    def precision_settings(self) -> PrecisionSettings:
+        """The dtypes this run uses (``precision`` with the ``mixed_precision.*`` overrides).
+
+        Raises:
+            ValueError: see :func:`vitfsdp.parallel.resolve_precision`.
+        """
+        return resolve_precision(self.precision, self.mixed_precision,
+                                 is_fsdp=self.strategy.is_fsdp, engine=self.engine)
 
     @property
     def world_size(self) -> int:

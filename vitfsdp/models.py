@@ -5,10 +5,17 @@ modules are the FSDP units (the transformer blocks), and nothing more.
 
 The variants are data (:data:`VARIANTS`): the ORNL study's model table (DESIGN.md) plus
 ``vit_tiny``, a CPU-sized model for tests and the demo.
+
+Billion-parameter rows are built on the meta device (``build_model(..., device="meta")``, no
+memory) and their weights drawn later by :class:`ViTInit`, which can draw any rows of any
+parameter alone: the parallel code materializes each rank's part only.
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -109,8 +116,10 @@ class ModelConfig:
 def build_model(cfg: ModelConfig, num_classes: int, device: str | torch.device = "cpu"):
     """Build the timm VisionTransformer of ``cfg`` with ``num_classes`` outputs.
 
-    Input shape (B, 3, img_size, img_size); output logits (B, num_classes). Weights follow
-    timm's default init; call ``torch.manual_seed`` first for identical replicas.
+    Input shape (B, 3, img_size, img_size); output logits (B, num_classes). On a real device
+    the weights follow timm's default init from the global RNG (call ``torch.manual_seed``
+    first for identical replicas); on ``device="meta"`` timm's init is skipped (nothing to
+    draw) and :class:`ViTInit` draws the weights after materialization, as training does.
 
     Raises:
         ValueError: ``num_classes`` < 1.
@@ -119,6 +128,8 @@ def build_model(cfg: ModelConfig, num_classes: int, device: str | torch.device =
         raise ValueError(f"num_classes={num_classes} must be >= 1")
     s = cfg.spec
     mlp = {"mlp_layer": SwiGLU, "act_layer": torch.nn.SiLU} if s.mlp == "swiglu" else {}
+    if torch.device(device).type == "meta":
+        mlp["weight_init"] = "skip"
     with torch.device(device):
         return VisionTransformer(
             img_size=cfg.resolved_img_size(),
@@ -164,3 +175,161 @@ def forward_flops_per_image(cfg: ModelConfig, num_classes: int) -> float:
     per_block = 2 * n * (4 * d * d + mlp_weights) + 2 * 2 * n * n * d
     head = 2 * d * num_classes
     return float(patch_embed + s.depth * per_block + head)
+
+
+def set_fused_attn(model: torch.nn.Module, enabled: bool) -> int:
+    """Switch timm's fused scaled-dot-product attention (``torch.nn.functional.
+    scaled_dot_product_attention``) on or off in every attention module of ``model``; off,
+    timm computes softmax(q·kᵀ·scale)·v explicitly. Returns the number of modules switched."""
+    switched = 0
+    for module in model.modules():
+        if hasattr(module, "fused_attn"):
+            module.fused_attn = enabled
+            switched += 1
+    return switched
+
+
+@dataclass(frozen=True)
+class InitRule:
+    """The distribution of one parameter's initial value (every element i.i.d.).
+
+    Attributes:
+        kind: ``trunc_normal`` (mean 0, std ``scale``, cut at ±2 absolute, as timm's
+            ``trunc_normal_``), ``normal`` (mean 0, std ``scale``), ``uniform`` (on
+            ±``scale``), ``zeros`` or ``ones``.
+        scale: the std (normal kinds) or bound (uniform); unused for constants.
+    """
+
+    kind: str
+    scale: float = 0.0
+
+
+#: timm's ``trunc_normal_`` cuts at ±2 (absolute, whatever the std).
+TRUNC_BOUND = 2.0
+#: A parameter's initial value is drawn in blocks of dim-0 rows of about this many elements,
+#: each from its own seeded generator, so any range of rows (a rank's shard) is drawn alone.
+INIT_BLOCK_NUMEL = 1 << 20
+
+
+def timm_vit_init_rules(model: VisionTransformer) -> dict[tuple[torch.nn.Module, str], InitRule]:
+    """Per (owning module, parameter name): the distribution timm 1.0 gives it.
+
+    Source: timm/models/vision_transformer.py, ``VisionTransformer.init_weights`` with the
+    default mode '' (``init_weights_vit_timm``) applied by ``named_apply`` children first:
+    every Linear weight trunc_normal(std .02) and bias 0, then ``SwiGLU.init_weights``
+    overrides the gate ``fc1_g`` (weight normal(std 1e-6), bias 1); ``pos_embed``
+    trunc_normal(.02), ``cls_token``/``reg_token`` normal(1e-6). Modules timm leaves at their
+    construction init keep torch's ``reset_parameters``: LayerNorm weight 1 and bias 0, the
+    patch-embedding Conv2d kaiming_uniform(a=√5) = uniform(±1/√fan_in) for weight and bias.
+    """
+    rules: dict[tuple[torch.nn.Module, str], InitRule] = {}
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            rules[module, "weight"] = InitRule("trunc_normal", 0.02)
+            rules[module, "bias"] = InitRule("zeros")
+        elif isinstance(module, torch.nn.LayerNorm):
+            rules[module, "weight"], rules[module, "bias"] = InitRule("ones"), InitRule("zeros")
+        elif isinstance(module, torch.nn.Conv2d):
+            fan_in = module.weight[0].numel()
+            rules[module, "weight"] = rules[module, "bias"] = InitRule("uniform", fan_in**-0.5)
+    for module in model.modules():
+        if isinstance(module, SwiGLU):
+            rules[module.fc1_g, "weight"] = InitRule("normal", 1e-6)
+            rules[module.fc1_g, "bias"] = InitRule("ones")
+    rules[model, "pos_embed"] = InitRule("trunc_normal", 0.02)
+    rules[model, "cls_token"] = rules[model, "reg_token"] = InitRule("normal", 1e-6)
+    return rules
+
+
+class ViTInit:
+    """timm's VisionTransformer initialization, drawn so that any rows of any parameter can
+    be produced alone: identically in a single process, on every rank, whatever the sharding.
+
+    The distributions are timm's (:func:`timm_vit_init_rules`); the values are not the ones
+    timm draws. timm draws from the global RNG in construction order, which a meta-device
+    build never runs, and a rank materializing only its shard cannot replay. Instead each
+    block of dim-0 rows (about :data:`INIT_BLOCK_NUMEL` elements) of a parameter is drawn
+    from a generator seeded by (seed, the parameter's name in the unwrapped model, block
+    index), on the device it is written to. Every path of ``vitfsdp.train`` (single process,
+    DDP, FSDP1 and FSDP2 with every strategy) starts from this init, so they all start from
+    the same weights for the same seed (and device type: CPU and CUDA generators differ).
+
+    Args:
+        model: the unwrapped model, usually on the meta device; the names and shapes of its
+            parameters are taken now, so wrappers added later do not change the draw.
+        seed: ``train.seed``.
+
+    Raises:
+        ValueError: a parameter of ``model`` has no rule (an architecture timm's rules do
+            not cover).
+    """
+
+    def __init__(self, model: VisionTransformer, seed: int) -> None:
+        self.seed = seed
+        rules = timm_vit_init_rules(model)
+        self._params: dict[tuple[torch.nn.Module, str], tuple[str, torch.Size, InitRule]] = {}
+        for prefix, module in model.named_modules():
+            for name, p in module.named_parameters(recurse=False):
+                fqn = f"{prefix}.{name}" if prefix else name
+                if (module, name) not in rules:
+                    raise ValueError(f"no init rule for parameter {fqn} of "
+                                     f"{type(module).__name__}; add one to timm_vit_init_rules")
+                self._params[module, name] = (fqn, p.shape, rules[module, name])
+
+    def params(self) -> Iterator[tuple[torch.nn.Module, str]]:
+        """Every (owning module, parameter name) of the model, in ``named_modules`` order."""
+        return iter(self._params)
+
+    def owns(self, module: torch.nn.Module, name: str) -> bool:
+        """True if ``name`` is a parameter this init draws for ``module``."""
+        return (module, name) in self._params
+
+    @torch.no_grad()
+    def fill_(self, module: torch.nn.Module, name: str, out: torch.Tensor,
+              row_start: int = 0) -> torch.Tensor:
+        """Write rows ``row_start`` to ``row_start + out.shape[0]`` (dim 0) of the initial
+        value of parameter ``name`` of ``module`` into ``out`` (contiguous, on any device, any
+        float dtype); a 0-dim parameter is one row. Returns ``out``.
+
+        Raises:
+            KeyError: ``(module, name)`` is not a parameter of the model given at construction.
+        """
+        fqn, shape, rule = self._params[module, name]
+        if rule.kind in ("zeros", "ones"):
+            return out.fill_(0.0 if rule.kind == "zeros" else 1.0)
+        rows = out.view(-1, *shape[1:])  # a 0-dim parameter as one row
+        stop = row_start + rows.shape[0]
+        per_block = max(1, INIT_BLOCK_NUMEL // max(1, math.prod(shape[1:])))
+        for block in range(row_start // per_block, -(-stop // per_block)):
+            lo = block * per_block
+            hi = min(lo + per_block, shape[0] if shape else 1)
+            a, b = max(lo, row_start), min(hi, stop)
+            target = rows[a - row_start:b - row_start]
+            if (a, b) == (lo, hi) and target.dtype == torch.float32:
+                self._draw(rule, target, fqn, block)  # the whole block: draw in place
+            else:
+                values = torch.empty((hi - lo, *shape[1:]), device=out.device)
+                target.copy_(self._draw(rule, values, fqn, block)[a - lo:b - lo])
+        return out
+
+    @torch.no_grad()
+    def init_model_(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Fill every parameter of ``model`` (the model given at construction, materialized
+        and unsharded, e.g. after ``to_empty``) with its whole initial value."""
+        for module, name in self.params():
+            self.fill_(module, name, getattr(module, name))
+        return model
+
+    def _draw(self, rule: InitRule, out: torch.Tensor, fqn: str, block: int) -> torch.Tensor:
+        """Draw ``out`` (one whole block, contiguous fp32) from the block's own generator."""
+        key = hashlib.blake2b(f"{self.seed}/{fqn}/{block}".encode(), digest_size=8).digest()
+        gen = torch.Generator(device=out.device)
+        gen.manual_seed(int.from_bytes(key, "little") & (2**63 - 1))
+        if rule.kind == "trunc_normal":
+            return torch.nn.init.trunc_normal_(out, std=rule.scale, a=-TRUNC_BOUND,
+                                               b=TRUNC_BOUND, generator=gen)
+        if rule.kind == "normal":
+            return out.normal_(0.0, rule.scale, generator=gen)
+        if rule.kind == "uniform":
+            return out.uniform_(-rule.scale, rule.scale, generator=gen)
+        raise AssertionError(f"unknown init kind {rule.kind}")

@@ -1,7 +1,9 @@
-"""Data parallelism: DDP and FSDP1 wrapping, hybrid shard groups, mixed precision.
+"""Data parallelism: DDP, FSDP1 and FSDP2 wrapping, hybrid shard groups, mixed precision,
+per-shard materialization of meta-device models, activation checkpointing and compile.
 
 Parallel code knows nothing of ViTs beyond "the blocks are the FSDP units": the caller passes
-the block classes (``vitfsdp.models.block_classes()``) for transformer-block auto-wrap.
+the block classes (``vitfsdp.models.block_classes()``) for transformer-block auto-wrap, and for
+a model built on the meta device a :class:`ParamInit` that can draw any rows of any parameter.
 
 Strategy names (``strategy=<name>``) follow the published study: ``DDP``, FSDP's
 ``NO_SHARD``, ``FULL_SHARD``, ``SHARD_GRAD_OP``, and ``HYBRID_<k>GPU`` = FSDP
@@ -13,9 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
+from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+    apply_activation_checkpointing,
+    checkpoint_wrapper,
+)
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import (
     BackwardPrefetch,
@@ -26,6 +34,7 @@ from torch.distributed.fsdp import (
 )
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+from torch.distributed.tensor import DTensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 log = logging.getLogger(__name__)
@@ -35,7 +44,9 @@ BACKWARD_PREFETCH = ("BACKWARD_PRE", "BACKWARD_POST", "NONE")
 ENGINES = ("fsdp1", "fsdp2")
 #: FSDP1 defaults of the settings that only FSDP1 has.
 FSDP1_DEFAULTS = {"backward_prefetch": "BACKWARD_PRE", "limit_all_gathers": True}
-PRECISIONS = ("fp32", "bf16")
+#: ``precision`` values; a name is also a dtype for the ``mixed_precision.*`` keys.
+PRECISIONS = ("fp32", "bf16", "fp16")
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 #: Mesh axis names of hybrid sharding: replicas × shard group (torchtitan's naming).
 REPLICATE_AXIS, SHARD_AXIS = "replicate", "shard"
@@ -146,19 +157,124 @@ class StrategyConfig:
         return world_size // self.shard_group(world_size)
 
 
-def mixed_precision(precision: str) -> MixedPrecision | None:
-    """FSDP mixed-precision policy: bf16 parameters, gradient reduction and buffers, or None.
+@dataclass
+class MixedPrecisionConfig:
+    """FSDP mixed-precision dtypes (``mixed_precision.*``): fp32 | bf16 | fp16 each, or null
+    to follow ``precision`` (fp32: no mixed precision). FSDP only; DDP uses autocast."""
+
+    param_dtype: str | None = None  # dtype parameters are all-gathered and computed in
+    reduce_dtype: str | None = None  # dtype of the gradient reduce-scatter / all-reduce
+    buffer_dtype: str | None = None  # FSDP1 only (FSDP2 has none): dtype of module buffers
+
+    def __post_init__(self) -> None:
+        for key in ("param_dtype", "reduce_dtype", "buffer_dtype"):
+            value = getattr(self, key)
+            if value is not None and value not in PRECISIONS:
+                raise ValueError(f"mixed_precision.{key}={value!r} is unknown; valid: "
+                                 f"{', '.join(PRECISIONS)} or null (follow precision)")
+
+
+@dataclass(frozen=True)
+class PrecisionSettings:
+    """The dtypes a run actually uses, as recorded in run.json (``None``: not applicable).
+
+    Attributes:
+        param_dtype: dtype of parameters in forward/backward (FSDP's gathered copies; under
+            DDP the parameters stay fp32 and ``autocast_dtype`` casts the matmuls).
+        reduce_dtype: dtype gradients are reduced in.
+        buffer_dtype: FSDP1's buffer dtype; ``None`` under DDP and FSDP2.
+        autocast_dtype: ``torch.autocast`` dtype of the forward (DDP with bf16/fp16), else None.
+        grad_scaler: ``ShardedGradScaler`` (FSDP) or ``GradScaler`` (DDP) under fp16, else None.
+    """
+
+    param_dtype: str = "fp32"
+    reduce_dtype: str = "fp32"
+    buffer_dtype: str | None = None
+    autocast_dtype: str | None = None
+    grad_scaler: str | None = None
+
+    def fsdp1_policy(self) -> MixedPrecision | None:
+        """FSDP1 ``MixedPrecision`` of these dtypes; ``None`` when everything is fp32."""
+        dtypes = (self.param_dtype, self.reduce_dtype, self.buffer_dtype)
+        if all(d in (None, "fp32") for d in dtypes):
+            return None
+        return MixedPrecision(param_dtype=DTYPES[self.param_dtype],
+                              reduce_dtype=DTYPES[self.reduce_dtype],
+                              buffer_dtype=DTYPES[self.buffer_dtype or "fp32"])
+
+    def fsdp2_policy(self) -> MixedPrecisionPolicy:
+        """FSDP2 ``MixedPrecisionPolicy`` of these dtypes (fp32 everywhere: no casting)."""
+        if (self.param_dtype, self.reduce_dtype) == ("fp32", "fp32"):
+            return MixedPrecisionPolicy()
+        return MixedPrecisionPolicy(param_dtype=DTYPES[self.param_dtype],
+                                    reduce_dtype=DTYPES[self.reduce_dtype])
+
+
+def resolve_precision(precision: str, mp: MixedPrecisionConfig, *, is_fsdp: bool,
+                      engine: str) -> PrecisionSettings:
+    """The dtypes of ``precision`` with the ``mixed_precision.*`` overrides, per engine.
+
+    FSDP: each of ``mp``'s dtypes, where null, is ``precision``'s. DDP: fp32 parameters and
+    reductions, the forward in autocast to ``precision``. fp16 scales the loss: a
+    ShardedGradScaler (FSDP; it also agrees on inf/NaN across ranks) or GradScaler (DDP).
 
     Raises:
-        ValueError: ``precision`` is not one of :data:`PRECISIONS`.
+        ValueError: ``precision`` is unknown; a ``mixed_precision`` key is set under DDP,
+            ``buffer_dtype`` under engine=fsdp2, or fp16 is asked for without
+            ``precision=fp16`` (its gradients would not be scaled).
     """
     if precision not in PRECISIONS:
-        raise ValueError(f"precision={precision!r} is not supported; valid: {PRECISIONS}")
-    if precision == "fp32":
-        return None
-    return MixedPrecision(
-        param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16, buffer_dtype=torch.bfloat16
-    )
+        raise ValueError(f"precision={precision!r} is not supported; valid: "
+                         f"{', '.join(PRECISIONS)}")
+    scaler = "ShardedGradScaler" if is_fsdp else "GradScaler"
+    scaler = scaler if precision == "fp16" else None
+    overrides = {k: v for k, v in dataclasses.asdict(mp).items() if v is not None}
+    if not is_fsdp:
+        if overrides:
+            raise ValueError(f"mixed_precision.{next(iter(overrides))} applies only to FSDP; "
+                             "DDP keeps fp32 parameters and autocasts to precision: leave it null")
+        autocast = None if precision == "fp32" else precision
+        return PrecisionSettings(autocast_dtype=autocast, grad_scaler=scaler)
+    if engine == "fsdp2" and "buffer_dtype" in overrides:
+        raise ValueError("mixed_precision.buffer_dtype applies only to FSDP1 (FSDP2's "
+                         "MixedPrecisionPolicy has no buffer dtype); leave it null")
+    for key, value in overrides.items():
+        if value == "fp16" and precision != "fp16":
+            raise ValueError(f"mixed_precision.{key}=fp16 needs precision=fp16, which scales "
+                             f"the loss (precision={precision} does not)")
+    dtypes = {k: overrides.get(k, precision) for k in ("param_dtype", "reduce_dtype")}
+    buffer = overrides.get("buffer_dtype", precision) if engine == "fsdp1" else None
+    return PrecisionSettings(**dtypes, buffer_dtype=buffer, grad_scaler=scaler)
+
+
+def grad_scaler(settings: PrecisionSettings, device: torch.device):
+    """The loss scaler of ``settings`` on ``device`` (``None`` unless fp16).
+
+    ``ShardedGradScaler`` all-reduces its inf/NaN flag over the ranks, so every rank skips
+    the same steps whatever gradient shard it holds; DDP's gradients are already identical.
+    """
+    if settings.grad_scaler == "ShardedGradScaler":
+        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+        return ShardedGradScaler(device=device.type)
+    if settings.grad_scaler == "GradScaler":
+        return torch.amp.GradScaler(device.type)
+    return None
+
+
+class ParamInit(Protocol):
+    """Draws the initial values of a model built on the meta device, any rows at a time
+    (``vitfsdp.models.ViTInit``); parameters are named by their owning module and name."""
+
+    def params(self) -> Iterable[tuple[torch.nn.Module, str]]:
+        """Every (owning module, parameter name)."""
+
+    def owns(self, module: torch.nn.Module, name: str) -> bool:
+        """True if ``name`` of ``module`` is one of :meth:`params`."""
+
+    def fill_(self, module: torch.nn.Module, name: str, out: torch.Tensor,
+              row_start: int = 0) -> torch.Tensor:
+        """Write dim-0 rows ``row_start`` … of the parameter's initial value into ``out``."""
 
 
 def hybrid_mesh(device_type: str, world_size: int, shard_group_size: int) -> DeviceMesh:
@@ -175,36 +291,101 @@ def wrap(
     device: torch.device,
     world_size: int,
     block_classes: set[type[torch.nn.Module]],
-    precision: str = "fp32",
+    init: ParamInit | None = None,
     engine: str = "fsdp1",
-) -> torch.nn.Module:
-    """Wrap ``model`` (already on ``device``) for data-parallel training per ``cfg``.
+    precision: PrecisionSettings | None = None,
+    activation_checkpointing: bool = False,
+    compile_blocks: bool = False,
+) -> tuple[torch.nn.Module, dict]:
+    """Wrap ``model`` for data-parallel training per ``cfg``, materializing it if it is on
+    the meta device.
 
     FSDP wraps every module of ``block_classes`` as its own unit, then the root. DDP keeps a
-    full replica per rank; under bf16 the caller runs the forward in autocast.
+    full replica per rank; under bf16/fp16 the caller runs the forward in autocast
+    (``precision.autocast_dtype``).
+
+    A model on the meta device is materialized with ``init``, never whole when the strategy
+    shards: FSDP1 materializes one unit at a time on ``device`` (``param_init_fn``) just
+    before it flattens and shards it, so a rank holds its shards plus at most one full
+    unit; FSDP2 shards on meta and ``to_empty`` allocates only this rank's shards, into
+    which ``init`` draws exactly this rank's rows; DDP materializes the whole replica.
+
+    Args:
+        model: the unwrapped model, on ``device`` or entirely on the meta device.
+        device: this rank's device.
+        world_size: ranks in the job.
+        block_classes: module classes that are the FSDP units (and the checkpointed and
+            compiled blocks).
+        init: draws initial values; required for a meta-device model.
+        engine: fsdp1 | fsdp2 (ignored for DDP).
+        precision: effective dtypes (:func:`resolve_precision`); None = fp32.
+        activation_checkpointing: recompute each block's activations in backward
+            (non-reentrant ``checkpoint_wrapper``; FSDP1: ``apply_activation_checkpointing``
+            after wrapping; DDP and FSDP2: wrapped before the data-parallel wrapper).
+        compile_blocks: ``torch.compile`` every block in place before wrapping.
+
+    Returns:
+        (the wrapped model, what was applied: ``materialized`` (``whole_model``,
+        ``per_unit``, ``per_shard`` or ``none`` for a model already on a device),
+        ``activation_checkpointed_blocks`` and ``compiled_blocks`` counts).
 
     Raises:
-        ValueError: bad strategy, precision or engine values.
+        ValueError: unknown engine, or a meta-device model without ``init``.
     """
-    if not cfg.is_fsdp:
-        ids = [device.index] if device.type == "cuda" else None
-        return DDP(model, device_ids=ids)
-    if engine == "fsdp2":
-        return _fully_shard(model, cfg, device, world_size, block_classes, precision)
-    if engine != "fsdp1":
+    if engine not in ENGINES:
         raise ValueError(f"engine={engine!r} is unknown; valid: {', '.join(ENGINES)}")
+    on_meta = _on_meta(model)
+    if on_meta and init is None:
+        raise ValueError("the model is on the meta device: pass init= to materialize it")
+    precision = precision or PrecisionSettings()
+    if not cfg.is_fsdp:
+        return _ddp(model, device, init if on_meta else None, block_classes,
+                    activation_checkpointing, compile_blocks)
+    if engine == "fsdp2":
+        return _fully_shard(model, cfg, device, world_size, block_classes, precision,
+                            init if on_meta else None, activation_checkpointing, compile_blocks)
+    return _fsdp1(model, cfg, device, world_size, block_classes, precision,
+                  init if on_meta else None, activation_checkpointing, compile_blocks)
+
+
+def _on_meta(model: torch.nn.Module) -> bool:
+    """True if every parameter is on the meta device, False if none is."""
+    meta = {p.is_meta for p in model.parameters()}
+    if len(meta) > 1:
+        raise ValueError("the model is partly on the meta device; build it on one device")
+    return meta == {True}
+
+
+def _ddp(model, device, init, block_classes, checkpointing, compile_blocks):
+    """DDP: the whole replica materialized, blocks checkpointed and compiled, then DDP."""
+    if init is not None:
+        init.init_model_(model.to_empty(device=device))
+    units = _block_units(model, block_classes, checkpointing)
+    _compile(units, compile_blocks)
+    ids = [device.index] if device.type == "cuda" else None
+    return DDP(model, device_ids=ids), _applied(
+        "whole_model" if init is not None else "none", units, checkpointing, compile_blocks)
+
+
+def _fsdp1(model, cfg, device, world_size, block_classes, precision, init, checkpointing,
+           compile_blocks):
+    """FSDP1 with transformer-block auto-wrap; meta models materialized unit by unit."""
     cfg = dataclasses.replace(cfg)
-    cfg.resolve_for_engine(engine)  # FSDP1 defaults for settings left unset
+    cfg.resolve_for_engine("fsdp1")  # FSDP1 defaults for settings left unset
     kwargs = {}
     strategy = cfg.effective_sharding_strategy()
     if strategy == "HYBRID_SHARD":
         kwargs["device_mesh"] = hybrid_mesh(device.type, world_size, cfg.shard_group_size)
+    if init is not None:
+        kwargs["param_init_fn"] = _unit_init_fn(init, device)
+    units = _block_units(model, block_classes, checkpoint=False)
+    _compile(units, compile_blocks)
     prefetch = None if cfg.backward_prefetch == "NONE" else BackwardPrefetch[cfg.backward_prefetch]
-    return FSDP(
+    model = FSDP(
         model,
         sharding_strategy=ShardingStrategy[strategy],
         auto_wrap_policy=ModuleWrapPolicy(block_classes),
-        mixed_precision=mixed_precision(precision),
+        mixed_precision=precision.fsdp1_policy(),
         backward_prefetch=prefetch,
         forward_prefetch=cfg.forward_prefetch,
         limit_all_gathers=cfg.limit_all_gathers,
@@ -212,6 +393,52 @@ def wrap(
         device_id=device,
         **kwargs,
     )
+    if checkpointing:
+        apply_activation_checkpointing(model, checkpoint_wrapper_fn=checkpoint_wrapper,
+                                       check_fn=lambda m: type(m) in block_classes)
+    return model, _applied("per_unit" if init is not None else "none", units, checkpointing,
+                           compile_blocks)
+
+
+def _unit_init_fn(init: ParamInit, device: torch.device):
+    """FSDP1 ``param_init_fn``: FSDP calls it on each module of a unit about to be
+    flattened (children of already-wrapped units excluded); it allocates that module's own
+    parameters on ``device`` and draws their whole values."""
+
+    def param_init_fn(module: torch.nn.Module) -> None:
+        params = list(module.named_parameters(recurse=False))
+        if not any(p.is_meta for _, p in params):
+            return
+        module.to_empty(device=device, recurse=False)
+        for name, param in module.named_parameters(recurse=False):
+            init.fill_(module, name, param)
+
+    return param_init_fn
+
+
+def _block_units(model, block_classes, checkpoint: bool) -> list[torch.nn.Module]:
+    """The blocks of ``model``, each replaced in its parent by ``checkpoint_wrapper(block)``
+    when ``checkpoint``; returns what now sits where the blocks were (the FSDP units)."""
+    units = []
+    for parent in list(model.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) in block_classes:
+                unit = checkpoint_wrapper(child) if checkpoint else child
+                parent.register_module(name, unit)
+                units.append(unit)
+    return units
+
+
+def _compile(units: list[torch.nn.Module], enabled: bool) -> None:
+    """``torch.compile`` each unit in place (``Module.compile``: names and types unchanged)."""
+    for unit in units if enabled else []:
+        unit.compile()
+
+
+def _applied(materialized: str, units, checkpointing: bool, compile_blocks: bool) -> dict:
+    return {"materialized": materialized,
+            "activation_checkpointed_blocks": len(units) if checkpointing else 0,
+            "compiled_blocks": len(units) if compile_blocks else 0}
 
 
 def fsdp2_mesh(device_type: str, world_size: int, cfg: StrategyConfig) -> DeviceMesh:
@@ -226,15 +453,45 @@ def fsdp2_mesh(device_type: str, world_size: int, cfg: StrategyConfig) -> Device
     return hybrid_mesh(device_type, world_size, cfg.shard_group(world_size))
 
 
-def _fully_shard(model, cfg, device, world_size, block_classes, precision):
-    """FSDP2: ``fully_shard`` each block, then the root. FULL_SHARD and the hybrids reshard
-    parameters after forward; SHARD_GRAD_OP keeps them gathered until backward (ZeRO-2)."""
+def _fully_shard(model, cfg, device, world_size, block_classes, precision, init,
+                 checkpointing, compile_blocks):
+    """FSDP2: ``fully_shard`` each block (checkpointed and compiled first, as torchtitan
+    does), then the root. FULL_SHARD and the hybrids reshard parameters after forward;
+    SHARD_GRAD_OP keeps them gathered until backward (ZeRO-2). A meta model is sharded on
+    meta, then only this rank's shards are allocated and drawn."""
     mesh = fsdp2_mesh(device.type, world_size, cfg)
-    mp = mixed_precision(precision)
-    policy = (MixedPrecisionPolicy(param_dtype=mp.param_dtype, reduce_dtype=mp.reduce_dtype)
-              if mp else MixedPrecisionPolicy())
+    policy = precision.fsdp2_policy()
     reshard = cfg.sharding_strategy != "SHARD_GRAD_OP"
-    for module in model.modules():
-        if type(module) in block_classes:
-            fully_shard(module, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
-    return fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+    units = _block_units(model, block_classes, checkpointing)
+    _compile(units, compile_blocks)
+    for unit in units:
+        fully_shard(unit, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+    model = fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+    if init is not None:
+        _materialize_shards(model, init, device)
+    return model, _applied("per_shard" if init is not None else "none", units, checkpointing,
+                           compile_blocks)
+
+
+@torch.no_grad()
+def _materialize_shards(model: torch.nn.Module, init: ParamInit, device: torch.device) -> None:
+    """Allocate this rank's shards of a model sharded on meta and draw their rows."""
+    model.to_empty(device=device)
+    for module, name in init.params():
+        param = getattr(module, name)
+        if isinstance(param, DTensor):
+            init.fill_(module, name, param.to_local(), row_start=_row_offset(param))
+        else:
+            init.fill_(module, name, param)
+
+
+def _row_offset(param: DTensor) -> int:
+    """First dim-0 row of the whole parameter in this rank's shard. FSDP2 shards dim 0 as
+    ``torch.chunk`` does: shard ``i`` of ``k`` starts at row ``i × ceil(rows / k)``."""
+    offset = 0
+    for mesh_dim, placement in enumerate(param.placements):
+        if placement.is_shard():
+            assert placement.dim == 0, f"FSDP2 shards dim 0, not {placement}"
+            k = param.device_mesh.size(mesh_dim)
+            offset += -(-param.shape[0] // k) * param.device_mesh.get_local_rank(mesh_dim)
+    return min(offset, param.shape[0])

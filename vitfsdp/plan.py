@@ -10,7 +10,7 @@ FSDP, Zhao et al. 2023, "PyTorch FSDP", sec. 3):
 - optimizer: AdamW's two fp32 moments, 8 bytes a parameter, sharded like the parameters.
 
 On top, FSDP all-gathers one unit (a transformer block) at a time in the parameter dtype
-(bf16 under ``precision=bf16``), two with backward prefetch. Activations are not counted
+(2 bytes under bf16 or fp16), two with backward prefetch. Activations are not counted
 here: they depend on batch size, checkpointing and kernels.
 """
 
@@ -48,13 +48,15 @@ def state_bytes(model: ModelConfig, num_classes: int, strategy: StrategyConfig,
     """Per-rank model-state bytes of ``model`` under ``strategy`` on ``world_size`` ranks.
 
     The model is built on the meta device: no memory is allocated, whatever its size.
+    ``precision`` is the dtype parameters are gathered in (fp32 | bf16 | fp16; a run's
+    ``precision_settings().param_dtype``).
     """
     meta = build_model(model, num_classes, device="meta")
     num_params = count_params(meta)
     group = strategy.shard_group(world_size)
     shard = -(-num_params // group)  # FSDP pads the flat parameter to a multiple of the group
     largest_unit = max(count_params(m) for m in meta.modules() if type(m) in block_classes())
-    unit = largest_unit * (2 if precision == "bf16" else FP32_BYTES) if strategy.is_fsdp else 0
+    unit = largest_unit * (FP32_BYTES if precision == "fp32" else 2) if strategy.is_fsdp else 0
     return StateBytes(
         num_params=num_params,
         shard_group_size=group,

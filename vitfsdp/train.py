@@ -21,9 +21,16 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from vitfsdp import data, distributed, models, parallel, plan, provenance
-from vitfsdp.config import RunConfig, cli, register_configs, to_run_config
+from vitfsdp.config import (
+    KernelsConfig,
+    RunConfig,
+    TrainConfig,
+    cli,
+    register_configs,
+    to_run_config,
+)
 from vitfsdp.metrics import WindowMeter, device_info
-from vitfsdp.records import RunRecords
+from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
 
 log = logging.getLogger("vitfsdp.train")
 
@@ -57,7 +64,7 @@ def dry_run_report(cfg: RunConfig) -> str:
     """Per-rank parameter, gradient and optimizer bytes of ``cfg`` at its world size, from a
     meta-device build (nothing allocated, no process started)."""
     b = plan.state_bytes(cfg.model, _num_classes(cfg), cfg.strategy, cfg.world_size,
-                         cfg.precision)
+                         cfg.precision_settings().param_dtype)
     label = (f"{cfg.model.name} {cfg.strategy.name} on {cfg.world_size} ranks "
              f"({cfg.nodes} nodes × {cfg.cluster.gpus_per_node})")
     return plan.format_state_bytes(b, label)
@@ -74,7 +81,9 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
     """
     records = RunRecords(run_dir, is_writer=env.rank == 0)
     t0 = time.time()
-    records.start(run_info(cfg, env, device, run_dir))
+    numerics = apply_numerics(cfg.kernels)
+    records.start(run_info(cfg, env, device, run_dir) | {"applied": numerics | {
+        "precision": dataclasses.asdict(cfg.precision_settings())}})
     try:
         train(cfg, env, device, records)
     except torch.OutOfMemoryError as e:
@@ -127,22 +136,28 @@ def _hosts(env: distributed.DistEnv) -> dict:
 
 def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
           records: RunRecords) -> None:
-    """Build, wrap and train for ``cfg.train.steps`` steps, one records window at a time."""
-    model = _build_and_wrap(cfg, env, device)
+    """Build, wrap and train for ``cfg.train.steps`` steps, one records window at a time.
+
+    What the build actually applied (materialization, checkpointed and compiled blocks,
+    attention kernel, AdamW implementation) is added to run.json's ``applied`` first."""
     tc = cfg.train
-    optimizer = torch.optim.AdamW(model.parameters(), lr=tc.lr, weight_decay=tc.weight_decay)
+    model, applied = build(cfg, env, device)
+    optimizer, adamw = build_optimizer(model.parameters(), tc, cfg.kernels, device)
+    settings = cfg.precision_settings()
+    scaler = parallel.grad_scaler(settings, device)
+    _record_applied(records, {**applied, "adamw": adamw})
     batches = data.batches(
         cfg.data, img_size=cfg.model.resolved_img_size(), local_batch_size=tc.local_batch_size,
         rank=env.rank, world_size=env.world_size, device=device, seed=tc.seed,
     )
     meter = WindowMeter(device, env.world_size, tc.local_batch_size * env.world_size,
                         3 * records.run_info["model"]["forward_flops_per_image"])
-    autocast = _autocast(cfg, device)
+    autocast = _autocast(settings, device)
     for i, (first, last, warmup) in enumerate(windows(tc.steps, tc.warmup_steps, tc.log_every)):
         meter.start()
         loss_sum = torch.zeros((), device=device)
         for _ in range(first, last + 1):
-            loss_sum += train_step(model, optimizer, next(batches), autocast)
+            loss_sum += train_step(model, optimizer, next(batches), autocast, scaler)
         figures = meter.stop(last - first + 1, loss_sum)
         records.window({"window": i, "step_start": first, "step_end": last, "warmup": warmup,
                         "num_steps": last - first + 1,
@@ -151,14 +166,22 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
                  " (warm-up)" if warmup else "", figures["loss"], figures["ips"])
 
 
-def train_step(model, optimizer, batch, autocast) -> torch.Tensor:
+def train_step(model, optimizer, batch, autocast, scaler=None) -> torch.Tensor:
     """One AdamW step on ``batch`` = (images (B,3,H,W), labels (B,)); returns the detached
-    local mean cross-entropy loss, with no host synchronization."""
+    local mean cross-entropy loss, with no host synchronization.
+
+    With a gradient ``scaler`` (fp16) the loss is scaled before backward, and a step whose
+    gradients hold an inf or NaN is skipped and the scale lowered."""
     x, y = batch
     with autocast:
         loss = torch.nn.functional.cross_entropy(model(x), y)
-    loss.backward()
-    optimizer.step()
+    if scaler is None:
+        loss.backward()
+        optimizer.step()
+    else:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
     optimizer.zero_grad(set_to_none=True)
     return loss.detach().float()
 
@@ -172,18 +195,99 @@ def windows(steps: int, warmup_steps: int, log_every: int) -> list[tuple[int, in
     return out
 
 
-def _build_and_wrap(cfg: RunConfig, env: distributed.DistEnv, device: torch.device):
-    torch.manual_seed(cfg.train.seed)  # identical initial weights on every rank
-    model = models.build_model(cfg.model, _num_classes(cfg), device=device)
-    return parallel.wrap(model, cfg.strategy, device=device, world_size=env.world_size,
-                         block_classes=models.block_classes(), precision=cfg.precision,
-                         engine=cfg.engine)
+def build(cfg: RunConfig, env: distributed.DistEnv,
+          device: torch.device) -> tuple[torch.nn.Module, dict]:
+    """Build the model on the meta device and wrap it, materializing only what this rank
+    holds (:func:`vitfsdp.parallel.wrap`); every path, the single process included, draws
+    the same initial weights for ``train.seed`` (:class:`vitfsdp.models.ViTInit`).
+
+    Returns:
+        (the wrapped model, what was applied: ``materialized``,
+        ``activation_checkpointed_blocks``, ``compiled_blocks``, ``fused_attn`` and the
+        number of attention modules it was set on).
+    """
+    torch.manual_seed(cfg.train.seed)  # anything random besides the init: same on all ranks
+    model = models.build_model(cfg.model, _num_classes(cfg), device="meta")
+    num_attn = models.set_fused_attn(model, cfg.kernels.fused_attn)
+    init = models.ViTInit(model, cfg.train.seed)
+    model, applied = parallel.wrap(
+        model, cfg.strategy, device=device, world_size=env.world_size,
+        block_classes=models.block_classes(), init=init, engine=cfg.engine,
+        precision=cfg.precision_settings(),
+        activation_checkpointing=cfg.train.activation_checkpointing,
+        compile_blocks=cfg.kernels.compile)
+    return model, {**applied, "fused_attn": cfg.kernels.fused_attn,
+                   "fused_attn_modules": num_attn}
 
 
-def _autocast(cfg: RunConfig, device: torch.device):
-    """bf16 autocast where FSDP's MixedPrecision does not already cast (DDP)."""
-    enabled = cfg.precision == "bf16" and not cfg.strategy.is_fsdp
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=enabled)
+def build_optimizer(params, tc: TrainConfig, kernels: KernelsConfig,
+                    device: torch.device) -> tuple[torch.optim.Optimizer, str]:
+    """AdamW(``tc.lr``, ``tc.weight_decay``) with the implementation ``kernels.adamw``.
+
+    Returns:
+        (the optimizer, the implementation it runs: for_loop, foreach or fused; ``auto``
+        resolved as torch resolves it for these parameters).
+
+    Raises:
+        ValueError: ``kernels.adamw=fused`` on a device type torch has no fused AdamW for.
+    """
+    params = list(params)
+    if kernels.adamw == "fused" and device.type not in _fused_devices():
+        raise ValueError(f"kernels.adamw=fused is not supported on {device.type} by torch "
+                         f"{torch.__version__}; valid there: auto, for_loop, foreach")
+    flags = {"auto": {}, "for_loop": {"foreach": False}, "foreach": {"foreach": True},
+             "fused": {"fused": True}}[kernels.adamw]
+    optimizer = torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay, **flags)
+    return optimizer, kernels.adamw if kernels.adamw != "auto" else _default_adamw(params)
+
+
+def _fused_devices() -> list[str]:
+    """Device types with fused optimizer kernels in this torch (torch's private list; if it
+    moves, CUDA only)."""
+    try:
+        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+    except ImportError:
+        return ["cuda"]
+    return _get_fused_kernels_supported_devices()
+
+
+def _default_adamw(params) -> str:
+    """The implementation torch's AdamW picks when neither foreach nor fused is given."""
+    try:
+        from torch.optim.optimizer import _default_to_fused_or_foreach
+    except ImportError:
+        return "auto"
+    fused, foreach = _default_to_fused_or_foreach(params, differentiable=False, use_fused=False)
+    return "fused" if fused else "foreach" if foreach else "for_loop"
+
+
+def apply_numerics(kernels: KernelsConfig) -> dict:
+    """Set matmul precision and cuDNN TF32 from ``kernels`` for this process; returns the
+    values read back from torch, for run.json.
+
+    ``torch.set_float32_matmul_precision`` also sets ``torch.backends.cuda.matmul.
+    allow_tf32`` (true unless ``highest``): the two are one switch, recorded both ways.
+    """
+    torch.set_float32_matmul_precision(kernels.float32_matmul_precision)
+    torch.backends.cudnn.allow_tf32 = kernels.cudnn_allow_tf32
+    return {"float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
+
+
+def _record_applied(records: RunRecords, applied: dict) -> None:
+    """Add ``applied`` to run.json's ``applied`` section now (rank 0 writes)."""
+    records.run_info.setdefault("applied", {}).update(applied)
+    if records.is_writer:
+        write_json_atomic(records.run_dir / RUN_FILE, records.run_info)
+    log.info("applied: %s", applied)
+
+
+def _autocast(settings: parallel.PrecisionSettings, device: torch.device):
+    """Autocast to ``settings.autocast_dtype`` where FSDP's mixed precision does not
+    already cast (DDP with bf16 or fp16); a disabled context otherwise."""
+    dtype = parallel.DTYPES[settings.autocast_dtype or "bf16"]  # bf16: any valid one when off
+    return torch.autocast(device.type, dtype=dtype, enabled=settings.autocast_dtype is not None)
 
 
 def _num_classes(cfg: RunConfig) -> int:
