@@ -72,13 +72,20 @@ def discover(environ: dict[str, str] | None = None) -> DistEnv:
 
 
 def _export_slurm() -> None:
+    """Export torch's variables from Slurm's, keeping any the job script or user set
+    (``MASTER_ADDR``/``MASTER_PORT`` from :func:`vitfsdp.launch.slurm.setup_lines`)."""
     from submitit.helpers import TorchDistributedEnvironment
 
-    TorchDistributedEnvironment().export(set_cuda_visible_devices=False, overwrite=False)
+    tde = TorchDistributedEnvironment()  # uses MASTER_PORT when set, else derives it
+    for key, value in (("MASTER_ADDR", tde.master_addr), ("MASTER_PORT", tde.master_port),
+                       ("RANK", tde.rank), ("WORLD_SIZE", tde.world_size),
+                       ("LOCAL_RANK", tde.local_rank),
+                       ("LOCAL_WORLD_SIZE", tde.local_world_size)):
+        os.environ.setdefault(key, str(value))
 
 
 def pick_device(requested: str, local_rank: int) -> torch.device:
-    """The device of this rank: ``cuda:<local_rank>`` (CUDA or ROCm) or ``cpu``.
+    """The device of this rank: ``cuda:<local_rank mod visible GPUs>`` (CUDA or ROCm) or ``cpu``.
 
     ``auto`` picks the GPU when torch sees one.
 
@@ -93,8 +100,10 @@ def pick_device(requested: str, local_rank: int) -> torch.device:
         return torch.device("cpu")
     if not torch.cuda.is_available():
         raise ValueError("device=cuda but torch sees no GPU; use device=cpu or device=auto")
-    torch.cuda.set_device(local_rank)
-    return torch.device("cuda", local_rank)
+    # A rank bound to its own GPU (srun --gpu-bind, --gpus-per-task=1) sees one device: index 0.
+    index = local_rank % torch.cuda.device_count()
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
 
 
 def backend_for(device: torch.device) -> str:

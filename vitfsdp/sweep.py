@@ -4,16 +4,29 @@
 
 Hydra's sweeper expands the overrides into points; the ``vitfsdp`` launcher
 (``hydra_plugins/vitfsdp_launcher``) hands them to :func:`launch`, which composes and
-validates every point before the first one starts, then runs them one after another as
-local torchrun processes (``cluster=local``), showing progress. Each point writes its records
-into ``<sweep dir>/<num>_<overrides>/``; a point that dies without writing its own summary is
-recorded as ``failed`` with the tail of its log, so no point is ever lost.
+validates every point before the first one starts (for Slurm profiles: node counts against
+the partition, and ``sbatch --test-only`` of every job shape), then
+
+- ``cluster=local``: runs them one after another as torchrun processes here, with progress;
+- ``cluster=<slurm profile>``: submits one Slurm job per point, sized for it (job arrays for
+  points of the same shape), and shows a live table of job states and progress until all are
+  done. ``--detach`` returns after submitting; ``--scripts-only`` writes each point's
+  ``job.sbatch`` and submits nothing.
+
+Each point writes its records into ``<sweep dir>/<num>_<overrides>/``; a point that dies
+without writing its own summary is recorded with the status its end implies (``failed``,
+``timeout``, ...) and the tail of its log, so no point is ever lost.
+
+    python -m vitfsdp.sweep --status SWEEP_DIR [--watch]
+
+shows the table later (``--watch``: until every point is done).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -22,17 +35,21 @@ from pathlib import Path
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus
-from hydra.errors import ConfigCompositionException
+from hydra.errors import CompactHydraException, ConfigCompositionException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from vitfsdp.config import RunConfig, cli, register_configs, to_run_config
-from vitfsdp.launch import local
-from vitfsdp.records import SUMMARY_FILE, mark_failed, read_json
+from vitfsdp.launch import check_text, local, slurm, status
+from vitfsdp.records import STATUSES, SUMMARY_FILE, mark_failed, read_json
 
 log = logging.getLogger("vitfsdp.sweep")
 
 register_configs()
+
+
+class SweepRefused(CompactHydraException, ValueError):
+    """Points refused before anything ran; Hydra prints the message alone (no traceback)."""
 
 
 @dataclass
@@ -50,7 +67,7 @@ def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str
     """Compose and validate every point before anything runs.
 
     Raises:
-        ValueError: one or more points are invalid; the message has one line per refused
+        SweepRefused: one or more points are invalid; the message has one line per refused
             point naming the field and the fix. No point has run and no run directory exists.
     """
     points, errors = [], []
@@ -61,9 +78,11 @@ def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str
         except (ValueError, ConfigCompositionException, OmegaConfBaseException) as e:
             errors.append(f"point {num} ({' '.join(overrides)}): {_one_line(hydra_context, e)}")
     errors += _shared_run_dirs(points)
+    if not errors:
+        errors += _check_launchers(points, _options(config))
     if errors:
-        raise ValueError(f"{len(errors)} of {len(job_overrides)} sweep points refused, "
-                         "nothing was launched:\n" + "\n".join(errors))
+        raise SweepRefused(f"error: {len(errors)} of {len(job_overrides)} sweep points "
+                           "refused, nothing was launched:\n" + "\n".join(errors))
     return points
 
 
@@ -88,6 +107,64 @@ def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num:
     cfg = to_run_config(sweep_config)
     _check_launchable(cfg)
     return Point(num, overrides, cfg, run_dir)
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """Sweep-wide options (``hydra.launcher.*``; ``--detach``, ``--scripts-only``)."""
+
+    detach: bool = False  # Slurm: return once the jobs are submitted
+    scripts_only: bool = False  # Slurm: write each point's job.sbatch, submit nothing
+    job_name: str = "vitfsdp"  # Slurm job name of every point
+
+
+def _options(config: DictConfig) -> LaunchOptions:
+    launcher = config.hydra.launcher
+    return LaunchOptions(detach=bool(launcher.get("detach", False)),
+                         scripts_only=bool(launcher.get("scripts_only", False)),
+                         job_name=str(launcher.get("job_name", "vitfsdp")))
+
+
+def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
+    """Sweep-level checks: one launcher per sweep; Slurm points fit the partition and pass
+    ``sbatch --test-only`` (one query per job shape)."""
+    launchers = {p.cfg.cluster.launcher for p in points}
+    if len(launchers) > 1:
+        return [f"points mix launchers ({', '.join(sorted(launchers))}); sweep one cluster "
+                "kind at a time"]
+    if launchers != {"slurm"}:
+        return []
+    errors = []
+    checked: dict[tuple, str | None] = {}
+    for p in points:
+        try:
+            for i, arg in enumerate(p.overrides):
+                check_text(f"override {i}", arg)
+            problem = _check_slurm_point(p, options, checked)
+        except ValueError as e:
+            problem = str(e)
+        if problem:
+            errors.append(f"point {p.num} ({' '.join(p.overrides)}): {problem}")
+    return errors
+
+
+def _check_slurm_point(p: Point, options: LaunchOptions, checked: dict) -> str | None:
+    cluster = p.cfg.cluster
+    if options.scripts_only:  # the scripts may be for another cluster: no Slurm query
+        limit, partition = cluster.max_nodes, cluster.partition
+    else:
+        partition, limit = slurm.partition_nodes(cluster.partition)
+        limit = min(limit, cluster.max_nodes or limit)
+    if limit is not None and p.cfg.nodes > limit:
+        return (f"nodes={p.cfg.nodes} but partition {partition or '(default)'} of "
+                f"cluster={cluster.name} has {limit} nodes; use nodes<={limit} or another "
+                "cluster.partition")
+    if options.scripts_only:
+        return None
+    key = (repr(cluster), p.cfg.nodes)
+    if key not in checked:
+        checked[key] = slurm.sbatch_test_only(cluster, p.cfg.nodes, options.job_name)
+    return f"Slurm would not run it: {checked[key]}" if checked[key] else None
 
 
 def _check_launchable(cfg: RunConfig) -> None:
@@ -119,14 +196,40 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
     points = plan(hydra_context, config, job_overrides, initial_job_idx)
     sweep_dir = Path(config.hydra.sweep.dir)
     log.info("sweep of %d points into %s", len(points), sweep_dir)
-    returns = []
-    for i, point in enumerate(points, start=1):
-        summary = run_one(point, f"[{i}/{len(points)}]")
-        returns.append(JobReturn(overrides=point.overrides, cfg=OmegaConf.create({}),
-                                 hydra_cfg=config, working_dir=str(point.run_dir),
-                                 _return_value=summary, status=JobStatus.COMPLETED))
-    _report(points, [r.return_value for r in returns], sweep_dir)
-    return returns
+    if points and points[0].cfg.cluster.launcher == "slurm":
+        summaries = launch_slurm(points, sweep_dir, _options(config))
+    else:
+        summaries = [run_one(p, f"[{i}/{len(points)}]") for i, p in enumerate(points, start=1)]
+    if all(s.get("status") in STATUSES for s in summaries):
+        _report(points, summaries, sweep_dir)
+    return [JobReturn(overrides=p.overrides, cfg=OmegaConf.create({}), hydra_cfg=config,
+                      working_dir=str(p.run_dir), _return_value=s, status=JobStatus.COMPLETED)
+            for p, s in zip(points, summaries, strict=True)]
+
+
+def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions) -> list[dict]:
+    """Submit (or only write) one Slurm job per point; unless detached, show the live status
+    table until every point is done and return the summaries (``{"status": "submitted"}`` or
+    ``{"status": "script"}`` for points not waited on)."""
+    if options.scripts_only:
+        paths = slurm.write_scripts(points, options.job_name)
+        for path in paths:
+            log.info("wrote %s", path)
+        log.info("submit each with sbatch <script>; then python -m vitfsdp.sweep --status %s "
+                 "--watch", sweep_dir)
+        return [{"status": "script", "script": str(p)} for p in paths]
+    job_ids = slurm.submit(points, sweep_dir, options.job_name)
+    log.info("submitted %d Slurm jobs: %s", len(job_ids), " ".join(job_ids))
+    if options.detach:
+        log.info("detached; follow with: python -m vitfsdp.sweep --status %s --watch", sweep_dir)
+        return [{"status": "submitted", "job_id": j} for j in job_ids]
+    poll_s = min(p.cfg.cluster.poll_s for p in points)
+    status.watch(sweep_dir, [p.run_dir for p in points], poll_s, show=_show_table)
+    return [read_json(p.run_dir / SUMMARY_FILE) for p in points]
+
+
+def _show_table(table: str) -> None:
+    log.info("jobs:\n%s", table)
 
 
 def run_one(point: Point, tag: str) -> dict:
@@ -175,5 +278,38 @@ def main(dcfg: DictConfig) -> None:
     raise RuntimeError("vitfsdp.sweep runs points through the vitfsdp launcher only")
 
 
+def status_main(argv: Sequence[str]) -> int:
+    """``--status SWEEP_DIR [--watch]``: print the sweep's status table (records and Slurm's
+    queue), recording jobs that ended without a summary; ``--watch`` until all are done."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m vitfsdp.sweep --status")
+    parser.add_argument("sweep_dir", type=Path)
+    parser.add_argument("--watch", action="store_true", help="refresh until every point is done")
+    parser.add_argument("--poll-s", type=float, default=5.0, help="seconds between refreshes")
+    args = parser.parse_args(argv)
+    if not args.sweep_dir.is_dir():
+        parser.error(f"{args.sweep_dir} is not a directory")
+    dirs = status.point_dirs(args.sweep_dir)
+    if not dirs:
+        parser.error(f"{args.sweep_dir} holds no sweep points (no */job.json or */run.json)")
+    if args.watch:
+        status.watch(args.sweep_dir, dirs, args.poll_s, show=print)
+        return 0
+    rows = status.collect(args.sweep_dir, dirs)
+    for row in rows:
+        status.reconcile(row)
+    print(status.format_table(rows))
+    return 0
+
+
+#: Short flags translated to the launcher's Hydra keys.
+FLAGS = {"--detach": "hydra.launcher.detach=true",
+         "--scripts-only": "hydra.launcher.scripts_only=true"}
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--status":
+        sys.exit(status_main(sys.argv[2:]))
+    sys.argv = [FLAGS.get(a, a) for a in sys.argv]
     cli(main)

@@ -13,6 +13,9 @@ from hydra.plugins.launcher import Launcher
 @dataclass
 class VitfsdpLauncherConf:
     _target_: str = "hydra_plugins.vitfsdp_launcher.vitfsdp_launcher.VitfsdpLauncher"
+    detach: bool = False  # Slurm profiles: return once every point's job is submitted
+    scripts_only: bool = False  # Slurm profiles: write each point's job.sbatch, submit nothing
+    job_name: str = "vitfsdp"  # Slurm job name of every point
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="vitfsdp", node=VitfsdpLauncherConf)
@@ -20,6 +23,10 @@ ConfigStore.instance().store(group="hydra/launcher", name="vitfsdp", node=Vitfsd
 
 class VitfsdpLauncher(Launcher):
     """Validates every sweep point, then runs each as its own job (see vitfsdp.sweep)."""
+
+    def __init__(self, detach: bool = False, scripts_only: bool = False,
+                 job_name: str = "vitfsdp") -> None:
+        self.options = {"detach": detach, "scripts_only": scripts_only, "job_name": job_name}
 
     def setup(self, *, hydra_context, task_function, config) -> None:
         self.hydra_context = hydra_context

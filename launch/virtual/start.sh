@@ -18,7 +18,8 @@ CONF=$STATE_DIR/etc/slurm.conf
 NODES=(vnode1 vnode2 vnode3 vnode4)
 NODE_LIST="vnode[1-${#NODES[@]}]"
 PARTITION=debug
-CPUS_PER_NODE=8
+CPUS_PER_NODE=64
+GPUS_PER_NODE=8
 CTLD_PORT=${VITFSDP_SLURM_CTLD_PORT:-16817}
 NODE_PORT_BASE=${VITFSDP_SLURM_NODE_PORT_BASE:-17000}
 START_TIMEOUT_S=${VITFSDP_SLURM_START_TIMEOUT_S:-60}
@@ -95,6 +96,8 @@ render() {
     sed -e "s|@STATE_DIR@|$STATE_DIR|g" \
         -e "s|@CTLD_PORT@|$CTLD_PORT|g" \
         -e "s|@CPUS_PER_NODE@|$CPUS_PER_NODE|g" \
+        -e "s|@GPUS_PER_NODE@|$GPUS_PER_NODE|g" \
+        -e "s|@LAST_GPU@|$((GPUS_PER_NODE - 1))|g" \
         -e "s|@REAL_MEMORY_MB@|$(real_memory_mb)|g" \
         -e "s|@NODE_LIST@|$NODE_LIST|g" \
         -e "s|@NODE_LINES@|${lines%\\n}|g" \
@@ -109,11 +112,17 @@ render() {
 
 prepare_state_dir() {
     local node
-    mkdir -p "$STATE_DIR"/{etc,state,run,log}
+    mkdir -p "$STATE_DIR"/{etc,state,run,log,dev}
+    for ((i = 0; i < GPUS_PER_NODE; i++)); do
+        ln -sfn /dev/null "$STATE_DIR/dev/gpu$i"
+    done
     for node in "${NODES[@]}"; do
         install -d -m 0755 "$STATE_DIR/spool/$node"
     done
-    if ! render "$HERE/slurm.conf.in" "$CONF" && any_daemon_running; then
+    local changed=0
+    render "$HERE/slurm.conf.in" "$CONF" || changed=1
+    render "$HERE/gres.conf.in" "$STATE_DIR/etc/gres.conf" || changed=1
+    if ((changed)) && any_daemon_running; then
         log "slurm.conf changed: restarting the daemons"
         bash "$HERE/stop.sh"
     fi
@@ -181,9 +190,21 @@ num_ready_nodes() {
     echo "$num_ready"
 }
 
+# Nodes the controller drained under an earlier configuration (kept in its saved state) are
+# resumed once; a node drained again under this configuration shows up in the logs on timeout.
+resume_drained() {
+    local drained
+    drained=$(sinfo -h -N -p "$PARTITION" -t drain -o %N 2>/dev/null | sort -u | paste -sd,)
+    [[ -n $drained ]] || return 1
+    log "resuming drained nodes $drained (reason: $(sinfo -h -R -o %E | head -n1))"
+    scontrol update nodename="$drained" state=resume || true
+    return 0
+}
+
 wait_until_idle() {
-    local deadline=$((SECONDS + START_TIMEOUT_S))
+    local deadline=$((SECONDS + START_TIMEOUT_S)) resumed=0
     until [[ $(num_ready_nodes) -eq ${#NODES[@]} ]]; do
+        if ((!resumed)) && resume_drained; then resumed=1; fi
         if ((SECONDS >= deadline)); then
             sinfo -N -p "$PARTITION" >&2 || true
             show_logs
@@ -195,7 +216,7 @@ wait_until_idle() {
 
 print_usage() {
     cat <<EOF
-Virtual Slurm cluster up: ${#NODES[@]} nodes $NODE_LIST × $CPUS_PER_NODE CPUs, partition $PARTITION.
+Virtual Slurm cluster up: ${#NODES[@]} nodes $NODE_LIST × $CPUS_PER_NODE CPUs × $GPUS_PER_NODE GPUs (GRES), partitions $PARTITION (default), batch.
 Use it with:
   export SLURM_CONF=$CONF VITFSDP_SLURM=1
   sinfo; srun -N2 -n4 hostname

@@ -1,0 +1,393 @@
+"""Slurm launcher: one job per sweep point, sized for that point.
+
+Each point becomes a Slurm job of ``nodes`` nodes. Two launch modes (``cluster.launch_mode``):
+
+- ``srun`` (default, as on Frontier): ``gpus_per_node`` tasks per node, one per GPU; each task
+  runs ``python -m vitfsdp.train`` and finds its rank in ``SLURM_PROCID``
+  (:func:`vitfsdp.distributed.discover`).
+- ``torchrun``: one task per node running ``torchrun --nnodes=N --nproc-per-node=G`` with a
+  c10d rendezvous on the first node of the job.
+
+Both modes export ``MASTER_ADDR`` (the first host of ``SLURM_JOB_NODELIST``) and
+``MASTER_PORT`` (:data:`PORT_BASE` + job id mod :data:`PORT_SPAN`) in the job script, so every
+rank agrees on the master without a hard-coded port.
+
+Jobs are submitted with submitit (:func:`submit`): points of the same shape go into one job
+array. Or only the scripts are written (:func:`write_scripts`), one per point, rendered from
+``launch/sbatch/job.sbatch.in``, for users who submit by hand. Every config value placed in a
+script is shell-quoted (:func:`shell_word`); the script in a run directory (``job.sbatch``) is
+byte for byte the one that ran.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from vitfsdp.launch import ClusterConfig, check_text
+from vitfsdp.launch.local import quote_override
+from vitfsdp.records import write_json_atomic
+
+log = logging.getLogger(__name__)
+
+#: The job-script template (placeholders ``@NAME@``), in the repository's launch/ folder.
+TEMPLATE = Path(__file__).resolve().parents[2] / "launch" / "sbatch" / "job.sbatch.in"
+SCRIPT_FILE = "job.sbatch"  # the job script, in each point's run directory
+JOB_FILE = "job.json"  # the Slurm job id, array index, state at submission
+TASK_LOG_DIR = "logs"  # per-task output: logs/task<SLURM_PROCID>.log
+SUBMITIT_DIR = ".submitit"  # submitit's pickles and wrapper logs, in the sweep directory
+PORT_BASE, PORT_SPAN = 20000, 40000  # MASTER_PORT = PORT_BASE + job id mod PORT_SPAN
+
+
+class ShellExpr(str):
+    """A template-made shell word that must expand (``${MASTER_ADDR}``): rendered inside
+    double quotes. Never built from config values."""
+
+
+def shell_word(arg: str) -> str:
+    """One argument as a shell word: config values single-quoted (nothing expands), template
+    expressions (:class:`ShellExpr`) double-quoted."""
+    return f'"{arg}"' if isinstance(arg, ShellExpr) else shlex.quote(str(arg))
+
+
+def shell_join(argv: Sequence[str]) -> str:
+    """A command line of :func:`shell_word` words."""
+    return " ".join(shell_word(a) for a in argv)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What every task of a point's job runs; pickled by submitit, or rendered into a script."""
+
+    overrides: tuple[str, ...]  # the point's Hydra overrides, as typed
+    run_dir: str  # absolute run directory of the point
+    nodes: int  # nodes of the job
+    gpus_per_node: int  # ranks per node
+    launch_mode: str  # srun | torchrun
+    python: str  # interpreter on the compute nodes
+
+    def train_argv(self) -> list[str]:
+        """``vitfsdp.train`` with the point's overrides, writing into the run directory."""
+        return ["-m", "vitfsdp.train", *self.overrides,
+                f"hydra.run.dir={quote_override(self.run_dir)}", "hydra.output_subdir=null"]
+
+    def argv(self, endpoint: str, rdzv_id: str) -> list[str]:
+        """The command of one task: ``python -u -m vitfsdp.train ...`` (srun mode), or
+        torchrun over the point's nodes with a c10d rendezvous at ``endpoint`` (host:port)."""
+        if self.launch_mode == "srun":
+            return [self.python, "-u", *self.train_argv()]
+        return [self.python, "-u", "-m", "torch.distributed.run", f"--nnodes={self.nodes}",
+                f"--nproc-per-node={self.gpus_per_node}", "--rdzv-backend=c10d",
+                f"--rdzv-endpoint={endpoint}", f"--rdzv-id={rdzv_id}", *self.train_argv()]
+
+
+def task_spec(cluster: ClusterConfig, overrides: Sequence[str], run_dir: Path,
+              nodes: int) -> TaskSpec:
+    """The :class:`TaskSpec` of a point."""
+    return TaskSpec(tuple(overrides), str(Path(run_dir).resolve()), nodes,
+                    cluster.gpus_per_node, cluster.launch_mode, cluster.python or sys.executable)
+
+
+# ---------------------------------------------------------------- what the job asks Slurm for
+
+
+def tasks_per_node(cluster: ClusterConfig) -> int:
+    """Slurm tasks per node: one per GPU (srun mode) or one per node (torchrun mode)."""
+    return cluster.gpus_per_node if cluster.launch_mode == "srun" else 1
+
+
+def cpus_per_task(cluster: ClusterConfig) -> int:
+    """CPU cores per Slurm task: ``cpus_per_task`` per rank times the task's ranks."""
+    return cluster.cpus_per_task * (1 if cluster.launch_mode == "srun" else cluster.gpus_per_node)
+
+
+def sbatch_options(cluster: ClusterConfig, nodes: int, job_name: str) -> dict[str, object]:
+    """The job's sbatch options in script order (``True`` = a flag without value)."""
+    opts: dict[str, object] = {
+        "job-name": job_name, "nodes": nodes, "ntasks-per-node": tasks_per_node(cluster),
+        "cpus-per-task": cpus_per_task(cluster),
+    }
+    if cluster.gpu_resource:
+        opts["gpus-per-node"] = cluster.gpus_per_node
+    opts["time"] = cluster.time
+    for key in ("partition", "account", "qos"):
+        if getattr(cluster, key):
+            opts[key] = getattr(cluster, key)
+    if cluster.exclusive:
+        opts["exclusive"] = True
+    for arg in cluster.sbatch_args:
+        key, has_value, value = arg[2:].partition("=")
+        opts[key] = value if has_value else True
+    return opts
+
+
+def srun_options(cluster: ClusterConfig) -> list[str]:
+    """The options of the job's srun step: tasks, cores and GPUs per task, GPU binding."""
+    if cluster.launch_mode == "srun":
+        opts = [f"--ntasks-per-node={cluster.gpus_per_node}",
+                f"--cpus-per-task={cluster.cpus_per_task}"]
+        if cluster.gpu_resource:
+            opts.append("--gpus-per-task=1")
+        if cluster.gpu_bind:
+            opts.append(f"--gpu-bind={cluster.gpu_bind}")
+    else:
+        opts = ["--ntasks-per-node=1", f"--cpus-per-task={cpus_per_task(cluster)}"]
+        if cluster.gpu_resource:
+            opts.append(f"--gpus-per-task={cluster.gpus_per_node}")
+    return opts + list(cluster.srun_args)
+
+
+def setup_lines(cluster: ClusterConfig) -> list[str]:
+    """Shell lines run in the job script before the launch: modules, the setup script, the
+    profile's environment (literal values), MIOpen cache, threads, master address and port."""
+    lines = ["set -eo pipefail"]
+    if cluster.modules:
+        lines.append("module load " + shell_join(cluster.modules))
+    if cluster.setup_script:
+        lines.append("source " + shell_word(cluster.setup_script))
+    lines += [f"export {name}={shell_word(value)}" for name, value in cluster.env.items()]
+    if cluster.miopen_cache_per_job:
+        lines += ['export MIOPEN_USER_DB_PATH="/tmp/miopen-${USER:-vitfsdp}-${SLURM_JOB_ID}"',
+                  'export MIOPEN_CUSTOM_CACHE_DIR="${MIOPEN_USER_DB_PATH}"']
+    lines += [
+        f"export OMP_NUM_THREADS={cluster.cpus_per_task}",
+        "# Rendezvous: the job's first node; the port derives from the job id.",
+        'export MASTER_ADDR="$(scontrol show hostnames "${SLURM_JOB_NODELIST}" | head -n 1)"',
+        f'export MASTER_PORT="$(({PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN}))"',
+    ]
+    return lines
+
+
+def master_port(job_id: int) -> int:
+    """The rendezvous port of a job (the same arithmetic as :func:`setup_lines`)."""
+    return PORT_BASE + job_id % PORT_SPAN
+
+
+# ---------------------------------------------------------------- scripts for hand submission
+
+
+def render_script(cluster: ClusterConfig, spec: TaskSpec, *, point: str, job_name: str,
+                  workdir: str) -> str:
+    """The sbatch script of one point (srun step writing ``logs/task<N>.log``).
+
+    Args:
+        point: the point's label for the header comment (its run directory name).
+        workdir: the job's working directory (``#SBATCH --chdir``), absolute.
+
+    Raises:
+        ValueError: a value holds a control character (see :func:`vitfsdp.launch.check_text`).
+    """
+    for i, arg in enumerate(spec.overrides):
+        check_text(f"override {i}", arg)
+    check_text("run directory", spec.run_dir)
+    run_dir = Path(spec.run_dir)
+    opts = {**sbatch_options(cluster, spec.nodes, job_name), "chdir": workdir,
+            "output": str(run_dir / "slurm-%j.out")}
+    sbatch = [f"#SBATCH --{k}" if v is True else f"#SBATCH --{k}={shell_word(str(v))}"
+              for k, v in opts.items()]
+    task_log = str(run_dir / TASK_LOG_DIR / "task%t.log")
+    launch = ["srun", *srun_options(cluster), f"--output={task_log}"]
+    argv = spec.argv(ShellExpr("${MASTER_ADDR}:${MASTER_PORT}"), ShellExpr("${SLURM_JOB_ID}"))
+    values = {
+        "POINT": point, "CLUSTER": cluster.name, "LAUNCH_MODE": cluster.launch_mode,
+        "SCRIPT": shell_word(str(run_dir / SCRIPT_FILE)), "SBATCH_LINES": "\n".join(sbatch),
+        "SETUP_LINES": "\n".join(setup_lines(cluster)),
+        "LAUNCH_LINE": shell_join(launch) + " \\\n    " + shell_join(argv),
+    }
+    text = TEMPLATE.read_text(encoding="utf-8")
+    for key, value in values.items():
+        text = text.replace(f"@{key}@", value)
+    return text
+
+
+def write_scripts(points: Sequence, job_name: str) -> list[Path]:
+    """Write each point's ``job.sbatch`` (executable) and ``job.json`` into its run directory;
+    submit nothing. ``points`` are :class:`vitfsdp.sweep.Point`.
+
+    Returns:
+        the script paths, in point order.
+    """
+    paths = []
+    workdir = str(Path.cwd())
+    for p in points:
+        spec = task_spec(p.cfg.cluster, p.overrides, p.run_dir, p.cfg.nodes)
+        text = render_script(p.cfg.cluster, spec, point=p.run_dir.name, job_name=job_name,
+                             workdir=workdir)
+        (p.run_dir / TASK_LOG_DIR).mkdir(parents=True, exist_ok=True)
+        path = p.run_dir / SCRIPT_FILE
+        path.write_text(text, encoding="utf-8")
+        path.chmod(0o755)
+        write_json_atomic(p.run_dir / JOB_FILE, _job_record(p, None, submitted_with="script"))
+        paths.append(path)
+    return paths
+
+
+def _job_record(point, job_id: str | None, submitted_with: str) -> dict:
+    array_job_id, _, array_task_id = (job_id or "").partition("_")
+    return {
+        "launcher": "slurm",
+        "submitted_with": submitted_with,  # submitit | script (written, not submitted)
+        "job_id": job_id,
+        "array_job_id": array_job_id if array_task_id else None,
+        "array_task_id": int(array_task_id) if array_task_id else None,
+        "nodes": point.cfg.nodes,
+        "world_size": point.cfg.world_size,
+        "launch_mode": point.cfg.cluster.launch_mode,
+        "time_limit": point.cfg.cluster.time,
+        "overrides": list(point.overrides),
+        "script": SCRIPT_FILE,
+        "written_at": _now(),
+    }
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+# ---------------------------------------------------------------- submission through submitit
+
+
+def run_task(spec: TaskSpec) -> int:
+    """Run in every Slurm task of a point's job (submitit unpickles and calls it): start the
+    task's command with its output in ``logs/task<SLURM_PROCID>.log``.
+
+    Raises:
+        RuntimeError: the command exited with a non-zero code (submitit records the job as
+            failed; the point's own records say why).
+    """
+    task = int(os.environ.get("SLURM_PROCID", "0"))
+    endpoint = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+    argv = spec.argv(endpoint, os.environ.get("SLURM_JOB_ID", "0"))
+    log_path = Path(spec.run_dir) / TASK_LOG_DIR / f"task{task}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a", encoding="utf-8") as out:
+        rc = subprocess.call(argv, stdout=out, stderr=subprocess.STDOUT)
+    if rc != 0:
+        raise RuntimeError(f"task {task} exited with code {rc}; see {log_path}")
+    return rc
+
+
+def _executor_parameters(cluster: ClusterConfig, nodes: int, job_name: str) -> dict:
+    """submitit's SlurmExecutor parameters for a point of ``nodes`` nodes."""
+    opts = sbatch_options(cluster, nodes, job_name)
+    named = {k.replace("-", "_"): opts.pop(k) for k in
+             ("job-name", "nodes", "ntasks-per-node", "cpus-per-task", "gpus-per-node",
+              "partition", "account", "qos", "exclusive") if k in opts}
+    opts.pop("time")
+    return {**named, "time": max(1, math.ceil(cluster.time_limit_s / 60)),
+            "additional_parameters": opts, "setup": setup_lines(cluster),
+            "srun_args": srun_options(cluster), "stderr_to_stdout": True,
+            "array_parallelism": cluster.array_parallelism}
+
+
+def submit(points: Sequence, sweep_dir: Path, job_name: str) -> list[str]:
+    """Submit every point as its own job; points of the same shape go into one job array when
+    ``cluster.array``. Writes ``job.sbatch`` (the script submitted) and ``job.json`` into each
+    run directory.
+
+    Returns:
+        the Slurm job ids in point order (``<array job>_<index>`` for array tasks).
+
+    Raises:
+        submitit.core.utils.FailedJobError / FailedSubmissionError: sbatch refused a job.
+    """
+    import submitit
+
+    folder = (Path(sweep_dir) / SUBMITIT_DIR).resolve()
+    job_ids: dict[int, str] = {}
+    for group in _groups(points):
+        cluster = group[0].cfg.cluster
+        executor = submitit.SlurmExecutor(folder=folder, python=cluster.python or sys.executable)
+        executor.update_parameters(**_executor_parameters(cluster, group[0].cfg.nodes,
+                                                          job_name))
+        specs = [task_spec(p.cfg.cluster, p.overrides, p.run_dir, p.cfg.nodes) for p in group]
+        for p in group:
+            (p.run_dir / TASK_LOG_DIR).mkdir(parents=True, exist_ok=True)
+        if cluster.array and len(group) > 1:
+            with executor.batch():
+                jobs = [executor.submit(run_task, s) for s in specs]
+        else:
+            jobs = [executor.submit(run_task, s) for s in specs]
+        for p, job in zip(group, jobs, strict=True):
+            job_ids[p.num] = job.job_id
+            _save_submitted(p, job, folder)
+    return [job_ids[p.num] for p in points]
+
+
+def _groups(points: Sequence) -> list[list]:
+    """Points that can share one job array: same cluster profile and node count."""
+    groups: dict[tuple, list] = {}
+    for p in points:
+        key = (repr(p.cfg.cluster), p.cfg.nodes)
+        groups.setdefault(key, []).append(p)
+    return list(groups.values())
+
+
+def _save_submitted(point, job, folder: Path) -> None:
+    base = str(job.job_id).split("_")[0]
+    script = folder / f"{base}_submission.sh"
+    if not script.exists():  # array tasks share the array job's script
+        script = Path(job.paths.submission_file)
+    shutil.copyfile(script, point.run_dir / SCRIPT_FILE)
+    write_json_atomic(point.run_dir / JOB_FILE,
+                      _job_record(point, str(job.job_id), submitted_with="submitit"))
+    log.info("submitted %s as Slurm job %s", point.run_dir.name, job.job_id)
+
+
+# ---------------------------------------------------------------- checks before anything queues
+
+
+def partition_nodes(partition: str | None) -> tuple[str, int]:
+    """The partition's name and node count, from ``sinfo`` (``None`` = the default partition).
+
+    Raises:
+        ValueError: sinfo fails (no Slurm reachable) or the partition does not exist.
+    """
+    proc = _slurm_cmd(["sinfo", "-h", "-o", "%P %D"])
+    counts: dict[str, int] = {}
+    default = None
+    for line in proc.stdout.split("\n"):
+        if not line.strip():
+            continue
+        name, num = line.split()
+        if name.endswith("*"):
+            name = default = name[:-1]
+        counts[name] = counts.get(name, 0) + int(num)
+    name = partition or default
+    if name not in counts:
+        raise ValueError(f"cluster.partition={partition!r} does not exist; partitions: "
+                         f"{', '.join(sorted(counts))}")
+    return name, counts[name]
+
+
+def sbatch_test_only(cluster: ClusterConfig, nodes: int, job_name: str) -> str | None:
+    """Ask Slurm whether it would run a job of this shape (``sbatch --test-only``); the refusal
+    as one line, or None when it would."""
+    opts = sbatch_options(cluster, nodes, job_name)
+    args = [f"--{k}" if v is True else f"--{k}={v}" for k, v in opts.items()]
+    proc = _slurm_cmd(["sbatch", "--test-only", *args, "--wrap", "true"], check=False)
+    if proc.returncode == 0:
+        return None
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    return lines[-1] if lines else f"sbatch --test-only exited with {proc.returncode}"
+
+
+def _slurm_cmd(argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ValueError(f"{argv[0]} failed ({e}); is Slurm reachable from here? "
+                         "(virtual cluster: make slurm-up; export SLURM_CONF=...)") from e
+    if check and proc.returncode != 0:
+        raise ValueError(f"{' '.join(argv[:2])} failed: {proc.stderr.strip()}; is Slurm "
+                         "reachable from here? (virtual cluster: make slurm-up)")
+    return proc
