@@ -6,14 +6,15 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from tests.conftest import REPO
-from vitfsdp.config import RunConfig, TrainConfig, register_configs, to_run_config
+from vitfsdp.config import KernelsConfig, RunConfig, TrainConfig, register_configs, to_run_config
 from vitfsdp.data import DataConfig
 from vitfsdp.launch import ClusterConfig
 from vitfsdp.models import ModelConfig
-from vitfsdp.parallel import StrategyConfig
+from vitfsdp.parallel import MixedPrecisionConfig, StrategyConfig
 
 register_configs()
 
+DDP = StrategyConfig(name="DDP", sharding_strategy="DDP")
 STRATEGIES = ["DDP", "NO_SHARD", "FULL_SHARD", "SHARD_GRAD_OP",
               "HYBRID_1GPU", "HYBRID_2GPU", "HYBRID_8GPU"]
 
@@ -58,6 +59,17 @@ def test_defaults_compose_and_world_size():
         (lambda: RunConfig(nodes=0), "nodes"),
         (lambda: RunConfig(precision="fp8"), "precision"),
         (lambda: RunConfig(engine="fsdp3"), "engine"),
+        (lambda: KernelsConfig(adamw="apex"), "kernels.adamw"),
+        (lambda: KernelsConfig(float32_matmul_precision="tf32"),
+         "kernels.float32_matmul_precision"),
+        (lambda: MixedPrecisionConfig(param_dtype="fp8"), "mixed_precision.param_dtype"),
+        (lambda: RunConfig(strategy=DDP, mixed_precision=MixedPrecisionConfig(reduce_dtype="fp32")),
+         "mixed_precision.reduce_dtype"),
+        (lambda: RunConfig(engine="fsdp2", precision="bf16",
+                           mixed_precision=MixedPrecisionConfig(buffer_dtype="bf16")),
+         "mixed_precision.buffer_dtype"),
+        (lambda: RunConfig(precision="bf16", mixed_precision=MixedPrecisionConfig(
+            param_dtype="fp16")), "mixed_precision.param_dtype"),
     ],
 )
 def test_bad_values_name_the_field(build, field):
@@ -85,3 +97,26 @@ def test_hybrid_shard_group_must_divide_ranks_per_node():
 def test_yaml_type_errors_are_refused():
     with pytest.raises(Exception, match="local_batch_size"):
         _compose("train.local_batch_size=many")
+
+
+def test_precision_and_kernel_keys_compose_from_the_command_line():
+    cfg = _compose("precision=fp16", "mixed_precision.buffer_dtype=fp32", "kernels.compile=true",
+                   "kernels.fused_attn=false", "kernels.adamw=foreach",
+                   "kernels.float32_matmul_precision=high", "kernels.cudnn_allow_tf32=true",
+                   "train.activation_checkpointing=true")
+    assert (cfg.precision, cfg.mixed_precision.buffer_dtype) == ("fp16", "fp32")
+    assert cfg.kernels == KernelsConfig(fused_attn=False, compile=True, adamw="foreach",
+                                        float32_matmul_precision="high", cudnn_allow_tf32=True)
+    assert cfg.train.activation_checkpointing
+    settings = cfg.precision_settings()
+    assert (settings.param_dtype, settings.buffer_dtype, settings.grad_scaler) == (
+        "fp16", "fp32", "ShardedGradScaler")
+
+
+def test_switch_defaults_are_exact_fp32_and_torchs_own_picks():
+    cfg = _compose()
+    assert cfg.kernels == KernelsConfig(fused_attn=True, compile=False, adamw="auto",
+                                        float32_matmul_precision="highest",
+                                        cudnn_allow_tf32=False)
+    assert cfg.mixed_precision == MixedPrecisionConfig()
+    assert not cfg.train.activation_checkpointing

@@ -1,18 +1,24 @@
-"""Model table: parameter counts from meta-device builds, FLOPs against torch's counter."""
+"""Model table: parameter counts from meta-device builds, FLOPs against torch's counter;
+the meta-device init against timm's."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from timm.layers import SwiGLU
+from timm.models.vision_transformer import VisionTransformer
 from torch.utils.flop_counter import FlopCounterMode
 
 from vitfsdp.models import (
+    INIT_BLOCK_NUMEL,
     VARIANTS,
     ModelConfig,
+    ViTInit,
     block_classes,
     build_model,
     count_params,
     forward_flops_per_image,
+    set_fused_attn,
 )
 
 TABLE = [name for name, spec in VARIANTS.items() if spec.published_params_m]
@@ -60,3 +66,63 @@ def test_blocks_are_the_fsdp_units():
     model = build_model(ModelConfig(name="vit_tiny"), num_classes=10, device="meta")
     units = [m for m in model.modules() if type(m) in block_classes()]
     assert len(units) == VARIANTS["vit_tiny"].depth
+
+
+def _tiny_vit(mlp: str, device: str | None = None, **kwargs) -> VisionTransformer:
+    layers = {"mlp_layer": SwiGLU, "act_layer": torch.nn.SiLU} if mlp == "swiglu" else {}
+    with torch.device(device or "cpu"):
+        return VisionTransformer(img_size=16, patch_size=4, embed_dim=64, depth=2, num_heads=4,
+                                 mlp_ratio=4, num_classes=10, **layers, **kwargs)
+
+
+@pytest.mark.parametrize("mlp", ["gelu", "swiglu"])
+def test_meta_init_draws_timms_distribution_for_every_parameter(mlp):
+    torch.manual_seed(0)
+    timm_model = _tiny_vit(mlp)
+    ours = _tiny_vit(mlp, device="meta", weight_init="skip")
+    init = ViTInit(ours, seed=0)
+    init.init_model_(ours.to_empty(device="cpu"))
+    theirs = dict(timm_model.named_parameters())
+    for name, p in ours.named_parameters():
+        ref = theirs[name].detach()
+        if torch.all(ref == ref.flatten()[0]):  # a constant (zeros, ones): exactly timm's
+            assert torch.equal(p, ref), name
+        else:  # drawn: the same spread (64 to 16k samples: within 40%)
+            assert 0.6 < (p.std() / ref.std()).item() < 1.6, name
+            assert p.abs().max() <= 2.0, name
+
+
+def test_any_rows_are_drawn_alone_exactly_as_in_the_whole_parameter():
+    model = build_model(ModelConfig(name="vit_base"), 1000, device="meta")
+    init = ViTInit(model, seed=3)
+    fc1 = model.blocks[5].mlp.fc1_x  # 2064 x 768: two draw blocks
+    assert fc1.weight.numel() > INIT_BLOCK_NUMEL
+    whole = init.fill_(fc1, "weight", torch.empty(fc1.weight.shape))
+    for num_shards in (2, 3, 4, 7):
+        start = 0
+        for rows in torch.chunk(whole, num_shards):
+            part = init.fill_(fc1, "weight", torch.empty(rows.shape), row_start=start)
+            assert torch.equal(part, rows), (num_shards, start)
+            start += rows.shape[0]
+    as_bf16 = init.fill_(fc1, "weight", torch.empty(fc1.weight.shape, dtype=torch.bfloat16))
+    assert torch.equal(as_bf16, whole.bfloat16())
+    twin = build_model(ModelConfig(name="vit_base"), 1000, device="meta")  # another rank's
+    twin_fc1 = twin.blocks[5].mlp.fc1_x
+    again = ViTInit(twin, seed=3).fill_(twin_fc1, "weight", torch.empty(fc1.weight.shape))
+    assert torch.equal(again, whole)
+    other_seed = ViTInit(model, seed=4).fill_(fc1, "weight", torch.empty(fc1.weight.shape))
+    assert not torch.equal(other_seed, whole)
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_every_variant_has_an_init_rule_for_every_parameter(name):
+    model = build_model(ModelConfig(name=name), 1000, device="meta")
+    assert len(list(ViTInit(model, seed=0).params())) == len(list(model.parameters()))
+
+
+def test_fused_attention_switch_reaches_every_block():
+    model = build_model(ModelConfig(name="vit_tiny"), 10, device="meta")
+    assert set_fused_attn(model, False) == VARIANTS["vit_tiny"].depth
+    assert not any(b.attn.fused_attn for b in model.blocks)
+    set_fused_attn(model, True)
+    assert all(b.attn.fused_attn for b in model.blocks)

@@ -4,6 +4,9 @@ limit_all_gathers gives single-process training's losses.
 Fixed data (digits, no shuffle): at every step the ranks' local batches make up exactly the
 single process's batch, so in fp32 each configuration must reproduce the single process's
 loss at every step within 1e-4 relative (the loss at step 6 is the loss after 5 steps).
+Every run builds on the meta device and draws the same initial weights whatever it
+materializes: the whole replica (single process, DDP), one FSDP1 unit at a time, or only
+this rank's FSDP2 shards (``vitfsdp.models.ViTInit``).
 bf16 (FSDP MixedPrecision: bf16 parameters and reductions; autocast under DDP) keeps 8
 mantissa bits: it must stay within 5e-2 relative of the fp32 losses.
 """
@@ -79,6 +82,9 @@ def test_every_fp32_configuration_matches_single_process(reference, matrix):
     for name, run_dir in fp32.items():
         run = read(run_dir / "run.json")
         assert run["status"] == "completed" and run["world"]["size"] == 4, name
+        materialized = ("whole_model" if name == "DDP" else
+                        "per_shard" if name.startswith("fsdp2") else "per_unit")
+        assert run["applied"]["materialized"] == materialized, name
         assert _losses(run_dir) == pytest.approx(reference, rel=FP32_REL_TOL), name
 
 
