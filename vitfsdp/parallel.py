@@ -349,10 +349,19 @@ def wrap(
 
 
 def _on_meta(model: torch.nn.Module) -> bool:
-    """True if every parameter is on the meta device, False if none is."""
+    """True if every parameter is on the meta device, False if none is.
+
+    Raises:
+        ValueError: some parameters are on meta and some not, or a buffer is on meta (the
+            init draws parameters only).
+    """
     meta = {p.is_meta for p in model.parameters()}
     if len(meta) > 1:
         raise ValueError("the model is partly on the meta device; build it on one device")
+    buffers = [name for name, b in model.named_buffers() if b.is_meta]
+    if buffers:
+        raise ValueError(f"meta-device materialization draws parameters only, but buffers "
+                         f"{', '.join(buffers)} are on meta; build them on the device")
     return meta == {True}
 
 
