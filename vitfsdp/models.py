@@ -280,10 +280,6 @@ class ViTInit:
         """Every (owning module, parameter name) of the model, in ``named_modules`` order."""
         return iter(self._params)
 
-    def owns(self, module: torch.nn.Module, name: str) -> bool:
-        """True if ``name`` is a parameter this init draws for ``module``."""
-        return (module, name) in self._params
-
     @torch.no_grad()
     def fill_(self, module: torch.nn.Module, name: str, out: torch.Tensor,
               row_start: int = 0) -> torch.Tensor:

@@ -269,9 +269,6 @@ class ParamInit(Protocol):
     def params(self) -> Iterable[tuple[torch.nn.Module, str]]:
         """Every (owning module, parameter name)."""
 
-    def owns(self, module: torch.nn.Module, name: str) -> bool:
-        """True if ``name`` of ``module`` is one of :meth:`params`."""
-
     def fill_(self, module: torch.nn.Module, name: str, out: torch.Tensor,
               row_start: int = 0) -> torch.Tensor:
         """Write dim-0 rows ``row_start`` … of the parameter's initial value into ``out``."""
