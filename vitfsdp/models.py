@@ -266,6 +266,7 @@ class ViTInit:
 
     def __init__(self, model: VisionTransformer, seed: int) -> None:
         self.seed = seed
+        self._model = model
         rules = timm_vit_init_rules(model)
         self._params: dict[tuple[torch.nn.Module, str], tuple[str, torch.Size, InitRule]] = {}
         for prefix, module in model.named_modules():
@@ -311,7 +312,13 @@ class ViTInit:
     @torch.no_grad()
     def init_model_(self, model: torch.nn.Module) -> torch.nn.Module:
         """Fill every parameter of ``model`` (the model given at construction, materialized
-        and unsharded, e.g. after ``to_empty``) with its whole initial value."""
+        and unsharded, e.g. after ``to_empty``) with its whole initial value.
+
+        Raises:
+            ValueError: ``model`` is not the model given at construction.
+        """
+        if model is not self._model:
+            raise ValueError("init_model_ fills the model this ViTInit was built for")
         for module, name in self.params():
             self.fill_(module, name, getattr(module, name))
         return model
