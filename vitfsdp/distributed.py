@@ -76,6 +76,9 @@ def _export_slurm() -> None:
     (``MASTER_ADDR``/``MASTER_PORT`` from :func:`vitfsdp.launch.slurm.setup_lines`)."""
     from submitit.helpers import TorchDistributedEnvironment
 
+    # submitit reads Slurm's variables once told it runs under Slurm (a job script rendered
+    # by vitfsdp.launch.slurm does not come from submitit, so nothing else tells it)
+    os.environ.setdefault("SUBMITIT_EXECUTOR", "slurm")
     tde = TorchDistributedEnvironment()  # uses MASTER_PORT when set, else derives it
     for key, value in (("MASTER_ADDR", tde.master_addr), ("MASTER_PORT", tde.master_port),
                        ("RANK", tde.rank), ("WORLD_SIZE", tde.world_size),

@@ -33,8 +33,9 @@ def torchrun_command(overrides: Sequence[str], run_dir: Path, num_procs: int) ->
 
 
 def quote_override(value: str) -> str:
-    """Quote a string for Hydra's override grammar, so '=', ',' or spaces stay literal."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """Quote a string for Hydra's override grammar (double quotes, backslash escapes), so
+    '=', ',' or spaces stay literal."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def run_point(

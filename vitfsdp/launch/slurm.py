@@ -87,7 +87,9 @@ class TaskSpec:
             return [self.python, "-u", *self.train_argv()]
         return [self.python, "-u", "-m", "torch.distributed.run", f"--nnodes={self.nodes}",
                 f"--nproc-per-node={self.gpus_per_node}", "--rdzv-backend=c10d",
-                f"--rdzv-endpoint={endpoint}", f"--rdzv-id={rdzv_id}", *self.train_argv()]
+                # a ShellExpr stays one (expanded by the job script's shell)
+                type(endpoint)(f"--rdzv-endpoint={endpoint}"),
+                type(rdzv_id)(f"--rdzv-id={rdzv_id}"), *self.train_argv()]
 
 
 def task_spec(cluster: ClusterConfig, overrides: Sequence[str], run_dir: Path,
@@ -201,12 +203,24 @@ def render_script(cluster: ClusterConfig, spec: TaskSpec, *, point: str, job_nam
         "POINT": point, "CLUSTER": cluster.name, "LAUNCH_MODE": cluster.launch_mode,
         "SCRIPT": shell_word(str(run_dir / SCRIPT_FILE)), "SBATCH_LINES": "\n".join(sbatch),
         "SETUP_LINES": "\n".join(setup_lines(cluster)),
-        "LAUNCH_LINE": shell_join(launch) + " \\\n    " + shell_join(argv),
+        "LAUNCH_LINE": " \\\n    ".join([shell_join(launch), *_argv_lines(argv)]),
     }
     text = TEMPLATE.read_text(encoding="utf-8")
     for key, value in values.items():
         text = text.replace(f"@{key}@", value)
     return text
+
+
+def _argv_lines(argv: Sequence[str]) -> list[str]:
+    """A command as readable lines: the interpreter with ``-u``, each ``-m module`` and
+    every other argument on its own line."""
+    lines: list[list[str]] = []
+    for i, arg in enumerate(argv):
+        if arg == "-u" or (i and argv[i - 1] == "-m"):
+            lines[-1].append(arg)
+        else:
+            lines.append([arg])
+    return [shell_join(words) for words in lines]
 
 
 def write_scripts(points: Sequence, job_name: str) -> list[Path]:

@@ -72,12 +72,21 @@ def read_state(run_dir: Path) -> PointState:
     windows = read_jsonl(run_dir / METRICS_FILE)
     steps = (run.get("config") or {}).get("train", {}).get("steps")
     return PointState(
-        run_dir=run_dir, job_id=job.get("job_id"),
-        state="written" if job.get("submitted_with") == "script" else "-",
+        run_dir=run_dir, job_id=job.get("job_id") or _started_job_id(run_dir),
+        state="written" if job.get("submitted_with") == "script" and not
+        _started_job_id(run_dir) else "-",
         step=windows[-1]["step_end"] if windows else 0, steps=steps,
         ips=windows[-1].get("ips") if windows else None,
         status=summary["status"] if summary else None,
     )
+
+
+def _started_job_id(run_dir: Path) -> str | None:
+    """The job id of a script submitted by hand, from the ``slurm-<id>.out`` its job writes
+    into the run directory when it starts (the newest, if it ran more than once)."""
+    ids = [p.stem.removeprefix("slurm-") for p in run_dir.glob("slurm-*.out")]
+    ids = [i for i in ids if i.isdigit()]
+    return max(ids, key=int) if ids else None
 
 
 def queue_states(job_ids: Sequence[str]) -> dict[str, tuple[str, str, str]] | None:

@@ -1,0 +1,177 @@
+"""Sweeps on the virtual Slurm cluster (launch/virtual/): one real Slurm job per point.
+
+Gated on ``VITFSDP_SLURM`` like tests/test_virtual_slurm.py: with ``VITFSDP_SLURM=1`` (as
+``make test`` sets) a missing cluster fails these tests instead of skipping them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import read, run_module
+from tests.test_slurm_scripts import POINT, PROFILES, render_point
+from tests.test_virtual_slurm import NODES, NOT_STARTED, hostnames, require_cluster, slurm
+
+pytestmark = pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
+
+FAST = ["model=vit_tiny", "device=cpu", "train.steps=4", "train.warmup_steps=1",
+        "train.log_every=2", "train.local_batch_size=4", "cluster.poll_s=1"]
+
+
+def _sweep(tmp_path: Path, *args: str, timeout: float = 600):
+    """``python -m vitfsdp.sweep -m cluster=virtual ...`` with a job name of its own."""
+    job_name = f"vitfsdp-test-{uuid.uuid4().hex[:8]}"
+    proc = run_module("vitfsdp.sweep", "-m", "cluster=virtual", *FAST, *args,
+                      f"hydra.launcher.job_name={job_name}", cwd=tmp_path, timeout=timeout)
+    return proc, job_name
+
+
+def _queued(job_name: str) -> list[str]:
+    proc = slurm("squeue", "-h", "-t", "all", "-n", job_name, "-o", "%i")
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+def _points(sweep_dir: Path) -> list[Path]:
+    return sorted((p for p in sweep_dir.iterdir() if (p / "job.json").exists()),
+                  key=lambda p: int(p.name.split("_")[0]))
+
+
+@pytest.mark.slow
+def test_sweep_runs_one_job_per_point_sized_for_it(tmp_path):
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    proc, _ = _sweep(tmp_path, "strategy=FULL_SHARD,HYBRID_2GPU", "nodes=1,2,4",
+                     f"hydra.sweep.dir={sweep_dir}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "6 points: 6 completed" in proc.stdout and "sweep done: 6 completed" in proc.stdout
+    points = _points(sweep_dir)
+    assert len(points) == 6
+    array_jobs = set()
+    for p in points:
+        run, job = read(p / "run.json"), read(p / "job.json")
+        nodes = run["config"]["nodes"]
+        assert read(p / "summary.json")["status"] == "completed"
+        assert run["world"]["size"] == nodes * 2 and run["world"]["launched_by"] == "slurm"
+        slurm_ids = run["slurm"]
+        assert slurm_ids["SLURM_ARRAY_JOB_ID"] == job["array_job_id"]
+        assert int(slurm_ids["SLURM_ARRAY_TASK_ID"]) == job["array_task_id"]
+        node_names = hostnames(slurm_ids["SLURM_JOB_NODELIST"])
+        assert len(node_names) == nodes and set(node_names) <= NODES
+        # ranks spread over the job's nodes: 2 per node, in rank order
+        assert run["rank_hosts"] == [n for n in sorted(node_names) for _ in range(2)]
+        script = (p / "job.sbatch").read_text()
+        assert f"#SBATCH --nodes={nodes}\n" in script and "#SBATCH --array=0-1%" in script
+        array_jobs.add(job["array_job_id"])
+    assert len(array_jobs) == 3  # one job array per node count, of 2 strategies each
+
+    proc = run_module("vitfsdp.sweep", "--status", str(sweep_dir), cwd=tmp_path, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "6 points: 6 completed" in proc.stdout
+    assert "nodes=4 strategy=HYBRID_2GPU" in proc.stdout
+
+
+@pytest.mark.slow
+def test_detached_torchrun_point_then_status_watch(tmp_path):
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    proc, _ = _sweep(tmp_path, "--detach", "cluster.launch_mode=torchrun", "nodes=2",
+                     f"hydra.sweep.dir={sweep_dir}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "detached; follow with: python -m vitfsdp.sweep --status" in proc.stdout
+    proc = run_module("vitfsdp.sweep", "--status", str(sweep_dir), "--watch", "--poll-s", "1",
+                      cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (point,) = _points(sweep_dir)
+    run = read(point / "run.json")
+    assert read(point / "summary.json")["status"] == "completed"
+    assert run["world"]["launched_by"] == "torchrun" and run["world"]["size"] == 4
+    assert len(set(run["rank_hosts"])) == 2
+    assert "#SBATCH --ntasks-per-node=1\n" in (point / "job.sbatch").read_text()
+
+
+@pytest.mark.slow
+def test_cancelled_point_is_recorded_with_its_metrics(tmp_path):
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    proc, _ = _sweep(tmp_path, "--detach", "train.steps=100000", "train.log_every=1",
+                     f"hydra.sweep.dir={sweep_dir}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (point,) = _points(sweep_dir)
+    deadline = time.monotonic() + 180
+    while not (point / "metrics.jsonl").exists() or len(read(point / "metrics.jsonl")) < 2:
+        assert time.monotonic() < deadline, "the point never reached its second step"
+        time.sleep(1)
+    job_id = read(point / "job.json")["job_id"]
+    assert slurm("scancel", job_id).returncode == 0
+    proc = run_module("vitfsdp.sweep", "--status", str(sweep_dir), "--watch", "--poll-s", "1",
+                      cwd=tmp_path, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    summary = read(point / "summary.json")
+    assert summary["status"] == "failed" and summary["ips"] is None
+    assert f"Slurm job {job_id} ended CANCELLED at step" in summary["reason"]
+    assert "(scancel)" in summary["reason"]
+    assert len(read(point / "metrics.jsonl")) >= 2  # what it measured is kept
+
+
+@pytest.mark.slow
+def test_scripts_only_then_sbatch_by_hand_with_metacharacters(tmp_path):
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    probe = "$(touch pwned1); `touch pwned2`"
+    proc, job_name = _sweep(tmp_path, "--scripts-only", "nodes=2",
+                            f"+cluster.env.PROBE='{probe}'", f"hydra.sweep.dir={sweep_dir}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert _queued(job_name) == []  # written, not submitted
+    (point,) = _points(sweep_dir)
+    script = point / "job.sbatch"
+    text = script.read_text()
+    assert f"export PROBE='{probe}'" in text
+    submitted = slurm("sbatch", "--parsable", str(script), cwd=tmp_path)
+    assert submitted.returncode == 0, submitted.stderr
+    proc = run_module("vitfsdp.sweep", "--status", str(sweep_dir), "--watch", "--poll-s", "1",
+                      cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert read(point / "summary.json")["status"] == "completed", \
+        (point / "logs" / "task0.log").read_text()[-2000:]
+    assert script.read_text() == text  # the script in the run directory is the one that ran
+    assert not list(tmp_path.rglob("pwned*"))
+
+
+@pytest.mark.parametrize("profile", sorted(PROFILES))
+def test_frontier_and_cuda8_scripts_pass_sbatch_test_only(profile, tmp_path):
+    require_cluster()
+    # The virtual cluster has Frontier's partition name (batch) and 8 GPUs per node; cuda8's
+    # partition is set to the virtual one.
+    extra = ["cluster.partition=debug"] if profile == "cuda8" else []
+    script = tmp_path / "job.sbatch"
+    script.write_text(render_point([*PROFILES[profile], *extra], POINT, workdir=str(tmp_path)))
+    proc = slurm("sbatch", "--test-only", str(script), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "to start at" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["nodes=2,8"], "nodes=8 but partition debug of cluster=virtual has 4 nodes; use "
+                        "nodes<=4"),
+        (["cluster.time=1:2:3:4"], "cluster.time='1:2:3:4' is not a Slurm time limit"),
+        (["cluster.partition=nosuch"], "cluster.partition='nosuch' does not exist; partitions:"),
+        (["cluster.cpus_per_task=40"], "Slurm would not run it:"),
+    ],
+)
+def test_impossible_points_are_refused_before_anything_is_queued(tmp_path, overrides, message):
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    proc, job_name = _sweep(tmp_path, *overrides, f"hydra.sweep.dir={sweep_dir}", timeout=120)
+    assert proc.returncode != 0
+    assert message in proc.stderr, proc.stderr
+    assert "nothing was launched" in proc.stderr
+    assert _queued(job_name) == []
+    assert not sweep_dir.exists() or _points(sweep_dir) == []
