@@ -7,6 +7,7 @@ each rank's peak resident memory (VmHWM) during build and wrap, as JSON on rank 
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
@@ -51,6 +52,9 @@ def main(out_json: str, *overrides: str) -> None:
             result = {"applied": applied, "ranks": rows}
             with open(out_json, "w", encoding="utf-8") as f:
                 json.dump(result, f, indent=2)
+        del model  # free the shards on every rank, then leave the process group together
+        gc.collect()
+        dist.barrier()
 
 
 def _local(p: torch.Tensor) -> torch.Tensor:
