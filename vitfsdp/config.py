@@ -17,6 +17,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from vitfsdp.data import DataConfig
+from vitfsdp.jax.config import check_run_config as check_jax_config
 from vitfsdp.launch import ClusterConfig
 from vitfsdp.models import ModelConfig
 from vitfsdp.parallel import (
@@ -27,7 +28,7 @@ from vitfsdp.parallel import (
     resolve_precision,
 )
 
-FRAMEWORKS = ("torch",)
+FRAMEWORKS = ("torch", "jax")
 #: ``kernels.adamw``: torch's own pick (``auto``: foreach on GPUs, a per-tensor loop on CPU),
 #: or one implementation forced.
 ADAMW_IMPLS = ("auto", "for_loop", "foreach", "fused")
@@ -103,7 +104,7 @@ class RunConfig:
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     nodes: int = 1  # nodes of the run; world size = nodes × cluster.gpus_per_node
     engine: str = "fsdp1"  # fsdp1 (FullyShardedDataParallel) | fsdp2 (fully_shard, DeviceMesh)
-    framework: str = "torch"  # torch
+    framework: str = "torch"  # torch | jax (vitfsdp.jax: Flax, jax.sharding)
     # fp32 | bf16 | fp16: FSDP mixed precision in that dtype (see mixed_precision.*),
     # autocast under DDP; fp16 adds a (sharded) gradient scaler
     precision: str = "fp32"
@@ -120,7 +121,10 @@ class RunConfig:
         ):
             if value not in valid:
                 raise ValueError(f"{key}={value!r} is not supported; valid: {', '.join(valid)}")
-        self.strategy.resolve_for_engine(self.engine)
+        if self.framework == "jax":  # refuses torch-only settings; leaves them unset
+            check_jax_config(self)
+        else:
+            self.strategy.resolve_for_engine(self.engine)
         self.strategy.check_world(self.world_size, self.cluster.gpus_per_node)
         self.precision_settings()  # refuses unknown or contradictory dtypes
 

@@ -1,0 +1,96 @@
+"""What ``framework=jax`` accepts of the run config, checked when the config is validated.
+
+This module imports no JAX, so a sweep refuses a point before anything starts, as fast as
+it refuses any other invalid value. Each refusal is a one-line ``ValueError`` that names the
+field and its valid values under JAX.
+
+Strategies under JAX (:mod:`vitfsdp.jax.sharding` builds the meshes):
+
+- ``DDP``: parameters and optimizer state replicated, the batch split over every device;
+  XLA all-reduces the gradients.
+- ``FULL_SHARD``: parameters and AdamW moments sharded over the ``fsdp`` mesh axis, which
+  holds every device, with the batch over the same devices (ZeRO-3; XLA all-gathers a
+  parameter where it is used and reduce-scatters its gradient).
+- ``HYBRID_<k>GPU``: a 2-D mesh of world/k replicas (``data`` axis) × shard groups of k
+  consecutive ranks (``fsdp`` axis); ``HYBRID_1GPU`` is therefore DDP's layout.
+- ``NO_SHARD`` is refused: under jax.sharding, replicated parameters with all-reduced
+  gradients *are* DDP; the compiled step would be DDP's, so the point would duplicate DDP
+  under another name.
+- ``SHARD_GRAD_OP`` is refused: it differs from FULL_SHARD only in keeping the gathered
+  parameters from forward to backward, and under jax.sharding where gathered copies live is
+  XLA's scheduling decision, not a setting; a point labelled SHARD_GRAD_OP would run the
+  same program as FULL_SHARD.
+
+Torch-only settings are refused rather than ignored: ``engine=fsdp2``,
+``strategy.backward_prefetch``, ``strategy.limit_all_gathers``,
+``strategy.forward_prefetch``, ``mixed_precision.*``, ``precision=fp16`` (no loss scaling
+here), ``kernels.compile`` (the whole step is always jit-compiled), ``kernels.adamw`` other
+than ``auto`` (optax has one AdamW) and ``kernels.cudnn_allow_tf32`` (JAX convolutions follow
+``jax_default_matmul_precision``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vitfsdp.config import RunConfig
+
+#: ``strategy.sharding_strategy`` values with a JAX layout.
+JAX_SHARDING_STRATEGIES = ("DDP", "FULL_SHARD", "HYBRID_SHARD")
+#: ``precision`` values under JAX: fp32, or bf16 compute on fp32 parameters and AdamW state.
+JAX_PRECISIONS = ("fp32", "bf16")
+#: ``kernels.float32_matmul_precision`` (torch's names) → ``jax_default_matmul_precision``:
+#: IEEE fp32, TF32, bf16 passes, as ``torch.set_float32_matmul_precision`` means them.
+MATMUL_PRECISION = {"highest": "float32", "high": "tensorfloat32", "medium": "bfloat16"}
+#: Why a sharding strategy has no JAX layout of its own (see the module docstring).
+_NO_JAX_MEANING = {
+    "NO_SHARD": "replicated parameters with all-reduced gradients are DDP under jax.sharding",
+    "SHARD_GRAD_OP": ("where gathered parameters live between forward and backward is XLA's "
+                      "scheduling decision under jax.sharding, so it would run FULL_SHARD"),
+}
+
+
+def check_run_config(cfg: RunConfig) -> None:
+    """Refuse settings that have no meaning under ``framework=jax``; leaves ``cfg`` as is.
+
+    Call it instead of ``StrategyConfig.resolve_for_engine``: the FSDP1-only settings stay
+    unset (``None``), so run.json records them as not applicable.
+
+    Raises:
+        ValueError: one line naming the field, why, and the values valid under JAX.
+    """
+    s = cfg.strategy
+    if s.sharding_strategy not in JAX_SHARDING_STRATEGIES:
+        raise ValueError(
+            f"strategy={s.name} (sharding_strategy={s.sharding_strategy}) has no JAX meaning: "
+            f"{_NO_JAX_MEANING.get(s.sharding_strategy, 'no layout')}; valid with "
+            "framework=jax: DDP, FULL_SHARD, HYBRID_1GPU, HYBRID_2GPU, HYBRID_8GPU")
+    torch_only = {
+        "engine": (cfg.engine != "fsdp1", "fsdp1 (ignored: XLA shards the jitted step)"),
+        "strategy.backward_prefetch": (s.backward_prefetch is not None, "null"),
+        "strategy.limit_all_gathers": (s.limit_all_gathers is not None, "null"),
+        "strategy.forward_prefetch": (s.forward_prefetch, "false"),
+        "kernels.compile": (cfg.kernels.compile, "false (the whole step is always jitted)"),
+        "kernels.adamw": (cfg.kernels.adamw != "auto", "auto (optax.adamw)"),
+        "kernels.cudnn_allow_tf32": (cfg.kernels.cudnn_allow_tf32,
+                                     "false (convolutions follow the matmul precision)"),
+    }
+    for key in ("param_dtype", "reduce_dtype", "buffer_dtype"):
+        torch_only[f"mixed_precision.{key}"] = (
+            getattr(cfg.mixed_precision, key) is not None, "null (set precision=fp32|bf16)")
+    for key, (is_set, valid) in torch_only.items():
+        if is_set:
+            raise ValueError(f"{key}={_value(cfg, key)!r} applies only to framework=torch; "
+                             f"valid with framework=jax: {valid}")
+    if cfg.precision not in JAX_PRECISIONS:
+        raise ValueError(f"precision={cfg.precision} is not supported with framework=jax "
+                         f"(no loss scaling); valid: {', '.join(JAX_PRECISIONS)}")
+
+
+def _value(cfg: RunConfig, dotted: str):
+    """The value of ``cfg`` at a dotted key such as ``strategy.backward_prefetch``."""
+    obj = cfg
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
