@@ -152,9 +152,17 @@ class RunRecords:
             self.run_dir.mkdir(parents=True, exist_ok=True)
 
     def start(self, run_info: dict) -> None:
-        """Write ``run.json`` with status ``running`` and start an empty ``metrics.jsonl``."""
+        """Write ``run.json`` with status ``running`` and start an empty ``metrics.jsonl``.
+
+        Raises:
+            FileExistsError: the directory holds a completed run (never overwritten).
+        """
         self.run_info = {**run_info, "status": RUNNING}
         if self.is_writer:
+            done = read_json(self.run_dir / SUMMARY_FILE) or {}
+            if done.get("status") == "completed":
+                raise FileExistsError(f"{self.run_dir} holds a completed run; it is never "
+                                      "overwritten (choose another hydra.run.dir)")
             (self.run_dir / METRICS_FILE).unlink(missing_ok=True)
             (self.run_dir / SUMMARY_FILE).unlink(missing_ok=True)
             write_json_atomic(self.run_dir / RUN_FILE, self.run_info)
@@ -189,15 +197,16 @@ class RunRecords:
         return summary
 
 
-def mark_failed(run_dir: str | os.PathLike, status: str, reason: str) -> None:
+def mark_failed(run_dir: str | os.PathLike, status: str, reason: str, **extra: Any) -> None:
     """Record a run that died without writing its own summary (killed, crashed at start).
 
     Keeps any ``run.json`` and ``metrics.jsonl`` already written, writes ``summary.json``
-    with ``null`` figures and sets the status in ``run.json``. Used by launchers.
+    with ``null`` figures and sets the status in ``run.json``. Used by launchers; ``extra``
+    fields go into the summary (``interrupted=True``: ended from outside the run).
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     records = RunRecords(run_dir)
     records.windows = read_jsonl(run_dir / METRICS_FILE)
     records.run_info = read_json(run_dir / RUN_FILE) or {}
-    records.finish(status, reason)
+    records.finish(status, reason, **extra)

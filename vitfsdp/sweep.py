@@ -40,8 +40,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from vitfsdp.config import RunConfig, cli, register_configs, to_run_config
-from vitfsdp.launch import check_text, local, slurm, status
-from vitfsdp.records import STATUSES, SUMMARY_FILE, mark_failed, read_json
+from vitfsdp.launch import check_text, local, resume, slurm, status
+from vitfsdp.records import STATUSES, SUMMARY_FILE, mark_failed, read_json, write_json_atomic
 
 log = logging.getLogger("vitfsdp.sweep")
 
@@ -60,6 +60,7 @@ class Point:
     overrides: list[str]  # the point's Hydra overrides, as typed
     cfg: RunConfig
     run_dir: Path
+    config_hash: str = ""  # resume.config_hash(cfg): the point's identity across reruns
 
 
 def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str]],
@@ -106,7 +107,7 @@ def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num:
     run_dir = Path(sweep_config.hydra.sweep.dir) / str(sweep_config.hydra.sweep.subdir)
     cfg = to_run_config(sweep_config)
     _check_launchable(cfg)
-    return Point(num, overrides, cfg, run_dir)
+    return Point(num, overrides, cfg, run_dir.resolve(), resume.config_hash(cfg))
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ class LaunchOptions:
     """Sweep-wide options (``hydra.launcher.*``; ``--detach``, ``--scripts-only``)."""
 
     detach: bool = False  # Slurm: return once the jobs are submitted
+    rerun_failed: bool = False  # run again points that ended oom/failed/timeout in the run
     scripts_only: bool = False  # Slurm: write each point's job.sbatch, submit nothing
     job_name: str = "vitfsdp"  # Slurm job name of every point
 
@@ -121,6 +123,7 @@ class LaunchOptions:
 def _options(config: DictConfig) -> LaunchOptions:
     launcher = config.hydra.launcher
     return LaunchOptions(detach=bool(launcher.get("detach", False)),
+                         rerun_failed=bool(launcher.get("rerun_failed", False)),
                          scripts_only=bool(launcher.get("scripts_only", False)),
                          job_name=str(launcher.get("job_name", "vitfsdp")))
 
@@ -194,17 +197,88 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
     included, so Hydra's sweeper never aborts the sweep on one point's failure.
     """
     points = plan(hydra_context, config, job_overrides, initial_job_idx)
-    sweep_dir = Path(config.hydra.sweep.dir)
-    log.info("sweep of %d points into %s", len(points), sweep_dir)
-    if points and points[0].cfg.cluster.launcher == "slurm":
-        summaries = launch_slurm(points, sweep_dir, _options(config))
-    else:
-        summaries = [run_one(p, f"[{i}/{len(points)}]") for i, p in enumerate(points, start=1)]
-    if all(s.get("status") in STATUSES for s in summaries):
-        _report(points, summaries, sweep_dir)
+    sweep_dir = Path(config.hydra.sweep.dir).resolve()
+    options = _options(config)
+    try:
+        lock = resume.SweepLock(sweep_dir).acquire()
+    except RuntimeError as e:
+        raise SweepRefused(f"error: {e}") from None
+    try:
+        todo, summaries = select(points, sweep_dir, options.rerun_failed)
+        log.info("sweep of %d points into %s: %d to run, %d already done", len(points),
+                 sweep_dir, len(todo), len(points) - len(todo))
+        if todo and todo[0].cfg.cluster.launcher == "slurm":
+            done = launch_slurm(todo, sweep_dir, options)
+        else:
+            done = [run_one(p, f"[{i}/{len(todo)}]") for i, p in enumerate(todo, start=1)]
+    finally:
+        lock.release()
+    summaries.update({p.num: s for p, s in zip(todo, done, strict=True)})
+    ordered = [summaries[p.num] for p in points]
+    if all(s.get("status") in STATUSES for s in ordered):
+        _report(points, ordered, sweep_dir)
     return [JobReturn(overrides=p.overrides, cfg=OmegaConf.create({}), hydra_cfg=config,
                       working_dir=str(p.run_dir), _return_value=s, status=JobStatus.COMPLETED)
-            for p, s in zip(points, summaries, strict=True)]
+            for p, s in zip(points, ordered, strict=True)]
+
+
+def select(points: list[Point], sweep_dir: Path,
+           rerun_failed: bool) -> tuple[list[Point], dict[int, dict]]:
+    """Split points into those to run and those an earlier sweep in ``sweep_dir`` already
+    settled (see :mod:`vitfsdp.launch.resume`). A point run again keeps its earlier run
+    directory, whose files move to ``attempts/<n>/``.
+
+    Returns:
+        the points to run, and point number → summary of every skipped point.
+
+    Raises:
+        SweepRefused: a point's run directory holds a run of a different config.
+    """
+    existing = resume.existing_points(sweep_dir, slurm.JOB_FILE)
+    queue = status.queue_states([e.job_id for es in existing.values() for e in es
+                                 if e.status is None and e.job_id]) or {}
+    todo, skipped = [], {}
+    for p in points:
+        prior = existing.get(p.config_hash, [])
+        why, summary = _settled(prior, queue, rerun_failed)
+        if why:
+            log.info("skip %s: %s", " ".join(p.overrides) or "(defaults)", why)
+            skipped[p.num] = summary
+            continue
+        if prior:
+            p.run_dir = prior[0].run_dir
+        _check_own_dir(p)
+        moved = resume.archive_attempt(p.run_dir)
+        if moved:
+            log.info("%s: earlier attempt kept in %s", p.run_dir.name, moved)
+        todo.append(p)
+    return todo, skipped
+
+
+def _settled(prior: list, queue: dict, rerun_failed: bool) -> tuple[str | None, dict]:
+    """Why a point with these earlier attempts need not run (None: it must), and its summary."""
+    for e in prior:
+        if e.status == "completed":
+            return f"completed in {e.run_dir.name}", read_json(e.run_dir / SUMMARY_FILE)
+    for e in prior:
+        state = queue.get(e.job_id or "", ("",))[0]
+        if e.status is None and state and state not in status.END_STATES:
+            return (f"Slurm job {e.job_id} is {state} ({e.run_dir.name})",
+                    {"status": "submitted", "job_id": e.job_id})
+    for e in prior:
+        if e.status in resume.FAILED_IN_RUN and not e.interrupted and not rerun_failed:
+            return (f"{e.status} in {e.run_dir.name}; --rerun-failed runs it again",
+                    read_json(e.run_dir / SUMMARY_FILE))
+    return None, {}
+
+
+def _check_own_dir(p: Point) -> None:
+    job = read_json(p.run_dir / slurm.JOB_FILE) or {}
+    if job.get("config_hash") not in (None, p.config_hash):
+        raise SweepRefused(
+            f"error: {p.run_dir} holds a run of a different config (hash "
+            f"{job['config_hash']}, this point {p.config_hash}: code or defaults changed?); "
+            "use another hydra.sweep.dir")
 
 
 def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions) -> list[dict]:
@@ -238,6 +312,8 @@ def run_one(point: Point, tag: str) -> dict:
              point.cfg.world_size, point.run_dir)
     steps = point.cfg.train.steps
     t0 = time.time()
+    point.run_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(point.run_dir / slurm.JOB_FILE, local.job_record(point))
     rc = local.run_point(
         point.overrides, point.run_dir, point.cfg.world_size,
         log_path=point.run_dir / local.LOG_FILE,
@@ -305,6 +381,7 @@ def status_main(argv: Sequence[str]) -> int:
 
 #: Short flags translated to the launcher's Hydra keys.
 FLAGS = {"--detach": "hydra.launcher.detach=true",
+         "--rerun-failed": "hydra.launcher.rerun_failed=true",
          "--scripts-only": "hydra.launcher.scripts_only=true"}
 
 

@@ -16,6 +16,7 @@ class VitfsdpLauncherConf:
     detach: bool = False  # Slurm profiles: return once every point's job is submitted
     scripts_only: bool = False  # Slurm profiles: write each point's job.sbatch, submit nothing
     job_name: str = "vitfsdp"  # Slurm job name of every point
+    rerun_failed: bool = False  # rerun points that ended oom/failed/timeout in the run itself
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="vitfsdp", node=VitfsdpLauncherConf)
@@ -24,9 +25,8 @@ ConfigStore.instance().store(group="hydra/launcher", name="vitfsdp", node=Vitfsd
 class VitfsdpLauncher(Launcher):
     """Validates every sweep point, then runs each as its own job (see vitfsdp.sweep)."""
 
-    def __init__(self, detach: bool = False, scripts_only: bool = False,
-                 job_name: str = "vitfsdp") -> None:
-        self.options = {"detach": detach, "scripts_only": scripts_only, "job_name": job_name}
+    def __init__(self, **options) -> None:
+        self.options = options  # read from the config by vitfsdp.sweep
 
     def setup(self, *, hydra_context, task_function, config) -> None:
         self.hydra_context = hydra_context

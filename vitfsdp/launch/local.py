@@ -6,6 +6,7 @@ A "node" is simulated as ``cluster.gpus_per_node`` processes; all of them run on
 
 from __future__ import annotations
 
+import datetime
 import logging
 import re
 import subprocess
@@ -36,6 +37,15 @@ def quote_override(value: str) -> str:
     """Quote a string for Hydra's override grammar (double quotes, backslash escapes), so
     '=', ',' or spaces stay literal."""
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def job_record(point) -> dict:
+    """The ``job.json`` of a point run here (a :class:`vitfsdp.sweep.Point`): its identity."""
+    return {"launcher": "local", "job_id": None, "config_hash": point.config_hash,
+            "nodes": point.cfg.nodes, "world_size": point.cfg.world_size,
+            "overrides": list(point.overrides),
+            "written_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds")}
 
 
 def run_point(

@@ -251,6 +251,7 @@ def _job_record(point, job_id: str | None, submitted_with: str) -> dict:
         "launcher": "slurm",
         "submitted_with": submitted_with,  # submitit | script (written, not submitted)
         "job_id": job_id,
+        "config_hash": point.config_hash,
         "array_job_id": array_job_id if array_task_id else None,
         "array_task_id": int(array_task_id) if array_task_id else None,
         "nodes": point.cfg.nodes,

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 #: Slurm end states (squeue -t all, scontrol); any other state means the job is still alive.
 END_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
               "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY")
+#: End states imposed from outside the run (a rerun of the sweep runs these points again).
+INTERRUPTED = ("CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "GONE")
 #: The run status implied by a Slurm end state when the job left no summary (else failed).
 END_STATUS = {"TIMEOUT": "timeout", "DEADLINE": "timeout", "PREEMPTED": "preempted",
               "OUT_OF_MEMORY": "oom"}
@@ -133,7 +135,7 @@ def reconcile(row: PointState) -> bool:
     progress = f"at step {row.step}/{row.steps}" if row.steps else "before the first step"
     reason = (f"Slurm job {row.job_id} ended {row.state} {progress} without a summary"
               f"{_job_limit(row)}; task log tail:\n{task_log_tail(row.run_dir)}")
-    mark_failed(row.run_dir, status, reason)
+    mark_failed(row.run_dir, status, reason, interrupted=row.state in INTERRUPTED)
     row.status = status
     return True
 

@@ -1,0 +1,133 @@
+"""Rerunning a sweep: which points already have a result, and one sweep per directory.
+
+A point is identified by the hash of its resolved config (:func:`config_hash`), recorded in
+its ``job.json`` when it is launched. Rerunning the same sweep command (or any command
+whose points overlap) into the same sweep directory:
+
+- skips a point whose config already *completed* anywhere in the directory;
+- skips a point whose Slurm job is still pending or running (a detached sweep);
+- skips a point that ended as data in the run itself (``oom``, ``failed``, ``timeout`` of a
+  collective) unless ``--rerun-failed``: it would most likely fail the same way again;
+- runs again a point that never ran, or that was *interrupted* from outside (cancelled,
+  killed at its time limit, preempted, a node died: ``interrupted`` in its summary).
+
+A run directory that is run again keeps its earlier attempt in ``attempts/<n>/``; a completed
+run's directory is never written into (:class:`vitfsdp.records.RunRecords` refuses too).
+Two sweeps cannot work in one directory at once: :class:`SweepLock`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from vitfsdp.records import SUMMARY_FILE, read_json
+
+#: Cluster fields that change how a point is watched, not what it measures: left out of the hash.
+WATCH_ONLY = ("poll_s", "array", "array_parallelism")
+ATTEMPTS_DIR = "attempts"  # earlier attempts of a point that is run again
+LOCK_FILE = ".sweep.lock"
+#: Statuses a rerun skips unless asked to rerun failures (the run itself ended this way).
+FAILED_IN_RUN = ("oom", "failed", "timeout", "skipped_infeasible")
+
+
+def config_hash(cfg) -> str:
+    """16 hex digits of SHA-256 over the resolved config (a :class:`vitfsdp.config.RunConfig`)
+    as sorted JSON, without :data:`WATCH_ONLY` cluster fields."""
+    d = dataclasses.asdict(cfg)
+    for key in WATCH_ONLY:
+        d["cluster"].pop(key, None)
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+@dataclass
+class Existing:
+    """A point of an earlier sweep found in the directory."""
+
+    run_dir: Path
+    status: str | None  # summary status; None while running or never started
+    interrupted: bool  # ended from outside the run (scancel, time limit, node failure)
+    job_id: str | None
+
+
+def existing_points(sweep_dir: Path, job_file: str) -> dict[str, list[Existing]]:
+    """config hash → the points of earlier sweeps in ``sweep_dir`` with that config."""
+    found: dict[str, list[Existing]] = {}
+    for job_path in sorted(Path(sweep_dir).glob(f"*/{job_file}")):
+        job = read_json(job_path) or {}
+        if not job.get("config_hash"):
+            continue
+        summary = read_json(job_path.parent / SUMMARY_FILE) or {}
+        found.setdefault(job["config_hash"], []).append(Existing(
+            job_path.parent, summary.get("status"), bool(summary.get("interrupted")),
+            job.get("job_id")))
+    return found
+
+
+def archive_attempt(run_dir: Path) -> Path | None:
+    """Move an unfinished or failed attempt's files into ``run_dir/attempts/<n>/`` so the
+    point can run again in ``run_dir``; None when the directory is empty or missing.
+
+    Raises:
+        FileExistsError: ``run_dir`` holds a completed run (never moved or overwritten).
+    """
+    if not run_dir.is_dir():
+        return None
+    summary = read_json(run_dir / SUMMARY_FILE) or {}
+    if summary.get("status") == "completed":
+        raise FileExistsError(f"{run_dir} holds a completed run; it is never overwritten")
+    entries = [p for p in run_dir.iterdir() if p.name != ATTEMPTS_DIR]
+    if not entries:
+        return None
+    n = len(list((run_dir / ATTEMPTS_DIR).glob("*"))) + 1 if (run_dir / ATTEMPTS_DIR).exists() \
+        else 1
+    dest = run_dir / ATTEMPTS_DIR / str(n)
+    dest.mkdir(parents=True)
+    for p in entries:
+        shutil.move(str(p), dest / p.name)
+    return dest
+
+
+class SweepLock:
+    """An exclusive lock on a sweep directory for the life of one sweep process
+    (``flock`` on ``<sweep dir>/.sweep.lock``, released when the process exits).
+
+    Raises:
+        RuntimeError: another live sweep holds the lock; the message names its host and pid.
+    """
+
+    def __init__(self, sweep_dir: Path) -> None:
+        self.path = Path(sweep_dir) / LOCK_FILE
+        self._fd: int | None = None
+
+    def acquire(self) -> SweepLock:
+        """Take the lock or raise (never waits)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
+            os.close(fd)
+            raise RuntimeError(
+                f"another sweep ({holder}) is working in {self.path.parent}; wait for it "
+                "(python -m vitfsdp.sweep --status DIR) or use another hydra.sweep.dir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"host {socket.gethostname()} pid {os.getpid()}".encode())
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        """Drop the lock (also dropped when the process exits)."""
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
