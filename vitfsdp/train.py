@@ -54,6 +54,11 @@ def main(dcfg: DictConfig) -> None:
             f"cluster.gpus_per_node={cfg.cluster.gpus_per_node} = {cfg.world_size}; "
             "launch as many processes as nodes × cluster.gpus_per_node"
         )
+    if cfg.framework == "jax":  # no torch process group: jax.distributed instead
+        from vitfsdp.jax.train import main as jax_main
+
+        jax_main(cfg, env, run_dir)
+        return
     provenance.setup_logging(env.rank)
     device = distributed.pick_device(cfg.device, env.local_rank)
     with distributed.process_group(env, device, cfg.train.timeout_s):

@@ -1,0 +1,131 @@
+"""``jax.distributed`` from the same discovery as the torch path (:mod:`vitfsdp.distributed`).
+
+Whatever started the processes (torchrun locally or across nodes, srun under Slurm) left
+``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT`` behind
+(:func:`vitfsdp.distributed.discover` exports them from Slurm's variables). Rank 0 hosts
+JAX's coordination service at ``MASTER_ADDR:`` :func:`coordinator_port`; every process then
+holds one device (one GPU, as a torch rank does, or one CPU device whose collectives go over
+gloo between processes).
+
+The coordinator port is not ``MASTER_PORT``: under torchrun that port is taken by torchrun's
+own TCP store. It is :data:`COORDINATOR_PORT_BASE` + ``MASTER_PORT`` mod
+:data:`COORDINATOR_PORT_SPAN`, i.e. in 10000–19999, a range that neither the Slurm job
+scripts' ``MASTER_PORT`` (20000 + job id mod 40000, :mod:`vitfsdp.launch.slurm`) nor
+torchrun's ephemeral ports (Linux: 32768–60999) use, so it collides neither with this job's
+store nor with another job's. ``JAX_COORDINATOR_PORT`` set in the environment wins.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import jax
+import numpy as np
+
+from vitfsdp.distributed import DistEnv, host_name
+
+log = logging.getLogger(__name__)
+
+COORDINATOR_PORT_BASE, COORDINATOR_PORT_SPAN = 10000, 10000
+DEVICES = ("auto", "cpu", "cuda")
+HOST_NAME_BYTES = 256  # node names are gathered as fixed-size byte rows
+
+
+def coordinator_port(environ: dict[str, str] | None = None) -> int:
+    """The port of JAX's coordination service: ``JAX_COORDINATOR_PORT`` if set, else derived
+    from ``MASTER_PORT`` (see the module docstring).
+
+    Raises:
+        ValueError: neither variable is set (no launcher started this process).
+    """
+    env = os.environ if environ is None else environ
+    if env.get("JAX_COORDINATOR_PORT"):
+        return int(env["JAX_COORDINATOR_PORT"])
+    if not env.get("MASTER_PORT"):
+        raise ValueError("MASTER_PORT is not set; start the ranks with torchrun or srun "
+                         "(or set JAX_COORDINATOR_PORT)")
+    return COORDINATOR_PORT_BASE + int(env["MASTER_PORT"]) % COORDINATOR_PORT_SPAN
+
+
+def select_platform(device: str) -> str:
+    """Make JAX use ``device`` (auto | cpu | cuda) in this process; call before any JAX
+    computation. Returns the platform JAX will use (``cpu`` or ``gpu``).
+
+    Raises:
+        ValueError: an unknown ``device``, or ``cuda`` and this JAX has no GPU backend
+            (install ``jax[cuda12]``).
+    """
+    if device not in DEVICES:
+        raise ValueError(f"device={device!r} is unknown; valid: {', '.join(DEVICES)}")
+    if device == "cpu":
+        jax.config.update("jax_platforms", "cpu")
+    elif device == "cuda":
+        jax.config.update("jax_platforms", "cuda")
+    try:
+        return jax.default_backend()
+    except RuntimeError as e:
+        raise ValueError(f"device={device}: JAX has no such backend here ({e}); install "
+                         "jax[cuda12] or use device=cpu") from e
+
+
+def initialize(env: DistEnv, device: str, timeout_s: float) -> None:
+    """Start ``jax.distributed`` for ``env`` (nothing for a single process), one device per
+    process: the GPU ``LOCAL_RANK`` mod the visible GPUs, or one CPU device.
+
+    Must run before any JAX computation. ``timeout_s`` bounds the wait for every process to
+    join the coordinator.
+    """
+    if device == "cpu":
+        jax.config.update("jax_platforms", "cpu")
+    if not env.is_distributed:
+        return
+    if device == "cpu":
+        jax.config.update("jax_num_cpu_devices", 1)
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    address = f"{os.environ['MASTER_ADDR']}:{coordinator_port()}"
+    local_ids = None if device == "cpu" else _local_gpu(env.local_rank)
+    log.info("jax.distributed: coordinator %s, process %d of %d", address, env.rank,
+             env.world_size)
+    jax.distributed.initialize(coordinator_address=address, num_processes=env.world_size,
+                               process_id=env.rank, local_device_ids=local_ids,
+                               initialization_timeout=int(timeout_s))
+
+
+def _local_gpu(local_rank: int) -> list[int] | None:
+    """``[LOCAL_RANK mod visible GPUs]`` (a rank bound to its own GPU sees index 0); None
+    where no GPU is visible (JAX then runs on the CPU)."""
+    import torch
+
+    count = torch.cuda.device_count()
+    return [local_rank % count] if count else None
+
+
+def shutdown(env: DistEnv) -> None:
+    """Leave ``jax.distributed`` (a no-op for a single process)."""
+    if env.is_distributed:
+        jax.distributed.shutdown()
+
+
+def gather_floats(values: list[float]) -> np.ndarray:
+    """Every process's ``values``: an array (num processes, len(values)) float64, rows in
+    process order (one all-gather; the values themselves for a single process)."""
+    row = np.asarray(values, dtype=np.float64)
+    if jax.process_count() == 1:
+        return row[None]
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(row)).reshape(jax.process_count(), -1)
+
+
+def rank_hostnames() -> list[str]:
+    """Node name of every process, in process order (``SLURMD_NODENAME`` or the host name)."""
+    name = host_name().encode()[:HOST_NAME_BYTES]
+    row = np.zeros(HOST_NAME_BYTES, dtype=np.uint8)
+    row[:len(name)] = np.frombuffer(name, dtype=np.uint8)
+    if jax.process_count() == 1:
+        return [host_name()]
+    from jax.experimental import multihost_utils
+
+    rows = np.asarray(multihost_utils.process_allgather(row)).reshape(jax.process_count(), -1)
+    return [bytes(r).rstrip(b"\0").decode(errors="replace") for r in rows]

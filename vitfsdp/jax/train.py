@@ -1,0 +1,286 @@
+"""One JAX training run (``framework=jax``): build → shard → compile → loop → write records.
+
+    python -m vitfsdp.train framework=jax model=vit_tiny strategy=FULL_SHARD data=digits nodes=2
+
+``vitfsdp.train`` hands over to :func:`main` after rank discovery, so a JAX run starts like a
+torch run: under torchrun locally, under srun (or torchrun) on Slurm. Each process holds one
+device; the train state is laid out by :mod:`vitfsdp.jax.sharding` and initialized sharded
+(each device computes only its shard); the step is compiled ahead of time and its compile time
+recorded separately (``compile_s`` in run.json's ``applied`` and in summary.json), so the
+timing windows measure steady-state steps. Rank 0 writes the same ``run.json``,
+``metrics.jsonl`` and ``summary.json`` as a torch run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import torch
+
+from vitfsdp import data, models, provenance
+from vitfsdp.config import KernelsConfig, RunConfig
+from vitfsdp.distributed import DistEnv
+from vitfsdp.jax import distributed as jdist
+from vitfsdp.jax import sharding
+from vitfsdp.jax.config import MATMUL_PRECISION
+from vitfsdp.jax.metrics import JaxWindowMeter, device_info
+from vitfsdp.jax.model import ViT, build_model, count_params, dummy_input
+from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
+
+log = logging.getLogger("vitfsdp.jax.train")
+
+#: The train state: {"params": parameter pytree, "opt_state": optax AdamW state}.
+State = dict[str, Any]
+
+
+def main(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
+    """Run ``cfg`` in this process as rank ``env.rank`` of ``env.world_size``: start
+    ``jax.distributed``, train, write records, leave ``jax.distributed``.
+
+    Returns:
+        The summary (status and headline figures).
+    """
+    provenance.setup_logging(env.rank)
+    jdist.initialize(env, cfg.device, cfg.train.timeout_s)
+    try:
+        jdist.select_platform(cfg.device)
+        return run(cfg, env, run_dir)
+    finally:
+        jdist.shutdown(env)
+
+
+def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
+    """Train per ``cfg`` over every device JAX sees (``jax.devices()``, one per rank);
+    record the outcome, even a failure.
+
+    Raises:
+        ValueError: the number of devices is not ``nodes × cluster.gpus_per_node``.
+        Exception: whatever training raised, after rank 0 recorded it as ``oom`` (XLA's
+            RESOURCE_EXHAUSTED) or ``failed``.
+    """
+    if jax.device_count() != cfg.world_size:
+        raise ValueError(f"JAX sees {jax.device_count()} devices but nodes={cfg.nodes} × "
+                         f"cluster.gpus_per_node={cfg.cluster.gpus_per_node} = {cfg.world_size}"
+                         "; run one process per rank (one device each)")
+    records = RunRecords(run_dir, is_writer=jax.process_index() == 0)
+    t0 = time.time()
+    mesh = sharding.make_mesh(cfg.strategy)
+    model = build_model(cfg.model, _num_classes(cfg), precision=cfg.precision,
+                        fused_attn=cfg.kernels.fused_attn,
+                        remat=cfg.train.activation_checkpointing)
+    applied = apply_numerics(cfg.kernels) | _applied(cfg, model)
+    records.start(run_info(cfg, env, run_dir, model, mesh) | {"applied": applied})
+    try:
+        compile_s = train(cfg, model, mesh, records)
+    except Exception as e:
+        status = "oom" if "RESOURCE_EXHAUSTED" in str(e) else "failed"
+        records.finish(status, reason=f"{type(e).__name__}: {e}"[:2000],
+                       elapsed_s=time.time() - t0)
+        raise
+    summary = records.finish("completed", elapsed_s=time.time() - t0, compile_s=compile_s)
+    log.info("completed: %.1f images/s, step %.3f s, compile %.1f s", summary["ips"],
+             summary["step_time_s"], compile_s)
+    return summary
+
+
+def apply_numerics(kernels: KernelsConfig) -> dict:
+    """Set ``jax_default_matmul_precision`` from ``kernels.float32_matmul_precision``
+    (:data:`vitfsdp.jax.config.MATMUL_PRECISION`); returns the values read back, for run.json."""
+    jax.config.update("jax_default_matmul_precision",
+                      MATMUL_PRECISION[kernels.float32_matmul_precision])
+    return {"float32_matmul_precision": kernels.float32_matmul_precision,
+            "jax_default_matmul_precision": jax.config.jax_default_matmul_precision}
+
+
+def _applied(cfg: RunConfig, model: ViT) -> dict:
+    """What the JAX build applies: dtypes, attention, remat, optimizer, XLA flags."""
+    return {
+        "precision": {"param_dtype": "fp32", "compute_dtype": cfg.precision,
+                      "grad_dtype": "fp32", "optimizer_state_dtype": "fp32"},
+        "attention": "jax.nn.dot_product_attention" if model.fused_attn else "einsum_softmax",
+        "fused_attn": model.fused_attn,
+        "activation_checkpointed_blocks": model.depth if model.remat else 0,
+        "adamw": "optax.adamw",
+        "xla_flags": os.environ.get("XLA_FLAGS"),
+    }
+
+
+def run_info(cfg: RunConfig, env: DistEnv, run_dir: Path, model: ViT,
+             mesh: jax.sharding.Mesh) -> dict:
+    """What ran, in the schema of :func:`vitfsdp.train.run_info`, plus the mesh and the
+    bytes of parameters and AdamW state per device."""
+    shapes = jax.eval_shape(lambda: _init(model, optax.adamw(1.0), jax.random.key(0)))
+    info = {
+        "run_id": run_dir.name,
+        "config": dataclasses.asdict(cfg),
+        "world": {
+            "size": jax.device_count(),
+            "nodes": cfg.nodes,
+            "ranks_per_node": cfg.cluster.gpus_per_node,
+            "replicas": mesh.shape[sharding.DATA_AXIS],
+            "sharding_strategy": cfg.strategy.sharding_strategy,
+            "mesh": dict(mesh.shape),
+            "backend": "gloo" if jax.default_backend() == "cpu" else "nccl",
+            "launched_by": env.source,
+            "num_processes": jax.process_count(),
+        },
+        "device": device_info(jax.local_devices()[0]),
+        "model": {
+            "num_params": count_params(shapes["params"]),
+            "forward_flops_per_image": models.forward_flops_per_image(cfg.model,
+                                                                      model.num_classes),
+            "img_size": model.img_size,
+            "num_classes": model.num_classes,
+            "param_bytes_per_device": sharding.bytes_per_device(shapes["params"], mesh),
+            "optimizer_bytes_per_device": sharding.bytes_per_device(shapes["opt_state"], mesh),
+        },
+    }
+    hosts = jdist.rank_hostnames()
+    info |= {"hosts": sorted(set(hosts)), "rank_hosts": hosts, **provenance.collect()}
+    info["versions"] |= {name: _version(name) for name in ("jax", "jaxlib", "flax", "optax")}
+    return info
+
+
+def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecords) -> float:
+    """Initialize the sharded state, compile the step, train ``cfg.train.steps`` steps one
+    records window at a time.
+
+    Returns:
+        Seconds spent lowering and compiling the train step (``compile_s``).
+    """
+    tc = cfg.train
+    tx = optax.adamw(tc.lr, weight_decay=tc.weight_decay)
+    state, state_shardings = init_state(model, tx, mesh, tc.seed)
+    batches = device_batches(cfg, mesh)
+    batch = next(batches)
+    t = time.perf_counter()
+    step = make_train_step(model, tx, mesh, state_shardings).lower(state, *batch).compile()
+    compile_s = time.perf_counter() - t
+    _record_applied(records, {"compile_s": compile_s})
+    global_batch = tc.local_batch_size * cfg.world_size
+    meter = JaxWindowMeter(cfg.world_size, global_batch,
+                           3 * records.run_info["model"]["forward_flops_per_image"],
+                           jax.local_devices()[0])
+    for i, (first, last, warmup) in enumerate(windows(tc.steps, tc.warmup_steps, tc.log_every)):
+        meter.start(state)
+        losses = []
+        for _ in range(first, last + 1):
+            state, loss = step(state, *batch)
+            losses.append(loss)
+            batch = next(batches)
+        figures = meter.stop(last - first + 1, losses, state)
+        records.window({"window": i, "step_start": first, "step_end": last, "warmup": warmup,
+                        "num_steps": last - first + 1, "global_batch_size": global_batch,
+                        **figures})
+        log.info("step %d/%d%s: loss %.4f, %.1f images/s", last, tc.steps,
+                 " (warm-up)" if warmup else "", figures["loss"], figures["ips"])
+    return compile_s
+
+
+def windows(steps: int, warmup_steps: int, log_every: int) -> list[tuple[int, int, bool]]:
+    """Timing windows (first, last, is_warmup), as :func:`vitfsdp.train.windows`."""
+    from vitfsdp.train import windows as torch_windows
+
+    return torch_windows(steps, warmup_steps, log_every)
+
+
+def _init(model: ViT, tx: optax.GradientTransformation, key: jax.Array) -> State:
+    """Draw the parameters and AdamW's initial state (traced: runs under jit/eval_shape)."""
+    params = model.init(key, jnp.zeros(dummy_input(model).shape))["params"]
+    return {"params": params, "opt_state": tx.init(params)}
+
+
+def init_state(model: ViT, tx: optax.GradientTransformation, mesh: jax.sharding.Mesh,
+               seed: int) -> tuple[State, Any]:
+    """The initial train state, laid out by :func:`vitfsdp.jax.sharding.tree_shardings`:
+    one jitted init whose outputs are sharded, so each device draws only what it holds
+    (nothing is built whole first). JAX's partitionable threefry RNG draws the same values
+    whatever the layout, so every strategy starts from the same weights for ``seed``.
+
+    Returns:
+        (state, the NamedSharding pytree of the state).
+    """
+    abstract = jax.eval_shape(lambda: _init(model, tx, jax.random.key(seed)))
+    shardings = sharding.tree_shardings(abstract, mesh)
+    state = jax.jit(lambda: _init(model, tx, jax.random.key(seed)), out_shardings=shardings)()
+    return state, shardings
+
+
+def make_train_step(model: ViT, tx: optax.GradientTransformation, mesh: jax.sharding.Mesh,
+                    state_shardings: Any):
+    """The jitted AdamW step ``(state, images (B,3,H,W) f32, labels (B,) i32) → (state,
+    mean cross-entropy over the global batch)``; the state is donated (updated in place).
+
+    Gradients are constrained to the parameters' layout, so sharded strategies
+    reduce-scatter them rather than all-reducing whole gradients.
+    """
+    grad_shardings = state_shardings["params"]
+
+    def step(state: State, images: jax.Array, labels: jax.Array) -> tuple[State, jax.Array]:
+        def loss_fn(params):
+            logits = model.apply({"params": params}, images)
+            return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+        loss, grads = jax.value_and_grad(loss_fn)(state["params"])
+        grads = jax.lax.with_sharding_constraint(grads, grad_shardings)
+        updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
+        return {"params": optax.apply_updates(state["params"], updates),
+                "opt_state": opt_state}, loss
+
+    batch = sharding.batch_sharding(mesh)
+    return jax.jit(step, in_shardings=(state_shardings, batch, batch),
+                   out_shardings=(state_shardings, sharding.replicated(mesh)),
+                   donate_argnums=0)
+
+
+def device_batches(cfg: RunConfig, mesh: jax.sharding.Mesh) -> Iterator[tuple[jax.Array, ...]]:
+    """Endless global batches (images (B,3,H,W) float32, labels (B,) int32, B = local batch ×
+    world), split over the mesh's devices.
+
+    This process reads its part with :func:`vitfsdp.data.batches` as rank
+    ``jax.process_index()`` of ``jax.process_count()`` (local batch × its devices), so with
+    one device per process each rank reads what the torch run's rank reads. ``synthetic``
+    yields one batch again and again, placed on the devices once.
+    """
+    local_devices = sum(d.process_index == jax.process_index() for d in mesh.devices.flat)
+    source = data.batches(cfg.data, img_size=cfg.model.resolved_img_size(),
+                          local_batch_size=cfg.train.local_batch_size * local_devices,
+                          rank=jax.process_index(), world_size=jax.process_count(),
+                          device=torch.device("cpu"), seed=cfg.train.seed)
+    target = sharding.batch_sharding(mesh)
+    last, placed = None, None
+    for x, y in source:
+        if x is not last:
+            placed = (jax.make_array_from_process_local_data(target, x.numpy()),
+                      jax.make_array_from_process_local_data(target, y.numpy().astype(np.int32)))
+            last = x
+        yield placed
+
+
+def _record_applied(records: RunRecords, applied: dict) -> None:
+    """Add ``applied`` to run.json's ``applied`` section now (rank 0 writes)."""
+    records.run_info.setdefault("applied", {}).update(applied)
+    if records.is_writer:
+        write_json_atomic(records.run_dir / RUN_FILE, records.run_info)
+
+
+def _num_classes(cfg: RunConfig) -> int:
+    return cfg.model.num_classes or data.num_classes(cfg.data)
+
+
+def _version(dist_name: str) -> str | None:
+    try:
+        return metadata.version(dist_name)
+    except metadata.PackageNotFoundError:
+        return None
