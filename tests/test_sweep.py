@@ -66,14 +66,54 @@ def test_bad_points_are_refused_before_anything_starts(tmp_path, overrides, mess
     assert "] [1/" not in proc.stdout  # no point was started
 
 
-def test_a_point_that_dies_is_recorded_as_failed_not_as_a_result(tmp_path):
+def _tree_bytes(run_dir):
+    return {p.relative_to(run_dir): p.read_bytes() for p in sorted(run_dir.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.mark.slow
+def test_a_dying_point_is_data_and_a_rerun_runs_only_what_is_missing(tmp_path):
     sweep_dir = tmp_path / "sweep"
-    proc = run_module("vitfsdp.sweep", "-m", *FAST, "device=cuda,cpu",
-                      "hydra.sweep.subdir=${device}", f"hydra.sweep.dir={sweep_dir}",
-                      cwd=tmp_path, timeout=300)
+    args = ["-m", *FAST, "device=cuda,cpu", "hydra.sweep.subdir=${device}",
+            f"hydra.sweep.dir={sweep_dir}"]
+    proc = run_module("vitfsdp.sweep", *args, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     failed = read(sweep_dir / "cuda" / "summary.json")
     assert failed["status"] == "failed" and failed["ips"] is None
     assert "device=cuda but torch sees no GPU" in failed["reason"]
     assert read(sweep_dir / "cpu" / "summary.json")["status"] == "completed"
     assert "sweep done: 1 completed, 1 failed" in proc.stdout
+    before = {d: _tree_bytes(sweep_dir / d) for d in ("cpu", "cuda")}
+
+    # The same command again: the completed point and the point that failed in its run are
+    # settled; nothing runs and nothing is written.
+    proc = run_module("vitfsdp.sweep", *args, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2 points into" in proc.stdout and "0 to run, 2 already done" in proc.stdout
+    assert "skip " in proc.stdout and "completed in cpu" in proc.stdout
+    assert "failed in cuda; --rerun-failed runs it again" in proc.stdout
+    assert {d: _tree_bytes(sweep_dir / d) for d in ("cpu", "cuda")} == before
+
+    # --rerun-failed runs the failed point again; its first attempt is kept.
+    proc = run_module("vitfsdp.sweep", "--rerun-failed", *args, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "1 to run, 1 already done" in proc.stdout
+    assert _tree_bytes(sweep_dir / "cpu") == before["cpu"]
+    first = read(sweep_dir / "cuda" / "attempts" / "1" / "summary.json")
+    assert first == failed
+    assert read(sweep_dir / "cuda" / "summary.json")["status"] == "failed"
+
+
+def test_two_sweeps_cannot_share_a_directory(tmp_path):
+    from vitfsdp.launch.resume import SweepLock
+
+    sweep_dir = tmp_path / "sweep"
+    lock = SweepLock(sweep_dir).acquire()
+    try:
+        proc = run_module("vitfsdp.sweep", "-m", *FAST, f"hydra.sweep.dir={sweep_dir}",
+                          cwd=tmp_path, timeout=120)
+    finally:
+        lock.release()
+    assert proc.returncode != 0
+    assert "another sweep (host " in proc.stderr and "is working in" in proc.stderr
+    assert _point_dirs(sweep_dir) == []

@@ -388,5 +388,7 @@ FLAGS = {"--detach": "hydra.launcher.detach=true",
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--status":
         sys.exit(status_main(sys.argv[2:]))
-    sys.argv = [FLAGS.get(a, a) for a in sys.argv]
+    # the flags become Hydra overrides after everything else (argparse wants -m first)
+    sys.argv = ([a for a in sys.argv if a not in FLAGS]
+                + [FLAGS[a] for a in sys.argv[1:] if a in FLAGS])
     cli(main)

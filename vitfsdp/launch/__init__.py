@@ -81,6 +81,7 @@ class ClusterConfig:
     account: str | None = None  # sbatch --account (project to charge); None = not passed
     qos: str | None = None  # sbatch --qos; None = not passed
     time: str = "00:30:00"  # job time limit, Slurm format: MM, HH:MM:SS or D-HH:MM:SS
+    signal_delay_s: int = 90  # SIGUSR2 this many seconds before the time limit: save, requeue
     cpus_per_task: int = 1  # CPU cores per rank (srun -c); torchrun mode: × gpus_per_node
     gpu_resource: bool = False  # ask Slurm for GPUs: --gpus-per-node, and --gpus-per-task=1 (srun)
     gpu_bind: str | None = None  # srun --gpu-bind in srun mode (Frontier: closest); None = unset
@@ -100,7 +101,8 @@ class ClusterConfig:
 
     def __post_init__(self) -> None:
         self._check_choices()
-        for key in ("gpus_per_node", "max_local_procs", "cpus_per_task", "array_parallelism"):
+        for key in ("gpus_per_node", "max_local_procs", "cpus_per_task", "array_parallelism",
+                    "signal_delay_s"):
             if getattr(self, key) < 1:
                 raise ValueError(f"cluster.{key}={getattr(self, key)} must be >= 1")
         if self.max_nodes is not None and self.max_nodes < 1:

@@ -33,6 +33,7 @@ from vitfsdp.records import SUMMARY_FILE, read_json
 #: Cluster fields that change how a point is watched, not what it measures: left out of the hash.
 WATCH_ONLY = ("poll_s", "array", "array_parallelism")
 ATTEMPTS_DIR = "attempts"  # earlier attempts of a point that is run again
+CHECKPOINT_DIR = "checkpoint"  # left in place: the next attempt resumes from it
 LOCK_FILE = ".sweep.lock"
 #: Statuses a rerun skips unless asked to rerun failures (the run itself ended this way).
 FAILED_IN_RUN = ("oom", "failed", "timeout", "skipped_infeasible")
@@ -73,7 +74,8 @@ def existing_points(sweep_dir: Path, job_file: str) -> dict[str, list[Existing]]
 
 def archive_attempt(run_dir: Path) -> Path | None:
     """Move an unfinished or failed attempt's files into ``run_dir/attempts/<n>/`` so the
-    point can run again in ``run_dir``; None when the directory is empty or missing.
+    point can run again in ``run_dir`` (its ``checkpoint/`` stays: the next attempt resumes
+    from it); None when there is nothing to move.
 
     Raises:
         FileExistsError: ``run_dir`` holds a completed run (never moved or overwritten).
@@ -83,7 +85,7 @@ def archive_attempt(run_dir: Path) -> Path | None:
     summary = read_json(run_dir / SUMMARY_FILE) or {}
     if summary.get("status") == "completed":
         raise FileExistsError(f"{run_dir} holds a completed run; it is never overwritten")
-    entries = [p for p in run_dir.iterdir() if p.name != ATTEMPTS_DIR]
+    entries = [p for p in run_dir.iterdir() if p.name not in (ATTEMPTS_DIR, CHECKPOINT_DIR)]
     if not entries:
         return None
     n = len(list((run_dir / ATTEMPTS_DIR).glob("*"))) + 1 if (run_dir / ATTEMPTS_DIR).exists() \

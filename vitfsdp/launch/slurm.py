@@ -27,6 +27,7 @@ import math
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -46,6 +47,8 @@ JOB_FILE = "job.json"  # the Slurm job id, array index, state at submission
 TASK_LOG_DIR = "logs"  # per-task output: logs/task<SLURM_PROCID>.log
 SUBMITIT_DIR = ".submitit"  # submitit's pickles and wrapper logs, in the sweep directory
 PORT_BASE, PORT_SPAN = 20000, 40000  # MASTER_PORT = PORT_BASE + job id mod PORT_SPAN
+#: Exit code of a training that saved a checkpoint on SIGUSR2 and stopped: requeue it.
+PREEMPTED_EXIT = 3
 
 
 class ShellExpr(str):
@@ -74,6 +77,8 @@ class TaskSpec:
     gpus_per_node: int  # ranks per node
     launch_mode: str  # srun | torchrun
     python: str  # interpreter on the compute nodes
+    checkpoint_every: int = 0  # train.checkpoint_every: 0 = no checkpoints, no requeue
+    checkpoint_wait_s: int = 60  # how long task 0 waits for the training to save on a signal
 
     def train_argv(self) -> list[str]:
         """``vitfsdp.train`` with the point's overrides, writing into the run directory."""
@@ -93,10 +98,11 @@ class TaskSpec:
 
 
 def task_spec(cluster: ClusterConfig, overrides: Sequence[str], run_dir: Path,
-              nodes: int) -> TaskSpec:
-    """The :class:`TaskSpec` of a point."""
+              nodes: int, checkpoint_every: int = 0) -> TaskSpec:
+    """The :class:`TaskSpec` of a point (``checkpoint_every``: its train.checkpoint_every)."""
     return TaskSpec(tuple(overrides), str(Path(run_dir).resolve()), nodes,
-                    cluster.gpus_per_node, cluster.launch_mode, cluster.python or sys.executable)
+                    cluster.gpus_per_node, cluster.launch_mode, cluster.python or sys.executable,
+                    checkpoint_every, max(10, cluster.signal_delay_s - 15))
 
 
 # ---------------------------------------------------------------- what the job asks Slurm for
@@ -193,7 +199,8 @@ def render_script(cluster: ClusterConfig, spec: TaskSpec, *, point: str, job_nam
     check_text("run directory", spec.run_dir)
     run_dir = Path(spec.run_dir)
     opts = {**sbatch_options(cluster, spec.nodes, job_name), "chdir": workdir,
-            "output": str(run_dir / "slurm-%j.out")}
+            "output": str(run_dir / "slurm-%j.out"),
+            "signal": f"USR2@{cluster.signal_delay_s}"}
     sbatch = [f"#SBATCH --{k}" if v is True else f"#SBATCH --{k}={shell_word(str(v))}"
               for k, v in opts.items()]
     task_log = str(run_dir / TASK_LOG_DIR / "task%t.log")
@@ -201,6 +208,7 @@ def render_script(cluster: ClusterConfig, spec: TaskSpec, *, point: str, job_nam
     argv = spec.argv(ShellExpr("${MASTER_ADDR}:${MASTER_PORT}"), ShellExpr("${SLURM_JOB_ID}"))
     values = {
         "POINT": point, "CLUSTER": cluster.name, "LAUNCH_MODE": cluster.launch_mode,
+        "PREEMPTED_EXIT": str(PREEMPTED_EXIT),
         "SCRIPT": shell_word(str(run_dir / SCRIPT_FILE)), "SBATCH_LINES": "\n".join(sbatch),
         "SETUP_LINES": "\n".join(setup_lines(cluster)),
         "LAUNCH_LINE": " \\\n    ".join([shell_join(launch), *_argv_lines(argv)]),
@@ -271,24 +279,60 @@ def _now() -> str:
 # ---------------------------------------------------------------- submission through submitit
 
 
-def run_task(spec: TaskSpec) -> int:
-    """Run in every Slurm task of a point's job (submitit unpickles and calls it): start the
-    task's command with its output in ``logs/task<SLURM_PROCID>.log``.
+class TrainTask:
+    """What submitit runs in every Slurm task of a point's job: the task's command as a child
+    process, output in ``logs/task<SLURM_PROCID>.log``.
 
-    Raises:
-        RuntimeError: the command exited with a non-zero code (submitit records the job as
-            failed; the point's own records say why).
+    Checkpointable in submitit's sense: when Slurm signals the job (``--signal=USR2@<delay>``
+    before the time limit, or ``scancel --signal=USR2`` on preemption), submitit calls
+    :meth:`checkpoint` in task 0; it forwards the signal to the training, which saves a
+    checkpoint and exits, and returns the same task for submitit to requeue. The requeued job
+    resumes from the run directory's checkpoint. Without checkpoints
+    (``train.checkpoint_every=0``) nothing is requeued and the job ends at its time limit
+    (recorded as ``timeout``).
     """
-    task = int(os.environ.get("SLURM_PROCID", "0"))
-    endpoint = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
-    argv = spec.argv(endpoint, os.environ.get("SLURM_JOB_ID", "0"))
-    log_path = Path(spec.run_dir) / TASK_LOG_DIR / f"task{task}.log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "a", encoding="utf-8") as out:
-        rc = subprocess.call(argv, stdout=out, stderr=subprocess.STDOUT)
-    if rc != 0:
-        raise RuntimeError(f"task {task} exited with code {rc}; see {log_path}")
-    return rc
+
+    def __init__(self) -> None:
+        self._child: subprocess.Popen | None = None
+
+    def __call__(self, spec: TaskSpec) -> int:
+        """Run the task's command to its end.
+
+        Raises:
+            RuntimeError: the command exited with a non-zero code (submitit records the job as
+                failed; the point's own records say why).
+        """
+        task = int(os.environ.get("SLURM_PROCID", "0"))
+        endpoint = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
+        argv = spec.argv(endpoint, os.environ.get("SLURM_JOB_ID", "0"))
+        log_path = Path(spec.run_dir) / TASK_LOG_DIR / f"task{task}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "a", encoding="utf-8") as out:
+            self._child = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+            rc = self._child.wait()
+        if rc != 0:
+            raise RuntimeError(f"task {task} exited with code {rc}; see {log_path}")
+        return rc
+
+    def checkpoint(self, spec: TaskSpec):
+        """On the requeue signal: let the training save and exit, then requeue this task
+        (None: no checkpoints, so no requeue)."""
+        import submitit
+
+        child = self._child
+        if not spec.checkpoint_every:
+            # nothing to resume from: keep training until the time limit ends the job
+            # (recorded as timeout); returning at once would end the task, and the step with it
+            if child is not None:
+                child.wait()
+            return None
+        if child is not None and child.poll() is None:
+            child.send_signal(signal.SIGUSR2)
+            try:
+                child.wait(timeout=spec.checkpoint_wait_s)
+            except subprocess.TimeoutExpired:
+                log.warning("training did not exit %d s after SIGUSR2", spec.checkpoint_wait_s)
+        return submitit.helpers.DelayedSubmission(TrainTask(), spec)
 
 
 def _executor_parameters(cluster: ClusterConfig, nodes: int, job_name: str) -> dict:
@@ -301,6 +345,7 @@ def _executor_parameters(cluster: ClusterConfig, nodes: int, job_name: str) -> d
     return {**named, "time": max(1, math.ceil(cluster.time_limit_s / 60)),
             "additional_parameters": opts, "setup": setup_lines(cluster),
             "srun_args": srun_options(cluster), "stderr_to_stdout": True,
+            "signal_delay_s": cluster.signal_delay_s,
             "array_parallelism": cluster.array_parallelism}
 
 
@@ -324,14 +369,15 @@ def submit(points: Sequence, sweep_dir: Path, job_name: str) -> list[str]:
         executor = submitit.SlurmExecutor(folder=folder, python=cluster.python or sys.executable)
         executor.update_parameters(**_executor_parameters(cluster, group[0].cfg.nodes,
                                                           job_name))
-        specs = [task_spec(p.cfg.cluster, p.overrides, p.run_dir, p.cfg.nodes) for p in group]
+        specs = [task_spec(p.cfg.cluster, p.overrides, p.run_dir, p.cfg.nodes,
+                           getattr(p.cfg.train, "checkpoint_every", 0)) for p in group]
         for p in group:
             (p.run_dir / TASK_LOG_DIR).mkdir(parents=True, exist_ok=True)
         if cluster.array and len(group) > 1:
             with executor.batch():
-                jobs = [executor.submit(run_task, s) for s in specs]
+                jobs = [executor.submit(TrainTask(), s) for s in specs]
         else:
-            jobs = [executor.submit(run_task, s) for s in specs]
+            jobs = [executor.submit(TrainTask(), s) for s in specs]
         for p, job in zip(group, jobs, strict=True):
             job_ids[p.num] = job.job_id
             _save_submitted(p, job, folder)

@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 #: Slurm end states (squeue -t all, scontrol); any other state means the job is still alive.
 END_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
               "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY")
+#: States of a job that is queued or running (requeued jobs pass through REQUEUED, PENDING).
+ALIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_FED",
+                "REQUEUE_HOLD", "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT")
 #: End states imposed from outside the run (a rerun of the sweep runs these points again).
 INTERRUPTED = ("CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "GONE")
 #: The run status implied by a Slurm end state when the job left no summary (else failed).
@@ -49,7 +52,10 @@ class PointState:
 
     @property
     def done(self) -> bool:
-        """The point has its summary (completed, or failed as data)."""
+        """The point has its final summary (completed, or failed as data); a ``preempted``
+        point whose job is still queued (requeued) is not done."""
+        if self.status == "preempted" and self.state in ALIVE_STATES:
+            return False
         return self.status is not None
 
     @property
