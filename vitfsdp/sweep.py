@@ -235,8 +235,12 @@ def select(points: list[Point], sweep_dir: Path,
         SweepRefused: a point's run directory holds a run of a different config.
     """
     existing = resume.existing_points(sweep_dir, slurm.JOB_FILE)
-    queue = status.queue_states([e.job_id for es in existing.values() for e in es
-                                 if e.status is None and e.job_id]) or {}
+    unsettled = [e.job_id for es in existing.values() for e in es if e.status is None and e.job_id]
+    queue = status.queue_states(unsettled)
+    if queue is None:
+        raise SweepRefused(f"error: {len(unsettled)} earlier jobs in {sweep_dir} have no result "
+                           "and squeue cannot say whether they still run; rerun where Slurm "
+                           "answers (or check with python -m vitfsdp.sweep --status DIR)")
     todo, skipped = [], {}
     for p in points:
         prior = existing.get(p.config_hash, [])
