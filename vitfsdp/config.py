@@ -51,7 +51,15 @@ class TrainConfig:
     lr: float = 1e-3  # AdamW learning rate
     weight_decay: float = 0.05  # AdamW decoupled weight decay
     seed: int = 0  # model init and data order; the same on every rank
-    timeout_s: float = 600.0  # collective timeout in seconds
+    # collective timeout in seconds: a collective waiting longer fails the run as `timeout`
+    timeout_s: float = 600.0
+    # steps between sharded checkpoints into run_dir/checkpoint/ (saved at the end of the
+    # timing window that reaches each multiple); 0 = none, except on SIGUSR2/SIGTERM
+    checkpoint_every: int = 0
+    # CPU only, a test/CI aid: each rank may grow its data segment (RLIMIT_DATA: heap and
+    # anonymous mappings) by at most this many GiB after the run starts; an allocation beyond
+    # it fails and the run is recorded as `oom`. 0 = no limit
+    memory_limit_gib: float = 0.0
     # recompute each transformer block's activations in backward instead of keeping them
     activation_checkpointing: bool = False
 
@@ -66,6 +74,9 @@ class TrainConfig:
             )
         if self.timeout_s <= 0:
             raise ValueError(f"train.timeout_s={self.timeout_s} must be > 0")
+        for name in ("checkpoint_every", "memory_limit_gib"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"train.{name}={getattr(self, name)} must be >= 0 (0 = off)")
 
 
 @dataclass

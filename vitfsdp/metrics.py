@@ -74,6 +74,22 @@ def _reset_vm_hwm() -> None:
         pass
 
 
+def local_memory(device: torch.device) -> dict:
+    """This rank's memory figures since the current window started, without any collective
+    (for a failure report, when collectives may be broken): ``peak_mem_allocated_gib`` and
+    ``peak_mem_reserved_gib`` (GPU; ``None`` on CPU), ``peak_rss_gib`` (VmHWM; ``None``
+    where unreadable), all in GiB."""
+    alloc = reserved = None
+    if device.type == "cuda":
+        try:
+            alloc = torch.cuda.max_memory_allocated(device) / GIB
+            reserved = torch.cuda.max_memory_reserved(device) / GIB
+        except RuntimeError:  # a broken CUDA context after an error
+            pass
+    return {"peak_mem_allocated_gib": alloc, "peak_mem_reserved_gib": reserved,
+            "peak_rss_gib": _read_vm_hwm_gib()}
+
+
 class WindowMeter:
     """Measures one timing window after another; call :meth:`start`, then :meth:`stop`.
 

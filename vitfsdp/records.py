@@ -71,6 +71,18 @@ def append_jsonl(path: str | os.PathLike, obj: dict) -> None:
         os.fsync(f.fileno())
 
 
+def _write_jsonl_atomic(path: Path, rows: list[dict]) -> None:
+    """Replace ``path`` with ``rows`` as JSON lines through a temporary file and a rename."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(row, default=str) + "\n" for row in rows)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def read_json(path: str | os.PathLike) -> dict | None:
     """Read a JSON object; ``None`` if the file does not exist."""
     try:
@@ -151,21 +163,53 @@ class RunRecords:
         if is_writer:
             self.run_dir.mkdir(parents=True, exist_ok=True)
 
-    def start(self, run_info: dict) -> None:
-        """Write ``run.json`` with status ``running`` and start an empty ``metrics.jsonl``.
+    def start(self, run_info: dict, resume_step: int | None = None, attempt: int = 0) -> None:
+        """Write ``run.json`` with status ``running`` and start ``metrics.jsonl``.
+
+        Args:
+            resume_step: the step a checkpoint restores; ``None`` = start afresh (an
+                unfinished earlier run's metrics.jsonl and summary.json are removed). When
+                resuming, the earlier attempts' windows up to that step are kept, read from
+                this directory's metrics.jsonl or, where a launcher moved the earlier attempt
+                aside, from the latest ``attempts/<n>/metrics.jsonl``; each keeps the
+                ``attempt`` that measured it (0 = the first). Windows past the step are
+                dropped: they are measured again. The summary covers the measured windows of
+                all attempts.
+            attempt: this attempt's number (0 = the first; one more than the attempt that
+                saved the checkpoint), recorded in run.json.
 
         Raises:
             FileExistsError: the directory holds a completed run (never overwritten).
         """
-        self.run_info = {**run_info, "status": RUNNING}
-        if self.is_writer:
-            done = read_json(self.run_dir / SUMMARY_FILE) or {}
-            if done.get("status") == "completed":
-                raise FileExistsError(f"{self.run_dir} holds a completed run; it is never "
-                                      "overwritten (choose another hydra.run.dir)")
+        self.run_info = {**run_info, "status": RUNNING, "attempt": attempt,
+                         "resumed_from_step": resume_step}
+        self.windows = []
+        if not self.is_writer:
+            return
+        done = read_json(self.run_dir / SUMMARY_FILE) or {}
+        if done.get("status") == "completed":
+            raise FileExistsError(f"{self.run_dir} holds a completed run; it is never "
+                                  "overwritten (choose another hydra.run.dir)")
+        if resume_step is not None:
+            self.windows = [{**w, "attempt": w.get("attempt", 0)}
+                            for w in self._earlier_windows()
+                            if w.get("step_end", resume_step + 1) <= resume_step]
+            _write_jsonl_atomic(self.run_dir / METRICS_FILE, self.windows)
+        else:
             (self.run_dir / METRICS_FILE).unlink(missing_ok=True)
-            (self.run_dir / SUMMARY_FILE).unlink(missing_ok=True)
-            write_json_atomic(self.run_dir / RUN_FILE, self.run_info)
+        (self.run_dir / SUMMARY_FILE).unlink(missing_ok=True)
+        write_json_atomic(self.run_dir / RUN_FILE, self.run_info)
+
+    def _earlier_windows(self) -> list[dict]:
+        """Windows of the attempt before this one: here, or in the latest attempts/<n>/."""
+        if (self.run_dir / METRICS_FILE).exists():
+            return read_jsonl(self.run_dir / METRICS_FILE)
+        from vitfsdp.launch.resume import ATTEMPTS_DIR  # the launcher's layout
+
+        moved = [p for p in (self.run_dir / ATTEMPTS_DIR).glob("*") if p.name.isdigit()]
+        if not moved:
+            return []
+        return read_jsonl(max(moved, key=lambda p: int(p.name)) / METRICS_FILE)
 
     def window(self, metrics: dict) -> None:
         """Append one timing window to ``metrics.jsonl``."""

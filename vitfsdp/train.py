@@ -5,14 +5,24 @@
 Run under torchrun or srun, each rank executes this; run plainly for a run of more than one
 process, it starts the processes itself with torchrun on this machine. Rank 0 writes
 ``run.json``, ``metrics.jsonl`` and ``summary.json`` into Hydra's run directory.
+
+Failures are data (:mod:`vitfsdp.failures`): an out-of-memory error, a collective that times
+out or a rank that dies ends the run on every rank with status ``oom``, ``timeout`` or
+``failed`` in summary.json and exit code 1, without a hang. SIGUSR2 or SIGTERM saves a
+checkpoint (:mod:`vitfsdp.checkpoint`) at the next window boundary, records ``preempted`` and
+exits with code 3; running again in the same directory resumes from it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import os
+import resource
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import hydra
@@ -20,7 +30,7 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from vitfsdp import data, distributed, models, parallel, plan, provenance
+from vitfsdp import checkpoint, data, distributed, failures, models, parallel, plan, provenance
 from vitfsdp.config import (
     KernelsConfig,
     RunConfig,
@@ -29,7 +39,7 @@ from vitfsdp.config import (
     register_configs,
     to_run_config,
 )
-from vitfsdp.metrics import WindowMeter, device_info
+from vitfsdp.metrics import GIB, WindowMeter, device_info, local_memory
 from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
 
 log = logging.getLogger("vitfsdp.train")
@@ -62,7 +72,15 @@ def main(dcfg: DictConfig) -> None:
     provenance.setup_logging(env.rank)
     device = distributed.pick_device(cfg.device, env.local_rank)
     with distributed.process_group(env, device, cfg.train.timeout_s):
-        run(cfg, env, device, run_dir)
+        try:
+            run(cfg, env, device, run_dir)
+            code = 0
+        except failures.RunFailed as e:  # recorded; the process group is aborted
+            _exit_now(e.exit_code)
+        except failures.Preempted as e:  # recorded, checkpoint saved, the group is healthy
+            code = e.exit_code
+    if code:
+        sys.exit(code)
 
 
 def dry_run_report(cfg: RunConfig) -> str:
@@ -75,33 +93,113 @@ def dry_run_report(cfg: RunConfig) -> str:
     return plan.format_state_bytes(b, label)
 
 
+@dataclass
+class Progress:
+    """Where a run is: for failure reports and checkpoints."""
+
+    step: int = 0  # last optimizer step completed (0: none; a resumed run starts past it)
+    attempt: int = 0  # 0 = the first attempt; +1 per resume from a checkpoint
+
+
 def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir: Path) -> dict:
     """Train per ``cfg`` in an initialized process group; record the outcome, even a failure.
+
+    Resumes from ``run_dir/checkpoint/`` when it holds a checkpoint of this config.
 
     Returns:
         The summary (status and headline figures).
 
     Raises:
-        Exception: whatever training raised, after rank 0 recorded it as ``oom`` or ``failed``.
+        failures.Preempted: SIGUSR2/SIGTERM arrived; a checkpoint was saved and the run
+            recorded as ``preempted`` (the process group is still usable).
+        failures.RunFailed: training raised on some rank; every rank raises this after rank 0
+            recorded the agreed status (``oom``, ``timeout`` or ``failed``). The process group
+            is aborted. ``__cause__`` is this rank's own error.
+        ValueError: ``train.memory_limit_gib`` on a GPU, or a checkpoint of another config
+            in ``run_dir`` (nothing recorded).
     """
+    _limit_memory(cfg.train.memory_limit_gib, device)
     records = RunRecords(run_dir, is_writer=env.rank == 0)
     t0 = time.time()
     numerics = apply_numerics(cfg.kernels)
+    meta = checkpoint.find(run_dir, cfg, env.rank)
+    progress = Progress(meta["step"], meta["attempt"] + 1) if meta else Progress()
     records.start(run_info(cfg, env, device, run_dir) | {"applied": numerics | {
-        "precision": dataclasses.asdict(cfg.precision_settings())}})
-    try:
-        train(cfg, env, device, records)
-    except torch.OutOfMemoryError as e:
-        records.finish("oom", reason=f"OutOfMemoryError: {e}"[:2000], elapsed_s=time.time() - t0)
-        raise
-    except Exception as e:
-        records.finish("failed", reason=f"{type(e).__name__}: {e}"[:2000],
-                       elapsed_s=time.time() - t0)
-        raise
-    summary = records.finish("completed", elapsed_s=time.time() - t0)
+        "precision": dataclasses.asdict(cfg.precision_settings())}},
+        resume_step=meta["step"] if meta else None, attempt=progress.attempt)
+    board = failures.FailureBoard(env.rank, env.world_size,
+                                  min(failures.GRACE_S, cfg.train.timeout_s))
+    with failures.StopSignals() as signals:  # also while a failure is being recorded
+        try:
+            train(cfg, env, device, records, signals, progress, meta)
+        except failures.Preempted as e:
+            records.finish("preempted", reason=str(e), elapsed_s=time.time() - t0,
+                           interrupted=True, last_step=e.step, checkpoint_step=e.step,
+                           num_attempts=progress.attempt + 1)
+            log.warning("preempted: %s; exit code %d", e, e.exit_code)
+            raise
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as e:  # DCP's CheckpointException is a BaseException
+            raise _record_failure(e, env, device, records, board, progress, t0) from e
+    summary = records.finish("completed", elapsed_s=time.time() - t0,
+                             num_attempts=progress.attempt + 1)
+    if records.is_writer:
+        checkpoint.remove(run_dir)
     log.info("completed: %.1f images/s, step %.3f s, peak memory %s GiB", summary["ips"],
              summary["step_time_s"], _peak_mem(summary))
     return summary
+
+
+def _record_failure(exc: BaseException, env: distributed.DistEnv, device: torch.device,
+                    records: RunRecords, board: failures.FailureBoard, progress: Progress,
+                    t0: float) -> failures.RunFailed:
+    """Abort the process group, post this rank's report; rank 0 gathers the reports and
+    records the agreed status, the other ranks wait for it. Returns the error to raise."""
+    report = failures.make_report(exc, env.rank, progress.step, local_memory(device))
+    failures.abort_process_group()  # peers blocked in a collective on us error out now
+    board.post(report)
+    if report.kind in ("oom", "error"):  # this rank's own error: the cause, worth a trace
+        log.error("rank %d failed at step %d:\n%s", env.rank, progress.step + 1,
+                  report.traceback_tail)
+    if records.is_writer:
+        reports = {r.rank: r for r in board.collect()} | {env.rank: report}
+        reports = [reports[r] for r in sorted(reports)]
+        status, reason = failures.verdict(reports, env.world_size)
+        records.finish(status, reason=reason[:4000], elapsed_s=time.time() - t0,
+                       last_step=max(r.last_step for r in reports),
+                       memory_at_failure=failures.max_memory(reports),
+                       reported_ranks=[r.rank for r in reports],
+                       num_attempts=progress.attempt + 1)
+        board.post_verdict(status, reason)
+    else:
+        agreed = board.wait_verdict()
+        status, reason = agreed or ("failed", f"rank 0 recorded nothing; here: {report.error}")
+    log.error("run ended %s: %s", status, reason.splitlines()[0])
+    return failures.RunFailed(status, reason)
+
+
+def _limit_memory(limit_gib: float, device: torch.device) -> None:
+    """Let this process grow its data segment by at most ``limit_gib`` GiB (RLIMIT_DATA);
+    0 = no limit. A CPU test aid (``train.memory_limit_gib``).
+
+    Raises:
+        ValueError: a limit on a GPU run (it limits host memory only).
+    """
+    if limit_gib <= 0:
+        return
+    if device.type != "cpu":
+        raise ValueError(f"train.memory_limit_gib={limit_gib} limits host memory and is a "
+                         "CPU test aid; set train.memory_limit_gib=0 on GPUs")
+    with open("/proc/self/status", encoding="ascii") as f:
+        data_kib = next(int(line.split()[1]) for line in f if line.startswith("VmData:"))
+    soft = data_kib * 1024 + int(limit_gib * GIB)
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
+    log.info("data segment limited to %.2f GiB (%.2f GiB above the current)", soft / GIB,
+             limit_gib)
 
 
 def run_info(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
@@ -140,35 +238,96 @@ def _hosts(env: distributed.DistEnv) -> dict:
 
 
 def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
-          records: RunRecords) -> None:
-    """Build, wrap and train for ``cfg.train.steps`` steps, one records window at a time.
+          records: RunRecords, signals: failures.StopSignals | None = None,
+          progress: Progress | None = None, meta: dict | None = None) -> None:
+    """Build, wrap and train up to ``cfg.train.steps`` steps, one records window at a time.
 
     What the build actually applied (materialization, checkpointed and compiled blocks,
-    attention kernel, AdamW implementation) is added to run.json's ``applied`` first."""
+    attention kernel, AdamW implementation) is added to run.json's ``applied`` first.
+    With ``meta`` (a checkpoint's, from :func:`vitfsdp.checkpoint.find`) the model, optimizer
+    and RNG are restored and training continues after ``progress.step`` with the data
+    order it would have had; its first window counts as warm-up (caches are cold again).
+    After each window but the last, the ranks agree on whether a
+    stop signal arrived; a checkpoint is saved then, and every ``train.checkpoint_every``
+    steps.
+
+    Raises:
+        failures.Preempted: after saving the checkpoint of a stop signal.
+    """
     tc = cfg.train
+    progress = progress or Progress()
     model, applied = build(cfg, env, device)
     optimizer, adamw = build_optimizer(model.parameters(), tc, cfg.kernels, device)
     settings = cfg.precision_settings()
     scaler = parallel.grad_scaler(settings, device)
+    if meta is not None:
+        checkpoint.load(records.run_dir, model, optimizer, rank=env.rank, scaler=scaler,
+                        meta=meta)
+        log.info("resumed from the checkpoint of step %d (attempt %d)", progress.step,
+                 progress.attempt)
     _record_applied(records, {**applied, "adamw": adamw})
     batches = data.batches(
         cfg.data, img_size=cfg.model.resolved_img_size(), local_batch_size=tc.local_batch_size,
         rank=env.rank, world_size=env.world_size, device=device, seed=tc.seed,
     )
+    _skip(batches, progress.step)
     meter = WindowMeter(device, env.world_size, tc.local_batch_size * env.world_size,
                         3 * records.run_info["model"]["forward_flops_per_image"])
     autocast = _autocast(settings, device)
-    for i, (first, last, warmup) in enumerate(windows(tc.steps, tc.warmup_steps, tc.log_every)):
+    fault = failures.parse_fault(os.environ.get(failures.FAULT_ENV))
+    cold = meta is not None  # the first window after a resume: caches cold, like warm-up
+    for i, (first, last, warmup) in _remaining(tc, progress.step):
+        warmup, cold = warmup or cold, False
         meter.start()
         loss_sum = torch.zeros((), device=device)
-        for _ in range(first, last + 1):
+        for step in range(first, last + 1):
+            failures.inject_fault(fault, env.rank, step)
             loss_sum += train_step(model, optimizer, next(batches), autocast, scaler)
+            progress.step = step
         figures = meter.stop(last - first + 1, loss_sum)
         records.window({"window": i, "step_start": first, "step_end": last, "warmup": warmup,
-                        "num_steps": last - first + 1,
+                        "num_steps": last - first + 1, "attempt": progress.attempt,
                         "global_batch_size": tc.local_batch_size * env.world_size, **figures})
         log.info("step %d/%d%s: loss %.4f, %.1f images/s", last, tc.steps,
                  " (warm-up)" if warmup else "", figures["loss"], figures["ips"])
+        if last < tc.steps:
+            _maybe_checkpoint(cfg, env, device, records.run_dir, (model, optimizer, scaler),
+                              signals, progress, first)
+
+
+def _remaining(tc: TrainConfig, done: int) -> Iterator[tuple[int, tuple[int, int, bool]]]:
+    """(index, window) of the timing windows still to train after step ``done``."""
+    for i, (first, last, warmup) in enumerate(windows(tc.steps, tc.warmup_steps,
+                                                      tc.log_every)):
+        if last > done:
+            yield i, (max(first, done + 1), last, warmup)
+
+
+def _maybe_checkpoint(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
+                      run_dir: Path, trained: tuple, signals: failures.StopSignals | None,
+                      progress: Progress, window_first: int) -> None:
+    """At a window boundary: save a checkpoint when a stop signal arrived on any rank or the
+    window reached a multiple of ``train.checkpoint_every``; stop after a signal's.
+
+    Raises:
+        failures.Preempted: a stop signal arrived (after the checkpoint is saved).
+    """
+    every, step = cfg.train.checkpoint_every, progress.step
+    model, optimizer, scaler = trained  # (the wrapped model, its optimizer, grad scaler)
+    stop = signals.agreed(device) if signals is not None else None
+    due = every > 0 and step // every > (window_first - 1) // every
+    if stop or due:
+        checkpoint.save(run_dir, step, model, optimizer, cfg=cfg, rank=env.rank,
+                        attempt=progress.attempt, scaler=scaler)
+    if stop:
+        raise failures.Preempted(stop, step)
+
+
+def _skip(batches: Iterator, num_batches: int) -> None:
+    """Draw ``num_batches`` batches, so a resumed run sees the data an uninterrupted one
+    would (real data sets load them: a resume of a long run on a large data set pays that)."""
+    for _ in range(num_batches):
+        next(batches)
 
 
 def train_step(model, optimizer, batch, autocast, scaler=None) -> torch.Tensor:
@@ -302,6 +461,15 @@ def _num_classes(cfg: RunConfig) -> int:
 def _peak_mem(summary: dict) -> str:
     value = summary["peak_mem_allocated_gib"] or summary["peak_rss_gib"]
     return f"{value:.2f}" if value is not None else "n/a"
+
+
+def _exit_now(code: int) -> None:
+    """Leave at once after a recorded failure: flush the logs, skip the teardown of a
+    process group that is aborted (it could block on a dead peer)."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _launch_ranks_here(cfg: RunConfig, run_dir: Path) -> int:

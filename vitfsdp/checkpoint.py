@@ -1,0 +1,226 @@
+"""Sharded training checkpoints in ``run_dir/checkpoint/`` (torch.distributed.checkpoint).
+
+Layout of ``run_dir/checkpoint/``:
+
+- DCP files (``*.distcp`` per rank and ``.metadata``): model and optimizer state as the
+  model is sharded (FSDP1 sharded state dict, FSDP2 DTensors, DDP a replica), through
+  ``torch.distributed.checkpoint.state_dict.get_state_dict`` / ``set_state_dict``;
+- ``meta.json``: the step reached, the attempt that saved it, the world size, the gradient
+  scaler's state (fp16) and the config with its fingerprint (:func:`fingerprint`);
+- ``rng-<rank>.pt``: each rank's torch RNG state (CPU, and CUDA on GPUs).
+
+The data position is the step: a resumed run skips that many batches of the same seeded
+order. A save goes into ``run_dir/.checkpoint.tmp/`` and is renamed to ``checkpoint/`` once
+every rank has written (the previous one moves to ``.checkpoint.old/`` and is removed after),
+so ``checkpoint/`` is always complete. A completed run removes its checkpoint.
+
+Launchers: a run that stopped on SIGUSR2/SIGTERM exits with :data:`EXIT_PREEMPTED` after
+saving; keep :data:`CHECKPOINT_DIR` when moving an attempt aside, and the next run in the
+same directory resumes from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import json
+import logging
+import shutil
+import time
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_DIR = "checkpoint"  # inside the run directory; launchers leave it in place
+TMP_DIR = ".checkpoint.tmp"  # a save in progress
+OLD_DIR = ".checkpoint.old"  # the previous checkpoint while the new one is renamed in
+META_FILE = "meta.json"
+#: Exit code of every rank of a run that saved a checkpoint and stopped on SIGUSR2/SIGTERM
+#: (status ``preempted``): run it again in the same directory to resume. torchrun reports 1
+#: for any failed worker; read summary.json's status there.
+EXIT_PREEMPTED = 3
+#: Config fields that do not change what is trained: a checkpoint resumes across them.
+NEUTRAL_TRAIN_KEYS = ("checkpoint_every", "timeout_s", "memory_limit_gib")
+
+
+def fingerprint(cfg) -> tuple[str, dict]:
+    """(16 hex digits of SHA-256, the dict hashed) of what a checkpoint depends on: the run
+    config (a :class:`vitfsdp.config.RunConfig`) without the cluster profile (only its
+    ``gpus_per_node``), ``dry_run`` and :data:`NEUTRAL_TRAIN_KEYS`."""
+    d = dataclasses.asdict(cfg)
+    d["cluster"] = {"gpus_per_node": d["cluster"]["gpus_per_node"]}
+    d.pop("dry_run", None)
+    for key in NEUTRAL_TRAIN_KEYS:
+        d["train"].pop(key, None)
+    digest = hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
+    return digest[:16], d
+
+
+def find(run_dir: Path, cfg, rank: int) -> dict | None:
+    """The ``meta.json`` of the checkpoint in ``run_dir`` to resume from, the same on every
+    rank (rank 0 reads it and broadcasts); ``None`` if there is none.
+
+    A save interrupted during its final rename leaves only ``.checkpoint.old/``: it is
+    renamed back first.
+
+    Raises:
+        ValueError: the checkpoint was saved by a run of another config (the differing keys
+            are named).
+    """
+    meta = _read_meta(Path(run_dir)) if rank == 0 else None
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        box = [meta]
+        dist.broadcast_object_list(box, src=0)
+        meta = box[0]
+    if meta is None:
+        return None
+    digest, d = fingerprint(cfg)
+    if meta["fingerprint"] != digest:
+        diff = sorted(_diff(meta["config"], d))
+        raise ValueError(
+            f"{Path(run_dir) / CHECKPOINT_DIR} was saved by a run of another config "
+            f"(differs in: {', '.join(diff[:8]) or 'unknown'}); remove that folder to start "
+            "afresh, or choose another hydra.run.dir")
+    return meta
+
+
+def _read_meta(run_dir: Path) -> dict | None:
+    ckpt, old = run_dir / CHECKPOINT_DIR, run_dir / OLD_DIR
+    if not (ckpt / META_FILE).is_file() and (old / META_FILE).is_file():
+        shutil.rmtree(ckpt, ignore_errors=True)
+        old.rename(ckpt)
+    try:
+        return json.loads((ckpt / META_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+
+
+def _diff(a, b, prefix: str = "") -> set[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return set().union(*(_diff(a.get(k), b.get(k), f"{prefix}{k}.")
+                             for k in set(a) | set(b)))
+    return set() if a == b else {prefix.rstrip(".")}
+
+
+def save(run_dir: Path, step: int, model, optimizer, *, cfg, rank: int, attempt: int,
+         scaler=None) -> float:
+    """Save model, optimizer, RNG and ``step`` into ``run_dir/checkpoint/`` atomically; a
+    collective: every rank calls it at the same step. Returns the seconds it took.
+
+    Raises:
+        OSError: the run directory is not writable (or not shared by all ranks).
+    """
+    t0 = time.perf_counter()
+    run_dir = Path(run_dir)
+    tmp = run_dir / TMP_DIR
+    if rank == 0:
+        shutil.rmtree(tmp, ignore_errors=True)  # a save that died half-way
+    _barrier()
+    with _quiet():
+        _dcp().save(_state(model, optimizer), checkpoint_id=str(tmp))
+    torch.save(_rng_state(), tmp / f"rng-{rank}.pt")
+    _barrier()
+    if rank == 0:
+        digest, d = fingerprint(cfg)
+        meta = {"step": step, "attempt": attempt, "fingerprint": digest, "config": d,
+                "world_size": dist.get_world_size() if dist.is_initialized() else 1,
+                "scaler": scaler.state_dict() if scaler is not None else None,
+                "saved_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                    timespec="seconds")}
+        (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        _swap_in(run_dir, tmp)
+    _barrier()
+    seconds = time.perf_counter() - t0
+    log.info("checkpoint of step %d saved in %.2f s", step, seconds)
+    return seconds
+
+
+def _swap_in(run_dir: Path, tmp: Path) -> None:
+    ckpt, old = run_dir / CHECKPOINT_DIR, run_dir / OLD_DIR
+    shutil.rmtree(old, ignore_errors=True)
+    if ckpt.exists():
+        ckpt.rename(old)
+    tmp.rename(ckpt)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def load(run_dir: Path, model, optimizer, *, rank: int, scaler=None,
+         meta: dict | None = None) -> None:
+    """Restore model, optimizer, this rank's RNG and the scaler from ``run_dir/checkpoint/``
+    (``meta``: its meta.json, from :func:`find`). A collective, like :func:`save`.
+
+    Raises:
+        FileNotFoundError: no checkpoint there.
+    """
+    from torch.distributed.checkpoint.state_dict import set_state_dict
+
+    path = Path(run_dir) / CHECKPOINT_DIR
+    if not (path / META_FILE).is_file():
+        raise FileNotFoundError(f"no checkpoint in {path}")
+    with _quiet():
+        state = _state(model, optimizer)
+        # FSDP1: a rank may hold no shard of a small parameter; flattening would drop that
+        # ShardedTensor and make DCP take the checkpoint for a torch <= 2.3 one
+        dcp = _dcp()
+        dcp.load(state, checkpoint_id=str(path),
+                 planner=dcp.DefaultLoadPlanner(flatten_sharded_tensors=False))
+        set_state_dict(model, optimizer, model_state_dict=state["model"],
+                       optim_state_dict=state["optim"])
+    rng = path / f"rng-{rank}.pt"
+    if rng.is_file():  # absent when the world size changed
+        _set_rng_state(torch.load(rng, weights_only=True))
+    if scaler is not None and meta and meta.get("scaler"):
+        scaler.load_state_dict(meta["scaler"])
+
+
+def remove(run_dir: Path) -> None:
+    """Delete the run's checkpoint (a completed run needs it no more)."""
+    for name in (CHECKPOINT_DIR, TMP_DIR, OLD_DIR):
+        shutil.rmtree(Path(run_dir) / name, ignore_errors=True)
+
+
+@contextmanager
+def _quiet():
+    """Silence torch's deprecation notes for FSDP1's ShardedTensor state dicts (one per
+    tensor and rank; they say nothing about this run)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=FutureWarning, module="torch")
+        warnings.filterwarnings("ignore", message=".*(Multiple backends|_get_pg_default_device)")
+        yield
+
+
+def _state(model, optimizer) -> dict:
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+
+    model_sd, optim_sd = get_state_dict(model, optimizer)
+    return {"model": model_sd, "optim": optim_sd}
+
+
+def _dcp():
+    import torch.distributed.checkpoint as dcp
+
+    return dcp
+
+
+def _barrier() -> None:
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.barrier()
+
+
+def _rng_state() -> dict:
+    state = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])

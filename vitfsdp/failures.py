@@ -1,0 +1,301 @@
+"""Failures are data: what ended a run, agreed by every rank, and the signals that stop it.
+
+A rank whose training raises does not leave its peers waiting in a collective:
+
+1. it classifies the error (:func:`classify`): ``oom`` (torch.OutOfMemoryError, a CPU
+   allocation failure, MemoryError), ``timeout`` (a collective waited ``train.timeout_s``),
+   ``peer`` (a collective failed because another rank went away) or ``error``;
+2. it aborts its process group, so a peer blocked in a collective on it errors at once
+   (gloo: "Connection closed by peer") instead of waiting for the timeout;
+3. it posts a :class:`Report` (the error, the tail of its traceback, the last step, its memory
+   figures) to the job's key-value store, which outlives the process group;
+4. rank 0 collects the reports (up to :data:`GRACE_S` seconds for ranks that do not report,
+   such as one killed with SIGKILL), decides the run's status (:func:`verdict`), records it
+   and posts it; the other ranks read it, so every rank ends with the same status.
+
+Preemption is not a failure: :class:`StopSignals` turns SIGUSR2 (Slurm, ``--signal=USR2@N``
+before the time limit) and SIGTERM (preemption, ``scancel``) into a flag that the training
+loop reads at the next window boundary, where every rank agrees on it with one all-reduce.
+
+Test hook: ``VITFSDP_TEST_FAULT=ACTION:RANK:STEP`` makes rank RANK, at the start of step STEP,
+``kill`` itself with SIGKILL, ``hang`` (sleep; SIGTERM still kills it), or send itself
+``usr2`` / ``term``. It exists for tests of exactly these paths and does nothing when unset.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import signal
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+
+import torch
+import torch.distributed as dist
+
+from vitfsdp.checkpoint import EXIT_PREEMPTED
+
+log = logging.getLogger(__name__)
+
+#: Exit code of a rank whose run ended ``oom``, ``timeout`` or ``failed`` (the status is in
+#: summary.json); :data:`vitfsdp.checkpoint.EXIT_PREEMPTED` (3) for ``preempted``.
+EXIT_FAILED = 1
+#: Seconds rank 0 waits for the other ranks' reports after a failure (capped by the
+#: collective timeout). A rank that died without Python (SIGKILL) never reports.
+GRACE_S = 5.0
+#: Lines of a failing rank's traceback kept in its report (and in summary.json's reason).
+TRACEBACK_LINES = 16
+#: Signals that stop a run at the next window boundary with a checkpoint.
+STOP_SIGNALS = (signal.SIGUSR2, signal.SIGTERM)
+#: The test hook's environment variable (see the module docstring).
+FAULT_ENV = "VITFSDP_TEST_FAULT"
+
+_OOM_MESSAGES = ("out of memory", "can't allocate memory", "cannot allocate memory",
+                 "std::bad_alloc")
+_PEER_MESSAGES = ("connection closed by peer", "connection reset by peer", "broken pipe",
+                  "connection refused", "socket closed")
+_runs = itertools.count()  # one store namespace per run() in a process (tests run several)
+
+
+class Preempted(Exception):
+    """The run stopped on a signal after saving a checkpoint; exit with ``EXIT_PREEMPTED``."""
+
+    exit_code = EXIT_PREEMPTED
+
+    def __init__(self, signal_name: str, step: int) -> None:
+        super().__init__(f"{signal_name} received; checkpoint saved at step {step}")
+        self.signal_name, self.step = signal_name, step
+
+
+class RunFailed(Exception):
+    """The run ended ``status`` (``oom``, ``timeout`` or ``failed``), recorded by rank 0; the
+    process group is aborted. ``__cause__`` is this rank's own error."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, status: str, reason: str) -> None:
+        super().__init__(f"{status}: {reason}")
+        self.status, self.reason = status, reason
+
+
+@dataclass
+class Report:
+    """One rank's account of its failure, posted to the store."""
+
+    rank: int
+    kind: str  # oom | timeout | peer | error (see classify)
+    error: str  # "ExceptionType: first line of the message"
+    traceback_tail: str  # last lines of the traceback
+    last_step: int  # last optimizer step this rank completed (0: none)
+    memory: dict = field(default_factory=dict)  # peak_mem_*_gib, peak_rss_gib at failure
+
+
+def classify(exc: BaseException) -> str:
+    """``oom``, ``timeout``, ``peer`` (a collective broke because another rank left) or
+    ``error``. A CPU allocation failure (RuntimeError "DefaultCPUAllocator: can't allocate
+    memory") counts as ``oom`` like torch.OutOfMemoryError."""
+    text = str(exc).lower()
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or any(
+            m in text for m in _OOM_MESSAGES):
+        return "oom"
+    if not isinstance(exc, RuntimeError):  # DistError and gloo's errors are RuntimeErrors
+        return "error"
+    if "timed out" in text or "timeout" in text:
+        return "timeout"
+    if any(m in text for m in _PEER_MESSAGES) or isinstance(exc, dist.DistNetworkError):
+        return "peer"
+    return "error"
+
+
+def make_report(exc: BaseException, rank: int, last_step: int, memory: dict) -> Report:
+    """A :class:`Report` of ``exc``; drops the exception's traceback afterwards so the frames
+    (and the tensors they hold) can be freed before anything is written."""
+    lines = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    tail = "\n".join(lines.splitlines()[-TRACEBACK_LINES:])
+    exc.__traceback__ = None
+    first_line = (str(exc).strip().splitlines() or [""])[0][:500]
+    return Report(rank, classify(exc), f"{type(exc).__name__}: {first_line}", tail, last_step,
+                  memory)
+
+
+def verdict(reports: list[Report], world_size: int) -> tuple[str, str]:
+    """The run's (status, reason) from the reports that arrived.
+
+    A rank's own error (``oom``, ``error``) is the cause; ``timeout`` and ``peer`` are
+    consequences unless no rank reported a cause: then a timed-out collective gives
+    ``timeout`` and a broken one ``failed``. Ranks that sent no report are named (killed
+    or crashed without Python).
+    """
+    silent = sorted(set(range(world_size)) - {r.rank for r in reports})
+    missing = (f"; ranks {silent} sent no report (hung, or died without Python: killed, e.g. by "
+               "SIGKILL or the OOM killer, or crashed)") if silent else ""
+    for kind, status in (("oom", "oom"), ("error", "failed"), ("timeout", "timeout"),
+                         ("peer", "failed")):
+        hits = [r for r in reports if r.kind == kind]
+        if hits:
+            first = min(hits, key=lambda r: r.rank)
+            ranks = ", ".join(str(r.rank) for r in hits)
+            what = {"oom": "out of memory", "error": "raised",
+                    "timeout": "collective timed out", "peer": "collective broke"}[kind]
+            reason = (f"{what} on rank {first.rank} (ranks {ranks}) at step "
+                      f"{first.last_step + 1}: {first.error}{missing}")
+            if kind in ("error", "oom"):
+                reason += f"\n{first.traceback_tail}"
+            return status, reason
+    return "failed", f"no rank reported its failure{missing}"
+
+
+def max_memory(reports: list[Report]) -> dict:
+    """Each memory figure's maximum over the reports that carry it (``None`` if none)."""
+    keys = {k for r in reports for k in r.memory}
+    return {k: max((r.memory[k] for r in reports if r.memory.get(k) is not None),
+                   default=None) for k in sorted(keys)}
+
+
+class FailureBoard:
+    """Reports and the verdict of one run, kept in the process group's store (the store
+    outlives an aborted process group; under torchrun it is the agent's)."""
+
+    def __init__(self, rank: int, world_size: int, grace_s: float) -> None:
+        self.rank, self.world_size, self.grace_s = rank, world_size, grace_s
+        self.store = None
+        if dist.is_initialized():
+            base = dist.distributed_c10d._get_default_store()
+            self.store = dist.PrefixStore(f"vitfsdp/failures/{next(_runs)}/", base)
+
+    def post(self, report: Report) -> None:
+        """Put this rank's report on the board (logged, not raised, if the store is gone)."""
+        self._set(f"report/{report.rank}", json.dumps(asdict(report)))
+
+    def collect(self) -> list[Report]:
+        """The reports of all ranks, waiting up to ``grace_s`` for those not yet posted."""
+        deadline = time.monotonic() + self.grace_s
+        found: dict[int, Report] = {}
+        while True:
+            for r in set(range(self.world_size)) - set(found):
+                raw = self._get_if_set(f"report/{r}")
+                if raw is not None:
+                    found[r] = Report(**json.loads(raw))
+            if len(found) == self.world_size or time.monotonic() > deadline:
+                return [found[r] for r in sorted(found)]
+            time.sleep(0.1)
+
+    def post_verdict(self, status: str, reason: str) -> None:
+        """Rank 0: the status it recorded, for the other ranks."""
+        self._set("verdict", json.dumps([status, reason]))
+
+    def wait_verdict(self) -> tuple[str, str] | None:
+        """The status rank 0 recorded, waiting up to ``grace_s`` + 10 s; ``None`` if it never
+        came (rank 0 died)."""
+        deadline = time.monotonic() + self.grace_s + 10.0
+        while time.monotonic() < deadline:
+            raw = self._get_if_set("verdict")
+            if raw is not None:
+                status, reason = json.loads(raw)
+                return status, reason
+            time.sleep(0.1)
+        return None
+
+    def _set(self, key: str, value: str) -> None:
+        if self.store is None:
+            return
+        try:
+            self.store.set(key, value)
+        except Exception as e:  # the store's host died: nothing to tell anyone
+            log.warning("rank %d: could not post %s to the store: %s", self.rank, key, e)
+
+    def _get_if_set(self, key: str) -> bytes | None:
+        if self.store is None:
+            return None
+        try:
+            return self.store.get(key) if self.store.check([key]) else None
+        except Exception:
+            return None
+
+
+def abort_process_group() -> None:
+    """Abort the default process group so peers blocked on this rank error at once."""
+    if not dist.is_initialized():
+        return
+    try:
+        dist.distributed_c10d._abort_process_group()
+    except Exception as e:  # an older torch or an already broken group: destroy instead
+        log.debug("abort failed (%s); destroying the process group", e)
+        try:
+            dist.destroy_process_group()
+        except Exception:
+            pass
+
+
+class StopSignals:
+    """While active (a context manager), SIGUSR2 and SIGTERM set :attr:`received` instead
+    of ending the process; :meth:`agreed` tells every rank whether any rank got one.
+
+    Only the main thread can install handlers; elsewhere this is inert (never stops).
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> StopSignals:
+        try:
+            for sig in STOP_SIGNALS:
+                self._previous[sig] = signal.signal(sig, self._handle)
+        except ValueError:  # not the main thread
+            log.warning("signal handlers need the main thread: SIGUSR2/SIGTERM not caught")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+    def _handle(self, signum, frame) -> None:
+        if self.received is None:
+            self.received = signum
+            log.warning("%s received: checkpoint and stop at the next window boundary",
+                        signal.Signals(signum).name)
+
+    def agreed(self, device: torch.device) -> str | None:
+        """The signal some rank received (its name), the same on every rank; ``None`` if no
+        rank got one. One all-reduce (MAX of the signal numbers)."""
+        flag = torch.tensor([self.received or 0], dtype=torch.int64, device=device)
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        signum = int(flag.item())
+        return signal.Signals(signum).name if signum else None
+
+
+def parse_fault(value: str | None) -> tuple[str, int, int] | None:
+    """``VITFSDP_TEST_FAULT`` as (action, rank, step); ``None`` when unset.
+
+    Raises:
+        ValueError: not ``ACTION:RANK:STEP`` with ACTION in kill, hang, usr2, term.
+    """
+    if not value:
+        return None
+    parts = value.split(":")
+    if len(parts) != 3 or parts[0] not in ("kill", "hang", "usr2", "term"):
+        raise ValueError(f"{FAULT_ENV}={value!r}: expected ACTION:RANK:STEP with ACTION one "
+                         "of kill, hang, usr2, term")
+    return parts[0], int(parts[1]), int(parts[2])
+
+
+def inject_fault(fault: tuple[str, int, int] | None, rank: int, step: int) -> None:
+    """Apply the test hook's fault if it is for this rank and step."""
+    if fault is None or (fault[1], fault[2]) != (rank, step):
+        return
+    action = fault[0]
+    log.warning("test fault: %s on rank %d at step %d", action, rank, step)
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif action == "hang":
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the launcher can still end it
+        while True:
+            time.sleep(3600)
+    else:
+        os.kill(os.getpid(), signal.SIGUSR2 if action == "usr2" else signal.SIGTERM)
