@@ -19,6 +19,7 @@ Model code knows nothing of sharding (:mod:`vitfsdp.jax.sharding` lays out the p
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
@@ -31,6 +32,13 @@ DTYPES = {"fp32": jnp.float32, "bf16": jnp.bfloat16}
 LN_EPS = 1e-6  # timm VisionTransformer's LayerNorm epsilon
 
 _normal02 = nn.initializers.normal(0.02)
+#: A function applied to every activation (B, ...) between layers; the parallel code passes
+#: a sharding constraint here (model code knows nothing of meshes). None: identity.
+Constrain = Callable[[jax.Array], jax.Array] | None
+
+
+def _apply(constrain: Constrain, x: jax.Array) -> jax.Array:
+    return x if constrain is None else constrain(x)
 
 
 def _uniform(bound: float):
@@ -53,13 +61,14 @@ class Attention(nn.Module):
     num_heads: int
     dtype: Any = jnp.float32
     fused: bool = True
+    constrain: Constrain = None
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         b, n, _ = x.shape
         head_dim = self.width // self.num_heads
         dense = dict(dtype=self.dtype, kernel_init=_normal02)
-        qkv = nn.Dense(3 * self.width, name="qkv", **dense)(x)
+        qkv = _apply(self.constrain, nn.Dense(3 * self.width, name="qkv", **dense)(x))
         q, k, v = jnp.split(qkv.reshape(b, n, 3, self.num_heads, head_dim), 3, axis=2)
         q, k, v = (t[:, :, 0] for t in (q, k, v))  # (B, N, heads, head_dim)
         if self.fused:
@@ -68,7 +77,8 @@ class Attention(nn.Module):
             logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(head_dim)
             weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(v.dtype)
             out = jnp.einsum("bhqk,bkhd->bqhd", weights, v)
-        return nn.Dense(self.width, name="proj", **dense)(out.reshape(b, n, self.width))
+        out = _apply(self.constrain, out.reshape(b, n, self.width))
+        return _apply(self.constrain, nn.Dense(self.width, name="proj", **dense)(out))
 
 
 class Mlp(nn.Module):
@@ -79,6 +89,7 @@ class Mlp(nn.Module):
     hidden: int
     kind: str = "gelu"
     dtype: Any = jnp.float32
+    constrain: Constrain = None
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -90,7 +101,8 @@ class Mlp(nn.Module):
             h = nn.silu(gate) * nn.Dense(self.hidden, name="fc1_x", **dense)(x)
         else:
             h = nn.gelu(nn.Dense(self.hidden, name="fc1", **dense)(x), approximate=False)
-        return nn.Dense(self.width, name="fc2", **dense)(h)
+        return _apply(self.constrain, nn.Dense(self.width, name="fc2", **dense)(
+            _apply(self.constrain, h)))
 
 
 class Block(nn.Module):
@@ -102,14 +114,16 @@ class Block(nn.Module):
     mlp: str = "gelu"
     dtype: Any = jnp.float32
     fused_attn: bool = True
+    constrain: Constrain = None
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         y = nn.LayerNorm(LN_EPS, dtype=self.dtype, name="norm1")(x)
         x = x + Attention(self.width, self.num_heads, self.dtype, self.fused_attn,
-                          name="attn")(y)
+                          self.constrain, name="attn")(y)
         y = nn.LayerNorm(LN_EPS, dtype=self.dtype, name="norm2")(x)
-        return x + Mlp(self.width, self.mlp_hidden, self.mlp, self.dtype, name="mlp")(y)
+        mlp = Mlp(self.width, self.mlp_hidden, self.mlp, self.dtype, self.constrain, name="mlp")
+        return _apply(self.constrain, x + mlp(y))
 
 
 class ViT(nn.Module):
@@ -118,7 +132,8 @@ class ViT(nn.Module):
     Input images (B, 3, img_size, img_size) float32, as the torch model takes them (NCHW;
     transposed to NHWC inside); output logits (B, num_classes) float32. ``dtype`` is the
     compute dtype (bf16 casts the fp32 parameters per use); ``remat`` recomputes each
-    block's activations in backward (``nn.remat``).
+    block's activations in backward (``nn.remat``); ``constrain`` is applied to the
+    activations between layers (:data:`Constrain`).
     """
 
     img_size: int
@@ -132,6 +147,7 @@ class ViT(nn.Module):
     dtype: Any = jnp.float32
     fused_attn: bool = True
     remat: bool = False
+    constrain: Constrain = None
 
     @nn.compact
     def __call__(self, images: jax.Array) -> jax.Array:
@@ -141,14 +157,14 @@ class ViT(nn.Module):
         x = nn.Conv(self.width, (p, p), strides=(p, p), padding="VALID", dtype=self.dtype,
                     kernel_init=_uniform(bound), bias_init=_uniform(bound), name="patch_embed")(x)
         b = x.shape[0]
-        x = x.reshape(b, -1, self.width)
+        x = _apply(self.constrain, x.reshape(b, -1, self.width))
         cls = self.param("cls_token", nn.initializers.normal(1e-6), (1, 1, self.width))
         x = jnp.concatenate([jnp.broadcast_to(cls, (b, 1, self.width)).astype(x.dtype), x], 1)
         x = x + self.param("pos_embed", _normal02, (1, x.shape[1], self.width)).astype(x.dtype)
         block = nn.remat(Block) if self.remat else Block
         for i in range(self.depth):
             x = block(self.width, self.num_heads, self.mlp_hidden, self.mlp, self.dtype,
-                      self.fused_attn, name=f"blocks_{i}")(x)
+                      self.fused_attn, self.constrain, name=f"blocks_{i}")(x)
         x = nn.LayerNorm(LN_EPS, dtype=self.dtype, name="norm")(x)
         head = nn.Dense(self.num_classes, dtype=self.dtype, kernel_init=_normal02, name="head")
         return head(x[:, 0]).astype(jnp.float32)

@@ -13,8 +13,9 @@ HYBRID_<k>GPU  world/k × k            sharded over ``fsdp`` (k ranks), replicat
                                       ``data`` (world/k replicas)
 =============  =====================  ==============================================
 
-The batch is always split over both axes (every device gets its local batch); XLA's SPMD
-partitioner inserts the collectives: the gradient all-reduce (DDP), the all-gather of a
+The batch is always split over both axes (every device gets its local batch), and so is
+every activation between layers (:func:`activation_constraint`); XLA's SPMD partitioner
+inserts the collectives: the gradient all-reduce (DDP), the all-gather of a
 parameter before its use and the reduce-scatter of its gradient (FULL_SHARD), both inside a
 shard group plus an all-reduce across replicas (hybrid).
 
@@ -26,6 +27,7 @@ alone, so AdamW's moments, which have their parameter's shape, are laid out like
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -90,6 +92,16 @@ def tree_shardings(tree: Any, mesh: Mesh) -> Any:
 def batch_sharding(mesh: Mesh) -> NamedSharding:
     """Images (B, 3, H, W) and labels (B,): dimension 0 split over every device."""
     return NamedSharding(mesh, BATCH_SPEC)
+
+
+def activation_constraint(mesh: Mesh):
+    """The function the model applies to its activations (B, ...) between layers
+    (:data:`vitfsdp.jax.model.Constrain`): batch split over every device, the other
+    dimensions whole. Without it XLA may split activations along features like the sharded
+    weights and reshuffle them with all-to-alls; with it, a sharded weight is all-gathered
+    before its matmul, which is what FSDP does."""
+    return functools.partial(jax.lax.with_sharding_constraint,
+                             shardings=NamedSharding(mesh, BATCH_SPEC))
 
 
 def replicated(mesh: Mesh) -> NamedSharding:

@@ -222,10 +222,12 @@ def make_train_step(model: ViT, tx: optax.GradientTransformation, mesh: jax.shar
     """The jitted AdamW step ``(state, images (B,3,H,W) f32, labels (B,) i32) → (state,
     mean cross-entropy over the global batch)``; the state is donated (updated in place).
 
-    Gradients are constrained to the parameters' layout, so sharded strategies
-    reduce-scatter them rather than all-reducing whole gradients.
+    Activations are kept split by batch (:func:`vitfsdp.jax.sharding.activation_constraint`)
+    and gradients constrained to the parameters' layout, so sharded strategies all-gather
+    weights and reduce-scatter gradients rather than all-reducing whole gradients.
     """
     grad_shardings = state_shardings["params"]
+    model = model.clone(constrain=sharding.activation_constraint(mesh))
 
     def step(state: State, images: jax.Array, labels: jax.Array) -> tuple[State, jax.Array]:
         def loss_fn(params):

@@ -1,0 +1,185 @@
+"""Sharding layouts of the JAX strategies on 8 virtual CPU devices in this process (the XLA
+host platform device count; no mocks): meshes, parameter and AdamW layouts, the collectives
+XLA compiles for each strategy, equal training across layouts, and a whole run's records."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import optax
+import pytest
+from jax.sharding import PartitionSpec as P
+
+from vitfsdp import models
+from vitfsdp.config import RunConfig, to_run_config
+from vitfsdp.distributed import DistEnv
+from vitfsdp.jax import sharding
+from vitfsdp.jax import train as jtrain
+from vitfsdp.jax.model import build_model
+from vitfsdp.parallel import StrategyConfig
+from vitfsdp.records import read_json, read_jsonl
+
+jax.config.update("jax_num_cpu_devices", 8)  # == XLA_FLAGS=--xla_force_host_platform_device_count=8
+
+STRATEGIES = {
+    "DDP": StrategyConfig("DDP", "DDP"),
+    "FULL_SHARD": StrategyConfig("FULL_SHARD", "FULL_SHARD"),
+    "HYBRID_1GPU": StrategyConfig("HYBRID_1GPU", "HYBRID_SHARD", shard_group_size=1),
+    "HYBRID_2GPU": StrategyConfig("HYBRID_2GPU", "HYBRID_SHARD", shard_group_size=2),
+    "HYBRID_8GPU": StrategyConfig("HYBRID_8GPU", "HYBRID_SHARD", shard_group_size=8),
+}
+#: (data, fsdp) mesh shape of each strategy over 8 devices.
+MESHES = {"DDP": (8, 1), "FULL_SHARD": (1, 8), "HYBRID_1GPU": (8, 1), "HYBRID_2GPU": (4, 2),
+          "HYBRID_8GPU": (1, 8)}
+
+
+def _tiny(num_classes=10):
+    """vit_tiny cut to one block: every kind of parameter, a quarter of the compile time."""
+    return build_model(models.ModelConfig("vit_tiny"), num_classes).clone(depth=1)
+
+
+#: Strategies whose layouts differ (HYBRID_1GPU is DDP's, HYBRID_8GPU FULL_SHARD's on 8).
+LAYOUTS = ("DDP", "FULL_SHARD", "HYBRID_2GPU")
+
+
+@pytest.fixture(scope="module")
+def states():
+    """The initial train state of the tiny model under each layout."""
+    tx = optax.adamw(1e-3)
+    out = {}
+    for name in LAYOUTS:
+        mesh = sharding.make_mesh(STRATEGIES[name])
+        out[name] = (mesh, *jtrain.init_state(_tiny(), tx, mesh, seed=0))
+    return out
+
+
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_mesh_shape_and_rank_order(name):
+    mesh = sharding.make_mesh(STRATEGIES[name])
+    assert mesh.axis_names == ("data", "fsdp")
+    assert tuple(mesh.devices.shape) == MESHES[name]
+    # shard groups are consecutive ranks: row r holds devices r*k .. r*k+k-1
+    assert [d.id for d in mesh.devices.flat] == sorted(d.id for d in jax.devices())
+
+
+def test_param_spec_rule():
+    mesh = sharding.make_mesh(STRATEGIES["FULL_SHARD"])
+    assert sharding.param_spec((64, 192), mesh) == P(None, "fsdp")  # largest divisible dim
+    assert sharding.param_spec((192, 64), mesh) == P("fsdp")
+    assert sharding.param_spec((64,), mesh) == P("fsdp")
+    assert sharding.param_spec((10,), mesh) == P()  # 10 classes: no dim 8 divides
+    assert sharding.param_spec((), mesh) == P()  # AdamW's step count
+    assert sharding.param_spec((4, 4, 3, 64), mesh) == P(None, None, None, "fsdp")
+    assert sharding.param_spec((1, 17, 64), mesh) == P(None, None, "fsdp")
+    ddp = sharding.make_mesh(STRATEGIES["DDP"])
+    assert sharding.param_spec((64, 192), ddp) == P()
+
+
+@pytest.mark.parametrize("name", LAYOUTS)
+def test_params_and_adamw_state_layout(states, name):
+    mesh, state, _ = states[name]
+    k = MESHES[name][1]
+    qkv = state["params"]["blocks_0"]["attn"]["qkv"]["kernel"]  # (64, 192)
+    mu = state["opt_state"][0].mu["blocks_0"]["attn"]["qkv"]["kernel"]
+    for x in (qkv, mu):
+        assert x.sharding.spec == (P() if k == 1 else P(None, "fsdp"))
+        shard_shapes = {s.data.shape for s in x.addressable_shards}
+        assert shard_shapes == {(64, 192 // k)}
+    head_bias = state["params"]["head"]["bias"]  # (10,): split only where k divides 10
+    assert head_bias.sharding.is_fully_replicated == (10 % k != 0 or k == 1)
+    params = jax.eval_shape(lambda: state["params"])
+    full = sum(np.prod(x.shape) * 4 for x in jax.tree.leaves(params))
+    per_device = sharding.bytes_per_device(params, mesh)
+    assert per_device == full if k == 1 else full / k <= per_device < full / k + 4 * 10
+
+
+def test_every_layout_starts_from_the_same_weights(states):
+    reference = jax.tree.map(np.asarray, states["DDP"][1]["params"])
+    for name in ("FULL_SHARD", "HYBRID_2GPU"):
+        values = jax.tree.map(np.asarray, states[name][1]["params"])
+        jax.tree.map(np.testing.assert_array_equal, values, reference)
+
+
+@pytest.fixture(scope="module")
+def steps(states):
+    """The compiled train step of each layout, for a global batch of 32."""
+    out = {}
+    for name in LAYOUTS:
+        mesh, state, shardings = states[name]
+        batch = jax.ShapeDtypeStruct((32, 3, 16, 16), np.float32,
+                                     sharding=sharding.batch_sharding(mesh))
+        labels = jax.ShapeDtypeStruct((32,), np.int32, sharding=sharding.batch_sharding(mesh))
+        step = jtrain.make_train_step(_tiny(), optax.adamw(1e-3), mesh, shardings)
+        out[name] = step.lower(state, batch, labels).compile()
+    return out
+
+
+def test_compiled_step_holds_shards_and_gathers_weights(steps):
+    text = {name: c.as_text() for name, c in steps.items()}
+    assert "all-reduce" in text["DDP"] and "all-gather" not in text["DDP"]
+    assert "all-gather" in text["FULL_SHARD"] and "all-gather" in text["HYBRID_2GPU"]
+    # per-device inputs of the step: the whole state under DDP, 1/8 and 1/2 of it sharded
+    arg = {name: c.memory_analysis().argument_size_in_bytes for name, c in steps.items()}
+    batch_bytes = 32 * (3 * 16 * 16 + 1) * 4 // 8
+    state_bytes = arg["DDP"] - batch_bytes
+    assert arg["FULL_SHARD"] - batch_bytes == pytest.approx(state_bytes / 8, rel=0.02)
+    assert arg["HYBRID_2GPU"] - batch_bytes == pytest.approx(state_bytes / 2, rel=0.02)
+
+
+def test_same_losses_under_every_layout(states, steps):
+    rng = np.random.default_rng(0)
+    images = rng.standard_normal((32, 3, 16, 16), dtype=np.float32)
+    labels = rng.integers(0, 10, 32).astype(np.int32)
+    losses = {}
+    for name in LAYOUTS:
+        mesh, state, _ = states[name]
+        state = jax.tree.map(lambda x: x.copy(), state)  # the step donates its input
+        batch = [jax.device_put(a, sharding.batch_sharding(mesh)) for a in (images, labels)]
+        losses[name] = []
+        for _ in range(3):
+            state, loss = steps[name](state, *batch)
+            losses[name].append(float(loss))
+    assert losses["DDP"][-1] < losses["DDP"][0]
+    for name in ("FULL_SHARD", "HYBRID_2GPU"):
+        np.testing.assert_allclose(losses[name], losses["DDP"], rtol=1e-5)
+
+
+def _cfg(*overrides: str) -> RunConfig:
+    from hydra import compose, initialize_config_dir
+
+    from vitfsdp.config import CONF_DIR, register_configs
+
+    register_configs()
+    with initialize_config_dir(str(CONF_DIR), version_base=None):
+        return to_run_config(compose("config", overrides=list(overrides)))
+
+
+TINY = ["framework=jax", "model=vit_tiny", "device=cpu", "nodes=4", "cluster.gpus_per_node=2"]
+
+
+def test_run_records_on_digits_loss_falls(tmp_path):
+    cfg = _cfg(*TINY, "strategy=FULL_SHARD", "data=digits", "precision=bf16",
+               "train.steps=200", "train.warmup_steps=20", "train.log_every=20",
+               "train.local_batch_size=4", "train.lr=1e-3")
+    summary = jtrain.run(cfg, DistEnv(), tmp_path)
+    assert summary["status"] == "completed" and summary["compile_s"] > 0
+    windows = read_jsonl(tmp_path / "metrics.jsonl")
+    assert len(windows) == 10 and windows[0]["warmup"] and not windows[-1]["warmup"]
+    assert windows[0]["loss"] == pytest.approx(2.3, abs=0.15)  # ln(10): chance
+    assert windows[-1]["loss"] < 0.75 * windows[0]["loss"]
+    for key in ("ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu", "loss",
+                "peak_mem_allocated_gib", "peak_rss_gib", "global_batch_size"):
+        assert key in windows[-1]
+    run = read_json(tmp_path / "run.json")
+    assert run["status"] == "completed" and run["config"]["framework"] == "jax"
+    assert run["world"]["mesh"] == {"data": 1, "fsdp": 8} and run["world"]["size"] == 8
+    assert run["config"]["strategy"]["backward_prefetch"] is None  # not applicable
+    assert run["applied"]["jax_default_matmul_precision"] == "float32"
+    assert run["applied"]["precision"]["compute_dtype"] == "bf16"
+    assert run["applied"]["compile_s"] == summary["compile_s"]
+    tiny = models.ModelConfig("vit_tiny")
+    assert run["model"]["num_params"] == models.count_params(
+        models.build_model(tiny, 10, device="meta"))
+    flops = models.forward_flops_per_image(tiny, 10)
+    assert run["model"]["forward_flops_per_image"] == flops
+    assert run["versions"]["jax"] == jax.__version__
