@@ -5,7 +5,9 @@ Reads the records of every run below the sweep dirs and writes into ``--out`` (d
 
 - ``runs.csv``: every run, whatever its status (``collect_runs``);
 - ``scaling.csv``: completed runs with ideal ips and scaling efficiency (``scaling_table``);
-- ``weak_scaling.png`` and ``memory.png``.
+- ``weak_scaling.png`` and ``memory.png`` (PyTorch and JAX as line styles when both ran);
+- ``framework_ratio.csv``, when both PyTorch and JAX runs completed: the JAX/PyTorch ips
+  ratio per model, strategy and node count (``framework_ratio_table``).
 
 Prints a compact table of the results to stdout; logs go to stderr. Exits with 2 and a
 one-line error when a sweep dir does not exist or holds no runs.
@@ -20,7 +22,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from vitfsdp.analysis.collect import collect_runs, format_table, scaling_table
+from vitfsdp.analysis.collect import (
+    collect_runs,
+    format_table,
+    framework_ratio_table,
+    scaling_table,
+)
 from vitfsdp.analysis.figures import write_figures
 
 log = logging.getLogger("vitfsdp.analysis")
@@ -48,12 +55,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def write_tables(df: pd.DataFrame, scaling: pd.DataFrame, out_dir: Path) -> dict[str, Path]:
-    """Write ``runs.csv`` (every run) and ``scaling.csv`` (the scaling table) into ``out_dir``."""
+def write_tables(df: pd.DataFrame, scaling: pd.DataFrame, out_dir: Path,
+                 ratio: pd.DataFrame | None = None) -> dict[str, Path]:
+    """Write ``runs.csv`` (every run) and ``scaling.csv`` (the scaling table) into
+    ``out_dir``, and ``framework_ratio.csv`` when ``ratio`` has rows."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"runs": out_dir / "runs.csv", "scaling": out_dir / "scaling.csv"}
     df.to_csv(paths["runs"], index=False)
     scaling.to_csv(paths["scaling"], index=False)
+    if ratio is not None and not ratio.empty:
+        paths["framework_ratio"] = out_dir / "framework_ratio.csv"
+        ratio.to_csv(paths["framework_ratio"], index=False)
     for path in paths.values():
         log.info("wrote %s", path)
     return paths
@@ -69,9 +81,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     scaling = scaling_table(df)
-    write_tables(df, scaling, args.out)
+    ratio = framework_ratio_table(df)
+    write_tables(df, scaling, args.out, ratio)
     write_figures(df, args.out)
     print(format_table(df, scaling))
+    if not ratio.empty:
+        print("\nJAX / PyTorch images/s:")
+        print(ratio.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     return 0
 
 

@@ -29,6 +29,7 @@ COLUMNS = (
     "device_type", "device_name", "device_memory_gib", "num_params",
     "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu",
     "peak_mem_gib", "peak_mem_kind", "peak_mem_reserved_gib", "ips_spread", "loss", "elapsed_s",
+    "compile_s",
 )  # fmt: skip
 #: Integer columns, held as pandas' nullable ``Int64`` (a run that never started has none).
 INT_COLUMNS = (
@@ -38,12 +39,12 @@ INT_COLUMNS = (
 #: Float columns (``NaN`` where the run measured nothing).
 FLOAT_COLUMNS = (
     "device_memory_gib", "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu",
-    "peak_mem_gib", "peak_mem_reserved_gib", "ips_spread", "loss", "elapsed_s",
+    "peak_mem_gib", "peak_mem_reserved_gib", "ips_spread", "loss", "elapsed_s", "compile_s",
 )  # fmt: skip
 #: Figures copied as they are from ``summary.json``.
 SUMMARY_FIGURES = (
     "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu", "peak_mem_reserved_gib",
-    "ips_spread", "loss", "elapsed_s",
+    "ips_spread", "loss", "elapsed_s", "compile_s",
 )  # fmt: skip
 #: Config columns that split a strategy into separate scaling lines when they vary at all.
 VARIANT_COLUMNS = (
@@ -55,6 +56,11 @@ VARIANT_COLUMNS = (
 STRATEGY_COLUMNS = ("sharding_strategy",)
 #: Line identity: the panel (model) and the strategy, before any varying config column.
 BASE_LINE_COLUMNS = ("model", "strategy")
+#: Settings only PyTorch runs have (JAX runs record them as null, not applicable): they do
+#: not keep a JAX run from being compared with the PyTorch run of the same point.
+TORCH_ONLY_COLUMNS = ("backward_prefetch", "limit_all_gathers", "engine")
+#: Columns of :func:`framework_ratio_table` after its key columns.
+RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch")
 
 
 def find_run_dirs(sweep_dir: str | os.PathLike) -> list[Path]:
@@ -242,6 +248,44 @@ def _ideal_ips(done: pd.DataFrame, keys: list[str]) -> pd.Series:
     ips_at_n0 = done["ips"].where(nodes == n0)
     base_ips = ips_at_n0.groupby([done[k] for k in keys], dropna=False).transform("median")
     return base_ips * nodes / n0
+
+
+def comparison_columns(df: pd.DataFrame) -> list[str]:
+    """The line columns that pair a JAX run with a PyTorch run: all but ``framework`` and
+    the :data:`TORCH_ONLY_COLUMNS` (null under JAX)."""
+    return [c for c in line_columns(df) if c not in ("framework", *TORCH_ONLY_COLUMNS)]
+
+
+def framework_ratio_table(df: pd.DataFrame) -> pd.DataFrame:
+    """JAX against PyTorch: images/s of both and their ratio per model, strategy and node
+    count (and any other varying config of :func:`comparison_columns`).
+
+    Only completed runs count; the median ips is taken where a point ran more than once. A
+    PyTorch setting that splits a strategy's PyTorch lines (``backward_prefetch`` swept,
+    say) stays a column, each of its rows compared with the same JAX run.
+
+    Returns:
+        One row per point that both frameworks completed: the key columns, ``nodes``, the
+        varying PyTorch-only columns, ``torch_ips`` and ``jax_ips`` (global images/s) and
+        ``jax_over_torch`` (jax_ips / torch_ips; > 1: JAX is faster); empty (with these
+        columns) when either framework has no completed run.
+    """
+    keys = [*comparison_columns(df), "nodes"]
+    within = df[df["framework"] == "torch"].groupby(list(BASE_LINE_COLUMNS), dropna=False)
+    torch_keys = [c for c in TORCH_ONLY_COLUMNS if c in line_columns(df)
+                  and (within[c].nunique(dropna=False) > 1).any()]
+    done = df[(df["status"] == "completed") & df["ips"].notna() & df["nodes"].notna()]
+    by_framework = {fw: done[done["framework"] == fw] for fw in ("torch", "jax")}
+    cols = [*keys, *torch_keys, *RATIO_COLUMNS]
+    if any(rows.empty for rows in by_framework.values()):
+        return pd.DataFrame(columns=cols)
+    torch_ips = (by_framework["torch"].groupby([*keys, *torch_keys], dropna=False)["ips"]
+                 .median().rename("torch_ips").reset_index())
+    jax_ips = (by_framework["jax"].groupby(keys, dropna=False)["ips"].median()
+               .rename("jax_ips").reset_index())
+    table = torch_ips.merge(jax_ips, on=keys, how="inner")
+    table["jax_over_torch"] = table["jax_ips"] / table["torch_ips"]
+    return table[cols].sort_values(keys, kind="stable", key=_sort_key).reset_index(drop=True)
 
 
 def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:

@@ -2,9 +2,11 @@
 
 Both figures take a :func:`vitfsdp.analysis.collect.collect_runs` frame (every run, whatever
 its status) and draw one line per strategy (split by any varying config, see
-:func:`vitfsdp.analysis.collect.line_columns`) and one panel per model. Runs that did not
-complete are never dropped silently: they are drawn as an ``x`` at the bottom of the panel in
-their line's colour and listed in a note under the axes.
+:func:`vitfsdp.analysis.collect.line_columns`) and one panel per model. When PyTorch and JAX
+runs are both present, the framework is the line style (:data:`FRAMEWORK_STYLES`) and the
+colour is the rest of the line's identity, so each strategy has one colour in both. Runs
+that did not complete are never dropped silently: they are drawn as an ``x`` at the bottom
+of the panel in their line's colour and listed in a note under the axes.
 
 Figures are built on the Agg canvas without ``pyplot``, so no global state is touched and no
 figure is left open; the functions return the :class:`~matplotlib.figure.Figure`.
@@ -24,7 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
-from vitfsdp.analysis.collect import line_columns
+from vitfsdp.analysis.collect import TORCH_ONLY_COLUMNS, line_columns
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,9 @@ MEMORY_LABELS = {
     "allocated": "peak allocated per GPU (GiB)",
     "rss": "peak resident memory per rank (GiB)",
 }
+#: Line style and marker per framework when both are plotted; one framework: solid, circles.
+FRAMEWORK_STYLES = {"torch": ("-", "o"), "jax": ("-.", "s")}
+DEFAULT_STYLE = ("-", "o")
 #: Config shown in the figure title when every run shares it.
 CONTEXT_COLUMNS = ("local_batch_size", "precision", "data", "device_name")
 
@@ -62,10 +67,12 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
         notes, marked = [], Counter()
         for label, line in _lines(panel, keys):
             done = _completed_points(line, "ips", "median")
+            color = colors[_color_label(line, df, keys)]
             if not done.empty:
-                ax.plot(done.index, done.values, "-o", color=colors[label], label=label)
-                _plot_ideal(ax, done, line["nodes"], colors[label], label)
-            notes += _mark_not_completed(ax, line, "ips", colors[label], label, marked)
+                ls, marker = _style(line, keys)
+                ax.plot(done.index, done.values, ls=ls, marker=marker, color=color, label=label)
+                _plot_ideal(ax, done, line["nodes"], color, label)
+            notes += _mark_not_completed(ax, line, "ips", color, label, marked)
         _log_y_axis(ax)
         if notes:
             _make_room_below(ax)
@@ -94,9 +101,11 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
         notes, marked = [], Counter()
         for label, line in _lines(panel, keys):
             done = _completed_points(line, "peak_mem_gib", "max")
+            color = colors[_color_label(line, df, keys)]
             if not done.empty:
-                ax.plot(done.index, done.values, "-o", color=colors[label], label=label)
-            notes += _mark_not_completed(ax, line, "peak_mem_gib", colors[label], label, marked)
+                ls, marker = _style(line, keys)
+                ax.plot(done.index, done.values, ls=ls, marker=marker, color=color, label=label)
+            notes += _mark_not_completed(ax, line, "peak_mem_gib", color, label, marked)
         ax.set_ylim(bottom=0, top=1.15 * ax.get_ylim()[1])  # room above the highest point
         _plot_device_memory(ax, panel)
         _style_panel(ax, panel, model, _memory_label(panel), notes)
@@ -140,17 +149,44 @@ def _lines(panel: pd.DataFrame, keys: list[str]) -> list[tuple[str, pd.DataFrame
 
 
 def _line_label(row: pd.Series, keys: list[str]) -> str:
-    """The strategy, then each varying config value (``name=value`` unless it is a word)."""
+    """The strategy, then each varying config value (``name=value`` unless it is a word);
+    a null value (a setting that does not apply to the run) is left out."""
     parts = [str(row["strategy"]) if pd.notna(row["strategy"]) else "unknown strategy"]
     for key in keys[2:]:
         value = row[key]
+        if value is None or (not isinstance(value, str) and pd.isna(value)):
+            continue
         parts.append(value if isinstance(value, str) else f"{key}={value}")
     return " ".join(parts)
 
 
+def _color_keys(df: pd.DataFrame, keys: list[str]) -> list[str]:
+    """The line columns that pick a colour: without ``framework`` (the line style) and
+    without a PyTorch-only setting that splits no framework's lines (it varies only because
+    JAX runs or DDP record it as null)."""
+    if "framework" not in keys:
+        return keys
+    within = df.groupby(["model", "strategy", "framework"], dropna=False)
+    return [k for k in keys if k != "framework" and (
+        k not in TORCH_ONLY_COLUMNS or (within[k].nunique(dropna=False) > 1).any())]
+
+
+def _color_label(line: pd.DataFrame, df: pd.DataFrame, keys: list[str]) -> str:
+    """The colour key of a line's rows (see :func:`_color_keys`)."""
+    return _line_label(line.iloc[0], _color_keys(df, keys))
+
+
+def _style(line: pd.DataFrame, keys: list[str]) -> tuple[str, str]:
+    """(line style, marker) of a line: by framework when frameworks vary, else solid/circle."""
+    if "framework" not in keys:
+        return DEFAULT_STYLE
+    return FRAMEWORK_STYLES.get(line["framework"].iloc[0], DEFAULT_STYLE)
+
+
 def _colors(df: pd.DataFrame, keys: list[str]) -> dict[str, str]:
-    """One colour per line label, the same in every panel and both figures."""
-    labels = sorted({label for _, panel in _panels(df) for label, _ in _lines(panel, keys)})
+    """One colour per colour key, the same in every panel and both figures."""
+    labels = sorted({_color_label(line, df, keys)
+                     for _, panel in _panels(df) for _, line in _lines(panel, keys)})
     return {label: f"C{i % 10}" for i, label in enumerate(labels)}
 
 
