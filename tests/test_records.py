@@ -84,3 +84,47 @@ def test_mark_failed_keeps_measured_windows(tmp_path):
     run = json.loads((tmp_path / RUN_FILE).read_text())
     assert run["config"] == {"nodes": 2} and run["status"] == "failed"
     assert json.loads((tmp_path / SUMMARY_FILE).read_text())["reason"] == "rank 3 died"
+
+
+def _preempted_run(run_dir, steps_done=4):
+    rec = RunRecords(run_dir)
+    rec.start({"config": {}})
+    for end in range(2, steps_done + 1, 2):
+        rec.window({"warmup": end == 2, "ips": float(end), "loss": 1.0 / end, "step_end": end})
+    rec.finish("preempted", reason="SIGUSR2", interrupted=True)
+
+
+def test_resume_keeps_earlier_windows_up_to_the_checkpoint_step(tmp_path):
+    _preempted_run(tmp_path, steps_done=6)
+    rec = RunRecords(tmp_path)
+    rec.start({"config": {}}, resume_step=4, attempt=1)
+    kept = read_jsonl(tmp_path / METRICS_FILE)
+    assert [(w["step_end"], w["attempt"]) for w in kept] == [(2, 0), (4, 0)]  # 6 is redone
+    assert not (tmp_path / SUMMARY_FILE).exists()
+    run = json.loads((tmp_path / RUN_FILE).read_text())
+    assert (run["status"], run["attempt"], run["resumed_from_step"]) == ("running", 1, 4)
+    rec.window({"warmup": False, "ips": 8.0, "loss": 0.1, "step_end": 6, "attempt": 1})
+    s = rec.finish("completed")
+    assert s["num_windows"] == 2 and s["ips"] == 6.0  # measured windows of both attempts
+
+
+def test_resume_reads_windows_of_an_attempt_moved_aside(tmp_path):
+    _preempted_run(tmp_path / "attempts" / "1", steps_done=4)
+    _preempted_run(tmp_path / "attempts" / "2", steps_done=2)  # the latest attempt wins
+    RunRecords(tmp_path).start({}, resume_step=2, attempt=2)
+    assert [w["step_end"] for w in read_jsonl(tmp_path / METRICS_FILE)] == [2]
+    assert len(read_jsonl(tmp_path / "attempts" / "1" / METRICS_FILE)) == 2  # left as it was
+
+
+def test_fresh_start_drops_an_unfinished_runs_windows(tmp_path):
+    _preempted_run(tmp_path)
+    RunRecords(tmp_path).start({})
+    assert read_jsonl(tmp_path / METRICS_FILE) == [] and not (tmp_path / SUMMARY_FILE).exists()
+
+
+def test_completed_run_is_never_resumed_into(tmp_path):
+    rec = RunRecords(tmp_path)
+    rec.start({})
+    rec.finish("completed")
+    with pytest.raises(FileExistsError, match="completed"):
+        RunRecords(tmp_path).start({}, resume_step=2, attempt=1)

@@ -1,0 +1,123 @@
+"""Failures are data: a model that does not fit, a rank killed with SIGKILL and a rank that
+hangs each end the run on every rank, without waiting out a hang, with the right status,
+the last step and (OOM) the memory at failure in summary.json.
+
+Real processes, real faults: the OOM comes from a memory limit on the ranks
+(``train.memory_limit_gib``, RLIMIT_DATA), the kill and the hang from the test hook
+``VITFSDP_TEST_FAULT`` (the rank sends itself SIGKILL, or sleeps).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+import torch
+
+from tests.conftest import read
+from vitfsdp import failures
+from vitfsdp.launch.local import torchrun_command
+
+TINY = ["model=vit_tiny", "device=cpu", "train.local_batch_size=4", "train.steps=6",
+        "train.warmup_steps=1", "train.log_every=1", "nodes=1", "cluster.gpus_per_node=2"]
+
+
+def _train(run_dir, overrides, fault=None, timeout=240):
+    """torchrun with 2 ranks, as the local launcher starts a point; (exit code, output, s)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if fault:
+        env[failures.FAULT_ENV] = fault
+    t0 = time.monotonic()
+    proc = subprocess.run(torchrun_command(overrides, run_dir, 2), cwd=run_dir.parent,
+                          capture_output=True, text=True, timeout=timeout, env=env)
+    return proc.returncode, proc.stdout + proc.stderr, time.monotonic() - t0
+
+
+def test_model_that_does_not_fit_is_oom_on_every_rank(tmp_path):
+    run_dir = tmp_path / "run"
+    code, out, _ = _train(run_dir, ["model=vit_base", "device=cpu", "train.local_batch_size=1",
+                                    "train.steps=3", "train.warmup_steps=1", "nodes=1",
+                                    "cluster.gpus_per_node=2", "train.memory_limit_gib=0.4"])
+    summary = read(run_dir / "summary.json")
+    print("status", summary["status"], "last_step", summary["last_step"],
+          "memory", summary["memory_at_failure"], "\nreason", summary["reason"].splitlines()[0])
+    assert code != 0
+    assert summary["status"] == "oom" and summary["ips"] is None
+    assert summary["reported_ranks"] == [0, 1]
+    assert summary["memory_at_failure"]["peak_rss_gib"] > 0
+    assert "allocate" in summary["reason"]
+    for rank in (0, 1):  # every rank ends with the agreed status, one line each
+        assert f"[rank {rank}] ERROR vitfsdp.train: run ended oom" in out
+    assert "[rank0]: Traceback" not in out and "[rank1]: Traceback" not in out
+    assert read(run_dir / "run.json")["status"] == "oom"
+
+
+def test_killed_rank_fails_the_run_without_waiting_for_the_timeout(tmp_path):
+    run_dir = tmp_path / "run"
+    code, out, seconds = _train(run_dir, [*TINY, "train.timeout_s=120"], fault="kill:1:3")
+    summary = read(run_dir / "summary.json")
+    print(f"status {summary['status']} last_step {summary['last_step']} in {seconds:.0f} s"
+          f"\nreason {summary['reason']}")
+    assert code != 0 and seconds < 100  # the survivors did not wait out the 120 s timeout
+    assert summary["status"] == "failed" and summary["last_step"] == 2
+    assert "ranks [1] sent no report" in summary["reason"]
+
+
+def test_hung_rank_ends_the_run_as_timeout(tmp_path):
+    run_dir = tmp_path / "run"
+    code, out, seconds = _train(run_dir, [*TINY, "train.timeout_s=4"], fault="hang:1:3")
+    summary = read(run_dir / "summary.json")
+    print(f"status {summary['status']} last_step {summary['last_step']} in {seconds:.0f} s")
+    assert code != 0
+    assert summary["status"] == "timeout" and summary["last_step"] == 2
+    assert "Timed out" in summary["reason"]
+
+
+def test_cpu_allocation_failure_counts_as_oom():
+    try:
+        torch.empty(1 << 60, dtype=torch.uint8)  # a real allocation the allocator refuses
+    except RuntimeError as e:
+        assert failures.classify(e) == "oom"
+    assert failures.classify(ValueError("bad value")) == "error"
+    assert failures.classify(RuntimeError("Connection closed by peer [::1]:2")) == "peer"
+    assert failures.classify(RuntimeError("Timed out waiting 5000ms for recv")) == "timeout"
+
+
+def _report(rank, kind, step=4, rss=1.0):
+    return failures.Report(rank, kind, f"{kind} error", "Traceback ...", step,
+                           {"peak_rss_gib": rss, "peak_mem_allocated_gib": None})
+
+
+@pytest.mark.parametrize("kinds, status, silent", [
+    ({0: "peer", 1: "oom", 2: "peer"}, "oom", False),  # the cause wins over consequences
+    ({0: "timeout", 1: "error", 2: "peer"}, "failed", False),
+    ({0: "timeout", 1: "peer"}, "timeout", True),  # rank 2 hung
+    ({0: "peer"}, "failed", True),  # ranks 1, 2 killed
+])
+def test_verdict(kinds, status, silent):
+    reports = [_report(r, k) for r, k in kinds.items()]
+    got, reason = failures.verdict(reports, world_size=3)
+    assert got == status
+    assert ("sent no report" in reason) == silent
+
+
+def test_memory_at_failure_is_the_max_over_reports():
+    mem = failures.max_memory([_report(0, "oom", rss=1.5), _report(1, "oom", rss=2.5)])
+    assert mem == {"peak_mem_allocated_gib": None, "peak_rss_gib": 2.5}
+
+
+def test_fault_hook_is_refused_unless_well_formed():
+    assert failures.parse_fault("kill:1:3") == ("kill", 1, 3)
+    assert failures.parse_fault(None) is None
+    with pytest.raises(ValueError, match="ACTION:RANK:STEP"):
+        failures.parse_fault("explode:1:3")
+
+
+def test_memory_limit_is_refused_on_a_gpu():
+    from vitfsdp.train import _limit_memory
+
+    with pytest.raises(ValueError, match="train.memory_limit_gib"):
+        _limit_memory(1.0, torch.device("cuda", 0))
+    _limit_memory(0.0, torch.device("cuda", 0))  # 0 = off: nothing to refuse
