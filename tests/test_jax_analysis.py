@@ -42,9 +42,9 @@ def sweep(tmp_path: Path) -> Path:
 def test_framework_is_the_line_style_and_strategy_the_colour(sweep: Path) -> None:
     ax = plot_weak_scaling(collect_runs(sweep)).axes[0]
     lines = {ln.get_label(): ln for ln in ax.lines if not ln.get_label().startswith("_")}
-    assert sorted(lines) == ["DDP jax", "DDP torch", "FULL_SHARD BACKWARD_PRE "
-                             "limit_all_gathers=True torch", "FULL_SHARD jax"]
-    torch_fs = lines["FULL_SHARD BACKWARD_PRE limit_all_gathers=True torch"]
+    # FSDP1-only settings split no strategy's lines here: left out of the labels
+    assert sorted(lines) == ["DDP jax", "DDP torch", "FULL_SHARD jax", "FULL_SHARD torch"]
+    torch_fs = lines["FULL_SHARD torch"]
     assert torch_fs.get_linestyle() == "-" and lines["DDP torch"].get_linestyle() == "-"
     assert {lines["DDP jax"].get_linestyle(), lines["FULL_SHARD jax"].get_linestyle()} == {"-."}
     assert lines["DDP jax"].get_color() == lines["DDP torch"].get_color()
@@ -74,3 +74,17 @@ def test_cli_writes_ratio_csv(sweep: Path) -> None:
     ratio = pd.read_csv(sweep / "analysis" / "framework_ratio.csv")
     assert list(ratio["jax_over_torch"]) == pytest.approx([0.5, 0.8, 1.5])
     assert "JAX / PyTorch images/s:" in result.stdout
+
+
+def test_swept_torch_setting_keeps_its_lines_and_ratio_rows(sweep: Path) -> None:
+    info = _info("torch", "FULL_SHARD", 1)
+    info["config"]["strategy"]["backward_prefetch"] = "BACKWARD_POST"
+    write_run(sweep / "torch_post_1", info, 75.0)
+    df = collect_runs(sweep)
+    labels = {ln.get_label() for ln in plot_weak_scaling(df).axes[0].lines}
+    assert {"FULL_SHARD BACKWARD_PRE torch", "FULL_SHARD BACKWARD_POST torch",
+            "FULL_SHARD jax"} <= labels
+    table = framework_ratio_table(df)
+    fs = table[table["strategy"] == "FULL_SHARD"]
+    assert list(fs["backward_prefetch"]) == ["BACKWARD_POST", "BACKWARD_PRE"]
+    assert list(fs["jax_over_torch"]) == pytest.approx([2.0, 1.5])  # the same JAX run

@@ -61,13 +61,13 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
         colour, linear from the line's smallest completed node count; log-2 x axis, log y.
     """
     fig, axes = _new_figure(df)
-    keys = line_columns(df)
+    keys = _label_keys(df)
     colors = _colors(df, keys)
     for ax, (model, panel) in zip(axes, _panels(df), strict=True):
         notes, marked = [], Counter()
         for label, line in _lines(panel, keys):
             done = _completed_points(line, "ips", "median")
-            color = colors[_color_label(line, df, keys)]
+            color = colors[_color_label(line, keys)]
             if not done.empty:
                 ls, marker = _style(line, keys)
                 ax.plot(done.index, done.values, ls=ls, marker=marker, color=color, label=label)
@@ -95,13 +95,13 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
         memory as a dotted horizontal line where ``device_memory_gib`` is known.
     """
     fig, axes = _new_figure(df)
-    keys = line_columns(df)
+    keys = _label_keys(df)
     colors = _colors(df, keys)
     for ax, (model, panel) in zip(axes, _panels(df), strict=True):
         notes, marked = [], Counter()
         for label, line in _lines(panel, keys):
             done = _completed_points(line, "peak_mem_gib", "max")
-            color = colors[_color_label(line, df, keys)]
+            color = colors[_color_label(line, keys)]
             if not done.empty:
                 ls, marker = _style(line, keys)
                 ax.plot(done.index, done.values, ls=ls, marker=marker, color=color, label=label)
@@ -160,20 +160,24 @@ def _line_label(row: pd.Series, keys: list[str]) -> str:
     return " ".join(parts)
 
 
-def _color_keys(df: pd.DataFrame, keys: list[str]) -> list[str]:
-    """The line columns that pick a colour: without ``framework`` (the line style) and
-    without a PyTorch-only setting that splits no framework's lines (it varies only because
-    JAX runs or DDP record it as null)."""
-    if "framework" not in keys:
-        return keys
+def _label_keys(df: pd.DataFrame) -> list[str]:
+    """The line columns that label lines: :func:`line_columns` without a PyTorch-only
+    setting that splits no strategy's lines within a framework (it varies only between
+    strategies or frameworks: DDP and JAX runs record it as null)."""
+    keys = line_columns(df)
     within = df.groupby(["model", "strategy", "framework"], dropna=False)
-    return [k for k in keys if k != "framework" and (
-        k not in TORCH_ONLY_COLUMNS or (within[k].nunique(dropna=False) > 1).any())]
+    return [k for k in keys if k not in TORCH_ONLY_COLUMNS
+            or (within[k].nunique(dropna=False) > 1).any()]
 
 
-def _color_label(line: pd.DataFrame, df: pd.DataFrame, keys: list[str]) -> str:
+def _color_keys(keys: list[str]) -> list[str]:
+    """The label columns that pick a colour: all but ``framework`` (the line style)."""
+    return [k for k in keys if k != "framework"]
+
+
+def _color_label(line: pd.DataFrame, keys: list[str]) -> str:
     """The colour key of a line's rows (see :func:`_color_keys`)."""
-    return _line_label(line.iloc[0], _color_keys(df, keys))
+    return _line_label(line.iloc[0], _color_keys(keys))
 
 
 def _style(line: pd.DataFrame, keys: list[str]) -> tuple[str, str]:
@@ -185,7 +189,7 @@ def _style(line: pd.DataFrame, keys: list[str]) -> tuple[str, str]:
 
 def _colors(df: pd.DataFrame, keys: list[str]) -> dict[str, str]:
     """One colour per colour key, the same in every panel and both figures."""
-    labels = sorted({_color_label(line, df, keys)
+    labels = sorted({_color_label(line, keys)
                      for _, panel in _panels(df) for _, line in _lines(panel, keys)})
     return {label: f"C{i % 10}" for i, label in enumerate(labels)}
 
