@@ -1,5 +1,5 @@
 """Failures are data: a model that does not fit, a rank killed with SIGKILL and a rank that
-hangs each end the run on every rank, without waiting out a hang, with the right status,
+hangs each end the run on every rank, without a hang beyond the timeout, with the right status,
 the last step and (OOM) the memory at failure in summary.json.
 
 Real processes, real faults: the OOM comes from a memory limit on the ranks
@@ -65,14 +65,18 @@ def test_killed_rank_fails_the_run_without_waiting_for_the_timeout(tmp_path):
     assert "ranks [1] sent no report" in summary["reason"]
 
 
-def test_hung_rank_ends_the_run_as_timeout(tmp_path):
+def test_hung_rank_0_still_records_the_timeout(tmp_path):
+    """Rank 0 hangs (no error ever reaches its main thread); rank 1's collective times out
+    and reports it; rank 0's watcher thread records ``timeout`` and ends the process."""
     run_dir = tmp_path / "run"
-    code, out, seconds = _train(run_dir, [*TINY, "train.timeout_s=4"], fault="hang:1:3")
+    code, out, seconds = _train(run_dir, [*TINY, "train.timeout_s=8"], fault="hang:0:3")
     summary = read(run_dir / "summary.json")
-    print(f"status {summary['status']} last_step {summary['last_step']} in {seconds:.0f} s")
+    print(f"status {summary['status']} last_step {summary['last_step']} in {seconds:.0f} s"
+          f"\nreason {summary['reason']}")
     assert code != 0
     assert summary["status"] == "timeout" and summary["last_step"] == 2
-    assert "Timed out" in summary["reason"]
+    assert summary["reported_ranks"] == [0, 1] and "Timed out" in summary["reason"]
+    assert "[rank 1] ERROR vitfsdp.train: run ended timeout" in out
 
 
 def test_cpu_allocation_failure_counts_as_oom():

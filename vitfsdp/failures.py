@@ -13,6 +13,11 @@ A rank whose training raises does not leave its peers waiting in a collective:
    such as one killed with SIGKILL), decides the run's status (:func:`verdict`), records it
    and posts it; the other ranks read it, so every rank ends with the same status.
 
+Rank 0 may itself be blocked where no error reaches it (NCCL work waits on the device; a
+hung rank 0): a watcher thread (:meth:`FailureBoard.watch`) sees the first report on the
+store and, if the main thread has not taken the failure up within :data:`GRACE_S`, records
+it from there and ends the process.
+
 Preemption is not a failure: :class:`StopSignals` turns SIGUSR2 (Slurm, ``--signal=USR2@N``
 before the time limit) and SIGTERM (preemption, ``scancel``) into a flag that the training
 loop reads at the next window boundary, where every rank agrees on it with one all-reduce.
@@ -29,8 +34,10 @@ import json
 import logging
 import os
 import signal
+import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -86,7 +93,7 @@ class Report:
     """One rank's account of its failure, posted to the store."""
 
     rank: int
-    kind: str  # oom | timeout | peer | error (see classify)
+    kind: str  # oom | timeout | peer | error (see classify) | blocked (rank 0's watcher)
     error: str  # "ExceptionType: first line of the message"
     traceback_tail: str  # last lines of the traceback
     last_step: int  # last optimizer step this rank completed (0: none)
@@ -133,12 +140,12 @@ def verdict(reports: list[Report], world_size: int) -> tuple[str, str]:
     missing = (f"; ranks {silent} sent no report (hung, or died without Python: killed, e.g. by "
                "SIGKILL or the OOM killer, or crashed)") if silent else ""
     for kind, status in (("oom", "oom"), ("error", "failed"), ("timeout", "timeout"),
-                         ("peer", "failed")):
+                         ("peer", "failed"), ("blocked", "failed")):
         hits = [r for r in reports if r.kind == kind]
         if hits:
             first = min(hits, key=lambda r: r.rank)
             ranks = ", ".join(str(r.rank) for r in hits)
-            what = {"oom": "out of memory", "error": "raised",
+            what = {"oom": "out of memory", "error": "raised", "blocked": "blocked",
                     "timeout": "collective timed out", "peer": "collective broke"}[kind]
             reason = (f"{what} on rank {first.rank} (ranks {ranks}) at step "
                       f"{first.last_step + 1}: {first.error}{missing}")
@@ -162,6 +169,8 @@ class FailureBoard:
     def __init__(self, rank: int, world_size: int, grace_s: float) -> None:
         self.rank, self.world_size, self.grace_s = rank, world_size, grace_s
         self.store = None
+        self._claim = threading.Lock()
+        self._stop = threading.Event()
         if dist.is_initialized():
             base = dist.distributed_c10d._get_default_store()
             self.store = dist.PrefixStore(f"vitfsdp/failures/{next(_runs)}/", base)
@@ -169,11 +178,34 @@ class FailureBoard:
     def post(self, report: Report) -> None:
         """Put this rank's report on the board (logged, not raised, if the store is gone)."""
         self._set(f"report/{report.rank}", json.dumps(asdict(report)))
+        self._add(1)
 
-    def collect(self) -> list[Report]:
-        """The reports of all ranks, waiting up to ``grace_s`` for those not yet posted."""
+    def claim(self) -> bool:
+        """True for the first caller in this process (main thread or watcher) to record."""
+        return self._claim.acquire(blocking=False)
+
+    def watch(self, on_report: Callable[[], None], poll_s: float = 1.0) -> None:
+        """Call ``on_report()`` from a daemon thread once any rank has posted a report
+        (one store read per ``poll_s``); until :meth:`stop`."""
+
+        def loop() -> None:
+            while not self._stop.wait(poll_s):
+                if self._add(0) > 0:
+                    on_report()
+                    return
+
+        if self.store is not None:
+            threading.Thread(target=loop, name="vitfsdp-failure-watch", daemon=True).start()
+
+    def stop(self) -> None:
+        """End the watcher thread (the run is over)."""
+        self._stop.set()
+
+    def collect(self, known: Report | None = None) -> list[Report]:
+        """The reports of all ranks, waiting up to ``grace_s`` for those not yet posted;
+        ``known``: this rank's own, not waited for."""
         deadline = time.monotonic() + self.grace_s
-        found: dict[int, Report] = {}
+        found: dict[int, Report] = {known.rank: known} if known else {}
         while True:
             for r in set(range(self.world_size)) - set(found):
                 raw = self._get_if_set(f"report/{r}")
@@ -206,6 +238,14 @@ class FailureBoard:
             self.store.set(key, value)
         except Exception as e:  # the store's host died: nothing to tell anyone
             log.warning("rank %d: could not post %s to the store: %s", self.rank, key, e)
+
+    def _add(self, amount: int) -> int:
+        if self.store is None:
+            return 0
+        try:
+            return self.store.add("num_reports", amount)
+        except Exception:
+            return 0
 
     def _get_if_set(self, key: str) -> bytes | None:
         if self.store is None:

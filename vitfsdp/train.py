@@ -129,6 +129,8 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
         resume_step=meta["step"] if meta else None, attempt=progress.attempt)
     board = failures.FailureBoard(env.rank, env.world_size,
                                   min(failures.GRACE_S, cfg.train.timeout_s))
+    if records.is_writer:
+        board.watch(lambda: _record_from_watcher(env, device, records, board, progress, t0))
     with failures.StopSignals() as signals:  # also while a failure is being recorded
         try:
             train(cfg, env, device, records, signals, progress, meta)
@@ -142,6 +144,8 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
             raise
         except BaseException as e:  # DCP's CheckpointException is a BaseException
             raise _record_failure(e, env, device, records, board, progress, t0) from e
+        finally:
+            board.stop()
     summary = records.finish("completed", elapsed_s=time.time() - t0,
                              num_attempts=progress.attempt + 1)
     if records.is_writer:
@@ -162,21 +166,44 @@ def _record_failure(exc: BaseException, env: distributed.DistEnv, device: torch.
     if report.kind in ("oom", "error"):  # this rank's own error: the cause, worth a trace
         log.error("rank %d failed at step %d:\n%s", env.rank, progress.step + 1,
                   report.traceback_tail)
-    if records.is_writer:
-        reports = {r.rank: r for r in board.collect()} | {env.rank: report}
-        reports = [reports[r] for r in sorted(reports)]
-        status, reason = failures.verdict(reports, env.world_size)
-        records.finish(status, reason=reason[:4000], elapsed_s=time.time() - t0,
-                       last_step=max(r.last_step for r in reports),
-                       memory_at_failure=failures.max_memory(reports),
-                       reported_ranks=[r.rank for r in reports],
-                       num_attempts=progress.attempt + 1)
-        board.post_verdict(status, reason)
-    else:
+    if records.is_writer and board.claim():
+        status, reason = _decide_and_record(env, records, board, progress, t0, report)
+    else:  # another rank, or rank 0's watcher thread got there first
         agreed = board.wait_verdict()
         status, reason = agreed or ("failed", f"rank 0 recorded nothing; here: {report.error}")
     log.error("run ended %s: %s", status, reason.splitlines()[0])
     return failures.RunFailed(status, reason)
+
+
+def _decide_and_record(env: distributed.DistEnv, records: RunRecords,
+                       board: failures.FailureBoard, progress: Progress, t0: float,
+                       own: failures.Report) -> tuple[str, str]:
+    """Rank 0: collect the reports, record the verdict, post it; returns (status, reason)."""
+    reports = board.collect(known=own)
+    status, reason = failures.verdict(reports, env.world_size)
+    records.finish(status, reason=reason[:4000], elapsed_s=time.time() - t0,
+                   last_step=max(r.last_step for r in reports),
+                   memory_at_failure=failures.max_memory(reports),
+                   reported_ranks=[r.rank for r in reports],
+                   num_attempts=progress.attempt + 1)
+    board.post_verdict(status, reason)
+    return status, reason
+
+
+def _record_from_watcher(env: distributed.DistEnv, device: torch.device, records: RunRecords,
+                         board: failures.FailureBoard, progress: Progress, t0: float) -> None:
+    """Rank 0's watcher thread, after another rank reported a failure: unless the main
+    thread takes it up within the grace period (its collective errors), record the run
+    from here and end the process (the main thread is blocked)."""
+    time.sleep(board.grace_s)
+    if not board.claim():
+        return
+    own = failures.Report(env.rank, "blocked", "RuntimeError: rank 0 was blocked (in a "
+                          "collective or a device synchronization) when others failed", "",
+                          progress.step, local_memory(device))
+    status, reason = _decide_and_record(env, records, board, progress, t0, own)
+    log.error("run ended %s: %s", status, reason.splitlines()[0])
+    _exit_now(failures.EXIT_FAILED)
 
 
 def _limit_memory(limit_gib: float, device: torch.device) -> None:
