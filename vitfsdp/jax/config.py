@@ -25,8 +25,9 @@ Torch-only settings are refused rather than ignored: ``engine=fsdp2``,
 ``strategy.backward_prefetch``, ``strategy.limit_all_gathers``,
 ``strategy.forward_prefetch``, ``mixed_precision.*``, ``precision=fp16`` (no loss scaling
 here), ``kernels.compile`` (the whole step is always jit-compiled), ``kernels.adamw`` other
-than ``auto`` (optax has one AdamW) and ``kernels.cudnn_allow_tf32`` (JAX convolutions follow
-``jax_default_matmul_precision``).
+than ``auto`` (optax has one AdamW), ``kernels.cudnn_allow_tf32`` (JAX convolutions follow
+``jax_default_matmul_precision``), ``train.checkpoint_every`` and ``train.memory_limit_gib``
+(the torch trainer's checkpoints and CPU memory limit).
 """
 
 from __future__ import annotations
@@ -75,6 +76,9 @@ def check_run_config(cfg: RunConfig) -> None:
         "kernels.adamw": (cfg.kernels.adamw != "auto", "auto (optax.adamw)"),
         "kernels.cudnn_allow_tf32": (cfg.kernels.cudnn_allow_tf32,
                                      "false (convolutions follow the matmul precision)"),
+        "train.checkpoint_every": (getattr(cfg.train, "checkpoint_every", 0) != 0,
+                                   "0 (the JAX trainer writes no checkpoints)"),
+        "train.memory_limit_gib": (getattr(cfg.train, "memory_limit_gib", 0) != 0, "0"),
     }
     for key in ("param_dtype", "reduce_dtype", "buffer_dtype"):
         torch_only[f"mixed_precision.{key}"] = (

@@ -48,36 +48,21 @@ def coordinator_port(environ: dict[str, str] | None = None) -> int:
     return COORDINATOR_PORT_BASE + int(env["MASTER_PORT"]) % COORDINATOR_PORT_SPAN
 
 
-def select_platform(device: str) -> str:
-    """Make JAX use ``device`` (auto | cpu | cuda) in this process; call before any JAX
-    computation. Returns the platform JAX will use (``cpu`` or ``gpu``).
-
-    Raises:
-        ValueError: an unknown ``device``, or ``cuda`` and this JAX has no GPU backend
-            (install ``jax[cuda12]``).
-    """
-    if device not in DEVICES:
-        raise ValueError(f"device={device!r} is unknown; valid: {', '.join(DEVICES)}")
-    if device == "cpu":
-        jax.config.update("jax_platforms", "cpu")
-    elif device == "cuda":
-        jax.config.update("jax_platforms", "cuda")
-    try:
-        return jax.default_backend()
-    except RuntimeError as e:
-        raise ValueError(f"device={device}: JAX has no such backend here ({e}); install "
-                         "jax[cuda12] or use device=cpu") from e
-
-
 def initialize(env: DistEnv, device: str, timeout_s: float) -> None:
-    """Start ``jax.distributed`` for ``env`` (nothing for a single process), one device per
-    process: the GPU ``LOCAL_RANK`` mod the visible GPUs, or one CPU device.
+    """Pick JAX's platform for ``device`` (auto | cpu | cuda) and start ``jax.distributed``
+    for ``env`` (nothing more for a single process), one device per process: the GPU
+    ``LOCAL_RANK`` mod the visible GPUs, or one CPU device with gloo collectives.
 
     Must run before any JAX computation. ``timeout_s`` bounds the wait for every process to
     join the coordinator.
+
+    Raises:
+        ValueError: an unknown ``device``.
     """
-    if device == "cpu":
-        jax.config.update("jax_platforms", "cpu")
+    if device not in DEVICES:
+        raise ValueError(f"device={device!r} is unknown; valid: {', '.join(DEVICES)}")
+    if device != "auto":
+        jax.config.update("jax_platforms", device)
     if not env.is_distributed:
         return
     if device == "cpu":
@@ -90,6 +75,19 @@ def initialize(env: DistEnv, device: str, timeout_s: float) -> None:
     jax.distributed.initialize(coordinator_address=address, num_processes=env.world_size,
                                process_id=env.rank, local_device_ids=local_ids,
                                initialization_timeout=int(timeout_s))
+
+
+def check_platform(device: str) -> str:
+    """The platform JAX runs on (``cpu``, ``gpu``), after :func:`initialize`.
+
+    Raises:
+        ValueError: ``device=cuda`` and this JAX has no GPU backend (install ``jax[cuda12]``).
+    """
+    try:
+        return jax.default_backend()
+    except RuntimeError as e:
+        raise ValueError(f"device={device}: JAX has no such backend here ({e}); install "
+                         "jax[cuda12] or use device=cpu") from e
 
 
 def _local_gpu(local_rank: int) -> list[int] | None:

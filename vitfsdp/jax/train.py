@@ -54,7 +54,7 @@ def main(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
     provenance.setup_logging(env.rank)
     jdist.initialize(env, cfg.device, cfg.train.timeout_s)
     try:
-        jdist.select_platform(cfg.device)
+        jdist.check_platform(cfg.device)
         return run(cfg, env, run_dir)
     finally:
         jdist.shutdown(env)
