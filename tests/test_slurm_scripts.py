@@ -179,3 +179,10 @@ def test_metacharacters_in_values_never_run_a_command(tmp_path):
     for line in text.splitlines():  # #SBATCH values are quoted for sbatch's own parser too
         if line.startswith("#SBATCH --account") or line.startswith("#SBATCH --comment"):
             assert f"'{evil[0]}'" in line
+
+
+def test_requeue_exit_code_matches_the_training():
+    from vitfsdp.checkpoint import EXIT_PREEMPTED
+    from vitfsdp.launch.slurm import PREEMPTED_EXIT
+
+    assert PREEMPTED_EXIT == EXIT_PREEMPTED

@@ -7,6 +7,8 @@ Gated on ``VITFSDP_SLURM`` like tests/test_virtual_slurm.py: with ``VITFSDP_SLUR
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import time
 import uuid
 from pathlib import Path
@@ -95,28 +97,86 @@ def test_detached_torchrun_point_then_status_watch(tmp_path):
     assert "#SBATCH --ntasks-per-node=1\n" in (point / "job.sbatch").read_text()
 
 
+def _wait_for_step(point: Path, step: int, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        windows = read(point / "metrics.jsonl") if (point / "metrics.jsonl").exists() else []
+        if windows and windows[-1]["step_end"] >= step:
+            return
+        assert time.monotonic() < deadline, f"{point.name} never reached step {step}"
+        time.sleep(1)
+
+
+def _kill_one_rank(point: Path) -> None:
+    proc = subprocess.run(["pgrep", "-f", f"vitfsdp.train .*hydra.run.dir=\"{point}\""],
+                          capture_output=True, text=True)
+    pids = sorted(int(p) for p in proc.stdout.split())
+    assert len(pids) == 2, proc  # the point's two ranks
+    os.kill(pids[-1], signal.SIGKILL)
+
+
 @pytest.mark.slow
-def test_cancelled_point_is_recorded_with_its_metrics(tmp_path):
+def test_cancel_kill_and_signal_are_recorded_and_a_rerun_runs_only_the_missing(tmp_path):
     require_cluster()
     sweep_dir = tmp_path / "sweep"
-    proc, _ = _sweep(tmp_path, "--detach", "train.steps=100000", "train.log_every=1",
-                     f"hydra.sweep.dir={sweep_dir}")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (point,) = _points(sweep_dir)
-    deadline = time.monotonic() + 180
-    while not (point / "metrics.jsonl").exists() or len(read(point / "metrics.jsonl")) < 2:
-        assert time.monotonic() < deadline, "the point never reached its second step"
-        time.sleep(1)
-    job_id = read(point / "job.json")["job_id"]
-    assert slurm("scancel", job_id).returncode == 0
+    long = ["train.steps=100000", "train.log_every=1", "train.timeout_s=20"]
+    commands = {  # subdir → the point's own overrides; each is its own detached sweep command
+        "done": [],
+        "cancelled": long,
+        "killed": [*long, "train.seed=1"],  # configs differ, or it would be a rerun
+        "requeued": ["train.steps=30", "train.log_every=1", "train.checkpoint_every=5"],
+    }
+
+    def submit_all():
+        for name, overrides in commands.items():
+            proc, _ = _sweep(tmp_path, "--detach", *overrides, f"hydra.sweep.subdir={name}",
+                             f"hydra.sweep.dir={sweep_dir}")
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+            yield name, proc.stdout
+
+    list(submit_all())
+    _wait_for_step(sweep_dir / "cancelled", 2)
+    assert slurm("scancel", read(sweep_dir / "cancelled" / "job.json")["job_id"]).returncode == 0
+    _wait_for_step(sweep_dir / "killed", 2)
+    _kill_one_rank(sweep_dir / "killed")
+    # SIGUSR2, as Slurm sends it before a time limit (--signal) or a site on preemption:
+    # the training saves a checkpoint and stops, submitit requeues, the job resumes.
+    _wait_for_step(sweep_dir / "requeued", 7)
+    requeued_job = read(sweep_dir / "requeued" / "job.json")["job_id"]
+    assert slurm("scancel", "--signal=USR2", requeued_job).returncode == 0
     proc = run_module("vitfsdp.sweep", "--status", str(sweep_dir), "--watch", "--poll-s", "1",
-                      cwd=tmp_path, timeout=180)
+                      cwd=tmp_path, timeout=400)
     assert proc.returncode == 0, proc.stderr
-    summary = read(point / "summary.json")
-    assert summary["status"] == "failed" and summary["ips"] is None
-    assert f"Slurm job {job_id} ended CANCELLED at step" in summary["reason"]
-    assert "(scancel)" in summary["reason"]
-    assert len(read(point / "metrics.jsonl")) >= 2  # what it measured is kept
+    summaries = {name: read(sweep_dir / name / "summary.json") for name in commands}
+    assert {k: v["status"] for k, v in summaries.items()} == {
+        "done": "completed", "cancelled": "preempted", "killed": "failed",
+        "requeued": "completed"}
+    assert "SIGTERM" in summaries["cancelled"]["reason"]  # scancel sends SIGTERM first
+    assert "ranks [1] sent no report" in summaries["killed"]["reason"]
+    run = read(sweep_dir / "requeued" / "run.json")
+    assert run["slurm"]["SLURM_RESTART_COUNT"] == "1" and run["attempt"] == 1
+    windows = read(sweep_dir / "requeued" / "metrics.jsonl")
+    assert {w["attempt"] for w in windows} == {0, 1}  # the first attempt's windows are kept
+    assert windows[-1]["step_end"] == 30
+    assert len(read(sweep_dir / "cancelled" / "metrics.jsonl")) >= 2
+    before = {name: _files(sweep_dir / name) for name in ("done", "killed", "requeued")}
+
+    # The same commands again: only the interrupted point runs again (the killed one failed
+    # in its run: --rerun-failed would run it); completed ones stay byte for byte.
+    outputs = dict(submit_all())
+    assert "completed in done" in outputs["done"] and "0 to run" in outputs["done"]
+    assert "completed in requeued" in outputs["requeued"]
+    assert "failed in killed; --rerun-failed" in outputs["killed"]
+    assert "1 to run" in outputs["cancelled"]
+    assert (sweep_dir / "cancelled" / "attempts" / "1" / "summary.json").exists()
+    assert (sweep_dir / "cancelled" / "checkpoint").is_dir()  # the rerun resumes from it
+    assert {name: _files(sweep_dir / name) for name in before} == before
+    assert slurm("scancel", read(sweep_dir / "cancelled" / "job.json")["job_id"]).returncode == 0
+
+
+def _files(run_dir: Path) -> dict:
+    return {p.relative_to(run_dir): p.read_bytes() for p in sorted(run_dir.rglob("*"))
+            if p.is_file()}
 
 
 @pytest.mark.slow

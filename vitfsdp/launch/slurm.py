@@ -48,7 +48,7 @@ TASK_LOG_DIR = "logs"  # per-task output: logs/task<SLURM_PROCID>.log
 SUBMITIT_DIR = ".submitit"  # submitit's pickles and wrapper logs, in the sweep directory
 PORT_BASE, PORT_SPAN = 20000, 40000  # MASTER_PORT = PORT_BASE + job id mod PORT_SPAN
 #: Exit code of a training that saved a checkpoint on SIGUSR2 and stopped: requeue it.
-PREEMPTED_EXIT = 3
+PREEMPTED_EXIT = 3  # vitfsdp.checkpoint.EXIT_PREEMPTED (not imported: keeps torch out of here)
 
 
 class ShellExpr(str):
@@ -77,7 +77,7 @@ class TaskSpec:
     gpus_per_node: int  # ranks per node
     launch_mode: str  # srun | torchrun
     python: str  # interpreter on the compute nodes
-    checkpoint_every: int = 0  # train.checkpoint_every: 0 = no checkpoints, no requeue
+    checkpoint_every: int = 0  # train.checkpoint_every (a signal always saves one too)
     checkpoint_wait_s: int = 60  # how long task 0 waits for the training to save on a signal
 
     def train_argv(self) -> list[str]:
@@ -286,10 +286,9 @@ class TrainTask:
     Checkpointable in submitit's sense: when Slurm signals the job (``--signal=USR2@<delay>``
     before the time limit, or ``scancel --signal=USR2`` on preemption), submitit calls
     :meth:`checkpoint` in task 0; it forwards the signal to the training, which saves a
-    checkpoint and exits, and returns the same task for submitit to requeue. The requeued job
-    resumes from the run directory's checkpoint. Without checkpoints
-    (``train.checkpoint_every=0``) nothing is requeued and the job ends at its time limit
-    (recorded as ``timeout``).
+    checkpoint and exits (:data:`PREEMPTED_EXIT`), and returns the same task for submitit to
+    requeue (at most ``max_num_timeout`` times after time limits). The requeued job resumes
+    from the run directory's checkpoint and keeps the earlier windows, marked by attempt.
     """
 
     def __init__(self) -> None:
@@ -315,17 +314,10 @@ class TrainTask:
         return rc
 
     def checkpoint(self, spec: TaskSpec):
-        """On the requeue signal: let the training save and exit, then requeue this task
-        (None: no checkpoints, so no requeue)."""
+        """On the requeue signal: let the training save and exit, then requeue this task."""
         import submitit
 
         child = self._child
-        if not spec.checkpoint_every:
-            # nothing to resume from: keep training until the time limit ends the job
-            # (recorded as timeout); returning at once would end the task, and the step with it
-            if child is not None:
-                child.wait()
-            return None
         if child is not None and child.poll() is None:
             child.send_signal(signal.SIGUSR2)
             try:
