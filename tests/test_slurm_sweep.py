@@ -152,7 +152,10 @@ def test_cancel_kill_and_signal_are_recorded_and_a_rerun_runs_only_the_missing(t
         "done": "completed", "cancelled": "preempted", "killed": "failed",
         "requeued": "completed"}
     assert "SIGTERM" in summaries["cancelled"]["reason"]  # scancel sends SIGTERM first
-    assert "ranks [1] sent no report" in summaries["killed"]["reason"]
+    # rank 0 records the broken collective, or, when Slurm ends the step first, the sweep
+    # records the job's end from Slurm's state and the task logs
+    killed = summaries["killed"]["reason"]
+    assert "ranks [1] sent no report" in killed or "ended FAILED at step" in killed
     run = read(sweep_dir / "requeued" / "run.json")
     assert run["slurm"]["SLURM_RESTART_COUNT"] == "1" and run["attempt"] == 1
     windows = read(sweep_dir / "requeued" / "metrics.jsonl")

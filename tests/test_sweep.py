@@ -17,16 +17,17 @@ def _point_dirs(sweep_dir):
 
 @pytest.mark.slow
 def test_readme_sweep_command_runs_and_analyses(tmp_path):
+    """The README's sweep up to 2 nodes (CI time; the Slurm test runs 4-node points)."""
     sweep_dir = tmp_path / "sweep"
-    proc = run_module("vitfsdp.sweep", "-m", "strategy=FULL_SHARD,HYBRID_2GPU", "nodes=1,2,4,8",
+    proc = run_module("vitfsdp.sweep", "-m", "strategy=FULL_SHARD,HYBRID_2GPU", "nodes=1,2",
                       *FAST, f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "[8/8] completed" in proc.stdout and "sweep done: 8 completed" in proc.stdout
+    assert "[4/4] completed" in proc.stdout and "sweep done: 4 completed" in proc.stdout
     points = _point_dirs(sweep_dir)
-    assert len(points) == 8
+    assert len(points) == 4
     worlds = sorted((read(p / "run.json")["config"]["strategy"]["name"],
                      read(p / "run.json")["world"]["size"]) for p in points)
-    assert worlds == [(s, 2 * n) for s in ("FULL_SHARD", "HYBRID_2GPU") for n in (1, 2, 4, 8)]
+    assert worlds == [(s, 2 * n) for s in ("FULL_SHARD", "HYBRID_2GPU") for n in (1, 2)]
     for p in points:
         summary = read(p / "summary.json")
         assert summary["status"] == "completed" and summary["ips"] > 0
@@ -37,7 +38,7 @@ def test_readme_sweep_command_runs_and_analyses(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = sweep_dir / "analysis"
     runs = pd.read_csv(out / "runs.csv")
-    assert len(runs) == 8 and set(runs["status"]) == {"completed"}
+    assert len(runs) == 4 and set(runs["status"]) == {"completed"}
     for png in ("weak_scaling.png", "memory.png"):
         assert (out / png).stat().st_size > 10_000
 
