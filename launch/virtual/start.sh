@@ -13,8 +13,8 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-STATE_DIR=${VITFSDP_SLURM_DIR:-/tmp/vitfsdp-slurm}
-CONF=$STATE_DIR/etc/slurm.conf
+# shellcheck source=common.sh
+source "$HERE/common.sh"  # STATE_DIR, CONF, log, die, pid_alive
 NODES=(vnode1 vnode2 vnode3 vnode4)
 NODE_LIST="vnode[1-${#NODES[@]}]"
 PARTITION=debug
@@ -24,17 +24,6 @@ CTLD_PORT=${VITFSDP_SLURM_CTLD_PORT:-16817}
 NODE_PORT_BASE=${VITFSDP_SLURM_NODE_PORT_BASE:-17000}
 START_TIMEOUT_S=${VITFSDP_SLURM_START_TIMEOUT_S:-60}
 PACKAGES=(slurm-wlm munge)
-
-log() { echo "[virtual-slurm] $*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
-# pid_alive PIDFILE NAME: the pid file names a live process called NAME.
-pid_alive() {
-    local pid
-    [[ -s $1 ]] || return 1
-    pid=$(<"$1")
-    kill -0 "$pid" 2>/dev/null && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$2" ]]
-}
 
 install_packages() {
     local pkg missing=()

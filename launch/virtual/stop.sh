@@ -7,19 +7,10 @@
 # The state directory (VITFSDP_SLURM_DIR, default /tmp/vitfsdp-slurm) and its logs are kept.
 set -euo pipefail
 
-STATE_DIR=${VITFSDP_SLURM_DIR:-/tmp/vitfsdp-slurm}
-CONF=$STATE_DIR/etc/slurm.conf
+# shellcheck source=common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # STATE_DIR, CONF, log, die, pid_alive
 RUN_DIR=$STATE_DIR/run
 STOP_TIMEOUT_S=15
-
-log() { echo "[virtual-slurm] $*" >&2; }
-
-pid_alive() {
-    local pid
-    [[ -s $1 ]] || return 1
-    pid=$(<"$1")
-    kill -0 "$pid" 2>/dev/null && [[ $(cat "/proc/$pid/comm" 2>/dev/null) == "$2" ]]
-}
 
 any_alive() {
     local pid
