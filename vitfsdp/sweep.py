@@ -138,7 +138,7 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
     if launchers != {"slurm"}:
         return []
     errors = []
-    checked: dict[tuple, str | None] = {}
+    checked: dict[tuple, object] = {}  # Slurm answers shared by the sweep's points
     for p in points:
         try:
             for i, arg in enumerate(p.overrides):
@@ -152,11 +152,15 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
 
 
 def _check_slurm_point(p: Point, options: LaunchOptions, checked: dict) -> str | None:
+    """Why Slurm cannot run ``p`` (None: it can); ``checked`` caches sinfo and
+    ``sbatch --test-only`` answers across the sweep's points."""
     cluster = p.cfg.cluster
     if options.scripts_only:  # the scripts may be for another cluster: no Slurm query
         limit, partition = cluster.max_nodes, cluster.partition
-    else:
-        partition, limit = slurm.partition_nodes(cluster.partition)
+    else:  # one sinfo per partition for the whole sweep
+        if ("sinfo", cluster.partition) not in checked:
+            checked["sinfo", cluster.partition] = slurm.partition_nodes(cluster.partition)
+        partition, limit = checked["sinfo", cluster.partition]
         limit = min(limit, cluster.max_nodes or limit)
     if limit is not None and p.cfg.nodes > limit:
         return (f"nodes={p.cfg.nodes} but partition {partition or '(default)'} of "

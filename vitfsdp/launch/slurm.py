@@ -21,7 +21,6 @@ byte for byte the one that ran.
 
 from __future__ import annotations
 
-import datetime
 import logging
 import math
 import os
@@ -35,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vitfsdp.launch import ClusterConfig, check_text
-from vitfsdp.launch.local import quote_override
+from vitfsdp.launch.local import job_record, quote_override
 from vitfsdp.records import write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -254,26 +253,19 @@ def write_scripts(points: Sequence, job_name: str) -> list[Path]:
 
 
 def _job_record(point, job_id: str | None, submitted_with: str) -> dict:
+    """The local launcher's ``job.json`` (the point's identity) plus the Slurm job's ids."""
     array_job_id, _, array_task_id = (job_id or "").partition("_")
     return {
+        **job_record(point),
         "launcher": "slurm",
         "submitted_with": submitted_with,  # submitit | script (written, not submitted)
         "job_id": job_id,
-        "config_hash": point.config_hash,
         "array_job_id": array_job_id if array_task_id else None,
         "array_task_id": int(array_task_id) if array_task_id else None,
-        "nodes": point.cfg.nodes,
-        "world_size": point.cfg.world_size,
         "launch_mode": point.cfg.cluster.launch_mode,
         "time_limit": point.cfg.cluster.time,
-        "overrides": list(point.overrides),
         "script": SCRIPT_FILE,
-        "written_at": _now(),
     }
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 # ---------------------------------------------------------------- submission through submitit

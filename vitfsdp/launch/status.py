@@ -79,10 +79,10 @@ def read_state(run_dir: Path) -> PointState:
     summary = read_json(run_dir / SUMMARY_FILE)
     windows = read_jsonl(run_dir / METRICS_FILE)
     steps = (run.get("config") or {}).get("train", {}).get("steps")
+    started = _started_job_id(run_dir)
     return PointState(
-        run_dir=run_dir, job_id=job.get("job_id") or _started_job_id(run_dir),
-        state="written" if job.get("submitted_with") == "script" and not
-        _started_job_id(run_dir) else "-",
+        run_dir=run_dir, job_id=job.get("job_id") or started,
+        state="written" if job.get("submitted_with") == "script" and not started else "-",
         step=windows[-1]["step_end"] if windows else 0, steps=steps,
         ips=windows[-1].get("ips") if windows else None,
         status=summary["status"] if summary else None,
@@ -134,8 +134,9 @@ def reconcile(row: PointState) -> bool:
     """Record a point whose job ended without its summary; True when it wrote one."""
     if row.done or not row.job_id or not (row.job_ended or row.state == "GONE"):
         return False
-    if read_json(row.run_dir / SUMMARY_FILE) is not None:  # written since the row was read
-        row.status = read_json(row.run_dir / SUMMARY_FILE)["status"]
+    summary = read_json(row.run_dir / SUMMARY_FILE)
+    if summary is not None:  # written since the row was read
+        row.status = summary["status"]
         return False
     status = END_STATUS.get(row.state, "failed")
     progress = f"at step {row.step}/{row.steps}" if row.steps else "before the first step"
