@@ -16,40 +16,81 @@ from typing import Any
 
 import pandas as pd
 
-from vitfsdp.records import RUN_FILE, RUNNING, STATUSES, SUMMARY_FILE, read_json
+from vitfsdp.records import (
+    METRICS_FILE,
+    RUN_FILE,
+    RUNNING,
+    STATUSES,
+    SUMMARY_FILE,
+    read_json,
+    read_jsonl,
+)
 
 log = logging.getLogger(__name__)
+#: Predictions by run.json (as sorted JSON): a sweep repeats configs, the plan builds models.
+_PREDICTIONS: dict[str, dict | None] = {}
 
-#: Columns of :func:`collect_runs`, in order.
+#: Columns of :func:`collect_runs`, in order. Dotted names are config keys as a user types
+#: them (``kernels.compile``); ``*_min_gib`` are minima over ranks where ``peak_*`` are maxima.
 COLUMNS = (
     "run_dir", "status", "reason",
     "model", "strategy", "sharding_strategy", "shard_group_size", "backward_prefetch",
     "limit_all_gathers", "engine", "framework", "precision", "data",
+    "train.activation_checkpointing", "kernels.fused_attn", "kernels.compile", "kernels.adamw",
+    "kernels.float32_matmul_precision", "kernels.cudnn_allow_tf32",
+    "mixed_precision.param_dtype", "mixed_precision.reduce_dtype",
+    "mixed_precision.buffer_dtype", "repeat",
     "nodes", "world_size", "ranks_per_node", "local_batch_size", "global_batch_size",
-    "device_type", "device_name", "device_memory_gib", "num_params",
-    "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu",
-    "peak_mem_gib", "peak_mem_kind", "peak_mem_reserved_gib", "ips_spread", "loss", "elapsed_s",
-    "compile_s",
+    "device_type", "device_name", "device_memory_gib", "device_peak_flops", "peak_source",
+    "price_per_node_hour", "num_params",
+    "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu", "hw_tflops_per_gpu", "hfu",
+    "peak_mem_gib", "peak_mem_min_gib", "peak_mem_kind", "peak_mem_reserved_gib",
+    "peak_mem_reserved_min_gib", "peak_rss_gib", "device_mem_used_gib",
+    "device_mem_used_min_gib", "alloc_retries", "num_ooms",
+    "ips_spread", "ips_min", "ips_max", "step_time_s_min", "step_time_s_max",
+    "num_windows", "last_step", "loss", "elapsed_s", "compile_s",
+    "pred_peak_mem_gib", "pred_step_time_s", "pred_ips", "pred_fits", "pred_mem_metric",
 )  # fmt: skip
+#: Prediction columns (``vitfsdp.plan.predict_run``'s keys).
+PRED_COLUMNS = ("pred_peak_mem_gib", "pred_step_time_s", "pred_ips", "pred_fits",
+                "pred_mem_metric")
 #: Integer columns, held as pandas' nullable ``Int64`` (a run that never started has none).
 INT_COLUMNS = (
-    "shard_group_size", "nodes", "world_size", "ranks_per_node", "local_batch_size",
-    "global_batch_size", "num_params",
+    "shard_group_size", "repeat", "nodes", "world_size", "ranks_per_node", "local_batch_size",
+    "global_batch_size", "num_params", "alloc_retries", "num_ooms", "num_windows", "last_step",
 )  # fmt: skip
-#: Float columns (``NaN`` where the run measured nothing).
+#: Float columns (``NaN`` where the run measured nothing, or where old records lack them).
 FLOAT_COLUMNS = (
-    "device_memory_gib", "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu",
-    "peak_mem_gib", "peak_mem_reserved_gib", "ips_spread", "loss", "elapsed_s", "compile_s",
+    "device_memory_gib", "device_peak_flops", "price_per_node_hour",
+    "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu", "hw_tflops_per_gpu", "hfu",
+    "peak_mem_gib", "peak_mem_min_gib", "peak_mem_reserved_gib", "peak_mem_reserved_min_gib",
+    "peak_rss_gib", "device_mem_used_gib", "device_mem_used_min_gib",
+    "ips_spread", "ips_min", "ips_max", "step_time_s_min", "step_time_s_max",
+    "loss", "elapsed_s", "compile_s", "pred_peak_mem_gib", "pred_step_time_s", "pred_ips",
 )  # fmt: skip
-#: Figures copied as they are from ``summary.json``.
+#: Figures copied as they are from ``summary.json`` (absent in older records: ``NaN``).
 SUMMARY_FIGURES = (
-    "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu", "peak_mem_reserved_gib",
-    "ips_spread", "loss", "elapsed_s", "compile_s",
+    "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu", "hw_tflops_per_gpu", "hfu",
+    "peak_mem_reserved_gib", "peak_mem_reserved_min_gib", "peak_rss_gib",
+    "device_mem_used_gib", "device_mem_used_min_gib", "alloc_retries", "num_ooms",
+    "ips_spread", "ips_min", "ips_max", "step_time_s_min", "step_time_s_max",
+    "loss", "elapsed_s", "compile_s",
+)  # fmt: skip
+#: Window statistics over measured windows, computed from ``metrics.jsonl`` when the
+#: summary of a completed run lacks them (records older than these fields).
+WINDOW_RANGES = {"ips_min": ("ips", min), "ips_max": ("ips", max),
+                 "step_time_s_min": ("step_time_s", min), "step_time_s_max": ("step_time_s", max)}
+#: Config keys (as dotted paths into run.json's ``config``) recorded as columns of that name.
+CONFIG_KEYS = (
+    "train.activation_checkpointing", "kernels.fused_attn", "kernels.compile", "kernels.adamw",
+    "kernels.float32_matmul_precision", "kernels.cudnn_allow_tf32",
+    "mixed_precision.param_dtype", "mixed_precision.reduce_dtype",
+    "mixed_precision.buffer_dtype",
 )  # fmt: skip
 #: Config columns that split a strategy into separate scaling lines when they vary at all.
 VARIANT_COLUMNS = (
     "backward_prefetch", "limit_all_gathers", "precision", "engine", "framework", "data",
-    "local_batch_size", "device_name",
+    "local_batch_size", "device_name", *CONFIG_KEYS,
 )  # fmt: skip
 #: Columns a strategy name normally fixes; they split lines only if they vary within one.
 #: (Not ``shard_group_size``: FULL_SHARD shards over the whole world, which grows with nodes.)
@@ -105,7 +146,7 @@ def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike]) ->
         raise ValueError("no sweep dir given; pass at least one SWEEP_DIR")
     rows = [run_row(d) for d in dict.fromkeys(run_dirs)]
     df = _typed(pd.DataFrame(rows, columns=list(COLUMNS)))
-    by = ["model", "strategy", "nodes", *VARIANT_COLUMNS, "run_dir"]
+    by = ["model", "strategy", "nodes", *VARIANT_COLUMNS, "repeat", "run_dir"]
     df = df.sort_values(by, na_position="last", kind="stable", key=_sort_key)
     log.info("collected %d runs from %d sweep dir(s)", len(df), len(sweep_dirs))
     return df.reset_index(drop=True)
@@ -114,17 +155,23 @@ def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike]) ->
 def run_row(run_dir: str | os.PathLike) -> dict[str, Any]:
     """The flat row of one run directory (the columns of :data:`COLUMNS`).
 
-    An unreadable ``run.json`` or ``summary.json`` gives a ``failed`` row with the reason,
-    never an exception, so one broken run cannot hide the others.
+    Reads ``run.json``, ``summary.json`` and ``metrics.jsonl`` (through
+    :func:`vitfsdp.records.read_jsonl`, which skips a killed run's truncated last line with a
+    warning) and adds the plan's prediction (:func:`prediction`). An unreadable record gives
+    a ``failed`` row with the reason, never an exception, so one broken run cannot hide the
+    others.
     """
     run_dir = Path(run_dir)
     try:
         run = read_json(run_dir / RUN_FILE) or {}
         summary = read_json(run_dir / SUMMARY_FILE)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        windows = read_jsonl(run_dir / METRICS_FILE)
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as e:
         log.warning("%s: unreadable records (%s)", run_dir, e)
         return {"run_dir": str(run_dir), "status": "failed", "reason": f"unreadable records: {e}"}
-    return {"run_dir": str(run_dir), **_status(run, summary), **_config(run), **_figures(summary)}
+    status = _status(run, summary)
+    return {"run_dir": str(run_dir), **status, **_config(run), **_figures(summary),
+            **_window_figures(windows, summary, status["status"]), **prediction(run)}
 
 
 def _status(run: dict, summary: dict | None) -> dict[str, Any]:
@@ -145,6 +192,7 @@ def _config(run: dict) -> dict[str, Any]:
     per_node = world.get("ranks_per_node", _get(cfg, "cluster", "gpus_per_node"))
     world_size = world.get("size", nodes * per_node if nodes and per_node else None)
     local_batch = train.get("local_batch_size")
+    memory_gib = device.get("memory_gib")
     return {
         "model": _get(cfg, "model", "name"),
         "strategy": strategy.get("name"),
@@ -156,6 +204,8 @@ def _config(run: dict) -> dict[str, Any]:
         "framework": cfg.get("framework"),
         "precision": cfg.get("precision"),
         "data": _get(cfg, "data", "name"),
+        **{key: _get(cfg, *key.split(".")) for key in CONFIG_KEYS},
+        "repeat": cfg.get("repeat", 0),
         "nodes": nodes,
         "world_size": world_size,
         "ranks_per_node": per_node,
@@ -163,21 +213,89 @@ def _config(run: dict) -> dict[str, Any]:
         "global_batch_size": local_batch * world_size if local_batch and world_size else None,
         "device_type": device.get("type"),
         "device_name": device.get("name"),
-        "device_memory_gib": device.get("memory_gib"),
+        "device_memory_gib": (memory_gib if memory_gib is not None
+                              else _get(cfg, "cluster", "device_memory_gib")),
+        "device_peak_flops": device.get("peak_flops"),
+        "peak_source": device.get("peak_source"),
+        "price_per_node_hour": _get(cfg, "cluster", "price_per_node_hour"),
         "num_params": _get(run, "model", "num_params"),
     }
 
 
 def _figures(summary: dict | None) -> dict[str, Any]:
-    """Headline figures from ``summary.json``; peak memory is allocated GPU memory, else RSS."""
+    """Headline figures from ``summary.json``; peak memory is allocated GPU memory, else RSS
+    (``peak_mem_min_gib``: its minimum over ranks, where the records have it)."""
     summary = summary or {}
     figures = {key: summary.get(key) for key in SUMMARY_FIGURES}
+    figures["last_step"] = summary.get("last_step")
     allocated, rss = summary.get("peak_mem_allocated_gib"), summary.get("peak_rss_gib")
     if allocated is not None:
-        figures |= {"peak_mem_gib": allocated, "peak_mem_kind": "allocated"}
+        figures |= {"peak_mem_gib": allocated, "peak_mem_kind": "allocated",
+                    "peak_mem_min_gib": summary.get("peak_mem_allocated_min_gib")}
     elif rss is not None:
-        figures |= {"peak_mem_gib": rss, "peak_mem_kind": "rss"}
+        figures |= {"peak_mem_gib": rss, "peak_mem_kind": "rss",
+                    "peak_mem_min_gib": summary.get("peak_rss_min_gib")}
     return figures
+
+
+def _window_figures(windows: list[dict], summary: dict | None, status: str) -> dict[str, Any]:
+    """From ``metrics.jsonl``: measured windows, the last step reached, and (completed runs
+    whose summary predates them) the min/max of ips and step time over measured windows."""
+    measured = [w for w in windows if not w.get("warmup")]
+    steps = [w["step_end"] for w in windows if isinstance(w.get("step_end"), int)]
+    out: dict[str, Any] = {"num_windows": len(measured), "last_step": max(steps, default=None)}
+    for key in ("num_windows", "last_step"):
+        if summary and summary.get(key) is not None:
+            out[key] = summary[key]
+    if status != "completed":
+        return out
+    for column, (key, how) in WINDOW_RANGES.items():
+        values = [w[key] for w in measured if isinstance(w.get(key), (int, float))]
+        if (summary or {}).get(column) is None and values:
+            out[column] = how(values)
+    return out
+
+
+def prediction(run: dict) -> dict[str, Any]:
+    """The plan's prediction for a run, as ``pred_*`` columns (empty when there is none).
+
+    Uses :func:`vitfsdp.plan.predict_run` where the plan module provides it; for a
+    ``skipped_infeasible`` point (or when the config cannot be rebuilt) falls back on the
+    ``plan`` dict the sweep wrote into ``run.json`` (``peak_mem_gib``, ``step_time_s``,
+    ``ips``, ``fits``). Predictions are compared with measurements in
+    :func:`vitfsdp.analysis.tables.calibration_table`.
+    """
+    pred = _predict_run(run)
+    if pred is not None:
+        return {key: pred.get(key) for key in PRED_COLUMNS}
+    plan = run.get("plan")
+    if not isinstance(plan, dict):
+        return {}
+    cpu = _get(run, "device", "type") == "cpu" or _get(run, "config", "device") == "cpu"
+    return {"pred_peak_mem_gib": plan.get("peak_mem_gib"),
+            "pred_step_time_s": plan.get("step_time_s"), "pred_ips": plan.get("ips"),
+            "pred_fits": plan.get("fits"),
+            "pred_mem_metric": "peak_rss_gib" if cpu else "peak_mem_reserved_gib"}
+
+
+def _predict_run(run: dict) -> dict | None:
+    """``vitfsdp.plan.predict_run(run)``, memoized per config; ``None`` where the plan module
+    has no ``predict_run`` or the config cannot be rebuilt (older records)."""
+    try:
+        from vitfsdp.plan import predict_run
+    except ImportError:
+        return None
+    if not isinstance(run.get("config"), dict):
+        return None
+    key = json.dumps({k: run.get(k) for k in ("config", "world", "device", "model")},
+                     sort_keys=True, default=str)
+    if key not in _PREDICTIONS:
+        try:
+            _PREDICTIONS[key] = predict_run(run)
+        except (ValueError, TypeError, KeyError) as e:
+            log.warning("no prediction for run %s: %s", run.get("run_id", "?"), e)
+            _PREDICTIONS[key] = None
+    return _PREDICTIONS[key]
 
 
 def _get(d: dict, *keys: str) -> Any:

@@ -149,14 +149,16 @@ def _lines(panel: pd.DataFrame, keys: list[str]) -> list[tuple[str, pd.DataFrame
 
 
 def _line_label(row: pd.Series, keys: list[str]) -> str:
-    """The strategy, then each varying config value (``name=value`` unless it is a word);
-    a null value (a setting that does not apply to the run) is left out."""
+    """The strategy, then each varying config value (``name=value`` unless it is a word of
+    an undotted column: ``bf16``, but ``kernels.adamw=fused``); a null value (a setting that
+    does not apply to the run) is left out."""
     parts = [str(row["strategy"]) if pd.notna(row["strategy"]) else "unknown strategy"]
     for key in keys[2:]:
         value = row[key]
         if value is None or (not isinstance(value, str) and pd.isna(value)):
             continue
-        parts.append(value if isinstance(value, str) else f"{key}={value}")
+        bare = isinstance(value, str) and "." not in key
+        parts.append(value if bare else f"{key}={value}")
     return " ".join(parts)
 
 
