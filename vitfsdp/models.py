@@ -1,4 +1,6 @@
-"""ViT variants of the study, built with timm's VisionTransformer, and their FLOPs per image.
+"""ViT variants of the study, built with timm's VisionTransformer, and their FLOPs per image
+(forward, model training = 3 × forward, hardware training = + the recomputed forward under
+activation checkpointing).
 
 Model code knows nothing of parallelism: :func:`block_classes` tells the parallel code which
 modules are the FSDP units (the transformer blocks), and nothing more.
@@ -153,28 +155,94 @@ def count_params(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
-def forward_flops_per_image(cfg: ModelConfig, num_classes: int) -> float:
-    """Forward-pass FLOPs for one image (multiply-add = 2 FLOPs), from the architecture.
+@dataclass(frozen=True)
+class ViTFlops:
+    """FLOPs of one image through a ViT (a multiply-add counts as 2).
 
-    Counts the matmuls: patch embedding, per block QKV (3·d²), output projection (d²) and
-    MLP (2·d·m for GELU, 3·d·m for SwiGLU) per token, attention scores and weighted values
-    (2·n²·d), and the classifier head on the class token. Norms, softmax, activations and
-    biases are left out (<1% at ViT-B size).
-    Training FLOPs are 3 × forward (backward ≈ 2 × forward; Kaplan et al. 2020, "Scaling
-    Laws for Neural Language Models", sec. 2.1), which :mod:`vitfsdp.metrics` applies.
-
-    Returns:
-        FLOPs per image for input (3, img_size, img_size).
+    Attributes:
+        forward: the whole forward pass.
+        block: the forward of one transformer block.
+        block_recompute: what activation checkpointing runs again of one block in backward:
+            the block's forward without the MLP's output projection (m→d), whose output
+            nothing in backward needs, so torch's non-reentrant checkpoint stops before it
+            (``torch.utils.checkpoint`` early stop, the default) and XLA drops it as dead
+            code under ``jax.checkpoint``. Measured with FlopCounterMode in
+            tests/test_flops.py.
     """
-    s = cfg.spec
-    d, m = s.width, s.mlp_dim
-    num_patches = (cfg.resolved_img_size() // s.patch_size) ** 2
+
+    forward: float
+    block: float
+    block_recompute: float
+
+
+def vit_flops(spec: ViTSpec, img_size: int, num_classes: int) -> ViTFlops:
+    """Forward FLOPs of one image through the ViT ``spec`` at ``img_size`` × ``img_size``.
+
+    Counts the matmuls, which is what ``torch.utils.flop_counter.FlopCounterMode`` counts:
+    the patch embedding (a conv of ``3·p²`` inputs per output, per patch), per block and
+    token the QKV (``3·d²``) and output projections (``d²``) and the MLP (``2·d·m`` for
+    GELU, ``3·d·m`` for SwiGLU's two input branches and its output), per block the
+    attention scores q·kᵀ and the weighted values (``2·n²·d``, n = patches + class token),
+    and the classifier head on the class token (``d·classes``). Norms, softmax,
+    activations, residual adds and biases are left out (under 0.5% at ViT-B size).
+
+    Raises:
+        ValueError: ``img_size`` is not a positive multiple of the patch size.
+    """
+    if img_size < 1 or img_size % spec.patch_size:
+        raise ValueError(f"img_size={img_size} must be a positive multiple of the patch "
+                         f"size {spec.patch_size}")
+    d, m = spec.width, spec.mlp_dim
+    num_patches = (img_size // spec.patch_size) ** 2
     n = num_patches + 1  # plus the class token
-    patch_embed = 2 * num_patches * (3 * s.patch_size**2) * d
-    mlp_weights = (3 if s.mlp == "swiglu" else 2) * d * m
-    per_block = 2 * n * (4 * d * d + mlp_weights) + 2 * 2 * n * n * d
+    patch_embed = 2 * num_patches * (3 * spec.patch_size**2) * d
+    mlp_weights = (3 if spec.mlp == "swiglu" else 2) * d * m
+    block = 2 * n * (4 * d * d + mlp_weights) + 2 * 2 * n * n * d
     head = 2 * d * num_classes
-    return float(patch_embed + s.depth * per_block + head)
+    return ViTFlops(forward=float(patch_embed + spec.depth * block + head),
+                    block=float(block), block_recompute=float(block - 2 * n * m * d))
+
+
+def forward_flops_per_image(cfg: ModelConfig, num_classes: int) -> float:
+    """Forward-pass FLOPs for one image of ``cfg`` (input (3, img_size, img_size)) with
+    ``num_classes`` outputs; see :func:`vit_flops` for what is counted.
+
+    Checked in tests/test_flops.py against ``FlopCounterMode`` on timm's own models and
+    against timm's published figures (results/benchmark-infer-amp-nchw-pt240-cu124-
+    rtx3090.csv of huggingface/pytorch-image-models, column ``infer_gmacs``, GMACs =
+    FLOPs / 2: ViT-B/16 17.58, ViT-L/16 61.6, ViT-H/14 167.4 at 224).
+    """
+    return vit_flops(cfg.spec, cfg.resolved_img_size(), num_classes).forward
+
+
+def train_flops_per_image(cfg: ModelConfig, num_classes: int) -> float:
+    """MODEL training FLOPs per image: 3 × forward (the backward computes the gradients
+    of the inputs and of the weights, 2 × forward; Kaplan et al. 2020, "Scaling Laws for
+    Neural Language Models", sec. 2.1). What MFU counts: recomputation is not useful work
+    (Chowdhery et al. 2022, "PaLM", appendix B)."""
+    return 3 * forward_flops_per_image(cfg, num_classes)
+
+
+def hardware_flops_per_image(cfg: ModelConfig, num_classes: int,
+                             num_checkpointed_blocks: int = 0) -> float:
+    """HARDWARE training FLOPs per image: :func:`train_flops_per_image` plus what
+    activation checkpointing recomputes in backward, :attr:`ViTFlops.block_recompute` per
+    checkpointed block (about 3.8 × forward in all with every block checkpointed: the
+    patch embedding, the head and each block's MLP output projection are not run again).
+    What HFU counts (PaLM, appendix B).
+
+    Args:
+        num_checkpointed_blocks: blocks whose forward runs twice (0 = no checkpointing;
+            ``spec.depth`` under ``train.activation_checkpointing=true``).
+
+    Raises:
+        ValueError: ``num_checkpointed_blocks`` outside 0..depth.
+    """
+    if not 0 <= num_checkpointed_blocks <= cfg.spec.depth:
+        raise ValueError(f"num_checkpointed_blocks={num_checkpointed_blocks} must be in "
+                         f"0..{cfg.spec.depth} (the depth of {cfg.name})")
+    recompute = vit_flops(cfg.spec, cfg.resolved_img_size(), num_classes).block_recompute
+    return train_flops_per_image(cfg, num_classes) + num_checkpointed_blocks * recompute
 
 
 def set_fused_attn(model: torch.nn.Module, enabled: bool) -> int:
