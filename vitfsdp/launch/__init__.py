@@ -99,6 +99,14 @@ class ClusterConfig:
     poll_s: float = 5.0  # seconds between job-state polls while a sweep waits
     required: list[str] = field(default_factory=list)  # keys the user must set (account ...)
 
+    # --- the plan (python -m vitfsdp.plan; docs/plan.md) ---
+    device_memory_gib: float | None = None  # memory per GPU/GCD, GiB; None = unknown (fits unknown)
+    peak_tflops: float | None = None  # dense bf16 peak per GPU, TFLOP/s; None = unknown
+    plan_efficiency: float = 0.4  # fraction of peak_tflops the training compute reaches
+    intra_node_gbps: float | None = None  # ring bus bandwidth per GPU inside a node, GB/s
+    inter_node_gbps: float | None = None  # ring bus bandwidth per GPU across nodes, GB/s
+    price_per_node_hour: float | None = None  # cost of one node-hour (any currency); None = unknown
+
     def __post_init__(self) -> None:
         self._check_choices()
         for key in ("gpus_per_node", "max_local_procs", "cpus_per_task", "array_parallelism",
@@ -109,12 +117,23 @@ class ClusterConfig:
             raise ValueError(f"cluster.max_nodes={self.max_nodes} must be >= 1 (or null)")
         if self.poll_s <= 0:
             raise ValueError(f"cluster.poll_s={self.poll_s} must be > 0")
+        self._check_plan_figures()
         time_limit_s(self.time)
         self._check_strings()
         for key in self.required:
             if getattr(self, key, None) in (None, "", []):
                 raise ValueError(f"cluster.{key} is required by cluster={self.name}; set "
                                  f"cluster.{key}=... on the command line or in the profile")
+
+    def _check_plan_figures(self) -> None:
+        for key in ("device_memory_gib", "peak_tflops", "intra_node_gbps", "inter_node_gbps",
+                    "price_per_node_hour"):
+            value = getattr(self, key)
+            if value is not None and value <= 0:
+                raise ValueError(f"cluster.{key}={value} must be > 0 (or null: unknown)")
+        if not 0 < self.plan_efficiency <= 1:
+            raise ValueError(f"cluster.plan_efficiency={self.plan_efficiency} must be in (0, 1]; "
+                             "fit it with python -m vitfsdp.plan --calibrate SWEEP_DIR")
 
     def _check_choices(self) -> None:
         for key, valid in (("launcher", LAUNCHERS), ("launch_mode", LAUNCH_MODES)):

@@ -1,0 +1,290 @@
+"""Plan before you spend: predicted memory per GPU and step time of a sweep point.
+
+    python -m vitfsdp.plan -m model=vit_1b,vit_15b cluster=frontier \\
+        strategy=DDP,FULL_SHARD,HYBRID_8GPU nodes=1,8 precision=bf16
+
+:func:`predict` turns a :class:`vitfsdp.config.RunConfig` into a :class:`Prediction`: peak
+memory per rank broken into its parts (:mod:`vitfsdp.plan.memory`), whether it fits the
+cluster profile's ``device_memory_gib``, and the step time and ips from FLOPs and
+collective volumes (:mod:`vitfsdp.plan.timing`). :func:`predict_run` does the same from a
+run's run.json, for predicted lines beside measured ones. docs/plan.md explains the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from vitfsdp import models
+from vitfsdp.data import num_classes as data_num_classes
+from vitfsdp.plan.memory import (
+    ADAMW_STATES,
+    CPU_BASELINE_GIB,
+    DTYPE_BYTES,
+    FP32_BYTES,
+    GIB,
+    GPU_ALLOCATOR_OVERHEAD,
+    StateBytes,
+    activation_bytes,
+    format_state_bytes,
+    model_sizes,
+    state_bytes,
+)
+from vitfsdp.plan.timing import comm_volumes, compute_seconds, step_seconds
+
+__all__ = ["GIB", "Prediction", "StateBytes", "format_state_bytes", "memory_breakdown",
+           "predict", "predict_run", "state_bytes"]
+
+#: The measured column a memory prediction compares with, per device kind.
+MEM_METRIC = {"gpu": "peak_mem_reserved_gib", "cpu": "peak_rss_gib"}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What one sweep point is predicted to need and achieve (per rank unless named global).
+
+    Memory in GiB; ``peak_mem_gib`` is what the run would record as ``pred_mem_metric``
+    (``peak_mem_reserved_gib`` on a GPU: allocated + allocator overhead; ``peak_rss_gib``
+    on CPU: allocated + the process baseline).
+    """
+
+    device: str  # gpu | cpu: which kind of rank the memory model is for
+    num_params: int
+    shard_group_size: int
+    params_gib: float  # fp32 parameter shard
+    grads_gib: float  # fp32 gradient shard (freed by zero_grad(set_to_none) between steps)
+    optimizer_gib: float  # AdamW moments
+    buffers_gib: float  # FSDP's unsharded parameters/gradients, or DDP's buckets + autocast cache
+    activations_gib: float  # saved for backward at the local batch, as configured
+    activations_other_gib: float  # the same with activation checkpointing toggled
+    allocated_gib: float  # peak of the above (gradients and activations are not all held at once)
+    overhead_gib: float  # allocator cache (GPU) or process baseline (CPU)
+    peak_mem_gib: float  # allocated + overhead: compare with pred_mem_metric
+    device_memory_gib: float | None  # cluster.device_memory_gib
+    fits: bool | None  # allocated <= device memory; None when the device memory is unknown
+    compute_s: float | None  # per step; None without a peak FLOP/s
+    all_gather_gib: float  # per step and rank: gathered buffers
+    reduce_scatter_gib: float
+    all_reduce_gib: float
+    comm_s: float | None  # all collectives, overlapped or not; None: bandwidth unknown
+    exposed_comm_s: float | None  # the part not hidden behind compute
+    step_time_s: float | None
+    ips: float | None  # global images per second
+    reason: str  # one line: why it fits or not
+
+    @property
+    def pred_mem_metric(self) -> str:
+        """The measured column ``peak_mem_gib`` is to be compared with."""
+        return MEM_METRIC[self.device]
+
+    def as_dict(self) -> dict:
+        """The fields and ``pred_mem_metric``, for JSON/CSV."""
+        return dataclasses.asdict(self) | {"pred_mem_metric": self.pred_mem_metric}
+
+
+def device_kind(cfg) -> str:
+    """``gpu`` or ``cpu``: what the ranks of ``cfg`` run on. ``device=auto`` means a GPU on a
+    profile with a known ``device_memory_gib`` or ``peak_tflops``, else the CPU (the local
+    and virtual profiles train on CPU here)."""
+    if cfg.device in ("cpu", "cuda"):
+        return "cpu" if cfg.device == "cpu" else "gpu"
+    known = cfg.cluster.device_memory_gib is not None or cfg.cluster.peak_tflops is not None
+    return "gpu" if known else "cpu"
+
+
+def _num_classes(cfg) -> int:
+    return cfg.model.num_classes or data_num_classes(cfg.data)
+
+
+def _dtypes(cfg) -> tuple[str, str, str]:
+    """(parameter dtype of the gathered copies, compute dtype, residual-stream dtype)."""
+    s = cfg.precision_settings()
+    if not cfg.strategy.is_fsdp:  # DDP: fp32 parameters, autocast to bf16/fp16 for matmuls
+        return "fp32", s.autocast_dtype or "fp32", "fp32"
+    return s.param_dtype, s.param_dtype, s.param_dtype
+
+
+def _optimizer_temp(cfg, shard: int, device: str) -> int:
+    """Bytes torch's AdamW allocates during ``step()``: the foreach implementation (``auto``
+    on GPUs) computes ``sqrt(exp_avg_sq)`` for all parameters at once (one fp32 copy of the
+    shard; torch/optim/adamw.py, ``_multi_tensor_adamw``); for_loop and fused: one tensor."""
+    impl = cfg.kernels.adamw
+    if impl == "auto":
+        impl = "foreach" if device == "gpu" else "for_loop"
+    return shard * FP32_BYTES if impl == "foreach" else 0
+
+
+def _unsharded_bytes(cfg, sizes, param_dtype: str, device: str) -> int:
+    """FSDP's transient full-size buffers during forward and backward, bytes.
+
+    Source: PyTorch FSDP docs (``FullyShardedDataParallel``: ``backward_prefetch``,
+    ``limit_all_gathers``) and Zhao et al. 2023, sec. 3.2-3.3. Units gathered at once: 2 (the
+    current unit and the prefetched next one; FSDP1's rate limiter allows two all-gathers in
+    flight, FSDP2 prefetches one), 1 with ``backward_prefetch=NONE``; without
+    ``limit_all_gathers`` on a GPU the CPU may issue every unit's all-gather ahead (the
+    worst case: all units). SHARD_GRAD_OP keeps every unit gathered from forward to backward.
+    Plus one unit's unsharded gradient (parameter dtype) and the root unit (patch and
+    position embeddings, head), gathered for the whole step. With shard group 1 and fp32 the
+    parameters are used in place (0); with mixed precision their low-precision copies count.
+    """
+    if not cfg.strategy.is_fsdp:
+        return 0
+    group = cfg.strategy.shard_group(cfg.world_size)
+    pd = DTYPE_BYTES[param_dtype]
+    if group == 1 and param_dtype == "fp32":
+        return 0
+    s = cfg.strategy
+    if s.effective_sharding_strategy() == "SHARD_GRAD_OP" and group > 1:
+        units = sizes.num_units
+    elif s.limit_all_gathers is False and device == "gpu":
+        units = sizes.num_units
+    else:
+        units = 1 if s.backward_prefetch == "NONE" else 2
+    return (min(units, sizes.num_units) + 1) * sizes.unit_params * pd + sizes.root_params * pd
+
+
+def memory_breakdown(cfg, device: str | None = None) -> dict[str, int]:
+    """Predicted bytes per rank of ``cfg`` (a RunConfig) by part, and the allocated peak.
+
+    The peak (assumption, from the order of a training step with
+    ``zero_grad(set_to_none=True)``): parameters, optimizer state and DDP's buckets are held
+    throughout; activations plus unsharded buffers peak at the end of forward, when no
+    gradient exists yet; gradients peak at the optimizer step, with its temporaries, when the
+    activations are freed. Backward trades one for the other block by block, so
+    ``allocated = params + optimizer + persistent + max(activations + unsharded, gradients +
+    optimizer temporaries)``.
+
+    Returns:
+        params, grads, optimizer, buffers (DDP: buckets + autocast cache; FSDP: unsharded),
+        activations, activations_other (checkpointing toggled), allocated; bytes.
+    """
+    device = device or device_kind(cfg)
+    classes = _num_classes(cfg)
+    sizes = model_sizes(cfg.model, classes)
+    group = cfg.strategy.shard_group(cfg.world_size)
+    shard = math.ceil(sizes.num_params / group)
+    param_dtype, compute, residual = _dtypes(cfg)
+    ckpt = cfg.train.activation_checkpointing
+    acts = [activation_bytes(cfg.model, classes, cfg.train.local_batch_size, dtype=compute,
+                             residual_dtype=residual, fused_attn=cfg.kernels.fused_attn,
+                             checkpointing=c) for c in (ckpt, not ckpt)]
+    if cfg.strategy.is_fsdp:
+        persistent, transient = 0, _unsharded_bytes(cfg, sizes, param_dtype, device)
+    else:  # DDP's flat gradient buckets (gradient_as_bucket_view=False) and autocast's cache
+        persistent = sizes.num_params * FP32_BYTES
+        transient = sizes.num_params * DTYPE_BYTES[compute] if compute != "fp32" else 0
+    params, grads = shard * FP32_BYTES, shard * FP32_BYTES
+    optimizer = shard * FP32_BYTES * ADAMW_STATES
+    step_phase = grads + _optimizer_temp(cfg, shard, device)
+    allocated = params + optimizer + persistent + max(acts[0] + transient, step_phase)
+    return {"params": params, "grads": grads, "optimizer": optimizer,
+            "buffers": persistent + transient, "activations": acts[0],
+            "activations_other": acts[1], "allocated": allocated,
+            "num_params": sizes.num_params, "num_units": sizes.num_units,
+            "shard_group_size": group}
+
+
+def _fits(allocated_gib: float, peak_gib: float, device_memory_gib: float | None,
+          device: str) -> tuple[bool | None, str]:
+    """Fit and its one-line reason. A GPU fits when the allocated peak does: the caching
+    allocator frees its cache and retries before it reports out of memory (PyTorch docs,
+    "CUDA semantics: memory management")."""
+    where = "per GPU" if device == "gpu" else "per rank"
+    if device_memory_gib is None:
+        return None, (f"predicted {peak_gib:.1f} GiB {where}; device memory unknown "
+                      "(set cluster.device_memory_gib)")
+    fits = allocated_gib <= device_memory_gib
+    sign = "<=" if fits else ">"
+    return fits, (f"predicted {allocated_gib:.1f} GiB allocated ({peak_gib:.1f} GiB with "
+                  f"allocator cache) {where} {sign} {device_memory_gib:.1f} GiB "
+                  "(cluster.device_memory_gib)")
+
+
+def _flops_per_image(cfg) -> float:
+    """Hardware FLOPs per image: 3 × forward, plus every block's forward again under
+    activation checkpointing (``vitfsdp.models.hardware_flops_per_image`` where it exists,
+    else 4 × forward; :mod:`vitfsdp.plan.timing`)."""
+    classes = _num_classes(cfg)
+    ckpt = cfg.model.spec.depth if cfg.train.activation_checkpointing else 0
+    hardware = getattr(models, "hardware_flops_per_image", None)
+    if hardware is not None:
+        return hardware(cfg.model, classes, ckpt)
+    return (4 if ckpt else 3) * models.forward_flops_per_image(cfg.model, classes)
+
+
+def predict(cfg, *, peak_flops: float | None = None,
+            device_memory_gib: float | None = None, device: str | None = None) -> Prediction:
+    """Predicted memory, fit and step time of one sweep point.
+
+    Args:
+        cfg: a validated :class:`vitfsdp.config.RunConfig`.
+        peak_flops: dense peak FLOP/s per GPU when the profile has no
+            ``cluster.peak_tflops`` (e.g. a run's recorded device peak).
+        device_memory_gib: device memory when the profile has no
+            ``cluster.device_memory_gib`` (e.g. a run's recorded device).
+        device: ``gpu`` | ``cpu``; default :func:`device_kind`.
+
+    Returns:
+        A :class:`Prediction`; ``fits`` is None where the device memory is unknown, and the
+        step time None where the peak FLOP/s is unknown.
+    """
+    device = device or device_kind(cfg)
+    b = memory_breakdown(cfg, device)
+    allocated = b["allocated"] / GIB
+    if device == "gpu":
+        overhead = allocated * GPU_ALLOCATOR_OVERHEAD
+    else:
+        overhead = CPU_BASELINE_GIB
+    memory = cfg.cluster.device_memory_gib or device_memory_gib
+    fits, reason = _fits(allocated, allocated + overhead, memory, device)
+    peak = cfg.cluster.peak_tflops * 1e12 if cfg.cluster.peak_tflops else peak_flops
+    compute = compute_seconds(_flops_per_image(cfg), cfg.train.local_batch_size, peak,
+                              cfg.cluster.plan_efficiency)
+    comm = comm_volumes(cfg, b["num_params"], b["num_units"])
+    step = step_seconds(compute, comm)
+    total_comm = (None if comm.overlapped_s is None
+                  else comm.overlapped_s + comm.exposed_s)
+    return Prediction(
+        device=device, num_params=b["num_params"], shard_group_size=b["shard_group_size"],
+        params_gib=b["params"] / GIB, grads_gib=b["grads"] / GIB,
+        optimizer_gib=b["optimizer"] / GIB, buffers_gib=b["buffers"] / GIB,
+        activations_gib=b["activations"] / GIB,
+        activations_other_gib=b["activations_other"] / GIB, allocated_gib=allocated,
+        overhead_gib=overhead, peak_mem_gib=allocated + overhead, device_memory_gib=memory,
+        fits=fits, compute_s=compute, all_gather_gib=comm.all_gather_bytes / GIB,
+        reduce_scatter_gib=comm.reduce_scatter_bytes / GIB,
+        all_reduce_gib=comm.all_reduce_bytes / GIB, comm_s=total_comm,
+        exposed_comm_s=comm.exposed_s, step_time_s=step,
+        ips=cfg.world_size * cfg.train.local_batch_size / step if step else None,
+        reason=reason)
+
+
+def predict_run(run_info: dict) -> dict | None:
+    """The prediction for a recorded run, for analysis beside its measured figures.
+
+    Args:
+        run_info: a run.json dict; its ``config`` is ``dataclasses.asdict(RunConfig)``, its
+            ``device`` may carry ``type``, ``peak_flops`` and ``memory_gib``.
+
+    Returns:
+        ``pred_peak_mem_gib``, ``pred_step_time_s``, ``pred_ips``, ``pred_fits`` and
+        ``pred_mem_metric`` (the measured column to compare memory with); None when the
+        config cannot be rebuilt (records of an older schema).
+    """
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from vitfsdp.config import RunConfig, to_run_config
+
+    try:
+        cfg = to_run_config(OmegaConf.create(run_info["config"]))
+    except (KeyError, TypeError, ValueError, OmegaConfBaseException):
+        return None
+    assert isinstance(cfg, RunConfig)
+    dev = run_info.get("device") or {}
+    kind = {"cuda": "gpu", "cpu": "cpu"}.get(dev.get("type"))
+    p = predict(cfg, peak_flops=dev.get("peak_flops"), device_memory_gib=dev.get("memory_gib"),
+                device=kind)
+    return {"pred_peak_mem_gib": p.peak_mem_gib, "pred_step_time_s": p.step_time_s,
+            "pred_ips": p.ips, "pred_fits": p.fits, "pred_mem_metric": p.pred_mem_metric}

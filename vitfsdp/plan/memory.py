@@ -1,0 +1,159 @@
+"""Predicted memory per rank: model state, FSDP's unsharded buffers, activations, overhead.
+
+Every figure is bytes held by one rank (one GPU, or one CPU process) at the peak of a
+training step, without building the model (a meta-device build gives the parameter counts).
+
+Model state of AdamW training (ZeRO, Rajbhandari et al. 2020, "ZeRO: Memory Optimizations
+Toward Training Trillion Parameter Models", sec. 3 and 5; FSDP, Zhao et al. 2023, "PyTorch
+FSDP: Experiences on Scaling Fully Sharded Data Parallel", sec. 3), per rank:
+
+- parameters: fp32, 4 bytes each, divided by the shard group (the whole world for
+  FULL_SHARD and SHARD_GRAD_OP, ``k`` for HYBRID_<k>GPU, 1 for NO_SHARD and DDP);
+- gradients: fp32, 4 bytes each, sharded like the parameters (reduce-scatter output);
+- optimizer: AdamW's two fp32 moments, 8 bytes a parameter, sharded like the parameters.
+
+On top, FSDP all-gathers one unit (a transformer block) at a time in the parameter dtype
+(2 bytes under bf16 or fp16), two with backward prefetch; see :func:`unsharded_bytes`.
+Activations: :func:`activation_bytes`. How these add up to a peak: :func:`memory_breakdown`.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from vitfsdp.models import ModelConfig, block_classes, build_model, count_params
+from vitfsdp.parallel import StrategyConfig
+
+GIB = 1024**3
+FP32_BYTES = 4
+ADAMW_STATES = 2  # exp_avg and exp_avg_sq
+#: bytes per element of each ``precision`` / ``mixed_precision.*`` dtype.
+DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
+#: Resident set of a CPU rank before any model exists: the interpreter with torch, timm and
+#: vitfsdp imported and a gloo process group (measured: ``python -c "import resource, torch,
+#: timm, vitfsdp.train; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"`` gives
+#: 0.71 GiB with torch 2.x on Linux x86-64; a training rank adds its data and threads).
+CPU_BASELINE_GIB = 0.8
+#: Reserved over allocated on a GPU: the caching allocator keeps freed blocks for reuse and
+#: splits large ones (PyTorch docs, "CUDA semantics: memory management"). Assumed 15% of the
+#: allocated peak; ``peak_mem_reserved_gib - peak_mem_allocated_gib`` of a calibration sweep
+#: shows the real figure.
+GPU_ALLOCATOR_OVERHEAD = 0.15
+
+
+@dataclass(frozen=True)
+class ModelSizes:
+    """Parameter counts of one model (elements), from a meta-device build."""
+
+    num_params: int  # the whole model
+    unit_params: int  # the largest FSDP unit (a transformer block)
+    num_units: int  # transformer blocks (FSDP units besides the root)
+
+    @property
+    def root_params(self) -> int:
+        """Parameters outside every block: patch embedding, position embedding, class
+        token, final norm, head (the root FSDP unit)."""
+        return self.num_params - self.num_units * self.unit_params
+
+
+@functools.lru_cache(maxsize=64)
+def _sizes(name: str, img_size: int | None, num_classes: int) -> ModelSizes:
+    meta = build_model(ModelConfig(name=name, img_size=img_size), num_classes, device="meta")
+    units = [count_params(m) for m in meta.modules() if type(m) in block_classes()]
+    return ModelSizes(count_params(meta), max(units), len(units))
+
+
+def model_sizes(model: ModelConfig, num_classes: int) -> ModelSizes:
+    """Parameter counts of ``model`` with ``num_classes`` outputs (meta build, cached)."""
+    return _sizes(model.name, model.img_size, num_classes)
+
+
+@dataclass(frozen=True)
+class StateBytes:
+    """Model-state bytes held by one rank."""
+
+    num_params: int  # parameters of the whole model
+    shard_group_size: int  # ranks the parameters are split over
+    param_bytes: int  # this rank's fp32 parameter shard
+    grad_bytes: int  # this rank's fp32 gradient shard
+    optimizer_bytes: int  # this rank's AdamW moments
+    unit_bytes: int  # the largest FSDP unit, all-gathered, in the parameter dtype (0 for DDP)
+
+    @property
+    def total_bytes(self) -> int:
+        """Persistent state plus one gathered unit."""
+        return self.param_bytes + self.grad_bytes + self.optimizer_bytes + self.unit_bytes
+
+
+def state_bytes(model: ModelConfig, num_classes: int, strategy: StrategyConfig,
+                world_size: int, precision: str = "fp32") -> StateBytes:
+    """Per-rank model-state bytes of ``model`` under ``strategy`` on ``world_size`` ranks.
+
+    The model is built on the meta device: no memory is allocated, whatever its size.
+    ``precision`` is the dtype parameters are gathered in (fp32 | bf16 | fp16; a run's
+    ``precision_settings().param_dtype``).
+    """
+    sizes = model_sizes(model, num_classes)
+    group = strategy.shard_group(world_size)
+    shard = -(-sizes.num_params // group)  # FSDP pads the flat parameter to the group
+    unit = sizes.unit_params * DTYPE_BYTES[precision] if strategy.is_fsdp else 0
+    return StateBytes(
+        num_params=sizes.num_params,
+        shard_group_size=group,
+        param_bytes=shard * FP32_BYTES,
+        grad_bytes=shard * FP32_BYTES,
+        optimizer_bytes=shard * FP32_BYTES * ADAMW_STATES,
+        unit_bytes=unit if group > 1 else 0,
+    )
+
+
+def format_state_bytes(b: StateBytes, label: str) -> str:
+    """A few lines for the terminal, in GiB."""
+    rows = [("parameters", b.param_bytes), ("gradients", b.grad_bytes),
+            ("optimizer (AdamW)", b.optimizer_bytes), ("gathered unit", b.unit_bytes),
+            ("total", b.total_bytes)]
+    lines = [f"{label}: {b.num_params / 1e6:,.1f}M parameters, sharded over "
+             f"{b.shard_group_size} rank(s); model state per rank (GiB):"]
+    lines += [f"  {name:<18} {value / GIB:10.3f}" for name, value in rows]
+    return "\n".join(lines)
+
+
+def activation_bytes(model: ModelConfig, num_classes: int, local_batch_size: int, *,
+                     dtype: str, residual_dtype: str | None = None, fused_attn: bool = True,
+                     checkpointing: bool = False) -> int:
+    """Bytes of activations saved for backward by one rank at the end of its forward.
+
+    Source: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
+    Models", sec. 4.1 (per layer ``sbh(34 + 5as/h)`` bytes in 16-bit), adapted to timm's
+    ViT block as the autograd graph saves it, per token of a block (n = patches + class
+    token): the block input (LayerNorm 1), LayerNorm 1's output (the QKV matmul), the QKV
+    output (q, k, v: 3d), the attention output (also the projection's input), the residual
+    sum (LayerNorm 2) and its norm (the MLP input): 8·d elements; the MLP: GELU keeps its
+    input and output (2·m), SwiGLU its gate, its SiLU, its value branch and their product
+    (4·m). No dropout masks (the study's ViTs train without dropout). Fused attention
+    (``scaled_dot_product_attention``, flash/memory-efficient kernels) saves only a fp32
+    log-sum-exp per head and token; written out (``kernels.fused_attn=false``) it keeps the
+    scaled q (d) and the softmax output (heads·n per token).
+
+    Assumptions: every saved tensor is in ``dtype`` (the compute dtype), except the residual
+    stream (block input and residual sum, 2·d) in ``residual_dtype`` (fp32 under DDP's
+    autocast, which casts matmul inputs only). The patch embedding's input image (fp32) and
+    the head's logits (fp32) are added once. With ``checkpointing`` only each block's input
+    is kept, plus one block's activations while it is recomputed in backward.
+
+    Returns:
+        bytes, for ``local_batch_size`` images.
+    """
+    s = model.spec
+    d, m, heads = s.width, s.mlp_dim, s.num_heads
+    n = (model.resolved_img_size() // s.patch_size) ** 2 + 1
+    el, res = DTYPE_BYTES[dtype], DTYPE_BYTES[residual_dtype or dtype]
+    mlp = (4 if s.mlp == "swiglu" else 2) * m
+    attn = 4 * heads if fused_attn else (d + heads * n) * el  # lse (fp32) | q·scale + softmax
+    per_token = 2 * d * res + (6 * d + mlp) * el + attn
+    block = n * per_token
+    blocks = s.depth * n * d * res + block if checkpointing else s.depth * block
+    img = model.resolved_img_size()
+    stem_head = 3 * img * img * FP32_BYTES + n * d * res + num_classes * FP32_BYTES
+    return local_batch_size * (blocks + stem_head)
