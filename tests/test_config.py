@@ -113,10 +113,13 @@ def test_precision_and_kernel_keys_compose_from_the_command_line():
         "fp16", "fp32", "ShardedGradScaler")
 
 
-def test_switch_defaults_are_exact_fp32_and_torchs_own_picks():
+def test_switch_defaults_are_auto_and_exact_fp32_on_cpu():
     cfg = _compose()
-    assert cfg.kernels == KernelsConfig(fused_attn=True, compile=False, adamw="auto",
+    assert cfg.kernels == KernelsConfig(fused_attn=True, compile=None, adamw="auto",
                                         float32_matmul_precision="highest",
                                         cudnn_allow_tf32=False)
+    assert (cfg.precision, cfg.resolved_precision("cpu"), cfg.resolved_precision("cuda")) == (
+        "auto", "fp32", "bf16")
+    assert not cfg.kernels.resolved_compile("cpu") and cfg.kernels.resolved_compile("cuda")
     assert cfg.mixed_precision == MixedPrecisionConfig()
     assert not cfg.train.activation_checkpointing

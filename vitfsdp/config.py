@@ -21,16 +21,18 @@ from vitfsdp.jax.config import check_run_config as check_jax_config
 from vitfsdp.launch import ClusterConfig
 from vitfsdp.models import ModelConfig
 from vitfsdp.parallel import (
+    AUTO,
     ENGINES,
     MixedPrecisionConfig,
     PrecisionSettings,
     StrategyConfig,
+    auto_precision,
     resolve_precision,
 )
 
 FRAMEWORKS = ("torch", "jax")
-#: ``kernels.adamw``: torch's own pick (``auto``: foreach on GPUs, a per-tensor loop on CPU),
-#: or one implementation forced.
+#: ``kernels.adamw``: ``auto`` (fused on a GPU where torch has fused AdamW, torch's own pick
+#: elsewhere: a per-tensor loop on CPU), or one implementation forced.
 ADAMW_IMPLS = ("auto", "for_loop", "foreach", "fused")
 #: ``torch.set_float32_matmul_precision`` values: IEEE fp32, TF32, bf16-based.
 MATMUL_PRECISIONS = ("highest", "high", "medium")
@@ -82,13 +84,23 @@ class TrainConfig:
 @dataclass
 class KernelsConfig:
     """Kernel and numerics choices (``kernels.*``), applied explicitly and recorded in
-    run.json: throughput comparisons are honest only when these are controlled."""
+    run.json's ``applied``: throughput comparisons are honest only when these are controlled.
+
+    The defaults are the fastest honest recipe where the run has a GPU (issue 9): fused
+    attention, ``torch.compile`` per block, fused AdamW (with ``precision=auto``: bf16 mixed
+    precision), and on CPU exactly the eager fp32 behaviour (no compile, torch's own AdamW).
+    ``None``/``auto`` values are resolved where the device is known, at run start.
+    """
 
     # timm's fused scaled-dot-product attention (F.scaled_dot_product_attention); false =
     # softmax(q·kᵀ)·v written out (timm Attention.fused_attn)
     fused_attn: bool = True
-    compile: bool = False  # torch.compile each transformer block (the FSDP unit) in place
-    adamw: str = "auto"  # AdamW implementation: auto | for_loop | foreach | fused
+    # torch.compile each transformer block (the FSDP unit) in place; None = auto: on where the
+    # run's device is a GPU (CUDA/ROCm), off on CPU
+    compile: bool | None = None
+    # AdamW implementation: auto (fused on GPUs where torch has it, torch's default on CPU)
+    # | for_loop | foreach | fused
+    adamw: str = "auto"
     # torch.set_float32_matmul_precision: highest (IEEE fp32) | high (TF32) | medium (bf16);
     # also sets torch.backends.cuda.matmul.allow_tf32 (true unless highest)
     float32_matmul_precision: str = "highest"
@@ -100,6 +112,11 @@ class KernelsConfig:
             if getattr(self, key) not in valid:
                 raise ValueError(f"kernels.{key}={getattr(self, key)!r} is unknown; valid: "
                                  f"{', '.join(valid)}")
+
+    def resolved_compile(self, device_type: str) -> bool:
+        """``compile`` with ``None`` (auto) resolved for a device type: True on ``cuda``
+        (CUDA and ROCm builds alike), False elsewhere."""
+        return self.compile if self.compile is not None else device_type == "cuda"
 
 
 @dataclass
@@ -116,9 +133,11 @@ class RunConfig:
     nodes: int = 1  # nodes of the run; world size = nodes × cluster.gpus_per_node
     engine: str = "fsdp1"  # fsdp1 (FullyShardedDataParallel) | fsdp2 (fully_shard, DeviceMesh)
     framework: str = "torch"  # torch | jax (vitfsdp.jax: Flax, jax.sharding)
-    # fp32 | bf16 | fp16: FSDP mixed precision in that dtype (see mixed_precision.*),
-    # autocast under DDP; fp16 adds a (sharded) gradient scaler
-    precision: str = "fp32"
+    # auto | fp32 | bf16 | fp16: FSDP mixed precision in that dtype (see mixed_precision.*),
+    # autocast under DDP; fp16 adds a (sharded) gradient scaler. auto = bf16 where the run's
+    # device is a GPU (CUDA/ROCm), fp32 on CPU; resolved at run start (run.json
+    # applied.precision.name), see RunConfig.resolved_precision
+    precision: str = "auto"
     device: str = "auto"  # auto | cpu | cuda
     experiment: str | None = None  # name of the experiment preset, if one was used
     dry_run: bool = False  # print per-rank model-state bytes for this world size and exit
@@ -137,16 +156,42 @@ class RunConfig:
         else:
             self.strategy.resolve_for_engine(self.engine)
         self.strategy.check_world(self.world_size, self.cluster.gpus_per_node)
-        self.precision_settings()  # refuses unknown or contradictory dtypes
+        # refuses unknown or contradictory dtypes; precision=auto must hold on CPU and GPU
+        for device_type in ("cpu", "cuda") if self.precision == AUTO else (None,):
+            self.precision_settings(device_type)
 
-    def precision_settings(self) -> PrecisionSettings:
+    def precision_settings(self, device_type: str | None = None) -> PrecisionSettings:
         """The dtypes this run uses (``precision`` with the ``mixed_precision.*`` overrides).
+
+        Args:
+            device_type: the run's device type (``cpu`` | ``cuda``), which ``precision=auto``
+                resolves with; ``None`` = :meth:`expected_device_type` (before the run, where
+                the device is not known yet).
 
         Raises:
             ValueError: see :func:`vitfsdp.parallel.resolve_precision`.
         """
         return resolve_precision(self.precision, self.mixed_precision,
-                                 is_fsdp=self.strategy.is_fsdp, engine=self.engine)
+                                 is_fsdp=self.strategy.is_fsdp, engine=self.engine,
+                                 device_type=device_type or self.expected_device_type())
+
+    def resolved_precision(self, device_type: str | None = None) -> str:
+        """``precision`` with ``auto`` resolved (:func:`vitfsdp.parallel.auto_precision`):
+        bf16 on ``cuda``, fp32 on ``cpu``; ``device_type=None`` as in
+        :meth:`precision_settings`."""
+        if self.precision != AUTO:
+            return self.precision
+        return auto_precision(device_type or self.expected_device_type())
+
+    def expected_device_type(self) -> str:
+        """The device type the run will get, for decisions taken before it starts (dry run,
+        memory plan): ``device`` when it is ``cpu`` or ``cuda``; under ``device=auto``
+        ``cuda`` when the cluster profile has GPUs (``cluster.gpu_resource`` or a
+        ``cluster.device_memory_gib``), else ``cpu``. At run start the real device decides."""
+        if self.device != "auto":
+            return self.device
+        gpus = self.cluster.gpu_resource or getattr(self.cluster, "device_memory_gib", None)
+        return "cuda" if gpus else "cpu"
 
     @property
     def world_size(self) -> int:

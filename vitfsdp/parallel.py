@@ -46,6 +46,8 @@ ENGINES = ("fsdp1", "fsdp2")
 FSDP1_DEFAULTS = {"backward_prefetch": "BACKWARD_PRE", "limit_all_gathers": True}
 #: ``precision`` values; a name is also a dtype for the ``mixed_precision.*`` keys.
 PRECISIONS = ("fp32", "bf16", "fp16")
+#: ``precision=auto``: the dtype follows the run's device (:func:`auto_precision`).
+AUTO = "auto"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 #: Mesh axis names of hybrid sharding: replicas × shard group (torchtitan's naming).
@@ -210,22 +212,39 @@ class PrecisionSettings:
                                     reduce_dtype=DTYPES[self.reduce_dtype])
 
 
+def auto_precision(device_type: str) -> str:
+    """What ``precision=auto`` means on ``device_type``: ``bf16`` on ``cuda`` (CUDA and ROCm
+    builds: every GPU the study targets, A100/H100/MI250X, has bf16 tensor cores), ``fp32``
+    elsewhere (CPU: bf16 matmuls there are emulated and slower, and fp32 keeps CPU runs
+    exactly as they were)."""
+    return "bf16" if device_type == "cuda" else "fp32"
+
+
 def resolve_precision(precision: str, mp: MixedPrecisionConfig, *, is_fsdp: bool,
-                      engine: str) -> PrecisionSettings:
+                      engine: str, device_type: str | None = None) -> PrecisionSettings:
     """The dtypes of ``precision`` with the ``mixed_precision.*`` overrides, per engine.
 
     FSDP: each of ``mp``'s dtypes, where null, is ``precision``'s. DDP: fp32 parameters and
     reductions, the forward in autocast to ``precision``. fp16 scales the loss: a
     ShardedGradScaler (FSDP; it also agrees on inf/NaN across ranks) or GradScaler (DDP).
+    ``precision=auto`` is :func:`auto_precision` of ``device_type``; it never means fp16, so
+    a ``mixed_precision`` key set to fp16 is refused under auto as under bf16 and fp32.
 
     Raises:
-        ValueError: ``precision`` is unknown; a ``mixed_precision`` key is set under DDP,
-            ``buffer_dtype`` under engine=fsdp2, or fp16 is asked for without
-            ``precision=fp16`` (its gradients would not be scaled).
+        ValueError: ``precision`` is unknown, or ``auto`` without ``device_type``; a
+            ``mixed_precision`` key is set under DDP, ``buffer_dtype`` under engine=fsdp2,
+            or fp16 is asked for without ``precision=fp16`` (its gradients would not be
+            scaled).
     """
-    if precision not in PRECISIONS:
+    if precision not in (*PRECISIONS, AUTO):
         raise ValueError(f"precision={precision!r} is not supported; valid: "
-                         f"{', '.join(PRECISIONS)}")
+                         f"{', '.join((AUTO, *PRECISIONS))}")
+    asked = precision
+    if precision == AUTO:
+        if device_type is None:
+            raise ValueError("precision=auto resolves only where the device type is known "
+                             "(bf16 on cuda, fp32 on cpu): pass device_type")
+        precision = auto_precision(device_type)
     scaler = "ShardedGradScaler" if is_fsdp else "GradScaler"
     scaler = scaler if precision == "fp16" else None
     overrides = {k: v for k, v in dataclasses.asdict(mp).items() if v is not None}
@@ -241,7 +260,7 @@ def resolve_precision(precision: str, mp: MixedPrecisionConfig, *, is_fsdp: bool
     for key, value in overrides.items():
         if value == "fp16" and precision != "fp16":
             raise ValueError(f"mixed_precision.{key}=fp16 needs precision=fp16, which scales "
-                             f"the loss (precision={precision} does not)")
+                             f"the loss (precision={asked} does not)")
     dtypes = {k: overrides.get(k, precision) for k in ("param_dtype", "reduce_dtype")}
     buffer = overrides.get("buffer_dtype", precision) if engine == "fsdp1" else None
     return PrecisionSettings(**dtypes, buffer_dtype=buffer, grad_scaler=scaler)

@@ -125,7 +125,7 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
     meta = checkpoint.find(run_dir, cfg, env.rank)
     progress = Progress(meta["step"], meta["attempt"] + 1) if meta else Progress()
     records.start(run_info(cfg, env, device, run_dir) | {"applied": numerics | {
-        "precision": dataclasses.asdict(cfg.precision_settings())}},
+        "precision": applied_precision(cfg, device)}},
         resume_step=meta["step"] if meta else None, attempt=progress.attempt)
     board = failures.FailureBoard(env.rank, env.world_size,
                                   min(failures.GRACE_S, cfg.train.timeout_s))
@@ -285,7 +285,7 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
     progress = progress or Progress()
     model, applied = build(cfg, env, device)
     optimizer, adamw = build_optimizer(model.parameters(), tc, cfg.kernels, device)
-    settings = cfg.precision_settings()
+    settings = cfg.precision_settings(device.type)
     scaler = parallel.grad_scaler(settings, device)
     if meta is not None:
         checkpoint.load(records.run_dir, model, optimizer, rank=env.rank, scaler=scaler,
@@ -404,9 +404,9 @@ def build(cfg: RunConfig, env: distributed.DistEnv,
     model, applied = parallel.wrap(
         model, cfg.strategy, device=device, world_size=env.world_size,
         block_classes=models.block_classes(), init=init, engine=cfg.engine,
-        precision=cfg.precision_settings(),
+        precision=cfg.precision_settings(device.type),
         activation_checkpointing=cfg.train.activation_checkpointing,
-        compile_blocks=cfg.kernels.compile)
+        compile_blocks=cfg.kernels.resolved_compile(device.type))
     return model, {**applied, "fused_attn": cfg.kernels.fused_attn,
                    "fused_attn_modules": num_attn}
 
@@ -415,9 +415,13 @@ def build_optimizer(params, tc: TrainConfig, kernels: KernelsConfig,
                     device: torch.device) -> tuple[torch.optim.Optimizer, str]:
     """AdamW(``tc.lr``, ``tc.weight_decay``) with the implementation ``kernels.adamw``.
 
+    ``auto`` is fused on a GPU ``device`` whose type torch has fused AdamW kernels for
+    (one kernel launch per step for all parameters: the fastest of the three), and torch's
+    own pick elsewhere (on CPU a per-tensor loop, as before ``auto`` preferred fused).
+
     Returns:
         (the optimizer, the implementation it runs: for_loop, foreach or fused; ``auto``
-        resolved as torch resolves it for these parameters).
+        resolved as above, torch's pick as torch resolves it for these parameters).
 
     Raises:
         ValueError: ``kernels.adamw=fused`` on a device type torch has no fused AdamW for.
@@ -426,10 +430,20 @@ def build_optimizer(params, tc: TrainConfig, kernels: KernelsConfig,
     if kernels.adamw == "fused" and device.type not in _fused_devices():
         raise ValueError(f"kernels.adamw=fused is not supported on {device.type} by torch "
                          f"{torch.__version__}; valid there: auto, for_loop, foreach")
+    impl = kernels.adamw
+    if impl == "auto" and device.type != "cpu" and device.type in _fused_devices():
+        impl = "fused"
     flags = {"auto": {}, "for_loop": {"foreach": False}, "foreach": {"foreach": True},
-             "fused": {"fused": True}}[kernels.adamw]
+             "fused": {"fused": True}}[impl]
     optimizer = torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay, **flags)
-    return optimizer, kernels.adamw if kernels.adamw != "auto" else _default_adamw(params)
+    return optimizer, impl if impl != "auto" else _default_adamw(params)
+
+
+def applied_precision(cfg: RunConfig, device: torch.device) -> dict:
+    """run.json's ``applied.precision``: the resolved ``precision`` name (``auto`` resolved
+    for ``device``) and the dtypes it uses (:class:`vitfsdp.parallel.PrecisionSettings`)."""
+    return {"name": cfg.resolved_precision(device.type),
+            **dataclasses.asdict(cfg.precision_settings(device.type))}
 
 
 def _fused_devices() -> list[str]:

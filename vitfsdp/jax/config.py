@@ -24,7 +24,8 @@ Strategies under JAX (:mod:`vitfsdp.jax.sharding` builds the meshes):
 Torch-only settings are refused rather than ignored: ``engine=fsdp2``,
 ``strategy.backward_prefetch``, ``strategy.limit_all_gathers``,
 ``strategy.forward_prefetch``, ``mixed_precision.*``, ``precision=fp16`` (no loss scaling
-here), ``kernels.compile`` (the whole step is always jit-compiled), ``kernels.adamw`` other
+here), ``kernels.compile=true`` (the whole step is always jit-compiled; null, torch's auto, is
+accepted and means nothing here), ``kernels.adamw`` other
 than ``auto`` (optax has one AdamW), ``kernels.cudnn_allow_tf32`` (JAX convolutions follow
 ``jax_default_matmul_precision``), ``train.checkpoint_every`` and ``train.memory_limit_gib``
 (the torch trainer's checkpoints and CPU memory limit).
@@ -39,7 +40,8 @@ if TYPE_CHECKING:
 
 #: ``strategy.sharding_strategy`` values with a JAX layout.
 JAX_SHARDING_STRATEGIES = ("DDP", "FULL_SHARD", "HYBRID_SHARD")
-#: ``precision`` values under JAX: fp32, or bf16 compute on fp32 parameters and AdamW state.
+#: ``precision`` values under JAX: fp32, or bf16 compute on fp32 parameters and AdamW state;
+#: ``auto`` is resolved by :func:`jax_precision` where the platform is known.
 JAX_PRECISIONS = ("fp32", "bf16")
 #: ``kernels.float32_matmul_precision`` (torch's names) → ``jax_default_matmul_precision``:
 #: IEEE fp32, TF32, bf16 passes, as ``torch.set_float32_matmul_precision`` means them.
@@ -72,7 +74,8 @@ def check_run_config(cfg: RunConfig) -> None:
         "strategy.backward_prefetch": (s.backward_prefetch is not None, "null"),
         "strategy.limit_all_gathers": (s.limit_all_gathers is not None, "null"),
         "strategy.forward_prefetch": (s.forward_prefetch, "false"),
-        "kernels.compile": (cfg.kernels.compile, "false (the whole step is always jitted)"),
+        "kernels.compile": (bool(cfg.kernels.compile),
+                            "null or false (the whole step is always jitted)"),
         "kernels.adamw": (cfg.kernels.adamw != "auto", "auto (optax.adamw)"),
         "kernels.cudnn_allow_tf32": (cfg.kernels.cudnn_allow_tf32,
                                      "false (convolutions follow the matmul precision)"),
@@ -87,9 +90,18 @@ def check_run_config(cfg: RunConfig) -> None:
         if is_set:
             raise ValueError(f"{key}={_value(cfg, key)!r} applies only to framework=torch; "
                              f"valid with framework=jax: {valid}")
-    if cfg.precision not in JAX_PRECISIONS:
+    if cfg.precision not in (*JAX_PRECISIONS, "auto"):
         raise ValueError(f"precision={cfg.precision} is not supported with framework=jax "
-                         f"(no loss scaling); valid: {', '.join(JAX_PRECISIONS)}")
+                         f"(no loss scaling); valid: {', '.join(JAX_PRECISIONS)}, auto")
+
+
+def jax_precision(precision: str, backend: str) -> str:
+    """The compute dtype name of ``precision`` on JAX ``backend`` (``jax.default_backend()``:
+    cpu, gpu, cuda, rocm, tpu): ``auto`` is fp32 on cpu and bf16 on an accelerator, as
+    :func:`vitfsdp.parallel.auto_precision` resolves it for torch; fp32 and bf16 stay."""
+    if precision != "auto":
+        return precision
+    return "fp32" if backend == "cpu" else "bf16"
 
 
 def _value(cfg: RunConfig, dotted: str):

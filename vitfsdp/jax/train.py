@@ -33,7 +33,7 @@ from vitfsdp.config import KernelsConfig, RunConfig
 from vitfsdp.distributed import DistEnv
 from vitfsdp.jax import distributed as jdist
 from vitfsdp.jax import sharding
-from vitfsdp.jax.config import MATMUL_PRECISION
+from vitfsdp.jax.config import MATMUL_PRECISION, jax_precision
 from vitfsdp.jax.metrics import JaxWindowMeter, device_info
 from vitfsdp.jax.model import ViT, build_model, count_params, dummy_input
 from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
@@ -76,7 +76,8 @@ def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
     records = RunRecords(run_dir, is_writer=jax.process_index() == 0)
     t0 = time.time()
     mesh = sharding.make_mesh(cfg.strategy)
-    model = build_model(cfg.model, _num_classes(cfg), precision=cfg.precision,
+    model = build_model(cfg.model, _num_classes(cfg),
+                        precision=jax_precision(cfg.precision, jax.default_backend()),
                         fused_attn=cfg.kernels.fused_attn,
                         remat=cfg.train.activation_checkpointing)
     applied = apply_numerics(cfg.kernels) | _applied(cfg, model)
@@ -106,7 +107,8 @@ def apply_numerics(kernels: KernelsConfig) -> dict:
 def _applied(cfg: RunConfig, model: ViT) -> dict:
     """What the JAX build applies: dtypes, attention, remat, optimizer, XLA flags."""
     return {
-        "precision": {"param_dtype": "fp32", "compute_dtype": cfg.precision,
+        "precision": {"param_dtype": "fp32",
+                      "compute_dtype": jax_precision(cfg.precision, jax.default_backend()),
                       "grad_dtype": "fp32", "optimizer_state_dtype": "fp32"},
         "attention": "jax.nn.dot_product_attention" if model.fused_attn else "einsum_softmax",
         "fused_attn": model.fused_attn,
