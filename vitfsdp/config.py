@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from vitfsdp.data import DataConfig
 from vitfsdp.jax.config import check_run_config as check_jax_config
 from vitfsdp.launch import ClusterConfig
+from vitfsdp.metrics import MetricsConfig
 from vitfsdp.models import ModelConfig
 from vitfsdp.parallel import (
     AUTO,
@@ -130,6 +131,7 @@ class RunConfig:
     kernels: KernelsConfig = field(default_factory=KernelsConfig)
     mixed_precision: MixedPrecisionConfig = field(default_factory=MixedPrecisionConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
     nodes: int = 1  # nodes of the run; world size = nodes × cluster.gpus_per_node
     engine: str = "fsdp1"  # fsdp1 (FullyShardedDataParallel) | fsdp2 (fully_shard, DeviceMesh)
     framework: str = "torch"  # torch | jax (vitfsdp.jax: Flax, jax.sharding)
@@ -141,10 +143,15 @@ class RunConfig:
     device: str = "auto"  # auto | cpu | cuda
     experiment: str | None = None  # name of the experiment preset, if one was used
     dry_run: bool = False  # print per-rank model-state bytes for this world size and exit
+    # a label that makes otherwise identical runs distinct sweep points (repeat=0,1,2);
+    # it changes nothing in the run; analysis aggregates over it (median, min, max)
+    repeat: int = 0
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
             raise ValueError(f"nodes={self.nodes} must be >= 1")
+        if self.repeat < 0:
+            raise ValueError(f"repeat={self.repeat} must be >= 0 (a label: 0, 1, 2 ...)")
         for key, value, valid in (
             ("engine", self.engine, ENGINES),
             ("framework", self.framework, FRAMEWORKS),

@@ -1,20 +1,56 @@
-"""Timing windows, ips, TFLOP/s, MFU and peak memory, reduced over ranks.
+"""Timing windows, ips, TFLOP/s, MFU/HFU and memory on every rank, reduced over ranks.
 
-The clock is read only at window boundaries: :class:`WindowMeter` synchronizes the device
-once at the start and once at the end of a window of ``train.log_every`` steps, so no step
-in between waits on the host. Peak memory is reset at each window start and reduced with
-``max`` over ranks at its end; the loss is averaged over ranks.
+Definitions (DESIGN.md; Chowdhery et al. 2022, "PaLM: Scaling Language Modeling with
+Pathways", appendix B, for MFU and HFU):
 
-Definitions (DESIGN.md): ips = images per second over the whole job (global batch × steps /
-seconds); ``ips_per_gpu`` = ips / world size; TFLOP/s per GPU = 3 × forward FLOPs per image ×
-ips per GPU / 1e12 (training = forward + backward ≈ 3 × forward); MFU = that / the device's
-dense bf16 peak (PaLM, Chowdhery et al. 2022, appendix B).
+- ``ips``: images per second of the whole job (global batch × steps / seconds of the
+  slowest rank); ``ips_per_gpu`` = ips / world size; ``step_time_s`` = seconds / steps.
+- ``tflops_per_gpu``: MODEL FLOP/s per GPU / 1e12 = 3 × forward FLOPs per image × ips per
+  GPU (:func:`vitfsdp.models.train_flops_per_image`); ``mfu`` = that / the device's peak.
+- ``hw_tflops_per_gpu`` and ``hfu``: the same with HARDWARE FLOPs, which add the forward
+  that activation checkpointing recomputes (:func:`vitfsdp.models.hardware_flops_per_image`).
+- The peak (``device.peak_flops`` in run.json, with ``device.peak_source``) follows the
+  run's compute dtype: the dense bf16/fp16 tensor peak under bf16 or fp16, the dense TF32
+  peak for fp32 when matmul precision allows TF32, else the dense fp32 peak
+  (:data:`PEAK_TABLE`, from the vendors' data sheets); or, with ``metrics.peak=measure``,
+  the FLOP/s of a large GEMM in the compute dtype timed on the device before training
+  (:func:`measure_matmul_peak`). On a device the table does not name (and on CPU with
+  ``metrics.peak=table``) the peak, ``mfu`` and ``hfu`` are null, with one warning: never
+  a guess.
+
+Timing (:class:`WindowMeter`): the clock is read at window boundaries only. On CUDA (and
+ROCm) a timing event is recorded on the stream at the start and at the end of a window of
+``train.log_every`` steps; the host waits once, for the end event, so no step waits on the
+host and windows follow each other without a gap on the device. On CPU the wall clock
+(``time.perf_counter``) is read at the same boundaries. The elapsed time of a window is the
+slowest rank's. Warm-up windows (``warmup: true`` in metrics.jsonl) are left out of the
+summary; the rule, also written to run.json's ``timing``, is in :data:`WARMUP_RULE`.
+
+Memory, measured on every rank per window and reduced over ranks (``*_gib`` = max over ranks,
+``*_min_gib`` = min over ranks, so an unbalanced rank shows):
+
+- ``peak_mem_allocated_gib`` / ``peak_mem_reserved_gib``: ``torch.cuda.max_memory_allocated``
+  / ``max_memory_reserved``, reset at each window start (GPU; null on CPU);
+- ``peak_rss_gib``: the process's peak resident set (Linux VmHWM, reset per window);
+- ``device_mem_used_gib``: memory in use on the rank's whole device, as the driver sees it
+  (every process, the CUDA context, the allocator's cache), sampled at the window end from
+  NVML (nvidia-ml-py) or AMD SMI (``amdsmi``, where importable); null where unavailable;
+- ``alloc_retries`` / ``num_ooms``: ``torch.cuda.memory_stats`` ``num_alloc_retries`` (the
+  caching allocator freed its cache and retried: a sign of memory pressure that slows the
+  step) and ``num_ooms`` during the window, summed over ranks (null on CPU).
+
+The loss is the mean over the window's steps and over ranks. All figures of a window are
+gathered with one collective at its end.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import os
+import re
 import time
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -23,34 +59,224 @@ log = logging.getLogger(__name__)
 
 GIB = 1024**3
 
-#: Dense bf16 peak FLOP/s per device, from the vendors' data sheets. Keys are matched as
-#: substrings of ``torch.cuda.get_device_name()``; the first match wins.
-PEAK_BF16_FLOPS = {
-    "H200": 989e12,  # NVIDIA H200 SXM data sheet, dense
-    "H100": 989e12,  # NVIDIA H100 SXM data sheet, dense
-    "A100": 312e12,  # NVIDIA A100 data sheet
-    "MI300X": 1307e12,  # AMD Instinct MI300X data sheet
-    "MI250X": 191.5e12,  # AMD Instinct MI250X: 383 TFLOP/s per package, per GCD half
+PEAK_MODES = ("table", "measure")
+
+#: How warm-up windows are chosen (also recorded in run.json ``timing.warmup_rule``).
+WARMUP_RULE = (
+    "warm-up = the windows of steps 1..train.warmup_steps; also the first window of an "
+    "attempt resumed from a checkpoint (caches cold again), and the first window when "
+    "blocks are compiled (torch.compile) and train.warmup_steps is 0 (compilation runs in "
+    "the first step). JAX compiles the step ahead of time, outside every window (compile_s)."
+)
+
+
+@dataclass
+class MetricsConfig:
+    """How throughput is judged (``metrics.*``)."""
+
+    # table: the device's dense peak FLOP/s for the compute dtype from PEAK_TABLE (null on
+    # CPU or an unknown device) | measure: time a large GEMM in the compute dtype on the
+    # device before training and use its FLOP/s (the achievable peak) for MFU/HFU
+    peak: str = "table"
+    # side of the square matrices of the measured GEMM; 0 = auto (8192 on a GPU, 1024 on CPU)
+    peak_matmul_size: int = 0
+
+    def __post_init__(self) -> None:
+        if self.peak not in PEAK_MODES:
+            raise ValueError(f"metrics.peak={self.peak!r} is unknown; valid: "
+                             f"{', '.join(PEAK_MODES)}")
+        if self.peak_matmul_size < 0:
+            raise ValueError(f"metrics.peak_matmul_size={self.peak_matmul_size} must be >= 0 "
+                             "(0 = auto)")
+
+
+@dataclass(frozen=True)
+class DevicePeak:
+    """Dense (no structured sparsity) peak FLOP/s of one device (for AMD MI250X/MI250: one
+    GCD, which is one torch device).
+
+    Attributes:
+        bf16: bf16 and fp16 tensor/matrix cores.
+        tf32: TF32 tensor cores; ``None`` where the device has none (fp32 matmuls then run
+            at :attr:`fp32`).
+        fp32: fp32 (matrix cores where the device has fp32 matrix units, e.g. CDNA MFMA).
+    """
+
+    bf16: float
+    tf32: float | None
+    fp32: float
+
+
+T = 1e12
+#: Keys are device-name tokens matched in ``torch.cuda.get_device_name()`` (or JAX's
+#: ``device_kind``) as whole words; the longest matching key wins (``H100 PCIe`` over
+#: ``H100``; ``A10`` does not match ``A100`` or ``A10G``). Data sheets give dense figures
+#: for fp32 and "with sparsity" (2×, marked * below) figures for tensor cores, halved here.
+PEAK_TABLE: dict[str, DevicePeak] = {
+    # NVIDIA A100 Tensor Core GPU data sheet (SXM and PCIe alike): BF16 312, TF32 156,
+    # FP32 19.5 TFLOPS
+    "A100": DevicePeak(312 * T, 156 * T, 19.5 * T),
+    # NVIDIA H100 Tensor Core GPU data sheet, H100 SXM: BF16 1979*, TF32 989*, FP32 67
+    "H100": DevicePeak(989.5 * T, 494.5 * T, 67 * T),
+    # same data sheet, H100 PCIe: BF16 1513*, TF32 756*, FP32 51
+    "H100 PCIe": DevicePeak(756.5 * T, 378 * T, 51 * T),
+    # same data sheet, H100 NVL: BF16 1671*, TF32 835*, FP32 60
+    "H100 NVL": DevicePeak(835.5 * T, 417.5 * T, 60 * T),
+    # NVIDIA H200 Tensor Core GPU data sheet, H200 SXM: BF16 1979*, TF32 989*, FP32 67
+    "H200": DevicePeak(989.5 * T, 494.5 * T, 67 * T),
+    # same data sheet, H200 NVL: BF16 1671*, TF32 835*, FP32 60
+    "H200 NVL": DevicePeak(835.5 * T, 417.5 * T, 60 * T),
+    # NVIDIA GH200 Grace Hopper Superchip data sheet (H100/H200 GPU): as H100 SXM
+    "GH200": DevicePeak(989.5 * T, 494.5 * T, 67 * T),
+    # NVIDIA L40S data sheet: BF16 362.05 (733*), TF32 183 (366*), FP32 91.6
+    "L40S": DevicePeak(362.05 * T, 183 * T, 91.6 * T),
+    # NVIDIA A10 data sheet: BF16 250*, TF32 125*, FP32 31.2
+    "A10": DevicePeak(125 * T, 62.5 * T, 31.2 * T),
+    # NVIDIA L4 data sheet: BF16 242*, TF32 120*, FP32 30.3
+    "L4": DevicePeak(121 * T, 60 * T, 30.3 * T),
+    # AMD Instinct MI250X data sheet, per OAM of 2 GCDs: BF16 383, FP32 matrix 95.7; no TF32.
+    # Per GCD (one torch device) half of each
+    "MI250X": DevicePeak(191.5 * T, None, 47.85 * T),
+    # AMD Instinct MI250 data sheet, per OAM: BF16 362.1, FP32 matrix 90.5; per GCD half
+    "MI250": DevicePeak(181.05 * T, None, 45.25 * T),
+    # AMD Instinct MI210 data sheet: BF16 181, FP32 matrix 45.3; no TF32
+    "MI210": DevicePeak(181 * T, None, 45.3 * T),
+    # AMD Instinct MI300X data sheet: BF16 1307.4, TF32 653.7, FP32 matrix 163.4 (dense)
+    "MI300X": DevicePeak(1307.4 * T, 653.7 * T, 163.4 * T),
+    # AMD Instinct MI325X data sheet: same compute as MI300X
+    "MI325X": DevicePeak(1307.4 * T, 653.7 * T, 163.4 * T),
+    # AMD Instinct MI300A data sheet: BF16 980.6, TF32 490.3, FP32 matrix 122.6 (dense)
+    "MI300A": DevicePeak(980.6 * T, 490.3 * T, 122.6 * T),
 }
 
+#: Dense bf16 peak FLOP/s per key of :data:`PEAK_TABLE` (kept for callers of the old name).
+PEAK_BF16_FLOPS = {k: v.bf16 for k, v in PEAK_TABLE.items()}
 
-def peak_flops(device: torch.device) -> float | None:
-    """Dense bf16 peak FLOP/s of ``device``, or ``None`` (CPU, unknown GPU): never a guess."""
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str, *args) -> None:
+    """Log ``message`` at WARNING the first time ``key`` is seen in this process."""
+    if key not in _warned:
+        _warned.add(key)
+        log.warning(message, *args)
+
+
+def match_device(name: str) -> str | None:
+    """The key of :data:`PEAK_TABLE` that names the device ``name`` (longest whole-word
+    match, case-sensitive), or ``None``."""
+    hits = [k for k in PEAK_TABLE
+            if re.search(rf"(?<![A-Za-z0-9]){re.escape(k)}(?![A-Za-z0-9])", name)]
+    return max(hits, key=len) if hits else None
+
+
+def peak_kind(compute_dtype: str, allow_tf32: bool) -> str:
+    """Which peak a run's matmuls reach: ``bf16`` (compute dtype bf16 or fp16), ``tf32``
+    (fp32 with TF32 allowed) or ``fp32``.
+
+    Raises:
+        ValueError: ``compute_dtype`` is not fp32, bf16 or fp16.
+    """
+    if compute_dtype in ("bf16", "fp16"):
+        return "bf16"
+    if compute_dtype != "fp32":
+        raise ValueError(f"compute dtype {compute_dtype!r} is not one of fp32, bf16, fp16")
+    return "tf32" if allow_tf32 else "fp32"
+
+
+def table_peak(name: str, compute_dtype: str, allow_tf32: bool) -> tuple[float | None, str | None]:
+    """Dense peak FLOP/s of the device called ``name`` for the compute dtype, and its
+    source (e.g. ``"table:H100 bf16"``); ``(None, None)`` for a device not in the table.
+    TF32 falls back to the fp32 peak on a device without TF32 units."""
+    key = match_device(name)
+    if key is None:
+        return None, None
+    peak, kind = PEAK_TABLE[key], peak_kind(compute_dtype, allow_tf32)
+    if kind == "tf32" and peak.tf32 is None:
+        kind = "fp32"
+    return getattr(peak, kind), f"table:{key} {kind}"
+
+
+def measure_matmul_peak(device: torch.device, compute_dtype: str, size: int = 0,
+                        min_time_s: float = 0.2) -> float:
+    """Achievable matmul FLOP/s of ``device``: a ``size`` × ``size`` GEMM in the compute
+    dtype (fp32 GEMMs follow the current TF32 setting), timed after two warm-up runs over
+    enough repetitions to last ``min_time_s`` (CUDA events on a GPU). FLOPs = 2·size³ per GEMM.
+
+    Args:
+        size: matrix side; 0 = 8192 on a GPU, 1024 on CPU.
+
+    Raises:
+        ValueError: ``compute_dtype`` is not fp32, bf16 or fp16.
+    """
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    if compute_dtype not in dtypes:
+        raise ValueError(f"compute dtype {compute_dtype!r} is not one of {', '.join(dtypes)}")
+    size = size or (8192 if device.type == "cuda" else 1024)
+    gen = torch.Generator(device=device).manual_seed(0)
+    a, b = (torch.randn(size, size, device=device, dtype=dtypes[compute_dtype], generator=gen)
+            for _ in range(2))
+    clock = _Clock(device)
+    reps = 1
+    while True:
+        for _ in range(2 if reps == 1 else 0):  # warm-up: kernel selection, clocks
+            torch.mm(a, b)
+        clock.start()
+        for _ in range(reps):
+            torch.mm(a, b)
+        elapsed = clock.stop()
+        if elapsed >= min_time_s or reps >= 1 << 16:
+            break
+        reps = max(reps * 2, math.ceil(reps * min_time_s / max(elapsed, 1e-6)))
+    del a, b
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return 2 * size**3 * reps / elapsed
+
+
+def resolve_peak(device: torch.device, device_name: str, compute_dtype: str,
+                 allow_tf32: bool, cfg: MetricsConfig | None = None,
+                 warn: bool = True) -> dict:
+    """The peak FLOP/s MFU and HFU are computed against, for run.json's ``device``.
+
+    Args:
+        device_name: ``torch.cuda.get_device_name`` (or JAX's ``device_kind``).
+        compute_dtype: the dtype the matmuls run in (fp32 | bf16 | fp16).
+        allow_tf32: fp32 matmuls may use TF32 (``torch.backends.cuda.matmul.allow_tf32``).
+        warn: log the one warning for an unknown device (rank 0 only, so a job logs one).
+
+    Returns:
+        ``{"peak_flops": FLOP/s or None, "peak_source": "table:<key> <kind>" | "measured"
+        | None, "peak_kind": bf16 | tf32 | fp32}``.
+    """
+    cfg = cfg or MetricsConfig()
+    kind = peak_kind(compute_dtype, allow_tf32)
+    if cfg.peak == "measure":
+        flops = measure_matmul_peak(device, compute_dtype, cfg.peak_matmul_size)
+        return {"peak_flops": flops, "peak_source": "measured", "peak_kind": kind}
     if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
-    return next((v for k, v in PEAK_BF16_FLOPS.items() if k in name), None)
+        flops, source = None, None
+    else:
+        flops, source = table_peak(device_name, compute_dtype, allow_tf32)
+    if flops is None and warn:
+        _warn_once(f"peak:{device_name}", "no peak FLOP/s known for %s device %r: mfu and hfu "
+                   "are null (add it to vitfsdp.metrics.PEAK_TABLE with its data sheet, or "
+                   "set metrics.peak=measure)", device.type, device_name)
+    return {"peak_flops": flops, "peak_source": source, "peak_kind": kind}
 
 
 def device_info(device: torch.device) -> dict:
-    """Name and memory of ``device`` for run.json (memory in GiB; ``None`` on CPU)."""
+    """Name and memory of ``device`` for run.json (memory in GiB; ``None`` on CPU), with its
+    NVML/AMD SMI index and UUID where known."""
     if device.type != "cuda":
         import platform
 
         return {"type": "cpu", "name": platform.processor() or platform.machine(),
                 "memory_gib": None}
     props = torch.cuda.get_device_properties(device)
-    return {"type": "cuda", "name": props.name, "memory_gib": props.total_memory / GIB}
+    return {"type": "cuda", "name": props.name, "memory_gib": props.total_memory / GIB,
+            "uuid": str(getattr(props, "uuid", "")) or None, "pci_bus_id": _pci_bus_id(props),
+            "rocm_arch": getattr(props, "gcnArchName", None) if torch.version.hip else None}
 
 
 def _read_vm_hwm_gib() -> float | None:
@@ -90,84 +316,257 @@ def local_memory(device: torch.device) -> dict:
             "peak_rss_gib": _read_vm_hwm_gib()}
 
 
-class WindowMeter:
-    """Measures one timing window after another; call :meth:`start`, then :meth:`stop`.
+# --- device-level memory: NVML (nvidia-ml-py) and AMD SMI -------------------------------
+
+def _pci_bus_id(props) -> str | None:
+    """``dddd:bb:dd.0`` of a torch device's properties, or None where torch lacks them."""
+    try:
+        return f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def nvml_handle(nvml, torch_index: int, uuid: str | None, pci_bus_id: str | None,
+                environ: dict[str, str] | None = None):
+    """The NVML handle of torch's CUDA device ``torch_index``, or ``None``.
+
+    torch's index counts the devices CUDA shows this process (``CUDA_VISIBLE_DEVICES``, in
+    CUDA's order); NVML counts every device in PCI order. Tried in turn: the device UUID
+    from torch (``GPU-…``), its PCI bus id, and the ``CUDA_VISIBLE_DEVICES`` entry at
+    ``torch_index`` (an NVML index or a UUID); with no ``CUDA_VISIBLE_DEVICES``,
+    ``torch_index`` itself.
 
     Args:
-        device: the rank's device; CUDA is synchronized at window boundaries only.
-        world_size: processes in the job.
-        global_batch_size: images per step over all ranks.
-        train_flops_per_image: 3 × forward FLOPs per image.
+        nvml: the ``pynvml`` module (nvidia-ml-py), initialized.
+    """
+    environ = os.environ if environ is None else environ
+    tries = []
+    if uuid:
+        tries.append((nvml.nvmlDeviceGetHandleByUUID,
+                      uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"))
+    if pci_bus_id:
+        tries.append((nvml.nvmlDeviceGetHandleByPciBusId, pci_bus_id))
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        tries.append((nvml.nvmlDeviceGetHandleByIndex, torch_index))
+    else:
+        entries = [e.strip() for e in visible.split(",") if e.strip()]
+        entry = entries[torch_index] if torch_index < len(entries) else ""
+        if entry.isdigit():
+            tries.append((nvml.nvmlDeviceGetHandleByIndex, int(entry)))
+        elif entry.startswith(("GPU-", "MIG-")):
+            tries.append((nvml.nvmlDeviceGetHandleByUUID, entry))
+    for get, key in tries:
+        try:
+            return get(key)
+        except Exception:  # noqa: BLE001 - pynvml.NVMLError and its many subclasses
+            continue
+    return None
+
+
+class DeviceMemoryProbe:
+    """Memory in use on one GPU as its driver reports it (NVML on NVIDIA, AMD SMI on ROCm),
+    and the driver version. Everything is ``None`` on CPU or where the library is missing
+    or cannot find the device (one warning).
+
+    Args:
+        device: the rank's torch device.
     """
 
-    def __init__(self, device, world_size, global_batch_size, train_flops_per_image) -> None:
+    def __init__(self, device: torch.device) -> None:
+        self.backend: str | None = None
+        self._used = None
+        self.driver_version: str | None = None
+        if device.type != "cuda":
+            return
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(index)
+        opener = self._open_amdsmi if torch.version.hip else self._open_nvml
+        try:
+            opener(index, props)
+        except Exception as e:  # noqa: BLE001 - a missing library or driver: null figures
+            _warn_once(f"devmem:{type(e).__name__}", "device_mem_used_gib is null: %s", e)
+
+    def _open_nvml(self, index: int, props) -> None:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = nvml_handle(pynvml, index, str(getattr(props, "uuid", "")) or None,
+                             _pci_bus_id(props))
+        if handle is None:
+            raise RuntimeError(f"NVML found no device for CUDA device {index}")
+        self.driver_version = _str(pynvml.nvmlSystemGetDriverVersion())
+        self._used = lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).used / GIB
+        self.backend = "nvml"
+
+    def _open_amdsmi(self, index: int, props) -> None:
+        import amdsmi  # the AMD SMI Python library of the ROCm install; not on PyPI
+
+        amdsmi.amdsmi_init()
+        bdf = _pci_bus_id(props)
+        handle = next((h for h in amdsmi.amdsmi_get_processor_handles()
+                       if bdf and amdsmi.amdsmi_get_gpu_device_bdf(h).lower() == bdf), None)
+        if handle is None:
+            raise RuntimeError(f"AMD SMI found no device at PCI {bdf} (torch device {index})")
+        self.driver_version = amdsmi.amdsmi_get_gpu_driver_info(handle).get("driver_version")
+        # vram_used is in MiB
+        self._used = lambda: amdsmi.amdsmi_get_gpu_vram_usage(handle)["vram_used"] / 1024
+        self.backend = "amdsmi"
+
+    def used_gib(self) -> float | None:
+        """Memory in use on the whole device now, GiB; None where unavailable."""
+        if self._used is None:
+            return None
+        try:
+            return float(self._used())
+        except Exception as e:  # noqa: BLE001
+            _warn_once("devmem:read", "device_mem_used_gib is null: %s", e)
+            return None
+
+
+def _str(x) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)
+
+
+# --- the window meter ---------------------------------------------------------------------
+
+class _Clock:
+    """Elapsed seconds between :meth:`start` and :meth:`stop`: CUDA events on a GPU (the
+    host waits only for the end event), the wall clock elsewhere."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.kind = "cuda_event" if self.cuda else "perf_counter"
+        self._start = self._t0 = None
+
+    def start(self) -> None:
+        if self.cuda:
+            self._start = torch.cuda.Event(enable_timing=True)
+            self._start.record()
+        else:
+            self._t0 = time.perf_counter()
+
+    def stop(self) -> float:
+        if not self.cuda:
+            return time.perf_counter() - self._t0
+        end = torch.cuda.Event(enable_timing=True)
+        end.record()
+        end.synchronize()
+        return self._start.elapsed_time(end) / 1000
+
+
+#: Per-rank values gathered at each window end, in this order.
+_GATHERED = ("time_s", "loss", "peak_mem_allocated_gib", "peak_mem_reserved_gib",
+             "peak_rss_gib", "device_mem_used_gib", "alloc_retries", "num_ooms")
+#: Memory fields reported as max (``<name>_gib``) and min (``<name>_min_gib``) over ranks.
+_MEMORY = ("peak_mem_allocated", "peak_mem_reserved", "peak_rss", "device_mem_used")
+
+
+class WindowMeter:
+    """Measures one timing window after another: :meth:`start`, the steps, :meth:`stop`.
+
+    Args:
+        device: the rank's device.
+        world_size: processes (GPUs) in the job.
+        global_batch_size: images per step over all ranks.
+        train_flops_per_image: MODEL training FLOPs per image (3 × forward).
+        hardware_flops_per_image: HARDWARE FLOPs per image (with the recomputed forward);
+            ``None`` = the model FLOPs.
+        peak_flops: the device's peak FLOP/s (:func:`resolve_peak`); ``None`` = mfu/hfu null.
+    """
+
+    def __init__(self, device: torch.device, world_size: int, global_batch_size: int,
+                 train_flops_per_image: float, hardware_flops_per_image: float | None = None,
+                 peak_flops: float | None = None) -> None:
         self.device = device
         self.world_size = world_size
         self.global_batch_size = global_batch_size
         self.train_flops_per_image = train_flops_per_image
-        self.peak = peak_flops(device)
-        self._t0 = 0.0
-
-    def _sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+        self.hardware_flops_per_image = hardware_flops_per_image or train_flops_per_image
+        self.peak = peak_flops
+        self.clock = _Clock(device)
+        self.probe = DeviceMemoryProbe(device)
+        self._counts0 = (0, 0)
 
     def start(self) -> None:
-        """Reset peak memory and start the clock."""
-        self._sync()
+        """Reset the peak-memory counters and start the clock (no host synchronization)."""
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
+            self._counts0 = self._alloc_counts()
         _reset_vm_hwm()
-        self._t0 = time.perf_counter()
+        self.clock.start()
 
     def stop(self, num_steps: int, loss_sum: torch.Tensor) -> dict:
         """End the window: figures over ``num_steps`` steps whose summed local losses are
-        ``loss_sum`` (a 0-dim tensor on the device).
+        ``loss_sum`` (a 0-dim tensor on the device). Collective: every rank calls it.
 
         Returns:
-            ips, ips_per_gpu, step_time_s, tflops_per_gpu, mfu (None without a known peak),
-            loss (mean over steps and ranks), peak_mem_allocated_gib / peak_mem_reserved_gib
-            (GPU; None on CPU) and peak_rss_gib (max over ranks), time_s.
+            time_s (slowest rank), step_time_s, ips, ips_per_gpu, tflops_per_gpu,
+            hw_tflops_per_gpu, mfu, hfu (None without a peak), loss (mean over steps and
+            ranks), peak_mem_allocated_gib, peak_mem_reserved_gib, peak_rss_gib,
+            device_mem_used_gib (max over ranks) and their ``*_min_gib`` (min over ranks),
+            alloc_retries and num_ooms (during the window, summed over ranks); memory
+            figures a device cannot give are None.
         """
-        self._sync()
-        elapsed = time.perf_counter() - self._t0
-        elapsed = self._reduce([elapsed], dist.ReduceOp.MAX)[0]  # slowest rank sets the pace
+        elapsed = self.clock.stop()
+        local = {"time_s": elapsed, "loss": loss_sum.item() / num_steps, **self._local_memory()}
+        ranks = self._gather([_nan_if_none(local[k]) for k in _GATHERED])
+        cols = dict(zip(_GATHERED, zip(*ranks, strict=True), strict=True))
+        elapsed = max(cols["time_s"])  # the slowest rank sets the pace
         ips = self.global_batch_size * num_steps / elapsed
         flops = self.train_flops_per_image * ips / self.world_size
-        loss = self._reduce([loss_sum.item() / num_steps], dist.ReduceOp.SUM)[0]
+        hw_flops = self.hardware_flops_per_image * ips / self.world_size
         out = {
             "time_s": elapsed,
             "step_time_s": elapsed / num_steps,
             "ips": ips,
             "ips_per_gpu": ips / self.world_size,
             "tflops_per_gpu": flops / 1e12,
+            "hw_tflops_per_gpu": hw_flops / 1e12,
             "mfu": flops / self.peak if self.peak else None,
-            "loss": loss / self.world_size,
+            "hfu": hw_flops / self.peak if self.peak else None,
+            "loss": sum(cols["loss"]) / len(cols["loss"]),
         }
-        return out | self._memory()
+        for name in _MEMORY:
+            out[f"{name}_gib"] = _finite(max, cols[f"{name}_gib"])
+            out[f"{name}_min_gib"] = _finite(min, cols[f"{name}_gib"])
+        for name in ("alloc_retries", "num_ooms"):
+            total = _finite(sum, cols[name])
+            out[name] = int(total) if total is not None else None
+        return out
 
-    def _memory(self) -> dict:
+    def _alloc_counts(self) -> tuple[int, int]:
+        stats = torch.cuda.memory_stats(self.device)
+        return stats.get("num_alloc_retries", 0), stats.get("num_ooms", 0)
+
+    def _local_memory(self) -> dict:
+        """This rank's memory figures of the window (None where the device has none)."""
+        out = {"peak_mem_allocated_gib": None, "peak_mem_reserved_gib": None,
+               "alloc_retries": None, "num_ooms": None}
         if self.device.type == "cuda":
-            alloc = torch.cuda.max_memory_allocated(self.device) / GIB
-            reserved = torch.cuda.max_memory_reserved(self.device) / GIB
-        else:
-            alloc = reserved = float("nan")
-        rss = _read_vm_hwm_gib()
-        vals = self._reduce([alloc, reserved, rss if rss is not None else float("nan")],
-                            dist.ReduceOp.MAX)
-        return {
-            "peak_mem_allocated_gib": _nan_to_none(vals[0]),
-            "peak_mem_reserved_gib": _nan_to_none(vals[1]),
-            "peak_rss_gib": _nan_to_none(vals[2]),
-        }
+            retries, ooms = self._alloc_counts()
+            out = {"peak_mem_allocated_gib": torch.cuda.max_memory_allocated(self.device) / GIB,
+                   "peak_mem_reserved_gib": torch.cuda.max_memory_reserved(self.device) / GIB,
+                   "alloc_retries": retries - self._counts0[0],
+                   "num_ooms": ooms - self._counts0[1]}
+        return out | {"peak_rss_gib": _read_vm_hwm_gib(),
+                      "device_mem_used_gib": self.probe.used_gib()}
 
-    def _reduce(self, values: list[float], op) -> list[float]:
-        if not dist.is_initialized():
-            return values
+    def _gather(self, values: list[float]) -> list[list[float]]:
+        """Every rank's ``values``, indexed by rank (one all-gather)."""
+        if not dist.is_initialized() or dist.get_world_size() == 1:
+            return [values]
         t = torch.tensor(values, dtype=torch.float64, device=self.device)
-        dist.all_reduce(t, op=op)
-        return t.tolist()
+        rows = [torch.empty_like(t) for _ in range(dist.get_world_size())]
+        dist.all_gather(rows, t)
+        return [r.tolist() for r in rows]
 
 
-def _nan_to_none(x: float) -> float | None:
-    return None if x != x else x
+def _nan_if_none(x: float | None) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def _finite(reduce, values) -> float | None:
+    """``reduce`` over the finite values, or None if there are none."""
+    finite = [v for v in values if math.isfinite(v)]
+    return reduce(finite) if finite else None

@@ -1,4 +1,14 @@
-"""Provenance for run.json (versions, git, Slurm ids, time) and the one logging setup."""
+"""Provenance for run.json (versions, driver, git, Slurm ids, environment, time) and the one
+logging setup.
+
+The environment variables that shape a run (communication libraries, ROCm/CUDA runtimes,
+threading, torch/XLA/JAX switches, Slurm placement, the rendezvous) are recorded under
+``environment``, selected by :data:`ENV_PREFIXES` and :data:`ENV_NAMES`. Nothing secret is
+written: a variable whose NAME looks secret (:data:`SECRET_NAME`: TOKEN, KEY, SECRET,
+PASSWORD, CREDENTIAL, AUTH, COOKIE …) has its value replaced by ``"<redacted>"``, and a
+``user:password@`` inside any value (a URL with credentials) becomes ``<redacted>@``
+(:func:`redact`). The same applies to the command line and to ``cluster.env`` in the config.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +16,10 @@ import datetime
 import logging
 import os
 import platform
+import re
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -15,6 +27,54 @@ import torch
 #: Slurm variables recorded in run.json (ids and placement, nothing secret).
 SLURM_VARS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_NODELIST",
               "SLURM_JOB_NUM_NODES", "SLURM_NTASKS", "SLURM_JOB_PARTITION", "SLURM_RESTART_COUNT")
+
+
+#: Prefixes of the environment variables recorded in run.json ``environment``.
+ENV_PREFIXES = ("NCCL_", "RCCL_", "FI_", "CXI_", "UCX_", "MPICH_", "OMPI_", "MIOPEN_", "HSA_",
+                "HIP_", "ROCR_", "ROCM_", "ROCBLAS_", "HIPBLASLT_", "AMD_", "CUDA_", "CUDNN_",
+                "CUBLAS", "NVIDIA_", "NVTE_", "OMP_", "MKL_", "KMP_", "TORCH", "PYTORCH_",
+                "XLA_", "JAX_", "SLURM_", "SLURMD_", "MASTER_", "GLOO_", "TORCHELASTIC_")
+#: Single environment variables recorded as well.
+ENV_NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+             "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "CONDA_PREFIX", "VIRTUAL_ENV",
+             "HYDRA_FULL_ERROR")
+#: A variable (or config key) whose name matches this has its value redacted.
+SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|COOKIE"
+                         r"|SESSION|SIGNATURE|PRIVATE|CERT|_PW$|_PWD$", re.IGNORECASE)
+#: ``scheme://user:password@`` (or ``user:password@host``) inside a value.
+_URL_CREDENTIALS = re.compile(r"(?<=[/\s=,;])[^\s/:@,;=]+:[^\s/@]*@|^[^\s/:@,;=]+:[^\s/@]*@")
+REDACTED = "<redacted>"
+
+
+def redact(name: str, value: str) -> str:
+    """``value`` with anything secret removed: all of it when ``name`` looks secret
+    (:data:`SECRET_NAME`), else any ``user:password@`` credentials (URLs) inside it."""
+    if SECRET_NAME.search(name):
+        return REDACTED
+    return _URL_CREDENTIALS.sub(f"{REDACTED}@", value)
+
+
+def environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The run-relevant environment variables (:data:`ENV_PREFIXES`, :data:`ENV_NAMES`),
+    sorted by name, values passed through :func:`redact`."""
+    environ = os.environ if environ is None else environ
+    return {k: redact(k, environ[k]) for k in sorted(environ)
+            if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
+
+
+def redact_args(args: list[str]) -> list[str]:
+    """Command-line arguments with the value of ``key=value`` redacted where the key looks
+    secret, and URL credentials removed from every argument."""
+    out = []
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        out.append(f"{key}={redact(key, value)}" if sep else redact("", arg))
+    return out
+
+
+def redact_mapping(values: Mapping[str, str]) -> dict[str, str]:
+    """``{name: value}`` (e.g. ``cluster.env``) with every value through :func:`redact`."""
+    return {k: redact(k, str(v)) for k, v in values.items()}
 
 
 def setup_logging(rank: int) -> None:
@@ -27,21 +87,43 @@ def setup_logging(rank: int) -> None:
     )
 
 
-def versions() -> dict:
-    """Python, torch, timm, CUDA/ROCm and NCCL/RCCL versions (None where absent)."""
+def versions(driver: str | None = None) -> dict:
+    """Python, torch, timm, numpy, CUDA or ROCm (HIP), cuDNN/MIOpen, NCCL or RCCL (torch's
+    ``torch.cuda.nccl.version()``, which is RCCL's on ROCm; ``collectives`` names which),
+    nvidia-ml-py and the GPU driver (``driver``, from NVML or AMD SMI); None where absent."""
+    import numpy
     import timm
 
-    nccl = None
+    nccl = cudnn = None
     if torch.cuda.is_available():
-        nccl = ".".join(map(str, torch.cuda.nccl.version()))
+        try:
+            nccl = ".".join(map(str, torch.cuda.nccl.version()))
+        except (RuntimeError, AttributeError, TypeError):
+            pass
+        cudnn = torch.backends.cudnn.version()
+    hip = getattr(torch.version, "hip", None)
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "timm": timm.__version__,
+        "numpy": numpy.__version__,
         "cuda": torch.version.cuda,
-        "rocm": getattr(torch.version, "hip", None),
+        "rocm": hip,
+        "cudnn": cudnn,  # MIOpen's on ROCm
         "nccl": nccl,
+        "collectives": ("rccl" if hip else "nccl") if nccl else None,
+        "driver": driver,
+        "nvidia_ml_py": _dist_version("nvidia-ml-py"),
     }
+
+
+def _dist_version(name: str) -> str | None:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 def git_state() -> dict:
@@ -57,12 +139,15 @@ def git_state() -> dict:
     return {"commit": commit, "dirty": bool(dirty.strip())}
 
 
-def collect() -> dict:
-    """The provenance part of run.json."""
+def collect(driver: str | None = None) -> dict:
+    """The provenance part of run.json: ``versions`` (with the GPU ``driver`` version where
+    known), ``git``, ``slurm`` ids, the redacted ``environment`` and ``command``, the start
+    time."""
     return {
-        "versions": versions(),
+        "versions": versions(driver),
         "git": git_state(),
         "slurm": {k: os.environ[k] for k in SLURM_VARS if k in os.environ},
-        "command": sys.argv,
+        "environment": environment(),
+        "command": redact_args(sys.argv),
         "started_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }

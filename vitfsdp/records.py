@@ -39,9 +39,20 @@ STATUSES = ("completed", "oom", "timeout", "failed", "preempted", "skipped_infea
 RUNNING = "running"
 
 #: Window fields summarised as the median over measured windows.
-MEDIAN_FIELDS = ("ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu")
-#: Window fields summarised as the maximum over measured windows.
-MAX_FIELDS = ("peak_mem_allocated_gib", "peak_mem_reserved_gib", "peak_rss_gib")
+MEDIAN_FIELDS = ("ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "hw_tflops_per_gpu",
+                 "mfu", "hfu")
+#: Window fields summarised as the maximum over measured windows (each already the maximum
+#: over ranks).
+MAX_FIELDS = ("peak_mem_allocated_gib", "peak_mem_reserved_gib", "peak_rss_gib",
+              "device_mem_used_gib")
+#: Window fields summarised as the minimum over measured windows (the minimum over ranks).
+MIN_FIELDS = ("peak_mem_allocated_min_gib", "peak_mem_reserved_min_gib", "peak_rss_min_gib",
+              "device_mem_used_min_gib")
+#: Window counts summarised as the sum over measured windows (each summed over ranks).
+SUM_FIELDS = ("alloc_retries", "num_ooms")
+#: Window fields whose min and max over measured windows are also given (``<name>_min``,
+#: ``<name>_max``).
+RANGE_FIELDS = ("ips", "step_time_s")
 
 
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
@@ -119,23 +130,28 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
 def summarize_windows(windows: Iterable[dict]) -> dict[str, float | None]:
     """Headline figures from timing windows, warm-up windows excluded.
 
-    Rates and times are the median over measured windows (robust to one slow window);
-    peak memory is the maximum. ``*_spread`` gives (max - min) / median of ``ips`` so a
-    reader can see how steady the measurement was.
+    Rates and times are the median over measured windows (robust to one slow window), with
+    the min and max of ``ips`` and ``step_time_s`` beside them; peak memory is the maximum
+    (the ``*_min_gib`` fields, minima over ranks, the minimum); allocator retries and OOMs
+    are summed. ``ips_spread`` = (max - min) / median of ``ips`` tells how steady the
+    measurement was. Older records without a field give ``None`` for it.
 
     Returns:
-        A dict with every field of :data:`MEDIAN_FIELDS` and :data:`MAX_FIELDS`, plus
-        ``loss`` (the last measured window's), ``num_windows`` and ``ips_spread``; a field no
-        window measured is ``None``.
+        A dict with every field of :data:`MEDIAN_FIELDS`, :data:`MAX_FIELDS`,
+        :data:`MIN_FIELDS` and :data:`SUM_FIELDS`, ``<f>_min``/``<f>_max`` for
+        :data:`RANGE_FIELDS`, plus ``loss`` (the last measured window's), ``num_windows``
+        and ``ips_spread``; a field no window measured is ``None``.
     """
     measured = [w for w in windows if not w.get("warmup")]
     out: dict[str, float | None] = {"num_windows": len(measured)}
-    for key in MEDIAN_FIELDS:
+    for fields, reduce in ((MEDIAN_FIELDS, statistics.median), (MAX_FIELDS, max),
+                           (MIN_FIELDS, min), (SUM_FIELDS, sum)):
+        for key in fields:
+            vals = [w[key] for w in measured if _is_number(w.get(key))]
+            out[key] = reduce(vals) if vals else None
+    for key in RANGE_FIELDS:
         vals = [w[key] for w in measured if _is_number(w.get(key))]
-        out[key] = statistics.median(vals) if vals else None
-    for key in MAX_FIELDS:
-        vals = [w[key] for w in measured if _is_number(w.get(key))]
-        out[key] = max(vals) if vals else None
+        out[f"{key}_min"], out[f"{key}_max"] = (min(vals), max(vals)) if vals else (None, None)
     ips = [w["ips"] for w in measured if _is_number(w.get("ips"))]
     out["ips_spread"] = (max(ips) - min(ips)) / out["ips"] if len(ips) > 1 and out["ips"] else None
     out["loss"] = measured[-1].get("loss") if measured else None

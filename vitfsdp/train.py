@@ -39,7 +39,15 @@ from vitfsdp.config import (
     register_configs,
     to_run_config,
 )
-from vitfsdp.metrics import GIB, WindowMeter, device_info, local_memory
+from vitfsdp.metrics import (
+    GIB,
+    WARMUP_RULE,
+    DeviceMemoryProbe,
+    WindowMeter,
+    device_info,
+    local_memory,
+    resolve_peak,
+)
 from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
 
 log = logging.getLogger("vitfsdp.train")
@@ -231,12 +239,21 @@ def _limit_memory(limit_gib: float, device: torch.device) -> None:
 
 def run_info(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
              run_dir: Path) -> dict:
-    """What ran: resolved config, world, device, model size, versions, hosts, Slurm ids."""
+    """What ran: resolved config (secret-looking ``cluster.env`` values redacted), world,
+    device with the peak FLOP/s MFU is computed against, model size and FLOPs per image,
+    the timing rule, versions with the GPU driver, hosts, Slurm ids and the redacted
+    environment (:mod:`vitfsdp.provenance`). Collective (host names; a measured peak is
+    averaged over ranks): every rank calls it after :func:`apply_numerics`.
+    """
     num_classes = _num_classes(cfg)
     meta_model = models.build_model(cfg.model, num_classes, device="meta")
+    config = dataclasses.asdict(cfg)
+    config["cluster"]["env"] = provenance.redact_mapping(cfg.cluster.env)
+    checkpointed = cfg.model.spec.depth if cfg.train.activation_checkpointing else 0
+    dev = device_info(device)
     return {
         "run_id": run_dir.name,
-        "config": dataclasses.asdict(cfg),
+        "config": config,
         "world": {
             "size": env.world_size,
             "nodes": cfg.nodes,
@@ -246,16 +263,37 @@ def run_info(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
             "backend": distributed.backend_for(device),
             "launched_by": env.source,
         },
-        "device": device_info(device),
+        "device": dev | _peak(cfg, env, device, dev["name"]),
         "model": {
             "num_params": models.count_params(meta_model),
             "forward_flops_per_image": models.forward_flops_per_image(cfg.model, num_classes),
+            "train_flops_per_image": models.train_flops_per_image(cfg.model, num_classes),
+            "hardware_flops_per_image": models.hardware_flops_per_image(
+                cfg.model, num_classes, checkpointed),
             "img_size": cfg.model.resolved_img_size(),
             "num_classes": num_classes,
         },
+        "timing": {"timer": "cuda_event" if device.type == "cuda" else "perf_counter",
+                   "warmup_steps": cfg.train.warmup_steps, "log_every": cfg.train.log_every,
+                   "warmup_rule": WARMUP_RULE},
         **_hosts(env),
-        **provenance.collect(),
+        **provenance.collect(driver=DeviceMemoryProbe(device).driver_version),
     }
+
+
+def _peak(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, name: str) -> dict:
+    """run.json's ``device.peak_flops``/``peak_source``/``peak_kind`` for this run's compute
+    dtype (:func:`vitfsdp.metrics.resolve_peak`); with ``metrics.peak=measure`` the GEMM is
+    timed on every rank before training and the mean over ranks is used."""
+    settings = cfg.precision_settings(device.type)
+    compute = settings.autocast_dtype or settings.param_dtype
+    allow_tf32 = device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32
+    peak = resolve_peak(device, name, compute, allow_tf32, cfg.metrics, warn=env.rank == 0)
+    if peak["peak_source"] == "measured" and torch.distributed.is_initialized():
+        t = torch.tensor([peak["peak_flops"]], dtype=torch.float64, device=device)
+        torch.distributed.all_reduce(t)
+        peak["peak_flops"] = t.item() / env.world_size
+    return peak
 
 
 def _hosts(env: distributed.DistEnv) -> dict:
@@ -273,7 +311,7 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
     attention kernel, AdamW implementation) is added to run.json's ``applied`` first.
     With ``meta`` (a checkpoint's, from :func:`vitfsdp.checkpoint.find`) the model, optimizer
     and RNG are restored and training continues after ``progress.step`` with the data
-    order it would have had; its first window counts as warm-up (caches are cold again).
+    order it would have had. Warm-up windows follow :data:`vitfsdp.metrics.WARMUP_RULE`.
     After each window but the last, the ranks agree on whether a
     stop signal arrived; a checkpoint is saved then, and every ``train.checkpoint_every``
     steps.
@@ -298,11 +336,15 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
         rank=env.rank, world_size=env.world_size, device=device, seed=tc.seed,
     )
     _skip(batches, progress.step)
+    info = records.run_info
     meter = WindowMeter(device, env.world_size, tc.local_batch_size * env.world_size,
-                        3 * records.run_info["model"]["forward_flops_per_image"])
+                        info["model"]["train_flops_per_image"],
+                        info["model"]["hardware_flops_per_image"], info["device"]["peak_flops"])
     autocast = _autocast(settings, device)
     fault = failures.parse_fault(os.environ.get(failures.FAULT_ENV))
-    cold = meta is not None  # the first window after a resume: caches cold, like warm-up
+    # warm-up besides train.warmup_steps (metrics.WARMUP_RULE): the first window after a
+    # resume (caches cold again), or with compiled blocks and no warm-up steps (compilation)
+    cold = meta is not None or (tc.warmup_steps == 0 and applied.get("compiled_blocks", 0) > 0)
     for i, (first, last, warmup) in _remaining(tc, progress.step):
         warmup, cold = warmup or cold, False
         meter.start()
