@@ -10,7 +10,15 @@ Memory: on a GPU, ``peak_mem_allocated_gib`` is XLA's ``peak_bytes_in_use`` and
 ``peak_mem_reserved_gib`` its ``peak_pool_bytes`` where the allocator reports it; JAX cannot
 reset peaks, so they are the peaks since the process started (after the warm-up windows this
 is the steady-state peak). On the CPU, as in torch runs, the ranks' peak resident memory
-(VmHWM, reset per window) is ``peak_rss_gib``. Every memory figure is the maximum over ranks.
+(VmHWM, reset per window) is ``peak_rss_gib``. Every memory figure is the maximum over ranks,
+with the minimum over ranks beside it (``*_min_gib``), as in torch runs. What JAX cannot
+measure is null under the torch names: ``device_mem_used_gib`` (not sampled here),
+``alloc_retries`` and ``num_ooms`` (XLA's allocator keeps no such counts).
+
+The peak FLOP/s follows :func:`vitfsdp.metrics.resolve_peak`'s rules: the table
+(:data:`vitfsdp.metrics.PEAK_TABLE`, matched in ``device.device_kind``) for the compute
+dtype and matmul precision, or a timed GEMM with ``metrics.peak=measure``
+(:func:`measure_matmul_peak`); null, with one warning, on the CPU or an unknown GPU.
 """
 
 from __future__ import annotations
@@ -19,18 +27,66 @@ import time
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from vitfsdp.jax.distributed import gather_floats
-from vitfsdp.metrics import GIB, PEAK_BF16_FLOPS, _read_vm_hwm_gib, _reset_vm_hwm
+from vitfsdp.metrics import (
+    GIB,
+    MetricsConfig,
+    _read_vm_hwm_gib,
+    _reset_vm_hwm,
+    _warn_once,
+    peak_kind,
+    table_peak,
+)
+
+_DTYPES = {"fp32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16}
 
 
-def peak_flops(device: jax.Device) -> float | None:
-    """Dense bf16 peak FLOP/s of a JAX GPU from :data:`vitfsdp.metrics.PEAK_BF16_FLOPS`
-    (matched in ``device.device_kind``); ``None`` on the CPU or an unknown GPU, never a guess."""
-    if device.platform == "cpu":
-        return None
-    return next((v for k, v in PEAK_BF16_FLOPS.items() if k in device.device_kind), None)
+def measure_matmul_peak(device: jax.Device, compute_dtype: str, size: int = 0,
+                        min_time_s: float = 0.2) -> float:
+    """Achievable matmul FLOP/s of ``device``: a jitted ``size`` × ``size`` GEMM in the
+    compute dtype (under the current ``jax_default_matmul_precision``), timed after a
+    warm-up over enough repetitions to last ``min_time_s``; 2·size³ FLOPs per GEMM.
+
+    Args:
+        size: matrix side; 0 = 8192 on a GPU, 1024 on the CPU.
+    """
+    size = size or (1024 if device.platform == "cpu" else 8192)
+    key = jax.random.key(0)
+    a = jax.device_put(jax.random.normal(key, (size, size), _DTYPES[compute_dtype]), device)
+    mm = jax.jit(jnp.matmul)
+    jax.block_until_ready(mm(a, a))  # compile and warm up
+    reps = 1
+    while True:
+        t0 = time.perf_counter()
+        out = [mm(a, a) for _ in range(reps)]
+        jax.block_until_ready(out)
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_time_s or reps >= 1 << 16:
+            return 2 * size**3 * reps / elapsed
+        reps = max(reps * 2, int(reps * min_time_s / max(elapsed, 1e-6)) + 1)
+
+
+def resolve_peak(device: jax.Device, compute_dtype: str, matmul_precision: str,
+                 cfg: MetricsConfig | None = None, warn: bool = True) -> dict:
+    """run.json's ``device.peak_flops``/``peak_source``/``peak_kind`` for a JAX device, as
+    :func:`vitfsdp.metrics.resolve_peak`: fp32 matmuls count as TF32 unless
+    ``matmul_precision`` (``jax_default_matmul_precision``) is ``float32``/``highest``."""
+    cfg = cfg or MetricsConfig()
+    kind = peak_kind(compute_dtype, matmul_precision not in ("float32", "highest"))
+    if cfg.peak == "measure":
+        flops = measure_matmul_peak(device, compute_dtype, cfg.peak_matmul_size)
+        return {"peak_flops": flops, "peak_source": "measured", "peak_kind": kind}
+    flops = source = None
+    if device.platform != "cpu":
+        flops, source = table_peak(device.device_kind, compute_dtype, kind == "tf32")
+    if flops is None and warn:
+        _warn_once(f"peak:{device.device_kind}", "no peak FLOP/s known for JAX device %r: mfu "
+                   "and hfu are null (add it to vitfsdp.metrics.PEAK_TABLE, or set "
+                   "metrics.peak=measure)", device.device_kind)
+    return {"peak_flops": flops, "peak_source": source, "peak_kind": kind}
 
 
 def device_info(device: jax.Device) -> dict:
@@ -53,17 +109,21 @@ class JaxWindowMeter:
     Args:
         world_size: devices (ranks) in the job.
         global_batch_size: images per step over all ranks.
-        train_flops_per_image: 3 × forward FLOPs per image.
-        device: this process's device (for the peak FLOP/s and memory statistics).
+        train_flops_per_image: MODEL training FLOPs per image (3 × forward).
+        device: this process's device (for the memory statistics).
+        hardware_flops_per_image: with the recomputed forward of remat; None = model FLOPs.
+        peak_flops: the device's peak FLOP/s (:func:`resolve_peak`); None = mfu/hfu null.
     """
 
     def __init__(self, world_size: int, global_batch_size: int, train_flops_per_image: float,
-                 device: jax.Device) -> None:
+                 device: jax.Device, hardware_flops_per_image: float | None = None,
+                 peak_flops: float | None = None) -> None:
         self.world_size = world_size
         self.global_batch_size = global_batch_size
         self.train_flops_per_image = train_flops_per_image
+        self.hardware_flops_per_image = hardware_flops_per_image or train_flops_per_image
         self.device = device
-        self.peak = peak_flops(device)
+        self.peak = peak_flops
         self._t0 = 0.0
 
     def start(self, state: Any) -> None:
@@ -77,9 +137,12 @@ class JaxWindowMeter:
         scalars) and left ``state``.
 
         Returns:
-            time_s, step_time_s, ips, ips_per_gpu, tflops_per_gpu, mfu (None without a known
-            peak), loss (mean over the window's steps), peak_mem_allocated_gib,
-            peak_mem_reserved_gib (GPU; None on the CPU), peak_rss_gib.
+            The keys of :meth:`vitfsdp.metrics.WindowMeter.stop`: time_s, step_time_s, ips,
+            ips_per_gpu, tflops_per_gpu, hw_tflops_per_gpu, mfu, hfu (None without a peak),
+            loss (mean over the window's steps), peak_mem_allocated_gib,
+            peak_mem_reserved_gib (GPU; None on the CPU), peak_rss_gib (max over ranks) and
+            their ``*_min_gib`` (min over ranks); device_mem_used_gib(_min_gib),
+            alloc_retries and num_ooms are None.
         """
         jax.block_until_ready((state, losses))
         elapsed = time.perf_counter() - self._t0
@@ -90,18 +153,23 @@ class JaxWindowMeter:
         elapsed = float(rows[:, 0].max())  # the slowest rank sets the pace
         ips = self.global_batch_size * num_steps / elapsed
         flops = self.train_flops_per_image * ips / self.world_size
-        return {
+        hw_flops = self.hardware_flops_per_image * ips / self.world_size
+        out = {
             "time_s": elapsed,
             "step_time_s": elapsed / num_steps,
             "ips": ips,
             "ips_per_gpu": ips / self.world_size,
             "tflops_per_gpu": flops / 1e12,
+            "hw_tflops_per_gpu": hw_flops / 1e12,
             "mfu": flops / self.peak if self.peak else None,
+            "hfu": hw_flops / self.peak if self.peak else None,
             "loss": loss,
-            "peak_mem_allocated_gib": _max_or_none(rows[:, 1]),
-            "peak_mem_reserved_gib": _max_or_none(rows[:, 2]),
-            "peak_rss_gib": _max_or_none(rows[:, 3]),
         }
+        for col, name in enumerate(("peak_mem_allocated", "peak_mem_reserved", "peak_rss"), 1):
+            out[f"{name}_gib"] = _max_or_none(rows[:, col])
+            out[f"{name}_min_gib"] = _max_or_none(-rows[:, col], sign=-1)
+        return out | {"device_mem_used_gib": None, "device_mem_used_min_gib": None,
+                      "alloc_retries": None, "num_ooms": None}
 
     def _device_memory_gib(self) -> tuple[float, float]:
         """XLA's peak bytes in use and peak pool bytes on a GPU, GiB; NaN where unreported."""
@@ -110,7 +178,8 @@ class JaxWindowMeter:
                      for k in ("peak_bytes_in_use", "peak_pool_bytes"))
 
 
-def _max_or_none(values: np.ndarray) -> float | None:
-    """The maximum of the finite values, or ``None`` if there are none."""
+def _max_or_none(values: np.ndarray, sign: int = 1) -> float | None:
+    """``sign`` × the maximum of the finite values (sign=-1 on negated values: the minimum),
+    or ``None`` if there are none."""
     finite = values[np.isfinite(values)]
-    return float(finite.max()) if finite.size else None
+    return sign * float(finite.max()) if finite.size else None

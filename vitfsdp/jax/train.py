@@ -34,8 +34,9 @@ from vitfsdp.distributed import DistEnv
 from vitfsdp.jax import distributed as jdist
 from vitfsdp.jax import sharding
 from vitfsdp.jax.config import MATMUL_PRECISION, jax_precision
-from vitfsdp.jax.metrics import JaxWindowMeter, device_info
+from vitfsdp.jax.metrics import JaxWindowMeter, device_info, resolve_peak
 from vitfsdp.jax.model import ViT, build_model, count_params, dummy_input
+from vitfsdp.metrics import WARMUP_RULE
 from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
 
 log = logging.getLogger("vitfsdp.jax.train")
@@ -137,21 +138,41 @@ def run_info(cfg: RunConfig, env: DistEnv, run_dir: Path, model: ViT,
             "launched_by": env.source,
             "num_processes": jax.process_count(),
         },
-        "device": device_info(jax.local_devices()[0]),
+        "device": device_info(jax.local_devices()[0]) | _peak(cfg),
         "model": {
             "num_params": count_params(shapes["params"]),
             "forward_flops_per_image": models.forward_flops_per_image(cfg.model,
                                                                       model.num_classes),
+            "train_flops_per_image": models.train_flops_per_image(cfg.model,
+                                                                  model.num_classes),
+            "hardware_flops_per_image": models.hardware_flops_per_image(
+                cfg.model, model.num_classes, model.depth if model.remat else 0),
             "img_size": model.img_size,
             "num_classes": model.num_classes,
             "param_bytes_per_device": sharding.bytes_per_device(shapes["params"], mesh),
             "optimizer_bytes_per_device": sharding.bytes_per_device(shapes["opt_state"], mesh),
         },
     }
+    info["config"]["cluster"]["env"] = provenance.redact_mapping(cfg.cluster.env)
+    info["timing"] = {"timer": "block_until_ready+perf_counter",
+                      "warmup_steps": cfg.train.warmup_steps, "log_every": cfg.train.log_every,
+                      "warmup_rule": WARMUP_RULE}
     hosts = jdist.rank_hostnames()
     info |= {"hosts": sorted(set(hosts)), "rank_hosts": hosts, **provenance.collect()}
     info["versions"] |= {name: _version(name) for name in ("jax", "jaxlib", "flax", "optax")}
     return info
+
+
+def _peak(cfg: RunConfig) -> dict:
+    """run.json's ``device.peak_*`` (:func:`vitfsdp.jax.metrics.resolve_peak`) for the
+    compute dtype and matmul precision; a measured peak is averaged over processes."""
+    device = jax.local_devices()[0]
+    compute = jax_precision(cfg.precision, jax.default_backend())
+    peak = resolve_peak(device, compute, jax.config.jax_default_matmul_precision,
+                        cfg.metrics, warn=jax.process_index() == 0)
+    if peak["peak_source"] == "measured":
+        peak["peak_flops"] = float(jdist.gather_floats([peak["peak_flops"]])[:, 0].mean())
+    return peak
 
 
 def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecords) -> float:
@@ -171,9 +192,10 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
     compile_s = time.perf_counter() - t
     _record_applied(records, {"compile_s": compile_s})
     global_batch = tc.local_batch_size * cfg.world_size
-    meter = JaxWindowMeter(cfg.world_size, global_batch,
-                           3 * records.run_info["model"]["forward_flops_per_image"],
-                           jax.local_devices()[0])
+    info = records.run_info
+    meter = JaxWindowMeter(cfg.world_size, global_batch, info["model"]["train_flops_per_image"],
+                           jax.local_devices()[0], info["model"]["hardware_flops_per_image"],
+                           info["device"]["peak_flops"])
     for i, (first, last, warmup) in enumerate(windows(tc.steps, tc.warmup_steps, tc.log_every)):
         meter.start(state)
         losses = []
