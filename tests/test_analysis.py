@@ -124,7 +124,8 @@ def test_run_without_summary_is_kept(tmp_path: Path) -> None:
     write_json_atomic(tmp_path / "killed" / RUN_FILE, run_info("DDP", 2) | {"status": "??"})
     df = collect_runs(tmp_path)
     assert list(df["status"]) == ["running", "failed"]
-    assert list(df["reason"]) == ["no summary.json"] * 2
+    assert list(df["reason"]) == ["no summary.json (still running, or killed before writing "
+                                  "one)", "no summary.json"]
     assert df["ips"].isna().all()
 
 

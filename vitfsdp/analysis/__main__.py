@@ -1,13 +1,21 @@
-"""``python -m vitfsdp.analysis SWEEP_DIR... [--out DIR]``: tables and figures of sweeps.
+"""``python -m vitfsdp.analysis SWEEP_DIR... [--report] [--out DIR] [--dataset-size N]``.
 
 Reads the records of every run below the sweep dirs and writes into ``--out`` (default
 ``SWEEP_DIR/analysis`` for one sweep dir; required for several):
 
 - ``runs.csv``: every run, whatever its status (``collect_runs``);
-- ``scaling.csv``: completed runs with ideal ips and scaling efficiency (``scaling_table``);
-- ``weak_scaling.png`` and ``memory.png`` (PyTorch and JAX as line styles when both ran);
+- ``scaling.csv``: completed runs with ideal ips, scaling efficiency, TFLOP/s and MFU
+  (``scaling_table``);
+- ``points.csv``: one row per point, repeats aggregated (median ips, min-max over
+  repeats), with efficiency, TFLOP/s, MFU/HFU, memory and cost per epoch (``points_table``);
+- ``best.csv``: the fastest configuration per model and node count (``best_table``);
+- ``failures.csv``: every run that did not complete, with why (``failures_table``);
+- ``prefetch.csv``: the prefetch x limit_all_gathers ablation, when the runs hold one;
+- ``calibration.csv``: the plan's predictions against the measurements, when there are any;
+- ``weak_scaling``, ``memory`` and (with an ablation) ``prefetch`` figures, PNG and SVG;
 - ``framework_ratio.csv``, when both PyTorch and JAX runs completed: the JAX/PyTorch ips
-  ratio per model, strategy and node count (``framework_ratio_table``).
+  ratio per model, strategy and node count (``framework_ratio_table``);
+- with ``--report``: ``report.md`` (figures linked) and ``report.html`` (self-contained).
 
 Prints a compact table of the results to stdout; logs go to stderr. Exits with 2 and a
 one-line error when a sweep dir does not exist or holds no runs.
@@ -29,6 +37,15 @@ from vitfsdp.analysis.collect import (
     scaling_table,
 )
 from vitfsdp.analysis.figures import write_figures
+from vitfsdp.analysis.report import report_sections, write_report
+from vitfsdp.analysis.tables import (
+    IMAGENET_TRAIN_IMAGES,
+    best_table,
+    calibration_table,
+    failures_table,
+    points_table,
+    prefetch_table,
+)
 
 log = logging.getLogger("vitfsdp.analysis")
 
@@ -47,7 +64,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--out", type=Path, default=None,
         help="output directory (default: SWEEP_DIR/analysis for one sweep dir)",
     )  # fmt: skip
+    parser.add_argument(
+        "--report", action="store_true",
+        help="also write report.md and report.html with every figure and table",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dataset-size", type=int, default=IMAGENET_TRAIN_IMAGES, metavar="N",
+        help="images per epoch for the cost per epoch (default: ImageNet-1k train, "
+             f"{IMAGENET_TRAIN_IMAGES:,})",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.dataset_size < 1:
+        parser.error(f"--dataset-size={args.dataset_size} must be a positive number of images")
     if args.out is None:
         if len(args.sweep_dirs) > 1:
             parser.error("--out is required with several sweep dirs")
@@ -55,19 +83,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def write_tables(df: pd.DataFrame, scaling: pd.DataFrame, out_dir: Path,
-                 ratio: pd.DataFrame | None = None) -> dict[str, Path]:
-    """Write ``runs.csv`` (every run) and ``scaling.csv`` (the scaling table) into
-    ``out_dir``, and ``framework_ratio.csv`` when ``ratio`` has rows."""
+def write_tables(tables: dict[str, pd.DataFrame], out_dir: Path) -> dict[str, Path]:
+    """Write each table as ``<name>.csv`` into ``out_dir``; ``runs`` and ``scaling`` always,
+    the others only when they have rows."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"runs": out_dir / "runs.csv", "scaling": out_dir / "scaling.csv"}
-    df.to_csv(paths["runs"], index=False)
-    scaling.to_csv(paths["scaling"], index=False)
-    if ratio is not None and not ratio.empty:
-        paths["framework_ratio"] = out_dir / "framework_ratio.csv"
-        ratio.to_csv(paths["framework_ratio"], index=False)
-    for path in paths.values():
-        log.info("wrote %s", path)
+    paths = {}
+    for name, table in tables.items():
+        if name in ("runs", "scaling") or (table is not None and not table.empty):
+            paths[name] = out_dir / f"{name}.csv"
+            table.to_csv(paths[name], index=False)
+            log.info("wrote %s", paths[name])
     return paths
 
 
@@ -82,8 +107,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     scaling = scaling_table(df)
     ratio = framework_ratio_table(df)
-    write_tables(df, scaling, args.out, ratio)
-    write_figures(df, args.out)
+    points = points_table(df, args.dataset_size)
+    write_tables({"runs": df, "scaling": scaling, "points": points, "best": best_table(points),
+                  "failures": failures_table(df), "prefetch": prefetch_table(points),
+                  "calibration": calibration_table(df), "framework_ratio": ratio}, args.out)
+    figures = write_figures(df, args.out)
+    if args.report:
+        sections = report_sections(df, points, args.dataset_size, ratio, list(figures))
+        write_report(sections, args.out, figures)
     print(format_table(df, scaling))
     if not ratio.empty:
         print("\nJAX / PyTorch images/s:")

@@ -181,7 +181,9 @@ def _status(run: dict, summary: dict | None) -> dict[str, Any]:
     status = run.get("status")
     if status != RUNNING and (status not in STATUSES or status == "completed"):
         status = "failed"
-    return {"status": status, "reason": "no summary.json"}
+    why = "no summary.json (still running, or killed before writing one)" \
+        if status == RUNNING else "no summary.json"
+    return {"status": status, "reason": why}
 
 
 def _config(run: dict) -> dict[str, Any]:
@@ -240,7 +242,8 @@ def _figures(summary: dict | None) -> dict[str, Any]:
 
 def _window_figures(windows: list[dict], summary: dict | None, status: str) -> dict[str, Any]:
     """From ``metrics.jsonl``: measured windows, the last step reached, and (completed runs
-    whose summary predates them) the min/max of ips and step time over measured windows."""
+    whose summary predates them) the min/max of ips and step time over measured windows and
+    the minimum over ranks of peak memory (``peak_mem_min_gib``)."""
     measured = [w for w in windows if not w.get("warmup")]
     steps = [w["step_end"] for w in windows if isinstance(w.get("step_end"), int)]
     out: dict[str, Any] = {"num_windows": len(measured), "last_step": max(steps, default=None)}
@@ -253,29 +256,32 @@ def _window_figures(windows: list[dict], summary: dict | None, status: str) -> d
         values = [w[key] for w in measured if isinstance(w.get(key), (int, float))]
         if (summary or {}).get(column) is None and values:
             out[column] = how(values)
+    kind = "peak_rss_min_gib" if (summary or {}).get("peak_mem_allocated_gib") is None \
+        else "peak_mem_allocated_min_gib"
+    lows = [w[kind] for w in measured if isinstance(w.get(kind), (int, float))]
+    if (summary or {}).get(kind) is None and lows:
+        out["peak_mem_min_gib"] = min(lows)
     return out
 
 
 def prediction(run: dict) -> dict[str, Any]:
     """The plan's prediction for a run, as ``pred_*`` columns (empty when there is none).
 
-    Uses :func:`vitfsdp.plan.predict_run` where the plan module provides it; for a
-    ``skipped_infeasible`` point (or when the config cannot be rebuilt) falls back on the
-    ``plan`` dict the sweep wrote into ``run.json`` (``peak_mem_gib``, ``step_time_s``,
-    ``ips``, ``fits``). Predictions are compared with measurements in
+    Uses the ``plan`` dict the sweep wrote into ``run.json`` when there is one (a
+    ``skipped_infeasible`` point: the prediction it was skipped on; keys ``peak_mem_gib``,
+    ``step_time_s``, ``ips``, ``fits``), else :func:`vitfsdp.plan.predict_run` where the plan
+    module provides it. Predictions are compared with measurements in
     :func:`vitfsdp.analysis.tables.calibration_table`.
     """
-    pred = _predict_run(run)
-    if pred is not None:
-        return {key: pred.get(key) for key in PRED_COLUMNS}
     plan = run.get("plan")
-    if not isinstance(plan, dict):
-        return {}
-    cpu = _get(run, "device", "type") == "cpu" or _get(run, "config", "device") == "cpu"
-    return {"pred_peak_mem_gib": plan.get("peak_mem_gib"),
-            "pred_step_time_s": plan.get("step_time_s"), "pred_ips": plan.get("ips"),
-            "pred_fits": plan.get("fits"),
-            "pred_mem_metric": "peak_rss_gib" if cpu else "peak_mem_reserved_gib"}
+    if isinstance(plan, dict):
+        cpu = _get(run, "device", "type") == "cpu" or _get(run, "config", "device") == "cpu"
+        return {"pred_peak_mem_gib": plan.get("peak_mem_gib"),
+                "pred_step_time_s": plan.get("step_time_s"), "pred_ips": plan.get("ips"),
+                "pred_fits": plan.get("fits"),
+                "pred_mem_metric": "peak_rss_gib" if cpu else "peak_mem_reserved_gib"}
+    pred = _predict_run(run)
+    return {} if pred is None else {key: pred.get(key) for key in PRED_COLUMNS}
 
 
 def _predict_run(run: dict) -> dict | None:
@@ -334,6 +340,20 @@ def line_columns(df: pd.DataFrame) -> list[str]:
     return cols
 
 
+def line_label(row: pd.Series, keys: list[str]) -> str:
+    """A line's label: the strategy, then each varying config value of ``keys[2:]``
+    (``name=value`` unless it is a word of an undotted column: ``bf16``, but
+    ``kernels.adamw=fused``); a null value (a setting that does not apply) is left out."""
+    parts = [str(row["strategy"]) if pd.notna(row["strategy"]) else "unknown strategy"]
+    for key in keys[2:]:
+        value = row[key]
+        if value is None or (not isinstance(value, str) and pd.isna(value)):
+            continue
+        bare = isinstance(value, str) and "." not in key
+        parts.append(value if bare else f"{key}={value}")
+    return " ".join(parts)
+
+
 def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
     """Weak-scaling table of the completed runs of ``df`` (a :func:`collect_runs` frame).
 
@@ -345,13 +365,15 @@ def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
     Returns:
         One row per completed run with a measured ``ips``: the line columns, ``nodes``,
         ``world_size``, ``ips`` (global images/s), ``ideal_ips`` (images/s),
-        ``scaling_efficiency`` (ips / ideal_ips, 1.0 = linear), ``peak_mem_gib``,
-        ``run_dir``; sorted like ``df``.
+        ``scaling_efficiency`` (ips / ideal_ips, 1.0 = linear), ``tflops_per_gpu`` (model
+        TFLOP/s per GPU), ``mfu`` (fraction of the device's peak), ``peak_mem_gib``,
+        ``run_dir``; sorted like ``df``. Repeats stay separate rows here; see
+        :func:`vitfsdp.analysis.tables.points_table` for one row per point.
     """
     keys = line_columns(df)
     done = df[(df["status"] == "completed") & df["ips"].notna() & df["nodes"].notna()].copy()
     cols = [*keys, "nodes", "world_size", "ips", "ideal_ips", "scaling_efficiency",
-            "peak_mem_gib", "run_dir"]  # fmt: skip
+            "tflops_per_gpu", "mfu", "peak_mem_gib", "run_dir"]  # fmt: skip
     if done.empty:
         return pd.DataFrame(columns=cols)
     done["ideal_ips"] = _ideal_ips(done, keys)

@@ -27,6 +27,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from vitfsdp.analysis.collect import TORCH_ONLY_COLUMNS, line_columns
+from vitfsdp.analysis.collect import line_label as _line_label
+from vitfsdp.analysis.tables import ABLATION_COLUMNS, PREFETCH_ORDER, points_table, prefetch_table
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,18 @@ DPI = 150
 NOT_COMPLETED_Y = 0.04
 NOT_COMPLETED_STEP = 0.05
 PANEL_SIZE = (5.5, 4.2)  # inches per panel: width, height
+MAX_COLUMNS = 3  # panels a row in the one-panel-per-model figures
+#: Memory figure columns: FULL_SHARD alone, as the study shows it, then the rest.
+MEMORY_GROUPS = ("FULL_SHARD", "other strategies")
+#: Bar colour per backward_prefetch in the ablation (ColorBrewer Dark2: not the strategy
+#: colours, since bars there are prefetch settings, not strategies).
+PREFETCH_COLORS = {"BACKWARD_PRE": "#1b9e77", "BACKWARD_POST": "#d95f02", "NONE": "#7570b3"}
+#: A fixed colour per strategy preset, so a strategy looks the same in every figure and
+#: every report (used when lines are plain strategies; otherwise colours are assigned in
+#: label order).
+STRATEGY_COLORS = {"DDP": "C0", "NO_SHARD": "C1", "FULL_SHARD": "C2", "SHARD_GRAD_OP": "C3",
+                   "HYBRID_1GPU": "C4", "HYBRID_2GPU": "C5", "HYBRID_8GPU": "C6",
+                   "HYBRID_4GPU": "C8", "HYBRID_16GPU": "C9"}
 #: Memory y labels by ``peak_mem_kind``.
 MEMORY_LABELS = {
     "allocated": "peak allocated per GPU (GiB)",
@@ -53,18 +67,24 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
 
     Args:
         df: a ``collect_runs`` frame; ``ips`` is global images/s.
-        path: where to save a 150 dpi PNG; not saved if ``None``.
+        path: where to save the figure (format from the suffix: .png at 150 dpi, .svg);
+            not saved if ``None``.
 
     Returns:
-        The figure: one panel per model; per line, a solid line with markers through the
-        completed points (median ips per node count) and a dashed ideal line in the same
-        colour, linear from the line's smallest completed node count; log-2 x axis, log y.
+        The figure: one panel per model (up to :data:`MAX_COLUMNS` a row); per line, a solid
+        line with markers through the completed points (median ips per node count over
+        repeats, with a min-max error bar where a point ran more than once), a dashed ideal
+        line in the same colour, linear from the line's smallest completed node count, and
+        the plan's predicted ips as a dotted line where ``pred_ips`` is known; log-2 x axis,
+        log y. Runs that did not complete are marked at the panel's bottom (``x``; a hollow
+        diamond for a point skipped as infeasible) and listed under the axes.
     """
-    fig, axes = _new_figure(df)
+    panels = _panels(df)
+    fig, axes = _new_figure(len(panels))
     keys = _label_keys(df)
     colors = _colors(df, keys)
-    for ax, (model, panel) in zip(axes, _panels(df), strict=True):
-        notes, marked = [], Counter()
+    for ax, (model, panel) in zip(axes, panels, strict=True):
+        notes, marked, extras = [], Counter(), {"ideal"}
         for label, line in _lines(panel, keys):
             done = _completed_points(line, "ips", "median")
             color = colors[_color_label(line, keys)]
@@ -72,12 +92,15 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
                 ls, marker = _style(line, keys)
                 ax.plot(done.index, done.values, ls=ls, marker=marker, color=color, label=label)
                 _plot_ideal(ax, done, line["nodes"], color, label)
-            notes += _mark_not_completed(ax, line, "ips", color, label, marked)
+                _plot_repeat_range(ax, line, "ips", color, extras)
+            _plot_predicted(ax, line, "pred_ips", color, label, extras)
+            notes += _mark_not_completed(ax, line, "ips", color, label, marked, extras)
         _log_y_axis(ax)
         if notes:
             _make_room_below(ax)
-        _style_panel(ax, panel, model, "throughput (images/s, global)", notes)
-        _legend(ax, notes, ideal=True)
+        _style_panel(ax, panel, _panel_title(model, panel), "throughput (images/s, global)",
+                     notes)
+        _legend(ax, extras)
     _finish(fig, "Weak scaling: throughput against node count", df, path)
     return fig
 
@@ -85,55 +108,198 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
 def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure:
     """Peak memory per GPU (or per rank on CPU) against nodes, a line per strategy.
 
+    As the study shows them, FULL_SHARD and the other strategies are separate panels (their
+    scales differ by the shard count): one row per model, one column per group present.
+
     Args:
         df: a ``collect_runs`` frame; ``peak_mem_gib`` in GiB, ``peak_mem_kind`` says whether
             it is allocated GPU memory or CPU resident memory (the y label follows it).
-        path: where to save a 150 dpi PNG; not saved if ``None``.
+        path: where to save the figure (format from the suffix); not saved if ``None``.
 
     Returns:
-        The figure: one panel per model; the maximum over runs per node count; the device's
-        memory as a dotted horizontal line where ``device_memory_gib`` is known.
+        The figure. Per line: the maximum over ranks (and repeats) per node count, with an
+        error bar down to the minimum over ranks where the records have it
+        (``peak_mem_min_gib``); the plan's predicted peak as a dotted line (and the measured
+        peak reserved as hollow circles when that is what the plan predicts); a point
+        skipped as infeasible as a hollow diamond at its predicted memory; other runs that
+        did not complete as ``x`` at the bottom. The device's memory (run.json
+        ``device.memory_gib``, else ``cluster.device_memory_gib``) is a black dotted line.
     """
-    fig, axes = _new_figure(df)
+    cells = [(model, group, rows) for model, panel in _panels(df)
+             for group, rows in _memory_groups(panel)]
+    groups = sorted({group for _, group, _ in cells}, key=MEMORY_GROUPS.index)
+    models = [model for model, _ in _panels(df)]
+    fig, axes = _new_figure(len(models) * len(groups), columns=len(groups))
     keys = _label_keys(df)
     colors = _colors(df, keys)
-    for ax, (model, panel) in zip(axes, _panels(df), strict=True):
-        notes, marked = [], Counter()
-        for label, line in _lines(panel, keys):
-            done = _completed_points(line, "peak_mem_gib", "max")
-            color = colors[_color_label(line, keys)]
-            if not done.empty:
-                ls, marker = _style(line, keys)
-                ax.plot(done.index, done.values, ls=ls, marker=marker, color=color, label=label)
-            notes += _mark_not_completed(ax, line, "peak_mem_gib", color, label, marked)
-        ax.set_ylim(bottom=0, top=1.15 * ax.get_ylim()[1])  # room above the highest point
-        _plot_device_memory(ax, panel)
-        _style_panel(ax, panel, model, _memory_label(panel), notes)
-        _legend(ax, notes, ideal=False)
-    _finish(fig, "Peak memory against node count", df, path)
+    for ax, (model, group) in zip(axes, [(m, g) for m in models for g in groups], strict=True):
+        panel = next((rows for m, g, rows in cells if (m, g) == (model, group)), None)
+        if panel is None:
+            _empty_panel(ax, f"{model}: {group}", f"no {group} runs")
+            continue
+        _draw_memory_panel(ax, panel, keys, colors, f"{_panel_title(model, panel)}: {group}")
+    _finish(fig, "Peak memory per GPU against node count", df, path)
     return fig
 
 
-def write_figures(df: pd.DataFrame, out_dir: str | os.PathLike) -> dict[str, Path]:
-    """Write ``weak_scaling.png`` and ``memory.png`` into ``out_dir`` (created if missing).
+def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str], colors: dict[str, str],
+                       title: str) -> None:  # fmt: skip
+    """One memory panel: measured, predicted, not completed, device memory, legend."""
+    notes, marked, extras = [], Counter(), set()
+    for label, line in _lines(panel, keys):
+        done = _completed_points(line, "peak_mem_gib", "max")
+        color = colors[_color_label(line, keys)]
+        if not done.empty:
+            ls, marker = _style(line, keys)
+            ax.plot(done.index, done.values, ls=ls, marker=marker, color=color, label=label)
+            _plot_rank_range(ax, line, done, color, extras)
+        if _plot_predicted(ax, line, "pred_peak_mem_gib", color, label, extras):
+            _plot_reserved(ax, line, color, extras)
+        notes += _mark_not_completed(ax, line, "peak_mem_gib", color, label, marked, extras,
+                                     at="pred_peak_mem_gib")
+    ax.set_ylim(bottom=0, top=1.15 * ax.get_ylim()[1])  # room above the highest point
+    _plot_device_memory(ax, panel)
+    _style_panel(ax, panel, title, _memory_label(panel), notes)
+    _legend(ax, extras)
+
+
+def plot_prefetch(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure | None:
+    """The prefetch ablation: ips of each strategy under BACKWARD_PRE / BACKWARD_POST / NONE
+    x ``limit_all_gathers`` true/false, as grouped bars.
+
+    One panel per model, at the largest node count where at least two variants of one
+    strategy completed: prefetching hides communication, which grows with the node count,
+    so the largest ablated scale is where the choice matters (``prefetch.csv`` holds every
+    node count). One bar group per strategy (and any other varying config); bar colour =
+    ``backward_prefetch``, hatching = ``limit_all_gathers=False``; min-max error bars over
+    repeats; a run that did not complete is an ``x`` at its bar's place.
+
+    Args:
+        df: a ``collect_runs`` frame.
+        path: where to save the figure (format from the suffix); not saved if ``None``.
 
     Returns:
-        The paths written, by name (``"weak_scaling"``, ``"memory"``).
+        The figure, or ``None`` when no strategy ran two prefetch variants at one node count.
+    """
+    table = prefetch_table(points_table(df))
+    counts = table.groupby(["model", "nodes", "configuration"]).size()
+    ablated = counts[counts >= 2].reset_index()
+    if ablated.empty:
+        return None
+    at = ablated.groupby("model")["nodes"].max()
+    fig, axes = _new_figure(len(at))
+    for ax, (model, nodes) in zip(axes, at.items(), strict=True):
+        bars = table[(table["model"] == model) & (table["nodes"] == nodes)]
+        _draw_prefetch_panel(ax, bars, _ablation_failures(df, model, nodes))
+        panel = df[df["model"] == model]
+        world = panel.loc[panel["nodes"] == nodes, "world_size"].dropna()
+        gpus = f", {int(world.iloc[0])} GPUs" if len(world) else ""
+        ax.set_title(f"{_panel_title(model, panel)}\nat {nodes} node(s){gpus}", fontsize=10)
+    _finish(fig, "Backward prefetch and limit_all_gathers: throughput", df, path)
+    return fig
+
+
+def _draw_prefetch_panel(ax, bars: pd.DataFrame, failed: pd.DataFrame) -> None:
+    """Grouped bars of one model and node count; ``x`` marks for failed variants."""
+    groups = sorted(set(bars["configuration"]) | set(failed["configuration"]))
+    variants = [(p, lim) for p in PREFETCH_ORDER for lim in (True, False)
+                if _variant(bars, p, lim).any() or _variant(failed, p, lim).any()]
+    width = 0.8 / len(variants)
+    for i, (prefetch, limit) in enumerate(variants):
+        offset = (i - (len(variants) - 1) / 2) * width
+        rows = bars[_variant(bars, prefetch, limit)]
+        xs = [groups.index(g) + offset for g in rows["configuration"]]
+        ax.bar(xs, rows["ips"], width, color=PREFETCH_COLORS.get(prefetch, "0.5"),
+               hatch=None if limit else "///", edgecolor="black", linewidth=0.6,
+               label=f"{prefetch}, limit_all_gathers={limit}")
+        spread = rows["ips_repeat_max"] > rows["ips_repeat_min"]
+        if spread.any():
+            r = rows[spread]
+            ax.errorbar([x for x, s in zip(xs, spread, strict=True) if s], r["ips"],
+                        yerr=[r["ips"] - r["ips_repeat_min"], r["ips_repeat_max"] - r["ips"]],
+                        fmt="none", ecolor="black", capsize=2, lw=0.8)
+        miss = failed[_variant(failed, prefetch, limit)]
+        if len(miss):
+            ax.scatter([groups.index(g) + offset for g in miss["configuration"]],
+                       [NOT_COMPLETED_Y] * len(miss), marker="x", color="black",
+                       transform=ax.get_xaxis_transform(), clip_on=False, zorder=3,
+                       label="not completed")
+    ax.set_xticks(range(len(groups)), labels=[textwrap.fill(g, 18) for g in groups])
+    ax.set_ylabel("throughput (images/s, global)")
+    ax.set_ylim(bottom=0, top=1.12 * ax.get_ylim()[1])
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=2)
+
+
+def _variant(rows: pd.DataFrame, prefetch: str, limit: bool) -> pd.Series:
+    """The rows run with this ``backward_prefetch`` and ``limit_all_gathers``."""
+    return (rows["backward_prefetch"] == prefetch) & (rows["limit_all_gathers"] == limit)
+
+
+def _ablation_failures(df: pd.DataFrame, model: str, nodes: int) -> pd.DataFrame:
+    """Runs of the ablation at one model and node count that did not complete, with the
+    bar-group label :func:`~vitfsdp.analysis.tables.prefetch_table` gives them."""
+    rows = df[(df["model"] == model) & (df["nodes"] == nodes)
+              & ((df["status"] != "completed") | df["ips"].isna())]
+    rows = rows.dropna(subset=list(ABLATION_COLUMNS))
+    keys = [c for c in line_columns(df) if c not in ABLATION_COLUMNS]
+    labels = [_line_label(r, keys) for _, r in rows.iterrows()]
+    return rows.assign(configuration=pd.Series(labels, rows.index, dtype="object"))
+
+
+def write_figures(df: pd.DataFrame, out_dir: str | os.PathLike,
+                  formats: tuple[str, ...] = ("png", "svg")) -> dict[str, Path]:
+    """Write every figure into ``out_dir`` (created if missing), once per format.
+
+    Figures: ``weak_scaling``, ``memory`` and, when the runs hold a prefetch ablation,
+    ``prefetch``. PNG at 150 dpi; SVG is vector (for papers).
+
+    Returns:
+        The path of each figure's first format (by default the PNG), by name; the other
+        formats lie beside it with their suffix.
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"weak_scaling": out_dir / "weak_scaling.png", "memory": out_dir / "memory.png"}
-    plot_weak_scaling(df, paths["weak_scaling"])
-    plot_memory(df, paths["memory"])
+    figures = {"weak_scaling": plot_weak_scaling(df), "memory": plot_memory(df),
+               "prefetch": plot_prefetch(df)}
+    paths = {}
+    for name, fig in figures.items():
+        if fig is None:
+            continue
+        for fmt in formats:
+            _save(fig, out_dir / f"{name}.{fmt}")
+        paths[name] = out_dir / f"{name}.{formats[0]}"
     return paths
 
 
-def _new_figure(df: pd.DataFrame) -> tuple[Figure, list]:
-    """A figure on the Agg canvas with one panel per model."""
-    num_panels = max(1, len(_panels(df)))
-    fig = Figure(figsize=(PANEL_SIZE[0] * num_panels, PANEL_SIZE[1]), dpi=DPI)
+def _new_figure(num_panels: int, columns: int = 0) -> tuple[Figure, list]:
+    """A figure on the Agg canvas with ``num_panels`` panels, ``columns`` a row (default
+    up to :data:`MAX_COLUMNS`); ``fig.axes`` holds exactly the panels, row by row."""
+    num_panels = max(1, num_panels)
+    columns = columns or min(num_panels, MAX_COLUMNS)
+    rows = -(-num_panels // columns)
+    fig = Figure(figsize=(PANEL_SIZE[0] * columns, PANEL_SIZE[1] * rows), dpi=DPI)
     FigureCanvasAgg(fig)
-    return fig, list(fig.subplots(1, num_panels, squeeze=False)[0])
+    axes = list(fig.subplots(rows, columns, squeeze=False).flat)
+    for ax in axes[num_panels:]:
+        fig.delaxes(ax)
+    return fig, axes[:num_panels]
+
+
+def _empty_panel(ax, title: str, text: str) -> None:
+    """A panel without data: its title and a line saying why."""
+    ax.set_title(title)
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="0.4")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _memory_groups(panel: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """``(group, rows)`` of a model's runs: FULL_SHARD, then the other strategies."""
+    sharding = panel["sharding_strategy"].fillna(panel["strategy"])
+    full = sharding == "FULL_SHARD"
+    groups = [(MEMORY_GROUPS[0], panel[full]), (MEMORY_GROUPS[1], panel[~full])]
+    return [(g, rows) for g, rows in groups if len(rows)]
 
 
 def _panels(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
@@ -146,20 +312,6 @@ def _lines(panel: pd.DataFrame, keys: list[str]) -> list[tuple[str, pd.DataFrame
     """``(label, rows)`` per line of one panel, sorted by label."""
     labels = panel.apply(lambda row: _line_label(row, keys), axis=1) if len(panel) else []
     return sorted((str(k), rows) for k, rows in panel.groupby(pd.Series(labels, panel.index)))
-
-
-def _line_label(row: pd.Series, keys: list[str]) -> str:
-    """The strategy, then each varying config value (``name=value`` unless it is a word of
-    an undotted column: ``bf16``, but ``kernels.adamw=fused``); a null value (a setting that
-    does not apply to the run) is left out."""
-    parts = [str(row["strategy"]) if pd.notna(row["strategy"]) else "unknown strategy"]
-    for key in keys[2:]:
-        value = row[key]
-        if value is None or (not isinstance(value, str) and pd.isna(value)):
-            continue
-        bare = isinstance(value, str) and "." not in key
-        parts.append(value if bare else f"{key}={value}")
-    return " ".join(parts)
 
 
 def _label_keys(df: pd.DataFrame) -> list[str]:
@@ -193,6 +345,8 @@ def _colors(df: pd.DataFrame, keys: list[str]) -> dict[str, str]:
     """One colour per colour key, the same in every panel and both figures."""
     labels = sorted({_color_label(line, keys)
                      for _, panel in _panels(df) for _, line in _lines(panel, keys)})
+    if set(labels) <= set(STRATEGY_COLORS):
+        return {label: STRATEGY_COLORS[label] for label in labels}
     return {label: f"C{i % 10}" for i, label in enumerate(labels)}
 
 
@@ -212,21 +366,95 @@ def _plot_ideal(ax, done: pd.Series, nodes: pd.Series, color: str, label: str) -
 
 
 def _mark_not_completed(
-    ax, line: pd.DataFrame, value: str, color: str, label: str, marked: Counter
+    ax, line: pd.DataFrame, value: str, color: str, label: str, marked: Counter,
+    extras: set[str], at: str | None = None,
 ) -> list[str]:
-    """Draw an ``x`` at the panel's bottom for each run without ``value``; return note items.
+    """Mark each run of a line without ``value``; return the note items listing them.
 
-    ``marked`` counts the marks already drawn per node count in this panel, so marks of
+    A ``skipped_infeasible`` point with a known ``at`` (its predicted value) is a hollow
+    diamond at that value; every other run is an ``x`` at the panel's bottom. ``marked``
+    counts the bottom marks already drawn per node count in this panel, so marks of
     different lines at the same node count stack upwards instead of hiding each other.
+    ``extras`` collects the kinds drawn, for the legend.
     """
-    missing = line[(line["status"] != "completed") | line[value].isna()]
-    xs = [float(n) for n in missing["nodes"].dropna()]
+    missing = line[((line["status"] != "completed") | line[value].isna())
+                   & line["nodes"].notna()]
+    skipped = missing["status"] == "skipped_infeasible"
+    if at is not None:
+        skipped &= missing[at].notna()
+        if skipped.any():
+            ax.scatter(missing.loc[skipped, "nodes"].astype(float), missing.loc[skipped, at],
+                       marker="D", facecolors="none", edgecolors=color, s=40, zorder=3)
+            extras.add("skipped")
+    xs = [float(n) for n in missing.loc[~skipped, "nodes"]]
     if xs:
         ys = [NOT_COMPLETED_Y + NOT_COMPLETED_STEP * marked[x] for x in xs]
         marked.update(xs)
         ax.scatter(xs, ys, marker="x", color=color, transform=ax.get_xaxis_transform(),
                    clip_on=False, zorder=3)  # fmt: skip
-    return [_not_completed_item(row, label, value) for _, row in missing.iterrows()]
+        extras.add("failed")
+    unplaced = line[((line["status"] != "completed") | line[value].isna())
+                    & line["nodes"].isna()]
+    return [_not_completed_item(row, label, value)
+            for _, row in pd.concat([missing, unplaced]).iterrows()]
+
+
+def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str,
+                       extras: set[str]) -> None:  # fmt: skip
+    """A min-max error bar at each node count where the line's point ran more than once."""
+    done = line[(line["status"] == "completed") & line[value].notna() & line["nodes"].notna()]
+    stats = done.groupby(done["nodes"].astype("int64"))[value].agg(["median", "min", "max",
+                                                                     "count"])
+    stats = stats[stats["count"] > 1]
+    if len(stats):
+        ax.errorbar(stats.index, stats["median"],
+                    yerr=[stats["median"] - stats["min"], stats["max"] - stats["median"]],
+                    fmt="none", ecolor=color, capsize=3, lw=1)
+        extras.add("repeats")
+
+
+def _plot_rank_range(ax, line: pd.DataFrame, done: pd.Series, color: str,
+                     extras: set[str]) -> None:  # fmt: skip
+    """An error bar from the minimum over ranks (``peak_mem_min_gib``) up to the plotted
+    maximum, where the records hold the minimum."""
+    ok = line[(line["status"] == "completed") & line["peak_mem_min_gib"].notna()
+              & line["nodes"].notna()]
+    low = ok.groupby(ok["nodes"].astype("int64"))["peak_mem_min_gib"].min()
+    low = low[low.index.isin(done.index)]
+    if len(low):
+        high = done.loc[low.index]
+        ax.errorbar(low.index, high, yerr=[high - low, 0 * high], fmt="none", ecolor=color,
+                    capsize=3, lw=1, alpha=0.8)
+        extras.add("ranks")
+
+
+def _plot_predicted(ax, line: pd.DataFrame, value: str, color: str, label: str,
+                    extras: set[str]) -> bool:  # fmt: skip
+    """The plan's prediction ``value`` per node count as a dotted line (every status: a
+    skipped point's prediction is part of the line); True if one was drawn."""
+    known = line[line[value].notna() & line["nodes"].notna()]
+    if known.empty:
+        return False
+    pred = known.groupby(known["nodes"].astype("int64"))[value].first().sort_index()
+    ax.plot(pred.index, pred.values, ls=":", lw=1.5, marker=".", color=color,
+            label=f"_predicted {label}")
+    extras.add("predicted")
+    return True
+
+
+def _plot_reserved(ax, line: pd.DataFrame, color: str, extras: set[str]) -> None:
+    """Measured peak reserved memory as hollow circles, where the plan predicts reserved
+    memory (``pred_mem_metric``) and the figure shows allocated memory."""
+    metric = line["pred_mem_metric"].dropna()
+    if metric.empty or metric.iloc[0] != "peak_mem_reserved_gib":
+        return
+    if (line["peak_mem_kind"].dropna() != "allocated").any():
+        return
+    reserved = _completed_points(line, "peak_mem_reserved_gib", "max")
+    if len(reserved):
+        ax.scatter(reserved.index, reserved.values, marker="o", facecolors="none",
+                   edgecolors=color, s=30, zorder=3)
+        extras.add("reserved")
 
 
 def _not_completed_item(row: pd.Series, label: str, value: str) -> str:
@@ -272,7 +500,7 @@ def _memory_label(panel: pd.DataFrame) -> str:
     return "peak memory per GPU (allocated) or per rank (resident) (GiB)"
 
 
-def _style_panel(ax, panel: pd.DataFrame, model: str, ylabel: str, notes: list[str]) -> None:
+def _style_panel(ax, panel: pd.DataFrame, title: str, ylabel: str, notes: list[str]) -> None:
     """Log-2 node axis with node counts as ticks, labels, title and the not-completed note."""
     nodes = sorted({int(n) for n in panel["nodes"].dropna()})
     if nodes:
@@ -282,7 +510,7 @@ def _style_panel(ax, panel: pd.DataFrame, model: str, ylabel: str, notes: list[s
         ax.set_xlim(nodes[0] / 1.4, nodes[-1] * 1.4)
     ax.set_xlabel("nodes")
     ax.set_ylabel(ylabel)
-    ax.set_title(_panel_title(model, panel))
+    ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
     if notes:
         text = textwrap.fill("not completed: " + "; ".join(notes), width=90)
@@ -296,15 +524,27 @@ def _panel_title(model: str, panel: pd.DataFrame) -> str:
     return f"{model} ({params.iloc[0] / 1e6:,.1f}M params)" if len(params) else model
 
 
-def _legend(ax, notes: list[str], ideal: bool) -> None:
-    """Legend of the lines, plus proxies for the ideal style and the not-completed marker."""
+def _legend(ax, extras: set[str]) -> None:
+    """Legend of the lines, plus a grey proxy for each kind of mark drawn (``extras``)."""
     handles, _ = ax.get_legend_handles_labels()
-    if ideal and handles:
-        handles.append(Line2D([], [], color="0.4", ls="--", label="ideal (linear)"))
-    if notes:
-        handles.append(Line2D([], [], color="0.4", marker="x", ls="none", label="not completed"))
-    if handles:
-        ax.legend(handles=handles, fontsize=8, loc="best")
+    grey = "0.4"
+    proxies = {
+        "ideal": Line2D([], [], color=grey, ls="--", label="ideal (linear)"),
+        "predicted": Line2D([], [], color=grey, ls=":", marker=".", label="predicted (plan)"),
+        "reserved": Line2D([], [], color=grey, marker="o", mfc="none", ls="none",
+                           label="measured peak reserved"),
+        "ranks": Line2D([], [], color=grey, marker="_", ls="-", lw=1,
+                        label="error bar: min over ranks"),
+        "repeats": Line2D([], [], color=grey, marker="_", ls="-", lw=1,
+                          label="error bar: min-max over repeats"),
+        "failed": Line2D([], [], color=grey, marker="x", ls="none", label="not completed"),
+        "skipped": Line2D([], [], color=grey, marker="D", mfc="none", ls="none",
+                          label="skipped: predicted not to fit"),
+    }
+    if handles or extras - {"ideal"}:
+        handles += [proxy for kind, proxy in proxies.items()
+                    if kind in extras and (handles or kind != "ideal")]
+        ax.legend(handles=handles, fontsize=7, loc="best")
 
 
 def _context(df: pd.DataFrame) -> str:
@@ -324,5 +564,10 @@ def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike |
     fig.suptitle(f"{title}\n{context}" if context else title, fontsize=11)
     fig.tight_layout()
     if path is not None:
-        fig.savefig(path, dpi=DPI, bbox_inches="tight")
-        log.info("wrote %s", path)
+        _save(fig, path)
+
+
+def _save(fig: Figure, path: str | os.PathLike) -> None:
+    """Save ``fig`` at ``path``, in the format its suffix names (PNG at :data:`DPI`)."""
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    log.info("wrote %s", path)

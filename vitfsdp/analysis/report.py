@@ -1,0 +1,313 @@
+"""A self-contained report of a sweep: ``report.md`` and ``report.html`` with every figure
+and table of the study.
+
+``report.md`` links the figures (PNG, with the SVG beside it) by relative paths, so the
+analysis directory can be moved or committed as a whole; ``report.html`` embeds the PNGs as
+base64 data, so the one file can be mailed or opened anywhere. Tables are the frames of
+:mod:`vitfsdp.analysis.tables`, formatted for reading: fractions as percentages, images/s
+to the unit, a column no run measured (older records) left out.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from vitfsdp.analysis.collect import line_label
+from vitfsdp.analysis.tables import (
+    PREFETCH_ORDER,
+    best_table,
+    calibration_summary,
+    calibration_table,
+    failures_table,
+    prefetch_table,
+)
+
+log = logging.getLogger(__name__)
+
+#: Figure captions by figure name (the keys of ``write_figures``' result).
+CAPTIONS = {
+    "weak_scaling": "Weak scaling: global images/s against nodes, one panel per model; dashed: "
+                    "ideal linear scaling from each line's smallest node count; dotted: the "
+                    "plan's prediction; x: runs that did not complete.",
+    "memory": "Peak memory per GPU against nodes; FULL_SHARD and the other strategies in "
+              "separate panels; black dotted: the device's memory; error bars: down to the "
+              "minimum over ranks; coloured dotted: the plan's prediction; hollow diamond: a "
+              "point skipped as predicted not to fit.",
+    "prefetch": "Backward prefetch x limit_all_gathers: images/s per strategy at the largest "
+                "node count the ablation ran (every node count: prefetch.csv).",
+}  # fmt: skip
+#: Display names and formats of table columns: (header, format). Fractions become percent.
+COLUMN_FORMATS = {
+    "nodes": ("nodes", "{:d}"), "world_size": ("GPUs", "{:d}"),
+    "num_repeats": ("repeats", "{:d}"), "repeat": ("repeat", "{:d}"),
+    "ips": ("images/s", "{:,.0f}"), "ips_range": ("images/s min-max (repeats)", "{}"),
+    "ideal_ips": ("ideal images/s", "{:,.0f}"),
+    "scaling_efficiency": ("scaling efficiency", "{:.0%}"),
+    "ips_per_gpu": ("images/s/GPU", "{:,.1f}"), "step_time_s": ("step time (s)", "{:.3f}"),
+    "tflops_per_gpu": ("TFLOP/s/GPU (model)", "{:.1f}"), "mfu": ("MFU", "{:.1%}"),
+    "hw_tflops_per_gpu": ("TFLOP/s/GPU (hardware)", "{:.1f}"), "hfu": ("HFU", "{:.1%}"),
+    "peak_mem_gib": ("peak mem max (GiB)", "{:.2f}"),
+    "peak_mem_min_gib": ("peak mem min over ranks (GiB)", "{:.2f}"),
+    "peak_mem_reserved_gib": ("peak reserved (GiB)", "{:.2f}"),
+    "device_mem_used_gib": ("device used (GiB)", "{:.2f}"),
+    "device_memory_gib": ("device memory (GiB)", "{:.0f}"),
+    "alloc_retries": ("allocator retries", "{:d}"), "num_ooms": ("OOMs", "{:d}"),
+    "epoch_hours": ("hours/epoch", "{:.3g}"),
+    "node_hours_per_epoch": ("node-hours/epoch", "{:.3g}"),
+    "price_per_node_hour": ("price/node-hour", "{:.2f}"),
+    "cost_per_epoch": ("cost/epoch", "{:,.2f}"),
+    "speedup_over_runner_up": ("speed-up over runner-up", "{:.2f}x"),
+    "last_step": ("last step", "{:d}"), "pred_peak_mem_gib": ("predicted peak (GiB)", "{:.2f}"),
+    "measured_mem_gib": ("measured (GiB)", "{:.2f}"), "mem_rel_error": ("mem error", "{:+.0%}"),
+    "pred_step_time_s": ("predicted step (s)", "{:.3f}"),
+    "step_time_rel_error": ("step error", "{:+.0%}"), "pred_ips": ("predicted images/s",
+                                                                   "{:,.0f}"),
+    "ips_rel_error": ("ips error", "{:+.0%}"), "ips_vs_best": ("vs best variant", "{:.0%}"),
+    "median_rel_error": ("median error", "{:+.1%}"),
+    "median_abs_rel_error": ("median |error|", "{:.1%}"),
+    "max_abs_rel_error": ("max |error|", "{:.1%}"), "num_runs": ("runs", "{:d}"),
+    "torch_ips": ("PyTorch images/s", "{:,.0f}"), "jax_ips": ("JAX images/s", "{:,.0f}"),
+    "jax_over_torch": ("JAX / PyTorch", "{:.2f}"),
+}  # fmt: skip
+
+
+@dataclass
+class Section:
+    """One titled section of the report: text, then figures and/or tables."""
+
+    title: str
+    text: str = ""
+    figures: Sequence[str] = ()  # names of figures (keys of ``write_figures``' result)
+    table: pd.DataFrame | None = None  # formatted for display (strings)
+
+
+def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
+                    ratio: pd.DataFrame | None = None,
+                    figures: Sequence[str] = ()) -> list[Section]:  # fmt: skip
+    """The report's sections, in order, from a ``collect_runs`` frame and its points table.
+
+    Args:
+        df: every run (``collect_runs``).
+        points: ``points_table(df, dataset_size)``.
+        dataset_size: images per epoch the cost table assumes.
+        ratio: the JAX/PyTorch ratio table, if both ran.
+        figures: names of the figures written (a section shows only those that exist).
+    """
+    keys = [c for c in points.columns[: list(points.columns).index("nodes")]] \
+        if "nodes" in points.columns else ["model", "strategy"]
+    labelled = _with_configuration(points, keys)
+    sections = [
+        Section("Runs", _runs_text(df)),
+        Section("Weak scaling", "Throughput per point (median over repeats), ideal linear "
+                "scaling from each line's smallest node count, FLOP rates and utilization "
+                "(MFU: model FLOPs = 3 x forward; HFU adds the forward recomputed under "
+                "activation checkpointing).", [f for f in ("weak_scaling",) if f in figures],
+                display(labelled, ["model", "configuration", "nodes", "world_size",
+                                   "num_repeats", "ips", "ips_range", "ideal_ips",
+                                   "scaling_efficiency", "tflops_per_gpu", "mfu",
+                                   "hw_tflops_per_gpu", "hfu"])),
+        Section("Memory", "Peak memory per GPU (per rank on CPU): the maximum over ranks and "
+                "repeats, the minimum over ranks, allocator retries and OOMs.",
+                [f for f in ("memory",) if f in figures],
+                display(labelled, ["model", "configuration", "nodes", "peak_mem_gib",
+                                   "peak_mem_min_gib", "peak_mem_reserved_gib",
+                                   "device_mem_used_gib", "device_memory_gib",
+                                   "alloc_retries", "num_ooms"])),
+        Section("Best configuration per model and node count", "The fastest point, and the "
+                "speed-up over the second fastest.",
+                table=display(best_table(points), ["model", "nodes", "configuration", "ips",
+                                                   "scaling_efficiency", "tflops_per_gpu",
+                                                   "mfu", "peak_mem_gib", "runner_up",
+                                                   "speedup_over_runner_up"])),
+        Section("Cost per epoch", _cost_text(points, dataset_size),
+                table=display(labelled, ["model", "configuration", "nodes", "ips",
+                                         "epoch_hours", "node_hours_per_epoch",
+                                         "price_per_node_hour", "cost_per_epoch"])),
+        _prefetch_section(points, figures),
+        _failures_section(df),
+        *_calibration_sections(df),
+    ]
+    if ratio is not None and not ratio.empty:
+        sections.append(Section("PyTorch and JAX", "Images/s of both frameworks per point.",
+                                table=display(ratio, list(ratio.columns))))
+    return [s for s in sections if s is not None]
+
+
+def _with_configuration(points: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """``points`` with ``configuration`` (the line label) and ``ips_range`` (repeats) text."""
+    if points.empty:
+        return points.assign(configuration=[], ips_range=[])
+    config = points.apply(lambda r: line_label(r, keys), axis=1)
+    ranged = points["num_repeats"] > 1
+    ips_range = [f"{lo:,.0f}-{hi:,.0f}" if r else "" for lo, hi, r in
+                 zip(points["ips_repeat_min"], points["ips_repeat_max"], ranged, strict=True)]
+    return points.assign(configuration=config, ips_range=ips_range)
+
+
+def _runs_text(df: pd.DataFrame) -> str:
+    """How many runs, by status."""
+    counts = df["status"].fillna("unknown").value_counts()
+    parts = ", ".join(f"{n} {status}" for status, n in counts.items())
+    return f"{len(df)} runs: {parts}."
+
+
+def _cost_text(points: pd.DataFrame, dataset_size: int) -> str:
+    """The cost table's assumptions."""
+    priced = "price_per_node_hour" in points and points["price_per_node_hour"].notna().any()
+    price = ("cost = node-hours x the cluster profile's `price_per_node_hour`" if priced else
+             "no `cluster.price_per_node_hour` set: node-hours only")
+    return (f"One epoch of {dataset_size:,} images (`--dataset-size`) at the measured "
+            f"throughput: hours = images / (images/s) / 3600; node-hours = hours x nodes; "
+            f"{price}. Training steps only (no evaluation, start-up or checkpointing).")
+
+
+def _prefetch_section(points: pd.DataFrame, figures: Sequence[str]) -> Section | None:
+    """The ablation as a wide table: one column per prefetch x limit_all_gathers variant."""
+    table = prefetch_table(points)
+    if table.empty or table.groupby(["model", "nodes", "configuration"]).size().max() < 2:
+        return None
+    table = table.assign(variant=[f"{p}, limit={lim}" for p, lim in
+                                  zip(table["backward_prefetch"], table["limit_all_gathers"],
+                                      strict=True)])  # fmt: skip
+    wide = table.pivot_table(index=["model", "nodes", "configuration"], columns="variant",
+                             values="ips", aggfunc="first").reset_index()
+    order = [f"{p}, limit={lim}" for p in PREFETCH_ORDER for lim in (True, False)]
+    wide = wide[["model", "nodes", "configuration", *[c for c in order if c in wide]]]
+    shown = wide.copy()
+    for col in shown.columns[3:]:
+        shown[col] = shown[col].map(lambda x: "" if pd.isna(x) else f"{x:,.0f}")
+    shown["nodes"] = shown["nodes"].map(lambda x: f"{int(x)}")
+    return Section("Prefetch ablation", "Images/s per strategy under each "
+                   "`strategy.backward_prefetch` and `strategy.limit_all_gathers` (FSDP1).",
+                   [f for f in ("prefetch",) if f in figures], shown)
+
+
+def _failures_section(df: pd.DataFrame) -> Section:
+    """Every run that did not complete, with its status and reason."""
+    failed = failures_table(df)
+    if failed.empty:
+        return Section("Runs that did not complete", "None: every run completed.")
+    keys = [c for c in failed.columns[: list(failed.columns).index("nodes")]]
+    failed = failed.assign(configuration=failed.apply(lambda r: line_label(r, keys), axis=1))
+    return Section("Runs that did not complete", f"{len(failed)} run(s); they are marked in "
+                   "the figures and never counted as results.",
+                   table=display(failed, ["model", "configuration", "nodes", "repeat", "status",
+                                          "reason", "last_step", "pred_peak_mem_gib",
+                                          "device_memory_gib"]))
+
+
+def _calibration_sections(df: pd.DataFrame) -> list[Section]:
+    """Predicted against measured (the plan's calibration), when runs have predictions."""
+    table = calibration_table(df)
+    if table.empty:
+        return []
+    keys = [c for c in table.columns[: list(table.columns).index("nodes")]]
+    table = table.assign(configuration=table.apply(lambda r: line_label(r, keys), axis=1))
+    text = ("The plan's predictions (`python -m vitfsdp.plan`) against every completed run. "
+            "Error = (predicted - measured) / measured; memory is compared with the measured "
+            "column the plan predicts (`mem_metric`). Per run: calibration.csv.")
+    return [Section("Predicted against measured", text,
+                    table=display(calibration_summary(table), ["quantity", "num_runs",
+                                                               "median_rel_error",
+                                                               "median_abs_rel_error",
+                                                               "max_abs_rel_error"])),
+            Section("Calibration per run", table=display(table, [
+                "model", "configuration", "nodes", "repeat", "mem_metric", "measured_mem_gib",
+                "pred_peak_mem_gib", "mem_rel_error", "step_time_s", "pred_step_time_s",
+                "step_time_rel_error", "ips", "pred_ips", "ips_rel_error"]))]
+
+
+def display(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """``columns`` of ``table`` as formatted text under readable headers.
+
+    A column that is missing, or null in every row (records older than the field), is left
+    out; a null cell is empty. Formats and headers: :data:`COLUMN_FORMATS`.
+    """
+    cols = [c for c in columns if c in table.columns and table[c].notna().any()
+            and not (table[c].astype("string") == "").all()]
+    shown = pd.DataFrame(index=table.index)
+    for col in cols:
+        header, fmt = COLUMN_FORMATS.get(col, (col, "{}"))
+        shown[header] = table[col].map(lambda x, fmt=fmt: _fmt(x, fmt))
+    return shown.reset_index(drop=True)
+
+
+def _fmt(value, fmt: str) -> str:
+    """One cell: empty when null, else ``fmt`` (integers cast for ``{:d}``)."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return ""
+    if fmt == "{:d}":
+        return str(int(value))
+    try:
+        return fmt.format(value)
+    except (ValueError, TypeError):
+        return str(value)
+
+
+def write_report(sections: list[Section], out_dir: str | os.PathLike,
+                 figures: dict[str, Path], title: str = "Scaling study") -> dict[str, Path]:
+    """Write ``report.md`` (relative figure links) and ``report.html`` (PNG embedded).
+
+    Args:
+        sections: from :func:`report_sections`.
+        out_dir: the analysis directory; the figures must lie in it.
+        figures: PNG path of each figure by name (``write_figures``' result); the SVG lies
+            beside each.
+
+    Returns:
+        ``{"md": path, "html": path}``.
+    """
+    out_dir = Path(out_dir)
+    paths = {"md": out_dir / "report.md", "html": out_dir / "report.html"}
+    paths["md"].write_text(render_markdown(sections, figures, title), encoding="utf-8")
+    paths["html"].write_text(render_html(sections, figures, title), encoding="utf-8")
+    for path in paths.values():
+        log.info("wrote %s", path)
+    return paths
+
+
+def render_markdown(sections: list[Section], figures: dict[str, Path], title: str) -> str:
+    """The report as Markdown; figures by their file names (relative to the report)."""
+    lines = [f"# {title}", ""]
+    for s in sections:
+        lines += [f"## {s.title}", ""]
+        if s.text:
+            lines += [s.text, ""]
+        for name in s.figures:
+            png = Path(figures[name]).name
+            lines += [f"![{CAPTIONS.get(name, name)}]({png})", "",
+                      f"*{CAPTIONS.get(name, name)}* ([SVG]({Path(png).stem}.svg))", ""]
+        if s.table is not None and not s.table.empty:
+            lines += [s.table.to_markdown(index=False), ""]
+    return "\n".join(lines)
+
+
+def render_html(sections: list[Section], figures: dict[str, Path], title: str) -> str:
+    """The report as one HTML page, every figure embedded as a base64 PNG."""
+    body = [f"<h1>{html.escape(title)}</h1>"]
+    for s in sections:
+        body.append(f"<h2>{html.escape(s.title)}</h2>")
+        if s.text:
+            body.append(f"<p>{html.escape(s.text)}</p>")
+        for name in s.figures:
+            data = base64.b64encode(Path(figures[name]).read_bytes()).decode("ascii")
+            caption = html.escape(CAPTIONS.get(name, name))
+            body.append(f'<figure><img alt="{caption}" src="data:image/png;base64,{data}">'
+                        f"<figcaption>{caption}</figcaption></figure>")
+        if s.table is not None and not s.table.empty:
+            body.append(s.table.to_html(index=False, border=0, escape=True))
+    style = ("body{font-family:sans-serif;max-width:1400px;margin:2em auto;padding:0 1em}"
+             "table{border-collapse:collapse;font-size:0.85em;margin:1em 0}"
+             "th,td{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}"
+             "img{max-width:100%}figcaption{font-size:0.85em;color:#444}")
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}"
+            f"</title><style>{style}</style></head><body>\n" + "\n".join(body)
+            + "\n</body></html>\n")

@@ -1,0 +1,260 @@
+"""The study's tables from a :func:`vitfsdp.analysis.collect.collect_runs` frame.
+
+- :func:`points_table`: one row per sweep point (repeats aggregated: median ips with its
+  min and max over repeats), with scaling efficiency, TFLOP/s, MFU, memory and the cost of
+  an epoch;
+- :func:`best_table`: the fastest configuration per model and node count;
+- :func:`failures_table`: every run that did not complete (or measured no ips), with why;
+- :func:`prefetch_table`: ips under each ``backward_prefetch`` x ``limit_all_gathers``;
+- :func:`calibration_table`: the plan's predictions against the measurements, per run.
+
+Cost per epoch: ``epoch_hours = dataset_size / ips / 3600`` (ips = global images/s),
+``node_hours_per_epoch = epoch_hours x nodes`` and ``cost_per_epoch = node_hours_per_epoch x
+cluster.price_per_node_hour`` (``NaN`` where the cluster profile sets no price).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pandas as pd
+
+from vitfsdp.analysis.collect import _ideal_ips, _sort_key, line_columns, line_label
+
+log = logging.getLogger(__name__)
+
+#: Training images of ImageNet-1k (ILSVRC-2012 train split; Russakovsky et al. 2015, table 2),
+#: the default dataset size of the cost per epoch.
+IMAGENET_TRAIN_IMAGES = 1_281_167
+#: Per-point aggregation over repeats: the median of rates and times ...
+POINT_MEDIANS = ("ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu",
+                 "hw_tflops_per_gpu", "hfu")
+#: ... the maximum of memory maxima and counts (the worst repeat) ...
+POINT_MAXIMA = ("peak_mem_gib", "peak_mem_reserved_gib", "device_mem_used_gib",
+                "alloc_retries", "num_ooms")
+#: ... the minimum of the minimum-over-ranks memory ...
+POINT_MINIMA = ("peak_mem_min_gib", "device_mem_used_min_gib")
+#: ... and what a point's runs share (world, device, price, the plan's prediction).
+POINT_FIRST = ("world_size", "global_batch_size", "device_memory_gib", "price_per_node_hour",
+               "peak_mem_kind", "pred_peak_mem_gib", "pred_step_time_s", "pred_ips",
+               "pred_fits", "pred_mem_metric")
+#: The ``backward_prefetch`` values of the ablation, in the order bars are drawn.
+PREFETCH_ORDER = ("BACKWARD_PRE", "BACKWARD_POST", "NONE")
+#: Columns of the ablation that are not part of a bar group's identity.
+ABLATION_COLUMNS = ("backward_prefetch", "limit_all_gathers")
+
+
+def completed(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``df`` that completed with a measured ips at a known node count."""
+    return df[(df["status"] == "completed") & df["ips"].notna() & df["nodes"].notna()]
+
+
+def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) -> pd.DataFrame:
+    """One row per completed sweep point; runs identical but for ``repeat`` are aggregated.
+
+    A point is a line (:func:`~vitfsdp.analysis.collect.line_columns`: model, strategy and
+    every varying config) at a node count. Its ideal is linear scaling from the line's
+    smallest completed node count ``n0``: ``ideal_ips = ips(n0) x nodes / n0``.
+
+    Args:
+        df: a ``collect_runs`` frame (every status; only completed runs count here).
+        dataset_size: images per epoch for the cost columns (default ImageNet-1k train).
+
+    Returns:
+        The line columns, ``nodes``, ``num_repeats``, ``ips`` (median over repeats, global
+        images/s), ``ips_repeat_min``/``ips_repeat_max`` (over repeats), ``ideal_ips``,
+        ``scaling_efficiency``, the medians of :data:`POINT_MEDIANS` (``tflops_per_gpu``
+        in TFLOP/s, ``mfu``/``hfu`` as fractions), memory in GiB (max of maxima, min of
+        minima), ``epoch_hours``, ``node_hours_per_epoch`` and ``cost_per_epoch`` (in the
+        currency of ``price_per_node_hour``), and the plan's ``pred_*`` columns.
+
+    Raises:
+        ValueError: ``dataset_size`` is not a positive number of images.
+    """
+    if not dataset_size or dataset_size <= 0:
+        raise ValueError(f"dataset_size={dataset_size} must be a positive number of images "
+                         "(--dataset-size)")
+    keys = [*line_columns(df), "nodes"]
+    done = completed(df)
+    if done.empty:
+        return pd.DataFrame(columns=[*keys, "num_repeats", "ips", "ideal_ips",
+                                     "scaling_efficiency"])
+    _warn_unlabelled_repeats(done, keys)
+    groups = done.groupby(keys, dropna=False, sort=False)
+    aggs = {"num_repeats": ("run_dir", "count"), "ips_repeat_min": ("ips", "min"),
+            "ips_repeat_max": ("ips", "max")}
+    aggs |= {c: (c, "median") for c in POINT_MEDIANS}
+    aggs |= {c: (c, "max") for c in POINT_MAXIMA}
+    aggs |= {c: (c, "min") for c in POINT_MINIMA}
+    aggs |= {c: (c, "first") for c in POINT_FIRST}
+    points = groups.agg(**aggs).reset_index()
+    points["nodes"] = points["nodes"].astype("Int64")
+    points["ideal_ips"] = _ideal_ips(points, keys[:-1])
+    points["scaling_efficiency"] = points["ips"] / points["ideal_ips"]
+    points = points.join(cost_columns(points, dataset_size))
+    order = [*keys, "num_repeats", "world_size", "global_batch_size", "ips", "ips_repeat_min",
+             "ips_repeat_max", "ideal_ips", "scaling_efficiency", *POINT_MEDIANS[1:],
+             *POINT_MAXIMA[:1], *POINT_MINIMA[:1], *POINT_MAXIMA[1:], *POINT_MINIMA[1:],
+             "device_memory_gib", "epoch_hours", "node_hours_per_epoch", "price_per_node_hour",
+             "cost_per_epoch", *POINT_FIRST[4:]]  # fmt: skip
+    points = points[order].sort_values(keys, kind="stable", key=_sort_key)
+    return points.reset_index(drop=True)
+
+
+def _warn_unlabelled_repeats(done: pd.DataFrame, keys: list[str]) -> None:
+    """Warn when runs of one point share a ``repeat`` label: they are aggregated as repeats,
+    but they may differ in a setting the analysis does not tell apart."""
+    repeat = done["repeat"].fillna(0)
+    dup = done[repeat.groupby([done[k] for k in keys], dropna=False).transform(
+        lambda r: r.duplicated(keep=False))]  # fmt: skip
+    if len(dup):
+        log.warning("%d completed runs share a point and a repeat label (e.g. %s); they are "
+                    "aggregated as repeats: give repeated runs distinct repeat=N",
+                    len(dup), dup["run_dir"].iloc[0])
+
+
+def cost_columns(points: pd.DataFrame, dataset_size: int) -> pd.DataFrame:
+    """Hours, node-hours and cost of one epoch of ``dataset_size`` images at each row's ips.
+
+    ``epoch_hours = dataset_size / ips / 3600``; ``node_hours_per_epoch = epoch_hours x
+    nodes``; ``cost_per_epoch = node_hours_per_epoch x price_per_node_hour`` (``NaN`` where
+    no price is set). Excludes evaluation, data loading beyond what was measured, and
+    start-up: a lower bound on what an epoch costs.
+    """
+    hours = dataset_size / points["ips"].astype("float64") / 3600.0
+    node_hours = hours * points["nodes"].astype("float64")
+    return pd.DataFrame({"epoch_hours": hours, "node_hours_per_epoch": node_hours,
+                         "cost_per_epoch": node_hours * points["price_per_node_hour"]},
+                        index=points.index)  # fmt: skip
+
+
+def best_table(points: pd.DataFrame) -> pd.DataFrame:
+    """The fastest configuration per model and node count, and by how much it wins.
+
+    Args:
+        points: a :func:`points_table` frame.
+
+    Returns:
+        One row per model and node count: ``configuration`` (strategy and varying config),
+        ``ips``, ``scaling_efficiency``, ``tflops_per_gpu``, ``mfu``, ``peak_mem_gib``,
+        ``node_hours_per_epoch``, ``cost_per_epoch``, ``runner_up`` (the second fastest
+        configuration, or empty) and ``speedup_over_runner_up`` (ips / its ips).
+    """
+    cols = ["model", "nodes", "configuration", "ips", "scaling_efficiency", "tflops_per_gpu",
+            "mfu", "peak_mem_gib", "node_hours_per_epoch", "cost_per_epoch", "runner_up",
+            "speedup_over_runner_up"]  # fmt: skip
+    if points.empty:
+        return pd.DataFrame(columns=cols)
+    keys = [c for c in points.columns[:list(points.columns).index("nodes")]]
+    ranked = points.assign(configuration=points.apply(lambda r: line_label(r, keys), axis=1))
+    ranked = ranked.sort_values("ips", ascending=False, kind="stable")
+    rows = []
+    for (_, _), group in ranked.groupby(["model", "nodes"], dropna=False, sort=True):
+        best = group.iloc[0].copy()
+        second = group.iloc[1] if len(group) > 1 else None
+        best["runner_up"] = second["configuration"] if second is not None else ""
+        best["speedup_over_runner_up"] = (best["ips"] / second["ips"]
+                                          if second is not None else np.nan)
+        rows.append(best)
+    return pd.DataFrame(rows).reindex(columns=cols).reset_index(drop=True)
+
+
+def failures_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Every run that did not complete with a measured ips: what, where and why.
+
+    Returns:
+        The line columns, ``nodes``, ``repeat``, ``status`` (oom, timeout, failed,
+        preempted, skipped_infeasible, running, or completed without ips), ``reason``,
+        ``last_step`` (the last step a window recorded), ``pred_peak_mem_gib`` and
+        ``device_memory_gib`` (GiB; why a point was skipped as infeasible), ``run_dir``.
+    """
+    keys = line_columns(df)
+    failed = df[(df["status"] != "completed") | df["ips"].isna()]
+    cols = [*keys, "nodes", "repeat", "status", "reason", "last_step", "pred_peak_mem_gib",
+            "device_memory_gib", "run_dir"]  # fmt: skip
+    return failed[cols].reset_index(drop=True)
+
+
+def prefetch_table(points: pd.DataFrame) -> pd.DataFrame:
+    """The prefetch ablation: ips of each strategy under each ``backward_prefetch`` x
+    ``limit_all_gathers`` pair (FSDP1 points only; DDP and FSDP2 record them as null).
+
+    Args:
+        points: a :func:`points_table` frame.
+
+    Returns:
+        ``model``, ``nodes``, ``configuration`` (the bar group: strategy and any other
+        varying config), ``backward_prefetch``, ``limit_all_gathers``, ``ips`` (median over
+        repeats, images/s), ``ips_repeat_min``, ``ips_repeat_max`` and ``ips_vs_best``
+        (ips / the group's fastest variant); empty when no point varies either setting.
+    """
+    cols = ["model", "nodes", "configuration", *ABLATION_COLUMNS, "ips", "ips_repeat_min",
+            "ips_repeat_max", "ips_vs_best"]  # fmt: skip
+    if points.empty or not set(ABLATION_COLUMNS) & set(points.columns):
+        return pd.DataFrame(columns=cols)
+    fsdp1 = points.dropna(subset=list(ABLATION_COLUMNS))
+    keys = [c for c in points.columns[:list(points.columns).index("nodes")]
+            if c not in ABLATION_COLUMNS]
+    table = fsdp1.assign(configuration=fsdp1.apply(lambda r: line_label(r, keys), axis=1))
+    best = table.groupby(["model", "nodes", "configuration"])["ips"].transform("max")
+    table = table.assign(ips_vs_best=table["ips"] / best)
+    order = {v: i for i, v in enumerate(PREFETCH_ORDER)}
+    table = table.assign(_order=table["backward_prefetch"].map(order),
+                         _limit=~table["limit_all_gathers"].astype(bool))
+    table = table.sort_values(["model", "nodes", "configuration", "_order", "_limit"])
+    return table[cols].reset_index(drop=True)
+
+
+def calibration_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The plan's predictions against the measurements, for every completed run that has one.
+
+    Relative error = (predicted - measured) / measured: > 0 the plan over-predicts. Memory is
+    compared with the measured column the plan names (``pred_mem_metric``: peak reserved on
+    GPU, peak resident on CPU).
+
+    Returns:
+        The line columns, ``nodes``, ``repeat``, ``mem_metric``, ``measured_mem_gib``,
+        ``pred_peak_mem_gib``, ``mem_rel_error``, ``step_time_s``, ``pred_step_time_s``,
+        ``step_time_rel_error``, ``ips``, ``pred_ips``, ``ips_rel_error``, ``run_dir``;
+        empty when no run has a prediction.
+    """
+    keys = line_columns(df)
+    done = completed(df)
+    done = done[done["pred_peak_mem_gib"].notna() | done["pred_ips"].notna()]
+    cols = [*keys, "nodes", "repeat", "mem_metric", "measured_mem_gib", "pred_peak_mem_gib",
+            "mem_rel_error", "step_time_s", "pred_step_time_s", "step_time_rel_error", "ips",
+            "pred_ips", "ips_rel_error", "run_dir"]  # fmt: skip
+    if done.empty:
+        return pd.DataFrame(columns=cols)
+    metric = done["pred_mem_metric"].where(done["pred_mem_metric"].isin(done.columns))
+    measured = [row[m] if isinstance(m, str) else np.nan
+                for (_, row), m in zip(done.iterrows(), metric, strict=True)]
+    table = done.assign(mem_metric=metric, measured_mem_gib=pd.Series(measured, done.index,
+                                                                      dtype="float64"))
+    for pred, meas, err in (("pred_peak_mem_gib", "measured_mem_gib", "mem_rel_error"),
+                            ("pred_step_time_s", "step_time_s", "step_time_rel_error"),
+                            ("pred_ips", "ips", "ips_rel_error")):
+        table[err] = (table[pred] - table[meas]) / table[meas]
+    return table[cols].reset_index(drop=True)
+
+
+def calibration_summary(calibration: pd.DataFrame) -> pd.DataFrame:
+    """Median and worst absolute relative error of each prediction over the runs.
+
+    Returns:
+        One row per quantity (``peak memory``, ``step time``, ``ips``): ``num_runs``,
+        ``median_abs_rel_error`` and ``max_abs_rel_error`` (fractions), and
+        ``median_rel_error`` (signed: > 0 the plan over-predicts).
+    """
+    rows = []
+    for name, col in (("peak memory", "mem_rel_error"), ("step time", "step_time_rel_error"),
+                      ("ips", "ips_rel_error")):
+        err = calibration[col].dropna().astype("float64") if col in calibration else []
+        if len(err):
+            rows.append({"quantity": name, "num_runs": len(err),
+                         "median_rel_error": err.median(),
+                         "median_abs_rel_error": err.abs().median(),
+                         "max_abs_rel_error": err.abs().max()})
+    return pd.DataFrame(rows, columns=["quantity", "num_runs", "median_rel_error",
+                                       "median_abs_rel_error", "max_abs_rel_error"])
