@@ -1,0 +1,127 @@
+"""``python -m vitfsdp.bench``: the CPU tiny path runs all three measurements in-process and
+records them; timm's model is our architecture; the issue-9 checks; subcommand dispatch."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+import types
+
+import pandas as pd
+import pytest
+import timm
+import torch
+
+from tests.conftest import read
+from vitfsdp import models
+from vitfsdp.bench import __main__ as bench_cli
+from vitfsdp.bench import throughput
+
+PATHS = ("fsdp", "unwrapped", "timm")
+
+
+@pytest.fixture(scope="module")
+def bench(tmp_path_factory):
+    """One CPU tiny benchmark in this process: (out folder, exit status, printed text)."""
+    out = tmp_path_factory.mktemp("bench") / "out"
+    argv = ["--device", "cpu", "--batch", "4", "--steps", "4", "--warmup", "2",
+            "--log-every", "2", "--out", str(out), "train.lr=0.002"]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = throughput.main(argv)
+    return out, code, printed.getvalue()
+
+
+def test_cpu_tiny_bench_measures_every_path_with_the_same_settings(bench):
+    out, code, _ = bench
+    assert code == 0
+    table = pd.read_csv(out / "bench.csv")
+    assert sorted(zip(table["model"], table["path"], strict=True)) == sorted(
+        ("vit_tiny", p) for p in PATHS)
+    assert (table["status"] == "completed").all() and (table["ips"] > 0).all()
+    assert table["mfu"].isna().all()  # no peak FLOP/s for a CPU
+    for path in PATHS:
+        run = read(out / "vit_tiny" / path / "run.json")
+        windows = read(out / "vit_tiny" / path / "metrics.jsonl")
+        assert [w["warmup"] for w in windows] == [True, False], path
+        assert (run["config"]["train"]["local_batch_size"], run["config"]["train"]["lr"]) == (
+            4, 0.002), path  # the command line's batch and override reached every path
+        applied = run["applied"]  # CPU: the defaults resolve to eager fp32, torch's AdamW
+        assert (applied["precision"]["name"], applied["adamw"], applied["fused_attn"]) == (
+            "fp32", "for_loop", True), path
+        assert applied.get("compiled_blocks", 0) == 0 and applied.get("compile") in (None, "off")
+    assert read(out / "vit_tiny" / "timm" / "run.json")["applied"]["timm_model"] == (
+        throughput.TIMM_BASE_VIT)
+
+
+def test_fsdp_path_is_the_sweeps_fsdp_wrapping_on_a_world_of_one(bench):
+    out, _, _ = bench
+    run = read(out / "vit_tiny" / "fsdp" / "run.json")
+    assert (run["world"]["size"], run["world"]["sharding_strategy"]) == (1, "FULL_SHARD")
+    assert run["config"]["engine"] == "fsdp1"
+    assert run["applied"]["materialized"] == "per_unit"  # FSDP1's param_init_fn ran per unit
+    assert read(out / "vit_tiny" / "unwrapped" / "run.json")["world"]["wrapper"] == "none"
+
+
+def test_table_ratios_are_the_measured_ips_ratios(bench):
+    out, _, _ = bench
+    ips = {p: read(out / "vit_tiny" / p / "summary.json")["ips"] for p in PATHS}
+    row = pd.read_csv(out / "bench.csv").set_index("path").loc["fsdp"]
+    assert row["vs_timm"] == pytest.approx(ips["fsdp"] / ips["timm"])
+    assert row["vs_unwrapped"] == pytest.approx(ips["fsdp"] / ips["unwrapped"])
+    saved = read(out / "bench.json")
+    assert {r["path"] for r in saved["rows"]} == set(PATHS)
+    assert len(saved["checks"]) == 2  # FSDP/unwrapped and ours/timm (no MFU target for tiny)
+
+
+def test_printed_table_has_every_path_and_the_checks(bench):
+    _, _, printed = bench
+    header = printed.splitlines()[0].split()
+    assert header[:3] == ["model", "path", "wrapper"] and "ips/timm" in header
+    assert all(f"vit_tiny {p}" in " ".join(printed.split()) for p in PATHS)
+    assert "vit_tiny: FSDP/unwrapped" in printed and "vit_tiny: ours/timm" in printed
+
+
+@pytest.mark.parametrize("name", ["vit_tiny", "vit_base", "vit_1b", "vit_huge_patch14_224"])
+def test_timm_model_args_build_our_architecture(name):
+    cfg = models.ModelConfig(name)
+    timm_name, kwargs = throughput.timm_model_args(cfg, 1000)
+    with torch.device("meta"):
+        theirs = timm.create_model(timm_name, pretrained=False, **kwargs)
+    ours = models.build_model(cfg, 1000, device="meta")
+    assert models.count_params(theirs) == models.count_params(ours)
+    assert [tuple(p.shape) for p in theirs.parameters()] == [
+        tuple(p.shape) for p in ours.parameters()]
+
+
+def test_issue_targets_pass_and_fail_on_the_measured_figures():
+    rows = [("vit_huge_patch14_224", "fsdp", 400.0, 0.41), ("vit_huge_patch14_224", "unwrapped",
+                                                            404.0, 0.414),
+            ("vit_huge_patch14_224", "timm", 380.0, 0.39), ("vit_base", "fsdp", 90.0, 0.2),
+            ("vit_base", "unwrapped", 100.0, 0.22), ("vit_base", "timm", 95.0, 0.21)]
+    table = pd.DataFrame(rows, columns=["model", "path", "ips", "mfu"])
+    table["precision"], table["batch"] = "bf16", 32
+    lines = throughput.check_targets(throughput._with_ratios(table))
+    verdicts = {(ln.split()[1], ln.split()[2]): ln.split()[0] for ln in lines}
+    assert verdicts == {("vit_huge_patch14_224:", "FSDP/unwrapped"): "PASS",
+                        ("vit_huge_patch14_224:", "ours/timm"): "PASS",
+                        ("vit_huge_patch14_224:", "MFU"): "PASS",
+                        ("vit_base:", "FSDP/unwrapped"): "FAIL",
+                        ("vit_base:", "ours/timm"): "FAIL"}
+
+
+def test_unknown_model_is_one_line_error(tmp_path, capsys):
+    assert throughput.main(["--device", "cpu", "--models", "vit_nope", "--out",
+                            str(tmp_path)]) == 2
+    err = capsys.readouterr().out.strip()
+    assert "\n" not in err and "model" in err and "vit_nope" in err
+
+
+def test_subcommands_dispatch_lazily(monkeypatch):
+    calls = []
+    fake = types.ModuleType("vitfsdp.bench.overhead")
+    fake.main = lambda argv: calls.append(list(argv)) or 7
+    monkeypatch.setitem(sys.modules, "vitfsdp.bench.overhead", fake)
+    assert bench_cli.main(["overhead", "--x", "1"]) == 7
+    assert calls == [["--x", "1"]]

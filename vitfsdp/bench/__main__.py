@@ -1,0 +1,30 @@
+"""``python -m vitfsdp.bench [overhead] ARGS...``: dispatch to a benchmark's ``main``.
+
+    python -m vitfsdp.bench --models vit_huge_patch14_224 --batch 32   # throughput
+    python -m vitfsdp.bench overhead ...                              # vitfsdp.bench.overhead
+
+Subcommand modules are imported only when asked for, so one never pays for (or breaks on)
+another's imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+#: Subcommand → module with ``main(argv) -> int``; no subcommand = ``throughput``.
+SUBCOMMANDS = {"overhead": "vitfsdp.bench.overhead", "throughput": "vitfsdp.bench.throughput"}
+DEFAULT = "throughput"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the subcommand named by ``argv[0]`` (or :data:`DEFAULT` when ``argv[0]`` is not
+    one) with the remaining arguments; returns its exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    name = argv.pop(0) if argv and argv[0] in SUBCOMMANDS else DEFAULT
+    return importlib.import_module(SUBCOMMANDS[name]).main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,515 @@
+"""Single-device training throughput: our FSDP step vs the unwrapped model vs timm (issue 9).
+
+    python -m vitfsdp.bench --models vit_base,vit_large_patch16_224,vit_huge_patch14_224,vit_1b \\
+        --batch 32 --precision bf16 --out runs/bench/h100
+
+For each model, in one process on one device, three measurements of the same training step
+(same batch, precision, attention kernel, compile choice, AdamW implementation, data):
+
+``fsdp``
+    our training run itself: :func:`vitfsdp.train.run` on a config composed from
+    ``conf/config.yaml`` like any sweep point (``strategy=FULL_SHARD nodes=1
+    cluster.gpus_per_node=1``, the default recipe), so the model is built and wrapped by
+    :func:`vitfsdp.train.build` / :func:`vitfsdp.parallel.wrap` (FSDP on a world of 1) and
+    timed by the training loop.
+``unwrapped``
+    the same model, initial weights, kernels and :func:`vitfsdp.train.train_step` without
+    FSDP (bf16/fp16 by autocast instead of FSDP's parameter casting): what FSDP costs on
+    one GPU (target: the ``fsdp`` step within 3% of it).
+``timm``
+    timm's own training benchmark loop, built from timm's public API as ``benchmark.py``'s
+    ``TrainBenchmarkRunner`` does (huggingface/pytorch-image-models, ``benchmark.py``:
+    ``create_model``, ``create_optimizer_v2``, the step ``zero_grad``; forward, loss and
+    backward under autocast; ``optimizer.step``; the whole model ``torch.compile``-d for
+    ``--torchcompile``), with AdamW of our implementation and learning rate instead of its
+    default SGD; the model is ``timm.create_model`` of the registered name, or of a
+    registered ViT with our variant's architecture as keyword arguments, and must have our
+    parameter count (target: ours / timm >= 1.0).
+
+All three are timed alike: the device is synchronized only at the boundaries of windows of
+``--log-every`` steps (:class:`vitfsdp.metrics.WindowMeter`), the first ``--warmup`` steps
+(compilation, allocator, cuDNN autotuning) left out, the median window reported.
+benchmark.py synchronizes after every step; that would charge timm one host round trip per
+step that our loop does not pay, so it is not copied.
+
+Each measurement is a run directory ``OUT/<model>/<path>/`` with ``run.json``,
+``metrics.jsonl`` and ``summary.json`` (:mod:`vitfsdp.records`); ``OUT/bench.csv`` and
+``OUT/bench.json`` hold the table. Without a GPU the defaults shrink to ``vit_tiny``, a
+small batch and a few fp32 steps, so the CPU run takes seconds and still goes through all
+three paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import datetime
+import gc
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import timm
+import torch
+import torch.distributed as dist
+from hydra import compose, initialize_config_dir
+from timm.layers import SwiGLU
+from timm.optim import create_optimizer_v2
+
+from vitfsdp import data, distributed, failures, models, parallel, provenance, train
+from vitfsdp.config import CONF_DIR, RunConfig, register_configs, to_run_config
+from vitfsdp.metrics import WindowMeter, device_info
+from vitfsdp.records import (
+    RUN_FILE,
+    SUMMARY_FILE,
+    RunRecords,
+    mark_failed,
+    read_json,
+    write_json_atomic,
+)
+
+log = logging.getLogger("vitfsdp.bench")
+
+PATHS = ("fsdp", "unwrapped", "timm")
+#: Issue 9's models: B/16 (the study's SwiGLU ViT-Base), L/16, H/14 and the study's ViT-1B.
+GPU_MODELS = ("vit_base", "vit_large_patch16_224", "vit_huge_patch14_224", "vit_1b")
+#: Defaults by device type: (models, batch, steps, warm-up steps, steps per window).
+DEFAULTS = {"cuda": (GPU_MODELS, 32, 50, 10, 10), "cpu": (("vit_tiny",), 8, 6, 2, 2)}
+#: Issue 9's acceptance figures (checked on an H100 or H200): MFU of ViT-H/14 bf16 at a
+#: local batch >= 32 against 989 TFLOP/s dense bf16, ours / timm, FSDP / unwrapped.
+TARGET_MODEL, TARGET_MFU, TARGET_MIN_BATCH = "vit_huge_patch14_224", 0.40, 32
+TARGET_VS_TIMM, TARGET_VS_UNWRAPPED = 1.0, 0.97
+#: timm's registered ViT whose constructor takes our variants' architecture as keywords.
+TIMM_BASE_VIT = "vit_base_patch16_224"
+#: Columns of the printed table: (column of bench.csv, header).
+TABLE = (("model", "model"), ("path", "path"), ("wrapper", "wrapper"), ("batch", "batch"),
+         ("precision", "precision"), ("ips", "images/s"), ("tflops_per_gpu", "TFLOP/s"),
+         ("mfu", "MFU"), ("vs_timm", "ips/timm"), ("vs_unwrapped", "ips/unwrapped"),
+         ("status", "status"))
+
+
+@dataclass
+class BenchOptions:
+    """What to benchmark (the command line); ``None`` = the device's :data:`DEFAULTS`."""
+
+    models: list[str] | None = None  # model names (vitfsdp.models.VARIANTS keys)
+    batch: int | None = None  # local batch size, images per step
+    precision: str = "auto"  # auto | fp32 | bf16 | fp16 (auto: bf16 on GPU, fp32 on CPU)
+    steps: int | None = None  # steps per measurement, warm-up included
+    warmup: int | None = None  # first steps left out of the figures
+    log_every: int | None = None  # steps per timing window
+    out: Path | None = None  # output folder; None = runs/bench/<date_time>
+    device: str = "auto"  # auto | cuda | cpu
+    overrides: list[str] = field(default_factory=list)  # Hydra overrides for every path
+
+    def resolve(self, device_type: str) -> BenchOptions:
+        """A copy with every ``None`` filled from :data:`DEFAULTS` of ``device_type``."""
+        names, batch, steps, warmup, every = DEFAULTS["cuda" if device_type == "cuda" else "cpu"]
+        stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+        return dataclasses.replace(
+            self, models=list(dict.fromkeys(self.models or names)), batch=self.batch or batch,
+            steps=self.steps or steps,
+            warmup=self.warmup if self.warmup is not None else warmup,
+            log_every=self.log_every or every, out=self.out or Path("runs/bench") / stamp)
+
+
+def parse_args(argv: Sequence[str]) -> BenchOptions:
+    """The command line as :class:`BenchOptions`; ``key=value`` arguments are Hydra
+    overrides applied to every model's config (``kernels.compile=false``,
+    ``engine=fsdp2``)."""
+    p = argparse.ArgumentParser(prog="python -m vitfsdp.bench",
+                                description="Training throughput on one device: our FSDP "
+                                            "step, the unwrapped model and timm's loop.")
+    p.add_argument("--models", type=lambda s: [m for m in s.split(",") if m],
+                   help=f"comma-separated; default GPU: {','.join(GPU_MODELS)}, CPU: vit_tiny")
+    p.add_argument("--batch", type=int, help="local batch size (default GPU 32, CPU 8)")
+    p.add_argument("--precision", default="auto", choices=("auto", *parallel.PRECISIONS))
+    p.add_argument("--steps", type=int, help="steps per measurement (default GPU 50, CPU 6)")
+    p.add_argument("--warmup", type=int, help="warm-up steps (default GPU 10, CPU 2)")
+    p.add_argument("--log-every", type=int, help="steps per window (default GPU 10, CPU 2)")
+    p.add_argument("--out", type=Path, help="output folder (default runs/bench/<date_time>)")
+    p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. kernels.compile=false")
+    a = p.parse_args(list(argv))
+    return BenchOptions(models=a.models, batch=a.batch, precision=a.precision, steps=a.steps,
+                        warmup=a.warmup, log_every=a.log_every, out=a.out, device=a.device,
+                        overrides=list(a.overrides))
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run the benchmark of ``argv``, print the table and the issue-9 checks.
+
+    Returns:
+        0 when every measurement completed, 1 otherwise (the table says which failed).
+    """
+    provenance.setup_logging(0)
+    try:
+        opts = parse_args(argv)
+        table = run_bench(opts)
+    except ValueError as e:
+        print(f"error: {e}")
+        return 2
+    print(format_table(table))
+    for line in check_targets(table):
+        print(line)
+    return 0 if (table["status"] == "completed").all() else 1
+
+
+def run_bench(opts: BenchOptions) -> pd.DataFrame:
+    """Measure every model of ``opts`` three ways (:data:`PATHS`) on one device.
+
+    Returns:
+        One row per (model, path), as in ``OUT/bench.csv``: model, path, wrapper, batch,
+        precision, ips (images/s), tflops_per_gpu (model FLOPs: 3 × forward), mfu (``None``
+        without a known peak, e.g. on CPU), step_time_s, ips_spread, compile, adamw,
+        num_params, vs_timm / vs_unwrapped (this row's ips over that path's for the same
+        model), status, run_dir.
+
+    Raises:
+        ValueError: an unknown model, a config the overrides make invalid, a non-empty
+            measurement folder, or timm's model not matching ours.
+    """
+    device = distributed.pick_device(opts.device, 0)
+    opts = opts.resolve(device.type)
+    cfgs = {name: bench_config(name, opts, device) for name in opts.models}
+    for name in opts.models:
+        _check_empty(opts.out / name)
+    rows = []
+    with _single_process_group(device):
+        for name, cfg in cfgs.items():
+            log.info("benchmarking %s: batch %d, %d steps (%d warm-up)", name, opts.batch,
+                     opts.steps, opts.warmup)
+            for path, measure in (("fsdp", _fsdp), ("unwrapped", _unwrapped), ("timm", _timm)):
+                run_dir = opts.out / name / path
+                _guarded(lambda m=measure, d=run_dir, c=cfg: m(c, device, d), run_dir)
+                _release(device)
+                rows.append(_row(name, path, run_dir))
+    table = _with_ratios(pd.DataFrame(rows))
+    table.to_csv(opts.out / "bench.csv", index=False)
+    write_json_atomic(opts.out / "bench.json", {
+        "options": {k: str(v) if isinstance(v, Path) else v
+                    for k, v in dataclasses.asdict(opts).items()},
+        "device": device_info(device),
+        "rows": table.astype(object).where(table.notna(), None).to_dict("records"),
+        "checks": check_targets(table), **provenance.collect()})
+    log.info("wrote %s and %s", opts.out / "bench.csv", opts.out / "bench.json")
+    return table
+
+
+def bench_config(model: str, opts: BenchOptions, device: torch.device) -> RunConfig:
+    """The run config of ``model`` for this benchmark: ``conf/config.yaml`` composed as a
+    sweep point would be, on one process (``nodes=1 cluster.gpus_per_node=1``), FULL_SHARD,
+    synthetic data, ``opts``' batch, steps and precision, then ``opts.overrides``.
+
+    Raises:
+        ValueError: the composed config is invalid (unknown model, bad override).
+    """
+    overrides = [f"model={model}", "strategy=FULL_SHARD", "nodes=1", "cluster.gpus_per_node=1",
+                 "data=synthetic", f"device={device.type}", f"precision={opts.precision}",
+                 f"train.local_batch_size={opts.batch}", f"train.steps={opts.steps}",
+                 f"train.warmup_steps={opts.warmup}", f"train.log_every={opts.log_every}",
+                 *opts.overrides]
+    register_configs()
+    try:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+            cfg = to_run_config(compose("config", overrides=overrides))
+    except ValueError:
+        raise
+    except Exception as e:  # Hydra's own errors (unknown option, wrong type): one line
+        raise ValueError(f"{' '.join(overrides)}: {str(e).splitlines()[0]}") from e
+    if cfg.train.activation_checkpointing:
+        log.warning("train.activation_checkpointing applies to the fsdp path only; its "
+                    "ratios to the other paths then include the recomputation")
+    return cfg
+
+
+# --- the three measurements ---------------------------------------------------------------
+
+
+def _fsdp(cfg: RunConfig, device: torch.device, run_dir: Path) -> None:
+    """Our training run, exactly as a sweep point runs it (records written by train.run)."""
+    train.run(cfg, distributed.DistEnv(), device, run_dir)
+
+
+def _unwrapped(cfg: RunConfig, device: torch.device, run_dir: Path) -> None:
+    """The same model, weights, kernels and train_step, without FSDP."""
+    numerics = train.apply_numerics(cfg.kernels)
+    torch.manual_seed(cfg.train.seed)
+    model = models.build_model(cfg.model, _num_classes(cfg), device="meta")
+    num_attn = models.set_fused_attn(model, cfg.kernels.fused_attn)
+    models.ViTInit(model, cfg.train.seed).init_model_(model.to_empty(device=device))
+    compiled = cfg.kernels.resolved_compile(device.type)
+    blocks = [m for m in model.modules() if type(m) in models.block_classes()]
+    for block in blocks if compiled else []:
+        block.compile()  # in place, as vitfsdp.parallel compiles the FSDP units
+    optimizer, adamw = train.build_optimizer(model.parameters(), cfg.train, cfg.kernels, device)
+    settings = parallel.resolve_precision(cfg.precision, parallel.MixedPrecisionConfig(),
+                                          is_fsdp=False, engine=cfg.engine,
+                                          device_type=device.type)
+    autocast, scaler = _autocast(settings.autocast_dtype, device), parallel.grad_scaler(settings,
+                                                                                      device)
+    applied = numerics | {"precision": {"name": cfg.resolved_precision(device.type),
+                                        **dataclasses.asdict(settings)},
+                          "fused_attn": cfg.kernels.fused_attn, "fused_attn_modules": num_attn,
+                          "compile": "per_block" if compiled else "off",
+                          "compiled_blocks": len(blocks) if compiled else 0, "adamw": adamw}
+    records = _start(cfg, device, run_dir, "unwrapped", model, applied, wrapper="none")
+    batches = _batches(cfg, device)
+    _measure(lambda: train.train_step(model, optimizer, next(batches), autocast, scaler),
+             cfg, device, records)
+
+
+def _timm(cfg: RunConfig, device: torch.device, run_dir: Path) -> None:
+    """timm's training benchmark loop (benchmark.py TrainBenchmarkRunner) at our settings."""
+    numerics = train.apply_numerics(cfg.kernels)
+    name, kwargs = timm_model_args(cfg.model, _num_classes(cfg))
+    with torch.device(device):
+        model = timm.create_model(name, pretrained=False, **kwargs)
+    _check_same_size(cfg, model, name)
+    model.train()
+    num_attn = models.set_fused_attn(model, cfg.kernels.fused_attn)
+    compiled = cfg.kernels.resolved_compile(device.type)
+    if compiled:  # benchmark.py --torchcompile: the whole model
+        torch._dynamo.reset()
+        model = torch.compile(model)
+    impl = train.build_optimizer([torch.nn.Parameter(torch.zeros(1, device=device))],
+                                 cfg.train, cfg.kernels, device)[1]
+    flags = {"fused": {"fused": True}, "foreach": {"foreach": True},
+             "for_loop": {"foreach": False}}.get(impl, {})
+    optimizer = create_optimizer_v2(model, opt="adamw", lr=cfg.train.lr,
+                                    weight_decay=cfg.train.weight_decay, **flags)
+    precision = cfg.resolved_precision(device.type)
+    autocast_dtype = None if precision == "fp32" else precision  # benchmark.py --amp
+    autocast = _autocast(autocast_dtype, device)
+    img = cfg.model.resolved_img_size()
+    inputs = torch.randn((cfg.train.local_batch_size, 3, img, img), device=device)
+    applied = numerics | {"precision": {"name": precision, "autocast_dtype": autocast_dtype},
+                          "fused_attn": cfg.kernels.fused_attn, "fused_attn_modules": num_attn,
+                          "compile": "whole_model" if compiled else "off", "adamw": impl,
+                          "timm_model": name,
+                          "timm_kwargs": {k: getattr(v, "__name__", v) for k, v in kwargs.items()}}
+    records = _start(cfg, device, run_dir, "timm", model, applied, wrapper="timm")
+    loss_fn = torch.nn.CrossEntropyLoss()
+    _measure(lambda: timm_train_step(model, optimizer, loss_fn, inputs, kwargs["num_classes"],
+                                     autocast), cfg, device, records)
+
+
+def timm_train_step(model, optimizer, loss_fn, inputs: torch.Tensor, num_classes: int,
+                    autocast) -> torch.Tensor:
+    """One step of timm's ``TrainBenchmarkRunner._step`` (benchmark.py): zero the
+    gradients; under ``autocast`` the forward on ``inputs`` (B, 3, H, W), random targets
+    (B,) drawn on the device, the loss and backward; the optimizer step. Returns the
+    detached loss (no host synchronization; benchmark.py's per-step timing sync is left to
+    the window meter)."""
+    optimizer.zero_grad()
+    with autocast:
+        output = model(inputs)
+        target = torch.empty(output.shape[0], device=output.device,
+                             dtype=torch.long).random_(num_classes)
+        loss = loss_fn(output, target)
+        loss.backward()
+    optimizer.step()
+    return loss.detach().float()
+
+
+def timm_model_args(cfg: models.ModelConfig, num_classes: int) -> tuple[str, dict]:
+    """The ``timm.create_model`` name and keyword arguments of our variant ``cfg``.
+
+    A name timm registers (``vit_large_patch16_224``, ``vit_huge_patch14_224`` …) is used
+    as it is; any other variant is :data:`TIMM_BASE_VIT` with our architecture as keyword
+    arguments (timm's ``_create_vision_transformer`` lets them override the registered
+    ones), SwiGLU MLP included for the study's rows.
+
+    Returns:
+        (name, kwargs with ``img_size`` and ``num_classes``).
+    """
+    kwargs = {"img_size": cfg.resolved_img_size(), "num_classes": num_classes}
+    if timm.is_model(cfg.name):
+        return cfg.name, kwargs
+    s = cfg.spec
+    kwargs |= {"patch_size": s.patch_size, "embed_dim": s.width, "depth": s.depth,
+               "num_heads": s.num_heads, "mlp_ratio": s.mlp_dim / s.width}
+    if s.mlp == "swiglu":
+        kwargs |= {"mlp_layer": SwiGLU, "act_layer": torch.nn.SiLU}
+    return TIMM_BASE_VIT, kwargs
+
+
+def _check_same_size(cfg: RunConfig, timm_model: torch.nn.Module, name: str) -> None:
+    """Refuse a timm model whose parameter count differs from ours (not the same model).
+
+    Raises:
+        ValueError: the counts differ.
+    """
+    ours = models.count_params(models.build_model(cfg.model, _num_classes(cfg), device="meta"))
+    theirs = models.count_params(timm_model)
+    if ours != theirs:
+        raise ValueError(f"timm's {name} has {theirs} parameters, ours {cfg.model.name} "
+                         f"{ours}: not the same architecture; fix timm_model_args")
+
+
+# --- shared pieces ------------------------------------------------------------------------
+
+
+def _measure(step: Callable[[], torch.Tensor], cfg: RunConfig, device: torch.device,
+             records: RunRecords) -> None:
+    """Run ``cfg.train.steps`` steps in the training loop's windows (warm-up first), one
+    metrics.jsonl line per window, then the summary."""
+    tc, info = cfg.train, records.run_info
+    meter = WindowMeter(device, 1, tc.local_batch_size, info["model"]["train_flops_per_image"],
+                        info["model"]["hardware_flops_per_image"], info["device"]["peak_flops"])
+    for i, (first, last, warmup) in enumerate(train.windows(tc.steps, tc.warmup_steps,
+                                                            tc.log_every)):
+        meter.start()
+        loss_sum = torch.zeros((), device=device)
+        for _ in range(first, last + 1):
+            loss_sum += step()
+        figures = meter.stop(last - first + 1, loss_sum)
+        records.window({"window": i, "step_start": first, "step_end": last, "warmup": warmup,
+                        "num_steps": last - first + 1, "attempt": 0,
+                        "global_batch_size": tc.local_batch_size, **figures})
+    summary = records.finish("completed")
+    log.info("%s: %.1f images/s", records.run_dir, summary["ips"])
+
+
+def _start(cfg: RunConfig, device: torch.device, run_dir: Path, path: str,
+           model: torch.nn.Module, applied: dict, wrapper: str) -> RunRecords:
+    """Open the records of a bench-built measurement: train's run.json (model FLOPs, device
+    peak, versions) with this path's world, applied settings and parameter count."""
+    info = train.run_info(cfg, distributed.DistEnv(), device, run_dir)
+    info["run_id"], info["bench"] = f"{cfg.model.name}/{path}", {"path": path}
+    info["world"] = {"size": 1, "nodes": 1, "ranks_per_node": 1, "replicas": 1,
+                     "sharding_strategy": None, "wrapper": wrapper, "backend": None,
+                     "launched_by": "single"}
+    info["model"]["num_params"] = models.count_params(model)
+    records = RunRecords(run_dir)
+    records.start(info | {"applied": applied})
+    return records
+
+
+def _batches(cfg: RunConfig, device: torch.device) -> Iterator:
+    return data.batches(cfg.data, img_size=cfg.model.resolved_img_size(),
+                        local_batch_size=cfg.train.local_batch_size, rank=0, world_size=1,
+                        device=device, seed=cfg.train.seed)
+
+
+def _autocast(dtype: str | None, device: torch.device) -> torch.autocast:
+    """``torch.autocast`` to ``dtype`` (a :data:`vitfsdp.parallel.DTYPES` name), disabled
+    for ``None``."""
+    return torch.autocast(device.type, dtype=parallel.DTYPES[dtype or "bf16"],
+                          enabled=dtype is not None)
+
+
+def _num_classes(cfg: RunConfig) -> int:
+    return cfg.model.num_classes or data.num_classes(cfg.data)
+
+
+def _guarded(measure: Callable[[], None], run_dir: Path) -> None:
+    """Run one measurement; a failure is recorded in its run directory (``oom`` or
+    ``failed``) and the benchmark goes on with the next one."""
+    try:
+        measure()
+    except failures.RunFailed as e:  # train.run recorded it already
+        log.error("%s: %s", run_dir, e)
+    except torch.OutOfMemoryError as e:
+        log.error("%s: out of memory", run_dir)
+        mark_failed(run_dir, "oom", f"{type(e).__name__}: {e}"[:2000])
+    except Exception as e:
+        log.exception("%s failed", run_dir)
+        mark_failed(run_dir, "failed", f"{type(e).__name__}: {e}"[:2000])
+
+
+def _release(device: torch.device) -> None:
+    """Free what the last measurement held (compiled graphs, cached device memory)."""
+    torch._dynamo.reset()
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+@contextlib.contextmanager
+def _single_process_group(device: torch.device) -> Iterator[None]:
+    """A world-of-1 process group for FSDP (the caller's, if one is initialized)."""
+    if dist.is_initialized():
+        yield
+        return
+    with distributed.process_group(distributed.DistEnv(), device, timeout_s=1800):
+        yield
+
+
+def _check_empty(folder: Path) -> None:
+    """Refuse to measure into a folder that already holds measurements.
+
+    Raises:
+        ValueError: ``folder`` has a run.json below it.
+    """
+    if any(folder.glob(f"*/{RUN_FILE}")):
+        raise ValueError(f"{folder} already holds measurements; pass another --out")
+
+
+# --- the table ----------------------------------------------------------------------------
+
+
+def _row(model: str, path: str, run_dir: Path) -> dict:
+    """One table row from a measurement's run.json and summary.json."""
+    run, summary = read_json(run_dir / RUN_FILE) or {}, read_json(run_dir / SUMMARY_FILE) or {}
+    applied, world = run.get("applied", {}), run.get("world", {})
+    if path == "fsdp":
+        engine = (run.get("config") or {}).get("engine", "")
+        wrapper = f"{engine.upper()} {world.get('sharding_strategy')} world {world.get('size')}"
+        compiled = "per_block" if applied.get("compiled_blocks") else "off"
+    else:
+        wrapper, compiled = world.get("wrapper"), applied.get("compile")
+    return {"model": model, "path": path, "wrapper": wrapper,
+            "batch": (run.get("config") or {}).get("train", {}).get("local_batch_size"),
+            "precision": (applied.get("precision") or {}).get("name"),
+            **{k: summary.get(k) for k in ("ips", "tflops_per_gpu", "mfu", "step_time_s",
+                                           "ips_spread")},
+            "compile": compiled, "adamw": applied.get("adamw"),
+            "num_params": (run.get("model") or {}).get("num_params"),
+            "status": summary.get("status", "failed"), "run_dir": str(run_dir)}
+
+
+def _with_ratios(table: pd.DataFrame) -> pd.DataFrame:
+    """Add ``vs_timm`` and ``vs_unwrapped``: each row's ips over the timm / unwrapped row's
+    ips of the same model (``None`` where either is missing)."""
+    ips = table.pivot(index="model", columns="path", values="ips").astype(float)
+    for col, ref in (("vs_timm", "timm"), ("vs_unwrapped", "unwrapped")):
+        table[col] = [ips.at[m, p] / ips.at[m, ref] if ips.at[m, ref] > 0 else None
+                      for m, p in zip(table["model"], table["path"], strict=True)]
+    return table
+
+
+def format_table(table: pd.DataFrame) -> str:
+    """The printed table (:data:`TABLE` columns; null figures as ``-``)."""
+    shown = table[[c for c, _ in TABLE]].rename(columns=dict(TABLE))
+    fmt = {"images/s": "{:.1f}", "TFLOP/s": "{:.3g}", "MFU": "{:.1%}", "ips/timm": "{:.3f}",
+           "ips/unwrapped": "{:.3f}"}
+    for col, f in fmt.items():
+        shown[col] = [f.format(v) if pd.notna(v) else "-" for v in shown[col]]
+    return shown.to_string(index=False)
+
+
+def check_targets(table: pd.DataFrame) -> list[str]:
+    """Issue 9's acceptance checks on ``table``, one line each ("PASS"/"FAIL"/"n/a"):
+    FSDP / unwrapped >= :data:`TARGET_VS_UNWRAPPED` and ours / timm >= :data:`TARGET_VS_TIMM`
+    for every model; MFU >= :data:`TARGET_MFU` for :data:`TARGET_MODEL` in bf16 at a batch of
+    at least :data:`TARGET_MIN_BATCH` where the device's peak is known."""
+    lines = []
+    for _, r in table[table["path"] == "fsdp"].iterrows():
+        for what, value, target in (("FSDP/unwrapped", r["vs_unwrapped"], TARGET_VS_UNWRAPPED),
+                                    ("ours/timm", r["vs_timm"], TARGET_VS_TIMM)):
+            lines.append(_check(r["model"], what, value, target, "{:.3f}"))
+        if (r["model"] == TARGET_MODEL and r["precision"] == "bf16"
+                and r["batch"] >= TARGET_MIN_BATCH):
+            lines.append(_check(r["model"], "MFU", r["mfu"], TARGET_MFU, "{:.1%}"))
+    return lines
+
+
+def _check(model: str, what: str, value, target: float, fmt: str) -> str:
+    if value is None or pd.isna(value):
+        return f"n/a  {model}: {what} not measured"
+    verdict = "PASS" if value >= target else "FAIL"
+    return f"{verdict} {model}: {what} {fmt.format(value)} (target >= {fmt.format(target)})"
