@@ -141,8 +141,12 @@ def memory_breakdown(cfg, device: str | None = None) -> dict[str, int]:
     ``zero_grad(set_to_none=True)``): parameters, optimizer state and DDP's buckets are held
     throughout; activations plus unsharded buffers peak at the end of forward, when no
     gradient exists yet; gradients peak at the optimizer step, with its temporaries, when the
-    activations are freed. Backward trades one for the other block by block, so
-    ``allocated = params + optimizer + persistent + max(activations + unsharded, gradients)``.
+    activations are freed. Backward trades one for the other block by block, while one
+    block's activations are in use (recomputed under activation checkpointing, or their
+    gradients being formed), so ``allocated = params + optimizer + persistent +
+    max(activations + autocast's weight cache, gradients) + unsharded + one block's
+    activations``. (DDP's autocast caches a low-precision copy of every weight for the
+    forward, released as backward uses it; FSDP's unsharded units live through both.)
 
     torch's foreach AdamW (``auto`` on GPUs) computes ``sqrt(exp_avg_sq)`` of the whole shard
     into a temporary (torch/optim/adamw.py, ``_multi_tensor_adamw``); the ORNL study's
@@ -164,17 +168,22 @@ def memory_breakdown(cfg, device: str | None = None) -> dict[str, int]:
     acts = [activation_bytes(cfg.model, classes, cfg.train.local_batch_size, dtype=compute,
                              residual_dtype=residual, fused_attn=cfg.kernels.fused_attn,
                              checkpointing=c) for c in (ckpt, not ckpt)]
+    forward_only = 0  # held with the activations only: freed by backward as it goes
     if cfg.strategy.is_fsdp:
         persistent, transient = 0, _unsharded_bytes(cfg, sizes, param_dtype, device)
     else:  # DDP's flat gradient buckets (gradient_as_bucket_view=False) and autocast's cache
-        persistent = sizes.num_params * FP32_BYTES
-        transient = sizes.num_params * DTYPE_BYTES[compute] if compute != "fp32" else 0
+        persistent, transient = sizes.num_params * FP32_BYTES, 0
+        forward_only = sizes.num_params * DTYPE_BYTES[compute] if compute != "fp32" else 0
     params, grads = shard * FP32_BYTES, shard * FP32_BYTES
     optimizer = shard * FP32_BYTES * ADAMW_STATES
-    step_phase = grads  # AdamW's own temporaries: not counted, see the docstring
-    allocated = params + optimizer + persistent + max(acts[0] + transient, step_phase)
+    work = activation_bytes(cfg.model, classes, cfg.train.local_batch_size, dtype=compute,
+                            residual_dtype=residual, fused_attn=cfg.kernels.fused_attn,
+                            checkpointing=False) // cfg.model.spec.depth
+    # AdamW's own temporaries are not counted, see the docstring
+    allocated = (params + optimizer + persistent + max(acts[0] + forward_only, grads)
+                 + transient + work)
     return {"params": params, "grads": grads, "optimizer": optimizer,
-            "buffers": persistent + transient, "activations": acts[0],
+            "buffers": persistent + transient + forward_only, "activations": acts[0],
             "activations_other": acts[1], "allocated": allocated,
             "num_params": sizes.num_params, "num_units": sizes.num_units,
             "shard_group_size": group}
