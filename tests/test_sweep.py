@@ -54,6 +54,7 @@ def test_readme_sweep_command_runs_and_analyses(tmp_path):
         (["nodes=0,1"], "nodes=0 must be >= 1"),
         (["train.warmup_steps=3"], "train.warmup_steps=3 must be >= 0 and < train.steps=3"),
         (["nodes=1,2", "hydra.sweep.subdir=same"], "points 0 and 1 would both write into"),
+        (["--batch-search", "--detach"], "--batch-search waits for each round's results"),
     ],
 )
 def test_bad_points_are_refused_before_anything_starts(tmp_path, overrides, message):

@@ -29,7 +29,7 @@ import re
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import hydra
@@ -40,8 +40,16 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from vitfsdp.config import RunConfig, cli, register_configs, to_run_config
+from vitfsdp.launch import batch_search as bsearch
 from vitfsdp.launch import check_text, local, resume, slurm, status
-from vitfsdp.records import STATUSES, SUMMARY_FILE, mark_failed, read_json, write_json_atomic
+from vitfsdp.records import (
+    STATUSES,
+    SUMMARY_FILE,
+    RunRecords,
+    mark_failed,
+    read_json,
+    write_json_atomic,
+)
 
 log = logging.getLogger("vitfsdp.sweep")
 
@@ -118,6 +126,9 @@ class LaunchOptions:
     rerun_failed: bool = False  # run again points that ended oom/failed/timeout in the run
     scripts_only: bool = False  # Slurm: write each point's job.sbatch, submit nothing
     job_name: str = "vitfsdp"  # Slurm job name of every point
+    run_infeasible: bool = False  # run points the plan predicts not to fit (only flag them)
+    batch_search: bool = False  # search each point's largest power-of-two local batch
+    batch_search_max: int = 1024  # the largest local batch the search tries
 
 
 def _options(config: DictConfig) -> LaunchOptions:
@@ -125,7 +136,10 @@ def _options(config: DictConfig) -> LaunchOptions:
     return LaunchOptions(detach=bool(launcher.get("detach", False)),
                          rerun_failed=bool(launcher.get("rerun_failed", False)),
                          scripts_only=bool(launcher.get("scripts_only", False)),
-                         job_name=str(launcher.get("job_name", "vitfsdp")))
+                         job_name=str(launcher.get("job_name", "vitfsdp")),
+                         run_infeasible=bool(launcher.get("run_infeasible", False)),
+                         batch_search=bool(launcher.get("batch_search", False)),
+                         batch_search_max=int(launcher.get("batch_search_max", 1024)))
 
 
 def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
@@ -197,33 +211,150 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
            initial_job_idx: int) -> list[JobReturn]:
     """Validate all points, then run them one after another; called by the Hydra launcher.
 
+    Points the plan (:func:`vitfsdp.plan.predict`) predicts not to fit the cluster profile's
+    device memory are recorded as ``skipped_infeasible`` instead of run (``--run-infeasible``:
+    run them anyway, flagged). With ``--batch-search`` each point becomes a search for its
+    largest local batch (:mod:`vitfsdp.launch.batch_search`).
+
     Every point gets a JobReturn whose value is its summary (status and figures), failures
     included, so Hydra's sweeper never aborts the sweep on one point's failure.
     """
     points = plan(hydra_context, config, job_overrides, initial_job_idx)
     sweep_dir = Path(config.hydra.sweep.dir).resolve()
     options = _options(config)
+    if options.batch_search and (options.detach or options.scripts_only):
+        raise SweepRefused("error: --batch-search waits for each round's results before the "
+                           "next; drop --detach / --scripts-only")
+    if options.batch_search and options.batch_search_max < 1:
+        raise SweepRefused(f"error: hydra.launcher.batch_search_max="
+                           f"{options.batch_search_max} must be >= 1")
     try:
         lock = resume.SweepLock(sweep_dir).acquire()
     except RuntimeError as e:
         raise SweepRefused(f"error: {e}") from None
     try:
-        todo, summaries = select(points, sweep_dir, options.rerun_failed)
-        log.info("sweep of %d points into %s: %d to run, %d already done", len(points),
-                 sweep_dir, len(todo), len(points) - len(todo))
-        if todo and todo[0].cfg.cluster.launcher == "slurm":
-            done = launch_slurm(todo, sweep_dir, options)
+        if options.batch_search:
+            summaries = _batch_search(hydra_context, config, points, sweep_dir, options)
         else:
-            done = [run_one(p, f"[{i}/{len(todo)}]") for i, p in enumerate(todo, start=1)]
+            todo, summaries = select(points, sweep_dir, options.rerun_failed)
+            log.info("sweep of %d points into %s: %d to run, %d already done", len(points),
+                     sweep_dir, len(todo), len(points) - len(todo))
+            todo, infeasible = _consult_plan(todo, options)
+            summaries.update(infeasible)
+            summaries.update({p.num: s for p, s in zip(todo, _run(todo, sweep_dir, options),
+                                                         strict=True)})
     finally:
         lock.release()
-    summaries.update({p.num: s for p, s in zip(todo, done, strict=True)})
     ordered = [summaries[p.num] for p in points]
     if all(s.get("status") in STATUSES for s in ordered):
         _report(points, ordered, sweep_dir)
     return [JobReturn(overrides=p.overrides, cfg=OmegaConf.create({}), hydra_cfg=config,
                       working_dir=str(p.run_dir), _return_value=s, status=JobStatus.COMPLETED)
             for p, s in zip(points, ordered, strict=True)]
+
+
+def _run(todo: list[Point], sweep_dir: Path, options: LaunchOptions) -> list[dict]:
+    """Run ``todo`` with its cluster's launcher; their summaries in the same order."""
+    if todo and todo[0].cfg.cluster.launcher == "slurm":
+        return launch_slurm(todo, sweep_dir, options)
+    return [run_one(p, f"[{i}/{len(todo)}]") for i, p in enumerate(todo, start=1)]
+
+
+def _consult_plan(points: list[Point], options: LaunchOptions) -> tuple[list[Point], dict]:
+    """Split ``points`` into those to run and those the plan predicts not to fit, which are
+    recorded as ``skipped_infeasible`` (with the prediction) in their run directories, unless
+    ``options.run_infeasible`` (then they run, with a warning).
+
+    Returns:
+        the points to run, and point number → summary of each skipped point.
+    """
+    from vitfsdp import plan as planner
+
+    run, skipped = [], {}
+    for p in points:
+        label = " ".join(p.overrides) or "(defaults)"
+        try:
+            pred = planner.predict(p.cfg)
+        except (ValueError, NotImplementedError) as e:
+            log.warning("%s: no memory prediction (%s); running it", label, e)
+            run.append(p)
+            continue
+        if pred.fits is not False:
+            run.append(p)
+        elif options.run_infeasible:
+            log.warning("%s: %s; running it anyway (--run-infeasible)", label, pred.reason)
+            run.append(p)
+        else:
+            log.warning("skip %s: %s (skipped_infeasible; --run-infeasible runs it)", label,
+                        pred.reason)
+            skipped[p.num] = _record_infeasible(p, pred)
+    return run, skipped
+
+
+def _record_infeasible(p: Point, pred) -> dict:
+    """Write a skipped point's records: job.json (its identity), run.json and summary.json
+    with status ``skipped_infeasible``, the reason and the prediction."""
+    import dataclasses
+
+    p.run_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(p.run_dir / slurm.JOB_FILE,
+                      local.job_record(p) | {"launcher": p.cfg.cluster.launcher})
+    prediction = pred.as_dict()
+    records = RunRecords(p.run_dir)
+    records.run_info = {
+        "run_id": p.run_dir.name,
+        "config": dataclasses.asdict(p.cfg),
+        "world": {"size": p.cfg.world_size, "nodes": p.cfg.nodes,
+                  "ranks_per_node": p.cfg.cluster.gpus_per_node},
+        "plan": prediction,
+    }
+    return records.finish("skipped_infeasible", pred.reason, plan=prediction)
+
+
+def _relative(path: Path, base: Path) -> str:
+    """``path`` relative to ``base`` where it lies under it, else as it is."""
+    try:
+        return str(path.relative_to(base))
+    except ValueError:
+        return str(path)
+
+
+def _batch_search(hydra_context, config: DictConfig, points: list[Point], sweep_dir: Path,
+                  options: LaunchOptions) -> dict[int, dict]:
+    """Run every point's batch-size search in rounds (see :mod:`vitfsdp.launch.batch_search`);
+    write ``batch_search.json``; point number → the summary of its largest fitting attempt
+    (or of its last attempt), with ``largest_local_batch``."""
+    searches = [bsearch.Search(p.num, [o for o in p.overrides
+                                       if o.lstrip("+").split("=", 1)[0] != bsearch.BATCH_KEY],
+                               bsearch.power_of_two_floor(p.cfg.train.local_batch_size),
+                               options.batch_search_max) for p in points]
+    last: dict[int, dict] = {}
+    best: dict[int, dict] = {}
+    round_num = 0
+    while active := [(s, b) for s in searches if (b := s.next_batch()) is not None]:
+        round_num += 1
+        attempts = [_compose_point(hydra_context, config, bsearch.with_batch(s.overrides, b),
+                                   s.num) for s, b in active]
+        log.info("batch search round %d: %s", round_num, ", ".join(
+            f"point {s.num} local batch {b}" for s, b in active))
+        todo, summaries = select(attempts, sweep_dir, options.rerun_failed)
+        _, infeasible = _consult_plan(todo, replace(options, run_infeasible=True))
+        summaries.update(infeasible)
+        summaries.update({p.num: s for p, s in zip(todo, _run(todo, sweep_dir, options),
+                                                     strict=True)})
+        for (s, b), p in zip(active, attempts, strict=True):
+            summary = summaries.get(p.num)
+            s.attempts.append(bsearch.attempt_from_summary(
+                b, _relative(p.run_dir, sweep_dir), summary))
+            last[s.num] = summary or {"status": "failed"}
+            if s.attempts[-1].status == "completed" and b == s.largest_fitting:
+                best[s.num] = summary
+        write_json_atomic(sweep_dir / bsearch.RESULT_FILE,
+                          {"points": [s.record() for s in searches]})
+    log.info("batch search (%s):\n%s", sweep_dir / bsearch.RESULT_FILE,
+             bsearch.format_results(searches))
+    return {s.num: {**best.get(s.num, last.get(s.num, {"status": "failed"})),
+                    "largest_local_batch": s.largest_fitting} for s in searches}
 
 
 def select(points: list[Point], sweep_dir: Path,
@@ -390,7 +521,9 @@ def status_main(argv: Sequence[str]) -> int:
 #: Short flags translated to the launcher's Hydra keys.
 FLAGS = {"--detach": "hydra.launcher.detach=true",
          "--rerun-failed": "hydra.launcher.rerun_failed=true",
-         "--scripts-only": "hydra.launcher.scripts_only=true"}
+         "--scripts-only": "hydra.launcher.scripts_only=true",
+         "--run-infeasible": "hydra.launcher.run_infeasible=true",
+         "--batch-search": "hydra.launcher.batch_search=true"}
 
 
 if __name__ == "__main__":

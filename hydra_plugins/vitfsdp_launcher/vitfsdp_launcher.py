@@ -17,6 +17,9 @@ class VitfsdpLauncherConf:
     scripts_only: bool = False  # Slurm profiles: write each point's job.sbatch, submit nothing
     job_name: str = "vitfsdp"  # Slurm job name of every point
     rerun_failed: bool = False  # rerun points that ended oom/failed/timeout in the run itself
+    run_infeasible: bool = False  # run points the plan predicts not to fit (only warn)
+    batch_search: bool = False  # search each point's largest power-of-two local batch
+    batch_search_max: int = 1024  # the largest local batch the search tries
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="vitfsdp", node=VitfsdpLauncherConf)
