@@ -1,0 +1,194 @@
+"""The measurement side: peak table and its choice by dtype, the window meter's record keys
+and arithmetic, NVML device lookup (pynvml mocked: no GPU here), and the overhead benchmark."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import types
+
+import pytest
+import torch
+
+from vitfsdp import metrics
+from vitfsdp.metrics import (
+    GIB,
+    PEAK_TABLE,
+    DeviceMemoryProbe,
+    MetricsConfig,
+    WindowMeter,
+    match_device,
+    nvml_handle,
+    resolve_peak,
+    table_peak,
+)
+
+#: Every key a window carries (the record contract), torch and JAX alike.
+WINDOW_KEYS = {
+    "time_s", "step_time_s", "ips", "ips_per_gpu", "tflops_per_gpu", "hw_tflops_per_gpu",
+    "mfu", "hfu", "loss", "peak_mem_allocated_gib", "peak_mem_allocated_min_gib",
+    "peak_mem_reserved_gib", "peak_mem_reserved_min_gib", "peak_rss_gib", "peak_rss_min_gib",
+    "device_mem_used_gib", "device_mem_used_min_gib", "alloc_retries", "num_ooms",
+}
+
+
+@pytest.mark.parametrize("name, key", [
+    ("NVIDIA H100 80GB HBM3", "H100"),
+    ("NVIDIA H100 PCIe", "H100 PCIe"),
+    ("NVIDIA H100 NVL", "H100 NVL"),
+    ("NVIDIA H200", "H200"),
+    ("NVIDIA GH200 480GB", "GH200"),
+    ("NVIDIA A100-SXM4-80GB", "A100"),
+    ("NVIDIA A10", "A10"),
+    ("NVIDIA A10G", None),  # another chip (AWS): no guess from A10
+    ("AMD Instinct MI250X", "MI250X"),
+    ("AMD Instinct MI250", "MI250"),
+    ("AMD Instinct MI300X", "MI300X"),
+    ("NVIDIA GeForce RTX 4090", None),
+])
+def test_device_names_match_the_right_row(name, key):
+    assert match_device(name) == key
+
+
+def test_peak_follows_the_compute_dtype_and_tf32():
+    h100 = PEAK_TABLE["H100"]
+    assert h100.bf16 == pytest.approx(1979e12 / 2, rel=1e-3)  # data sheet: 1,979 sparse
+    assert table_peak("NVIDIA H100 80GB HBM3", "bf16", False) == (h100.bf16, "table:H100 bf16")
+    assert table_peak("NVIDIA H100 80GB HBM3", "fp16", False)[0] == h100.bf16
+    assert table_peak("NVIDIA H100 80GB HBM3", "fp32", True) == (h100.tf32, "table:H100 tf32")
+    assert table_peak("NVIDIA H100 80GB HBM3", "fp32", False) == (h100.fp32, "table:H100 fp32")
+    # no TF32 units on CDNA2: fp32 matmuls run at the fp32 matrix peak
+    assert table_peak("AMD Instinct MI250X", "fp32", True)[1] == "table:MI250X fp32"
+    assert table_peak("NVIDIA GeForce RTX 4090", "bf16", False) == (None, None)
+
+
+def test_every_row_orders_its_peaks():
+    for key, p in PEAK_TABLE.items():
+        assert p.bf16 > (p.tf32 or p.fp32) >= p.fp32 > 0, key
+
+
+def test_unknown_device_gives_null_peak_and_one_warning(caplog, monkeypatch):
+    monkeypatch.setattr(metrics, "_warned", set())
+    cpu = torch.device("cpu")
+    with caplog.at_level(logging.WARNING, logger="vitfsdp.metrics"):
+        for _ in range(3):
+            peak = resolve_peak(cpu, "some cpu", "fp32", False)
+    assert peak == {"peak_flops": None, "peak_source": None, "peak_kind": "fp32"}
+    assert len([r for r in caplog.records if "no peak FLOP/s" in r.message]) == 1
+
+
+def test_measured_peak_is_a_timed_gemm():
+    peak = resolve_peak(torch.device("cpu"), "cpu", "fp32", False,
+                        MetricsConfig(peak="measure", peak_matmul_size=128))
+    assert peak["peak_source"] == "measured" and 1e6 < peak["peak_flops"] < 1e14
+
+
+def test_bad_metrics_config_is_refused():
+    with pytest.raises(ValueError, match="metrics.peak"):
+        MetricsConfig(peak="guess")
+
+
+def test_window_meter_keys_and_arithmetic_on_cpu():
+    meter = WindowMeter(torch.device("cpu"), world_size=1, global_batch_size=8,
+                        train_flops_per_image=3e9, hardware_flops_per_image=4e9,
+                        peak_flops=1e12)
+    meter.start()
+    x = torch.randn(256, 256)
+    for _ in range(3):
+        x = x @ x.T / 256
+    out = meter.stop(num_steps=2, loss_sum=torch.tensor(3.0))
+    assert set(out) == WINDOW_KEYS
+    assert out["ips"] == pytest.approx(16 / out["time_s"])
+    assert out["hw_tflops_per_gpu"] == pytest.approx(out["tflops_per_gpu"] * 4 / 3)
+    assert out["mfu"] == pytest.approx(out["tflops_per_gpu"] * 1e12 / 1e12)
+    assert out["hfu"] > out["mfu"] and out["loss"] == pytest.approx(1.5)
+    for key in ("peak_mem_allocated_gib", "device_mem_used_gib", "alloc_retries", "num_ooms"):
+        assert out[key] is None  # a CPU has none of these
+    assert 0 < out["peak_rss_min_gib"] <= out["peak_rss_gib"]
+
+
+def test_jax_window_meter_has_the_same_keys():
+    import jax
+
+    from vitfsdp.jax.metrics import JaxWindowMeter
+
+    meter = JaxWindowMeter(1, 4, 3e9, jax.devices("cpu")[0])
+    state = jax.numpy.ones(3)
+    meter.start(state)
+    out = meter.stop(1, [jax.numpy.float32(2.0)], state)
+    assert set(out) == WINDOW_KEYS and out["mfu"] is None and out["alloc_retries"] is None
+
+
+class _FakeNvml(types.ModuleType):
+    """pynvml's functions used here, over a machine of 4 GPUs (NVML index = position)."""
+
+    UUIDS = ["GPU-aaaa", "GPU-bbbb", "GPU-cccc", "GPU-dddd"]
+
+    def __init__(self) -> None:
+        super().__init__("pynvml")
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        if uuid not in self.UUIDS:
+            raise RuntimeError("NVML_ERROR_NOT_FOUND")
+        return self.UUIDS.index(uuid)
+
+    def nvmlDeviceGetHandleByPciBusId(self, bus_id):
+        raise RuntimeError("NVML_ERROR_NOT_FOUND")
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        if not 0 <= index < len(self.UUIDS):
+            raise RuntimeError("NVML_ERROR_INVALID_ARGUMENT")
+        return index
+
+    def nvmlSystemGetDriverVersion(self):
+        return b"550.54.15"
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        return types.SimpleNamespace(used=(handle + 1) * GIB, total=80 * GIB)
+
+
+@pytest.mark.parametrize("uuid, visible, expected", [
+    ("cccc", None, 2),  # torch's UUID names the device (any visibility)
+    ("GPU-dddd", "3", 3),
+    (None, "3,1", 1),  # torch device 1 is the second visible: NVML index 1
+    (None, "2,0", 2),
+    ("zzzz", "GPU-bbbb,GPU-cccc", 2),  # NVML lacks torch's UUID: the visible entry's
+    (None, None, 1),  # nothing hidden: the same index
+    (None, "7", None),  # a device NVML does not have: None, not a guess
+])
+def test_nvml_handle_maps_torch_index_to_nvml(uuid, visible, expected):
+    torch_index = 1 if visible in (None, "3,1", "GPU-bbbb,GPU-cccc") else 0
+    environ = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+    handle = nvml_handle(_FakeNvml(), torch_index, uuid, None, environ)
+    assert handle == expected
+
+
+def test_device_memory_probe_reads_nvml(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", _FakeNvml())
+    props = types.SimpleNamespace(uuid="bbbb", pci_domain_id=0, pci_bus_id=0x1b,
+                                  pci_device_id=0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
+    monkeypatch.setattr(torch.version, "hip", None)
+    probe = DeviceMemoryProbe(torch.device("cuda", 0))
+    assert probe.backend == "nvml" and probe.driver_version == "550.54.15"
+    assert probe.used_gib() == pytest.approx(2.0)  # NVML device 1 (uuid bbbb): 2 GiB used
+    assert DeviceMemoryProbe(torch.device("cpu")).used_gib() is None
+
+
+def test_overhead_benchmark_runs_both_loops_alike(tmp_path, capsys):
+    from vitfsdp.bench.overhead import main
+
+    out = tmp_path / "overhead.json"
+    assert main(["--steps", "4", "--log-every", "2", "--batch", "2", "--repeats", "2",
+                 "--device", "cpu", "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["num_steps_unmeasured"] == record["num_steps_measured"] == [4, 4]
+    assert record["num_windows"] == 2 and len(record["measured_s"]) == 2
+    assert record["overhead_pct"] == pytest.approx(
+        (record["measured_median_s"] / record["unmeasured_median_s"] - 1) * 100)
+    printed = capsys.readouterr().out
+    assert "unmeasured loop" in printed and "overhead" in printed
