@@ -22,7 +22,8 @@ import pytest
 import torch
 
 from tests.conftest import REPO, read
-from vitfsdp.config import KernelsConfig, TrainConfig
+from vitfsdp.config import KernelsConfig, RunConfig, TrainConfig
+from vitfsdp.launch import ClusterConfig
 from vitfsdp.parallel import MixedPrecisionConfig, PrecisionSettings, resolve_precision
 from vitfsdp.train import build_optimizer
 
@@ -113,7 +114,7 @@ def test_adamw_implementations_give_the_same_losses(runs, name):
 def test_mixed_precision_dtypes_are_applied_and_recorded(runs):
     run = runs["bf16_reduce_fp32-fsdp1"]
     assert _applied(run)["precision"] == {
-        "param_dtype": "bf16", "reduce_dtype": "fp32", "buffer_dtype": "bf16",
+        "name": "bf16", "param_dtype": "bf16", "reduce_dtype": "fp32", "buffer_dtype": "bf16",
         "autocast_dtype": None, "grad_scaler": None}
     losses, fp32 = _losses(run), _losses(runs["base-fsdp1"])
     assert losses == pytest.approx(fp32, rel=BF16_TOL)
@@ -207,3 +208,53 @@ def test_adamw_implementation_is_the_one_asked_for(impl):
     assert optimizer.defaults["foreach"] is (True if impl == "foreach" else
                                              False if impl == "for_loop" else None)
     assert bool(optimizer.defaults["fused"]) is (impl == "fused")
+
+
+@pytest.mark.parametrize(
+    ("device_type", "is_fsdp", "expected"),
+    [
+        ("cpu", True, PrecisionSettings("fp32", "fp32", "fp32")),
+        ("cuda", True, PrecisionSettings("bf16", "bf16", "bf16")),
+        ("cpu", False, PrecisionSettings()),
+        ("cuda", False, PrecisionSettings(autocast_dtype="bf16")),
+    ],
+)
+def test_precision_auto_is_bf16_on_gpus_and_fp32_on_cpu(device_type, is_fsdp, expected):
+    got = resolve_precision("auto", MixedPrecisionConfig(), is_fsdp=is_fsdp, engine="fsdp1",
+                            device_type=device_type)
+    assert got == expected
+    with pytest.raises(ValueError, match="precision=auto.*device_type"):
+        resolve_precision("auto", MixedPrecisionConfig(), is_fsdp=is_fsdp, engine="fsdp1")
+
+
+def test_precision_auto_refuses_fp16_overrides_and_keeps_other_overrides():
+    with pytest.raises(ValueError, match=r"param_dtype=fp16 needs precision=fp16.*precision=auto"):
+        RunConfig(precision="auto", mixed_precision=MixedPrecisionConfig(param_dtype="fp16"))
+    cfg = RunConfig(precision="auto", mixed_precision=MixedPrecisionConfig(reduce_dtype="fp32"))
+    assert cfg.precision_settings("cuda") == PrecisionSettings("bf16", "fp32", "bf16")
+    assert cfg.precision_settings("cpu") == PrecisionSettings("fp32", "fp32", "fp32")
+
+
+def test_before_the_run_auto_follows_the_device_or_the_cluster_profile():
+    assert RunConfig(device="cpu").resolved_precision() == "fp32"
+    assert RunConfig(device="cuda").resolved_precision() == "bf16"
+    gpu_profile = RunConfig(cluster=ClusterConfig(gpu_resource=True))
+    assert (gpu_profile.expected_device_type(), gpu_profile.precision_settings().param_dtype) == (
+        "cuda", "bf16")
+    assert RunConfig(device="cuda", precision="fp32").resolved_precision() == "fp32"
+
+
+def test_compile_auto_is_on_for_gpus_only_unless_set():
+    assert (KernelsConfig().resolved_compile("cuda"), KernelsConfig().resolved_compile("cpu")) == (
+        True, False)
+    assert KernelsConfig(compile=False).resolved_compile("cuda") is False
+    assert KernelsConfig(compile=True).resolved_compile("cpu") is True
+
+
+@pytest.mark.parametrize(("device", "expected"), [("cuda", "fused"), ("cpu", "for_loop")])
+def test_adamw_auto_is_fused_on_gpus_and_torchs_pick_on_cpu(device, expected):
+    params = [torch.nn.Parameter(torch.ones(3))]  # on CPU, where torch also has fused AdamW
+    optimizer, applied = build_optimizer(params, TrainConfig(), KernelsConfig(),
+                                         torch.device(device))
+    assert applied == expected
+    assert bool(optimizer.defaults["fused"]) is (expected == "fused")

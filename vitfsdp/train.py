@@ -469,16 +469,30 @@ def build_optimizer(params, tc: TrainConfig, kernels: KernelsConfig,
         ValueError: ``kernels.adamw=fused`` on a device type torch has no fused AdamW for.
     """
     params = list(params)
+    impl = adamw_choice(kernels, device)
+    optimizer = torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay,
+                                  **ADAMW_FLAGS[impl])
+    return optimizer, impl if impl != "auto" else default_adamw(params)
+
+
+#: ``torch.optim.AdamW`` keyword arguments of each ``kernels.adamw`` implementation.
+ADAMW_FLAGS = {"auto": {}, "for_loop": {"foreach": False}, "foreach": {"foreach": True},
+               "fused": {"fused": True}}
+
+
+def adamw_choice(kernels: KernelsConfig, device: torch.device) -> str:
+    """``kernels.adamw`` for ``device``: ``auto`` becomes ``fused`` on a GPU whose device
+    type torch has fused AdamW kernels for, and stays ``auto`` (torch's pick) elsewhere.
+
+    Raises:
+        ValueError: ``kernels.adamw=fused`` on a device type torch has no fused AdamW for.
+    """
     if kernels.adamw == "fused" and device.type not in _fused_devices():
         raise ValueError(f"kernels.adamw=fused is not supported on {device.type} by torch "
                          f"{torch.__version__}; valid there: auto, for_loop, foreach")
-    impl = kernels.adamw
-    if impl == "auto" and device.type != "cpu" and device.type in _fused_devices():
-        impl = "fused"
-    flags = {"auto": {}, "for_loop": {"foreach": False}, "foreach": {"foreach": True},
-             "fused": {"fused": True}}[impl]
-    optimizer = torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay, **flags)
-    return optimizer, impl if impl != "auto" else _default_adamw(params)
+    if kernels.adamw == "auto" and device.type != "cpu" and device.type in _fused_devices():
+        return "fused"
+    return kernels.adamw
 
 
 def applied_precision(cfg: RunConfig, device: torch.device) -> dict:
@@ -498,7 +512,7 @@ def _fused_devices() -> list[str]:
     return _get_fused_kernels_supported_devices()
 
 
-def _default_adamw(params) -> str:
+def default_adamw(params) -> str:
     """The implementation torch's AdamW picks when neither foreach nor fused is given."""
     try:
         from torch.optim.optimizer import _default_to_fused_or_foreach

@@ -271,16 +271,14 @@ def _timm(cfg: RunConfig, device: torch.device, run_dir: Path) -> None:
     _check_same_size(cfg, model, name)
     model.train()
     num_attn = models.set_fused_attn(model, cfg.kernels.fused_attn)
-    compiled = cfg.kernels.resolved_compile(device.type)
-    if compiled:  # benchmark.py --torchcompile: the whole model
-        torch._dynamo.reset()
-        model = torch.compile(model)
-    impl = train.build_optimizer([torch.nn.Parameter(torch.zeros(1, device=device))],
-                                 cfg.train, cfg.kernels, device)[1]
-    flags = {"fused": {"fused": True}, "foreach": {"foreach": True},
-             "for_loop": {"foreach": False}}.get(impl, {})
+    impl = train.adamw_choice(cfg.kernels, device)
     optimizer = create_optimizer_v2(model, opt="adamw", lr=cfg.train.lr,
-                                    weight_decay=cfg.train.weight_decay, **flags)
+                                    weight_decay=cfg.train.weight_decay,
+                                    **train.ADAMW_FLAGS[impl])
+    impl = impl if impl != "auto" else train.default_adamw(list(model.parameters()))
+    compiled = cfg.kernels.resolved_compile(device.type)
+    if compiled:  # benchmark.py --torchcompile: the whole model (after the optimizer here,
+        model = torch.compile(model)  # so timm's weight-decay groups see plain names)
     precision = cfg.resolved_precision(device.type)
     autocast_dtype = None if precision == "fp32" else precision  # benchmark.py --amp
     autocast = _autocast(autocast_dtype, device)
