@@ -205,6 +205,7 @@ def _draw_prefetch_panel(ax, bars: pd.DataFrame, failed: pd.DataFrame) -> None:
     variants = [(p, lim) for p in PREFETCH_ORDER for lim in (True, False)
                 if _variant(bars, p, lim).any() or _variant(failed, p, lim).any()]
     width = 0.8 / len(variants)
+    failed_xs = []
     for i, (prefetch, limit) in enumerate(variants):
         offset = (i - (len(variants) - 1) / 2) * width
         rows = bars[_variant(bars, prefetch, limit)]
@@ -219,11 +220,11 @@ def _draw_prefetch_panel(ax, bars: pd.DataFrame, failed: pd.DataFrame) -> None:
                         yerr=[r["ips"] - r["ips_repeat_min"], r["ips_repeat_max"] - r["ips"]],
                         fmt="none", ecolor="black", capsize=2, lw=0.8)
         miss = failed[_variant(failed, prefetch, limit)]
-        if len(miss):
-            ax.scatter([groups.index(g) + offset for g in miss["configuration"]],
-                       [NOT_COMPLETED_Y] * len(miss), marker="x", color="black",
-                       transform=ax.get_xaxis_transform(), clip_on=False, zorder=3,
-                       label="not completed")
+        failed_xs += [groups.index(g) + offset for g in miss["configuration"]]
+    if failed_xs:
+        ax.scatter(failed_xs, [NOT_COMPLETED_Y] * len(failed_xs), marker="x", color="black",
+                   transform=ax.get_xaxis_transform(), clip_on=False, zorder=3,
+                   label="not completed")
     ax.set_xticks(range(len(groups)), labels=[textwrap.fill(g, 18) for g in groups])
     ax.set_ylabel("throughput (images/s, global)")
     ax.set_ylim(bottom=0, top=1.12 * ax.get_ylim()[1])
@@ -379,19 +380,19 @@ def _mark_not_completed(
     """
     missing = line[((line["status"] != "completed") | line[value].isna())
                    & line["nodes"].notna()]
-    skipped = missing["status"] == "skipped_infeasible"
-    if at is not None:
-        skipped &= missing[at].notna()
-        if skipped.any():
-            ax.scatter(missing.loc[skipped, "nodes"].astype(float), missing.loc[skipped, at],
-                       marker="D", facecolors="none", edgecolors=color, s=40, zorder=3)
-            extras.add("skipped")
+    skipped = (missing["status"] == "skipped_infeasible") & (
+        missing[at].notna() if at is not None else False)
+    if skipped.any():
+        ax.scatter(missing.loc[skipped, "nodes"].astype(float), missing.loc[skipped, at],
+                   marker="D", facecolors="none", edgecolors=color, s=40, zorder=3,
+                   label=f"_skipped {label}")
+        extras.add("skipped")
     xs = [float(n) for n in missing.loc[~skipped, "nodes"]]
     if xs:
         ys = [NOT_COMPLETED_Y + NOT_COMPLETED_STEP * marked[x] for x in xs]
         marked.update(xs)
         ax.scatter(xs, ys, marker="x", color=color, transform=ax.get_xaxis_transform(),
-                   clip_on=False, zorder=3)  # fmt: skip
+                   clip_on=False, zorder=3, label=f"_not completed {label}")  # fmt: skip
         extras.add("failed")
     unplaced = line[((line["status"] != "completed") | line[value].isna())
                     & line["nodes"].isna()]
@@ -453,7 +454,7 @@ def _plot_reserved(ax, line: pd.DataFrame, color: str, extras: set[str]) -> None
     reserved = _completed_points(line, "peak_mem_reserved_gib", "max")
     if len(reserved):
         ax.scatter(reserved.index, reserved.values, marker="o", facecolors="none",
-                   edgecolors=color, s=30, zorder=3)
+                   edgecolors=color, s=30, zorder=3, label="_reserved")
         extras.add("reserved")
 
 
