@@ -128,3 +128,20 @@ def test_completed_run_is_never_resumed_into(tmp_path):
     rec.finish("completed")
     with pytest.raises(FileExistsError, match="completed"):
         RunRecords(tmp_path).start({}, resume_step=2, attempt=1)
+
+
+def test_summary_min_max_over_windows_and_ranks_and_summed_counts():
+    windows = [
+        {"warmup": True, "ips": 1.0, "alloc_retries": 50, "peak_rss_min_gib": 0.1},
+        {"warmup": False, "ips": 10.0, "step_time_s": 0.4, "alloc_retries": 1, "num_ooms": 0,
+         "peak_mem_reserved_gib": 7.0, "peak_mem_reserved_min_gib": 6.0, "hfu": 0.5},
+        {"warmup": False, "ips": 30.0, "step_time_s": 0.1, "alloc_retries": 2, "num_ooms": 0,
+         "peak_mem_reserved_gib": 8.0, "peak_mem_reserved_min_gib": 5.5, "hfu": 0.7},
+    ]
+    s = summarize_windows(windows)
+    assert (s["ips_min"], s["ips_max"]) == (10.0, 30.0)
+    assert (s["step_time_s_min"], s["step_time_s_max"]) == (0.1, 0.4)
+    assert s["peak_mem_reserved_gib"] == 8.0 and s["peak_mem_reserved_min_gib"] == 5.5
+    assert s["alloc_retries"] == 3 and s["num_ooms"] == 0  # the warm-up's 50 left out
+    assert s["hfu"] == pytest.approx(0.6) and s["peak_rss_min_gib"] is None
+    assert s["device_mem_used_gib"] is None  # an older record without the field

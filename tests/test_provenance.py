@@ -1,0 +1,82 @@
+"""Provenance: what run.json says about the software and the environment, and that it never
+holds a secret (a real in-process training run started with secret-looking variables)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from tests.conftest import TINY
+from vitfsdp import distributed
+from vitfsdp.config import CONF_DIR, register_configs, to_run_config
+from vitfsdp.provenance import REDACTED, environment, redact, redact_args
+from vitfsdp.records import RUN_FILE, SUMMARY_FILE
+
+SECRETS = {"HF_TOKEN": "hf_s3cr3tT0ken", "MY_API_KEY": "k-4242-xyz",
+           "TORCH_HUB_TOKEN": "thub-9876", "NCCL_PASSWORD": "nccl-pw-1",
+           "FI_CXI_SECRET_SAUCE": "sauce-77"}
+
+
+@pytest.mark.parametrize("name, value, expected", [
+    ("NCCL_IB_HCA", "mlx5_0:1,mlx5_1:1", "mlx5_0:1,mlx5_1:1"),  # host:port-like, no @
+    ("HF_TOKEN", "hf_abc", REDACTED),
+    ("aws_secret_access_key", "abc", REDACTED),
+    ("DB_PASSWD", "abc", REDACTED),
+    ("GITHUB_AUTH", "abc", REDACTED),
+    ("PROXY", "https://alice:pw@proxy:3128/", f"https://{REDACTED}@proxy:3128/"),
+    ("MASTER_ADDR", "node001", "node001"),
+])
+def test_redact(name, value, expected):
+    assert redact(name, value) == expected
+
+
+def test_environment_selects_run_relevant_variables():
+    env = environment({"NCCL_DEBUG": "INFO", "HOME": "/home/x", "SLURM_JOB_ID": "42",
+                       "OMP_NUM_THREADS": "7", "TORCH_TOKEN": "t", "PATH": "/bin"})
+    assert env == {"NCCL_DEBUG": "INFO", "OMP_NUM_THREADS": "7", "SLURM_JOB_ID": "42",
+                   "TORCH_TOKEN": REDACTED}
+
+
+def test_command_line_secrets_are_redacted():
+    assert redact_args(["train", "cluster.env.HF_TOKEN=abc", "nodes=2"]) == [
+        "train", f"cluster.env.HF_TOKEN={REDACTED}", "nodes=2"]
+
+
+def test_run_json_of_a_real_run_holds_no_secret(tmp_path, monkeypatch):
+    """One in-process training run (world of 1, CPU) started with secrets in the
+    environment, in cluster.env and on the command line."""
+    from vitfsdp.train import run
+
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("NCCL_IB_HCA", "mlx5_0")
+    monkeypatch.setenv("PYTORCH_MIRROR", "https://carol:hunter22@mirror.example/x")
+    overrides = [*TINY, "cluster.gpus_per_node=1", "+cluster.env.HF_TOKEN=cfg-tok-55",
+                 "repeat=2"]
+    monkeypatch.setattr(sys, "argv", ["train.py", *overrides, "MY_API_KEY=argv-key-31"])
+    register_configs()
+    env, device = distributed.DistEnv(), torch.device("cpu")
+    with distributed.process_group(env, device, timeout_s=60):
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+            run(to_run_config(compose("config", overrides=overrides)), env, device, tmp_path)
+    text = (tmp_path / RUN_FILE).read_text()
+    for secret in [*SECRETS.values(), "hunter22", "cfg-tok-55", "argv-key-31"]:
+        assert secret not in text
+    info = json.loads(text)
+    assert info["environment"]["NCCL_IB_HCA"] == "mlx5_0"
+    assert info["environment"]["TORCH_HUB_TOKEN"] == REDACTED
+    assert info["config"]["cluster"]["env"] == {"HF_TOKEN": REDACTED}
+    assert info["config"]["repeat"] == 2
+    assert {"python", "torch", "timm", "cuda", "rocm", "nccl", "driver"} <= set(info["versions"])
+    assert info["git"]["commit"] and isinstance(info["git"]["dirty"], bool)
+    assert info["device"]["peak_flops"] is None and info["timing"]["timer"] == "perf_counter"
+    model = info["model"]
+    assert model["train_flops_per_image"] == 3 * model["forward_flops_per_image"]
+    summary = json.loads((tmp_path / SUMMARY_FILE).read_text())
+    assert summary["status"] == "completed" and summary["mfu"] is None
+    assert summary["ips_min"] <= summary["ips"] <= summary["ips_max"]
+    assert summary["peak_rss_min_gib"] <= summary["peak_rss_gib"]
