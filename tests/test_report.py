@@ -17,7 +17,12 @@ from matplotlib.collections import PathCollection
 
 from vitfsdp.analysis import collect_runs
 from vitfsdp.analysis.__main__ import main as analysis_main
-from vitfsdp.analysis.figures import plot_memory, plot_prefetch, plot_weak_scaling
+from vitfsdp.analysis.figures import (
+    figure_script,
+    plot_memory,
+    plot_prefetch,
+    plot_weak_scaling,
+)
 from vitfsdp.analysis.tables import (
     best_table,
     calibration_table,
@@ -350,3 +355,11 @@ def test_failures_table_old_records(tmp_path: Path) -> None:
     df = collect_runs(tmp_path)
     assert list(failures_table(df)["status"]) == ["oom"]
     assert points_table(df)["num_repeats"].tolist() == [1]
+
+
+def test_figure_script(sweep: Path, capsys: pytest.CaptureFixture) -> None:
+    """The body of analysis/prefetch_ablation.py: one figure into SWEEP_DIR/analysis."""
+    assert figure_script("prefetch", [str(sweep)]) == 0
+    assert {p.name for p in (sweep / "analysis").iterdir()} == {"prefetch.png", "prefetch.svg"}
+    assert figure_script("memory", []) == 2
+    assert "usage: python analysis/memory.py SWEEP_DIR" in capsys.readouterr().err

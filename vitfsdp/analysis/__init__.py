@@ -1,13 +1,16 @@
 """Analysis of sweep records: collect runs into tables, then draw the study's figures.
 
-``python -m vitfsdp.analysis SWEEP_DIR...`` writes ``runs.csv``, ``scaling.csv``,
-``weak_scaling.png``, ``memory.png`` and, with PyTorch and JAX runs, ``framework_ratio.csv``;
+``python -m vitfsdp.analysis SWEEP_DIR... [--report]`` writes the tables (CSV), the figures
+(PNG and SVG) and, with ``--report``, ``report.md`` and ``report.html`` (see ``__main__``);
 the functions below do the same piece by piece::
 
     df = collect_runs(["multirun/2024-06-01/12-00-00"])   # one row per run, every status
     scaling = scaling_table(df)                            # ideal ips and scaling efficiency
+    points = points_table(df)                              # repeats aggregated, cost/epoch
+    best_table(points); failures_table(df); prefetch_table(points); calibration_table(df)
     plot_weak_scaling(df, "weak_scaling.png")
-    plot_memory(df, "memory.png")
+    plot_memory(df, "memory.svg")
+    plot_prefetch(df, "prefetch.png")                      # None without an ablation
     framework_ratio_table(df)                              # JAX / PyTorch ips per point
 """
 
@@ -19,16 +22,36 @@ from vitfsdp.analysis.collect import (
     line_columns,
     scaling_table,
 )
-from vitfsdp.analysis.figures import plot_memory, plot_weak_scaling, write_figures
+from vitfsdp.analysis.figures import (
+    plot_memory,
+    plot_prefetch,
+    plot_weak_scaling,
+    write_figures,
+)
+from vitfsdp.analysis.tables import (
+    IMAGENET_TRAIN_IMAGES,
+    best_table,
+    calibration_table,
+    failures_table,
+    points_table,
+    prefetch_table,
+)
 
 __all__ = [
+    "IMAGENET_TRAIN_IMAGES",
+    "best_table",
+    "calibration_table",
     "collect_runs",
+    "failures_table",
     "find_run_dirs",
     "format_table",
     "framework_ratio_table",
     "line_columns",
     "plot_memory",
+    "plot_prefetch",
     "plot_weak_scaling",
+    "points_table",
+    "prefetch_table",
     "scaling_table",
     "write_figures",
 ]

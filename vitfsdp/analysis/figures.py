@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -26,7 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
-from vitfsdp.analysis.collect import TORCH_ONLY_COLUMNS, line_columns
+from vitfsdp.analysis.collect import TORCH_ONLY_COLUMNS, collect_runs, line_columns
 from vitfsdp.analysis.collect import line_label as _line_label
 from vitfsdp.analysis.tables import ABLATION_COLUMNS, PREFETCH_ORDER, points_table, prefetch_table
 
@@ -248,29 +249,61 @@ def _ablation_failures(df: pd.DataFrame, model: str, nodes: int) -> pd.DataFrame
     return rows.assign(configuration=pd.Series(labels, rows.index, dtype="object"))
 
 
-def write_figures(df: pd.DataFrame, out_dir: str | os.PathLike,
-                  formats: tuple[str, ...] = ("png", "svg")) -> dict[str, Path]:
-    """Write every figure into ``out_dir`` (created if missing), once per format.
+#: Every figure by name: the file stem it is written under, and the function drawing it.
+FIGURES = {"weak_scaling": plot_weak_scaling, "memory": plot_memory, "prefetch": plot_prefetch}
 
-    Figures: ``weak_scaling``, ``memory`` and, when the runs hold a prefetch ablation,
-    ``prefetch``. PNG at 150 dpi; SVG is vector (for papers).
+
+def write_figures(df: pd.DataFrame, out_dir: str | os.PathLike,
+                  formats: tuple[str, ...] = ("png", "svg"),
+                  names: tuple[str, ...] = tuple(FIGURES)) -> dict[str, Path]:  # fmt: skip
+    """Write figures into ``out_dir`` (created if missing), once per format.
+
+    Args:
+        df: a ``collect_runs`` frame.
+        out_dir: the directory; files are ``<name>.<format>``.
+        formats: PNG at 150 dpi; SVG is vector (for papers).
+        names: which of :data:`FIGURES`: ``weak_scaling``, ``memory`` and ``prefetch``
+            (written only when the runs hold a prefetch ablation).
 
     Returns:
         The path of each figure's first format (by default the PNG), by name; the other
         formats lie beside it with their suffix.
+
+    Raises:
+        ValueError: a name is not one of :data:`FIGURES`.
     """
+    unknown = [n for n in names if n not in FIGURES]
+    if unknown:
+        raise ValueError(f"unknown figure(s) {unknown}; valid: {', '.join(FIGURES)}")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    figures = {"weak_scaling": plot_weak_scaling(df), "memory": plot_memory(df),
-               "prefetch": plot_prefetch(df)}
     paths = {}
-    for name, fig in figures.items():
+    for name in names:
+        fig = FIGURES[name](df)
         if fig is None:
+            log.info("no %s figure: the runs hold no prefetch ablation", name)
             continue
         for fmt in formats:
             _save(fig, out_dir / f"{name}.{fmt}")
         paths[name] = out_dir / f"{name}.{formats[0]}"
     return paths
+
+
+def figure_script(name: str, argv: list[str]) -> int:
+    """The body of ``analysis/<name>.py``: write one figure for each sweep dir in ``argv``
+    into ``SWEEP_DIR/analysis`` (PNG and SVG); 2 on bad input (no such dir, no runs)."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if not argv or any(a.startswith("-") for a in argv):
+        print(f"usage: python analysis/{name}.py SWEEP_DIR [SWEEP_DIR ...]", file=sys.stderr)
+        return 2
+    try:
+        runs = {sweep_dir: collect_runs(sweep_dir) for sweep_dir in argv}
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for sweep_dir, df in runs.items():
+        write_figures(df, Path(sweep_dir) / "analysis", names=(name,))
+    return 0
 
 
 def _new_figure(num_panels: int, columns: int = 0) -> tuple[Figure, list]:
