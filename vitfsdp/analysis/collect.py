@@ -268,18 +268,19 @@ def prediction(run: dict) -> dict[str, Any]:
     """The plan's prediction for a run, as ``pred_*`` columns (empty when there is none).
 
     Uses the ``plan`` dict the sweep wrote into ``run.json`` when there is one (a
-    ``skipped_infeasible`` point: the prediction it was skipped on; keys ``peak_mem_gib``,
-    ``step_time_s``, ``ips``, ``fits``), else :func:`vitfsdp.plan.predict_run` where the plan
-    module provides it. Predictions are compared with measurements in
-    :func:`vitfsdp.analysis.tables.calibration_table`.
+    ``skipped_infeasible`` point: the prediction it was skipped on, ``Prediction.as_dict()``;
+    keys ``peak_mem_gib``, ``step_time_s``, ``ips``, ``fits``, ``pred_mem_metric``), else
+    :func:`vitfsdp.plan.predict_run` where the plan module provides it. Predictions are
+    compared with measurements in :func:`vitfsdp.analysis.tables.calibration_table`.
     """
     plan = run.get("plan")
     if isinstance(plan, dict):
-        cpu = _get(run, "device", "type") == "cpu" or _get(run, "config", "device") == "cpu"
+        cpu = plan.get("device") == "cpu" or _get(run, "device", "type") == "cpu"
+        metric = plan.get("pred_mem_metric") or ("peak_rss_gib" if cpu
+                                                 else "peak_mem_reserved_gib")
         return {"pred_peak_mem_gib": plan.get("peak_mem_gib"),
                 "pred_step_time_s": plan.get("step_time_s"), "pred_ips": plan.get("ips"),
-                "pred_fits": plan.get("fits"),
-                "pred_mem_metric": "peak_rss_gib" if cpu else "peak_mem_reserved_gib"}
+                "pred_fits": plan.get("fits"), "pred_mem_metric": metric}
     pred = _predict_run(run)
     return {} if pred is None else {key: pred.get(key) for key in PRED_COLUMNS}
 
