@@ -26,7 +26,7 @@ def bench(tmp_path_factory):
     """One CPU tiny benchmark in this process: (out folder, exit status, printed text)."""
     out = tmp_path_factory.mktemp("bench") / "out"
     argv = ["--device", "cpu", "--batch", "4", "--steps", "4", "--warmup", "2",
-            "--log-every", "2", "--out", str(out), "train.lr=0.002"]
+            "--log-every", "2", "--profile-steps", "1", "--out", str(out), "train.lr=0.002"]
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         code = throughput.main(argv)
@@ -62,6 +62,13 @@ def test_fsdp_path_is_the_sweeps_fsdp_wrapping_on_a_world_of_one(bench):
     assert run["config"]["engine"] == "fsdp1"
     assert run["applied"]["materialized"] == "per_unit"  # FSDP1's param_init_fn ran per unit
     assert read(out / "vit_tiny" / "unwrapped" / "run.json")["world"]["wrapper"] == "none"
+
+
+def test_profile_of_the_fsdp_step_lists_the_matmuls(bench):
+    out, _, _ = bench
+    ops = (out / "vit_tiny" / "profile" / "ops.txt").read_text()
+    assert "aten::addmm" in ops or "aten::mm" in ops
+    assert "traceEvents" in (out / "vit_tiny" / "profile" / "trace.json").read_text()
 
 
 def test_table_ratios_are_the_measured_ips_ratios(bench):

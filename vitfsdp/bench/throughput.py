@@ -103,6 +103,9 @@ class BenchOptions:
     log_every: int | None = None  # steps per timing window
     out: Path | None = None  # output folder; None = runs/bench/<date_time>
     device: str = "auto"  # auto | cuda | cpu
+    # after the measurements, profile this many steps of the FSDP-wrapped model (after
+    # --warmup steps) with torch.profiler into OUT/<model>/profile/; 0 = no profile
+    profile_steps: int = 0
     overrides: list[str] = field(default_factory=list)  # Hydra overrides for every path
 
     def resolve(self, device_type: str) -> BenchOptions:
@@ -132,11 +135,13 @@ def parse_args(argv: Sequence[str]) -> BenchOptions:
     p.add_argument("--log-every", type=int, help="steps per window (default GPU 10, CPU 2)")
     p.add_argument("--out", type=Path, help="output folder (default runs/bench/<date_time>)")
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
+    p.add_argument("--profile-steps", type=int, default=0,
+                   help="profile this many FSDP steps per model with torch.profiler (0: no)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. kernels.compile=false")
     a = p.parse_args(list(argv))
     return BenchOptions(models=a.models, batch=a.batch, precision=a.precision, steps=a.steps,
                         warmup=a.warmup, log_every=a.log_every, out=a.out, device=a.device,
-                        overrides=list(a.overrides))
+                        profile_steps=a.profile_steps, overrides=list(a.overrides))
 
 
 def main(argv: Sequence[str]) -> int:
@@ -187,6 +192,11 @@ def run_bench(opts: BenchOptions) -> pd.DataFrame:
                 _guarded(lambda m=measure, d=run_dir, c=cfg: m(c, device, d), run_dir)
                 _release(device)
                 rows.append(_row(name, path, run_dir))
+            if opts.profile_steps > 0:
+                _guarded(lambda c=cfg, n=name: profile_fsdp_step(c, device, opts.out / n /
+                                                                 "profile", opts.profile_steps),
+                         None)
+                _release(device)
     table = _with_ratios(pd.DataFrame(rows))
     table.to_csv(opts.out / "bench.csv", index=False)
     write_json_atomic(opts.out / "bench.json", {
@@ -293,6 +303,45 @@ def _timm(cfg: RunConfig, device: torch.device, run_dir: Path) -> None:
     loss_fn = torch.nn.CrossEntropyLoss()
     _measure(lambda: timm_train_step(model, optimizer, loss_fn, inputs, kwargs["num_classes"],
                                      autocast), cfg, device, records)
+
+
+def profile_fsdp_step(cfg: RunConfig, device: torch.device, folder: Path,
+                      num_steps: int) -> Path:
+    """Profile ``num_steps`` training steps of the FSDP-wrapped model (built by
+    :func:`vitfsdp.train.build` as the ``fsdp`` path is, after ``cfg.train.warmup_steps``
+    unprofiled steps) with ``torch.profiler``: CPU and, on a GPU, CUDA activity.
+
+    Writes ``folder/trace.json`` (Chrome/Perfetto trace) and ``folder/ops.txt`` (the 40
+    operators with the most device time, or CPU time on CPU).
+
+    Returns:
+        The path of ``ops.txt``.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    numerics = train.apply_numerics(cfg.kernels)
+    model, _ = train.build(cfg, distributed.DistEnv(), device)
+    optimizer, _ = train.build_optimizer(model.parameters(), cfg.train, cfg.kernels, device)
+    settings = cfg.precision_settings(device.type)
+    autocast = _autocast(settings.autocast_dtype, device)
+    scaler, batches = parallel.grad_scaler(settings, device), _batches(cfg, device)
+    for _ in range(cfg.train.warmup_steps):
+        train.train_step(model, optimizer, next(batches), autocast, scaler)
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+    with profile(activities=activities) as prof:
+        for _ in range(num_steps):
+            train.train_step(model, optimizer, next(batches), autocast, scaler)
+        if cuda:
+            torch.cuda.synchronize(device)
+    folder.mkdir(parents=True, exist_ok=True)
+    prof.export_chrome_trace(str(folder / "trace.json"))
+    key = "self_device_time_total" if cuda else "self_cpu_time_total"
+    ops = folder / "ops.txt"
+    ops.write_text(f"{cfg.model.name}, {num_steps} steps, numerics {numerics}\n"
+                   + prof.key_averages().table(sort_by=key, row_limit=40) + "\n")
+    log.info("profile of %d steps: %s", num_steps, ops)
+    return ops
 
 
 def timm_train_step(model, optimizer, loss_fn, inputs: torch.Tensor, num_classes: int,
@@ -404,19 +453,21 @@ def _num_classes(cfg: RunConfig) -> int:
     return cfg.model.num_classes or data.num_classes(cfg.data)
 
 
-def _guarded(measure: Callable[[], None], run_dir: Path) -> None:
+def _guarded(measure: Callable[[], object], run_dir: Path | None) -> None:
     """Run one measurement; a failure is recorded in its run directory (``oom`` or
-    ``failed``) and the benchmark goes on with the next one."""
+    ``failed``; only logged without one) and the benchmark goes on with the next one."""
     try:
         measure()
     except failures.RunFailed as e:  # train.run recorded it already
         log.error("%s: %s", run_dir, e)
     except torch.OutOfMemoryError as e:
         log.error("%s: out of memory", run_dir)
-        mark_failed(run_dir, "oom", f"{type(e).__name__}: {e}"[:2000])
+        if run_dir is not None:
+            mark_failed(run_dir, "oom", f"{type(e).__name__}: {e}"[:2000])
     except Exception as e:
-        log.exception("%s failed", run_dir)
-        mark_failed(run_dir, "failed", f"{type(e).__name__}: {e}"[:2000])
+        log.exception("%s failed", run_dir or "profile")
+        if run_dir is not None:
+            mark_failed(run_dir, "failed", f"{type(e).__name__}: {e}"[:2000])
 
 
 def _release(device: torch.device) -> None:
