@@ -258,3 +258,11 @@ def test_adamw_auto_is_fused_on_gpus_and_torchs_pick_on_cpu(device, expected):
                                          torch.device(device))
     assert applied == expected
     assert bool(optimizer.defaults["fused"]) is (expected == "fused")
+
+
+def test_jax_precision_auto_follows_the_backend():
+    from vitfsdp.jax.config import jax_precision
+
+    assert [jax_precision("auto", b) for b in ("cpu", "gpu", "rocm", "tpu")] == [
+        "fp32", "bf16", "bf16", "bf16"]
+    assert jax_precision("fp32", "gpu") == "fp32" and jax_precision("bf16", "cpu") == "bf16"
