@@ -238,9 +238,11 @@ def test_precision_auto_refuses_fp16_overrides_and_keeps_other_overrides():
 def test_before_the_run_auto_follows_the_device_or_the_cluster_profile():
     assert RunConfig(device="cpu").resolved_precision() == "fp32"
     assert RunConfig(device="cuda").resolved_precision() == "bf16"
-    gpu_profile = RunConfig(cluster=ClusterConfig(gpu_resource=True))
+    gpu_profile = RunConfig(cluster=ClusterConfig(device_memory_gib=80.0))
     assert (gpu_profile.expected_device_type(), gpu_profile.precision_settings().param_dtype) == (
         "cuda", "bf16")
+    virtual = RunConfig(cluster=ClusterConfig(gpu_resource=True))  # Slurm GPUs, CPU ranks
+    assert virtual.expected_device_type() == "cpu"
     assert RunConfig(device="cuda", precision="fp32").resolved_precision() == "fp32"
 
 

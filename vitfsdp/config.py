@@ -193,12 +193,12 @@ class RunConfig:
     def expected_device_type(self) -> str:
         """The device type the run will get, for decisions taken before it starts (dry run,
         memory plan): ``device`` when it is ``cpu`` or ``cuda``; under ``device=auto``
-        ``cuda`` when the cluster profile has GPUs (``cluster.gpu_resource`` or a
-        ``cluster.device_memory_gib``), else ``cpu``. At run start the real device decides."""
+        ``cuda`` when the cluster profile gives a GPU memory (``cluster.device_memory_gib``
+        set), else ``cpu`` (``cluster.gpu_resource`` is not enough: the virtual Slurm
+        profile asks Slurm for GPUs and runs on CPU). At run start the real device decides."""
         if self.device != "auto":
             return self.device
-        gpus = self.cluster.gpu_resource or getattr(self.cluster, "device_memory_gib", None)
-        return "cuda" if gpus else "cpu"
+        return "cuda" if self.cluster.device_memory_gib else "cpu"
 
     @property
     def world_size(self) -> int:
