@@ -341,6 +341,24 @@ def line_columns(df: pd.DataFrame) -> list[str]:
     return cols
 
 
+def label_columns(df: pd.DataFrame) -> list[str]:
+    """The line columns that label lines: :func:`line_columns` without a PyTorch-only
+    setting that splits no strategy's lines within a framework (it varies only between
+    strategies or frameworks: DDP and JAX runs record it as null)."""
+    keys = line_columns(df)
+    within = df.groupby(["model", "strategy", "framework"], dropna=False)
+    return [k for k in keys if k not in TORCH_ONLY_COLUMNS
+            or (within[k].nunique(dropna=False) > 1).any()]
+
+
+def configurations(df: pd.DataFrame) -> pd.Series:
+    """Each row's line label (:func:`line_label` over :func:`label_columns`), e.g.
+    ``"FULL_SHARD BACKWARD_POST"``: what figures' legends and tables call a configuration."""
+    keys = label_columns(df)
+    labels = [line_label(row, keys) for _, row in df.iterrows()]
+    return pd.Series(labels, index=df.index, dtype="object")
+
+
 def line_label(row: pd.Series, keys: list[str]) -> str:
     """A line's label: the strategy, then each varying config value of ``keys[2:]``
     (``name=value`` unless it is a word of an undotted column: ``bf16``, but

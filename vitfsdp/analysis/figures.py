@@ -27,7 +27,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
-from vitfsdp.analysis.collect import TORCH_ONLY_COLUMNS, collect_runs, line_columns
+from vitfsdp.analysis.collect import collect_runs, line_columns
+from vitfsdp.analysis.collect import label_columns as _label_keys
 from vitfsdp.analysis.collect import line_label as _line_label
 from vitfsdp.analysis.tables import ABLATION_COLUMNS, PREFETCH_ORDER, points_table, prefetch_table
 
@@ -346,16 +347,6 @@ def _lines(panel: pd.DataFrame, keys: list[str]) -> list[tuple[str, pd.DataFrame
     """``(label, rows)`` per line of one panel, sorted by label."""
     labels = panel.apply(lambda row: _line_label(row, keys), axis=1) if len(panel) else []
     return sorted((str(k), rows) for k, rows in panel.groupby(pd.Series(labels, panel.index)))
-
-
-def _label_keys(df: pd.DataFrame) -> list[str]:
-    """The line columns that label lines: :func:`line_columns` without a PyTorch-only
-    setting that splits no strategy's lines within a framework (it varies only between
-    strategies or frameworks: DDP and JAX runs record it as null)."""
-    keys = line_columns(df)
-    within = df.groupby(["model", "strategy", "framework"], dropna=False)
-    return [k for k in keys if k not in TORCH_ONLY_COLUMNS
-            or (within[k].nunique(dropna=False) > 1).any()]
 
 
 def _color_keys(keys: list[str]) -> list[str]:

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from vitfsdp.analysis.collect import line_label
 from vitfsdp.analysis.tables import (
     PREFETCH_ORDER,
     best_table,
@@ -52,8 +51,8 @@ COLUMN_FORMATS = {
     "ideal_ips": ("ideal images/s", "{:,.0f}"),
     "scaling_efficiency": ("scaling efficiency", "{:.0%}"),
     "ips_per_gpu": ("images/s/GPU", "{:,.1f}"), "step_time_s": ("step time (s)", "{:.3f}"),
-    "tflops_per_gpu": ("TFLOP/s/GPU (model)", "{:.1f}"), "mfu": ("MFU", "{:.1%}"),
-    "hw_tflops_per_gpu": ("TFLOP/s/GPU (hardware)", "{:.1f}"), "hfu": ("HFU", "{:.1%}"),
+    "tflops_per_gpu": ("TFLOP/s/GPU (model)", "{:.3g}"), "mfu": ("MFU", "{:.1%}"),
+    "hw_tflops_per_gpu": ("TFLOP/s/GPU (hardware)", "{:.3g}"), "hfu": ("HFU", "{:.1%}"),
     "peak_mem_gib": ("peak mem max (GiB)", "{:.2f}"),
     "peak_mem_min_gib": ("peak mem min over ranks (GiB)", "{:.2f}"),
     "peak_mem_reserved_gib": ("peak reserved (GiB)", "{:.2f}"),
@@ -101,9 +100,7 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
         ratio: the JAX/PyTorch ratio table, if both ran.
         figures: names of the figures written (a section shows only those that exist).
     """
-    keys = [c for c in points.columns[: list(points.columns).index("nodes")]] \
-        if "nodes" in points.columns else ["model", "strategy"]
-    labelled = _with_configuration(points, keys)
+    labelled = _with_range(points)
     sections = [
         Section("Runs", _runs_text(df)),
         Section("Weak scaling", "Throughput per point (median over repeats), ideal linear "
@@ -141,15 +138,14 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
     return [s for s in sections if s is not None]
 
 
-def _with_configuration(points: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """``points`` with ``configuration`` (the line label) and ``ips_range`` (repeats) text."""
+def _with_range(points: pd.DataFrame) -> pd.DataFrame:
+    """``points`` with ``ips_range``: the min-max over repeats as text, where there are."""
     if points.empty:
-        return points.assign(configuration=[], ips_range=[])
-    config = points.apply(lambda r: line_label(r, keys), axis=1)
+        return points.assign(ips_range=[])
     ranged = points["num_repeats"] > 1
     ips_range = [f"{lo:,.0f}-{hi:,.0f}" if r else "" for lo, hi, r in
                  zip(points["ips_repeat_min"], points["ips_repeat_max"], ranged, strict=True)]
-    return points.assign(configuration=config, ips_range=ips_range)
+    return points.assign(ips_range=ips_range)
 
 
 def _runs_text(df: pd.DataFrame) -> str:
@@ -195,8 +191,6 @@ def _failures_section(df: pd.DataFrame) -> Section:
     failed = failures_table(df)
     if failed.empty:
         return Section("Runs that did not complete", "None: every run completed.")
-    keys = [c for c in failed.columns[: list(failed.columns).index("nodes")]]
-    failed = failed.assign(configuration=failed.apply(lambda r: line_label(r, keys), axis=1))
     return Section("Runs that did not complete", f"{len(failed)} run(s); they are marked in "
                    "the figures and never counted as results.",
                    table=display(failed, ["model", "configuration", "nodes", "repeat", "status",
@@ -209,8 +203,6 @@ def _calibration_sections(df: pd.DataFrame) -> list[Section]:
     table = calibration_table(df)
     if table.empty:
         return []
-    keys = [c for c in table.columns[: list(table.columns).index("nodes")]]
-    table = table.assign(configuration=table.apply(lambda r: line_label(r, keys), axis=1))
     text = ("The plan's predictions (`python -m vitfsdp.plan`) against every completed run. "
             "Error = (predicted - measured) / measured; memory is compared with the measured "
             "column the plan predicts (`mem_metric`). Per run: calibration.csv.")

@@ -20,7 +20,13 @@ import logging
 import numpy as np
 import pandas as pd
 
-from vitfsdp.analysis.collect import _ideal_ips, _sort_key, line_columns, line_label
+from vitfsdp.analysis.collect import (
+    _ideal_ips,
+    _sort_key,
+    configurations,
+    line_columns,
+    line_label,
+)
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +68,8 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
         dataset_size: images per epoch for the cost columns (default ImageNet-1k train).
 
     Returns:
-        The line columns, ``nodes``, ``num_repeats``, ``ips`` (median over repeats, global
+        The line columns, ``nodes``, ``configuration`` (the line's label, as in the
+        figures' legends), ``num_repeats``, ``ips`` (median over repeats, global
         images/s), ``ips_repeat_min``/``ips_repeat_max`` (over repeats), ``ideal_ips``,
         ``scaling_efficiency``, the medians of :data:`POINT_MEDIANS` (``tflops_per_gpu``
         in TFLOP/s, ``mfu``/``hfu`` as fractions), memory in GiB (max of maxima, min of
@@ -78,12 +85,13 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     keys = [*line_columns(df), "nodes"]
     done = completed(df)
     if done.empty:
-        return pd.DataFrame(columns=[*keys, "num_repeats", "ips", "ideal_ips",
-                                     "scaling_efficiency"])
+        return pd.DataFrame(columns=[*keys, "configuration", "num_repeats", "ips",
+                                     "ideal_ips", "scaling_efficiency"])
     _warn_unlabelled_repeats(done, keys)
+    done = done.assign(configuration=configurations(df).loc[done.index])
     groups = done.groupby(keys, dropna=False, sort=False)
-    aggs = {"num_repeats": ("run_dir", "count"), "ips_repeat_min": ("ips", "min"),
-            "ips_repeat_max": ("ips", "max")}
+    aggs = {"configuration": ("configuration", "first"), "num_repeats": ("run_dir", "count"),
+            "ips_repeat_min": ("ips", "min"), "ips_repeat_max": ("ips", "max")}
     aggs |= {c: (c, "median") for c in POINT_MEDIANS}
     aggs |= {c: (c, "max") for c in POINT_MAXIMA}
     aggs |= {c: (c, "min") for c in POINT_MINIMA}
@@ -93,9 +101,10 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     points["ideal_ips"] = _ideal_ips(points, keys[:-1])
     points["scaling_efficiency"] = points["ips"] / points["ideal_ips"]
     points = points.join(cost_columns(points, dataset_size))
-    order = [*keys, "num_repeats", "world_size", "global_batch_size", "ips", "ips_repeat_min",
-             "ips_repeat_max", "ideal_ips", "scaling_efficiency", *POINT_MEDIANS[1:],
-             *POINT_MAXIMA[:1], *POINT_MINIMA[:1], *POINT_MAXIMA[1:], *POINT_MINIMA[1:],
+    order = [*keys, "configuration", "num_repeats", "world_size", "global_batch_size", "ips",
+             "ips_repeat_min", "ips_repeat_max", "ideal_ips", "scaling_efficiency",
+             *POINT_MEDIANS[1:], *POINT_MAXIMA[:1], *POINT_MINIMA[:1], *POINT_MAXIMA[1:],
+             *POINT_MINIMA[1:],
              "device_memory_gib", "epoch_hours", "node_hours_per_epoch", "price_per_node_hour",
              "cost_per_epoch", *POINT_FIRST[4:]]  # fmt: skip
     points = points[order].sort_values(keys, kind="stable", key=_sort_key)
@@ -146,9 +155,7 @@ def best_table(points: pd.DataFrame) -> pd.DataFrame:
             "speedup_over_runner_up"]  # fmt: skip
     if points.empty:
         return pd.DataFrame(columns=cols)
-    keys = [c for c in points.columns[:list(points.columns).index("nodes")]]
-    ranked = points.assign(configuration=points.apply(lambda r: line_label(r, keys), axis=1))
-    ranked = ranked.sort_values("ips", ascending=False, kind="stable")
+    ranked = points.sort_values("ips", ascending=False, kind="stable")
     rows = []
     for (_, _), group in ranked.groupby(["model", "nodes"], dropna=False, sort=True):
         best = group.iloc[0].copy()
@@ -164,15 +171,16 @@ def failures_table(df: pd.DataFrame) -> pd.DataFrame:
     """Every run that did not complete with a measured ips: what, where and why.
 
     Returns:
-        The line columns, ``nodes``, ``repeat``, ``status`` (oom, timeout, failed,
-        preempted, skipped_infeasible, running, or completed without ips), ``reason``,
-        ``last_step`` (the last step a window recorded), ``pred_peak_mem_gib`` and
+        The line columns, ``nodes``, ``configuration``, ``repeat``, ``status`` (oom,
+        timeout, failed, preempted, skipped_infeasible, running, or completed without ips),
+        ``reason``, ``last_step`` (the last step a window recorded), ``pred_peak_mem_gib`` and
         ``device_memory_gib`` (GiB; why a point was skipped as infeasible), ``run_dir``.
     """
     keys = line_columns(df)
     failed = df[(df["status"] != "completed") | df["ips"].isna()]
-    cols = [*keys, "nodes", "repeat", "status", "reason", "last_step", "pred_peak_mem_gib",
-            "device_memory_gib", "run_dir"]  # fmt: skip
+    failed = failed.assign(configuration=configurations(df).loc[failed.index])
+    cols = [*keys, "nodes", "configuration", "repeat", "status", "reason", "last_step",
+            "pred_peak_mem_gib", "device_memory_gib", "run_dir"]  # fmt: skip
     return failed[cols].reset_index(drop=True)
 
 
@@ -196,7 +204,7 @@ def prefetch_table(points: pd.DataFrame) -> pd.DataFrame:
     fsdp1 = points.dropna(subset=list(ABLATION_COLUMNS))
     keys = [c for c in points.columns[:list(points.columns).index("nodes")]
             if c not in ABLATION_COLUMNS]
-    table = fsdp1.assign(configuration=fsdp1.apply(lambda r: line_label(r, keys), axis=1))
+    table = fsdp1.assign(configuration=[line_label(r, keys) for _, r in fsdp1.iterrows()])
     best = table.groupby(["model", "nodes", "configuration"])["ips"].transform("max")
     table = table.assign(ips_vs_best=table["ips"] / best)
     order = {v: i for i, v in enumerate(PREFETCH_ORDER)}
@@ -214,7 +222,8 @@ def calibration_table(df: pd.DataFrame) -> pd.DataFrame:
     GPU, peak resident on CPU).
 
     Returns:
-        The line columns, ``nodes``, ``repeat``, ``mem_metric``, ``measured_mem_gib``,
+        The line columns, ``nodes``, ``configuration``, ``repeat``, ``mem_metric``,
+        ``measured_mem_gib``,
         ``pred_peak_mem_gib``, ``mem_rel_error``, ``step_time_s``, ``pred_step_time_s``,
         ``step_time_rel_error``, ``ips``, ``pred_ips``, ``ips_rel_error``, ``run_dir``;
         empty when no run has a prediction.
@@ -222,15 +231,16 @@ def calibration_table(df: pd.DataFrame) -> pd.DataFrame:
     keys = line_columns(df)
     done = completed(df)
     done = done[done["pred_peak_mem_gib"].notna() | done["pred_ips"].notna()]
-    cols = [*keys, "nodes", "repeat", "mem_metric", "measured_mem_gib", "pred_peak_mem_gib",
-            "mem_rel_error", "step_time_s", "pred_step_time_s", "step_time_rel_error", "ips",
-            "pred_ips", "ips_rel_error", "run_dir"]  # fmt: skip
+    cols = [*keys, "nodes", "configuration", "repeat", "mem_metric", "measured_mem_gib",
+            "pred_peak_mem_gib", "mem_rel_error", "step_time_s", "pred_step_time_s",
+            "step_time_rel_error", "ips", "pred_ips", "ips_rel_error", "run_dir"]  # fmt: skip
     if done.empty:
         return pd.DataFrame(columns=cols)
     metric = done["pred_mem_metric"].where(done["pred_mem_metric"].isin(done.columns))
     measured = [row[m] if isinstance(m, str) else np.nan
                 for (_, row), m in zip(done.iterrows(), metric, strict=True)]
-    table = done.assign(mem_metric=metric, measured_mem_gib=pd.Series(measured, done.index,
+    table = done.assign(configuration=configurations(df).loc[done.index], mem_metric=metric,
+                        measured_mem_gib=pd.Series(measured, done.index,
                                                                       dtype="float64"))
     for pred, meas, err in (("pred_peak_mem_gib", "measured_mem_gib", "mem_rel_error"),
                             ("pred_step_time_s", "step_time_s", "step_time_rel_error"),
