@@ -121,7 +121,7 @@ def test_issue_targets_pass_and_fail_on_the_measured_figures():
 def test_unknown_model_is_one_line_error(tmp_path, capsys):
     assert throughput.main(["--device", "cpu", "--models", "vit_nope", "--out",
                             str(tmp_path)]) == 2
-    err = capsys.readouterr().out.strip()
+    err = capsys.readouterr().err.strip()
     assert "\n" not in err and "model" in err and "vit_nope" in err
 
 

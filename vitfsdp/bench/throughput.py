@@ -47,6 +47,7 @@ import dataclasses
 import datetime
 import gc
 import logging
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,7 +156,7 @@ def main(argv: Sequence[str]) -> int:
         opts = parse_args(argv)
         table = run_bench(opts)
     except ValueError as e:
-        print(f"error: {e}")
+        print(f"error: {e}", file=sys.stderr)
         return 2
     print(format_table(table))
     for line in check_targets(table):
