@@ -63,6 +63,7 @@ COLUMN_FORMATS = {
     "node_hours_per_epoch": ("node-hours/epoch", "{:.3g}"),
     "price_per_node_hour": ("price/node-hour", "{:.2f}"),
     "cost_per_epoch": ("cost/epoch", "{:,.2f}"),
+    "runner_up": ("runner-up", "{}"),
     "speedup_over_runner_up": ("speed-up over runner-up", "{:.2f}x"),
     "last_step": ("last step", "{:d}"), "pred_peak_mem_gib": ("predicted peak (GiB)", "{:.2f}"),
     "measured_mem_gib": ("measured (GiB)", "{:.2f}"), "mem_rel_error": ("mem error", "{:+.0%}"),
