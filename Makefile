@@ -23,11 +23,15 @@ slurm-up:
 slurm-down:
 	VITFSDP_SLURM_DIR=$(SLURM_DIR) bash launch/virtual/stop.sh
 
+# Two pytest workers, each test file on one worker (module fixtures run once): much of the
+# suite waits on process start-up and the Slurm queue rather than on the CPU.
+PYTEST_ARGS ?= -q -n 2 --dist loadfile
+
 test: install slurm-up
-	VITFSDP_SLURM=1 SLURM_CONF=$(SLURM_DIR)/etc/slurm.conf $(PYTHON) -m pytest -q
+	VITFSDP_SLURM=1 SLURM_CONF=$(SLURM_DIR)/etc/slurm.conf $(PYTHON) -m pytest $(PYTEST_ARGS)
 
 test-noslurm: install
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
 lint:
 	$(PYTHON) -m ruff check .
