@@ -16,7 +16,10 @@ A rank whose training raises does not leave its peers waiting in a collective:
 Rank 0 may itself be blocked where no error reaches it (NCCL work waits on the device; a
 hung rank 0): a watcher thread (:meth:`FailureBoard.watch`) sees the first report on the
 store and, if the main thread has not taken the failure up within :data:`GRACE_S`, records
-it from there and ends the process.
+it from there and ends the process. On the other ranks the watcher posts a ``blocked``
+report when its main thread has posted none within half of :data:`GRACE_S` (a gloo
+collective need not break when its peer aborts: it breaks when the peer exits), so rank 0
+hears from every live rank and names as silent only those that died.
 
 Preemption is not a failure: :class:`StopSignals` turns SIGUSR2 (Slurm, ``--signal=USR2@N``
 before the time limit) and SIGTERM (preemption, ``scancel``) into a flag that the training
@@ -171,12 +174,15 @@ class FailureBoard:
         self.store = None
         self._claim = threading.Lock()
         self._stop = threading.Event()
+        self.posted = False  # this process has posted its report
         if dist.is_initialized():
             base = dist.distributed_c10d._get_default_store()
             self.store = dist.PrefixStore(f"vitfsdp/failures/{next(_runs)}/", base)
 
     def post(self, report: Report) -> None:
-        """Put this rank's report on the board (logged, not raised, if the store is gone)."""
+        """Put this rank's report on the board (logged, not raised, if the store is gone);
+        a later post of the same rank replaces it."""
+        self.posted = True
         self._set(f"report/{report.rank}", json.dumps(asdict(report)))
         self._add(1)
 

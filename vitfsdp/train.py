@@ -139,6 +139,8 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
                                   min(failures.GRACE_S, cfg.train.timeout_s))
     if records.is_writer:
         board.watch(lambda: _record_from_watcher(env, device, records, board, progress, t0))
+    else:
+        board.watch(lambda: _report_blocked_from_watcher(env, device, board, progress))
     with failures.StopSignals() as signals:  # also while a failure is being recorded
         try:
             train(cfg, env, device, records, signals, progress, meta)
@@ -166,11 +168,14 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
 def _record_failure(exc: BaseException, env: distributed.DistEnv, device: torch.device,
                     records: RunRecords, board: failures.FailureBoard, progress: Progress,
                     t0: float) -> failures.RunFailed:
-    """Abort the process group, post this rank's report; rank 0 gathers the reports and
-    records the agreed status, the other ranks wait for it. Returns the error to raise."""
+    """Post this rank's report, abort the process group; rank 0 gathers the reports and
+    records the agreed status, the other ranks wait for it. Returns the error to raise.
+
+    The report goes to the store first: aborting a gloo group can take seconds while its
+    other ranks are mid-collective, and rank 0 waits only ``failures.GRACE_S`` for reports."""
     report = failures.make_report(exc, env.rank, progress.step, local_memory(device))
-    failures.abort_process_group()  # peers blocked in a collective on us error out now
     board.post(report)
+    failures.abort_process_group()  # peers blocked in a collective on us error out now
     if report.kind in ("oom", "error"):  # this rank's own error: the cause, worth a trace
         log.error("rank %d failed at step %d:\n%s", env.rank, progress.step + 1,
                   report.traceback_tail)
@@ -212,6 +217,21 @@ def _record_from_watcher(env: distributed.DistEnv, device: torch.device, records
     status, reason = _decide_and_record(env, records, board, progress, t0, own)
     log.error("run ended %s: %s", status, reason.splitlines()[0])
     _exit_now(failures.EXIT_FAILED)
+
+
+def _report_blocked_from_watcher(env: distributed.DistEnv, device: torch.device,
+                                 board: failures.FailureBoard, progress: Progress) -> None:
+    """A non-zero rank's watcher thread, after some rank reported a failure: unless this
+    rank's main thread posts its own report within half the grace period, post that it is
+    blocked, so rank 0 does not record a live rank as silent. The main thread goes on: its
+    collective breaks when the failed rank exits, and it then ends with the agreed status."""
+    time.sleep(board.grace_s / 2)
+    if board.posted:
+        return
+    board.post(failures.Report(
+        env.rank, "blocked", f"RuntimeError: rank {env.rank} was blocked (in a collective or a "
+        "device synchronization) when another rank failed", "", progress.step,
+        local_memory(device)))
 
 
 def _limit_memory(limit_gib: float, device: torch.device) -> None:
