@@ -97,9 +97,10 @@ def _num_classes(cfg) -> int:
     return cfg.model.num_classes or data_num_classes(cfg.data)
 
 
-def _dtypes(cfg) -> tuple[str, str, str]:
-    """(parameter dtype of the gathered copies, compute dtype, residual-stream dtype)."""
-    s = cfg.precision_settings()
+def _dtypes(cfg, device: str) -> tuple[str, str, str]:
+    """(parameter dtype of the gathered copies, compute dtype, residual-stream dtype) on a
+    ``gpu`` or ``cpu`` rank (``precision=auto`` resolves by it)."""
+    s = cfg.precision_settings("cuda" if device == "gpu" else "cpu")
     if not cfg.strategy.is_fsdp:  # DDP: fp32 parameters, autocast to bf16/fp16 for matmuls
         return "fp32", s.autocast_dtype or "fp32", "fp32"
     return s.param_dtype, s.param_dtype, s.param_dtype
@@ -163,7 +164,7 @@ def memory_breakdown(cfg, device: str | None = None) -> dict[str, int]:
     sizes = model_sizes(cfg.model, classes)
     group = cfg.strategy.shard_group(cfg.world_size)
     shard = math.ceil(sizes.num_params / group)
-    param_dtype, compute, residual = _dtypes(cfg)
+    param_dtype, compute, residual = _dtypes(cfg, device)
     ckpt = cfg.train.activation_checkpointing
     acts = [activation_bytes(cfg.model, classes, cfg.train.local_batch_size, dtype=compute,
                              residual_dtype=residual, fused_attn=cfg.kernels.fused_attn,
@@ -200,8 +201,9 @@ def _fits(allocated_gib: float, peak_gib: float, device_memory_gib: float | None
                       "(set cluster.device_memory_gib)")
     fits = allocated_gib <= device_memory_gib
     sign = "<=" if fits else ">"
+    extra = "allocator cache" if device == "gpu" else "process baseline"
     return fits, (f"predicted {allocated_gib:.1f} GiB allocated ({peak_gib:.1f} GiB with "
-                  f"allocator cache) {where} {sign} {device_memory_gib:.1f} GiB "
+                  f"{extra}) {where} {sign} {device_memory_gib:.1f} GiB "
                   "(cluster.device_memory_gib)")
 
 
