@@ -15,7 +15,7 @@ install:
 demo: install
 	$(PYTHON) -m vitfsdp.sweep experiment=demo hydra.sweep.dir=$(DEMO_DIR)
 	$(PYTHON) -m vitfsdp.analysis $(DEMO_DIR)
-	@echo "figures and tables: $(DEMO_DIR)/analysis/ (weak_scaling.png, memory.png, runs.csv, scaling.csv)"
+	@echo "figures and tables: $(DEMO_DIR)/analysis/ (weak_scaling.png, memory.png, runs.csv, points.csv, best.csv ...; add --report for report.md/html)"
 
 slurm-up:
 	VITFSDP_SLURM_DIR=$(SLURM_DIR) bash launch/virtual/start.sh

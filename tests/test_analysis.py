@@ -231,3 +231,24 @@ def test_cli_bad_dir(tmp_path: Path, make_dir: bool, message: str) -> None:
     assert not (bad / "analysis").exists()
     with pytest.raises(ValueError, match=message):
         collect_runs(bad)
+
+
+def test_precision_and_compile_show_what_auto_resolved_to(tmp_path):
+    """precision=auto and kernels.compile=null (the defaults) are shown as what the run
+    applied (run.json ``applied``), so a bf16 GPU run is not labelled 'auto'."""
+    from vitfsdp.analysis.collect import run_row
+
+    info = run_info("FULL_SHARD", 1)
+    info["config"] |= {"precision": "auto", "kernels": {"compile": None}}
+    auto = tmp_path / "auto"
+    records = RunRecords(auto)
+    records.start(info | {"applied": {"precision": {"name": "bf16"}, "compiled_blocks": 12}})
+    records.finish("failed", "stopped")
+    row = run_row(auto)
+    assert row["precision"] == "bf16" and row["kernels.compile"] is True
+
+    info["config"] |= {"precision": "fp16", "kernels": {"compile": False}}
+    plain = tmp_path / "plain"
+    RunRecords(plain).start(info)  # older records: no `applied`
+    row = run_row(plain)
+    assert row["precision"] == "fp16" and row["kernels.compile"] is False

@@ -204,9 +204,10 @@ def _config(run: dict) -> dict[str, Any]:
         "limit_all_gathers": strategy.get("limit_all_gathers"),
         "engine": cfg.get("engine"),
         "framework": cfg.get("framework"),
-        "precision": cfg.get("precision"),
+        "precision": _applied_precision(run),
         "data": _get(cfg, "data", "name"),
         **{key: _get(cfg, *key.split(".")) for key in CONFIG_KEYS},
+        **_applied_kernels(run),
         "repeat": cfg.get("repeat", 0),
         "nodes": nodes,
         "world_size": world_size,
@@ -222,6 +223,28 @@ def _config(run: dict) -> dict[str, Any]:
         "price_per_node_hour": _get(cfg, "cluster", "price_per_node_hour"),
         "num_params": _get(run, "model", "num_params"),
     }
+
+
+def _applied_precision(run: dict) -> str | None:
+    """The precision the run computed in: run.json ``applied.precision`` (torch: ``name``;
+    JAX: ``compute_dtype``) where recorded, so ``precision=auto`` shows as what it resolved
+    to; else the configured value."""
+    applied = _get(run, "applied", "precision")
+    if isinstance(applied, dict):
+        resolved = applied.get("name") or applied.get("compute_dtype")
+        if resolved:
+            return resolved
+    return _get(run, "config", "precision")
+
+
+def _applied_kernels(run: dict) -> dict[str, Any]:
+    """``kernels.compile`` as it resolved (null = auto in the config): whether any block was
+    compiled (run.json ``applied.compiled_blocks``); absent when neither says."""
+    configured = _get(run, "config", "kernels", "compile")
+    compiled = _get(run, "applied", "compiled_blocks")
+    if configured is None and compiled is not None:
+        return {"kernels.compile": compiled > 0}
+    return {}
 
 
 def _figures(summary: dict | None) -> dict[str, Any]:
