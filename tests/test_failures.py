@@ -107,6 +107,20 @@ def test_verdict(kinds, status, silent):
     assert ("sent no report" in reason) == silent
 
 
+def test_a_signalled_run_that_breaks_before_its_checkpoint_is_preempted():
+    """Slurm's time limit: SIGUSR2 arrived, but the job was killed before the next window
+    boundary, so a peer vanished (rank 1 silent): preempted (interrupted), not failed. An
+    oom on some rank stays the cause."""
+    peer = failures.Report(0, "peer", "RuntimeError: Read error", "", 230, {}, "SIGUSR2")
+    status, reason = failures.verdict([peer], world_size=2)
+    assert status == "preempted"
+    assert "SIGUSR2 received (ranks 0)" in reason and "at step 231" in reason
+    assert "cluster.signal_delay_s" in reason and "ranks [1] sent no report" in reason
+    status, _ = failures.verdict([peer, _report(1, "oom")], world_size=2)
+    assert status == "oom"
+    assert failures.verdict([_report(0, "peer")], world_size=2)[0] == "failed"
+
+
 def test_memory_at_failure_is_the_max_over_reports():
     mem = failures.max_memory([_report(0, "oom", rss=1.5), _report(1, "oom", rss=2.5)])
     assert mem == {"peak_mem_allocated_gib": None, "peak_rss_gib": 2.5}

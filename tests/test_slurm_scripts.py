@@ -186,3 +186,33 @@ def test_requeue_exit_code_matches_the_training():
     from vitfsdp.launch.slurm import PREEMPTED_EXIT
 
     assert PREEMPTED_EXIT == EXIT_PREEMPTED
+
+
+@pytest.mark.parametrize("value", [
+    r"sweep/0_cluster.time=00\:01\:00,nodes=1",  # Hydra's escaped ':' in a run dir's name
+    'a"b', "ends with a backslash\\", 'both \\" of them', "x,y=z w", "$(touch pwned)", "",
+])
+def test_quote_override_reads_back_exactly_in_hydra(value):
+    """The run directory handed to the training must be the one the sweep watches."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from vitfsdp.launch.local import quote_override
+
+    parsed = OverridesParser.create().parse_override(f"hydra.run.dir={quote_override(value)}")
+    assert parsed.value() == value
+
+
+def test_config_hash_ignores_what_does_not_change_the_measurement():
+    """Recalibrating the plan, pricing, requeues or polling keep a completed point's identity;
+    anything the run measures changes it."""
+    from vitfsdp.config import RunConfig
+    from vitfsdp.launch.resume import config_hash
+
+    cfg = RunConfig()
+    before = config_hash(cfg)
+    for key, value in (("plan_efficiency", 0.37), ("price_per_node_hour", 2.5),
+                       ("max_requeues", 9), ("poll_s", 1.0), ("inter_node_gbps", 9.8)):
+        setattr(cfg.cluster, key, value)
+    assert config_hash(cfg) == before
+    cfg.train.local_batch_size = 8
+    assert config_hash(cfg) != before

@@ -101,6 +101,8 @@ class Report:
     traceback_tail: str  # last lines of the traceback
     last_step: int  # last optimizer step this rank completed (0: none)
     memory: dict = field(default_factory=dict)  # peak_mem_*_gib, peak_rss_gib at failure
+    # SIGUSR2/SIGTERM this rank had received when it failed (waiting for a window boundary)
+    stop_signal: str | None = None
 
 
 def classify(exc: BaseException) -> str:
@@ -120,15 +122,17 @@ def classify(exc: BaseException) -> str:
     return "error"
 
 
-def make_report(exc: BaseException, rank: int, last_step: int, memory: dict) -> Report:
+def make_report(exc: BaseException, rank: int, last_step: int, memory: dict,
+                stop_signal: str | None = None) -> Report:
     """A :class:`Report` of ``exc``; drops the exception's traceback afterwards so the frames
-    (and the tensors they hold) can be freed before anything is written."""
+    (and the tensors they hold) can be freed before anything is written. ``stop_signal``:
+    the stop signal this rank had received, if any (:attr:`StopSignals.received`)."""
     lines = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     tail = "\n".join(lines.splitlines()[-TRACEBACK_LINES:])
     exc.__traceback__ = None
     first_line = (str(exc).strip().splitlines() or [""])[0][:500]
     return Report(rank, classify(exc), f"{type(exc).__name__}: {first_line}", tail, last_step,
-                  memory)
+                  memory, stop_signal)
 
 
 def verdict(reports: list[Report], world_size: int) -> tuple[str, str]:
@@ -136,12 +140,24 @@ def verdict(reports: list[Report], world_size: int) -> tuple[str, str]:
 
     A rank's own error (``oom``, ``error``) is the cause; ``timeout`` and ``peer`` are
     consequences unless no rank reported a cause: then a timed-out collective gives
-    ``timeout`` and a broken one ``failed``. Ranks that sent no report are named (killed
-    or crashed without Python).
+    ``timeout`` and a broken one ``failed``, except when a rank had received a stop signal
+    (SIGUSR2 before the time limit, SIGTERM): then the job was being ended from outside (its
+    time limit, preemption, scancel) before the next window boundary, where the checkpoint
+    would have been saved, and the run is ``preempted`` (interrupted: a sweep reruns it).
+    Ranks that sent no report are named (killed or crashed without Python).
     """
     silent = sorted(set(range(world_size)) - {r.rank for r in reports})
     missing = (f"; ranks {silent} sent no report (hung, or died without Python: killed, e.g. by "
                "SIGKILL or the OOM killer, or crashed)") if silent else ""
+    signalled = [r for r in reports if r.stop_signal]
+    if signalled and not any(r.kind in ("oom", "error") for r in reports):
+        first = min(signalled, key=lambda r: r.rank)
+        ranks = ", ".join(str(r.rank) for r in signalled)
+        return "preempted", (
+            f"stopped from outside at step {max(r.last_step for r in reports) + 1}: "
+            f"{first.stop_signal} received (ranks {ranks}) but the job ended before the next "
+            "window boundary, so no checkpoint was saved; give cluster.signal_delay_s more "
+            f"than a timing window plus the save; then: {first.error}{missing}")
     for kind, status in (("oom", "oom"), ("error", "failed"), ("timeout", "timeout"),
                          ("peer", "failed"), ("blocked", "failed")):
         hits = [r for r in reports if r.kind == kind]

@@ -19,6 +19,7 @@ import dataclasses
 import logging
 import os
 import resource
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -153,7 +154,8 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as e:  # DCP's CheckpointException is a BaseException
-            raise _record_failure(e, env, device, records, board, progress, t0) from e
+            raise _record_failure(e, env, device, records, board, progress, t0,
+                                  signals.received) from e
         finally:
             board.stop()
     summary = records.finish("completed", elapsed_s=time.time() - t0,
@@ -167,13 +169,14 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
 
 def _record_failure(exc: BaseException, env: distributed.DistEnv, device: torch.device,
                     records: RunRecords, board: failures.FailureBoard, progress: Progress,
-                    t0: float) -> failures.RunFailed:
+                    t0: float, stop_signal: int | None = None) -> failures.RunFailed:
     """Post this rank's report, abort the process group; rank 0 gathers the reports and
     records the agreed status, the other ranks wait for it. Returns the error to raise.
 
     The report goes to the store first: aborting a gloo group can take seconds while its
     other ranks are mid-collective, and rank 0 waits only ``failures.GRACE_S`` for reports."""
-    report = failures.make_report(exc, env.rank, progress.step, local_memory(device))
+    report = failures.make_report(exc, env.rank, progress.step, local_memory(device),
+                                  signal.Signals(stop_signal).name if stop_signal else None)
     board.post(report)
     failures.abort_process_group()  # peers blocked in a collective on us error out now
     if report.kind in ("oom", "error"):  # this rank's own error: the cause, worth a trace
@@ -198,7 +201,8 @@ def _decide_and_record(env: distributed.DistEnv, records: RunRecords,
                    last_step=max(r.last_step for r in reports),
                    memory_at_failure=failures.max_memory(reports),
                    reported_ranks=[r.rank for r in reports],
-                   num_attempts=progress.attempt + 1)
+                   num_attempts=progress.attempt + 1,
+                   **({"interrupted": True} if status == "preempted" else {}))
     board.post_verdict(status, reason)
     return status, reason
 

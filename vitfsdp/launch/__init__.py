@@ -81,7 +81,10 @@ class ClusterConfig:
     account: str | None = None  # sbatch --account (project to charge); None = not passed
     qos: str | None = None  # sbatch --qos; None = not passed
     time: str = "00:30:00"  # job time limit, Slurm format: MM, HH:MM:SS or D-HH:MM:SS
-    signal_delay_s: int = 90  # SIGUSR2 this many seconds before the time limit: save, requeue
+    # SIGUSR2 this many seconds before the time limit: save, requeue. It must cover the rest
+    # of a timing window (train.log_every steps) plus the checkpoint's save
+    signal_delay_s: int = 90
+    max_requeues: int = 3  # requeues after time limits per job (submitit's max_num_timeout)
     cpus_per_task: int = 1  # CPU cores per rank (srun -c); torchrun mode: × gpus_per_node
     gpu_resource: bool = False  # ask Slurm for GPUs: --gpus-per-node, and --gpus-per-task=1 (srun)
     gpu_bind: str | None = None  # srun --gpu-bind in srun mode (Frontier: closest); None = unset
@@ -113,6 +116,8 @@ class ClusterConfig:
                     "signal_delay_s"):
             if getattr(self, key) < 1:
                 raise ValueError(f"cluster.{key}={getattr(self, key)} must be >= 1")
+        if self.max_requeues < 0:
+            raise ValueError(f"cluster.max_requeues={self.max_requeues} must be >= 0")
         if self.max_nodes is not None and self.max_nodes < 1:
             raise ValueError(f"cluster.max_nodes={self.max_nodes} must be >= 1 (or null)")
         if self.poll_s <= 0:

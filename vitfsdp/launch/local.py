@@ -34,9 +34,21 @@ def torchrun_command(overrides: Sequence[str], run_dir: Path, num_procs: int) ->
 
 
 def quote_override(value: str) -> str:
-    """Quote a string for Hydra's override grammar (double quotes, backslash escapes), so
-    '=', ',' or spaces stay literal."""
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """Quote a string for Hydra's override grammar, so that Hydra reads back exactly
+    ``value``: '=', ',', ':' or spaces stay literal.
+
+    In a double-quoted Hydra value a backslash is an escape only before a quote (Hydra's
+    override grammar docs, "Quoted values"; facebookresearch/hydra#1600): quotes become
+    ``\\"`` and only the backslashes before a quote or the closing quote are doubled. Other
+    backslashes stay single, e.g. the ``\\:`` Hydra puts into a run directory's name for
+    ``cluster.time=00:10:00`` (doubling those made the training write into another
+    directory)."""
+    return '"' + re.sub(r'(\\*)("|\Z)', _escape_before_quote, value) + '"'
+
+
+def _escape_before_quote(m: re.Match) -> str:
+    backslashes, quote = m.group(1), m.group(2)
+    return backslashes * 2 + ('\\"' if quote else "")
 
 
 def job_record(point) -> dict:

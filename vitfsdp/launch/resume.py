@@ -30,8 +30,11 @@ from pathlib import Path
 
 from vitfsdp.records import SUMMARY_FILE, read_json
 
-#: Cluster fields that change how a point is watched, not what it measures: left out of the hash.
-WATCH_ONLY = ("poll_s", "array", "array_parallelism")
+#: Cluster fields that change how a point is watched, requeued, planned or priced, not what it
+#: measures: left out of the hash, so recalibrating the plan or setting a price does not
+#: make completed points run again.
+WATCH_ONLY = ("poll_s", "array", "array_parallelism", "max_requeues", "peak_tflops",
+              "plan_efficiency", "intra_node_gbps", "inter_node_gbps", "price_per_node_hour")
 ATTEMPTS_DIR = "attempts"  # earlier attempts of a point that is run again
 CHECKPOINT_DIR = "checkpoint"  # left in place: the next attempt resumes from it
 LOCK_FILE = ".sweep.lock"

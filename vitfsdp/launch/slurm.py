@@ -279,7 +279,8 @@ class TrainTask:
     before the time limit, or ``scancel --signal=USR2`` on preemption), submitit calls
     :meth:`checkpoint` in task 0; it forwards the signal to the training, which saves a
     checkpoint and exits (:data:`PREEMPTED_EXIT`), and returns the same task for submitit to
-    requeue (at most ``max_num_timeout`` times after time limits). The requeued job resumes
+    requeue (at most ``cluster.max_requeues`` times after time limits: submitit's
+    ``max_num_timeout``). The requeued job resumes
     from the run directory's checkpoint and keeps the earlier windows, marked by attempt.
     """
 
@@ -350,7 +351,8 @@ def submit(points: Sequence, sweep_dir: Path, job_name: str) -> list[str]:
     job_ids: dict[int, str] = {}
     for group in _groups(points):
         cluster = group[0].cfg.cluster
-        executor = submitit.SlurmExecutor(folder=folder, python=cluster.python or sys.executable)
+        executor = submitit.SlurmExecutor(folder=folder, python=cluster.python or sys.executable,
+                                          max_num_timeout=cluster.max_requeues)
         executor.update_parameters(**_executor_parameters(cluster, group[0].cfg.nodes,
                                                           job_name))
         specs = [task_spec(p.cfg.cluster, p.overrides, p.run_dir, p.cfg.nodes,
