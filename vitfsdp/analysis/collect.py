@@ -97,9 +97,13 @@ VARIANT_COLUMNS = (
 STRATEGY_COLUMNS = ("sharding_strategy",)
 #: Line identity: the panel (model) and the strategy, before any varying config column.
 BASE_LINE_COLUMNS = ("model", "strategy")
-#: Settings only PyTorch runs have (JAX runs record them as null, not applicable): they do
-#: not keep a JAX run from being compared with the PyTorch run of the same point.
-TORCH_ONLY_COLUMNS = ("backward_prefetch", "limit_all_gathers", "engine")
+#: Settings only PyTorch runs have (JAX runs record them as null or leave the default, and
+#: framework=jax refuses them): they do not keep a JAX run from being compared with the
+#: PyTorch run of the same point. ``kernels.compile`` resolves per run under torch (null =
+#: auto: compiled or not), while XLA always compiles.
+TORCH_ONLY_COLUMNS = ("backward_prefetch", "limit_all_gathers", "engine", "kernels.compile",
+                      "kernels.adamw", "kernels.cudnn_allow_tf32", "mixed_precision.param_dtype",
+                      "mixed_precision.reduce_dtype", "mixed_precision.buffer_dtype")
 #: Columns of :func:`framework_ratio_table` after its key columns.
 RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch")
 
