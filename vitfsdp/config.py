@@ -17,6 +17,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from vitfsdp.data import DataConfig
+from vitfsdp.data import num_classes as data_num_classes
 from vitfsdp.jax.config import check_run_config as check_jax_config
 from vitfsdp.launch import ClusterConfig
 from vitfsdp.metrics import MetricsConfig
@@ -208,6 +209,11 @@ class RunConfig:
     def world_size(self) -> int:
         """Processes (GPUs) of the run: nodes × ranks per node."""
         return self.nodes * self.cluster.gpus_per_node
+
+    @property
+    def num_classes(self) -> int:
+        """Classifier outputs: ``model.num_classes``, or the data set's class count."""
+        return self.model.num_classes or data_num_classes(self.data)
 
 
 def register_configs() -> None:

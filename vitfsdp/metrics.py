@@ -430,13 +430,19 @@ def _str(x) -> str:
 
 # --- the window meter ---------------------------------------------------------------------
 
+def timer_kind(device: torch.device) -> str:
+    """How windows on ``device`` are timed (run.json ``timing.timer``): ``cuda_event`` on a
+    GPU, ``perf_counter`` (the wall clock) elsewhere."""
+    return "cuda_event" if device.type == "cuda" else "perf_counter"
+
+
 class _Clock:
     """Elapsed seconds between :meth:`start` and :meth:`stop`: CUDA events on a GPU (the
-    host waits only for the end event), the wall clock elsewhere."""
+    host waits only for the end event), the wall clock elsewhere (:func:`timer_kind`)."""
 
     def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
-        self.kind = "cuda_event" if self.cuda else "perf_counter"
+        self.kind = timer_kind(device)
+        self.cuda = self.kind == "cuda_event"
         self._start = self._t0 = None
 
     def start(self) -> None:
@@ -540,17 +546,15 @@ class WindowMeter:
         return stats.get("num_alloc_retries", 0), stats.get("num_ooms", 0)
 
     def _local_memory(self) -> dict:
-        """This rank's memory figures of the window (None where the device has none)."""
-        out = {"peak_mem_allocated_gib": None, "peak_mem_reserved_gib": None,
-               "alloc_retries": None, "num_ooms": None}
+        """This rank's memory figures of the window (None where the device has none):
+        :func:`local_memory`'s peaks, the device's used memory, the allocator's counts."""
+        counts = {"alloc_retries": None, "num_ooms": None}
         if self.device.type == "cuda":
             retries, ooms = self._alloc_counts()
-            out = {"peak_mem_allocated_gib": torch.cuda.max_memory_allocated(self.device) / GIB,
-                   "peak_mem_reserved_gib": torch.cuda.max_memory_reserved(self.device) / GIB,
-                   "alloc_retries": retries - self._counts0[0],
-                   "num_ooms": ooms - self._counts0[1]}
-        return out | {"peak_rss_gib": _read_vm_hwm_gib(),
-                      "device_mem_used_gib": self.probe.used_gib()}
+            counts = {"alloc_retries": retries - self._counts0[0],
+                      "num_ooms": ooms - self._counts0[1]}
+        return local_memory(self.device) | counts | {
+            "device_mem_used_gib": self.probe.used_gib()}
 
     def _gather(self, values: list[float]) -> list[list[float]]:
         """Every rank's ``values``, indexed by rank (one all-gather)."""

@@ -195,6 +195,11 @@ class PrecisionSettings:
     autocast_dtype: str | None = None
     grad_scaler: str | None = None
 
+    @property
+    def compute_dtype(self) -> str:
+        """The dtype the matmuls run in: the autocast dtype, else the parameter dtype."""
+        return self.autocast_dtype or self.param_dtype
+
     def fsdp1_policy(self) -> MixedPrecision | None:
         """FSDP1 ``MixedPrecision`` of these dtypes; ``None`` when everything is fp32."""
         dtypes = (self.param_dtype, self.reduce_dtype, self.buffer_dtype)

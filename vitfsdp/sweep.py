@@ -29,7 +29,7 @@ import re
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import hydra
@@ -294,8 +294,6 @@ def _consult_plan(points: list[Point], options: LaunchOptions) -> tuple[list[Poi
 def _record_infeasible(p: Point, pred) -> dict:
     """Write a skipped point's records: job.json (its identity), run.json and summary.json
     with status ``skipped_infeasible``, the reason and the prediction."""
-    import dataclasses
-
     p.run_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(p.run_dir / slurm.JOB_FILE,
                       local.job_record(p) | {"launcher": p.cfg.cluster.launcher})
@@ -303,7 +301,7 @@ def _record_infeasible(p: Point, pred) -> dict:
     records = RunRecords(p.run_dir)
     records.run_info = {
         "run_id": p.run_dir.name,
-        "config": dataclasses.asdict(p.cfg),
+        "config": asdict(p.cfg),
         "world": {"size": p.cfg.world_size, "nodes": p.cfg.nodes,
                   "ranks_per_node": p.cfg.cluster.gpus_per_node},
         "plan": prediction,
@@ -324,8 +322,7 @@ def _batch_search(hydra_context, config: DictConfig, points: list[Point], sweep_
     """Run every point's batch-size search in rounds (see :mod:`vitfsdp.launch.batch_search`);
     write ``batch_search.json``; point number → the summary of its largest fitting attempt
     (or of its last attempt), with ``largest_local_batch``."""
-    searches = [bsearch.Search(p.num, [o for o in p.overrides
-                                       if o.lstrip("+").split("=", 1)[0] != bsearch.BATCH_KEY],
+    searches = [bsearch.Search(p.num, bsearch.without_batch(p.overrides),
                                bsearch.power_of_two_floor(p.cfg.train.local_batch_size),
                                options.batch_search_max) for p in points]
     last: dict[int, dict] = {}
@@ -338,8 +335,8 @@ def _batch_search(hydra_context, config: DictConfig, points: list[Point], sweep_
         log.info("batch search round %d: %s", round_num, ", ".join(
             f"point {s.num} local batch {b}" for s, b in active))
         todo, summaries = select(attempts, sweep_dir, options.rerun_failed)
-        _, infeasible = _consult_plan(todo, replace(options, run_infeasible=True))
-        summaries.update(infeasible)
+        # every attempt runs (the search measures what fits); the plan only warns
+        _consult_plan(todo, replace(options, run_infeasible=True))
         summaries.update({p.num: s for p, s in zip(todo, _run(todo, sweep_dir, options),
                                                      strict=True)})
         for (s, b), p in zip(active, attempts, strict=True):

@@ -48,6 +48,7 @@ from vitfsdp.metrics import (
     device_info,
     local_memory,
     resolve_peak,
+    timer_kind,
 )
 from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
 
@@ -95,7 +96,7 @@ def main(dcfg: DictConfig) -> None:
 def dry_run_report(cfg: RunConfig) -> str:
     """Per-rank parameter, gradient and optimizer bytes of ``cfg`` at its world size, from a
     meta-device build (nothing allocated, no process started)."""
-    b = plan.state_bytes(cfg.model, _num_classes(cfg), cfg.strategy, cfg.world_size,
+    b = plan.state_bytes(cfg.model, cfg.num_classes, cfg.strategy, cfg.world_size,
                          cfg.precision_settings().param_dtype)
     label = (f"{cfg.model.name} {cfg.strategy.name} on {cfg.world_size} ranks "
              f"({cfg.nodes} nodes × {cfg.cluster.gpus_per_node})")
@@ -308,7 +309,7 @@ def run_info(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
     environment (:mod:`vitfsdp.provenance`). Collective (host names; a measured peak is
     averaged over ranks): every rank calls it after :func:`apply_numerics`.
     """
-    num_classes = _num_classes(cfg)
+    num_classes = cfg.num_classes
     meta_model = models.build_model(cfg.model, num_classes, device="meta")
     config = dataclasses.asdict(cfg)
     config["cluster"]["env"] = provenance.redact_mapping(cfg.cluster.env)
@@ -336,7 +337,7 @@ def run_info(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
             "img_size": cfg.model.resolved_img_size(),
             "num_classes": num_classes,
         },
-        "timing": {"timer": "cuda_event" if device.type == "cuda" else "perf_counter",
+        "timing": {"timer": timer_kind(device),
                    "warmup_steps": cfg.train.warmup_steps, "log_every": cfg.train.log_every,
                    "warmup_rule": WARMUP_RULE},
         **_hosts(env),
@@ -348,8 +349,7 @@ def _peak(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, name: 
     """run.json's ``device.peak_flops``/``peak_source``/``peak_kind`` for this run's compute
     dtype (:func:`vitfsdp.metrics.resolve_peak`); with ``metrics.peak=measure`` the GEMM is
     timed on every rank before training and the mean over ranks is used."""
-    settings = cfg.precision_settings(device.type)
-    compute = settings.autocast_dtype or settings.param_dtype
+    compute = cfg.precision_settings(device.type).compute_dtype
     allow_tf32 = device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32
     peak = resolve_peak(device, name, compute, allow_tf32, cfg.metrics, warn=env.rank == 0)
     if peak["peak_source"] == "measured" and torch.distributed.is_initialized():
@@ -403,7 +403,7 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
     meter = WindowMeter(device, env.world_size, tc.local_batch_size * env.world_size,
                         info["model"]["train_flops_per_image"],
                         info["model"]["hardware_flops_per_image"], info["device"]["peak_flops"])
-    autocast = _autocast(settings, device)
+    autocast = autocast_context(settings.autocast_dtype, device)
     fault = failures.parse_fault(os.environ.get(failures.FAULT_ENV))
     # warm-up besides train.warmup_steps (metrics.WARMUP_RULE): the first window after a
     # resume (caches cold again), or with compiled blocks and no warm-up steps (compilation)
@@ -503,7 +503,7 @@ def build(cfg: RunConfig, env: distributed.DistEnv,
         number of attention modules it was set on).
     """
     torch.manual_seed(cfg.train.seed)  # anything random besides the init: same on all ranks
-    model = models.build_model(cfg.model, _num_classes(cfg), device="meta")
+    model = models.build_model(cfg.model, cfg.num_classes, device="meta")
     num_attn = models.set_fused_attn(model, cfg.kernels.fused_attn)
     init = models.ViTInit(model, cfg.train.seed)
     model, applied = parallel.wrap(
@@ -607,15 +607,12 @@ def _record_applied(records: RunRecords, applied: dict) -> None:
     log.info("applied: %s", applied)
 
 
-def _autocast(settings: parallel.PrecisionSettings, device: torch.device):
-    """Autocast to ``settings.autocast_dtype`` where FSDP's mixed precision does not
-    already cast (DDP with bf16 or fp16); a disabled context otherwise."""
-    dtype = parallel.DTYPES[settings.autocast_dtype or "bf16"]  # bf16: any valid one when off
-    return torch.autocast(device.type, dtype=dtype, enabled=settings.autocast_dtype is not None)
-
-
-def _num_classes(cfg: RunConfig) -> int:
-    return cfg.model.num_classes or data.num_classes(cfg.data)
+def autocast_context(dtype: str | None, device: torch.device) -> torch.autocast:
+    """``torch.autocast`` to ``dtype`` (a :data:`vitfsdp.parallel.DTYPES` name: a run's
+    ``PrecisionSettings.autocast_dtype``, set where FSDP's mixed precision does not already
+    cast, i.e. DDP with bf16 or fp16); a disabled context for ``None``."""
+    return torch.autocast(device.type, dtype=parallel.DTYPES[dtype or "bf16"],  # any when off
+                          enabled=dtype is not None)
 
 
 def _peak_mem(summary: dict) -> str:

@@ -249,7 +249,7 @@ def _unwrapped(cfg: RunConfig, device: torch.device, run_dir: Path) -> None:
     """The same model, weights, kernels and train_step, without FSDP."""
     numerics = train.apply_numerics(cfg.kernels)
     torch.manual_seed(cfg.train.seed)
-    model = models.build_model(cfg.model, _num_classes(cfg), device="meta")
+    model = models.build_model(cfg.model, cfg.num_classes, device="meta")
     num_attn = models.set_fused_attn(model, cfg.kernels.fused_attn)
     models.ViTInit(model, cfg.train.seed).init_model_(model.to_empty(device=device))
     compiled = cfg.kernels.resolved_compile(device.type)
@@ -260,8 +260,8 @@ def _unwrapped(cfg: RunConfig, device: torch.device, run_dir: Path) -> None:
     settings = parallel.resolve_precision(cfg.precision, parallel.MixedPrecisionConfig(),
                                           is_fsdp=False, engine=cfg.engine,
                                           device_type=device.type)
-    autocast, scaler = _autocast(settings.autocast_dtype, device), parallel.grad_scaler(settings,
-                                                                                      device)
+    autocast = train.autocast_context(settings.autocast_dtype, device)
+    scaler = parallel.grad_scaler(settings, device)
     applied = numerics | {"precision": {"name": cfg.resolved_precision(device.type),
                                         **dataclasses.asdict(settings)},
                           "fused_attn": cfg.kernels.fused_attn, "fused_attn_modules": num_attn,
@@ -276,7 +276,7 @@ def _unwrapped(cfg: RunConfig, device: torch.device, run_dir: Path) -> None:
 def _timm(cfg: RunConfig, device: torch.device, run_dir: Path) -> None:
     """timm's training benchmark loop (benchmark.py TrainBenchmarkRunner) at our settings."""
     numerics = train.apply_numerics(cfg.kernels)
-    name, kwargs = timm_model_args(cfg.model, _num_classes(cfg))
+    name, kwargs = timm_model_args(cfg.model, cfg.num_classes)
     with torch.device(device):
         model = timm.create_model(name, pretrained=False, **kwargs)
     _check_same_size(cfg, model, name)
@@ -292,7 +292,7 @@ def _timm(cfg: RunConfig, device: torch.device, run_dir: Path) -> None:
         model = torch.compile(model)  # so timm's weight-decay groups see plain names)
     precision = cfg.resolved_precision(device.type)
     autocast_dtype = None if precision == "fp32" else precision  # benchmark.py --amp
-    autocast = _autocast(autocast_dtype, device)
+    autocast = train.autocast_context(autocast_dtype, device)
     img = cfg.model.resolved_img_size()
     inputs = torch.randn((cfg.train.local_batch_size, 3, img, img), device=device)
     applied = numerics | {"precision": {"name": precision, "autocast_dtype": autocast_dtype},
@@ -324,7 +324,7 @@ def profile_fsdp_step(cfg: RunConfig, device: torch.device, folder: Path,
     model, _ = train.build(cfg, distributed.DistEnv(), device)
     optimizer, _ = train.build_optimizer(model.parameters(), cfg.train, cfg.kernels, device)
     settings = cfg.precision_settings(device.type)
-    autocast = _autocast(settings.autocast_dtype, device)
+    autocast = train.autocast_context(settings.autocast_dtype, device)
     scaler, batches = parallel.grad_scaler(settings, device), _batches(cfg, device)
     for _ in range(cfg.train.warmup_steps):
         train.train_step(model, optimizer, next(batches), autocast, scaler)
@@ -391,7 +391,7 @@ def _check_same_size(cfg: RunConfig, timm_model: torch.nn.Module, name: str) -> 
     Raises:
         ValueError: the counts differ.
     """
-    ours = models.count_params(models.build_model(cfg.model, _num_classes(cfg), device="meta"))
+    ours = models.count_params(models.build_model(cfg.model, cfg.num_classes, device="meta"))
     theirs = models.count_params(timm_model)
     if ours != theirs:
         raise ValueError(f"timm's {name} has {theirs} parameters, ours {cfg.model.name} "
@@ -441,17 +441,6 @@ def _batches(cfg: RunConfig, device: torch.device) -> Iterator:
     return data.batches(cfg.data, img_size=cfg.model.resolved_img_size(),
                         local_batch_size=cfg.train.local_batch_size, rank=0, world_size=1,
                         device=device, seed=cfg.train.seed)
-
-
-def _autocast(dtype: str | None, device: torch.device) -> torch.autocast:
-    """``torch.autocast`` to ``dtype`` (a :data:`vitfsdp.parallel.DTYPES` name), disabled
-    for ``None``."""
-    return torch.autocast(device.type, dtype=parallel.DTYPES[dtype or "bf16"],
-                          enabled=dtype is not None)
-
-
-def _num_classes(cfg: RunConfig) -> int:
-    return cfg.model.num_classes or data.num_classes(cfg.data)
 
 
 def _guarded(measure: Callable[[], object], run_dir: Path | None) -> None:

@@ -77,7 +77,7 @@ def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
     records = RunRecords(run_dir, is_writer=jax.process_index() == 0)
     t0 = time.time()
     mesh = sharding.make_mesh(cfg.strategy)
-    model = build_model(cfg.model, _num_classes(cfg),
+    model = build_model(cfg.model, cfg.num_classes,
                         precision=jax_precision(cfg.precision, jax.default_backend()),
                         fused_attn=cfg.kernels.fused_attn,
                         remat=cfg.train.activation_checkpointing)
@@ -301,8 +301,6 @@ def _record_applied(records: RunRecords, applied: dict) -> None:
         write_json_atomic(records.run_dir / RUN_FILE, records.run_info)
 
 
-def _num_classes(cfg: RunConfig) -> int:
-    return cfg.model.num_classes or data.num_classes(cfg.data)
 
 
 def _version(dist_name: str) -> str | None:

@@ -47,11 +47,16 @@ def power_of_two_floor(n: int) -> int:
     return 1 << (n.bit_length() - 1)
 
 
+def without_batch(overrides: list[str]) -> list[str]:
+    """The point's overrides without any ``train.local_batch_size`` (``+``/``++`` forms
+    included)."""
+    return [o for o in overrides if o.lstrip("+").split("=", 1)[0] != BATCH_KEY]
+
+
 def with_batch(overrides: list[str], batch: int) -> list[str]:
     """The point's overrides with ``train.local_batch_size`` set to ``batch`` (any earlier
-    value of the key removed, ``+``/``++`` forms included)."""
-    kept = [o for o in overrides if o.lstrip("+").split("=", 1)[0] != BATCH_KEY]
-    return [*kept, f"{BATCH_KEY}={batch}"]
+    value of the key removed)."""
+    return [*without_batch(overrides), f"{BATCH_KEY}={batch}"]
 
 
 @dataclass

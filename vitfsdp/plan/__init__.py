@@ -17,7 +17,6 @@ import math
 from dataclasses import dataclass
 
 from vitfsdp import models
-from vitfsdp.data import num_classes as data_num_classes
 from vitfsdp.plan.memory import (
     ADAMW_STATES,
     CPU_BASELINE_GIB,
@@ -93,16 +92,12 @@ def device_kind(cfg) -> str:
     return "gpu" if known else "cpu"
 
 
-def _num_classes(cfg) -> int:
-    return cfg.model.num_classes or data_num_classes(cfg.data)
-
-
 def _dtypes(cfg, device: str) -> tuple[str, str, str]:
     """(parameter dtype of the gathered copies, compute dtype, residual-stream dtype) on a
     ``gpu`` or ``cpu`` rank (``precision=auto`` resolves by it)."""
     s = cfg.precision_settings("cuda" if device == "gpu" else "cpu")
     if not cfg.strategy.is_fsdp:  # DDP: fp32 parameters, autocast to bf16/fp16 for matmuls
-        return "fp32", s.autocast_dtype or "fp32", "fp32"
+        return "fp32", s.compute_dtype, "fp32"
     return s.param_dtype, s.param_dtype, s.param_dtype
 
 
@@ -160,7 +155,7 @@ def memory_breakdown(cfg, device: str | None = None) -> dict[str, int]:
         activations, activations_other (checkpointing toggled), allocated; bytes.
     """
     device = device or device_kind(cfg)
-    classes = _num_classes(cfg)
+    classes = cfg.num_classes
     sizes = model_sizes(cfg.model, classes)
     group = cfg.strategy.shard_group(cfg.world_size)
     shard = math.ceil(sizes.num_params / group)
@@ -211,7 +206,7 @@ def _flops_per_image(cfg) -> float:
     """Hardware FLOPs per image: 3 × forward, plus every block's forward again under
     activation checkpointing (``vitfsdp.models.hardware_flops_per_image`` where it exists,
     else 4 × forward; :mod:`vitfsdp.plan.timing`)."""
-    classes = _num_classes(cfg)
+    classes = cfg.num_classes
     ckpt = cfg.model.spec.depth if cfg.train.activation_checkpointing else 0
     hardware = getattr(models, "hardware_flops_per_image", None)
     if hardware is not None:

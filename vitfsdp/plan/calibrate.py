@@ -59,10 +59,9 @@ def _unit_comm(cfg, link: str) -> tuple[float, float]:
 
 
 def _sizes(cfg) -> tuple[int, int]:
-    from vitfsdp.plan import _num_classes
     from vitfsdp.plan.memory import model_sizes
 
-    s = model_sizes(cfg.model, _num_classes(cfg))
+    s = model_sizes(cfg.model, cfg.num_classes)
     return s.num_params, s.num_units
 
 
