@@ -108,6 +108,7 @@ def test_points_predicted_not_to_fit_are_skipped_and_say_so(tmp_path):
     proc = run_module("vitfsdp.sweep", "-m", "model=vit_base,vit_huge", "strategy=DDP",
                       "device=cpu", "cluster.device_memory_gib=1.0", "train.steps=2",
                       "train.warmup_steps=0", "train.log_every=1", "train.local_batch_size=2",
+                      "+cluster.env.HF_TOKEN=hf_not_for_records",
                       f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     skipped = [line for line in proc.stdout.splitlines() if "] skip " in line]
@@ -122,3 +123,4 @@ def test_points_predicted_not_to_fit_are_skipped_and_say_so(tmp_path):
         assert summary["plan"]["fits"] is False and summary["plan"]["allocated_gib"] > 1.0
         assert run["config"]["model"]["name"] in run_dir.name
         assert not (run_dir / "metrics.jsonl").exists()  # nothing ran
+        assert run["config"]["cluster"]["env"]["HF_TOKEN"] == "<redacted>"  # as train.py does

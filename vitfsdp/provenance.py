@@ -12,6 +12,7 @@ PASSWORD, CREDENTIAL, AUTH, COOKIE …) has its value replaced by ``"<redacted>"
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import os
@@ -75,6 +76,14 @@ def redact_args(args: list[str]) -> list[str]:
 def redact_mapping(values: Mapping[str, str]) -> dict[str, str]:
     """``{name: value}`` (e.g. ``cluster.env``) with every value through :func:`redact`."""
     return {k: redact(k, str(v)) for k, v in values.items()}
+
+
+def config_record(cfg) -> dict:
+    """run.json's ``config``: the resolved config (a :class:`vitfsdp.config.RunConfig`) as a
+    dict, with ``cluster.env``'s values through :func:`redact_mapping`."""
+    config = dataclasses.asdict(cfg)
+    config["cluster"]["env"] = redact_mapping(cfg.cluster.env)
+    return config
 
 
 def setup_logging(rank: int) -> None:

@@ -29,7 +29,7 @@ import re
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import hydra
@@ -39,6 +39,7 @@ from hydra.errors import CompactHydraException, ConfigCompositionException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
+from vitfsdp import provenance
 from vitfsdp.config import RunConfig, cli, register_configs, to_run_config
 from vitfsdp.launch import batch_search as bsearch
 from vitfsdp.launch import check_text, local, resume, slurm, status
@@ -301,7 +302,7 @@ def _record_infeasible(p: Point, pred) -> dict:
     records = RunRecords(p.run_dir)
     records.run_info = {
         "run_id": p.run_dir.name,
-        "config": asdict(p.cfg),
+        "config": provenance.config_record(p.cfg),
         "world": {"size": p.cfg.world_size, "nodes": p.cfg.nodes,
                   "ranks_per_node": p.cfg.cluster.gpus_per_node},
         "plan": prediction,

@@ -311,13 +311,11 @@ def run_info(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
     """
     num_classes = cfg.num_classes
     meta_model = models.build_model(cfg.model, num_classes, device="meta")
-    config = dataclasses.asdict(cfg)
-    config["cluster"]["env"] = provenance.redact_mapping(cfg.cluster.env)
     checkpointed = cfg.model.spec.depth if cfg.train.activation_checkpointing else 0
     dev = device_info(device)
     return {
         "run_id": run_dir.name,
-        "config": config,
+        "config": provenance.config_record(cfg),
         "world": {
             "size": env.world_size,
             "nodes": cfg.nodes,

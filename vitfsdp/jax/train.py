@@ -13,7 +13,6 @@ timing windows measure steady-state steps. Rank 0 writes the same ``run.json``,
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import time
@@ -126,7 +125,7 @@ def run_info(cfg: RunConfig, env: DistEnv, run_dir: Path, model: ViT,
     shapes = jax.eval_shape(lambda: _init(model, optax.adamw(1.0), jax.random.key(0)))
     info = {
         "run_id": run_dir.name,
-        "config": dataclasses.asdict(cfg),
+        "config": provenance.config_record(cfg),
         "world": {
             "size": jax.device_count(),
             "nodes": cfg.nodes,
@@ -153,7 +152,6 @@ def run_info(cfg: RunConfig, env: DistEnv, run_dir: Path, model: ViT,
             "optimizer_bytes_per_device": sharding.bytes_per_device(shapes["opt_state"], mesh),
         },
     }
-    info["config"]["cluster"]["env"] = provenance.redact_mapping(cfg.cluster.env)
     info["timing"] = {"timer": "block_until_ready+perf_counter",
                       "warmup_steps": cfg.train.warmup_steps, "log_every": cfg.train.log_every,
                       "warmup_rule": WARMUP_RULE}
@@ -299,8 +297,6 @@ def _record_applied(records: RunRecords, applied: dict) -> None:
     records.run_info.setdefault("applied", {}).update(applied)
     if records.is_writer:
         write_json_atomic(records.run_dir / RUN_FILE, records.run_info)
-
-
 
 
 def _version(dist_name: str) -> str | None:
