@@ -24,6 +24,7 @@ from vitfsdp.records import (
     SUMMARY_FILE,
     read_json,
     read_jsonl,
+    summarize_windows,
 )
 
 log = logging.getLogger(__name__)
@@ -76,10 +77,10 @@ SUMMARY_FIGURES = (
     "ips_spread", "ips_min", "ips_max", "step_time_s_min", "step_time_s_max",
     "loss", "elapsed_s", "compile_s",
 )  # fmt: skip
-#: Window statistics over measured windows, computed from ``metrics.jsonl`` when the
-#: summary of a completed run lacks them (records older than these fields).
-WINDOW_RANGES = {"ips_min": ("ips", min), "ips_max": ("ips", max),
-                 "step_time_s_min": ("step_time_s", min), "step_time_s_max": ("step_time_s", max)}
+#: Window statistics over measured windows, computed from ``metrics.jsonl``
+#: (:func:`vitfsdp.records.summarize_windows`) when the summary of a completed run lacks them
+#: (records older than these fields).
+WINDOW_RANGES = ("ips_min", "ips_max", "step_time_s_min", "step_time_s_max")
 #: Config keys (as dotted paths into run.json's ``config``) recorded as columns of that name.
 CONFIG_KEYS = (
     "train.activation_checkpointing", "kernels.fused_attn", "kernels.compile", "kernels.adamw",
@@ -271,23 +272,23 @@ def _window_figures(windows: list[dict], summary: dict | None, status: str) -> d
     """From ``metrics.jsonl``: measured windows, the last step reached, and (completed runs
     whose summary predates them) the min/max of ips and step time over measured windows and
     the minimum over ranks of peak memory (``peak_mem_min_gib``)."""
-    measured = [w for w in windows if not w.get("warmup")]
+    derived = summarize_windows(windows)
     steps = [w["step_end"] for w in windows if isinstance(w.get("step_end"), int)]
-    out: dict[str, Any] = {"num_windows": len(measured), "last_step": max(steps, default=None)}
+    out: dict[str, Any] = {"num_windows": derived["num_windows"],
+                           "last_step": max(steps, default=None)}
+    summary = summary or {}
     for key in ("num_windows", "last_step"):
-        if summary and summary.get(key) is not None:
+        if summary.get(key) is not None:
             out[key] = summary[key]
     if status != "completed":
         return out
-    for column, (key, how) in WINDOW_RANGES.items():
-        values = [w[key] for w in measured if isinstance(w.get(key), (int, float))]
-        if (summary or {}).get(column) is None and values:
-            out[column] = how(values)
-    kind = "peak_rss_min_gib" if (summary or {}).get("peak_mem_allocated_gib") is None \
+    for column in WINDOW_RANGES:
+        if summary.get(column) is None and derived[column] is not None:
+            out[column] = derived[column]
+    kind = "peak_rss_min_gib" if summary.get("peak_mem_allocated_gib") is None \
         else "peak_mem_allocated_min_gib"
-    lows = [w[kind] for w in measured if isinstance(w.get(kind), (int, float))]
-    if (summary or {}).get(kind) is None and lows:
-        out["peak_mem_min_gib"] = min(lows)
+    if summary.get(kind) is None and derived[kind] is not None:
+        out["peak_mem_min_gib"] = derived[kind]
     return out
 
 
@@ -297,7 +298,7 @@ def prediction(run: dict) -> dict[str, Any]:
     Uses the ``plan`` dict the sweep wrote into ``run.json`` when there is one (a
     ``skipped_infeasible`` point: the prediction it was skipped on, ``Prediction.as_dict()``;
     keys ``peak_mem_gib``, ``step_time_s``, ``ips``, ``fits``, ``pred_mem_metric``), else
-    :func:`vitfsdp.plan.predict_run` where the plan module provides it. Predictions are
+    :func:`vitfsdp.plan.predict_run`. Predictions are
     compared with measurements in :func:`vitfsdp.analysis.tables.calibration_table`.
     """
     plan = run.get("plan")
@@ -313,12 +314,11 @@ def prediction(run: dict) -> dict[str, Any]:
 
 
 def _predict_run(run: dict) -> dict | None:
-    """``vitfsdp.plan.predict_run(run)``, memoized per config; ``None`` where the plan module
-    has no ``predict_run`` or the config cannot be rebuilt (older records)."""
-    try:
-        from vitfsdp.plan import predict_run
-    except ImportError:
-        return None
+    """``vitfsdp.plan.predict_run(run)``, memoized per config; ``None`` where the config
+    cannot be rebuilt (older records). The plan is imported here, when first needed: it
+    brings torch and timm."""
+    from vitfsdp.plan import predict_run
+
     if not isinstance(run.get("config"), dict):
         return None
     key = json.dumps({k: run.get(k) for k in ("config", "world", "device", "model")},
