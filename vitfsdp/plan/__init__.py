@@ -203,15 +203,10 @@ def _fits(allocated_gib: float, peak_gib: float, device_memory_gib: float | None
 
 
 def _flops_per_image(cfg) -> float:
-    """Hardware FLOPs per image: 3 × forward, plus every block's forward again under
-    activation checkpointing (``vitfsdp.models.hardware_flops_per_image`` where it exists,
-    else 4 × forward; :mod:`vitfsdp.plan.timing`)."""
-    classes = cfg.num_classes
+    """Hardware FLOPs per image (:func:`vitfsdp.models.hardware_flops_per_image`): 3 ×
+    forward, plus what activation checkpointing recomputes of every block's forward."""
     ckpt = cfg.model.spec.depth if cfg.train.activation_checkpointing else 0
-    hardware = getattr(models, "hardware_flops_per_image", None)
-    if hardware is not None:
-        return hardware(cfg.model, classes, ckpt)
-    return (4 if ckpt else 3) * models.forward_flops_per_image(cfg.model, classes)
+    return models.hardware_flops_per_image(cfg.model, cfg.num_classes, ckpt)
 
 
 def predict(cfg, *, peak_flops: float | None = None,
