@@ -120,16 +120,24 @@ def test_jax_window_meter_has_the_same_keys():
     assert set(out) == WINDOW_KEYS and out["mfu"] is None and out["alloc_retries"] is None
 
 
+@pytest.fixture(autouse=True)
+def _fresh_probes(monkeypatch):
+    """Each test opens its own (mocked) device-memory probes: none cached from another."""
+    monkeypatch.setattr(metrics, "_OPENED", {})
+
+
 class _FakeNvml(types.ModuleType):
     """pynvml's functions used here, over a machine of 4 GPUs (NVML index = position)."""
 
     UUIDS = ["GPU-aaaa", "GPU-bbbb", "GPU-cccc", "GPU-dddd"]
+    BUS_IDS = ["00000000:18:00.0", "00000000:2A:00.0", "00000000:3A:00.0", "00000000:5D:00.0"]
 
     def __init__(self) -> None:
         super().__init__("pynvml")
+        self.num_inits = 0
 
     def nvmlInit(self):
-        pass
+        self.num_inits += 1
 
     def nvmlDeviceGetHandleByUUID(self, uuid):
         if uuid not in self.UUIDS:
@@ -137,12 +145,18 @@ class _FakeNvml(types.ModuleType):
         return self.UUIDS.index(uuid)
 
     def nvmlDeviceGetHandleByPciBusId(self, bus_id):
-        raise RuntimeError("NVML_ERROR_NOT_FOUND")
+        known = [metrics.normalize_pci_bus_id(b) for b in self.BUS_IDS]
+        if metrics.normalize_pci_bus_id(bus_id) not in known:
+            raise RuntimeError("NVML_ERROR_NOT_FOUND")
+        return known.index(metrics.normalize_pci_bus_id(bus_id))
 
     def nvmlDeviceGetHandleByIndex(self, index):
         if not 0 <= index < len(self.UUIDS):
             raise RuntimeError("NVML_ERROR_INVALID_ARGUMENT")
         return index
+
+    def nvmlDeviceGetPciInfo(self, handle):
+        return types.SimpleNamespace(busId=self.BUS_IDS[handle].encode())
 
     def nvmlSystemGetDriverVersion(self):
         return b"550.54.15"
@@ -169,7 +183,7 @@ def test_nvml_handle_maps_torch_index_to_nvml(uuid, visible, expected):
 
 def test_device_memory_probe_reads_nvml(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", _FakeNvml())
-    props = types.SimpleNamespace(uuid="bbbb", pci_domain_id=0, pci_bus_id=0x1b,
+    props = types.SimpleNamespace(uuid="bbbb", pci_domain_id=0, pci_bus_id=0x2a,
                                   pci_device_id=0)
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
     monkeypatch.setattr(torch.version, "hip", None)
@@ -177,6 +191,95 @@ def test_device_memory_probe_reads_nvml(monkeypatch):
     assert probe.backend == "nvml" and probe.driver_version == "550.54.15"
     assert probe.used_gib() == pytest.approx(2.0)  # NVML device 1 (uuid bbbb): 2 GiB used
     assert DeviceMemoryProbe(torch.device("cpu")).used_gib() is None
+
+
+def _mock_gpus(monkeypatch, fake: _FakeNvml, props_by_index: dict) -> None:
+    """torch sees CUDA devices with ``props_by_index``; pynvml is ``fake``."""
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: props_by_index[i])
+    monkeypatch.setattr(torch.version, "hip", None)
+
+
+def test_reordered_visible_devices_find_the_device_by_pci_bus_id(monkeypatch):
+    """CUDA_VISIBLE_DEVICES=3,1: torch's device 0 is NVML's 3. Without a UUID the PCI bus id
+    decides, not the position; the probe's bus id is the driver's, in torch's form."""
+    fake = _FakeNvml()
+    props = {0: types.SimpleNamespace(uuid="", pci_domain_id=0, pci_bus_id=0x5d,
+                                      pci_device_id=0)}
+    assert nvml_handle(fake, 0, None, "0000:5d:00.0", {"CUDA_VISIBLE_DEVICES": "1,3"}) == 3
+    _mock_gpus(monkeypatch, fake, props)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    probe = DeviceMemoryProbe(torch.device("cuda", 0))
+    assert probe.pci_bus_id == "0000:5d:00.0"
+    assert probe.used_gib() == pytest.approx(4.0)  # NVML device 3
+
+
+def test_probe_refuses_a_driver_device_on_another_pci_bus(monkeypatch, caplog):
+    """A fallback lookup (the visible-devices entry) that lands on another GPU than torch's
+    gives null figures and a warning, never another device's memory."""
+    fake = _FakeNvml()
+    fake.nvmlDeviceGetHandleByPciBusId = lambda bus_id: (_ for _ in ()).throw(
+        RuntimeError("NVML_ERROR_NOT_FOUND"))  # an old driver: no lookup by bus id
+    props = {0: types.SimpleNamespace(uuid="", pci_domain_id=0, pci_bus_id=0x5d,
+                                      pci_device_id=0)}
+    _mock_gpus(monkeypatch, fake, props)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")  # wrong: NVML 1 is at 2a, torch's at 5d
+    monkeypatch.setattr(metrics, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="vitfsdp.metrics"):
+        probe = DeviceMemoryProbe(torch.device("cuda", 0))
+    assert probe.used_gib() is None and probe.pci_bus_id is None
+    assert probe.driver_version == "550.54.15"
+    assert "0000:2a:00.0" in caplog.text and "0000:5d:00.0" in caplog.text
+
+
+def test_probe_opens_the_driver_once_per_device(monkeypatch):
+    fake = _FakeNvml()
+    props = {i: types.SimpleNamespace(uuid=u[4:], pci_domain_id=0,
+                                      pci_bus_id=int(b.split(":")[1], 16), pci_device_id=0)
+             for i, (u, b) in enumerate(zip(fake.UUIDS, fake.BUS_IDS, strict=True))}
+    _mock_gpus(monkeypatch, fake, props)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    first, again = DeviceMemoryProbe(torch.device("cuda", 2)), DeviceMemoryProbe(
+        torch.device("cuda", 2))
+    assert fake.num_inits == 1 and first.used_gib() == again.used_gib() == pytest.approx(3.0)
+    assert DeviceMemoryProbe(torch.device("cuda", 0)).used_gib() == pytest.approx(1.0)
+    assert fake.num_inits == 2
+
+
+@pytest.mark.parametrize("bus_id, expected", [
+    ("00000000:2A:00.0", "0000:2a:00.0"),  # NVML
+    ("0000:c1:00.0", "0000:c1:00.0"),  # AMD SMI, sysfs
+    ("0001:03:1f.7", "0001:03:1f.7"),
+    ("GPU-aaaa", None),
+])
+def test_pci_bus_ids_compare_in_one_form(bus_id, expected):
+    assert metrics.normalize_pci_bus_id(bus_id) == expected
+
+
+def test_cuda_events_are_recorded_on_the_measured_devices_stream(monkeypatch):
+    """With cuda:0 current, a meter of cuda:1 records its events on cuda:1's stream."""
+    recorded = []
+
+    class FakeEvent:
+        def __init__(self, enable_timing=False):
+            assert enable_timing
+
+        def record(self, stream=None):
+            recorded.append(stream)
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, end):
+            return 250.0  # ms
+
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "current_stream",
+                        lambda device=None: f"stream of {torch.device(device)}")
+    clock = metrics._Clock(torch.device("cuda", 1))
+    clock.start()
+    assert clock.stop() == pytest.approx(0.25)
+    assert recorded == ["stream of cuda:1", "stream of cuda:1"]
 
 
 def test_overhead_benchmark_runs_both_loops_alike(tmp_path, capsys):

@@ -326,6 +326,21 @@ def _pci_bus_id(props) -> str | None:
         return None
 
 
+def normalize_pci_bus_id(bus_id: str) -> str | None:
+    """``domain:bus:device.function`` in the form torch's is written here (``dddd:bb:dd.f``,
+    lower-case hex): NVML writes an 8-digit domain (``00000000:18:00.0``), AMD SMI and sysfs
+    4 digits. ``None`` for a string that is not a PCI address."""
+    m = re.fullmatch(r"\s*([0-9a-fA-F]+):([0-9a-fA-F]+):([0-9a-fA-F]+)\.([0-7])\s*", bus_id)
+    if m is None:
+        return None
+    domain, bus, dev, fn = (int(g, 16) for g in m.groups())
+    return f"{domain:04x}:{bus:02x}:{dev:02x}.{fn}"
+
+
+#: CUDA device index → what DeviceMemoryProbe opened for it in this process.
+_OPENED: dict[int, tuple] = {}
+
+
 def nvml_handle(nvml, torch_index: int, uuid: str | None, pci_bus_id: str | None,
                 environ: dict[str, str] | None = None):
     """The NVML handle of torch's CUDA device ``torch_index``, or ``None``.
@@ -366,8 +381,12 @@ def nvml_handle(nvml, torch_index: int, uuid: str | None, pci_bus_id: str | None
 
 class DeviceMemoryProbe:
     """Memory in use on one GPU as its driver reports it (NVML on NVIDIA, AMD SMI on ROCm),
-    and the driver version. Everything is ``None`` on CPU or where the library is missing
-    or cannot find the device (one warning).
+    the driver version and the PCI bus id of the device the driver's handle names.
+    Everything is ``None`` on CPU or where the library is missing or cannot find the device
+    (one warning).
+
+    The driver library is opened and the device looked up once per device and process
+    (run.json's driver version and every window meter share it).
 
     Args:
         device: the rank's torch device.
@@ -377,17 +396,34 @@ class DeviceMemoryProbe:
         self.backend: str | None = None
         self._used = None
         self.driver_version: str | None = None
+        #: ``dddd:bb:dd.f`` (lower-case hex) of the driver's device; None where unknown.
+        self.pci_bus_id: str | None = None
         if device.type != "cuda":
             return
         index = device.index if device.index is not None else torch.cuda.current_device()
+        if index not in _OPENED:
+            _OPENED[index] = self._open(index)
+        self.backend, self._used, self.driver_version, self.pci_bus_id = _OPENED[index]
+
+    def _open(self, index: int) -> tuple:
+        """(backend, used-GiB function, driver version, PCI bus id) of CUDA device ``index``;
+        all None, with one warning, where the driver library cannot give them."""
         props = torch.cuda.get_device_properties(index)
         opener = self._open_amdsmi if torch.version.hip else self._open_nvml
         try:
-            opener(index, props)
+            opened = opener(index, props)
         except Exception as e:  # noqa: BLE001 - a missing library or driver: null figures
             _warn_once(f"devmem:{type(e).__name__}", "device_mem_used_gib is null: %s", e)
+            return None, None, None, None
+        torch_bdf = _pci_bus_id(props)
+        if torch_bdf and opened[3] and opened[3] != torch_bdf:  # the lookup fell back wrongly
+            _warn_once("devmem:pci", "device_mem_used_gib is null: the driver's device for "
+                       "CUDA device %d is at PCI %s, torch's at %s", index, opened[3], torch_bdf)
+            return None, None, opened[2], None
+        return opened
 
-    def _open_nvml(self, index: int, props) -> None:
+    @staticmethod
+    def _open_nvml(index: int, props) -> tuple:
         import pynvml
 
         pynvml.nvmlInit()
@@ -395,23 +431,28 @@ class DeviceMemoryProbe:
                              _pci_bus_id(props))
         if handle is None:
             raise RuntimeError(f"NVML found no device for CUDA device {index}")
-        self.driver_version = _str(pynvml.nvmlSystemGetDriverVersion())
-        self._used = lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).used / GIB
-        self.backend = "nvml"
+        try:
+            bdf = normalize_pci_bus_id(_str(pynvml.nvmlDeviceGetPciInfo(handle).busId))
+        except Exception:  # noqa: BLE001 - pynvml.NVMLError: no check, not an error
+            bdf = None
+        return ("nvml", lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).used / GIB,
+                _str(pynvml.nvmlSystemGetDriverVersion()), bdf)
 
-    def _open_amdsmi(self, index: int, props) -> None:
+    @staticmethod
+    def _open_amdsmi(index: int, props) -> tuple:
         import amdsmi  # the AMD SMI Python library of the ROCm install; not on PyPI
 
         amdsmi.amdsmi_init()
         bdf = _pci_bus_id(props)
         handle = next((h for h in amdsmi.amdsmi_get_processor_handles()
-                       if bdf and amdsmi.amdsmi_get_gpu_device_bdf(h).lower() == bdf), None)
+                       if bdf and normalize_pci_bus_id(amdsmi.amdsmi_get_gpu_device_bdf(h))
+                       == bdf), None)
         if handle is None:
             raise RuntimeError(f"AMD SMI found no device at PCI {bdf} (torch device {index})")
-        self.driver_version = amdsmi.amdsmi_get_gpu_driver_info(handle).get("driver_version")
+        driver = amdsmi.amdsmi_get_gpu_driver_info(handle).get("driver_version")
         # vram_used is in MiB
-        self._used = lambda: amdsmi.amdsmi_get_gpu_vram_usage(handle)["vram_used"] / 1024
-        self.backend = "amdsmi"
+        return ("amdsmi", lambda: amdsmi.amdsmi_get_gpu_vram_usage(handle)["vram_used"] / 1024,
+                driver, bdf)
 
     def used_gib(self) -> float | None:
         """Memory in use on the whole device now, GiB; None where unavailable."""
@@ -438,9 +479,14 @@ def timer_kind(device: torch.device) -> str:
 
 class _Clock:
     """Elapsed seconds between :meth:`start` and :meth:`stop`: CUDA events on a GPU (the
-    host waits only for the end event), the wall clock elsewhere (:func:`timer_kind`)."""
+    host waits only for the end event), the wall clock elsewhere (:func:`timer_kind`).
+
+    The events are recorded on ``device``'s current stream, the one the step's kernels are
+    queued on, whichever device is current (a bare ``Event.record()`` would use the current
+    device's stream: another GPU's where the rank did not make its own device current)."""
 
     def __init__(self, device: torch.device) -> None:
+        self.device = device
         self.kind = timer_kind(device)
         self.cuda = self.kind == "cuda_event"
         self._start = self._t0 = None
@@ -448,7 +494,7 @@ class _Clock:
     def start(self) -> None:
         if self.cuda:
             self._start = torch.cuda.Event(enable_timing=True)
-            self._start.record()
+            self._start.record(torch.cuda.current_stream(self.device))
         else:
             self._t0 = time.perf_counter()
 
@@ -456,7 +502,7 @@ class _Clock:
         if not self.cuda:
             return time.perf_counter() - self._t0
         end = torch.cuda.Event(enable_timing=True)
-        end.record()
+        end.record(torch.cuda.current_stream(self.device))
         end.synchronize()
         return self._start.elapsed_time(end) / 1000
 
