@@ -60,6 +60,10 @@ def test_fsdp_path_is_the_sweeps_fsdp_wrapping_on_a_world_of_one(bench):
     run = read(out / "vit_tiny" / "fsdp" / "run.json")
     assert (run["world"]["size"], run["world"]["sharding_strategy"]) == (1, "FULL_SHARD")
     assert run["config"]["engine"] == "fsdp1"
+    # FSDP1 runs NO_SHARD on a world of 1 whatever is asked: recorded and shown as such
+    assert run["applied"]["sharding_strategy"] == "NO_SHARD"
+    row = pd.read_csv(out / "bench.csv").set_index("path").loc["fsdp"]
+    assert row["wrapper"] == "FSDP1 FULL_SHARD->NO_SHARD world 1"
     assert run["applied"]["materialized"] == "per_unit"  # FSDP1's param_init_fn ran per unit
     assert read(out / "vit_tiny" / "unwrapped" / "run.json")["world"]["wrapper"] == "none"
 
@@ -116,6 +120,31 @@ def test_issue_targets_pass_and_fail_on_the_measured_figures():
                         ("vit_huge_patch14_224:", "MFU"): "PASS",
                         ("vit_base:", "FSDP/unwrapped"): "FAIL",
                         ("vit_base:", "ours/timm"): "FAIL"}
+
+
+def test_a_failed_training_run_does_not_end_the_benchmark(tmp_path, monkeypatch):
+    """A failed fsdp measurement aborts its process group (as train.run does): the next
+    model's fsdp measurement still gets a live group, and the table is written."""
+    import torch.distributed as dist
+
+    from vitfsdp import failures
+
+    groups = []
+
+    def fsdp(cfg, device, run_dir):
+        groups.append(dist.is_initialized())
+        if len(groups) == 1:
+            failures.abort_process_group()
+            raise failures.RunFailed("oom", "CUDA out of memory")
+
+    monkeypatch.setattr(throughput, "_fsdp", fsdp)
+    monkeypatch.setattr(throughput, "_unwrapped", lambda cfg, device, run_dir: None)
+    monkeypatch.setattr(throughput, "_timm", lambda cfg, device, run_dir: None)
+    out = tmp_path / "out"
+    assert throughput.main(["--device", "cpu", "--models", "vit_tiny,vit_base", "--out",
+                            str(out)]) == 1  # nothing completed
+    assert groups == [True, True]
+    assert len(pd.read_csv(out / "bench.csv")) == 6
 
 
 def test_unknown_model_is_one_line_error(tmp_path, capsys):

@@ -119,7 +119,8 @@ def process_group(env: DistEnv, device: torch.device, timeout_s: float) -> Itera
     """Initialize the default process group for ``env`` and destroy it on exit.
 
     A single process gets a world-size-1 group on an in-memory store, so DDP and FSDP wrap
-    the same way at every size.
+    the same way at every size. A group aborted inside (a recorded failure:
+    :func:`vitfsdp.failures.abort_process_group`) is left as it is on exit.
 
     Args:
         timeout_s: collective timeout in seconds; a collective waiting longer raises.
@@ -134,7 +135,8 @@ def process_group(env: DistEnv, device: torch.device, timeout_s: float) -> Itera
     try:
         yield
     finally:
-        dist.destroy_process_group()
+        if dist.is_initialized():  # not when a failure aborted it: that would raise
+            dist.destroy_process_group()
 
 
 def host_name() -> str:

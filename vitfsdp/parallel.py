@@ -348,7 +348,9 @@ def wrap(
     Returns:
         (the wrapped model, what was applied: ``materialized`` (``whole_model``,
         ``per_unit``, ``per_shard`` or ``none`` for a model already on a device),
-        ``activation_checkpointed_blocks`` and ``compiled_blocks`` counts).
+        ``activation_checkpointed_blocks`` and ``compiled_blocks`` counts, and the
+        ``sharding_strategy`` that runs: ``DDP``, FSDP1's own (``NO_SHARD`` on a world of
+        1, whatever was asked: torch substitutes it) or FSDP2's effective one).
 
     Raises:
         ValueError: unknown engine, or a meta-device model without ``init``.
@@ -394,7 +396,8 @@ def _ddp(model, device, init, block_classes, checkpointing, compile_blocks):
     _compile(units, compile_blocks)
     ids = [device.index] if device.type == "cuda" else None
     return DDP(model, device_ids=ids), _applied(
-        "whole_model" if init is not None else "none", units, checkpointing, compile_blocks)
+        "whole_model" if init is not None else "none", units, checkpointing, compile_blocks,
+        "DDP")
 
 
 def _fsdp1(model, cfg, device, world_size, block_classes, precision, init, checkpointing,
@@ -426,8 +429,10 @@ def _fsdp1(model, cfg, device, world_size, block_classes, precision, init, check
     if checkpointing:
         apply_activation_checkpointing(model, checkpoint_wrapper_fn=checkpoint_wrapper,
                                        check_fn=lambda m: type(m) in block_classes)
+    # what FSDP1 runs: on a world of 1 torch replaces every strategy by NO_SHARD (with a
+    # warning; torch/distributed/fsdp/_init_utils.py, _init_core_state)
     return model, _applied("per_unit" if init is not None else "none", units, checkpointing,
-                           compile_blocks)
+                           compile_blocks, model.sharding_strategy.name)
 
 
 def _unit_init_fn(init: ParamInit, device: torch.device):
@@ -465,10 +470,12 @@ def _compile(units: list[torch.nn.Module], enabled: bool) -> None:
         unit.compile()
 
 
-def _applied(materialized: str, units, checkpointing: bool, compile_blocks: bool) -> dict:
+def _applied(materialized: str, units, checkpointing: bool, compile_blocks: bool,
+             sharding_strategy: str) -> dict:
     return {"materialized": materialized,
             "activation_checkpointed_blocks": len(units) if checkpointing else 0,
-            "compiled_blocks": len(units) if compile_blocks else 0}
+            "compiled_blocks": len(units) if compile_blocks else 0,
+            "sharding_strategy": sharding_strategy}
 
 
 def fsdp2_mesh(device_type: str, world_size: int, cfg: StrategyConfig) -> DeviceMesh:
@@ -500,7 +507,7 @@ def _fully_shard(model, cfg, device, world_size, block_classes, precision, init,
     if init is not None:
         _materialize_shards(model, init, device)
     return model, _applied("per_shard" if init is not None else "none", units, checkpointing,
-                           compile_blocks)
+                           compile_blocks, cfg.effective_sharding_strategy())
 
 
 @torch.no_grad()

@@ -184,21 +184,19 @@ def run_bench(opts: BenchOptions) -> pd.DataFrame:
     for name in opts.models:
         _check_empty(opts.out / name)
     rows = []
-    with _single_process_group(device):
-        for name, cfg in cfgs.items():
-            log.info("benchmarking %s: batch %d, %d steps (%d warm-up)", name, opts.batch,
-                     opts.steps, opts.warmup)
-            for path, measure in (("fsdp", _fsdp), ("unwrapped", _unwrapped), ("timm", _timm)):
-                run_dir = opts.out / name / path
-                _guarded(lambda m=measure, d=run_dir, c=cfg: m(c, device, d), run_dir)
-                _release(device)
-                rows.append(_row(name, path, run_dir))
-            if opts.profile_steps > 0:
-                _guarded(lambda c=cfg, n=name: profile_fsdp_step(c, device, opts.out / n /
-                                                                 "profile", opts.profile_steps),
-                         None)
-                _release(device)
+    for name, cfg in cfgs.items():
+        log.info("benchmarking %s: batch %d, %d steps (%d warm-up)", name, opts.batch,
+                 opts.steps, opts.warmup)
+        for path, measure in (("fsdp", _fsdp), ("unwrapped", _unwrapped), ("timm", _timm)):
+            run_dir = opts.out / name / path
+            _guarded(lambda m=measure, d=run_dir, c=cfg: m(c, device, d), run_dir, device)
+            rows.append(_row(name, path, run_dir))
+        if opts.profile_steps > 0:
+            _guarded(lambda c=cfg, n=name: profile_fsdp_step(c, device, opts.out / n /
+                                                             "profile", opts.profile_steps),
+                     None, device)
     table = _with_ratios(pd.DataFrame(rows))
+    opts.out.mkdir(parents=True, exist_ok=True)  # where every measurement failed early
     table.to_csv(opts.out / "bench.csv", index=False)
     write_json_atomic(opts.out / "bench.json", {
         "options": {k: str(v) if isinstance(v, Path) else v
@@ -443,11 +441,15 @@ def _batches(cfg: RunConfig, device: torch.device) -> Iterator:
                         device=device, seed=cfg.train.seed)
 
 
-def _guarded(measure: Callable[[], object], run_dir: Path | None) -> None:
-    """Run one measurement; a failure is recorded in its run directory (``oom`` or
-    ``failed``; only logged without one) and the benchmark goes on with the next one."""
+def _guarded(measure: Callable[[], object], run_dir: Path | None,
+             device: torch.device) -> None:
+    """Run one measurement in a world-of-1 process group of its own, then free what it
+    held; a failure is recorded in its run directory (``oom`` or ``failed``; only logged
+    without one) and the benchmark goes on with the next one (a failed training run aborts
+    its process group, so the next measurement needs a new one)."""
     try:
-        measure()
+        with _single_process_group(device):
+            measure()
     except failures.RunFailed as e:  # train.run recorded it already
         log.error("%s: %s", run_dir, e)
     except torch.OutOfMemoryError as e:
@@ -458,6 +460,8 @@ def _guarded(measure: Callable[[], object], run_dir: Path | None) -> None:
         log.exception("%s failed", run_dir or "profile")
         if run_dir is not None:
             mark_failed(run_dir, "failed", f"{type(e).__name__}: {e}"[:2000])
+    finally:
+        _release(device)
 
 
 def _release(device: torch.device) -> None:
@@ -495,9 +499,11 @@ def _row(model: str, path: str, run_dir: Path) -> dict:
     """One table row from a measurement's run.json and summary.json."""
     run, summary = read_json(run_dir / RUN_FILE) or {}, read_json(run_dir / SUMMARY_FILE) or {}
     applied, world = run.get("applied", {}), run.get("world", {})
-    if path == "fsdp":
+    if path == "fsdp":  # the strategy asked for, and the one FSDP ran where they differ
         engine = (run.get("config") or {}).get("engine", "")
-        wrapper = f"{engine.upper()} {world.get('sharding_strategy')} world {world.get('size')}"
+        asked, ran = world.get("sharding_strategy"), applied.get("sharding_strategy")
+        strategy = asked if ran in (None, asked) else f"{asked}->{ran}"
+        wrapper = f"{engine.upper()} {strategy} world {world.get('size')}"
         compiled = "per_block" if applied.get("compiled_blocks") else "off"
     else:
         wrapper, compiled = world.get("wrapper"), applied.get("compile")
