@@ -3,11 +3,13 @@
 #   make test   install, start the virtual Slurm cluster (root: installs slurm-wlm + munge),
 #               then run the test suite; the Slurm tests fail if the cluster is not up
 #   make test-noslurm   the same without the cluster (its tests are skipped), for non-root users
+#   make test-gpu   on a GPU node: install, then check every GPU path (tests/test_gpu.py)
+#   make bench-gpu  on a GPU node: issue 9's single-GPU benchmark into runs/bench/<host>/
 PYTHON ?= python3
 DEMO_DIR ?= runs/demo
 SLURM_DIR ?= /tmp/vitfsdp-slurm
 
-.PHONY: install demo test test-noslurm slurm-up slurm-down lint
+.PHONY: install demo test test-noslurm test-gpu bench-gpu slurm-up slurm-down lint
 
 install:
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
@@ -32,6 +34,17 @@ test: install slurm-up
 
 test-noslurm: install
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
+
+test-gpu: install
+	$(PYTHON) -m pytest -m gpu -v tests/test_gpu.py
+
+# the bench refuses an --out that holds measurements: a second run needs BENCH_OUT=...
+BENCH_MODELS ?= vit_base,vit_large_patch16_224,vit_huge_patch14_224,vit_1b
+BENCH_OUT ?= runs/bench/$(shell hostname -s)
+
+bench-gpu: install
+	$(PYTHON) -m vitfsdp.bench --models $(BENCH_MODELS) --batch 32 --precision bf16 \
+	    --profile-steps 10 --out $(BENCH_OUT)
 
 lint:
 	$(PYTHON) -m ruff check .
