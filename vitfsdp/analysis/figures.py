@@ -4,9 +4,15 @@ Both figures take a :func:`vitfsdp.analysis.collect.collect_runs` frame (every r
 its status) and draw one line per strategy (split by any varying config, see
 :func:`vitfsdp.analysis.collect.line_columns`) and one panel per model. When PyTorch and JAX
 runs are both present, the framework is the line style (:data:`FRAMEWORK_STYLES`) and the
-colour is the rest of the line's identity, so each strategy has one colour in both. Runs
-that did not complete are never dropped silently: they are drawn as an ``x`` at the bottom
-of the panel in their line's colour and listed in a note under the axes.
+colour and marker are the rest of the line's identity, so each strategy looks the same in
+both. Runs that did not complete are never dropped silently: they are drawn as an ``x`` at
+the bottom of the panel in their line's colour and listed in a note under the axes.
+
+Sized for papers: each panel is :data:`PANEL_WIDTH_IN` (one column of a two-column paper)
+wide, with 7-8 pt text (:data:`PAPER_RC`), so a one-panel figure prints at 100 % in a column
+and a two-panel figure across the page. Lines differ by marker as well as colour, and the
+ideal, predicted and measured lines by dash style, so a greyscale print stays readable. The
+legend is one per figure, below the panels, never over the data.
 
 Figures are built on the Agg canvas without ``pyplot``, so no global state is touched and no
 figure is left open; the functions return the :class:`~matplotlib.figure.Figure`.
@@ -14,6 +20,7 @@ figure is left open; the functions return the :class:`~matplotlib.figure.Figure`
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -21,10 +28,13 @@ import textwrap
 from collections import Counter
 from pathlib import Path
 
+import matplotlib
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from vitfsdp.analysis.collect import collect_runs, line_columns
@@ -34,65 +44,93 @@ from vitfsdp.analysis.tables import ABLATION_COLUMNS, PREFETCH_ORDER, points_tab
 
 log = logging.getLogger(__name__)
 
-DPI = 150
+DPI = 300  # PNG resolution (dots per inch): print quality at the figure's own size
 #: Height (axes fraction) at which runs that did not complete are marked, and the step up
 #: between marks of different lines at the same node count.
 NOT_COMPLETED_Y = 0.04
 NOT_COMPLETED_STEP = 0.05
-PANEL_SIZE = (5.5, 4.2)  # inches per panel: width, height
-MAX_COLUMNS = 3  # panels a row in the one-panel-per-model figures
+#: Width of one panel in inches, labels included: one column of a two-column paper (IEEE,
+#: ACM and Springer columns are 3.3-3.5 in), so a figure prints at 100 % with no shrinking.
+PANEL_WIDTH_IN = 3.5
+AXES_HEIGHT_IN = 1.9  # height of each panel's plotting area (inches); the figure grows to fit
+MAX_COLUMNS = 2  # panels a row: two columns make a full page width (7 in)
+#: Matplotlib settings of every figure: text sizes readable at 100 % print size.
+PAPER_RC = {
+    "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "xtick.labelsize": 7,
+    "ytick.labelsize": 7, "legend.fontsize": 7, "figure.titlesize": 9, "lines.linewidth": 1.2,
+    "lines.markersize": 4.5, "errorbar.capsize": 2, "hatch.linewidth": 0.6,
+}  # fmt: skip
+NOTE_FONTSIZE = 6.5  # points: the not-completed note under a panel
+Y_LABELS_IN = 0.8  # inches of a panel's width taken by the y label and tick labels
 #: Memory figure columns: FULL_SHARD alone, as the study shows it, then the rest.
 MEMORY_GROUPS = ("FULL_SHARD", "other strategies")
 #: Bar colour per backward_prefetch in the ablation (ColorBrewer Dark2: not the strategy
 #: colours, since bars there are prefetch settings, not strategies).
 PREFETCH_COLORS = {"BACKWARD_PRE": "#1b9e77", "BACKWARD_POST": "#d95f02", "NONE": "#7570b3"}
-#: A fixed colour per strategy preset, so a strategy looks the same in every figure and
-#: every report (used when lines are plain strategies; otherwise colours are assigned in
-#: label order).
-STRATEGY_COLORS = {"DDP": "C0", "NO_SHARD": "C1", "FULL_SHARD": "C2", "SHARD_GRAD_OP": "C3",
-                   "HYBRID_1GPU": "C4", "HYBRID_2GPU": "C5", "HYBRID_8GPU": "C6",
-                   "HYBRID_4GPU": "C8", "HYBRID_16GPU": "C9"}
+#: Colours and markers of lines in label order (grey, C7, is left to the legend's proxies);
+#: the two cycles differ in length, so no two of the first 90 lines look alike.
+LINE_COLORS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C8", "C9")
+LINE_MARKERS = ("o", "s", "^", "v", "P", "<", ">", "p", "h", "*")
+#: A fixed colour and marker per strategy preset, so a strategy looks the same in every
+#: figure and report, in colour and in greyscale (used when lines are plain strategies;
+#: otherwise both are assigned in label order).
+STRATEGY_LOOKS = {"DDP": ("C0", "o"), "NO_SHARD": ("C1", "v"), "FULL_SHARD": ("C2", "s"),
+                  "SHARD_GRAD_OP": ("C3", "^"), "HYBRID_1GPU": ("C4", "<"),
+                  "HYBRID_2GPU": ("C5", ">"), "HYBRID_8GPU": ("C6", "P"),
+                  "HYBRID_4GPU": ("C8", "p"), "HYBRID_16GPU": ("C9", "h")}  # fmt: skip
+DEVICE_COLOR = "black"  # the device-memory line (no strategy line is black)
 #: Memory y labels by ``peak_mem_kind``.
 MEMORY_LABELS = {
     "allocated": "peak allocated per GPU (GiB)",
     "rss": "peak resident memory per rank (GiB)",
 }
-#: Line style and marker per framework when both are plotted; one framework: solid, circles.
-FRAMEWORK_STYLES = {"torch": ("-", "o"), "jax": ("-.", "s")}
-DEFAULT_STYLE = ("-", "o")
+#: Line style per framework when both are plotted; one framework: solid. Measured lines are
+#: solid or dash-dot, ideal lines dashed, the plan's predictions dotted.
+FRAMEWORK_STYLES = {"torch": "-", "jax": "-."}
+DEFAULT_STYLE = "-"
 #: Config shown in the figure title when every run shares it.
 CONTEXT_COLUMNS = ("local_batch_size", "precision", "data", "device_name")
 
 
+def _paper_style(plot):
+    """Run a figure function under :data:`PAPER_RC` (text sizes are fixed as it draws)."""
+
+    @functools.wraps(plot)
+    def styled(*args, **kwargs):
+        with matplotlib.rc_context(PAPER_RC):
+            return plot(*args, **kwargs)
+
+    return styled
+
+
+@_paper_style
 def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure:
     """Global images/s against nodes, with a dashed ideal line per strategy.
 
     Args:
         df: a ``collect_runs`` frame; ``ips`` is global images/s.
-        path: where to save the figure (format from the suffix: .png at 150 dpi, .svg);
-            not saved if ``None``.
+        path: where to save the figure (format from the suffix: .png at :data:`DPI` dpi,
+            .svg); not saved if ``None``.
 
     Returns:
-        The figure: one panel per model (up to :data:`MAX_COLUMNS` a row); per line, a solid
-        line with markers through the completed points (median ips per node count over
-        repeats, with a min-max error bar where a point ran more than once), a dashed ideal
-        line in the same colour, linear from the line's smallest completed node count, and
-        the plan's predicted ips as a dotted line where ``pred_ips`` is known; log-2 x axis,
-        log y. Runs that did not complete are marked at the panel's bottom (``x``; a hollow
-        diamond for a point skipped as infeasible) and listed under the axes.
+        The figure: one panel per model (up to :data:`MAX_COLUMNS` a row) and one legend below them;
+        per line, a solid line with markers through the completed points (median ips per node count
+        over repeats, with a min-max error bar where a point ran more than once), a dashed ideal
+        line in the same colour, linear from the line's smallest completed node count, and the
+        plan's predicted ips as a dotted line where ``pred_ips`` is known; log-2 x axis, log y. Runs
+        that did not complete are marked at the panel's bottom (``x``; a hollow diamond for a point
+        skipped as infeasible) and listed under the axes.
     """
     panels = _panels(df)
     fig, axes = _new_figure(len(panels))
     keys = _label_keys(df)
-    colors = _colors(df, keys)
+    looks = _looks(df, keys)
+    extras = {"ideal"}
     for ax, (model, panel) in zip(axes, panels, strict=True):
-        notes, marked, extras = [], Counter(), {"ideal"}
+        notes, marked = [], Counter()
         for label, line in _lines(panel, keys):
-            done = _completed_points(line, "ips", "median")
-            color = colors[_color_label(line, keys)]
+            done, color = _plot_measured(ax, line, keys, looks, label, "ips", "median")
             if not done.empty:
-                ls, marker = _style(line, keys)
-                ax.plot(done.index, done.values, ls=ls, marker=marker, color=color, label=label)
                 _plot_ideal(ax, done, line["nodes"], color, label)
                 _plot_repeat_range(ax, line, "ips", color, extras)
             _plot_predicted(ax, line, "pred_ips", color, label, extras)
@@ -102,11 +140,11 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
             _make_room_below(ax)
         _style_panel(ax, panel, _panel_title(model, panel), "throughput (images/s, global)",
                      notes)
-        _legend(ax, extras)
-    _finish(fig, "Weak scaling: throughput against node count", df, path)
+    _finish(fig, "Weak scaling: throughput against node count", df, path, extras)
     return fig
 
 
+@_paper_style
 def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure:
     """Peak memory per GPU (or per rank on CPU) against nodes, a line per strategy.
 
@@ -119,13 +157,13 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
         path: where to save the figure (format from the suffix); not saved if ``None``.
 
     Returns:
-        The figure. Per line: the maximum over ranks (and repeats) per node count, with an
-        error bar down to the minimum over ranks where the records have it
-        (``peak_mem_min_gib``); the plan's predicted peak as a dotted line (and the measured
-        peak reserved as hollow circles when that is what the plan predicts); a point
-        skipped as infeasible as a hollow diamond at its predicted memory; other runs that
-        did not complete as ``x`` at the bottom. The device's memory (run.json
-        ``device.memory_gib``, else ``cluster.device_memory_gib``) is a black dotted line.
+        The figure, with one legend below the panels. Per line: the maximum over ranks (and repeats)
+        per node count, with an error bar down to the minimum over ranks where the records have it
+        (``peak_mem_min_gib``); the plan's predicted peak as a dotted line (and the measured peak
+        reserved as hollow circles when that is what the plan predicts); a point skipped as
+        infeasible as a hollow diamond at its predicted memory; other runs that did not complete as
+        ``x`` at the bottom. The device's memory (run.json ``device.memory_gib``, else
+        ``cluster.device_memory_gib``) is a black dotted line.
     """
     cells = [(model, group, rows) for model, panel in _panels(df)
              for group, rows in _memory_groups(panel)]
@@ -133,27 +171,28 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     models = [model for model, _ in _panels(df)]
     fig, axes = _new_figure(len(models) * len(groups), columns=len(groups))
     keys = _label_keys(df)
-    colors = _colors(df, keys)
+    looks = _looks(df, keys)
+    extras = set()
     for ax, (model, group) in zip(axes, [(m, g) for m in models for g in groups], strict=True):
         panel = next((rows for m, g, rows in cells if (m, g) == (model, group)), None)
         if panel is None:
             _empty_panel(ax, f"{model}: {group}", f"no {group} runs")
             continue
-        _draw_memory_panel(ax, panel, keys, colors, f"{_panel_title(model, panel)}: {group}")
-    _finish(fig, "Peak memory per GPU against node count", df, path)
+        _draw_memory_panel(ax, panel, keys, looks, f"{_panel_title(model, panel)}: {group}",
+                           extras)
+    _finish(fig, "Peak memory per GPU against node count", df, path, extras)
     return fig
 
 
-def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str], colors: dict[str, str],
-                       title: str) -> None:  # fmt: skip
-    """One memory panel: measured, predicted, not completed, device memory, legend."""
-    notes, marked, extras = [], Counter(), set()
+def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str],
+                       looks: dict[str, tuple[str, str]], title: str,
+                       extras: set[str]) -> None:  # fmt: skip
+    """One memory panel: measured, predicted, not completed, device memory; the kinds of
+    mark drawn are added to ``extras`` for the figure's legend."""
+    notes, marked = [], Counter()
     for label, line in _lines(panel, keys):
-        done = _completed_points(line, "peak_mem_gib", "max")
-        color = colors[_color_label(line, keys)]
+        done, color = _plot_measured(ax, line, keys, looks, label, "peak_mem_gib", "max")
         if not done.empty:
-            ls, marker = _style(line, keys)
-            ax.plot(done.index, done.values, ls=ls, marker=marker, color=color, label=label)
             _plot_rank_range(ax, line, done, color, extras)
         if _plot_predicted(ax, line, "pred_peak_mem_gib", color, label, extras):
             _plot_reserved(ax, line, color, extras)
@@ -162,9 +201,9 @@ def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str], colors: dict[st
     ax.set_ylim(bottom=0, top=1.15 * ax.get_ylim()[1])  # room above the highest point
     _plot_device_memory(ax, panel)
     _style_panel(ax, panel, title, _memory_label(panel), notes)
-    _legend(ax, extras)
 
 
+@_paper_style
 def plot_prefetch(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure | None:
     """The prefetch ablation: ips of each strategy under BACKWARD_PRE / BACKWARD_POST / NONE
     x ``limit_all_gathers`` true/false, as grouped bars.
@@ -174,7 +213,8 @@ def plot_prefetch(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Fi
     so the largest ablated scale is where the choice matters (``prefetch.csv`` holds every
     node count). One bar group per strategy (and any other varying config); bar colour =
     ``backward_prefetch``, hatching = ``limit_all_gathers=False``; min-max error bars over
-    repeats; a run that did not complete is an ``x`` at its bar's place.
+    repeats; a run that did not complete is an ``x`` at its bar's place. One legend below
+    the panels.
 
     Args:
         df: a ``collect_runs`` frame.
@@ -190,19 +230,35 @@ def plot_prefetch(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Fi
         return None
     at = ablated.groupby("model")["nodes"].max()
     fig, axes = _new_figure(len(at))
+    extras, drawn = set(), set()
     for ax, (model, nodes) in zip(axes, at.items(), strict=True):
         bars = table[(table["model"] == model) & (table["nodes"] == nodes)]
-        _draw_prefetch_panel(ax, bars, _ablation_failures(df, model, nodes))
+        drawn |= _draw_prefetch_panel(ax, bars, _ablation_failures(df, model, nodes), extras)
         panel = df[df["model"] == model]
         world = panel.loc[panel["nodes"] == nodes, "world_size"].dropna()
         gpus = f", {int(world.iloc[0])} GPUs" if len(world) else ""
-        ax.set_title(f"{_panel_title(model, panel)}\nat {nodes} node(s){gpus}", fontsize=10)
-    _finish(fig, "Backward prefetch and limit_all_gathers: throughput", df, path)
+        ax.set_title(f"{_panel_title(model, panel)}\nat {nodes} node(s){gpus}")
+    _finish(fig, "Backward prefetch and limit_all_gathers", df, path, extras,
+            _prefetch_handles(drawn))
     return fig
 
 
-def _draw_prefetch_panel(ax, bars: pd.DataFrame, failed: pd.DataFrame) -> None:
-    """Grouped bars of one model and node count; ``x`` marks for failed variants."""
+def _prefetch_handles(drawn: set[tuple[str, bool]]) -> list[Patch]:
+    """Legend entries of the bars drawn (``(backward_prefetch, limit_all_gathers)``): one
+    colour per prefetch setting, and the hatching of ``limit_all_gathers=False``."""
+    handles = [Patch(facecolor=PREFETCH_COLORS.get(p, "0.5"), edgecolor="black", lw=0.6,
+                     label=p) for p in PREFETCH_ORDER if p in {p for p, _ in drawn}]
+    if any(not limit for _, limit in drawn):
+        handles.append(Patch(facecolor="white", edgecolor="black", lw=0.6, hatch="///",
+                             label="limit_all_gathers=False"))
+    return handles
+
+
+def _draw_prefetch_panel(ax, bars: pd.DataFrame, failed: pd.DataFrame,
+                         extras: set[str]) -> set[tuple[str, bool]]:  # fmt: skip
+    """Grouped bars of one model and node count; ``x`` marks for failed variants (added to
+    ``extras`` for the legend). Returns the ``(backward_prefetch, limit_all_gathers)``
+    variants drawn as bars."""
     groups = sorted(set(bars["configuration"]) | set(failed["configuration"]))
     variants = [(p, lim) for p in PREFETCH_ORDER for lim in (True, False)
                 if _variant(bars, p, lim).any() or _variant(failed, p, lim).any()]
@@ -226,12 +282,16 @@ def _draw_prefetch_panel(ax, bars: pd.DataFrame, failed: pd.DataFrame) -> None:
     if failed_xs:
         ax.scatter(failed_xs, [NOT_COMPLETED_Y] * len(failed_xs), marker="x", color="black",
                    transform=ax.get_xaxis_transform(), clip_on=False, zorder=3,
-                   label="not completed")
+                   label="_not completed")
+        extras.add("failed")
     ax.set_xticks(range(len(groups)), labels=[textwrap.fill(g, 18) for g in groups])
+    ax.set_xlim(-0.5, len(groups) - 0.5)  # every bar slot, drawn or not, inside the axes
     ax.set_ylabel("throughput (images/s, global)")
     ax.set_ylim(bottom=0, top=1.12 * ax.get_ylim()[1])
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}"))
     ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncols=2)
+    ax.tick_params(labelsize=PAPER_RC["xtick.labelsize"])
+    return {(p, lim) for p, lim in variants if _variant(bars, p, lim).any()}
 
 
 def _variant(rows: pd.DataFrame, prefetch: str, limit: bool) -> pd.Series:
@@ -309,11 +369,14 @@ def figure_script(name: str, argv: list[str]) -> int:
 
 def _new_figure(num_panels: int, columns: int = 0) -> tuple[Figure, list]:
     """A figure on the Agg canvas with ``num_panels`` panels, ``columns`` a row (default
-    up to :data:`MAX_COLUMNS`); ``fig.axes`` holds exactly the panels, row by row."""
+    up to :data:`MAX_COLUMNS`), :data:`PANEL_WIDTH_IN` wide each, laid out by matplotlib's
+    constrained layout; ``fig.axes`` holds exactly the panels, row by row. The height is a
+    first guess: :func:`_finish` sets it once the legend and notes are known."""
     num_panels = max(1, num_panels)
     columns = columns or min(num_panels, MAX_COLUMNS)
     rows = -(-num_panels // columns)
-    fig = Figure(figsize=(PANEL_SIZE[0] * columns, PANEL_SIZE[1] * rows), dpi=DPI)
+    fig = Figure(figsize=(PANEL_WIDTH_IN * columns, 2 * AXES_HEIGHT_IN * rows), dpi=DPI,
+                 layout="constrained")
     FigureCanvasAgg(fig)
     axes = list(fig.subplots(rows, columns, squeeze=False).flat)
     for ax in axes[num_panels:]:
@@ -359,20 +422,34 @@ def _color_label(line: pd.DataFrame, keys: list[str]) -> str:
     return _line_label(line.iloc[0], _color_keys(keys))
 
 
-def _style(line: pd.DataFrame, keys: list[str]) -> tuple[str, str]:
-    """(line style, marker) of a line: by framework when frameworks vary, else solid/circle."""
+def _linestyle(line: pd.DataFrame, keys: list[str]) -> str:
+    """Line style of a measured line: by framework when frameworks vary, else solid."""
     if "framework" not in keys:
         return DEFAULT_STYLE
     return FRAMEWORK_STYLES.get(line["framework"].iloc[0], DEFAULT_STYLE)
 
 
-def _colors(df: pd.DataFrame, keys: list[str]) -> dict[str, str]:
-    """One colour per colour key, the same in every panel and both figures."""
+def _looks(df: pd.DataFrame, keys: list[str]) -> dict[str, tuple[str, str]]:
+    """``(colour, marker)`` per colour key, the same in every panel and both figures."""
     labels = sorted({_color_label(line, keys)
                      for _, panel in _panels(df) for _, line in _lines(panel, keys)})
-    if set(labels) <= set(STRATEGY_COLORS):
-        return {label: STRATEGY_COLORS[label] for label in labels}
-    return {label: f"C{i % 10}" for i, label in enumerate(labels)}
+    if set(labels) <= set(STRATEGY_LOOKS):
+        return {label: STRATEGY_LOOKS[label] for label in labels}
+    return {label: (LINE_COLORS[i % len(LINE_COLORS)], LINE_MARKERS[i % len(LINE_MARKERS)])
+            for i, label in enumerate(labels)}
+
+
+def _plot_measured(ax, line: pd.DataFrame, keys: list[str], looks: dict[str, tuple[str, str]],
+                   label: str, value: str, how: str) -> tuple[pd.Series, str]:  # fmt: skip
+    """The line's completed ``value`` per node count (``how``: median or max over runs) in
+    its colour, marker and framework's line style (an empty line, for the legend, when none
+    completed); returns those points and the colour."""
+    done = _completed_points(line, value, how)
+    color, marker = looks[_color_label(line, keys)]
+    # a line with nothing completed still gets its legend entry (its marks use its colour)
+    ax.plot(done.index, done.values, ls=_linestyle(line, keys), marker=marker, color=color,
+            label=label)
+    return done, color
 
 
 def _completed_points(line: pd.DataFrame, value: str, how: str) -> pd.Series:
@@ -387,7 +464,7 @@ def _plot_ideal(ax, done: pd.Series, nodes: pd.Series, color: str, label: str) -
     n0 = done.index.min()
     xs = sorted({int(n) for n in nodes.dropna() if n >= n0})
     ideal = [done.loc[n0] * n / n0 for n in xs]
-    ax.plot(xs, ideal, "--", color=color, alpha=0.7, label=f"_ideal {label}")
+    ax.plot(xs, ideal, "--", color=color, alpha=0.7, lw=1, label=f"_ideal {label}")
 
 
 def _mark_not_completed(
@@ -461,7 +538,7 @@ def _plot_predicted(ax, line: pd.DataFrame, value: str, color: str, label: str,
     if known.empty:
         return False
     pred = known.groupby(known["nodes"].astype("int64"))[value].first().sort_index()
-    ax.plot(pred.index, pred.values, ls=":", lw=1.5, marker=".", color=color,
+    ax.plot(pred.index, pred.values, ls=":", lw=1.2, marker=".", color=color,
             label=f"_predicted {label}")
     extras.add("predicted")
     return True
@@ -510,7 +587,7 @@ def _plot_device_memory(ax, panel: pd.DataFrame) -> None:
     for gib, rows in devices.groupby("device_memory_gib"):
         names = rows["device_name"].dropna().unique()
         name = f"{names[0]} " if len(names) == 1 else ""
-        ax.axhline(gib, ls=":", color="black", lw=1.2, label=f"{name}memory ({gib:g} GiB)")
+        ax.axhline(gib, ls=":", color=DEVICE_COLOR, lw=1, label=f"{name}memory ({gib:g} GiB)")
     if len(devices):
         ax.set_ylim(top=max(ax.get_ylim()[1], 1.08 * devices["device_memory_gib"].max()))
 
@@ -522,7 +599,7 @@ def _memory_label(panel: pd.DataFrame) -> str:
         kinds = {"rss" if set(panel["device_type"].dropna()) == {"cpu"} else "allocated"}
     if len(kinds) == 1:
         return MEMORY_LABELS[kinds.pop()]
-    return "peak memory per GPU (allocated) or per rank (resident) (GiB)"
+    return "peak memory (GiB): allocated\nper GPU or resident per rank"
 
 
 def _style_panel(ax, panel: pd.DataFrame, title: str, ylabel: str, notes: list[str]) -> None:
@@ -535,12 +612,15 @@ def _style_panel(ax, panel: pd.DataFrame, title: str, ylabel: str, notes: list[s
         ax.set_xlim(nodes[0] / 1.4, nodes[-1] * 1.4)
     ax.set_xlabel("nodes")
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title)
     ax.grid(True, which="major", alpha=0.3)
-    if notes:
-        text = textwrap.fill("not completed: " + "; ".join(notes), width=90)
-        ax.annotate(text, xy=(0, 0), xycoords="axes fraction", xytext=(0, -36),
-                    textcoords="offset points", va="top", ha="left", fontsize=7)  # fmt: skip
+    ax.tick_params(labelsize=PAPER_RC["xtick.labelsize"])  # kept if saved outside PAPER_RC
+    if notes:  # just under the x label, wrapped to the panel's width
+        text = textwrap.fill("not completed: " + "; ".join(notes),
+                             width=_chars_per_line(PANEL_WIDTH_IN - Y_LABELS_IN, NOTE_FONTSIZE))
+        ax.annotate(text, xy=(0, 0), xycoords=("axes fraction", ax.xaxis.label),
+                    xytext=(0, -3), textcoords="offset points", va="top", ha="left",
+                    fontsize=NOTE_FONTSIZE)  # fmt: skip
 
 
 def _panel_title(model: str, panel: pd.DataFrame) -> str:
@@ -549,30 +629,74 @@ def _panel_title(model: str, panel: pd.DataFrame) -> str:
     return f"{model} ({params.iloc[0] / 1e6:,.1f}M params)" if len(params) else model
 
 
-def _legend(ax, extras: set[str]) -> None:
-    """Legend of the lines, plus a grey proxy for each kind of mark drawn (``extras``)."""
-    handles, _ = ax.get_legend_handles_labels()
-    grey = "0.4"
-    proxies = {
-        "ideal": Line2D([], [], color=grey, ls="--", label="ideal (linear)"),
-        "predicted": Line2D([], [], color=grey, ls=":", marker=".", label="predicted (plan)"),
-        "reserved": Line2D([], [], color=grey, marker="o", mfc="none", ls="none",
-                           label="measured peak reserved"),
-        "ranks": Line2D([], [], color=grey, marker="_", ls="-", lw=1,
-                        label="error bar: min over ranks"),
-        "repeats": Line2D([], [], color=grey, marker="_", ls="-", lw=1,
-                          label="error bar: min-max over repeats"),
-        "failed": Line2D([], [], color=grey, marker="x", ls="none", label="not completed"),
-        "skipped": Line2D([], [], color=grey, marker="D", mfc="none", ls="none",
-                          label="skipped: predicted not to fit"),
-    }
-    if handles or extras - {"ideal"}:
-        handles += [proxy for kind, proxy in proxies.items()
-                    if kind in extras and (handles or kind != "ideal")]
-        ax.legend(handles=handles, fontsize=7, loc="best")
+#: Grey legend entries for the kinds of mark a figure may draw (the keys of ``extras``).
+PROXIES = {
+    "ideal": dict(color="0.4", ls="--", label="ideal (linear)"),
+    "predicted": dict(color="0.4", ls=":", marker=".", label="predicted (plan)"),
+    "reserved": dict(color="0.4", marker="o", mfc="none", ls="none",
+                     label="measured peak reserved"),
+    "ranks": dict(color="0.4", marker="_", ls="-", lw=1, label="error bar: min over ranks"),
+    "repeats": dict(color="0.4", marker="_", ls="-", lw=1,
+                    label="error bar: min-max over repeats"),
+    "failed": dict(color="0.4", marker="x", ls="none", label="not completed"),
+    "skipped": dict(color="0.4", marker="D", mfc="none", ls="none",
+                    label="skipped: predicted not to fit"),
+}  # fmt: skip
 
 
-def _context(df: pd.DataFrame) -> str:
+def _figure_legend(fig: Figure, extras: set[str], handles: list | None = None) -> None:
+    """One legend for the whole figure, below the panels, in as many columns as fit its
+    width: ``handles``, by default every labelled line of every panel once (by label, sorted,
+    device memory last), then a grey proxy for each kind of mark drawn (``extras``, see
+    :data:`PROXIES`)."""
+    if handles is None:
+        by_label = {}
+        for ax in fig.axes:
+            for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+                by_label.setdefault(label, handle)
+        order = sorted(by_label, key=lambda label: (_is_device_line(by_label[label]), label))
+        handles = [by_label[label] for label in order]
+    entries = handles + [Line2D([], [], **PROXIES[kind]) for kind in PROXIES
+                         if kind in extras and (handles or kind != "ideal")]
+    if entries:
+        columns = _legend_columns(fig, [h.get_label() for h in entries])
+        fig.legend(handles=entries, loc="outside lower center", frameon=False, ncols=columns)
+
+
+def _legend_columns(fig: Figure, labels: list[str]) -> int:
+    """How many legend columns of ``labels`` fit the figure's width, with matplotlib's
+    default handle length (2 em), handle pad (0.8 em) and column spacing (2 em)."""
+    prop = FontProperties(size=PAPER_RC["legend.fontsize"])
+    renderer = fig.canvas.get_renderer()
+    widest = max(renderer.get_text_width_height_descent(label, prop, ismath=False)[0]
+                 for label in labels) * 72 / fig.dpi  # fmt: skip
+    column = widest + 4.8 * prop.get_size_in_points()
+    return max(1, min(len(labels), int(fig.get_figwidth() * 72 // column)))
+
+
+def _is_device_line(handle) -> bool:
+    """Whether a legend handle is a device-memory line (drawn in :data:`DEVICE_COLOR`)."""
+    return isinstance(handle, Line2D) and handle.get_color() == DEVICE_COLOR
+
+
+def _chars_per_line(width_in: float, fontsize: float) -> int:
+    """About how many characters of DejaVu Sans at ``fontsize`` points fit ``width_in``
+    inches (an average character taken as 0.62 em: upper-case names run wide)."""
+    return max(20, int(width_in * 72 / (0.62 * fontsize)))
+
+
+def _wrap_items(items: list[str], width: int) -> str:
+    """``items`` joined by ", ", a line break instead where a line would pass ``width``."""
+    lines = []
+    for item in items:
+        if lines and len(lines[-1]) + 2 + len(item) <= width:
+            lines[-1] += ", " + item
+        else:
+            lines.append(item)
+    return ",\n".join(lines)
+
+
+def _context(df: pd.DataFrame) -> list[str]:
     """Config every run shares (local batch, precision, data, device), for the title."""
     parts = []
     for col in CONTEXT_COLUMNS:
@@ -580,19 +704,34 @@ def _context(df: pd.DataFrame) -> str:
         if len(values) == 1:
             value = values[0]
             parts.append(f"local batch {value}/GPU" if col == "local_batch_size" else str(value))
-    return ", ".join(parts)
+    return parts
 
 
-def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike | None) -> None:
-    """Title, tight layout, and a 150 dpi PNG at ``path`` when given."""
-    context = _context(df)
-    fig.suptitle(f"{title}\n{context}" if context else title, fontsize=11)
-    fig.tight_layout()
+def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike | None,
+            extras: set[str], handles: list | None = None) -> None:  # fmt: skip
+    """Title and shared config (wrapped to the figure's width), the figure's legend (see
+    :func:`_figure_legend`), the height that gives every panel :data:`AXES_HEIGHT_IN` of
+    plotting area, and the file at ``path`` if given."""
+    width = _chars_per_line(fig.get_figwidth(), PAPER_RC["figure.titlesize"])
+    context = _wrap_items(_context(df), width)
+    fig.suptitle(f"{textwrap.fill(title, width)}\n{context}".strip())
+    _figure_legend(fig, extras, handles)
+    _fit_height(fig)
     if path is not None:
         _save(fig, path)
 
 
+def _fit_height(fig: Figure) -> None:
+    """Grow or shrink the figure so each row of panels has :data:`AXES_HEIGHT_IN` of plotting
+    area after the layout made room for titles, labels, notes and the legend."""
+    fig.draw_without_rendering()
+    rows = len({round(ax.get_position().y0, 4) for ax in fig.axes})
+    height = min(ax.get_position().height for ax in fig.axes) * fig.get_figheight()
+    fig.set_figheight(fig.get_figheight() + rows * (AXES_HEIGHT_IN - height))
+
+
 def _save(fig: Figure, path: str | os.PathLike) -> None:
-    """Save ``fig`` at ``path``, in the format its suffix names (PNG at :data:`DPI`)."""
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    """Save ``fig`` at ``path``, in the format its suffix names (PNG at :data:`DPI`); the
+    bounding box is the drawn content, so nothing outside the panels is cut off."""
+    fig.savefig(path, dpi=DPI, bbox_inches="tight", pad_inches=0.03)
     log.info("wrote %s", path)
