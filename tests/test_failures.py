@@ -10,7 +10,9 @@ Real processes, real faults: the OOM comes from a memory limit on the ranks
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -18,7 +20,7 @@ import torch
 
 from tests.conftest import read
 from vitfsdp import failures
-from vitfsdp.launch.local import torchrun_command
+from vitfsdp.launch.local import torchrun_command, torchrun_signal_env
 
 TINY = ["model=vit_tiny", "device=cpu", "train.local_batch_size=4", "train.steps=6",
         "train.warmup_steps=1", "train.log_every=1", "nodes=1", "cluster.gpus_per_node=2"]
@@ -139,3 +141,77 @@ def test_memory_limit_is_refused_on_a_gpu():
     with pytest.raises(ValueError, match="train.memory_limit_gib"):
         _limit_memory(1.0, torch.device("cuda", 0))
     _limit_memory(0.0, torch.device("cuda", 0))  # 0 = off: nothing to refuse
+
+
+def _catches_sigusr2(pid: int) -> bool:
+    """Whether process ``pid`` has a handler for SIGUSR2 (bit 12 of SigCgt in /proc)."""
+    try:
+        status = open(f"/proc/{pid}/status").read()
+    except FileNotFoundError:
+        return False
+    caught = int(next(line for line in status.splitlines() if line.startswith("SigCgt:"))
+                 .split()[1], 16)
+    return bool(caught >> (signal.SIGUSR2 - 1) & 1)
+
+
+def test_stop_signal_during_start_up_is_preempted_not_failed(tmp_path):
+    """SIGUSR2 while the rank still imports torch (Slurm may send it up to 60 s early): the
+    rank keeps it (vitfsdp.startup_signals) and stops before its first step as ``preempted``,
+    exit code 3, instead of dying of the signal."""
+    run_dir = tmp_path / "run"
+    argv = [sys.executable, "-m", "vitfsdp.train", *TINY, "cluster.gpus_per_node=1",
+            f"hydra.run.dir={run_dir}", "hydra.output_subdir=null"]
+    proc = subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 30
+    while not _catches_sigusr2(proc.pid):  # the first lines of vitfsdp.train have run
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.005)
+    assert not (run_dir / "run.json").exists()  # still starting: nothing recorded yet
+    proc.send_signal(signal.SIGUSR2)
+    out = proc.communicate(timeout=120)[0]
+    summary = read(run_dir / "summary.json")
+    print(f"exit {proc.returncode}: {summary['status']}: {summary['reason']}")
+    assert proc.returncode == failures.EXIT_PREEMPTED, out[-2000:]
+    assert summary["status"] == "preempted" and summary["interrupted"] is True
+    assert "SIGUSR2 received during start-up, before step 1" in summary["reason"]
+    assert summary["checkpoint_step"] is None and not (run_dir / "checkpoint").exists()
+    assert not (run_dir / "metrics.jsonl").exists() or not read(run_dir / "metrics.jsonl")
+
+
+def test_torchrun_forwards_sigusr2_to_its_ranks(tmp_path):
+    """launch_mode=torchrun on Slurm: the signal reaches torchrun, not the ranks. With
+    torchrun_signal_env it forwards SIGUSR2 to the ranks (here while they start up) and
+    waits for them, and the run is ``preempted``; without, torchrun dies of it at once and
+    leaves its ranks running."""
+    run_dir = tmp_path / "run"
+    proc = subprocess.Popen(torchrun_command(TINY, run_dir, 2), cwd=tmp_path,
+                            env={**os.environ, **torchrun_signal_env(60)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while not (len(ranks := _children(proc.pid)) == 2 and all(map(_catches_sigusr2, ranks))):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGUSR2)
+    out = proc.communicate(timeout=120)[0]
+    summary = read(run_dir / "summary.json")
+    print(f"torchrun exit {proc.returncode}: {summary['status']}: {summary['reason']}")
+    assert summary["status"] == "preempted", out[-2000:]
+    assert "SIGUSR2 received during start-up" in summary["reason"]
+    assert "SignalException" in out  # torchrun itself got the signal and forwarded it
+    assert not any(map(_alive, ranks))
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()]
+    except FileNotFoundError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False

@@ -123,6 +123,13 @@ def test_profile_shapes_reach_the_script():
         "-m torch.distributed.run", "--nnodes=2", "--nproc-per-node=8", "--rdzv-backend=c10d",
         '"--rdzv-endpoint=${MASTER_ADDR}:${MASTER_PORT}"', '"--rdzv-id=${SLURM_JOB_ID}"',
         "-m vitfsdp.train"]
+    # torchrun forwards Slurm's SIGUSR2 to the ranks and waits for their checkpoint (the
+    # cuda8 profile's signal_delay_s less 15 s); srun starts the ranks itself, no torchrun
+    exports = [line for line in torchrun.splitlines() if line.startswith("export ")]
+    assert "export PET_SIGNALS_TO_HANDLE=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR2" in exports
+    wait = int(next(e for e in exports if "TORCH_ELASTIC_SHUTDOWN_TIMEOUT" in e).split("=")[1])
+    assert wait == max(10, compose_cfg(*PROFILES["cuda8"], *POINT).cluster.signal_delay_s - 15)
+    assert "PET_SIGNALS_TO_HANDLE" not in frontier
 
 
 STUB = """#!/usr/bin/env python3

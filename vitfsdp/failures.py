@@ -46,6 +46,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.distributed as dist
 
+from vitfsdp import startup_signals
 from vitfsdp.checkpoint import EXIT_PREEMPTED
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ GRACE_S = 5.0
 #: Lines of a failing rank's traceback kept in its report (and in summary.json's reason).
 TRACEBACK_LINES = 16
 #: Signals that stop a run at the next window boundary with a checkpoint.
-STOP_SIGNALS = (signal.SIGUSR2, signal.SIGTERM)
+STOP_SIGNALS = startup_signals.STOP_SIGNALS
 #: The test hook's environment variable (see the module docstring).
 FAULT_ENV = "VITFSDP_TEST_FAULT"
 
@@ -75,9 +76,18 @@ class Preempted(Exception):
 
     exit_code = EXIT_PREEMPTED
 
-    def __init__(self, signal_name: str, step: int) -> None:
-        super().__init__(f"{signal_name} received; checkpoint saved at step {step}")
-        self.signal_name, self.step = signal_name, step
+    def __init__(self, signal_name: str, step: int, saved: bool = True) -> None:
+        """``step``: the step of the checkpoint saved; with ``saved=False`` the signal came
+        before this attempt's first step, nothing was saved and ``step`` is where the attempt
+        would have started (the checkpoint of an earlier attempt, if any, is kept)."""
+        if saved:
+            message = f"{signal_name} received; checkpoint saved at step {step}"
+        else:
+            kept = f"the checkpoint of step {step} is kept" if step else "no checkpoint yet"
+            message = (f"{signal_name} received during start-up, before step {step + 1}: "
+                       f"nothing to save ({kept})")
+        super().__init__(message)
+        self.signal_name, self.step, self.saved = signal_name, step, saved
 
 
 class RunFailed(Exception):
@@ -294,7 +304,8 @@ def abort_process_group() -> None:
 
 class StopSignals:
     """While active (a context manager), SIGUSR2 and SIGTERM set :attr:`received` instead
-    of ending the process; :meth:`agreed` tells every rank whether any rank got one.
+    of ending the process; :meth:`agreed` tells every rank whether any rank got one. A signal
+    caught during start-up (:mod:`vitfsdp.startup_signals`) counts as received on entry.
 
     Only the main thread can install handlers; elsewhere this is inert (never stops).
     """
@@ -304,6 +315,9 @@ class StopSignals:
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> StopSignals:
+        if self.received is None and startup_signals.received() is not None:
+            self.received = startup_signals.received()
+            log.warning("%s received during start-up", signal.Signals(self.received).name)
         try:
             for sig in STOP_SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)

@@ -15,6 +15,11 @@ exits with code 3; running again in the same directory resumes from it.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before the slow imports: a stop signal from now on is kept
+    from vitfsdp import startup_signals
+
+    startup_signals.catch()
+
 import dataclasses
 import logging
 import os
@@ -31,7 +36,17 @@ import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from vitfsdp import checkpoint, data, distributed, failures, models, parallel, plan, provenance
+from vitfsdp import (
+    checkpoint,
+    data,
+    distributed,
+    failures,
+    models,
+    parallel,
+    plan,
+    provenance,
+    startup_signals,
+)
 from vitfsdp.config import (
     KernelsConfig,
     RunConfig,
@@ -67,6 +82,7 @@ def main(dcfg: DictConfig) -> None:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     env = distributed.discover()
     if not env.is_distributed and cfg.world_size > 1:
+        startup_signals.release()  # torchrun handles SIGTERM for the ranks it starts
         sys.exit(_launch_ranks_here(cfg, run_dir))
     if env.world_size != cfg.world_size:
         raise ValueError(
@@ -146,10 +162,12 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
         board.watch(lambda: _report_blocked_from_watcher(env, device, board, progress))
     with failures.StopSignals() as signals:  # also while a failure is being recorded
         try:
+            stop_before_first_step(signals, device, progress)
             train(cfg, env, device, records, signals, progress, meta)
         except failures.Preempted as e:
             records.finish("preempted", reason=str(e), elapsed_s=time.time() - t0,
-                           interrupted=True, last_step=e.step, checkpoint_step=e.step,
+                           interrupted=True, last_step=e.step,
+                           checkpoint_step=e.step if e.saved or meta else None,
                            num_attempts=progress.attempt + 1)
             log.warning("preempted: %s; exit code %d", e, e.exit_code)
             raise
@@ -167,6 +185,21 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
     log.info("completed: %.1f images/s, step %.3f s, peak memory %s GiB", summary["ips"],
              summary["step_time_s"], _peak_mem(summary))
     return summary
+
+
+def stop_before_first_step(signals: failures.StopSignals | None, device: torch.device,
+                           progress: Progress) -> None:
+    """Agree over ranks whether a stop signal arrived before this attempt's first step (during
+    start-up, :mod:`vitfsdp.startup_signals`, or while the model was built or restored): then
+    stop at once rather than spend what is left of the job on building and a first window.
+    One all-reduce.
+
+    Raises:
+        failures.Preempted: with ``saved=False``; an earlier attempt's checkpoint is kept.
+    """
+    stop = signals.agreed(device) if signals is not None else None
+    if stop:
+        raise failures.Preempted(stop, progress.step, saved=False)
 
 
 def _record_failure(exc: BaseException, env: distributed.DistEnv, device: torch.device,
@@ -378,7 +411,8 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
     steps.
 
     Raises:
-        failures.Preempted: after saving the checkpoint of a stop signal.
+        failures.Preempted: after saving the checkpoint of a stop signal, or (``saved``
+            false) when one arrived during the build, before the first step.
     """
     tc = cfg.train
     progress = progress or Progress()
@@ -406,6 +440,7 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
     # warm-up besides train.warmup_steps (metrics.WARMUP_RULE): the first window after a
     # resume (caches cold again), or with compiled blocks and no warm-up steps (compilation)
     cold = meta is not None or (tc.warmup_steps == 0 and applied.get("compiled_blocks", 0) > 0)
+    stop_before_first_step(signals, device, progress)  # a signal during the build
     for i, (first, last, warmup) in _remaining(tc, progress.step):
         warmup, cold = warmup or cold, False
         meter.start()

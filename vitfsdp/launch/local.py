@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -21,6 +22,25 @@ log = logging.getLogger(__name__)
 
 #: File in a point's run directory that receives the processes' stdout and stderr.
 LOG_FILE = "train.log"
+
+
+#: Signals torchrun forwards to its ranks: its default four and SIGUSR2, which Slurm sends
+#: before a time limit (``--signal``). Without SIGUSR2 in the list torchrun dies of it and
+#: leaves its ranks running without a launcher.
+TORCHRUN_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR2")
+
+
+def torchrun_signal_env(shutdown_timeout_s: int = 30) -> dict[str, str]:
+    """Environment that makes torchrun forward :data:`TORCHRUN_SIGNALS` to its ranks and give
+    them ``shutdown_timeout_s`` seconds to save a checkpoint and exit before it kills them.
+
+    These are the variables behind torchrun's ``--signals-to-handle`` and
+    ``--shutdown-timeout`` (``PET_<option>``, torch.distributed.argparse_util), added in torch
+    2.9 (pytorch/pytorch#160690). An older torchrun ignores them and dies of SIGUSR2: on
+    Slurm, use ``cluster.launch_mode=srun`` (the default) with it.
+    """
+    return {"PET_SIGNALS_TO_HANDLE": ",".join(TORCHRUN_SIGNALS),
+            "TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(shutdown_timeout_s)}
 
 
 def torchrun_command(overrides: Sequence[str], run_dir: Path, num_procs: int) -> list[str]:
@@ -79,7 +99,8 @@ def run_point(
     cmd = torchrun_command(overrides, run_dir, num_procs)
     out = open(log_path, "w", encoding="utf-8") if log_path else None  # noqa: SIM115
     try:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT if out else None)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT if out else None,
+                                env={**os.environ, **torchrun_signal_env()})
         seen = 0
         while proc.poll() is None:
             time.sleep(poll_s)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vitfsdp.launch import ClusterConfig, check_text
-from vitfsdp.launch.local import job_record, quote_override
+from vitfsdp.launch.local import job_record, quote_override, torchrun_signal_env
 from vitfsdp.records import write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,14 @@ def task_spec(cluster: ClusterConfig, overrides: Sequence[str], run_dir: Path,
     """The :class:`TaskSpec` of a point (``checkpoint_every``: its train.checkpoint_every)."""
     return TaskSpec(tuple(overrides), str(Path(run_dir).resolve()), nodes,
                     cluster.gpus_per_node, cluster.launch_mode, cluster.python or sys.executable,
-                    checkpoint_every, max(10, cluster.signal_delay_s - 15))
+                    checkpoint_every, checkpoint_wait_s(cluster))
+
+
+def checkpoint_wait_s(cluster: ClusterConfig) -> int:
+    """Seconds a stopped training gets to save its checkpoint before it is killed (by task 0
+    of the job, or torchrun): ``cluster.signal_delay_s`` less 15 s for the requeue, at least
+    10 s."""
+    return max(10, cluster.signal_delay_s - 15)
 
 
 # ---------------------------------------------------------------- what the job asks Slurm for
@@ -165,6 +172,9 @@ def setup_lines(cluster: ClusterConfig) -> list[str]:
     if cluster.miopen_cache_per_job:
         lines += ['export MIOPEN_USER_DB_PATH="/tmp/miopen-${USER:-vitfsdp}-${SLURM_JOB_ID}"',
                   'export MIOPEN_CUSTOM_CACHE_DIR="${MIOPEN_USER_DB_PATH}"']
+    if cluster.launch_mode == "torchrun":  # torchrun forwards SIGUSR2, waits for the save
+        lines += [f"export {name}={shell_word(value)}" for name, value in
+                  torchrun_signal_env(checkpoint_wait_s(cluster)).items()]
     lines += [
         f"export OMP_NUM_THREADS={cluster.cpus_per_task}",
         "# Rendezvous: the job's first node; the port derives from the job id.",
