@@ -11,12 +11,16 @@ import json
 import logging
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
-from matplotlib.collections import PathCollection
+from matplotlib.collections import LineCollection, PathCollection
 
 from vitfsdp.analysis import collect_runs
 from vitfsdp.analysis.__main__ import main as analysis_main
+from vitfsdp.analysis.figures import (
+    FIGURES as FIGURE_FUNCTIONS,
+)
 from vitfsdp.analysis.figures import (
     figure_script,
     plot_memory,
@@ -162,6 +166,12 @@ def make_sweep(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_sweep(tmp_path_factory.mktemp("report") / "sweep")
+
+
+@pytest.fixture(scope="module")
+def runs(sweep: Path) -> pd.DataFrame:
+    """The sweep's ``collect_runs`` frame, read once for the figure tests."""
+    return collect_runs(sweep)
 
 
 @pytest.fixture(scope="module")
@@ -363,3 +373,44 @@ def test_figure_script(sweep: Path, capsys: pytest.CaptureFixture) -> None:
     assert {p.name for p in (sweep / "analysis").iterdir()} == {"prefetch.png", "prefetch.svg"}
     assert figure_script("memory", []) == 2
     assert "usage: python analysis/memory.py SWEEP_DIR" in capsys.readouterr().err
+
+
+def _data_points_px(ax) -> np.ndarray:
+    """Display coordinates (pixels) of every data point drawn in a panel: the vertices of
+    its lines, scatter marks and error bars."""
+    points = [line.get_transform().transform(line.get_xydata()) for line in ax.lines]
+    for c in ax.collections:
+        if isinstance(c, PathCollection):
+            points.append(c.get_offset_transform().transform(c.get_offsets()))
+        elif isinstance(c, LineCollection):
+            points += [c.get_transform().transform(seg) for seg in c.get_segments()]
+    points = np.concatenate([p for p in points if len(p)] or [np.empty((0, 2))])
+    return points[np.isfinite(points).all(axis=1)]
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_one_legend_outside_the_data(runs: pd.DataFrame, name: str) -> None:
+    """Lines of every prefetch variant, failures and predictions in one figure: its one
+    legend covers no data point, bar or note and is inside what savefig keeps."""
+    fig = FIGURE_FUNCTIONS[name](runs)
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    legends = [*fig.legends, *[ax.get_legend() for ax in fig.axes if ax.get_legend()]]
+    for box in [legend.get_window_extent(renderer) for legend in legends]:
+        for ax in fig.axes:
+            xy = _data_points_px(ax)
+            assert len(xy) > 0
+            inside = ((xy[:, 0] >= box.x0) & (xy[:, 0] <= box.x1)
+                      & (xy[:, 1] >= box.y0) & (xy[:, 1] <= box.y1))
+            assert not inside.any(), f"a legend covers {xy[inside]} in {ax.get_title()!r}"
+            for artist in [*ax.patches, *ax.texts]:  # bars, not-completed notes
+                assert not box.overlaps(artist.get_window_extent(renderer))
+    (legend,) = legends  # one for the figure, none per panel
+    assert legend in fig.legends
+    kept = fig.get_tightbbox(renderer)  # inches: the area savefig(bbox_inches="tight") keeps
+    box = legend.get_window_extent(renderer).transformed(fig.dpi_scale_trans.inverted())
+    assert kept.x0 <= box.x0 and box.x1 <= kept.x1 and kept.y0 <= box.y0 and box.y1 <= kept.y1
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert len(labels) == len(set(labels))  # one entry per line across panels
+    lines = {ln.get_label() for ax in fig.axes for ln in ax.lines}
+    assert {label for label in lines if not label.startswith("_")} <= set(labels)
