@@ -223,3 +223,29 @@ def test_config_hash_ignores_what_does_not_change_the_measurement():
     assert config_hash(cfg) == before
     cfg.train.local_batch_size = 8
     assert config_hash(cfg) != before
+
+
+def test_stop_signal_that_would_come_at_the_start_is_refused(caplog):
+    """cluster.signal_delay_s at or above cluster.time: refused before anything is queued;
+    less than SIGNAL_MARGIN_S between them: one warning per time limit."""
+    from types import SimpleNamespace
+
+    from vitfsdp import sweep
+
+    options = SimpleNamespace(scripts_only=True, job_name="vitfsdp")
+
+    def check(*overrides, checked=None):
+        cfg = compose_cfg(*PROFILES["cuda8"], *POINT, *overrides)
+        return sweep._check_slurm_point(SimpleNamespace(cfg=cfg), options,
+                                        {} if checked is None else checked)
+
+    assert check("cluster.time=00:01:00", "cluster.signal_delay_s=90") == (
+        "cluster.signal_delay_s=90 is not below cluster.time=00:01:00 (60 s): Slurm would "
+        "signal the job as it starts; use a longer cluster.time or a smaller "
+        "cluster.signal_delay_s")
+    checked: dict = {}
+    assert check("cluster.time=00:02:00", "cluster.signal_delay_s=30", checked=checked) is None
+    assert check("cluster.time=00:02:00", "cluster.signal_delay_s=30", checked=checked) is None
+    warned = [r.message for r in caplog.records if "leaves 90 s before the SIGUSR2" in r.message]
+    assert len(warned) == 1 and "may stop (preempted) during start-up" in warned[0]
+    assert check("cluster.time=00:30:00", "cluster.signal_delay_s=90") is None

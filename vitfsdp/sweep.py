@@ -53,6 +53,9 @@ from vitfsdp.records import (
 )
 
 log = logging.getLogger("vitfsdp.sweep")
+#: Seconds a Slurm job should have between its start and the stop signal: Slurm may send
+#: ``--signal`` up to 60 s early (sbatch(1)), and a rank needs some time to start.
+SIGNAL_MARGIN_S = 120
 
 register_configs()
 
@@ -170,6 +173,17 @@ def _check_slurm_point(p: Point, options: LaunchOptions, checked: dict) -> str |
     """Why Slurm cannot run ``p`` (None: it can); ``checked`` caches sinfo and
     ``sbatch --test-only`` answers across the sweep's points."""
     cluster = p.cfg.cluster
+    if cluster.signal_delay_s >= cluster.time_limit_s:
+        return (f"cluster.signal_delay_s={cluster.signal_delay_s} is not below cluster.time="
+                f"{cluster.time} ({cluster.time_limit_s} s): Slurm would signal the job as it "
+                "starts; use a longer cluster.time or a smaller cluster.signal_delay_s")
+    if (cluster.time_limit_s - cluster.signal_delay_s < SIGNAL_MARGIN_S
+            and ("margin", cluster.time) not in checked):
+        checked["margin", cluster.time] = True
+        log.warning("cluster.time=%s leaves %d s before the SIGUSR2 of cluster.signal_delay_s="
+                    "%d, and Slurm may send it up to 60 s early: runs may stop (preempted) "
+                    "during start-up", cluster.time,
+                    cluster.time_limit_s - cluster.signal_delay_s, cluster.signal_delay_s)
     if options.scripts_only:  # the scripts may be for another cluster: no Slurm query
         limit, partition = cluster.max_nodes, cluster.partition
     else:  # one sinfo per partition for the whole sweep
