@@ -36,7 +36,7 @@ test-noslurm: install
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
 test-gpu: install
-	$(PYTHON) -m pytest -m gpu -v tests/test_gpu.py
+	$(PYTHON) -m pytest -m gpu -v -rA tests/test_gpu.py  # -rA: every test's printed figures
 
 # the bench refuses an --out that holds measurements: a second run needs BENCH_OUT=...
 BENCH_MODELS ?= vit_base,vit_large_patch16_224,vit_huge_patch14_224,vit_1b
