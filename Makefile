@@ -35,8 +35,9 @@ test: install slurm-up
 test-noslurm: install
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
+# -rA: every test's printed figures (timings, memory, peaks) after the results
 test-gpu: install
-	$(PYTHON) -m pytest -m gpu -v -rA tests/test_gpu.py  # -rA: every test's printed figures
+	$(PYTHON) -m pytest -m gpu -v -rA tests/test_gpu.py
 
 # the bench refuses an --out that holds measurements: a second run needs BENCH_OUT=...
 BENCH_MODELS ?= vit_base,vit_large_patch16_224,vit_huge_patch14_224,vit_1b
