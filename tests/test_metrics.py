@@ -295,3 +295,31 @@ def test_overhead_benchmark_runs_both_loops_alike(tmp_path, capsys):
         (record["measured_median_s"] / record["unmeasured_median_s"] - 1) * 100)
     printed = capsys.readouterr().out
     assert "unmeasured loop" in printed and "overhead" in printed
+
+
+@pytest.mark.parametrize("local_rank, visible, expected", [
+    (0, 8, 0), (5, 8, 5), (5, 4, 1),
+    (3, 1, 0),  # a rank bound to its own GPU (srun --gpus-per-task=1) sees one: index 0
+])
+def test_each_rank_takes_and_makes_current_its_own_gpu(monkeypatch, local_rank, visible,
+                                                        expected):
+    """The rank's GPU becomes the current device, so NCCL, the timing events and the memory
+    probe all use it (torch.cuda mocked: no GPU here)."""
+    from vitfsdp import distributed
+
+    made_current = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: visible)
+    monkeypatch.setattr(torch.cuda, "set_device", made_current.append)
+    device = distributed.pick_device("auto", local_rank)
+    assert device == torch.device("cuda", expected) and made_current == [expected]
+    assert distributed.backend_for(device) == "nccl"
+
+
+def test_cuda_asked_for_without_a_gpu_is_one_line_error(monkeypatch):
+    from vitfsdp import distributed
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert distributed.pick_device("auto", 3) == torch.device("cpu")
+    with pytest.raises(ValueError, match="device=cuda"):
+        distributed.pick_device("cuda", 0)
