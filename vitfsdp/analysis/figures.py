@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 import sys
 import textwrap
@@ -180,7 +181,8 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
             continue
         _draw_memory_panel(ax, panel, keys, looks, f"{_panel_title(model, panel)}: {group}",
                            extras)
-    _finish(fig, "Peak memory per GPU against node count", df, path, extras)
+    per = "rank" if _memory_label(df) == MEMORY_LABELS["rss"] else "GPU"  # CPU runs: ranks
+    _finish(fig, f"Peak memory per {per} against node count", df, path, extras)
     return fig
 
 
@@ -567,9 +569,13 @@ def _not_completed_item(row: pd.Series, label: str, value: str) -> str:
 
 
 def _log_y_axis(ax) -> None:
-    """Log y with plain-number ticks at 1, 2, 3 and 5 per decade (readable over narrow spans)."""
+    """Log y with plain-number ticks: at 1, 2, 3 and 5 per decade over up to 1.5 decades
+    (readable over narrow spans), at 1, 2 and 5 up to 3 decades, then at powers of 10."""
     ax.set_yscale("log")
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+    low, high = ax.get_ylim()
+    decades = math.log10(high / low) if low > 0 and high > low else 0.0
+    subs = (1.0, 2.0, 3.0, 5.0) if decades <= 1.5 else (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}" if y >= 1 else f"{y:g}"))
     ax.yaxis.set_minor_formatter(NullFormatter())
 
