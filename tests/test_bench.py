@@ -140,11 +140,14 @@ def test_a_failed_training_run_does_not_end_the_benchmark(tmp_path, monkeypatch)
     monkeypatch.setattr(throughput, "_fsdp", fsdp)
     monkeypatch.setattr(throughput, "_unwrapped", lambda cfg, device, run_dir: None)
     monkeypatch.setattr(throughput, "_timm", lambda cfg, device, run_dir: None)
+    monkeypatch.setattr(throughput, "DeviceMemoryProbe",  # as NVML answers on a GPU node
+                        lambda device: types.SimpleNamespace(driver_version="550.54.15"))
     out = tmp_path / "out"
     assert throughput.main(["--device", "cpu", "--models", "vit_tiny,vit_base", "--out",
                             str(out)]) == 1  # nothing completed
     assert groups == [True, True]
     assert len(pd.read_csv(out / "bench.csv")) == 6
+    assert read(out / "bench.json")["versions"]["driver"] == "550.54.15"  # for the docs
 
 
 def test_unknown_model_is_one_line_error(tmp_path, capsys):

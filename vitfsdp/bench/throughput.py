@@ -62,7 +62,7 @@ from timm.optim import create_optimizer_v2
 
 from vitfsdp import data, distributed, failures, models, parallel, provenance, train
 from vitfsdp.config import CONF_DIR, RunConfig, register_configs, to_run_config
-from vitfsdp.metrics import WindowMeter, device_info
+from vitfsdp.metrics import DeviceMemoryProbe, WindowMeter, device_info
 from vitfsdp.records import (
     RUN_FILE,
     SUMMARY_FILE,
@@ -203,7 +203,8 @@ def run_bench(opts: BenchOptions) -> pd.DataFrame:
                     for k, v in dataclasses.asdict(opts).items()},
         "device": device_info(device),
         "rows": table.astype(object).where(table.notna(), None).to_dict("records"),
-        "checks": check_targets(table), **provenance.collect()})
+        "checks": check_targets(table),
+        **provenance.collect(driver=DeviceMemoryProbe(device).driver_version)})
     log.info("wrote %s and %s", opts.out / "bench.csv", opts.out / "bench.json")
     return table
 
