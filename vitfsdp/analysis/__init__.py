@@ -12,6 +12,7 @@ the functions below do the same piece by piece::
     plot_memory(df, "memory.svg")
     plot_prefetch(df, "prefetch.png")                      # None without an ablation
     framework_ratio_table(df)                              # JAX / PyTorch ips per point
+    tables = study_tables(df)                              # all of them by file stem
 """
 
 from vitfsdp.analysis.collect import (
@@ -35,6 +36,7 @@ from vitfsdp.analysis.tables import (
     failures_table,
     points_table,
     prefetch_table,
+    study_tables,
 )
 
 __all__ = [
@@ -53,5 +55,6 @@ __all__ = [
     "points_table",
     "prefetch_table",
     "scaling_table",
+    "study_tables",
     "write_figures",
 ]

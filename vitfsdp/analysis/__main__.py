@@ -30,22 +30,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from vitfsdp.analysis.collect import (
-    collect_runs,
-    format_table,
-    framework_ratio_table,
-    scaling_table,
-)
+from vitfsdp.analysis.collect import collect_runs, format_table
 from vitfsdp.analysis.figures import write_figures
 from vitfsdp.analysis.report import report_sections, write_report
-from vitfsdp.analysis.tables import (
-    IMAGENET_TRAIN_IMAGES,
-    best_table,
-    calibration_table,
-    failures_table,
-    points_table,
-    prefetch_table,
-)
+from vitfsdp.analysis.tables import IMAGENET_TRAIN_IMAGES, study_tables
 
 log = logging.getLogger("vitfsdp.analysis")
 
@@ -105,17 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    scaling = scaling_table(df)
-    ratio = framework_ratio_table(df)
-    points = points_table(df, args.dataset_size)
-    write_tables({"runs": df, "scaling": scaling, "points": points, "best": best_table(points),
-                  "failures": failures_table(df), "prefetch": prefetch_table(points),
-                  "calibration": calibration_table(df), "framework_ratio": ratio}, args.out)
+    tables = study_tables(df, args.dataset_size)
+    write_tables(tables, args.out)
     figures = write_figures(df, args.out)
+    ratio = tables["framework_ratio"]
     if args.report:
-        sections = report_sections(df, points, args.dataset_size, ratio, list(figures))
+        sections = report_sections(df, tables["points"], args.dataset_size, ratio)
         write_report(sections, args.out, figures)
-    print(format_table(df, scaling))
+    print(format_table(df, tables["scaling"]))
     if not ratio.empty:
         print("\nJAX / PyTorch images/s:")
         print(ratio.to_string(index=False, float_format=lambda x: f"{x:.3g}"))

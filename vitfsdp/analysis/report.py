@@ -85,13 +85,12 @@ class Section:
 
     title: str
     text: str = ""
-    figures: Sequence[str] = ()  # names of figures (keys of ``write_figures``' result)
+    figures: Sequence[str] = ()  # figure names (``write_figures``' keys), shown if written
     table: pd.DataFrame | None = None  # formatted for display (strings)
 
 
 def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
-                    ratio: pd.DataFrame | None = None,
-                    figures: Sequence[str] = ()) -> list[Section]:  # fmt: skip
+                    ratio: pd.DataFrame | None = None) -> list[Section]:  # fmt: skip
     """The report's sections, in order, from a ``collect_runs`` frame and its points table.
 
     Args:
@@ -99,7 +98,6 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
         points: ``points_table(df, dataset_size)``.
         dataset_size: images per epoch the cost table assumes.
         ratio: the JAX/PyTorch ratio table, if both ran.
-        figures: names of the figures written (a section shows only those that exist).
     """
     labelled = _with_range(points)
     sections = [
@@ -107,14 +105,14 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
         Section("Weak scaling", "Throughput per point (median over repeats), ideal linear "
                 "scaling from each line's smallest node count, FLOP rates and utilization "
                 "(MFU: model FLOPs = 3 x forward; HFU adds the forward recomputed under "
-                "activation checkpointing).", [f for f in ("weak_scaling",) if f in figures],
+                "activation checkpointing).", ["weak_scaling"],
                 display(labelled, ["model", "configuration", "nodes", "world_size",
                                    "num_repeats", "ips", "ips_range", "ideal_ips",
                                    "scaling_efficiency", "tflops_per_gpu", "mfu",
                                    "hw_tflops_per_gpu", "hfu"])),
         Section("Memory", "Peak memory per GPU (per rank on CPU): the maximum over ranks and "
                 "repeats, the minimum over ranks, allocator retries and OOMs.",
-                [f for f in ("memory",) if f in figures],
+                ["memory"],
                 display(labelled, ["model", "configuration", "nodes", "peak_mem_gib",
                                    "peak_mem_min_gib", "peak_mem_reserved_gib",
                                    "device_mem_used_gib", "device_memory_gib",
@@ -129,7 +127,7 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                 table=display(labelled, ["model", "configuration", "nodes", "ips",
                                          "epoch_hours", "node_hours_per_epoch",
                                          "price_per_node_hour", "cost_per_epoch"])),
-        _prefetch_section(points, figures),
+        _prefetch_section(points),
         _failures_section(df),
         *_calibration_sections(df),
     ]
@@ -166,7 +164,7 @@ def _cost_text(points: pd.DataFrame, dataset_size: int) -> str:
             f"{price}. Training steps only (no evaluation, start-up or checkpointing).")
 
 
-def _prefetch_section(points: pd.DataFrame, figures: Sequence[str]) -> Section | None:
+def _prefetch_section(points: pd.DataFrame) -> Section | None:
     """The ablation as a wide table: one column per prefetch x limit_all_gathers variant."""
     table = prefetch_table(points)
     if table.empty or table.groupby(["model", "nodes", "configuration"]).size().max() < 2:
@@ -184,7 +182,7 @@ def _prefetch_section(points: pd.DataFrame, figures: Sequence[str]) -> Section |
     shown["nodes"] = shown["nodes"].map(lambda x: f"{int(x)}")
     return Section("Prefetch ablation", "Images/s per strategy under each "
                    "`strategy.backward_prefetch` and `strategy.limit_all_gathers` (FSDP1).",
-                   [f for f in ("prefetch",) if f in figures], shown)
+                   ["prefetch"], shown)
 
 
 def _failures_section(df: pd.DataFrame) -> Section:
@@ -253,7 +251,8 @@ def write_report(sections: list[Section], out_dir: str | os.PathLike,
         sections: from :func:`report_sections`.
         out_dir: the analysis directory; the figures must lie in it.
         figures: PNG path of each figure by name (``write_figures``' result); the SVG lies
-            beside each.
+            beside each. A section's figure not among them (the prefetch figure of a sweep
+            without an ablation) is left out.
 
     Returns:
         ``{"md": path, "html": path}``.
@@ -274,13 +273,18 @@ def render_markdown(sections: list[Section], figures: dict[str, Path], title: st
         lines += [f"## {s.title}", ""]
         if s.text:
             lines += [s.text, ""]
-        for name in s.figures:
+        for name in _written(s, figures):
             png = Path(figures[name]).name
             lines += [f"![{CAPTIONS.get(name, name)}]({png})", "",
                       f"*{CAPTIONS.get(name, name)}* ([SVG]({Path(png).stem}.svg))", ""]
         if s.table is not None and not s.table.empty:
             lines += [s.table.to_markdown(index=False), ""]
     return "\n".join(lines)
+
+
+def _written(section: Section, figures: dict[str, Path]) -> list[str]:
+    """The section's figures that were written (``figures``: ``write_figures``' result)."""
+    return [name for name in section.figures if name in figures]
 
 
 def render_html(sections: list[Section], figures: dict[str, Path], title: str) -> str:
@@ -290,7 +294,7 @@ def render_html(sections: list[Section], figures: dict[str, Path], title: str) -
         body.append(f"<h2>{html.escape(s.title)}</h2>")
         if s.text:
             body.append(f"<p>{html.escape(s.text)}</p>")
-        for name in s.figures:
+        for name in _written(s, figures):
             data = base64.b64encode(Path(figures[name]).read_bytes()).decode("ascii")
             caption = html.escape(CAPTIONS.get(name, name))
             body.append(f'<figure><img alt="{caption}" src="data:image/png;base64,{data}">'

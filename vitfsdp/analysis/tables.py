@@ -1,5 +1,7 @@
 """The study's tables from a :func:`vitfsdp.analysis.collect.collect_runs` frame.
 
+- :func:`study_tables`: every table below (and the scaling and JAX/PyTorch tables of
+  :mod:`vitfsdp.analysis.collect`) by name;
 - :func:`points_table`: one row per sweep point (repeats aggregated: median ips with its
   min and max over repeats), with scaling efficiency, TFLOP/s, MFU, memory and the cost of
   an epoch;
@@ -24,8 +26,10 @@ from vitfsdp.analysis.collect import (
     _ideal_ips,
     _sort_key,
     configurations,
+    framework_ratio_table,
     line_columns,
     line_label,
+    scaling_table,
 )
 
 log = logging.getLogger(__name__)
@@ -49,6 +53,27 @@ POINT_FIRST = ("world_size", "global_batch_size", "device_memory_gib", "price_pe
 PREFETCH_ORDER = ("BACKWARD_PRE", "BACKWARD_POST", "NONE")
 #: Columns of the ablation that are not part of a bar group's identity.
 ABLATION_COLUMNS = ("backward_prefetch", "limit_all_gathers")
+
+
+def study_tables(df: pd.DataFrame,
+                 dataset_size: int = IMAGENET_TRAIN_IMAGES) -> dict[str, pd.DataFrame]:  # fmt: skip
+    """Every table of the study, by the file stem ``python -m vitfsdp.analysis`` writes it
+    under: ``runs`` (``df`` itself), ``scaling``, ``points``, ``best``, ``failures``,
+    ``prefetch``, ``calibration`` and ``framework_ratio``; a table with nothing to show is
+    empty, never missing.
+
+    Args:
+        df: a :func:`vitfsdp.analysis.collect.collect_runs` frame.
+        dataset_size: images per epoch for the cost columns of ``points`` and ``best``.
+
+    Raises:
+        ValueError: ``dataset_size`` is not a positive number of images.
+    """
+    points = points_table(df, dataset_size)
+    return {"runs": df, "scaling": scaling_table(df), "points": points,
+            "best": best_table(points), "failures": failures_table(df),
+            "prefetch": prefetch_table(points), "calibration": calibration_table(df),
+            "framework_ratio": framework_ratio_table(df)}
 
 
 def completed(df: pd.DataFrame) -> pd.DataFrame:
