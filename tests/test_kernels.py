@@ -93,6 +93,14 @@ def test_activation_checkpointing_gives_the_same_losses(runs, engine):
 
 
 @pytest.mark.slow
+def test_the_sharding_strategy_that_runs_is_recorded(runs):
+    """On 4 ranks FULL_SHARD is what FSDP1 and FSDP2 run (on a world of 1 FSDP1 would run
+    NO_SHARD: tests/test_bench.py); DDP is DDP."""
+    assert {e: _applied(runs[f"base-{e}"])["sharding_strategy"] for e in ENGINES} == {
+        "fsdp1": "FULL_SHARD", "fsdp2": "FULL_SHARD", "ddp": "DDP"}
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["fsdp1", "ddp"])
 def test_sdpa_off_gives_the_same_losses(runs, engine):
     off = runs[f"sdpa_off-{engine}"]
