@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from matplotlib.collections import LineCollection, PathCollection
+from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from vitfsdp.analysis import collect_runs
 from vitfsdp.analysis.__main__ import main as analysis_main
@@ -388,12 +390,20 @@ def _data_points_px(ax) -> np.ndarray:
     return points[np.isfinite(points).all(axis=1)]
 
 
+@pytest.fixture(scope="module")
+def drawn(runs: pd.DataFrame) -> dict[str, Figure]:
+    """Each figure of the sweep, laid out (drawn without rendering pixels)."""
+    figures = {name: FIGURE_FUNCTIONS[name](runs) for name in FIGURES}
+    for fig in figures.values():
+        fig.draw_without_rendering()
+    return figures
+
+
 @pytest.mark.parametrize("name", FIGURES)
-def test_one_legend_outside_the_data(runs: pd.DataFrame, name: str) -> None:
+def test_one_legend_outside_the_data(drawn: dict[str, Figure], name: str) -> None:
     """Lines of every prefetch variant, failures and predictions in one figure: its one
     legend covers no data point, bar or note and is inside what savefig keeps."""
-    fig = FIGURE_FUNCTIONS[name](runs)
-    fig.draw_without_rendering()
+    fig = drawn[name]
     renderer = fig.canvas.get_renderer()
     legends = [*fig.legends, *[ax.get_legend() for ax in fig.axes if ax.get_legend()]]
     for box in [legend.get_window_extent(renderer) for legend in legends]:
@@ -414,3 +424,21 @@ def test_one_legend_outside_the_data(runs: pd.DataFrame, name: str) -> None:
     assert len(labels) == len(set(labels))  # one entry per line across panels
     lines = {ln.get_label() for ax in fig.axes for ln in ax.lines}
     assert {label for label in lines if not label.startswith("_")} <= set(labels)
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_print_size_and_greyscale(drawn: dict[str, Figure], name: str) -> None:
+    """At 100 % on a page: a panel per 3.5 in column, no text under 6.5 pt; without colour,
+    measured lines differ by marker or dash and ideal/predicted lines by dash style."""
+    fig = drawn[name]
+    columns = len({round(ax.get_position().x0, 3) for ax in fig.axes})
+    assert fig.get_figwidth() == pytest.approx(3.5 * columns)
+    texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
+    assert texts and min(t.get_fontsize() for t in texts) >= 6.5
+    for ax in fig.axes:
+        measured = [ln for ln in ax.lines if not ln.get_label().startswith("_")]
+        looks = [(ln.get_marker(), ln.get_linestyle()) for ln in measured]
+        assert len(looks) == len(set(looks))
+        for ln in ax.lines:
+            for prefix, style in (("_ideal", "--"), ("_predicted", ":")):
+                assert not ln.get_label().startswith(prefix) or ln.get_linestyle() == style
