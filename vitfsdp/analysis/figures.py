@@ -239,7 +239,7 @@ def plot_prefetch(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Fi
         panel = df[df["model"] == model]
         world = panel.loc[panel["nodes"] == nodes, "world_size"].dropna()
         gpus = f", {int(world.iloc[0])} GPUs" if len(world) else ""
-        ax.set_title(f"{_panel_title(model, panel)}\nat {nodes} node(s){gpus}")
+        _set_title(ax, f"{_panel_title(model, panel)}\nat {nodes} node(s){gpus}")
     _finish(fig, "Backward prefetch and limit_all_gathers", df, path, extras,
             _prefetch_handles(drawn))
     return fig
@@ -388,7 +388,7 @@ def _new_figure(num_panels: int, columns: int = 0) -> tuple[Figure, list]:
 
 def _empty_panel(ax, title: str, text: str) -> None:
     """A panel without data: its title and a line saying why."""
-    ax.set_title(title)
+    _set_title(ax, title)
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="0.4")
     ax.set_xticks([])
     ax.set_yticks([])
@@ -618,7 +618,7 @@ def _style_panel(ax, panel: pd.DataFrame, title: str, ylabel: str, notes: list[s
         ax.set_xlim(nodes[0] / 1.4, nodes[-1] * 1.4)
     ax.set_xlabel("nodes")
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    _set_title(ax, title)
     ax.grid(True, which="major", alpha=0.3)
     ax.tick_params(labelsize=PAPER_RC["xtick.labelsize"])  # kept if saved outside PAPER_RC
     if notes:  # just under the x label, wrapped to the panel's width
@@ -627,6 +627,12 @@ def _style_panel(ax, panel: pd.DataFrame, title: str, ylabel: str, notes: list[s
         ax.annotate(text, xy=(0, 0), xycoords=("axes fraction", ax.xaxis.label),
                     xytext=(0, -3), textcoords="offset points", va="top", ha="left",
                     fontsize=NOTE_FONTSIZE)  # fmt: skip
+
+
+def _set_title(ax, title: str) -> None:
+    """The panel's title, each line wrapped to the panel's width (long model names)."""
+    width = _chars_per_line(PANEL_WIDTH_IN, PAPER_RC["axes.titlesize"])
+    ax.set_title("\n".join(textwrap.fill(line, width) for line in title.split("\n")))
 
 
 def _panel_title(model: str, panel: pd.DataFrame) -> str:
