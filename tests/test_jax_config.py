@@ -37,8 +37,6 @@ def _cfg(*overrides: str) -> RunConfig:
         (["kernels.cudnn_allow_tf32=true"], "kernels.cudnn_allow_tf32=True applies only"),
         (["precision=bf16", "mixed_precision.reduce_dtype=fp32"],
          "mixed_precision.reduce_dtype='fp32' applies only to framework=torch"),
-        (["train.checkpoint_every=2"], "train.checkpoint_every=2 applies only to "
-                                       "framework=torch"),
         (["precision=fp16"], "precision=fp16 is not supported with framework=jax (no loss "
                              "scaling); valid: fp32, bf16"),
     ],

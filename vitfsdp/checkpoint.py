@@ -127,21 +127,35 @@ def save(run_dir: Path, step: int, model, optimizer, *, cfg, rank: int, attempt:
     torch.save(_rng_state(), tmp / f"rng-{rank}.pt")
     _barrier()
     if rank == 0:
-        digest, d = fingerprint(cfg)
-        meta = {"step": step, "attempt": attempt, "fingerprint": digest, "config": d,
-                "world_size": dist.get_world_size() if dist.is_initialized() else 1,
-                "scaler": scaler.state_dict() if scaler is not None else None,
-                "saved_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
-                    timespec="seconds")}
-        (tmp / META_FILE).write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        _swap_in(run_dir, tmp)
+        write_meta(tmp, step, attempt, cfg,
+                   dist.get_world_size() if dist.is_initialized() else 1,
+                   scaler=scaler.state_dict() if scaler is not None else None)
+        swap_in(run_dir, tmp)
     _barrier()
     seconds = time.perf_counter() - t0
     log.info("checkpoint of step %d saved in %.2f s", step, seconds)
     return seconds
 
 
-def _swap_in(run_dir: Path, tmp: Path) -> None:
+def write_meta(directory: Path, step: int, attempt: int, cfg, world_size: int,
+               **extra) -> dict:
+    """Write ``directory/meta.json`` (one process): ``step`` reached, the ``attempt`` that
+    saved it, ``world_size``, the config and its :func:`fingerprint`, ``extra`` (JSON-able)
+    and the UTC time; returns what it wrote."""
+    digest, d = fingerprint(cfg)
+    meta = {"step": step, "attempt": attempt, "fingerprint": digest, "config": d,
+            "world_size": world_size, **extra,
+            "saved_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds")}
+    (Path(directory) / META_FILE).write_text(json.dumps(meta, indent=2) + "\n",
+                                             encoding="utf-8")
+    return meta
+
+
+def swap_in(run_dir: Path, tmp: Path) -> None:
+    """Make the complete save in ``tmp`` the run's ``checkpoint/`` (one process, after every
+    process has written): the previous one moves to ``.checkpoint.old/`` and is removed
+    after, so :func:`find` always sees a complete checkpoint."""
     ckpt, old = run_dir / CHECKPOINT_DIR, run_dir / OLD_DIR
     shutil.rmtree(old, ignore_errors=True)
     if ckpt.exists():

@@ -27,8 +27,8 @@ Torch-only settings are refused rather than ignored: ``engine=fsdp2``,
 here), ``kernels.compile=true`` (the whole step is always jit-compiled; null, torch's auto, is
 accepted and means nothing here), ``kernels.adamw`` other
 than ``auto`` (optax has one AdamW), ``kernels.cudnn_allow_tf32`` (JAX convolutions follow
-``jax_default_matmul_precision``), ``train.checkpoint_every`` and ``train.memory_limit_gib``
-(the torch trainer's checkpoints and CPU memory limit).
+``jax_default_matmul_precision``) and ``train.memory_limit_gib`` (the torch trainer's CPU
+memory limit). ``train.checkpoint_every`` applies to both (:mod:`vitfsdp.jax.checkpoint`).
 """
 
 from __future__ import annotations
@@ -79,8 +79,6 @@ def check_run_config(cfg: RunConfig) -> None:
         "kernels.adamw": (cfg.kernels.adamw != "auto", "auto (optax.adamw)"),
         "kernels.cudnn_allow_tf32": (cfg.kernels.cudnn_allow_tf32,
                                      "false (convolutions follow the matmul precision)"),
-        "train.checkpoint_every": (getattr(cfg.train, "checkpoint_every", 0) != 0,
-                                   "0 (the JAX trainer writes no checkpoints)"),
         "train.memory_limit_gib": (getattr(cfg.train, "memory_limit_gib", 0) != 0, "0"),
     }
     for key in ("param_dtype", "reduce_dtype", "buffer_dtype"):

@@ -9,12 +9,19 @@ device; the train state is laid out by :mod:`vitfsdp.jax.sharding` and initializ
 recorded separately (``compile_s`` in run.json's ``applied`` and in summary.json), so the
 timing windows measure steady-state steps. Rank 0 writes the same ``run.json``,
 ``metrics.jsonl`` and ``summary.json`` as a torch run.
+
+Checkpoints as in the torch run (:mod:`vitfsdp.jax.checkpoint`, orbax): SIGUSR2 or SIGTERM on
+any process saves the sharded train state at the next window boundary on every process,
+records ``preempted`` and exits with code 3 (:data:`vitfsdp.checkpoint.EXIT_PREEMPTED`);
+``train.checkpoint_every`` saves periodically. Running again in the same directory resumes.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
+import sys
 import time
 from collections.abc import Iterator
 from importlib import metadata
@@ -27,9 +34,10 @@ import numpy as np
 import optax
 import torch
 
-from vitfsdp import data, models, provenance
+from vitfsdp import checkpoint, data, failures, models, provenance
 from vitfsdp.config import KernelsConfig, RunConfig
 from vitfsdp.distributed import DistEnv
+from vitfsdp.jax import checkpoint as jckpt
 from vitfsdp.jax import distributed as jdist
 from vitfsdp.jax import sharding
 from vitfsdp.jax.config import MATMUL_PRECISION, jax_precision
@@ -37,6 +45,7 @@ from vitfsdp.jax.metrics import JaxWindowMeter, device_info, resolve_peak
 from vitfsdp.jax.model import ViT, build_model, count_params, dummy_input
 from vitfsdp.metrics import WARMUP_RULE
 from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
+from vitfsdp.train import Progress, _remaining, _skip
 
 log = logging.getLogger("vitfsdp.jax.train")
 
@@ -50,22 +59,33 @@ def main(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
 
     Returns:
         The summary (status and headline figures).
+
+    Raises:
+        SystemExit: with :data:`vitfsdp.checkpoint.EXIT_PREEMPTED` after a stop signal (the
+            checkpoint is saved and the run recorded ``preempted``).
     """
     provenance.setup_logging(env.rank)
     jdist.initialize(env, cfg.device, cfg.train.timeout_s)
     try:
-        jdist.check_platform(cfg.device)
-        return run(cfg, env, run_dir)
-    finally:
-        jdist.shutdown(env)
+        try:
+            jdist.check_platform(cfg.device)
+            return run(cfg, env, run_dir)
+        finally:
+            jdist.shutdown(env)
+    except failures.Preempted as e:  # recorded; every process saved its shards
+        sys.exit(e.exit_code)
 
 
 def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
     """Train per ``cfg`` over every device JAX sees (``jax.devices()``, one per rank);
-    record the outcome, even a failure.
+    record the outcome, even a failure. Resumes from ``run_dir/checkpoint/`` when it holds a
+    checkpoint of this config.
 
     Raises:
-        ValueError: the number of devices is not ``nodes × cluster.gpus_per_node``.
+        ValueError: the number of devices is not ``nodes × cluster.gpus_per_node``, or a
+            checkpoint of another config in ``run_dir`` (nothing recorded).
+        failures.Preempted: SIGUSR2/SIGTERM arrived on some process; a checkpoint was saved
+            and the run recorded as ``preempted``.
         Exception: whatever training raised, after rank 0 recorded it as ``oom`` (XLA's
             RESOURCE_EXHAUSTED) or ``failed``.
     """
@@ -81,15 +101,29 @@ def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
                         fused_attn=cfg.kernels.fused_attn,
                         remat=cfg.train.activation_checkpointing)
     applied = apply_numerics(cfg.kernels) | _applied(cfg, model)
-    records.start(run_info(cfg, env, run_dir, model, mesh) | {"applied": applied})
-    try:
-        compile_s = train(cfg, model, mesh, records)
-    except Exception as e:
-        status = "oom" if "RESOURCE_EXHAUSTED" in str(e) else "failed"
-        records.finish(status, reason=f"{type(e).__name__}: {e}"[:2000],
-                       elapsed_s=time.time() - t0)
-        raise
-    summary = records.finish("completed", elapsed_s=time.time() - t0, compile_s=compile_s)
+    meta = jckpt.find(run_dir, cfg)
+    progress = Progress(meta["step"], meta["attempt"] + 1) if meta else Progress()
+    records.start(run_info(cfg, env, run_dir, model, mesh) | {"applied": applied},
+                  resume_step=meta["step"] if meta else None, attempt=progress.attempt)
+    attempts = {"num_attempts": progress.attempt + 1}
+    with failures.StopSignals() as signals:
+        try:
+            compile_s, _ = train(cfg, model, mesh, records, signals, progress, meta)
+        except failures.Preempted as e:
+            records.finish("preempted", reason=str(e), elapsed_s=time.time() - t0,
+                           interrupted=True, last_step=e.step, checkpoint_step=e.step,
+                           **attempts)
+            log.warning("preempted: %s; exit code %d", e, e.exit_code)
+            raise
+        except Exception as e:
+            status = "oom" if "RESOURCE_EXHAUSTED" in str(e) else "failed"
+            records.finish(status, reason=f"{type(e).__name__}: {e}"[:2000],
+                           elapsed_s=time.time() - t0, last_step=progress.step, **attempts)
+            raise
+    summary = records.finish("completed", elapsed_s=time.time() - t0, compile_s=compile_s,
+                             **attempts)
+    if records.is_writer:
+        checkpoint.remove(run_dir)
     log.info("completed: %.1f images/s, step %.3f s, compile %.1f s", summary["ips"],
              summary["step_time_s"], compile_s)
     return summary
@@ -173,17 +207,37 @@ def _peak(cfg: RunConfig) -> dict:
     return peak
 
 
-def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecords) -> float:
-    """Initialize the sharded state, compile the step, train ``cfg.train.steps`` steps one
-    records window at a time.
+def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecords,
+          signals: failures.StopSignals | None = None, progress: Progress | None = None,
+          meta: dict | None = None) -> tuple[float, State]:
+    """Initialize the sharded state, compile the step, train up to ``cfg.train.steps`` steps
+    one records window at a time.
+
+    With ``meta`` (a checkpoint's, from :func:`vitfsdp.jax.checkpoint.find`) the state is
+    restored with its shardings and training continues after ``progress.step`` with the data
+    order it would have had; the first window after it counts as warm-up
+    (:data:`vitfsdp.metrics.WARMUP_RULE`). After each window but the last, the processes
+    agree on whether a stop signal arrived (:func:`agreed_stop`); a checkpoint is saved
+    then, and every ``train.checkpoint_every`` steps.
 
     Returns:
-        Seconds spent lowering and compiling the train step (``compile_s``).
+        (seconds spent lowering and compiling the train step, ``compile_s``; the final
+        train state).
+
+    Raises:
+        failures.Preempted: after saving the checkpoint of a stop signal.
     """
     tc = cfg.train
+    progress = progress or Progress()
     tx = optax.adamw(tc.lr, weight_decay=tc.weight_decay)
-    state, state_shardings = init_state(model, tx, mesh, tc.seed)
-    batches = device_batches(cfg, mesh)
+    if meta is not None:
+        target, state_shardings = state_layout(model, tx, mesh, tc.seed)
+        state = jckpt.load(records.run_dir, target)
+        log.info("resumed from the checkpoint of step %d (attempt %d)", progress.step,
+                 progress.attempt)
+    else:
+        state, state_shardings = init_state(model, tx, mesh, tc.seed)
+    batches = device_batches(cfg, mesh, skip=progress.step)
     batch = next(batches)
     t = time.perf_counter()
     step = make_train_step(model, tx, mesh, state_shardings).lower(state, *batch).compile()
@@ -194,20 +248,56 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
     meter = JaxWindowMeter(cfg.world_size, global_batch, info["model"]["train_flops_per_image"],
                            jax.local_devices()[0], info["model"]["hardware_flops_per_image"],
                            info["device"]["peak_flops"])
-    for i, (first, last, warmup) in enumerate(windows(tc.steps, tc.warmup_steps, tc.log_every)):
+    fault = failures.parse_fault(os.environ.get(failures.FAULT_ENV))
+    cold = meta is not None  # the first window after a resume is warm-up (WARMUP_RULE)
+    for i, (first, last, warmup) in _remaining(tc, progress.step):
+        warmup, cold = warmup or cold, False
         meter.start(state)
         losses = []
-        for _ in range(first, last + 1):
+        for n in range(first, last + 1):
+            failures.inject_fault(fault, jax.process_index(), n)
             state, loss = step(state, *batch)
             losses.append(loss)
             batch = next(batches)
+            progress.step = n
         figures = meter.stop(last - first + 1, losses, state)
         records.window({"window": i, "step_start": first, "step_end": last, "warmup": warmup,
-                        "num_steps": last - first + 1, "global_batch_size": global_batch,
-                        **figures})
+                        "num_steps": last - first + 1, "attempt": progress.attempt,
+                        "global_batch_size": global_batch, **figures})
         log.info("step %d/%d%s: loss %.4f, %.1f images/s", last, tc.steps,
                  " (warm-up)" if warmup else "", figures["loss"], figures["ips"])
-    return compile_s
+        if last < tc.steps:
+            _maybe_checkpoint(cfg, records.run_dir, state, signals, progress, first)
+    return compile_s, state
+
+
+def _maybe_checkpoint(cfg: RunConfig, run_dir: Path, state: State,
+                      signals: failures.StopSignals | None, progress: Progress,
+                      window_first: int) -> None:
+    """At a window boundary: save a checkpoint when a stop signal arrived on any process or
+    the window reached a multiple of ``train.checkpoint_every``; stop after a signal's (as
+    the torch trainer's ``_maybe_checkpoint``).
+
+    Raises:
+        failures.Preempted: a stop signal arrived (after the checkpoint is saved).
+    """
+    every, step = cfg.train.checkpoint_every, progress.step
+    stop = agreed_stop(signals)
+    due = every > 0 and step // every > (window_first - 1) // every
+    if stop or due:
+        jckpt.save(run_dir, step, state, cfg=cfg, attempt=progress.attempt)
+    if stop:
+        raise failures.Preempted(stop, step)
+
+
+def agreed_stop(signals: failures.StopSignals | None) -> str | None:
+    """The stop signal some process received (its name, e.g. ``SIGUSR2``), the same on every
+    process; ``None`` if none did. One all-gather of the signal numbers
+    (:func:`vitfsdp.jax.distributed.gather_floats`), their maximum taken."""
+    if signals is None:
+        return None
+    signum = int(jdist.gather_floats([signals.received or 0]).max())
+    return signal.Signals(signum).name if signum else None
 
 
 def windows(steps: int, warmup_steps: int, log_every: int) -> list[tuple[int, int, bool]]:
@@ -233,10 +323,25 @@ def init_state(model: ViT, tx: optax.GradientTransformation, mesh: jax.sharding.
     Returns:
         (state, the NamedSharding pytree of the state).
     """
-    abstract = jax.eval_shape(lambda: _init(model, tx, jax.random.key(seed)))
-    shardings = sharding.tree_shardings(abstract, mesh)
+    _, shardings = state_layout(model, tx, mesh, seed)
     state = jax.jit(lambda: _init(model, tx, jax.random.key(seed)), out_shardings=shardings)()
     return state, shardings
+
+
+def state_layout(model: ViT, tx: optax.GradientTransformation, mesh: jax.sharding.Mesh,
+                 seed: int) -> tuple[Any, Any]:
+    """The train state's shapes and layout, nothing computed (``jax.eval_shape``).
+
+    Returns:
+        (the state as ``jax.ShapeDtypeStruct`` leaves carrying their sharding: a restore
+        target, :func:`vitfsdp.jax.checkpoint.load`; the NamedSharding pytree of the state,
+        :func:`vitfsdp.jax.sharding.tree_shardings`).
+    """
+    abstract = jax.eval_shape(lambda: _init(model, tx, jax.random.key(seed)))
+    shardings = sharding.tree_shardings(abstract, mesh)
+    target = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+                          abstract, shardings)
+    return target, shardings
 
 
 def make_train_step(model: ViT, tx: optax.GradientTransformation, mesh: jax.sharding.Mesh,
@@ -268,9 +373,11 @@ def make_train_step(model: ViT, tx: optax.GradientTransformation, mesh: jax.shar
                    donate_argnums=0)
 
 
-def device_batches(cfg: RunConfig, mesh: jax.sharding.Mesh) -> Iterator[tuple[jax.Array, ...]]:
+def device_batches(cfg: RunConfig, mesh: jax.sharding.Mesh,
+                   skip: int = 0) -> Iterator[tuple[jax.Array, ...]]:
     """Endless global batches (images (B,3,H,W) float32, labels (B,) int32, B = local batch ×
-    world), split over the mesh's devices.
+    world), split over the mesh's devices, after the first ``skip`` (drawn and dropped on
+    the host, so a resumed run sees the data an uninterrupted one would).
 
     This process reads its part with :func:`vitfsdp.data.batches` as rank
     ``jax.process_index()`` of ``jax.process_count()`` (local batch × its devices), so with
@@ -282,6 +389,7 @@ def device_batches(cfg: RunConfig, mesh: jax.sharding.Mesh) -> Iterator[tuple[ja
                           local_batch_size=cfg.train.local_batch_size * local_devices,
                           rank=jax.process_index(), world_size=jax.process_count(),
                           device=torch.device("cpu"), seed=cfg.train.seed)
+    _skip(source, skip)
     target = sharding.batch_sharding(mesh)
     last, placed = None, None
     for x, y in source:
