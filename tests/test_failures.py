@@ -215,3 +215,34 @@ def _alive(pid: int) -> bool:
         return True
     except ProcessLookupError:
         return False
+
+
+def test_rank_0_records_a_peer_that_stopped_beating(tmp_path):
+    """As over NCCL, where a collective does not error when a peer dies: rank 1 is killed
+    while rank 0 is blocked (here: the hang fault), so no error ever reaches rank 0's main
+    thread and no rank reports. Rank 0's watcher sees rank 1's heartbeat stop and records
+    ``failed`` well before the collective timeout. Ranks started as srun starts them (one
+    process each, no torchrun that would end rank 0 when rank 1 dies)."""
+    run_dir = tmp_path / "run"
+    port = 29500 + os.getpid() % 2000
+    argv = [sys.executable, "-m", "vitfsdp.train", *TINY, "train.timeout_s=20",
+            f"hydra.run.dir={run_dir}", "hydra.output_subdir=null"]
+    t0 = time.monotonic()
+    procs = [subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True,
+                              env={**os.environ, "RANK": str(r), "WORLD_SIZE": "2",
+                                   "LOCAL_RANK": str(r), "MASTER_ADDR": "127.0.0.1",
+                                   "MASTER_PORT": str(port),
+                                   failures.FAULT_ENV: "kill:1:3,hang:0:3"})
+             for r in (0, 1)]
+    out = procs[0].communicate(timeout=120)[0]
+    seconds = time.monotonic() - t0
+    procs[1].wait(timeout=10)
+    summary = read(run_dir / "summary.json")
+    print(f"status {summary['status']} in {seconds:.0f} s\nreason {summary['reason']}")
+    assert procs[1].returncode == -signal.SIGKILL
+    assert procs[0].returncode == failures.EXIT_FAILED, out[-2000:]
+    assert summary["status"] == "failed" and summary["last_step"] == 2
+    assert summary["reason"].startswith("ranks [1] stopped responding (no heartbeat for 10 s")
+    assert "(seen by rank 0 at step 3)" in summary["reason"]
+    assert "ranks [1] sent no report" in summary["reason"]

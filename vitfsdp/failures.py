@@ -57,6 +57,12 @@ EXIT_FAILED = 1
 #: Seconds rank 0 waits for the other ranks' reports after a failure (capped by the
 #: collective timeout). A rank that died without Python (SIGKILL) never reports.
 GRACE_S = 5.0
+#: Seconds without a heartbeat after which rank 0 takes a rank for dead (capped at half of
+#: ``train.timeout_s``, at least :data:`HEARTBEAT_MIN_S`); every rank beats each second.
+HEARTBEAT_STALE_S = 60.0
+HEARTBEAT_MIN_S = 10.0
+#: Seconds between rank 0's checks of the heartbeats (one store read per rank each).
+HEARTBEAT_CHECK_S = 5.0
 #: Lines of a failing rank's traceback kept in its report (and in summary.json's reason).
 TRACEBACK_LINES = 16
 #: Signals that stop a run at the next window boundary with a checkpoint.
@@ -106,7 +112,9 @@ class Report:
     """One rank's account of its failure, posted to the store."""
 
     rank: int
-    kind: str  # oom | timeout | peer | error (see classify) | blocked (rank 0's watcher)
+    # oom | timeout | peer | error (see classify) | blocked (a watcher: main thread blocked)
+    # | heartbeat (rank 0's watcher: other ranks stopped beating)
+    kind: str
     error: str  # "ExceptionType: first line of the message"
     traceback_tail: str  # last lines of the traceback
     last_step: int  # last optimizer step this rank completed (0: none)
@@ -154,7 +162,9 @@ def verdict(reports: list[Report], world_size: int) -> tuple[str, str]:
     (SIGUSR2 before the time limit, SIGTERM): then the job was being ended from outside (its
     time limit, preemption, scancel) before the next window boundary, where the checkpoint
     would have been saved, and the run is ``preempted`` (interrupted: a sweep reruns it).
-    Ranks that sent no report are named (killed or crashed without Python).
+    A ``heartbeat`` report (rank 0 saw ranks stop beating, and nothing else broke) gives
+    ``failed`` with its text. Ranks that sent no report are named (killed or crashed
+    without Python).
     """
     silent = sorted(set(range(world_size)) - {r.rank for r in reports})
     missing = (f"; ranks {silent} sent no report (hung, or died without Python: killed, e.g. by "
@@ -168,6 +178,10 @@ def verdict(reports: list[Report], world_size: int) -> tuple[str, str]:
             f"{first.stop_signal} received (ranks {ranks}) but the job ended before the next "
             "window boundary, so no checkpoint was saved; give cluster.signal_delay_s more "
             f"than a timing window plus the save; then: {first.error}{missing}")
+    lost = [r for r in reports if r.kind == "heartbeat"]
+    if lost and not any(r.kind in ("oom", "error", "timeout", "peer") for r in reports):
+        return "failed", f"{lost[0].error} (seen by rank {lost[0].rank} at step " \
+                         f"{lost[0].last_step + 1}){missing}"
     for kind, status in (("oom", "oom"), ("error", "failed"), ("timeout", "timeout"),
                          ("peer", "failed"), ("blocked", "failed")):
         hits = [r for r in reports if r.kind == kind]
@@ -216,15 +230,35 @@ class FailureBoard:
         """True for the first caller in this process (main thread or watcher) to record."""
         return self._claim.acquire(blocking=False)
 
-    def watch(self, on_report: Callable[[], None], poll_s: float = 1.0) -> None:
-        """Call ``on_report()`` from a daemon thread once any rank has posted a report
-        (one store read per ``poll_s``); until :meth:`stop`."""
+    def watch(self, on_report: Callable[[], None], poll_s: float = 1.0,
+              on_silent: Callable[[list[int], float], None] | None = None,
+              stale_s: float = HEARTBEAT_STALE_S) -> None:
+        """From a daemon thread, until :meth:`stop`: post this rank's heartbeat every
+        ``poll_s`` seconds, and call ``on_report()`` once any rank has posted a report (one
+        store read per ``poll_s``). With ``on_silent`` (rank 0), call ``on_silent(ranks,
+        seconds)`` once ranks whose heartbeat had started have not beaten for ``stale_s``
+        seconds (checked every :data:`HEARTBEAT_CHECK_S`).
+
+        Over NCCL a collective does not error when a peer dies (it waits for the collective
+        timeout, then the watchdog ends the process without Python): the heartbeat is how
+        rank 0 learns of a killed rank or a lost node in time to record it.
+        """
 
         def loop() -> None:
+            beats, seen, next_check = 0, {}, time.monotonic() + HEARTBEAT_CHECK_S
+            self._set(f"alive/{self.rank}", "0")
             while not self._stop.wait(poll_s):
+                beats += 1
+                self._set(f"alive/{self.rank}", str(beats))
                 if self._add(0) > 0:
                     on_report()
                     return
+                if on_silent is not None and time.monotonic() >= next_check:
+                    next_check = time.monotonic() + HEARTBEAT_CHECK_S
+                    silent = self._silent(seen, stale_s)
+                    if silent:
+                        on_silent(silent, stale_s)
+                        return
 
         if self.store is not None:
             threading.Thread(target=loop, name="vitfsdp-failure-watch", daemon=True).start()
@@ -232,6 +266,23 @@ class FailureBoard:
     def stop(self) -> None:
         """End the watcher thread (the run is over)."""
         self._stop.set()
+
+    def _silent(self, seen: dict[int, tuple[bytes, float]], stale_s: float) -> list[int]:
+        """The other ranks whose heartbeat has not changed for ``stale_s`` seconds of this
+        process's clock (``seen``: rank → (last beat, when it changed); no clock is compared
+        across hosts). A rank that has not beaten yet is not judged."""
+        now, silent = time.monotonic(), []
+        for r in range(self.world_size):
+            if r == self.rank:
+                continue
+            beat = self._get_if_set(f"alive/{r}")
+            if beat is None:
+                continue
+            if r not in seen or seen[r][0] != beat:
+                seen[r] = (beat, now)
+            elif now - seen[r][1] > stale_s:
+                silent.append(r)
+        return silent
 
     def collect(self, known: Report | None = None) -> list[Report]:
         """The reports of all ranks, waiting up to ``grace_s`` for those not yet posted;
@@ -346,23 +397,34 @@ class StopSignals:
         return signal.Signals(signum).name if signum else None
 
 
-def parse_fault(value: str | None) -> tuple[str, int, int] | None:
-    """``VITFSDP_TEST_FAULT`` as (action, rank, step); ``None`` when unset.
+Fault = tuple[str, int, int]  # (action, rank, step)
+
+
+def parse_fault(value: str | None) -> Fault | tuple[Fault, ...] | None:
+    """``VITFSDP_TEST_FAULT`` as (action, rank, step), or a tuple of them for a
+    comma-separated list (e.g. ``kill:1:3,hang:0:3``); ``None`` when unset.
 
     Raises:
-        ValueError: not ``ACTION:RANK:STEP`` with ACTION in kill, hang, usr2, term.
+        ValueError: an item is not ``ACTION:RANK:STEP`` with ACTION in kill, hang, usr2, term.
     """
     if not value:
         return None
-    parts = value.split(":")
-    if len(parts) != 3 or parts[0] not in ("kill", "hang", "usr2", "term"):
-        raise ValueError(f"{FAULT_ENV}={value!r}: expected ACTION:RANK:STEP with ACTION one "
-                         "of kill, hang, usr2, term")
-    return parts[0], int(parts[1]), int(parts[2])
+    faults = []
+    for item in value.split(","):
+        parts = item.split(":")
+        if len(parts) != 3 or parts[0] not in ("kill", "hang", "usr2", "term"):
+            raise ValueError(f"{FAULT_ENV}={value!r}: expected ACTION:RANK:STEP with ACTION "
+                             "one of kill, hang, usr2, term (several: comma-separated)")
+        faults.append((parts[0], int(parts[1]), int(parts[2])))
+    return faults[0] if len(faults) == 1 else tuple(faults)
 
 
-def inject_fault(fault: tuple[str, int, int] | None, rank: int, step: int) -> None:
-    """Apply the test hook's fault if it is for this rank and step."""
+def inject_fault(fault: Fault | tuple[Fault, ...] | None, rank: int, step: int) -> None:
+    """Apply the test hook's fault (or faults) meant for this rank and step."""
+    if fault and isinstance(fault[0], tuple):
+        for one in fault:
+            inject_fault(one, rank, step)
+        return
     if fault is None or (fault[1], fault[2]) != (rank, step):
         return
     action = fault[0]

@@ -157,7 +157,10 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
     board = failures.FailureBoard(env.rank, env.world_size,
                                   min(failures.GRACE_S, cfg.train.timeout_s))
     if records.is_writer:
-        board.watch(lambda: _record_from_watcher(env, device, records, board, progress, t0))
+        board.watch(lambda: _record_from_watcher(env, device, records, board, progress, t0),
+                    on_silent=lambda ranks, stale_s: _record_silent_from_watcher(
+                        env, device, records, board, progress, t0, ranks, stale_s),
+                    stale_s=heartbeat_stale_s(cfg.train.timeout_s))
     else:
         board.watch(lambda: _report_blocked_from_watcher(env, device, board, progress))
     with failures.StopSignals() as signals:  # also while a failure is being recorded
@@ -253,6 +256,31 @@ def _record_from_watcher(env: distributed.DistEnv, device: torch.device, records
     own = failures.Report(env.rank, "blocked", "RuntimeError: rank 0 was blocked (in a "
                           "collective or a device synchronization) when others failed", "",
                           progress.step, local_memory(device))
+    status, reason = _decide_and_record(env, records, board, progress, t0, own)
+    log.error("run ended %s: %s", status, reason.splitlines()[0])
+    _exit_now(failures.EXIT_FAILED)
+
+
+def heartbeat_stale_s(timeout_s: float) -> float:
+    """Seconds without a heartbeat after which rank 0 records a rank as dead: half the
+    collective timeout (``train.timeout_s``), within [HEARTBEAT_MIN_S, HEARTBEAT_STALE_S] of
+    :mod:`vitfsdp.failures`, so the record is written before the timeout ends the ranks."""
+    return max(failures.HEARTBEAT_MIN_S, min(failures.HEARTBEAT_STALE_S, timeout_s / 2))
+
+
+def _record_silent_from_watcher(env: distributed.DistEnv, device: torch.device,
+                                records: RunRecords, board: failures.FailureBoard,
+                                progress: Progress, t0: float, ranks: list[int],
+                                stale_s: float) -> None:
+    """Rank 0's watcher thread, when ``ranks`` stopped beating (killed, out of host memory,
+    node lost) and rank 0's main thread has not taken up a failure (over NCCL its collective
+    waits for the timeout): record ``failed`` from here and end the process."""
+    if not board.claim():
+        return
+    own = failures.Report(env.rank, "heartbeat", f"ranks {ranks} stopped responding "
+                          f"(no heartbeat for {stale_s:.0f} s: killed, out of host memory or "
+                          "node lost)", "", progress.step, local_memory(device))
+    board.post(own)
     status, reason = _decide_and_record(env, records, board, progress, t0, own)
     log.error("run ended %s: %s", status, reason.splitlines()[0])
     _exit_now(failures.EXIT_FAILED)
