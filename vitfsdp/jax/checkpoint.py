@@ -22,6 +22,8 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +73,7 @@ def save(run_dir: Path, step: int, state: Any, *, cfg, attempt: int) -> float:
         shutil.rmtree(tmp, ignore_errors=True)  # a save that died half-way
         tmp.mkdir(parents=True)
     _sync("vitfsdp_checkpoint_tmp")
-    with ocp.StandardCheckpointer() as ckptr:
+    with _quiet(), ocp.StandardCheckpointer() as ckptr:
         ckptr.save(tmp / STATE_DIR, state)
         ckptr.wait_until_finished()
     _sync("vitfsdp_checkpoint_written")
@@ -95,8 +97,21 @@ def load(run_dir: Path, target: Any) -> Any:
     path = Path(run_dir).absolute() / checkpoint.CHECKPOINT_DIR / STATE_DIR
     if not path.is_dir():
         raise FileNotFoundError(f"no JAX checkpoint state in {path}")
-    with ocp.StandardCheckpointer() as ckptr:
+    with _quiet(), ocp.StandardCheckpointer() as ckptr:
         return ckptr.restore(path, target)
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Keep orbax's INFO lines (about 35 per save, through absl's logger) out of the run's
+    log; its warnings pass."""
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _sync(name: str) -> None:

@@ -65,6 +65,9 @@ def main(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
             checkpoint is saved and the run recorded ``preempted``).
     """
     provenance.setup_logging(env.rank)
+    # SIGTERM is a stop signal here (failures.StopSignals); JAX's preemption service would
+    # install its own SIGTERM handler with jax.distributed and swallow the signal
+    jax.config.update("jax_enable_preemption_service", False)
     jdist.initialize(env, cfg.device, cfg.train.timeout_s)
     try:
         try:
@@ -111,8 +114,8 @@ def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
             compile_s, _ = train(cfg, model, mesh, records, signals, progress, meta)
         except failures.Preempted as e:
             records.finish("preempted", reason=str(e), elapsed_s=time.time() - t0,
-                           interrupted=True, last_step=e.step, checkpoint_step=e.step,
-                           **attempts)
+                           interrupted=True, last_step=e.step,
+                           checkpoint_step=e.step if e.saved or meta else None, **attempts)
             log.warning("preempted: %s; exit code %d", e, e.exit_code)
             raise
         except Exception as e:
@@ -225,7 +228,8 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
         train state).
 
     Raises:
-        failures.Preempted: after saving the checkpoint of a stop signal.
+        failures.Preempted: after saving the checkpoint of a stop signal, or (``saved``
+            false) when one arrived before the first step.
     """
     tc = cfg.train
     progress = progress or Progress()
@@ -250,6 +254,9 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
                            info["device"]["peak_flops"])
     fault = failures.parse_fault(os.environ.get(failures.FAULT_ENV))
     cold = meta is not None  # the first window after a resume is warm-up (WARMUP_RULE)
+    stop = agreed_stop(signals)  # one during start-up, the build or the compilation
+    if stop:  # leave now rather than spend what is left of the job on a first window
+        raise failures.Preempted(stop, progress.step, saved=False)
     for i, (first, last, warmup) in _remaining(tc, progress.step):
         warmup, cold = warmup or cold, False
         meter.start(state)
