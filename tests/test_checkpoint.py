@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import REPO, read
 from vitfsdp import checkpoint
 from vitfsdp.config import RunConfig, TrainConfig
-from vitfsdp.train import _remaining
+from vitfsdp.train import remaining_windows
 
 COMMON = ["model=vit_tiny", "data=digits", "device=cpu", "precision=fp32",
           "strategy=FULL_SHARD", "train.steps=6", "train.warmup_steps=1", "train.log_every=1",
@@ -118,7 +118,7 @@ def test_interrupted_swap_falls_back_to_the_previous_checkpoint(tmp_path):
     (6, []),
 ])
 def test_remaining_windows_after_a_resume(done, expected):
-    assert list(_remaining(_cfg().train, done)) == expected
+    assert list(remaining_windows(_cfg().train, done)) == expected
 
 
 def test_negative_checkpoint_every_and_memory_limit_are_refused():

@@ -27,7 +27,7 @@ import resource
 import signal
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,7 +165,7 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
         board.watch(lambda: _report_blocked_from_watcher(env, device, board, progress))
     with failures.StopSignals() as signals:  # also while a failure is being recorded
         try:
-            stop_before_first_step(signals, device, progress)
+            stop_before_first_step(signals.agreed(device), progress)
             train(cfg, env, device, records, signals, progress, meta)
         except failures.Preempted as e:
             records.finish("preempted", reason=str(e), elapsed_s=time.time() - t0,
@@ -190,19 +190,39 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
     return summary
 
 
-def stop_before_first_step(signals: failures.StopSignals | None, device: torch.device,
-                           progress: Progress) -> None:
-    """Agree over ranks whether a stop signal arrived before this attempt's first step (during
-    start-up, :mod:`vitfsdp.startup_signals`, or while the model was built or restored): then
-    stop at once rather than spend what is left of the job on building and a first window.
-    One all-reduce.
+def stop_before_first_step(stop: str | None, progress: Progress) -> None:
+    """Before this attempt's first step: if a stop signal arrived (during start-up,
+    :mod:`vitfsdp.startup_signals`, or while the model was built, restored or compiled),
+    stop at once rather than spend what is left of the job on a first window.
+
+    Args:
+        stop: the signal's name as every rank agreed on it
+            (:meth:`vitfsdp.failures.StopSignals.agreed`, or the JAX trainer's
+            ``agreed_stop``), ``None`` if no rank received one.
 
     Raises:
         failures.Preempted: with ``saved=False``; an earlier attempt's checkpoint is kept.
     """
-    stop = signals.agreed(device) if signals is not None else None
     if stop:
         raise failures.Preempted(stop, progress.step, saved=False)
+
+
+def checkpoint_at_boundary(stop: str | None, every: int, progress: Progress,
+                           window_first: int, save: Callable[[int], object]) -> None:
+    """At the end of the timing window that began at step ``window_first``: ``save(step)``
+    when a stop signal arrived (``stop``, agreed by every rank as for
+    :func:`stop_before_first_step`) or the window reached a multiple of ``every``
+    (``train.checkpoint_every``; 0 = never); stop after a signal's save. Shared by the torch
+    and the JAX trainer.
+
+    Raises:
+        failures.Preempted: a stop signal arrived (after the checkpoint is saved).
+    """
+    step = progress.step
+    if stop or (every > 0 and step // every > (window_first - 1) // every):
+        save(step)
+    if stop:
+        raise failures.Preempted(stop, step)
 
 
 def _record_failure(exc: BaseException, env: distributed.DistEnv, device: torch.device,
@@ -458,7 +478,7 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
         cfg.data, img_size=cfg.model.resolved_img_size(), local_batch_size=tc.local_batch_size,
         rank=env.rank, world_size=env.world_size, device=device, seed=tc.seed,
     )
-    _skip(batches, progress.step)
+    skip_batches(batches, progress.step)
     info = records.run_info
     meter = WindowMeter(device, env.world_size, tc.local_batch_size * env.world_size,
                         info["model"]["train_flops_per_image"],
@@ -468,8 +488,8 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
     # warm-up besides train.warmup_steps (metrics.WARMUP_RULE): the first window after a
     # resume (caches cold again), or with compiled blocks and no warm-up steps (compilation)
     cold = meta is not None or (tc.warmup_steps == 0 and applied.get("compiled_blocks", 0) > 0)
-    stop_before_first_step(signals, device, progress)  # a signal during the build
-    for i, (first, last, warmup) in _remaining(tc, progress.step):
+    stop_before_first_step(_agreed(signals, device), progress)  # a signal during the build
+    for i, (first, last, warmup) in remaining_windows(tc, progress.step):
         warmup, cold = warmup or cold, False
         meter.start()
         loss_sum = torch.zeros((), device=device)
@@ -484,39 +504,27 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
         log.info("step %d/%d%s: loss %.4f, %.1f images/s", last, tc.steps,
                  " (warm-up)" if warmup else "", figures["loss"], figures["ips"])
         if last < tc.steps:
-            _maybe_checkpoint(cfg, env, device, records.run_dir, (model, optimizer, scaler),
-                              signals, progress, first)
+            checkpoint_at_boundary(
+                _agreed(signals, device), tc.checkpoint_every, progress, first,
+                lambda step: checkpoint.save(records.run_dir, step, model, optimizer, cfg=cfg,
+                                             rank=env.rank, attempt=progress.attempt,
+                                             scaler=scaler))
 
 
-def _remaining(tc: TrainConfig, done: int) -> Iterator[tuple[int, tuple[int, int, bool]]]:
-    """(index, window) of the timing windows still to train after step ``done``."""
+def _agreed(signals: failures.StopSignals | None, device: torch.device) -> str | None:
+    return signals.agreed(device) if signals is not None else None
+
+
+def remaining_windows(tc: TrainConfig, done: int) -> Iterator[tuple[int, tuple[int, int, bool]]]:
+    """(index, (first, last, is_warmup)) of the timing windows (:func:`windows`) still to
+    train after step ``done``; a window that ``done`` cuts starts at ``done + 1``."""
     for i, (first, last, warmup) in enumerate(windows(tc.steps, tc.warmup_steps,
                                                       tc.log_every)):
         if last > done:
             yield i, (max(first, done + 1), last, warmup)
 
 
-def _maybe_checkpoint(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
-                      run_dir: Path, trained: tuple, signals: failures.StopSignals | None,
-                      progress: Progress, window_first: int) -> None:
-    """At a window boundary: save a checkpoint when a stop signal arrived on any rank or the
-    window reached a multiple of ``train.checkpoint_every``; stop after a signal's.
-
-    Raises:
-        failures.Preempted: a stop signal arrived (after the checkpoint is saved).
-    """
-    every, step = cfg.train.checkpoint_every, progress.step
-    model, optimizer, scaler = trained  # (the wrapped model, its optimizer, grad scaler)
-    stop = signals.agreed(device) if signals is not None else None
-    due = every > 0 and step // every > (window_first - 1) // every
-    if stop or due:
-        checkpoint.save(run_dir, step, model, optimizer, cfg=cfg, rank=env.rank,
-                        attempt=progress.attempt, scaler=scaler)
-    if stop:
-        raise failures.Preempted(stop, step)
-
-
-def _skip(batches: Iterator, num_batches: int) -> None:
+def skip_batches(batches: Iterator, num_batches: int) -> None:
     """Draw ``num_batches`` batches, so a resumed run sees the data an uninterrupted one
     would (real data sets load them: a resume of a long run on a large data set pays that)."""
     for _ in range(num_batches):

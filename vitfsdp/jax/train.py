@@ -45,7 +45,13 @@ from vitfsdp.jax.metrics import JaxWindowMeter, device_info, resolve_peak
 from vitfsdp.jax.model import ViT, build_model, count_params, dummy_input
 from vitfsdp.metrics import WARMUP_RULE
 from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
-from vitfsdp.train import Progress, _remaining, _skip
+from vitfsdp.train import (
+    Progress,
+    checkpoint_at_boundary,
+    remaining_windows,
+    skip_batches,
+    stop_before_first_step,
+)
 
 log = logging.getLogger("vitfsdp.jax.train")
 
@@ -254,10 +260,9 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
                            info["device"]["peak_flops"])
     fault = failures.parse_fault(os.environ.get(failures.FAULT_ENV))
     cold = meta is not None  # the first window after a resume is warm-up (WARMUP_RULE)
-    stop = agreed_stop(signals)  # one during start-up, the build or the compilation
-    if stop:  # leave now rather than spend what is left of the job on a first window
-        raise failures.Preempted(stop, progress.step, saved=False)
-    for i, (first, last, warmup) in _remaining(tc, progress.step):
+    # a signal during start-up, the build or the compilation
+    stop_before_first_step(agreed_stop(signals), progress)
+    for i, (first, last, warmup) in remaining_windows(tc, progress.step):
         warmup, cold = warmup or cold, False
         meter.start(state)
         losses = []
@@ -274,27 +279,11 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
         log.info("step %d/%d%s: loss %.4f, %.1f images/s", last, tc.steps,
                  " (warm-up)" if warmup else "", figures["loss"], figures["ips"])
         if last < tc.steps:
-            _maybe_checkpoint(cfg, records.run_dir, state, signals, progress, first)
+            checkpoint_at_boundary(
+                agreed_stop(signals), tc.checkpoint_every, progress, first,
+                lambda step, state=state: jckpt.save(records.run_dir, step, state, cfg=cfg,
+                                                     attempt=progress.attempt))
     return compile_s, state
-
-
-def _maybe_checkpoint(cfg: RunConfig, run_dir: Path, state: State,
-                      signals: failures.StopSignals | None, progress: Progress,
-                      window_first: int) -> None:
-    """At a window boundary: save a checkpoint when a stop signal arrived on any process or
-    the window reached a multiple of ``train.checkpoint_every``; stop after a signal's (as
-    the torch trainer's ``_maybe_checkpoint``).
-
-    Raises:
-        failures.Preempted: a stop signal arrived (after the checkpoint is saved).
-    """
-    every, step = cfg.train.checkpoint_every, progress.step
-    stop = agreed_stop(signals)
-    due = every > 0 and step // every > (window_first - 1) // every
-    if stop or due:
-        jckpt.save(run_dir, step, state, cfg=cfg, attempt=progress.attempt)
-    if stop:
-        raise failures.Preempted(stop, step)
 
 
 def agreed_stop(signals: failures.StopSignals | None) -> str | None:
@@ -305,13 +294,6 @@ def agreed_stop(signals: failures.StopSignals | None) -> str | None:
         return None
     signum = int(jdist.gather_floats([signals.received or 0]).max())
     return signal.Signals(signum).name if signum else None
-
-
-def windows(steps: int, warmup_steps: int, log_every: int) -> list[tuple[int, int, bool]]:
-    """Timing windows (first, last, is_warmup), as :func:`vitfsdp.train.windows`."""
-    from vitfsdp.train import windows as torch_windows
-
-    return torch_windows(steps, warmup_steps, log_every)
 
 
 def _init(model: ViT, tx: optax.GradientTransformation, key: jax.Array) -> State:
@@ -396,7 +378,7 @@ def device_batches(cfg: RunConfig, mesh: jax.sharding.Mesh,
                           local_batch_size=cfg.train.local_batch_size * local_devices,
                           rank=jax.process_index(), world_size=jax.process_count(),
                           device=torch.device("cpu"), seed=cfg.train.seed)
-    _skip(source, skip)
+    skip_batches(source, skip)
     target = sharding.batch_sharding(mesh)
     last, placed = None, None
     for x, y in source:
