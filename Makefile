@@ -4,12 +4,14 @@
 #               then run the test suite; the Slurm tests fail if the cluster is not up
 #   make test-noslurm   the same without the cluster (its tests are skipped), for non-root users
 #   make test-gpu   on a GPU node: install, then check every GPU path (tests/test_gpu.py)
-#   make bench-gpu  on a GPU node: issue 9's single-GPU benchmark into runs/bench/<host>/
+#   make bench-gpu  on a GPU node: the single-GPU benchmark into runs/bench/<host>/
+#   make gpu-wheels here (network): the wheels a GPU node without a package registry lacks,
+#               for tools/gpu-check.sh (the whole GPU check in steps; docs/benchmarks.md)
 PYTHON ?= python3
 DEMO_DIR ?= runs/demo
 SLURM_DIR ?= /tmp/vitfsdp-slurm
 
-.PHONY: install demo test test-noslurm test-gpu bench-gpu slurm-up slurm-down lint
+.PHONY: install demo test test-noslurm test-gpu bench-gpu gpu-wheels slurm-up slurm-down lint
 
 install:
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
@@ -49,3 +51,14 @@ bench-gpu: install
 
 lint:
 	$(PYTHON) -m ruff check .
+
+# hydra-core, omegaconf, antlr4 (built here: PyPI has only its sdist) and submitit as
+# Python 3.12 wheels in .whl/, for tools/gpu-check.sh on a node that reaches no registry
+GPU_PY ?= 3.12
+GPU_WHEELS ?= hydra-core==1.3.2 omegaconf==2.3.0 submitit==1.5.4
+
+gpu-wheels:
+	mkdir -p .whl
+	$(PYTHON) -m pip download --quiet --no-deps --only-binary=:all: --python-version $(GPU_PY) \
+	    --implementation cp --platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
+	$(PYTHON) -m pip wheel --quiet --no-deps -w .whl antlr4-python3-runtime==4.9.3
