@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start the virtual Slurm cluster: slurmctld and four slurmd daemons (vnode1..vnode4) on this
-# host, so that tests and demos can run real sbatch/srun jobs across 4 nodes.
+# host, with accounting (slurmdbd over a MariaDB server of its own), so that tests and demos can
+# run real sbatch/srun jobs across 4 nodes, read end states with sacct and meet QOS limits.
 #
 #   bash launch/virtual/start.sh          # idempotent; seconds once the packages are installed
 #   export SLURM_CONF=/tmp/vitfsdp-slurm/etc/slurm.conf VITFSDP_SLURM=1
@@ -8,7 +9,9 @@
 #
 # Environment: VITFSDP_SLURM_DIR (state directory, default /tmp/vitfsdp-slurm),
 # VITFSDP_SLURM_CTLD_PORT (default 16817), VITFSDP_SLURM_NODE_PORT_BASE (node i listens on
-# base+i, default 17000), VITFSDP_SLURM_START_TIMEOUT_S (wait for idle nodes, default 60).
+# base+i, default 17000), VITFSDP_SLURM_DBD_PORT (slurmdbd, default 16819),
+# VITFSDP_SLURM_DB_PORT (MariaDB on 127.0.0.1, default 16306), VITFSDP_SLURM_START_TIMEOUT_S
+# (wait for idle nodes, default 60).
 # Needs root: the daemons run as root (SlurmUser=root) and packages come from apt.
 set -euo pipefail
 
@@ -23,7 +26,15 @@ GPUS_PER_NODE=8
 CTLD_PORT=${VITFSDP_SLURM_CTLD_PORT:-16817}
 NODE_PORT_BASE=${VITFSDP_SLURM_NODE_PORT_BASE:-17000}
 START_TIMEOUT_S=${VITFSDP_SLURM_START_TIMEOUT_S:-60}
-PACKAGES=(slurm-wlm munge)
+DBD_PORT=${VITFSDP_SLURM_DBD_PORT:-16819}
+DB_PORT=${VITFSDP_SLURM_DB_PORT:-16306}
+DB_DIR=$STATE_DIR/mariadb  # MariaDB's data directory, socket and pid file (owned by mysql)
+DB_SOCKET=$DB_DIR/mariadbd.sock
+# A QOS with a per-user job limit, as a site's debug QOS (Frontier's allows 1 job): jobs
+# submitted with --qos=limit2 beyond 2 queued or running are refused by sbatch.
+LIMIT_QOS=limit2
+LIMIT_QOS_MAX_JOBS=2
+PACKAGES=(slurm-wlm munge slurmdbd mariadb-server)
 
 install_packages() {
     local pkg missing=()
@@ -90,6 +101,9 @@ render() {
         -e "s|@REAL_MEMORY_MB@|$(real_memory_mb)|g" \
         -e "s|@NODE_LIST@|$NODE_LIST|g" \
         -e "s|@NODE_LINES@|${lines%\\n}|g" \
+        -e "s|@DBD_PORT@|$DBD_PORT|g" \
+        -e "s|@DB_PORT@|$DB_PORT|g" \
+        -e "s|@DB_PASS@|$(db_password)|g" \
         "$1" >"$2.new"
     if cmp -s "$2.new" "$2"; then
         rm -f "$2.new"
@@ -111,6 +125,8 @@ prepare_state_dir() {
     local changed=0
     render "$HERE/slurm.conf.in" "$CONF" || changed=1
     render "$HERE/gres.conf.in" "$STATE_DIR/etc/gres.conf" || changed=1
+    (umask 077 && render "$HERE/slurmdbd.conf.in" "$STATE_DIR/etc/slurmdbd.conf") || changed=1
+    chmod 0600 "$STATE_DIR/etc/slurmdbd.conf"  # slurmdbd refuses a readable one
     if ((changed)) && any_daemon_running; then
         log "slurm.conf changed: restarting the daemons"
         bash "$HERE/stop.sh"
@@ -120,10 +136,78 @@ prepare_state_dir() {
 any_daemon_running() {
     local node
     pid_alive "$STATE_DIR/run/slurmctld.pid" slurmctld && return 0
+    pid_alive "$STATE_DIR/run/slurmdbd.pid" slurmdbd && return 0
     for node in "${NODES[@]}"; do
         pid_alive "$STATE_DIR/run/slurmd-$node.pid" slurmd && return 0
     done
     return 1
+}
+
+# The database password of the slurm user, made once per state directory (this host only).
+db_password() {
+    local f=$STATE_DIR/etc/db.pass
+    [[ -s $f ]] || (umask 077 && od -An -N16 -tx1 /dev/urandom | tr -d ' \n' >"$f")
+    cat "$f"
+}
+
+# wait_for SECONDS WHAT CMD...: until CMD succeeds, or die naming WHAT.
+wait_for() {
+    local timeout_s=$1 what=$2 deadline
+    shift 2
+    deadline=$((SECONDS + timeout_s))
+    until "$@" >/dev/null 2>&1; do
+        ((SECONDS < deadline)) || { show_logs; die "$what does not answer after ${timeout_s}s"; }
+        sleep 0.2
+    done
+}
+
+# MariaDB for slurmdbd: its own data directory, socket and port (127.0.0.1), run as mysql.
+start_mariadb() {
+    local err_log=$STATE_DIR/log/mariadbd.log
+    if ! pid_alive "$DB_DIR/mariadbd.pid" mariadbd; then
+        if [[ ! -d $DB_DIR/mysql ]]; then
+            log "creating the accounting database in $DB_DIR"
+            install -d -o mysql -g mysql -m 0700 "$DB_DIR"
+            mariadb-install-db --no-defaults --user=mysql --datadir="$DB_DIR" \
+                --auth-root-authentication-method=socket --skip-test-db \
+                >"$STATE_DIR/log/mariadb-install.log" 2>&1 \
+                || { cat "$STATE_DIR/log/mariadb-install.log" >&2; die "mariadb-install-db failed"; }
+        fi
+        [[ -e $err_log ]] || install -o mysql -g mysql -m 0644 /dev/null "$err_log"
+        log "starting mariadbd (127.0.0.1:$DB_PORT)"
+        setsid mariadbd --no-defaults --user=mysql --datadir="$DB_DIR" --socket="$DB_SOCKET" \
+            --pid-file="$DB_DIR/mariadbd.pid" --port="$DB_PORT" --bind-address=127.0.0.1 \
+            --skip-name-resolve --log-error="$err_log" --innodb-buffer-pool-size=32M \
+            </dev/null >/dev/null 2>&1 &
+    fi
+    wait_for 60 mariadbd mariadb-admin --no-defaults --socket="$DB_SOCKET" ping
+    mariadb --no-defaults --socket="$DB_SOCKET" -u root -e "
+        CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1';
+        ALTER USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$(db_password)';
+        GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
+}
+
+start_slurmdbd() {
+    if ! pid_alive "$STATE_DIR/run/slurmdbd.pid" slurmdbd; then
+        log "starting slurmdbd"
+        slurmdbd
+    fi
+    wait_for 60 slurmdbd sacctmgr -n show cluster
+}
+
+# The cluster, and the QOS limit2 that root may use (root's association comes with the
+# cluster). Idempotent: only what is missing is added.
+setup_accounting() {
+    local cluster
+    cluster=$(awk -F= '/^ClusterName=/ {print $2}' "$CONF")
+    sacctmgr -n -P show cluster format=cluster | grep -qx "$cluster" \
+        || sacctmgr -i add cluster "$cluster" >/dev/null
+    sacctmgr -n -P show qos format=name | grep -qx "$LIMIT_QOS" \
+        || sacctmgr -i add qos "$LIMIT_QOS" MaxSubmitJobsPerUser=$LIMIT_QOS_MAX_JOBS \
+            MaxJobsPerUser=$LIMIT_QOS_MAX_JOBS >/dev/null
+    sacctmgr -n -P show assoc where user=root cluster="$cluster" format=qos \
+        | tr ',' '\n' | grep -qx "$LIMIT_QOS" \
+        || sacctmgr -i modify user root set qos+="$LIMIT_QOS" >/dev/null
 }
 
 # Node names must resolve (MASTER_ADDR is taken from SLURM_JOB_NODELIST).
@@ -206,9 +290,10 @@ wait_until_idle() {
 print_usage() {
     cat <<EOF
 Virtual Slurm cluster up: ${#NODES[@]} nodes $NODE_LIST × $CPUS_PER_NODE CPUs × $GPUS_PER_NODE GPUs (GRES), partitions $PARTITION (default), batch.
+Accounting: slurmdbd on port $DBD_PORT (sacct); QOS $LIMIT_QOS allows $LIMIT_QOS_MAX_JOBS jobs per user.
 Use it with:
   export SLURM_CONF=$CONF VITFSDP_SLURM=1
-  sinfo; srun -N2 -n4 hostname
+  sinfo; srun -N2 -n4 hostname; sacct
 Stop it with: bash launch/virtual/stop.sh
 EOF
 }
@@ -220,6 +305,9 @@ main() {
     start_munge
     add_hosts_entries
     prepare_state_dir
+    start_mariadb
+    start_slurmdbd
+    setup_accounting
     start_daemons
     wait_until_idle
     print_usage

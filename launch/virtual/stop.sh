@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stop the virtual Slurm cluster started by launch/virtual/start.sh. Idempotent.
 #
-#   bash launch/virtual/stop.sh               # cancel jobs, stop slurmd ×4 and slurmctld
+#   bash launch/virtual/stop.sh               # cancel jobs, stop slurmd ×4, slurmctld,
+#                                             # slurmdbd and its MariaDB
 #   bash launch/virtual/stop.sh --with-munge  # also stop munged
 #
 # The state directory (VITFSDP_SLURM_DIR, default /tmp/vitfsdp-slurm) and its logs are kept.
@@ -66,6 +67,8 @@ main() {
     cancel_jobs
     stop_daemons slurmd "$RUN_DIR"/slurmd-*.pid
     stop_daemons slurmctld "$RUN_DIR/slurmctld.pid"
+    stop_daemons slurmdbd "$RUN_DIR/slurmdbd.pid"
+    stop_daemons mariadbd "$STATE_DIR/mariadb/mariadbd.pid"
     if [[ ${1:-} == --with-munge ]]; then
         stop_daemons munged /run/munge/munged.pid
     fi
