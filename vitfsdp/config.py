@@ -217,8 +217,12 @@ class RunConfig:
 
 
 def register_configs() -> None:
-    """Register :class:`RunConfig` as Hydra's ``base_config`` (idempotent)."""
+    """Register :class:`RunConfig` as Hydra's ``base_config`` and the run-directory name
+    resolver of ``conf/config.yaml`` (idempotent)."""
+    from vitfsdp.rundir import register_resolver
+
     ConfigStore.instance().store(name="base_config", node=RunConfig)
+    register_resolver()
 
 
 def to_run_config(cfg: DictConfig) -> RunConfig:

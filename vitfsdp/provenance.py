@@ -23,8 +23,6 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-import torch
-
 #: Slurm variables recorded in run.json (ids and placement, nothing secret).
 SLURM_VARS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_NODELIST",
               "SLURM_JOB_NUM_NODES", "SLURM_NTASKS", "SLURM_JOB_PARTITION", "SLURM_RESTART_COUNT")
@@ -102,6 +100,7 @@ def versions(driver: str | None = None) -> dict:
     nvidia-ml-py and the GPU driver (``driver``, from NVML or AMD SMI); None where absent."""
     import numpy
     import timm
+    import torch
 
     nccl = cudnn = None
     if torch.cuda.is_available():
