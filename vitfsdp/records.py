@@ -55,8 +55,22 @@ SUM_FIELDS = ("alloc_retries", "num_ooms")
 RANGE_FIELDS = ("ips", "step_time_s")
 
 
+def default_file_mode() -> int:
+    """The mode ``open()`` gives a new file: 0o666 less the process's umask (read from
+    /proc/self/status, else by setting and restoring it)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            umask = next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError):
+        umask = os.umask(0o022)
+        os.umask(umask)
+    return 0o666 & ~umask
+
+
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
-    """Write ``obj`` as indented JSON to ``path`` through a temporary file and a rename.
+    """Write ``obj`` as indented JSON to ``path`` through a temporary file and a rename. The
+    file gets the permissions ``open()`` would give it (:func:`default_file_mode`), so
+    teammates on a shared project directory read the records as the umask allows.
 
     Raises:
         TypeError: ``obj`` holds something JSON cannot encode.
@@ -66,6 +80,7 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), default_file_mode())  # mkstemp creates it 0600
             json.dump(obj, f, indent=2)
             f.write("\n")
         os.replace(tmp, path)
@@ -87,6 +102,7 @@ def _write_jsonl_atomic(path: Path, rows: list[dict]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
+            os.fchmod(f.fileno(), default_file_mode())
             f.writelines(json.dumps(row, default=str) + "\n" for row in rows)
         os.replace(tmp, path)
     except BaseException:
