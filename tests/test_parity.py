@@ -27,6 +27,8 @@ COMMON = ["model=vit_tiny", "data=digits", "data.shuffle=false", "device=cpu",
 FP32_REL_TOL = 1e-4
 BF16_REL_TOL = 5e-2
 FSDP_STRATEGIES = ["NO_SHARD", "FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_1GPU", "HYBRID_2GPU"]
+ENGINES = ("fsdp1", "fsdp2")
+SPANNING = "HYBRID_SHARD-4"  # strategy=HYBRID_SHARD strategy.shard_group_size=4
 
 
 def _losses(run_dir) -> list[float]:
@@ -44,6 +46,9 @@ def _cases() -> dict[str, str]:
             f"strategy.limit_all_gathers={lag}")
     for s in FSDP_STRATEGIES:
         base[f"fsdp2-{s}"] = f"engine=fsdp2 strategy={s}"
+    for engine in ENGINES:  # a shard group of 4 on 2 nodes of 2: it spans both nodes
+        base[f"{engine}-{SPANNING}"] = (f"engine={engine} strategy=HYBRID_SHARD "
+                                        "strategy.shard_group_size=4")
     cases = {name: f"{o} precision=fp32" for name, o in base.items()}
     for name in ("DDP", "fsdp1-FULL_SHARD-BACKWARD_PRE-true", "fsdp2-FULL_SHARD",
                  "fsdp2-HYBRID_2GPU"):
@@ -78,7 +83,7 @@ def matrix(tmp_path_factory) -> dict:
 @pytest.mark.slow
 def test_every_fp32_configuration_matches_single_process(reference, matrix):
     fp32 = {n: d for n, d in matrix.items() if not n.startswith("bf16")}
-    assert len(fp32) == 1 + 5 * 3 * 2 + 5
+    assert len(fp32) == 1 + 5 * 3 * 2 + 5 + len(ENGINES)
     for name, run_dir in fp32.items():
         run = read(run_dir / "run.json")
         assert run["status"] == "completed" and run["world"]["size"] == 4, name
@@ -95,6 +100,18 @@ def test_bf16_stays_within_stated_bound(reference, matrix):
         losses = _losses(matrix[name])
         assert losses == pytest.approx(reference, rel=BF16_REL_TOL), name
         assert losses != pytest.approx(reference, rel=1e-6), f"{name} did not run in bf16"
+
+
+@pytest.mark.slow
+def test_shard_group_spanning_two_nodes_is_recorded_as_hybrid_4gpu(matrix):
+    """strategy=HYBRID_SHARD strategy.shard_group_size=4 on 2 nodes of 2 ranks: one shard
+    group over both nodes (its losses are checked with the others above)."""
+    for engine in ENGINES:
+        run = read(matrix[f"{engine}-{SPANNING}"] / "run.json")
+        strategy = run["config"]["strategy"]
+        assert (strategy["name"], strategy["shard_group_size"]) == ("HYBRID_4GPU", 4), engine
+        assert run["world"]["size"] == 4 and run["world"]["replicas"] == 1, engine
+        assert run["config"]["cluster"]["gpus_per_node"] == 2, engine
 
 
 @pytest.mark.slow

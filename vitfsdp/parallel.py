@@ -7,8 +7,11 @@ a model built on the meta device a :class:`ParamInit` that can draw any rows of 
 
 Strategy names (``strategy=<name>``) follow the published study: ``DDP``, FSDP's
 ``NO_SHARD``, ``FULL_SHARD``, ``SHARD_GRAD_OP``, and ``HYBRID_<k>GPU`` = FSDP
-``HYBRID_SHARD`` with shard groups of ``k`` consecutive ranks (inside a node), replicated
-across the rest (world size / k replicas).
+``HYBRID_SHARD`` with shard groups of ``k`` consecutive ranks, replicated across the rest
+(world size / k replicas). ``strategy=HYBRID_SHARD strategy.shard_group_size=k`` takes any
+``k`` that divides the world size and tiles the nodes: a group inside a node (k divides the
+ranks per node) or whole nodes (k a multiple of it: k = 16 on 8-GPU nodes spans two nodes,
+as the ORNL study ran it); its name is then ``HYBRID_<k>GPU``.
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ class StrategyConfig:
         if hybrid and self.shard_group_size < 1:
             raise ValueError(
                 f"strategy.shard_group_size={self.shard_group_size} must be >= 1 for "
-                "HYBRID_SHARD (ranks per shard group)"
+                "HYBRID_SHARD (ranks per shard group): set strategy.shard_group_size=k"
             )
         if not hybrid and self.shard_group_size:
             raise ValueError(
@@ -117,21 +120,32 @@ class StrategyConfig:
             raise ValueError("strategy.forward_prefetch applies only to FSDP1 (engine=fsdp1)")
 
     def check_world(self, world_size: int, ranks_per_node: int) -> None:
-        """Refuse a hybrid shard group that does not tile the nodes.
+        """Refuse a hybrid shard group that does not tile the world and the nodes.
+
+        A shard group is consecutive ranks: inside a node (``k`` divides the ranks per node)
+        or a whole number of nodes (``k`` a multiple of them); never part of one node and
+        part of the next, where every collective would wait on the inter-node link for a
+        few ranks.
 
         Raises:
-            ValueError: ``shard_group_size`` does not divide the ranks per node (a shard group
-                must not straddle nodes) or the world size.
+            ValueError: ``shard_group_size`` does not divide the world size, or neither
+                divides nor is a multiple of the ranks per node.
         """
         k = self.shard_group_size
         if not k:
             return
-        if ranks_per_node % k or world_size % k:
+        tiles = ranks_per_node % k == 0 or k % ranks_per_node == 0
+        if world_size % k or not tiles:
             raise ValueError(
                 f"strategy={self.name} needs shard groups of {k} ranks, but a node has "
-                f"{ranks_per_node} ranks (world {world_size}); choose a strategy whose shard "
-                f"group divides cluster.gpus_per_node={ranks_per_node}"
+                f"{ranks_per_node} ranks (world {world_size}); choose a shard group that "
+                f"divides the world size and divides or is a multiple of "
+                f"cluster.gpus_per_node={ranks_per_node}"
             )
+
+    def spans_nodes(self, world_size: int, ranks_per_node: int) -> bool:
+        """True when one shard group holds ranks of more than one node."""
+        return self.shard_group(world_size) > ranks_per_node
 
     def effective_sharding_strategy(self) -> str:
         """The ShardingStrategy handed to FSDP1 (``DDP`` for DDP).
@@ -300,7 +314,8 @@ class ParamInit(Protocol):
 
 def hybrid_mesh(device_type: str, world_size: int, shard_group_size: int) -> DeviceMesh:
     """2-D mesh (replicas × shard group) for HYBRID_SHARD; ranks in a shard group are
-    consecutive, so with ranks numbered node by node a shard group stays inside a node."""
+    consecutive, so with ranks numbered node by node a shard group is part of one node or
+    whole nodes (``shard_group_size`` > ranks per node: it spans nodes)."""
     shape = (world_size // shard_group_size, shard_group_size)
     return init_device_mesh(device_type, shape, mesh_dim_names=(REPLICATE_AXIS, SHARD_AXIS))
 

@@ -1,8 +1,9 @@
 """Meshes and shardings of the JAX strategies (jax.sharding: Mesh, NamedSharding).
 
 Every strategy is one 2-D mesh ``(data, fsdp)`` over the world's devices in rank order
-(process index, then local device id), so shard groups are consecutive ranks, inside a node,
-as in :mod:`vitfsdp.parallel`:
+(process index, then local device id), so shard groups are consecutive ranks, part of a node
+or whole nodes (``strategy.shard_group_size`` = 16 on 8-GPU nodes spans two), as in
+:mod:`vitfsdp.parallel`:
 
 =============  =====================  ==============================================
 strategy       mesh (data × fsdp)     parameters and AdamW moments
