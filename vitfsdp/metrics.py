@@ -265,14 +265,25 @@ def resolve_peak(device: torch.device, device_name: str, compute_dtype: str,
     return {"peak_flops": flops, "peak_source": source, "peak_kind": kind}
 
 
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo ``model name``, e.g. ``AMD EPYC 7763 64-Core
+    Processor``), else the machine's architecture (``x86_64``) where Linux does not say."""
+    import platform
+
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            names = [line.split(":", 1)[1].strip() for line in f
+                     if line.startswith(("model name", "Model name"))]
+    except OSError:
+        names = []
+    return next((n for n in names if n), platform.processor() or platform.machine())
+
+
 def device_info(device: torch.device) -> dict:
     """Name and memory of ``device`` for run.json (memory in GiB; ``None`` on CPU), with its
     NVML/AMD SMI index and UUID where known."""
     if device.type != "cuda":
-        import platform
-
-        return {"type": "cpu", "name": platform.processor() or platform.machine(),
-                "memory_gib": None}
+        return {"type": "cpu", "name": cpu_name(), "memory_gib": None}
     props = torch.cuda.get_device_properties(device)
     return {"type": "cuda", "name": props.name, "memory_gib": props.total_memory / GIB,
             "uuid": str(getattr(props, "uuid", "")) or None, "pci_bus_id": _pci_bus_id(props),

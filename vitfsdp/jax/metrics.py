@@ -37,6 +37,7 @@ from vitfsdp.metrics import (
     _read_vm_hwm_gib,
     _reset_vm_hwm,
     _warn_once,
+    cpu_name,
     peak_kind,
     table_peak,
 )
@@ -93,10 +94,7 @@ def device_info(device: jax.Device) -> dict:
     """Type (``cpu`` or ``cuda``, as torch runs record it), name and memory (GiB; ``None`` on
     the CPU) of ``device``, for run.json."""
     if device.platform == "cpu":
-        import platform
-
-        return {"type": "cpu", "name": platform.processor() or platform.machine(),
-                "memory_gib": None, "jax_platform": "cpu"}
+        return {"type": "cpu", "name": cpu_name(), "memory_gib": None, "jax_platform": "cpu"}
     stats = device.memory_stats() or {}
     limit = stats.get("bytes_limit")
     return {"type": "cuda", "name": device.device_kind,
