@@ -280,10 +280,13 @@ def cpu_name() -> str:
 
 
 def device_info(device: torch.device) -> dict:
-    """Name and memory of ``device`` for run.json (memory in GiB; ``None`` on CPU), with its
-    NVML/AMD SMI index and UUID where known."""
+    """Name and memory of ``device`` for run.json (memory in GiB; ``None`` on CPU, where
+    ``host_cpus`` counts the host's logical CPUs), with its NVML/AMD SMI index and UUID where
+    known."""
     if device.type != "cuda":
-        return {"type": "cpu", "name": cpu_name(), "memory_gib": None}
+        # host_cpus: the logical CPUs of the host, which CPU ranks of one host share
+        return {"type": "cpu", "name": cpu_name(), "memory_gib": None,
+                "host_cpus": os.cpu_count()}
     props = torch.cuda.get_device_properties(device)
     return {"type": "cuda", "name": props.name, "memory_gib": props.total_memory / GIB,
             "uuid": str(getattr(props, "uuid", "")) or None, "pci_bus_id": _pci_bus_id(props),

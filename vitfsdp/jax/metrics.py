@@ -23,6 +23,7 @@ dtype and matmul precision, or a timed GEMM with ``metrics.peak=measure``
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -94,7 +95,8 @@ def device_info(device: jax.Device) -> dict:
     """Type (``cpu`` or ``cuda``, as torch runs record it), name and memory (GiB; ``None`` on
     the CPU) of ``device``, for run.json."""
     if device.platform == "cpu":
-        return {"type": "cpu", "name": cpu_name(), "memory_gib": None, "jax_platform": "cpu"}
+        return {"type": "cpu", "name": cpu_name(), "memory_gib": None, "jax_platform": "cpu",
+                "host_cpus": os.cpu_count()}
     stats = device.memory_stats() or {}
     limit = stats.get("bytes_limit")
     return {"type": "cuda", "name": device.device_kind,
