@@ -35,7 +35,8 @@ METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
 
 #: Every status a run may end in (DESIGN.md), plus ``running`` while it is in flight.
-STATUSES = ("completed", "oom", "timeout", "failed", "preempted", "skipped_infeasible")
+STATUSES = ("completed", "oom", "timeout", "failed", "preempted", "cancelled",
+            "skipped_infeasible")
 RUNNING = "running"
 
 #: Window fields summarised as the median over measured windows.
