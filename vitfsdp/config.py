@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
@@ -39,8 +40,12 @@ ADAMW_IMPLS = ("auto", "for_loop", "foreach", "fused")
 #: ``torch.set_float32_matmul_precision`` values: IEEE fp32, TF32, bf16-based.
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 
-#: The Hydra config folder and its groups whose options are YAML files (``model=vit_base``).
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+#: The Hydra config folder: the repository's ``conf/``, installed as the package data
+#: ``vitfsdp.conf`` (pyproject.toml), so that a wheel carries it. A folder on disk (pip installs
+#: unzipped): Hydra and :func:`group_options` list it. Users add YAMLs of their own through
+#: ``hydra.searchpath`` (README, "Your own configs").
+CONF_DIR = Path(str(resources.files("vitfsdp.conf")))
+#: The config groups whose options are YAML files (``model=vit_base``).
 GROUPS = ("model", "strategy", "data", "cluster", "experiment")
 
 
@@ -237,9 +242,24 @@ def to_run_config(cfg: DictConfig) -> RunConfig:
     return obj
 
 
-def group_options(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
-    """The option names of a config group (``conf/<group>/*.yaml``), sorted."""
-    return sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
+def group_options(group: str, conf_dir: Path = CONF_DIR,
+                  extra_dirs: Sequence[Path] = ()) -> list[str]:
+    """The option names of a config group (``conf/<group>/*.yaml`` and ``<dir>/<group>/*.yaml``
+    of every folder in ``extra_dirs``), sorted."""
+    dirs = [conf_dir, *extra_dirs]
+    return sorted({p.stem for d in dirs for p in (Path(d) / group).glob("*.yaml")})
+
+
+def searchpath_dirs(searchpath: Sequence[str]) -> list[Path]:
+    """The folders of ``hydra.searchpath`` entries: ``file://DIR`` or ``DIR`` (relative to the
+    working directory, as Hydra reads them) and ``pkg://package`` (an importable package)."""
+    dirs = []
+    for entry in searchpath:
+        if entry.startswith("pkg://"):
+            dirs.append(Path(str(resources.files(entry.removeprefix("pkg://")))))
+        else:
+            dirs.append(Path(entry.removeprefix("file://")))
+    return dirs
 
 
 def check_group_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
@@ -249,18 +269,22 @@ def check_group_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
     names the option and the valid ones, for every value of a sweep (``strategy=A,BOGUS``).
 
     Raises:
-        ValueError: an option of :data:`GROUPS` names no YAML file in ``conf_dir``.
+        ValueError: an option of :data:`GROUPS` names no YAML file in ``conf_dir`` or in a
+            folder of a ``hydra.searchpath=[...]`` override.
     """
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     args = [a for a in argv if "=" in a and not a.startswith("-")]
-    for override in OverridesParser.create().parse_overrides(args):
+    overrides = OverridesParser.create().parse_overrides(args)
+    extra = [d for o in overrides if o.key_or_group == "hydra.searchpath"
+             for d in searchpath_dirs(o.value())]
+    for override in overrides:
         group = override.key_or_group
         if group not in GROUPS or override.is_delete():
             continue
         values = (list(override.sweep_string_iterator()) if override.is_sweep_override()
                   else [override.get_value_element_as_str()])
-        valid = group_options(group, conf_dir)
+        valid = group_options(group, conf_dir, extra)
         for value in values:
             if value not in valid and value != "null":
                 raise ValueError(f"{group}={value} is unknown; valid: {', '.join(valid)}")

@@ -40,7 +40,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from vitfsdp import provenance
-from vitfsdp.config import RunConfig, cli, register_configs, to_run_config
+from vitfsdp.config import CONF_DIR, RunConfig, cli, register_configs, to_run_config
 from vitfsdp.launch import batch_search as bsearch
 from vitfsdp.launch import check_text, local, resume, slurm, status
 from vitfsdp.records import (
@@ -119,6 +119,9 @@ def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num:
     run_dir = Path(sweep_config.hydra.sweep.dir) / str(sweep_config.hydra.sweep.subdir)
     cfg = to_run_config(sweep_config)
     _check_launchable(cfg)
+    # the user's config folders (hydra.searchpath) go with the point into its command
+    searchpath = [o for o in config.hydra.overrides.hydra if o.startswith("hydra.searchpath=")]
+    overrides = [*overrides, *(s for s in searchpath if s not in overrides)]
     return Point(num, overrides, cfg, run_dir.resolve(), resume.config_hash(cfg))
 
 
@@ -499,7 +502,7 @@ def _report(points: list[Point], summaries: list[dict], sweep_dir: Path) -> None
     log.info("figures and tables: python -m vitfsdp.analysis %s", sweep_dir)
 
 
-@hydra.main(version_base=None, config_path="../conf", config_name="sweep")
+@hydra.main(version_base=None, config_path=str(CONF_DIR), config_name="sweep")
 def main(dcfg: DictConfig) -> None:
     """Reached only if Hydra runs the task in-process, which the vitfsdp launcher never does."""
     raise RuntimeError("vitfsdp.sweep runs points through the vitfsdp launcher only")

@@ -48,6 +48,7 @@ from vitfsdp import (
     startup_signals,
 )
 from vitfsdp.config import (
+    CONF_DIR,
     KernelsConfig,
     RunConfig,
     TrainConfig,
@@ -72,7 +73,7 @@ log = logging.getLogger("vitfsdp.train")
 register_configs()
 
 
-@hydra.main(version_base=None, config_path="../conf", config_name="config")
+@hydra.main(version_base=None, config_path=str(CONF_DIR), config_name="config")
 def main(dcfg: DictConfig) -> None:
     """Hydra entry point: validate the config, then train in this process or launch ranks."""
     cfg = to_run_config(dcfg)

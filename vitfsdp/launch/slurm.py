@@ -31,6 +31,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from vitfsdp.launch import ClusterConfig, check_text
@@ -39,8 +40,9 @@ from vitfsdp.records import write_json_atomic
 
 log = logging.getLogger(__name__)
 
-#: The job-script template (placeholders ``@NAME@``), in the repository's launch/ folder.
-TEMPLATE = Path(__file__).resolve().parents[2] / "launch" / "sbatch" / "job.sbatch.in"
+#: The job-script template (placeholders ``@NAME@``): the repository's launch/sbatch/, installed
+#: as the package data ``vitfsdp.launch.sbatch`` (pyproject.toml).
+TEMPLATE = resources.files("vitfsdp.launch.sbatch") / "job.sbatch.in"
 SCRIPT_FILE = "job.sbatch"  # the job script, in each point's run directory
 JOB_FILE = "job.json"  # the Slurm job id, array index, state at submission
 TASK_LOG_DIR = "logs"  # per-task output: logs/task<SLURM_PROCID>.log
