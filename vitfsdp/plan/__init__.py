@@ -30,7 +30,7 @@ from vitfsdp.plan.memory import (
     model_sizes,
     state_bytes,
 )
-from vitfsdp.plan.timing import comm_volumes, compute_seconds, step_seconds
+from vitfsdp.plan.timing import comm_volumes, compute_terms, step_seconds
 
 __all__ = ["GIB", "Prediction", "StateBytes", "format_state_bytes", "memory_breakdown",
            "predict", "predict_run", "state_bytes"]
@@ -61,13 +61,15 @@ class Prediction:
     overhead_gib: float  # allocator cache (GPU) or process baseline (CPU)
     peak_mem_gib: float  # allocated + overhead: compare with pred_mem_metric
     device_memory_gib: float | None  # cluster.device_memory_gib
-    fits: bool | None  # allocated <= device memory; None when the device memory is unknown
-    compute_s: float | None  # per step; None without a peak FLOP/s
+    fits: bool | None  # peak_mem_gib <= device memory; None when the device memory is unknown
+    margin_gib: float | None  # device memory - peak_mem_gib (< 0: does not fit)
+    compute_s: float | None  # per step: forward, backward (recompute), optimizer; None: no peak
     all_gather_gib: float  # per step and rank: gathered buffers
     reduce_scatter_gib: float
     all_reduce_gib: float
     comm_s: float | None  # all collectives, overlapped or not; None: bandwidth unknown
-    exposed_comm_s: float | None  # the part not hidden behind compute
+    latency_s: float  # the collectives' latency terms (exposed), per step
+    exposed_comm_s: float | None  # step time - compute: the communication not hidden
     step_time_s: float | None
     ips: float | None  # global images per second
     reason: str  # one line: why it fits or not
@@ -185,21 +187,20 @@ def memory_breakdown(cfg, device: str | None = None) -> dict[str, int]:
             "shard_group_size": group}
 
 
-def _fits(allocated_gib: float, peak_gib: float, device_memory_gib: float | None,
+def _fits(peak_gib: float, device_memory_gib: float | None,
           device: str) -> tuple[bool | None, str]:
-    """Fit and its one-line reason. A GPU fits when the allocated peak does: the caching
-    allocator frees its cache and retries before it reports out of memory (PyTorch docs,
-    "CUDA semantics: memory management")."""
+    """Fit and its one-line reason, judged on the printed peak (allocated + the allocator's
+    reserve on a GPU, + the process baseline on CPU): what the run's reserved (or resident)
+    memory reaches."""
     where = "per GPU" if device == "gpu" else "per rank"
     if device_memory_gib is None:
-        return None, (f"predicted {peak_gib:.1f} GiB {where}; device memory unknown "
+        return None, (f"predicted peak {peak_gib:.1f} GiB {where}; device memory unknown "
                       "(set cluster.device_memory_gib)")
-    fits = allocated_gib <= device_memory_gib
-    sign = "<=" if fits else ">"
-    extra = "allocator cache" if device == "gpu" else "process baseline"
-    return fits, (f"predicted {allocated_gib:.1f} GiB allocated ({peak_gib:.1f} GiB with "
-                  f"{extra}) {where} {sign} {device_memory_gib:.1f} GiB "
-                  "(cluster.device_memory_gib)")
+    margin = device_memory_gib - peak_gib
+    fits = margin >= 0
+    return fits, (f"predicted peak {peak_gib:.1f} GiB {where}, "
+                  f"{'margin' if fits else 'over by'} {abs(margin):.1f} GiB of "
+                  f"{device_memory_gib:.1f} GiB (cluster.device_memory_gib)")
 
 
 def _flops_per_image(cfg) -> float:
@@ -233,25 +234,28 @@ def predict(cfg, *, peak_flops: float | None = None,
     else:
         overhead = CPU_BASELINE_GIB
     memory = cfg.cluster.device_memory_gib or device_memory_gib
-    fits, reason = _fits(allocated, allocated + overhead, memory, device)
+    peak_gib = allocated + overhead
+    fits, reason = _fits(peak_gib, memory, device)
     peak = cfg.cluster.peak_tflops * 1e12 if cfg.cluster.peak_tflops else peak_flops
-    compute = compute_seconds(_flops_per_image(cfg), cfg.train.local_batch_size, peak,
-                              cfg.cluster.plan_efficiency)
+    shard = math.ceil(b["num_params"] / b["shard_group_size"])
+    compute = compute_terms(cfg, shard, peak, cfg.cluster.plan_efficiency,
+                            cfg.cluster.memory_gbps)
     comm = comm_volumes(cfg, b["num_params"], b["num_units"])
     step = step_seconds(compute, comm)
-    total_comm = (None if comm.overlapped_s is None
-                  else comm.overlapped_s + comm.exposed_s)
     return Prediction(
         device=device, num_params=b["num_params"], shard_group_size=b["shard_group_size"],
         params_gib=b["params"] / GIB, grads_gib=b["grads"] / GIB,
         optimizer_gib=b["optimizer"] / GIB, buffers_gib=b["buffers"] / GIB,
         activations_gib=b["activations"] / GIB,
         activations_other_gib=b["activations_other"] / GIB, allocated_gib=allocated,
-        overhead_gib=overhead, peak_mem_gib=allocated + overhead, device_memory_gib=memory,
-        fits=fits, compute_s=compute, all_gather_gib=comm.all_gather_bytes / GIB,
+        overhead_gib=overhead, peak_mem_gib=peak_gib, device_memory_gib=memory,
+        fits=fits, margin_gib=None if memory is None else memory - peak_gib,
+        compute_s=None if compute is None else compute.total_s,
+        all_gather_gib=comm.all_gather_bytes / GIB,
         reduce_scatter_gib=comm.reduce_scatter_bytes / GIB,
-        all_reduce_gib=comm.all_reduce_bytes / GIB, comm_s=total_comm,
-        exposed_comm_s=comm.exposed_s, step_time_s=step,
+        all_reduce_gib=comm.all_reduce_bytes / GIB, comm_s=comm.total_s,
+        latency_s=comm.latency_s,
+        exposed_comm_s=None if step is None else step - compute.total_s, step_time_s=step,
         ips=cfg.world_size * cfg.train.local_batch_size / step if step else None,
         reason=reason)
 

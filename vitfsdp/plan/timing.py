@@ -1,40 +1,80 @@
-"""Predicted step time: compute from FLOPs at a stated efficiency, communication from the
-collectives' volumes over the cluster profile's bandwidths.
+"""Predicted step time: compute from each GEMM and memory-bound op at its shape, and every
+collective from a latency + bandwidth (alpha-beta) model; what overlaps and what is exposed.
 
-Compute (per rank and step): ``local batch × hardware FLOPs per image / (plan_efficiency ×
-peak)``; hardware FLOPs = 3 × forward (forward + backward, Kaplan et al. 2020, "Scaling Laws
-for Neural Language Models", sec. 2.1) plus one more forward of every block under
-activation checkpointing (≈ 4 × forward; Chowdhery et al. 2022, "PaLM", appendix B).
+Compute (per rank and step; :func:`compute_terms`):
 
-Communication (per rank and step), ring algorithms, as the NCCL tests measure them
-(NVIDIA/nccl-tests, doc/PERFORMANCE.md: a collective on a buffer of S bytes over n ranks
-takes ``S × f / busbw`` with ``f = 2(n-1)/n`` for all-reduce and ``(n-1)/n`` for all-gather
-and reduce-scatter, S being the whole gathered / reduced buffer):
+- **GEMMs** at their shapes (per block: QKV, projection, MLP in and out; the patch embedding
+  and the head): ``2·M·N·K`` FLOPs at ``plan_efficiency × peak`` (the fraction of the dense
+  peak a large GEMM reaches; fitted by ``--calibrate``), with tile quantization (the output
+  is computed in 128×128 tiles: NVIDIA, "Matrix Multiplication Background User's Guide",
+  "Tile quantization"), and never faster than its operands move through device memory
+  (roofline: Williams et al. 2009, "Roofline", CACM 52(4)).
+- **Attention** (fused SDPA: q, k, v read and the output written once; written out, the
+  scores and softmax too) and the **non-matmul ops** (2 LayerNorms, 2 residual adds, the MLP's
+  activation: read and written once each, ``10·d + 2·m`` elements per token, ``5·m`` for
+  SwiGLU's SiLU and product) at ``cluster.memory_gbps``: a roofline of FLOPs and bytes.
+- Backward: twice the forward's GEMM FLOPs (gradients of inputs and weights; Kaplan et al.
+  2020, sec. 2.1) and twice its memory traffic; activation checkpointing runs every block's
+  forward again (Chowdhery et al. 2022, "PaLM", appendix B).
+- **Optimizer step** (AdamW over this rank's shard, memory-bound): reads parameter,
+  gradient and both moments, writes parameter and moments: 28 bytes a parameter (fp32).
 
-- DDP, NO_SHARD, HYBRID_1GPU: one all-reduce of the gradients (reduce dtype) over the world;
-- FULL_SHARD, HYBRID_<k>GPU: the parameters all-gathered in forward and again in backward
-  (parameter dtype) and the gradients reduce-scattered, over the shard group; the hybrids
-  add an all-reduce of the gradient shard over the replicas;
-- SHARD_GRAD_OP: one all-gather (forward; kept for backward) and the reduce-scatter.
+Collectives (per step; :func:`comm_terms`), buffers as nccl-tests count them
+(NVIDIA/nccl-tests, doc/PERFORMANCE.md: S the whole gathered / reduced buffer):
 
-A collective over ranks of one node runs at ``cluster.intra_node_gbps``, one spanning nodes
-at ``cluster.inter_node_gbps`` (its slowest links).
+- DDP: all-reduce of the fp32 gradients (DDP keeps fp32 parameters and reduces their
+  gradients in fp32 under autocast) in 25 MiB buckets (``bucket_cap_mb``);
+- NO_SHARD, HYBRID_1GPU: one all-reduce per FSDP unit, in ``reduce_dtype``;
+- FULL_SHARD, HYBRID_<k>GPU: per unit an all-gather in forward and again in backward (the
+  parameter dtype) and a reduce-scatter (``reduce_dtype``), over the shard group; the
+  hybrids add an all-reduce of the gradient shard over the replicas; SHARD_GRAD_OP gathers
+  once (kept from forward to backward).
 
-Overlap (the assumption): FSDP prefetches the next unit's all-gather while the current unit
-computes, and reduce-scatters a unit's gradients while the previous unit's backward runs
-(Zhao et al. 2023, "PyTorch FSDP", sec. 3.3 and 4.1); DDP all-reduces gradient buckets
-during backward (Li et al. 2020, "PyTorch Distributed: Experiences on Accelerating Data
-Parallel Training", sec. 3.2.3). So the overlapped communication hides behind compute:
-step = max(compute, overlapped) + exposed. Exposed: the first unit's forward all-gather
-(1 / units of it), and under ``strategy.backward_prefetch=NONE`` (FSDP1) the backward
-all-gather (each unit waits for its own).
+Each collective over n ranks takes ``latency + S·f / busbw`` (``f = (n-1)/n`` for all-gather and
+reduce-scatter, ``2(n-1)/n`` for all-reduce). Latency, as NCCL/RCCL's own cost model counts it
+(ROCm/rccl and NVIDIA/nccl, src/graph/tuning.cc: a base latency plus a per-step hardware
+latency): ring, ``collective_latency_us + steps × step latency`` with ``n-1`` steps (``2(n-1)``
+for all-reduce), every step at the slowest link's latency (``inter_node_latency_us`` once
+the ring leaves a node); tree (all-reduce only, across nodes), ``collective_latency_us +
+2·((ranks per node - 1)·intra + log2(nodes)·inter)``; the faster of the two is used, as
+NCCL/RCCL pick. All-gather and reduce-scatter only have a ring: over a flat FULL_SHARD
+of 1024 ranks each of a model's ~100 collectives a step pays 1023 steps, which is what
+makes FULL_SHARD fall behind the hybrids at scale (Singh et al. 2025, "The Big Send-off",
+arXiv:2504.18658: RCCL's ring latency grows linearly with the GCDs of Frontier).
+
+Overlap (:func:`step_seconds`): FSDP prefetches the next unit's all-gather during the
+current unit's compute and reduce-scatters during backward, DDP all-reduces buckets during
+backward (Zhao et al. 2023, "PyTorch FSDP", sec. 3.3, 4.1; Li et al. 2020, sec. 3.2.3), so the
+bandwidth part hides behind the compute of its phase (forward or backward) up to it:
+``max(compute, transfer)``. Exposed: the latency terms (a ring step moves too little to
+pipeline and every rank waits on its neighbour, so it holds the unit's compute; assumption,
+checked against the ORNL measurements in docs/plan.md), the first unit's all-gather, the
+last bucket's all-reduce, the backward all-gathers under ``backward_prefetch=NONE``, and
+the optimizer step.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from vitfsdp.plan.memory import DTYPE_BYTES, GIB
+
+TILE = 128  # GEMM output tile edge (elements), for tile quantization
+DDP_BUCKET_BYTES = 25 * 1024**2  # DistributedDataParallel(bucket_cap_mb=25), the default
+ADAMW_BYTES_PER_PARAM = 28  # fp32: read p, g, m, v (16), write p, m, v (12)
+
+
+@dataclass(frozen=True)
+class Collective:
+    """One kind of collective of a step: how often, its buffer, and its group."""
+
+    op: str  # all_gather | reduce_scatter | all_reduce
+    phase: str  # forward | backward
+    count: int  # collectives per step
+    size_bytes: float  # buffer of one (S of nccl-tests)
+    ranks: int  # group size
+    nodes: int  # nodes the group spans
 
 
 @dataclass(frozen=True)
@@ -44,63 +84,198 @@ class CommVolumes:
     all_gather_bytes: float  # gathered buffer, summed over forward and backward
     reduce_scatter_bytes: float  # reduced buffer (the full gradient)
     all_reduce_bytes: float  # reduced buffer (gradients or gradient shard)
-    overlapped_s: float | None  # hidden behind compute; None = bandwidth unknown
-    exposed_s: float | None  # added to the step; None = bandwidth unknown
+    forward_s: float | None  # bandwidth time of forward collectives; None = bandwidth unknown
+    backward_s: float | None  # bandwidth time of backward collectives
+    latency_s: float  # latency terms of every collective (exposed)
+    first_s: float | None  # exposed: the first unit's gather, the last bucket, no prefetch
 
     @property
     def total_gib(self) -> float:
         """All three buffers, GiB."""
         return (self.all_gather_bytes + self.reduce_scatter_bytes + self.all_reduce_bytes) / GIB
 
+    @property
+    def total_s(self) -> float | None:
+        """Every collective's time, overlapped or not; None where a bandwidth is unknown."""
+        if self.forward_s is None or self.backward_s is None:
+            return None
+        return self.forward_s + self.backward_s + self.latency_s
 
-def _seconds(size: float, factor: float, gbps: float | None) -> float | None:
-    """``size × factor / busbw`` (NCCL tests' bus bandwidth, GB/s = 1e9 bytes/s)."""
-    if size == 0 or factor == 0:
+
+@dataclass(frozen=True)
+class ComputeTerms:
+    """Per rank and step, seconds."""
+
+    forward_s: float  # GEMMs, attention and memory-bound ops of the forward
+    backward_s: float  # the backward, with the recomputed forward of checkpointed blocks
+    optimizer_s: float  # AdamW over the shard (0 where memory bandwidth is unknown)
+
+    @property
+    def total_s(self) -> float:
+        return self.forward_s + self.backward_s + self.optimizer_s
+
+
+def _link(cluster, nodes: int) -> tuple[float | None, float]:
+    """(bus bandwidth GB/s, per-step latency s) of a ring over ``nodes`` nodes."""
+    if nodes > 1:
+        return cluster.inter_node_gbps, (cluster.inter_node_latency_us or 0.0) * 1e-6
+    return cluster.intra_node_gbps, (cluster.intra_node_latency_us or 0.0) * 1e-6
+
+
+def collective_latency_s(c: Collective, cluster) -> float:
+    """Latency of one collective (module docstring): ring, or for an all-reduce across nodes
+    the faster of ring and tree."""
+    if c.ranks <= 1:
         return 0.0
-    return None if gbps is None else size * factor / (gbps * 1e9)
+    base = (cluster.collective_latency_us or 0.0) * 1e-6
+    _, step = _link(cluster, c.nodes)
+    steps = (2 if c.op == "all_reduce" else 1) * (c.ranks - 1)
+    ring = base + steps * step
+    if c.op != "all_reduce" or c.nodes <= 1:
+        return ring
+    intra = (cluster.intra_node_latency_us or 0.0) * 1e-6
+    per_node = max(1, c.ranks // c.nodes)
+    tree = base + 2 * ((per_node - 1) * intra + math.log2(c.nodes) * step)
+    return min(ring, tree)
 
 
-def comm_volumes(cfg, num_params: int, num_units: int) -> CommVolumes:
-    """Collective volumes and times per step for ``cfg`` (a :class:`vitfsdp.config.RunConfig`)
-    with ``num_params`` parameters in ``num_units`` FSDP units; see the module docstring."""
-    world, nodes = cfg.world_size, cfg.nodes
-    strategy, settings = cfg.strategy, cfg.precision_settings()
+def collective_transfer_s(c: Collective, cluster) -> float | None:
+    """Bandwidth time of one collective, ``S·f / busbw``; None where the bus bandwidth of its
+    link is unknown."""
+    if c.ranks <= 1 or c.size_bytes == 0:
+        return 0.0
+    gbps, _ = _link(cluster, c.nodes)
+    f = (2 if c.op == "all_reduce" else 1) * (c.ranks - 1) / c.ranks
+    return None if gbps is None else c.size_bytes * f / (gbps * 1e9)
+
+
+def collectives(cfg, num_params: int, unit_params: int, num_units: int) -> list[Collective]:
+    """The collectives of one training step of ``cfg`` (module docstring)."""
+    world, rpn = cfg.world_size, cfg.cluster.gpus_per_node
+    strategy, s = cfg.strategy, cfg.precision_settings()
     group = strategy.shard_group(world)
-    replicas = world // group
-    rd = DTYPE_BYTES[settings.reduce_dtype]
-    intra, inter = cfg.cluster.intra_node_gbps, cfg.cluster.inter_node_gbps
+    nodes_of = lambda ranks: max(1, math.ceil(ranks / rpn))  # noqa: E731
+    units = num_units + 1  # the blocks and the root
+    unit_bytes = num_params / units  # the root is folded into an average unit
+    if not strategy.is_fsdp:
+        count = max(1, math.ceil(num_params * 4 / DDP_BUCKET_BYTES))
+        return [Collective("all_reduce", "backward", count, num_params * 4 / count, world,
+                           cfg.nodes)]
+    rd, pd = DTYPE_BYTES[s.reduce_dtype], DTYPE_BYTES[s.param_dtype]
     if group == 1:
-        ar = num_params * rd
-        t = _seconds(ar, 2 * (world - 1) / world, inter if nodes > 1 else intra)
-        return CommVolumes(0.0, 0.0, ar if world > 1 else 0.0, t, 0.0 if t is not None else None)
-    pd = DTYPE_BYTES[settings.param_dtype]
-    gbps = intra if group <= cfg.cluster.gpus_per_node else inter
-    f = (group - 1) / group
+        return [Collective("all_reduce", "backward", units, unit_bytes * rd, world, cfg.nodes)]
     gathers = 1 if strategy.effective_sharding_strategy() == "SHARD_GRAD_OP" else 2
-    ag, rs = gathers * num_params * pd, num_params * rd
-    ar = num_params * rd / group if replicas > 1 else 0.0
-    ag_s, rs_s = _seconds(ag, f, gbps), _seconds(rs, f, gbps)
-    ar_s = _seconds(ar, 2 * (replicas - 1) / replicas, inter if nodes > 1 else intra)
-    if None in (ag_s, rs_s, ar_s):
-        return CommVolumes(ag, rs, ar, None, None)
-    exposed = ag_s / gathers / max(num_units, 1)  # the first unit's forward all-gather
-    if gathers == 2 and strategy.backward_prefetch == "NONE":
-        exposed += ag_s / 2
-    return CommVolumes(ag, rs, ar, ag_s + rs_s + ar_s - exposed, exposed)
+    out = [Collective("all_gather", "forward", units, unit_bytes * pd, group, nodes_of(group)),
+           Collective("reduce_scatter", "backward", units, unit_bytes * rd, group,
+                      nodes_of(group))]
+    if gathers == 2:
+        out.append(Collective("all_gather", "backward", units, unit_bytes * pd, group,
+                              nodes_of(group)))
+    replicas = world // group
+    if replicas > 1:  # ranks at the same place of every shard group: one per group's nodes
+        out.append(Collective("all_reduce", "backward", units, unit_bytes * rd / group,
+                              replicas, max(1, cfg.nodes // nodes_of(group))))
+    return out
+
+
+def comm_volumes(cfg, num_params: int, num_units: int,
+                 unit_params: int | None = None) -> CommVolumes:
+    """Collective buffers and times per step for ``cfg`` (a :class:`vitfsdp.config.RunConfig`)
+    with ``num_params`` parameters in ``num_units`` FSDP units; see the module docstring."""
+    cs = collectives(cfg, num_params, unit_params or num_params // max(num_units, 1), num_units)
+    cluster = cfg.cluster
+    volume = {"all_gather": 0.0, "reduce_scatter": 0.0, "all_reduce": 0.0}
+    phase: dict[str, float | None] = {"forward": 0.0, "backward": 0.0}
+    latency, first = 0.0, 0.0
+    for c in cs:
+        if c.ranks > 1:
+            volume[c.op] += c.count * c.size_bytes
+        latency += c.count * collective_latency_s(c, cluster)
+        t = collective_transfer_s(c, cluster)
+        if t is None or phase[c.phase] is None:
+            phase[c.phase] = None
+            continue
+        phase[c.phase] += c.count * t
+        if c.op == "all_gather" and c.phase == "forward":
+            first += t  # the first unit's gather has no compute before it
+        elif c.op == "all_gather" and cfg.strategy.backward_prefetch == "NONE":
+            first += c.count * t  # each unit waits for its own gather
+            phase[c.phase] -= c.count * t
+        elif c.phase == "backward" and c.op == "all_reduce":
+            first += t  # the last bucket (unit) after the backward ends
+    if phase["forward"] is None or phase["backward"] is None:
+        first = None
+    return CommVolumes(volume["all_gather"], volume["reduce_scatter"], volume["all_reduce"],
+                       phase["forward"], phase["backward"], latency, first)
+
+
+def _gemm_s(m: float, n: float, k: float, el: int, peak: float, mem: float | None) -> float:
+    """One GEMM (M×K)·(K×N): FLOPs with tile quantization, or its operands' bytes."""
+    quant = (m * n) / (math.ceil(m / TILE) * TILE * math.ceil(n / TILE) * TILE)
+    flops_s = 2 * m * n * k / (peak * quant)
+    bytes_s = (m * k + k * n + m * n) * el / mem if mem else 0.0
+    return max(flops_s, bytes_s)
+
+
+def _block_forward_s(spec, tokens: int, batch: int, el: int, fused_attn: bool,
+                     peak: float, mem: float | None) -> float:
+    """One transformer block's forward for ``batch`` images of ``tokens`` tokens."""
+    d, m, heads = spec.width, spec.mlp_dim, spec.num_heads
+    rows = batch * tokens
+    fc1 = 2 * m if spec.mlp == "swiglu" else m
+    gemms = sum(_gemm_s(rows, n, k, el, peak, mem)
+                for n, k in ((3 * d, d), (d, d), (fc1, d), (d, m)))
+    attn_flops = 4 * batch * tokens * tokens * d
+    attn_bytes = 4 * rows * d * el
+    if not fused_attn:  # scores written, softmax read and written, read by the second matmul
+        attn_bytes += 4 * batch * heads * tokens * tokens * el
+    attn = max(attn_flops / peak, attn_bytes / mem if mem else 0.0)
+    elementwise = (10 * d + (5 if spec.mlp == "swiglu" else 2) * m) * rows * el
+    return gemms + attn + (elementwise / mem if mem else 0.0)
+
+
+def compute_terms(cfg, num_params_shard: int, peak_flops: float | None,
+                  efficiency: float, memory_gbps: float | None) -> ComputeTerms | None:
+    """Compute seconds per step of ``cfg`` (module docstring); None without a peak FLOP/s.
+
+    Args:
+        num_params_shard: parameters this rank's optimizer steps (its shard).
+        peak_flops: dense peak of the compute dtype, FLOP/s.
+        efficiency: fraction of the peak a large GEMM reaches (``plan_efficiency``).
+        memory_gbps: device memory bandwidth, GB/s; None = memory-bound terms not counted.
+    """
+    if peak_flops is None:
+        return None
+    model, batch = cfg.model, cfg.train.local_batch_size
+    spec = model.spec
+    img = model.resolved_img_size()
+    patches = (img // spec.patch_size) ** 2
+    el = DTYPE_BYTES[cfg.precision_settings().compute_dtype]
+    peak, mem = efficiency * peak_flops, memory_gbps * 1e9 if memory_gbps else None
+    block = _block_forward_s(spec, patches + 1, batch, el, cfg.kernels.fused_attn, peak, mem)
+    stem = _gemm_s(batch * patches, spec.width, 3 * spec.patch_size**2, el, peak, mem)
+    head = _gemm_s(batch, cfg.num_classes, spec.width, el, peak, mem)
+    forward = spec.depth * block + stem + head
+    recompute = spec.depth * block if cfg.train.activation_checkpointing else 0.0
+    optimizer = num_params_shard * ADAMW_BYTES_PER_PARAM / mem if mem else 0.0
+    return ComputeTerms(forward, 2 * forward + recompute, optimizer)
 
 
 def compute_seconds(flops_per_image: float, local_batch_size: int,
                     peak_flops: float | None, efficiency: float) -> float | None:
-    """Seconds of compute per step: ``local batch × FLOPs / (efficiency × peak)``; None when
-    the peak is unknown."""
+    """Seconds of ``local batch × FLOPs / (efficiency × peak)``; None when the peak is
+    unknown (the plain FLOP count, without shapes or memory-bound ops)."""
     if peak_flops is None:
         return None
     return local_batch_size * flops_per_image / (efficiency * peak_flops)
 
 
-def step_seconds(compute_s: float | None, comm: CommVolumes) -> float | None:
-    """``max(compute, overlapped communication) + exposed communication``; the communication
-    counts as 0 where the bandwidths are unknown (the caller says so)."""
-    if compute_s is None:
+def step_seconds(compute: ComputeTerms | None, comm: CommVolumes) -> float | None:
+    """``max(forward, forward transfers) + max(backward, backward transfers) + latency +
+    the exposed transfers + optimizer``; transfers count as 0 where the bandwidths are unknown
+    (the caller says so)."""
+    if compute is None:
         return None
-    return max(compute_s, comm.overlapped_s or 0.0) + (comm.exposed_s or 0.0)
+    return (max(compute.forward_s, comm.forward_s or 0.0)
+            + max(compute.backward_s, comm.backward_s or 0.0)
+            + comm.latency_s + (comm.first_s or 0.0) + compute.optimizer_s)
