@@ -8,10 +8,16 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 
 LAUNCHERS = ("local", "slurm")
+#: Extra config directories (os.pathsep-separated), each holding cluster/<name>.yaml ...:
+#: added to Hydra's search path (hydra_plugins/vitfsdp_searchpath) and carried into job
+#: scripts, so that a user's own profile is found on the compute nodes too.
+CONFIG_PATH_ENV = "VITFSDP_CONFIG_PATH"
 #: srun: one task per GPU (ranks from SLURM_PROCID); torchrun: one task per node, c10d rendezvous.
 LAUNCH_MODES = ("srun", "torchrun")
 
@@ -51,6 +57,24 @@ def time_limit_s(value: str, key: str = "cluster.time") -> int:
     )
 
 
+def config_path_dirs() -> list[Path]:
+    """The folders of ``VITFSDP_CONFIG_PATH`` (:data:`CONFIG_PATH_ENV`), in order, ``~``
+    expanded and made absolute; none when it is unset."""
+    folders = os.environ.get(CONFIG_PATH_ENV, "").split(os.pathsep)
+    return [Path(f).expanduser().resolve() for f in folders if f]
+
+
+def _check_env_name(key: str, name: object) -> None:
+    """Refuse a variable name that is not a shell name (it is written unquoted).
+
+    Raises:
+        ValueError: ``name`` is not letters, digits and ``_``, or starts with a digit.
+    """
+    if not _ENV_NAME.match(str(name)):
+        raise ValueError(f"{key}: not a shell variable name "
+                         "(letters, digits, _; not starting with a digit)")
+
+
 def check_text(key: str, value: str) -> None:
     """Refuse control characters (newline, carriage return, NUL, ...) in a value that will be
     written into a job script: a newline would end a ``#SBATCH`` comment and start a command.
@@ -80,7 +104,10 @@ class ClusterConfig:
     partition: str | None = None  # sbatch --partition; None = the cluster's default partition
     account: str | None = None  # sbatch --account (project to charge); None = not passed
     qos: str | None = None  # sbatch --qos; None = not passed
-    time: str = "00:30:00"  # job time limit, Slurm format: MM, HH:MM:SS or D-HH:MM:SS
+    # job time limit, Slurm format: MM, HH:MM:SS or D-HH:MM:SS; auto = the plan's predicted
+    # time of the point's steps x a safety factor + start-up (vitfsdp.plan.auto_time_limit),
+    # resolved when the sweep composes each point
+    time: str = "00:30:00"
     # SIGUSR2 this many seconds before the time limit: save, requeue. It must cover the rest
     # of a timing window (train.log_every steps) plus the checkpoint's save
     signal_delay_s: int = 90
@@ -90,15 +117,34 @@ class ClusterConfig:
     gpu_bind: str | None = None  # srun --gpu-bind in srun mode (Frontier: closest); None = unset
     exclusive: bool = True  # whole nodes (sbatch --exclusive): no neighbours in the timings
     max_nodes: int | None = None  # nodes in the partition; None = ask sinfo before submitting
-    modules: list[str] = field(default_factory=list)  # `module load` each, in order
-    setup_script: str | None = None  # file sourced before the launch (site env, venv)
+    # --- the environment on the compute nodes, in job-script order (docs/sites.md) ---
+    # sbatch --export: True = the submitting shell's environment (Slurm's ALL); False = NONE,
+    # the job starts from the login environment (OLCF's advice with conda) and the script
+    # unsets SLURM_EXPORT_ENV so that its srun steps inherit what it set up
+    export_env: bool = True
+    modules: list[str] = field(default_factory=list)  # `module load` each, in order; pin versions
+    setup_script: str | None = None  # file sourced after the modules (site env, conda init)
+    conda_env: str | None = None  # `conda activate` this env (name or path); needs conda's module
+    venv: str | None = None  # `source <venv>/bin/activate`; a Python virtual environment's path
     env: dict[str, str] = field(default_factory=dict)  # exported as literal values
-    miopen_cache_per_job: bool = False  # MIOpen kernel cache in /tmp per job (ROCm)
-    python: str | None = None  # interpreter on the compute nodes; None = the one sweeping
+    # directories put in front of a path variable, e.g. {LD_LIBRARY_PATH: [<plugin>/lib]}, in
+    # order; `$NAME` expands on the compute node (nothing else does)
+    prepend_env: dict[str, list[str]] = field(default_factory=dict)
+    # HOME-free caches: XDG_CACHE_HOME here and TORCH_HOME, TRITON_CACHE_DIR,
+    # TORCHINDUCTOR_CACHE_DIR, HF_HOME under it, created on every node; `$NAME` expands on the
+    # node (/tmp/vitfsdp-$SLURM_JOB_ID: per job, node-local); None = the tools' defaults (HOME)
+    cache_dir: str | None = None
+    miopen_cache_per_job: bool = False  # MIOpen kernel cache in /tmp per job (ROCm), created
+    # interpreter on the compute nodes; None = `python` of the activated env (conda_env, venv),
+    # else the one sweeping (its absolute path)
+    python: str | None = None
     sbatch_args: list[str] = field(default_factory=list)  # extra sbatch options: --key=value
     srun_args: list[str] = field(default_factory=list)  # extra srun options: --key=value
     array: bool = True  # points of the same shape go into one job array
     array_parallelism: int = 64  # array tasks allowed to run at once (sbatch --array=...%N)
+    # jobs of a sweep queued or running at once (array tasks count one each); more are
+    # submitted as earlier ones end. None = no limit. Frontier: 4 eligible per user (batch)
+    max_jobs: int | None = None
     poll_s: float = 5.0  # seconds between job-state polls while a sweep waits
     required: list[str] = field(default_factory=list)  # keys the user must set (account ...)
 
@@ -108,6 +154,10 @@ class ClusterConfig:
     plan_efficiency: float = 0.4  # fraction of peak_tflops the training compute reaches
     intra_node_gbps: float | None = None  # ring bus bandwidth per GPU inside a node, GB/s
     inter_node_gbps: float | None = None  # ring bus bandwidth per GPU across nodes, GB/s
+    memory_gbps: float | None = None  # device memory bandwidth, GB/s; None = not modelled
+    collective_latency_us: float | None = None  # start-up of one collective, us; None = 0
+    intra_node_latency_us: float | None = None  # one ring step inside a node, us; None = 0
+    inter_node_latency_us: float | None = None  # one ring step across nodes, us; None = 0
     price_per_node_hour: float | None = None  # cost of one node-hour (any currency); None = unknown
 
     def __post_init__(self) -> None:
@@ -123,7 +173,8 @@ class ClusterConfig:
         if self.poll_s <= 0:
             raise ValueError(f"cluster.poll_s={self.poll_s} must be > 0")
         self._check_plan_figures()
-        time_limit_s(self.time)
+        if self.time != "auto":
+            time_limit_s(self.time)
         self._check_strings()
         for key in self.required:
             if getattr(self, key, None) in (None, "", []):
@@ -132,10 +183,13 @@ class ClusterConfig:
 
     def _check_plan_figures(self) -> None:
         for key in ("device_memory_gib", "peak_tflops", "intra_node_gbps", "inter_node_gbps",
-                    "price_per_node_hour"):
+                    "price_per_node_hour", "memory_gbps"):
             value = getattr(self, key)
             if value is not None and value <= 0:
                 raise ValueError(f"cluster.{key}={value} must be > 0 (or null: unknown)")
+        for key in ("collective_latency_us", "intra_node_latency_us", "inter_node_latency_us"):
+            if (getattr(self, key) or 0) < 0:
+                raise ValueError(f"cluster.{key}={getattr(self, key)} must be >= 0 (or null)")
         if not 0 < self.plan_efficiency <= 1:
             raise ValueError(f"cluster.plan_efficiency={self.plan_efficiency} must be in (0, 1]; "
                              "fit it with python -m vitfsdp.plan --calibrate SWEEP_DIR")
@@ -154,16 +208,31 @@ class ClusterConfig:
         for i, module in enumerate(self.modules):
             check_text(f"cluster.modules[{i}]", module)
         for name, value in self.env.items():
-            if not _ENV_NAME.match(str(name)):
-                raise ValueError(f"cluster.env.{name}: not a shell variable name "
-                                 "(letters, digits, _; not starting with a digit)")
+            _check_env_name(f"cluster.env.{name}", name)
             check_text(f"cluster.env.{name}", value)
+        self._check_environment()
         for key in ("sbatch_args", "srun_args"):
             for i, arg in enumerate(getattr(self, key)):
                 check_text(f"cluster.{key}[{i}]", arg)
                 if not _SBATCH_OPTION.match(arg):
                     raise ValueError(f"cluster.{key}[{i}]={arg!r} is not a long option; "
                                      "write it as --key=value or --flag")
+
+    def _check_environment(self) -> None:
+        if self.conda_env and self.venv:
+            raise ValueError(f"cluster.conda_env={self.conda_env!r} and cluster.venv="
+                             f"{self.venv!r} are both set; activate one environment")
+        for name, dirs in self.prepend_env.items():
+            key = f"cluster.prepend_env.{name}"
+            _check_env_name(key, name)
+            if isinstance(dirs, str) or not all(isinstance(d, str) and d for d in dirs):
+                raise ValueError(f"{key}={dirs!r} must be a list of directories, e.g. "
+                                 f"{key}=[/path/a,/path/b]")
+            for i, entry in enumerate(dirs):
+                check_text(f"{key}[{i}]", entry)
+                if os.pathsep in entry:
+                    raise ValueError(f"{key}[{i}]={entry!r} holds {os.pathsep!r}; write each "
+                                     "directory as its own list item")
 
     @property
     def time_limit_s(self) -> int:
