@@ -76,6 +76,58 @@ def redact_mapping(values: Mapping[str, str]) -> dict[str, str]:
     return {k: redact(k, str(v)) for k, v in values.items()}
 
 
+#: ``key=value`` inside a string; a value runs up to the next ``,key=`` (Hydra joins a point's
+#: overrides with ``,`` in ``hydra.job.override_dirname``).
+_PAIR = re.compile(r"(?P<key>[^\s,=]+)=(?P<value>.*?)(?=,[^\s,=]+=|$)", re.DOTALL)
+
+
+def redact_text(text: str) -> str:
+    """``text`` with the value of each ``key=value`` in it redacted where the key looks secret
+    (a value runs up to the next ``,key=``), and URL credentials removed."""
+    text = _PAIR.sub(lambda m: f"{m['key']}={REDACTED}" if SECRET_NAME.search(m["key"])
+                     else m[0], text)
+    return redact("", text)
+
+
+def redact_tree(node, key: str = ""):
+    """A YAML/JSON tree (dicts, lists, scalars) with secrets redacted: a scalar under a key
+    that looks secret, and :func:`redact_text` on every string."""
+    if isinstance(node, dict):
+        return {k: redact_tree(v, str(k)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [redact_tree(v) for v in node]
+    if isinstance(node, str):
+        return REDACTED if SECRET_NAME.search(key) else redact_text(node)
+    return node
+
+
+def redact_yaml_file(path: Path) -> bool:
+    """Rewrite a YAML file Hydra saved (``multirun.yaml``, ``.hydra/*.yaml``) through
+    :func:`redact_tree`, in place and atomically; False when it held nothing secret (left
+    untouched) or does not exist."""
+    import yaml
+
+    try:
+        tree = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return False
+    redacted = redact_tree(tree)
+    if redacted == tree:
+        return False
+    tmp = path.with_name(f".{path.name}.redacted")
+    tmp.write_text(yaml.safe_dump(redacted, sort_keys=False), encoding="utf-8")
+    os.replace(tmp, path)
+    return True
+
+
+def carries_secret(args: list[str], values: Mapping[str, str] | None = None) -> bool:
+    """Whether redaction (:func:`redact_args`, :func:`redact_mapping`) would change any of
+    ``args`` (``key=value`` overrides) or of ``values`` (e.g. ``cluster.env``): a file that
+    holds them as they are must be readable by its owner only."""
+    return redact_args(list(args)) != list(args) or redact_mapping(values or {}) != {
+        k: str(v) for k, v in (values or {}).items()}
+
+
 def config_record(cfg) -> dict:
     """run.json's ``config``: the resolved config (a :class:`vitfsdp.config.RunConfig`) as a
     dict, with ``cluster.env``'s values through :func:`redact_mapping`."""

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 
 from omegaconf import OmegaConf
 
-from vitfsdp.provenance import redact
+from vitfsdp.provenance import REDACTED, redact_args
 
 RESOLVER = "vitfsdp.run_dirname"
 #: Longest name (without the ``<num>_`` prefix): well inside the file system's 255 bytes per
@@ -33,23 +33,14 @@ RESOLVER = "vitfsdp.run_dirname"
 MAX_NAME_CHARS = 128
 HASH_CHARS = 8  # hex digits of SHA-256 appended to a name that was changed
 _UNSAFE = re.compile(r"[^A-Za-z0-9._,=+-]+")
-_OVERRIDE = re.compile(r"^(?P<prefix>[+~]*)(?P<key>[^=]*)(?P<sep>=?)(?P<value>.*)$", re.DOTALL)
+_KEY = re.compile(r"^[+~]*([^=@]*)")
 REDACTED_WORD = "redacted"  # a secret value's stand-in in a path name
 
 
 def override_key(override: str) -> str:
     """The config key of an override as typed (``+cluster.env.X=1`` → ``cluster.env.X``;
     ``model@pkg=x`` → ``model``)."""
-    return _OVERRIDE.match(override)["key"].split("@")[0]
-
-
-def redact_override(override: str) -> str:
-    """An override with its value redacted where the key looks secret
-    (:data:`vitfsdp.provenance.SECRET_NAME`), URL credentials removed from any value."""
-    m = _OVERRIDE.match(override)
-    if not m["sep"]:
-        return override
-    return f"{m['prefix']}{m['key']}={redact(m['key'], m['value'])}"
+    return _KEY.match(override)[1]
 
 
 def run_dirname(overrides: Iterable[str], exclude_keys: Iterable[str] = ()) -> str:
@@ -60,16 +51,12 @@ def run_dirname(overrides: Iterable[str], exclude_keys: Iterable[str] = ()) -> s
     excluded = set(exclude_keys)
     items = sorted(str(o) for o in overrides if override_key(str(o)) not in excluded)
     typed = ",".join(items)
-    redacted = [redact_override(o) for o in items]
-    name = _UNSAFE.sub("_", ",".join(_name_item(o) for o in redacted))
+    redacted = redact_args(items)
+    name = _UNSAFE.sub("_", ",".join(redacted).replace(REDACTED, REDACTED_WORD))
     if name == typed and len(name) <= MAX_NAME_CHARS:
         return name
     digest = hashlib.sha256("\n".join(redacted).encode()).hexdigest()[:HASH_CHARS]
     return name[:MAX_NAME_CHARS - HASH_CHARS - 1].rstrip("_,") + "_" + digest
-
-
-def _name_item(override: str) -> str:
-    return override.replace("<redacted>", REDACTED_WORD)
 
 
 def register_resolver() -> None:

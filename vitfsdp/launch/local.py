@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from vitfsdp.provenance import redact_args
 from vitfsdp.records import METRICS_FILE, read_jsonl
 
 log = logging.getLogger(__name__)
@@ -72,10 +73,11 @@ def _escape_before_quote(m: re.Match) -> str:
 
 
 def job_record(point) -> dict:
-    """The ``job.json`` of a point run here (a :class:`vitfsdp.sweep.Point`): its identity."""
+    """The ``job.json`` of a point run here (a :class:`vitfsdp.sweep.Point`): its identity,
+    secret override values redacted (:func:`vitfsdp.provenance.redact_args`)."""
     return {"launcher": "local", "job_id": None, "config_hash": point.config_hash,
             "nodes": point.cfg.nodes, "world_size": point.cfg.world_size,
-            "overrides": list(point.overrides),
+            "overrides": redact_args(list(point.overrides)),
             "written_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
                 timespec="seconds")}
 

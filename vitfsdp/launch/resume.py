@@ -22,6 +22,7 @@ import dataclasses
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import shutil
 import socket
@@ -30,14 +31,18 @@ from pathlib import Path
 
 from vitfsdp.records import SUMMARY_FILE, read_json
 
+log = logging.getLogger(__name__)
+
 #: Cluster fields that change how a point is watched, requeued, planned or priced, not what it
 #: measures: left out of the hash, so recalibrating the plan or setting a price does not
 #: make completed points run again.
-WATCH_ONLY = ("poll_s", "array", "array_parallelism", "max_requeues", "peak_tflops",
+WATCH_ONLY = ("poll_s", "array", "array_parallelism", "max_jobs", "max_requeues", "peak_tflops",
               "plan_efficiency", "intra_node_gbps", "inter_node_gbps", "price_per_node_hour")
 ATTEMPTS_DIR = "attempts"  # earlier attempts of a point that is run again
 CHECKPOINT_DIR = "checkpoint"  # left in place: the next attempt resumes from it
 LOCK_FILE = ".sweep.lock"
+#: Exit code of :func:`main` for a run that already completed: the job script ends there.
+COMPLETED_EXIT = 10
 #: Statuses a rerun skips unless asked to rerun failures (the run itself ended this way).
 FAILED_IN_RUN = ("oom", "failed", "timeout", "skipped_infeasible")
 
@@ -75,10 +80,14 @@ def existing_points(sweep_dir: Path, job_file: str) -> dict[str, list[Existing]]
     return found
 
 
-def archive_attempt(run_dir: Path) -> Path | None:
+def archive_attempt(run_dir: Path, keep: tuple[str, ...] = ()) -> Path | None:
     """Move an unfinished or failed attempt's files into ``run_dir/attempts/<n>/`` so the
     point can run again in ``run_dir`` (its ``checkpoint/`` stays: the next attempt resumes
     from it); None when there is nothing to move.
+
+    Args:
+        keep: names left in place (a job script's own files); empty folders stay too and
+            alone do not make an attempt.
 
     Raises:
         FileExistsError: ``run_dir`` holds a completed run (never moved or overwritten).
@@ -88,7 +97,9 @@ def archive_attempt(run_dir: Path) -> Path | None:
     summary = read_json(run_dir / SUMMARY_FILE) or {}
     if summary.get("status") == "completed":
         raise FileExistsError(f"{run_dir} holds a completed run; it is never overwritten")
-    entries = [p for p in run_dir.iterdir() if p.name not in (ATTEMPTS_DIR, CHECKPOINT_DIR)]
+    entries = [p for p in run_dir.iterdir()
+               if p.name not in (ATTEMPTS_DIR, CHECKPOINT_DIR, *keep)
+               and not (p.is_dir() and not any(p.iterdir()))]
     if not entries:
         return None
     n = len(list((run_dir / ATTEMPTS_DIR).glob("*"))) + 1 if (run_dir / ATTEMPTS_DIR).exists() \
@@ -98,6 +109,41 @@ def archive_attempt(run_dir: Path) -> Path | None:
     for p in entries:
         shutil.move(str(p), dest / p.name)
     return dest
+
+
+def prepare_rerun(run_dir: Path, keep: tuple[str, ...], make_dirs: tuple[str, ...] = ()) -> int:
+    """What a job script runs before its training when it is submitted again by hand: the
+    earlier attempt's files move to ``attempts/<n>/`` (:func:`archive_attempt`, ``keep``
+    left in place) and ``make_dirs`` are made again.
+
+    Returns:
+        0 to run the point, :data:`COMPLETED_EXIT` when it already completed (nothing to do).
+    """
+    try:
+        moved = archive_attempt(run_dir, keep)
+    except FileExistsError as e:
+        log.info("%s; nothing to do", e)
+        return COMPLETED_EXIT
+    if moved:
+        log.info("earlier attempt kept in %s", moved)
+    for name in make_dirs:
+        (run_dir / name).mkdir(parents=True, exist_ok=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m vitfsdp.launch.resume RUN_DIR [--keep NAME ...] [--mkdir NAME ...]``: see
+    :func:`prepare_rerun`; the exit code is its return value."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m vitfsdp.launch.resume",
+                                     description=prepare_rerun.__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--keep", nargs="*", default=[], help="names left in place")
+    parser.add_argument("--mkdir", nargs="*", default=[], help="folders made again")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="vitfsdp: %(message)s")
+    return prepare_rerun(args.run_dir, tuple(args.keep), tuple(args.mkdir))
 
 
 class SweepLock:
@@ -136,3 +182,7 @@ class SweepLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
