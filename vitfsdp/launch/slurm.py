@@ -24,8 +24,8 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -36,7 +36,9 @@ from pathlib import Path
 
 from vitfsdp.launch import ClusterConfig, check_text
 from vitfsdp.launch.local import job_record, quote_override, torchrun_signal_env
-from vitfsdp.records import write_json_atomic
+from vitfsdp.launch.resume import COMPLETED_EXIT
+from vitfsdp.provenance import carries_secret, redact_args
+from vitfsdp.records import default_file_mode, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,60 @@ def shell_word(arg: str) -> str:
 def shell_join(argv: Sequence[str]) -> str:
     """A command line of :func:`shell_word` words."""
     return " ".join(shell_word(a) for a in argv)
+
+
+def sbatch_word(value: str) -> str:
+    """A value on an ``#SBATCH`` line, which sbatch parses itself (bash reads a comment):
+    quoted like :func:`shell_word` (sbatch strips single and double quotes alike), with each
+    backslash doubled, as sbatch reads a backslash as an escape even inside single quotes."""
+    return shlex.quote(str(value).replace("\\", "\\\\"))
+
+
+def check_values(overrides: Sequence[str], run_dir: str | Path, job_name: str) -> None:
+    """Refuse what a Slurm job script cannot carry: a control character in an override, the
+    run directory or the job name (a newline ends an ``#SBATCH`` comment and starts a
+    command), and ``%`` or a backslash in the run directory (sbatch and srun read ``%`` in an
+    ``--output`` path as a pattern, ``%j``, and a backslash as an escape).
+
+    Raises:
+        ValueError: one line naming the value (secrets redacted) and the fix.
+    """
+    for i, arg in enumerate(overrides):
+        try:
+            check_text(f"override {i}", arg)
+        except ValueError:
+            raise ValueError(f"override {i} {redact_args([arg])[0]!r} contains a control "
+                             "character (newline, tab, ...); remove it") from None
+    check_text("hydra.launcher.job_name", job_name)
+    check_text("run directory", str(run_dir))
+    if "%" in str(run_dir) or "\\" in str(run_dir):
+        raise ValueError(f"run directory {str(run_dir)!r} contains '%' or a backslash, which "
+                         "Slurm reads in --output paths (a pattern, an escape); choose a "
+                         "hydra.sweep.dir without them")
+
+
+def _script_mode(secret: bool) -> int:
+    """A job script's permissions: owner only (0700) when it carries a secret, else the
+    umask's, executable where readable."""
+    if secret:
+        return 0o700
+    mode = default_file_mode()
+    return mode | (mode & 0o444) >> 2
+
+
+def write_script(path: Path, text: str, secret: bool) -> None:
+    """Write a job script with :func:`_script_mode` permissions from its first byte."""
+    mode = _script_mode(secret)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        os.fchmod(f.fileno(), mode)  # an existing file keeps its old mode otherwise
+        f.write(text)
+
+
+def point_carries_secret(point) -> bool:
+    """Whether a point's script and pickles hold a secret (an override or ``cluster.env``
+    value that redaction would change): they are then written for their owner only."""
+    return carries_secret(point.overrides, point.cfg.cluster.env)
 
 
 @dataclass(frozen=True)
@@ -203,16 +259,14 @@ def render_script(cluster: ClusterConfig, spec: TaskSpec, *, point: str, job_nam
         workdir: the job's working directory (``#SBATCH --chdir``), absolute.
 
     Raises:
-        ValueError: a value holds a control character (see :func:`vitfsdp.launch.check_text`).
+        ValueError: a value the script cannot carry (:func:`check_values`).
     """
-    for i, arg in enumerate(spec.overrides):
-        check_text(f"override {i}", arg)
-    check_text("run directory", spec.run_dir)
+    check_values(spec.overrides, spec.run_dir, job_name)
     run_dir = Path(spec.run_dir)
     opts = {**sbatch_options(cluster, spec.nodes, job_name), "chdir": workdir,
             "output": str(run_dir / "slurm-%j.out"),
             "signal": f"USR2@{cluster.signal_delay_s}"}
-    sbatch = [f"#SBATCH --{k}" if v is True else f"#SBATCH --{k}={shell_word(str(v))}"
+    sbatch = [f"#SBATCH --{k}" if v is True else f"#SBATCH --{k}={sbatch_word(v)}"
               for k, v in opts.items()]
     task_log = str(run_dir / TASK_LOG_DIR / "task%t.log")
     launch = ["srun", *srun_options(cluster), f"--output={task_log}"]
@@ -222,12 +276,18 @@ def render_script(cluster: ClusterConfig, spec: TaskSpec, *, point: str, job_nam
         "PREEMPTED_EXIT": str(PREEMPTED_EXIT),
         "SCRIPT": shell_word(str(run_dir / SCRIPT_FILE)), "SBATCH_LINES": "\n".join(sbatch),
         "SETUP_LINES": "\n".join(setup_lines(cluster)),
+        "PREPARE_LINE": shell_join([spec.python, "-m", "vitfsdp.launch.resume", spec.run_dir,
+                                    "--keep", SCRIPT_FILE, JOB_FILE,
+                                    ShellExpr("slurm-${SLURM_JOB_ID}.out"),
+                                    "--mkdir", TASK_LOG_DIR]),
+        "COMPLETED_EXIT": str(COMPLETED_EXIT),
         "LAUNCH_LINE": " \\\n    ".join([shell_join(launch), *_argv_lines(argv)]),
     }
-    text = TEMPLATE.read_text(encoding="utf-8")
-    for key, value in values.items():
-        text = text.replace(f"@{key}@", value)
-    return text
+    # one pass: a value that holds "@NAME@" stays text
+    return re.sub(r"@([A-Z_]+)@", lambda m: values.get(m[1], m[0]),
+                  TEMPLATE.read_text(encoding="utf-8"))
+
+
 
 
 def _argv_lines(argv: Sequence[str]) -> list[str]:
@@ -243,8 +303,11 @@ def _argv_lines(argv: Sequence[str]) -> list[str]:
 
 
 def write_scripts(points: Sequence, job_name: str) -> list[Path]:
-    """Write each point's ``job.sbatch`` (executable) and ``job.json`` into its run directory;
-    submit nothing. ``points`` are :class:`vitfsdp.sweep.Point`.
+    """Write each point's ``job.sbatch`` (executable; its owner's only when it carries a
+    secret) and ``job.json`` into its run directory; submit nothing. ``points`` are
+    :class:`vitfsdp.sweep.Point`. Each script can be submitted again by hand: it moves an
+    earlier attempt's files to ``attempts/<n>/`` first, and ends at once after a completed
+    run (:func:`vitfsdp.launch.resume.prepare_rerun`).
 
     Returns:
         the script paths, in point order.
@@ -257,8 +320,7 @@ def write_scripts(points: Sequence, job_name: str) -> list[Path]:
                              workdir=workdir)
         (p.run_dir / TASK_LOG_DIR).mkdir(parents=True, exist_ok=True)
         path = p.run_dir / SCRIPT_FILE
-        path.write_text(text, encoding="utf-8")
-        path.chmod(0o755)
+        write_script(path, text, point_carries_secret(p))
         write_json_atomic(p.run_dir / JOB_FILE, _job_record(p, None, submitted_with="script"))
         paths.append(path)
     return paths
@@ -354,17 +416,28 @@ def submit(points: Sequence, sweep_dir: Path, job_name: str) -> list[str]:
     Returns:
         the Slurm job ids in point order (``<array job>_<index>`` for array tasks).
 
+    Scripts and submitit's pickles of points that carry a secret (:func:`point_carries_secret`)
+    are their owner's only, in a ``.submitit`` folder that is too.
+
     Raises:
+        ValueError: a value no job script can carry (:func:`check_values`); nothing queued.
         submitit.core.utils.FailedJobError / FailedSubmissionError: sbatch refused a job.
     """
     import submitit
 
+    for p in points:
+        check_values(p.overrides, p.run_dir, job_name)
     folder = (Path(sweep_dir) / SUBMITIT_DIR).resolve()
+    if any(point_carries_secret(p) for p in points):
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.chmod(0o700)
     job_ids: dict[int, str] = {}
     for group in _groups(points):
         cluster = group[0].cfg.cluster
-        executor = submitit.SlurmExecutor(folder=folder, python=cluster.python or sys.executable,
-                                          max_num_timeout=cluster.max_requeues)
+        # submitit writes `python` into its script as shell text: one quoted word
+        executor = submitit.SlurmExecutor(
+            folder=folder, python=shlex.quote(cluster.python or sys.executable),
+            max_num_timeout=cluster.max_requeues)
         executor.update_parameters(**_executor_parameters(cluster, group[0].cfg.nodes,
                                                           job_name))
         specs = [task_spec(p.cfg.cluster, p.overrides, p.run_dir, p.cfg.nodes,
@@ -396,7 +469,12 @@ def _save_submitted(point, job, folder: Path) -> None:
     script = folder / f"{base}_submission.sh"
     if not script.exists():  # array tasks share the array job's script
         script = Path(job.paths.submission_file)
-    shutil.copyfile(script, point.run_dir / SCRIPT_FILE)
+    secret = point_carries_secret(point)
+    write_script(point.run_dir / SCRIPT_FILE, script.read_text(encoding="utf-8"), secret)
+    if secret:  # submitit wrote them as the umask allows
+        for path in (script, Path(job.paths.submitted_pickle)):
+            if path.exists():
+                path.chmod(0o600)
     write_json_atomic(point.run_dir / JOB_FILE,
                       _job_record(point, str(job.job_id), submitted_with="submitit"))
     log.info("submitted %s as Slurm job %s", point.run_dir.name, job.job_id)
