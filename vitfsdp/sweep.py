@@ -42,7 +42,7 @@ from omegaconf.errors import OmegaConfBaseException
 from vitfsdp import provenance
 from vitfsdp.config import CONF_DIR, RunConfig, cli, register_configs, to_run_config
 from vitfsdp.launch import batch_search as bsearch
-from vitfsdp.launch import check_text, local, resume, slurm, status
+from vitfsdp.launch import local, resume, slurm, status
 from vitfsdp.records import (
     STATUSES,
     SUMMARY_FILE,
@@ -56,6 +56,7 @@ log = logging.getLogger("vitfsdp.sweep")
 #: Seconds a Slurm job should have between its start and the stop signal: Slurm may send
 #: ``--signal`` up to 60 s early (sbatch(1)), and a rank needs some time to start.
 SIGNAL_MARGIN_S = 120
+MULTIRUN_FILE = "multirun.yaml"  # the sweep's config and overrides, saved by Hydra's sweeper
 
 register_configs()
 
@@ -89,7 +90,7 @@ def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str
         try:
             points.append(_compose_point(hydra_context, config, list(overrides), num))
         except (ValueError, ConfigCompositionException, OmegaConfBaseException) as e:
-            errors.append(f"point {num} ({' '.join(overrides)}): {_one_line(hydra_context, e)}")
+            errors.append(f"point {num} ({_label(overrides)}): {_one_line(hydra_context, e)}")
     errors += _shared_run_dirs(points)
     if not errors:
         errors += _check_launchers(points, _options(config))
@@ -97,6 +98,11 @@ def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str
         raise SweepRefused(f"error: {len(errors)} of {len(job_overrides)} sweep points "
                            "refused, nothing was launched:\n" + "\n".join(errors))
     return points
+
+
+def _label(overrides: Sequence[str]) -> str:
+    """A point's overrides for messages, secret values redacted."""
+    return " ".join(provenance.redact_args(list(overrides)))
 
 
 def _shared_run_dirs(points: list[Point]) -> list[str]:
@@ -162,13 +168,12 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
     checked: dict[tuple, object] = {}  # Slurm answers shared by the sweep's points
     for p in points:
         try:
-            for i, arg in enumerate(p.overrides):
-                check_text(f"override {i}", arg)
+            slurm.check_values(p.overrides, p.run_dir, options.job_name)
             problem = _check_slurm_point(p, options, checked)
         except ValueError as e:
             problem = str(e)
         if problem:
-            errors.append(f"point {p.num} ({' '.join(p.overrides)}): {problem}")
+            errors.append(f"point {p.num} ({_label(p.overrides)}): {problem}")
     return errors
 
 
@@ -250,6 +255,7 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
         lock = resume.SweepLock(sweep_dir).acquire()
     except RuntimeError as e:
         raise SweepRefused(f"error: {e}") from None
+    provenance.redact_yaml_file(sweep_dir / MULTIRUN_FILE)  # Hydra saved the overrides raw
     try:
         if options.batch_search:
             summaries = _batch_search(hydra_context, config, points, sweep_dir, options)
@@ -290,7 +296,7 @@ def _consult_plan(points: list[Point], options: LaunchOptions) -> tuple[list[Poi
 
     run, skipped = [], {}
     for p in points:
-        label = " ".join(p.overrides) or "(defaults)"
+        label = _label(p.overrides) or "(defaults)"
         try:
             pred = planner.predict(p.cfg)
         except (ValueError, NotImplementedError) as e:
@@ -396,7 +402,7 @@ def select(points: list[Point], sweep_dir: Path,
         prior = existing.get(p.config_hash, [])
         why, summary = _settled(prior, queue, rerun_failed)
         if why:
-            log.info("skip %s: %s", " ".join(p.overrides) or "(defaults)", why)
+            log.info("skip %s: %s", _label(p.overrides) or "(defaults)", why)
             skipped[p.num] = summary
             continue
         if prior:
@@ -462,7 +468,7 @@ def _show_table(table: str) -> None:
 
 def run_one(point: Point, tag: str) -> dict:
     """Run one point with progress lines; return its summary (a failure recorded as data)."""
-    log.info("%s %s  (%d ranks) -> %s", tag, " ".join(point.overrides) or "(defaults)",
+    log.info("%s %s  (%d ranks) -> %s", tag, _label(point.overrides) or "(defaults)",
              point.cfg.world_size, point.run_dir)
     steps = point.cfg.train.steps
     t0 = time.time()
