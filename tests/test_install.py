@@ -1,0 +1,153 @@
+"""The package stands alone: a built wheel and ``pip install .`` (not editable), each in a fresh
+virtual environment, run a sweep, its analysis and ``--scripts-only`` from a folder outside
+the checkout, with a model config of the user's own (``hydra.searchpath``); and
+environment.yml lists every dependency of pyproject.toml.
+
+The environments see this interpreter's site-packages as plain path entries (torch and the
+other dependencies import from there; nothing is downloaded) while the ``.pth`` files there,
+among them the checkout's editable install, are not run: each test asserts that vitfsdp, its
+configs and its job template come from the environment's own copy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import venv
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+#: What a build reads from the checkout (pyproject.toml names the rest).
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "vitfsdp", "hydra_plugins", "conf",
+           "launch")
+#: A model of the user's own, beside the packaged ones: vit_tiny at 32 px instead of 16.
+USER_MODEL = "name: vit_tiny\nimg_size: 32\n"
+#: pip never reaches an index, never builds in isolation, installs the project alone.
+PIP_OFFLINE = ("--no-index", "--no-build-isolation", "--no-deps", "--ignore-installed",
+               "--no-compile", "--quiet")
+
+
+def _run(cmd: list, cwd: Path, timeout_s: float = 300) -> str:
+    """Run ``cmd`` in ``cwd``; its stdout, or a failure that shows its output."""
+    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout_s)
+    assert proc.returncode == 0, (f"{' '.join(map(str, cmd))} exited {proc.returncode}:\n"
+                                  f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc.stdout
+
+
+def _fresh_env(path: Path) -> Path:
+    """A virtual environment at ``path`` without pip whose path holds this interpreter's
+    site-packages (a ``.pth`` line: their own ``.pth`` files are not run); its python."""
+    venv.create(path, with_pip=False)
+    python = path / "bin" / "python"
+    site = _run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                path).strip()
+    system = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))
+              and Path(p).is_dir() and not Path(p).is_relative_to(path)]
+    (Path(site) / "_system_site.pth").write_text("\n".join(system) + "\n", encoding="utf-8")
+    return python
+
+
+def _pip_install(python: Path, target: Path, cwd: Path) -> None:
+    _run([sys.executable, "-m", "pip", "--python", python, "install", *PIP_OFFLINE, target], cwd)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> dict[str, Path]:
+    """Two environments: ``wheel`` (the built wheel installed) and ``sdir`` (``pip install``
+    of a copy of the source tree), a user config folder and a work folder outside the
+    checkout."""
+    root = tmp_path_factory.mktemp("install")
+    src = root / "src"
+    src.mkdir()
+    for name in SOURCES:
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(REPO / name, src / name)
+    _run([sys.executable, "-m", "pip", "wheel", *PIP_OFFLINE[:3], "--quiet", "-w", root / "dist",
+          src], root)
+    (wheel,) = (root / "dist").glob("vitfsdp-*.whl")
+    envs = {"wheel": _fresh_env(root / "env-wheel"), "sdir": _fresh_env(root / "env-sdir")}
+    _pip_install(envs["wheel"], wheel, root)
+    _pip_install(envs["sdir"], src, root)
+    shutil.rmtree(src)  # nothing may read the source tree from here on
+    user = root / "user-conf"
+    (user / "model").mkdir(parents=True)
+    (user / "model" / "tiny32.yaml").write_text(USER_MODEL, encoding="utf-8")
+    work = root / "work"
+    work.mkdir()
+    return {**envs, "user": user, "work": work}
+
+
+@pytest.mark.parametrize("env", ["wheel", "sdir"])
+def test_the_environment_imports_its_own_copy(installed, env):
+    python, work = installed[env], installed["work"]
+    prefix = python.parents[1]
+    out = _run([python, "-c", (
+        "import json, vitfsdp, vitfsdp.config as c, vitfsdp.launch.slurm as s;"
+        "print(json.dumps([vitfsdp.__file__, str(c.CONF_DIR), str(s.TEMPLATE),"
+        " sorted(c.group_options('model'))]))")], work)
+    package, conf, template, models = json.loads(out)
+    for path in (package, conf, template):
+        assert Path(path).is_relative_to(prefix), f"{path} is not inside {prefix}"
+    assert Path(conf, "config.yaml").is_file() and Path(template).is_file()
+    assert models == sorted(p.stem for p in (REPO / "conf" / "model").glob("*.yaml"))
+
+
+def test_wheel_sweeps_with_a_user_model_and_pip_install_analyses_and_writes_scripts(installed):
+    """A sweep of one tiny CPU point from the wheel's environment, on the user's model; the
+    analysis and Slurm scripts for frontier from the ``pip install .`` environment."""
+    work, user = installed["work"], installed["user"]
+    searchpath = f"hydra.searchpath=[file://{user}]"
+    _run([installed["wheel"], "-m", "vitfsdp.sweep", "-m", "model=tiny32", "cluster=local",
+          "cluster.gpus_per_node=1", "nodes=1", "device=cpu", "train.steps=3",
+          "train.warmup_steps=1", "train.log_every=1", "train.local_batch_size=4", searchpath,
+          "hydra.sweep.dir=sweep"], work)
+    (run_json,) = (work / "sweep").glob("*/run.json")
+    summary = json.loads((run_json.parent / "summary.json").read_text(encoding="utf-8"))
+    assert summary["status"] == "completed", summary
+    assert json.loads(run_json.read_text(encoding="utf-8"))["config"]["model"]["img_size"] == 32
+
+    _run([installed["sdir"], "-m", "vitfsdp.analysis", "sweep"], work)
+    runs = (work / "sweep" / "analysis" / "runs.csv").read_text(encoding="utf-8")
+    assert len(runs.splitlines()) == 2 and "completed" in runs
+
+    _run([installed["sdir"], "-m", "vitfsdp.sweep", "-m", "model=tiny32,vit_base",
+          "cluster=frontier", "cluster.account=abc123", "nodes=1,2", searchpath,
+          "hydra.sweep.dir=scripts", "--scripts-only"], work)
+    scripts = sorted((work / "scripts").glob("*/job.sbatch"))
+    assert len(scripts) == 4
+    text = scripts[0].read_text(encoding="utf-8")
+    assert text.startswith("#!/bin/bash") and "#SBATCH --account=" in text
+    assert "@" + "LAUNCH_LINE@" not in text and str(user) in text  # rendered; user path kept
+    assert str(REPO) not in "".join(s.read_text(encoding="utf-8") for s in scripts)
+
+
+# --------------------------------------------------------------------------- environment.yml
+
+
+def _name(requirement: str) -> str:
+    """The normalized distribution name of a requirement (``jax[cuda12]>=0.5`` -> ``jax``)."""
+    return re.sub(r"[-_.]+", "-", re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0]).lower()
+
+
+def test_environment_yml_holds_every_pyproject_dependency():
+    env = yaml.safe_load((REPO / "environment.yml").read_text(encoding="utf-8"))
+    # pyproject.toml's dependencies and its dev extra, as the install recorded them
+    wanted = {_name(r) for r in metadata.requires("vitfsdp")
+              if "extra ==" not in r or 'extra == "dev"' in r}
+    conda = [d for d in env["dependencies"] if isinstance(d, str)]
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    listed = {_name(r) for r in conda + pip if not r.startswith("-")}
+    assert wanted - listed == set(), f"environment.yml lacks {sorted(wanted - listed)}"
+    assert "pytest-xdist" in listed and any(r.startswith("python") for r in conda)
+    assert any(r.replace(" ", "") in ("-e.[dev]", "-e.") for r in pip)
