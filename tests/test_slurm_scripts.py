@@ -172,7 +172,8 @@ def test_metacharacters_in_values_never_run_a_command(tmp_path):
     script.write_text(text)
     log = tmp_path / "calls.jsonl"
     env = {**os.environ, "PATH": f"{_stub_path(tmp_path)}:{os.environ['PATH']}",
-           "STUB_LOG": str(log), "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "vnode[1-2]"}
+           "STUB_LOG": str(log), "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "vnode[1-2]",
+           "SLURM_RESTART_COUNT": "1"}  # a requeue: no rerun step (its python is not here)
     proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True,
                           cwd=tmp_path, timeout=60)
     assert proc.returncode == 0, proc.stderr
