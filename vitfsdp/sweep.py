@@ -42,7 +42,7 @@ from omegaconf.errors import OmegaConfBaseException
 from vitfsdp import provenance
 from vitfsdp.config import CONF_DIR, RunConfig, cli, register_configs, to_run_config
 from vitfsdp.launch import batch_search as bsearch
-from vitfsdp.launch import local, resume, slurm, status
+from vitfsdp.launch import local, pack, resume, slurm, status
 from vitfsdp.records import (
     STATUSES,
     SUMMARY_FILE,
@@ -142,17 +142,31 @@ class LaunchOptions:
     run_infeasible: bool = False  # run points the plan predicts not to fit (only flag them)
     batch_search: bool = False  # search each point's largest power-of-two local batch
     batch_search_max: int = 1024  # the largest local batch the search tries
+    pack: str | None = None  # Slurm: None = a job per point | by_nodes = a job per node count
 
 
 def _options(config: DictConfig) -> LaunchOptions:
+    """The launcher's options.
+
+    Raises:
+        SweepRefused: an unknown ``hydra.launcher.pack``, or packing with --scripts-only.
+    """
     launcher = config.hydra.launcher
-    return LaunchOptions(detach=bool(launcher.get("detach", False)),
-                         rerun_failed=bool(launcher.get("rerun_failed", False)),
-                         scripts_only=bool(launcher.get("scripts_only", False)),
-                         job_name=str(launcher.get("job_name", "vitfsdp")),
-                         run_infeasible=bool(launcher.get("run_infeasible", False)),
-                         batch_search=bool(launcher.get("batch_search", False)),
-                         batch_search_max=int(launcher.get("batch_search_max", 1024)))
+    options = LaunchOptions(detach=bool(launcher.get("detach", False)),
+                            rerun_failed=bool(launcher.get("rerun_failed", False)),
+                            scripts_only=bool(launcher.get("scripts_only", False)),
+                            job_name=str(launcher.get("job_name", "vitfsdp")),
+                            run_infeasible=bool(launcher.get("run_infeasible", False)),
+                            batch_search=bool(launcher.get("batch_search", False)),
+                            batch_search_max=int(launcher.get("batch_search_max", 1024)),
+                            pack=launcher.get("pack"))
+    if options.pack is not None and options.pack not in pack.PACK_MODES:
+        raise SweepRefused(f"error: hydra.launcher.pack={options.pack!r} is unknown; valid: "
+                           f"{', '.join(pack.PACK_MODES)} (or null: a job per point)")
+    if options.pack and options.scripts_only:
+        raise SweepRefused("error: --scripts-only writes a script per point; drop "
+                           "hydra.launcher.pack to write them, or drop --scripts-only to pack")
+    return options
 
 
 def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
@@ -421,7 +435,8 @@ def _settled(prior: list, queue: dict, rerun_failed: bool) -> tuple[str | None, 
         if e.status == "completed":
             return f"completed in {e.run_dir.name}", read_json(e.run_dir / SUMMARY_FILE)
     for e in prior:
-        state = queue.get(e.job_id or "", ("",))[0]
+        job = queue.get(e.job_id or "")
+        state = job.state if job else ""
         if e.status is None and state and state not in status.END_STATES:
             return (f"Slurm job {e.job_id} is {state} ({e.run_dir.name})",
                     {"status": "submitted", "job_id": e.job_id})
@@ -442,9 +457,16 @@ def _check_own_dir(p: Point) -> None:
 
 
 def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions) -> list[dict]:
-    """Submit (or only write) one Slurm job per point; unless detached, show the live status
-    table until every point is done and return the summaries (``{"status": "submitted"}`` or
-    ``{"status": "script"}`` for points not waited on)."""
+    """Submit (or only write) the sweep's Slurm jobs: one per point (job arrays for equal
+    shapes), or one per node count with ``hydra.launcher.pack=by_nodes``
+    (:mod:`vitfsdp.launch.pack`); at most ``cluster.max_jobs`` queued at once, more submitted
+    as earlier ones end. Unless detached, show the live status table until every point is
+    done and return the summaries (``{"status": "submitted"}``, ``{"status": "waiting"}``
+    (not submitted: max_jobs) or ``{"status": "script"}`` for points not waited on).
+
+    Raises:
+        SweepRefused: ``cluster.max_jobs`` below 1.
+    """
     if options.scripts_only:
         paths = slurm.write_scripts(points, options.job_name)
         for path in paths:
@@ -452,14 +474,62 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions) -
         log.info("submit each with sbatch <script>; then python -m vitfsdp.sweep --status %s "
                  "--watch", sweep_dir)
         return [{"status": "script", "script": str(p)} for p in paths]
-    job_ids = slurm.submit(points, sweep_dir, options.job_name)
-    log.info("submitted %d Slurm jobs: %s", len(job_ids), " ".join(job_ids))
+    max_jobs = _max_jobs(points)
+    units = _submission_units(points, sweep_dir, options, max_jobs)
+    pack.submit_free(units, max_jobs, 0)
     if options.detach:
-        log.info("detached; follow with: python -m vitfsdp.sweep --status %s --watch", sweep_dir)
-        return [{"status": "submitted", "job_id": j} for j in job_ids]
+        _log_detached(units, sweep_dir, max_jobs)
+        return [_detached_summary(p) for p in points]
     poll_s = min(p.cfg.cluster.poll_s for p in points)
-    status.watch(sweep_dir, [p.run_dir for p in points], poll_s, show=_show_table)
+    status.watch(sweep_dir, [p.run_dir for p in points], poll_s, show=_show_table,
+                 on_poll=lambda rows: pack.submit_free(units, max_jobs, status.num_alive(rows)))
     return [read_json(p.run_dir / SUMMARY_FILE) for p in points]
+
+
+def _max_jobs(points: list[Point]) -> int | None:
+    """The sweep's ``cluster.max_jobs`` (the smallest set; None: no limit)."""
+    limits = [p.cfg.cluster.max_jobs for p in points if p.cfg.cluster.max_jobs is not None]
+    if limits and min(limits) < 1:
+        raise SweepRefused(f"error: cluster.max_jobs={min(limits)} must be >= 1 (or null: "
+                           "no limit)")
+    return min(limits) if limits else None
+
+
+def _submission_units(points: list[Point], sweep_dir: Path, options: LaunchOptions,
+                      max_jobs: int | None) -> list[pack.Unit]:
+    """What is submitted at once: a pack (one job), or up to ``max_jobs`` points of one shape
+    (a job or array task each)."""
+    if options.pack == "by_nodes":
+        packs = pack.make_packs(points, {p.num: _predicted_step_s(p) for p in points})
+        return [pack.Unit(1, lambda pk=pk: [pack.submit(pk, sweep_dir, options.job_name)])
+                for pk in packs]
+    return [pack.Unit(len(chunk), lambda c=chunk: slurm.submit(c, sweep_dir, options.job_name))
+            for group in pack.shape_groups(points) for chunk in pack.chunks(group, max_jobs)]
+
+
+def _predicted_step_s(p: Point) -> float | None:
+    """The plan's step time for the point (None: no prediction)."""
+    from vitfsdp import plan as planner
+
+    try:
+        return planner.predict(p.cfg).step_time_s
+    except (ValueError, NotImplementedError):
+        return None
+
+
+def _log_detached(units: list[pack.Unit], sweep_dir: Path, max_jobs: int | None) -> None:
+    ids = [j for u in units for j in (u.job_ids or [])]
+    log.info("submitted %d Slurm jobs: %s", len(ids), " ".join(ids))
+    waiting = sum(u.num_jobs for u in units if u.job_ids is None)
+    if waiting:
+        log.info("%d jobs wait for cluster.max_jobs=%s: run the same command again once jobs "
+                 "have ended to submit them", waiting, max_jobs)
+    log.info("detached; follow with: python -m vitfsdp.sweep --status %s --watch", sweep_dir)
+
+
+def _detached_summary(p: Point) -> dict:
+    job_id = (read_json(p.run_dir / slurm.JOB_FILE) or {}).get("job_id")
+    return {"status": "submitted", "job_id": job_id} if job_id else {"status": "waiting"}
 
 
 def _show_table(table: str) -> None:

@@ -20,6 +20,9 @@ class VitfsdpLauncherConf:
     run_infeasible: bool = False  # run points the plan predicts not to fit (only warn)
     batch_search: bool = False  # search each point's largest power-of-two local batch
     batch_search_max: int = 1024  # the largest local batch the search tries
+    # Slurm profiles: null = one job per point; by_nodes = one job per node count runs its
+    # points one after another, each its own job step and records (vitfsdp.launch.pack)
+    pack: str | None = None
 
 
 ConfigStore.instance().store(group="hydra/launcher", name="vitfsdp", node=VitfsdpLauncherConf)

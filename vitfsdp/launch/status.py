@@ -1,12 +1,24 @@
 """Job states and progress of a sweep's points: the live table while a sweep waits, and
 ``python -m vitfsdp.sweep --status SWEEP_DIR`` later.
 
-A point's state comes from two places: Slurm's queue (``squeue -t all``, which also shows jobs
-that ended in the last few minutes with their end state) while its job exists, and the point's
-own records (``summary.json``, ``metrics.jsonl``) for its outcome. A job that ended without the
-point's summary (cancelled, killed at its time limit, a node died, the ranks crashed before
-writing) is recorded here as data: :func:`reconcile` writes its summary with the status that
-Slurm's end state implies and the tail of the tasks' logs as reason.
+A point's state comes from two places: Slurm (``sacct`` where the cluster keeps accounting:
+every job's and job step's end state, exit code and reason, for as long as the database keeps
+them; ``squeue -t all`` beside it for jobs the database has not seen yet, and alone where there
+is no accounting: it shows ended jobs for ``MinJobAge``, a few minutes) and the point's own
+records (``summary.json``, ``metrics.jsonl``) for its outcome. A point packed with others into
+one job (:mod:`vitfsdp.launch.pack`) is the job step of its position in the pack.
+
+Once a point's job (or step) has ended, :func:`reconcile` keeps Slurm's view in the point's
+``summary.json`` (a ``slurm`` object: job id, state, exit code, reason) and settles its status:
+
+- no summary (killed at its time limit, a node died, the ranks crashed before writing, the
+  pack ended before the point started): the status Slurm's end implies, with the tail of the
+  tasks' logs as reason;
+- ``preempted`` (the training saved a checkpoint on a stop signal) in a job that is not
+  requeued: ``cancelled`` after ``scancel``, ``timeout`` when the job reached its time limit
+  (Slurm's ``TIMEOUT``, or it stopped within ``cluster.signal_delay_s`` + 60 s of the limit:
+  the ``--signal`` of the limit, with no requeue left). Both stay ``interrupted``: a rerun of
+  the sweep runs them again, resuming from their checkpoint.
 """
 
 from __future__ import annotations
@@ -20,7 +32,16 @@ from pathlib import Path
 
 from vitfsdp.launch.local import tail
 from vitfsdp.launch.slurm import JOB_FILE, TASK_LOG_DIR
-from vitfsdp.records import METRICS_FILE, RUN_FILE, SUMMARY_FILE, mark_failed, read_json, read_jsonl
+from vitfsdp.records import (
+    METRICS_FILE,
+    RUN_FILE,
+    SUMMARY_FILE,
+    mark_failed,
+    read_json,
+    read_jsonl,
+    summarize_windows,
+    write_json_atomic,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +55,27 @@ ALIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "
 INTERRUPTED = ("CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "GONE")
 #: The run status implied by a Slurm end state when the job left no summary (else failed).
 END_STATUS = {"TIMEOUT": "timeout", "DEADLINE": "timeout", "PREEMPTED": "preempted",
-              "OUT_OF_MEMORY": "oom"}
+              "OUT_OF_MEMORY": "oom", "CANCELLED": "cancelled"}
+#: Slurm may send ``--signal`` up to this many seconds before the requested time (sbatch(1)).
+SIGNAL_EARLY_S = 60
+SLURM_KEY = "slurm"  # summary.json: Slurm's view of the point's end
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """A job (or job step) as Slurm reports it."""
+
+    state: str  # PENDING, RUNNING, COMPLETED, CANCELLED (sacct's " by <uid>" dropped) ...
+    nodelist: str = ""
+    reason: str = ""  # Slurm's reason (pending reason, or e.g. NonZeroExitCode); "" if none
+    exit_code: str | None = None  # "<code>:<signal>" as sacct prints it; None from squeue
+    elapsed_s: int | None = None  # run time so far or in all, s (sacct); None from squeue
+    time_limit_s: int | None = None  # the job's time limit, s (sacct); None from squeue
+
+    def record(self, job_id: str) -> dict:
+        """The ``slurm`` object of a summary."""
+        return {"job_id": job_id, "state": self.state, "exit_code": self.exit_code,
+                "reason": self.reason or None, "elapsed_s": self.elapsed_s}
 
 
 @dataclass
@@ -47,16 +88,21 @@ class PointState:
     nodelist: str = ""  # the job's nodes, as Slurm prints them
     step: int = 0  # last step reached (from metrics.jsonl)
     steps: int | None = None  # steps of the run (train.steps), once run.json exists
-    ips: float | None = None  # ips of the last window
+    ips: float | None = None  # headline ips: median of the measured windows so far
     status: str | None = None  # the run's status from summary.json; None while it runs
+    step_id: str | None = None  # the job step of a packed point (``<job>.<position>``)
+    job: SlurmJob | None = None  # Slurm's view of the job, when it answered
+    own: SlurmJob | None = None  # the point's own: its step in a pack (None: not started), or job
+    slurm_recorded: bool = False  # summary.json holds Slurm's end (:func:`reconcile`)
 
     @property
     def done(self) -> bool:
-        """The point has its final summary (completed, or failed as data); a ``preempted``
-        point whose job is still queued (requeued) is not done."""
-        if self.status == "preempted" and self.state in ALIVE_STATES:
+        """The point has its final summary (completed, or failed as data) and, for a Slurm
+        point whose job Slurm still knows, Slurm's end in it; a ``preempted`` point whose
+        job is still queued (requeued) is not done."""
+        if self.status is None or (self.status == "preempted" and self.state in ALIVE_STATES):
             return False
-        return self.status is not None
+        return self.slurm_recorded or self.job_id is None or self.state in ("-", "written")
 
     @property
     def job_ended(self) -> bool:
@@ -80,12 +126,16 @@ def read_state(run_dir: Path) -> PointState:
     windows = read_jsonl(run_dir / METRICS_FILE)
     steps = (run.get("config") or {}).get("train", {}).get("steps")
     started = _started_job_id(run_dir)
+    job_id = job.get("job_id") or started
+    pack = job.get("pack") or {}
     return PointState(
-        run_dir=run_dir, job_id=job.get("job_id") or started,
+        run_dir=run_dir, job_id=job_id,
         state="written" if job.get("submitted_with") == "script" and not started else "-",
         step=windows[-1]["step_end"] if windows else 0, steps=steps,
-        ips=windows[-1].get("ips") if windows else None,
+        ips=(summary or {}).get("ips") or summarize_windows(windows)["ips"],
         status=summary["status"] if summary else None,
+        step_id=f"{job_id}.{pack['position']}" if job_id and "position" in pack else None,
+        slurm_recorded=bool(summary and SLURM_KEY in summary),
     )
 
 
@@ -97,23 +147,64 @@ def _started_job_id(run_dir: Path) -> str | None:
     return max(ids, key=int) if ids else None
 
 
-def queue_states(job_ids: Sequence[str]) -> dict[str, tuple[str, str, str]] | None:
-    """Slurm's view of the jobs: id → (state, node list, reason), for jobs alive or ended in the
-    last few minutes (``squeue -t all``); None when squeue cannot be reached."""
-    ids = sorted({str(j).split("_")[0] for j in job_ids if j})
+def queue_states(job_ids: Sequence[str]) -> dict[str, SlurmJob] | None:
+    """Slurm's view of the jobs: id (``123``, ``123_4`` for an array task, ``123.0`` for a job
+    step) → :class:`SlurmJob`. From ``sacct`` where the cluster keeps accounting, over
+    ``squeue -t all`` (jobs alive or ended in the last few minutes; no steps); None when
+    neither answers."""
+    ids = sorted({str(j).split("_")[0].split(".")[0] for j in job_ids if j})
     if not ids:
         return {}
+    queued, accounted = _run_query(_squeue_argv(ids)), _run_query(_sacct_argv(ids))
+    if queued is None and accounted is None:
+        return None
+    # sacct's record wins: it carries the exit code, and it is the one that lasts
+    return {**parse_squeue(queued or ""), **parse_sacct(accounted or "")}
+
+
+def _squeue_argv(ids: Sequence[str]) -> list[str]:
+    return ["squeue", "-h", "-r", "-t", "all", "-j", ",".join(ids), "-o", "%i|%T|%N|%r"]
+
+
+def _sacct_argv(ids: Sequence[str]) -> list[str]:
+    return ["sacct", "-n", "-P", "-j", ",".join(ids),
+            "-o", "JobID,State,NodeList,Reason,ExitCode,ElapsedRaw,TimelimitRaw"]
+
+
+def _run_query(argv: list[str]) -> str | None:
+    """A query's output; "" when Slurm knows none of the ids; None when it cannot answer
+    (not reachable, or no accounting for sacct)."""
     try:
-        proc = subprocess.run(["squeue", "-h", "-r", "-t", "all", "-j", ",".join(ids),
-                               "-o", "%i|%T|%N|%r"], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if proc.returncode != 0:
-        return None if "Invalid job id" not in proc.stderr else {}
+        return "" if "Invalid job id" in proc.stderr else None
+    return proc.stdout
+
+
+def parse_squeue(text: str) -> dict[str, SlurmJob]:
+    """``squeue -o %i|%T|%N|%r`` lines → id → :class:`SlurmJob`."""
     states = {}
-    for line in proc.stdout.splitlines():
+    for line in text.splitlines():
         job_id, state, nodelist, reason = (line.split("|") + ["", "", ""])[:4]
-        states[job_id.strip()] = (state.strip(), nodelist.strip(), reason.strip())
+        states[job_id.strip()] = SlurmJob(state.strip(), nodelist.strip(), reason.strip())
+    return states
+
+
+def parse_sacct(text: str) -> dict[str, SlurmJob]:
+    """``sacct -P -o JobID,State,NodeList,Reason,ExitCode,ElapsedRaw,TimelimitRaw`` lines →
+    id → :class:`SlurmJob`; the ``batch`` and ``extern`` steps are left out."""
+    states = {}
+    for line in text.splitlines():
+        fields = (line.split("|") + [""] * 7)[:7]
+        job_id, state, nodelist, reason, exit_code, elapsed, limit = (f.strip() for f in fields)
+        if not job_id or job_id.endswith((".batch", ".extern")):
+            continue
+        states[job_id] = SlurmJob(
+            state.split(" ")[0], nodelist, "" if reason == "None" else reason, exit_code or None,
+            int(elapsed) if elapsed.isdigit() else None,
+            int(limit) * 60 if limit.isdigit() else None)
     return states
 
 
@@ -124,34 +215,104 @@ def collect(sweep_dir: Path, run_dirs: Sequence[Path] | None = None,
     queue = queue_states([r.job_id for r in rows if r.job_id]) if query else None
     for row in rows:
         if queue is not None and row.job_id in queue:
-            row.state, row.nodelist, _ = queue[row.job_id]
+            row.job = queue[row.job_id]
+            row.own = queue.get(row.step_id) if row.step_id else row.job
+            shown = row.own or _not_started(row.job)
+            row.state, row.nodelist = shown.state, shown.nodelist
         elif queue is not None and row.job_id and row.state == "-":
-            row.state = "GONE"  # no longer known to slurmctld
+            row.state = "GONE"  # no longer known to slurmctld (nor to sacct)
     return rows
 
 
+def _not_started(job: SlurmJob) -> SlurmJob:
+    """The state shown for a packed point whose step has not started: PENDING while its pack
+    is alive, else the pack's end state."""
+    return SlurmJob("PENDING", reason="waiting in its pack") if job.state in ALIVE_STATES \
+        else job
+
+
 def reconcile(row: PointState) -> bool:
-    """Record a point whose job ended without its summary; True when it wrote one."""
-    if row.done or not row.job_id or not (row.job_ended or row.state == "GONE"):
+    """Keep Slurm's end in the summary of a point whose job (or step) ended, settling its
+    status (see the module's docstring); True when it wrote the summary."""
+    if row.slurm_recorded or not row.job_id or not (row.job_ended or row.state == "GONE"):
         return False
     summary = read_json(row.run_dir / SUMMARY_FILE)
-    if summary is not None:  # written since the row was read
-        row.status = summary["status"]
-        return False
-    status = END_STATUS.get(row.state, "failed")
-    progress = f"at step {row.step}/{row.steps}" if row.steps else "before the first step"
-    reason = (f"Slurm job {row.job_id} ended {row.state} {progress} without a summary"
-              f"{_job_limit(row)}; task log tail:\n{task_log_tail(row.run_dir)}")
-    mark_failed(row.run_dir, status, reason, interrupted=row.state in INTERRUPTED)
-    row.status = status
+    if summary and summary["status"] == "preempted" and row.job and row.job.state in ALIVE_STATES:
+        return False  # its pack is ending (or requeued): settled once the job has ended
+    own = row.own or row.job or SlurmJob(row.state)
+    slurm = own.record(row.step_id if row.own and row.step_id else row.job_id)
+    if row.step_id and row.job is not None:
+        slurm["job_state"] = row.job.state  # the pack's
+    if summary is None:
+        status = _status_without_summary(row)
+        progress = f"at step {row.step}/{row.steps}" if row.steps else "before the first step"
+        reason = (f"Slurm job {row.job_id} ended {row.state} {progress} without a summary"
+                  f"{_job_limit(row, status)}; task log tail:\n{task_log_tail(row.run_dir)}")
+        interrupted = status in INTERRUPTED_STATUSES or row.state in INTERRUPTED
+        mark_failed(row.run_dir, status, reason, interrupted=interrupted, **{SLURM_KEY: slurm})
+    elif summary["status"] == "preempted" and _outside_end(row):
+        status = _outside_end(row)
+        reason = (f"{status}: Slurm job {row.job_id} ended {row.job.state}"
+                  f"{_job_limit(row, status)} and was not requeued; the training had "
+                  f"stopped: {summary.get('reason')}")
+        extra = {k: v for k, v in summary.items() if k in _KEPT}
+        mark_failed(row.run_dir, status, reason, interrupted=True, **extra, **{SLURM_KEY: slurm})
+    else:
+        write_json_atomic(row.run_dir / SUMMARY_FILE, {**summary, SLURM_KEY: slurm})
+        status = summary["status"]
+    row.status, row.slurm_recorded = status, True
     return True
 
 
-def _job_limit(row: PointState) -> str:
-    if row.state in ("TIMEOUT", "DEADLINE"):
+#: Run statuses that count as ended from outside the run (a rerun runs the point again).
+INTERRUPTED_STATUSES = ("preempted", "cancelled", "timeout")
+#: Summary fields of a preempted run kept when Slurm's end settles it as cancelled/timeout.
+_KEPT = ("last_step", "checkpoint_step", "num_attempts", "elapsed_s")
+
+
+def _status_without_summary(row: PointState) -> str:
+    """The status of a point that left no summary: Slurm's end state's (else ``failed``); a
+    packed point that never started takes its pack's end (``cancelled``, ``timeout``, or
+    ``preempted`` when the pack stopped early on a stop signal)."""
+    if row.step_id and row.own is None and row.job is not None:
+        return _outside_end(row) or "preempted"
+    return END_STATUS.get(row.state, "failed")
+
+
+def _outside_end(row: PointState) -> str | None:
+    """``cancelled`` or ``timeout`` when the job of a preempted point ended from outside
+    and is not requeued; None otherwise (still alive: requeued; or no Slurm record)."""
+    job = row.job
+    if job is None or job.state not in END_STATES:
+        return None
+    if job.state == "CANCELLED":
+        return "cancelled"
+    return "timeout" if _reached_time_limit(job, _signal_delay_s(row)) else None
+
+
+def _reached_time_limit(job: SlurmJob, signal_delay_s: int) -> bool:
+    """Slurm ended the job at its time limit, or it stopped within ``--signal``'s delay
+    (plus Slurm's early margin) of the limit: the time-limit signal."""
+    if job.state in ("TIMEOUT", "DEADLINE"):
+        return True
+    if job.elapsed_s is None or job.time_limit_s is None:
+        return False
+    return job.elapsed_s >= job.time_limit_s - signal_delay_s - SIGNAL_EARLY_S
+
+
+def _signal_delay_s(row: PointState) -> int:
+    """The point's ``cluster.signal_delay_s`` (job.json, else run.json; 90 if neither)."""
+    job = read_json(row.run_dir / JOB_FILE) or {}
+    run = read_json(row.run_dir / RUN_FILE) or {}
+    cluster = (run.get("config") or {}).get("cluster") or {}
+    return int(job.get("signal_delay_s") or cluster.get("signal_delay_s") or 90)
+
+
+def _job_limit(row: PointState, status: str) -> str:
+    if status == "timeout":
         limit = (read_json(row.run_dir / JOB_FILE) or {}).get("time_limit")
-        return f" (time limit cluster.time={limit})"
-    return " (scancel)" if row.state == "CANCELLED" else ""
+        return f" (time limit {limit})"
+    return " (scancel)" if status == "cancelled" else ""
 
 
 def task_log_tail(run_dir: Path, num_lines: int = 20) -> str:
@@ -205,12 +366,21 @@ def summary_line(rows: Sequence[PointState]) -> str:
     return f"{len(rows)} points: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
 
 
+def num_alive(rows: Sequence[PointState]) -> int:
+    """Jobs of these rows queued or running (an array task counts one; a pack one): those
+    submitted whose job Slurm does not report ended (or gone)."""
+    return len({r.job_id for r in rows if r.job_id and r.state not in ("GONE", "written")
+                and (r.job is None or r.job.state not in END_STATES)})
+
+
 def watch(sweep_dir: Path, run_dirs: Sequence[Path], poll_s: float,
-          show: Callable[[str], None], timeout_s: float | None = None) -> list[PointState]:
+          show: Callable[[str], None], timeout_s: float | None = None,
+          on_poll: Callable[[list[PointState]], object] | None = None) -> list[PointState]:
     """Poll until every point has its summary, showing the table whenever it changes.
 
-    A job seen ended without a summary twice in a row (so a summary being written at the very
-    end is not missed) is recorded by :func:`reconcile`.
+    A job seen ended twice in a row (so a summary being written at the very end is not
+    missed) is recorded by :func:`reconcile`. ``on_poll`` is called with the rows at every
+    poll (the sweep submits waiting jobs there).
 
     Raises:
         TimeoutError: ``timeout_s`` passed with points still unfinished.
@@ -221,10 +391,12 @@ def watch(sweep_dir: Path, run_dirs: Sequence[Path], poll_s: float,
     while True:
         rows = collect(sweep_dir, run_dirs)
         for row in rows:
-            if not row.done and (row.job_ended or row.state == "GONE"):
+            if not row.slurm_recorded and (row.job_ended or row.state == "GONE"):
                 if str(row.run_dir) in seen_ended:
                     reconcile(row)
                 seen_ended.add(str(row.run_dir))
+        if on_poll is not None:
+            on_poll(rows)
         table = format_table(rows)
         if table != last:
             show(table)

@@ -1,0 +1,230 @@
+"""Packing: one Slurm job per node count runs its sweep points one after another
+(``hydra.launcher.pack=by_nodes``), and at most ``cluster.max_jobs`` of a sweep's jobs are
+queued at once.
+
+Sites limit the jobs a user may queue: Frontier's batch queue allows 4 eligible and 100 queued
+jobs per user, its debug QOS 1 (https://docs.olcf.ornl.gov/systems/frontier_user_guide.html,
+"Job Priority by Node Count"), so a sweep of 168 points cannot be one job per point. A pack is
+one allocation of ``nodes`` nodes whose script runs each point as its own job step (``srun``):
+each point keeps its own run directory, ``job.json`` (the pack's job id and the point's
+``position``, its step ``<job id>.<position>``), records and status, and a point that fails
+does not stop the next. The pack's time limit is the sum over its points of the plan's
+predicted run time (:data:`PLAN_MARGIN` × steps × predicted step time + :data:`POINT_START_S`)
+or, without a prediction, the point's ``cluster.time``, plus :data:`PACK_START_S`.
+
+A point stopped by SIGUSR2 (the pack's time limit is near; ``--signal``) saves its checkpoint
+and ends the pack; the pack is not requeued: points it did not reach are recorded by the
+sweep's status (:mod:`vitfsdp.launch.status`) and a rerun of the sweep runs them, resuming the
+stopped one from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from vitfsdp.launch import ClusterConfig, check_text
+from vitfsdp.launch.local import job_record
+from vitfsdp.launch.slurm import (
+    JOB_FILE,
+    PREEMPTED_EXIT,
+    SCRIPT_FILE,
+    TASK_LOG_DIR,
+    ShellExpr,
+    sbatch_options,
+    setup_lines,
+    shell_join,
+    shell_word,
+    srun_options,
+    task_spec,
+)
+from vitfsdp.records import write_json_atomic
+
+log = logging.getLogger(__name__)
+
+#: ``hydra.launcher.pack`` values: None = one job per point (job arrays for equal shapes).
+PACK_MODES = ("by_nodes",)
+PACK_DIR = "packs"  # in the sweep directory: each pack's script and Slurm output
+PACK_START_S = 120  # time-limit allowance per pack for the job's start (s)
+POINT_START_S = 60  # per point with a predicted run time: processes start, model build (s)
+PLAN_MARGIN = 2.0  # predicted training time × this, in a pack's time limit
+
+
+@dataclass
+class Pack:
+    """The points one job runs one after another."""
+
+    index: int  # 0, 1, ... in the sweep (names its script)
+    points: list  # vitfsdp.sweep.Point, in run order
+    time_limit_s: int  # the job's time limit, s
+    job_id: str | None = None  # once submitted
+
+    @property
+    def cluster(self) -> ClusterConfig:
+        return self.points[0].cfg.cluster
+
+    @property
+    def nodes(self) -> int:
+        return self.points[0].cfg.nodes
+
+
+def point_time_s(point, predicted_step_s: float | None) -> int:
+    """Seconds to allow a point in a pack: from the plan's step time where it predicts one,
+    else the point's ``cluster.time``."""
+    if predicted_step_s is None:
+        return point.cfg.cluster.time_limit_s
+    return int(PLAN_MARGIN * point.cfg.train.steps * predicted_step_s) + POINT_START_S
+
+
+def make_packs(points: Sequence, predicted_step_s: dict[int, float | None]) -> list[Pack]:
+    """Points of the same cluster profile and node count in one pack each, in point order.
+
+    Args:
+        predicted_step_s: point number → the plan's step time in seconds (None: unknown).
+    """
+    return [Pack(i, group, PACK_START_S + sum(point_time_s(p, predicted_step_s.get(p.num))
+                                              for p in group))
+            for i, group in enumerate(shape_groups(points))]
+
+
+def shape_groups(points: Sequence) -> list[list]:
+    """Points of the same cluster profile and node count (one job shape), in point order."""
+    groups: dict[tuple, list] = {}
+    for p in points:
+        groups.setdefault((repr(p.cfg.cluster), p.cfg.nodes), []).append(p)
+    return list(groups.values())
+
+
+def slurm_time(seconds: int) -> str:
+    """A time limit in Slurm's D-HH:MM:SS, rounded up to the minute (Slurm's unit)."""
+    minutes = -(-seconds // 60)
+    days, minutes = divmod(minutes, 24 * 60)
+    return f"{days}-{minutes // 60:02d}:{minutes % 60:02d}:00"
+
+
+def render(pack: Pack, sweep_dir: Path, job_name: str, workdir: str) -> str:
+    """The pack's sbatch script: the job's options, the profile's setup, then one ``srun``
+    step per point (task logs in the point's ``logs/``), each with its own rendezvous port.
+
+    Raises:
+        ValueError: an override or run directory holds a control character.
+    """
+    cluster = pack.cluster
+    opts = {**sbatch_options(cluster, pack.nodes, job_name), "time": slurm_time(pack.time_limit_s),
+            "chdir": workdir, "output": str(sweep_dir / PACK_DIR / f"pack{pack.index}-%j.out"),
+            "signal": f"USR2@{cluster.signal_delay_s}"}
+    lines = ["#!/bin/bash",
+             f"# vitfsdp pack {pack.index}: {len(pack.points)} sweep points of {pack.nodes} "
+             "node(s), one job step each, one after another",
+             "# rendered by `python -m vitfsdp.sweep` (hydra.launcher.pack=by_nodes)",
+             *(f"#SBATCH --{k}" if v is True else f"#SBATCH --{k}={shell_word(str(v))}"
+               for k, v in opts.items()),
+             "", *setup_lines(cluster), 'PACK_PORT="${MASTER_PORT}"']
+    for position, point in enumerate(pack.points):
+        lines += ["", *_point_lines(pack, point, position)]
+    lines += ["", "exit 0"]
+    return "\n".join(lines) + "\n"
+
+
+def _point_lines(pack: Pack, point, position: int) -> list[str]:
+    """One point's step: a failure is recorded by the point and the pack goes on; a stop on
+    SIGUSR2 (checkpoint saved, exit :data:`PREEMPTED_EXIT`) ends the pack."""
+    for i, arg in enumerate(point.overrides):
+        check_text(f"override {i}", arg)
+    check_text("run directory", str(point.run_dir))
+    spec = task_spec(pack.cluster, point.overrides, point.run_dir, pack.nodes,
+                     getattr(point.cfg.train, "checkpoint_every", 0))
+    task_log = str(Path(spec.run_dir) / TASK_LOG_DIR / "task%t.log")
+    launch = ["srun", *srun_options(pack.cluster), f"--output={task_log}"]
+    argv = spec.argv(ShellExpr("${MASTER_ADDR}:${MASTER_PORT}"), ShellExpr("${SLURM_JOB_ID}"))
+    return [f"# point {position + 1}/{len(pack.points)} (step {position}): {point.run_dir.name}",
+            f"export MASTER_PORT=$((PACK_PORT + {position}))",
+            f"mkdir -p {shell_word(str(Path(spec.run_dir) / TASK_LOG_DIR))}",
+            "rc=0",
+            f"{shell_join(launch)} \\\n    {shell_join(argv)} || rc=$?",
+            f'if [[ $rc -eq {PREEMPTED_EXIT} ]]; then echo "stopped on a signal: pack ends"; '
+            f"exit {PREEMPTED_EXIT}; fi"]
+
+
+def write(pack: Pack, sweep_dir: Path, job_name: str) -> Path:
+    """Write the pack's script into ``<sweep dir>/packs/`` and each point's copy
+    (``job.sbatch``) into its run directory; returns the pack's script."""
+    text = render(pack, sweep_dir, job_name, str(Path.cwd()))
+    (sweep_dir / PACK_DIR).mkdir(parents=True, exist_ok=True)
+    path = sweep_dir / PACK_DIR / f"pack{pack.index}.sbatch"
+    path.write_text(text, encoding="utf-8")
+    path.chmod(0o755)
+    for point in pack.points:
+        (point.run_dir / TASK_LOG_DIR).mkdir(parents=True, exist_ok=True)
+        (point.run_dir / SCRIPT_FILE).write_text(text, encoding="utf-8")
+    return path
+
+
+def submit(pack: Pack, sweep_dir: Path, job_name: str) -> str:
+    """Write and ``sbatch`` the pack; record its job id in every point's ``job.json``.
+
+    Raises:
+        RuntimeError: sbatch refused the job (its message quoted: e.g. a QOS limit).
+    """
+    script = write(pack, sweep_dir, job_name)
+    proc = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True,
+                          timeout=120)
+    if proc.returncode != 0:
+        raise RuntimeError(f"sbatch refused pack {pack.index} ({len(pack.points)} points of "
+                           f"{pack.nodes} node(s)): {proc.stderr.strip()}; lower "
+                           "cluster.max_jobs to the site's limit")
+    pack.job_id = proc.stdout.strip().split(";")[0]
+    for position, point in enumerate(pack.points):
+        write_json_atomic(point.run_dir / JOB_FILE, pack_job_record(pack, point, position))
+    log.info("submitted pack %d (%d points of %d node(s), time limit %s) as Slurm job %s",
+             pack.index, len(pack.points), pack.nodes, slurm_time(pack.time_limit_s), pack.job_id)
+    return pack.job_id
+
+
+def pack_job_record(pack: Pack, point, position: int) -> dict:
+    """A packed point's ``job.json``: its identity, the pack's job id and its position."""
+    return {
+        **job_record(point), "launcher": "slurm", "submitted_with": "pack",
+        "job_id": pack.job_id, "array_job_id": None, "array_task_id": None,
+        "launch_mode": pack.cluster.launch_mode, "time_limit": slurm_time(pack.time_limit_s),
+        "signal_delay_s": pack.cluster.signal_delay_s, "script": SCRIPT_FILE,
+        "pack": {"index": pack.index, "position": position, "num_points": len(pack.points),
+                 "script": f"{PACK_DIR}/pack{pack.index}.sbatch"},
+    }
+
+
+# ---------------------------------------------------------------- at most max_jobs at once
+
+
+@dataclass
+class Unit:
+    """What one submission queues: a pack (1 job), or points of one shape (a job each)."""
+
+    num_jobs: int
+    submit: Callable[[], list[str]]  # submits; returns the job ids
+    job_ids: list[str] | None = None
+
+
+def submit_free(units: Sequence[Unit], max_jobs: int | None, num_alive: int) -> int:
+    """Submit the next unsubmitted units while ``num_alive`` (jobs of the sweep queued or
+    running) plus theirs stays within ``max_jobs`` (None: no limit); a unit larger than the
+    limit goes alone. Returns the number of units submitted now."""
+    submitted = 0
+    for unit in units:
+        if unit.job_ids is not None:
+            continue
+        if max_jobs is not None and num_alive and num_alive + unit.num_jobs > max_jobs:
+            break
+        unit.job_ids = unit.submit()
+        num_alive += unit.num_jobs
+        submitted += 1
+    return submitted
+
+
+def chunks(points: Sequence, max_jobs: int | None) -> list[list]:
+    """Points in runs of at most ``max_jobs`` (one job each), in order; all when None."""
+    size = max_jobs or max(1, len(points))
+    return [list(points[i:i + size]) for i in range(0, len(points), size)]
