@@ -10,15 +10,17 @@ import json
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 
-from tests.conftest import REPO
-from vitfsdp.config import RunConfig, register_configs, to_run_config
-from vitfsdp.launch import ClusterConfig, time_limit_s
-from vitfsdp.launch.slurm import render_script, task_spec
+from tests.conftest import REPO, run_module
+from tests.test_virtual_slurm import NOT_STARTED, require_cluster, slurm
+from vitfsdp.config import RunConfig, check_group_choices, register_configs, to_run_config
+from vitfsdp.launch import CONFIG_PATH_ENV, ClusterConfig, time_limit_s
+from vitfsdp.launch.slurm import render_script, setup_lines, task_spec
 
 register_configs()
 
@@ -33,6 +35,15 @@ PROFILES = {
     "cuda8": ["cluster=cuda8", "cluster.partition=gpu"],
 }
 POINT = ["model=vit_1b", "strategy=HYBRID_8GPU", "nodes=2", "precision=bf16"]
+#: Every Slurm profile's saved reference (tests/reference/<profile>.sbatch): its overrides and
+#: a point that fits its nodes.
+REFERENCES = {
+    **{name: (overrides, POINT) for name, overrides in PROFILES.items()},
+    "lumi": (["cluster=lumi", "cluster.account=project_465000001"], POINT),
+    "perlmutter": (["cluster=perlmutter", "cluster.account=m1234"],
+                   ["model=vit_huge", "strategy=HYBRID_2GPU", "nodes=2", "precision=bf16"]),
+    "virtual": (["cluster=virtual"], ["strategy=HYBRID_2GPU", "nodes=2"]),
+}
 
 
 def compose_cfg(*overrides: str) -> RunConfig:
@@ -42,9 +53,11 @@ def compose_cfg(*overrides: str) -> RunConfig:
 
 
 def render_point(profile_overrides: list[str], point: list[str], run_dir: Path = RUN_DIR,
-                 workdir: str = WORKDIR) -> str:
-    """Render the job script of one point, as ``--scripts-only`` does."""
-    overrides = [*profile_overrides, f"cluster.python={PYTHON}", *point]
+                 workdir: str = WORKDIR, python: str | None = PYTHON) -> str:
+    """Render the job script of one point, as ``--scripts-only`` does (``python``: the
+    cluster.python override; None = the profile's)."""
+    python_override = [f"cluster.python={python}"] if python else []
+    overrides = [*profile_overrides, *python_override, *point]
     cfg = compose_cfg(*overrides)
     spec = task_spec(cfg.cluster, overrides, run_dir, cfg.nodes)
     return render_script(cfg.cluster, spec, point=run_dir.name, job_name="vitfsdp",
@@ -80,6 +93,12 @@ def test_malformed_time_limit_is_refused(text):
         ({"cpus_per_task": 0}, "cluster.cpus_per_task=0 must be >= 1"),
         ({"required": ["account"], "name": "frontier"},
          "cluster.account is required by cluster=frontier"),
+        ({"conda_env": "torch", "venv": "/v"}, "are both set; activate one environment"),
+        ({"prepend_env": {"1BAD": ["/x"]}}, "cluster.prepend_env.1BAD: not a shell variable"),
+        ({"prepend_env": {"PATH": "/x"}}, "cluster.prepend_env.PATH='/x' must be a list"),
+        ({"prepend_env": {"PATH": ["/a:/b"]}}, "cluster.prepend_env.PATH[0]='/a:/b' holds ':'"),
+        ({"cache_dir": "/c\n;id"}, "cluster.cache_dir='/c\\n;id' contains a control"),
+        ({"conda_env": "a\nb"}, "cluster.conda_env='a\\nb' contains a control character"),
     ],
 )
 def test_bad_profile_values_are_refused(kwargs, message):
@@ -94,9 +113,9 @@ def test_frontier_needs_an_account():
         compose_cfg("cluster=frontier")
 
 
-@pytest.mark.parametrize("profile", sorted(PROFILES))
+@pytest.mark.parametrize("profile", sorted(REFERENCES))
 def test_rendered_script_matches_reference_and_parses(profile, tmp_path):
-    text = render_point(PROFILES[profile], POINT)
+    text = render_point(*REFERENCES[profile])
     path = REFERENCE / f"{profile}.sbatch"
     if os.environ.get("VITFSDP_UPDATE_REFERENCE") == "1":
         path.write_text(text)
@@ -111,7 +130,8 @@ def test_profile_shapes_reach_the_script():
     frontier = render_point(PROFILES["frontier"], POINT)
     for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=8", "#SBATCH --cpus-per-task=7",
                  "#SBATCH --gpus-per-node=8", "#SBATCH --account=stf218",
-                 "#SBATCH --partition=batch", "export NCCL_SOCKET_IFNAME=hsn0",
+                 "#SBATCH --partition=batch", "export NCCL_SOCKET_IFNAME=hsn0,hsn1,hsn2,hsn3",
+                 "#SBATCH --network=disable_rdzv_get",
                  'export MIOPEN_USER_DB_PATH="/tmp/miopen-${USER:-vitfsdp}-${SLURM_JOB_ID}"'):
         assert line in frontier.splitlines()
     assert "srun --ntasks-per-node=8 --cpus-per-task=7 --gpus-per-task=1 --gpu-bind=closest" \
@@ -250,3 +270,142 @@ def test_stop_signal_that_would_come_at_the_start_is_refused(caplog):
     warned = [r.message for r in caplog.records if "leaves 90 s before the SIGUSR2" in r.message]
     assert len(warned) == 1 and "may stop (preempted) during start-up" in warned[0]
     assert check("cluster.time=00:30:00", "cluster.signal_delay_s=90") is None
+
+
+# ---------------------------------------------------------------- the environment on the nodes
+
+
+def _setup_of(text: str) -> list[str]:
+    """The lines between the #SBATCH block and the launch of a rendered script."""
+    lines = text.splitlines()
+    return lines[lines.index("set -eo pipefail"):lines.index("export OMP_NUM_THREADS=7")]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "activation", "python"),
+    [
+        (["cluster.conda_env=/proj/envs/torch210"],
+         ['eval "$(conda shell.bash hook)"', "conda activate /proj/envs/torch210"], "python"),
+        (["cluster.venv='/proj/my venv'"], ["source '/proj/my venv/bin/activate'"], "python"),
+        (["cluster.export_env=false"], ["unset SLURM_EXPORT_ENV"], sys.executable),
+        ([], [], sys.executable),
+    ],
+)
+def test_environment_is_activated_before_the_launch(overrides, activation, python):
+    """conda or venv activation after the modules, and the job runs that env's python; with
+    --export=NONE the script unsets SLURM_EXPORT_ENV first (else srun steps would drop what it
+    set up) and keeps the sweeping interpreter's absolute path."""
+    text = render_point(PROFILES["frontier"], [*POINT, *overrides], python=None)
+    setup = _setup_of(text)
+    modules = next(i for i, line in enumerate(setup) if line.startswith("module load "))
+    for line in activation:
+        assert line in setup
+        assert (setup.index(line) > modules) != (line == "unset SLURM_EXPORT_ENV")
+    assert ("#SBATCH --export=NONE" in text) == ("cluster.export_env=false" in overrides)
+    launch = text.split("\nsrun --ntasks-per-node=8 ", 1)[1].splitlines()
+    assert launch[1].strip(" \\") == f"{python} -u"
+
+
+def test_frontier_environment_follows_the_olcf_guide():
+    setup = _setup_of(render_point(*REFERENCES["frontier"]))
+    assert setup[1] == ("module load PrgEnv-gnu/8.7.0 cpe/26.03 miniforge3/23.11.0-0 rocm/7.1.1 "
+                        "rccl-net-plugin/1.0 craype-accel-amd-gfx90a")
+    prepend = 'export LD_LIBRARY_PATH="${CRAY_LD_LIBRARY_PATH}"${LD_LIBRARY_PATH:+:'
+    assert prepend + "${LD_LIBRARY_PATH}}" in setup
+    mkdir = next(line for line in setup if line.startswith("srun "))
+    for var in ("XDG_CACHE_HOME", "TORCH_HOME", "TRITON_CACHE_DIR", "HF_HOME",
+                "MIOPEN_USER_DB_PATH"):  # every cache is exported before the srun that makes it
+        exported = next(i for i, line in enumerate(setup) if line.startswith(f"export {var}="))
+        assert exported < setup.index(mkdir) and f'"${{{var}}}"' in mkdir
+    assert 'export XDG_CACHE_HOME="/tmp/vitfsdp-${SLURM_JOB_ID}"' in setup
+
+
+def test_prepend_and_cache_expand_only_node_variables(tmp_path):
+    """``$NAME`` in prepend_env and cache_dir expands on the node; ``$(...)``, backticks and
+    quotes stay text; an unset variable gets no empty (current directory) entry."""
+    hostile = ["$(touch pwned1)", "`touch pwned2`", '"; touch pwned3; "', "a'b"]
+    cluster = ClusterConfig(
+        launcher="slurm", miopen_cache_per_job=True,
+        prepend_env={"LD_LIBRARY_PATH": ["/opt/ofi-$SLURM_JOB_ID/lib", *hostile, "${HOME}/x"],
+                     "VITFSDP_EMPTY": ["/e"]},
+        cache_dir=f"{tmp_path}/c-$SLURM_JOB_ID $(touch pwned4)")
+    script = tmp_path / "setup.sh"
+    script.write_text('srun() { printf "%s\\n" "$@" > srun.args; }\nscontrol() { echo n1; }\n'
+                      + "\n".join(setup_lines(cluster))
+                      + '\nprintf "%s\\n" "$LD_LIBRARY_PATH" "$VITFSDP_EMPTY" "$TORCH_HOME"\n')
+    env = {"PATH": os.environ["PATH"], "HOME": "/h", "USER": "u", "SLURM_JOB_ID": "77",
+           "SLURM_JOB_NODELIST": "n1", "SLURM_JOB_NUM_NODES": "1", "LD_LIBRARY_PATH": "/old"}
+    proc = subprocess.run(["bash", str(script)], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    cache = f"{tmp_path}/c-77 $(touch pwned4)"
+    assert proc.stdout.splitlines() == [
+        ":".join(["/opt/ofi-77/lib", *hostile, "/h/x", "/old"]), "/e", f"{cache}/torch"]
+    assert (tmp_path / "srun.args").read_text().splitlines()[-3:] == [
+        f"{cache}/torchinductor", f"{cache}/huggingface", "/tmp/miopen-u-77"]
+    assert not list(tmp_path.glob("pwned*")), "a value ran a command"
+
+
+def test_user_profile_from_a_directory_of_ones_own(tmp_path, monkeypatch):
+    """A profile in the user's folder (VITFSDP_CONFIG_PATH) extends a shipped one and drives
+    ``--scripts-only``; the script carries the variable so the nodes find the profile too."""
+    folder = tmp_path / "my-profiles"
+    (folder / "cluster").mkdir(parents=True)
+    (folder / "cluster" / "mysite.yaml").write_text(
+        "defaults:\n  - frontier\n  - _self_\nname: mysite\naccount: stf218\n"
+        "max_nodes: 16\nvenv: /proj/venvs/torch\n")
+    with pytest.raises(ValueError, match="cluster=mysite is unknown; valid: cuda8, frontier"):
+        check_group_choices(["cluster=mysite"])
+    monkeypatch.setenv(CONFIG_PATH_ENV, str(folder))
+    check_group_choices(["cluster=mysite"])
+    proc = run_module("vitfsdp.sweep", "-m", "cluster=mysite", "nodes=1", "--scripts-only",
+                      f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    [script] = (tmp_path / "sweep").glob("*/job.sbatch")
+    setup = _setup_of(script.read_text())
+    assert "#SBATCH --account=stf218" in script.read_text()
+    assert setup[1].startswith("module load PrgEnv-gnu/8.7.0 ")  # from frontier
+    assert "source /proj/venvs/torch/bin/activate" in setup
+    assert f"export {CONFIG_PATH_ENV}={folder}" in setup
+    assert "    cluster=mysite \\" in script.read_text().splitlines()
+
+
+PROBE = """#!/bin/bash
+{ echo "ld=${LD_LIBRARY_PATH}"; echo "miopen=${MIOPEN_USER_DB_PATH}"
+  [[ -d ${MIOPEN_USER_DB_PATH} && -d ${TRITON_CACHE_DIR} ]] && echo "dirs=made"
+  echo "args=$*"; } >> "${PROBE_OUT}"
+"""
+
+
+@pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
+def test_job_setup_on_the_virtual_cluster(tmp_path):
+    """A real job: its setup creates the MIOpen and cache directories before the tasks start,
+    and the tasks see the prepended paths (the interpreter itself is found through PATH)."""
+    require_cluster()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "vitfsdp-probe").write_text(PROBE)
+    (bin_dir / "vitfsdp-probe").chmod(0o755)
+    out = tmp_path / "probe.txt"
+    text = render_point(
+        ["cluster=virtual", "cluster.miopen_cache_per_job=true",
+         f"cluster.cache_dir={tmp_path}/cache-$SLURM_JOB_ID", f"+cluster.env.PROBE_OUT={out}",
+         f"+cluster.prepend_env.PATH=[{bin_dir}]",
+         f"+cluster.prepend_env.LD_LIBRARY_PATH=[{tmp_path}/ofi-$SLURM_JOB_ID]"],
+        ["nodes=1"], run_dir=tmp_path / "run", workdir=str(tmp_path),
+        python="vitfsdp-probe")
+    (tmp_path / "run" / "logs").mkdir(parents=True)  # as write_scripts does
+    script = tmp_path / "job.sbatch"
+    script.write_text(text)
+    proc = slurm("sbatch", "--parsable", "--wait", str(script), cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    job_id = proc.stdout.strip().split(";")[0]
+    miopen = f"/tmp/miopen-{os.environ.get('USER', 'vitfsdp')}-{job_id}"
+    try:
+        train = [line for line in out.read_text().splitlines() if "vitfsdp.train" in line]
+        assert len(train) == 2  # one line per task (2 ranks on the node)
+        lines = set(out.read_text().splitlines())
+        assert {f"ld={tmp_path}/ofi-{job_id}", f"miopen={miopen}", "dirs=made"} <= lines
+        assert (tmp_path / f"cache-{job_id}" / "huggingface").is_dir()
+    finally:
+        subprocess.run(["rm", "-rf", miopen], check=False)

@@ -32,9 +32,9 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from vitfsdp.launch import ClusterConfig, check_text
+from vitfsdp.launch import CONFIG_PATH_ENV, ClusterConfig, check_text
 from vitfsdp.launch.local import job_record, quote_override, torchrun_signal_env
 from vitfsdp.launch.resume import COMPLETED_EXIT
 from vitfsdp.provenance import carries_secret, redact_args
@@ -52,6 +52,12 @@ SUBMITIT_DIR = ".submitit"  # submitit's pickles and wrapper logs, in the sweep 
 PORT_BASE, PORT_SPAN = 20000, 40000  # MASTER_PORT = PORT_BASE + job id mod PORT_SPAN
 #: Exit code of a training that saved a checkpoint on SIGUSR2 and stopped: requeue it.
 PREEMPTED_EXIT = 3  # vitfsdp.checkpoint.EXIT_PREEMPTED (not imported: keeps torch out of here)
+#: HOME-free caches under ``cluster.cache_dir`` (which becomes XDG_CACHE_HOME): variable,
+#: sub-directory. PyTorch hub, Triton's kernels, Inductor's code, Hugging Face downloads.
+CACHE_DIRS = {"TORCH_HOME": "torch", "TRITON_CACHE_DIR": "triton",
+              "TORCHINDUCTOR_CACHE_DIR": "torchinductor", "HF_HOME": "huggingface"}
+_NODE_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+_DQ_SPECIAL = re.compile(r'[\\"$`]')  # special inside double quotes
 
 
 class ShellExpr(str):
@@ -158,7 +164,7 @@ def task_spec(cluster: ClusterConfig, overrides: Sequence[str], run_dir: Path,
               nodes: int, checkpoint_every: int = 0) -> TaskSpec:
     """The :class:`TaskSpec` of a point (``checkpoint_every``: its train.checkpoint_every)."""
     return TaskSpec(tuple(overrides), str(Path(run_dir).resolve()), nodes,
-                    cluster.gpus_per_node, cluster.launch_mode, cluster.python or sys.executable,
+                    cluster.gpus_per_node, cluster.launch_mode, node_python(cluster),
                     checkpoint_every, checkpoint_wait_s(cluster))
 
 
@@ -196,6 +202,8 @@ def sbatch_options(cluster: ClusterConfig, nodes: int, job_name: str) -> dict[st
             opts[key] = getattr(cluster, key)
     if cluster.exclusive:
         opts["exclusive"] = True
+    if not cluster.export_env:  # the job starts from the login environment (Slurm's NONE)
+        opts["export"] = "NONE"
     for arg in cluster.sbatch_args:
         key, has_value, value = arg[2:].partition("=")
         opts[key] = value if has_value else True
@@ -219,17 +227,14 @@ def srun_options(cluster: ClusterConfig) -> list[str]:
 
 
 def setup_lines(cluster: ClusterConfig) -> list[str]:
-    """Shell lines run in the job script before the launch: modules, the setup script, the
-    profile's environment (literal values), MIOpen cache, threads, master address and port."""
+    """Shell lines run in the job script before the launch, in this order: modules, the setup
+    script, the conda or venv activation, the profile's environment (literal values), the path
+    prepends, the HOME-free and MIOpen caches (created on every node), threads, master address
+    and port. docs/sites.md shows them for each site profile."""
     lines = ["set -eo pipefail"]
-    if cluster.modules:
-        lines.append("module load " + shell_join(cluster.modules))
-    if cluster.setup_script:
-        lines.append("source " + shell_word(cluster.setup_script))
-    lines += [f"export {name}={shell_word(value)}" for name, value in cluster.env.items()]
-    if cluster.miopen_cache_per_job:
-        lines += ['export MIOPEN_USER_DB_PATH="/tmp/miopen-${USER:-vitfsdp}-${SLURM_JOB_ID}"',
-                  'export MIOPEN_CUSTOM_CACHE_DIR="${MIOPEN_USER_DB_PATH}"']
+    if not cluster.export_env:  # --export=NONE: without this, srun steps would drop our setup
+        lines.append("unset SLURM_EXPORT_ENV")
+    lines += _environment_lines(cluster) + _cache_lines(cluster)
     if cluster.launch_mode == "torchrun":  # torchrun forwards SIGUSR2, waits for the save
         lines += [f"export {name}={shell_word(value)}" for name, value in
                   torchrun_signal_env(checkpoint_wait_s(cluster)).items()]
@@ -240,6 +245,67 @@ def setup_lines(cluster: ClusterConfig) -> list[str]:
         f'export MASTER_PORT="$(({PORT_BASE} + SLURM_JOB_ID % {PORT_SPAN}))"',
     ]
     return lines
+
+
+def _environment_lines(cluster: ClusterConfig) -> list[str]:
+    """Modules, setup script, env activation, the user's config path, env and prepends."""
+    lines = []
+    if cluster.modules:
+        lines.append("module load " + shell_join(cluster.modules))
+    if cluster.setup_script:
+        lines.append("source " + shell_word(cluster.setup_script))
+    if cluster.conda_env:  # the hook defines `conda activate` in a non-interactive shell
+        lines += ['eval "$(conda shell.bash hook)"',
+                  "conda activate " + shell_word(cluster.conda_env)]
+    if cluster.venv:
+        lines.append("source " + shell_word(str(PurePosixPath(cluster.venv, "bin", "activate"))))
+    if os.environ.get(CONFIG_PATH_ENV):  # the user's own profiles, found on the nodes too
+        lines.append(f"export {CONFIG_PATH_ENV}={shell_word(os.environ[CONFIG_PATH_ENV])}")
+    lines += [f"export {name}={shell_word(value)}" for name, value in cluster.env.items()]
+    for name, dirs in cluster.prepend_env.items():  # an unset or empty variable adds no ':'
+        lines.append(f"export {name}={shell_path(':'.join(dirs))}${{{name}:+:${{{name}}}}}")
+    return lines
+
+
+def _cache_lines(cluster: ClusterConfig) -> list[str]:
+    """The HOME-free caches under ``cluster.cache_dir`` and MIOpen's per-job cache, made on
+    every node by a one-task-per-node srun step (node-local /tmp differs between nodes)."""
+    lines, made = [], []
+    if cluster.cache_dir:
+        lines.append(f"export XDG_CACHE_HOME={shell_path(cluster.cache_dir)}")
+        lines += [f'export {name}="${{XDG_CACHE_HOME}}/{sub}"' for name, sub in CACHE_DIRS.items()]
+        made += ["XDG_CACHE_HOME", *CACHE_DIRS]
+    if cluster.miopen_cache_per_job:
+        lines += ['export MIOPEN_USER_DB_PATH="/tmp/miopen-${USER:-vitfsdp}-${SLURM_JOB_ID}"',
+                  'export MIOPEN_CUSTOM_CACHE_DIR="${MIOPEN_USER_DB_PATH}"']
+        made.append("MIOPEN_USER_DB_PATH")
+    if made:
+        lines += ["# Cache directories, created on every node of the job before use.",
+                  'srun --nodes="${SLURM_JOB_NUM_NODES}" --ntasks="${SLURM_JOB_NUM_NODES}" '
+                  "--ntasks-per-node=1 mkdir -p " + " ".join(f'"${{{v}}}"' for v in made)]
+    return lines
+
+
+def node_python(cluster: ClusterConfig) -> str:
+    """The interpreter the job's tasks run: ``cluster.python``; else ``python`` of the
+    environment the script activates (``conda_env``, ``venv``); else the sweeping
+    interpreter's absolute path (``sys.executable``: it stays valid under --export=NONE)."""
+    if cluster.python:
+        return cluster.python
+    return "python" if cluster.conda_env or cluster.venv else sys.executable
+
+
+def shell_path(value: str) -> str:
+    """``value`` as one double-quoted shell word in which only ``$NAME`` (or ``${NAME}``)
+    references expand, on the compute node (``$SLURM_JOB_ID``, ``$PSCRATCH``); every other
+    ``$``, backquote, backslash and double quote is escaped: ``$(...)`` stays text."""
+    out, pos = [], 0
+    for m in _NODE_VARIABLE.finditer(value):
+        out += [_DQ_SPECIAL.sub(r"\\\g<0>", value[pos:m.start()]),
+                "${" + (m.group(1) or m.group(2)) + "}"]
+        pos = m.end()
+    out.append(_DQ_SPECIAL.sub(r"\\\g<0>", value[pos:]))
+    return '"' + "".join(out) + '"'
 
 
 def master_port(job_id: int) -> int:
@@ -286,8 +352,6 @@ def render_script(cluster: ClusterConfig, spec: TaskSpec, *, point: str, job_nam
     # one pass: a value that holds "@NAME@" stays text
     return re.sub(r"@([A-Z_]+)@", lambda m: values.get(m[1], m[0]),
                   TEMPLATE.read_text(encoding="utf-8"))
-
-
 
 
 def _argv_lines(argv: Sequence[str]) -> list[str]:
@@ -435,9 +499,8 @@ def submit(points: Sequence, sweep_dir: Path, job_name: str) -> list[str]:
     for group in _groups(points):
         cluster = group[0].cfg.cluster
         # submitit writes `python` into its script as shell text: one quoted word
-        executor = submitit.SlurmExecutor(
-            folder=folder, python=shlex.quote(cluster.python or sys.executable),
-            max_num_timeout=cluster.max_requeues)
+        executor = submitit.SlurmExecutor(folder=folder, python=shlex.quote(node_python(cluster)),
+                                          max_num_timeout=cluster.max_requeues)
         executor.update_parameters(**_executor_parameters(cluster, group[0].cfg.nodes,
                                                           job_name))
         specs = [task_spec(p.cfg.cluster, p.overrides, p.run_dir, p.cfg.nodes,
