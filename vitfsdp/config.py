@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from vitfsdp.data import DataConfig
 from vitfsdp.data import num_classes as data_num_classes
 from vitfsdp.jax.config import check_run_config as check_jax_config
-from vitfsdp.launch import ClusterConfig
+from vitfsdp.launch import ClusterConfig, config_path_dirs
 from vitfsdp.metrics import MetricsConfig
 from vitfsdp.models import ModelConfig
 from vitfsdp.parallel import (
@@ -277,7 +277,7 @@ def check_group_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
     args = [a for a in argv if "=" in a and not a.startswith("-")]
     overrides = OverridesParser.create().parse_overrides(args)
     extra = [d for o in overrides if o.key_or_group == "hydra.searchpath"
-             for d in searchpath_dirs(o.value())]
+             for d in searchpath_dirs(o.value())] + config_path_dirs()  # VITFSDP_CONFIG_PATH
     for override in overrides:
         group = override.key_or_group
         if group not in GROUPS or override.is_delete():
