@@ -21,16 +21,17 @@ import pandas as pd
 
 from vitfsdp.plan import predict
 
-#: Table columns, in order: (Prediction field or point key, header).
+#: Terminal table columns, in order: (plan_table column, header). The memory parts, the
+#: collective volumes and the compute/communication split are in --csv and --json.
 COLUMNS = (
-    ("point", "point"), ("params_gib", "params"), ("grads_gib", "grads"),
-    ("optimizer_gib", "optim"), ("buffers_gib", "buffers"), ("activations_gib", "acts"),
-    ("activations_other_gib", "acts(ckpt toggled)"), ("overhead_gib", "overhead"),
-    ("peak_mem_gib", "peak GiB"), ("device_memory_gib", "device GiB"), ("fits", "fits"),
-    ("compute_s", "compute s"), ("all_gather_gib", "AG GiB"), ("reduce_scatter_gib", "RS GiB"),
-    ("all_reduce_gib", "AR GiB"), ("comm_s", "comm s"), ("exposed_comm_s", "exposed s"),
-    ("step_time_s", "step s"), ("ips", "ips"),
+    ("model", "model"), ("strategy", "strategy"), ("nodes", "nodes"), ("local_batch_size", "batch"),
+    ("precision", "prec"), ("activation_checkpointing", "ckpt"), ("peak_mem_gib", "peak GiB"),
+    ("margin_gib", "margin"), ("fits", "fits"), ("step_time_s", "step s"),
+    ("exposed_comm_s", "exposed"), ("ips", "ips"), ("rank", "rank"),
 )  # fmt: skip
+#: The widest table a terminal is assumed to show.
+TABLE_WIDTH = 100
+MODEL_WIDTH = 16  # longer model names are cut (timm's vit_gigantic_patch14_224)
 
 
 def expand(overrides: list[str]) -> list[list[str]]:
@@ -79,7 +80,10 @@ def compose_points(overrides: list[str]) -> list[tuple[list[str], object]]:
 
 
 def plan_table(overrides: list[str]) -> pd.DataFrame:
-    """One row per point: its overrides, model, strategy, nodes and every Prediction field."""
+    """One row per point: its overrides, model, strategy, nodes, local batch, precision,
+    activation checkpointing, every Prediction field, and ``rank``: 1 for the highest
+    predicted ips among the points that fit with the same model and node count (None for a
+    point that does not fit or has no ips)."""
     rows = []
     points = compose_points(overrides)
     common = set.intersection(*(set(point) for point, _ in points)) if len(points) > 1 else set()
@@ -88,23 +92,80 @@ def plan_table(overrides: list[str]) -> pd.DataFrame:
         label = " ".join(o for o in point if o not in common) or " ".join(point) or "(defaults)"
         rows.append({"point": label, "overrides": " ".join(point), "model": cfg.model.name,
                      "strategy": cfg.strategy.name, "nodes": cfg.nodes,
-                     "world_size": cfg.world_size, **p.as_dict()})
-    return pd.DataFrame(rows)
+                     "world_size": cfg.world_size,
+                     "local_batch_size": cfg.train.local_batch_size,
+                     "precision": cfg.resolved_precision("cuda" if p.device == "gpu" else "cpu"),
+                     "activation_checkpointing": cfg.train.activation_checkpointing,
+                     **p.as_dict()})
+    return rank_points(pd.DataFrame(rows))
 
 
-def format_plan(df: pd.DataFrame) -> str:
-    """The terminal table (GiB and seconds to 2-3 digits) and a line on its assumptions."""
-    shown = df[[c for c, _ in COLUMNS]].rename(columns=dict(COLUMNS))
-    shown["fits"] = df["fits"].map({True: "yes", False: "NO"}).fillna("unknown")
-    text = shown.to_string(index=False, float_format=lambda x: f"{x:.3g}", na_rep="-")
+def rank_points(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with ``rank``: per model and node count, the points that fit (or whose fit is
+    unknown) ordered by predicted ips, 1 = most; None where a point does not fit or has no
+    predicted ips."""
+    usable = (df["fits"] != False) & df["ips"].notna()  # noqa: E712 (None = unknown: kept)
+    ranks = df["ips"].where(usable).groupby([df["model"], df["nodes"]]).rank(
+        ascending=False, method="min")
+    return df.assign(rank=ranks.astype("Int64"))
+
+
+def _number(x) -> str:
+    """A figure for the terminal: no scientific notation, 3-4 significant digits."""
+    if x is None or x is pd.NA or (isinstance(x, float) and pd.isna(x)):
+        return "-"
+    if isinstance(x, bool | str):
+        return str(x)
+    if float(x).is_integer() and abs(x) >= 1:
+        return f"{int(x):,}"
+    a = abs(float(x))
+    if a == 0 or a >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.1f}" if a >= 10 else f"{x:.2f}" if a >= 1 else f"{x:.3f}"
+
+
+def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
+    """The terminal table (at most :data:`TABLE_WIDTH` columns) and lines on its assumptions.
+
+    Args:
+        by_rank: order the rows per model and node count by ``rank`` (the points that fit,
+            most ips first), the others after them.
+    """
+    if by_rank:
+        df = df.assign(_r=df["rank"].astype("float").fillna(float("inf")))
+        df = df.sort_values(["model", "nodes", "_r"], kind="stable")
+    shown = pd.DataFrame({header: df[col].astype(object) for col, header in COLUMNS})
+    shown["model"] = [m if len(m) <= MODEL_WIDTH else m[:MODEL_WIDTH - 1] + "~"
+                      for m in shown["model"]]
+    shown["fits"] = df["fits"].map({True: "yes", False: "NO"}).fillna("?")
+    shown["ckpt"] = df["activation_checkpointing"].map({True: "yes", False: "no"})
+    others = _other_overrides(df)
+    if others is not None:
+        shown.insert(0, "#", range(len(shown)))
+    text = shown.map(_number).to_string(index=False)
+    lines = [text]
+    if others is not None:
+        lines += [f"#{i}: {o}" for i, o in enumerate(others)]
+    lines += ["peak: allocated + allocator reserve (GPU) or process baseline (CPU), GiB per",
+              "rank; margin: device memory - peak; fits: peak <= device memory; exposed:",
+              "seconds of step - compute (communication not hidden); rank: ips order of the points",
+              "that fit, per model and nodes. All columns: --csv FILE, --json"]
     unknown = []
     if df["step_time_s"].isna().any():
         unknown.append("step time needs cluster.peak_tflops")
     if df["comm_s"].isna().any():
         unknown.append("communication needs cluster.intra_node_gbps/inter_node_gbps")
-    notes = ("memory per rank in GiB (peak = allocated + overhead); communication per rank and "
-             "step, FSDP/DDP overlap it with compute (docs/plan.md)")
-    return text + "\n" + notes + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+    if unknown:
+        lines += [f"unknown: {u}" for u in unknown]
+    return "\n".join(lines)
+
+
+def _other_overrides(df: pd.DataFrame) -> list[str] | None:
+    """Per row, the point's overrides besides model, strategy and nodes, where they differ
+    between rows (a legend under the table); None when they do not."""
+    shown = ("model=", "strategy=", "nodes=")
+    rest = [" ".join(o for o in str(p).split() if not o.startswith(shown)) for p in df["point"]]
+    return rest if len(set(rest)) > 1 else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-m", "--multirun", action="store_true", help="accepted, as in sweep")
     parser.add_argument("--csv", type=Path, help="also write the table to this CSV file")
     parser.add_argument("--json", action="store_true", help="print JSON records, not a table")
+    parser.add_argument("--rank", action="store_true",
+                        help="order the points that fit by predicted ips, per model and nodes")
     parser.add_argument("--calibrate", nargs="+", type=Path, metavar="SWEEP_DIR",
                         help="predicted vs measured for every completed run; fit efficiency")
     args = parser.parse_args(argv)
@@ -130,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.csv:
         df.to_csv(args.csv, index=False)
-    print(json.dumps(df.to_dict("records"), indent=1) if args.json else format_plan(df))
+    records = df.astype(object).where(df.notna(), None).to_dict("records")
+    print(json.dumps(records, indent=1) if args.json
+          else format_plan(df, by_rank=args.rank))
     return 0
 
 
