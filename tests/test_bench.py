@@ -1,5 +1,5 @@
 """``python -m vitfsdp.bench``: the CPU tiny path runs all three measurements in-process and
-records them; timm's model is our architecture; the issue-9 checks; subcommand dispatch."""
+records them; timm's model is our architecture; the target checks; subcommand dispatch."""
 
 from __future__ import annotations
 

@@ -58,12 +58,12 @@ def test_dry_run_of_vit_15b_on_128_ranks_prints_bytes_without_building(tmp_path)
     assert not (tmp_path / "run.json").exists()  # nothing ran
 
 
-# --- predictions (issue 8) ---------------------------------------------------------------
+# --- predictions ---------------------------------------------------------------------------
 
 STUDY = ["cluster=frontier", "precision=bf16", "train.local_batch_size=32",
-         "train.activation_checkpointing=true"]  # the ORNL study's settings (DESIGN.md)
+         "train.activation_checkpointing=true"]  # the ORNL study's settings (models.py)
 STUDY_MODELS = ("vit_base", "vit_huge", "vit_1b", "vit_3b", "vit_5b", "vit_15b")
-#: Parameters in millions, the study's table (DESIGN.md): the figures the test reasons with.
+#: Parameters in millions, the study's table (models.py): the figures the test reasons with.
 TABLE_PARAMS_M = {"vit_base": 87, "vit_huge": 635, "vit_1b": 914, "vit_3b": 3067,
                   "vit_5b": 5349, "vit_15b": 14720}
 

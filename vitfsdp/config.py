@@ -97,7 +97,7 @@ class KernelsConfig:
     """Kernel and numerics choices (``kernels.*``), applied explicitly and recorded in
     run.json's ``applied``: throughput comparisons are honest only when these are controlled.
 
-    The defaults are the fastest honest recipe where the run has a GPU (issue 9): fused
+    The defaults are the fastest honest recipe where the run has a GPU (docs/benchmarks.md): fused
     attention, ``torch.compile`` per block, fused AdamW (with ``precision=auto``: bf16 mixed
     precision), and on CPU exactly the eager fp32 behaviour (no compile, torch's own AdamW).
     ``None``/``auto`` values are resolved where the device is known, at run start.

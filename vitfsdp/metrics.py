@@ -1,7 +1,7 @@
 """Timing windows, ips, TFLOP/s, MFU/HFU and memory on every rank, reduced over ranks.
 
-Definitions (DESIGN.md; Chowdhery et al. 2022, "PaLM: Scaling Language Modeling with
-Pathways", appendix B, for MFU and HFU):
+Definitions (records: docs/architecture.md; Chowdhery et al. 2022, "PaLM: Scaling Language
+Modeling with Pathways", appendix B, for MFU and HFU):
 
 - ``ips``: images per second of the whole job (global batch × steps / seconds of the
   slowest rank); ``ips_per_gpu`` = ips / world size; ``step_time_s`` = seconds / steps.

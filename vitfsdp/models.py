@@ -5,8 +5,9 @@ activation checkpointing).
 Model code knows nothing of parallelism: :func:`block_classes` tells the parallel code which
 modules are the FSDP units (the transformer blocks), and nothing more.
 
-The variants are data (:data:`VARIANTS`): the ORNL study's model table (DESIGN.md) plus
-``vit_tiny``, a CPU-sized model for tests and the demo.
+The variants are data (:data:`VARIANTS`): the ORNL study's model table (Table 1 of
+github.com/jqyin/AmSC-At-Scale-Services-OLCF, ViT-FSDP/README.md) plus ``vit_tiny``, a
+CPU-sized model for tests and the demo.
 
 Billion-parameter rows are built on the meta device (``build_model(..., device="meta")``, no
 memory) and their weights drawn later by :class:`ViTInit`, which can draw any rows of any
@@ -63,7 +64,7 @@ def _smart_vit(width: int, depth: int, heads: int, patch: int, params_m: float,
                    published_params_m=params_m)
 
 
-#: Model table of DESIGN.md (ORNL ViT-FSDP study) plus ``vit_tiny`` for CPU work.
+#: The ORNL ViT-FSDP study's model table (see the module docstring) plus ``vit_tiny`` for CPU work.
 #: ``vit_tiny`` is *not* timm's ViT-Ti: it is 4 blocks of width 64 on 16x16 inputs, sized so
 #: that eight gloo ranks train it on two CPU cores in seconds.
 VARIANTS: dict[str, ViTSpec] = {

@@ -34,7 +34,8 @@ RUN_FILE = "run.json"
 METRICS_FILE = "metrics.jsonl"
 SUMMARY_FILE = "summary.json"
 
-#: Every status a run may end in (DESIGN.md), plus ``running`` while it is in flight.
+#: Every status a run may end in (docs/architecture.md, Statuses), plus ``running`` while it is
+#: in flight.
 STATUSES = ("completed", "oom", "timeout", "failed", "preempted", "cancelled",
             "skipped_infeasible")
 RUNNING = "running"

@@ -1,4 +1,4 @@
-"""Single-device training throughput: our FSDP step vs the unwrapped model vs timm (issue 9).
+"""Single-device training throughput: our FSDP step vs the unwrapped model vs timm.
 
     python -m vitfsdp.bench --models vit_base,vit_large_patch16_224,vit_huge_patch14_224,vit_1b \\
         --batch 32 --precision bf16 --out runs/bench/h100
@@ -75,11 +75,11 @@ from vitfsdp.records import (
 log = logging.getLogger("vitfsdp.bench")
 
 PATHS = ("fsdp", "unwrapped", "timm")
-#: Issue 9's models: B/16 (the study's SwiGLU ViT-Base), L/16, H/14 and the study's ViT-1B.
+#: The benchmark's models: B/16 (the study's SwiGLU ViT-Base), L/16, H/14 and the study's ViT-1B.
 GPU_MODELS = ("vit_base", "vit_large_patch16_224", "vit_huge_patch14_224", "vit_1b")
 #: Defaults by device type: (models, batch, steps, warm-up steps, steps per window).
 DEFAULTS = {"cuda": (GPU_MODELS, 32, 50, 10, 10), "cpu": (("vit_tiny",), 8, 6, 2, 2)}
-#: Issue 9's acceptance figures (checked on an H100 or H200): MFU of ViT-H/14 bf16 at a
+#: The benchmark's targets (docs/benchmarks.md; on an H100 or H200): MFU of ViT-H/14 bf16 at a
 #: local batch >= 32 against 989 TFLOP/s dense bf16, ours / timm, FSDP / unwrapped.
 TARGET_MODEL, TARGET_MFU, TARGET_MIN_BATCH = "vit_huge_patch14_224", 0.40, 32
 TARGET_VS_TIMM, TARGET_VS_UNWRAPPED = 1.0, 0.97
@@ -146,7 +146,7 @@ def parse_args(argv: Sequence[str]) -> BenchOptions:
 
 
 def main(argv: Sequence[str]) -> int:
-    """Run the benchmark of ``argv``, print the table and the issue-9 checks.
+    """Run the benchmark of ``argv``, print the table and the target checks.
 
     Returns:
         0 when every measurement completed, 1 otherwise (the table says which failed).
@@ -539,7 +539,7 @@ def format_table(table: pd.DataFrame) -> str:
 
 
 def check_targets(table: pd.DataFrame) -> list[str]:
-    """Issue 9's acceptance checks on ``table``, one line each ("PASS"/"FAIL"/"n/a"):
+    """The target checks (docs/benchmarks.md) on ``table``, one line each ("PASS"/"FAIL"/"n/a"):
     FSDP / unwrapped >= :data:`TARGET_VS_UNWRAPPED` and ours / timm >= :data:`TARGET_VS_TIMM`
     for every model; MFU >= :data:`TARGET_MFU` for :data:`TARGET_MODEL` in bf16 at a batch of
     at least :data:`TARGET_MIN_BATCH` where the device's peak is known."""
