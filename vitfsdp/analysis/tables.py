@@ -240,38 +240,20 @@ def prefetch_table(points: pd.DataFrame) -> pd.DataFrame:
 
 
 def calibration_table(df: pd.DataFrame) -> pd.DataFrame:
-    """The plan's predictions against the measurements, for every completed run that has one.
-
-    Relative error = (predicted - measured) / measured: > 0 the plan over-predicts. Memory is
-    compared with the measured column the plan names (``pred_mem_metric``: peak reserved on
-    GPU, peak resident on CPU).
+    """The plan's predictions against the measurements, for every completed run that has one:
+    the plan's one calibration table (:func:`vitfsdp.plan.calibrate.compare`), keyed by the
+    line columns, ``nodes``, ``configuration`` and ``repeat``.
 
     Returns:
-        The line columns, ``nodes``, ``configuration``, ``repeat``, ``mem_metric``,
-        ``measured_mem_gib``,
-        ``pred_peak_mem_gib``, ``mem_rel_error``, ``step_time_s``, ``pred_step_time_s``,
-        ``step_time_rel_error``, ``ips``, ``pred_ips``, ``ips_rel_error``, ``run_dir``;
-        empty when no run has a prediction.
+        Those keys and :data:`vitfsdp.plan.calibrate.CALIBRATION_COLUMNS`; empty when no run
+        has a prediction.
     """
-    keys = line_columns(df)
+    from vitfsdp.plan.calibrate import compare
+
+    keys = [*line_columns(df), "nodes", "configuration", "repeat"]
     done = completed(df)
     done = done[done["pred_peak_mem_gib"].notna() | done["pred_ips"].notna()]
-    cols = [*keys, "nodes", "configuration", "repeat", "mem_metric", "measured_mem_gib",
-            "pred_peak_mem_gib", "mem_rel_error", "step_time_s", "pred_step_time_s",
-            "step_time_rel_error", "ips", "pred_ips", "ips_rel_error", "run_dir"]  # fmt: skip
-    if done.empty:
-        return pd.DataFrame(columns=cols)
-    metric = done["pred_mem_metric"].where(done["pred_mem_metric"].isin(done.columns))
-    measured = [row[m] if isinstance(m, str) else np.nan
-                for (_, row), m in zip(done.iterrows(), metric, strict=True)]
-    table = done.assign(configuration=configurations(df).loc[done.index], mem_metric=metric,
-                        measured_mem_gib=pd.Series(measured, done.index,
-                                                                      dtype="float64"))
-    for pred, meas, err in (("pred_peak_mem_gib", "measured_mem_gib", "mem_rel_error"),
-                            ("pred_step_time_s", "step_time_s", "step_time_rel_error"),
-                            ("pred_ips", "ips", "ips_rel_error")):
-        table[err] = (table[pred] - table[meas]) / table[meas]
-    return table[cols].reset_index(drop=True)
+    return compare(done.assign(configuration=configurations(df).loc[done.index]), keys)
 
 
 def calibration_summary(calibration: pd.DataFrame) -> pd.DataFrame:

@@ -1,30 +1,78 @@
 """``python -m vitfsdp.plan --calibrate SWEEP_DIR...``: predicted against measured for every
-completed run, and the efficiency (and bandwidth) that make the plan match a small sweep.
+completed run, the device figures that make the plan match a few runs, and how well they
+transfer to runs the fit did not see.
 
-The fit is a least-squares fit of the relative step-time error over every completed run,
-on a logarithmic grid (the step-time model has a ``max``, so it is not linear in its
-unknowns): of ``cluster.plan_efficiency`` where the runs record a peak FLOP/s (GPUs), else
-of ``cluster.peak_tflops`` at efficiency 1 (CPU ranks: the FLOP/s they reach); and of
-``cluster.inter_node_gbps`` where the runs span more than one node count (else
-``cluster.intra_node_gbps`` where they span more than one world size), the other link
-staying at the profile's figure. It prints the overrides to plan with.
+One calibration table (:func:`compare`; ``calibration.csv``), written by this command and by
+``python -m vitfsdp.analysis``: per run, the measured and predicted memory (the column the plan
+names: ``peak_mem_reserved_gib`` on a GPU, ``peak_rss_gib`` on CPU), step time and ips, and
+each relative error ``(predicted - measured) / measured``.
+
+The fit (:func:`fit`) minimizes the mean squared log ratio of predicted to measured step time
+over the runs, coordinate by coordinate on logarithmic grids (the step time has ``max`` terms,
+so it is not linear in its unknowns): the compute figure (``cluster.plan_efficiency``
+where the runs record a peak FLOP/s, i.e. GPUs; else ``cluster.peak_tflops`` at efficiency 1,
+the FLOP/s CPU ranks reach), and the bus bandwidth of the link the runs vary
+(``cluster.inter_node_gbps`` across node counts, else ``cluster.intra_node_gbps`` across world
+sizes). :func:`leave_one_out` refits without each run in turn and predicts it: the error on a
+run the fit did not see.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from vitfsdp.plan import GIB, predict
-from vitfsdp.plan.timing import comm_volumes, compute_seconds
 
 CALIBRATION_FILE = "calibration.csv"
-_EFFICIENCY_GRID = np.geomspace(1e-3, 1.0, 400)
-_TFLOPS_GRID = np.geomspace(1e-4, 1e4, 600)
-_GBPS_GRID = np.geomspace(1e-3, 1e4, 500)
+#: The calibration table's columns after the caller's key columns (:func:`compare`).
+CALIBRATION_COLUMNS = [
+    "mem_metric", "measured_mem_gib", "pred_peak_mem_gib", "mem_rel_error", "step_time_s",
+    "pred_step_time_s", "step_time_rel_error", "ips", "pred_ips", "ips_rel_error", "run_dir",
+]  # fmt: skip
+#: Grids of the fitted cluster keys (log-spaced).
+GRIDS = {
+    "plan_efficiency": np.geomspace(0.01, 1.0, 120),
+    "peak_tflops": np.geomspace(1e-4, 1e4, 240),
+    "intra_node_gbps": np.geomspace(1e-3, 1e4, 150),
+    "inter_node_gbps": np.geomspace(1e-3, 1e4, 150),
+}
+ROUNDS = 3  # coordinate-descent passes
+
+
+def compare(runs: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """The calibration table of ``runs`` (one row per run with measured columns and the
+    plan's ``pred_peak_mem_gib``, ``pred_step_time_s``, ``pred_ips``, ``pred_mem_metric``).
+
+    Args:
+        runs: the runs; ``run_dir`` and the measured columns may be missing (then NaN).
+        keys: columns of ``runs`` that lead the table (model, strategy, nodes ...).
+
+    Returns:
+        ``keys`` then :data:`CALIBRATION_COLUMNS`; relative error = (predicted - measured)
+        / measured, > 0 where the plan over-predicts.
+    """
+    if runs.empty:
+        return pd.DataFrame(columns=[*keys, *CALIBRATION_COLUMNS])
+    metric = runs["pred_mem_metric"].where(runs["pred_mem_metric"].isin(runs.columns))
+    measured = [row[m] if isinstance(m, str) else np.nan
+                for (_, row), m in zip(runs.iterrows(), metric, strict=True)]
+    table = runs.assign(mem_metric=metric,
+                        measured_mem_gib=pd.Series(measured, runs.index, dtype="float64"))
+    for col in CALIBRATION_COLUMNS:
+        if col not in table:
+            table[col] = np.nan
+    for pred, meas, err in (("pred_peak_mem_gib", "measured_mem_gib", "mem_rel_error"),
+                            ("pred_step_time_s", "step_time_s", "step_time_rel_error"),
+                            ("pred_ips", "ips", "ips_rel_error")):
+        p, m = (pd.to_numeric(table[c], errors="coerce") for c in (pred, meas))
+        table[err] = (p - m) / m
+    return table[[*keys, *CALIBRATION_COLUMNS]].reset_index(drop=True)
 
 
 def _load(run_dir: Path):
@@ -46,112 +94,104 @@ def _load(run_dir: Path):
         return None
 
 
-def _unit_comm(cfg, link: str) -> tuple[float, float]:
-    """(overlapped, exposed) seconds of ``cfg``'s collectives on ``link`` (intra | inter)
-    at 1 GB/s, the other link free."""
-    fast = 1e30
-    bw = {"intra_node_gbps": 1.0 if link == "intra" else fast,
-          "inter_node_gbps": 1.0 if link == "inter" else fast}
-    probe = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, **bw))
-    num_params, num_units = _sizes(cfg)
-    c = comm_volumes(probe, num_params, num_units)
-    return c.overlapped_s or 0.0, c.exposed_s or 0.0
+@dataclasses.dataclass(frozen=True)
+class Measured:
+    """One completed run: its config, its recorded device and its measured step time."""
+
+    cfg: object  # vitfsdp.config.RunConfig
+    device: dict  # run.json ``device``: type, peak_flops, memory_gib
+    step_time_s: float
 
 
-def _sizes(cfg) -> tuple[int, int]:
-    from vitfsdp.plan.memory import model_sizes
+def _predict(m: Measured, **cluster) -> object:
+    """:func:`vitfsdp.plan.predict` of ``m`` with ``cluster`` keys replaced."""
+    cfg = m.cfg
+    if cluster:
+        cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, **cluster))
+    kind = {"cuda": "gpu", "cpu": "cpu"}.get(m.device.get("type"))
+    return predict(cfg, peak_flops=m.device.get("peak_flops"),
+                   device_memory_gib=m.device.get("memory_gib"), device=kind)
 
-    s = model_sizes(cfg.model, cfg.num_classes)
-    return s.num_params, s.num_units
 
-
-def calibration_table(sweep_dirs: list[Path]) -> pd.DataFrame:
-    """One row per completed run below ``sweep_dirs``: measured and predicted memory and step
-    time, their relative errors, and the terms the fit needs."""
+def read_runs(sweep_dirs: Sequence[Path]) -> tuple[pd.DataFrame, list[Measured]]:
+    """Every completed run below ``sweep_dirs``: the rows :func:`compare` takes, and what
+    :func:`fit` needs (same order)."""
     from vitfsdp.analysis.collect import find_run_dirs
-    from vitfsdp.plan import _flops_per_image
 
-    rows = []
-    for run_dir in (d for s in sweep_dirs for d in find_run_dirs(s)):
+    rows, measured = [], []
+    for run_dir in (d for s in sweep_dirs for d in find_run_dirs(Path(s))):
         loaded = _load(run_dir)
         if loaded is None:
             continue
         run, summary, cfg = loaded
-        dev = run.get("device") or {}
-        kind = {"cuda": "gpu", "cpu": "cpu"}.get(dev.get("type"))
-        p = predict(cfg, peak_flops=dev.get("peak_flops"),
-                    device_memory_gib=dev.get("memory_gib"), device=kind)
-        peak = cfg.cluster.peak_tflops * 1e12 if cfg.cluster.peak_tflops else dev.get("peak_flops")
-        measured_mem = summary.get(p.pred_mem_metric)
-        (oi, ei), (oe, ee) = _unit_comm(cfg, "intra"), _unit_comm(cfg, "inter")
-        rows.append({
-            "run_dir": str(run_dir), "model": cfg.model.name, "strategy": cfg.strategy.name,
-            "nodes": cfg.nodes, "world_size": cfg.world_size, "device": p.device,
-            "mem_metric": p.pred_mem_metric, "measured_mem_gib": measured_mem,
-            "pred_mem_gib": p.peak_mem_gib,
-            "mem_rel_error": (p.peak_mem_gib / measured_mem - 1) if measured_mem else None,
-            "measured_step_time_s": summary.get("step_time_s"),
-            "pred_step_time_s": p.step_time_s,
-            "step_rel_error": (p.step_time_s / summary["step_time_s"] - 1)
-            if p.step_time_s and summary.get("step_time_s") else None,
-            "peak_flops": peak,
-            "compute_s_at_1tflops": compute_seconds(_flops_per_image(cfg),
-                                                    cfg.train.local_batch_size, 1e12, 1.0),
-            "intra_overlapped_s_at_1gbps": oi, "intra_exposed_s_at_1gbps": ei,
-            "inter_overlapped_s_at_1gbps": oe, "inter_exposed_s_at_1gbps": ee,
-            "intra_node_gbps": cfg.cluster.intra_node_gbps,
-            "inter_node_gbps": cfg.cluster.inter_node_gbps,
-        })
-    return pd.DataFrame(rows)
+        m = Measured(cfg, run.get("device") or {}, summary.get("step_time_s") or math.nan)
+        p = _predict(m)
+        rows.append({"model": cfg.model.name, "strategy": cfg.strategy.name,
+                     "nodes": cfg.nodes, "world_size": cfg.world_size,
+                     "framework": cfg.framework, "device": p.device, "run_dir": str(run_dir),
+                     **{k: v for k, v in summary.items() if not isinstance(v, dict | list)},
+                     "pred_peak_mem_gib": p.peak_mem_gib, "pred_step_time_s": p.step_time_s,
+                     "pred_ips": p.ips, "pred_mem_metric": p.pred_mem_metric})
+        measured.append(m)
+    return pd.DataFrame(rows), measured
 
 
-def fit(df: pd.DataFrame) -> dict[str, float]:
-    """Least-squares fit of the relative step-time error on a log grid; returns the fitted
-    cluster keys (``plan_efficiency`` or ``peak_tflops``, and a bandwidth where the runs
-    vary it) and ``rms_rel_error`` at the fit.
+def calibration_table(sweep_dirs: Sequence[Path]) -> pd.DataFrame:
+    """The calibration table (:func:`compare`) of every completed run below ``sweep_dirs``."""
+    df, _ = read_runs(sweep_dirs)
+    return compare(df, ["model", "strategy", "nodes", "world_size", "framework", "device"])
+
+
+def _keys(runs: list[Measured]) -> list[str]:
+    """The cluster keys :func:`fit` fits for ``runs`` (module docstring)."""
+    gpu = all(m.device.get("peak_flops") or m.cfg.cluster.peak_tflops for m in runs)
+    keys = ["plan_efficiency" if gpu else "peak_tflops"]
+    if len({m.cfg.nodes for m in runs}) > 1:
+        keys.append("inter_node_gbps")
+    elif len({m.cfg.world_size for m in runs}) > 1:
+        keys.append("intra_node_gbps")
+    return keys
+
+
+def _loss(runs: list[Measured], values: dict[str, float]) -> float:
+    """Mean squared log(predicted / measured step time)."""
+    logs = [math.log(_predict(m, **values).step_time_s / m.step_time_s) for m in runs]
+    return float(np.mean(np.square(logs)))
+
+
+def fit(runs: list[Measured]) -> dict[str, float]:
+    """The cluster keys that best predict ``runs``' step times, and ``rms_rel_error``.
 
     Raises:
         ValueError: no run has a measured step time.
     """
-    df = df[df["measured_step_time_s"].notna()]
-    if df.empty:
+    runs = [m for m in runs if m.step_time_s > 0]
+    if not runs:
         raise ValueError("no completed run with a step time to calibrate against")
-    t = df["measured_step_time_s"].to_numpy(float)
-    gpu_peak = df["peak_flops"].notna().all()
-    # compute seconds at efficiency 1 of the recorded peak, or at 1 TFLOP/s achieved
-    c = df["compute_s_at_1tflops"].to_numpy(float)
-    c = c * 1e12 / df["peak_flops"].to_numpy(float) if gpu_peak else c
-    xs = _EFFICIENCY_GRID if gpu_peak else _TFLOPS_GRID
-    link = ("inter" if df["nodes"].nunique() > 1 else
-            "intra" if df["world_size"].nunique() > 1 else None)
-    fixed = {}
-    for name in ("intra", "inter"):
-        gbps = df[f"{name}_node_gbps"].to_numpy(float)
-        gbps = np.where(np.isnan(gbps), np.inf, gbps)  # unknown: not modelled
-        fixed[name] = (df[f"{name}_overlapped_s_at_1gbps"].to_numpy(float) / gbps,
-                       df[f"{name}_exposed_s_at_1gbps"].to_numpy(float) / gbps)
-    ys = _GBPS_GRID if link else np.array([np.nan])
-    best = (np.inf, None, None)
-    for y in ys:
-        over, exp = np.zeros_like(t), np.zeros_like(t)
-        for name in ("intra", "inter"):
-            if name == link:
-                over = over + df[f"{name}_overlapped_s_at_1gbps"].to_numpy(float) / y
-                exp = exp + df[f"{name}_exposed_s_at_1gbps"].to_numpy(float) / y
-            else:
-                over, exp = over + fixed[name][0], exp + fixed[name][1]
-        pred = np.maximum(c[None, :] / xs[:, None], over[None, :]) + exp[None, :]
-        err = ((pred / t[None, :] - 1) ** 2).mean(axis=1)
-        i = int(np.argmin(err))
-        if err[i] < best[0]:
-            best = (err[i], xs[i], y)
-    out = {"plan_efficiency" if gpu_peak else "peak_tflops": float(best[1])}
-    if not gpu_peak:
-        out["plan_efficiency"] = 1.0
-    if link:
-        out[f"{link}_node_gbps"] = float(best[2])
-    out["rms_rel_error"] = float(np.sqrt(best[0]))
-    return out
+    keys = _keys(runs)
+    values = {k: float(GRIDS[k][len(GRIDS[k]) // 2]) for k in keys}
+    if "peak_tflops" in values:
+        values["plan_efficiency"] = 1.0
+    for _ in range(ROUNDS):
+        for key in keys:
+            losses = [_loss(runs, values | {key: float(x)}) for x in GRIDS[key]]
+            values[key] = float(GRIDS[key][int(np.argmin(losses))])
+    errors = [_predict(m, **values).step_time_s / m.step_time_s - 1 for m in runs]
+    return values | {"rms_rel_error": float(np.sqrt(np.mean(np.square(errors))))}
+
+
+def leave_one_out(runs: list[Measured]) -> list[float]:
+    """For each run, the relative step-time error of a fit to the other runs (NaN where
+    fewer than two runs remain)."""
+    runs, errors = [m for m in runs if m.step_time_s > 0], []
+    for i, held in enumerate(runs):
+        rest = [m for j, m in enumerate(runs) if j != i]
+        if len(rest) < 2:
+            errors.append(math.nan)
+            continue
+        values = {k: v for k, v in fit(rest).items() if k != "rms_rel_error"}
+        errors.append(_predict(held, **values).step_time_s / held.step_time_s - 1)
+    return errors
 
 
 def calibrate(sweep_dirs: list[Path], overrides: list[str] | None = None) -> str:
@@ -160,21 +200,26 @@ def calibrate(sweep_dirs: list[Path], overrides: list[str] | None = None) -> str
     Raises:
         ValueError: a directory holds no run, or no run completed.
     """
-    df = calibration_table([Path(d) for d in sweep_dirs])
+    df, runs = read_runs([Path(d) for d in sweep_dirs])
     if df.empty:
         raise ValueError(f"no completed run below {', '.join(map(str, sweep_dirs))}")
-    fitted = fit(df)
-    df.to_csv(Path(sweep_dirs[0]) / CALIBRATION_FILE, index=False)
-    cols = ["model", "strategy", "nodes", "mem_metric", "measured_mem_gib", "pred_mem_gib",
-            "mem_rel_error", "measured_step_time_s", "pred_step_time_s", "step_rel_error"]
-    table = df[cols].to_string(index=False, float_format=lambda x: f"{x:.3g}", na_rep="-")
-    mem = df["mem_rel_error"].dropna().abs()
-    keys = {k: v for k, v in fitted.items() if k != "rms_rel_error"}
-    line = " ".join(f"cluster.{k}={v:.3g}" for k, v in keys.items())
-    return (f"{table}\n{len(df)} completed run(s); memory: median |error| "
+    table = compare(df, ["model", "strategy", "nodes", "world_size", "framework", "device"])
+    table.to_csv(Path(sweep_dirs[0]) / CALIBRATION_FILE, index=False)
+    fitted = fit(runs)
+    loo = np.abs([e for e in leave_one_out(runs) if not math.isnan(e)])
+    cols = ["model", "strategy", "nodes", "measured_mem_gib", "pred_peak_mem_gib",
+            "mem_rel_error", "step_time_s", "pred_step_time_s", "step_time_rel_error"]
+    text = table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-")
+    mem = table["mem_rel_error"].dropna().abs()
+    line = " ".join(f"cluster.{k}={v:.3g}" for k, v in fitted.items() if k != "rms_rel_error")
+    held = (f"leave-one-out step time: median |error| {np.median(loo):.1%}, max "
+            f"{np.max(loo):.1%} over {len(loo)} run(s)" if len(loo) else
+            "leave-one-out: needs 3 runs or more")
+    return (f"{text}\n{len(table)} completed run(s); memory: median |error| "
             f"{mem.median():.1%}, max {mem.max():.1%}\n"
             f"fit (step time, rms relative error {fitted['rms_rel_error']:.1%}): {line}\n"
-            f"wrote {Path(sweep_dirs[0]) / CALIBRATION_FILE}")
+            f"{held}\nwrote {Path(sweep_dirs[0]) / CALIBRATION_FILE}")
 
 
-__all__ = ["CALIBRATION_FILE", "GIB", "calibrate", "calibration_table", "fit"]
+__all__ = ["CALIBRATION_COLUMNS", "CALIBRATION_FILE", "GIB", "calibrate", "calibration_table",
+           "compare", "fit", "leave_one_out", "read_runs"]
