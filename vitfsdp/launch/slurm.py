@@ -459,8 +459,11 @@ class TrainTask:
 
 
 def _executor_parameters(cluster: ClusterConfig, nodes: int, job_name: str) -> dict:
-    """submitit's SlurmExecutor parameters for a point of ``nodes`` nodes."""
-    opts = sbatch_options(cluster, nodes, job_name)
+    """submitit's SlurmExecutor parameters for a point of ``nodes`` nodes. submitit writes
+    each sbatch option with :func:`shlex.quote` alone: backslashes are doubled here, as
+    :func:`sbatch_word` does, so that sbatch reads back the value itself."""
+    opts = {k: v.replace("\\", "\\\\") if isinstance(v, str) else v
+            for k, v in sbatch_options(cluster, nodes, job_name).items()}
     named = {k.replace("-", "_"): opts.pop(k) for k in
              ("job-name", "nodes", "ntasks-per-node", "cpus-per-task", "gpus-per-node",
               "partition", "account", "qos", "exclusive") if k in opts}

@@ -1,0 +1,311 @@
+"""A real site on day one: hostile values never run a command on any launch path, run
+directories stay flat and secret-free for any value, records follow the umask, and a
+``--scripts-only`` script can be submitted again.
+
+The launch paths run for real with a stand-in for the compute nodes' python (:data:`STUB`):
+it runs vitfsdp's and submitit's helpers with the real interpreter and, in place of a
+training, records the argv and environment it got. The Slurm paths need the virtual
+cluster (``VITFSDP_SLURM=1``, as tests/test_slurm_sweep.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from tests.conftest import read, run_module
+from tests.test_virtual_slurm import NOT_STARTED, require_cluster, slurm
+from vitfsdp.config import CONF_DIR, register_configs, to_run_config
+from vitfsdp.launch import ClusterConfig, local
+from vitfsdp.launch.local import quote_override
+from vitfsdp.launch.resume import config_hash
+from vitfsdp.records import write_json_atomic
+from vitfsdp.rundir import MAX_NAME_CHARS, run_dirname
+
+register_configs()
+
+SECRET = "s3cret-Value-42"  # appears only in scripts and pickles that must carry it
+MARK = "MARK_"  # every command a hostile value could run creates a file named MARK_*
+needs_slurm = pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
+
+
+def hostile(where: Path) -> dict[str, str]:
+    """Values with every shell metacharacter, each creating ``where/MARK_<name>`` if run."""
+    m = f"{where}/{MARK}"
+    return {"semicolon": f"x;touch {m}semicolon;y", "dollar": f"$(touch {m}dollar)",
+            "backtick": f"`touch {m}backtick`", "squote": f"' ; touch {m}squote ; '",
+            "dquote": f'" ; touch {m}dquote ; "', "and": f"x && touch {m}and",
+            "pipe": f"x | touch {m}pipe", "glob": "* ? [ab] ~", "backslash": "a\\b\\\\c\\"}
+
+
+#: Stands in for the compute nodes' python (its shebang: the real interpreter). Runs anything
+#: but a training for real; a training records argv and PROBE_* variables in the run
+#: directory and writes the summary status named in status.txt beside the stub.
+STUB = '''#!{python}
+import json, os, sys
+from pathlib import Path
+args = sys.argv[1:]
+if "vitfsdp.train" not in args:
+    os.execv({python!r}, [{python!r}, *args])
+from hydra.core.override_parser.overrides_parser import OverridesParser
+parse = OverridesParser.create().parse_override
+run_dir = Path(next(parse(a).value() for a in args if a.startswith("hydra.run.dir=")))
+env = {{k: v for k, v in os.environ.items() if k.startswith("PROBE_") or k == "FROM_SETUP"}}
+with open(run_dir / "argv.jsonl", "a") as f:
+    f.write(json.dumps({{"argv": args, "env": env}}) + "\\n")
+status = Path(__file__).with_name("status.txt")
+status = status.read_text().strip() if status.exists() else "completed"
+(run_dir / "summary.json").write_text(json.dumps({{"status": status}}))
+'''
+
+
+def make_stubs(tmp_path: Path) -> tuple[Path, Path]:
+    """The stand-in python (in a folder with a hostile name) and a folder holding a `module`
+    that logs its arguments, for PATH."""
+    py_dir = tmp_path / f"bin $(touch {MARK}pydir) `touch {MARK}pydir2`;'q\"&&x"
+    py_dir.mkdir()
+    python = py_dir / "python"
+    python.write_text(STUB.format(python=sys.executable))
+    python.chmod(stat.S_IRWXU)
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "module").write_text(f'#!/bin/bash\nprintf "%s\\n" "$@" >> {tmp_path}/module.log\n')
+    (tools / "module").chmod(stat.S_IRWXU)
+    return python, tools
+
+
+def hostile_overrides(tmp_path: Path, python: Path) -> list[str]:
+    """A point's overrides that put a hostile value everywhere a value lands in a script."""
+    values = hostile(tmp_path)
+    setup = tmp_path / f"setup $(touch {MARK}setup) `touch {MARK}setup2`;'\";x.sh"
+    setup.write_text("export FROM_SETUP=yes\n")
+    comment = f"c $(touch {tmp_path}/{MARK}sbatch) 'x' \"y\" \\z"
+    return [
+        "cluster=virtual", "cluster.gpus_per_node=1", "nodes=1", "device=cpu",
+        f"cluster.python={quote_override(str(python))}",
+        f"cluster.setup_script={quote_override(str(setup))}",
+        f"cluster.modules=[{quote_override(values['dollar'])},{quote_override('rocm/6.2.4')}]",
+        f"cluster.sbatch_args=[{quote_override('--comment=' + comment)}]",
+        f"cluster.srun_args=[{quote_override('--comment=' + values['semicolon'])}]",
+        f"cluster.name={quote_override(values['dquote'])}",
+        f"+cluster.env.MY_API_TOKEN={SECRET}",
+        *(f"+cluster.env.PROBE_{k}={quote_override(v)}" for k, v in values.items()),
+    ]
+
+
+def hostile_point(tmp_path: Path, python: Path):
+    """A sweep point (:class:`vitfsdp.sweep.Point`) of :func:`hostile_overrides` in a sweep
+    directory with a hostile name, named as the sweep names it."""
+    from vitfsdp.sweep import Point
+
+    overrides = hostile_overrides(tmp_path, python)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg = to_run_config(compose("config", overrides=overrides))
+    sweep_dir = tmp_path / f"sweep $(touch {MARK}dir) `touch {MARK}dir2`;'q\" &&x *"
+    run_dir = sweep_dir / f"0_{run_dirname(overrides)}"
+    run_dir.mkdir(parents=True)
+    return Point(0, overrides, cfg, run_dir, config_hash(cfg))
+
+
+def assert_no_marker(tmp_path: Path) -> None:
+    made = sorted(p.name for p in tmp_path.rglob(f"{MARK}*"))
+    assert made == [], f"hostile values ran commands: {made}"
+
+
+def assert_ran_verbatim(point, tmp_path: Path, runs: int = 1, env: bool = True) -> None:
+    """The stand-in training got every override exactly as typed and, from a job script,
+    every PROBE_* value of cluster.env and the setup script's variable."""
+    calls = read(point.run_dir / "argv.jsonl")
+    assert len(calls) == runs
+    assert [a for a in calls[-1]["argv"] if a in point.overrides] == point.overrides
+    if env:
+        assert calls[-1]["env"] == {**{f"PROBE_{k}": v for k, v in hostile(tmp_path).items()},
+                                    "FROM_SETUP": "yes"}
+
+
+def assert_secret_kept_private(sweep_dir: Path) -> None:
+    """The secret is in no path name and no record; files that carry it are the owner's."""
+    for path in sweep_dir.rglob("*"):
+        assert SECRET not in str(path.relative_to(sweep_dir))
+        if path.name == "argv.jsonl":  # the stand-in training's own record
+            continue
+        if path.is_file() and SECRET.encode() in path.read_bytes():
+            assert path.name.endswith((".sbatch", ".sh", ".pkl")), path
+            assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
+
+
+# ---------------------------------------------------------------- run-directory names
+
+
+@pytest.mark.parametrize("overrides", [
+    ["cluster.setup_script=/sw/site/env.sh"], ["cluster.modules=[rocm/6.2.4,craype]"],
+    ["+cluster.env.X=/opt/plugin/lib"], ["cluster.python=/ccs/venv/bin/python"],
+    ["+cluster.env.MY_API_TOKEN=abc/def", "nodes=2"], [f"model=vit_1b,x={'y' * 300}"],
+])
+def test_run_dirname_is_one_safe_short_name(overrides):
+    name = run_dirname(overrides)
+    assert re.fullmatch(r"[A-Za-z0-9._,=+-]+", name) and len(name) <= MAX_NAME_CHARS
+    assert "abc" not in name and re.search(r"_[0-9a-f]{8}$", name)  # changed: hashed
+    assert run_dirname([*overrides[:-1], overrides[-1] + "0"]) != name  # unique
+
+
+def test_run_dirname_keeps_plain_overrides_as_typed():
+    assert run_dirname(["strategy=FULL_SHARD", "nodes=2", "data.path=/x"], ["data.path"]) \
+        == "nodes=2,strategy=FULL_SHARD"
+
+
+def test_slash_and_secret_values_keep_status_and_resume(tmp_path):
+    """The values Frontier users set (paths, module versions) and a token: one flat run
+    directory whose name holds no secret, found by --status, skipped by a rerun once done."""
+    sweep_dir = tmp_path / "sweep"
+    args = ["-m", "cluster=virtual", "--scripts-only", "nodes=1",
+            "cluster.setup_script=/sw/env.sh", "cluster.modules=[rocm/6.2.4]",
+            "+cluster.env.RCCL_PLUGIN=/opt/plugin/lib", "cluster.python=/ccs/venv/bin/python",
+            f"+cluster.env.MY_API_TOKEN={SECRET}", f"hydra.sweep.dir={sweep_dir}"]
+    proc = run_module("vitfsdp.sweep", *args, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (point,) = [p for p in sweep_dir.iterdir() if p.is_dir()]
+    assert (point / "job.sbatch").is_file() and SECRET not in proc.stdout + proc.stderr
+    assert_secret_kept_private(sweep_dir)
+    assert f"export MY_API_TOKEN={SECRET}" in (point / "job.sbatch").read_text()
+    status = run_module("vitfsdp.sweep", "--status", str(sweep_dir), cwd=tmp_path)
+    assert status.returncode == 0 and "1 points: 1 written" in status.stdout, status.stdout
+    write_json_atomic(point / "summary.json", {"status": "completed"})
+    proc = run_module("vitfsdp.sweep", *args, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"completed in {point.name}" in proc.stdout + proc.stderr
+    assert [p for p in sweep_dir.iterdir() if p.is_dir()] == [point]
+
+
+# ---------------------------------------------------------------- hostile values, every path
+
+
+@pytest.mark.parametrize(("where", "message"), [
+    ("override", "override 1 '+cluster.env.MY_API_TOKEN=<redacted>' contains a control"),
+    ("job_name", "hydra.launcher.job_name='a\\nb' contains a control character"),
+    ("run_dir", "contains a control character"),
+    ("percent", "contains '%' or a backslash, which Slurm reads in --output paths"),
+    ("backslash", "contains '%' or a backslash, which Slurm reads in --output paths"),
+])
+def test_values_no_script_can_carry_are_refused_in_one_line(where, message):
+    from vitfsdp.launch.slurm import check_values
+
+    overrides = ["nodes=1", "+cluster.env.MY_API_TOKEN=a\nb" if where == "override" else "x=1"]
+    run_dir = {"run_dir": "/s/a\nb", "percent": "/s/%j", "backslash": "/s/a\\b"}.get(where, "/s")
+    with pytest.raises(ValueError) as err:
+        check_values(overrides, run_dir, "a\nb" if where == "job_name" else "vitfsdp")
+    assert message in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(ValueError, match="contains a control character"):
+        ClusterConfig(launcher="slurm", python="python3\ntouch x")
+
+
+def test_local_launcher_runs_no_hostile_value(tmp_path, monkeypatch):
+    python, _ = make_stubs(tmp_path)
+    point = hostile_point(tmp_path, python)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "executable", str(python))  # the local launcher's interpreter
+    assert local.run_point(point.overrides, point.run_dir, 1, poll_s=0.1) == 0
+    assert_no_marker(tmp_path)
+    assert_ran_verbatim(point, tmp_path, env=False)  # cluster.env is for job scripts
+
+
+def _wait_gone(job_id: str, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not slurm("squeue", "-h", "-j", job_id.split("_")[0], "-o", "%i").stdout.strip():
+            return
+        time.sleep(0.5)
+    pytest.fail(f"Slurm job {job_id} still queued after {timeout_s} s")
+
+
+def _job_name(job_id: str) -> str:
+    shown = slurm("scontrol", "show", "job", "-o", job_id).stdout
+    return re.search(r"JobName=(.*) UserId=", shown)[1]
+
+
+@pytest.mark.slow
+@needs_slurm
+def test_submitit_path_runs_no_hostile_value(tmp_path, monkeypatch):
+    from vitfsdp.launch import slurm as launcher
+
+    require_cluster()
+    python, tools = make_stubs(tmp_path)
+    point = hostile_point(tmp_path, python)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")  # sbatch exports it
+    job_name = f"vitfsdp-test $(touch {tmp_path}/{MARK}job) 'q' \"d\" \\b"
+    (job_id,) = launcher.submit([point], point.run_dir.parent, job_name)
+    assert _job_name(job_id) == job_name  # #SBATCH --job-name read back exactly
+    _wait_gone(job_id)
+    assert_no_marker(tmp_path)
+    assert_ran_verbatim(point, tmp_path)
+    assert "+cluster.env.MY_API_TOKEN=<redacted>" in read(point.run_dir / "job.json")["overrides"]
+    assert stat.S_IMODE((point.run_dir.parent / ".submitit").stat().st_mode) == 0o700
+    assert_secret_kept_private(point.run_dir.parent)
+    assert (tmp_path / "module.log").read_text().split("\n")[:3] == \
+        ["load", hostile(tmp_path)["dollar"], "rocm/6.2.4"]
+
+
+@pytest.mark.slow
+@needs_slurm
+def test_scripts_only_script_runs_no_hostile_value_and_can_run_again(tmp_path, monkeypatch):
+    """sbatch job.sbatch three times: a failed attempt moves to attempts/1, the second
+    completes, the third ends at once (nothing to do)."""
+    from vitfsdp.launch import slurm as launcher
+
+    require_cluster()
+    python, tools = make_stubs(tmp_path)
+    point = hostile_point(tmp_path, python)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
+    job_name = f"vitfsdp-test $(touch {tmp_path}/{MARK}job) 'q' \"d\" \\b"
+    (script,) = launcher.write_scripts([point], job_name)
+    assert stat.S_IMODE(script.stat().st_mode) == 0o700  # carries the token
+    text = script.read_text()
+    ids = []
+    for status in ("failed", "completed", "failed"):
+        (python.parent / "status.txt").write_text(status)
+        proc = slurm("sbatch", "--parsable", "--wait", str(script), cwd=tmp_path, timeout=240)
+        assert proc.returncode == 0, proc.stderr
+        ids.append(proc.stdout.strip())
+        assert (point.run_dir / f"slurm-{ids[-1]}.out").is_file()  # --output read right
+    assert_no_marker(tmp_path)
+    assert _job_name(ids[0]) == job_name  # #SBATCH --job-name read back exactly
+    assert_ran_verbatim(point, tmp_path, runs=1)  # this attempt's; the third ran nothing
+    assert read(point.run_dir / "summary.json")["status"] == "completed"
+    first = point.run_dir / "attempts" / "1"
+    assert read(first / "summary.json")["status"] == "failed"
+    assert (first / f"slurm-{ids[0]}.out").is_file() and not (first.parent / "2").exists()
+    assert script.read_text() == text and (point.run_dir / "job.json").is_file()
+    assert_secret_kept_private(point.run_dir.parent)
+
+
+# ---------------------------------------------------------------- records follow the umask
+
+
+@pytest.mark.parametrize(("umask", "record", "script"),
+                         [(0o022, 0o644, 0o755), (0o027, 0o640, 0o750)])
+def test_records_and_scripts_follow_the_umask(tmp_path, umask, record, script):
+    from vitfsdp.launch.slurm import write_script
+    from vitfsdp.records import RunRecords
+
+    old = os.umask(umask)
+    try:
+        write_json_atomic(tmp_path / "job.json", {"a": 1})
+        records = RunRecords(tmp_path)
+        records.run_info = {"run_id": "x"}
+        records.finish("failed", "test")
+        write_script(tmp_path / "job.sbatch", "#!/bin/bash\n", secret=False)
+        write_script(tmp_path / "secret.sbatch", "#!/bin/bash\n", secret=True)
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+    assert modes == {"job.json": record, "run.json": record, "summary.json": record,
+                     "job.sbatch": script, "secret.sbatch": 0o700}
