@@ -124,6 +124,12 @@ def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num:
     HydraConfig.instance().set_config(sweep_config)
     run_dir = Path(sweep_config.hydra.sweep.dir) / str(sweep_config.hydra.sweep.subdir)
     cfg = to_run_config(sweep_config)
+    if cfg.cluster.time == "auto":  # the plan's time for the point's steps (docs/plan.md)
+        from vitfsdp.plan import auto_time_limit
+
+        cfg.cluster.time = auto_time_limit(cfg)
+        overrides = [*(o for o in overrides if not o.startswith("cluster.time=")),
+                     f"cluster.time={cfg.cluster.time}"]
     _check_launchable(cfg)
     # the user's config folders (hydra.searchpath) go with the point into its command
     searchpath = [o for o in config.hydra.overrides.hydra if o.startswith("hydra.searchpath=")]

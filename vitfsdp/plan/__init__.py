@@ -32,8 +32,8 @@ from vitfsdp.plan.memory import (
 )
 from vitfsdp.plan.timing import comm_volumes, compute_terms, step_seconds
 
-__all__ = ["GIB", "Prediction", "StateBytes", "format_state_bytes", "memory_breakdown",
-           "predict", "predict_run", "state_bytes"]
+__all__ = ["GIB", "Prediction", "StateBytes", "auto_time_limit", "format_state_bytes",
+           "memory_breakdown", "predict", "predict_run", "state_bytes"]
 
 #: The measured column a memory prediction compares with, per device kind.
 MEM_METRIC = {"gpu": "peak_mem_reserved_gib", "cpu": "peak_rss_gib"}
@@ -258,6 +258,35 @@ def predict(cfg, *, peak_flops: float | None = None,
         exposed_comm_s=None if step is None else step - compute.total_s, step_time_s=step,
         ips=cfg.world_size * cfg.train.local_batch_size / step if step else None,
         reason=reason)
+
+
+#: ``cluster.time=auto``: the predicted time of the point's steps times this factor (the
+#: plan's step time is within 35% on the measurements of docs/plan.md; 2 covers a miss twice
+#: that), plus :data:`STARTUP_S` and the profile's ``signal_delay_s`` (the checkpoint window).
+TIME_SAFETY_FACTOR = 2.0
+#: Seconds before the first step: interpreter and imports, rendezvous, model build and
+#: sharding, per-block compile (assumption: 5 minutes covers them on a GPU node).
+STARTUP_S = 300
+
+
+def auto_time_limit(cfg) -> str:
+    """The Slurm time limit ``cluster.time=auto`` resolves to for ``cfg``:
+    ``train.steps × predicted step time × TIME_SAFETY_FACTOR + STARTUP_S +
+    cluster.signal_delay_s``, rounded up to whole minutes, as ``D-HH:MM:SS``.
+
+    Raises:
+        ValueError: the plan has no step time for ``cfg`` (no peak FLOP/s in the profile).
+    """
+    step = predict(cfg).step_time_s
+    if step is None:
+        raise ValueError(f"cluster.time=auto needs the plan's step time, which cluster="
+                         f"{cfg.cluster.name} cannot give (cluster.peak_tflops is unset); set "
+                         "cluster.peak_tflops or a time such as cluster.time=00:30:00")
+    seconds = (cfg.train.steps * step * TIME_SAFETY_FACTOR + STARTUP_S
+               + cfg.cluster.signal_delay_s)
+    minutes = math.ceil(seconds / 60)
+    days, minutes = divmod(minutes, 24 * 60)
+    return f"{days}-{minutes // 60:02d}:{minutes % 60:02d}:00"
 
 
 def predict_run(run_info: dict) -> dict | None:
