@@ -184,6 +184,31 @@ def test_slash_and_secret_values_keep_status_and_resume(tmp_path):
     assert [p for p in sweep_dir.iterdir() if p.is_dir()] == [point]
 
 
+def test_hydra_saved_configs_are_redacted(tmp_path):
+    """multirun.yaml and a run's .hydra/ files as Hydra saves them: the token is gone from
+    the config, the override list and override_dirname; nothing else changes."""
+    from omegaconf import OmegaConf
+
+    from vitfsdp.provenance import redact_hydra_outputs, redact_yaml_file
+
+    overrides = ["nodes=2", f"+cluster.env.MY_API_TOKEN='{SECRET},x'", "data.path=/d"]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg = compose("config", overrides=overrides, return_hydra_config=True)
+    cfg.hydra.job.override_dirname = ",".join(sorted(overrides))
+    (tmp_path / ".hydra").mkdir()
+    OmegaConf.save(cfg, tmp_path / "multirun.yaml")
+    OmegaConf.save(OmegaConf.create(overrides), tmp_path / ".hydra" / "overrides.yaml")
+    assert redact_yaml_file(tmp_path / "multirun.yaml")
+    redact_hydra_outputs(tmp_path, ".hydra")
+    for path in (tmp_path / "multirun.yaml", tmp_path / ".hydra" / "overrides.yaml"):
+        assert SECRET not in path.read_text() and "MY_API_TOKEN" in path.read_text()
+    saved = OmegaConf.load(tmp_path / "multirun.yaml")
+    assert saved.cluster.env.MY_API_TOKEN == "<redacted>" and saved.nodes == 2
+    assert saved.hydra.job.override_dirname == \
+        "+cluster.env.MY_API_TOKEN=<redacted>,data.path=/d,nodes=2"
+    assert not redact_yaml_file(tmp_path / "multirun.yaml")  # nothing left: untouched
+
+
 # ---------------------------------------------------------------- hostile values, every path
 
 

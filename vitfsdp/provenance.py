@@ -120,6 +120,14 @@ def redact_yaml_file(path: Path) -> bool:
     return True
 
 
+def redact_hydra_outputs(run_dir: Path, output_subdir: str | None) -> None:
+    """Redact the config files Hydra saved for a run (``<run dir>/<output_subdir>/*.yaml``:
+    config, hydra, overrides) through :func:`redact_yaml_file`; None = Hydra saved none."""
+    if output_subdir:
+        for path in sorted((Path(run_dir) / output_subdir).glob("*.yaml")):
+            redact_yaml_file(path)
+
+
 def carries_secret(args: list[str], values: Mapping[str, str] | None = None) -> bool:
     """Whether redaction (:func:`redact_args`, :func:`redact_mapping`) would change any of
     ``args`` (``key=value`` overrides) or of ``values`` (e.g. ``cluster.env``): a file that

@@ -76,6 +76,8 @@ register_configs()
 @hydra.main(version_base=None, config_path=str(CONF_DIR), config_name="config")
 def main(dcfg: DictConfig) -> None:
     """Hydra entry point: validate the config, then train in this process or launch ranks."""
+    hydra_cfg = HydraConfig.get()  # Hydra saved the overrides raw: secrets out
+    provenance.redact_hydra_outputs(Path(hydra_cfg.runtime.output_dir), hydra_cfg.output_subdir)
     cfg = to_run_config(dcfg)
     if cfg.dry_run:
         print(dry_run_report(cfg))
