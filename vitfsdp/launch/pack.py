@@ -218,7 +218,13 @@ def submit_free(units: Sequence[Unit], max_jobs: int | None, num_alive: int) -> 
             continue
         if max_jobs is not None and num_alive and num_alive + unit.num_jobs > max_jobs:
             break
-        unit.job_ids = unit.submit()
+        try:
+            unit.job_ids = unit.submit()
+        except RuntimeError as e:  # the site's limit, reached before ours
+            if not num_alive:
+                raise
+            log.warning("%s; submitting it again once a job of the sweep has ended", e)
+            break
         num_alive += unit.num_jobs
         submitted += 1
     return submitted

@@ -1,0 +1,119 @@
+"""Packing (``hydra.launcher.pack=by_nodes``) and ``cluster.max_jobs``: the pack script and
+its time limit, the submission within the job limit, and on the virtual cluster (skipped
+unless ``VITFSDP_SLURM=1``) a 12-point sweep under a QOS of 2 jobs per user.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import read, run_module
+from tests.test_slurm_scripts import compose_cfg
+from tests.test_virtual_slurm import NOT_STARTED, require_cluster, slurm
+from vitfsdp.launch import pack
+from vitfsdp.sweep import Point
+
+SWEEP_DIR = Path("/lustre/proj/vitfsdp/runs/sweep")  # rendered only: need not exist
+
+
+def _points(*node_counts: int, time: str = "00:10:00") -> list[Point]:
+    points = []
+    for num, nodes in enumerate(node_counts):
+        overrides = ["cluster=virtual", f"nodes={nodes}", f"train.seed={num}",
+                     f"cluster.time={time}"]
+        points.append(Point(num, overrides, compose_cfg(*overrides), SWEEP_DIR / f"{num}_p"))
+    return points
+
+
+def test_points_pack_by_node_count_with_summed_time_limits():
+    points = _points(1, 2, 1, 1)
+    packs = pack.make_packs(points, {2: 0.5})  # the plan predicts point 2's step time only
+    assert [[p.num for p in pk.points] for pk in packs] == [[0, 2, 3], [1]]
+    steps = points[2].cfg.train.steps
+    predicted = int(pack.PLAN_MARGIN * steps * 0.5) + pack.POINT_START_S
+    assert packs[0].time_limit_s == pack.PACK_START_S + 600 + predicted + 600
+    assert packs[1].time_limit_s == pack.PACK_START_S + 600
+    assert pack.slurm_time(packs[1].time_limit_s) == "0-00:12:00"
+    assert pack.slurm_time(90_000) == "1-01:00:00"
+
+
+def test_pack_script_runs_each_point_as_its_own_step():
+    points = _points(2, 2, 2)
+    (pk,) = pack.make_packs(points, {})
+    text = pack.render(pk, SWEEP_DIR, "vitfsdp", "/lustre/proj/vitfsdp")
+    assert "#SBATCH --nodes=2\n" in text and "#SBATCH --time=0-00:32:00\n" in text
+    assert "#SBATCH --signal=USR2@20\n" in text
+    assert f"#SBATCH --output={SWEEP_DIR}/packs/pack0-%j.out\n" in text
+    steps = re.findall(r"^srun .*\n.*hydra\.run\.dir=.*(\d)_p", text, flags=re.M)
+    assert steps == ["0", "1", "2"]  # one step per point, in order
+    for position in range(3):
+        assert f"export MASTER_PORT=$((PACK_PORT + {position}))" in text
+        assert f"--output={SWEEP_DIR}/{position}_p/logs/task%t.log" in text
+    # a failed point goes on to the next; a stop on SIGUSR2 (exit 3) ends the pack
+    assert text.count("|| rc=$?") == 3 and text.count("exit 3; fi") == 3
+    assert "set -e" not in text.split("PACK_PORT=")[1]
+    record = pack.pack_job_record(pk, points[1], 1)
+    assert record["pack"]["position"] == 1 and record["submitted_with"] == "pack"
+
+
+def test_submission_stays_within_max_jobs():
+    submitted = []
+
+    def unit(name: str, num_jobs: int = 1) -> pack.Unit:
+        return pack.Unit(num_jobs, lambda: submitted.append(name) or [name])
+
+    units = [unit("a"), unit("b"), unit("c"), unit("d", 3)]
+    assert pack.submit_free(units, 2, num_alive=0) == 2 and submitted == ["a", "b"]
+    assert pack.submit_free(units, 2, num_alive=2) == 0  # both still queued
+    assert pack.submit_free(units, 2, num_alive=1) == 1 and submitted[-1] == "c"
+    # a unit larger than the limit goes alone, once nothing is queued
+    assert pack.submit_free(units, 2, num_alive=1) == 0
+    assert pack.submit_free(units, 2, num_alive=0) == 1 and submitted[-1] == "d"
+    assert [len(c) for c in pack.chunks(list(range(5)), 2)] == [2, 2, 1]
+    assert [len(c) for c in pack.chunks(list(range(5)), None)] == [5]
+
+
+@pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
+@pytest.mark.slow
+def test_twelve_points_in_packs_under_a_two_job_limit(tmp_path):
+    """The virtual cluster's QOS limit2 refuses a third job of a user: one job per point
+    cannot queue 12 points; packed by node count (3 packs) with cluster.max_jobs=2, the
+    sweep submits the third pack once one has ended, and every point completes with its
+    own records."""
+    require_cluster()
+    held = []
+    for _ in range(3):
+        proc = slurm("sbatch", "--parsable", "--hold", "--qos=limit2", "-o", "/dev/null",
+                     "--wrap", "true")
+        held += [proc.stdout.strip()] if proc.returncode == 0 else []
+    slurm("scancel", *held)
+    assert len(held) == 2 and "QOSMaxSubmitJobPerUserLimit" in proc.stderr, proc.stderr
+    sweep_dir = tmp_path / "sweep"
+    proc = run_module(
+        "vitfsdp.sweep", "-m", "cluster=virtual", "model=vit_tiny", "device=cpu",
+        "train.steps=2", "train.warmup_steps=1", "train.log_every=1",
+        "train.local_batch_size=4", "cluster.gpus_per_node=1", "cluster.poll_s=1",
+        "cluster.qos=limit2", "cluster.max_jobs=2", "nodes=1,2,3", "train.seed=1,2,3,4",
+        "hydra.launcher.pack=by_nodes", f"hydra.sweep.dir={sweep_dir}",
+        f"hydra.launcher.job_name=vitfsdp-test-{uuid.uuid4().hex[:8]}",
+        cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "sweep done: 12 completed" in proc.stdout
+    points = [p for p in sweep_dir.iterdir() if (p / "job.json").exists()]
+    assert len(points) == 12
+    packs: dict[str, list[int]] = {}
+    for p in points:
+        job, summary, run = read(p / "job.json"), read(p / "summary.json"), read(p / "run.json")
+        assert summary["status"] == "completed" and summary["ips"] > 0
+        assert len(read(p / "metrics.jsonl")) == 2  # its own windows
+        assert run["world"]["size"] == run["config"]["nodes"]
+        position = job["pack"]["position"]
+        assert summary["slurm"]["job_id"] == f"{job['job_id']}.{position}"  # its own step
+        assert summary["slurm"]["state"] == "COMPLETED"
+        packs.setdefault(job["job_id"], []).append(position)
+    assert sorted(sorted(v) for v in packs.values()) == [[0, 1, 2, 3]] * 3
