@@ -13,7 +13,7 @@ name. ``conf/config.yaml`` therefore names a point's directory
 ``A-Z a-z 0-9 . _ , = + -``, a secret, more than :data:`MAX_NAME_CHARS` characters) it
 replaces each run of other characters by ``_``, redacts secrets, truncates, and appends
 ``_`` and a hash of the point's full (redacted) override list, so two points never share a
-name: ``0_cluster.modules=_rocm_6.2.4_3f9a0c1d``.
+name: ``0_cluster.modules=_rocm_6.2.4_fafb0f04``.
 """
 
 from __future__ import annotations
