@@ -12,7 +12,9 @@ whose points overlap) into the same sweep directory:
   killed at its time limit, preempted, a node died: ``interrupted`` in its summary).
 
 A run directory that is run again keeps its earlier attempt in ``attempts/<n>/``; a completed
-run's directory is never written into (:class:`vitfsdp.records.RunRecords` refuses too).
+run's directory is never written into (:class:`vitfsdp.records.RunRecords` refuses too). A
+``--scripts-only`` job script submitted again does the same before its training
+(``python -m vitfsdp.launch.resume RUN_DIR``, :func:`prepare_rerun`).
 Two sweeps cannot work in one directory at once: :class:`SweepLock`.
 """
 
