@@ -9,12 +9,16 @@ Reads the records of every run below the sweep dirs and writes into ``--out`` (d
 - ``points.csv``: one row per point, repeats aggregated (median ips, min-max over
   repeats), with efficiency, TFLOP/s, MFU/HFU, memory and cost per epoch (``points_table``);
 - ``best.csv``: the fastest configuration per model and node count (``best_table``);
-- ``failures.csv``: every run that did not complete, with why (``failures_table``);
-- ``prefetch.csv``: the prefetch x limit_all_gathers ablation, when the runs hold one;
-- ``calibration.csv``: the plan's predictions against the measurements, when there are any;
-- ``weak_scaling``, ``memory`` and (with an ablation) ``prefetch`` figures, PNG and SVG;
-- ``framework_ratio.csv``, when both PyTorch and JAX runs completed: the JAX/PyTorch ips
+- ``failures.csv``: every run that did not complete, with why (one line) and its log
+  (``failures_table``);
+- ``prefetch.csv``: the prefetch x limit_all_gathers ablation;
+- ``calibration.csv``: the plan's predictions against the measurements;
+- ``framework_ratio.csv``: where both PyTorch and JAX runs completed, the JAX/PyTorch ips
   ratio per model, strategy and node count (``framework_ratio_table``);
+- ``weak_scaling``, ``memory``, ``loss`` (training loss against step, a line per point)
+  and (with an ablation) ``prefetch`` figures, PNG and SVG;
+
+Every table is written, with its header only when it has no rows.
 - with ``--report``: ``report.md`` (figures linked) and ``report.html`` (self-contained).
 
 Prints a compact table of the results to stdout; logs go to stderr. Exits with 2 and a
@@ -72,15 +76,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def write_tables(tables: dict[str, pd.DataFrame], out_dir: Path) -> dict[str, Path]:
-    """Write each table as ``<name>.csv`` into ``out_dir``; ``runs`` and ``scaling`` always,
-    the others only when they have rows."""
+    """Write each table as ``<name>.csv`` into ``out_dir``; an empty one as its header."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {}
     for name, table in tables.items():
-        if name in ("runs", "scaling") or (table is not None and not table.empty):
-            paths[name] = out_dir / f"{name}.csv"
-            table.to_csv(paths[name], index=False)
-            log.info("wrote %s", paths[name])
+        paths[name] = out_dir / f"{name}.csv"
+        table.to_csv(paths[name], index=False)
+        log.info("wrote %s", paths[name])
     return paths
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -28,13 +29,24 @@ from vitfsdp.records import (
 )
 
 log = logging.getLogger(__name__)
-#: Predictions by run.json (as sorted JSON): a sweep repeats configs, the plan builds models.
+#: Predictions by config (as sorted JSON, ``repeat`` left out) and device: a study repeats
+#: its points, and each prediction rebuilds the config and the model's sizes.
 _PREDICTIONS: dict[str, dict | None] = {}
+#: Cluster profiles whose nodes are processes of one machine: every rank shares its cores.
+SHARED_HOST_PROFILES = ("local", "virtual")
+#: Longest one-line failure reason in the tables (characters); the log holds the rest.
+REASON_CHARS = 200
+#: Where a run's output lies, in order of preference: the local launcher's log, then the
+#: Slurm tasks' logs (``logs/task<rank>.log``).
+LOG_FILES = ("train.log", "logs")
+#: Loss per window (``(step_end, loss)``) of the runs the last :func:`collect_runs` read, by
+#: run directory, so :func:`loss_curves` need not read metrics.jsonl again.
+_LOSS_CURVES: dict[str, list[tuple[int, float]]] = {}
 
 #: Columns of :func:`collect_runs`, in order. Dotted names are config keys as a user types
 #: them (``kernels.compile``); ``*_min_gib`` are minima over ranks where ``peak_*`` are maxima.
 COLUMNS = (
-    "run_dir", "status", "reason",
+    "run_dir", "status", "reason", "log",
     "model", "strategy", "sharding_strategy", "shard_group_size", "backward_prefetch",
     "limit_all_gathers", "engine", "framework", "precision", "data",
     "train.activation_checkpointing", "kernels.fused_attn", "kernels.compile", "kernels.adamw",
@@ -42,6 +54,7 @@ COLUMNS = (
     "mixed_precision.param_dtype", "mixed_precision.reduce_dtype",
     "mixed_precision.buffer_dtype", "repeat",
     "nodes", "world_size", "ranks_per_node", "local_batch_size", "global_batch_size",
+    "cluster", "host_cpus", "ranks_per_host", "shared_cores",
     "device_type", "device_name", "device_memory_gib", "device_peak_flops", "peak_source",
     "price_per_node_hour", "num_params",
     "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu", "hw_tflops_per_gpu", "hfu",
@@ -50,6 +63,7 @@ COLUMNS = (
     "device_mem_used_min_gib", "alloc_retries", "num_ooms",
     "ips_spread", "ips_min", "ips_max", "step_time_s_min", "step_time_s_max",
     "num_windows", "last_step", "loss", "elapsed_s", "compile_s",
+    "ips_reached", "peak_mem_reached_gib",
     "pred_peak_mem_gib", "pred_step_time_s", "pred_ips", "pred_fits", "pred_mem_metric",
 )  # fmt: skip
 #: Prediction columns (``vitfsdp.plan.predict_run``'s keys).
@@ -59,6 +73,7 @@ PRED_COLUMNS = ("pred_peak_mem_gib", "pred_step_time_s", "pred_ips", "pred_fits"
 INT_COLUMNS = (
     "shard_group_size", "repeat", "nodes", "world_size", "ranks_per_node", "local_batch_size",
     "global_batch_size", "num_params", "alloc_retries", "num_ooms", "num_windows", "last_step",
+    "host_cpus", "ranks_per_host",
 )  # fmt: skip
 #: Float columns (``NaN`` where the run measured nothing, or where old records lack them).
 FLOAT_COLUMNS = (
@@ -67,7 +82,8 @@ FLOAT_COLUMNS = (
     "peak_mem_gib", "peak_mem_min_gib", "peak_mem_reserved_gib", "peak_mem_reserved_min_gib",
     "peak_rss_gib", "device_mem_used_gib", "device_mem_used_min_gib",
     "ips_spread", "ips_min", "ips_max", "step_time_s_min", "step_time_s_max",
-    "loss", "elapsed_s", "compile_s", "pred_peak_mem_gib", "pred_step_time_s", "pred_ips",
+    "loss", "elapsed_s", "compile_s", "ips_reached", "peak_mem_reached_gib",
+    "pred_peak_mem_gib", "pred_step_time_s", "pred_ips",
 )  # fmt: skip
 #: Figures copied as they are from ``summary.json`` (absent in older records: ``NaN``).
 SUMMARY_FIGURES = (
@@ -138,8 +154,14 @@ def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike]) ->
         ``ips`` is global images/s, ``ips_per_gpu`` per GPU, memory in GiB; ``peak_mem_gib``
         is the peak allocated GPU memory, or the ranks' peak resident memory on CPU runs
         (``peak_mem_kind`` says which: ``"allocated"`` or ``"rss"``). Runs that did not
-        complete keep their row with ``NaN`` figures. A run with ``run.json`` but no
-        ``summary.json`` has status ``running`` (if ``run.json`` says so) or ``failed``.
+        complete keep their row with ``NaN`` figures, their ``reason`` on one line (the full
+        text and traceback: summary.json and the run's ``log``) and what they reached before
+        failing (``ips_reached``: median of the measured windows, else the last window;
+        ``peak_mem_reached_gib``). A run with ``run.json`` but no ``summary.json`` has status
+        ``running`` (if ``run.json`` says so) or ``failed``. ``cluster`` is the profile;
+        ``shared_cores`` says ``"8 ranks on 2 cores"`` where CPU ranks of one host
+        (``ranks_per_host``: the whole world on the ``local`` and ``virtual`` profiles) were
+        more than its cores (``host_cpus``): not a hardware measurement.
 
     Raises:
         ValueError: a sweep dir does not exist or holds no ``run.json``.
@@ -149,6 +171,7 @@ def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike]) ->
     run_dirs = [d for s in sweep_dirs for d in find_run_dirs(s)]
     if not run_dirs:
         raise ValueError("no sweep dir given; pass at least one SWEEP_DIR")
+    _LOSS_CURVES.clear()
     rows = [run_row(d) for d in dict.fromkeys(run_dirs)]
     df = _typed(pd.DataFrame(rows, columns=list(COLUMNS)))
     by = ["model", "strategy", "nodes", *VARIANT_COLUMNS, "repeat", "run_dir"]
@@ -174,15 +197,100 @@ def run_row(run_dir: str | os.PathLike) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as e:
         log.warning("%s: unreadable records (%s)", run_dir, e)
         return {"run_dir": str(run_dir), "status": "failed", "reason": f"unreadable records: {e}"}
+    _LOSS_CURVES[str(run_dir)] = _loss_curve(windows)
     status = _status(run, summary)
-    return {"run_dir": str(run_dir), **status, **_config(run), **_figures(summary),
-            **_window_figures(windows, summary, status["status"]), **prediction(run)}
+    row = {"run_dir": str(run_dir), **status, **_config(run), **_figures(summary),
+           **_window_figures(windows, summary, status["status"]), **prediction(run)}
+    if row["status"] != "completed":
+        row |= {"log": find_log(run_dir, status["reason"]),
+                **_reached(windows, summary, row.get("peak_mem_kind"))}
+    return row
+
+
+def _loss_curve(windows: list[dict]) -> list[tuple[int, float]]:
+    """``(step_end, loss)`` of every window that recorded both (warm-up included)."""
+    return [(w["step_end"], w["loss"]) for w in windows
+            if isinstance(w.get("step_end"), int) and _number(w.get("loss"))]
+
+
+def loss_curves(df: pd.DataFrame) -> pd.DataFrame:
+    """The training loss against step of every run of ``df`` (a :func:`collect_runs` frame),
+    warm-up windows included: columns ``run_dir``, ``step`` (the window's last step) and
+    ``loss`` (the window's mean loss). Read from metrics.jsonl, or kept from
+    :func:`collect_runs` when it read these runs last."""
+    rows = []
+    for run_dir in df["run_dir"]:
+        curve = _LOSS_CURVES.get(str(run_dir))
+        if curve is None:
+            try:
+                curve = _loss_curve(read_jsonl(Path(run_dir) / METRICS_FILE))
+            except (OSError, ValueError) as e:
+                log.warning("%s: no loss curve (%s)", run_dir, e)
+                curve = []
+        rows += [(str(run_dir), step, loss) for step, loss in curve]
+    return pd.DataFrame(rows, columns=["run_dir", "step", "loss"])
+
+
+def one_line(reason: str | None) -> str | None:
+    """A failure reason on one line for tables: its first line (a Python traceback: its last
+    line, the exception; a first line ending in ``:`` gets the last line after it), spaces
+    collapsed, at most :data:`REASON_CHARS` characters."""
+    if not reason:
+        return reason
+    lines = [line.strip() for line in str(reason).splitlines() if line.strip()]
+    if not lines:
+        return None
+    text = lines[-1] if lines[0].startswith("Traceback") else lines[0]
+    if text.endswith(":") and len(lines) > 1:
+        text = f"{text} {lines[-1]}"
+    text = " ".join(text.split())
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 3] + "..."
+
+
+def find_log(run_dir: Path, reason: str | None = None) -> str | None:
+    """The run's log with its full output and traceback: ``train.log`` (local launcher), or
+    the Slurm task log of the rank the reason names (``... on rank 3 ...``), else the first
+    task's; ``None`` when there is none."""
+    if (run_dir / LOG_FILES[0]).is_file():
+        return str(run_dir / LOG_FILES[0])
+    tasks = run_dir / LOG_FILES[1]
+    if not tasks.is_dir():
+        return None
+    rank = re.search(r"on rank (\d+)", reason or "")
+    named = tasks / f"task{rank.group(1)}.log" if rank else None
+    if named is not None and named.is_file():
+        return str(named)
+    logs = sorted(tasks.glob("task*.log"))
+    return str(logs[0]) if logs else None
+
+
+def _reached(windows: list[dict], summary: dict | None, kind: str | None) -> dict[str, Any]:
+    """What a run that did not complete reached before it ended: ``ips_reached`` (median of
+    its measured windows, else its last window's) and ``peak_mem_reached_gib`` (the largest
+    window peak, or the memory its failing ranks reported: summary ``memory_at_failure``)."""
+    measured = [w["ips"] for w in windows if not w.get("warmup") and _number(w.get("ips"))]
+    last = [w["ips"] for w in windows if _number(w.get("ips"))][-1:]
+    ips = sorted(measured)[len(measured) // 2] if measured else (last[0] if last else None)
+    at_failure = (summary or {}).get("memory_at_failure") or {}
+    keys = ("peak_rss_gib",) if kind == "rss" else ("peak_mem_allocated_gib", "peak_rss_gib")
+    mem = None
+    for key in keys:
+        values = [w[key] for w in windows if _number(w.get(key))]
+        values += [at_failure[key]] if _number(at_failure.get(key)) else []
+        if values:
+            mem = max(values)
+            break
+    return {"ips_reached": ips, "peak_mem_reached_gib": mem}
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 def _status(run: dict, summary: dict | None) -> dict[str, Any]:
     """Status and reason: the summary's, or a stand-in when the run wrote no summary."""
     if summary is not None:
-        return {"status": summary.get("status"), "reason": summary.get("reason")}
+        return {"status": summary.get("status"), "reason": one_line(summary.get("reason"))}
     status = run.get("status")
     if status != RUNNING and (status not in STATUSES or status == "completed"):
         status = "failed"
@@ -200,6 +308,7 @@ def _config(run: dict) -> dict[str, Any]:
     world_size = world.get("size", nodes * per_node if nodes and per_node else None)
     local_batch = train.get("local_batch_size")
     memory_gib = device.get("memory_gib")
+    framework = cfg.get("framework")
     return {
         "model": _get(cfg, "model", "name"),
         "strategy": strategy.get("name"),
@@ -207,8 +316,8 @@ def _config(run: dict) -> dict[str, Any]:
         "shard_group_size": strategy.get("shard_group_size"),
         "backward_prefetch": strategy.get("backward_prefetch"),
         "limit_all_gathers": strategy.get("limit_all_gathers"),
-        "engine": cfg.get("engine"),
-        "framework": cfg.get("framework"),
+        "engine": None if framework == "jax" else cfg.get("engine"),  # FSDP1/2: torch only
+        "framework": framework,
         "precision": _applied_precision(run),
         "data": _get(cfg, "data", "name"),
         **{key: _get(cfg, *key.split(".")) for key in CONFIG_KEYS},
@@ -219,6 +328,7 @@ def _config(run: dict) -> dict[str, Any]:
         "ranks_per_node": per_node,
         "local_batch_size": local_batch,
         "global_batch_size": local_batch * world_size if local_batch and world_size else None,
+        **_host_sharing(_get(cfg, "cluster", "name"), device, world_size, per_node),
         "device_type": device.get("type"),
         "device_name": device.get("name"),
         "device_memory_gib": (memory_gib if memory_gib is not None
@@ -228,6 +338,19 @@ def _config(run: dict) -> dict[str, Any]:
         "price_per_node_hour": _get(cfg, "cluster", "price_per_node_hour"),
         "num_params": _get(run, "model", "num_params"),
     }
+
+
+def _host_sharing(cluster: str | None, device: dict, world_size: int | None,
+                  per_node: int | None) -> dict[str, Any]:  # fmt: skip
+    """The cluster profile, the host's CPUs, the ranks that shared them (the whole world on
+    :data:`SHARED_HOST_PROFILES`, else a node's ranks) and, for CPU ranks that outnumbered
+    the cores, ``shared_cores``: ``"8 ranks on 2 cores"``."""
+    cpus = device.get("host_cpus")
+    per_host = world_size if cluster in SHARED_HOST_PROFILES else per_node
+    shared = (device.get("type") == "cpu" and isinstance(cpus, int) and isinstance(per_host, int)
+              and per_host > cpus)
+    return {"cluster": cluster, "host_cpus": cpus, "ranks_per_host": per_host,
+            "shared_cores": f"{per_host} ranks on {cpus} cores" if shared else None}
 
 
 def _applied_precision(run: dict) -> str | None:
@@ -321,8 +444,7 @@ def _predict_run(run: dict) -> dict | None:
 
     if not isinstance(run.get("config"), dict):
         return None
-    key = json.dumps({k: run.get(k) for k in ("config", "world", "device", "model")},
-                     sort_keys=True, default=str)
+    key = _prediction_key(run)
     if key not in _PREDICTIONS:
         try:
             _PREDICTIONS[key] = predict_run(run)
@@ -330,6 +452,14 @@ def _predict_run(run: dict) -> dict | None:
             log.warning("no prediction for run %s: %s", run.get("run_id", "?"), e)
             _PREDICTIONS[key] = None
     return _PREDICTIONS[key]
+
+
+def _prediction_key(run: dict) -> str:
+    """What a prediction depends on: the config without its ``repeat`` label, and the
+    device's kind, name, memory and peak (not its UUID or bus id, which differ per node)."""
+    config = {k: v for k, v in run["config"].items() if k != "repeat"}
+    device = {k: _get(run, "device", k) for k in ("type", "name", "memory_gib", "peak_flops")}
+    return json.dumps([config, device], sort_keys=True, default=str)
 
 
 def _get(d: dict, *keys: str) -> Any:
@@ -381,9 +511,25 @@ def label_columns(df: pd.DataFrame) -> list[str]:
 def configurations(df: pd.DataFrame) -> pd.Series:
     """Each row's line label (:func:`line_label` over :func:`label_columns`), e.g.
     ``"FULL_SHARD BACKWARD_POST"``: what figures' legends and tables call a configuration."""
-    keys = label_columns(df)
-    labels = [line_label(row, keys) for _, row in df.iterrows()]
-    return pd.Series(labels, index=df.index, dtype="object")
+    return line_labels(df, label_columns(df))
+
+
+def line_labels(df: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """:func:`line_label` of every row of ``df``, column by column (fast for tens of
+    thousands of runs)."""
+    strategy = df["strategy"].astype("object")
+    labels = strategy.where(strategy.notna(), "unknown strategy").astype(str)
+    for key in keys[2:]:
+        parts = [_label_part(key, v) for v in df[key].astype("object")]
+        labels = labels + pd.Series(["" if p is None else " " + p for p in parts], df.index)
+    return labels.astype("object")
+
+
+def _label_part(key: str, value: Any) -> str | None:
+    """One config value in a line label (see :func:`line_label`); ``None`` when null."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    return value if isinstance(value, str) and "." not in key else f"{key}={value}"
 
 
 def line_label(row: pd.Series, keys: list[str]) -> str:
@@ -391,12 +537,7 @@ def line_label(row: pd.Series, keys: list[str]) -> str:
     (``name=value`` unless it is a word of an undotted column: ``bf16``, but
     ``kernels.adamw=fused``); a null value (a setting that does not apply) is left out."""
     parts = [str(row["strategy"]) if pd.notna(row["strategy"]) else "unknown strategy"]
-    for key in keys[2:]:
-        value = row[key]
-        if value is None or (not isinstance(value, str) and pd.isna(value)):
-            continue
-        bare = isinstance(value, str) and "." not in key
-        parts.append(value if bare else f"{key}={value}")
+    parts += [p for p in (_label_part(key, row[key]) for key in keys[2:]) if p is not None]
     return " ".join(parts)
 
 

@@ -198,14 +198,18 @@ def failures_table(df: pd.DataFrame) -> pd.DataFrame:
     Returns:
         The line columns, ``nodes``, ``configuration``, ``repeat``, ``status`` (oom,
         timeout, failed, preempted, skipped_infeasible, running, or completed without ips),
-        ``reason``, ``last_step`` (the last step a window recorded), ``pred_peak_mem_gib`` and
-        ``device_memory_gib`` (GiB; why a point was skipped as infeasible), ``run_dir``.
+        ``reason`` (one line), ``last_step`` (the last step a window recorded),
+        ``ips_reached`` and ``peak_mem_reached_gib`` (what it measured before it ended),
+        ``pred_peak_mem_gib`` and ``device_memory_gib`` (GiB; why a point was skipped as
+        infeasible), ``log`` (the run's log: the full reason and traceback), ``run_dir``;
+        with these columns and no rows when every run completed.
     """
     keys = line_columns(df)
     failed = df[(df["status"] != "completed") | df["ips"].isna()]
     failed = failed.assign(configuration=configurations(df).loc[failed.index])
     cols = [*keys, "nodes", "configuration", "repeat", "status", "reason", "last_step",
-            "pred_peak_mem_gib", "device_memory_gib", "run_dir"]  # fmt: skip
+            "ips_reached", "peak_mem_reached_gib", "pred_peak_mem_gib", "device_memory_gib",
+            "log", "run_dir"]  # fmt: skip
     return failed[cols].reset_index(drop=True)
 
 
