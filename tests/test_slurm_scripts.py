@@ -327,12 +327,13 @@ def test_prepend_and_cache_expand_only_node_variables(tmp_path):
     cluster = ClusterConfig(
         launcher="slurm", miopen_cache_per_job=True,
         prepend_env={"LD_LIBRARY_PATH": ["/opt/ofi-$SLURM_JOB_ID/lib", *hostile, "${HOME}/x"],
-                     "VITFSDP_EMPTY": ["/e"]},
+                     "VITFSDP_EMPTY": ["/e"], "VITFSDP_NONE": []},
         cache_dir=f"{tmp_path}/c-$SLURM_JOB_ID $(touch pwned4)")
     script = tmp_path / "setup.sh"
     script.write_text('srun() { printf "%s\\n" "$@" > srun.args; }\nscontrol() { echo n1; }\n'
                       + "\n".join(setup_lines(cluster))
-                      + '\nprintf "%s\\n" "$LD_LIBRARY_PATH" "$VITFSDP_EMPTY" "$TORCH_HOME"\n')
+                      + '\nprintf "%s\\n" "$LD_LIBRARY_PATH" "$VITFSDP_EMPTY" "$TORCH_HOME"'
+                      + ' "${VITFSDP_NONE-unset}"\n')
     env = {"PATH": os.environ["PATH"], "HOME": "/h", "USER": "u", "SLURM_JOB_ID": "77",
            "SLURM_JOB_NODELIST": "n1", "SLURM_JOB_NUM_NODES": "1", "LD_LIBRARY_PATH": "/old"}
     proc = subprocess.run(["bash", str(script)], env=env, cwd=tmp_path, capture_output=True,
@@ -340,7 +341,7 @@ def test_prepend_and_cache_expand_only_node_variables(tmp_path):
     assert proc.returncode == 0, proc.stderr
     cache = f"{tmp_path}/c-77 $(touch pwned4)"
     assert proc.stdout.splitlines() == [
-        ":".join(["/opt/ofi-77/lib", *hostile, "/h/x", "/old"]), "/e", f"{cache}/torch"]
+        ":".join(["/opt/ofi-77/lib", *hostile, "/h/x", "/old"]), "/e", f"{cache}/torch", "unset"]
     assert (tmp_path / "srun.args").read_text().splitlines()[-3:] == [
         f"{cache}/torchinductor", f"{cache}/huggingface", "/tmp/miopen-u-77"]
     assert not list(tmp_path.glob("pwned*")), "a value ran a command"

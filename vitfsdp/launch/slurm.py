@@ -263,7 +263,8 @@ def _environment_lines(cluster: ClusterConfig) -> list[str]:
         lines.append(f"export {CONFIG_PATH_ENV}={shell_word(os.environ[CONFIG_PATH_ENV])}")
     lines += [f"export {name}={shell_word(value)}" for name, value in cluster.env.items()]
     for name, dirs in cluster.prepend_env.items():  # an unset or empty variable adds no ':'
-        lines.append(f"export {name}={shell_path(':'.join(dirs))}${{{name}:+:${{{name}}}}}")
+        if dirs:  # [] prepends nothing (a way to drop a profile's entry)
+            lines.append(f"export {name}={shell_path(':'.join(dirs))}${{{name}:+:${{{name}}}}}")
     return lines
 
 
