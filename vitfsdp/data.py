@@ -13,12 +13,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-import torch.nn.functional as F
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+if TYPE_CHECKING:  # torch is imported where data is loaded: configs import this module
+    import torch
+    from torch.utils.data import Dataset
 
 DATA_SETS = ("synthetic", "digits", "imagefolder")
+#: File endings torchvision's ImageFolder reads (torchvision.datasets.folder.IMG_EXTENSIONS).
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
 #: ImageNet channel statistics (timm.data.IMAGENET_DEFAULT_MEAN/STD).
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
@@ -38,19 +41,46 @@ class DataConfig:
         if self.name not in DATA_SETS:
             raise ValueError(f"data.name={self.name!r} is unknown; valid: {', '.join(DATA_SETS)}")
         if self.name == "imagefolder":
-            if not self.path:
-                raise ValueError("data=imagefolder needs data.path=<folder of class folders>")
-            if not os.path.isdir(self.path):
-                raise ValueError(f"data.path={self.path!r} is not a directory")
+            check_image_folder(self.path)
         if self.num_classes < 1:
             raise ValueError(f"data.num_classes={self.num_classes} must be >= 1")
         if self.num_workers < 0:
             raise ValueError(f"data.num_workers={self.num_workers} must be >= 0")
 
 
-class DigitsDataset(Dataset):
+def check_image_folder(path: str | None) -> None:
+    """Refuse an ``imagefolder`` root that torchvision's ImageFolder could not read: missing,
+    not a directory, no class sub-folder, or a class sub-folder without an image (ImageFolder
+    raises for each, but only once the run has started on the cluster).
+
+    Raises:
+        ValueError: naming ``data.path`` and what the folder lacks.
+    """
+    if not path:
+        raise ValueError("data=imagefolder needs data.path=<folder of class folders>")
+    if not os.path.isdir(path):
+        raise ValueError(f"data.path={path!r} is not a directory")
+    classes = sorted(e.name for e in os.scandir(path) if e.is_dir())
+    if not classes:
+        raise ValueError(f"data.path={path!r} holds no class folders; data=imagefolder wants "
+                         "one sub-folder of images per class (data.path/<class>/<image>.png)")
+    for name in classes:
+        if not _holds_image(os.path.join(path, name)):
+            raise ValueError(f"data.path={path!r}: class folder {name!r} holds no image "
+                             f"({', '.join(IMG_EXTENSIONS)}); add images or remove the folder")
+
+
+def _holds_image(folder: str) -> bool:
+    """Whether ``folder`` or a folder below it holds a file ImageFolder reads (stops at
+    the first)."""
+    return any(f.lower().endswith(IMG_EXTENSIONS)
+               for _, _, files in os.walk(folder, followlinks=True) for f in files)
+
+
+class DigitsDataset:
     """scikit-learn's 1797 handwritten digits (8×8, 16 grey levels), upscaled to
     (3, img_size, img_size) float32, normalized with ImageNet statistics; labels 0–9.
+    A map-style data set (``__len__``, ``__getitem__``) as ``DataLoader`` takes it.
 
     Source: the UCI "Optical Recognition of Handwritten Digits" test set that
     ``sklearn.datasets.load_digits`` ships.
@@ -59,6 +89,7 @@ class DigitsDataset(Dataset):
     num_classes = 10
 
     def __init__(self, img_size: int) -> None:
+        import torch
         from sklearn.datasets import load_digits
 
         digits = load_digits()
@@ -72,6 +103,8 @@ class DigitsDataset(Dataset):
         return len(self.labels)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        import torch.nn.functional as F
+
         x = self.images[i][None, None]  # (1, 1, 8, 8)
         x = F.interpolate(x, size=(self.img_size, self.img_size), mode="bilinear")
         x = x[0].expand(3, -1, -1)
@@ -119,6 +152,8 @@ def batches(
     Raises:
         ValueError: the data set has fewer samples than one global batch.
     """
+    from torch.utils.data import DataLoader, DistributedSampler
+
     if cfg.name == "synthetic":
         yield from _synthetic(cfg, img_size, local_batch_size, rank, device, seed)
         return
@@ -148,6 +183,8 @@ def batches(
 
 
 def _synthetic(cfg, img_size, local_batch_size, rank, device, seed):
+    import torch
+
     gen = torch.Generator(device=device).manual_seed(seed * 1_000_003 + rank)
     x = torch.randn(local_batch_size, 3, img_size, img_size, generator=gen, device=device)
     y = torch.randint(0, cfg.num_classes, (local_batch_size,), generator=gen, device=device)

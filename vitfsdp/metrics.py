@@ -51,9 +51,10 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-import torch.distributed as dist
+if TYPE_CHECKING:  # torch is imported where a run measures: configs import this module
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -209,6 +210,8 @@ def measure_matmul_peak(device: torch.device, compute_dtype: str, size: int = 0,
     Raises:
         ValueError: ``compute_dtype`` is not fp32, bf16 or fp16.
     """
+    import torch
+
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     if compute_dtype not in dtypes:
         raise ValueError(f"compute dtype {compute_dtype!r} is not one of {', '.join(dtypes)}")
@@ -287,6 +290,8 @@ def device_info(device: torch.device) -> dict:
         # host_cpus: the logical CPUs of the host, which CPU ranks of one host share
         return {"type": "cpu", "name": cpu_name(), "memory_gib": None,
                 "host_cpus": os.cpu_count()}
+    import torch
+
     props = torch.cuda.get_device_properties(device)
     return {"type": "cuda", "name": props.name, "memory_gib": props.total_memory / GIB,
             "uuid": str(getattr(props, "uuid", "")) or None, "pci_bus_id": _pci_bus_id(props),
@@ -319,6 +324,8 @@ def local_memory(device: torch.device) -> dict:
     (for a failure report, when collectives may be broken): ``peak_mem_allocated_gib`` and
     ``peak_mem_reserved_gib`` (GPU; ``None`` on CPU), ``peak_rss_gib`` (VmHWM; ``None``
     where unreadable), all in GiB."""
+    import torch
+
     alloc = reserved = None
     if device.type == "cuda":
         try:
@@ -414,6 +421,8 @@ class DeviceMemoryProbe:
         self.pci_bus_id: str | None = None
         if device.type != "cuda":
             return
+        import torch
+
         index = device.index if device.index is not None else torch.cuda.current_device()
         if index not in _OPENED:
             _OPENED[index] = self._open(index)
@@ -422,6 +431,8 @@ class DeviceMemoryProbe:
     def _open(self, index: int) -> tuple:
         """(backend, used-GiB function, driver version, PCI bus id) of CUDA device ``index``;
         all None, with one warning, where the driver library cannot give them."""
+        import torch
+
         props = torch.cuda.get_device_properties(index)
         opener = self._open_amdsmi if torch.version.hip else self._open_nvml
         try:
@@ -506,6 +517,8 @@ class _Clock:
         self._start = self._t0 = None
 
     def start(self) -> None:
+        import torch
+
         if self.cuda:
             self._start = torch.cuda.Event(enable_timing=True)
             self._start.record(torch.cuda.current_stream(self.device))
@@ -515,6 +528,8 @@ class _Clock:
     def stop(self) -> float:
         if not self.cuda:
             return time.perf_counter() - self._t0
+        import torch
+
         end = torch.cuda.Event(enable_timing=True)
         end.record(torch.cuda.current_stream(self.device))
         end.synchronize()
@@ -557,6 +572,8 @@ class WindowMeter:
     def start(self) -> None:
         """Reset the peak-memory counters and start the clock (no host synchronization)."""
         if self.device.type == "cuda":
+            import torch
+
             torch.cuda.reset_peak_memory_stats(self.device)
             self._counts0 = self._alloc_counts()
         _reset_vm_hwm()
@@ -602,6 +619,8 @@ class WindowMeter:
         return out
 
     def _alloc_counts(self) -> tuple[int, int]:
+        import torch
+
         stats = torch.cuda.memory_stats(self.device)
         return stats.get("num_alloc_retries", 0), stats.get("num_ooms", 0)
 
@@ -618,6 +637,9 @@ class WindowMeter:
 
     def _gather(self, values: list[float]) -> list[list[float]]:
         """Every rank's ``values``, indexed by rank (one all-gather)."""
+        import torch
+        import torch.distributed as dist
+
         if not dist.is_initialized() or dist.get_world_size() == 1:
             return [values]
         t = torch.tensor(values, dtype=torch.float64, device=self.device)

@@ -16,14 +16,16 @@ parameter alone: the parallel code materializes each rank's part only.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-from timm.layers import SwiGLU
-from timm.models.vision_transformer import Block, VisionTransformer
+if TYPE_CHECKING:  # torch and timm are imported where a model is built: configs import this
+    import torch
+    from timm.models.vision_transformer import VisionTransformer
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,10 @@ def build_model(cfg: ModelConfig, num_classes: int, device: str | torch.device =
     Raises:
         ValueError: ``num_classes`` < 1.
     """
+    import torch
+    from timm.layers import SwiGLU
+    from timm.models.vision_transformer import VisionTransformer
+
     if num_classes < 1:
         raise ValueError(f"num_classes={num_classes} must be >= 1")
     s = cfg.spec
@@ -151,6 +157,8 @@ def build_model(cfg: ModelConfig, num_classes: int, device: str | torch.device =
 
 def block_classes() -> set[type[torch.nn.Module]]:
     """The module classes that are the FSDP units (auto-wrap) of every variant."""
+    from timm.models.vision_transformer import Block
+
     return {Block}
 
 
@@ -294,6 +302,9 @@ def timm_vit_init_rules(model: VisionTransformer) -> dict[tuple[torch.nn.Module,
     construction init keep torch's ``reset_parameters``: LayerNorm weight 1 and bias 0, the
     patch-embedding Conv2d kaiming_uniform(a=√5) = uniform(±1/√fan_in) for weight and bias.
     """
+    import torch
+    from timm.layers import SwiGLU
+
     rules: dict[tuple[torch.nn.Module, str], InitRule] = {}
     for module in model.modules():
         if isinstance(module, torch.nn.Linear):
@@ -311,6 +322,20 @@ def timm_vit_init_rules(model: VisionTransformer) -> dict[tuple[torch.nn.Module,
     rules[model, "pos_embed"] = InitRule("trunc_normal", 0.02)
     rules[model, "cls_token"] = rules[model, "reg_token"] = InitRule("normal", 1e-6)
     return rules
+
+
+def _no_grad(method: Callable) -> Callable:
+    """``@torch.no_grad()``, importing torch at the first call rather than at this module's
+    import (the configs import this module and must start without torch)."""
+
+    @functools.wraps(method)
+    def no_grad_method(*args, **kwargs):
+        import torch
+
+        with torch.no_grad():
+            return method(*args, **kwargs)
+
+    return no_grad_method
 
 
 class ViTInit:
@@ -353,7 +378,7 @@ class ViTInit:
         """Every (owning module, parameter name) of the model, in ``named_modules`` order."""
         return iter(self._params)
 
-    @torch.no_grad()
+    @_no_grad
     def fill_(self, module: torch.nn.Module, name: str, out: torch.Tensor,
               row_start: int = 0) -> torch.Tensor:
         """Write rows ``row_start`` to ``row_start + out.shape[0]`` (dim 0) of the initial
@@ -363,6 +388,8 @@ class ViTInit:
         Raises:
             KeyError: ``(module, name)`` is not a parameter of the model given at construction.
         """
+        import torch
+
         fqn, shape, rule = self._params[module, name]
         if rule.kind in ("zeros", "ones"):
             return out.fill_(0.0 if rule.kind == "zeros" else 1.0)
@@ -381,7 +408,7 @@ class ViTInit:
                 target.copy_(self._draw(rule, values, fqn, block)[a - lo:b - lo])
         return out
 
-    @torch.no_grad()
+    @_no_grad
     def init_model_(self, model: torch.nn.Module) -> torch.nn.Module:
         """Fill every parameter of ``model`` (the model given at construction, materialized
         and unsharded, e.g. after ``to_empty``) with its whole initial value.
@@ -397,6 +424,8 @@ class ViTInit:
 
     def _draw(self, rule: InitRule, out: torch.Tensor, fqn: str, block: int) -> torch.Tensor:
         """Draw ``out`` (one whole block, contiguous fp32) from the block's own generator."""
+        import torch
+
         key = hashlib.blake2b(f"{self.seed}/{fqn}/{block}".encode(), digest_size=8).digest()
         gen = torch.Generator(device=out.device)
         gen.manual_seed(int.from_bytes(key, "little") & (2**63 - 1))

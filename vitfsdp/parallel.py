@@ -20,25 +20,13 @@ import dataclasses
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import torch
-from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
-    apply_activation_checkpointing,
-    checkpoint_wrapper,
-)
-from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.fsdp import (
-    BackwardPrefetch,
-    MixedPrecision,
-    MixedPrecisionPolicy,
-    ShardingStrategy,
-    fully_shard,
-)
-from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-from torch.distributed.fsdp.wrap import ModuleWrapPolicy
-from torch.distributed.tensor import DTensor
-from torch.nn.parallel import DistributedDataParallel as DDP
+if TYPE_CHECKING:  # torch is imported where a model is wrapped: configs import this module
+    import torch
+    from torch.distributed.device_mesh import DeviceMesh
+    from torch.distributed.fsdp import MixedPrecision, MixedPrecisionPolicy
+    from torch.distributed.tensor import DTensor
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +39,23 @@ FSDP1_DEFAULTS = {"backward_prefetch": "BACKWARD_PRE", "limit_all_gathers": True
 PRECISIONS = ("fp32", "bf16", "fp16")
 #: ``precision=auto``: the dtype follows the run's device (:func:`auto_precision`).
 AUTO = "auto"
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+#: The torch dtype name of each ``precision`` name (:func:`torch_dtype`).
+_DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype of a precision name (fp32 | bf16 | fp16)."""
+    import torch
+
+    return getattr(torch, _DTYPE_NAMES[name])
+
+
+def __getattr__(name: str):
+    """``DTYPES`` (precision name → torch dtype), made when first asked for: the configs
+    import this module and must start without torch."""
+    if name == "DTYPES":
+        return {k: torch_dtype(k) for k in _DTYPE_NAMES}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: Mesh axis names of hybrid sharding: replicas × shard group (torchtitan's naming).
 REPLICATE_AXIS, SHARD_AXIS = "replicate", "shard"
@@ -216,19 +220,23 @@ class PrecisionSettings:
 
     def fsdp1_policy(self) -> MixedPrecision | None:
         """FSDP1 ``MixedPrecision`` of these dtypes; ``None`` when everything is fp32."""
+        from torch.distributed.fsdp import MixedPrecision
+
         dtypes = (self.param_dtype, self.reduce_dtype, self.buffer_dtype)
         if all(d in (None, "fp32") for d in dtypes):
             return None
-        return MixedPrecision(param_dtype=DTYPES[self.param_dtype],
-                              reduce_dtype=DTYPES[self.reduce_dtype],
-                              buffer_dtype=DTYPES[self.buffer_dtype or "fp32"])
+        return MixedPrecision(param_dtype=torch_dtype(self.param_dtype),
+                              reduce_dtype=torch_dtype(self.reduce_dtype),
+                              buffer_dtype=torch_dtype(self.buffer_dtype or "fp32"))
 
     def fsdp2_policy(self) -> MixedPrecisionPolicy:
         """FSDP2 ``MixedPrecisionPolicy`` of these dtypes (fp32 everywhere: no casting)."""
+        from torch.distributed.fsdp import MixedPrecisionPolicy
+
         if (self.param_dtype, self.reduce_dtype) == ("fp32", "fp32"):
             return MixedPrecisionPolicy()
-        return MixedPrecisionPolicy(param_dtype=DTYPES[self.param_dtype],
-                                    reduce_dtype=DTYPES[self.reduce_dtype])
+        return MixedPrecisionPolicy(param_dtype=torch_dtype(self.param_dtype),
+                                    reduce_dtype=torch_dtype(self.reduce_dtype))
 
 
 def auto_precision(device_type: str) -> str:
@@ -296,6 +304,8 @@ def grad_scaler(settings: PrecisionSettings, device: torch.device):
 
         return ShardedGradScaler(device=device.type)
     if settings.grad_scaler == "GradScaler":
+        import torch
+
         return torch.amp.GradScaler(device.type)
     return None
 
@@ -316,6 +326,8 @@ def hybrid_mesh(device_type: str, world_size: int, shard_group_size: int) -> Dev
     """2-D mesh (replicas × shard group) for HYBRID_SHARD; ranks in a shard group are
     consecutive, so with ranks numbered node by node a shard group is part of one node or
     whole nodes (``shard_group_size`` > ranks per node: it spans nodes)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
     shape = (world_size // shard_group_size, shard_group_size)
     return init_device_mesh(device_type, shape, mesh_dim_names=(REPLICATE_AXIS, SHARD_AXIS))
 
@@ -405,6 +417,8 @@ def _on_meta(model: torch.nn.Module) -> bool:
 
 def _ddp(model, device, init, block_classes, checkpointing, compile_blocks):
     """DDP: the whole replica materialized, blocks checkpointed and compiled, then DDP."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
     if init is not None:
         init.init_model_(model.to_empty(device=device))
     units = _block_units(model, block_classes, checkpointing)
@@ -418,6 +432,14 @@ def _ddp(model, device, init, block_classes, checkpointing, compile_blocks):
 def _fsdp1(model, cfg, device, world_size, block_classes, precision, init, checkpointing,
            compile_blocks):
     """FSDP1 with transformer-block auto-wrap; meta models materialized unit by unit."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+        apply_activation_checkpointing,
+        checkpoint_wrapper,
+    )
+    from torch.distributed.fsdp import BackwardPrefetch, ShardingStrategy
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
     cfg = dataclasses.replace(cfg)
     cfg.resolve_for_engine("fsdp1")  # FSDP1 defaults for settings left unset
     kwargs = {}
@@ -469,6 +491,8 @@ def _unit_init_fn(init: ParamInit, device: torch.device):
 def _block_units(model, block_classes, checkpoint: bool) -> list[torch.nn.Module]:
     """The blocks of ``model``, each replaced in its parent by ``checkpoint_wrapper(block)``
     when ``checkpoint``; returns what now sits where the blocks were (the FSDP units)."""
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
     units = []
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
@@ -500,6 +524,8 @@ def fsdp2_mesh(device_type: str, world_size: int, cfg: StrategyConfig) -> Device
     group (HSDP). NO_SHARD (and hybrid groups of 1): 2-D (world, 1), a replica per rank with
     gradients all-reduced over all of them.
     """
+    from torch.distributed.device_mesh import init_device_mesh
+
     if cfg.sharding_strategy in ("FULL_SHARD", "SHARD_GRAD_OP"):
         return init_device_mesh(device_type, (world_size,), mesh_dim_names=(SHARD_AXIS,))
     return hybrid_mesh(device_type, world_size, cfg.shard_group(world_size))
@@ -511,6 +537,8 @@ def _fully_shard(model, cfg, device, world_size, block_classes, precision, init,
     does), then the root. FULL_SHARD and the hybrids reshard parameters after forward;
     SHARD_GRAD_OP keeps them gathered until backward (ZeRO-2). A meta model is sharded on
     meta, then only this rank's shards are allocated and drawn."""
+    from torch.distributed.fsdp import fully_shard
+
     mesh = fsdp2_mesh(device.type, world_size, cfg)
     policy = precision.fsdp2_policy()
     reshard = cfg.sharding_strategy != "SHARD_GRAD_OP"
@@ -525,16 +553,19 @@ def _fully_shard(model, cfg, device, world_size, block_classes, precision, init,
                            compile_blocks, cfg.effective_sharding_strategy())
 
 
-@torch.no_grad()
 def _materialize_shards(model: torch.nn.Module, init: ParamInit, device: torch.device) -> None:
     """Allocate this rank's shards of a model sharded on meta and draw their rows."""
+    import torch
+    from torch.distributed.tensor import DTensor
+
     model.to_empty(device=device)
-    for module, name in init.params():
-        param = getattr(module, name)
-        if isinstance(param, DTensor):
-            init.fill_(module, name, param.to_local(), row_start=_row_offset(param))
-        else:
-            init.fill_(module, name, param)
+    with torch.no_grad():
+        for module, name in init.params():
+            param = getattr(module, name)
+            if isinstance(param, DTensor):
+                init.fill_(module, name, param.to_local(), row_start=_row_offset(param))
+            else:
+                init.fill_(module, name, param)
 
 
 def _row_offset(param: DTensor) -> int:
