@@ -322,15 +322,18 @@ def test_frontier_environment_follows_the_olcf_guide():
 
 def test_prepend_and_cache_expand_only_node_variables(tmp_path):
     """``$NAME`` in prepend_env and cache_dir expands on the node; ``$(...)``, backticks and
-    quotes stay text; an unset variable gets no empty (current directory) entry."""
+    quotes stay text (conda_env reaches ``conda activate`` as one word); an unset variable
+    gets no empty (current directory) entry."""
     hostile = ["$(touch pwned1)", "`touch pwned2`", '"; touch pwned3; "', "a'b"]
     cluster = ClusterConfig(
         launcher="slurm", miopen_cache_per_job=True,
         prepend_env={"LD_LIBRARY_PATH": ["/opt/ofi-$SLURM_JOB_ID/lib", *hostile, "${HOME}/x"],
                      "VITFSDP_EMPTY": ["/e"], "VITFSDP_NONE": []},
-        cache_dir=f"{tmp_path}/c-$SLURM_JOB_ID $(touch pwned4)")
+        cache_dir=f"{tmp_path}/c-$SLURM_JOB_ID $(touch pwned4)",
+        conda_env="env $(touch pwned5) `touch pwned6`;'\"")
     script = tmp_path / "setup.sh"
     script.write_text('srun() { printf "%s\\n" "$@" > srun.args; }\nscontrol() { echo n1; }\n'
+                      'conda() { printf "%s\\n" "$@" >> conda.args; }\n'
                       + "\n".join(setup_lines(cluster))
                       + '\nprintf "%s\\n" "$LD_LIBRARY_PATH" "$VITFSDP_EMPTY" "$TORCH_HOME"'
                       + ' "${VITFSDP_NONE-unset}"\n')
@@ -344,6 +347,8 @@ def test_prepend_and_cache_expand_only_node_variables(tmp_path):
         ":".join(["/opt/ofi-77/lib", *hostile, "/h/x", "/old"]), "/e", f"{cache}/torch", "unset"]
     assert (tmp_path / "srun.args").read_text().splitlines()[-3:] == [
         f"{cache}/torchinductor", f"{cache}/huggingface", "/tmp/miopen-u-77"]
+    assert (tmp_path / "conda.args").read_text().splitlines() == [
+        "shell.bash", "hook", "activate", cluster.conda_env]
     assert not list(tmp_path.glob("pwned*")), "a value ran a command"
 
 
