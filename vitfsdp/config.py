@@ -8,7 +8,12 @@ Impossible combinations fail in ``__post_init__`` with a ``ValueError`` naming t
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
+import math
+import re
 import sys
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -34,6 +39,8 @@ from vitfsdp.parallel import (
 )
 
 FRAMEWORKS = ("torch", "jax")
+#: ``device``: auto (a GPU where the run gets one, else the CPU) | cpu | cuda (CUDA and ROCm).
+DEVICES = ("auto", "cpu", "cuda")
 #: ``kernels.adamw``: ``auto`` (fused on a GPU where torch has fused AdamW, torch's own pick
 #: elsewhere: a per-tensor loop on CPU), or one implementation forced.
 ADAMW_IMPLS = ("auto", "for_loop", "foreach", "fused")
@@ -87,6 +94,12 @@ class TrainConfig:
             )
         if self.timeout_s <= 0:
             raise ValueError(f"train.timeout_s={self.timeout_s} must be > 0")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ValueError(f"train.lr={self.lr} must be a finite number > 0 (AdamW's "
+                             "learning rate, e.g. train.lr=1e-3)")
+        if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
+            raise ValueError(f"train.weight_decay={self.weight_decay} must be a finite "
+                             "number >= 0 (0 = none)")
         for name in ("checkpoint_every", "memory_limit_gib"):
             if getattr(self, name) < 0:
                 raise ValueError(f"train.{name}={getattr(self, name)} must be >= 0 (0 = off)")
@@ -165,6 +178,7 @@ class RunConfig:
         for key, value, valid in (
             ("engine", self.engine, ENGINES),
             ("framework", self.framework, FRAMEWORKS),
+            ("device", self.device, DEVICES),
         ):
             if value not in valid:
                 raise ValueError(f"{key}={value!r} is not supported; valid: {', '.join(valid)}")
@@ -290,11 +304,220 @@ def check_group_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
                 raise ValueError(f"{group}={value} is unknown; valid: {', '.join(valid)}")
 
 
-def cli(hydra_main) -> None:
-    """Run a Hydra entry point after :func:`check_group_choices`; a refused option prints
-    ``error: ...`` on one line and exits with status 2."""
+#: A key as Hydra's override grammar reads it: dot-separated names, each starting with a
+#: letter or ``_`` (https://hydra.cc/docs/advanced/override_grammar/basic/).
+_KEY = re.compile(r"^(\+\+|\+|~)?[A-Za-z_][\w-]*(\.[A-Za-z_][\w-]*)*(@[\w.]*)?$")
+#: Hydra's own command-line flags that take a value (the value is not an override).
+_HYDRA_VALUE_FLAGS = ("--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd",
+                      "--experimental-rerun", "--package", "-p", "--cfg", "-c", "--info", "-i")
+#: A field typed ``dict[str, ...]`` (``cluster.env``): any key below it is the user's.
+_OPEN = "open"
+
+
+def schema_keys(cls: type | None = None) -> dict[str, object]:
+    """Every key of the config (``train.steps``, ``cluster.env`` ...) and what lies below it:
+    the same mapping for a dataclass field, ``"open"`` for a dict field (any key may be
+    added), ``None`` for a value. ``cls`` defaults to :class:`RunConfig`."""
+    cls = cls or RunConfig
+    hints = typing.get_type_hints(cls)
+    keys: dict[str, object] = {}
+    for f in dataclasses.fields(cls):
+        kind = hints[f.name]
+        if dataclasses.is_dataclass(kind):
+            keys[f.name] = schema_keys(kind)
+        else:
+            keys[f.name] = _OPEN if typing.get_origin(kind) is dict else None
+    return keys
+
+
+def _flat(tree: dict, prefix: str = "") -> list[str]:
+    out = []
+    for name, below in tree.items():
+        out.append(prefix + name)
+        if isinstance(below, dict):
+            out += _flat(below, f"{prefix}{name}.")
+    return out
+
+
+def _key_error(key: str, tree: dict, prefix: str) -> str:
+    """One line for an unknown ``key``: the nearest valid key (difflib; among its siblings
+    where its parent is a key), else the valid keys of its parent."""
+    node, parent = tree, prefix.rstrip(".")
+    *parents, name = key.removeprefix(prefix).split(".")
+    for part in parents:
+        if not isinstance(node.get(part), dict):
+            node, parent, name = tree, prefix.rstrip("."), key.removeprefix(prefix)
+            break
+        node, parent = node[part], f"{parent}.{part}" if parent else part
+    names = _flat(node) if node is tree else list(node)
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    if close:
+        near = f"{parent}.{close[0]}" if parent else close[0]
+        return f"{key} is not a config key; did you mean {near}?"
+    return (f"{key} is not a config key; the keys of {parent or 'the config'} are: "
+            f"{', '.join(node)}")
+
+
+def _launcher_keys() -> dict[str, object]:
+    """``hydra.launcher.*``: the vitfsdp launcher's options."""
+    from hydra_plugins.vitfsdp_launcher.vitfsdp_launcher import VitfsdpLauncherConf
+
+    return {f.name: None for f in dataclasses.fields(VitfsdpLauncherConf)
+            if not f.name.startswith("_")}
+
+
+def check_key(override) -> None:
+    """Refuse a Hydra override (parsed) whose key the config does not have.
+
+    ``key=v`` and ``~key`` need the key; ``+key=v`` may only add below a dict field
+    (``+cluster.env.NAME=v``): the dataclass sections have fixed keys and Hydra would take an
+    added one silently. ``hydra.launcher.*`` is checked against the launcher's options;
+    Hydra checks its other keys. Group choices are :func:`check_group_choices`' job.
+
+    Raises:
+        ValueError: one line naming the key and the nearest valid one.
+    """
+    key = override.key_or_group
+    if override.package is not None or (key in GROUPS and not override.is_add()):
+        return
+    if key.startswith("hydra."):
+        if not key.startswith("hydra.launcher.") or key.count(".") != 2:
+            return
+        tree, prefix, parts = _launcher_keys(), "hydra.launcher.", key.split(".")[2:]
+    else:
+        tree, prefix, parts = schema_keys(), "", key.split(".")
+    node: object = tree
+    for name in parts:
+        if node == _OPEN:  # below a dict field: added with +, or a profile's (composition)
+            return
+        if not isinstance(node, dict) or name not in node:
+            raise ValueError(_key_error(key, tree, prefix))
+        node = node[name]
+    if override.is_add() and node != _OPEN:
+        raise ValueError(f"{key} is already a config key; set it without the +: "
+                         f"{key}={override.get_value_element_as_str()}")
+
+
+def _parse_error(text: str, error: Exception) -> str:
+    """One line for an override that does not parse, naming it, with a hint."""
+    key, eq, value = text.partition("=")
+    if not _KEY.match(key):
+        return (f"{text}: {key.lstrip('+~')} is not a key: each dot-separated name starts "
+                "with a letter or _ and holds letters, digits, _ or -")
+    reason = str(error).splitlines()[0].split(" expecting ")[0]
+    if not eq:
+        hint = f"give it a value: {key}=VALUE"
+    elif ",," in value or value.endswith(",") or value.startswith(","):
+        hint = "an empty item between commas; write key=a,b (a sweep) or key=[a,b] (a list)"
+    elif value.count("[") != value.count("]") or value.count("{") != value.count("}"):
+        hint = "an unclosed bracket; write key=[a,b] (a list) or key=a,b (a sweep)"
+    elif value.startswith("[") and value.endswith("]"):
+        items = ",".join(f"'{item.strip()}'" for item in value[1:-1].split(","))
+        hint = f"quote each item: {key}=[{items}]"
+    else:
+        hint = f"quote the value: {key}='{value}'"
+    return f"{text} does not parse ({reason}): {hint}"
+
+
+def parse_overrides(argv: Sequence[str]) -> list:
+    """Hydra's parsed overrides of the command line ``argv`` (flags and their values left
+    out).
+
+    Raises:
+        ValueError: one line naming the first override that does not parse, with a hint.
+    """
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    parsed = []
+    texts = [a for i, a in enumerate(argv) if not a.startswith("-")
+             and not (i and argv[i - 1] in _HYDRA_VALUE_FLAGS)]
+    for text in texts:
+        try:
+            parsed.append(parser.parse_override(text))
+        except Exception as e:  # noqa: BLE001 - hydra's HydraException/OverrideParseException
+            raise ValueError(_parse_error(text, e)) from None
+    return parsed
+
+
+def check_overrides(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> list:
+    """Refuse, each in one line, the overrides of ``argv`` that Hydra would refuse in many
+    lines, with a traceback, or not at all: overrides that do not parse, unknown keys
+    (:func:`check_key`), unknown group options (:func:`check_group_choices`).
+
+    Returns:
+        the parsed overrides.
+
+    Raises:
+        ValueError: one line naming the override or key and the fix.
+    """
+    parsed = parse_overrides(argv)
+    for override in parsed:
+        check_key(override)
+    check_group_choices([o.input_line for o in parsed], conf_dir)
+    return parsed
+
+
+def one_line(error: Exception) -> str:
+    """A Hydra or OmegaConf composition error in one line that names the key.
+
+    Hydra's ``Could not find 'strategy/X'`` becomes ``strategy=X is unknown; valid: ...``;
+    ``Could not override 'k'`` says to add the key with ``+``; OmegaConf's type errors keep
+    their first line and name the key (``full_key``).
+    """
+    text = str(error)
+    m = re.search(r"Could not find '([\w/]+)/([^']+)'", text)
+    if m:
+        group, name = m.groups()
+        return f"{group}={name} is unknown; valid: {', '.join(group_options(group))}"
+    m = re.search(r"Could not override '([^']+)'.*use (\+\S+)", text, re.S)
+    if m:
+        return (f"{m[1]} is not in the composed config (not a key, or a dict entry the "
+                f"profile does not set); to add it: {m[2]}")
+    cause = error.__cause__ or error
+    lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
+    key = next((line.split(":", 1)[1].strip() for line in lines
+                if line.startswith("full_key:")), "")
+    first = lines[0] if lines else type(error).__name__
+    m = re.match(r"Error merging override (\S+)", text)
+    if m:  # Hydra's wrapper of OmegaConf's type errors: name the override itself
+        return f"{m[1]}: {first}"
+    prefix = f"{key}: " if key and key not in first else ""
+    return " ".join(f"{prefix}{first}".split())
+
+
+def check_composes(config_name: str, overrides: Sequence) -> None:
+    """Compose ``config_name`` from ``conf/`` with the parsed ``overrides`` that are not
+    sweeps (each sweep point is composed by the sweep), as Hydra will before it starts.
+
+    Raises:
+        ValueError: :func:`one_line` of the composition error.
+    """
+    from hydra import compose, initialize_config_dir
+    from omegaconf.errors import OmegaConfBaseException
+
+    register_configs()
+    fixed = [o.input_line for o in overrides if not o.is_sweep_override()]
+    with initialize_config_dir(str(CONF_DIR), version_base=None):
+        try:
+            compose(config_name, fixed)
+        except (OmegaConfBaseException, ValueError) as e:
+            raise ValueError(one_line(e)) from None
+        except Exception as e:  # hydra.errors.HydraException and its kinds
+            if type(e).__module__.startswith("hydra"):
+                raise ValueError(one_line(e)) from None
+            raise
+
+
+def cli(hydra_main, config_name: str = "config") -> None:
+    """Run a Hydra entry point after :func:`check_overrides` and, unless Hydra's own config
+    flags are given, :func:`check_composes`; a refused override prints ``error: ...`` on one
+    line (no traceback) and exits with status 2."""
+    argv = sys.argv[1:]
     try:
-        check_group_choices(sys.argv[1:])
+        parsed = check_overrides(argv)
+        if not any(a.split("=")[0] in _HYDRA_VALUE_FLAGS[:6] for a in argv):
+            check_composes(config_name, parsed)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

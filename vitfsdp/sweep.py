@@ -40,7 +40,14 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from vitfsdp import provenance
-from vitfsdp.config import CONF_DIR, RunConfig, cli, register_configs, to_run_config
+from vitfsdp.config import (
+    CONF_DIR,
+    RunConfig,
+    cli,
+    one_line,
+    register_configs,
+    to_run_config,
+)
 from vitfsdp.launch import batch_search as bsearch
 from vitfsdp.launch import local, pack, resume, slurm, status
 from vitfsdp.records import (
@@ -84,19 +91,54 @@ def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str
         SweepRefused: one or more points are invalid; the message has one line per refused
             point naming the field and the fix. No point has run and no run directory exists.
     """
+    key = (id(config), tuple(map(tuple, job_overrides)), initial_job_idx)
+    if _validated.get("key") == key:  # validated by the sweeper just before (no second pass)
+        return _validated.pop("points")
     points, errors = [], []
     for i, overrides in enumerate(job_overrides):
         num = initial_job_idx + i
+        where = f"point {num} ({_label(overrides)}): " if len(job_overrides) > 1 else ""
         try:
             points.append(_compose_point(hydra_context, config, list(overrides), num))
         except (ValueError, ConfigCompositionException, OmegaConfBaseException) as e:
-            errors.append(f"point {num} ({_label(overrides)}): {_one_line(hydra_context, e)}")
+            errors.append(where + _one_line(hydra_context, e))
     errors += _shared_run_dirs(points)
     if not errors:
         errors += _check_launchers(points, _options(config))
+    if len(errors) == 1:
+        raise SweepRefused(f"error: {errors[0]}; nothing was launched")
     if errors:
         raise SweepRefused(f"error: {len(errors)} of {len(job_overrides)} sweep points "
                            "refused, nothing was launched:\n" + "\n".join(errors))
+    return points
+
+
+#: The points :func:`validate_sweep` validated, for the launcher's :func:`plan` of the same
+#: sweep (same master config object and overrides): keys ``key`` and ``points``.
+_validated: dict = {}
+
+
+def validate_sweep(hydra_context, config: DictConfig, arguments: Sequence[str],
+                   params: Sequence[str] = ()) -> list[Point]:
+    """Expand a sweep's overrides into points as Hydra's basic sweeper does and validate
+    them all (:func:`plan`), before the sweep directory or its multirun.yaml exist.
+
+    Args:
+        arguments: the task overrides (``hydra.overrides.task``).
+        params: ``hydra.sweeper.params`` as overrides.
+
+    Raises:
+        SweepRefused: see :func:`plan`.
+    """
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create(config_loader=hydra_context.config_loader)
+    parsed = parser.parse_overrides([*params, *arguments])
+    job_overrides = [point for batch in BasicSweeper.split_arguments(parsed, None)
+                     for point in batch]
+    points = plan(hydra_context, config, job_overrides, 0)
+    _validated.update(key=(id(config), tuple(map(tuple, job_overrides)), 0), points=points)
     return points
 
 
@@ -228,7 +270,16 @@ def _check_slurm_point(p: Point, options: LaunchOptions, checked: dict) -> str |
     key = (repr(cluster), p.cfg.nodes)
     if key not in checked:
         checked[key] = slurm.sbatch_test_only(cluster, p.cfg.nodes, options.job_name)
-    return f"Slurm would not run it: {checked[key]}" if checked[key] else None
+    return _slurm_refusal(cluster, checked[key]) if checked[key] else None
+
+
+def _slurm_refusal(cluster, message: str) -> str:
+    """``sbatch --test-only``'s refusal, quoted, after the ``cluster.sbatch_args`` entry it
+    names (where it names one)."""
+    for i, arg in enumerate(cluster.sbatch_args):
+        if arg.split("=")[0] in message:
+            return f"cluster.sbatch_args[{i}]={arg!r}: Slurm would not run it: {message}"
+    return f"Slurm would not run it: {message}"
 
 
 def _check_launchable(cfg: RunConfig) -> None:
@@ -241,13 +292,15 @@ def _check_launchable(cfg: RunConfig) -> None:
 
 
 def _one_line(hydra_context, e: Exception) -> str:
-    """Hydra's multi-line 'Could not find' becomes 'strategy=X is unknown; valid: ...'."""
+    """A composition error in one line (:func:`vitfsdp.config.one_line`); Hydra's
+    'Could not find' becomes 'strategy=X is unknown; valid: ...' with the options of every
+    config folder Hydra searches."""
     m = re.search(r"Could not find '([\w/]+)/([^']+)'", str(e))
     if m:
         group, name = m.groups()
         options = hydra_context.config_loader.get_group_options(group)
         return f"{group}={name} is unknown; valid: {', '.join(options)}"
-    return " ".join(str(e).split())
+    return one_line(e)
 
 
 def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str]],
@@ -615,18 +668,133 @@ def status_main(argv: Sequence[str]) -> int:
     return 0
 
 
+#: Exit status of ``python -m vitfsdp.sweep``: every point completed (or, with ``--detach`` or
+#: ``--scripts-only``, every job was submitted or written).
+EXIT_COMPLETED = 0
+#: Some point ended without completing (oom, failed, timeout, preempted, cancelled,
+#: skipped_infeasible): its records say why.
+EXIT_NOT_COMPLETED = 1
+#: Refused before launch: nothing was run or queued, no sweep directory was left behind.
+EXIT_REFUSED = 2
+
+
+def exit_status(summaries: Sequence[dict]) -> int:
+    """:data:`EXIT_NOT_COMPLETED` if a point ended in a status other than ``completed``, else
+    :data:`EXIT_COMPLETED` (points still queued or only written count as not ended)."""
+    ended = [s.get("status") for s in summaries if s.get("status") in STATUSES]
+    return EXIT_NOT_COMPLETED if any(st != "completed" for st in ended) else EXIT_COMPLETED
+
+
+def run_sweeper(sweeper, arguments: Sequence[str], basic_sweep) -> list:
+    """The vitfsdp sweeper (``hydra_plugins/vitfsdp_launcher``): validate every point
+    (:func:`validate_sweep`), then ``basic_sweep(arguments)`` (Hydra's basic sweeper: the
+    sweep directory, multirun.yaml, the launcher).
+
+    Exits the process (``SystemExit``) with :data:`EXIT_REFUSED` after printing a
+    :class:`SweepRefused` (a refusal by the launcher too, whose multirun.yaml is then taken
+    back), or :data:`EXIT_NOT_COMPLETED` when a point did not complete; returns Hydra's job
+    returns when all completed.
+    """
+    sweep_dir = Path(sweeper.config.hydra.sweep.dir)
+    yaml = sweep_dir / "multirun.yaml"
+    before = yaml.read_bytes() if yaml.is_file() else None
+    try:
+        validate_sweep(sweeper.hydra_context, sweeper.config, arguments,
+                       sweeper._parse_config())
+        returns = basic_sweep(arguments)
+    except SweepRefused as e:
+        _take_back(sweep_dir, yaml, before)
+        print(str(e), file=sys.stderr)
+        raise SystemExit(EXIT_REFUSED) from None
+    code = exit_status([r.return_value or {} for batch in returns for r in batch])
+    if code:
+        raise SystemExit(code)
+    return returns
+
+
+def _take_back(sweep_dir: Path, yaml: Path, before: bytes | None) -> None:
+    """Undo what Hydra's sweeper wrote for a refused sweep: the earlier multirun.yaml back,
+    or none, and the sweep directory gone if this left it empty."""
+    if before is not None:
+        yaml.write_bytes(before)
+        return
+    yaml.unlink(missing_ok=True)
+    for d in (sweep_dir, *sweep_dir.parents):
+        try:
+            d.rmdir()  # only empty directories, up to the first that is not
+        except OSError:
+            break
+
+
 #: Short flags translated to the launcher's Hydra keys.
 FLAGS = {"--detach": "hydra.launcher.detach=true",
          "--rerun-failed": "hydra.launcher.rerun_failed=true",
          "--scripts-only": "hydra.launcher.scripts_only=true",
          "--run-infeasible": "hydra.launcher.run_infeasible=true",
          "--batch-search": "hydra.launcher.batch_search=true"}
+#: What each of :data:`FLAGS` does, for ``--help``.
+FLAG_HELP = {
+    "--detach": "Slurm profiles: return once every point's job is submitted",
+    "--rerun-failed": "run again the points that ended oom, failed or timeout in their run",
+    "--scripts-only": "Slurm profiles: write each point's job.sbatch, submit nothing",
+    "--run-infeasible": "run the points the plan predicts not to fit (only warn)",
+    "--batch-search": "find each point's largest power-of-two train.local_batch_size",
+}
+USAGE = """\
+usage: python -m vitfsdp.sweep -m [FLAGS] key=a,b ... [hydra.sweep.dir=DIR]
+       python -m vitfsdp.sweep --status SWEEP_DIR [--watch] [--poll-s S]
+
+Every point of the sweep is validated before anything starts, then run one after another
+(cluster=local) or as Slurm jobs (Slurm profiles).
+
+The launcher's flags:
+{flags}
+  --status SWEEP_DIR    the sweep's status table (records and Slurm's queue), then exit
+  --watch               with --status: refresh until every point is done
+
+Config groups (group=option):
+{groups}
+
+Exit status: 0 every point completed (--detach, --scripts-only: every job submitted or
+written), 1 some point did not complete (its summary.json says why), 2 refused before launch
+(nothing run or queued). `--cfg job` prints the composed config, every key and its value;
+`--hydra-help` lists Hydra's own options.
+
+Hydra's flags:
+{hydra_flags}"""
+
+
+def usage() -> str:
+    """``--help``: the launcher's flags, the config groups and Hydra's flags (Hydra's own
+    help lists every config group of its search path and takes seconds)."""
+    from vitfsdp.config import GROUPS, group_options
+
+    flags = "\n".join(f"  {flag:<20}  {text}" for flag, text in FLAG_HELP.items())
+    groups = "\n".join(f"  {g}: {', '.join(group_options(g))}" for g in GROUPS)
+    try:
+        from hydra._internal.hydra import Hydra
+        from hydra._internal.utils import get_args_parser
+
+        hydra_flags = Hydra.format_args_help(get_args_parser())
+    except (ImportError, AttributeError):  # Hydra's internals moved: point to them
+        hydra_flags = "  see --hydra-help"
+    return USAGE.format(flags=flags, groups=groups, hydra_flags=hydra_flags)
+
+
+def main_cli(argv: Sequence[str]) -> int:
+    """``python -m vitfsdp.sweep``: ``--status``, ``--help``, or the sweep (through Hydra,
+    after :func:`vitfsdp.config.cli`'s checks); returns the exit status."""
+    if argv[:1] == ["--status"]:
+        return status_main(argv[1:])
+    if "--help" in argv or "-h" in argv:
+        print(usage())
+        return 0
+    # the flags become Hydra overrides after everything else (argparse wants -m first)
+    sys.argv = [sys.argv[0], *(a for a in argv if a not in FLAGS),
+                *(FLAGS[a] for a in argv if a in FLAGS)]
+    cli(main, config_name="sweep")
+    return EXIT_COMPLETED
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1 and sys.argv[1] == "--status":
-        sys.exit(status_main(sys.argv[2:]))
-    # the flags become Hydra overrides after everything else (argparse wants -m first)
-    sys.argv = ([a for a in sys.argv if a not in FLAGS]
-                + [FLAGS[a] for a in sys.argv[1:] if a in FLAGS])
-    cli(main)
+    sys.exit(main_cli(sys.argv[1:]))

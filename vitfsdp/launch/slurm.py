@@ -53,9 +53,11 @@ PORT_BASE, PORT_SPAN = 20000, 40000  # MASTER_PORT = PORT_BASE + job id mod PORT
 #: Exit code of a training that saved a checkpoint on SIGUSR2 and stopped: requeue it.
 PREEMPTED_EXIT = 3  # vitfsdp.checkpoint.EXIT_PREEMPTED (not imported: keeps torch out of here)
 #: HOME-free caches under ``cluster.cache_dir`` (which becomes XDG_CACHE_HOME): variable,
-#: sub-directory. PyTorch hub, Triton's kernels, Inductor's code, Hugging Face downloads.
+#: sub-directory. PyTorch hub, Triton's kernels (default ~/.triton), Inductor's code, Hugging
+#: Face downloads, CUDA's JIT cache (default ~/.nv/ComputeCache).
 CACHE_DIRS = {"TORCH_HOME": "torch", "TRITON_CACHE_DIR": "triton",
-              "TORCHINDUCTOR_CACHE_DIR": "torchinductor", "HF_HOME": "huggingface"}
+              "TORCHINDUCTOR_CACHE_DIR": "torchinductor", "HF_HOME": "huggingface",
+              "CUDA_CACHE_PATH": "nv-compute"}
 _NODE_VARIABLE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 _DQ_SPECIAL = re.compile(r'[\\"$`]')  # special inside double quotes
 
@@ -581,7 +583,8 @@ def sbatch_test_only(cluster: ClusterConfig, nodes: int, job_name: str) -> str |
     proc = _slurm_cmd(["sbatch", "--test-only", *args, "--wrap", "true"], check=False)
     if proc.returncode == 0:
         return None
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    lines = [ln for ln in proc.stderr.splitlines()  # sbatch's own words, not its usage hint
+             if ln.strip() and not ln.startswith("Try ")]
     return lines[-1] if lines else f"sbatch --test-only exited with {proc.returncode}"
 
 

@@ -1,0 +1,29 @@
+"""Hydra sweeper plugin ``hydra/sweeper=vitfsdp``: Hydra's basic sweeper, with every point
+validated before the sweep directory and its multirun.yaml exist, and the process's exit
+status saying whether every point completed. All logic lives in :mod:`vitfsdp.sweep`
+(:func:`vitfsdp.sweep.run_sweeper`)."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper, BasicSweeperConf
+from hydra.core.config_store import ConfigStore
+
+
+@dataclass
+class VitfsdpSweeperConf(BasicSweeperConf):
+    _target_: str = "hydra_plugins.vitfsdp_launcher.vitfsdp_sweeper.VitfsdpSweeper"
+
+
+ConfigStore.instance().store(group="hydra/sweeper", name="vitfsdp", node=VitfsdpSweeperConf)
+
+
+class VitfsdpSweeper(BasicSweeper):
+    """Validates the whole sweep first; exits 2 when it is refused, 1 when a point did not
+    complete (see vitfsdp.sweep)."""
+
+    def sweep(self, arguments: Sequence[str]) -> Any:
+        from vitfsdp import sweep
+
+        return sweep.run_sweeper(self, arguments, super().sweep)
