@@ -346,7 +346,7 @@ def test_prepend_and_cache_expand_only_node_variables(tmp_path):
     assert proc.stdout.splitlines() == [
         ":".join(["/opt/ofi-77/lib", *hostile, "/h/x", "/old"]), "/e", f"{cache}/torch", "unset"]
     assert (tmp_path / "srun.args").read_text().splitlines()[-3:] == [
-        f"{cache}/torchinductor", f"{cache}/huggingface", "/tmp/miopen-u-77"]
+        f"{cache}/huggingface", f"{cache}/nv-compute", "/tmp/miopen-u-77"]
     assert (tmp_path / "conda.args").read_text().splitlines() == [
         "shell.bash", "hook", "activate", cluster.conda_env]
     assert not list(tmp_path.glob("pwned*")), "a value ran a command"

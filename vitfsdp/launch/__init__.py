@@ -131,8 +131,9 @@ class ClusterConfig:
     # order; `$NAME` expands on the compute node (nothing else does)
     prepend_env: dict[str, list[str]] = field(default_factory=dict)
     # HOME-free caches: XDG_CACHE_HOME here and TORCH_HOME, TRITON_CACHE_DIR,
-    # TORCHINDUCTOR_CACHE_DIR, HF_HOME under it, created on every node; `$NAME` expands on the
-    # node (/tmp/vitfsdp-$SLURM_JOB_ID: per job, node-local); None = the tools' defaults (HOME)
+    # TORCHINDUCTOR_CACHE_DIR, HF_HOME, CUDA_CACHE_PATH under it, created on every node; `$NAME`
+    # expands on the node (/tmp/vitfsdp-$SLURM_JOB_ID: per job, node-local); None = the tools'
+    # defaults (under HOME)
     cache_dir: str | None = None
     miopen_cache_per_job: bool = False  # MIOpen kernel cache in /tmp per job (ROCm), created
     # interpreter on the compute nodes; None = `python` of the activated env (conda_env, venv),
