@@ -22,7 +22,8 @@
 #
 # Environment: OUT (where results go; default runs/gpu-check), SITE (install target; default
 # /tmp/vitfsdp-site), WORK (records kept between steps; default /tmp/vitfsdp-gpu),
-# PYTHON (default python3), SWEEP_MODELS, SWEEP_AC, BIG_BATCHES, BENCH_MODELS.
+# PYTHON (default python3), SWEEP_MODELS, SWEEP_AC, BIG_BATCHES, BENCH_MODELS, DEVICE (default
+# cuda; DEVICE=cpu SWEEP_MODELS=vit_tiny rehearses the sweep and analysis steps on a CPU).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -35,6 +36,7 @@ BENCH_MODELS=${BENCH_MODELS:-vit_base,vit_large_patch16_224,vit_huge_patch14_224
 BIG_BATCHES=${BIG_BATCHES:-256 128 64}
 SWEEP_MODELS=${SWEEP_MODELS:-vit_base,vit_huge,vit_1b,vit_3b}
 SWEEP_AC=${SWEEP_AC:-false,true}
+DEVICE=${DEVICE:-cuda}
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT" "$WORK"
 
@@ -140,7 +142,7 @@ step_jax() {
 
 step_sweep() {
     # the plan needs the device's memory and peak; the local launcher runs one rank per point
-    "$PYTHON" -m vitfsdp.sweep -m cluster=local cluster.gpus_per_node=1 device=cuda \
+    "$PYTHON" -m vitfsdp.sweep -m cluster=local cluster.gpus_per_node=1 "device=$DEVICE" \
         precision=bf16 "cluster.device_memory_gib=${DEVICE_MEMORY_GIB:-79.1}" \
         "cluster.peak_tflops=${PEAK_TFLOPS:-989}" data=synthetic nodes=1 \
         strategy=FULL_SHARD,DDP "model=$SWEEP_MODELS" \
