@@ -79,8 +79,8 @@ def study_configs():
     register_configs()
     out = {}
     with initialize_config_dir(str(CONF_DIR), version_base=None):
-        for strategy in group_options("strategy"):
-            cfg = compose("config", [*STUDY, f"strategy={strategy}"])
+        for strategy in (g for g in group_options("strategy") if g != "HYBRID_SHARD"):
+            cfg = compose("config", [*STUDY, f"strategy={strategy}", "nodes=2"])
             with open_dict(cfg):
                 cfg.cluster.required = []
             out[strategy] = to_run_config(cfg)
@@ -101,21 +101,25 @@ def test_frontier_plan_marks_exactly_the_points_that_cannot_fit_in_64_gb(study_c
     DDP adds 4 bytes of gradient buckets. With activation checkpointing at batch 32 the
     rest is a few GiB, so a point fits iff that bound is under 64 GiB with room to spare:
     every point is at least 6 GiB away from the line, so the answer is not a coin toss."""
-    group = {"DDP": 1, "NO_SHARD": 1, "HYBRID_1GPU": 1, "HYBRID_2GPU": 2, "HYBRID_8GPU": 8}
+    group = {"DDP": 1, "NO_SHARD": 1, "HYBRID_1GPU": 1, "HYBRID_2GPU": 2, "HYBRID_4GPU": 4,
+             "HYBRID_8GPU": 8, "HYBRID_16GPU": 16}
     checked = 0
     for name, cfg in study_configs.items():
         for model in STUDY_MODELS:
             for nodes in (1, 2, 16, 128):
                 g = group.get(name, 8 * nodes)
+                if g > 8 * nodes:
+                    continue  # HYBRID_16GPU needs 2 nodes
                 per_param = 20 if name == "DDP" else 16
                 bound = TABLE_PARAMS_M[model] * 1e6 * per_param / g / GIB
                 assert abs(bound - 64) > 6, (name, model, nodes, bound)
                 p = predict(_point(cfg, model, nodes))
                 assert p.fits is (bound < 64), (name, model, nodes, bound, p.reason)
+                assert p.fits is (p.peak_mem_gib <= 64.0) and p.margin_gib == pytest.approx(
+                    64.0 - p.peak_mem_gib)  # judged on the printed peak
                 checked += 1
-    assert checked == 7 * 6 * 4
-    assert "> 64.0 GiB (cluster.device_memory_gib)" in predict(
-        _point(study_configs["DDP"], "vit_5b")).reason
+    assert checked == 9 * 6 * 4 - 6
+    assert "over by" in predict(_point(study_configs["DDP"], "vit_5b")).reason
 
 
 #: Held-back GPU figures: max allocated GPU memory (GiB) of the ORNL ViT-FSDP study on one
@@ -129,20 +133,21 @@ PUBLISHED_ALLOCATED_GIB = {
     ("HYBRID_2GPU", "vit_3b"): 24.6311, ("HYBRID_2GPU", "vit_5b"): 41.8989,
     ("HYBRID_4GPU", "vit_5b"): 22.1659, ("HYBRID_4GPU", "vit_15b"): 58.2116,
     ("HYBRID_8GPU", "vit_5b"): 12.2433, ("HYBRID_8GPU", "vit_15b"): 31.0713,
+    ("HYBRID_16GPU", "vit_5b"): 7.5339, ("HYBRID_16GPU", "vit_15b"): 17.8344,  # 2 nodes
 }
 
 
 def test_memory_against_the_published_gpu_figures(study_configs):
     """Allocated peak within 20% of the study's measurements, ViT-Huge and up (ViT-Base's
     1.3-2.5 GiB are dominated by fixed costs the plan does not model: 23-37% under)."""
-    hybrid4 = StrategyConfig(name="HYBRID_4GPU", sharding_strategy="HYBRID_SHARD",
-                             shard_group_size=4)
     errors = {}
     for (name, model), measured in PUBLISHED_ALLOCATED_GIB.items():
-        cfg = study_configs["HYBRID_8GPU" if name == "HYBRID_4GPU" else name]
-        strategy = hybrid4 if name == "HYBRID_4GPU" else None
-        p = predict(_point(cfg, model, strategy=strategy))
+        nodes = 2 if name == "HYBRID_16GPU" else 1  # a shard group of 16 spans two nodes
+        p = predict(_point(study_configs[name], model, nodes))
+        assert p.shard_group_size == int(name.removeprefix("HYBRID_").removesuffix("GPU")
+                                         if name.startswith("HYBRID") else 1)
         errors[name, model] = p.allocated_gib / measured - 1
+    assert {n for n, _ in errors} >= {f"HYBRID_{k}GPU" for k in (2, 4, 8, 16)}
     assert max(abs(e) for e in errors.values()) < 0.20, errors
 
 
@@ -192,3 +197,118 @@ def test_cpu_run_memory_within_20_percent_and_calibration(tmp_path):
     assert len(table) == 2
     assert sorted(table["measured_mem_gib"]) == pytest.approx(sorted(measured_by.values()))
     assert "cluster.peak_tflops=" in report and "cluster.plan_efficiency=1" in report
+
+
+# --- step time, ranking, table, time limit (issue: the plan's step time) ------------------
+
+NODE_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128)
+#: Published images/s of the ORNL ViT-FSDP study on Frontier at 1 … 128 nodes, local batch
+#: 32 per GCD, bf16, activation checkpointing (jqyin/AmSC-At-Scale-Services-OLCF,
+#: ViT-FSDP/src/performance_plots/ips_huge.py, ips_giant.py (ViT-1B), ips_enormous.py
+#: (ViT-3B), ips_4B.py (ViT-5B), ips_15B.py; None: not run). DDP is left out: its rows
+#: appear to have trained without mixed precision.
+PUBLISHED_IPS = {
+    ("vit_huge", "NO_SHARD"): (239, 472, 948, 1843, 3669, 7430, 14328, 28279),
+    ("vit_huge", "HYBRID_2GPU"): (236, 476, 949, 1890, 3624, 7412, 14664, 27164),
+    ("vit_huge", "FULL_SHARD"): (245, 490, 976, 1931, 3743, 7236, 8015, 10265),
+    ("vit_1b", "NO_SHARD"): (187, 373, 745, 1435, 2807, 5802, 11460, 21603),
+    ("vit_1b", "HYBRID_2GPU"): (188, 377, 753, 1454, 2871, 5611, 9585, 20453),
+    ("vit_1b", "FULL_SHARD"): (197, 387, 776, 1518, 2995, 5779, 7806, 4099),
+    ("vit_3b", "NO_SHARD"): (76, 153, 301, 591, 1193, 2269, 4468, 8457),
+    ("vit_3b", "HYBRID_2GPU"): (79, 155, 306, 587, 1154, 2423, 4668, 7449),
+    ("vit_3b", "FULL_SHARD"): (83, 161, 323, 644, 1278, 2511, 3759, 3708),
+    ("vit_5b", "HYBRID_4GPU"): (47, 93, 182, 362, 695, 1248, 2120, 3282),
+    ("vit_5b", "HYBRID_8GPU"): (48, 96, 189, 388, 766, 1440, 2820, 5565),
+    ("vit_5b", "HYBRID_16GPU"): (None, 88, 175, 349, 697, 1360, 2726, 5277),
+    ("vit_5b", "FULL_SHARD"): (50, 100, 197, 381, 768, 1307, 2306, 2262),
+    ("vit_15b", "HYBRID_4GPU"): (15, 30, 60, 120, 238, 473, 928, 1649),
+    ("vit_15b", "HYBRID_8GPU"): (16, 32, 63, 127, 245, 502, 982, 1878),
+    ("vit_15b", "HYBRID_16GPU"): (None, 31, 62, 125, 250, 500, 984, 1789),
+    ("vit_15b", "FULL_SHARD"): (18, 36, 71, 138, 283, 560, 1113, 1754),
+}
+
+
+def _efficiency_at_128(ips_by_nodes: dict[int, float]) -> float:
+    """Weak-scaling efficiency at 128 nodes against the smallest node count."""
+    first = min(ips_by_nodes)
+    return ips_by_nodes[128] / (ips_by_nodes[first] * 128 / first)
+
+
+def test_step_time_against_the_published_frontier_measurements(study_configs):
+    """The smallest run's ips within 35% of the study's for every row (ViT-Huge to ViT-15B),
+    the 128-node weak-scaling efficiency within 0.20 for FULL_SHARD and NO_SHARD, and the
+    study's finding: at 128 nodes FULL_SHARD is predicted below every hybrid of its model
+    and below its own 85% line, while at 1 node it is within 10% of them."""
+    errors, gaps = {}, {}
+    for (model, name), published in PUBLISHED_IPS.items():
+        measured = {n: v for n, v in zip(NODE_COUNTS, published, strict=True) if v}
+        pred = {n: predict(_point(study_configs[name], model, n)).ips for n in measured}
+        first = min(measured)
+        errors[model, name] = pred[first] / measured[first] - 1
+        if name in ("FULL_SHARD", "NO_SHARD"):
+            gaps[model, name] = _efficiency_at_128(pred) - _efficiency_at_128(measured)
+    assert max(abs(e) for e in errors.values()) < 0.35, errors
+    assert max(abs(g) for g in gaps.values()) < 0.20, gaps
+    for model in ("vit_huge", "vit_1b", "vit_3b", "vit_5b", "vit_15b"):
+        ips = {name: predict(_point(study_configs[name], model, 128)).ips
+               for (m, name) in PUBLISHED_IPS if m == model}
+        assert ips["FULL_SHARD"] < min(v for k, v in ips.items() if k != "FULL_SHARD"), ips
+    huge = [predict(_point(study_configs["FULL_SHARD"], "vit_huge", n)) for n in (1, 128)]
+    assert huge[1].exposed_comm_s > huge[1].compute_s > 0  # the collapse is exposed latency
+    assert huge[1].latency_s > 100 * huge[0].latency_s
+
+
+def test_collectives_ddp_reduces_fp32_fsdp_bf16_and_latency_grows_with_ranks(study_configs):
+    """DDP all-reduces fp32 gradients (4 bytes a parameter), FSDP NO_SHARD in bf16 (2);
+    FULL_SHARD's ring latency grows with the world, a hybrid's replica all-reduce uses a
+    tree (log2 of the nodes), so its latency barely moves."""
+    ddp, no_shard = (predict(_point(study_configs[n], "vit_1b", 2)) for n in ("DDP", "NO_SHARD"))
+    assert ddp.all_reduce_gib == pytest.approx(2 * no_shard.all_reduce_gib, rel=1e-3)
+    assert ddp.all_reduce_gib * GIB == pytest.approx(4 * ddp.num_params, rel=1e-3)
+    full = [predict(_point(study_configs["FULL_SHARD"], "vit_1b", n)).latency_s
+            for n in (16, 128)]
+    hybrid = [predict(_point(study_configs["HYBRID_8GPU"], "vit_1b", n)).latency_s
+              for n in (16, 128)]
+    assert full[1] / full[0] == pytest.approx((1024 - 1) / (128 - 1), rel=0.05)
+    assert hybrid[1] / hybrid[0] < 1.5
+
+
+def test_plan_table_ranks_fitting_points_fits_100_columns_without_exponents(study_configs):
+    from vitfsdp.plan.__main__ import TABLE_WIDTH, format_plan, rank_points
+
+    rows = []
+    for name in ("NO_SHARD", "FULL_SHARD", "HYBRID_8GPU", "HYBRID_16GPU", "DDP"):
+        for model, nodes in (("vit_gigantic_patch14_224", 128), ("vit_15b", 128),
+                             ("vit_huge", 2)):
+            p = predict(_point(study_configs[name], model, nodes))
+            rows.append({"point": f"model={model} strategy={name} nodes={nodes}",
+                         "model": model, "strategy": name, "nodes": nodes,
+                         "local_batch_size": 32, "precision": "bf16",
+                         "activation_checkpointing": True, **p.as_dict()})
+    df = rank_points(pd.DataFrame(rows))
+    text = format_plan(df, by_rank=True)
+    assert max(len(line) for line in text.splitlines()) <= TABLE_WIDTH, text
+    assert "e+" not in text and "e-" not in text.replace("exposed", "").replace("rel", ""), text
+    ranked = df[df["model"] == "vit_15b"].dropna(subset=["rank"]).sort_values("rank")
+    assert list(ranked["ips"]) == sorted(ranked["ips"], reverse=True)
+    assert not df.loc[(df["model"] == "vit_15b") & (df["strategy"] == "DDP"), "rank"].notna().any()
+    huge = df[(df["model"] == "vit_15b") & df["rank"].notna()]
+    assert huge.loc[huge["rank"].idxmax(), "strategy"] == "FULL_SHARD"  # last at 128 nodes
+    lines = [ln.split() for ln in text.splitlines() if ln.split()[:1] == ["vit_15b"]]
+    assert lines[0][1] == ranked.iloc[0]["strategy"]  # --rank prints the best first
+
+
+def test_auto_time_limit_scales_with_steps_and_needs_a_step_time(study_configs):
+    from vitfsdp.launch import time_limit_s
+    from vitfsdp.plan import STARTUP_S, TIME_SAFETY_FACTOR, auto_time_limit
+
+    cfg = _point(study_configs["FULL_SHARD"], "vit_huge", 128)
+    step = predict(cfg).step_time_s
+    for steps in (10, 2000):
+        c = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=steps))
+        seconds = time_limit_s(auto_time_limit(c))
+        low = steps * step * TIME_SAFETY_FACTOR + STARTUP_S + cfg.cluster.signal_delay_s
+        assert low <= seconds < low + 60, (steps, seconds, low)
+    cpu = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, peak_tflops=None))
+    with pytest.raises(ValueError, match="cluster.time=auto needs the plan's step time"):
+        auto_time_limit(cpu)
