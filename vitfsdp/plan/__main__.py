@@ -16,10 +16,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from vitfsdp.plan import predict
+if TYPE_CHECKING:  # pandas loads where a table is made: --help starts without it
+    import pandas as pd
 
 #: Terminal table columns, in order: (plan_table column, header). The memory parts, the
 #: collective volumes and the compute/communication split are in --csv and --json.
@@ -84,6 +84,10 @@ def plan_table(overrides: list[str]) -> pd.DataFrame:
     activation checkpointing, every Prediction field, and ``rank``: 1 for the highest
     predicted ips among the points that fit with the same model and node count (None for a
     point that does not fit or has no ips)."""
+    import pandas as pd
+
+    from vitfsdp.plan import predict
+
     rows = []
     points = compose_points(overrides)
     common = set.intersection(*(set(point) for point, _ in points)) if len(points) > 1 else set()
@@ -112,6 +116,8 @@ def rank_points(df: pd.DataFrame) -> pd.DataFrame:
 
 def _number(x) -> str:
     """A figure for the terminal: no scientific notation, 3-4 significant digits."""
+    import pandas as pd
+
     if x is None or x is pd.NA or (isinstance(x, float) and pd.isna(x)):
         return "-"
     if isinstance(x, bool | str):
@@ -131,6 +137,8 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
         by_rank: order the rows per model and node count by ``rank`` (the points that fit,
             most ips first), the others after them.
     """
+    import pandas as pd
+
     if by_rank:
         df = df.assign(_r=df["rank"].astype("float").fillna(float("inf")))
         df = df.sort_values(["model", "nodes", "_r"], kind="stable")
