@@ -161,27 +161,41 @@ def test_run_dirname_keeps_plain_overrides_as_typed():
         == "nodes=2,strategy=FULL_SHARD"
 
 
-def test_slash_and_secret_values_keep_status_and_resume(tmp_path):
+def test_slash_and_secret_values_keep_status_and_resume(tmp_path, monkeypatch):
     """The values Frontier users set (paths, module versions) and a token: one flat run
-    directory whose name holds no secret, found by --status, skipped by a rerun once done."""
+    directory (named by conf/config.yaml's hydra.sweep.subdir) whose name holds no secret,
+    found by --status, and skipped by a rerun of the sweep once it completed."""
+    from omegaconf import open_dict
+
+    from vitfsdp.launch import slurm as launcher
+    from vitfsdp.sweep import Point
+
     sweep_dir = tmp_path / "sweep"
-    args = ["-m", "cluster=virtual", "--scripts-only", "nodes=1",
-            "cluster.setup_script=/sw/env.sh", "cluster.modules=[rocm/6.2.4]",
-            "+cluster.env.RCCL_PLUGIN=/opt/plugin/lib", "cluster.python=/ccs/venv/bin/python",
-            f"+cluster.env.MY_API_TOKEN={SECRET}", f"hydra.sweep.dir={sweep_dir}"]
-    proc = run_module("vitfsdp.sweep", *args, cwd=tmp_path, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (point,) = [p for p in sweep_dir.iterdir() if p.is_dir()]
-    assert (point / "job.sbatch").is_file() and SECRET not in proc.stdout + proc.stderr
-    assert_secret_kept_private(sweep_dir)
-    assert f"export MY_API_TOKEN={SECRET}" in (point / "job.sbatch").read_text()
+    overrides = ["cluster=virtual", "nodes=1", "cluster.setup_script=/sw/env.sh",
+                 "cluster.modules=[rocm/6.2.4]", "+cluster.env.RCCL_PLUGIN=/opt/plugin/lib",
+                 "cluster.python=/ccs/venv/bin/python", f"+cluster.env.MY_API_TOKEN={SECRET}"]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        dcfg = compose("config", overrides=overrides, return_hydra_config=True)
+    with open_dict(dcfg):
+        dcfg.hydra.job.num = 0
+    cfg = to_run_config(dcfg)
+    point = Point(0, overrides, cfg, sweep_dir / str(dcfg.hydra.sweep.subdir), config_hash(cfg))
+    point.run_dir.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    launcher.write_scripts([point], "vitfsdp")  # as --scripts-only writes them
+    assert [p for p in sweep_dir.iterdir()] == [point.run_dir]  # one flat directory
+    assert f"export MY_API_TOKEN={SECRET}" in (point.run_dir / "job.sbatch").read_text()
     status = run_module("vitfsdp.sweep", "--status", str(sweep_dir), cwd=tmp_path)
     assert status.returncode == 0 and "1 points: 1 written" in status.stdout, status.stdout
-    write_json_atomic(point / "summary.json", {"status": "completed"})
-    proc = run_module("vitfsdp.sweep", *args, cwd=tmp_path, timeout=300)
+    write_json_atomic(point.run_dir / "summary.json", {"status": "completed"})
+    proc = run_module("vitfsdp.sweep", "-m", "--scripts-only", *overrides,
+                      f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert f"completed in {point.name}" in proc.stdout + proc.stderr
-    assert [p for p in sweep_dir.iterdir() if p.is_dir()] == [point]
+    assert f"completed in {point.run_dir.name}" in proc.stdout + proc.stderr
+    assert SECRET not in proc.stdout + proc.stderr
+    assert sorted(p.name for p in sweep_dir.iterdir()) == sorted(
+        [point.run_dir.name, "multirun.yaml", ".sweep.lock"])
+    assert_secret_kept_private(sweep_dir)
 
 
 def test_hydra_saved_configs_are_redacted(tmp_path):
