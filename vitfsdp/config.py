@@ -378,8 +378,8 @@ def check_key(override) -> None:
         ValueError: one line naming the key and the nearest valid one.
     """
     key = override.key_or_group
-    if override.package is not None or (key in GROUPS and not override.is_add()):
-        return
+    if override.package is not None or (key in GROUPS and not override.is_add()) or "/" in key:
+        return  # a group choice (hydra/launcher=...): Hydra checks it
     if key.startswith("hydra."):
         if not key.startswith("hydra.launcher.") or key.count(".") != 2:
             return
