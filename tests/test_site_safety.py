@@ -294,6 +294,28 @@ def test_submitit_path_runs_no_hostile_value(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 @needs_slurm
+def test_pack_path_runs_no_hostile_value(tmp_path, monkeypatch):
+    """hydra.launcher.pack=by_nodes: the pack's own script, run by sbatch."""
+    from vitfsdp.launch import pack
+
+    require_cluster()
+    python, tools = make_stubs(tmp_path)
+    point = hostile_point(tmp_path, python)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
+    job_name = f"vitfsdp-test $(touch {tmp_path}/{MARK}job) 'q' \"d\" \\b"
+    (pk,) = pack.make_packs([point], {})
+    script = pack.write(pk, point.run_dir.parent, job_name)
+    proc = slurm("sbatch", "--parsable", "--wait", str(script), cwd=tmp_path, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert_no_marker(tmp_path)
+    assert _job_name(proc.stdout.strip()) == job_name
+    assert_ran_verbatim(point, tmp_path)
+    assert_secret_kept_private(point.run_dir.parent)
+
+
+@pytest.mark.slow
+@needs_slurm
 def test_scripts_only_script_runs_no_hostile_value_and_can_run_again(tmp_path, monkeypatch):
     """sbatch job.sbatch three times: a failed attempt moves to attempts/1, the second
     completes, the third ends at once (nothing to do)."""

@@ -34,12 +34,15 @@ from vitfsdp.launch.slurm import (
     SCRIPT_FILE,
     TASK_LOG_DIR,
     ShellExpr,
+    point_carries_secret,
     sbatch_options,
+    sbatch_word,
     setup_lines,
     shell_join,
     shell_word,
     srun_options,
     task_spec,
+    write_script,
 )
 from vitfsdp.records import write_json_atomic
 
@@ -120,7 +123,7 @@ def render(pack: Pack, sweep_dir: Path, job_name: str, workdir: str) -> str:
              f"# vitfsdp pack {pack.index}: {len(pack.points)} sweep points of {pack.nodes} "
              "node(s), one job step each, one after another",
              "# rendered by `python -m vitfsdp.sweep` (hydra.launcher.pack=by_nodes)",
-             *(f"#SBATCH --{k}" if v is True else f"#SBATCH --{k}={shell_word(str(v))}"
+             *(f"#SBATCH --{k}" if v is True else f"#SBATCH --{k}={sbatch_word(v)}"
                for k, v in opts.items()),
              "", *setup_lines(cluster), 'PACK_PORT="${MASTER_PORT}"']
     for position, point in enumerate(pack.points):
@@ -155,11 +158,11 @@ def write(pack: Pack, sweep_dir: Path, job_name: str) -> Path:
     text = render(pack, sweep_dir, job_name, str(Path.cwd()))
     (sweep_dir / PACK_DIR).mkdir(parents=True, exist_ok=True)
     path = sweep_dir / PACK_DIR / f"pack{pack.index}.sbatch"
-    path.write_text(text, encoding="utf-8")
-    path.chmod(0o755)
+    secret = any(point_carries_secret(p) for p in pack.points)  # then the owner's only
+    write_script(path, text, secret)
     for point in pack.points:
         (point.run_dir / TASK_LOG_DIR).mkdir(parents=True, exist_ok=True)
-        (point.run_dir / SCRIPT_FILE).write_text(text, encoding="utf-8")
+        write_script(point.run_dir / SCRIPT_FILE, text, secret)
     return path
 
 
