@@ -243,6 +243,8 @@ def test_values_no_script_can_carry_are_refused_in_one_line(where, message):
     assert message in str(err.value) and "\n" not in str(err.value)
     with pytest.raises(ValueError, match="contains a control character"):
         ClusterConfig(launcher="slurm", python="python3\ntouch x")
+    with pytest.raises(ValueError, match=r"^cluster.env.MY_API_TOKEN='<redacted>' contains"):
+        ClusterConfig(launcher="slurm", env={"MY_API_TOKEN": f"{SECRET}\n"})
 
 
 def test_local_launcher_runs_no_hostile_value(tmp_path, monkeypatch):

@@ -80,11 +80,14 @@ def check_text(key: str, value: str) -> None:
     written into a job script: a newline would end a ``#SBATCH`` comment and start a command.
 
     Raises:
-        ValueError: ``value`` holds a control character.
+        ValueError: ``value`` holds a control character (shown redacted where ``key`` looks
+            secret, :func:`vitfsdp.provenance.redact`).
     """
+    from vitfsdp.provenance import redact
+
     if any(ord(c) < 32 or ord(c) == 127 for c in str(value)):
-        raise ValueError(f"{key}={value!r} contains a control character (newline, tab, ...); "
-                         "remove it")
+        raise ValueError(f"{key}={redact(key, str(value))!r} contains a control character "
+                         "(newline, tab, ...); remove it")
 
 
 @dataclass
