@@ -252,3 +252,17 @@ def test_help_lists_the_flags_and_imports_no_framework(tmp_path, module):
         for flag in ("--detach", "--status", "--watch", "--scripts-only", "--batch-search",
                      "--rerun-failed", "--run-infeasible", "--hydra-help", "Exit status"):
             assert flag in proc.stdout, flag
+
+
+@pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason="no virtual Slurm cluster")
+def test_sbatch_refusal_is_quoted_after_the_sbatch_args_entry(tmp_path):
+    """An sbatch option Slurm does not know: sbatch's own words, after the entry's name."""
+    from tests.test_virtual_slurm import require_cluster
+
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    message = refusal(["cluster=virtual", "cluster.sbatch_args=['--bogus-option=1']"], sweep_dir)
+    assert "cluster.sbatch_args[0]='--bogus-option=1': Slurm would not run it: sbatch: " in message
+    assert "--bogus-option" in message.split("sbatch: ", 1)[1]  # sbatch's own message
+    assert "Try " not in message and len(message.splitlines()) == 1
+    assert not sweep_dir.exists()
