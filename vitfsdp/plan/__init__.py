@@ -200,9 +200,9 @@ def _fits(peak_gib: float, device_memory_gib: float | None,
                       "(set cluster.device_memory_gib)")
     margin = device_memory_gib - peak_gib
     fits = margin >= 0
-    return fits, (f"predicted peak {peak_gib:.1f} GiB {where}, "
-                  f"{'margin' if fits else 'over by'} {abs(margin):.1f} GiB of "
-                  f"{device_memory_gib:.1f} GiB (cluster.device_memory_gib)")
+    return fits, (f"predicted peak {peak_gib:.1f} GiB {where} {'<=' if fits else '>'} "
+                  f"{device_memory_gib:.1f} GiB (cluster.device_memory_gib), margin "
+                  f"{margin:+.1f} GiB")
 
 
 def jax_memory_breakdown(cfg, device: str) -> dict[str, int]:
