@@ -64,7 +64,7 @@ ABLATION = {("BACKWARD_POST", True): 8000.0, ("NONE", True): 7000.0,
 REPEATS = {1: 330.0, 2: 270.0}
 SKIPPED_GIB = 97.5  # the plan's prediction for the skipped point (vit_huge DDP, 1 node)
 DATASET_SIZE = 1_000_000
-FIGURES = ("weak_scaling", "memory", "prefetch")
+FIGURES = ("weak_scaling", "memory", "loss", "prefetch")
 
 
 def run_info(model: str, strategy: str, nodes: int, prefetch: str | None = "BACKWARD_PRE",
@@ -202,7 +202,8 @@ def test_every_figure_png_and_svg(report: Path) -> None:
 
 def test_report_md_and_html(report: Path) -> None:
     md = (report / "report.md").read_text(encoding="utf-8")
-    for title in ("Weak scaling", "Memory", "Best configuration per model and node count",
+    for title in ("Provenance", "Weak scaling", "Memory", "Training loss",
+                  "Best configuration per model and node count",
                   "Cost per epoch", "Prefetch ablation", "Runs that did not complete",
                   "Predicted against measured"):
         assert f"## {title}\n" in md
@@ -232,7 +233,7 @@ def test_failed_points_listed(report: Path) -> None:
     skipped = failed[failed["status"] == "skipped_infeasible"].iloc[0]
     assert skipped["pred_peak_mem_gib"] == SKIPPED_GIB
     md = (report / "report.md").read_text(encoding="utf-8")
-    assert "| skipped_infeasible |" in md and "CUDA out of memory" in md
+    assert "| 1 skipped_infeasible " in md and "CUDA out of memory" in md
 
 
 def test_truncated_last_line_skipped_with_warning(sweep: Path,
@@ -305,7 +306,7 @@ def test_failed_points_marked_in_figures(sweep: Path) -> None:
     full = next(ax for t, ax in panels.items() if "vit_huge" in t and "FULL_SHARD" in t)
     assert [x for x, _ in _marks(full)] == [4.0]  # the oom
     text = " ".join(t.get_text() for t in full.texts)
-    assert "nodes=4 (oom)" in text
+    assert "nodes=4 (1 oom)" in text
 
 
 def test_prefetch_bars(sweep: Path) -> None:

@@ -11,19 +11,24 @@ the functions below do the same piece by piece::
     plot_weak_scaling(df, "weak_scaling.png")
     plot_memory(df, "memory.svg")
     plot_prefetch(df, "prefetch.png")                      # None without an ablation
+    plot_loss(df, "loss.png")                              # loss against step per point
+    loss_curves(df)                                        # run_dir, step, loss
     framework_ratio_table(df)                              # JAX / PyTorch ips per point
     tables = study_tables(df)                              # all of them by file stem
 """
 
 from vitfsdp.analysis.collect import (
     collect_runs,
+    contention_note,
     find_run_dirs,
     format_table,
     framework_ratio_table,
     line_columns,
+    loss_curves,
     scaling_table,
 )
 from vitfsdp.analysis.figures import (
+    plot_loss,
     plot_memory,
     plot_prefetch,
     plot_weak_scaling,
@@ -44,11 +49,14 @@ __all__ = [
     "best_table",
     "calibration_table",
     "collect_runs",
+    "contention_note",
     "failures_table",
     "find_run_dirs",
     "format_table",
     "framework_ratio_table",
     "line_columns",
+    "loss_curves",
+    "plot_loss",
     "plot_memory",
     "plot_prefetch",
     "plot_weak_scaling",

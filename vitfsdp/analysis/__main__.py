@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from vitfsdp.analysis.collect import collect_runs, format_table
+from vitfsdp.analysis.collect import collect_runs, contention_note, format_table
 from vitfsdp.analysis.figures import write_figures
 from vitfsdp.analysis.report import report_sections, write_report
 from vitfsdp.analysis.tables import IMAGENET_TRAIN_IMAGES, study_tables
@@ -100,8 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     figures = write_figures(df, args.out)
     ratio = tables["framework_ratio"]
     if args.report:
-        sections = report_sections(df, tables["points"], args.dataset_size, ratio)
-        write_report(sections, args.out, figures)
+        sections = report_sections(df, tables["points"], args.dataset_size, ratio,
+                                   args.sweep_dirs, args.out)
+        write_report(sections, args.out, figures, note=contention_note(df))
     print(format_table(df, tables["scaling"]))
     if not ratio.empty:
         print("\nJAX / PyTorch images/s:")

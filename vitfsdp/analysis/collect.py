@@ -65,6 +65,7 @@ COLUMNS = (
     "num_windows", "last_step", "loss", "elapsed_s", "compile_s",
     "ips_reached", "peak_mem_reached_gib",
     "pred_peak_mem_gib", "pred_step_time_s", "pred_ips", "pred_fits", "pred_mem_metric",
+    "started_at", "git_commit", "versions",
 )  # fmt: skip
 #: Prediction columns (``vitfsdp.plan.predict_run``'s keys).
 PRED_COLUMNS = ("pred_peak_mem_gib", "pred_step_time_s", "pred_ips", "pred_fits",
@@ -192,6 +193,8 @@ def run_row(run_dir: str | os.PathLike) -> dict[str, Any]:
     run_dir = Path(run_dir)
     try:
         run = read_json(run_dir / RUN_FILE) or {}
+        if not isinstance(run.get("config"), dict):  # failed before the trainer wrote it
+            run = {**run, "config": _config_from_job(run_dir)}
         summary = read_json(run_dir / SUMMARY_FILE)
         windows = read_jsonl(run_dir / METRICS_FILE)
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as e:
@@ -205,6 +208,21 @@ def run_row(run_dir: str | os.PathLike) -> dict[str, Any]:
         row |= {"log": find_log(run_dir, status["reason"]),
                 **_reached(windows, summary, row.get("peak_mem_kind"))}
     return row
+
+
+def _config_from_job(run_dir: Path) -> dict:
+    """The model, strategy and nodes of a run whose run.json holds no config (it failed
+    before the trainer started), from the launcher's ``job.json`` overrides; ``{}`` if none."""
+    job = read_json(run_dir / "job.json") or {}
+    given = dict(o.split("=", 1) for o in job.get("overrides") or [] if "=" in o)
+    config: dict[str, Any] = {}
+    if "model" in given:
+        config["model"] = {"name": given["model"]}
+    if "strategy" in given:
+        config["strategy"] = {"name": given["strategy"]}
+    if str(given.get("nodes", "")).isdigit():
+        config["nodes"] = int(given["nodes"])
+    return config
 
 
 def _loss_curve(windows: list[dict]) -> list[tuple[int, float]]:
@@ -337,7 +355,23 @@ def _config(run: dict) -> dict[str, Any]:
         "peak_source": device.get("peak_source"),
         "price_per_node_hour": _get(cfg, "cluster", "price_per_node_hour"),
         "num_params": _get(run, "model", "num_params"),
+        **_provenance(run),
     }
+
+
+#: Library versions named in the ``versions`` column (run.json ``versions``), in order.
+VERSION_KEYS = ("python", "torch", "timm", "jax", "flax", "cuda", "rocm", "nccl")
+
+
+def _provenance(run: dict) -> dict[str, Any]:
+    """When the run started, the git commit it ran (``+dirty`` with local changes) and its
+    library versions (``torch 2.4.1, timm 1.0.9, ...``)."""
+    commit, dirty = _get(run, "git", "commit"), _get(run, "git", "dirty")
+    versions = run.get("versions") if isinstance(run.get("versions"), dict) else {}
+    named = [f"{k} {versions[k]}" for k in VERSION_KEYS if versions.get(k)]
+    return {"started_at": run.get("started_at"),
+            "git_commit": f"{commit[:12]}{'+dirty' if dirty else ''}" if commit else None,
+            "versions": ", ".join(named) or None}
 
 
 def _host_sharing(cluster: str | None, device: dict, world_size: int | None,
@@ -351,6 +385,20 @@ def _host_sharing(cluster: str | None, device: dict, world_size: int | None,
               and per_host > cpus)
     return {"cluster": cluster, "host_cpus": cpus, "ranks_per_host": per_host,
             "shared_cores": f"{per_host} ranks on {cpus} cores" if shared else None}
+
+
+def contention_note(df: pd.DataFrame) -> str | None:
+    """What figures and reports say of runs whose CPU ranks shared cores, e.g. ``"4-8 ranks
+    on 2 cores (cluster=local): not a hardware measurement"``; ``None`` when no run did."""
+    shared = df[df["shared_cores"].notna()]
+    if shared.empty:
+        return None
+    ranks = shared["ranks_per_host"].dropna().astype(int)
+    low, high = ranks.min(), ranks.max()
+    count = f"{low}" if low == high else f"{low}-{high}"
+    cores = "/".join(str(c) for c in sorted(set(shared["host_cpus"].dropna().astype(int))))
+    profiles = ",".join(sorted(set(shared["cluster"].dropna().astype(str))))
+    return f"{count} ranks on {cores} cores (cluster={profiles}): not a hardware measurement"
 
 
 def _applied_precision(run: dict) -> str | None:
@@ -442,8 +490,8 @@ def _predict_run(run: dict) -> dict | None:
     brings torch and timm."""
     from vitfsdp.plan import predict_run
 
-    if not isinstance(run.get("config"), dict):
-        return None
+    if not isinstance(run.get("config"), dict) or "train" not in run["config"]:
+        return None  # no config, or only the overrides of a run that never started
     key = _prediction_key(run)
     if key not in _PREDICTIONS:
         try:
@@ -492,6 +540,8 @@ def line_columns(df: pd.DataFrame) -> list[str]:
     one of :data:`STRATEGY_COLUMNS` when it takes more than one value within a strategy.
     """
     cols = list(BASE_LINE_COLUMNS)
+    configured = df[df["framework"].notna()]  # a run that failed before its config was
+    df = configured if len(configured) else df  # recorded splits no line
     cols += [c for c in VARIANT_COLUMNS if df[c].nunique(dropna=False) > 1]
     within = df.groupby(list(BASE_LINE_COLUMNS), dropna=False)
     cols += [c for c in STRATEGY_COLUMNS if (within[c].nunique(dropna=False) > 1).any()]

@@ -38,7 +38,13 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
-from vitfsdp.analysis.collect import collect_runs, line_columns
+from vitfsdp.analysis.collect import (
+    collect_runs,
+    contention_note,
+    line_columns,
+    line_labels,
+    loss_curves,
+)
 from vitfsdp.analysis.collect import label_columns as _label_keys
 from vitfsdp.analysis.collect import line_label as _line_label
 from vitfsdp.analysis.tables import ABLATION_COLUMNS, PREFETCH_ORDER, points_table, prefetch_table
@@ -68,13 +74,18 @@ MEMORY_GROUPS = ("FULL_SHARD", "other strategies")
 #: Bar colour per backward_prefetch in the ablation (ColorBrewer Dark2: not the strategy
 #: colours, since bars there are prefetch settings, not strategies).
 PREFETCH_COLORS = {"BACKWARD_PRE": "#1b9e77", "BACKWARD_POST": "#d95f02", "NONE": "#7570b3"}
-#: Colours and markers of lines in label order (grey, C7, is left to the legend's proxies);
-#: the two cycles differ in length, so no two of the first 90 lines look alike.
+#: Colours of strategies outside :data:`STRATEGY_LOOKS` (picked by the name, so fixed too;
+#: grey, C7, is left to the legend's proxies).
 LINE_COLORS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C8", "C9")
 LINE_MARKERS = ("o", "s", "^", "v", "P", "<", ">", "p", "h", "*")
+#: Markers of a strategy's further lines (a swept setting splitting it), none a strategy's.
+VARIANT_MARKERS = ("*", "X", "D", "d", "H", "8", "1", "2", "3", "4")
+#: Most not-completed points listed in one panel's note; the rest are counted.
+MAX_NOTE_ITEMS = 6
 #: A fixed colour and marker per strategy preset, so a strategy looks the same in every
-#: figure and report, in colour and in greyscale (used when lines are plain strategies;
-#: otherwise both are assigned in label order).
+#: figure, panel, sweep and report, in colour and in greyscale. A strategy split into several
+#: lines (a swept setting) keeps its colour; its first line (by label) keeps the marker and
+#: the others take :data:`VARIANT_MARKERS`.
 STRATEGY_LOOKS = {"DDP": ("C0", "o"), "NO_SHARD": ("C1", "v"), "FULL_SHARD": ("C2", "s"),
                   "SHARD_GRAD_OP": ("C3", "^"), "HYBRID_1GPU": ("C4", "<"),
                   "HYBRID_2GPU": ("C5", ">"), "HYBRID_8GPU": ("C6", "P"),
@@ -135,7 +146,8 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
                 _plot_ideal(ax, done, line["nodes"], color, label)
                 _plot_repeat_range(ax, line, "ips", color, extras)
             _plot_predicted(ax, line, "pred_ips", color, label, extras)
-            notes += _mark_not_completed(ax, line, "ips", color, label, marked, extras)
+            notes += _mark_not_completed(ax, line, "ips", color, label, marked, extras,
+                                         reached="ips_reached")
         _log_y_axis(ax)
         if notes:
             _make_room_below(ax)
@@ -199,6 +211,7 @@ def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str],
         if _plot_predicted(ax, line, "pred_peak_mem_gib", color, label, extras):
             _plot_reserved(ax, line, color, extras)
         notes += _mark_not_completed(ax, line, "peak_mem_gib", color, label, marked, extras,
+                                     reached="peak_mem_reached_gib",
                                      at="pred_peak_mem_gib")
     ax.set_ylim(bottom=0, top=1.15 * ax.get_ylim()[1])  # room above the highest point
     _plot_device_memory(ax, panel)
@@ -243,6 +256,60 @@ def plot_prefetch(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Fi
     _finish(fig, "Backward prefetch and limit_all_gathers", df, path, extras,
             _prefetch_handles(drawn))
     return fig
+
+
+@_paper_style
+def plot_loss(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure | None:
+    """Training loss against step, a line per point, so a reader sees every configuration
+    train (warm-up windows included; failed runs up to where they ended).
+
+    One panel per model; per point (a line's node count) the median over repeats of each
+    window's mean loss at the window's last step; the strategy's colour and marker (as in the
+    other figures), lighter for fewer nodes; the framework's line style where both ran.
+
+    Args:
+        df: a ``collect_runs`` frame.
+        path: where to save the figure (format from the suffix); not saved if ``None``.
+
+    Returns:
+        The figure, or ``None`` when no run recorded a loss.
+    """
+    curves = loss_curves(df)
+    if curves.empty:
+        return None
+    keys = _label_keys(df)
+    looks = _looks(df, keys)
+    info = df.assign(_label=line_labels(df, keys), _look=line_labels(df, _color_keys(keys)))
+    rows = curves.merge(info[["run_dir", "model", "nodes", "framework", "_label", "_look"]],
+                        on="run_dir")
+    panels = _panels(rows)
+    fig, axes = _new_figure(len(panels))
+    for ax, (model, panel) in zip(axes, panels, strict=True):
+        _draw_loss_panel(ax, panel, looks, "framework" in keys)
+        _set_title(ax, _panel_title(model, df[df["model"].astype("string") == model]))
+    _finish(fig, "Training loss against step (a line per point)", df, path, {"nodes"})
+    return fig
+
+
+def _draw_loss_panel(ax, panel: pd.DataFrame, looks: dict[str, tuple[str, str]],
+                     by_framework: bool) -> None:  # fmt: skip
+    """The loss lines of one model: per line label and node count, the median loss per step
+    over repeats, lighter for fewer nodes."""
+    node_counts = sorted({int(n) for n in panel["nodes"].dropna()})
+    for (label, nodes), point in panel.groupby(["_label", "nodes"], dropna=False, sort=True):
+        color, marker = looks.get(point["_look"].iloc[0], ("0.5", "o"))
+        rank = node_counts.index(int(nodes)) if pd.notna(nodes) else 0
+        alpha = 0.35 + 0.65 * rank / (len(node_counts) - 1) if len(node_counts) > 1 else 1.0
+        style = FRAMEWORK_STYLES.get(point["framework"].iloc[0], DEFAULT_STYLE) \
+            if by_framework else DEFAULT_STYLE
+        loss = point.groupby("step")["loss"].median().sort_index()
+        first = rank == 0 or pd.isna(nodes)
+        ax.plot(loss.index, loss.values, ls=style, marker=marker, markersize=3, color=color,
+                alpha=alpha, label=label if first else f"_{label} nodes={nodes}")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (window mean)")
+    ax.grid(True, alpha=0.3)
+    ax.tick_params(labelsize=PAPER_RC["xtick.labelsize"])
 
 
 def _prefetch_handles(drawn: set[tuple[str, bool]]) -> list[Patch]:
@@ -313,7 +380,8 @@ def _ablation_failures(df: pd.DataFrame, model: str, nodes: int) -> pd.DataFrame
 
 
 #: Every figure by name: the file stem it is written under, and the function drawing it.
-FIGURES = {"weak_scaling": plot_weak_scaling, "memory": plot_memory, "prefetch": plot_prefetch}
+FIGURES = {"weak_scaling": plot_weak_scaling, "memory": plot_memory, "loss": plot_loss,
+           "prefetch": plot_prefetch}
 
 
 def write_figures(df: pd.DataFrame, out_dir: str | os.PathLike,
@@ -325,8 +393,8 @@ def write_figures(df: pd.DataFrame, out_dir: str | os.PathLike,
         df: a ``collect_runs`` frame.
         out_dir: the directory; files are ``<name>.<format>``.
         formats: PNG at 150 dpi; SVG is vector (for papers).
-        names: which of :data:`FIGURES`: ``weak_scaling``, ``memory`` and ``prefetch``
-            (written only when the runs hold a prefetch ablation).
+        names: which of :data:`FIGURES`: ``weak_scaling``, ``memory``, ``loss`` (written
+            when a run recorded a loss) and ``prefetch`` (when the runs hold an ablation).
 
     Returns:
         The path of each figure's first format (by default the PNG), by name; the other
@@ -344,7 +412,8 @@ def write_figures(df: pd.DataFrame, out_dir: str | os.PathLike,
     for name in names:
         fig = FIGURES[name](df)
         if fig is None:
-            log.info("no %s figure: the runs hold no prefetch ablation", name)
+            log.info("no %s figure: the runs hold no %s", name,
+                     "loss" if name == "loss" else "prefetch ablation")
             continue
         for fmt in formats:
             _save(fig, out_dir / f"{name}.{fmt}")
@@ -410,8 +479,8 @@ def _panels(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 def _lines(panel: pd.DataFrame, keys: list[str]) -> list[tuple[str, pd.DataFrame]]:
     """``(label, rows)`` per line of one panel, sorted by label."""
-    labels = panel.apply(lambda row: _line_label(row, keys), axis=1) if len(panel) else []
-    return sorted((str(k), rows) for k, rows in panel.groupby(pd.Series(labels, panel.index)))
+    labels = line_labels(panel, keys)
+    return sorted(((str(k), rows) for k, rows in panel.groupby(labels)), key=lambda kv: kv[0])
 
 
 def _color_keys(keys: list[str]) -> list[str]:
@@ -431,14 +500,29 @@ def _linestyle(line: pd.DataFrame, keys: list[str]) -> str:
     return FRAMEWORK_STYLES.get(line["framework"].iloc[0], DEFAULT_STYLE)
 
 
+def strategy_look(strategy: str) -> tuple[str, str]:
+    """The fixed ``(colour, marker)`` of a strategy: :data:`STRATEGY_LOOKS`, else picked by
+    the name's bytes (stable across runs and sweeps)."""
+    if strategy in STRATEGY_LOOKS:
+        return STRATEGY_LOOKS[strategy]
+    code = sum(str(strategy).encode())
+    return LINE_COLORS[code % len(LINE_COLORS)], LINE_MARKERS[code % len(LINE_MARKERS)]
+
+
 def _looks(df: pd.DataFrame, keys: list[str]) -> dict[str, tuple[str, str]]:
-    """``(colour, marker)`` per colour key, the same in every panel and both figures."""
-    labels = sorted({_color_label(line, keys)
-                     for _, panel in _panels(df) for _, line in _lines(panel, keys)})
-    if set(labels) <= set(STRATEGY_LOOKS):
-        return {label: STRATEGY_LOOKS[label] for label in labels}
-    return {label: (LINE_COLORS[i % len(LINE_COLORS)], LINE_MARKERS[i % len(LINE_MARKERS)])
-            for i, label in enumerate(labels)}
+    """``(colour, marker)`` per colour key, the same in every panel and figure: the
+    strategy's fixed look (:func:`strategy_look`); a strategy's further lines keep its colour
+    and take :data:`VARIANT_MARKERS` in label order."""
+    rows = df.assign(_key=line_labels(df, _color_keys(keys)))
+    by_strategy = rows.groupby(rows["strategy"].astype("string").fillna("unknown strategy"))
+    looks, extra = {}, 0
+    for strategy, lines in sorted(by_strategy["_key"]):
+        color, marker = strategy_look(strategy)
+        for i, label in enumerate(sorted(set(lines))):
+            if i:
+                marker, extra = VARIANT_MARKERS[extra % len(VARIANT_MARKERS)], extra + 1
+            looks[label] = (color, marker)
+    return looks
 
 
 def _plot_measured(ax, line: pd.DataFrame, keys: list[str], looks: dict[str, tuple[str, str]],
@@ -471,18 +555,19 @@ def _plot_ideal(ax, done: pd.Series, nodes: pd.Series, color: str, label: str) -
 
 def _mark_not_completed(
     ax, line: pd.DataFrame, value: str, color: str, label: str, marked: Counter,
-    extras: set[str], at: str | None = None,
-) -> list[str]:
-    """Mark each run of a line without ``value``; return the note items listing them.
+    extras: set[str], at: str | None = None, reached: str | None = None,
+) -> list[tuple[bool, str]]:
+    """Mark each point of a line with runs without ``value``; return its note items.
 
-    A ``skipped_infeasible`` point with a known ``at`` (its predicted value) is a hollow
-    diamond at that value; every other run is an ``x`` at the panel's bottom. ``marked``
-    counts the bottom marks already drawn per node count in this panel, so marks of
-    different lines at the same node count stack upwards instead of hiding each other.
-    ``extras`` collects the kinds drawn, for the legend.
+    One mark per point, however many of its runs failed: a ``skipped_infeasible`` point with
+    a known ``at`` (its predicted value) is a hollow diamond there; any other is an ``x`` at
+    what its runs reached before they ended (``reached``: the median over them), else at the
+    panel's bottom, where ``marked`` stacks the marks of different lines at one node count.
+    ``extras`` collects the kinds drawn, for the legend. The items are ``(completed_there,
+    text)``: one per point, e.g. ``FULL_SHARD nodes=8 (2 oom)``.
     """
-    missing = line[((line["status"] != "completed") | line[value].isna())
-                   & line["nodes"].notna()]
+    bad = (line["status"] != "completed") | line[value].isna()
+    missing = line[bad & line["nodes"].notna()]
     skipped = (missing["status"] == "skipped_infeasible") & (
         missing[at].notna() if at is not None else False)
     if skipped.any():
@@ -490,17 +575,38 @@ def _mark_not_completed(
                    marker="D", facecolors="none", edgecolors=color, s=40, zorder=3,
                    label=f"_skipped {label}")
         extras.add("skipped")
-    xs = [float(n) for n in missing.loc[~skipped, "nodes"]]
-    if xs:
-        ys = [NOT_COMPLETED_Y + NOT_COMPLETED_STEP * marked[x] for x in xs]
-        marked.update(xs)
-        ax.scatter(xs, ys, marker="x", color=color, transform=ax.get_xaxis_transform(),
-                   clip_on=False, zorder=3, label=f"_not completed {label}")  # fmt: skip
+    rest = missing[~skipped]
+    for nodes, runs in rest.groupby(rest["nodes"].astype("int64")):
+        y = runs[reached].median() if reached is not None else float("nan")
+        if pd.notna(y) and y > 0:
+            ax.scatter([float(nodes)], [y], marker="x", color=color, zorder=3,
+                       label=f"_not completed {label}")
+        else:
+            ax.scatter([float(nodes)], [NOT_COMPLETED_Y + NOT_COMPLETED_STEP * marked[nodes]],
+                       marker="x", color=color, transform=ax.get_xaxis_transform(),
+                       clip_on=False, zorder=3, label=f"_not completed {label}")  # fmt: skip
+            marked[nodes] += 1
         extras.add("failed")
-    unplaced = line[((line["status"] != "completed") | line[value].isna())
-                    & line["nodes"].isna()]
-    return [_not_completed_item(row, label, value)
-            for _, row in pd.concat([missing, unplaced]).iterrows()]
+    return _note_items(line, bad, label, value)
+
+
+def _note_items(line: pd.DataFrame, bad: pd.Series, label: str,
+                value: str) -> list[tuple[bool, str]]:  # fmt: skip
+    """One note item per point with runs that did not complete: ``(completed_there, text)``,
+    the text naming the point and counting its runs by status, e.g. ``DDP nodes=4 (2 oom of
+    50 runs)`` where other runs of the point completed."""
+    nodes = line["nodes"].astype("Int64").astype("string").fillna("?")
+    items = []
+    for n, runs in line.groupby(nodes, sort=False):
+        failed = runs[bad.loc[runs.index]]
+        if failed.empty:
+            continue
+        why = failed["status"].where(failed["status"] != "completed", f"completed, no {value}")
+        counts = ", ".join(f"{c} {s}" for s, c in why.fillna("unknown").value_counts().items())
+        done_there = len(failed) < len(runs)
+        total = f" of {len(runs)} runs" if done_there else ""
+        items.append((done_there, f"{label} nodes={n} ({counts}{total})"))
+    return items
 
 
 def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str,
@@ -561,13 +667,6 @@ def _plot_reserved(ax, line: pd.DataFrame, color: str, extras: set[str]) -> None
         extras.add("reserved")
 
 
-def _not_completed_item(row: pd.Series, label: str, value: str) -> str:
-    """``FULL_SHARD nodes=8 (oom)``; a completed run lacking the value says so."""
-    nodes = "?" if pd.isna(row["nodes"]) else int(row["nodes"])
-    why = row["status"] if row["status"] != "completed" else f"completed, no {value}"
-    return f"{label} nodes={nodes} ({why})"
-
-
 def _log_y_axis(ax) -> None:
     """Log y with plain-number ticks: at 1, 2, 3 and 5 per decade over up to 1.5 decades
     (readable over narrow spans), at 1, 2 and 5 up to 3 decades, then at powers of 10."""
@@ -608,8 +707,10 @@ def _memory_label(panel: pd.DataFrame) -> str:
     return "peak memory (GiB): allocated\nper GPU or resident per rank"
 
 
-def _style_panel(ax, panel: pd.DataFrame, title: str, ylabel: str, notes: list[str]) -> None:
-    """Log-2 node axis with node counts as ticks, labels, title and the not-completed note."""
+def _style_panel(ax, panel: pd.DataFrame, title: str, ylabel: str,
+                 notes: list[tuple[bool, str]]) -> None:  # fmt: skip
+    """Log-2 node axis with node counts as ticks, labels, title and the not-completed note
+    (:func:`_note_text`)."""
     nodes = sorted({int(n) for n in panel["nodes"].dropna()})
     if nodes:
         ax.set_xscale("log", base=2)
@@ -622,11 +723,21 @@ def _style_panel(ax, panel: pd.DataFrame, title: str, ylabel: str, notes: list[s
     ax.grid(True, which="major", alpha=0.3)
     ax.tick_params(labelsize=PAPER_RC["xtick.labelsize"])  # kept if saved outside PAPER_RC
     if notes:  # just under the x label, wrapped to the panel's width
-        text = textwrap.fill("not completed: " + "; ".join(notes),
+        text = textwrap.fill(_note_text(notes),
                              width=_chars_per_line(PANEL_WIDTH_IN - Y_LABELS_IN, NOTE_FONTSIZE))
         ax.annotate(text, xy=(0, 0), xycoords=("axes fraction", ax.xaxis.label),
                     xytext=(0, -3), textcoords="offset points", va="top", ha="left",
                     fontsize=NOTE_FONTSIZE)  # fmt: skip
+
+
+def _note_text(notes: list[tuple[bool, str]]) -> str:
+    """The not-completed note of a panel: points where nothing completed first, at most
+    :data:`MAX_NOTE_ITEMS` of them, the rest counted (every run: failures.csv)."""
+    ordered = [text for done, text in sorted(notes, key=lambda n: n[0])]
+    shown = ordered[:MAX_NOTE_ITEMS]
+    more = len(ordered) - len(shown)
+    tail = f"; and {more} more points (failures.csv)" if more else ""
+    return "not completed: " + "; ".join(shown) + tail
 
 
 def _set_title(ax, title: str) -> None:
@@ -653,6 +764,8 @@ PROXIES = {
     "failed": dict(color="0.4", marker="x", ls="none", label="not completed"),
     "skipped": dict(color="0.4", marker="D", mfc="none", ls="none",
                     label="skipped: predicted not to fit"),
+    "nodes": dict(color="0.4", alpha=0.4, ls="-",
+                  label="a line per node count (lighter: fewer nodes)"),
 }  # fmt: skip
 
 
@@ -709,13 +822,19 @@ def _wrap_items(items: list[str], width: int) -> str:
 
 
 def _context(df: pd.DataFrame) -> list[str]:
-    """Config every run shares (local batch, precision, data, device), for the title."""
+    """Config every run shares (local batch, precision, data), the devices (every one named)
+    and the cluster profile, for the title."""
     parts = []
     for col in CONTEXT_COLUMNS:
         values = df[col].dropna().unique()
-        if len(values) == 1:
+        if col == "device_name" and len(values) > 1:
+            parts.append(" / ".join(sorted(str(v) for v in values)))
+        elif len(values) == 1:
             value = values[0]
             parts.append(f"local batch {value}/GPU" if col == "local_batch_size" else str(value))
+    clusters = sorted(str(c) for c in df["cluster"].dropna().unique())
+    if clusters:
+        parts.append(f"cluster={','.join(clusters)}")
     return parts
 
 
@@ -726,7 +845,9 @@ def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike |
     plotting area, and the file at ``path`` if given."""
     width = _chars_per_line(fig.get_figwidth(), PAPER_RC["figure.titlesize"])
     context = _wrap_items(_context(df), width)
-    fig.suptitle(f"{textwrap.fill(title, width)}\n{context}".strip())
+    shared = contention_note(df)
+    shared = f"\n{textwrap.fill(shared, width)}" if shared else ""
+    fig.suptitle(f"{textwrap.fill(title, width)}\n{context}{shared}".strip())
     _figure_legend(fig, extras, handles)
     _fit_height(fig)
     if path is not None:

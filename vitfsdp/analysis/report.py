@@ -11,15 +11,21 @@ to the unit, a column no run measured (older records) left out.
 from __future__ import annotations
 
 import base64
+import datetime
 import html
 import logging
 import os
+import re
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
+from vitfsdp.analysis.collect import contention_note
+from vitfsdp.analysis.figures import DPI
 from vitfsdp.analysis.tables import (
     PREFETCH_ORDER,
     best_table,
@@ -42,7 +48,14 @@ CAPTIONS = {
               "point skipped as predicted not to fit.",
     "prefetch": "Backward prefetch x limit_all_gathers: images/s per strategy at the largest "
                 "node count the ablation ran (every node count: prefetch.csv).",
+    "loss": "Training loss (mean over each timing window) against step, a line per point "
+            "(median over repeats), lighter for fewer nodes; warm-up windows included.",
 }  # fmt: skip
+#: How every table prints a missing value (a figure not measured, a setting that does not
+#: apply).
+MISSING = "-"
+#: CSS pixels per inch: a figure shown at its natural (print) size is its inches x this.
+CSS_PX_PER_IN = 96
 #: Display names and formats of table columns: (header, format). Fractions become percent.
 COLUMN_FORMATS = {
     "nodes": ("nodes", "{:d}"), "world_size": ("GPUs", "{:d}"),
@@ -76,6 +89,9 @@ COLUMN_FORMATS = {
     "max_abs_rel_error": ("max |error|", "{:.1%}"), "num_runs": ("runs", "{:d}"),
     "torch_ips": ("PyTorch images/s", "{:,.0f}"), "jax_ips": ("JAX images/s", "{:,.0f}"),
     "jax_over_torch": ("JAX / PyTorch", "{:.2f}"),
+    "runs_ended": ("runs that did not complete", "{}"), "log_link": ("log", "{}"),
+    "ips_reached": ("images/s reached", "{:,.0f}"),
+    "peak_mem_reached_gib": ("peak mem reached (GiB)", "{:.2f}"),
 }  # fmt: skip
 
 
@@ -90,17 +106,23 @@ class Section:
 
 
 def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
-                    ratio: pd.DataFrame | None = None) -> list[Section]:  # fmt: skip
-    """The report's sections, in order, from a ``collect_runs`` frame and its points table.
+                    ratio: pd.DataFrame | None = None, sweep_dirs: Sequence[Path] = (),
+                    out_dir: str | os.PathLike | None = None) -> list[Section]:  # fmt: skip
+    """The report's sections, in order, from a ``collect_runs`` frame and its points table:
+    provenance, runs, weak scaling, PyTorch and JAX (when both ran), memory, training loss,
+    best configuration, cost, prefetch ablation, failures, calibration.
 
     Args:
         df: every run (``collect_runs``).
         points: ``points_table(df, dataset_size)``.
         dataset_size: images per epoch the cost table assumes.
         ratio: the JAX/PyTorch ratio table, if both ran.
+        sweep_dirs: the sweep directories, whose ``multirun.yaml`` gives the sweep command.
+        out_dir: where the report is written; logs are linked relative to it.
     """
     labelled = _with_range(points)
     sections = [
+        Section("Provenance", table=provenance_table(df, sweep_dirs)),
         Section("Runs", _runs_text(df)),
         Section("Weak scaling", "Throughput per point (median over repeats), ideal linear "
                 "scaling from each line's smallest node count, FLOP rates and utilization "
@@ -110,6 +132,7 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                                    "num_repeats", "ips", "ips_range", "ideal_ips",
                                    "scaling_efficiency", "tflops_per_gpu", "mfu",
                                    "hw_tflops_per_gpu", "hfu"])),
+        _framework_section(ratio),
         Section("Memory", "Peak memory per GPU (per rank on CPU): the maximum over ranks and "
                 "repeats, the minimum over ranks, allocator retries and OOMs.",
                 ["memory"],
@@ -117,6 +140,8 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                                    "peak_mem_min_gib", "peak_mem_reserved_gib",
                                    "device_mem_used_gib", "device_memory_gib",
                                    "alloc_retries", "num_ooms"])),
+        Section("Training loss", "Every point's loss against step: each configuration "
+                "trained.", ["loss"]),
         Section("Best configuration per model and node count", "The fastest point, and the "
                 "speed-up over the second fastest.",
                 table=display(best_table(points), ["model", "nodes", "configuration", "ips",
@@ -128,13 +153,67 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                                          "epoch_hours", "node_hours_per_epoch",
                                          "price_per_node_hour", "cost_per_epoch"])),
         _prefetch_section(points),
-        _failures_section(df),
+        _failures_section(df, out_dir),
         *_calibration_sections(df),
     ]
-    if ratio is not None and not ratio.empty:
-        sections.append(Section("PyTorch and JAX", "Images/s of both frameworks per point.",
-                                table=display(ratio, list(ratio.columns))))
     return [s for s in sections if s is not None]
+
+
+def _framework_section(ratio: pd.DataFrame | None) -> Section | None:
+    """Images/s of PyTorch and JAX per point, when both completed runs."""
+    if ratio is None or ratio.empty:
+        return None
+    return Section("PyTorch and JAX", "Images/s of both frameworks per point (in the weak "
+                   "scaling figure: solid PyTorch, dash-dot JAX).",
+                   table=display(ratio, list(ratio.columns)))
+
+
+def provenance_table(df: pd.DataFrame, sweep_dirs: Sequence[Path] = ()) -> pd.DataFrame:
+    """What the report was made from: when, which code and libraries, which devices and
+    cluster profile, whether ranks shared cores, and the sweep command of each sweep dir
+    (from its ``multirun.yaml``). Columns ``what`` and ``value``, as display text."""
+    started = df["started_at"].dropna().astype(str)
+    rows = [("report written", datetime.datetime.now(datetime.timezone.utc)
+             .strftime("%Y-%m-%d %H:%M UTC")),
+            ("runs started", _span(started)),
+            ("git commit", _counted(df["git_commit"])),
+            ("versions", _counted(df["versions"])),
+            ("devices", _counted(df["device_name"])),
+            ("cluster profile", _counted(df["cluster"])),
+            ("shared cores", contention_note(df) or "none: one rank per core or GPU")]
+    rows += [(f"sweep command ({Path(d).name})", f"`{cmd}`")
+             for d in sweep_dirs if (cmd := sweep_command(d))]
+    return pd.DataFrame(rows, columns=["what", "value"])
+
+
+def _span(times: pd.Series) -> str:
+    """The first and last of ISO timestamps, or the one, or :data:`MISSING`."""
+    if times.empty:
+        return MISSING
+    first, last = times.min(), times.max()
+    return first if first == last else f"{first} to {last}"
+
+
+def _counted(values: pd.Series) -> str:
+    """The distinct values, each with its run count when there are several."""
+    counts = values.dropna().astype(str).value_counts()
+    if counts.empty:
+        return MISSING
+    if len(counts) == 1:
+        return counts.index[0]
+    return "; ".join(f"{v} ({n} runs)" for v, n in counts.items())
+
+
+def sweep_command(sweep_dir: str | os.PathLike) -> str | None:
+    """The command that ran a sweep, rebuilt from Hydra's ``multirun.yaml`` in it (the
+    sweep's overrides); ``None`` where there is none."""
+    path = Path(sweep_dir) / "multirun.yaml"
+    try:
+        overrides = (yaml.safe_load(path.read_text(encoding="utf-8")) or {})["hydra"]["overrides"]
+    except (OSError, yaml.YAMLError, KeyError, TypeError):
+        return None
+    args = [*(overrides.get("task") or []), *(overrides.get("hydra") or [])]
+    return "python -m vitfsdp.sweep -m " + " ".join(str(a) for a in args)
 
 
 def _with_range(points: pd.DataFrame) -> pd.DataFrame:
@@ -142,7 +221,7 @@ def _with_range(points: pd.DataFrame) -> pd.DataFrame:
     if points.empty:
         return points.assign(ips_range=[])
     ranged = points["num_repeats"] > 1
-    ips_range = [f"{lo:,.0f}-{hi:,.0f}" if r else "" for lo, hi, r in
+    ips_range = [f"{lo:,.0f}-{hi:,.0f}" if r else MISSING for lo, hi, r in
                  zip(points["ips_repeat_min"], points["ips_repeat_max"], ranged, strict=True)]
     return points.assign(ips_range=ips_range)
 
@@ -178,23 +257,51 @@ def _prefetch_section(points: pd.DataFrame) -> Section | None:
     wide = wide[["model", "nodes", "configuration", *[c for c in order if c in wide]]]
     shown = wide.copy()
     for col in shown.columns[3:]:
-        shown[col] = shown[col].map(lambda x: "" if pd.isna(x) else f"{x:,.0f}")
+        shown[col] = shown[col].map(lambda x: MISSING if pd.isna(x) else f"{x:,.0f}")
     shown["nodes"] = shown["nodes"].map(lambda x: f"{int(x)}")
     return Section("Prefetch ablation", "Images/s per strategy under each "
                    "`strategy.backward_prefetch` and `strategy.limit_all_gathers` (FSDP1).",
                    ["prefetch"], shown)
 
 
-def _failures_section(df: pd.DataFrame) -> Section:
-    """Every run that did not complete, with its status and reason."""
+def _failures_section(df: pd.DataFrame, out_dir: str | os.PathLike | None) -> Section:
+    """The points with runs that did not complete: how many of their runs ended how, the
+    first one's reason (one line) and its log (the full reason and traceback)."""
     failed = failures_table(df)
     if failed.empty:
         return Section("Runs that did not complete", "None: every run completed.")
-    return Section("Runs that did not complete", f"{len(failed)} run(s); they are marked in "
-                   "the figures and never counted as results.",
-                   table=display(failed, ["model", "configuration", "nodes", "repeat", "status",
-                                          "reason", "last_step", "pred_peak_mem_gib",
-                                          "device_memory_gib"]))
+    text = (f"{len(failed)} run(s) at {len(_failed_points(failed))} point(s); they are marked "
+            "in the figures and never counted as results. One row per point; every run: "
+            "failures.csv.")
+    return Section("Runs that did not complete", text,
+                   table=display(_failed_points(failed, out_dir),
+                                 ["model", "configuration", "nodes", "runs_ended", "last_step",
+                                  "ips_reached", "peak_mem_reached_gib", "pred_peak_mem_gib",
+                                  "device_memory_gib", "reason", "log_link"]))
+
+
+def _failed_points(failed: pd.DataFrame,
+                   out_dir: str | os.PathLike | None = None) -> pd.DataFrame:  # fmt: skip
+    """One row per point of ``failed`` (a failures table): ``runs_ended`` (``2 oom, 1
+    failed``), the first run's reason, last step, what it reached and its log as a Markdown
+    link relative to ``out_dir``."""
+    keys = ["model", "configuration", "nodes"]
+    rows = []
+    for _, runs in failed.groupby(keys, dropna=False, sort=True):
+        first = runs.iloc[0].copy()
+        counts = runs["status"].fillna("unknown").value_counts()
+        first["runs_ended"] = ", ".join(f"{n} {status}" for status, n in counts.items())
+        first["log_link"] = _log_link(first.get("log"), out_dir)
+        rows.append(first)
+    return pd.DataFrame(rows).reset_index(drop=True)
+
+
+def _log_link(log_path, out_dir: str | os.PathLike | None) -> str | None:
+    """``[log](relative/path)`` to a run's log, or ``None`` when it has none."""
+    if not isinstance(log_path, str) or not log_path:
+        return None
+    target = os.path.relpath(log_path, out_dir) if out_dir is not None else log_path
+    return f"[{Path(log_path).name}]({Path(target).as_posix()})"
 
 
 def _calibration_sections(df: pd.DataFrame) -> list[Section]:
@@ -220,10 +327,10 @@ def display(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     """``columns`` of ``table`` as formatted text under readable headers.
 
     A column that is missing, or null in every row (records older than the field), is left
-    out; a null cell is empty. Formats and headers: :data:`COLUMN_FORMATS`.
+    out; a null cell prints :data:`MISSING`. Formats and headers: :data:`COLUMN_FORMATS`.
     """
     cols = [c for c in columns if c in table.columns and table[c].notna().any()
-            and not (table[c].astype("string") == "").all()]
+            and not table[c].astype("string").isin(["", MISSING]).all()]
     shown = pd.DataFrame(index=table.index)
     for col in cols:
         header, fmt = COLUMN_FORMATS.get(col, (col, "{}"))
@@ -232,9 +339,9 @@ def display(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 
 def _fmt(value, fmt: str) -> str:
-    """One cell: empty when null, else ``fmt`` (integers cast for ``{:d}``)."""
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
-        return ""
+    """One cell: :data:`MISSING` when null, else ``fmt`` (integers cast for ``{:d}``)."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)) or value == "":
+        return MISSING
     if fmt == "{:d}":
         return str(int(value))
     try:
@@ -244,7 +351,8 @@ def _fmt(value, fmt: str) -> str:
 
 
 def write_report(sections: list[Section], out_dir: str | os.PathLike,
-                 figures: dict[str, Path], title: str = "Scaling study") -> dict[str, Path]:
+                 figures: dict[str, Path], title: str = "Scaling study",
+                 note: str | None = None) -> dict[str, Path]:  # fmt: skip
     """Write ``report.md`` (relative figure links) and ``report.html`` (PNG embedded).
 
     Args:
@@ -253,21 +361,26 @@ def write_report(sections: list[Section], out_dir: str | os.PathLike,
         figures: PNG path of each figure by name (``write_figures``' result); the SVG lies
             beside each. A section's figure not among them (the prefetch figure of a sweep
             without an ablation) is left out.
+        title: the report's heading.
+        note: a sentence every figure caption ends with (:func:`contention_note`: ranks
+            that shared cores).
 
     Returns:
         ``{"md": path, "html": path}``.
     """
     out_dir = Path(out_dir)
     paths = {"md": out_dir / "report.md", "html": out_dir / "report.html"}
-    paths["md"].write_text(render_markdown(sections, figures, title), encoding="utf-8")
-    paths["html"].write_text(render_html(sections, figures, title), encoding="utf-8")
+    paths["md"].write_text(render_markdown(sections, figures, title, note), encoding="utf-8")
+    paths["html"].write_text(render_html(sections, figures, title, note), encoding="utf-8")
     for path in paths.values():
         log.info("wrote %s", path)
     return paths
 
 
-def render_markdown(sections: list[Section], figures: dict[str, Path], title: str) -> str:
-    """The report as Markdown; figures by their file names (relative to the report)."""
+def render_markdown(sections: list[Section], figures: dict[str, Path], title: str,
+                    note: str | None = None) -> str:  # fmt: skip
+    """The report as Markdown; figures by their file names (relative to the report), each
+    caption ending with ``note``."""
     lines = [f"# {title}", ""]
     for s in sections:
         lines += [f"## {s.title}", ""]
@@ -275,11 +388,17 @@ def render_markdown(sections: list[Section], figures: dict[str, Path], title: st
             lines += [s.text, ""]
         for name in _written(s, figures):
             png = Path(figures[name]).name
-            lines += [f"![{CAPTIONS.get(name, name)}]({png})", "",
-                      f"*{CAPTIONS.get(name, name)}* ([SVG]({Path(png).stem}.svg))", ""]
+            lines += [f"![{caption(name, note)}]({png})", "",
+                      f"*{caption(name, note)}* ([SVG]({Path(png).stem}.svg))", ""]
         if s.table is not None and not s.table.empty:
             lines += [s.table.to_markdown(index=False), ""]
     return "\n".join(lines)
+
+
+def caption(name: str, note: str | None = None) -> str:
+    """A figure's caption (:data:`CAPTIONS`), ending with ``note`` when given."""
+    text = CAPTIONS.get(name, name)
+    return f"{text} {note[0].upper()}{note[1:]}." if note else text
 
 
 def _written(section: Section, figures: dict[str, Path]) -> list[str]:
@@ -287,24 +406,65 @@ def _written(section: Section, figures: dict[str, Path]) -> list[str]:
     return [name for name in section.figures if name in figures]
 
 
-def render_html(sections: list[Section], figures: dict[str, Path], title: str) -> str:
-    """The report as one HTML page, every figure embedded as a base64 PNG."""
+def render_html(sections: list[Section], figures: dict[str, Path], title: str,
+                note: str | None = None) -> str:  # fmt: skip
+    """The report as one HTML page: its Markdown text rendered (code, emphasis, links), every
+    figure embedded as a base64 PNG shown at its natural (print) size, tables as HTML."""
     body = [f"<h1>{html.escape(title)}</h1>"]
     for s in sections:
         body.append(f"<h2>{html.escape(s.title)}</h2>")
         if s.text:
-            body.append(f"<p>{html.escape(s.text)}</p>")
+            body.append(f"<p>{inline_html(s.text)}</p>")
         for name in _written(s, figures):
-            data = base64.b64encode(Path(figures[name]).read_bytes()).decode("ascii")
-            caption = html.escape(CAPTIONS.get(name, name))
-            body.append(f'<figure><img alt="{caption}" src="data:image/png;base64,{data}">'
-                        f"<figcaption>{caption}</figcaption></figure>")
+            png = Path(figures[name]).read_bytes()
+            width = round(_png_width_px(png) * CSS_PX_PER_IN / DPI)
+            data = base64.b64encode(png).decode("ascii")
+            text = html.escape(caption(name, note))
+            body.append(f'<figure><img alt="{text}" width="{width}" '
+                        f'src="data:image/png;base64,{data}">'
+                        f"<figcaption>{text}</figcaption></figure>")
         if s.table is not None and not s.table.empty:
-            body.append(s.table.to_html(index=False, border=0, escape=True))
-    style = ("body{font-family:sans-serif;max-width:1400px;margin:2em auto;padding:0 1em}"
+            body.append(_html_table(s.table))
+    style = ("body{font-family:sans-serif;margin:2em;padding:0 1em}"
              "table{border-collapse:collapse;font-size:0.85em;margin:1em 0}"
              "th,td{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}"
-             "img{max-width:100%}figcaption{font-size:0.85em;color:#444}")
+             "td:last-child,th:last-child{text-align:left}"
+             "code{font-size:0.9em;background:#f4f4f4;padding:0 2px}"
+             "figure{margin:1em 0}figcaption{font-size:0.85em;color:#444;max-width:45em}")
     return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}"
             f"</title><style>{style}</style></head><body>\n" + "\n".join(body)
             + "\n</body></html>\n")
+
+
+def _html_table(table: pd.DataFrame) -> str:
+    """A display table as HTML, each header and cell rendered by :func:`inline_html`."""
+    head = "".join(f"<th>{inline_html(str(c))}</th>" for c in table.columns)
+    rows = ["<tr>" + "".join(f"<td>{inline_html(str(v))}</td>" for v in row) + "</tr>"
+            for row in table.itertuples(index=False)]
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+#: The inline Markdown the report's text and cells use: `code`, [text](link), *emphasis*.
+_INLINE = re.compile(r"`([^`]+)`|\[([^\]]+)\]\(([^)\s]+)\)|\*([^*\s][^*]*)\*")
+
+
+def inline_html(text: str) -> str:
+    """Inline Markdown as HTML, everything else escaped: ```code``` becomes ``<code>``,
+    ``[text](link)`` a link, ``*text*`` emphasis."""
+    out, pos = [], 0
+    for m in _INLINE.finditer(text):
+        out.append(html.escape(text[pos:m.start()]))
+        code, label, href, em = m.groups()
+        if code is not None:
+            out.append(f"<code>{html.escape(code)}</code>")
+        elif label is not None:
+            out.append(f'<a href="{html.escape(href)}">{html.escape(label)}</a>')
+        else:
+            out.append(f"<em>{html.escape(em)}</em>")
+        pos = m.end()
+    return "".join(out) + html.escape(text[pos:])
+
+
+def _png_width_px(png: bytes) -> int:
+    """A PNG's width in pixels, from its IHDR chunk."""
+    return struct.unpack(">I", png[16:20])[0]
