@@ -149,8 +149,11 @@ def test_cancel_kill_and_signal_are_recorded_and_a_rerun_runs_only_the_missing(t
     assert proc.returncode == 0, proc.stderr
     summaries = {name: read(sweep_dir / name / "summary.json") for name in commands}
     assert {k: v["status"] for k, v in summaries.items()} == {
-        "done": "completed", "cancelled": "preempted", "killed": "failed",
+        "done": "completed", "cancelled": "cancelled", "killed": "failed",
         "requeued": "completed"}
+    assert summaries["cancelled"]["slurm"]["state"] == "CANCELLED"  # sacct's, kept
+    assert summaries["done"]["slurm"]["exit_code"] == "0:0"
+    assert summaries["killed"]["slurm"]["state"] in ("FAILED", "CANCELLED")  # sacct's
     assert "SIGTERM" in summaries["cancelled"]["reason"]  # scancel sends SIGTERM first
     # rank 0 records the broken collective, or, when Slurm ends the step first, the sweep
     # records the job's end from Slurm's state and the task logs

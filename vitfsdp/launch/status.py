@@ -345,7 +345,7 @@ def format_table(rows: Sequence[PointState]) -> str:
     """The status table: one line per point, then the counts of states."""
     header = ("point", "job", "state", "nodes", "step", "ips", "status")
     lines = [header] + [
-        (label, r.job_id or "-", r.state, r.nodelist or "-",
+        (label, r.step_id or r.job_id or "-", r.state, r.nodelist or "-",
          f"{r.step}/{r.steps}" if r.steps else str(r.step or "-"),
          f"{r.ips:.1f}" if r.ips is not None else "-", r.status or "-")
         for label, r in zip(labels(rows), rows, strict=True)
