@@ -1,7 +1,8 @@
 # vitfsdp: the two commands of the README, and what they need.
 #   make demo   install, then run the demo weak-scaling sweep and its analysis (CPU, minutes)
 #   make test   install, start the virtual Slurm cluster (root: installs slurm-wlm + munge),
-#               then run the test suite; the Slurm tests fail if the cluster is not up
+#               install Debian's chromium (the report's headless-browser test), then run the
+#               test suite; the Slurm tests fail if the cluster is not up
 #   make test-noslurm   the same without the cluster (its tests are skipped), for non-root users
 #   make test-gpu   on a GPU node: install, then check every GPU path (tests/test_gpu.py)
 #   make bench-gpu  on a GPU node: the single-GPU benchmark into runs/bench/<host>/
@@ -11,15 +12,15 @@ PYTHON ?= python3
 DEMO_DIR ?= runs/demo
 SLURM_DIR ?= /tmp/vitfsdp-slurm
 
-.PHONY: install demo test test-noslurm test-gpu bench-gpu gpu-wheels slurm-up slurm-down lint
+.PHONY: install demo test test-noslurm test-gpu bench-gpu gpu-wheels slurm-up slurm-down browser lint
 
 install:
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
 
 demo: install
 	$(PYTHON) -m vitfsdp.sweep experiment=demo hydra.sweep.dir=$(DEMO_DIR)
-	$(PYTHON) -m vitfsdp.analysis $(DEMO_DIR)
-	@echo "figures and tables: $(DEMO_DIR)/analysis/ (weak_scaling.png, memory.png, runs.csv, points.csv, best.csv ...; add --report for report.md/html)"
+	$(PYTHON) -m vitfsdp.analysis $(DEMO_DIR) --report
+	@echo "figures, tables and report: $(DEMO_DIR)/analysis/ (memory.png, weak_scaling.png, loss.png, report.html, runs.csv ...)"
 
 slurm-up:
 	VITFSDP_SLURM_DIR=$(SLURM_DIR) bash launch/virtual/start.sh
@@ -31,7 +32,13 @@ slurm-down:
 # suite waits on process start-up and the Slurm queue rather than on the CPU.
 PYTEST_ARGS ?= -q -n 2 --dist loadfile
 
-test: install slurm-up
+# Debian's chromium, for the test that opens the HTML report in a headless browser (root; the
+# test is skipped where chromium is absent).
+browser:
+	@command -v chromium >/dev/null || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
+
+test: install slurm-up browser
 	VITFSDP_SLURM=1 SLURM_CONF=$(SLURM_DIR)/etc/slurm.conf $(PYTHON) -m pytest $(PYTEST_ARGS)
 
 test-noslurm: install

@@ -7,13 +7,18 @@ skipped as infeasible. Every record is written with :mod:`vitfsdp.records`' writ
 
 from __future__ import annotations
 
+import html
 import json
 import logging
+import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib import image as plt_image
 from matplotlib.collections import LineCollection, PathCollection
 from matplotlib.figure import Figure
 from matplotlib.text import Text
@@ -443,3 +448,51 @@ def test_print_size_and_greyscale(drawn: dict[str, Figure], name: str) -> None:
         for ln in ax.lines:
             for prefix, style in (("_ideal", "--"), ("_predicted", ":")):
                 assert not ln.get_label().startswith(prefix) or ln.get_linestyle() == style
+
+
+#: A headless browser to open the report in: Debian's chromium (``make test`` installs it).
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))
+                 if p), None)
+#: Appended to a copy of report.html: once the page has loaded, what the reader would see.
+PROBE = """<pre id="probe"></pre><script>
+window.addEventListener("load", () => {
+  const imgs = [...document.images].map(i => ({complete: i.complete, natural: i.naturalWidth,
+    shown: i.getBoundingClientRect().width, width: Number(i.getAttribute("width"))}));
+  document.getElementById("probe").textContent = JSON.stringify({imgs,
+    backticks: document.body.innerText.split("`").length - 1,
+    code: document.querySelectorAll("code").length,
+    headings: [...document.querySelectorAll("h2")].map(h => h.textContent)});
+});
+</script>"""
+
+
+def _chromium(*args: str) -> subprocess.CompletedProcess:
+    """Headless chromium with ``args`` (no sandbox: CI runs as root)."""
+    return subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--hide-scrollbars", "--virtual-time-budget=15000", *args],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium: make test installs Debian's")
+def test_report_in_a_headless_browser(report: Path, tmp_path: Path) -> None:
+    """report.html in a real browser: every figure loads and is shown at its natural (print)
+    size, the Markdown is rendered (no literal backticks), the page is not blank."""
+    page = tmp_path / "probe.html"
+    page.write_text((report / "report.html").read_text(encoding="utf-8")
+                    .replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    dom = _chromium("--dump-dom", page.as_uri())
+    found = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.S)
+    assert found and found.group(1), f"no probe result: {dom.stderr[-2000:]}"
+    seen = json.loads(html.unescape(found.group(1)))
+    assert len(seen["imgs"]) == len(FIGURES)
+    for img in seen["imgs"]:
+        assert img["complete"] and img["natural"] > 0  # decoded
+        assert img["shown"] == pytest.approx(img["width"], abs=1)  # natural size, not scaled
+        assert img["natural"] == pytest.approx(img["width"] * 300 / 96, rel=0.01)  # 300 dpi
+    assert seen["backticks"] == 0 and seen["code"] > 0
+    assert seen["headings"][:3] == ["Provenance", "Runs", "Weak scaling"]
+    shot = tmp_path / "shot.png"
+    _chromium(f"--screenshot={shot}", "--window-size=1280,2400", (report / "report.html").as_uri())
+    pixels = plt_image.imread(shot)[..., :3]
+    ink = (pixels < 0.9).any(axis=-1).mean()  # share of pixels that are not near-white
+    assert 0.02 < ink < 0.9 and pixels.std() > 0.05, f"blank screenshot? ink={ink:.3f}"
