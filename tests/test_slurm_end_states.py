@@ -22,23 +22,27 @@ from vitfsdp.launch import status
 from vitfsdp.launch.status import SlurmJob
 from vitfsdp.records import RunRecords, write_json_atomic
 
-#: sacct -n -P -o JobID,State,NodeList,Reason,ExitCode,ElapsedRaw,TimelimitRaw, as Slurm
-#: 22.05 printed it for a pack cancelled during its second step, and an array task.
+#: sacct -n -P -o JobID,JobName,State,NodeList,Reason,ExitCode,ElapsedRaw,TimelimitRaw, as
+#: Slurm 22.05 printed it for a pack (a set-up step, then its points) cancelled during its
+#: second point, and an array task.
 SACCT = """\
-8|CANCELLED by 0|vnode1|None|0:0|7|1
-8.batch|CANCELLED|vnode1||0:15|7|
-8.extern|COMPLETED|vnode1||0:0|7|
-8.0|COMPLETED|vnode1||0:0|0|
-8.1|CANCELLED|vnode1||0:15|6|
-9_1|FAILED|vnode[1-2]|NonZeroExitCode|1:0|35|10
+8|pack|CANCELLED by 0|vnode1|None|0:0|7|1
+8.batch|batch|CANCELLED|vnode1||0:15|7|
+8.extern|extern|COMPLETED|vnode1||0:0|7|
+8.0|mkdir|COMPLETED|vnode1||0:0|0|
+8.1|vitfsdp-point0|COMPLETED|vnode1||0:0|0|
+8.2|vitfsdp-point1|CANCELLED|vnode1||0:15|6|
+9_1|vitfsdp|FAILED|vnode[1-2]|NonZeroExitCode|1:0|35|10
 """
 
 
 def test_sacct_records_parse_with_steps_and_without_batch():
     jobs = status.parse_sacct(SACCT)
-    assert set(jobs) == {"8", "8.0", "8.1", "9_1"}
-    assert jobs["8"] == SlurmJob("CANCELLED", "vnode1", "", "0:0", 7, 60)
-    assert jobs["8.1"].state == "CANCELLED" and jobs["8.1"].exit_code == "0:15"
+    assert set(jobs) == {"8", "8.0", "8.1", "8.2", "9_1"}
+    assert jobs["8"] == SlurmJob("CANCELLED", "pack", "vnode1", "", "0:0", 7, 60)
+    assert jobs["8.2"].state == "CANCELLED" and jobs["8.2"].exit_code == "0:15"
+    # a packed point's step is found by its name, whatever steps ran before it
+    assert [status.find_step(jobs, "8", k) for k in range(3)] == ["8.1", "8.2", None]
     assert jobs["9_1"].reason == "NonZeroExitCode" and jobs["9_1"].time_limit_s == 600
 
 

@@ -52,6 +52,7 @@ def test_pack_script_runs_each_point_as_its_own_step():
     steps = re.findall(r"^srun .*\n.*hydra\.run\.dir=.*(\d)_p", text, flags=re.M)
     assert steps == ["0", "1", "2"]  # one step per point, in order
     for position in range(3):
+        assert f"srun --job-name=vitfsdp-point{position} " in text  # its step, by name
         assert f"export MASTER_PORT=$((PACK_PORT + {position}))" in text
         assert f"--output={SWEEP_DIR}/{position}_p/logs/task%t.log" in text
     # a failed point goes on to the next; a stop on SIGUSR2 (exit 3) ends the pack

@@ -7,8 +7,8 @@ jobs per user, its debug QOS 1 (https://docs.olcf.ornl.gov/systems/frontier_user
 "Job Priority by Node Count"), so a sweep of 168 points cannot be one job per point. A pack is
 one allocation of ``nodes`` nodes whose script runs each point as its own job step (``srun``):
 each point keeps its own run directory, ``job.json`` (the pack's job id and the point's
-``position``, its step ``<job id>.<position>``), records and status, and a point that fails
-does not stop the next. The pack's time limit is the sum over its points of the plan's
+``position``; its step is named ``vitfsdp-point<position>``), records and status, and a point
+that fails does not stop the next. The pack's time limit is the sum over its points of the plan's
 predicted run time (:data:`PLAN_MARGIN` × steps × predicted step time + :data:`POINT_START_S`)
 or, without a prediction, the point's ``cluster.time``, plus :data:`PACK_START_S`.
 
@@ -44,6 +44,7 @@ from vitfsdp.launch.slurm import (
     task_spec,
     write_script,
 )
+from vitfsdp.launch.status import STEP_NAME
 from vitfsdp.records import write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -141,9 +142,10 @@ def _point_lines(pack: Pack, point, position: int) -> list[str]:
     spec = task_spec(pack.cluster, point.overrides, point.run_dir, pack.nodes,
                      getattr(point.cfg.train, "checkpoint_every", 0))
     task_log = str(Path(spec.run_dir) / TASK_LOG_DIR / "task%t.log")
-    launch = ["srun", *srun_options(pack.cluster), f"--output={task_log}"]
+    launch = ["srun", f"--job-name={STEP_NAME.format(position=position)}",
+              *srun_options(pack.cluster), f"--output={task_log}"]
     argv = spec.argv(ShellExpr("${MASTER_ADDR}:${MASTER_PORT}"), ShellExpr("${SLURM_JOB_ID}"))
-    return [f"# point {position + 1}/{len(pack.points)} (step {position}): {point.run_dir.name}",
+    return [f"# point {position + 1}/{len(pack.points)}: {point.run_dir.name}",
             f"export MASTER_PORT=$((PACK_PORT + {position}))",
             f"mkdir -p {shell_word(str(Path(spec.run_dir) / TASK_LOG_DIR))}",
             "rc=0",

@@ -6,7 +6,8 @@ every job's and job step's end state, exit code and reason, for as long as the d
 them; ``squeue -t all`` beside it for jobs the database has not seen yet, and alone where there
 is no accounting: it shows ended jobs for ``MinJobAge``, a few minutes) and the point's own
 records (``summary.json``, ``metrics.jsonl``) for its outcome. A point packed with others into
-one job (:mod:`vitfsdp.launch.pack`) is the job step of its position in the pack.
+one job (:mod:`vitfsdp.launch.pack`) is its own job step, named :data:`STEP_NAME` after its
+position in the pack.
 
 Once a point's job (or step) has ended, :func:`reconcile` keeps Slurm's view in the point's
 ``summary.json`` (a ``slurm`` object: job id, state, exit code, reason) and settles its status:
@@ -59,6 +60,8 @@ END_STATUS = {"TIMEOUT": "timeout", "DEADLINE": "timeout", "PREEMPTED": "preempt
 #: Slurm may send ``--signal`` up to this many seconds before the requested time (sbatch(1)).
 SIGNAL_EARLY_S = 60
 SLURM_KEY = "slurm"  # summary.json: Slurm's view of the point's end
+#: The name of a packed point's job step (``srun --job-name``), by its position in the pack.
+STEP_NAME = "vitfsdp-point{position}"
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,7 @@ class SlurmJob:
     """A job (or job step) as Slurm reports it."""
 
     state: str  # PENDING, RUNNING, COMPLETED, CANCELLED (sacct's " by <uid>" dropped) ...
+    name: str = ""  # the job's or step's name (sacct); "" from squeue
     nodelist: str = ""
     reason: str = ""  # Slurm's reason (pending reason, or e.g. NonZeroExitCode); "" if none
     exit_code: str | None = None  # "<code>:<signal>" as sacct prints it; None from squeue
@@ -90,7 +94,8 @@ class PointState:
     steps: int | None = None  # steps of the run (train.steps), once run.json exists
     ips: float | None = None  # headline ips: median of the measured windows so far
     status: str | None = None  # the run's status from summary.json; None while it runs
-    step_id: str | None = None  # the job step of a packed point (``<job>.<position>``)
+    position: int | None = None  # place in its pack (job.json); None: a job of its own
+    step_id: str | None = None  # a packed point's job step (``<job>.<step>``), once it exists
     job: SlurmJob | None = None  # Slurm's view of the job, when it answered
     own: SlurmJob | None = None  # the point's own: its step in a pack (None: not started), or job
     slurm_recorded: bool = False  # summary.json holds Slurm's end (:func:`reconcile`)
@@ -134,7 +139,7 @@ def read_state(run_dir: Path) -> PointState:
         step=windows[-1]["step_end"] if windows else 0, steps=steps,
         ips=(summary or {}).get("ips") or summarize_windows(windows)["ips"],
         status=summary["status"] if summary else None,
-        step_id=f"{job_id}.{pack['position']}" if job_id and "position" in pack else None,
+        position=pack.get("position"),
         slurm_recorded=bool(summary and SLURM_KEY in summary),
     )
 
@@ -168,7 +173,7 @@ def _squeue_argv(ids: Sequence[str]) -> list[str]:
 
 def _sacct_argv(ids: Sequence[str]) -> list[str]:
     return ["sacct", "-n", "-P", "-j", ",".join(ids),
-            "-o", "JobID,State,NodeList,Reason,ExitCode,ElapsedRaw,TimelimitRaw"]
+            "-o", "JobID,JobName,State,NodeList,Reason,ExitCode,ElapsedRaw,TimelimitRaw"]
 
 
 def _run_query(argv: list[str]) -> str | None:
@@ -188,22 +193,23 @@ def parse_squeue(text: str) -> dict[str, SlurmJob]:
     states = {}
     for line in text.splitlines():
         job_id, state, nodelist, reason = (line.split("|") + ["", "", ""])[:4]
-        states[job_id.strip()] = SlurmJob(state.strip(), nodelist.strip(), reason.strip())
+        states[job_id.strip()] = SlurmJob(state.strip(), nodelist=nodelist.strip(),
+                                          reason=reason.strip())
     return states
 
 
 def parse_sacct(text: str) -> dict[str, SlurmJob]:
-    """``sacct -P -o JobID,State,NodeList,Reason,ExitCode,ElapsedRaw,TimelimitRaw`` lines →
-    id → :class:`SlurmJob`; the ``batch`` and ``extern`` steps are left out."""
+    """``sacct -P -o JobID,JobName,State,NodeList,Reason,ExitCode,ElapsedRaw,TimelimitRaw``
+    lines → id → :class:`SlurmJob`; the ``batch`` and ``extern`` steps are left out."""
     states = {}
     for line in text.splitlines():
-        fields = (line.split("|") + [""] * 7)[:7]
-        job_id, state, nodelist, reason, exit_code, elapsed, limit = (f.strip() for f in fields)
+        fields = [f.strip() for f in (line.split("|") + [""] * 8)[:8]]
+        job_id, name, state, nodelist, reason, exit_code, elapsed, limit = fields
         if not job_id or job_id.endswith((".batch", ".extern")):
             continue
         states[job_id] = SlurmJob(
-            state.split(" ")[0], nodelist, "" if reason == "None" else reason, exit_code or None,
-            int(elapsed) if elapsed.isdigit() else None,
+            state.split(" ")[0], name, nodelist, "" if reason == "None" else reason,
+            exit_code or None, int(elapsed) if elapsed.isdigit() else None,
             int(limit) * 60 if limit.isdigit() else None)
     return states
 
@@ -216,12 +222,24 @@ def collect(sweep_dir: Path, run_dirs: Sequence[Path] | None = None,
     for row in rows:
         if queue is not None and row.job_id in queue:
             row.job = queue[row.job_id]
-            row.own = queue.get(row.step_id) if row.step_id else row.job
+            if row.position is None:
+                row.own = row.job
+            else:
+                row.step_id = find_step(queue, row.job_id, row.position)
+                row.own = queue.get(row.step_id or "")
             shown = row.own or _not_started(row.job)
             row.state, row.nodelist = shown.state, shown.nodelist
         elif queue is not None and row.job_id and row.state == "-":
             row.state = "GONE"  # no longer known to slurmctld (nor to sacct)
     return rows
+
+
+def find_step(queue: dict[str, SlurmJob], job_id: str, position: int) -> str | None:
+    """The id of the job step that runs the point at ``position`` of a pack (named
+    :data:`STEP_NAME`); None before it starts, or without accounting."""
+    name = STEP_NAME.format(position=position)
+    return next((key for key, job in queue.items()
+                 if key.startswith(f"{job_id}.") and job.name == name), None)
 
 
 def _not_started(job: SlurmJob) -> SlurmJob:
@@ -241,7 +259,7 @@ def reconcile(row: PointState) -> bool:
         return False  # its pack is ending (or requeued): settled once the job has ended
     own = row.own or row.job or SlurmJob(row.state)
     slurm = own.record(row.step_id if row.own and row.step_id else row.job_id)
-    if row.step_id and row.job is not None:
+    if row.position is not None and row.job is not None:
         slurm["job_state"] = row.job.state  # the pack's
     if summary is None:
         status = _status_without_summary(row)
@@ -274,7 +292,7 @@ def _status_without_summary(row: PointState) -> str:
     """The status of a point that left no summary: Slurm's end state's (else ``failed``); a
     packed point that never started takes its pack's end (``cancelled``, ``timeout``, or
     ``preempted`` when the pack stopped early on a stop signal)."""
-    if row.step_id and row.own is None and row.job is not None:
+    if row.position is not None and row.own is None and row.job is not None:
         return _outside_end(row) or "preempted"
     return END_STATUS.get(row.state, "failed")
 
