@@ -769,7 +769,8 @@ def usage() -> str:
     help lists every config group of its search path and takes seconds)."""
     from vitfsdp.config import GROUPS, group_options
 
-    flags = "\n".join(f"  {flag:<20}  {text}" for flag, text in FLAG_HELP.items())
+    flags = "\n".join(f"  {flag:<20}  {FLAG_HELP.get(flag, override)}"
+                      for flag, override in FLAGS.items())
     groups = "\n".join(f"  {g}: {', '.join(group_options(g))}" for g in GROUPS)
     try:
         from hydra._internal.hydra import Hydra
