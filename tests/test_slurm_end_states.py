@@ -98,6 +98,8 @@ def test_slurm_end_settles_the_status_and_is_kept(tmp_path, case):
     assert summary["slurm"]["exit_code"] == job.exit_code
     if want_status in ("cancelled", "timeout"):
         assert summary["interrupted"] is True  # a rerun runs it again
+    if position is not None:
+        assert "before this point started" in summary["reason"]
     assert not status.reconcile(status.read_state(run_dir))  # recorded once
 
 

@@ -266,6 +266,9 @@ def reconcile(row: PointState) -> bool:
         progress = f"at step {row.step}/{row.steps}" if row.steps else "before the first step"
         reason = (f"Slurm job {row.job_id} ended {row.state} {progress} without a summary"
                   f"{_job_limit(row, status)}; task log tail:\n{task_log_tail(row.run_dir)}")
+        if row.position is not None and row.own is None:
+            reason = (f"its pack, Slurm job {row.job_id}, ended {row.state}"
+                      f"{_job_limit(row, status)} before this point started")
         interrupted = status in INTERRUPTED_STATUSES or row.state in INTERRUPTED
         mark_failed(row.run_dir, status, reason, interrupted=interrupted, **{SLURM_KEY: slurm})
     elif summary["status"] == "preempted" and _outside_end(row):
