@@ -10,7 +10,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from vitfsdp.analysis import collect_runs, plot_memory, plot_weak_scaling, scaling_table
+from vitfsdp.analysis import (
+    collect_runs,
+    contention_note,
+    loss_curves,
+    plot_loss,
+    plot_memory,
+    plot_weak_scaling,
+    scaling_table,
+)
+from vitfsdp.analysis.__main__ import main as analysis_main
+from vitfsdp.analysis.collect import one_line
 from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -252,3 +262,103 @@ def test_precision_and_compile_show_what_auto_resolved_to(tmp_path):
     RunRecords(plain).start(info)  # older records: no `applied`
     row = run_row(plain)
     assert row["precision"] == "fp16" and row["kernels.compile"] is False
+
+
+@pytest.mark.parametrize("reason, expected", [
+    ("out of memory on rank 0 (ranks 0) at step 5: OutOfMemoryError: CUDA out of memory\n"
+     "Traceback (most recent call last):\n  File x", "out of memory on rank 0 (ranks 0) at step "
+     "5: OutOfMemoryError: CUDA out of memory"),
+    ("Traceback (most recent call last):\n  File \"a.py\", line 1\nRuntimeError: boom",
+     "RuntimeError: boom"),
+    ("exit code 1 without a summary; log tail:\nMemoryError: \nMemoryError: ",
+     "exit code 1 without a summary; log tail: MemoryError:"),
+    ("x" * 300, "x" * 197 + "..."),
+    (None, None),
+])  # fmt: skip
+def test_failure_reason_on_one_line(reason: str | None, expected: str | None) -> None:
+    assert one_line(reason) == expected
+
+
+def test_failed_run_links_its_log_and_what_it_reached(tmp_path: Path) -> None:
+    """An oom after two windows: one-line reason, its task log, the ips and memory reached."""
+    run_dir = tmp_path / "oom"
+    records = RunRecords(run_dir)
+    records.start(run_info("FULL_SHARD", 2))
+    for step, ips in ((2, 10.0), (4, 50.0), (6, 70.0)):
+        records.window({"step_end": step, "warmup": step == 2, "ips": ips, "peak_rss_gib": 3.0})
+    records.finish("oom", reason="out of memory on rank 3 (ranks 3) at step 7: OOM\nTraceback")
+    (run_dir / "logs").mkdir()
+    for task in (0, 3):
+        (run_dir / "logs" / f"task{task}.log").write_text("...")
+    row = collect_runs(tmp_path).iloc[0]
+    assert row["reason"] == "out of memory on rank 3 (ranks 3) at step 7: OOM"
+    assert row["log"] == str(run_dir / "logs" / "task3.log")  # the rank the reason names
+    assert row["ips_reached"] == 60.0 and row["peak_mem_reached_gib"] == 3.0
+
+
+def test_cpu_ranks_sharing_cores_are_stated(tmp_path: Path) -> None:
+    """local profile, 2-8 CPU ranks on a 2-core host: runs.csv and every figure say so, and
+    name the CPU."""
+    for nodes in (1, 2, 4):
+        info = run_info("FULL_SHARD", nodes)
+        info["device"] |= {"name": "AMD EPYC 7763", "host_cpus": 2}
+        write_run(tmp_path / f"n{nodes}", info, 100.0 * nodes)
+    df = collect_runs(tmp_path)
+    assert list(df["shared_cores"].fillna("-")) == ["-", "4 ranks on 2 cores", "8 ranks on 2 cores"]
+    assert set(df["cluster"]) == {"local"}
+    note = contention_note(df)
+    assert note == "4-8 ranks on 2 cores (cluster=local): not a hardware measurement"
+    for plot in (plot_weak_scaling, plot_memory, plot_loss):
+        title = plot(df)._suptitle.get_text().replace("\n", " ")
+        assert note in title and "AMD EPYC 7763" in title, title
+
+
+def test_strategy_keeps_its_colour_and_marker_across_sweeps(sweep: Path, tmp_path: Path) -> None:
+    """FULL_SHARD alone in one sweep looks as FULL_SHARD beside HYBRID_2GPU in another."""
+    write_run(tmp_path / "alone", run_info("FULL_SHARD", 1), 100.0)
+    looks = []
+    for runs in (collect_runs(sweep), collect_runs(tmp_path / "alone")):
+        ax = plot_weak_scaling(runs).axes[0]
+        (line,) = [ln for ln in ax.lines if ln.get_label() == "FULL_SHARD"]
+        looks.append((line.get_color(), line.get_marker()))
+    assert looks[0] == looks[1]
+
+
+def test_empty_tables_written_with_their_header(sweep: Path, tmp_path: Path) -> None:
+    (sweep / "nested").rename(tmp_path / "oom_elsewhere")  # leave only completed runs
+    assert analysis_main([str(sweep), "--out", str(tmp_path / "out")]) == 0
+    for name in ("failures", "framework_ratio", "prefetch"):
+        table = pd.read_csv(tmp_path / "out" / f"{name}.csv")
+        assert table.empty and len(table.columns) > 3, name
+    assert "log" in pd.read_csv(tmp_path / "out" / "failures.csv").columns
+    loss = pd.read_csv(tmp_path / "out" / "runs.csv")
+    assert (tmp_path / "out" / "loss.png").exists() and len(loss) == 6
+
+
+def test_loss_curves_one_line_per_point(sweep: Path) -> None:
+    df = collect_runs(sweep)
+    curves = loss_curves(df)
+    assert len(curves) == 6 * 4 + 1 and set(curves["step"]) == {2, 4, 6, 8}  # oom: warm-up
+    ax = plot_loss(df).axes[0]
+    assert len(ax.lines) == 7  # 2 strategies x 3 node counts, and the oom's one window
+
+
+def test_synthetic_runs_and_one_prediction_per_point(tmp_path: Path, monkeypatch) -> None:
+    """The benchmark's runs read back with every status; 3 repeats of 4 points cost 4
+    predictions (the cache ignores ``repeat``)."""
+    import vitfsdp.plan
+    from vitfsdp.analysis import collect, synthetic
+
+    points = synthetic.point_overrides()[:4]
+    monkeypatch.setattr(synthetic, "point_overrides", lambda: points)
+    monkeypatch.setattr(synthetic, "FAILURE_RATES", {"oom": 0.2, "failed": 0.1})
+    parts = synthetic.write_synthetic_sweep(tmp_path, (4, 12), seed=1)
+    calls = []
+    predict = vitfsdp.plan.predict_run
+    monkeypatch.setattr(vitfsdp.plan, "predict_run", lambda run: calls.append(1) or predict(run))
+    monkeypatch.setattr(collect, "_PREDICTIONS", {})
+    df = collect_runs(parts)
+    assert len(df) == 12 and sorted(df["repeat"].unique()) == [0, 1, 2]
+    assert {"completed", "oom", "failed"} <= set(df["status"])
+    assert len(calls) == 4 and df["pred_peak_mem_gib"].notna().all()
+    assert df.loc[df["status"] == "failed", "reason"].str.contains("\n").sum() == 0

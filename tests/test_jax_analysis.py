@@ -51,11 +51,14 @@ def test_framework_is_the_line_style_and_strategy_the_colour(sweep: Path) -> Non
     assert lines["FULL_SHARD jax"].get_color() == torch_fs.get_color()
     assert lines["DDP jax"].get_color() != torch_fs.get_color()
     assert list(lines["DDP jax"].get_ydata()) == [100.0, 240.0]
-    assert "FULL_SHARD jax nodes=2 (failed)" in " ".join(t.get_text() for t in ax.texts)
+    assert "FULL_SHARD jax nodes=2 (1 failed)" in " ".join(t.get_text() for t in ax.texts)
 
 
 def test_ratio_table(sweep: Path) -> None:
-    table = framework_ratio_table(collect_runs(sweep))
+    df = collect_runs(sweep)
+    assert df.loc[df["framework"] == "jax", "engine"].isna().all()  # FSDP1/2 is torch's
+    assert (df.loc[df["framework"] == "torch", "engine"] == "fsdp1").all()
+    table = framework_ratio_table(df)
     assert list(table.columns) == ["model", "strategy", "nodes", "torch_ips", "jax_ips",
                                    "jax_over_torch"]
     assert list(zip(table["strategy"], table["nodes"], strict=True)) == [

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import re
+import statistics
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -288,7 +289,7 @@ def _reached(windows: list[dict], summary: dict | None, kind: str | None) -> dic
     window peak, or the memory its failing ranks reported: summary ``memory_at_failure``)."""
     measured = [w["ips"] for w in windows if not w.get("warmup") and _number(w.get("ips"))]
     last = [w["ips"] for w in windows if _number(w.get("ips"))][-1:]
-    ips = sorted(measured)[len(measured) // 2] if measured else (last[0] if last else None)
+    ips = statistics.median(measured) if measured else (last[0] if last else None)
     at_failure = (summary or {}).get("memory_at_failure") or {}
     keys = ("peak_rss_gib",) if kind == "rss" else ("peak_mem_allocated_gib", "peak_rss_gib")
     mem = None
