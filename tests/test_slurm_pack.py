@@ -32,11 +32,9 @@ def _points(*node_counts: int, time: str = "00:10:00") -> list[Point]:
 
 def test_points_pack_by_node_count_with_summed_time_limits():
     points = _points(1, 2, 1, 1)
-    packs = pack.make_packs(points, {2: 0.5})  # the plan predicts point 2's step time only
+    packs = pack.make_packs(points, {2: 150})  # the plan predicts point 2's run time only
     assert [[p.num for p in pk.points] for pk in packs] == [[0, 2, 3], [1]]
-    steps = points[2].cfg.train.steps
-    predicted = int(pack.PLAN_MARGIN * steps * 0.5) + pack.POINT_START_S
-    assert packs[0].time_limit_s == pack.PACK_START_S + 600 + predicted + 600
+    assert packs[0].time_limit_s == pack.PACK_START_S + 600 + 150 + 600
     assert packs[1].time_limit_s == pack.PACK_START_S + 600
     assert pack.slurm_time(packs[1].time_limit_s) == "0-00:12:00"
     assert pack.slurm_time(90_000) == "1-01:00:00"

@@ -49,7 +49,7 @@ from vitfsdp.config import (
     to_run_config,
 )
 from vitfsdp.launch import batch_search as bsearch
-from vitfsdp.launch import local, pack, resume, slurm, status
+from vitfsdp.launch import local, pack, resume, slurm, status, time_limit_s
 from vitfsdp.records import (
     STATUSES,
     SUMMARY_FILE,
@@ -559,19 +559,21 @@ def _submission_units(points: list[Point], sweep_dir: Path, options: LaunchOptio
     """What is submitted at once: a pack (one job), or up to ``max_jobs`` points of one shape
     (a job or array task each)."""
     if options.pack == "by_nodes":
-        packs = pack.make_packs(points, {p.num: _predicted_step_s(p) for p in points})
+        predicted = {p.num: s for p in points if (s := _predicted_time_s(p)) is not None}
+        packs = pack.make_packs(points, predicted)
         return [pack.Unit(1, lambda pk=pk: [pack.submit(pk, sweep_dir, options.job_name)])
                 for pk in packs]
     return [pack.Unit(len(chunk), lambda c=chunk: slurm.submit(c, sweep_dir, options.job_name))
             for group in pack.shape_groups(points) for chunk in pack.chunks(group, max_jobs)]
 
 
-def _predicted_step_s(p: Point) -> float | None:
-    """The plan's step time for the point (None: no prediction)."""
+def _predicted_time_s(p: Point) -> int | None:
+    """The plan's run time for the point, as ``cluster.time=auto`` resolves it, in seconds
+    (None: no prediction)."""
     from vitfsdp import plan as planner
 
     try:
-        return planner.predict(p.cfg).step_time_s
+        return time_limit_s(planner.auto_time_limit(p.cfg))
     except (ValueError, NotImplementedError):
         return None
 

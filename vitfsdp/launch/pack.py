@@ -8,9 +8,9 @@ jobs per user, its debug QOS 1 (https://docs.olcf.ornl.gov/systems/frontier_user
 one allocation of ``nodes`` nodes whose script runs each point as its own job step (``srun``):
 each point keeps its own run directory, ``job.json`` (the pack's job id and the point's
 ``position``; its step is named ``vitfsdp-point<position>``), records and status, and a point
-that fails does not stop the next. The pack's time limit is the sum over its points of the plan's
-predicted run time (:data:`PLAN_MARGIN` × steps × predicted step time + :data:`POINT_START_S`)
-or, without a prediction, the point's ``cluster.time``, plus :data:`PACK_START_S`.
+that fails does not stop the next. The pack's time limit is the sum over its points of the
+plan's predicted run time (what ``cluster.time=auto`` resolves to) or, without a prediction,
+the point's ``cluster.time``, plus :data:`PACK_START_S`.
 
 A point stopped by SIGUSR2 (the pack's time limit is near; ``--signal``) saves its checkpoint
 and ends the pack; the pack is not requeued: points it did not reach are recorded by the
@@ -53,8 +53,6 @@ log = logging.getLogger(__name__)
 PACK_MODES = ("by_nodes",)
 PACK_DIR = "packs"  # in the sweep directory: each pack's script and Slurm output
 PACK_START_S = 120  # time-limit allowance per pack for the job's start (s)
-POINT_START_S = 60  # per point with a predicted run time: processes start, model build (s)
-PLAN_MARGIN = 2.0  # predicted training time × this, in a pack's time limit
 
 
 @dataclass
@@ -75,21 +73,14 @@ class Pack:
         return self.points[0].cfg.nodes
 
 
-def point_time_s(point, predicted_step_s: float | None) -> int:
-    """Seconds to allow a point in a pack: from the plan's step time where it predicts one,
-    else the point's ``cluster.time``."""
-    if predicted_step_s is None:
-        return point.cfg.cluster.time_limit_s
-    return int(PLAN_MARGIN * point.cfg.train.steps * predicted_step_s) + POINT_START_S
-
-
-def make_packs(points: Sequence, predicted_step_s: dict[int, float | None]) -> list[Pack]:
+def make_packs(points: Sequence, predicted_s: dict[int, int]) -> list[Pack]:
     """Points of the same cluster profile and node count in one pack each, in point order.
 
     Args:
-        predicted_step_s: point number → the plan's step time in seconds (None: unknown).
+        predicted_s: point number → the plan's predicted run time in seconds, where it has
+            one; a point without takes its ``cluster.time``.
     """
-    return [Pack(i, group, PACK_START_S + sum(point_time_s(p, predicted_step_s.get(p.num))
+    return [Pack(i, group, PACK_START_S + sum(predicted_s.get(p.num, p.cfg.cluster.time_limit_s)
                                               for p in group))
             for i, group in enumerate(shape_groups(points))]
 
