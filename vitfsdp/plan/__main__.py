@@ -171,7 +171,7 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
 def _other_overrides(df: pd.DataFrame) -> list[str] | None:
     """Per row, the point's overrides besides model, strategy and nodes, where they differ
     between rows (a legend under the table); None when they do not."""
-    shown = ("model=", "strategy=", "nodes=")
+    shown = ("model=", "strategy=", "nodes=", "strategy.shard_group_size=")  # in the name
     rest = [" ".join(o for o in str(p).split() if not o.startswith(shown)) for p in df["point"]]
     return rest if len(set(rest)) > 1 else None
 
