@@ -399,12 +399,20 @@ def check_key(override) -> None:
 
 
 def _parse_error(text: str, error: Exception) -> str:
-    """One line for an override that does not parse, naming it, with a hint."""
-    key, eq, value = text.partition("=")
+    """One line for an override that does not parse, naming it, with a hint; a secret-looking
+    value redacted (:func:`vitfsdp.provenance.redact_args`), control characters escaped."""
+    from vitfsdp.provenance import redact_args
+
+    shown = redact_args([text])[0]
+    key, eq, value = shown.partition("=")
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        return (f"{shown.encode('unicode_escape').decode()}: contains a control character "
+                "(newline, tab ...); remove it")
     if not _KEY.match(key):
-        return (f"{text}: {key.lstrip('+~')} is not a key: each dot-separated name starts "
+        return (f"{shown}: {key.lstrip('+~')} is not a key: each dot-separated name starts "
                 "with a letter or _ and holds letters, digits, _ or -")
-    reason = str(error).splitlines()[0].split(" expecting ")[0]
+    # Hydra's reason quotes the input: left out where a value was redacted
+    reason = "" if shown != text else f" ({str(error).splitlines()[0].split(' expecting ')[0]})"
     if not eq:
         hint = f"give it a value: {key}=VALUE"
     elif ",," in value or value.endswith(",") or value.startswith(","):
@@ -416,7 +424,7 @@ def _parse_error(text: str, error: Exception) -> str:
         hint = f"quote each item: {key}=[{items}]"
     else:
         hint = f"quote the value: {key}='{value}'"
-    return f"{text} does not parse ({reason}): {hint}"
+    return f"{shown} does not parse{reason}: {hint}"
 
 
 def parse_overrides(argv: Sequence[str]) -> list:
