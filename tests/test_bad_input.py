@@ -35,6 +35,10 @@ BAD = [
     (["model={a:1"], "model", "an unclosed bracket"),
     (["cluster.sbatch_args=[--x=1]"], "cluster.sbatch_args", "quote each item"),
     (["data.path=a=b"], "data.path", "quote the value"),
+    (["+cluster.env.MY_API_TOKEN=s3cr3t\nx"], "cluster.env.MY_API_TOKEN",
+     "=<redacted>: contains a control character"),  # no secret, no second line
+    (["+cluster.env.MY_API_TOKEN=[s3cr3t"], "cluster.env.MY_API_TOKEN",
+     "=<redacted> does not parse: quote the value"),
     # keys the config does not have (Hydra: many lines, or silently kept with +)
     (["train.stepz=3"], "train.stepz", "did you mean train.steps?"),
     (["+train.stepz=3"], "train.stepz", "did you mean train.steps?"),
@@ -181,7 +185,8 @@ def test_every_bad_input_is_refused_in_one_line_naming_the_field(tmp_path, image
         multi = "sweep points refused" in message  # a header, then one line per point
         lines = message.splitlines()[1:] if multi else message.splitlines()
         ok = (len(lines) == 1 and re.search(rf"(?<![\w.]){re.escape(field)}", lines[0])
-              and fragment in lines[0] and "Traceback" not in message)
+              and fragment in lines[0] and "Traceback" not in message
+              and "s3cr3t" not in message)
         if not ok:
             wrong.append(f"{' '.join(overrides)}: {message!r}")
     print(f"{len(rows)} bad inputs refused, each in one line naming its field")
