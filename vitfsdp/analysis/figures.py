@@ -264,8 +264,10 @@ def plot_loss(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure
     train (warm-up windows included; failed runs up to where they ended).
 
     One panel per model; per point (a line's node count) the median over repeats of each
-    window's mean loss at the window's last step; the strategy's colour and marker (as in the
-    other figures), lighter for fewer nodes; the framework's line style where both ran.
+    window's mean loss at the window's last step, in the strategy's colour and marker (as in
+    the other figures) and the framework's line style where both ran, its node count written
+    at its end (``n=4``). Strategies that train alike (the same data order and global batch)
+    overlap: each strategy's lines are drawn thinner than the one before, so all show.
 
     Args:
         df: a ``collect_runs`` frame.
@@ -287,27 +289,35 @@ def plot_loss(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure
     for ax, (model, panel) in zip(axes, panels, strict=True):
         _draw_loss_panel(ax, panel, looks, "framework" in keys)
         _set_title(ax, _panel_title(model, df[df["model"].astype("string") == model]))
-    _finish(fig, "Training loss against step (a line per point)", df, path, {"nodes"})
+    _finish(fig, "Training loss against step (a line per point)", df, path, set())
     return fig
 
 
 def _draw_loss_panel(ax, panel: pd.DataFrame, looks: dict[str, tuple[str, str]],
                      by_framework: bool) -> None:  # fmt: skip
     """The loss lines of one model: per line label and node count, the median loss per step
-    over repeats, lighter for fewer nodes."""
-    node_counts = sorted({int(n) for n in panel["nodes"].dropna()})
+    over repeats; a line label's lines thinner than the previous label's; ``n=<nodes>`` at
+    each line's end."""
+    labels = sorted(set(panel["_label"]))
+    ends = set()
     for (label, nodes), point in panel.groupby(["_label", "nodes"], dropna=False, sort=True):
         color, marker = looks.get(point["_look"].iloc[0], ("0.5", "o"))
-        rank = node_counts.index(int(nodes)) if pd.notna(nodes) else 0
-        alpha = 0.35 + 0.65 * rank / (len(node_counts) - 1) if len(node_counts) > 1 else 1.0
+        width = 2.4 - 1.6 * labels.index(label) / max(1, len(labels) - 1)
         style = FRAMEWORK_STYLES.get(point["framework"].iloc[0], DEFAULT_STYLE) \
             if by_framework else DEFAULT_STYLE
         loss = point.groupby("step")["loss"].median().sort_index()
-        first = rank == 0 or pd.isna(nodes)
+        first = label not in {ln.get_label() for ln in ax.lines}
         ax.plot(loss.index, loss.values, ls=style, marker=marker, markersize=3, color=color,
-                alpha=alpha, label=label if first else f"_{label} nodes={nodes}")
+                lw=width, label=label if first else f"_{label} nodes={nodes}")
+        end = (loss.index[-1], round(float(loss.iloc[-1]), 3), nodes)
+        if pd.notna(nodes) and end not in ends:
+            ends.add(end)
+            ax.annotate(f"n={int(nodes)}", (end[0], end[1]), xytext=(3, 0),
+                        textcoords="offset points", va="center", fontsize=NOTE_FONTSIZE,
+                        color="0.3")
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (window mean)")
+    ax.margins(x=0.12)
     ax.grid(True, alpha=0.3)
     ax.tick_params(labelsize=PAPER_RC["xtick.labelsize"])
 
@@ -764,8 +774,6 @@ PROXIES = {
     "failed": dict(color="0.4", marker="x", ls="none", label="not completed"),
     "skipped": dict(color="0.4", marker="D", mfc="none", ls="none",
                     label="skipped: predicted not to fit"),
-    "nodes": dict(color="0.4", alpha=0.4, ls="-",
-                  label="a line per node count (lighter: fewer nodes)"),
 }  # fmt: skip
 
 
@@ -844,8 +852,9 @@ def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike |
     :func:`_figure_legend`), the height that gives every panel :data:`AXES_HEIGHT_IN` of
     plotting area, and the file at ``path`` if given."""
     width = _chars_per_line(fig.get_figwidth(), PAPER_RC["figure.titlesize"])
-    context = _wrap_items(_context(df), width)
-    shared = contention_note(df)
+    shared = contention_note(df)  # names the cluster profile itself
+    context = _wrap_items([p for p in _context(df)
+                           if not (shared and p.startswith("cluster="))], width)
     shared = f"\n{textwrap.fill(shared, width)}" if shared else ""
     fig.suptitle(f"{textwrap.fill(title, width)}\n{context}{shared}".strip())
     _figure_legend(fig, extras, handles)

@@ -49,7 +49,8 @@ CAPTIONS = {
     "prefetch": "Backward prefetch x limit_all_gathers: images/s per strategy at the largest "
                 "node count the ablation ran (every node count: prefetch.csv).",
     "loss": "Training loss (mean over each timing window) against step, a line per point "
-            "(median over repeats), lighter for fewer nodes; warm-up windows included.",
+            "(median over repeats), n=<nodes> at its end; warm-up windows included; "
+            "strategies that train alike overlap (later ones drawn thinner).",
 }  # fmt: skip
 #: How every table prints a missing value (a figure not measured, a setting that does not
 #: apply).
