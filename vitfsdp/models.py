@@ -79,8 +79,8 @@ VARIANTS: dict[str, ViTSpec] = {
     "vit_15b": _smart_vit(5040, 48, 48, patch=14, params_m=14720),
     # timm's registered ViTs of the PyTorch-vs-JAX study: same architecture as
     # timm.create_model(name) (GELU MLP, class token, qkv bias), built from this table.
-    # ViT-S/16 (21.7M parameters) is the demo's: at 32 px its model state outweighs a CPU
-    # rank's baseline memory, so sharding shows, while 8 gloo ranks train it on 2 cores.
+    # ViT-S/16 (21.7M parameters) is the demo's: at 32 px its model state (~0.32 GiB a rank)
+    # stands out above a CPU rank's baseline, so sharding shows; 8 gloo ranks train it on 2 cores.
     "vit_small_patch16_224": ViTSpec(384, 12, 1536, 6, patch_size=16),
     "vit_large_patch16_224": ViTSpec(1024, 24, 4096, 16, patch_size=16),
     "vit_huge_patch14_224": ViTSpec(1280, 32, 5120, 16, patch_size=14),
