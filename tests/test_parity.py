@@ -29,6 +29,7 @@ BF16_REL_TOL = 5e-2
 FSDP_STRATEGIES = ["NO_SHARD", "FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_1GPU", "HYBRID_2GPU"]
 ENGINES = ("fsdp1", "fsdp2")
 SPANNING = "HYBRID_SHARD-4"  # strategy=HYBRID_SHARD strategy.shard_group_size=4
+SPANNING_REPLICATED = "HYBRID_SHARD-2-1pernode"  # shard_group_size=2 on 4 nodes of 1 rank
 
 
 def _losses(run_dir) -> list[float]:
@@ -46,9 +47,13 @@ def _cases() -> dict[str, str]:
             f"strategy.limit_all_gathers={lag}")
     for s in FSDP_STRATEGIES:
         base[f"fsdp2-{s}"] = f"engine=fsdp2 strategy={s}"
-    for engine in ENGINES:  # a shard group of 4 on 2 nodes of 2: it spans both nodes
+    for engine in ENGINES:  # shard groups spanning nodes: 4 on 2 nodes of 2 (one replica),
+        # 2 on 4 nodes of 1 (two replicas, both mesh axes across nodes)
         base[f"{engine}-{SPANNING}"] = (f"engine={engine} strategy=HYBRID_SHARD "
                                         "strategy.shard_group_size=4")
+        base[f"{engine}-{SPANNING_REPLICATED}"] = (
+            f"engine={engine} strategy=HYBRID_SHARD strategy.shard_group_size=2 nodes=4 "
+            "cluster.gpus_per_node=1")
     cases = {name: f"{o} precision=fp32" for name, o in base.items()}
     for name in ("DDP", "fsdp1-FULL_SHARD-BACKWARD_PRE-true", "fsdp2-FULL_SHARD",
                  "fsdp2-HYBRID_2GPU"):
@@ -83,7 +88,7 @@ def matrix(tmp_path_factory) -> dict:
 @pytest.mark.slow
 def test_every_fp32_configuration_matches_single_process(reference, matrix):
     fp32 = {n: d for n, d in matrix.items() if not n.startswith("bf16")}
-    assert len(fp32) == 1 + 5 * 3 * 2 + 5 + len(ENGINES)
+    assert len(fp32) == 1 + 5 * 3 * 2 + 5 + 2 * len(ENGINES)
     for name, run_dir in fp32.items():
         run = read(run_dir / "run.json")
         assert run["status"] == "completed" and run["world"]["size"] == 4, name
@@ -103,15 +108,18 @@ def test_bf16_stays_within_stated_bound(reference, matrix):
 
 
 @pytest.mark.slow
-def test_shard_group_spanning_two_nodes_is_recorded_as_hybrid_4gpu(matrix):
-    """strategy=HYBRID_SHARD strategy.shard_group_size=4 on 2 nodes of 2 ranks: one shard
-    group over both nodes (its losses are checked with the others above)."""
+def test_shard_groups_spanning_nodes_are_recorded_by_their_size(matrix):
+    """strategy=HYBRID_SHARD strategy.shard_group_size=k with groups over more than one node:
+    4 on 2 nodes of 2 ranks (one group over both), 2 on 4 nodes of 1 (two replicas of a group
+    over two nodes); their losses are checked with the others above."""
+    cases = {SPANNING: ("HYBRID_4GPU", 4, 1, 2), SPANNING_REPLICATED: ("HYBRID_2GPU", 2, 2, 1)}
     for engine in ENGINES:
-        run = read(matrix[f"{engine}-{SPANNING}"] / "run.json")
-        strategy = run["config"]["strategy"]
-        assert (strategy["name"], strategy["shard_group_size"]) == ("HYBRID_4GPU", 4), engine
-        assert run["world"]["size"] == 4 and run["world"]["replicas"] == 1, engine
-        assert run["config"]["cluster"]["gpus_per_node"] == 2, engine
+        for case, (name, k, replicas, per_node) in cases.items():
+            run = read(matrix[f"{engine}-{case}"] / "run.json")
+            strategy = run["config"]["strategy"]
+            assert (strategy["name"], strategy["shard_group_size"]) == (name, k), engine
+            assert run["world"]["size"] == 4 and run["world"]["replicas"] == replicas, engine
+            assert run["world"]["ranks_per_node"] == per_node < k, engine
 
 
 @pytest.mark.slow
