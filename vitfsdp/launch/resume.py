@@ -37,9 +37,11 @@ log = logging.getLogger(__name__)
 
 #: Cluster fields that change how a point is watched, requeued, planned or priced, not what it
 #: measures: left out of the hash, so recalibrating the plan or setting a price does not
-#: make completed points run again.
+#: make completed points run again (nor does the time limit cluster.time=auto resolves to).
 WATCH_ONLY = ("poll_s", "array", "array_parallelism", "max_jobs", "max_requeues", "peak_tflops",
-              "plan_efficiency", "intra_node_gbps", "inter_node_gbps", "price_per_node_hour")
+              "plan_efficiency", "intra_node_gbps", "inter_node_gbps", "price_per_node_hour",
+              "memory_gbps", "collective_latency_us", "intra_node_latency_us",
+              "inter_node_latency_us", "time")
 ATTEMPTS_DIR = "attempts"  # earlier attempts of a point that is run again
 CHECKPOINT_DIR = "checkpoint"  # left in place: the next attempt resumes from it
 LOCK_FILE = ".sweep.lock"
