@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -354,11 +355,16 @@ def test_synthetic_runs_and_one_prediction_per_point(tmp_path: Path, monkeypatch
     monkeypatch.setattr(synthetic, "FAILURE_RATES", {"oom": 0.2, "failed": 0.1})
     parts = synthetic.write_synthetic_sweep(tmp_path, (4, 12), seed=1)
     calls = []
-    predict = vitfsdp.plan.predict_run
-    monkeypatch.setattr(vitfsdp.plan, "predict_run", lambda run: calls.append(1) or predict(run))
+    predict = vitfsdp.plan.predict
+    monkeypatch.setattr(vitfsdp.plan, "predict",
+                        lambda *a, **k: calls.append(1) or predict(*a, **k))
     monkeypatch.setattr(collect, "_PREDICTIONS", {})
     df = collect_runs(parts)
     assert len(df) == 12 and sorted(df["repeat"].unique()) == [0, 1, 2]
     assert {"completed", "oom", "failed"} <= set(df["status"])
     assert len(calls) == 4 and df["pred_peak_mem_gib"].notna().all()
+    # the prediction without OmegaConf is the plan's own predict_run
+    run = json.loads((Path(df["run_dir"].iloc[-1]) / RUN_FILE).read_text())
+    expected = vitfsdp.plan.predict_run(run)
+    assert {k: df[k].iloc[-1] for k in expected} == pytest.approx(expected)
     assert df.loc[df["status"] == "failed", "reason"].str.contains("\n").sum() == 0

@@ -7,11 +7,14 @@ of memory or timed out stays visible next to the ones that completed.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import logging
 import os
 import re
 import statistics
+import typing
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -486,21 +489,65 @@ def prediction(run: dict) -> dict[str, Any]:
 
 
 def _predict_run(run: dict) -> dict | None:
-    """``vitfsdp.plan.predict_run(run)``, memoized per config; ``None`` where the config
+    """The plan's prediction for ``run``, memoized per config; ``None`` where the config
     cannot be rebuilt (older records). The plan is imported here, when first needed: it
     brings torch and timm."""
-    from vitfsdp.plan import predict_run
-
     if not isinstance(run.get("config"), dict) or "train" not in run["config"]:
         return None  # no config, or only the overrides of a run that never started
     key = _prediction_key(run)
     if key not in _PREDICTIONS:
         try:
-            _PREDICTIONS[key] = predict_run(run)
+            _PREDICTIONS[key] = _fast_predict(run)
         except (ValueError, TypeError, KeyError) as e:
             log.warning("no prediction for run %s: %s", run.get("run_id", "?"), e)
             _PREDICTIONS[key] = None
     return _PREDICTIONS[key]
+
+
+def _fast_predict(run: dict) -> dict | None:
+    """``vitfsdp.plan.predict_run(run)`` without its OmegaConf rebuild of the config (most of
+    its time): the recorded config (``dataclasses.asdict(RunConfig)``) becomes a
+    :class:`~vitfsdp.config.RunConfig` field by field, validated by its ``__post_init__``s,
+    and goes to :func:`vitfsdp.plan.predict` with the device as ``predict_run`` passes it.
+    A config this cannot rebuild goes to ``predict_run`` itself."""
+    from vitfsdp.config import RunConfig
+    from vitfsdp.plan import predict, predict_run
+
+    try:
+        cfg = _dataclass_from_dict(RunConfig, run["config"])
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return predict_run(run)
+    dev = run.get("device") or {}
+    kind = {"cuda": "gpu", "cpu": "cpu"}.get(dev.get("type"))
+    p = predict(cfg, peak_flops=dev.get("peak_flops"), device_memory_gib=dev.get("memory_gib"),
+                device=kind)
+    return {"pred_peak_mem_gib": p.peak_mem_gib, "pred_step_time_s": p.step_time_s,
+            "pred_ips": p.ips, "pred_fits": p.fits, "pred_mem_metric": p.pred_mem_metric}
+
+
+def _dataclass_from_dict(cls: type, data: dict) -> Any:
+    """``cls(**data)`` with every dataclass-typed field built the same way from its dict.
+
+    Raises:
+        TypeError: a key ``cls`` has no field for, or a nested value that is not a dict.
+        ValueError: a field's ``__post_init__`` refuses its value.
+    """
+    hints = _type_hints(cls)
+    kwargs = {}
+    for key, value in data.items():
+        kind = hints[key] if key in hints else None
+        if kind is None:
+            raise TypeError(f"{cls.__name__} has no field {key!r}")
+        kwargs[key] = (_dataclass_from_dict(kind, value)
+                       if dataclasses.is_dataclass(kind) else value)
+    return cls(**kwargs)
+
+
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    """The init fields of dataclass ``cls`` and their resolved types."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.init}
 
 
 def _prediction_key(run: dict) -> str:
