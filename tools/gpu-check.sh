@@ -43,10 +43,6 @@ mkdir -p "$OUT" "$WORK"
 log() { printf '[gpu-check %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 
 step_install() {
-    if [[ -f "$SITE/.installed" && "$SITE/.installed" -nt "$REPO/pyproject.toml" ]]; then
-        export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
-        return
-    fi
     local wheels=("$REPO"/.whl/*.whl)
     [[ -e "${wheels[0]}" ]] || { log "no wheels in .whl/: run make gpu-wheels here first"; exit 2; }
     log "installing ${#wheels[@]} carried wheels and the project into $SITE (no network)"
@@ -58,7 +54,6 @@ step_install() {
     export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
     (cd /tmp && "$PYTHON" -c 'import vitfsdp, hydra, submitit, torch; print("vitfsdp from",
         vitfsdp.__file__, "| torch", torch.__version__, "| cuda", torch.cuda.is_available())')
-    touch "$SITE/.installed"
 }
 
 provenance() {  # the device, driver and versions, for docs/benchmarks.md
@@ -90,7 +85,10 @@ pack() {  # OUT/<name>.tar.gz of the given folders (relative to WORK), small fil
 }
 
 step_test() {
-    "$PYTHON" -m pytest -m gpu -v -rA -p no:cacheprovider tests/test_gpu.py \
+    # --import-mode=append: the tests import vitfsdp from $SITE (the installed wheel, which
+    # carries conf/ as vitfsdp.conf), not from the checkout put first on sys.path
+    "$PYTHON" -m pytest -m gpu -v -rA -p no:cacheprovider --import-mode=append \
+        --rootdir "$REPO" "$REPO/tests/test_gpu.py" \
         --junitxml="$WORK/test-gpu.xml" || log "test-gpu: failures (see the log)"
     mkdir -p "$WORK/test"
     cp "$WORK/test-gpu.xml" "$WORK/test/" 2>/dev/null || true
@@ -167,6 +165,8 @@ step_analyse() {
 [[ $# -gt 0 ]] || { sed -n '2,27p' "$0"; exit 2; }
 step_install
 provenance
+# every command runs outside the checkout, as a user's would: vitfsdp comes from $SITE
+cd "$WORK"
 for step in "$@"; do
     [[ $step == install ]] && continue
     fn="step_${step//-/_}"
