@@ -337,3 +337,22 @@ def test_auto_time_limit_scales_with_steps_and_needs_a_step_time(study_configs):
     cpu = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, peak_tflops=None))
     with pytest.raises(ValueError, match="cluster.time=auto needs the plan's step time"):
         auto_time_limit(cpu)
+
+
+def test_jax_runs_are_predicted_with_the_jax_memory_model():
+    """framework=jax: no FSDP unit buffers but XLA's gathered weights (the whole model in the
+    compute dtype), and written-out attention (the JAX model computes the softmax itself)."""
+    from hydra import compose, initialize_config_dir
+
+    from vitfsdp.config import CONF_DIR, register_configs, to_run_config
+
+    register_configs()
+    with initialize_config_dir(str(CONF_DIR), version_base=None):
+        cfg = {fw: to_run_config(compose("config", [
+            "model=vit_base", "model.img_size=32", "device=cpu", "strategy=FULL_SHARD",
+            "nodes=2", f"framework={fw}"])) for fw in ("torch", "jax")}
+    torch_p, jax_p = predict(cfg["torch"]), predict(cfg["jax"])
+    assert jax_p.params_gib == pytest.approx(torch_p.params_gib)  # same shards of fp32
+    assert jax_p.buffers_gib * GIB == pytest.approx(4 * jax_p.num_params)  # fp32 on CPU
+    assert torch_p.buffers_gib < 0.3 * jax_p.buffers_gib  # FSDP: 3 of 12 units + the root
+    assert jax_p.activations_gib > torch_p.activations_gib  # scores and softmax kept
