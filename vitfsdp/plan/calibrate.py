@@ -11,10 +11,11 @@ The fit (:func:`fit`) minimizes the mean squared log ratio of predicted to measu
 over the runs, coordinate by coordinate on logarithmic grids (the step time has ``max`` terms,
 so it is not linear in its unknowns): the compute figure (``cluster.plan_efficiency``
 where the runs record a peak FLOP/s, i.e. GPUs; else ``cluster.peak_tflops`` at efficiency 1,
-the FLOP/s CPU ranks reach), and the bus bandwidth of the link the runs vary
-(``cluster.inter_node_gbps`` across node counts, else ``cluster.intra_node_gbps`` across world
-sizes). :func:`leave_one_out` refits without each run in turn and predicts it: the error on a
-run the fit did not see.
+the FLOP/s CPU ranks reach), and the link the runs vary: across node counts
+``cluster.inter_node_gbps`` and ``cluster.inter_node_latency_us`` (what decides a flat
+FULL_SHARD at scale), else ``cluster.intra_node_gbps`` across world sizes.
+:func:`leave_one_out` refits without each run in turn and predicts it: the error on a run
+the fit did not see.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ GRIDS = {
     "peak_tflops": np.geomspace(1e-4, 1e4, 240),
     "intra_node_gbps": np.geomspace(1e-3, 1e4, 150),
     "inter_node_gbps": np.geomspace(1e-3, 1e4, 150),
+    "inter_node_latency_us": np.geomspace(0.1, 1e4, 100),
 }
 ROUNDS = 3  # coordinate-descent passes
 
@@ -147,7 +149,7 @@ def _keys(runs: list[Measured]) -> list[str]:
     gpu = all(m.device.get("peak_flops") or m.cfg.cluster.peak_tflops for m in runs)
     keys = ["plan_efficiency" if gpu else "peak_tflops"]
     if len({m.cfg.nodes for m in runs}) > 1:
-        keys.append("inter_node_gbps")
+        keys += ["inter_node_gbps", "inter_node_latency_us"]
     elif len({m.cfg.world_size for m in runs}) > 1:
         keys.append("intra_node_gbps")
     return keys
