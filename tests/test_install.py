@@ -92,15 +92,19 @@ def installed(tmp_path_factory) -> dict[str, Path]:
 def test_the_environment_imports_its_own_copy(installed, env):
     python, work = installed[env], installed["work"]
     prefix = python.parents[1]
+    # torch-free modules only (the sweep test imports the rest)
     out = _run([python, "-c", (
-        "import json, vitfsdp, vitfsdp.config as c, vitfsdp.launch.slurm as s;"
-        "print(json.dumps([vitfsdp.__file__, str(c.CONF_DIR), str(s.TEMPLATE),"
-        " sorted(c.group_options('model'))]))")], work)
-    package, conf, template, models = json.loads(out)
-    for path in (package, conf, template):
+        "import json, importlib.resources as r, vitfsdp, vitfsdp.launch.slurm as s,"
+        " hydra_plugins.vitfsdp_launcher.vitfsdp_launcher as h;"
+        "print(json.dumps([vitfsdp.__file__, str(r.files('vitfsdp.conf')), str(s.TEMPLATE),"
+        " h.__file__]))")], work)
+    package, conf, template, plugin = json.loads(out)
+    for path in (package, conf, template, plugin):
         assert Path(path).is_relative_to(prefix), f"{path} is not inside {prefix}"
-    assert Path(conf, "config.yaml").is_file() and Path(template).is_file()
-    assert models == sorted(p.stem for p in (REPO / "conf" / "model").glob("*.yaml"))
+    assert Path(template).is_file()
+    shipped = sorted(p.relative_to(conf).as_posix() for p in Path(conf).rglob("*.yaml"))
+    assert shipped == sorted(p.relative_to(REPO / "conf").as_posix()
+                             for p in (REPO / "conf").rglob("*.yaml"))
 
 
 def test_wheel_sweeps_with_a_user_model_and_pip_install_analyses_and_writes_scripts(installed):
