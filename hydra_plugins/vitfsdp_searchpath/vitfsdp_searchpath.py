@@ -5,8 +5,8 @@ hold config groups (``DIR/cluster/mysite.yaml``, ``DIR/experiment/...``) that
 ``cluster=mysite`` then finds in every command (train, sweep, plan, bench). The directories
 come after the package's own ``conf/``: a profile of yours adds to the shipped ones and extends
 one by naming it in its defaults list. Slurm job scripts export the variable, so the training on
-the compute nodes finds the same profile (Hydra's own ``hydra.searchpath=[file://DIR]`` reaches
-only the command it is given to).
+the compute nodes finds the same profile (Hydra's own ``hydra.searchpath=[file://DIR]`` is
+given per command; the sweep passes it on to each point's command).
 """
 
 from __future__ import annotations
