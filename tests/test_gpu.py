@@ -283,10 +283,12 @@ def test_bench_runs_all_three_paths_at_the_same_batch_and_precision(tmp_path):
                       "8", "--steps", "12", "--warmup", "4", "--log-every", "4", "--out",
                       str(out), cwd=tmp_path)
     print(proc.stdout)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-4000:]
+    # exit 1 also when a target check fails: vit_tiny is not what the targets are set for
+    assert proc.returncode == 0 or (proc.returncode == 1 and "FAIL" in proc.stdout), (
+        proc.stdout[-3000:] + proc.stderr[-4000:])
     table = pd.read_csv(out / "bench.csv")
     assert sorted(table["path"]) == ["fsdp", "timm", "unwrapped"]
     assert (table["status"] == "completed").all()
-    assert (table["batch"] == 8).all() and (table["precision"] == "bf16").all()
-    for col in ("ips", "vs_timm", "vs_unwrapped"):
+    assert (table["train_batch_size"] == 8).all() and (table["precision"] == "bf16").all()
+    for col in ("train_samples_per_sec", "vs_timm", "vs_unwrapped"):
         assert table[col].map(lambda v: math.isfinite(v) and v > 0).all(), table[col]

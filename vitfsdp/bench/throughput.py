@@ -79,10 +79,18 @@ PATHS = ("fsdp", "unwrapped", "timm")
 GPU_MODELS = ("vit_base", "vit_large_patch16_224", "vit_huge_patch14_224", "vit_1b")
 #: Defaults by device type: (models, batch, steps, warm-up steps, steps per window).
 DEFAULTS = {"cuda": (GPU_MODELS, 32, 50, 10, 10), "cpu": (("vit_tiny",), 8, 6, 2, 2)}
-#: The benchmark's targets (docs/benchmarks.md; on an H100 or H200): MFU of ViT-H/14 bf16 at a
-#: local batch >= 32 against 989 TFLOP/s dense bf16, ours / timm, FSDP / unwrapped.
-TARGET_MODEL, TARGET_MFU, TARGET_MIN_BATCH = "vit_huge_patch14_224", 0.40, 32
-TARGET_VS_TIMM, TARGET_VS_UNWRAPPED = 1.0, 0.97
+#: The benchmark's targets (docs/benchmarks.md), checked on a GPU only: MFU of ViT-H/14 bf16
+#: at a local batch >= 32 against the device's dense bf16 peak (989 TFLOP/s on an H100 SXM;
+#: 50 %, with 40 % the floor below which the profile must say where the time goes),
+#: ours / timm and FSDP / unwrapped in the same run.
+TARGET_MODEL, TARGET_MFU, TARGET_MIN_BATCH = "vit_huge_patch14_224", 0.50, 32
+FLOOR_MFU = 0.40
+TARGET_VS_TIMM, TARGET_VS_UNWRAPPED = 1.05, 0.97
+#: bench.csv's columns under timm's benchmark.py names where they mean the same thing, so
+#: the two CSVs join on model: ours -> timm's (timm: ``train_step_time`` in ms,
+#: ``param_count`` in millions).
+TIMM_COLUMNS = {"batch": "train_batch_size", "img_size": "train_img_size",
+                "ips": "train_samples_per_sec"}
 #: timm's registered ViT whose constructor takes our variants' architecture as keywords.
 TIMM_BASE_VIT = "vit_base_patch16_224"
 #: Columns of the printed table: (column of bench.csv, header).
@@ -149,7 +157,9 @@ def main(argv: Sequence[str]) -> int:
     """Run the benchmark of ``argv``, print the table and the target checks.
 
     Returns:
-        0 when every measurement completed, 1 otherwise (the table says which failed).
+        0 when every measurement completed and no target check failed (targets are checked
+        on a GPU only), 1 otherwise (the table and the FAIL lines say which), 2 for bad
+        arguments.
     """
     provenance.setup_logging(0)
     try:
@@ -159,9 +169,14 @@ def main(argv: Sequence[str]) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(format_table(table))
-    for line in check_targets(table):
+    checks = check_targets(table)
+    if not checks:
+        print("targets: none checked (they apply to a GPU run; this one ran on "
+              f"{table['device_type'].iloc[0] if len(table) else 'no device'})")
+    for line in checks:
         print(line)
-    return 0 if (table["status"] == "completed").all() else 1
+    failed = any(line.startswith("FAIL") for line in checks)
+    return 0 if (table["status"] == "completed").all() and not failed else 1
 
 
 def run_bench(opts: BenchOptions) -> pd.DataFrame:
@@ -190,14 +205,14 @@ def run_bench(opts: BenchOptions) -> pd.DataFrame:
         for path, measure in (("fsdp", _fsdp), ("unwrapped", _unwrapped), ("timm", _timm)):
             run_dir = opts.out / name / path
             _guarded(lambda m=measure, d=run_dir, c=cfg: m(c, device, d), run_dir, device)
-            rows.append(_row(name, path, run_dir))
+            rows.append({**_row(name, path, run_dir), "device_type": device.type})
         if opts.profile_steps > 0:
             _guarded(lambda c=cfg, n=name: profile_fsdp_step(c, device, opts.out / n /
                                                              "profile", opts.profile_steps),
                      None, device)
     table = _with_ratios(pd.DataFrame(rows))
     opts.out.mkdir(parents=True, exist_ok=True)  # where every measurement failed early
-    table.to_csv(opts.out / "bench.csv", index=False)
+    csv_table(table).to_csv(opts.out / "bench.csv", index=False)
     write_json_atomic(opts.out / "bench.json", {
         "options": {k: str(v) if isinstance(v, Path) else v
                     for k, v in dataclasses.asdict(opts).items()},
@@ -510,6 +525,7 @@ def _row(model: str, path: str, run_dir: Path) -> dict:
         wrapper, compiled = world.get("wrapper"), applied.get("compile")
     return {"model": model, "path": path, "wrapper": wrapper,
             "batch": (run.get("config") or {}).get("train", {}).get("local_batch_size"),
+            "img_size": (run.get("model") or {}).get("img_size"),
             "precision": (applied.get("precision") or {}).get("name"),
             **{k: summary.get(k) for k in ("ips", "tflops_per_gpu", "mfu", "step_time_s",
                                            "ips_spread")},
@@ -538,19 +554,33 @@ def format_table(table: pd.DataFrame) -> str:
     return shown.to_string(index=False)
 
 
+def csv_table(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` as ``bench.csv`` holds it: :data:`TIMM_COLUMNS` renamed to timm's
+    benchmark.py names, plus its ``train_step_time`` (ms) and ``param_count`` (millions)."""
+    out = table.rename(columns=TIMM_COLUMNS)
+    out["train_step_time"] = table["step_time_s"].astype(float) * 1000.0
+    out["param_count"] = (table["num_params"].astype(float) / 1e6).round(2)
+    return out
+
+
 def check_targets(table: pd.DataFrame) -> list[str]:
     """The target checks (docs/benchmarks.md) on ``table``, one line each ("PASS"/"FAIL"/"n/a"):
     FSDP / unwrapped >= :data:`TARGET_VS_UNWRAPPED` and ours / timm >= :data:`TARGET_VS_TIMM`
     for every model; MFU >= :data:`TARGET_MFU` for :data:`TARGET_MODEL` in bf16 at a batch of
-    at least :data:`TARGET_MIN_BATCH` where the device's peak is known."""
+    at least :data:`TARGET_MIN_BATCH` where the device's peak is known. None for rows not
+    measured on a GPU (``device_type`` other than cuda): the targets are GPU figures."""
     lines = []
-    for _, r in table[table["path"] == "fsdp"].iterrows():
+    gpu = table["device_type"] == "cuda" if "device_type" in table else True
+    for _, r in table[(table["path"] == "fsdp") & gpu].iterrows():
         for what, value, target in (("FSDP/unwrapped", r["vs_unwrapped"], TARGET_VS_UNWRAPPED),
                                     ("ours/timm", r["vs_timm"], TARGET_VS_TIMM)):
             lines.append(_check(r["model"], what, value, target, "{:.3f}"))
         if (r["model"] == TARGET_MODEL and r["precision"] == "bf16"
                 and r["batch"] >= TARGET_MIN_BATCH):
-            lines.append(_check(r["model"], "MFU", r["mfu"], TARGET_MFU, "{:.1%}"))
+            line = _check(r["model"], "MFU", r["mfu"], TARGET_MFU, "{:.1%}")
+            if line.startswith("FAIL") and r["mfu"] < FLOOR_MFU:
+                line += f", below the {FLOOR_MFU:.0%} floor: read the profile (--profile-steps)"
+            lines.append(line)
     return lines
 
 
