@@ -136,6 +136,23 @@ def test_wheel_sweeps_with_a_user_model_and_pip_install_analyses_and_writes_scri
     assert str(REPO) not in "".join(s.read_text(encoding="utf-8") for s in scripts)
 
 
+def test_group_check_knows_the_user_folders_of_hydra_searchpath(tmp_path):
+    from vitfsdp.config import check_group_choices, searchpath_dirs
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "tiny32.yaml").write_text(USER_MODEL, encoding="utf-8")
+    user = f"hydra.searchpath=[file://{tmp_path}]"
+    check_group_choices([user, "model=tiny32,vit_tiny"])
+    with pytest.raises(ValueError, match=r"model=tiny33 is unknown; valid: tiny32, "):
+        check_group_choices([user, "model=tiny33"])
+    with pytest.raises(ValueError, match="model=tiny32 is unknown"):
+        check_group_choices(["model=tiny32"])  # without the folder
+    assert searchpath_dirs(["pkg://vitfsdp.conf"])[0] / "config.yaml" == (
+        REPO / "conf" / "config.yaml")
+    with pytest.raises(ValueError, match="pkg://no_such_pkg names no importable package"):
+        searchpath_dirs(["pkg://no_such_pkg"])
+
+
 # --------------------------------------------------------------------------- environment.yml
 
 

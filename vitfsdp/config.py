@@ -264,13 +264,21 @@ def group_options(group: str, conf_dir: Path = CONF_DIR,
     return sorted({p.stem for d in dirs for p in (Path(d) / group).glob("*.yaml")})
 
 
-def searchpath_dirs(searchpath: Sequence[str]) -> list[Path]:
+def searchpath_dirs(searchpath: Sequence[str] | str) -> list[Path]:
     """The folders of ``hydra.searchpath`` entries: ``file://DIR`` or ``DIR`` (relative to the
-    working directory, as Hydra reads them) and ``pkg://package`` (an importable package)."""
+    working directory, as Hydra reads them) and ``pkg://package`` (an importable package).
+
+    Raises:
+        ValueError: a ``pkg://`` entry names no importable package.
+    """
     dirs = []
-    for entry in searchpath:
+    for entry in [searchpath] if isinstance(searchpath, str) else searchpath:
         if entry.startswith("pkg://"):
-            dirs.append(Path(str(resources.files(entry.removeprefix("pkg://")))))
+            try:
+                dirs.append(Path(str(resources.files(entry.removeprefix("pkg://")))))
+            except ModuleNotFoundError:
+                raise ValueError(f"hydra.searchpath: {entry} names no importable package; "
+                                 "give a folder as file:///path/to/conf") from None
         else:
             dirs.append(Path(entry.removeprefix("file://")))
     return dirs
