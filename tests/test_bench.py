@@ -91,6 +91,12 @@ def test_table_ratios_are_the_measured_ips_ratios(bench):
     assert saved["checks"] == []  # the targets are GPU figures: none checked on a CPU
 
 
+def test_help_names_the_overhead_benchmark(capsys):
+    with pytest.raises(SystemExit):
+        throughput.main(["--help"])
+    assert "python -m vitfsdp.bench overhead" in " ".join(capsys.readouterr().out.split())
+
+
 def test_printed_table_has_every_path_and_the_checks(bench):
     _, _, printed = bench
     header = printed.splitlines()[0].split()
