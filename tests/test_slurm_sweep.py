@@ -215,7 +215,8 @@ def test_frontier_and_cuda8_scripts_pass_sbatch_test_only(profile, tmp_path):
     require_cluster()
     # The virtual cluster has Frontier's partition name (batch) and 8 GPUs per node; cuda8's
     # partition is set to the virtual one.
-    extra = ["cluster.partition=debug"] if profile == "cuda8" else []
+    # With accounting enforced, an account must exist: the virtual cluster has root's.
+    extra = ["cluster.partition=debug"] if profile == "cuda8" else ["cluster.account=root"]
     script = tmp_path / "job.sbatch"
     script.write_text(render_point([*PROFILES[profile], *extra], POINT, workdir=str(tmp_path)))
     proc = slurm("sbatch", "--test-only", str(script), cwd=tmp_path)
