@@ -170,7 +170,7 @@ def test_weak_scaling_figure(sweep: Path) -> None:
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "4", "8"]
     assert "images/s" in ax.get_ylabel() and ax.get_xlabel() == "nodes"
     notes = " ".join(t.get_text() for t in ax.texts)
-    assert "not completed: FULL_SHARD nodes=8 (oom)" in notes
+    assert "not completed: FULL_SHARD nodes=8 (1 oom)" in notes
     (marks,) = ax.collections  # the oom point, as an x at the bottom
     assert list(marks.get_offsets()[:, 0]) == [8.0]
 
@@ -180,7 +180,7 @@ def test_memory_figure_cpu_and_gpu(sweep: Path, tmp_path: Path) -> None:
     ax = fig.axes[0]
     assert ax.get_ylabel() == "peak resident memory per rank (GiB)"
     assert not [ln for ln in ax.lines if ln.get_linestyle() == ":"]  # no device memory on CPU
-    assert "FULL_SHARD nodes=8 (oom)" in " ".join(t.get_text() for t in ax.texts)
+    assert "FULL_SHARD nodes=8 (1 oom)" in " ".join(t.get_text() for t in ax.texts)
     gpu = tmp_path / "gpu"
     write_run(gpu / "a", run_info("FULL_SHARD", 1, device="cuda"), 500.0, mem_gib=30.0)
     write_run(gpu / "b", run_info("FULL_SHARD", 2, device="cuda"), 900.0, mem_gib=20.0)

@@ -447,21 +447,21 @@ def _window_figures(windows: list[dict], summary: dict | None, status: str) -> d
     """From ``metrics.jsonl``: measured windows, the last step reached, and (completed runs
     whose summary predates them) the min/max of ips and step time over measured windows and
     the minimum over ranks of peak memory (``peak_mem_min_gib``)."""
-    derived = summarize_windows(windows)
     steps = [w["step_end"] for w in windows if isinstance(w.get("step_end"), int)]
-    out: dict[str, Any] = {"num_windows": derived["num_windows"],
+    out: dict[str, Any] = {"num_windows": sum(not w.get("warmup") for w in windows),
                            "last_step": max(steps, default=None)}
     summary = summary or {}
     for key in ("num_windows", "last_step"):
         if summary.get(key) is not None:
             out[key] = summary[key]
-    if status != "completed":
-        return out
+    kind = "peak_rss_min_gib" if summary.get("peak_mem_allocated_gib") is None \
+        else "peak_mem_allocated_min_gib"
+    if status != "completed" or all(summary.get(k) is not None for k in (*WINDOW_RANGES, kind)):
+        return out  # nothing to fill in (the summary has it all: current records)
+    derived = summarize_windows(windows)
     for column in WINDOW_RANGES:
         if summary.get(column) is None and derived[column] is not None:
             out[column] = derived[column]
-    kind = "peak_rss_min_gib" if summary.get("peak_mem_allocated_gib") is None \
-        else "peak_mem_allocated_min_gib"
     if summary.get(kind) is None and derived[kind] is not None:
         out["peak_mem_min_gib"] = derived[kind]
     return out

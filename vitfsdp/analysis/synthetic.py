@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import os
 import random
+import resource
 import subprocess
 import sys
 import time
@@ -159,18 +160,23 @@ def write_synthetic_sweep(root: str | os.PathLike, counts: tuple[int, ...],
     return parts
 
 
-def time_analysis(sweep_dirs: list[Path], out: Path, report: bool = False) -> float:
-    """Wall-clock seconds of ``python -m vitfsdp.analysis SWEEP_DIR... --out OUT`` in a fresh
-    process (imports included).
+def time_analysis(sweep_dirs: list[Path], out: Path,
+                  report: bool = False) -> tuple[float, float]:  # fmt: skip
+    """Seconds of ``python -m vitfsdp.analysis SWEEP_DIR... --out OUT`` in a fresh process
+    (imports included): wall clock, and CPU (user + system), which other load on the machine
+    does not inflate.
 
     Raises:
         RuntimeError: the analysis exited non-zero (its stderr's tail in the message).
     """
     cmd = [sys.executable, "-m", "vitfsdp.analysis", *map(str, sweep_dirs), "--out", str(out)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd + (["--report"] if report else []), capture_output=True,
                           text=True)  # fmt: skip
     elapsed = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
         raise RuntimeError(f"analysis exited {proc.returncode}: {proc.stderr[-2000:]}")
-    return elapsed
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return elapsed, cpu
