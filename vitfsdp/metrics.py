@@ -81,8 +81,25 @@ class MetricsConfig:
     peak: str = "table"
     # side of the square matrices of the measured GEMM; 0 = auto (8192 on a GPU, 1024 on CPU)
     peak_matmul_size: int = 0
+    # write the window records also as TensorBoard scalars into RUN_DIR/tensorboard/
+    # (pip package tensorboard; vitfsdp.sinks)
+    tensorboard: bool = False
+    # offline | online | null: also log the window records to a Weights & Biases run in
+    # RUN_DIR/wandb/ (pip package wandb; offline needs no network)
+    wandb: str | None = None
+    # the W&B project of metrics.wandb
+    wandb_project: str = "vitfsdp"
 
     def __post_init__(self) -> None:
+        from vitfsdp.sinks import WANDB_MODES, require_package
+
+        if self.wandb is not None and self.wandb not in WANDB_MODES:
+            raise ValueError(f"metrics.wandb={self.wandb!r} is unknown; valid: "
+                             f"{', '.join(WANDB_MODES)} or null (off)")
+        if self.tensorboard:
+            require_package("tensorboard", "metrics.tensorboard", "tensorboard")
+        if self.wandb:
+            require_package("wandb", "metrics.wandb", "wandb")
         if self.peak not in PEAK_MODES:
             raise ValueError(f"metrics.peak={self.peak!r} is unknown; valid: "
                              f"{', '.join(PEAK_MODES)}")

@@ -194,8 +194,20 @@ class RunRecords:
         self.is_writer = is_writer
         self.windows: list[dict] = []
         self.run_info: dict = {}
+        #: metric sinks (vitfsdp.sinks) fed each window record; closed by finish()
+        self.sinks: list = []
         if is_writer:
             self.run_dir.mkdir(parents=True, exist_ok=True)
+
+    def open_sinks(self, metrics: Any) -> None:
+        """On the writer, open the metric sinks ``metrics`` (a MetricsConfig) asks for (call
+        after :meth:`start`); a resumed attempt sends only its own windows (the earlier
+        attempts sent theirs)."""
+        if not self.is_writer:
+            return
+        from vitfsdp.sinks import open_sinks
+
+        self.sinks = open_sinks(metrics, self.run_dir, self.run_info)
 
     def start(self, run_info: dict, resume_step: int | None = None, attempt: int = 0) -> None:
         """Write ``run.json`` with status ``running`` and start ``metrics.jsonl``.
@@ -250,6 +262,8 @@ class RunRecords:
         self.windows.append(metrics)
         if self.is_writer:
             append_jsonl(self.run_dir / METRICS_FILE, metrics)
+            for sink in self.sinks:
+                sink.write(metrics)
 
     def finish(self, status: str, reason: str | None = None, **extra: Any) -> dict:
         """Write ``summary.json`` and the final status into ``run.json``.
@@ -272,6 +286,9 @@ class RunRecords:
             write_json_atomic(self.run_dir / SUMMARY_FILE, summary)
             self.run_info.update(status=status, reason=reason)
             write_json_atomic(self.run_dir / RUN_FILE, self.run_info)
+        for sink in self.sinks:
+            sink.close(status)
+        self.sinks = []
         return summary
 
 

@@ -157,6 +157,7 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
     records.start(run_info(cfg, env, device, run_dir) | {"applied": numerics | {
         "precision": applied_precision(cfg, device)}},
         resume_step=meta["step"] if meta else None, attempt=progress.attempt)
+    records.open_sinks(cfg.metrics)
     board = failures.FailureBoard(env.rank, env.world_size,
                                   min(failures.GRACE_S, cfg.train.timeout_s))
     if records.is_writer:

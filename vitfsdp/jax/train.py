@@ -114,6 +114,7 @@ def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
     progress = Progress(meta["step"], meta["attempt"] + 1) if meta else Progress()
     records.start(run_info(cfg, env, run_dir, model, mesh) | {"applied": applied},
                   resume_step=meta["step"] if meta else None, attempt=progress.attempt)
+    records.open_sinks(cfg.metrics)
     attempts = {"num_attempts": progress.attempt + 1}
     with failures.StopSignals() as signals:
         try:
