@@ -24,6 +24,7 @@ shows the table later (``--watch``: until every point is done).
 
 from __future__ import annotations
 
+import io
 import logging
 import re
 import sys
@@ -38,6 +39,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from hydra.errors import CompactHydraException, ConfigCompositionException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
+from rich.console import Console
 
 from vitfsdp import provenance
 from vitfsdp.config import (
@@ -50,6 +52,7 @@ from vitfsdp.config import (
 )
 from vitfsdp.launch import batch_search as bsearch
 from vitfsdp.launch import local, pack, resume, slurm, status, time_limit_s
+from vitfsdp.progress import SweepProgress
 from vitfsdp.records import (
     STATUSES,
     SUMMARY_FILE,
@@ -354,7 +357,20 @@ def _run(todo: list[Point], sweep_dir: Path, options: LaunchOptions) -> list[dic
     """Run ``todo`` with its cluster's launcher; their summaries in the same order."""
     if todo and todo[0].cfg.cluster.launcher == "slurm":
         return launch_slurm(todo, sweep_dir, options)
-    return [run_one(p, f"[{i}/{len(todo)}]") for i, p in enumerate(todo, start=1)]
+    with SweepProgress([p.cfg.train.steps for p in todo], [_predicted_step_s(p) for p in todo],
+                       logger=log) as bars:
+        return [run_one(p, f"[{i}/{len(todo)}]", bars, i - 1)
+                for i, p in enumerate(todo, start=1)]
+
+
+def _predicted_step_s(point: Point) -> float | None:
+    """The plan's predicted seconds per step of ``point``; ``None`` where it has none."""
+    from vitfsdp import plan as planner
+
+    try:
+        return planner.predict(point.cfg).step_time_s
+    except (ValueError, NotImplementedError):
+        return None
 
 
 def _consult_plan(points: list[Point], options: LaunchOptions) -> tuple[list[Point], dict]:
@@ -597,20 +613,19 @@ def _show_table(table: str) -> None:
     log.info("jobs:\n%s", table)
 
 
-def run_one(point: Point, tag: str) -> dict:
-    """Run one point with progress lines; return its summary (a failure recorded as data)."""
-    log.info("%s %s  (%d ranks) -> %s", tag, _label(point.overrides) or "(defaults)",
-             point.cfg.world_size, point.run_dir)
-    steps = point.cfg.train.steps
+def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: int = 0) -> dict:
+    """Run one point with progress lines (or bars, :mod:`vitfsdp.progress`); return its
+    summary (a failure recorded as data). ``index``: the point's place in ``bars``."""
+    bars = bars or SweepProgress([point.cfg.train.steps], console=_PLAIN, logger=log)
+    bars.start_point(index, tag, f"{tag} {_label(point.overrides) or '(defaults)'}  "
+                     f"({point.cfg.world_size} ranks) -> {point.run_dir}")
     t0 = time.time()
     point.run_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(point.run_dir / slurm.JOB_FILE, local.job_record(point))
     rc = local.run_point(
         point.overrides, point.run_dir, point.cfg.world_size,
         log_path=point.run_dir / local.LOG_FILE,
-        on_window=lambda w: log.info("%s   step %d/%d  loss %.4f  %.1f images/s%s", tag,
-                                     w["step_end"], steps, w["loss"], w["ips"],
-                                     "  (warm-up)" if w.get("warmup") else ""),
+        on_window=lambda w: bars.window(tag, w),
     )
     summary = read_json(point.run_dir / SUMMARY_FILE)
     if summary is None:
@@ -618,8 +633,12 @@ def run_one(point: Point, tag: str) -> dict:
             point.run_dir / local.LOG_FILE)
         mark_failed(point.run_dir, "failed", reason)
         summary = read_json(point.run_dir / SUMMARY_FILE)
-    log.info("%s %s in %.0f s%s", tag, summary["status"], time.time() - t0, _figures(summary))
+    bars.end_point(f"{tag} {summary['status']} in {time.time() - t0:.0f} s{_figures(summary)}")
     return summary
+
+
+#: a console that is never a terminal: run_one called alone logs plain lines
+_PLAIN = Console(file=io.StringIO(), force_terminal=False)
 
 
 def _figures(summary: dict) -> str:

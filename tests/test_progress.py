@@ -1,0 +1,63 @@
+"""Progress of a local sweep: rich bars on a terminal, today's log lines elsewhere."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import pytest
+from rich.console import Console
+
+from vitfsdp.progress import SweepProgress, format_eta
+
+W1 = {"step_end": 2, "loss": 6.5, "ips": 40.0, "step_time_s": 0.5, "warmup": True}
+W2 = {"step_end": 4, "loss": 6.25, "ips": 50.0, "step_time_s": 0.25, "warmup": False}
+
+
+def _drive(bars: SweepProgress) -> None:
+    with bars:
+        bars.start_point(0, "[1/2]", "[1/2] strategy=DDP  (2 ranks) -> runs/0")
+        bars.window("[1/2]", W1)
+        bars.window("[1/2]", W2)
+        bars.end_point("[1/2] completed in 3 s: 50.0 images/s")
+
+
+def test_plain_lines_when_not_a_terminal(caplog):
+    out = io.StringIO()
+    bars = SweepProgress([4, 4], [1.0, 1.0], console=Console(file=out))
+    assert not bars.live
+    with caplog.at_level(logging.INFO, logger="vitfsdp.progress"):
+        _drive(bars)
+    assert [r.getMessage() for r in caplog.records] == [
+        "[1/2] strategy=DDP  (2 ranks) -> runs/0",
+        "[1/2]   step 2/4  loss 6.5000  40.0 images/s  (warm-up)",
+        "[1/2]   step 4/4  loss 6.2500  50.0 images/s",
+        "[1/2] completed in 3 s: 50.0 images/s",
+    ]
+    assert out.getvalue() == ""
+
+
+def test_bars_on_a_terminal(caplog):
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=120, color_system=None)
+    bars = SweepProgress([4, 4], [1.0, None], console=console)
+    assert bars.live
+    with caplog.at_level(logging.INFO, logger="vitfsdp.progress"):
+        _drive(bars)
+    text = out.getvalue()
+    assert "[1/2] strategy=DDP  (2 ranks) -> runs/0" in text
+    assert "images/s  ETA" in text and "50.0 images/s" in text
+    assert "sweep" in text and "1/2" in text and "4/4" in text
+    # after the point: 4 steps left at the measured 0.25 s/step (the warm-up window left out)
+    assert "0 running  ETA 0:00:01" in text
+    assert not caplog.records  # no log lines under the bars
+
+
+def test_eta_from_plan_then_measured():
+    bars = SweepProgress([4, 6], [0.5, 2.0], console=Console(file=io.StringIO()))
+    assert bars.eta_s() == pytest.approx(4 * 0.5 + 6 * 2.0)
+    assert SweepProgress([4], [None], console=Console(file=io.StringIO())).eta_s() is None
+    bars.start_point(0, "[1/2]", "start")
+    bars.window("[1/2]", W2)
+    assert bars.eta_s() == pytest.approx(6 * 0.25)
+    assert format_eta(3725) == "1:02:05" and format_eta(None) == "-:--:--"
