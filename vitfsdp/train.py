@@ -468,7 +468,12 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
     """
     tc = cfg.train
     progress = progress or Progress()
+    log.info("building and wrapping %s (%s)", cfg.model.name, cfg.strategy.name)
+    t_build = time.perf_counter()
     model, applied = build(cfg, env, device)
+    log.info("built in %.1f s%s", time.perf_counter() - t_build,
+             "; the first step compiles the blocks (torch.compile)"
+             if applied.get("compiled_blocks") else "")
     optimizer, adamw = build_optimizer(model.parameters(), tc, cfg.kernels, device)
     settings = cfg.precision_settings(device.type)
     scaler = parallel.grad_scaler(settings, device)

@@ -250,9 +250,11 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
         state, state_shardings = init_state(model, tx, mesh, tc.seed)
     batches = device_batches(cfg, mesh, skip=progress.step)
     batch = next(batches)
+    log.info("compiling the train step (XLA)")
     t = time.perf_counter()
     step = make_train_step(model, tx, mesh, state_shardings).lower(state, *batch).compile()
     compile_s = time.perf_counter() - t
+    log.info("compiled the train step in %.1f s", compile_s)
     _record_applied(records, {"compile_s": compile_s})
     global_batch = tc.local_batch_size * cfg.world_size
     info = records.run_info
