@@ -508,21 +508,16 @@ def _fast_predict(run: dict) -> dict | None:
     """``vitfsdp.plan.predict_run(run)`` without its OmegaConf rebuild of the config (most of
     its time): the recorded config (``dataclasses.asdict(RunConfig)``) becomes a
     :class:`~vitfsdp.config.RunConfig` field by field, validated by its ``__post_init__``s,
-    and goes to :func:`vitfsdp.plan.predict` with the device as ``predict_run`` passes it.
+    and goes to :func:`vitfsdp.plan.predict_recorded`, as in ``predict_run``.
     A config this cannot rebuild goes to ``predict_run`` itself."""
     from vitfsdp.config import RunConfig
-    from vitfsdp.plan import predict, predict_run
+    from vitfsdp.plan import predict_recorded, predict_run
 
     try:
         cfg = _dataclass_from_dict(RunConfig, run["config"])
     except (TypeError, ValueError, KeyError, AttributeError):
         return predict_run(run)
-    dev = run.get("device") or {}
-    kind = {"cuda": "gpu", "cpu": "cpu"}.get(dev.get("type"))
-    p = predict(cfg, peak_flops=dev.get("peak_flops"), device_memory_gib=dev.get("memory_gib"),
-                device=kind)
-    return {"pred_peak_mem_gib": p.peak_mem_gib, "pred_step_time_s": p.step_time_s,
-            "pred_ips": p.ips, "pred_fits": p.fits, "pred_mem_metric": p.pred_mem_metric}
+    return predict_recorded(cfg, run.get("device") or {})
 
 
 def _dataclass_from_dict(cls: type, data: dict) -> Any:

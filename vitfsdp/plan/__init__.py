@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from vitfsdp import models
 from vitfsdp.plan.memory import (
@@ -32,8 +33,11 @@ from vitfsdp.plan.memory import (
 )
 from vitfsdp.plan.timing import comm_volumes, compute_terms, step_seconds
 
+if TYPE_CHECKING:  # the config imports the plan's callers; only a type here
+    from vitfsdp.config import RunConfig
+
 __all__ = ["GIB", "Prediction", "StateBytes", "auto_time_limit", "format_state_bytes",
-           "memory_breakdown", "predict", "predict_run", "state_bytes"]
+           "memory_breakdown", "predict", "predict_recorded", "predict_run", "state_bytes"]
 
 #: The measured column a memory prediction compares with, per device kind.
 MEM_METRIC = {"gpu": "peak_mem_reserved_gib", "cpu": "peak_rss_gib"}
@@ -356,9 +360,14 @@ def predict_run(run_info: dict) -> dict | None:
     except (KeyError, TypeError, ValueError, OmegaConfBaseException):
         return None
     assert isinstance(cfg, RunConfig)
-    dev = run_info.get("device") or {}
-    kind = {"cuda": "gpu", "cpu": "cpu"}.get(dev.get("type"))
-    p = predict(cfg, peak_flops=dev.get("peak_flops"), device_memory_gib=dev.get("memory_gib"),
-                device=kind)
+    return predict_recorded(cfg, run_info.get("device") or {})
+
+
+def predict_recorded(cfg: RunConfig, device: dict) -> dict:
+    """:func:`predict_run`'s figures for ``cfg`` on a recorded device (run.json ``device``:
+    ``type``, ``peak_flops``, ``memory_gib``; missing keys are unknown)."""
+    kind = {"cuda": "gpu", "cpu": "cpu"}.get(device.get("type"))
+    p = predict(cfg, peak_flops=device.get("peak_flops"),
+                device_memory_gib=device.get("memory_gib"), device=kind)
     return {"pred_peak_mem_gib": p.peak_mem_gib, "pred_step_time_s": p.step_time_s,
             "pred_ips": p.ips, "pred_fits": p.fits, "pred_mem_metric": p.pred_mem_metric}
