@@ -77,8 +77,7 @@ class WandbSink:
         import wandb
 
         self.run = wandb.init(project=project, mode=mode, dir=str(run_dir),
-                              name=run_dir.name, config=_flat_config(run_info),
-                              reinit=True)
+                              name=run_dir.name, config=_flat_config(run_info))
 
     def write(self, window: dict) -> None:
         self.run.log(_scalars(window), step=int(window.get("step_end", 0)))
