@@ -81,3 +81,15 @@ def test_sweep_refuses_jax_points_before_anything_starts(tmp_path):
     assert len(refused) == 1 and "framework=jax" in refused[0]  # only the jax NO_SHARD point
     assert "] [1/" not in proc.stdout  # no point was started
     assert not sweep_dir.exists() or not any(sweep_dir.rglob("run.json"))
+
+
+def test_xla_cpu_threads_follow_omp_num_threads():
+    from vitfsdp.jax import cpu_thread_flags
+
+    one = "--xla_cpu_multi_thread_eigen=false"
+    assert cpu_thread_flags({"OMP_NUM_THREADS": "1"}) == one
+    assert cpu_thread_flags({"OMP_NUM_THREADS": "1", "XLA_FLAGS": "--a=1"}) == f"--a=1 {one}"
+    kept = "--xla_cpu_multi_thread_eigen=true"
+    assert cpu_thread_flags({"OMP_NUM_THREADS": "1", "XLA_FLAGS": kept}) == kept
+    assert cpu_thread_flags({"OMP_NUM_THREADS": "4"}) == ""
+    assert cpu_thread_flags({}) == ""

@@ -8,9 +8,39 @@
 - :mod:`vitfsdp.jax.distributed`: ``jax.distributed`` from the same discovery as torch.
 - :mod:`vitfsdp.jax.train`: the jitted AdamW step and the loop writing run records.
 
-Importing this package imports no JAX; the submodules above (but ``config``) do.
+Importing this package imports no JAX; the submodules above (but ``config``) do. It caps
+XLA's CPU threads (:func:`cap_cpu_threads`), which must happen before JAX is imported.
 """
+
+import os
 
 from vitfsdp.jax.config import check_run_config
 
-__all__ = ["check_run_config"]
+__all__ = ["cap_cpu_threads", "check_run_config", "cpu_thread_flags"]
+
+
+def cpu_thread_flags(environ: dict[str, str]) -> str:
+    """``XLA_FLAGS`` with XLA's CPU client on one thread per process
+    (``--xla_cpu_multi_thread_eigen=false``) where ``OMP_NUM_THREADS=1``, as a torch rank is:
+    torchrun sets ``OMP_NUM_THREADS=1`` when it starts several ranks per node. Without it
+    each process's XLA CPU client runs a thread pool as large as the host, and ranks that
+    share the cores oversubscribe them (docs/jax.md: 3x slower steps and compiles on 2 shared
+    cores). A value already in ``XLA_FLAGS`` wins; only XLA's CPU client reads the flag, so
+    GPU steps are unchanged.
+    """
+    flags = environ.get("XLA_FLAGS", "").split()
+    name = "--xla_cpu_multi_thread_eigen"
+    if environ.get("OMP_NUM_THREADS", "").strip() == "1" and not any(
+            f.split("=")[0] == name for f in flags):
+        flags.append(f"{name}=false")
+    return " ".join(flags)
+
+
+def cap_cpu_threads() -> None:
+    """Set ``XLA_FLAGS`` per :func:`cpu_thread_flags` (XLA reads it once, when JAX starts)."""
+    flags = cpu_thread_flags(dict(os.environ))
+    if flags:
+        os.environ["XLA_FLAGS"] = flags
+
+
+cap_cpu_threads()
