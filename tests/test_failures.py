@@ -123,6 +123,20 @@ def test_a_signalled_run_that_breaks_before_its_checkpoint_is_preempted():
     assert failures.verdict([_report(0, "peer")], world_size=2)[0] == "failed"
 
 
+def test_sigterm_after_a_silent_rank_died_is_failed_not_preempted():
+    """torchrun answers a killed rank by sending SIGTERM to the others: a SIGTERM with a
+    silent rank is the teardown, so the run failed; with every rank reporting it was the job
+    ended from outside (scancel, preemption): preempted."""
+    peer = failures.Report(0, "peer", "RuntimeError: Connection closed by peer", "", 2, {},
+                           "SIGTERM")
+    status, reason = failures.verdict([peer], world_size=2)
+    assert status == "failed" and "collective broke on rank 0" in reason
+    assert "ranks [1] sent no report" in reason
+    other = failures.Report(1, "peer", "RuntimeError: Connection closed by peer", "", 2, {},
+                            "SIGTERM")
+    assert failures.verdict([peer, other], world_size=2)[0] == "preempted"
+
+
 def test_memory_at_failure_is_the_max_over_reports():
     mem = failures.max_memory([_report(0, "oom", rss=1.5), _report(1, "oom", rss=2.5)])
     assert mem == {"peak_mem_allocated_gib": None, "peak_rss_gib": 2.5}

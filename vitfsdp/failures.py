@@ -161,7 +161,9 @@ def verdict(reports: list[Report], world_size: int) -> tuple[str, str]:
     ``timeout`` and a broken one ``failed``, except when a rank had received a stop signal
     (SIGUSR2 before the time limit, SIGTERM): then the job was being ended from outside (its
     time limit, preemption, scancel) before the next window boundary, where the checkpoint
-    would have been saved, and the run is ``preempted`` (interrupted: a sweep reruns it).
+    would have been saved, and the run is ``preempted`` (interrupted: a sweep reruns it);
+    but SIGTERM alone while some rank sent no report is torchrun ending the group after that
+    rank died, so the broken collective decides (``failed``).
     A ``heartbeat`` report (rank 0 saw ranks stop beating, and nothing else broke) gives
     ``failed`` with its text. Ranks that sent no report are named (killed or crashed
     without Python).
@@ -170,6 +172,11 @@ def verdict(reports: list[Report], world_size: int) -> tuple[str, str]:
     missing = (f"; ranks {silent} sent no report (hung, or died without Python: killed, e.g. by "
                "SIGKILL or the OOM killer, or crashed)") if silent else ""
     signalled = [r for r in reports if r.stop_signal]
+    # SIGTERM alone while some rank died silently is torchrun tearing the group down after
+    # that rank's death (its cause), not the job ended from outside; SIGUSR2 only comes from
+    # outside (Slurm's --signal, scancel --signal=USR2)
+    if silent and all(r.stop_signal == "SIGTERM" for r in signalled):
+        signalled = []
     if signalled and not any(r.kind in ("oom", "error") for r in reports):
         first = min(signalled, key=lambda r: r.rank)
         ranks = ", ".join(str(r.rank) for r in signalled)
