@@ -266,6 +266,19 @@ def _wait_gone(job_id: str, timeout_s: float = 180) -> None:
     pytest.fail(f"Slurm job {job_id} still queued after {timeout_s} s")
 
 
+@pytest.fixture
+def hostile_slurm_point(tmp_path, monkeypatch):
+    """(point, job name, stub python) of a Slurm path test: the hostile point and job name,
+    with the stub python, module command and PATH in place (sbatch exports PATH to the job); the
+    virtual cluster must be up."""
+    require_cluster()
+    python, tools = make_stubs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
+    job_name = f"vitfsdp-test $(touch {tmp_path}/{MARK}job) 'q' \"d\" \\b"
+    return hostile_point(tmp_path, python), job_name, python
+
+
 def _job_name(job_id: str) -> str:
     shown = slurm("scontrol", "show", "job", "-o", job_id).stdout
     return re.search(r"JobName=(.*) UserId=", shown)[1]
@@ -273,15 +286,10 @@ def _job_name(job_id: str) -> str:
 
 @pytest.mark.slow
 @needs_slurm
-def test_submitit_path_runs_no_hostile_value(tmp_path, monkeypatch):
+def test_submitit_path_runs_no_hostile_value(tmp_path, hostile_slurm_point):
     from vitfsdp.launch import slurm as launcher
 
-    require_cluster()
-    python, tools = make_stubs(tmp_path)
-    point = hostile_point(tmp_path, python)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")  # sbatch exports it
-    job_name = f"vitfsdp-test $(touch {tmp_path}/{MARK}job) 'q' \"d\" \\b"
+    point, job_name, _ = hostile_slurm_point
     (job_id,) = launcher.submit([point], point.run_dir.parent, job_name)
     assert _job_name(job_id) == job_name  # #SBATCH --job-name read back exactly
     _wait_gone(job_id)
@@ -296,16 +304,11 @@ def test_submitit_path_runs_no_hostile_value(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 @needs_slurm
-def test_pack_path_runs_no_hostile_value(tmp_path, monkeypatch):
+def test_pack_path_runs_no_hostile_value(tmp_path, hostile_slurm_point):
     """hydra.launcher.pack=by_nodes: the pack's own script, run by sbatch."""
     from vitfsdp.launch import pack
 
-    require_cluster()
-    python, tools = make_stubs(tmp_path)
-    point = hostile_point(tmp_path, python)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
-    job_name = f"vitfsdp-test $(touch {tmp_path}/{MARK}job) 'q' \"d\" \\b"
+    point, job_name, _ = hostile_slurm_point
     (pk,) = pack.make_packs([point], {})
     script = pack.write(pk, point.run_dir.parent, job_name)
     proc = slurm("sbatch", "--parsable", "--wait", str(script), cwd=tmp_path, timeout=240)
@@ -318,17 +321,12 @@ def test_pack_path_runs_no_hostile_value(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 @needs_slurm
-def test_scripts_only_script_runs_no_hostile_value_and_can_run_again(tmp_path, monkeypatch):
+def test_scripts_only_script_runs_no_hostile_value_and_can_run_again(tmp_path, hostile_slurm_point):
     """sbatch job.sbatch three times: a failed attempt moves to attempts/1, the second
     completes, the third ends at once (nothing to do)."""
     from vitfsdp.launch import slurm as launcher
 
-    require_cluster()
-    python, tools = make_stubs(tmp_path)
-    point = hostile_point(tmp_path, python)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
-    job_name = f"vitfsdp-test $(touch {tmp_path}/{MARK}job) 'q' \"d\" \\b"
+    point, job_name, python = hostile_slurm_point
     (script,) = launcher.write_scripts([point], job_name)
     assert stat.S_IMODE(script.stat().st_mode) == 0o700  # carries the token
     text = script.read_text()
