@@ -47,9 +47,13 @@ def _scalars(window: dict) -> dict[str, float]:
 class Sink(Protocol):
     """Something that takes window records."""
 
-    def write(self, window: dict) -> None: ...
+    def write(self, window: dict) -> None:
+        """Take one window record (a metrics.jsonl line: ``step_end``, ``loss``, ``ips``
+        ...; units in the field names); numeric fields become scalars at ``step_end``."""
 
-    def close(self, status: str) -> None: ...
+    def close(self, status: str) -> None:
+        """End the run with its status (``completed``, ``failed`` ...), flushing what is
+        buffered."""
 
 
 class TensorBoardSink:

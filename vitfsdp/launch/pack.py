@@ -66,10 +66,12 @@ class Pack:
 
     @property
     def cluster(self) -> ClusterConfig:
+        """The cluster profile of the pack's points (one per pack: they share a job)."""
         return self.points[0].cfg.cluster
 
     @property
     def nodes(self) -> int:
+        """Nodes of the pack's job: every point of a pack has this node count."""
         return self.points[0].cfg.nodes
 
 
