@@ -210,10 +210,11 @@ def test_metacharacters_in_values_never_run_a_command(tmp_path):
 
 
 def test_requeue_exit_code_matches_the_training():
-    from vitfsdp.checkpoint import EXIT_PREEMPTED
-    from vitfsdp.launch.slurm import PREEMPTED_EXIT
+    """The job script requeues on the exit code a training stopped by a signal ends with."""
+    from vitfsdp.failures import Preempted
 
-    assert PREEMPTED_EXIT == EXIT_PREEMPTED
+    text = render_point(*REFERENCES["virtual"])
+    assert f"if [[ ${{rc:-0}} -eq {Preempted.exit_code} ]]; then scontrol requeue" in text
 
 
 @pytest.mark.parametrize("value", [

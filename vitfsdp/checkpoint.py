@@ -35,16 +35,16 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+# the run directory's names and the exit code of a stop (vitfsdp.core.layout), under the
+# names other modules import from here
+from vitfsdp.core.layout import CHECKPOINT_DIR as CHECKPOINT_DIR
+from vitfsdp.core.layout import CHECKPOINT_META_FILE as META_FILE
+from vitfsdp.core.layout import CHECKPOINT_OLD_DIR as OLD_DIR
+from vitfsdp.core.layout import CHECKPOINT_TMP_DIR as TMP_DIR
+from vitfsdp.core.layout import EXIT_PREEMPTED as EXIT_PREEMPTED
+
 log = logging.getLogger(__name__)
 
-CHECKPOINT_DIR = "checkpoint"  # inside the run directory; launchers leave it in place
-TMP_DIR = ".checkpoint.tmp"  # a save in progress
-OLD_DIR = ".checkpoint.old"  # the previous checkpoint while the new one is renamed in
-META_FILE = "meta.json"
-#: Exit code of every rank of a run that saved a checkpoint and stopped on SIGUSR2/SIGTERM
-#: (status ``preempted``): run it again in the same directory to resume. torchrun reports 1
-#: for any failed worker; read summary.json's status there.
-EXIT_PREEMPTED = 3
 #: Config fields that do not change what is trained: a checkpoint resumes across them.
 NEUTRAL_TRAIN_KEYS = ("checkpoint_every", "timeout_s", "memory_limit_gib")
 

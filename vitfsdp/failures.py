@@ -47,13 +47,10 @@ import torch
 import torch.distributed as dist
 
 from vitfsdp import startup_signals
-from vitfsdp.checkpoint import EXIT_PREEMPTED
+from vitfsdp.core.layout import EXIT_FAILED, EXIT_PREEMPTED
 
 log = logging.getLogger(__name__)
 
-#: Exit code of a rank whose run ended ``oom``, ``timeout`` or ``failed`` (the status is in
-#: summary.json); :data:`vitfsdp.checkpoint.EXIT_PREEMPTED` (3) for ``preempted``.
-EXIT_FAILED = 1
 #: Seconds rank 0 waits for the other ranks' reports after a failure (capped by the
 #: collective timeout). A rank that died without Python (SIGKILL) never reports.
 GRACE_S = 5.0

@@ -28,17 +28,19 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+# the file names and statuses are the run directory's (vitfsdp.core.layout); other modules
+# import RUN_FILE, METRICS_FILE, SUMMARY_FILE, STATUSES and RUNNING from here too
+from vitfsdp.core.layout import (
+    ATTEMPTS_DIR,
+    COMPLETED,
+    METRICS_FILE,
+    RUN_FILE,
+    RUNNING,
+    STATUSES,
+    SUMMARY_FILE,
+)
+
 log = logging.getLogger(__name__)
-
-RUN_FILE = "run.json"
-METRICS_FILE = "metrics.jsonl"
-SUMMARY_FILE = "summary.json"
-
-#: Every status a run may end in (docs/architecture.md, Statuses), plus ``running`` while it is
-#: in flight.
-STATUSES = ("completed", "oom", "timeout", "failed", "preempted", "cancelled",
-            "skipped_infeasible")
-RUNNING = "running"
 
 #: Window fields summarised as the median over measured windows.
 MEDIAN_FIELDS = ("ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "hw_tflops_per_gpu",
@@ -233,7 +235,7 @@ class RunRecords:
         if not self.is_writer:
             return
         done = read_json(self.run_dir / SUMMARY_FILE) or {}
-        if done.get("status") == "completed":
+        if done.get("status") == COMPLETED:
             raise FileExistsError(f"{self.run_dir} holds a completed run; it is never "
                                   "overwritten (choose another hydra.run.dir)")
         if resume_step is not None:
@@ -250,8 +252,6 @@ class RunRecords:
         """Windows of the attempt before this one: here, or in the latest attempts/<n>/."""
         if (self.run_dir / METRICS_FILE).exists():
             return read_jsonl(self.run_dir / METRICS_FILE)
-        from vitfsdp.launch.resume import ATTEMPTS_DIR  # the launcher's layout
-
         moved = [p for p in (self.run_dir / ATTEMPTS_DIR).glob("*") if p.name.isdigit()]
         if not moved:
             return []
@@ -277,7 +277,7 @@ class RunRecords:
         if status not in STATUSES:
             raise ValueError(f"status={status!r} is not one of {STATUSES}")
         figures = summarize_windows(self.windows)
-        if status != "completed":
+        if status != COMPLETED:
             figures = {k: None for k in figures} | {"num_windows": figures["num_windows"]}
             figures["last_loss"] = self.windows[-1].get("loss") if self.windows else None
             figures["last_step"] = self.windows[-1].get("step_end") if self.windows else None

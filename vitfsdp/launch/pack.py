@@ -26,13 +26,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vitfsdp.core.layout import (
+    EXIT_PREEMPTED,
+    JOB_FILE,
+    PACK_DIR,
+    PACK_OUTPUT,
+    PACK_SCRIPT,
+    SCRIPT_FILE,
+    TASK_LOG,
+    TASK_LOG_DIR,
+)
 from vitfsdp.launch import ClusterConfig, check_text
 from vitfsdp.launch.local import job_record
 from vitfsdp.launch.slurm import (
-    JOB_FILE,
-    PREEMPTED_EXIT,
-    SCRIPT_FILE,
-    TASK_LOG_DIR,
     ShellExpr,
     point_carries_secret,
     sbatch_options,
@@ -51,7 +57,6 @@ log = logging.getLogger(__name__)
 
 #: ``hydra.launcher.pack`` values: None = one job per point (job arrays for equal shapes).
 PACK_MODES = ("by_nodes",)
-PACK_DIR = "packs"  # in the sweep directory: each pack's script and Slurm output
 PACK_START_S = 120  # time-limit allowance per pack for the job's start (s)
 
 
@@ -110,9 +115,9 @@ def render(pack: Pack, sweep_dir: Path, job_name: str, workdir: str) -> str:
         ValueError: an override or run directory holds a control character.
     """
     cluster = pack.cluster
+    output = sweep_dir / PACK_DIR / PACK_OUTPUT.format(index=pack.index, job_id="%j")
     opts = {**sbatch_options(cluster, pack.nodes, job_name), "time": slurm_time(pack.time_limit_s),
-            "chdir": workdir, "output": str(sweep_dir / PACK_DIR / f"pack{pack.index}-%j.out"),
-            "signal": f"USR2@{cluster.signal_delay_s}"}
+            "chdir": workdir, "output": str(output), "signal": f"USR2@{cluster.signal_delay_s}"}
     lines = ["#!/bin/bash",
              f"# vitfsdp pack {pack.index}: {len(pack.points)} sweep points of {pack.nodes} "
              "node(s), one job step each, one after another",
@@ -128,13 +133,14 @@ def render(pack: Pack, sweep_dir: Path, job_name: str, workdir: str) -> str:
 
 def _point_lines(pack: Pack, point, position: int) -> list[str]:
     """One point's step: a failure is recorded by the point and the pack goes on; a stop on
-    SIGUSR2 (checkpoint saved, exit :data:`PREEMPTED_EXIT`) ends the pack."""
+    SIGUSR2 (checkpoint saved, exit :data:`~vitfsdp.core.layout.EXIT_PREEMPTED`) ends the
+    pack."""
     for i, arg in enumerate(point.overrides):
         check_text(f"override {i}", arg)
     check_text("run directory", str(point.run_dir))
     spec = task_spec(pack.cluster, point.overrides, point.run_dir, pack.nodes,
                      getattr(point.cfg.train, "checkpoint_every", 0))
-    task_log = str(Path(spec.run_dir) / TASK_LOG_DIR / "task%t.log")
+    task_log = str(Path(spec.run_dir) / TASK_LOG_DIR / TASK_LOG.format(task="%t"))
     launch = ["srun", f"--job-name={STEP_NAME.format(position=position)}",
               *srun_options(pack.cluster), f"--output={task_log}"]
     argv = spec.argv(ShellExpr("${MASTER_ADDR}:${MASTER_PORT}"), ShellExpr("${SLURM_JOB_ID}"))
@@ -143,8 +149,8 @@ def _point_lines(pack: Pack, point, position: int) -> list[str]:
             f"mkdir -p {shell_word(str(Path(spec.run_dir) / TASK_LOG_DIR))}",
             "rc=0",
             f"{shell_join(launch)} \\\n    {shell_join(argv)} || rc=$?",
-            f'if [[ $rc -eq {PREEMPTED_EXIT} ]]; then echo "stopped on a signal: pack ends"; '
-            f"exit {PREEMPTED_EXIT}; fi"]
+            f'if [[ $rc -eq {EXIT_PREEMPTED} ]]; then echo "stopped on a signal: pack ends"; '
+            f"exit {EXIT_PREEMPTED}; fi"]
 
 
 def write(pack: Pack, sweep_dir: Path, job_name: str) -> Path:
@@ -152,7 +158,7 @@ def write(pack: Pack, sweep_dir: Path, job_name: str) -> Path:
     (``job.sbatch``) into its run directory; returns the pack's script."""
     text = render(pack, sweep_dir, job_name, str(Path.cwd()))
     (sweep_dir / PACK_DIR).mkdir(parents=True, exist_ok=True)
-    path = sweep_dir / PACK_DIR / f"pack{pack.index}.sbatch"
+    path = sweep_dir / PACK_DIR / PACK_SCRIPT.format(index=pack.index)
     secret = any(point_carries_secret(p) for p in pack.points)  # then the owner's only
     write_script(path, text, secret)
     for point in pack.points:
@@ -190,7 +196,7 @@ def pack_job_record(pack: Pack, point, position: int) -> dict:
         "launch_mode": pack.cluster.launch_mode, "time_limit": slurm_time(pack.time_limit_s),
         "signal_delay_s": pack.cluster.signal_delay_s, "script": SCRIPT_FILE,
         "pack": {"index": pack.index, "position": position, "num_points": len(pack.points),
-                 "script": f"{PACK_DIR}/pack{pack.index}.sbatch"},
+                 "script": f"{PACK_DIR}/{PACK_SCRIPT.format(index=pack.index)}"},
     }
 
 

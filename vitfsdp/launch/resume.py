@@ -31,7 +31,16 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from vitfsdp.records import SUMMARY_FILE, read_json
+from vitfsdp.core.layout import (
+    ATTEMPTS_DIR,
+    CHECKPOINT_DIR,
+    COMPLETED,
+    EXIT_ALREADY_COMPLETED,
+    LOCK_FILE,
+    SUMMARY_FILE,
+)
+from vitfsdp.core.layout import FAILED_IN_RUN as FAILED_IN_RUN  # the sweep reads it from here
+from vitfsdp.records import read_json
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +51,6 @@ WATCH_ONLY = ("poll_s", "array", "array_parallelism", "max_jobs", "max_requeues"
               "plan_efficiency", "intra_node_gbps", "inter_node_gbps", "price_per_node_hour",
               "memory_gbps", "collective_latency_us", "intra_node_latency_us",
               "inter_node_latency_us", "time")
-ATTEMPTS_DIR = "attempts"  # earlier attempts of a point that is run again
-CHECKPOINT_DIR = "checkpoint"  # left in place: the next attempt resumes from it
-LOCK_FILE = ".sweep.lock"
-#: Exit code of :func:`main` for a run that already completed: the job script ends there.
-COMPLETED_EXIT = 10
-#: Statuses a rerun skips unless asked to rerun failures (the run itself ended this way).
-FAILED_IN_RUN = ("oom", "failed", "timeout", "skipped_infeasible")
 
 
 def config_hash(cfg) -> str:
@@ -99,7 +101,7 @@ def archive_attempt(run_dir: Path, keep: tuple[str, ...] = ()) -> Path | None:
     if not run_dir.is_dir():
         return None
     summary = read_json(run_dir / SUMMARY_FILE) or {}
-    if summary.get("status") == "completed":
+    if summary.get("status") == COMPLETED:
         raise FileExistsError(f"{run_dir} holds a completed run; it is never overwritten")
     entries = [p for p in run_dir.iterdir()
                if p.name not in (ATTEMPTS_DIR, CHECKPOINT_DIR, *keep)
@@ -121,13 +123,14 @@ def prepare_rerun(run_dir: Path, keep: tuple[str, ...], make_dirs: tuple[str, ..
     left in place) and ``make_dirs`` are made again.
 
     Returns:
-        0 to run the point, :data:`COMPLETED_EXIT` when it already completed (nothing to do).
+        0 to run the point, :data:`~vitfsdp.core.layout.EXIT_ALREADY_COMPLETED` when it
+        already completed (nothing to do).
     """
     try:
         moved = archive_attempt(run_dir, keep)
     except FileExistsError as e:
         log.info("%s; nothing to do", e)
-        return COMPLETED_EXIT
+        return EXIT_ALREADY_COMPLETED
     if moved:
         log.info("earlier attempt kept in %s", moved)
     for name in make_dirs:

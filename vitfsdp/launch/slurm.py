@@ -34,9 +34,18 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
+from vitfsdp.core.layout import (
+    EXIT_ALREADY_COMPLETED,
+    EXIT_PREEMPTED,
+    JOB_FILE,
+    SCRIPT_FILE,
+    SLURM_OUTPUT,
+    SUBMITIT_DIR,
+    TASK_LOG,
+    TASK_LOG_DIR,
+)
 from vitfsdp.launch import CONFIG_PATH_ENV, ClusterConfig, check_text
 from vitfsdp.launch.local import job_record, quote_override, torchrun_signal_env
-from vitfsdp.launch.resume import COMPLETED_EXIT
 from vitfsdp.provenance import carries_secret, redact_args
 from vitfsdp.records import default_file_mode, write_json_atomic
 
@@ -45,13 +54,7 @@ log = logging.getLogger(__name__)
 #: The job-script template (placeholders ``@NAME@``): the repository's launch/sbatch/, installed
 #: as the package data ``vitfsdp.launch.sbatch`` (pyproject.toml).
 TEMPLATE = resources.files("vitfsdp.launch.sbatch") / "job.sbatch.in"
-SCRIPT_FILE = "job.sbatch"  # the job script, in each point's run directory
-JOB_FILE = "job.json"  # the Slurm job id, array index, state at submission
-TASK_LOG_DIR = "logs"  # per-task output: logs/task<SLURM_PROCID>.log
-SUBMITIT_DIR = ".submitit"  # submitit's pickles and wrapper logs, in the sweep directory
 PORT_BASE, PORT_SPAN = 20000, 40000  # MASTER_PORT = PORT_BASE + job id mod PORT_SPAN
-#: Exit code of a training that saved a checkpoint on SIGUSR2 and stopped: requeue it.
-PREEMPTED_EXIT = 3  # vitfsdp.checkpoint.EXIT_PREEMPTED (not imported: keeps torch out of here)
 #: HOME-free caches under ``cluster.cache_dir`` (which becomes XDG_CACHE_HOME): variable,
 #: sub-directory. PyTorch hub, Triton's kernels (default ~/.triton), Inductor's code, Hugging
 #: Face downloads, CUDA's JIT cache (default ~/.nv/ComputeCache).
@@ -333,23 +336,23 @@ def render_script(cluster: ClusterConfig, spec: TaskSpec, *, point: str, job_nam
     check_values(spec.overrides, spec.run_dir, job_name)
     run_dir = Path(spec.run_dir)
     opts = {**sbatch_options(cluster, spec.nodes, job_name), "chdir": workdir,
-            "output": str(run_dir / "slurm-%j.out"),
+            "output": str(run_dir / SLURM_OUTPUT.format(job_id="%j")),
             "signal": f"USR2@{cluster.signal_delay_s}"}
     sbatch = [f"#SBATCH --{k}" if v is True else f"#SBATCH --{k}={sbatch_word(v)}"
               for k, v in opts.items()]
-    task_log = str(run_dir / TASK_LOG_DIR / "task%t.log")
+    task_log = str(run_dir / TASK_LOG_DIR / TASK_LOG.format(task="%t"))
     launch = ["srun", *srun_options(cluster), f"--output={task_log}"]
     argv = spec.argv(ShellExpr("${MASTER_ADDR}:${MASTER_PORT}"), ShellExpr("${SLURM_JOB_ID}"))
     values = {
         "POINT": point, "CLUSTER": cluster.name, "LAUNCH_MODE": cluster.launch_mode,
-        "PREEMPTED_EXIT": str(PREEMPTED_EXIT),
+        "PREEMPTED_EXIT": str(EXIT_PREEMPTED),
         "SCRIPT": shell_word(str(run_dir / SCRIPT_FILE)), "SBATCH_LINES": "\n".join(sbatch),
         "SETUP_LINES": "\n".join(setup_lines(cluster)),
         "PREPARE_LINE": shell_join([spec.python, "-m", "vitfsdp.launch.resume", spec.run_dir,
                                     "--keep", SCRIPT_FILE, JOB_FILE,
-                                    ShellExpr("slurm-${SLURM_JOB_ID}.out"),
+                                    ShellExpr(SLURM_OUTPUT.format(job_id="${SLURM_JOB_ID}")),
                                     "--mkdir", TASK_LOG_DIR]),
-        "COMPLETED_EXIT": str(COMPLETED_EXIT),
+        "COMPLETED_EXIT": str(EXIT_ALREADY_COMPLETED),
         "LAUNCH_LINE": " \\\n    ".join([shell_join(launch), *_argv_lines(argv)]),
     }
     # one pass: a value that holds "@NAME@" stays text
@@ -419,10 +422,10 @@ class TrainTask:
     Checkpointable in submitit's sense: when Slurm signals the job (``--signal=USR2@<delay>``
     before the time limit, or ``scancel --signal=USR2`` on preemption), submitit calls
     :meth:`checkpoint` in task 0; it forwards the signal to the training, which saves a
-    checkpoint and exits (:data:`PREEMPTED_EXIT`), and returns the same task for submitit to
-    requeue (at most ``cluster.max_requeues`` times after time limits: submitit's
-    ``max_num_timeout``). The requeued job resumes
-    from the run directory's checkpoint and keeps the earlier windows, marked by attempt.
+    checkpoint and exits (:data:`~vitfsdp.core.layout.EXIT_PREEMPTED`), and returns the same
+    task for submitit to requeue (at most ``cluster.max_requeues`` times after time limits:
+    submitit's ``max_num_timeout``). The requeued job resumes from the run directory's
+    checkpoint and keeps the earlier windows, marked by attempt.
     """
 
     def __init__(self) -> None:
@@ -438,7 +441,7 @@ class TrainTask:
         task = int(os.environ.get("SLURM_PROCID", "0"))
         endpoint = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
         argv = spec.argv(endpoint, os.environ.get("SLURM_JOB_ID", "0"))
-        log_path = Path(spec.run_dir) / TASK_LOG_DIR / f"task{task}.log"
+        log_path = Path(spec.run_dir) / TASK_LOG_DIR / TASK_LOG.format(task=task)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "a", encoding="utf-8") as out:
             self._child = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)

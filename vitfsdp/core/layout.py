@@ -1,0 +1,117 @@
+"""The run directory's vocabulary: every file and folder name, the ranks' exit codes and the
+run statuses, each defined here once. Pure constants (and :func:`field_of`), standard library
+only: launchers, records, trainers and readers all import them from here.
+
+A point's run directory (``<sweep dir>/<num>_<overrides>/``)::
+
+    run.json  metrics.jsonl  summary.json      the records (vitfsdp.records)
+    job.json                                   the point's identity, written by its launcher
+    train.log                                  the ranks' output (local launcher)
+    job.sbatch  logs/task<N>.log  slurm-<id>.out   the Slurm job's script and output
+    checkpoint/meta.json ...                   the latest checkpoint; a rerun resumes from it
+    attempts/<n>/                              an earlier attempt's files
+
+and the sweep directory, beside the points: ``.sweep.lock``, ``.submitit/``, ``packs/``.
+"""
+
+from __future__ import annotations
+
+# ---------------------------------------------------------------- a point's run directory
+
+#: What ran: config, world, devices, versions, status (rank 0 at start, rewritten at the end).
+RUN_FILE = "run.json"
+#: One JSON object per timing window, appended by rank 0.
+METRICS_FILE = "metrics.jsonl"
+#: How the run ended and its headline figures (rank 0, or the launcher for a run that died).
+SUMMARY_FILE = "summary.json"
+#: The point's identity (launcher, overrides, config hash; Slurm job and array ids), written
+#: by the launcher before the run.
+JOB_FILE = "job.json"
+#: The local launcher's file for the ranks' stdout and stderr.
+LOG_FILE = "train.log"
+#: The Slurm job script that ran, byte for byte.
+SCRIPT_FILE = "job.sbatch"
+#: Per-task output of a Slurm job: ``logs/`` + :data:`TASK_LOG`.
+TASK_LOG_DIR = "logs"
+#: One Slurm task's log inside :data:`TASK_LOG_DIR`; ``task`` is the task's SLURM_PROCID
+#: (``%t`` in an srun ``--output`` pattern).
+TASK_LOG = "task{task}.log"
+#: The batch step's output of a job script submitted by hand (``%j`` in sbatch's
+#: ``--output`` pattern): its job id tells which job ran the point.
+SLURM_OUTPUT = "slurm-{job_id}.out"
+#: The latest complete checkpoint; launchers leave it in place when moving an attempt aside.
+CHECKPOINT_DIR = "checkpoint"
+#: A checkpoint save in progress, renamed to :data:`CHECKPOINT_DIR` once every rank wrote.
+CHECKPOINT_TMP_DIR = ".checkpoint.tmp"
+#: The previous checkpoint while the new one is renamed in (removed after).
+CHECKPOINT_OLD_DIR = ".checkpoint.old"
+#: Inside a checkpoint: the step reached, the attempt, the world size, the config fingerprint.
+CHECKPOINT_META_FILE = "meta.json"
+#: Earlier attempts of a point run again: ``attempts/<n>/`` (n = 1, 2, ...).
+ATTEMPTS_DIR = "attempts"
+
+# ---------------------------------------------------------------- the sweep directory
+
+#: The ``flock`` that keeps a second sweep out of the directory.
+LOCK_FILE = ".sweep.lock"
+#: submitit's pickles and wrapper logs.
+SUBMITIT_DIR = ".submitit"
+#: Each pack's script and Slurm output (``hydra.launcher.pack=by_nodes``).
+PACK_DIR = "packs"
+#: A pack's job script inside :data:`PACK_DIR`.
+PACK_SCRIPT = "pack{index}.sbatch"
+#: A pack's Slurm output inside :data:`PACK_DIR` (``job_id``: ``%j`` in sbatch's pattern).
+PACK_OUTPUT = "pack{index}-{job_id}.out"
+
+# ---------------------------------------------------------------- exit codes
+
+#: Every rank of a run that completed.
+EXIT_COMPLETED = 0
+#: A rank whose run ended ``oom``, ``timeout`` or ``failed`` (the status is in summary.json).
+#: torchrun reports 1 for any failed worker too, :data:`EXIT_PREEMPTED` included.
+EXIT_FAILED = 1
+#: Every rank of a run that saved a checkpoint and stopped on SIGUSR2/SIGTERM (status
+#: ``preempted``): a job script requeues on it; run it again in the same directory to resume.
+EXIT_PREEMPTED = 3
+#: ``python -m vitfsdp.launch.resume`` for a run directory that already holds a completed
+#: run: the job script ends there, successfully.
+EXIT_ALREADY_COMPLETED = 10
+
+# ---------------------------------------------------------------- statuses
+
+#: In flight (run.json only; never a summary's status).
+RUNNING = "running"
+#: Every step ran; the figures are valid.
+COMPLETED = "completed"
+#: Out of memory on some rank (device or host), or Slurm's OUT_OF_MEMORY.
+OOM = "oom"
+#: A collective waited longer than ``train.timeout_s``, or the job hit its time limit.
+TIMEOUT = "timeout"
+#: Any other error, or a process that died without a summary.
+FAILED = "failed"
+#: Stopped on SIGUSR2/SIGTERM after saving a checkpoint (:data:`EXIT_PREEMPTED`).
+PREEMPTED = "preempted"
+#: Cancelled from outside (``scancel``).
+CANCELLED = "cancelled"
+#: Not run: the plan predicts the point does not fit.
+SKIPPED_INFEASIBLE = "skipped_infeasible"
+#: Every status a run may end in (a summary's ``status``); :data:`RUNNING` while in flight.
+STATUSES = (COMPLETED, OOM, TIMEOUT, FAILED, PREEMPTED, CANCELLED, SKIPPED_INFEASIBLE)
+#: Statuses of a run that ended this way itself: a rerun of the sweep skips them unless asked
+#: to rerun failures (a ``timeout`` at the job's time limit is ``interrupted`` and runs again).
+FAILED_IN_RUN = (OOM, FAILED, TIMEOUT, SKIPPED_INFEASIBLE)
+#: Statuses that count as ended from outside the run: a rerun runs the point again.
+INTERRUPTED_STATUSES = (PREEMPTED, CANCELLED, TIMEOUT)
+
+
+def field_of(pattern: str, name: str) -> str | None:
+    """The value of the one ``{field}`` of a name pattern (:data:`TASK_LOG`,
+    :data:`SLURM_OUTPUT`) in the file name ``name``
+    (``field_of(SLURM_OUTPUT, "slurm-42.out") == "42"``); None when ``name`` does not match.
+    """
+    prefix, _, rest = pattern.partition("{")
+    suffix = rest.partition("}")[2]
+    if len(name) < len(prefix) + len(suffix) or not name.startswith(prefix) \
+            or not name.endswith(suffix):
+        return None
+    return name[len(prefix):len(name) - len(suffix)]
