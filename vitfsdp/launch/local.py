@@ -16,14 +16,12 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from vitfsdp.core.layout import LOG_FILE as LOG_FILE  # the sweep reads it from here
+from vitfsdp.core.layout import METRICS_FILE
 from vitfsdp.provenance import redact_args
-from vitfsdp.records import METRICS_FILE, read_jsonl
+from vitfsdp.records import read_jsonl
 
 log = logging.getLogger(__name__)
-
-#: File in a point's run directory that receives the processes' stdout and stderr.
-LOG_FILE = "train.log"
-
 
 #: Signals torchrun forwards to its ranks: its default four and SIGUSR2, which Slurm sends
 #: before a time limit (``--signal``). Without SIGUSR2 in the list torchrun dies of it and

@@ -31,12 +31,24 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from vitfsdp.launch.local import tail
-from vitfsdp.launch.slurm import JOB_FILE, TASK_LOG_DIR
-from vitfsdp.records import (
+from vitfsdp.core.layout import (
+    CANCELLED,
+    FAILED,
+    INTERRUPTED_STATUSES,
+    JOB_FILE,
     METRICS_FILE,
+    OOM,
+    PREEMPTED,
     RUN_FILE,
+    SLURM_OUTPUT,
     SUMMARY_FILE,
+    TASK_LOG,
+    TASK_LOG_DIR,
+    TIMEOUT,
+    field_of,
+)
+from vitfsdp.launch.local import tail
+from vitfsdp.records import (
     mark_failed,
     read_json,
     read_jsonl,
@@ -55,8 +67,8 @@ ALIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "
 #: End states imposed from outside the run (a rerun of the sweep runs these points again).
 INTERRUPTED = ("CANCELLED", "TIMEOUT", "DEADLINE", "PREEMPTED", "NODE_FAIL", "BOOT_FAIL", "GONE")
 #: The run status implied by a Slurm end state when the job left no summary (else failed).
-END_STATUS = {"TIMEOUT": "timeout", "DEADLINE": "timeout", "PREEMPTED": "preempted",
-              "OUT_OF_MEMORY": "oom", "CANCELLED": "cancelled"}
+END_STATUS = {"TIMEOUT": TIMEOUT, "DEADLINE": TIMEOUT, "PREEMPTED": PREEMPTED,
+              "OUT_OF_MEMORY": OOM, "CANCELLED": CANCELLED}
 #: Slurm may send ``--signal`` up to this many seconds before the requested time (sbatch(1)).
 SIGNAL_EARLY_S = 60
 SLURM_KEY = "slurm"  # summary.json: Slurm's view of the point's end
@@ -105,7 +117,7 @@ class PointState:
         """The point has its final summary (completed, or failed as data) and, for a Slurm
         point whose job Slurm still knows, Slurm's end in it; a ``preempted`` point whose
         job is still queued (requeued) is not done."""
-        if self.status is None or (self.status == "preempted" and self.state in ALIVE_STATES):
+        if self.status is None or (self.status == PREEMPTED and self.state in ALIVE_STATES):
             return False
         return self.slurm_recorded or self.job_id is None or self.state in ("-", "written")
 
@@ -147,8 +159,8 @@ def read_state(run_dir: Path) -> PointState:
 def _started_job_id(run_dir: Path) -> str | None:
     """The job id of a script submitted by hand, from the ``slurm-<id>.out`` its job writes
     into the run directory when it starts (the newest, if it ran more than once)."""
-    ids = [p.stem.removeprefix("slurm-") for p in run_dir.glob("slurm-*.out")]
-    ids = [i for i in ids if i.isdigit()]
+    ids = [field_of(SLURM_OUTPUT, p.name) for p in run_dir.glob(SLURM_OUTPUT.format(job_id="*"))]
+    ids = [i for i in ids if i and i.isdigit()]
     return max(ids, key=int) if ids else None
 
 
@@ -255,7 +267,7 @@ def reconcile(row: PointState) -> bool:
     if row.slurm_recorded or not row.job_id or not (row.job_ended or row.state == "GONE"):
         return False
     summary = read_json(row.run_dir / SUMMARY_FILE)
-    if summary and summary["status"] == "preempted" and row.job and row.job.state in ALIVE_STATES:
+    if summary and summary["status"] == PREEMPTED and row.job and row.job.state in ALIVE_STATES:
         return False  # its pack is ending (or requeued): settled once the job has ended
     own = row.own or row.job or SlurmJob(row.state)
     slurm = own.record(row.step_id if row.own and row.step_id else row.job_id)
@@ -271,7 +283,7 @@ def reconcile(row: PointState) -> bool:
                       f"{_job_limit(row, status)} before this point started")
         interrupted = status in INTERRUPTED_STATUSES or row.state in INTERRUPTED
         mark_failed(row.run_dir, status, reason, interrupted=interrupted, **{SLURM_KEY: slurm})
-    elif summary["status"] == "preempted" and _outside_end(row):
+    elif summary["status"] == PREEMPTED and _outside_end(row):
         status = _outside_end(row)
         reason = (f"{status}: Slurm job {row.job_id} ended {row.job.state}"
                   f"{_job_limit(row, status)} and was not requeued; the training had "
@@ -285,8 +297,6 @@ def reconcile(row: PointState) -> bool:
     return True
 
 
-#: Run statuses that count as ended from outside the run (a rerun runs the point again).
-INTERRUPTED_STATUSES = ("preempted", "cancelled", "timeout")
 #: Summary fields of a preempted run kept when Slurm's end settles it as cancelled/timeout.
 _KEPT = ("last_step", "checkpoint_step", "num_attempts", "elapsed_s")
 
@@ -296,8 +306,8 @@ def _status_without_summary(row: PointState) -> str:
     packed point that never started takes its pack's end (``cancelled``, ``timeout``, or
     ``preempted`` when the pack stopped early on a stop signal)."""
     if row.position is not None and row.own is None and row.job is not None:
-        return _outside_end(row) or "preempted"
-    return END_STATUS.get(row.state, "failed")
+        return _outside_end(row) or PREEMPTED
+    return END_STATUS.get(row.state, FAILED)
 
 
 def _outside_end(row: PointState) -> str | None:
@@ -307,8 +317,8 @@ def _outside_end(row: PointState) -> str | None:
     if job is None or job.state not in END_STATES:
         return None
     if job.state == "CANCELLED":
-        return "cancelled"
-    return "timeout" if _reached_time_limit(job, _signal_delay_s(row)) else None
+        return CANCELLED
+    return TIMEOUT if _reached_time_limit(job, _signal_delay_s(row)) else None
 
 
 def _reached_time_limit(job: SlurmJob, signal_delay_s: int) -> bool:
@@ -330,16 +340,15 @@ def _signal_delay_s(row: PointState) -> int:
 
 
 def _job_limit(row: PointState, status: str) -> str:
-    if status == "timeout":
+    if status == TIMEOUT:
         limit = (read_json(row.run_dir / JOB_FILE) or {}).get("time_limit")
         return f" (time limit {limit})"
-    return " (scancel)" if status == "cancelled" else ""
+    return " (scancel)" if status == CANCELLED else ""
 
 
 def task_log_tail(run_dir: Path, num_lines: int = 20) -> str:
     """The last lines of task 0's log, and of the first other task log with a traceback."""
-    logs = sorted((run_dir / TASK_LOG_DIR).glob("task*.log"),
-                  key=lambda p: int(p.stem[4:]) if p.stem[4:].isdigit() else 0)
+    logs = sorted((run_dir / TASK_LOG_DIR).glob(TASK_LOG.format(task="*")), key=_task_number)
     parts = []
     for i, path in enumerate(logs):
         text = tail(path, num_lines)
@@ -348,6 +357,12 @@ def task_log_tail(run_dir: Path, num_lines: int = 20) -> str:
         if len(parts) == 2:
             break
     return "\n".join(parts)
+
+
+def _task_number(path: Path) -> int:
+    """The task of a task log (``task3.log``: 3); 0 for a name without one."""
+    task = field_of(TASK_LOG, path.name) or ""
+    return int(task) if task.isdigit() else 0
 
 
 def labels(rows: Sequence[PointState]) -> list[str]:
