@@ -19,8 +19,11 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from vitfsdp.data import DataConfig
 from vitfsdp.data import num_classes as data_num_classes
@@ -37,6 +40,8 @@ from vitfsdp.parallel import (
     auto_precision,
     resolve_precision,
 )
+from vitfsdp.provenance import redact_args
+from vitfsdp.rundir import register_resolver
 
 FRAMEWORKS = ("torch", "jax")
 #: ``device``: auto (a GPU where the run gets one, else the CPU) | cpu | cuda (CUDA and ROCm).
@@ -238,8 +243,6 @@ class RunConfig:
 def register_configs() -> None:
     """Register :class:`RunConfig` as Hydra's ``base_config`` and the run-directory name
     resolver of ``conf/config.yaml`` (idempotent)."""
-    from vitfsdp.rundir import register_resolver
-
     ConfigStore.instance().store(name="base_config", node=RunConfig)
     register_resolver()
 
@@ -294,8 +297,6 @@ def check_group_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
         ValueError: an option of :data:`GROUPS` names no YAML file in ``conf_dir`` or in a
             folder of a ``hydra.searchpath=[...]`` override.
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     args = [a for a in argv if "=" in a and not a.startswith("-")]
     overrides = OverridesParser.create().parse_overrides(args)
     extra = [d for o in overrides if o.key_or_group == "hydra.searchpath"
@@ -409,8 +410,6 @@ def check_key(override) -> None:
 def _parse_error(text: str, error: Exception) -> str:
     """One line for an override that does not parse, naming it, with a hint; a secret-looking
     value redacted (:func:`vitfsdp.provenance.redact_args`), control characters escaped."""
-    from vitfsdp.provenance import redact_args
-
     shown = redact_args([text])[0]
     key, eq, value = shown.partition("=")
     if any(ord(c) < 32 or ord(c) == 127 for c in text):
@@ -442,8 +441,6 @@ def parse_overrides(argv: Sequence[str]) -> list:
     Raises:
         ValueError: one line naming the first override that does not parse, with a hint.
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     parser = OverridesParser.create()
     parsed = []
     texts = [a for i, a in enumerate(argv) if not a.startswith("-")
@@ -509,9 +506,6 @@ def check_composes(config_name: str, overrides: Sequence) -> None:
     Raises:
         ValueError: :func:`one_line` of the composition error.
     """
-    from hydra import compose, initialize_config_dir
-    from omegaconf.errors import OmegaConfBaseException
-
     register_configs()
     fixed = [o.input_line for o in overrides if not o.is_sweep_override()]
     with initialize_config_dir(str(CONF_DIR), version_base=None):

@@ -33,10 +33,10 @@ memory limit). ``train.checkpoint_every`` applies to both (:mod:`vitfsdp.jax.che
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-if TYPE_CHECKING:
-    from vitfsdp.config import RunConfig
+if TYPE_CHECKING:  # annotations only; the root config imports this module, not the reverse
+    from vitfsdp.parallel import MixedPrecisionConfig, StrategyConfig
 
 #: ``strategy.sharding_strategy`` values with a JAX layout.
 JAX_SHARDING_STRATEGIES = ("DDP", "FULL_SHARD", "HYBRID_SHARD")
@@ -54,7 +54,44 @@ _NO_JAX_MEANING = {
 }
 
 
-def check_run_config(cfg: RunConfig) -> None:
+class _Kernels(Protocol):
+    """The ``kernels.*`` settings :func:`check_run_config` reads."""
+
+    @property
+    def compile(self) -> bool | None: ...
+    @property
+    def adamw(self) -> str: ...
+    @property
+    def cudnn_allow_tf32(self) -> bool: ...
+
+
+class _Train(Protocol):
+    """The ``train.*`` setting :func:`check_run_config` reads."""
+
+    @property
+    def memory_limit_gib(self) -> float: ...
+
+
+class RunSettings(Protocol):
+    """What :func:`check_run_config` reads of a run config; :class:`vitfsdp.config.RunConfig`
+    has all of it. A protocol, so that this module needs nothing of the root config, which
+    imports it."""
+
+    @property
+    def engine(self) -> str: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def strategy(self) -> StrategyConfig: ...
+    @property
+    def mixed_precision(self) -> MixedPrecisionConfig: ...
+    @property
+    def kernels(self) -> _Kernels: ...
+    @property
+    def train(self) -> _Train: ...
+
+
+def check_run_config(cfg: RunSettings) -> None:
     """Refuse settings that have no meaning under ``framework=jax``; leaves ``cfg`` as is.
 
     Call it instead of ``StrategyConfig.resolve_for_engine``: the FSDP1-only settings stay
@@ -102,7 +139,7 @@ def jax_precision(precision: str, backend: str) -> str:
     return "fp32" if backend == "cpu" else "bf16"
 
 
-def _value(cfg: RunConfig, dotted: str):
+def _value(cfg: RunSettings, dotted: str):
     """The value of ``cfg`` at a dotted key such as ``strategy.backward_prefetch``."""
     obj = cfg
     for part in dotted.split("."):
