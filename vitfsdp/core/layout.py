@@ -4,12 +4,12 @@ only: launchers, records, trainers and readers all import them from here.
 
 A point's run directory (``<sweep dir>/<num>_<overrides>/``)::
 
-    run.json  metrics.jsonl  summary.json      the records (vitfsdp.records)
-    job.json                                   the point's identity, written by its launcher
-    train.log                                  the ranks' output (local launcher)
-    job.sbatch  logs/task<N>.log  slurm-<id>.out   the Slurm job's script and output
-    checkpoint/meta.json ...                   the latest checkpoint; a rerun resumes from it
-    attempts/<n>/                              an earlier attempt's files
+    run.json  metrics.jsonl  summary.json         the records (vitfsdp.records)
+    job.json                                      the point's identity, by its launcher
+    train.log                                     the ranks' output (local launcher)
+    job.sbatch  logs/task<N>.log  slurm-<id>.out  the Slurm job's script and output
+    checkpoint/meta.json ...                      the latest checkpoint; a rerun resumes
+    attempts/<n>/                                 an earlier attempt's files
 
 and the sweep directory, beside the points: ``.sweep.lock``, ``.submitit/``, ``packs/``.
 """
