@@ -17,7 +17,7 @@ import pytest
 from tests.conftest import REPO, read
 from vitfsdp import checkpoint
 from vitfsdp.config import RunConfig, TrainConfig
-from vitfsdp.train import remaining_windows
+from vitfsdp.core.loop import remaining_windows
 
 COMMON = ["model=vit_tiny", "data=digits", "device=cpu", "precision=fp32",
           "strategy=FULL_SHARD", "train.steps=6", "train.warmup_steps=1", "train.log_every=1",

@@ -53,6 +53,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from vitfsdp.core.loop import WARMUP_RULE as WARMUP_RULE  # its home is the loop's schedule
+
 if TYPE_CHECKING:  # torch is imported where a run measures: configs import this module
     import torch
 
@@ -61,15 +63,6 @@ log = logging.getLogger(__name__)
 GIB = 1024**3
 
 PEAK_MODES = ("table", "measure")
-
-#: How warm-up windows are chosen (also recorded in run.json ``timing.warmup_rule``).
-WARMUP_RULE = (
-    "warm-up = the windows of steps 1..train.warmup_steps; also the first window of an "
-    "attempt resumed from a checkpoint (caches cold again), and the first window when "
-    "blocks are compiled (torch.compile) and train.warmup_steps is 0 (compilation runs in "
-    "the first step). JAX compiles the step ahead of time, outside every window (compile_s)."
-)
-
 
 @dataclass
 class MetricsConfig:

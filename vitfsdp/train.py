@@ -27,8 +27,6 @@ import resource
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import hydra
@@ -56,9 +54,16 @@ from vitfsdp.config import (
     register_configs,
     to_run_config,
 )
+from vitfsdp.core.loop import (
+    WARMUP_RULE,
+    Progress,
+    checkpoint_at_boundary,
+    remaining_windows,
+    skip_batches,
+    stop_before_first_step,
+)
 from vitfsdp.metrics import (
     GIB,
-    WARMUP_RULE,
     DeviceMemoryProbe,
     WindowMeter,
     device_info,
@@ -122,14 +127,6 @@ def dry_run_report(cfg: RunConfig) -> str:
     return plan.format_state_bytes(b, label)
 
 
-@dataclass
-class Progress:
-    """Where a run is: for failure reports and checkpoints."""
-
-    step: int = 0  # last optimizer step completed (0: none; a resumed run starts past it)
-    attempt: int = 0  # 0 = the first attempt; +1 per resume from a checkpoint
-
-
 def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir: Path) -> dict:
     """Train per ``cfg`` in an initialized process group; record the outcome, even a failure.
 
@@ -169,7 +166,7 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
         board.watch(lambda: _report_blocked_from_watcher(env, device, board, progress))
     with failures.StopSignals() as signals:  # also while a failure is being recorded
         try:
-            stop_before_first_step(signals.agreed(device), progress)
+            stop_before_first_step(signals.agreed(device), progress, failures.Preempted)
             train(cfg, env, device, records, signals, progress, meta)
         except failures.Preempted as e:
             records.finish("preempted", reason=str(e), elapsed_s=time.time() - t0,
@@ -192,41 +189,6 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
     log.info("completed: %.1f images/s, step %.3f s, peak memory %s GiB", summary["ips"],
              summary["step_time_s"], _peak_mem(summary))
     return summary
-
-
-def stop_before_first_step(stop: str | None, progress: Progress) -> None:
-    """Before this attempt's first step: if a stop signal arrived (during start-up,
-    :mod:`vitfsdp.startup_signals`, or while the model was built, restored or compiled),
-    stop at once rather than spend what is left of the job on a first window.
-
-    Args:
-        stop: the signal's name as every rank agreed on it
-            (:meth:`vitfsdp.failures.StopSignals.agreed`, or the JAX trainer's
-            ``agreed_stop``), ``None`` if no rank received one.
-
-    Raises:
-        failures.Preempted: with ``saved=False``; an earlier attempt's checkpoint is kept.
-    """
-    if stop:
-        raise failures.Preempted(stop, progress.step, saved=False)
-
-
-def checkpoint_at_boundary(stop: str | None, every: int, progress: Progress,
-                           window_first: int, save: Callable[[int], object]) -> None:
-    """At the end of the timing window that began at step ``window_first``: ``save(step)``
-    when a stop signal arrived (``stop``, agreed by every rank as for
-    :func:`stop_before_first_step`) or the window reached a multiple of ``every``
-    (``train.checkpoint_every``; 0 = never); stop after a signal's save. Shared by the torch
-    and the JAX trainer.
-
-    Raises:
-        failures.Preempted: a stop signal arrived (after the checkpoint is saved).
-    """
-    step = progress.step
-    if stop or (every > 0 and step // every > (window_first - 1) // every):
-        save(step)
-    if stop:
-        raise failures.Preempted(stop, step)
 
 
 def _record_failure(exc: BaseException, env: distributed.DistEnv, device: torch.device,
@@ -497,7 +459,8 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
     # warm-up besides train.warmup_steps (metrics.WARMUP_RULE): the first window after a
     # resume (caches cold again), or with compiled blocks and no warm-up steps (compilation)
     cold = meta is not None or (tc.warmup_steps == 0 and applied.get("compiled_blocks", 0) > 0)
-    stop_before_first_step(_agreed(signals, device), progress)  # a signal during the build
+    # a signal during the build
+    stop_before_first_step(_agreed(signals, device), progress, failures.Preempted)
     for i, (first, last, warmup) in remaining_windows(tc, progress.step):
         warmup, cold = warmup or cold, False
         meter.start()
@@ -517,27 +480,12 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
                 _agreed(signals, device), tc.checkpoint_every, progress, first,
                 lambda step: checkpoint.save(records.run_dir, step, model, optimizer, cfg=cfg,
                                              rank=env.rank, attempt=progress.attempt,
-                                             scaler=scaler))
+                                             scaler=scaler),
+                failures.Preempted)
 
 
 def _agreed(signals: failures.StopSignals | None, device: torch.device) -> str | None:
     return signals.agreed(device) if signals is not None else None
-
-
-def remaining_windows(tc: TrainConfig, done: int) -> Iterator[tuple[int, tuple[int, int, bool]]]:
-    """(index, (first, last, is_warmup)) of the timing windows (:func:`windows`) still to
-    train after step ``done``; a window that ``done`` cuts starts at ``done + 1``."""
-    for i, (first, last, warmup) in enumerate(windows(tc.steps, tc.warmup_steps,
-                                                      tc.log_every)):
-        if last > done:
-            yield i, (max(first, done + 1), last, warmup)
-
-
-def skip_batches(batches: Iterator, num_batches: int) -> None:
-    """Draw ``num_batches`` batches, so a resumed run sees the data an uninterrupted one
-    would (real data sets load them: a resume of a long run on a large data set pays that)."""
-    for _ in range(num_batches):
-        next(batches)
 
 
 def train_step(model, optimizer, batch, autocast, scaler=None) -> torch.Tensor:
@@ -558,15 +506,6 @@ def train_step(model, optimizer, batch, autocast, scaler=None) -> torch.Tensor:
         scaler.update()
     optimizer.zero_grad(set_to_none=True)
     return loss.detach().float()
-
-
-def windows(steps: int, warmup_steps: int, log_every: int) -> list[tuple[int, int, bool]]:
-    """Split steps 1..steps into timing windows (first, last, is_warmup) of at most
-    ``log_every`` steps; no window mixes warm-up and measured steps."""
-    out = []
-    for lo, hi, warm in ((1, warmup_steps, True), (warmup_steps + 1, steps, False)):
-        out += [(s, min(s + log_every - 1, hi), warm) for s in range(lo, hi + 1, log_every)]
-    return out
 
 
 def build(cfg: RunConfig, env: distributed.DistEnv,

@@ -62,6 +62,7 @@ from timm.optim import create_optimizer_v2
 
 from vitfsdp import data, distributed, failures, models, parallel, provenance, train
 from vitfsdp.config import CONF_DIR, RunConfig, register_configs, to_run_config
+from vitfsdp.core.loop import windows
 from vitfsdp.metrics import DeviceMemoryProbe, WindowMeter, device_info
 from vitfsdp.records import (
     RUN_FILE,
@@ -426,8 +427,7 @@ def _measure(step: Callable[[], torch.Tensor], cfg: RunConfig, device: torch.dev
     tc, info = cfg.train, records.run_info
     meter = WindowMeter(device, 1, tc.local_batch_size, info["model"]["train_flops_per_image"],
                         info["model"]["hardware_flops_per_image"], info["device"]["peak_flops"])
-    for i, (first, last, warmup) in enumerate(train.windows(tc.steps, tc.warmup_steps,
-                                                            tc.log_every)):
+    for i, (first, last, warmup) in enumerate(windows(tc.steps, tc.warmup_steps, tc.log_every)):
         meter.start()
         loss_sum = torch.zeros((), device=device)
         for _ in range(first, last + 1):

@@ -36,6 +36,14 @@ import torch
 
 from vitfsdp import checkpoint, data, failures, models, provenance
 from vitfsdp.config import KernelsConfig, RunConfig
+from vitfsdp.core.loop import (
+    WARMUP_RULE,
+    Progress,
+    checkpoint_at_boundary,
+    remaining_windows,
+    skip_batches,
+    stop_before_first_step,
+)
 from vitfsdp.distributed import DistEnv
 from vitfsdp.jax import checkpoint as jckpt
 from vitfsdp.jax import distributed as jdist
@@ -43,15 +51,7 @@ from vitfsdp.jax import sharding
 from vitfsdp.jax.config import MATMUL_PRECISION, jax_precision
 from vitfsdp.jax.metrics import JaxWindowMeter, device_info, resolve_peak
 from vitfsdp.jax.model import ViT, build_model, count_params, dummy_input
-from vitfsdp.metrics import WARMUP_RULE
 from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
-from vitfsdp.train import (
-    Progress,
-    checkpoint_at_boundary,
-    remaining_windows,
-    skip_batches,
-    stop_before_first_step,
-)
 
 log = logging.getLogger("vitfsdp.jax.train")
 
@@ -264,7 +264,7 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
     fault = failures.parse_fault(os.environ.get(failures.FAULT_ENV))
     cold = meta is not None  # the first window after a resume is warm-up (WARMUP_RULE)
     # a signal during start-up, the build or the compilation
-    stop_before_first_step(agreed_stop(signals), progress)
+    stop_before_first_step(agreed_stop(signals), progress, failures.Preempted)
     for i, (first, last, warmup) in remaining_windows(tc, progress.step):
         warmup, cold = warmup or cold, False
         meter.start(state)
@@ -285,7 +285,8 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
             checkpoint_at_boundary(
                 agreed_stop(signals), tc.checkpoint_every, progress, first,
                 lambda step, state=state: jckpt.save(records.run_dir, step, state, cfg=cfg,
-                                                     attempt=progress.attempt))
+                                                     attempt=progress.attempt),
+                failures.Preempted)
     return compile_s, state
 
 
