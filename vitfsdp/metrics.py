@@ -1,22 +1,20 @@
 """Timing windows, ips, TFLOP/s, MFU/HFU and memory on every rank, reduced over ranks.
 
-Definitions (records: docs/architecture.md; Chowdhery et al. 2022, "PaLM: Scaling Language
-Modeling with Pathways", appendix B, for MFU and HFU):
+Definitions (records: docs/architecture.md): ``ips``, ``ips_per_gpu``, ``step_time_s``,
+``tflops_per_gpu``, ``hw_tflops_per_gpu``, ``mfu`` and ``hfu`` are those of
+:func:`vitfsdp.core.throughput.window_figures` (MODEL FLOPs: 3 × forward,
+:func:`vitfsdp.models.train_flops_per_image`; HARDWARE FLOPs add the forward that activation
+checkpointing recomputes, :func:`vitfsdp.models.hardware_flops_per_image`), the same for the
+torch and the JAX trainer.
 
-- ``ips``: images per second of the whole job (global batch × steps / seconds of the
-  slowest rank); ``ips_per_gpu`` = ips / world size; ``step_time_s`` = seconds / steps.
-- ``tflops_per_gpu``: MODEL FLOP/s per GPU / 1e12 = 3 × forward FLOPs per image × ips per
-  GPU (:func:`vitfsdp.models.train_flops_per_image`); ``mfu`` = that / the device's peak.
-- ``hw_tflops_per_gpu`` and ``hfu``: the same with HARDWARE FLOPs, which add the forward
-  that activation checkpointing recomputes (:func:`vitfsdp.models.hardware_flops_per_image`).
-- The peak (``device.peak_flops`` in run.json, with ``device.peak_source``) follows the
-  run's compute dtype: the dense bf16/fp16 tensor peak under bf16 or fp16, the dense TF32
-  peak for fp32 when matmul precision allows TF32, else the dense fp32 peak
-  (:data:`PEAK_TABLE`, from the vendors' data sheets); or, with ``metrics.peak=measure``,
-  the FLOP/s of a large GEMM in the compute dtype timed on the device before training
-  (:func:`measure_matmul_peak`). On a device the table does not name (and on CPU with
-  ``metrics.peak=table``) the peak, ``mfu`` and ``hfu`` are null, with one warning: never
-  a guess.
+The peak (``device.peak_flops`` in run.json, with ``device.peak_source``) follows the
+run's compute dtype: the dense bf16/fp16 tensor peak under bf16 or fp16, the dense TF32
+peak for fp32 when matmul precision allows TF32, else the dense fp32 peak
+(:data:`PEAK_TABLE`, from the vendors' data sheets); or, with ``metrics.peak=measure``,
+the FLOP/s of a large GEMM in the compute dtype timed on the device before training
+(:func:`measure_matmul_peak`). On a device the table does not name (and on CPU with
+``metrics.peak=table``) the peak, ``mfu`` and ``hfu`` are null, with one warning: never
+a guess.
 
 Timing (:class:`WindowMeter`): the clock is read at window boundaries only. On CUDA (and
 ROCm) a timing event is recorded on the stream at the start and at the end of a window of
@@ -24,7 +22,8 @@ ROCm) a timing event is recorded on the stream at the start and at the end of a 
 host and windows follow each other without a gap on the device. On CPU the wall clock
 (``time.perf_counter``) is read at the same boundaries. The elapsed time of a window is the
 slowest rank's. Warm-up windows (``warmup: true`` in metrics.jsonl) are left out of the
-summary; the rule, also written to run.json's ``timing``, is in :data:`WARMUP_RULE`.
+summary; the rule, also written to run.json's ``timing``, is
+:data:`vitfsdp.core.loop.WARMUP_RULE`.
 
 Memory, measured on every rank per window and reduced over ranks (``*_gib`` = max over ranks,
 ``*_min_gib`` = min over ranks, so an unbalanced rank shows):
@@ -54,6 +53,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vitfsdp.core.loop import WARMUP_RULE as WARMUP_RULE  # its home is the loop's schedule
+from vitfsdp.core.throughput import window_figures
 
 if TYPE_CHECKING:  # torch is imported where a run measures: configs import this module
     import torch
@@ -606,20 +606,10 @@ class WindowMeter:
         ranks = self._gather([_nan_if_none(local[k]) for k in _GATHERED])
         cols = dict(zip(_GATHERED, zip(*ranks, strict=True), strict=True))
         elapsed = max(cols["time_s"])  # the slowest rank sets the pace
-        ips = self.global_batch_size * num_steps / elapsed
-        flops = self.train_flops_per_image * ips / self.world_size
-        hw_flops = self.hardware_flops_per_image * ips / self.world_size
-        out = {
-            "time_s": elapsed,
-            "step_time_s": elapsed / num_steps,
-            "ips": ips,
-            "ips_per_gpu": ips / self.world_size,
-            "tflops_per_gpu": flops / 1e12,
-            "hw_tflops_per_gpu": hw_flops / 1e12,
-            "mfu": flops / self.peak if self.peak else None,
-            "hfu": hw_flops / self.peak if self.peak else None,
-            "loss": sum(cols["loss"]) / len(cols["loss"]),
-        }
+        out = window_figures(self.global_batch_size * num_steps, elapsed, num_steps,
+                             self.world_size, self.train_flops_per_image,
+                             self.hardware_flops_per_image, self.peak)
+        out["loss"] = sum(cols["loss"]) / len(cols["loss"])
         for name in _MEMORY:
             out[f"{name}_gib"] = _finite(max, cols[f"{name}_gib"])
             out[f"{name}_min_gib"] = _finite(min, cols[f"{name}_gib"])

@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from vitfsdp.core.throughput import window_figures
 from vitfsdp.jax.distributed import gather_floats
 from vitfsdp.metrics import (
     GIB,
@@ -151,20 +152,9 @@ class JaxWindowMeter:
         rss = _read_vm_hwm_gib()
         rows = gather_floats([elapsed, alloc, reserved, np.nan if rss is None else rss])
         elapsed = float(rows[:, 0].max())  # the slowest rank sets the pace
-        ips = self.global_batch_size * num_steps / elapsed
-        flops = self.train_flops_per_image * ips / self.world_size
-        hw_flops = self.hardware_flops_per_image * ips / self.world_size
-        out = {
-            "time_s": elapsed,
-            "step_time_s": elapsed / num_steps,
-            "ips": ips,
-            "ips_per_gpu": ips / self.world_size,
-            "tflops_per_gpu": flops / 1e12,
-            "hw_tflops_per_gpu": hw_flops / 1e12,
-            "mfu": flops / self.peak if self.peak else None,
-            "hfu": hw_flops / self.peak if self.peak else None,
-            "loss": loss,
-        }
+        out = window_figures(self.global_batch_size * num_steps, elapsed, num_steps,
+                             self.world_size, self.train_flops_per_image,
+                             self.hardware_flops_per_image, self.peak) | {"loss": loss}
         for col, name in enumerate(("peak_mem_allocated", "peak_mem_reserved", "peak_rss"), 1):
             out[f"{name}_gib"] = _max_or_none(rows[:, col])
             out[f"{name}_min_gib"] = _max_or_none(-rows[:, col], sign=-1)

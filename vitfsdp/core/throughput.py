@@ -1,0 +1,58 @@
+"""A timing window's throughput figures, one definition for both trainers and the benchmark.
+
+- ``ips``: images per second of the whole job (images of the window over all ranks /
+  seconds of the slowest rank); ``ips_per_gpu`` = ips / world size; ``step_time_s`` =
+  seconds / steps.
+- ``tflops_per_gpu``: MODEL FLOP/s per GPU / 1e12 = model training FLOPs per image
+  (3 × forward) × ips per GPU; ``mfu`` = that / the device's peak FLOP/s.
+- ``hw_tflops_per_gpu`` and ``hfu``: the same with HARDWARE FLOPs per image, which add the
+  forward that activation checkpointing recomputes.
+
+Chowdhery et al. 2022, "PaLM: Scaling Language Modeling with Pathways", appendix B, defines
+MFU and HFU. Standard library only.
+"""
+
+from __future__ import annotations
+
+#: The keys :func:`window_figures` returns, in record order.
+FIGURES = ("time_s", "step_time_s", "ips", "ips_per_gpu", "tflops_per_gpu",
+           "hw_tflops_per_gpu", "mfu", "hfu")
+
+
+def window_figures(images: int, seconds: float, num_steps: int, world_size: int,
+                   train_flops_per_image: float, hardware_flops_per_image: float | None = None,
+                   peak_flops: float | None = None) -> dict[str, float | None]:
+    """The throughput figures of one timing window.
+
+    Args:
+        images: images trained in the window over all ranks (global batch × steps).
+        seconds: the window's elapsed time, the slowest rank's (> 0).
+        num_steps: optimizer steps in the window (>= 1).
+        world_size: ranks (GPUs) of the job.
+        train_flops_per_image: MODEL training FLOPs per image (3 × forward).
+        hardware_flops_per_image: HARDWARE FLOPs per image (with the recomputed forward);
+            ``None`` = the model FLOPs.
+        peak_flops: one device's peak FLOP/s; ``None`` (or 0) = ``mfu`` and ``hfu`` null.
+
+    Returns:
+        :data:`FIGURES`: time_s and step_time_s in seconds, ips and ips_per_gpu in images/s,
+        tflops_per_gpu and hw_tflops_per_gpu in TFLOP/s, mfu and hfu as fractions of the
+        peak (``None`` without one).
+
+    Raises:
+        ZeroDivisionError: ``seconds`` or ``num_steps`` is 0.
+    """
+    hardware = hardware_flops_per_image or train_flops_per_image
+    ips = images / seconds
+    flops = train_flops_per_image * ips / world_size
+    hw_flops = hardware * ips / world_size
+    return {
+        "time_s": seconds,
+        "step_time_s": seconds / num_steps,
+        "ips": ips,
+        "ips_per_gpu": ips / world_size,
+        "tflops_per_gpu": flops / 1e12,
+        "hw_tflops_per_gpu": hw_flops / 1e12,
+        "mfu": flops / peak_flops if peak_flops else None,
+        "hfu": hw_flops / peak_flops if peak_flops else None,
+    }
