@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from vitfsdp.core.mesh import REPLICATE_AXIS, SHARD_AXIS  # noqa: F401 (re-exported)
+
 if TYPE_CHECKING:  # torch is imported where a model is wrapped: configs import this module
     import torch
     from torch.distributed.device_mesh import DeviceMesh
@@ -56,9 +58,6 @@ def __getattr__(name: str):
     if name == "DTYPES":
         return {k: torch_dtype(k) for k in _DTYPE_NAMES}
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-#: Mesh axis names of hybrid sharding: replicas × shard group (torchtitan's naming).
-REPLICATE_AXIS, SHARD_AXIS = "replicate", "shard"
 
 
 @dataclass
