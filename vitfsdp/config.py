@@ -22,6 +22,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Glob
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -303,8 +304,8 @@ def check_group_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
              for d in searchpath_dirs(o.value())] + config_path_dirs()  # VITFSDP_CONFIG_PATH
     for override in overrides:
         group = override.key_or_group
-        if group not in GROUPS or override.is_delete():
-            continue
+        if group not in GROUPS or override.is_delete() or isinstance(override.value(), Glob):
+            continue  # a glob picks among the group's options only
         values = (list(override.sweep_string_iterator()) if override.is_sweep_override()
                   else [override.get_value_element_as_str()])
         valid = group_options(group, conf_dir, extra)

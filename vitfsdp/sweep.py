@@ -52,6 +52,7 @@ from vitfsdp.config import (
 )
 from vitfsdp.launch import batch_search as bsearch
 from vitfsdp.launch import local, pack, resume, slurm, status, time_limit_s
+from vitfsdp.overrides import expand
 from vitfsdp.progress import SweepProgress
 from vitfsdp.records import (
     STATUSES,
@@ -123,23 +124,22 @@ _validated: dict = {}
 
 def validate_sweep(hydra_context, config: DictConfig, arguments: Sequence[str],
                    params: Sequence[str] = ()) -> list[Point]:
-    """Expand a sweep's overrides into points as Hydra's basic sweeper does and validate
-    them all (:func:`plan`), before the sweep directory or its multirun.yaml exist.
+    """Expand a sweep's overrides into points as Hydra's basic sweeper does
+    (:func:`vitfsdp.overrides.expand`) and validate them all (:func:`plan`), before the sweep
+    directory or its multirun.yaml exist.
 
     Args:
         arguments: the task overrides (``hydra.overrides.task``).
         params: ``hydra.sweeper.params`` as overrides.
 
     Raises:
-        SweepRefused: see :func:`plan`.
+        SweepRefused: an override the basic sweeper cannot expand (``interval(...)``), or
+            see :func:`plan`.
     """
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parser = OverridesParser.create(config_loader=hydra_context.config_loader)
-    parsed = parser.parse_overrides([*params, *arguments])
-    job_overrides = [point for batch in BasicSweeper.split_arguments(parsed, None)
-                     for point in batch]
+    try:
+        job_overrides = expand([*params, *arguments], hydra_context.config_loader)
+    except ValueError as e:
+        raise SweepRefused(f"error: {e}; nothing was launched") from None
     points = plan(hydra_context, config, job_overrides, 0)
     _validated.update(key=(id(config), tuple(map(tuple, job_overrides)), 0), points=points)
     return points

@@ -4,8 +4,9 @@
         strategy=DDP,FULL_SHARD,HYBRID_8GPU nodes=1,8 precision=bf16 [--csv FILE] [--json]
     python -m vitfsdp.plan --calibrate SWEEP_DIR [SWEEP_DIR ...]
 
-The overrides are a sweep's: Hydra's parser expands comma lists and ranges into points
-(``-m`` is accepted for symmetry with ``vitfsdp.sweep``), each point is composed from
+The overrides are a sweep's, expanded into points as the sweep expands them
+(:func:`vitfsdp.overrides.expand`: comma lists, ``range(...)``, ``choice(...)``,
+``glob(...)``; ``-m`` is accepted for symmetry with ``vitfsdp.sweep``), each point composed from
 ``conf/`` and validated by :func:`vitfsdp.config.to_run_config`. Keys a profile requires for
 submitting (``cluster.required``, e.g. the account) are not needed to plan.
 """
@@ -34,24 +35,6 @@ TABLE_WIDTH = 100
 MODEL_WIDTH = 16  # longer model names are cut (timm's vit_gigantic_patch14_224)
 
 
-def expand(overrides: list[str]) -> list[list[str]]:
-    """The points of a sweep's overrides, as Hydra's basic sweeper expands them (comma
-    lists, ``range(...)``, ``choice(...)``), in its order.
-
-    Raises:
-        ValueError: an override does not parse.
-    """
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except OverrideParseException as e:
-        raise ValueError(str(e).splitlines()[0]) from None
-    return [point for batch in BasicSweeper.split_arguments(parsed, None) for point in batch]
-
-
 def compose_points(overrides: list[str]) -> list[tuple[list[str], object]]:
     """(point overrides, validated RunConfig) for every point of ``overrides``.
 
@@ -59,16 +42,18 @@ def compose_points(overrides: list[str]) -> list[tuple[list[str], object]]:
         ValueError: a point does not compose or validate; the message names the point.
     """
     from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
     from omegaconf import open_dict
     from omegaconf.errors import OmegaConfBaseException
 
     from vitfsdp.config import CONF_DIR, check_group_choices, register_configs, to_run_config
+    from vitfsdp.overrides import expand
 
     check_group_choices(overrides)
     register_configs()
     points = []
     with initialize_config_dir(str(CONF_DIR), version_base=None):
-        for point in expand(overrides):
+        for point in expand(overrides, GlobalHydra.instance().config_loader()):
             try:
                 cfg = compose("config", point)
                 with open_dict(cfg):
