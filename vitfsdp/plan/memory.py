@@ -1,7 +1,8 @@
 """Predicted memory per rank: model state, FSDP's unsharded buffers, activations, overhead.
 
 Every figure is bytes held by one rank (one GPU, or one CPU process) at the peak of a
-training step, without building the model (a meta-device build gives the parameter counts).
+training step, without building the model (:func:`model_sizes` counts the parameters from
+the architecture table, as timm builds it).
 
 Model state of AdamW training (ZeRO, Rajbhandari et al. 2020, "ZeRO: Memory Optimizations
 Toward Training Trillion Parameter Models", sec. 3 and 5; FSDP, Zhao et al. 2023, "PyTorch
@@ -22,7 +23,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from vitfsdp.models import ModelConfig, block_classes, build_model, count_params
+from vitfsdp.models import ModelConfig, ViTSpec
 from vitfsdp.parallel import StrategyConfig
 
 GIB = 1024**3
@@ -44,7 +45,7 @@ GPU_ALLOCATOR_OVERHEAD = 0.15
 
 @dataclass(frozen=True)
 class ModelSizes:
-    """Parameter counts of one model (elements), from a meta-device build."""
+    """Parameter counts of one model (elements), as :func:`model_sizes` counts them."""
 
     num_params: int  # the whole model
     unit_params: int  # the largest FSDP unit (a transformer block)
@@ -57,15 +58,44 @@ class ModelSizes:
         return self.num_params - self.num_units * self.unit_params
 
 
-@functools.lru_cache(maxsize=64)
+def vit_sizes(spec: ViTSpec, img_size: int, num_classes: int) -> ModelSizes:
+    """Parameter counts of timm's ``VisionTransformer`` as :func:`vitfsdp.models.build_model`
+    builds ``spec`` (class token, learned position embedding, qkv and projection biases, a
+    final LayerNorm, a linear head), counted from the architecture without building it.
+
+    Per block (d = width, h = MLP hidden size ``int(d * (mlp_dim / d))``, as timm rounds its
+    ``mlp_ratio``): two LayerNorms (``2·2d``), QKV (``3d² + 3d``), the output projection
+    (``d² + d``) and the MLP: GELU ``d·h + h + h·d + d``, SwiGLU two input branches
+    (``2(d·h + h)``) and ``h·d + d``. Outside the blocks: the patch embedding (a conv,
+    ``3p²·d + d``), the class token (``d``), the position embedding (``(patches + 1)·d``),
+    the final LayerNorm (``2d``) and the head (``d·classes + classes``). Equal to
+    ``count_params`` of the meta-device build for every variant (tests check it), without
+    importing torch or timm.
+
+    Args:
+        spec: the architecture (:data:`vitfsdp.models.VARIANTS`).
+        img_size: input side in pixels (a multiple of ``spec.patch_size``).
+        num_classes: classifier outputs.
+    """
+    d, p = spec.width, spec.patch_size
+    hidden = int(d * (spec.mlp_dim / d))
+    branches = 2 if spec.mlp == "swiglu" else 1
+    mlp = branches * (d * hidden + hidden) + hidden * d + d
+    block = 2 * 2 * d + (3 * d * d + 3 * d) + (d * d + d) + mlp
+    patches = (img_size // p) ** 2
+    root = (3 * p * p * d + d) + d + (patches + 1) * d + 2 * d + (d * num_classes + num_classes)
+    return ModelSizes(root + spec.depth * block, block, spec.depth)
+
+
+@functools.lru_cache(maxsize=256)
 def _sizes(name: str, img_size: int | None, num_classes: int) -> ModelSizes:
-    meta = build_model(ModelConfig(name=name, img_size=img_size), num_classes, device="meta")
-    units = [count_params(m) for m in meta.modules() if type(m) in block_classes()]
-    return ModelSizes(count_params(meta), max(units), len(units))
+    model = ModelConfig(name=name, img_size=img_size)
+    return vit_sizes(model.spec, model.resolved_img_size(), num_classes)
 
 
 def model_sizes(model: ModelConfig, num_classes: int) -> ModelSizes:
-    """Parameter counts of ``model`` with ``num_classes`` outputs (meta build, cached)."""
+    """Parameter counts of ``model`` with ``num_classes`` outputs (:func:`vit_sizes`,
+    cached)."""
     return _sizes(model.name, model.img_size, num_classes)
 
 
@@ -90,7 +120,7 @@ def state_bytes(model: ModelConfig, num_classes: int, strategy: StrategyConfig,
                 world_size: int, precision: str = "fp32") -> StateBytes:
     """Per-rank model-state bytes of ``model`` under ``strategy`` on ``world_size`` ranks.
 
-    The model is built on the meta device: no memory is allocated, whatever its size.
+    Counted from the architecture (:func:`model_sizes`): nothing is built, whatever its size.
     ``precision`` is the dtype parameters are gathered in (fp32 | bf16 | fp16; a run's
     ``precision_settings().param_dtype``).
     """
