@@ -20,7 +20,7 @@ from hydra import compose, initialize_config_dir
 
 from vitfsdp import distributed, failures
 from vitfsdp.config import CONF_DIR, register_configs, to_run_config
-from vitfsdp.train import run
+from vitfsdp.torch_train import run
 
 
 def main(out_dir: str, *overrides: str) -> None:

@@ -1,5 +1,5 @@
 """Run by torchrun from tests/test_memory.py: build and wrap one configuration through
-vitfsdp.train.build (meta-device build, per-unit or per-shard materialization) and report
+vitfsdp.torch_train.build (meta-device build, per-unit or per-shard materialization) and report
 each rank's peak resident memory (VmHWM) during build and wrap, as JSON on rank 0's stdout.
 
     torchrun --nproc_per_node 4 tests/memory_worker.py OUT_JSON override override ...
@@ -18,7 +18,7 @@ from hydra import compose, initialize_config_dir
 
 from vitfsdp import distributed
 from vitfsdp.config import CONF_DIR, register_configs, to_run_config
-from vitfsdp.train import build
+from vitfsdp.torch_train import build
 
 GIB = 1024**3
 

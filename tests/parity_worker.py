@@ -1,5 +1,5 @@
 """Run by torchrun from tests/test_parity.py: train every configuration of a list in one
-process group, each through vitfsdp.train.run (real wrapping, real records), so a matrix of
+process group, each through vitfsdp.torch_train.run (real wrapping, real records), so a matrix of
 dozens of configurations costs one process start-up.
 
     torchrun --nproc_per_node 4 tests/parity_worker.py OUT_DIR 'name|override override ...' ...
@@ -15,7 +15,7 @@ from hydra import compose, initialize_config_dir
 
 from vitfsdp import distributed
 from vitfsdp.config import CONF_DIR, register_configs, to_run_config
-from vitfsdp.train import run
+from vitfsdp.torch_train import run
 
 
 def main(out_dir: str, *cases: str) -> None:

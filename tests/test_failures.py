@@ -150,7 +150,7 @@ def test_fault_hook_is_refused_unless_well_formed():
 
 
 def test_memory_limit_is_refused_on_a_gpu():
-    from vitfsdp.train import _limit_memory
+    from vitfsdp.torch_train import _limit_memory
 
     with pytest.raises(ValueError, match="train.memory_limit_gib"):
         _limit_memory(1.0, torch.device("cuda", 0))

@@ -210,7 +210,7 @@ def test_out_of_memory_on_the_gpu_is_recorded_oom(tmp_path):
     """vit_tiny at a batch of 65536 (about 7 GiB of bf16 activations) in a process allowed
     1 GiB of the GPU (``torch.cuda.set_per_process_memory_fraction``; train.memory_limit_gib
     limits host memory and is refused on GPUs)."""
-    from vitfsdp import distributed, failures, train
+    from vitfsdp import distributed, failures, torch_train
     from vitfsdp.bench.throughput import BenchOptions, bench_config
 
     device = distributed.pick_device("cuda", 0)
@@ -224,7 +224,7 @@ def test_out_of_memory_on_the_gpu_is_recorded_oom(tmp_path):
     try:
         with distributed.process_group(distributed.DistEnv(), device, timeout_s=300):
             with pytest.raises(failures.RunFailed) as raised:
-                train.run(cfg, distributed.DistEnv(), device, tmp_path / "run")
+                torch_train.run(cfg, distributed.DistEnv(), device, tmp_path / "run")
         assert raised.value.status == "oom", raised.value.reason
         del raised
     finally:

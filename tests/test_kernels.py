@@ -2,7 +2,7 @@
 should, and is recorded in run.json's ``applied`` section.
 
 Multi-process cases train vit_tiny on 4 real gloo ranks (2 nodes of 2) through
-``vitfsdp.train.run`` and compare each switch with the same configuration without it:
+``vitfsdp.torch_train.run`` and compare each switch with the same configuration without it:
 
 - activation checkpointing recomputes the same forward: losses equal within 1e-6 relative;
 - SDPA off, foreach and fused AdamW change only the order of float operations: 1e-4;
@@ -25,7 +25,7 @@ from tests.conftest import REPO, read
 from vitfsdp.config import KernelsConfig, RunConfig, TrainConfig
 from vitfsdp.launch import ClusterConfig
 from vitfsdp.parallel import MixedPrecisionConfig, PrecisionSettings, resolve_precision
-from vitfsdp.train import build_optimizer
+from vitfsdp.torch_train import build_optimizer
 
 SWITCH_TOL = 1e-4
 CHECKPOINT_TOL = 1e-6

@@ -1,7 +1,7 @@
 """Acceptance: a billion-parameter ViT built on the meta device and wrapped with FULL_SHARD
 on 4 CPU ranks never holds the whole fp32 model on any rank.
 
-Each rank builds and wraps through ``vitfsdp.train.build`` (no training step) and reports
+Each rank builds and wraps through ``vitfsdp.torch_train.build`` (no training step) and reports
 its peak resident memory (VmHWM, /proc/self/status) and the resident memory before the
 build (Python, torch, timm, Hydra: about 0.7 GiB). Every rank must end with a quarter of the
 parameters, and neither its peak memory nor the build's growth may reach half the full fp32

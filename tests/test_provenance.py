@@ -49,7 +49,7 @@ def test_command_line_secrets_are_redacted():
 def test_run_json_of_a_real_run_holds_no_secret(tmp_path, monkeypatch):
     """One in-process training run (world of 1, CPU) started with secrets in the
     environment, in cluster.env and on the command line."""
-    from vitfsdp.train import run
+    from vitfsdp.torch_train import run
 
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)

@@ -3,7 +3,7 @@
     python -m vitfsdp.bench overhead [--model vit_tiny] [--device auto] [--steps 40]
         [--log-every 5] [--batch 8] [--repeats 3] [--precision fp32] [--out FILE.json]
 
-Both loops run :func:`vitfsdp.train.train_step` on one device with the same model, AdamW
+Both loops run :func:`vitfsdp.torch_train.train_step` on one device with the same model, AdamW
 and one fixed synthetic batch, for ``--steps`` steps each:
 
 - *unmeasured*: the steps back to back, the device synchronized once before and once after
@@ -34,6 +34,7 @@ from vitfsdp import models, provenance
 from vitfsdp.distributed import pick_device
 from vitfsdp.metrics import WindowMeter
 from vitfsdp.records import append_jsonl, write_json_atomic
+from vitfsdp.torch_train import train_step
 
 log = logging.getLogger("vitfsdp.bench.overhead")
 
@@ -74,8 +75,6 @@ class _Setup:
                                        enabled=args.precision == "bf16")
 
     def step(self) -> torch.Tensor:
-        from vitfsdp.train import train_step
-
         return train_step(self.model, self.optimizer, self.batch, self.autocast)
 
     def sync(self) -> None:

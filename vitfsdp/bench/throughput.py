@@ -7,13 +7,13 @@ For each model, in one process on one device, three measurements of the same tra
 (same batch, precision, attention kernel, compile choice, AdamW implementation, data):
 
 ``fsdp``
-    our training run itself: :func:`vitfsdp.train.run` on a config composed from
+    our training run itself: :func:`vitfsdp.torch_train.run` on a config composed from
     ``conf/config.yaml`` like any sweep point (``strategy=FULL_SHARD nodes=1
     cluster.gpus_per_node=1``, the default recipe), so the model is built and wrapped by
-    :func:`vitfsdp.train.build` / :func:`vitfsdp.parallel.wrap` (FSDP on a world of 1) and
+    :func:`vitfsdp.torch_train.build` / :func:`vitfsdp.parallel.wrap` (FSDP on a world of 1) and
     timed by the training loop.
 ``unwrapped``
-    the same model, initial weights, kernels and :func:`vitfsdp.train.train_step` without
+    the same model, initial weights, kernels and :func:`vitfsdp.torch_train.train_step` without
     FSDP (bf16/fp16 by autocast instead of FSDP's parameter casting): what FSDP costs on
     one GPU (target: the ``fsdp`` step within 3% of it).
 ``timm``
@@ -60,9 +60,10 @@ from hydra import compose, initialize_config_dir
 from timm.layers import SwiGLU
 from timm.optim import create_optimizer_v2
 
-from vitfsdp import data, distributed, failures, models, parallel, provenance, train
+from vitfsdp import data, distributed, failures, models, parallel, provenance, torch_train
 from vitfsdp.config import CONF_DIR, RunConfig, register_configs, to_run_config
 from vitfsdp.core.loop import windows
+from vitfsdp.core.resolved import Resolved
 from vitfsdp.metrics import DeviceMemoryProbe, WindowMeter, device_info
 from vitfsdp.records import (
     RUN_FILE,
@@ -260,58 +261,62 @@ def bench_config(model: str, opts: BenchOptions, device: torch.device) -> RunCon
 
 
 def _fsdp(cfg: RunConfig, device: torch.device, run_dir: Path) -> None:
-    """Our training run, exactly as a sweep point runs it (records written by train.run)."""
-    train.run(cfg, distributed.DistEnv(), device, run_dir)
+    """Our training run, exactly as a sweep point runs it (records written by torch_train.run)."""
+    torch_train.run(cfg, distributed.DistEnv(), device, run_dir)
 
 
 def _unwrapped(cfg: RunConfig, device: torch.device, run_dir: Path) -> None:
     """The same model, weights, kernels and train_step, without FSDP."""
-    numerics = train.apply_numerics(cfg.kernels)
+    numerics = torch_train.apply_numerics(cfg.kernels)
+    resolved = torch_train.resolve(cfg, distributed.DistEnv(), device)
     torch.manual_seed(cfg.train.seed)
     model = models.build_model(cfg.model, cfg.num_classes, device="meta")
-    num_attn = models.set_fused_attn(model, cfg.kernels.fused_attn)
+    num_attn = models.set_fused_attn(model, resolved.fused_attn)
     models.ViTInit(model, cfg.train.seed).init_model_(model.to_empty(device=device))
-    compiled = cfg.kernels.resolved_compile(device.type)
+    compiled = resolved.compile
     blocks = [m for m in model.modules() if type(m) in models.block_classes()]
     for block in blocks if compiled else []:
         block.compile()  # in place, as vitfsdp.parallel compiles the FSDP units
-    optimizer, adamw = train.build_optimizer(model.parameters(), cfg.train, cfg.kernels, device)
-    settings = parallel.resolve_precision(cfg.precision, parallel.MixedPrecisionConfig(),
+    optimizer, adamw = torch_train.build_optimizer(model.parameters(), cfg.train, cfg.kernels,
+                                                   device, resolved.adamw)
+    # the run's precision as DDP applies it (autocast), not FSDP's parameter casting
+    settings = parallel.resolve_precision(resolved.precision, parallel.MixedPrecisionConfig(),
                                           is_fsdp=False, engine=cfg.engine,
                                           device_type=device.type)
-    autocast = train.autocast_context(settings.autocast_dtype, device)
+    autocast = torch_train.autocast_context(settings.autocast_dtype, device)
     scaler = parallel.grad_scaler(settings, device)
-    applied = numerics | {"precision": {"name": cfg.resolved_precision(device.type),
+    applied = numerics | {"precision": {"name": resolved.precision,
                                         **dataclasses.asdict(settings)},
                           "fused_attn": cfg.kernels.fused_attn, "fused_attn_modules": num_attn,
                           "compile": "per_block" if compiled else "off",
                           "compiled_blocks": len(blocks) if compiled else 0, "adamw": adamw}
-    records = _start(cfg, device, run_dir, "unwrapped", model, applied, wrapper="none")
+    records = _start(cfg, device, run_dir, "unwrapped", model, applied, "none", resolved)
     batches = _batches(cfg, device)
-    _measure(lambda: train.train_step(model, optimizer, next(batches), autocast, scaler),
-             cfg, device, records)
+    _measure(lambda: torch_train.train_step(model, optimizer, next(batches), autocast, scaler),
+             cfg, device, records, resolved)
 
 
 def _timm(cfg: RunConfig, device: torch.device, run_dir: Path) -> None:
     """timm's training benchmark loop (benchmark.py TrainBenchmarkRunner) at our settings."""
-    numerics = train.apply_numerics(cfg.kernels)
+    numerics = torch_train.apply_numerics(cfg.kernels)
+    resolved = torch_train.resolve(cfg, distributed.DistEnv(), device)
     name, kwargs = timm_model_args(cfg.model, cfg.num_classes)
     with torch.device(device):
         model = timm.create_model(name, pretrained=False, **kwargs)
     _check_same_size(cfg, model, name)
     model.train()
-    num_attn = models.set_fused_attn(model, cfg.kernels.fused_attn)
-    impl = train.adamw_choice(cfg.kernels, device)
+    num_attn = models.set_fused_attn(model, resolved.fused_attn)
+    impl = resolved.adamw
     optimizer = create_optimizer_v2(model, opt="adamw", lr=cfg.train.lr,
                                     weight_decay=cfg.train.weight_decay,
-                                    **train.ADAMW_FLAGS[impl])
-    impl = impl if impl != "auto" else train.default_adamw(list(model.parameters()))
-    compiled = cfg.kernels.resolved_compile(device.type)
+                                    **torch_train.ADAMW_FLAGS[impl])
+    impl = impl if impl != "auto" else torch_train.default_adamw(list(model.parameters()))
+    compiled = resolved.compile
     if compiled:  # benchmark.py --torchcompile: the whole model (after the optimizer here,
         model = torch.compile(model)  # so timm's weight-decay groups see plain names)
-    precision = cfg.resolved_precision(device.type)
+    precision = resolved.precision
     autocast_dtype = None if precision == "fp32" else precision  # benchmark.py --amp
-    autocast = train.autocast_context(autocast_dtype, device)
+    autocast = torch_train.autocast_context(autocast_dtype, device)
     img = cfg.model.resolved_img_size()
     inputs = torch.randn((cfg.train.local_batch_size, 3, img, img), device=device)
     applied = numerics | {"precision": {"name": precision, "autocast_dtype": autocast_dtype},
@@ -319,16 +324,16 @@ def _timm(cfg: RunConfig, device: torch.device, run_dir: Path) -> None:
                           "compile": "whole_model" if compiled else "off", "adamw": impl,
                           "timm_model": name,
                           "timm_kwargs": {k: getattr(v, "__name__", v) for k, v in kwargs.items()}}
-    records = _start(cfg, device, run_dir, "timm", model, applied, wrapper="timm")
+    records = _start(cfg, device, run_dir, "timm", model, applied, "timm", resolved)
     loss_fn = torch.nn.CrossEntropyLoss()
     _measure(lambda: timm_train_step(model, optimizer, loss_fn, inputs, kwargs["num_classes"],
-                                     autocast), cfg, device, records)
+                                     autocast), cfg, device, records, resolved)
 
 
 def profile_fsdp_step(cfg: RunConfig, device: torch.device, folder: Path,
                       num_steps: int) -> Path:
     """Profile ``num_steps`` training steps of the FSDP-wrapped model (built by
-    :func:`vitfsdp.train.build` as the ``fsdp`` path is, after ``cfg.train.warmup_steps``
+    :func:`vitfsdp.torch_train.build` as the ``fsdp`` path is, after ``cfg.train.warmup_steps``
     unprofiled steps) with ``torch.profiler``: CPU and, on a GPU, CUDA activity.
 
     Writes ``folder/trace.json`` (Chrome/Perfetto trace) and ``folder/ops.txt`` (the 40
@@ -339,19 +344,21 @@ def profile_fsdp_step(cfg: RunConfig, device: torch.device, folder: Path,
     """
     from torch.profiler import ProfilerActivity, profile
 
-    numerics = train.apply_numerics(cfg.kernels)
-    model, _ = train.build(cfg, distributed.DistEnv(), device)
-    optimizer, _ = train.build_optimizer(model.parameters(), cfg.train, cfg.kernels, device)
-    settings = cfg.precision_settings(device.type)
-    autocast = train.autocast_context(settings.autocast_dtype, device)
+    numerics = torch_train.apply_numerics(cfg.kernels)
+    resolved = torch_train.resolve(cfg, distributed.DistEnv(), device, peak=False)
+    model, _ = torch_train.build(cfg, distributed.DistEnv(), device, resolved)
+    optimizer, _ = torch_train.build_optimizer(model.parameters(), cfg.train, cfg.kernels,
+                                               device, resolved.adamw)
+    settings = resolved.settings
+    autocast = torch_train.autocast_context(settings.autocast_dtype, device)
     scaler, batches = parallel.grad_scaler(settings, device), _batches(cfg, device)
     for _ in range(cfg.train.warmup_steps):
-        train.train_step(model, optimizer, next(batches), autocast, scaler)
+        torch_train.train_step(model, optimizer, next(batches), autocast, scaler)
     cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
     with profile(activities=activities) as prof:
         for _ in range(num_steps):
-            train.train_step(model, optimizer, next(batches), autocast, scaler)
+            torch_train.train_step(model, optimizer, next(batches), autocast, scaler)
         if cuda:
             torch.cuda.synchronize(device)
     folder.mkdir(parents=True, exist_ok=True)
@@ -421,12 +428,12 @@ def _check_same_size(cfg: RunConfig, timm_model: torch.nn.Module, name: str) -> 
 
 
 def _measure(step: Callable[[], torch.Tensor], cfg: RunConfig, device: torch.device,
-             records: RunRecords) -> None:
+             records: RunRecords, resolved: Resolved) -> None:
     """Run ``cfg.train.steps`` steps in the training loop's windows (warm-up first), one
-    metrics.jsonl line per window, then the summary."""
+    metrics.jsonl line per window, then the summary; MFU against ``resolved``'s peak."""
     tc, info = cfg.train, records.run_info
     meter = WindowMeter(device, 1, tc.local_batch_size, info["model"]["train_flops_per_image"],
-                        info["model"]["hardware_flops_per_image"], info["device"]["peak_flops"])
+                        info["model"]["hardware_flops_per_image"], resolved.peak_flops)
     for i, (first, last, warmup) in enumerate(windows(tc.steps, tc.warmup_steps, tc.log_every)):
         meter.start()
         loss_sum = torch.zeros((), device=device)
@@ -441,10 +448,12 @@ def _measure(step: Callable[[], torch.Tensor], cfg: RunConfig, device: torch.dev
 
 
 def _start(cfg: RunConfig, device: torch.device, run_dir: Path, path: str,
-           model: torch.nn.Module, applied: dict, wrapper: str) -> RunRecords:
-    """Open the records of a bench-built measurement: train's run.json (model FLOPs, device
-    peak, versions) with this path's world, applied settings and parameter count."""
-    info = train.run_info(cfg, distributed.DistEnv(), device, run_dir)
+           model: torch.nn.Module, applied: dict, wrapper: str,
+           resolved: Resolved) -> RunRecords:
+    """Open the records of a bench-built measurement: the trainer's run.json (model FLOPs,
+    ``resolved``'s device peak, versions) with this path's world, applied settings and
+    parameter count."""
+    info = torch_train.run_info(cfg, distributed.DistEnv(), device, run_dir, resolved)
     info["run_id"], info["bench"] = f"{cfg.model.name}/{path}", {"path": path}
     info["world"] = {"size": 1, "nodes": 1, "ranks_per_node": 1, "replicas": 1,
                      "sharding_strategy": None, "wrapper": wrapper, "backend": None,
@@ -470,7 +479,7 @@ def _guarded(measure: Callable[[], object], run_dir: Path | None,
     try:
         with _single_process_group(device):
             measure()
-    except failures.RunFailed as e:  # train.run recorded it already
+    except failures.RunFailed as e:  # torch_train.run recorded it already
         log.error("%s: %s", run_dir, e)
     except torch.OutOfMemoryError as e:
         log.error("%s: out of memory", run_dir)

@@ -36,19 +36,20 @@ import torch
 
 from vitfsdp import checkpoint, data, failures, models, provenance
 from vitfsdp.config import KernelsConfig, RunConfig
+from vitfsdp.core import runinfo
 from vitfsdp.core.loop import (
-    WARMUP_RULE,
     Progress,
     checkpoint_at_boundary,
     remaining_windows,
     skip_batches,
     stop_before_first_step,
 )
+from vitfsdp.core.resolved import Resolved
 from vitfsdp.distributed import DistEnv
 from vitfsdp.jax import checkpoint as jckpt
 from vitfsdp.jax import distributed as jdist
 from vitfsdp.jax import sharding
-from vitfsdp.jax.config import MATMUL_PRECISION, jax_precision
+from vitfsdp.jax.config import MATMUL_PRECISION
 from vitfsdp.jax.metrics import JaxWindowMeter, device_info, resolve_peak
 from vitfsdp.jax.model import ViT, build_model, count_params, dummy_input
 from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
@@ -105,20 +106,21 @@ def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
     records = RunRecords(run_dir, is_writer=jax.process_index() == 0)
     t0 = time.time()
     mesh = sharding.make_mesh(cfg.strategy)
-    model = build_model(cfg.model, cfg.num_classes,
-                        precision=jax_precision(cfg.precision, jax.default_backend()),
-                        fused_attn=cfg.kernels.fused_attn,
+    numerics = apply_numerics(cfg.kernels)
+    resolved = resolve(cfg)  # after apply_numerics: the matmul precision decides the peak
+    model = build_model(cfg.model, cfg.num_classes, precision=resolved.compute_dtype,
+                        fused_attn=resolved.fused_attn,
                         remat=cfg.train.activation_checkpointing)
-    applied = apply_numerics(cfg.kernels) | _applied(cfg, model)
+    applied = numerics | _applied(resolved, model)
     meta = jckpt.find(run_dir, cfg)
     progress = Progress(meta["step"], meta["attempt"] + 1) if meta else Progress()
-    records.start(run_info(cfg, env, run_dir, model, mesh) | {"applied": applied},
+    records.start(run_info(cfg, env, run_dir, model, mesh, resolved) | {"applied": applied},
                   resume_step=meta["step"] if meta else None, attempt=progress.attempt)
     records.open_sinks(cfg.metrics)
     attempts = {"num_attempts": progress.attempt + 1}
     with failures.StopSignals() as signals:
         try:
-            compile_s, _ = train(cfg, model, mesh, records, signals, progress, meta)
+            compile_s, _ = train(cfg, model, mesh, records, signals, progress, meta, resolved)
         except failures.Preempted as e:
             records.finish("preempted", reason=str(e), elapsed_s=time.time() - t0,
                            interrupted=True, last_step=e.step,
@@ -148,69 +150,79 @@ def apply_numerics(kernels: KernelsConfig) -> dict:
             "jax_default_matmul_precision": jax.config.jax_default_matmul_precision}
 
 
-def _applied(cfg: RunConfig, model: ViT) -> dict:
+def resolve(cfg: RunConfig) -> Resolved:
+    """This process's device-dependent choices, resolved once at run start with the torch
+    trainer's rule (``RunConfig.resolved_precision`` of the device type: ``auto`` is bf16 on
+    an accelerator, fp32 on the CPU), and the peak FLOP/s for that compute dtype and
+    ``jax_default_matmul_precision`` (:func:`vitfsdp.jax.metrics.resolve_peak`). Call it
+    after :func:`apply_numerics`.
+
+    Collective with ``metrics.peak=measure``: the measured peak is averaged over processes,
+    so every process calls it.
+    """
+    device = jax.local_devices()[0]
+    device_type = "cpu" if device.platform == "cpu" else "cuda"  # as device_info records it
+    name = cfg.resolved_precision(device_type)
+    resolved = Resolved(
+        framework="jax", device_type=device_type, precision=name, compute_dtype=name,
+        precision_record={"param_dtype": "fp32", "compute_dtype": name, "grad_dtype": "fp32",
+                          "optimizer_state_dtype": "fp32"},
+        compile=True, adamw="optax.adamw", fused_attn=cfg.kernels.fused_attn,
+        allow_tf32=jax.config.jax_default_matmul_precision not in ("float32", "highest"))
+    return resolved.with_peak(_peak(cfg, device, resolved))
+
+
+def _applied(resolved: Resolved, model: ViT) -> dict:
     """What the JAX build applies: dtypes, attention, remat, optimizer, XLA flags."""
     return {
-        "precision": {"param_dtype": "fp32",
-                      "compute_dtype": jax_precision(cfg.precision, jax.default_backend()),
-                      "grad_dtype": "fp32", "optimizer_state_dtype": "fp32"},
+        "precision": resolved.applied_precision(),
         "attention": "jax.nn.dot_product_attention" if model.fused_attn else "einsum_softmax",
         "fused_attn": model.fused_attn,
         "activation_checkpointed_blocks": model.depth if model.remat else 0,
-        "adamw": "optax.adamw",
+        "adamw": resolved.adamw,
         "xla_flags": os.environ.get("XLA_FLAGS"),
     }
 
 
 def run_info(cfg: RunConfig, env: DistEnv, run_dir: Path, model: ViT,
-             mesh: jax.sharding.Mesh) -> dict:
-    """What ran, in the schema of :func:`vitfsdp.train.run_info`, plus the mesh and the
-    bytes of parameters and AdamW state per device."""
+             mesh: jax.sharding.Mesh, resolved: Resolved | None = None) -> dict:
+    """What ran (:func:`vitfsdp.core.runinfo.run_info`, the torch run's schema) with the
+    peak of ``resolved`` (``None``: :func:`resolve` it here), plus the mesh, the number of
+    processes, the bytes of parameters and AdamW state per device and the JAX versions."""
+    resolved = resolved or resolve(cfg)
     shapes = jax.eval_shape(lambda: _init(model, optax.adamw(1.0), jax.random.key(0)))
-    info = {
-        "run_id": run_dir.name,
-        "config": provenance.config_record(cfg),
-        "world": {
-            "size": jax.device_count(),
-            "nodes": cfg.nodes,
-            "ranks_per_node": cfg.cluster.gpus_per_node,
-            "replicas": mesh.shape[sharding.DATA_AXIS],
-            "sharding_strategy": cfg.strategy.sharding_strategy,
-            "mesh": dict(mesh.shape),
-            "backend": "gloo" if jax.default_backend() == "cpu" else "nccl",
-            "launched_by": env.source,
-            "num_processes": jax.process_count(),
-        },
-        "device": device_info(jax.local_devices()[0]) | _peak(cfg),
-        "model": {
-            "num_params": count_params(shapes["params"]),
-            "forward_flops_per_image": models.forward_flops_per_image(cfg.model,
-                                                                      model.num_classes),
-            "train_flops_per_image": models.train_flops_per_image(cfg.model,
-                                                                  model.num_classes),
-            "hardware_flops_per_image": models.hardware_flops_per_image(
-                cfg.model, model.num_classes, model.depth if model.remat else 0),
-            "img_size": model.img_size,
-            "num_classes": model.num_classes,
+    world = runinfo.World(
+        size=jax.device_count(), nodes=cfg.nodes, ranks_per_node=cfg.cluster.gpus_per_node,
+        replicas=mesh.shape[sharding.DATA_AXIS],
+        sharding_strategy=cfg.strategy.sharding_strategy,
+        backend="gloo" if jax.default_backend() == "cpu" else "nccl", launched_by=env.source)
+    size = runinfo.ModelSize(
+        num_params=count_params(shapes["params"]),
+        forward_flops_per_image=models.forward_flops_per_image(cfg.model, model.num_classes),
+        train_flops_per_image=models.train_flops_per_image(cfg.model, model.num_classes),
+        hardware_flops_per_image=models.hardware_flops_per_image(
+            cfg.model, model.num_classes, model.depth if model.remat else 0),
+        img_size=model.img_size, num_classes=model.num_classes)
+    info = runinfo.run_info(
+        run_dir.name, provenance.config_record(cfg), world,
+        device_info(jax.local_devices()[0]) | resolved.peak_record(), size,
+        timer="block_until_ready+perf_counter", warmup_steps=cfg.train.warmup_steps,
+        log_every=cfg.train.log_every, rank_hosts=jdist.rank_hostnames(),
+        provenance=provenance.collect(),
+        world_extra={"mesh": dict(mesh.shape), "num_processes": jax.process_count()},
+        model_extra={
             "param_bytes_per_device": sharding.bytes_per_device(shapes["params"], mesh),
             "optimizer_bytes_per_device": sharding.bytes_per_device(shapes["opt_state"], mesh),
-        },
-    }
-    info["timing"] = {"timer": "block_until_ready+perf_counter",
-                      "warmup_steps": cfg.train.warmup_steps, "log_every": cfg.train.log_every,
-                      "warmup_rule": WARMUP_RULE}
-    hosts = jdist.rank_hostnames()
-    info |= {"hosts": sorted(set(hosts)), "rank_hosts": hosts, **provenance.collect()}
+        })
     info["versions"] |= {name: _version(name) for name in ("jax", "jaxlib", "flax", "optax")}
     return info
 
 
-def _peak(cfg: RunConfig) -> dict:
-    """run.json's ``device.peak_*`` (:func:`vitfsdp.jax.metrics.resolve_peak`) for the
-    compute dtype and matmul precision; a measured peak is averaged over processes."""
-    device = jax.local_devices()[0]
-    compute = jax_precision(cfg.precision, jax.default_backend())
-    peak = resolve_peak(device, compute, jax.config.jax_default_matmul_precision,
+def _peak(cfg: RunConfig, device: jax.Device, resolved: Resolved) -> dict:
+    """run.json's ``device.peak_*`` (:func:`vitfsdp.jax.metrics.resolve_peak`) for
+    ``resolved``'s compute dtype and the matmul precision; a measured peak is averaged over
+    processes."""
+    peak = resolve_peak(device, resolved.compute_dtype, jax.config.jax_default_matmul_precision,
                         cfg.metrics, warn=jax.process_index() == 0)
     if peak["peak_source"] == "measured":
         peak["peak_flops"] = float(jdist.gather_floats([peak["peak_flops"]])[:, 0].mean())
@@ -219,14 +231,15 @@ def _peak(cfg: RunConfig) -> dict:
 
 def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecords,
           signals: failures.StopSignals | None = None, progress: Progress | None = None,
-          meta: dict | None = None) -> tuple[float, State]:
+          meta: dict | None = None, resolved: Resolved | None = None) -> tuple[float, State]:
     """Initialize the sharded state, compile the step, train up to ``cfg.train.steps`` steps
-    one records window at a time.
+    one records window at a time; the window figures use ``resolved``'s peak (:func:`resolve`;
+    ``None``: resolved here).
 
     With ``meta`` (a checkpoint's, from :func:`vitfsdp.jax.checkpoint.find`) the state is
     restored with its shardings and training continues after ``progress.step`` with the data
     order it would have had; the first window after it counts as warm-up
-    (:data:`vitfsdp.metrics.WARMUP_RULE`). After each window but the last, the processes
+    (:data:`vitfsdp.core.loop.WARMUP_RULE`). After each window but the last, the processes
     agree on whether a stop signal arrived (:func:`agreed_stop`); a checkpoint is saved
     then, and every ``train.checkpoint_every`` steps.
 
@@ -240,6 +253,7 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
     """
     tc = cfg.train
     progress = progress or Progress()
+    resolved = resolved or resolve(cfg)
     tx = optax.adamw(tc.lr, weight_decay=tc.weight_decay)
     if meta is not None:
         target, state_shardings = state_layout(model, tx, mesh, tc.seed)
@@ -260,7 +274,7 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
     info = records.run_info
     meter = JaxWindowMeter(cfg.world_size, global_batch, info["model"]["train_flops_per_image"],
                            jax.local_devices()[0], info["model"]["hardware_flops_per_image"],
-                           info["device"]["peak_flops"])
+                           resolved.peak_flops)
     fault = failures.parse_fault(os.environ.get(failures.FAULT_ENV))
     cold = meta is not None  # the first window after a resume is warm-up (WARMUP_RULE)
     # a signal during start-up, the build or the compilation
