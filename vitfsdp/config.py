@@ -29,7 +29,7 @@ from omegaconf.errors import OmegaConfBaseException
 from vitfsdp.data import DataConfig
 from vitfsdp.data import num_classes as data_num_classes
 from vitfsdp.jax.config import check_run_config as check_jax_config
-from vitfsdp.launch import ClusterConfig, config_path_dirs
+from vitfsdp.launch import ClusterConfig, LaunchOptions, config_path_dirs
 from vitfsdp.metrics import MetricsConfig
 from vitfsdp.models import ModelConfig
 from vitfsdp.parallel import (
@@ -370,10 +370,7 @@ def _key_error(key: str, tree: dict, prefix: str) -> str:
 
 def _launcher_keys() -> dict[str, object]:
     """``hydra.launcher.*``: the vitfsdp launcher's options."""
-    from hydra_plugins.vitfsdp_launcher.vitfsdp_launcher import VitfsdpLauncherConf
-
-    return {f.name: None for f in dataclasses.fields(VitfsdpLauncherConf)
-            if not f.name.startswith("_")}
+    return {f.name: None for f in dataclasses.fields(LaunchOptions)}
 
 
 def check_key(override) -> None:

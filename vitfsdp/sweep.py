@@ -50,8 +50,18 @@ from vitfsdp.config import (
     register_configs,
     to_run_config,
 )
+from vitfsdp.launch import (
+    LaunchOptions,
+    flag_help,
+    launcher_flags,
+    local,
+    pack,
+    resume,
+    slurm,
+    status,
+    time_limit_s,
+)
 from vitfsdp.launch import batch_search as bsearch
-from vitfsdp.launch import local, pack, resume, slurm, status, time_limit_s
 from vitfsdp.overrides import expand
 from vitfsdp.progress import SweepProgress
 from vitfsdp.records import (
@@ -182,35 +192,13 @@ def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num:
     return Point(num, overrides, cfg, run_dir.resolve(), resume.config_hash(cfg))
 
 
-@dataclass(frozen=True)
-class LaunchOptions:
-    """Sweep-wide options (``hydra.launcher.*``; ``--detach``, ``--scripts-only``)."""
-
-    detach: bool = False  # Slurm: return once the jobs are submitted
-    rerun_failed: bool = False  # run again points that ended oom/failed/timeout in the run
-    scripts_only: bool = False  # Slurm: write each point's job.sbatch, submit nothing
-    job_name: str = "vitfsdp"  # Slurm job name of every point
-    run_infeasible: bool = False  # run points the plan predicts not to fit (only flag them)
-    batch_search: bool = False  # search each point's largest power-of-two local batch
-    batch_search_max: int = 1024  # the largest local batch the search tries
-    pack: str | None = None  # Slurm: None = a job per point | by_nodes = a job per node count
-
-
 def _options(config: DictConfig) -> LaunchOptions:
     """The launcher's options.
 
     Raises:
         SweepRefused: an unknown ``hydra.launcher.pack``, or packing with --scripts-only.
     """
-    launcher = config.hydra.launcher
-    options = LaunchOptions(detach=bool(launcher.get("detach", False)),
-                            rerun_failed=bool(launcher.get("rerun_failed", False)),
-                            scripts_only=bool(launcher.get("scripts_only", False)),
-                            job_name=str(launcher.get("job_name", "vitfsdp")),
-                            run_infeasible=bool(launcher.get("run_infeasible", False)),
-                            batch_search=bool(launcher.get("batch_search", False)),
-                            batch_search_max=int(launcher.get("batch_search_max", 1024)),
-                            pack=launcher.get("pack"))
+    options = LaunchOptions.from_values(config.hydra.launcher)
     if options.pack is not None and options.pack not in pack.PACK_MODES:
         raise SweepRefused(f"error: hydra.launcher.pack={options.pack!r} is unknown; valid: "
                            f"{', '.join(pack.PACK_MODES)} (or null: a job per point)")
@@ -747,20 +735,10 @@ def _take_back(sweep_dir: Path, yaml: Path, before: bytes | None) -> None:
             break
 
 
-#: Short flags translated to the launcher's Hydra keys.
-FLAGS = {"--detach": "hydra.launcher.detach=true",
-         "--rerun-failed": "hydra.launcher.rerun_failed=true",
-         "--scripts-only": "hydra.launcher.scripts_only=true",
-         "--run-infeasible": "hydra.launcher.run_infeasible=true",
-         "--batch-search": "hydra.launcher.batch_search=true"}
+#: Short flags translated to the launcher's Hydra keys (declared by LaunchOptions' fields).
+FLAGS = launcher_flags()
 #: What each of :data:`FLAGS` does, for ``--help``.
-FLAG_HELP = {
-    "--detach": "Slurm profiles: return once every point's job is submitted",
-    "--rerun-failed": "run again the points that ended oom, failed or timeout in their run",
-    "--scripts-only": "Slurm profiles: write each point's job.sbatch, submit nothing",
-    "--run-infeasible": "run the points the plan predicts not to fit (only warn)",
-    "--batch-search": "find each point's largest power-of-two train.local_batch_size",
-}
+FLAG_HELP = flag_help()
 USAGE = """\
 usage: python -m vitfsdp.sweep -m [FLAGS] key=a,b ... [hydra.sweep.dir=DIR]
        python -m vitfsdp.sweep --status SWEEP_DIR [--watch] [--poll-s S]
@@ -793,7 +771,7 @@ def usage() -> str:
     flags = "\n".join(f"  {flag:<20}  {FLAG_HELP.get(flag, override)}"
                       for flag, override in FLAGS.items())
     groups = "\n".join(f"  {g}: {', '.join(group_options(g))}" for g in GROUPS)
-    try:
+    try:  # Hydra has no public path to its flags' help text
         from hydra._internal.hydra import Hydra
         from hydra._internal.utils import get_args_parser
 

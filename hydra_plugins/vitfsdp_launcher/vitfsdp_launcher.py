@@ -1,29 +1,25 @@
 """Hydra launcher plugin ``hydra/launcher=vitfsdp`` (Hydra loads plugins only from the
-``hydra_plugins`` namespace package). All logic lives in :mod:`vitfsdp.sweep`."""
+``hydra_plugins`` namespace package). All logic lives in :mod:`vitfsdp.sweep`; the options are
+declared once, by :class:`vitfsdp.launch.LaunchOptions` (a light module: Hydra imports every
+plugin at each start)."""
 
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import field, make_dataclass
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn, setup_globals
 from hydra.plugins.launcher import Launcher
 
+from vitfsdp.launch import hydra_launcher_fields
 
-@dataclass
-class VitfsdpLauncherConf:
-    _target_: str = "hydra_plugins.vitfsdp_launcher.vitfsdp_launcher.VitfsdpLauncher"
-    detach: bool = False  # Slurm profiles: return once every point's job is submitted
-    scripts_only: bool = False  # Slurm profiles: write each point's job.sbatch, submit nothing
-    job_name: str = "vitfsdp"  # Slurm job name of every point
-    rerun_failed: bool = False  # rerun points that ended oom/failed/timeout in the run itself
-    run_infeasible: bool = False  # run points the plan predicts not to fit (only warn)
-    batch_search: bool = False  # search each point's largest power-of-two local batch
-    batch_search_max: int = 1024  # the largest local batch the search tries
-    # Slurm profiles: null = one job per point; by_nodes = one job per node count runs its
-    # points one after another, each its own job step and records (vitfsdp.launch.pack)
-    pack: str | None = None
-
+#: ``hydra.launcher``'s config: the launcher class and every option of LaunchOptions.
+VitfsdpLauncherConf = make_dataclass("VitfsdpLauncherConf", [
+    ("_target_", str,
+     field(default="hydra_plugins.vitfsdp_launcher.vitfsdp_launcher.VitfsdpLauncher")),
+    *hydra_launcher_fields(),
+])
+VitfsdpLauncherConf.__module__ = __name__
 
 ConfigStore.instance().store(group="hydra/launcher", name="vitfsdp", node=VitfsdpLauncherConf)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -242,3 +244,72 @@ class ClusterConfig:
     def time_limit_s(self) -> int:
         """The job time limit in seconds."""
         return time_limit_s(self.time)
+
+
+def _option(default: object, text: str, flag: str | None = None):
+    """A launcher option's field: its default, its one-line help ``text`` and, for a switch,
+    the short flag of ``python -m vitfsdp.sweep`` that sets it to true."""
+    return field(default=default, metadata={"help": text, "flag": flag})
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    """The vitfsdp launcher's sweep-wide options, declared once.
+
+    Each is ``hydra.launcher.<name>=value`` on the sweep's command line (the launcher plugin's
+    Hydra config is made of these fields, :func:`hydra_launcher_fields`); the switches with a
+    flag (``--detach``) are also short flags of ``python -m vitfsdp.sweep``
+    (:func:`launcher_flags`), listed with their help by ``--help``.
+    """
+
+    detach: bool = _option(False, "Slurm profiles: return once every point's job is submitted",
+                           "--detach")
+    rerun_failed: bool = _option(
+        False, "run again the points that ended oom, failed or timeout in their run",
+        "--rerun-failed")
+    scripts_only: bool = _option(
+        False, "Slurm profiles: write each point's job.sbatch, submit nothing", "--scripts-only")
+    job_name: str = _option("vitfsdp", "Slurm job name of every point")
+    run_infeasible: bool = _option(
+        False, "run the points the plan predicts not to fit (only warn)", "--run-infeasible")
+    batch_search: bool = _option(
+        False, "find each point's largest power-of-two train.local_batch_size", "--batch-search")
+    batch_search_max: int = _option(1024, "the largest local batch the search tries")
+    pack: str | None = _option(
+        None, "Slurm profiles: null = one job per point; by_nodes = one job per node count "
+        "runs its points one after another, each its own job step and records "
+        "(vitfsdp.launch.pack)")
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, object]) -> LaunchOptions:
+        """The options in ``values`` (``hydra.launcher``'s node; a missing one takes its
+        default), each converted to its field's type (``bool``, ``int``, ``str``; an
+        optional one kept as given)."""
+        hints = typing.get_type_hints(cls)
+        options = {}
+        for f in fields(cls):
+            value = values.get(f.name, f.default)
+            kind = hints[f.name]
+            options[f.name] = kind(value) if kind in (bool, int, str) else value
+        return cls(**options)
+
+
+def hydra_launcher_fields() -> list[tuple[str, object, object]]:
+    """``(name, type, field)`` of every :class:`LaunchOptions` field, types resolved, for
+    ``dataclasses.make_dataclass``: the launcher plugin's Hydra config node."""
+    hints = typing.get_type_hints(LaunchOptions)
+    return [(f.name, hints[f.name], field(default=f.default, metadata=f.metadata))
+            for f in fields(LaunchOptions)]
+
+
+def launcher_flags() -> dict[str, str]:
+    """Each short flag of ``python -m vitfsdp.sweep`` → the Hydra override it stands for
+    (``--detach`` → ``hydra.launcher.detach=true``), in :class:`LaunchOptions`' order."""
+    return {f.metadata["flag"]: f"hydra.launcher.{f.name}=true"
+            for f in fields(LaunchOptions) if f.metadata["flag"]}
+
+
+def flag_help() -> dict[str, str]:
+    """Each short flag of :func:`launcher_flags` → its one-line help, for ``--help``."""
+    return {f.metadata["flag"]: f.metadata["help"]
+            for f in fields(LaunchOptions) if f.metadata["flag"]}
