@@ -29,8 +29,9 @@ slurm-down:
 	VITFSDP_SLURM_DIR=$(SLURM_DIR) bash launch/virtual/stop.sh
 
 # Two pytest workers, each test file on one worker (module fixtures run once): much of the
-# suite waits on process start-up and the Slurm queue rather than on the CPU.
-PYTEST_ARGS ?= -q -n 2 --dist loadfile
+# suite waits on process start-up and the Slurm queue rather than on the CPU. Files in the
+# order tests/conftest.py gives them (the longest first), not reordered by number of tests.
+PYTEST_ARGS ?= -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # Debian's chromium, for the test that opens the HTML report in a headless browser (root; the
 # test is skipped where chromium is absent).

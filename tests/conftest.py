@@ -36,3 +36,21 @@ def read(path: Path):
 @pytest.fixture
 def tiny() -> list[str]:
     return list(TINY)
+
+
+#: Test files that take minutes (real trainings, Slurm jobs), longest first. ``make test``
+#: runs them first (``--dist loadfile --no-loadscope-reorder``): a worker that starts a long
+#: file near the end of the run would keep the run going alone; started first, the short
+#: files fill in behind them. Files not named here keep pytest's order, after these.
+LONGEST_FIRST = (
+    "test_slurm_sweep.py", "test_plan.py", "test_kernels.py", "test_parity.py",
+    "test_sweep.py", "test_slurm_pack.py", "test_jax_launch.py", "test_site_safety.py",
+    "test_jax_checkpoint.py", "test_slurm_end_states.py", "test_failures.py",
+    "test_bad_input.py", "test_checkpoint.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Items of the files in :data:`LONGEST_FIRST` first, in its order (stable otherwise)."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
