@@ -17,7 +17,8 @@ def _point_dirs(sweep_dir):
 
 @pytest.mark.slow
 def test_readme_sweep_command_runs_and_analyses(tmp_path):
-    """The README's sweep up to 2 nodes (CI time; the Slurm test runs 4-node points)."""
+    """The README's sweep up to 2 nodes (CI time; tests/test_slurm_pack.py runs 3-node
+    points on the virtual Slurm cluster)."""
     sweep_dir = tmp_path / "sweep"
     proc = run_module("vitfsdp.sweep", "-m", "strategy=FULL_SHARD,HYBRID_2GPU", "nodes=1,2",
                       *FAST, f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
