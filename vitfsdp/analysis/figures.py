@@ -580,20 +580,22 @@ def _mark_not_completed(
     missing = line[bad & line["nodes"].notna()]
     skipped = (missing["status"] == "skipped_infeasible") & (
         missing[at].notna() if at is not None else False)
-    if skipped.any():
-        ax.scatter(missing.loc[skipped, "nodes"].astype(float), missing.loc[skipped, at],
-                   marker="D", facecolors="none", edgecolors=color, s=40, zorder=3,
-                   label=f"_skipped {label}")
+    if skipped.any():  # one diamond per point and predicted value, however many repeats
+        where = missing.loc[skipped, ["nodes", at]].astype(float).drop_duplicates()
+        ax.scatter(where["nodes"], where[at], marker="D", facecolors="none", edgecolors=color,
+                   s=40, zorder=3, label=f"_skipped {label}")
         extras.add("skipped")
     rest = missing[~skipped]
     at_value, at_bottom = [], []  # (x, y) in data coordinates / in axes fraction
-    for nodes, runs in rest.groupby(rest["nodes"].astype("int64")):
-        y = runs[reached].median() if reached is not None else float("nan")
+    nodes = rest["nodes"].astype("int64")
+    ys = (rest[reached].groupby(nodes).median() if reached is not None
+          else pd.Series(float("nan"), index=sorted(set(nodes))))
+    for n, y in ys.items():  # one mark per point: the median of what its runs reached
         if pd.notna(y) and y > 0:
-            at_value.append((float(nodes), y))
+            at_value.append((float(n), y))
         else:
-            at_bottom.append((float(nodes), NOT_COMPLETED_Y + NOT_COMPLETED_STEP * marked[nodes]))
-            marked[nodes] += 1
+            at_bottom.append((float(n), NOT_COMPLETED_Y + NOT_COMPLETED_STEP * marked[n]))
+            marked[n] += 1
     for marks, where in ((at_value, {}), (at_bottom, {"transform": ax.get_xaxis_transform(),
                                                       "clip_on": False})):
         if marks:  # one collection per kind of mark: fast for hundreds of points
@@ -607,18 +609,28 @@ def _note_items(line: pd.DataFrame, bad: pd.Series, label: str,
                 value: str) -> list[tuple[bool, str]]:  # fmt: skip
     """One note item per point with runs that did not complete: ``(completed_there, text)``,
     the text naming the point and counting its runs by status, e.g. ``DDP nodes=4 (2 oom of
-    50 runs)`` where other runs of the point completed."""
+    50 runs)`` where other runs of the point completed. Counted with one grouping of the
+    line's runs, not one per point."""
     nodes = line["nodes"].astype("Int64").astype("string").fillna("?")
+    totals = nodes.value_counts(sort=False)
+    failed = line[bad]
+    why = failed["status"].where(failed["status"] != "completed", f"completed, no {value}")
+    why = why.fillna("unknown")
+    counts = why.groupby([nodes[bad], why], sort=False).size()
+    by_point: dict[str, list[tuple[str, int]]] = {}
+    for (n, status), count in counts.items():
+        by_point.setdefault(n, []).append((status, int(count)))
     items = []
-    for n, runs in line.groupby(nodes, sort=False):
-        failed = runs[bad.loc[runs.index]]
-        if failed.empty:
+    for n in dict.fromkeys(nodes):  # the points in the line's order, as before
+        if n not in by_point:
             continue
-        why = failed["status"].where(failed["status"] != "completed", f"completed, no {value}")
-        counts = ", ".join(f"{c} {s}" for s, c in why.fillna("unknown").value_counts().items())
-        done_there = len(failed) < len(runs)
-        total = f" of {len(runs)} runs" if done_there else ""
-        items.append((done_there, f"{label} nodes={n} ({counts}{total})"))
+        # most frequent status first (ties: first seen), as value_counts orders them
+        statuses = sorted(by_point[n], key=lambda sc: -sc[1])
+        text = ", ".join(f"{c} {s}" for s, c in statuses)
+        failed_here = sum(c for _, c in statuses)
+        done_there = failed_here < totals[n]
+        total = f" of {totals[n]} runs" if done_there else ""
+        items.append((done_there, f"{label} nodes={n} ({text}{total})"))
     return items
 
 
@@ -868,15 +880,21 @@ def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike |
 
 def _fit_height(fig: Figure) -> None:
     """Grow or shrink the figure so each row of panels has :data:`AXES_HEIGHT_IN` of plotting
-    area after the layout made room for titles, labels, notes and the legend."""
-    fig.draw_without_rendering()
+    area after the layout made room for titles, labels, notes and the legend, then fix that
+    layout: constrained layout runs twice here (at the first guess of the height, then at
+    the fitted one) and never again, so saving draws the figure once per format."""
+    engine = fig.get_layout_engine()
+    engine.execute(fig)
     rows = len({round(ax.get_position().y0, 4) for ax in fig.axes})
     height = min(ax.get_position().height for ax in fig.axes) * fig.get_figheight()
     fig.set_figheight(fig.get_figheight() + rows * (AXES_HEIGHT_IN - height))
+    engine.execute(fig)
+    fig.set_layout_engine("none")
 
 
 def _save(fig: Figure, path: str | os.PathLike) -> None:
-    """Save ``fig`` at ``path``, in the format its suffix names (PNG at :data:`DPI`); the
-    bounding box is the drawn content, so nothing outside the panels is cut off."""
-    fig.savefig(path, dpi=DPI, bbox_inches="tight", pad_inches=0.03)
+    """Save ``fig`` at ``path``, in the format its suffix names (PNG at :data:`DPI`), at the
+    figure's own size: its fixed layout (:func:`_fit_height`) keeps every title, label, note
+    and the legend inside it, so no bounding-box pass is needed."""
+    fig.savefig(path, dpi=DPI)
     log.info("wrote %s", path)
