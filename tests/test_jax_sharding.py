@@ -4,6 +4,8 @@ XLA compiles for each strategy, equal training across layouts, and a whole run's
 
 from __future__ import annotations
 
+import re
+
 import jax
 import numpy as np
 import optax
@@ -12,6 +14,7 @@ from jax.sharding import PartitionSpec as P
 
 from vitfsdp import models
 from vitfsdp.config import RunConfig, to_run_config
+from vitfsdp.core.mesh import REPLICATE_AXIS, SHARD_AXIS
 from vitfsdp.distributed import DistEnv
 from vitfsdp.jax import sharding
 from vitfsdp.jax import train as jtrain
@@ -28,7 +31,7 @@ STRATEGIES = {
     "HYBRID_2GPU": StrategyConfig("HYBRID_2GPU", "HYBRID_SHARD", shard_group_size=2),
     "HYBRID_8GPU": StrategyConfig("HYBRID_8GPU", "HYBRID_SHARD", shard_group_size=8),
 }
-#: (data, fsdp) mesh shape of each strategy over 8 devices.
+#: (replicate, shard) mesh shape of each strategy over 8 devices.
 MESHES = {"DDP": (8, 1), "FULL_SHARD": (1, 8), "HYBRID_1GPU": (8, 1), "HYBRID_2GPU": (4, 2),
           "HYBRID_8GPU": (1, 8)}
 
@@ -56,7 +59,7 @@ def states():
 @pytest.mark.parametrize("name", list(STRATEGIES))
 def test_mesh_shape_and_rank_order(name):
     mesh = sharding.make_mesh(STRATEGIES[name])
-    assert mesh.axis_names == ("data", "fsdp")
+    assert mesh.axis_names == (REPLICATE_AXIS, SHARD_AXIS) == ("replicate", "shard")
     assert tuple(mesh.devices.shape) == MESHES[name]
     # shard groups are consecutive ranks: row r holds devices r*k .. r*k+k-1
     assert [d.id for d in mesh.devices.flat] == sorted(d.id for d in jax.devices())
@@ -64,13 +67,13 @@ def test_mesh_shape_and_rank_order(name):
 
 def test_param_spec_rule():
     mesh = sharding.make_mesh(STRATEGIES["FULL_SHARD"])
-    assert sharding.param_spec((64, 192), mesh) == P(None, "fsdp")  # largest divisible dim
-    assert sharding.param_spec((192, 64), mesh) == P("fsdp")
-    assert sharding.param_spec((64,), mesh) == P("fsdp")
+    assert sharding.param_spec((64, 192), mesh) == P(None, SHARD_AXIS)  # largest divisible dim
+    assert sharding.param_spec((192, 64), mesh) == P(SHARD_AXIS)
+    assert sharding.param_spec((64,), mesh) == P(SHARD_AXIS)
     assert sharding.param_spec((10,), mesh) == P()  # 10 classes: no dim 8 divides
     assert sharding.param_spec((), mesh) == P()  # AdamW's step count
-    assert sharding.param_spec((4, 4, 3, 64), mesh) == P(None, None, None, "fsdp")
-    assert sharding.param_spec((1, 17, 64), mesh) == P(None, None, "fsdp")
+    assert sharding.param_spec((4, 4, 3, 64), mesh) == P(None, None, None, SHARD_AXIS)
+    assert sharding.param_spec((1, 17, 64), mesh) == P(None, None, SHARD_AXIS)
     ddp = sharding.make_mesh(STRATEGIES["DDP"])
     assert sharding.param_spec((64, 192), ddp) == P()
 
@@ -82,7 +85,7 @@ def test_params_and_adamw_state_layout(states, name):
     qkv = state["params"]["blocks_0"]["attn"]["qkv"]["kernel"]  # (64, 192)
     mu = state["opt_state"][0].mu["blocks_0"]["attn"]["qkv"]["kernel"]
     for x in (qkv, mu):
-        assert x.sharding.spec == (P() if k == 1 else P(None, "fsdp"))
+        assert x.sharding.spec == (P() if k == 1 else P(None, SHARD_AXIS))
         shard_shapes = {s.data.shape for s in x.addressable_shards}
         assert shard_shapes == {(64, 192 // k)}
     head_bias = state["params"]["head"]["bias"]  # (10,): split only where k divides 10
@@ -144,6 +147,48 @@ def test_same_losses_under_every_layout(states, steps):
         np.testing.assert_allclose(losses[name], losses["DDP"], rtol=1e-5)
 
 
+def _collectives(compiled) -> dict[str, int]:
+    """Collective ops in a compiled step's HLO, by kind."""
+    text = compiled.as_text()
+    return {op: len(re.findall(rf" {op}(?:-start)?\(", text))
+            for op in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")}
+
+
+@pytest.mark.parametrize("name", LAYOUTS)
+def test_sharded_value_and_grad_is_the_global_gradient(states, name):
+    """The written-out collectives give the loss and gradient of the whole batch on one
+    device, laid out like the parameters, with one collective per unit and kind."""
+    mesh, state, shardings = states[name]
+    model = _tiny()
+
+    def loss_fn(params, images, labels):
+        logits = model.apply({"params": params}, images)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+    rng = np.random.default_rng(1)
+    images = rng.standard_normal((32, 3, 16, 16), dtype=np.float32)
+    labels = rng.integers(0, 10, 32).astype(np.int32)
+    params = jax.tree.map(np.asarray, state["params"])
+    want_loss, want = jax.value_and_grad(loss_fn)(params, images, labels)
+    batch = [jax.device_put(a, sharding.batch_sharding(mesh)) for a in (images, labels)]
+    fn = jax.jit(sharding.sharded_value_and_grad(loss_fn, mesh),
+                 out_shardings=(sharding.replicated(mesh), shardings["params"]))
+    loss, grads = fn(state["params"], *batch)
+    np.testing.assert_allclose(float(loss), float(want_loss), rtol=1e-6)
+    jax.tree.map(lambda g, w: np.testing.assert_allclose(np.asarray(g), w, rtol=1e-4,
+                                                         atol=1e-7), grads, want)
+    assert [g.sharding.spec for g in jax.tree.leaves(grads)] == [
+        p.sharding.spec for p in jax.tree.leaves(state["params"])]
+    ops = _collectives(fn.lower(state["params"], *batch).compile())
+    units = len(sharding.collective_units(params))  # blocks_0 and the root
+    k = MESHES[name][1]
+    assert ops["all-gather"] == ops["reduce-scatter"] == (units if k > 1 else 0)
+    assert ops["all-to-all"] == 0
+    # DDP: one bucket of every gradient (and the loss); sharded: the head's bias (10 % k)
+    # and the loss, plus one all-reduce per unit across the replicas of HYBRID_2GPU
+    assert 1 <= ops["all-reduce"] <= 2 + (units if name == "HYBRID_2GPU" else 0)
+
+
 def _cfg(*overrides: str) -> RunConfig:
     from hydra import compose, initialize_config_dir
 
@@ -172,7 +217,7 @@ def test_run_records_on_digits_loss_falls(tmp_path):
         assert key in windows[-1]
     run = read_json(tmp_path / "run.json")
     assert run["status"] == "completed" and run["config"]["framework"] == "jax"
-    assert run["world"]["mesh"] == {"data": 1, "fsdp": 8} and run["world"]["size"] == 8
+    assert run["world"]["mesh"] == {REPLICATE_AXIS: 1, SHARD_AXIS: 8} and run["world"]["size"] == 8
     assert run["config"]["strategy"]["backward_prefetch"] is None  # not applicable
     assert run["applied"]["jax_default_matmul_precision"] == "float32"
     assert run["applied"]["precision"]["compute_dtype"] == "bf16"

@@ -1,52 +1,68 @@
-"""Meshes and shardings of the JAX strategies (jax.sharding: Mesh, NamedSharding).
+"""Meshes, shardings and the gradient collectives of the JAX strategies.
 
-Every strategy is one 2-D mesh ``(data, fsdp)`` over the world's devices in rank order
-(process index, then local device id), so shard groups are consecutive ranks, part of a node
-or whole nodes (``strategy.shard_group_size`` = 16 on 8-GPU nodes spans two), as in
-:mod:`vitfsdp.parallel`:
+Every strategy is one 2-D mesh ``(replicate, shard)`` (:mod:`vitfsdp.core.mesh`, the torch
+path's names) over the world's devices in rank order (process index, then local device id),
+so shard groups are consecutive ranks, part of a node or whole nodes
+(``strategy.shard_group_size`` = 16 on 8-GPU nodes spans two), as in :mod:`vitfsdp.parallel`:
 
-=============  =====================  ==============================================
-strategy       mesh (data × fsdp)     parameters and AdamW moments
-=============  =====================  ==============================================
-DDP            world × 1              replicated
-FULL_SHARD     1 × world              sharded over ``fsdp`` (every device)
-HYBRID_<k>GPU  world/k × k            sharded over ``fsdp`` (k ranks), replicated over
-                                      ``data`` (world/k replicas)
-=============  =====================  ==============================================
+=============  ========================  ============================================
+strategy       mesh (replicate × shard)  parameters and AdamW moments
+=============  ========================  ============================================
+DDP            world × 1                 replicated
+FULL_SHARD     1 × world                 sharded over ``shard`` (every device)
+HYBRID_<k>GPU  world/k × k               sharded over ``shard`` (k ranks), replicated
+                                         over ``replicate`` (world/k replicas)
+=============  ========================  ============================================
 
-The batch is always split over both axes (every device gets its local batch), and so is
-every activation between layers (:func:`activation_constraint`); XLA's SPMD partitioner
-inserts the collectives: the gradient all-reduce (DDP), the all-gather of a
-parameter before its use and the reduce-scatter of its gradient (FULL_SHARD), both inside a
-shard group plus an all-reduce across replicas (hybrid).
+The batch is always split over both axes (every device gets its local batch).
 
-A parameter is sharded along its largest dimension that the ``fsdp`` axis divides (the
+A parameter is sharded along its largest dimension that the ``shard`` axis divides (the
 ``fsdp`` rule of big_vision's ``big_vision/sharding.py``); one with no such dimension (a
 10-class head's bias over 4 devices) stays replicated. The rule is a function of the shape
 alone, so AdamW's moments, which have their parameter's shape, are laid out like it.
+
+The step's collectives are written out (:func:`sharded_value_and_grad`, a ``shard_map``),
+one per FSDP unit and kind, each on one flat buffer, as torch's FSDP and DDP issue them: an
+all-gather of a unit's shards before the forward, a reduce-scatter of its gradients (and
+an all-reduce across replicas, hybrid), and for what every device of a shard group holds
+whole (all of DDP) an all-reduce of buckets of at least :data:`BUCKET_BYTES`. Left to XLA's
+SPMD partitioner, a step had one collective per parameter; XLA's combiner merges them into
+one tuple-shaped op, but its CPU runtime still runs one gloo call per tuple element (56 per
+step for vit_tiny), which made CPU runs several times slower than torch's (docs/jax.md).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from vitfsdp.core.mesh import MESH_AXES, REPLICATE_AXIS, SHARD_AXIS
 from vitfsdp.parallel import StrategyConfig
 
-#: Mesh axes: replicas (pure data parallelism) × shard group (sharded data parallelism).
-DATA_AXIS, FSDP_AXIS = "data", "fsdp"
 #: The batch dimension is split over both axes.
-BATCH_SPEC = PartitionSpec((DATA_AXIS, FSDP_AXIS))
+BATCH_SPEC = PartitionSpec(MESH_AXES)
+#: Smallest all-reduce bucket of whole (unsharded) gradients, bytes: torch DDP's default
+#: ``bucket_cap_mb`` (25 MiB); a smaller model's gradients go in one bucket.
+BUCKET_BYTES = 25 * 2**20
+#: Top-level parameters outside the blocks (embeddings, final norm, head) form one unit.
+ROOT_UNIT = "root"
+#: The former JAX names of the mesh axes, until every caller reads the ones above.
+DATA_AXIS, FSDP_AXIS = REPLICATE_AXIS, SHARD_AXIS
+
+#: ``(params, images (b,3,H,W), labels (b,)) → mean loss over the b images`` of one device.
+LossFn = Callable[[Any, jax.Array, jax.Array], jax.Array]
 
 
 def make_mesh(strategy: StrategyConfig, devices: list | None = None) -> Mesh:
-    """The ``(data, fsdp)`` mesh of ``strategy`` over ``devices`` (default: every device of
-    the job, ``jax.devices()``), sorted by (process index, device id).
+    """The ``(replicate, shard)`` mesh of ``strategy`` over ``devices`` (default: every
+    device of the job, ``jax.devices()``), sorted by (process index, device id).
 
     Raises:
         ValueError: the strategy has no JAX layout, or a hybrid shard group does not divide
@@ -67,21 +83,21 @@ def make_mesh(strategy: StrategyConfig, devices: list | None = None) -> Mesh:
     if world % shard:
         raise ValueError(f"strategy={strategy.name} needs shard groups of {shard} devices, "
                          f"which do not divide the {world} devices")
-    return Mesh(np.array(devices).reshape(world // shard, shard), (DATA_AXIS, FSDP_AXIS))
+    return Mesh(np.array(devices).reshape(world // shard, shard), MESH_AXES)
 
 
 def param_spec(shape: tuple[int, ...], mesh: Mesh) -> PartitionSpec:
     """Where one parameter (or AdamW moment) of ``shape`` lives: its largest dimension that
-    the ``fsdp`` axis size divides is split over ``fsdp`` (the first of equal ones); none,
-    or an ``fsdp`` axis of size 1: replicated (``PartitionSpec()``)."""
-    k = mesh.shape[FSDP_AXIS]
+    the ``shard`` axis size divides is split over ``shard`` (the first of equal ones); none,
+    or a ``shard`` axis of size 1: replicated (``PartitionSpec()``)."""
+    k = mesh.shape[SHARD_AXIS]
     if k == 1:
         return PartitionSpec()
     candidates = [i for i, n in enumerate(shape) if n % k == 0 and n >= k]
     if not candidates:
         return PartitionSpec()
     dim = max(candidates, key=lambda i: (shape[i], -i))
-    return PartitionSpec(*([None] * dim), FSDP_AXIS)
+    return PartitionSpec(*([None] * dim), SHARD_AXIS)
 
 
 def tree_shardings(tree: Any, mesh: Mesh) -> Any:
@@ -97,10 +113,10 @@ def batch_sharding(mesh: Mesh) -> NamedSharding:
 
 def activation_constraint(mesh: Mesh):
     """The function the model applies to its activations (B, ...) between layers
-    (:data:`vitfsdp.jax.model.Constrain`): batch split over every device, the other
-    dimensions whole. Without it XLA may split activations along features like the sharded
-    weights and reshuffle them with all-to-alls; with it, a sharded weight is all-gathered
-    before its matmul, which is what FSDP does."""
+    (:data:`vitfsdp.jax.model.Constrain`) when XLA's SPMD partitioner, not
+    :func:`sharded_value_and_grad`, places the collectives: batch split over every device,
+    the other dimensions whole (else XLA may split activations along features like the
+    sharded weights and reshuffle them with all-to-alls)."""
     return functools.partial(jax.lax.with_sharding_constraint,
                              shardings=NamedSharding(mesh, BATCH_SPEC))
 
@@ -116,6 +132,137 @@ def bytes_per_device(tree: Any, mesh: Mesh) -> int:
     total = 0
     for leaf in jax.tree.leaves(tree):
         spec = param_spec(leaf.shape, mesh)
-        shards = mesh.shape[FSDP_AXIS] if FSDP_AXIS in spec else 1
+        shards = mesh.shape[SHARD_AXIS] if SHARD_AXIS in spec else 1
         total += math.prod(leaf.shape) * np.dtype(leaf.dtype).itemsize // shards
     return total
+
+
+def sharded_value_and_grad(loss_fn: LossFn, mesh: Mesh) -> Callable:
+    """``loss_fn``'s value and gradient over the global batch, with the collectives of FSDP
+    (or DDP) written out, each on one flat buffer (see the module docstring).
+
+    The returned function takes the parameters laid out by :func:`tree_shardings` and the
+    batch by :func:`batch_sharding` (global arrays; call it under ``jax.jit``) and returns
+    (the mean loss over the global batch, replicated; the gradients of that mean, laid out
+    like the parameters). Under a ``shard_map`` each device all-gathers its shards of each
+    unit (a block, or the top-level parameters, :data:`ROOT_UNIT`), runs ``loss_fn`` on its
+    local batch with whole parameters, reduce-scatters each unit's sharded gradients over
+    ``shard`` (then all-reduces them over ``replicate``: hybrid), and all-reduces the
+    gradients of unsharded parameters over both axes in buckets of :data:`BUCKET_BYTES`.
+    """
+
+    def value_and_grad(params: Any, images: jax.Array, labels: jax.Array):
+        specs = jax.tree.map(lambda x: param_spec(x.shape, mesh), params)
+        units = _units(params, mesh)
+        local = functools.partial(_local_value_and_grad, loss_fn, units, mesh)
+        return jax.shard_map(local, mesh=mesh, in_specs=(specs, BATCH_SPEC, BATCH_SPEC),
+                             out_specs=(PartitionSpec(), specs), check_vma=False)(
+            params, images, labels)
+
+    return value_and_grad
+
+
+def collective_units(params: Any) -> dict[str, list[int]]:
+    """The FSDP units of a parameter pytree: unit name → indices of its leaves (in
+    ``jax.tree.leaves`` order). A top-level ``blocks_<i>`` is a unit; the other top-level
+    parameters form :data:`ROOT_UNIT`, as torch's FSDP wraps the blocks and the root."""
+    units: dict[str, list[int]] = {}
+    for i, (path, _) in enumerate(jax.tree_util.tree_flatten_with_path(params)[0]):
+        top = str(getattr(path[0], "key", path[0]))
+        units.setdefault(top if top.startswith("blocks_") else ROOT_UNIT, []).append(i)
+    return units
+
+
+def _units(params: Any, mesh: Mesh) -> list[tuple[list[int], list[int | None]]]:
+    """Per unit (:func:`collective_units`): its leaf indices and, for each, the dimension
+    split over ``shard`` (None: the leaf is whole on every device)."""
+    leaves = jax.tree.leaves(params)
+    dims = [_shard_dim(param_spec(x.shape, mesh)) for x in leaves]
+    return [(idx, [dims[i] for i in idx]) for idx in collective_units(params).values()]
+
+
+def _shard_dim(spec: PartitionSpec) -> int | None:
+    return spec.index(SHARD_AXIS) if SHARD_AXIS in spec else None
+
+
+def _local_value_and_grad(loss_fn: LossFn, units: list, mesh: Mesh, params: Any,
+                          images: jax.Array, labels: jax.Array) -> tuple[jax.Array, Any]:
+    """One device's part of :func:`sharded_value_and_grad` (inside the ``shard_map``)."""
+    k, replicas = mesh.shape[SHARD_AXIS], mesh.shape[REPLICATE_AXIS]
+    leaves, treedef = jax.tree.flatten(params)
+    whole = list(leaves)
+    for idx, dims in units:
+        sharded = [(i, d) for i, d in zip(idx, dims, strict=True) if d is not None]
+        if sharded:
+            gathered = _all_gather([leaves[i] for i, _ in sharded], [d for _, d in sharded], k)
+            for (i, _), x in zip(sharded, gathered, strict=True):
+                whole[i] = x
+    loss, grads = jax.value_and_grad(loss_fn)(jax.tree.unflatten(treedef, whole), images,
+                                              labels)
+    grads = jax.tree.leaves(grads)
+    out: list[Any] = [None] * len(grads)
+    bucket: list[int] = []
+    for idx, dims in reversed(units):  # backward order: the last block's gradients first
+        sharded = [(i, d) for i, d in zip(idx, dims, strict=True) if d is not None]
+        if sharded:
+            parts = _reduce_scatter([grads[i] for i, _ in sharded], [d for _, d in sharded],
+                                    k, replicas)
+            for (i, _), g in zip(sharded, parts, strict=True):
+                out[i] = g
+        bucket += [i for i, d in zip(idx, dims, strict=True) if d is None]
+        if sum(grads[i].nbytes for i in bucket) >= BUCKET_BYTES:
+            _all_reduce(grads, bucket, out)
+            bucket = []
+    _all_reduce(grads, bucket, out)
+    world = k * replicas
+    return jax.lax.pmean(loss, MESH_AXES), jax.tree.unflatten(treedef,
+                                                              [g / world for g in out])
+
+
+def _flat(xs: list[jax.Array]) -> jax.Array:
+    return jnp.concatenate([x.reshape(-1) for x in xs])
+
+
+def _all_gather(shards: list[jax.Array], dims: list[int], k: int) -> list[jax.Array]:
+    """Whole leaves from this device's shards (split along ``dims``): one all-gather over
+    ``shard`` of their concatenation."""
+    rows = jax.lax.all_gather(_flat(shards), SHARD_AXIS)  # (k, sum of shard sizes)
+    out, start = [], 0
+    for x, d in zip(shards, dims, strict=True):
+        piece = rows[:, start:start + x.size].reshape(k, *x.shape)
+        start += x.size
+        # device j's shard is block j along dimension d
+        out.append(jnp.moveaxis(piece, 0, d).reshape(
+            *x.shape[:d], k * x.shape[d], *x.shape[d + 1:]))
+    return out
+
+
+def _reduce_scatter(grads: list[jax.Array], dims: list[int], k: int,
+                    replicas: int) -> list[jax.Array]:
+    """This device's shards of the sums over the mesh of whole-leaf ``grads`` (split along
+    ``dims``): one reduce-scatter over ``shard``, then one all-reduce over ``replicate``
+    if there are replicas."""
+    rows = [jnp.moveaxis(g.reshape(*g.shape[:d], k, g.shape[d] // k, *g.shape[d + 1:]), d, 0)
+            for g, d in zip(grads, dims, strict=True)]  # (k, *shard shape)
+    flat = jnp.concatenate([r.reshape(k, -1) for r in rows], axis=1)
+    mine = jax.lax.psum_scatter(flat, SHARD_AXIS, scatter_dimension=0)
+    if replicas > 1:
+        mine = jax.lax.psum(mine, REPLICATE_AXIS)
+    out, start = [], 0
+    for r in rows:
+        size = r[0].size
+        out.append(mine[start:start + size].reshape(r.shape[1:]))
+        start += size
+    return out
+
+
+def _all_reduce(grads: list[jax.Array], bucket: list[int], out: list) -> None:
+    """Sum ``grads[i]`` for ``i`` in ``bucket`` over the whole mesh into ``out[i]``: one
+    all-reduce of their concatenation."""
+    if not bucket:
+        return
+    total = jax.lax.psum(_flat([grads[i] for i in bucket]), MESH_AXES)
+    start = 0
+    for i in bucket:
+        out[i] = total[start:start + grads[i].size].reshape(grads[i].shape)
+        start += grads[i].size
