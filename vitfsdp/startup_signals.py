@@ -7,7 +7,7 @@ process), before :class:`vitfsdp.failures.StopSignals` is installed, and the poi
 recorded ``failed``. ``python -m vitfsdp.train`` therefore calls :func:`catch` before its slow
 imports; this module imports nothing heavy. :class:`~vitfsdp.failures.StopSignals` takes over
 the signal received here (:func:`received`), and the training stops as ``preempted`` before
-its first step (see ``vitfsdp.train.run``).
+its first step (see ``vitfsdp.torch_train.run``).
 """
 
 from __future__ import annotations
