@@ -271,7 +271,7 @@ def test_adamw_auto_is_fused_on_gpus_and_torchs_pick_on_cpu(device, expected):
 
 
 def test_jax_precision_auto_follows_the_backend():
-    from vitfsdp.jax.config import jax_precision
+    from vitfsdp.config_jax import jax_precision
 
     assert [jax_precision("auto", b) for b in ("cpu", "gpu", "rocm", "tpu")] == [
         "fp32", "bf16", "bf16", "bf16"]

@@ -26,9 +26,9 @@ from hydra.core.override_parser.types import Glob
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from vitfsdp.config_jax import check_run_config as check_jax_config
 from vitfsdp.data import DataConfig
 from vitfsdp.data import num_classes as data_num_classes
-from vitfsdp.jax.config import check_run_config as check_jax_config
 from vitfsdp.launch import ClusterConfig, LaunchOptions, config_path_dirs
 from vitfsdp.metrics import MetricsConfig
 from vitfsdp.models import ModelConfig

@@ -79,7 +79,7 @@ def make_mesh(strategy: StrategyConfig, devices: list | None = None) -> Mesh:
         shard = strategy.shard_group_size
     else:
         raise ValueError(f"strategy.sharding_strategy={kind} has no JAX layout; valid: DDP, "
-                         "FULL_SHARD, HYBRID_SHARD (see vitfsdp.jax.config)")
+                         "FULL_SHARD, HYBRID_SHARD (see vitfsdp.config_jax)")
     if world % shard:
         raise ValueError(f"strategy={strategy.name} needs shard groups of {shard} devices, "
                          f"which do not divide the {world} devices")

@@ -36,6 +36,7 @@ import torch
 
 from vitfsdp import checkpoint, data, failures, models, provenance
 from vitfsdp.config import KernelsConfig, RunConfig
+from vitfsdp.config_jax import MATMUL_PRECISION
 from vitfsdp.core import runinfo
 from vitfsdp.core.loop import (
     Progress,
@@ -49,7 +50,6 @@ from vitfsdp.distributed import DistEnv
 from vitfsdp.jax import checkpoint as jckpt
 from vitfsdp.jax import distributed as jdist
 from vitfsdp.jax import sharding
-from vitfsdp.jax.config import MATMUL_PRECISION
 from vitfsdp.jax.metrics import JaxWindowMeter, device_info, resolve_peak
 from vitfsdp.jax.model import ViT, build_model, count_params, dummy_input
 from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
@@ -143,7 +143,7 @@ def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
 
 def apply_numerics(kernels: KernelsConfig) -> dict:
     """Set ``jax_default_matmul_precision`` from ``kernels.float32_matmul_precision``
-    (:data:`vitfsdp.jax.config.MATMUL_PRECISION`); returns the values read back, for run.json."""
+    (:data:`vitfsdp.config_jax.MATMUL_PRECISION`); returns the values read back, for run.json."""
     jax.config.update("jax_default_matmul_precision",
                       MATMUL_PRECISION[kernels.float32_matmul_precision])
     return {"float32_matmul_precision": kernels.float32_matmul_precision,
