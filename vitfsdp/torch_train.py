@@ -312,8 +312,9 @@ def resolve(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
     timed, no collective (for a build that records no figures).
 
     Raises:
-        ValueError: ``kernels.adamw=fused`` on a device type torch has no fused AdamW for,
-            or dtypes the config refuses (:meth:`vitfsdp.config.RunConfig.precision_settings`).
+        ValueError: dtypes the config refuses
+            (:meth:`vitfsdp.config.RunConfig.precision_settings`). ``kernels.adamw=fused``
+            where torch has no fused AdamW is refused later, by :func:`build_optimizer`.
     """
     settings = cfg.precision_settings(device.type)
     name = cfg.resolved_precision(device.type)
@@ -322,7 +323,9 @@ def resolve(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
         compute_dtype=settings.compute_dtype,
         precision_record={"name": name, **dataclasses.asdict(settings)}, settings=settings,
         compile=cfg.kernels.resolved_compile(device.type),
-        adamw=adamw_choice(cfg.kernels, device), fused_attn=cfg.kernels.fused_attn,
+        # fused where torch has none is refused when the optimizer is built, in the run
+        adamw=adamw_choice(cfg.kernels, device, check=False),
+        fused_attn=cfg.kernels.fused_attn,
         allow_tf32=device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32)
     return resolved.with_peak(_peak(cfg, env, device, resolved)) if peak else resolved
 
@@ -525,6 +528,8 @@ def build_optimizer(params, tc: TrainConfig, kernels: KernelsConfig, device: tor
     """
     params = list(params)
     impl = impl or adamw_choice(kernels, device)
+    if impl == "fused":
+        _check_fused(device)
     optimizer = torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay,
                                   **ADAMW_FLAGS[impl])
     return optimizer, impl if impl != "auto" else default_adamw(params)
@@ -535,19 +540,29 @@ ADAMW_FLAGS = {"auto": {}, "for_loop": {"foreach": False}, "foreach": {"foreach"
                "fused": {"fused": True}}
 
 
-def adamw_choice(kernels: KernelsConfig, device: torch.device) -> str:
+def adamw_choice(kernels: KernelsConfig, device: torch.device, check: bool = True) -> str:
     """``kernels.adamw`` for ``device``: ``auto`` becomes ``fused`` on a GPU whose device
     type torch has fused AdamW kernels for, and stays ``auto`` (torch's pick) elsewhere.
+
+    Args:
+        check: refuse ``fused`` where torch has no fused AdamW; ``False`` leaves that to
+            :func:`build_optimizer` (a run records the refusal as its failure).
 
     Raises:
         ValueError: ``kernels.adamw=fused`` on a device type torch has no fused AdamW for.
     """
-    if kernels.adamw == "fused" and device.type not in _fused_devices():
-        raise ValueError(f"kernels.adamw=fused is not supported on {device.type} by torch "
-                         f"{torch.__version__}; valid there: auto, for_loop, foreach")
+    if check and kernels.adamw == "fused":
+        _check_fused(device)
     if kernels.adamw == "auto" and device.type != "cpu" and device.type in _fused_devices():
         return "fused"
     return kernels.adamw
+
+
+def _check_fused(device: torch.device) -> None:
+    """Raises ValueError: torch has no fused AdamW for ``device``'s type."""
+    if device.type not in _fused_devices():
+        raise ValueError(f"kernels.adamw=fused is not supported on {device.type} by torch "
+                         f"{torch.__version__}; valid there: auto, for_loop, foreach")
 
 
 def _fused_devices() -> list[str]:
