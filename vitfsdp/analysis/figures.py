@@ -300,12 +300,15 @@ def _draw_loss_panel(ax, panel: pd.DataFrame, looks: dict[str, tuple[str, str]],
     each line's end."""
     labels = sorted(set(panel["_label"]))
     ends = set()
-    for (label, nodes), point in panel.groupby(["_label", "nodes"], dropna=False, sort=True):
-        color, marker = looks.get(point["_look"].iloc[0], ("0.5", "o"))
+    points = panel.groupby(["_label", "nodes"], dropna=False, sort=True)
+    firsts = points[["_look", "framework"]].first(skipna=False)  # its first run's
+    medians = panel.groupby(["_label", "nodes", "step"], dropna=False, sort=True)["loss"].median()
+    for (label, nodes), loss in medians.groupby(level=[0, 1], dropna=False, sort=True):
+        look, framework = firsts.loc[(label, nodes)]
+        color, marker = looks.get(look, ("0.5", "o"))
         width = 2.4 - 1.6 * labels.index(label) / max(1, len(labels) - 1)
-        style = FRAMEWORK_STYLES.get(point["framework"].iloc[0], DEFAULT_STYLE) \
-            if by_framework else DEFAULT_STYLE
-        loss = point.groupby("step")["loss"].median().sort_index()
+        style = FRAMEWORK_STYLES.get(framework, DEFAULT_STYLE) if by_framework else DEFAULT_STYLE
+        loss = loss.droplevel([0, 1])
         first = label not in {ln.get_label() for ln in ax.lines}
         ax.plot(loss.index, loss.values, ls=style, marker=marker, markersize=3, color=color,
                 lw=width, label=label if first else f"_{label} nodes={nodes}")
