@@ -12,14 +12,16 @@ import pandas as pd
 import pytest
 
 from tests.conftest import TINY, read, run_module
+from tests.test_jax_checkpoint import FAST_COMPILE
 from tests.test_virtual_slurm import NODES, NOT_STARTED, hostnames, require_cluster
 
 
 @pytest.mark.slow
 def test_mixed_sweep_runs_and_analyses(tmp_path, monkeypatch):
     """The README's comparison sweep for one strategy (the acceptance command adds DDP), with
-    one rank per node to halve its processes (2 CPU cores; CI time)."""
-    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    one rank per node to halve its processes (2 CPU cores; CI time), and XLA's CPU compiler
+    without its costly LLVM passes (half the compile time; this test checks the launch)."""
+    monkeypatch.setenv("XLA_FLAGS", FAST_COMPILE)
     sweep_dir = tmp_path / "sweep"
     proc = run_module("vitfsdp.sweep", "-m", "framework=torch,jax", "strategy=FULL_SHARD",
                       "nodes=1,2", "cluster.gpus_per_node=1", *TINY,
@@ -50,7 +52,7 @@ def test_mixed_sweep_runs_and_analyses(tmp_path, monkeypatch):
 @pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
 def test_jax_point_on_two_virtual_slurm_nodes(tmp_path, monkeypatch):
     require_cluster()
-    monkeypatch.delenv("XLA_FLAGS", raising=False)
+    monkeypatch.setenv("XLA_FLAGS", FAST_COMPILE)  # the ranks' environment: sbatch exports it
     sweep_dir = tmp_path / "sweep"
     proc = run_module("vitfsdp.sweep", "-m", "cluster=virtual", "framework=jax", "nodes=2",
                       *TINY, "cluster.poll_s=1",
