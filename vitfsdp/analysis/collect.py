@@ -21,6 +21,9 @@ from typing import Any
 
 import pandas as pd
 
+from vitfsdp.config import RunConfig
+from vitfsdp.plan import predict_recorded, predict_run
+from vitfsdp.plan.recorded import find_run_dirs
 from vitfsdp.records import (
     METRICS_FILE,
     RUN_FILE,
@@ -128,23 +131,6 @@ TORCH_ONLY_COLUMNS = ("backward_prefetch", "limit_all_gathers", "engine", "kerne
                       "mixed_precision.reduce_dtype", "mixed_precision.buffer_dtype")
 #: Columns of :func:`framework_ratio_table` after its key columns.
 RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch")
-
-
-def find_run_dirs(sweep_dir: str | os.PathLike) -> list[Path]:
-    """Every directory at or below ``sweep_dir`` that holds a ``run.json``, sorted.
-
-    Raises:
-        ValueError: ``sweep_dir`` does not exist, is not a directory, or holds no ``run.json``.
-    """
-    sweep_dir = Path(sweep_dir)
-    if not sweep_dir.exists():
-        raise ValueError(f"sweep dir {sweep_dir} does not exist; pass a sweep's output directory")
-    if not sweep_dir.is_dir():
-        raise ValueError(f"sweep dir {sweep_dir} is not a directory")
-    run_dirs = sorted(p.parent for p in sweep_dir.rglob(RUN_FILE))
-    if not run_dirs:
-        raise ValueError(f"sweep dir {sweep_dir} holds no {RUN_FILE} (no runs below it)")
-    return run_dirs
 
 
 def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> pd.DataFrame:
@@ -489,9 +475,9 @@ def prediction(run: dict) -> dict[str, Any]:
 
 
 def _predict_run(run: dict) -> dict | None:
-    """The plan's prediction for ``run``, memoized per config; ``None`` where the config
-    cannot be rebuilt (older records). The plan is imported here, when first needed: it
-    brings torch and timm."""
+    """The plan's prediction for ``run``, memoized per config (:func:`_prediction_key`: a
+    study's repeats of one point cost one prediction); ``None`` where the config cannot be
+    rebuilt (older records)."""
     if not isinstance(run.get("config"), dict) or "train" not in run["config"]:
         return None  # no config, or only the overrides of a run that never started
     key = _prediction_key(run)
@@ -510,9 +496,6 @@ def _fast_predict(run: dict) -> dict | None:
     :class:`~vitfsdp.config.RunConfig` field by field, validated by its ``__post_init__``s,
     and goes to :func:`vitfsdp.plan.predict_recorded`, as in ``predict_run``.
     A config this cannot rebuild goes to ``predict_run`` itself."""
-    from vitfsdp.config import RunConfig
-    from vitfsdp.plan import predict_recorded, predict_run
-
     try:
         cfg = _dataclass_from_dict(RunConfig, run["config"])
     except (TypeError, ValueError, KeyError, AttributeError):

@@ -31,6 +31,7 @@ from vitfsdp.analysis.collect import (
     line_label,
     scaling_table,
 )
+from vitfsdp.plan.calibrate import compare
 
 log = logging.getLogger(__name__)
 
@@ -252,8 +253,6 @@ def calibration_table(df: pd.DataFrame) -> pd.DataFrame:
         Those keys and :data:`vitfsdp.plan.calibrate.CALIBRATION_COLUMNS`; empty when no run
         has a prediction.
     """
-    from vitfsdp.plan.calibrate import compare
-
     keys = [*line_columns(df), "nodes", "configuration", "repeat"]
     done = completed(df)
     done = done[done["pred_peak_mem_gib"].notna() | done["pred_ips"].notna()]

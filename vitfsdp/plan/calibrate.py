@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from vitfsdp.plan import GIB, predict
+from vitfsdp.plan.recorded import find_run_dirs
 
 CALIBRATION_FILE = "calibration.csv"
 #: The calibration table's columns after the caller's key columns (:func:`compare`).
@@ -118,8 +119,6 @@ def _predict(m: Measured, **cluster) -> object:
 def read_runs(sweep_dirs: Sequence[Path]) -> tuple[pd.DataFrame, list[Measured]]:
     """Every completed run below ``sweep_dirs``: the rows :func:`compare` takes, and what
     :func:`fit` needs (same order)."""
-    from vitfsdp.analysis.collect import find_run_dirs
-
     rows, measured = [], []
     for run_dir in (d for s in sweep_dirs for d in find_run_dirs(Path(s))):
         loaded = _load(run_dir)
