@@ -6,7 +6,8 @@ Writes a synthetic study in the real record format (vitfsdp.analysis.synthetic: 
 repeated, ~5 % failing) into a temporary directory (or --keep DIR, to look at the figures
 afterwards: DIR/analysis_<N>/), runs the analysis on the first N runs for each N in a fresh
 process and prints N, the wall-clock and CPU seconds (CPU: what other load on the machine
-does not inflate) and the wall milliseconds per run.
+does not inflate) and the wall milliseconds per run, then the pixel size of each PNG figure of
+the largest N (their size must not grow with the number of runs).
 """
 
 import argparse
@@ -15,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from vitfsdp.analysis.synthetic import time_analysis, write_synthetic_sweep
+from vitfsdp.analysis.synthetic import png_sizes, time_analysis, write_synthetic_sweep
 
 log = logging.getLogger("bench_analysis")
 
@@ -44,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
         for i, n in enumerate(counts):
             wall, cpu = time_analysis(parts[:i + 1], root / f"analysis_{n}", args.report)
             print(f"{n:>8,}  {wall:>8.2f}  {cpu:>8.2f}  {1000 * wall / n:>7.2f}", flush=True)
+        print(f"figures at {counts[-1]:,} runs:")
+        for name, (width, height) in png_sizes(root / f"analysis_{counts[-1]}").items():
+            print(f"  {name + '.png':<18} {width} x {height} px")
     return 0
 
 

@@ -186,7 +186,7 @@ def run_row(run_dir: str | os.PathLike) -> dict[str, Any]:
         if not isinstance(run.get("config"), dict):  # failed before the trainer wrote it
             run = {**run, "config": _config_from_job(run_dir)}
         summary = read_json(run_dir / SUMMARY_FILE)
-        windows = read_jsonl(run_dir / METRICS_FILE)
+        windows = _read_windows(run_dir / METRICS_FILE)
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as e:
         log.warning("%s: unreadable records (%s)", run_dir, e)
         return {"run_dir": str(run_dir), "status": "failed", "reason": f"unreadable records: {e}"}
@@ -198,6 +198,25 @@ def run_row(run_dir: str | os.PathLike) -> dict[str, Any]:
         row |= {"log": find_log(run_dir, status["reason"]),
                 **_reached(windows, summary, row.get("peak_mem_kind"))}
     return row
+
+
+def _read_windows(path: Path) -> list[dict]:
+    """``metrics.jsonl`` as :func:`vitfsdp.records.read_jsonl` reads it, parsed in one
+    ``json.loads`` of its lines as an array (one call per file, not per line); a file that
+    does not parse so (a truncated last line, a corrupt one) goes to ``read_jsonl``, which
+    skips the truncated line with a warning or raises ``ValueError``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    lines = [line for line in text.splitlines() if line.strip()]
+    try:
+        rows = json.loads(f"[{','.join(lines)}]")
+    except json.JSONDecodeError:
+        return read_jsonl(path)
+    if len(rows) != len(lines):  # a line holding two values: not JSON lines
+        return read_jsonl(path)
+    return rows
 
 
 def _config_from_job(run_dir: Path) -> dict:

@@ -180,3 +180,15 @@ def time_analysis(sweep_dirs: list[Path], out: Path,
         raise RuntimeError(f"analysis exited {proc.returncode}: {proc.stderr[-2000:]}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return elapsed, cpu
+
+
+def png_sizes(out_dir: Path) -> dict[str, tuple[int, int]]:
+    """``(width, height)`` in pixels of every PNG figure in ``out_dir``, by name (read from
+    the PNG header: no image library needed)."""
+    sizes = {}
+    for path in sorted(Path(out_dir).glob("*.png")):
+        with open(path, "rb") as f:
+            header = f.read(24)  # signature (8), IHDR length and type (8), width, height
+        sizes[path.stem] = (int.from_bytes(header[16:20], "big"),
+                            int.from_bytes(header[20:24], "big"))
+    return sizes
