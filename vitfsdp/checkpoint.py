@@ -172,6 +172,7 @@ def load(run_dir: Path, model, optimizer, *, rank: int, scaler=None,
     Raises:
         FileNotFoundError: no checkpoint there.
     """
+    # torch.distributed.checkpoint on first save or load: a run without checkpoints never loads it
     from torch.distributed.checkpoint.state_dict import set_state_dict
 
     path = Path(run_dir) / CHECKPOINT_DIR
@@ -210,6 +211,7 @@ def _quiet():
 
 
 def _state(model, optimizer) -> dict:
+    # torch.distributed.checkpoint on first save or load: a run without checkpoints never loads it
     from torch.distributed.checkpoint.state_dict import get_state_dict
 
     model_sd, optim_sd = get_state_dict(model, optimizer)
@@ -217,6 +219,7 @@ def _state(model, optimizer) -> dict:
 
 
 def _dcp():
+    # torch.distributed.checkpoint on first save or load: a run without checkpoints never loads it
     import torch.distributed.checkpoint as dcp
 
     return dcp

@@ -6,6 +6,9 @@ step's global batch is the same set of images whatever the world size.
 
 ``synthetic`` makes one random batch on the device and reuses it every step, as the published
 scaling studies did to take I/O out of the measurement.
+
+torch, torchvision and scikit-learn load on first use, inside the functions that need them:
+the config reads :class:`DataConfig` without them.
 """
 
 from __future__ import annotations
@@ -89,6 +92,7 @@ class DigitsDataset:
     num_classes = 10
 
     def __init__(self, img_size: int) -> None:
+        # torch, torchvision, scikit-learn on use (module docstring)
         import torch
         from sklearn.datasets import load_digits
 
@@ -103,6 +107,7 @@ class DigitsDataset:
         return len(self.labels)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        # torch, torchvision, scikit-learn on use (module docstring)
         import torch.nn.functional as F
 
         x = self.images[i][None, None]  # (1, 1, 8, 8)
@@ -114,6 +119,7 @@ class DigitsDataset:
 def image_folder(path: str, img_size: int) -> Dataset:
     """A class-per-folder image tree (torchvision ImageFolder), resized and center-cropped to
     (3, img_size, img_size), normalized with ImageNet statistics."""
+    # torch, torchvision, scikit-learn on use (module docstring)
     from torchvision import datasets, transforms
 
     tf = transforms.Compose(
@@ -152,6 +158,7 @@ def batches(
     Raises:
         ValueError: the data set has fewer samples than one global batch.
     """
+    # torch, torchvision, scikit-learn on use (module docstring)
     from torch.utils.data import DataLoader, DistributedSampler
 
     if cfg.name == "synthetic":
@@ -183,6 +190,7 @@ def batches(
 
 
 def _synthetic(cfg, img_size, local_batch_size, rank, device, seed):
+    # torch, torchvision, scikit-learn on use (module docstring)
     import torch
 
     gen = torch.Generator(device=device).manual_seed(seed * 1_000_003 + rank)

@@ -74,6 +74,7 @@ def discover(environ: dict[str, str] | None = None) -> DistEnv:
 def _export_slurm() -> None:
     """Export torch's variables from Slurm's, keeping any the job script or user set
     (``MASTER_ADDR``/``MASTER_PORT`` from :func:`vitfsdp.launch.slurm.setup_lines`)."""
+    # submitit only inside a Slurm job that submitit started
     from submitit.helpers import TorchDistributedEnvironment
 
     # submitit reads Slurm's variables once told it runs under Slurm (a job script rendered

@@ -12,6 +12,9 @@ CPU-sized model for tests and the demo.
 Billion-parameter rows are built on the meta device (``build_model(..., device="meta")``, no
 memory) and their weights drawn later by :class:`ViTInit`, which can draw any rows of any
 parameter alone: the parallel code materializes each rank's part only.
+
+torch and timm load on first use, inside the functions that need them: the config and the
+plan read the model table without them.
 """
 
 from __future__ import annotations
@@ -132,6 +135,7 @@ def build_model(cfg: ModelConfig, num_classes: int, device: str | torch.device =
     Raises:
         ValueError: ``num_classes`` < 1.
     """
+    # torch and timm on use (module docstring)
     import torch
     from timm.layers import SwiGLU
     from timm.models.vision_transformer import VisionTransformer
@@ -157,6 +161,7 @@ def build_model(cfg: ModelConfig, num_classes: int, device: str | torch.device =
 
 def block_classes() -> set[type[torch.nn.Module]]:
     """The module classes that are the FSDP units (auto-wrap) of every variant."""
+    # torch and timm on use (module docstring)
     from timm.models.vision_transformer import Block
 
     return {Block}
@@ -302,6 +307,7 @@ def timm_vit_init_rules(model: VisionTransformer) -> dict[tuple[torch.nn.Module,
     construction init keep torch's ``reset_parameters``: LayerNorm weight 1 and bias 0, the
     patch-embedding Conv2d kaiming_uniform(a=√5) = uniform(±1/√fan_in) for weight and bias.
     """
+    # torch and timm on use (module docstring)
     import torch
     from timm.layers import SwiGLU
 
@@ -330,6 +336,7 @@ def _no_grad(method: Callable) -> Callable:
 
     @functools.wraps(method)
     def no_grad_method(*args, **kwargs):
+        # torch and timm on use (module docstring)
         import torch
 
         with torch.no_grad():
@@ -388,6 +395,7 @@ class ViTInit:
         Raises:
             KeyError: ``(module, name)`` is not a parameter of the model given at construction.
         """
+        # torch and timm on use (module docstring)
         import torch
 
         fqn, shape, rule = self._params[module, name]
@@ -424,6 +432,7 @@ class ViTInit:
 
     def _draw(self, rule: InitRule, out: torch.Tensor, fqn: str, block: int) -> torch.Tensor:
         """Draw ``out`` (one whole block, contiguous fp32) from the block's own generator."""
+        # torch and timm on use (module docstring)
         import torch
 
         key = hashlib.blake2b(f"{self.seed}/{fqn}/{block}".encode(), digest_size=8).digest()

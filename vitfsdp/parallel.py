@@ -12,6 +12,10 @@ Strategy names (``strategy=<name>``) follow the published study: ``DDP``, FSDP's
 ``k`` that divides the world size and tiles the nodes: a group inside a node (k divides the
 ranks per node) or whole nodes (k a multiple of it: k = 16 on 8-GPU nodes spans two nodes,
 as the ORNL study ran it); its name is then ``HYBRID_<k>GPU``.
+
+torch loads on first use, inside the functions that need it: the config layer reads this
+module's dataclasses, and the commands that train nothing (``--help``, the plan, the analysis)
+stay torch-free.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ _DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 def torch_dtype(name: str) -> torch.dtype:
     """The torch dtype of a precision name (fp32 | bf16 | fp16)."""
+    # torch on use (module docstring)
     import torch
 
     return getattr(torch, _DTYPE_NAMES[name])
@@ -219,6 +224,7 @@ class PrecisionSettings:
 
     def fsdp1_policy(self) -> MixedPrecision | None:
         """FSDP1 ``MixedPrecision`` of these dtypes; ``None`` when everything is fp32."""
+        # torch on use (module docstring)
         from torch.distributed.fsdp import MixedPrecision
 
         dtypes = (self.param_dtype, self.reduce_dtype, self.buffer_dtype)
@@ -230,6 +236,7 @@ class PrecisionSettings:
 
     def fsdp2_policy(self) -> MixedPrecisionPolicy:
         """FSDP2 ``MixedPrecisionPolicy`` of these dtypes (fp32 everywhere: no casting)."""
+        # torch on use (module docstring)
         from torch.distributed.fsdp import MixedPrecisionPolicy
 
         if (self.param_dtype, self.reduce_dtype) == ("fp32", "fp32"):
@@ -299,10 +306,12 @@ def grad_scaler(settings: PrecisionSettings, device: torch.device):
     the same steps whatever gradient shard it holds; DDP's gradients are already identical.
     """
     if settings.grad_scaler == "ShardedGradScaler":
+        # torch on use (module docstring)
         from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 
         return ShardedGradScaler(device=device.type)
     if settings.grad_scaler == "GradScaler":
+        # torch on use (module docstring)
         import torch
 
         return torch.amp.GradScaler(device.type)
@@ -325,6 +334,7 @@ def hybrid_mesh(device_type: str, world_size: int, shard_group_size: int) -> Dev
     """2-D mesh (replicas × shard group) for HYBRID_SHARD; ranks in a shard group are
     consecutive, so with ranks numbered node by node a shard group is part of one node or
     whole nodes (``shard_group_size`` > ranks per node: it spans nodes)."""
+    # torch on use (module docstring)
     from torch.distributed.device_mesh import init_device_mesh
 
     shape = (world_size // shard_group_size, shard_group_size)
@@ -416,6 +426,7 @@ def _on_meta(model: torch.nn.Module) -> bool:
 
 def _ddp(model, device, init, block_classes, checkpointing, compile_blocks):
     """DDP: the whole replica materialized, blocks checkpointed and compiled, then DDP."""
+    # torch on use (module docstring)
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     if init is not None:
@@ -431,6 +442,7 @@ def _ddp(model, device, init, block_classes, checkpointing, compile_blocks):
 def _fsdp1(model, cfg, device, world_size, block_classes, precision, init, checkpointing,
            compile_blocks):
     """FSDP1 with transformer-block auto-wrap; meta models materialized unit by unit."""
+    # torch on use (module docstring)
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
         apply_activation_checkpointing,
         checkpoint_wrapper,
@@ -490,6 +502,7 @@ def _unit_init_fn(init: ParamInit, device: torch.device):
 def _block_units(model, block_classes, checkpoint: bool) -> list[torch.nn.Module]:
     """The blocks of ``model``, each replaced in its parent by ``checkpoint_wrapper(block)``
     when ``checkpoint``; returns what now sits where the blocks were (the FSDP units)."""
+    # torch on use (module docstring)
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
     units = []
@@ -523,6 +536,7 @@ def fsdp2_mesh(device_type: str, world_size: int, cfg: StrategyConfig) -> Device
     group (HSDP). NO_SHARD (and hybrid groups of 1): 2-D (world, 1), a replica per rank with
     gradients all-reduced over all of them.
     """
+    # torch on use (module docstring)
     from torch.distributed.device_mesh import init_device_mesh
 
     if cfg.sharding_strategy in ("FULL_SHARD", "SHARD_GRAD_OP"):
@@ -536,6 +550,7 @@ def _fully_shard(model, cfg, device, world_size, block_classes, precision, init,
     does), then the root. FULL_SHARD and the hybrids reshard parameters after forward;
     SHARD_GRAD_OP keeps them gathered until backward (ZeRO-2). A meta model is sharded on
     meta, then only this rank's shards are allocated and drawn."""
+    # torch on use (module docstring)
     from torch.distributed.fsdp import fully_shard
 
     mesh = fsdp2_mesh(device.type, world_size, cfg)
@@ -554,6 +569,7 @@ def _fully_shard(model, cfg, device, world_size, block_classes, precision, init,
 
 def _materialize_shards(model: torch.nn.Module, init: ParamInit, device: torch.device) -> None:
     """Allocate this rank's shards of a model sharded on meta and draw their rows."""
+    # torch on use (module docstring)
     import torch
     from torch.distributed.tensor import DTensor
 

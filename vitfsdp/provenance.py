@@ -21,7 +21,10 @@ import re
 import subprocess
 import sys
 from collections.abc import Mapping
+from importlib import metadata
 from pathlib import Path
+
+import yaml
 
 #: Slurm variables recorded in run.json (ids and placement, nothing secret).
 SLURM_VARS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_NODELIST",
@@ -105,8 +108,6 @@ def redact_yaml_file(path: Path) -> bool:
     """Rewrite a YAML file Hydra saved (``multirun.yaml``, ``.hydra/*.yaml``) through
     :func:`redact_tree`, in place and atomically; False when it held nothing secret (left
     untouched) or does not exist."""
-    import yaml
-
     try:
         tree = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -158,6 +159,8 @@ def versions(driver: str | None = None) -> dict:
     """Python, torch, timm, numpy, CUDA or ROCm (HIP), cuDNN/MIOpen, NCCL or RCCL (torch's
     ``torch.cuda.nccl.version()``, which is RCCL's on ROCm; ``collectives`` names which),
     nvidia-ml-py and the GPU driver (``driver``, from NVML or AMD SMI); None where absent."""
+    # the versions of what a run loaded: the commands that train nothing never ask, and stay
+    # torch-free
     import numpy
     import timm
     import torch
@@ -186,8 +189,6 @@ def versions(driver: str | None = None) -> dict:
 
 
 def _dist_version(name: str) -> str | None:
-    from importlib import metadata
-
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:

@@ -39,6 +39,7 @@ from vitfsdp.core.layout import (
     STATUSES,
     SUMMARY_FILE,
 )
+from vitfsdp.sinks import open_sinks
 
 log = logging.getLogger(__name__)
 
@@ -207,8 +208,6 @@ class RunRecords:
         attempts sent theirs)."""
         if not self.is_writer:
             return
-        from vitfsdp.sinks import open_sinks
-
         self.sinks = open_sinks(metrics, self.run_dir, self.run_info)
 
     def start(self, run_info: dict, resume_step: int | None = None, attempt: int = 0) -> None:

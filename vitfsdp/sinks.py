@@ -60,6 +60,7 @@ class TensorBoardSink:
     """Window records as TensorBoard scalars in ``run_dir/tensorboard/``."""
 
     def __init__(self, run_dir: Path) -> None:
+        # optional sink packages, loaded only where metrics.tensorboard / metrics.wandb is on
         from torch.utils.tensorboard import SummaryWriter
 
         self.writer = SummaryWriter(log_dir=str(run_dir / TENSORBOARD_DIR))
@@ -78,6 +79,7 @@ class WandbSink:
     """Window records as a Weights & Biases run's history (``run_dir/wandb/``)."""
 
     def __init__(self, run_dir: Path, mode: str, project: str, run_info: dict) -> None:
+        # optional sink packages, loaded only where metrics.tensorboard / metrics.wandb is on
         import wandb
 
         self.run = wandb.init(project=project, mode=mode, dir=str(run_dir),

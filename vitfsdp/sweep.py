@@ -24,6 +24,7 @@ shows the table later (``--watch``: until every point is done).
 
 from __future__ import annotations
 
+import argparse
 import io
 import logging
 import re
@@ -41,11 +42,14 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 
+from vitfsdp import plan as planner
 from vitfsdp import provenance
 from vitfsdp.config import (
     CONF_DIR,
+    GROUPS,
     RunConfig,
     cli,
+    group_options,
     one_line,
     register_configs,
     to_run_config,
@@ -180,9 +184,7 @@ def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num:
     run_dir = Path(sweep_config.hydra.sweep.dir) / str(sweep_config.hydra.sweep.subdir)
     cfg = to_run_config(sweep_config)
     if cfg.cluster.time == "auto":  # the plan's time for the point's steps (docs/plan.md)
-        from vitfsdp.plan import auto_time_limit
-
-        cfg.cluster.time = auto_time_limit(cfg)
+        cfg.cluster.time = planner.auto_time_limit(cfg)
         overrides = [*(o for o in overrides if not o.startswith("cluster.time=")),
                      f"cluster.time={cfg.cluster.time}"]
     _check_launchable(cfg)
@@ -353,7 +355,6 @@ def _run(todo: list[Point], sweep_dir: Path, options: LaunchOptions) -> list[dic
 
 def _predicted_step_s(point: Point) -> float | None:
     """The plan's predicted seconds per step of ``point``; ``None`` where it has none."""
-    from vitfsdp import plan as planner
 
     try:
         return planner.predict(point.cfg).step_time_s
@@ -369,7 +370,6 @@ def _consult_plan(points: list[Point], options: LaunchOptions) -> tuple[list[Poi
     Returns:
         the points to run, and point number → summary of each skipped point.
     """
-    from vitfsdp import plan as planner
 
     run, skipped = [], {}
     for p in points:
@@ -574,7 +574,6 @@ def _submission_units(points: list[Point], sweep_dir: Path, options: LaunchOptio
 def _predicted_time_s(p: Point) -> int | None:
     """The plan's run time for the point, as ``cluster.time=auto`` resolves it, in seconds
     (None: no prediction)."""
-    from vitfsdp import plan as planner
 
     try:
         return time_limit_s(planner.auto_time_limit(p.cfg))
@@ -655,7 +654,6 @@ def main(dcfg: DictConfig) -> None:
 def status_main(argv: Sequence[str]) -> int:
     """``--status SWEEP_DIR [--watch]``: print the sweep's status table (records and Slurm's
     queue), recording jobs that ended without a summary; ``--watch`` until all are done."""
-    import argparse
 
     parser = argparse.ArgumentParser(prog="python -m vitfsdp.sweep --status")
     parser.add_argument("sweep_dir", type=Path)
@@ -766,8 +764,6 @@ Hydra's flags:
 def usage() -> str:
     """``--help``: the launcher's flags, the config groups and Hydra's flags (Hydra's own
     help lists every config group of its search path and takes seconds)."""
-    from vitfsdp.config import GROUPS, group_options
-
     flags = "\n".join(f"  {flag:<20}  {FLAG_HELP.get(flag, override)}"
                       for flag, override in FLAGS.items())
     groups = "\n".join(f"  {g}: {', '.join(group_options(g))}" for g in GROUPS)

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from vitfsdp.provenance import redact
+
 LAUNCHERS = ("local", "slurm")
 #: Extra config directories (os.pathsep-separated), each holding cluster/<name>.yaml ...:
 #: added to Hydra's search path (hydra_plugins/vitfsdp_searchpath) and carried into job
@@ -85,8 +87,6 @@ def check_text(key: str, value: str) -> None:
         ValueError: ``value`` holds a control character (shown redacted where ``key`` looks
             secret, :func:`vitfsdp.provenance.redact`).
     """
-    from vitfsdp.provenance import redact
-
     if any(ord(c) < 32 or ord(c) == 127 for c in str(value)):
         raise ValueError(f"{key}={redact(key, str(value))!r} contains a control character "
                          "(newline, tab, ...); remove it")

@@ -20,6 +20,7 @@ Two sweeps cannot work in one directory at once: :class:`SweepLock`.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import fcntl
 import hashlib
@@ -141,7 +142,6 @@ def prepare_rerun(run_dir: Path, keep: tuple[str, ...], make_dirs: tuple[str, ..
 def main(argv: list[str] | None = None) -> int:
     """``python -m vitfsdp.launch.resume RUN_DIR [--keep NAME ...] [--mkdir NAME ...]``: see
     :func:`prepare_rerun`; the exit code is its return value."""
-    import argparse
 
     parser = argparse.ArgumentParser(prog="python -m vitfsdp.launch.resume",
                                      description=prepare_rerun.__doc__.split("\n\n")[0])

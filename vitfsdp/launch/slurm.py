@@ -452,6 +452,8 @@ class TrainTask:
 
     def checkpoint(self, spec: TaskSpec):
         """On the requeue signal: let the training save and exit, then requeue this task."""
+        # submitit only where a job is submitted or requeued: validation, --status and
+        # --scripts-only start without it
         import submitit
 
         child = self._child
@@ -496,6 +498,8 @@ def submit(points: Sequence, sweep_dir: Path, job_name: str) -> list[str]:
         ValueError: a value no job script can carry (:func:`check_values`); nothing queued.
         submitit.core.utils.FailedJobError / FailedSubmissionError: sbatch refused a job.
     """
+    # submitit only where a job is submitted or requeued: validation, --status and --scripts-only
+    # start without it
     import submitit
 
     for p in points:
