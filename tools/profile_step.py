@@ -85,10 +85,10 @@ def jax_steps(cfg: RunConfig, env: DistEnv) -> dict:
     import jax
     import optax
 
+    from vitfsdp.config_jax import jax_precision
     from vitfsdp.jax import distributed as jdist
     from vitfsdp.jax import sharding
     from vitfsdp.jax import train as jtrain
-    from vitfsdp.jax.config import jax_precision
     from vitfsdp.jax.model import build_model
 
     jdist.initialize(env, cfg.device, cfg.train.timeout_s)
@@ -216,7 +216,10 @@ def trace(cfg: RunConfig, run, num_steps: int, folder: Path) -> None:
     if cfg.framework == "jax":
         import jax
 
-        with jax.profiler.trace(str(folder)):
+        if os.environ.get("RANK", "0") != "0":  # one trace per host: rank 0's
+            run(num_steps)
+            return
+        with jax.profiler.trace(str(folder), create_perfetto_trace=True):
             run(num_steps)
         return
     import torch
