@@ -8,11 +8,11 @@ Strategies under JAX (:mod:`vitfsdp.jax.sharding` builds the meshes):
 
 - ``DDP``: parameters and optimizer state replicated, the batch split over every device;
   XLA all-reduces the gradients.
-- ``FULL_SHARD``: parameters and AdamW moments sharded over the ``fsdp`` mesh axis, which
+- ``FULL_SHARD``: parameters and AdamW moments sharded over the ``shard`` mesh axis, which
   holds every device, with the batch over the same devices (ZeRO-3; XLA all-gathers a
   parameter where it is used and reduce-scatters its gradient).
-- ``HYBRID_<k>GPU``: a 2-D mesh of world/k replicas (``data`` axis) × shard groups of k
-  consecutive ranks (``fsdp`` axis); ``HYBRID_1GPU`` is therefore DDP's layout.
+- ``HYBRID_<k>GPU``: a 2-D mesh of world/k replicas (``replicate`` axis) × shard groups of k
+  consecutive ranks (``shard`` axis); ``HYBRID_1GPU`` is therefore DDP's layout.
 - ``NO_SHARD`` is refused: under jax.sharding, replicated parameters with all-reduced
   gradients *are* DDP; the compiled step would be DDP's, so the point would duplicate DDP
   under another name.

@@ -214,7 +214,7 @@ def jax_memory_breakdown(cfg, device: str) -> dict[str, int]:
     as :func:`memory_breakdown` returns them.
 
     The JAX layout (:mod:`vitfsdp.jax.sharding`): parameters (fp32), gradients (fp32) and
-    optax's AdamW moments split over the ``fsdp`` axis (the shard group), as under FSDP; no
+    optax's AdamW moments split over the ``shard`` axis (the shard group), as under FSDP; no
     FSDP unit buffers and no DDP buckets: XLA all-gathers each sharded weight before its use,
     and its scheduler keeps the gathered copies of the whole model, in the compute dtype, for
     the backward (assumption: the worst case of XLA's scheduling, counted where the group is
