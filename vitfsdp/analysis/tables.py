@@ -140,9 +140,8 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
 def _warn_unlabelled_repeats(done: pd.DataFrame, keys: list[str]) -> None:
     """Warn when runs of one point share a ``repeat`` label: they are aggregated as repeats,
     but they may differ in a setting the analysis does not tell apart."""
-    repeat = done["repeat"].fillna(0)
-    dup = done[repeat.groupby([done[k] for k in keys], dropna=False).transform(
-        lambda r: r.duplicated(keep=False))]  # fmt: skip
+    labelled = done[keys].assign(_repeat=done["repeat"].fillna(0))
+    dup = done[labelled.duplicated(keep=False)]  # one pass, not a function per point
     if len(dup):
         log.warning("%d completed runs share a point and a repeat label (e.g. %s); they are "
                     "aggregated as repeats: give repeated runs distinct repeat=N",
