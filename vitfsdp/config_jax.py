@@ -35,6 +35,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from vitfsdp.parallel import auto_precision
+
 if TYPE_CHECKING:  # annotations only; the root config imports this module, not the reverse
     from vitfsdp.parallel import MixedPrecisionConfig, StrategyConfig
 
@@ -133,10 +135,11 @@ def check_run_config(cfg: RunSettings) -> None:
 def jax_precision(precision: str, backend: str) -> str:
     """The compute dtype name of ``precision`` on JAX ``backend`` (``jax.default_backend()``:
     cpu, gpu, cuda, rocm, tpu): ``auto`` is fp32 on cpu and bf16 on an accelerator, as
-    :func:`vitfsdp.parallel.auto_precision` resolves it for torch; fp32 and bf16 stay."""
+    :func:`vitfsdp.parallel.auto_precision` resolves it for torch (that one rule, with
+    every accelerator backend as torch's ``cuda``); fp32 and bf16 stay."""
     if precision != "auto":
         return precision
-    return "fp32" if backend == "cpu" else "bf16"
+    return auto_precision("cpu" if backend == "cpu" else "cuda")
 
 
 def _value(cfg: RunSettings, dotted: str):

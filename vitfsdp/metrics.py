@@ -40,6 +40,9 @@ Memory, measured on every rank per window and reduced over ranks (``*_gib`` = ma
 
 The loss is the mean over the window's steps and over ranks. All figures of a window are
 gathered with one collective at its end.
+
+torch loads on first use, inside the functions that need it: the config reads
+:class:`MetricsConfig` without it.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import platform
 import re
 import time
 from dataclasses import dataclass
@@ -54,6 +58,7 @@ from typing import TYPE_CHECKING
 
 from vitfsdp.core.loop import WARMUP_RULE as WARMUP_RULE  # its home is the loop's schedule
 from vitfsdp.core.throughput import window_figures
+from vitfsdp.sinks import WANDB_MODES, require_package
 
 if TYPE_CHECKING:  # torch is imported where a run measures: configs import this module
     import torch
@@ -84,8 +89,6 @@ class MetricsConfig:
     wandb_project: str = "vitfsdp"
 
     def __post_init__(self) -> None:
-        from vitfsdp.sinks import WANDB_MODES, require_package
-
         if self.wandb is not None and self.wandb not in WANDB_MODES:
             raise ValueError(f"metrics.wandb={self.wandb!r} is unknown; valid: "
                              f"{', '.join(WANDB_MODES)} or null (off)")
@@ -220,6 +223,7 @@ def measure_matmul_peak(device: torch.device, compute_dtype: str, size: int = 0,
     Raises:
         ValueError: ``compute_dtype`` is not fp32, bf16 or fp16.
     """
+    # torch on use (module docstring)
     import torch
 
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -281,8 +285,6 @@ def resolve_peak(device: torch.device, device_name: str, compute_dtype: str,
 def cpu_name() -> str:
     """The CPU's model name (/proc/cpuinfo ``model name``, e.g. ``AMD EPYC 7763 64-Core
     Processor``), else the machine's architecture (``x86_64``) where Linux does not say."""
-    import platform
-
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             names = [line.split(":", 1)[1].strip() for line in f
@@ -300,6 +302,7 @@ def device_info(device: torch.device) -> dict:
         # host_cpus: the logical CPUs of the host, which CPU ranks of one host share
         return {"type": "cpu", "name": cpu_name(), "memory_gib": None,
                 "host_cpus": os.cpu_count()}
+    # torch on use (module docstring)
     import torch
 
     props = torch.cuda.get_device_properties(device)
@@ -334,6 +337,7 @@ def local_memory(device: torch.device) -> dict:
     (for a failure report, when collectives may be broken): ``peak_mem_allocated_gib`` and
     ``peak_mem_reserved_gib`` (GPU; ``None`` on CPU), ``peak_rss_gib`` (VmHWM; ``None``
     where unreadable), all in GiB."""
+    # torch on use (module docstring)
     import torch
 
     alloc = reserved = None
@@ -431,6 +435,7 @@ class DeviceMemoryProbe:
         self.pci_bus_id: str | None = None
         if device.type != "cuda":
             return
+        # torch on use (module docstring)
         import torch
 
         index = device.index if device.index is not None else torch.cuda.current_device()
@@ -441,6 +446,7 @@ class DeviceMemoryProbe:
     def _open(self, index: int) -> tuple:
         """(backend, used-GiB function, driver version, PCI bus id) of CUDA device ``index``;
         all None, with one warning, where the driver library cannot give them."""
+        # torch on use (module docstring)
         import torch
 
         props = torch.cuda.get_device_properties(index)
@@ -459,6 +465,7 @@ class DeviceMemoryProbe:
 
     @staticmethod
     def _open_nvml(index: int, props) -> tuple:
+        # nvidia-ml-py only on NVIDIA GPUs (optional where absent)
         import pynvml
 
         pynvml.nvmlInit()
@@ -527,6 +534,7 @@ class _Clock:
         self._start = self._t0 = None
 
     def start(self) -> None:
+        # torch on use (module docstring)
         import torch
 
         if self.cuda:
@@ -538,6 +546,7 @@ class _Clock:
     def stop(self) -> float:
         if not self.cuda:
             return time.perf_counter() - self._t0
+        # torch on use (module docstring)
         import torch
 
         end = torch.cuda.Event(enable_timing=True)
@@ -582,6 +591,7 @@ class WindowMeter:
     def start(self) -> None:
         """Reset the peak-memory counters and start the clock (no host synchronization)."""
         if self.device.type == "cuda":
+            # torch on use (module docstring)
             import torch
 
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -619,6 +629,7 @@ class WindowMeter:
         return out
 
     def _alloc_counts(self) -> tuple[int, int]:
+        # torch on use (module docstring)
         import torch
 
         stats = torch.cuda.memory_stats(self.device)
@@ -637,6 +648,7 @@ class WindowMeter:
 
     def _gather(self, values: list[float]) -> list[list[float]]:
         """Every rank's ``values``, indexed by rank (one all-gather)."""
+        # torch on use (module docstring)
         import torch
         import torch.distributed as dist
 

@@ -265,7 +265,7 @@ def release_freed_host_memory(device: torch.device, enabled: bool) -> dict:
     """
     if not enabled or device.type != "cpu":
         return {}
-    try:
+    try:  # ctypes only for glibc's mallopt on Linux
         import ctypes
 
         libc = ctypes.CDLL("libc.so.6")
@@ -568,7 +568,7 @@ def _check_fused(device: torch.device) -> None:
 def _fused_devices() -> list[str]:
     """Device types with fused optimizer kernels in this torch (torch's private list; if it
     moves, CUDA only)."""
-    try:
+    try:  # private torch API, absent in some releases
         from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
     except ImportError:
         return ["cuda"]
@@ -577,7 +577,7 @@ def _fused_devices() -> list[str]:
 
 def default_adamw(params) -> str:
     """The implementation torch's AdamW picks when neither foreach nor fused is given."""
-    try:
+    try:  # private torch API, absent in some releases
         from torch.optim.optimizer import _default_to_fused_or_foreach
     except ImportError:
         return "auto"

@@ -342,6 +342,7 @@ def profile_fsdp_step(cfg: RunConfig, device: torch.device, folder: Path,
     Returns:
         The path of ``ops.txt``.
     """
+    # torch.profiler only where --profile-steps asks for a trace
     from torch.profiler import ProfilerActivity, profile
 
     numerics = torch_train.apply_numerics(cfg.kernels)
