@@ -118,9 +118,12 @@ def steps(states):
 
 
 def test_compiled_step_holds_shards_and_gathers_weights(steps):
-    text = {name: c.as_text() for name, c in steps.items()}
-    assert "all-reduce" in text["DDP"] and "all-gather" not in text["DDP"]
-    assert "all-gather" in text["FULL_SHARD"] and "all-gather" in text["HYBRID_2GPU"]
+    ops = {name: _collectives(c) for name, c in steps.items()}
+    # one collective per unit (blocks_0, root) and kind, not one per parameter
+    assert ops["DDP"] == {"all-reduce": 1, "all-gather": 0, "reduce-scatter": 0,
+                          "all-to-all": 0}
+    for name in ("FULL_SHARD", "HYBRID_2GPU"):
+        assert ops[name]["all-gather"] == ops[name]["reduce-scatter"] == 2
     # per-device inputs of the step: the whole state under DDP, 1/8 and 1/2 of it sharded
     arg = {name: c.memory_analysis().argument_size_in_bytes for name, c in steps.items()}
     batch_bytes = 32 * (3 * 16 * 16 + 1) * 4 // 8

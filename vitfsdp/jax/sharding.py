@@ -53,8 +53,6 @@ BATCH_SPEC = PartitionSpec(MESH_AXES)
 BUCKET_BYTES = 25 * 2**20
 #: Top-level parameters outside the blocks (embeddings, final norm, head) form one unit.
 ROOT_UNIT = "root"
-#: The former JAX names of the mesh axes, until every caller reads the ones above.
-DATA_AXIS, FSDP_AXIS = REPLICATE_AXIS, SHARD_AXIS
 
 #: ``(params, images (b,3,H,W), labels (b,)) → mean loss over the b images`` of one device.
 LossFn = Callable[[Any, jax.Array, jax.Array], jax.Array]

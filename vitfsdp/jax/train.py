@@ -193,7 +193,7 @@ def run_info(cfg: RunConfig, env: DistEnv, run_dir: Path, model: ViT,
     shapes = jax.eval_shape(lambda: _init(model, optax.adamw(1.0), jax.random.key(0)))
     world = runinfo.World(
         size=jax.device_count(), nodes=cfg.nodes, ranks_per_node=cfg.cluster.gpus_per_node,
-        replicas=mesh.shape[sharding.DATA_AXIS],
+        replicas=mesh.shape[sharding.REPLICATE_AXIS],
         sharding_strategy=cfg.strategy.sharding_strategy,
         backend="gloo" if jax.default_backend() == "cpu" else "nccl", launched_by=env.source)
     size = runinfo.ModelSize(
@@ -356,20 +356,21 @@ def make_train_step(model: ViT, tx: optax.GradientTransformation, mesh: jax.shar
     """The jitted AdamW step ``(state, images (B,3,H,W) f32, labels (B,) i32) → (state,
     mean cross-entropy over the global batch)``; the state is donated (updated in place).
 
-    Activations are kept split by batch (:func:`vitfsdp.jax.sharding.activation_constraint`)
-    and gradients constrained to the parameters' layout, so sharded strategies all-gather
-    weights and reduce-scatter gradients rather than all-reducing whole gradients.
+    The loss and gradients come from :func:`vitfsdp.jax.sharding.sharded_value_and_grad`:
+    each FSDP unit's weights all-gathered and its gradients reduce-scattered (or, where
+    parameters are whole, all-reduced in buckets), one collective per unit on a flat buffer,
+    not one per parameter (docs/jax.md: XLA's CPU runtime runs a combined collective as one
+    gloo call per parameter).
     """
-    grad_shardings = state_shardings["params"]
-    model = model.clone(constrain=sharding.activation_constraint(mesh))
+
+    def loss_fn(params: Any, images: jax.Array, labels: jax.Array) -> jax.Array:
+        logits = model.apply({"params": params}, images)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+    value_and_grad = sharding.sharded_value_and_grad(loss_fn, mesh)
 
     def step(state: State, images: jax.Array, labels: jax.Array) -> tuple[State, jax.Array]:
-        def loss_fn(params):
-            logits = model.apply({"params": params}, images)
-            return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
-
-        loss, grads = jax.value_and_grad(loss_fn)(state["params"])
-        grads = jax.lax.with_sharding_constraint(grads, grad_shardings)
+        loss, grads = value_and_grad(state["params"], images, labels)
         updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
         return {"params": optax.apply_updates(state["params"], updates),
                 "opt_state": opt_state}, loss
