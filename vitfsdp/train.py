@@ -79,8 +79,8 @@ def main(dcfg: DictConfig) -> None:
 
 
 def dry_run_report(cfg: RunConfig) -> str:
-    """Per-rank parameter, gradient and optimizer bytes of ``cfg`` at its world size, from a
-    meta-device build (nothing allocated, no process started)."""
+    """Per-rank parameter, gradient and optimizer bytes of ``cfg`` at its world size, from the
+    parameter count of the architecture table (nothing allocated, no process started)."""
     b = plan.state_bytes(cfg.model, cfg.num_classes, cfg.strategy, cfg.world_size,
                          cfg.precision_settings().param_dtype)
     label = (f"{cfg.model.name} {cfg.strategy.name} on {cfg.world_size} ranks "

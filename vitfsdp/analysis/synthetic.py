@@ -23,6 +23,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from vitfsdp.records import RunRecords
+
 log = logging.getLogger(__name__)
 
 MODELS = {"vit_base": 87e6, "vit_huge": 635e6, "vit_1b": 914e6, "vit_3b": 3067e6}
@@ -48,6 +50,7 @@ def point_overrides() -> list[list[str]]:
 def base_configs() -> dict[str, dict]:
     """The resolved config (``dataclasses.asdict(RunConfig)``, as run.json holds it) of each
     strategy on a Frontier-like profile, composed once through Hydra."""
+    # Hydra and the config only where synthetic runs are made (benchmarks, tests)
     from hydra import compose, initialize_config_dir
 
     from vitfsdp.config import CONF_DIR, register_configs, to_run_config
@@ -89,8 +92,6 @@ def _figures(model: str, strategy: str, nodes: int, rng: random.Random) -> tuple
 def write_synthetic_run(run_dir: Path, info: dict, status: str, rng: random.Random) -> None:
     """One run's records: a warm-up window and four measured ones (an oom stops after two, a
     timeout after one, a failure before any)."""
-    from vitfsdp.records import RunRecords
-
     cfg = info["config"]
     ips, mem = _figures(cfg["model"]["name"], cfg["strategy"]["name"], cfg["nodes"], rng)
     windows = {"completed": 5, "oom": 2, "timeout": 1, "failed": 0}[status]

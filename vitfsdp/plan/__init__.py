@@ -350,6 +350,7 @@ def predict_run(run_info: dict) -> dict | None:
         ``pred_mem_metric`` (the measured column to compare memory with); None when the
         config cannot be rebuilt (records of an older schema).
     """
+    # the config (Hydra) on use: `python -m vitfsdp.plan --help` starts without it
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 

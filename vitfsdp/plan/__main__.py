@@ -41,6 +41,7 @@ def compose_points(overrides: list[str]) -> list[tuple[list[str], object]]:
     Raises:
         ValueError: a point does not compose or validate; the message names the point.
     """
+    # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import open_dict
@@ -69,6 +70,7 @@ def plan_table(overrides: list[str]) -> pd.DataFrame:
     activation checkpointing, every Prediction field, and ``rank``: 1 for the highest
     predicted ips among the points that fit with the same model and node count (None for a
     point that does not fit or has no ips)."""
+    # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
     import pandas as pd
 
     from vitfsdp.plan import predict
@@ -101,6 +103,7 @@ def rank_points(df: pd.DataFrame) -> pd.DataFrame:
 
 def _number(x) -> str:
     """A figure for the terminal: no scientific notation, 3-4 significant digits."""
+    # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
     import pandas as pd
 
     if x is None or x is pd.NA or (isinstance(x, float) and pd.isna(x)):
@@ -122,6 +125,7 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
         by_rank: order the rows per model and node count by ``rank`` (the points that fit,
             most ips first), the others after them.
     """
+    # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
     import pandas as pd
 
     if by_rank:
@@ -176,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.calibrate:
+            # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
             from vitfsdp.plan.calibrate import calibrate
 
             print(calibrate(args.calibrate, args.overrides))

@@ -80,6 +80,7 @@ def compare(runs: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
 
 def _load(run_dir: Path):
     """(run.json, summary.json, RunConfig) of a completed run, or None."""
+    # the config (Hydra) on use: `python -m vitfsdp.plan --help` starts without it
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
