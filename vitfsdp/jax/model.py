@@ -32,8 +32,10 @@ DTYPES = {"fp32": jnp.float32, "bf16": jnp.bfloat16}
 LN_EPS = 1e-6  # timm VisionTransformer's LayerNorm epsilon
 
 _normal02 = nn.initializers.normal(0.02)
-#: A function applied to every activation (B, ...) between layers; the parallel code passes
-#: a sharding constraint here (model code knows nothing of meshes). None: identity.
+#: A function applied to every activation (B, ...) between layers; a step whose collectives
+#: XLA's SPMD partitioner places passes a sharding constraint here
+#: (:func:`vitfsdp.jax.sharding.activation_constraint`; the trainer's step runs the model
+#: per device and needs none). Model code knows nothing of meshes. None: identity.
 Constrain = Callable[[jax.Array], jax.Array] | None
 
 
