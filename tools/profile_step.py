@@ -47,6 +47,9 @@ def main() -> None:
     parser.add_argument("--cprofile", type=Path, help="rank 0's cProfile output file")
     args = parser.parse_args()
     cfg, env = compose(args.overrides), discover()
+    if env.world_size != cfg.world_size:
+        raise SystemExit(f"started {env.world_size} processes for nodes × cluster.gpus_per_node"
+                         f" = {cfg.world_size} ranks; start as many (torchrun --nproc_per_node)")
     if cfg.framework == "jax":
         steps = jax_steps(cfg, env)
     else:
@@ -101,7 +104,7 @@ def jax_steps(cfg: RunConfig, env: DistEnv) -> dict:
     tx = optax.adamw(cfg.train.lr, weight_decay=cfg.train.weight_decay)
     batch = next(jtrain.device_batches(cfg, mesh))
     out = {}
-    for kind, make in (("explicit", explicit_train_step), ("xla", spmd_train_step)):
+    for kind, make in (("explicit", jtrain.make_train_step), ("xla", spmd_train_step)):
         state, shardings = jtrain.init_state(model, tx, mesh, cfg.train.seed)
         step = make(model, tx, mesh, shardings).lower(state, *batch).compile()
         ops = collections.Counter(COLLECTIVE.findall(step.as_text()))
@@ -125,32 +128,6 @@ def _jax_runner(step, state, batch):
         return time.perf_counter() - t, time.process_time() - c
 
     return run
-
-
-def explicit_train_step(model, tx, mesh, state_shardings):
-    """The step with the collectives written out, one per unit on a flat buffer
-    (:func:`vitfsdp.jax.sharding.sharded_value_and_grad`)."""
-    import jax
-    import optax
-
-    from vitfsdp.jax import sharding
-
-    def loss_fn(params, images, labels):
-        logits = model.apply({"params": params}, images)
-        return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
-
-    value_and_grad = sharding.sharded_value_and_grad(loss_fn, mesh)
-
-    def step(state, images, labels):
-        loss, grads = value_and_grad(state["params"], images, labels)
-        updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
-        return {"params": optax.apply_updates(state["params"], updates),
-                "opt_state": opt_state}, loss
-
-    batch = sharding.batch_sharding(mesh)
-    return jax.jit(step, in_shardings=(state_shardings, batch, batch),
-                   out_shardings=(state_shardings, sharding.replicated(mesh)),
-                   donate_argnums=0)
 
 
 def spmd_train_step(model, tx, mesh, state_shardings):
