@@ -150,6 +150,35 @@ def test_same_losses_under_every_layout(states, steps):
         np.testing.assert_allclose(losses[name], losses["DDP"], rtol=1e-5)
 
 
+def test_the_xla_placed_step_trains_alike_and_is_the_accelerator_default(states, steps):
+    """collectives="xla" (the SPMD partitioner's step, the default off CPU) gives the explicit
+    step's losses; on CPU it runs collectives per parameter, which is why CPU runs use the
+    explicit one."""
+    assert jtrain.step_collectives("cpu") == "explicit"
+    assert jtrain.step_collectives("gpu") == jtrain.step_collectives("rocm") == "xla"
+    with pytest.raises(ValueError, match="collectives="):
+        jtrain.make_train_step(_tiny(), optax.adamw(1e-3), *states["DDP"][::2], "nccl")
+    mesh, state, shardings = states["FULL_SHARD"]
+    batch_sharding = sharding.batch_sharding(mesh)
+    shapes = [jax.ShapeDtypeStruct((32, 3, 16, 16), np.float32, sharding=batch_sharding),
+              jax.ShapeDtypeStruct((32,), np.int32, sharding=batch_sharding)]
+    xla = jtrain.make_train_step(_tiny(), optax.adamw(1e-3), mesh, shardings,
+                                 "xla").lower(state, *shapes).compile()
+    assert _collectives(xla)["all-gather"] > _collectives(steps["FULL_SHARD"])["all-gather"]
+    rng = np.random.default_rng(0)
+    images = rng.standard_normal((32, 3, 16, 16), dtype=np.float32)
+    labels = rng.integers(0, 10, 32).astype(np.int32)
+    losses = {}
+    for kind, step in (("explicit", steps["FULL_SHARD"]), ("xla", xla)):
+        s = jax.tree.map(lambda x: x.copy(), state)  # the step donates its input
+        batch = [jax.device_put(a, batch_sharding) for a in (images, labels)]
+        losses[kind] = []
+        for _ in range(3):
+            s, loss = step(s, *batch)
+            losses[kind].append(float(loss))
+    np.testing.assert_allclose(losses["xla"], losses["explicit"], rtol=1e-5)
+
+
 def _collectives(compiled) -> dict[str, int]:
     """Collective ops in a compiled step's HLO, by kind."""
     text = compiled.as_text()

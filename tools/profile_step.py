@@ -104,9 +104,10 @@ def jax_steps(cfg: RunConfig, env: DistEnv) -> dict:
     tx = optax.adamw(cfg.train.lr, weight_decay=cfg.train.weight_decay)
     batch = next(jtrain.device_batches(cfg, mesh))
     out = {}
-    for kind, make in (("explicit", jtrain.make_train_step), ("xla", spmd_train_step)):
+    for kind in jtrain.STEP_COLLECTIVES:
         state, shardings = jtrain.init_state(model, tx, mesh, cfg.train.seed)
-        step = make(model, tx, mesh, shardings).lower(state, *batch).compile()
+        step = jtrain.make_train_step(model, tx, mesh, shardings,
+                                      kind).lower(state, *batch).compile()
         ops = collections.Counter(COLLECTIVE.findall(step.as_text()))
         if env.rank == 0:
             print(f"{kind}: collectives in the compiled step {dict(ops)}", flush=True)
@@ -128,34 +129,6 @@ def _jax_runner(step, state, batch):
         return time.perf_counter() - t, time.process_time() - c
 
     return run
-
-
-def spmd_train_step(model, tx, mesh, state_shardings):
-    """The step with XLA's SPMD partitioner placing the collectives: activations
-    constrained to the batch split, gradients to the parameters' layout."""
-    import jax
-    import optax
-
-    from vitfsdp.jax import sharding
-
-    grad_shardings = state_shardings["params"]
-    model = model.clone(constrain=sharding.activation_constraint(mesh))
-
-    def step(state, images, labels):
-        def loss_fn(params):
-            logits = model.apply({"params": params}, images)
-            return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
-
-        loss, grads = jax.value_and_grad(loss_fn)(state["params"])
-        grads = jax.lax.with_sharding_constraint(grads, grad_shardings)
-        updates, opt_state = tx.update(grads, state["opt_state"], state["params"])
-        return {"params": optax.apply_updates(state["params"], updates),
-                "opt_state": opt_state}, loss
-
-    batch = sharding.batch_sharding(mesh)
-    return jax.jit(step, in_shardings=(state_shardings, batch, batch),
-                   out_shardings=(state_shardings, sharding.replicated(mesh)),
-                   donate_argnums=0)
 
 
 def torch_steps(cfg: RunConfig, env: DistEnv) -> dict:

@@ -264,12 +264,14 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
         state, state_shardings = init_state(model, tx, mesh, tc.seed)
     batches = device_batches(cfg, mesh, skip=progress.step)
     batch = next(batches)
-    log.info("compiling the train step (XLA)")
+    collectives = step_collectives()
+    log.info("compiling the train step (XLA, %s collectives)", collectives)
     t = time.perf_counter()
-    step = make_train_step(model, tx, mesh, state_shardings).lower(state, *batch).compile()
+    step = make_train_step(model, tx, mesh, state_shardings,
+                           collectives).lower(state, *batch).compile()
     compile_s = time.perf_counter() - t
     log.info("compiled the train step in %.1f s", compile_s)
-    _record_applied(records, {"compile_s": compile_s})
+    _record_applied(records, {"compile_s": compile_s, "step_collectives": collectives})
     global_batch = tc.local_batch_size * cfg.world_size
     info = records.run_info
     meter = JaxWindowMeter(cfg.world_size, global_batch, info["model"]["train_flops_per_image"],
@@ -351,23 +353,59 @@ def state_layout(model: ViT, tx: optax.GradientTransformation, mesh: jax.shardin
     return target, shardings
 
 
+#: How the train step's collectives are placed (:func:`make_train_step`).
+STEP_COLLECTIVES = ("explicit", "xla")
+
+
+def step_collectives(backend: str | None = None) -> str:
+    """Which step :func:`make_train_step` builds on JAX ``backend`` (``None``:
+    ``jax.default_backend()``): ``explicit`` on ``cpu``, where XLA's CPU runtime runs a combined
+    collective as one gloo call per parameter (docs/jax.md); ``xla`` on accelerators, where
+    XLA's SPMD partitioner places the collectives, combines them into single NCCL/RCCL calls
+    and gathers the weights in the compute dtype."""
+    return "explicit" if (backend or jax.default_backend()) == "cpu" else "xla"
+
+
 def make_train_step(model: ViT, tx: optax.GradientTransformation, mesh: jax.sharding.Mesh,
-                    state_shardings: Any):
+                    state_shardings: Any, collectives: str | None = None):
     """The jitted AdamW step ``(state, images (B,3,H,W) f32, labels (B,) i32) → (state,
     mean cross-entropy over the global batch)``; the state is donated (updated in place).
 
-    The loss and gradients come from :func:`vitfsdp.jax.sharding.sharded_value_and_grad`:
-    each FSDP unit's weights all-gathered and its gradients reduce-scattered (or, where
-    parameters are whole, all-reduced in buckets), one collective per unit on a flat buffer,
-    not one per parameter (docs/jax.md: XLA's CPU runtime runs a combined collective as one
-    gloo call per parameter).
+    ``collectives`` (``None``: :func:`step_collectives` of the backend):
+
+    - ``explicit``: the loss and gradients come from
+      :func:`vitfsdp.jax.sharding.sharded_value_and_grad`: each FSDP unit's weights
+      all-gathered and its gradients reduce-scattered (or, where parameters are whole,
+      all-reduced in buckets), one collective per unit on a flat buffer.
+    - ``xla``: activations kept split by batch
+      (:func:`vitfsdp.jax.sharding.activation_constraint`) and gradients constrained to the
+      parameters' layout; XLA's SPMD partitioner all-gathers weights and reduce-scatters
+      gradients where they are used.
+
+    Raises:
+        ValueError: ``collectives`` is not one of :data:`STEP_COLLECTIVES`.
     """
+    collectives = collectives or step_collectives()
+    if collectives not in STEP_COLLECTIVES:
+        raise ValueError(f"collectives={collectives!r}; valid: {', '.join(STEP_COLLECTIVES)}")
 
-    def loss_fn(params: Any, images: jax.Array, labels: jax.Array) -> jax.Array:
-        logits = model.apply({"params": params}, images)
-        return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+    if collectives == "explicit":
+        def loss_fn(params: Any, images: jax.Array, labels: jax.Array) -> jax.Array:
+            logits = model.apply({"params": params}, images)
+            return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
-    value_and_grad = sharding.sharded_value_and_grad(loss_fn, mesh)
+        value_and_grad = sharding.sharded_value_and_grad(loss_fn, mesh)
+    else:
+        constrained = model.clone(constrain=sharding.activation_constraint(mesh))
+        grad_shardings = state_shardings["params"]
+
+        def value_and_grad(params: Any, images: jax.Array, labels: jax.Array):
+            def loss_fn(p: Any) -> jax.Array:
+                logits = constrained.apply({"params": p}, images)
+                return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+            loss, grads = jax.value_and_grad(loss_fn)(params)
+            return loss, jax.lax.with_sharding_constraint(grads, grad_shardings)
 
     def step(state: State, images: jax.Array, labels: jax.Array) -> tuple[State, jax.Array]:
         loss, grads = value_and_grad(state["params"], images, labels)
