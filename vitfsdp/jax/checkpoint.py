@@ -29,6 +29,7 @@ from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
+from jax.experimental import multihost_utils
 
 from vitfsdp import checkpoint
 
@@ -117,6 +118,4 @@ def _quiet() -> Iterator[None]:
 def _sync(name: str) -> None:
     """Wait until every process got here (nothing to wait for in one process)."""
     if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
         multihost_utils.sync_global_devices(name)

@@ -22,6 +22,8 @@ import os
 
 import jax
 import numpy as np
+import torch
+from jax.experimental import multihost_utils
 
 from vitfsdp.distributed import DistEnv, host_name
 
@@ -93,8 +95,6 @@ def check_platform(device: str) -> str:
 def _local_gpu(local_rank: int) -> list[int] | None:
     """``[LOCAL_RANK mod visible GPUs]`` (a rank bound to its own GPU sees index 0); None
     where no GPU is visible (JAX then runs on the CPU)."""
-    import torch
-
     count = torch.cuda.device_count()
     return [local_rank % count] if count else None
 
@@ -111,8 +111,6 @@ def gather_floats(values: list[float]) -> np.ndarray:
     row = np.asarray(values, dtype=np.float64)
     if jax.process_count() == 1:
         return row[None]
-    from jax.experimental import multihost_utils
-
     return np.asarray(multihost_utils.process_allgather(row)).reshape(jax.process_count(), -1)
 
 
@@ -123,7 +121,5 @@ def rank_hostnames() -> list[str]:
     row[:len(name)] = np.frombuffer(name, dtype=np.uint8)
     if jax.process_count() == 1:
         return [host_name()]
-    from jax.experimental import multihost_utils
-
     rows = np.asarray(multihost_utils.process_allgather(row)).reshape(jax.process_count(), -1)
     return [bytes(r).rstrip(b"\0").decode(errors="replace") for r in rows]
