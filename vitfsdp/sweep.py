@@ -355,7 +355,6 @@ def _run(todo: list[Point], sweep_dir: Path, options: LaunchOptions) -> list[dic
 
 def _predicted_step_s(point: Point) -> float | None:
     """The plan's predicted seconds per step of ``point``; ``None`` where it has none."""
-
     try:
         return planner.predict(point.cfg).step_time_s
     except (ValueError, NotImplementedError):
@@ -370,7 +369,6 @@ def _consult_plan(points: list[Point], options: LaunchOptions) -> tuple[list[Poi
     Returns:
         the points to run, and point number → summary of each skipped point.
     """
-
     run, skipped = [], {}
     for p in points:
         label = _label(p.overrides) or "(defaults)"
@@ -574,7 +572,6 @@ def _submission_units(points: list[Point], sweep_dir: Path, options: LaunchOptio
 def _predicted_time_s(p: Point) -> int | None:
     """The plan's run time for the point, as ``cluster.time=auto`` resolves it, in seconds
     (None: no prediction)."""
-
     try:
         return time_limit_s(planner.auto_time_limit(p.cfg))
     except (ValueError, NotImplementedError):
@@ -654,7 +651,6 @@ def main(dcfg: DictConfig) -> None:
 def status_main(argv: Sequence[str]) -> int:
     """``--status SWEEP_DIR [--watch]``: print the sweep's status table (records and Slurm's
     queue), recording jobs that ended without a summary; ``--watch`` until all are done."""
-
     parser = argparse.ArgumentParser(prog="python -m vitfsdp.sweep --status")
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument("--watch", action="store_true", help="refresh until every point is done")

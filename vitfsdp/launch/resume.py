@@ -142,7 +142,6 @@ def prepare_rerun(run_dir: Path, keep: tuple[str, ...], make_dirs: tuple[str, ..
 def main(argv: list[str] | None = None) -> int:
     """``python -m vitfsdp.launch.resume RUN_DIR [--keep NAME ...] [--mkdir NAME ...]``: see
     :func:`prepare_rerun`; the exit code is its return value."""
-
     parser = argparse.ArgumentParser(prog="python -m vitfsdp.launch.resume",
                                      description=prepare_rerun.__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path)
