@@ -198,6 +198,19 @@ def test_one_panel_per_model(sweep: Path, tmp_path: Path) -> None:
     assert [ax.get_title().split()[0] for ax in fig.axes] == ["vit_base", "vit_tiny"]
 
 
+def test_panels_go_from_the_smallest_model(sweep: Path, tmp_path: Path) -> None:
+    """Panels are ordered by the recorded parameter count, not by name (``vit_1b`` sorts
+    before ``vit_base`` by name), in every figure."""
+    for model, params in (("vit_1b", 914_000_000), ("vit_base", 87_000_000)):
+        info = run_info("DDP", 1, model=model)
+        info["model"]["num_params"] = params
+        write_run(tmp_path / model, info, 10.0)
+    df = collect_runs([sweep, tmp_path])
+    for plot in (plot_weak_scaling, plot_memory, plot_loss):
+        titles = [ax.get_title().split()[0].rstrip(":") for ax in plot(df).axes]
+        assert list(dict.fromkeys(titles)) == ["vit_tiny", "vit_base", "vit_1b"], plot
+
+
 def run_cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get(
         "PYTHONPATH", "")])}  # fmt: skip
@@ -242,6 +255,14 @@ def test_cli_bad_dir(tmp_path: Path, make_dir: bool, message: str) -> None:
     assert not (bad / "analysis").exists()
     with pytest.raises(ValueError, match=message):
         collect_runs(bad)
+
+
+def test_cli_jobs_must_be_positive(sweep: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        analysis_main([str(sweep), "--jobs", "0"])
+    assert exit_info.value.code == 2
+    assert "--jobs=0 must be at least 1" in capsys.readouterr().err
+    assert not (sweep / "analysis").exists()
 
 
 def test_precision_and_compile_show_what_auto_resolved_to(tmp_path):

@@ -105,3 +105,72 @@ def test_figures_stay_bounded_and_failures_summarized_per_point(scale_sweep: lis
                    for _, counts in items), items
         assert " of 40 runs" in note and "more points (failures.csv)" in note
         assert note.count("\n") < 12  # a few lines, whatever the number of runs
+
+
+def test_figures_drawn_by_a_pool_equal_those_drawn_here(scale_sweep: list, tmp_path) -> None:
+    """A pool of one process beside this one (``--jobs 2``) draws the same pixels as this
+    process alone, every figure of FIGURES that the runs hold, each written once, returned
+    in FIGURES' order: the loss figure included, whose curves only this process kept."""
+    from matplotlib.image import imread
+
+    from vitfsdp.analysis import collect_runs
+    from vitfsdp.analysis.figures import FIGURES, figure_pool, write_figures
+
+    df = collect_runs(scale_sweep)
+    here = write_figures(df, tmp_path / "here", formats=("png",))
+    pool = figure_pool(2)
+    try:
+        assert pool is not None and pool.workers == 1
+        pooled = write_figures(df, tmp_path / "pool", formats=("png",), pool=pool)
+    finally:
+        pool.shutdown()
+    assert list(pooled) == list(here) == [n for n in FIGURES if n != "prefetch"]
+    for name, path in here.items():
+        a, b = imread(path), imread(pooled[name])
+        assert a.shape == b.shape and (a == b).all(), name
+    assert sorted(p.name for p in (tmp_path / "pool").iterdir()) == sorted(
+        f"{n}.png" for n in here)
+    assert figure_pool(1) is None  # --jobs 1: everything drawn in this process
+
+
+def test_a_figure_whose_process_died_is_drawn_here(scale_sweep: list, tmp_path) -> None:
+    """A figure process killed (for memory, say) breaks the pool: its figure is drawn in
+    this process instead, with a warning, and nothing is missing."""
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    from vitfsdp.analysis import collect_runs
+    from vitfsdp.analysis.figures import PendingFigures
+
+    class DeadPool:  # a pool whose every process has died: what cannot be staged reliably
+        workers = 1
+
+        def submit(self, *args, **kwargs) -> Future:
+            future = Future()
+            future.set_exception(BrokenProcessPool("a child process terminated abruptly"))
+            return future
+
+    df = collect_runs(scale_sweep)
+    names = ("weak_scaling", "loss")
+    paths = PendingFigures(df, tmp_path, ("png",), names, pool=DeadPool()).result()
+    assert list(paths) == list(names) and all(p.exists() for p in paths.values())
+
+
+def test_each_process_holds_one_figure_and_this_one_draws_the_rest(scale_sweep: list,
+                                                                    tmp_path) -> None:
+    """With one busy process beside it, this process draws the next figure itself instead of
+    queueing it behind the busy one; every figure is written. (A thread stands in for the
+    pool's process: the hand-out is the same.)"""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from vitfsdp.analysis import collect_runs
+    from vitfsdp.analysis.figures import PendingFigures
+
+    df = collect_runs(scale_sweep)
+    with ThreadPoolExecutor(1) as pool:
+        pool.workers = 1
+        pending = PendingFigures(df, tmp_path, ("png",), ("weak_scaling", "memory"), pool=pool)
+        assert list(pending.futures) == ["memory"] and pending.todo == ["weak_scaling"]
+        paths = pending.result()
+    assert list(paths) == ["weak_scaling", "memory"]
+    assert all(p.exists() for p in paths.values())

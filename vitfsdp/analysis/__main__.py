@@ -1,7 +1,8 @@
 """``python -m vitfsdp.analysis SWEEP_DIR... [--report] [--out DIR] [--dataset-size N]``.
 
 Reads the records of every run below the sweep dirs and writes into ``--out`` (default
-``SWEEP_DIR/analysis`` for one sweep dir; required for several):
+``SWEEP_DIR/analysis`` for one sweep dir; required for several; ``--jobs N`` processes draw
+the figures at the same time, by default one per figure up to the CPUs available):
 
 - ``runs.csv``: every run, whatever its status (``collect_runs``);
 - ``scaling.csv``: completed runs with ideal ips, scaling efficiency, TFLOP/s and MFU
@@ -35,7 +36,7 @@ from pathlib import Path
 import pandas as pd
 
 from vitfsdp.analysis.collect import collect_runs, contention_note, format_table
-from vitfsdp.analysis.figures import write_figures
+from vitfsdp.analysis.figures import PendingFigures, figure_pool
 from vitfsdp.analysis.report import report_sections, write_report
 from vitfsdp.analysis.tables import IMAGENET_TRAIN_IMAGES, study_tables
 
@@ -65,7 +66,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="images per epoch for the cost per epoch (default: ImageNet-1k train, "
              f"{IMAGENET_TRAIN_IMAGES:,})",
     )  # fmt: skip
+    parser.add_argument(
+        "--jobs", type=int, default=None, metavar="N",
+        help="processes drawing the figures at the same time (default: one per figure, at "
+             "most the CPUs available; 1 draws them in this process)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs={args.jobs} must be at least 1")
     if args.dataset_size < 1:
         parser.error(f"--dataset-size={args.dataset_size} must be a positive number of images")
     if args.out is None:
@@ -90,14 +98,20 @@ def main(argv: list[str] | None = None) -> int:
     """Run the analysis; returns the exit code (0, or 2 for bad input)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
+    pool = figure_pool(args.jobs)  # its processes start while the records are read
     try:
-        df = collect_runs(args.sweep_dirs)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    tables = study_tables(df, args.dataset_size)
-    write_tables(tables, args.out)
-    figures = write_figures(df, args.out)
+        try:
+            df = collect_runs(args.sweep_dirs)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        pending = PendingFigures(df, args.out, pool=pool)  # drawn while the tables are made
+        tables = study_tables(df, args.dataset_size)
+        write_tables(tables, args.out)
+        figures = pending.result()
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     ratio = tables["framework_ratio"]
     if args.report:
         sections = report_sections(df, tables["points"], args.dataset_size, ratio,

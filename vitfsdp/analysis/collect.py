@@ -692,10 +692,10 @@ def framework_ratio_table(df: pd.DataFrame) -> pd.DataFrame:
         ``jax_over_torch`` (jax_ips / torch_ips; > 1: JAX is faster); empty (with these
         columns) when either framework has no completed run.
     """
-    keys = [*comparison_columns(df), "nodes"]
+    keys, lines = [*comparison_columns(df), "nodes"], line_columns(df)
     within = df[df["framework"] == "torch"].groupby(list(BASE_LINE_COLUMNS), dropna=False)
-    torch_keys = [c for c in TORCH_ONLY_COLUMNS if c in line_columns(df)
-                  and (within[c].nunique(dropna=False) > 1).any()]
+    torch_keys = [c for c in TORCH_ONLY_COLUMNS
+                  if c in lines and (within[c].nunique(dropna=False) > 1).any()]
     done = df[(df["status"] == "completed") & df["ips"].notna() & df["nodes"].notna()]
     by_framework = {fw: done[done["framework"] == fw] for fw in ("torch", "jax")}
     cols = [*keys, *torch_keys, *RATIO_COLUMNS]

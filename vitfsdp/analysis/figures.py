@@ -23,14 +23,18 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import multiprocessing
 import os
 import sys
 import textwrap
 from collections import Counter
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import matplotlib
 import pandas as pd
+from matplotlib import font_manager
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.font_manager import FontProperties
@@ -259,7 +263,8 @@ def plot_prefetch(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Fi
 
 
 @_paper_style
-def plot_loss(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure | None:
+def plot_loss(df: pd.DataFrame, path: str | os.PathLike | None = None,
+              curves: pd.DataFrame | None = None) -> Figure | None:  # fmt: skip
     """Training loss against step, a line per point, so a reader sees every configuration
     train (warm-up windows included; failed runs up to where they ended).
 
@@ -272,18 +277,20 @@ def plot_loss(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure
     Args:
         df: a ``collect_runs`` frame.
         path: where to save the figure (format from the suffix); not saved if ``None``.
+        curves: ``loss_curves(df)`` when the caller has it (another process drawing the
+            figure holds no curves kept by ``collect_runs``); read for ``df`` if ``None``.
 
     Returns:
         The figure, or ``None`` when no run recorded a loss.
     """
-    curves = loss_curves(df)
+    curves = loss_curves(df) if curves is None else curves
     if curves.empty:
         return None
     keys = _label_keys(df)
     looks = _looks(df, keys)
     info = df.assign(_label=line_labels(df, keys), _look=line_labels(df, _color_keys(keys)))
-    rows = curves.merge(info[["run_dir", "model", "nodes", "framework", "_label", "_look"]],
-                        on="run_dir")
+    rows = curves.merge(info[["run_dir", "model", "num_params", "nodes", "framework", "_label",
+                              "_look"]], on="run_dir")
     panels = _panels(rows)
     fig, axes = _new_figure(len(panels))
     for ax, (model, panel) in zip(axes, panels, strict=True):
@@ -395,19 +402,25 @@ def _ablation_failures(df: pd.DataFrame, model: str, nodes: int) -> pd.DataFrame
 #: Every figure by name: the file stem it is written under, and the function drawing it.
 FIGURES = {"weak_scaling": plot_weak_scaling, "memory": plot_memory, "loss": plot_loss,
            "prefetch": plot_prefetch}
+#: The figures, longest to draw first (memory has two panels per model, the loss figure a
+#: few lines per panel), the order in which :class:`PendingFigures` hands them out.
+COST_ORDER = ("memory", "weak_scaling", "prefetch", "loss")
 
 
 def write_figures(df: pd.DataFrame, out_dir: str | os.PathLike,
                   formats: tuple[str, ...] = ("png", "svg"),
-                  names: tuple[str, ...] = tuple(FIGURES)) -> dict[str, Path]:  # fmt: skip
+                  names: tuple[str, ...] = tuple(FIGURES),
+                  pool: FigurePool | None = None) -> dict[str, Path]:  # fmt: skip
     """Write figures into ``out_dir`` (created if missing), once per format.
 
     Args:
         df: a ``collect_runs`` frame.
         out_dir: the directory; files are ``<name>.<format>``.
-        formats: PNG at 150 dpi; SVG is vector (for papers).
+        formats: PNG at :data:`DPI` dpi; SVG is vector (for papers).
         names: which of :data:`FIGURES`: ``weak_scaling``, ``memory``, ``loss`` (written
             when a run recorded a loss) and ``prefetch`` (when the runs hold an ablation).
+        pool: processes drawing figures beside this one (:func:`figure_pool`); ``None``
+            draws them one after another here. The files are the same either way.
 
     Returns:
         The path of each figure's first format (by default the PNG), by name; the other
@@ -416,22 +429,121 @@ def write_figures(df: pd.DataFrame, out_dir: str | os.PathLike,
     Raises:
         ValueError: a name is not one of :data:`FIGURES`.
     """
-    unknown = [n for n in names if n not in FIGURES]
-    if unknown:
-        raise ValueError(f"unknown figure(s) {unknown}; valid: {', '.join(FIGURES)}")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for name in names:
-        fig = FIGURES[name](df)
-        if fig is None:
-            log.info("no %s figure: the runs hold no %s", name,
-                     "loss" if name == "loss" else "prefetch ablation")
-            continue
-        for fmt in formats:
-            _save(fig, out_dir / f"{name}.{fmt}")
-        paths[name] = out_dir / f"{name}.{formats[0]}"
-    return paths
+    return PendingFigures(df, out_dir, formats, names, pool).result()
+
+
+class PendingFigures:
+    """Figures being drawn by a :class:`FigurePool`'s processes while this process goes on
+    (writing the tables, say); :meth:`result` draws the ones no process has taken yet and
+    waits for the rest. Each process holds one figure at a time, so whichever is free
+    first takes the next. Without a pool every figure is drawn in :meth:`result`.
+    Arguments and errors as :func:`write_figures`."""
+
+    def __init__(self, df: pd.DataFrame, out_dir: str | os.PathLike,
+                 formats: tuple[str, ...] = ("png", "svg"),
+                 names: tuple[str, ...] = tuple(FIGURES),
+                 pool: FigurePool | None = None) -> None:  # fmt: skip
+        unknown = [n for n in names if n not in FIGURES]
+        if unknown:
+            raise ValueError(f"unknown figure(s) {unknown}; valid: {', '.join(FIGURES)}")
+        self.df, self.out_dir, self.formats, self.pool = df, Path(out_dir), formats, pool
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.todo = sorted(names, key=COST_ORDER.index)  # the longest to draw first
+        self.futures: dict[str, Future] = {}
+        # the curves collect_runs kept in this process, which the pool's processes lack
+        self.curves = loss_curves(df) if pool is not None and "loss" in names else None
+        self._hand_out()
+
+    def _hand_out(self) -> None:
+        """Give the next figures to the pool's idle processes, one each."""
+        if self.pool is None:
+            return
+        while self.todo and sum(not f.done() for f in self.futures.values()) < self.pool.workers:
+            name = self.todo.pop(0)
+            curves = self.curves if name == "loss" else None
+            self.futures[name] = self.pool.submit(_write_figure, name, self.df, self.out_dir,
+                                                  self.formats, curves)
+
+    def result(self) -> dict[str, Path]:
+        """Draw what is left, wait for the pool; the path of each figure's first format
+        (by default the PNG), by name."""
+        written: dict[str, Path | None] = {}
+        while self.todo:
+            self._hand_out()
+            if self.todo:  # every process is busy: draw the next one here
+                name = self.todo.pop(0)
+                written[name] = _write_figure(name, self.df, self.out_dir, self.formats)
+        for name, future in self.futures.items():
+            try:
+                written[name] = future.result()
+            except BrokenProcessPool as e:  # the process died (killed for memory, say)
+                log.warning("the process drawing %s ended (%s); drawing it here", name, e)
+                written[name] = _write_figure(name, self.df, self.out_dir, self.formats)
+        paths = {}
+        for name in FIGURES:  # in the order of FIGURES, however they were drawn
+            if name not in written:
+                continue
+            if written[name] is None:
+                log.info("no %s figure: the runs hold no %s", name,
+                         "loss" if name == "loss" else "prefetch ablation")
+                continue
+            for fmt in self.formats:
+                log.info("wrote %s", written[name].with_suffix(f".{fmt}"))
+            paths[name] = written[name]
+        return paths
+
+
+class FigurePool(ProcessPoolExecutor):
+    """Processes that draw figures beside this one (:class:`PendingFigures`).
+
+    They are spawned, not forked (a fork of a process holding threads, BLAS's or a logging
+    handler's, can deadlock), and start at once: each imports matplotlib and loads its font
+    while the caller reads the records, so create the pool before
+    :func:`~vitfsdp.analysis.collect.collect_runs`, and shut it down after the figures
+    (``with`` or :meth:`shutdown`).
+
+    Args:
+        workers: how many processes (at least 1).
+    """
+
+    def __init__(self, workers: int) -> None:
+        super().__init__(workers, mp_context=multiprocessing.get_context("spawn"))
+        self.workers = workers
+        for _ in range(workers):  # each submit starts a process while none is idle
+            self.submit(_warm_up)
+
+
+def figure_pool(jobs: int | None = None) -> FigurePool | None:
+    """The pool for ``jobs`` processes drawing figures at once, this one included, or
+    ``None`` for ``jobs=1`` (every figure drawn in this process).
+
+    Args:
+        jobs: default one per figure of :data:`FIGURES`, at most the CPUs this process may
+            run on (``os.sched_getaffinity``: a Slurm step's CPUs, not the node's).
+    """
+    if jobs is None:
+        cpus = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                else os.cpu_count() or 1)  # fmt: skip
+        jobs = min(len(FIGURES), cpus)
+    return FigurePool(jobs - 1) if jobs > 1 else None
+
+
+def _warm_up() -> None:
+    """Run in a new figure process: load the font every figure's text is measured with."""
+    font_manager.findfont(FontProperties(family=matplotlib.rcParams["font.family"]))
+
+
+def _write_figure(name: str, df: pd.DataFrame, out_dir: Path, formats: tuple[str, ...],
+                  curves: pd.DataFrame | None = None) -> Path | None:  # fmt: skip
+    """Draw figure ``name`` of ``df`` and save it once per format; the first format's path,
+    or ``None`` when the runs hold nothing to draw (no loss, no ablation)."""
+    fig = (FIGURES[name](df, curves=curves) if name == "loss" and curves is not None
+           else FIGURES[name](df))  # fmt: skip
+    if fig is None:
+        return None
+    for fmt in formats:
+        fig.savefig(out_dir / f"{name}.{fmt}", dpi=DPI)
+    return out_dir / f"{name}.{formats[0]}"
 
 
 def figure_script(name: str, argv: list[str]) -> int:
@@ -485,9 +597,18 @@ def _memory_groups(panel: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 
 
 def _panels(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """``(model, rows)`` per model, in sorted order; a missing model name reads ``unknown``."""
+    """``(model, rows)`` per model, smallest model first (by recorded ``num_params``, then
+    name; models with no size recorded last); a missing model name reads ``unknown``."""
     models = df["model"].astype("string").fillna("unknown")
-    return [(str(m), panel) for m, panel in df.groupby(models, sort=True)]
+    panels = [(str(m), panel) for m, panel in df.groupby(models, sort=True)]
+    if "num_params" not in df:
+        return panels
+
+    def size(panel: pd.DataFrame) -> float:
+        params = pd.to_numeric(panel["num_params"], errors="coerce").max()
+        return math.inf if pd.isna(params) else float(params)
+
+    return sorted(panels, key=lambda mp: size(mp[1]))  # stable: equal sizes by name
 
 
 def _lines(panel: pd.DataFrame, keys: list[str]) -> list[tuple[str, pd.DataFrame]]:

@@ -63,10 +63,11 @@ def compare(runs: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame(columns=[*keys, *CALIBRATION_COLUMNS])
     metric = runs["pred_mem_metric"].where(runs["pred_mem_metric"].isin(runs.columns))
-    measured = [row[m] if isinstance(m, str) else np.nan
-                for (_, row), m in zip(runs.iterrows(), metric, strict=True)]
-    table = runs.assign(mem_metric=metric,
-                        measured_mem_gib=pd.Series(measured, runs.index, dtype="float64"))
+    measured = pd.Series(np.nan, runs.index, dtype="float64")
+    for name in metric.dropna().unique():  # one column per metric, not one row at a time
+        rows = metric == name
+        measured[rows] = pd.to_numeric(runs.loc[rows, name], errors="coerce")
+    table = runs.assign(mem_metric=metric, measured_mem_gib=measured)
     for col in CALIBRATION_COLUMNS:
         if col not in table:
             table[col] = np.nan

@@ -27,7 +27,10 @@ def find_run_dirs(sweep_dir: str | os.PathLike) -> list[Path]:
         raise ValueError(f"sweep dir {sweep_dir} does not exist; pass a sweep's output directory")
     if not sweep_dir.is_dir():
         raise ValueError(f"sweep dir {sweep_dir} is not a directory")
-    run_dirs = sorted(Path(d) for d, _, files in os.walk(sweep_dir) if RUN_FILE in files)
+    # sorted as paths sort (component by component), on the text: no Path per comparison
+    found = sorted((d for d, _, files in os.walk(sweep_dir) if RUN_FILE in files),
+                   key=lambda d: d.split(os.sep))
+    run_dirs = [Path(d) for d in found]
     if not run_dirs:
         raise ValueError(f"sweep dir {sweep_dir} holds no {RUN_FILE} (no runs below it)")
     return run_dirs
