@@ -236,6 +236,42 @@ def test_cli_writes_tables_and_figures(sweep: Path) -> None:
     assert lines[4].split() == ["vit_tiny", "FULL_SHARD", "8", "oom", "-", "-", "-"]
 
 
+def test_a_large_study_prints_a_row_per_point(sweep: Path, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Above MAX_PRINTED_RUNS runs the printed table has a row per point, counting its
+    completed runs among all of them (a repeat of FULL_SHARD at 1 node ran out of memory),
+    and a last line counting runs and points; a point none of whose runs completed is
+    counted there, not given a row."""
+    import vitfsdp.analysis.__main__ as cli
+
+    repeat = run_info("FULL_SHARD", 1)
+    repeat["config"]["repeat"] = 1
+    write_run(sweep / "repeat", repeat, None, status="oom")
+    monkeypatch.setattr(cli, "MAX_PRINTED_RUNS", 4)
+    assert cli.main([str(sweep), "--out", str(tmp_path / "out"), "--jobs", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["model", "configuration", "nodes", "runs", "ips", "efficiency",
+                                "peak_mem_gib"]  # fmt: skip
+    assert lines[1].split() == ["vit_tiny", "FULL_SHARD", "1", "1/2", "100.0", "100%", "1.58"]
+    assert lines[3].split() == ["vit_tiny", "FULL_SHARD", "4", "1/1", "360.0", "90%", "1.58"]
+    assert len(lines) == 1 + 6 + 2  # header, 6 completed points, a blank line, the count
+    assert lines[-1].startswith("8 runs of 7 points: 6 points completed at least once, "
+                                "2 runs did not complete (failures.csv)")
+
+
+def test_a_study_with_no_completed_run_prints_its_count(tmp_path: Path) -> None:
+    from vitfsdp.analysis import points_table
+    from vitfsdp.analysis.tables import format_points
+
+    write_run(tmp_path / "a", run_info("DDP", 1), None, status="oom")
+    write_run(tmp_path / "b", run_info("DDP", 2), None, status="failed")
+    df = collect_runs(tmp_path)
+    text = format_points(df, points_table(df))
+    assert text.splitlines()[-1].startswith(
+        "2 runs of 2 points: 0 points completed at least once, 2 runs did not complete")
+
+
 def test_cli_several_dirs_need_out(sweep: Path, tmp_path: Path) -> None:
     assert run_cli(str(sweep), str(sweep)).returncode == 2
     result = run_cli(str(sweep), "--out", str(tmp_path / "report"))

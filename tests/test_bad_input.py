@@ -257,6 +257,15 @@ def test_help_lists_the_flags_and_imports_no_framework(tmp_path, module):
         for flag in ("--detach", "--status", "--watch", "--scripts-only", "--batch-search",
                      "--rerun-failed", "--run-infeasible", "--hydra-help", "Exit status"):
             assert flag in proc.stdout, flag
+        # every launcher option is listed: as its flag, or as its override with the default
+        from dataclasses import fields
+
+        from vitfsdp.launch import LaunchOptions
+        for option in fields(LaunchOptions):
+            flag, default = option.metadata["flag"], option.default
+            shown = "null" if default is None else default
+            listed = f"  {flag} " if flag else f"  hydra.launcher.{option.name}={shown}\n"
+            assert listed in proc.stdout, option.name
 
 
 @pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason="no virtual Slurm cluster")

@@ -29,6 +29,7 @@ import io
 import logging
 import re
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -61,6 +62,7 @@ from vitfsdp.launch import (
     local,
     pack,
     resume,
+    setting_help,
     slurm,
     status,
     time_limit_s,
@@ -745,6 +747,9 @@ The launcher's flags:
   --status SWEEP_DIR    the sweep's status table (records and Slurm's queue), then exit
   --watch               with --status: refresh until every point is done
 
+The launcher's settings (the default shown; change the value after =):
+{settings}
+
 Config groups (group=option):
 {groups}
 
@@ -762,6 +767,9 @@ def usage() -> str:
     help lists every config group of its search path and takes seconds)."""
     flags = "\n".join(f"  {flag:<20}  {FLAG_HELP.get(flag, override)}"
                       for flag, override in FLAGS.items())
+    settings = "\n".join(f"  {setting}\n" + textwrap.fill(text, 92, initial_indent=" " * 6,
+                                                          subsequent_indent=" " * 6)
+                         for setting, text in setting_help().items())  # fmt: skip
     groups = "\n".join(f"  {g}: {', '.join(group_options(g))}" for g in GROUPS)
     try:  # Hydra has no public path to its flags' help text
         from hydra._internal.hydra import Hydra
@@ -770,7 +778,7 @@ def usage() -> str:
         hydra_flags = Hydra.format_args_help(get_args_parser())
     except (ImportError, AttributeError):  # Hydra's internals moved: point to them
         hydra_flags = "  see --hydra-help"
-    return USAGE.format(flags=flags, groups=groups, hydra_flags=hydra_flags)
+    return USAGE.format(flags=flags, settings=settings, groups=groups, hydra_flags=hydra_flags)
 
 
 def main_cli(argv: Sequence[str]) -> int:

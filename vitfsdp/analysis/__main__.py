@@ -22,7 +22,8 @@ the figures at the same time, by default one per figure up to the CPUs available
 Every table is written, with its header only when it has no rows.
 - with ``--report``: ``report.md`` (figures linked) and ``report.html`` (self-contained).
 
-Prints a compact table of the results to stdout; logs go to stderr. Exits with 2 and a
+Prints a compact table of the results to stdout, a row per run (a row per point, with its
+completed runs counted, above :data:`MAX_PRINTED_RUNS` runs); logs go to stderr. Exits with 2 and a
 one-line error when a sweep dir does not exist or holds no runs.
 """
 
@@ -38,9 +39,12 @@ import pandas as pd
 from vitfsdp.analysis.collect import collect_runs, contention_note, format_table
 from vitfsdp.analysis.figures import PendingFigures, figure_pool
 from vitfsdp.analysis.report import report_sections, write_report
-from vitfsdp.analysis.tables import IMAGENET_TRAIN_IMAGES, study_tables
+from vitfsdp.analysis.tables import IMAGENET_TRAIN_IMAGES, format_points, study_tables
 
 log = logging.getLogger("vitfsdp.analysis")
+
+#: Up to this many runs the printed table has a row per run; above it, a row per point.
+MAX_PRINTED_RUNS = 100
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -117,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         sections = report_sections(df, tables["points"], args.dataset_size, ratio,
                                    args.sweep_dirs, args.out)
         write_report(sections, args.out, figures, note=contention_note(df))
-    print(format_table(df, tables["scaling"]))
+    if len(df) > MAX_PRINTED_RUNS:
+        print(format_points(df, tables["points"]))
+    else:
+        print(format_table(df, tables["scaling"]))
     if not ratio.empty:
         print("\nJAX / PyTorch images/s:")
         print(ratio.to_string(index=False, float_format=lambda x: f"{x:.3g}"))

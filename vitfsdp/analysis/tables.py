@@ -137,6 +137,37 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     return points.reset_index(drop=True)
 
 
+def format_points(df: pd.DataFrame, points: pd.DataFrame) -> str:
+    """A compact text table per point, for studies too large to print run by run: model,
+    configuration, nodes, completed runs of all the point's runs, median ips (images/s),
+    scaling efficiency (percent of ideal) and peak memory (GiB), then one line counting the
+    runs and points and naming the files that hold every run and every failure.
+
+    Args:
+        df: a ``collect_runs`` frame (every status).
+        points: its :func:`points_table` (completed points only).
+    """
+    keys = [*line_columns(df), "nodes"]
+    totals = df.groupby(keys, dropna=False, sort=False).size().rename("total").reset_index()
+    totals["nodes"] = totals["nodes"].astype("Int64")
+    table = points.merge(totals, on=keys, how="left")  # null keys match (merge, not join)
+    text = pd.DataFrame({
+        "model": table["model"], "configuration": table["configuration"],
+        "nodes": table["nodes"],
+        "runs": [f"{done}/{total}" for done, total in
+                 zip(table["num_repeats"], table["total"], strict=True)],
+        "ips": table["ips"].map(lambda x: "-" if pd.isna(x) else f"{x:.1f}"),
+        "efficiency": table["scaling_efficiency"].map(
+            lambda x: "-" if pd.isna(x) else f"{x:.0%}"),
+        "peak_mem_gib": table.get("peak_mem_gib", pd.Series(dtype=float)).map(
+            lambda x: "-" if pd.isna(x) else f"{x:.2f}"),
+    })  # fmt: skip
+    failed = int((df["status"] != "completed").sum())
+    return (f"{text.to_string(index=False)}\n\n{len(df):,} runs of {len(totals):,} points: "
+            f"{len(points):,} points completed at least once, {failed:,} runs did not "
+            "complete (failures.csv); every run is in runs.csv, every point in points.csv")
+
+
 def _warn_unlabelled_repeats(done: pd.DataFrame, keys: list[str]) -> None:
     """Warn when runs of one point share a ``repeat`` label: they are aggregated as repeats,
     but they may differ in a setting the analysis does not tell apart."""

@@ -309,6 +309,18 @@ def launcher_flags() -> dict[str, str]:
             for f in fields(LaunchOptions) if f.metadata["flag"]}
 
 
+def setting_help() -> dict[str, str]:
+    """Each :class:`LaunchOptions` field without a short flag, as the override that sets it
+    to its default (``hydra.launcher.job_name=vitfsdp``; ``null`` for none) → its one-line
+    help, for ``--help``."""
+    def shown(value: object) -> str:
+        return "null" if value is None else str(value).lower() if isinstance(value, bool) \
+            else str(value)
+
+    return {f"hydra.launcher.{f.name}={shown(f.default)}": f.metadata["help"]
+            for f in fields(LaunchOptions) if not f.metadata["flag"]}
+
+
 def flag_help() -> dict[str, str]:
     """Each short flag of :func:`launcher_flags` → its one-line help, for ``--help``."""
     return {f.metadata["flag"]: f.metadata["help"]
