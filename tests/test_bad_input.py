@@ -125,6 +125,10 @@ BAD = [
     (["framework=jax", "engine=fsdp2"], "engine", "framework=jax"),
     (["metrics.peak=guess"], "metrics.peak", "guess"),
     # the sweep as a whole
+    (["hydra.launcher.detach=true"], "--detach", "applies to Slurm profiles only"),
+    (["hydra.launcher.scripts_only=true"], "--scripts-only", "cluster=local runs the points"),
+    (["hydra.launcher.pack=by_nodes"], "hydra.launcher.pack",
+     "drop it, or choose a Slurm profile"),
     (["nodes=1,2", "hydra.sweep.subdir=same"], "hydra.sweep.subdir",
      "points 0 and 1 would both write into"),
 ]

@@ -80,3 +80,45 @@ def test_run_json_of_a_real_run_holds_no_secret(tmp_path, monkeypatch):
     assert summary["status"] == "completed" and summary["mfu"] is None
     assert summary["ips_min"] <= summary["ips"] <= summary["ips_max"]
     assert summary["peak_rss_min_gib"] <= summary["peak_rss_gib"]
+
+
+def _git(cwd, *args: str) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd,
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_git_state_takes_the_checkout_the_package_is_in_and_no_other(tmp_path, monkeypatch):
+    """The package at the top of a work tree: that commit, and dirty once a tracked file
+    changes. The package inside a virtual environment that sits in another repository (a
+    user's project): not that repository's commit, but what pip recorded (PEP 610), else
+    None."""
+    import json
+
+    from vitfsdp import provenance
+
+    checkout = tmp_path / "checkout"
+    (checkout / "vitfsdp").mkdir(parents=True)
+    (checkout / "vitfsdp" / "__init__.py").write_text("")
+    _git(checkout, "init", "-q")
+    _git(checkout, "add", ".")
+    _git(checkout, "commit", "-qm", "c")
+    head = _git(checkout, "rev-parse", "HEAD")
+    assert provenance.git_state(checkout / "vitfsdp") == {"commit": head, "dirty": False}
+    (checkout / "vitfsdp" / "__init__.py").write_text("x = 1\n")
+    assert provenance.git_state(checkout / "vitfsdp") == {"commit": head, "dirty": True}
+
+    site = checkout / ".venv" / "lib" / "python3.12" / "site-packages" / "vitfsdp"
+    site.mkdir(parents=True)
+    monkeypatch.setattr(provenance, "_installed_commit", lambda: None)
+    assert provenance.git_state(site) == {"commit": None, "dirty": None}
+
+    class Dist:  # what importlib.metadata gives for `pip install git+URL@REV`
+        def read_text(self, name: str) -> str | None:
+            return json.dumps({"url": "https://example.org/vitfsdp.git",
+                               "vcs_info": {"vcs": "git", "commit_id": "a" * 40}})
+
+    monkeypatch.undo()
+    monkeypatch.setattr(provenance.metadata, "distribution", lambda name: Dist())
+    assert provenance.git_state(site) == {"commit": "a" * 40, "dirty": None}

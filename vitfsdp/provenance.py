@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import logging
 import os
 import platform
@@ -195,17 +196,39 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
-def git_state() -> dict:
-    """Commit and dirty flag of the vitfsdp checkout (None outside a git work tree)."""
-    repo = Path(__file__).resolve().parent.parent
+def git_state(package_dir: str | os.PathLike | None = None) -> dict:
+    """Commit and dirty flag of the vitfsdp source the package runs from.
+
+    A checkout: ``package_dir`` (default: this package's directory) lies directly in the
+    top of a git work tree. A package installed into a virtual environment that itself sits
+    in some other repository is not that repository's code, so its commit is not taken.
+    Otherwise the commit pip recorded when it installed from a git URL (PEP 610
+    ``direct_url.json``: ``vcs_info.commit_id``; ``dirty`` unknown). ``None`` for both
+    where neither is known (a wheel built elsewhere, say).
+    """
+    package_dir = Path(package_dir or Path(__file__).parent).resolve()
+    repo = package_dir.parent
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True,
-                                text=True, timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=repo, capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
-    return {"commit": commit, "dirty": bool(dirty.strip())}
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=repo,
+                             capture_output=True, text=True, timeout=10, check=True)
+        top_level, commit = top.stdout.split()
+        if Path(top_level).resolve() == repo:
+            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                   cwd=repo, capture_output=True, text=True, timeout=10).stdout
+            return {"commit": commit, "dirty": bool(dirty.strip())}
+    except (OSError, subprocess.SubprocessError, ValueError):
+        pass
+    return {"commit": _installed_commit(), "dirty": None}
+
+
+def _installed_commit(dist: str = "vitfsdp") -> str | None:
+    """The commit of a ``pip install git+URL@REV`` (PEP 610), else ``None``."""
+    try:
+        text = metadata.distribution(dist).read_text("direct_url.json")
+        commit = json.loads(text or "{}").get("vcs_info", {}).get("commit_id")
+    except (metadata.PackageNotFoundError, ValueError, AttributeError):
+        return None
+    return commit if isinstance(commit, str) else None
 
 
 def collect(driver: str | None = None) -> dict:

@@ -200,7 +200,8 @@ def _options(config: DictConfig) -> LaunchOptions:
     """The launcher's options.
 
     Raises:
-        SweepRefused: an unknown ``hydra.launcher.pack``, or packing with --scripts-only.
+        SweepRefused: an unknown ``hydra.launcher.pack``, packing with --scripts-only, or
+            --batch-search with --detach or --scripts-only or a ``batch_search_max`` below 1.
     """
     options = LaunchOptions.from_values(config.hydra.launcher)
     if options.pack is not None and options.pack not in pack.PACK_MODES:
@@ -209,6 +210,12 @@ def _options(config: DictConfig) -> LaunchOptions:
     if options.pack and options.scripts_only:
         raise SweepRefused("error: --scripts-only writes a script per point; drop "
                            "hydra.launcher.pack to write them, or drop --scripts-only to pack")
+    if options.batch_search and (options.detach or options.scripts_only):
+        raise SweepRefused("error: --batch-search waits for each round's results before the "
+                           "next; drop --detach / --scripts-only")
+    if options.batch_search and options.batch_search_max < 1:
+        raise SweepRefused(f"error: hydra.launcher.batch_search_max="
+                           f"{options.batch_search_max} must be >= 1")
     return options
 
 
@@ -220,7 +227,7 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
         return [f"points mix launchers ({', '.join(sorted(launchers))}); sweep one cluster "
                 "kind at a time"]
     if launchers != {"slurm"}:
-        return []
+        return _slurm_only(points, options)
     errors = []
     checked: dict[tuple, object] = {}  # Slurm answers shared by the sweep's points
     for p in points:
@@ -232,6 +239,20 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
         if problem:
             errors.append(f"point {p.num} ({_label(p.overrides)}): {problem}")
     return errors
+
+
+def _slurm_only(points: list[Point], options: LaunchOptions) -> list[str]:
+    """The Slurm-only options given to a sweep that runs its points in this process
+    (``cluster.launcher=local``), which would otherwise be ignored: one line naming them."""
+    given = [name for name, on in (("--detach", options.detach),
+                                   ("--scripts-only", options.scripts_only),
+                                   (f"hydra.launcher.pack={options.pack}", options.pack)) if on]
+    if not given:
+        return []
+    cluster = points[0].cfg.cluster.name if points else "local"
+    return [f"{', '.join(given)} applies to Slurm profiles only, and cluster={cluster} runs the "
+            f"points one after another here; drop {'them' if len(given) > 1 else 'it'}, or "
+            "choose a Slurm profile (cluster=frontier, say)"]
 
 
 def _check_slurm_point(p: Point, options: LaunchOptions, checked: dict) -> str | None:
@@ -313,12 +334,6 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
     points = plan(hydra_context, config, job_overrides, initial_job_idx)
     sweep_dir = Path(config.hydra.sweep.dir).resolve()
     options = _options(config)
-    if options.batch_search and (options.detach or options.scripts_only):
-        raise SweepRefused("error: --batch-search waits for each round's results before the "
-                           "next; drop --detach / --scripts-only")
-    if options.batch_search and options.batch_search_max < 1:
-        raise SweepRefused(f"error: hydra.launcher.batch_search_max="
-                           f"{options.batch_search_max} must be >= 1")
     try:
         lock = resume.SweepLock(sweep_dir).acquire()
     except RuntimeError as e:
