@@ -1,6 +1,6 @@
 """How long ``python -m vitfsdp.analysis`` takes for 100, 1,000 and 10,000 runs.
 
-    python analysis/bench_analysis.py [--runs 100,1000,10000] [--keep DIR] [--report]
+    python analysis/bench_analysis.py [--runs 100,1000,10000] [--keep DIR] [--report] [--jobs N]
 
 Writes a synthetic study in the real record format (vitfsdp.analysis.synthetic: 192 points,
 repeated, ~5 % failing) into a temporary directory (or --keep DIR, to look at the figures
@@ -30,6 +30,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="write the runs and outputs here and keep them")
     parser.add_argument("--report", action="store_true", help="time --report as well")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="the analysis's --jobs (default: its own default)")
     args = parser.parse_args(argv)
     try:
         counts = tuple(int(n) for n in args.runs.split(","))
@@ -43,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(e))
         print(f"{'runs':>8}  {'wall s':>8}  {'CPU s':>8}  {'ms/run':>7}")
         for i, n in enumerate(counts):
-            wall, cpu = time_analysis(parts[:i + 1], root / f"analysis_{n}", args.report)
+            wall, cpu = time_analysis(parts[:i + 1], root / f"analysis_{n}", args.report,
+                                      args.jobs)
             print(f"{n:>8,}  {wall:>8.2f}  {cpu:>8.2f}  {1000 * wall / n:>7.2f}", flush=True)
         print(f"figures at {counts[-1]:,} runs:")
         for name, (width, height) in png_sizes(root / f"analysis_{counts[-1]}").items():

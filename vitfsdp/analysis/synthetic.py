@@ -161,11 +161,11 @@ def write_synthetic_sweep(root: str | os.PathLike, counts: tuple[int, ...],
     return parts
 
 
-def time_analysis(sweep_dirs: list[Path], out: Path,
-                  report: bool = False) -> tuple[float, float]:  # fmt: skip
-    """Seconds of ``python -m vitfsdp.analysis SWEEP_DIR... --out OUT`` in a fresh process
-    (imports included): wall clock, and CPU (user + system), which other load on the machine
-    does not inflate.
+def time_analysis(sweep_dirs: list[Path], out: Path, report: bool = False,
+                  jobs: int | None = None) -> tuple[float, float]:  # fmt: skip
+    """Seconds of ``python -m vitfsdp.analysis SWEEP_DIR... --out OUT [--jobs N]`` in a fresh
+    process (imports included): wall clock, and CPU (user + system, the figure processes'
+    included), which other load on the machine does not inflate.
 
     Raises:
         RuntimeError: the analysis exited non-zero (its stderr's tail in the message).
@@ -173,8 +173,8 @@ def time_analysis(sweep_dirs: list[Path], out: Path,
     cmd = [sys.executable, "-m", "vitfsdp.analysis", *map(str, sweep_dirs), "--out", str(out)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd + (["--report"] if report else []), capture_output=True,
-                          text=True)  # fmt: skip
+    cmd += (["--report"] if report else []) + ([f"--jobs={jobs}"] if jobs else [])
+    proc = subprocess.run(cmd, capture_output=True, text=True)
     elapsed = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
