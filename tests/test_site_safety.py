@@ -57,7 +57,8 @@ if "vitfsdp.train" not in args:
 from hydra.core.override_parser.overrides_parser import OverridesParser
 parse = OverridesParser.create().parse_override
 run_dir = Path(next(parse(a).value() for a in args if a.startswith("hydra.run.dir=")))
-env = {{k: v for k, v in os.environ.items() if k.startswith("PROBE_") or k == "FROM_SETUP"}}
+env = {{k: v for k, v in os.environ.items()
+       if k.startswith("PROBE_") or k in ("FROM_SETUP", "MY_API_TOKEN")}}
 with open(run_dir / "argv.jsonl", "a") as f:
     f.write(json.dumps({{"argv": args, "env": env}}) + "\\n")
 status = Path(__file__).with_name("status.txt")
@@ -119,15 +120,20 @@ def assert_no_marker(tmp_path: Path) -> None:
     assert made == [], f"hostile values ran commands: {made}"
 
 
-def assert_ran_verbatim(point, tmp_path: Path, runs: int = 1, env: bool = True) -> None:
-    """The stand-in training got every override exactly as typed and, from a job script,
-    every PROBE_* value of cluster.env and the setup script's variable."""
+def assert_ran_verbatim(point, tmp_path: Path, runs: int = 1, setup: bool = True) -> None:
+    """The stand-in training got every override exactly as typed, but the secret: in its
+    place a reference to its variable (``${oc.env:MY_API_TOKEN}``), whose value, every
+    PROBE_* value of cluster.env and (from a job script, ``setup``) the setup script's
+    variable are in its environment."""
     calls = read(point.run_dir / "argv.jsonl")
     assert len(calls) == runs
-    assert [a for a in calls[-1]["argv"] if a in point.overrides] == point.overrides
-    if env:
-        assert calls[-1]["env"] == {**{f"PROBE_{k}": v for k, v in hostile(tmp_path).items()},
-                                    "FROM_SETUP": "yes"}
+    typed = [f"+cluster.env.MY_API_TOKEN={SECRET}" if a.startswith("+cluster.env.MY_API_TOKEN=")
+             else a for a in calls[-1]["argv"]]
+    assert [a for a in typed if a in point.overrides] == point.overrides
+    assert "+cluster.env.MY_API_TOKEN=${oc.env:MY_API_TOKEN}" in calls[-1]["argv"]
+    assert SECRET not in " ".join(calls[-1]["argv"])  # `ps` shows no secret
+    assert calls[-1]["env"] == {**{f"PROBE_{k}": v for k, v in hostile(tmp_path).items()},
+                                "MY_API_TOKEN": SECRET, **({"FROM_SETUP": "yes"} if setup else {})}
 
 
 def assert_secret_kept_private(sweep_dir: Path) -> None:
@@ -252,9 +258,10 @@ def test_local_launcher_runs_no_hostile_value(tmp_path, monkeypatch):
     point = hostile_point(tmp_path, python)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "executable", str(python))  # the local launcher's interpreter
-    assert local.run_point(point.overrides, point.run_dir, 1, poll_s=0.1) == 0
+    assert local.run_point(point.overrides, point.run_dir, 1, poll_s=0.1,
+                           env=point.cfg.cluster.env) == 0
     assert_no_marker(tmp_path)
-    assert_ran_verbatim(point, tmp_path, env=False)  # cluster.env is for job scripts
+    assert_ran_verbatim(point, tmp_path, setup=False)  # no setup script runs here
 
 
 def _wait_gone(job_id: str, timeout_s: float = 180) -> None:

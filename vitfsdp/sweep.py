@@ -627,6 +627,7 @@ def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: in
         point.overrides, point.run_dir, point.cfg.world_size,
         log_path=point.run_dir / local.LOG_FILE,
         on_window=lambda w: bars.window(tag, w),
+        env=point.cfg.cluster.env,
     )
     summary = read_json(point.run_dir / SUMMARY_FILE)
     if summary is None:

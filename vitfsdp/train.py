@@ -97,7 +97,7 @@ def _launch_ranks_here(cfg: RunConfig, run_dir: Path) -> int:
     provenance.setup_logging(0)
     overrides = list(HydraConfig.get().overrides.task)
     log.info("starting %d local processes with torchrun", cfg.world_size)
-    return local.run_point(overrides, run_dir, cfg.world_size)
+    return local.run_point(overrides, run_dir, cfg.world_size, env=cfg.cluster.env)
 
 
 if __name__ == "__main__":

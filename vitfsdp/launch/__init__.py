@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -307,6 +307,31 @@ def launcher_flags() -> dict[str, str]:
     (``--detach`` → ``hydra.launcher.detach=true``), in :class:`LaunchOptions`' order."""
     return {f.metadata["flag"]: f"hydra.launcher.{f.name}=true"
             for f in fields(LaunchOptions) if f.metadata["flag"]}
+
+
+#: An override setting one ``cluster.env`` variable: its prefix (``+``/``++``), name, value.
+_ENV_OVERRIDE = re.compile(r"^(?P<prefix>\+{0,2})cluster\.env\.(?P<name>[A-Za-z_][A-Za-z0-9_]*)="
+                           r"(?P<value>.*)$", re.DOTALL)
+
+
+def env_references(overrides: Sequence[str]) -> list[str]:
+    """The overrides for a training command line, with every secret ``cluster.env`` value
+    (its name looks secret, or it holds URL credentials: :func:`vitfsdp.provenance.redact`)
+    replaced by a reference to the environment variable of that name, which the launcher
+    exports (the job script's ``export``, or the local process's environment).
+
+    ``+cluster.env.MY_API_TOKEN=s3cr3t`` becomes ``+cluster.env.MY_API_TOKEN=${oc.env:
+    MY_API_TOKEN}``, which OmegaConf resolves in the training process: the secret never
+    stands in a process's arguments, which every user of a node can read (``ps``,
+    ``/proc/PID/cmdline``), only in its environment, which only its owner can.
+    """
+    out = []
+    for arg in overrides:
+        m = _ENV_OVERRIDE.match(arg)
+        if m and redact(m["name"], m["value"]) != m["value"]:
+            arg = f"{m['prefix']}cluster.env.{m['name']}=${{oc.env:{m['name']}}}"
+        out.append(arg)
+    return out
 
 
 def setting_help() -> dict[str, str]:

@@ -13,11 +13,12 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from vitfsdp.core.layout import LOG_FILE as LOG_FILE  # the sweep reads it from here
 from vitfsdp.core.layout import METRICS_FILE
+from vitfsdp.launch import env_references
 from vitfsdp.provenance import redact_args
 from vitfsdp.records import read_jsonl
 
@@ -88,19 +89,23 @@ def run_point(
     log_path: Path | None = None,
     on_window: Callable[[dict], None] | None = None,
     poll_s: float = 1.0,
+    env: Mapping[str, str] | None = None,
 ) -> int:
     """Run one point to the end and return torchrun's exit code.
 
     Args:
         log_path: file for the processes' output; ``None`` = this terminal.
         on_window: called with each new metrics.jsonl window while the point runs.
+        env: variables added to the processes' environment (the point's ``cluster.env``); a
+            secret one stands in the command line as a reference to its variable
+            (:func:`vitfsdp.launch.env_references`), so it must be given here.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
-    cmd = torchrun_command(overrides, run_dir, num_procs)
+    cmd = torchrun_command(env_references(overrides), run_dir, num_procs)
     out = open(log_path, "w", encoding="utf-8") if log_path else None  # noqa: SIM115
     try:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT if out else None,
-                                env={**os.environ, **torchrun_signal_env()})
+                                env={**os.environ, **(env or {}), **torchrun_signal_env()})
         seen = 0
         while proc.poll() is None:
             time.sleep(poll_s)

@@ -44,7 +44,7 @@ from vitfsdp.core.layout import (
     TASK_LOG,
     TASK_LOG_DIR,
 )
-from vitfsdp.launch import CONFIG_PATH_ENV, ClusterConfig, check_text
+from vitfsdp.launch import CONFIG_PATH_ENV, ClusterConfig, check_text, env_references
 from vitfsdp.launch.local import job_record, quote_override, torchrun_signal_env
 from vitfsdp.provenance import carries_secret, redact_args
 from vitfsdp.records import default_file_mode, write_json_atomic
@@ -149,8 +149,10 @@ class TaskSpec:
     checkpoint_wait_s: int = 60  # how long task 0 waits for the training to save on a signal
 
     def train_argv(self) -> list[str]:
-        """``vitfsdp.train`` with the point's overrides, writing into the run directory."""
-        return ["-m", "vitfsdp.train", *self.overrides,
+        """``vitfsdp.train`` with the point's overrides, writing into the run directory; a
+        secret ``cluster.env`` value as a reference to the variable the job script exports
+        (:func:`vitfsdp.launch.env_references`), never in the arguments."""
+        return ["-m", "vitfsdp.train", *env_references(self.overrides),
                 f"hydra.run.dir={quote_override(self.run_dir)}", "hydra.output_subdir=null"]
 
     def argv(self, endpoint: str, rdzv_id: str) -> list[str]:
