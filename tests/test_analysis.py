@@ -260,6 +260,21 @@ def test_a_large_study_prints_a_row_per_point(sweep: Path, tmp_path: Path,
                                 "2 runs did not complete (failures.csv)")
 
 
+def test_the_printed_table_shows_missing_values_one_way(sweep: Path) -> None:
+    """A setting DDP does not have (``backward_prefetch``, ``limit_all_gathers``) and the
+    figures of a run that ran out of memory print as ``-``, never ``NaN`` or ``None``."""
+    from vitfsdp.analysis import format_table
+
+    info = run_info("DDP", 1)
+    info["config"]["strategy"] |= {"backward_prefetch": None, "limit_all_gathers": None}
+    write_run(sweep / "ddp", info, 50.0)
+    lines = format_table(collect_runs(sweep)).splitlines()
+    assert "backward_prefetch" in lines[0] and len(lines) == 9
+    ddp = next(line.split() for line in lines if " DDP " in line)
+    assert ddp[2:4] == ["-", "-"], ddp
+    assert not any(word in line for line in lines for word in ("NaN", "None", "<NA>"))
+
+
 def test_a_study_with_no_completed_run_prints_its_count(tmp_path: Path) -> None:
     from vitfsdp.analysis import points_table
     from vitfsdp.analysis.tables import format_points

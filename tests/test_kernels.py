@@ -271,8 +271,12 @@ def test_adamw_auto_is_fused_on_gpus_and_torchs_pick_on_cpu(device, expected):
 
 
 def test_jax_precision_auto_follows_the_backend():
-    from vitfsdp.config_jax import jax_precision
+    """The JAX trainer resolves ``precision=auto`` with the torch trainer's one rule, on the
+    device type of its backend: here the CPU, so fp32; bf16 where the type is ``cuda``."""
+    from vitfsdp.jax import train as jtrain
 
-    assert [jax_precision("auto", b) for b in ("cpu", "gpu", "rocm", "tpu")] == [
-        "fp32", "bf16", "bf16", "bf16"]
-    assert jax_precision("fp32", "gpu") == "fp32" and jax_precision("bf16", "cpu") == "bf16"
+    assert jtrain.device_type() == "cpu"
+    auto = RunConfig(precision="auto", framework="jax")
+    assert auto.resolved_precision(jtrain.device_type()) == "fp32"
+    assert auto.resolved_precision("cuda") == "bf16"
+    assert RunConfig(precision="bf16", framework="jax").resolved_precision("cpu") == "bf16"

@@ -88,7 +88,6 @@ def jax_steps(cfg: RunConfig, env: DistEnv) -> dict:
     import jax
     import optax
 
-    from vitfsdp.config_jax import jax_precision
     from vitfsdp.jax import distributed as jdist
     from vitfsdp.jax import sharding
     from vitfsdp.jax import train as jtrain
@@ -98,7 +97,7 @@ def jax_steps(cfg: RunConfig, env: DistEnv) -> dict:
     jax.config.update("jax_log_compiles", True)
     mesh = sharding.make_mesh(cfg.strategy)
     model = build_model(cfg.model, cfg.num_classes,
-                        precision=jax_precision(cfg.precision, jax.default_backend()),
+                        precision=cfg.resolved_precision(jtrain.device_type()),
                         fused_attn=cfg.kernels.fused_attn,
                         remat=cfg.train.activation_checkpointing)
     tx = optax.adamw(cfg.train.lr, weight_decay=cfg.train.weight_decay)

@@ -35,15 +35,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from vitfsdp.parallel import auto_precision
-
 if TYPE_CHECKING:  # annotations only; the root config imports this module, not the reverse
     from vitfsdp.parallel import MixedPrecisionConfig, StrategyConfig
 
 #: ``strategy.sharding_strategy`` values with a JAX layout.
 JAX_SHARDING_STRATEGIES = ("DDP", "FULL_SHARD", "HYBRID_SHARD")
 #: ``precision`` values under JAX: fp32, or bf16 compute on fp32 parameters and AdamW state;
-#: ``auto`` is resolved by :func:`jax_precision` where the platform is known.
+#: ``auto`` is resolved by ``RunConfig.resolved_precision`` on the device type of the backend
+#: (:func:`vitfsdp.jax.train.device_type`).
 JAX_PRECISIONS = ("fp32", "bf16")
 #: ``kernels.float32_matmul_precision`` (torch's names) → ``jax_default_matmul_precision``:
 #: IEEE fp32, TF32, bf16 passes, as ``torch.set_float32_matmul_precision`` means them.
@@ -130,16 +129,6 @@ def check_run_config(cfg: RunSettings) -> None:
     if cfg.precision not in (*JAX_PRECISIONS, "auto"):
         raise ValueError(f"precision={cfg.precision} is not supported with framework=jax "
                          f"(no loss scaling); valid: {', '.join(JAX_PRECISIONS)}, auto")
-
-
-def jax_precision(precision: str, backend: str) -> str:
-    """The compute dtype name of ``precision`` on JAX ``backend`` (``jax.default_backend()``:
-    cpu, gpu, cuda, rocm, tpu): ``auto`` is fp32 on cpu and bf16 on an accelerator, as
-    :func:`vitfsdp.parallel.auto_precision` resolves it for torch (that one rule, with
-    every accelerator backend as torch's ``cuda``); fp32 and bf16 stay."""
-    if precision != "auto":
-        return precision
-    return auto_precision("cpu" if backend == "cpu" else "cuda")
 
 
 def _value(cfg: RunSettings, dotted: str):

@@ -718,12 +718,14 @@ def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:
         scaling: its :func:`scaling_table`; computed if not given.
 
     Returns:
-        The table as text; ips in images/s, efficiency in percent of ideal, peak memory in GiB.
+        The table as text; ips in images/s, efficiency in percent of ideal, peak memory in
+        GiB; a missing value (a setting DDP does not have, a figure a failed run lacks) ``-``.
     """
     scaling = scaling_table(df) if scaling is None else scaling
     eff = scaling.set_index("run_dir")["scaling_efficiency"]
     keys = line_columns(df)
-    table = df[[*keys, "nodes", "status"]].copy()
+    table = df[[*keys, "nodes", "status"]].astype(object)
+    table = table.where(table.notna(), "-")  # missing printed one way
     table["ips"] = df["ips"].map(lambda x: "-" if pd.isna(x) else f"{x:.1f}")
     table["efficiency"] = df["run_dir"].map(eff).map(lambda x: "-" if pd.isna(x) else f"{x:.0%}")
     table["peak_mem_gib"] = df["peak_mem_gib"].map(lambda x: "-" if pd.isna(x) else f"{x:.2f}")

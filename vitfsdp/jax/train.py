@@ -150,6 +150,12 @@ def apply_numerics(kernels: KernelsConfig) -> dict:
             "jax_default_matmul_precision": jax.config.jax_default_matmul_precision}
 
 
+def device_type() -> str:
+    """This process's device type as the torch trainer names it and run.json records it:
+    ``cpu`` on JAX's CPU backend, ``cuda`` on an accelerator (any GPU backend)."""
+    return "cpu" if jax.local_devices()[0].platform == "cpu" else "cuda"
+
+
 def resolve(cfg: RunConfig) -> Resolved:
     """This process's device-dependent choices, resolved once at run start with the torch
     trainer's rule (``RunConfig.resolved_precision`` of the device type: ``auto`` is bf16 on
@@ -160,16 +166,14 @@ def resolve(cfg: RunConfig) -> Resolved:
     Collective with ``metrics.peak=measure``: the measured peak is averaged over processes,
     so every process calls it.
     """
-    device = jax.local_devices()[0]
-    device_type = "cpu" if device.platform == "cpu" else "cuda"  # as device_info records it
-    name = cfg.resolved_precision(device_type)
+    name = cfg.resolved_precision(device_type())
     resolved = Resolved(
-        framework="jax", device_type=device_type, precision=name, compute_dtype=name,
+        framework="jax", device_type=device_type(), precision=name, compute_dtype=name,
         precision_record={"param_dtype": "fp32", "compute_dtype": name, "grad_dtype": "fp32",
                           "optimizer_state_dtype": "fp32"},
         compile=True, adamw="optax.adamw", fused_attn=cfg.kernels.fused_attn,
         allow_tf32=jax.config.jax_default_matmul_precision not in ("float32", "highest"))
-    return resolved.with_peak(_peak(cfg, device, resolved))
+    return resolved.with_peak(_peak(cfg, jax.local_devices()[0], resolved))
 
 
 def _applied(resolved: Resolved, model: ViT) -> dict:
