@@ -275,6 +275,14 @@ def test_the_printed_table_shows_missing_values_one_way(sweep: Path) -> None:
     assert not any(word in line for line in lines for word in ("NaN", "None", "<NA>"))
 
 
+def test_the_title_names_the_local_batch_per_rank_on_cpu_and_per_gpu_on_gpus(
+        sweep: Path, tmp_path: Path) -> None:
+    title = plot_memory(collect_runs(sweep)).get_suptitle()
+    assert f"local batch {LOCAL_BATCH}/rank" in title and "/GPU" not in title
+    write_run(tmp_path / "gpu", run_info("DDP", 1, device="cuda"), 10.0)
+    assert f"local batch {LOCAL_BATCH}/GPU" in plot_memory(collect_runs(tmp_path)).get_suptitle()
+
+
 def test_a_study_with_no_completed_run_prints_its_count(tmp_path: Path) -> None:
     from vitfsdp.analysis import points_table
     from vitfsdp.analysis.tables import format_points

@@ -978,7 +978,9 @@ def _context(df: pd.DataFrame) -> list[str]:
             parts.append(" / ".join(sorted(str(v) for v in values)))
         elif len(values) == 1:
             value = values[0]
-            parts.append(f"local batch {value}/GPU" if col == "local_batch_size" else str(value))
+            per = "rank" if set(df["device_type"].dropna()) == {"cpu"} else "GPU"  # CPU ranks
+            parts.append(f"local batch {value}/{per}" if col == "local_batch_size"
+                         else str(value))  # fmt: skip
     clusters = sorted(str(c) for c in df["cluster"].dropna().unique())
     if clusters:
         parts.append(f"cluster={','.join(clusters)}")
