@@ -20,6 +20,7 @@ import torch
 
 from tests.conftest import read
 from vitfsdp import failures
+from vitfsdp.core.layout import EXIT_PREEMPTED
 from vitfsdp.launch.local import torchrun_command, torchrun_signal_env
 
 TINY = ["model=vit_tiny", "device=cpu", "train.local_batch_size=4", "train.steps=6",
@@ -186,7 +187,7 @@ def test_stop_signal_during_start_up_is_preempted_not_failed(tmp_path):
     out = proc.communicate(timeout=120)[0]
     summary = read(run_dir / "summary.json")
     print(f"exit {proc.returncode}: {summary['status']}: {summary['reason']}")
-    assert proc.returncode == failures.EXIT_PREEMPTED, out[-2000:]
+    assert proc.returncode == EXIT_PREEMPTED, out[-2000:]
     assert summary["status"] == "preempted" and summary["interrupted"] is True
     assert "SIGUSR2 received during start-up, before step 1" in summary["reason"]
     assert summary["checkpoint_step"] is None and not (run_dir / "checkpoint").exists()

@@ -12,7 +12,15 @@ import torch
 
 from vitfsdp import metrics
 from vitfsdp.core import runinfo
-from vitfsdp.core.loop import WARMUP_RULE, Progress, checkpoint_at_boundary, windows
+from vitfsdp.core.layout import EXIT_PREEMPTED
+from vitfsdp.core.loop import (
+    WARMUP_RULE,
+    Preempted,
+    Progress,
+    checkpoint_at_boundary,
+    stop_before_first_step,
+    windows,
+)
 from vitfsdp.core.resolved import Resolved
 from vitfsdp.core.throughput import FIGURES, window_figures
 
@@ -57,17 +65,17 @@ def test_the_torch_window_meter_computes_its_figures_with_the_core_function(monk
 def test_checkpoint_at_boundary_saves_on_multiples_and_on_a_signal():
     saved = []
     progress = Progress(step=4)
-
-    class Stop(Exception):
-        def __init__(self, name, step, saved=True):
-            super().__init__(name)
-            self.step, self.saved = step, saved
-
-    checkpoint_at_boundary(None, 4, progress, 3, saved.append, Stop)  # window 3..4: 4 reached
-    checkpoint_at_boundary(None, 0, progress, 3, saved.append, Stop)  # never
-    with pytest.raises(Stop) as e:
-        checkpoint_at_boundary("SIGUSR2", 0, progress, 3, saved.append, Stop)
+    checkpoint_at_boundary(None, 4, progress, 3, saved.append)  # window 3..4: 4 reached
+    checkpoint_at_boundary(None, 0, progress, 3, saved.append)  # never
+    with pytest.raises(Preempted) as e:
+        checkpoint_at_boundary("SIGUSR2", 0, progress, 3, saved.append)
     assert saved == [4, 4] and (e.value.step, e.value.saved) == (4, True)
+    assert e.value.exit_code == EXIT_PREEMPTED
+    assert str(e.value) == "SIGUSR2 received; checkpoint saved at step 4"
+    with pytest.raises(Preempted) as e:
+        stop_before_first_step("SIGTERM", Progress(step=0))
+    assert not e.value.saved and "nothing to save (no checkpoint yet)" in str(e.value)
+    stop_before_first_step(None, progress)  # no signal: goes on
     assert windows(5, 1, 2) == [(1, 1, True), (2, 3, False), (4, 5, False)]
 
 

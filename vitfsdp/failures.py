@@ -47,7 +47,8 @@ import torch
 import torch.distributed as dist
 
 from vitfsdp import startup_signals
-from vitfsdp.core.layout import EXIT_FAILED, EXIT_PREEMPTED
+from vitfsdp.core.layout import EXIT_FAILED
+from vitfsdp.core.loop import Preempted as Preempted  # the stop exception, framework-neutral
 
 log = logging.getLogger(__name__)
 
@@ -72,25 +73,6 @@ _OOM_MESSAGES = ("out of memory", "can't allocate memory", "cannot allocate memo
 _PEER_MESSAGES = ("connection closed by peer", "connection reset by peer", "broken pipe",
                   "connection refused", "socket closed")
 _runs = itertools.count()  # one store namespace per run() in a process (tests run several)
-
-
-class Preempted(Exception):
-    """The run stopped on a signal after saving a checkpoint; exit with ``EXIT_PREEMPTED``."""
-
-    exit_code = EXIT_PREEMPTED
-
-    def __init__(self, signal_name: str, step: int, saved: bool = True) -> None:
-        """``step``: the step of the checkpoint saved; with ``saved=False`` the signal came
-        before this attempt's first step, nothing was saved and ``step`` is where the attempt
-        would have started (the checkpoint of an earlier attempt, if any, is kept)."""
-        if saved:
-            message = f"{signal_name} received; checkpoint saved at step {step}"
-        else:
-            kept = f"the checkpoint of step {step} is kept" if step else "no checkpoint yet"
-            message = (f"{signal_name} received during start-up, before step {step + 1}: "
-                       f"nothing to save ({kept})")
-        super().__init__(message)
-        self.signal_name, self.step, self.saved = signal_name, step, saved
 
 
 class RunFailed(Exception):

@@ -32,6 +32,7 @@ from vitfsdp import checkpoint, data, distributed, failures, models, parallel, p
 from vitfsdp.config import KernelsConfig, RunConfig, TrainConfig
 from vitfsdp.core import runinfo
 from vitfsdp.core.loop import (
+    Preempted,
     Progress,
     checkpoint_at_boundary,
     remaining_windows,
@@ -71,7 +72,7 @@ def main(cfg: RunConfig, env: distributed.DistEnv, run_dir: Path) -> None:
             code = 0
         except failures.RunFailed as e:  # recorded; the process group is aborted
             _exit_now(e.exit_code)
-        except failures.Preempted as e:  # recorded, checkpoint saved, the group is healthy
+        except Preempted as e:  # recorded, checkpoint saved, the group is healthy
             code = e.exit_code
     if code:
         sys.exit(code)
@@ -86,7 +87,7 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
         The summary (status and headline figures).
 
     Raises:
-        failures.Preempted: SIGUSR2/SIGTERM arrived; a checkpoint was saved and the run
+        Preempted: SIGUSR2/SIGTERM arrived; a checkpoint was saved and the run
             recorded as ``preempted`` (the process group is still usable).
         failures.RunFailed: training raised on some rank; every rank raises this after rank 0
             recorded the agreed status (``oom``, ``timeout`` or ``failed``). The process group
@@ -117,9 +118,9 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
         board.watch(lambda: _report_blocked_from_watcher(env, device, board, progress))
     with failures.StopSignals() as signals:  # also while a failure is being recorded
         try:
-            stop_before_first_step(signals.agreed(device), progress, failures.Preempted)
+            stop_before_first_step(signals.agreed(device), progress)
             train(cfg, env, device, records, signals, progress, meta, resolved)
-        except failures.Preempted as e:
+        except Preempted as e:
             records.finish("preempted", reason=str(e), elapsed_s=time.time() - t0,
                            interrupted=True, last_step=e.step,
                            checkpoint_step=e.step if e.saved or meta else None,
@@ -396,7 +397,7 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
     steps.
 
     Raises:
-        failures.Preempted: after saving the checkpoint of a stop signal, or (``saved``
+        Preempted: after saving the checkpoint of a stop signal, or (``saved``
             false) when one arrived during the build, before the first step.
     """
     tc = cfg.train
@@ -433,7 +434,7 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
     # resume (caches cold again), or with compiled blocks and no warm-up steps (compilation)
     cold = meta is not None or (tc.warmup_steps == 0 and applied.get("compiled_blocks", 0) > 0)
     # a signal during the build
-    stop_before_first_step(_agreed(signals, device), progress, failures.Preempted)
+    stop_before_first_step(_agreed(signals, device), progress)
     for i, (first, last, warmup) in remaining_windows(tc, progress.step):
         warmup, cold = warmup or cold, False
         meter.start()
@@ -453,8 +454,7 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
                 _agreed(signals, device), tc.checkpoint_every, progress, first,
                 lambda step: checkpoint.save(records.run_dir, step, model, optimizer, cfg=cfg,
                                              rank=env.rank, attempt=progress.attempt,
-                                             scaler=scaler),
-                failures.Preempted)
+                                             scaler=scaler))
 
 
 def _agreed(signals: failures.StopSignals | None, device: torch.device) -> str | None:

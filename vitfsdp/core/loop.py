@@ -4,7 +4,8 @@ warm-up rule :data:`WARMUP_RULE`), the data a resumed run skips (:func:`skip_bat
 when a stop signal or ``train.checkpoint_every`` saves a checkpoint and ends the attempt
 (:func:`stop_before_first_step`, :func:`checkpoint_at_boundary`).
 
-Standard library only: the trainers pass in what is theirs (the save, the stop exception).
+Standard library only: the trainers pass in what is theirs (the save); both end an attempt
+on a stop signal with :class:`Preempted`.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
+
+from vitfsdp.core.layout import EXIT_PREEMPTED
 
 #: How warm-up windows are chosen (also recorded in run.json ``timing.warmup_rule``).
 WARMUP_RULE = (
@@ -30,12 +33,28 @@ class Schedule(Protocol):
     log_every: int
 
 
-class StopError(Protocol):
-    """The exception a trainer ends an attempt with on a stop signal
-    (:class:`vitfsdp.failures.Preempted`): built from the signal's name, the step and
-    whether a checkpoint was saved."""
+class Preempted(Exception):
+    """The run stopped on a signal after saving a checkpoint; exit with ``EXIT_PREEMPTED``
+    (:data:`vitfsdp.core.layout.EXIT_PREEMPTED`, which a requeued job resumes from).
 
-    def __call__(self, signal_name: str, step: int, saved: bool = True) -> BaseException: ...
+    Args:
+        signal_name: the signal, e.g. ``SIGUSR2``.
+        step: the step of the checkpoint saved; with ``saved=False`` the signal came before
+            this attempt's first step, nothing was saved and ``step`` is where the attempt
+            would have started (the checkpoint of an earlier attempt, if any, is kept).
+    """
+
+    exit_code = EXIT_PREEMPTED
+
+    def __init__(self, signal_name: str, step: int, saved: bool = True) -> None:
+        if saved:
+            message = f"{signal_name} received; checkpoint saved at step {step}"
+        else:
+            kept = f"the checkpoint of step {step} is kept" if step else "no checkpoint yet"
+            message = (f"{signal_name} received during start-up, before step {step + 1}: "
+                       f"nothing to save ({kept})")
+        super().__init__(message)
+        self.signal_name, self.step, self.saved = signal_name, step, saved
 
 
 @dataclass
@@ -72,7 +91,7 @@ def skip_batches(batches: Iterator, num_batches: int) -> None:
         next(batches)
 
 
-def stop_before_first_step(stop: str | None, progress: Progress, preempted: StopError) -> None:
+def stop_before_first_step(stop: str | None, progress: Progress) -> None:
     """Before this attempt's first step: if a stop signal arrived (during start-up,
     :mod:`vitfsdp.startup_signals`, or while the model was built, restored or compiled),
     stop at once rather than spend what is left of the job on a first window.
@@ -81,29 +100,27 @@ def stop_before_first_step(stop: str | None, progress: Progress, preempted: Stop
         stop: the signal's name as every rank agreed on it
             (:meth:`vitfsdp.failures.StopSignals.agreed`, or the JAX trainer's
             ``agreed_stop``), ``None`` if no rank received one.
-        preempted: the trainer's stop exception (:class:`vitfsdp.failures.Preempted`).
 
     Raises:
-        ``preempted(stop, progress.step, saved=False)``: a signal arrived; an earlier
-        attempt's checkpoint is kept.
+        Preempted: a signal arrived (``saved=False``); an earlier attempt's checkpoint is
+            kept.
     """
     if stop:
-        raise preempted(stop, progress.step, saved=False)
+        raise Preempted(stop, progress.step, saved=False)
 
 
 def checkpoint_at_boundary(stop: str | None, every: int, progress: Progress,
-                           window_first: int, save: Callable[[int], object],
-                           preempted: StopError) -> None:
+                           window_first: int, save: Callable[[int], object]) -> None:
     """At the end of the timing window that began at step ``window_first``: ``save(step)``
     when a stop signal arrived (``stop``, agreed by every rank as for
     :func:`stop_before_first_step`) or the window reached a multiple of ``every``
     (``train.checkpoint_every``; 0 = never); stop after a signal's save.
 
     Raises:
-        ``preempted(stop, step)``: a stop signal arrived (after the checkpoint is saved).
+        Preempted: a stop signal arrived (after the checkpoint is saved).
     """
     step = progress.step
     if stop or (every > 0 and step // every > (window_first - 1) // every):
         save(step)
     if stop:
-        raise preempted(stop, step)
+        raise Preempted(stop, step)

@@ -39,6 +39,7 @@ from vitfsdp.config import KernelsConfig, RunConfig
 from vitfsdp.config_jax import MATMUL_PRECISION
 from vitfsdp.core import runinfo
 from vitfsdp.core.loop import (
+    Preempted,
     Progress,
     checkpoint_at_boundary,
     remaining_windows,
@@ -82,7 +83,7 @@ def main(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
             return run(cfg, env, run_dir)
         finally:
             jdist.shutdown(env)
-    except failures.Preempted as e:  # recorded; every process saved its shards
+    except Preempted as e:  # recorded; every process saved its shards
         sys.exit(e.exit_code)
 
 
@@ -94,7 +95,7 @@ def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
     Raises:
         ValueError: the number of devices is not ``nodes × cluster.gpus_per_node``, or a
             checkpoint of another config in ``run_dir`` (nothing recorded).
-        failures.Preempted: SIGUSR2/SIGTERM arrived on some process; a checkpoint was saved
+        Preempted: SIGUSR2/SIGTERM arrived on some process; a checkpoint was saved
             and the run recorded as ``preempted``.
         Exception: whatever training raised, after rank 0 recorded it as ``oom`` (XLA's
             RESOURCE_EXHAUSTED) or ``failed``.
@@ -121,7 +122,7 @@ def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
     with failures.StopSignals() as signals:
         try:
             compile_s, _ = train(cfg, model, mesh, records, signals, progress, meta, resolved)
-        except failures.Preempted as e:
+        except Preempted as e:
             records.finish("preempted", reason=str(e), elapsed_s=time.time() - t0,
                            interrupted=True, last_step=e.step,
                            checkpoint_step=e.step if e.saved or meta else None, **attempts)
@@ -252,7 +253,7 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
         train state).
 
     Raises:
-        failures.Preempted: after saving the checkpoint of a stop signal, or (``saved``
+        Preempted: after saving the checkpoint of a stop signal, or (``saved``
             false) when one arrived before the first step.
     """
     tc = cfg.train
@@ -284,7 +285,7 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
     fault = failures.parse_fault(os.environ.get(failures.FAULT_ENV))
     cold = meta is not None  # the first window after a resume is warm-up (WARMUP_RULE)
     # a signal during start-up, the build or the compilation
-    stop_before_first_step(agreed_stop(signals), progress, failures.Preempted)
+    stop_before_first_step(agreed_stop(signals), progress)
     for i, (first, last, warmup) in remaining_windows(tc, progress.step):
         warmup, cold = warmup or cold, False
         meter.start(state)
@@ -305,8 +306,7 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
             checkpoint_at_boundary(
                 agreed_stop(signals), tc.checkpoint_every, progress, first,
                 lambda step, state=state: jckpt.save(records.run_dir, step, state, cfg=cfg,
-                                                     attempt=progress.attempt),
-                failures.Preempted)
+                                                     attempt=progress.attempt))
     return compile_s, state
 
 
