@@ -63,8 +63,8 @@ def _pip_install(python: Path, target: Path, cwd: Path) -> None:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> dict[str, Path]:
     """Two environments: ``wheel`` (the built wheel installed) and ``sdir`` (``pip install``
-    of a copy of the source tree), a user config folder and a work folder outside the
-    checkout."""
+    of a copy of the source tree, committed to a git repository of its own: ``commit``), a
+    user config folder and a work folder outside the checkout."""
     root = tmp_path_factory.mktemp("install")
     src = root / "src"
     src.mkdir()
@@ -73,19 +73,23 @@ def installed(tmp_path_factory) -> dict[str, Path]:
             shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
         else:
             shutil.copy2(REPO / name, src / name)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "copy"]):
+        _run([*git, *args], src)
     _run([sys.executable, "-m", "pip", "wheel", *PIP_OFFLINE[:3], "--quiet", "-w", root / "dist",
           src], root)
     (wheel,) = (root / "dist").glob("vitfsdp-*.whl")
     envs = {"wheel": _fresh_env(root / "env-wheel"), "sdir": _fresh_env(root / "env-sdir")}
     _pip_install(envs["wheel"], wheel, root)
     _pip_install(envs["sdir"], src, root)
+    commit = _run([*git, "rev-parse", "HEAD"], src).strip()
     shutil.rmtree(src)  # nothing may read the source tree from here on
     user = root / "user-conf"
     (user / "model").mkdir(parents=True)
     (user / "model" / "tiny32.yaml").write_text(USER_MODEL, encoding="utf-8")
     work = root / "work"
     work.mkdir()
-    return {**envs, "user": user, "work": work}
+    return {**envs, "user": user, "work": work, "commit": commit}
 
 
 @pytest.mark.parametrize("env", ["wheel", "sdir"])
@@ -95,10 +99,12 @@ def test_the_environment_imports_its_own_copy(installed, env):
     # torch-free modules only (the sweep test imports the rest)
     out = _run([python, "-c", (
         "import json, importlib.resources as r, vitfsdp, vitfsdp.launch.slurm as s,"
-        " hydra_plugins.vitfsdp_launcher.vitfsdp_launcher as h;"
+        " hydra_plugins.vitfsdp_launcher.vitfsdp_launcher as h, vitfsdp.provenance as p;"
         "print(json.dumps([vitfsdp.__file__, str(r.files('vitfsdp.conf')), str(s.TEMPLATE),"
-        " h.__file__]))")], work)
-    package, conf, template, plugin = json.loads(out)
+        " h.__file__, p.git_state()]))")], work)
+    package, conf, template, plugin, git = json.loads(out)
+    # the checkout is gone: the commit comes from the build's own record
+    assert git == {"commit": installed["commit"], "dirty": False}
     for path in (package, conf, template, plugin):
         assert Path(path).is_relative_to(prefix), f"{path} is not inside {prefix}"
     assert Path(template).is_file()

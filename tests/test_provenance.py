@@ -122,3 +122,9 @@ def test_git_state_takes_the_checkout_the_package_is_in_and_no_other(tmp_path, m
     monkeypatch.undo()
     monkeypatch.setattr(provenance.metadata, "distribution", lambda name: Dist())
     assert provenance.git_state(site) == {"commit": "a" * 40, "dirty": None}
+
+    # `pip install .` of a checkout: setup.py's record in the package comes first
+    (site / provenance.BUILD_RECORD).write_text(json.dumps({"commit": "b" * 40, "dirty": True}))
+    assert provenance.git_state(site) == {"commit": "b" * 40, "dirty": True}
+    (site / provenance.BUILD_RECORD).write_text("{not json")
+    assert provenance.git_state(site) == {"commit": "a" * 40, "dirty": None}

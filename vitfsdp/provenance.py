@@ -27,6 +27,9 @@ from pathlib import Path
 
 import yaml
 
+#: The file in the built package where setup.py records the commit of the checkout a
+#: ``pip install .`` or ``pip wheel .`` ran in (``{"commit": str, "dirty": bool}``).
+BUILD_RECORD = "_build_commit.json"
 #: Slurm variables recorded in run.json (ids and placement, nothing secret).
 SLURM_VARS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_NODELIST",
               "SLURM_JOB_NUM_NODES", "SLURM_NTASKS", "SLURM_JOB_PARTITION", "SLURM_RESTART_COUNT")
@@ -202,9 +205,10 @@ def git_state(package_dir: str | os.PathLike | None = None) -> dict:
     A checkout: ``package_dir`` (default: this package's directory) lies directly in the
     top of a git work tree. A package installed into a virtual environment that itself sits
     in some other repository is not that repository's code, so its commit is not taken.
-    Otherwise the commit pip recorded when it installed from a git URL (PEP 610
-    ``direct_url.json``: ``vcs_info.commit_id``; ``dirty`` unknown). ``None`` for both
-    where neither is known (a wheel built elsewhere, say).
+    Otherwise the commit the build recorded (:data:`BUILD_RECORD`, written by setup.py when
+    ``pip install .`` or ``pip wheel .`` ran in a checkout), else the one pip recorded when
+    it installed from a git URL (PEP 610 ``direct_url.json``: ``vcs_info.commit_id``;
+    ``dirty`` unknown). ``None`` for both where none is known (a wheel built from an sdist).
     """
     package_dir = Path(package_dir or Path(__file__).parent).resolve()
     repo = package_dir.parent
@@ -218,7 +222,18 @@ def git_state(package_dir: str | os.PathLike | None = None) -> dict:
             return {"commit": commit, "dirty": bool(dirty.strip())}
     except (OSError, subprocess.SubprocessError, ValueError):
         pass
-    return {"commit": _installed_commit(), "dirty": None}
+    return _built_commit(package_dir) or {"commit": _installed_commit(), "dirty": None}
+
+
+def _built_commit(package_dir: Path) -> dict | None:
+    """The build's record of its checkout's commit (:data:`BUILD_RECORD`), else ``None``."""
+    try:
+        state = json.loads((package_dir / BUILD_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(state, dict) or not isinstance(state.get("commit"), str):
+        return None
+    return {"commit": state["commit"], "dirty": state.get("dirty")}
 
 
 def _installed_commit(dist: str = "vitfsdp") -> str | None:

@@ -171,12 +171,14 @@ def collective_units(params: Any) -> dict[str, list[int]]:
     return units
 
 
-def _units(params: Any, mesh: Mesh) -> list[tuple[list[int], list[int | None]]]:
-    """Per unit (:func:`collective_units`): its leaf indices and, for each, the dimension
-    split over ``shard`` (None: the leaf is whole on every device)."""
+def _units(params: Any, mesh: Mesh) -> list[tuple[list[tuple[int, int]], list[int]]]:
+    """Per unit (:func:`collective_units`): its sharded leaves as (leaf index, the dimension
+    split over ``shard``) and the indices of its leaves that are whole on every device."""
     leaves = jax.tree.leaves(params)
     dims = [_shard_dim(param_spec(x.shape, mesh)) for x in leaves]
-    return [(idx, [dims[i] for i in idx]) for idx in collective_units(params).values()]
+    return [([(i, dims[i]) for i in idx if dims[i] is not None],
+             [i for i in idx if dims[i] is None])
+            for idx in collective_units(params).values()]
 
 
 def _shard_dim(spec: PartitionSpec) -> int | None:
@@ -189,8 +191,7 @@ def _local_value_and_grad(loss_fn: LossFn, units: list, mesh: Mesh, params: Any,
     k, replicas = mesh.shape[SHARD_AXIS], mesh.shape[REPLICATE_AXIS]
     leaves, treedef = jax.tree.flatten(params)
     whole = list(leaves)
-    for idx, dims in units:
-        sharded = [(i, d) for i, d in zip(idx, dims, strict=True) if d is not None]
+    for sharded, _ in units:
         if sharded:
             gathered = _all_gather([leaves[i] for i, _ in sharded], [d for _, d in sharded], k)
             for (i, _), x in zip(sharded, gathered, strict=True):
@@ -200,14 +201,13 @@ def _local_value_and_grad(loss_fn: LossFn, units: list, mesh: Mesh, params: Any,
     grads = jax.tree.leaves(grads)
     out: list[Any] = [None] * len(grads)
     bucket: list[int] = []
-    for idx, dims in reversed(units):  # backward order: the last block's gradients first
-        sharded = [(i, d) for i, d in zip(idx, dims, strict=True) if d is not None]
+    for sharded, whole_leaves in reversed(units):  # backward order: the last block first
         if sharded:
             parts = _reduce_scatter([grads[i] for i, _ in sharded], [d for _, d in sharded],
                                     k, replicas)
             for (i, _), g in zip(sharded, parts, strict=True):
                 out[i] = g
-        bucket += [i for i, d in zip(idx, dims, strict=True) if d is None]
+        bucket += whole_leaves
         if sum(grads[i].nbytes for i in bucket) >= BUCKET_BYTES:
             _all_reduce(grads, bucket, out)
             bucket = []
