@@ -30,8 +30,9 @@ slurm-down:
 
 # Two pytest workers, each test file on one worker (module fixtures run once): much of the
 # suite waits on process start-up and the Slurm queue rather than on the CPU. Files in the
-# order tests/conftest.py gives them (the longest first), not reordered by number of tests.
-PYTEST_ARGS ?= -q -n 2 --dist loadfile --no-loadscope-reorder
+# order tests/conftest.py gives them (the longest first), not reordered by number of tests;
+# the 15 slowest tests listed at the end, to keep CI time in view.
+PYTEST_ARGS ?= -q -n 2 --dist loadfile --no-loadscope-reorder --durations=15
 
 # Debian's chromium, for the test that opens the HTML report in a headless browser (root; the
 # test is skipped where chromium is absent).
