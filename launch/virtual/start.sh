@@ -224,9 +224,11 @@ add_hosts_entries() {
 # Start what is not running. STARTED_SINCE[node] is the epoch second before its slurmd was
 # started here (0 for a slurmd that was already running).
 declare -A STARTED_SINCE
+COLD_START=0
 start_daemons() {
     local node now
     now=$(date +%s)
+    any_daemon_running_of slurmctld slurmd || COLD_START=1
     if ! pid_alive "$STATE_DIR/run/slurmctld.pid" slurmctld; then
         log "starting slurmctld"
         slurmctld -f "$CONF"
@@ -239,6 +241,34 @@ start_daemons() {
             STARTED_SINCE[$node]=$now
         fi
     done
+}
+
+# any_daemon_running_of NAME...: whether one of the named Slurm daemons of this cluster runs.
+any_daemon_running_of() {
+    local name node
+    for name in "$@"; do
+        case $name in
+            slurmd) for node in "${NODES[@]}"; do
+                        pid_alive "$STATE_DIR/run/slurmd-$node.pid" slurmd && return 0
+                    done ;;
+            *) pid_alive "$STATE_DIR/run/$name.pid" "$name" && return 0 ;;
+        esac
+    done
+    return 1
+}
+
+# After a cold start (no slurmctld and no slurmd was running), jobs the controller recovers from
+# its saved state belong to a cluster that stopped without stop.sh (killed, or the host
+# restarted): nothing of theirs runs any more, but they hold their nodes until cancelled.
+cancel_stale_jobs() {
+    local jobs
+    ((COLD_START)) || return 0
+    wait_for 30 slurmctld scontrol ping
+    jobs=$(squeue -h -o %i 2>/dev/null | paste -sd' ')
+    [[ -n $jobs ]] || return 0
+    log "cancelling jobs left from a cluster that stopped without stop.sh: $jobs"
+    # shellcheck disable=SC2086
+    scancel $jobs 2>/dev/null || true
 }
 
 show_logs() {
@@ -280,6 +310,7 @@ wait_until_idle() {
         if ((!resumed)) && resume_drained; then resumed=1; fi
         if ((SECONDS >= deadline)); then
             sinfo -N -p "$PARTITION" >&2 || true
+            squeue >&2 || true
             show_logs
             die "not all ${#NODES[@]} nodes idle after ${START_TIMEOUT_S}s (logs above, in $STATE_DIR/log)"
         fi
@@ -309,6 +340,7 @@ main() {
     start_slurmdbd
     setup_accounting
     start_daemons
+    cancel_stale_jobs
     wait_until_idle
     print_usage
 }
