@@ -19,7 +19,6 @@ import logging
 import os
 import platform
 import re
-import subprocess
 import sys
 from collections.abc import Mapping
 from importlib import metadata
@@ -27,9 +26,8 @@ from pathlib import Path
 
 import yaml
 
-#: The file in the built package where setup.py records the commit of the checkout a
-#: ``pip install .`` or ``pip wheel .`` ran in (``{"commit": str, "dirty": bool}``).
-BUILD_RECORD = "_build_commit.json"
+from vitfsdp.core.checkout import BUILD_RECORD, checkout_state
+
 #: Slurm variables recorded in run.json (ids and placement, nothing secret).
 SLURM_VARS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_NODELIST",
               "SLURM_JOB_NUM_NODES", "SLURM_NTASKS", "SLURM_JOB_PARTITION", "SLURM_RESTART_COUNT")
@@ -211,18 +209,8 @@ def git_state(package_dir: str | os.PathLike | None = None) -> dict:
     ``dirty`` unknown). ``None`` for both where none is known (a wheel built from an sdist).
     """
     package_dir = Path(package_dir or Path(__file__).parent).resolve()
-    repo = package_dir.parent
-    try:
-        top = subprocess.run(["git", "rev-parse", "--show-toplevel", "HEAD"], cwd=repo,
-                             capture_output=True, text=True, timeout=10, check=True)
-        top_level, commit = top.stdout.split()
-        if Path(top_level).resolve() == repo:
-            dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                   cwd=repo, capture_output=True, text=True, timeout=10).stdout
-            return {"commit": commit, "dirty": bool(dirty.strip())}
-    except (OSError, subprocess.SubprocessError, ValueError):
-        pass
-    return _built_commit(package_dir) or {"commit": _installed_commit(), "dirty": None}
+    return (checkout_state(package_dir.parent) or _built_commit(package_dir)
+            or {"commit": _installed_commit(), "dirty": None})
 
 
 def _built_commit(package_dir: Path) -> dict | None:

@@ -4,5 +4,6 @@ Nothing here imports torch, jax or hydra at module level, so a launcher, the ana
 login node without an accelerator build reads it cheaply. :mod:`vitfsdp.core.layout` names
 the run directory's files, the ranks' exit codes and the run statuses; beside it, the loop's
 schedule (``loop``), the mesh axes (``mesh``), a window's figures (``throughput``), run.json's
-"what ran" (``runinfo``) and one rank's resolved choices (``resolved``).
+"what ran" (``runinfo``), one rank's resolved choices (``resolved``) and the commit of a
+checkout (``checkout``, which setup.py also loads by its path).
 """
