@@ -17,7 +17,7 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=common.sh
-source "$HERE/common.sh"  # STATE_DIR, CONF, log, die, pid_alive
+source "$HERE/common.sh"  # STATE_DIR, CONF, log, die, pid_alive, cancel_all_jobs
 NODES=(vnode1 vnode2 vnode3 vnode4)
 NODE_LIST="vnode[1-${#NODES[@]}]"
 PARTITION=debug
@@ -133,12 +133,19 @@ prepare_state_dir() {
     fi
 }
 
+# any_daemon_running [NAME...]: whether one of the named Slurm daemons of this cluster runs
+# (default: slurmctld, slurmdbd, any slurmd).
 any_daemon_running() {
-    local node
-    pid_alive "$STATE_DIR/run/slurmctld.pid" slurmctld && return 0
-    pid_alive "$STATE_DIR/run/slurmdbd.pid" slurmdbd && return 0
-    for node in "${NODES[@]}"; do
-        pid_alive "$STATE_DIR/run/slurmd-$node.pid" slurmd && return 0
+    local name node names=("$@")
+    ((${#names[@]})) || names=(slurmctld slurmdbd slurmd)
+    for name in "${names[@]}"; do
+        case $name in
+            slurmd)
+                for node in "${NODES[@]}"; do
+                    pid_alive "$STATE_DIR/run/slurmd-$node.pid" slurmd && return 0
+                done ;;
+            *) pid_alive "$STATE_DIR/run/$name.pid" "$name" && return 0 ;;
+        esac
     done
     return 1
 }
@@ -228,7 +235,7 @@ COLD_START=0
 start_daemons() {
     local node now
     now=$(date +%s)
-    any_daemon_running_of slurmctld slurmd || COLD_START=1
+    any_daemon_running slurmctld slurmd || COLD_START=1
     if ! pid_alive "$STATE_DIR/run/slurmctld.pid" slurmctld; then
         log "starting slurmctld"
         slurmctld -f "$CONF"
@@ -243,32 +250,13 @@ start_daemons() {
     done
 }
 
-# any_daemon_running_of NAME...: whether one of the named Slurm daemons of this cluster runs.
-any_daemon_running_of() {
-    local name node
-    for name in "$@"; do
-        case $name in
-            slurmd) for node in "${NODES[@]}"; do
-                        pid_alive "$STATE_DIR/run/slurmd-$node.pid" slurmd && return 0
-                    done ;;
-            *) pid_alive "$STATE_DIR/run/$name.pid" "$name" && return 0 ;;
-        esac
-    done
-    return 1
-}
-
 # After a cold start (no slurmctld and no slurmd was running), jobs the controller recovers from
 # its saved state belong to a cluster that stopped without stop.sh (killed, or the host
 # restarted): nothing of theirs runs any more, but they hold their nodes until cancelled.
 cancel_stale_jobs() {
-    local jobs
     ((COLD_START)) || return 0
     wait_for 30 slurmctld scontrol ping
-    jobs=$(squeue -h -o %i 2>/dev/null | paste -sd' ')
-    [[ -n $jobs ]] || return 0
-    log "cancelling jobs left from a cluster that stopped without stop.sh: $jobs"
-    # shellcheck disable=SC2086
-    scancel $jobs 2>/dev/null || true
+    cancel_all_jobs "cancelling jobs left from a cluster that stopped without stop.sh:" || true
 }
 
 show_logs() {

@@ -9,7 +9,7 @@
 set -euo pipefail
 
 # shellcheck source=common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # STATE_DIR, CONF, log, die, pid_alive
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # STATE_DIR, CONF, log, die, pid_alive, cancel_all_jobs
 RUN_DIR=$STATE_DIR/run
 STOP_TIMEOUT_S=15
 
@@ -47,14 +47,10 @@ stop_daemons() {
 
 # Jobs would otherwise outlive their slurmd (slurmstepd keeps running) and be lost on restart.
 cancel_jobs() {
-    local _ jobs
+    local _
     [[ -f $CONF ]] && pid_alive "$RUN_DIR/slurmctld.pid" slurmctld || return 0
     export SLURM_CONF=$CONF
-    jobs=$(squeue -h -o %i 2>/dev/null) || return 0
-    [[ -n $jobs ]] || return 0
-    log "cancelling jobs ${jobs//$'\n'/ }"
-    # shellcheck disable=SC2086
-    scancel $jobs 2>/dev/null || true
+    cancel_all_jobs "cancelling jobs" || return 0
     for _ in $(seq $STOP_TIMEOUT_S); do
         [[ -z $(squeue -h -t running,completing -o %i 2>/dev/null) ]] && return
         sleep 1
