@@ -62,7 +62,8 @@ lint:
 	$(PYTHON) -m ruff check .
 
 # hydra-core, omegaconf, antlr4 (built here: PyPI has only its sdist) and submitit as
-# Python 3.12 wheels in .whl/, for tools/gpu-check.sh on a node that reaches no registry
+# Python 3.12 wheels in .whl/, for tools/gpu-check.sh on a node that reaches no registry;
+# and .whl/checkout.json (HEAD's files: run it again after the last commit)
 GPU_PY ?= 3.12
 GPU_WHEELS ?= hydra-core==1.3.2 omegaconf==2.3.0 submitit==1.5.4
 
@@ -71,3 +72,6 @@ gpu-wheels:
 	$(PYTHON) -m pip download --quiet --no-deps --only-binary=:all: --python-version $(GPU_PY) \
 	    --implementation cp --platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
 	$(PYTHON) -m pip wheel --quiet --no-deps -w .whl antlr4-python3-runtime==4.9.3
+	@# HEAD's files, by which tools/gpu-check.sh tells run.json the commit of a copy without .git
+	$(PYTHON) -c 'import json, pathlib, vitfsdp.core.checkout as c; \
+	    pathlib.Path(".whl/checkout.json").write_text(json.dumps(c.head_manifest(pathlib.Path("."))))'

@@ -128,3 +128,42 @@ def test_git_state_takes_the_checkout_the_package_is_in_and_no_other(tmp_path, m
     assert provenance.git_state(site) == {"commit": "b" * 40, "dirty": True}
     (site / provenance.BUILD_RECORD).write_text("{not json")
     assert provenance.git_state(site) == {"commit": "a" * 40, "dirty": None}
+
+
+def test_a_copy_without_git_is_told_its_commit_by_the_manifest_of_head(tmp_path):
+    """What the GPU node receives: the work tree without .git. head_manifest of the checkout
+    (make gpu-wheels) gives the copy HEAD's commit, clean while every file of HEAD is there
+    unchanged (an extra untracked file does not count, as for git status), dirty once one
+    differs or is missing; the object ids are git's own (checked against git hash-object)."""
+    import os
+    import shutil
+
+    from vitfsdp.core.checkout import checkout_state, head_manifest, manifest_state
+
+    checkout = tmp_path / "checkout"
+    (checkout / "vitfsdp" / "core").mkdir(parents=True)
+    (checkout / "vitfsdp" / "core" / "a.py").write_text("a = 1\n")
+    (checkout / "data.bin").write_bytes(bytes(range(256)) * 3)
+    os.symlink("vitfsdp/core/a.py", checkout / "link.py")
+    _git(checkout, "init", "-q")
+    _git(checkout, "add", ".")
+    _git(checkout, "commit", "-qm", "c")
+    head = _git(checkout, "rev-parse", "HEAD")
+    manifest = head_manifest(checkout)
+    assert manifest["commit"] == head
+    assert set(manifest["blobs"]) == {"vitfsdp/core/a.py", "data.bin", "link.py"}
+    assert manifest["blobs"]["data.bin"] == _git(checkout, "hash-object", "data.bin")
+    assert manifest_state(checkout, manifest) == {"commit": head, "dirty": False}
+
+    copy = tmp_path / "copy"
+    shutil.copytree(checkout, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    assert checkout_state(copy) is None and head_manifest(copy) is None
+    manifest = json.loads(json.dumps(manifest))  # as carried in .whl/checkout.json
+    (copy / "untracked.txt").write_text("not in HEAD\n")
+    assert manifest_state(copy, manifest) == {"commit": head, "dirty": False}
+    (copy / "data.bin").write_bytes(bytes(range(256)) * 3 + b"!")
+    assert manifest_state(copy, manifest) == {"commit": head, "dirty": True}
+    (copy / "data.bin").write_bytes(bytes(range(256)) * 3)
+    (copy / "link.py").unlink()
+    assert manifest_state(copy, manifest) == {"commit": head, "dirty": True}
+    assert manifest_state(copy, {"commit": head}) is None

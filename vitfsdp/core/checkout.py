@@ -1,4 +1,6 @@
-"""Which commit a git checkout is at: one rule for run.json's provenance and for setup.py.
+"""Which commit a git checkout is at: one rule for run.json's provenance and for setup.py;
+and, for a copy of a checkout without ``.git`` (what a GPU node without network receives), a
+manifest of HEAD's files that tells the copy's commit and whether it differs.
 
 Standard library only, and no import from the rest of the package: setup.py loads this file by
 its path, in pip's isolated build environment, before vitfsdp or its dependencies can be
@@ -7,6 +9,8 @@ imported.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import subprocess
 from pathlib import Path
 
@@ -36,3 +40,58 @@ def checkout_state(top: Path) -> dict | None:
     except (OSError, subprocess.SubprocessError, ValueError):
         return None
     return {"commit": commit, "dirty": bool(status.strip())}
+
+
+def head_manifest(top: Path) -> dict | None:
+    """``{"commit": str, "blobs": {path: object id}}``: every file of HEAD in the git work tree
+    whose top is ``top`` (paths relative to it, ``/``-separated; submodules left out).
+
+    Written next to a copy of the work tree that travels without ``.git``, it lets
+    :func:`manifest_state` tell which commit the copy is and whether it differs. ``None``
+    where :func:`checkout_state` gives ``None``. Raises nothing.
+    """
+    top = Path(top).resolve()
+    state = checkout_state(top)
+    if state is None:
+        return None
+    try:
+        listing = subprocess.run(["git", "ls-tree", "-r", "-z", "HEAD"], cwd=top,
+                                 capture_output=True, text=True, timeout=30, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    blobs = {}
+    for entry in filter(None, listing.split("\0")):
+        meta, path = entry.split("\t", 1)
+        _mode, kind, object_id = meta.split()
+        if kind == "blob":
+            blobs[path] = object_id
+    return {"commit": state["commit"], "blobs": blobs}
+
+
+def manifest_state(top: Path, manifest: dict) -> dict | None:
+    """``{"commit": str, "dirty": bool}`` of a copy of a work tree at ``top`` (with or without
+    ``.git``), against :func:`head_manifest` of the checkout it was copied from.
+
+    ``dirty``: a file of the manifest is missing from the copy or its content differs, hashed
+    as git hashes a blob (``sha1("blob <size>\\0" + content)``, or SHA-256 for a SHA-256
+    repository; a symbolic link hashes its target). Files the manifest does not list do not
+    count, as untracked files do not for :func:`checkout_state`. ``None`` where ``manifest``
+    is not a manifest. Raises nothing.
+    """
+    commit, blobs = manifest.get("commit"), manifest.get("blobs")
+    if not isinstance(commit, str) or not isinstance(blobs, dict):
+        return None
+    algorithm = hashlib.sha256 if len(commit) == 64 else hashlib.sha1
+    top = Path(top)
+    dirty = False
+    for path, object_id in blobs.items():
+        file = top / path
+        try:
+            data = (os.readlink(file).encode() if file.is_symlink() else file.read_bytes())
+        except OSError:
+            dirty = True
+            break
+        if algorithm(b"blob %d\0" % len(data) + data).hexdigest() != object_id:
+            dirty = True
+            break
+    return {"commit": commit, "dirty": dirty}
