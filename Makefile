@@ -72,6 +72,6 @@ gpu-wheels:
 	$(PYTHON) -m pip download --quiet --no-deps --only-binary=:all: --python-version $(GPU_PY) \
 	    --implementation cp --platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
 	$(PYTHON) -m pip wheel --quiet --no-deps -w .whl antlr4-python3-runtime==4.9.3
-	@# HEAD's files, by which tools/gpu-check.sh tells run.json the commit of a copy without .git
+	@# HEAD's files, by which the build in a copy without .git records its commit (setup.py)
 	$(PYTHON) -c 'import json, pathlib, vitfsdp.core.checkout as c; \
-	    pathlib.Path(".whl/checkout.json").write_text(json.dumps(c.head_manifest(pathlib.Path("."))))'
+	    pathlib.Path(c.MANIFEST).write_text(json.dumps(c.head_manifest(pathlib.Path("."))))'

@@ -2,9 +2,10 @@
 folders under ``vitfsdp/`` and ``hydra_plugins/``, not the two data packages that
 ``[tool.setuptools.package-dir]`` maps from the repository's ``conf/`` and ``launch/sbatch/``.
 
-And the commit a build comes from: ``pip install .`` and ``pip wheel .`` of a git checkout
-write it into the built package (``vitfsdp.core.checkout.BUILD_RECORD``), where run.json's
-provenance finds it once the checkout is out of reach (``vitfsdp.provenance.git_state``).
+And the commit a build comes from: ``pip install .`` and ``pip wheel .`` of a git checkout,
+or of a copy without ``.git`` that carries the manifest of ``make gpu-wheels``, write it into
+the built package (``vitfsdp.core.checkout.BUILD_RECORD``), where run.json's provenance finds
+it once the checkout is out of reach (``vitfsdp.provenance.git_state``).
 Everything else is in pyproject.toml."""
 
 import importlib.util
@@ -25,14 +26,14 @@ _spec.loader.exec_module(checkout)
 
 
 class BuildPyWithCommit(build_py):
-    """setuptools' build_py, then the commit of the checkout this file is at the top of
-    (``vitfsdp.core.checkout.checkout_state``) written into the built package as
-    ``BUILD_RECORD``; nothing outside a checkout, nor for an editable install, whose package
-    is the checkout itself."""
+    """setuptools' build_py, then the commit of the checkout this file is at the top of, or of
+    the copy of one that carries its manifest (``vitfsdp.core.checkout.source_state``),
+    written into the built package as ``BUILD_RECORD``; nothing where neither is known, nor
+    for an editable install, whose package is the checkout itself."""
 
     def run(self):
         super().run()
-        state = checkout.checkout_state(HERE)
+        state = checkout.source_state(HERE)
         if state and not getattr(self, "editable_mode", False):
             target = Path(self.build_lib) / "vitfsdp" / checkout.BUILD_RECORD
             target.write_text(json.dumps(state) + "\n", encoding="utf-8")

@@ -138,7 +138,13 @@ def test_a_copy_without_git_is_told_its_commit_by_the_manifest_of_head(tmp_path)
     import os
     import shutil
 
-    from vitfsdp.core.checkout import checkout_state, head_manifest, manifest_state
+    from vitfsdp.core.checkout import (
+        MANIFEST,
+        checkout_state,
+        head_manifest,
+        manifest_state,
+        source_state,
+    )
 
     checkout = tmp_path / "checkout"
     (checkout / "vitfsdp" / "core").mkdir(parents=True)
@@ -154,15 +160,21 @@ def test_a_copy_without_git_is_told_its_commit_by_the_manifest_of_head(tmp_path)
     assert set(manifest["blobs"]) == {"vitfsdp/core/a.py", "data.bin", "link.py"}
     assert manifest["blobs"]["data.bin"] == _git(checkout, "hash-object", "data.bin")
     assert manifest_state(checkout, manifest) == {"commit": head, "dirty": False}
+    assert source_state(checkout) == checkout_state(checkout)
 
     copy = tmp_path / "copy"
     shutil.copytree(checkout, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
     assert checkout_state(copy) is None and head_manifest(copy) is None
-    manifest = json.loads(json.dumps(manifest))  # as carried in .whl/checkout.json
+    assert source_state(copy) is None  # no manifest carried: no commit
+    (copy / MANIFEST).parent.mkdir(parents=True)
+    (copy / MANIFEST).write_text(json.dumps(manifest))  # what make gpu-wheels writes
+    manifest = json.loads((copy / MANIFEST).read_text())
     (copy / "untracked.txt").write_text("not in HEAD\n")
     assert manifest_state(copy, manifest) == {"commit": head, "dirty": False}
+    assert source_state(copy) == {"commit": head, "dirty": False}
     (copy / "data.bin").write_bytes(bytes(range(256)) * 3 + b"!")
     assert manifest_state(copy, manifest) == {"commit": head, "dirty": True}
+    assert source_state(copy) == {"commit": head, "dirty": True}
     (copy / "data.bin").write_bytes(bytes(range(256)) * 3)
     (copy / "link.py").unlink()
     assert manifest_state(copy, manifest) == {"commit": head, "dirty": True}

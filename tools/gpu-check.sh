@@ -52,24 +52,11 @@ step_install() {
     "$PYTHON" -m pip install -q --no-index --no-deps --no-build-isolation --no-compile \
         --upgrade --target "$SITE" "$REPO"
     export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
-    # a copy without .git (the device's): the commit from make gpu-wheels' manifest of HEAD,
-    # dirty where a file differs, into the build record run.json's provenance reads
-    [[ -e "$REPO/.git" ]] || (cd /tmp && "$PYTHON" - "$REPO" "$SITE/vitfsdp" <<'EOF'
-import json, sys
-from pathlib import Path
-from vitfsdp.core.checkout import BUILD_RECORD, manifest_state
-repo, package = map(Path, sys.argv[1:])
-try:
-    state = manifest_state(repo, json.loads((repo / ".whl" / "checkout.json").read_text()))
-except (OSError, ValueError, AttributeError):
-    state = None
-if state:
-    (package / BUILD_RECORD).write_text(json.dumps(state) + "\n")
-print("run.json's git:", state or "no commit (no .whl/checkout.json: make gpu-wheels)")
-EOF
-    )
-    (cd /tmp && "$PYTHON" -c 'import vitfsdp, hydra, submitit, torch; print("vitfsdp from",
-        vitfsdp.__file__, "| torch", torch.__version__, "| cuda", torch.cuda.is_available())')
+    # run.json's git: in a copy without .git (the device's), the build took it from the
+    # manifest make gpu-wheels wrote (.whl/checkout.json), dirty where a file differs
+    (cd /tmp && "$PYTHON" -c 'import vitfsdp, hydra, submitit, torch, vitfsdp.provenance as p
+print("vitfsdp from", vitfsdp.__file__, "| torch", torch.__version__, "| cuda",
+      torch.cuda.is_available(), "| git", p.git_state())')
 }
 
 provenance() {  # the device, driver and versions, for docs/benchmarks.md

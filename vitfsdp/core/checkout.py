@@ -10,6 +10,7 @@ imported.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -17,6 +18,10 @@ from pathlib import Path
 #: The file in the built package where setup.py records the commit of the checkout a
 #: ``pip install .`` or ``pip wheel .`` ran in (``{"commit": str, "dirty": bool}``).
 BUILD_RECORD = "_build_commit.json"
+#: Where ``make gpu-wheels`` writes :func:`head_manifest` of a checkout, relative to its top:
+#: it travels with the wheels to a node that receives the work tree without ``.git``, where
+#: setup.py's build takes the commit from it (:func:`source_state`).
+MANIFEST = ".whl/checkout.json"
 
 
 def checkout_state(top: Path) -> dict | None:
@@ -82,16 +87,31 @@ def manifest_state(top: Path, manifest: dict) -> dict | None:
     if not isinstance(commit, str) or not isinstance(blobs, dict):
         return None
     algorithm = hashlib.sha256 if len(commit) == 64 else hashlib.sha1
-    top = Path(top)
-    dirty = False
-    for path, object_id in blobs.items():
-        file = top / path
-        try:
-            data = (os.readlink(file).encode() if file.is_symlink() else file.read_bytes())
-        except OSError:
-            dirty = True
-            break
-        if algorithm(b"blob %d\0" % len(data) + data).hexdigest() != object_id:
-            dirty = True
-            break
+    dirty = any(_object_id(Path(top) / path, algorithm) != object_id
+                for path, object_id in blobs.items())
     return {"commit": commit, "dirty": dirty}
+
+
+def source_state(top: Path) -> dict | None:
+    """``{"commit": str, "dirty": bool}`` of the source at ``top``, for setup.py's build record:
+    :func:`checkout_state` where ``top`` is a checkout, else :func:`manifest_state` against
+    the manifest at ``top / MANIFEST`` (a copy without ``.git`` that carries one), else
+    ``None``. Raises nothing."""
+    state = checkout_state(top)
+    if state is not None:
+        return state
+    try:
+        manifest = json.loads((Path(top) / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return manifest_state(top, manifest) if isinstance(manifest, dict) else None
+
+
+def _object_id(file: Path, algorithm) -> str | None:
+    """Git's object id of ``file`` as a blob (a symbolic link: of its target), ``None`` where
+    it cannot be read."""
+    try:
+        data = os.readlink(file).encode() if file.is_symlink() else file.read_bytes()
+    except OSError:
+        return None
+    return algorithm(b"blob %d\0" % len(data) + data).hexdigest()
