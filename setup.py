@@ -34,9 +34,11 @@ class BuildPyWithCommit(build_py):
     def run(self):
         super().run()
         state = checkout.source_state(HERE)
+        target = Path(self.build_lib) / "vitfsdp" / checkout.BUILD_RECORD
         if state and not getattr(self, "editable_mode", False):
-            target = Path(self.build_lib) / "vitfsdp" / checkout.BUILD_RECORD
             target.write_text(json.dumps(state) + "\n", encoding="utf-8")
+        else:  # an earlier build's record left in build/ is not this build's commit
+            target.unlink(missing_ok=True)
 
 
 setup(packages=[*find_namespace_packages(include=["vitfsdp*", "hydra_plugins*"]),

@@ -142,6 +142,37 @@ def test_wheel_sweeps_with_a_user_model_and_pip_install_analyses_and_writes_scri
     assert str(REPO) not in "".join(s.read_text(encoding="utf-8") for s in scripts)
 
 
+def test_a_build_in_a_copy_without_git_takes_the_commit_from_its_manifest(tmp_path):
+    """What tools/gpu-check.sh builds on a GPU node: the sources without .git. setup.py's
+    build_py records the commit of the manifest make gpu-wheels wrote (clean: the copy is
+    HEAD), and a later build without the manifest leaves no record of the earlier one in the
+    reused build folder."""
+    from vitfsdp.core.checkout import BUILD_RECORD, MANIFEST, head_manifest
+
+    src, lib = tmp_path / "src", tmp_path / "build-lib"
+    src.mkdir()
+    for name in SOURCES:
+        if (REPO / name).is_dir():
+            shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(REPO / name, src / name)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "copy"]):
+        _run([*git, *args], src)
+    manifest = head_manifest(src)
+    shutil.rmtree(src / ".git")
+    (src / MANIFEST).parent.mkdir()
+    (src / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    build = [sys.executable, "setup.py", "-q", "build_py", "--build-lib", lib]
+    _run(build, src)
+    record = lib / "vitfsdp" / BUILD_RECORD
+    assert json.loads(record.read_text(encoding="utf-8")) == {"commit": manifest["commit"],
+                                                              "dirty": False}
+    (src / MANIFEST).unlink()
+    _run(build, src)
+    assert (lib / "vitfsdp" / "core" / "checkout.py").is_file() and not record.exists()
+
+
 def test_group_check_knows_the_user_folders_of_hydra_searchpath(tmp_path):
     from vitfsdp.config import check_group_choices, searchpath_dirs
 
