@@ -62,7 +62,7 @@ def head_manifest(top: Path) -> dict | None:
     try:
         listing = subprocess.run(["git", "ls-tree", "-r", "-z", "HEAD"], cwd=top,
                                  capture_output=True, text=True, timeout=30, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError, ValueError):  # ValueError: a path not UTF-8
         return None
     blobs = {}
     for entry in filter(None, listing.split("\0")):
