@@ -60,13 +60,9 @@ def _pip_install(python: Path, target: Path, cwd: Path) -> None:
     _run([sys.executable, "-m", "pip", "--python", python, "install", *PIP_OFFLINE, target], cwd)
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> dict[str, Path]:
-    """Two environments: ``wheel`` (the built wheel installed) and ``sdir`` (``pip install``
-    of a copy of the source tree, committed to a git repository of its own: ``commit``), a
-    user config folder and a work folder outside the checkout."""
-    root = tmp_path_factory.mktemp("install")
-    src = root / "src"
+def _committed_copy(src: Path) -> str:
+    """What a build reads (``SOURCES``) copied to ``src``, committed to a git repository of
+    its own there; its commit."""
     src.mkdir()
     for name in SOURCES:
         if (REPO / name).is_dir():
@@ -76,13 +72,23 @@ def installed(tmp_path_factory) -> dict[str, Path]:
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "copy"]):
         _run([*git, *args], src)
+    return _run([*git, "rev-parse", "HEAD"], src).strip()
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> dict[str, Path]:
+    """Two environments: ``wheel`` (the built wheel installed) and ``sdir`` (``pip install``
+    of a copy of the source tree, committed to a git repository of its own: ``commit``), a
+    user config folder and a work folder outside the checkout."""
+    root = tmp_path_factory.mktemp("install")
+    src = root / "src"
+    commit = _committed_copy(src)
     _run([sys.executable, "-m", "pip", "wheel", *PIP_OFFLINE[:3], "--quiet", "-w", root / "dist",
           src], root)
     (wheel,) = (root / "dist").glob("vitfsdp-*.whl")
     envs = {"wheel": _fresh_env(root / "env-wheel"), "sdir": _fresh_env(root / "env-sdir")}
     _pip_install(envs["wheel"], wheel, root)
     _pip_install(envs["sdir"], src, root)
-    commit = _run([*git, "rev-parse", "HEAD"], src).strip()
     shutil.rmtree(src)  # nothing may read the source tree from here on
     user = root / "user-conf"
     (user / "model").mkdir(parents=True)
@@ -150,24 +156,16 @@ def test_a_build_in_a_copy_without_git_takes_the_commit_from_its_manifest(tmp_pa
     from vitfsdp.core.checkout import BUILD_RECORD, MANIFEST, head_manifest
 
     src, lib = tmp_path / "src", tmp_path / "build-lib"
-    src.mkdir()
-    for name in SOURCES:
-        if (REPO / name).is_dir():
-            shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(REPO / name, src / name)
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "copy"]):
-        _run([*git, *args], src)
+    commit = _committed_copy(src)
     manifest = head_manifest(src)
+    assert manifest["commit"] == commit
     shutil.rmtree(src / ".git")
     (src / MANIFEST).parent.mkdir()
     (src / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
     build = [sys.executable, "setup.py", "-q", "build_py", "--build-lib", lib]
     _run(build, src)
     record = lib / "vitfsdp" / BUILD_RECORD
-    assert json.loads(record.read_text(encoding="utf-8")) == {"commit": manifest["commit"],
-                                                              "dirty": False}
+    assert json.loads(record.read_text(encoding="utf-8")) == {"commit": commit, "dirty": False}
     (src / MANIFEST).unlink()
     _run(build, src)
     assert (lib / "vitfsdp" / "core" / "checkout.py").is_file() and not record.exists()
