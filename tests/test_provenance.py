@@ -151,13 +151,14 @@ def test_a_copy_without_git_is_told_its_commit_by_the_manifest_of_head(tmp_path)
     (checkout / "vitfsdp" / "core" / "a.py").write_text("a = 1\n")
     (checkout / "data.bin").write_bytes(bytes(range(256)) * 3)
     os.symlink("vitfsdp/core/a.py", checkout / "link.py")
+    os.symlink(b"target-not-utf-8-\xff", os.fsencode(checkout / "raw-link"))
     _git(checkout, "init", "-q")
     _git(checkout, "add", ".")
     _git(checkout, "commit", "-qm", "c")
     head = _git(checkout, "rev-parse", "HEAD")
     manifest = head_manifest(checkout)
     assert manifest["commit"] == head
-    assert set(manifest["blobs"]) == {"vitfsdp/core/a.py", "data.bin", "link.py"}
+    assert set(manifest["blobs"]) == {"vitfsdp/core/a.py", "data.bin", "link.py", "raw-link"}
     assert manifest["blobs"]["data.bin"] == _git(checkout, "hash-object", "data.bin")
     assert manifest_state(checkout, manifest) == {"commit": head, "dirty": False}
     assert source_state(checkout) == checkout_state(checkout)

@@ -111,7 +111,7 @@ def _object_id(file: Path, algorithm) -> str | None:
     """Git's object id of ``file`` as a blob (a symbolic link: of its target), ``None`` where
     it cannot be read."""
     try:
-        data = os.readlink(file).encode() if file.is_symlink() else file.read_bytes()
+        data = os.fsencode(os.readlink(file)) if file.is_symlink() else file.read_bytes()
     except OSError:
         return None
     return algorithm(b"blob %d\0" % len(data) + data).hexdigest()
