@@ -180,3 +180,6 @@ def test_a_copy_without_git_is_told_its_commit_by_the_manifest_of_head(tmp_path)
     (copy / "link.py").unlink()
     assert manifest_state(copy, manifest) == {"commit": head, "dirty": True}
     assert manifest_state(copy, {"commit": head}) is None
+    assert manifest_state(copy, [head]) is None  # valid JSON, not a manifest
+    assert manifest_state(copy, {"commit": head, "blobs": {"a\0b": "0" * 40}}) == {
+        "commit": head, "dirty": True}  # a path no file can have: missing, not an error

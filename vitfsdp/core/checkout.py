@@ -83,6 +83,8 @@ def manifest_state(top: Path, manifest: dict) -> dict | None:
     count, as untracked files do not for :func:`checkout_state`. ``None`` where ``manifest``
     is not a manifest. Raises nothing.
     """
+    if not isinstance(manifest, dict):
+        return None
     commit, blobs = manifest.get("commit"), manifest.get("blobs")
     if not isinstance(commit, str) or not isinstance(blobs, dict):
         return None
@@ -104,7 +106,7 @@ def source_state(top: Path) -> dict | None:
         manifest = json.loads((Path(top) / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return manifest_state(top, manifest) if isinstance(manifest, dict) else None
+    return manifest_state(top, manifest)
 
 
 def _object_id(file: Path, algorithm) -> str | None:
@@ -112,6 +114,6 @@ def _object_id(file: Path, algorithm) -> str | None:
     it cannot be read."""
     try:
         data = os.fsencode(os.readlink(file)) if file.is_symlink() else file.read_bytes()
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a path holding NUL, as a corrupt manifest may
         return None
     return algorithm(b"blob %d\0" % len(data) + data).hexdigest()
