@@ -73,15 +73,15 @@ def head_manifest(top: Path) -> dict | None:
     return {"commit": state["commit"], "blobs": blobs}
 
 
-def manifest_state(top: Path, manifest: dict) -> dict | None:
+def manifest_state(top: Path, manifest: object) -> dict | None:
     """``{"commit": str, "dirty": bool}`` of a copy of a work tree at ``top`` (with or without
     ``.git``), against :func:`head_manifest` of the checkout it was copied from.
 
     ``dirty``: a file of the manifest is missing from the copy or its content differs, hashed
     as git hashes a blob (``sha1("blob <size>\\0" + content)``, or SHA-256 for a SHA-256
     repository; a symbolic link hashes its target). Files the manifest does not list do not
-    count, as untracked files do not for :func:`checkout_state`. ``None`` where ``manifest``
-    is not a manifest. Raises nothing.
+    count, as untracked files do not for :func:`checkout_state`. ``manifest`` is any JSON
+    value, as ``json.loads`` gives it; ``None`` where it is not a manifest. Raises nothing.
     """
     if not isinstance(manifest, dict):
         return None
