@@ -60,6 +60,8 @@ DPI = 300  # PNG resolution (dots per inch): print quality at the figure's own s
 #: between marks of different lines at the same node count.
 NOT_COMPLETED_Y = 0.04
 NOT_COMPLETED_STEP = 0.05
+#: The text in a panel whose runs give nothing to draw at a value (none completed).
+NOTHING_TO_PLOT = "no completed run: nothing to plot\n(why: failures.csv)"
 #: Width of one panel in inches, labels included: one column of a two-column paper (IEEE,
 #: ACM and Springer columns are 3.3-3.5 in), so a figure prints at 100 % with no shrinking.
 PANEL_WIDTH_IN = 3.5
@@ -818,7 +820,17 @@ def _plot_reserved(ax, line: pd.DataFrame, color: str, extras: set[str]) -> None
 
 def _log_y_axis(ax) -> None:
     """Log y with plain-number ticks: at 1, 2, 3 and 5 per decade over up to 1.5 decades
-    (readable over narrow spans), at 1, 2 and 5 up to 3 decades, then at powers of 10."""
+    (readable over narrow spans), at 1, 2 and 5 up to 3 decades, then at powers of 10.
+
+    A panel with nothing drawn at a positive value (no run completed, none predicted) keeps
+    a linear axis without ticks and says so in its middle: a log axis has no range then
+    (matplotlib raises "Data cannot be log-scaled" when the figure is drawn)."""
+    y0 = ax.dataLim.y0
+    if not (math.isfinite(y0) and y0 > 0):
+        ax.set_yticks([])
+        ax.text(0.5, 0.5, NOTHING_TO_PLOT, ha="center", va="center", transform=ax.transAxes,
+                color="0.4")
+        return
     ax.set_yscale("log")
     low, high = ax.get_ylim()
     decades = math.log10(high / low) if low > 0 and high > low else 0.0
