@@ -120,7 +120,7 @@ BAD = [
     (["nodes=100"], "cluster.max_local_procs", "use fewer nodes"),
     (["data=imagefolder"], "data.path", "data=imagefolder needs data.path"),
     (["data.name=imagenet"], "data.name", "valid: synthetic, digits, imagefolder"),
-    (["data.num_workers=-1"], "data.num_workers", "must be >= 0"),
+    (["data.num_workers=-2"], "data.num_workers", "must be >= 0, or -1"),
     (["framework=jax", "strategy=NO_SHARD"], "strategy", "framework=jax"),
     (["framework=jax", "engine=fsdp2"], "engine", "framework=jax"),
     (["metrics.peak=guess"], "metrics.peak", "guess"),

@@ -4,7 +4,9 @@ records them; timm's model is our architecture; the target checks; subcommand di
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
+import json
 import sys
 import types
 
@@ -77,7 +79,21 @@ def test_profile_of_the_fsdp_step_lists_the_matmuls(bench):
     out, _, _ = bench
     ops = (out / "vit_tiny" / "profile" / "ops.txt").read_text()
     assert "aten::addmm" in ops or "aten::mm" in ops
-    assert "traceEvents" in (out / "vit_tiny" / "profile" / "trace.json").read_text()
+    with gzip.open(out / "vit_tiny" / "profile" / "trace.json.gz", "rt") as f:
+        trace = json.load(f)
+    # the profiler's schedule: one active step, after its wait and warm-up steps
+    steps = {e["name"] for e in trace["traceEvents"] if e.get("name", "").startswith(
+        "ProfilerStep#")}
+    assert steps == {f"ProfilerStep#{sum(throughput.PROFILE_SCHEDULE)}"}
+
+
+def test_bench_csv_says_how_each_path_casts(bench):
+    out, _, _ = bench
+    table = pd.read_csv(out / "bench.csv")
+    assert set(table["cast"]) == {"none"}  # fp32 on a CPU
+    assert throughput.cast_kind({"name": "bf16", "param_dtype": "bf16",
+                                 "autocast_dtype": None}) == "parameters"  # fsdp on a GPU
+    assert throughput.cast_kind({"name": "bf16", "autocast_dtype": "bf16"}) == "autocast"
 
 
 def test_table_ratios_are_the_measured_ips_ratios(bench):

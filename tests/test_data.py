@@ -9,7 +9,16 @@ import pytest
 import torch
 from PIL import Image
 
-from vitfsdp.data import DataConfig, DigitsDataset, batches, num_classes
+from vitfsdp.data import (
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    DataConfig,
+    DigitsDataset,
+    batches,
+    normalize,
+    num_classes,
+    resolved_workers,
+)
 
 
 def _take(cfg, n, **kw):
@@ -20,9 +29,9 @@ def _take(cfg, n, **kw):
 def test_digits_are_real_images_upscaled():
     ds = DigitsDataset(img_size=32)
     x, y = ds[0]
-    assert x.shape == (3, 32, 32) and x.dtype == torch.float32
+    assert x.shape == (3, 32, 32) and x.dtype == torch.uint8  # normalized on the device
     assert len(ds) == 1797 and int(y) == 0
-    assert x.std() > 0.5  # a drawn digit, not a constant image
+    assert x.float().std() > 50  # a drawn digit, not a constant image
     assert num_classes(DataConfig(name="digits")) == 10
 
 
@@ -70,3 +79,43 @@ def test_too_few_images_for_one_global_batch():
     with pytest.raises(ValueError, match="train.local_batch_size"):
         _take(DataConfig(name="digits"), 1, img_size=8, local_batch_size=1000, rank=0,
               world_size=2)
+
+
+def test_normalize_on_the_device_is_torchvisions_to_tensor_and_normalize():
+    from torchvision import transforms
+
+    images = torch.randint(0, 256, (2, 3, 5, 7), dtype=torch.uint8)
+    expected = torch.stack([transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)(
+        transforms.ToTensor()(img.permute(1, 2, 0).numpy())) for img in images])
+    assert torch.allclose(normalize(images), expected, atol=1e-6)
+
+
+def test_batches_are_float_normalized_or_uint8_as_asked():
+    cfg = DataConfig(name="digits", shuffle=False)
+    (x, _), = _take(cfg, 1, img_size=8, local_batch_size=4, rank=0, world_size=1)
+    (raw, _), = _take(cfg, 1, img_size=8, local_batch_size=4, rank=0, world_size=1,
+                      normalized=False)
+    assert x.dtype == torch.float32 and raw.dtype == torch.uint8
+    assert torch.equal(x, normalize(raw))
+
+
+def test_loader_workers_give_the_same_batches(monkeypatch):
+    cfg = DataConfig(name="digits", shuffle=True, num_workers=0)
+    main = _take(cfg, 3, img_size=8, local_batch_size=4, rank=1, world_size=2)
+    workers = _take(DataConfig(name="digits", shuffle=True, num_workers=2), 3, img_size=8,
+                    local_batch_size=4, rank=1, world_size=2)
+    for (a, la), (b, lb) in zip(main, workers, strict=True):
+        assert torch.equal(a, b) and torch.equal(la, lb)
+
+
+@pytest.mark.parametrize(("given", "device", "cpus", "local_ranks", "expected"), [
+    (-1, "cpu", 16, "1", 0),     # CPU ranks keep the cores for compute
+    (-1, "cuda", 16, "1", 8),    # capped
+    (-1, "cuda", 16, "4", 3),    # 4 CPUs a rank, one for the rank itself
+    (-1, "cuda", 2, "8", 1),     # at least one
+    (3, "cuda", 16, "1", 3),     # as given
+])
+def test_auto_workers(monkeypatch, given, device, cpus, local_ranks, expected):
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(cpus)))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", local_ranks)
+    assert resolved_workers(DataConfig(num_workers=given), device) == expected

@@ -7,6 +7,12 @@ step's global batch is the same set of images whatever the world size.
 ``synthetic`` makes one random batch on the device and reuses it every step, as the published
 scaling studies did to take I/O out of the measurement.
 
+Real images travel as they are stored, uint8 (a quarter of float32's bytes), from pinned host
+memory with non-blocking copies on a GPU, and are scaled to [0, 1] and normalized with the
+ImageNet statistics on the device (:func:`normalize`), as NVIDIA DALI and timm's
+``PrefetchLoader`` do; ``DataLoader`` worker processes decode the next batches meanwhile
+(:func:`resolved_workers`).
+
 torch, torchvision and scikit-learn load on first use, inside the functions that need them:
 the config reads :class:`DataConfig` without them.
 """
@@ -26,8 +32,10 @@ DATA_SETS = ("synthetic", "digits", "imagefolder")
 #: File endings torchvision's ImageFolder reads (torchvision.datasets.folder.IMG_EXTENSIONS).
 IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
 
-#: ImageNet channel statistics (timm.data.IMAGENET_DEFAULT_MEAN/STD).
+#: ImageNet channel statistics (timm.data.IMAGENET_DEFAULT_MEAN/STD), of images in [0, 1].
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+#: ``data.num_workers=-1`` (auto) on a GPU: at most this many loader processes per rank.
+MAX_AUTO_WORKERS = 8
 
 
 @dataclass
@@ -38,7 +46,10 @@ class DataConfig:
     path: str | None = None  # imagefolder: root with one sub-folder of images per class
     num_classes: int = 1000  # synthetic only: label range; real data sets count their classes
     shuffle: bool = True  # reshuffle real data each epoch (seeded, same on every rank)
-    num_workers: int = 0  # DataLoader worker processes per rank; 0 = load in the main process
+    # DataLoader worker processes per rank; 0 = load in the main process; -1 = auto: on a
+    # GPU the CPUs of this process over the ranks of its node, less one, at most 8 (at
+    # least 1); on a CPU 0, as the ranks' compute needs the cores (resolved_workers)
+    num_workers: int = -1
 
     def __post_init__(self) -> None:
         if self.name not in DATA_SETS:
@@ -47,8 +58,8 @@ class DataConfig:
             check_image_folder(self.path)
         if self.num_classes < 1:
             raise ValueError(f"data.num_classes={self.num_classes} must be >= 1")
-        if self.num_workers < 0:
-            raise ValueError(f"data.num_workers={self.num_workers} must be >= 0")
+        if self.num_workers < -1:
+            raise ValueError(f"data.num_workers={self.num_workers} must be >= 0, or -1 (auto)")
 
 
 def check_image_folder(path: str | None) -> None:
@@ -80,10 +91,37 @@ def _holds_image(folder: str) -> bool:
                for _, _, files in os.walk(folder, followlinks=True) for f in files)
 
 
+def resolved_workers(cfg: DataConfig, device_type: str) -> int:
+    """``data.num_workers`` with ``-1`` (auto) resolved for a rank on ``device_type``: 0 on
+    a CPU; on a GPU the CPUs this process may run on (``os.sched_getaffinity``) over the
+    ranks of its node (``LOCAL_WORLD_SIZE``, set by torchrun; 1 without it), less one for
+    the rank itself, between 1 and :data:`MAX_AUTO_WORKERS`. Other values as given."""
+    if cfg.num_workers >= 0:
+        return cfg.num_workers
+    if device_type == "cpu":
+        return 0
+    per_rank = len(os.sched_getaffinity(0)) // max(1, int(os.environ.get("LOCAL_WORLD_SIZE",
+                                                                          "1")))
+    return max(1, min(MAX_AUTO_WORKERS, per_rank - 1))
+
+
+def normalize(images: torch.Tensor) -> torch.Tensor:
+    """uint8 images (B, 3, H, W) in [0, 255] as float32, scaled to [0, 1] and normalized per
+    channel with :data:`IMAGENET_MEAN` and :data:`IMAGENET_STD`, on their own device
+    (torchvision's ``ToTensor`` + ``Normalize``, after the copy instead of before it)."""
+    # torch, torchvision, scikit-learn on use (module docstring)
+    import torch
+
+    mean = torch.tensor(IMAGENET_MEAN, device=images.device).view(1, 3, 1, 1)
+    std = torch.tensor(IMAGENET_STD, device=images.device).view(1, 3, 1, 1)
+    return images.float().div_(255.0).sub_(mean).div_(std)
+
+
 class DigitsDataset:
     """scikit-learn's 1797 handwritten digits (8×8, 16 grey levels), upscaled to
-    (3, img_size, img_size) float32, normalized with ImageNet statistics; labels 0–9.
-    A map-style data set (``__len__``, ``__getitem__``) as ``DataLoader`` takes it.
+    (3, img_size, img_size) uint8 in [0, 255] (normalized after the copy to the device,
+    :func:`normalize`); labels 0–9. A map-style data set (``__len__``, ``__getitem__``) as
+    ``DataLoader`` takes it.
 
     Source: the UCI "Optical Recognition of Handwritten Digits" test set that
     ``sklearn.datasets.load_digits`` ships.
@@ -100,25 +138,24 @@ class DigitsDataset:
         self.images = torch.tensor(digits.images, dtype=torch.float32) / 16.0  # (N, 8, 8)
         self.labels = torch.tensor(digits.target, dtype=torch.long)
         self.img_size = img_size
-        self.mean = torch.tensor(IMAGENET_MEAN).view(3, 1, 1)
-        self.std = torch.tensor(IMAGENET_STD).view(3, 1, 1)
 
     def __len__(self) -> int:
         return len(self.labels)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         # torch, torchvision, scikit-learn on use (module docstring)
+        import torch
         import torch.nn.functional as F
 
         x = self.images[i][None, None]  # (1, 1, 8, 8)
         x = F.interpolate(x, size=(self.img_size, self.img_size), mode="bilinear")
-        x = x[0].expand(3, -1, -1)
-        return (x - self.mean) / self.std, self.labels[i]
+        x = x[0].expand(3, -1, -1).mul(255.0).round_().to(torch.uint8)
+        return x, self.labels[i]
 
 
 def image_folder(path: str, img_size: int) -> Dataset:
     """A class-per-folder image tree (torchvision ImageFolder), resized and center-cropped to
-    (3, img_size, img_size), normalized with ImageNet statistics."""
+    (3, img_size, img_size) uint8 (normalized after the copy to the device, :func:`normalize`)."""
     # torch, torchvision, scikit-learn on use (module docstring)
     from torchvision import datasets, transforms
 
@@ -126,8 +163,7 @@ def image_folder(path: str, img_size: int) -> Dataset:
         [
             transforms.Resize(img_size),
             transforms.CenterCrop(img_size),
-            transforms.ToTensor(),
-            transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+            transforms.PILToTensor(),
         ]
     )
     return datasets.ImageFolder(path, transform=tf)
@@ -151,9 +187,15 @@ def batches(
     world_size: int,
     device: torch.device,
     seed: int = 0,
+    normalized: bool = True,
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Endless iterator of this rank's batches: images (B, 3, img_size, img_size) float32 and
     labels (B,) int64 on ``device``, B = ``local_batch_size``.
+
+    Real images are read by :func:`resolved_workers` loader processes into pinned memory
+    (on a GPU), copied as uint8 without blocking the host, and normalized on ``device``;
+    with ``normalized=False`` they stay uint8 in [0, 255] (the JAX trainer normalizes them
+    on its own devices). ``synthetic`` images are float32 either way.
 
     Raises:
         ValueError: the data set has fewer samples than one global batch.
@@ -170,6 +212,7 @@ def batches(
             f"data={cfg.name} has {len(ds)} images, fewer than one global batch "
             f"({local_batch_size} × {world_size}); lower train.local_batch_size"
         )
+    workers = resolved_workers(cfg, device.type)
     sampler = DistributedSampler(
         ds, num_replicas=world_size, rank=rank, shuffle=cfg.shuffle, seed=seed, drop_last=True
     )
@@ -178,14 +221,16 @@ def batches(
         batch_size=local_batch_size,
         sampler=sampler,
         drop_last=True,
-        num_workers=cfg.num_workers,
+        num_workers=workers,
         pin_memory=device.type == "cuda",
+        persistent_workers=workers > 0,
     )
     epoch = 0
     while True:
         sampler.set_epoch(epoch)
         for x, y in loader:
-            yield x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            yield (normalize(x) if normalized else x), y
         epoch += 1
 
 

@@ -465,11 +465,15 @@ def train_step(model, optimizer, batch, autocast, scaler=None) -> torch.Tensor:
     """One AdamW step on ``batch`` = (images (B,3,H,W), labels (B,)); returns the detached
     local mean cross-entropy loss, with no host synchronization.
 
+    The loss is computed in fp32 on every path: the logits are cast up before the
+    cross-entropy, as autocast does for DDP (``cross_entropy`` is on its fp32 list), so
+    FSDP's bf16 parameters (no autocast) do not take the softmax in bf16.
+
     With a gradient ``scaler`` (fp16) the loss is scaled before backward, and a step whose
     gradients hold an inf or NaN is skipped and the scale lowered."""
     x, y = batch
     with autocast:
-        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss = torch.nn.functional.cross_entropy(model(x).float(), y)
     if scaler is None:
         loss.backward()
         optimizer.step()
@@ -586,17 +590,22 @@ def default_adamw(params) -> str:
 
 
 def apply_numerics(kernels: KernelsConfig) -> dict:
-    """Set matmul precision and cuDNN TF32 from ``kernels`` for this process; returns the
-    values read back from torch, for run.json.
+    """Set matmul precision and cuDNN TF32 from ``kernels`` for this process, and cuDNN's
+    autotuner on; returns the values read back from torch, for run.json.
 
     ``torch.set_float32_matmul_precision`` also sets ``torch.backends.cuda.matmul.
     allow_tf32`` (true unless ``highest``): the two are one switch, recorded both ways.
+    ``torch.backends.cudnn.benchmark``: a training run's shapes never change, so cuDNN times
+    its algorithms for the patch embedding's convolution once and keeps the fastest
+    (PyTorch's performance tuning guide); no effect on a CPU.
     """
     torch.set_float32_matmul_precision(kernels.float32_matmul_precision)
     torch.backends.cudnn.allow_tf32 = kernels.cudnn_allow_tf32
+    torch.backends.cudnn.benchmark = True
     return {"float32_matmul_precision": torch.get_float32_matmul_precision(),
             "cuda_matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
-            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32}
+            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+            "cudnn_benchmark": torch.backends.cudnn.benchmark}
 
 
 def _record_applied(records: RunRecords, applied: dict) -> None:

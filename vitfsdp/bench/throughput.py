@@ -95,6 +95,10 @@ TIMM_COLUMNS = {"batch": "train_batch_size", "img_size": "train_img_size",
                 "ips": "train_samples_per_sec"}
 #: timm's registered ViT whose constructor takes our variants' architecture as keywords.
 TIMM_BASE_VIT = "vit_base_patch16_224"
+#: torch.profiler's schedule before the profiled steps: (steps waited, steps warming it up).
+PROFILE_SCHEDULE = (1, 2)
+#: A profile's compressed trace above this many MB is not kept (ops.txt says so).
+MAX_TRACE_MB = 8
 #: Columns of the printed table: (column of bench.csv, header).
 TABLE = (("model", "model"), ("path", "path"), ("wrapper", "wrapper"), ("batch", "batch"),
          ("precision", "precision"), ("ips", "images/s"), ("tflops_per_gpu", "TFLOP/s"),
@@ -212,13 +216,14 @@ def run_bench(opts: BenchOptions) -> pd.DataFrame:
             run_dir = opts.out / name / path
             _guarded(lambda m=measure, d=run_dir, c=cfg: m(c, device, d), run_dir, device)
             rows.append({**_row(name, path, run_dir), "device_type": device.type})
+            # the rows so far: a run stopped by a deadline keeps what it measured
+            write_csv(_with_ratios(pd.DataFrame(rows)), opts.out)
         if opts.profile_steps > 0:
             _guarded(lambda c=cfg, n=name: profile_fsdp_step(c, device, opts.out / n /
                                                              "profile", opts.profile_steps),
                      None, device)
     table = _with_ratios(pd.DataFrame(rows))
-    opts.out.mkdir(parents=True, exist_ok=True)  # where every measurement failed early
-    csv_table(table).to_csv(opts.out / "bench.csv", index=False)
+    write_csv(table, opts.out)
     write_json_atomic(opts.out / "bench.json", {
         "options": {k: str(v) if isinstance(v, Path) else v
                     for k, v in dataclasses.asdict(opts).items()},
@@ -330,20 +335,34 @@ def _timm(cfg: RunConfig, device: torch.device, run_dir: Path) -> None:
                                      autocast), cfg, device, records, resolved)
 
 
+def write_csv(table: pd.DataFrame, out: Path) -> Path:
+    """``out/bench.csv`` (:func:`csv_table` of ``table``), replaced atomically: the
+    benchmark writes it after every measurement. Returns its path."""
+    out.mkdir(parents=True, exist_ok=True)  # where every measurement failed early
+    path = out / "bench.csv"
+    tmp = path.with_suffix(".csv.tmp")
+    csv_table(table).to_csv(tmp, index=False)
+    tmp.replace(path)
+    return path
+
+
 def profile_fsdp_step(cfg: RunConfig, device: torch.device, folder: Path,
                       num_steps: int) -> Path:
     """Profile ``num_steps`` training steps of the FSDP-wrapped model (built by
     :func:`vitfsdp.torch_train.build` as the ``fsdp`` path is, after ``cfg.train.warmup_steps``
-    unprofiled steps) with ``torch.profiler``: CPU and, on a GPU, CUDA activity.
+    unprofiled steps) with ``torch.profiler``: CPU and, on a GPU, CUDA activity, on the
+    profiler's schedule (:data:`PROFILE_SCHEDULE` steps of waiting and warming the profiler
+    up first, so its own start-up is not in the trace).
 
-    Writes ``folder/trace.json`` (Chrome/Perfetto trace) and ``folder/ops.txt`` (the 40
-    operators with the most device time, or CPU time on CPU).
+    Writes ``folder/trace.json.gz`` (Chrome/Perfetto trace, gzip; removed if over
+    :data:`MAX_TRACE_MB` MB, with a line in ops.txt saying so) and ``folder/ops.txt`` (the
+    40 operators with the most device time, or CPU time on CPU).
 
     Returns:
         The path of ``ops.txt``.
     """
     # torch.profiler only where --profile-steps asks for a trace
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, schedule
 
     numerics = torch_train.apply_numerics(cfg.kernels)
     resolved = torch_train.resolve(cfg, distributed.DistEnv(), device, peak=False)
@@ -357,16 +376,25 @@ def profile_fsdp_step(cfg: RunConfig, device: torch.device, folder: Path,
         torch_train.train_step(model, optimizer, next(batches), autocast, scaler)
     cuda = device.type == "cuda"
     activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
-    with profile(activities=activities) as prof:
-        for _ in range(num_steps):
+    wait, warmup = PROFILE_SCHEDULE
+    with profile(activities=activities,
+                 schedule=schedule(wait=wait, warmup=warmup, active=num_steps)) as prof:
+        for _ in range(wait + warmup + num_steps):
             torch_train.train_step(model, optimizer, next(batches), autocast, scaler)
-        if cuda:
-            torch.cuda.synchronize(device)
+            if cuda:
+                torch.cuda.synchronize(device)  # the step's kernels inside its own window
+            prof.step()
     folder.mkdir(parents=True, exist_ok=True)
-    prof.export_chrome_trace(str(folder / "trace.json"))
+    trace = folder / "trace.json.gz"
+    prof.export_chrome_trace(str(trace))  # gzip-compressed for a .gz name (torch.profiler)
+    note = ""
+    if trace.stat().st_size > MAX_TRACE_MB * 1e6:
+        note = f"trace.json.gz of {trace.stat().st_size / 1e6:.1f} MB removed (cap " \
+               f"{MAX_TRACE_MB} MB): profile fewer steps\n"
+        trace.unlink()
     key = "self_device_time_total" if cuda else "self_cpu_time_total"
     ops = folder / "ops.txt"
-    ops.write_text(f"{cfg.model.name}, {num_steps} steps, numerics {numerics}\n"
+    ops.write_text(f"{cfg.model.name}, {num_steps} steps, numerics {numerics}\n{note}"
                    + prof.key_averages().table(sort_by=key, row_limit=40) + "\n")
     log.info("profile of %d steps: %s", num_steps, ops)
     return ops
@@ -541,6 +569,7 @@ def _row(model: str, path: str, run_dir: Path) -> dict:
             "batch": (run.get("config") or {}).get("train", {}).get("local_batch_size"),
             "img_size": (run.get("model") or {}).get("img_size"),
             "precision": (applied.get("precision") or {}).get("name"),
+            "cast": cast_kind(applied.get("precision") or {}),
             **{k: summary.get(k) for k in ("ips", "tflops_per_gpu", "mfu", "step_time_s",
                                            "ips_spread")},
             "compile": compiled, "adamw": applied.get("adamw"),
@@ -548,10 +577,24 @@ def _row(model: str, path: str, run_dir: Path) -> dict:
             "status": summary.get("status", "failed"), "run_dir": str(run_dir)}
 
 
+def cast_kind(precision: dict) -> str | None:
+    """How a measurement's compute dtype was applied, from run.json ``applied.precision``:
+    ``autocast`` (torch.autocast per op: the ``unwrapped`` and ``timm`` paths, and DDP),
+    ``parameters`` (FSDP's mixed precision holds the parameters in the compute dtype: the
+    ``fsdp`` path), ``none`` (fp32), ``None`` where nothing was recorded. bench.csv's
+    ``cast`` column: the three paths' ratios include this difference."""
+    if not precision:
+        return None
+    if precision.get("autocast_dtype"):
+        return "autocast"
+    return "parameters" if precision.get("param_dtype") not in (None, "fp32") else "none"
+
+
 def _with_ratios(table: pd.DataFrame) -> pd.DataFrame:
     """Add ``vs_timm`` and ``vs_unwrapped``: each row's ips over the timm / unwrapped row's
     ips of the same model (``None`` where either is missing)."""
-    ips = table.pivot(index="model", columns="path", values="ips").astype(float)
+    ips = table.pivot(index="model", columns="path", values="ips").astype(float).reindex(
+        columns=["fsdp", "unwrapped", "timm"])  # paths not measured yet: NaN, no ratio
     for col, ref in (("vs_timm", "timm"), ("vs_unwrapped", "unwrapped")):
         table[col] = [ips.at[m, p] / ips.at[m, ref] if ips.at[m, ref] > 0 else None
                       for m, p in zip(table["model"], table["path"], strict=True)]

@@ -18,6 +18,7 @@ Model code knows nothing of sharding (:mod:`vitfsdp.jax.sharding` lays out the p
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +28,8 @@ import jax
 import jax.numpy as jnp
 
 from vitfsdp.models import ModelConfig
+
+log = logging.getLogger(__name__)
 
 DTYPES = {"fp32": jnp.float32, "bf16": jnp.bfloat16}
 LN_EPS = 1e-6  # timm VisionTransformer's LayerNorm epsilon
@@ -55,8 +58,10 @@ def _uniform(bound: float):
 class Attention(nn.Module):
     """Multi-head self-attention: qkv projection (with bias), softmax(q·kᵀ/√h)·v, projection.
 
-    Input and output (B, N, width). ``fused``: ``jax.nn.dot_product_attention`` (XLA's, or
-    cuDNN's fused kernel where JAX picks it on a GPU); else the einsum/softmax written out.
+    Input and output (B, N, width). ``fused``: ``jax.nn.dot_product_attention`` with
+    ``implementation`` (``xla``: XLA's own lowering, the einsum/softmax fused by XLA, which
+    is what JAX runs when none is named; ``cudnn``: cuDNN's fused flash-attention kernel,
+    chosen on a GPU by :func:`attention_implementation`); else the einsum/softmax written out.
     """
 
     width: int
@@ -64,6 +69,7 @@ class Attention(nn.Module):
     dtype: Any = jnp.float32
     fused: bool = True
     constrain: Constrain = None
+    implementation: str = "xla"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -74,7 +80,7 @@ class Attention(nn.Module):
         q, k, v = jnp.split(qkv.reshape(b, n, 3, self.num_heads, head_dim), 3, axis=2)
         q, k, v = (t[:, :, 0] for t in (q, k, v))  # (B, N, heads, head_dim)
         if self.fused:
-            out = jax.nn.dot_product_attention(q, k, v)
+            out = jax.nn.dot_product_attention(q, k, v, implementation=self.implementation)
         else:
             logits = jnp.einsum("bqhd,bkhd->bhqk", q, k) / math.sqrt(head_dim)
             weights = jax.nn.softmax(logits.astype(jnp.float32), axis=-1).astype(v.dtype)
@@ -117,12 +123,13 @@ class Block(nn.Module):
     dtype: Any = jnp.float32
     fused_attn: bool = True
     constrain: Constrain = None
+    attn_impl: str = "xla"  # jax.nn.dot_product_attention's implementation (Attention)
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         y = nn.LayerNorm(LN_EPS, dtype=self.dtype, name="norm1")(x)
         x = x + Attention(self.width, self.num_heads, self.dtype, self.fused_attn,
-                          self.constrain, name="attn")(y)
+                          self.constrain, self.attn_impl, name="attn")(y)
         y = nn.LayerNorm(LN_EPS, dtype=self.dtype, name="norm2")(x)
         mlp = Mlp(self.width, self.mlp_hidden, self.mlp, self.dtype, self.constrain, name="mlp")
         return _apply(self.constrain, x + mlp(y))
@@ -150,6 +157,7 @@ class ViT(nn.Module):
     fused_attn: bool = True
     remat: bool = False
     constrain: Constrain = None
+    attn_impl: str = "xla"  # xla | cudnn: jax.nn.dot_product_attention's implementation
 
     @nn.compact
     def __call__(self, images: jax.Array) -> jax.Array:
@@ -166,7 +174,7 @@ class ViT(nn.Module):
         block = nn.remat(Block) if self.remat else Block
         for i in range(self.depth):
             x = block(self.width, self.num_heads, self.mlp_hidden, self.mlp, self.dtype,
-                      self.fused_attn, self.constrain, name=f"blocks_{i}")(x)
+                      self.fused_attn, self.constrain, self.attn_impl, name=f"blocks_{i}")(x)
         x = nn.LayerNorm(LN_EPS, dtype=self.dtype, name="norm")(x)
         head = nn.Dense(self.num_classes, dtype=self.dtype, kernel_init=_normal02, name="head")
         return head(x[:, 0]).astype(jnp.float32)
@@ -195,6 +203,36 @@ def build_model(cfg: ModelConfig, num_classes: int, *, precision: str = "fp32",
                depth=s.depth, num_heads=s.num_heads,
                mlp_hidden=int(s.width * (s.mlp_dim / s.width)), num_classes=num_classes,
                mlp=s.mlp, dtype=DTYPES[precision], fused_attn=fused_attn, remat=remat)
+
+
+def attention_implementation(model: ViT) -> str:
+    """The ``jax.nn.dot_product_attention`` implementation for ``model`` on this process's
+    backend: ``cudnn`` (cuDNN's fused flash attention) on a GPU when the compute dtype is
+    bf16 and the attention's forward and backward at the model's shape (B=1, N tokens,
+    heads, head dim) compile with it; else ``xla`` (what JAX runs when none is named).
+
+    cuDNN's kernel takes fp16/bf16 only and head dims up to 128 in multiples of 8
+    (``jax.nn.dot_product_attention``'s documentation); the compile probe also catches a
+    cuDNN too old for JAX, which JAX reports only when the step is compiled. Raises nothing:
+    a refused probe is logged and gives ``xla``.
+    """
+    if not model.fused_attn or model.dtype != jnp.bfloat16 or jax.default_backend() != "gpu":
+        return "xla"
+    tokens = (model.img_size // model.patch_size) ** 2 + 1
+    qkv = jax.ShapeDtypeStruct((1, tokens, model.num_heads, model.width // model.num_heads),
+                               model.dtype)
+
+    def loss(q, k, v):
+        out = jax.nn.dot_product_attention(q, k, v, implementation="cudnn")
+        return out.astype(jnp.float32).sum()
+
+    try:
+        jax.jit(jax.grad(loss, argnums=(0, 1, 2))).lower(qkv, qkv, qkv).compile()
+    except Exception as e:  # noqa: BLE001 - any refusal means: not cuDNN here
+        log.warning("cuDNN attention refused at %s (%s: %s); using XLA's", qkv.shape,
+                    type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
+        return "xla"
+    return "cudnn"
 
 
 def dummy_input(model: ViT, batch_size: int = 1) -> jax.ShapeDtypeStruct:

@@ -18,6 +18,9 @@ records ``preempted`` and exits with code 3 (:data:`vitfsdp.checkpoint.EXIT_PREE
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import itertools
 import logging
 import os
 import signal
@@ -52,7 +55,13 @@ from vitfsdp.jax import checkpoint as jckpt
 from vitfsdp.jax import distributed as jdist
 from vitfsdp.jax import sharding
 from vitfsdp.jax.metrics import JaxWindowMeter, device_info, resolve_peak
-from vitfsdp.jax.model import ViT, build_model, count_params, dummy_input
+from vitfsdp.jax.model import (
+    ViT,
+    attention_implementation,
+    build_model,
+    count_params,
+    dummy_input,
+)
 from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
 
 log = logging.getLogger("vitfsdp.jax.train")
@@ -112,6 +121,7 @@ def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
     model = build_model(cfg.model, cfg.num_classes, precision=resolved.compute_dtype,
                         fused_attn=resolved.fused_attn,
                         remat=cfg.train.activation_checkpointing)
+    model = model.clone(attn_impl=attention_implementation(model))
     applied = numerics | _applied(resolved, model)
     meta = jckpt.find(run_dir, cfg)
     progress = Progress(meta["step"], meta["attempt"] + 1) if meta else Progress()
@@ -181,7 +191,8 @@ def _applied(resolved: Resolved, model: ViT) -> dict:
     """What the JAX build applies: dtypes, attention, remat, optimizer, XLA flags."""
     return {
         "precision": resolved.applied_precision(),
-        "attention": "jax.nn.dot_product_attention" if model.fused_attn else "einsum_softmax",
+        "attention": (f"jax.nn.dot_product_attention(implementation={model.attn_impl!r})"
+                      if model.fused_attn else "einsum_softmax"),
         "fused_attn": model.fused_attn,
         "activation_checkpointed_blocks": model.depth if model.remat else 0,
         "adamw": resolved.adamw,
@@ -423,31 +434,61 @@ def make_train_step(model: ViT, tx: optax.GradientTransformation, mesh: jax.shar
                    donate_argnums=0)
 
 
+#: Batches placed on the devices ahead of the one a step runs on: their host-to-device
+#: copies (asynchronous in JAX) overlap the steps before them.
+PREFETCH_BATCHES = 2
+
+
 def device_batches(cfg: RunConfig, mesh: jax.sharding.Mesh,
                    skip: int = 0) -> Iterator[tuple[jax.Array, ...]]:
     """Endless global batches (images (B,3,H,W) float32, labels (B,) int32, B = local batch ×
     world), split over the mesh's devices, after the first ``skip`` (drawn and dropped on
-    the host, so a resumed run sees the data an uninterrupted one would).
+    the host, so a resumed run sees the data an uninterrupted one would), placed
+    :data:`PREFETCH_BATCHES` ahead of the one yielded.
 
     This process reads its part with :func:`vitfsdp.data.batches` as rank
     ``jax.process_index()`` of ``jax.process_count()`` (local batch × its devices), so with
-    one device per process each rank reads what the torch run's rank reads. ``synthetic``
-    yields one batch again and again, placed on the devices once.
+    one device per process each rank reads what the torch run's rank reads, with the loader
+    workers a torch rank on this device type would have (:func:`vitfsdp.data.resolved_workers`).
+    Real images travel as uint8 and are normalized on the devices (:func:`normalize`).
+    ``synthetic`` yields one batch again and again, placed on the devices once.
     """
     local_devices = sum(d.process_index == jax.process_index() for d in mesh.devices.flat)
-    source = data.batches(cfg.data, img_size=cfg.model.resolved_img_size(),
+    data_cfg = dataclasses.replace(
+        cfg.data, num_workers=data.resolved_workers(cfg.data, device_type()))
+    source = data.batches(data_cfg, img_size=cfg.model.resolved_img_size(),
                           local_batch_size=cfg.train.local_batch_size * local_devices,
                           rank=jax.process_index(), world_size=jax.process_count(),
-                          device=torch.device("cpu"), seed=cfg.train.seed)
+                          device=torch.device("cpu"), seed=cfg.train.seed, normalized=False)
     skip_batches(source, skip)
-    target = sharding.batch_sharding(mesh)
+    placed = _placed(source, sharding.batch_sharding(mesh))
+    ahead = collections.deque(itertools.islice(placed, PREFETCH_BATCHES))
+    while True:
+        ahead.append(next(placed))
+        yield ahead.popleft()
+
+
+def _placed(source: Iterator[tuple[torch.Tensor, torch.Tensor]],
+            target: jax.sharding.Sharding) -> Iterator[tuple[jax.Array, jax.Array]]:
+    """Each host batch of ``source`` put on the devices of ``target`` (a batch object seen
+    again, synthetic's, is not copied again); uint8 images normalized there."""
     last, placed = None, None
     for x, y in source:
         if x is not last:
-            placed = (jax.make_array_from_process_local_data(target, x.numpy()),
+            images = jax.make_array_from_process_local_data(target, x.numpy())
+            placed = (normalize(images) if images.dtype == jnp.uint8 else images,
                       jax.make_array_from_process_local_data(target, y.numpy().astype(np.int32)))
             last = x
         yield placed
+
+
+@jax.jit
+def normalize(images: jax.Array) -> jax.Array:
+    """uint8 images (B, 3, H, W) as float32 scaled to [0, 1] and normalized per channel with
+    ImageNet's statistics (:func:`vitfsdp.data.normalize`, on JAX's devices)."""
+    mean = jnp.asarray(data.IMAGENET_MEAN, jnp.float32).reshape(1, 3, 1, 1)
+    std = jnp.asarray(data.IMAGENET_STD, jnp.float32).reshape(1, 3, 1, 1)
+    return (images.astype(jnp.float32) / 255.0 - mean) / std
 
 
 def _record_applied(records: RunRecords, applied: dict) -> None:
