@@ -1,29 +1,37 @@
 #!/usr/bin/env bash
-# The whole GPU check of vitfsdp on a node with one NVIDIA GPU and no package registry, in
-# steps that each fit a 10-minute slot. Each step writes OUT/<step>.log and
-# OUT/<step>.tar.gz (records, CSVs, figures, profiles), so nothing is lost if the node is
-# given back between steps.
+# The GPU check of vitfsdp on a node with one NVIDIA GPU and no package registry, in steps
+# that each end within their own deadline, so one 10-minute call holds one or two steps and
+# a session's 30 minutes the first four.
 #
 #   make gpu-wheels                      # here, with network: .whl/ (hydra-core, omegaconf,
 #                                        # antlr4-python3-runtime, submitit for Python 3.12)
 #   bash tools/gpu-check.sh STEP...      # on the GPU node, from the repository root
 #
-# Steps (docs/benchmarks.md says what each measures and where its figures go):
-#   install   the carried wheels and the project into $SITE, offline (every step runs it)
+# Steps, in order of value (docs/benchmarks.md gives the calls, their minutes and where the
+# figures go):
 #   test      make test-gpu's tests (pytest -m gpu tests/test_gpu.py)
-#   bench     python -m vitfsdp.bench: vit_base, L/16, H/14, vit_1b at batch 32, bf16;
-#             H/14 profiled (torch.profiler)
-#   bench-big the same models at the largest batch of BIG_BATCHES that fits
-#   jax       H/14 under JAX and under PyTorch on this device, bf16, batch 32, one run each
-#   sweep     the one-GPU calibration sweep (FULL_SHARD and DDP, vit_base..vit_3b,
-#             activation checkpointing off and on) through python -m vitfsdp.sweep
-#   analyse   python -m vitfsdp.analysis and python -m vitfsdp.plan --calibrate of the sweep
-#             (its records from this node, or unpacked from .gpu/sweep.tar.gz if carried)
+#   bench     python -m vitfsdp.bench: ViT-H/14, bf16, batch 32: ours (fsdp), unwrapped, timm
+#   jax       H/14 under JAX and under PyTorch (vitfsdp.train), bf16, batch 32; the analysis
+#             prints JAX / PyTorch images/s
+#   sweep     one-GPU calibration: vit_base and vit_huge x FULL_SHARD and DDP x activation
+#             checkpointing off and on, through python -m vitfsdp.sweep; then the analysis
+#             and python -m vitfsdp.plan --calibrate
+#   profile   torch.profiler of H/14's FSDP step (bench --profile-steps): ops.txt, trace
+#   more      L/16 and vit_1b at batch 32; H/14 at the largest batch of BIG_BATCHES that fits
 #
-# Environment: OUT (where results go; default runs/gpu-check), SITE (install target; default
-# /tmp/vitfsdp-site), WORK (records kept between steps; default /tmp/vitfsdp-gpu),
-# PYTHON (default python3), SWEEP_MODELS, SWEEP_AC, BIG_BATCHES, BENCH_MODELS, DEVICE (default
-# cuda; DEVICE=cpu SWEEP_MODELS=vit_tiny rehearses the sweep and analysis steps on a CPU).
+# Every call installs the carried wheels and the project into $SITE (offline; skipped where
+# .whl/ is absent and vitfsdp, hydra and submitit already import), then runs its steps from
+# outside the checkout. Each step has STEP_S seconds (default 480): its commands are stopped
+# at the deadline and the step packs what it has. What comes back from one call, at most 6
+# files: OUT/provenance.txt (date, device, driver, versions, device memory and peak),
+# OUT/steps.csv (a row per step as it ends: step, status, seconds, size of its tarball) and
+# one OUT/<step>.tar.gz per step (its log, records, CSVs, figures; at most 4 steps a call).
+#
+# Environment: OUT (default runs/gpu-check), SITE (default /tmp/vitfsdp-site), WORK (records
+# kept between calls on one machine; default /tmp/vitfsdp-gpu), PYTHON (default python3),
+# STEP_S, DEVICE (cuda | cpu), BIG_BATCHES (default "128 64 48"). DEVICE=cpu rehearses every
+# step on a CPU with vit_tiny at batch 4 and a few steps (CHECK_QUICK=1: fewer still, as the
+# test suite runs it).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -32,150 +40,206 @@ PYTHON=${PYTHON:-python3}
 OUT=${OUT:-$REPO/runs/gpu-check}
 SITE=${SITE:-/tmp/vitfsdp-site}
 WORK=${WORK:-/tmp/vitfsdp-gpu}
-BENCH_MODELS=${BENCH_MODELS:-vit_base,vit_large_patch16_224,vit_huge_patch14_224,vit_1b}
-BIG_BATCHES=${BIG_BATCHES:-256 128 64}
-SWEEP_MODELS=${SWEEP_MODELS:-vit_base,vit_huge,vit_1b,vit_3b}
-SWEEP_AC=${SWEEP_AC:-false,true}
+STEP_S=${STEP_S:-480}
 DEVICE=${DEVICE:-cuda}
+BIG_BATCHES=${BIG_BATCHES:-128 64 48}
+MAX_STEPS_PER_CALL=4  # provenance.txt + steps.csv + 4 tarballs: 6 files
 export PYTHONUNBUFFERED=1
-mkdir -p "$OUT" "$WORK"
+
+if [[ $DEVICE == cpu ]]; then  # the same steps at CPU size: a rehearsal, not a measurement
+    H14=vit_tiny; L16=vit_tiny; B16=vit_tiny; V1B=vit_tiny; HUGE=vit_tiny
+    BATCH=4; STEPS=6; WARMUP=2; EVERY=2; BIG_BATCHES=8
+    if [[ ${CHECK_QUICK:-0} == 1 ]]; then STEPS=4; fi
+    SWEEP_MODELS=vit_tiny; PRECISION=fp32
+    export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+else
+    H14=vit_huge_patch14_224; L16=vit_large_patch16_224; B16=vit_base; V1B=vit_1b
+    HUGE=vit_huge; BATCH=32; STEPS=50; WARMUP=10; EVERY=10
+    SWEEP_MODELS=vit_base,vit_huge; PRECISION=bf16
+fi
 
 log() { printf '[gpu-check %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+usage() { sed -n '2,35p' "$0"; exit 2; }
 
 step_install() {
     local wheels=("$REPO"/.whl/*.whl)
-    [[ -e "${wheels[0]}" ]] || { log "no wheels in .whl/: run make gpu-wheels here first"; exit 2; }
+    if [[ ! -e "${wheels[0]}" ]]; then
+        if (cd /tmp && "$PYTHON" -c 'import vitfsdp, hydra, submitit' 2>/dev/null); then
+            log "no .whl/: using the installed vitfsdp, hydra and submitit"
+            return
+        fi
+        log "no wheels in .whl/ and no installed vitfsdp: run make gpu-wheels here first"
+        exit 2
+    fi
     log "installing ${#wheels[@]} carried wheels and the project into $SITE (no network)"
     "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target "$SITE" "${wheels[@]}"
-    # the project itself, built here from the checkout (setuptools is on the node)
+    # the project itself, built from the checkout (setuptools is on the node); in a copy
+    # without .git the build takes its commit from .whl/checkout.json (setup.py)
     "$PYTHON" -m pip install -q --no-index --no-deps --no-build-isolation --no-compile \
         --upgrade --target "$SITE" "$REPO"
     export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
-    # run.json's git: in a copy without .git (the device's), the build took it from the
-    # manifest make gpu-wheels wrote (.whl/checkout.json), dirty where a file differs
-    (cd /tmp && "$PYTHON" -c 'import vitfsdp, hydra, submitit, torch, vitfsdp.provenance as p
-print("vitfsdp from", vitfsdp.__file__, "| torch", torch.__version__, "| cuda",
-      torch.cuda.is_available(), "| git", p.git_state())')
 }
 
-provenance() {  # the device, driver and versions, for docs/benchmarks.md
-    {
-        date -u +%Y-%m-%dT%H:%M:%SZ
-        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit \
-            --format=csv 2>/dev/null || true
-        "$PYTHON" - <<'EOF'
-import importlib.metadata as md
-for name in ("torch", "timm", "jax", "jaxlib", "flax", "optax", "hydra-core", "omegaconf",
+device_facts() {  # OUT/provenance.txt; DEVICE_NAME, DEVICE_MEMORY_GIB, PEAK_TFLOPS read from
+    # the device (torch's properties, vitfsdp.metrics' peak table), never set by hand
+    eval "$(cd /tmp && "$PYTHON" - "$DEVICE" "$OUT/provenance.txt" <<'EOF'
+import datetime, importlib.metadata as md, platform, subprocess, sys
+import torch
+import vitfsdp, vitfsdp.provenance as p
+from vitfsdp.metrics import table_peak
+if sys.argv[1] == "cuda" and torch.cuda.is_available():
+    props = torch.cuda.get_device_properties(0)
+    peak, _ = table_peak(props.name, "bf16", allow_tf32=False)
+    name, gib, tflops = props.name, f"{props.total_memory / 2**30:.2f}", peak and peak / 1e12
+else:
+    name, gib, tflops = "cpu", "null", None
+lines = [datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+         f"device {name}, memory_gib {gib}, bf16 peak_tflops {tflops}"]
+try:
+    lines.append(subprocess.run(
+        ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm,"
+         "power.limit", "--format=csv"], capture_output=True, text=True).stdout.strip())
+except OSError:
+    lines.append("nvidia-smi: not found")
+lines.append(f"python {platform.python_version()}")
+for dist in ("torch", "timm", "jax", "jaxlib", "flax", "optax", "hydra-core", "omegaconf",
              "submitit", "nvidia-ml-py", "triton", "vitfsdp"):
     try:
-        print(f"{name}=={md.version(name)}")
+        lines.append(f"{dist}=={md.version(dist)}")
     except md.PackageNotFoundError:
-        print(f"{name}: not installed")
-import torch
-print("cuda", torch.version.cuda, "| cudnn", torch.backends.cudnn.version(),
-      "| device", torch.cuda.get_device_name() if torch.cuda.is_available() else None)
+        lines.append(f"{dist}: not installed")
+lines.append(f"cuda {torch.version.cuda} | cudnn {torch.backends.cudnn.version()}")
+lines.append(f"vitfsdp from {vitfsdp.__file__} | git {p.git_state()}")
+with open(sys.argv[2], "w") as f:
+    f.write("\n".join(lines) + "\n")
+print(f"DEVICE_NAME='{name}' DEVICE_MEMORY_GIB={gib} PEAK_TFLOPS={tflops or 'null'}")
 EOF
-    } > "$OUT/provenance.txt" 2>&1
+)"
+    log "device $DEVICE_NAME: ${DEVICE_MEMORY_GIB} GiB, bf16 peak ${PEAK_TFLOPS} TFLOP/s"
 }
 
-pack() {  # OUT/<name>.tar.gz of the given folders (relative to WORK), small files only
-    local name=$1
+# run CMD...: CMD stopped (TERM, then KILL 15 s later) at the step's deadline; never fails
+# the step: a measurement that did not end is data, recorded by its own run directory.
+run() {
+    local left=$((DEADLINE - SECONDS))
+    if ((left < 20)); then
+        log "deadline: skipped $*"
+        STATUS=deadline
+        return 0
+    fi
+    local rc=0
+    timeout -k 15 "$left" "$@" || rc=$?
+    if ((rc == 124 || rc == 137)); then
+        log "deadline: stopped $* after ${left} s"
+        STATUS=deadline
+    elif ((rc != 0)); then
+        log "exit $rc: $*"
+        [[ $STATUS == deadline ]] || STATUS="exit $rc"
+    fi
+}
+
+bench() {  # bench FOLDER ARGS...: python -m vitfsdp.bench into WORK/<step>/FOLDER
+    local folder=$1
     shift
-    tar -C "$WORK" --exclude='*.pt' --exclude='checkpoint' --exclude='*.distcp' \
-        -czf "$OUT/$name.tar.gz" "$@" 2>/dev/null || log "pack $name: some files missing"
-    log "wrote $OUT/$name.tar.gz ($(du -h "$OUT/$name.tar.gz" | cut -f1))"
+    run "$PYTHON" -m vitfsdp.bench --device "$DEVICE" --batch "$BATCH" \
+        --precision "$PRECISION" --steps "$STEPS" --warmup "$WARMUP" --log-every "$EVERY" \
+        --out "$STEP_DIR/$folder" "$@"
+}
+
+train_one() {  # train_one DIR OVERRIDES...: one vitfsdp.train run on this device
+    local dir=$1
+    shift
+    run "$PYTHON" -m vitfsdp.train "device=$DEVICE" nodes=1 cluster.gpus_per_node=1 \
+        data=synthetic "precision=$PRECISION" "train.local_batch_size=$BATCH" \
+        "train.steps=$STEPS" "train.warmup_steps=$WARMUP" "train.log_every=$EVERY" "$@" \
+        "hydra.run.dir=$dir"
+}
+
+analyse() {  # analyse DIR: tables, figures and report of the runs below DIR
+    run "$PYTHON" -m vitfsdp.analysis "$1" --report
 }
 
 step_test() {
     # --import-mode=append: the tests import vitfsdp from $SITE (the installed wheel, which
     # carries conf/ as vitfsdp.conf), not from the checkout put first on sys.path
-    "$PYTHON" -m pytest -m gpu -v -rA -p no:cacheprovider --import-mode=append \
-        --rootdir "$REPO" "$REPO/tests/test_gpu.py" \
-        --junitxml="$WORK/test-gpu.xml" || log "test-gpu: failures (see the log)"
-    mkdir -p "$WORK/test"
-    cp "$WORK/test-gpu.xml" "$WORK/test/" 2>/dev/null || true
-    pack test test
+    run "$PYTHON" -m pytest -m gpu -v -rA -p no:cacheprovider --import-mode=append \
+        --rootdir "$REPO" "$REPO/tests/test_gpu.py" --junitxml="$STEP_DIR/test-gpu.xml"
 }
 
 step_bench() {
-    rm -rf "$WORK/bench"
-    "$PYTHON" -m vitfsdp.bench --models "$BENCH_MODELS" --batch 32 --precision bf16 \
-        --out "$WORK/bench" || log "bench: exit $?"
-    rm -rf "$WORK/bench-profile"
-    "$PYTHON" -m vitfsdp.bench --models vit_huge_patch14_224 --batch 32 --precision bf16 \
-        --steps 30 --warmup 10 --profile-steps 10 --out "$WORK/bench-profile" \
-        || log "bench (profile): exit $?"
-    pack bench bench bench-profile
-}
-
-step_bench_big() {
-    local model batch
-    rm -rf "$WORK/bench-big"
-    for model in ${BENCH_MODELS//,/ }; do
-        for batch in $BIG_BATCHES; do  # largest first: the first that completes is kept
-            if "$PYTHON" -m vitfsdp.bench --models "$model" --batch "$batch" --precision bf16 \
-                --steps 30 --warmup 10 --out "$WORK/bench-big/$model-b$batch"; then
-                break
-            fi
-            log "bench $model batch $batch did not complete; trying a smaller batch"
-        done
-    done
-    pack bench-big bench-big
-}
-
-train_one() {  # train_one DIR OVERRIDES...: one vitfsdp.train run on this GPU
-    local dir=$1
-    shift
-    "$PYTHON" -m vitfsdp.train device=cuda nodes=1 cluster.gpus_per_node=1 data=synthetic \
-        precision=bf16 train.local_batch_size=32 train.steps=60 train.warmup_steps=20 \
-        train.log_every=10 "$@" "hydra.run.dir=$dir" || log "train $*: exit $?"
+    bench h14 --models "$H14"
 }
 
 step_jax() {
-    rm -rf "$WORK/jax"
-    train_one "$WORK/jax/torch_h14" model=vit_huge_patch14_224 framework=torch
-    XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 train_one "$WORK/jax/jax_h14" \
-        model=vit_huge_patch14_224 framework=jax
-    "$PYTHON" -m vitfsdp.analysis "$WORK/jax" || log "analysis of jax runs: exit $?"
-    pack jax jax
+    XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 train_one "$STEP_DIR/jax_h14" "model=$H14" \
+        framework=jax
+    train_one "$STEP_DIR/torch_h14" "model=$H14" framework=torch
+    analyse "$STEP_DIR"
 }
 
 step_sweep() {
-    # the plan needs the device's memory and peak; the local launcher runs one rank per point
-    "$PYTHON" -m vitfsdp.sweep -m cluster=local cluster.gpus_per_node=1 "device=$DEVICE" \
-        precision=bf16 "cluster.device_memory_gib=${DEVICE_MEMORY_GIB:-79.1}" \
-        "cluster.peak_tflops=${PEAK_TFLOPS:-989}" data=synthetic nodes=1 \
-        strategy=FULL_SHARD,DDP "model=$SWEEP_MODELS" \
-        "train.activation_checkpointing=$SWEEP_AC" train.local_batch_size=32 \
-        train.steps=25 train.warmup_steps=10 train.log_every=5 \
-        "hydra.sweep.dir=$WORK/sweep" || log "sweep: exit $? (points not completed are data)"
-    pack sweep sweep
+    # the local launcher runs one rank per point; the plan sees the device's own memory
+    # and peak (device_facts), so it skips no point that fits
+    run "$PYTHON" -m vitfsdp.sweep -m cluster=local cluster.gpus_per_node=1 "device=$DEVICE" \
+        "precision=$PRECISION" "cluster.device_memory_gib=$DEVICE_MEMORY_GIB" \
+        "cluster.peak_tflops=$PEAK_TFLOPS" data=synthetic nodes=1 strategy=FULL_SHARD,DDP \
+        "model=$SWEEP_MODELS" train.activation_checkpointing=false,true \
+        "train.local_batch_size=$BATCH" "train.steps=$((STEPS / 2))" \
+        "train.warmup_steps=$((WARMUP / 2))" "train.log_every=$((EVERY / 2))" \
+        "hydra.sweep.dir=$STEP_DIR/sweep"
+    analyse "$STEP_DIR/sweep"
+    run bash -c "'$PYTHON' -m vitfsdp.plan --calibrate '$STEP_DIR/sweep' \
+        > '$STEP_DIR/sweep/calibrate.txt' 2>&1; cat '$STEP_DIR/sweep/calibrate.txt'"
 }
 
-step_analyse() {
-    if [[ ! -d "$WORK/sweep" && -f "$REPO/.gpu/sweep.tar.gz" ]]; then
-        tar -C "$WORK" -xzf "$REPO/.gpu/sweep.tar.gz"
-    fi
-    [[ -d "$WORK/sweep" ]] || { log "no sweep records: run the sweep step first"; exit 2; }
-    "$PYTHON" -m vitfsdp.analysis "$WORK/sweep" --report || log "analysis: exit $?"
-    "$PYTHON" -m vitfsdp.plan --calibrate "$WORK/sweep" > "$WORK/sweep/calibrate.txt" 2>&1 \
-        || log "plan --calibrate: exit $?"
-    cat "$WORK/sweep/calibrate.txt" >&2
-    pack analyse sweep
+step_profile() {
+    bench h14 --models "$H14" --steps $((WARMUP + 2 * EVERY)) --profile-steps 5
 }
 
-[[ $# -gt 0 ]] || { sed -n '2,27p' "$0"; exit 2; }
-step_install
-provenance
-# every command runs outside the checkout, as a user's would: vitfsdp comes from $SITE
-cd "$WORK"
+step_more() {
+    bench b32 --models "$L16,$V1B"
+    local batch
+    for batch in $BIG_BATCHES; do  # largest first: the first that completes is kept
+        bench "h14_b$batch" --models "$H14" --batch "$batch"
+        if grep -q completed "$STEP_DIR/h14_b$batch/bench.csv" 2>/dev/null; then
+            break
+        fi
+        log "H/14 at batch $batch did not complete; trying a smaller batch"
+    done
+}
+
+pack() {  # OUT/<step>.tar.gz: the step's folder (log included), small files only
+    local step=$1
+    tar -C "$WORK" --exclude='*.pt' --exclude='checkpoint' --exclude='*.distcp' \
+        -czf "$OUT/$step.tar.gz" "$step" 2>/dev/null || log "pack $step: some files missing"
+    log "wrote $OUT/$step.tar.gz ($(du -h "$OUT/$step.tar.gz" | cut -f1))"
+}
+
+[[ $# -gt 0 ]] || usage
 for step in "$@"; do
-    [[ $step == install ]] && continue
-    fn="step_${step//-/_}"
-    declare -F "$fn" >/dev/null || { log "unknown step $step"; exit 2; }
-    log "step $step"
-    SECONDS=0
-    "$fn" 2>&1 | tee "$OUT/$step.log"
-    log "step $step done in ${SECONDS} s"
+    declare -F "step_$step" >/dev/null && [[ $step != install ]] \
+        || { log "unknown step $step; steps: test bench jax sweep profile more"; exit 2; }
+done
+(($# <= MAX_STEPS_PER_CALL)) \
+    || { log "at most $MAX_STEPS_PER_CALL steps a call (6 files back): split the call"; exit 2; }
+mkdir -p "$OUT" "$WORK"
+step_install
+device_facts
+[[ -f "$OUT/steps.csv" ]] || echo "step,status,seconds,tarball_bytes,device" > "$OUT/steps.csv"
+cd "$WORK"  # every command runs outside the checkout, as a user's would
+for step in "$@"; do
+    STEP_DIR="$WORK/$step"
+    rm -rf "$STEP_DIR"
+    mkdir -p "$STEP_DIR"
+    STATUS=ok
+    START=$SECONDS
+    DEADLINE=$((SECONDS + STEP_S - 30))  # 30 s left to pack
+    log "step $step (deadline in $((STEP_S - 30)) s)"
+    "step_$step" > >(tee "$STEP_DIR/$step.log") 2>&1
+    wait $! 2>/dev/null || true  # tee (the process substitution) has written the log
+    pack "$step"
+    echo "$step,$STATUS,$((SECONDS - START)),$(stat -c %s "$OUT/$step.tar.gz"),$DEVICE_NAME" \
+        >> "$OUT/steps.csv"
+    log "step $step: $STATUS in $((SECONDS - START)) s"
 done

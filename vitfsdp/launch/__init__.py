@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 import re
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from vitfsdp.provenance import redact
+from vitfsdp.provenance import looks_secret, redact
 
 LAUNCHERS = ("local", "slurm")
 #: Extra config directories (os.pathsep-separated), each holding cluster/<name>.yaml ...:
@@ -92,6 +92,21 @@ def check_text(key: str, value: str) -> None:
                          "(newline, tab, ...); remove it")
 
 
+def _check_not_secret(key: str, name: str, value: str) -> None:
+    """Refuse a secret's value in ``cluster.env``: it would stand in the job script, which
+    Slurm may store (``AccountingStoreFlags=job_script``), and on the command line that set it.
+
+    Raises:
+        ValueError: ``name`` looks secret or ``value`` holds URL credentials; the value is
+            never shown.
+    """
+    if looks_secret(name) or redact(name, str(value)) != str(value):
+        raise ValueError(f"{key} holds a secret's value, which would stand in the job script "
+                         f"and on the command line; name it instead: cluster.secrets=[{name}] "
+                         f"with the value in your environment or a cluster.secrets_file "
+                         "(docs/sites.md)")
+
+
 @dataclass
 class ClusterConfig:
     """Where sweep points run (``cluster=<name>``): a cluster profile.
@@ -131,7 +146,16 @@ class ClusterConfig:
     setup_script: str | None = None  # file sourced after the modules (site env, conda init)
     conda_env: str | None = None  # `conda activate` this env (name or path); needs conda's module
     venv: str | None = None  # `source <venv>/bin/activate`; a Python virtual environment's path
-    env: dict[str, str] = field(default_factory=dict)  # exported as literal values
+    env: dict[str, str] = field(default_factory=dict)  # exported as literal values; no secrets
+    # exported as literal values in jobs of more than one node only (Frontier: NCCL_NET=OFI)
+    multi_node_env: dict[str, str] = field(default_factory=dict)
+    # names of secret variables (WANDB_API_KEY ...), never values: read from the submitting
+    # environment (or secrets_file) and handed to the job in a 0600 file (docs/sites.md)
+    secrets: list[str] = field(default_factory=list)
+    secrets_file: str | None = None  # NAME=value lines, mode 0600; None = the environment only
+    # refuse before queueing a setup_script, venv, conda_env path or cluster.python that does
+    # not exist here; false: the paths exist on the compute nodes only (the job checks anyway)
+    check_paths: bool = True
     # directories put in front of a path variable, e.g. {LD_LIBRARY_PATH: [<plugin>/lib]}, in
     # order; `$NAME` expands on the compute node (nothing else does)
     prepend_env: dict[str, list[str]] = field(default_factory=dict)
@@ -183,6 +207,9 @@ class ClusterConfig:
             time_limit_s(self.time)
         self._check_strings()
         for key in self.required:
+        if self.max_jobs is not None and self.max_jobs < 1:
+            raise ValueError(f"cluster.max_jobs={self.max_jobs} must be >= 1 (or null: no "
+                             "limit)")
             if getattr(self, key, None) in (None, "", []):
                 raise ValueError(f"cluster.{key} is required by cluster={self.name}; set "
                                  f"cluster.{key}=... on the command line or in the profile")
@@ -213,9 +240,13 @@ class ClusterConfig:
                 check_text(f"cluster.{f.name}", value)
         for i, module in enumerate(self.modules):
             check_text(f"cluster.modules[{i}]", module)
-        for name, value in self.env.items():
-            _check_env_name(f"cluster.env.{name}", name)
-            check_text(f"cluster.env.{name}", value)
+        for key in ("env", "multi_node_env"):
+            for name, value in getattr(self, key).items():
+                _check_env_name(f"cluster.{key}.{name}", name)
+                check_text(f"cluster.{key}.{name}", value)
+                _check_not_secret(f"cluster.{key}.{name}", name, value)
+        for i, name in enumerate(self.secrets):
+            _check_env_name(f"cluster.secrets[{i}]", name)
         self._check_environment()
         for key in ("sbatch_args", "srun_args"):
             for i, arg in enumerate(getattr(self, key)):
@@ -307,31 +338,6 @@ def launcher_flags() -> dict[str, str]:
     (``--detach`` → ``hydra.launcher.detach=true``), in :class:`LaunchOptions`' order."""
     return {f.metadata["flag"]: f"hydra.launcher.{f.name}=true"
             for f in fields(LaunchOptions) if f.metadata["flag"]}
-
-
-#: An override setting one ``cluster.env`` variable: its prefix (``+``/``++``), name, value.
-_ENV_OVERRIDE = re.compile(r"^(?P<prefix>\+{0,2})cluster\.env\.(?P<name>[A-Za-z_][A-Za-z0-9_]*)="
-                           r"(?P<value>.*)$", re.DOTALL)
-
-
-def env_references(overrides: Sequence[str]) -> list[str]:
-    """The overrides for a training command line, with every secret ``cluster.env`` value
-    (its name looks secret, or it holds URL credentials: :func:`vitfsdp.provenance.redact`)
-    replaced by a reference to the environment variable of that name, which the launcher
-    exports (the job script's ``export``, or the local process's environment).
-
-    ``+cluster.env.MY_API_TOKEN=s3cr3t`` becomes ``+cluster.env.MY_API_TOKEN=${oc.env:
-    MY_API_TOKEN}``, which OmegaConf resolves in the training process: the secret never
-    stands in a process's arguments, which every user of a node can read (``ps``,
-    ``/proc/PID/cmdline``), only in its environment, which only its owner can.
-    """
-    out = []
-    for arg in overrides:
-        m = _ENV_OVERRIDE.match(arg)
-        if m and redact(m["name"], m["value"]) != m["value"]:
-            arg = f"{m['prefix']}cluster.env.{m['name']}=${{oc.env:{m['name']}}}"
-        out.append(arg)
-    return out
 
 
 def setting_help() -> dict[str, str]:
