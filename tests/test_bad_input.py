@@ -124,6 +124,31 @@ BAD = [
     (["framework=jax", "strategy=NO_SHARD"], "strategy", "framework=jax"),
     (["framework=jax", "engine=fsdp2"], "engine", "framework=jax"),
     (["metrics.peak=guess"], "metrics.peak", "guess"),
+    # secrets are named, never valued (vitfsdp.launch.secrets)
+    (["+cluster.env.WANDB_API_KEY=s3cr3t"], "+cluster.env.WANDB_API_KEY",
+     "name it instead: cluster.secrets=[WANDB_API_KEY]"),
+    (["+metrics.api_key=s3cr3t"], "+metrics.api_key", "cluster.secrets=[API_KEY]"),
+    (["data.path=https://me:s3cr3t@example.org/x"], "data.path", "types a secret"),
+    (["cluster.secrets=[NO_SUCH_SECRET_38]"], "cluster.secrets", "not set in this environment"),
+    (["cluster.secrets=[X_38]", "cluster.secrets_file=/no/such/file"], "cluster.secrets_file",
+     "cannot be read"),
+    # knowable before launch (issue 38)
+    (["cluster.max_jobs=0"], "cluster.max_jobs", "must be >= 1"),
+    (["nodes=1,1"], "nodes=1", "again: drop the repeated value"),
+    (["data=digits", "train.local_batch_size=4096"], "train.local_batch_size",
+     "more than data=digits's 1797 images"),
+    (["strategy=HYBRID_SHARD", "strategy.shard_group_size=3"], "strategy.shard_group_size",
+     "HYBRID_SHARD needs shard groups of 3 ranks"),
+    (["cluster=virtual", "cluster.venv=/opt/no/such/venv"], "cluster.venv",
+     "has no bin/activate here"),
+    (["cluster=virtual", "cluster.setup_script=/opt/no/such.sh"], "cluster.setup_script",
+     "is not a readable file here"),
+    (["cluster=virtual", "cluster.python=/opt/no/python"], "cluster.python",
+     "is not an executable here"),
+    (["cluster=virtual", "cluster.peak_tflops_fp32=1", "cluster.peak_tflops=1",
+      "train.steps=1000000000000"], "train.steps", "more than cluster.time=00:10:00 allows"),
+    (["cluster=virtual", "hydra.launcher.detach=true", "hydra.launcher.scripts_only=true"],
+     "--scripts-only", "nothing for --detach to leave running"),
     # the sweep as a whole
     (["hydra.launcher.detach=true"], "--detach", "applies to Slurm profiles only"),
     (["hydra.launcher.scripts_only=true"], "--scripts-only", "cluster=local runs the points"),
@@ -237,8 +262,11 @@ def test_exit_status_says_whether_every_point_completed():
     assert sweep.exit_status([done, done]) == sweep.EXIT_COMPLETED
     for status in ("oom", "failed", "timeout", "preempted", "cancelled", "skipped_infeasible"):
         assert sweep.exit_status([done, {"status": status}]) == sweep.EXIT_NOT_COMPLETED
-    for status in ("submitted", "script"):  # --detach, --scripts-only: not ended
-        assert sweep.exit_status([done, {"status": status}]) == sweep.EXIT_COMPLETED
+    for status in ("submitted", "waiting", "script", None):  # queued, running, written
+        assert sweep.exit_status([done, {"status": status}]) == sweep.EXIT_NOT_ENDED
+    assert sweep.exit_status([done, None]) == sweep.EXIT_NOT_ENDED  # no summary yet
+    assert sweep.exit_status([{"status": "failed"}, {"status": "submitted"}]) == \
+        sweep.EXIT_NOT_COMPLETED
 
 
 def _imported(stderr: str) -> set[str]:

@@ -26,12 +26,13 @@ from vitfsdp.config import CONF_DIR, register_configs, to_run_config
 from vitfsdp.launch import ClusterConfig, local
 from vitfsdp.launch.local import quote_override
 from vitfsdp.launch.resume import config_hash
+from vitfsdp.launch.secrets import point_secrets
 from vitfsdp.records import write_json_atomic
 from vitfsdp.rundir import MAX_NAME_CHARS, run_dirname
 
 register_configs()
 
-SECRET = "s3cret-Value-42"  # appears only in scripts and pickles that must carry it
+SECRET = "s3cret-Value-42"  # appears only in the sweep's 0600 secrets file
 MARK = "MARK_"  # every command a hostile value could run creates a file named MARK_*
 needs_slurm = pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
 
@@ -88,6 +89,9 @@ def hostile_overrides(tmp_path: Path, python: Path) -> list[str]:
     setup = tmp_path / f"setup $(touch {MARK}setup) `touch {MARK}setup2`;'\";x.sh"
     setup.write_text("export FROM_SETUP=yes\n")
     comment = f"c $(touch {tmp_path}/{MARK}sbatch) 'x' \"y\" \\z"
+    secrets_file = tmp_path / f"secrets $(touch {MARK}secrets);'x.env"
+    secrets_file.write_text(f"MY_API_TOKEN={SECRET}\n")
+    secrets_file.chmod(0o600)
     return [
         "cluster=virtual", "cluster.gpus_per_node=1", "nodes=1", "device=cpu",
         f"cluster.python={quote_override(str(python))}",
@@ -96,7 +100,8 @@ def hostile_overrides(tmp_path: Path, python: Path) -> list[str]:
         f"cluster.sbatch_args=[{quote_override('--comment=' + comment)}]",
         f"cluster.srun_args=[{quote_override('--comment=' + values['semicolon'])}]",
         f"cluster.name={quote_override(values['dquote'])}",
-        f"+cluster.env.MY_API_TOKEN={SECRET}",
+        "cluster.secrets=[MY_API_TOKEN]",
+        f"cluster.secrets_file={quote_override(str(secrets_file))}",
         *(f"+cluster.env.PROBE_{k}={quote_override(v)}" for k, v in values.items()),
     ]
 
@@ -121,30 +126,31 @@ def assert_no_marker(tmp_path: Path) -> None:
 
 
 def assert_ran_verbatim(point, tmp_path: Path, runs: int = 1, setup: bool = True) -> None:
-    """The stand-in training got every override exactly as typed, but the secret: in its
-    place a reference to its variable (``${oc.env:MY_API_TOKEN}``), whose value, every
-    PROBE_* value of cluster.env and (from a job script, ``setup``) the setup script's
-    variable are in its environment."""
+    """The stand-in training got every override exactly as typed (the secret by its name
+    alone), and in its environment the secret's value (from cluster.secrets_file, which the
+    sweep's process never exported), every PROBE_* value of cluster.env and (from a job
+    script, ``setup``) the setup script's variable."""
     calls = read(point.run_dir / "argv.jsonl")
     assert len(calls) == runs
-    typed = [f"+cluster.env.MY_API_TOKEN={SECRET}" if a.startswith("+cluster.env.MY_API_TOKEN=")
-             else a for a in calls[-1]["argv"]]
-    assert [a for a in typed if a in point.overrides] == point.overrides
-    assert "+cluster.env.MY_API_TOKEN=${oc.env:MY_API_TOKEN}" in calls[-1]["argv"]
+    assert [a for a in calls[-1]["argv"] if a in point.overrides] == point.overrides
+    assert "MY_API_TOKEN" not in os.environ
     assert SECRET not in " ".join(calls[-1]["argv"])  # `ps` shows no secret
     assert calls[-1]["env"] == {**{f"PROBE_{k}": v for k, v in hostile(tmp_path).items()},
                                 "MY_API_TOKEN": SECRET, **({"FROM_SETUP": "yes"} if setup else {})}
 
 
 def assert_secret_kept_private(sweep_dir: Path) -> None:
-    """The secret is in no path name and no record; files that carry it are the owner's."""
+    """The secret is in no path name, no record, no job script or pickle: only in the sweep's
+    secrets file, which is its owner's."""
+    carriers = []
     for path in sweep_dir.rglob("*"):
         assert SECRET not in str(path.relative_to(sweep_dir))
         if path.name == "argv.jsonl":  # the stand-in training's own record
             continue
         if path.is_file() and SECRET.encode() in path.read_bytes():
-            assert path.name.endswith((".sbatch", ".sh", ".pkl")), path
-            assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
+            carriers.append(path)
+    assert carriers == [sweep_dir / ".secrets.env"]
+    assert stat.S_IMODE(carriers[0].stat().st_mode) == 0o600
 
 
 # ---------------------------------------------------------------- run-directory names
@@ -168,9 +174,10 @@ def test_run_dirname_keeps_plain_overrides_as_typed():
 
 
 def test_slash_and_secret_values_keep_status_and_resume(tmp_path, monkeypatch):
-    """The values Frontier users set (paths, module versions) and a token: one flat run
-    directory (named by conf/config.yaml's hydra.sweep.subdir) whose name holds no secret,
-    found by --status, and skipped by a rerun of the sweep once it completed."""
+    """The values Frontier users set (paths, module versions) and a token named in
+    cluster.secrets: one flat run directory (named by conf/config.yaml's
+    hydra.sweep.subdir), found by --status, and skipped by a rerun of the sweep once it
+    completed; the token's value only in the sweep's 0600 file, which the script sources."""
     from omegaconf import open_dict
 
     from vitfsdp.launch import slurm as launcher
@@ -179,7 +186,9 @@ def test_slash_and_secret_values_keep_status_and_resume(tmp_path, monkeypatch):
     sweep_dir = tmp_path / "sweep"
     overrides = ["cluster=virtual", "nodes=1", "cluster.setup_script=/sw/env.sh",
                  "cluster.modules=[rocm/6.2.4]", "+cluster.env.RCCL_PLUGIN=/opt/plugin/lib",
-                 "cluster.python=/ccs/venv/bin/python", f"+cluster.env.MY_API_TOKEN={SECRET}"]
+                 "cluster.python=/ccs/venv/bin/python", "cluster.secrets=[MY_API_TOKEN]",
+                 "cluster.check_paths=false"]
+    monkeypatch.setenv("MY_API_TOKEN", SECRET)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         dcfg = compose("config", overrides=overrides, return_hydra_config=True)
     with open_dict(dcfg):
@@ -189,8 +198,9 @@ def test_slash_and_secret_values_keep_status_and_resume(tmp_path, monkeypatch):
     point.run_dir.mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
     launcher.write_scripts([point], "vitfsdp")  # as --scripts-only writes them
-    assert [p for p in sweep_dir.iterdir()] == [point.run_dir]  # one flat directory
-    assert f"export MY_API_TOKEN={SECRET}" in (point.run_dir / "job.sbatch").read_text()
+    assert sorted(sweep_dir.iterdir()) == sorted([point.run_dir, sweep_dir / ".secrets.env"])
+    script = (point.run_dir / "job.sbatch").read_text()
+    assert SECRET not in script and f"source {sweep_dir / '.secrets.env'}" in script
     status = run_module("vitfsdp.sweep", "--status", str(sweep_dir), cwd=tmp_path)
     assert status.returncode == 0 and "1 points: 1 written" in status.stdout, status.stdout
     write_json_atomic(point.run_dir / "summary.json", {"status": "completed"})
@@ -200,7 +210,7 @@ def test_slash_and_secret_values_keep_status_and_resume(tmp_path, monkeypatch):
     assert f"completed in {point.run_dir.name}" in proc.stdout + proc.stderr
     assert SECRET not in proc.stdout + proc.stderr
     assert sorted(p.name for p in sweep_dir.iterdir()) == sorted(
-        [point.run_dir.name, "multirun.yaml", ".sweep.lock"])
+        [point.run_dir.name, "multirun.yaml", ".sweep.lock", ".secrets.env"])
     assert_secret_kept_private(sweep_dir)
 
 
@@ -258,8 +268,8 @@ def test_local_launcher_runs_no_hostile_value(tmp_path, monkeypatch):
     point = hostile_point(tmp_path, python)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "executable", str(python))  # the local launcher's interpreter
-    assert local.run_point(point.overrides, point.run_dir, 1, poll_s=0.1,
-                           env=point.cfg.cluster.env) == 0
+    env = {**point.cfg.cluster.env, **point_secrets([point])}  # as the sweep's run_one
+    assert local.run_point(point.overrides, point.run_dir, 1, poll_s=0.1, env=env) == 0
     assert_no_marker(tmp_path)
     assert_ran_verbatim(point, tmp_path, setup=False)  # no setup script runs here
 
@@ -302,8 +312,7 @@ def test_submitit_path_runs_no_hostile_value(tmp_path, hostile_slurm_point):
     _wait_gone(job_id)
     assert_no_marker(tmp_path)
     assert_ran_verbatim(point, tmp_path)
-    assert "+cluster.env.MY_API_TOKEN=<redacted>" in read(point.run_dir / "job.json")["overrides"]
-    assert stat.S_IMODE((point.run_dir.parent / ".submitit").stat().st_mode) == 0o700
+    assert "cluster.secrets=[MY_API_TOKEN]" in read(point.run_dir / "job.json")["overrides"]
     assert_secret_kept_private(point.run_dir.parent)
     assert (tmp_path / "module.log").read_text().split("\n")[:3] == \
         ["load", hostile(tmp_path)["dollar"], "rocm/6.2.4"]
@@ -335,7 +344,7 @@ def test_scripts_only_script_runs_no_hostile_value_and_can_run_again(tmp_path, h
 
     point, job_name, python = hostile_slurm_point
     (script,) = launcher.write_scripts([point], job_name)
-    assert stat.S_IMODE(script.stat().st_mode) == 0o700  # carries the token
+    assert SECRET not in script.read_text()
     text = script.read_text()
     ids = []
     for status in ("failed", "completed", "failed"):

@@ -184,7 +184,7 @@ def test_metacharacters_in_values_never_run_a_command(tmp_path):
         f"+cluster.env.PROBE='{evil[2]}'", f"cluster.modules=[\"{evil[1]}\"]",
         f"cluster.setup_script='{setup}'", f"cluster.srun_args=['--comment={evil[2]}']",
         f"cluster.sbatch_args=['--comment={evil[0]}']",
-        f"cluster.name='{evil[3]}'",
+        f"cluster.name='{evil[3]}'", "cluster.python=python3",  # the job checks it is there
     ]
     text = render_point(PROFILES["frontier"], [*POINT, *overrides], run_dir=run_dir,
                         workdir=str(tmp_path))
@@ -207,6 +207,29 @@ def test_metacharacters_in_values_never_run_a_command(tmp_path):
     for line in text.splitlines():  # #SBATCH values are quoted for sbatch's own parser too
         if line.startswith("#SBATCH --account") or line.startswith("#SBATCH --comment"):
             assert f"'{evil[0]}'" in line
+
+
+@pytest.mark.parametrize(("override", "message"), [
+    ("cluster.venv=/opt/no/such/venv", "cluster.venv=/opt/no/such/venv has no bin/activate"),
+    ("cluster.setup_script=/opt/no/such.sh",
+     "cluster.setup_script=/opt/no/such.sh is not a readable file"),
+    ("cluster.python=/opt/no/python",
+     "cluster.python=/opt/no/python is not an executable or on PATH"),
+])
+def test_missing_environment_paths_end_the_job_in_one_line(tmp_path, override, message):
+    """The job's first lines check the environment's paths on its node: a missing one ends
+    the job at once, before any module or srun, with one line naming the field."""
+    text = render_point(PROFILES["frontier"], [*POINT, override], run_dir=tmp_path / "run",
+                        workdir=str(tmp_path))
+    (tmp_path / "job.sbatch").write_text(text)
+    log = tmp_path / "calls.jsonl"
+    env = {**os.environ, "PATH": f"{_stub_path(tmp_path)}:{os.environ['PATH']}",
+           "STUB_LOG": str(log), "SLURMD_NODENAME": "vnode3"}
+    proc = subprocess.run(["bash", str(tmp_path / "job.sbatch")], env=env, capture_output=True,
+                          text=True, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr == f"vitfsdp: {message} on vnode3\n"
+    assert not log.exists() or "srun" not in log.read_text()
 
 
 def test_requeue_exit_code_matches_the_training():
@@ -371,7 +394,8 @@ def test_user_profile_from_a_directory_of_ones_own(tmp_path, monkeypatch):
     [script] = (tmp_path / "sweep").glob("*/job.sbatch")
     setup = _setup_of(script.read_text())
     assert "#SBATCH --account=stf218" in script.read_text()
-    assert setup[1].startswith("module load PrgEnv-gnu/8.7.0 ")  # from frontier
+    assert setup[2].startswith("module load PrgEnv-gnu/8.7.0 ")  # from frontier, after the
+    assert setup[1].startswith("[[ -r /proj/venvs/torch/bin/activate ]] || ")  # venv's check
     assert "source /proj/venvs/torch/bin/activate" in setup
     assert f"export {CONFIG_PATH_ENV}={folder}" in setup
     assert "    cluster=mysite \\" in script.read_text().splitlines()

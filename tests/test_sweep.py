@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -50,7 +56,8 @@ def test_readme_sweep_command_runs_and_analyses(tmp_path):
         (["strategy=FULL_SHARD,BOGUS"], "strategy=BOGUS is unknown; valid: DDP, FULL_SHARD"),
         (["model=vit_giant"], "model=vit_giant is unknown; valid: vit_15b, vit_1b"),
         (["strategy=FULL_SHARD,HYBRID_2GPU", "cluster.gpus_per_node=3"],
-         "strategy=HYBRID_2GPU needs shard groups of 2 ranks, but a node has 3 ranks"),
+         "strategy.shard_group_size=2: HYBRID_SHARD needs shard groups of 2 ranks, but a node "
+         "has 3 ranks"),
         (["strategy=HYBRID_8GPU", "nodes=1,2"], "shard groups of 8 ranks"),
         (["nodes=0,1"], "nodes=0 must be >= 1"),
         (["train.warmup_steps=3"], "train.warmup_steps=3 must be >= 0 and < train.steps=3"),
@@ -107,16 +114,45 @@ def test_a_dying_point_is_data_and_a_rerun_runs_only_what_is_missing(tmp_path):
     assert read(sweep_dir / "cuda" / "summary.json")["status"] == "failed"
 
 
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
 def test_two_sweeps_cannot_share_a_directory(tmp_path):
+    """The loser of the lock writes nothing: the winner's multirun.yaml and every other file
+    of its directory stay byte for byte (a refused sweep used to delete the winner's
+    multirun.yaml when it read none before Hydra wrote its own)."""
     from vitfsdp.launch.resume import SweepLock
 
     sweep_dir = tmp_path / "sweep"
     lock = SweepLock(sweep_dir).acquire()
+    (sweep_dir / "multirun.yaml").write_text("the winner's\n")
+    before = _snapshot(sweep_dir)
     try:
         proc = run_module("vitfsdp.sweep", "-m", *FAST, f"hydra.sweep.dir={sweep_dir}",
                           cwd=tmp_path, timeout=120)
     finally:
         lock.release()
-    assert proc.returncode != 0
+    assert proc.returncode == 2, proc.stderr
     assert "another sweep (host " in proc.stderr and "is working in" in proc.stderr
-    assert _point_dirs(sweep_dir) == []
+    assert _snapshot(sweep_dir) == before
+
+
+def test_two_sweeps_started_together_keep_the_winners_files(tmp_path):
+    """Two sweeps into one new directory at the same moment: one is refused before it writes
+    anything; the other's multirun.yaml is there at the end, its point completed."""
+    sweep_dir = tmp_path / "sweep"
+    cmd = [sys.executable, "-m", "vitfsdp.sweep", "-m", *FAST, "train.steps=2",
+           f"hydra.sweep.dir={sweep_dir}"]
+    env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
+    procs = [subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 2], outs
+    loser = outs[[p.returncode for p in procs].index(2)][1]
+    assert loser.startswith("error: another sweep (host "), loser
+    assert "sweep:" in (sweep_dir / "multirun.yaml").read_text()
+    (point,) = _point_dirs(sweep_dir)
+    assert json.loads((point / "summary.json").read_text())["status"] == "completed"

@@ -30,6 +30,7 @@ from vitfsdp.config_jax import check_run_config as check_jax_config
 from vitfsdp.data import DataConfig
 from vitfsdp.data import num_classes as data_num_classes
 from vitfsdp.launch import ClusterConfig, LaunchOptions, config_path_dirs
+from vitfsdp.launch.secrets import check_override as check_secret_override
 from vitfsdp.metrics import MetricsConfig
 from vitfsdp.models import ModelConfig
 from vitfsdp.parallel import (
@@ -149,6 +150,11 @@ class KernelsConfig:
         return self.compile if self.compile is not None else device_type == "cuda"
 
 
+#: Images of the data sets whose size is known before loading: scikit-learn's
+#: ``load_digits`` (the UCI handwritten digits test set) holds 1797.
+DATA_SET_IMAGES = {"digits": 1797}
+
+
 @dataclass
 class RunConfig:
     """One training run: what to train, how to shard it, where it runs."""
@@ -193,9 +199,28 @@ class RunConfig:
         else:
             self.strategy.resolve_for_engine(self.engine)
         self.strategy.check_world(self.world_size, self.cluster.gpus_per_node)
+        self._check_data_size()
         # refuses unknown or contradictory dtypes; precision=auto must hold on CPU and GPU
         for device_type in ("cpu", "cuda") if self.precision == AUTO else (None,):
             self.precision_settings(device_type)
+
+    def _check_data_size(self) -> None:
+        """Refuse a global batch larger than a data set of known size: every rank's
+        ``DistributedSampler`` (``drop_last``) would then hold less than one local batch and
+        the loader none at all.
+
+        Raises:
+            ValueError: naming ``train.local_batch_size`` and the largest that fits.
+        """
+        num_images = DATA_SET_IMAGES.get(self.data.name)
+        if num_images is None or self.framework != "torch":
+            return
+        per_rank = num_images // self.world_size
+        if self.train.local_batch_size > per_rank:
+            raise ValueError(
+                f"train.local_batch_size={self.train.local_batch_size} × {self.world_size} "
+                f"ranks is more than data={self.data.name}'s {num_images} images ({per_rank} "
+                f"per rank): no full batch; use train.local_batch_size<={per_rank} or fewer nodes")
 
     def precision_settings(self, device_type: str | None = None) -> PrecisionSettings:
         """The dtypes this run uses (``precision`` with the ``mixed_precision.*`` overrides).
@@ -453,7 +478,8 @@ def parse_overrides(argv: Sequence[str]) -> list:
 
 def check_overrides(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> list:
     """Refuse, each in one line, the overrides of ``argv`` that Hydra would refuse in many
-    lines, with a traceback, or not at all: overrides that do not parse, unknown keys
+    lines, with a traceback, or not at all: a secret's value typed on the command line
+    (:func:`vitfsdp.launch.secrets.check_override`), overrides that do not parse, unknown keys
     (:func:`check_key`), unknown group options (:func:`check_group_choices`).
 
     Returns:
@@ -464,6 +490,7 @@ def check_overrides(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> list:
     """
     parsed = parse_overrides(argv)
     for override in parsed:
+        check_secret_override(override.input_line)
         check_key(override)
     check_group_choices([o.input_line for o in parsed], conf_dir)
     return parsed

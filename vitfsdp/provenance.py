@@ -48,12 +48,21 @@ SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIA
 #: ``scheme://user:password@`` (or ``user:password@host``) inside a value.
 _URL_CREDENTIALS = re.compile(r"(?<=[/\s=,;])[^\s/:@,;=]+:[^\s/@]*@|^[^\s/:@,;=]+:[^\s/@]*@")
 REDACTED = "<redacted>"
+#: Keys that hold the names of secrets, never their values (``cluster.secrets=[HF_TOKEN]``,
+#: ``cluster.secrets_file``): kept as they are.
+SECRET_NAMES_KEY = re.compile(r"(?:^|[.+~])secrets(?:_file)?$")
+
+
+def looks_secret(name: str) -> bool:
+    """Whether a variable or config key's value is secret: its name matches
+    :data:`SECRET_NAME` and is not one of :data:`SECRET_NAMES_KEY`."""
+    return bool(SECRET_NAME.search(name)) and not SECRET_NAMES_KEY.search(name)
 
 
 def redact(name: str, value: str) -> str:
     """``value`` with anything secret removed: all of it when ``name`` looks secret
-    (:data:`SECRET_NAME`), else any ``user:password@`` credentials (URLs) inside it."""
-    if SECRET_NAME.search(name):
+    (:func:`looks_secret`), else any ``user:password@`` credentials (URLs) inside it."""
+    if looks_secret(name):
         return REDACTED
     return _URL_CREDENTIALS.sub(f"{REDACTED}@", value)
 
@@ -89,7 +98,7 @@ _PAIR = re.compile(r"(?P<key>[^\s,=]+)=(?P<value>.*?)(?=,[^\s,=]+=|$)", re.DOTAL
 def redact_text(text: str) -> str:
     """``text`` with the value of each ``key=value`` in it redacted where the key looks secret
     (a value runs up to the next ``,key=``), and URL credentials removed."""
-    text = _PAIR.sub(lambda m: f"{m['key']}={REDACTED}" if SECRET_NAME.search(m["key"])
+    text = _PAIR.sub(lambda m: f"{m['key']}={REDACTED}" if looks_secret(m["key"])
                      else m[0], text)
     return redact("", text)
 
@@ -102,7 +111,7 @@ def redact_tree(node, key: str = ""):
     if isinstance(node, list):
         return [redact_tree(v) for v in node]
     if isinstance(node, str):
-        return REDACTED if SECRET_NAME.search(key) else redact_text(node)
+        return REDACTED if looks_secret(key) else redact_text(node)
     return node
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import io
 import logging
+import math
 import re
 import sys
 import textwrap
@@ -62,6 +63,7 @@ from vitfsdp.launch import (
     local,
     pack,
     resume,
+    secrets,
     setting_help,
     slurm,
     status,
@@ -122,7 +124,7 @@ def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str
             points.append(_compose_point(hydra_context, config, list(overrides), num))
         except (ValueError, ConfigCompositionException, OmegaConfBaseException) as e:
             errors.append(where + _one_line(hydra_context, e))
-    errors += _shared_run_dirs(points)
+    errors += _shared_run_dirs(points) + _repeated_points(points)
     if not errors:
         errors += _check_launchers(points, _options(config))
     if len(errors) == 1:
@@ -177,6 +179,20 @@ def _shared_run_dirs(points: list[Point]) -> list[str]:
     return errors
 
 
+def _repeated_points(points: list[Point]) -> list[str]:
+    """One line for each point whose config equals an earlier point's (``nodes=1,1``): the
+    same run twice (``repeat=0,1`` is the way to measure a point several times)."""
+    first: dict[str, Point] = {}
+    errors = []
+    for p in points:
+        if p.config_hash in first:
+            errors.append(f"point {p.num} ({_label(p.overrides)}) is point "
+                          f"{first[p.config_hash].num} ({_label(first[p.config_hash].overrides)})"
+                          " again: drop the repeated value (repeat=0,1 runs a point twice)")
+        first.setdefault(p.config_hash, p)
+    return errors
+
+
 def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num: int) -> Point:
     sweep_config = hydra_context.config_loader.load_sweep_config(config, overrides)
     with open_dict(sweep_config):
@@ -190,6 +206,7 @@ def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num:
         overrides = [*(o for o in overrides if not o.startswith("cluster.time=")),
                      f"cluster.time={cfg.cluster.time}"]
     _check_launchable(cfg)
+    secrets.secret_values(cfg.cluster.secrets, cfg.cluster.secrets_file)  # each one is set
     # the user's config folders (hydra.searchpath) go with the point into its command
     searchpath = [o for o in config.hydra.overrides.hydra if o.startswith("hydra.searchpath=")]
     overrides = [*overrides, *(s for s in searchpath if s not in overrides)]
@@ -200,13 +217,17 @@ def _options(config: DictConfig) -> LaunchOptions:
     """The launcher's options.
 
     Raises:
-        SweepRefused: an unknown ``hydra.launcher.pack``, packing with --scripts-only, or
+        SweepRefused: an unknown ``hydra.launcher.pack``, --detach with --scripts-only,
+            packing with --scripts-only, or
             --batch-search with --detach or --scripts-only or a ``batch_search_max`` below 1.
     """
     options = LaunchOptions.from_values(config.hydra.launcher)
     if options.pack is not None and options.pack not in pack.PACK_MODES:
         raise SweepRefused(f"error: hydra.launcher.pack={options.pack!r} is unknown; valid: "
                            f"{', '.join(pack.PACK_MODES)} (or null: a job per point)")
+    if options.detach and options.scripts_only:
+        raise SweepRefused("error: --scripts-only submits nothing, so there is nothing for "
+                           "--detach to leave running; drop one of them")
     if options.pack and options.scripts_only:
         raise SweepRefused("error: --scripts-only writes a script per point; drop "
                            "hydra.launcher.pack to write them, or drop --scripts-only to pack")
@@ -270,8 +291,12 @@ def _check_slurm_point(p: Point, options: LaunchOptions, checked: dict) -> str |
                     "%d, and Slurm may send it up to 60 s early: runs may stop (preempted) "
                     "during start-up", cluster.time,
                     cluster.time_limit_s - cluster.signal_delay_s, cluster.signal_delay_s)
+    if problem := _beyond_time_limit(p, checked):
+        return problem
     if options.scripts_only:  # the scripts may be for another cluster: no Slurm query
         limit, partition = cluster.max_nodes, cluster.partition
+    elif problem := slurm.missing_path(cluster):
+        return problem
     else:  # one sinfo per partition for the whole sweep
         if ("sinfo", cluster.partition) not in checked:
             checked["sinfo", cluster.partition] = slurm.partition_nodes(cluster.partition)
@@ -287,6 +312,38 @@ def _check_slurm_point(p: Point, options: LaunchOptions, checked: dict) -> str |
     if key not in checked:
         checked[key] = slurm.sbatch_test_only(cluster, p.cfg.nodes, options.job_name)
     return _slurm_refusal(cluster, checked[key]) if checked[key] else None
+
+
+def _beyond_time_limit(p: Point, warned: dict) -> str | None:
+    """Why the plan's predicted run time (:func:`vitfsdp.plan.predict`: ``train.steps`` ×
+    step time + :data:`vitfsdp.plan.STARTUP_S`) cannot fit ``cluster.time`` even with its
+    ``cluster.max_requeues`` requeues (each resumes from the checkpoint); None when it fits or
+    the plan has no step time. A run that needs requeues is only warned of (once per time)."""
+    step_s = _predicted_step_s(p)
+    if not step_s:
+        return None
+    cluster = p.cfg.cluster
+    run_s = p.cfg.train.steps * step_s + planner.STARTUP_S
+    jobs = math.ceil(run_s / cluster.time_limit_s)
+    if jobs > cluster.max_requeues + 1:
+        return (f"train.steps={p.cfg.train.steps}: the plan predicts {_duration(run_s)} "
+                f"({step_s:.3g} s/step), more than cluster.time={cluster.time} allows with "
+                f"cluster.max_requeues={cluster.max_requeues}; use fewer train.steps, a longer "
+                "cluster.time, or cluster.time=auto")
+    if jobs > 1 and ("requeues", cluster.time) not in warned:
+        warned["requeues", cluster.time] = True
+        log.warning("train.steps=%d: the plan predicts %s, beyond cluster.time=%s: the point "
+                    "will be requeued %d times (from its checkpoint)", p.cfg.train.steps,
+                    _duration(run_s), cluster.time, jobs - 1)
+    return None
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` for a message: ``3.2 h``, ``41 days``, ``5 min``."""
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.0f} s"
 
 
 def _slurm_refusal(cluster, message: str) -> str:
@@ -334,10 +391,7 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
     points = plan(hydra_context, config, job_overrides, initial_job_idx)
     sweep_dir = Path(config.hydra.sweep.dir).resolve()
     options = _options(config)
-    try:
-        lock = resume.SweepLock(sweep_dir).acquire()
-    except RuntimeError as e:
-        raise SweepRefused(f"error: {e}") from None
+    lock = _held_locks.get(sweep_dir) or take_lock(sweep_dir)  # held: run_sweeper took it
     provenance.redact_yaml_file(sweep_dir / MULTIRUN_FILE)  # Hydra saved the overrides raw
     try:
         if options.batch_search:
@@ -355,6 +409,8 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
     ordered = [summaries[p.num] for p in points]
     if all(s.get("status") in STATUSES for s in ordered):
         _report(points, ordered, sweep_dir)
+    else:
+        _report_not_ended(points, ordered, sweep_dir)
     return [JobReturn(overrides=p.overrides, cfg=OmegaConf.create({}), hydra_cfg=config,
                       working_dir=str(p.run_dir), _return_value=s, status=JobStatus.COMPLETED)
             for p, s in zip(points, ordered, strict=True)]
@@ -541,12 +597,9 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions) -
     as earlier ones end. Unless detached, show the live status table until every point is
     done and return the summaries (``{"status": "submitted"}``, ``{"status": "waiting"}``
     (not submitted: max_jobs) or ``{"status": "script"}`` for points not waited on).
-
-    Raises:
-        SweepRefused: ``cluster.max_jobs`` below 1.
     """
     if options.scripts_only:
-        paths = slurm.write_scripts(points, options.job_name)
+        paths = slurm.write_scripts(points, options.job_name, sweep_dir)
         for path in paths:
             log.info("wrote %s", path)
         log.info("submit each with sbatch <script>; then python -m vitfsdp.sweep --status %s "
@@ -567,9 +620,6 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions) -
 def _max_jobs(points: list[Point]) -> int | None:
     """The sweep's ``cluster.max_jobs`` (the smallest set; None: no limit)."""
     limits = [p.cfg.cluster.max_jobs for p in points if p.cfg.cluster.max_jobs is not None]
-    if limits and min(limits) < 1:
-        raise SweepRefused(f"error: cluster.max_jobs={min(limits)} must be >= 1 (or null: "
-                           "no limit)")
     return min(limits) if limits else None
 
 
@@ -627,7 +677,7 @@ def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: in
         point.overrides, point.run_dir, point.cfg.world_size,
         log_path=point.run_dir / local.LOG_FILE,
         on_window=lambda w: bars.window(tag, w),
-        env=point.cfg.cluster.env,
+        env={**point.cfg.cluster.env, **secrets.point_secrets([point])},
     )
     summary = read_json(point.run_dir / SUMMARY_FILE)
     if summary is None:
@@ -652,6 +702,18 @@ def _figures(summary: dict) -> str:
             f"peak memory {mem:.2f} GiB")
 
 
+def _report_not_ended(points: list[Point], summaries: list[dict], sweep_dir: Path) -> None:
+    """Name the points that have not ended (queued or running, perhaps by an earlier sweep;
+    waiting for ``cluster.max_jobs``; only written): the sweep then exits
+    :data:`EXIT_NOT_ENDED`."""
+    for p, s in zip(points, summaries, strict=True):
+        if s.get("status") not in STATUSES:
+            job = f" (Slurm job {s['job_id']})" if s.get("job_id") else ""
+            log.info("not ended: %s: %s%s", _label(p.overrides) or "(defaults)",
+                     s.get("status") or "no summary", job)
+    log.info("follow with: python -m vitfsdp.sweep --status %s --watch", sweep_dir)
+
+
 def _report(points: list[Point], summaries: list[dict], sweep_dir: Path) -> None:
     counts: dict[str, int] = {}
     for s in summaries:
@@ -668,7 +730,8 @@ def main(dcfg: DictConfig) -> None:
 
 def status_main(argv: Sequence[str]) -> int:
     """``--status SWEEP_DIR [--watch]``: print the sweep's status table (records and Slurm's
-    queue), recording jobs that ended without a summary; ``--watch`` until all are done."""
+    queue), recording jobs that ended without a summary; ``--watch`` until all are done.
+    Returns :func:`exit_status` of the points."""
     parser = argparse.ArgumentParser(prog="python -m vitfsdp.sweep --status")
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument("--watch", action="store_true", help="refresh until every point is done")
@@ -680,69 +743,109 @@ def status_main(argv: Sequence[str]) -> int:
     if not dirs:
         parser.error(f"{args.sweep_dir} holds no sweep points (no */job.json or */run.json)")
     if args.watch:
-        status.watch(args.sweep_dir, dirs, args.poll_s, show=print)
-        return 0
-    rows = status.collect(args.sweep_dir, dirs)
-    for row in rows:
-        status.reconcile(row)
-    print(status.format_table(rows))
-    return 0
+        rows = status.watch(args.sweep_dir, dirs, args.poll_s, show=print)
+    else:
+        rows = status.collect(args.sweep_dir, dirs)
+        for row in rows:
+            status.reconcile(row)
+        print(status.format_table(rows))
+    return exit_status([{"status": r.status} for r in rows])
 
 
-#: Exit status of ``python -m vitfsdp.sweep``: every point completed (or, with ``--detach`` or
-#: ``--scripts-only``, every job was submitted or written).
+#: Exit status of ``python -m vitfsdp.sweep`` (and of ``--status``): every point completed.
 EXIT_COMPLETED = 0
 #: Some point ended without completing (oom, failed, timeout, preempted, cancelled,
 #: skipped_infeasible): its records say why.
 EXIT_NOT_COMPLETED = 1
 #: Refused before launch: nothing was run or queued, no sweep directory was left behind.
 EXIT_REFUSED = 2
+#: No point ended otherwise than completed, but some have not ended: queued or running (a
+#: ``--detach``-ed sweep, or a job of an earlier sweep a rerun found), waiting for
+#: ``cluster.max_jobs``, or only written (``--scripts-only``).
+EXIT_NOT_ENDED = 3
 
 
-def exit_status(summaries: Sequence[dict]) -> int:
+def exit_status(summaries: Sequence[dict | None]) -> int:
     """:data:`EXIT_NOT_COMPLETED` if a point ended in a status other than ``completed``, else
-    :data:`EXIT_COMPLETED` (points still queued or only written count as not ended)."""
-    ended = [s.get("status") for s in summaries if s.get("status") in STATUSES]
-    return EXIT_NOT_COMPLETED if any(st != "completed" for st in ended) else EXIT_COMPLETED
+    :data:`EXIT_NOT_ENDED` if a point has not ended (its summary has no end status, or there
+    is none), else :data:`EXIT_COMPLETED`."""
+    found = [(s or {}).get("status") for s in summaries]
+    if any(st in STATUSES and st != "completed" for st in found):
+        return EXIT_NOT_COMPLETED
+    return EXIT_NOT_ENDED if any(st not in STATUSES for st in found) else EXIT_COMPLETED
+
+
+#: A sweep's lock, by sweep directory, taken by :func:`run_sweeper` before Hydra writes
+#: anything there, and used by :func:`launch`.
+_held_locks: dict[Path, resume.SweepLock] = {}
+
+
+def take_lock(sweep_dir: Path) -> resume.SweepLock:
+    """Make the sweep directory and take its lock (:class:`vitfsdp.launch.resume.SweepLock`).
+
+    Raises:
+        SweepRefused: the directory cannot be made (naming ``hydra.sweep.dir``), or another
+            sweep holds the lock; nothing of the other sweep's is touched.
+    """
+    try:
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        return resume.SweepLock(sweep_dir).acquire()
+    except OSError as e:
+        raise SweepRefused(f"error: hydra.sweep.dir={sweep_dir} cannot be made or written "
+                           f"({e.strerror or e}); choose a directory you can write") from None
+    except RuntimeError as e:
+        raise SweepRefused(f"error: {e}") from None
 
 
 def run_sweeper(sweeper, arguments: Sequence[str], basic_sweep) -> list:
     """The vitfsdp sweeper (``hydra_plugins/vitfsdp_launcher``): validate every point
-    (:func:`validate_sweep`), then ``basic_sweep(arguments)`` (Hydra's basic sweeper: the
-    sweep directory, multirun.yaml, the launcher).
+    (:func:`validate_sweep`), take the sweep directory's lock (:func:`take_lock`), then
+    ``basic_sweep(arguments)`` (Hydra's basic sweeper: multirun.yaml, the launcher).
 
     Exits the process (``SystemExit``) with :data:`EXIT_REFUSED` after printing a
-    :class:`SweepRefused` (a refusal by the launcher too, whose multirun.yaml is then taken
-    back), or :data:`EXIT_NOT_COMPLETED` when a point did not complete; returns Hydra's job
-    returns when all completed.
+    :class:`SweepRefused` (a refusal by the launcher too, whose own writes are then taken
+    back; a sweep refused for the lock has written nothing), or with :func:`exit_status`'s
+    code when a point did not complete; returns Hydra's job returns when all completed.
     """
-    sweep_dir = Path(sweeper.config.hydra.sweep.dir)
-    yaml = sweep_dir / "multirun.yaml"
-    before = yaml.read_bytes() if yaml.is_file() else None
+    sweep_dir = Path(sweeper.config.hydra.sweep.dir).resolve()
+    yaml = sweep_dir / MULTIRUN_FILE
     try:
         validate_sweep(sweeper.hydra_context, sweeper.config, arguments,
                        sweeper._parse_config())
-        returns = basic_sweep(arguments)
+        made = [d for d in (sweep_dir, *sweep_dir.parents) if not d.exists()]
+        lock = take_lock(sweep_dir)
     except SweepRefused as e:
-        _take_back(sweep_dir, yaml, before)
         print(str(e), file=sys.stderr)
         raise SystemExit(EXIT_REFUSED) from None
-    code = exit_status([r.return_value or {} for batch in returns for r in batch])
+    before = {path: path.read_bytes() if path.is_file() else None for path in (yaml, lock.path)}
+    _held_locks[sweep_dir] = lock
+    try:
+        returns = basic_sweep(arguments)
+    except SweepRefused as e:
+        _take_back(before, made)
+        print(str(e), file=sys.stderr)
+        raise SystemExit(EXIT_REFUSED) from None
+    finally:
+        _held_locks.pop(sweep_dir, None)
+        lock.release()
+    code = exit_status([r.return_value for batch in returns for r in batch])
     if code:
         raise SystemExit(code)
     return returns
 
 
-def _take_back(sweep_dir: Path, yaml: Path, before: bytes | None) -> None:
-    """Undo what Hydra's sweeper wrote for a refused sweep: the earlier multirun.yaml back,
-    or none, and the sweep directory gone if this left it empty."""
-    if before is not None:
-        yaml.write_bytes(before)
-        return
-    yaml.unlink(missing_ok=True)
-    for d in (sweep_dir, *sweep_dir.parents):
+def _take_back(before: dict[Path, bytes | None], made: list[Path]) -> None:
+    """Undo what this sweep wrote before its launcher refused it (it holds the lock: nothing
+    here is another sweep's): each file of ``before`` back as it was (or gone), and the
+    directories it ``made``, once empty."""
+    for path, content in before.items():
+        if content is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_bytes(content)
+    for d in made:  # deepest first
         try:
-            d.rmdir()  # only empty directories, up to the first that is not
+            d.rmdir()
         except OSError:
             break
 
@@ -769,10 +872,11 @@ The launcher's settings (the default shown; change the value after =):
 Config groups (group=option):
 {groups}
 
-Exit status: 0 every point completed (--detach, --scripts-only: every job submitted or
-written), 1 some point did not complete (its summary.json says why), 2 refused before launch
-(nothing run or queued). `--cfg job` prints the composed config, every key and its value;
-`--hydra-help` lists Hydra's own options.
+Exit status (--status too): 0 every point completed, 1 some point ended without completing
+(its summary.json says why), 2 refused before launch (nothing run or queued), 3 no point
+failed but some have not ended (queued, running, --detach, --scripts-only, cluster.max_jobs).
+`--cfg job` prints the composed config, every key and its value; `--hydra-help` lists
+Hydra's own options.
 
 Hydra's flags:
 {hydra_flags}"""

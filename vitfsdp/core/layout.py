@@ -11,7 +11,8 @@ A point's run directory (``<sweep dir>/<num>_<overrides>/``)::
     checkpoint/meta.json ...                      the latest checkpoint; a rerun resumes
     attempts/<n>/                                 an earlier attempt's files
 
-and the sweep directory, beside the points: ``.sweep.lock``, ``.submitit/``, ``packs/``.
+and the sweep directory, beside the points: ``.sweep.lock``, ``.secrets.env``, ``.submitit/``,
+``packs/``.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ ATTEMPTS_DIR = "attempts"
 
 #: The ``flock`` that keeps a second sweep out of the directory.
 LOCK_FILE = ".sweep.lock"
+#: The values of ``cluster.secrets`` (mode 0600), sourced by the sweep's job scripts.
+SECRETS_FILE = ".secrets.env"
 #: submitit's pickles and wrapper logs.
 SUBMITIT_DIR = ".submitit"
 #: Each pack's script and Slurm output (``hydra.launcher.pack=by_nodes``).

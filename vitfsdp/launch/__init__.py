@@ -200,6 +200,9 @@ class ClusterConfig:
             raise ValueError(f"cluster.max_requeues={self.max_requeues} must be >= 0")
         if self.max_nodes is not None and self.max_nodes < 1:
             raise ValueError(f"cluster.max_nodes={self.max_nodes} must be >= 1 (or null)")
+        if self.max_jobs is not None and self.max_jobs < 1:
+            raise ValueError(f"cluster.max_jobs={self.max_jobs} must be >= 1 (or null: no "
+                             "limit)")
         if self.poll_s <= 0:
             raise ValueError(f"cluster.poll_s={self.poll_s} must be > 0")
         self._check_plan_figures()
@@ -207,9 +210,6 @@ class ClusterConfig:
             time_limit_s(self.time)
         self._check_strings()
         for key in self.required:
-        if self.max_jobs is not None and self.max_jobs < 1:
-            raise ValueError(f"cluster.max_jobs={self.max_jobs} must be >= 1 (or null: no "
-                             "limit)")
             if getattr(self, key, None) in (None, "", []):
                 raise ValueError(f"cluster.{key} is required by cluster={self.name}; set "
                                  f"cluster.{key}=... on the command line or in the profile")

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from vitfsdp.core.layout import LOG_FILE as LOG_FILE  # the sweep reads it from here
 from vitfsdp.core.layout import METRICS_FILE
-from vitfsdp.launch import env_references
 from vitfsdp.provenance import redact_args
 from vitfsdp.records import read_jsonl
 
@@ -96,12 +95,11 @@ def run_point(
     Args:
         log_path: file for the processes' output; ``None`` = this terminal.
         on_window: called with each new metrics.jsonl window while the point runs.
-        env: variables added to the processes' environment (the point's ``cluster.env``); a
-            secret one stands in the command line as a reference to its variable
-            (:func:`vitfsdp.launch.env_references`), so it must be given here.
+        env: variables added to the processes' environment (the point's ``cluster.env`` and
+            the values of its ``cluster.secrets``, which never stand in the command line).
     """
     run_dir.mkdir(parents=True, exist_ok=True)
-    cmd = torchrun_command(env_references(overrides), run_dir, num_procs)
+    cmd = torchrun_command(overrides, run_dir, num_procs)
     out = open(log_path, "w", encoding="utf-8") if log_path else None  # noqa: SIM115
     try:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT if out else None,

@@ -38,6 +38,7 @@ from vitfsdp.core.layout import (
 )
 from vitfsdp.launch import ClusterConfig, check_text
 from vitfsdp.launch.local import job_record
+from vitfsdp.launch.secrets import write_point_secrets
 from vitfsdp.launch.slurm import (
     ShellExpr,
     point_carries_secret,
@@ -124,7 +125,7 @@ def render(pack: Pack, sweep_dir: Path, job_name: str, workdir: str) -> str:
              "# rendered by `python -m vitfsdp.sweep` (hydra.launcher.pack=by_nodes)",
              *(f"#SBATCH --{k}" if v is True else f"#SBATCH --{k}={sbatch_word(v)}"
                for k, v in opts.items()),
-             "", *setup_lines(cluster), 'PACK_PORT="${MASTER_PORT}"']
+             "", *setup_lines(cluster, sweep_dir), 'PACK_PORT="${MASTER_PORT}"']
     for position, point in enumerate(pack.points):
         lines += ["", *_point_lines(pack, point, position)]
     lines += ["", "exit 0"]
@@ -155,7 +156,9 @@ def _point_lines(pack: Pack, point, position: int) -> list[str]:
 
 def write(pack: Pack, sweep_dir: Path, job_name: str) -> Path:
     """Write the pack's script into ``<sweep dir>/packs/`` and each point's copy
-    (``job.sbatch``) into its run directory; returns the pack's script."""
+    (``job.sbatch``) into its run directory, and the sweep's secrets file
+    (``cluster.secrets``); returns the pack's script."""
+    write_point_secrets(pack.points, sweep_dir)
     text = render(pack, sweep_dir, job_name, str(Path.cwd()))
     (sweep_dir / PACK_DIR).mkdir(parents=True, exist_ok=True)
     path = sweep_dir / PACK_DIR / PACK_SCRIPT.format(index=pack.index)

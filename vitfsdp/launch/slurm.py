@@ -26,6 +26,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,8 +45,9 @@ from vitfsdp.core.layout import (
     TASK_LOG,
     TASK_LOG_DIR,
 )
-from vitfsdp.launch import CONFIG_PATH_ENV, ClusterConfig, check_text, env_references
+from vitfsdp.launch import CONFIG_PATH_ENV, ClusterConfig, check_text
 from vitfsdp.launch.local import job_record, quote_override, torchrun_signal_env
+from vitfsdp.launch.secrets import secrets_path, source_line, write_point_secrets
 from vitfsdp.provenance import carries_secret, redact_args
 from vitfsdp.records import default_file_mode, write_json_atomic
 
@@ -149,10 +151,10 @@ class TaskSpec:
     checkpoint_wait_s: int = 60  # how long task 0 waits for the training to save on a signal
 
     def train_argv(self) -> list[str]:
-        """``vitfsdp.train`` with the point's overrides, writing into the run directory; a
-        secret ``cluster.env`` value as a reference to the variable the job script exports
-        (:func:`vitfsdp.launch.env_references`), never in the arguments."""
-        return ["-m", "vitfsdp.train", *env_references(self.overrides),
+        """``vitfsdp.train`` with the point's overrides (no secret: those are named, their
+        values in the environment, :mod:`vitfsdp.launch.secrets`), writing into the run
+        directory."""
+        return ["-m", "vitfsdp.train", *self.overrides,
                 f"hydra.run.dir={quote_override(self.run_dir)}", "hydra.output_subdir=null"]
 
     def argv(self, endpoint: str, rdzv_id: str) -> list[str]:
@@ -233,15 +235,18 @@ def srun_options(cluster: ClusterConfig) -> list[str]:
     return opts + list(cluster.srun_args)
 
 
-def setup_lines(cluster: ClusterConfig) -> list[str]:
-    """Shell lines run in the job script before the launch, in this order: modules, the setup
-    script, the conda or venv activation, the profile's environment (literal values), the path
+def setup_lines(cluster: ClusterConfig, sweep_dir: str | Path | None = None) -> list[str]:
+    """Shell lines run in the job script before the launch, in this order: the checks of the
+    environment's paths (:func:`path_check_lines`), modules, the setup script, the conda or
+    venv activation, the interpreter's check, the secrets (``cluster.secrets``: the sweep's
+    0600 file in ``sweep_dir`` sourced, :mod:`vitfsdp.launch.secrets`), the profile's
+    environment (literal values; ``multi_node_env`` in jobs of more than one node), the path
     prepends, the HOME-free and MIOpen caches (created on every node), threads, master address
     and port. docs/sites.md shows them for each site profile."""
     lines = ["set -eo pipefail"]
     if not cluster.export_env:  # --export=NONE: without this, srun steps would drop our setup
         lines.append("unset SLURM_EXPORT_ENV")
-    lines += _environment_lines(cluster) + _cache_lines(cluster)
+    lines += _environment_lines(cluster, sweep_dir) + _cache_lines(cluster)
     if cluster.launch_mode == "torchrun":  # torchrun forwards SIGUSR2, waits for the save
         lines += [f"export {name}={shell_word(value)}" for name, value in
                   torchrun_signal_env(checkpoint_wait_s(cluster)).items()]
@@ -254,9 +259,46 @@ def setup_lines(cluster: ClusterConfig) -> list[str]:
     return lines
 
 
-def _environment_lines(cluster: ClusterConfig) -> list[str]:
-    """Modules, setup script, env activation, the user's config path, env and prepends."""
+def _fail_line(test: str, problem: str) -> str:
+    """``test || { echo 'vitfsdp: <problem> on' <node> >&2; exit 1; }``: the job's first
+    words when a check fails, its batch log's last line (its reason in summary.json)."""
+    return (f"{test} || {{ echo {shell_word('vitfsdp: ' + problem + ' on')} "
+            '"${SLURMD_NODENAME:-$(hostname)}" >&2; exit 1; }')
+
+
+def path_check_lines(cluster: ClusterConfig) -> list[str]:
+    """The job's first lines: ``cluster.setup_script`` is a readable file, ``cluster.venv``
+    has ``bin/activate``, a ``cluster.conda_env`` given as a path is a directory; else the
+    job ends at once with one line naming the field (the point's reason,
+    :func:`vitfsdp.launch.status.reconcile`)."""
     lines = []
+    if cluster.setup_script:
+        lines.append(_fail_line(f"[[ -r {shell_word(cluster.setup_script)} ]]",
+                                f"cluster.setup_script={cluster.setup_script} is not a "
+                                "readable file"))
+    if cluster.venv:
+        activate = str(PurePosixPath(cluster.venv, "bin", "activate"))
+        lines.append(_fail_line(f"[[ -r {shell_word(activate)} ]]",
+                                f"cluster.venv={cluster.venv} has no bin/activate"))
+    if cluster.conda_env and "/" in cluster.conda_env:
+        lines.append(_fail_line(f"[[ -d {shell_word(cluster.conda_env)} ]]",
+                                f"cluster.conda_env={cluster.conda_env} is not a directory"))
+    return lines
+
+
+def python_check_line(cluster: ClusterConfig) -> str:
+    """The job's check, after the environment's activation, that the interpreter of
+    :func:`node_python` runs there."""
+    python = node_python(cluster)
+    field = f"cluster.python={python}" if cluster.python else f"the interpreter {python}"
+    return _fail_line(f"command -v {shell_word(python)} >/dev/null",
+                      f"{field} is not an executable or on PATH")
+
+
+def _environment_lines(cluster: ClusterConfig, sweep_dir: str | Path | None) -> list[str]:
+    """Path checks, modules, setup script, env activation, the interpreter's check, the
+    secrets, the user's config path, env (and multi-node env) and prepends."""
+    lines = path_check_lines(cluster)
     if cluster.modules:
         lines.append("module load " + shell_join(cluster.modules))
     if cluster.setup_script:
@@ -266,9 +308,19 @@ def _environment_lines(cluster: ClusterConfig) -> list[str]:
                   "conda activate " + shell_word(cluster.conda_env)]
     if cluster.venv:
         lines.append("source " + shell_word(str(PurePosixPath(cluster.venv, "bin", "activate"))))
+    lines.append(python_check_line(cluster))
+    if cluster.secrets:
+        if sweep_dir is None:
+            raise ValueError("cluster.secrets needs the sweep directory that holds their file")
+        lines += ["# cluster.secrets: their values, in a file only you can read",
+                  source_line(secrets_path(sweep_dir))]
     if os.environ.get(CONFIG_PATH_ENV):  # the user's own profiles, found on the nodes too
         lines.append(f"export {CONFIG_PATH_ENV}={shell_word(os.environ[CONFIG_PATH_ENV])}")
     lines += [f"export {name}={shell_word(value)}" for name, value in cluster.env.items()]
+    if cluster.multi_node_env:
+        lines += ['if [[ "${SLURM_JOB_NUM_NODES:-1}" -gt 1 ]]; then',
+                  *(f"    export {name}={shell_word(value)}"
+                    for name, value in cluster.multi_node_env.items()), "fi"]
     for name, dirs in cluster.prepend_env.items():  # an unset or empty variable adds no ':'
         if dirs:  # [] prepends nothing (a way to drop a profile's entry)
             lines.append(f"export {name}={shell_path(':'.join(dirs))}${{{name}:+:${{{name}}}}}")
@@ -325,12 +377,13 @@ def master_port(job_id: int) -> int:
 
 
 def render_script(cluster: ClusterConfig, spec: TaskSpec, *, point: str, job_name: str,
-                  workdir: str) -> str:
+                  workdir: str, sweep_dir: str | Path | None = None) -> str:
     """The sbatch script of one point (srun step writing ``logs/task<N>.log``).
 
     Args:
         point: the point's label for the header comment (its run directory name).
         workdir: the job's working directory (``#SBATCH --chdir``), absolute.
+        sweep_dir: the sweep's directory, which holds the secrets file (``cluster.secrets``).
 
     Raises:
         ValueError: a value the script cannot carry (:func:`check_values`).
@@ -349,7 +402,7 @@ def render_script(cluster: ClusterConfig, spec: TaskSpec, *, point: str, job_nam
         "POINT": point, "CLUSTER": cluster.name, "LAUNCH_MODE": cluster.launch_mode,
         "PREEMPTED_EXIT": str(EXIT_PREEMPTED),
         "SCRIPT": shell_word(str(run_dir / SCRIPT_FILE)), "SBATCH_LINES": "\n".join(sbatch),
-        "SETUP_LINES": "\n".join(setup_lines(cluster)),
+        "SETUP_LINES": "\n".join(setup_lines(cluster, sweep_dir)),
         "PREPARE_LINE": shell_join([spec.python, "-m", "vitfsdp.launch.resume", spec.run_dir,
                                     "--keep", SCRIPT_FILE, JOB_FILE,
                                     ShellExpr(SLURM_OUTPUT.format(job_id="${SLURM_JOB_ID}")),
@@ -374,22 +427,30 @@ def _argv_lines(argv: Sequence[str]) -> list[str]:
     return [shell_join(words) for words in lines]
 
 
-def write_scripts(points: Sequence, job_name: str) -> list[Path]:
+def write_scripts(points: Sequence, job_name: str,
+                  sweep_dir: str | Path | None = None) -> list[Path]:
     """Write each point's ``job.sbatch`` (executable; its owner's only when it carries a
     secret) and ``job.json`` into its run directory; submit nothing. ``points`` are
     :class:`vitfsdp.sweep.Point`. Each script can be submitted again by hand: it moves an
     earlier attempt's files to ``attempts/<n>/`` first, and ends at once after a completed
     run (:func:`vitfsdp.launch.resume.prepare_rerun`).
 
+    Args:
+        sweep_dir: where the secrets file of ``cluster.secrets`` goes (None: the first
+            point's parent directory, the sweep's in the default layout).
+
     Returns:
         the script paths, in point order.
     """
     paths = []
     workdir = str(Path.cwd())
+    if points:
+        sweep_dir = Path(sweep_dir or points[0].run_dir.parent)
+        write_point_secrets(points, sweep_dir)
     for p in points:
         spec = task_spec(p.cfg.cluster, p.overrides, p.run_dir, p.cfg.nodes)
         text = render_script(p.cfg.cluster, spec, point=p.run_dir.name, job_name=job_name,
-                             workdir=workdir)
+                             workdir=workdir, sweep_dir=sweep_dir)
         (p.run_dir / TASK_LOG_DIR).mkdir(parents=True, exist_ok=True)
         path = p.run_dir / SCRIPT_FILE
         write_script(path, text, point_carries_secret(p))
@@ -468,7 +529,8 @@ class TrainTask:
         return submitit.helpers.DelayedSubmission(TrainTask(), spec)
 
 
-def _executor_parameters(cluster: ClusterConfig, nodes: int, job_name: str) -> dict:
+def _executor_parameters(cluster: ClusterConfig, nodes: int, job_name: str,
+                         sweep_dir: Path) -> dict:
     """submitit's SlurmExecutor parameters for a point of ``nodes`` nodes. submitit writes
     each sbatch option with :func:`shlex.quote` alone: backslashes are doubled here, as
     :func:`sbatch_word` does, so that sbatch reads back the value itself."""
@@ -479,7 +541,7 @@ def _executor_parameters(cluster: ClusterConfig, nodes: int, job_name: str) -> d
               "partition", "account", "qos", "exclusive") if k in opts}
     opts.pop("time")
     return {**named, "time": max(1, math.ceil(cluster.time_limit_s / 60)),
-            "additional_parameters": opts, "setup": setup_lines(cluster),
+            "additional_parameters": opts, "setup": setup_lines(cluster, sweep_dir),
             "srun_args": srun_options(cluster), "stderr_to_stdout": True,
             "signal_delay_s": cluster.signal_delay_s,
             "array_parallelism": cluster.array_parallelism}
@@ -493,7 +555,9 @@ def submit(points: Sequence, sweep_dir: Path, job_name: str) -> list[str]:
     Returns:
         the Slurm job ids in point order (``<array job>_<index>`` for array tasks).
 
-    Scripts and submitit's pickles of points that carry a secret (:func:`point_carries_secret`)
+    The values of ``cluster.secrets`` go into the sweep's 0600 file first
+    (:func:`vitfsdp.launch.secrets.write_point_secrets`), which the scripts source. Scripts
+    and submitit's pickles of points that carry a secret (:func:`point_carries_secret`)
     are their owner's only, in a ``.submitit`` folder that is too.
 
     Raises:
@@ -506,6 +570,7 @@ def submit(points: Sequence, sweep_dir: Path, job_name: str) -> list[str]:
 
     for p in points:
         check_values(p.overrides, p.run_dir, job_name)
+    write_point_secrets(points, sweep_dir)
     folder = (Path(sweep_dir) / SUBMITIT_DIR).resolve()
     if any(point_carries_secret(p) for p in points):
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -517,7 +582,7 @@ def submit(points: Sequence, sweep_dir: Path, job_name: str) -> list[str]:
         executor = submitit.SlurmExecutor(folder=folder, python=shlex.quote(node_python(cluster)),
                                           max_num_timeout=cluster.max_requeues)
         executor.update_parameters(**_executor_parameters(cluster, group[0].cfg.nodes,
-                                                          job_name))
+                                                          job_name, sweep_dir))
         specs = [task_spec(p.cfg.cluster, p.overrides, p.run_dir, p.cfg.nodes,
                            getattr(p.cfg.train, "checkpoint_every", 0)) for p in group]
         for p in group:
@@ -582,6 +647,31 @@ def partition_nodes(partition: str | None) -> tuple[str, int]:
         raise ValueError(f"cluster.partition={partition!r} does not exist; partitions: "
                          f"{', '.join(sorted(counts))}")
     return name, counts[name]
+
+
+def missing_path(cluster: ClusterConfig) -> str | None:
+    """Why the environment the job script sets up cannot exist, as seen from here (the login
+    node, where the sweep runs): a ``cluster.setup_script`` that is not a readable file, a
+    ``cluster.venv`` without ``bin/activate``, a ``cluster.conda_env`` path that is not a
+    directory, a ``cluster.python`` path that is not executable (or a bare name not on PATH
+    when nothing is activated); None when all are there or ``cluster.check_paths`` is false.
+    The job checks again on its node (:func:`path_check_lines`)."""
+    if not cluster.check_paths:
+        return None
+    fix = ("; fix the path (or set cluster.check_paths=false if it exists on the compute "
+           "nodes only)")
+    if cluster.setup_script and not (os.path.isfile(cluster.setup_script)
+                                     and os.access(cluster.setup_script, os.R_OK)):
+        return f"cluster.setup_script={cluster.setup_script} is not a readable file here{fix}"
+    if cluster.venv and not os.path.isfile(os.path.join(cluster.venv, "bin", "activate")):
+        return f"cluster.venv={cluster.venv} has no bin/activate here{fix}"
+    if cluster.conda_env and "/" in cluster.conda_env and not os.path.isdir(cluster.conda_env):
+        return f"cluster.conda_env={cluster.conda_env} is not a directory here{fix}"
+    python = cluster.python
+    activated = cluster.setup_script or cluster.conda_env or cluster.venv or cluster.modules
+    if python and ("/" in python or not activated) and not shutil.which(python):
+        return f"cluster.python={python} is not an executable here{fix}"
+    return None
 
 
 def sbatch_test_only(cluster: ClusterConfig, nodes: int, job_name: str) -> str | None:
