@@ -4,15 +4,18 @@
 #               install Debian's chromium (the report's headless-browser test), then run the
 #               test suite; the Slurm tests fail if the cluster is not up
 #   make test-noslurm   the same without the cluster (its tests are skipped), for non-root users
-#   make test-gpu   on a GPU node: install, then check every GPU path (tests/test_gpu.py)
-#   make bench-gpu  on a GPU node: the single-GPU benchmark into runs/bench/<host>/
+#   make test-gpu   on a GPU node, offline: every GPU path (tests/test_gpu.py), through
+#               tools/gpu-check.sh test (the carried wheels of .whl/, else what is installed)
+#   make bench-gpu  on a GPU node, offline: the single-GPU benchmark (tools/gpu-check.sh bench)
 #   make gpu-wheels here (network): the wheels a GPU node without a package registry lacks,
 #               for tools/gpu-check.sh (the whole GPU check in steps; docs/benchmarks.md)
+#   make gpu-rehearsal here (root, VENV=<Python 3.12 venv>): tools/gpu-check.sh's calls at
+#               CPU size, offline, within the GPU machine's limits
 PYTHON ?= python3
 DEMO_DIR ?= runs/demo
 SLURM_DIR ?= /tmp/vitfsdp-slurm
 
-.PHONY: install demo test test-noslurm test-gpu bench-gpu gpu-wheels slurm-up slurm-down browser lint
+.PHONY: install demo test test-noslurm test-gpu bench-gpu gpu-wheels gpu-rehearsal slurm-up slurm-down browser lint
 
 install:
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
@@ -46,17 +49,20 @@ test: install slurm-up browser
 test-noslurm: install
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
-# -rA: every test's printed figures (timings, memory, peaks) after the results
-test-gpu: install
-	$(PYTHON) -m pytest -m gpu -v -rA tests/test_gpu.py
+# No pip install from an index here: a GPU node may reach none. tools/gpu-check.sh installs
+# the carried wheels (make gpu-wheels) offline, or uses the installed project where there are
+# none; results in GPU_OUT (provenance.txt, steps.csv, <step>.tar.gz with the log, the -rA
+# summary of every test's figures, bench.csv and the records).
+GPU_OUT ?= runs/gpu-check
 
-# the bench refuses an --out that holds measurements: a second run needs BENCH_OUT=...
-BENCH_MODELS ?= vit_base,vit_large_patch16_224,vit_huge_patch14_224,vit_1b
-BENCH_OUT ?= runs/bench/$(shell hostname -s)
+test-gpu:
+	OUT=$(GPU_OUT) PYTHON=$(PYTHON) bash tools/gpu-check.sh test
 
-bench-gpu: install
-	$(PYTHON) -m vitfsdp.bench --models $(BENCH_MODELS) --batch 32 --precision bf16 \
-	    --profile-steps 10 --out $(BENCH_OUT)
+bench-gpu:
+	OUT=$(GPU_OUT) PYTHON=$(PYTHON) bash tools/gpu-check.sh bench
+
+gpu-rehearsal:
+	bash tools/rehearse-gpu-check.sh
 
 lint:
 	$(PYTHON) -m ruff check .
