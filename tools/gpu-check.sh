@@ -21,17 +21,18 @@
 #
 # Every call installs the carried wheels and the project into $SITE (offline; skipped where
 # .whl/ is absent and vitfsdp, hydra and submitit already import), then runs its steps from
-# outside the checkout. Each step has STEP_S seconds (default 480): its commands are stopped
-# at the deadline and the step packs what it has. What comes back from one call, at most 6
+# outside the checkout. Each step has STEP_S seconds (default 480), and the whole call CALL_S
+# (default 570, inside the device tool's 600): a step's commands are stopped at the earlier
+# deadline and the step packs what it has. What comes back from one call, at most 6
 # files: OUT/provenance.txt (date, device, driver, versions, device memory and peak),
 # OUT/steps.csv (a row per step as it ends: step, status, seconds, size of its tarball) and
 # one OUT/<step>.tar.gz per step (its log, records, CSVs, figures; at most 4 steps a call).
 #
 # Environment: OUT (default runs/gpu-check), SITE (default /tmp/vitfsdp-site), WORK (records
 # kept between calls on one machine; default /tmp/vitfsdp-gpu), PYTHON (default python3),
-# STEP_S, DEVICE (cuda | cpu), BIG_BATCHES (default "128 64 48"). DEVICE=cpu rehearses every
-# step on a CPU with vit_tiny at batch 4 and a few steps (CHECK_QUICK=1: fewer still, as the
-# test suite runs it).
+# STEP_S, CALL_S, DEVICE (cuda | cpu), BIG_BATCHES (default "128 64 48"). DEVICE=cpu
+# rehearses every step on a CPU with vit_tiny at batch 4 and a few steps (CHECK_QUICK=1:
+# fewer still, as the test suite runs it).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -41,6 +42,7 @@ OUT=${OUT:-$REPO/runs/gpu-check}
 SITE=${SITE:-/tmp/vitfsdp-site}
 WORK=${WORK:-/tmp/vitfsdp-gpu}
 STEP_S=${STEP_S:-480}
+CALL_S=${CALL_S:-570}
 DEVICE=${DEVICE:-cuda}
 BIG_BATCHES=${BIG_BATCHES:-128 64 48}
 MAX_STEPS_PER_CALL=4  # provenance.txt + steps.csv + 4 tarballs: 6 files
@@ -59,7 +61,7 @@ else
 fi
 
 log() { printf '[gpu-check %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
-usage() { sed -n '2,35p' "$0"; exit 2; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2; }
 
 step_install() {
     local wheels=("$REPO"/.whl/*.whl)
@@ -235,7 +237,8 @@ for step in "$@"; do
     STATUS=ok
     START=$SECONDS
     DEADLINE=$((SECONDS + STEP_S - 30))  # 30 s left to pack
-    log "step $step (deadline in $((STEP_S - 30)) s)"
+    ((DEADLINE <= CALL_S - 30)) || DEADLINE=$((CALL_S - 30))
+    log "step $step (deadline in $((DEADLINE - SECONDS)) s)"
     "step_$step" > >(tee "$STEP_DIR/$step.log") 2>&1
     wait $! 2>/dev/null || true  # tee (the process substitution) has written the log
     pack "$step"
