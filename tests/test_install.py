@@ -34,11 +34,12 @@ PIP_OFFLINE = ("--no-index", "--no-build-isolation", "--no-deps", "--ignore-inst
                "--no-compile", "--quiet")
 
 
-def _run(cmd: list, cwd: Path, timeout_s: float = 300) -> str:
-    """Run ``cmd`` in ``cwd``; its stdout, or a failure that shows its output."""
+def _run(cmd: list, cwd: Path, timeout_s: float = 300, code: int = 0) -> str:
+    """Run ``cmd`` in ``cwd``; its stdout, or a failure that shows its output (an exit status
+    other than ``code``)."""
     proc = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout_s)
-    assert proc.returncode == 0, (f"{' '.join(map(str, cmd))} exited {proc.returncode}:\n"
+    assert proc.returncode == code, (f"{' '.join(map(str, cmd))} exited {proc.returncode}:\n"
                                   f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc.stdout
 
@@ -139,7 +140,7 @@ def test_wheel_sweeps_with_a_user_model_and_pip_install_analyses_and_writes_scri
 
     _run([installed["sdir"], "-m", "vitfsdp.sweep", "-m", "model=tiny32,vit_base",
           "cluster=frontier", "cluster.account=abc123", "nodes=1,2", searchpath,
-          "hydra.sweep.dir=scripts", "--scripts-only"], work)
+          "hydra.sweep.dir=scripts", "--scripts-only"], work, code=3)  # written, not run
     scripts = sorted((work / "scripts").glob("*/job.sbatch"))
     assert len(scripts) == 4
     text = scripts[0].read_text(encoding="utf-8")

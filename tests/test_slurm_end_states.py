@@ -138,10 +138,10 @@ def test_time_limit_without_requeue_is_timeout_and_a_rerun_runs_it(tmp_path):
             "cluster.max_requeues=0", "cluster.poll_s=1", f"hydra.sweep.dir={sweep_dir}",
             f"hydra.launcher.job_name=vitfsdp-test-{uuid.uuid4().hex[:8]}", "--detach"]
     proc = run_module("vitfsdp.sweep", *args, cwd=tmp_path, timeout=120)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 3, proc.stdout[-3000:] + proc.stderr[-3000:]  # queued
     proc = run_module("vitfsdp.sweep", "--status", str(sweep_dir), "--watch", "--poll-s", "1",
                       cwd=tmp_path, timeout=240)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # ended without completing
     (point,) = [p for p in sweep_dir.iterdir() if (p / "job.json").exists()]
     summary = read(point / "summary.json")
     assert summary["status"] == "timeout", summary
@@ -149,7 +149,34 @@ def test_time_limit_without_requeue_is_timeout_and_a_rerun_runs_it(tmp_path):
     assert summary["slurm"]["state"] in ("FAILED", "COMPLETED", "TIMEOUT")
     assert summary["slurm"]["exit_code"] is not None  # from sacct
     proc = run_module("vitfsdp.sweep", *args, cwd=tmp_path, timeout=120)
-    assert proc.returncode == 0 and "1 to run" in proc.stdout, proc.stdout[-3000:]
+    assert proc.returncode == 3 and "1 to run" in proc.stdout, proc.stdout[-3000:]
     job_id = read(point / "job.json")["job_id"]
     assert job_id != summary["slurm"]["job_id"]  # a new job
+    # the same command while that job is queued or running: nothing to run, and not 0
+    proc = run_module("vitfsdp.sweep", *args[:-1], cwd=tmp_path, timeout=120)
     slurm("scancel", job_id)
+    assert proc.returncode == 3 and f"Slurm job {job_id} is " in proc.stdout, proc.stdout[-3000:]
+    assert "not ended: " in proc.stdout and "0 to run" in proc.stdout
+
+
+@pytest.mark.parametrize("log", [".submitit/8_0_log.out", "0_point/slurm-8.out",
+                                 "packs/pack0-8.out"])
+def test_a_job_that_ended_before_its_tasks_says_why(tmp_path, log):
+    """A job script that failed in its setup (before any task wrote a line): the reason's
+    first line is the last non-empty line of the job's own output (submitit's log, the
+    script's slurm-<id>.out, or its pack's), whichever launch path ran it."""
+    run_dir = _point(tmp_path, None)
+    (run_dir / "logs").mkdir()
+    (run_dir / "logs" / "task0.log").write_text("\n\n")  # made, never written
+    path = tmp_path / log
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("module: loading rocm\nvitfsdp: cluster.venv=/opt/no/such/venv has no "
+                    "bin/activate on vnode1\n\n")
+    row = status.read_state(run_dir)
+    row.job = row.own = SlurmJob("FAILED", exit_code="1:0", elapsed_s=0, time_limit_s=600)
+    row.state = "FAILED"
+    assert status.reconcile(row)
+    first, *rest = read(run_dir / "summary.json")["reason"].splitlines()
+    assert first == ("Slurm job 8 ended FAILED before the first step without a summary: "
+                     "vitfsdp: cluster.venv=/opt/no/such/venv has no bin/activate on vnode1")
+    assert rest[-2:] == ["module: loading rocm", first.split(": ", 1)[1]]

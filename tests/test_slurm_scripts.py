@@ -93,7 +93,7 @@ def test_malformed_time_limit_is_refused(text):
         ({"cpus_per_task": 0}, "cluster.cpus_per_task=0 must be >= 1"),
         ({"required": ["account"], "name": "frontier"},
          "cluster.account is required by cluster=frontier"),
-        ({"conda_env": "torch", "venv": "/v"}, "are both set; activate one environment"),
+        ({"conda_env": "torch", "venv": "/v"}, "are set; activate one environment"),
         ({"prepend_env": {"1BAD": ["/x"]}}, "cluster.prepend_env.1BAD: not a shell variable"),
         ({"prepend_env": {"PATH": "/x"}}, "cluster.prepend_env.PATH='/x' must be a list"),
         ({"prepend_env": {"PATH": ["/a:/b"]}}, "cluster.prepend_env.PATH[0]='/a:/b' holds ':'"),
@@ -390,7 +390,7 @@ def test_user_profile_from_a_directory_of_ones_own(tmp_path, monkeypatch):
     check_group_choices(["cluster=mysite"])
     proc = run_module("vitfsdp.sweep", "-m", "cluster=mysite", "nodes=1", "--scripts-only",
                       f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 3, proc.stderr  # written, not run
     [script] = (tmp_path / "sweep").glob("*/job.sbatch")
     setup = _setup_of(script.read_text())
     assert "#SBATCH --account=stf218" in script.read_text()
@@ -440,3 +440,61 @@ def test_job_setup_on_the_virtual_cluster(tmp_path):
         assert (tmp_path / f"cache-{job_id}" / "huggingface").is_dir()
     finally:
         subprocess.run(["rm", "-rf", miopen], check=False)
+
+
+#: srun, sbcast, module and scontrol that do what the job needs on one host: srun runs its
+#: command (one task), sbcast copies, module and scontrol log / answer.
+RUNNING_STUB = """#!/usr/bin/env python3
+import json, os, shutil, sys
+name, args = os.path.basename(sys.argv[0]), sys.argv[1:]
+with open(os.environ["STUB_LOG"], "a") as f:
+    f.write(json.dumps([name, *args]) + "\\n")
+if name == "scontrol":
+    print("vnode1")
+elif name == "sbcast":
+    shutil.copy(args[-2], args[-1])
+elif name == "srun":
+    command = next(i for i, a in enumerate(args) if not a.startswith("-"))
+    os.execvp(args[command], args[command:])
+"""
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_sbcast_env_and_multi_node_env_reach_the_ranks(tmp_path, nodes):
+    """Frontier's cluster.sbcast_env (OLCF's sbcast guide): the packed environment is copied to
+    the node-local folder, unpacked, activated, its conda-unpack run, and the ranks run its
+    python; NCCL_NET=OFI (multi_node_env) only in a job of more than one node."""
+    import tarfile
+
+    env = tmp_path / "env"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "activate").write_text('export PATH="$VITFSDP_ENV_DIR/bin:$PATH"\n'
+                                          "export FROM_ENV=yes\n")
+    (env / "bin" / "python").write_text(
+        f"#!/bin/bash\nprintf '%s\\n' \"$FROM_ENV\" \"${{NCCL_NET:-unset}}\" > {tmp_path}/ran\n")
+    (env / "bin" / "conda-unpack").write_text(f"#!/bin/bash\ntouch {tmp_path}/unpacked\n")
+    for tool in ("python", "conda-unpack"):
+        (env / "bin" / tool).chmod(stat.S_IRWXU)
+    with tarfile.open(tmp_path / "env.tar.gz", "w:gz") as tar:
+        tar.add(env, arcname=".")
+    text = render_point(PROFILES["frontier"], [*POINT, f"cluster.sbcast_env={tmp_path}/env.tar.gz",
+                                               f"cluster.sbcast_dir={tmp_path}/nvme"],
+                        python=None, run_dir=tmp_path / "run", workdir=str(tmp_path))
+    assert "#SBATCH --constraint=nvme" in text
+    (tmp_path / "nvme").mkdir()
+    bin_dir = tmp_path / "stubs"
+    bin_dir.mkdir()
+    for name in ("srun", "module", "scontrol", "sbcast"):
+        (bin_dir / name).write_text(RUNNING_STUB)
+        (bin_dir / name).chmod(stat.S_IRWXU)
+    (tmp_path / "job.sbatch").write_text(text)
+    run_env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+               "STUB_LOG": str(tmp_path / "calls.jsonl"), "SLURM_JOB_ID": "77",
+               "SLURM_JOB_NUM_NODES": str(nodes), "SLURM_JOB_NODELIST": "vnode1",
+               "SLURM_RESTART_COUNT": "1"}
+    proc = subprocess.run(["bash", str(tmp_path / "job.sbatch")], env=run_env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "ran").read_text().split() == ["yes", "OFI" if nodes > 1 else "unset"]
+    assert (tmp_path / "unpacked").exists()
+    assert (tmp_path / "nvme" / "vitfsdp-env-77" / "bin" / "activate").is_file()

@@ -7,6 +7,7 @@ Gated on ``VITFSDP_SLURM`` like tests/test_virtual_slurm.py: with ``VITFSDP_SLUR
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -87,7 +88,7 @@ def test_detached_torchrun_point_then_status_watch(tmp_path):
     sweep_dir = tmp_path / "sweep"
     proc, _ = _sweep(tmp_path, "--detach", "cluster.launch_mode=torchrun", "nodes=2",
                      f"hydra.sweep.dir={sweep_dir}")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 3, proc.stdout[-3000:] + proc.stderr[-3000:]  # queued: not ended
     assert "detached; follow with: python -m vitfsdp.sweep --status" in proc.stdout
     proc = run_module("vitfsdp.sweep", "--status", str(sweep_dir), "--watch", "--poll-s", "1",
                       cwd=tmp_path, timeout=300)
@@ -130,12 +131,13 @@ def test_cancel_kill_and_signal_are_recorded_and_a_rerun_runs_only_the_missing(t
         "requeued": ["train.steps=30", "train.log_every=1", "train.checkpoint_every=5"],
     }
 
-    def submit_all(failed=()):
+    def submit_all(codes=None):
         for name, overrides in commands.items():
             proc, _ = _sweep(tmp_path, "--detach", *overrides, f"hydra.sweep.subdir={name}",
                              f"hydra.sweep.dir={sweep_dir}")
-            # exit status 1: a point ended without completing (the killed one, on the rerun)
-            assert proc.returncode == (1 if name in failed else 0), proc.stdout[-3000:]
+            # exit status 3: submitted, not ended; on the rerun 0 for a point completed
+            # before, 1 for one that ended without completing (the killed one)
+            assert proc.returncode == (codes or {}).get(name, 3), proc.stdout[-3000:]
             yield name, proc.stdout
 
     list(submit_all())
@@ -150,7 +152,7 @@ def test_cancel_kill_and_signal_are_recorded_and_a_rerun_runs_only_the_missing(t
     assert slurm("scancel", "--signal=USR2", requeued_job).returncode == 0
     proc = run_module("vitfsdp.sweep", "--status", str(sweep_dir), "--watch", "--poll-s", "1",
                       cwd=tmp_path, timeout=400)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # points ended without completing
     summaries = {name: read(sweep_dir / name / "summary.json") for name in commands}
     assert {k: v["status"] for k, v in summaries.items()} == {
         "done": "completed", "cancelled": "cancelled", "killed": "failed",
@@ -173,7 +175,7 @@ def test_cancel_kill_and_signal_are_recorded_and_a_rerun_runs_only_the_missing(t
 
     # The same commands again: only the interrupted point runs again (the killed one failed
     # in its run: --rerun-failed would run it); completed ones stay byte for byte.
-    outputs = dict(submit_all(failed=("killed",)))
+    outputs = dict(submit_all({"done": 0, "requeued": 0, "killed": 1}))
     assert "completed in done" in outputs["done"] and "0 to run" in outputs["done"]
     assert "completed in requeued" in outputs["requeued"]
     assert "failed in killed; --rerun-failed" in outputs["killed"]
@@ -182,6 +184,26 @@ def test_cancel_kill_and_signal_are_recorded_and_a_rerun_runs_only_the_missing(t
     assert (sweep_dir / "cancelled" / "checkpoint").is_dir()  # the rerun resumes from it
     assert {name: _files(sweep_dir / name) for name in before} == before
     assert slurm("scancel", read(sweep_dir / "cancelled" / "job.json")["job_id"]).returncode == 0
+
+
+def test_a_missing_environment_is_refused_here_and_named_by_the_job(tmp_path):
+    """cluster.venv that does not exist: refused before anything is queued; with
+    cluster.check_paths=false (a path of the compute nodes only) the job's first line finds it
+    missing and the point's reason names it (it was 'task log tail:' and nothing)."""
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    venv = "cluster.venv=/opt/no/such/venv"
+    proc, job_name = _sweep(tmp_path, venv, f"hydra.sweep.dir={sweep_dir}", timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "cluster.venv=/opt/no/such/venv has no bin/activate here" in proc.stderr
+    assert _queued(job_name) == [] and not sweep_dir.exists()
+    proc, _ = _sweep(tmp_path, venv, "cluster.check_paths=false",
+                     f"hydra.sweep.dir={sweep_dir}", timeout=180)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (point,) = _points(sweep_dir)
+    reason = read(point / "summary.json")["reason"].splitlines()[0]
+    assert re.search(r"FAILED before the first step without a summary: vitfsdp: cluster.venv="
+                     r"/opt/no/such/venv has no bin/activate on vnode\d$", reason), reason
 
 
 def _files(run_dir: Path) -> dict:
@@ -196,7 +218,7 @@ def test_scripts_only_then_sbatch_by_hand_with_metacharacters(tmp_path):
     probe = "$(touch pwned1); `touch pwned2`"
     proc, job_name = _sweep(tmp_path, "--scripts-only", "nodes=2",
                             f"+cluster.env.PROBE='{probe}'", f"hydra.sweep.dir={sweep_dir}")
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 3, proc.stdout[-3000:] + proc.stderr[-3000:]  # written only
     assert _queued(job_name) == []  # written, not submitted
     (point,) = _points(sweep_dir)
     script = point / "job.sbatch"

@@ -153,6 +153,15 @@ class ClusterConfig:
     # environment (or secrets_file) and handed to the job in a 0600 file (docs/sites.md)
     secrets: list[str] = field(default_factory=list)
     secrets_file: str | None = None  # NAME=value lines, mode 0600; None = the environment only
+    # a packed environment (conda-pack's .tar.gz of a conda env) that the job broadcasts with
+    # sbcast to every node's sbcast_dir, unpacks and activates instead of conda_env / venv
+    # (OLCF: "Sbcast Conda Environments"); None = no broadcast
+    sbcast_env: str | None = None
+    # node-local folder the environment goes to; `$NAME` expands on the node (Frontier's NVMe:
+    # /mnt/bb/$USER); a per-job folder is made inside it
+    sbcast_dir: str = "/tmp"
+    # sbatch options a job with sbcast_env needs (Frontier: --constraint=nvme, the NVMe)
+    sbcast_args: list[str] = field(default_factory=list)
     # refuse before queueing a setup_script, venv, conda_env path or cluster.python that does
     # not exist here; false: the paths exist on the compute nodes only (the job checks anyway)
     check_paths: bool = True
@@ -248,7 +257,7 @@ class ClusterConfig:
         for i, name in enumerate(self.secrets):
             _check_env_name(f"cluster.secrets[{i}]", name)
         self._check_environment()
-        for key in ("sbatch_args", "srun_args"):
+        for key in ("sbatch_args", "srun_args", "sbcast_args"):
             for i, arg in enumerate(getattr(self, key)):
                 check_text(f"cluster.{key}[{i}]", arg)
                 if not _SBATCH_OPTION.match(arg):
@@ -256,9 +265,10 @@ class ClusterConfig:
                                      "write it as --key=value or --flag")
 
     def _check_environment(self) -> None:
-        if self.conda_env and self.venv:
-            raise ValueError(f"cluster.conda_env={self.conda_env!r} and cluster.venv="
-                             f"{self.venv!r} are both set; activate one environment")
+        activated = [f"cluster.{k}={getattr(self, k)!r}"
+                     for k in ("conda_env", "venv", "sbcast_env") if getattr(self, k)]
+        if len(activated) > 1:
+            raise ValueError(f"{' and '.join(activated)} are set; activate one environment")
         for name, dirs in self.prepend_env.items():
             key = f"cluster.prepend_env.{name}"
             _check_env_name(key, name)

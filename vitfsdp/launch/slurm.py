@@ -213,7 +213,7 @@ def sbatch_options(cluster: ClusterConfig, nodes: int, job_name: str) -> dict[st
         opts["exclusive"] = True
     if not cluster.export_env:  # the job starts from the login environment (Slurm's NONE)
         opts["export"] = "NONE"
-    for arg in cluster.sbatch_args:
+    for arg in [*cluster.sbatch_args, *(cluster.sbcast_args if cluster.sbcast_env else [])]:
         key, has_value, value = arg[2:].partition("=")
         opts[key] = value if has_value else True
     return opts
@@ -283,7 +283,40 @@ def path_check_lines(cluster: ClusterConfig) -> list[str]:
     if cluster.conda_env and "/" in cluster.conda_env:
         lines.append(_fail_line(f"[[ -d {shell_word(cluster.conda_env)} ]]",
                                 f"cluster.conda_env={cluster.conda_env} is not a directory"))
+    if cluster.sbcast_env:
+        lines.append(_fail_line(f"[[ -r {shell_word(cluster.sbcast_env)} ]]",
+                                f"cluster.sbcast_env={cluster.sbcast_env} is not a readable "
+                                "file"))
     return lines
+
+
+#: The job's node-local copy of ``cluster.sbcast_env`` (inside ``cluster.sbcast_dir``).
+SBCAST_ENV_DIR = "vitfsdp-env-${SLURM_JOB_ID}"
+
+
+def sbcast_lines(cluster: ClusterConfig) -> list[str]:
+    """``cluster.sbcast_env``: broadcast the packed environment to every node's
+    ``cluster.sbcast_dir`` (``sbcast -pf``; ``set -e`` ends the job if it fails, as a partial
+    copy would give confusing errors), unpack it there with one task per node, activate it
+    and run its ``conda-unpack`` (conda-pack's prefix fix) on every node. Source: OLCF,
+    "Sbcast Conda Environments" (docs.olcf.ornl.gov/software/python/sbcast_conda.html), the
+    way "PyTorch on Frontier" recommends at scale ("Environment Location": NVMe > Lustre >> NFS).
+    """
+    if not cluster.sbcast_env:
+        return []
+    per_node = ('srun --nodes="${SLURM_JOB_NUM_NODES}" --ntasks="${SLURM_JOB_NUM_NODES}" '
+                "--ntasks-per-node=1")
+    env_dir = shell_path(str(PurePosixPath(cluster.sbcast_dir, SBCAST_ENV_DIR)))
+    return [
+        "# cluster.sbcast_env: the packed environment to each node's local disk, unpacked there",
+        f"export VITFSDP_ENV_DIR={env_dir}",
+        f'sbcast -pf {shell_word(cluster.sbcast_env)} "${{VITFSDP_ENV_DIR}}.tar.gz"',
+        f"{per_node} bash -c 'mkdir -p \"$0\" && tar -xzf \"$0.tar.gz\" -C \"$0\"' "
+        '"${VITFSDP_ENV_DIR}"',
+        'source "${VITFSDP_ENV_DIR}/bin/activate"',
+        'if [[ -x "${VITFSDP_ENV_DIR}/bin/conda-unpack" ]]; then '
+        f'{per_node} "${{VITFSDP_ENV_DIR}}/bin/conda-unpack"; fi',
+    ]
 
 
 def python_check_line(cluster: ClusterConfig) -> str:
@@ -308,6 +341,7 @@ def _environment_lines(cluster: ClusterConfig, sweep_dir: str | Path | None) -> 
                   "conda activate " + shell_word(cluster.conda_env)]
     if cluster.venv:
         lines.append("source " + shell_word(str(PurePosixPath(cluster.venv, "bin", "activate"))))
+    lines += sbcast_lines(cluster)
     lines.append(python_check_line(cluster))
     if cluster.secrets:
         if sweep_dir is None:
@@ -348,11 +382,12 @@ def _cache_lines(cluster: ClusterConfig) -> list[str]:
 
 def node_python(cluster: ClusterConfig) -> str:
     """The interpreter the job's tasks run: ``cluster.python``; else ``python`` of the
-    environment the script activates (``conda_env``, ``venv``); else the sweeping
+    environment the script activates (``conda_env``, ``venv``, ``sbcast_env``); else the sweeping
     interpreter's absolute path (``sys.executable``: it stays valid under --export=NONE)."""
     if cluster.python:
         return cluster.python
-    return "python" if cluster.conda_env or cluster.venv else sys.executable
+    return "python" if cluster.conda_env or cluster.venv or cluster.sbcast_env \
+        else sys.executable
 
 
 def shell_path(value: str) -> str:
@@ -667,8 +702,11 @@ def missing_path(cluster: ClusterConfig) -> str | None:
         return f"cluster.venv={cluster.venv} has no bin/activate here{fix}"
     if cluster.conda_env and "/" in cluster.conda_env and not os.path.isdir(cluster.conda_env):
         return f"cluster.conda_env={cluster.conda_env} is not a directory here{fix}"
+    if cluster.sbcast_env and not os.path.isfile(cluster.sbcast_env):
+        return f"cluster.sbcast_env={cluster.sbcast_env} is not a file here{fix}"
     python = cluster.python
-    activated = cluster.setup_script or cluster.conda_env or cluster.venv or cluster.modules
+    activated = (cluster.setup_script or cluster.conda_env or cluster.venv or cluster.modules
+                 or cluster.sbcast_env)
     if python and ("/" in python or not activated) and not shutil.which(python):
         return f"cluster.python={python} is not an executable here{fix}"
     return None

@@ -13,8 +13,9 @@ Once a point's job (or step) has ended, :func:`reconcile` keeps Slurm's view in 
 ``summary.json`` (a ``slurm`` object: job id, state, exit code, reason) and settles its status:
 
 - no summary (killed at its time limit, a node died, the ranks crashed before writing, the
-  pack ended before the point started): the status Slurm's end implies, with the tail of the
-  tasks' logs as reason;
+  job script's setup failed, the pack ended before the point started): the status Slurm's
+  end implies, with the last non-empty line of the tasks' logs (else of the job's own output,
+  :func:`job_log_tail`) in the reason's first line and their tail below it;
 - ``preempted`` (the training saved a checkpoint on a stop signal) in a job that is not
   requeued: ``cancelled`` after ``scancel``, ``timeout`` when the job reached its time limit
   (Slurm's ``TIMEOUT``, or it stopped within ``cluster.signal_delay_s`` + 60 s of the limit:
@@ -38,9 +39,12 @@ from vitfsdp.core.layout import (
     JOB_FILE,
     METRICS_FILE,
     OOM,
+    PACK_DIR,
+    PACK_OUTPUT,
     PREEMPTED,
     RUN_FILE,
     SLURM_OUTPUT,
+    SUBMITIT_DIR,
     SUMMARY_FILE,
     TASK_LOG,
     TASK_LOG_DIR,
@@ -276,8 +280,10 @@ def reconcile(row: PointState) -> bool:
     if summary is None:
         status = _status_without_summary(row)
         progress = f"at step {row.step}/{row.steps}" if row.steps else "before the first step"
+        tail = task_log_tail(row.run_dir) or job_log_tail(row.run_dir, row.job_id)
+        last = tail.splitlines()[-1] if tail else "no log line"
         reason = (f"Slurm job {row.job_id} ended {row.state} {progress} without a summary"
-                  f"{_job_limit(row, status)}; task log tail:\n{task_log_tail(row.run_dir)}")
+                  f"{_job_limit(row, status)}: {last}\nlog tail:\n{tail}")
         if row.position is not None and row.own is None:
             reason = (f"its pack, Slurm job {row.job_id}, ended {row.state}"
                       f"{_job_limit(row, status)} before this point started")
@@ -347,16 +353,38 @@ def _job_limit(row: PointState, status: str) -> str:
 
 
 def task_log_tail(run_dir: Path, num_lines: int = 20) -> str:
-    """The last lines of task 0's log, and of the first other task log with a traceback."""
+    """The last non-empty lines of task 0's log, and of the first other task log with a
+    traceback ('' when no task wrote a line)."""
     logs = sorted((run_dir / TASK_LOG_DIR).glob(TASK_LOG.format(task="*")), key=_task_number)
     parts = []
     for i, path in enumerate(logs):
         text = tail(path, num_lines)
-        if i == 0 or "Traceback" in text or "Error" in text:
+        if text and (i == 0 or "Traceback" in text or "Error" in text):
             parts.append(f"[{path.name}]\n{text}")
         if len(parts) == 2:
             break
     return "\n".join(parts)
+
+
+def job_log_tail(run_dir: Path, job_id: str | None, num_lines: int = 20) -> str:
+    """The last non-empty lines of the job's own output, where a job that ended before its
+    tasks wrote anything (a setup line of the script failed: a missing environment,
+    :func:`vitfsdp.launch.slurm.path_check_lines`) said why: ``slurm-<id>.out`` in the run
+    directory (a ``--scripts-only`` script), submitit's ``.submitit/<id>_<task>_log.out``
+    or the pack's ``packs/pack<N>-<id>.out`` in the sweep directory; '' when none has a line."""
+    if not job_id:
+        return ""
+    base = job_id.split(".")[0]  # a packed point's step: its pack job's output
+    sweep_dir = run_dir.parent
+    candidates = [run_dir / SLURM_OUTPUT.format(job_id=base),
+                  *sorted((sweep_dir / SUBMITIT_DIR).glob(f"{base}_*log.out")),
+                  *sorted((sweep_dir / PACK_DIR).glob(PACK_OUTPUT.format(index="*",
+                                                                          job_id=base)))]
+    for path in candidates:
+        text = tail(path, num_lines)
+        if text:
+            return f"[{path.name}]\n{text}"
+    return ""
 
 
 def _task_number(path: Path) -> int:
