@@ -100,15 +100,16 @@ def test_sweep_batch_search_finds_the_largest_fitting_power_of_two(tmp_path):
         "largest_local_batch"] == answer
 
 
-def test_points_predicted_not_to_fit_are_skipped_and_say_so(tmp_path):
+def test_points_predicted_not_to_fit_are_skipped_and_say_so(tmp_path, monkeypatch):
     """vit_base's AdamW state alone (87M parameters × 16 B = 1.3 GiB per rank under DDP)
     exceeds a 1 GiB device, and vit_huge's more so: each is recorded as skipped_infeasible
-    with its prediction, and nothing runs."""
+    with its prediction, and nothing runs; a named secret is recorded by its name alone."""
     sweep_dir = tmp_path / "plan"
+    monkeypatch.setenv("HF_TOKEN", "hf_not_for_records")
     proc = run_module("vitfsdp.sweep", "-m", "model=vit_base,vit_huge", "strategy=DDP",
                       "device=cpu", "cluster.device_memory_gib=1.0", "train.steps=2",
                       "train.warmup_steps=0", "train.log_every=1", "train.local_batch_size=2",
-                      "+cluster.env.HF_TOKEN=hf_not_for_records",
+                      "cluster.secrets=[HF_TOKEN]",
                       f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path, timeout=300)
     assert proc.returncode == 1, proc.stderr[-3000:]  # no point completed
     skipped = [line for line in proc.stdout.splitlines() if "] skip " in line]
@@ -123,4 +124,5 @@ def test_points_predicted_not_to_fit_are_skipped_and_say_so(tmp_path):
         assert summary["plan"]["fits"] is False and summary["plan"]["allocated_gib"] > 1.0
         assert run["config"]["model"]["name"] in run_dir.name
         assert not (run_dir / "metrics.jsonl").exists()  # nothing ran
-        assert run["config"]["cluster"]["env"]["HF_TOKEN"] == "<redacted>"  # as train.py does
+        assert run["config"]["cluster"]["secrets"] == ["HF_TOKEN"]
+        assert "hf_not_for_records" not in (run_dir / "run.json").read_text()
