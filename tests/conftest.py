@@ -43,7 +43,7 @@ def tiny() -> list[str]:
 #: file near the end of the run would keep the run going alone; started first, the short
 #: files fill in behind them. Files not named here keep pytest's order, after these.
 LONGEST_FIRST = (
-    "test_slurm_sweep.py", "test_plan.py", "test_kernels.py", "test_parity.py",
+    "test_slurm_sweep.py", "test_plan.py", "test_probe.py", "test_kernels.py", "test_parity.py",
     "test_sweep.py", "test_slurm_pack.py", "test_jax_launch.py", "test_site_safety.py",
     "test_jax_checkpoint.py", "test_slurm_end_states.py", "test_failures.py",
     "test_bad_input.py", "test_checkpoint.py",

@@ -189,7 +189,14 @@ class ClusterConfig:
 
     # --- the plan (python -m vitfsdp.plan; docs/plan.md) ---
     device_memory_gib: float | None = None  # memory per GPU/GCD, GiB; None = unknown (fits unknown)
-    peak_tflops: float | None = None  # dense bf16 peak per GPU, TFLOP/s; None = unknown
+    # a point predicted within this fraction of device_memory_gib is reported `tight`
+    memory_reserve_frac: float = 0.08
+    peak_tflops: float | None = None  # dense bf16 (= fp16) peak per GPU, TFLOP/s; None = unknown
+    peak_tflops_tf32: float | None = None  # dense TF32 peak; None = no TF32 units (or unknown)
+    peak_tflops_fp32: float | None = None  # dense fp32 peak (matrix units where the GPU has them)
+    # a site's measurements (python -m vitfsdp.probe): a probe.json, or a directory holding
+    # one; the plan then predicts step time from it. None = the data-sheet figures below
+    probe: str | None = None
     plan_efficiency: float = 0.4  # fraction of peak_tflops the training compute reaches
     intra_node_gbps: float | None = None  # ring bus bandwidth per GPU inside a node, GB/s
     inter_node_gbps: float | None = None  # ring bus bandwidth per GPU across nodes, GB/s
@@ -224,14 +231,17 @@ class ClusterConfig:
                                  f"cluster.{key}=... on the command line or in the profile")
 
     def _check_plan_figures(self) -> None:
-        for key in ("device_memory_gib", "peak_tflops", "intra_node_gbps", "inter_node_gbps",
-                    "price_per_node_hour", "memory_gbps"):
+        for key in ("device_memory_gib", "peak_tflops", "peak_tflops_tf32", "peak_tflops_fp32",
+                    "intra_node_gbps", "inter_node_gbps", "price_per_node_hour", "memory_gbps"):
             value = getattr(self, key)
             if value is not None and value <= 0:
                 raise ValueError(f"cluster.{key}={value} must be > 0 (or null: unknown)")
         for key in ("collective_latency_us", "intra_node_latency_us", "inter_node_latency_us"):
             if (getattr(self, key) or 0) < 0:
                 raise ValueError(f"cluster.{key}={getattr(self, key)} must be >= 0 (or null)")
+        if not 0 <= self.memory_reserve_frac < 1:
+            raise ValueError(f"cluster.memory_reserve_frac={self.memory_reserve_frac} must be "
+                             "in [0, 1), e.g. 0.08 (8% of the device memory)")
         if not 0 < self.plan_efficiency <= 1:
             raise ValueError(f"cluster.plan_efficiency={self.plan_efficiency} must be in (0, 1]; "
                              "fit it with python -m vitfsdp.plan --calibrate SWEEP_DIR")

@@ -31,13 +31,15 @@ from vitfsdp.plan.memory import (
     model_sizes,
     state_bytes,
 )
-from vitfsdp.plan.timing import comm_volumes, compute_terms, step_seconds
+from vitfsdp.plan.probed import Probe, cached_probe
+from vitfsdp.plan.timing import comm_volumes, compute_terms, probed_compute_terms, step_seconds
 
 if TYPE_CHECKING:  # the config imports the plan's callers; only a type here
     from vitfsdp.config import RunConfig
 
-__all__ = ["GIB", "Prediction", "StateBytes", "auto_time_limit", "format_state_bytes",
-           "memory_breakdown", "predict", "predict_recorded", "predict_run", "state_bytes"]
+__all__ = ["GIB", "Prediction", "Probe", "StateBytes", "auto_time_limit", "format_state_bytes",
+           "memory_breakdown", "peak_flops_for", "predict", "predict_recorded", "predict_run",
+           "probe_for", "state_bytes"]
 
 #: The measured column a memory prediction compares with, per device kind.
 MEM_METRIC = {"gpu": "peak_mem_reserved_gib", "cpu": "peak_rss_gib"}
@@ -77,6 +79,17 @@ class Prediction:
     step_time_s: float | None
     ips: float | None  # global images per second
     reason: str  # one line: why it fits or not
+    # fits, but within cluster.memory_reserve_frac of the device memory (or only with the
+    # allocator's cache squeezed): may run out; None when the device memory is unknown
+    tight: bool | None = None
+    gemm_s: float | None = None  # of compute_s: the matmuls of forward and backward
+    other_s: float | None = None  # of compute_s: attention and the memory-bound ops
+    optimizer_s: float | None = None  # of compute_s: the AdamW step over the shard
+    overlap: float = 1.0  # fraction of min(compute, transfers) that hides, per phase
+    framework_s: float = 0.0  # the loop's and the wrapper's own time per step (probe only)
+    peak_tflops: float | None = None  # the dense peak of the compute dtype used (no probe)
+    source: str = "profile"  # profile (data sheets, cluster.*) | probe:<file>
+    notes: str = ""  # what a probe lookup approximated; what is unknown
 
     @property
     def pred_mem_metric(self) -> str:
@@ -262,21 +275,53 @@ def _flops_per_image(cfg) -> float:
     return models.hardware_flops_per_image(cfg.model, cfg.num_classes, ckpt)
 
 
+def peak_flops_for(cfg, device: str) -> tuple[float | None, str]:
+    """The dense peak FLOP/s of the profile for the run's compute dtype, and its kind:
+    ``cluster.peak_tflops`` (bf16; fp16 alike) under bf16/fp16 (DDP's autocast included),
+    ``cluster.peak_tflops_tf32`` for fp32 when ``kernels.float32_matmul_precision`` allows
+    TF32 (else, or on a device without TF32 units, ``cluster.peak_tflops_fp32``).
+    None where the profile does not give that figure."""
+    compute = cfg.precision_settings("cuda" if device == "gpu" else "cpu").compute_dtype
+    c = cfg.cluster
+    if compute in ("bf16", "fp16"):
+        return (c.peak_tflops * 1e12 if c.peak_tflops else None), "bf16"
+    if cfg.kernels.float32_matmul_precision != "highest" and c.peak_tflops_tf32:
+        return c.peak_tflops_tf32 * 1e12, "tf32"
+    return (c.peak_tflops_fp32 * 1e12 if c.peak_tflops_fp32 else None), "fp32"
+
+
+def probe_for(cfg) -> Probe | None:
+    """The probe the plan reads for ``cfg``: ``cluster.probe`` (a probe.json, or a directory
+    holding one), or None.
+
+    Raises:
+        ValueError: the file cannot be read (:func:`vitfsdp.plan.probed.load_probe`).
+    """
+    return cached_probe(cfg.cluster.probe) if cfg.cluster.probe else None
+
+
 def predict(cfg, *, peak_flops: float | None = None,
-            device_memory_gib: float | None = None, device: str | None = None) -> Prediction:
+            device_memory_gib: float | None = None, device: str | None = None,
+            probe: Probe | None = None) -> Prediction:
     """Predicted memory, fit and step time of one sweep point.
 
     Args:
         cfg: a validated :class:`vitfsdp.config.RunConfig`.
-        peak_flops: dense peak FLOP/s per GPU when the profile has no
-            ``cluster.peak_tflops`` (e.g. a run's recorded device peak).
+        peak_flops: dense peak FLOP/s per GPU of the compute dtype when the profile has no
+            figure for it (e.g. a run's recorded device peak).
         device_memory_gib: device memory when the profile has no
             ``cluster.device_memory_gib`` (e.g. a run's recorded device).
         device: ``gpu`` | ``cpu``; default :func:`device_kind`.
+        probe: a site's measurements (:mod:`vitfsdp.plan.probed`); default
+            ``cluster.probe`` (:func:`probe_for`). With one, compute and collectives are
+            read from it; without, from the profile's data-sheet figures.
 
     Returns:
         A :class:`Prediction`; ``fits`` is None where the device memory is unknown, and the
-        step time None where the peak FLOP/s is unknown.
+        step time None where neither a probe nor the peak FLOP/s of the compute dtype is known.
+
+    Raises:
+        ValueError: ``cluster.probe`` names a file that cannot be read.
     """
     device = device or device_kind(cfg)
     b = memory_breakdown(cfg, device)
@@ -285,12 +330,28 @@ def predict(cfg, *, peak_flops: float | None = None,
     overhead = _overhead_gib(allocated, memory, device)
     peak_gib = allocated + overhead
     fits, reason = _fits(peak_gib, memory, device)
-    peak = cfg.cluster.peak_tflops * 1e12 if cfg.cluster.peak_tflops else peak_flops
+    tight = _tight(allocated, peak_gib, memory, cfg.cluster.memory_reserve_frac, device)
+    if tight:
+        reason += (f"; tight: within cluster.memory_reserve_frac="
+                   f"{cfg.cluster.memory_reserve_frac:g} of the device memory")
+    probe = probe if probe is not None else probe_for(cfg)
     shard = math.ceil(b["num_params"] / b["shard_group_size"])
-    compute = compute_terms(cfg, shard, peak, cfg.cluster.plan_efficiency,
-                            cfg.cluster.memory_gbps)
-    comm = comm_volumes(cfg, b["num_params"], b["num_units"])
+    profile_peak, _ = peak_flops_for(cfg, device)
+    peak = profile_peak or peak_flops
+    if probe is not None:
+        dtype = cfg.precision_settings("cuda" if device == "gpu" else "cpu").compute_dtype
+        compute = probed_compute_terms(cfg, probe, shard, dtype)
+    else:
+        compute = compute_terms(cfg, shard, peak, cfg.cluster.plan_efficiency,
+                                cfg.cluster.memory_gbps)
+    comm = comm_volumes(cfg, b["num_params"], b["num_units"], probe=probe,
+                        host_synchronous=device == "cpu")
     step = step_seconds(compute, comm)
+    framework = 0.0
+    if probe is not None and step is not None:
+        framework = probe.framework_s(cfg.world_size, cfg.strategy.name, cfg.engine,
+                                      cfg.strategy.is_fsdp, b["num_units"] + 1)
+        step += framework
     return Prediction(
         device=device, num_params=b["num_params"], shard_group_size=b["shard_group_size"],
         params_gib=b["params"] / GIB, grads_gib=b["grads"] / GIB,
@@ -304,9 +365,31 @@ def predict(cfg, *, peak_flops: float | None = None,
         reduce_scatter_gib=comm.reduce_scatter_bytes / GIB,
         all_reduce_gib=comm.all_reduce_bytes / GIB, comm_s=comm.total_s,
         latency_s=comm.latency_s,
-        exposed_comm_s=None if step is None else step - compute.total_s, step_time_s=step,
+        exposed_comm_s=None if step is None else step - compute.total_s - framework,
+        step_time_s=step,
         ips=cfg.world_size * cfg.train.local_batch_size / step if step else None,
-        reason=reason)
+        reason=reason, tight=tight,
+        gemm_s=None if compute is None else compute.gemm_s,
+        other_s=None if compute is None else compute.other_s,
+        optimizer_s=None if compute is None else compute.optimizer_s,
+        overlap=comm.overlap, framework_s=framework,
+        peak_tflops=None if probe or not peak else peak / 1e12,
+        source=f"probe:{probe.path}" if probe is not None else "profile",
+        notes="; ".join(sorted(probe.notes)) if probe is not None else "")
+
+
+def _tight(allocated_gib: float, peak_gib: float, memory_gib: float | None,
+           reserve_frac: float, device: str) -> bool | None:
+    """A point that fits but whose printed peak is within ``reserve_frac`` of the device
+    memory, or (GPU) whose allocated peak leaves the caching allocator less than its usual
+    reserve (:data:`vitfsdp.plan.memory.GPU_ALLOCATOR_OVERHEAD`): fragmentation may still
+    make it run out. None where the device memory is unknown."""
+    if memory_gib is None:
+        return None
+    if peak_gib > memory_gib:
+        return False
+    squeezed = device == "gpu" and allocated_gib * (1 + GPU_ALLOCATOR_OVERHEAD) > memory_gib
+    return squeezed or memory_gib - peak_gib < reserve_frac * memory_gib
 
 
 #: ``cluster.time=auto``: the predicted time of the point's steps times this factor (the
@@ -329,8 +412,9 @@ def auto_time_limit(cfg) -> str:
     step = predict(cfg).step_time_s
     if step is None:
         raise ValueError(f"cluster.time=auto needs the plan's step time, which cluster="
-                         f"{cfg.cluster.name} cannot give (cluster.peak_tflops is unset); set "
-                         "cluster.peak_tflops or a time such as cluster.time=00:30:00")
+                         f"{cfg.cluster.name} cannot give (no cluster.probe, and the peak of "
+                         "the run's precision is unset: cluster.peak_tflops, _tf32, _fp32); "
+                         "set one, or a time such as cluster.time=00:30:00")
     seconds = (cfg.train.steps * step * TIME_SAFETY_FACTOR + STARTUP_S
                + cfg.cluster.signal_delay_s)
     minutes = math.ceil(seconds / 60)

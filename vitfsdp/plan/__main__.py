@@ -176,14 +176,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rank", action="store_true",
                         help="order the points that fit by predicted ips, per model and nodes")
     parser.add_argument("--calibrate", nargs="+", type=Path, metavar="SWEEP_DIR",
-                        help="predicted vs measured for every completed run; fit efficiency")
+                        help="predicted vs measured for every completed run: from the probe "
+                             "(--probe, or SWEEP_DIR/probe.json) term by term, else a fit")
+    parser.add_argument("--probe", type=Path, default=None, metavar="PROBE_JSON",
+                        help="with --calibrate: predict from this probe file")
     args = parser.parse_args(argv)
     try:
         if args.calibrate:
             # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
             from vitfsdp.plan.calibrate import calibrate
 
-            print(calibrate(args.calibrate, args.overrides))
+            print(calibrate(args.calibrate, args.overrides, args.probe))
             return 0
         df = plan_table(args.overrides)
     except ValueError as e:

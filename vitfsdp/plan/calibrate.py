@@ -46,6 +46,10 @@ GRIDS = {
     "inter_node_latency_us": np.geomspace(0.1, 1e4, 100),
 }
 ROUNDS = 3  # coordinate-descent passes
+#: The predicted step's terms (seconds; :class:`vitfsdp.plan.Prediction`), which sum to it:
+#: matmuls, the other ops of forward and backward, the optimizer, exposed communication,
+#: the loop's and wrapper's own time (from a probe).
+TERMS = ("gemm_s", "other_s", "optimizer_s", "exposed_comm_s", "framework_s")
 
 
 def compare(runs: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
@@ -108,19 +112,20 @@ class Measured:
     step_time_s: float
 
 
-def _predict(m: Measured, **cluster) -> object:
-    """:func:`vitfsdp.plan.predict` of ``m`` with ``cluster`` keys replaced."""
+def _predict(m: Measured, probe=None, **cluster) -> object:
+    """:func:`vitfsdp.plan.predict` of ``m`` with ``cluster`` keys replaced (from ``probe``,
+    a :class:`vitfsdp.plan.probed.Probe`, where one is given)."""
     cfg = m.cfg
     if cluster:
         cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, **cluster))
     kind = {"cuda": "gpu", "cpu": "cpu"}.get(m.device.get("type"))
     return predict(cfg, peak_flops=m.device.get("peak_flops"),
-                   device_memory_gib=m.device.get("memory_gib"), device=kind)
+                   device_memory_gib=m.device.get("memory_gib"), device=kind, probe=probe)
 
 
-def read_runs(sweep_dirs: Sequence[Path]) -> tuple[pd.DataFrame, list[Measured]]:
+def read_runs(sweep_dirs: Sequence[Path], probe=None) -> tuple[pd.DataFrame, list[Measured]]:
     """Every completed run below ``sweep_dirs``: the rows :func:`compare` takes, and what
-    :func:`fit` needs (same order)."""
+    :func:`fit` needs (same order); predicted from ``probe`` where one is given."""
     rows, measured = [], []
     for run_dir in (d for s in sweep_dirs for d in find_run_dirs(Path(s))):
         loaded = _load(run_dir)
@@ -128,9 +133,11 @@ def read_runs(sweep_dirs: Sequence[Path]) -> tuple[pd.DataFrame, list[Measured]]
             continue
         run, summary, cfg = loaded
         m = Measured(cfg, run.get("device") or {}, summary.get("step_time_s") or math.nan)
-        p = _predict(m)
+        p = _predict(m, probe)
         rows.append({"model": cfg.model.name, "strategy": cfg.strategy.name,
                      "nodes": cfg.nodes, "world_size": cfg.world_size,
+                     "activation_checkpointing": cfg.train.activation_checkpointing,
+                     **{f"pred_{t}": getattr(p, t) for t in TERMS},
                      "framework": cfg.framework, "device": p.device, "run_dir": str(run_dir),
                      **{k: v for k, v in summary.items() if not isinstance(v, dict | list)},
                      "pred_peak_mem_gib": p.peak_mem_gib, "pred_step_time_s": p.step_time_s,
@@ -197,32 +204,95 @@ def leave_one_out(runs: list[Measured]) -> list[float]:
     return errors
 
 
-def calibrate(sweep_dirs: list[Path], overrides: list[str] | None = None) -> str:
+def term_scales(df: pd.DataFrame) -> dict[str, float]:
+    """Which predicted term is off, and by how much: the non-negative factors ``x_t`` that
+    make ``sum_t x_t · pred_t`` best match the measured step times (least squares relative
+    to each run's step time: ``scipy.optimize.nnls`` on rows divided by the measured step).
+    1 = the term is right; 1.3 = the runs behave as if that term were 30% longer. A
+    diagnosis, not a fit the plan uses; a term that hardly varies across runs is not
+    separable from the others (``nan``).
+
+    Args:
+        df: :func:`read_runs`' rows (``step_time_s`` and ``pred_<term>`` columns).
+    """
+    from scipy.optimize import nnls
+
+    cols = [f"pred_{t}" for t in TERMS]
+    data = df[["step_time_s", *cols]].apply(pd.to_numeric, errors="coerce").dropna()
+    data = data[data["step_time_s"] > 0]
+    if len(data) < len(TERMS):
+        return {t: math.nan for t in TERMS}
+    a = data[cols].to_numpy() / data[["step_time_s"]].to_numpy()
+    keep = a.std(axis=0) > 1e-3  # terms that vary enough across runs to be told apart
+    x, _ = nnls(a[:, keep], np.ones(len(data)))
+    out = dict.fromkeys(TERMS, math.nan)
+    out.update({t: float(v) for t, v in zip(np.array(TERMS)[keep], x, strict=True)})
+    return out
+
+
+def _probe_report(df: pd.DataFrame, table: pd.DataFrame, probe) -> str:
+    """Prediction from a probe against the records: the errors, and per term its share of
+    the predicted step and the factor the runs suggest (:func:`term_scales`)."""
+    err = table["step_time_rel_error"].dropna().abs()
+    scales = term_scales(df)
+    steps = pd.to_numeric(df["pred_step_time_s"], errors="coerce")
+    parts = []
+    for t in TERMS:
+        share = (pd.to_numeric(df[f"pred_{t}"], errors="coerce") / steps).median()
+        x = scales[t]
+        if math.isnan(x):
+            verdict = "not separable (hardly varies across the runs)"
+        elif abs(1 - x) <= 0.1:
+            verdict = f"x{x:.2f}: right within 10%"
+        else:
+            verdict = f"x{x:.2f}: predicted {abs(1 - x):.0%} {'short' if x > 1 else 'long'}"
+        parts.append(f"  {t[:-2]:<12} median share {share:.0%} of the step: {verdict}")
+    notes = f"\nprobe approximated: {'; '.join(sorted(probe.notes))}" if probe.notes else ""
+    return (f"step time from the probe {probe.path}: median |error| {err.median():.1%}, max "
+            f"{err.max():.1%} over {len(err)} run(s) (nothing fitted)\nterms (which is off, "
+            "from all runs together):\n" + "\n".join(parts) + notes)
+
+
+def calibrate(sweep_dirs: list[Path], overrides: list[str] | None = None,
+              probe_path: Path | None = None) -> str:
     """The calibration report; writes ``calibration.csv`` into the first sweep directory.
 
+    With a probe (``probe_path``, else the first directory's ``probe.json`` where there is
+    one) every run is predicted from the probe alone and the report says which term of the
+    step is off (:func:`term_scales`); without, the profile's figures are fitted
+    (:func:`fit`) and checked on held-out runs (:func:`leave_one_out`).
+
     Raises:
-        ValueError: a directory holds no run, or no run completed.
+        ValueError: a directory holds no run, or no run completed; the probe is unreadable.
     """
-    df, runs = read_runs([Path(d) for d in sweep_dirs])
+    from vitfsdp.plan.probed import PROBE_FILE, load_probe
+
+    dirs = [Path(d) for d in sweep_dirs]
+    if probe_path is None and (dirs[0] / PROBE_FILE).exists():
+        probe_path = dirs[0] / PROBE_FILE
+    probe = load_probe(probe_path) if probe_path else None
+    df, runs = read_runs(dirs, probe)
     if df.empty:
         raise ValueError(f"no completed run below {', '.join(map(str, sweep_dirs))}")
     table = compare(df, ["model", "strategy", "nodes", "world_size", "framework", "device"])
-    table.to_csv(Path(sweep_dirs[0]) / CALIBRATION_FILE, index=False)
-    fitted = fit(runs)
-    loo = np.abs([e for e in leave_one_out(runs) if not math.isnan(e)])
+    table.to_csv(dirs[0] / CALIBRATION_FILE, index=False)
     cols = ["model", "strategy", "nodes", "measured_mem_gib", "pred_peak_mem_gib",
             "mem_rel_error", "step_time_s", "pred_step_time_s", "step_time_rel_error"]
     text = table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-")
     mem = table["mem_rel_error"].dropna().abs()
+    head = (f"{text}\n{len(table)} completed run(s); memory: median |error| "
+            f"{mem.median():.1%}, max {mem.max():.1%}\n")
+    if probe is not None:
+        return head + _probe_report(df, table, probe) + f"\nwrote {dirs[0] / CALIBRATION_FILE}"
+    fitted = fit(runs)
+    loo = np.abs([e for e in leave_one_out(runs) if not math.isnan(e)])
     line = " ".join(f"cluster.{k}={v:.3g}" for k, v in fitted.items() if k != "rms_rel_error")
     held = (f"leave-one-out step time: median |error| {np.median(loo):.1%}, max "
             f"{np.max(loo):.1%} over {len(loo)} run(s)" if len(loo) else
             "leave-one-out: needs 3 runs or more")
-    return (f"{text}\n{len(table)} completed run(s); memory: median |error| "
-            f"{mem.median():.1%}, max {mem.max():.1%}\n"
-            f"fit (step time, rms relative error {fitted['rms_rel_error']:.1%}): {line}\n"
-            f"{held}\nwrote {Path(sweep_dirs[0]) / CALIBRATION_FILE}")
+    return (head + f"fit (step time, rms relative error {fitted['rms_rel_error']:.1%}): {line}\n"
+            f"{held}\nwrote {dirs[0] / CALIBRATION_FILE}")
 
 
-__all__ = ["CALIBRATION_COLUMNS", "CALIBRATION_FILE", "GIB", "calibrate", "calibration_table",
-           "compare", "fit", "leave_one_out", "read_runs"]
+__all__ = ["CALIBRATION_COLUMNS", "CALIBRATION_FILE", "GIB", "TERMS", "calibrate",
+           "calibration_table", "compare", "fit", "leave_one_out", "read_runs", "term_scales"]

@@ -88,6 +88,7 @@ class CommVolumes:
     backward_s: float | None  # bandwidth time of backward collectives
     latency_s: float  # latency terms of every collective (exposed)
     first_s: float | None  # exposed: the first unit's gather, the last bucket, no prefetch
+    overlap: float = 1.0  # fraction of min(compute, transfers) of a phase that hides
 
     @property
     def total_gib(self) -> float:
@@ -109,6 +110,8 @@ class ComputeTerms:
     forward_s: float  # GEMMs, attention and memory-bound ops of the forward
     backward_s: float  # the backward, with the recomputed forward of checkpointed blocks
     optimizer_s: float  # AdamW over the shard (0 where memory bandwidth is unknown)
+    gemm_s: float = 0.0  # of forward + backward: the matmuls
+    other_s: float = 0.0  # of forward + backward: attention and the memory-bound ops
 
     @property
     def total_s(self) -> float:
@@ -179,24 +182,43 @@ def collectives(cfg, num_params: int, unit_params: int, num_units: int) -> list[
 
 
 def comm_volumes(cfg, num_params: int, num_units: int,
-                 unit_params: int | None = None) -> CommVolumes:
+                 unit_params: int | None = None, *, probe=None,
+                 host_synchronous: bool = False) -> CommVolumes:
     """Collective buffers and times per step for ``cfg`` (a :class:`vitfsdp.config.RunConfig`)
-    with ``num_params`` parameters in ``num_units`` FSDP units; see the module docstring."""
+    with ``num_params`` parameters in ``num_units`` FSDP units; see the module docstring.
+
+    Args:
+        probe: a site's :class:`vitfsdp.plan.probed.Probe`: each collective's time is read
+            from its measured curve at that op, group and message size (latency included),
+            and the overlap of transfers with compute is the probe's measured fraction; None
+            = the profile's alpha-beta figures and full overlap.
+        host_synchronous: the ranks' compute runs on the host (CPU): the host waits for each
+            unit's forward all-gather before it computes the unit, so forward gathers are
+            exposed (on a GPU the host issues them ahead on another stream).
+    """
     cs = collectives(cfg, num_params, unit_params or num_params // max(num_units, 1), num_units)
     cluster = cfg.cluster
     volume = {"all_gather": 0.0, "reduce_scatter": 0.0, "all_reduce": 0.0}
     phase: dict[str, float | None] = {"forward": 0.0, "backward": 0.0}
     latency, first = 0.0, 0.0
+    dtype = _comm_dtype(cfg)
     for c in cs:
         if c.ranks > 1:
             volume[c.op] += c.count * c.size_bytes
-        latency += c.count * collective_latency_s(c, cluster)
-        t = collective_transfer_s(c, cluster)
+        if probe is not None:
+            t = probe.collective_s(cfg.world_size, c.op, c.size_bytes, c.ranks, c.nodes,
+                                   dtype if c.op != "all_gather" else _gather_dtype(cfg))
+        else:
+            latency += c.count * collective_latency_s(c, cluster)
+            t = collective_transfer_s(c, cluster)
         if t is None or phase[c.phase] is None:
             phase[c.phase] = None
             continue
         phase[c.phase] += c.count * t
-        if c.op == "all_gather" and c.phase == "forward":
+        if c.op == "all_gather" and c.phase == "forward" and host_synchronous:
+            first += c.count * t  # the host waits for each unit's gather
+            phase[c.phase] -= c.count * t
+        elif c.op == "all_gather" and c.phase == "forward":
             first += t  # the first unit's gather has no compute before it
         elif c.op == "all_gather" and cfg.strategy.backward_prefetch == "NONE":
             first += c.count * t  # each unit waits for its own gather
@@ -205,8 +227,19 @@ def comm_volumes(cfg, num_params: int, num_units: int,
             first += t  # the last bucket (unit) after the backward ends
     if phase["forward"] is None or phase["backward"] is None:
         first = None
+    overlap = probe.overlap(cfg.world_size) if probe is not None else 1.0
     return CommVolumes(volume["all_gather"], volume["reduce_scatter"], volume["all_reduce"],
-                       phase["forward"], phase["backward"], latency, first)
+                       phase["forward"], phase["backward"], latency, first, overlap)
+
+
+def _comm_dtype(cfg) -> str:
+    """The dtype gradients are reduced in: fp32 under DDP, ``reduce_dtype`` under FSDP."""
+    return cfg.precision_settings().reduce_dtype if cfg.strategy.is_fsdp else "fp32"
+
+
+def _gather_dtype(cfg) -> str:
+    """The dtype parameters are all-gathered in (FSDP's ``param_dtype``)."""
+    return cfg.precision_settings().param_dtype
 
 
 def _gemm_s(m: float, n: float, k: float, el: int, peak: float, mem: float | None) -> float:
@@ -217,21 +250,86 @@ def _gemm_s(m: float, n: float, k: float, el: int, peak: float, mem: float | Non
     return max(flops_s, bytes_s)
 
 
-def _block_forward_s(spec, tokens: int, batch: int, el: int, fused_attn: bool,
-                     peak: float, mem: float | None) -> float:
-    """One transformer block's forward for ``batch`` images of ``tokens`` tokens."""
+@dataclass(frozen=True)
+class Gemm:
+    """One linear layer's forward matmul, (M×K)·(K×N) (M rows of tokens, K inputs, N
+    outputs); backward adds the input gradient (M×N)·(N×K) unless ``input_grad`` is False
+    (the first layer), and the weight gradient (N×M)·(M×K)."""
+
+    name: str
+    m: int
+    n: int
+    k: int
+    input_grad: bool = True
+
+
+@dataclass(frozen=True)
+class Op:
+    """One non-matmul op of a block at its shape: ``layer_norm``, ``add``, ``gelu``,
+    ``swiglu`` (rows, dim); ``sdpa`` (fused attention) or ``attention`` (written out):
+    (batch, heads, tokens, head dim)."""
+
+    op: str
+    shape: tuple[int, ...]
+    count: int  # per block
+
+
+#: Elements read and written per element of an op's shape in forward (the data-sheet
+#: roofline; backward moves twice as much): LayerNorm reads and writes once, a residual add
+#: reads two and writes one, GELU reads and writes, SwiGLU's SiLU and product 5.
+OP_TRAFFIC = {"layer_norm": 2, "add": 3, "gelu": 2, "swiglu": 5}
+
+
+def block_workload(spec, tokens: int, batch: int, fused_attn: bool) -> tuple[list[Gemm],
+                                                                               list[Op]]:
+    """The matmuls and other ops of one transformer block's forward for ``batch`` images of
+    ``tokens`` tokens (timm's ``Block``: two LayerNorms, QKV, attention, projection, two
+    residual adds, the MLP)."""
     d, m, heads = spec.width, spec.mlp_dim, spec.num_heads
     rows = batch * tokens
     fc1 = 2 * m if spec.mlp == "swiglu" else m
-    gemms = sum(_gemm_s(rows, n, k, el, peak, mem)
-                for n, k in ((3 * d, d), (d, d), (fc1, d), (d, m)))
-    attn_flops = 4 * batch * tokens * tokens * d
-    attn_bytes = 4 * rows * d * el
-    if not fused_attn:  # scores written, softmax read and written, read by the second matmul
-        attn_bytes += 4 * batch * heads * tokens * tokens * el
-    attn = max(attn_flops / peak, attn_bytes / mem if mem else 0.0)
-    elementwise = (10 * d + (5 if spec.mlp == "swiglu" else 2) * m) * rows * el
-    return gemms + attn + (elementwise / mem if mem else 0.0)
+    gemms = [Gemm("qkv", rows, 3 * d, d), Gemm("proj", rows, d, d),
+             Gemm("fc1", rows, fc1, d), Gemm("fc2", rows, d, m)]
+    ops = [Op("layer_norm", (rows, d), 2), Op("add", (rows, d), 2),
+           Op("swiglu" if spec.mlp == "swiglu" else "gelu", (rows, m), 1),
+           Op("sdpa" if fused_attn else "attention", (batch, heads, tokens, d // heads), 1)]
+    return gemms, ops
+
+
+def outer_gemms(cfg) -> list[Gemm]:
+    """The matmuls outside the blocks: the patch embedding (a stride-p convolution, a GEMM
+    over the patches; no input gradient) and the head (on the class token)."""
+    spec, batch = cfg.model.spec, cfg.train.local_batch_size
+    patches = (cfg.model.resolved_img_size() // spec.patch_size) ** 2
+    return [Gemm("patch_embed", batch * patches, spec.width, 3 * spec.patch_size**2,
+                 input_grad=False),
+            Gemm("head", batch, cfg.num_classes, spec.width)]
+
+
+def tokens_of(cfg) -> int:
+    """Tokens per image: the patches and the class token."""
+    return (cfg.model.resolved_img_size() // cfg.model.spec.patch_size) ** 2 + 1
+
+
+def _op_roofline_s(o: Op, el: int, peak: float, mem: float | None) -> float:
+    """Forward seconds of one op on the data-sheet roofline (module docstring)."""
+    if o.op in ("sdpa", "attention"):
+        batch, heads, tokens, hd = o.shape
+        d = heads * hd
+        flops = 4 * batch * tokens * tokens * d
+        traffic = 4 * batch * tokens * d * el
+        if o.op == "attention":  # scores written, softmax read and written, read again
+            traffic += 4 * batch * heads * tokens * tokens * el
+        return max(flops / peak, traffic / mem if mem else 0.0)
+    return OP_TRAFFIC[o.op] * math.prod(o.shape) * el / mem if mem else 0.0
+
+
+def _block_forward_s(spec, tokens: int, batch: int, el: int, fused_attn: bool,
+                     peak: float, mem: float | None) -> float:
+    """One transformer block's forward for ``batch`` images of ``tokens`` tokens."""
+    gemms, ops = block_workload(spec, tokens, batch, fused_attn)
+    return (sum(_gemm_s(g.m, g.n, g.k, el, peak, mem) for g in gemms)
+            + sum(o.count * _op_roofline_s(o, el, peak, mem) for o in ops))
 
 
 def compute_terms(cfg, num_params_shard: int, peak_flops: float | None,
@@ -248,17 +346,61 @@ def compute_terms(cfg, num_params_shard: int, peak_flops: float | None,
         return None
     model, batch = cfg.model, cfg.train.local_batch_size
     spec = model.spec
-    img = model.resolved_img_size()
-    patches = (img // spec.patch_size) ** 2
     el = DTYPE_BYTES[cfg.precision_settings().compute_dtype]
     peak, mem = efficiency * peak_flops, memory_gbps * 1e9 if memory_gbps else None
-    block = _block_forward_s(spec, patches + 1, batch, el, cfg.kernels.fused_attn, peak, mem)
-    stem = _gemm_s(batch * patches, spec.width, 3 * spec.patch_size**2, el, peak, mem)
-    head = _gemm_s(batch, cfg.num_classes, spec.width, el, peak, mem)
-    forward = spec.depth * block + stem + head
+    gemms, ops = block_workload(spec, tokens_of(cfg), batch, cfg.kernels.fused_attn)
+    block_gemm = sum(_gemm_s(g.m, g.n, g.k, el, peak, mem) for g in gemms)
+    block_other = sum(o.count * _op_roofline_s(o, el, peak, mem) for o in ops)
+    outer = sum(_gemm_s(g.m, g.n, g.k, el, peak, mem) for g in outer_gemms(cfg))
+    block = block_gemm + block_other
+    forward = spec.depth * block + outer
     recompute = spec.depth * block if cfg.train.activation_checkpointing else 0.0
     optimizer = num_params_shard * ADAMW_BYTES_PER_PARAM / mem if mem else 0.0
-    return ComputeTerms(forward, 2 * forward + recompute, optimizer)
+    gemm = 3 * (spec.depth * block_gemm + outer) + (recompute and spec.depth * block_gemm)
+    other = 3 * spec.depth * block_other + (recompute and spec.depth * block_other)
+    return ComputeTerms(forward, 2 * forward + recompute, optimizer, gemm, other)
+
+
+def probed_compute_terms(cfg, probe, num_params_shard: int, dtype: str) -> ComputeTerms:
+    """Compute seconds per step of ``cfg`` from a site's probe (:mod:`vitfsdp.plan.probed`):
+    every matmul of forward and backward (input and weight gradients) at its own shape and
+    the block's other ops (LayerNorm, residual adds, the MLP activation, attention) as
+    measured at this world size with every rank busy, activation checkpointing's recomputed
+    forward, and AdamW's measured time per parameter of the shard.
+
+    Args:
+        probe: a :class:`vitfsdp.plan.probed.Probe`.
+        num_params_shard: parameters this rank's optimizer steps.
+        dtype: the compute dtype (fp32, bf16, fp16).
+
+    Raises:
+        KeyError: the probe has no GEMM or op measurement at all.
+    """
+    world, spec, batch = cfg.world_size, cfg.model.spec, cfg.train.local_batch_size
+    gemms, ops = block_workload(spec, tokens_of(cfg), batch, cfg.kernels.fused_attn)
+
+    def gemm(g: Gemm) -> tuple[float, float]:
+        fwd = probe.gemm_s(world, g.m, g.n, g.k, dtype)
+        bwd = probe.gemm_s(world, g.n, g.k, g.m, dtype)  # weight gradient (N×M)·(M×K)
+        if g.input_grad:
+            bwd += probe.gemm_s(world, g.m, g.k, g.n, dtype)  # input gradient (M×N)·(N×K)
+        return fwd, bwd
+
+    block_g = [gemm(g) for g in gemms]
+    block_o = [tuple(o.count * t for t in probe.op_s(world, o.op, o.shape, dtype)) for o in ops]
+    outer = [gemm(g) for g in outer_gemms(cfg)]
+    g_fwd, g_bwd = sum(f for f, _ in block_g), sum(b for _, b in block_g)
+    o_fwd, o_bwd = sum(f for f, _ in block_o), sum(b for _, b in block_o)
+    depth = spec.depth
+    recompute = depth * (g_fwd + o_fwd) if cfg.train.activation_checkpointing else 0.0
+    forward = depth * (g_fwd + o_fwd) + sum(f for f, _ in outer)
+    backward = depth * (g_bwd + o_bwd) + sum(b for _, b in outer) + recompute
+    gemm_total = depth * (g_fwd + g_bwd) + sum(f + b for f, b in outer)
+    if recompute:
+        gemm_total += depth * g_fwd
+    other = depth * (o_fwd + o_bwd) + (depth * o_fwd if recompute else 0.0)
+    return ComputeTerms(forward, backward, probe.optimizer_s(world, num_params_shard),
+                        gemm_total, other)
 
 
 def compute_seconds(flops_per_image: float, local_batch_size: int,
@@ -271,11 +413,17 @@ def compute_seconds(flops_per_image: float, local_batch_size: int,
 
 
 def step_seconds(compute: ComputeTerms | None, comm: CommVolumes) -> float | None:
-    """``max(forward, forward transfers) + max(backward, backward transfers) + latency +
-    the exposed transfers + optimizer``; transfers count as 0 where the bandwidths are unknown
-    (the caller says so)."""
+    """Per phase (forward, backward) ``compute + transfers - overlap · min(compute,
+    transfers)`` (``max(compute, transfers)`` at full overlap), then ``+ latency + the exposed
+    transfers + optimizer``; transfers count as 0 where the bandwidths are unknown (the caller
+    says so)."""
     if compute is None:
         return None
-    return (max(compute.forward_s, comm.forward_s or 0.0)
-            + max(compute.backward_s, comm.backward_s or 0.0)
+    o = comm.overlap
+
+    def phase(c: float, t: float | None) -> float:
+        t = t or 0.0
+        return c + t - o * min(c, t)
+
+    return (phase(compute.forward_s, comm.forward_s) + phase(compute.backward_s, comm.backward_s)
             + comm.latency_s + (comm.first_s or 0.0) + compute.optimizer_s)

@@ -1,0 +1,162 @@
+"""The probe (``python -m vitfsdp.probe``) on real gloo ranks, its schema, and the plan
+predicting from a probe file. Timing accuracy is a benchmark's business (docs/plan.md,
+"How good it is"), not a test's: these check structure and arithmetic."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from tests.conftest import read, run_module
+from vitfsdp.plan import predict
+from vitfsdp.plan.probed import SCHEMA, Probe, ProbeWorld, interpolate, load_probe
+from vitfsdp.plan.timing import block_workload, outer_gemms
+
+#: A CPU probe of the tiny model at 2 and 4 gloo ranks (nodes of 2).
+PROBE_ARGS = ["model=vit_tiny", "strategy=FULL_SHARD", "nodes=1,2", "device=cpu"]
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory):
+    """(probe.json, the CLI's output) of a real probe of 2 and 4 gloo ranks."""
+    out = tmp_path_factory.mktemp("probe")
+    r = run_module("vitfsdp.probe", "-m", *PROBE_ARGS, "--out", str(out), cwd=out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return out / "probe.json", r.stdout
+
+
+def test_probe_of_2_and_4_gloo_ranks_writes_the_documented_schema(probed):
+    path, stdout = probed
+    data = read(path)
+    assert data["schema"] == SCHEMA and data["status"] == "completed"
+    assert data["backend"] == "gloo" and data["device"]["type"] == "cpu"
+    assert [w["world_size"] for w in data["worlds"]] == [2, 4]
+    assert "[probe 1/2] world size 2" in stdout and "[probe 2/2] world 4" in stdout
+    for w in data["worlds"]:
+        assert w["status"] == "completed" and w["wall_s"] > 0
+        assert w["gemm"] and all(g["time_s"] > 0 and g["tflops"] > 0 for g in w["gemm"])
+        assert {o["op"] for o in w["ops"]} == {"layer_norm", "add", "gelu", "sdpa"}
+        assert w["optimizer"]["s_per_param"] > 0 and w["memory"]["triad_gbps"] > 0
+        # FULL_SHARD over the world: its all-gather and reduce-scatter, from 4 KiB to the
+        # largest unit, latency and bus bandwidth named with their units
+        ops = {(c["op"], c["ranks"], c["nodes"]) for c in w["collectives"]}
+        nodes = w["world_size"] // 2
+        assert ops == {("all_gather", w["world_size"], nodes),
+                       ("reduce_scatter", w["world_size"], nodes)}
+        for c in w["collectives"]:
+            sizes = [p["size_bytes"] for p in c["points"]]
+            assert sizes == sorted(sizes) and sizes[0] == 4096 and len(sizes) >= 2
+            assert all(p["time_s"] > 0 and p["busbw_gbps"] > 0 for p in c["points"])
+            assert c["latency_us"] == pytest.approx(c["points"][0]["time_s"] * 1e6)
+        assert 0 <= w["overlap"]["fraction"] <= 1
+        fw = w["framework"]
+        assert [f["strategy"] for f in fw] == ["FULL_SHARD"] and fw[0]["status"] == "completed"
+        assert fw[0]["per"] == "unit" and fw[0]["overhead_s"] >= 0 and fw[0]["units"] == 5
+
+
+def test_the_plan_predicts_from_the_probe_file(probed, tmp_path):
+    """``cluster.probe=`` switches the plan from data sheets (no CPU step time at all) to
+    the measured figures; the table says where the figures came from."""
+    path, _ = probed
+    r = run_module("vitfsdp.plan", "-m", *PROBE_ARGS, f"cluster.probe={path}", "--json",
+                   cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [row["nodes"] for row in rows] == [1, 2]
+    for row in rows:
+        assert row["source"] == f"probe:{path}" and row["step_time_s"] > 0
+        terms = row["gemm_s"] + row["other_s"] + row["optimizer_s"]
+        assert row["compute_s"] == pytest.approx(terms)
+        assert row["step_time_s"] == pytest.approx(
+            row["compute_s"] + row["exposed_comm_s"] + row["framework_s"])
+    r = run_module("vitfsdp.plan", "-m", *PROBE_ARGS, cwd=tmp_path)
+    assert "step time needs cluster.peak_tflops" in r.stdout  # without it: no step time
+    bad = run_module("vitfsdp.plan", *PROBE_ARGS[:2], f"cluster.probe={tmp_path}/none.json",
+                     cwd=tmp_path)
+    assert bad.returncode == 2 and "cluster.probe=" in bad.stderr
+    assert "python -m vitfsdp.probe" in bad.stderr and len(bad.stderr.splitlines()) == 1
+
+
+def test_a_failing_world_size_is_recorded_not_fatal(tmp_path):
+    """A world size whose job fails is kept in probe.json with its reason; the command
+    exits 1 only when every world size failed."""
+    from vitfsdp.probe.__main__ import probe_world, write_probe
+
+    spec = {"world_size": 2, "nodes": 1, "ranks_per_node": 2, "device": "cpu",
+            "gemms": [], "ops": [["no_such_op", [4, 4], "fp32"]],
+            "optimizer": {"impl": "auto", "num_params": 16}, "collectives": [],
+            "overlap": None}
+    entry = probe_world(spec, tmp_path, timeout_s=300)
+    assert entry["status"] == "failed" and "no_such_op" in entry["reason"]
+    data = write_probe(tmp_path / "probe.json", [entry], "local", 2)
+    assert data["status"] == "failed" and "world 2:" in data["reason"]
+    with pytest.raises(ValueError, match="no completed measurement"):
+        load_probe(tmp_path)
+
+
+def _flat_probe(world: int, gemm_s: float, op_s: float) -> Probe:
+    """A probe where every GEMM takes ``gemm_s`` and every op ``op_s`` each way."""
+    w = ProbeWorld(world, 1, {}, {}, 1e-9, {("all_reduce", world, 1, "fp32"): [(4096, 1e-4)]},
+                   1.0)
+    probe = Probe("flat", "cpu", {world: w})
+    probe.gemm_s = lambda *_: gemm_s  # type: ignore[method-assign]
+    probe.op_s = lambda *_: (op_s, op_s)  # type: ignore[method-assign]
+    return probe
+
+
+def test_probed_compute_counts_every_matmul_of_forward_and_backward(probed):
+    """Independent count: a block has 4 linear layers, each one matmul forward and two
+    backward (input and weight gradients); the patch embedding has no input gradient (2
+    matmuls) and the head 3; activation checkpointing adds each block's forward again."""
+    from vitfsdp.plan.__main__ import compose_points
+
+    (_, cfg), = compose_points(["model=vit_tiny", "strategy=DDP", "device=cpu"])
+    depth = cfg.model.spec.depth
+    probe = _flat_probe(cfg.world_size, 1e-3, 0.0)
+    p = predict(cfg, probe=probe, device="cpu")
+    assert p.gemm_s == pytest.approx(1e-3 * (depth * 12 + 2 + 3))
+    ckpt = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train,
+                                                              activation_checkpointing=True))
+    assert predict(ckpt, probe=probe, device="cpu").gemm_s == pytest.approx(
+        1e-3 * (depth * 16 + 5))
+    ops = _flat_probe(cfg.world_size, 0.0, 1e-3)
+    gemms, block_ops = block_workload(cfg.model.spec, 17, 4, True)
+    per_block = sum(o.count for o in block_ops)  # 2 LayerNorms, 2 adds, GELU, attention
+    assert per_block == 6 and len(gemms) == 4 and len(outer_gemms(cfg)) == 2
+    assert predict(cfg, probe=ops, device="cpu").other_s == pytest.approx(
+        2 * 1e-3 * depth * per_block)
+
+
+def test_interpolate_collective_curves():
+    points = [(4096.0, 1e-4), (65536.0, 2e-4), (1048576.0, 1.2e-3)]
+    assert interpolate(points, 100) == 1e-4  # below the smallest: its latency
+    assert interpolate(points, 65536) == pytest.approx(2e-4)
+    mid = (65536 + 1048576) / 2
+    assert interpolate(points, mid) == pytest.approx((2e-4 + 1.2e-3) / 2)
+    slope = (1.2e-3 - 2e-4) / (1048576 - 65536)  # beyond: the last segment's bandwidth
+    assert interpolate(points, 2 * 1048576) == pytest.approx(1.2e-3 + slope * 1048576)
+    with pytest.raises(ValueError):
+        interpolate([], 1)
+
+
+def test_term_scales_name_the_term_that_is_off():
+    """Runs whose measured step is predicted compute + 2 x predicted communication: the
+    diagnosis gives compute x1 and communication x2; a term that is 0 in every run cannot
+    be told apart (nan)."""
+    from vitfsdp.plan.calibrate import term_scales
+
+    rows = []
+    for i in range(8):
+        gemm, comm, other, opt = 1 + i, 0.5 + (i % 3), 0.2 + 0.1 * (i % 2), 0.05 * (i * i % 5)
+        rows.append({"pred_gemm_s": gemm, "pred_other_s": other, "pred_optimizer_s": opt,
+                     "pred_exposed_comm_s": comm, "pred_framework_s": 0.0,
+                     "step_time_s": gemm + other + opt + 2 * comm})
+    x = term_scales(pd.DataFrame(rows))
+    assert x["gemm_s"] == pytest.approx(1, abs=0.02)
+    assert x["other_s"] == pytest.approx(1, abs=0.05)
+    assert x["exposed_comm_s"] == pytest.approx(2, abs=0.02)
+    assert math.isnan(x["framework_s"])

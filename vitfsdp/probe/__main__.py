@@ -1,0 +1,225 @@
+"""``python -m vitfsdp.probe``: the site measurement the plan predicts from (see
+:mod:`vitfsdp.probe`).
+
+    python -m vitfsdp.probe -m model=vit_base strategy=DDP,FULL_SHARD nodes=1,2,4 \\
+        --out SWEEP_DIR_OR_FILE.json
+
+Writes ``probe.json`` into ``--out`` (a directory; or the file named, e.g. a site file that
+``cluster.probe=`` names), one world size after another, with a line per world size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import logging
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+log = logging.getLogger("vitfsdp.probe")
+
+#: Lines of a failed world size's log kept as its reason.
+TAIL_LINES = 8
+
+
+def probe_world(spec: dict, work_dir: Path, timeout_s: float) -> dict:
+    """Run one world size's measurement as ``torchrun`` processes here (a simulated node is
+    ``ranks_per_node`` of them, as the local launcher runs points) and return its ``worlds``
+    entry; a failed or timed-out job gives ``status: failed`` and the log's tail as the
+    reason."""
+    world = spec["world_size"]
+    spec_path = work_dir / f"probe_spec_w{world}.json"
+    out_path = work_dir / f"probe_w{world}.json"
+    log_path = work_dir / f"probe_w{world}.log"
+    spec_path.write_text(json.dumps(spec), encoding="utf-8")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc_per_node={world}", "-m", "vitfsdp.probe.worker", str(spec_path),
+           str(out_path)]
+    start = time.perf_counter()
+    with open(log_path, "w", encoding="utf-8") as out:
+        try:
+            code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                  timeout=timeout_s, check=False).returncode
+        except subprocess.TimeoutExpired:
+            code = None
+    entry = {"world_size": world, "nodes": spec["nodes"],
+             "ranks_per_node": spec["ranks_per_node"]}
+    if code == 0 and out_path.exists():
+        entry = json.loads(out_path.read_text(encoding="utf-8"))
+        out_path.unlink()
+        spec_path.unlink()
+        return entry
+    from vitfsdp.launch.local import tail
+
+    why = "timed out" if code is None else f"exit status {code}"
+    return entry | {"status": "failed", "wall_s": time.perf_counter() - start,
+                    "reason": f"{why}: " + " | ".join(tail(log_path, TAIL_LINES).splitlines())}
+
+
+#: The framework probe: the sweep's strategy on the smallest model, through the real training
+#: loop (``vitfsdp.train``), whose step is mostly what the loop and the wrapper add.
+FRAMEWORK_MODEL = ["model=vit_tiny", "model.img_size=16", "train.local_batch_size=1",
+                   "train.steps=12", "train.warmup_steps=4", "train.log_every=8",
+                   "data=synthetic", "train.activation_checkpointing=false",
+                   "train.memory_limit_gib=0", "train.checkpoint_every=0"]
+
+
+def framework_overrides(point: list[str]) -> list[str]:
+    """``point``'s overrides with the model, data and loop replaced by
+    :data:`FRAMEWORK_MODEL` (its strategy, engine, precision, kernels and world kept)."""
+    replaced = {o.split("=", 1)[0].lstrip("+~") for o in FRAMEWORK_MODEL}
+    kept = [o for o in point if o.split("=", 1)[0].lstrip("+~") not in replaced
+            and not o.startswith(("hydra.", "repeat="))]
+    return [*kept, *FRAMEWORK_MODEL]
+
+
+def probe_framework(points: list[tuple[list[str], object]], world: dict, work_dir: Path) -> list:
+    """Per strategy of ``points`` (one world size): a real training run of the smallest model
+    (:data:`FRAMEWORK_MODEL`) here, its measured step against the step this world's
+    measurements predict for it; the difference is the loop's and the wrapper's own time,
+    per FSDP unit (blocks + root) for FSDP, per step for DDP (docs/plan.md, "The probe")."""
+    from vitfsdp.launch.local import run_point, tail
+    from vitfsdp.plan import predict
+    from vitfsdp.plan.__main__ import compose_points
+    from vitfsdp.plan.memory import model_sizes
+    from vitfsdp.plan.probed import Probe, ProbeWorld
+    from vitfsdp.records import read_json
+
+    probe = Probe("(this probe)", world["device"]["type"],
+                  {world["world_size"]: ProbeWorld.from_json(world)})
+    out, seen = [], set()
+    for point, cfg in points:
+        key = (cfg.strategy.name, cfg.engine)
+        if key in seen:
+            continue
+        seen.add(key)
+        overrides = framework_overrides(point)
+        (_, tiny), = compose_points(overrides)
+        run_dir = work_dir / f"framework_w{cfg.world_size}_{cfg.strategy.name}_{cfg.engine}"
+        code = run_point(overrides, run_dir, cfg.world_size, log_path=run_dir.with_suffix(".log"))
+        summary = read_json(run_dir / "summary.json") or {}
+        measured = summary.get("step_time_s")
+        if code != 0 or not measured:
+            why = tail(run_dir.with_suffix(".log"), 3).replace("\n", " | ")
+            out.append({"strategy": cfg.strategy.name, "engine": cfg.engine,
+                        "status": "failed", "reason": summary.get("reason")
+                        or f"exit {code}: {why}"})
+            continue
+        predicted = predict(tiny, probe=probe, device=world["device"]["type"].replace(
+            "cuda", "gpu")).step_time_s
+        units = model_sizes(tiny.model, tiny.num_classes).num_units + 1
+        per = units if cfg.strategy.is_fsdp else 1
+        out.append({"strategy": cfg.strategy.name, "engine": cfg.engine, "status": "completed",
+                    "is_fsdp": cfg.strategy.is_fsdp, "step_s": measured,
+                    "predicted_s": predicted, "units": units,
+                    "overhead_s": max(0.0, measured - predicted) / per,
+                    "per": "unit" if cfg.strategy.is_fsdp else "step"})
+    return out
+
+
+def write_probe(path: Path, worlds: list[dict], cluster: str, gpus_per_node: int) -> dict:
+    """Write ``probe.json`` (atomically) from the measured ``worlds`` entries."""
+    import torch
+
+    from vitfsdp.plan.probed import SCHEMA
+
+    done = [w for w in worlds if w.get("status") == "completed"]
+    failed = [w for w in worlds if w.get("status") != "completed"]
+    device = (done[0].get("device") if done else None) or {"type": "cpu", "name": None}
+    data = {"schema": SCHEMA, "status": "completed" if done else "failed",
+            "reason": "; ".join(f"world {w['world_size']}: {w.get('reason')}" for w in failed)
+            or None,
+            "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds"),
+            "host": platform.node(), "backend": done[0].get("backend") if done else None,
+            "device": device, "versions": {"torch": torch.__version__,
+                                           "python": platform.python_version()},
+            "cluster": cluster, "gpus_per_node": gpus_per_node, "worlds": worlds}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    tmp.replace(path)
+    return data
+
+
+def summary_line(w: dict) -> str:
+    """One line of a world size's figures for the terminal."""
+    if w.get("status") != "completed":
+        return f"world {w['world_size']}: FAILED ({w.get('reason')})"
+    best = max((g["tflops"] for g in w["gemm"]), default=0.0)
+    coll = ", ".join(f"{c['op']}/{c['ranks']}r{c['nodes']}n {c['busbw_gbps']:.2f} GB/s "
+                     f"{c['latency_us']:.0f} us" for c in w.get("collectives", []))
+    ov = (w.get("overlap") or {}).get("fraction")
+    return (f"world {w['world_size']} ({w['nodes']} node(s) x {w['ranks_per_node']}): "
+            f"GEMM up to {best * 1e3:.1f} GFLOP/s per rank, triad "
+            f"{w['memory']['triad_gbps']:.1f} GB/s, AdamW "
+            f"{w['optimizer']['s_per_param'] * 1e9:.2f} ns/param"
+            + (f", overlap {ov:.2f}" if ov is not None else "")
+            + (f"; {coll}" if coll else "") + f" [{w.get('wall_s', 0):.0f} s]"
+            + "".join(f"; {f['strategy']} loop+wrapper {f['overhead_s'] * 1e3:.1f} ms/{f['per']}"
+                      for f in w.get("framework", []) if f.get("status") == "completed"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The CLI; returns the exit status (0 when at least one world size was measured, 1 when
+    every one failed, 2 for a refused point or option)."""
+    parser = argparse.ArgumentParser(prog="python -m vitfsdp.probe", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("overrides", nargs="*", help="sweep overrides (key=a,b ...)")
+    parser.add_argument("-m", "--multirun", action="store_true", help="accepted, as in sweep")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="directory for probe.json, or a .json file "
+                             "(default runs/probe/<time>)")
+    parser.add_argument("--timeout", type=float, default=1800.0,
+                        help="seconds one world size may take before it is recorded failed")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    from vitfsdp.plan.__main__ import compose_points
+    from vitfsdp.plan.probed import PROBE_FILE
+    from vitfsdp.probe import world_specs
+
+    try:
+        points = compose_points(args.overrides)
+        cfgs = [cfg for _, cfg in points]
+        tiny = [cfg for p in points for _, cfg in compose_points(framework_overrides(p[0]))]
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if any(cfg.cluster.launcher != "local" for cfg in cfgs):
+        print("error: the probe runs on cluster=local here; on a Slurm cluster run it inside "
+              "an allocation (docs/plan.md, 'The probe')", file=sys.stderr)
+        return 2
+    out = args.out or Path("runs/probe") / datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    path = out if out.suffix == ".json" else out / PROBE_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    device = "cuda" if any(c.expected_device_type() == "cuda" for c in cfgs) else "cpu"
+    specs = world_specs(cfgs, device, extra=tiny)
+    worlds = []
+    for i, spec in enumerate(specs, 1):
+        print(f"[probe {i}/{len(specs)}] world size {spec['world_size']} "
+              f"({spec['nodes']} node(s) x {spec['ranks_per_node']}): {len(spec['gemms'])} "
+              f"GEMM shapes, {len(spec['ops'])} ops, {len(spec['collectives'])} collective "
+              "curves ...", flush=True)
+        worlds.append(probe_world(spec, path.parent, args.timeout))
+        if worlds[-1].get("status") == "completed":
+            at = [p for p in points if p[1].world_size == spec["world_size"]]
+            # its runs' records are not the sweep's: kept out of the sweep directory
+            with tempfile.TemporaryDirectory(prefix="vitfsdp-probe-") as tmp:
+                worlds[-1]["framework"] = probe_framework(at, worlds[-1], Path(tmp))
+        print(f"[probe {i}/{len(specs)}] {summary_line(worlds[-1])}", flush=True)
+        write_probe(path, worlds, cfgs[0].cluster.name, cfgs[0].cluster.gpus_per_node)
+    data = write_probe(path, worlds, cfgs[0].cluster.name, cfgs[0].cluster.gpus_per_node)
+    print(f"wrote {path} ({sum(w.get('status') == 'completed' for w in worlds)}/{len(worlds)} "
+          f"world size(s) measured); plan with cluster.probe={path}")
+    return 0 if data["status"] == "completed" else 1
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""One world size of the probe: ``python -m vitfsdp.probe.worker SPEC OUT`` under torchrun
+or srun (one process per GPU, as a training run). Every rank measures what SPEC lists
+(:mod:`vitfsdp.probe.measure`), all at once; rank 0 writes OUT, one ``worlds`` entry of
+probe.json (:mod:`vitfsdp.plan.probed`). Progress goes to the log, one line per item.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from vitfsdp import distributed
+from vitfsdp.probe import measure
+
+log = logging.getLogger("vitfsdp.probe")
+
+#: Smallest message of a collective curve, bytes, and the ratio between sizes.
+MIN_SIZE, SIZE_RATIO = 4096, 4
+
+
+def curve_sizes(max_bytes: int) -> list[int]:
+    """Message sizes of one collective's curve: from :data:`MIN_SIZE` by :data:`SIZE_RATIO`
+    up to ``max_bytes``, which is always the last."""
+    sizes, s = [], MIN_SIZE
+    while s < max_bytes:
+        sizes.append(s)
+        s *= SIZE_RATIO
+    return [*sizes, max(int(max_bytes), MIN_SIZE)]
+
+
+def _gemms(spec: dict, device, out: dict) -> None:
+    for m, n, k, dtype in spec["gemms"]:
+        t = measure.gemm_time(m, n, k, dtype, device, device)
+        out["gemm"].append({"m": m, "n": n, "k": k, "dtype": dtype, "time_s": t,
+                            "tflops": 2 * m * n * k / t / 1e12})
+
+
+def _ops(spec: dict, device, out: dict) -> None:
+    for op, shape, dtype in spec["ops"]:
+        f, b = measure.op_times(op, tuple(shape), dtype, device, device)
+        out["ops"].append({"op": op, "shape": list(shape), "dtype": dtype,
+                           "forward_s": f, "backward_s": b})
+
+
+def _collectives(spec: dict, device, rank: int, out: dict) -> None:
+    world, rpn = spec["world_size"], spec["ranks_per_node"]
+    groups_made: dict[tuple[int, int], object] = {}
+    for op, ranks, nodes, dtype, max_bytes in spec["collectives"]:
+        layout = measure.layout_groups(world, rpn, ranks, nodes)
+        if layout is None:
+            log.warning("probe: no layout of %d ranks on %d node(s) in a world of %d",
+                        ranks, nodes, world)
+            continue
+        if (ranks, nodes) not in groups_made:  # every rank creates every group, in order
+            made = [dist.new_group(g) for g in layout]
+            groups_made[(ranks, nodes)] = next(grp for g, grp in zip(layout, made, strict=True)
+                                               if rank in g)
+        group = groups_made[(ranks, nodes)]
+        points = []
+        for size in curve_sizes(max_bytes):
+            t = measure.collective_time(op, size, dtype, group, ranks, device)
+            points.append({"size_bytes": size, "time_s": t,
+                           "busbw_gbps": measure.bus_gbps(op, size, t, ranks)})
+        out["collectives"].append({
+            "op": op, "ranks": ranks, "nodes": nodes, "dtype": dtype, "groups": len(layout),
+            "points": points, "latency_us": points[0]["time_s"] * 1e6,
+            "busbw_gbps": points[-1]["busbw_gbps"]})
+        log.info("probe: %s over %d rank(s) on %d node(s): %.0f us at %d B, %.2f GB/s bus "
+                 "at %d B", op, ranks, nodes, points[0]["time_s"] * 1e6, points[0]["size_bytes"],
+                 points[-1]["busbw_gbps"], points[-1]["size_bytes"])
+
+
+def run(spec: dict) -> dict:
+    """Measure ``spec`` on this rank (every rank calls it); the ``worlds`` entry."""
+    env = distributed.discover()
+    device = distributed.pick_device(spec.get("device", "auto"), env.local_rank)
+    start = time.perf_counter()
+    out: dict = {"world_size": env.world_size, "nodes": spec["nodes"],
+                 "ranks_per_node": spec["ranks_per_node"], "status": "completed",
+                 "reason": None, "device": {"type": device.type, "name": _device_name(device)},
+                 "backend": distributed.backend_for(device), "threads": torch.get_num_threads(),
+                 "gemm": [], "ops": [], "collectives": []}
+    with distributed.process_group(env, device, spec.get("timeout_s", 600.0)):
+        _gemms(spec, device, out)
+        log.info("probe: %d GEMM shape(s) measured", len(out["gemm"]))
+        _ops(spec, device, out)
+        opt = spec["optimizer"]
+        t = measure.optimizer_time(opt["num_params"], opt["impl"], device, device)
+        out["optimizer"] = {"impl": opt["impl"], "num_params": opt["num_params"], "time_s": t,
+                            "s_per_param": t / opt["num_params"]}
+        out["memory"] = measure.stream_gbps(spec.get("stream_elements", 1 << 24), device, device)
+        if env.world_size > 1:
+            _collectives(spec, device, env.rank, out)
+            o = spec["overlap"]
+            out["overlap"] = measure.overlap_fraction(o["m"], o["n"], o["k"], o["dtype"],
+                                                      o["size_bytes"], None, env.world_size,
+                                                      device)
+    out["wall_s"] = time.perf_counter() - start
+    return out
+
+
+def _device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``SPEC OUT``: measure, rank 0 writes OUT (JSON). Returns the exit status."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    spec_path, out_path = (argv if argv is not None else sys.argv[1:])[:2]
+    spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+    result = run(spec)
+    if distributed.discover().rank == 0:
+        tmp = Path(out_path).with_suffix(".tmp")
+        tmp.write_text(json.dumps(result, indent=1), encoding="utf-8")
+        tmp.replace(out_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
