@@ -206,6 +206,44 @@ def test_a_missing_environment_is_refused_here_and_named_by_the_job(tmp_path):
                      r"/opt/no/such/venv has no bin/activate on vnode\d$", reason), reason
 
 
+@pytest.mark.slow
+def test_a_node_that_stays_down_is_recorded_and_the_point_rerun_elsewhere(tmp_path):
+    """The node of a running point is set DOWN, then DRAIN, so that it stays out of service
+    (the virtual cluster's ReturnToService=2 would return a DOWN node at once; a drained one
+    stays out until resumed): the job ends NODE_FAIL (--no-requeue: Slurm's own requeue off),
+    the point is recorded interrupted, and the same command runs it again on another node,
+    resuming from its checkpoint. The node is resumed as soon as the rerun ends."""
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    args = ["cluster.gpus_per_node=1", "train.steps=10", "train.log_every=1",
+            "train.checkpoint_every=2", "cluster.sbatch_args=[--no-requeue]",
+            f"hydra.sweep.dir={sweep_dir}"]
+    proc, _ = _sweep(tmp_path, "--detach", *args)
+    assert proc.returncode == 3, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (point,) = _points(sweep_dir)
+    job_id = read(point / "job.json")["job_id"]
+    _wait_for_step(point, 3)
+    node = slurm("squeue", "-h", "-j", job_id, "-o", "%N").stdout.strip()
+    assert node, f"job {job_id} has no node"
+    try:
+        for state in ("DOWN", "DRAIN"):
+            assert slurm("scontrol", "update", f"NodeName={node}", f"State={state}",
+                         "Reason=vitfsdp-test: node lost").returncode == 0
+        status = run_module("vitfsdp.sweep", "--status", str(sweep_dir), "--watch",
+                            "--poll-s", "1", cwd=tmp_path, timeout=300)
+        assert status.returncode == 1, status.stdout[-3000:]  # ended without completing
+        summary = read(point / "summary.json")
+        assert summary["slurm"]["state"] == "NODE_FAIL", summary
+        assert summary["interrupted"] is True and summary["status"] in ("failed", "preempted")
+        proc, _ = _sweep(tmp_path, *args)
+    finally:
+        slurm("scontrol", "update", f"NodeName={node}", "State=RESUME")
+    assert proc.returncode == 0 and "1 to run" in proc.stdout, proc.stdout[-3000:]
+    assert read(point / "summary.json")["status"] == "completed"
+    assert node not in read(point / "run.json")["rank_hosts"]
+    assert (point / "attempts" / "1" / "summary.json").is_file()  # the lost attempt, kept
+
+
 def _files(run_dir: Path) -> dict:
     return {p.relative_to(run_dir): p.read_bytes() for p in sorted(run_dir.rglob("*"))
             if p.is_file()}
