@@ -244,6 +244,17 @@ def test_the_command_refuses_in_one_line_with_status_2(tmp_path, args, line):
     assert not sweep_dir.exists()  # no multirun.yaml, no run directory
 
 
+def test_a_sweep_directory_that_cannot_be_made_is_refused_in_one_line(tmp_path):
+    """hydra.sweep.dir under a file (or /proc): one line naming the key, status 2 (it was a
+    28-line traceback)."""
+    (tmp_path / "file").write_text("")
+    proc = run_module("vitfsdp.sweep", "-m", *CPU, f"hydra.sweep.dir={tmp_path}/file/sweep",
+                      cwd=tmp_path, timeout=120)
+    assert proc.returncode == sweep.EXIT_REFUSED, proc.stderr
+    assert proc.stderr == (f"error: hydra.sweep.dir={tmp_path}/file/sweep cannot be made or "
+                           "written (Not a directory); choose a directory you can write\n")
+
+
 def test_a_launcher_refusal_gives_back_the_earlier_multirun_yaml(tmp_path):
     """Refused by the launcher after Hydra wrote multirun.yaml: the earlier file is back."""
     sweep_dir = tmp_path / "sweep"
