@@ -23,6 +23,7 @@ import pandas as pd
 
 from vitfsdp.config import RunConfig
 from vitfsdp.plan import predict_recorded, predict_run
+from vitfsdp.plan.probed import PROBE_FILE
 from vitfsdp.plan.recorded import find_run_dirs
 from vitfsdp.records import (
     METRICS_FILE,
@@ -159,11 +160,16 @@ def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike]) ->
     """
     if isinstance(sweep_dirs, (str, os.PathLike)):
         sweep_dirs = [sweep_dirs]
-    run_dirs = [d for s in sweep_dirs for d in find_run_dirs(s)]
+    run_dirs, probes = [], {}
+    for s in sweep_dirs:
+        probe = _sweep_probe(s)
+        for d in find_run_dirs(s):
+            run_dirs.append(d)
+            probes.setdefault(d, probe)
     if not run_dirs:
         raise ValueError("no sweep dir given; pass at least one SWEEP_DIR")
     _LOSS_CURVES.clear()
-    rows = [run_row(d) for d in dict.fromkeys(run_dirs)]
+    rows = [run_row(d, probes.get(d)) for d in dict.fromkeys(run_dirs)]
     df = _typed(pd.DataFrame(rows, columns=list(COLUMNS)))
     by = ["model", "strategy", "nodes", *VARIANT_COLUMNS, "repeat", "run_dir"]
     df = df.sort_values(by, na_position="last", kind="stable", key=_sort_key)
@@ -171,12 +177,20 @@ def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike]) ->
     return df.reset_index(drop=True)
 
 
-def run_row(run_dir: str | os.PathLike) -> dict[str, Any]:
+def _sweep_probe(sweep_dir: str | os.PathLike) -> str | None:
+    """The sweep directory's ``probe.json`` (``python -m vitfsdp.probe --out SWEEP_DIR``), which
+    the predictions of its runs are made from where their own ``cluster.probe`` is unset."""
+    path = Path(sweep_dir) / PROBE_FILE
+    return str(path) if path.is_file() else None
+
+
+def run_row(run_dir: str | os.PathLike, probe: str | None = None) -> dict[str, Any]:
     """The flat row of one run directory (the columns of :data:`COLUMNS`).
 
     Reads ``run.json``, ``summary.json`` and ``metrics.jsonl`` (through
     :func:`vitfsdp.records.read_jsonl`, which skips a killed run's truncated last line with a
-    warning) and adds the plan's prediction (:func:`prediction`). An unreadable record gives
+    warning) and adds the plan's prediction (:func:`prediction`; from ``probe``, a probe.json,
+    where the run's own ``cluster.probe`` is unset). An unreadable record gives
     a ``failed`` row with the reason, never an exception, so one broken run cannot hide the
     others.
     """
@@ -190,6 +204,9 @@ def run_row(run_dir: str | os.PathLike) -> dict[str, Any]:
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as e:
         log.warning("%s: unreadable records (%s)", run_dir, e)
         return {"run_dir": str(run_dir), "status": "failed", "reason": f"unreadable records: {e}"}
+    cluster = (run.get("config") or {}).get("cluster")
+    if probe and isinstance(cluster, dict) and not cluster.get("probe"):  # the sweep's probe
+        run = {**run, "config": {**run["config"], "cluster": {**cluster, "probe": probe}}}
     _LOSS_CURVES[str(run_dir)] = _loss_curve(windows)
     status = _status(run, summary)
     row = {"run_dir": str(run_dir), **status, **_config(run), **_figures(summary),

@@ -2,7 +2,8 @@
 
     python -m vitfsdp.plan -m model=vit_base,vit_15b cluster=frontier \\
         strategy=DDP,FULL_SHARD,HYBRID_8GPU nodes=1,8 precision=bf16 [--csv FILE] [--json]
-    python -m vitfsdp.plan --calibrate SWEEP_DIR [SWEEP_DIR ...]
+    python -m vitfsdp.plan -m ... cluster.probe=PROBE_JSON --terms   # from a site's probe
+    python -m vitfsdp.plan --calibrate SWEEP_DIR [SWEEP_DIR ...] [--probe PROBE_JSON]
 
 The overrides are a sweep's, expanded into points as the sweep expands them
 (:func:`vitfsdp.overrides.expand`: comma lists, ``range(...)``, ``choice(...)``,
@@ -88,7 +89,22 @@ def plan_table(overrides: list[str]) -> pd.DataFrame:
                      "precision": cfg.resolved_precision("cuda" if p.device == "gpu" else "cpu"),
                      "activation_checkpointing": cfg.train.activation_checkpointing,
                      **p.as_dict()})
-    return rank_points(pd.DataFrame(rows))
+    return weak_scaling(rank_points(pd.DataFrame(rows)))
+
+
+def weak_scaling(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with ``efficiency``: predicted ips / (the predicted ips at the smallest node
+    count of the same point × nodes / that count), per point with every override but
+    ``nodes`` equal; NaN where there is no ips."""
+    # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
+    import pandas as pd
+
+    key = df["overrides"].map(lambda o: " ".join(x for x in str(o).split()
+                                                 if not x.startswith("nodes=")))
+    ips = pd.to_numeric(df["ips"], errors="coerce")
+    first = df.assign(_k=key, _ips=ips).sort_values("nodes").groupby("_k")[["nodes", "_ips"]]
+    base = first.transform("first")
+    return df.assign(efficiency=ips / (base["_ips"] * df["nodes"] / base["nodes"]))
 
 
 def rank_points(df: pd.DataFrame) -> pd.DataFrame:
@@ -157,6 +173,36 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
     return "\n".join(lines)
 
 
+#: ``--terms``: the predicted step split into its terms, seconds (plan_table column, header).
+TERM_COLUMNS = (
+    ("model", "model"), ("strategy", "strategy"), ("nodes", "nodes"), ("gemm_s", "gemm"),
+    ("other_s", "other"), ("optimizer_s", "optim"), ("exposed_comm_s", "comm"),
+    ("framework_s", "loop"), ("step_time_s", "step s"), ("ips", "ips"),
+    ("efficiency", "eff"),
+)  # fmt: skip
+
+
+def format_terms(df: pd.DataFrame) -> str:
+    """The terminal table of the predicted step's terms (seconds per step) and the weak-scaling
+    efficiency against the smallest node count, with the figures' source."""
+    # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
+    import pandas as pd
+
+    shown = pd.DataFrame({header: df[col].astype(object) for col, header in TERM_COLUMNS})
+    shown["model"] = [m if len(m) <= MODEL_WIDTH else m[:MODEL_WIDTH - 1] + "~"
+                      for m in shown["model"]]
+    lines = [shown.map(_number).to_string(index=False),
+             "seconds per step: gemm = matmuls of forward and backward (and recompute); other",
+             "= attention, LayerNorm, activation, adds; optim = AdamW; comm = collectives not",
+             "hidden behind compute; loop = the loop's and wrapper's own time (probe only);",
+             "eff = ips / (ips at the fewest nodes x nodes ratio)"]
+    sources = sorted(set(df["source"].astype(str)))
+    lines.append("figures from: " + ", ".join(sources))
+    notes = sorted({n for x in df["notes"].astype(str) for n in x.split("; ") if n})
+    lines += [f"approximated: {n}" for n in notes]
+    return "\n".join(lines)
+
+
 def _other_overrides(df: pd.DataFrame) -> list[str] | None:
     """Per row, the point's overrides besides model, strategy and nodes, where they differ
     between rows (a legend under the table); None when they do not."""
@@ -173,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-m", "--multirun", action="store_true", help="accepted, as in sweep")
     parser.add_argument("--csv", type=Path, help="also write the table to this CSV file")
     parser.add_argument("--json", action="store_true", help="print JSON records, not a table")
+    parser.add_argument("--terms", action="store_true",
+                        help="print the predicted step split into its terms, and efficiency")
     parser.add_argument("--rank", action="store_true",
                         help="order the points that fit by predicted ips, per model and nodes")
     parser.add_argument("--calibrate", nargs="+", type=Path, metavar="SWEEP_DIR",
@@ -196,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         df.to_csv(args.csv, index=False)
     records = df.astype(object).where(df.notna(), None).to_dict("records")
     print(json.dumps(records, indent=1) if args.json
-          else format_plan(df, by_rank=args.rank))
+          else format_terms(df) if args.terms else format_plan(df, by_rank=args.rank))
     return 0
 
 
