@@ -268,6 +268,20 @@ def test_a_launcher_refusal_gives_back_the_earlier_multirun_yaml(tmp_path):
     assert sorted(p.name for p in sweep_dir.iterdir()) == ["multirun.yaml"]
 
 
+def test_a_refusal_after_the_lock_takes_back_only_its_own_files(tmp_path):
+    """Refused by the launcher once it holds the lock (a run directory of another config):
+    the multirun.yaml and lock file this sweep wrote are gone, the earlier run untouched."""
+    sweep_dir = tmp_path / "sweep"
+    (sweep_dir / "same").mkdir(parents=True)
+    (sweep_dir / "same" / "job.json").write_text('{"config_hash": "0123456789abcdef"}')
+    proc = run_module("vitfsdp.sweep", "-m", *CPU, "hydra.sweep.subdir=same",
+                      f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path, timeout=120)
+    assert proc.returncode == sweep.EXIT_REFUSED, proc.stderr
+    assert "holds a run of a different config" in proc.stderr
+    assert sorted(str(p.relative_to(sweep_dir)) for p in sweep_dir.rglob("*")) == \
+        ["same", "same/job.json"]
+
+
 def test_exit_status_says_whether_every_point_completed():
     done = {"status": "completed"}
     assert sweep.exit_status([done, done]) == sweep.EXIT_COMPLETED

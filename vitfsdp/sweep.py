@@ -56,6 +56,7 @@ from vitfsdp.config import (
     register_configs,
     to_run_config,
 )
+from vitfsdp.core.layout import LOCK_FILE
 from vitfsdp.launch import (
     LaunchOptions,
     flag_help,
@@ -813,11 +814,12 @@ def run_sweeper(sweeper, arguments: Sequence[str], basic_sweep) -> list:
         validate_sweep(sweeper.hydra_context, sweeper.config, arguments,
                        sweeper._parse_config())
         made = [d for d in (sweep_dir, *sweep_dir.parents) if not d.exists()]
+        before = {path: path.read_bytes() if path.is_file() else None
+                  for path in (yaml, sweep_dir / LOCK_FILE)}
         lock = take_lock(sweep_dir)
     except SweepRefused as e:
         print(str(e), file=sys.stderr)
         raise SystemExit(EXIT_REFUSED) from None
-    before = {path: path.read_bytes() if path.is_file() else None for path in (yaml, lock.path)}
     _held_locks[sweep_dir] = lock
     try:
         returns = basic_sweep(arguments)
