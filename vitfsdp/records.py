@@ -81,13 +81,23 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
         TypeError: ``obj`` holds something JSON cannot encode.
         OSError: the directory is missing or not writable.
     """
+    write_text_atomic(path, json.dumps(obj, indent=2) + "\n")
+
+
+def write_text_atomic(path: str | os.PathLike, text: str, mode: int | None = None) -> None:
+    """Write ``text`` to ``path`` through a temporary file of the same folder and a rename: a
+    reader sees the old file or the new one, never half of one. The file has ``mode`` from
+    its first byte (None: :func:`default_file_mode`, as ``open()`` would give it).
+
+    Raises:
+        OSError: the directory is missing or not writable.
+    """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), default_file_mode())  # mkstemp creates it 0600
-            json.dump(obj, f, indent=2)
-            f.write("\n")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:  # mkstemp creates it 0600
+            os.fchmod(f.fileno(), default_file_mode() if mode is None else mode)
+            f.write(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -22,12 +22,12 @@ import os
 import re
 import shlex
 import stat
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from vitfsdp.core.layout import SECRETS_FILE
 from vitfsdp.provenance import redact_args
+from vitfsdp.records import write_text_atomic
 
 #: The override that names the secrets, shown in hints.
 HINT = ("name it instead: cluster.secrets=[{name}] with the value in your environment "
@@ -143,13 +143,6 @@ def write_secrets(sweep_dir: str | os.PathLike, values: Mapping[str, str]) -> Pa
     """
     path = secrets_path(sweep_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = "".join(f"{name}={shlex.quote(value)}\n" for name, value in values.items())
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)  # mode 0600
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, "".join(f"{name}={shlex.quote(value)}\n"
+                                    for name, value in values.items()), 0o600)
     return path

@@ -49,7 +49,7 @@ from vitfsdp.launch import CONFIG_PATH_ENV, ClusterConfig, check_text
 from vitfsdp.launch.local import job_record, quote_override, torchrun_signal_env
 from vitfsdp.launch.secrets import secrets_path, source_line, write_point_secrets
 from vitfsdp.provenance import carries_secret, redact_args
-from vitfsdp.records import default_file_mode, write_json_atomic
+from vitfsdp.records import default_file_mode, write_json_atomic, write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -123,12 +123,9 @@ def _script_mode(secret: bool) -> int:
 
 
 def write_script(path: Path, text: str, secret: bool) -> None:
-    """Write a job script with :func:`_script_mode` permissions from its first byte."""
-    mode = _script_mode(secret)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        os.fchmod(f.fileno(), mode)  # an existing file keeps its old mode otherwise
-        f.write(text)
+    """Write a job script with :func:`_script_mode` permissions from its first byte,
+    atomically (:func:`vitfsdp.records.write_text_atomic`)."""
+    write_text_atomic(path, text, _script_mode(secret))
 
 
 def point_carries_secret(point) -> bool:
@@ -580,6 +577,14 @@ def _executor_parameters(cluster: ClusterConfig, nodes: int, job_name: str,
             "srun_args": srun_options(cluster), "stderr_to_stdout": True,
             "signal_delay_s": cluster.signal_delay_s,
             "array_parallelism": cluster.array_parallelism}
+
+
+def executor_parameters(cluster: ClusterConfig, nodes: int, job_name: str,
+                        folder: Path) -> dict:
+    """submitit's SlurmExecutor parameters of a job of ``nodes`` nodes made as a point's job
+    is (the profile's sbatch and srun options, setup lines, time limit), for other jobs of
+    a sweep's site (the probe, :mod:`vitfsdp.probe.slurm`)."""
+    return _executor_parameters(cluster, nodes, job_name, folder)
 
 
 def submit(points: Sequence, sweep_dir: Path, job_name: str) -> list[str]:
