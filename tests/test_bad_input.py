@@ -145,8 +145,8 @@ BAD = [
      "is not a readable file here"),
     (["cluster=virtual", "cluster.python=/opt/no/python"], "cluster.python",
      "is not an executable here"),
-    (["cluster=virtual", "cluster.peak_tflops_fp32=1", "cluster.peak_tflops=1",
-      "train.steps=1000000000000"], "train.steps", "more than cluster.time=00:10:00 allows"),
+    (["cluster=virtual", "precision=bf16", "cluster.peak_tflops=1", "train.steps=1000000000000"],
+     "train.steps", "more than cluster.time=00:10:00 allows"),
     (["cluster=virtual", "hydra.launcher.detach=true", "hydra.launcher.scripts_only=true"],
      "--scripts-only", "nothing for --detach to leave running"),
     # the sweep as a whole
