@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 
 import pandas as pd
 import pytest
@@ -160,3 +161,18 @@ def test_term_scales_name_the_term_that_is_off():
     assert x["other_s"] == pytest.approx(1, abs=0.05)
     assert x["exposed_comm_s"] == pytest.approx(2, abs=0.02)
     assert math.isnan(x["framework_s"])
+
+
+@pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1",
+                    reason="the virtual Slurm cluster is not started (make slurm-up)")
+def test_probe_on_the_virtual_slurm_cluster(tmp_path):
+    """On a Slurm profile the probe is a job of the world's nodes made as a point's job
+    (a task per rank), and the framework run a point's job: both through Slurm."""
+    r = run_module("vitfsdp.probe", "-m", "cluster=virtual", "model=vit_tiny",
+                   "strategy=FULL_SHARD", "nodes=1", "device=cpu", "--out", str(tmp_path),
+                   cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (world,) = read(tmp_path / "probe.json")["worlds"]
+    assert world["status"] == "completed" and world["world_size"] == 2
+    assert world["collectives"] and world["framework"][0]["status"] == "completed"
+    assert not list(tmp_path.glob(".probe-framework-*"))  # its runs are not left behind

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from vitfsdp.plan import GIB, predict
+from vitfsdp.plan.probed import PROBE_FILE, load_probe
 from vitfsdp.plan.recorded import find_run_dirs
 
 CALIBRATION_FILE = "calibration.csv"
@@ -215,7 +216,7 @@ def term_scales(df: pd.DataFrame) -> dict[str, float]:
     Args:
         df: :func:`read_runs`' rows (``step_time_s`` and ``pred_<term>`` columns).
     """
-    from scipy.optimize import nnls
+    from scipy.optimize import nnls  # on use: `plan --help` starts without scipy
 
     cols = [f"pred_{t}" for t in TERMS]
     data = df[["step_time_s", *cols]].apply(pd.to_numeric, errors="coerce").dropna()
@@ -265,7 +266,6 @@ def calibrate(sweep_dirs: list[Path], overrides: list[str] | None = None,
     Raises:
         ValueError: a directory holds no run, or no run completed; the probe is unreadable.
     """
-    from vitfsdp.plan.probed import PROBE_FILE, load_probe
 
     dirs = [Path(d) for d in sweep_dirs]
     if probe_path is None and (dirs[0] / PROBE_FILE).exists():

@@ -22,44 +22,59 @@ import tempfile
 import time
 from pathlib import Path
 
+from vitfsdp.plan import predict
+from vitfsdp.plan.__main__ import compose_points
+from vitfsdp.plan.memory import model_sizes
+from vitfsdp.plan.probed import PROBE_FILE, SCHEMA, Probe, ProbeWorld
+from vitfsdp.probe import world_specs
+from vitfsdp.records import read_json
+
 log = logging.getLogger("vitfsdp.probe")
 
 #: Lines of a failed world size's log kept as its reason.
 TAIL_LINES = 8
 
 
-def probe_world(spec: dict, work_dir: Path, timeout_s: float) -> dict:
-    """Run one world size's measurement as ``torchrun`` processes here (a simulated node is
-    ``ranks_per_node`` of them, as the local launcher runs points) and return its ``worlds``
-    entry; a failed or timed-out job gives ``status: failed`` and the log's tail as the
-    reason."""
+def probe_world(spec: dict, work_dir: Path, timeout_s: float, slurm_cfg=None) -> dict:
+    """Run one world size's measurement and return its ``worlds`` entry: as ``torchrun``
+    processes here (a simulated node is ``ranks_per_node`` of them, as the local launcher
+    runs points), or with ``slurm_cfg`` (a point's RunConfig at that world size on a Slurm
+    profile) as a Slurm job of its nodes (:mod:`vitfsdp.probe.slurm`). A failed or timed-out
+    job gives ``status: failed`` and the log's tail as the reason."""
     world = spec["world_size"]
     spec_path = work_dir / f"probe_spec_w{world}.json"
     out_path = work_dir / f"probe_w{world}.json"
     log_path = work_dir / f"probe_w{world}.log"
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc_per_node={world}", "-m", "vitfsdp.probe.worker", str(spec_path),
-           str(out_path)]
     start = time.perf_counter()
-    with open(log_path, "w", encoding="utf-8") as out:
-        try:
-            code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                  timeout=timeout_s, check=False).returncode
-        except subprocess.TimeoutExpired:
-            code = None
     entry = {"world_size": world, "nodes": spec["nodes"],
              "ranks_per_node": spec["ranks_per_node"]}
+    if slurm_cfg is not None:  # a job of the world's nodes, made as a point's job
+        # submitit where a Slurm job is submitted
+        from vitfsdp.probe.slurm import run_world_job
+
+        ok, why = run_world_job(slurm_cfg, spec_path, out_path, work_dir / f"slurm_w{world}")
+        code = 0 if ok else 1
+    else:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               f"--nproc_per_node={world}", "-m", "vitfsdp.probe.worker", str(spec_path),
+               str(out_path)]
+        with open(log_path, "w", encoding="utf-8") as out:
+            try:
+                code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                      timeout=timeout_s, check=False).returncode
+            except subprocess.TimeoutExpired:
+                code = None
+        from vitfsdp.launch.local import tail  # the launcher where a run was launched
+
+        why = ("timed out" if code is None else f"exit status {code}") + ": " + " | ".join(
+            tail(log_path, TAIL_LINES).splitlines())
     if code == 0 and out_path.exists():
         entry = json.loads(out_path.read_text(encoding="utf-8"))
         out_path.unlink()
         spec_path.unlink()
         return entry
-    from vitfsdp.launch.local import tail
-
-    why = "timed out" if code is None else f"exit status {code}"
-    return entry | {"status": "failed", "wall_s": time.perf_counter() - start,
-                    "reason": f"{why}: " + " | ".join(tail(log_path, TAIL_LINES).splitlines())}
+    return entry | {"status": "failed", "wall_s": time.perf_counter() - start, "reason": why}
 
 
 #: The framework probe: the sweep's strategy on the smallest model, through the real training
@@ -84,12 +99,8 @@ def probe_framework(points: list[tuple[list[str], object]], world: dict, work_di
     (:data:`FRAMEWORK_MODEL`) here, its measured step against the step this world's
     measurements predict for it; the difference is the loop's and the wrapper's own time,
     per FSDP unit (blocks + root) for FSDP, per step for DDP (docs/plan.md, "The probe")."""
+    # the launchers where a run is launched: `python -m vitfsdp.probe --help` starts without
     from vitfsdp.launch.local import run_point, tail
-    from vitfsdp.plan import predict
-    from vitfsdp.plan.__main__ import compose_points
-    from vitfsdp.plan.memory import model_sizes
-    from vitfsdp.plan.probed import Probe, ProbeWorld
-    from vitfsdp.records import read_json
 
     probe = Probe("(this probe)", world["device"]["type"],
                   {world["world_size"]: ProbeWorld.from_json(world)})
@@ -102,7 +113,15 @@ def probe_framework(points: list[tuple[list[str], object]], world: dict, work_di
         overrides = framework_overrides(point)
         (_, tiny), = compose_points(overrides)
         run_dir = work_dir / f"framework_w{cfg.world_size}_{cfg.strategy.name}_{cfg.engine}"
-        code = run_point(overrides, run_dir, cfg.world_size, log_path=run_dir.with_suffix(".log"))
+        if cfg.cluster.launcher == "slurm":
+            # submitit where a Slurm job is submitted
+            from vitfsdp.probe.slurm import run_framework_job
+
+            code, _ = run_framework_job(cfg, overrides, run_dir)
+            run_dir.with_suffix(".log").write_text(tail(run_dir / "logs" / "task0.log", 20))
+        else:
+            code = run_point(overrides, run_dir, cfg.world_size,
+                             log_path=run_dir.with_suffix(".log"))
         summary = read_json(run_dir / "summary.json") or {}
         measured = summary.get("step_time_s")
         if code != 0 or not measured:
@@ -125,9 +144,7 @@ def probe_framework(points: list[tuple[list[str], object]], world: dict, work_di
 
 def write_probe(path: Path, worlds: list[dict], cluster: str, gpus_per_node: int) -> dict:
     """Write ``probe.json`` (atomically) from the measured ``worlds`` entries."""
-    import torch
-
-    from vitfsdp.plan.probed import SCHEMA
+    import torch  # for its version only: the CLI starts without it
 
     done = [w for w in worlds if w.get("status") == "completed"]
     failed = [w for w in worlds if w.get("status") != "completed"]
@@ -180,9 +197,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds one world size may take before it is recorded failed")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    from vitfsdp.plan.__main__ import compose_points
-    from vitfsdp.plan.probed import PROBE_FILE
-    from vitfsdp.probe import world_specs
 
     try:
         points = compose_points(args.overrides)
@@ -191,10 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if any(cfg.cluster.launcher != "local" for cfg in cfgs):
-        print("error: the probe runs on cluster=local here; on a Slurm cluster run it inside "
-              "an allocation (docs/plan.md, 'The probe')", file=sys.stderr)
-        return 2
+    slurm = {cfg.world_size: cfg for cfg in cfgs if cfg.cluster.launcher == "slurm"}
     out = args.out or Path("runs/probe") / datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     path = out if out.suffix == ".json" else out / PROBE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -206,11 +217,13 @@ def main(argv: list[str] | None = None) -> int:
               f"({spec['nodes']} node(s) x {spec['ranks_per_node']}): {len(spec['gemms'])} "
               f"GEMM shapes, {len(spec['ops'])} ops, {len(spec['collectives'])} collective "
               "curves ...", flush=True)
-        worlds.append(probe_world(spec, path.parent, args.timeout))
+        worlds.append(probe_world(spec, path.parent, args.timeout,
+                                  slurm.get(spec["world_size"])))
         if worlds[-1].get("status") == "completed":
             at = [p for p in points if p[1].world_size == spec["world_size"]]
-            # its runs' records are not the sweep's: kept out of the sweep directory
-            with tempfile.TemporaryDirectory(prefix="vitfsdp-probe-") as tmp:
+            # its runs' records are not the sweep's: kept out of its run directories (under
+            # the output's own directory: a Slurm job's nodes must see them)
+            with tempfile.TemporaryDirectory(prefix=".probe-framework-", dir=path.parent) as tmp:
                 worlds[-1]["framework"] = probe_framework(at, worlds[-1], Path(tmp))
         print(f"[probe {i}/{len(specs)}] {summary_line(worlds[-1])}", flush=True)
         write_probe(path, worlds, cfgs[0].cluster.name, cfgs[0].cluster.gpus_per_node)

@@ -47,6 +47,17 @@ def _max_over_ranks(value: float, device: torch.device) -> float:
     return float(t.item())
 
 
+def _once(fn: Callable[[], object], device: torch.device) -> float:
+    """Seconds of one call of ``fn``, started by every rank together (a barrier)."""
+    if dist.is_initialized():
+        dist.barrier()
+    _sync(device)
+    start = time.perf_counter()
+    fn()
+    _sync(device)
+    return time.perf_counter() - start
+
+
 def timed(fn: Callable[[], object], device: torch.device, comm_device: torch.device | None = None,
           target_s: float = TARGET_S) -> float:
     """Seconds of one call of ``fn`` on this rank, every rank calling it together: one warm-up
@@ -58,23 +69,9 @@ def timed(fn: Callable[[], object], device: torch.device, comm_device: torch.dev
         comm_device: where the agreement's small tensors live (the backend's device).
     """
     comm_device = comm_device or device
-    if dist.is_initialized():
-        dist.barrier()
-    _sync(device)
-    start = time.perf_counter()
-    fn()
-    _sync(device)
-    first = _max_over_ranks(time.perf_counter() - start, comm_device)
+    first = _max_over_ranks(_once(fn, device), comm_device)
     reps = int(min(MAX_REPS, max(MIN_REPS, target_s / max(first, 1e-9))))
-    times = []
-    for _ in range(reps):
-        if dist.is_initialized():
-            dist.barrier()
-        _sync(device)
-        start = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append(time.perf_counter() - start)
+    times = [_once(fn, device) for _ in range(reps)]
     return _mean_over_ranks(statistics.median(times), comm_device)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import platform
 import sys
 import time
 from pathlib import Path
@@ -108,8 +109,6 @@ def run(spec: dict) -> dict:
 def _device_name(device: torch.device) -> str:
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    import platform
-
     return platform.processor() or platform.machine()
 
 
