@@ -438,7 +438,8 @@ def _predicted_step_s(point: Point) -> float | None:
 def _consult_plan(points: list[Point], options: LaunchOptions) -> tuple[list[Point], dict]:
     """Split ``points`` into those to run and those the plan predicts not to fit, which are
     recorded as ``skipped_infeasible`` (with the prediction) in their run directories, unless
-    ``options.run_infeasible`` (then they run, with a warning).
+    ``options.run_infeasible`` (then they run, with a warning). A ``tight`` point (fits with
+    less than ``cluster.memory_reserve_frac`` to spare) runs, with a warning.
 
     Returns:
         the points to run, and point number → summary of each skipped point.
@@ -453,6 +454,8 @@ def _consult_plan(points: list[Point], options: LaunchOptions) -> tuple[list[Poi
             run.append(p)
             continue
         if pred.fits is not False:
+            if pred.tight:  # runs: it may fit; a run that does not is recorded `oom`
+                log.warning("%s: %s; running it", label, pred.reason)
             run.append(p)
         elif options.run_infeasible:
             log.warning("%s: %s; running it anyway (--run-infeasible)", label, pred.reason)
