@@ -231,6 +231,19 @@ def term_scales(df: pd.DataFrame) -> dict[str, float]:
     return out
 
 
+def _terms_table(df: pd.DataFrame, table: pd.DataFrame) -> str:
+    """Per run: the point, the predicted terms (seconds), predicted and measured step, error."""
+    shown = pd.DataFrame({
+        "model": df["model"], "strategy": df["strategy"], "nodes": df["nodes"],
+        "ckpt": df["activation_checkpointing"].map({True: "yes", False: "no"}),
+        **{t[:-2].replace("exposed_comm", "comm").replace("optimizer", "optim"):
+           pd.to_numeric(df[f"pred_{t}"], errors="coerce") for t in TERMS},
+        "pred s": table["pred_step_time_s"], "measured s": table["step_time_s"],
+        "error": table["step_time_rel_error"].map(lambda e: f"{e:+.0%}" if pd.notna(e) else "-"),
+    })
+    return shown.to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-")
+
+
 def _probe_report(df: pd.DataFrame, table: pd.DataFrame, probe) -> str:
     """Prediction from a probe against the records: the errors, and per term its share of
     the predicted step and the factor the runs suggest (:func:`term_scales`)."""
@@ -280,10 +293,12 @@ def calibrate(sweep_dirs: list[Path], overrides: list[str] | None = None,
             "mem_rel_error", "step_time_s", "pred_step_time_s", "step_time_rel_error"]
     text = table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-")
     mem = table["mem_rel_error"].dropna().abs()
-    head = (f"{text}\n{len(table)} completed run(s); memory: median |error| "
-            f"{mem.median():.1%}, max {mem.max():.1%}\n")
+    counts = (f"{len(table)} completed run(s); memory: median |error| {mem.median():.1%}, "
+              f"max {mem.max():.1%}\n")
+    head = f"{text}\n{counts}"
     if probe is not None:
-        return head + _probe_report(df, table, probe) + f"\nwrote {dirs[0] / CALIBRATION_FILE}"
+        return (f"{_terms_table(df, table)}\n{counts}{_probe_report(df, table, probe)}"
+                f"\nwrote {dirs[0] / CALIBRATION_FILE}")
     fitted = fit(runs)
     loo = np.abs([e for e in leave_one_out(runs) if not math.isnan(e)])
     line = " ".join(f"cluster.{k}={v:.3g}" for k, v in fitted.items() if k != "rms_rel_error")
