@@ -28,7 +28,7 @@ from vitfsdp.launch.local import quote_override
 from vitfsdp.launch.resume import config_hash
 from vitfsdp.launch.secrets import point_secrets
 from vitfsdp.records import write_json_atomic
-from vitfsdp.rundir import MAX_NAME_CHARS, run_dirname
+from vitfsdp.rundir import MAX_NAME_CHARS, constant_keys, run_dirname
 
 register_configs()
 
@@ -171,6 +171,34 @@ def test_run_dirname_is_one_safe_short_name(overrides):
 def test_run_dirname_keeps_plain_overrides_as_typed():
     assert run_dirname(["strategy=FULL_SHARD", "nodes=2", "data.path=/x"], ["data.path"]) \
         == "nodes=2,strategy=FULL_SHARD"
+
+
+def test_run_dirname_keeps_keys_whole_and_shortens_the_longest_value():
+    name = run_dirname([f"cluster.conda_env=/lustre/{'x' * 300}", "nodes=2", "strategy=DDP"])
+    assert name.startswith("cluster.conda_env=_lustre_x") and len(name) <= MAX_NAME_CHARS
+    assert name.endswith(",nodes=2,strategy=DDP_" + name[-8:])
+
+
+def test_constant_keys_are_those_of_one_value_at_every_point():
+    assert constant_keys([["a=1", "b=2", "c=1"], ["a=1", "b=3"]]) == ["a"]
+    assert constant_keys([["a=1", "b=2"]]) == []  # a single point keeps all its overrides
+
+
+def test_readme_frontier_sweep_names_points_by_swept_values(tmp_path):
+    """The README's Frontier overrides with a long conda path: each point's directory and
+    its --status label name only the swept values, whole (no hash, no constant key)."""
+    sweep_dir = tmp_path / "sweep"
+    proc = run_module("vitfsdp.sweep", "-m", "cluster=frontier", "cluster.account=STF218",
+                      f"cluster.conda_env=/lustre/orion/stf218/proj-shared/{'e' * 120}/my_env",
+                      "model=vit_1b", "strategy=FULL_SHARD,HYBRID_8GPU", "nodes=1,8",
+                      "precision=bf16", "--scripts-only", f"hydra.sweep.dir={sweep_dir}",
+                      cwd=tmp_path, timeout=300)
+    assert proc.returncode == 3, proc.stderr[-3000:]  # written, not run
+    assert sorted(p.name for p in sweep_dir.glob("*_*")) == [
+        "0_nodes=1,strategy=FULL_SHARD", "1_nodes=8,strategy=FULL_SHARD",
+        "2_nodes=1,strategy=HYBRID_8GPU", "3_nodes=8,strategy=HYBRID_8GPU"]
+    status = run_module("vitfsdp.sweep", "--status", str(sweep_dir), cwd=tmp_path)
+    assert "\n3 nodes=8 strategy=HYBRID_8GPU " in status.stdout, status.stdout
 
 
 def test_slash_and_secret_values_keep_status_and_resume(tmp_path, monkeypatch):

@@ -8,19 +8,27 @@ name. ``conf/config.yaml`` therefore names a point's directory
 
     ${hydra.job.num}_${vitfsdp.run_dirname:${hydra.overrides.task},<excluded keys>}
 
+and the sweep (:func:`vitfsdp.sweep.plan`) adds to the excluded keys every key that has the
+same value at every point (:func:`constant_keys`): a point's name holds only what tells it
+from the other points of its sweep, the swept keys, each whole
+(``cluster=frontier cluster.conda_env=/path/to/my_env strategy=FULL_SHARD,HYBRID_8GPU
+nodes=1,2`` names its points ``0_nodes=1,strategy=FULL_SHARD`` ...); a single point keeps
+all its overrides. The constant keys are in the point's ``run.json`` and the sweep's
+``multirun.yaml``.
+
 :func:`run_dirname` keeps the readable ``key=value,...`` form of plain overrides unchanged
 (``0_nodes=2,strategy=FULL_SHARD``); when it had to change anything (a character outside
 ``A-Z a-z 0-9 . _ , = + -``, a secret, more than :data:`MAX_NAME_CHARS` characters) it
-replaces each run of other characters by ``_``, redacts secrets, truncates, and appends
-``_`` and a hash of the point's full (redacted) override list, so two points never share a
-name: ``0_cluster.modules=_rocm_6.2.4_fafb0f04``.
+replaces each run of other characters by ``_``, redacts secrets, shortens the longest values
+(never a key) until the name fits, and appends ``_`` and a hash of the (redacted) overrides
+it names, so two points never share a name: ``0_cluster.modules=_rocm_6.2.4_fafb0f04``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from omegaconf import OmegaConf
 
@@ -52,11 +60,41 @@ def run_dirname(overrides: Iterable[str], exclude_keys: Iterable[str] = ()) -> s
     items = sorted(str(o) for o in overrides if override_key(str(o)) not in excluded)
     typed = ",".join(items)
     redacted = redact_args(items)
-    name = _UNSAFE.sub("_", ",".join(redacted).replace(REDACTED, REDACTED_WORD))
+    safe = [_UNSAFE.sub("_", o.replace(REDACTED, REDACTED_WORD)) for o in redacted]
+    name = ",".join(safe)
     if name == typed and len(name) <= MAX_NAME_CHARS:
         return name
     digest = hashlib.sha256("\n".join(redacted).encode()).hexdigest()[:HASH_CHARS]
-    return name[:MAX_NAME_CHARS - HASH_CHARS - 1].rstrip("_,") + "_" + digest
+    return _fit(safe, MAX_NAME_CHARS - HASH_CHARS - 1).rstrip("_,") + "_" + digest
+
+
+def _fit(items: list[str], max_chars: int) -> str:
+    """``items`` joined by ``,`` in at most ``max_chars`` characters: the longest value
+    shortened first, one character at a time, keys kept whole while they fit."""
+    keys = [item.partition("=")[0] for item in items]
+    values = [item.partition("=")[2] for item in items]
+    signs = ["=" if "=" in item else "" for item in items]
+    def joined() -> str:
+        return ",".join(k + s + v for k, s, v in zip(keys, signs, values, strict=True))
+    while len(joined()) > max_chars and any(values):
+        longest = max(range(len(values)), key=lambda i: len(values[i]))
+        values[longest] = values[longest][:-1]
+    return joined()[:max_chars]
+
+
+def constant_keys(points: Sequence[Sequence[str]]) -> list[str]:
+    """The keys that every point of a sweep sets to the same value (sorted): left out of
+    the points' run directory names. Empty for fewer than two points (a single point keeps
+    all its overrides in its name)."""
+    if len(points) < 2:
+        return []
+    values: dict[str, set[str]] = {}
+    for overrides in points:
+        for o in overrides:
+            values.setdefault(override_key(str(o)), set()).add(str(o))
+    return sorted(k for k, v in values.items()
+                  if len(v) == 1 and all(any(override_key(str(o)) == k for o in p)
+                                         for p in points))
 
 
 def register_resolver() -> None:

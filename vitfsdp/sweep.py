@@ -45,7 +45,7 @@ from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 
 from vitfsdp import plan as planner
-from vitfsdp import provenance
+from vitfsdp import provenance, rundir
 from vitfsdp.config import (
     CONF_DIR,
     GROUPS,
@@ -118,11 +118,13 @@ def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str
     if _validated.get("key") == key:  # validated by the sweeper just before (no second pass)
         return _validated.pop("points")
     points, errors = [], []
+    constant = rundir.constant_keys(job_overrides)  # not in the points' names
     for i, overrides in enumerate(job_overrides):
         num = initial_job_idx + i
         where = f"point {num} ({_label(overrides)}): " if len(job_overrides) > 1 else ""
         try:
-            points.append(_compose_point(hydra_context, config, list(overrides), num))
+            points.append(_compose_point(hydra_context, config, list(overrides), num,
+                                         constant))
         except (ValueError, ConfigCompositionException, OmegaConfBaseException) as e:
             errors.append(where + _one_line(hydra_context, e))
     errors += _shared_run_dirs(points) + _repeated_points(points)
@@ -194,11 +196,17 @@ def _repeated_points(points: list[Point]) -> list[str]:
     return errors
 
 
-def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num: int) -> Point:
+def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num: int,
+                   constant_keys: Sequence[str] = ()) -> Point:
+    """Compose and check one point; ``constant_keys`` (the sweep's keys of one value) are
+    left out of its run directory's name (:mod:`vitfsdp.rundir`)."""
     sweep_config = hydra_context.config_loader.load_sweep_config(config, overrides)
     with open_dict(sweep_config):
         sweep_config.hydra.job.id = num
         sweep_config.hydra.job.num = num
+        naming = sweep_config.hydra.job.config.override_dirname
+        naming.exclude_keys = [*naming.exclude_keys,
+                               *(k for k in constant_keys if k not in naming.exclude_keys)]
     HydraConfig.instance().set_config(sweep_config)
     run_dir = Path(sweep_config.hydra.sweep.dir) / str(sweep_config.hydra.sweep.subdir)
     cfg = to_run_config(sweep_config)
