@@ -33,6 +33,7 @@ def test_plain_lines_when_not_a_terminal(caplog):
         "[1/2]   step 2/4  loss 6.5000  40.0 images/s  (warm-up)",
         "[1/2]   step 4/4  loss 6.2500  50.0 images/s",
         "[1/2] completed in 3 s: 50.0 images/s",
+        "sweep: 1/2 points ended, ETA ~0:00:01 (measured: wall time of 1 point)",
     ]
     assert out.getvalue() == ""
 
@@ -49,15 +50,42 @@ def test_bars_on_a_terminal(caplog):
     assert "images/s  ETA" in text and "50.0 images/s" in text
     assert "sweep" in text and "1/2" in text and "4/4" in text
     # after the point: 4 steps left at the measured 0.25 s/step (the warm-up window left out)
-    assert "0 running  ETA 0:00:01" in text
+    assert "0 running  ETA ~0:00:01 (measured: wall time of 1 point)" in text
     assert not caplog.records  # no log lines under the bars
 
 
-def test_eta_from_plan_then_measured():
+def test_eta_from_plan_until_a_point_ends():
     bars = SweepProgress([4, 6], [0.5, 2.0], console=Console(file=io.StringIO()))
     assert bars.eta_s() == pytest.approx(4 * 0.5 + 6 * 2.0)
     assert SweepProgress([4], [None], console=Console(file=io.StringIO())).eta_s() is None
     bars.start_point(0, "[1/2]", "start")
-    bars.window("[1/2]", W2)
-    assert bars.eta_s() == pytest.approx(6 * 0.25)
+    bars.window("[1/2]", W2)  # a measured window, no point ended: still the plan's
+    assert bars.eta_s() == pytest.approx(6 * 2.0)
     assert format_eta(3725) == "1:02:05" and format_eta(None) == "-:--:--"
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_eta_from_measured_wall_time_includes_start_up():
+    """Three points of 10 steps at 1 s a step: the first takes 40 s (30 s of start-up), so
+    the two left take 80 s, less what the running one has spent; before, the plan's 30 s
+    (steps only) is labelled as such."""
+    clock = FakeClock()
+    bars = SweepProgress([10, 10, 10], [1.0, 1.0, 1.0], console=Console(file=io.StringIO()),
+                         clock=clock)
+    assert bars.eta_text() == "ETA ~0:00:30 (plan: steps only, no start-up)"
+    bars.start_point(0, "[1/3]", "start")
+    clock.now = 40.0
+    bars.window("[1/3]", {**W2, "step_end": 10, "step_time_s": 1.0})
+    bars.end_point("end")
+    assert bars.eta_s() == pytest.approx(80.0)
+    assert bars.eta_text() == "ETA ~0:01:20 (measured: wall time of 1 point)"
+    bars.start_point(1, "[2/3]", "start")
+    clock.now = 50.0
+    assert bars.eta_s() == pytest.approx(70.0)

@@ -5,15 +5,27 @@ running, ETA) and a bar of the running point (steps, images/s, ETA) are drawn wi
 (https://rich.readthedocs.io/en/stable/progress.html). Elsewhere (CI, Slurm logs, pipes) each
 event is one ``logging`` line, the same lines as before bars existed.
 
-ETA of the sweep = steps left over all points × seconds per step, the median step time of
-the windows measured so far in this sweep, or, before any, the plan's predicted step time of
-the points (:func:`vitfsdp.plan.predict`), where it has one; none otherwise.
+The sweep's ETA is an estimate, and says what it rests on:
+
+- once a point has ended, its measured wall time (from its start to its end: process
+  start-up, model build and wrapping, warm-up and every step) is split into a start-up
+  (wall time − steps × its median step time) and steps; each point not yet ended is expected
+  to take the median start-up of the ended points plus its steps at the median step time of
+  every window measured so far, less what the running point has already spent
+  (``ETA ~0:02:41 (measured: wall time of 3 points)``);
+- before that, the plan's predicted step time of the points (:func:`vitfsdp.plan.predict`)
+  times their steps, which leaves out start-up (``ETA ~0:00:08 (plan: steps only, no
+  start-up)``); ``-:--:--`` where the plan has none.
+
+On a terminal the ETA is in the sweep bar; elsewhere one line after each point.
 """
 
 from __future__ import annotations
 
 import logging
 import statistics
+import time
+from collections.abc import Callable
 from types import TracebackType
 
 from rich.console import Console
@@ -40,16 +52,22 @@ class SweepProgress:
         console: where bars go; default: rich's stdout console. Bars only where it is a
             terminal, else log lines.
         logger: where the plain lines go (the sweep's own logger, so they read as before).
+        clock: seconds of a monotonic clock (``time.monotonic``), for each point's wall time.
     """
 
     def __init__(self, steps: list[int], predicted_step_s: list[float | None] | None = None,
-                 console: Console | None = None, logger: logging.Logger = log) -> None:
+                 console: Console | None = None, logger: logging.Logger = log,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.log = logger
         self.console = console or Console()
         self.live = self.console.is_terminal
         self.steps = steps
         self.predicted = predicted_step_s or [None] * len(steps)
         self.measured_step_s: list[float] = []
+        self.point_step_s: list[list[float]] = [[] for _ in steps]  # each point's windows
+        self.wall_s: list[float | None] = [None] * len(steps)  # each ended point's wall time
+        self.clock = clock
+        self.started_at: float | None = None  # clock() at the running point's start
         self.done_steps = [0] * len(steps)
         self.index = 0
         self.bars: Progress | None = None
@@ -72,16 +90,42 @@ class SweepProgress:
 
     def eta_s(self) -> float | None:
         """Seconds left in the sweep (module docstring), ``None`` where nothing predicts it."""
+        if any(w is not None for w in self.wall_s):
+            return self._measured_eta_s()
         left = [s - d for s, d in zip(self.steps, self.done_steps, strict=True)]
-        if self.measured_step_s:
-            return sum(left) * statistics.median(self.measured_step_s)
         if any(p is None for p, n in zip(self.predicted, left, strict=True) if n):
             return None
         return sum(n * p for p, n in zip(self.predicted, left, strict=True) if n)
 
+    def eta_text(self) -> str:
+        """``ETA ~h:mm:ss (<what it rests on>)``, or ``ETA -:--:--`` where nothing predicts it."""
+        eta = self.eta_s()
+        if eta is None:
+            return f"ETA {format_eta(None)}"
+        ended = sum(w is not None for w in self.wall_s)
+        basis = (f"measured: wall time of {ended} point{'s' * (ended > 1)}" if ended
+                 else "plan: steps only, no start-up")
+        return f"ETA ~{format_eta(eta)} ({basis})"
+
+    def _measured_eta_s(self) -> float:
+        step_s = statistics.median(self.measured_step_s) if self.measured_step_s else 0.0
+        startups = [w - n * (statistics.median(own) if own else step_s)
+                    for w, n, own in zip(self.wall_s, self.steps, self.point_step_s, strict=True)
+                    if w is not None]
+        startup_s = max(statistics.median(startups), 0.0)
+        left = 0.0
+        for i, (n, wall) in enumerate(zip(self.steps, self.wall_s, strict=True)):
+            if wall is None:
+                expected = startup_s + n * step_s
+                if i == self.index and self.started_at is not None:  # the running point
+                    expected -= self.clock() - self.started_at
+                left += max(expected, 0.0)
+        return left
+
     def start_point(self, index: int, tag: str, line: str) -> None:
         """Point ``index`` (0-based) starts; ``line`` is its plain log line."""
         self.index = index
+        self.started_at = self.clock()
         if not self.bars:
             self.log.info("%s", line)
             return
@@ -96,6 +140,7 @@ class SweepProgress:
         self.done_steps[self.index] = w["step_end"]
         if not w.get("warmup") and w.get("step_time_s"):
             self.measured_step_s.append(w["step_time_s"])
+            self.point_step_s[self.index].append(w["step_time_s"])
         if not self.bars:
             self.log.info("%s   step %d/%d  loss %.4f  %.1f images/s%s", tag, w["step_end"], steps,
                      w["loss"], w["ips"], "  (warm-up)" if w.get("warmup") else "")
@@ -107,10 +152,18 @@ class SweepProgress:
         self._update_sweep()
 
     def end_point(self, line: str) -> None:
-        """The running point ended; ``line`` is its plain log line."""
+        """The running point ended; ``line`` is its plain log line (then, where points are
+        left, one line of the sweep's ETA)."""
         self.done_steps[self.index] = self.steps[self.index]
+        if self.started_at is not None:
+            self.wall_s[self.index] = self.clock() - self.started_at
+            self.started_at = None
         if not self.bars:
             self.log.info("%s", line)
+            if any(w is None for w in self.wall_s):
+                self.log.info("sweep: %d/%d points ended, %s",
+                              sum(w is not None for w in self.wall_s), len(self.steps),
+                              self.eta_text())
             return
         self.bars.console.print(line, markup=False, highlight=False)
         self.bars.update(self.sweep_task, completed=self.index + 1)
@@ -120,6 +173,5 @@ class SweepProgress:
     def _update_sweep(self) -> None:
         assert self.bars is not None
         running = 0 if self.done_steps[self.index] >= self.steps[self.index] else 1
-        self.bars.update(self.sweep_task, info=f"{running} running  "
-                                               f"ETA {format_eta(self.eta_s())}",
+        self.bars.update(self.sweep_task, info=f"{running} running  {self.eta_text()}",
                          refresh=True)
