@@ -275,12 +275,18 @@ def test_the_printed_table_shows_missing_values_one_way(sweep: Path) -> None:
     assert not any(word in line for line in lines for word in ("NaN", "None", "<NA>"))
 
 
-def test_the_title_names_the_local_batch_per_rank_on_cpu_and_per_gpu_on_gpus(
+def heading(fig) -> str:
+    """A figure's title and the shared settings over its legend, as one line of text."""
+    legend = fig.legends[0].get_title().get_text() if fig.legends else ""
+    return f"{fig.get_suptitle()} {legend}".replace("\n", " ")
+
+
+def test_the_figure_names_the_local_batch_per_rank_on_cpu_and_per_gpu_on_gpus(
         sweep: Path, tmp_path: Path) -> None:
-    title = plot_memory(collect_runs(sweep)).get_suptitle()
+    title = heading(plot_memory(collect_runs(sweep)))
     assert f"local batch {LOCAL_BATCH}/rank" in title and "/GPU" not in title
     write_run(tmp_path / "gpu", run_info("DDP", 1, device="cuda"), 10.0)
-    assert f"local batch {LOCAL_BATCH}/GPU" in plot_memory(collect_runs(tmp_path)).get_suptitle()
+    assert f"local batch {LOCAL_BATCH}/GPU" in heading(plot_memory(collect_runs(tmp_path)))
 
 
 def test_a_study_with_no_completed_run_prints_its_count(tmp_path: Path) -> None:
@@ -390,8 +396,9 @@ def test_cpu_ranks_sharing_cores_are_stated(tmp_path: Path) -> None:
     note = contention_note(df)
     assert note == "4-8 ranks on 2 cores (cluster=local): not a hardware measurement"
     for plot in (plot_weak_scaling, plot_memory, plot_loss):
-        title = plot(df)._suptitle.get_text().replace("\n", " ")
-        assert note in title and "AMD EPYC 7763" in title, title
+        fig = plot(df)
+        assert len(fig.get_suptitle().splitlines()) <= 2, fig.get_suptitle()
+        assert note in heading(fig) and "AMD EPYC 7763" in heading(fig), heading(fig)
 
 
 def test_strategy_keeps_its_colour_and_marker_across_sweeps(sweep: Path, tmp_path: Path) -> None:
@@ -448,3 +455,34 @@ def test_synthetic_runs_and_one_prediction_per_point(tmp_path: Path, monkeypatch
     expected = vitfsdp.plan.predict_run(run)
     assert {k: df[k].iloc[-1] for k in expected} == pytest.approx(expected)
     assert df.loc[df["status"] == "failed", "reason"].str.contains("\n").sum() == 0
+
+
+def test_efficiency_above_ideal_is_flagged_as_noise(tmp_path: Path) -> None:
+    """A point faster than linear from its baseline: starred in the printed table with the
+    footnote, and a marked point of weak_scaling.png (its caption kind)."""
+    from vitfsdp.analysis.collect import ABOVE_IDEAL_NOTE, format_table
+
+    for nodes, ips in ((1, 100.0), (2, 226.0), (4, 380.0)):  # 113 %, then 95 %
+        write_run(tmp_path / "a" / f"n{nodes}", run_info("FULL_SHARD", nodes), ips)
+    df = collect_runs(tmp_path / "a")
+    text = format_table(df)
+    assert "113%*" in text and "95%" in text and "95%*" not in text
+    assert text.endswith(ABOVE_IDEAL_NOTE)
+    assert "above_ideal" in plot_weak_scaling(df).drawn_kinds
+    for nodes, ips in ((1, 100.0), (2, 190.0)):  # 95 %: nothing flagged
+        write_run(tmp_path / "b" / f"n{nodes}", run_info("FULL_SHARD", nodes), ips)
+    assert "*" not in format_table(collect_runs(tmp_path / "b"))
+
+
+def test_n_labels_at_one_step_do_not_overlap() -> None:
+    """Line ends at one step and nearly one loss: their ``n=`` labels are LABEL_GAP apart,
+    and the same label twice at one place is written once (many runs of one node count)."""
+    from vitfsdp.analysis.figures import LABEL_GAP, _label_ends, _new_figure
+
+    fig, (ax,) = _new_figure(1)
+    ax.plot([0, 100], [2.0, 2.4])
+    _label_ends(ax, {(100.0, 2.30, "n=1"), (100.0, 2.301, "n=2"), (100.0, 2.302, "n=4"),
+                     (100.0, 2.3005, "n=1"), (50.0, 2.30, "n=1")})
+    at_end = sorted(t.xyann[1] for t in ax.texts if t.xyann[0] == 100.0)
+    assert len(at_end) == 3 and len(ax.texts) == 4
+    assert all(b - a >= LABEL_GAP - 1e-9 for a, b in zip(at_end, at_end[1:], strict=False))

@@ -223,6 +223,25 @@ def test_report_md_and_html(report: Path) -> None:
     assert html.count('src="data:image/png;base64,') == len(FIGURES)
     assert ".png" not in html  # nothing linked: self-contained
     assert html.count("<table") == md.count("\n|:") >= 7
+    # a numeric last column is right-aligned like the others, a text column left-aligned
+    assert '<th class="text">runner-up</th>' in html and "<th>speed-up over runner-up</th>" in html
+
+
+def test_captions_name_only_what_each_figure_drew(report: Path) -> None:
+    """Each caption names the marks its PNG says were drawn (the figure's own record), and
+    no other: the weak-scaling figure of this sweep has no device line, the memory figure
+    no ideal line."""
+    from vitfsdp.analysis.report import MARK_CAPTIONS, caption, drawn_kinds
+
+    for name in FIGURES:
+        drawn = drawn_kinds((report / f"{name}.png").read_bytes())
+        assert drawn is not None, name
+        text = caption(name, None, drawn)
+        assert all((words in text) == (kind in drawn) for kind, words in MARK_CAPTIONS.items())
+    assert "ideal" in drawn_kinds((report / "weak_scaling.png").read_bytes())
+    assert "ideal" not in drawn_kinds((report / "memory.png").read_bytes())
+    md = (report / "report.md").read_text(encoding="utf-8")
+    assert caption("memory", None, drawn_kinds((report / "memory.png").read_bytes())) in md
 
 
 def test_failed_points_listed(report: Path) -> None:
@@ -457,7 +476,8 @@ CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "
 PROBE = """<pre id="probe"></pre><script>
 window.addEventListener("load", () => {
   const imgs = [...document.images].map(i => ({complete: i.complete, natural: i.naturalWidth,
-    shown: i.getBoundingClientRect().width, width: Number(i.getAttribute("width"))}));
+    shown: i.getBoundingClientRect().width, width: Number(i.getAttribute("width")),
+    room: i.parentElement.clientWidth}));
   document.getElementById("probe").textContent = JSON.stringify({imgs,
     backticks: document.body.innerText.split("`").length - 1,
     code: document.querySelectorAll("code").length,
@@ -475,8 +495,9 @@ def _chromium(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium: make test installs Debian's")
 def test_report_in_a_headless_browser(report: Path, tmp_path: Path) -> None:
-    """report.html in a real browser: every figure loads and is shown at its natural (print)
-    size, the Markdown is rendered (no literal backticks), the page is not blank."""
+    """report.html in a real browser: every figure loads and is shown at twice its print
+    size (readable text), or the page's width; the Markdown is rendered (no literal
+    backticks), the page is not blank."""
     page = tmp_path / "probe.html"
     page.write_text((report / "report.html").read_text(encoding="utf-8")
                     .replace("</body>", PROBE + "</body>"), encoding="utf-8")
@@ -487,8 +508,8 @@ def test_report_in_a_headless_browser(report: Path, tmp_path: Path) -> None:
     assert len(seen["imgs"]) == len(FIGURES)
     for img in seen["imgs"]:
         assert img["complete"] and img["natural"] > 0  # decoded
-        assert img["shown"] == pytest.approx(img["width"], abs=1)  # natural size, not scaled
-        assert img["natural"] == pytest.approx(img["width"] * 300 / 96, rel=0.01)  # 300 dpi
+        assert img["shown"] == pytest.approx(min(img["width"], img["room"]), abs=1)
+        assert img["natural"] == pytest.approx(img["width"] * 300 / 96 / 2, rel=0.01)
     assert seen["backticks"] == 0 and seen["code"] > 0
     assert seen["headings"][:3] == ["Provenance", "Runs", "Weak scaling"]
     shot = tmp_path / "shot.png"

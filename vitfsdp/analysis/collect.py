@@ -744,6 +744,25 @@ def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:
     table = df[[*keys, "nodes", "status"]].astype(object)
     table = table.where(table.notna(), "-")  # missing printed one way
     table["ips"] = df["ips"].map(lambda x: "-" if pd.isna(x) else f"{x:.1f}")
-    table["efficiency"] = df["run_dir"].map(eff).map(lambda x: "-" if pd.isna(x) else f"{x:.0%}")
+    table["efficiency"] = df["run_dir"].map(eff).map(format_efficiency)
     table["peak_mem_gib"] = df["peak_mem_gib"].map(lambda x: "-" if pd.isna(x) else f"{x:.2f}")
-    return table.to_string(index=False)
+    return table.to_string(index=False) + efficiency_footnote(table["efficiency"])
+
+
+#: What an efficiency above 100 % of the ideal line means in weak scaling: not super-linear
+#: scaling (every rank does the same work) but noise, in the baseline or the point.
+ABOVE_IDEAL_NOTE = ("* above 100 % of ideal: noise (in the smallest node count's baseline or "
+                    "this point), not super-linear scaling")
+
+
+def format_efficiency(x: float) -> str:
+    """Scaling efficiency as a whole percent (``-`` where unknown), ``*`` after one that
+    rounds above 100 % (see :data:`ABOVE_IDEAL_NOTE`)."""
+    if pd.isna(x):
+        return "-"
+    return f"{x:.0%}" + ("*" if round(x * 100) > 100 else "")
+
+
+def efficiency_footnote(column: pd.Series) -> str:
+    """``\n`` and :data:`ABOVE_IDEAL_NOTE` where a formatted efficiency is flagged, else ``""``."""
+    return f"\n{ABOVE_IDEAL_NOTE}" if column.str.endswith("*").any() else ""

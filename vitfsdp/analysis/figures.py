@@ -150,6 +150,7 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
             done, color = _plot_measured(ax, line, keys, looks, label, "ips", "median")
             if not done.empty:
                 _plot_ideal(ax, done, line["nodes"], color, label)
+                _mark_above_ideal(ax, done, extras)
                 _plot_repeat_range(ax, line, "ips", color, extras)
             _plot_predicted(ax, line, "pred_ips", color, label, extras)
             notes += _mark_not_completed(ax, line, "ips", color, label, marked, extras,
@@ -220,7 +221,8 @@ def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str],
                                      reached="peak_mem_reached_gib",
                                      at="pred_peak_mem_gib")
     ax.set_ylim(bottom=0, top=1.15 * ax.get_ylim()[1])  # room above the highest point
-    _plot_device_memory(ax, panel)
+    if _plot_device_memory(ax, panel):
+        extras.add("device")
     _style_panel(ax, panel, title, _memory_label(panel), notes)
 
 
@@ -321,17 +323,39 @@ def _draw_loss_panel(ax, panel: pd.DataFrame, looks: dict[str, tuple[str, str]],
         first = label not in {ln.get_label() for ln in ax.lines}
         ax.plot(loss.index, loss.values, ls=style, marker=marker, markersize=3, color=color,
                 lw=width, label=label if first else f"_{label} nodes={nodes}")
-        end = (loss.index[-1], round(float(loss.iloc[-1]), 3), nodes)
-        if pd.notna(nodes) and end not in ends:
-            ends.add(end)
-            ax.annotate(f"n={int(nodes)}", (end[0], end[1]), xytext=(3, 0),
-                        textcoords="offset points", va="center", fontsize=NOTE_FONTSIZE,
-                        color="0.3")
+        if pd.notna(nodes):
+            ends.add((float(loss.index[-1]), float(loss.iloc[-1]), f"n={int(nodes)}"))
+    ax.margins(x=0.12)
+    _label_ends(ax, ends)
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (window mean)")
-    ax.margins(x=0.12)
     ax.grid(True, alpha=0.3)
     ax.tick_params(labelsize=PAPER_RC["xtick.labelsize"])
+
+
+#: Least vertical distance between two ``n=`` labels at one step (axes fraction: about a
+#: line of :data:`NOTE_FONTSIZE` text on a panel :data:`AXES_HEIGHT_IN` high).
+LABEL_GAP = 0.06
+
+
+def _label_ends(ax, ends: set[tuple[float, float, str]]) -> None:
+    """Write each line end's label (``n=4``) right of it, labels at one step pushed apart
+    to :data:`LABEL_GAP` (lowest first) and one label kept where the same text would land
+    within the gap of itself (many lines of one node count ending alike)."""
+    low, high = ax.get_ylim()
+    span = (high - low) or 1.0
+    for x in sorted({x for x, _, _ in ends}):
+        placed: list[tuple[float, str]] = []
+        for _, y, text in sorted((e for e in ends if e[0] == x), key=lambda e: e[1]):
+            frac = (y - low) / span
+            if any(t == text and abs(frac - f) < LABEL_GAP for f, t in placed):
+                continue
+            if placed:
+                frac = max(frac, placed[-1][0] + LABEL_GAP)
+            placed.append((frac, text))
+            ax.annotate(f" {text}", xy=(x, y), xytext=(x, frac),
+                        textcoords=("data", "axes fraction"), va="center", ha="left",
+                        fontsize=NOTE_FONTSIZE, color="0.3")
 
 
 def _prefetch_handles(drawn: set[tuple[str, bool]]) -> list[Patch]:
@@ -544,7 +568,7 @@ def _write_figure(name: str, df: pd.DataFrame, out_dir: Path, formats: tuple[str
     if fig is None:
         return None
     for fmt in formats:
-        fig.savefig(out_dir / f"{name}.{fmt}", dpi=DPI)
+        _save(fig, out_dir / f"{name}.{fmt}", quiet=True)
     return out_dir / f"{name}.{formats[0]}"
 
 
@@ -687,6 +711,18 @@ def _plot_ideal(ax, done: pd.Series, nodes: pd.Series, color: str, label: str) -
     xs = sorted({int(n) for n in nodes.dropna() if n >= n0})
     ideal = [done.loc[n0] * n / n0 for n in xs]
     ax.plot(xs, ideal, "--", color=color, alpha=0.7, lw=1, label=f"_ideal {label}")
+
+
+def _mark_above_ideal(ax, done: pd.Series, extras: set[str]) -> None:
+    """A grey hollow square around each point whose scaling efficiency (ips over the ideal
+    line's) rounds above 100 %: noise in weak scaling, flagged as such in the legend."""
+    n0 = done.index.min()
+    efficiency = done / (done.loc[n0] * done.index.to_series() / n0)
+    above = done[(efficiency * 100).round() > 100]
+    if len(above):
+        ax.scatter(above.index, above.values, marker="s", facecolors="none", edgecolors="0.4",
+                   s=70, lw=0.8, zorder=4, label="_above ideal")
+        extras.add("above_ideal")
 
 
 def _mark_not_completed(
@@ -847,8 +883,9 @@ def _make_room_below(ax) -> None:
         ax.set_ylim(low / (high / low) ** 0.1, high)
 
 
-def _plot_device_memory(ax, panel: pd.DataFrame) -> None:
-    """The device memory as a dotted horizontal line, once per distinct known size."""
+def _plot_device_memory(ax, panel: pd.DataFrame) -> bool:
+    """The device memory as a dotted horizontal line, once per distinct known size; True if
+    one was drawn."""
     devices = panel.dropna(subset=["device_memory_gib"])
     for gib, rows in devices.groupby("device_memory_gib"):
         names = rows["device_name"].dropna().unique()
@@ -856,6 +893,7 @@ def _plot_device_memory(ax, panel: pd.DataFrame) -> None:
         ax.axhline(gib, ls=":", color=DEVICE_COLOR, lw=1, label=f"{name}memory ({gib:g} GiB)")
     if len(devices):
         ax.set_ylim(top=max(ax.get_ylim()[1], 1.08 * devices["device_memory_gib"].max()))
+    return bool(len(devices))
 
 
 def _memory_label(panel: pd.DataFrame) -> str:
@@ -922,17 +960,21 @@ PROXIES = {
     "ranks": dict(color="0.4", marker="_", ls="-", lw=1, label="error bar: min over ranks"),
     "repeats": dict(color="0.4", marker="_", ls="-", lw=1,
                     label="error bar: min-max over repeats"),
+    "above_ideal": dict(color="0.4", marker="s", mfc="none", ms=7, ls="none",
+                        label="above ideal (efficiency > 100 %): noise"),
     "failed": dict(color="0.4", marker="x", ls="none", label="not completed"),
     "skipped": dict(color="0.4", marker="D", mfc="none", ls="none",
                     label="skipped: predicted not to fit"),
 }  # fmt: skip
 
 
-def _figure_legend(fig: Figure, extras: set[str], handles: list | None = None) -> None:
+def _figure_legend(fig: Figure, extras: set[str], handles: list | None = None,
+                   footer: str = "") -> None:
     """One legend for the whole figure, below the panels, in as many columns as fit its
     width: ``handles``, by default every labelled line of every panel once (by label, sorted,
     device memory last), then a grey proxy for each kind of mark drawn (``extras``, see
-    :data:`PROXIES`)."""
+    :data:`PROXIES`). ``footer`` (the runs' shared settings) heads the legend, or stands
+    alone below the panels where there is no legend."""
     if handles is None:
         by_label = {}
         for ax in fig.axes:
@@ -944,7 +986,10 @@ def _figure_legend(fig: Figure, extras: set[str], handles: list | None = None) -
                          if kind in extras and (handles or kind != "ideal")]
     if entries:
         columns = _legend_columns(fig, [h.get_label() for h in entries])
-        fig.legend(handles=entries, loc="outside lower center", frameon=False, ncols=columns)
+        fig.legend(handles=entries, loc="outside lower center", frameon=False, ncols=columns,
+                   title=footer or None, title_fontsize=PAPER_RC["legend.fontsize"])
+    elif footer:
+        fig.supxlabel(footer, fontsize=PAPER_RC["legend.fontsize"])
 
 
 def _legend_columns(fig: Figure, labels: list[str]) -> int:
@@ -1006,14 +1051,26 @@ def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike |
     plotting area, and the file at ``path`` if given."""
     width = _chars_per_line(fig.get_figwidth(), PAPER_RC["figure.titlesize"])
     shared = contention_note(df)  # names the cluster profile itself
-    context = _wrap_items([p for p in _context(df)
-                           if not (shared and p.startswith("cluster="))], width)
-    shared = f"\n{textwrap.fill(shared, width)}" if shared else ""
-    fig.suptitle(f"{textwrap.fill(title, width)}\n{context}{shared}".strip())
-    _figure_legend(fig, extras, handles)
+    context = [p for p in _context(df) if not (shared and p.startswith("cluster="))]
+    fig.suptitle(_two_line_title(title, width))
+    fig.drawn_kinds = sorted(extras)  # saved into the PNG (DRAWN_KEY) for the captions
+    legend_width = _chars_per_line(fig.get_figwidth(), PAPER_RC["legend.fontsize"])
+    footer = "\n".join(textwrap.wrap("; ".join([shared, *context] if shared else context),
+                                     legend_width))
+    _figure_legend(fig, extras, handles, footer)
     _fit_height(fig)
     if path is not None:
         _save(fig, path)
+
+
+def _two_line_title(title: str, width: int) -> str:
+    """``title`` wrapped to ``width`` characters a line, at most two lines (the second
+    shortened with ``...``): what the figure shows; the runs' shared settings go below the
+    panels, over the legend (:func:`_figure_legend`)."""
+    lines = textwrap.wrap(title, width)
+    if len(lines) > 2:
+        lines = [lines[0], " ".join(lines[1:])[:width - 3].rstrip() + "..."]
+    return "\n".join(lines)
 
 
 def _fit_height(fig: Figure) -> None:
@@ -1030,9 +1087,18 @@ def _fit_height(fig: Figure) -> None:
     fig.set_layout_engine("none")
 
 
-def _save(fig: Figure, path: str | os.PathLike) -> None:
-    """Save ``fig`` at ``path``, in the format its suffix names (PNG at :data:`DPI`), at the
-    figure's own size: its fixed layout (:func:`_fit_height`) keeps every title, label, note
-    and the legend inside it, so no bounding-box pass is needed."""
-    fig.savefig(path, dpi=DPI)
-    log.info("wrote %s", path)
+#: The PNG text chunk naming the kinds of mark a figure drew (keys of :data:`PROXIES`, and
+#: ``device``), comma-separated: the report's captions name only these.
+DRAWN_KEY = "vitfsdp drawn"
+
+
+def _save(fig: Figure, path: str | os.PathLike, quiet: bool = False) -> None:
+    """Save ``fig`` at ``path``, in the format its suffix names (PNG at :data:`DPI`, with
+    :data:`DRAWN_KEY`), at the figure's own size: its fixed layout (:func:`_fit_height`)
+    keeps every title, label, note and the legend inside it, so no bounding-box pass is
+    needed."""
+    drawn = getattr(fig, "drawn_kinds", None)
+    png = str(path).endswith(".png") and drawn is not None
+    fig.savefig(path, dpi=DPI, **({"metadata": {DRAWN_KEY: ",".join(drawn)}} if png else {}))
+    if not quiet:
+        log.info("wrote %s", path)

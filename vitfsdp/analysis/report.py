@@ -25,7 +25,7 @@ import pandas as pd
 import yaml
 
 from vitfsdp.analysis.collect import contention_note
-from vitfsdp.analysis.figures import DPI
+from vitfsdp.analysis.figures import DPI, DRAWN_KEY
 from vitfsdp.analysis.tables import (
     PREFETCH_ORDER,
     best_table,
@@ -37,21 +37,34 @@ from vitfsdp.analysis.tables import (
 
 log = logging.getLogger(__name__)
 
-#: Figure captions by figure name (the keys of ``write_figures``' result).
+#: Figure captions by figure name (the keys of ``write_figures``' result): what every such
+#: figure draws; :data:`MARK_CAPTIONS` adds what a given figure drew besides.
 CAPTIONS = {
-    "weak_scaling": "Weak scaling: global images/s against nodes, one panel per model; dashed: "
-                    "ideal linear scaling from each line's smallest node count; dotted: the "
-                    "plan's prediction; x: runs that did not complete.",
-    "memory": "Peak memory per GPU against nodes; FULL_SHARD and the other strategies in "
-              "separate panels; black dotted: the device's memory; error bars: down to the "
-              "minimum over ranks; coloured dotted: the plan's prediction; hollow diamond: a "
-              "point skipped as predicted not to fit.",
+    "weak_scaling": "Weak scaling: global images/s against nodes, one panel per model.",
+    "memory": "Peak memory per GPU (per rank on CPU) against nodes; FULL_SHARD and the other "
+              "strategies in separate panels.",
     "prefetch": "Backward prefetch x limit_all_gathers: images/s per strategy at the largest "
                 "node count the ablation ran (every node count: prefetch.csv).",
     "loss": "Training loss (mean over each timing window) against step, a line per point "
             "(median over repeats), n=<nodes> at its end; warm-up windows included; "
             "strategies that train alike overlap (later ones drawn thinner).",
 }  # fmt: skip
+#: The caption's words for each kind of mark a figure drew (the PNG's ``DRAWN_KEY``), in
+#: caption order; a figure saved without that list gets :data:`CAPTIONS` alone.
+MARK_CAPTIONS = {
+    "ideal": "dashed: ideal linear scaling from each line's smallest node count",
+    "above_ideal": "grey square: efficiency above 100 % of ideal, noise (not super-linear)",
+    "device": "black dotted: the device's memory",
+    "ranks": "error bars: down to the minimum over ranks",
+    "repeats": "error bars: min-max over repeats",
+    "predicted": "dotted: the plan's prediction",
+    "reserved": "hollow circles: measured peak reserved memory",
+    "failed": "x: runs that did not complete",
+    "skipped": "hollow diamond: a point skipped as predicted not to fit",
+}
+#: Report figures are shown at this many times their print size (7-8 pt text at print size
+#: is 9-11 CSS px: too small on a screen), at most the PNG's own pixels and the page width.
+SCREEN_SCALE = 2.0
 #: How every table prints a missing value (a figure not measured, a setting that does not
 #: apply).
 MISSING = "-"
@@ -388,18 +401,40 @@ def render_markdown(sections: list[Section], figures: dict[str, Path], title: st
         if s.text:
             lines += [s.text, ""]
         for name in _written(s, figures):
+            text = caption(name, note, drawn_kinds(Path(figures[name]).read_bytes()))
             png = Path(figures[name]).name
-            lines += [f"![{caption(name, note)}]({png})", "",
-                      f"*{caption(name, note)}* ([SVG]({Path(png).stem}.svg))", ""]
+            lines += [f"![{text}]({png})", "", f"*{text}* ([SVG]({Path(png).stem}.svg))", ""]
         if s.table is not None and not s.table.empty:
             lines += [s.table.to_markdown(index=False), ""]
     return "\n".join(lines)
 
 
-def caption(name: str, note: str | None = None) -> str:
-    """A figure's caption (:data:`CAPTIONS`), ending with ``note`` when given."""
+def caption(name: str, note: str | None = None, drawn: Sequence[str] | None = None) -> str:
+    """A figure's caption: :data:`CAPTIONS`, then the words for each kind of mark in
+    ``drawn`` (:data:`MARK_CAPTIONS`; read from the PNG by :func:`drawn_kinds`), ending with
+    ``note`` when given."""
     text = CAPTIONS.get(name, name)
+    marks = [words for kind, words in MARK_CAPTIONS.items() if kind in (drawn or ())]
+    if marks:
+        text = f"{text[:-1] if text.endswith('.') else text}; {'; '.join(marks)}."
     return f"{text} {note[0].upper()}{note[1:]}." if note else text
+
+
+def drawn_kinds(png: bytes) -> list[str] | None:
+    """The kinds of mark a figure drew, from its PNG's text chunk (``figures.DRAWN_KEY``);
+    ``None`` for a PNG without one (drawn by an older version)."""
+    key = DRAWN_KEY.encode("latin-1") + b"\0"
+    pos = 8  # after the signature: chunks of length, type, data, CRC
+    while pos + 8 <= len(png):
+        length, kind = struct.unpack(">I4s", png[pos:pos + 8])
+        data = png[pos + 8:pos + 8 + length]
+        if kind == b"tEXt" and data.startswith(key):
+            value = data[len(key):].decode("latin-1")
+            return [k for k in value.split(",") if k]
+        if kind == b"IDAT":  # text chunks written by matplotlib come before the image
+            return None
+        pos += 12 + length
+    return None
 
 
 def _written(section: Section, figures: dict[str, Path]) -> list[str]:
@@ -418,9 +453,10 @@ def render_html(sections: list[Section], figures: dict[str, Path], title: str,
             body.append(f"<p>{inline_html(s.text)}</p>")
         for name in _written(s, figures):
             png = Path(figures[name]).read_bytes()
-            width = round(_png_width_px(png) * CSS_PX_PER_IN / DPI)
+            width = round(min(_png_width_px(png) * CSS_PX_PER_IN / DPI * SCREEN_SCALE,
+                              _png_width_px(png)))
             data = base64.b64encode(png).decode("ascii")
-            text = html.escape(caption(name, note))
+            text = html.escape(caption(name, note, drawn_kinds(png)))
             body.append(f'<figure><img alt="{text}" width="{width}" '
                         f'src="data:image/png;base64,{data}">'
                         f"<figcaption>{text}</figcaption></figure>")
@@ -429,7 +465,7 @@ def render_html(sections: list[Section], figures: dict[str, Path], title: str,
     style = ("body{font-family:sans-serif;margin:2em;padding:0 1em}"
              "table{border-collapse:collapse;font-size:0.85em;margin:1em 0}"
              "th,td{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}"
-             "td:last-child,th:last-child{text-align:left}"
+             "td.text,th.text{text-align:left}img{max-width:100%;height:auto}"
              "code{font-size:0.9em;background:#f4f4f4;padding:0 2px}"
              "figure{margin:1em 0}figcaption{font-size:0.85em;color:#444;max-width:45em}")
     return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}"
@@ -439,10 +475,25 @@ def render_html(sections: list[Section], figures: dict[str, Path], title: str,
 
 def _html_table(table: pd.DataFrame) -> str:
     """A display table as HTML, each header and cell rendered by :func:`inline_html`."""
-    head = "".join(f"<th>{inline_html(str(c))}</th>" for c in table.columns)
-    rows = ["<tr>" + "".join(f"<td>{inline_html(str(v))}</td>" for v in row) + "</tr>"
-            for row in table.itertuples(index=False)]
+    text = [not _numeric(table[c]) for c in table.columns]  # left-aligned columns
+    def cell(tag: str, value, left: bool) -> str:
+        attr = ' class="text"' if left else ""
+        return f"<{tag}{attr}>{inline_html(str(value))}</{tag}>"
+    head = "".join(cell("th", c, left) for c, left in zip(table.columns, text, strict=True))
+    rows = ["<tr>" + "".join(cell("td", v, left) for v, left in zip(row, text, strict=True))
+            + "</tr>" for row in table.itertuples(index=False)]
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+#: A table cell that reads as a number: digits with separators, sign, unit or ``x``.
+_NUMBER = re.compile(r"[-+]?[\d,]*\.?\d+(e[-+]?\d+)?\s*(%|x|\*)*")
+
+
+def _numeric(column: pd.Series) -> bool:
+    """Whether a display column holds numbers (every cell a number or :data:`MISSING`):
+    right-aligned; text columns are left-aligned."""
+    values = [str(v) for v in column if str(v) != MISSING]
+    return bool(values) and all(_NUMBER.fullmatch(v) for v in values)
 
 
 #: The inline Markdown the report's text and cells use: `code`, [text](link), *emphasis*.

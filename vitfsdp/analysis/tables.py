@@ -26,6 +26,8 @@ from vitfsdp.analysis.collect import (
     _ideal_ips,
     _sort_key,
     configurations,
+    efficiency_footnote,
+    format_efficiency,
     framework_ratio_table,
     line_columns,
     line_label,
@@ -157,13 +159,13 @@ def format_points(df: pd.DataFrame, points: pd.DataFrame) -> str:
         "runs": [f"{done}/{total}" for done, total in
                  zip(table["num_repeats"], table["total"], strict=True)],
         "ips": table["ips"].map(lambda x: "-" if pd.isna(x) else f"{x:.1f}"),
-        "efficiency": table["scaling_efficiency"].map(
-            lambda x: "-" if pd.isna(x) else f"{x:.0%}"),
+        "efficiency": table["scaling_efficiency"].map(format_efficiency),
         "peak_mem_gib": table.get("peak_mem_gib", pd.Series(dtype=float)).map(
             lambda x: "-" if pd.isna(x) else f"{x:.2f}"),
     })  # fmt: skip
     failed = int((df["status"] != "completed").sum())
-    return (f"{text.to_string(index=False)}\n\n{len(df):,} runs of {len(totals):,} points: "
+    return (f"{text.to_string(index=False)}{efficiency_footnote(text['efficiency'])}"
+            f"\n\n{len(df):,} runs of {len(totals):,} points: "
             f"{len(points):,} points completed at least once, {failed:,} runs did not "
             "complete (failures.csv); every run is in runs.csv, every point in points.csv")
 
