@@ -35,7 +35,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from vitfsdp import distributed, plan, provenance, startup_signals, torch_train
+from vitfsdp import plan, provenance, startup_signals
 from vitfsdp.config import CONF_DIR, RunConfig, cli, register_configs, to_run_config
 
 log = logging.getLogger("vitfsdp.train")
@@ -59,6 +59,10 @@ def main(dcfg: DictConfig) -> None:
         print(dry_run_report(cfg))
         return
     run_dir = Path(HydraConfig.get().runtime.output_dir)
+    # torch and timm imported past the dry run: it answers from the architecture table in
+    # well under a second, the training needs them (seconds to import)
+    from vitfsdp import distributed, torch_train
+
     env = distributed.discover()
     if not env.is_distributed and cfg.world_size > 1:
         startup_signals.release()  # torchrun handles SIGTERM for the ranks it starts
@@ -100,5 +104,20 @@ def _launch_ranks_here(cfg: RunConfig, run_dir: Path) -> int:
     return local.run_point(overrides, run_dir, cfg.world_size, env=cfg.cluster.env)
 
 
+#: Added to a dry run's command line (unless the user set them): no run directory and no
+#: ``.hydra/`` left behind by a command that writes nothing.
+DRY_RUN_OVERRIDES = {"hydra.run.dir": "hydra.run.dir=.", "hydra.output_subdir":
+                     "hydra.output_subdir=null"}
+
+
+def dry_run_argv(argv: list[str]) -> list[str]:
+    """``argv`` with :data:`DRY_RUN_OVERRIDES` added where it asks for ``dry_run=true``."""
+    if not any(a.lstrip("+") in ("dry_run=true", "dry_run=True") for a in argv):
+        return argv
+    return [*argv, *(o for key, o in DRY_RUN_OVERRIDES.items()
+                     if not any(a.lstrip("+").startswith(f"{key}=") for a in argv))]
+
+
 if __name__ == "__main__":
+    sys.argv = dry_run_argv(sys.argv)
     cli(main)

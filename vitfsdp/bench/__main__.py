@@ -16,6 +16,9 @@ from collections.abc import Sequence
 #: Subcommand → module with ``main(argv) -> int``; no subcommand = ``throughput``.
 SUBCOMMANDS = {"overhead": "vitfsdp.bench.overhead", "throughput": "vitfsdp.bench.throughput"}
 DEFAULT = "throughput"
+#: Subcommand → the module whose ``parse_args(argv)`` answers ``--help`` without the
+#: benchmark's imports (torch, timm: seconds).
+HELP = {"throughput": "vitfsdp.bench.options"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -23,6 +26,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     one) with the remaining arguments; returns its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     name = argv.pop(0) if argv and argv[0] in SUBCOMMANDS else DEFAULT
+    if name in HELP and {"-h", "--help"} & set(argv):
+        importlib.import_module(HELP[name]).parse_args(argv)  # prints the help, exits 0
     return importlib.import_module(SUBCOMMANDS[name]).main(argv)
 
 

@@ -41,15 +41,12 @@ three paths.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
-import datetime
 import gc
 import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -61,6 +58,7 @@ from timm.layers import SwiGLU
 from timm.optim import create_optimizer_v2
 
 from vitfsdp import data, distributed, failures, models, parallel, provenance, torch_train
+from vitfsdp.bench.options import BenchOptions, parse_args
 from vitfsdp.config import CONF_DIR, RunConfig, register_configs, to_run_config
 from vitfsdp.core.loop import windows
 from vitfsdp.core.resolved import Resolved
@@ -77,10 +75,6 @@ from vitfsdp.records import (
 log = logging.getLogger("vitfsdp.bench")
 
 PATHS = ("fsdp", "unwrapped", "timm")
-#: The benchmark's models: B/16 (the study's SwiGLU ViT-Base), L/16, H/14 and the study's ViT-1B.
-GPU_MODELS = ("vit_base", "vit_large_patch16_224", "vit_huge_patch14_224", "vit_1b")
-#: Defaults by device type: (models, batch, steps, warm-up steps, steps per window).
-DEFAULTS = {"cuda": (GPU_MODELS, 32, 50, 10, 10), "cpu": (("vit_tiny",), 8, 6, 2, 2)}
 #: The benchmark's targets (docs/benchmarks.md), checked on a GPU only: MFU of ViT-H/14 bf16
 #: at a local batch >= 32 against the device's dense bf16 peak (989 TFLOP/s on an H100 SXM;
 #: 50 %, with 40 % the floor below which the profile must say where the time goes),
@@ -104,63 +98,6 @@ TABLE = (("model", "model"), ("path", "path"), ("wrapper", "wrapper"), ("batch",
          ("precision", "precision"), ("ips", "images/s"), ("tflops_per_gpu", "TFLOP/s"),
          ("mfu", "MFU"), ("vs_timm", "ips/timm"), ("vs_unwrapped", "ips/unwrapped"),
          ("status", "status"))
-
-
-@dataclass
-class BenchOptions:
-    """What to benchmark (the command line); ``None`` = the device's :data:`DEFAULTS`."""
-
-    models: list[str] | None = None  # model names (vitfsdp.models.VARIANTS keys)
-    batch: int | None = None  # local batch size, images per step
-    precision: str = "auto"  # auto | fp32 | bf16 | fp16 (auto: bf16 on GPU, fp32 on CPU)
-    steps: int | None = None  # steps per measurement, warm-up included
-    warmup: int | None = None  # first steps left out of the figures
-    log_every: int | None = None  # steps per timing window
-    out: Path | None = None  # output folder; None = runs/bench/<date_time>
-    device: str = "auto"  # auto | cuda | cpu
-    # after the measurements, profile this many steps of the FSDP-wrapped model (after
-    # --warmup steps) with torch.profiler into OUT/<model>/profile/; 0 = no profile
-    profile_steps: int = 0
-    overrides: list[str] = field(default_factory=list)  # Hydra overrides for every path
-
-    def resolve(self, device_type: str) -> BenchOptions:
-        """A copy with every ``None`` filled from :data:`DEFAULTS` of ``device_type``."""
-        names, batch, steps, warmup, every = DEFAULTS["cuda" if device_type == "cuda" else "cpu"]
-        stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-        return dataclasses.replace(
-            self, models=list(dict.fromkeys(self.models or names)), batch=self.batch or batch,
-            steps=self.steps or steps,
-            warmup=self.warmup if self.warmup is not None else warmup,
-            log_every=self.log_every or every, out=self.out or Path("runs/bench") / stamp)
-
-
-def parse_args(argv: Sequence[str]) -> BenchOptions:
-    """The command line as :class:`BenchOptions`; ``key=value`` arguments are Hydra
-    overrides applied to every model's config (``kernels.compile=false``,
-    ``engine=fsdp2``)."""
-    p = argparse.ArgumentParser(
-        prog="python -m vitfsdp.bench",
-        description="Training throughput on one device: our FSDP step, the unwrapped model "
-                    "and timm's loop.",
-        epilog="other benchmarks: python -m vitfsdp.bench overhead [--help]: what measuring "
-               "costs (the same steps unmeasured and under the window meter). Exit status: "
-               "0 all measured and no GPU target failed, 1 otherwise, 2 bad arguments.")
-    p.add_argument("--models", type=lambda s: [m for m in s.split(",") if m],
-                   help=f"comma-separated; default GPU: {','.join(GPU_MODELS)}, CPU: vit_tiny")
-    p.add_argument("--batch", type=int, help="local batch size (default GPU 32, CPU 8)")
-    p.add_argument("--precision", default="auto", choices=("auto", *parallel.PRECISIONS))
-    p.add_argument("--steps", type=int, help="steps per measurement (default GPU 50, CPU 6)")
-    p.add_argument("--warmup", type=int, help="warm-up steps (default GPU 10, CPU 2)")
-    p.add_argument("--log-every", type=int, help="steps per window (default GPU 10, CPU 2)")
-    p.add_argument("--out", type=Path, help="output folder (default runs/bench/<date_time>)")
-    p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
-    p.add_argument("--profile-steps", type=int, default=0,
-                   help="profile this many FSDP steps per model with torch.profiler (0: no)")
-    p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. kernels.compile=false")
-    a = p.parse_args(list(argv))
-    return BenchOptions(models=a.models, batch=a.batch, precision=a.precision, steps=a.steps,
-                        warmup=a.warmup, log_every=a.log_every, out=a.out, device=a.device,
-                        profile_steps=a.profile_steps, overrides=list(a.overrides))
 
 
 def main(argv: Sequence[str]) -> int:

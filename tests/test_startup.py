@@ -1,0 +1,47 @@
+"""Commands that answer at once: ``--help`` of bench, plan and sweep and a training dry run
+import neither torch nor timm (seconds to import: ``bench --help`` took 8-10 s when it did),
+and a dry run leaves no run directory behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+#: Modules a command that answers at once must not import.
+HEAVY = ("torch", "timm", "jax", "matplotlib")
+
+
+def imported(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """Run ``python -X importtime args`` in ``cwd``: the process and the top-level modules
+    it imported."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "HYDRA_FULL_ERROR": "0"})
+    names = {m.group(1).split(".")[0]
+             for m in re.finditer(r"^import time:.*\|\s*(\S+)$", proc.stderr, re.M)}
+    return proc, names
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["-m", "vitfsdp.bench", "--help"], "python -m vitfsdp.bench overhead"),
+    (["-m", "vitfsdp.plan", "--help"], "usage"),
+    (["-m", "vitfsdp.sweep", "--help"], "Config groups"),
+])
+def test_help_imports_no_framework(args, says, tmp_path):
+    proc, names = imported(args, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert says in " ".join(proc.stdout.split())
+    assert not names & set(HEAVY), sorted(names & set(HEAVY))
+
+
+def test_dry_run_imports_no_framework_and_leaves_no_directory(tmp_path):
+    proc, names = imported(["-m", "vitfsdp.train", "dry_run=true", "nodes=2"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "vit_tiny FULL_SHARD on 4 ranks" in proc.stdout
+    assert not names & set(HEAVY), sorted(names & set(HEAVY))
+    assert list(tmp_path.iterdir()) == []  # no runs/train/<time>/.hydra/
