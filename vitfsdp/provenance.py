@@ -42,6 +42,9 @@ ENV_PREFIXES = ("NCCL_", "RCCL_", "FI_", "CXI_", "UCX_", "MPICH_", "OMPI_", "MIO
 ENV_NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
              "LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "CONDA_PREFIX", "VIRTUAL_ENV",
              "HYDRA_FULL_ERROR")
+#: Carries a local launcher's emulated network (``vitfsdp.launch.netns``) to the ranks as
+#: JSON; recorded as run.json ``network``.
+NETWORK_ENV = "VITFSDP_NETWORK"
 #: A variable (or config key) whose name matches this has its value redacted.
 SECRET_NAME = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|PASSPHRASE|CREDENTIAL|AUTH|COOKIE"
                          r"|SESSION|SIGNATURE|PRIVATE|CERT|_PW$|_PWD$", re.IGNORECASE)
@@ -243,11 +246,22 @@ def _installed_commit(dist: str = "vitfsdp") -> str | None:
     return commit if isinstance(commit, str) else None
 
 
+def _network_record() -> dict | None:
+    """The emulated network's record handed over in :data:`NETWORK_ENV`, else ``None``."""
+    try:
+        record = json.loads(os.environ.get(NETWORK_ENV) or "null")
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
 def collect(driver: str | None = None) -> dict:
     """The provenance part of run.json: ``versions`` (with the GPU ``driver`` version where
     known), ``git``, ``slurm`` ids, the redacted ``environment`` and ``command``, the start
-    time."""
-    return {
+    time, and the emulated ``network`` where a local launcher made one (:data:`NETWORK_ENV`;
+    else no such key)."""
+    network = _network_record()
+    return {**({"network": network} if network else {}),
         "versions": versions(driver),
         "git": git_state(),
         "slurm": {k: os.environ[k] for k in SLURM_VARS if k in os.environ},

@@ -371,6 +371,8 @@ def _check_launchable(cfg: RunConfig) -> None:
             f"{cfg.world_size} local processes exceeds cluster.max_local_procs="
             f"{cfg.cluster.max_local_procs}; use fewer nodes or raise the limit"
         )
+    if cfg.cluster.launcher == "local":
+        cfg.cluster.network.check_nodes(cfg.nodes)
 
 
 def _one_line(hydra_context, e: Exception) -> str:
@@ -690,6 +692,7 @@ def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: in
         log_path=point.run_dir / local.LOG_FILE,
         on_window=lambda w: bars.window(tag, w),
         env={**point.cfg.cluster.env, **secrets.point_secrets([point])},
+        nodes=point.cfg.nodes, network=point.cfg.cluster.network,
     )
     summary = read_json(point.run_dir / SUMMARY_FILE)
     if summary is None:

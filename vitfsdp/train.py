@@ -101,7 +101,8 @@ def _launch_ranks_here(cfg: RunConfig, run_dir: Path) -> int:
     provenance.setup_logging(0)
     overrides = list(HydraConfig.get().overrides.task)
     log.info("starting %d local processes with torchrun", cfg.world_size)
-    return local.run_point(overrides, run_dir, cfg.world_size, env=cfg.cluster.env)
+    return local.run_point(overrides, run_dir, cfg.world_size, env=cfg.cluster.env,
+                           nodes=cfg.nodes, network=cfg.cluster.network)
 
 
 #: Added to a dry run's command line (unless the user set them): no run directory and no

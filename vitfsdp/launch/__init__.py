@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from vitfsdp.launch.netns import NetworkConfig
 from vitfsdp.provenance import looks_secret, redact
 
 LAUNCHERS = ("local", "slurm")
@@ -118,6 +119,8 @@ class ClusterConfig:
     launcher: str = "local"  # local = torchrun processes here | slurm = one Slurm job per point
     gpus_per_node: int = 2  # ranks (GPUs, GCDs) per node; local simulates nodes of this many
     max_local_procs: int = 64  # local launcher: refuse points needing more processes than this
+    # local launcher: nodes apart on an emulated link (vitfsdp.launch.netns; root only)
+    network: NetworkConfig = field(default_factory=NetworkConfig)
 
     # --- Slurm (launcher=slurm) ---
     launch_mode: str = "srun"  # srun: a task per GPU | torchrun: a task per node, c10d rendezvous

@@ -1,12 +1,15 @@
 """Local launcher: one point as ``torchrun`` processes on this machine.
 
 A "node" is simulated as ``cluster.gpus_per_node`` processes; all of them run on this host
-(``--standalone`` picks a free rendezvous port, so points never collide on a port).
+(``--standalone`` picks a free rendezvous port, so points never collide on a port). With
+``cluster.network.emulate=true`` and root, each node is a torchrun of its own in its own
+network namespace, the nodes apart on a shaped link (:mod:`vitfsdp.launch.netns`).
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import os
 import re
@@ -18,7 +21,9 @@ from pathlib import Path
 
 from vitfsdp.core.layout import LOG_FILE as LOG_FILE  # the sweep reads it from here
 from vitfsdp.core.layout import METRICS_FILE
-from vitfsdp.provenance import redact_args
+from vitfsdp.launch import netns
+from vitfsdp.launch.netns import NetworkConfig
+from vitfsdp.provenance import NETWORK_ENV, redact_args
 from vitfsdp.records import read_jsonl
 
 log = logging.getLogger(__name__)
@@ -50,6 +55,17 @@ def torchrun_command(overrides: Sequence[str], run_dir: Path, num_procs: int) ->
         f"--nproc_per_node={num_procs}", "-m", "vitfsdp.train", *overrides,
         f"hydra.run.dir={quote_override(str(run_dir))}", "hydra.output_subdir=null",
     ]
+
+
+def node_torchrun_command(overrides: Sequence[str], run_dir: Path, procs_per_node: int,
+                          nodes: int, node: int, master_addr: str) -> list[str]:
+    """:func:`torchrun_command` for node ``node`` of ``nodes`` apart: a static rendezvous on
+    ``master_addr`` (node 0's address) at :data:`vitfsdp.launch.netns.MASTER_PORT`."""
+    cmd = torchrun_command(overrides, run_dir, procs_per_node)
+    at = cmd.index("--standalone")
+    cmd[at:at + 1] = [f"--nnodes={nodes}", f"--node-rank={node}", f"--master-addr={master_addr}",
+                      f"--master-port={netns.MASTER_PORT}"]
+    return cmd
 
 
 def quote_override(value: str) -> str:
@@ -89,30 +105,77 @@ def run_point(
     on_window: Callable[[dict], None] | None = None,
     poll_s: float = 1.0,
     env: Mapping[str, str] | None = None,
+    nodes: int = 1,
+    network: NetworkConfig | None = None,
 ) -> int:
-    """Run one point to the end and return torchrun's exit code.
+    """Run one point to the end and return torchrun's exit code (the first non-zero one of
+    its nodes' torchruns where nodes are apart).
 
     Args:
         log_path: file for the processes' output; ``None`` = this terminal.
         on_window: called with each new metrics.jsonl window while the point runs.
         env: variables added to the processes' environment (the point's ``cluster.env`` and
             the values of its ``cluster.secrets``, which never stand in the command line).
+        nodes: the point's node count; ``num_procs`` / ``nodes`` ranks per node.
+        network: ``cluster.network``; with ``emulate`` and root the nodes run apart
+            (:class:`vitfsdp.launch.netns.EmulatedNetwork`), without root one line says the
+            network is not emulated and the ranks share this host's loopback.
+
+    Raises:
+        RuntimeError: the emulated network could not be made (an ``ip``/``tc`` failure).
     """
     run_dir.mkdir(parents=True, exist_ok=True)
-    cmd = torchrun_command(overrides, run_dir, num_procs)
+    env = {**os.environ, **(env or {}), **torchrun_signal_env()}
+    reason = netns.unavailable_reason() if network and network.emulate else None
+    if reason:
+        log.warning("cluster.network.emulate=true but %s: the network is not emulated; the "
+                    "nodes share this host's loopback", reason)
+        env[NETWORK_ENV] = json.dumps(netns.record(network, nodes, False, reason))
     out = open(log_path, "w", encoding="utf-8") if log_path else None  # noqa: SIM115
     try:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT if out else None,
-                                env={**os.environ, **(env or {}), **torchrun_signal_env()})
-        seen = 0
-        while proc.poll() is None:
-            time.sleep(poll_s)
-            seen = _report_new_windows(run_dir, seen, on_window)
-        _report_new_windows(run_dir, seen, on_window)
-        return proc.returncode
+        if network and network.emulate and not reason:
+            with netns.EmulatedNetwork(nodes, network.inter_node_gbit_s) as net:
+                cmds = [net.wrap(k, node_torchrun_command(
+                    overrides, run_dir, num_procs // nodes, nodes, k, net.addresses[0]))
+                    for k in range(nodes)]
+                return _run_until_done(cmds, [{**env, **net.env(k)} for k in range(nodes)],
+                                       out, run_dir, on_window, poll_s)
+        cmd = torchrun_command(overrides, run_dir, num_procs)
+        return _run_until_done([cmd], [env], out, run_dir, on_window, poll_s)
     finally:
         if out:
             out.close()
+
+
+def _run_until_done(cmds: list[list[str]], envs: list[dict], out, run_dir: Path, on_window,
+                    poll_s: float) -> int:
+    """Start ``cmds`` (one torchrun per node) and wait for all; once one fails the others are
+    stopped (SIGTERM, then SIGKILL after 30 s: their peers are gone). Returns the first
+    non-zero exit code, else 0. On an exception the processes are left to the caller (the
+    emulated network's removal kills what runs in it)."""
+    procs = [subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT if out else None,
+                              env=e) for cmd, e in zip(cmds, envs, strict=True)]
+    seen = 0
+    while any(p.poll() is None for p in procs):
+        if any(p.returncode for p in procs):
+            _stop(procs)
+        time.sleep(poll_s)
+        seen = _report_new_windows(run_dir, seen, on_window)
+    _report_new_windows(run_dir, seen, on_window)
+    return next((p.returncode for p in procs if p.returncode), 0)
+
+
+def _stop(procs: list[subprocess.Popen], grace_s: float = 30) -> None:
+    """SIGTERM to each process still running, SIGKILL to those left after ``grace_s``."""
+    running = [p for p in procs if p.poll() is None]
+    for p in running:
+        p.terminate()
+    for p in running:
+        try:
+            p.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def _report_new_windows(run_dir: Path, seen: int, on_window) -> int:

@@ -1,0 +1,340 @@
+"""Nodes that are really apart: an emulated network for the local launcher.
+
+With ``cluster.network.emulate=true`` and root, each simulated node of a point gets its own
+Linux network namespace (``ip netns``) with its own address on a bridge, and the traffic
+between nodes is shaped with ``tc`` to ``cluster.network.inter_node_gbit_s``::
+
+    namespace <name>-sw:  bridge br0 ── p0 ── p1 ── ...      (the switch; one port per node)
+                                        │     │
+    namespace <name>-n0:  eth0 10.77.0.1 │     │             (node 0: its ranks, its loopback)
+    namespace <name>-n1:  eth0 10.77.0.2 ─────┘              (node 1 ...)
+
+Every device lives inside the point's namespaces (nothing is added to the host's own network):
+removing the namespaces removes the veths, the bridge and the qdiscs with them, and two
+points, sweeps or users never collide on a name or an address. Both ends of each node's link
+(the node's ``eth0`` and its switch port) carry an ``htb`` class at the rate, so a node sends
+and receives at most the rate at once, as through a full-duplex NIC. Ranks of one node talk
+over their namespace's loopback (Linux routes a packet to a local address through ``lo``), so
+only traffic between nodes is shaped.
+
+Latency is not emulated: this needs ``netem``, which not every kernel has. The leaf of each
+link's ``htb`` class (:data:`LEAF_CLASS`) is where a ``netem delay`` qdisc would go.
+
+Nothing leaks (:class:`EmulatedNetwork`): the namespaces are removed when the point ends,
+normally or by an exception; a guard process in its own session (:func:`guard`) removes
+them, and kills what runs in them, when the launcher dies without cleaning up (kill -9), as
+it sees its pipe from the launcher close; and every new network first removes stale ones,
+whose launcher process is gone (:func:`remove_stale`).
+
+Sources: ip-netns(8), ip-link(8) (``veth ... peer name ... netns``), tc-htb(8), and
+``ip netns exec``'s bind-mounting of ``/etc/netns/<name>/`` files over ``/etc``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from vitfsdp.provenance import NETWORK_ENV
+
+log = logging.getLogger(__name__)
+
+#: Every namespace this module makes is named ``<PREFIX><launcher pid>-<n>-<role>``.
+PREFIX = "vitfsdp-"
+#: The nodes' subnet (inside the point's own namespaces, so every network may use it).
+SUBNET = "10.77.0"
+#: Most nodes one network holds (addresses .1 ... .250 of :data:`SUBNET`).
+MAX_NODES = 250
+#: The node side of each link, inside the node's namespace; gloo binds it (GLOO_SOCKET_IFNAME).
+NODE_IFNAME = "eth0"
+#: The rendezvous port on node 0's address (a fresh namespace: always free).
+MASTER_PORT = 29500
+#: The ``htb`` class that shapes each link; a ``netem`` qdisc would be its leaf.
+LEAF_CLASS = "1:10"
+#: The guard process's program: :func:`guard` of the network named in argv[1].
+GUARD_CODE = "import sys; from vitfsdp.launch.netns import guard; guard(sys.argv[1])"
+#: ``ip netns exec`` bind-mounts these over /etc: a node's name and the others' resolve
+#: without DNS (no server is reachable from a node's namespace).
+NETNS_ETC = Path("/etc/netns")
+
+
+@dataclass
+class NetworkConfig:
+    """The network between simulated nodes of the local launcher (``cluster.network``).
+
+    Nodes apart need root (network namespaces); without it the network is not emulated and
+    one log line says so.
+    """
+
+    # true: each node's ranks in their own network namespace, inter-node traffic shaped to
+    # inter_node_gbit_s (local launcher, root); false: every rank on this host's loopback
+    emulate: bool = False
+    inter_node_gbit_s: float = 1.0  # each node's link rate, Gbit/s (10^9 bit/s), each way
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.emulate, bool):
+            raise ValueError(f"cluster.network.emulate={self.emulate!r} must be true or false")
+        if not self.inter_node_gbit_s > 0:
+            raise ValueError(f"cluster.network.inter_node_gbit_s={self.inter_node_gbit_s} must "
+                             "be > 0, e.g. 1.0 for a 1 Gbit/s link")
+
+    def check_nodes(self, nodes: int) -> None:
+        """Refuse a point of more nodes than one emulated network holds.
+
+        Raises:
+            ValueError: ``emulate`` is on and ``nodes`` > :data:`MAX_NODES`.
+        """
+        if self.emulate and nodes > MAX_NODES:
+            raise ValueError(f"nodes={nodes} exceeds the {MAX_NODES} nodes an emulated network "
+                             "holds; use fewer nodes or cluster.network.emulate=false")
+
+
+#: Per-namespace TCP settings of every node, as a tuned cluster host has them: buffers that
+#: hold a collective's message (a rank that a loaded host schedules late then finds its data
+#: waiting instead of a stalled sender) and no return to slow start after the idle gap
+#: between two collectives. Source: ip-sysctl.txt (Linux), ESnet's host tuning guide.
+NODE_SYSCTLS = ("net.ipv4.tcp_rmem=4096 8388608 16777216",
+                "net.ipv4.tcp_wmem=4096 8388608 16777216",
+                "net.ipv4.tcp_slow_start_after_idle=0")
+#: Capabilities a network namespace needs: CAP_NET_ADMIN (12) and CAP_SYS_ADMIN (21).
+_NEEDED_CAPS = (12, 21)
+
+
+def _has_caps(status: str = "/proc/self/status") -> bool:
+    """Whether this process's effective capabilities hold :data:`_NEEDED_CAPS`."""
+    try:
+        lines = Path(status).read_text(encoding="utf-8").splitlines()
+        eff = int(next(x for x in lines if x.startswith("CapEff:")).split()[1], 16)
+    except (OSError, StopIteration, ValueError):
+        return os.geteuid() == 0
+    return all(eff >> cap & 1 for cap in _NEEDED_CAPS)
+
+
+def unavailable_reason() -> str | None:
+    """Why network namespaces cannot be made here (not root: no CAP_NET_ADMIN and
+    CAP_SYS_ADMIN; no ``ip`` or ``tc``; ``ip netns`` failing), or ``None`` when they can."""
+    if not _has_caps():
+        return "not root"
+    for tool in ("ip", "tc"):
+        if shutil.which(tool) is None:
+            return f"no `{tool}` command (install iproute2)"
+    probe = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"`ip netns list` failed: {probe.stderr.strip()}"
+    return None
+
+
+def record(cfg: NetworkConfig, nodes: int, emulated: bool, reason: str | None = None) -> dict:
+    """The network's part of run.json: what was asked, whether it was emulated and why not.
+
+    ``inter_node_gbit_s`` is the shaped rate (null when not emulated); latency is never
+    emulated (no netem)."""
+    out = {"emulate": cfg.emulate, "emulated": emulated, "nodes": nodes,
+           "inter_node_gbit_s": cfg.inter_node_gbit_s if emulated else None,
+           "latency_emulated": False, "shaper": "htb" if emulated else None}
+    if reason:
+        out["reason"] = reason
+    return out
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run ``ip args`` and return the result.
+
+    Raises:
+        RuntimeError: ``check`` and the command failed (its stderr in the message).
+    """
+    done = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"ip {' '.join(args)}: {done.stderr.strip()}")
+    return done
+
+
+def _tc(namespace: str, *args: str) -> None:
+    """Run ``tc args`` in ``namespace``.
+
+    Raises:
+        RuntimeError: the command failed.
+    """
+    done = subprocess.run(["ip", "netns", "exec", namespace, "tc", *args],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"tc {' '.join(args)} in {namespace}: {done.stderr.strip()}")
+
+
+def list_namespaces(prefix: str = PREFIX) -> list[str]:
+    """Names of the network namespaces starting with ``prefix`` (``ip netns list``)."""
+    out = _ip("netns", "list", check=False).stdout
+    names = (line.split()[0] for line in out.splitlines() if line.strip())
+    return sorted(n for n in names if n.startswith(prefix))
+
+
+def _shape(namespace: str, dev: str, gbit_s: float) -> None:
+    """Shape ``dev``'s egress to ``gbit_s`` with one ``htb`` class (:data:`LEAF_CLASS`).
+
+    The burst covers 2 ms at the rate (at least 64 KiB): with the timer-driven dequeue of a
+    loaded host, a one-packet burst delivers well under the rate."""
+    rate_bit_s = gbit_s * 1e9
+    burst_b = max(64 * 1024, int(rate_bit_s / 8 * 0.002))
+    _tc(namespace, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
+    _tc(namespace, "class", "add", "dev", dev, "parent", "1:", "classid", LEAF_CLASS, "htb",
+        "rate", f"{int(rate_bit_s)}bit", "ceil", f"{int(rate_bit_s)}bit",
+        "burst", f"{burst_b}b", "cburst", f"{burst_b}b", "quantum", "60000")
+
+
+def _write_etc(namespace: str, own_address: str, addresses: Sequence[str]) -> None:
+    """``/etc/netns/<namespace>/hosts`` (this host's name → the node's address, every node as
+    ``<namespace base>-node<k>``) and a ``resolv.conf`` without a server, so that no lookup
+    waits for a DNS server the namespace cannot reach."""
+    folder = NETNS_ETC / namespace
+    folder.mkdir(parents=True, exist_ok=True)
+    base = namespace.rsplit("-", 1)[0]
+    lines = ["127.0.0.1 localhost", f"{own_address} {socket.gethostname()}"]
+    lines += [f"{a} {base}-node{k}" for k, a in enumerate(addresses)]
+    (folder / "hosts").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / "resolv.conf").write_text("options timeout:1 attempts:1\n", encoding="utf-8")
+
+
+def remove(names: Sequence[str]) -> None:
+    """Kill every process in the namespaces ``names``, then delete them and their
+    ``/etc/netns`` folders (their veths, bridge and qdiscs go with them). Errors are ignored:
+    what is already gone stays gone."""
+    for name in names:
+        for pid in _ip("netns", "pids", name, check=False).stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+    for name in names:
+        _ip("netns", "del", name, check=False)
+        shutil.rmtree(NETNS_ETC / name, ignore_errors=True)
+
+
+def _launcher_pid(name: str) -> int | None:
+    """The launcher's pid in a namespace name ``vitfsdp-<pid>-...`` (None if not ours)."""
+    head = name[len(PREFIX):].split("-", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale() -> list[str]:
+    """Remove the namespaces (and ``/etc/netns`` folders) of launchers that are gone: their
+    pid, the first part of the name after :data:`PREFIX`, no longer runs. Returns the
+    removed names."""
+    folders = [p.name for p in NETNS_ETC.glob(PREFIX + "*")] if NETNS_ETC.is_dir() else []
+    stale = sorted({n for n in [*list_namespaces(), *folders]
+                    if (pid := _launcher_pid(n)) is not None and not _alive(pid)})
+    if stale:
+        log.info("removing %d stale emulated-network namespaces: %s", len(stale),
+                 " ".join(stale))
+        remove(stale)
+    return stale
+
+
+class EmulatedNetwork:
+    """``num_nodes`` nodes apart on links of ``gbit_s`` Gbit/s, for the life of a ``with``
+    block.
+
+    Example::
+
+        with EmulatedNetwork(2, 1.0) as net:
+            procs = [subprocess.Popen(net.wrap(k, argv), env={**os.environ, **net.env(k)})
+                     for k in range(2)]
+
+    Raises (on entering):
+        RuntimeError: an ``ip`` or ``tc`` command failed (the network is removed again).
+    """
+
+    _count = 0
+
+    def __init__(self, num_nodes: int, gbit_s: float) -> None:
+        assert 1 <= num_nodes <= MAX_NODES, num_nodes
+        EmulatedNetwork._count += 1
+        self.name = f"{PREFIX}{os.getpid()}-{EmulatedNetwork._count}"
+        self.gbit_s = gbit_s
+        self.addresses = [f"{SUBNET}.{k + 1}" for k in range(num_nodes)]
+        self.namespaces = [f"{self.name}-n{k}" for k in range(num_nodes)]
+        self.switch = f"{self.name}-sw"
+        self._guard: subprocess.Popen | None = None
+
+    def __enter__(self) -> EmulatedNetwork:
+        remove_stale()
+        self._guard = subprocess.Popen(
+            [sys.executable, "-c", GUARD_CODE, self.name],
+            stdin=subprocess.PIPE, start_new_session=True)
+        try:
+            self._create()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _create(self) -> None:
+        _ip("netns", "add", self.switch)
+        _ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
+        for dev in ("lo", "br0"):
+            _ip("-n", self.switch, "link", "set", dev, "up")
+        for k, (ns, address) in enumerate(zip(self.namespaces, self.addresses, strict=True)):
+            _ip("netns", "add", ns)
+            _write_etc(ns, address, self.addresses)
+            _ip("netns", "exec", ns, "sysctl", "-q", "-w", *NODE_SYSCTLS)
+            port = f"p{k}"
+            _ip("-n", self.switch, "link", "add", port, "type", "veth",
+                "peer", "name", NODE_IFNAME, "netns", ns)
+            _ip("-n", self.switch, "link", "set", port, "master", "br0", "up")
+            _ip("-n", ns, "addr", "add", f"{address}/24", "dev", NODE_IFNAME)
+            for dev in ("lo", NODE_IFNAME):
+                _ip("-n", ns, "link", "set", dev, "up")
+            _shape(ns, NODE_IFNAME, self.gbit_s)
+            _shape(self.switch, port, self.gbit_s)
+        log.info("emulated network %s: %d nodes apart on %g Gbit/s links (htb; latency not "
+                 "emulated)", self.name, len(self.namespaces), self.gbit_s)
+
+    def wrap(self, node: int, argv: Sequence[str]) -> list[str]:
+        """``argv`` run inside node ``node``'s namespace (``ip netns exec``, which execs it:
+        the returned process is ``argv``'s own, signals reach it)."""
+        return ["ip", "netns", "exec", self.namespaces[node], *argv]
+
+    def env(self, node: int) -> dict[str, str]:
+        """The variables node ``node``'s processes need: gloo on the node's link, and the
+        network's record for run.json (:data:`vitfsdp.provenance.NETWORK_ENV`)."""
+        rec = {**record(NetworkConfig(True, self.gbit_s), len(self.namespaces), True),
+               "name": self.name, "node_address": self.addresses[node]}
+        return {"GLOO_SOCKET_IFNAME": NODE_IFNAME, NETWORK_ENV: json.dumps(rec)}
+
+    def close(self) -> None:
+        """Remove the namespaces and end the guard (idempotent)."""
+        remove([*self.namespaces, self.switch])
+        if self._guard is not None:
+            self._guard.stdin.close()
+            self._guard.wait()
+            self._guard = None
+
+
+def guard(name: str) -> None:
+    """Wait until stdin closes (the launcher ended, by any means), then remove every
+    namespace named ``name`` or ``name-*``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C in the terminal is the launcher's
+    sys.stdin.buffer.read()
+    folders = [p.name for p in NETNS_ETC.glob(name + "-*")] if NETNS_ETC.is_dir() else []
+    remove(sorted({n for n in [*list_namespaces(name), *folders] if n.startswith(name + "-")}))
