@@ -62,7 +62,7 @@ COLUMNS = (
     "mixed_precision.param_dtype", "mixed_precision.reduce_dtype",
     "mixed_precision.buffer_dtype", "repeat",
     "nodes", "world_size", "ranks_per_node", "local_batch_size", "global_batch_size",
-    "cluster", "host_cpus", "ranks_per_host", "shared_cores",
+    "cluster", "host_cpus", "ranks_per_host", "shared_cores", "network",
     "device_type", "device_name", "device_memory_gib", "device_peak_flops", "peak_source",
     "price_per_node_hour", "num_params",
     "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu", "hw_tflops_per_gpu", "hfu",
@@ -373,6 +373,7 @@ def _config(run: dict) -> dict[str, Any]:
         "local_batch_size": local_batch,
         "global_batch_size": local_batch * world_size if local_batch and world_size else None,
         **_host_sharing(_get(cfg, "cluster", "name"), device, world_size, per_node),
+        "network": _network(run.get("network")),
         "device_type": device.get("type"),
         "device_name": device.get("name"),
         "device_memory_gib": (memory_gib if memory_gib is not None
@@ -413,12 +414,33 @@ def _host_sharing(cluster: str | None, device: dict, world_size: int | None,
             "shared_cores": f"{per_host} ranks on {cpus} cores" if shared else None}
 
 
+def _network(record: dict | None) -> str | None:
+    """The ``network`` column: ``"nodes apart on an emulated 1 Gbit/s link"`` for a run whose
+    local launcher emulated one (run.json ``network``, :mod:`vitfsdp.launch.netns`), ``"network
+    not emulated (not root)"`` where one was asked for but not made, else ``None``."""
+    if not isinstance(record, dict) or not record.get("emulate"):
+        return None
+    if record.get("emulated") and record.get("inter_node_gbit_s"):
+        return f"nodes apart on an emulated {record['inter_node_gbit_s']:g} Gbit/s link"
+    return f"network not emulated ({record.get('reason') or 'unknown'})"
+
+
 def contention_note(df: pd.DataFrame) -> str | None:
     """What figures and reports say of runs whose CPU ranks shared cores, e.g. ``"4-8 ranks
-    on 2 cores (cluster=local): not a hardware measurement"``; ``None`` when no run did."""
+    on 2 cores (cluster=local): not a hardware measurement"``, followed by the network the
+    nodes were on where it was emulated (``"; nodes apart on an emulated 1 Gbit/s link"``);
+    ``None`` when neither applies."""
+    networks = "; ".join(sorted(set(df["network"].dropna().astype(str)))) \
+        if "network" in df else ""
     shared = df[df["shared_cores"].notna()]
     if shared.empty:
-        return None
+        return networks or None
+    note = _shared_cores_note(shared)
+    return f"{note}; {networks}" if networks else note
+
+
+def _shared_cores_note(shared: pd.DataFrame) -> str:
+    """``"4-8 ranks on 2 cores (cluster=local): not a hardware measurement"``."""
     ranks = shared["ranks_per_host"].dropna().astype(int)
     low, high = ranks.min(), ranks.max()
     count = f"{low}" if low == high else f"{low}-{high}"
