@@ -322,8 +322,25 @@ class EmulatedNetwork:
                "name": self.name, "node_address": self.addresses[node]}
         return {"GLOO_SOCKET_IFNAME": NODE_IFNAME, NETWORK_ENV: json.dumps(rec)}
 
+    def sent_bytes(self) -> list[int | None]:
+        """Bytes each node has sent over its link so far (its ``eth0``'s TX counter; None
+        where it cannot be read)."""
+        out = []
+        for ns in self.namespaces:
+            path = f"/sys/class/net/{NODE_IFNAME}/statistics/tx_bytes"
+            done = subprocess.run(["ip", "netns", "exec", ns, "cat", path],
+                                  capture_output=True, text=True)
+            out.append(int(done.stdout) if done.returncode == 0 and done.stdout.strip().isdigit()
+                       else None)
+        return out
+
     def close(self) -> None:
-        """Remove the namespaces and end the guard (idempotent)."""
+        """Log the bytes each node sent over its link, remove the namespaces and end the
+        guard (idempotent)."""
+        sent = self.sent_bytes() if self._guard is not None else []
+        if any(sent):
+            log.info("emulated network %s: the nodes sent %s MB over their links", self.name,
+                     " / ".join("?" if b is None else f"{b / 1e6:.1f}" for b in sent))
         remove([*self.namespaces, self.switch])
         if self._guard is not None:
             self._guard.stdin.close()
