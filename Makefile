@@ -11,16 +11,21 @@
 #               for tools/gpu-check.sh (the whole GPU check in steps; docs/benchmarks.md)
 #   make gpu-rehearsal here (root, VENV=<Python 3.12 venv>): tools/gpu-check.sh's calls at
 #               CPU size, offline, within the GPU machine's limits
-PYTHON ?= python3
+# the project's virtual environment where there is one (README: python3 -m venv .venv)
+PYTHON ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
 DEMO_DIR ?= runs/demo
 SLURM_DIR ?= /tmp/vitfsdp-slurm
 
-.PHONY: install demo test test-noslurm test-gpu bench-gpu gpu-wheels gpu-rehearsal slurm-up slurm-down browser lint
+.PHONY: install install-run demo test test-noslurm test-gpu bench-gpu gpu-wheels gpu-rehearsal slurm-up slurm-down browser lint
 
 install:
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
 
-demo: install
+# the demo needs the package alone: no JAX, no test tools (make install adds them)
+install-run:
+	$(PYTHON) -m pip install --quiet -e .
+
+demo: install-run
 	$(PYTHON) -m vitfsdp.sweep experiment=demo hydra.sweep.dir=$(DEMO_DIR)
 	$(PYTHON) -m vitfsdp.analysis $(DEMO_DIR) --report
 	@echo "figures, tables and report: $(DEMO_DIR)/analysis/ (memory.png, weak_scaling.png, loss.png, report.html, runs.csv ...)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -11,6 +12,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+#: Why a JAX test is skipped: JAX, Flax, Optax and Orbax are the ``jax`` extra.
+NO_JAX = "JAX is not installed: pip install -e '.[jax]' (make install pulls it with dev)"
+#: Marks a test that runs the JAX variant: skipped with :data:`NO_JAX` where JAX is absent.
+requires_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason=NO_JAX)
 
 #: Overrides that make a training run take seconds on two CPU cores.
 TINY = ["model=vit_tiny", "train.steps=4", "train.warmup_steps=1", "train.log_every=2",

@@ -8,6 +8,7 @@ import itertools
 
 import torch
 
+from tests.conftest import requires_jax
 from vitfsdp.config import KernelsConfig
 from vitfsdp.data import DataConfig, batches
 from vitfsdp.torch_train import apply_numerics, autocast_context, train_step
@@ -38,6 +39,7 @@ def test_cudnn_autotuner_is_on_and_recorded() -> None:
         torch.backends.cudnn.benchmark = before
 
 
+@requires_jax
 def test_jax_attention_is_xla_on_the_cpu_and_recorded_so() -> None:
     from vitfsdp.jax.model import attention_implementation, build_model
     from vitfsdp.jax.train import _applied
@@ -58,6 +60,7 @@ def _resolved_stub():
                     allow_tf32=False)
 
 
+@requires_jax
 def test_jax_batches_travel_as_uint8_and_equal_the_torch_normalization() -> None:
     import numpy as np
 

@@ -14,6 +14,10 @@ import sys
 import numpy as np
 import pytest
 
+from tests.conftest import NO_JAX
+
+pytest.importorskip("jax", reason=NO_JAX)  # before the imports that need it
+
 from tests.conftest import REPO, read
 from vitfsdp import checkpoint
 

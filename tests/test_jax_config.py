@@ -4,6 +4,10 @@ starts anything; the coordinator port of jax.distributed."""
 from __future__ import annotations
 
 import pytest
+
+from tests.conftest import NO_JAX
+
+pytest.importorskip("jax", reason=NO_JAX)  # before the imports that need it
 from hydra import compose, initialize_config_dir
 
 from tests.conftest import run_module

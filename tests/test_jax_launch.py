@@ -11,6 +11,10 @@ import uuid
 import pandas as pd
 import pytest
 
+from tests.conftest import NO_JAX
+
+pytest.importorskip("jax", reason=NO_JAX)  # before the imports that need it
+
 from tests.conftest import TINY, read, run_module
 from tests.test_jax_checkpoint import FAST_COMPILE
 from tests.test_virtual_slurm import NODES, NOT_STARTED, hostnames, require_cluster

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import math
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
+
+from tests.conftest import NO_JAX
+
+pytest.importorskip("jax", reason=NO_JAX)  # before the imports that need it
+import jax
+import jax.numpy as jnp
 
 from vitfsdp import models
 from vitfsdp.jax.model import ViT, build_model, count_params, param_shapes

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import re
 
-import jax
 import numpy as np
-import optax
 import pytest
+
+from tests.conftest import NO_JAX
+
+pytest.importorskip("jax", reason=NO_JAX)  # before the imports that need it
+import jax
+import optax
 from jax.sharding import PartitionSpec as P
 
 from vitfsdp import models

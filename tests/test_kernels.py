@@ -21,7 +21,7 @@ import sys
 import pytest
 import torch
 
-from tests.conftest import REPO, read
+from tests.conftest import REPO, read, requires_jax
 from vitfsdp.config import KernelsConfig, RunConfig, TrainConfig
 from vitfsdp.launch import ClusterConfig
 from vitfsdp.parallel import MixedPrecisionConfig, PrecisionSettings, resolve_precision
@@ -270,6 +270,7 @@ def test_adamw_auto_is_fused_on_gpus_and_torchs_pick_on_cpu(device, expected):
     assert bool(optimizer.defaults["fused"]) is (expected == "fused")
 
 
+@requires_jax
 def test_jax_precision_auto_follows_the_backend():
     """The JAX trainer resolves ``precision=auto`` with the torch trainer's one rule, on the
     device type of its backend: here the CPU, so fp32; bf16 where the type is ``cuda``."""

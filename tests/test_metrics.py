@@ -11,6 +11,7 @@ import types
 import pytest
 import torch
 
+from tests.conftest import requires_jax
 from vitfsdp import metrics
 from vitfsdp.metrics import (
     GIB,
@@ -108,6 +109,7 @@ def test_window_meter_keys_and_arithmetic_on_cpu():
     assert 0 < out["peak_rss_min_gib"] <= out["peak_rss_gib"]
 
 
+@requires_jax
 def test_jax_window_meter_has_the_same_keys():
     import jax
 
