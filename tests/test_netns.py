@@ -129,3 +129,12 @@ def test_not_root_means_not_emulated():
 def test_bad_network_settings_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
         NetworkConfig(**kwargs)
+
+
+def test_emulation_on_a_slurm_profile_is_refused():
+    """The emulated network is the local launcher's: a Slurm profile asking for it is
+    refused before anything starts, naming the key."""
+    from vitfsdp.launch import ClusterConfig
+
+    with pytest.raises(ValueError, match="cluster.network.emulate=true needs the local"):
+        ClusterConfig(name="virtual", launcher="slurm", network=NetworkConfig(emulate=True))

@@ -225,6 +225,10 @@ class ClusterConfig:
         if self.poll_s <= 0:
             raise ValueError(f"cluster.poll_s={self.poll_s} must be > 0")
         self._check_plan_figures()
+        if self.network.emulate and self.launcher != "local":
+            raise ValueError(f"cluster.network.emulate=true needs the local launcher; "
+                             f"cluster={self.name} is launcher={self.launcher}: set "
+                             "cluster.network.emulate=false (docs/network.md)")
         if self.time != "auto":
             time_limit_s(self.time)
         self._check_strings()
