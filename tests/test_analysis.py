@@ -469,6 +469,9 @@ def test_efficiency_above_ideal_is_flagged_as_noise(tmp_path: Path) -> None:
     assert "113%*" in text and "95%" in text and "95%*" not in text
     assert text.endswith(ABOVE_IDEAL_NOTE)
     assert "above_ideal" in plot_weak_scaling(df).drawn_kinds
+    from vitfsdp.analysis.report import display  # the report's tables star it too
+
+    assert "113%*" in set(display(scaling_table(df), ["scaling_efficiency"])["scaling efficiency"])
     for nodes, ips in ((1, 100.0), (2, 190.0)):  # 95 %: nothing flagged
         write_run(tmp_path / "b" / f"n{nodes}", run_info("FULL_SHARD", nodes), ips)
     assert "*" not in format_table(collect_runs(tmp_path / "b"))

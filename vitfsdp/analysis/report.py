@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from vitfsdp.analysis.collect import contention_note
+from vitfsdp.analysis.collect import contention_note, format_efficiency
 from vitfsdp.analysis.figures import DPI, DRAWN_KEY
 from vitfsdp.analysis.tables import (
     PREFETCH_ORDER,
@@ -141,7 +141,7 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
         Section("Weak scaling", "Throughput per point (median over repeats), ideal linear "
                 "scaling from each line's smallest node count, FLOP rates and utilization "
                 "(MFU: model FLOPs = 3 x forward; HFU adds the forward recomputed under "
-                "activation checkpointing).", ["weak_scaling"],
+                "activation checkpointing)." + _above_ideal_text(labelled), ["weak_scaling"],
                 display(labelled, ["model", "configuration", "nodes", "world_size",
                                    "num_repeats", "ips", "ips_range", "ideal_ips",
                                    "scaling_efficiency", "tflops_per_gpu", "mfu",
@@ -337,6 +337,14 @@ def _calibration_sections(df: pd.DataFrame) -> list[Section]:
                 "step_time_rel_error", "ips", "pred_ips", "ips_rel_error"]))]
 
 
+def _above_ideal_text(points: pd.DataFrame) -> str:
+    """A sentence for the weak-scaling section where an efficiency is flagged (``113%*``)."""
+    flagged = points.get("scaling_efficiency", pd.Series(dtype=float)).map(format_efficiency)
+    return (" A scaling efficiency marked with an asterisk is above 100 % of ideal: noise (in "
+            "the smallest node count's baseline or the point), not super-linear scaling."
+            if flagged.str.endswith("*").any() else "")
+
+
 def display(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     """``columns`` of ``table`` as formatted text under readable headers.
 
@@ -348,7 +356,10 @@ def display(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     shown = pd.DataFrame(index=table.index)
     for col in cols:
         header, fmt = COLUMN_FORMATS.get(col, (col, "{}"))
-        shown[header] = table[col].map(lambda x, fmt=fmt: _fmt(x, fmt))
+        if col == "scaling_efficiency":  # above 100 %: starred as noise
+            shown[header] = table[col].map(format_efficiency)
+        else:
+            shown[header] = table[col].map(lambda x, fmt=fmt: _fmt(x, fmt))
     return shown.reset_index(drop=True)
 
 
