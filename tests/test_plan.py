@@ -210,7 +210,7 @@ def test_cpu_run_memory_within_20_percent_and_calibration(tmp_path):
     assert len(table) == 4 and list(table.columns)[-len(CALIBRATION_COLUMNS):] == \
         CALIBRATION_COLUMNS
     assert sorted(table["measured_mem_gib"]) == pytest.approx(sorted(measured_by.values()))
-    assert "cluster.peak_tflops=" in report and "cluster.plan_efficiency=1" in report
+    assert "cluster.peak_tflops_fp32=" in report and "cluster.plan_efficiency=1" in report
     assert "leave-one-out step time: median |error|" in report
     _, runs = read_runs([sweep_dir])
     errors = leave_one_out(runs)

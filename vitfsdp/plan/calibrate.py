@@ -10,7 +10,8 @@ each relative error ``(predicted - measured) / measured``.
 The fit (:func:`fit`) minimizes the mean squared log ratio of predicted to measured step time
 over the runs, coordinate by coordinate on logarithmic grids (the step time has ``max`` terms,
 so it is not linear in its unknowns): the compute figure (``cluster.plan_efficiency``
-where the runs record a peak FLOP/s, i.e. GPUs; else ``cluster.peak_tflops`` at efficiency 1,
+where the runs record a peak FLOP/s, i.e. GPUs; else the peak of the runs' compute dtype
+(``cluster.peak_tflops``, ``_tf32`` or ``_fp32``) at efficiency 1,
 the FLOP/s CPU ranks reach), and the link the runs vary: across node counts
 ``cluster.inter_node_gbps`` and ``cluster.inter_node_latency_us`` (what decides a flat
 FULL_SHARD at scale), else ``cluster.intra_node_gbps`` across world sizes.
@@ -28,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from vitfsdp.plan import GIB, predict
+from vitfsdp.plan import GIB, peak_flops_for, predict
 from vitfsdp.plan.probed import PROBE_FILE, load_probe
 from vitfsdp.plan.recorded import find_run_dirs
 
@@ -42,6 +43,8 @@ CALIBRATION_COLUMNS = [
 GRIDS = {
     "plan_efficiency": np.geomspace(0.01, 1.0, 120),
     "peak_tflops": np.geomspace(1e-4, 1e4, 240),
+    "peak_tflops_tf32": np.geomspace(1e-4, 1e4, 240),
+    "peak_tflops_fp32": np.geomspace(1e-4, 1e4, 240),
     "intra_node_gbps": np.geomspace(1e-3, 1e4, 150),
     "inter_node_gbps": np.geomspace(1e-3, 1e4, 150),
     "inter_node_latency_us": np.geomspace(0.1, 1e4, 100),
@@ -153,10 +156,18 @@ def calibration_table(sweep_dirs: Sequence[Path]) -> pd.DataFrame:
     return compare(df, ["model", "strategy", "nodes", "world_size", "framework", "device"])
 
 
+def _peak_key(m: Measured) -> str:
+    """The profile key of the peak the plan uses for ``m``'s compute dtype
+    (:func:`vitfsdp.plan.peak_flops_for`): ``peak_tflops``, ``peak_tflops_tf32`` or
+    ``peak_tflops_fp32``."""
+    _, kind = peak_flops_for(m.cfg, {"cuda": "gpu"}.get(m.device.get("type"), "cpu"))
+    return "peak_tflops" if kind == "bf16" else f"peak_tflops_{kind}"
+
+
 def _keys(runs: list[Measured]) -> list[str]:
     """The cluster keys :func:`fit` fits for ``runs`` (module docstring)."""
     gpu = all(m.device.get("peak_flops") or m.cfg.cluster.peak_tflops for m in runs)
-    keys = ["plan_efficiency" if gpu else "peak_tflops"]
+    keys = ["plan_efficiency" if gpu else _peak_key(runs[0])]
     if len({m.cfg.nodes for m in runs}) > 1:
         keys += ["inter_node_gbps", "inter_node_latency_us"]
     elif len({m.cfg.world_size for m in runs}) > 1:
@@ -181,7 +192,7 @@ def fit(runs: list[Measured]) -> dict[str, float]:
         raise ValueError("no completed run with a step time to calibrate against")
     keys = _keys(runs)
     values = {k: float(GRIDS[k][len(GRIDS[k]) // 2]) for k in keys}
-    if "peak_tflops" in values:
+    if any(k.startswith("peak_tflops") for k in values):
         values["plan_efficiency"] = 1.0
     for _ in range(ROUNDS):
         for key in keys:

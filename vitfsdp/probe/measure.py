@@ -3,16 +3,16 @@ same moment (a barrier before each item), as a training step does: a rank's GEMM
 with its neighbours' for the node's power, cores and memory bandwidth, and its collectives
 share the links with every other group's.
 
-Each figure is the mean over ranks of a rank's median time over repetitions; the number of
-repetitions is agreed by all ranks from the slowest first run, so every rank calls the same
-collectives. Sources: nccl-tests (NVIDIA/nccl-tests, doc/PERFORMANCE.md: algorithm and bus
-bandwidth, ``busbw = S/t · (n-1)/n`` for all-gather and reduce-scatter, ``2(n-1)/n`` for
-all-reduce), STREAM (McCalpin 1995: copy and triad kernels, bytes counted as read + written).
+Each figure is the mean over ranks of a rank's time per call over repetitions run back to
+back; the number of repetitions is agreed by all ranks from the slowest first run, so every
+rank calls the same collectives. Sources: nccl-tests (NVIDIA/nccl-tests,
+doc/PERFORMANCE.md: algorithm and bus bandwidth, ``busbw = S/t · (n-1)/n`` for all-gather
+and reduce-scatter, ``2(n-1)/n`` for all-reduce), STREAM (McCalpin 1995: copy and triad
+kernels, bytes counted as read + written).
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
 
@@ -23,8 +23,8 @@ import torch.nn.functional as F
 #: torch dtype of each precision name.
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 #: Seconds one measured item aims to take (all repetitions), and the bounds on repetitions.
-TARGET_S = 0.15
-MIN_REPS, MAX_REPS = 2, 30
+TARGET_S = 0.2
+MIN_REPS, MAX_REPS = 2, 20000
 
 
 def _sync(device: torch.device) -> None:
@@ -61,18 +61,24 @@ def _once(fn: Callable[[], object], device: torch.device) -> float:
 def timed(fn: Callable[[], object], device: torch.device, comm_device: torch.device | None = None,
           target_s: float = TARGET_S) -> float:
     """Seconds of one call of ``fn`` on this rank, every rank calling it together: one warm-up
-    call, repetitions agreed from the slowest rank's warm-up, the median of them; then the
-    mean over ranks.
+    call, then as many calls back to back as the slowest rank's warm-up says fill
+    ``target_s``, timed together (as nccl-tests times its iterations: a rate over many calls,
+    which on ranks that share cores spans the scheduler's time slices), divided by their
+    number; then the mean over ranks.
 
     Args:
-        device: where ``fn`` runs (synchronized around each call on a GPU).
+        device: where ``fn`` runs (synchronized before and after the loop on a GPU).
         comm_device: where the agreement's small tensors live (the backend's device).
     """
     comm_device = comm_device or device
     first = _max_over_ranks(_once(fn, device), comm_device)
     reps = int(min(MAX_REPS, max(MIN_REPS, target_s / max(first, 1e-9))))
-    times = [_once(fn, device) for _ in range(reps)]
-    return _mean_over_ranks(statistics.median(times), comm_device)
+
+    def loop() -> None:
+        for _ in range(reps):
+            fn()
+
+    return _mean_over_ranks(_once(loop, device) / reps, comm_device)
 
 
 def gemm_time(m: int, n: int, k: int, dtype: str, device: torch.device,
