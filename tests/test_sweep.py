@@ -30,8 +30,15 @@ def test_readme_sweep_command_runs_and_analyses(tmp_path):
                       *FAST, f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "[4/4] completed" in proc.stdout and "sweep done: 4 completed" in proc.stdout
+    # says at its start what runs where; an ETA from measured wall time after each point
+    assert ("runs model=vit_tiny data=synthetic cluster=local: 2-4 ranks a point, all as "
+            "processes on this host") in proc.stdout, proc.stdout[:2000]
+    assert "sweep: 1/4 points ended, ETA ~" in proc.stdout
+    assert "(measured: wall time of 3 points)" in proc.stdout
     points = _point_dirs(sweep_dir)
-    assert len(points) == 4
+    assert [p.name for p in points] == [  # the swept keys only: FAST's are in run.json
+        "0_nodes=1,strategy=FULL_SHARD", "1_nodes=2,strategy=FULL_SHARD",
+        "2_nodes=1,strategy=HYBRID_2GPU", "3_nodes=2,strategy=HYBRID_2GPU"]
     worlds = sorted((read(p / "run.json")["config"]["strategy"]["name"],
                      read(p / "run.json")["world"]["size"]) for p in points)
     assert worlds == [(s, 2 * n) for s in ("FULL_SHARD", "HYBRID_2GPU") for n in (1, 2)]

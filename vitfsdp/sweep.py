@@ -28,7 +28,9 @@ import argparse
 import io
 import logging
 import math
+import os
 import re
+import socket
 import sys
 import textwrap
 import time
@@ -402,6 +404,7 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
     points = plan(hydra_context, config, job_overrides, initial_job_idx)
     sweep_dir = Path(config.hydra.sweep.dir).resolve()
     options = _options(config)
+    log.info("%s", where_line(points))
     lock = _held_locks.get(sweep_dir) or take_lock(sweep_dir)  # held: run_sweeper took it
     provenance.redact_yaml_file(sweep_dir / MULTIRUN_FILE)  # Hydra saved the overrides raw
     try:
@@ -425,6 +428,23 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
     return [JobReturn(overrides=p.overrides, cfg=OmegaConf.create({}), hydra_cfg=config,
                       working_dir=str(p.run_dir), _return_value=s, status=JobStatus.COMPLETED)
             for p, s in zip(points, ordered, strict=True)]
+
+
+def where_line(points: Sequence[Point]) -> str:
+    """One line saying what the sweep runs and where: the model(s), data, cluster profile
+    and how many ranks run on this host (``cluster=local``: all of them, as processes), so a
+    sweep of the defaults says it is vit_tiny on synthetic data here."""
+    def values(get) -> str:
+        return ",".join(dict.fromkeys(str(get(p.cfg)) for p in points))
+    worlds = sorted({p.cfg.world_size for p in points})
+    ranks = f"{worlds[0]}-{worlds[-1]}" if len(worlds) > 1 else f"{worlds[0]}"
+    what = (f"runs model={values(lambda c: c.model.name)} data={values(lambda c: c.data.name)}"
+            f" cluster={values(lambda c: c.cluster.name)}")
+    if all(p.cfg.cluster.launcher == "local" for p in points):
+        return (f"{what}: {ranks} ranks a point, all as processes on this host "
+                f"({socket.gethostname()}, {os.cpu_count()} CPUs); choose with model=, data=,"
+                " cluster=")
+    return f"{what}: Slurm jobs of {ranks} ranks a point, none on this host"
 
 
 def _run(todo: list[Point], sweep_dir: Path, options: LaunchOptions) -> list[dict]:
