@@ -75,7 +75,8 @@ def test_jax_batches_travel_as_uint8_and_equal_the_torch_normalization() -> None
     mesh = sharding.make_mesh(cfg.strategy)
     jax_batches = list(itertools.islice(device_batches(cfg, mesh), PREFETCH_BATCHES + 1))
     torch_batches = list(itertools.islice(batches(
-        cfg.data, img_size=cfg.model.resolved_img_size(), local_batch_size=4, rank=0,
+        cfg.data, img_size=cfg.model.resolved_img_size(),
+        local_batch_size=4 * mesh.devices.size, rank=0,  # the mesh's devices of this process
         world_size=1, device=torch.device("cpu")), PREFETCH_BATCHES + 1))
     for (jx, jy), (tx, ty) in zip(jax_batches, torch_batches, strict=True):
         assert str(jx.dtype) == "float32"

@@ -235,10 +235,10 @@ def srun_options(cluster: ClusterConfig) -> list[str]:
 def setup_lines(cluster: ClusterConfig, sweep_dir: str | Path | None = None) -> list[str]:
     """Shell lines run in the job script before the launch, in this order: the checks of the
     environment's paths (:func:`path_check_lines`), modules, the setup script, the conda or
-    venv activation, the interpreter's check, the secrets (``cluster.secrets``: the sweep's
+    venv activation, the secrets (``cluster.secrets``: the sweep's
     0600 file in ``sweep_dir`` sourced, :mod:`vitfsdp.launch.secrets`), the profile's
     environment (literal values; ``multi_node_env`` in jobs of more than one node), the path
-    prepends, the HOME-free and MIOpen caches (created on every node), threads, master address
+    prepends, the interpreter's check (on the PATH the tasks get), the HOME-free and MIOpen caches (created on every node), threads, master address
     and port. docs/sites.md shows them for each site profile."""
     lines = ["set -eo pipefail"]
     if not cluster.export_env:  # --export=NONE: without this, srun steps would drop our setup
@@ -326,8 +326,8 @@ def python_check_line(cluster: ClusterConfig) -> str:
 
 
 def _environment_lines(cluster: ClusterConfig, sweep_dir: str | Path | None) -> list[str]:
-    """Path checks, modules, setup script, env activation, the interpreter's check, the
-    secrets, the user's config path, env (and multi-node env) and prepends."""
+    """Path checks, modules, setup script, env activation, the secrets, the user's config
+    path, env (and multi-node env), prepends, and the interpreter's check."""
     lines = path_check_lines(cluster)
     if cluster.modules:
         lines.append("module load " + shell_join(cluster.modules))
@@ -339,7 +339,6 @@ def _environment_lines(cluster: ClusterConfig, sweep_dir: str | Path | None) -> 
     if cluster.venv:
         lines.append("source " + shell_word(str(PurePosixPath(cluster.venv, "bin", "activate"))))
     lines += sbcast_lines(cluster)
-    lines.append(python_check_line(cluster))
     if cluster.secrets:
         if sweep_dir is None:
             raise ValueError("cluster.secrets needs the sweep directory that holds their file")
@@ -355,6 +354,8 @@ def _environment_lines(cluster: ClusterConfig, sweep_dir: str | Path | None) -> 
     for name, dirs in cluster.prepend_env.items():  # an unset or empty variable adds no ':'
         if dirs:  # [] prepends nothing (a way to drop a profile's entry)
             lines.append(f"export {name}={shell_path(':'.join(dirs))}${{{name}:+:${{{name}}}}}")
+    # the interpreter once PATH is what the tasks get (a prepend_env.PATH may provide it)
+    lines.append(python_check_line(cluster))
     return lines
 
 
