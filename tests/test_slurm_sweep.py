@@ -215,7 +215,7 @@ def test_a_node_that_stays_down_is_recorded_and_the_point_rerun_elsewhere(tmp_pa
     resuming from its checkpoint. The node is resumed as soon as the rerun ends."""
     require_cluster()
     sweep_dir = tmp_path / "sweep"
-    args = ["cluster.gpus_per_node=1", "train.steps=10", "train.log_every=1",
+    args = ["cluster.gpus_per_node=1", "train.steps=40", "train.log_every=1",
             "train.checkpoint_every=2", "cluster.sbatch_args=[--no-requeue]",
             f"hydra.sweep.dir={sweep_dir}"]
     proc, _ = _sweep(tmp_path, "--detach", *args)
@@ -231,6 +231,9 @@ def test_a_node_that_stays_down_is_recorded_and_the_point_rerun_elsewhere(tmp_pa
                          "Reason=vitfsdp-test: node lost").returncode == 0
         status = run_module("vitfsdp.sweep", "--status", str(sweep_dir), "--watch",
                             "--poll-s", "1", cwd=tmp_path, timeout=300)
+        if status.returncode == 0 and "1 completed" in status.stdout:
+            # the race lost: the training ended before Slurm took its node (a fast host)
+            pytest.skip("the point completed before its node went down: no node loss to see")
         assert status.returncode == 1, status.stdout[-3000:]  # ended without completing
         summary = read(point / "summary.json")
         assert summary["slurm"]["state"] == "NODE_FAIL", summary
