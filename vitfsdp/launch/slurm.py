@@ -235,11 +235,12 @@ def srun_options(cluster: ClusterConfig) -> list[str]:
 def setup_lines(cluster: ClusterConfig, sweep_dir: str | Path | None = None) -> list[str]:
     """Shell lines run in the job script before the launch, in this order: the checks of the
     environment's paths (:func:`path_check_lines`), modules, the setup script, the conda or
-    venv activation, the secrets (``cluster.secrets``: the sweep's
-    0600 file in ``sweep_dir`` sourced, :mod:`vitfsdp.launch.secrets`), the profile's
-    environment (literal values; ``multi_node_env`` in jobs of more than one node), the path
-    prepends, the interpreter's check (on the PATH the tasks get), the HOME-free and MIOpen caches (created on every node), threads, master address
-    and port. docs/sites.md shows them for each site profile."""
+    venv activation, the secrets (``cluster.secrets``: the sweep's 0600 file in ``sweep_dir``
+    sourced, :mod:`vitfsdp.launch.secrets`), the profile's environment (literal values;
+    ``multi_node_env`` in jobs of more than one node), the path prepends, the interpreter's
+    check (on the PATH the tasks get), the HOME-free and MIOpen caches (created on every
+    node), threads, master address and port. docs/sites.md shows them for each site
+    profile."""
     lines = ["set -eo pipefail"]
     if not cluster.export_env:  # --export=NONE: without this, srun steps would drop our setup
         lines.append("unset SLURM_EXPORT_ENV")
