@@ -324,14 +324,6 @@ def _op_roofline_s(o: Op, el: int, peak: float, mem: float | None) -> float:
     return OP_TRAFFIC[o.op] * math.prod(o.shape) * el / mem if mem else 0.0
 
 
-def _block_forward_s(spec, tokens: int, batch: int, el: int, fused_attn: bool,
-                     peak: float, mem: float | None) -> float:
-    """One transformer block's forward for ``batch`` images of ``tokens`` tokens."""
-    gemms, ops = block_workload(spec, tokens, batch, fused_attn)
-    return (sum(_gemm_s(g.m, g.n, g.k, el, peak, mem) for g in gemms)
-            + sum(o.count * _op_roofline_s(o, el, peak, mem) for o in ops))
-
-
 def compute_terms(cfg, num_params_shard: int, peak_flops: float | None,
                   efficiency: float, memory_gbps: float | None) -> ComputeTerms | None:
     """Compute seconds per step of ``cfg`` (module docstring); None without a peak FLOP/s.

@@ -192,6 +192,17 @@ def layout_groups(world: int, ranks_per_node: int, ranks: int,
     return groups
 
 
+def _gather_buffers(size_bytes: int, dtype: str, group_size: int,
+                    device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the whole buffer of about ``size_bytes``, a multiple of ``group_size`` elements; one
+    rank's part of it): an all-gather's output and input, a reduce-scatter's input and
+    output."""
+    el = torch.tensor([], dtype=DTYPES[dtype]).element_size()
+    numel = max(group_size, size_bytes // el // group_size * group_size)
+    full = torch.zeros(numel, dtype=DTYPES[dtype], device=device)
+    return full, torch.zeros(numel // group_size, dtype=DTYPES[dtype], device=device)
+
+
 def collective_time(op: str, size_bytes: int, dtype: str, group, group_size: int,
                     device: torch.device) -> float:
     """Seconds of one ``op`` (all_gather, reduce_scatter, all_reduce) of a ``size_bytes``
@@ -201,10 +212,7 @@ def collective_time(op: str, size_bytes: int, dtype: str, group, group_size: int
     Raises:
         ValueError: an unknown op.
     """
-    el = torch.tensor([], dtype=DTYPES[dtype]).element_size()
-    numel = max(group_size, size_bytes // el // group_size * group_size)
-    full = torch.zeros(numel, dtype=DTYPES[dtype], device=device)
-    part = torch.zeros(numel // group_size, dtype=DTYPES[dtype], device=device)
+    full, part = _gather_buffers(size_bytes, dtype, group_size, device)
     if op == "all_gather":
         fn = lambda: dist.all_gather_into_tensor(full, part, group=group)  # noqa: E731
     elif op == "reduce_scatter":
@@ -231,10 +239,7 @@ def overlap_fraction(m: int, n: int, k: int, dtype: str, size_bytes: int, group,
     ``(compute + comm - together) / min(compute, comm)``, 1 = full overlap, 0 = none."""
     x = torch.randn(m, k, dtype=DTYPES[dtype], device=device)
     w = torch.randn(n, k, dtype=DTYPES[dtype], device=device)
-    el = torch.tensor([], dtype=DTYPES[dtype]).element_size()
-    numel = max(group_size, size_bytes // el // group_size * group_size)
-    full = torch.zeros(numel, dtype=DTYPES[dtype], device=device)
-    part = torch.zeros(numel // group_size, dtype=DTYPES[dtype], device=device)
+    full, part = _gather_buffers(size_bytes, dtype, group_size, device)
     one_gemm = timed(lambda: F.linear(x, w), device)
     one_comm = timed(lambda: dist.all_gather_into_tensor(full, part, group=group), device)
     gemms = max(1, int(_max_over_ranks(TARGET_S / max(one_gemm, 1e-9), device)))
