@@ -30,6 +30,9 @@ demo: install-run
 	$(PYTHON) -m vitfsdp.analysis $(DEMO_DIR) --report
 	@echo "figures, tables and report: $(DEMO_DIR)/analysis/ (memory.png, weak_scaling.png, loss.png, report.html, runs.csv ...)"
 
+# The virtual cluster's settings come from the environment or this command line, e.g.
+# `make slurm-up VITFSDP_SLURM_NETWORK_GBIT_S=0.2`: nodes apart on an emulated link (root);
+# slurm-down stops it and removes its network (launch/virtual/README.md).
 slurm-up:
 	VITFSDP_SLURM_DIR=$(SLURM_DIR) bash launch/virtual/start.sh
 

@@ -6,18 +6,25 @@
 #   bash launch/virtual/start.sh          # idempotent; seconds once the packages are installed
 #   export SLURM_CONF=/tmp/vitfsdp-slurm/etc/slurm.conf VITFSDP_SLURM=1
 #   bash launch/virtual/stop.sh
+#   VITFSDP_SLURM_NETWORK_GBIT_S=0.2 bash launch/virtual/start.sh   # nodes apart (network.sh)
 #
 # Environment: VITFSDP_SLURM_DIR (state directory, default /tmp/vitfsdp-slurm),
 # VITFSDP_SLURM_CTLD_PORT (default 16817), VITFSDP_SLURM_NODE_PORT_BASE (node i listens on
 # base+i, default 17000), VITFSDP_SLURM_DBD_PORT (slurmdbd, default 16819),
 # VITFSDP_SLURM_DB_PORT (MariaDB on 127.0.0.1, default 16306), VITFSDP_SLURM_START_TIMEOUT_S
-# (wait for idle nodes, default 60).
+# (wait for idle nodes, default 60), VITFSDP_SLURM_ACCOUNTING (1, the default: slurmdbd and
+# MariaDB; 0: none, no sacct and no QOS limits, a cluster that starts in seconds),
+# VITFSDP_SLURM_NETWORK_GBIT_S (unset, the default: every node on this host's loopback; a rate
+# in Gbit/s: each slurmd in its own network namespace behind a link of that rate, root only),
+# VITFSDP_SLURM_NETWORK_SUBNET (the nodes' /24 then, default 10.78.0).
 # Needs root: the daemons run as root (SlurmUser=root) and packages come from apt.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=common.sh
 source "$HERE/common.sh"  # STATE_DIR, CONF, log, die, pid_alive, cancel_all_jobs
+# shellcheck source=network.sh
+source "$HERE/network.sh"  # NETNS, NET_*, net_check_settings, net_decide, net_setup, net_exec ...
 NODES=(vnode1 vnode2 vnode3 vnode4)
 NODE_LIST="vnode[1-${#NODES[@]}]"
 PARTITION=debug
@@ -28,6 +35,7 @@ NODE_PORT_BASE=${VITFSDP_SLURM_NODE_PORT_BASE:-17000}
 START_TIMEOUT_S=${VITFSDP_SLURM_START_TIMEOUT_S:-60}
 DBD_PORT=${VITFSDP_SLURM_DBD_PORT:-16819}
 DB_PORT=${VITFSDP_SLURM_DB_PORT:-16306}
+ACCOUNTING=${VITFSDP_SLURM_ACCOUNTING:-1}
 DB_DIR=$STATE_DIR/mariadb  # MariaDB's data directory, socket and pid file (owned by mysql)
 DB_SOCKET=$DB_DIR/mariadbd.sock
 # A QOS with a per-user job limit, as a site's debug QOS (Frontier's allows 1 job): jobs
@@ -77,10 +85,12 @@ start_munge() {
 }
 
 node_lines() {
-    local i
+    local i addr
     for i in "${!NODES[@]}"; do
-        printf 'NodeName=%s NodeHostname=localhost Port=%d\\n' \
-            "${NODES[$i]}" $((NODE_PORT_BASE + i + 1))
+        addr=""
+        ((NETNS)) && addr=" NodeAddr=$(net_node_addr "$i")"
+        printf 'NodeName=%s NodeHostname=localhost Port=%d%s\\n' \
+            "${NODES[$i]}" $((NODE_PORT_BASE + i + 1)) "$addr"
     done
 }
 
@@ -89,11 +99,17 @@ real_memory_mb() {
     awk -v n=${#NODES[@]} '/^MemTotal:/ {print int($2 / 1024 / 2 / n)}' /proc/meminfo
 }
 
-# render TEMPLATE OUT: fill the @VAR@ placeholders; returns 1 when OUT changed.
-render() {
-    local lines
+# fill TEMPLATE...: the templates with their @VAR@ placeholders filled, one after the other,
+# on stdout. VITFSDP_SLURM_ACCOUNTING=0 turns slurm.conf.in's accounting lines into
+# AccountingStorageType=accounting_storage/none (its Enforce line would need slurmdbd).
+fill() {
+    local lines accounting=()
     lines=$(node_lines)
+    ((ACCOUNTING)) || accounting=(
+        -e 's|^AccountingStorageType=.*|AccountingStorageType=accounting_storage/none|'
+        -e '/^AccountingStorage\(Host\|Port\|Enforce\)=/d')
     sed -e "s|@STATE_DIR@|$STATE_DIR|g" \
+        -e "s|@CTLD_HOST@|$CTLD_HOST|g" \
         -e "s|@CTLD_PORT@|$CTLD_PORT|g" \
         -e "s|@CPUS_PER_NODE@|$CPUS_PER_NODE|g" \
         -e "s|@GPUS_PER_NODE@|$GPUS_PER_NODE|g" \
@@ -104,17 +120,30 @@ render() {
         -e "s|@DBD_PORT@|$DBD_PORT|g" \
         -e "s|@DB_PORT@|$DB_PORT|g" \
         -e "s|@DB_PASS@|$(db_password)|g" \
-        "$1" >"$2.new"
-    if cmp -s "$2.new" "$2"; then
-        rm -f "$2.new"
+        -e "s|@NET_GBIT_S@|$NET_GBIT_S|g" \
+        -e "s|@NET_NAME@|$NET_NAME|g" \
+        -e "s|@NET_SUBNET@|$NET_SUBNET|g" \
+        -e "s|@NET_HOST_ADDR@|$NET_HOST_ADDR|g" \
+        -e "s|@NET_NODE_IF@|$NET_NODE_IF|g" \
+        "${accounting[@]}" "$@"
+}
+
+# update OUT: stdin becomes OUT where it differs; returns 1 when OUT changed.
+update() {
+    cat >"$1.new"
+    if cmp -s "$1.new" "$1"; then
+        rm -f "$1.new"
         return 0
     fi
-    mv "$2.new" "$2"
+    mv "$1.new" "$1"
     return 1
 }
 
+# The rendered configuration: slurm.conf (with slurm.netns.conf.in's lines when the network
+# is emulated), gres.conf, slurmdbd.conf and the network's TaskProlog. When any of them
+# changed the running daemons are restarted (stop.sh; it removes the network too).
 prepare_state_dir() {
-    local node
+    local node templates=("$HERE/slurm.conf.in")
     mkdir -p "$STATE_DIR"/{etc,state,run,log,dev}
     for ((i = 0; i < GPUS_PER_NODE; i++)); do
         ln -sfn /dev/null "$STATE_DIR/dev/gpu$i"
@@ -122,11 +151,17 @@ prepare_state_dir() {
     for node in "${NODES[@]}"; do
         install -d -m 0755 "$STATE_DIR/spool/$node"
     done
+    ((NETNS)) && templates+=("$HERE/slurm.netns.conf.in")
     local changed=0
-    render "$HERE/slurm.conf.in" "$CONF" || changed=1
-    render "$HERE/gres.conf.in" "$STATE_DIR/etc/gres.conf" || changed=1
-    (umask 077 && render "$HERE/slurmdbd.conf.in" "$STATE_DIR/etc/slurmdbd.conf") || changed=1
+    fill "${templates[@]}" | update "$CONF" || changed=1
+    fill "$HERE/gres.conf.in" | update "$STATE_DIR/etc/gres.conf" || changed=1
+    (umask 077 && fill "$HERE/slurmdbd.conf.in" | update "$STATE_DIR/etc/slurmdbd.conf") \
+        || changed=1
     chmod 0600 "$STATE_DIR/etc/slurmdbd.conf"  # slurmdbd refuses a readable one
+    if ((NETNS)); then
+        fill "$HERE/task_prolog.sh.in" | update "$STATE_DIR/etc/task_prolog.sh" || changed=1
+        chmod 0755 "$STATE_DIR/etc/task_prolog.sh"  # run as the job's user
+    fi
     if ((changed)) && any_daemon_running; then
         log "slurm.conf changed: restarting the daemons"
         bash "$HERE/stop.sh"
@@ -240,11 +275,13 @@ start_daemons() {
         log "starting slurmctld"
         slurmctld -f "$CONF"
     fi
+    local where=""
     for node in "${NODES[@]}"; do
         STARTED_SINCE[$node]=0
         if ! pid_alive "$STATE_DIR/run/slurmd-$node.pid" slurmd; then
-            log "starting slurmd -N $node"
-            slurmd -f "$CONF" -N "$node"
+            ((NETNS)) && where=" in network namespace $(net_node_ns "$node")"
+            log "starting slurmd -N $node$where"
+            net_exec "$node" slurmd -f "$CONF" -N "$node"
             STARTED_SINCE[$node]=$now
         fi
     done
@@ -307,26 +344,46 @@ wait_until_idle() {
 }
 
 print_usage() {
-    cat <<EOF
+    local accounting="Accounting: slurmdbd on port $DBD_PORT (sacct); QOS $LIMIT_QOS allows $LIMIT_QOS_MAX_JOBS jobs per user."
+    ((ACCOUNTING)) || accounting="Accounting: none (VITFSDP_SLURM_ACCOUNTING=0): no sacct, no QOS limits."
+    cat <<EOT
 Virtual Slurm cluster up: ${#NODES[@]} nodes $NODE_LIST × $CPUS_PER_NODE CPUs × $GPUS_PER_NODE GPUs (GRES), partitions $PARTITION (default), batch.
-Accounting: slurmdbd on port $DBD_PORT (sacct); QOS $LIMIT_QOS allows $LIMIT_QOS_MAX_JOBS jobs per user.
+$accounting
+EOT
+    ((NETNS)) && cat <<EOT
+Network: nodes apart on an emulated $NET_GBIT_S Gbit/s link (htb, both ways; latency not emulated): each slurmd in network namespace $NET_NAME-vnodeI at $NET_SUBNET.I, slurmctld at $NET_HOST_ADDR.
+EOT
+    cat <<EOT
 Use it with:
   export SLURM_CONF=$CONF VITFSDP_SLURM=1
   sinfo; srun -N2 -n4 hostname; sacct
 Stop it with: bash launch/virtual/stop.sh
-EOF
+EOT
 }
 
 main() {
     [[ $EUID -eq 0 ]] || die "run as root (the daemons run as SlurmUser=root)"
+    [[ $ACCOUNTING == [01] ]] \
+        || die "VITFSDP_SLURM_ACCOUNTING=$ACCOUNTING must be 1 (slurmdbd, sacct) or 0 (none)"
+    net_check_settings
+    net_decide
+    CTLD_HOST=localhost
+    ((NETNS)) && CTLD_HOST="localhost($NET_HOST_ADDR)"  # the slurmds' way to slurmctld
     export SLURM_CONF=$CONF
     install_packages
     start_munge
-    add_hosts_entries
+    ((NETNS)) || add_hosts_entries  # with the network, each node's own hosts file names them
     prepare_state_dir
-    start_mariadb
-    start_slurmdbd
-    setup_accounting
+    if ((NETNS)); then
+        net_setup
+    else
+        net_teardown  # what a start with the network, then killed, left (usually nothing)
+    fi
+    if ((ACCOUNTING)); then
+        start_mariadb
+        start_slurmdbd
+        setup_accounting
+    fi
     start_daemons
     cancel_stale_jobs
     wait_until_idle

@@ -2,14 +2,20 @@
 # Stop the virtual Slurm cluster started by launch/virtual/start.sh. Idempotent.
 #
 #   bash launch/virtual/stop.sh               # cancel jobs, stop slurmd ×4, slurmctld,
-#                                             # slurmdbd and its MariaDB
+#                                             # slurmdbd and its MariaDB, and remove the
+#                                             # emulated network where there is one
 #   bash launch/virtual/stop.sh --with-munge  # also stop munged
 #
 # The state directory (VITFSDP_SLURM_DIR, default /tmp/vitfsdp-slurm) and its logs are kept.
+# The network (network.sh) is found from the state directory alone: removed whatever
+# VITFSDP_SLURM_NETWORK_GBIT_S says now.
 set -euo pipefail
 
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=common.sh
-source "$(dirname "${BASH_SOURCE[0]}")/common.sh"  # STATE_DIR, CONF, log, die, pid_alive, cancel_all_jobs
+source "$HERE/common.sh"  # STATE_DIR, CONF, log, die, pid_alive, cancel_all_jobs
+# shellcheck source=network.sh
+source "$HERE/network.sh"  # net_teardown
 RUN_DIR=$STATE_DIR/run
 STOP_TIMEOUT_S=15
 
@@ -65,6 +71,7 @@ main() {
     stop_daemons slurmctld "$RUN_DIR/slurmctld.pid"
     stop_daemons slurmdbd "$RUN_DIR/slurmdbd.pid"
     stop_daemons mariadbd "$STATE_DIR/mariadb/mariadbd.pid"
+    net_teardown  # after the slurmds: what still runs in a node's namespace is killed
     if [[ ${1:-} == --with-munge ]]; then
         stop_daemons munged /run/munge/munged.pid
     fi
