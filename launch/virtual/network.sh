@@ -220,12 +220,21 @@ net_setup() {
     net_create
 }
 
-# net_exec NODE CMD...: CMD in NODE's namespace when the network is emulated, else as is.
+# net_exec NODE CMD...: CMD in NODE's network namespace when the network is emulated (else as
+# is), in a mount namespace of its own where the node's hosts and resolv.conf are bind-mounted
+# over /etc's, as `ip netns exec` does. Not `ip netns exec` itself: it also remounts /sys for
+# the namespace, which hides /sys/fs/cgroup, and Slurm 22.05's slurmd does not start without
+# its cgroup plugin ("No filesystem mounted on /sys/fs/cgroup"). So /sys is this host's in a
+# node (/sys/class/net lists the host's devices; `ip link` the node's).
 net_exec() {
-    local node=$1
+    local node=$1 ns
     shift
     if ((NETNS)); then
-        ip netns exec "$(net_node_ns "$node")" "$@"
+        ns=$(net_node_ns "$node")
+        nsenter --net="/run/netns/$ns" -- unshare --mount --propagation slave -- sh -c \
+            'etc=$1; shift; mount --bind "$etc/hosts" /etc/hosts &&
+             mount --bind "$etc/resolv.conf" /etc/resolv.conf && exec "$@"' \
+            net_exec "$NET_ETC/$ns" "$@"
     else
         "$@"
     fi
