@@ -169,6 +169,21 @@ def test_plan_cli_expands_a_sweep_like_hydra_and_writes_csv(tmp_path):
     assert bad.returncode == 2 and "strategy=BOGUS is unknown" in bad.stderr
 
 
+def test_a_preset_plans_its_own_sweep_and_the_command_line_wins():
+    """``experiment=NAME`` plans the points its file sweeps (``hydra.sweeper.params``), as
+    the sweep runs them; a key also given on the command line takes that value instead."""
+    from vitfsdp.plan.__main__ import compose_points
+
+    got = [(c.strategy.name, c.nodes) for _, c in compose_points(["experiment=demo_apart"])]
+    assert got == [("FULL_SHARD", 1), ("FULL_SHARD", 4), ("HYBRID_2GPU", 1),
+                   ("HYBRID_2GPU", 4)]
+    one = compose_points(["experiment=demo_apart", "nodes=2"])
+    assert [(c.strategy.name, c.nodes) for _, c in one] == [("FULL_SHARD", 2),
+                                                              ("HYBRID_2GPU", 2)]
+    assert all(c.cluster.network.emulate for _, c in one)
+    assert len(compose_points(["strategy=DDP"])) == 1  # no preset: the point as it is
+
+
 def test_cpu_run_memory_within_20_percent_and_calibration(tmp_path):
     """Real 2-rank CPU runs of ViT-Base (87M parameters at 32x32 pixels: model state, not
     activations or the process baseline, is most of its RSS) and ViT-Tiny under DDP and

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from tests.conftest import read, run_module
+from vitfsdp.launch import netns
 from vitfsdp.plan import predict
 from vitfsdp.plan.probed import SCHEMA, Probe, ProbeWorld, interpolate, load_probe
 from vitfsdp.plan.timing import block_workload, outer_gemms
@@ -97,6 +98,45 @@ def test_a_failing_world_size_is_recorded_not_fatal(tmp_path):
     assert data["status"] == "failed" and "world 2:" in data["reason"]
     with pytest.raises(ValueError, match="no completed measurement"):
         load_probe(tmp_path)
+
+
+def _link_spec(max_bytes: int) -> dict:
+    """A world of 2 nodes of 1 rank that measures only an all-gather curve across them."""
+    return {"world_size": 2, "nodes": 2, "ranks_per_node": 1, "device": "cpu", "gemms": [],
+            "ops": [], "optimizer": {"impl": "auto", "num_params": 16},
+            "stream_elements": 1 << 16,
+            "collectives": [["all_gather", 2, 2, "fp32", max_bytes]],
+            "overlap": {"m": 8, "n": 8, "k": 8, "dtype": "fp32", "size_bytes": 4096},
+            "timeout_s": 120}
+
+
+@pytest.mark.skipif(netns.unavailable_reason() is not None,
+                    reason=f"nodes apart need root and iproute2: {netns.unavailable_reason()}")
+def test_a_probe_of_nodes_apart_measures_the_emulated_link(tmp_path):
+    """With ``cluster.network.emulate`` the probe's nodes run apart as the sweep's points do
+    (:mod:`vitfsdp.launch.netns`): the all-gather between them is bound by the link (0.1
+    Gbit/s = 0.0125 GB/s of bus bandwidth for 2 ranks), the record says which network, and a
+    point on another network gets a note from the plan."""
+    from vitfsdp.probe.__main__ import probe_world
+
+    gbit_s = 0.1
+    entry = probe_world(_link_spec(1 << 20), tmp_path, 300,
+                        network=netns.NetworkConfig(True, gbit_s))
+    assert entry["status"] == "completed", entry.get("reason")
+    assert entry["network"]["emulated"] and entry["network"]["inter_node_gbit_s"] == gbit_s
+    (curve,) = entry["collectives"]
+    link_gbps = gbit_s / 8
+    assert 0.6 * link_gbps < curve["busbw_gbps"] < 1.15 * link_gbps, curve["points"]
+    assert not list(tmp_path.glob("*.json"))  # the spec and the worker's output are gone
+    assert not [n for n in netns.list_namespaces() if f"-{os.getpid()}-" in n]
+    world = ProbeWorld.from_json(entry)
+    probe = Probe("link", "cpu", {2: world})
+    probe.check_network(2, True, gbit_s)
+    assert not probe.notes
+    probe.check_network(2, False, gbit_s)
+    assert probe.notes == {"probe at world size 2 measured on an emulated 0.1 Gbit/s link, "
+                           "the point runs on the loopback: probe with the sweep's "
+                           "cluster.network"}
 
 
 def _flat_probe(world: int, gemm_s: float, op_s: float) -> Probe:

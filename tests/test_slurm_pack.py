@@ -60,6 +60,29 @@ def test_pack_script_runs_each_point_as_its_own_step():
     assert record["pack"]["position"] == 1 and record["submitted_with"] == "pack"
 
 
+def test_a_pack_probes_its_allocation_first_when_asked(tmp_path):
+    """``cluster.probe=allocation``: the pack's first step runs the probe's worker on every
+    rank of the allocation (its own port, after the points'), merging into the sweep's
+    probe.json; its failure does not stop the points; the time limit allows for it; and the
+    request names the pack's points. A profile that cannot run it is refused in one line."""
+    points = [Point(n, o, compose_cfg(*o), SWEEP_DIR / f"{n}_p") for n, o in enumerate(
+        [["cluster=virtual", "nodes=2", f"train.seed={n}", "cluster.time=00:10:00",
+          "cluster.probe=allocation"] for n in range(2)])]
+    (pk,) = pack.make_packs(points, {})
+    assert pk.probes and pk.time_limit_s == pack.PACK_START_S + pack.PROBE_STEP_S + 1200
+    text = pack.render(pk, SWEEP_DIR, "vitfsdp", "/lustre/proj/vitfsdp")
+    probe_step = text.index("srun --job-name=vitfsdp-probe ")
+    assert probe_step < text.index("srun --job-name=vitfsdp-point0 ")
+    step = text[probe_step:].split("\n\n")[0]
+    assert f"-m vitfsdp.probe.worker {SWEEP_DIR}/packs/probe0.json --merge " \
+           f"{SWEEP_DIR}/probe.json" in step
+    assert "|| echo " in step and "export MASTER_PORT=$((PACK_PORT + 2))" in text
+    request = pack.probe_request(pk)
+    assert request["nodes"] == 2 and request["points"] == [list(p.overrides) for p in points]
+    with pytest.raises(ValueError, match="cluster.probe=allocation measures inside"):
+        compose_cfg("cluster=local", "cluster.probe=allocation")
+
+
 def test_submission_stays_within_max_jobs():
     submitted = []
 
@@ -117,3 +140,34 @@ def test_six_points_in_packs_under_a_two_job_limit(tmp_path):
         assert summary["slurm"]["state"] == "COMPLETED"
         packs.setdefault(job["job_id"], []).append(position)
     assert sorted(sorted(v) for v in packs.values()) == [[0, 1]] * 3
+
+
+@pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
+@pytest.mark.slow
+def test_the_probe_of_a_packs_allocation_lands_in_the_sweeps_probe_file(tmp_path):
+    """On the virtual cluster, a pack of 2 nodes with ``cluster.probe=allocation`` measures
+    its allocation (world size 4: collectives across the 2 nodes) into the sweep's
+    probe.json before its point, and the analysis predicts the point from that probe."""
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    proc = run_module(
+        "vitfsdp.sweep", "-m", "cluster=virtual", "model=vit_tiny", "device=cpu",
+        "model.img_size=32", "train.steps=2", "train.warmup_steps=1", "train.log_every=1",
+        "train.local_batch_size=4", "cluster.poll_s=1", "cluster.probe=allocation",
+        "strategy=FULL_SHARD", "nodes=2", "hydra.launcher.pack=by_nodes",
+        f"hydra.sweep.dir={sweep_dir}",
+        f"hydra.launcher.job_name=vitfsdp-test-{uuid.uuid4().hex[:8]}",
+        cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    probe = read(sweep_dir / "probe.json")
+    assert probe["status"] == "completed" and probe["cluster"] == "virtual"
+    (world,) = probe["worlds"]
+    assert world["world_size"] == 4 and world["status"] == "completed"
+    assert {(c["op"], c["ranks"], c["nodes"]) for c in world["collectives"]} >= {
+        ("all_gather", 4, 2), ("reduce_scatter", 4, 2)}
+    analysis = run_module("vitfsdp.analysis", str(sweep_dir), cwd=tmp_path, timeout=300)
+    assert analysis.returncode == 0, analysis.stderr[-2000:]
+    import pandas as pd
+
+    (row,) = pd.read_csv(sweep_dir / "analysis" / "runs.csv").to_dict("records")
+    assert row["status"] == "completed" and row["pred_step_time_s"] > 0

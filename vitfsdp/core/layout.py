@@ -65,6 +65,10 @@ PACK_DIR = "packs"
 PACK_SCRIPT = "pack{index}.sbatch"
 #: A pack's Slurm output inside :data:`PACK_DIR` (``job_id``: ``%j`` in sbatch's pattern).
 PACK_OUTPUT = "pack{index}-{job_id}.out"
+#: The site measurement (``python -m vitfsdp.probe``) in a sweep directory.
+PROBE_FILE = "probe.json"
+#: What a pack's probe step measures (``cluster.probe=allocation``), inside :data:`PACK_DIR`.
+PACK_PROBE_REQUEST = "probe{index}.json"
 
 # ---------------------------------------------------------------- exit codes
 

@@ -198,7 +198,9 @@ class ClusterConfig:
     peak_tflops_tf32: float | None = None  # dense TF32 peak; None = no TF32 units (or unknown)
     peak_tflops_fp32: float | None = None  # dense fp32 peak (matrix units where the GPU has them)
     # a site's measurements (python -m vitfsdp.probe): a probe.json, or a directory holding
-    # one; the plan then predicts step time from it. None = the data-sheet figures below
+    # one; the plan then predicts step time from it. None = the data-sheet figures below.
+    # `allocation`: each pack (hydra.launcher.pack=by_nodes) measures its own allocation
+    # first, into the sweep directory's probe.json (the analysis predicts from it)
     probe: str | None = None
     plan_efficiency: float = 0.4  # fraction of peak_tflops the training compute reaches
     intra_node_gbps: float | None = None  # ring bus bandwidth per GPU inside a node, GB/s
@@ -229,6 +231,13 @@ class ClusterConfig:
             raise ValueError(f"cluster.network.emulate=true needs the local launcher; "
                              f"cluster={self.name} is launcher={self.launcher}: set "
                              "cluster.network.emulate=false (docs/network.md)")
+        if self.probe == "allocation" and (self.launcher != "slurm"
+                                           or self.launch_mode != "srun"):
+            raise ValueError(f"cluster.probe=allocation measures inside each pack's Slurm "
+                             f"allocation; cluster={self.name} is launcher={self.launcher}, "
+                             f"launch_mode={self.launch_mode}: use a Slurm profile with "
+                             "cluster.launch_mode=srun, or run python -m vitfsdp.probe --out "
+                             "SWEEP_DIR before the sweep")
         if self.time != "auto":
             time_limit_s(self.time)
         self._check_strings()

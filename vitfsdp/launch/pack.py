@@ -12,6 +12,13 @@ that fails does not stop the next. The pack's time limit is the sum over its poi
 plan's predicted run time (what ``cluster.time=auto`` resolves to) or, without a prediction,
 the point's ``cluster.time``, plus :data:`PACK_START_S`.
 
+With ``cluster.probe=allocation`` each pack first measures its own allocation: one job step
+(``vitfsdp-probe``) runs the probe's worker (:mod:`vitfsdp.probe.worker`) on the pack's
+nodes, every rank at once, and adds that world size to the sweep directory's
+``probe.json``, from which the analysis predicts the points (docs/plan.md, "The probe"). A
+failed probe step is logged in the pack's output and the points run as before. The loop and
+wrapper term (the framework probe) is not measured in a pack.
+
 A point stopped by SIGUSR2 (the pack's time limit is near; ``--signal``) saves its checkpoint
 and ends the pack; the pack is not requeued: points it did not reach are recorded by the
 sweep's status (:mod:`vitfsdp.launch.status`) and a rerun of the sweep runs them, resuming the
@@ -31,7 +38,9 @@ from vitfsdp.core.layout import (
     JOB_FILE,
     PACK_DIR,
     PACK_OUTPUT,
+    PACK_PROBE_REQUEST,
     PACK_SCRIPT,
+    PROBE_FILE,
     SCRIPT_FILE,
     TASK_LOG,
     TASK_LOG_DIR,
@@ -59,6 +68,11 @@ log = logging.getLogger(__name__)
 #: ``hydra.launcher.pack`` values: None = one job per point (job arrays for equal shapes).
 PACK_MODES = ("by_nodes",)
 PACK_START_S = 120  # time-limit allowance per pack for the job's start (s)
+PROBE_STEP_S = 600  # time-limit allowance for a pack's probe step (cluster.probe=allocation)
+#: ``cluster.probe`` value: measure inside each pack's allocation.
+PROBE_IN_ALLOCATION = "allocation"
+#: The job-step name of a pack's probe step.
+PROBE_STEP_NAME = "vitfsdp-probe"
 
 
 @dataclass
@@ -80,6 +94,11 @@ class Pack:
         """Nodes of the pack's job: every point of a pack has this node count."""
         return self.points[0].cfg.nodes
 
+    @property
+    def probes(self) -> bool:
+        """Whether the pack measures its allocation first (``cluster.probe=allocation``)."""
+        return self.cluster.probe == PROBE_IN_ALLOCATION
+
 
 def make_packs(points: Sequence, predicted_s: dict[int, int]) -> list[Pack]:
     """Points of the same cluster profile and node count in one pack each, in point order.
@@ -88,8 +107,9 @@ def make_packs(points: Sequence, predicted_s: dict[int, int]) -> list[Pack]:
         predicted_s: point number → the plan's predicted run time in seconds, where it has
             one; a point without takes its ``cluster.time``.
     """
-    return [Pack(i, group, PACK_START_S + sum(predicted_s.get(p.num, p.cfg.cluster.time_limit_s)
-                                              for p in group))
+    return [Pack(i, group, PACK_START_S
+                 + (PROBE_STEP_S if group[0].cfg.cluster.probe == PROBE_IN_ALLOCATION else 0)
+                 + sum(predicted_s.get(p.num, p.cfg.cluster.time_limit_s) for p in group))
             for i, group in enumerate(shape_groups(points))]
 
 
@@ -126,10 +146,42 @@ def render(pack: Pack, sweep_dir: Path, job_name: str, workdir: str) -> str:
              *(f"#SBATCH --{k}" if v is True else f"#SBATCH --{k}={sbatch_word(v)}"
                for k, v in opts.items()),
              "", *setup_lines(cluster, sweep_dir), 'PACK_PORT="${MASTER_PORT}"']
+    if pack.probes:
+        lines += ["", *_probe_lines(pack, sweep_dir)]
     for position, point in enumerate(pack.points):
         lines += ["", *_point_lines(pack, point, position)]
     lines += ["", "exit 0"]
     return "\n".join(lines) + "\n"
+
+
+def probe_request_path(pack: Pack, sweep_dir: Path) -> Path:
+    """Where :func:`write` puts the pack's probe request (what its probe step measures)."""
+    return Path(sweep_dir).resolve() / PACK_DIR / PACK_PROBE_REQUEST.format(index=pack.index)
+
+
+def probe_request(pack: Pack) -> dict:
+    """What the pack's probe step measures: the overrides of its points, from which every
+    rank of the step composes the probe's spec (:func:`vitfsdp.probe.worker.spec_of_request`:
+    their GEMM shapes, ops, collectives at the pack's world size), and the profile's name."""
+    return {"cluster": pack.cluster.name, "nodes": pack.nodes,
+            "points": [list(p.overrides) for p in pack.points]}
+
+
+def _probe_lines(pack: Pack, sweep_dir: Path) -> list[str]:
+    """The pack's probe step (``cluster.probe=allocation``): the worker on every rank of the
+    allocation, merging into the sweep's probe.json; a failure is logged, not fatal."""
+    spec = task_spec(pack.cluster, [], Path(sweep_dir), pack.nodes)
+    log = str(Path(sweep_dir).resolve() / PACK_DIR / f"probe{pack.index}-%j-%t.log")
+    launch = ["srun", f"--job-name={PROBE_STEP_NAME}", *srun_options(pack.cluster),
+              f"--output={log}"]
+    argv = [spec.python, "-u", "-m", "vitfsdp.probe.worker",
+            str(probe_request_path(pack, sweep_dir)), "--merge",
+            str(Path(sweep_dir).resolve() / PROBE_FILE)]
+    return ["# the probe of this allocation (cluster.probe=allocation), into the sweep's "
+            "probe.json",
+            f"export MASTER_PORT=$((PACK_PORT + {len(pack.points)}))",
+            f"{shell_join(launch)} \\\n    {shell_join(argv)} || echo \"the probe step failed "
+            f"(exit $?): the points run; see {PACK_DIR}/probe{pack.index}-*.log\""]
 
 
 def _point_lines(pack: Pack, point, position: int) -> list[str]:
@@ -161,6 +213,8 @@ def write(pack: Pack, sweep_dir: Path, job_name: str) -> Path:
     write_point_secrets(pack.points, sweep_dir)
     text = render(pack, sweep_dir, job_name, str(Path.cwd()))
     (sweep_dir / PACK_DIR).mkdir(parents=True, exist_ok=True)
+    if pack.probes:
+        write_json_atomic(probe_request_path(pack, sweep_dir), probe_request(pack))
     path = sweep_dir / PACK_DIR / PACK_SCRIPT.format(index=pack.index)
     secret = any(point_carries_secret(p) for p in pack.points)  # then the owner's only
     write_script(path, text, secret)

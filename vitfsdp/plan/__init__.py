@@ -292,12 +292,15 @@ def peak_flops_for(cfg, device: str) -> tuple[float | None, str]:
 
 def probe_for(cfg) -> Probe | None:
     """The probe the plan reads for ``cfg``: ``cluster.probe`` (a probe.json, or a directory
-    holding one), or None.
+    holding one), or None: unset, or ``allocation`` (each pack measures its allocation
+    during the sweep; the analysis then predicts from the sweep directory's probe.json).
 
     Raises:
         ValueError: the file cannot be read (:func:`vitfsdp.plan.probed.load_probe`).
     """
-    return cached_probe(cfg.cluster.probe) if cfg.cluster.probe else None
+    if cfg.cluster.probe in (None, "", "allocation"):  # allocation: measured in the job
+        return None
+    return cached_probe(cfg.cluster.probe)
 
 
 def predict(cfg, *, peak_flops: float | None = None,
@@ -339,6 +342,9 @@ def predict(cfg, *, peak_flops: float | None = None,
     profile_peak, _ = peak_flops_for(cfg, device)
     peak = profile_peak or peak_flops
     if probe is not None:
+        probe.notes.clear()  # this point's approximations only (the probe is shared)
+        net = cfg.cluster.network
+        probe.check_network(cfg.world_size, net.emulate, net.inter_node_gbit_s)
         dtype = cfg.precision_settings("cuda" if device == "gpu" else "cpu").compute_dtype
         compute = probed_compute_terms(cfg, probe, shard, dtype)
     else:

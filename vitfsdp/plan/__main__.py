@@ -55,7 +55,8 @@ def compose_points(overrides: list[str]) -> list[tuple[list[str], object]]:
     register_configs()
     points = []
     with initialize_config_dir(str(CONF_DIR), version_base=None):
-        for point in expand(overrides, GlobalHydra.instance().config_loader()):
+        loader = GlobalHydra.instance().config_loader()
+        for point in [q for p in expand(overrides, loader) for q in _preset_points(p, loader)]:
             try:
                 cfg = compose("config", point)
                 with open_dict(cfg):
@@ -64,6 +65,27 @@ def compose_points(overrides: list[str]) -> list[tuple[list[str], object]]:
             except (ValueError, OmegaConfBaseException) as e:
                 raise ValueError(f"point {' '.join(point)}: {str(e).splitlines()[0]}") from None
     return points
+
+
+def _preset_points(point: list[str], loader) -> list[list[str]]:
+    """``point`` expanded by its preset's sweep (``experiment=NAME`` whose file sets
+    ``hydra.sweeper.params``), as ``python -m vitfsdp.sweep`` runs it: the preset's axes
+    first, the command line's overrides after them (a key given on the command line wins).
+    A point without a preset is returned as it is."""
+    # on use (see compose_points): `plan --help` starts without Hydra
+    from hydra import compose
+
+    from vitfsdp.overrides import expand
+
+    if not any(o.split("=", 1)[0].lstrip("+~") == "experiment" for o in point):
+        return [point]
+    try:
+        params = compose("config", point, return_hydra_config=True).hydra.sweeper.params
+    except Exception:  # noqa: BLE001 (compose_points reports the point's own error)
+        return [point]
+    if not params:
+        return [point]
+    return expand([*(f"{k}={v}" for k, v in params.items()), *point], loader)
 
 
 def plan_table(overrides: list[str]) -> pd.DataFrame:

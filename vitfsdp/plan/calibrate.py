@@ -138,7 +138,8 @@ def read_runs(sweep_dirs: Sequence[Path], probe=None) -> tuple[pd.DataFrame, lis
         run, summary, cfg = loaded
         m = Measured(cfg, run.get("device") or {}, summary.get("step_time_s") or math.nan)
         p = _predict(m, probe)
-        rows.append({"model": cfg.model.name, "strategy": cfg.strategy.name,
+        rows.append({"pred_notes": p.notes, "model": cfg.model.name,
+                     "strategy": cfg.strategy.name,
                      "nodes": cfg.nodes, "world_size": cfg.world_size,
                      "activation_checkpointing": cfg.train.activation_checkpointing,
                      **{f"pred_{t}": getattr(p, t) for t in TERMS},
@@ -272,10 +273,30 @@ def _probe_report(df: pd.DataFrame, table: pd.DataFrame, probe) -> str:
         else:
             verdict = f"x{x:.2f}: predicted {abs(1 - x):.0%} {'short' if x > 1 else 'long'}"
         parts.append(f"  {t[:-2]:<12} median share {share:.0%} of the step: {verdict}")
-    notes = f"\nprobe approximated: {'; '.join(sorted(probe.notes))}" if probe.notes else ""
+    seen = sorted({n for text in df.get("pred_notes", []) if text for n in text.split("; ")})
+    notes = f"\nprobe approximated: {'; '.join(seen)}" if seen else ""
     return (f"step time from the probe {probe.path}: median |error| {err.median():.1%}, max "
             f"{err.max():.1%} over {len(err)} run(s) (nothing fitted)\nterms (which is off, "
             "from all runs together):\n" + "\n".join(parts) + notes)
+
+
+def _csv_table(df: pd.DataFrame, table: pd.DataFrame, sweep_dir: Path) -> pd.DataFrame:
+    """``calibration.csv``: the table with activation checkpointing and the predicted terms
+    (seconds) beside it, and run directories relative to ``sweep_dir`` where they are below
+    it (the file can be published without the machine's paths)."""
+    out = table.copy()
+    out.insert(4, "activation_checkpointing", df["activation_checkpointing"].to_numpy())
+    for t in TERMS:
+        out[f"pred_{t}"] = pd.to_numeric(df[f"pred_{t}"], errors="coerce").to_numpy()
+    root = sweep_dir.resolve()
+
+    def rel(d: str) -> str:
+        try:
+            return str(Path(d).resolve().relative_to(root))
+        except ValueError:
+            return d
+    out["run_dir"] = out["run_dir"].map(rel)
+    return out
 
 
 def calibrate(sweep_dirs: list[Path], overrides: list[str] | None = None,
@@ -299,7 +320,7 @@ def calibrate(sweep_dirs: list[Path], overrides: list[str] | None = None,
     if df.empty:
         raise ValueError(f"no completed run below {', '.join(map(str, sweep_dirs))}")
     table = compare(df, ["model", "strategy", "nodes", "world_size", "framework", "device"])
-    table.to_csv(dirs[0] / CALIBRATION_FILE, index=False)
+    _csv_table(df, table, dirs[0]).to_csv(dirs[0] / CALIBRATION_FILE, index=False)
     cols = ["model", "strategy", "nodes", "measured_mem_gib", "pred_peak_mem_gib",
             "mem_rel_error", "step_time_s", "pred_step_time_s", "step_time_rel_error"]
     text = table[cols].to_string(index=False, float_format=lambda x: f"{x:.3f}", na_rep="-")

@@ -17,7 +17,12 @@ The schema (``"schema": "vitfsdp.probe/1"``; units in the names; docs/plan.md, "
         "collectives": [{"op", "ranks", "nodes", "dtype", "groups",
                          "points": [{"size_bytes", "time_s", "busbw_gbps"}],
                          "latency_us", "busbw_gbps"}],
-        "overlap": {"compute_s", "comm_s", "together_s", "fraction"}}]}
+        "overlap": {"compute_s", "comm_s", "together_s", "fraction"},
+        "network": {"emulate", "emulated", "inter_node_gbit_s", ...}}]}  # local launcher only
+
+``network`` is present where the sweep asked for nodes apart (``cluster.network.emulate``,
+:mod:`vitfsdp.launch.netns`): the probe's ranks then ran on the same emulated link as the
+points, and a point planned from a probe measured on another network gets a note.
 
 A lookup at a world size the probe has not measured takes the nearest one that was (by
 ratio), and says so in :attr:`Probe.notes`; a shape not measured takes the measured shape of
@@ -33,10 +38,10 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vitfsdp.core.layout import PROBE_FILE  # the probe file's name in a sweep directory
+
 #: The schema this module reads.
 SCHEMA = "vitfsdp.probe/1"
-#: The probe file's name in a sweep directory.
-PROBE_FILE = "probe.json"
 
 
 def _nearest(values, target: float):
@@ -81,6 +86,7 @@ class ProbeWorld:
     overlap: float | None  # fraction of the shorter of compute and transfer that hides
     # (strategy, engine) -> (seconds, per: unit | step): the loop's and wrapper's own time
     framework: dict[tuple[str, str], tuple[float, str]] = field(default_factory=dict)
+    network: dict | None = None  # the emulated network measured on (netns.record), if asked
 
     @classmethod
     def from_json(cls, w: dict) -> ProbeWorld:
@@ -96,7 +102,7 @@ class ProbeWorld:
         fw = {(f["strategy"], f["engine"]): (f["overhead_s"], f["per"])
               for f in w.get("framework", []) if f.get("status") == "completed"}
         return cls(w["world_size"], w.get("nodes", 1), gemm, ops, opt.get("s_per_param"),
-                   coll, ov.get("fraction"), fw)
+                   coll, ov.get("fraction"), fw, w.get("network"))
 
 
 @dataclass
@@ -188,6 +194,21 @@ class Probe:
             hit = same[0]
         seconds, per = hit
         return seconds * (num_units if per == "unit" else 1)
+
+    def check_network(self, world_size: int, emulate: bool, gbit_s: float | None) -> None:
+        """Add a note where the probe at ``world_size`` was measured on another network than
+        a point's (``cluster.network``: nodes apart at ``gbit_s`` Gbit/s when ``emulate``,
+        else this host's loopback): its collective curves are then not the point's."""
+        w = self.world(world_size)
+        net = w.network or {}
+        measured = net.get("inter_node_gbit_s") if net.get("emulated") else None
+        wanted = gbit_s if emulate else None
+        if w.nodes > 1 and measured != wanted:
+            def name(rate):
+                return f"an emulated {rate:g} Gbit/s link" if rate else "the loopback"
+            self.notes.add(f"probe at world size {w.world_size} measured on {name(measured)}, "
+                           f"the point runs on {name(wanted)}: probe with the sweep's "
+                           "cluster.network")
 
     def overlap(self, world_size: int) -> float:
         """Measured fraction of the shorter of compute and transfer that hides behind the

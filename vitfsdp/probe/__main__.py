@@ -35,12 +35,15 @@ log = logging.getLogger("vitfsdp.probe")
 TAIL_LINES = 8
 
 
-def probe_world(spec: dict, work_dir: Path, timeout_s: float, slurm_cfg=None) -> dict:
+def probe_world(spec: dict, work_dir: Path, timeout_s: float, slurm_cfg=None,
+                network=None) -> dict:
     """Run one world size's measurement and return its ``worlds`` entry: as ``torchrun``
     processes here (a simulated node is ``ranks_per_node`` of them, as the local launcher
-    runs points), or with ``slurm_cfg`` (a point's RunConfig at that world size on a Slurm
-    profile) as a Slurm job of its nodes (:mod:`vitfsdp.probe.slurm`). A failed or timed-out
-    job gives ``status: failed`` and the log's tail as the reason."""
+    runs points; with ``network``, ``cluster.network``, set to emulate and root, each node's
+    ranks in their own network namespace on the shaped link, as the sweep's points run:
+    :func:`run_local`), or with ``slurm_cfg`` (a point's RunConfig at that world size on a
+    Slurm profile) as a Slurm job of its nodes (:mod:`vitfsdp.probe.slurm`). A failed or
+    timed-out job gives ``status: failed`` and the log's tail as the reason."""
     world = spec["world_size"]
     spec_path = work_dir / f"probe_spec_w{world}.json"
     out_path = work_dir / f"probe_w{world}.json"
@@ -49,6 +52,7 @@ def probe_world(spec: dict, work_dir: Path, timeout_s: float, slurm_cfg=None) ->
     start = time.perf_counter()
     entry = {"world_size": world, "nodes": spec["nodes"],
              "ranks_per_node": spec["ranks_per_node"]}
+    net_record = None
     if slurm_cfg is not None:  # a job of the world's nodes, made as a point's job
         # submitit where a Slurm job is submitted
         from vitfsdp.probe.slurm import run_world_job
@@ -56,25 +60,99 @@ def probe_world(spec: dict, work_dir: Path, timeout_s: float, slurm_cfg=None) ->
         ok, why = run_world_job(slurm_cfg, spec_path, out_path, work_dir / f"slurm_w{world}")
         code = 0 if ok else 1
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               f"--nproc_per_node={world}", "-m", "vitfsdp.probe.worker", str(spec_path),
-               str(out_path)]
-        with open(log_path, "w", encoding="utf-8") as out:
-            try:
-                code = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT,
-                                      timeout=timeout_s, check=False).returncode
-            except subprocess.TimeoutExpired:
-                code = None
-        from vitfsdp.launch.local import tail  # the launcher where a run was launched
+        # the launchers where a world is launched: `python -m vitfsdp.probe --help` starts
+        # without them
+        from vitfsdp.launch.local import tail
 
-        why = ("timed out" if code is None else f"exit status {code}") + ": " + " | ".join(
-            tail(log_path, TAIL_LINES).splitlines())
+        worker = ["-m", "vitfsdp.probe.worker", str(spec_path), str(out_path)]
+        try:
+            code, net_record = run_local(worker, spec["nodes"], spec["ranks_per_node"],
+                                         log_path, timeout_s, network)
+        except RuntimeError as e:  # the emulated network could not be made: recorded
+            code, net_record, why = 1, None, f"emulated network: {e}"
+        else:
+            why = ("timed out" if code is None else f"exit status {code}") + ": " + " | ".join(
+                tail(log_path, TAIL_LINES).splitlines())
+    if net_record is not None:
+        entry["network"] = net_record
     if code == 0 and out_path.exists():
-        entry = json.loads(out_path.read_text(encoding="utf-8"))
+        entry = json.loads(out_path.read_text(encoding="utf-8")) | (
+            {"network": net_record} if net_record is not None else {})
         out_path.unlink()
         spec_path.unlink()
         return entry
     return entry | {"status": "failed", "wall_s": time.perf_counter() - start, "reason": why}
+
+
+def run_local(worker: list[str], nodes: int, ranks_per_node: int, log_path: Path,
+              timeout_s: float, network=None) -> tuple[int | None, dict | None]:
+    """Run ``python <worker...>`` as ``nodes`` x ``ranks_per_node`` torchrun processes here
+    and wait for them (at most ``timeout_s``; then every process is killed).
+
+    Where ``network`` (``cluster.network``, :class:`vitfsdp.launch.netns.NetworkConfig`)
+    asks to emulate and this host can (root), each node is a torchrun of its own in its own
+    network namespace with a static rendezvous on node 0's address, exactly as
+    :func:`vitfsdp.launch.local.run_point` runs a point; else one ``torchrun --standalone``
+    of every rank on this host's loopback.
+
+    Returns:
+        (exit status, the network's record for probe.json): the status is the first non-zero
+        one of the nodes' torchruns, 0 when all succeeded, ``None`` when timed out; the
+        record (:func:`vitfsdp.launch.netns.record`) is ``None`` where no emulation was
+        asked.
+
+    Raises:
+        RuntimeError: the emulated network could not be made (an ``ip``/``tc`` failure).
+    """
+    # the launchers where a world is launched (see probe_world)
+    from vitfsdp.launch import netns
+
+    env = dict(os.environ)
+    run = [sys.executable, "-m", "torch.distributed.run"]
+    if network is None or not network.emulate:
+        return _wait_all([[*run, "--standalone", f"--nproc_per_node={nodes * ranks_per_node}",
+                           *worker]], [env], log_path, timeout_s), None
+    reason = netns.unavailable_reason()
+    if reason:
+        log.warning("cluster.network.emulate=true but %s: the network is not emulated; the "
+                    "probe's nodes share this host's loopback", reason)
+        return _wait_all([[*run, "--standalone", f"--nproc_per_node={nodes * ranks_per_node}",
+                           *worker]], [env], log_path, timeout_s), netns.record(
+                               network, nodes, False, reason)
+    with netns.EmulatedNetwork(nodes, network.inter_node_gbit_s) as net:
+        cmds = [net.wrap(k, [*run, f"--nnodes={nodes}", f"--node-rank={k}",
+                             f"--master-addr={net.addresses[0]}",
+                             f"--master-port={netns.MASTER_PORT}",
+                             f"--nproc_per_node={ranks_per_node}", *worker])
+                for k in range(nodes)]
+        code = _wait_all(cmds, [{**env, **net.env(k)} for k in range(nodes)], log_path,
+                         timeout_s)
+    return code, netns.record(network, nodes, True)
+
+
+def _wait_all(cmds: list[list[str]], envs: list[dict], log_path: Path,
+              timeout_s: float) -> int | None:
+    """Start ``cmds`` (output to ``log_path``) and wait for all of them; once one fails, or
+    ``timeout_s`` passes, the others are killed. The first non-zero exit status, 0, or
+    ``None`` on the timeout."""
+    deadline = time.monotonic() + timeout_s
+    with open(log_path, "w", encoding="utf-8") as out:
+        procs = [subprocess.Popen(c, stdout=out, stderr=subprocess.STDOUT, env=e)
+                 for c, e in zip(cmds, envs, strict=True)]
+        timed_out = False
+        while any(p.poll() is None for p in procs):
+            if any(p.returncode for p in procs) or time.monotonic() > deadline:
+                timed_out = not any(p.returncode for p in procs)
+                for p in procs:
+                    if p.poll() is None:
+                        p.kill()
+                for p in procs:
+                    p.wait()
+                break
+            time.sleep(0.5)
+    if timed_out:
+        return None
+    return next((p.returncode for p in procs if p.returncode), 0)
 
 
 #: The framework probe: the sweep's strategy on the smallest model, through the real training
@@ -121,7 +199,8 @@ def probe_framework(points: list[tuple[list[str], object]], world: dict, work_di
             run_dir.with_suffix(".log").write_text(tail(run_dir / "logs" / "task0.log", 20))
         else:
             code = run_point(overrides, run_dir, cfg.world_size,
-                             log_path=run_dir.with_suffix(".log"))
+                             log_path=run_dir.with_suffix(".log"), nodes=cfg.nodes,
+                             network=cfg.cluster.network)
         summary = read_json(run_dir / "summary.json") or {}
         measured = summary.get("step_time_s")
         if code != 0 or not measured:
@@ -165,6 +244,27 @@ def write_probe(path: Path, worlds: list[dict], cluster: str, gpus_per_node: int
     return data
 
 
+def merge_world(path: Path, entry: dict, cluster: str, gpus_per_node: int) -> dict:
+    """Add one world size's ``entry`` to the probe file ``path`` (created if missing; an
+    earlier entry of the same world size is replaced) and rewrite it atomically, under a
+    lock file beside it, so that packs of several node counts running at once each add
+    theirs (``cluster.probe=allocation``, :mod:`vitfsdp.launch.pack`). The lock is
+    :class:`filelock.SoftFileLock` (a file created exclusively), which holds on the shared
+    file systems of clusters where ``flock`` may not. Returns the file's data."""
+    from filelock import SoftFileLock  # torch's own dependency; only where a pack merges
+
+    with SoftFileLock(str(path) + ".lock", timeout=300):
+        worlds = []
+        if path.exists():
+            try:
+                worlds = json.loads(path.read_text(encoding="utf-8")).get("worlds", [])
+            except (OSError, ValueError):
+                log.warning("probe: %s unreadable; rewritten with this world size only", path)
+        worlds = sorted([w for w in worlds if w.get("world_size") != entry["world_size"]]
+                        + [entry], key=lambda w: w["world_size"])
+        return write_probe(path, worlds, cluster, gpus_per_node)
+
+
 def summary_line(w: dict) -> str:
     """One line of a world size's figures for the terminal."""
     if w.get("status") != "completed":
@@ -206,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     slurm = {cfg.world_size: cfg for cfg in cfgs if cfg.cluster.launcher == "slurm"}
+    network = {cfg.world_size: cfg.cluster.network for cfg in cfgs
+               if cfg.cluster.launcher != "slurm"}
     out = args.out or Path("runs/probe") / datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     path = out if out.suffix == ".json" else out / PROBE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -218,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
               f"GEMM shapes, {len(spec['ops'])} ops, {len(spec['collectives'])} collective "
               "curves ...", flush=True)
         worlds.append(probe_world(spec, path.parent, args.timeout,
-                                  slurm.get(spec["world_size"])))
+                                  slurm.get(spec["world_size"]), network.get(spec["world_size"])))
         if worlds[-1].get("status") == "completed":
             at = [p for p in points if p[1].world_size == spec["world_size"]]
             # its runs' records are not the sweep's: kept out of its run directories (under

@@ -112,13 +112,48 @@ def _device_name(device: torch.device) -> str:
     return platform.processor() or platform.machine()
 
 
+def spec_of_request(request: dict) -> dict:
+    """The spec of a pack's probe request (``{"cluster", "nodes", "points": [overrides]}``,
+    :func:`vitfsdp.launch.pack.probe_request`): the points composed as the sweep composed
+    them, their shapes at the pack's world size (:func:`vitfsdp.probe.world_specs`).
+
+    Raises:
+        ValueError: a point does not compose, or the points span several world sizes.
+    """
+    # Hydra composes the points only where a pack asks for it
+    from vitfsdp.plan.__main__ import compose_points
+    from vitfsdp.probe import world_specs
+
+    cfgs = [cfg for point in request["points"] for _, cfg in compose_points(point)]
+    device = "cuda" if any(c.expected_device_type() == "cuda" for c in cfgs) else "cpu"
+    specs = world_specs(cfgs, device)
+    if len(specs) != 1:
+        raise ValueError(f"a pack's probe request spans world sizes "
+                         f"{[s['world_size'] for s in specs]}; a pack has one")
+    return specs[0] | {"cluster": request.get("cluster", "?")}
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``SPEC OUT``: measure, rank 0 writes OUT (JSON). Returns the exit status."""
+    """``SPEC OUT``: measure, rank 0 writes OUT (JSON). ``SPEC --merge PROBE_JSON`` (the
+    probe step of a pack, ``cluster.probe=allocation``): rank 0 adds this world size's entry
+    to PROBE_JSON instead (:func:`vitfsdp.probe.__main__.merge_world`). Returns the exit
+    status."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    spec_path, out_path = (argv if argv is not None else sys.argv[1:])[:2]
+    spec_path, out_path = [a for a in (argv if argv is not None else sys.argv[1:])
+                           if a != "--merge"][:2]
+    merge = "--merge" in (argv if argv is not None else sys.argv[1:])
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+    if "points" in spec:  # a pack's request (vitfsdp.launch.pack.probe_request)
+        spec = spec_of_request(spec)
     result = run(spec)
     if distributed.discover().rank == 0:
+        if merge:
+            # the probe file's writer, where a pack's step merges into it
+            from vitfsdp.probe.__main__ import merge_world
+
+            merge_world(Path(out_path), result, spec.get("cluster", "?"),
+                        spec["ranks_per_node"])
+            return 0
         tmp = Path(out_path).with_suffix(".tmp")
         tmp.write_text(json.dumps(result, indent=1), encoding="utf-8")
         tmp.replace(out_path)
