@@ -205,7 +205,8 @@ def run_row(run_dir: str | os.PathLike, probe: str | None = None) -> dict[str, A
         log.warning("%s: unreadable records (%s)", run_dir, e)
         return {"run_dir": str(run_dir), "status": "failed", "reason": f"unreadable records: {e}"}
     cluster = (run.get("config") or {}).get("cluster")
-    if probe and isinstance(cluster, dict) and not cluster.get("probe"):  # the sweep's probe
+    if probe and isinstance(cluster, dict) and cluster.get("probe") in (None, "", "allocation"):
+        # the sweep's probe (allocation: the packs measured into it)
         run = {**run, "config": {**run["config"], "cluster": {**cluster, "probe": probe}}}
     _LOSS_CURVES[str(run_dir)] = _loss_curve(windows)
     status = _status(run, summary)
