@@ -34,13 +34,21 @@ REPEATS = 5
 NODES = ("vnode1", "vnode2")
 WHY_NOT = netns.unavailable_reason()
 
-pytestmark = [
+#: The marks of a test that starts the second cluster.
+CLUSTER_MARKS = (
     pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1",
                        reason="virtual Slurm tests not enabled (VITFSDP_SLURM=1)"),
     pytest.mark.skipif(WHY_NOT is not None, reason=f"no network namespaces here: {WHY_NOT}"),
     pytest.mark.skipif(shutil.which("slurmctld") is None,
                        reason="no slurmctld (bash launch/virtual/start.sh installs slurm-wlm)"),
-]
+)
+
+
+def needs_cluster(test):
+    """Skip ``test`` unless the second cluster can be started here (with the reason)."""
+    for mark in CLUSTER_MARKS:
+        test = mark(test)
+    return test
 
 #: One srun task's view of where it runs: its node, network namespace, addresses and the
 #: variables the node's TaskProlog set.
@@ -127,6 +135,7 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
         _script("stop.sh", env)
 
 
+@needs_cluster
 def test_the_start_replaces_a_half_made_network_and_makes_it_whole(cluster):
     print(f"second cluster started in {cluster.start_s:.1f} s")
     assert cluster.start.returncode == 0, cluster.start.stdout + cluster.start.stderr
@@ -142,6 +151,7 @@ def test_the_start_replaces_a_half_made_network_and_makes_it_whole(cluster):
     assert "rate 100Mbit ceil 100Mbit" in classes, classes
 
 
+@needs_cluster
 def test_srun_tasks_run_in_their_nodes_namespaces(cluster):
     """Each task in its node's namespace (not this process's, not the other node's), its host
     name and node names resolving to node addresses there, gloo bound to the node's link and
@@ -163,6 +173,7 @@ def test_srun_tasks_run_in_their_nodes_namespaces(cluster):
         assert task["network"]["node_address"] == f"{cluster.subnet}.{k}", task
 
 
+@needs_cluster
 def test_gloo_between_two_nodes_runs_at_the_set_rate(cluster, tmp_path):
     """A 2 MiB gloo all_gather between two nodes' tasks (MASTER_ADDR=vnode1, resolved in the
     nodes' namespaces) moves 2 MiB each way over the link; the best of five runs at the set
@@ -181,6 +192,7 @@ def test_gloo_between_two_nodes_runs_at_the_set_rate(cluster, tmp_path):
     assert abs(gbit_s - RATE_GBIT_S) <= 0.15 * RATE_GBIT_S, gbit_s
 
 
+@needs_cluster
 def test_a_second_start_reuses_the_network(cluster):
     assert cluster.start.returncode == 0, "the cluster did not start"
     before = set(netns.list_namespaces(cluster.name + "-"))
@@ -191,6 +203,7 @@ def test_a_second_start_reuses_the_network(cluster):
     assert set(netns.list_namespaces(cluster.name + "-")) == before
 
 
+@needs_cluster
 def test_stop_leaves_nothing_behind(cluster):
     """stop.sh (make slurm-down) removes the namespaces, the switch's bridge and veths, the
     host's veth and the nodes' /etc/netns folders, and no slurmd of this cluster runs."""
@@ -199,3 +212,38 @@ def test_stop_leaves_nothing_behind(cluster):
     assert _leftovers(cluster.name) == []
     run = Path(cluster.env["VITFSDP_SLURM_DIR"]) / "run"
     assert not list(run.glob("slurmd-*.pid")) and not (run / "network").exists()
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None,
+                    reason="no setpriv (util-linux) to drop capabilities")
+def test_without_network_capabilities_one_line_and_the_loopback(tmp_path):
+    """Without CAP_NET_ADMIN and CAP_SYS_ADMIN the rate is dropped with one line saying the
+    network is not emulated (start.sh then starts the loopback cluster)."""
+    env = {**os.environ, "VITFSDP_SLURM_DIR": str(tmp_path), "VITFSDP_SLURM_NETWORK_GBIT_S": "0.2"}
+    done = subprocess.run(
+        ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "bash", "-c",
+         'source common.sh && source network.sh && net_check_settings && net_decide && '
+         'echo "NETNS=$NETNS rate=$NET_GBIT_S"'],
+        cwd=VIRTUAL, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "NETNS=0 rate=", done.stdout
+    assert done.stderr.splitlines() == [
+        "[virtual-slurm] VITFSDP_SLURM_NETWORK_GBIT_S=0.2 but not root (no CAP_NET_ADMIN and "
+        "CAP_SYS_ADMIN): the network is not emulated; the nodes share this host's loopback"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="start.sh needs root")
+@pytest.mark.parametrize(("key", "value"), [
+    ("VITFSDP_SLURM_NETWORK_GBIT_S", "0"), ("VITFSDP_SLURM_NETWORK_GBIT_S", "fast"),
+    ("VITFSDP_SLURM_NETWORK_SUBNET", "10.300.0"), ("VITFSDP_SLURM_ACCOUNTING", "no"),
+])
+def test_bad_settings_are_refused_before_anything_starts(tmp_path, key, value):
+    """start.sh refuses a bad setting in one line naming the variable, before it makes its
+    state directory (so before any daemon, package or network)."""
+    state = tmp_path / "state"
+    env = {**os.environ, "VITFSDP_SLURM_DIR": str(state), key: value}
+    done = _script("start.sh", env, timeout=30)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        next(line for line in done.stderr.splitlines() if f"ERROR: {key}={value} must" in line)]
+    assert not state.exists()
