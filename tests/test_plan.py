@@ -184,6 +184,19 @@ def test_a_preset_plans_its_own_sweep_and_the_command_line_wins():
     assert len(compose_points(["strategy=DDP"])) == 1  # no preset: the point as it is
 
 
+def test_a_cpu_point_that_releases_host_memory_says_its_step_is_not_modelled():
+    """``train.release_host_memory=true`` maps and zero-fills every large tensor afresh, a
+    cost the plan does not predict: the prediction says so; a GPU point has no such note."""
+    from vitfsdp.plan import RELEASE_HOST_MEMORY_NOTE
+    from vitfsdp.plan.__main__ import compose_points
+
+    (_, cfg), = compose_points(["model=vit_tiny", "train.release_host_memory=true"])
+    assert RELEASE_HOST_MEMORY_NOTE in predict(cfg, device="cpu").notes
+    assert RELEASE_HOST_MEMORY_NOTE not in predict(cfg, device="gpu").notes
+    (_, off), = compose_points(["model=vit_tiny"])
+    assert RELEASE_HOST_MEMORY_NOTE not in predict(off, device="cpu").notes
+
+
 def test_cpu_run_memory_within_20_percent_and_calibration(tmp_path):
     """Real 2-rank CPU runs of ViT-Base (87M parameters at 32x32 pixels: model state, not
     activations or the process baseline, is most of its RSS) and ViT-Tiny under DDP and

@@ -221,7 +221,7 @@ def format_terms(df: pd.DataFrame) -> str:
     sources = sorted(set(df["source"].astype(str)))
     lines.append("figures from: " + ", ".join(sources))
     notes = sorted({n for x in df["notes"].astype(str) for n in x.split("; ") if n})
-    lines += [f"approximated: {n}" for n in notes]
+    lines += [f"note: {n}" for n in notes]
     return "\n".join(lines)
 
 

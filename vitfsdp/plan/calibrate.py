@@ -274,7 +274,7 @@ def _probe_report(df: pd.DataFrame, table: pd.DataFrame, probe) -> str:
             verdict = f"x{x:.2f}: predicted {abs(1 - x):.0%} {'short' if x > 1 else 'long'}"
         parts.append(f"  {t[:-2]:<12} median share {share:.0%} of the step: {verdict}")
     seen = sorted({n for text in df.get("pred_notes", []) if text for n in text.split("; ")})
-    notes = f"\nprobe approximated: {'; '.join(seen)}" if seen else ""
+    notes = "".join(f"\nnote: {n}" for n in seen)
     return (f"step time from the probe {probe.path}: median |error| {err.median():.1%}, max "
             f"{err.max():.1%} over {len(err)} run(s) (nothing fitted)\nterms (which is off, "
             "from all runs together):\n" + "\n".join(parts) + notes)
