@@ -139,6 +139,23 @@ def test_a_probe_of_nodes_apart_measures_the_emulated_link(tmp_path):
                            "cluster.network"}
 
 
+def test_packs_merge_their_world_sizes_into_one_probe_file(tmp_path):
+    """Each pack's probe step adds its world size to the sweep's probe.json (the file made
+    by the first; a world size measured again replaces the old entry; the rest kept)."""
+    from vitfsdp.probe.__main__ import merge_world
+
+    path = tmp_path / "probe.json"
+    world = {"status": "completed", "nodes": 1, "ranks_per_node": 2, "gemm": [],
+             "device": {"type": "cpu", "name": "x"}, "backend": "gloo"}
+    merge_world(path, world | {"world_size": 4, "wall_s": 1.0}, "virtual", 2)
+    merge_world(path, world | {"world_size": 2, "wall_s": 2.0}, "virtual", 2)
+    data = merge_world(path, world | {"world_size": 4, "wall_s": 3.0}, "virtual", 2)
+    assert read(path) == data and data["schema"] == SCHEMA and data["status"] == "completed"
+    assert [(w["world_size"], w["wall_s"]) for w in data["worlds"]] == [(2, 2.0), (4, 3.0)]
+    assert not list(tmp_path.glob("*.lock"))  # the lock is released (its file removed)
+    assert set(load_probe(path).worlds) == {2, 4}
+
+
 def _flat_probe(world: int, gemm_s: float, op_s: float) -> Probe:
     """A probe where every GEMM takes ``gemm_s`` and every op ``op_s`` each way."""
     w = ProbeWorld(world, 1, {}, {}, 1e-9, {("all_reduce", world, 1, "fp32"): [(4096, 1e-4)]},
