@@ -247,3 +247,12 @@ def test_bad_settings_are_refused_before_anything_starts(tmp_path, key, value):
     assert done.stderr.splitlines() == [
         next(line for line in done.stderr.splitlines() if f"ERROR: {key}={value} must" in line)]
     assert not state.exists()
+
+
+def test_the_nodes_tcp_settings_are_the_local_launchers():
+    """network.sh repeats vitfsdp.launch.netns.NODE_SYSCTLS (shell, not Python): the same
+    per-node TCP settings, so both emulated networks measure alike."""
+    done = subprocess.run(["bash", "-c", 'source common.sh && source network.sh && '
+                           'printf "%s\\n" "${NET_SYSCTLS[@]}"'], cwd=VIRTUAL,
+                          capture_output=True, text=True, check=True)
+    assert tuple(done.stdout.splitlines()) == netns.NODE_SYSCTLS

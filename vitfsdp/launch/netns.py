@@ -102,6 +102,7 @@ class NetworkConfig:
 #: hold a collective's message (a rank that a loaded host schedules late then finds its data
 #: waiting instead of a stalled sender) and no return to slow start after the idle gap
 #: between two collectives. Source: ip-sysctl.txt (Linux), ESnet's host tuning guide.
+#: launch/virtual/network.sh (the virtual Slurm cluster's nodes apart) repeats these: keep in step.
 NODE_SYSCTLS = ("net.ipv4.tcp_rmem=4096 8388608 16777216",
                 "net.ipv4.tcp_wmem=4096 8388608 16777216",
                 "net.ipv4.tcp_slow_start_after_idle=0")
@@ -181,7 +182,8 @@ def _shape(namespace: str, dev: str, gbit_s: float) -> None:
     """Shape ``dev``'s egress to ``gbit_s`` with one ``htb`` class (:data:`LEAF_CLASS`).
 
     The burst covers 2 ms at the rate (at least 64 KiB): with the timer-driven dequeue of a
-    loaded host, a one-packet burst delivers well under the rate."""
+    loaded host, a one-packet burst delivers well under the rate. launch/virtual/network.sh's
+    net_shape repeats this class for the virtual Slurm cluster: keep the two in step."""
     rate_bit_s = gbit_s * 1e9
     burst_b = max(64 * 1024, int(rate_bit_s / 8 * 0.002))
     _tc(namespace, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
