@@ -193,6 +193,27 @@ def test_gloo_between_two_nodes_runs_at_the_set_rate(cluster, tmp_path):
 
 
 @needs_cluster
+def test_a_batch_job_runs_in_its_node_and_reaches_slurmctld(cluster, tmp_path):
+    """A batch script (as submitit's and the rendered job scripts are) runs in its first
+    node's namespace, resolves MASTER_ADDR as the job scripts derive it to that node's
+    address, and reaches slurmctld from there (scontrol, as a requeue does)."""
+    assert cluster.start.returncode == 0, "the cluster did not start"
+    script = ('first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)\n'
+              'echo "netns=$(readlink /proc/self/ns/net)"\n'
+              'echo "master=$(getent hosts "$first" | cut -d" " -f1)"\n'
+              'scontrol ping | head -n 1\n')
+    proc = subprocess.run(["sbatch", "--wait", "-N2", "--ntasks-per-node=1", "-w",
+                           ",".join(NODES), f"--output={tmp_path}/job.out", "--wrap", script],
+                          env=cluster.env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = (tmp_path / "job.out").read_text().splitlines()
+    assert f"master={cluster.subnet}.1" in lines, lines
+    assert next(x for x in lines if x.startswith("netns=")) != \
+        f"netns={os.readlink('/proc/self/ns/net')}", lines
+    assert any("is UP" in x for x in lines), lines
+
+
+@needs_cluster
 def test_a_second_start_reuses_the_network(cluster):
     assert cluster.start.returncode == 0, "the cluster did not start"
     before = set(netns.list_namespaces(cluster.name + "-"))
