@@ -1,5 +1,7 @@
-"""``python -m vitfsdp.bench``: the CPU tiny path runs all three measurements in-process and
-records them; timm's model is our architecture; the target checks; subcommand dispatch."""
+"""``python -m vitfsdp.bench``: the CPU tiny path runs all three measurements in-process, each
+repeated with the paths taking turns, and records them; the table's median, range and spread
+over the repeats and the spread warning; timm's model is our architecture; the target checks;
+subcommand dispatch."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import contextlib
 import gzip
 import io
 import json
+import statistics
 import sys
 import types
 
@@ -21,14 +24,17 @@ from vitfsdp.bench import __main__ as bench_cli
 from vitfsdp.bench import throughput
 
 PATHS = ("fsdp", "unwrapped", "timm")
+REPEATS = 2
 
 
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory):
-    """One CPU tiny benchmark in this process: (out folder, exit status, printed text)."""
+    """One CPU tiny benchmark in this process, each path measured twice: (out folder, exit
+    status, printed text)."""
     out = tmp_path_factory.mktemp("bench") / "out"
     argv = ["--device", "cpu", "--batch", "4", "--steps", "4", "--warmup", "2",
-            "--log-every", "2", "--profile-steps", "1", "--out", str(out), "train.lr=0.002"]
+            "--log-every", "2", "--profile-steps", "1", "--repeats", str(REPEATS),
+            "--out", str(out), "train.lr=0.002"]
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         code = throughput.main(argv)
@@ -48,23 +54,24 @@ def test_cpu_tiny_bench_measures_every_path_with_the_same_settings(bench):
         (table["step_time_s"] * 1000).tolist())
     assert table["param_count"].iloc[0] == round(table["num_params"].iloc[0] / 1e6, 2)
     assert table["mfu"].isna().all()  # no peak FLOP/s for a CPU
-    for path in PATHS:
-        run = read(out / "vit_tiny" / path / "run.json")
-        windows = read(out / "vit_tiny" / path / "metrics.jsonl")
+    for path, repeat in [(p, r) for p in PATHS for r in range(REPEATS)]:
+        run = read(out / "vit_tiny" / path / f"repeat_{repeat}" / "run.json")
+        windows = read(out / "vit_tiny" / path / f"repeat_{repeat}" / "metrics.jsonl")
         assert [w["warmup"] for w in windows] == [True, False], path
         assert (run["config"]["train"]["local_batch_size"], run["config"]["train"]["lr"]) == (
             4, 0.002), path  # the command line's batch and override reached every path
+        assert run["config"]["repeat"] == repeat, path  # each repeat labelled as a sweep does
         applied = run["applied"]  # CPU: the defaults resolve to eager fp32, torch's AdamW
         assert (applied["precision"]["name"], applied["adamw"], applied["fused_attn"]) == (
             "fp32", "for_loop", True), path
         assert applied.get("compiled_blocks", 0) == 0 and applied.get("compile") in (None, "off")
-    assert read(out / "vit_tiny" / "timm" / "run.json")["applied"]["timm_model"] == (
-        throughput.TIMM_BASE_VIT)
+    timm_run = read(out / "vit_tiny" / "timm" / "repeat_0" / "run.json")
+    assert timm_run["applied"]["timm_model"] == throughput.TIMM_BASE_VIT
 
 
 def test_fsdp_path_is_the_sweeps_fsdp_wrapping_on_a_world_of_one(bench):
     out, _, _ = bench
-    run = read(out / "vit_tiny" / "fsdp" / "run.json")
+    run = read(out / "vit_tiny" / "fsdp" / "repeat_0" / "run.json")
     assert (run["world"]["size"], run["world"]["sharding_strategy"]) == (1, "FULL_SHARD")
     assert run["config"]["engine"] == "fsdp1"
     # FSDP1 runs NO_SHARD on a world of 1 whatever is asked: recorded and shown as such
@@ -72,7 +79,8 @@ def test_fsdp_path_is_the_sweeps_fsdp_wrapping_on_a_world_of_one(bench):
     row = pd.read_csv(out / "bench.csv").set_index("path").loc["fsdp"]
     assert row["wrapper"] == "FSDP1 FULL_SHARD->NO_SHARD world 1"
     assert run["applied"]["materialized"] == "per_unit"  # FSDP1's param_init_fn ran per unit
-    assert read(out / "vit_tiny" / "unwrapped" / "run.json")["world"]["wrapper"] == "none"
+    assert read(out / "vit_tiny" / "unwrapped" / "repeat_1" / "run.json")["world"]["wrapper"] == (
+        "none")
 
 
 def test_profile_of_the_fsdp_step_lists_the_matmuls(bench):
@@ -98,13 +106,81 @@ def test_bench_csv_says_how_each_path_casts(bench):
 
 def test_table_ratios_are_the_measured_ips_ratios(bench):
     out, _, _ = bench
-    ips = {p: read(out / "vit_tiny" / p / "summary.json")["ips"] for p in PATHS}
+    ips = {p: statistics.median(read(out / "vit_tiny" / p / f"repeat_{r}" / "summary.json")
+                                ["ips"] for r in range(REPEATS)) for p in PATHS}
     row = pd.read_csv(out / "bench.csv").set_index("path").loc["fsdp"]
     assert row["vs_timm"] == pytest.approx(ips["fsdp"] / ips["timm"])
     assert row["vs_unwrapped"] == pytest.approx(ips["fsdp"] / ips["unwrapped"])
     saved = read(out / "bench.json")
     assert {r["path"] for r in saved["rows"]} == set(PATHS)
     assert saved["checks"] == []  # the targets are GPU figures: none checked on a CPU
+
+
+def test_repeats_take_turns_and_the_table_gives_their_range(bench):
+    out, _, printed = bench
+    saved = read(out / "bench.json")
+    # the paths take turns: repeat 0 of every path before repeat 1 of any
+    assert [(m["path"], m["repeat"]) for m in saved["measurements"]] == [
+        (p, r) for r in range(REPEATS) for p in PATHS]
+    table = pd.read_csv(out / "bench.csv").set_index("path")
+    for path in PATHS:
+        ips = sorted(read(out / "vit_tiny" / path / f"repeat_{r}" / "summary.json")["ips"]
+                     for r in range(REPEATS))
+        row = table.loc[path]
+        assert (row["num_repeats"], row["num_completed"]) == (REPEATS, REPEATS)
+        assert (row["ips_min"], row["ips_max"]) == pytest.approx((ips[0], ips[-1]))
+        assert row["repeat_spread"] == pytest.approx((ips[-1] - ips[0]) / statistics.median(ips))
+    header = printed.splitlines()[0].split()
+    assert header[header.index("images/s") + 1:header.index("images/s") + 4] == [
+        "min", "max", "spread"]
+    noisy = any(table["repeat_spread"] > 0.10)  # on a busy machine the warning says so
+    assert ("warning: images/s spread over 10% between repeats" in printed) == noisy
+
+
+def _measurements(ips_by_path: dict[str, list], status: dict | None = None) -> pd.DataFrame:
+    """Rows as run_bench collects them, one per (path, repeat), for vit_tiny."""
+    status = status or {}
+    return pd.DataFrame([
+        {"model": "vit_tiny", "path": p, "repeat": r, "wrapper": "none", "batch": 8,
+         "precision": "fp32", "mfu": None, "status": status.get((p, r), "completed"),
+         "ips": v, "tflops_per_gpu": v and v / 100, "step_time_s": v and 8 / v,
+         "ips_spread": 0.01, "run_dir": f"out/vit_tiny/{p}/repeat_{r}", "device_type": "cpu"}
+        for p, values in ips_by_path.items() for r, v in enumerate(values)])
+
+
+def test_spread_over_ten_percent_is_warned_in_one_line():
+    steady = throughput.summarize_repeats(_measurements(
+        {"fsdp": [100.0, 104.0, 102.0], "unwrapped": [200.0, 190.0, 195.0],
+         "timm": [210.0, 212.0, 211.0]}))
+    assert throughput.spread_warning(steady) is None  # 3.9 %, 5.1 %, 0.9 %
+    row = steady.set_index("path").loc["fsdp"]
+    assert (row["ips"], row["ips_min"], row["ips_max"]) == (102.0, 100.0, 104.0)
+    assert row["vs_unwrapped"] == pytest.approx(102 / 195)  # medians, not first repeats
+    noisy = throughput.summarize_repeats(_measurements(
+        {"fsdp": [100.0, 150.0, 102.0], "unwrapped": [200.0, 190.0, 195.0],
+         "timm": [210.0, 240.0, 211.0]}))
+    warning = throughput.spread_warning(noisy)
+    assert "\n" not in warning
+    assert "vit_tiny fsdp 49%" in warning and "vit_tiny timm 14%" in warning
+    assert "unwrapped" not in warning
+    assert "spread" in throughput.format_table(noisy).splitlines()[0]
+
+
+def test_a_failed_repeat_is_the_paths_status_and_left_out_of_the_median():
+    table = throughput.summarize_repeats(_measurements(
+        {"fsdp": [100.0, None, 110.0], "unwrapped": [200.0], "timm": [210.0]},
+        status={("fsdp", 1): "oom"})).set_index("path")
+    row = table.loc["fsdp"]
+    assert (row["status"], row["num_repeats"], row["num_completed"]) == ("oom", 3, 2)
+    assert row["ips"] == 105.0 and row["run_dir"] == "out/vit_tiny/fsdp"
+    assert pd.isna(table.loc["timm", "repeat_spread"])  # one repeat: no spread
+
+
+def test_repeats_below_one_are_refused(capsys):
+    with pytest.raises(SystemExit) as raised:
+        throughput.main(["--repeats", "0"])
+    assert raised.value.code == 2
+    assert "--repeats 0: give 1 or more" in capsys.readouterr().err
 
 
 def test_help_names_the_overhead_benchmark(capsys):
@@ -180,7 +256,8 @@ def test_a_failed_target_exits_non_zero(monkeypatch, tmp_path, capsys):
 
 def test_a_failed_training_run_does_not_end_the_benchmark(tmp_path, monkeypatch):
     """A failed fsdp measurement aborts its process group (as train.run does): the next
-    model's fsdp measurement still gets a live group, and the table is written."""
+    repeat's and the next model's fsdp measurements still get a live group, and the table
+    is written."""
     import torch.distributed as dist
 
     from vitfsdp import failures
@@ -199,9 +276,9 @@ def test_a_failed_training_run_does_not_end_the_benchmark(tmp_path, monkeypatch)
     monkeypatch.setattr(throughput, "DeviceMemoryProbe",  # as NVML answers on a GPU node
                         lambda device: types.SimpleNamespace(driver_version="550.54.15"))
     out = tmp_path / "out"
-    assert throughput.main(["--device", "cpu", "--models", "vit_tiny,vit_base", "--out",
-                            str(out)]) == 1  # nothing completed
-    assert groups == [True, True]
+    assert throughput.main(["--device", "cpu", "--models", "vit_tiny,vit_base", "--repeats",
+                            "2", "--out", str(out)]) == 1  # nothing completed
+    assert groups == [True] * 4  # 2 models x 2 repeats
     assert len(pd.read_csv(out / "bench.csv")) == 6
     assert read(out / "bench.json")["versions"]["driver"] == "550.54.15"  # for the docs
 

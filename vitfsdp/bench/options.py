@@ -16,8 +16,11 @@ from vitfsdp import parallel
 
 #: The benchmark's models: B/16 (the study's SwiGLU ViT-Base), L/16, H/14 and the study's ViT-1B.
 GPU_MODELS = ("vit_base", "vit_large_patch16_224", "vit_huge_patch14_224", "vit_1b")
-#: Defaults by device type: (models, batch, steps, warm-up steps, steps per window).
-DEFAULTS = {"cuda": (GPU_MODELS, 32, 50, 10, 10), "cpu": (("vit_tiny",), 8, 6, 2, 2)}
+#: Defaults by device type: (models, batch, steps, warm-up steps, steps per window, repeats).
+DEFAULTS = {"cuda": (GPU_MODELS, 32, 50, 10, 10, 3), "cpu": (("vit_tiny",), 8, 6, 2, 2, 3)}
+#: Repeats of one path whose images/s spread more than this fraction of their median
+#: ((max - min) / median) are warned of: the machine was too noisy for the ratios.
+SPREAD_WARN = 0.10
 
 
 @dataclass
@@ -30,6 +33,9 @@ class BenchOptions:
     steps: int | None = None  # steps per measurement, warm-up included
     warmup: int | None = None  # first steps left out of the figures
     log_every: int | None = None  # steps per timing window
+    # measurements of each path, the paths taking turns (fsdp, unwrapped, timm, fsdp, ...) so
+    # that a drift of the machine reaches all three alike; the table gives min, median, max
+    repeats: int | None = None
     out: Path | None = None  # output folder; None = runs/bench/<date_time>
     device: str = "auto"  # auto | cuda | cpu
     # after the measurements, profile this many steps of the FSDP-wrapped model (after
@@ -39,13 +45,15 @@ class BenchOptions:
 
     def resolve(self, device_type: str) -> BenchOptions:
         """A copy with every ``None`` filled from :data:`DEFAULTS` of ``device_type``."""
-        names, batch, steps, warmup, every = DEFAULTS["cuda" if device_type == "cuda" else "cpu"]
+        names, batch, steps, warmup, every, repeats = DEFAULTS[
+            "cuda" if device_type == "cuda" else "cpu"]
         stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
         return dataclasses.replace(
             self, models=list(dict.fromkeys(self.models or names)), batch=self.batch or batch,
             steps=self.steps or steps,
             warmup=self.warmup if self.warmup is not None else warmup,
-            log_every=self.log_every or every, out=self.out or Path("runs/bench") / stamp)
+            log_every=self.log_every or every, repeats=self.repeats or repeats,
+            out=self.out or Path("runs/bench") / stamp)
 
 
 def parse_args(argv: Sequence[str]) -> BenchOptions:
@@ -66,12 +74,18 @@ def parse_args(argv: Sequence[str]) -> BenchOptions:
     p.add_argument("--steps", type=int, help="steps per measurement (default GPU 50, CPU 6)")
     p.add_argument("--warmup", type=int, help="warm-up steps (default GPU 10, CPU 2)")
     p.add_argument("--log-every", type=int, help="steps per window (default GPU 10, CPU 2)")
+    p.add_argument("--repeats", type=int,  # "%%": argparse formats help with %
+                   help="measurements of each path, taking turns; the table gives their min, "
+                        f"median and max and warn above a {SPREAD_WARN:.0%}% spread (default 3)")
     p.add_argument("--out", type=Path, help="output folder (default runs/bench/<date_time>)")
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
     p.add_argument("--profile-steps", type=int, default=0,
                    help="profile this many FSDP steps per model with torch.profiler (0: no)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. kernels.compile=false")
     a = p.parse_args(list(argv))
+    if a.repeats is not None and a.repeats < 1:
+        p.error(f"--repeats {a.repeats}: give 1 or more measurements of each path")
     return BenchOptions(models=a.models, batch=a.batch, precision=a.precision, steps=a.steps,
-                        warmup=a.warmup, log_every=a.log_every, out=a.out, device=a.device,
-                        profile_steps=a.profile_steps, overrides=list(a.overrides))
+                        warmup=a.warmup, log_every=a.log_every, repeats=a.repeats, out=a.out,
+                        device=a.device, profile_steps=a.profile_steps,
+                        overrides=list(a.overrides))

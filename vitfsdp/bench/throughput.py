@@ -32,11 +32,17 @@ All three are timed alike: the device is synchronized only at the boundaries of 
 benchmark.py synchronizes after every step; that would charge timm one host round trip per
 step that our loop does not pay, so it is not copied.
 
-Each measurement is a run directory ``OUT/<model>/<path>/`` with ``run.json``,
+Each path is measured ``--repeats`` times (default 3), the paths taking turns (fsdp,
+unwrapped, timm, fsdp, ...) so that a machine that slows down or speeds up during the run
+reaches all three alike; the table gives each path's median images/s over its repeats with
+the minimum and maximum beside it, and one warning line names the paths whose repeats spread
+more than :data:`~vitfsdp.bench.options.SPREAD_WARN` of their median (three back-to-back
+single measurements on a loaded 2-core machine once gave ours/timm 17.35, 1.156 and 0.474).
+Each measurement is a run directory ``OUT/<model>/<path>/repeat_<r>/`` with ``run.json``,
 ``metrics.jsonl`` and ``summary.json`` (:mod:`vitfsdp.records`); ``OUT/bench.csv`` and
-``OUT/bench.json`` hold the table. Without a GPU the defaults shrink to ``vit_tiny``, a
-small batch and a few fp32 steps, so the CPU run takes seconds and still goes through all
-three paths.
+``OUT/bench.json`` hold the table (``bench.json`` also every measurement's row). Without
+a GPU the defaults shrink to ``vit_tiny``, a small batch and a few fp32 steps, so the CPU run
+takes seconds and still goes through all three paths.
 """
 
 from __future__ import annotations
@@ -58,7 +64,7 @@ from timm.layers import SwiGLU
 from timm.optim import create_optimizer_v2
 
 from vitfsdp import data, distributed, failures, models, parallel, provenance, torch_train
-from vitfsdp.bench.options import BenchOptions, parse_args
+from vitfsdp.bench.options import SPREAD_WARN, BenchOptions, parse_args
 from vitfsdp.config import CONF_DIR, RunConfig, register_configs, to_run_config
 from vitfsdp.core.loop import windows
 from vitfsdp.core.resolved import Resolved
@@ -93,9 +99,11 @@ TIMM_BASE_VIT = "vit_base_patch16_224"
 PROFILE_SCHEDULE = (1, 2)
 #: A profile's compressed trace above this many MB is not kept (ops.txt says so).
 MAX_TRACE_MB = 8
-#: Columns of the printed table: (column of bench.csv, header).
+#: Columns of the printed table: (column of bench.csv, header); images/s is the median over
+#: the repeats, min and max their range, spread (max - min) / median.
 TABLE = (("model", "model"), ("path", "path"), ("wrapper", "wrapper"), ("batch", "batch"),
-         ("precision", "precision"), ("ips", "images/s"), ("tflops_per_gpu", "TFLOP/s"),
+         ("precision", "precision"), ("ips", "images/s"), ("ips_min", "min"),
+         ("ips_max", "max"), ("repeat_spread", "spread"), ("tflops_per_gpu", "TFLOP/s"),
          ("mfu", "MFU"), ("vs_timm", "ips/timm"), ("vs_unwrapped", "ips/unwrapped"),
          ("status", "status"))
 
@@ -116,6 +124,8 @@ def main(argv: Sequence[str]) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(format_table(table))
+    if warning := spread_warning(table):
+        print(warning)
     checks = check_targets(table)
     if not checks:
         print("targets: none checked (they apply to a GPU run; this one ran on "
@@ -130,9 +140,11 @@ def run_bench(opts: BenchOptions) -> pd.DataFrame:
     """Measure every model of ``opts`` three ways (:data:`PATHS`) on one device.
 
     Returns:
-        One row per (model, path), as in ``OUT/bench.csv``: model, path, wrapper, batch,
-        precision, ips (images/s), tflops_per_gpu (model FLOPs: 3 × forward), mfu (``None``
-        without a known peak, e.g. on CPU), step_time_s, ips_spread, compile, adamw,
+        One row per (model, path), as in ``OUT/bench.csv`` (:func:`summarize_repeats` of the
+        ``opts.repeats`` measurements of each): model, path, wrapper, batch, precision, ips
+        (images/s), tflops_per_gpu (model FLOPs: 3 × forward), mfu (``None`` without a known
+        peak, e.g. on CPU), step_time_s, ips_spread (over one measurement's windows),
+        ips_min, ips_max, repeat_spread, num_repeats, num_completed, compile, adamw,
         num_params, vs_timm / vs_unwrapped (this row's ips over that path's for the same
         model), status, run_dir.
 
@@ -147,26 +159,31 @@ def run_bench(opts: BenchOptions) -> pd.DataFrame:
         _check_empty(opts.out / name)
     rows = []
     for name, cfg in cfgs.items():
-        log.info("benchmarking %s: batch %d, %d steps (%d warm-up)", name, opts.batch,
-                 opts.steps, opts.warmup)
-        for path, measure in (("fsdp", _fsdp), ("unwrapped", _unwrapped), ("timm", _timm)):
-            run_dir = opts.out / name / path
-            _guarded(lambda m=measure, d=run_dir, c=cfg: m(c, device, d), run_dir, device)
-            rows.append({**_row(name, path, run_dir), "device_type": device.type})
-            # the rows so far: a run stopped by a deadline keeps what it measured
-            write_csv(_with_ratios(pd.DataFrame(rows)), opts.out)
+        log.info("benchmarking %s: batch %d, %d steps (%d warm-up), %d repeats of each path",
+                 name, opts.batch, opts.steps, opts.warmup, opts.repeats)
+        for repeat in range(opts.repeats):  # the paths take turns: a drift reaches all three
+            labelled = dataclasses.replace(cfg, repeat=repeat)  # run.json's repeat label
+            for path, measure in (("fsdp", _fsdp), ("unwrapped", _unwrapped), ("timm", _timm)):
+                run_dir = opts.out / name / path / f"repeat_{repeat}"
+                _guarded(lambda m=measure, d=run_dir, c=labelled: m(c, device, d), run_dir,
+                         device)
+                rows.append({**_row(name, path, run_dir), "repeat": repeat,
+                             "device_type": device.type})
+                # the rows so far: a run stopped by a deadline keeps what it measured
+                write_csv(summarize_repeats(pd.DataFrame(rows)), opts.out)
         if opts.profile_steps > 0:
             _guarded(lambda c=cfg, n=name: profile_fsdp_step(c, device, opts.out / n /
                                                              "profile", opts.profile_steps),
                      None, device)
-    table = _with_ratios(pd.DataFrame(rows))
+    measurements = pd.DataFrame(rows)
+    table = summarize_repeats(measurements)
     write_csv(table, opts.out)
     write_json_atomic(opts.out / "bench.json", {
         "options": {k: str(v) if isinstance(v, Path) else v
                     for k, v in dataclasses.asdict(opts).items()},
         "device": device_info(device),
-        "rows": table.astype(object).where(table.notna(), None).to_dict("records"),
-        "checks": check_targets(table),
+        "rows": _records(table), "measurements": _records(measurements),
+        "checks": check_targets(table), "warnings": [w for w in [spread_warning(table)] if w],
         **provenance.collect(driver=DeviceMemoryProbe(device).driver_version)})
     log.info("wrote %s and %s", opts.out / "bench.csv", opts.out / "bench.json")
     return table
@@ -420,7 +437,8 @@ def _start(cfg: RunConfig, device: torch.device, run_dir: Path, path: str,
     ``resolved``'s device peak, versions) with this path's world, applied settings and
     parameter count."""
     info = torch_train.run_info(cfg, distributed.DistEnv(), device, run_dir, resolved)
-    info["run_id"], info["bench"] = f"{cfg.model.name}/{path}", {"path": path}
+    info["run_id"] = f"{cfg.model.name}/{path}/repeat_{cfg.repeat}"
+    info["bench"] = {"path": path, "repeat": cfg.repeat}
     info["world"] = {"size": 1, "nodes": 1, "ranks_per_node": 1, "replicas": 1,
                      "sharding_strategy": None, "wrapper": wrapper, "backend": None,
                      "launched_by": "single"}
@@ -483,7 +501,7 @@ def _check_empty(folder: Path) -> None:
     Raises:
         ValueError: ``folder`` has a run.json below it.
     """
-    if any(folder.glob(f"*/{RUN_FILE}")):
+    if next(folder.rglob(RUN_FILE), None) is not None:
         raise ValueError(f"{folder} already holds measurements; pass another --out")
 
 
@@ -527,6 +545,65 @@ def cast_kind(precision: dict) -> str | None:
     return "parameters" if precision.get("param_dtype") not in (None, "fp32") else "none"
 
 
+#: Figures of a path's row that are the median over its completed repeats.
+MEDIAN_COLUMNS = ("ips", "tflops_per_gpu", "mfu", "step_time_s", "ips_spread")
+
+
+def summarize_repeats(measurements: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, path) from the rows of its repeated measurements (:func:`_row`
+    plus ``repeat``), in the order the paths were first measured.
+
+    The :data:`MEDIAN_COLUMNS` are medians over the repeats that completed; ``ips_min`` and
+    ``ips_max`` their range, ``repeat_spread`` = (max - min) / median of their images/s
+    (``None`` below two completed repeats); ``num_repeats`` the measurements made,
+    ``num_completed`` those that completed; ``status`` is ``completed`` only when every
+    repeat completed, else the first other status (a failure is never averaged away);
+    ``run_dir`` the folder holding the path's ``repeat_<r>/`` directories. The settings
+    (wrapper, batch, precision ...) are the first repeat's: the repeats share one config.
+    Then :func:`_with_ratios` of the medians.
+    """
+    rows = []
+    for _, group in measurements.groupby(["model", "path"], sort=False):
+        done = group[group["status"] == "completed"]
+        ips = done["ips"].astype(float).dropna()
+        median = ips.median() if len(ips) else None
+        others = group.loc[group["status"] != "completed", "status"]
+        row = group.iloc[0].drop(labels=["repeat"], errors="ignore").to_dict()
+        row.update({col: done[col].astype(float).median() if len(done) else None
+                    for col in MEDIAN_COLUMNS if col in group})
+        row.update(ips_min=ips.min() if len(ips) else None,
+                   ips_max=ips.max() if len(ips) else None,
+                   repeat_spread=(ips.max() - ips.min()) / median
+                   if len(ips) > 1 and median else None,
+                   num_repeats=len(group), num_completed=len(done),
+                   status=others.iloc[0] if len(others) else "completed",
+                   run_dir=str(Path(row["run_dir"]).parent))
+        rows.append(row)
+    return _with_ratios(pd.DataFrame(rows))
+
+
+def spread_warning(table: pd.DataFrame) -> str | None:
+    """One line naming the paths of ``table`` (:func:`summarize_repeats`) whose repeats'
+    images/s spread more than :data:`~vitfsdp.bench.options.SPREAD_WARN` of their median,
+    with each spread; None when none did (or no path has two completed repeats)."""
+    if "repeat_spread" not in table:
+        return None
+    spread = pd.to_numeric(table["repeat_spread"], errors="coerce")
+    noisy = table[spread > SPREAD_WARN]
+    if noisy.empty:
+        return None
+    which = ", ".join(f"{m} {p} {s:.0%}" for m, p, s in
+                      zip(noisy["model"], noisy["path"], spread[noisy.index], strict=True))
+    return (f"warning: images/s spread over {SPREAD_WARN:.0%} between repeats ({which}): "
+            "the machine was not steady enough for the ratios; rerun on an idle machine, "
+            "with more --steps or more --repeats")
+
+
+def _records(table: pd.DataFrame) -> list[dict]:
+    """``table``'s rows as JSON-ready dicts (NaN as None)."""
+    return table.astype(object).where(table.notna(), None).to_dict("records")
+
+
 def _with_ratios(table: pd.DataFrame) -> pd.DataFrame:
     """Add ``vs_timm`` and ``vs_unwrapped``: each row's ips over the timm / unwrapped row's
     ips of the same model (``None`` where either is missing)."""
@@ -541,8 +618,8 @@ def _with_ratios(table: pd.DataFrame) -> pd.DataFrame:
 def format_table(table: pd.DataFrame) -> str:
     """The printed table (:data:`TABLE` columns; null figures as ``-``)."""
     shown = table[[c for c, _ in TABLE]].rename(columns=dict(TABLE))
-    fmt = {"images/s": "{:.1f}", "TFLOP/s": "{:.3g}", "MFU": "{:.1%}", "ips/timm": "{:.3f}",
-           "ips/unwrapped": "{:.3f}"}
+    fmt = {"images/s": "{:.1f}", "min": "{:.1f}", "max": "{:.1f}", "spread": "{:.1%}",
+           "TFLOP/s": "{:.3g}", "MFU": "{:.1%}", "ips/timm": "{:.3f}", "ips/unwrapped": "{:.3f}"}
     for col, f in fmt.items():
         shown[col] = [f.format(v) if pd.notna(v) else "-" for v in shown[col]]
     return shown.to_string(index=False)
