@@ -414,3 +414,37 @@ def test_records_and_scripts_follow_the_umask(tmp_path, umask, record, script):
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
     assert modes == {"job.json": record, "run.json": record, "summary.json": record,
                      "job.sbatch": script, "secret.sbatch": 0o700}
+
+
+def _frontier_point(num: int, run_dir: Path, read_only: list[str]):
+    """A frontier sweep point writing into ``run_dir``, its profile declaring ``read_only``
+    as cluster.read_only_paths."""
+    from vitfsdp.sweep import Point
+
+    overrides = ["cluster=frontier", "cluster.account=STF218", f"repeat={num}"]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg = to_run_config(compose("config", overrides=overrides))
+    cfg.cluster.read_only_paths = read_only  # as a profile's list of them
+    return Point(num, overrides, cfg, run_dir, config_hash(cfg))
+
+
+def test_a_sweep_under_a_read_only_path_is_refused_in_one_line(tmp_path, monkeypatch):
+    """A profile's cluster.read_only_paths (``$NAME`` expanded at check time): a sweep whose
+    run directories lie below one is refused before anything is queued, in one line for the
+    whole sweep naming hydra.sweep.dir and the key; a sweep elsewhere passes."""
+    from vitfsdp.launch import LaunchOptions
+    from vitfsdp.sweep import _check_launchers
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("VITFSDP_TEST_HOME", str(home))
+    options = LaunchOptions(scripts_only=True)  # no Slurm query
+    read_only = ["$VITFSDP_TEST_HOME", "$VITFSDP_UNSET_VARIABLE/x"]
+    under = [_frontier_point(i, home / "study" / f"{i}_repeat={i}", read_only) for i in (0, 1)]
+    [line] = _check_launchers(under, options)
+    assert line.startswith(f"hydra.sweep.dir={(home / 'study').resolve()} is under "
+                           f"$VITFSDP_TEST_HOME = {home.resolve()}, which cluster=frontier "
+                           "mounts read-only")
+    assert "(cluster.read_only_paths)" in line and "\n" not in line
+    work = tmp_path / "work" / "study"
+    assert _check_launchers([_frontier_point(0, work / "0_repeat=0", read_only)], options) == []
+    assert _check_launchers([_frontier_point(0, home / "0_repeat=0", [])], options) == []

@@ -45,3 +45,17 @@ def test_dry_run_imports_no_framework_and_leaves_no_directory(tmp_path):
     assert "vit_tiny FULL_SHARD on 4 ranks" in proc.stdout
     assert not names & set(HEAVY), sorted(names & set(HEAVY))
     assert list(tmp_path.iterdir()) == []  # no runs/train/<time>/.hydra/
+
+
+def test_sweep_help_shows_the_defaults_and_plan_help_no_markup(tmp_path):
+    """``sweep --help`` says what a sweep of no group runs (vit_tiny, synthetic data, the local
+    cluster: processes here); ``plan --help`` prints its description as text, not Sphinx
+    markup."""
+    sweep_help = imported(["-m", "vitfsdp.sweep", "--help"], tmp_path)[0].stdout
+    assert ("runs model=vit_tiny strategy=FULL_SHARD data=synthetic cluster=local"
+            in " ".join(sweep_help.split()))
+    for group, default in (("model", "vit_tiny"), ("data", "synthetic"), ("cluster", "local")):
+        assert f"  {group} (default {default}): " in sweep_help
+    plan_help = imported(["-m", "vitfsdp.plan", "--help"], tmp_path)[0].stdout
+    assert "vitfsdp.overrides.expand" in plan_help  # the role's target, as text
+    assert not re.search(r":\w+:`|``", plan_help), plan_help

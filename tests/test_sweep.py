@@ -163,3 +163,36 @@ def test_two_sweeps_started_together_keep_the_winners_files(tmp_path):
     assert "sweep:" in (sweep_dir / "multirun.yaml").read_text()
     (point,) = _point_dirs(sweep_dir)
     assert json.loads((point / "summary.json").read_text())["status"] == "completed"
+
+
+#: ``python -m vitfsdp.sweep ARGS``, counting every composition of a sweep point (Hydra's
+#: ``ConfigLoaderImpl.load_sweep_config``, which both Hydra's batch check and ours call).
+COUNTED_SWEEP = """
+import sys
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
+from vitfsdp import sweep
+calls = []
+load = ConfigLoaderImpl.load_sweep_config
+def counted(self, master_config, sweep_overrides):
+    calls.append(tuple(sweep_overrides))
+    return load(self, master_config, sweep_overrides)
+ConfigLoaderImpl.load_sweep_config = counted
+try:
+    sweep.main_cli(sys.argv[1:])
+finally:
+    print("compositions", len(calls), "points", len(set(calls)))
+"""
+
+
+def test_a_sweep_composes_each_point_once(tmp_path):
+    """Hydra's basic sweeper composes each batch's points again before the launcher gets them
+    (validate_batch_is_legal); the vitfsdp sweeper has composed and validated them already,
+    so each point is composed once. --scripts-only: nothing runs."""
+    proc = subprocess.run(
+        [sys.executable, "-c", COUNTED_SWEEP, "-m", "cluster=frontier", "cluster.account=x",
+         "repeat=0,1,2,3", "--scripts-only", f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "HYDRA_FULL_ERROR": "0"})
+    assert proc.returncode == 3, proc.stderr[-3000:]  # scripts written, nothing queued
+    assert len(list((tmp_path / "sweep").glob("*/job.sbatch"))) == 4
+    assert "compositions 4 points 4" in proc.stdout, proc.stdout[-2000:]

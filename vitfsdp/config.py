@@ -293,6 +293,17 @@ def group_options(group: str, conf_dir: Path = CONF_DIR,
     return sorted({p.stem for d in dirs for p in (Path(d) / group).glob("*.yaml")})
 
 
+def group_defaults(conf_dir: Path = CONF_DIR, config_name: str = "config") -> dict[str, str]:
+    """Each config group's option when the command line names none, from the defaults list
+    of ``conf_dir/<config_name>.yaml`` (``{"model": "vit_tiny", "cluster": "local", ...}``);
+    a group whose default is ``null`` (``experiment``) is left out. Read as YAML, without
+    composing (for ``--help``)."""
+    defaults = OmegaConf.load(Path(conf_dir) / f"{config_name}.yaml").get("defaults", [])
+    return {group: str(option) for entry in defaults if isinstance(entry, DictConfig)
+            for group, option in entry.items()
+            if "/" not in group and not group.startswith("override") and option is not None}
+
+
 def searchpath_dirs(searchpath: Sequence[str] | str) -> list[Path]:
     """The folders of ``hydra.searchpath`` entries: ``file://DIR`` or ``DIR`` (relative to the
     working directory, as Hydra reads them) and ``pkg://package`` (an importable package).

@@ -719,6 +719,33 @@ def missing_path(cluster: ClusterConfig) -> str | None:
     return None
 
 
+def read_only_refusal(read_only_paths: Sequence[str], run_dir: str | Path,
+                      cluster_name: str) -> str | None:
+    """Why the compute nodes could not write a point's records into ``run_dir``: it lies under
+    an entry of ``read_only_paths`` (the profile's ``cluster.read_only_paths``: file systems
+    the compute nodes of ``cluster=<cluster_name>`` mount read-only), each entry's ``$NAME``
+    and ``~`` expanded here, on the login node, which mounts those file systems under the same
+    paths. None when it lies under none; an entry naming a variable that is not set here is
+    skipped (nothing to compare).
+
+    Returns:
+        one line naming ``hydra.sweep.dir``, the entry and the fix, or None.
+    """
+    run_dir = Path(run_dir).resolve()
+    for entry in read_only_paths:
+        path = os.path.expandvars(os.path.expanduser(entry))
+        if not path or "$" in path:
+            continue
+        root = Path(path).resolve()
+        if run_dir.is_relative_to(root):
+            shown = entry if entry == str(root) else f"{entry} = {root}"
+            return (f"hydra.sweep.dir={run_dir.parent} is under {shown}, which cluster="
+                    f"{cluster_name} mounts read-only on its compute nodes (cluster."
+                    "read_only_paths): no point could write its records; choose a "
+                    "hydra.sweep.dir on a file system the compute nodes write (docs/sites.md)")
+    return None
+
+
 def sbatch_test_only(cluster: ClusterConfig, nodes: int, job_name: str) -> str | None:
     """Ask Slurm whether it would run a job of this shape (``sbatch --test-only``); the refusal
     as one line, or None when it would."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -233,9 +234,16 @@ def _other_overrides(df: pd.DataFrame) -> list[str] | None:
     return rest if len(set(rest)) > 1 else None
 
 
+def plain_text(doc: str) -> str:
+    """``doc`` (reStructuredText, as the module's docstring) as ``--help`` prints it: a role
+    (``:func:`~a.b` ``) becomes its target's name, double backquotes go."""
+    return re.sub(r":\w+:`~?([^`]+)`", r"\1", doc).replace("``", "")
+
+
 def main(argv: list[str] | None = None) -> int:
     """The CLI; returns the exit status (2 for a refused point or option)."""
-    parser = argparse.ArgumentParser(prog="python -m vitfsdp.plan", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m vitfsdp.plan",
+                                     description=plain_text(__doc__),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="sweep overrides (key=a,b ...)")
     parser.add_argument("-m", "--multirun", action="store_true", help="accepted, as in sweep")
