@@ -1,0 +1,124 @@
+"""tools/readme_numbers.py: the demo's numbers in README.md come from a sweep's records (here a
+small synthetic one in the real record format), fill exactly the marked spans, and every span
+the script fills is marked in the real README."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from vitfsdp.analysis import synthetic
+
+STRATEGIES, NODES = ("DDP", "FULL_SHARD", "HYBRID_2GPU"), (1, 2, 4)
+
+
+def _tool():
+    """tools/readme_numbers.py as a module (tools/ is no package)."""
+    spec = importlib.util.spec_from_file_location("readme_numbers",
+                                                  REPO / "tools" / "readme_numbers.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+readme_numbers = _tool()
+
+
+@pytest.fixture(scope="module")
+def configs() -> dict[str, dict]:
+    """run.json configs of each strategy (composed once: seconds)."""
+    return synthetic.base_configs()
+
+
+def _write_run(run_dir: Path, config: dict, nodes: int, day: int, rng) -> None:
+    """One completed synthetic run of vit_base, started on 2026-11-``day``, 2 host CPUs."""
+    info = synthetic.run_info(config, "vit_base", nodes, 0)
+    info["started_at"] = f"2026-11-{day}T10:00:00+00:00"
+    info["device"] = {**info["device"], "host_cpus": 2}
+    synthetic.write_synthetic_run(run_dir, info, "completed", rng)
+
+
+@pytest.fixture(scope="module")
+def demo_dir(tmp_path_factory, configs) -> Path:
+    """A completed 3 strategies x nodes 1,2,4 sweep, started on two days, on a 2-CPU host."""
+    sweep_dir, rng = tmp_path_factory.mktemp("demo"), random.Random(7)
+    for i, (strategy, nodes) in enumerate((s, n) for s in STRATEGIES for n in NODES):
+        _write_run(sweep_dir / f"{i}_{strategy}_{nodes}", configs[strategy], nodes,
+                   20 + (i == 4), rng)  # one run a day later
+    return sweep_dir
+
+
+def _peaks(sweep_dir: Path, strategy: str) -> list[float]:
+    """The peak allocated GiB of ``strategy``'s runs from their summary.json, by nodes."""
+    return [json.loads((sweep_dir / f"{STRATEGIES.index(strategy) * 3 + j}_{strategy}_{n}"
+                        / "summary.json").read_text())["peak_mem_allocated_gib"]
+            for j, n in enumerate(NODES)]
+
+
+STALE = ("FULL_SHARD (measured <!-- readme-numbers:demo-measured -->2020-01-01"
+         "<!-- /readme-numbers --> on <!-- readme-numbers:demo-host -->9 CPU cores"
+         "<!-- /readme-numbers -->:\n<!-- readme-numbers:fsdp-peak-gib -->1.03, 0.96, 0.92 GiB"
+         "<!-- /readme-numbers -->), DDP (<!-- readme-numbers:ddp-peak-gib -->1.26 GiB"
+         "<!-- /readme-numbers -->) and the rest, untouched: 1.26 GiB.\n")
+
+
+def test_spans_are_rewritten_from_the_records_and_nothing_else(demo_dir, tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text(STALE)
+    assert readme_numbers.main([str(demo_dir), "--readme", str(readme), "--check"]) == 1
+    assert readme.read_text() == STALE  # --check writes nothing
+    assert readme_numbers.main([str(demo_dir), "--readme", str(readme)]) == 0
+    fsdp = ", ".join(f"{v:.2f}" for v in _peaks(demo_dir, "FULL_SHARD"))
+    ddp = sorted(f"{v:.2f}" for v in _peaks(demo_dir, "DDP"))
+    ddp = ddp[0] if ddp[0] == ddp[-1] else f"{ddp[0]}-{ddp[-1]}"
+    assert readme.read_text() == (
+        "FULL_SHARD (measured <!-- readme-numbers:demo-measured -->2026-11-21"
+        "<!-- /readme-numbers --> on <!-- readme-numbers:demo-host -->2 CPU cores"
+        f"<!-- /readme-numbers -->:\n<!-- readme-numbers:fsdp-peak-gib -->{fsdp} GiB"
+        f"<!-- /readme-numbers -->), DDP (<!-- readme-numbers:ddp-peak-gib -->{ddp} GiB"
+        "<!-- /readme-numbers -->) and the rest, untouched: 1.26 GiB.\n")
+    assert "fsdp-peak-gib: '1.03, 0.96, 0.92 GiB' -> " in capsys.readouterr().out
+    assert readme_numbers.main([str(demo_dir), "--readme", str(readme), "--check"]) == 0
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (STALE.replace("ddp-peak-gib", "ddp-peak"), "span ddp-peak is not one this script fills"),
+    (STALE.split("), DDP")[0], "no span ddp-peak-gib in the file; mark where it goes"),
+])
+def test_unknown_or_missing_spans_are_refused_in_one_line(demo_dir, tmp_path, capsys, text,
+                                                          message):
+    readme = tmp_path / "README.md"
+    readme.write_text(text)
+    assert readme_numbers.main([str(demo_dir), "--readme", str(readme)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message}") and err.count("\n") == 1
+    assert readme.read_text() == text
+
+
+def test_a_sweep_without_the_demos_points_is_refused(tmp_path, capsys, configs):
+    sweep_dir = tmp_path / "sweep"
+    _write_run(sweep_dir / "0", configs["DDP"], 1, 20, random.Random(1))
+    readme = tmp_path / "README.md"
+    readme.write_text(STALE)
+    assert readme_numbers.main([str(sweep_dir), "--readme", str(readme)]) == 2
+    assert "no completed FULL_SHARD point" in capsys.readouterr().err
+    for i, model in enumerate(("vit_base", "vit_huge")):  # another study: two models
+        info = synthetic.run_info(configs["FULL_SHARD"], model, 1, 0)
+        info |= {"started_at": "2026-11-20T10:00:00+00:00",
+                 "device": {**info["device"], "host_cpus": 2}}
+        synthetic.write_synthetic_run(sweep_dir / f"fs{i}", info, "completed", random.Random(i))
+    assert readme_numbers.main([str(sweep_dir), "--readme", str(readme)]) == 2
+    assert "FULL_SHARD has more than one point at a node count" in capsys.readouterr().err
+    assert readme.read_text() == STALE
+
+
+def test_the_readme_marks_every_span_the_script_fills():
+    spans = [m["name"] for m in readme_numbers.SPAN.finditer((REPO / "README.md").read_text())]
+    assert sorted(spans) == sorted(readme_numbers.SPANS)

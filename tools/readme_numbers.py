@@ -1,0 +1,155 @@
+"""Write the demo's measured numbers into README.md from a run of the demo, so they are never
+typed by hand and never drift from what ``make demo`` measures.
+
+    make demo                                          # runs/demo: the sweep and its analysis
+    python tools/readme_numbers.py runs/demo           # rewrite README.md's marked spans
+    python tools/readme_numbers.py runs/demo --check   # exit 1 where README.md differs
+
+The numbers come from the analysis's own points table
+(:func:`vitfsdp.analysis.tables.points_table` of :func:`vitfsdp.analysis.collect.collect_runs`:
+what ``analysis/points.csv`` holds, one row per point, repeats aggregated). Each lands in a
+span of README.md between two HTML comments, which Markdown renders as nothing::
+
+    <!-- readme-numbers:fsdp-peak-gib -->1.03, 0.96, 0.92 GiB<!-- /readme-numbers -->
+
+Every span is one of :data:`SPANS`, and every one of :data:`SPANS` must be in the file; the
+text outside the spans is left byte for byte. Exit status: 0 written (or, with ``--check``,
+up to date), 1 with ``--check`` when a span differs (each printed), 2 for bad input (a sweep
+without the demo's points, an unknown or missing span), in one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from vitfsdp.analysis.collect import collect_runs
+from vitfsdp.analysis.tables import points_table
+from vitfsdp.records import write_text_atomic
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+#: A marked span: its name and its text.
+SPAN = re.compile(
+    r"<!-- readme-numbers:(?P<name>[\w-]+) -->(?P<text>.*?)<!-- /readme-numbers -->", re.S)
+
+
+def peak_gib(points: pd.DataFrame, strategy: str) -> list[float]:
+    """The measured peak memory per rank (``peak_mem_gib``: allocated GPU memory, or resident
+    memory on CPU ranks) of ``strategy``'s points, in GiB, by node count ascending.
+
+    Raises:
+        ValueError: the sweep has no completed point of ``strategy``, or more than one at a
+            node count (another study than the demo's).
+    """
+    rows = points[points["strategy"] == strategy].sort_values("nodes")
+    if rows["nodes"].duplicated().any():
+        raise ValueError(f"{strategy} has more than one point at a node count: not the demo's "
+                         "sweep (python -m vitfsdp.sweep experiment=demo)")
+    values = pd.to_numeric(rows["peak_mem_gib"], errors="coerce").dropna()
+    if values.empty:
+        raise ValueError(f"no completed {strategy} point with a peak memory; run the demo "
+                         "(make demo) and give its sweep directory")
+    return values.tolist()
+
+
+def gib_list(values: Sequence[float]) -> str:
+    """``1.03, 0.96, 0.92 GiB``."""
+    return ", ".join(f"{v:.2f}" for v in values) + " GiB"
+
+
+def gib_range(values: Sequence[float]) -> str:
+    """``1.26 GiB``, or ``1.26-1.29 GiB`` where the values differ at two decimals."""
+    low, high = f"{min(values):.2f}", f"{max(values):.2f}"
+    return f"{low} GiB" if low == high else f"{low}-{high} GiB"
+
+
+def host_cores(runs: pd.DataFrame) -> str:
+    """``2 CPU cores``: the cores of the host the runs' ranks shared (``host_cpus``)."""
+    cpus = pd.to_numeric(runs["host_cpus"], errors="coerce").dropna()
+    if cpus.empty:
+        raise ValueError("no run records its host's CPU count (run.json host_cpus)")
+    return f"{int(cpus.max())} CPU cores"
+
+
+def measured_on(runs: pd.DataFrame) -> str:
+    """The day the sweep's last run started (``run.json`` ``started_at``), ``YYYY-MM-DD``."""
+    started = pd.to_datetime(runs["started_at"], errors="coerce", utc=True).dropna()
+    if started.empty:
+        raise ValueError("no run records when it started (run.json started_at)")
+    return started.max().strftime("%Y-%m-%d")
+
+
+#: Span name -> its text from (every run, the points table).
+SPANS: dict[str, Callable[[pd.DataFrame, pd.DataFrame], str]] = {
+    "demo-measured": lambda runs, points: measured_on(runs),
+    "demo-host": lambda runs, points: host_cores(runs),
+    "fsdp-peak-gib": lambda runs, points: gib_list(peak_gib(points, "FULL_SHARD")),
+    "ddp-peak-gib": lambda runs, points: gib_range(peak_gib(points, "DDP")),
+}
+
+
+def numbers(sweep_dir: Path) -> dict[str, str]:
+    """Every span's text from the runs below ``sweep_dir``.
+
+    Raises:
+        ValueError: ``sweep_dir`` holds no runs, or not the demo's points.
+    """
+    runs = collect_runs(sweep_dir)
+    points = points_table(runs)
+    return {name: make(runs, points) for name, make in SPANS.items()}
+
+
+def rewrite(text: str, values: dict[str, str]) -> str:
+    """``text`` with each marked span's text replaced by ``values[name]``.
+
+    Raises:
+        ValueError: a span whose name is not in ``values``, or a name of ``values`` with no
+            span in ``text``.
+    """
+    found = [m["name"] for m in SPAN.finditer(text)]
+    unknown = sorted(set(found) - set(values))
+    if unknown:
+        raise ValueError(f"span {unknown[0]} is not one this script fills; known: "
+                         f"{', '.join(values)}")
+    missing = [name for name in values if name not in found]
+    if missing:
+        raise ValueError(f"no span {missing[0]} in the file; mark where it goes with "
+                         f"<!-- readme-numbers:{missing[0]} -->...<!-- /readme-numbers -->")
+    return SPAN.sub(lambda m: f"<!-- readme-numbers:{m['name']} -->{values[m['name']]}"
+                              "<!-- /readme-numbers -->", text)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; returns the exit status (module docstring)."""
+    parser = argparse.ArgumentParser(prog="python tools/readme_numbers.py",
+                                     description="Write the demo's measured numbers into "
+                                                 "README.md's marked spans.")
+    parser.add_argument("sweep_dir", type=Path, help="the demo's sweep directory (runs/demo)")
+    parser.add_argument("--readme", type=Path, default=README, help="default: README.md")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 where a span differs")
+    args = parser.parse_args(argv)
+    try:
+        text = args.readme.read_text()
+        new = rewrite(text, numbers(args.sweep_dir))
+    except (OSError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    old = {m["name"]: m["text"] for m in SPAN.finditer(text)}
+    changed = {m["name"]: m["text"] for m in SPAN.finditer(new) if old[m["name"]] != m["text"]}
+    for name, value in changed.items():
+        print(f"{name}: {old[name]!r} -> {value!r}")
+    if args.check:
+        return 1 if changed else 0
+    if changed:
+        write_text_atomic(args.readme, new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
