@@ -421,11 +421,26 @@ def _frontier_point(num: int, run_dir: Path, read_only: list[str]):
     as cluster.read_only_paths."""
     from vitfsdp.sweep import Point
 
-    overrides = ["cluster=frontier", "cluster.account=STF218", f"repeat={num}"]
+    overrides = ["cluster=frontier", "cluster.account=STF218", f"repeat={num}",
+                 f"cluster.read_only_paths=[{','.join(read_only)}]"]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
         cfg = to_run_config(compose("config", overrides=overrides))
-    cfg.cluster.read_only_paths = read_only  # as a profile's list of them
+    assert cfg.cluster.read_only_paths == read_only  # the profile key, as a user sets it
     return Point(num, overrides, cfg, run_dir, config_hash(cfg))
+
+
+def test_a_probe_of_the_allocation_needs_packs():
+    """``cluster.probe=allocation`` is measured by each pack's first step: a sweep of one
+    job per point is refused in one line naming the fix."""
+    from vitfsdp.launch import LaunchOptions
+    from vitfsdp.sweep import Point, _check_launchers
+
+    overrides = ["cluster=frontier", "cluster.account=STF218", "cluster.probe=allocation"]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+        cfg = to_run_config(compose("config", overrides=overrides))
+    point = Point(0, overrides, cfg, Path("/lustre/orion/p/0"), config_hash(cfg))
+    [line] = _check_launchers([point], LaunchOptions(scripts_only=True))
+    assert "hydra.launcher.pack=by_nodes" in line and "\n" not in line
 
 
 def test_a_sweep_under_a_read_only_path_is_refused_in_one_line(tmp_path, monkeypatch):

@@ -288,6 +288,11 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
     read_only = dict.fromkeys(filter(None, map(_read_only, points)))  # once, not per point
     if read_only:
         return list(read_only)
+    if options.pack is None and any(p.cfg.cluster.probe == pack.PROBE_IN_ALLOCATION
+                                    for p in points):
+        return ["cluster.probe=allocation is measured by each pack's first step; add "
+                "hydra.launcher.pack=by_nodes, or run python -m vitfsdp.probe --out "
+                "<hydra.sweep.dir> before the sweep and leave cluster.probe unset"]
     errors = []
     checked: dict[tuple, object] = {}  # Slurm answers shared by the sweep's points
     for p in points:
@@ -304,10 +309,8 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
 def _read_only(p: Point) -> str | None:
     """Why the compute nodes of ``p``'s profile could not write its run directory
     (:func:`vitfsdp.launch.slurm.read_only_refusal` of ``cluster.read_only_paths``)."""
-    # getattr: the key is a ClusterConfig field only once vitfsdp/launch/__init__.py declares
-    # it; until then no profile can set it and nothing is refused here
-    paths = getattr(p.cfg.cluster, "read_only_paths", None) or []
-    return slurm.read_only_refusal(paths, p.run_dir, p.cfg.cluster.name)
+    return slurm.read_only_refusal(p.cfg.cluster.read_only_paths, p.run_dir,
+                                   p.cfg.cluster.name)
 
 
 def _slurm_only(points: list[Point], options: LaunchOptions) -> list[str]:

@@ -189,6 +189,9 @@ class ClusterConfig:
     max_jobs: int | None = None
     poll_s: float = 5.0  # seconds between job-state polls while a sweep waits
     required: list[str] = field(default_factory=list)  # keys the user must set (account ...)
+    # file systems the compute nodes mount read-only ($NAME and ~ expanded on the login
+    # node): a sweep directory under one is refused before anything is queued
+    read_only_paths: list[str] = field(default_factory=list)
 
     # --- the plan (python -m vitfsdp.plan; docs/plan.md) ---
     device_memory_gib: float | None = None  # memory per GPU/GCD, GiB; None = unknown (fits unknown)
