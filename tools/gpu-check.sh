@@ -14,8 +14,9 @@
 #   jax       H/14 under JAX and under PyTorch (vitfsdp.train), bf16, batch 32; the analysis
 #             prints JAX / PyTorch images/s
 #   sweep     one-GPU calibration: vit_base and vit_huge x FULL_SHARD and DDP x activation
-#             checkpointing off and on, through python -m vitfsdp.sweep; then the analysis
-#             and python -m vitfsdp.plan --calibrate
+#             checkpointing off and on, through python -m vitfsdp.sweep; then the analysis,
+#             python -m vitfsdp.plan --calibrate, the probe of the device for those points
+#             (python -m vitfsdp.probe) and the calibration from the probe alone
 #   profile   torch.profiler of H/14's FSDP step (bench --profile-steps): ops.txt, trace
 #   more      L/16 and vit_1b at batch 32; H/14 at the largest batch of BIG_BATCHES that fits
 #
@@ -170,7 +171,7 @@ step_test() {
 }
 
 step_bench() {
-    bench h14 --models "$H14"
+    bench h14 --models "$H14" --repeats 2  # the spread of two; three would not fit the call
 }
 
 step_jax() {
@@ -193,17 +194,25 @@ step_sweep() {
     analyse "$STEP_DIR/sweep"
     run bash -c "'$PYTHON' -m vitfsdp.plan --calibrate '$STEP_DIR/sweep' \
         > '$STEP_DIR/sweep/calibrate.txt' 2>&1; cat '$STEP_DIR/sweep/calibrate.txt'"
+    # then the probe of this device for the same points (after the sweep: its records come
+    # first), and the sweep predicted from the probe alone (docs/plan.md, "The probe")
+    run "$PYTHON" -m vitfsdp.probe -m cluster=local cluster.gpus_per_node=1 "device=$DEVICE" \
+        "precision=$PRECISION" data=synthetic nodes=1 strategy=FULL_SHARD,DDP \
+        "model=$SWEEP_MODELS" train.activation_checkpointing=false,true \
+        "train.local_batch_size=$BATCH" --out "$STEP_DIR/sweep"
+    run bash -c "'$PYTHON' -m vitfsdp.plan --calibrate '$STEP_DIR/sweep' \
+        > '$STEP_DIR/sweep/calibrate-probe.txt' 2>&1; cat '$STEP_DIR/sweep/calibrate-probe.txt'"
 }
 
 step_profile() {
-    bench h14 --models "$H14" --steps $((WARMUP + 2 * EVERY)) --profile-steps 5
+    bench h14 --models "$H14" --steps $((WARMUP + 2 * EVERY)) --profile-steps 5 --repeats 1
 }
 
 step_more() {
-    bench b32 --models "$L16,$V1B"
+    bench b32 --models "$L16,$V1B" --repeats 1
     local batch
     for batch in $BIG_BATCHES; do  # largest first: the first that completes is kept
-        bench "h14_b$batch" --models "$H14" --batch "$batch"
+        bench "h14_b$batch" --models "$H14" --batch "$batch" --repeats 1
         if grep -q completed "$STEP_DIR/h14_b$batch/bench.csv" 2>/dev/null; then
             break
         fi
