@@ -89,3 +89,24 @@ def test_eta_from_measured_wall_time_includes_start_up():
     bars.start_point(1, "[2/3]", "start")
     clock.now = 50.0
     assert bars.eta_s() == pytest.approx(70.0)
+
+
+def test_eta_scales_each_point_by_its_ranks_and_work():
+    """A local sweep's points share the host: a point of 4x the ranks and work is expected
+    to take 4x the steps' time and 4x the start-up, not the first points' pace (a 4-node
+    point after three 1-node ones was estimated at 19 s and took 96 s)."""
+    clock = FakeClock()
+    bars = SweepProgress([10, 10], [None, None], console=Console(file=io.StringIO()),
+                         clock=clock, work=[(2, 1.0), (8, 4.0)])
+    bars.start_point(0, "[1/2]", "start")
+    clock.now = 30.0  # 10 s of start-up (5 s a rank), 10 steps of 2 s
+    bars.window("[1/2]", {**W2, "step_end": 10, "step_time_s": 2.0})
+    bars.end_point("end")
+    assert bars.eta_s() == pytest.approx(5.0 * 8 + 10 * 2.0 * 4)
+    unscaled = SweepProgress([10, 10], [None, None], console=Console(file=io.StringIO()),
+                             clock=FakeClock())
+    unscaled.start_point(0, "[1/2]", "start")
+    unscaled.clock.now = 30.0
+    unscaled.window("[1/2]", {**W2, "step_end": 10, "step_time_s": 2.0})
+    unscaled.end_point("end")
+    assert unscaled.eta_s() == pytest.approx(30.0)  # without work: the first point's pace

@@ -12,7 +12,12 @@ The sweep's ETA is an estimate, and says what it rests on:
   (wall time − steps × its median step time) and steps; each point not yet ended is expected
   to take the median start-up of the ended points plus its steps at the median step time of
   every window measured so far, less what the running point has already spent
-  (``ETA ~0:02:41 (measured: wall time of 3 points)``);
+  (``ETA ~0:02:41 (measured: wall time of 3 points)``). Where the points' ``work`` is given
+  (a local sweep: every rank shares this host's cores, so a step's wall time grows with
+  ranks × local batch × FLOPs an image), the step time is the median measured seconds per
+  unit of work times the point's work, and the start-up the median per rank times its
+  ranks: a sweep whose last points have 4x the ranks is not estimated at its first points'
+  pace;
 - before that, the plan's predicted step time of the points (:func:`vitfsdp.plan.predict`)
   times their steps, which leaves out start-up (``ETA ~0:00:08 (plan: steps only, no
   start-up)``); ``-:--:--`` where the plan has none.
@@ -57,7 +62,9 @@ class SweepProgress:
 
     def __init__(self, steps: list[int], predicted_step_s: list[float | None] | None = None,
                  console: Console | None = None, logger: logging.Logger = log,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 work: list[tuple[int, float]] | None = None) -> None:
+        self.work = work  # each point's (ranks, relative work of a step), for the ETA
         self.log = logger
         self.console = console or Console()
         self.live = self.console.is_terminal
@@ -108,6 +115,8 @@ class SweepProgress:
         return f"ETA ~{format_eta(eta)} ({basis})"
 
     def _measured_eta_s(self) -> float:
+        if self.work is not None:
+            return self._scaled_eta_s()
         step_s = statistics.median(self.measured_step_s) if self.measured_step_s else 0.0
         startups = [w - n * (statistics.median(own) if own else step_s)
                     for w, n, own in zip(self.wall_s, self.steps, self.point_step_s, strict=True)
@@ -117,6 +126,27 @@ class SweepProgress:
         for i, (n, wall) in enumerate(zip(self.steps, self.wall_s, strict=True)):
             if wall is None:
                 expected = startup_s + n * step_s
+                if i == self.index and self.started_at is not None:  # the running point
+                    expected -= self.clock() - self.started_at
+                left += max(expected, 0.0)
+        return left
+
+    def _scaled_eta_s(self) -> float:
+        """The measured ETA with each point's step time and start-up scaled by its work and
+        ranks (``work``; module docstring)."""
+        per_work = [statistics.median(own) / max(w, 1e-30)
+                    for own, (_, w) in zip(self.point_step_s, self.work, strict=True) if own]
+        rate = statistics.median(per_work) if per_work else 0.0
+        startups = [(wall - n * (statistics.median(own) if own else 0.0)) / max(ranks, 1)
+                    for wall, n, own, (ranks, _) in zip(self.wall_s, self.steps,
+                                                         self.point_step_s, self.work,
+                                                         strict=True) if wall is not None]
+        startup_per_rank = max(statistics.median(startups), 0.0)
+        left = 0.0
+        for i, (n, wall, (ranks, w)) in enumerate(zip(self.steps, self.wall_s, self.work,
+                                                       strict=True)):
+            if wall is None:
+                expected = startup_per_rank * ranks + n * rate * w
                 if i == self.index and self.started_at is not None:  # the running point
                     expected -= self.clock() - self.started_at
                 left += max(expected, 0.0)

@@ -74,6 +74,7 @@ from vitfsdp.launch import (
     time_limit_s,
 )
 from vitfsdp.launch import batch_search as bsearch
+from vitfsdp.models import train_flops_per_image
 from vitfsdp.overrides import expand
 from vitfsdp.progress import SweepProgress
 from vitfsdp.records import (
@@ -492,9 +493,19 @@ def _run(todo: list[Point], sweep_dir: Path, options: LaunchOptions) -> list[dic
     if todo and todo[0].cfg.cluster.launcher == "slurm":
         return launch_slurm(todo, sweep_dir, options)
     with SweepProgress([p.cfg.train.steps for p in todo], [_predicted_step_s(p) for p in todo],
-                       logger=log) as bars:
+                       logger=log, work=[_host_work(p) for p in todo]) as bars:
         return [run_one(p, f"[{i}/{len(todo)}]", bars, i - 1)
                 for i, p in enumerate(todo, start=1)]
+
+
+def _host_work(point: Point) -> tuple[int, float]:
+    """(ranks, FLOPs of one step of all ranks): what a point asks of this host, whose cores
+    all its ranks share (the ETA of a local sweep, :class:`vitfsdp.progress.SweepProgress`);
+    activation checkpointing adds a forward (4/3 of the training FLOPs)."""
+    cfg = point.cfg
+    flops = train_flops_per_image(cfg.model, cfg.num_classes) * (
+        4 / 3 if cfg.train.activation_checkpointing else 1.0)
+    return cfg.world_size, cfg.world_size * cfg.train.local_batch_size * flops
 
 
 def _predicted_step_s(point: Point) -> float | None:
