@@ -14,6 +14,9 @@ the functions below do the same piece by piece::
     plot_loss(df, "loss.png")                              # loss against step per point
     loss_curves(df)                                        # run_dir, step, loss
     framework_ratio_table(df)                              # JAX / PyTorch ips per point
+    reference_table(df)                                    # points against published figures
+    recipe_table(df); plot_recipe(df, "recipe.png")        # a recipe ablation
+    plot_tflops(df, "tflops.png")                          # TFLOP/s per GPU, peak, MFU
     tables = study_tables(df)                              # all of them by file stem
 """
 
@@ -31,9 +34,13 @@ from vitfsdp.analysis.figures import (
     plot_loss,
     plot_memory,
     plot_prefetch,
+    plot_recipe,
+    plot_tflops,
     plot_weak_scaling,
     write_figures,
 )
+from vitfsdp.analysis.recipe import recipe_table
+from vitfsdp.analysis.reference import published, reference_table
 from vitfsdp.analysis.tables import (
     IMAGENET_TRAIN_IMAGES,
     best_table,
@@ -59,9 +66,14 @@ __all__ = [
     "plot_loss",
     "plot_memory",
     "plot_prefetch",
+    "plot_recipe",
+    "plot_tflops",
     "plot_weak_scaling",
     "points_table",
     "prefetch_table",
+    "published",
+    "recipe_table",
+    "reference_table",
     "scaling_table",
     "study_tables",
     "write_figures",

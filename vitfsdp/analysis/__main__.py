@@ -16,15 +16,23 @@ the figures at the same time, by default one per figure up to the CPUs available
 - ``calibration.csv``: the plan's predictions against the measurements;
 - ``framework_ratio.csv``: where both PyTorch and JAX runs completed, the JAX/PyTorch ips
   ratio per model, strategy and node count (``framework_ratio_table``);
-- ``weak_scaling``, ``memory``, ``loss`` (training loss against step, a line per point)
-  and (with an ablation) ``prefetch`` figures, PNG and SVG;
+- ``reference.csv``: each point against the published figures of its setup (ORNL, PyCls:
+  ``vitfsdp/reference/``): measured, published, ratio, or which settings differ
+  (``vitfsdp.analysis.reference.reference_table``);
+- ``recipe.csv``: a recipe ablation (a sweep over ``<recipe>`` and its ``<recipe>_<n>_<what>``
+  presets): each step's images/s relative to the baseline (``recipe_table``);
+- ``weak_scaling`` (with stars at the published images/s of matching points), ``memory``,
+  ``loss`` (training loss against step, a line per point), ``tflops`` (TFLOP/s per GPU
+  against GPUs, with the peak and MFU) and, with an ablation, ``prefetch`` and ``recipe``
+  figures, PNG and SVG;
 
 Every table is written, with its header only when it has no rows.
 - with ``--report``: ``report.md`` (figures linked) and ``report.html`` (self-contained).
 
 Prints a compact table of the results to stdout, a row per run (a row per point, with its
-completed runs counted, above :data:`MAX_PRINTED_RUNS` runs); logs go to stderr. Exits with 2 and a
-one-line error when a sweep dir does not exist or holds no runs.
+completed runs counted, above :data:`MAX_PRINTED_RUNS` runs), and where a point matched a
+published figure, how many did and the median measured / published ratio; logs go to
+stderr. Exits with 2 and a one-line error when a sweep dir does not exist or holds no runs.
 """
 
 from __future__ import annotations
@@ -37,7 +45,8 @@ from pathlib import Path
 import pandas as pd
 
 from vitfsdp.analysis.collect import collect_runs, contention_note, format_table
-from vitfsdp.analysis.figures import PendingFigures, figure_pool
+from vitfsdp.analysis.figures import FIGURES, STUDY_FIGURES, PendingFigures, figure_pool
+from vitfsdp.analysis.reference import reference_summary
 from vitfsdp.analysis.report import report_sections, write_report
 from vitfsdp.analysis.tables import IMAGENET_TRAIN_IMAGES, format_points, study_tables
 
@@ -109,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-        pending = PendingFigures(df, args.out, pool=pool)  # drawn while the tables are made
+        pending = PendingFigures(df, args.out, names=(*FIGURES, *STUDY_FIGURES),
+                                 pool=pool)  # drawn while the tables are made
         tables = study_tables(df, args.dataset_size)
         write_tables(tables, args.out)
         figures = pending.result()
@@ -128,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     if not ratio.empty:
         print("\nJAX / PyTorch images/s:")
         print(ratio.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    reference = tables["reference"]
+    if len(reference) and reference["compared"].astype(bool).any():
+        print("\n" + reference_summary(reference))
+    else:  # nothing to see beside the table: the why is in reference.csv
+        log.info("%s", reference_summary(reference))
     return 0
 
 

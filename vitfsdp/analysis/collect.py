@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from vitfsdp.config import RunConfig
+from vitfsdp.models import VARIANTS
 from vitfsdp.plan import predict_recorded, predict_run
 from vitfsdp.plan.probed import PROBE_FILE
 from vitfsdp.plan.recorded import find_run_dirs
@@ -56,11 +57,11 @@ _LOSS_CURVES: dict[str, list[tuple[int, float]]] = {}
 COLUMNS = (
     "run_dir", "status", "reason", "log",
     "model", "strategy", "sharding_strategy", "shard_group_size", "backward_prefetch",
-    "limit_all_gathers", "engine", "framework", "precision", "data",
+    "limit_all_gathers", "engine", "framework", "precision", "data", "img_size",
     "train.activation_checkpointing", "kernels.fused_attn", "kernels.compile", "kernels.adamw",
     "kernels.float32_matmul_precision", "kernels.cudnn_allow_tf32",
     "mixed_precision.param_dtype", "mixed_precision.reduce_dtype",
-    "mixed_precision.buffer_dtype", "repeat",
+    "mixed_precision.buffer_dtype", "experiment", "repeat",
     "nodes", "world_size", "ranks_per_node", "local_batch_size", "global_batch_size",
     "cluster", "host_cpus", "ranks_per_host", "shared_cores", "network",
     "device_type", "device_name", "device_memory_gib", "device_peak_flops", "peak_source",
@@ -80,9 +81,9 @@ PRED_COLUMNS = ("pred_peak_mem_gib", "pred_step_time_s", "pred_ips", "pred_fits"
                 "pred_mem_metric")
 #: Integer columns, held as pandas' nullable ``Int64`` (a run that never started has none).
 INT_COLUMNS = (
-    "shard_group_size", "repeat", "nodes", "world_size", "ranks_per_node", "local_batch_size",
-    "global_batch_size", "num_params", "alloc_retries", "num_ooms", "num_windows", "last_step",
-    "host_cpus", "ranks_per_host",
+    "shard_group_size", "img_size", "repeat", "nodes", "world_size", "ranks_per_node",
+    "local_batch_size", "global_batch_size", "num_params", "alloc_retries", "num_ooms",
+    "num_windows", "last_step", "host_cpus", "ranks_per_host",
 )  # fmt: skip
 #: Float columns (``NaN`` where the run measured nothing, or where old records lack them).
 FLOAT_COLUMNS = (
@@ -116,7 +117,7 @@ CONFIG_KEYS = (
 #: Config columns that split a strategy into separate scaling lines when they vary at all.
 VARIANT_COLUMNS = (
     "backward_prefetch", "limit_all_gathers", "precision", "engine", "framework", "data",
-    "local_batch_size", "device_name", *CONFIG_KEYS,
+    "local_batch_size", "img_size", "device_name", *CONFIG_KEYS,
 )  # fmt: skip
 #: Columns a strategy name normally fixes; they split lines only if they vary within one.
 #: (Not ``shard_group_size``: FULL_SHARD shards over the whole world, which grows with nodes.)
@@ -365,8 +366,10 @@ def _config(run: dict) -> dict[str, Any]:
         "framework": framework,
         "precision": _applied_precision(run),
         "data": _get(cfg, "data", "name"),
+        "img_size": _img_size(run),
         **{key: _get(cfg, *key.split(".")) for key in CONFIG_KEYS},
         **_applied_kernels(run),
+        "experiment": cfg.get("experiment"),
         "repeat": cfg.get("repeat", 0),
         "nodes": nodes,
         "world_size": world_size,
@@ -385,6 +388,17 @@ def _config(run: dict) -> dict[str, Any]:
         "num_params": _get(run, "model", "num_params"),
         **_provenance(run),
     }
+
+
+def _img_size(run: dict) -> int | None:
+    """The input side in pixels: run.json's model record (what ran), else the config's
+    ``model.img_size``, else the variant's default (a run that ended before its model was
+    built has no model record: it still belongs to its point's line)."""
+    recorded = _get(run, "model", "img_size") or _get(run, "config", "model", "img_size")
+    if recorded is not None:
+        return recorded
+    spec = VARIANTS.get(_get(run, "config", "model", "name"))
+    return spec.img_size if spec is not None else None
 
 
 #: Library versions named in the ``versions`` column (run.json ``versions``), in order.

@@ -51,6 +51,8 @@ from vitfsdp.analysis.collect import (
 )
 from vitfsdp.analysis.collect import label_columns as _label_keys
 from vitfsdp.analysis.collect import line_label as _line_label
+from vitfsdp.analysis.recipe import recipe_table
+from vitfsdp.analysis.reference import matched, reference_table
 from vitfsdp.analysis.tables import ABLATION_COLUMNS, PREFETCH_ORDER, points_table, prefetch_table
 
 log = logging.getLogger(__name__)
@@ -144,6 +146,7 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
     keys = _label_keys(df)
     looks = _looks(df, keys)
     extras = {"ideal"}
+    published_ips = matched(reference_table(df))
     for ax, (model, panel) in zip(axes, panels, strict=True):
         notes, marked = [], Counter()
         for label, line in _lines(panel, keys):
@@ -153,6 +156,7 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
                 _mark_above_ideal(ax, done, extras)
                 _plot_repeat_range(ax, line, "ips", color, extras)
             _plot_predicted(ax, line, "pred_ips", color, label, extras)
+            _plot_published(ax, published_ips, model, label, color, extras)
             notes += _mark_not_completed(ax, line, "ips", color, label, marked, extras,
                                          reached="ips_reached")
         _log_y_axis(ax)
@@ -160,7 +164,8 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
             _make_room_below(ax)
         _style_panel(ax, panel, _panel_title(model, panel), "throughput (images/s, global)",
                      notes)
-    _finish(fig, "Weak scaling: throughput against node count", df, path, extras)
+    _finish(fig, "Weak scaling: throughput against node count", df, path, extras,
+            proxy_labels=_published_labels(published_ips))
     return fig
 
 
@@ -425,12 +430,153 @@ def _ablation_failures(df: pd.DataFrame, model: str, nodes: int) -> pd.DataFrame
     return rows.assign(configuration=pd.Series(labels, rows.index, dtype="object"))
 
 
+#: Bar colours of the node counts in the recipe ablation (ColorBrewer Blues, light to dark:
+#: more nodes, darker; not the strategy colours, since bars here are node counts).
+NODE_COLORS = ("#c6dbef", "#9ecae1", "#6baed6", "#4292c6", "#2171b5", "#08519c", "#08306b")
+
+
+@_paper_style
+def plot_recipe(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure | None:
+    """A recipe ablation, PyCls style: images/s of each cumulative recipe step relative to the
+    recipe's baseline (:func:`vitfsdp.analysis.recipe.recipe_table`), as grouped bars.
+
+    One panel per recipe; one bar group per step (x axis, in step order, labelled with what
+    the step adds), one bar per node count (darker: more nodes) at the median over repeats
+    with a min-max error bar; a dashed line at 1x (the baseline); ``x`` where a step's runs
+    at a node count did not complete, and its value printed above each bar.
+
+    Returns:
+        The figure, or ``None`` when the runs hold no recipe (no run of a
+        ``<recipe>_<n>_<what>`` preset beside its ``<recipe>`` baseline).
+    """
+    table = recipe_table(df)
+    if table.empty:
+        return None
+    recipes = sorted(set(table["recipe"]))
+    fig, axes = _new_figure(len(recipes), columns=1)
+    extras = set()
+    nodes = sorted({int(n) for n in table["nodes"]})
+    for ax, recipe in zip(axes, recipes, strict=True):
+        _draw_recipe_panel(ax, table[table["recipe"] == recipe], nodes, extras)
+        model = table.loc[table["recipe"] == recipe, "model"].dropna()
+        _set_title(ax, f"{recipe}: {model.iloc[0] if len(model) else 'unknown model'}, "
+                       "each step adds to the one before")
+    handles = [Patch(facecolor=NODE_COLORS[i % len(NODE_COLORS)], edgecolor="black",
+                     label=f"{n} node{'s' if n > 1 else ''}") for i, n in enumerate(nodes)]
+    _finish(fig, "Recipe ablation: images/s relative to the baseline", df, path, extras,
+            handles)
+    return fig
+
+
+def _draw_recipe_panel(ax, steps: pd.DataFrame, nodes: list[int], extras: set[str]) -> None:
+    """The bars of one recipe (see :func:`plot_recipe`)."""
+    order = steps.drop_duplicates("step").sort_values("step")
+    labels = [f"{s}: {w}" for s, w in zip(order["step"], order["what"], strict=True)]
+    width = 0.8 / len(nodes)
+    failed = []
+    for i, n in enumerate(nodes):
+        offset = (i - (len(nodes) - 1) / 2) * width
+        rows = steps[steps["nodes"] == n].set_index("step").reindex(order["step"])
+        xs = [k + offset for k in range(len(order))]
+        ax.bar(xs, rows["relative_ips"], width, color=NODE_COLORS[i % len(NODE_COLORS)],
+               edgecolor="black", linewidth=0.6)
+        spread = (rows["relative_max"] > rows["relative_min"]).to_numpy()
+        if spread.any():
+            r = rows[spread]
+            ax.errorbar([x for x, s in zip(xs, spread, strict=True) if s], r["relative_ips"],
+                        yerr=[r["relative_ips"] - r["relative_min"],
+                              r["relative_max"] - r["relative_ips"]],
+                        fmt="none", ecolor="black", capsize=2, lw=0.8)
+            extras.add("repeats")
+        for x, value in zip(xs, rows["relative_ips"], strict=True):
+            if pd.notna(value):
+                ax.annotate(f"{value:.2f}x", (x, value), xytext=(0, 2),
+                            textcoords="offset points", ha="center", va="bottom",
+                            fontsize=NOTE_FONTSIZE - 1)
+        failed += [x for x, v in zip(xs, rows["relative_ips"], strict=True) if pd.isna(v)]
+    if failed:
+        ax.scatter(failed, [NOT_COMPLETED_Y] * len(failed), marker="x", color="black",
+                   transform=ax.get_xaxis_transform(), clip_on=False, zorder=3,
+                   label="_not completed")
+        extras.add("failed")
+    ax.axhline(1.0, ls="--", color="0.4", lw=1)
+    ax.set_xticks(range(len(order)), labels=[textwrap.fill(lb, 14) for lb in labels])
+    ax.set_xlim(-0.5, len(order) - 0.5)
+    ax.set_ylabel("images/s relative to step 0")
+    ax.set_ylim(bottom=0, top=1.15 * max(ax.get_ylim()[1], 1.0))
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.tick_params(labelsize=PAPER_RC["xtick.labelsize"])
+
+
+@_paper_style
+def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure | None:
+    """Model TFLOP/s per GPU against the number of GPUs, a line per configuration and a
+    panel per model, with the device's peak (dotted, where the runs record it) and an MFU
+    axis on the right (TFLOP/s / peak; MFU's definition: docs/benchmarks.md).
+
+    Returns:
+        The figure, or ``None`` when no completed run recorded ``tflops_per_gpu``.
+    """
+    done = df[(df["status"] == "completed") & df["tflops_per_gpu"].notna()
+              & df["world_size"].notna()]
+    if done.empty:
+        return None
+    panels = _panels(done)
+    fig, axes = _new_figure(len(panels))
+    keys = _label_keys(df)
+    looks = _looks(df, keys)
+    extras: set[str] = set()
+    for ax, (model, panel) in zip(axes, panels, strict=True):
+        for label, line in _lines(panel, keys):
+            color, marker = looks[_color_label(line, keys)]
+            points = line.groupby(line["world_size"].astype("int64"))["tflops_per_gpu"].median()
+            ax.plot(points.index, points.values, ls=_linestyle(line, keys), marker=marker,
+                    color=color, label=label)
+        _draw_peak(ax, panel, extras)
+        gpus = sorted(set(panel["world_size"].astype("int64")))
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(gpus, labels=[str(g) for g in gpus])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xlim(gpus[0] / 1.4, gpus[-1] * 1.4)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel("GPUs (ranks)")
+        ax.set_ylabel("model TFLOP/s per GPU")
+        ax.grid(True, which="major", alpha=0.3)
+        _set_title(ax, _panel_title(model, panel))
+    _finish(fig, "TFLOP/s per GPU against the number of GPUs", df, path, extras)
+    return fig
+
+
+def _draw_peak(ax, panel: pd.DataFrame, extras: set[str]) -> None:
+    """The device's peak as a dotted line and an MFU axis on the right, where every run of
+    the panel records the same peak (``device_peak_flops``, FLOP/s)."""
+    peaks = panel["device_peak_flops"].dropna().unique()
+    if len(peaks) != 1 or not peaks[0] > 0:
+        return
+    peak = float(peaks[0]) / 1e12
+    ax.axhline(peak, ls=":", color=DEVICE_COLOR, lw=1, label=f"peak ({peak:,.4g} TFLOP/s)")
+    ax.set_ylim(top=1.08 * max(ax.get_ylim()[1], peak))
+    mfu = ax.secondary_yaxis("right", functions=(lambda y: y / peak, lambda m: m * peak))
+    mfu.set_ylabel("MFU")
+    mfu.yaxis.set_major_formatter(FuncFormatter(lambda m, _: f"{m:.0%}"))
+    extras.add("peak")
+
+
 #: Every figure by name: the file stem it is written under, and the function drawing it.
 FIGURES = {"weak_scaling": plot_weak_scaling, "memory": plot_memory, "loss": plot_loss,
            "prefetch": plot_prefetch}
+#: Figures ``python -m vitfsdp.analysis`` draws besides :data:`FIGURES` (``write_figures``
+#: draws them when named): TFLOP/s per GPU, and a recipe ablation where the runs hold one.
+STUDY_FIGURES = {"tflops": plot_tflops, "recipe": plot_recipe}
+#: Every figure function by name.
+ALL_FIGURES = {**FIGURES, **STUDY_FIGURES}
+#: What a figure that was not drawn needed, by name (the ones that may have nothing to draw).
+NOTHING_TO_DRAW = {"loss": "loss", "prefetch": "prefetch ablation",
+                   "recipe": "recipe ablation (<recipe>_<n>_<what> presets beside <recipe>)",
+                   "tflops": "TFLOP/s per GPU", "weak_scaling": "run", "memory": "run"}
 #: The figures, longest to draw first (memory has two panels per model, the loss figure a
 #: few lines per panel), the order in which :class:`PendingFigures` hands them out.
-COST_ORDER = ("memory", "weak_scaling", "prefetch", "loss")
+COST_ORDER = ("memory", "weak_scaling", "prefetch", "loss", "tflops", "recipe")
 
 
 def write_figures(df: pd.DataFrame, out_dir: str | os.PathLike,
@@ -443,8 +589,10 @@ def write_figures(df: pd.DataFrame, out_dir: str | os.PathLike,
         df: a ``collect_runs`` frame.
         out_dir: the directory; files are ``<name>.<format>``.
         formats: PNG at :data:`DPI` dpi; SVG is vector (for papers).
-        names: which of :data:`FIGURES`: ``weak_scaling``, ``memory``, ``loss`` (written
-            when a run recorded a loss) and ``prefetch`` (when the runs hold an ablation).
+        names: which of :data:`ALL_FIGURES` (default :data:`FIGURES`): ``weak_scaling``,
+            ``memory``, ``loss`` (written when a run recorded a loss), ``prefetch`` (when
+            the runs hold an ablation), ``tflops`` (when a run recorded TFLOP/s) and
+            ``recipe`` (when the runs hold a recipe ablation).
         pool: processes drawing figures beside this one (:func:`figure_pool`); ``None``
             draws them one after another here. The files are the same either way.
 
@@ -453,7 +601,7 @@ def write_figures(df: pd.DataFrame, out_dir: str | os.PathLike,
         formats lie beside it with their suffix.
 
     Raises:
-        ValueError: a name is not one of :data:`FIGURES`.
+        ValueError: a name is not one of :data:`ALL_FIGURES`.
     """
     return PendingFigures(df, out_dir, formats, names, pool).result()
 
@@ -469,9 +617,9 @@ class PendingFigures:
                  formats: tuple[str, ...] = ("png", "svg"),
                  names: tuple[str, ...] = tuple(FIGURES),
                  pool: FigurePool | None = None) -> None:  # fmt: skip
-        unknown = [n for n in names if n not in FIGURES]
+        unknown = [n for n in names if n not in ALL_FIGURES]
         if unknown:
-            raise ValueError(f"unknown figure(s) {unknown}; valid: {', '.join(FIGURES)}")
+            raise ValueError(f"unknown figure(s) {unknown}; valid: {', '.join(ALL_FIGURES)}")
         self.df, self.out_dir, self.formats, self.pool = df, Path(out_dir), formats, pool
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.todo = sorted(names, key=COST_ORDER.index)  # the longest to draw first
@@ -506,12 +654,11 @@ class PendingFigures:
                 log.warning("the process drawing %s ended (%s); drawing it here", name, e)
                 written[name] = _write_figure(name, self.df, self.out_dir, self.formats)
         paths = {}
-        for name in FIGURES:  # in the order of FIGURES, however they were drawn
+        for name in ALL_FIGURES:  # in the order of ALL_FIGURES, however they were drawn
             if name not in written:
                 continue
             if written[name] is None:
-                log.info("no %s figure: the runs hold no %s", name,
-                         "loss" if name == "loss" else "prefetch ablation")
+                log.info("no %s figure: the runs hold no %s", name, NOTHING_TO_DRAW[name])
                 continue
             for fmt in self.formats:
                 log.info("wrote %s", written[name].with_suffix(f".{fmt}"))
@@ -563,8 +710,8 @@ def _write_figure(name: str, df: pd.DataFrame, out_dir: Path, formats: tuple[str
                   curves: pd.DataFrame | None = None) -> Path | None:  # fmt: skip
     """Draw figure ``name`` of ``df`` and save it once per format; the first format's path,
     or ``None`` when the runs hold nothing to draw (no loss, no ablation)."""
-    fig = (FIGURES[name](df, curves=curves) if name == "loss" and curves is not None
-           else FIGURES[name](df))  # fmt: skip
+    fig = (ALL_FIGURES[name](df, curves=curves) if name == "loss" and curves is not None
+           else ALL_FIGURES[name](df))  # fmt: skip
     if fig is None:
         return None
     for fmt in formats:
@@ -839,6 +986,25 @@ def _plot_predicted(ax, line: pd.DataFrame, value: str, color: str, label: str,
     return True
 
 
+def _plot_published(ax, published: pd.DataFrame, model: str, label: str, color: str,
+                    extras: set[str]) -> None:  # fmt: skip
+    """A hollow star in the line's colour at each published images/s whose setup the line's
+    point matches (:func:`vitfsdp.analysis.reference.reference_table`: reference.csv)."""
+    rows = published[(published["model"] == model) & (published["configuration"] == label)]
+    if len(rows):
+        ax.scatter(rows["nodes"].astype(float), rows["published"].astype(float), marker="*",
+                   facecolors="none", edgecolors=color, s=90, lw=0.9, zorder=5,
+                   label=f"_published {label}")
+        extras.add("reference")
+
+
+def _published_labels(published: pd.DataFrame) -> dict[str, str]:
+    """The legend text of the published-figure mark: its studies' labels, e.g.
+    ``{"reference": "published: ORNL, Frontier, 2023"}``; empty when nothing matched."""
+    labels = sorted(set(published["label"].dropna().astype(str))) if len(published) else []
+    return {"reference": "published: " + "; ".join(labels)} if labels else {}
+
+
 def _plot_reserved(ax, line: pd.DataFrame, color: str, extras: set[str]) -> None:
     """Measured peak reserved memory as hollow circles, where the plan predicts reserved
     memory (``pred_mem_metric``) and the figure shows allocated memory."""
@@ -965,16 +1131,19 @@ PROXIES = {
     "failed": dict(color="0.4", marker="x", ls="none", label="not completed"),
     "skipped": dict(color="0.4", marker="D", mfc="none", ls="none",
                     label="skipped: predicted not to fit"),
+    "reference": dict(color="0.4", marker="*", mfc="none", ms=8, ls="none",
+                      label="published figure (reference.csv)"),
 }  # fmt: skip
 
 
 def _figure_legend(fig: Figure, extras: set[str], handles: list | None = None,
-                   footer: str = "") -> None:
+                   footer: str = "", proxy_labels: dict[str, str] | None = None) -> None:
     """One legend for the whole figure, below the panels, in as many columns as fit its
     width: ``handles``, by default every labelled line of every panel once (by label, sorted,
     device memory last), then a grey proxy for each kind of mark drawn (``extras``, see
     :data:`PROXIES`). ``footer`` (the runs' shared settings) heads the legend, or stands
-    alone below the panels where there is no legend."""
+    alone below the panels where there is no legend. ``proxy_labels`` replaces the label of
+    a kind's proxy (the published figures' study names)."""
     if handles is None:
         by_label = {}
         for ax in fig.axes:
@@ -982,7 +1151,10 @@ def _figure_legend(fig: Figure, extras: set[str], handles: list | None = None,
                 by_label.setdefault(label, handle)
         order = sorted(by_label, key=lambda label: (_is_device_line(by_label[label]), label))
         handles = [by_label[label] for label in order]
-    entries = handles + [Line2D([], [], **PROXIES[kind]) for kind in PROXIES
+    relabel = proxy_labels or {}
+    entries = handles + [Line2D([], [], **{**PROXIES[kind], **({"label": relabel[kind]}
+                                                               if kind in relabel else {})})
+                         for kind in PROXIES
                          if kind in extras and (handles or kind != "ideal")]
     if entries:
         columns = _legend_columns(fig, [h.get_label() for h in entries])
@@ -1045,7 +1217,8 @@ def _context(df: pd.DataFrame) -> list[str]:
 
 
 def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike | None,
-            extras: set[str], handles: list | None = None) -> None:  # fmt: skip
+            extras: set[str], handles: list | None = None,
+            proxy_labels: dict[str, str] | None = None) -> None:  # fmt: skip
     """Title and shared config (wrapped to the figure's width), the figure's legend (see
     :func:`_figure_legend`), the height that gives every panel :data:`AXES_HEIGHT_IN` of
     plotting area, and the file at ``path`` if given."""
@@ -1057,7 +1230,7 @@ def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike |
     legend_width = _chars_per_line(fig.get_figwidth(), PAPER_RC["legend.fontsize"])
     footer = "\n".join(textwrap.wrap("; ".join([shared, *context] if shared else context),
                                      legend_width))
-    _figure_legend(fig, extras, handles, footer)
+    _figure_legend(fig, extras, handles, footer, proxy_labels)
     _fit_height(fig)
     if path is not None:
         _save(fig, path)

@@ -26,6 +26,8 @@ import yaml
 
 from vitfsdp.analysis.collect import contention_note, format_efficiency
 from vitfsdp.analysis.figures import DPI, DRAWN_KEY
+from vitfsdp.analysis.recipe import recipe_table
+from vitfsdp.analysis.reference import reference_table
 from vitfsdp.analysis.tables import (
     PREFETCH_ORDER,
     best_table,
@@ -48,6 +50,11 @@ CAPTIONS = {
     "loss": "Training loss (mean over each timing window) against step, a line per point "
             "(median over repeats), n=<nodes> at its end; warm-up windows included; "
             "strategies that train alike overlap (later ones drawn thinner).",
+    "recipe": "Recipe ablation: each cumulative recipe step's images/s relative to the "
+              "recipe's baseline (step 0) at the same node count, median over repeats; the "
+              "value above each bar (every step and node count: recipe.csv).",
+    "tflops": "Model TFLOP/s per GPU (3 x forward FLOPs x images/s per GPU) against the "
+              "number of GPUs, a line per configuration, median over repeats.",
 }  # fmt: skip
 #: The caption's words for each kind of mark a figure drew (the PNG's ``DRAWN_KEY``), in
 #: caption order; a figure saved without that list gets :data:`CAPTIONS` alone.
@@ -61,6 +68,8 @@ MARK_CAPTIONS = {
     "reserved": "hollow circles: measured peak reserved memory",
     "failed": "x: runs that did not complete",
     "skipped": "hollow diamond: a point skipped as predicted not to fit",
+    "reference": "hollow star: a published figure of the same setup (reference.csv)",
+    "peak": "black dotted: the device's peak, MFU on the right axis",
 }
 #: Report figures are shown at this many times their print size (7-8 pt text at print size
 #: is 9-11 CSS px: too small on a screen), at most the PNG's own pixels and the page width.
@@ -105,6 +114,11 @@ COLUMN_FORMATS = {
     "jax_over_torch": ("JAX / PyTorch", "{:.2f}"),
     "runs_ended": ("runs that did not complete", "{}"), "log_link": ("log", "{}"),
     "ips_reached": ("images/s reached", "{:,.0f}"),
+    "measured": ("measured", "{:,.1f}"), "published": ("published", "{:,.1f}"),
+    "ratio": ("measured / published", "{:.2f}"), "label": ("study", "{}"),
+    "relative_ips": ("x baseline", "{:.2f}"), "step": ("step", "{:d}"),
+    "statuses": ("not completed", "{}"),
+    "metric": ("metric", "{}"), "unit": ("unit", "{}"),
     "peak_mem_reached_gib": ("peak mem reached (GiB)", "{:.2f}"),
 }  # fmt: skip
 
@@ -147,6 +161,7 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                                    "scaling_efficiency", "tflops_per_gpu", "mfu",
                                    "hw_tflops_per_gpu", "hfu"])),
         _framework_section(ratio),
+        _reference_section(df),
         Section("Memory", "Peak memory per GPU (per rank on CPU): the maximum over ranks and "
                 "repeats, the minimum over ranks, allocator retries and OOMs.",
                 ["memory"],
@@ -167,10 +182,39 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                                          "epoch_hours", "node_hours_per_epoch",
                                          "price_per_node_hour", "cost_per_epoch"])),
         _prefetch_section(points),
+        _recipe_section(df),
         _failures_section(df, out_dir),
         *_calibration_sections(df),
     ]
     return [s for s in sections if s is not None]
+
+
+def _reference_section(df: pd.DataFrame) -> Section | None:
+    """The points whose setup matches a published figure: measured, published and their
+    ratio (every point, with why it was not compared: reference.csv); None when none does."""
+    table = reference_table(df)
+    compared = table[table["compared"].astype(bool)] if len(table) else table
+    if compared.empty:
+        return None
+    text = ("Points whose model, strategy, nodes, GPUs per node, local batch, precision and "
+            "image size (and any other setting the source states) equal a published row's: "
+            "ratio = measured / published. Every point, with the settings that differ where "
+            "it was not compared: reference.csv.")
+    return Section("Published figures", text, table=display(
+        compared, ["label", "model", "configuration", "nodes", "metric", "measured",
+                   "published", "ratio", "unit"]))
+
+
+def _recipe_section(df: pd.DataFrame) -> Section | None:
+    """The recipe ablation (a sweep over a recipe's presets): its figure and table; None
+    when the runs hold no recipe."""
+    table = recipe_table(df)
+    if table.empty:
+        return None
+    text = ("Each step adds one change to the step before (conf/experiment/, the step's "
+            "preset); images/s relative to the baseline (step 0) at the same node count.")
+    return Section("Recipe ablation", text, ["recipe"], display(
+        table, ["recipe", "step", "what", "nodes", "ips", "relative_ips", "statuses"]))
 
 
 def _framework_section(ratio: pd.DataFrame | None) -> Section | None:

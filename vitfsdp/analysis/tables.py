@@ -33,6 +33,8 @@ from vitfsdp.analysis.collect import (
     line_label,
     scaling_table,
 )
+from vitfsdp.analysis.recipe import recipe_table
+from vitfsdp.analysis.reference import reference_table
 from vitfsdp.plan.calibrate import compare
 
 log = logging.getLogger(__name__)
@@ -62,8 +64,10 @@ def study_tables(df: pd.DataFrame,
                  dataset_size: int = IMAGENET_TRAIN_IMAGES) -> dict[str, pd.DataFrame]:  # fmt: skip
     """Every table of the study, by the file stem ``python -m vitfsdp.analysis`` writes it
     under: ``runs`` (``df`` itself), ``scaling``, ``points``, ``best``, ``failures``,
-    ``prefetch``, ``calibration`` and ``framework_ratio``; a table with nothing to show is
-    empty, never missing.
+    ``prefetch``, ``calibration``, ``framework_ratio``, ``reference`` (each point against
+    the published figures of its setup, :func:`vitfsdp.analysis.reference.reference_table`)
+    and ``recipe`` (a recipe ablation, :func:`vitfsdp.analysis.recipe.recipe_table`);
+    a table with nothing to show is empty, never missing.
 
     Args:
         df: a :func:`vitfsdp.analysis.collect.collect_runs` frame.
@@ -76,7 +80,8 @@ def study_tables(df: pd.DataFrame,
     return {"runs": df, "scaling": scaling_table(df), "points": points,
             "best": best_table(points), "failures": failures_table(df),
             "prefetch": prefetch_table(points), "calibration": calibration_table(df),
-            "framework_ratio": framework_ratio_table(df)}
+            "framework_ratio": framework_ratio_table(df), "reference": reference_table(df),
+            "recipe": recipe_table(df)}
 
 
 def completed(df: pd.DataFrame) -> pd.DataFrame:

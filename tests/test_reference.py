@@ -1,0 +1,217 @@
+"""Published figures beside ours: the package data, the matching rule, reference.csv, the
+published stars on the weak-scaling figure, the recipe ablation and the presets that
+reproduce the studies (composed, not run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hydra import compose as hydra_compose
+from hydra import initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+from vitfsdp.analysis import collect_runs, plot_recipe, plot_tflops, plot_weak_scaling
+from vitfsdp.analysis.__main__ import main as analysis_main
+from vitfsdp.analysis.recipe import recipe_table
+from vitfsdp.analysis.reference import published, reference_table
+from vitfsdp.config import CONF_DIR, register_configs, to_run_config
+from vitfsdp.records import RunRecords
+
+#: ORNL's published images/s of ViT-Base under NO_SHARD on one Frontier node (ips_base.py).
+ORNL_VIT_BASE_NO_SHARD_1 = 1207.0
+
+
+def ornl_like(strategy: str = "NO_SHARD", nodes: int = 1, batch: int = 32,
+              precision: str = "bf16", experiment: str | None = None,
+              model: str = "vit_base") -> dict:  # fmt: skip
+    """run.json of a run with ORNL's setup (8 GPUs a node, 224 px, activation checkpointing,
+    synthetic data, BACKWARD_PRE + limit_all_gathers), with the settings given."""
+    fsdp = strategy != "DDP"
+    return {
+        "run_id": f"{model}-{strategy}-n{nodes}-b{batch}-{precision}-{experiment}",
+        "config": {
+            "model": {"name": model, "img_size": None},
+            "strategy": {"name": strategy, "sharding_strategy": "DDP" if not fsdp else strategy,
+                         "shard_group_size": 0,
+                         "backward_prefetch": "BACKWARD_PRE" if fsdp else None,
+                         "limit_all_gathers": True if fsdp else None},
+            "data": {"name": "synthetic"},
+            "train": {"local_batch_size": batch, "steps": 8, "warmup_steps": 2,
+                      "activation_checkpointing": True},
+            "cluster": {"name": "frontier", "gpus_per_node": 8},
+            "engine": "fsdp1", "framework": "torch", "nodes": nodes, "precision": precision,
+            "experiment": experiment,
+        },
+        "world": {"size": 8 * nodes, "nodes": nodes, "ranks_per_node": 8, "backend": "nccl"},
+        "device": {"type": "cuda", "name": "AMD Instinct MI250X", "memory_gib": 64.0,
+                   "peak_flops": 191.5e12},
+        "model": {"num_params": 86_600_000, "forward_flops_per_image": 17.6e9,
+                  "img_size": 224},
+    }  # fmt: skip
+
+
+def write(run_dir: Path, info: dict, ips: float | None, mem_gib: float = 2.0) -> None:
+    """A completed run at ``ips`` (three measured windows), or an oom one for None."""
+    records = RunRecords(run_dir)
+    records.start(info)
+    if ips is None:
+        records.finish("oom", reason="HIP out of memory")
+        return
+    for step in (2, 4, 6, 8):
+        records.window({"step_end": step, "warmup": step == 2, "ips": ips,
+                        "ips_per_gpu": ips / info["world"]["size"],
+                        "tflops_per_gpu": 3 * 17.6e9 * ips / info["world"]["size"] / 1e12,
+                        "peak_mem_allocated_gib": mem_gib})  # fmt: skip
+    records.finish("completed")
+
+
+def test_the_published_rows_are_package_data_with_their_setup() -> None:
+    """Every ORNL weak-scaling row (6 models, the strategies each ran, 1-128 nodes) with its
+    source and setup; the PyCls ratios; nothing without a value, unit or source."""
+    rows = published()
+    assert rows["value"].notna().all() and (rows["unit"] != "").all()
+    assert (rows["source"] != "").all() and (rows["label"] != "").all()
+    ornl = rows[(rows["study"] == "ornl_vit_fsdp") & (rows["metric"] == "ips")]
+    weak = ornl[ornl["backward_prefetch"].isin(["BACKWARD_PRE", ""])
+                & ~ornl["source"].str.endswith("ips_4B_configs.py")]
+    assert len(weak) == 4 * 5 * 8 + (5 * 8 + 7) + (4 * 8 + 7)  # 16GPU groups from 2 nodes
+    assert set(weak["nodes"].astype(int)) == {1, 2, 4, 8, 16, 32, 64, 128}
+    base = weak[(weak["model"] == "vit_base") & (weak["strategy"] == "NO_SHARD")]
+    assert base.set_index("nodes")["value"].to_dict()["1"] == ORNL_VIT_BASE_NO_SHARD_1
+    assert set(weak.loc[weak["strategy"] == "DDP", "precision"]) == {"fp32"}
+    assert set(weak.loc[weak["strategy"] != "DDP", "precision"]) == {"bf16"}
+    assert (weak[["gpus_per_node", "local_batch_size", "img_size"]] ==
+            ["8", "32", "224"]).all().all()  # fmt: skip
+    pycls = rows[rows["study"] == "pycls_vit"]
+    assert sorted(pycls["value"]) == [1.51, 1.83, 1.86, 2.18]
+
+
+@pytest.fixture
+def sweep(tmp_path: Path) -> Path:
+    """ViT-Base at one node: NO_SHARD as ORNL ran it, NO_SHARD at batch 16, FULL_SHARD in
+    fp32, DDP in bf16 (ORNL's DDP ran fp32), and NO_SHARD at 256 nodes (ORNL stopped at
+    128)."""
+    root = tmp_path / "sweep"
+    write(root / "match", ornl_like(), 1100.0)
+    write(root / "batch16", ornl_like(batch=16), 900.0)
+    write(root / "fp32", ornl_like("FULL_SHARD", precision="fp32"), 500.0)
+    write(root / "ddp", ornl_like("DDP"), 800.0)
+    write(root / "n256", ornl_like(nodes=256), 200000.0)
+    return root
+
+
+def test_only_a_point_of_the_same_setup_is_compared_and_the_rest_say_why(sweep: Path) -> None:
+    table = reference_table(collect_runs(sweep))
+    ips = table[table["metric"].fillna("ips") == "ips"]
+    assert len(ips) == 5  # one published row per point here, or one row saying why none
+    compared = ips[ips["compared"].astype(bool)]
+    assert len(compared) == 1, ips[["configuration", "nodes", "compared", "differs"]]
+    match = compared.iloc[0]
+    assert match["published"] == ORNL_VIT_BASE_NO_SHARD_1
+    assert match["ratio"] == pytest.approx(1100.0 / ORNL_VIT_BASE_NO_SHARD_1)
+    assert match["differs"] == "" and match["nodes"] == 1
+    why = list(ips.loc[~ips["compared"].astype(bool), "differs"])
+    assert any("local_batch_size: 16 here, 32 published" in w for w in why), why
+    assert any("precision: fp32 here, bf16 published" in w for w in why), why
+    assert any("precision: bf16 here, fp32 published" in w for w in why), why  # DDP
+    assert any("no published row of vit_base under NO_SHARD at 256 node(s)" in w for w in why)
+    assert ips.loc[~ips["compared"].astype(bool), "ratio"].isna().all()
+
+
+def test_cli_writes_reference_csv_and_stars_the_matching_point(sweep: Path, tmp_path: Path,
+                                                               capsys) -> None:  # fmt: skip
+    """reference.csv beside the other tables; the weak-scaling figure draws the published
+    figure of the matching point (and only it) as a star, named in the legend; the printed
+    summary counts it."""
+    out = tmp_path / "out"
+    assert analysis_main([str(sweep), "--out", str(out), "--jobs", "1"]) == 0
+    table = pd.read_csv(out / "reference.csv")
+    assert table["compared"].sum() == 2  # images/s and peak allocated memory of the match
+    assert "1 of 5 points compared" in capsys.readouterr().out
+    fig = plot_weak_scaling(collect_runs(sweep))
+    assert "reference" in fig.drawn_kinds
+    stars = [c for ax in fig.axes for c in ax.collections
+             if str(c.get_label()).startswith("_published")]
+    assert len(stars) == 1 and stars[0].get_offsets().tolist() == [[1.0,
+                                                                    ORNL_VIT_BASE_NO_SHARD_1]]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "published: ORNL, Frontier, 2023" in legend
+
+
+def test_no_star_where_nothing_matches(tmp_path: Path) -> None:
+    write(tmp_path / "s" / "b16", ornl_like(batch=16), 900.0)
+    assert "reference" not in plot_weak_scaling(collect_runs(tmp_path / "s")).drawn_kinds
+
+
+def test_recipe_ablation_relative_to_the_baseline(tmp_path: Path) -> None:
+    """Steps of a recipe (``<recipe>`` and ``<recipe>_<n>_<what>`` presets) relative to the
+    baseline at each node count; a step that ran out of memory has no bar but a row; runs
+    of other presets are not part of it."""
+    root = tmp_path / "recipe"
+    ips = {("r", 1): 100.0, ("r", 2): 190.0, ("r_1_amp", 1): 150.0, ("r_1_amp", 2): 300.0,
+           ("r_2_fsdp", 1): 180.0, ("r_2_fsdp", 2): None, ("other", 1): 999.0}
+    for (name, nodes), value in ips.items():
+        strategy = "FULL_SHARD" if name == "r_2_fsdp" else "DDP"
+        write(root / f"{name}_{nodes}", ornl_like(strategy, nodes, experiment=name), value)
+    df = collect_runs(root)
+    table = recipe_table(df).set_index(["step", "nodes"])
+    assert set(table["what"]) == {"baseline", "amp", "fsdp"}
+    assert table.loc[(0, 2), "relative_ips"] == pytest.approx(1.0)
+    assert table.loc[(1, 1), "relative_ips"] == pytest.approx(1.5)
+    assert table.loc[(1, 2), "relative_ips"] == pytest.approx(300.0 / 190.0)
+    assert pd.isna(table.loc[(2, 2), "relative_ips"]) and table.loc[(2, 2), "statuses"] == "1 oom"
+    fig = plot_recipe(df)
+    assert fig is not None and "failed" in fig.drawn_kinds
+    assert plot_recipe(collect_runs(root / "other_1")) is None  # no recipe: no figure
+
+
+def test_tflops_figure_has_the_peak_and_an_mfu_axis(sweep: Path) -> None:
+    fig = plot_tflops(collect_runs(sweep))
+    assert "peak" in fig.drawn_kinds
+    ax = fig.axes[0]
+    assert any(line.get_ydata()[0] == pytest.approx(191.5) for line in ax.lines)
+    assert [c.get_ylabel() for c in ax.child_axes] == ["MFU"]
+
+
+# --- the presets (composed, as the sweep composes each point; nothing runs) ---------------
+
+def compose(*overrides: str):
+    """The validated RunConfig of ``overrides``, and its preset's hydra.sweeper.params."""
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(str(CONF_DIR), version_base=None):
+        cfg = hydra_compose("config", list(overrides), return_hydra_config=True)
+        params = dict(cfg.hydra.sweeper.params or {})
+        cfg = hydra_compose("config", list(overrides))
+    return to_run_config(cfg), params
+
+
+@pytest.mark.parametrize("preset,cpu", [("ornl_frontier_weak", "ornl_frontier_weak_cpu"),
+                                        ("ornl_frontier_memory", "ornl_frontier_memory_cpu")])
+def test_ornl_presets_and_their_cpu_variants(preset: str, cpu: str) -> None:
+    """ORNL's setup in the preset, the same keys in its CPU variant, only smaller."""
+    cfg, params = compose(f"experiment={preset}", "cluster=frontier", "cluster.account=X")
+    assert (cfg.precision, cfg.train.local_batch_size, cfg.data.name) == ("bf16", 32, "synthetic")
+    assert cfg.train.activation_checkpointing and cfg.kernels.compile is False
+    assert params["model"] == "vit_base,vit_huge,vit_1b,vit_3b,vit_5b,vit_15b"
+    small, small_params = compose(f"experiment={cpu}")
+    assert (small.precision, small.train.local_batch_size) == ("bf16", 32)
+    assert small.train.activation_checkpointing and small_params["model"] == "vit_tiny"
+    assert set(small_params["nodes"].split(",")) <= {"1", "2"}
+
+
+def test_pycls_recipe_steps_are_cumulative() -> None:
+    """Each step's preset changes what its name says over the step before, nothing else."""
+    steps = ["pycls_recipe", "pycls_recipe_1_amp_fp16", "pycls_recipe_2_fsdp",
+             "pycls_recipe_3_foreach_adamw", "pycls_recipe_4_img252"]
+    cfgs = [compose(f"experiment={s}")[0] for s in steps]
+    seen = [(c.strategy.name, c.precision, c.kernels.adamw, c.model.img_size) for c in cfgs]
+    assert seen == [("DDP", "fp32", "for_loop", None), ("DDP", "fp16", "for_loop", None),
+                    ("FULL_SHARD", "fp16", "for_loop", None),
+                    ("FULL_SHARD", "fp16", "foreach", None),
+                    ("FULL_SHARD", "fp16", "foreach", 252)]  # fmt: skip
+    assert {c.model.name for c in cfgs} == {"vit_huge_patch14_224"}
+    cpu = compose("experiment=pycls_recipe_cpu_2_fsdp")[0]
+    assert (cpu.model.name, cpu.strategy.name, cpu.precision) == ("vit_tiny", "FULL_SHARD", "fp16")

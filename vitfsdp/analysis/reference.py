@@ -1,0 +1,270 @@
+"""Published figures beside a sweep's: which sweep points match a published setup, and by how
+much they differ (``reference.csv``).
+
+The published rows are package data (``vitfsdp/reference/*.csv``, described in
+:mod:`vitfsdp.reference` and docs/reproduce.md): ORNL's ViT-FSDP study on Frontier and the
+PyCls ViT recipe. The matching rule, per sweep point (a line of the weak-scaling figure at a
+node count, repeats aggregated: median images/s, maximum memory):
+
+- a published row is a *candidate* when it has the point's model, strategy and node count;
+- it is *compared* only when every setting of :data:`REQUIRED` is stated by the row and
+  equal to the point's (model, strategy, nodes, GPUs per node, local batch, precision, image
+  size), and every setting of :data:`WHERE_STATED` that the row states is equal too
+  (activation checkpointing, data, backward prefetch, limit_all_gathers);
+- otherwise the row is listed as not compared, and ``differs`` names each setting that
+  differs, ours first: ``local_batch_size: 8 here, 32 published``.
+
+A compared row gets ``ratio = measured / published``. Published memory is in GB as the
+source labels it (neither 1e9 nor 2^30 bytes stated), ours in GiB: the ratio is of the two
+numbers as they are.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from importlib import resources
+
+import pandas as pd
+
+from vitfsdp.analysis.collect import configurations, line_columns
+
+log = logging.getLogger(__name__)
+
+#: The package whose ``*.csv`` files hold the published figures.
+REFERENCE_PACKAGE = "vitfsdp.reference"
+#: Each setup column of the published rows and the collect_runs column that holds ours.
+SETUP_COLUMNS = {
+    "model": "model", "strategy": "strategy", "nodes": "nodes",
+    "gpus_per_node": "ranks_per_node", "local_batch_size": "local_batch_size",
+    "precision": "precision", "img_size": "img_size",
+    "activation_checkpointing": "train.activation_checkpointing", "data": "data",
+    "backward_prefetch": "backward_prefetch", "limit_all_gathers": "limit_all_gathers",
+}  # fmt: skip
+#: Settings a published row must state and a point must equal to be compared.
+REQUIRED = ("model", "strategy", "nodes", "gpus_per_node", "local_batch_size", "precision",
+            "img_size")
+#: Settings a point must equal where the published row states them (empty: not stated).
+WHERE_STATED = ("activation_checkpointing", "data", "backward_prefetch", "limit_all_gathers")
+#: Published metric -> the points' column measuring it (other metrics: not measured here).
+MEASURED = {"ips": "ips", "peak_mem_allocated": "peak_mem_gib",
+            "peak_mem_reserved": "peak_mem_reserved_gib"}
+#: Our unit per measured column, for the ``unit`` column of reference.csv.
+OUR_UNITS = {"ips": "images/s (global)", "peak_mem_gib": "GiB per GPU",
+             "peak_mem_reserved_gib": "GiB per GPU"}
+#: Columns of :func:`reference_table`, in order.
+REFERENCE_COLUMNS = (
+    "model", "configuration", "nodes", "metric", "measured", "published", "ratio", "unit",
+    "compared", "differs", "published_setup", "assumed", "study", "label", "source",
+)  # fmt: skip
+#: Columns of the published rows (every file of :data:`REFERENCE_PACKAGE`).
+PUBLISHED_COLUMNS = (
+    "study", "label", "metric", "unit", *SETUP_COLUMNS, "device", "value", "assumed",
+    "source", "note",
+)  # fmt: skip
+
+
+@functools.cache
+def published() -> pd.DataFrame:
+    """Every published row of :data:`REFERENCE_PACKAGE`, as strings ('' = not stated) but
+    ``value`` (float).
+
+    Returns:
+        The rows of all ``*.csv`` files with :data:`PUBLISHED_COLUMNS`; no rows (and one
+        warning) where the package data is not installed (a wheel built without it).
+
+    Raises:
+        ValueError: a file lacks one of :data:`PUBLISHED_COLUMNS` (names the file).
+    """
+    try:
+        files = sorted((f for f in resources.files(REFERENCE_PACKAGE).iterdir()
+                        if f.name.endswith(".csv")), key=lambda f: f.name)
+    except (ModuleNotFoundError, FileNotFoundError):
+        files = []
+    if not files:
+        log.warning("no published reference data (%s/*.csv not installed): reference.csv "
+                    "has no rows", REFERENCE_PACKAGE.replace(".", "/"))
+        return pd.DataFrame(columns=list(PUBLISHED_COLUMNS))
+    frames = []
+    for f in files:
+        with f.open("r", encoding="utf-8") as stream:
+            table = pd.read_csv(stream, dtype=str, keep_default_na=False)
+        missing = [c for c in PUBLISHED_COLUMNS if c not in table]
+        if missing:
+            raise ValueError(f"{REFERENCE_PACKAGE} {f.name}: missing columns {missing}")
+        frames.append(table[list(PUBLISHED_COLUMNS)])
+    rows = pd.concat(frames, ignore_index=True)
+    return rows.assign(value=pd.to_numeric(rows["value"], errors="coerce"))
+
+
+def as_setting(value) -> str:
+    """A setting as the published CSVs write it: '' for missing, ``true``/``false`` for
+    booleans, integers without a decimal point, anything else as text."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return ""
+    if pd.api.types.is_bool(value):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def sweep_points(df: pd.DataFrame) -> pd.DataFrame:
+    """The completed points of a ``collect_runs`` frame: one row per line
+    (:func:`~vitfsdp.analysis.collect.line_columns`) and node count, with ``configuration``
+    (the line's label), the setup columns (:data:`SETUP_COLUMNS`), ``ips`` (median over
+    repeats, images/s), ``peak_mem_gib`` (maximum, GiB; only where it is GPU allocated
+    memory) and ``peak_mem_reserved_gib`` (maximum, GiB)."""
+    done = df[(df["status"] == "completed") & df["nodes"].notna()]
+    ours = list(dict.fromkeys(SETUP_COLUMNS.values()))
+    if done.empty:
+        return pd.DataFrame(columns=["configuration", *ours, *OUR_UNITS])
+    gpu_memory = done["peak_mem_kind"] == "allocated"
+    done = done.assign(configuration=configurations(df).loc[done.index],
+                       peak_mem_gib=done["peak_mem_gib"].where(gpu_memory))
+    keys = [*line_columns(df), "nodes"]
+    aggs = {c: (c, "first") for c in ["configuration", *ours] if c not in keys}
+    aggs |= {"ips": ("ips", "median"), "peak_mem_gib": ("peak_mem_gib", "max"),
+             "peak_mem_reserved_gib": ("peak_mem_reserved_gib", "max")}
+    return done.groupby(keys, dropna=False, sort=False).agg(**aggs).reset_index()
+
+
+def reference_table(df: pd.DataFrame, refs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """``reference.csv``: each completed sweep point against the published rows (see the
+    module docstring for the matching rule).
+
+    Args:
+        df: a ``collect_runs`` frame.
+        refs: the published rows (default :func:`published`).
+
+    Returns:
+        :data:`REFERENCE_COLUMNS`, one row per candidate published row of each point, and
+        one row for a point without a candidate saying why (``compared`` False). ``measured``
+        and ``published`` are in ``unit`` (ours, then the published one where they differ),
+        ``ratio`` = measured / published where compared, else NaN. ``differs`` names each
+        differing setting (``key: ours here, theirs published``) or why nothing was
+        measured; ``published_setup`` sums up the row's setup; ``assumed`` names the setup
+        fields the source did not state.
+    """
+    refs = published() if refs is None else refs
+    rows = []
+    for _, point in sweep_points(df).iterrows():
+        rows += _point_rows(point, refs)
+    return pd.DataFrame(rows, columns=list(REFERENCE_COLUMNS))
+
+
+def _point_rows(point: pd.Series, refs: pd.DataFrame) -> list[dict]:
+    """The reference.csv rows of one point: one per candidate, or one saying why none."""
+    base = {"model": point["model"], "configuration": point["configuration"],
+            "nodes": point["nodes"], "compared": False}
+    model, strategy, nodes = (as_setting(point[c]) for c in ("model", "strategy", "nodes"))
+    of_model = refs[refs["model"] == model]
+    if of_model.empty:
+        models = ", ".join(sorted(set(refs["model"]))) or "none installed"
+        return [{**base, "differs": f"model: {model or 'unknown'} here, in no published row "
+                 f"(published models: {models})"}]
+    candidates = of_model[(of_model["strategy"] == strategy) & (of_model["nodes"] == nodes)]
+    if candidates.empty:
+        return [{**base, "differs": f"strategy, nodes: no published row of {model} under "
+                 f"{strategy} at {nodes} node(s)"}]
+    return [_compare(point, ref, base) for _, ref in candidates.iterrows()]
+
+
+def _compare(point: pd.Series, ref: pd.Series, base: dict) -> dict:
+    """One reference.csv row: the point against one published row."""
+    differs = setting_differences(point, ref)
+    column = MEASURED.get(ref["metric"])
+    measured = point.get(column) if column else None
+    if column is None:
+        differs.append(f"{ref['metric']}: not measured here")
+    elif pd.isna(measured):
+        differs.append(f"{ref['metric']}: no measurement here ({_why_none(column)})")
+    compared = not differs
+    ours = OUR_UNITS.get(column)
+    unit = (ref["unit"] if ours == ref["unit"] else f"{ours} here; {ref['unit']} published"
+            if ours else f"{ref['unit']} published")
+    return {**base, "metric": ref["metric"],
+            "measured": None if measured is None or pd.isna(measured) else float(measured),
+            "published": ref["value"], "unit": unit,
+            "ratio": float(measured) / ref["value"] if compared and ref["value"] else None,
+            "compared": compared, "differs": "; ".join(differs),
+            "published_setup": published_setup(ref), "assumed": ref["assumed"],
+            "study": ref["study"], "label": ref["label"], "source": ref["source"]}
+
+
+def _why_none(column: str) -> str:
+    """Why a point has no value in a measured column."""
+    return ("memory here is not GPU allocated memory (CPU: resident memory)"
+            if column == "peak_mem_gib" else "not recorded")
+
+
+def setting_differences(point: pd.Series, ref: pd.Series) -> list[str]:
+    """Each setting of :data:`REQUIRED` that differs or is not stated on either side, and
+    each of :data:`WHERE_STATED` the published row states and the point differs in, as
+    ``"key: ours here, theirs published"``; empty when the point matches the row."""
+    out = []
+    for key in (*REQUIRED, *WHERE_STATED):
+        theirs, ours = ref[key], as_setting(point.get(SETUP_COLUMNS[key]))
+        if key in WHERE_STATED and not theirs:
+            continue
+        if ours != theirs or not theirs:
+            out.append(f"{key}: {ours or 'not recorded'} here, "
+                       f"{theirs or 'not stated'} published")
+    return out
+
+
+def published_setup(ref: pd.Series) -> str:
+    """A published row's setup in one line, e.g. ``vit_base DDP, 1 node x 8 GPUs, batch
+    32/GPU, fp32, 224 px, activation checkpointing, synthetic``; unstated parts left out."""
+    parts = [f"{ref['model']} {ref['strategy']}".strip()]
+    if ref["nodes"]:
+        gpus = f" x {ref['gpus_per_node']} GPUs" if ref["gpus_per_node"] else ""
+        parts.append(f"{ref['nodes']} node{'s' if ref['nodes'] != '1' else ''}{gpus}")
+    if ref["local_batch_size"]:
+        parts.append(f"batch {ref['local_batch_size']}/GPU")
+    parts += [p for p in (ref["precision"], f"{ref['img_size']} px" if ref["img_size"] else "")
+              if p]
+    if ref["activation_checkpointing"] == "true":
+        parts.append("activation checkpointing")
+    if ref["backward_prefetch"]:
+        limit = ", limit_all_gathers" if ref["limit_all_gathers"] == "true" else ""
+        parts.append(f"{ref['backward_prefetch']}{limit}")
+    return ", ".join(p for p in [*parts, ref["data"]] if p)
+
+
+def matched(table: pd.DataFrame, metric: str = "ips") -> pd.DataFrame:
+    """The compared rows of a :func:`reference_table` for ``metric``: what the figures mark."""
+    if table.empty:
+        return table
+    return table[table["compared"].astype(bool) & (table["metric"] == metric)]
+
+
+def reference_summary(table: pd.DataFrame) -> str:
+    """The analysis's printed lines on reference.csv: how many points were compared with
+    which study and the median ratio (min-max), and how many were not with the settings
+    that most often differed, e.g. ``published figures (reference.csv): 2 of 12 points
+    compared with ORNL, Frontier, 2023: images/s measured / published median 0.93
+    (0.91-0.95); 10 not compared (differing: local_batch_size 10, precision 10)``."""
+    if table.empty:
+        return "published figures (reference.csv): no completed point to compare"
+    points = table.groupby(["model", "configuration", "nodes"], dropna=False)
+    compared = points["compared"].any()
+    lines = [f"published figures (reference.csv): {int(compared.sum())} of {len(compared)} "
+             "points compared"]
+    for (label, metric), rows in matched_all(table).groupby(["label", "metric"]):
+        ratio = rows["ratio"].astype(float)
+        lines.append(f"  {label}, {metric}: measured / published median {ratio.median():.2f} "
+                     f"({ratio.min():.2f}-{ratio.max():.2f}) over {len(rows)} figures")
+    if (~compared).any():
+        keys = table.loc[~table["compared"].astype(bool), "differs"].fillna("")
+        counts = pd.Series([part.split(":")[0] for text in keys for part in text.split("; ")
+                            if part]).value_counts()
+        most = ", ".join(f"{k} {v}" for k, v in counts.head(4).items())
+        lines.append(f"  {int((~compared).sum())} points not compared (differing, in rows of "
+                     f"reference.csv: {most})")
+    return "\n".join(lines)
+
+
+def matched_all(table: pd.DataFrame) -> pd.DataFrame:
+    """The compared rows of a :func:`reference_table`, every metric."""
+    return table[table["compared"].astype(bool)] if len(table) else table

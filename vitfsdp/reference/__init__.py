@@ -1,0 +1,22 @@
+"""Published figures of the studies vitfsdp reproduces, as package data (CSV), read with
+:mod:`importlib.resources` by :mod:`vitfsdp.analysis.reference`.
+
+Each ``*.csv`` here has one row per published figure and these columns:
+
+- ``study``, ``label`` (what a figure's marker says, e.g. ``ORNL, Frontier, 2023``),
+  ``source`` (repository at a commit and file, or the page) and ``note``;
+- ``metric`` and ``unit``: ``ips`` (images/s, global), ``peak_mem_allocated`` /
+  ``peak_mem_reserved`` / ``peak_mem_active`` (per GPU), ``relative_ips`` and
+  ``relative_tflops_per_gpu`` (ratios to a baseline); ``value``;
+- the setup, in vitfsdp's own names: ``model``, ``strategy``, ``nodes``, ``gpus_per_node``,
+  ``local_batch_size``, ``precision``, ``img_size`` (pixels), ``activation_checkpointing``,
+  ``data``, ``backward_prefetch``, ``limit_all_gathers``, ``device``. An empty field was not
+  stated by the source; ``assumed`` names the fields that were filled in without the source
+  stating them (the ``note`` says why).
+
+Files: ``ornl_frontier_2023.csv`` (ORNL ViT-FSDP on Frontier: images/s of 6 models x
+strategies x 1-128 nodes, the ViT-5B prefetch ablation and the memory charts; transcribed
+from ``ViT-FSDP/src/performance_plots/*.py`` of jqyin/AmSC-At-Scale-Services-OLCF at commit
+4dc7ed1) and ``pycls_vit_2022.csv`` (Meta PyCls ViT recipe, relative throughputs as issue 39
+quotes them). docs/reproduce.md describes both.
+"""
