@@ -111,8 +111,38 @@ def plan_table(overrides: list[str]) -> pd.DataFrame:
                      "local_batch_size": cfg.train.local_batch_size,
                      "precision": cfg.resolved_precision("cuda" if p.device == "gpu" else "cpu"),
                      "activation_checkpointing": cfg.train.activation_checkpointing,
+                     "steps": cfg.train.steps,
+                     "price_per_node_hour": cfg.cluster.price_per_node_hour,
                      **p.as_dict()})
     return weak_scaling(rank_points(pd.DataFrame(rows)))
+
+
+def summary_line(df: pd.DataFrame) -> str:
+    """One line on what a sweep of ``df``'s points would spend: how many fit, how many the
+    sweep would skip (predicted not to fit), and the node-hours of the points it would run,
+    each ``nodes × (train.steps × predicted step + start-up)`` with the start-up of
+    ``cluster.time=auto`` (:data:`vitfsdp.plan.STARTUP_S`), and their price where the
+    profile has one; "node-hours unknown" where a point that runs has no step time."""
+    # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
+    import pandas as pd
+
+    from vitfsdp.plan import STARTUP_S
+
+    fits = df["fits"]
+    skipped = int((fits == False).sum())  # noqa: E712 (None: unknown, runs)
+    runs = df[fits != False]  # noqa: E712
+    step = pd.to_numeric(runs["step_time_s"], errors="coerce")
+    text = (f"{len(df)} point(s): {int((fits == True).sum())} fit, {skipped} predicted not to "  # noqa: E712
+            f"fit (the sweep skips them), {int(fits.isna().sum())} unknown")
+    if runs.empty:
+        return text
+    if step.isna().any():
+        return text + "; node-hours unknown (a point that runs has no step time)"
+    hours = runs["nodes"] * (runs["steps"] * step + STARTUP_S) / 3600
+    price = pd.to_numeric(runs["price_per_node_hour"], errors="coerce")
+    cost = f", {(hours * price).sum():,.0f} at the profile's price" if price.notna().all() else ""
+    return (text + f";\nthe {len(runs)} that run: {hours.sum():,.1f} node-hours "
+            f"(steps x predicted step + {STARTUP_S} s start-up, x nodes){cost}")
 
 
 def weak_scaling(df: pd.DataFrame) -> pd.DataFrame:
@@ -179,7 +209,7 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
     if others is not None:
         shown.insert(0, "#", range(len(shown)))
     text = shown.map(_number).to_string(index=False)
-    lines = [text]
+    lines = [text, summary_line(df)]
     if others is not None:
         lines += [f"#{i}: {o}" for i, o in enumerate(others)]
     lines += ["peak: allocated + allocator reserve (GPU) or process baseline (CPU), GiB per",
