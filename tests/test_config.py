@@ -36,6 +36,16 @@ def test_every_strategy_preset_composes(name):
         assert cfg.strategy.replicas(16) == 16 // k
 
 
+def test_a_preset_sets_its_own_sweep_directory():
+    """A preset's ``hydra.sweep.dir`` wins over the root config's dated default (the
+    experiment group comes after the root's own keys); without a preset the default stays."""
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
+        preset = compose("sweep", ["experiment=demo_apart"], return_hydra_config=True)
+        plain = compose("sweep", [], return_hydra_config=True)
+    assert preset.hydra.sweep.dir == "runs/demo_apart"
+    assert plain.hydra.sweep.dir.startswith("runs/sweep/")
+
+
 def test_defaults_compose_and_world_size():
     cfg = _compose("nodes=4")
     assert (cfg.model.name, cfg.strategy.name, cfg.data.name, cfg.cluster.name) == (
