@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from vitfsdp.core.layout import NETWORK_FILE
 from vitfsdp.launch import netns
+from vitfsdp.launch.local import write_network_record
 from vitfsdp.launch.netns import EmulatedNetwork, NetworkConfig
 
 WHY_NOT = netns.unavailable_reason()
@@ -48,8 +50,16 @@ def test_all_gather_across_two_nodes_measures_the_set_rate(tmp_path):
             env={**os.environ, **net.env(k)}, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True) for k in range(2)]
         logs = [p.communicate(timeout=120)[0] for p in procs]
+        record = write_network_record(tmp_path, net)
     assert all(p.returncode == 0 for p in procs), logs
     measured = json.loads(out.read_text())
+    # network.json: each node sent at least its all_gathers' bytes (the warm-up one and the
+    # timed ones, 2 MiB each) over its own link, and not ten times more
+    sent_at_least = (len(measured["times_s"]) + 1) * measured["bytes"]
+    assert json.loads((tmp_path / NETWORK_FILE).read_text()) == record
+    assert record["inter_node_gbit_s"] == RATE_GBIT_S and record["nodes"] == 2
+    assert all(b is not None and sent_at_least <= b < 10 * sent_at_least
+               for b in record["sent_bytes_per_node"]), (record, sent_at_least)
     gbit_s = measured["bytes"] * 8 / min(measured["times_s"]) / 1e9
     print(f"link set to {RATE_GBIT_S} Gbit/s, measured {gbit_s:.3f} Gbit/s "
           f"(all_gather of {measured['bytes']} B, times {measured['times_s']})")

@@ -6,6 +6,7 @@ A point's run directory (``<sweep dir>/<num>_<overrides>/``)::
 
     run.json  metrics.jsonl  summary.json         the records (vitfsdp.records)
     job.json                                      the point's identity, by its launcher
+    network.json                                  bytes sent per node (emulated network)
     train.log                                     the ranks' output (local launcher)
     job.sbatch  logs/task<N>.log  slurm-<id>.out  the Slurm job's script and output
     checkpoint/meta.json ...                      the latest checkpoint; a rerun resumes
@@ -28,6 +29,9 @@ SUMMARY_FILE = "summary.json"
 #: The point's identity (launcher, overrides, config hash; Slurm job and array ids), written
 #: by the launcher before the run.
 JOB_FILE = "job.json"
+#: Bytes each node sent over its emulated link during the point, and the link's rate: written
+#: by the local launcher when the point's emulated network closes (docs/network.md).
+NETWORK_FILE = "network.json"
 #: The local launcher's file for the ranks' stdout and stderr.
 LOG_FILE = "train.log"
 #: The Slurm job script that ran, byte for byte.

@@ -20,11 +20,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from vitfsdp.core.layout import LOG_FILE as LOG_FILE  # the sweep reads it from here
-from vitfsdp.core.layout import METRICS_FILE
+from vitfsdp.core.layout import METRICS_FILE, NETWORK_FILE
 from vitfsdp.launch import netns
 from vitfsdp.launch.netns import NetworkConfig
 from vitfsdp.provenance import NETWORK_ENV, redact_args
-from vitfsdp.records import read_jsonl
+from vitfsdp.records import read_jsonl, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -138,13 +138,32 @@ def run_point(
                 cmds = [net.wrap(k, node_torchrun_command(
                     overrides, run_dir, num_procs // nodes, nodes, k, net.addresses[0]))
                     for k in range(nodes)]
-                return _run_until_done(cmds, [{**env, **net.env(k)} for k in range(nodes)],
-                                       out, run_dir, on_window, poll_s)
+                try:
+                    return _run_until_done(cmds, [{**env, **net.env(k)} for k in range(nodes)],
+                                           out, run_dir, on_window, poll_s)
+                finally:
+                    write_network_record(run_dir, net)
         cmd = torchrun_command(overrides, run_dir, num_procs)
         return _run_until_done([cmd], [env], out, run_dir, on_window, poll_s)
     finally:
         if out:
             out.close()
+
+
+def write_network_record(run_dir: Path, net: netns.EmulatedNetwork) -> dict:
+    """Write ``run_dir``/``network.json`` (:data:`vitfsdp.core.layout.NETWORK_FILE`,
+    atomically) and return it: ``sent_bytes_per_node`` (bytes, one per node, node 0 first:
+    each node's link TX counter, :meth:`~vitfsdp.launch.netns.EmulatedNetwork.sent_bytes`,
+    None where unreadable), ``sent_bytes_total``, ``inter_node_gbit_s`` (the link rate set)
+    and ``network`` (the emulated network's name). Called as the point ends, before the
+    network is removed, whether the point succeeded or not (a failed point's bytes are data).
+    The counters include the rendezvous and the store's traffic (a few kB)."""
+    sent = net.sent_bytes()
+    rec = {"sent_bytes_per_node": sent,
+           "sent_bytes_total": sum(b for b in sent if b is not None),
+           "inter_node_gbit_s": net.gbit_s, "nodes": len(net.namespaces), "network": net.name}
+    write_json_atomic(run_dir / NETWORK_FILE, rec)
+    return rec
 
 
 def _run_until_done(cmds: list[list[str]], envs: list[dict], out, run_dir: Path, on_window,

@@ -205,6 +205,22 @@ def _write_etc(namespace: str, own_address: str, addresses: Sequence[str]) -> No
     (folder / "resolv.conf").write_text("options timeout:1 attempts:1\n", encoding="utf-8")
 
 
+def tx_bytes(namespace: str, dev: str = NODE_IFNAME) -> int | None:
+    """Bytes device ``dev`` of network namespace ``namespace`` has sent (the TX byte counter,
+    the 9th number after ``dev:`` in the namespace's ``/proc/net/dev``, see proc(5)); None
+    when the namespace or device is gone or the line cannot be read."""
+    done = subprocess.run(["ip", "netns", "exec", namespace, "cat", "/proc/net/dev"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        return None
+    for line in done.stdout.splitlines():
+        name, sep, counters = line.partition(":")
+        if sep and name.strip() == dev:
+            fields = counters.split()
+            return int(fields[8]) if len(fields) > 8 and fields[8].isdigit() else None
+    return None
+
+
 def remove(names: Sequence[str]) -> None:
     """Kill every process in the namespaces ``names``, then delete them and their
     ``/etc/netns`` folders (their veths, bridge and qdiscs go with them). Errors are ignored:
@@ -325,16 +341,11 @@ class EmulatedNetwork:
         return {"GLOO_SOCKET_IFNAME": NODE_IFNAME, NETWORK_ENV: json.dumps(rec)}
 
     def sent_bytes(self) -> list[int | None]:
-        """Bytes each node has sent over its link so far (its ``eth0``'s TX counter; None
-        where it cannot be read)."""
-        out = []
-        for ns in self.namespaces:
-            path = f"/sys/class/net/{NODE_IFNAME}/statistics/tx_bytes"
-            done = subprocess.run(["ip", "netns", "exec", ns, "cat", path],
-                                  capture_output=True, text=True)
-            out.append(int(done.stdout) if done.returncode == 0 and done.stdout.strip().isdigit()
-                       else None)
-        return out
+        """Bytes each node has sent over its link so far, one per node: the TX byte counter
+        of the node's ``eth0`` as its own namespace's ``/proc/net/dev`` shows it (read
+        inside the namespace: ``/sys/class/net`` can show the host's devices in some
+        setups). None where it cannot be read."""
+        return [tx_bytes(ns) for ns in self.namespaces]
 
     def close(self) -> None:
         """Log the bytes each node sent over its link, remove the namespaces and end the
