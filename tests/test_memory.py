@@ -59,3 +59,32 @@ def test_full_shard_build_keeps_each_rank_far_below_the_full_model(model, engine
         assert growth < MAX_FRACTION * full_gib
         if model == "vit_3b":
             assert r["peak_rss_gib"] < MAX_FRACTION * full_gib
+
+
+def test_model_state_bytes_are_the_local_shards(tmp_path):
+    """``model_state_bytes`` counts what each rank holds: at 2 ranks FULL_SHARD's params,
+    grads and AdamW state are half of DDP's (within the flat parameters' padding, 1%),
+    NO_SHARD's equal DDP's, and DDP's params are the whole model in fp32. Real 2-rank gloo
+    process group, one AdamW step per strategy (tests/memory_worker.py --state-bytes)."""
+    out = tmp_path / "state.json"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           str(REPO / "tests" / "memory_worker.py"), "--state-bytes", str(out),
+           "model=vit_tiny", "device=cpu"]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    got = json.loads(out.read_text())
+    full_model = got.pop("full_model_bytes")
+    print(full_model, {k: v[0]["model_state_bytes"] for k, v in got.items()})
+    mine = {k: [r["model_state_bytes"] for r in rows] for k, rows in got.items()}
+    for rank in (0, 1):
+        ddp = mine["DDP"][rank]
+        assert ddp["params"] == ddp["grads"] == full_model, (ddp, full_model)
+        assert ddp["optimizer"] >= 2 * ddp["params"]  # exp_avg and exp_avg_sq
+        assert mine["NO_SHARD"][rank] == ddp
+        for key in ("params", "grads", "optimizer"):
+            assert 0.5 <= mine["FULL_SHARD"][rank][key] / ddp[key] <= 0.51, (key, got)
+    for rows in got.values():  # the max over ranks is every rank's and covers each
+        assert rows[0]["model_state_bytes_max"] == rows[1]["model_state_bytes_max"]
+        assert all(r["model_state_bytes_max"][k] >= r["model_state_bytes"][k]
+                   for r in rows for k in r["model_state_bytes"])

@@ -44,6 +44,20 @@ def test_failed_run_has_null_figures(tmp_path):
     assert json.loads((tmp_path / RUN_FILE).read_text())["status"] == "oom"
 
 
+def test_measured_model_state_bytes_reach_summary_whatever_the_status(tmp_path):
+    """What the trainer put in ``summary_extra`` (model_state_bytes) is in summary.json,
+    for a failed run too (failures are data)."""
+    state = {"params": 10, "grads": 10, "optimizer": 20}
+    for status in ("completed", "oom"):
+        rec = RunRecords(tmp_path / status)
+        rec.start({"config": {}})
+        rec.window({"warmup": False, "ips": 5.0, "loss": 2.0, "step_end": 1})
+        rec.summary_extra["model_state_bytes"] = state
+        rec.finish(status)
+        on_disk = json.loads((tmp_path / status / SUMMARY_FILE).read_text())
+        assert on_disk["model_state_bytes"] == state and on_disk["status"] == status
+
+
 def test_unknown_status_is_refused(tmp_path):
     with pytest.raises(ValueError, match="status"):
         RunRecords(tmp_path).finish("crashed")

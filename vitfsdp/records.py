@@ -10,6 +10,11 @@ Every run directory holds three files, written by rank 0 only:
 - ``summary.json``: the run's status (one of :data:`STATUSES`) and its headline figures,
   computed from the measured (non-warm-up) windows. A run that did not complete has
   ``null`` figures and a ``reason``, so nothing that failed can look like a result.
+  ``model_state_bytes`` (PyTorch trainer): ``{"params", "grads", "optimizer"}`` in bytes,
+  counted on rank 0 from the tensors it actually holds at its attempt's first step (the
+  local shards after wrapping, the local gradient shards after the first backward, the
+  AdamW state after the first step); ``model_state_bytes_max`` the same, the maximum over
+  ranks. Absent when no step ran.
 
 JSON files are replaced atomically (write to a temporary file, then ``os.replace``), so a
 reader never sees half a file. ``metrics.jsonl`` is append-only; :func:`read_jsonl` skips a
@@ -209,6 +214,9 @@ class RunRecords:
         self.run_info: dict = {}
         #: metric sinks (vitfsdp.sinks) fed each window record; closed by finish()
         self.sinks: list = []
+        #: fields the trainer measured along the way (``model_state_bytes`` ...), written
+        #: into summary.json by finish() whatever the status
+        self.summary_extra: dict = {}
         if is_writer:
             self.run_dir.mkdir(parents=True, exist_ok=True)
 
@@ -290,7 +298,8 @@ class RunRecords:
             figures = {k: None for k in figures} | {"num_windows": figures["num_windows"]}
             figures["last_loss"] = self.windows[-1].get("loss") if self.windows else None
             figures["last_step"] = self.windows[-1].get("step_end") if self.windows else None
-        summary = {"status": status, "reason": reason, **figures, **extra}
+        summary = {"status": status, "reason": reason, **figures, **self.summary_extra,
+                   **extra}
         if self.is_writer:
             write_json_atomic(self.run_dir / SUMMARY_FILE, summary)
             self.run_info.update(status=status, reason=reason)

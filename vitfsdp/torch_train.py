@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.distributed.tensor import DTensor
 
 from vitfsdp import checkpoint, data, distributed, failures, models, parallel, provenance
 from vitfsdp.config import KernelsConfig, RunConfig, TrainConfig
@@ -441,7 +442,10 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
         loss_sum = torch.zeros((), device=device)
         for step in range(first, last + 1):
             failures.inject_fault(fault, env.rank, step)
-            loss_sum += train_step(model, optimizer, next(batches), autocast, scaler)
+            count = {} if "model_state_bytes" not in records.summary_extra else None
+            loss_sum += train_step(model, optimizer, next(batches), autocast, scaler, count)
+            if count is not None:  # this attempt's first step: the local shards' bytes
+                records.summary_extra.update(model_state_record(count, device))
             progress.step = step
         figures = meter.stop(last - first + 1, loss_sum)
         records.window({"window": i, "step_start": first, "step_end": last, "warmup": warmup,
@@ -461,7 +465,8 @@ def _agreed(signals: failures.StopSignals | None, device: torch.device) -> str |
     return signals.agreed(device) if signals is not None else None
 
 
-def train_step(model, optimizer, batch, autocast, scaler=None) -> torch.Tensor:
+def train_step(model, optimizer, batch, autocast, scaler=None,
+               state_bytes: dict | None = None) -> torch.Tensor:
     """One AdamW step on ``batch`` = (images (B,3,H,W), labels (B,)); returns the detached
     local mean cross-entropy loss, with no host synchronization.
 
@@ -470,19 +475,63 @@ def train_step(model, optimizer, batch, autocast, scaler=None) -> torch.Tensor:
     FSDP's bf16 parameters (no autocast) do not take the softmax in bf16.
 
     With a gradient ``scaler`` (fp16) the loss is scaled before backward, and a step whose
-    gradients hold an inf or NaN is skipped and the scale lowered."""
+    gradients hold an inf or NaN is skipped and the scale lowered.
+
+    With ``state_bytes`` (a dict) this rank's model-state bytes are counted into it
+    (:func:`local_bytes`): ``params`` and ``grads`` after backward, ``optimizer`` (the AdamW
+    state tensors, ``step`` included) after the optimizer step."""
     x, y = batch
     with autocast:
         loss = torch.nn.functional.cross_entropy(model(x).float(), y)
     if scaler is None:
         loss.backward()
+        _count_grads(state_bytes, model)
         optimizer.step()
     else:
         scaler.scale(loss).backward()
+        _count_grads(state_bytes, model)
         scaler.step(optimizer)
         scaler.update()
+    if state_bytes is not None:
+        state_bytes["optimizer"] = local_bytes(
+            t for st in optimizer.state.values() for t in st.values()
+            if isinstance(t, torch.Tensor))
     optimizer.zero_grad(set_to_none=True)
     return loss.detach().float()
+
+
+def local_bytes(tensors) -> int:
+    """Bytes (numel x element size) of the parts of ``tensors`` this rank holds: a DTensor's
+    local tensor (FSDP2), an FSDP1 flat parameter's or its views' local shard, a plain
+    tensor whole (DDP); None entries are skipped."""
+    total = 0
+    for t in tensors:
+        if t is None:
+            continue
+        t = t.to_local() if isinstance(t, DTensor) else t
+        total += t.numel() * t.element_size()
+    return total
+
+
+def _count_grads(state_bytes: dict | None, model: torch.nn.Module) -> None:
+    if state_bytes is not None:
+        params = list(model.parameters())
+        state_bytes["params"] = local_bytes(params)
+        state_bytes["grads"] = local_bytes(p.grad for p in params)
+
+
+def model_state_record(state_bytes: dict, device: torch.device) -> dict:
+    """summary.json's ``model_state_bytes`` (this rank's, from :func:`train_step`) and
+    ``model_state_bytes_max`` (each field's maximum over the ranks: one all_reduce, so
+    collective when a process group is up)."""
+    keys = ("params", "grads", "optimizer")
+    mine = {k: int(state_bytes.get(k, 0)) for k in keys}
+    most = dict(mine)
+    if torch.distributed.is_initialized():
+        t = torch.tensor([mine[k] for k in keys], dtype=torch.int64, device=device)
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+        most = dict(zip(keys, (int(v) for v in t.tolist()), strict=True))
+    return {"model_state_bytes": mine, "model_state_bytes_max": most}
 
 
 def build(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
