@@ -88,3 +88,15 @@ def test_model_state_bytes_are_the_local_shards(tmp_path):
         assert rows[0]["model_state_bytes_max"] == rows[1]["model_state_bytes_max"]
         assert all(r["model_state_bytes_max"][k] >= r["model_state_bytes"][k]
                    for r in rows for k in r["model_state_bytes"])
+
+
+def test_jax_model_state_bytes_count_the_held_params_and_adamw_state():
+    """The JAX trainer's ``model_state_bytes``: fp32 params' bytes, and AdamW's two moments
+    plus its int32 step count; gradients are not held (null)."""
+    jnp = pytest.importorskip("jax.numpy")
+    optax = pytest.importorskip("optax")
+    from vitfsdp.jax.train import model_state_bytes  # JAX only where the test runs
+
+    params = {"w": jnp.ones((100, 10)), "b": jnp.ones(10)}
+    got = model_state_bytes({"params": params, "opt_state": optax.adamw(1e-3).init(params)})
+    assert got == {"params": 4040, "grads": None, "optimizer": 2 * 4040 + 4}

@@ -14,7 +14,9 @@ Every run directory holds three files, written by rank 0 only:
   counted on rank 0 from the tensors it actually holds at its attempt's first step (the
   local shards after wrapping, the local gradient shards after the first backward, the
   AdamW state after the first step); ``model_state_bytes_max`` the same, the maximum over
-  ranks. Absent when no step ran.
+  ranks. Absent when no step ran. The JAX trainer writes its process's ``params`` and
+  ``optimizer`` (the addressable shards) and ``grads`` null (they live inside the compiled
+  step), without the max.
 
 JSON files are replaced atomically (write to a temporary file, then ``os.replace``), so a
 reader never sees half a file. ``metrics.jsonl`` is append-only; :func:`read_jsonl` skips a

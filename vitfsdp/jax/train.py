@@ -245,6 +245,18 @@ def _peak(cfg: RunConfig, device: jax.Device, resolved: Resolved) -> dict:
     return peak
 
 
+def model_state_bytes(state: dict) -> dict:
+    """summary.json's ``model_state_bytes`` for this process: the bytes of the shards of
+    ``state``'s ``params`` and ``opt_state`` (AdamW) it holds (each array's addressable
+    shards, all of this process's devices). ``grads`` is None: the gradients live inside
+    the compiled step and are never held between steps."""
+    def held(tree) -> int:
+        return sum(int(shard.data.nbytes) for leaf in jax.tree_util.tree_leaves(tree)
+                   if isinstance(leaf, jax.Array) for shard in leaf.addressable_shards)
+    return {"params": held(state["params"]), "grads": None,
+            "optimizer": held(state["opt_state"])}
+
+
 def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecords,
           signals: failures.StopSignals | None = None, progress: Progress | None = None,
           meta: dict | None = None, resolved: Resolved | None = None) -> tuple[float, State]:
@@ -304,6 +316,8 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
         for n in range(first, last + 1):
             failures.inject_fault(fault, jax.process_index(), n)
             state, loss = step(state, *batch)
+            if "model_state_bytes" not in records.summary_extra:  # the attempt's first step
+                records.summary_extra["model_state_bytes"] = model_state_bytes(state)
             losses.append(loss)
             batch = next(batches)
             progress.step = n
