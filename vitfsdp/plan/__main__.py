@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -122,7 +123,7 @@ def summary_line(df: pd.DataFrame) -> str:
     sweep would skip (predicted not to fit), and the node-hours of the points it would run,
     each ``nodes × (train.steps × predicted step + start-up)`` with the start-up of
     ``cluster.time=auto`` (:data:`vitfsdp.plan.STARTUP_S`), and their price where the
-    profile has one; "node-hours unknown" where a point that runs has no step time."""
+    profile has one; "node hours unknown" where a point that runs has no step time."""
     # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
     import pandas as pd
 
@@ -132,17 +133,17 @@ def summary_line(df: pd.DataFrame) -> str:
     skipped = int((fits == False).sum())  # noqa: E712 (None: unknown, runs)
     runs = df[fits != False]  # noqa: E712
     step = pd.to_numeric(runs["step_time_s"], errors="coerce")
-    text = (f"{len(df)} point(s): {int((fits == True).sum())} fit, {skipped} predicted not to "  # noqa: E712
-            f"fit (the sweep skips them), {int(fits.isna().sum())} unknown")
+    text = (f"{len(df)} point(s): {int((fits == True).sum())} fit, {skipped} predicted not "  # noqa: E712
+            f"to fit (the sweep skips them), {int(fits.isna().sum())} unknown")
     if runs.empty:
         return text
-    if step.isna().any():
-        return text + "; node-hours unknown (a point that runs has no step time)"
+    if step.isna().any() or "steps" not in runs:
+        return text + "\nnode hours unknown: a point that runs has no predicted step time"
     hours = runs["nodes"] * (runs["steps"] * step + STARTUP_S) / 3600
-    price = pd.to_numeric(runs["price_per_node_hour"], errors="coerce")
-    cost = f", {(hours * price).sum():,.0f} at the profile's price" if price.notna().all() else ""
-    return (text + f";\nthe {len(runs)} that run: {hours.sum():,.1f} node-hours "
-            f"(steps x predicted step + {STARTUP_S} s start-up, x nodes){cost}")
+    price = pd.to_numeric(runs.get("price_per_node_hour", math.nan), errors="coerce")
+    cost = f"; {(hours * price).sum():,.0f} at the profile's price" if price.notna().all() else ""
+    return (text + f"\nthe {len(runs)} that run: {hours.sum():,.1f} node hours "
+            f"(nodes x (steps x step + {STARTUP_S} s)){cost}")
 
 
 def weak_scaling(df: pd.DataFrame) -> pd.DataFrame:

@@ -286,8 +286,10 @@ def _csv_table(df: pd.DataFrame, table: pd.DataFrame, sweep_dir: Path) -> pd.Dat
     it (the file can be published without the machine's paths)."""
     out = table.copy()
     out.insert(4, "activation_checkpointing", df["activation_checkpointing"].to_numpy())
-    for t in TERMS:
-        out[f"pred_{t}"] = pd.to_numeric(df[f"pred_{t}"], errors="coerce").to_numpy()
+    at = list(out.columns).index(CALIBRATION_COLUMNS[0])  # the calibration columns stay last
+    for i, t in enumerate(TERMS):
+        out.insert(at + i, f"pred_{t}",
+                   pd.to_numeric(df[f"pred_{t}"], errors="coerce").to_numpy())
     root = sweep_dir.resolve()
 
     def rel(d: str) -> str:
