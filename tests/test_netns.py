@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from vitfsdp.core.layout import NETWORK_FILE
-from vitfsdp.launch import netns
+from vitfsdp.launch import netns, nodecpu
 from vitfsdp.launch.local import write_network_record
 from vitfsdp.launch.netns import EmulatedNetwork, NetworkConfig
 
@@ -135,6 +135,9 @@ def test_not_root_means_not_emulated():
 @pytest.mark.parametrize(("kwargs", "field"), [
     ({"inter_node_gbit_s": 0}, "cluster.network.inter_node_gbit_s"),
     ({"emulate": "yes"}, "cluster.network.emulate"),
+    ({"emulate": True, "node_cpus": 0}, "cluster.network.node_cpus"),
+    ({"emulate": True, "node_cpus": True}, "cluster.network.node_cpus"),
+    ({"emulate": False, "node_cpus": 0.5}, "cluster.network.node_cpus needs emulated nodes"),
 ])
 def test_bad_network_settings_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
@@ -148,3 +151,76 @@ def test_emulation_on_a_slurm_profile_is_refused():
 
     with pytest.raises(ValueError, match="cluster.network.emulate=true needs the local"):
         ClusterConfig(name="virtual", launcher="slurm", network=NetworkConfig(emulate=True))
+
+
+NO_QUOTA = nodecpu.unavailable_reason()
+BUSY_CODE = ("import os, time\n"
+             "end = time.monotonic() + {seconds}\n"
+             "while time.monotonic() < end: pass\n"
+             "t = os.times(); print(t.user + t.system)\n")
+
+
+@needs_netns
+@pytest.mark.skipif(NO_QUOTA is not None, reason=f"no CPU quota here: {NO_QUOTA}")
+def test_node_cpus_limits_each_node_to_its_quota():
+    """``node_cpus=0.5``: a process spinning for 2 s in node 0 gets about 1 CPU second (the
+    quota), where an unlimited one gets about 2; the record carries the quota; the nodes'
+    cgroups are gone once the network is."""
+    seconds = 2.0
+    with EmulatedNetwork(2, 1.0, node_cpus=0.5) as net:
+        cgroups = nodecpu.find(net.name + "-")
+        assert [d.name for d in cgroups] == [f"{net.name}-n0", f"{net.name}-n1"]
+        done = subprocess.run(net.wrap(0, [sys.executable, "-c",
+                                           BUSY_CODE.format(seconds=seconds)]),
+                              capture_output=True, text=True, check=True)
+        rec = json.loads(net.env(1)[netns.NETWORK_ENV])
+    cpu_s = float(done.stdout)
+    print(f"spinning {seconds} s under a 0.5-CPU quota used {cpu_s:.2f} CPU s")
+    assert 0.3 * seconds <= cpu_s <= 0.65 * seconds, cpu_s
+    assert rec["node_cpus"] == 0.5 and "node_cpus_reason" not in rec
+    assert not any(d.exists() for d in cgroups)
+
+
+@needs_netns
+@pytest.mark.skipif(NO_QUOTA is not None, reason=f"no CPU quota here: {NO_QUOTA}")
+def test_kill_9_of_the_launcher_removes_the_node_cgroups():
+    """A launcher holding a 1-node network with a CPU quota and a process in it is killed
+    with SIGKILL: the guard kills the process and removes the node's cgroup."""
+    code = ("import subprocess, sys, time\n"
+            "from vitfsdp.launch.netns import EmulatedNetwork\n"
+            "net = EmulatedNetwork(1, 1.0, node_cpus=0.5).__enter__()\n"
+            "p = subprocess.Popen(net.wrap(0, ['sleep', '300']))\n"
+            "time.sleep(0.5)\n"
+            "print(net.name, p.pid, flush=True)\n"
+            "time.sleep(300)\n")
+    launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    name, pid = launcher.stdout.readline().split()
+    cgroups = nodecpu.find(name + "-")
+    assert len(cgroups) == 1 and pid in (cgroups[0] / "cgroup.procs").read_text().split()
+    os.kill(launcher.pid, signal.SIGKILL)
+    launcher.wait()
+    deadline = time.monotonic() + 20
+    while cgroups[0].exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not cgroups[0].exists()
+    assert not Path(f"/proc/{pid}").exists() or "Z" in _state(pid)
+
+
+def test_no_cpu_controller_gives_a_reason(tmp_path):
+    """A cgroup mount without a cpu controller: the reason names it, nothing is made."""
+    assert "no cgroup cpu controller" in nodecpu.unavailable_reason(tmp_path)
+    assert nodecpu.find("vitfsdp-", tmp_path) == []
+    with pytest.raises(RuntimeError, match="no cgroup cpu controller"):
+        nodecpu.NodeCpuShares("x", 1, 0.5, tmp_path).create()
+
+
+def test_a_v1_quota_is_written_in_microseconds(tmp_path):
+    """cgroup v1 layout (a fake mount): 0.5 CPU = 5000 µs of every 10000 µs period."""
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("-1")
+    shares = nodecpu.NodeCpuShares("vitfsdp-1-1", 2, 0.5, tmp_path)
+    shares.create()
+    node = tmp_path / "cpu" / "vitfsdp-1-1-n1"
+    assert (node / "cpu.cfs_quota_us").read_text() == "5000"
+    assert (node / "cpu.cfs_period_us").read_text() == str(nodecpu.PERIOD_US)
+    assert shares.procs_file(1) == node / "cgroup.procs"

@@ -17,6 +17,10 @@ and receives at most the rate at once, as through a full-duplex NIC. Ranks of on
 over their namespace's loopback (Linux routes a packet to a local address through ``lo``), so
 only traffic between nodes is shaped.
 
+With ``cluster.network.node_cpus`` each node's processes also run in a cgroup of their own
+limited to that many cores (:mod:`vitfsdp.launch.nodecpu`), so that a node computes as fast
+in a 4-node point as in a 1-node one, as real nodes do.
+
 Latency is not emulated: this needs ``netem``, which not every kernel has. The leaf of each
 link's ``htb`` class (:data:`LEAF_CLASS`) is where a ``netem delay`` qdisc would go.
 
@@ -44,6 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vitfsdp.launch import nodecpu
 from vitfsdp.provenance import NETWORK_ENV
 
 log = logging.getLogger(__name__)
@@ -79,6 +84,10 @@ class NetworkConfig:
     # inter_node_gbit_s (local launcher, root); false: every rank on this host's loopback
     emulate: bool = False
     inter_node_gbit_s: float = 1.0  # each node's link rate, Gbit/s (10^9 bit/s), each way
+    # cores each emulated node may use (a cgroup CPU quota on all its processes), the same at
+    # every node count, so a node computes as fast in a 4-node point as in a 1-node one;
+    # null: the nodes share this host's cores (emulate=true only; root)
+    node_cpus: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.emulate, bool):
@@ -86,6 +95,13 @@ class NetworkConfig:
         if not self.inter_node_gbit_s > 0:
             raise ValueError(f"cluster.network.inter_node_gbit_s={self.inter_node_gbit_s} must "
                              "be > 0, e.g. 1.0 for a 1 Gbit/s link")
+        if self.node_cpus is not None:
+            if isinstance(self.node_cpus, bool) or not self.node_cpus > 0:
+                raise ValueError(f"cluster.network.node_cpus={self.node_cpus!r} must be > 0 "
+                                 "(cores per emulated node, e.g. 0.5) or null")
+            if not self.emulate:
+                raise ValueError("cluster.network.node_cpus needs emulated nodes: set "
+                                 "cluster.network.emulate=true, or node_cpus=null")
 
     def check_nodes(self, nodes: int) -> None:
         """Refuse a point of more nodes than one emulated network holds.
@@ -134,16 +150,22 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def record(cfg: NetworkConfig, nodes: int, emulated: bool, reason: str | None = None) -> dict:
+def record(cfg: NetworkConfig, nodes: int, emulated: bool, reason: str | None = None,
+           node_cpus_reason: str | None = None) -> dict:
     """The network's part of run.json: what was asked, whether it was emulated and why not.
 
     ``inter_node_gbit_s`` is the shaped rate (null when not emulated); latency is never
-    emulated (no netem)."""
+    emulated (no netem). ``node_cpus`` is each node's CPU quota in cores where one was set
+    (null where none was asked or it could not be set: ``node_cpus_reason`` then says why)."""
+    cpus = cfg.node_cpus if emulated and not node_cpus_reason else None
     out = {"emulate": cfg.emulate, "emulated": emulated, "nodes": nodes,
            "inter_node_gbit_s": cfg.inter_node_gbit_s if emulated else None,
-           "latency_emulated": False, "shaper": "htb" if emulated else None}
+           "latency_emulated": False, "shaper": "htb" if emulated else None,
+           "node_cpus": cpus}
     if reason:
         out["reason"] = reason
+    if node_cpus_reason and cfg.node_cpus is not None:
+        out["node_cpus_reason"] = node_cpus_reason
     return out
 
 
@@ -263,12 +285,19 @@ def remove_stale() -> list[str]:
         log.info("removing %d stale emulated-network namespaces: %s", len(stale),
                  " ".join(stale))
         remove(stale)
+    cgroups = [d for d in nodecpu.find(PREFIX)
+               if (pid := _launcher_pid(d.name)) is not None and not _alive(pid)]
+    if cgroups:
+        log.info("removing %d stale emulated-node cgroups", len(cgroups))
+        nodecpu.remove_dirs(cgroups)
     return stale
 
 
 class EmulatedNetwork:
-    """``num_nodes`` nodes apart on links of ``gbit_s`` Gbit/s, for the life of a ``with``
-    block.
+    """``num_nodes`` nodes apart on links of ``gbit_s`` Gbit/s, each limited to ``node_cpus``
+    cores where set (:class:`vitfsdp.launch.nodecpu.NodeCpuShares`), for the life of a
+    ``with`` block. Where the CPU quota cannot be set (no cgroup cpu controller) one line
+    says so and the nodes share the host's cores (``node_cpus_reason``).
 
     Example::
 
@@ -282,11 +311,15 @@ class EmulatedNetwork:
 
     _count = 0
 
-    def __init__(self, num_nodes: int, gbit_s: float) -> None:
+    def __init__(self, num_nodes: int, gbit_s: float, node_cpus: float | None = None) -> None:
         assert 1 <= num_nodes <= MAX_NODES, num_nodes
         EmulatedNetwork._count += 1
         self.name = f"{PREFIX}{os.getpid()}-{EmulatedNetwork._count}"
         self.gbit_s = gbit_s
+        self.node_cpus = node_cpus
+        self.node_cpus_reason: str | None = None
+        self._cpus = (nodecpu.NodeCpuShares(self.name, num_nodes, node_cpus)
+                      if node_cpus is not None else None)
         self.addresses = [f"{SUBNET}.{k + 1}" for k in range(num_nodes)]
         self.namespaces = [f"{self.name}-n{k}" for k in range(num_nodes)]
         self.switch = f"{self.name}-sw"
@@ -325,18 +358,39 @@ class EmulatedNetwork:
                 _ip("-n", ns, "link", "set", dev, "up")
             _shape(ns, NODE_IFNAME, self.gbit_s)
             _shape(self.switch, port, self.gbit_s)
+        self._limit_cpus()
         log.info("emulated network %s: %d nodes apart on %g Gbit/s links (htb; latency not "
                  "emulated)", self.name, len(self.namespaces), self.gbit_s)
 
+    def _limit_cpus(self) -> None:
+        """Make the nodes' CPU-quota cgroups, or say in one line why they cannot be made."""
+        if self._cpus is None:
+            return
+        self.node_cpus_reason = nodecpu.unavailable_reason()
+        if self.node_cpus_reason is None:
+            self._cpus.create()
+            cores = os.cpu_count() or 1
+            if self.node_cpus * len(self.namespaces) > cores:
+                log.warning("%d nodes x %g CPUs exceed this host's %d cores: the nodes' "
+                            "quotas are not all met", len(self.namespaces), self.node_cpus,
+                            cores)
+        else:
+            self._cpus = None
+            log.warning("cluster.network.node_cpus=%g but %s: the nodes share this host's "
+                        "cores", self.node_cpus, self.node_cpus_reason)
+
     def wrap(self, node: int, argv: Sequence[str]) -> list[str]:
         """``argv`` run inside node ``node``'s namespace (``ip netns exec``, which execs it:
-        the returned process is ``argv``'s own, signals reach it)."""
-        return ["ip", "netns", "exec", self.namespaces[node], *argv]
+        the returned process is ``argv``'s own, signals reach it), and in the node's CPU-quota
+        cgroup where one was made (:func:`vitfsdp.launch.nodecpu.wrap`)."""
+        argv = ["ip", "netns", "exec", self.namespaces[node], *argv]
+        return nodecpu.wrap(self._cpus.procs_file(node), argv) if self._cpus else argv
 
     def env(self, node: int) -> dict[str, str]:
         """The variables node ``node``'s processes need: gloo on the node's link, and the
         network's record for run.json (:data:`vitfsdp.provenance.NETWORK_ENV`)."""
-        rec = {**record(NetworkConfig(True, self.gbit_s), len(self.namespaces), True),
+        cfg = NetworkConfig(True, self.gbit_s, self.node_cpus)
+        rec = {**record(cfg, len(self.namespaces), True, None, self.node_cpus_reason),
                "name": self.name, "node_address": self.addresses[node]}
         return {"GLOO_SOCKET_IFNAME": NODE_IFNAME, NETWORK_ENV: json.dumps(rec)}
 
@@ -355,6 +409,8 @@ class EmulatedNetwork:
             log.info("emulated network %s: the nodes sent %s MB over their links", self.name,
                      " / ".join("?" if b is None else f"{b / 1e6:.1f}" for b in sent))
         remove([*self.namespaces, self.switch])
+        if self._cpus is not None:
+            self._cpus.remove()
         if self._guard is not None:
             self._guard.stdin.close()
             self._guard.wait()
@@ -363,8 +419,9 @@ class EmulatedNetwork:
 
 def guard(name: str) -> None:
     """Wait until stdin closes (the launcher ended, by any means), then remove every
-    namespace named ``name`` or ``name-*``."""
+    namespace named ``name`` or ``name-*``, and the nodes' CPU-quota cgroups."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C in the terminal is the launcher's
     sys.stdin.buffer.read()
     folders = [p.name for p in NETNS_ETC.glob(name + "-*")] if NETNS_ETC.is_dir() else []
     remove(sorted({n for n in [*list_namespaces(name), *folders] if n.startswith(name + "-")}))
+    nodecpu.remove_dirs(nodecpu.find(name + "-"))
