@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from vitfsdp.core import nodecpu
 from vitfsdp.core.layout import NETWORK_FILE
-from vitfsdp.launch import netns, nodecpu
+from vitfsdp.launch import netns
 from vitfsdp.launch.local import write_network_record
 from vitfsdp.launch.netns import EmulatedNetwork, NetworkConfig
 
@@ -155,6 +156,8 @@ def test_emulation_on_a_slurm_profile_is_refused():
 
 NO_QUOTA = nodecpu.unavailable_reason()
 BUSY_CODE = ("import os, time\n"
+             "from vitfsdp.core.nodecpu import join\n"
+             "assert join()\n"
              "end = time.monotonic() + {seconds}\n"
              "while time.monotonic() < end: pass\n"
              "t = os.times(); print(t.user + t.system)\n")
@@ -172,7 +175,8 @@ def test_node_cpus_limits_each_node_to_its_quota():
         assert [d.name for d in cgroups] == [f"{net.name}-n0", f"{net.name}-n1"]
         done = subprocess.run(net.wrap(0, [sys.executable, "-c",
                                            BUSY_CODE.format(seconds=seconds)]),
-                              capture_output=True, text=True, check=True)
+                              env={**os.environ, **net.env(0)}, capture_output=True,
+                              text=True, check=True)
         rec = json.loads(net.env(1)[netns.NETWORK_ENV])
     cpu_s = float(done.stdout)
     print(f"spinning {seconds} s under a 0.5-CPU quota used {cpu_s:.2f} CPU s")
@@ -184,13 +188,16 @@ def test_node_cpus_limits_each_node_to_its_quota():
 @needs_netns
 @pytest.mark.skipif(NO_QUOTA is not None, reason=f"no CPU quota here: {NO_QUOTA}")
 def test_kill_9_of_the_launcher_removes_the_node_cgroups():
-    """A launcher holding a 1-node network with a CPU quota and a process in it is killed
-    with SIGKILL: the guard kills the process and removes the node's cgroup."""
-    code = ("import subprocess, sys, time\n"
+    """A launcher holding a 1-node network with a CPU quota, which a process has joined, is
+    killed with SIGKILL: the guard kills the process and removes the node's cgroup."""
+    code = ("import os, subprocess, sys, time\n"
             "from vitfsdp.launch.netns import EmulatedNetwork\n"
             "net = EmulatedNetwork(1, 1.0, node_cpus=0.5).__enter__()\n"
-            "p = subprocess.Popen(net.wrap(0, ['sleep', '300']))\n"
-            "time.sleep(0.5)\n"
+            "joined = 'from vitfsdp.core.nodecpu import join; join(); "
+            "import time; time.sleep(300)'\n"
+            "p = subprocess.Popen(net.wrap(0, [sys.executable, '-c', joined]),\n"
+            "                     env={**os.environ, **net.env(0)})\n"
+            "time.sleep(5)\n"
             "print(net.name, p.pid, flush=True)\n"
             "time.sleep(300)\n")
     launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
@@ -224,3 +231,14 @@ def test_a_v1_quota_is_written_in_microseconds(tmp_path):
     assert (node / "cpu.cfs_quota_us").read_text() == "5000"
     assert (node / "cpu.cfs_period_us").read_text() == str(nodecpu.PERIOD_US)
     assert shares.procs_file(1) == node / "cgroup.procs"
+
+
+def test_join_without_a_node_cgroup_does_nothing():
+    """No quota asked (no :data:`~vitfsdp.core.nodecpu.NODE_CGROUP_ENV`): nothing joined."""
+    assert nodecpu.join({}) is False
+
+
+def test_join_of_a_missing_cgroup_names_it(tmp_path):
+    missing = tmp_path / "gone" / "cgroup.procs"
+    with pytest.raises(RuntimeError, match="cannot join the node's CPU quota cgroup"):
+        nodecpu.join({nodecpu.NODE_CGROUP_ENV: str(missing)})

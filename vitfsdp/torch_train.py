@@ -31,7 +31,7 @@ from torch.distributed.tensor import DTensor
 
 from vitfsdp import checkpoint, data, distributed, failures, models, parallel, provenance
 from vitfsdp.config import KernelsConfig, RunConfig, TrainConfig
-from vitfsdp.core import runinfo
+from vitfsdp.core import nodecpu, runinfo
 from vitfsdp.core.loop import (
     Preempted,
     Progress,
@@ -434,6 +434,7 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
     # warm-up besides train.warmup_steps (core.loop.WARMUP_RULE): the first window after a
     # resume (caches cold again), or with compiled blocks and no warm-up steps (compilation)
     cold = meta is not None or (tc.warmup_steps == 0 and applied.get("compiled_blocks", 0) > 0)
+    nodecpu.join()  # the emulated node's CPU quota from the first step (not for start-up)
     # a signal during the build
     stop_before_first_step(_agreed(signals, device), progress)
     for i, (first, last, warmup) in remaining_windows(tc, progress.step):

@@ -40,7 +40,7 @@ import torch
 from vitfsdp import checkpoint, data, failures, models, provenance
 from vitfsdp.config import KernelsConfig, RunConfig
 from vitfsdp.config_jax import MATMUL_PRECISION
-from vitfsdp.core import runinfo
+from vitfsdp.core import nodecpu, runinfo
 from vitfsdp.core.loop import (
     Preempted,
     Progress,
@@ -307,6 +307,7 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
                            resolved.peak_flops)
     fault = failures.parse_fault(os.environ.get(failures.FAULT_ENV))
     cold = meta is not None  # the first window after a resume is warm-up (WARMUP_RULE)
+    nodecpu.join()  # the emulated node's CPU quota from the first step (not for start-up)
     # a signal during start-up, the build or the compilation
     stop_before_first_step(agreed_stop(signals), progress)
     for i, (first, last, warmup) in remaining_windows(tc, progress.step):

@@ -17,9 +17,9 @@ and receives at most the rate at once, as through a full-duplex NIC. Ranks of on
 over their namespace's loopback (Linux routes a packet to a local address through ``lo``), so
 only traffic between nodes is shaped.
 
-With ``cluster.network.node_cpus`` each node's processes also run in a cgroup of their own
-limited to that many cores (:mod:`vitfsdp.launch.nodecpu`), so that a node computes as fast
-in a 4-node point as in a 1-node one, as real nodes do.
+With ``cluster.network.node_cpus`` each node's ranks also join a cgroup of their own,
+limited to that many cores, before their first step (:mod:`vitfsdp.core.nodecpu`), so that
+a node computes as fast in a 4-node point as in a 1-node one, as real nodes do.
 
 Latency is not emulated: this needs ``netem``, which not every kernel has. The leaf of each
 link's ``htb`` class (:data:`LEAF_CLASS`) is where a ``netem delay`` qdisc would go.
@@ -48,7 +48,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from vitfsdp.launch import nodecpu
+from vitfsdp.core import nodecpu
 from vitfsdp.provenance import NETWORK_ENV
 
 log = logging.getLogger(__name__)
@@ -295,7 +295,7 @@ def remove_stale() -> list[str]:
 
 class EmulatedNetwork:
     """``num_nodes`` nodes apart on links of ``gbit_s`` Gbit/s, each limited to ``node_cpus``
-    cores where set (:class:`vitfsdp.launch.nodecpu.NodeCpuShares`), for the life of a
+    cores where set (:class:`vitfsdp.core.nodecpu.NodeCpuShares`), for the life of a
     ``with`` block. Where the CPU quota cannot be set (no cgroup cpu controller) one line
     says so and the nodes share the host's cores (``node_cpus_reason``).
 
@@ -381,18 +381,21 @@ class EmulatedNetwork:
 
     def wrap(self, node: int, argv: Sequence[str]) -> list[str]:
         """``argv`` run inside node ``node``'s namespace (``ip netns exec``, which execs it:
-        the returned process is ``argv``'s own, signals reach it), and in the node's CPU-quota
-        cgroup where one was made (:func:`vitfsdp.launch.nodecpu.wrap`)."""
-        argv = ["ip", "netns", "exec", self.namespaces[node], *argv]
-        return nodecpu.wrap(self._cpus.procs_file(node), argv) if self._cpus else argv
+        the returned process is ``argv``'s own, signals reach it)."""
+        return ["ip", "netns", "exec", self.namespaces[node], *argv]
 
     def env(self, node: int) -> dict[str, str]:
-        """The variables node ``node``'s processes need: gloo on the node's link, and the
-        network's record for run.json (:data:`vitfsdp.provenance.NETWORK_ENV`)."""
+        """The variables node ``node``'s processes need: gloo on the node's link, the
+        network's record for run.json (:data:`vitfsdp.provenance.NETWORK_ENV`), and where
+        a CPU quota was set the node's cgroup for the ranks to join
+        (:data:`vitfsdp.core.nodecpu.NODE_CGROUP_ENV`, :func:`vitfsdp.core.nodecpu.join`)."""
         cfg = NetworkConfig(True, self.gbit_s, self.node_cpus)
         rec = {**record(cfg, len(self.namespaces), True, None, self.node_cpus_reason),
                "name": self.name, "node_address": self.addresses[node]}
-        return {"GLOO_SOCKET_IFNAME": NODE_IFNAME, NETWORK_ENV: json.dumps(rec)}
+        env = {"GLOO_SOCKET_IFNAME": NODE_IFNAME, NETWORK_ENV: json.dumps(rec)}
+        if self._cpus is not None:
+            env[nodecpu.NODE_CGROUP_ENV] = self._cpus.procs_path_for_others(node)
+        return env
 
     def sent_bytes(self) -> list[int | None]:
         """Bytes each node has sent over its link so far, one per node: the TX byte counter

@@ -17,6 +17,7 @@ import torch
 import torch.distributed as dist
 
 from vitfsdp import distributed
+from vitfsdp.core import nodecpu
 from vitfsdp.probe import measure
 
 log = logging.getLogger("vitfsdp.probe")
@@ -88,6 +89,7 @@ def run(spec: dict) -> dict:
                  "backend": distributed.backend_for(device), "threads": torch.get_num_threads(),
                  "gemm": [], "ops": [], "collectives": []}
     with distributed.process_group(env, device, spec.get("timeout_s", 600.0)):
+        nodecpu.join()  # measure within the node's CPU quota, as the ranks train
         _gemms(spec, device, out)
         log.info("probe: %d GEMM shape(s) measured", len(out["gemm"]))
         _ops(spec, device, out)

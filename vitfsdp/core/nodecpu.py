@@ -35,6 +35,9 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
+#: The variable naming the ``cgroup.procs`` file of this process's node (set by the launcher
+#: where ``cluster.network.node_cpus`` is on).
+NODE_CGROUP_ENV = "VITFSDP_NODE_CGROUP"
 #: Where cgroups are mounted.
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 #: The CFS bandwidth period (µs): a node's quota is ``node_cpus`` x this per period.
@@ -120,6 +123,13 @@ class NodeCpuShares:
         """The ``cgroup.procs`` file of node ``node``'s cgroup."""
         return self.dirs[node] / "cgroup.procs"
 
+    def procs_path_for_others(self, node: int) -> str:
+        """:meth:`procs_file` as processes in other mount namespaces reach it: through this
+        process's root (``/proc/<pid>/root/...``, proc(5)). ``ip netns exec`` remounts
+        ``/sys`` for the network namespace, where the cgroup mount is then not visible; the
+        path stays valid while this process (the launcher) runs."""
+        return f"/proc/{os.getpid()}/root{self.procs_file(node)}"
+
     def remove(self) -> None:
         """Kill every process left in the nodes' cgroups and remove the cgroups (idempotent;
         errors are ignored: what is gone stays gone)."""
@@ -166,7 +176,21 @@ def find(prefix: str, root: Path = CGROUP_ROOT) -> list[Path]:
     return sorted(d for d in found[0].glob(prefix + "*") if d.is_dir())
 
 
-def wrap(procs_file: Path, argv: Sequence[str]) -> list[str]:
-    """``argv`` run inside a cgroup: a shell writes its own pid into ``procs_file``, then
-    execs ``argv`` (so the returned process is ``argv``'s own and signals reach it)."""
-    return ["sh", "-c", 'echo $$ > "$0" && exec "$@"', str(procs_file), *argv]
+def join(environ=os.environ) -> bool:
+    """Move this process (all its threads, and the children it starts from now on) into its
+    node's CPU-quota cgroup, named by :data:`NODE_CGROUP_ENV`; ``False`` (nothing done)
+    where the variable is unset.
+
+    Raises:
+        RuntimeError: the variable is set but the cgroup cannot be joined (the message names
+            the file).
+    """
+    procs = environ.get(NODE_CGROUP_ENV)
+    if not procs:
+        return False
+    try:
+        Path(procs).write_text(str(os.getpid()), encoding="utf-8")
+    except OSError as e:
+        raise RuntimeError(f"cannot join the node's CPU quota cgroup {procs}: "
+                           f"{e.strerror or e}") from None
+    return True
