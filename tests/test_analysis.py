@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from matplotlib.text import Text
+from matplotlib.transforms import Bbox
 
 from vitfsdp.analysis import (
     collect_runs,
@@ -477,15 +480,29 @@ def test_efficiency_above_ideal_is_flagged_as_noise(tmp_path: Path) -> None:
     assert "*" not in format_table(collect_runs(tmp_path / "b"))
 
 
-def test_n_labels_at_one_step_do_not_overlap() -> None:
-    """Line ends at one step and nearly one loss: their ``n=`` labels are LABEL_GAP apart,
-    and the same label twice at one place is written once (many runs of one node count)."""
-    from vitfsdp.analysis.figures import LABEL_GAP, _label_ends, _new_figure
+def test_n_labels_do_not_overlap_and_merge_where_lines_meet() -> None:
+    """Line ends close together at one step and one just left of it: no two ``n=`` labels
+    overlap once drawn, a moved one has a leader to its end, and ends at one place share
+    one label (two node counts listed, eight as their range and count)."""
+    from vitfsdp.analysis.figures import _label_ends, _new_figure
 
     fig, (ax,) = _new_figure(1)
     ax.plot([0, 100], [2.0, 2.4])
-    _label_ends(ax, {(100.0, 2.30, "n=1"), (100.0, 2.301, "n=2"), (100.0, 2.302, "n=4"),
-                     (100.0, 2.3005, "n=1"), (50.0, 2.30, "n=1")})
-    at_end = sorted(t.xyann[1] for t in ax.texts if t.xyann[0] == 100.0)
-    assert len(at_end) == 3 and len(ax.texts) == 4
-    assert all(b - a >= LABEL_GAP - 1e-9 for a, b in zip(at_end, at_end[1:], strict=False))
+    ends = {(100.0, 2.30, "n=1"), (100.0, 2.3005, "n=8"), (100.0, 2.315, "n=2"),
+            (100.0, 2.33, "n=4"), (50.0, 2.30, "n=1"), (97.0, 2.31, "n=16")}
+    ends |= {(100.0, 2.1, f"n={2**k}") for k in range(8)}
+    _label_ends(ax, ends)
+    texts = {t.get_text(): t for t in ax.texts}
+    assert len(texts) == len(ax.texts)
+    assert set(texts) == {"n=1,8", "n=2", "n=4", "n=1", "n=16", "n=1-128 (8)"}
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    # the text's own box (an annotation's extent includes its leader)
+    boxes = {name: Text.get_window_extent(t, renderer) for name, t in texts.items()}
+    for a, b in itertools.combinations(boxes, 2):
+        both = Bbox.intersection(boxes[a], boxes[b])
+        assert both is None or both.width * both.height < 1.0, (a, b)  # px^2: touching
+    assert texts["n=1,8"].arrow_patch is None  # at its end
+    assert texts["n=2"].arrow_patch is not None or texts["n=16"].arrow_patch is not None
+    for box in boxes.values():  # inside the axes' height
+        assert ax.bbox.y0 <= box.y0 and box.y1 <= ax.bbox.y1

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from vitfsdp.config import RunConfig
+from vitfsdp.core.layout import NETWORK_FILE
 from vitfsdp.models import VARIANTS
 from vitfsdp.plan import predict_recorded, predict_run
 from vitfsdp.plan.probed import PROBE_FILE
@@ -70,6 +71,8 @@ COLUMNS = (
     "peak_mem_gib", "peak_mem_min_gib", "peak_mem_kind", "peak_mem_reserved_gib",
     "peak_mem_reserved_min_gib", "peak_rss_gib", "device_mem_used_gib",
     "device_mem_used_min_gib", "alloc_retries", "num_ooms",
+    "state_params_gib", "state_grads_gib", "state_optimizer_gib", "num_classes",
+    "sent_gb_per_node_max", "sent_gb_total",
     "ips_spread", "ips_min", "ips_max", "step_time_s_min", "step_time_s_max",
     "num_windows", "last_step", "loss", "elapsed_s", "compile_s",
     "ips_reached", "peak_mem_reached_gib",
@@ -79,11 +82,20 @@ COLUMNS = (
 #: Prediction columns (``vitfsdp.plan.predict_run``'s keys).
 PRED_COLUMNS = ("pred_peak_mem_gib", "pred_step_time_s", "pred_ips", "pred_fits",
                 "pred_mem_metric")
+#: The model state a rank holds, in GiB, by summary.json ``model_state_bytes`` field: the
+#: maximum over ranks (``model_state_bytes_max``) where recorded, else the one process's
+#: (the JAX trainer's); ``NaN`` in older records and where a field is null (JAX's grads).
+STATE_COLUMNS = {"state_params_gib": "params", "state_grads_gib": "grads",
+                 "state_optimizer_gib": "optimizer"}
+#: What the nodes sent over their emulated link (the point's ``network.json``, written by
+#: the local launcher): the most any node sent and all nodes together, in GB (10^9 bytes);
+#: ``NaN`` where the network was not emulated.
+NETWORK_COLUMNS = ("sent_gb_per_node_max", "sent_gb_total")
 #: Integer columns, held as pandas' nullable ``Int64`` (a run that never started has none).
 INT_COLUMNS = (
     "shard_group_size", "img_size", "repeat", "nodes", "world_size", "ranks_per_node",
     "local_batch_size", "global_batch_size", "num_params", "alloc_retries", "num_ooms",
-    "num_windows", "last_step", "host_cpus", "ranks_per_host",
+    "num_windows", "last_step", "host_cpus", "ranks_per_host", "num_classes",
 )  # fmt: skip
 #: Float columns (``NaN`` where the run measured nothing, or where old records lack them).
 FLOAT_COLUMNS = (
@@ -91,6 +103,7 @@ FLOAT_COLUMNS = (
     "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu", "hw_tflops_per_gpu", "hfu",
     "peak_mem_gib", "peak_mem_min_gib", "peak_mem_reserved_gib", "peak_mem_reserved_min_gib",
     "peak_rss_gib", "device_mem_used_gib", "device_mem_used_min_gib",
+    *STATE_COLUMNS, *NETWORK_COLUMNS,
     "ips_spread", "ips_min", "ips_max", "step_time_s_min", "step_time_s_max",
     "loss", "elapsed_s", "compile_s", "ips_reached", "peak_mem_reached_gib",
     "pred_peak_mem_gib", "pred_step_time_s", "pred_ips",
@@ -155,6 +168,11 @@ def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike]) ->
         ``shared_cores`` says ``"8 ranks on 2 cores"`` where CPU ranks of one host
         (``ranks_per_host``: the whole world on the ``local`` and ``virtual`` profiles) were
         more than its cores (``host_cpus``): not a hardware measurement.
+        ``state_params_gib``, ``state_grads_gib`` and ``state_optimizer_gib`` are the model
+        state a rank holds, counted from its local shards (:data:`STATE_COLUMNS`; ``NaN`` in
+        records older than them); ``sent_gb_per_node_max`` and ``sent_gb_total`` what the
+        nodes sent over an emulated link (:data:`NETWORK_COLUMNS`); ``num_classes`` the
+        classifier's classes (chance-level loss: ln of it).
 
     Raises:
         ValueError: a sweep dir does not exist or holds no ``run.json``.
@@ -212,6 +230,7 @@ def run_row(run_dir: str | os.PathLike, probe: str | None = None) -> dict[str, A
     _LOSS_CURVES[str(run_dir)] = _loss_curve(windows)
     status = _status(run, summary)
     row = {"run_dir": str(run_dir), **status, **_config(run), **_figures(summary),
+           **_model_state(summary), **_sent(run_dir),
            **_window_figures(windows, summary, status["status"]), **prediction(run)}
     if row["status"] != "completed":
         row |= {"log": find_log(run_dir, status["reason"]),
@@ -386,6 +405,7 @@ def _config(run: dict) -> dict[str, Any]:
         "peak_source": device.get("peak_source"),
         "price_per_node_hour": _get(cfg, "cluster", "price_per_node_hour"),
         "num_params": _get(run, "model", "num_params"),
+        "num_classes": _get(run, "model", "num_classes") or _get(cfg, "data", "num_classes"),
         **_provenance(run),
     }
 
@@ -500,6 +520,34 @@ def _figures(summary: dict | None) -> dict[str, Any]:
         figures |= {"peak_mem_gib": rss, "peak_mem_kind": "rss",
                     "peak_mem_min_gib": summary.get("peak_rss_min_gib")}
     return figures
+
+
+def _model_state(summary: dict | None) -> dict[str, float | None]:
+    """The :data:`STATE_COLUMNS` of a summary: ``model_state_bytes_max`` (the most any rank
+    held), else ``model_state_bytes`` (JAX: its process's), in GiB; ``{}`` where neither."""
+    summary = summary or {}
+    state = summary.get("model_state_bytes_max") or summary.get("model_state_bytes")
+    if not isinstance(state, dict):
+        return {}
+    return {column: state[key] / 2**30 if _number(state.get(key)) else None
+            for column, key in STATE_COLUMNS.items()}
+
+
+def _sent(run_dir: Path) -> dict[str, float | None]:
+    """The :data:`NETWORK_COLUMNS` from the point's ``network.json`` (bytes each node sent
+    over its emulated link, :data:`vitfsdp.core.layout.NETWORK_FILE`), in GB; ``{}`` where
+    there is none or it cannot be read (a warning: the run's other records still count)."""
+    try:
+        record = read_json(run_dir / NETWORK_FILE)
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as e:
+        log.warning("%s: unreadable %s (%s)", run_dir, NETWORK_FILE, e)
+        return {}
+    if not isinstance(record, dict):
+        return {}
+    sent = [b for b in record.get("sent_bytes_per_node") or [] if _number(b)]
+    total = record.get("sent_bytes_total")
+    return {"sent_gb_per_node_max": max(sent) / 1e9 if sent else None,
+            "sent_gb_total": total / 1e9 if _number(total) else None}
 
 
 def _window_figures(windows: list[dict], summary: dict | None, status: str) -> dict[str, Any]:

@@ -99,6 +99,25 @@ STRATEGY_LOOKS = {"DDP": ("C0", "o"), "NO_SHARD": ("C1", "v"), "FULL_SHARD": ("C
                   "HYBRID_2GPU": ("C5", ">"), "HYBRID_8GPU": ("C6", "P"),
                   "HYBRID_4GPU": ("C8", "p"), "HYBRID_16GPU": ("C9", "h")}  # fmt: skip
 DEVICE_COLOR = "black"  # the device-memory line (no strategy line is black)
+#: The model state in a memory bar, bottom first: ``(column, kind, fill alpha, hatch)``; the
+#: kind names its legend entry (:data:`PATCH_PROXIES`) and its caption words. Each part is
+#: filled in its line's colour, lighter and hatched going up, so it reads in greyscale too.
+STATE_PARTS = (("state_params_gib", "state_params", 1.0, None),
+               ("state_grads_gib", "state_grads", 0.45, "////"),
+               ("state_optimizer_gib", "state_optimizer", 0.2, "...."))
+#: Width (in octaves of the log-2 node axis: nodes 1 and 2 are one octave apart) of the
+#: memory bars of one node count together, one bar per line of the panel, and of one bar.
+BAR_GROUP_OCTAVES = 0.7
+BAR_OCTAVES = 0.3
+#: Shortest error bar drawn, as a fraction of the panel's height (a linear axis) or of the
+#: point's value (a log axis): a shorter one hides under its point's marker (4.5 pt on a
+#: panel 137 pt high), so it is neither drawn nor listed in the legend.
+MIN_ERROR_BAR = 0.02
+#: Thinnest part of a memory bar listed in the legend, as a fraction of the panel's height
+#: (1.4 pt); where no part of a panel's model state is that high, the panel says so
+#: (:data:`TINY_STATE`), and the Memory table of the report holds the bytes.
+MIN_BAR_PART = 0.01
+TINY_STATE = "model state per rank: under 1 % of the axis, too thin to see"
 #: Memory y labels by ``peak_mem_kind``.
 MEMORY_LABELS = {
     "allocated": "peak allocated per GPU (GiB)",
@@ -188,7 +207,13 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
         reserved as hollow circles when that is what the plan predicts); a point skipped as
         infeasible as a hollow diamond at its predicted memory; other runs that did not complete as
         ``x`` at the bottom. The device's memory (run.json ``device.memory_gib``, else
-        ``cluster.device_memory_gib``) is a black dotted line.
+        ``cluster.device_memory_gib``) is a black dotted line. Where the runs record the model
+        state a rank holds (``state_*_gib``, counted from its local shards: 1/N of the model
+        under FULL_SHARD), each point is a bar in its line's colour, side by side with the
+        panel's other lines at that node count: parameters, gradients and optimizer state
+        stacked (solid, hatched, dotted) under the rest of the measured peak (hollow), the
+        measured and predicted marks drawn at the bar's middle; runs without those records
+        draw no bar.
     """
     cells = [(model, group, rows) for model, panel in _panels(df)
              for group, rows in _memory_groups(panel)]
@@ -215,20 +240,93 @@ def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str],
                        extras: set[str]) -> None:  # fmt: skip
     """One memory panel: measured, predicted, not completed, device memory; the kinds of
     mark drawn are added to ``extras`` for the figure's legend."""
-    notes, marked = [], Counter()
-    for label, line in _lines(panel, keys):
-        done, color = _plot_measured(ax, line, keys, looks, label, "peak_mem_gib", "max")
+    notes, marked, shown, barred = [], Counter(), set(), False
+    lines = _lines(panel, keys)
+    spans = _bar_spans(panel, [label for label, _ in lines])
+    top = _memory_top(panel)
+    for label, line in lines:
+        span = spans.get(label)
+        shift = 2 ** ((span[0] + span[1]) / 2) if span else 1.0  # the bar's middle
+        done, color = _plot_measured(ax, line, keys, looks, label, "peak_mem_gib", "max",
+                                     shift)
         if not done.empty:
-            _plot_rank_range(ax, line, done, color, extras)
-        if _plot_predicted(ax, line, "pred_peak_mem_gib", color, label, extras):
-            _plot_reserved(ax, line, color, extras)
+            if span:
+                barred |= _plot_state_bars(ax, line, done, color, span, shown,
+                                           MIN_BAR_PART * top)
+            _plot_rank_range(ax, line, done, color, extras, shift, MIN_ERROR_BAR * top)
+        if _plot_predicted(ax, line, "pred_peak_mem_gib", color, label, extras, shift):
+            _plot_reserved(ax, line, color, extras, shift)
         notes += _mark_not_completed(ax, line, "peak_mem_gib", color, label, marked, extras,
                                      reached="peak_mem_reached_gib",
-                                     at="pred_peak_mem_gib")
+                                     at="pred_peak_mem_gib", shift=shift)
     ax.set_ylim(bottom=0, top=1.15 * ax.get_ylim()[1])  # room above the highest point
+    extras |= shown
+    if barred and not shown & {kind for _, kind, *_ in STATE_PARTS}:
+        ax.text(0.02, 0.97, TINY_STATE, transform=ax.transAxes, va="top", ha="left",
+                fontsize=NOTE_FONTSIZE, color="0.3")
+        extras.add("state_tiny")
     if _plot_device_memory(ax, panel):
         extras.add("device")
     _style_panel(ax, panel, title, _memory_label(panel), notes)
+
+
+def _memory_top(panel: pd.DataFrame) -> float:
+    """About the top of a memory panel's y axis (GiB): 1.15 x the largest value it draws
+    (peak, predicted or reached memory, the device's memory); 0 when none is known."""
+    columns = ["peak_mem_gib", "pred_peak_mem_gib", "peak_mem_reached_gib",
+               "device_memory_gib"]
+    values = pd.concat([panel[c] for c in columns if c in panel]).dropna()
+    return 1.15 * float(values.max()) if len(values) else 0.0
+
+
+def _bar_spans(panel: pd.DataFrame, labels: list[str]) -> dict[str, tuple[float, float]]:
+    """Each line's bar slot in a memory panel, ``(left, right)`` in octaves from the node
+    count (its bars are drawn from ``n * 2**left`` to ``n * 2**right``): the lines side by
+    side in label order, :data:`BAR_GROUP_OCTAVES` wide together (narrower where two node
+    counts are closer than an octave, each at most :data:`BAR_OCTAVES`); ``{}`` when no
+    completed run of the panel recorded its model state (older records: no bars, the lines
+    as before)."""
+    parts = [column for column, *_ in STATE_PARTS if column in panel]
+    done = panel[panel["status"] == "completed"]
+    if not parts or not done[parts].notna().any().any():
+        return {}
+    octaves = sorted({math.log2(n) for n in panel["nodes"].dropna() if n > 0})
+    closest = min((b - a for a, b in zip(octaves, octaves[1:], strict=False)), default=1.0)
+    group = min(BAR_GROUP_OCTAVES, BAR_OCTAVES * len(labels), 0.8 * closest)
+    width = group / len(labels)
+    return {label: (-group / 2 + i * width, -group / 2 + (i + 1) * width)
+            for i, label in enumerate(labels)}
+
+
+def _plot_state_bars(ax, line: pd.DataFrame, done: pd.Series, color: str,
+                     span: tuple[float, float], extras: set[str],
+                     min_height: float = 0.0) -> bool:  # fmt: skip
+    """At each node count of ``done`` (the line's measured peak, GiB) whose runs recorded
+    their model state: the state's parts stacked from 0 (:data:`STATE_PARTS`, each the
+    maximum over the point's repeats) and the rest of the peak above them, hollow, in the
+    line's slot ``span`` (:func:`_bar_spans`). The parts at least ``min_height`` (GiB) high
+    somewhere are added to ``extras`` (a lower one is drawn, to scale, but too thin to see
+    or to list). Returns whether any bar was drawn."""
+    columns = [column for column, *_ in STATE_PARTS]
+    ok = line[(line["status"] == "completed") & line["nodes"].notna()]
+    state = ok.groupby(ok["nodes"].astype("int64"))[columns].max()
+    state = state[state.notna().any(axis=1) & state.index.isin(done.index)]
+    for n, parts in state.iterrows():
+        left, width = n * 2 ** span[0], n * (2 ** span[1] - 2 ** span[0])
+        bottom = 0.0
+        for column, kind, alpha, hatch in STATE_PARTS:
+            if pd.notna(parts[column]) and parts[column] > 0:
+                ax.bar(left, parts[column], width, bottom, align="edge", hatch=hatch,
+                       facecolor=matplotlib.colors.to_rgba(color, alpha), edgecolor=color,
+                       lw=0.6, label=f"_{kind}")
+                bottom += parts[column]
+                if parts[column] >= min_height:
+                    extras.add(kind)
+        if done.loc[n] > bottom:
+            ax.bar(left, done.loc[n] - bottom, width, bottom, align="edge", facecolor="white",
+                   edgecolor=color, lw=0.6, label="_state_rest")
+            extras.add("state_rest")
+    return not state.empty
 
 
 @_paper_style
@@ -280,8 +378,11 @@ def plot_loss(df: pd.DataFrame, path: str | os.PathLike | None = None,
     One panel per model; per point (a line's node count) the median over repeats of each
     window's mean loss at the window's last step, in the strategy's colour and marker (as in
     the other figures) and the framework's line style where both ran, its node count written
-    at its end (``n=4``). Strategies that train alike (the same data order and global batch)
-    overlap: each strategy's lines are drawn thinner than the one before, so all show.
+    at its end (``n=4``), placed clear of the others. Strategies that train alike (the same
+    data order and global batch) coincide: each line label draws its dashes in turn
+    (:func:`_loss_dashes`), so a shared line shows every colour, and their markers shrink
+    label by label. The chance level, ln(num_classes), is a grey dashed line where the runs
+    record their classes. The legend shows each label solid (its colour and marker).
 
     Args:
         df: a ``collect_runs`` frame.
@@ -298,22 +399,26 @@ def plot_loss(df: pd.DataFrame, path: str | os.PathLike | None = None,
     keys = _label_keys(df)
     looks = _looks(df, keys)
     info = df.assign(_label=line_labels(df, keys), _look=line_labels(df, _color_keys(keys)))
-    rows = curves.merge(info[["run_dir", "model", "num_params", "nodes", "framework", "_label",
-                              "_look"]], on="run_dir")
+    columns = ["run_dir", "model", "num_params", "num_classes", "nodes", "framework", "_label",
+               "_look"]
+    rows = curves.merge(info[[c for c in columns if c in info]], on="run_dir")
     panels = _panels(rows)
     fig, axes = _new_figure(len(panels))
+    extras: set[str] = set()
     for ax, (model, panel) in zip(axes, panels, strict=True):
-        _draw_loss_panel(ax, panel, looks, "framework" in keys)
+        _draw_loss_panel(ax, panel, looks, "framework" in keys, extras)
         _set_title(ax, _panel_title(model, df[df["model"].astype("string") == model]))
-    _finish(fig, "Training loss against step (a line per point)", df, path, set())
+    _finish(fig, "Training loss against step (a line per point)", df, path, extras,
+            _loss_handles(looks, rows, "framework" in keys))
     return fig
 
 
 def _draw_loss_panel(ax, panel: pd.DataFrame, looks: dict[str, tuple[str, str]],
-                     by_framework: bool) -> None:  # fmt: skip
+                     by_framework: bool, extras: set[str]) -> None:  # fmt: skip
     """The loss lines of one model: per line label and node count, the median loss per step
-    over repeats; a line label's lines thinner than the previous label's; ``n=<nodes>`` at
-    each line's end."""
+    over repeats, in alternating dashes (:func:`_loss_dashes`) so that lines which coincide
+    (strategies training alike) all show; JAX's markers hollow where both frameworks ran;
+    ``n=<nodes>`` at each line's end; the chance level (:func:`_plot_chance`)."""
     labels = sorted(set(panel["_label"]))
     ends = set()
     points = panel.groupby(["_label", "nodes"], dropna=False, sort=True)
@@ -322,45 +427,140 @@ def _draw_loss_panel(ax, panel: pd.DataFrame, looks: dict[str, tuple[str, str]],
     for (label, nodes), loss in medians.groupby(level=[0, 1], dropna=False, sort=True):
         look, framework = firsts.loc[(label, nodes)]
         color, marker = looks.get(look, ("0.5", "o"))
-        width = 2.4 - 1.6 * labels.index(label) / max(1, len(labels) - 1)
-        style = FRAMEWORK_STYLES.get(framework, DEFAULT_STYLE) if by_framework else DEFAULT_STYLE
+        i = labels.index(label)
+        hollow = by_framework and framework == "jax"
         loss = loss.droplevel([0, 1])
-        first = label not in {ln.get_label() for ln in ax.lines}
-        ax.plot(loss.index, loss.values, ls=style, marker=marker, markersize=3, color=color,
-                lw=width, label=label if first else f"_{label} nodes={nodes}")
+        ax.plot(loss.index, loss.values, marker=marker, color=color, lw=1.4,
+                markersize=3 + 2.5 * (len(labels) - 1 - i) / max(1, len(labels) - 1),
+                mfc="white" if hollow else color, ls=_loss_dashes(i, len(labels)),
+                label=f"_{label} nodes={nodes}")
         if pd.notna(nodes):
             ends.add((float(loss.index[-1]), float(loss.iloc[-1]), f"n={int(nodes)}"))
+    if _plot_chance(ax, panel):
+        extras.add("chance")
     ax.margins(x=0.12)
-    _label_ends(ax, ends)
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (window mean)")
     ax.grid(True, alpha=0.3)
     ax.tick_params(labelsize=PAPER_RC["xtick.labelsize"])
+    _label_ends(ax, ends)
 
 
-#: Least vertical distance between two ``n=`` labels at one step (axes fraction: about a
-#: line of :data:`NOTE_FONTSIZE` text on a panel :data:`AXES_HEIGHT_IN` high).
+#: Length (points) of one dash of a loss line; see :func:`_loss_dashes`.
+LOSS_DASH = 4.0
+
+
+def _loss_dashes(index: int, count: int) -> str | tuple[float, tuple[float, float]]:
+    """The line style of the ``index``-th of ``count`` line labels of a loss panel: each
+    draws a dash of :data:`LOSS_DASH` points in turn and leaves the gap the others fill, so
+    lines that coincide (the same data order and global batch) show as one line of every
+    colour in turn, and a line alone is dashed in its own colour; one label: solid."""
+    if count < 2:
+        return "-"
+    return ((count - index) % count * LOSS_DASH, (LOSS_DASH, (count - 1) * LOSS_DASH))
+
+
+def _plot_chance(ax, panel: pd.DataFrame) -> bool:
+    """The chance level, ln(num_classes) (the cross-entropy of a uniform guess), as a grey
+    dashed line with its value written at the left, where every run of the panel records
+    the same number of classes; True if drawn."""
+    classes = panel["num_classes"].dropna().unique() if "num_classes" in panel else []
+    if len(classes) != 1 or not classes[0] > 1:
+        return False
+    level = math.log(float(classes[0]))
+    low, high = ax.get_ylim()
+    span = max(high, level) - min(low, level) or 1.0
+    ax.set_ylim(min(low, level - 0.05 * span), max(high, level + 0.12 * span))  # its text
+    ax.axhline(level, color="0.45", ls=(0, (6, 3)), lw=0.9, zorder=1, label="_chance")
+    ax.annotate(f"chance: ln {int(classes[0])} = {level:.2f}", xy=(0.01, level),
+                xycoords=("axes fraction", "data"), xytext=(0, 2), textcoords="offset points",
+                va="bottom", ha="left", fontsize=NOTE_FONTSIZE, color="0.3")
+    return True
+
+
+def _loss_handles(looks: dict[str, tuple[str, str]], rows: pd.DataFrame,
+                  by_framework: bool) -> list[Line2D]:  # fmt: skip
+    """The loss figure's legend: one solid entry per line label (its colour and marker;
+    hollow for JAX where both frameworks ran), since the lines' dashes (shared by all
+    labels in turn) would not tell them apart in a short legend handle."""
+    handles = []
+    labelled = rows.drop_duplicates("_label").sort_values("_label")
+    for label, look, framework in zip(labelled["_label"], labelled["_look"],
+                                      labelled["framework"], strict=True):
+        color, marker = looks.get(look, ("0.5", "o"))
+        hollow = by_framework and framework == "jax"
+        handles.append(Line2D([], [], color=color, marker=marker, lw=1.4,
+                              mfc="white" if hollow else color, label=label))
+    return handles
+
+
+#: Least vertical distance between two ``n=`` labels (axes fraction: about a line of
+#: :data:`NOTE_FONTSIZE` text on a panel :data:`AXES_HEIGHT_IN` high).
 LABEL_GAP = 0.06
 
 
 def _label_ends(ax, ends: set[tuple[float, float, str]]) -> None:
-    """Write each line end's label (``n=4``) right of it, labels at one step pushed apart
-    to :data:`LABEL_GAP` (lowest first) and one label kept where the same text would land
-    within the gap of itself (many lines of one node count ending alike)."""
+    """Write each line end's label (``n=4``) right of it, where it overlaps no label placed
+    before (lowest end first): at its end's height, else the nearest free height above or
+    below, with a thin leader to its end when moved; a label with no free place inside the
+    axes is left out (the legend and the line's colour still say what it is). Ends that
+    meet at one place (within half :data:`LABEL_GAP`) share one label: their node counts
+    (``n=1,2``), or the range and count of them past three (``n=1-128 (8)``)."""
+    x0, x1 = ax.get_xlim()
     low, high = ax.get_ylim()
-    span = (high - low) or 1.0
-    for x in sorted({x for x, _, _ in ends}):
-        placed: list[tuple[float, str]] = []
-        for _, y, text in sorted((e for e in ends if e[0] == x), key=lambda e: e[1]):
-            frac = (y - low) / span
-            if any(t == text and abs(frac - f) < LABEL_GAP for f, t in placed):
-                continue
-            if placed:
-                frac = max(frac, placed[-1][0] + LABEL_GAP)
-            placed.append((frac, text))
-            ax.annotate(f" {text}", xy=(x, y), xytext=(x, frac),
-                        textcoords=("data", "axes fraction"), va="center", ha="left",
-                        fontsize=NOTE_FONTSIZE, color="0.3")
+    width_in = PANEL_WIDTH_IN - Y_LABELS_IN  # the plotting area, about (before the layout)
+    placed: list[tuple[float, float, float, str]] = []  # (x, y, width) in axes fraction
+    for x, y, text in _merge_ends(ends, (high - low) * LABEL_GAP / 2):
+        fx, fy = (x - x0) / ((x1 - x0) or 1.0), (y - low) / ((high - low) or 1.0)
+        width = (len(text) + 1) * 0.62 * NOTE_FONTSIZE / 72 / width_in
+        free = _free_height(fx + LABEL_PAD, fy, width, placed)
+        if free is None:
+            continue
+        placed.append((fx + LABEL_PAD, free, width, text))
+        moved = abs(free - fy) > LABEL_GAP / 2
+        ax.annotate(text, xy=(x, y), xytext=(fx + LABEL_PAD, free),
+                    textcoords="axes fraction", va="center", ha="left",
+                    fontsize=NOTE_FONTSIZE, color="0.3",
+                    arrowprops=dict(arrowstyle="-", lw=0.4, color="0.6", shrinkA=0,
+                                    shrinkB=2) if moved else None)  # fmt: skip
+
+
+#: Space between a line's end and its ``n=`` label (axes fraction: clear of the marker).
+LABEL_PAD = 0.02
+
+
+def _merge_ends(ends: set[tuple[float, float, str]],
+                tolerance: float) -> list[tuple[float, float, str]]:  # fmt: skip
+    """``ends`` (``(x, y, "n=<nodes>")``) with those at one ``x`` and within ``tolerance``
+    in ``y`` of the group's first merged into one, lowest first: ``n=1,2,4``, or past three
+    node counts ``n=1-128 (8)``."""
+    groups: list[tuple[float, float, set[int]]] = []
+    for x, y, text in sorted(ends, key=lambda e: (e[1], e[0])):
+        nodes = int(text.removeprefix("n="))
+        match = next((g for g in groups if g[0] == x and abs(g[1] - y) <= tolerance), None)
+        if match is None:
+            groups.append((x, y, {nodes}))
+        else:
+            match[2].add(nodes)
+    merged = []
+    for x, y, counts in groups:
+        ordered = sorted(counts)
+        text = (f"n={','.join(map(str, ordered))}" if len(ordered) <= 3
+                else f"n={ordered[0]}-{ordered[-1]} ({len(ordered)})")
+        merged.append((x, y, text))
+    return merged
+
+
+def _free_height(fx: float, fy: float, width: float,
+                 placed: list[tuple[float, float, float, str]]) -> float | None:  # fmt: skip
+    """The height (axes fraction) nearest ``fy`` at which a label from ``fx``, ``width``
+    wide, keeps :data:`LABEL_GAP` from every label of ``placed`` it would share columns
+    with and stays inside the axes; ``None`` if there is none."""
+    near = sorted(py for px, py, pw, _ in placed if fx < px + pw and px < fx + width)
+    candidates = [fy] + [py + d * LABEL_GAP for py in near for d in (1, -1)]
+    inside = [c for c in candidates if LABEL_GAP / 2 <= c <= 1 - LABEL_GAP / 2]
+    free = [c for c in inside if all(abs(c - py) >= LABEL_GAP - 1e-9 for py in near)]
+    return min(free, key=lambda c: (abs(c - fy), c), default=None)
 
 
 def _prefetch_handles(drawn: set[tuple[str, bool]]) -> list[Patch]:
@@ -833,15 +1033,17 @@ def _looks(df: pd.DataFrame, keys: list[str]) -> dict[str, tuple[str, str]]:
 
 
 def _plot_measured(ax, line: pd.DataFrame, keys: list[str], looks: dict[str, tuple[str, str]],
-                   label: str, value: str, how: str) -> tuple[pd.Series, str]:  # fmt: skip
+                   label: str, value: str, how: str,
+                   shift: float = 1.0) -> tuple[pd.Series, str]:  # fmt: skip
     """The line's completed ``value`` per node count (``how``: median or max over runs) in
     its colour, marker and framework's line style (an empty line, for the legend, when none
-    completed); returns those points and the colour."""
+    completed), drawn at ``shift`` times the node count (the middle of its bar where the
+    memory figure draws bars); returns those points (by node count) and the colour."""
     done = _completed_points(line, value, how)
     color, marker = looks[_color_label(line, keys)]
     # a line with nothing completed still gets its legend entry (its marks use its colour)
-    ax.plot(done.index, done.values, ls=_linestyle(line, keys), marker=marker, color=color,
-            label=label)
+    ax.plot(done.index * shift, done.values, ls=_linestyle(line, keys), marker=marker,
+            color=color, label=label, zorder=3)
     return done, color
 
 
@@ -874,7 +1076,7 @@ def _mark_above_ideal(ax, done: pd.Series, extras: set[str]) -> None:
 
 def _mark_not_completed(
     ax, line: pd.DataFrame, value: str, color: str, label: str, marked: Counter,
-    extras: set[str], at: str | None = None, reached: str | None = None,
+    extras: set[str], at: str | None = None, reached: str | None = None, shift: float = 1.0,
 ) -> list[tuple[bool, str]]:
     """Mark each point of a line with runs without ``value``; return its note items.
 
@@ -882,7 +1084,8 @@ def _mark_not_completed(
     a known ``at`` (its predicted value) is a hollow diamond there; any other is an ``x`` at
     what its runs reached before they ended (``reached``: the median over them), else at the
     panel's bottom, where ``marked`` stacks the marks of different lines at one node count.
-    ``extras`` collects the kinds drawn, for the legend. The items are ``(completed_there,
+    ``extras`` collects the kinds drawn, for the legend; every mark is drawn at ``shift``
+    times its node count (see :func:`_plot_measured`). The items are ``(completed_there,
     text)``: one per point, e.g. ``FULL_SHARD nodes=8 (2 oom)``.
     """
     bad = (line["status"] != "completed") | line[value].isna()
@@ -891,8 +1094,8 @@ def _mark_not_completed(
         missing[at].notna() if at is not None else False)
     if skipped.any():  # one diamond per point and predicted value, however many repeats
         where = missing.loc[skipped, ["nodes", at]].astype(float).drop_duplicates()
-        ax.scatter(where["nodes"], where[at], marker="D", facecolors="none", edgecolors=color,
-                   s=40, zorder=3, label=f"_skipped {label}")
+        ax.scatter(where["nodes"] * shift, where[at], marker="D", facecolors="none",
+                   edgecolors=color, s=40, zorder=3, label=f"_skipped {label}")
         extras.add("skipped")
     rest = missing[~skipped]
     at_value, at_bottom = [], []  # (x, y) in data coordinates / in axes fraction
@@ -901,9 +1104,9 @@ def _mark_not_completed(
           else pd.Series(float("nan"), index=sorted(set(nodes))))
     for n, y in ys.items():  # one mark per point: the median of what its runs reached
         if pd.notna(y) and y > 0:
-            at_value.append((float(n), y))
+            at_value.append((float(n) * shift, y))
         else:
-            at_bottom.append((float(n), NOT_COMPLETED_Y + NOT_COMPLETED_STEP * marked[n]))
+            at_bottom.append((float(n) * shift, NOT_COMPLETED_Y + NOT_COMPLETED_STEP * marked[n]))
             marked[n] += 1
     for marks, where in ((at_value, {}), (at_bottom, {"transform": ax.get_xaxis_transform(),
                                                       "clip_on": False})):
@@ -945,11 +1148,14 @@ def _note_items(line: pd.DataFrame, bad: pd.Series, label: str,
 
 def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str,
                        extras: set[str]) -> None:  # fmt: skip
-    """A min-max error bar at each node count where the line's point ran more than once."""
+    """A min-max error bar at each node count where the line's point ran more than once
+    and its runs differ by more than :data:`MIN_ERROR_BAR` of their median (on the log
+    axis a smaller spread hides under the marker: not drawn, not in the legend)."""
     done = line[(line["status"] == "completed") & line[value].notna() & line["nodes"].notna()]
     stats = done.groupby(done["nodes"].astype("int64"))[value].agg(["median", "min", "max",
                                                                      "count"])
-    stats = stats[stats["count"] > 1]
+    stats = stats[(stats["count"] > 1)
+                  & (stats["max"] - stats["min"] > MIN_ERROR_BAR * stats["median"])]
     if len(stats):
         ax.errorbar(stats.index, stats["median"],
                     yerr=[stats["median"] - stats["min"], stats["max"] - stats["median"]],
@@ -958,30 +1164,35 @@ def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str,
 
 
 def _plot_rank_range(ax, line: pd.DataFrame, done: pd.Series, color: str,
-                     extras: set[str]) -> None:  # fmt: skip
+                     extras: set[str], shift: float = 1.0,
+                     min_length: float = 0.0) -> None:  # fmt: skip
     """An error bar from the minimum over ranks (``peak_mem_min_gib``) up to the plotted
-    maximum, where the records hold the minimum."""
+    maximum, where the records hold the minimum and it is more than ``min_length`` (GiB)
+    below the maximum (a shorter bar hides under the marker: not drawn, not in the legend),
+    at ``shift`` times the node count (as :func:`_plot_measured`)."""
     ok = line[(line["status"] == "completed") & line["peak_mem_min_gib"].notna()
               & line["nodes"].notna()]
     low = ok.groupby(ok["nodes"].astype("int64"))["peak_mem_min_gib"].min()
     low = low[low.index.isin(done.index)]
+    low = low[done.loc[low.index] - low > min_length]
     if len(low):
         high = done.loc[low.index]
-        ax.errorbar(low.index, high, yerr=[high - low, 0 * high], fmt="none", ecolor=color,
-                    capsize=3, lw=1, alpha=0.8)
+        ax.errorbar(low.index * shift, high, yerr=[high - low, 0 * high], fmt="none",
+                    ecolor=color, capsize=3, lw=1, alpha=0.8, zorder=3)
         extras.add("ranks")
 
 
 def _plot_predicted(ax, line: pd.DataFrame, value: str, color: str, label: str,
-                    extras: set[str]) -> bool:  # fmt: skip
+                    extras: set[str], shift: float = 1.0) -> bool:  # fmt: skip
     """The plan's prediction ``value`` per node count as a dotted line (every status: a
-    skipped point's prediction is part of the line); True if one was drawn."""
+    skipped point's prediction is part of the line), at ``shift`` times the node count (as
+    :func:`_plot_measured`); True if one was drawn."""
     known = line[line[value].notna() & line["nodes"].notna()]
     if known.empty:
         return False
     pred = known.groupby(known["nodes"].astype("int64"))[value].first().sort_index()
-    ax.plot(pred.index, pred.values, ls=":", lw=1.2, marker=".", color=color,
-            label=f"_predicted {label}")
+    ax.plot(pred.index * shift, pred.values, ls=":", lw=1.2, marker=".", color=color,
+            label=f"_predicted {label}", zorder=3)
     extras.add("predicted")
     return True
 
@@ -1005,9 +1216,11 @@ def _published_labels(published: pd.DataFrame) -> dict[str, str]:
     return {"reference": "published: " + "; ".join(labels)} if labels else {}
 
 
-def _plot_reserved(ax, line: pd.DataFrame, color: str, extras: set[str]) -> None:
+def _plot_reserved(ax, line: pd.DataFrame, color: str, extras: set[str],
+                   shift: float = 1.0) -> None:  # fmt: skip
     """Measured peak reserved memory as hollow circles, where the plan predicts reserved
-    memory (``pred_mem_metric``) and the figure shows allocated memory."""
+    memory (``pred_mem_metric``) and the figure shows allocated memory (at ``shift`` times
+    the node count, as :func:`_plot_measured`)."""
     metric = line["pred_mem_metric"].dropna()
     if metric.empty or metric.iloc[0] != "peak_mem_reserved_gib":
         return
@@ -1015,7 +1228,7 @@ def _plot_reserved(ax, line: pd.DataFrame, color: str, extras: set[str]) -> None
         return
     reserved = _completed_points(line, "peak_mem_reserved_gib", "max")
     if len(reserved):
-        ax.scatter(reserved.index, reserved.values, marker="o", facecolors="none",
+        ax.scatter(reserved.index * shift, reserved.values, marker="o", facecolors="none",
                    edgecolors=color, s=30, zorder=3, label="_reserved")
         extras.add("reserved")
 
@@ -1106,9 +1319,13 @@ def _note_text(notes: list[tuple[bool, str]]) -> str:
 
 
 def _set_title(ax, title: str) -> None:
-    """The panel's title, each line wrapped to the panel's width (long model names)."""
+    """The panel's title, each line wrapped to the panel's width (long model names), at
+    most two lines: past them the second line is shortened with ``...``."""
     width = _chars_per_line(PANEL_WIDTH_IN, PAPER_RC["axes.titlesize"])
-    ax.set_title("\n".join(textwrap.fill(line, width) for line in title.split("\n")))
+    lines = [wrapped for line in title.split("\n") for wrapped in textwrap.wrap(line, width)]
+    if len(lines) > 2:
+        lines = [lines[0], " ".join(lines[1:])[:width - 3].rstrip() + "..."]
+    ax.set_title("\n".join(lines))
 
 
 def _panel_title(model: str, panel: pd.DataFrame) -> str:
@@ -1133,6 +1350,20 @@ PROXIES = {
                     label="skipped: predicted not to fit"),
     "reference": dict(color="0.4", marker="*", mfc="none", ms=8, ls="none",
                       label="published figure (reference.csv)"),
+    "chance": dict(color="0.45", ls=(0, (6, 3)), lw=0.9, label="chance: ln(classes)"),
+}  # fmt: skip
+
+
+#: Legend entries (grey patches) for the parts of the memory bars (:data:`STATE_PARTS`).
+PATCH_PROXIES = {
+    "state_params": dict(facecolor="0.35", edgecolor="0.35", lw=0.6,
+                         label="params (local shards)"),
+    "state_grads": dict(facecolor=(0.35, 0.35, 0.35, 0.45), edgecolor="0.35", lw=0.6,
+                        hatch="////", label="grads (local shards)"),
+    "state_optimizer": dict(facecolor=(0.35, 0.35, 0.35, 0.2), edgecolor="0.35", lw=0.6,
+                            hatch="....", label="optimizer state (local shards)"),
+    "state_rest": dict(facecolor="white", edgecolor="0.35", lw=0.6,
+                       label="peak above the model state"),
 }  # fmt: skip
 
 
@@ -1141,9 +1372,9 @@ def _figure_legend(fig: Figure, extras: set[str], handles: list | None = None,
     """One legend for the whole figure, below the panels, in as many columns as fit its
     width: ``handles``, by default every labelled line of every panel once (by label, sorted,
     device memory last), then a grey proxy for each kind of mark drawn (``extras``, see
-    :data:`PROXIES`). ``footer`` (the runs' shared settings) heads the legend, or stands
-    alone below the panels where there is no legend. ``proxy_labels`` replaces the label of
-    a kind's proxy (the published figures' study names)."""
+    :data:`PROXIES` and :data:`PATCH_PROXIES`). ``footer`` (the runs' shared settings) heads
+    the legend, or stands alone below the panels where there is no legend. ``proxy_labels``
+    replaces the label of a kind's proxy (the published figures' study names)."""
     if handles is None:
         by_label = {}
         for ax in fig.axes:
@@ -1156,6 +1387,7 @@ def _figure_legend(fig: Figure, extras: set[str], handles: list | None = None,
                                                                if kind in relabel else {})})
                          for kind in PROXIES
                          if kind in extras and (handles or kind != "ideal")]
+    entries += [Patch(**PATCH_PROXIES[kind]) for kind in PATCH_PROXIES if kind in extras]
     if entries:
         columns = _legend_columns(fig, [h.get_label() for h in entries])
         fig.legend(handles=entries, loc="outside lower center", frameon=False, ncols=columns,

@@ -48,8 +48,10 @@ CAPTIONS = {
     "prefetch": "Backward prefetch x limit_all_gathers: images/s per strategy at the largest "
                 "node count the ablation ran (every node count: prefetch.csv).",
     "loss": "Training loss (mean over each timing window) against step, a line per point "
-            "(median over repeats), n=<nodes> at its end; warm-up windows included; "
-            "strategies that train alike overlap (later ones drawn thinner).",
+            "(median over repeats), n=<nodes> at its end (n=1-128 (8): eight node counts "
+            "ending alike); warm-up windows included; each strategy's line is dashed in its "
+            "colour, the strategies' dashes in turn, so lines that coincide (strategies that "
+            "train alike) show every colour.",
     "recipe": "Recipe ablation: each cumulative recipe step's images/s relative to the "
               "recipe's baseline (step 0) at the same node count, median over repeats; the "
               "value above each bar (every step and node count: recipe.csv).",
@@ -59,6 +61,13 @@ CAPTIONS = {
 #: The caption's words for each kind of mark a figure drew (the PNG's ``DRAWN_KEY``), in
 #: caption order; a figure saved without that list gets :data:`CAPTIONS` alone.
 MARK_CAPTIONS = {
+    "state_params": "solid bar: the parameters a rank holds, counted from its local shards "
+                    "(the most any rank held)",
+    "state_grads": "hatched bar: its gradients",
+    "state_optimizer": "dotted bar: its optimizer state",
+    "state_rest": "hollow bar: the measured peak above the model state",
+    "state_tiny": "the model state a rank holds is too small to see beside its peak (its "
+                  "bytes: the memory table)",
     "ideal": "dashed: ideal linear scaling from each line's smallest node count",
     "above_ideal": "grey square: efficiency above 100 % of ideal, noise (not super-linear)",
     "device": "black dotted: the device's memory",
@@ -70,6 +79,7 @@ MARK_CAPTIONS = {
     "skipped": "hollow diamond: a point skipped as predicted not to fit",
     "reference": "hollow star: a published figure of the same setup (reference.csv)",
     "peak": "black dotted: the device's peak, MFU on the right axis",
+    "chance": "grey dashed: chance level, ln(number of classes)",
 }
 #: Report figures are shown at this many times their print size (7-8 pt text at print size
 #: is 9-11 CSS px: too small on a screen), at most the PNG's own pixels and the page width.
@@ -120,6 +130,11 @@ COLUMN_FORMATS = {
     "statuses": ("not completed", "{}"),
     "metric": ("metric", "{}"), "unit": ("unit", "{}"),
     "peak_mem_reached_gib": ("peak mem reached (GiB)", "{:.2f}"),
+    "state_params_gib": ("params/rank (GiB)", "{:.3g}"),
+    "state_grads_gib": ("grads/rank (GiB)", "{:.3g}"),
+    "state_optimizer_gib": ("optimizer state/rank (GiB)", "{:.3g}"),
+    "sent_gb_per_node_max": ("sent/node max (GB)", "{:,.2f}"),
+    "sent_gb_total": ("sent, all nodes (GB)", "{:,.2f}"),
 }  # fmt: skip
 
 
@@ -155,18 +170,23 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
         Section("Weak scaling", "Throughput per point (median over repeats), ideal linear "
                 "scaling from each line's smallest node count, FLOP rates and utilization "
                 "(MFU: model FLOPs = 3 x forward; HFU adds the forward recomputed under "
-                "activation checkpointing)." + _above_ideal_text(labelled), ["weak_scaling"],
+                "activation checkpointing)." + _above_ideal_text(labelled)
+                + _sent_text(labelled), ["weak_scaling"],
                 display(labelled, ["model", "configuration", "nodes", "world_size",
                                    "num_repeats", "ips", "ips_range", "ideal_ips",
                                    "scaling_efficiency", "tflops_per_gpu", "mfu",
-                                   "hw_tflops_per_gpu", "hfu"])),
+                                   "hw_tflops_per_gpu", "hfu", "sent_gb_per_node_max",
+                                   "sent_gb_total"])),
         _framework_section(ratio),
         _reference_section(df),
         Section("Memory", "Peak memory per GPU (per rank on CPU): the maximum over ranks and "
-                "repeats, the minimum over ranks, allocator retries and OOMs.",
+                "repeats, the minimum over ranks, the model state a rank held (parameters, "
+                "gradients and optimizer state counted from its local shards; the most any "
+                "rank held), allocator retries and OOMs.",
                 ["memory"],
                 display(labelled, ["model", "configuration", "nodes", "peak_mem_gib",
-                                   "peak_mem_min_gib", "peak_mem_reserved_gib",
+                                   "peak_mem_min_gib", "state_params_gib", "state_grads_gib",
+                                   "state_optimizer_gib", "peak_mem_reserved_gib",
                                    "device_mem_used_gib", "device_memory_gib",
                                    "alloc_retries", "num_ooms"])),
         Section("Training loss", "Every point's loss against step: each configuration "
@@ -379,6 +399,15 @@ def _calibration_sections(df: pd.DataFrame) -> list[Section]:
                 "model", "configuration", "nodes", "repeat", "mem_metric", "measured_mem_gib",
                 "pred_peak_mem_gib", "mem_rel_error", "step_time_s", "pred_step_time_s",
                 "step_time_rel_error", "ips", "pred_ips", "ips_rel_error"]))]
+
+
+def _sent_text(points: pd.DataFrame) -> str:
+    """A sentence for the weak-scaling section where points recorded what their nodes sent
+    over an emulated link (network.json), else ``""``."""
+    sent = points.get("sent_gb_per_node_max", pd.Series(dtype=float))
+    return (" Sent: the bytes the nodes sent over the emulated inter-node link during the "
+            "run (start-up included; GB = 10^9 bytes), by the node that sent most and by "
+            "all nodes together (network.json of each run)." if sent.notna().any() else "")
 
 
 def _above_ideal_text(points: pd.DataFrame) -> str:

@@ -23,6 +23,8 @@ import numpy as np
 import pandas as pd
 
 from vitfsdp.analysis.collect import (
+    NETWORK_COLUMNS,
+    STATE_COLUMNS,
     _ideal_ips,
     _sort_key,
     configurations,
@@ -48,6 +50,9 @@ POINT_MEDIANS = ("ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu",
 #: ... the maximum of memory maxima and counts (the worst repeat) ...
 POINT_MAXIMA = ("peak_mem_gib", "peak_mem_reserved_gib", "device_mem_used_gib",
                 "alloc_retries", "num_ooms")
+#: ... the maximum of the model state a rank held and of the bytes sent over an emulated
+#: link (the same in every repeat of a point) ...
+POINT_HELD = (*STATE_COLUMNS, *NETWORK_COLUMNS)
 #: ... the minimum of the minimum-over-ranks memory ...
 POINT_MINIMA = ("peak_mem_min_gib", "device_mem_used_min_gib")
 #: ... and what a point's runs share (world, device, price, the plan's prediction).
@@ -106,8 +111,10 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
         images/s), ``ips_repeat_min``/``ips_repeat_max`` (over repeats), ``ideal_ips``,
         ``scaling_efficiency``, the medians of :data:`POINT_MEDIANS` (``tflops_per_gpu``
         in TFLOP/s, ``mfu``/``hfu`` as fractions), memory in GiB (max of maxima, min of
-        minima), ``epoch_hours``, ``node_hours_per_epoch`` and ``cost_per_epoch`` (in the
-        currency of ``price_per_node_hour``), and the plan's ``pred_*`` columns.
+        minima), the model state a rank held (GiB) and the bytes sent over an emulated link
+        (GB) of :data:`POINT_HELD` (their maximum over repeats), ``epoch_hours``,
+        ``node_hours_per_epoch`` and ``cost_per_epoch`` (in the currency of
+        ``price_per_node_hour``), and the plan's ``pred_*`` columns.
 
     Raises:
         ValueError: ``dataset_size`` is not a positive number of images.
@@ -128,6 +135,7 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     aggs |= {c: (c, "median") for c in POINT_MEDIANS}
     aggs |= {c: (c, "max") for c in POINT_MAXIMA}
     aggs |= {c: (c, "min") for c in POINT_MINIMA}
+    aggs |= {c: (c, "max") for c in POINT_HELD if c in done}
     aggs |= {c: (c, "first") for c in POINT_FIRST}
     points = groups.agg(**aggs).reset_index()
     points["nodes"] = points["nodes"].astype("Int64")
@@ -137,7 +145,7 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     order = [*keys, "configuration", "num_repeats", "world_size", "global_batch_size", "ips",
              "ips_repeat_min", "ips_repeat_max", "ideal_ips", "scaling_efficiency",
              *POINT_MEDIANS[1:], *POINT_MAXIMA[:1], *POINT_MINIMA[:1], *POINT_MAXIMA[1:],
-             *POINT_MINIMA[1:],
+             *POINT_MINIMA[1:], *[c for c in POINT_HELD if c in points],
              "device_memory_gib", "epoch_hours", "node_hours_per_epoch", "price_per_node_hour",
              "cost_per_epoch", *POINT_FIRST[4:]]  # fmt: skip
     points = points[order].sort_values(keys, kind="stable", key=_sort_key)
