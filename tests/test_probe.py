@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import os
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -98,6 +99,29 @@ def test_a_failing_world_size_is_recorded_not_fatal(tmp_path):
     assert data["status"] == "failed" and "world 2:" in data["reason"]
     with pytest.raises(ValueError, match="no completed measurement"):
         load_probe(tmp_path)
+
+
+def test_a_world_size_past_its_timeout_is_recorded_and_left_running_nowhere(tmp_path):
+    """A world size still measuring after ``timeout_s`` (1 s: torchrun has not even started
+    its ranks) is stopped, torchrun and whatever ranks it started, and recorded as timed
+    out."""
+    from vitfsdp.probe.__main__ import probe_world
+
+    spec = {"world_size": 2, "nodes": 1, "ranks_per_node": 2, "device": "cpu", "gemms": [],
+            "ops": [], "optimizer": {"impl": "auto", "num_params": 16}, "collectives": [],
+            "overlap": None}
+    entry = probe_world(spec, tmp_path, timeout_s=1)
+    assert entry["status"] == "failed" and entry["reason"].startswith("timed out:"), entry
+    left = [d.name for d in Path("/proc").iterdir() if d.name.isdigit()
+            and str(tmp_path).encode() in _cmdline(d)]
+    assert not left, left
+
+
+def _cmdline(proc_dir: Path) -> bytes:
+    try:
+        return (proc_dir / "cmdline").read_bytes()
+    except OSError:  # ended meanwhile
+        return b""
 
 
 def _link_spec(max_bytes: int) -> dict:

@@ -139,12 +139,12 @@ def run_point(
                     overrides, run_dir, num_procs // nodes, nodes, k, net.addresses[0]))
                     for k in range(nodes)]
                 try:
-                    return _run_until_done(cmds, [{**env, **net.env(k)} for k in range(nodes)],
-                                           out, run_dir, on_window, poll_s)
+                    return run_until_done(cmds, [{**env, **net.env(k)} for k in range(nodes)],
+                                          out, run_dir, on_window, poll_s)
                 finally:
                     write_network_record(run_dir, net)
         cmd = torchrun_command(overrides, run_dir, num_procs)
-        return _run_until_done([cmd], [env], out, run_dir, on_window, poll_s)
+        return run_until_done([cmd], [env], out, run_dir, on_window, poll_s)
     finally:
         if out:
             out.close()
@@ -166,22 +166,37 @@ def write_network_record(run_dir: Path, net: netns.EmulatedNetwork) -> dict:
     return rec
 
 
-def _run_until_done(cmds: list[list[str]], envs: list[dict], out, run_dir: Path, on_window,
-                    poll_s: float) -> int:
-    """Start ``cmds`` (one torchrun per node) and wait for all; once one fails the others are
-    stopped (SIGTERM, then SIGKILL after 30 s: their peers are gone). Returns the first
-    non-zero exit code, else 0. On an exception the processes are left to the caller (the
-    emulated network's removal kills what runs in it)."""
+def run_until_done(cmds: list[list[str]], envs: list[dict], out, run_dir: Path | None = None,
+                   on_window: Callable[[dict], None] | None = None, poll_s: float = 1.0,
+                   timeout_s: float | None = None) -> int | None:
+    """Start ``cmds`` (one torchrun per node, each with its env of ``envs``; output to the
+    open file ``out``, this terminal where None) and wait for all, checking every ``poll_s``
+    seconds; once one fails, or ``timeout_s`` seconds have passed, the others are stopped
+    (SIGTERM, then SIGKILL after 30 s: their peers are gone). ``on_window`` is called with
+    each new window of ``run_dir``'s metrics.jsonl.
+
+    Returns:
+        The exit code of the first process that failed (not the codes of those it made
+        stop), else 0; ``None`` when ``timeout_s`` (None = no limit) passed before every
+        process ended and none had failed.
+
+    On an exception the processes are left to the caller (the emulated network's removal
+    kills what runs in it)."""
     procs = [subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT if out else None,
                               env=e) for cmd, e in zip(cmds, envs, strict=True)]
-    seen = 0
-    while any(p.poll() is None for p in procs):
-        if any(p.returncode for p in procs):
-            _stop(procs)
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    seen, failure, timed_out = 0, 0, False
+    while None in [p.poll() for p in procs]:  # each one polled: a later node's failure seen
+        failure = failure or next((p.returncode for p in procs if p.returncode), 0)
+        if failure or (deadline is not None and time.monotonic() > deadline):
+            timed_out = not failure
+            _stop(procs)  # their codes are the stop's, not the failure's
         time.sleep(poll_s)
         seen = _report_new_windows(run_dir, seen, on_window)
     _report_new_windows(run_dir, seen, on_window)
-    return next((p.returncode for p in procs if p.returncode), 0)
+    if timed_out:
+        return None
+    return failure or next((p.returncode for p in procs if p.returncode), 0)
 
 
 def _stop(procs: list[subprocess.Popen], grace_s: float = 30) -> None:
@@ -197,7 +212,7 @@ def _stop(procs: list[subprocess.Popen], grace_s: float = 30) -> None:
             p.wait()
 
 
-def _report_new_windows(run_dir: Path, seen: int, on_window) -> int:
+def _report_new_windows(run_dir: Path | None, seen: int, on_window) -> int:
     if on_window is None:
         return seen
     rows = read_jsonl(run_dir / METRICS_FILE)

@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -87,7 +86,8 @@ def probe_world(spec: dict, work_dir: Path, timeout_s: float, slurm_cfg=None,
 def run_local(worker: list[str], nodes: int, ranks_per_node: int, log_path: Path,
               timeout_s: float, network=None) -> tuple[int | None, dict | None]:
     """Run ``python <worker...>`` as ``nodes`` x ``ranks_per_node`` torchrun processes here
-    and wait for them (at most ``timeout_s``; then every process is killed).
+    and wait for them: at most ``timeout_s`` seconds, then every process is stopped (SIGTERM,
+    SIGKILL 30 s later: :func:`vitfsdp.launch.local.run_until_done`).
 
     Where ``network`` (``cluster.network``, :class:`vitfsdp.launch.netns.NetworkConfig`)
     asks to emulate and this host can (root), each node is a torchrun of its own in its own
@@ -109,50 +109,36 @@ def run_local(worker: list[str], nodes: int, ranks_per_node: int, log_path: Path
 
     env = dict(os.environ)
     run = [sys.executable, "-m", "torch.distributed.run"]
+    standalone = [[*run, "--standalone", f"--nproc_per_node={nodes * ranks_per_node}", *worker]]
     if network is None or not network.emulate:
-        return _wait_all([[*run, "--standalone", f"--nproc_per_node={nodes * ranks_per_node}",
-                           *worker]], [env], log_path, timeout_s), None
+        return _run_logged(standalone, [env], log_path, timeout_s), None
     reason = netns.unavailable_reason()
     if reason:
         log.warning("cluster.network.emulate=true but %s: the network is not emulated; the "
                     "probe's nodes share this host's loopback", reason)
-        return _wait_all([[*run, "--standalone", f"--nproc_per_node={nodes * ranks_per_node}",
-                           *worker]], [env], log_path, timeout_s), netns.record(
-                               network, nodes, False, reason)
+        return _run_logged(standalone, [env], log_path, timeout_s), netns.record(
+            network, nodes, False, reason)
     with netns.EmulatedNetwork(nodes, network.inter_node_gbit_s) as net:
         cmds = [net.wrap(k, [*run, f"--nnodes={nodes}", f"--node-rank={k}",
                              f"--master-addr={net.addresses[0]}",
                              f"--master-port={netns.MASTER_PORT}",
                              f"--nproc_per_node={ranks_per_node}", *worker])
                 for k in range(nodes)]
-        code = _wait_all(cmds, [{**env, **net.env(k)} for k in range(nodes)], log_path,
-                         timeout_s)
+        code = _run_logged(cmds, [{**env, **net.env(k)} for k in range(nodes)], log_path,
+                           timeout_s)
     return code, netns.record(network, nodes, True)
 
 
-def _wait_all(cmds: list[list[str]], envs: list[dict], log_path: Path,
-              timeout_s: float) -> int | None:
-    """Start ``cmds`` (output to ``log_path``) and wait for all of them; once one fails, or
-    ``timeout_s`` passes, the others are killed. The first non-zero exit status, 0, or
-    ``None`` on the timeout."""
-    deadline = time.monotonic() + timeout_s
+def _run_logged(cmds: list[list[str]], envs: list[dict], log_path: Path,
+                timeout_s: float) -> int | None:
+    """:func:`vitfsdp.launch.local.run_until_done` of ``cmds``, their output to ``log_path``,
+    polled every 0.5 s, stopped after ``timeout_s`` seconds: the exit status of the first
+    process that failed, 0, or ``None`` on the timeout."""
+    # the launchers where a world is launched (see probe_world)
+    from vitfsdp.launch.local import run_until_done
+
     with open(log_path, "w", encoding="utf-8") as out:
-        procs = [subprocess.Popen(c, stdout=out, stderr=subprocess.STDOUT, env=e)
-                 for c, e in zip(cmds, envs, strict=True)]
-        timed_out = False
-        while any(p.poll() is None for p in procs):
-            if any(p.returncode for p in procs) or time.monotonic() > deadline:
-                timed_out = not any(p.returncode for p in procs)
-                for p in procs:
-                    if p.poll() is None:
-                        p.kill()
-                for p in procs:
-                    p.wait()
-                break
-            time.sleep(0.5)
-    if timed_out:
-        return None
-    return next((p.returncode for p in procs if p.returncode), 0)
+        return run_until_done(cmds, envs, out, poll_s=0.5, timeout_s=timeout_s)
 
 
 #: The framework probe: the sweep's strategy on the smallest model, through the real training

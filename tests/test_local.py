@@ -1,0 +1,48 @@
+"""The local launcher's wait (:func:`vitfsdp.launch.local.run_until_done`): the first failure
+stops the other nodes' processes, and a timeout stops them all with its own result."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from vitfsdp.launch.local import run_until_done
+
+#: A process that writes its pid to the file argv[1], then sleeps argv[2] seconds and exits
+#: with status argv[3].
+SLEEPER = ("import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); "
+           "time.sleep(float(sys.argv[2])); sys.exit(int(sys.argv[3]))")
+
+
+def _sleeper(pid_file, seconds: float, status: int = 0) -> list[str]:
+    return [sys.executable, "-c", SLEEPER, str(pid_file), str(seconds), str(status)]
+
+
+def _gone(pid_file) -> bool:
+    """Whether the process whose pid ``pid_file`` holds has ended and been reaped."""
+    try:
+        os.kill(int(pid_file.read_text()), 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_a_timeout_stops_every_process_and_returns_none(tmp_path):
+    pids = [tmp_path / f"pid{k}" for k in range(2)]
+    start = time.monotonic()
+    code = run_until_done([_sleeper(p, 60) for p in pids], [dict(os.environ)] * 2, None,
+                          poll_s=0.1, timeout_s=2)
+    assert code is None  # not 0: the sleepers would have exited 0 after 60 s
+    assert time.monotonic() - start < 30  # stopped by SIGTERM, not waited for
+    assert all(_gone(p) for p in pids)
+
+
+def test_within_the_timeout_the_first_failure_stops_the_others_and_is_returned(tmp_path):
+    pids = [tmp_path / f"pid{k}" for k in range(3)]
+    cmds = [_sleeper(pids[0], 60), _sleeper(pids[1], 0.5, 3), _sleeper(pids[2], 60)]
+    start = time.monotonic()
+    assert run_until_done(cmds, [dict(os.environ)] * 3, None, poll_s=0.1, timeout_s=120) == 3
+    assert time.monotonic() - start < 30 and all(_gone(p) for p in pids)
+    assert run_until_done([_sleeper(pids[0], 0)], [dict(os.environ)], None, poll_s=0.1,
+                          timeout_s=120) == 0
