@@ -63,9 +63,16 @@ def node_torchrun_command(overrides: Sequence[str], run_dir: Path, procs_per_nod
     ``master_addr`` (node 0's address) at :data:`vitfsdp.launch.netns.MASTER_PORT`."""
     cmd = torchrun_command(overrides, run_dir, procs_per_node)
     at = cmd.index("--standalone")
-    cmd[at:at + 1] = [f"--nnodes={nodes}", f"--node-rank={node}", f"--master-addr={master_addr}",
-                      f"--master-port={netns.MASTER_PORT}"]
+    cmd[at:at + 1] = static_rendezvous_args(nodes, node, master_addr)
     return cmd
+
+
+def static_rendezvous_args(nodes: int, node: int, master_addr: str) -> list[str]:
+    """torchrun's options, in place of ``--standalone``, for node ``node`` (0-based) of
+    ``nodes`` torchruns apart: a static rendezvous on ``master_addr`` (node 0's address) at
+    :data:`vitfsdp.launch.netns.MASTER_PORT`."""
+    return [f"--nnodes={nodes}", f"--node-rank={node}", f"--master-addr={master_addr}",
+            f"--master-port={netns.MASTER_PORT}"]
 
 
 def quote_override(value: str) -> str:

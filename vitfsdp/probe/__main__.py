@@ -106,6 +106,7 @@ def run_local(worker: list[str], nodes: int, ranks_per_node: int, log_path: Path
     """
     # the launchers where a world is launched (see probe_world)
     from vitfsdp.launch import netns
+    from vitfsdp.launch.local import static_rendezvous_args
 
     env = dict(os.environ)
     run = [sys.executable, "-m", "torch.distributed.run"]
@@ -119,9 +120,7 @@ def run_local(worker: list[str], nodes: int, ranks_per_node: int, log_path: Path
         return _run_logged(standalone, [env], log_path, timeout_s), netns.record(
             network, nodes, False, reason)
     with netns.EmulatedNetwork(nodes, network.inter_node_gbit_s) as net:
-        cmds = [net.wrap(k, [*run, f"--nnodes={nodes}", f"--node-rank={k}",
-                             f"--master-addr={net.addresses[0]}",
-                             f"--master-port={netns.MASTER_PORT}",
+        cmds = [net.wrap(k, [*run, *static_rendezvous_args(nodes, k, net.addresses[0]),
                              f"--nproc_per_node={ranks_per_node}", *worker])
                 for k in range(nodes)]
         code = _run_logged(cmds, [{**env, **net.env(k)} for k in range(nodes)], log_path,
