@@ -155,12 +155,10 @@ def test_a_probe_of_nodes_apart_measures_the_emulated_link(tmp_path):
     assert not [n for n in netns.list_namespaces() if f"-{os.getpid()}-" in n]
     world = ProbeWorld.from_json(entry)
     probe = Probe("link", "cpu", {2: world})
-    probe.check_network(2, True, gbit_s)
-    assert not probe.notes
-    probe.check_network(2, False, gbit_s)
-    assert probe.notes == {"probe at world size 2 measured on an emulated 0.1 Gbit/s link, "
-                           "the point runs on the loopback: probe with the sweep's "
-                           "cluster.network"}
+    assert not probe.check_network(2, True, gbit_s)
+    assert probe.check_network(2, False, gbit_s) == {
+        "probe at world size 2 measured on an emulated 0.1 Gbit/s link, the point runs on the "
+        "loopback: probe with the sweep's cluster.network"}
 
 
 def test_packs_merge_their_world_sizes_into_one_probe_file(tmp_path):
@@ -185,8 +183,8 @@ def _flat_probe(world: int, gemm_s: float, op_s: float) -> Probe:
     w = ProbeWorld(world, 1, {}, {}, 1e-9, {("all_reduce", world, 1, "fp32"): [(4096, 1e-4)]},
                    1.0)
     probe = Probe("flat", "cpu", {world: w})
-    probe.gemm_s = lambda *_: gemm_s  # type: ignore[method-assign]
-    probe.op_s = lambda *_: (op_s, op_s)  # type: ignore[method-assign]
+    probe.gemm_s = lambda *_: (gemm_s, frozenset())  # type: ignore[method-assign]
+    probe.op_s = lambda *_: ((op_s, op_s), frozenset())  # type: ignore[method-assign]
     return probe
 
 

@@ -354,10 +354,10 @@ def predict(cfg, *, peak_flops: float | None = None,
     shard = math.ceil(b["num_params"] / b["shard_group_size"])
     profile_peak, _ = peak_flops_for(cfg, device)
     peak = profile_peak or peak_flops
+    notes = set(_unmodelled(cfg, device))
     if probe is not None:
-        probe.notes.clear()  # this point's approximations only (the probe is shared)
         net = cfg.cluster.network
-        probe.check_network(cfg.world_size, net.emulate, net.inter_node_gbit_s)
+        notes |= probe.check_network(cfg.world_size, net.emulate, net.inter_node_gbit_s)
         dtype = cfg.precision_settings("cuda" if device == "gpu" else "cpu").compute_dtype
         compute = probed_compute_terms(cfg, probe, shard, dtype)
     else:
@@ -365,11 +365,13 @@ def predict(cfg, *, peak_flops: float | None = None,
                                 cfg.cluster.memory_gbps)
     comm = comm_volumes(cfg, b["num_params"], b["num_units"], probe=probe,
                         host_synchronous=device == "cpu")
+    notes |= comm.notes | (compute.notes if compute is not None else frozenset())
     step = step_seconds(compute, comm)
     framework = 0.0
     if probe is not None and step is not None:
-        framework = probe.framework_s(cfg.world_size, cfg.strategy.name, cfg.engine,
-                                      cfg.strategy.is_fsdp, b["num_units"] + 1)
+        framework, found = probe.framework_s(cfg.world_size, cfg.strategy.name, cfg.engine,
+                                             cfg.strategy.is_fsdp, b["num_units"] + 1)
+        notes |= found
         step += framework
     return Prediction(
         device=device, num_params=b["num_params"], shard_group_size=b["shard_group_size"],
@@ -394,8 +396,7 @@ def predict(cfg, *, peak_flops: float | None = None,
         overlap=comm.overlap, framework_s=framework,
         peak_tflops=None if probe or not peak else peak / 1e12,
         source=f"probe:{probe.path}" if probe is not None else "profile",
-        notes="; ".join(sorted({*(probe.notes if probe is not None else ()),
-                                *_unmodelled(cfg, device)})))
+        notes="; ".join(sorted(notes)))
 
 
 def _tight(allocated_gib: float, peak_gib: float, memory_gib: float | None,

@@ -25,9 +25,9 @@ The schema (``"schema": "vitfsdp.probe/1"``; units in the names; docs/plan.md, "
 points, and a point planned from a probe measured on another network gets a note.
 
 A lookup at a world size the probe has not measured takes the nearest one that was (by
-ratio), and says so in :attr:`Probe.notes`; a shape not measured takes the measured shape of
-the same pass closest in FLOPs, scaled by FLOPs. Nothing here is fitted: every figure is a
-measurement, interpolated.
+ratio), and says so in the notes it returns beside its figure (a prediction carries them);
+a shape not measured takes the measured shape of the same pass closest in FLOPs, scaled by
+FLOPs. Nothing here is fitted: every figure is a measurement, interpolated.
 """
 
 from __future__ import annotations
@@ -37,11 +37,16 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeAlias
 
 from vitfsdp.core.layout import PROBE_FILE  # the probe file's name in a sweep directory
 
 #: The schema this module reads.
 SCHEMA = "vitfsdp.probe/1"
+
+#: What a lookup had to approximate, one sentence each (empty where it read a measurement).
+Notes: TypeAlias = frozenset[str]
+NO_NOTES: Notes = frozenset()
 
 
 def _nearest(values, target: float):
@@ -107,63 +112,81 @@ class ProbeWorld:
 
 @dataclass
 class Probe:
-    """A probe file, parsed; lookups for the plan (:mod:`vitfsdp.plan.timing`)."""
+    """A probe file, parsed; lookups for the plan (:mod:`vitfsdp.plan.timing`). Each lookup
+    returns its figure and its :data:`Notes` (what it had to approximate): a probe is shared
+    by every point planned from its file (:func:`cached_probe`) and holds no per-point
+    state."""
 
     path: str
     device_type: str  # cpu | cuda
     worlds: dict[int, ProbeWorld]
-    notes: set[str] = field(default_factory=set)  # what a lookup had to approximate
 
-    def world(self, world_size: int) -> ProbeWorld:
+    def world(self, world_size: int) -> tuple[ProbeWorld, Notes]:
         """The measurements at ``world_size``, or at the nearest probed world size."""
         if world_size in self.worlds:
-            return self.worlds[world_size]
+            return self.worlds[world_size], NO_NOTES
         near = _nearest(self.worlds, world_size)
-        self.notes.add(f"world size {world_size} not probed: figures of {near}")
-        return self.worlds[near]
+        return self.worlds[near], frozenset({f"world size {world_size} not probed: figures "
+                                             f"of {near}"})
 
-    def gemm_s(self, world_size: int, m: int, n: int, k: int, dtype: str) -> float:
+    def gemm_s(self, world_size: int, m: int, n: int, k: int, dtype: str
+               ) -> tuple[float, Notes]:
         """Seconds of one (M×K)·(K×N) matmul in ``dtype`` (measured at that shape, or the
-        measured shape nearest in FLOPs, scaled by FLOPs)."""
-        w = self.world(world_size)
+        measured shape nearest in FLOPs, scaled by FLOPs), and the notes.
+
+        Raises:
+            KeyError: no GEMM measured at that world size.
+        """
+        w, notes = self.world(world_size)
         if (m, n, k, dtype) in w.gemm:
-            return w.gemm[(m, n, k, dtype)]
+            return w.gemm[(m, n, k, dtype)], notes
         same = {key: t for key, t in w.gemm.items() if key[3] == dtype} or w.gemm
         if not same:
             raise KeyError(f"probe {self.path}: no GEMM measured at world size {w.world_size}")
         flops = m * n * k
         key = _nearest({kk[0] * kk[1] * kk[2]: kk for kk in same}, flops)
         ref = next(kk for kk in same if kk[0] * kk[1] * kk[2] == key)
-        self.notes.add(f"GEMM {m}x{n}x{k} {dtype} not probed: scaled from {ref[:3]}")
-        return same[ref] * flops / key
+        return same[ref] * flops / key, notes | {
+            f"GEMM {m}x{n}x{k} {dtype} not probed: scaled from {ref[:3]}"}
 
-    def op_s(self, world_size: int, op: str, shape: tuple, dtype: str) -> tuple[float, float]:
-        """(forward, backward) seconds of a non-matmul op at ``shape``; at another shape of
-        the same op, scaled by elements."""
-        w = self.world(world_size)
+    def op_s(self, world_size: int, op: str, shape: tuple, dtype: str
+             ) -> tuple[tuple[float, float], Notes]:
+        """(forward, backward) seconds of a non-matmul op at ``shape`` (at another shape of
+        the same op, scaled by elements), and the notes.
+
+        Raises:
+            KeyError: ``op`` not measured.
+        """
+        w, notes = self.world(world_size)
         if (op, tuple(shape), dtype) in w.ops:
-            return w.ops[(op, tuple(shape), dtype)]
+            return w.ops[(op, tuple(shape), dtype)], notes
         same = [(key, t) for key, t in w.ops.items() if key[0] == op]
         if not same:
             raise KeyError(f"probe {self.path}: op {op} not measured")
         size = math.prod(shape)
         key, (f, b) = min(same, key=lambda kt: abs(math.log(math.prod(kt[0][1]) / size)))
         scale = size / math.prod(key[1])
-        self.notes.add(f"{op} {tuple(shape)} not probed: scaled from {key[1]}")
-        return f * scale, b * scale
+        return (f * scale, b * scale), notes | {
+            f"{op} {tuple(shape)} not probed: scaled from {key[1]}"}
 
-    def optimizer_s(self, world_size: int, num_params: int) -> float:
-        """Seconds of one AdamW step over ``num_params`` parameters (0 if not measured)."""
-        s = self.world(world_size).s_per_param
-        return (s or 0.0) * num_params
+    def optimizer_s(self, world_size: int, num_params: int) -> tuple[float, Notes]:
+        """Seconds of one AdamW step over ``num_params`` parameters (0 if not measured), and
+        the notes."""
+        w, notes = self.world(world_size)
+        return (w.s_per_param or 0.0) * num_params, notes
 
     def collective_s(self, world_size: int, op: str, size_bytes: float, ranks: int,
-                     nodes: int, dtype: str) -> float:
+                     nodes: int, dtype: str) -> tuple[float, Notes]:
         """Seconds of one collective (``size_bytes`` = the whole gathered or reduced buffer,
-        nccl-tests' S) over ``ranks`` ranks on ``nodes`` nodes, latency included."""
+        nccl-tests' S) over ``ranks`` ranks on ``nodes`` nodes, latency included, and the
+        notes.
+
+        Raises:
+            KeyError: no ``op`` measured at that world size.
+        """
         if ranks <= 1:
-            return 0.0
-        w = self.world(world_size)
+            return 0.0, NO_NOTES
+        w, notes = self.world(world_size)
         curve = w.collectives.get((op, ranks, nodes, dtype))
         if curve is None:  # another dtype of the same group; else the nearest group
             same = [k for k in w.collectives if k[0] == op and k[1:3] == (ranks, nodes)]
@@ -172,49 +195,51 @@ class Probe:
                 if not same:
                     raise KeyError(f"probe {self.path}: no {op} measured at world size "
                                    f"{w.world_size}")
-                self.notes.add(f"{op} over {ranks} ranks on {nodes} node(s) not probed")
+                notes |= {f"{op} over {ranks} ranks on {nodes} node(s) not probed"}
                 same.sort(key=lambda k: (abs(k[2] - nodes), abs(k[1] - ranks)))
             curve = w.collectives[same[0]]
-        return interpolate(curve, size_bytes)
+        return interpolate(curve, size_bytes), notes
 
     def framework_s(self, world_size: int, strategy: str, engine: str, is_fsdp: bool,
-                    num_units: int) -> float:
+                    num_units: int) -> tuple[float, Notes]:
         """Seconds per step the training loop and the wrapper add beyond compute and
         collectives, measured by the framework probe for this strategy (else one of the
         same kind, FSDP or DDP), per FSDP unit (``num_units``: blocks + root) or per step;
-        0 where not measured."""
-        fw = self.world(world_size).framework
-        hit = fw.get((strategy, engine))
+        0 where not measured. And the notes."""
+        w, notes = self.world(world_size)
+        hit = w.framework.get((strategy, engine))
         if hit is None:
-            same = [v for (s, _), v in fw.items() if (v[1] == "unit") == is_fsdp]
+            same = [v for (s, _), v in w.framework.items() if (v[1] == "unit") == is_fsdp]
             if not same:
-                return 0.0
-            self.notes.add(f"loop+wrapper time of {strategy} not probed: another "
-                           f"{'FSDP' if is_fsdp else 'DDP'} strategy's")
+                return 0.0, notes
+            notes |= {f"loop+wrapper time of {strategy} not probed: another "
+                      f"{'FSDP' if is_fsdp else 'DDP'} strategy's"}
             hit = same[0]
         seconds, per = hit
-        return seconds * (num_units if per == "unit" else 1)
+        return seconds * (num_units if per == "unit" else 1), notes
 
-    def check_network(self, world_size: int, emulate: bool, gbit_s: float | None) -> None:
-        """Add a note where the probe at ``world_size`` was measured on another network than
-        a point's (``cluster.network``: nodes apart at ``gbit_s`` Gbit/s when ``emulate``,
-        else this host's loopback): its collective curves are then not the point's."""
-        w = self.world(world_size)
+    def check_network(self, world_size: int, emulate: bool, gbit_s: float | None) -> Notes:
+        """The notes of a point's network (``cluster.network``: nodes apart at ``gbit_s``
+        Gbit/s when ``emulate``, else this host's loopback) against the probe's at
+        ``world_size``: one where the probe was measured on another network (its collective
+        curves are then not the point's)."""
+        w, notes = self.world(world_size)
         net = w.network or {}
         measured = net.get("inter_node_gbit_s") if net.get("emulated") else None
         wanted = gbit_s if emulate else None
         if w.nodes > 1 and measured != wanted:
             def name(rate):
                 return f"an emulated {rate:g} Gbit/s link" if rate else "the loopback"
-            self.notes.add(f"probe at world size {w.world_size} measured on {name(measured)}, "
-                           f"the point runs on {name(wanted)}: probe with the sweep's "
-                           "cluster.network")
+            notes |= {f"probe at world size {w.world_size} measured on {name(measured)}, "
+                      f"the point runs on {name(wanted)}: probe with the sweep's "
+                      "cluster.network"}
+        return notes
 
-    def overlap(self, world_size: int) -> float:
+    def overlap(self, world_size: int) -> tuple[float, Notes]:
         """Measured fraction of the shorter of compute and transfer that hides behind the
-        other (1 = full overlap; 1 where not measured)."""
-        f = self.world(world_size).overlap
-        return 1.0 if f is None else min(1.0, max(0.0, f))
+        other (1 = full overlap; 1 where not measured), and the notes."""
+        w, notes = self.world(world_size)
+        return (1.0 if w.overlap is None else min(1.0, max(0.0, w.overlap))), notes
 
 
 def load_probe(path: str | Path) -> Probe:
@@ -257,5 +282,5 @@ def cached_probe(path: str | Path) -> Probe:
     return _CACHE[key]
 
 
-__all__ = ["PROBE_FILE", "SCHEMA", "Probe", "ProbeWorld", "cached_probe", "interpolate",
-           "load_probe"]
+__all__ = ["NO_NOTES", "PROBE_FILE", "SCHEMA", "Notes", "Probe", "ProbeWorld", "cached_probe",
+           "interpolate", "load_probe"]

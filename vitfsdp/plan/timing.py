@@ -89,6 +89,7 @@ class CommVolumes:
     latency_s: float  # latency terms of every collective (exposed)
     first_s: float | None  # exposed: the first unit's gather, the last bucket, no prefetch
     overlap: float = 1.0  # fraction of min(compute, transfers) of a phase that hides
+    notes: frozenset[str] = frozenset()  # what the probe's lookups approximated
 
     @property
     def total_gib(self) -> float:
@@ -112,6 +113,7 @@ class ComputeTerms:
     optimizer_s: float  # AdamW over the shard (0 where memory bandwidth is unknown)
     gemm_s: float = 0.0  # of forward + backward: the matmuls
     other_s: float = 0.0  # of forward + backward: attention and the memory-bound ops
+    notes: frozenset[str] = frozenset()  # what the probe's lookups approximated
 
     @property
     def total_s(self) -> float:
@@ -190,8 +192,9 @@ def comm_volumes(cfg, num_params: int, num_units: int,
     Args:
         probe: a site's :class:`vitfsdp.plan.probed.Probe`: each collective's time is read
             from its measured curve at that op, group and message size (latency included),
-            and the overlap of transfers with compute is the probe's measured fraction; None
-            = the profile's alpha-beta figures and full overlap.
+            and the overlap of transfers with compute is the probe's measured fraction; what
+            its lookups approximated is in the result's ``notes``. None = the profile's
+            alpha-beta figures and full overlap.
         host_synchronous: the ranks' compute runs on the host (CPU): the host waits for each
             unit's forward all-gather before it computes the unit, so forward gathers are
             exposed (on a GPU the host issues them ahead on another stream).
@@ -201,13 +204,15 @@ def comm_volumes(cfg, num_params: int, num_units: int,
     volume = {"all_gather": 0.0, "reduce_scatter": 0.0, "all_reduce": 0.0}
     phase: dict[str, float | None] = {"forward": 0.0, "backward": 0.0}
     latency, first = 0.0, 0.0
+    notes: frozenset[str] = frozenset()
     dtype = _comm_dtype(cfg)
     for c in cs:
         if c.ranks > 1:
             volume[c.op] += c.count * c.size_bytes
         if probe is not None:
-            t = probe.collective_s(cfg.world_size, c.op, c.size_bytes, c.ranks, c.nodes,
-                                   dtype if c.op != "all_gather" else _gather_dtype(cfg))
+            t, found = probe.collective_s(cfg.world_size, c.op, c.size_bytes, c.ranks, c.nodes,
+                                          dtype if c.op != "all_gather" else _gather_dtype(cfg))
+            notes |= found
         else:
             latency += c.count * collective_latency_s(c, cluster)
             t = collective_transfer_s(c, cluster)
@@ -227,9 +232,10 @@ def comm_volumes(cfg, num_params: int, num_units: int,
             first += t  # the last bucket (unit) after the backward ends
     if phase["forward"] is None or phase["backward"] is None:
         first = None
-    overlap = probe.overlap(cfg.world_size) if probe is not None else 1.0
+    overlap, found = probe.overlap(cfg.world_size) if probe is not None else (1.0, frozenset())
     return CommVolumes(volume["all_gather"], volume["reduce_scatter"], volume["all_reduce"],
-                       phase["forward"], phase["backward"], latency, first, overlap)
+                       phase["forward"], phase["backward"], latency, first, overlap,
+                       notes | found)
 
 
 def _comm_dtype(cfg) -> str:
@@ -361,7 +367,8 @@ def probed_compute_terms(cfg, probe, num_params_shard: int, dtype: str) -> Compu
     forward, and AdamW's measured time per parameter of the shard.
 
     Args:
-        probe: a :class:`vitfsdp.plan.probed.Probe`.
+        probe: a :class:`vitfsdp.plan.probed.Probe`; what its lookups approximated is in the
+            result's ``notes``.
         num_params_shard: parameters this rank's optimizer steps.
         dtype: the compute dtype (fp32, bf16, fp16).
 
@@ -370,16 +377,23 @@ def probed_compute_terms(cfg, probe, num_params_shard: int, dtype: str) -> Compu
     """
     world, spec, batch = cfg.world_size, cfg.model.spec, cfg.train.local_batch_size
     gemms, ops = block_workload(spec, tokens_of(cfg), batch, cfg.kernels.fused_attn)
+    notes: set[str] = set()  # of this call's lookups
+
+    def noted(looked_up):
+        value, found = looked_up
+        notes.update(found)
+        return value
 
     def gemm(g: Gemm) -> tuple[float, float]:
-        fwd = probe.gemm_s(world, g.m, g.n, g.k, dtype)
-        bwd = probe.gemm_s(world, g.n, g.k, g.m, dtype)  # weight gradient (N×M)·(M×K)
-        if g.input_grad:
-            bwd += probe.gemm_s(world, g.m, g.k, g.n, dtype)  # input gradient (M×N)·(N×K)
+        fwd = noted(probe.gemm_s(world, g.m, g.n, g.k, dtype))
+        bwd = noted(probe.gemm_s(world, g.n, g.k, g.m, dtype))  # weight gradient (N×M)·(M×K)
+        if g.input_grad:  # input gradient (M×N)·(N×K)
+            bwd += noted(probe.gemm_s(world, g.m, g.k, g.n, dtype))
         return fwd, bwd
 
     block_g = [gemm(g) for g in gemms]
-    block_o = [tuple(o.count * t for t in probe.op_s(world, o.op, o.shape, dtype)) for o in ops]
+    block_o = [tuple(o.count * t for t in noted(probe.op_s(world, o.op, o.shape, dtype)))
+               for o in ops]
     outer = [gemm(g) for g in outer_gemms(cfg)]
     g_fwd, g_bwd = sum(f for f, _ in block_g), sum(b for _, b in block_g)
     o_fwd, o_bwd = sum(f for f, _ in block_o), sum(b for _, b in block_o)
@@ -391,8 +405,8 @@ def probed_compute_terms(cfg, probe, num_params_shard: int, dtype: str) -> Compu
     if recompute:
         gemm_total += depth * g_fwd
     other = depth * (o_fwd + o_bwd) + (depth * o_fwd if recompute else 0.0)
-    return ComputeTerms(forward, backward, probe.optimizer_s(world, num_params_shard),
-                        gemm_total, other)
+    optimizer = noted(probe.optimizer_s(world, num_params_shard))
+    return ComputeTerms(forward, backward, optimizer, gemm_total, other, frozenset(notes))
 
 
 def compute_seconds(flops_per_image: float, local_batch_size: int,
