@@ -183,24 +183,22 @@ step_jax() {
 }
 
 step_sweep() {
-    # the local launcher runs one rank per point; the plan sees the device's own memory
-    # and peak (device_facts), so it skips no point that fits
-    run "$PYTHON" -m vitfsdp.sweep -m cluster=local cluster.gpus_per_node=1 "device=$DEVICE" \
-        "precision=$PRECISION" "cluster.device_memory_gib=$DEVICE_MEMORY_GIB" \
-        "cluster.peak_tflops=$PEAK_TFLOPS" data=synthetic nodes=1 strategy=FULL_SHARD,DDP \
-        "model=$SWEEP_MODELS" train.activation_checkpointing=false,true \
-        "train.local_batch_size=$BATCH" "train.steps=$((STEPS / 2))" \
-        "train.warmup_steps=$((WARMUP / 2))" "train.log_every=$((EVERY / 2))" \
-        "hydra.sweep.dir=$STEP_DIR/sweep"
+    # the points, swept and then probed; the local launcher runs one rank per point
+    local points=(cluster=local cluster.gpus_per_node=1 "device=$DEVICE" "precision=$PRECISION"
+        data=synthetic nodes=1 "strategy=FULL_SHARD,DDP" "model=$SWEEP_MODELS"
+        "train.activation_checkpointing=false,true" "train.local_batch_size=$BATCH")
+    # the plan sees the device's own memory and peak (device_facts), so it skips no point
+    # that fits
+    run "$PYTHON" -m vitfsdp.sweep -m "${points[@]}" \
+        "cluster.device_memory_gib=$DEVICE_MEMORY_GIB" "cluster.peak_tflops=$PEAK_TFLOPS" \
+        "train.steps=$((STEPS / 2))" "train.warmup_steps=$((WARMUP / 2))" \
+        "train.log_every=$((EVERY / 2))" "hydra.sweep.dir=$STEP_DIR/sweep"
     analyse "$STEP_DIR/sweep"
     run bash -c "'$PYTHON' -m vitfsdp.plan --calibrate '$STEP_DIR/sweep' \
         > '$STEP_DIR/sweep/calibrate.txt' 2>&1; cat '$STEP_DIR/sweep/calibrate.txt'"
     # then the probe of this device for the same points (after the sweep: its records come
     # first), and the sweep predicted from the probe alone (docs/plan.md, "The probe")
-    run "$PYTHON" -m vitfsdp.probe -m cluster=local cluster.gpus_per_node=1 "device=$DEVICE" \
-        "precision=$PRECISION" data=synthetic nodes=1 strategy=FULL_SHARD,DDP \
-        "model=$SWEEP_MODELS" train.activation_checkpointing=false,true \
-        "train.local_batch_size=$BATCH" --out "$STEP_DIR/sweep"
+    run "$PYTHON" -m vitfsdp.probe -m "${points[@]}" --out "$STEP_DIR/sweep"
     run bash -c "'$PYTHON' -m vitfsdp.plan --calibrate '$STEP_DIR/sweep' \
         > '$STEP_DIR/sweep/calibrate-probe.txt' 2>&1; cat '$STEP_DIR/sweep/calibrate-probe.txt'"
 }
