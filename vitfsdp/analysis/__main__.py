@@ -45,7 +45,7 @@ from pathlib import Path
 import pandas as pd
 
 from vitfsdp.analysis.collect import collect_runs, contention_note, format_table
-from vitfsdp.analysis.figures import FIGURES, STUDY_FIGURES, PendingFigures, figure_pool
+from vitfsdp.analysis.figures import FIGURES, PendingFigures, figure_pool
 from vitfsdp.analysis.reference import reference_summary
 from vitfsdp.analysis.report import report_sections, write_report
 from vitfsdp.analysis.tables import IMAGENET_TRAIN_IMAGES, format_points, study_tables
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-        pending = PendingFigures(df, args.out, names=(*FIGURES, *STUDY_FIGURES),
+        pending = PendingFigures(df, args.out, names=tuple(FIGURES),
                                  pool=pool)  # drawn while the tables are made
         tables = study_tables(df, args.dataset_size)
         write_tables(tables, args.out)

@@ -712,7 +712,8 @@ def _draw_recipe_panel(ax, steps: pd.DataFrame, nodes: list[int], extras: set[st
 def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure | None:
     """Model TFLOP/s per GPU against the number of GPUs, a line per configuration and a
     panel per model, with the device's peak (dotted, where the runs record it) and an MFU
-    axis on the right (TFLOP/s / peak; MFU's definition: docs/benchmarks.md).
+    axis on the right (TFLOP/s / peak; MFU's definition: docs/benchmarks.md). Runs on CPU
+    ranks say "rank" for "GPU".
 
     Returns:
         The figure, or ``None`` when no completed run recorded ``tflops_per_gpu``.
@@ -726,6 +727,7 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     keys = _label_keys(df)
     looks = _looks(df, keys)
     extras: set[str] = set()
+    per = "rank" if set(done["device_type"].dropna()) == {"cpu"} else "GPU"  # CPU ranks
     for ax, (model, panel) in zip(axes, panels, strict=True):
         for label, line in _lines(panel, keys):
             color, marker = looks[_color_label(line, keys)]
@@ -739,11 +741,11 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xlim(gpus[0] / 1.4, gpus[-1] * 1.4)
         ax.set_ylim(bottom=0)
-        ax.set_xlabel("GPUs (ranks)")
-        ax.set_ylabel("model TFLOP/s per GPU")
+        ax.set_xlabel(f"{per}s" if per == "rank" else "GPUs (ranks)")
+        ax.set_ylabel(f"model TFLOP/s per {per}")
         ax.grid(True, which="major", alpha=0.3)
         _set_title(ax, _panel_title(model, panel))
-    _finish(fig, "TFLOP/s per GPU against the number of GPUs", df, path, extras)
+    _finish(fig, f"TFLOP/s per {per} against the number of {per}s", df, path, extras)
     return fig
 
 
@@ -762,14 +764,13 @@ def _draw_peak(ax, panel: pd.DataFrame, extras: set[str]) -> None:
     extras.add("peak")
 
 
-#: Every figure by name: the file stem it is written under, and the function drawing it.
+#: Every figure by name: the file stem it is written under, and the function drawing it. The
+#: loss, prefetch, TFLOP/s and recipe figures are drawn where the runs hold data for them
+#: (their functions return ``None`` otherwise, and no file is written).
 FIGURES = {"weak_scaling": plot_weak_scaling, "memory": plot_memory, "loss": plot_loss,
-           "prefetch": plot_prefetch}
-#: Figures ``python -m vitfsdp.analysis`` draws besides :data:`FIGURES` (``write_figures``
-#: draws them when named): TFLOP/s per GPU, and a recipe ablation where the runs hold one.
-STUDY_FIGURES = {"tflops": plot_tflops, "recipe": plot_recipe}
-#: Every figure function by name.
-ALL_FIGURES = {**FIGURES, **STUDY_FIGURES}
+           "prefetch": plot_prefetch, "tflops": plot_tflops, "recipe": plot_recipe}
+#: The same: every figure function by name (the name ``write_figures`` checks against).
+ALL_FIGURES = FIGURES
 #: What a figure that was not drawn needed, by name (the ones that may have nothing to draw).
 NOTHING_TO_DRAW = {"loss": "loss", "prefetch": "prefetch ablation",
                    "recipe": "recipe ablation (<recipe>_<n>_<what> presets beside <recipe>)",
@@ -789,7 +790,7 @@ def write_figures(df: pd.DataFrame, out_dir: str | os.PathLike,
         df: a ``collect_runs`` frame.
         out_dir: the directory; files are ``<name>.<format>``.
         formats: PNG at :data:`DPI` dpi; SVG is vector (for papers).
-        names: which of :data:`ALL_FIGURES` (default :data:`FIGURES`): ``weak_scaling``,
+        names: which of :data:`FIGURES` (default all): ``weak_scaling``,
             ``memory``, ``loss`` (written when a run recorded a loss), ``prefetch`` (when
             the runs hold an ablation), ``tflops`` (when a run recorded TFLOP/s) and
             ``recipe`` (when the runs hold a recipe ablation).
@@ -801,7 +802,7 @@ def write_figures(df: pd.DataFrame, out_dir: str | os.PathLike,
         formats lie beside it with their suffix.
 
     Raises:
-        ValueError: a name is not one of :data:`ALL_FIGURES`.
+        ValueError: a name is not one of :data:`FIGURES`.
     """
     return PendingFigures(df, out_dir, formats, names, pool).result()
 
@@ -817,9 +818,9 @@ class PendingFigures:
                  formats: tuple[str, ...] = ("png", "svg"),
                  names: tuple[str, ...] = tuple(FIGURES),
                  pool: FigurePool | None = None) -> None:  # fmt: skip
-        unknown = [n for n in names if n not in ALL_FIGURES]
+        unknown = [n for n in names if n not in FIGURES]
         if unknown:
-            raise ValueError(f"unknown figure(s) {unknown}; valid: {', '.join(ALL_FIGURES)}")
+            raise ValueError(f"unknown figure(s) {unknown}; valid: {', '.join(FIGURES)}")
         self.df, self.out_dir, self.formats, self.pool = df, Path(out_dir), formats, pool
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.todo = sorted(names, key=COST_ORDER.index)  # the longest to draw first
@@ -854,7 +855,7 @@ class PendingFigures:
                 log.warning("the process drawing %s ended (%s); drawing it here", name, e)
                 written[name] = _write_figure(name, self.df, self.out_dir, self.formats)
         paths = {}
-        for name in ALL_FIGURES:  # in the order of ALL_FIGURES, however they were drawn
+        for name in FIGURES:  # in the order of FIGURES, however they were drawn
             if name not in written:
                 continue
             if written[name] is None:
@@ -910,8 +911,8 @@ def _write_figure(name: str, df: pd.DataFrame, out_dir: Path, formats: tuple[str
                   curves: pd.DataFrame | None = None) -> Path | None:  # fmt: skip
     """Draw figure ``name`` of ``df`` and save it once per format; the first format's path,
     or ``None`` when the runs hold nothing to draw (no loss, no ablation)."""
-    fig = (ALL_FIGURES[name](df, curves=curves) if name == "loss" and curves is not None
-           else ALL_FIGURES[name](df))  # fmt: skip
+    fig = (FIGURES[name](df, curves=curves) if name == "loss" and curves is not None
+           else FIGURES[name](df))  # fmt: skip
     if fig is None:
         return None
     for fmt in formats:

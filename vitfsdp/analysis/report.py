@@ -171,7 +171,7 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                 "scaling from each line's smallest node count, FLOP rates and utilization "
                 "(MFU: model FLOPs = 3 x forward; HFU adds the forward recomputed under "
                 "activation checkpointing)." + _above_ideal_text(labelled)
-                + _sent_text(labelled), ["weak_scaling"],
+                + _sent_text(labelled), ["weak_scaling", "tflops"],
                 display(labelled, ["model", "configuration", "nodes", "world_size",
                                    "num_repeats", "ips", "ips_range", "ideal_ips",
                                    "scaling_efficiency", "tflops_per_gpu", "mfu",
