@@ -26,7 +26,9 @@ the figures at the same time, by default one per figure up to the CPUs available
   against GPUs, with the peak and MFU) and, with an ablation, ``prefetch`` and ``recipe``
   figures, PNG and SVG;
 
-Every table is written, with its header only when it has no rows.
+Every table is written, with its header only when it has no rows. A figure whose inputs (the
+columns of the runs it reads, its loss curves, the drawing code) are those it was drawn from
+in ``--out`` before is kept, not drawn again (``.figure_inputs.json`` records them).
 - with ``--report``: ``report.md`` (figures linked) and ``report.html`` (self-contained).
 
 Prints a compact table of the results to stdout, a row per run (a row per point, with its
@@ -45,7 +47,7 @@ from pathlib import Path
 import pandas as pd
 
 from vitfsdp.analysis.collect import collect_runs, contention_note, format_table
-from vitfsdp.analysis.figures import FIGURES, PendingFigures, figure_pool
+from vitfsdp.analysis.figures import FIGURES, INPUTS_FILE, PendingFigures, figure_pool
 from vitfsdp.analysis.reference import reference_summary
 from vitfsdp.analysis.report import report_sections, write_report
 from vitfsdp.analysis.tables import IMAGENET_TRAIN_IMAGES, format_points, study_tables
@@ -111,15 +113,21 @@ def main(argv: list[str] | None = None) -> int:
     """Run the analysis; returns the exit code (0, or 2 for bad input)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
-    pool = figure_pool(args.jobs)  # its processes start while the records are read
+    # a first analysis starts the figure processes while the records are read; a later one
+    # (the figures' inputs recorded) starts them once it knows which figures changed
+    again = (args.out / INPUTS_FILE).is_file()
+    pool = None if again else figure_pool(args.jobs)
     try:
         try:
             df = collect_runs(args.sweep_dirs)
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-        pending = PendingFigures(df, args.out, names=tuple(FIGURES),
-                                 pool=pool)  # drawn while the tables are made
+        pending = PendingFigures(df, args.out, names=tuple(FIGURES), pool=pool,
+                                 keep_unchanged=True)  # drawn while the tables are made
+        if again and len(pending.todo) > 1:
+            pool = figure_pool(args.jobs, len(pending.todo))
+            pending.attach(pool)
         tables = study_tables(df, args.dataset_size)
         write_tables(tables, args.out)
         figures = pending.result()

@@ -21,6 +21,8 @@ figure is left open; the functions return the :class:`~matplotlib.figure.Figure`
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import logging
 import math
 import multiprocessing
@@ -54,6 +56,7 @@ from vitfsdp.analysis.collect import line_label as _line_label
 from vitfsdp.analysis.recipe import recipe_table
 from vitfsdp.analysis.reference import matched, reference_table
 from vitfsdp.analysis.tables import ABLATION_COLUMNS, PREFETCH_ORDER, points_table, prefetch_table
+from vitfsdp.records import write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -812,22 +815,56 @@ class PendingFigures:
     (writing the tables, say); :meth:`result` draws the ones no process has taken yet and
     waits for the rest. Each process holds one figure at a time, so whichever is free
     first takes the next. Without a pool every figure is drawn in :meth:`result`.
-    Arguments and errors as :func:`write_figures`."""
+
+    With ``keep_unchanged``, a figure whose inputs (:func:`figure_inputs`) are those it was
+    last drawn from in ``out_dir`` (:data:`INPUTS_FILE`), and whose files are all there, is
+    kept as it is, not drawn again (:attr:`kept`); :attr:`todo` holds what will be drawn.
+    Other arguments and errors as :func:`write_figures`."""
 
     def __init__(self, df: pd.DataFrame, out_dir: str | os.PathLike,
                  formats: tuple[str, ...] = ("png", "svg"),
                  names: tuple[str, ...] = tuple(FIGURES),
-                 pool: FigurePool | None = None) -> None:  # fmt: skip
+                 pool: FigurePool | None = None,
+                 keep_unchanged: bool = False) -> None:  # fmt: skip
         unknown = [n for n in names if n not in FIGURES]
         if unknown:
             raise ValueError(f"unknown figure(s) {unknown}; valid: {', '.join(FIGURES)}")
         self.df, self.out_dir, self.formats, self.pool = df, Path(out_dir), formats, pool
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.todo = sorted(names, key=COST_ORDER.index)  # the longest to draw first
+        self.inputs: dict[str, str] = {}  # figure_inputs of each figure, where kept track of
+        self.kept: dict[str, Path | None] = {}  # unchanged: its first format's path, or None
+        if keep_unchanged:
+            self._keep_unchanged(names)
+        self.todo = sorted((n for n in names if n not in self.kept), key=COST_ORDER.index)
         self.futures: dict[str, Future] = {}
         # the curves collect_runs kept in this process, which the pool's processes lack
-        self.curves = loss_curves(df) if pool is not None and "loss" in names else None
+        self.curves = loss_curves(df) if pool is not None and "loss" in self.todo else None
         self._hand_out()
+
+    def attach(self, pool: FigurePool | None) -> None:
+        """Hand the figures left to draw to ``pool``'s processes from now on (a pool started
+        once :attr:`todo` is known); ``None``: nothing changes."""
+        if pool is None or self.pool is not None:
+            return
+        self.pool = pool
+        self.curves = loss_curves(self.df) if "loss" in self.todo else None
+        self._hand_out()
+
+    def _keep_unchanged(self, names: tuple[str, ...]) -> None:
+        """Fill :attr:`inputs` and :attr:`kept`: the figures whose inputs equal those
+        recorded in :data:`INPUTS_FILE` when they were drawn, with every format's file in
+        place (or recorded as having had nothing to draw)."""
+        done = _read_inputs(self.out_dir / INPUTS_FILE)
+        curves = loss_curves(self.df) if "loss" in names else None
+        for name in names:
+            self.inputs[name] = figure_inputs(self.df, name, self.formats, curves)
+            before = done.get(name) or {}
+            if before.get("inputs") != self.inputs[name]:
+                continue
+            if not before.get("drawn"):
+                self.kept[name] = None
+            elif all((self.out_dir / f"{name}.{fmt}").is_file() for fmt in self.formats):
+                self.kept[name] = self.out_dir / f"{name}.{self.formats[0]}"
 
     def _hand_out(self) -> None:
         """Give the next figures to the pool's idle processes, one each."""
@@ -854,17 +891,119 @@ class PendingFigures:
             except BrokenProcessPool as e:  # the process died (killed for memory, say)
                 log.warning("the process drawing %s ended (%s); drawing it here", name, e)
                 written[name] = _write_figure(name, self.df, self.out_dir, self.formats)
+        if self.inputs:
+            _write_inputs(self.out_dir / INPUTS_FILE, self.inputs, {**written, **self.kept})
+        if self.kept:
+            log.info("kept %d figure(s) whose runs did not change: %s", len(self.kept),
+                     ", ".join(self.kept))
         paths = {}
         for name in FIGURES:  # in the order of FIGURES, however they were drawn
-            if name not in written:
+            if name not in written and name not in self.kept:
                 continue
-            if written[name] is None:
+            path = written.get(name, self.kept.get(name))
+            if path is None:
                 log.info("no %s figure: the runs hold no %s", name, NOTHING_TO_DRAW[name])
                 continue
             for fmt in self.formats:
-                log.info("wrote %s", written[name].with_suffix(f".{fmt}"))
-            paths[name] = written[name]
+                if name in written:
+                    log.info("wrote %s", path.with_suffix(f".{fmt}"))
+            paths[name] = path
         return paths
+
+
+#: Beside the figures: what each was last drawn from (:func:`figure_inputs`) and whether it
+#: was drawn (``{"memory": {"inputs": "<sha1>", "drawn": true}, ...}``), so an analysis of
+#: unchanged runs keeps the figures (``PendingFigures(keep_unchanged=True)``).
+INPUTS_FILE = ".figure_inputs.json"
+#: Columns of a ``collect_runs`` frame that hold what runs measured or why they ended; a
+#: figure's inputs are every other column (which runs, their settings: what lines, labels
+#: and titles are made of) and the measured ones it reads (:data:`FIGURE_COLUMNS`).
+MEASURED_COLUMNS = (
+    "reason", "log", "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu",
+    "hw_tflops_per_gpu", "hfu", "peak_mem_gib", "peak_mem_min_gib", "peak_mem_kind",
+    "peak_mem_reserved_gib", "peak_mem_reserved_min_gib", "peak_rss_gib",
+    "device_mem_used_gib", "device_mem_used_min_gib", "alloc_retries", "num_ooms",
+    "state_params_gib", "state_grads_gib", "state_optimizer_gib", "sent_gb_per_node_max",
+    "sent_gb_total", "ips_spread", "ips_min", "ips_max", "step_time_s_min",
+    "step_time_s_max", "num_windows", "last_step", "loss", "elapsed_s", "compile_s",
+    "ips_reached", "peak_mem_reached_gib", "pred_peak_mem_gib", "pred_step_time_s",
+    "pred_ips", "pred_fits", "pred_mem_metric", "started_at", "git_commit", "versions",
+)  # fmt: skip
+#: The measured columns each figure reads (the weak-scaling figure's published stars
+#: compare the points' memory too: :func:`vitfsdp.analysis.reference.reference_table`).
+FIGURE_COLUMNS = {
+    "weak_scaling": ("ips", "ips_reached", "pred_ips", "peak_mem_gib", "peak_mem_kind",
+                     "peak_mem_reserved_gib"),
+    "memory": ("peak_mem_gib", "peak_mem_min_gib", "peak_mem_kind", "peak_mem_reserved_gib",
+               "pred_peak_mem_gib", "pred_mem_metric", "peak_mem_reached_gib",
+               "state_params_gib", "state_grads_gib", "state_optimizer_gib"),
+    "loss": (),  # and the loss curves (figure_inputs)
+    "prefetch": ("ips",),
+    "tflops": ("tflops_per_gpu",),
+    "recipe": ("ips",),
+}  # fmt: skip
+
+
+def figure_inputs(df: pd.DataFrame, name: str, formats: tuple[str, ...] = ("png", "svg"),
+                  curves: pd.DataFrame | None = None) -> str:  # fmt: skip
+    """A fingerprint (SHA-1, hex) of everything figure ``name`` is drawn from: the columns
+    of ``df`` it reads (every column but the :data:`MEASURED_COLUMNS` other than its own,
+    :data:`FIGURE_COLUMNS`), row by row in order; for ``loss``, the loss curves
+    (``curves``, else :func:`~vitfsdp.analysis.collect.loss_curves`); the ``formats``; and
+    the code that draws it (:func:`_code_fingerprint`). Equal fingerprints draw equal files.
+
+    Raises:
+        KeyError: ``name`` is not one of :data:`FIGURES`.
+    """
+    own = set(FIGURE_COLUMNS[name])
+    columns = [c for c in df.columns if c not in MEASURED_COLUMNS or c in own]
+    digest = hashlib.sha1(_code_fingerprint().encode())
+    digest.update(repr((name, formats, columns)).encode())
+    digest.update(_frame_hash(df[columns]))
+    if name == "loss":
+        digest.update(_frame_hash(loss_curves(df) if curves is None else curves))
+    return digest.hexdigest()
+
+
+def _frame_hash(frame: pd.DataFrame) -> bytes:
+    """The bytes of pandas' per-row hashes of ``frame`` (values only; in row order); object
+    columns of mixed types are hashed as their text."""
+    try:
+        rows = pd.util.hash_pandas_object(frame, index=False)
+    except TypeError:  # a value pandas cannot hash as it is (a list, a dict)
+        rows = pd.util.hash_pandas_object(frame.astype(str), index=False)
+    return rows.to_numpy().tobytes()
+
+
+@functools.cache
+def _code_fingerprint() -> str:
+    """What the figures' code is: the size and modification time of every file of this
+    package (``vitfsdp/analysis``) and of the published reference data, and matplotlib's
+    and pandas' versions; a change to any redraws every figure."""
+    here = Path(__file__).resolve().parent
+    files = [*sorted(here.glob("*.py")), *sorted((here.parent / "reference").glob("*"))]
+    stats = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()]
+    return repr((stats, matplotlib.__version__, pd.__version__, DPI))
+
+
+def _read_inputs(path: Path) -> dict:
+    """:data:`INPUTS_FILE`'s record, ``{}`` where there is none or it cannot be read (every
+    figure is drawn then)."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _write_inputs(path: Path, inputs: dict[str, str], paths: dict[str, Path | None]) -> None:
+    """Record ``inputs`` of each figure in ``paths`` (drawn: a path; nothing to draw:
+    ``None``) into :data:`INPUTS_FILE`, keeping the other figures' records (atomically:
+    an analysis killed half way leaves the old record or the new one)."""
+    record = _read_inputs(path)
+    record |= {name: {"inputs": inputs[name], "drawn": paths[name] is not None}
+               for name in paths if name in inputs}
+    write_json_atomic(path, record)
 
 
 class FigurePool(ProcessPoolExecutor):
@@ -887,18 +1026,21 @@ class FigurePool(ProcessPoolExecutor):
             self.submit(_warm_up)
 
 
-def figure_pool(jobs: int | None = None) -> FigurePool | None:
+def figure_pool(jobs: int | None = None, figures: int = len(FIGURES)) -> FigurePool | None:
     """The pool for ``jobs`` processes drawing figures at once, this one included, or
     ``None`` for ``jobs=1`` (every figure drawn in this process).
 
     Args:
-        jobs: default one per figure of :data:`FIGURES`, at most the CPUs this process may
-            run on (``os.sched_getaffinity``: a Slurm step's CPUs, not the node's).
+        jobs: default one per figure to draw, at most the CPUs this process may run on
+            (``os.sched_getaffinity``: a Slurm step's CPUs, not the node's).
+        figures: how many figures there are to draw (default all of :data:`FIGURES`): no
+            more processes than that.
     """
     if jobs is None:
         cpus = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                 else os.cpu_count() or 1)  # fmt: skip
-        jobs = min(len(FIGURES), cpus)
+        jobs = cpus
+    jobs = min(jobs, figures)
     return FigurePool(jobs - 1) if jobs > 1 else None
 
 

@@ -147,24 +147,28 @@ def reference_table(df: pd.DataFrame, refs: pd.DataFrame | None = None) -> pd.Da
         fields the source did not state.
     """
     refs = published() if refs is None else refs
+    by_point = {key: rows for key, rows in refs.groupby(["model", "strategy", "nodes"],
+                                                         sort=False)}  # one lookup a point
+    models = ", ".join(sorted(set(refs["model"]))) or "none installed"
     rows = []
     for _, point in sweep_points(df).iterrows():
-        rows += _point_rows(point, refs)
+        rows += _point_rows(point, by_point, models)
     return pd.DataFrame(rows, columns=list(REFERENCE_COLUMNS))
 
 
-def _point_rows(point: pd.Series, refs: pd.DataFrame) -> list[dict]:
-    """The reference.csv rows of one point: one per candidate, or one saying why none."""
+def _point_rows(point: pd.Series, by_point: dict[tuple[str, str, str], pd.DataFrame],
+                models: str) -> list[dict]:  # fmt: skip
+    """The reference.csv rows of one point: one per candidate (``by_point``: the published
+    rows by model, strategy and nodes), or one saying why none (``models``: the published
+    models, named)."""
     base = {"model": point["model"], "configuration": point["configuration"],
             "nodes": point["nodes"], "compared": False}
     model, strategy, nodes = (as_setting(point[c]) for c in ("model", "strategy", "nodes"))
-    of_model = refs[refs["model"] == model]
-    if of_model.empty:
-        models = ", ".join(sorted(set(refs["model"]))) or "none installed"
+    if not any(key[0] == model for key in by_point):
         return [{**base, "differs": f"model: {model or 'unknown'} here, in no published row "
                  f"(published models: {models})"}]
-    candidates = of_model[(of_model["strategy"] == strategy) & (of_model["nodes"] == nodes)]
-    if candidates.empty:
+    candidates = by_point.get((model, strategy, nodes))
+    if candidates is None or candidates.empty:
         return [{**base, "differs": f"strategy, nodes: no published row of {model} under "
                  f"{strategy} at {nodes} node(s)"}]
     return [_compare(point, ref, base) for _, ref in candidates.iterrows()]

@@ -55,8 +55,9 @@ CAPTIONS = {
     "recipe": "Recipe ablation: each cumulative recipe step's images/s relative to the "
               "recipe's baseline (step 0) at the same node count, median over repeats; the "
               "value above each bar (every step and node count: recipe.csv).",
-    "tflops": "Model TFLOP/s per GPU (3 x forward FLOPs x images/s per GPU) against the "
-              "number of GPUs, a line per configuration, median over repeats.",
+    "tflops": "Model TFLOP/s per GPU (3 x forward FLOPs x images/s per GPU; per rank on "
+              "CPU) against the number of GPUs, a line per configuration, median over "
+              "repeats.",
 }  # fmt: skip
 #: The caption's words for each kind of mark a figure drew (the PNG's ``DRAWN_KEY``), in
 #: caption order; a figure saved without that list gets :data:`CAPTIONS` alone.
