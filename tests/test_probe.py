@@ -159,6 +159,10 @@ def test_a_probe_of_nodes_apart_measures_the_emulated_link(tmp_path):
     assert probe.check_network(2, False, gbit_s) == {
         "probe at world size 2 measured on an emulated 0.1 Gbit/s link, the point runs on the "
         "loopback: probe with the sweep's cluster.network"}
+    # measured on the host's shared cores; a point whose nodes have their own CPU quota
+    assert probe.check_network(2, True, gbit_s, node_cpus=0.5) == {
+        "probe at world size 2 measured on the host's shared cores, the point runs on 0.5 "
+        "CPUs a node: probe with the sweep's cluster.network"}
 
 
 def test_packs_merge_their_world_sizes_into_one_probe_file(tmp_path):

@@ -37,12 +37,38 @@ def configs() -> dict[str, dict]:
     return synthetic.base_configs()
 
 
-def _write_run(run_dir: Path, config: dict, nodes: int, day: int, rng) -> None:
-    """One completed synthetic run of vit_base, started on 2026-11-``day``, 2 host CPUs."""
+#: Bytes each node sent per step over the emulated link, and each rank's model state (params,
+#: grads, optimizer) in bytes, by strategy: what the synthetic runs record.
+SENT_PER_STEP = {"DDP": 171e6, "FULL_SHARD": 302e6, "HYBRID_2GPU": 130e6}
+STATE = {"DDP": (1, 1, 2), "FULL_SHARD": (0.5, 0.5, 1), "HYBRID_2GPU": (0.5, 0.5, 1)}
+
+
+def _write_run(run_dir: Path, config: dict, nodes: int, day: int, rng, apart=True) -> None:
+    """One completed synthetic run of vit_base, started on 2026-11-``day``, 2 host CPUs; with
+    ``apart`` on an emulated 0.5 Gbit/s link, with its network.json and its model state (the
+    state of FULL_SHARD divided by its ranks)."""
     info = synthetic.run_info(config, "vit_base", nodes, 0)
     info["started_at"] = f"2026-11-{day}T10:00:00+00:00"
     info["device"] = {**info["device"], "host_cpus": 2}
+    strategy = config["strategy"]["name"]
+    if apart:
+        info["network"] = {"emulate": True, "emulated": True, "nodes": nodes,
+                           "inter_node_gbit_s": 0.5, "node_cpus": 0.5}
     synthetic.write_synthetic_run(run_dir, info, "completed", rng)
+    if not apart:
+        return
+    summary = json.loads((run_dir / "summary.json").read_text())
+    windows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+               if line.strip()]
+    sent = SENT_PER_STEP[strategy] * max(w["step_end"] for w in windows)  # every step sent
+    (run_dir / "network.json").write_text(json.dumps(
+        {"sent_bytes_per_node": [sent] * nodes, "sent_bytes_total": sent * nodes,
+         "inter_node_gbit_s": 0.5, "nodes": nodes, "network": "vitfsdp-1-1"}))
+    share = 2 * nodes if strategy == "FULL_SHARD" else 1
+    state = {k: int(v * 2**30 / share) for k, v in zip(("params", "grads", "optimizer"),
+                                                         STATE[strategy], strict=True)}
+    summary |= {"model_state_bytes": state, "model_state_bytes_max": state}
+    (run_dir / "summary.json").write_text(json.dumps(summary))
 
 
 @pytest.fixture(scope="module")
@@ -55,6 +81,16 @@ def demo_dir(tmp_path_factory, configs) -> Path:
     return sweep_dir
 
 
+def _efficiencies(sweep_dir: Path) -> str:
+    """Images/s at 4 nodes over 4x that at 1 node, from the runs' summary.json, as the span
+    writes them (FULL_SHARD, HYBRID_2GPU, DDP)."""
+    def ips(strategy, j):
+        run = sweep_dir / f"{STRATEGIES.index(strategy) * 3 + j}_{strategy}_{NODES[j]}"
+        return json.loads((run / "summary.json").read_text())["ips"]
+    return ", ".join(f"{s} {ips(s, 2) / (4 * ips(s, 0)):.2f}"
+                     for s in ("FULL_SHARD", "HYBRID_2GPU", "DDP"))
+
+
 def _peaks(sweep_dir: Path, strategy: str) -> list[float]:
     """The peak allocated GiB of ``strategy``'s runs from their summary.json, by nodes."""
     return [json.loads((sweep_dir / f"{STRATEGIES.index(strategy) * 3 + j}_{strategy}_{n}"
@@ -62,11 +98,15 @@ def _peaks(sweep_dir: Path, strategy: str) -> list[float]:
             for j, n in enumerate(NODES)]
 
 
+NEW_SPANS = ("On <!-- readme-numbers:demo-link -->9 Gbit/s<!-- /readme-numbers -->: "
+             "<!-- readme-numbers:demo-efficiency -->old<!-- /readme-numbers -->; "
+             "<!-- readme-numbers:demo-sent -->old\nMB<!-- /readme-numbers -->; "
+             "<!-- readme-numbers:demo-state -->old<!-- /readme-numbers -->.\n")
 STALE = ("FULL_SHARD (measured <!-- readme-numbers:demo-measured -->2020-01-01"
          "<!-- /readme-numbers --> on <!-- readme-numbers:demo-host -->9 CPU cores"
          "<!-- /readme-numbers -->:\n<!-- readme-numbers:fsdp-peak-gib -->1.03, 0.96, 0.92 GiB"
          "<!-- /readme-numbers -->), DDP (<!-- readme-numbers:ddp-peak-gib -->1.26 GiB"
-         "<!-- /readme-numbers -->) and the rest, untouched: 1.26 GiB.\n")
+         "<!-- /readme-numbers -->) and the rest, untouched: 1.26 GiB.\n" + NEW_SPANS)
 
 
 def test_spans_are_rewritten_from_the_records_and_nothing_else(demo_dir, tmp_path, capsys):
@@ -83,7 +123,13 @@ def test_spans_are_rewritten_from_the_records_and_nothing_else(demo_dir, tmp_pat
         "<!-- /readme-numbers --> on <!-- readme-numbers:demo-host -->2 CPU cores"
         f"<!-- /readme-numbers -->:\n<!-- readme-numbers:fsdp-peak-gib -->{fsdp} GiB"
         f"<!-- /readme-numbers -->), DDP (<!-- readme-numbers:ddp-peak-gib -->{ddp} GiB"
-        "<!-- /readme-numbers -->) and the rest, untouched: 1.26 GiB.\n")
+        "<!-- /readme-numbers -->) and the rest, untouched: 1.26 GiB.\n"
+        "On <!-- readme-numbers:demo-link -->0.5 Gbit/s<!-- /readme-numbers -->: "
+        f"<!-- readme-numbers:demo-efficiency -->{_efficiencies(demo_dir)}"
+        "<!-- /readme-numbers -->; <!-- readme-numbers:demo-sent -->FULL_SHARD 302 MB, "
+        "HYBRID_2GPU 130 MB, DDP 171 MB<!-- /readme-numbers -->; "
+        "<!-- readme-numbers:demo-state -->DDP 4.00, 4.00, 4.00 GiB; FULL_SHARD 1.00, 0.50, "
+        "0.25 GiB; HYBRID_2GPU 2.00, 2.00, 2.00 GiB<!-- /readme-numbers -->.\n")
     assert "fsdp-peak-gib: '1.03, 0.96, 0.92 GiB' -> " in capsys.readouterr().out
     assert readme_numbers.main([str(demo_dir), "--readme", str(readme), "--check"]) == 0
 

@@ -84,12 +84,128 @@ def measured_on(runs: pd.DataFrame) -> str:
     return started.max().strftime("%Y-%m-%d")
 
 
+def _by_strategy(points: pd.DataFrame, column: str) -> dict[str, pd.Series]:
+    """``column`` of each strategy's points, by node count ascending (``{}`` where absent).
+
+    Raises:
+        ValueError: more than one point of a strategy at a node count (not the demo's sweep).
+    """
+    out = {}
+    if column not in points:
+        return out
+    for strategy, rows in points.sort_values("nodes").groupby("strategy", sort=False):
+        if rows["nodes"].duplicated().any():
+            raise ValueError(f"{strategy} has more than one point at a node count: not the "
+                             "demo's sweep (python -m vitfsdp.sweep experiment=demo)")
+        out[str(strategy)] = pd.to_numeric(rows[column], errors="coerce").set_axis(
+            rows["nodes"].to_numpy())
+    return out
+
+
+#: The demo's strategies in the order the README names them.
+DEMO_STRATEGIES = ("FULL_SHARD", "HYBRID_2GPU", "DDP")
+
+
+def _largest_nodes(points: pd.DataFrame, column: str, what: str) -> dict[str, float]:
+    """``column`` at each demo strategy's largest node count.
+
+    Raises:
+        ValueError: a demo strategy has no value there (``what`` names the figure).
+    """
+    found = _by_strategy(points, column)
+    out = {}
+    for strategy in DEMO_STRATEGIES:
+        values = found.get(strategy)
+        if values is None or values.empty or pd.isna(values.iloc[-1]):
+            raise ValueError(f"no {what} for {strategy} at its largest node count; run the "
+                             "demo (make demo) and give its sweep directory")
+        out[strategy] = float(values.iloc[-1])
+    return out
+
+
+def efficiency(points: pd.DataFrame) -> str:
+    """``FULL_SHARD 0.33, HYBRID_2GPU 0.47, DDP 0.60``: weak-scaling efficiency (images/s
+    over the 1-node point's x nodes, the points table's ``scaling_efficiency``) at each
+    strategy's largest node count."""
+    eff = _largest_nodes(points, "scaling_efficiency", "weak-scaling efficiency")
+    return ", ".join(f"{k} {v:.2f}" for k, v in eff.items())
+
+
+def sent_per_step(runs: pd.DataFrame) -> str:
+    """``FULL_SHARD 302 MB, ...``: the most bytes one node sent over its emulated link (the
+    point's network.json, runs.csv ``sent_gb_per_node_max``) divided by the run's steps
+    (``last_step``: warm-up included, as the link's counter counts them), at each demo
+    strategy's largest node count (the median over repeats).
+
+    Raises:
+        ValueError: a strategy's run there recorded no bytes (the network was not emulated).
+    """
+    rows = runs.assign(per_step=pd.to_numeric(runs.get("sent_gb_per_node_max"), errors="coerce")
+                       / pd.to_numeric(runs.get("last_step"), errors="coerce"))
+    out = []
+    for strategy in DEMO_STRATEGIES:
+        mine = rows[rows["strategy"] == strategy]
+        largest = mine[mine["nodes"] == mine["nodes"].max()]["per_step"].dropna()
+        if largest.empty:
+            raise ValueError(f"no bytes sent over the link recorded for {strategy} at its "
+                             "largest node count; run make demo as root (network.json)")
+        out.append(f"{strategy} {largest.median() * 1e3:.0f} MB")
+    return ", ".join(out)
+
+
+def model_state(points: pd.DataFrame) -> str:
+    """``DDP 0.32, 0.32, 0.32 GiB; FULL_SHARD 0.16, 0.08, 0.04 GiB; ...``: each rank's
+    parameters, gradients and AdamW state (runs.csv ``state_*_gib``: the most any rank held)
+    by node count, per strategy.
+
+    Raises:
+        ValueError: no point recorded its model state.
+    """
+    parts = ("state_params_gib", "state_grads_gib", "state_optimizer_gib")
+    if not all(c in points for c in parts):
+        raise ValueError("no point records its model state (summary.json model_state_bytes); "
+                         "run the demo with this version")
+    total = points.assign(state_gib=points[list(parts)].apply(pd.to_numeric,
+                                                             errors="coerce").sum(axis=1,
+                                                                                  min_count=3))
+    found = _by_strategy(total, "state_gib")
+    out = []
+    for strategy in ("DDP", "FULL_SHARD", "HYBRID_2GPU"):
+        values = found.get(strategy, pd.Series(dtype=float)).dropna()
+        if values.empty:
+            raise ValueError(f"no {strategy} point records its model state")
+        out.append(f"{strategy} " + gib_list(values.tolist()))
+    return "; ".join(out)
+
+
+def link(runs: pd.DataFrame) -> str:
+    """``0.5 Gbit/s``: the emulated link's rate the runs' nodes were apart on (run.json
+    ``network``, the analysis's ``network`` column).
+
+    Raises:
+        ValueError: no run's network was emulated, or the runs used different rates.
+    """
+    rates = set()
+    for text in runs.get("network", pd.Series(dtype=object)).dropna().astype(str):
+        m = re.search(r"emulated ([\d.]+) Gbit/s link", text)
+        if m:
+            rates.add(m.group(1))
+    if len(rates) != 1:
+        raise ValueError("the demo's runs were not on one emulated link (found "
+                         f"{sorted(rates) or 'none'}); run make demo as root")
+    return f"{rates.pop()} Gbit/s"
+
+
 #: Span name -> its text from (every run, the points table).
 SPANS: dict[str, Callable[[pd.DataFrame, pd.DataFrame], str]] = {
     "demo-measured": lambda runs, points: measured_on(runs),
     "demo-host": lambda runs, points: host_cores(runs),
     "fsdp-peak-gib": lambda runs, points: gib_list(peak_gib(points, "FULL_SHARD")),
     "ddp-peak-gib": lambda runs, points: gib_range(peak_gib(points, "DDP")),
+    "demo-link": lambda runs, points: link(runs),
+    "demo-efficiency": lambda runs, points: efficiency(points),
+    "demo-sent": lambda runs, points: sent_per_step(runs),
+    "demo-state": lambda runs, points: model_state(points),
 }
 
 

@@ -357,7 +357,8 @@ def predict(cfg, *, peak_flops: float | None = None,
     notes = set(_unmodelled(cfg, device))
     if probe is not None:
         net = cfg.cluster.network
-        notes |= probe.check_network(cfg.world_size, net.emulate, net.inter_node_gbit_s)
+        notes |= probe.check_network(cfg.world_size, net.emulate, net.inter_node_gbit_s,
+                                     net.node_cpus)
         dtype = cfg.precision_settings("cuda" if device == "gpu" else "cpu").compute_dtype
         compute = probed_compute_terms(cfg, probe, shard, dtype)
     else:

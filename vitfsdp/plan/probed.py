@@ -218,11 +218,14 @@ class Probe:
         seconds, per = hit
         return seconds * (num_units if per == "unit" else 1), notes
 
-    def check_network(self, world_size: int, emulate: bool, gbit_s: float | None) -> Notes:
+    def check_network(self, world_size: int, emulate: bool, gbit_s: float | None,
+                      node_cpus: float | None = None) -> Notes:
         """The notes of a point's network (``cluster.network``: nodes apart at ``gbit_s``
-        Gbit/s when ``emulate``, else this host's loopback) against the probe's at
-        ``world_size``: one where the probe was measured on another network (its collective
-        curves are then not the point's)."""
+        Gbit/s when ``emulate``, else this host's loopback; each node limited to
+        ``node_cpus`` cores where set) against the probe's at ``world_size``: one where the
+        probe was measured on another network (its collective curves are then not the
+        point's), one where under another node CPU quota (its compute figures are then not
+        the point's)."""
         w, notes = self.world(world_size)
         net = w.network or {}
         measured = net.get("inter_node_gbit_s") if net.get("emulated") else None
@@ -232,6 +235,14 @@ class Probe:
                 return f"an emulated {rate:g} Gbit/s link" if rate else "the loopback"
             notes |= {f"probe at world size {w.world_size} measured on {name(measured)}, "
                       f"the point runs on {name(wanted)}: probe with the sweep's "
+                      "cluster.network"}
+        cpus_measured = net.get("node_cpus") if net.get("emulated") else None
+        cpus_wanted = node_cpus if emulate else None
+        if cpus_measured != cpus_wanted:
+            def share(cpus):
+                return f"{cpus:g} CPUs a node" if cpus else "the host's shared cores"
+            notes |= {f"probe at world size {w.world_size} measured on {share(cpus_measured)}, "
+                      f"the point runs on {share(cpus_wanted)}: probe with the sweep's "
                       "cluster.network"}
         return notes
 
