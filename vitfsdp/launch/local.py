@@ -141,7 +141,8 @@ def run_point(
     out = open(log_path, "w", encoding="utf-8") if log_path else None  # noqa: SIM115
     try:
         if network and network.emulate and not reason:
-            with netns.EmulatedNetwork(nodes, network.inter_node_gbit_s) as net:
+            with netns.EmulatedNetwork(nodes, network.inter_node_gbit_s,
+                                       network.node_cpus) as net:
                 cmds = [net.wrap(k, node_torchrun_command(
                     overrides, run_dir, num_procs // nodes, nodes, k, net.addresses[0]))
                     for k in range(nodes)]

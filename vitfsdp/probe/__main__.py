@@ -119,13 +119,14 @@ def run_local(worker: list[str], nodes: int, ranks_per_node: int, log_path: Path
                     "probe's nodes share this host's loopback", reason)
         return _run_logged(standalone, [env], log_path, timeout_s), netns.record(
             network, nodes, False, reason)
-    with netns.EmulatedNetwork(nodes, network.inter_node_gbit_s) as net:
+    with netns.EmulatedNetwork(nodes, network.inter_node_gbit_s,
+                               network.node_cpus) as net:
         cmds = [net.wrap(k, [*run, *static_rendezvous_args(nodes, k, net.addresses[0]),
                              f"--nproc_per_node={ranks_per_node}", *worker])
                 for k in range(nodes)]
         code = _run_logged(cmds, [{**env, **net.env(k)} for k in range(nodes)], log_path,
                            timeout_s)
-    return code, netns.record(network, nodes, True)
+    return code, netns.record(network, nodes, True, None, net.node_cpus_reason)
 
 
 def _run_logged(cmds: list[list[str]], envs: list[dict], log_path: Path,
