@@ -196,3 +196,22 @@ def test_a_sweep_composes_each_point_once(tmp_path):
     assert proc.returncode == 3, proc.stderr[-3000:]  # scripts written, nothing queued
     assert len(list((tmp_path / "sweep").glob("*/job.sbatch"))) == 4
     assert "compositions 4 points 4" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_the_start_line_names_the_emulated_nodes(tmp_path):
+    """experiment=demo (nodes apart, a CPU quota a node): the sweep's first line says so;
+    the defaults (loopback, shared cores) say nothing of a network."""
+    from types import SimpleNamespace
+
+    from vitfsdp.plan.__main__ import compose_points
+    from vitfsdp.sweep import where_line
+
+    def line(overrides):
+        points = [SimpleNamespace(cfg=cfg) for _, cfg in compose_points(overrides)]
+        return where_line(points)
+
+    demo = line(["experiment=demo"])
+    assert demo.startswith("runs model=vit_small_patch16_224 data=digits cluster=local: 2-8 "
+                           "ranks a point, all as processes on this host"), demo
+    assert "CPUs, nodes apart on an emulated 0.5 Gbit/s link with 0.5 CPUs each)" in demo
+    assert "nodes apart" not in line(["strategy=DDP", "nodes=1,2"])

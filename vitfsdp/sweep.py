@@ -482,9 +482,14 @@ def where_line(points: Sequence[Point]) -> str:
     what = (f"runs model={values(lambda c: c.model.name)} data={values(lambda c: c.data.name)}"
             f" cluster={values(lambda c: c.cluster.name)}")
     if all(p.cfg.cluster.launcher == "local" for p in points):
+        nets = {(n.inter_node_gbit_s, n.node_cpus) for p in points
+                if (n := p.cfg.cluster.network).emulate}
+        apart = "".join(f", nodes apart on an emulated {g:g} Gbit/s link"
+                        + (f" with {c:g} CPUs each" if c else "") for g, c in sorted(
+                            nets, key=lambda x: (x[0], x[1] or 0)))
         return (f"{what}: {ranks} ranks a point, all as processes on this host "
-                f"({socket.gethostname()}, {os.cpu_count()} CPUs); choose with model=, data=,"
-                " cluster=")
+                f"({socket.gethostname()}, {os.cpu_count()} CPUs{apart}); choose with "
+                "model=, data=, cluster=")
     return f"{what}: Slurm jobs of {ranks} ranks a point, none on this host"
 
 
