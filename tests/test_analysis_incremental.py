@@ -6,11 +6,14 @@ import json
 import os
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.test_analysis import IPS, run_info, write_run
-from vitfsdp.analysis import collect_runs
+from vitfsdp.analysis import collect_runs, loss_curves, study_tables
 from vitfsdp.analysis.__main__ import main as analysis_main
+from vitfsdp.analysis.__main__ import write_tables
+from vitfsdp.analysis.collect import RUNS_CACHE
 from vitfsdp.analysis.figures import INPUTS_FILE, PendingFigures, figure_inputs
 from vitfsdp.records import SUMMARY_FILE
 
@@ -80,3 +83,41 @@ def test_a_missing_file_or_other_format_is_drawn(analysed: Path, tmp_path: Path)
     assert figure_inputs(df, "memory") != figure_inputs(df, "memory", formats=("png",))
     plain = PendingFigures(df, tmp_path / "fresh", names=("memory",))
     assert plain.todo == ["memory"] and not (tmp_path / "fresh" / INPUTS_FILE).exists()
+
+
+def test_rows_of_unchanged_runs_come_from_the_cache(analysed: Path, tmp_path: Path,
+                                                    caplog) -> None:  # fmt: skip
+    """The analysis kept each run's row: a later collect reads only the run whose records
+    changed, and gives the frame (and loss curves) a collect without the cache gives."""
+    cache = analysed / "analysis" / RUNS_CACHE
+    assert cache.is_file()
+    with caplog.at_level("INFO"):
+        cached = collect_runs(analysed, cache=cache)
+    assert "read 0 of 6 runs" in caplog.text
+    pd.testing.assert_frame_equal(cached, collect_runs(analysed))
+    curves = loss_curves(cached)
+    path = analysed / "FULL_SHARD_n4" / SUMMARY_FILE
+    summary = json.loads(path.read_text())
+    path.write_text(json.dumps({**summary, "ips": 1.0}))
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        again = collect_runs(analysed, cache=cache)
+    assert "read 1 of 6 runs" in caplog.text
+    assert again.set_index("run_dir").loc[str(path.parent), "ips"] == 1.0
+    pd.testing.assert_frame_equal(loss_curves(again), curves)
+    cache.write_text("{not json")  # a broken cache: every run read, nothing lost
+    pd.testing.assert_frame_equal(collect_runs(analysed, cache=cache), again)
+
+
+def test_unchanged_tables_are_not_written_again(analysed: Path) -> None:
+    out = analysed / "analysis"
+    for path in out.glob("*.csv"):
+        os.utime(path, (OLD, OLD))
+    assert analysis_main([str(analysed), "--jobs", "1"]) == 0
+    assert {p.stem for p in out.glob("*.csv") if p.stat().st_mtime != OLD} == set()
+    write_run(analysed / "DDP_n1", run_info("DDP", 1), 50.0)
+    tables = study_tables(collect_runs(analysed))
+    write_tables(tables, out, keep_unchanged=True)
+    written = {p.stem for p in out.glob("*.csv") if p.stat().st_mtime != OLD}
+    assert {"runs", "scaling", "points"} <= written
+    assert "prefetch" not in written  # still no ablation: the same empty table

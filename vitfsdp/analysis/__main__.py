@@ -28,7 +28,9 @@ the figures at the same time, by default one per figure up to the CPUs available
 
 Every table is written, with its header only when it has no rows. A figure whose inputs (the
 columns of the runs it reads, its loss curves, the drawing code) are those it was drawn from
-in ``--out`` before is kept, not drawn again (``.figure_inputs.json`` records them).
+in ``--out`` before is kept, not drawn again (``.figure_inputs.json`` records them), and a
+run whose record files did not change is not read again (``.runs_cache.json``: its row),
+nor a table whose values did not change written again (``.table_inputs.json``).
 - with ``--report``: ``report.md`` (figures linked) and ``report.html`` (self-contained).
 
 Prints a compact table of the results to stdout, a row per run (a row per point, with its
@@ -40,17 +42,26 @@ stderr. Exits with 2 and a one-line error when a sweep dir does not exist or hol
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import logging
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from vitfsdp.analysis.collect import collect_runs, contention_note, format_table
+from vitfsdp.analysis.collect import (
+    RUNS_CACHE,
+    collect_runs,
+    contention_note,
+    format_table,
+    frame_hash,
+)
 from vitfsdp.analysis.figures import FIGURES, INPUTS_FILE, PendingFigures, figure_pool
 from vitfsdp.analysis.reference import reference_summary
 from vitfsdp.analysis.report import report_sections, write_report
 from vitfsdp.analysis.tables import IMAGENET_TRAIN_IMAGES, format_points, study_tables
+from vitfsdp.records import write_json_atomic
 
 log = logging.getLogger("vitfsdp.analysis")
 
@@ -98,15 +109,44 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def write_tables(tables: dict[str, pd.DataFrame], out_dir: Path) -> dict[str, Path]:
-    """Write each table as ``<name>.csv`` into ``out_dir``; an empty one as its header."""
+#: Beside the tables: a fingerprint of each table's values when it was written.
+TABLES_FILE = ".table_inputs.json"
+
+
+def write_tables(tables: dict[str, pd.DataFrame], out_dir: Path,
+                 keep_unchanged: bool = False) -> dict[str, Path]:  # fmt: skip
+    """Write each table as ``<name>.csv`` into ``out_dir``; an empty one as its header.
+
+    With ``keep_unchanged``, a table whose values are those it was last written with (their
+    fingerprint in :data:`TABLES_FILE`) and whose file is there is not written again.
+    Returns each table's path, by name."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {}
+    before = _read_record(out_dir / TABLES_FILE) if keep_unchanged else {}
+    digests, paths, kept = {}, {}, []
     for name, table in tables.items():
         paths[name] = out_dir / f"{name}.csv"
+        if keep_unchanged:
+            digests[name] = hashlib.sha1(frame_hash(table)).hexdigest()
+            if before.get(name) == digests[name] and paths[name].is_file():
+                kept.append(name)
+                continue
         table.to_csv(paths[name], index=False)
         log.info("wrote %s", paths[name])
+    if kept:
+        log.info("kept %d table(s) whose values did not change: %s", len(kept),
+                 ", ".join(kept))
+    if keep_unchanged and len(kept) < len(tables):
+        write_json_atomic(out_dir / TABLES_FILE, digests)
     return paths
+
+
+def _read_record(path: Path) -> dict:
+    """A JSON object from ``path``; ``{}`` where there is none or it cannot be read."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     pool = None if again else figure_pool(args.jobs)
     try:
         try:
-            df = collect_runs(args.sweep_dirs)
+            df = collect_runs(args.sweep_dirs, cache=args.out / RUNS_CACHE)
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -129,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             pool = figure_pool(args.jobs, len(pending.todo))
             pending.attach(pool)
         tables = study_tables(df, args.dataset_size)
-        write_tables(tables, args.out)
+        write_tables(tables, args.out, keep_unchanged=True)
         figures = pending.result()
     finally:
         if pool is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import logging
 import os
@@ -21,7 +22,6 @@ from typing import Any
 
 import pandas as pd
 
-from vitfsdp.config import RunConfig
 from vitfsdp.core.layout import NETWORK_FILE
 from vitfsdp.models import VARIANTS
 from vitfsdp.plan import predict_recorded, predict_run
@@ -36,6 +36,7 @@ from vitfsdp.records import (
     read_json,
     read_jsonl,
     summarize_windows,
+    write_text_atomic,
 )
 
 log = logging.getLogger(__name__)
@@ -148,12 +149,18 @@ TORCH_ONLY_COLUMNS = ("backward_prefetch", "limit_all_gathers", "engine", "kerne
 RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch")
 
 
-def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike]) -> pd.DataFrame:
+def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike],
+                 cache: str | os.PathLike | None = None) -> pd.DataFrame:  # fmt: skip
     """One row per run directory found below ``sweep_dirs``, whatever its status.
 
     Args:
         sweep_dirs: one sweep directory or several; run directories are found anywhere below
             them by their ``run.json``.
+        cache: a file (:data:`RUNS_CACHE` in the analysis directory) holding the rows read
+            last time, each with the size and modification time of the records it was read
+            from: a run whose record files (and the package's code) did not change since is
+            not read again; the file is rewritten with what was read. ``None``: every run
+            is read.
 
     Returns:
         A DataFrame with the columns of :data:`COLUMNS`, sorted by model, strategy, nodes.
@@ -188,12 +195,108 @@ def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike]) ->
     if not run_dirs:
         raise ValueError("no sweep dir given; pass at least one SWEEP_DIR")
     _LOSS_CURVES.clear()
-    rows = [run_row(d, probes.get(d)) for d in dict.fromkeys(run_dirs)]
+    unique = list(dict.fromkeys(run_dirs))
+    if cache is None:
+        rows = [run_row(d, probes.get(d)) for d in unique]
+    else:
+        rows = _cached_rows(unique, probes, Path(cache))
     df = _typed(pd.DataFrame(rows, columns=list(COLUMNS)))
     by = ["model", "strategy", "nodes", *VARIANT_COLUMNS, "repeat", "run_dir"]
     df = df.sort_values(by, na_position="last", kind="stable", key=_sort_key)
     log.info("collected %d runs from %d sweep dir(s)", len(df), len(sweep_dirs))
     return df.reset_index(drop=True)
+
+
+#: The file (in the analysis directory) of :func:`collect_runs`' ``cache``.
+RUNS_CACHE = ".runs_cache.json"
+#: The files of a run directory whose size and modification time decide whether its row
+#: is read again (``logs``: the Slurm task logs' directory, which :func:`find_log` names).
+RECORD_FILES = (RUN_FILE, SUMMARY_FILE, METRICS_FILE, NETWORK_FILE, "job.json", *LOG_FILES)
+
+
+def _cached_rows(run_dirs: list[Path], probes: dict[Path, str | None],
+                 cache: Path) -> list[dict[str, Any]]:  # fmt: skip
+    """The rows of ``run_dirs``: from ``cache`` where a run's records (and probe) have the
+    stats recorded with its row and the package's code is the same, else read
+    (:func:`run_row`); ``cache`` rewritten with them (atomically) when anything was read."""
+    code = _code_fingerprint()
+    kept = _read_cache(cache, code)
+    fresh: dict[str, list] = {}
+    rows, read = [], 0
+    for d in run_dirs:
+        stats = _record_stats(d, probes.get(d))
+        hit = kept.get(str(d))
+        if hit is not None and hit[0] == stats:
+            row, curve = hit[1], [tuple(point) for point in hit[2]]
+            _LOSS_CURVES[str(d)] = curve
+        else:
+            row, read = run_row(d, probes.get(d)), read + 1
+            curve = _LOSS_CURVES.get(str(d), [])
+        fresh[str(d)] = [stats, row, curve]
+        rows.append(row)
+    if read or set(fresh) != set(kept):
+        try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            write_text_atomic(cache, json.dumps({"code": code, "runs": fresh},
+                                                default=_plain))
+        except OSError as e:  # a read-only analysis directory: nothing kept, all else works
+            log.warning("could not keep the rows read in %s (%s)", cache, e)
+    log.info("read %d of %d runs (the rest unchanged since %s)", read, len(run_dirs),
+             cache.name)
+    return rows
+
+
+def _read_cache(cache: Path, code: str) -> dict[str, list]:
+    """The runs of :data:`RUNS_CACHE` (``{run_dir: [stats, row, curve]}``), ``{}`` where
+    there is none, it cannot be read, or another version of the code wrote it."""
+    try:
+        record = json.loads(cache.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(record, dict) or record.get("code") != code:
+        return {}
+    runs = record.get("runs")
+    return runs if isinstance(runs, dict) else {}
+
+
+def _record_stats(run_dir: Path, probe: str | None) -> list:
+    """Size and modification time (ns) of each of :data:`RECORD_FILES` in ``run_dir`` and of
+    ``probe`` (``None`` for a missing file), as JSON keeps them (lists)."""
+    stats = []
+    for path in [*(run_dir / name for name in RECORD_FILES), *([Path(probe)] if probe else [])]:
+        try:
+            st = path.stat()
+            stats.append([st.st_size, st.st_mtime_ns])
+        except OSError:
+            stats.append(None)
+    return stats
+
+
+@functools.cache
+def _code_fingerprint() -> str:
+    """The size and modification time of every Python file of the package (the records'
+    reading, the plan's predictions) and pandas' version: rows kept by another version of
+    the code are read again."""
+    root = Path(__file__).resolve().parents[1]
+    stats = [(str(f.relative_to(root)), f.stat().st_size, f.stat().st_mtime_ns)
+             for f in sorted(root.rglob("*.py"))]
+    return hashlib.sha1(repr((stats, pd.__version__)).encode()).hexdigest()
+
+
+def frame_hash(frame: pd.DataFrame) -> bytes:
+    """The values of ``frame`` row by row, as bytes that change when any value, row or row
+    order does (pandas' per-row hashes, 8 bytes a row; the index left out), preceded by
+    its column names; object columns of values pandas cannot hash are hashed as text."""
+    try:
+        rows = pd.util.hash_pandas_object(frame, index=False)
+    except TypeError:  # a value pandas cannot hash as it is (a list, a dict)
+        rows = pd.util.hash_pandas_object(frame.astype(str), index=False)
+    return repr(list(frame.columns)).encode() + rows.to_numpy().tobytes()
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy scalar as the Python value JSON writes (the cache's rows); else ``str``."""
+    return value.item() if hasattr(value, "item") else str(value)
 
 
 def _sweep_probe(sweep_dir: str | os.PathLike) -> str | None:
@@ -617,6 +720,10 @@ def _fast_predict(run: dict) -> dict | None:
     :class:`~vitfsdp.config.RunConfig` field by field, validated by its ``__post_init__``s,
     and goes to :func:`vitfsdp.plan.predict_recorded`, as in ``predict_run``.
     A config this cannot rebuild goes to ``predict_run`` itself."""
+    # the config (and Hydra under it) only where a run is predicted: rows read from the
+    # cache (collect_runs' cache) need none, and its import is a tenth of a re-analysis
+    from vitfsdp.config import RunConfig
+
     try:
         cfg = _dataclass_from_dict(RunConfig, run["config"])
     except (TypeError, ValueError, KeyError, AttributeError):

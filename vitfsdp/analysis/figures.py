@@ -47,6 +47,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLoca
 from vitfsdp.analysis.collect import (
     collect_runs,
     contention_note,
+    frame_hash,
     line_columns,
     line_labels,
     loss_curves,
@@ -959,20 +960,10 @@ def figure_inputs(df: pd.DataFrame, name: str, formats: tuple[str, ...] = ("png"
     columns = [c for c in df.columns if c not in MEASURED_COLUMNS or c in own]
     digest = hashlib.sha1(_code_fingerprint().encode())
     digest.update(repr((name, formats, columns)).encode())
-    digest.update(_frame_hash(df[columns]))
+    digest.update(frame_hash(df[columns]))
     if name == "loss":
-        digest.update(_frame_hash(loss_curves(df) if curves is None else curves))
+        digest.update(frame_hash(loss_curves(df) if curves is None else curves))
     return digest.hexdigest()
-
-
-def _frame_hash(frame: pd.DataFrame) -> bytes:
-    """The bytes of pandas' per-row hashes of ``frame`` (values only; in row order); object
-    columns of mixed types are hashed as their text."""
-    try:
-        rows = pd.util.hash_pandas_object(frame, index=False)
-    except TypeError:  # a value pandas cannot hash as it is (a list, a dict)
-        rows = pd.util.hash_pandas_object(frame.astype(str), index=False)
-    return rows.to_numpy().tobytes()
 
 
 @functools.cache

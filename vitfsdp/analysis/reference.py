@@ -147,8 +147,9 @@ def reference_table(df: pd.DataFrame, refs: pd.DataFrame | None = None) -> pd.Da
         fields the source did not state.
     """
     refs = published() if refs is None else refs
-    by_point = {key: rows for key, rows in refs.groupby(["model", "strategy", "nodes"],
-                                                         sort=False)}  # one lookup a point
+    by_point: dict[tuple[str, str, str], list[dict]] = {}  # one lookup a point
+    for ref in refs.to_dict("records"):
+        by_point.setdefault((ref["model"], ref["strategy"], ref["nodes"]), []).append(ref)
     models = ", ".join(sorted(set(refs["model"]))) or "none installed"
     rows = []
     for _, point in sweep_points(df).iterrows():
@@ -156,7 +157,7 @@ def reference_table(df: pd.DataFrame, refs: pd.DataFrame | None = None) -> pd.Da
     return pd.DataFrame(rows, columns=list(REFERENCE_COLUMNS))
 
 
-def _point_rows(point: pd.Series, by_point: dict[tuple[str, str, str], pd.DataFrame],
+def _point_rows(point: pd.Series, by_point: dict[tuple[str, str, str], list[dict]],
                 models: str) -> list[dict]:  # fmt: skip
     """The reference.csv rows of one point: one per candidate (``by_point``: the published
     rows by model, strategy and nodes), or one saying why none (``models``: the published
@@ -168,14 +169,15 @@ def _point_rows(point: pd.Series, by_point: dict[tuple[str, str, str], pd.DataFr
         return [{**base, "differs": f"model: {model or 'unknown'} here, in no published row "
                  f"(published models: {models})"}]
     candidates = by_point.get((model, strategy, nodes))
-    if candidates is None or candidates.empty:
+    if not candidates:
         return [{**base, "differs": f"strategy, nodes: no published row of {model} under "
                  f"{strategy} at {nodes} node(s)"}]
-    return [_compare(point, ref, base) for _, ref in candidates.iterrows()]
+    return [_compare(point, ref, base) for ref in candidates]
 
 
-def _compare(point: pd.Series, ref: pd.Series, base: dict) -> dict:
-    """One reference.csv row: the point against one published row."""
+def _compare(point: pd.Series, ref: dict | pd.Series, base: dict) -> dict:
+    """One reference.csv row: the point against one published row (a row of
+    :func:`published`, as a dict or a Series)."""
     differs = setting_differences(point, ref)
     column = MEASURED.get(ref["metric"])
     measured = point.get(column) if column else None
@@ -202,7 +204,7 @@ def _why_none(column: str) -> str:
             if column == "peak_mem_gib" else "not recorded")
 
 
-def setting_differences(point: pd.Series, ref: pd.Series) -> list[str]:
+def setting_differences(point: pd.Series, ref: dict | pd.Series) -> list[str]:
     """Each setting of :data:`REQUIRED` that differs or is not stated on either side, and
     each of :data:`WHERE_STATED` the published row states and the point differs in, as
     ``"key: ours here, theirs published"``; empty when the point matches the row."""
@@ -217,7 +219,7 @@ def setting_differences(point: pd.Series, ref: pd.Series) -> list[str]:
     return out
 
 
-def published_setup(ref: pd.Series) -> str:
+def published_setup(ref: dict | pd.Series) -> str:
     """A published row's setup in one line, e.g. ``vit_base DDP, 1 node x 8 GPUs, batch
     32/GPU, fp32, 224 px, activation checkpointing, synthetic``; unstated parts left out."""
     parts = [f"{ref['model']} {ref['strategy']}".strip()]
