@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -121,3 +123,15 @@ def test_unchanged_tables_are_not_written_again(analysed: Path) -> None:
     written = {p.stem for p in out.glob("*.csv") if p.stat().st_mtime != OLD}
     assert {"runs", "scaling", "points"} <= written
     assert "prefetch" not in written  # still no ablation: the same empty table
+
+
+def test_a_re_analysis_imports_no_matplotlib_or_hydra(analysed: Path) -> None:
+    """Nothing changed: no figure is drawn, so matplotlib (and Hydra, for no prediction) is
+    never imported, a third of the time a re-analysis would otherwise take."""
+    code = ("import sys\nfrom vitfsdp.analysis.__main__ import main\n"
+            f"assert main([{str(analysed)!r}, '--jobs', '1']) == 0\n"
+            "print(sorted(m for m in ('matplotlib', 'hydra') if m in sys.modules))")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stderr[-2000:]

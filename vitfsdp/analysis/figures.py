@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
 import json
 import logging
 import math
@@ -29,20 +30,14 @@ import multiprocessing
 import os
 import sys
 import textwrap
+import types
 from collections import Counter
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import matplotlib
 import pandas as pd
-from matplotlib import font_manager
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.font_manager import FontProperties
-from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from vitfsdp.analysis.collect import (
     collect_runs,
@@ -59,7 +54,35 @@ from vitfsdp.analysis.reference import matched, reference_table
 from vitfsdp.analysis.tables import ABLATION_COLUMNS, PREFETCH_ORDER, points_table, prefetch_table
 from vitfsdp.records import write_json_atomic
 
+if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
 log = logging.getLogger(__name__)
+
+
+@functools.cache
+def _mpl() -> types.SimpleNamespace:
+    """The matplotlib names the figures use, imported on the first figure drawn: an analysis
+    whose figures did not change (:class:`PendingFigures`) imports no matplotlib, which
+    would be a third of its time."""
+    # matplotlib at first use, not with this module (see above)
+    import matplotlib
+    import matplotlib.colors
+    from matplotlib import font_manager
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
+
+    return types.SimpleNamespace(
+        matplotlib=matplotlib, font_manager=font_manager, FigureCanvasAgg=FigureCanvasAgg,
+        Figure=Figure, FontProperties=FontProperties, Line2D=Line2D, Patch=Patch,
+        FuncFormatter=FuncFormatter, LogLocator=LogLocator, NullFormatter=NullFormatter,
+        NullLocator=NullLocator)
 
 DPI = 300  # PNG resolution (dots per inch): print quality at the figure's own size
 #: Height (axes fraction) at which runs that did not complete are marked, and the step up
@@ -140,7 +163,7 @@ def _paper_style(plot):
 
     @functools.wraps(plot)
     def styled(*args, **kwargs):
-        with matplotlib.rc_context(PAPER_RC):
+        with _mpl().matplotlib.rc_context(PAPER_RC):
             return plot(*args, **kwargs)
 
     return styled
@@ -321,7 +344,7 @@ def _plot_state_bars(ax, line: pd.DataFrame, done: pd.Series, color: str,
         for column, kind, alpha, hatch in STATE_PARTS:
             if pd.notna(parts[column]) and parts[column] > 0:
                 ax.bar(left, parts[column], width, bottom, align="edge", hatch=hatch,
-                       facecolor=matplotlib.colors.to_rgba(color, alpha), edgecolor=color,
+                       facecolor=_mpl().matplotlib.colors.to_rgba(color, alpha), edgecolor=color,
                        lw=0.6, label=f"_{kind}")
                 bottom += parts[column]
                 if parts[column] >= min_height:
@@ -493,7 +516,7 @@ def _loss_handles(looks: dict[str, tuple[str, str]], rows: pd.DataFrame,
                                       labelled["framework"], strict=True):
         color, marker = looks.get(look, ("0.5", "o"))
         hollow = by_framework and framework == "jax"
-        handles.append(Line2D([], [], color=color, marker=marker, lw=1.4,
+        handles.append(_mpl().Line2D([], [], color=color, marker=marker, lw=1.4,
                               mfc="white" if hollow else color, label=label))
     return handles
 
@@ -570,10 +593,10 @@ def _free_height(fx: float, fy: float, width: float,
 def _prefetch_handles(drawn: set[tuple[str, bool]]) -> list[Patch]:
     """Legend entries of the bars drawn (``(backward_prefetch, limit_all_gathers)``): one
     colour per prefetch setting, and the hatching of ``limit_all_gathers=False``."""
-    handles = [Patch(facecolor=PREFETCH_COLORS.get(p, "0.5"), edgecolor="black", lw=0.6,
+    handles = [_mpl().Patch(facecolor=PREFETCH_COLORS.get(p, "0.5"), edgecolor="black", lw=0.6,
                      label=p) for p in PREFETCH_ORDER if p in {p for p, _ in drawn}]
     if any(not limit for _, limit in drawn):
-        handles.append(Patch(facecolor="white", edgecolor="black", lw=0.6, hatch="///",
+        handles.append(_mpl().Patch(facecolor="white", edgecolor="black", lw=0.6, hatch="///",
                              label="limit_all_gathers=False"))
     return handles
 
@@ -612,7 +635,7 @@ def _draw_prefetch_panel(ax, bars: pd.DataFrame, failed: pd.DataFrame,
     ax.set_xlim(-0.5, len(groups) - 0.5)  # every bar slot, drawn or not, inside the axes
     ax.set_ylabel("throughput (images/s, global)")
     ax.set_ylim(bottom=0, top=1.12 * ax.get_ylim()[1])
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}"))
+    ax.yaxis.set_major_formatter(_mpl().FuncFormatter(lambda y, _: f"{y:,.0f}"))
     ax.grid(True, axis="y", alpha=0.3)
     ax.tick_params(labelsize=PAPER_RC["xtick.labelsize"])
     return {(p, lim) for p, lim in variants if _variant(bars, p, lim).any()}
@@ -665,7 +688,7 @@ def plot_recipe(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
         model = table.loc[table["recipe"] == recipe, "model"].dropna()
         _set_title(ax, f"{recipe}: {model.iloc[0] if len(model) else 'unknown model'}, "
                        "each step adds to the one before")
-    handles = [Patch(facecolor=NODE_COLORS[i % len(NODE_COLORS)], edgecolor="black",
+    handles = [_mpl().Patch(facecolor=NODE_COLORS[i % len(NODE_COLORS)], edgecolor="black",
                      label=f"{n} node{'s' if n > 1 else ''}") for i, n in enumerate(nodes)]
     _finish(fig, "Recipe ablation: images/s relative to the baseline", df, path, extras,
             handles)
@@ -742,7 +765,7 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
         gpus = sorted(set(panel["world_size"].astype("int64")))
         ax.set_xscale("log", base=2)
         ax.set_xticks(gpus, labels=[str(g) for g in gpus])
-        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_minor_locator(_mpl().NullLocator())
         ax.set_xlim(gpus[0] / 1.4, gpus[-1] * 1.4)
         ax.set_ylim(bottom=0)
         ax.set_xlabel(f"{per}s" if per == "rank" else "GPUs (ranks)")
@@ -764,7 +787,7 @@ def _draw_peak(ax, panel: pd.DataFrame, extras: set[str]) -> None:
     ax.set_ylim(top=1.08 * max(ax.get_ylim()[1], peak))
     mfu = ax.secondary_yaxis("right", functions=(lambda y: y / peak, lambda m: m * peak))
     mfu.set_ylabel("MFU")
-    mfu.yaxis.set_major_formatter(FuncFormatter(lambda m, _: f"{m:.0%}"))
+    mfu.yaxis.set_major_formatter(_mpl().FuncFormatter(lambda m, _: f"{m:.0%}"))
     extras.add("peak")
 
 
@@ -974,7 +997,7 @@ def _code_fingerprint() -> str:
     here = Path(__file__).resolve().parent
     files = [*sorted(here.glob("*.py")), *sorted((here.parent / "reference").glob("*"))]
     stats = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file()]
-    return repr((stats, matplotlib.__version__, pd.__version__, DPI))
+    return repr((stats, importlib.metadata.version("matplotlib"), pd.__version__, DPI))
 
 
 def _read_inputs(path: Path) -> dict:
@@ -1037,7 +1060,8 @@ def figure_pool(jobs: int | None = None, figures: int = len(FIGURES)) -> FigureP
 
 def _warm_up() -> None:
     """Run in a new figure process: load the font every figure's text is measured with."""
-    font_manager.findfont(FontProperties(family=matplotlib.rcParams["font.family"]))
+    _mpl().font_manager.findfont(_mpl().FontProperties(
+        family=_mpl().matplotlib.rcParams["font.family"]))
 
 
 def _write_figure(name: str, df: pd.DataFrame, out_dir: Path, formats: tuple[str, ...],
@@ -1078,9 +1102,9 @@ def _new_figure(num_panels: int, columns: int = 0) -> tuple[Figure, list]:
     num_panels = max(1, num_panels)
     columns = columns or min(num_panels, MAX_COLUMNS)
     rows = -(-num_panels // columns)
-    fig = Figure(figsize=(PANEL_WIDTH_IN * columns, 2 * AXES_HEIGHT_IN * rows), dpi=DPI,
+    fig = _mpl().Figure(figsize=(PANEL_WIDTH_IN * columns, 2 * AXES_HEIGHT_IN * rows), dpi=DPI,
                  layout="constrained")
-    FigureCanvasAgg(fig)
+    _mpl().FigureCanvasAgg(fig)
     axes = list(fig.subplots(rows, columns, squeeze=False).flat)
     for ax in axes[num_panels:]:
         fig.delaxes(ax)
@@ -1384,9 +1408,10 @@ def _log_y_axis(ax) -> None:
     low, high = ax.get_ylim()
     decades = math.log10(high / low) if low > 0 and high > low else 0.0
     subs = (1.0, 2.0, 3.0, 5.0) if decades <= 1.5 else (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=subs))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}" if y >= 1 else f"{y:g}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_locator(_mpl().LogLocator(base=10, subs=subs))
+    ax.yaxis.set_major_formatter(
+        _mpl().FuncFormatter(lambda y, _: f"{y:,.0f}" if y >= 1 else f"{y:g}"))
+    ax.yaxis.set_minor_formatter(_mpl().NullFormatter())
 
 
 def _make_room_below(ax) -> None:
@@ -1427,7 +1452,7 @@ def _style_panel(ax, panel: pd.DataFrame, title: str, ylabel: str,
     if nodes:
         ax.set_xscale("log", base=2)
         ax.set_xticks(nodes, labels=[str(n) for n in nodes])
-        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_minor_locator(_mpl().NullLocator())
         ax.set_xlim(nodes[0] / 1.4, nodes[-1] * 1.4)
     ax.set_xlabel("nodes")
     ax.set_ylabel(ylabel)
@@ -1517,11 +1542,11 @@ def _figure_legend(fig: Figure, extras: set[str], handles: list | None = None,
         order = sorted(by_label, key=lambda label: (_is_device_line(by_label[label]), label))
         handles = [by_label[label] for label in order]
     relabel = proxy_labels or {}
-    entries = handles + [Line2D([], [], **{**PROXIES[kind], **({"label": relabel[kind]}
+    entries = handles + [_mpl().Line2D([], [], **{**PROXIES[kind], **({"label": relabel[kind]}
                                                                if kind in relabel else {})})
                          for kind in PROXIES
                          if kind in extras and (handles or kind != "ideal")]
-    entries += [Patch(**PATCH_PROXIES[kind]) for kind in PATCH_PROXIES if kind in extras]
+    entries += [_mpl().Patch(**PATCH_PROXIES[kind]) for kind in PATCH_PROXIES if kind in extras]
     if entries:
         columns = _legend_columns(fig, [h.get_label() for h in entries])
         fig.legend(handles=entries, loc="outside lower center", frameon=False, ncols=columns,
@@ -1533,7 +1558,7 @@ def _figure_legend(fig: Figure, extras: set[str], handles: list | None = None,
 def _legend_columns(fig: Figure, labels: list[str]) -> int:
     """How many legend columns of ``labels`` fit the figure's width, with matplotlib's
     default handle length (2 em), handle pad (0.8 em) and column spacing (2 em)."""
-    prop = FontProperties(size=PAPER_RC["legend.fontsize"])
+    prop = _mpl().FontProperties(size=PAPER_RC["legend.fontsize"])
     renderer = fig.canvas.get_renderer()
     widest = max(renderer.get_text_width_height_descent(label, prop, ismath=False)[0]
                  for label in labels) * 72 / fig.dpi  # fmt: skip
@@ -1543,7 +1568,7 @@ def _legend_columns(fig: Figure, labels: list[str]) -> int:
 
 def _is_device_line(handle) -> bool:
     """Whether a legend handle is a device-memory line (drawn in :data:`DEVICE_COLOR`)."""
-    return isinstance(handle, Line2D) and handle.get_color() == DEVICE_COLOR
+    return isinstance(handle, _mpl().Line2D) and handle.get_color() == DEVICE_COLOR
 
 
 def _chars_per_line(width_in: float, fontsize: float) -> int:
