@@ -4,6 +4,7 @@ report's tables; older records without them draw as before."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -11,10 +12,11 @@ import pytest
 
 from tests.test_analysis import run_info
 from vitfsdp.analysis import collect_runs, plot_memory, points_table
+from vitfsdp.analysis.collect import configurations
 from vitfsdp.analysis.figures import PATCH_PROXIES, TINY_STATE
 from vitfsdp.analysis.report import display, report_sections
 from vitfsdp.core.layout import NETWORK_FILE
-from vitfsdp.records import RunRecords, write_json_atomic
+from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
 
 GIB = 2**30
 #: The whole model's parameters (bytes): FULL_SHARD holds 1/world of them per rank.
@@ -153,3 +155,18 @@ def test_report_tables_show_state_and_sent_bytes(sweep: Path) -> None:
     sections = {s.title: s for s in report_sections(old, points_table(old), 1000)}
     assert "params/rank (GiB)" not in sections["Memory"].table.columns
     assert "sent/node max (GB)" not in sections["Weak scaling"].table.columns
+
+
+def test_runs_on_an_emulated_link_are_their_own_line(tmp_path: Path) -> None:
+    """The same point with and without nodes apart on an emulated link: two lines (never
+    repeats of one), the emulated one labelled with its rate."""
+    for nodes in (1, 2):
+        write_run(tmp_path / f"loop{nodes}", "FULL_SHARD", nodes)
+        info_dir = tmp_path / f"apart{nodes}"
+        write_run(info_dir, "FULL_SHARD", nodes)
+        run = json.loads((info_dir / RUN_FILE).read_text())
+        run["network"] = {"emulate": True, "emulated": True, "inter_node_gbit_s": 0.2}
+        write_json_atomic(info_dir / RUN_FILE, run)
+    df = collect_runs(tmp_path)
+    assert set(configurations(df)) == {"FULL_SHARD", "FULL_SHARD link 0.2 Gbit/s"}
+    assert (points_table(df)["num_repeats"] == 1).all()

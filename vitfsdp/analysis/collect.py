@@ -131,7 +131,7 @@ CONFIG_KEYS = (
 #: Config columns that split a strategy into separate scaling lines when they vary at all.
 VARIANT_COLUMNS = (
     "backward_prefetch", "limit_all_gathers", "precision", "engine", "framework", "data",
-    "local_batch_size", "img_size", "device_name", *CONFIG_KEYS,
+    "local_batch_size", "img_size", "device_name", *CONFIG_KEYS, "network",
 )  # fmt: skip
 #: Columns a strategy name normally fixes; they split lines only if they vary within one.
 #: (Not ``shard_group_size``: FULL_SHARD shards over the whole world, which grows with nodes.)
@@ -833,9 +833,14 @@ def line_labels(df: pd.DataFrame, keys: list[str]) -> pd.Series:
 
 
 def _label_part(key: str, value: Any) -> str | None:
-    """One config value in a line label (see :func:`line_label`); ``None`` when null."""
+    """One config value in a line label (see :func:`line_label`); ``None`` when null. The
+    ``network`` column reads ``link 1 Gbit/s`` (nodes apart on an emulated link of that
+    rate) or ``link not emulated``."""
     if value is None or (not isinstance(value, str) and pd.isna(value)):
         return None
+    if key == "network":
+        rate = re.search(r"emulated (\S+ Gbit/s)", str(value))
+        return f"link {rate.group(1)}" if rate else "link not emulated"
     return value if isinstance(value, str) and "." not in key else f"{key}={value}"
 
 
