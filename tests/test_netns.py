@@ -74,14 +74,8 @@ def test_kill_9_of_the_launcher_leaves_nothing_behind(tmp_path):
     SIGKILL: its guard removes the namespaces (the switch's bridge and veths with them), their
     /etc/netns folders, and kills the process."""
     before = _host_links()
-    code = ("import subprocess, sys, time\n"
-            "from vitfsdp.launch.netns import EmulatedNetwork\n"
-            "net = EmulatedNetwork(2, 1.0).__enter__()\n"
-            "p = subprocess.Popen(net.wrap(0, ['sleep', '300']))\n"
-            "print(net.name, p.pid, flush=True)\n"
-            "time.sleep(300)\n")
-    launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    name, pid = launcher.stdout.readline().split()
+    launcher, name, pid = _launcher("net = EmulatedNetwork(2, 1.0).__enter__()\n"
+                                    "p = subprocess.Popen(net.wrap(0, ['sleep', '300']))\n")
     names = [f"{name}-sw", f"{name}-n0", f"{name}-n1"]
     assert set(names) <= set(netns.list_namespaces())
     links = subprocess.run(["ip", "-n", f"{name}-sw", "-o", "link", "show"],
@@ -96,6 +90,18 @@ def test_kill_9_of_the_launcher_leaves_nothing_behind(tmp_path):
     assert not any((netns.NETNS_ETC / n).exists() for n in names)
     assert not Path(f"/proc/{pid}").exists() or "Z" in _state(pid)
     assert _host_links() == before
+
+
+def _launcher(setup: str) -> tuple[subprocess.Popen, str, str]:
+    """A launcher process that runs ``setup`` (which makes ``net`` and a process ``p`` in
+    it), prints the network's name and ``p``'s pid, and waits: (the launcher, name, pid)."""
+    code = ("import os, subprocess, sys, time\n"
+            "from vitfsdp.launch.netns import EmulatedNetwork\n" + setup +
+            "print(net.name, p.pid, flush=True)\n"
+            "time.sleep(300)\n")
+    launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    name, pid = launcher.stdout.readline().split()
+    return launcher, name, pid
 
 
 def _state(pid: str) -> str:
@@ -190,18 +196,12 @@ def test_node_cpus_limits_each_node_to_its_quota():
 def test_kill_9_of_the_launcher_removes_the_node_cgroups():
     """A launcher holding a 1-node network with a CPU quota, which a process has joined, is
     killed with SIGKILL: the guard kills the process and removes the node's cgroup."""
-    code = ("import os, subprocess, sys, time\n"
-            "from vitfsdp.launch.netns import EmulatedNetwork\n"
-            "net = EmulatedNetwork(1, 1.0, node_cpus=0.5).__enter__()\n"
-            "joined = 'from vitfsdp.core.nodecpu import join; join(); "
-            "import time; time.sleep(300)'\n"
-            "p = subprocess.Popen(net.wrap(0, [sys.executable, '-c', joined]),\n"
-            "                     env={**os.environ, **net.env(0)})\n"
-            "time.sleep(5)\n"
-            "print(net.name, p.pid, flush=True)\n"
-            "time.sleep(300)\n")
-    launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    name, pid = launcher.stdout.readline().split()
+    launcher, name, pid = _launcher(
+        "net = EmulatedNetwork(1, 1.0, node_cpus=0.5).__enter__()\n"
+        "joined = 'from vitfsdp.core.nodecpu import join; join(); import time; time.sleep(300)'\n"
+        "p = subprocess.Popen(net.wrap(0, [sys.executable, '-c', joined]),\n"
+        "                     env={**os.environ, **net.env(0)})\n"
+        "time.sleep(5)\n")
     cgroups = nodecpu.find(name + "-")
     assert len(cgroups) == 1 and pid in (cgroups[0] / "cgroup.procs").read_text().split()
     os.kill(launcher.pid, signal.SIGKILL)
