@@ -463,3 +463,18 @@ def test_a_sweep_under_a_read_only_path_is_refused_in_one_line(tmp_path, monkeyp
     work = tmp_path / "work" / "study"
     assert _check_launchers([_frontier_point(0, work / "0_repeat=0", read_only)], options) == []
     assert _check_launchers([_frontier_point(0, home / "0_repeat=0", [])], options) == []
+
+
+def test_swept_presets_name_their_points(tmp_path):
+    """experiment=A,B is a swept key like any other: it names the points (it used to be
+    left out of every name, so two presets' points were told apart by their number only);
+    a preset common to every point stays out, as every constant key does."""
+    sweep_dir = tmp_path / "sweep"
+    proc = run_module("vitfsdp.sweep", "-m", "cluster=frontier", "cluster.account=STF218",
+                      "experiment=pycls_recipe,pycls_recipe_2_fsdp", "nodes=1",
+                      "train.local_batch_size=8",  # fits a GCD: both written
+                      "--scripts-only", f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path,
+                      timeout=300)
+    assert proc.returncode == 3, proc.stderr[-3000:]  # written, not run
+    assert sorted(p.name for p in sweep_dir.glob("*_*")) == [
+        "0_experiment=pycls_recipe", "1_experiment=pycls_recipe_2_fsdp"]
