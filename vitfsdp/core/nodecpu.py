@@ -3,11 +3,16 @@
 Simulated nodes share one host's cores, so a point of N nodes gives each node 1/N of the
 compute that a 1-node point had: weak scaling then measures how the host divides its cores,
 not how the nodes scale, and the network's effect drowns in it (8 ranks on 2 cores cap the
-efficiency near 0.3 even on the loopback). With ``cluster.network.node_cpus`` every process
-of a node runs in a cgroup of its own whose CPU bandwidth is ``node_cpus`` cores (CFS
-bandwidth control), at every node count: a node computes at the same speed whether the point
-has 1 node or 4, as real nodes do, provided ``node_cpus`` x the sweep's largest node count
-does not exceed the host's cores.
+efficiency near 0.3 even on the loopback). With ``cluster.network.node_cpus`` every rank of
+a node joins a cgroup of its own whose CPU bandwidth is ``node_cpus`` cores (CFS bandwidth
+control) before its first step, at every node count: a node computes at the same speed
+whether the point has 1 node or 4, as real nodes do, provided ``node_cpus`` x the sweep's
+largest node count does not exceed the host's cores.
+
+The launcher makes the cgroups (:class:`NodeCpuShares`) and names each node's in
+:data:`NODE_CGROUP_ENV`; a rank joins it with :func:`join` once built (both trainers; the
+probe's worker before it measures). Start-up (imports, building the model) and torchrun's
+agent stay outside the quota: start-up is not what a node's compute emulates.
 
 Both cgroup hierarchies are handled:
 
@@ -100,6 +105,12 @@ class NodeCpuShares:
         return max(1000, round(self.cpus * PERIOD_US))
 
     def create(self) -> None:
+        """Make one cgroup per node under the cpu controller and set its quota.
+
+        Raises:
+            RuntimeError: no cgroup cpu controller, or a cgroup could not be made or
+                limited (the message names the directory).
+        """
         found = cpu_root(self.root)
         if isinstance(found, str):
             raise RuntimeError(found)

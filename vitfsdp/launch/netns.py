@@ -84,9 +84,9 @@ class NetworkConfig:
     # inter_node_gbit_s (local launcher, root); false: every rank on this host's loopback
     emulate: bool = False
     inter_node_gbit_s: float = 1.0  # each node's link rate, Gbit/s (10^9 bit/s), each way
-    # cores each emulated node may use (a cgroup CPU quota on all its processes), the same at
-    # every node count, so a node computes as fast in a 4-node point as in a 1-node one;
-    # null: the nodes share this host's cores (emulate=true only; root)
+    # cores each emulated node's ranks may use from their first step (a cgroup CPU quota),
+    # the same at every node count, so a node computes as fast in a 4-node point as in a
+    # 1-node one; null: the nodes share this host's cores (emulate=true only; root)
     node_cpus: float | None = None
 
     def __post_init__(self) -> None:
