@@ -85,16 +85,25 @@ lint:
 	$(PYTHON) -m ruff check .
 
 # hydra-core, omegaconf, antlr4 (built here: PyPI has only its sdist) and submitit as
-# Python 3.12 wheels in .whl/, for tools/gpu-check.sh on a node that reaches no registry;
-# and .whl/checkout.json (HEAD's files: run it again after the last commit)
+# Python 3.12 wheels in .whl/, for tools/gpu-check.sh on a node that reaches no registry; in
+# .whl/build/ what the project's own build there needs (setuptools, setuptools-scm and its
+# dependencies); and .whl/version.txt, this checkout's version by setuptools-scm (commit, and a
+# date where it is dirty), which a copy without .git builds as: run it after the last commit
 GPU_PY ?= 3.12
 GPU_WHEELS ?= hydra-core==1.3.2 omegaconf==2.3.0 submitit==1.5.4
+GPU_BUILD_WHEELS ?= setuptools==84.2.1 setuptools-scm==10.3.4 vcs-versioning==2.6.0 \
+    packaging==26.2
 
 gpu-wheels:
-	mkdir -p .whl
+	mkdir -p .whl/build
 	$(PYTHON) -m pip download --quiet --no-deps --only-binary=:all: --python-version $(GPU_PY) \
 	    --implementation cp --platform manylinux2014_x86_64 -d .whl $(GPU_WHEELS)
 	$(PYTHON) -m pip wheel --quiet --no-deps -w .whl antlr4-python3-runtime==4.9.3
-	@# HEAD's files, by which the build in a copy without .git records its commit (setup.py)
-	$(PYTHON) -c 'import json, pathlib, vitfsdp.core.checkout as c; \
-	    pathlib.Path(c.MANIFEST).write_text(json.dumps(c.head_manifest(pathlib.Path("."))))'
+	$(PYTHON) -m pip download --quiet --no-deps --only-binary=:all: --python-version $(GPU_PY) \
+	    --implementation cp --platform manylinux2014_x86_64 -d .whl/build $(GPU_BUILD_WHEELS)
+	@# setuptools-scm for this Python, in a folder of its own: nothing installed here
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	    $(PYTHON) -m pip install --quiet --target "$$tmp" \
+	        $(filter setuptools-scm==%,$(GPU_BUILD_WHEELS)) && \
+	    PYTHONPATH="$$tmp" $(PYTHON) -m setuptools_scm > .whl/version.txt
+	@echo "gpu-wheels: version $$(cat .whl/version.txt)"

@@ -12,6 +12,7 @@ configs and its job template come from the environment's own copy.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -25,8 +26,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 #: What a build reads from the checkout (pyproject.toml names the rest).
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "vitfsdp", "hydra_plugins", "conf",
-           "launch")
+SOURCES = ("pyproject.toml", "README.md", "vitfsdp", "hydra_plugins", "conf", "launch")
 #: A model of the user's own, beside the packaged ones: vit_tiny at 32 px instead of 16.
 USER_MODEL = "name: vit_tiny\nimg_size: 32\n"
 #: pip never reaches an index, never builds in isolation, installs the project alone.
@@ -34,11 +34,12 @@ PIP_OFFLINE = ("--no-index", "--no-build-isolation", "--no-deps", "--ignore-inst
                "--no-compile", "--quiet")
 
 
-def _run(cmd: list, cwd: Path, timeout_s: float = 300, code: int = 0) -> str:
-    """Run ``cmd`` in ``cwd``; its stdout, or a failure that shows its output (an exit status
-    other than ``code``)."""
+def _run(cmd: list, cwd: Path, timeout_s: float = 300, code: int = 0,
+         env: dict[str, str] | None = None) -> str:
+    """Run ``cmd`` in ``cwd`` (with ``env`` added to the environment); its stdout, or a failure
+    that shows its output (an exit status other than ``code``)."""
     proc = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout_s)
+                          timeout=timeout_s, env={**os.environ, **(env or {})})
     assert proc.returncode == code, (f"{' '.join(map(str, cmd))} exited {proc.returncode}:\n"
                                   f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return proc.stdout
@@ -57,8 +58,9 @@ def _fresh_env(path: Path) -> Path:
     return python
 
 
-def _pip_install(python: Path, target: Path, cwd: Path) -> None:
-    _run([sys.executable, "-m", "pip", "--python", python, "install", *PIP_OFFLINE, target], cwd)
+def _pip_install(python: Path, target: Path, cwd: Path, **env: str) -> None:
+    _run([sys.executable, "-m", "pip", "--python", python, "install", *PIP_OFFLINE, target], cwd,
+         env=env)
 
 
 def _committed_copy(src: Path) -> str:
@@ -67,7 +69,8 @@ def _committed_copy(src: Path) -> str:
     src.mkdir()
     for name in SOURCES:
         if (REPO / name).is_dir():
-            shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(REPO / name, src / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "_version.py"))
         else:
             shutil.copy2(REPO / name, src / name)
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
@@ -78,9 +81,14 @@ def _committed_copy(src: Path) -> str:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> dict[str, Path]:
-    """Two environments: ``wheel`` (the built wheel installed) and ``sdir`` (``pip install``
-    of a copy of the source tree, committed to a git repository of its own: ``commit``), a
-    user config folder and a work folder outside the checkout."""
+    """Two environments: ``wheel`` (the wheel built from a copy of the source tree, committed
+    to a git repository of its own: ``commit``) and ``sdir`` (``pip install`` of that copy
+    changed and without ``.git``, as tools/gpu-check.sh builds it on a GPU node: told its
+    version by the variable, from what ``python -m setuptools_scm`` printed in the changed
+    checkout, as make gpu-wheels writes it), a user config folder and a work folder outside
+    the checkout."""
+    pytest.importorskip("setuptools_scm", reason="the offline builds here run without build"
+                        " isolation: pip install setuptools-scm")
     root = tmp_path_factory.mktemp("install")
     src = root / "src"
     commit = _committed_copy(src)
@@ -89,7 +97,11 @@ def installed(tmp_path_factory) -> dict[str, Path]:
     (wheel,) = (root / "dist").glob("vitfsdp-*.whl")
     envs = {"wheel": _fresh_env(root / "env-wheel"), "sdir": _fresh_env(root / "env-sdir")}
     _pip_install(envs["wheel"], wheel, root)
-    _pip_install(envs["sdir"], src, root)
+    with open(src / "README.md", "a", encoding="utf-8") as readme:
+        readme.write("\nA change not committed.\n")
+    version = _run([sys.executable, "-m", "setuptools_scm"], src).strip()
+    shutil.rmtree(src / ".git")
+    _pip_install(envs["sdir"], src, root, SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VITFSDP=version)
     shutil.rmtree(src)  # nothing may read the source tree from here on
     user = root / "user-conf"
     (user / "model").mkdir(parents=True)
@@ -110,8 +122,11 @@ def test_the_environment_imports_its_own_copy(installed, env):
         "print(json.dumps([vitfsdp.__file__, str(r.files('vitfsdp.conf')), str(s.TEMPLATE),"
         " h.__file__, p.git_state()]))")], work)
     package, conf, template, plugin, git = json.loads(out)
-    # the checkout is gone: the commit comes from the build's own record
-    assert git == {"commit": installed["commit"], "dirty": False}
+    # the checkout is gone: the commit comes from the version setuptools-scm wrote at the build
+    # (the wheel's from git; the copy's from the variable, dirty: it was changed)
+    commit = git.pop("commit")
+    assert len(commit) >= 7 and installed["commit"].startswith(commit), commit
+    assert git == {"dirty": env == "sdir"}
     for path in (package, conf, template, plugin):
         assert Path(path).is_relative_to(prefix), f"{path} is not inside {prefix}"
     assert Path(template).is_file()
@@ -149,27 +164,17 @@ def test_wheel_sweeps_with_a_user_model_and_pip_install_analyses_and_writes_scri
     assert str(REPO) not in "".join(s.read_text(encoding="utf-8") for s in scripts)
 
 
-def test_a_build_in_a_copy_without_git_takes_the_commit_from_its_manifest(tmp_path):
-    """What tools/gpu-check.sh builds on a GPU node: the sources without .git. setup.py's
-    build_py records the commit of the manifest make gpu-wheels wrote (clean: the copy is
-    HEAD), and a later build without the manifest leaves no record of the earlier one in the
-    reused build folder."""
-    from vitfsdp.core.checkout import BUILD_RECORD, MANIFEST, head_manifest
+def test_pyproject_lists_every_package():
+    """pyproject.toml lists the packages (discovery sees only folders): every package folder
+    under vitfsdp/ and hydra_plugins/, and the two data packages mapped from conf/ and
+    launch/sbatch/."""
+    from setuptools import find_namespace_packages
 
-    src, lib = tmp_path / "src", tmp_path / "build-lib"
-    commit = _committed_copy(src)
-    manifest = head_manifest(src)
-    assert manifest["commit"] == commit
-    shutil.rmtree(src / ".git")
-    (src / MANIFEST).parent.mkdir()
-    (src / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
-    build = [sys.executable, "setup.py", "-q", "build_py", "--build-lib", lib]
-    _run(build, src)
-    record = lib / "vitfsdp" / BUILD_RECORD
-    assert json.loads(record.read_text(encoding="utf-8")) == {"commit": commit, "dirty": False}
-    (src / MANIFEST).unlink()
-    _run(build, src)
-    assert (lib / "vitfsdp" / "core" / "checkout.py").is_file() and not record.exists()
+    tomllib = pytest.importorskip("tomllib", reason="Python 3.11 reads TOML")
+    listed = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    found = find_namespace_packages(str(REPO), include=["vitfsdp*", "hydra_plugins*"])
+    assert sorted(listed["tool"]["setuptools"]["packages"]) == sorted(
+        [*found, "vitfsdp.conf", "vitfsdp.launch.sbatch"])
 
 
 def test_group_check_knows_the_user_folders_of_hydra_searchpath(tmp_path):

@@ -92,13 +92,11 @@ def _git(cwd, *args: str) -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
-def test_git_state_takes_the_checkout_the_package_is_in_and_no_other(tmp_path, monkeypatch):
+def test_git_state_takes_the_checkout_the_package_is_in_and_no_other(tmp_path):
     """The package at the top of a work tree: that commit, and dirty once a tracked file
     changes. The package inside a virtual environment that sits in another repository (a
-    user's project): not that repository's commit, but what pip recorded (PEP 610), else
-    None."""
-    import json
-
+    user's project): not that repository's commit, but the version setuptools-scm wrote into
+    the package at its build, else None."""
     from vitfsdp import provenance
 
     checkout = tmp_path / "checkout"
@@ -108,81 +106,42 @@ def test_git_state_takes_the_checkout_the_package_is_in_and_no_other(tmp_path, m
     _git(checkout, "add", ".")
     _git(checkout, "commit", "-qm", "c")
     head = _git(checkout, "rev-parse", "HEAD")
+    # the checkout's own version file (an editable install's) is not read: git is
+    (checkout / "vitfsdp" / provenance.VERSION_FILE).write_text("__version__ = '0.1+gbadbad1'\n")
     assert provenance.git_state(checkout / "vitfsdp") == {"commit": head, "dirty": False}
     (checkout / "vitfsdp" / "__init__.py").write_text("x = 1\n")
     assert provenance.git_state(checkout / "vitfsdp") == {"commit": head, "dirty": True}
 
     site = checkout / ".venv" / "lib" / "python3.12" / "site-packages" / "vitfsdp"
     site.mkdir(parents=True)
-    monkeypatch.setattr(provenance, "_installed_commit", lambda: None)
+    assert provenance.git_state(site) == {"commit": None, "dirty": None}
+    version_file = site / provenance.VERSION_FILE
+    version_file.write_text(  # as setuptools-scm >= 9 writes it
+        "from __future__ import annotations\n__version__: str\n"
+        "__version__ = version = '0.1.dev389+g260590c2b.d20261126'\n"
+        "__version_tuple__ = version_tuple = (0, 1, 'dev389', 'g260590c2b.d20261126')\n"
+        "__commit_id__ = commit_id = 'g260590c2b'\n")
+    assert provenance.git_state(site) == {"commit": "260590c2b", "dirty": True}
+    version_file.write_text("__version__ = version = '1.0'\n__commit_id__ = None\n")
+    assert provenance.git_state(site) == {"commit": None, "dirty": False}
+    version_file.write_text("__version__ = version = (\n")  # not Python: not read
     assert provenance.git_state(site) == {"commit": None, "dirty": None}
 
-    class Dist:  # what importlib.metadata gives for `pip install git+URL@REV`
-        def read_text(self, name: str) -> str | None:
-            return json.dumps({"url": "https://example.org/vitfsdp.git",
-                               "vcs_info": {"vcs": "git", "commit_id": "a" * 40}})
 
-    monkeypatch.undo()
-    monkeypatch.setattr(provenance.metadata, "distribution", lambda name: Dist())
-    assert provenance.git_state(site) == {"commit": "a" * 40, "dirty": None}
+@pytest.mark.parametrize(("version", "commit_id", "state"), [
+    ("0.1.dev3+g1a2b3c4d5", None, ("1a2b3c4d5", False)),
+    ("0.1.dev3+g1a2b3c4d5.d20261126", "g1a2b3c4d5", ("1a2b3c4d5", True)),
+    # what make gpu-wheels hands a copy without .git: the version alone, no commit id
+    ("0.1.dev3+g1a2b3c4d5.d20261126", None, ("1a2b3c4d5", True)),
+    ("0.2.0", "g1a2b3c4d5", ("1a2b3c4d5", False)),  # clean, at a tag
+    ("0.2.0+d20261126", "g1a2b3c4d5", ("1a2b3c4d5", True)),  # dirty, at a tag
+    ("0.2.0", None, (None, False)),
+    ("0.2.0+cu121", None, (None, None)),  # a local part not of setuptools-scm's making
+    ("0.2.0+gnothex", None, (None, None)),
+    (None, "g1a2b3c4d5", (None, None)),
+])
+def test_version_state_reads_setuptools_scm_versions(version, commit_id, state):
+    from vitfsdp.provenance import version_state
 
-    # `pip install .` of a checkout: setup.py's record in the package comes first
-    (site / provenance.BUILD_RECORD).write_text(json.dumps({"commit": "b" * 40, "dirty": True}))
-    assert provenance.git_state(site) == {"commit": "b" * 40, "dirty": True}
-    (site / provenance.BUILD_RECORD).write_text("{not json")
-    assert provenance.git_state(site) == {"commit": "a" * 40, "dirty": None}
-
-
-def test_a_copy_without_git_is_told_its_commit_by_the_manifest_of_head(tmp_path):
-    """What the GPU node receives: the work tree without .git. head_manifest of the checkout
-    (make gpu-wheels) gives the copy HEAD's commit, clean while every file of HEAD is there
-    unchanged (an extra untracked file does not count, as for git status), dirty once one
-    differs or is missing; the object ids are git's own (checked against git hash-object)."""
-    import os
-    import shutil
-
-    from vitfsdp.core.checkout import (
-        MANIFEST,
-        checkout_state,
-        head_manifest,
-        manifest_state,
-        source_state,
-    )
-
-    checkout = tmp_path / "checkout"
-    (checkout / "vitfsdp" / "core").mkdir(parents=True)
-    (checkout / "vitfsdp" / "core" / "a.py").write_text("a = 1\n")
-    (checkout / "data.bin").write_bytes(bytes(range(256)) * 3)
-    os.symlink("vitfsdp/core/a.py", checkout / "link.py")
-    os.symlink(b"target-not-utf-8-\xff", os.fsencode(checkout / "raw-link"))
-    _git(checkout, "init", "-q")
-    _git(checkout, "add", ".")
-    _git(checkout, "commit", "-qm", "c")
-    head = _git(checkout, "rev-parse", "HEAD")
-    manifest = head_manifest(checkout)
-    assert manifest["commit"] == head
-    assert set(manifest["blobs"]) == {"vitfsdp/core/a.py", "data.bin", "link.py", "raw-link"}
-    assert manifest["blobs"]["data.bin"] == _git(checkout, "hash-object", "data.bin")
-    assert manifest_state(checkout, manifest) == {"commit": head, "dirty": False}
-    assert source_state(checkout) == checkout_state(checkout)
-
-    copy = tmp_path / "copy"
-    shutil.copytree(checkout, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-    assert checkout_state(copy) is None and head_manifest(copy) is None
-    assert source_state(copy) is None  # no manifest carried: no commit
-    (copy / MANIFEST).parent.mkdir(parents=True)
-    (copy / MANIFEST).write_text(json.dumps(manifest))  # what make gpu-wheels writes
-    manifest = json.loads((copy / MANIFEST).read_text())
-    (copy / "untracked.txt").write_text("not in HEAD\n")
-    assert manifest_state(copy, manifest) == {"commit": head, "dirty": False}
-    assert source_state(copy) == {"commit": head, "dirty": False}
-    (copy / "data.bin").write_bytes(bytes(range(256)) * 3 + b"!")
-    assert manifest_state(copy, manifest) == {"commit": head, "dirty": True}
-    assert source_state(copy) == {"commit": head, "dirty": True}
-    (copy / "data.bin").write_bytes(bytes(range(256)) * 3)
-    (copy / "link.py").unlink()
-    assert manifest_state(copy, manifest) == {"commit": head, "dirty": True}
-    assert manifest_state(copy, {"commit": head}) is None
-    assert manifest_state(copy, [head]) is None  # valid JSON, not a manifest
-    assert manifest_state(copy, {"commit": head, "blobs": {"a\0b": "0" * 40}}) == {
-        "commit": head, "dirty": True}  # a path no file can have: missing, not an error
+    commit, dirty = state
+    assert version_state(version, commit_id) == {"commit": commit, "dirty": dirty}

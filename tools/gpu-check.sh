@@ -4,7 +4,8 @@
 # a session's 30 minutes the first four.
 #
 #   make gpu-wheels                      # here, with network: .whl/ (hydra-core, omegaconf,
-#                                        # antlr4-python3-runtime, submitit for Python 3.12)
+#                                        # antlr4-python3-runtime, submitit for Python 3.12;
+#                                        # setuptools-scm; the version, after the last commit)
 #   bash tools/gpu-check.sh STEP...      # on the GPU node, from the repository root
 #
 # Steps, in order of value (docs/benchmarks.md gives the calls, their minutes and where the
@@ -21,13 +22,15 @@
 #   more      L/16 and vit_1b at batch 32; H/14 at the largest batch of BIG_BATCHES that fits
 #
 # Every call installs the carried wheels and the project into $SITE (offline; skipped where
-# .whl/ is absent and vitfsdp, hydra and submitit already import), then runs its steps from
-# outside the checkout. Each step has STEP_S seconds (default 480), and the whole call CALL_S
-# (default 570, inside the device tool's 600): a step's commands are stopped at the earlier
-# deadline and the step packs what it has. What comes back from one call, at most 6
-# files: OUT/provenance.txt (date, device, driver, versions, device memory and peak),
-# OUT/steps.csv (a row per step as it ends: step, status, seconds, size of its tarball) and
-# one OUT/<step>.tar.gz per step (its log, records, CSVs, figures; at most 4 steps a call).
+# .whl/ is absent and vitfsdp, hydra and submitit already import; a copy without .git builds
+# as .whl/version.txt says, through SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VITFSDP), then runs
+# its steps from outside the checkout. Each step has STEP_S seconds (default 480), and the
+# whole call CALL_S (default 570, inside the device tool's 600): a step's commands are
+# stopped at the earlier deadline and the step packs what it has. What comes back from one
+# call, at most 6 files: OUT/provenance.txt (date, device, driver, versions, device memory
+# and peak), OUT/steps.csv (a row per step as it ends: step, status, seconds, size of its
+# tarball) and one OUT/<step>.tar.gz per step (its log, records, CSVs, figures; at most 4
+# steps a call).
 #
 # Environment: OUT (default runs/gpu-check), SITE (default /tmp/vitfsdp-site), WORK (records
 # kept between calls on one machine; default /tmp/vitfsdp-gpu), PYTHON (default python3),
@@ -74,13 +77,26 @@ step_install() {
         log "no wheels in .whl/ and no installed vitfsdp: run make gpu-wheels here first"
         exit 2
     fi
+    if [[ ! -e "$REPO/.git" ]]; then
+        # a copy without .git: setuptools-scm builds it as the version of the checkout that
+        # make gpu-wheels ran in (its commit, and a date where that checkout was dirty)
+        [[ -f "$REPO/.whl/version.txt" ]] \
+            || { log "no .whl/version.txt: run make gpu-wheels here first"; exit 2; }
+        : "${SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VITFSDP:=$(<"$REPO/.whl/version.txt")}"
+        export SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VITFSDP
+    fi
     log "installing ${#wheels[@]} carried wheels and the project into $SITE (no network)"
-    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target "$SITE" "${wheels[@]}"
-    # the project itself, built from the checkout (setuptools is on the node); in a copy
-    # without .git the build takes its commit from .whl/checkout.json (setup.py)
-    "$PYTHON" -m pip install -q --no-index --no-deps --no-build-isolation --no-compile \
-        --upgrade --target "$SITE" "$REPO"
+    local pip=("$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir
+               --upgrade)
+    "${pip[@]}" --target "$SITE" "${wheels[@]}"
+    # the project itself, built from the checkout by the carried setuptools and setuptools-scm
+    # (.whl/build/, in a folder of their own: the checks import the node's packaging)
+    local build_wheels=("$REPO"/.whl/build/*.whl) build_site=${SITE}-build
+    if [[ -e "${build_wheels[0]}" ]]; then
+        "${pip[@]}" --target "$build_site" "${build_wheels[@]}"
+    fi
+    PYTHONPATH="$build_site${PYTHONPATH:+:$PYTHONPATH}" "${pip[@]}" --no-build-isolation \
+        --target "$SITE" "$REPO"
     export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 }
 

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Rehearse tools/gpu-check.sh here as a lent GPU machine would run it, at CPU size
 # (DEVICE=cpu): in a copy of HEAD without .git plus .whl/ (what the machine receives), with
-# no network (unshare -n: root; loopback up, as on the machine), a Python 3.12 virtual environment holding what the machine
-# has (torch 2.11, timm, JAX 0.11, flax, optax, orbax-checkpoint, nvidia-ml-py, pandas,
-# matplotlib, scikit-learn, pytest) but not hydra-core, omegaconf, antlr4 or submitit (they
-# come from .whl/), each call under the machine's 10-minute limit, and at most 8 files back.
+# no network (unshare -n: root; loopback up, as on the machine), a Python 3.12 virtual
+# environment holding what the machine has (torch 2.11, timm, JAX 0.11, flax, optax,
+# orbax-checkpoint, nvidia-ml-py, pandas, matplotlib, scikit-learn, pytest) but not
+# hydra-core, omegaconf, antlr4, submitit or setuptools-scm (they come from .whl/), each call
+# under the machine's 10-minute limit, and at most 8 files back. The copy builds as
+# .whl/version.txt says (the version of the checkout make gpu-wheels ran in), as the
+# machine's does.
 #
 #   make gpu-wheels                                   # with network: .whl/
 #   VENV=/path/to/py312-venv bash tools/rehearse-gpu-check.sh [CALL...]
@@ -21,7 +24,7 @@ COPY=${COPY:-/tmp/vitfsdp-rehearsal}
 CALL_LIMIT_S=600  # one call of the device tool
 MAX_FILES=8       # files back from one call
 [[ $# -gt 0 ]] || set -- test,bench jax sweep profile more
-[[ -f .whl/checkout.json ]] || { echo "no .whl/: run make gpu-wheels first" >&2; exit 2; }
+[[ -f .whl/version.txt ]] || { echo "no .whl/version.txt: run make gpu-wheels first" >&2; exit 2; }
 
 rm -rf "$COPY"
 mkdir -p "$COPY"

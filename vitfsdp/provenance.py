@@ -12,6 +12,7 @@ PASSWORD, CREDENTIAL, AUTH, COOKIE …) has its value replaced by ``"<redacted>"
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import datetime
 import json
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from vitfsdp.core.checkout import BUILD_RECORD, checkout_state
+from vitfsdp.core.checkout import checkout_state
 
 #: Slurm variables recorded in run.json (ids and placement, nothing secret).
 SLURM_VARS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_NODELIST",
@@ -209,41 +210,61 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
+#: The version file setuptools-scm writes into the built package (pyproject.toml
+#: ``[tool.setuptools_scm]``): ``__version__``, and ``__commit_id__`` in setuptools-scm >= 9.
+VERSION_FILE = "_version.py"
+#: The parts of a setuptools-scm version's local part (its default ``node-and-date`` scheme):
+#: ``+g<commit>`` clean, ``+g<commit>.d<YYYYMMDD>`` dirty, ``+d<YYYYMMDD>`` dirty at a tag.
+_SCM_NODE = re.compile(r"g(?P<commit>[0-9a-f]{7,40})")
+_SCM_DATE = re.compile(r"d\d{8}")
+
+
 def git_state(package_dir: str | os.PathLike | None = None) -> dict:
     """Commit and dirty flag of the vitfsdp source the package runs from.
 
     A checkout: ``package_dir`` (default: this package's directory) lies directly in the
-    top of a git work tree. A package installed into a virtual environment that itself sits
-    in some other repository is not that repository's code, so its commit is not taken.
-    Otherwise the commit the build recorded (:data:`BUILD_RECORD`, written by setup.py when
-    ``pip install .`` or ``pip wheel .`` ran in a checkout), else the one pip recorded when
-    it installed from a git URL (PEP 610 ``direct_url.json``: ``vcs_info.commit_id``;
-    ``dirty`` unknown). ``None`` for both where none is known (a wheel built from an sdist).
+    top of a git work tree, whose HEAD and ``git status`` are read now. A package installed
+    into a virtual environment that itself sits in some other repository is not that
+    repository's code, so its commit is not taken. Otherwise the version setuptools-scm wrote
+    into the package at its build (:data:`VERSION_FILE`; :func:`version_state`): the commit
+    abbreviated, dirty where the build's checkout differed from it. ``None`` for both where
+    neither is there.
     """
     package_dir = Path(package_dir or Path(__file__).parent).resolve()
-    return (checkout_state(package_dir.parent) or _built_commit(package_dir)
-            or {"commit": _installed_commit(), "dirty": None})
+    return checkout_state(package_dir.parent) or version_state(
+        *_built_version(package_dir / VERSION_FILE))
 
 
-def _built_commit(package_dir: Path) -> dict | None:
-    """The build's record of its checkout's commit (:data:`BUILD_RECORD`), else ``None``."""
+def version_state(version: str | None, commit_id: str | None = None) -> dict:
+    """``{"commit": str | None, "dirty": bool | None}`` of a setuptools-scm version:
+    ``0.1.dev3+g1a2b3c4d5`` is commit ``1a2b3c4d5``, clean; ``…+g1a2b3c4d5.d20261126``
+    dirty. A version without the commit (a clean build at a tag, or one told its version
+    without it) takes ``commit_id`` (the version file's, ``g`` dropped). ``None`` for both
+    where there is no version or its local part is not setuptools-scm's."""
+    parts = [p for p in (version or "").partition("+")[2].split(".") if p]
+    if version is None or not all(_SCM_NODE.fullmatch(p) or _SCM_DATE.fullmatch(p)
+                                  for p in parts):
+        return {"commit": None, "dirty": None}
+    nodes = [m["commit"] for p in parts if (m := _SCM_NODE.fullmatch(p))]
+    commit = nodes[0] if nodes else (commit_id or "").removeprefix("g") or None
+    return {"commit": commit, "dirty": any(_SCM_DATE.fullmatch(p) for p in parts)}
+
+
+def _built_version(file: Path) -> tuple[str | None, str | None]:
+    """``(__version__, __commit_id__)`` of a setuptools-scm version file, read without running
+    it; ``None`` for what it lacks or where it cannot be read."""
     try:
-        state = json.loads((package_dir / BUILD_RECORD).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(state, dict) or not isinstance(state.get("commit"), str):
-        return None
-    return {"commit": state["commit"], "dirty": state.get("dirty")}
-
-
-def _installed_commit(dist: str = "vitfsdp") -> str | None:
-    """The commit of a ``pip install git+URL@REV`` (PEP 610), else ``None``."""
-    try:
-        text = metadata.distribution(dist).read_text("direct_url.json")
-        commit = json.loads(text or "{}").get("vcs_info", {}).get("commit_id")
-    except (metadata.PackageNotFoundError, ValueError, AttributeError):
-        return None
-    return commit if isinstance(commit, str) else None
+        tree = ast.parse(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError, SyntaxError):
+        return None, None
+    values = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            values.update((t.id, node.value.value) for t in node.targets
+                          if isinstance(t, ast.Name))
+    version, commit_id = values.get("__version__"), values.get("__commit_id__")
+    return (version if isinstance(version, str) else None,
+            commit_id if isinstance(commit_id, str) else None)
 
 
 def _network_record() -> dict | None:
