@@ -25,10 +25,15 @@ ORNL_VIT_BASE_NO_SHARD_1 = 1207.0
 
 def ornl_like(strategy: str = "NO_SHARD", nodes: int = 1, batch: int = 32,
               precision: str = "bf16", experiment: str | None = None,
-              model: str = "vit_base") -> dict:  # fmt: skip
+              model: str = "vit_base", cpu: bool = False) -> dict:  # fmt: skip
     """run.json of a run with ORNL's setup (8 GPUs a node, 224 px, activation checkpointing,
-    synthetic data, BACKWARD_PRE + limit_all_gathers), with the settings given."""
+    synthetic data, BACKWARD_PRE + limit_all_gathers), with the settings given; ``cpu``: on
+    this machine's hardware instead (2 gloo ranks a node on a CPU)."""
     fsdp = strategy != "DDP"
+    ranks = 2 if cpu else 8
+    device = ({"type": "cpu", "name": "AMD EPYC", "host_cpus": 2} if cpu else
+              {"type": "cuda", "name": "AMD Instinct MI250X", "memory_gib": 64.0,
+               "peak_flops": 191.5e12})  # fmt: skip
     return {
         "run_id": f"{model}-{strategy}-n{nodes}-b{batch}-{precision}-{experiment}",
         "config": {
@@ -40,13 +45,13 @@ def ornl_like(strategy: str = "NO_SHARD", nodes: int = 1, batch: int = 32,
             "data": {"name": "synthetic"},
             "train": {"local_batch_size": batch, "steps": 8, "warmup_steps": 2,
                       "activation_checkpointing": True},
-            "cluster": {"name": "frontier", "gpus_per_node": 8},
+            "cluster": {"name": "local" if cpu else "frontier", "gpus_per_node": ranks},
             "engine": "fsdp1", "framework": "torch", "nodes": nodes, "precision": precision,
             "experiment": experiment,
         },
-        "world": {"size": 8 * nodes, "nodes": nodes, "ranks_per_node": 8, "backend": "nccl"},
-        "device": {"type": "cuda", "name": "AMD Instinct MI250X", "memory_gib": 64.0,
-                   "peak_flops": 191.5e12},
+        "world": {"size": ranks * nodes, "nodes": nodes, "ranks_per_node": ranks,
+                  "backend": "gloo" if cpu else "nccl"},
+        "device": device,
         "model": {"num_params": 86_600_000, "forward_flops_per_image": 17.6e9,
                   "img_size": 224},
     }  # fmt: skip
@@ -138,6 +143,27 @@ def test_cli_writes_reference_csv_and_stars_the_matching_point(sweep: Path, tmp_
                                                                     ORNL_VIT_BASE_NO_SHARD_1]]
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "published: ORNL, Frontier, 2023" in legend
+
+
+def test_other_hardware_is_compared_and_named(tmp_path: Path) -> None:
+    """ORNL's setup on a CPU (2 gloo ranks a node) is compared with ORNL's figure, the
+    hardware that differs named in ``differs`` and in the star's legend; at another batch
+    on the same CPU it is not compared, and ``differs`` says so."""
+    root = tmp_path / "cpu"
+    write(root / "match", ornl_like(cpu=True), 1.5)
+    write(root / "b16", ornl_like(batch=16, cpu=True), 3.0)
+    table = reference_table(collect_runs(root))
+    ips = table[table["metric"] == "ips"].set_index("compared")
+    match, other = ips.loc[True], ips.loc[False]
+    assert match["ratio"] == pytest.approx(1.5 / ORNL_VIT_BASE_NO_SHARD_1)
+    hardware = ("gpus_per_node: 2 ranks here, 8 published; "
+                "device: cpu (AMD EPYC) here, AMD MI250X GCD published")
+    assert match["differs"] == hardware
+    assert match["label"] == "ORNL, Frontier, 2023 (8 x AMD MI250X GCD a node)"
+    assert other["differs"].startswith("local_batch_size: 16 here, 32 published")
+    assert pd.isna(other["ratio"])
+    legend = [t.get_text() for t in plot_weak_scaling(collect_runs(root)).legends[0].get_texts()]
+    assert "published: ORNL, Frontier, 2023 (8 x AMD MI250X GCD a node)" in legend
 
 
 def test_no_star_where_nothing_matches(tmp_path: Path) -> None:

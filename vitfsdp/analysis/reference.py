@@ -8,21 +8,28 @@ node count, repeats aggregated: median images/s, maximum memory):
 
 - a published row is a *candidate* when it has the point's model, strategy and node count;
 - it is *compared* only when every setting of :data:`REQUIRED` is stated by the row and
-  equal to the point's (model, strategy, nodes, GPUs per node, local batch, precision, image
-  size), and every setting of :data:`WHERE_STATED` that the row states is equal too
-  (activation checkpointing, data, backward prefetch, limit_all_gathers);
+  equal to the point's (model, strategy, nodes, local batch, precision, image size), and
+  every setting of :data:`WHERE_STATED` that the row states is equal too (activation
+  checkpointing, data, backward prefetch, limit_all_gathers);
 - otherwise the row is listed as not compared, and ``differs`` names each setting that
-  differs, ours first: ``local_batch_size: 8 here, 32 published``.
+  differs, ours first: ``local_batch_size: 8 here, 32 published``;
+- the hardware (:data:`HARDWARE`: GPUs per node, the device) does not decide whether a row
+  is compared, but where ours differs (a CPU run of ORNL's setup, or 4 GPUs a node against
+  8) ``differs`` names it on the compared row too, and the row's ``label`` (the figure's
+  legend) names the published hardware: ``ORNL, Frontier, 2023 (8 x AMD MI250X GCD a
+  node)``.
 
-A compared row gets ``ratio = measured / published``. Published memory is in GB as the
-source labels it (neither 1e9 nor 2^30 bytes stated), ours in GiB: the ratio is of the two
-numbers as they are.
+A compared row gets ``ratio = measured / published`` (images/s are global: a point on
+fewer or slower devices a node than the published one has a ratio to match). Published
+memory is in GB as the source labels it (neither 1e9 nor 2^30 bytes stated), ours in GiB:
+the ratio is of the two numbers as they are.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import re
 from importlib import resources
 
 import pandas as pd
@@ -40,12 +47,18 @@ SETUP_COLUMNS = {
     "precision": "precision", "img_size": "img_size",
     "activation_checkpointing": "train.activation_checkpointing", "data": "data",
     "backward_prefetch": "backward_prefetch", "limit_all_gathers": "limit_all_gathers",
+    "device": "device_name",
 }  # fmt: skip
 #: Settings a published row must state and a point must equal to be compared.
-REQUIRED = ("model", "strategy", "nodes", "gpus_per_node", "local_batch_size", "precision",
-            "img_size")
+REQUIRED = ("model", "strategy", "nodes", "local_batch_size", "precision", "img_size")
 #: Settings a point must equal where the published row states them (empty: not stated).
 WHERE_STATED = ("activation_checkpointing", "data", "backward_prefetch", "limit_all_gathers")
+#: The hardware: named in ``differs`` where ours differs, the row compared all the same.
+HARDWARE = ("gpus_per_node", "device")
+#: Vendor and unit words left out when device names are compared: ``AMD MI250X GCD``
+#: (published) is the ``AMD Instinct MI250X`` torch names; ``NVIDIA A100`` an
+#: ``NVIDIA A100-SXM4-80GB``.
+DEVICE_WORDS = frozenset({"amd", "nvidia", "intel", "instinct", "gcd", "gpu", "tesla"})
 #: Published metric -> the points' column measuring it (other metrics: not measured here).
 MEASURED = {"ips": "ips", "peak_mem_allocated": "peak_mem_gib",
             "peak_mem_reserved": "peak_mem_reserved_gib"}
@@ -59,8 +72,7 @@ REFERENCE_COLUMNS = (
 )  # fmt: skip
 #: Columns of the published rows (every file of :data:`REFERENCE_PACKAGE`).
 PUBLISHED_COLUMNS = (
-    "study", "label", "metric", "unit", *SETUP_COLUMNS, "device", "value", "assumed",
-    "source", "note",
+    "study", "label", "metric", "unit", *SETUP_COLUMNS, "value", "assumed", "source", "note",
 )  # fmt: skip
 
 
@@ -116,7 +128,7 @@ def sweep_points(df: pd.DataFrame) -> pd.DataFrame:
     repeats, images/s), ``peak_mem_gib`` (maximum, GiB; only where it is GPU allocated
     memory) and ``peak_mem_reserved_gib`` (maximum, GiB)."""
     done = df[(df["status"] == "completed") & df["nodes"].notna()]
-    ours = list(dict.fromkeys(SETUP_COLUMNS.values()))
+    ours = list(dict.fromkeys([*SETUP_COLUMNS.values(), "device_type"]))
     if done.empty:
         return pd.DataFrame(columns=["configuration", *ours, *OUR_UNITS])
     gpu_memory = done["peak_mem_kind"] == "allocated"
@@ -179,6 +191,7 @@ def _compare(point: pd.Series, ref: dict | pd.Series, base: dict) -> dict:
     """One reference.csv row: the point against one published row (a row of
     :func:`published`, as a dict or a Series)."""
     differs = setting_differences(point, ref)
+    hardware = hardware_differences(point, ref)
     column = MEASURED.get(ref["metric"])
     measured = point.get(column) if column else None
     if column is None:
@@ -193,9 +206,19 @@ def _compare(point: pd.Series, ref: dict | pd.Series, base: dict) -> dict:
             "measured": None if measured is None or pd.isna(measured) else float(measured),
             "published": ref["value"], "unit": unit,
             "ratio": float(measured) / ref["value"] if compared and ref["value"] else None,
-            "compared": compared, "differs": "; ".join(differs),
+            "compared": compared, "differs": "; ".join([*differs, *hardware]),
             "published_setup": published_setup(ref), "assumed": ref["assumed"],
-            "study": ref["study"], "label": ref["label"], "source": ref["source"]}
+            "study": ref["study"], "label": _label(ref, hardware), "source": ref["source"]}
+
+
+def _label(ref: dict | pd.Series, hardware: list[str]) -> str:
+    """The published row's label, with its hardware where ours differs (``hardware``:
+    :func:`hardware_differences`), e.g. ``ORNL, Frontier, 2023 (8 x AMD MI250X GCD a
+    node)``."""
+    if not hardware:
+        return ref["label"]
+    count = f"{ref['gpus_per_node']} x " if ref["gpus_per_node"] else ""
+    return f"{ref['label']} ({count}{ref['device'] or 'GPU'} a node)"
 
 
 def _why_none(column: str) -> str:
@@ -217,6 +240,37 @@ def setting_differences(point: pd.Series, ref: dict | pd.Series) -> list[str]:
             out.append(f"{key}: {ours or 'not recorded'} here, "
                        f"{theirs or 'not stated'} published")
     return out
+
+
+def hardware_differences(point: pd.Series, ref: dict | pd.Series) -> list[str]:
+    """Each setting of :data:`HARDWARE` the published row states and the point differs in,
+    e.g. ``["gpus_per_node: 2 ranks here, 8 published", "device: cpu (AMD EPYC) here, AMD
+    MI250X GCD published"]``. Devices are the same when the published name's words, but vendor and
+    unit words (:data:`DEVICE_WORDS`), are all in ours; a CPU is never a published GPU."""
+    out = []
+    ranks, gpus = as_setting(point.get(SETUP_COLUMNS["gpus_per_node"])), ref["gpus_per_node"]
+    if gpus and ranks != gpus:
+        kind = "ranks" if as_setting(point.get("device_type")) == "cpu" else "GPUs"
+        out.append(f"gpus_per_node: {ranks or 'not recorded'} {kind} here, {gpus} published")
+    if ref["device"] and not _same_device(point, ref["device"]):
+        kind, name = (as_setting(point.get(c)) for c in ("device_type", "device_name"))
+        ours = f"{kind} ({name})" if kind and name and kind != name else kind or name
+        out.append(f"device: {ours or 'not recorded'} here, {ref['device']} published")
+    return out
+
+
+def _same_device(point: pd.Series, theirs: str) -> bool:
+    """Whether the point ran on the published device (see :func:`hardware_differences`)."""
+    if as_setting(point.get("device_type")) == "cpu":
+        return False
+    wanted = _device_words(theirs)
+    return bool(wanted) and wanted <= _device_words(as_setting(point.get("device_name")))
+
+
+def _device_words(name: str) -> set[str]:
+    """The words of a device name that tell devices apart (lower case, no vendor or unit
+    word of :data:`DEVICE_WORDS`): ``AMD Instinct MI250X`` -> ``{"mi250x"}``."""
+    return set(re.findall(r"[a-z0-9]+", name.lower())) - DEVICE_WORDS
 
 
 def published_setup(ref: dict | pd.Series) -> str:
@@ -248,9 +302,10 @@ def matched(table: pd.DataFrame, metric: str = "ips") -> pd.DataFrame:
 def reference_summary(table: pd.DataFrame) -> str:
     """The analysis's printed lines on reference.csv: how many points were compared with
     which study and the median ratio (min-max), and how many were not with the settings
-    that most often differed, e.g. ``published figures (reference.csv): 2 of 12 points
-    compared with ORNL, Frontier, 2023: images/s measured / published median 0.93
-    (0.91-0.95); 10 not compared (differing: local_batch_size 10, precision 10)``."""
+    that most often differed (not :data:`HARDWARE`, which decides nothing), e.g.
+    ``published figures (reference.csv): 2 of 12 points compared with ORNL, Frontier, 2023:
+    images/s measured / published median 0.93 (0.91-0.95); 10 not compared (differing:
+    local_batch_size 10, precision 10)``."""
     if table.empty:
         return "published figures (reference.csv): no completed point to compare"
     points = table.groupby(["model", "configuration", "nodes"], dropna=False)
@@ -259,16 +314,23 @@ def reference_summary(table: pd.DataFrame) -> str:
              "points compared"]
     for (label, metric), rows in matched_all(table).groupby(["label", "metric"]):
         ratio = rows["ratio"].astype(float)
-        lines.append(f"  {label}, {metric}: measured / published median {ratio.median():.2f} "
-                     f"({ratio.min():.2f}-{ratio.max():.2f}) over {len(rows)} figures")
+        lines.append(f"  {label}, {metric}: measured / published median "
+                     f"{_ratio(ratio.median())} ({_ratio(ratio.min())}-{_ratio(ratio.max())}) "
+                     f"over {len(rows)} figures")
     if (~compared).any():
         keys = table.loc[~table["compared"].astype(bool), "differs"].fillna("")
         counts = pd.Series([part.split(":")[0] for text in keys for part in text.split("; ")
-                            if part]).value_counts()
+                            if part and part.split(":")[0] not in HARDWARE]).value_counts()
         most = ", ".join(f"{k} {v}" for k, v in counts.head(4).items())
         lines.append(f"  {int((~compared).sum())} points not compared (differing, in rows of "
                      f"reference.csv: {most})")
     return "\n".join(lines)
+
+
+def _ratio(value: float) -> str:
+    """A ratio to two decimals, or two significant digits below 0.01 (a CPU against a GPU
+    node: ``0.00034``, not ``0.00``)."""
+    return f"{value:.2f}" if abs(value) >= 0.01 or value == 0 else f"{value:.2g}"
 
 
 def matched_all(table: pd.DataFrame) -> pd.DataFrame:
