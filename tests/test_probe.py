@@ -59,6 +59,12 @@ def test_probe_of_2_and_4_gloo_ranks_writes_the_documented_schema(probed):
         fw = w["framework"]
         assert [f["strategy"] for f in fw] == ["FULL_SHARD"] and fw[0]["status"] == "completed"
         assert fw[0]["per"] == "unit" and fw[0]["overhead_s"] >= 0 and fw[0]["units"] == 5
+        assert "framework_runs" not in w  # the worker's measured steps, folded into framework
+    # the worker trained the framework model in its own processes (no launch of its own),
+    # and the runs' records are not left among the sweep's
+    assert "framework run FULL_SHARD/fsdp1" in (path.parent / "probe_w4.log").read_text()
+    assert not list(path.parent.glob(".probe-framework-*"))
+    assert not list(path.parent.rglob("run.json"))
 
 
 def test_the_plan_predicts_from_the_probe_file(probed, tmp_path):

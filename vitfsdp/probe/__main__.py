@@ -158,14 +158,32 @@ def framework_overrides(point: list[str]) -> list[str]:
     return [*kept, *FRAMEWORK_MODEL]
 
 
+def framework_runs(points: list[tuple[list[str], object]]) -> list[dict]:
+    """The framework runs of one world size's ``points`` that its probe worker trains in its
+    own processes (:func:`vitfsdp.probe.worker._framework_runs`): one per strategy and FSDP
+    engine of the PyTorch points, ``{"strategy", "engine", "overrides"}`` (the overrides of
+    :func:`framework_overrides`). JAX points are left to :func:`probe_framework`, which
+    launches theirs."""
+    out, seen = [], set()
+    for point, cfg in points:
+        key = (cfg.strategy.name, cfg.engine)
+        if cfg.framework != "torch" or key in seen:
+            continue
+        seen.add(key)
+        out.append({"strategy": key[0], "engine": key[1],
+                    "overrides": framework_overrides(point)})
+    return out
+
+
 def probe_framework(points: list[tuple[list[str], object]], world: dict, work_dir: Path) -> list:
     """Per strategy of ``points`` (one world size): a real training run of the smallest model
-    (:data:`FRAMEWORK_MODEL`) here, its measured step against the step this world's
-    measurements predict for it; the difference is the loop's and the wrapper's own time,
-    per FSDP unit (blocks + root) for FSDP, per step for DDP (docs/plan.md, "The probe")."""
-    # the launchers where a run is launched: `python -m vitfsdp.probe --help` starts without
-    from vitfsdp.launch.local import run_point, tail
-
+    (:data:`FRAMEWORK_MODEL`) at this world size, its measured step against the step this
+    world's measurements predict for it; the difference is the loop's and the wrapper's own
+    time, per FSDP unit (blocks + root) for FSDP, per step for DDP (docs/plan.md, "The
+    probe"). PyTorch runs were trained by the world's probe worker in its own processes
+    (``world["framework_runs"]``, :func:`framework_runs`); a strategy without one (JAX) is
+    launched here as a point is."""
+    measured = {(r["strategy"], r["engine"]): r for r in world.pop("framework_runs", None) or []}
     probe = Probe("(this probe)", world["device"]["type"],
                   {world["world_size"]: ProbeWorld.from_json(world)})
     out, seen = [], set()
@@ -176,35 +194,45 @@ def probe_framework(points: list[tuple[list[str], object]], world: dict, work_di
         seen.add(key)
         overrides = framework_overrides(point)
         (_, tiny), = compose_points(overrides)
-        run_dir = work_dir / f"framework_w{cfg.world_size}_{cfg.strategy.name}_{cfg.engine}"
-        if cfg.cluster.launcher == "slurm":
-            # submitit where a Slurm job is submitted
-            from vitfsdp.probe.slurm import run_framework_job
-
-            code, _ = run_framework_job(cfg, overrides, run_dir)
-            run_dir.with_suffix(".log").write_text(tail(run_dir / "logs" / "task0.log", 20))
-        else:
-            code = run_point(overrides, run_dir, cfg.world_size,
-                             log_path=run_dir.with_suffix(".log"), nodes=cfg.nodes,
-                             network=cfg.cluster.network)
-        summary = read_json(run_dir / "summary.json") or {}
-        measured = summary.get("step_time_s")
-        if code != 0 or not measured:
-            why = tail(run_dir.with_suffix(".log"), 3).replace("\n", " | ")
+        run = measured.get(key) or _launch_framework(cfg, overrides, work_dir)
+        if run.get("status") != "completed" or not run.get("step_s"):
             out.append({"strategy": cfg.strategy.name, "engine": cfg.engine,
-                        "status": "failed", "reason": summary.get("reason")
-                        or f"exit {code}: {why}"})
+                        "status": "failed", "reason": run.get("reason") or "no step measured"})
             continue
         predicted = predict(tiny, probe=probe, device=world["device"]["type"].replace(
             "cuda", "gpu")).step_time_s
         units = model_sizes(tiny.model, tiny.num_classes).num_units + 1
         per = units if cfg.strategy.is_fsdp else 1
         out.append({"strategy": cfg.strategy.name, "engine": cfg.engine, "status": "completed",
-                    "is_fsdp": cfg.strategy.is_fsdp, "step_s": measured,
+                    "is_fsdp": cfg.strategy.is_fsdp, "step_s": run["step_s"],
                     "predicted_s": predicted, "units": units,
-                    "overhead_s": max(0.0, measured - predicted) / per,
+                    "overhead_s": max(0.0, run["step_s"] - predicted) / per,
                     "per": "unit" if cfg.strategy.is_fsdp else "step"})
     return out
+
+
+def _launch_framework(cfg, overrides: list[str], work_dir: Path) -> dict:
+    """Run the framework model ``overrides`` at ``cfg``'s world size as a point of the sweep
+    is run (torchrun here, or a Slurm job) and wait: ``{"status", "step_s", "reason"}``."""
+    # the launchers where a run is launched: `python -m vitfsdp.probe --help` starts without
+    from vitfsdp.launch.local import run_point, tail
+
+    run_dir = work_dir / f"framework_w{cfg.world_size}_{cfg.strategy.name}_{cfg.engine}"
+    if cfg.cluster.launcher == "slurm":
+        # submitit where a Slurm job is submitted
+        from vitfsdp.probe.slurm import run_framework_job
+
+        code, _ = run_framework_job(cfg, overrides, run_dir)
+        run_dir.with_suffix(".log").write_text(tail(run_dir / "logs" / "task0.log", 20))
+    else:
+        code = run_point(overrides, run_dir, cfg.world_size,
+                         log_path=run_dir.with_suffix(".log"), nodes=cfg.nodes,
+                         network=cfg.cluster.network)
+    summary = read_json(run_dir / "summary.json") or {}
+    if code != 0 or not summary.get("step_time_s"):
+        why = tail(run_dir.with_suffix(".log"), 3).replace("\n", " | ")
+        return {"status": "failed", "reason": summary.get("reason") or f"exit {code}: {why}"}
+    return {"status": "completed", "step_s": summary["step_time_s"]}
 
 
 def write_probe(path: Path, worlds: list[dict], cluster: str, gpus_per_node: int) -> dict:
@@ -299,20 +327,26 @@ def main(argv: list[str] | None = None) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     device = "cuda" if any(c.expected_device_type() == "cuda" for c in cfgs) else "cpu"
     specs = world_specs(cfgs, device, extra=tiny)
+    for spec in specs:  # trained by the world's worker, after its measurements
+        spec["framework"] = framework_runs([p for p in points
+                                            if p[1].world_size == spec["world_size"]])
     worlds = []
     for i, spec in enumerate(specs, 1):
         print(f"[probe {i}/{len(specs)}] world size {spec['world_size']} "
               f"({spec['nodes']} node(s) x {spec['ranks_per_node']}): {len(spec['gemms'])} "
               f"GEMM shapes, {len(spec['ops'])} ops, {len(spec['collectives'])} collective "
               "curves ...", flush=True)
-        worlds.append(probe_world(spec, path.parent, args.timeout,
-                                  slurm.get(spec["world_size"]), network.get(spec["world_size"])))
-        if worlds[-1].get("status") == "completed":
-            at = [p for p in points if p[1].world_size == spec["world_size"]]
-            # its runs' records are not the sweep's: kept out of its run directories (under
-            # the output's own directory: a Slurm job's nodes must see them)
-            with tempfile.TemporaryDirectory(prefix=".probe-framework-", dir=path.parent) as tmp:
+        at = [p for p in points if p[1].world_size == spec["world_size"]]
+        # the framework runs' records are not the sweep's: kept out of its run directories
+        # (under the output's own directory: a Slurm job's nodes must see them)
+        with tempfile.TemporaryDirectory(prefix=".probe-framework-", dir=path.parent) as tmp:
+            spec["framework_dir"] = str(Path(tmp).resolve())
+            worlds.append(probe_world(spec, path.parent, args.timeout,
+                                      slurm.get(spec["world_size"]),
+                                      network.get(spec["world_size"])))
+            if worlds[-1].get("status") == "completed":
                 worlds[-1]["framework"] = probe_framework(at, worlds[-1], Path(tmp))
+            worlds[-1].pop("framework_runs", None)
         print(f"[probe {i}/{len(specs)}] {summary_line(worlds[-1])}", flush=True)
         write_probe(path, worlds, cfgs[0].cluster.name, cfgs[0].cluster.gpus_per_node)
     data = write_probe(path, worlds, cfgs[0].cluster.name, cfgs[0].cluster.gpus_per_node)

@@ -1,7 +1,11 @@
 """One world size of the probe: ``python -m vitfsdp.probe.worker SPEC OUT`` under torchrun
 or srun (one process per GPU, as a training run). Every rank measures what SPEC lists
-(:mod:`vitfsdp.probe.measure`), all at once; rank 0 writes OUT, one ``worlds`` entry of
-probe.json (:mod:`vitfsdp.plan.probed`). Progress goes to the log, one line per item.
+(:mod:`vitfsdp.probe.measure`), all at once; then, where SPEC lists ``framework`` runs,
+trains each (the smallest model, per strategy) through the real training loop
+(:func:`vitfsdp.torch_train.run`) in the same processes and process group, so that the
+framework probe costs its steps, not a launch of its own. Rank 0 writes OUT, one ``worlds``
+entry of probe.json (:mod:`vitfsdp.plan.probed`) with the runs' measured steps under
+``framework_runs``. Progress goes to the log, one line per item.
 """
 
 from __future__ import annotations
@@ -78,8 +82,44 @@ def _collectives(spec: dict, device, rank: int, out: dict) -> None:
                  points[-1]["busbw_gbps"], points[-1]["size_bytes"])
 
 
-def run(spec: dict) -> dict:
-    """Measure ``spec`` on this rank (every rank calls it); the ``worlds`` entry."""
+def _framework_runs(spec: dict, env, device, work_dir: Path) -> list[dict]:
+    """Train each of ``spec["framework"]`` (``{"strategy", "engine", "overrides"}``: the
+    framework probe's model at this world size, :func:`vitfsdp.probe.__main__.framework_overrides`)
+    with :func:`vitfsdp.torch_train.run` in this process group, its records in
+    ``work_dir/framework_w<world>_<strategy>_<engine>/``; per run ``{"strategy", "engine",
+    "status", "step_s", "reason"}`` (``step_s``: the summary's measured seconds per step).
+    A failed run aborts the process group (:class:`vitfsdp.failures.RunFailed`): it is
+    recorded and the runs after it are recorded ``failed`` as not run."""
+    # the trainer and Hydra only where the framework is probed
+    from vitfsdp import failures, torch_train
+    from vitfsdp.plan.__main__ import compose_points
+
+    out, broken = [], None
+    for item in spec["framework"]:
+        row = {"strategy": item["strategy"], "engine": item["engine"]}
+        if broken:
+            out.append(row | {"status": "failed", "step_s": None,
+                              "reason": f"not run: an earlier framework run failed ({broken})"})
+            continue
+        (_, cfg), = compose_points(item["overrides"])
+        run_dir = work_dir / f"framework_w{env.world_size}_{item['strategy']}_{item['engine']}"
+        try:
+            summary = torch_train.run(cfg, env, device, run_dir)
+        except failures.RunFailed as e:
+            broken = str(e).splitlines()[0] if str(e) else type(e).__name__
+            out.append(row | {"status": "failed", "step_s": None, "reason": broken})
+            continue
+        out.append(row | {"status": summary.get("status", "completed"),
+                          "step_s": summary.get("step_time_s"), "reason": summary.get("reason")})
+        log.info("probe: framework run %s/%s: %s s a step", item["strategy"], item["engine"],
+                 summary.get("step_time_s"))
+    return out
+
+
+def run(spec: dict, work_dir: Path | None = None) -> dict:
+    """Measure ``spec`` on this rank (every rank calls it); the ``worlds`` entry. The
+    framework runs of ``spec`` (if any) keep their records under ``work_dir`` (default: a
+    ``.probe-framework`` directory here)."""
     env = distributed.discover()
     device = distributed.pick_device(spec.get("device", "auto"), env.local_rank)
     start = time.perf_counter()
@@ -104,7 +144,10 @@ def run(spec: dict) -> dict:
             out["overlap"] = measure.overlap_fraction(o["m"], o["n"], o["k"], o["dtype"],
                                                       o["size_bytes"], None, env.world_size,
                                                       device)
-    out["wall_s"] = time.perf_counter() - start
+        out["wall_s"] = time.perf_counter() - start
+        if spec.get("framework"):
+            out["framework_runs"] = _framework_runs(spec, env, device,
+                                                    work_dir or Path(".probe-framework"))
     return out
 
 
@@ -147,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
     if "points" in spec:  # a pack's request (vitfsdp.launch.pack.probe_request)
         spec = spec_of_request(spec)
-    result = run(spec)
+    result = run(spec, Path(spec["framework_dir"]) if spec.get("framework_dir") else None)
     if distributed.discover().rank == 0:
         if merge:
             # the probe file's writer, where a pack's step merges into it
