@@ -15,6 +15,7 @@ from vitfsdp.data import (
     DataConfig,
     DigitsDataset,
     batches,
+    digits_arrays,
     normalize,
     num_classes,
     resolved_workers,
@@ -33,6 +34,19 @@ def test_digits_are_real_images_upscaled():
     assert len(ds) == 1797 and int(y) == 0
     assert x.float().std() > 50  # a drawn digit, not a constant image
     assert num_classes(DataConfig(name="digits")) == 10
+
+
+def test_digits_read_from_the_file_are_scikit_learns(monkeypatch):
+    """The file read without importing scikit-learn gives load_digits' arrays exactly; where
+    the file is missing, load_digits itself is used."""
+    from sklearn.datasets import load_digits
+
+    images, labels = digits_arrays()
+    ref = load_digits()
+    assert np.array_equal(images, ref.images) and np.array_equal(labels, ref.target)
+    monkeypatch.setattr("pathlib.Path.is_file", lambda self: False)
+    images, labels = digits_arrays()
+    assert np.array_equal(images, ref.images) and labels.dtype == np.int64
 
 
 def test_ranks_split_the_global_batch_exactly():

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # torch is imported where data is loaded: configs import this module
+    import numpy as np
     import torch
     from torch.utils.data import Dataset
 
@@ -117,6 +118,37 @@ def normalize(images: torch.Tensor) -> torch.Tensor:
     return images.float().div_(255.0).sub_(mean).div_(std)
 
 
+def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's handwritten digits as ``load_digits`` returns them: images (1797, 8, 8)
+    float64 in 0-16 and labels (1797,) int64.
+
+    Read from the file scikit-learn ships (``sklearn/datasets/data/digits.csv.gz``, 64 pixels
+    and the label a row) without importing scikit-learn: its import took 4-7 s of every
+    rank's start-up here, for a 0.1 s read. Where the file is not found (another layout),
+    ``sklearn.datasets.load_digits``.
+
+    Raises:
+        ModuleNotFoundError: scikit-learn is not installed.
+    """
+    import importlib.util
+    from pathlib import Path
+
+    import numpy as np
+
+    spec = importlib.util.find_spec("sklearn")
+    if spec is None:
+        raise ModuleNotFoundError("data=digits needs scikit-learn (pip install scikit-learn)")
+    for root in spec.submodule_search_locations or []:
+        path = Path(root) / "datasets" / "data" / "digits.csv.gz"
+        if path.is_file():
+            rows = np.loadtxt(path, delimiter=",")
+            return rows[:, :-1].reshape(-1, 8, 8), rows[:, -1].astype(np.int64)
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    return digits.images, digits.target.astype(np.int64)
+
+
 class DigitsDataset:
     """scikit-learn's 1797 handwritten digits (8×8, 16 grey levels), upscaled to
     (3, img_size, img_size) uint8 in [0, 255] (normalized after the copy to the device,
@@ -132,11 +164,10 @@ class DigitsDataset:
     def __init__(self, img_size: int) -> None:
         # torch, torchvision, scikit-learn on use (module docstring)
         import torch
-        from sklearn.datasets import load_digits
 
-        digits = load_digits()
-        self.images = torch.tensor(digits.images, dtype=torch.float32) / 16.0  # (N, 8, 8)
-        self.labels = torch.tensor(digits.target, dtype=torch.long)
+        images, labels = digits_arrays()
+        self.images = torch.tensor(images, dtype=torch.float32) / 16.0  # (N, 8, 8)
+        self.labels = torch.tensor(labels, dtype=torch.long)
         self.img_size = img_size
 
     def __len__(self) -> int:
