@@ -130,6 +130,7 @@ def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
     Raises:
         ModuleNotFoundError: scikit-learn is not installed.
     """
+    # numpy on use, as torch (module docstring: configs import this module)
     import importlib.util
     from pathlib import Path
 
@@ -143,6 +144,7 @@ def digits_arrays() -> tuple[np.ndarray, np.ndarray]:
         if path.is_file():
             rows = np.loadtxt(path, delimiter=",")
             return rows[:, :-1].reshape(-1, 8, 8), rows[:, -1].astype(np.int64)
+    # scikit-learn itself only where its file is not where this expects it
     from sklearn.datasets import load_digits
 
     digits = load_digits()
