@@ -242,3 +242,33 @@ def test_join_of_a_missing_cgroup_names_it(tmp_path):
     missing = tmp_path / "gone" / "cgroup.procs"
     with pytest.raises(RuntimeError, match="cannot join the node's CPU quota cgroup"):
         nodecpu.join({nodecpu.NODE_CGROUP_ENV: str(missing)})
+
+
+def test_ranks_count_a_link_only_where_the_record_names_it(tmp_path):
+    """vitfsdp.core.netcount: the link of an emulated network's record (the virtual cluster's
+    TaskProlog names it), its transmit counter, and network.json in the local launcher's
+    fields; nothing counted where the record does not name a link or the network is real."""
+    from vitfsdp.core import netcount
+
+    assert netcount.counted_link(None) is None
+    assert netcount.counted_link({"emulated": False, "node_if": "eth0"}) is None
+    assert netcount.counted_link({"emulated": True}) is None  # the local launcher counts
+    assert netcount.counted_link({"emulated": True, "node_if": "../eth0"}) is None
+    assert netcount.counted_link({"emulated": True, "node_if": "eth0"}) == "eth0"
+    dev = tmp_path / "dev"  # /proc/net/dev as Linux writes it
+    dev.write_text(
+        "Inter-|   Receive                                                |  Transmit\n"
+        " face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets"
+        " errs drop fifo colls carrier compressed\n"
+        "    lo:    1000      10    0    0    0     0          0         0     1000      10"
+        "    0    0    0     0       0          0\n"
+        "  eth0: 555 7 0 0 0 0 0 0 123456789 99 0 0 0 0 0 0\n")
+    assert netcount.tx_bytes("eth0", dev) == 123456789 and netcount.tx_bytes("lo", dev) == 1000
+    assert netcount.tx_bytes("eth1", dev) is None
+    assert netcount.tx_bytes("eth0", tmp_path / "missing") is None
+    assert netcount.tx_bytes("lo") is not None  # this host's own file parses
+    rec = netcount.network_file([300, None, 100], {"emulated": True, "node_if": "eth0",
+                                                   "inter_node_gbit_s": 0.1, "name": "vs-1"})
+    assert rec["sent_bytes_total"] == 400 and rec["nodes"] == 3
+    assert rec["sent_bytes_per_node"] == [300, None, 100] and rec["network"] == "vs-1"
+    assert rec["inter_node_gbit_s"] == 0.1 and "eth0" in rec["counted"]

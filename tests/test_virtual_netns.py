@@ -213,6 +213,46 @@ def test_a_batch_job_runs_in_its_node_and_reaches_slurmctld(cluster, tmp_path):
     assert any("is UP" in x for x in lines), lines
 
 
+#: FULL_SHARD against HYBRID_2GPU on two nodes each, at once: a small model, few steps.
+PAIR = {"FULL_SHARD": ("vnode1", "vnode2"), "HYBRID_2GPU": ("vnode3", "vnode4")}
+PAIR_ARGS = ["cluster=virtual", "nodes=2", "model=vit_tiny", "model.img_size=32", "device=cpu",
+             "data=synthetic", "train.steps=2", "train.warmup_steps=1", "train.log_every=1",
+             "train.local_batch_size=2"]
+
+
+@needs_cluster
+def test_full_shard_sends_more_over_the_link_than_hybrid(cluster, tmp_path):
+    """The same model trained FULL_SHARD and HYBRID_2GPU on two nodes apart (srun, a task per
+    rank, as a point's job runs its ranks): each run's network.json has the bytes each node
+    sent while the ranks trained, counted by the ranks on the link their node's TaskProlog
+    names (vitfsdp.core.netcount). FULL_SHARD's all-gathers and reduce-scatters cross the
+    link, HYBRID_2GPU's parameters stay in the node and only its gradient all-reduce crosses
+    it: per node, FULL_SHARD sends well over HYBRID_2GPU's bytes (docs/network.md)."""
+    assert cluster.start.returncode == 0, "the cluster did not start"
+    procs = {}
+    for strategy, nodes in PAIR.items():
+        run_dir = tmp_path / strategy
+        procs[strategy] = subprocess.Popen(
+            ["srun", "-N2", "-n4", "--ntasks-per-node=2", f"-w{','.join(nodes)}",
+             sys.executable, "-m", "vitfsdp.train", *PAIR_ARGS, f"strategy={strategy}",
+             f"hydra.run.dir={run_dir}"], env={**cluster.env, "OMP_NUM_THREADS": "1"},
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sent = {}
+    for strategy, proc in procs.items():
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out[-3000:]
+        run = json.loads((tmp_path / strategy / "run.json").read_text())
+        assert run["network"]["node_if"] == "eth0", run["network"]
+        net = json.loads((tmp_path / strategy / "network.json").read_text())
+        assert net["nodes"] == 2 and net["inter_node_gbit_s"] == RATE_GBIT_S, net
+        assert all(isinstance(b, int) and b > 0 for b in net["sent_bytes_per_node"]), net
+        assert net["sent_bytes_total"] == sum(net["sent_bytes_per_node"])
+        sent[strategy] = max(net["sent_bytes_per_node"])
+    print("MB a node sent over the link while training: "
+          + ", ".join(f"{k} {v / 1e6:.2f}" for k, v in sent.items()))
+    assert sent["FULL_SHARD"] > 1.5 * sent["HYBRID_2GPU"], sent
+
+
 @needs_cluster
 def test_a_second_start_reuses_the_network(cluster):
     assert cluster.start.returncode == 0, "the cluster did not start"

@@ -18,6 +18,7 @@ exits with code 3; running again in the same directory resumes from it.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import resource
@@ -31,7 +32,8 @@ from torch.distributed.tensor import DTensor
 
 from vitfsdp import checkpoint, data, distributed, failures, models, parallel, provenance
 from vitfsdp.config import KernelsConfig, RunConfig, TrainConfig
-from vitfsdp.core import nodecpu, runinfo
+from vitfsdp.core import netcount, nodecpu, runinfo
+from vitfsdp.core.layout import NETWORK_FILE
 from vitfsdp.core.loop import (
     Preempted,
     Progress,
@@ -437,6 +439,7 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
     # resume (caches cold again), or with compiled blocks and no warm-up steps (compilation)
     cold = meta is not None or (tc.warmup_steps == 0 and applied.get("compiled_blocks", 0) > 0)
     nodecpu.join()  # the emulated node's CPU quota from the first step (not for start-up)
+    link = _LinkBytes.start(env)  # where the ranks count their node's bytes (virtual Slurm)
     # a signal during the build
     stop_before_first_step(_agreed(signals, device), progress)
     for i, (first, last, warmup) in remaining_windows(tc, progress.step):
@@ -462,6 +465,47 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
                 lambda step: checkpoint.save(records.run_dir, step, model, optimizer, cfg=cfg,
                                              rank=env.rank, attempt=progress.attempt,
                                              scaler=scaler))
+    if link is not None:
+        link.finish(env, records)
+
+
+class _LinkBytes:
+    """The bytes each node sends over its link while the ranks train, where the network
+    record names the link (:mod:`vitfsdp.core.netcount`: the virtual Slurm cluster's nodes
+    apart): the first rank of each node reads its link's counter before the first step and
+    after the last; rank 0 writes network.json. Collective: every rank calls both."""
+
+    def __init__(self, record: dict, ifname: str, first: int | None) -> None:
+        self.record, self.ifname, self.first = record, ifname, first
+
+    @classmethod
+    def start(cls, env: distributed.DistEnv) -> _LinkBytes | None:
+        """The counter at the first step, ``None`` where no link is counted (the same
+        answer on every rank: the record is the job's)."""
+        try:
+            record = json.loads(os.environ.get(provenance.NETWORK_ENV) or "null")
+        except ValueError:
+            return None
+        ifname = netcount.counted_link(record)
+        if ifname is None:
+            return None
+        return cls(record, ifname, netcount.tx_bytes(ifname) if env.local_rank == 0 else None)
+
+    def finish(self, env: distributed.DistEnv, records: RunRecords) -> None:
+        """Gather the nodes' differences (node order = rank order of their first ranks);
+        rank 0 writes them to ``network.json``."""
+        last = netcount.tx_bytes(self.ifname) if env.local_rank == 0 else None
+        sent = last - self.first if last is not None and self.first is not None else None
+        gathered: list = [(env.local_rank == 0, sent)]
+        if torch.distributed.is_initialized():
+            gathered = [None] * env.world_size
+            torch.distributed.all_gather_object(gathered, (env.local_rank == 0, sent))
+        per_node = [b for first, b in gathered if first]
+        if records.is_writer:
+            write_json_atomic(records.run_dir / NETWORK_FILE,
+                              netcount.network_file(per_node, self.record))
+            log.info("the nodes sent %s MB over their links (%s)", ", ".join(
+                "?" if b is None else f"{b / 1e6:.1f}" for b in per_node), self.ifname)
 
 
 def _agreed(signals: failures.StopSignals | None, device: torch.device) -> str | None:

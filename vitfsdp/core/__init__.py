@@ -4,6 +4,7 @@ Nothing here imports torch, jax or hydra at module level, so a launcher, the ana
 login node without an accelerator build reads it cheaply. :mod:`vitfsdp.core.layout` names
 the run directory's files, the ranks' exit codes and the run statuses; beside it, the loop's
 schedule (``loop``), the mesh axes (``mesh``), a window's figures (``throughput``), run.json's
-"what ran" (``runinfo``), one rank's resolved choices (``resolved``) and the commit of a
-checkout (``checkout``, which setup.py also loads by its path).
+"what ran" (``runinfo``), one rank's resolved choices (``resolved``), the commit of a
+checkout (``checkout``), the node CPU quotas of emulated nodes (``nodecpu``) and the bytes a
+node sent over its link, counted by the ranks (``netcount``).
 """
