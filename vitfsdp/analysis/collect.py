@@ -40,9 +40,10 @@ from vitfsdp.records import (
 )
 
 log = logging.getLogger(__name__)
-#: Predictions by config (as sorted JSON, ``repeat`` left out) and device: a study repeats
-#: its points, and each prediction rebuilds the config and the model's sizes.
-_PREDICTIONS: dict[str, dict | None] = {}
+#: Predictions by point (model, strategy, nodes: :func:`_point_key`), each a list of
+#: ``(config without repeat, device, prediction)`` looked up by equality: a study repeats its
+#: points, and each prediction rebuilds the config and the model's sizes.
+_PREDICTIONS: dict[tuple, list[tuple[dict, dict, dict | None]]] = {}
 #: Cluster profiles whose nodes are processes of one machine: every rank shares its cores.
 SHARED_HOST_PROFILES = ("local", "virtual")
 #: Longest one-line failure reason in the tables (characters); the log holds the rest.
@@ -128,6 +129,7 @@ CONFIG_KEYS = (
     "mixed_precision.param_dtype", "mixed_precision.reduce_dtype",
     "mixed_precision.buffer_dtype",
 )  # fmt: skip
+_CONFIG_PATHS = tuple((key, tuple(key.split("."))) for key in CONFIG_KEYS)
 #: Config columns that split a strategy into separate scaling lines when they vary at all.
 VARIANT_COLUMNS = (
     "backward_prefetch", "limit_all_gathers", "precision", "engine", "framework", "data",
@@ -223,16 +225,19 @@ def _cached_rows(run_dirs: list[Path], probes: dict[Path, str | None],
     kept = _read_cache(cache, code)
     fresh: dict[str, list] = {}
     rows, read = [], 0
+    probe_stats = {probe: _file_stats([probe]) for probe in set(probes.values()) if probe}
     for d in run_dirs:
-        stats = _record_stats(d, probes.get(d))
-        hit = kept.get(str(d))
+        key, probe = str(d), probes.get(d)
+        stats = _file_stats([f"{key}{os.sep}{name}" for name in RECORD_FILES])
+        stats += probe_stats[probe] if probe else []
+        hit = kept.get(key)
         if hit is not None and hit[0] == stats:
             row, curve = hit[1], [tuple(point) for point in hit[2]]
-            _LOSS_CURVES[str(d)] = curve
+            _LOSS_CURVES[key] = curve
         else:
-            row, read = run_row(d, probes.get(d)), read + 1
-            curve = _LOSS_CURVES.get(str(d), [])
-        fresh[str(d)] = [stats, row, curve]
+            row, read = run_row(d, probe), read + 1
+            curve = _LOSS_CURVES.get(key, [])
+        fresh[key] = [stats, row, curve]
         rows.append(row)
     if read or set(fresh) != set(kept):
         try:
@@ -259,13 +264,13 @@ def _read_cache(cache: Path, code: str) -> dict[str, list]:
     return runs if isinstance(runs, dict) else {}
 
 
-def _record_stats(run_dir: Path, probe: str | None) -> list:
-    """Size and modification time (ns) of each of :data:`RECORD_FILES` in ``run_dir`` and of
-    ``probe`` (``None`` for a missing file), as JSON keeps them (lists)."""
+def _file_stats(paths: list[str]) -> list:
+    """``[size, mtime_ns]`` of each path, ``None`` where it is missing (plain ``os.stat``
+    on text paths: tens of thousands of runs, eight files each)."""
     stats = []
-    for path in [*(run_dir / name for name in RECORD_FILES), *([Path(probe)] if probe else [])]:
+    for path in paths:
         try:
-            st = path.stat()
+            st = os.stat(path)
             stats.append([st.st_size, st.st_mtime_ns])
         except OSError:
             stats.append(None)
@@ -317,23 +322,24 @@ def run_row(run_dir: str | os.PathLike, probe: str | None = None) -> dict[str, A
     others.
     """
     run_dir = Path(run_dir)
+    base = str(run_dir)  # text paths below: no Path per file read, tens of thousands of runs
     try:
-        run = read_json(run_dir / RUN_FILE) or {}
+        run = read_json(f"{base}{os.sep}{RUN_FILE}") or {}
         if not isinstance(run.get("config"), dict):  # failed before the trainer wrote it
             run = {**run, "config": _config_from_job(run_dir)}
-        summary = read_json(run_dir / SUMMARY_FILE)
-        windows = _read_windows(run_dir / METRICS_FILE)
+        summary = read_json(f"{base}{os.sep}{SUMMARY_FILE}")
+        windows = _read_windows(f"{base}{os.sep}{METRICS_FILE}")
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as e:
         log.warning("%s: unreadable records (%s)", run_dir, e)
-        return {"run_dir": str(run_dir), "status": "failed", "reason": f"unreadable records: {e}"}
+        return {"run_dir": base, "status": "failed", "reason": f"unreadable records: {e}"}
     cluster = (run.get("config") or {}).get("cluster")
     if probe and isinstance(cluster, dict) and cluster.get("probe") in (None, "", "allocation"):
         # the sweep's probe (allocation: the packs measured into it)
         run = {**run, "config": {**run["config"], "cluster": {**cluster, "probe": probe}}}
-    _LOSS_CURVES[str(run_dir)] = _loss_curve(windows)
+    _LOSS_CURVES[base] = _loss_curve(windows)
     status = _status(run, summary)
-    row = {"run_dir": str(run_dir), **status, **_config(run), **_figures(summary),
-           **_model_state(summary), **_sent(run_dir),
+    row = {"run_dir": base, **status, **_config(run), **_figures(summary),
+           **_model_state(summary), **_sent(base),
            **_window_figures(windows, summary, status["status"]), **prediction(run)}
     if row["status"] != "completed":
         row |= {"log": find_log(run_dir, status["reason"]),
@@ -341,13 +347,14 @@ def run_row(run_dir: str | os.PathLike, probe: str | None = None) -> dict[str, A
     return row
 
 
-def _read_windows(path: Path) -> list[dict]:
+def _read_windows(path: str | os.PathLike) -> list[dict]:
     """``metrics.jsonl`` as :func:`vitfsdp.records.read_jsonl` reads it, parsed in one
     ``json.loads`` of its lines as an array (one call per file, not per line); a file that
     does not parse so (a truncated last line, a corrupt one) goes to ``read_jsonl``, which
     skips the truncated line with a warning or raises ``ValueError``."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
     except FileNotFoundError:
         return []
     lines = [line for line in text.splitlines() if line.strip()]
@@ -489,7 +496,7 @@ def _config(run: dict) -> dict[str, Any]:
         "precision": _applied_precision(run),
         "data": _get(cfg, "data", "name"),
         "img_size": _img_size(run),
-        **{key: _get(cfg, *key.split(".")) for key in CONFIG_KEYS},
+        **{key: _get(cfg, *path) for key, path in _CONFIG_PATHS},
         **_applied_kernels(run),
         "experiment": cfg.get("experiment"),
         "repeat": cfg.get("repeat", 0),
@@ -639,12 +646,12 @@ def _model_state(summary: dict | None) -> dict[str, float | None]:
             for column, key in STATE_COLUMNS.items()}
 
 
-def _sent(run_dir: Path) -> dict[str, float | None]:
+def _sent(run_dir: str | os.PathLike) -> dict[str, float | None]:
     """The :data:`NETWORK_COLUMNS` from the point's ``network.json`` (bytes each node sent
     over its emulated link, :data:`vitfsdp.core.layout.NETWORK_FILE`), in GB; ``{}`` where
     there is none or it cannot be read (a warning: the run's other records still count)."""
     try:
-        record = read_json(run_dir / NETWORK_FILE)
+        record = read_json(f"{run_dir}{os.sep}{NETWORK_FILE}")
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as e:
         log.warning("%s: unreadable %s (%s)", run_dir, NETWORK_FILE, e)
         return {}
@@ -702,19 +709,33 @@ def prediction(run: dict) -> dict[str, Any]:
 
 
 def _predict_run(run: dict) -> dict | None:
-    """The plan's prediction for ``run``, memoized per config (:func:`_prediction_key`: a
-    study's repeats of one point cost one prediction); ``None`` where the config cannot be
-    rebuilt (older records)."""
+    """The plan's prediction for ``run``, memoized per config and device (a study's repeats
+    of one point cost one prediction): the config without its ``repeat`` label, and the
+    device's kind, name, memory and peak (not its UUID or bus id, which differ per node),
+    compared as dicts (cheaper than writing each run's config out as a key); ``None`` where
+    the config cannot be rebuilt (older records)."""
     if not isinstance(run.get("config"), dict) or "train" not in run["config"]:
         return None  # no config, or only the overrides of a run that never started
-    key = _prediction_key(run)
-    if key not in _PREDICTIONS:
-        try:
-            _PREDICTIONS[key] = _fast_predict(run)
-        except (ValueError, TypeError, KeyError) as e:
-            log.warning("no prediction for run %s: %s", run.get("run_id", "?"), e)
-            _PREDICTIONS[key] = None
-    return _PREDICTIONS[key]
+    config = {k: v for k, v in run["config"].items() if k != "repeat"}
+    device = {k: _get(run, "device", k) for k in ("type", "name", "memory_gib", "peak_flops")}
+    known = _PREDICTIONS.setdefault(_point_key(config), [])
+    for known_config, known_device, pred in known:
+        if known_device == device and known_config == config:
+            return pred
+    try:
+        pred = _fast_predict(run)
+    except (ValueError, TypeError, KeyError) as e:
+        log.warning("no prediction for run %s: %s", run.get("run_id", "?"), e)
+        pred = None
+    known.append((config, device, pred))
+    return pred
+
+
+def _point_key(config: dict) -> tuple[str, str, str]:
+    """The model, strategy and nodes of a config, as text: where :data:`_PREDICTIONS` looks
+    for its prediction."""
+    return (str(_get(config, "model", "name")), str(_get(config, "strategy", "name")),
+            str(config.get("nodes")))
 
 
 def _fast_predict(run: dict) -> dict | None:
@@ -757,17 +778,6 @@ def _type_hints(cls: type) -> dict[str, Any]:
     """The init fields of dataclass ``cls`` and their resolved types."""
     hints = typing.get_type_hints(cls)
     return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.init}
-
-
-def _prediction_key(run: dict) -> str:
-    """What a prediction depends on: the config without its ``repeat`` label, and the
-    device's kind, name, memory and peak (not its UUID or bus id, which differ per node),
-    as text (``repr``: faster than ``json.dumps(sort_keys=True)``; configs written by one
-    version of the code list their keys in one order, and another order costs only a
-    second prediction)."""
-    config = {k: v for k, v in run["config"].items() if k != "repeat"}
-    device = {k: _get(run, "device", k) for k in ("type", "name", "memory_gib", "peak_flops")}
-    return repr((config, device))
 
 
 def _get(d: dict, *keys: str) -> Any:

@@ -314,8 +314,7 @@ def _bar_spans(panel: pd.DataFrame, labels: list[str]) -> dict[str, tuple[float,
     completed run of the panel recorded its model state (older records: no bars, the lines
     as before)."""
     parts = [column for column, *_ in STATE_PARTS if column in panel]
-    done = panel[panel["status"] == "completed"]
-    if not parts or not done[parts].notna().any().any():
+    if not parts or not panel.loc[panel["status"] == "completed", parts].notna().any().any():
         return {}
     octaves = sorted({math.log2(n) for n in panel["nodes"].dropna() if n > 0})
     closest = min((b - a for a, b in zip(octaves, octaves[1:], strict=False)), default=1.0)
@@ -335,7 +334,7 @@ def _plot_state_bars(ax, line: pd.DataFrame, done: pd.Series, color: str,
     somewhere are added to ``extras`` (a lower one is drawn, to scale, but too thin to see
     or to list). Returns whether any bar was drawn."""
     columns = [column for column, *_ in STATE_PARTS]
-    ok = line[(line["status"] == "completed") & line["nodes"].notna()]
+    ok = line.loc[(line["status"] == "completed") & line["nodes"].notna(), ["nodes", *columns]]
     state = ok.groupby(ok["nodes"].astype("int64"))[columns].max()
     state = state[state.notna().any(axis=1) & state.index.isin(done.index)]
     for n, parts in state.iterrows():
@@ -1207,9 +1206,16 @@ def _plot_measured(ax, line: pd.DataFrame, keys: list[str], looks: dict[str, tup
 
 def _completed_points(line: pd.DataFrame, value: str, how: str) -> pd.Series:
     """``value`` of the completed runs of a line per node count (``how``: median or max)."""
-    done = line[(line["status"] == "completed") & line[value].notna() & line["nodes"].notna()]
+    done = _completed(line, value)
     points = done.groupby(done["nodes"].astype("int64"))[value].agg(how)
     return points.sort_index()
+
+
+def _completed(line: pd.DataFrame, value: str) -> pd.DataFrame:
+    """``nodes`` and ``value`` of the line's completed runs with both known (two columns,
+    not the frame's every column: cheap at tens of thousands of runs)."""
+    mask = (line["status"] == "completed") & line[value].notna() & line["nodes"].notna()
+    return line.loc[mask, ["nodes", value]]
 
 
 def _plot_ideal(ax, done: pd.Series, nodes: pd.Series, color: str, label: str) -> None:
@@ -1247,7 +1253,8 @@ def _mark_not_completed(
     text)``: one per point, e.g. ``FULL_SHARD nodes=8 (2 oom)``.
     """
     bad = (line["status"] != "completed") | line[value].isna()
-    missing = line[bad & line["nodes"].notna()]
+    columns = ["nodes", "status", *dict.fromkeys(c for c in (at, reached) if c is not None)]
+    missing = line.loc[bad & line["nodes"].notna(), columns]
     skipped = (missing["status"] == "skipped_infeasible") & (
         missing[at].notna() if at is not None else False)
     if skipped.any():  # one diamond per point and predicted value, however many repeats
@@ -1283,8 +1290,8 @@ def _note_items(line: pd.DataFrame, bad: pd.Series, label: str,
     line's runs, not one per point."""
     nodes = line["nodes"].astype("Int64").astype("string").fillna("?")
     totals = nodes.value_counts(sort=False)
-    failed = line[bad]
-    why = failed["status"].where(failed["status"] != "completed", f"completed, no {value}")
+    failed = line.loc[bad, "status"]
+    why = failed.where(failed != "completed", f"completed, no {value}")
     why = why.fillna("unknown")
     counts = why.groupby([nodes[bad], why], sort=False).size()
     by_point: dict[str, list[tuple[str, int]]] = {}
@@ -1309,7 +1316,7 @@ def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str,
     """A min-max error bar at each node count where the line's point ran more than once
     and its runs differ by more than :data:`MIN_ERROR_BAR` of their median (on the log
     axis a smaller spread hides under the marker: not drawn, not in the legend)."""
-    done = line[(line["status"] == "completed") & line[value].notna() & line["nodes"].notna()]
+    done = _completed(line, value)
     stats = done.groupby(done["nodes"].astype("int64"))[value].agg(["median", "min", "max",
                                                                      "count"])
     stats = stats[(stats["count"] > 1)
@@ -1328,8 +1335,7 @@ def _plot_rank_range(ax, line: pd.DataFrame, done: pd.Series, color: str,
     maximum, where the records hold the minimum and it is more than ``min_length`` (GiB)
     below the maximum (a shorter bar hides under the marker: not drawn, not in the legend),
     at ``shift`` times the node count (as :func:`_plot_measured`)."""
-    ok = line[(line["status"] == "completed") & line["peak_mem_min_gib"].notna()
-              & line["nodes"].notna()]
+    ok = _completed(line, "peak_mem_min_gib")
     low = ok.groupby(ok["nodes"].astype("int64"))["peak_mem_min_gib"].min()
     low = low[low.index.isin(done.index)]
     low = low[done.loc[low.index] - low > min_length]
@@ -1345,7 +1351,7 @@ def _plot_predicted(ax, line: pd.DataFrame, value: str, color: str, label: str,
     """The plan's prediction ``value`` per node count as a dotted line (every status: a
     skipped point's prediction is part of the line), at ``shift`` times the node count (as
     :func:`_plot_measured`); True if one was drawn."""
-    known = line[line[value].notna() & line["nodes"].notna()]
+    known = line.loc[line[value].notna() & line["nodes"].notna(), ["nodes", value]]
     if known.empty:
         return False
     pred = known.groupby(known["nodes"].astype("int64"))[value].first().sort_index()
@@ -1424,7 +1430,7 @@ def _make_room_below(ax) -> None:
 def _plot_device_memory(ax, panel: pd.DataFrame) -> bool:
     """The device memory as a dotted horizontal line, once per distinct known size; True if
     one was drawn."""
-    devices = panel.dropna(subset=["device_memory_gib"])
+    devices = panel.loc[panel["device_memory_gib"].notna(), ["device_memory_gib", "device_name"]]
     for gib, rows in devices.groupby("device_memory_gib"):
         names = rows["device_name"].dropna().unique()
         name = f"{names[0]} " if len(names) == 1 else ""
