@@ -153,13 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     """Run the analysis; returns the exit code (0, or 2 for bad input)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
-    # a first analysis starts the figure processes while the records are read; a later one
-    # (the figures' inputs recorded) starts them once it knows which figures changed
+    # a first analysis starts the figure processes at once: they read part of the records,
+    # then draw; a later one (the figures' inputs recorded) starts them once it knows which
+    # figures changed
     again = (args.out / INPUTS_FILE).is_file()
     pool = None if again else figure_pool(args.jobs)
     try:
         try:
-            df = collect_runs(args.sweep_dirs, cache=args.out / RUNS_CACHE)
+            df = collect_runs(args.sweep_dirs, cache=args.out / RUNS_CACHE, pool=pool)
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

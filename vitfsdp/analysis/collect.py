@@ -7,6 +7,7 @@ of memory or timed out stays visible next to the ones that completed.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import hashlib
@@ -15,8 +16,10 @@ import logging
 import os
 import re
 import statistics
+import threading
 import typing
 from collections.abc import Iterable
+from concurrent.futures import Executor, Future
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +155,8 @@ RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch")
 
 
 def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike],
-                 cache: str | os.PathLike | None = None) -> pd.DataFrame:  # fmt: skip
+                 cache: str | os.PathLike | None = None,
+                 pool: Executor | None = None) -> pd.DataFrame:  # fmt: skip
     """One row per run directory found below ``sweep_dirs``, whatever its status.
 
     Args:
@@ -163,6 +167,10 @@ def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike],
             from: a run whose record files (and the package's code) did not change since is
             not read again; the file is rewritten with what was read. ``None``: every run
             is read.
+        pool: processes that read part of the runs beside this one (the analysis's figure
+            processes, before they draw: :func:`vitfsdp.analysis.figures.figure_pool`), a
+            part of :data:`READ_CHUNK` runs at a time; ``None`` reads every run here. The
+            rows are the same either way.
 
     Returns:
         A DataFrame with the columns of :data:`COLUMNS`, sorted by model, strategy, nodes.
@@ -199,9 +207,9 @@ def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike],
     _LOSS_CURVES.clear()
     unique = list(dict.fromkeys(run_dirs))
     if cache is None:
-        rows = [run_row(d, probes.get(d)) for d in unique]
+        rows = [row for row, _ in _read_runs(unique, probes, pool)]
     else:
-        rows = _cached_rows(unique, probes, Path(cache))
+        rows = _cached_rows(unique, probes, Path(cache), pool)
     df = _typed(pd.DataFrame(rows, columns=list(COLUMNS)))
     by = ["model", "strategy", "nodes", *VARIANT_COLUMNS, "repeat", "run_dir"]
     df = df.sort_values(by, na_position="last", kind="stable", key=_sort_key)
@@ -216,39 +224,130 @@ RUNS_CACHE = ".runs_cache.json"
 RECORD_FILES = (RUN_FILE, SUMMARY_FILE, METRICS_FILE, NETWORK_FILE, "job.json", *LOG_FILES)
 
 
-def _cached_rows(run_dirs: list[Path], probes: dict[Path, str | None],
-                 cache: Path) -> list[dict[str, Any]]:  # fmt: skip
+def _cached_rows(run_dirs: list[Path], probes: dict[Path, str | None], cache: Path,
+                 pool: Executor | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """The rows of ``run_dirs``: from ``cache`` where a run's records (and probe) have the
     stats recorded with its row and the package's code is the same, else read
-    (:func:`run_row`); ``cache`` rewritten with them (atomically) when anything was read."""
+    (:func:`_read_runs`, with ``pool``); ``cache`` rewritten with them (atomically) when
+    anything was read."""
     code = _code_fingerprint()
     kept = _read_cache(cache, code)
-    fresh: dict[str, list] = {}
-    rows, read = [], 0
     probe_stats = {probe: _file_stats([probe]) for probe in set(probes.values()) if probe}
-    for d in run_dirs:
+    stats, rows, unread = {}, {}, []
+    for d in run_dirs if kept else ():  # nothing kept: every run is read, and stat'ed there
         key, probe = str(d), probes.get(d)
-        stats = _file_stats([f"{key}{os.sep}{name}" for name in RECORD_FILES])
-        stats += probe_stats[probe] if probe else []
+        stats[key] = _record_stats(key) + (probe_stats[probe] if probe else [])
         hit = kept.get(key)
-        if hit is not None and hit[0] == stats:
-            row, curve = hit[1], [tuple(point) for point in hit[2]]
-            _LOSS_CURVES[key] = curve
+        if hit is not None and hit[0] == stats[key]:
+            rows[key] = hit[1]
+            _LOSS_CURVES[key] = [tuple(point) for point in hit[2]]
         else:
-            row, read = run_row(d, probe), read + 1
-            curve = _LOSS_CURVES.get(key, [])
-        fresh[key] = [stats, row, curve]
-        rows.append(row)
-    if read or set(fresh) != set(kept):
+            unread.append(d)
+    unread = unread if kept else list(run_dirs)
+    for d, (row, record_stats) in zip(unread, _read_runs(unread, probes, pool, not kept),
+                                      strict=True):
+        rows[str(d)] = row
+        if record_stats is not None:
+            probe = probes.get(d)
+            stats[str(d)] = record_stats + (probe_stats[probe] if probe else [])
+    if unread or set(stats) != set(kept):
+        fresh = {key: [stats[key], rows[key], _LOSS_CURVES.get(key, [])] for key in stats}
         try:
             cache.parent.mkdir(parents=True, exist_ok=True)
             write_text_atomic(cache, json.dumps({"code": code, "runs": fresh},
                                                 default=_plain))
         except OSError as e:  # a read-only analysis directory: nothing kept, all else works
             log.warning("could not keep the rows read in %s (%s)", cache, e)
-    log.info("read %d of %d runs (the rest unchanged since %s)", read, len(run_dirs),
+    log.info("read %d of %d runs (the rest unchanged since %s)", len(unread), len(run_dirs),
              cache.name)
-    return rows
+    return [rows[str(d)] for d in run_dirs]
+
+
+#: Runs in each part of a read shared with other processes (:func:`_read_runs`): small
+#: enough that the processes end close together, large enough to cost little to hand out.
+READ_CHUNK = 200
+
+
+def _read_runs(run_dirs: list[Path], probes: dict[Path, str | None],
+               pool: Executor | None = None,
+               stat: bool = False) -> list[tuple[dict[str, Any], list | None]]:  # fmt: skip
+    """:func:`run_row` of each of ``run_dirs``, in order, each with its records' stats
+    (:func:`_record_stats`, taken just before they are read) with ``stat``, else ``None``.
+    With ``pool``, the runs are cut into parts of :data:`READ_CHUNK`: this process reads
+    them from the first on, and each of the pool's processes (``pool.workers``, default 1)
+    takes the last part left each time it is free (:class:`_SharedRead`); their rows, stats
+    and loss curves come back here. A part whose process failed is read here."""
+    runs = [(str(d), probes.get(d), stat) for d in run_dirs]
+    if pool is None or len(runs) < 2 * READ_CHUNK:
+        return [_read_run(*run) for run in runs]
+    shared = _SharedRead([runs[i:i + READ_CHUNK] for i in range(0, len(runs), READ_CHUNK)],
+                         pool)
+    return shared.rows()
+
+
+def _read_run(run_dir: str, probe: str | None, stat: bool) -> tuple[dict[str, Any], list | None]:
+    """:func:`run_row` of ``run_dir``, after its :func:`_record_stats` with ``stat``."""
+    stats = _record_stats(run_dir) if stat else None
+    return run_row(run_dir, probe), stats
+
+
+class _SharedRead:
+    """The parts of a read (:func:`_read_runs`), taken from the front by this process and
+    from the back by ``pool``'s processes, whichever is free first: handed to the pool by
+    the callback of the part it finished (the pool's thread), so no process waits on
+    another's part."""
+
+    def __init__(self, parts: list[list[tuple[str, str | None, bool]]], pool: Executor) -> None:
+        self.parts, self.pool = parts, pool
+        self.left = collections.deque(range(len(parts)))
+        self.done: dict[int, list[tuple[dict[str, Any], list | None]]] = {}
+        self.futures: dict[int, Future] = {}
+        self.lock = threading.RLock()
+        self._hand_out()
+
+    def _hand_out(self, *_: Any) -> None:
+        """Give the last parts left to the pool's idle processes, one each."""
+        with self.lock:
+            busy = sum(not f.done() for f in self.futures.values())
+            while self.left and busy < getattr(self.pool, "workers", 1):
+                i = self.left.pop()
+                try:
+                    future = self.pool.submit(_read_part, self.parts[i])
+                except RuntimeError:  # the pool is shutting down: the rest is read here
+                    self.left.append(i)
+                    return
+                self.futures[i], busy = future, busy + 1
+                future.add_done_callback(self._hand_out)
+
+    def _next(self) -> int | None:
+        with self.lock:
+            return self.left.popleft() if self.left else None
+
+    def rows(self) -> list[tuple[dict[str, Any], list | None]]:
+        """Read the parts left here, wait for the pool's; every ``(row, stats)``, in order."""
+        while (i := self._next()) is not None:
+            self.done[i] = [_read_run(*run) for run in self.parts[i]]
+        for i, future in list(self.futures.items()):
+            try:
+                part = future.result()
+            except Exception as e:  # noqa: BLE001 - the process died (killed for memory, say)
+                log.warning("a process reading runs failed (%s); reading its %d runs here",
+                            e, len(self.parts[i]))
+                self.done[i] = [_read_run(*run) for run in self.parts[i]]
+                continue
+            for (row, _), curve in part:
+                if curve is not None:
+                    _LOSS_CURVES[row["run_dir"]] = [tuple(point) for point in curve]
+            self.done[i] = [read for read, _ in part]
+        return [read for i in range(len(self.parts)) for read in self.done[i]]
+
+
+def _read_part(runs: list[tuple[str, str | None, bool]]) -> list[tuple[tuple, list | None]]:
+    """In a pool's process: :func:`_read_run` of each ``(run_dir, probe, stat)`` with the
+    run's loss curve (:data:`_LOSS_CURVES`, which the calling process fills from it;
+    ``None`` for unreadable records)."""
+    reads = [_read_run(*run) for run in runs]
+    return [(read, _LOSS_CURVES.pop(read[0]["run_dir"], None)) for read in reads]
 
 
 def _read_cache(cache: Path, code: str) -> dict[str, list]:
@@ -262,6 +361,11 @@ def _read_cache(cache: Path, code: str) -> dict[str, list]:
         return {}
     runs = record.get("runs")
     return runs if isinstance(runs, dict) else {}
+
+
+def _record_stats(run_dir: str) -> list:
+    """:func:`_file_stats` of the :data:`RECORD_FILES` of ``run_dir``."""
+    return _file_stats([f"{run_dir}{os.sep}{name}" for name in RECORD_FILES])
 
 
 def _file_stats(paths: list[str]) -> list:
@@ -979,3 +1083,4 @@ def format_efficiency(x: float) -> str:
 def efficiency_footnote(column: pd.Series) -> str:
     """``\n`` and :data:`ABOVE_IDEAL_NOTE` where a formatted efficiency is flagged, else ``""``."""
     return f"\n{ABOVE_IDEAL_NOTE}" if column.str.endswith("*").any() else ""
+

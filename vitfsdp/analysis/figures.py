@@ -30,6 +30,7 @@ import multiprocessing
 import os
 import sys
 import textwrap
+import threading
 import types
 from collections import Counter
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -836,8 +837,9 @@ def write_figures(df: pd.DataFrame, out_dir: str | os.PathLike,
 class PendingFigures:
     """Figures being drawn by a :class:`FigurePool`'s processes while this process goes on
     (writing the tables, say); :meth:`result` draws the ones no process has taken yet and
-    waits for the rest. Each process holds one figure at a time, so whichever is free
-    first takes the next. Without a pool every figure is drawn in :meth:`result`.
+    waits for the rest. Each process holds one figure at a time and is handed the next as
+    soon as it is done (by its figure's callback, in the pool's thread), so whichever is
+    free first takes the next. Without a pool every figure is drawn in :meth:`result`.
 
     With ``keep_unchanged``, a figure whose inputs (:func:`figure_inputs`) are those it was
     last drawn from in ``out_dir`` (:data:`INPUTS_FILE`), and whose files are all there, is
@@ -854,8 +856,10 @@ class PendingFigures:
             raise ValueError(f"unknown figure(s) {unknown}; valid: {', '.join(FIGURES)}")
         self.df, self.out_dir, self.formats, self.pool = df, Path(out_dir), formats, pool
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.lock = threading.RLock()  # todo and futures: this thread and the pool's
         self.inputs: dict[str, str] = {}  # figure_inputs of each figure, where kept track of
         self.kept: dict[str, Path | None] = {}  # unchanged: its first format's path, or None
+        self.inputs_due: tuple[str, ...] = ()  # inputs to take in result(), when drawn anyway
         if keep_unchanged:
             self._keep_unchanged(names)
         self.todo = sorted((n for n in names if n not in self.kept), key=COST_ORDER.index)
@@ -876,11 +880,14 @@ class PendingFigures:
     def _keep_unchanged(self, names: tuple[str, ...]) -> None:
         """Fill :attr:`inputs` and :attr:`kept`: the figures whose inputs equal those
         recorded in :data:`INPUTS_FILE` when they were drawn, with every format's file in
-        place (or recorded as having had nothing to draw)."""
+        place (or recorded as having had nothing to draw). With no record at all, every
+        figure is drawn: their inputs are taken in :meth:`result`, once they are handed out."""
         done = _read_inputs(self.out_dir / INPUTS_FILE)
-        curves = loss_curves(self.df) if "loss" in names else None
+        if not done:
+            self.inputs_due = names
+            return
+        self._take_inputs(names)
         for name in names:
-            self.inputs[name] = figure_inputs(self.df, name, self.formats, curves)
             before = done.get(name) or {}
             if before.get("inputs") != self.inputs[name]:
                 continue
@@ -889,26 +896,44 @@ class PendingFigures:
             elif all((self.out_dir / f"{name}.{fmt}").is_file() for fmt in self.formats):
                 self.kept[name] = self.out_dir / f"{name}.{self.formats[0]}"
 
-    def _hand_out(self) -> None:
-        """Give the next figures to the pool's idle processes, one each."""
+    def _take_inputs(self, names: tuple[str, ...]) -> None:
+        """:attr:`inputs` of ``names`` (:func:`figure_inputs`)."""
+        curves = loss_curves(self.df) if "loss" in names else None
+        for name in names:
+            self.inputs[name] = figure_inputs(self.df, name, self.formats, curves)
+
+    def _hand_out(self, *_: Future) -> None:
+        """Give the next figures to the pool's idle processes, one each (also the callback
+        of each figure a process finished)."""
         if self.pool is None:
             return
-        while self.todo and sum(not f.done() for f in self.futures.values()) < self.pool.workers:
-            name = self.todo.pop(0)
-            curves = self.curves if name == "loss" else None
-            self.futures[name] = self.pool.submit(_write_figure, name, self.df, self.out_dir,
-                                                  self.formats, curves)
+        with self.lock:
+            busy = sum(not f.done() for f in self.futures.values())
+            while self.todo and busy < self.pool.workers:
+                name = self.todo[0]
+                curves = self.curves if name == "loss" else None
+                try:
+                    future = self.pool.submit(_write_figure, name, self.df, self.out_dir,
+                                              self.formats, curves)
+                except RuntimeError:  # the pool is shutting down or broken: drawn here
+                    return
+                self.todo.pop(0)
+                self.futures[name], busy = future, busy + 1
+                future.add_done_callback(self._hand_out)
+
+    def _next(self) -> str | None:
+        """The next figure to draw here, taken off :attr:`todo`; ``None`` when none is left."""
+        with self.lock:
+            return self.todo.pop(0) if self.todo else None
 
     def result(self) -> dict[str, Path]:
         """Draw what is left, wait for the pool; the path of each figure's first format
         (by default the PNG), by name."""
         written: dict[str, Path | None] = {}
-        while self.todo:
-            self._hand_out()
-            if self.todo:  # every process is busy: draw the next one here
-                name = self.todo.pop(0)
-                written[name] = _write_figure(name, self.df, self.out_dir, self.formats)
-        for name, future in self.futures.items():
+        while (name := self._next()) is not None:  # every process is busy: draw it here
+            written[name] = _write_figure(name, self.df, self.out_dir, self.formats)
+        self._take_inputs(self.inputs_due)  # while the pool's processes draw
+        for name, future in list(self.futures.items()):
             try:
                 written[name] = future.result()
             except BrokenProcessPool as e:  # the process died (killed for memory, say)
@@ -1020,13 +1045,17 @@ def _write_inputs(path: Path, inputs: dict[str, str], paths: dict[str, Path | No
 
 
 class FigurePool(ProcessPoolExecutor):
-    """Processes that draw figures beside this one (:class:`PendingFigures`).
+    """Processes that work beside this one: they read part of the records
+    (:func:`~vitfsdp.analysis.collect.collect_runs`' ``pool``), then draw figures
+    (:class:`PendingFigures`).
 
     They are spawned, not forked (a fork of a process holding threads, BLAS's or a logging
-    handler's, can deadlock), and start at once: each imports matplotlib and loads its font
-    while the caller reads the records, so create the pool before
+    handler's, can deadlock), and start at once, so create the pool before
     :func:`~vitfsdp.analysis.collect.collect_runs`, and shut it down after the figures
-    (``with`` or :meth:`shutdown`).
+    (``with`` or :meth:`shutdown`). The first time the pool has nothing to do (its processes
+    started, the records they were given read), each process imports matplotlib and loads
+    its font (:func:`_warm_up`) while this one is still busy (building the runs' frame,
+    say), so the figures they are given next start at once.
 
     Args:
         workers: how many processes (at least 1).
@@ -1035,8 +1064,30 @@ class FigurePool(ProcessPoolExecutor):
     def __init__(self, workers: int) -> None:
         super().__init__(workers, mp_context=multiprocessing.get_context("spawn"))
         self.workers = workers
+        self._lock = threading.Lock()
+        self._queued = 0  # submitted, not yet done
+        self._cold = workers  # warm-ups still to hand out
         for _ in range(workers):  # each submit starts a process while none is idle
-            self.submit(_warm_up)
+            self.submit(_started)
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        """As :meth:`ProcessPoolExecutor.submit`; the pool warms up when it next is idle."""
+        with self._lock:
+            self._queued += 1
+        future = super().submit(fn, *args, **kwargs)
+        future.add_done_callback(self._when_done)
+        return future
+
+    def _when_done(self, _: Future) -> None:
+        """A task ended: once nothing is queued, hand out the warm-ups (this pool's thread)."""
+        with self._lock:
+            self._queued -= 1
+            warm, self._cold = (self._cold, 0) if self._queued == 0 else (0, self._cold)
+        for _ in range(warm):
+            try:
+                self.submit(_warm_up)
+            except RuntimeError:  # shutting down: nothing left to draw
+                return
 
 
 def figure_pool(jobs: int | None = None, figures: int = len(FIGURES)) -> FigurePool | None:
@@ -1055,6 +1106,10 @@ def figure_pool(jobs: int | None = None, figures: int = len(FIGURES)) -> FigureP
         jobs = cpus
     jobs = min(jobs, figures)
     return FigurePool(jobs - 1) if jobs > 1 else None
+
+
+def _started() -> None:
+    """Run in a new process: nothing (its start, the imports, is the work)."""
 
 
 def _warm_up() -> None:
@@ -1646,15 +1701,54 @@ def _two_line_title(title: str, width: int) -> str:
 def _fit_height(fig: Figure) -> None:
     """Grow or shrink the figure so each row of panels has :data:`AXES_HEIGHT_IN` of plotting
     area after the layout made room for titles, labels, notes and the legend, then fix that
-    layout: constrained layout runs twice here (at the first guess of the height, then at
-    the fitted one) and never again, so saving draws the figure once per format."""
+    layout, so saving draws the figure once per format without laying it out again.
+
+    Constrained layout runs once, at the first guess of the height. The margins it made are
+    lengths (inches) that a taller or shorter figure keeps, so each row of panels is then
+    moved and stretched by what the height changed (:func:`_stretch_rows`), as a second run
+    would place it, and the suptitle kept its distance from the top; only where a panel's
+    ticks change with its new height (their labels set the margins) does the layout run
+    again."""
     engine = fig.get_layout_engine()
     engine.execute(fig)
     rows = len({round(ax.get_position().y0, 4) for ax in fig.axes})
     height = min(ax.get_position().height for ax in fig.axes) * fig.get_figheight()
-    fig.set_figheight(fig.get_figheight() + rows * (AXES_HEIGHT_IN - height))
-    engine.execute(fig)
+    ticks = _major_ticks(fig)
+    _stretch_rows(fig, fig.get_figheight() + rows * (AXES_HEIGHT_IN - height))
+    if _major_ticks(fig) != ticks:
+        engine.execute(fig)
     fig.set_layout_engine("none")
+
+
+def _major_ticks(fig: Figure) -> list[tuple[list[float], list[float]]]:
+    """The major tick values of every panel's axes (their labels make its margins)."""
+    return [(list(ax.xaxis.get_majorticklocs()), list(ax.yaxis.get_majorticklocs()))
+            for ax in fig.axes]
+
+
+def _stretch_rows(fig: Figure, new_height: float) -> None:
+    """Set the figure's height to ``new_height`` (inches), keeping every margin of the
+    layout in inches: each row of panels (from the top) moves down by what the rows above
+    it grew and grows by an equal share of the change; the suptitle keeps its distance from
+    the top, a bottom label (``supxlabel``) from the bottom (the legend is anchored there)."""
+    old_height = fig.get_figheight()
+    tops = sorted({round(ax.get_position().y1, 4) for ax in fig.axes}, reverse=True)
+    grow = (new_height - old_height) / len(tops)
+    boxes = [ax.get_position() for ax in fig.axes]
+    fig.set_figheight(new_height)
+    for ax, box in zip(fig.axes, boxes, strict=True):
+        row = tops.index(round(box.y1, 4))
+        top = (1 - box.y1) * old_height + row * grow  # inches from the figure's top
+        height = box.height * old_height + grow
+        y0 = 1 - (top + height) / new_height
+        ax.set_position([box.x0, y0, box.width, height / new_height])
+        ax.set_in_layout(True)  # set_position takes it out; kept for a second layout
+    if fig._suptitle is not None:
+        x, y = fig._suptitle.get_position()
+        fig._suptitle.set_y(1 - (1 - y) * old_height / new_height)
+    if fig._supxlabel is not None:
+        x, y = fig._supxlabel.get_position()
+        fig._supxlabel.set_y(y * old_height / new_height)
 
 
 #: The PNG text chunk naming the kinds of mark a figure drew (keys of :data:`PROXIES`, and
@@ -1672,3 +1766,4 @@ def _save(fig: Figure, path: str | os.PathLike, quiet: bool = False) -> None:
     fig.savefig(path, dpi=DPI, **({"metadata": {DRAWN_KEY: ",".join(drawn)}} if png else {}))
     if not quiet:
         log.info("wrote %s", path)
+
