@@ -107,6 +107,31 @@ def test_figures_stay_bounded_and_failures_summarized_per_point(scale_sweep: lis
         assert note.count("\n") < 12  # a few lines, whatever the number of runs
 
 
+def test_runs_read_with_a_pool_equal_those_read_here(scale_sweep: list, tmp_path) -> None:
+    """A figure process sharing the reading (``collect_runs(pool=)``, parts of READ_CHUNK
+    runs) gives the frame, the loss curves and the runs cache that one process gives."""
+    import json
+
+    import pandas as pd
+
+    from vitfsdp.analysis import collect_runs, loss_curves
+    from vitfsdp.analysis.collect import READ_CHUNK
+    from vitfsdp.analysis.figures import figure_pool
+
+    here = collect_runs(scale_sweep, cache=tmp_path / "here.json")
+    curves = loss_curves(here)
+    pool = figure_pool(2)
+    try:
+        assert pool is not None and len(here) > 2 * READ_CHUNK  # the read is shared
+        pooled = collect_runs(scale_sweep, cache=tmp_path / "pool.json", pool=pool)
+    finally:
+        pool.shutdown()
+    pd.testing.assert_frame_equal(pooled, here)
+    pd.testing.assert_frame_equal(loss_curves(pooled), curves)
+    kept = [json.loads((tmp_path / f"{n}.json").read_text()) for n in ("here", "pool")]
+    assert kept[0] == kept[1]
+
+
 def test_figures_drawn_by_a_pool_equal_those_drawn_here(scale_sweep: list, tmp_path) -> None:
     """A pool of one process beside this one (``--jobs 2``) draws the same pixels as this
     process alone, every figure of FIGURES that the runs hold, each written once, returned
