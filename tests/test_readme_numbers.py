@@ -10,6 +10,7 @@ import random
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tests.conftest import REPO
@@ -98,10 +99,21 @@ def _peaks(sweep_dir: Path, strategy: str) -> list[float]:
             for j, n in enumerate(NODES)]
 
 
+def _prediction(sweep_dir: Path) -> str:
+    """The plan's images/s against the measured, from the analysis's runs table."""
+    from vitfsdp.analysis import collect_runs
+
+    runs = collect_runs(sweep_dir)
+    err = (runs["pred_ips"] / runs["ips"] - 1).abs().dropna()
+    assert len(err) == 9, runs[["pred_ips", "ips"]]
+    return f"median {err.median():.0%}, worst {err.max():.0%} over 9 points"
+
+
 NEW_SPANS = ("On <!-- readme-numbers:demo-link -->9 Gbit/s<!-- /readme-numbers -->: "
              "<!-- readme-numbers:demo-efficiency -->old<!-- /readme-numbers -->; "
              "<!-- readme-numbers:demo-sent -->old\nMB<!-- /readme-numbers -->; "
-             "<!-- readme-numbers:demo-state -->old<!-- /readme-numbers -->.\n")
+             "<!-- readme-numbers:demo-state -->old<!-- /readme-numbers -->; "
+             "<!-- readme-numbers:demo-prediction -->old<!-- /readme-numbers -->.\n")
 STALE = ("FULL_SHARD (measured <!-- readme-numbers:demo-measured -->2020-01-01"
          "<!-- /readme-numbers --> on <!-- readme-numbers:demo-host -->9 CPU cores"
          "<!-- /readme-numbers -->:\n<!-- readme-numbers:fsdp-peak-gib -->1.03, 0.96, 0.92 GiB"
@@ -129,9 +141,16 @@ def test_spans_are_rewritten_from_the_records_and_nothing_else(demo_dir, tmp_pat
         "<!-- /readme-numbers -->; <!-- readme-numbers:demo-sent -->FULL_SHARD 302 MB, "
         "HYBRID_2GPU 130 MB, DDP 171 MB<!-- /readme-numbers -->; "
         "<!-- readme-numbers:demo-state -->DDP 4.00, 4.00, 4.00 GiB; FULL_SHARD 1.00, 0.50, "
-        "0.25 GiB; HYBRID_2GPU 2.00, 2.00, 2.00 GiB<!-- /readme-numbers -->.\n")
+        "0.25 GiB; HYBRID_2GPU 2.00, 2.00, 2.00 GiB<!-- /readme-numbers -->; "
+        f"<!-- readme-numbers:demo-prediction -->{_prediction(demo_dir)}"
+        "<!-- /readme-numbers -->.\n")
     assert "fsdp-peak-gib: '1.03, 0.96, 0.92 GiB' -> " in capsys.readouterr().out
     assert readme_numbers.main([str(demo_dir), "--readme", str(readme), "--check"]) == 0
+
+
+def test_the_prediction_error_is_the_median_and_worst_over_points():
+    points = pd.DataFrame({"ips": [10.0, 20.0, 40.0, 8.0], "pred_ips": [11.0, 15.0, 40.0, None]})
+    assert readme_numbers.prediction_error(points) == "median 10%, worst 25% over 3 points"
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -196,6 +196,18 @@ def link(runs: pd.DataFrame) -> str:
     return f"{rates.pop()} Gbit/s"
 
 
+def prediction_error(points: pd.DataFrame) -> str:
+    """``median 16%, worst 29% over 9 points``: the plan's predicted images/s against the
+    measured (``|pred_ips / ips - 1|`` of the points table; the prediction from the sweep's
+    probe.json, which make demo writes), or a sentence saying there is none."""
+    pred = pd.to_numeric(points.get("pred_ips"), errors="coerce")
+    ips = pd.to_numeric(points.get("ips"), errors="coerce")
+    err = (pred / ips - 1).abs().dropna() if pred is not None and ips is not None else None
+    if err is None or err.empty:
+        return "no prediction (no probe.json in the sweep's directory)"
+    return f"median {err.median():.0%}, worst {err.max():.0%} over {len(err)} points"
+
+
 #: Span name -> its text from (every run, the points table).
 SPANS: dict[str, Callable[[pd.DataFrame, pd.DataFrame], str]] = {
     "demo-measured": lambda runs, points: measured_on(runs),
@@ -206,6 +218,7 @@ SPANS: dict[str, Callable[[pd.DataFrame, pd.DataFrame], str]] = {
     "demo-efficiency": lambda runs, points: efficiency(points),
     "demo-sent": lambda runs, points: sent_per_step(runs),
     "demo-state": lambda runs, points: model_state(points),
+    "demo-prediction": lambda runs, points: prediction_error(points),
 }
 
 
