@@ -126,7 +126,7 @@ COLUMN_FORMATS = {
     "runs_ended": ("runs that did not complete", "{}"), "log_link": ("log", "{}"),
     "ips_reached": ("images/s reached", "{:,.0f}"),
     "measured": ("measured", "{:,.1f}"), "published": ("published", "{:,.1f}"),
-    "ratio": ("measured / published", "{:.2f}"), "label": ("study", "{}"),
+    "ratio": ("measured / published", "{:.3g}"), "label": ("study", "{}"),
     "relative_ips": ("x baseline", "{:.2f}"), "step": ("step", "{:d}"),
     "statuses": ("not completed", "{}"),
     "metric": ("metric", "{}"), "unit": ("unit", "{}"),
@@ -217,13 +217,14 @@ def _reference_section(df: pd.DataFrame) -> Section | None:
     compared = table[table["compared"].astype(bool)] if len(table) else table
     if compared.empty:
         return None
-    text = ("Points whose model, strategy, nodes, GPUs per node, local batch, precision and "
-            "image size (and any other setting the source states) equal a published row's: "
-            "ratio = measured / published. Every point, with the settings that differ where "
-            "it was not compared: reference.csv.")
+    text = ("Points whose model, strategy, nodes, local batch, precision and image size "
+            "(and any other setting the source states) equal a published row's: ratio = "
+            "measured / published. GPUs per node and the device, where ours differ, are "
+            "named in the study's label and in `differs`. Every point, with the settings "
+            "that differ where it was not compared: reference.csv.")
     return Section("Published figures", text, table=display(
         compared, ["label", "model", "configuration", "nodes", "metric", "measured",
-                   "published", "ratio", "unit"]))
+                   "published", "ratio", "unit", "differs"]))
 
 
 def _recipe_section(df: pd.DataFrame) -> Section | None:
