@@ -35,11 +35,19 @@ def _host_links() -> set[str]:
             if "veth" in line or "bridge" in line or "link/ether" in line}
 
 
+def _ahead_of_other_tests() -> None:
+    """In the measuring ranks (before exec): a higher CPU priority than the suite's other
+    processes (root: this test runs only where namespaces can be made)."""
+    os.nice(-10)
+
+
 @needs_netns
 def test_all_gather_across_two_nodes_measures_the_set_rate(tmp_path):
     """Two nodes of one rank each: a 2 MiB gloo all_gather moves 2 MiB each way over the
-    link; the best of five runs at the set rate within 15% (unshaped, gloo over veth runs at
-    several Gbit/s: a link that is not shaped fails this)."""
+    link; the best of ten runs at the set rate within 15% (unshaped, gloo over veth runs at
+    several Gbit/s: a link that is not shaped fails this). The ranks run ahead of the other
+    pytest worker's trainings (nice -10): starved of the CPU, gloo measured 0.084 Gbit/s at
+    best of five in a CI run."""
     out = tmp_path / "times.json"
     with EmulatedNetwork(2, RATE_GBIT_S) as net:
         procs = [subprocess.Popen(
@@ -47,9 +55,10 @@ def test_all_gather_across_two_nodes_measures_the_set_rate(tmp_path):
                          f"--node-rank={k}", "--nproc-per-node=1",
                          f"--master-addr={net.addresses[0]}",
                          f"--master-port={netns.MASTER_PORT}",
-                         str(WORKER), str(out), str(2 * 2**20), "5"]),
+                         str(WORKER), str(out), str(2 * 2**20), "10"]),
             env={**os.environ, **net.env(k)}, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True) for k in range(2)]
+            stderr=subprocess.STDOUT, text=True, preexec_fn=_ahead_of_other_tests)
+            for k in range(2)]
         logs = [p.communicate(timeout=120)[0] for p in procs]
         record = write_network_record(tmp_path, net)
     assert all(p.returncode == 0 for p in procs), logs
