@@ -267,8 +267,10 @@ def _built_version(file: Path) -> tuple[str | None, str | None]:
             commit_id if isinstance(commit_id, str) else None)
 
 
-def _network_record() -> dict | None:
-    """The emulated network's record handed over in :data:`NETWORK_ENV`, else ``None``."""
+def network_record() -> dict | None:
+    """The emulated network's record handed over in :data:`NETWORK_ENV` (by the local
+    launcher, or the virtual Slurm cluster's TaskProlog), else ``None`` (unset, not JSON, or
+    not an object)."""
     try:
         record = json.loads(os.environ.get(NETWORK_ENV) or "null")
     except ValueError:
@@ -281,7 +283,7 @@ def collect(driver: str | None = None) -> dict:
     known), ``git``, ``slurm`` ids, the redacted ``environment`` and ``command``, the start
     time, and the emulated ``network`` where a local launcher made one (:data:`NETWORK_ENV`;
     else no such key)."""
-    network = _network_record()
+    network = network_record()
     return {**({"network": network} if network else {}),
         "versions": versions(driver),
         "git": git_state(),

@@ -18,7 +18,6 @@ exits with code 3; running again in the same directory resumes from it.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import resource
@@ -482,10 +481,7 @@ class _LinkBytes:
     def start(cls, env: distributed.DistEnv) -> _LinkBytes | None:
         """The counter at the first step, ``None`` where no link is counted (the same
         answer on every rank: the record is the job's)."""
-        try:
-            record = json.loads(os.environ.get(provenance.NETWORK_ENV) or "null")
-        except ValueError:
-            return None
+        record = provenance.network_record()
         ifname = netcount.counted_link(record)
         if ifname is None:
             return None

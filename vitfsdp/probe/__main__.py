@@ -327,9 +327,6 @@ def main(argv: list[str] | None = None) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     device = "cuda" if any(c.expected_device_type() == "cuda" for c in cfgs) else "cpu"
     specs = world_specs(cfgs, device, extra=tiny)
-    for spec in specs:  # trained by the world's worker, after its measurements
-        spec["framework"] = framework_runs([p for p in points
-                                            if p[1].world_size == spec["world_size"]])
     worlds = []
     for i, spec in enumerate(specs, 1):
         print(f"[probe {i}/{len(specs)}] world size {spec['world_size']} "
@@ -337,6 +334,7 @@ def main(argv: list[str] | None = None) -> int:
               f"GEMM shapes, {len(spec['ops'])} ops, {len(spec['collectives'])} collective "
               "curves ...", flush=True)
         at = [p for p in points if p[1].world_size == spec["world_size"]]
+        spec["framework"] = framework_runs(at)  # trained by the worker, after it measured
         # the framework runs' records are not the sweep's: kept out of its run directories
         # (under the output's own directory: a Slurm job's nodes must see them)
         with tempfile.TemporaryDirectory(prefix=".probe-framework-", dir=path.parent) as tmp:
@@ -346,7 +344,6 @@ def main(argv: list[str] | None = None) -> int:
                                       network.get(spec["world_size"])))
             if worlds[-1].get("status") == "completed":
                 worlds[-1]["framework"] = probe_framework(at, worlds[-1], Path(tmp))
-            worlds[-1].pop("framework_runs", None)
         print(f"[probe {i}/{len(specs)}] {summary_line(worlds[-1])}", flush=True)
         write_probe(path, worlds, cfgs[0].cluster.name, cfgs[0].cluster.gpus_per_node)
     data = write_probe(path, worlds, cfgs[0].cluster.name, cfgs[0].cluster.gpus_per_node)
