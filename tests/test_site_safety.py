@@ -199,6 +199,11 @@ def test_readme_frontier_sweep_names_points_by_swept_values(tmp_path):
         "2_nodes=1,strategy=HYBRID_8GPU", "3_nodes=8,strategy=HYBRID_8GPU"]
     status = run_module("vitfsdp.sweep", "--status", str(sweep_dir), cwd=tmp_path)
     assert "\n3 nodes=8 strategy=HYBRID_8GPU " in status.stdout, status.stdout
+    # the sweep's own lines name a point the same way, not by the constant keys
+    not_ended = [line for line in (proc.stdout + proc.stderr).splitlines()
+                 if "not ended: " in line]
+    assert len(not_ended) == 4, proc.stderr[-3000:]
+    assert not_ended[0].endswith("not ended: strategy=FULL_SHARD nodes=1: script"), not_ended
 
 
 def test_slash_and_secret_values_keep_status_and_resume(tmp_path, monkeypatch):

@@ -35,7 +35,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import hydra
@@ -108,6 +108,9 @@ class Point:
     cfg: RunConfig
     run_dir: Path
     config_hash: str = ""  # resume.config_hash(cfg): the point's identity across reruns
+    #: the overrides that tell it from the sweep's other points (none of a key the sweep
+    #: gives one value), as its run directory's name holds them: what messages name it by
+    swept: list[str] = field(default_factory=list)
 
 
 def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str]],
@@ -198,6 +201,12 @@ def _label(overrides: Sequence[str]) -> str:
     return " ".join(provenance.redact_args(list(overrides)))
 
 
+def _point_label(point: Point) -> str:
+    """What a message names a point by: its swept overrides (:attr:`Point.swept`), secret
+    values redacted; all of them for a sweep of one point; ``(defaults)`` for none."""
+    return _label(point.swept or point.overrides) or "(defaults)"
+
+
 def _shared_run_dirs(points: list[Point]) -> list[str]:
     first: dict[Path, Point] = {}
     errors = []
@@ -243,10 +252,11 @@ def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num:
                      f"cluster.time={cfg.cluster.time}"]
     _check_launchable(cfg)
     secrets.secret_values(cfg.cluster.secrets, cfg.cluster.secrets_file)  # each one is set
+    swept = [o for o in overrides if rundir.override_key(o) not in set(constant_keys)]
     # the user's config folders (hydra.searchpath) go with the point into its command
     searchpath = [o for o in config.hydra.overrides.hydra if o.startswith("hydra.searchpath=")]
     overrides = [*overrides, *(s for s in searchpath if s not in overrides)]
-    return Point(num, overrides, cfg, run_dir.resolve(), resume.config_hash(cfg))
+    return Point(num, overrides, cfg, run_dir.resolve(), resume.config_hash(cfg), swept)
 
 
 def _options(config: DictConfig) -> LaunchOptions:
@@ -532,7 +542,7 @@ def _consult_plan(points: list[Point], options: LaunchOptions) -> tuple[list[Poi
     """
     run, skipped = [], {}
     for p in points:
-        label = _label(p.overrides) or "(defaults)"
+        label = _point_label(p)
         try:
             pred = planner.predict(p.cfg)
         except (ValueError, NotImplementedError) as e:
@@ -640,7 +650,7 @@ def select(points: list[Point], sweep_dir: Path,
         prior = existing.get(p.config_hash, [])
         why, summary = _settled(prior, queue, rerun_failed)
         if why:
-            log.info("skip %s: %s", _label(p.overrides) or "(defaults)", why)
+            log.info("skip %s: %s", _point_label(p), why)
             skipped[p.num] = summary
             continue
         if prior:
@@ -758,7 +768,7 @@ def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: in
     """Run one point with progress lines (or bars, :mod:`vitfsdp.progress`); return its
     summary (a failure recorded as data). ``index``: the point's place in ``bars``."""
     bars = bars or SweepProgress([point.cfg.train.steps], console=_PLAIN, logger=log)
-    bars.start_point(index, tag, f"{tag} {_label(point.overrides) or '(defaults)'}  "
+    bars.start_point(index, tag, f"{tag} {_point_label(point)}  "
                      f"({point.cfg.world_size} ranks) -> {point.run_dir}")
     t0 = time.time()
     point.run_dir.mkdir(parents=True, exist_ok=True)
@@ -800,7 +810,7 @@ def _report_not_ended(points: list[Point], summaries: list[dict], sweep_dir: Pat
     for p, s in zip(points, summaries, strict=True):
         if s.get("status") not in STATUSES:
             job = f" (Slurm job {s['job_id']})" if s.get("job_id") else ""
-            log.info("not ended: %s: %s%s", _label(p.overrides) or "(defaults)",
+            log.info("not ended: %s: %s%s", _point_label(p),
                      s.get("status") or "no summary", job)
     log.info("follow with: python -m vitfsdp.sweep --status %s --watch", sweep_dir)
 
