@@ -135,3 +135,26 @@ def test_set_title_keeps_two_lines() -> None:
     _, (ax,) = _new_figure(1)
     _set_title(ax, "a " * 60 + "\nat 8 node(s), 16 GPUs")
     assert ax.get_title().count("\n") == 1 and ax.get_title().endswith("...")
+
+
+def test_saved_figure_is_laid_out_once_and_svg_keeps_text(sweep: Path, tmp_path: Path,
+                                                          monkeypatch) -> None:
+    """A finished figure has no layout engine left (savefig would lay it out and draw it an
+    extra time per format otherwise), its layout stays where the analysis fixed it, and the
+    SVG holds its labels as text."""
+    from matplotlib.figure import Figure
+
+    fig = plot_loss(collect_runs(sweep))
+    assert fig.get_layout_engine() is None
+    boxes = [tuple(ax.get_position().bounds) for ax in fig.axes]
+    draws = []
+    monkeypatch.setattr(Figure, "draw", lambda self, r, _d=Figure.draw: (draws.append(1),
+                                                                          _d(self, r)))
+    from vitfsdp.analysis.figures import _save
+
+    _save(fig, tmp_path / "loss.svg", quiet=True)
+    _save(fig, tmp_path / "loss.png", quiet=True)
+    assert len(draws) == 2  # one draw per format
+    assert [tuple(ax.get_position().bounds) for ax in fig.axes] == boxes
+    svg = (tmp_path / "loss.svg").read_text(encoding="utf-8")
+    assert "<text" in svg and "chance" in svg

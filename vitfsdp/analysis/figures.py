@@ -1717,7 +1717,11 @@ def _fit_height(fig: Figure) -> None:
     _stretch_rows(fig, fig.get_figheight() + rows * (AXES_HEIGHT_IN - height))
     if _major_ticks(fig) != ticks:
         engine.execute(fig)
-    fig.set_layout_engine("none")
+    # no engine at all (None, not "none"): savefig lays out and pre-draws a figure that has
+    # one, even matplotlib's placeholder, once per format before drawing it
+    with _mpl().matplotlib.rc_context({"figure.autolayout": False,
+                                        "figure.constrained_layout.use": False}):
+        fig.set_layout_engine(None)  # None means the rc's layout, unless both are off
 
 
 def _major_ticks(fig: Figure) -> list[tuple[list[float], list[float]]]:
@@ -1763,7 +1767,9 @@ def _save(fig: Figure, path: str | os.PathLike, quiet: bool = False) -> None:
     needed."""
     drawn = getattr(fig, "drawn_kinds", None)
     png = str(path).endswith(".png") and drawn is not None
-    fig.savefig(path, dpi=DPI, **({"metadata": {DRAWN_KEY: ",".join(drawn)}} if png else {}))
+    # SVG text as text (editable and searchable, and a third of the time), not glyph outlines
+    with _mpl().matplotlib.rc_context({"svg.fonttype": "none"}):
+        fig.savefig(path, dpi=DPI, **({"metadata": {DRAWN_KEY: ",".join(drawn)}} if png else {}))
     if not quiet:
         log.info("wrote %s", path)
 
