@@ -46,3 +46,37 @@ def test_within_the_timeout_the_first_failure_stops_the_others_and_is_returned(t
     assert time.monotonic() - start < 30 and all(_gone(p) for p in pids)
     assert run_until_done([_sleeper(pids[0], 0)], [dict(os.environ)], None, poll_s=0.1,
                           timeout_s=120) == 0
+
+
+def test_a_stopped_sweep_stops_its_points_processes(tmp_path):
+    """The sweep's SIGTERM or SIGHUP (a SystemExit, vitfsdp.sweep._exit_on_hangup) or a ^C
+    while a point runs: its processes are stopped before the exception goes on."""
+    import signal
+    import threading
+
+    import pytest
+
+    from vitfsdp.sweep import _exit_on_hangup
+
+    pids = [tmp_path / f"pid{k}" for k in range(2)]
+    old = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        for sig in old:
+            signal.signal(sig, signal.SIG_DFL)
+        _exit_on_hangup()
+
+        def hang_up():
+            while not all(p.exists() and p.read_text() for p in pids):  # both started
+                time.sleep(0.05)
+            os.kill(os.getpid(), signal.SIGHUP)  # handled in the main thread, in its wait
+
+        threading.Thread(target=hang_up, daemon=True).start()
+        start = time.monotonic()
+        with pytest.raises(SystemExit) as stopped:
+            run_until_done([_sleeper(p, 60) for p in pids], [dict(os.environ)] * 2, None,
+                           poll_s=0.1)
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    assert stopped.value.code == 128 + signal.SIGHUP
+    assert time.monotonic() - start < 30 and all(_gone(p) for p in pids)

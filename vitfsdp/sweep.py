@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import re
+import signal
 import socket
 import sys
 import textwrap
@@ -1012,6 +1013,21 @@ def usage() -> str:
                         defaults=" ".join(f"{g}={o}" for g, o in defaults.items()))
 
 
+def _exit_on_hangup() -> None:
+    """SIGTERM and SIGHUP (a ``kill``, a closed login session) raise ``SystemExit`` (128 +
+    the signal's number) where they would end the process outright, so a local point's
+    processes are stopped on the way out (:func:`vitfsdp.launch.local.run_until_done`)
+    instead of left running; a signal ignored (``nohup``) stays ignored. Slurm jobs are not
+    touched: they run on, as with ``--detach``."""
+
+    def leave(signum: int, _frame) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, leave)
+
+
 def main_cli(argv: Sequence[str]) -> int:
     """``python -m vitfsdp.sweep``: ``--status``, ``--help``, or the sweep (through Hydra,
     after :func:`vitfsdp.config.cli`'s checks); returns the exit status."""
@@ -1020,6 +1036,7 @@ def main_cli(argv: Sequence[str]) -> int:
     if "--help" in argv or "-h" in argv:
         print(usage())
         return 0
+    _exit_on_hangup()
     # the flags become Hydra overrides after everything else (argparse wants -m first)
     sys.argv = [sys.argv[0], *(a for a in argv if a not in FLAGS),
                 *(FLAGS[a] for a in argv if a in FLAGS)]

@@ -188,23 +188,33 @@ def run_until_done(cmds: list[list[str]], envs: list[dict], out, run_dir: Path |
         stop), else 0; ``None`` when ``timeout_s`` (None = no limit) passed before every
         process ended and none had failed.
 
-    On an exception the processes are left to the caller (the emulated network's removal
-    kills what runs in it)."""
+    On an exception (a ^C, or the SIGTERM or SIGHUP that :func:`vitfsdp.sweep.main_cli` turns
+    into ``SystemExit``) the processes are stopped as above, with :data:`STOP_GRACE_S`, before
+    it propagates: none outlives the sweep."""
     procs = [subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT if out else None,
                               env=e) for cmd, e in zip(cmds, envs, strict=True)]
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     seen, failure, timed_out = 0, 0, False
-    while None in [p.poll() for p in procs]:  # each one polled: a later node's failure seen
-        failure = failure or next((p.returncode for p in procs if p.returncode), 0)
-        if failure or (deadline is not None and time.monotonic() > deadline):
-            timed_out = not failure
-            _stop(procs)  # their codes are the stop's, not the failure's
-        time.sleep(poll_s)
-        seen = _report_new_windows(run_dir, seen, on_window)
+    try:
+        while None in [p.poll() for p in procs]:  # each polled: a later node's failure seen
+            failure = failure or next((p.returncode for p in procs if p.returncode), 0)
+            if failure or (deadline is not None and time.monotonic() > deadline):
+                timed_out = not failure
+                _stop(procs)  # their codes are the stop's, not the failure's
+            time.sleep(poll_s)
+            seen = _report_new_windows(run_dir, seen, on_window)
+    except BaseException:
+        _stop(procs, STOP_GRACE_S)
+        raise
     _report_new_windows(run_dir, seen, on_window)
     if timed_out:
         return None
     return failure or next((p.returncode for p in procs if p.returncode), 0)
+
+
+#: Seconds the processes of a point get to end after SIGTERM when the sweep itself is
+#: stopped (then SIGKILL): torchrun passes the signal to its ranks, which record the point.
+STOP_GRACE_S = 15
 
 
 def _stop(procs: list[subprocess.Popen], grace_s: float = 30) -> None:
