@@ -265,3 +265,24 @@ def test_probe_on_the_virtual_slurm_cluster(tmp_path):
     assert world["status"] == "completed" and world["world_size"] == 2
     assert world["collectives"] and world["framework"][0]["status"] == "completed"
     assert not list(tmp_path.glob(".probe-framework-*"))  # its runs are not left behind
+
+
+def test_terms_that_move_alike_share_one_factor():
+    """A weak-scaling sweep of one model: every rank computes the same, so the GEMM and the
+    other compute terms are the same seconds in every run and least squares could split
+    their share any way (a run printed ``gemm x0.00``). They are fitted as their sum: both
+    get its factor, and the communication its own."""
+    from vitfsdp.plan.calibrate import term_groups, term_scales
+
+    rows = []
+    for i in range(6):
+        gemm, other, comm = 1.0, 0.4, 0.2 + 0.3 * i  # compute constant, comm grows
+        rows.append({"pred_gemm_s": gemm, "pred_other_s": other, "pred_optimizer_s": 0.0,
+                     "pred_exposed_comm_s": comm, "pred_framework_s": 0.0,
+                     "step_time_s": 1.5 * (gemm + other) + comm})
+    groups = dict(term_groups(pd.DataFrame(rows)))
+    assert groups[("gemm_s", "other_s")] == pytest.approx(1.5, abs=0.01)
+    assert groups[("exposed_comm_s",)] == pytest.approx(1.0, abs=0.01)
+    x = term_scales(pd.DataFrame(rows))
+    assert x["gemm_s"] == x["other_s"] == pytest.approx(1.5, abs=0.01)
+    assert math.isnan(x["optimizer_s"]) and math.isnan(x["framework_s"])

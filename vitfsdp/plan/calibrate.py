@@ -218,15 +218,41 @@ def leave_one_out(runs: list[Measured]) -> list[float]:
 
 
 def term_scales(df: pd.DataFrame) -> dict[str, float]:
-    """Which predicted term is off, and by how much: the non-negative factors ``x_t`` that
-    make ``sum_t x_t · pred_t`` best match the measured step times (least squares relative
-    to each run's step time: ``scipy.optimize.nnls`` on rows divided by the measured step).
-    1 = the term is right; 1.3 = the runs behave as if that term were 30% longer. A
-    diagnosis, not a fit the plan uses; a term that hardly varies across runs is not
-    separable from the others (``nan``).
+    """Which predicted term is off, and by how much: per term the factor ``x`` of its
+    group in :func:`term_groups` (1 = the term is right; 1.3 = the runs behave as if that
+    term were 30% longer); ``nan`` for a term that cannot be told apart (hardly varies, or
+    too few runs). Terms of one group share their factor.
 
     Args:
         df: :func:`read_runs`' rows (``step_time_s`` and ``pred_<term>`` columns).
+    """
+    out = dict.fromkeys(TERMS, math.nan)
+    for terms, x in term_groups(df):
+        out.update(dict.fromkeys(terms, x))
+    return out
+
+
+#: Uncentred R² above which a term's column (predicted seconds / measured step, per run) is
+#: taken as a combination of the others': the runs cannot tell it apart from them.
+COLLINEAR_R2 = 0.999
+
+
+def term_groups(df: pd.DataFrame) -> list[tuple[tuple[str, ...], float]]:
+    """The non-negative factors ``x_g`` that make ``sum_g x_g · pred_g`` best match the
+    measured step times (least squares relative to each run's step: ``scipy.optimize.nnls``
+    on rows divided by the measured step), where a group ``g`` is one term, or the terms
+    that move alike across the runs, summed. A diagnosis, not a fit the plan uses.
+
+    Terms move alike when one's column is (nearly, :data:`COLLINEAR_R2`) a combination of
+    the others': in a weak-scaling sweep of one model every rank computes the same, so the
+    GEMM and the other compute terms are constant seconds at every node count, and least
+    squares could give either any share (one printed ``gemm x0.00`` beside a large factor
+    for the other). Such terms are fitted as their sum and share its factor. A term that
+    hardly varies across runs relative to its step (all zero, say) is left out.
+
+    Returns:
+        ``[(terms, x), ...]`` in :data:`TERMS` order of each group's first term; ``[]`` with
+        fewer runs than terms.
     """
     from scipy.optimize import nnls  # on use: `plan --help` starts without scipy
 
@@ -234,13 +260,32 @@ def term_scales(df: pd.DataFrame) -> dict[str, float]:
     data = df[["step_time_s", *cols]].apply(pd.to_numeric, errors="coerce").dropna()
     data = data[data["step_time_s"] > 0]
     if len(data) < len(TERMS):
-        return {t: math.nan for t in TERMS}
+        return []
     a = data[cols].to_numpy() / data[["step_time_s"]].to_numpy()
-    keep = a.std(axis=0) > 1e-3  # terms that vary enough across runs to be told apart
-    x, _ = nnls(a[:, keep], np.ones(len(data)))
-    out = dict.fromkeys(TERMS, math.nan)
-    out.update({t: float(v) for t, v in zip(np.array(TERMS)[keep], x, strict=True)})
-    return out
+    kept = [i for i in range(len(TERMS)) if a[:, i].std() > 1e-3]  # vary enough to be seen
+    groups = _alike(a, kept)
+    sums = np.column_stack([a[:, g].sum(axis=1) for g in groups])
+    x, _ = nnls(sums, np.ones(len(data)))
+    return [(tuple(TERMS[i] for i in g), float(v)) for g, v in zip(groups, x, strict=True)]
+
+
+def _alike(a: np.ndarray, kept: list[int]) -> list[list[int]]:
+    """``kept`` columns of ``a`` split into groups: each column that the other kept columns
+    explain (uncentred R² > :data:`COLLINEAR_R2`, no intercept, as the fit has none) joins
+    one group; the rest stand alone. Groups in order of their first column."""
+    alike = []
+    for i in kept:
+        others = a[:, [j for j in kept if j != i]]
+        if others.shape[1] == 0:
+            continue
+        coef, *_ = np.linalg.lstsq(others, a[:, i], rcond=None)
+        residual = a[:, i] - others @ coef
+        if 1 - residual @ residual / (a[:, i] @ a[:, i]) > COLLINEAR_R2:
+            alike.append(i)
+    groups = [[i] for i in kept if i not in alike]
+    if alike:
+        groups.append(alike)
+    return sorted(groups, key=lambda g: g[0])
 
 
 def _terms_table(df: pd.DataFrame, table: pd.DataFrame) -> str:
@@ -260,18 +305,23 @@ def _probe_report(df: pd.DataFrame, table: pd.DataFrame, probe) -> str:
     """Prediction from a probe against the records: the errors, and per term its share of
     the predicted step and the factor the runs suggest (:func:`term_scales`)."""
     err = table["step_time_rel_error"].dropna().abs()
+    groups = {t: terms for terms, _ in term_groups(df) for t in terms}
     scales = term_scales(df)
     steps = pd.to_numeric(df["pred_step_time_s"], errors="coerce")
     parts = []
     for t in TERMS:
         share = (pd.to_numeric(df[f"pred_{t}"], errors="coerce") / steps).median()
         x = scales[t]
+        together = [g[:-2] for g in groups.get(t, ()) if g != t]
+        with_ = (f" (with {', '.join(together)}: they move alike across these runs)"
+                 if together else "")
         if math.isnan(x):
             verdict = "not separable (hardly varies across the runs)"
         elif abs(1 - x) <= 0.1:
-            verdict = f"x{x:.2f}: right within 10%"
+            verdict = f"x{x:.2f}: right within 10%{with_}"
         else:
-            verdict = f"x{x:.2f}: predicted {abs(1 - x):.0%} {'short' if x > 1 else 'long'}"
+            verdict = (f"x{x:.2f}: predicted {abs(1 - x):.0%} {'short' if x > 1 else 'long'}"
+                       f"{with_}")
         parts.append(f"  {t[:-2]:<12} median share {share:.0%} of the step: {verdict}")
     seen = sorted({n for text in df.get("pred_notes", []) if text for n in text.split("; ")})
     notes = "".join(f"\nnote: {n}" for n in seen)
@@ -344,4 +394,5 @@ def calibrate(sweep_dirs: list[Path], overrides: list[str] | None = None,
 
 
 __all__ = ["CALIBRATION_COLUMNS", "CALIBRATION_FILE", "GIB", "TERMS", "calibrate",
-           "calibration_table", "compare", "fit", "leave_one_out", "read_runs", "term_scales"]
+           "calibration_table", "compare", "fit", "leave_one_out", "read_runs", "term_groups",
+           "term_scales"]
