@@ -12,15 +12,32 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from vitfsdp.analysis import collect_runs, plot_recipe, plot_tflops, plot_weak_scaling
+from vitfsdp.analysis import (
+    collect_runs,
+    plot_memory,
+    plot_recipe,
+    plot_tflops,
+    plot_weak_scaling,
+)
 from vitfsdp.analysis.__main__ import main as analysis_main
 from vitfsdp.analysis.recipe import recipe_table
-from vitfsdp.analysis.reference import published, reference_table
+from vitfsdp.analysis.reference import (
+    published,
+    recipe_reference,
+    reference_summary,
+    reference_table,
+)
 from vitfsdp.config import CONF_DIR, register_configs, to_run_config
 from vitfsdp.records import RunRecords
 
 #: ORNL's published images/s of ViT-Base under NO_SHARD on one Frontier node (ips_base.py).
 ORNL_VIT_BASE_NO_SHARD_1 = 1207.0
+#: ORNL's published peak allocated memory of ViT-Base under DDP (fp32) on a Frontier node
+#: (GB per GCD, mem_alloc_1G.py).
+ORNL_VIT_BASE_DDP_ALLOCATED = 2.4721
+#: PyCls's published images/s over the DDP baseline of its recipe up to the batch-second
+#: layout (our step 3, pycls_recipe_3_foreach_adamw), as issue 39 quotes it.
+PYCLS_STEP_3 = 1.51
 
 
 def ornl_like(strategy: str = "NO_SHARD", nodes: int = 1, batch: int = 32,
@@ -58,17 +75,19 @@ def ornl_like(strategy: str = "NO_SHARD", nodes: int = 1, batch: int = 32,
 
 
 def write(run_dir: Path, info: dict, ips: float | None, mem_gib: float = 2.0) -> None:
-    """A completed run at ``ips`` (three measured windows), or an oom one for None."""
+    """A completed run at ``ips`` (three measured windows), or an oom one for None; its
+    peak memory ``mem_gib`` is GPU allocated memory, or resident memory on a CPU."""
     records = RunRecords(run_dir)
     records.start(info)
     if ips is None:
         records.finish("oom", reason="HIP out of memory")
         return
+    memory = "peak_rss_gib" if info["device"]["type"] == "cpu" else "peak_mem_allocated_gib"
     for step in (2, 4, 6, 8):
         records.window({"step_end": step, "warmup": step == 2, "ips": ips,
                         "ips_per_gpu": ips / info["world"]["size"],
                         "tflops_per_gpu": 3 * 17.6e9 * ips / info["world"]["size"] / 1e12,
-                        "peak_mem_allocated_gib": mem_gib})  # fmt: skip
+                        memory: mem_gib})  # fmt: skip
     records.finish("completed")
 
 
@@ -193,6 +212,120 @@ def test_recipe_ablation_relative_to_the_baseline(tmp_path: Path) -> None:
     assert plot_recipe(collect_runs(root / "other_1")) is None  # no recipe: no figure
 
 
+def published_segments(fig) -> list[list[list[float]]]:
+    """The published-but-not-compared segments a figure drew, as [[x0, y], [x1, y]]."""
+    return [seg.tolist() for ax in fig.axes for c in ax.collections
+            if c.get_label() == "_published other" for seg in c.get_segments()]
+
+
+def legend_texts(fig) -> list[str]:
+    """The figure legend's entries, each on one line (a long one is wrapped)."""
+    return [t.get_text().replace("\n", " ") for t in fig.legends[0].get_texts()]
+
+
+def write_recipe(root: Path, steps: dict[str, str], ips: dict[tuple[str, int], float]) -> None:
+    """A recipe ablation on this machine's CPU as pycls_recipe_cpu runs it (vit_tiny, batch
+    8): ``steps`` maps each preset to its precision, ``ips`` (preset, nodes) to images/s."""
+    for (name, nodes), value in ips.items():
+        strategy = "DDP" if steps[name] == "fp32" or name.endswith("amp_fp16") else "FULL_SHARD"
+        info = ornl_like(strategy, nodes, batch=8, precision=steps[name], experiment=name,
+                         model="vit_tiny", cpu=True)
+        write(root / f"{name}_{nodes}", info, value)
+
+
+PYCLS_CPU = {"pycls_recipe_cpu": "fp32", "pycls_recipe_cpu_1_amp_fp16": "fp16",
+             "pycls_recipe_cpu_3_foreach_adamw": "fp16"}
+
+
+def test_recipe_step_gets_the_published_ratio_drawn_not_compared(tmp_path: Path) -> None:
+    """PyCls's 1.51x (its recipe up to the batch-second layout, our step 3) is drawn across
+    the CPU recipe's step 3 and listed per node count, never compared: its model, image size
+    and device differ, and reference.csv says so; PyCls's other figures get a row each
+    saying why no step of ours has them."""
+    root = tmp_path / "pycls"
+    write_recipe(root, PYCLS_CPU, {("pycls_recipe_cpu", 1): 100.0, ("pycls_recipe_cpu", 2): 180.0,
+                                   ("pycls_recipe_cpu_1_amp_fp16", 1): 40.0,
+                                   ("pycls_recipe_cpu_3_foreach_adamw", 1): 20.0,
+                                   ("pycls_recipe_cpu_3_foreach_adamw", 2): 45.0})
+    df = collect_runs(root)
+    table = reference_table(df)
+    assert not table["compared"].astype(bool).any() and table["ratio"].isna().all()
+    step3 = table[table["configuration"] == "pycls_recipe_cpu_3_foreach_adamw"]
+    assert step3.set_index("nodes")["measured"].to_dict() == {1: 0.2, 2: 0.25}
+    assert (step3["published"] == PYCLS_STEP_3).all() and (step3["drawn"] == "recipe.png").all()
+    for why in ("model: vit_tiny here, ViT-H/16 published",
+                "recipe: PyCls's step also has the pooled classifier",
+                "device: cpu (AMD EPYC) here, NVIDIA A100 published"):
+        assert step3["differs"].str.contains(why, regex=False).all(), (why, step3["differs"])
+    assert set(step3["label"]) == {"PyCls, A100, 2022 (ViT-H/16, 224 px)"}
+    others = table[(table["study"] == "pycls_vit") & (table["drawn"] == "")]
+    assert sorted(others["published"]) == [1.83, 1.86, 2.18] and others["measured"].isna().all()
+    why = " | ".join(others["differs"])
+    assert "no step 4 (img252) of pycls_recipe_cpu" in why and "full FP16" in why
+    assert "drawn in recipe.png, not compared" in reference_summary(table)
+    assert "0 of 5 points compared" in reference_summary(table)  # the recipe rows aside
+
+    fig = plot_recipe(df)
+    assert "published_other" in fig.drawn_kinds
+    assert published_segments(fig) == [[[1.55, PYCLS_STEP_3], [2.45, PYCLS_STEP_3]]]  # step 3
+    assert any(t.get_text() == "PyCls 1.51x" for t in fig.axes[0].texts)
+    assert ("published ratio of the step in the published setup, not compared: PyCls, A100, "
+            "2022 (ViT-H/16, 224 px)") in legend_texts(fig)
+
+
+def test_no_published_ratio_without_its_step_or_its_recipe(tmp_path: Path) -> None:
+    """A PyCls recipe sweep without step 3, and another recipe with a step 3, draw none."""
+    root = tmp_path / "pycls"
+    write_recipe(root, PYCLS_CPU, {("pycls_recipe_cpu", 1): 100.0,
+                                   ("pycls_recipe_cpu_1_amp_fp16", 1): 40.0})
+    assert "published_other" not in plot_recipe(collect_runs(root)).drawn_kinds
+    other = tmp_path / "other"
+    write_recipe(other, {"r": "fp32", "r_3_foreach_adamw": "fp16"},
+                 {("r", 1): 100.0, ("r_3_foreach_adamw", 1): 20.0})
+    assert recipe_reference(collect_runs(other)).empty
+    assert "published_other" not in plot_recipe(collect_runs(other)).drawn_kinds
+
+
+def test_cpu_memory_of_ornl_setup_is_drawn_beside_not_compared(tmp_path: Path) -> None:
+    """ORNL's own setup on a CPU (ViT-Base, DDP in fp32, batch 32, one node): its images/s
+    are compared; its resident memory is not GPU allocated memory, so ORNL's allocated
+    figure is drawn beside it on memory.png, not compared, and ``differs`` says why; at
+    batch 16 nothing is drawn there."""
+    root = tmp_path / "cpu"
+    write(root / "match", ornl_like("DDP", precision="fp32", cpu=True), 0.29, mem_gib=4.3)
+    table = reference_table(collect_runs(root)).set_index("metric")
+    assert table.loc["ips", "compared"] and table.loc["ips", "drawn"] == "weak_scaling.png"
+    mem = table.loc["peak_mem_allocated"]
+    assert not mem["compared"] and pd.isna(mem["ratio"]) and mem["drawn"] == "memory.png"
+    assert (mem["measured"], mem["published"]) == (4.3, ORNL_VIT_BASE_DDP_ALLOCATED)
+    assert mem["differs"].startswith("peak_mem_allocated: peak resident memory of a rank's "
+                                     "process here (CPU")
+    assert "device: cpu (AMD EPYC) here, AMD MI250X GCD published" in mem["differs"]
+    assert mem["unit"].startswith("GiB per rank (peak resident, CPU) here; GB per GPU")
+    assert table.loc["peak_mem_reserved", "drawn"] == ""
+    fig = plot_memory(collect_runs(root))
+    assert "published_other" in fig.drawn_kinds and "reference" not in fig.drawn_kinds
+    [[(x0, y0), (x1, y1)]] = published_segments(fig)
+    assert y0 == y1 == ORNL_VIT_BASE_DDP_ALLOCATED and x0 < 1 < x1
+    assert any("published GPU allocated memory, not compared (ours: CPU resident): ORNL, "
+               "Frontier, 2023 (8 x AMD MI250X GCD a node)" in t for t in legend_texts(fig))
+    write(tmp_path / "b16" / "p", ornl_like("DDP", batch=16, precision="fp32", cpu=True), 0.5,
+          mem_gib=3.0)
+    assert (reference_table(collect_runs(tmp_path / "b16"))["drawn"] == "").all()
+    assert "published_other" not in plot_memory(collect_runs(tmp_path / "b16")).drawn_kinds
+
+
+def test_gpu_memory_of_the_same_setup_is_starred_on_the_memory_figure(tmp_path: Path) -> None:
+    write(tmp_path / "g" / "ddp", ornl_like("DDP", precision="fp32"), 800.0, mem_gib=2.6)
+    table = reference_table(collect_runs(tmp_path / "g")).set_index("metric")
+    assert table.loc["peak_mem_allocated", "ratio"] == pytest.approx(
+        2.6 / ORNL_VIT_BASE_DDP_ALLOCATED)
+    fig = plot_memory(collect_runs(tmp_path / "g"))
+    assert "reference" in fig.drawn_kinds and "published_other" not in fig.drawn_kinds
+    stars = [c for ax in fig.axes for c in ax.collections if c.get_label() == "_published"]
+    assert len(stars) == 1 and stars[0].get_offsets()[0][1] == ORNL_VIT_BASE_DDP_ALLOCATED
+
+
 def test_tflops_figure_has_the_peak_and_an_mfu_axis(sweep: Path) -> None:
     fig = plot_tflops(collect_runs(sweep))
     assert "peak" in fig.drawn_kinds
@@ -241,3 +374,30 @@ def test_pycls_recipe_steps_are_cumulative() -> None:
     assert {c.model.name for c in cfgs} == {"vit_huge_patch14_224"}
     cpu = compose("experiment=pycls_recipe_cpu_2_fsdp")[0]
     assert (cpu.model.name, cpu.strategy.name, cpu.precision) == ("vit_tiny", "FULL_SHARD", "fp16")
+
+
+def test_memory_cpu_vit_base_preset_is_ornl_published_memory_setup() -> None:
+    """experiment=ornl_frontier_memory_cpu_vit_base composes to the setup of ORNL's
+    published ViT-Base DDP memory rows (model, strategy, nodes, batch, precision, image
+    size, checkpointing, data): the point its memory.png draws ORNL's figure beside."""
+    cfg, params = compose("experiment=ornl_frontier_memory_cpu_vit_base")
+    rows = published()
+    rows = rows[(rows["metric"] == "peak_mem_allocated") & (rows["model"] == params["model"])
+                & (rows["strategy"] == params["strategy"]) & (rows["nodes"] == params["nodes"])]
+    assert len(rows) == 1 and rows.iloc[0]["value"] == ORNL_VIT_BASE_DDP_ALLOCATED
+    row = rows.iloc[0]
+    assert (cfg.precision, str(cfg.train.local_batch_size), cfg.data.name) == (
+        row["precision"], row["local_batch_size"], row["data"])
+    assert cfg.train.activation_checkpointing and row["activation_checkpointing"] == "true"
+    assert cfg.model.img_size in (None, int(row["img_size"]))  # None: the model's own, 224
+    assert cfg.train.steps - cfg.train.warmup_steps >= 1
+
+
+@pytest.mark.parametrize("step", sorted({s for s in published()["recipe_step"] if s}))
+def test_published_recipe_steps_name_our_presets(step: str) -> None:
+    """Each ``recipe_step`` of the published rows is a preset, and so is its CPU sizing
+    where the CPU recipe has that step (pycls_recipe_cpu: steps 0-3)."""
+    assert compose(f"experiment={step}")[0].experiment == step
+    cpu = step.replace("pycls_recipe_", "pycls_recipe_cpu_", 1)
+    if (CONF_DIR / "experiment" / f"{cpu}.yaml").is_file():
+        assert compose(f"experiment={cpu}")[0].model.name == "vit_tiny"

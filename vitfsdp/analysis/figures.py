@@ -51,7 +51,7 @@ from vitfsdp.analysis.collect import (
 from vitfsdp.analysis.collect import label_columns as _label_keys
 from vitfsdp.analysis.collect import line_label as _line_label
 from vitfsdp.analysis.recipe import recipe_table
-from vitfsdp.analysis.reference import matched, reference_table
+from vitfsdp.analysis.reference import matched, recipe_reference, reference_table
 from vitfsdp.analysis.tables import ABLATION_COLUMNS, PREFETCH_ORDER, points_table, prefetch_table
 from vitfsdp.records import write_json_atomic
 
@@ -251,23 +251,28 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     keys = _label_keys(df)
     looks = _looks(df, keys)
     extras = set()
+    table = reference_table(df)
+    published = table[table["drawn"] == "memory.png"] if len(table) else table
     for ax, (model, group) in zip(axes, [(m, g) for m in models for g in groups], strict=True):
         panel = next((rows for m, g, rows in cells if (m, g) == (model, group)), None)
         if panel is None:
             _empty_panel(ax, f"{model}: {group}", f"no {group} runs")
             continue
         _draw_memory_panel(ax, panel, keys, looks, f"{_panel_title(model, panel)}: {group}",
-                           extras)
+                           extras, published[published["model"] == model])
     per = "rank" if _memory_label(df) == MEMORY_LABELS["rss"] else "GPU"  # CPU runs: ranks
-    _finish(fig, f"Peak memory per {per} against node count", df, path, extras)
+    _finish(fig, f"Peak memory per {per} against node count", df, path, extras,
+            proxy_labels=_memory_published_labels(published))
     return fig
 
 
 def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str],
-                       looks: dict[str, tuple[str, str]], title: str,
-                       extras: set[str]) -> None:  # fmt: skip
-    """One memory panel: measured, predicted, not completed, device memory; the kinds of
-    mark drawn are added to ``extras`` for the figure's legend."""
+                       looks: dict[str, tuple[str, str]], title: str, extras: set[str],
+                       published: pd.DataFrame | None = None) -> None:  # fmt: skip
+    """One memory panel: measured, predicted, not completed, device memory, and the
+    published memory of the panel's points (``published``: reference.csv's rows drawn in
+    memory.png, :func:`_plot_published_memory`); the kinds of mark drawn are added to
+    ``extras`` for the figure's legend."""
     notes, marked, shown, barred = [], Counter(), set(), False
     lines = _lines(panel, keys)
     spans = _bar_spans(panel, [label for label, _ in lines])
@@ -284,6 +289,9 @@ def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str],
             _plot_rank_range(ax, line, done, color, extras, shift, MIN_ERROR_BAR * top)
         if _plot_predicted(ax, line, "pred_peak_mem_gib", color, label, extras, shift):
             _plot_reserved(ax, line, color, extras, shift)
+        if published is not None and len(published):
+            _plot_published_memory(ax, published[published["configuration"] == label], span,
+                                   color, extras)
         notes += _mark_not_completed(ax, line, "peak_mem_gib", color, label, marked, extras,
                                      reached="peak_mem_reached_gib",
                                      at="pred_peak_mem_gib", shift=shift)
@@ -683,20 +691,30 @@ def plot_recipe(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     fig, axes = _new_figure(len(recipes), columns=1)
     extras = set()
     nodes = sorted({int(n) for n in table["nodes"]})
+    published = recipe_reference(df)
+    published = published[published["drawn"] == "recipe.png"]
     for ax, recipe in zip(axes, recipes, strict=True):
-        _draw_recipe_panel(ax, table[table["recipe"] == recipe], nodes, extras)
+        _draw_recipe_panel(ax, table[table["recipe"] == recipe], nodes, extras,
+                           published[published["recipe"] == recipe])
         model = table.loc[table["recipe"] == recipe, "model"].dropna()
         _set_title(ax, f"{recipe}: {model.iloc[0] if len(model) else 'unknown model'}, "
                        "each step adds to the one before")
     handles = [_mpl().Patch(facecolor=NODE_COLORS[i % len(NODE_COLORS)], edgecolor="black",
                      label=f"{n} node{'s' if n > 1 else ''}") for i, n in enumerate(nodes)]
+    labels = sorted(set(published["label"].astype(str)))
     _finish(fig, "Recipe ablation: images/s relative to the baseline", df, path, extras,
-            handles)
+            handles, proxy_labels={"published_other": "published ratio of the step in the "
+                                   "published setup, not compared: " + "; ".join(labels)}
+            if labels else None)
     return fig
 
 
-def _draw_recipe_panel(ax, steps: pd.DataFrame, nodes: list[int], extras: set[str]) -> None:
-    """The bars of one recipe (see :func:`plot_recipe`)."""
+def _draw_recipe_panel(ax, steps: pd.DataFrame, nodes: list[int], extras: set[str],
+                       published: pd.DataFrame | None = None) -> None:  # fmt: skip
+    """The bars of one recipe (see :func:`plot_recipe`), with the published ratio of each
+    step that has one (``published``: :func:`~vitfsdp.analysis.reference.recipe_reference`
+    rows drawn in recipe.png) as a :data:`PUBLISHED_OTHER` segment across the step's bars,
+    its study and value above it."""
     order = steps.drop_duplicates("step").sort_values("step")
     labels = [f"{s}: {w}" for s, w in zip(order["step"], order["what"], strict=True)]
     width = 0.8 / len(nodes)
@@ -726,6 +744,9 @@ def _draw_recipe_panel(ax, steps: pd.DataFrame, nodes: list[int], extras: set[st
                    transform=ax.get_xaxis_transform(), clip_on=False, zorder=3,
                    label="_not completed")
         extras.add("failed")
+    positions = {step: k for k, step in enumerate(order["step"])}
+    if published is not None and len(published):
+        _plot_published_steps(ax, published, positions, extras)
     ax.axhline(1.0, ls="--", color="0.4", lw=1)
     ax.set_xticks(range(len(order)), labels=[textwrap.fill(lb, 14) for lb in labels])
     ax.set_xlim(-0.5, len(order) - 0.5)
@@ -733,6 +754,22 @@ def _draw_recipe_panel(ax, steps: pd.DataFrame, nodes: list[int], extras: set[st
     ax.set_ylim(bottom=0, top=1.15 * max(ax.get_ylim()[1], 1.0))
     ax.grid(True, axis="y", alpha=0.3)
     ax.tick_params(labelsize=PAPER_RC["xtick.labelsize"])
+
+
+def _plot_published_steps(ax, published: pd.DataFrame, positions: dict[int, int],
+                          extras: set[str]) -> None:  # fmt: skip
+    """Each published ratio (one per figure, whatever the node counts of its rows) across
+    its step's bar group (``positions``: the group's x by step), labelled ``PyCls 1.51x``."""
+    for (step, value, label), _ in published.groupby(["step", "published", "label"]):
+        x = positions.get(int(step))
+        if x is None:
+            continue
+        ax.hlines(float(value), x - 0.45, x + 0.45, **PUBLISHED_OTHER, zorder=4,
+                  label="_published other")
+        ax.annotate(f"{_study(str(label))} {float(value):.2f}x", (x, float(value)),
+                    xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                    fontsize=NOTE_FONTSIZE, color=PUBLISHED_OTHER["color"])
+        extras.add("published_other")
 
 
 @_paper_style
@@ -1416,6 +1453,55 @@ def _plot_predicted(ax, line: pd.DataFrame, value: str, color: str, label: str,
     return True
 
 
+def _plot_published_memory(ax, rows: pd.DataFrame, span: tuple[float, float] | None,
+                           color: str, extras: set[str]) -> None:  # fmt: skip
+    """A line's published memory (reference.csv rows drawn in memory.png): a compared one
+    (GPU allocated memory of the same setup) as a hollow star in the line's colour at the
+    bar's middle (``span``: :func:`_bar_spans`; ``None``: at the node count); one of another
+    measure (CPU resident memory here) as a :data:`PUBLISHED_OTHER` segment across the bar
+    with its value, not compared."""
+    for _, row in rows.iterrows():
+        n, value = float(row["nodes"]), float(row["published"])
+        left, right = span or (-PUBLISHED_HALF_OCTAVES, PUBLISHED_HALF_OCTAVES)
+        if bool(row["compared"]):
+            ax.scatter([n * 2 ** ((left + right) / 2)], [value], marker="*", facecolors="none",
+                       edgecolors=color, s=90, lw=0.9, zorder=5, label="_published")
+            extras.add("reference")
+            continue
+        ax.hlines(value, n * 2 ** left, n * 2 ** right, **PUBLISHED_OTHER, zorder=5,
+                  label="_published other")
+        ax.annotate(f"{_study(row['label'])} {value:.3g} {_unit_word(row['unit'])}",
+                    (n * 2 ** right, value), xytext=(2, 0), textcoords="offset points",
+                    ha="left", va="center", fontsize=NOTE_FONTSIZE,
+                    color=PUBLISHED_OTHER["color"])
+        extras.add("published_other")
+
+
+def _memory_published_labels(rows: pd.DataFrame) -> dict[str, str]:
+    """The legend texts of memory.png's published marks: the compared star's study, and the
+    segment's (:func:`_plot_published_memory`) with what it measures."""
+    labels = {}
+    if len(rows):
+        labels |= _published_labels(rows[rows["compared"].astype(bool)])
+        other = sorted(set(rows.loc[~rows["compared"].astype(bool), "label"].astype(str)))
+        if other:
+            labels["published_other"] = ("published GPU allocated memory, not compared (ours: "
+                                         "CPU resident): " + "; ".join(other))
+    return labels
+
+
+def _study(label: str) -> str:
+    """The study's short name in a published label: ``ORNL, Frontier, 2023`` -> ``ORNL``."""
+    return label.split(",")[0]
+
+
+def _unit_word(unit: str) -> str:
+    """The published unit's first word in a reference.csv unit: ``GiB per rank ... here;
+    GB per GPU ... published`` -> ``GB``."""
+    words = unit.split(" here; ")[-1].split()
+    return words[0] if words else ""
+
+
 def _plot_published(ax, published: pd.DataFrame, model: str, label: str, color: str,
                     extras: set[str]) -> None:  # fmt: skip
     """A hollow star in the line's colour at each published images/s whose setup the line's
@@ -1554,6 +1640,12 @@ def _panel_title(model: str, panel: pd.DataFrame) -> str:
     return f"{model} ({params.iloc[0] / 1e6:,.1f}M params)" if len(params) else model
 
 
+#: How a published figure that is not compared with ours is drawn (another model, device
+#: or measure: reference.csv's ``differs``): a short orange segment (ColorBrewer Dark2's
+#: orange; no strategy line or node-count bar is orange) at its value, labelled.
+PUBLISHED_OTHER = {"color": "#d95f02", "lw": 2}
+#: Half the width of a published memory segment where the panel draws no bars (octaves).
+PUBLISHED_HALF_OCTAVES = 0.15
 #: Grey legend entries for the kinds of mark a figure may draw (the keys of ``extras``).
 PROXIES = {
     "ideal": dict(color="0.4", ls="--", label="ideal (linear)"),
@@ -1570,6 +1662,8 @@ PROXIES = {
                     label="skipped: predicted not to fit"),
     "reference": dict(color="0.4", marker="*", mfc="none", ms=8, ls="none",
                       label="published figure (reference.csv)"),
+    "published_other": dict(color="#d95f02", ls="-", lw=2,
+                            label="published figure, not compared (reference.csv)"),
     "chance": dict(color="0.45", ls=(0, (6, 3)), lw=0.9, label="chance: ln(classes)"),
 }  # fmt: skip
 
@@ -1602,7 +1696,7 @@ def _figure_legend(fig: Figure, extras: set[str], handles: list | None = None,
                 by_label.setdefault(label, handle)
         order = sorted(by_label, key=lambda label: (_is_device_line(by_label[label]), label))
         handles = [by_label[label] for label in order]
-    relabel = proxy_labels or {}
+    relabel = {kind: _fit_label(fig, text) for kind, text in (proxy_labels or {}).items()}
     entries = handles + [_mpl().Line2D([], [], **{**PROXIES[kind], **({"label": relabel[kind]}
                                                                if kind in relabel else {})})
                          for kind in PROXIES
@@ -1616,13 +1710,31 @@ def _figure_legend(fig: Figure, extras: set[str], handles: list | None = None,
         fig.supxlabel(footer, fontsize=PAPER_RC["legend.fontsize"])
 
 
+def _fit_label(fig: Figure, label: str) -> str:
+    """``label`` wrapped into lines as long as fit the figure's width beside a legend handle
+    (a published study's long label); unchanged where it fits."""
+    prop = _mpl().FontProperties(size=PAPER_RC["legend.fontsize"])
+    renderer = fig.canvas.get_renderer()
+    room = fig.get_figwidth() * 72 - 4.8 * prop.get_size_in_points()
+
+    def width(text: str) -> float:  # points
+        return max(renderer.get_text_width_height_descent(line, prop, ismath=False)[0]
+                   for line in text.split("\n")) * 72 / fig.dpi
+
+    text, chars = label, len(label)
+    while width(text) > room and chars > 20:
+        chars -= 4
+        text = textwrap.fill(label, chars)
+    return text
+
+
 def _legend_columns(fig: Figure, labels: list[str]) -> int:
     """How many legend columns of ``labels`` fit the figure's width, with matplotlib's
     default handle length (2 em), handle pad (0.8 em) and column spacing (2 em)."""
     prop = _mpl().FontProperties(size=PAPER_RC["legend.fontsize"])
     renderer = fig.canvas.get_renderer()
-    widest = max(renderer.get_text_width_height_descent(label, prop, ismath=False)[0]
-                 for label in labels) * 72 / fig.dpi  # fmt: skip
+    widest = max(renderer.get_text_width_height_descent(line, prop, ismath=False)[0]
+                 for label in labels for line in label.split("\n")) * 72 / fig.dpi
     column = widest + 4.8 * prop.get_size_in_points()
     return max(1, min(len(labels), int(fig.get_figwidth() * 72 // column)))
 

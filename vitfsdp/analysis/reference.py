@@ -23,6 +23,21 @@ A compared row gets ``ratio = measured / published`` (images/s are global: a poi
 fewer or slower devices a node than the published one has a ratio to match). Published
 memory is in GB as the source labels it (neither 1e9 nor 2^30 bytes stated), ours in GiB:
 the ratio is of the two numbers as they are.
+
+Two kinds of published figure are drawn beside ours without being compared (no ratio;
+``differs`` says why, ``drawn`` names the figure):
+
+- GPU allocated memory beside a CPU point of the same setup: ours is the peak resident
+  memory of a rank's process (``measured``, in its own unit), not the same measure;
+- a recipe's relative figures (:mod:`vitfsdp.analysis.recipe`; PyCls's "x the DDP
+  baseline's images/s"): a published row whose ``recipe_step`` names a step preset
+  (``pycls_recipe_3_foreach_adamw``) belongs to that step of any sweep of the recipe or of
+  a sizing of it (``pycls_recipe_cpu_3_foreach_adamw``: the recipe name followed by
+  ``_<sizing>``, the step's number and name equal), one row per node count, ``measured``
+  our step's images/s relative to our step 0. Its REQUIRED settings are checked as above
+  (PyCls states no node count, strategy or local batch, so none is ever compared) and
+  ``recipe_differs`` adds what the published step has that ours has not. The study's rows
+  without a step of ours get one row per recipe saying so.
 """
 
 from __future__ import annotations
@@ -35,6 +50,7 @@ from importlib import resources
 import pandas as pd
 
 from vitfsdp.analysis.collect import configurations, line_columns
+from vitfsdp.analysis.recipe import STEP_NAME, recipe_table
 
 log = logging.getLogger(__name__)
 
@@ -62,18 +78,38 @@ DEVICE_WORDS = frozenset({"amd", "nvidia", "intel", "instinct", "gcd", "gpu", "t
 #: Published metric -> the points' column measuring it (other metrics: not measured here).
 MEASURED = {"ips": "ips", "peak_mem_allocated": "peak_mem_gib",
             "peak_mem_reserved": "peak_mem_reserved_gib"}
+#: A point's peak resident memory (CPU), measured beside a published GPU allocated figure.
+RESIDENT = "resident_gib"
 #: Our unit per measured column, for the ``unit`` column of reference.csv.
 OUR_UNITS = {"ips": "images/s (global)", "peak_mem_gib": "GiB per GPU",
-             "peak_mem_reserved_gib": "GiB per GPU"}
+             "peak_mem_reserved_gib": "GiB per GPU",
+             RESIDENT: "GiB per rank (peak resident, CPU)",
+             "relative_ips": "x step 0's images/s (same node count)"}
+#: The prefix of a published metric that is a ratio to a recipe's baseline (PyCls's).
+RELATIVE = "relative_"
+#: Published recipe metrics -> the recipe.csv column measuring it (others: not measured).
+RECIPE_MEASURED = {"relative_ips": "relative_ips"}
+#: The figure that draws a row's published figure beside ours (reference.csv's ``drawn``).
+DRAWN_IN = {"ips": "weak_scaling.png", "peak_mem_allocated": "memory.png",
+            "relative_ips": "recipe.png"}
 #: Columns of :func:`reference_table`, in order.
 REFERENCE_COLUMNS = (
     "model", "configuration", "nodes", "metric", "measured", "published", "ratio", "unit",
-    "compared", "differs", "published_setup", "assumed", "study", "label", "source",
+    "compared", "differs", "drawn", "published_setup", "assumed", "study", "label", "source",
 )  # fmt: skip
 #: Columns of the published rows (every file of :data:`REFERENCE_PACKAGE`).
 PUBLISHED_COLUMNS = (
     "study", "label", "metric", "unit", *SETUP_COLUMNS, "value", "assumed", "source", "note",
 )  # fmt: skip
+#: Columns a file may leave out ('' in its rows): ``recipe_step``, the step preset of ours a
+#: recipe's relative figure belongs to (``pycls_recipe_3_foreach_adamw``; '' for a figure of
+#: the recipe no step of ours expresses), and ``recipe_differs``, what the published step
+#: has that ours has not.
+OPTIONAL_COLUMNS = ("recipe_step", "recipe_differs")
+#: Why a CPU point's memory is not compared with a published GPU allocated figure.
+OTHER_MEASURE = ("peak resident memory of a rank's process here (CPU: no device allocator; "
+                 "the interpreter, libraries and buffers counted too), GPU allocated memory "
+                 "published")
 
 
 @functools.cache
@@ -82,7 +118,8 @@ def published() -> pd.DataFrame:
     ``value`` (float).
 
     Returns:
-        The rows of all ``*.csv`` files with :data:`PUBLISHED_COLUMNS`; no rows (and one
+        The rows of all ``*.csv`` files with :data:`PUBLISHED_COLUMNS` and
+        :data:`OPTIONAL_COLUMNS`; no rows (and one
         warning) where the package data is not installed (a wheel built without it).
 
     Raises:
@@ -96,7 +133,7 @@ def published() -> pd.DataFrame:
     if not files:
         log.warning("no published reference data (%s/*.csv not installed): reference.csv "
                     "has no rows", REFERENCE_PACKAGE.replace(".", "/"))
-        return pd.DataFrame(columns=list(PUBLISHED_COLUMNS))
+        return pd.DataFrame(columns=[*PUBLISHED_COLUMNS, *OPTIONAL_COLUMNS])
     frames = []
     for f in files:
         with f.open("r", encoding="utf-8") as stream:
@@ -104,7 +141,9 @@ def published() -> pd.DataFrame:
         missing = [c for c in PUBLISHED_COLUMNS if c not in table]
         if missing:
             raise ValueError(f"{REFERENCE_PACKAGE} {f.name}: missing columns {missing}")
-        frames.append(table[list(PUBLISHED_COLUMNS)])
+        for column in OPTIONAL_COLUMNS:
+            table[column] = table[column] if column in table else ""
+        frames.append(table[[*PUBLISHED_COLUMNS, *OPTIONAL_COLUMNS]])
     rows = pd.concat(frames, ignore_index=True)
     return rows.assign(value=pd.to_numeric(rows["value"], errors="coerce"))
 
@@ -126,18 +165,22 @@ def sweep_points(df: pd.DataFrame) -> pd.DataFrame:
     (:func:`~vitfsdp.analysis.collect.line_columns`) and node count, with ``configuration``
     (the line's label), the setup columns (:data:`SETUP_COLUMNS`), ``ips`` (median over
     repeats, images/s), ``peak_mem_gib`` (maximum, GiB; only where it is GPU allocated
-    memory) and ``peak_mem_reserved_gib`` (maximum, GiB)."""
+    memory), ``resident_gib`` (maximum, GiB; only where it is CPU resident memory) and
+    ``peak_mem_reserved_gib`` (maximum, GiB)."""
     done = df[(df["status"] == "completed") & df["nodes"].notna()]
     ours = list(dict.fromkeys([*SETUP_COLUMNS.values(), "device_type"]))
+    measured = ["ips", "peak_mem_gib", "peak_mem_reserved_gib", RESIDENT]
     if done.empty:
-        return pd.DataFrame(columns=["configuration", *ours, *OUR_UNITS])
-    gpu_memory = done["peak_mem_kind"] == "allocated"
+        return pd.DataFrame(columns=["configuration", *ours, *measured])
+    kind = done["peak_mem_kind"]
     done = done.assign(configuration=configurations(df).loc[done.index],
-                       peak_mem_gib=done["peak_mem_gib"].where(gpu_memory))
+                       peak_mem_gib=done["peak_mem_gib"].where(kind == "allocated"),
+                       **{RESIDENT: done["peak_mem_gib"].where(kind == "rss")})
     keys = [*line_columns(df), "nodes"]
     aggs = {c: (c, "first") for c in ["configuration", *ours] if c not in keys}
     aggs |= {"ips": ("ips", "median"), "peak_mem_gib": ("peak_mem_gib", "max"),
-             "peak_mem_reserved_gib": ("peak_mem_reserved_gib", "max")}
+             "peak_mem_reserved_gib": ("peak_mem_reserved_gib", "max"),
+             RESIDENT: (RESIDENT, "max")}
     return done.groupby(keys, dropna=False, sort=False).agg(**aggs).reset_index()
 
 
@@ -151,21 +194,25 @@ def reference_table(df: pd.DataFrame, refs: pd.DataFrame | None = None) -> pd.Da
 
     Returns:
         :data:`REFERENCE_COLUMNS`, one row per candidate published row of each point, and
-        one row for a point without a candidate saying why (``compared`` False). ``measured``
-        and ``published`` are in ``unit`` (ours, then the published one where they differ),
+        one row for a point without a candidate saying why (``compared`` False); then the
+        rows of the recipe ablations (:func:`recipe_reference`). ``measured`` and
+        ``published`` are in ``unit`` (ours, then the published one where they differ),
         ``ratio`` = measured / published where compared, else NaN. ``differs`` names each
         differing setting (``key: ours here, theirs published``) or why nothing was
-        measured; ``published_setup`` sums up the row's setup; ``assumed`` names the setup
+        measured; ``drawn`` names the figure that draws the published figure beside ours
+        ('' none); ``published_setup`` sums up the row's setup; ``assumed`` names the setup
         fields the source did not state.
     """
     refs = published() if refs is None else refs
     by_point: dict[tuple[str, str, str], list[dict]] = {}  # one lookup a point
     for ref in refs.to_dict("records"):
-        by_point.setdefault((ref["model"], ref["strategy"], ref["nodes"]), []).append(ref)
-    models = ", ".join(sorted(set(refs["model"]))) or "none installed"
+        if not ref["metric"].startswith(RELATIVE):
+            by_point.setdefault((ref["model"], ref["strategy"], ref["nodes"]), []).append(ref)
+    models = ", ".join(sorted({model for model, _, _ in by_point})) or "none installed"
     rows = []
     for _, point in sweep_points(df).iterrows():
         rows += _point_rows(point, by_point, models)
+    rows += recipe_reference(df, refs)[list(REFERENCE_COLUMNS)].to_dict("records")
     return pd.DataFrame(rows, columns=list(REFERENCE_COLUMNS))
 
 
@@ -175,7 +222,7 @@ def _point_rows(point: pd.Series, by_point: dict[tuple[str, str, str], list[dict
     rows by model, strategy and nodes), or one saying why none (``models``: the published
     models, named)."""
     base = {"model": point["model"], "configuration": point["configuration"],
-            "nodes": point["nodes"], "compared": False}
+            "nodes": point["nodes"], "compared": False, "drawn": ""}
     model, strategy, nodes = (as_setting(point[c]) for c in ("model", "strategy", "nodes"))
     if not any(key[0] == model for key in by_point):
         return [{**base, "differs": f"model: {model or 'unknown'} here, in no published row "
@@ -191,14 +238,19 @@ def _compare(point: pd.Series, ref: dict | pd.Series, base: dict) -> dict:
     """One reference.csv row: the point against one published row (a row of
     :func:`published`, as a dict or a Series)."""
     differs = setting_differences(point, ref)
+    same_setup = not differs
     hardware = hardware_differences(point, ref)
     column = MEASURED.get(ref["metric"])
     measured = point.get(column) if column else None
-    if column is None:
+    if column == "peak_mem_gib" and pd.isna(measured) and pd.notna(point.get(RESIDENT)):
+        column, measured = RESIDENT, point.get(RESIDENT)  # a CPU point: another measure
+        differs.append(f"{ref['metric']}: {OTHER_MEASURE}")
+    elif column is None:
         differs.append(f"{ref['metric']}: not measured here")
     elif pd.isna(measured):
         differs.append(f"{ref['metric']}: no measurement here ({_why_none(column)})")
     compared = not differs
+    beside = compared or (same_setup and column == RESIDENT)  # drawn either way
     ours = OUR_UNITS.get(column)
     unit = (ref["unit"] if ours == ref["unit"] else f"{ours} here; {ref['unit']} published"
             if ours else f"{ref['unit']} published")
@@ -207,8 +259,101 @@ def _compare(point: pd.Series, ref: dict | pd.Series, base: dict) -> dict:
             "published": ref["value"], "unit": unit,
             "ratio": float(measured) / ref["value"] if compared and ref["value"] else None,
             "compared": compared, "differs": "; ".join([*differs, *hardware]),
+            "drawn": DRAWN_IN.get(ref["metric"], "") if beside else "",
             "published_setup": published_setup(ref), "assumed": ref["assumed"],
             "study": ref["study"], "label": _label(ref, hardware), "source": ref["source"]}
+
+
+def recipe_reference(df: pd.DataFrame, refs: pd.DataFrame | None = None) -> pd.DataFrame:
+    """reference.csv's rows of the recipe ablations in ``df`` (the module docstring says
+    which published rows belong to which step): never compared, ``drawn`` ``recipe.png``
+    where our recipe has the step.
+
+    Args:
+        df: a ``collect_runs`` frame.
+        refs: the published rows (default :func:`published`).
+
+    Returns:
+        :data:`REFERENCE_COLUMNS` and ``recipe`` and ``step`` (ours; NaN where no step of
+        ours has the figure): per recipe, one row per published relative figure of its study
+        and node count of the step it belongs to, or one row saying why there is none.
+    """
+    refs = published() if refs is None else refs
+    columns = [*REFERENCE_COLUMNS, "recipe", "step"]
+    table = recipe_table(df)
+    figures = refs[refs["metric"].str.startswith(RELATIVE)] if len(refs) else refs
+    if table.empty or figures.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for recipe, ours in table.groupby("recipe", sort=True):
+        for ref in _recipe_figures(str(recipe), figures).to_dict("records"):
+            rows += _recipe_rows(df, ours, ref)
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _recipe_figures(recipe: str, figures: pd.DataFrame) -> pd.DataFrame:
+    """The published relative figures of ``recipe``: every one of a study whose rows name a
+    step of ``recipe`` (``recipe_step``), or of the recipe ``recipe`` sizes (its name
+    followed by ``_<sizing>``: ``pycls_recipe_cpu`` sizes ``pycls_recipe``)."""
+    steps = [STEP_NAME.match(s) for s in figures["recipe_step"]]
+    theirs = pd.Series([m["recipe"] if m else "" for m in steps], index=figures.index)
+    mine = theirs.map(lambda r: bool(r) and (recipe == r or recipe.startswith(f"{r}_")))
+    return figures[figures["study"].isin(figures.loc[mine, "study"])]
+
+
+def _recipe_rows(df: pd.DataFrame, ours: pd.DataFrame, ref: dict) -> list[dict]:
+    """The reference.csv rows of one published relative figure ``ref`` and our recipe
+    (``ours``: its rows of :func:`~vitfsdp.analysis.recipe.recipe_table`): one per node
+    count of the step it belongs to, or one saying why none."""
+    recipe = ours["recipe"].iloc[0]
+    theirs = STEP_NAME.match(ref["recipe_step"]) if ref["recipe_step"] else None
+    model = ours["model"].dropna()
+    base = {"model": model.iloc[0] if len(model) else None, "configuration": recipe,
+            "metric": ref["metric"], "published": ref["value"], "compared": False,
+            "unit": f"{ref['unit']} published", "drawn": "",
+            "published_setup": published_setup(ref), "assumed": ref["assumed"],
+            "study": ref["study"], "label": recipe_label(ref), "source": ref["source"],
+            "recipe": recipe}
+    if theirs is None:
+        return [{**base, "differs": f"recipe step: {ref['recipe_differs'] or 'none of ours'}"}]
+    step = ours[(ours["step"] == int(theirs["step"])) & (ours["what"] == theirs["what"])]
+    if step.empty:
+        return [{**base, "differs": f"recipe step: no step {theirs['step']} "
+                 f"({theirs['what']}) of {recipe} in these runs"}]
+    return [_recipe_row(df, at, ref, base) for _, at in step.iterrows()]
+
+
+def _recipe_row(df: pd.DataFrame, at: pd.Series, ref: dict, base: dict) -> dict:
+    """The row of one published relative figure ``ref`` and our step ``at`` (a row of
+    :func:`~vitfsdp.analysis.recipe.recipe_table`: one node count): its setup is that of
+    the step's runs there (a completed one where any did)."""
+    runs = df[(df["experiment"] == at["experiment"]) & (df["nodes"] == at["nodes"])]
+    point = runs.sort_values("status", key=lambda s: s != "completed", kind="stable").iloc[0]
+    column = RECIPE_MEASURED.get(ref["metric"])
+    measured = at[column] if column else None
+    differs = setting_differences(point, ref)
+    if ref["recipe_differs"]:
+        differs.append(f"recipe: {ref['recipe_differs']}")
+    if column is None:
+        differs.append(f"{ref['metric']}: not measured here")
+    elif pd.isna(measured):
+        differs.append(f"{ref['metric']}: no measurement here (the step or step 0 did not "
+                       "complete at this node count)")
+    unit = OUR_UNITS.get(column or "")
+    return {**base, "configuration": at["experiment"], "nodes": at["nodes"],
+            "model": at["model"], "step": at["step"],
+            "measured": None if measured is None or pd.isna(measured) else float(measured),
+            "unit": f"{unit} here; {ref['unit']} published" if unit else base["unit"],
+            "differs": "; ".join([*differs, *hardware_differences(point, ref)]),
+            "drawn": DRAWN_IN.get(ref["metric"], "") if column else ""}
+
+
+def recipe_label(ref: dict | pd.Series) -> str:
+    """The legend label of a published recipe figure: the study's label with the published
+    model and image size, e.g. ``PyCls, A100, 2022 (ViT-H/16, 224 px)``."""
+    setup = ", ".join(p for p in (ref["model"], f"{ref['img_size']} px" if ref["img_size"]
+                                  else "") if p)
+    return f"{ref['label']} ({setup})" if setup else ref["label"]
 
 
 def _label(ref: dict | pd.Series, hardware: list[str]) -> str:
@@ -305,10 +450,12 @@ def reference_summary(table: pd.DataFrame) -> str:
     that most often differed (not :data:`HARDWARE`, which decides nothing), e.g.
     ``published figures (reference.csv): 2 of 12 points compared with ORNL, Frontier, 2023:
     images/s measured / published median 0.93 (0.91-0.95); 10 not compared (differing:
-    local_batch_size 10, precision 10)``."""
+    local_batch_size 10, precision 10)``; then the published figures drawn beside ours
+    without being compared (a recipe step's relative figure, CPU memory)."""
     if table.empty:
         return "published figures (reference.csv): no completed point to compare"
-    points = table.groupby(["model", "configuration", "nodes"], dropna=False)
+    relative = table["metric"].map(lambda m: isinstance(m, str) and m.startswith(RELATIVE))
+    points = table[~relative].groupby(["model", "configuration", "nodes"], dropna=False)
     compared = points["compared"].any()
     lines = [f"published figures (reference.csv): {int(compared.sum())} of {len(compared)} "
              "points compared"]
@@ -318,12 +465,18 @@ def reference_summary(table: pd.DataFrame) -> str:
                      f"{_ratio(ratio.median())} ({_ratio(ratio.min())}-{_ratio(ratio.max())}) "
                      f"over {len(rows)} figures")
     if (~compared).any():
-        keys = table.loc[~table["compared"].astype(bool), "differs"].fillna("")
+        keys = table.loc[~relative & ~table["compared"].astype(bool), "differs"].fillna("")
         counts = pd.Series([part.split(":")[0] for text in keys for part in text.split("; ")
                             if part and part.split(":")[0] not in HARDWARE]).value_counts()
         most = ", ".join(f"{k} {v}" for k, v in counts.head(4).items())
         lines.append(f"  {int((~compared).sum())} points not compared (differing, in rows of "
                      f"reference.csv: {most})")
+    drawn = table["drawn"].map(lambda d: isinstance(d, str) and d != "")
+    beside = table[~table["compared"].astype(bool) & drawn]
+    for (label, metric, drawn), rows in beside.groupby(["label", "metric", "drawn"]):
+        values = ", ".join(f"{v:g}" for v in dict.fromkeys(rows["published"]))
+        lines.append(f"  drawn in {drawn}, not compared: {label} {metric} {values} beside "
+                     f"{len(rows)} of ours (why: differs)")
     return "\n".join(lines)
 
 
