@@ -273,6 +273,26 @@ def test_recipe_step_gets_the_published_ratio_drawn_not_compared(tmp_path: Path)
             "2022 (ViT-H/16, 224 px)") in legend_texts(fig)
 
 
+def test_gpu_recipe_step_4_gets_pycls_256_px_ratio(tmp_path: Path) -> None:
+    """The GPU recipe's own step 4 (252 px) gets PyCls's 1.86x (256 px), the image size
+    named in ``differs``; step 3 absent: 1.51x is listed, not drawn."""
+    root = tmp_path / "gpu"
+    for name, precision, img, ips in (("pycls_recipe", "fp32", 224, 100.0),
+                                      ("pycls_recipe_4_img252", "fp16", 252, 150.0)):
+        info = ornl_like("DDP" if precision == "fp32" else "FULL_SHARD", batch=70,
+                         precision=precision, experiment=name, model="vit_huge_patch14_224")
+        info["model"]["img_size"] = img
+        write(root / name, info, ips)
+    rows = recipe_reference(collect_runs(root)).set_index("published")
+    step4 = rows.loc[1.86]
+    assert step4["drawn"] == "recipe.png" and step4["measured"] == 1.5 and step4["step"] == 4
+    assert "img_size: 252 here, 256 published" in step4["differs"]
+    assert rows.loc[PYCLS_STEP_3, "drawn"] == "" and "no step 3" in rows.loc[PYCLS_STEP_3,
+                                                                               "differs"]
+    assert published_segments(plot_recipe(collect_runs(root))) == [[[0.55, 1.86],
+                                                                    [1.45, 1.86]]]
+
+
 def test_no_published_ratio_without_its_step_or_its_recipe(tmp_path: Path) -> None:
     """A PyCls recipe sweep without step 3, and another recipe with a step 3, draw none."""
     root = tmp_path / "pycls"
