@@ -77,13 +77,15 @@ step_install() {
         log "no wheels in .whl/ and no installed vitfsdp: run make gpu-wheels here first"
         exit 2
     fi
-    if [[ ! -e "$REPO/.git" ]]; then
-        # a copy without .git: setuptools-scm builds it as the version of the checkout that
-        # make gpu-wheels ran in (its commit, and a date where that checkout was dirty)
-        [[ -f "$REPO/.whl/version.txt" ]] \
-            || { log "no .whl/version.txt: run make gpu-wheels here first"; exit 2; }
+    # setuptools-scm builds the project as the version of the checkout that make gpu-wheels
+    # ran in (its commit, and a date where that checkout was dirty), also where the copy has
+    # a .git: the device tool's copy carried a .git whose HEAD was the session's first
+    # commit, not the tree's (2026-11-26: run.json named 51622f5 for a tree at 451a6cd)
+    if [[ -f "$REPO/.whl/version.txt" ]]; then
         : "${SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VITFSDP:=$(<"$REPO/.whl/version.txt")}"
         export SETUPTOOLS_SCM_PRETEND_VERSION_FOR_VITFSDP
+    elif [[ ! -e "$REPO/.git" ]]; then
+        log "no .whl/version.txt: run make gpu-wheels here first"; exit 2
     fi
     log "installing ${#wheels[@]} carried wheels and the project into $SITE (no network)"
     local pip=("$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir
