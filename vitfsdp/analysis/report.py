@@ -79,6 +79,9 @@ MARK_CAPTIONS = {
     "failed": "x: runs that did not complete",
     "skipped": "hollow diamond: a point skipped as predicted not to fit",
     "reference": "hollow star: a published figure of the same setup (reference.csv)",
+    "published_other": "orange line with its value: a published figure drawn beside ours, not "
+                       "compared (another model, device or measure; reference.csv's differs "
+                       "says which)",
     "peak": "black dotted: the device's peak, MFU on the right axis",
     "chance": "grey dashed: chance level, ln(number of classes)",
 }

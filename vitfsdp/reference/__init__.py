@@ -12,7 +12,10 @@ Each ``*.csv`` here has one row per published figure and these columns:
   ``local_batch_size``, ``precision``, ``img_size`` (pixels), ``activation_checkpointing``,
   ``data``, ``backward_prefetch``, ``limit_all_gathers``, ``device``. An empty field was not
   stated by the source; ``assumed`` names the fields that were filled in without the source
-  stating them (the ``note`` says why).
+  stating them (the ``note`` says why);
+- optional ``recipe_step`` (the step preset of ours a recipe's relative figure belongs to,
+  e.g. ``pycls_recipe_3_foreach_adamw``; empty where no step of ours expresses it) and
+  ``recipe_differs`` (what the published step has that ours has not).
 
 Files: ``ornl_frontier_2023.csv`` (ORNL ViT-FSDP on Frontier: images/s of 6 models x
 strategies x 1-128 nodes, the ViT-5B prefetch ablation and the memory charts; transcribed
