@@ -8,12 +8,10 @@ import dataclasses
 import itertools
 
 import pytest
-from hydra import compose as hydra_compose
-from hydra import initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 
+from tests.test_reference import compose  # the validated RunConfig and the sweep's params
 from vitfsdp.analysis.reference import published
-from vitfsdp.config import CONF_DIR, register_configs, to_run_config
+from vitfsdp.config import CONF_DIR
 from vitfsdp.plan.__main__ import compose_points, plan_table, summary_line
 
 PRESET, CPU = "vertex_single_node", "vertex_single_node_cpu"
@@ -25,17 +23,6 @@ STRATEGIES = ("FULL_SHARD", "DDP")
 #: name and sweep directory; every other key is the GPU preset's.
 SIZING = {"model", "train.local_batch_size", "train.steps", "train.warmup_steps",
           "train.log_every", "experiment"}
-
-
-def compose(*overrides: str):
-    """The validated RunConfig of ``overrides`` and its preset's hydra.sweeper.params."""
-    register_configs()
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(str(CONF_DIR), version_base=None):
-        cfg = hydra_compose("config", list(overrides), return_hydra_config=True)
-        params = dict(cfg.hydra.sweeper.params or {})
-        cfg = hydra_compose("config", list(overrides))
-    return to_run_config(cfg), params
 
 
 def flat(cfg) -> dict:
