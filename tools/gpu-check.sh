@@ -19,6 +19,7 @@
 #             python -m vitfsdp.plan --calibrate, the probe of the device for those points
 #             (python -m vitfsdp.probe) and the calibration from the probe alone
 #   profile   torch.profiler of H/14's FSDP step (bench --profile-steps): ops.txt, trace
+#   fsdp2     the same benchmark and profile with engine=fsdp2 (FSDP2's fully_shard)
 #   more      L/16 and vit_1b at batch 32; H/14 at the largest batch of BIG_BATCHES that fits
 #
 # Every call installs the carried wheels and the project into $SITE (offline; skipped where
@@ -225,6 +226,14 @@ step_profile() {
     bench h14 --models "$H14" --steps $((WARMUP + 2 * EVERY)) --profile-steps 5 --repeats 1
 }
 
+step_fsdp2() {
+    # the FSDP2 engine (fully_shard: per-parameter sharding, fewer Python hooks) against the
+    # same unwrapped and timm paths, profiled: on an H200 FSDP1's hooks left the GPU idle
+    # half of H/14's step (docs/benchmarks.md, 2026-11-26)
+    bench h14_fsdp2 --models "$H14" --steps $((WARMUP + 2 * EVERY)) --profile-steps 5 \
+        --repeats 1 engine=fsdp2
+}
+
 step_more() {
     bench b32 --models "$L16,$V1B" --repeats 1
     local batch
@@ -247,7 +256,7 @@ pack() {  # OUT/<step>.tar.gz: the step's folder (log included), small files onl
 [[ $# -gt 0 ]] || usage
 for step in "$@"; do
     declare -F "step_$step" >/dev/null && [[ $step != install ]] \
-        || { log "unknown step $step; steps: test bench jax sweep profile more"; exit 2; }
+        || { log "unknown step $step; steps: test bench jax sweep profile fsdp2 more"; exit 2; }
 done
 (($# <= MAX_STEPS_PER_CALL)) \
     || { log "at most $MAX_STEPS_PER_CALL steps a call (6 files back): split the call"; exit 2; }
