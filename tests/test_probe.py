@@ -286,3 +286,28 @@ def test_terms_that_move_alike_share_one_factor():
     x = term_scales(pd.DataFrame(rows))
     assert x["gemm_s"] == x["other_s"] == pytest.approx(1.5, abs=0.01)
     assert math.isnan(x["optimizer_s"]) and math.isnan(x["framework_s"])
+
+
+def test_a_term_the_runs_cannot_pin_is_reported_as_such():
+    """The nine runs of a fresh-clone demo (2026-11-26; step and predicted terms in seconds,
+    from its calibration.csv): the communication term, which moves across the runs, is
+    pinned near x1; the compute terms, nearly constant, are not (least squares gave the
+    optimizer x0.00, which the report must not call '100% long')."""
+    from vitfsdp.plan.calibrate import _probe_report, term_errors, term_scales
+
+    cols = ("step_time_s", "pred_gemm_s", "pred_other_s", "pred_optimizer_s",
+            "pred_exposed_comm_s", "pred_framework_s")
+    rows = [(1.952, 0.677, 0.060, 0.322, 0.538, 0.045), (3.332, 0.719, 0.082, 0.383, 2.355, 0.009),
+            (4.021, 0.654, 0.048, 0.430, 3.153, 0.020), (2.714, 0.677, 0.060, 0.161, 1.198, 0.467),
+            (6.115, 0.719, 0.082, 0.096, 3.993, 0.173), (6.974, 0.654, 0.048, 0.054, 5.254, 0.243),
+            (2.280, 0.677, 0.060, 0.161, 1.198, 0.519), (4.027, 0.719, 0.082, 0.191, 2.134, 0.375),
+            (4.761, 0.654, 0.048, 0.215, 3.099, 0.353)]
+    df = pd.DataFrame(rows, columns=cols)
+    errors = {terms[0]: se for terms, se in term_errors(df).items()}
+    assert term_scales(df)["exposed_comm_s"] == pytest.approx(1.0, abs=0.1)
+    assert errors["exposed_comm_s"] < 0.25 < errors["optimizer_s"]
+    df["pred_step_time_s"] = df[list(cols[1:])].sum(axis=1)
+    table = pd.DataFrame({"step_time_rel_error": df["pred_step_time_s"] / df["step_time_s"] - 1})
+    report = _probe_report(df, table, type("Probe", (), {"path": "probe.json"})())
+    optimizer = next(line for line in report.splitlines() if "optimizer" in line)
+    assert "do not pin it" in optimizer and "long" not in optimizer, report

@@ -232,6 +232,9 @@ def term_scales(df: pd.DataFrame) -> dict[str, float]:
     return out
 
 
+#: Standard error of a term's factor (:func:`term_errors`) above which the report says the
+#: runs do not pin the term, rather than how far its prediction is off.
+UNPINNED_SE = 0.25
 #: Uncentred R² above which a term's column (predicted seconds / measured step, per run) is
 #: taken as a combination of the others': the runs cannot tell it apart from them.
 COLLINEAR_R2 = 0.999
@@ -254,6 +257,20 @@ def term_groups(df: pd.DataFrame) -> list[tuple[tuple[str, ...], float]]:
         ``[(terms, x), ...]`` in :data:`TERMS` order of each group's first term; ``[]`` with
         fewer runs than terms.
     """
+    return [(terms, x) for terms, x, _ in _group_fit(df)]
+
+
+def term_errors(df: pd.DataFrame) -> dict[tuple[str, ...], float]:
+    """The standard error of each group's factor in :func:`term_groups`, as ordinary least
+    squares gives it for the same columns (``sqrt(diag(σ² (AᵀA)⁻¹))``, ``σ²`` the residual
+    variance of the non-negative fit over ``runs - groups`` degrees of freedom); ``nan`` with
+    no degree of freedom left. A factor whose error is large is one these runs cannot pin:
+    e.g. nine weak-scaling runs of one model, where the compute terms hardly move."""
+    return {terms: se for terms, _, se in _group_fit(df)}
+
+
+def _group_fit(df: pd.DataFrame) -> list[tuple[tuple[str, ...], float, float]]:
+    """:func:`term_groups` with each factor's standard error (:func:`term_errors`)."""
     from scipy.optimize import nnls  # on use: `plan --help` starts without scipy
 
     cols = [f"pred_{t}" for t in TERMS]
@@ -265,8 +282,15 @@ def term_groups(df: pd.DataFrame) -> list[tuple[tuple[str, ...], float]]:
     kept = [i for i in range(len(TERMS)) if a[:, i].std() > 1e-3]  # vary enough to be seen
     groups = _alike(a, kept)
     sums = np.column_stack([a[:, g].sum(axis=1) for g in groups])
-    x, _ = nnls(sums, np.ones(len(data)))
-    return [(tuple(TERMS[i] for i in g), float(v)) for g, v in zip(groups, x, strict=True)]
+    x, residual_norm = nnls(sums, np.ones(len(data)))
+    free = len(data) - len(groups)
+    if free > 0:
+        cov = residual_norm ** 2 / free * np.linalg.pinv(sums.T @ sums)
+        se = np.sqrt(np.clip(np.diag(cov), 0, None))
+    else:
+        se = np.full(len(groups), math.nan)
+    return [(tuple(TERMS[i] for i in g), float(v), float(e))
+            for g, v, e in zip(groups, x, se, strict=True)]
 
 
 def _alike(a: np.ndarray, kept: list[int]) -> list[list[int]]:
@@ -305,7 +329,9 @@ def _probe_report(df: pd.DataFrame, table: pd.DataFrame, probe) -> str:
     """Prediction from a probe against the records: the errors, and per term its share of
     the predicted step and the factor the runs suggest (:func:`term_scales`)."""
     err = table["step_time_rel_error"].dropna().abs()
-    groups = {t: terms for terms, _ in term_groups(df) for t in terms}
+    fitted = _group_fit(df)
+    groups = {t: terms for terms, _, _ in fitted for t in terms}
+    errors = {t: se for terms, _, se in fitted for t in terms}
     scales = term_scales(df)
     steps = pd.to_numeric(df["pred_step_time_s"], errors="coerce")
     parts = []
@@ -317,6 +343,9 @@ def _probe_report(df: pd.DataFrame, table: pd.DataFrame, probe) -> str:
                  if together else "")
         if math.isnan(x):
             verdict = "not separable (hardly varies across the runs)"
+        elif errors.get(t, 0) > UNPINNED_SE:
+            verdict = (f"x{x:.2f} ± {errors[t]:.2f}: these runs do not pin it (the other "
+                       f"terms can take its share){with_}")
         elif abs(1 - x) <= 0.1:
             verdict = f"x{x:.2f}: right within 10%{with_}"
         else:
@@ -394,5 +423,5 @@ def calibrate(sweep_dirs: list[Path], overrides: list[str] | None = None,
 
 
 __all__ = ["CALIBRATION_COLUMNS", "CALIBRATION_FILE", "GIB", "TERMS", "calibrate",
-           "calibration_table", "compare", "fit", "leave_one_out", "read_runs", "term_groups",
-           "term_scales"]
+           "calibration_table", "compare", "fit", "leave_one_out", "read_runs", "term_errors",
+           "term_groups", "term_scales"]
