@@ -253,7 +253,8 @@ def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num:
                      f"cluster.time={cfg.cluster.time}"]
     _check_launchable(cfg)
     secrets.secret_values(cfg.cluster.secrets, cfg.cluster.secrets_file)  # each one is set
-    swept = [o for o in overrides if rundir.override_key(o) not in set(constant_keys)]
+    constant = set(constant_keys)
+    swept = [o for o in overrides if rundir.override_key(o) not in constant]
     # the user's config folders (hydra.searchpath) go with the point into its command
     searchpath = [o for o in config.hydra.overrides.hydra if o.startswith("hydra.searchpath=")]
     overrides = [*overrides, *(s for s in searchpath if s not in overrides)]

@@ -329,10 +329,10 @@ def _probe_report(df: pd.DataFrame, table: pd.DataFrame, probe) -> str:
     """Prediction from a probe against the records: the errors, and per term its share of
     the predicted step and the factor the runs suggest (:func:`term_scales`)."""
     err = table["step_time_rel_error"].dropna().abs()
-    fitted = _group_fit(df)
+    fitted = _group_fit(df)  # once: term_scales and term_errors would each fit again
     groups = {t: terms for terms, _, _ in fitted for t in terms}
     errors = {t: se for terms, _, se in fitted for t in terms}
-    scales = term_scales(df)
+    scales = dict.fromkeys(TERMS, math.nan) | {t: x for terms, x, _ in fitted for t in terms}
     steps = pd.to_numeric(df["pred_step_time_s"], errors="coerce")
     parts = []
     for t in TERMS:
