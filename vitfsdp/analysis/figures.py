@@ -1662,7 +1662,7 @@ PROXIES = {
                     label="skipped: predicted not to fit"),
     "reference": dict(color="0.4", marker="*", mfc="none", ms=8, ls="none",
                       label="published figure (reference.csv)"),
-    "published_other": dict(color="#d95f02", ls="-", lw=2,
+    "published_other": dict(**PUBLISHED_OTHER, ls="-",
                             label="published figure, not compared (reference.csv)"),
     "chance": dict(color="0.45", ls=(0, (6, 3)), lw=0.9, label="chance: ln(classes)"),
 }  # fmt: skip
