@@ -202,8 +202,8 @@ def prediction_error(points: pd.DataFrame) -> str:
     probe.json, which make demo writes), or a sentence saying there is none."""
     pred = pd.to_numeric(points.get("pred_ips"), errors="coerce")
     ips = pd.to_numeric(points.get("ips"), errors="coerce")
-    err = (pred / ips - 1).abs().dropna() if pred is not None and ips is not None else None
-    if err is None or err.empty:
+    err = pd.Series(pred / ips - 1).abs().dropna()  # a missing column: NaN, so empty
+    if err.empty:
         return "no prediction (no probe.json in the sweep's directory)"
     return f"median {err.median():.0%}, worst {err.max():.0%} over {len(err)} points"
 
