@@ -362,6 +362,10 @@ def test_precision_and_compile_show_what_auto_resolved_to(tmp_path):
      "RuntimeError: boom"),
     ("exit code 1 without a summary; log tail:\nMemoryError: \nMemoryError: ",
      "exit code 1 without a summary; log tail: MemoryError:"),
+    ("exit code 1 without a summary; log tail:\nRuntimeError: operator torchvision::nms does "
+     "not exist\nSet the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.",
+     "exit code 1 without a summary; log tail: RuntimeError: operator torchvision::nms does "
+     "not exist"),
     ("x" * 300, "x" * 197 + "..."),
     (None, None),
 ])  # fmt: skip

@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from vitfsdp.launch.local import run_until_done
+from vitfsdp.launch.local import run_until_done, tail
 
 #: A process that writes its pid to the file argv[1], then sleeps argv[2] seconds and exits
 #: with status argv[3].
@@ -80,3 +80,23 @@ def test_a_stopped_sweep_stops_its_points_processes(tmp_path):
             signal.signal(sig, handler)
     assert stopped.value.code == 128 + signal.SIGHUP
     assert time.monotonic() - start < 30 and all(_gone(p) for p in pids)
+
+
+def test_the_log_tail_ends_with_the_error_not_the_launchers_lines(tmp_path):
+    """A rank's traceback, Hydra's closing hint and torchrun's failure report (the log of a
+    point whose every rank failed to import torchvision): the tail keeps the traceback up
+    to its exception and leaves out the hint and the report."""
+    log = tmp_path / "train.log"
+    log.write_text(
+        "Error executing job with overrides: ['strategy=DDP', 'nodes=1']\n"
+        "Traceback (most recent call last):\n"
+        '  File "torchvision/_meta_registrations.py", line 163, in <module>\n'
+        "RuntimeError: operator torchvision::nms does not exist\n"
+        "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.\n"
+        "E1126 10:33:18.123 12345 torch/distributed/elastic/multiprocessing/api.py:874] "
+        "failed (exitcode: 1) local_rank: 1 (pid: 15860) of binary: python\n"
+        "Traceback (most recent call last):\n  File \"torchrun\", line 8\n", encoding="utf-8")
+    lines = tail(log).splitlines()
+    assert lines[0].startswith("Error executing job")
+    assert lines[-1] == "RuntimeError: operator torchvision::nms does not exist"
+    assert tail(tmp_path / "missing.log") == ""

@@ -325,3 +325,28 @@ def mark_failed(run_dir: str | os.PathLike, status: str, reason: str, **extra: A
     records.windows = read_jsonl(run_dir / METRICS_FILE)
     records.run_info = read_json(run_dir / RUN_FILE) or {}
     records.finish(status, reason, **extra)
+
+
+#: Characters a failure reason keeps on one line (tables, the sweep's progress lines).
+REASON_CHARS = 200
+#: Hydra's closing hint after a failed task: never the cause, so never the line shown.
+HYDRA_HINT = "Set the environment variable HYDRA_FULL_ERROR"
+
+
+def reason_line(reason: str | None, max_chars: int = REASON_CHARS) -> str | None:
+    """A failure reason on one line: its first line (a Python traceback: its last line, the
+    exception; a first line ending in ``:`` gets the last line after it, e.g. ``exit code 1
+    without a summary; log tail: RuntimeError: ...``), Hydra's closing hint
+    (:data:`HYDRA_HINT`) left out, spaces collapsed, at most ``max_chars`` characters
+    (cut with ``...``). ``None`` or ``""`` come back as they are."""
+    if not reason:
+        return reason
+    lines = [line.strip() for line in str(reason).splitlines()
+             if line.strip() and not line.lstrip().startswith(HYDRA_HINT)]
+    if not lines:
+        return None
+    text = lines[-1] if lines[0].startswith("Traceback") else lines[0]
+    if text.endswith(":") and len(lines) > 1:
+        text = f"{text} {lines[-1]}"
+    text = " ".join(text.split())
+    return text if len(text) <= max_chars else text[:max_chars - 3] + "..."

@@ -84,6 +84,7 @@ from vitfsdp.records import (
     RunRecords,
     mark_failed,
     read_json,
+    reason_line,
     write_json_atomic,
 )
 
@@ -798,8 +799,8 @@ _PLAIN = Console(file=io.StringIO(), force_terminal=False)
 
 def _figures(summary: dict) -> str:
     if summary["status"] != "completed":
-        reason = (summary.get("reason") or "").splitlines()
-        return f": {reason[0]}" if reason else ""
+        reason = reason_line(summary.get("reason"))
+        return f": {reason}" if reason else ""
     mem = summary.get("peak_mem_allocated_gib") or summary.get("peak_rss_gib")
     return (f": {summary['ips']:.1f} images/s, {summary['step_time_s']:.3f} s/step, "
             f"peak memory {mem:.2f} GiB")

@@ -32,12 +32,14 @@ from vitfsdp.plan.probed import PROBE_FILE
 from vitfsdp.plan.recorded import find_run_dirs
 from vitfsdp.records import (
     METRICS_FILE,
+    REASON_CHARS,
     RUN_FILE,
     RUNNING,
     STATUSES,
     SUMMARY_FILE,
     read_json,
     read_jsonl,
+    reason_line,
     summarize_windows,
     write_text_atomic,
 )
@@ -49,8 +51,6 @@ log = logging.getLogger(__name__)
 _PREDICTIONS: dict[tuple, list[tuple[dict, dict, dict | None]]] = {}
 #: Cluster profiles whose nodes are processes of one machine: every rank shares its cores.
 SHARED_HOST_PROFILES = ("local", "virtual")
-#: Longest one-line failure reason in the tables (characters); the log holds the rest.
-REASON_CHARS = 200
 #: Where a run's output lies, in order of preference: the local launcher's log, then the
 #: Slurm tasks' logs (``logs/task<rank>.log``).
 LOG_FILES = ("train.log", "logs")
@@ -511,19 +511,8 @@ def loss_curves(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def one_line(reason: str | None) -> str | None:
-    """A failure reason on one line for tables: its first line (a Python traceback: its last
-    line, the exception; a first line ending in ``:`` gets the last line after it), spaces
-    collapsed, at most :data:`REASON_CHARS` characters."""
-    if not reason:
-        return reason
-    lines = [line.strip() for line in str(reason).splitlines() if line.strip()]
-    if not lines:
-        return None
-    text = lines[-1] if lines[0].startswith("Traceback") else lines[0]
-    if text.endswith(":") and len(lines) > 1:
-        text = f"{text} {lines[-1]}"
-    text = " ".join(text.split())
-    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 3] + "..."
+    """A failure reason on one line for tables (:func:`vitfsdp.records.reason_line`)."""
+    return reason_line(reason, REASON_CHARS)
 
 
 def find_log(run_dir: Path, reason: str | None = None) -> str | None:

@@ -239,8 +239,10 @@ def _report_new_windows(run_dir: Path | None, seen: int, on_window) -> int:
     return max(seen, len(rows))
 
 
-#: torchrun's own banner and glog-style lines ("W1121 09:27:37.1 ..."), left out of tails.
-_LAUNCHER_NOISE = re.compile(r"^([WEI]\d{4} |\*{5,}|Setting OMP_NUM_THREADS)")
+#: torchrun's own banner and glog-style lines ("W1121 09:27:37.1 ...") and Hydra's closing
+#: hint (never the cause), left out of tails.
+_LAUNCHER_NOISE = re.compile(r"^([WEI]\d{4} |\*{5,}|Setting OMP_NUM_THREADS|"
+                             r"Set the environment variable HYDRA_FULL_ERROR)")
 #: torchrun's report that a child failed; what the ranks printed comes before it.
 _AGENT_FAILURE = re.compile(r"^E\d{4} .*failed \(exitcode")
 
