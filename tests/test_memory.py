@@ -62,10 +62,13 @@ def test_full_shard_build_keeps_each_rank_far_below_the_full_model(model, engine
 
 
 def test_model_state_bytes_are_the_local_shards(tmp_path):
-    """``model_state_bytes`` counts what each rank holds: at 2 ranks FULL_SHARD's params,
-    grads and AdamW state are half of DDP's (within the flat parameters' padding, 1%),
-    NO_SHARD's equal DDP's, and DDP's params are the whole model in fp32. Real 2-rank gloo
-    process group, one AdamW step per strategy (tests/memory_worker.py --state-bytes)."""
+    """``model_state_bytes`` counts what each rank holds: at 2 ranks FULL_SHARD's params and
+    grads are half of DDP's (within the flat parameters' padding, 1%), NO_SHARD's equal
+    DDP's, and DDP's params are the whole model in fp32; AdamW's state is its two moments
+    (twice the params) and a 4-byte step count a parameter tensor: one an original
+    parameter under DDP (vit_tiny: 56), one a flat parameter under FSDP1 on flat parameters
+    (``use_orig_params`` false, uncompiled: 5 units). Real 2-rank gloo process group, one
+    AdamW step per strategy (tests/memory_worker.py --state-bytes)."""
     out = tmp_path / "state.json"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            str(REPO / "tests" / "memory_worker.py"), "--state-bytes", str(out),
@@ -80,9 +83,12 @@ def test_model_state_bytes_are_the_local_shards(tmp_path):
     for rank in (0, 1):
         ddp = mine["DDP"][rank]
         assert ddp["params"] == ddp["grads"] == full_model, (ddp, full_model)
-        assert ddp["optimizer"] >= 2 * ddp["params"]  # exp_avg and exp_avg_sq
-        assert mine["NO_SHARD"][rank] == ddp
-        for key in ("params", "grads", "optimizer"):
+        steps = {name: (held[rank]["optimizer"] - 2 * held[rank]["params"]) / 4
+                 for name, held in mine.items()}  # exp_avg and exp_avg_sq, then the steps
+        assert steps == {"DDP": 56, "NO_SHARD": 5, "FULL_SHARD": 5}, (steps, got)
+        assert {k: mine["NO_SHARD"][rank][k] for k in ("params", "grads")} == {
+            k: ddp[k] for k in ("params", "grads")}
+        for key in ("params", "grads"):
             assert 0.5 <= mine["FULL_SHARD"][rank][key] / ddp[key] <= 0.51, (key, got)
     for rows in got.values():  # the max over ranks is every rank's and covers each
         assert rows[0]["model_state_bytes_max"] == rows[1]["model_state_bytes_max"]

@@ -19,7 +19,8 @@
 #             python -m vitfsdp.plan --calibrate, the probe of the device for those points
 #             (python -m vitfsdp.probe) and the calibration from the probe alone
 #   profile   torch.profiler of H/14's FSDP step (bench --profile-steps): ops.txt, trace
-#   fsdp2     the same benchmark and profile with engine=fsdp2 (FSDP2's fully_shard)
+#   fsdp2     the same benchmark and profile with engine=fsdp2 (FSDP2's fully_shard); the
+#             wrappers' host cost (python -m vitfsdp.bench wrappers); H/14 uncompiled
 #   more      L/16 and vit_1b at batch 32; H/14 at the largest batch of BIG_BATCHES that fits
 #
 # Every call installs the carried wheels and the project into $SITE (offline; skipped where
@@ -57,12 +58,12 @@ if [[ $DEVICE == cpu ]]; then  # the same steps at CPU size: a rehearsal, not a 
     H14=vit_tiny; L16=vit_tiny; B16=vit_tiny; V1B=vit_tiny; HUGE=vit_tiny
     BATCH=4; STEPS=6; WARMUP=2; EVERY=2; BIG_BATCHES=8
     if [[ ${CHECK_QUICK:-0} == 1 ]]; then STEPS=4; BENCH_REPEATS=1; fi
-    SWEEP_MODELS=vit_tiny; PRECISION=fp32
+    SWEEP_MODELS=vit_tiny; PRECISION=fp32; WRAPPERS_ARGS="--depth 4 --steps 3 --repeats 1"
     export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 else
     H14=vit_huge_patch14_224; L16=vit_large_patch16_224; B16=vit_base; V1B=vit_1b
     HUGE=vit_huge; BATCH=32; STEPS=50; WARMUP=10; EVERY=10
-    SWEEP_MODELS=vit_base,vit_huge; PRECISION=bf16
+    SWEEP_MODELS=vit_base,vit_huge; PRECISION=bf16; WRAPPERS_ARGS=""
 fi
 
 log() { printf '[gpu-check %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -232,6 +233,12 @@ step_fsdp2() {
     # half of H/14's step (docs/benchmarks.md, 2026-11-26)
     bench h14_fsdp2 --models "$H14" --steps $((WARMUP + 2 * EVERY)) --profile-steps 5 \
         --repeats 1 engine=fsdp2
+    # the wrappers' host time apart from arithmetic (FSDP1 with and without the original
+    # parameters, FSDP2, DDP), then ours uncompiled, which runs FSDP1 on flat parameters
+    run "$PYTHON" -m vitfsdp.bench wrappers --device "$DEVICE" $WRAPPERS_ARGS \
+        --out "$STEP_DIR/wrappers.json"
+    bench h14_flat --models "$H14" --steps $((WARMUP + 2 * EVERY)) --repeats 1 \
+        kernels.compile=false
 }
 
 step_more() {

@@ -112,6 +112,7 @@ def check_run_config(cfg: RunSettings) -> None:
         "strategy.backward_prefetch": (s.backward_prefetch is not None, "null"),
         "strategy.limit_all_gathers": (s.limit_all_gathers is not None, "null"),
         "strategy.forward_prefetch": (s.forward_prefetch, "false"),
+        "strategy.use_orig_params": (s.use_orig_params is not None, "null"),
         "kernels.compile": (bool(cfg.kernels.compile),
                             "null or false (the whole step is always jitted)"),
         "kernels.adamw": (cfg.kernels.adamw != "auto", "auto (optax.adamw)"),

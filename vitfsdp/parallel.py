@@ -77,6 +77,10 @@ class StrategyConfig:
     backward_prefetch: str | None = None
     limit_all_gathers: bool | None = None  # FSDP1 all-gather rate limiter; None as above (true)
     forward_prefetch: bool = False  # FSDP1 explicit forward prefetch
+    # FSDP1's use_orig_params; None = true where the blocks are compiled (Dynamo compiles
+    # FSDP1 only so), else false: the views of the original parameters that true keeps
+    # cost the host about twice as much per unit and step (python -m vitfsdp.bench wrappers)
+    use_orig_params: bool | None = None
 
     def __post_init__(self) -> None:
         if self.sharding_strategy not in SHARDING_STRATEGIES:
@@ -126,6 +130,9 @@ class StrategyConfig:
                                  f"{where}; leave it unset (null)")
         if self.forward_prefetch and not applies:
             raise ValueError("strategy.forward_prefetch applies only to FSDP1 (engine=fsdp1)")
+        if self.use_orig_params is not None and not applies:
+            raise ValueError("strategy.use_orig_params applies only to FSDP1 (engine=fsdp1); "
+                             "leave it unset (null)")
 
     def check_world(self, world_size: int, ranks_per_node: int) -> None:
         """Refuse a hybrid shard group that does not tile the world and the nodes.
@@ -462,6 +469,7 @@ def _fsdp1(model, cfg, device, world_size, block_classes, precision, init, check
     units = _block_units(model, block_classes, checkpoint=False)
     _compile(units, compile_blocks)
     prefetch = None if cfg.backward_prefetch == "NONE" else BackwardPrefetch[cfg.backward_prefetch]
+    orig_params = use_orig_params(cfg, compile_blocks)
     model = FSDP(
         model,
         sharding_strategy=ShardingStrategy[strategy],
@@ -470,7 +478,7 @@ def _fsdp1(model, cfg, device, world_size, block_classes, precision, init, check
         backward_prefetch=prefetch,
         forward_prefetch=cfg.forward_prefetch,
         limit_all_gathers=cfg.limit_all_gathers,
-        use_orig_params=True,
+        use_orig_params=orig_params,
         device_id=device,
         **kwargs,
     )
@@ -480,7 +488,29 @@ def _fsdp1(model, cfg, device, world_size, block_classes, precision, init, check
     # what FSDP1 runs: on a world of 1 torch replaces every strategy by NO_SHARD (with a
     # warning; torch/distributed/fsdp/_init_utils.py, _init_core_state)
     return model, _applied("per_unit" if init is not None else "none", units, checkpointing,
-                           compile_blocks, model.sharding_strategy.name)
+                           compile_blocks, model.sharding_strategy.name) | {
+        "use_orig_params": orig_params}
+
+
+def use_orig_params(cfg: StrategyConfig, compile_blocks: bool) -> bool:
+    """FSDP1's ``use_orig_params`` for ``cfg``: ``strategy.use_orig_params`` where set, else
+    ``compile_blocks``.
+
+    ``True`` keeps each original parameter as a view into its unit's flat parameter, set
+    again around every forward and backward: on a world of 1 on CPU, a 32-block model's
+    step cost the host 2.9 ms more per unit than unwrapped with ``True`` and about half
+    that with ``False`` (``python -m vitfsdp.bench wrappers``, docs/benchmarks.md). Dynamo
+    compiles modules inside FSDP1 only with ``True`` (with ``False`` it breaks the graph,
+    "FSDP with use_orig_params=False", and the blocks run eagerly).
+
+    Raises:
+        ValueError: ``strategy.use_orig_params=false`` with compiled blocks.
+    """
+    if cfg.use_orig_params is False and compile_blocks:
+        raise ValueError("strategy.use_orig_params=false with compiled blocks: Dynamo compiles "
+                         "inside FSDP1 only with use_orig_params=true; set "
+                         "kernels.compile=false or leave strategy.use_orig_params unset")
+    return cfg.use_orig_params if cfg.use_orig_params is not None else compile_blocks
 
 
 def _unit_init_fn(init: ParamInit, device: torch.device):
@@ -526,7 +556,7 @@ def _applied(materialized: str, units, checkpointing: bool, compile_blocks: bool
     return {"materialized": materialized,
             "activation_checkpointed_blocks": len(units) if checkpointing else 0,
             "compiled_blocks": len(units) if compile_blocks else 0,
-            "sharding_strategy": sharding_strategy}
+            "sharding_strategy": sharding_strategy, "use_orig_params": None}
 
 
 def fsdp2_mesh(device_type: str, world_size: int, cfg: StrategyConfig) -> DeviceMesh:

@@ -67,7 +67,7 @@ COLUMNS = (
     "train.activation_checkpointing", "kernels.fused_attn", "kernels.compile", "kernels.adamw",
     "kernels.float32_matmul_precision", "kernels.cudnn_allow_tf32",
     "mixed_precision.param_dtype", "mixed_precision.reduce_dtype",
-    "mixed_precision.buffer_dtype", "experiment", "repeat",
+    "mixed_precision.buffer_dtype", "strategy.use_orig_params", "experiment", "repeat",
     "nodes", "world_size", "ranks_per_node", "local_batch_size", "global_batch_size",
     "cluster", "host_cpus", "ranks_per_host", "shared_cores", "network",
     "device_type", "device_name", "device_memory_gib", "device_peak_flops", "peak_source",
@@ -130,7 +130,7 @@ CONFIG_KEYS = (
     "train.activation_checkpointing", "kernels.fused_attn", "kernels.compile", "kernels.adamw",
     "kernels.float32_matmul_precision", "kernels.cudnn_allow_tf32",
     "mixed_precision.param_dtype", "mixed_precision.reduce_dtype",
-    "mixed_precision.buffer_dtype",
+    "mixed_precision.buffer_dtype", "strategy.use_orig_params",
 )  # fmt: skip
 _CONFIG_PATHS = tuple((key, tuple(key.split("."))) for key in CONFIG_KEYS)
 #: Config columns that split a strategy into separate scaling lines when they vary at all.
@@ -149,7 +149,8 @@ BASE_LINE_COLUMNS = ("model", "strategy")
 #: auto: compiled or not), while XLA always compiles.
 TORCH_ONLY_COLUMNS = ("backward_prefetch", "limit_all_gathers", "engine", "kernels.compile",
                       "kernels.adamw", "kernels.cudnn_allow_tf32", "mixed_precision.param_dtype",
-                      "mixed_precision.reduce_dtype", "mixed_precision.buffer_dtype")
+                      "mixed_precision.reduce_dtype", "mixed_precision.buffer_dtype",
+                      "strategy.use_orig_params")
 #: Columns of :func:`framework_ratio_table` after its key columns.
 RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch")
 
@@ -721,13 +722,17 @@ def _applied_precision(run: dict) -> str | None:
 
 
 def _applied_kernels(run: dict) -> dict[str, Any]:
-    """``kernels.compile`` as it resolved (null = auto in the config): whether any block was
-    compiled (run.json ``applied.compiled_blocks``); absent when neither says."""
-    configured = _get(run, "config", "kernels", "compile")
+    """``kernels.compile`` and ``strategy.use_orig_params`` as they resolved (null = auto in
+    the config): whether any block was compiled (run.json ``applied.compiled_blocks``), and
+    FSDP1's ``applied.use_orig_params``; absent when neither says."""
+    out = {}
     compiled = _get(run, "applied", "compiled_blocks")
-    if configured is None and compiled is not None:
-        return {"kernels.compile": compiled > 0}
-    return {}
+    if _get(run, "config", "kernels", "compile") is None and compiled is not None:
+        out["kernels.compile"] = compiled > 0
+    orig_params = _get(run, "applied", "use_orig_params")
+    if _get(run, "config", "strategy", "use_orig_params") is None and orig_params is not None:
+        out["strategy.use_orig_params"] = orig_params
+    return out
 
 
 def _figures(summary: dict | None) -> dict[str, Any]:

@@ -5,4 +5,25 @@
   timm's training benchmark loop, in one process on one device; a table of images/s,
   TFLOP/s, MFU and the ratios, written as records (docs/benchmarks.md).
 - ``python -m vitfsdp.bench overhead ...``: :mod:`vitfsdp.bench.overhead`.
+- ``python -m vitfsdp.bench wrappers ...``: :mod:`vitfsdp.bench.wrappers`.
 """
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from vitfsdp.records import write_json_atomic
+
+
+def report(record: dict[str, Any], format_record: Callable[[dict[str, Any]], str],
+           out: Path | None) -> int:
+    """Print ``format_record(record)``, write ``record`` as JSON to ``out`` (its folder made)
+    where given and say where; the exit status, 0."""
+    print(format_record(record))
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(out, record)
+        print(f"record: {out}")
+    return 0

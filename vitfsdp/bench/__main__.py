@@ -1,7 +1,8 @@
-"""``python -m vitfsdp.bench [overhead] ARGS...``: dispatch to a benchmark's ``main``.
+"""``python -m vitfsdp.bench [overhead|wrappers] ARGS...``: dispatch to a benchmark's ``main``.
 
     python -m vitfsdp.bench --models vit_huge_patch14_224 --batch 32   # throughput
     python -m vitfsdp.bench overhead ...                              # vitfsdp.bench.overhead
+    python -m vitfsdp.bench wrappers ...                              # vitfsdp.bench.wrappers
 
 Subcommand modules are imported only when asked for, so one never pays for (or breaks on)
 another's imports.
@@ -14,7 +15,8 @@ import sys
 from collections.abc import Sequence
 
 #: Subcommand → module with ``main(argv) -> int``; no subcommand = ``throughput``.
-SUBCOMMANDS = {"overhead": "vitfsdp.bench.overhead", "throughput": "vitfsdp.bench.throughput"}
+SUBCOMMANDS = {"overhead": "vitfsdp.bench.overhead", "throughput": "vitfsdp.bench.throughput",
+               "wrappers": "vitfsdp.bench.wrappers"}
 DEFAULT = "throughput"
 #: Subcommand → the module whose ``parse_args(argv)`` answers ``--help`` without the
 #: benchmark's imports (torch, timm: seconds).

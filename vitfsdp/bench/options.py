@@ -65,7 +65,9 @@ def parse_args(argv: Sequence[str]) -> BenchOptions:
         description="Training throughput on one device: our FSDP step, the unwrapped model "
                     "and timm's loop.",
         epilog="other benchmarks: python -m vitfsdp.bench overhead [--help]: what measuring "
-               "costs (the same steps unmeasured and under the window meter). Exit status: "
+               "costs (the same steps unmeasured and under the window meter); python -m "
+               "vitfsdp.bench wrappers [--help]: the host time DDP, FSDP1 and FSDP2 add to a "
+               "step, apart from arithmetic. Exit status: "
                "0 all measured and no GPU target failed, 1 otherwise, 2 bad arguments.")
     p.add_argument("--models", type=lambda s: [m for m in s.split(",") if m],
                    help=f"comma-separated; default GPU: {','.join(GPU_MODELS)}, CPU: vit_tiny")

@@ -31,9 +31,10 @@ from pathlib import Path
 import torch
 
 from vitfsdp import models, provenance
+from vitfsdp.bench import report
 from vitfsdp.distributed import pick_device
 from vitfsdp.metrics import WindowMeter
-from vitfsdp.records import append_jsonl, write_json_atomic
+from vitfsdp.records import append_jsonl
 from vitfsdp.torch_train import train_step
 
 log = logging.getLogger("vitfsdp.bench.overhead")
@@ -171,13 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m vitfsdp.bench overhead``: print the comparison, write ``--out``; 0."""
     args = parse_args(argv)
     provenance.setup_logging(0)
-    record = benchmark(args)
-    print(format_record(record))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(args.out, record)
-        print(f"record: {args.out}")
-    return 0
+    return report(benchmark(args), format_record, args.out)
 
 
 if __name__ == "__main__":

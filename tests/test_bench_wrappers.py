@@ -1,0 +1,74 @@
+"""``python -m vitfsdp.bench wrappers`` (the host cost of DDP, FSDP1 and FSDP2 per step) and
+FSDP1's ``use_orig_params`` choice (:func:`vitfsdp.parallel.use_orig_params`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from vitfsdp.bench.wrappers import PATHS
+from vitfsdp.parallel import StrategyConfig, use_orig_params
+
+
+def _bench(*args: str) -> subprocess.CompletedProcess:
+    """The benchmark in a process of its own (it makes a process group)."""
+    return subprocess.run([sys.executable, "-m", "vitfsdp.bench", "wrappers", *args],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def test_every_path_is_timed_and_fsdp1_runs_the_use_orig_params_it_names(tmp_path):
+    out = tmp_path / "wrappers.json"
+    proc = _bench("--depth", "3", "--width", "8", "--steps", "2", "--warmup", "0",
+                  "--repeats", "1", "--device", "cpu", "--out", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    record = json.loads(out.read_text())
+    assert record["units"] == 4 and record["device"] == "cpu"
+    assert list(record["paths"]) == list(PATHS)
+    for name, path in record["paths"].items():
+        assert len(path["step_s"]) == 1 and path["step_s"][0] > 0, name
+        assert name in proc.stdout
+    assert record["paths"]["unwrapped"]["added_ms_per_step"] == 0
+    applied = {name: p["applied"] for name, p in record["paths"].items()}
+    assert applied["unwrapped"] == {}
+    assert applied["DDP"]["sharding_strategy"] == "DDP"
+    assert applied["DDP"]["use_orig_params"] is None
+    # a world of 1: torch runs NO_SHARD whatever FSDP1 was asked for
+    assert applied["FSDP1 orig"]["sharding_strategy"] == "NO_SHARD"
+    assert applied["FSDP1 orig"]["use_orig_params"] is True
+    assert applied["FSDP1 flat"]["use_orig_params"] is False
+    assert applied["FSDP2"]["use_orig_params"] is None
+
+
+def test_bad_arguments_are_refused_in_one_line():
+    proc = _bench("--depth", "0")
+    assert proc.returncode == 2
+    assert "--depth=0 must be >= 1" in proc.stderr
+
+
+@pytest.mark.parametrize("setting, compiled, expected", [
+    (None, False, False),  # uncompiled: the cheaper flat parameters
+    (None, True, True),  # compiled blocks: Dynamo needs the original parameters
+    (True, False, True),
+])  # fmt: skip
+def test_use_orig_params_follows_the_setting_else_the_compiled_blocks(setting, compiled,
+                                                                      expected):
+    assert use_orig_params(StrategyConfig(use_orig_params=setting), compiled) is expected
+
+
+def test_flat_parameters_with_compiled_blocks_are_refused():
+    with pytest.raises(ValueError, match="kernels.compile=false"):
+        use_orig_params(StrategyConfig(use_orig_params=False), True)
+
+
+@pytest.mark.parametrize("strategy, engine", [
+    (StrategyConfig(name="DDP", sharding_strategy="DDP", use_orig_params=True), "fsdp1"),
+    (StrategyConfig(use_orig_params=False), "fsdp2"),
+])  # fmt: skip
+def test_use_orig_params_is_refused_where_fsdp1_does_not_run(strategy, engine):
+    with pytest.raises(ValueError, match="strategy.use_orig_params applies only to FSDP1"):
+        strategy.resolve_for_engine(engine)
