@@ -10,11 +10,23 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from vitfsdp import provenance
 from vitfsdp.records import write_json_atomic
+
+
+def run(argv: list[str] | None, parse_args: Callable[[list[str] | None], argparse.Namespace],
+        benchmark: Callable[[argparse.Namespace], dict[str, Any]],
+        format_record: Callable[[dict[str, Any]], str]) -> int:
+    """A benchmark subcommand's ``main``: parse ``argv`` (``args.out``: where the record goes),
+    log as rank 0, run ``benchmark(args)`` and :func:`report` its record; 0."""
+    args = parse_args(argv)
+    provenance.setup_logging(0)
+    return report(benchmark(args), format_record, args.out)
 
 
 def report(record: dict[str, Any], format_record: Callable[[dict[str, Any]], str],

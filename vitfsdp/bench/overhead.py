@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from vitfsdp import models, provenance
-from vitfsdp.bench import report
+from vitfsdp.bench import run
 from vitfsdp.distributed import pick_device
 from vitfsdp.metrics import WindowMeter
 from vitfsdp.records import append_jsonl
@@ -170,9 +170,7 @@ def format_record(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m vitfsdp.bench overhead``: print the comparison, write ``--out``; 0."""
-    args = parse_args(argv)
-    provenance.setup_logging(0)
-    return report(benchmark(args), format_record, args.out)
+    return run(argv, parse_args, benchmark, format_record)
 
 
 if __name__ == "__main__":

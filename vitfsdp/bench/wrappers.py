@@ -41,7 +41,7 @@ import torch
 import torch.distributed as dist
 
 from vitfsdp import provenance
-from vitfsdp.bench import report
+from vitfsdp.bench import run
 from vitfsdp.distributed import pick_device
 from vitfsdp.models import block_classes
 from vitfsdp.parallel import StrategyConfig, wrap
@@ -194,9 +194,7 @@ def format_record(r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m vitfsdp.bench wrappers``: print the table, write ``--out``; 0."""
-    args = parse_args(argv)
-    provenance.setup_logging(0)
-    return report(benchmark(args), format_record, args.out)
+    return run(argv, parse_args, benchmark, format_record)
 
 
 if __name__ == "__main__":
