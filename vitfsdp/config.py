@@ -198,11 +198,31 @@ class RunConfig:
             check_jax_config(self)
         else:
             self.strategy.resolve_for_engine(self.engine)
+            self._check_orig_params()
         self.strategy.check_world(self.world_size, self.cluster.gpus_per_node)
         self._check_data_size()
         # refuses unknown or contradictory dtypes; precision=auto must hold on CPU and GPU
         for device_type in ("cpu", "cuda") if self.precision == AUTO else (None,):
             self.precision_settings(device_type)
+
+    def _check_orig_params(self) -> None:
+        """Refuse ``strategy.use_orig_params=false`` where the blocks will be compiled
+        (``kernels.compile=true``, or auto with ``device=cuda``): Dynamo compiles inside
+        FSDP1 only with the original parameters. Under ``device=auto`` with auto compile the
+        run's device decides, and :func:`vitfsdp.parallel.use_orig_params` refuses it then.
+
+        Raises:
+            ValueError: naming both keys and the fix.
+        """
+        if self.strategy.use_orig_params is not False:
+            return
+        compiled = (self.kernels.compile if self.kernels.compile is not None
+                    else self.device == "cuda")
+        if compiled:
+            raise ValueError("strategy.use_orig_params=false with compiled blocks "
+                             "(kernels.compile, auto on a GPU): Dynamo compiles inside FSDP1 "
+                             "only with use_orig_params=true; set kernels.compile=false or "
+                             "leave strategy.use_orig_params unset")
 
     def _check_data_size(self) -> None:
         """Refuse a global batch larger than a data set of known size: every rank's

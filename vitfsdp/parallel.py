@@ -79,7 +79,8 @@ class StrategyConfig:
     forward_prefetch: bool = False  # FSDP1 explicit forward prefetch
     # FSDP1's use_orig_params; None = true where the blocks are compiled (Dynamo compiles
     # FSDP1 only so), else false: the views of the original parameters that true keeps
-    # cost the host about twice as much per unit and step (python -m vitfsdp.bench wrappers)
+    # cost the host about 2.6 times as much per unit and step (python -m vitfsdp.bench
+    # wrappers)
     use_orig_params: bool | None = None
 
     def __post_init__(self) -> None:
@@ -393,10 +394,12 @@ def wrap(
         ``per_unit``, ``per_shard`` or ``none`` for a model already on a device),
         ``activation_checkpointed_blocks`` and ``compiled_blocks`` counts, and the
         ``sharding_strategy`` that runs: ``DDP``, FSDP1's own (``NO_SHARD`` on a world of
-        1, whatever was asked: torch substitutes it) or FSDP2's effective one).
+        1, whatever was asked: torch substitutes it) or FSDP2's effective one, and FSDP1's
+        ``use_orig_params`` (:func:`use_orig_params`; ``None`` under DDP and FSDP2)).
 
     Raises:
-        ValueError: unknown engine, or a meta-device model without ``init``.
+        ValueError: unknown engine, a meta-device model without ``init``, or
+            ``strategy.use_orig_params=false`` with compiled blocks.
     """
     if engine not in ENGINES:
         raise ValueError(f"engine={engine!r} is unknown; valid: {', '.join(ENGINES)}")
@@ -498,8 +501,8 @@ def use_orig_params(cfg: StrategyConfig, compile_blocks: bool) -> bool:
 
     ``True`` keeps each original parameter as a view into its unit's flat parameter, set
     again around every forward and backward: on a world of 1 on CPU, a 32-block model's
-    step cost the host 2.9 ms more per unit than unwrapped with ``True`` and about half
-    that with ``False`` (``python -m vitfsdp.bench wrappers``, docs/benchmarks.md). Dynamo
+    step cost the host 1.9 ms more per unit than unwrapped with ``True`` and 0.7 ms with
+    ``False`` (``python -m vitfsdp.bench wrappers``, docs/benchmarks.md). Dynamo
     compiles modules inside FSDP1 only with ``True`` (with ``False`` it breaks the graph,
     "FSDP with use_orig_params=False", and the blocks run eagerly).
 
