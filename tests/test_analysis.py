@@ -24,8 +24,7 @@ from vitfsdp.analysis import (
     scaling_table,
 )
 from vitfsdp.analysis.__main__ import main as analysis_main
-from vitfsdp.analysis.collect import one_line
-from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
+from vitfsdp.records import RUN_FILE, RunRecords, reason_line, write_json_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 GPUS_PER_NODE = 2
@@ -370,7 +369,7 @@ def test_precision_and_compile_show_what_auto_resolved_to(tmp_path):
     (None, None),
 ])  # fmt: skip
 def test_failure_reason_on_one_line(reason: str | None, expected: str | None) -> None:
-    assert one_line(reason) == expected
+    assert reason_line(reason) == expected
 
 
 def test_failed_run_links_its_log_and_what_it_reached(tmp_path: Path) -> None:

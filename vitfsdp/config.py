@@ -41,6 +41,7 @@ from vitfsdp.parallel import (
     StrategyConfig,
     auto_precision,
     resolve_precision,
+    use_orig_params,
 )
 from vitfsdp.provenance import redact_args
 from vitfsdp.rundir import register_resolver
@@ -207,22 +208,15 @@ class RunConfig:
 
     def _check_orig_params(self) -> None:
         """Refuse ``strategy.use_orig_params=false`` where the blocks will be compiled
-        (``kernels.compile=true``, or auto with ``device=cuda``): Dynamo compiles inside
-        FSDP1 only with the original parameters. Under ``device=auto`` with auto compile the
-        run's device decides, and :func:`vitfsdp.parallel.use_orig_params` refuses it then.
+        (``kernels.compile=true``, or auto with ``device=cuda``), as the wrap would
+        (:func:`vitfsdp.parallel.use_orig_params`), before anything runs. Under
+        ``device=auto`` with auto compile the run's device decides, and the wrap refuses it.
 
         Raises:
             ValueError: naming both keys and the fix.
         """
-        if self.strategy.use_orig_params is not False:
-            return
-        compiled = (self.kernels.compile if self.kernels.compile is not None
-                    else self.device == "cuda")
-        if compiled:
-            raise ValueError("strategy.use_orig_params=false with compiled blocks "
-                             "(kernels.compile, auto on a GPU): Dynamo compiles inside FSDP1 "
-                             "only with use_orig_params=true; set kernels.compile=false or "
-                             "leave strategy.use_orig_params unset")
+        use_orig_params(self.strategy, self.kernels.compile if self.kernels.compile is not None
+                        else self.device == "cuda")
 
     def _check_data_size(self) -> None:
         """Refuse a global batch larger than a data set of known size: every rank's

@@ -491,8 +491,7 @@ def _fsdp1(model, cfg, device, world_size, block_classes, precision, init, check
     # what FSDP1 runs: on a world of 1 torch replaces every strategy by NO_SHARD (with a
     # warning; torch/distributed/fsdp/_init_utils.py, _init_core_state)
     return model, _applied("per_unit" if init is not None else "none", units, checkpointing,
-                           compile_blocks, model.sharding_strategy.name) | {
-        "use_orig_params": orig_params}
+                           compile_blocks, model.sharding_strategy.name, orig_params)
 
 
 def use_orig_params(cfg: StrategyConfig, compile_blocks: bool) -> bool:
@@ -510,9 +509,10 @@ def use_orig_params(cfg: StrategyConfig, compile_blocks: bool) -> bool:
         ValueError: ``strategy.use_orig_params=false`` with compiled blocks.
     """
     if cfg.use_orig_params is False and compile_blocks:
-        raise ValueError("strategy.use_orig_params=false with compiled blocks: Dynamo compiles "
-                         "inside FSDP1 only with use_orig_params=true; set "
-                         "kernels.compile=false or leave strategy.use_orig_params unset")
+        raise ValueError("strategy.use_orig_params=false with compiled blocks "
+                         "(kernels.compile, auto on a GPU): Dynamo compiles inside FSDP1 "
+                         "only with use_orig_params=true; set kernels.compile=false or "
+                         "leave strategy.use_orig_params unset")
     return cfg.use_orig_params if cfg.use_orig_params is not None else compile_blocks
 
 
@@ -555,11 +555,11 @@ def _compile(units: list[torch.nn.Module], enabled: bool) -> None:
 
 
 def _applied(materialized: str, units, checkpointing: bool, compile_blocks: bool,
-             sharding_strategy: str) -> dict:
+             sharding_strategy: str, orig_params: bool | None = None) -> dict:
     return {"materialized": materialized,
             "activation_checkpointed_blocks": len(units) if checkpointing else 0,
             "compiled_blocks": len(units) if compile_blocks else 0,
-            "sharding_strategy": sharding_strategy, "use_orig_params": None}
+            "sharding_strategy": sharding_strategy, "use_orig_params": orig_params}
 
 
 def fsdp2_mesh(device_type: str, world_size: int, cfg: StrategyConfig) -> DeviceMesh:

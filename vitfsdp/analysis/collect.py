@@ -32,7 +32,6 @@ from vitfsdp.plan.probed import PROBE_FILE
 from vitfsdp.plan.recorded import find_run_dirs
 from vitfsdp.records import (
     METRICS_FILE,
-    REASON_CHARS,
     RUN_FILE,
     RUNNING,
     STATUSES,
@@ -529,11 +528,6 @@ def loss_curves(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["run_dir", "step", "loss"])
 
 
-def one_line(reason: str | None) -> str | None:
-    """A failure reason on one line for tables (:func:`vitfsdp.records.reason_line`)."""
-    return reason_line(reason, REASON_CHARS)
-
-
 def find_log(run_dir: Path, reason: str | None = None) -> str | None:
     """The run's log with its full output and traceback: ``train.log`` (local launcher), or
     the Slurm task log of the rank the reason names (``... on rank 3 ...``), else the first
@@ -577,7 +571,7 @@ def _number(x: Any) -> bool:
 def _status(run: dict, summary: dict | None) -> dict[str, Any]:
     """Status and reason: the summary's, or a stand-in when the run wrote no summary."""
     if summary is not None:
-        return {"status": summary.get("status"), "reason": one_line(summary.get("reason"))}
+        return {"status": summary.get("status"), "reason": reason_line(summary.get("reason"))}
     status = run.get("status")
     if status != RUNNING and (status not in STATUSES or status == "completed"):
         status = "failed"

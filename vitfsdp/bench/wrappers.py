@@ -7,8 +7,9 @@ One process, a world of 1 (gloo on CPU, NCCL on CUDA, over an in-memory store: n
 The model is a timm ``VisionTransformer`` of ``--depth`` blocks so narrow (``--width``
 channels, one head, 16 px inputs, batch 2) that its arithmetic is a small part of a step:
 what a wrapper adds to the step time is its host work (hooks, flattening, views,
-collectives of a world of 1, stream bookkeeping). The same step (forward, cross-entropy,
-backward, a foreach AdamW step) runs for each path:
+collectives of a world of 1, stream bookkeeping). The trainer's own step
+(:func:`vitfsdp.torch_train.train_step`: forward, fp32 cross-entropy, backward, a foreach
+AdamW step) runs for each path, in fp32:
 
 - ``unwrapped``: the model alone;
 - ``DDP``: ``DistributedDataParallel``;
@@ -32,7 +33,7 @@ device, in a minute.
 from __future__ import annotations
 
 import argparse
-import logging
+import contextlib
 import statistics
 import time
 from pathlib import Path
@@ -45,8 +46,7 @@ from vitfsdp.bench import run
 from vitfsdp.distributed import pick_device
 from vitfsdp.models import block_classes
 from vitfsdp.parallel import StrategyConfig, wrap
-
-log = logging.getLogger("vitfsdp.bench.wrappers")
+from vitfsdp.torch_train import train_step
 
 #: The paths, in the order they take turns: name → (strategy, engine); ``None``: unwrapped.
 PATHS: dict[str, tuple[StrategyConfig | None, str]] = {
@@ -106,16 +106,12 @@ def _wrapped(path: str, depth: int, width: int,
 def _pass(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
           batch: tuple[torch.Tensor, torch.Tensor], steps: int, warmup: int) -> float:
     """The median seconds of ``steps`` steps after ``warmup`` untimed ones."""
-    x, y = batch
-    times = []
+    device, times = batch[0].device, []
     for i in range(warmup + steps):
-        _sync(x.device)
+        _sync(device)
         t0 = time.perf_counter()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        _sync(x.device)
+        train_step(model, optimizer, batch, contextlib.nullcontext())
+        _sync(device)
         if i >= warmup:
             times.append(time.perf_counter() - t0)
     return statistics.median(times)

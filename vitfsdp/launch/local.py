@@ -24,7 +24,7 @@ from vitfsdp.core.layout import METRICS_FILE, NETWORK_FILE
 from vitfsdp.launch import netns
 from vitfsdp.launch.netns import NetworkConfig
 from vitfsdp.provenance import NETWORK_ENV, redact_args
-from vitfsdp.records import read_jsonl, write_json_atomic
+from vitfsdp.records import HYDRA_HINT, read_jsonl, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +242,7 @@ def _report_new_windows(run_dir: Path | None, seen: int, on_window) -> int:
 #: torchrun's own banner and glog-style lines ("W1121 09:27:37.1 ...") and Hydra's closing
 #: hint (never the cause), left out of tails.
 _LAUNCHER_NOISE = re.compile(r"^([WEI]\d{4} |\*{5,}|Setting OMP_NUM_THREADS|"
-                             r"Set the environment variable HYDRA_FULL_ERROR)")
+                             f"{re.escape(HYDRA_HINT)})")
 #: torchrun's report that a child failed; what the ranks printed comes before it.
 _AGENT_FAILURE = re.compile(r"^E\d{4} .*failed \(exitcode")
 
