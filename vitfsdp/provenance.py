@@ -170,6 +170,18 @@ def setup_logging(rank: int) -> None:
     )
 
 
+def exit_now(code: int) -> None:
+    """Leave the process at once with ``code``: flush the logs, stdout and stderr, then skip
+    the interpreter's teardown (``os._exit``): freeing every object one by one (a trainer's
+    model and aborted process group, the analysis's frames and figures: 0.4-0.6 s at 10,000
+    runs) and the ``atexit`` handlers, so call it only once every file is written and every
+    child process has ended. Does not return."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def versions(driver: str | None = None) -> dict:
     """Python, torch, timm, numpy, CUDA or ROCm (HIP), cuDNN/MIOpen, NCCL or RCCL (torch's
     ``torch.cuda.nccl.version()``, which is RCCL's on ROCm; ``collectives`` names which),

@@ -22,7 +22,6 @@ import logging
 import os
 import resource
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -73,13 +72,13 @@ def main(cfg: RunConfig, env: distributed.DistEnv, run_dir: Path) -> None:
             run(cfg, env, device, run_dir)
             code = 0
         except failures.RunFailed as e:  # recorded; the process group is aborted
-            _exit_now(e.exit_code)
+            provenance.exit_now(e.exit_code)
         except Preempted as e:  # recorded, checkpoint saved, the group is healthy
             code = e.exit_code
     # Everything is recorded, flushed and closed, and the group is left: skip the
     # interpreter's teardown, whose garbage collection of torch's, timm's and Hydra's objects
     # took 9-10 s a rank on the demo's half core a node (py-spy: gc_collect_main at exit).
-    _exit_now(code)
+    provenance.exit_now(code)
 
 
 def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir: Path) -> dict:
@@ -200,7 +199,7 @@ def _record_from_watcher(env: distributed.DistEnv, device: torch.device, records
                           progress.step, local_memory(device))
     status, reason = _decide_and_record(env, records, board, progress, t0, own)
     log.error("run ended %s: %s", status, reason.splitlines()[0])
-    _exit_now(failures.EXIT_FAILED)
+    provenance.exit_now(failures.EXIT_FAILED)
 
 
 def heartbeat_stale_s(timeout_s: float) -> float:
@@ -225,7 +224,7 @@ def _record_silent_from_watcher(env: distributed.DistEnv, device: torch.device,
     board.post(own)
     status, reason = _decide_and_record(env, records, board, progress, t0, own)
     log.error("run ended %s: %s", status, reason.splitlines()[0])
-    _exit_now(failures.EXIT_FAILED)
+    provenance.exit_now(failures.EXIT_FAILED)
 
 
 def _report_blocked_from_watcher(env: distributed.DistEnv, device: torch.device,
@@ -719,15 +718,5 @@ def autocast_context(dtype: str | None, device: torch.device) -> torch.autocast:
 def _peak_mem(summary: dict) -> str:
     value = summary["peak_mem_allocated_gib"] or summary["peak_rss_gib"]
     return f"{value:.2f}" if value is not None else "n/a"
-
-
-def _exit_now(code: int) -> None:
-    """Leave at once with ``code``: flush the logs, skip the interpreter's teardown (and,
-    after a recorded failure, that of a process group that is aborted: it could block on a
-    dead peer)."""
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 

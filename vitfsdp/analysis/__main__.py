@@ -61,6 +61,7 @@ from vitfsdp.analysis.figures import FIGURES, INPUTS_FILE, PendingFigures, figur
 from vitfsdp.analysis.reference import reference_summary
 from vitfsdp.analysis.report import report_sections, write_report
 from vitfsdp.analysis.tables import IMAGENET_TRAIN_IMAGES, format_points, study_tables
+from vitfsdp.provenance import exit_now
 from vitfsdp.records import write_json_atomic
 
 log = logging.getLogger("vitfsdp.analysis")
@@ -196,4 +197,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # the figure processes have ended and every file is written: no teardown of the frames
+    exit_now(main())

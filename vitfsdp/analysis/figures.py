@@ -20,6 +20,7 @@ figure is left open; the functions return the :class:`~matplotlib.figure.Figure`
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import importlib.metadata
@@ -33,6 +34,7 @@ import textwrap
 import threading
 import types
 from collections import Counter
+from collections.abc import Iterable
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
@@ -897,12 +899,11 @@ class PendingFigures:
         self.inputs: dict[str, str] = {}  # figure_inputs of each figure, where kept track of
         self.kept: dict[str, Path | None] = {}  # unchanged: its first format's path, or None
         self.inputs_due: tuple[str, ...] = ()  # inputs to take in result(), when drawn anyway
+        self.curves: pd.DataFrame | None = None  # the loss curves, once taken
         if keep_unchanged:
             self._keep_unchanged(names)
         self.todo = sorted((n for n in names if n not in self.kept), key=COST_ORDER.index)
         self.futures: dict[str, Future] = {}
-        # the curves collect_runs kept in this process, which the pool's processes lack
-        self.curves = loss_curves(df) if pool is not None and "loss" in self.todo else None
         self._hand_out()
 
     def attach(self, pool: FigurePool | None) -> None:
@@ -911,7 +912,6 @@ class PendingFigures:
         if pool is None or self.pool is not None:
             return
         self.pool = pool
-        self.curves = loss_curves(self.df) if "loss" in self.todo else None
         self._hand_out()
 
     def _keep_unchanged(self, names: tuple[str, ...]) -> None:
@@ -934,10 +934,17 @@ class PendingFigures:
                 self.kept[name] = self.out_dir / f"{name}.{self.formats[0]}"
 
     def _take_inputs(self, names: tuple[str, ...]) -> None:
-        """:attr:`inputs` of ``names`` (:func:`figure_inputs`)."""
-        curves = loss_curves(self.df) if "loss" in names else None
-        for name in names:
-            self.inputs[name] = figure_inputs(self.df, name, self.formats, curves)
+        """:attr:`inputs` of ``names`` (:func:`figures_inputs`)."""
+        if names:
+            curves = self._loss_curves() if "loss" in names else None
+            self.inputs |= figures_inputs(self.df, names, self.formats, curves)
+
+    def _loss_curves(self) -> pd.DataFrame:
+        """The runs' loss curves (:func:`~vitfsdp.analysis.collect.loss_curves`: what
+        ``collect_runs`` kept in this process, which the pool's processes lack), taken once."""
+        if self.curves is None:
+            self.curves = loss_curves(self.df)
+        return self.curves
 
     def _hand_out(self, *_: Future) -> None:
         """Give the next figures to the pool's idle processes, one each (also the callback
@@ -948,7 +955,7 @@ class PendingFigures:
             busy = sum(not f.done() for f in self.futures.values())
             while self.todo and busy < self.pool.workers:
                 name = self.todo[0]
-                curves = self.curves if name == "loss" else None
+                curves = self._loss_curves() if name == "loss" else None
                 try:
                     future = self.pool.submit(_write_figure, name, self.df, self.out_dir,
                                               self.formats, curves)
@@ -1040,14 +1047,38 @@ def figure_inputs(df: pd.DataFrame, name: str, formats: tuple[str, ...] = ("png"
     Raises:
         KeyError: ``name`` is not one of :data:`FIGURES`.
     """
-    own = set(FIGURE_COLUMNS[name])
-    columns = [c for c in df.columns if c not in MEASURED_COLUMNS or c in own]
-    digest = hashlib.sha1(_code_fingerprint().encode())
-    digest.update(repr((name, formats, columns)).encode())
-    digest.update(frame_hash(df[columns]))
-    if name == "loss":
-        digest.update(frame_hash(loss_curves(df) if curves is None else curves))
-    return digest.hexdigest()
+    return figures_inputs(df, (name,), formats, curves)[name]
+
+
+def figures_inputs(df: pd.DataFrame, names: Iterable[str],
+                   formats: tuple[str, ...] = ("png", "svg"),
+                   curves: pd.DataFrame | None = None) -> dict[str, str]:  # fmt: skip
+    """:func:`figure_inputs` of each of ``names``, by name. The columns every figure reads
+    (all but :data:`MEASURED_COLUMNS`: which runs, their settings) are hashed once, not once
+    per figure; each figure's fingerprint holds that hash, its own measured columns' and,
+    for ``loss``, the curves' (``curves``, else computed once here).
+
+    Raises:
+        KeyError: a name is not one of :data:`FIGURES`.
+    """
+    names = list(names)
+    measured = set(MEASURED_COLUMNS)
+    shared = [c for c in df.columns if c not in measured]
+    shared_digest = hashlib.sha1(frame_hash(df[shared])).digest()
+    if "loss" in names and curves is None:
+        curves = loss_curves(df)
+    inputs = {}
+    for name in names:
+        own = set(FIGURE_COLUMNS[name])
+        columns = [c for c in df.columns if c in measured and c in own]
+        digest = hashlib.sha1(_code_fingerprint().encode())
+        digest.update(repr((name, formats, shared, columns)).encode())
+        digest.update(shared_digest)
+        digest.update(frame_hash(df[columns]))
+        if name == "loss":
+            digest.update(frame_hash(curves))
+        inputs[name] = digest.hexdigest()
+    return inputs
 
 
 @functools.cache
@@ -1099,7 +1130,8 @@ class FigurePool(ProcessPoolExecutor):
     """
 
     def __init__(self, workers: int) -> None:
-        super().__init__(workers, mp_context=multiprocessing.get_context("spawn"))
+        super().__init__(workers, mp_context=multiprocessing.get_context("spawn"),
+                         initializer=_leave_without_teardown)
         self.workers = workers
         self._lock = threading.Lock()
         self._queued = 0  # submitted, not yet done
@@ -1143,6 +1175,13 @@ def figure_pool(jobs: int | None = None, figures: int = len(FIGURES)) -> FigureP
         jobs = cpus
     jobs = min(jobs, figures)
     return FigurePool(jobs - 1) if jobs > 1 else None
+
+
+def _leave_without_teardown() -> None:
+    """Run first in each new process: once it has been told to stop and has flushed its
+    output, it leaves without the interpreter's teardown (the frame and figures it holds:
+    about half a second that :meth:`FigurePool.shutdown` would wait for)."""
+    atexit.register(os._exit, 0)  # the last handler registered runs first
 
 
 def _started() -> None:
