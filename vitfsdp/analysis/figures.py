@@ -88,6 +88,9 @@ def _mpl() -> types.SimpleNamespace:
         NullLocator=NullLocator)
 
 DPI = 300  # PNG resolution (dots per inch): print quality at the figure's own size
+#: zlib's level for the PNGs (Pillow's default is 6): level 1 saves a quarter of the time to
+#: encode (0.24 s of memory.png's 1.5 s at 10,000 runs) for files 15 % larger.
+PNG_COMPRESS_LEVEL = 1
 #: Height (axes fraction) at which runs that did not complete are marked, and the step up
 #: between marks of different lines at the same node count.
 NOT_COMPLETED_Y = 0.04
@@ -905,6 +908,8 @@ class PendingFigures:
         self.todo = sorted((n for n in names if n not in self.kept), key=COST_ORDER.index)
         self.futures: dict[str, Future] = {}
         self._hand_out()
+        if pool is not None and "loss" in self.todo:  # now, not in the pool's thread
+            self._loss_curves()
 
     def attach(self, pool: FigurePool | None) -> None:
         """Hand the figures left to draw to ``pool``'s processes from now on (a pool started
@@ -912,6 +917,8 @@ class PendingFigures:
         if pool is None or self.pool is not None:
             return
         self.pool = pool
+        if "loss" in self.todo:
+            self._loss_curves()
         self._hand_out()
 
     def _keep_unchanged(self, names: tuple[str, ...]) -> None:
@@ -1920,7 +1927,9 @@ def _save(fig: Figure, path: str | os.PathLike, quiet: bool = False) -> None:
     png = str(path).endswith(".png") and drawn is not None
     # SVG text as text (editable and searchable, and a third of the time), not glyph outlines
     with _mpl().matplotlib.rc_context({"svg.fonttype": "none"}):
-        fig.savefig(path, dpi=DPI, **({"metadata": {DRAWN_KEY: ",".join(drawn)}} if png else {}))
+        fig.savefig(path, dpi=DPI, **({"metadata": {DRAWN_KEY: ",".join(drawn)},
+                                       "pil_kwargs": {"compress_level": PNG_COMPRESS_LEVEL}}
+                                      if png else {}))  # fmt: skip
     if not quiet:
         log.info("wrote %s", path)
 
