@@ -17,13 +17,34 @@ PYTHON ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
 DEMO_DIR ?= runs/demo
 SLURM_DIR ?= /tmp/vitfsdp-slurm
 
-.PHONY: install install-run demo test test-noslurm test-gpu bench-gpu gpu-wheels gpu-rehearsal slurm-up slurm-down browser lint
+.PHONY: install install-run torch demo test test-noslurm test-gpu bench-gpu gpu-wheels gpu-rehearsal slurm-up slurm-down browser lint
 
-install:
+# Where torch and torchvision come from when the environment has neither: on a machine with
+# no GPU (no nvidia-smi, no rocm-smi on PATH) the PyTorch CPU index (PyPI's are CUDA builds,
+# several GB: README, "Set-up"); with a GPU, pip's own index. `make demo TORCH_INDEX=<url>`
+# picks another, `TORCH_INDEX=` pip's own.
+CPU_TORCH_INDEX := https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?= $(if $(shell command -v nvidia-smi rocm-smi 2>/dev/null),,$(CPU_TORCH_INDEX))
+
+# torch and torchvision together from TORCH_INDEX when either is missing (a CPU torch beside
+# PyPI's torchvision fails at import: "operator torchvision::nms does not exist"); nothing
+# when both import.
+torch:
+	@$(PYTHON) -c "import torch, torchvision" 2>/dev/null || [ -z "$(TORCH_INDEX)" ] || { \
+	    echo "torch or torchvision missing in $(PYTHON)'s environment: both from" \
+	         "TORCH_INDEX=$(TORCH_INDEX)"; \
+	    $(PYTHON) -m pip install --quiet torch torchvision --index-url "$(TORCH_INDEX)" && \
+	    $(PYTHON) -c "import torch, torchvision" || { \
+	        echo "torch and torchvision from $(TORCH_INDEX) did not install, or do not import" \
+	             "together: install a matching pair first (README, Set-up), or run make with" \
+	             "TORCH_INDEX= for pip's own index (CUDA builds)" >&2; \
+	        exit 1; }; }
+
+install: torch
 	$(PYTHON) -m pip install --quiet -e ".[dev]"
 
 # the demo needs the package alone: no JAX, no test tools (make install adds them)
-install-run:
+install-run: torch
 	$(PYTHON) -m pip install --quiet -e .
 
 # The sweep, then the probe of the demo's nodes on the same link and CPU quota (about 4 of the
