@@ -24,7 +24,7 @@ SLURM_DIR ?= /tmp/vitfsdp-slurm
 # several GB: README, "Set-up"); with a GPU, pip's own index. `make demo TORCH_INDEX=<url>`
 # picks another, `TORCH_INDEX=` pip's own.
 CPU_TORCH_INDEX := https://download.pytorch.org/whl/cpu
-TORCH_INDEX ?= $(if $(shell command -v nvidia-smi rocm-smi 2>/dev/null),,$(CPU_TORCH_INDEX))
+TORCH_INDEX ?= $(if $(shell command -v nvidia-smi || command -v rocm-smi),,$(CPU_TORCH_INDEX))
 
 # torch and torchvision together from TORCH_INDEX when either is missing (a CPU torch beside
 # PyPI's torchvision fails at import: "operator torchvision::nms does not exist"); nothing
