@@ -5,6 +5,8 @@
 #               install Debian's chromium (the report's headless-browser test), then run the
 #               test suite; the Slurm tests fail if the cluster is not up
 #   make test-noslurm   the same without the cluster (its tests are skipped), for non-root users
+#   make torch  torch and torchvision where either is missing (install and install-run run it
+#               first): the PyTorch CPU index on a machine with no GPU, else pip's own index
 #   make test-gpu   on a GPU node, offline: every GPU path (tests/test_gpu.py), through
 #               tools/gpu-check.sh test (the carried wheels of .whl/, else what is installed)
 #   make bench-gpu  on a GPU node, offline: the single-GPU benchmark (tools/gpu-check.sh bench)
