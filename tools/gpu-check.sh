@@ -12,8 +12,9 @@
 # figures go):
 #   test      make test-gpu's tests (pytest -m gpu tests/test_gpu.py)
 #   bench     python -m vitfsdp.bench: ViT-H/14, bf16, batch 32: ours (fsdp), unwrapped, timm
-#   jax       H/14 under JAX and under PyTorch (vitfsdp.train), bf16, batch 32; the analysis
-#             prints JAX / PyTorch images/s
+#   jax       H/14 under JAX and under PyTorch (vitfsdp.train), bf16, batch 32, and PyTorch
+#             again with math attention (its loss beside the others'); the analysis prints
+#             JAX / PyTorch images/s
 #   sweep     one-GPU calibration: vit_base and vit_huge x FULL_SHARD and DDP x activation
 #             checkpointing off and on, through python -m vitfsdp.sweep; then the analysis,
 #             python -m vitfsdp.plan --calibrate, the probe of the device for those points
@@ -199,6 +200,11 @@ step_jax() {
     XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 train_one "$STEP_DIR/jax_h14" "model=$H14" \
         framework=jax
     train_one "$STEP_DIR/torch_h14" "model=$H14" framework=torch
+    # the L/16 losses of the two parted on an H200 (3.13 against 0.37 by step 12) where on a
+    # CPU they agree: the same torch run with torch's math attention instead of SDPA's fused
+    # kernels tells whether the attention kernel is where they part
+    train_one "$STEP_DIR/torch_h14_math_attn" "model=$H14" framework=torch \
+        kernels.fused_attn=false
     analyse "$STEP_DIR"
 }
 
