@@ -15,7 +15,7 @@ from tests.test_analysis import IPS, run_info, write_run
 from vitfsdp.analysis import collect_runs, loss_curves, study_tables
 from vitfsdp.analysis.__main__ import main as analysis_main
 from vitfsdp.analysis.__main__ import write_tables
-from vitfsdp.analysis.collect import RUNS_CACHE
+from vitfsdp.analysis.collect import RUNS_CACHE, frame_hash
 from vitfsdp.analysis.figures import INPUTS_FILE, PendingFigures, figure_inputs
 from vitfsdp.records import SUMMARY_FILE
 
@@ -85,6 +85,23 @@ def test_a_missing_file_or_other_format_is_drawn(analysed: Path, tmp_path: Path)
     assert figure_inputs(df, "memory") != figure_inputs(df, "memory", formats=("png",))
     plain = PendingFigures(df, tmp_path / "fresh", names=("memory",))
     assert plain.todo == ["memory"] and not (tmp_path / "fresh" / INPUTS_FILE).exists()
+
+
+def test_the_loss_figure_is_fingerprinted_under_pandas_2(analysed: Path, monkeypatch) -> None:
+    # the loss figure reads no measured column; pandas 2's hash_pandas_object raises on a
+    # frame of no columns (seen on a GPU node: every analysis with a loss figure failed)
+    real = pd.util.hash_pandas_object
+
+    def pandas_2(obj, *args, **kwargs):
+        if isinstance(obj, pd.DataFrame) and obj.shape[1] == 0:
+            raise ValueError(f"Length of values (0) does not match length of index ({len(obj)})")
+        return real(obj, *args, **kwargs)
+
+    monkeypatch.setattr(pd.util, "hash_pandas_object", pandas_2)
+    df = collect_runs(analysed)
+    assert figure_inputs(df, "loss") != figure_inputs(df.iloc[:-1], "loss")
+    assert frame_hash(pd.DataFrame(index=range(3))) != frame_hash(pd.DataFrame(index=range(4)))
+    assert analysis_main([str(analysed), "--jobs", "1"]) == 0
 
 
 def test_rows_of_unchanged_runs_come_from_the_cache(analysed: Path, tmp_path: Path,

@@ -128,7 +128,7 @@ except OSError:
     lines.append("nvidia-smi: not found")
 lines.append(f"python {platform.python_version()}")
 for dist in ("torch", "timm", "jax", "jaxlib", "flax", "optax", "hydra-core", "omegaconf",
-             "submitit", "nvidia-ml-py", "triton", "vitfsdp"):
+             "submitit", "nvidia-ml-py", "triton", "pandas", "matplotlib", "vitfsdp"):
     try:
         lines.append(f"{dist}=={md.version(dist)}")
     except md.PackageNotFoundError:

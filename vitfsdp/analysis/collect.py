@@ -413,7 +413,10 @@ def _code_fingerprint() -> str:
 def frame_hash(frame: pd.DataFrame) -> bytes:
     """The values of ``frame`` row by row, as bytes that change when any value, row or row
     order does (pandas' per-row hashes, 8 bytes a row; the index left out), preceded by
-    its column names; object columns of values pandas cannot hash are hashed as text."""
+    its column names; object columns of values pandas cannot hash are hashed as text. A
+    frame of no columns is its row count (pandas 2 cannot hash one: ``ValueError``)."""
+    if frame.shape[1] == 0:
+        return repr(([], len(frame))).encode()
     try:
         rows = pd.util.hash_pandas_object(frame, index=False)
     except TypeError:  # a value pandas cannot hash as it is (a list, a dict)
