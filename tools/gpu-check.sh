@@ -22,7 +22,8 @@
 #   profile   torch.profiler of H/14's FSDP step (bench --profile-steps): ops.txt, trace
 #   fsdp2     the same benchmark and profile with engine=fsdp2 (FSDP2's fully_shard); the
 #             wrappers' host cost (python -m vitfsdp.bench wrappers); H/14 uncompiled
-#   more      L/16 and vit_1b at batch 32; H/14 at the largest batch of BIG_BATCHES that fits
+#   more      H/14 at the largest batch of BIG_BATCHES that fits, compiled and eager; then
+#             L/16 and vit_1b at batch 32
 #
 # Every call installs the carried wheels and the project into $SITE (offline; skipped where
 # .whl/ is absent and vitfsdp, hydra and submitit already import; a copy without .git builds
@@ -248,15 +249,20 @@ step_fsdp2() {
 }
 
 step_more() {
-    bench b32 --models "$L16,$V1B" --repeats 1
     local batch
     for batch in $BIG_BATCHES; do  # largest first: the first that completes is kept
         bench "h14_b$batch" --models "$H14" --batch "$batch" --repeats 1
         if grep -q completed "$STEP_DIR/h14_b$batch/bench.csv" 2>/dev/null; then
+            # the same batch eager (FSDP1 on flat parameters): on an H100 at batch 32 the
+            # host decided and eager FSDP1 beat compiled FSDP1 1.4-1.7 times; does compile
+            # win back where the GPU's step is longer? (docs/benchmarks.md, H100)
+            bench "h14_b${batch}_eager" --models "$H14" --batch "$batch" --repeats 1 \
+                kernels.compile=false
             break
         fi
         log "H/14 at batch $batch did not complete; trying a smaller batch"
     done
+    bench b32 --models "$L16,$V1B" --repeats 1
 }
 
 pack() {  # OUT/<step>.tar.gz: the step's folder (log included), small files only
