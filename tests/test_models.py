@@ -3,6 +3,8 @@ the meta-device init against timm's."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from timm.layers import SwiGLU
@@ -12,6 +14,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from vitfsdp.models import (
     INIT_BLOCK_NUMEL,
     VARIANTS,
+    InitRule,
     ModelConfig,
     ViTInit,
     block_classes,
@@ -94,6 +97,29 @@ def test_meta_init_draws_timms_distribution_for_every_parameter(mlp):
         else:  # drawn: the same spread (64 to 16k samples: within 40%)
             assert 0.6 < (p.std() / ref.std()).item() < 1.6, name
             assert p.abs().max() <= 2.0, name
+
+
+def _trunc_normal_before_torch_2_12(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """torch.nn.init.trunc_normal_ as torch 2.11 drew it (the GPU check's torch): inverse CDF
+    of a uniform draw, whose end of range gives ±inf, clamped to the bounds."""
+    def cdf(x: float) -> float:
+        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+    lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
+    tensor.uniform_(2 * lo - 1, 2 * hi - 1, generator=generator)
+    tensor.erfinv_().mul_(std * math.sqrt(2.0)).add_(mean)
+    return tensor.clamp_(min=a, max=b)
+
+
+def test_the_truncated_normal_has_no_weights_at_its_bounds(monkeypatch):
+    # with torch 2.11's trunc_normal_ this draw held 2 weights of exactly ±2 (100 std)
+    monkeypatch.setattr(torch.nn.init, "trunc_normal_", _trunc_normal_before_torch_2_12)
+    model = _tiny_vit("gelu", device="meta", weight_init="skip")
+    init = ViTInit(model, seed=0)
+    values = init._draw(InitRule("trunc_normal", 0.02), torch.empty(2**26),
+                        "blocks.0.mlp.fc1.weight", 0)
+    assert values.abs().max().item() < 0.2  # 10 std; the largest of 2^26 normals: about 5.7
+    assert abs(values.std().item() - 0.02) < 1e-4 and abs(values.mean().item()) < 1e-5
 
 
 def test_any_rows_are_drawn_alone_exactly_as_in_the_whole_parameter():

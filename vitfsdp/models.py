@@ -439,8 +439,18 @@ class ViTInit:
         gen = torch.Generator(device=out.device)
         gen.manual_seed(int.from_bytes(key, "little") & (2**63 - 1))
         if rule.kind == "trunc_normal":
-            return torch.nn.init.trunc_normal_(out, std=rule.scale, a=-TRUNC_BOUND,
-                                               b=TRUNC_BOUND, generator=gen)
+            # the truncated normal by rejection: normal values, those outside the bounds drawn
+            # again. Not torch.nn.init.trunc_normal_: up to torch 2.11 its inverse-CDF draw
+            # turned a uniform value at the end of its range into ±inf, clamped to ±2 (100
+            # std at std .02): about one weight in 2^25 (tens in ViT-H/14), in neither timm's
+            # distribution nor JAX's init (tests/test_models.py)
+            out.normal_(0.0, rule.scale, generator=gen)
+            outside = out.abs() > TRUNC_BOUND
+            while bool(outside.any()):  # at 100 std: never, in practice
+                out[outside] = torch.empty_like(out[outside]).normal_(0.0, rule.scale,
+                                                                      generator=gen)
+                outside = out.abs() > TRUNC_BOUND
+            return out
         if rule.kind == "normal":
             return out.normal_(0.0, rule.scale, generator=gen)
         if rule.kind == "uniform":
