@@ -19,6 +19,8 @@
 #             checkpointing off and on, through python -m vitfsdp.sweep; then the analysis,
 #             python -m vitfsdp.plan --calibrate, the probe of the device for those points
 #             (python -m vitfsdp.probe) and the calibration from the probe alone
+#   stall     PyTorch's H/14 loss against JAX's, one factor changed a run (compile, AdamW,
+#             fp32, DDP, seed), 20 steps each: where does PyTorch's loss stall?
 #   profile   torch.profiler of H/14's FSDP step (bench --profile-steps): ops.txt, trace
 #   fsdp2     the same benchmark and profile with engine=fsdp2 (FSDP2's fully_shard); the
 #             wrappers' host cost (python -m vitfsdp.bench wrappers); H/14 uncompiled
@@ -60,12 +62,12 @@ if [[ $DEVICE == cpu ]]; then  # the same steps at CPU size: a rehearsal, not a 
     H14=vit_tiny; L16=vit_tiny; B16=vit_tiny; V1B=vit_tiny; HUGE=vit_tiny
     BATCH=4; STEPS=6; WARMUP=2; EVERY=2; BIG_BATCHES=8
     if [[ ${CHECK_QUICK:-0} == 1 ]]; then STEPS=4; BENCH_REPEATS=1; fi
-    SWEEP_MODELS=vit_tiny; PRECISION=fp32; WRAPPERS_ARGS="--depth 4 --steps 3 --repeats 1"
+    SWEEP_MODELS=vit_tiny; PRECISION=fp32; STALL_STEPS=4; WRAPPERS_ARGS="--depth 4 --steps 3 --repeats 1"
     export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 else
     H14=vit_huge_patch14_224; L16=vit_large_patch16_224; B16=vit_base; V1B=vit_1b
     HUGE=vit_huge; BATCH=32; STEPS=50; WARMUP=10; EVERY=10
-    SWEEP_MODELS=vit_base,vit_huge; PRECISION=bf16; WRAPPERS_ARGS=""
+    SWEEP_MODELS=vit_base,vit_huge; PRECISION=bf16; STALL_STEPS=20; WRAPPERS_ARGS=""
 fi
 
 log() { printf '[gpu-check %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
@@ -209,6 +211,25 @@ step_jax() {
     analyse "$STEP_DIR"
 }
 
+step_stall() {
+    # PyTorch's H/14 loss stalled near ln 32 on an H100 (and L/16's on an H200) where JAX's
+    # fell to 0.01 on the same device; on a CPU every torch/JAX pair agrees (docs/benchmarks.md,
+    # H100). One factor changed a run, a loss every 2 steps: the default recipe (whose init
+    # no longer draws torch 2.11's weights at +-2: the first run after that change), eager
+    # blocks, foreach AdamW, fp32, DDP (autocast, no FSDP casts), another seed; then JAX
+    local base=("model=$H14" framework=torch "train.steps=$STALL_STEPS" train.warmup_steps=2
+        train.log_every=2)
+    train_one "$STEP_DIR/torch_default" "${base[@]}"
+    train_one "$STEP_DIR/torch_eager" "${base[@]}" kernels.compile=false
+    train_one "$STEP_DIR/torch_foreach_adamw" "${base[@]}" kernels.adamw=foreach
+    train_one "$STEP_DIR/torch_fp32" "${base[@]}" precision=fp32
+    train_one "$STEP_DIR/torch_ddp" "${base[@]}" strategy=DDP
+    train_one "$STEP_DIR/torch_seed1" "${base[@]}" train.seed=1
+    XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 train_one "$STEP_DIR/jax" "model=$H14" framework=jax \
+        "train.steps=$STALL_STEPS" train.warmup_steps=2 train.log_every=2
+    analyse "$STEP_DIR"
+}
+
 step_sweep() {
     # the points, swept and then probed; the local launcher runs one rank per point
     local points=(cluster=local cluster.gpus_per_node=1 "device=$DEVICE" "precision=$PRECISION"
@@ -275,7 +296,7 @@ pack() {  # OUT/<step>.tar.gz: the step's folder (log included), small files onl
 [[ $# -gt 0 ]] || usage
 for step in "$@"; do
     declare -F "step_$step" >/dev/null && [[ $step != install ]] \
-        || { log "unknown step $step; steps: test bench jax sweep profile fsdp2 more"; exit 2; }
+        || { log "unknown step $step; steps: test bench jax stall sweep profile fsdp2 more"; exit 2; }
 done
 (($# <= MAX_STEPS_PER_CALL)) \
     || { log "at most $MAX_STEPS_PER_CALL steps a call (6 files back): split the call"; exit 2; }
