@@ -440,9 +440,9 @@ class ViTInit:
         gen.manual_seed(int.from_bytes(key, "little") & (2**63 - 1))
         if rule.kind == "trunc_normal":
             # the truncated normal by rejection: normal values, those outside the bounds drawn
-            # again. Not torch.nn.init.trunc_normal_: up to torch 2.11 its inverse-CDF draw
+            # again. Not torch.nn.init.trunc_normal_: in torch 2.11 its inverse-CDF draw
             # turned a uniform value at the end of its range into ±inf, clamped to ±2 (100
-            # std at std .02): about one weight in 2^25 (tens in ViT-H/14), in neither timm's
+            # std at std .02): one weight in some 2^24-2^25 (39 in ViT-H/14), in neither timm's
             # distribution nor JAX's init (tests/test_models.py)
             out.normal_(0.0, rule.scale, generator=gen)
             outside = out.abs() > TRUNC_BOUND
