@@ -95,6 +95,32 @@ def test_profile_of_the_fsdp_step_lists_the_matmuls(bench):
     assert steps == {f"ProfilerStep#{sum(throughput.PROFILE_SCHEDULE)}"}
 
 
+def test_device_busy_is_the_union_of_device_events(tmp_path):
+    events = [  # microseconds: two streams overlapping, a copy after a gap, host ops ignored
+        {"ph": "X", "cat": "kernel", "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "kernel", "ts": 50, "dur": 100},
+        {"ph": "X", "cat": "gpu_memcpy", "ts": 400, "dur": 100},
+        {"ph": "X", "cat": "cpu_op", "ts": 0, "dur": 1000},
+        {"ph": "i", "cat": "kernel", "ts": 900},
+    ]
+    trace = tmp_path / "trace.json.gz"
+    with gzip.open(trace, "wt") as f:
+        json.dump({"traceEvents": events}, f)
+    span, busy = throughput.device_busy(trace)
+    assert span == pytest.approx(500e-6) and busy == pytest.approx(250e-6)
+    assert throughput.busy_line(span, busy).startswith(
+        "device busy 50% of the profiled span (0.2 of 0.5 ms): below 80%: the device waits")
+    assert throughput.busy_line(1.0, 0.9).endswith("the device bounds the step")
+    host_only = tmp_path / "cpu.json"
+    host_only.write_text(json.dumps({"traceEvents": events[3:4]}))
+    assert throughput.device_busy(host_only) is None
+
+
+def test_a_cpu_profile_claims_no_device_share(bench):
+    out, _, _ = bench
+    assert "device busy" not in (out / "vit_tiny" / "profile" / "ops.txt").read_text()
+
+
 def test_bench_csv_says_how_each_path_casts(bench):
     out, _, _ = bench
     table = pd.read_csv(out / "bench.csv")

@@ -50,6 +50,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import gzip
+import json
 import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -341,17 +343,61 @@ def profile_fsdp_step(cfg: RunConfig, device: torch.device, folder: Path,
     folder.mkdir(parents=True, exist_ok=True)
     trace = folder / "trace.json.gz"
     prof.export_chrome_trace(str(trace))  # gzip-compressed for a .gz name (torch.profiler)
+    busy = device_busy(trace)
     note = ""
     if trace.stat().st_size > MAX_TRACE_MB * 1e6:
         note = f"trace.json.gz of {trace.stat().st_size / 1e6:.1f} MB removed (cap " \
                f"{MAX_TRACE_MB} MB): profile fewer steps\n"
         trace.unlink()
+    if busy is not None:
+        note += busy_line(*busy) + "\n"
+        log.info("%s", busy_line(*busy))
     key = "self_device_time_total" if cuda else "self_cpu_time_total"
     ops = folder / "ops.txt"
     ops.write_text(f"{cfg.model.name}, {num_steps} steps, numerics {numerics}\n{note}"
                    + prof.key_averages().table(sort_by=key, row_limit=40) + "\n")
     log.info("profile of %d steps: %s", num_steps, ops)
     return ops
+
+
+#: Device activity in a torch.profiler trace: kernels, copies and memsets.
+DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+#: Below this share of the profiled span busy, the profile says the host bounds the step.
+HOST_BOUND_BELOW = 0.8
+
+
+def device_busy(trace: Path) -> tuple[float, float] | None:
+    """How long the device worked in a torch.profiler Chrome trace (``.json`` or ``.json.gz``):
+    (span, busy) in seconds, span from the first device event's start to the last one's end,
+    busy the union of the device events' intervals (:data:`DEVICE_CATEGORIES`; overlapping
+    streams counted once). ``None`` where the trace holds no device event (a CPU profile).
+
+    Raises:
+        OSError, ValueError: the file cannot be read, or is not a trace's JSON.
+    """
+    opener = gzip.open if trace.suffix == ".gz" else open
+    with opener(trace, "rt") as f:
+        events = json.load(f).get("traceEvents", [])
+    spans = sorted((e["ts"], e["ts"] + e.get("dur", 0)) for e in events
+                   if e.get("ph") == "X" and e.get("cat") in DEVICE_CATEGORIES)
+    if not spans:
+        return None
+    busy, end = 0.0, spans[0][0]
+    for start, stop in spans:  # the union of sorted intervals
+        if stop > end:
+            busy += stop - max(start, end)
+            end = stop
+    return (end - spans[0][0]) / 1e6, busy / 1e6  # trace times are in microseconds
+
+
+def busy_line(span_s: float, busy_s: float) -> str:
+    """One line on :func:`device_busy`'s figures: the busy share and what it means."""
+    share = busy_s / span_s if span_s > 0 else 1.0
+    verdict = (f"below {HOST_BOUND_BELOW:.0%}: the device waits on the host (Python, "
+               "wrapper hooks, launches); read the CPU operators and the trace's gaps"
+               if share < HOST_BOUND_BELOW else "the device bounds the step")
+    return (f"device busy {share:.0%} of the profiled span ({busy_s * 1e3:.1f} of "
+            f"{span_s * 1e3:.1f} ms): {verdict}")
 
 
 def timm_train_step(model, optimizer, loss_fn, inputs: torch.Tensor, num_classes: int,
