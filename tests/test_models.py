@@ -99,7 +99,7 @@ def test_meta_init_draws_timms_distribution_for_every_parameter(mlp):
             assert p.abs().max() <= 2.0, name
 
 
-def _trunc_normal_before_torch_2_12(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+def _trunc_normal_of_torch_2_11(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     """torch.nn.init.trunc_normal_ as torch 2.11 drew it (the GPU check's torch): inverse CDF
     of a uniform draw, whose end of range gives ±inf, clamped to the bounds."""
     def cdf(x: float) -> float:
@@ -113,7 +113,7 @@ def _trunc_normal_before_torch_2_12(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, ge
 
 def test_the_truncated_normal_has_no_weights_at_its_bounds(monkeypatch):
     # with torch 2.11's trunc_normal_ this draw held 2 weights of exactly ±2 (100 std)
-    monkeypatch.setattr(torch.nn.init, "trunc_normal_", _trunc_normal_before_torch_2_12)
+    monkeypatch.setattr(torch.nn.init, "trunc_normal_", _trunc_normal_of_torch_2_11)
     model = _tiny_vit("gelu", device="meta", weight_init="skip")
     init = ViTInit(model, seed=0)
     values = init._draw(InitRule("trunc_normal", 0.02), torch.empty(2**26),

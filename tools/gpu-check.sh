@@ -217,16 +217,14 @@ step_stall() {
     # H100). One factor changed a run, a loss every 2 steps: the default recipe (whose init
     # no longer draws torch 2.11's weights at +-2: the first run after that change), eager
     # blocks, foreach AdamW, fp32, DDP (autocast, no FSDP casts), another seed; then JAX
-    local base=("model=$H14" framework=torch "train.steps=$STALL_STEPS" train.warmup_steps=2
-        train.log_every=2)
-    train_one "$STEP_DIR/torch_default" "${base[@]}"
-    train_one "$STEP_DIR/torch_eager" "${base[@]}" kernels.compile=false
-    train_one "$STEP_DIR/torch_foreach_adamw" "${base[@]}" kernels.adamw=foreach
-    train_one "$STEP_DIR/torch_fp32" "${base[@]}" precision=fp32
-    train_one "$STEP_DIR/torch_ddp" "${base[@]}" strategy=DDP
-    train_one "$STEP_DIR/torch_seed1" "${base[@]}" train.seed=1
-    XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 train_one "$STEP_DIR/jax" "model=$H14" framework=jax \
-        "train.steps=$STALL_STEPS" train.warmup_steps=2 train.log_every=2
+    local run=("model=$H14" "train.steps=$STALL_STEPS" train.warmup_steps=2 train.log_every=2)
+    train_one "$STEP_DIR/torch_default" "${run[@]}" framework=torch
+    train_one "$STEP_DIR/torch_eager" "${run[@]}" framework=torch kernels.compile=false
+    train_one "$STEP_DIR/torch_foreach_adamw" "${run[@]}" framework=torch kernels.adamw=foreach
+    train_one "$STEP_DIR/torch_fp32" "${run[@]}" framework=torch precision=fp32
+    train_one "$STEP_DIR/torch_ddp" "${run[@]}" framework=torch strategy=DDP
+    train_one "$STEP_DIR/torch_seed1" "${run[@]}" framework=torch train.seed=1
+    XLA_PYTHON_CLIENT_MEM_FRACTION=0.9 train_one "$STEP_DIR/jax" "${run[@]}" framework=jax
     analyse "$STEP_DIR"
 }
 

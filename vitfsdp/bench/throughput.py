@@ -350,8 +350,9 @@ def profile_fsdp_step(cfg: RunConfig, device: torch.device, folder: Path,
                f"{MAX_TRACE_MB} MB): profile fewer steps\n"
         trace.unlink()
     if busy is not None:
-        note += busy_line(*busy) + "\n"
-        log.info("%s", busy_line(*busy))
+        line = busy_line(*busy)
+        note += line + "\n"
+        log.info("%s", line)
     key = "self_device_time_total" if cuda else "self_cpu_time_total"
     ops = folder / "ops.txt"
     ops.write_text(f"{cfg.model.name}, {num_steps} steps, numerics {numerics}\n{note}"
