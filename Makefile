@@ -5,8 +5,9 @@
 #               install Debian's chromium (the report's headless-browser test), then run the
 #               test suite; the Slurm tests fail if the cluster is not up
 #   make test-noslurm   the same without the cluster (its tests are skipped), for non-root users
-#   make torch  torch and torchvision where either is missing (install and install-run run it
-#               first): the PyTorch CPU index on a machine with no GPU, else pip's own index
+#   make torch  torch and torchvision where either is missing or the two do not import together
+#               (install and install-run run it first): the PyTorch CPU index on a machine with
+#               no GPU (pip's own index where that gives no working pair), else pip's own index
 #   make test-gpu   on a GPU node, offline: every GPU path (tests/test_gpu.py), through
 #               tools/gpu-check.sh test (the carried wheels of .whl/, else what is installed)
 #   make bench-gpu  on a GPU node, offline: the single-GPU benchmark (tools/gpu-check.sh bench)
@@ -27,16 +28,27 @@ SLURM_DIR ?= /tmp/vitfsdp-slurm
 # picks another, `TORCH_INDEX=` pip's own.
 CPU_TORCH_INDEX := https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?= $(if $(shell command -v nvidia-smi || command -v rocm-smi),,$(CPU_TORCH_INDEX))
+# Only the index chosen here (not one named on the command line or in the environment) falls
+# back to pip's own when it gives no pair that imports: unreachable, or a mirror that offers a
+# CPU torch beside a CUDA torchvision.
+TORCH_FALLBACK := $(if $(filter file,$(origin TORCH_INDEX)),yes,)
 
-# torch and torchvision together from TORCH_INDEX when either is missing (a CPU torch beside
-# PyPI's torchvision fails at import: "operator torchvision::nms does not exist"); nothing
-# when both import.
+# torch and torchvision together from TORCH_INDEX when either is missing or the two do not
+# import together (a CPU torch beside PyPI's torchvision: "operator torchvision::nms does not
+# exist"); nothing when both import. Where the default CPU index gives no working pair, one
+# line says so and pip's own index installs them (CUDA builds, which also run on the CPU).
 torch:
 	@$(PYTHON) -c "import torch, torchvision" 2>/dev/null || [ -z "$(TORCH_INDEX)" ] || { \
 	    echo "torch or torchvision missing in $(PYTHON)'s environment: both from" \
 	         "TORCH_INDEX=$(TORCH_INDEX)"; \
-	    $(PYTHON) -m pip install --quiet torch torchvision --index-url "$(TORCH_INDEX)" && \
-	    $(PYTHON) -c "import torch, torchvision" || { \
+	    { $(PYTHON) -m pip install --quiet torch torchvision --index-url "$(TORCH_INDEX)" && \
+	      $(PYTHON) -c "import torch, torchvision" 2>/dev/null; } || \
+	    { [ -n "$(TORCH_FALLBACK)" ] && \
+	      echo "the PyTorch CPU index gave no torch and torchvision that import together" \
+	           "(unreachable, or a mirror's CPU torch beside a CUDA torchvision): both from" \
+	           "pip's own index instead (CUDA builds, several GB; they run on the CPU)" && \
+	      $(PYTHON) -m pip install --quiet --upgrade torch torchvision && \
+	      $(PYTHON) -c "import torch, torchvision"; } || { \
 	        echo "torch and torchvision from $(TORCH_INDEX) did not install, or do not import" \
 	             "together: install a matching pair first (README, Set-up), or run make with" \
 	             "TORCH_INDEX= for pip's own index (CUDA builds)" >&2; \
