@@ -109,6 +109,15 @@ def _prediction(sweep_dir: Path) -> str:
     return f"median {err.median():.0%}, worst {err.max():.0%} over 9 points"
 
 
+def _host(sweep_dir: Path) -> str:
+    """The host's cores and the CPU model the records name, as the demo-host span says."""
+    from vitfsdp.analysis import collect_runs
+
+    names = sorted(set(collect_runs(sweep_dir)["device_name"].dropna().astype(str)))
+    assert names, "the synthetic demo's runs name their CPU"
+    return f"2 CPU cores ({' / '.join(names)})"
+
+
 NEW_SPANS = ("On <!-- readme-numbers:demo-link -->9 Gbit/s<!-- /readme-numbers -->: "
              "<!-- readme-numbers:demo-efficiency -->old<!-- /readme-numbers -->; "
              "<!-- readme-numbers:demo-sent -->old\nMB<!-- /readme-numbers -->; "
@@ -132,7 +141,7 @@ def test_spans_are_rewritten_from_the_records_and_nothing_else(demo_dir, tmp_pat
     ddp = ddp[0] if ddp[0] == ddp[-1] else f"{ddp[0]}-{ddp[-1]}"
     assert readme.read_text() == (
         "FULL_SHARD (measured <!-- readme-numbers:demo-measured -->2026-11-21"
-        "<!-- /readme-numbers --> on <!-- readme-numbers:demo-host -->2 CPU cores"
+        f"<!-- /readme-numbers --> on <!-- readme-numbers:demo-host -->{_host(demo_dir)}"
         f"<!-- /readme-numbers -->:\n<!-- readme-numbers:fsdp-peak-gib -->{fsdp} GiB"
         f"<!-- /readme-numbers -->), DDP (<!-- readme-numbers:ddp-peak-gib -->{ddp} GiB"
         "<!-- /readme-numbers -->) and the rest, untouched: 1.26 GiB.\n"

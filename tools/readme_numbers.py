@@ -69,11 +69,16 @@ def gib_range(values: Sequence[float]) -> str:
 
 
 def host_cores(runs: pd.DataFrame) -> str:
-    """``2 CPU cores``: the cores of the host the runs' ranks shared (``host_cpus``)."""
+    """``2 CPU cores (Intel(R) Xeon(R) Processor)``: the cores of the host the runs' ranks
+    shared (``host_cpus``) and the CPU model they ran on (``device_name``, where recorded;
+    the demo's figures differ from one CPU to another)."""
     cpus = pd.to_numeric(runs["host_cpus"], errors="coerce").dropna()
     if cpus.empty:
         raise ValueError("no run records its host's CPU count (run.json host_cpus)")
-    return f"{int(cpus.max())} CPU cores"
+    names = sorted(set(runs["device_name"].dropna().astype(str))) \
+        if "device_name" in runs else []
+    model = f" ({' / '.join(names)})" if names else ""
+    return f"{int(cpus.max())} CPU cores{model}"
 
 
 def measured_on(runs: pd.DataFrame) -> str:

@@ -127,8 +127,10 @@ class NodeCpuShares:
                     (d / "cpu.cfs_quota_us").write_text(str(self.quota_us), encoding="utf-8")
             except OSError as e:
                 raise RuntimeError(f"cgroup {d}: {e.strerror or e}") from None
-        log.info("each of the %d emulated nodes limited to %g CPUs (cgroup v%d, quota %d µs "
-                 "per %d µs)", self.num_nodes, self.cpus, version, self.quota_us, PERIOD_US)
+        nodes = f"each of the {self.num_nodes} emulated nodes" if self.num_nodes > 1 \
+            else "the emulated node"
+        log.info("%s limited to %g CPUs (cgroup v%d, quota %d µs per %d µs)", nodes, self.cpus,
+                 version, self.quota_us, PERIOD_US)
 
     def procs_file(self, node: int) -> Path:
         """The ``cgroup.procs`` file of node ``node``'s cgroup."""

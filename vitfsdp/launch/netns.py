@@ -359,8 +359,9 @@ class EmulatedNetwork:
             _shape(ns, NODE_IFNAME, self.gbit_s)
             _shape(self.switch, port, self.gbit_s)
         self._limit_cpus()
-        log.info("emulated network %s: %d nodes apart on %g Gbit/s links (htb; latency not "
-                 "emulated)", self.name, len(self.namespaces), self.gbit_s)
+        count = len(self.namespaces)
+        log.info("emulated network %s: %s on %g Gbit/s links (htb; latency not emulated)",
+                 self.name, f"{count} nodes apart" if count > 1 else "1 node", self.gbit_s)
 
     def _limit_cpus(self) -> None:
         """Make the nodes' CPU-quota cgroups, or say in one line why they cannot be made."""
