@@ -33,6 +33,8 @@ TORCH_INDEX ?= $(if $(shell command -v nvidia-smi || command -v rocm-smi),,$(CPU
 # CPU torch beside a CUDA torchvision.
 TORCH_FALLBACK := $(if $(filter file,$(origin TORCH_INDEX)),yes,)
 
+# Two retries, not pip's five: an unreachable index fails in seconds, not minutes (seen: 141 s
+# for the README's CPU-index line on a machine that cannot reach it, 2.4 s with one retry).
 # torch and torchvision together from TORCH_INDEX when either is missing or the two do not
 # import together (a CPU torch beside PyPI's torchvision: "operator torchvision::nms does not
 # exist"); nothing when both import. Where the default CPU index gives no working pair, one
@@ -41,7 +43,8 @@ torch:
 	@$(PYTHON) -c "import torch, torchvision" 2>/dev/null || [ -z "$(TORCH_INDEX)" ] || { \
 	    echo "torch or torchvision missing in $(PYTHON)'s environment: both from" \
 	         "TORCH_INDEX=$(TORCH_INDEX)"; \
-	    { $(PYTHON) -m pip install --quiet torch torchvision --index-url "$(TORCH_INDEX)" && \
+	    { $(PYTHON) -m pip install --quiet --retries 2 torch torchvision \
+	          --index-url "$(TORCH_INDEX)" && \
 	      $(PYTHON) -c "import torch, torchvision" 2>/dev/null; } || \
 	    { [ -n "$(TORCH_FALLBACK)" ] && \
 	      echo "the PyTorch CPU index gave no torch and torchvision that import together" \

@@ -79,7 +79,7 @@ def test_no_gpu_and_no_torch_installs_both_from_the_cpu_index(tmp_path):
     proc, calls = _make_torch(tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert _pip_calls(calls) == [
-        f"-m pip install --quiet torch torchvision --index-url {CPU_INDEX}"]
+        f"-m pip install --quiet --retries 2 torch torchvision --index-url {CPU_INDEX}"]
     assert calls[-1] == "-c import torch, torchvision"  # checked after installing
     assert f"TORCH_INDEX={CPU_INDEX}" in proc.stdout
 
@@ -101,7 +101,7 @@ def test_an_index_named_on_the_command_line_is_used(tmp_path):
     proc, calls = _make_torch(tmp_path, gpu_tool="nvidia-smi", index="https://example.org/whl")
     assert proc.returncode == 0, proc.stderr
     assert _pip_calls(calls) == [
-        "-m pip install --quiet torch torchvision --index-url https://example.org/whl"]
+        "-m pip install --quiet --retries 2 torch torchvision --index-url https://example.org/whl"]
 
 
 def test_a_pair_that_does_not_import_together_fails_naming_the_fix(tmp_path):
@@ -126,7 +126,7 @@ def test_the_default_cpu_index_without_a_working_pair_falls_back_to_pips_own_ind
     proc, calls = _make_torch(tmp_path, cpu_only_broken=True)
     assert proc.returncode == 0, proc.stderr
     assert _pip_calls(calls) == [
-        f"-m pip install --quiet torch torchvision --index-url {CPU_INDEX}",
+        f"-m pip install --quiet --retries 2 torch torchvision --index-url {CPU_INDEX}",
         "-m pip install --quiet --upgrade torch torchvision"]
     assert calls[-1] == "-c import torch, torchvision"  # the fallback's pair checked too
     assert "pip's own index instead" in proc.stdout
@@ -146,4 +146,4 @@ def test_an_index_named_on_the_command_line_does_not_fall_back(tmp_path):
     proc, calls = _make_torch(tmp_path, cpu_only_broken=True, index=CPU_INDEX)
     assert proc.returncode != 0
     assert _pip_calls(calls) == [
-        f"-m pip install --quiet torch torchvision --index-url {CPU_INDEX}"]
+        f"-m pip install --quiet --retries 2 torch torchvision --index-url {CPU_INDEX}"]
