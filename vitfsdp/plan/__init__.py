@@ -182,9 +182,10 @@ def memory_breakdown(cfg, device: str | None = None) -> dict[str, int]:
     shard = math.ceil(sizes.num_params / group)
     param_dtype, compute, residual = _dtypes(cfg, device)
     ckpt = cfg.train.activation_checkpointing
+    compiled = cfg.kernels.resolved_compile("cuda" if device == "gpu" else "cpu")
     acts = [activation_bytes(cfg.model, classes, cfg.train.local_batch_size, dtype=compute,
                              residual_dtype=residual, fused_attn=cfg.kernels.fused_attn,
-                             checkpointing=c) for c in (ckpt, not ckpt)]
+                             checkpointing=c, compiled=compiled) for c in (ckpt, not ckpt)]
     forward_only = 0  # held with the activations only: freed by backward as it goes
     if cfg.strategy.is_fsdp:
         persistent, transient = 0, _unsharded_bytes(cfg, sizes, param_dtype, device)
@@ -195,7 +196,7 @@ def memory_breakdown(cfg, device: str | None = None) -> dict[str, int]:
     optimizer = shard * FP32_BYTES * ADAMW_STATES
     work = activation_bytes(cfg.model, classes, cfg.train.local_batch_size, dtype=compute,
                             residual_dtype=residual, fused_attn=cfg.kernels.fused_attn,
-                            checkpointing=False) // cfg.model.spec.depth
+                            checkpointing=False, compiled=compiled) // cfg.model.spec.depth
     # AdamW's own temporaries are not counted, see the docstring
     allocated = (params + optimizer + persistent + max(acts[0] + forward_only, grads)
                  + transient + work)

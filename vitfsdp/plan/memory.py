@@ -151,7 +151,7 @@ def format_state_bytes(b: StateBytes, label: str) -> str:
 
 def activation_bytes(model: ModelConfig, num_classes: int, local_batch_size: int, *,
                      dtype: str, residual_dtype: str | None = None, fused_attn: bool = True,
-                     checkpointing: bool = False) -> int:
+                     checkpointing: bool = False, compiled: bool = False) -> int:
     """Bytes of activations saved for backward by one rank at the end of its forward.
 
     Source: Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer
@@ -161,10 +161,17 @@ def activation_bytes(model: ModelConfig, num_classes: int, local_batch_size: int
     output (q, k, v: 3d), the attention output (also the projection's input), the residual
     sum (LayerNorm 2) and its norm (the MLP input): 8·d elements; the MLP: GELU keeps its
     input and output (2·m), SwiGLU its gate, its SiLU, its value branch and their product
-    (4·m). No dropout masks (the study's ViTs train without dropout). Fused attention
+    (4·m); compiled (``compiled``: ``torch.compile`` per block, inductor's min-cut partition)
+    SwiGLU keeps 3·m, its SiLU recomputed in backward, while GELU keeps 2·m as in eager.
+    (Measured, not fitted: the saved-for-backward outputs of the partitioned forward graph of
+    one block, ``TORCH_LOGS=aot_graphs``, torch 2.14 on CPU, and autograd's saved tensors of
+    the eager block, both equal to these counts; docs/plan.md, "Activations".) No dropout
+    masks (the study's ViTs train without dropout). Fused attention
     (``scaled_dot_product_attention``, flash/memory-efficient kernels) saves only a fp32
     log-sum-exp per head and token; written out (``kernels.fused_attn=false``) it keeps the
-    scaled q (d) and the softmax output (heads·n per token).
+    softmax output (heads·n per token), and its matmuls keep contiguous copies of the scaled
+    q, kᵀ and v in place of the QKV output, the projection's input in place of the kernel's
+    output (the same 6·d).
 
     Assumptions: every saved tensor is in ``dtype`` (the compute dtype), except the residual
     stream (block input and residual sum, 2·d) in ``residual_dtype`` (fp32 under DDP's
@@ -176,14 +183,33 @@ def activation_bytes(model: ModelConfig, num_classes: int, local_batch_size: int
         bytes, for ``local_batch_size`` images.
     """
     s = model.spec
-    d, m, heads = s.width, s.mlp_dim, s.num_heads
+    d = s.width
     n = (model.resolved_img_size() // s.patch_size) ** 2 + 1
-    el, res = DTYPE_BYTES[dtype], DTYPE_BYTES[residual_dtype or dtype]
-    mlp = (4 if s.mlp == "swiglu" else 2) * m
-    attn = 4 * heads if fused_attn else (d + heads * n) * el  # lse (fp32) | q·scale + softmax
-    per_token = 2 * d * res + (6 * d + mlp) * el + attn
-    block = n * per_token
+    res = DTYPE_BYTES[residual_dtype or dtype]
+    block = block_activation_bytes(model, dtype=dtype, residual_dtype=residual_dtype,
+                                   fused_attn=fused_attn, compiled=compiled)
     blocks = s.depth * n * d * res + block if checkpointing else s.depth * block
     img = model.resolved_img_size()
     stem_head = 3 * img * img * FP32_BYTES + n * d * res + num_classes * FP32_BYTES
     return local_batch_size * (blocks + stem_head)
+
+
+def block_activation_bytes(model: ModelConfig, *, dtype: str, residual_dtype: str | None = None,
+                           fused_attn: bool = True, compiled: bool = False) -> int:
+    """Bytes one transformer block saves for backward for one image: the per-block term of
+    :func:`activation_bytes` (its docstring lists what is counted), ``n`` tokens of
+    ``2·d`` residual-stream elements, ``6·d`` + the MLP's (GELU 2·m; SwiGLU 4·m, 3·m
+    compiled) in ``dtype``, and the attention's (fp32 log-sum-exp per head, or
+    the softmax written out). LayerNorm's per-token mean and reciprocal deviation (4 values a
+    token) are left out: under 0.1 % of the block.
+
+    Returns:
+        bytes per image.
+    """
+    s = model.spec
+    d, m, heads = s.width, s.mlp_dim, s.num_heads
+    n = (model.resolved_img_size() // s.patch_size) ** 2 + 1
+    el, res = DTYPE_BYTES[dtype], DTYPE_BYTES[residual_dtype or dtype]
+    mlp = ((3 if compiled else 4) if s.mlp == "swiglu" else 2) * m
+    attn = 4 * heads if fused_attn else heads * n * el  # lse (fp32) | the softmax output
+    return n * (2 * d * res + (6 * d + mlp) * el + attn)

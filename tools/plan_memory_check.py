@@ -1,0 +1,70 @@
+"""The plan's memory for the points of a recorded sweep, recomputed by the plan of this
+checkout, against what those runs measured.
+
+    python tools/plan_memory_check.py RUNS_CSV
+
+RUNS_CSV is an analysis's runs.csv (e.g. docs/data/gpu-h100-2026-11-26-sweep-runs.csv, the
+one-GPU calibration sweep): each completed run's model, strategy, activation checkpointing,
+local batch, precision, kernels.compile and world size (one node) are composed into a
+RunConfig as the sweep would, and the plan's allocated peak and printed peak are put beside
+the measured ``peak_mem_gib`` (allocated on a GPU) and ``peak_mem_reserved_gib``. This lets a
+change to the memory model be checked against GPU records without a GPU. Prints the table and
+one summary line; exit status 2 on a file without those columns.
+"""
+
+import sys
+
+import pandas as pd
+
+GIB = 2**30
+COLUMNS = ("model", "strategy", "train.activation_checkpointing", "local_batch_size",
+           "precision", "kernels.compile", "world_size", "device_memory_gib", "peak_mem_gib",
+           "peak_mem_reserved_gib", "status")
+
+
+def main(argv: list[str]) -> int:
+    """Print the table of measured and predicted memory; 2 on bad arguments."""
+    if len(argv) != 1:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    runs = pd.read_csv(argv[0], low_memory=False)
+    missing = [c for c in COLUMNS if c not in runs]
+    if missing:
+        print(f"{argv[0]}: no column {', '.join(missing)} (an analysis's runs.csv has them)",
+              file=sys.stderr)
+        return 2
+    from hydra import compose, initialize_config_dir
+
+    from vitfsdp.config import CONF_DIR, register_configs, to_run_config
+    from vitfsdp.plan import memory_breakdown, predict
+
+    register_configs()
+    rows = []
+    with initialize_config_dir(str(CONF_DIR), version_base=None):
+        for _, r in runs[runs["status"] == "completed"].iterrows():
+            ckpt = str(bool(r["train.activation_checkpointing"])).lower()
+            compiled = str(bool(r["kernels.compile"])).lower()
+            cfg = to_run_config(compose("config", overrides=[
+                f"model={r['model']}", f"strategy={r['strategy']}", "device=cuda",
+                f"precision={r['precision']}", f"train.activation_checkpointing={ckpt}",
+                f"train.local_batch_size={int(r['local_batch_size'])}",
+                f"kernels.compile={compiled}", f"cluster.gpus_per_node={int(r['world_size'])}"]))
+            allocated = memory_breakdown(cfg, "gpu")["allocated"] / GIB
+            peak = predict(cfg, device_memory_gib=float(r["device_memory_gib"]),
+                           device="gpu").peak_mem_gib
+            rows.append({"model": r["model"], "strategy": r["strategy"], "ckpt": ckpt,
+                         "allocated": r["peak_mem_gib"], "pred_allocated": allocated,
+                         "alloc_error": allocated / r["peak_mem_gib"] - 1,
+                         "reserved": r["peak_mem_reserved_gib"], "pred_peak": peak,
+                         "peak_error": peak / r["peak_mem_reserved_gib"] - 1})
+    df = pd.DataFrame(rows)
+    print(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    alloc, peak = df["alloc_error"].abs(), df["peak_error"].abs()
+    print(f"{len(df)} runs; allocated: median |error| {alloc.median():.1%}, max {alloc.max():.1%}; "
+          f"peak against reserved: median {peak.median():.1%}, max {peak.max():.1%}, "
+          f"{(peak <= 0.15).sum()} of {len(df)} within 15%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
