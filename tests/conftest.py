@@ -38,6 +38,32 @@ def read(path: Path):
     return json.loads(text)
 
 
+def saved_for_backward_bytes(block, x, autocast_dtype=None) -> int:
+    """Bytes autograd saves for backward in one forward of ``block`` on ``x`` (saved-tensor
+    hooks, each storage once), leaving out the parameters and, under autocast
+    (``autocast_dtype``, on ``x``'s device type), their low-precision copies: tensors shaped
+    as a parameter or its transpose (the plan counts that weight cache apart)."""
+    import torch
+
+    params = {p.untyped_storage().data_ptr() for p in block.parameters()}
+    shapes = {tuple(p.shape) for p in block.parameters()}
+    shapes |= {s[::-1] for s in shapes}
+    seen: dict[int, int] = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        cast = autocast_dtype is not None and tuple(t.shape) in shapes
+        if storage.data_ptr() not in params and not cast:
+            seen.setdefault(storage.data_ptr(), storage.nbytes())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with torch.autocast(x.device.type, dtype=autocast_dtype,
+                            enabled=autocast_dtype is not None):
+            block(x)
+    return sum(seen.values())
+
+
 @pytest.fixture
 def tiny() -> list[str]:
     return list(TINY)

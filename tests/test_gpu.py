@@ -20,7 +20,10 @@ What each test checks, on the device itself:
 - an out-of-memory error on the GPU is recorded ``oom``, not ``failed``;
 - two NCCL ranks: FULL_SHARD completes (really sharded), and a killed rank is recorded
   ``failed`` by rank 0 without waiting for the collective timeout;
-- ``python -m vitfsdp.bench`` completes all three paths at the same batch and precision.
+- ``python -m vitfsdp.bench`` completes all three paths at the same batch and precision;
+- the plan's per-block activations are what autograd saves on the GPU: bf16 parameters
+  (FSDP's mixed precision), CUDA autocast (DDP: the residual stream in fp32, the weights'
+  bf16 copies left out), and a compiled block (inductor's CUDA partition).
 """
 
 from __future__ import annotations
@@ -292,3 +295,34 @@ def test_bench_runs_all_three_paths_at_the_same_batch_and_precision(tmp_path):
     assert (table["train_batch_size"] == 8).all() and (table["precision"] == "bf16").all()
     for col in ("train_samples_per_sec", "vs_timm", "vs_unwrapped"):
         assert table[col].map(lambda v: math.isfinite(v) and v > 0).all(), table[col]
+
+
+@pytest.mark.parametrize("model,mode", [
+    ("vit_base", "bf16"), ("vit_base", "autocast"), ("vit_base", "compiled"),
+    ("vit_huge_patch14_224", "compiled"),  # timm's GELU MLP, as the bench's H/14
+])
+def test_block_activations_are_what_autograd_saves_on_the_gpu(model, mode):
+    """One block at 224 px, batch 2, on this GPU: the bytes autograd saves for backward
+    (:func:`tests.conftest.saved_for_backward_bytes`) against the plan's
+    :func:`vitfsdp.plan.memory.block_activation_bytes`, within 2 % (the attention kernel's
+    log-sum-exp may be padded; LayerNorm's statistics are left out of the plan)."""
+    from tests.conftest import saved_for_backward_bytes
+    from vitfsdp.models import ModelConfig, build_model
+    from vitfsdp.plan.memory import block_activation_bytes
+
+    cfg = ModelConfig(name=model)
+    net = build_model(cfg, 10, device="cuda")
+    block = net.blocks[0]
+    if mode != "autocast":
+        block = block.to(torch.bfloat16)
+    n, d = net.patch_embed.num_patches + 1, net.embed_dim
+    dtype = torch.float32 if mode == "autocast" else torch.bfloat16
+    x = torch.randn(2, n, d, dtype=dtype, device="cuda", requires_grad=True)
+    if mode == "compiled":
+        block = torch.compile(block)
+        block(x).sum().backward()
+    measured = saved_for_backward_bytes(block, x, torch.bfloat16 if mode == "autocast" else None)
+    residual = "fp32" if mode == "autocast" else "bf16"
+    predicted = 2 * block_activation_bytes(cfg, dtype="bf16", residual_dtype=residual,
+                                           compiled=mode == "compiled")
+    assert predicted == pytest.approx(measured, rel=0.02), (measured, predicted)

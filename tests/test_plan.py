@@ -425,25 +425,6 @@ def test_jax_runs_are_predicted_with_the_jax_memory_model():
     assert jax_p.activations_gib > torch_p.activations_gib  # scores and softmax kept
 
 
-def _saved_for_backward(block, x) -> int:
-    """Bytes autograd saves for backward in one forward of ``block`` (saved-tensor hooks,
-    each storage once), leaving out the parameters."""
-    import torch
-
-    params = {p.untyped_storage().data_ptr() for p in block.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(t):
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            seen.setdefault(storage.data_ptr(), storage.nbytes())
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        block(x)
-    return sum(seen.values())
-
-
 @pytest.mark.parametrize("model,dtype,fused,compiled", [
     ("vit_tiny", "fp32", True, False),        # GELU MLP
     ("vit_tiny", "fp32", False, False),       # attention written out
@@ -459,6 +440,7 @@ def test_block_activations_are_what_autograd_saves(model, dtype, fused, compiled
     checked here: CPU autocast casts other ops than CUDA's (docs/plan.md, "Activations")."""
     import torch
 
+    from tests.conftest import saved_for_backward_bytes
     from vitfsdp.models import ModelConfig, build_model
     from vitfsdp.plan.memory import block_activation_bytes
 
@@ -475,7 +457,7 @@ def test_block_activations_are_what_autograd_saves(model, dtype, fused, compiled
     if compiled:
         block = torch.compile(block)
         block(x).sum().backward()  # compiled before the count
-    measured = _saved_for_backward(block, x)
+    measured = saved_for_backward_bytes(block, x)
     predicted = 2 * block_activation_bytes(cfg, dtype=dtype, fused_attn=fused,
                                            compiled=compiled)
     assert predicted == pytest.approx(measured, rel=0.01), (measured, predicted)
