@@ -33,33 +33,30 @@ def main(argv: list[str]) -> int:
         print(f"{argv[0]}: no column {', '.join(missing)} (an analysis's runs.csv has them)",
               file=sys.stderr)
         return 2
-    from hydra import compose, initialize_config_dir
-
-    from vitfsdp.config import CONF_DIR, register_configs, to_run_config
     from vitfsdp.plan import memory_breakdown, predict
+    from vitfsdp.plan.__main__ import compose_points
 
-    register_configs()
     rows = []
-    with initialize_config_dir(str(CONF_DIR), version_base=None):
-        for _, r in runs[runs["status"] == "completed"].iterrows():
-            ckpt = str(bool(r["train.activation_checkpointing"])).lower()
-            compiled = str(r["kernels.compile"] is True).lower()  # empty for JAX
-            fused = str(bool(r.get("kernels.fused_attn", True))).lower()
-            cfg = to_run_config(compose("config", overrides=[
-                f"model={r['model']}", f"strategy={r['strategy']}", "device=cuda",
-                f"precision={r['precision']}", f"train.activation_checkpointing={ckpt}",
-                f"train.local_batch_size={int(r['local_batch_size'])}",
-                f"kernels.compile={compiled}", f"cluster.gpus_per_node={int(r['world_size'])}",
-                f"framework={r.get('framework', 'torch')}", f"kernels.fused_attn={fused}"]))
-            allocated = memory_breakdown(cfg, "gpu")["allocated"] / GIB
-            peak = predict(cfg, device_memory_gib=float(r["device_memory_gib"]),
-                           device="gpu").peak_mem_gib
-            rows.append({"model": r["model"], "framework": r.get("framework", "torch"),
-                         "strategy": r["strategy"], "ckpt": ckpt, "fused_attn": fused,
-                         "allocated": r["peak_mem_gib"], "pred_allocated": allocated,
-                         "alloc_error": allocated / r["peak_mem_gib"] - 1,
-                         "reserved": r["peak_mem_reserved_gib"], "pred_peak": peak,
-                         "peak_error": peak / r["peak_mem_reserved_gib"] - 1})
+    for _, r in runs[runs["status"] == "completed"].iterrows():
+        ckpt = str(bool(r["train.activation_checkpointing"])).lower()
+        compiled = str(r["kernels.compile"] is True).lower()  # empty for JAX
+        fused = str(bool(r.get("kernels.fused_attn", True))).lower()
+        framework = r.get("framework", "torch")
+        [(_, cfg)] = compose_points([
+            f"model={r['model']}", f"strategy={r['strategy']}", "device=cuda",
+            f"precision={r['precision']}", f"train.activation_checkpointing={ckpt}",
+            f"train.local_batch_size={int(r['local_batch_size'])}",
+            f"kernels.compile={compiled}", f"cluster.gpus_per_node={int(r['world_size'])}",
+            f"framework={framework}", f"kernels.fused_attn={fused}"])
+        allocated = memory_breakdown(cfg, "gpu")["allocated"] / GIB
+        peak = predict(cfg, device_memory_gib=float(r["device_memory_gib"]),
+                       device="gpu").peak_mem_gib
+        rows.append({"model": r["model"], "framework": framework, "strategy": r["strategy"],
+                     "ckpt": ckpt, "fused_attn": fused,
+                     "allocated": r["peak_mem_gib"], "pred_allocated": allocated,
+                     "alloc_error": allocated / r["peak_mem_gib"] - 1,
+                     "reserved": r["peak_mem_reserved_gib"], "pred_peak": peak,
+                     "peak_error": peak / r["peak_mem_reserved_gib"] - 1})
     df = pd.DataFrame(rows)
     print(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     alloc, peak = df["alloc_error"].abs(), df["peak_error"].abs()
