@@ -123,6 +123,10 @@ class ModelConfig:
         """Input side in pixels after defaults."""
         return self.img_size or self.spec.img_size
 
+    def num_tokens(self) -> int:
+        """Tokens per image: ``(img_size / patch_size)²`` patches and the class token."""
+        return (self.resolved_img_size() // self.spec.patch_size) ** 2 + 1
+
 
 def build_model(cfg: ModelConfig, num_classes: int, device: str | torch.device = "cpu"):
     """Build the timm VisionTransformer of ``cfg`` with ``num_classes`` outputs.

@@ -183,9 +183,9 @@ def memory_breakdown(cfg, device: str | None = None) -> dict[str, int]:
     param_dtype, compute, residual = _dtypes(cfg, device)
     ckpt = cfg.train.activation_checkpointing
     compiled = cfg.kernels.resolved_compile("cuda" if device == "gpu" else "cpu")
-    acts = [activation_bytes(cfg.model, classes, cfg.train.local_batch_size, dtype=compute,
-                             residual_dtype=residual, fused_attn=cfg.kernels.fused_attn,
-                             checkpointing=c, compiled=compiled) for c in (ckpt, not ckpt)]
+    acts = {c: activation_bytes(cfg.model, classes, cfg.train.local_batch_size, dtype=compute,
+                                residual_dtype=residual, fused_attn=cfg.kernels.fused_attn,
+                                checkpointing=c, compiled=compiled) for c in (False, True)}
     forward_only = 0  # held with the activations only: freed by backward as it goes
     if cfg.strategy.is_fsdp:
         persistent, transient = 0, _unsharded_bytes(cfg, sizes, param_dtype, device)
@@ -194,15 +194,13 @@ def memory_breakdown(cfg, device: str | None = None) -> dict[str, int]:
         forward_only = sizes.num_params * DTYPE_BYTES[compute] if compute != "fp32" else 0
     params, grads = shard * FP32_BYTES, shard * FP32_BYTES
     optimizer = shard * FP32_BYTES * ADAMW_STATES
-    work = activation_bytes(cfg.model, classes, cfg.train.local_batch_size, dtype=compute,
-                            residual_dtype=residual, fused_attn=cfg.kernels.fused_attn,
-                            checkpointing=False, compiled=compiled) // cfg.model.spec.depth
+    work = acts[False] // cfg.model.spec.depth
     # AdamW's own temporaries are not counted, see the docstring
-    allocated = (params + optimizer + persistent + max(acts[0] + forward_only, grads)
+    allocated = (params + optimizer + persistent + max(acts[ckpt] + forward_only, grads)
                  + transient + work)
     return {"params": params, "grads": grads, "optimizer": optimizer,
-            "buffers": persistent + transient + forward_only, "activations": acts[0],
-            "activations_other": acts[1], "allocated": allocated,
+            "buffers": persistent + transient + forward_only, "activations": acts[ckpt],
+            "activations_other": acts[not ckpt], "allocated": allocated,
             "num_params": sizes.num_params, "num_units": sizes.num_units,
             "shard_group_size": group}
 

@@ -184,7 +184,7 @@ def activation_bytes(model: ModelConfig, num_classes: int, local_batch_size: int
     """
     s = model.spec
     d = s.width
-    n = (model.resolved_img_size() // s.patch_size) ** 2 + 1
+    n = model.num_tokens()
     res = DTYPE_BYTES[residual_dtype or dtype]
     block = block_activation_bytes(model, dtype=dtype, residual_dtype=residual_dtype,
                                    fused_attn=fused_attn, compiled=compiled)
@@ -208,7 +208,7 @@ def block_activation_bytes(model: ModelConfig, *, dtype: str, residual_dtype: st
     """
     s = model.spec
     d, m, heads = s.width, s.mlp_dim, s.num_heads
-    n = (model.resolved_img_size() // s.patch_size) ** 2 + 1
+    n = model.num_tokens()
     el, res = DTYPE_BYTES[dtype], DTYPE_BYTES[residual_dtype or dtype]
     mlp = ((3 if compiled else 4) if s.mlp == "swiglu" else 2) * m
     attn = 4 * heads if fused_attn else heads * n * el  # lse (fp32) | the softmax output

@@ -312,11 +312,6 @@ def outer_gemms(cfg) -> list[Gemm]:
             Gemm("head", batch, cfg.num_classes, spec.width)]
 
 
-def tokens_of(cfg) -> int:
-    """Tokens per image: the patches and the class token."""
-    return (cfg.model.resolved_img_size() // cfg.model.spec.patch_size) ** 2 + 1
-
-
 def _op_roofline_s(o: Op, el: int, peak: float, mem: float | None) -> float:
     """Forward seconds of one op on the data-sheet roofline (module docstring)."""
     if o.op in ("sdpa", "attention"):
@@ -346,7 +341,7 @@ def compute_terms(cfg, num_params_shard: int, peak_flops: float | None,
     spec = model.spec
     el = DTYPE_BYTES[cfg.precision_settings().compute_dtype]
     peak, mem = efficiency * peak_flops, memory_gbps * 1e9 if memory_gbps else None
-    gemms, ops = block_workload(spec, tokens_of(cfg), batch, cfg.kernels.fused_attn)
+    gemms, ops = block_workload(spec, cfg.model.num_tokens(), batch, cfg.kernels.fused_attn)
     block_gemm = sum(_gemm_s(g.m, g.n, g.k, el, peak, mem) for g in gemms)
     block_other = sum(o.count * _op_roofline_s(o, el, peak, mem) for o in ops)
     outer = sum(_gemm_s(g.m, g.n, g.k, el, peak, mem) for g in outer_gemms(cfg))
@@ -376,7 +371,7 @@ def probed_compute_terms(cfg, probe, num_params_shard: int, dtype: str) -> Compu
         KeyError: the probe has no GEMM or op measurement at all.
     """
     world, spec, batch = cfg.world_size, cfg.model.spec, cfg.train.local_batch_size
-    gemms, ops = block_workload(spec, tokens_of(cfg), batch, cfg.kernels.fused_attn)
+    gemms, ops = block_workload(spec, cfg.model.num_tokens(), batch, cfg.kernels.fused_attn)
     notes: set[str] = set()  # of this call's lookups
 
     def noted(looked_up):

@@ -30,7 +30,7 @@ import math
 from collections import defaultdict
 
 from vitfsdp.plan.memory import model_sizes
-from vitfsdp.plan.timing import block_workload, collectives, outer_gemms, tokens_of
+from vitfsdp.plan.timing import block_workload, collectives, outer_gemms
 
 #: The largest parameter count AdamW is timed over (its time per parameter is flat above
 #: a few million; the plan scales it to the shard).
@@ -63,7 +63,7 @@ def _spec(world: int, cfgs: list, device_type: str) -> dict:
     overlap = None
     for cfg in cfgs:
         dtype, gather, reduce_ = _dtypes(cfg, device_type)
-        block_g, block_o = block_workload(cfg.model.spec, tokens_of(cfg),
+        block_g, block_o = block_workload(cfg.model.spec, cfg.model.num_tokens(),
                                           cfg.train.local_batch_size, cfg.kernels.fused_attn)
         for g in [*block_g, *outer_gemms(cfg)]:
             gemms |= {(g.m, g.n, g.k, dtype), (g.n, g.k, g.m, dtype), (g.m, g.k, g.n, dtype)}
