@@ -75,7 +75,6 @@ def test_blocks_are_the_fsdp_units():
     assert len(units) == VARIANTS["vit_tiny"].depth
 
 
-
 @pytest.mark.parametrize("img_size", [None, 112])
 def test_token_count_is_the_built_models(img_size):
     cfg = ModelConfig(name="vit_base", img_size=img_size)
@@ -83,6 +82,7 @@ def test_token_count_is_the_built_models(img_size):
     tokens = model.patch_embed(torch.empty(1, 3, cfg.resolved_img_size(), cfg.resolved_img_size(),
                                            device="meta")).shape[1] + model.num_prefix_tokens
     assert cfg.num_tokens() == tokens == (197 if img_size is None else 50)
+
 
 def _tiny_vit(mlp: str, device: str | None = None, **kwargs) -> VisionTransformer:
     layers = {"mlp_layer": SwiGLU, "act_layer": torch.nn.SiLU} if mlp == "swiglu" else {}
