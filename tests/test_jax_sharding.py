@@ -259,13 +259,13 @@ def test_run_records_on_digits_loss_falls(tmp_path):
     assert run["applied"]["precision"]["compute_dtype"] == "bf16"
     assert run["applied"]["compile_s"] == summary["compile_s"]
     tiny = models.ModelConfig("vit_tiny")
+    num_params = models.count_params(models.build_model(tiny, 10, device="meta"))
     # XLA's static analysis of the compiled step, per device: at least the device's shard of
     # the fp32 parameters and AdamW's two moments comes in as arguments
     xla = run["applied"]["xla_memory_bytes"]
-    shard = models.count_params(models.build_model(tiny, 10, device="meta")) * 12 // 8
+    shard = num_params * 12 // 8
     assert xla["argument"] >= shard and xla["temp"] > 0 and set(xla) >= {"output", "alias"}
-    assert run["model"]["num_params"] == models.count_params(
-        models.build_model(tiny, 10, device="meta"))
+    assert run["model"]["num_params"] == num_params
     flops = models.forward_flops_per_image(tiny, 10)
     assert run["model"]["forward_flops_per_image"] == flops
     assert run["versions"]["jax"] == jax.__version__
