@@ -158,6 +158,30 @@ def test_memory_limit_is_refused_on_a_gpu():
     _limit_memory(0.0, torch.device("cuda", 0))  # 0 = off: nothing to refuse
 
 
+_ONEDNN_STEP = """
+import sys, torch
+from vitfsdp.models import ModelConfig, build_model
+from vitfsdp.torch_train import _limit_memory
+_limit_memory(float(sys.argv[1]), torch.device("cpu"))
+model = build_model(ModelConfig(name="vit_tiny", img_size=64), 10)
+model(torch.randn(2, 3, 64, 64)).sum().backward()
+"""
+
+
+@pytest.mark.parametrize("limit_gib", [0.0, 1.0])
+def test_memory_limit_keeps_every_allocation_in_the_torch_allocator(limit_gib):
+    """oneDNN reports its own failed allocation as "could not create a primitive", a run
+    recorded ``failed`` not ``oom`` (once in CI at the batch search's boundary): under
+    ``train.memory_limit_gib`` a ViT step runs no oneDNN primitive (its verbose log), and
+    without the limit it does, so the check sees oneDNN where it runs."""
+    proc = subprocess.run([sys.executable, "-c", _ONEDNN_STEP, str(limit_gib)],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "ONEDNN_VERBOSE": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ran = proc.stdout.count("onednn_verbose,v1,primitive,exec")
+    assert (ran == 0) == (limit_gib > 0), (limit_gib, ran)
+
+
 def _catches_sigusr2(pid: int) -> bool:
     """Whether process ``pid`` has a handler for SIGUSR2 (bit 12 of SigCgt in /proc)."""
     try:

@@ -284,6 +284,13 @@ def _limit_memory(limit_gib: float, device: torch.device) -> None:
     """Let this process grow its data segment by at most ``limit_gib`` GiB (RLIMIT_DATA);
     0 = no limit. A CPU test aid (``train.memory_limit_gib``).
 
+    oneDNN is turned off in the limited process (``torch.backends.mkldnn``; the patch
+    embedding's convolution and GELU otherwise run in it): oneDNN allocates outside
+    PyTorch's CPU allocator and reports a failed allocation as "could not create a
+    primitive", which cannot be told from its other errors, so a step that runs out there
+    was recorded ``failed`` instead of ``oom``. Without oneDNN every allocation of the step
+    fails as the allocator's "can't allocate memory" (:func:`vitfsdp.failures.classify`).
+
     Raises:
         ValueError: a limit on a GPU run (it limits host memory only).
     """
@@ -299,8 +306,9 @@ def _limit_memory(limit_gib: float, device: torch.device) -> None:
     if hard != resource.RLIM_INFINITY:
         soft = min(soft, hard)
     resource.setrlimit(resource.RLIMIT_DATA, (soft, hard))
-    log.info("data segment limited to %.2f GiB (%.2f GiB above the current)", soft / GIB,
-             limit_gib)
+    torch.backends.mkldnn.enabled = False
+    log.info("data segment limited to %.2f GiB (%.2f GiB above the current); oneDNN off",
+             soft / GIB, limit_gib)
 
 
 def resolve(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
