@@ -31,6 +31,7 @@ WINDOW_KEYS = {
     "mfu", "hfu", "loss", "peak_mem_allocated_gib", "peak_mem_allocated_min_gib",
     "peak_mem_reserved_gib", "peak_mem_reserved_min_gib", "peak_rss_gib", "peak_rss_min_gib",
     "device_mem_used_gib", "device_mem_used_min_gib", "alloc_retries", "num_ooms",
+    "device_busy_frac", "device_busy_min_frac",
 }
 
 

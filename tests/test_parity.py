@@ -30,6 +30,7 @@ FSDP_STRATEGIES = ["NO_SHARD", "FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_1GPU", "HY
 ENGINES = ("fsdp1", "fsdp2")
 SPANNING = "HYBRID_SHARD-4"  # strategy=HYBRID_SHARD strategy.shard_group_size=4
 SPANNING_REPLICATED = "HYBRID_SHARD-2-1pernode"  # shard_group_size=2 on 4 nodes of 1 rank
+BLOCKS_PER_UNIT = (2, 3)  # strategy.blocks_per_unit: 2 units of 2 blocks; 3 + 1
 
 
 def _losses(run_dir) -> list[float]:
@@ -54,6 +55,9 @@ def _cases() -> dict[str, str]:
         base[f"{engine}-{SPANNING_REPLICATED}"] = (
             f"engine={engine} strategy=HYBRID_SHARD strategy.shard_group_size=2 nodes=4 "
             "cluster.gpus_per_node=1")
+    for engine, k in itertools.product(ENGINES, BLOCKS_PER_UNIT):  # vit_tiny's 4 blocks
+        base[f"{engine}-FULL_SHARD-{k}blocks"] = (f"engine={engine} strategy=FULL_SHARD "
+                                                  f"strategy.blocks_per_unit={k}")
     cases = {name: f"{o} precision=fp32" for name, o in base.items()}
     for name in ("DDP", "fsdp1-FULL_SHARD-BACKWARD_PRE-true", "fsdp2-FULL_SHARD",
                  "fsdp2-HYBRID_2GPU"):
@@ -88,7 +92,7 @@ def matrix(tmp_path_factory) -> dict:
 @pytest.mark.slow
 def test_every_fp32_configuration_matches_single_process(reference, matrix):
     fp32 = {n: d for n, d in matrix.items() if not n.startswith("bf16")}
-    assert len(fp32) == 1 + 5 * 3 * 2 + 5 + 2 * len(ENGINES)
+    assert len(fp32) == 1 + 5 * 3 * 2 + 5 + (2 + len(BLOCKS_PER_UNIT)) * len(ENGINES)
     for name, run_dir in fp32.items():
         run = read(run_dir / "run.json")
         assert run["status"] == "completed" and run["world"]["size"] == 4, name
@@ -141,3 +145,14 @@ def test_hybrid_8gpu_on_8_ranks_matches_single_process(reference, tmp_path):
     run = read(tmp_path / "run.json")
     assert (run["world"]["size"], run["world"]["replicas"]) == (8, 1)
     assert _losses(tmp_path) == pytest.approx(reference, rel=FP32_REL_TOL)
+
+
+@pytest.mark.slow
+def test_several_blocks_a_unit_make_fewer_units(matrix):
+    """strategy.blocks_per_unit=k: ceil(4 / k) units besides the root, recorded in run.json's
+    ``applied``; their losses are checked with the others above."""
+    for engine, k in itertools.product(ENGINES, BLOCKS_PER_UNIT):
+        run = read(matrix[f"{engine}-FULL_SHARD-{k}blocks"] / "run.json")
+        assert run["config"]["strategy"]["blocks_per_unit"] == k, engine
+        assert run["applied"]["fsdp_units"] == -(-4 // k), (engine, k)
+    assert read(matrix["fsdp1-FULL_SHARD-NONE-false"] / "run.json")["applied"]["fsdp_units"] == 4

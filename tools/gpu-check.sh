@@ -26,6 +26,11 @@
 #             wrappers' host cost (python -m vitfsdp.bench wrappers); H/14 uncompiled
 #   more      H/14 at the largest batch of BIG_BATCHES that fits, compiled and eager; then
 #             L/16 and vit_1b at batch 32
+#   host      which recipe takes FSDP's host time off the step (at most 8 minutes): H/14 and
+#             L/16 at batch 32 under each recipe of HOST_RECIPES, each FSDP step beside the
+#             unwrapped model of its compile setting; the wrappers bench (every path, eager
+#             and compiled, 4 blocks a unit too); a 5-step profile of HOST_PROFILE; then
+#             batch HOST_BIG_BATCH (default 128) under each recipe
 #
 # Every call installs the carried wheels and the project into $SITE (offline; skipped where
 # .whl/ is absent and vitfsdp, hydra and submitit already import; a copy without .git builds
@@ -63,12 +68,22 @@ if [[ $DEVICE == cpu ]]; then  # the same steps at CPU size: a rehearsal, not a 
     BATCH=4; STEPS=6; WARMUP=2; EVERY=2; BIG_BATCHES=8
     if [[ ${CHECK_QUICK:-0} == 1 ]]; then STEPS=4; BENCH_REPEATS=1; fi
     SWEEP_MODELS=vit_tiny; PRECISION=fp32; STALL_STEPS=4; WRAPPERS_ARGS="--depth 4 --steps 3 --repeats 1"
+    HOST_BIG_BATCH=${HOST_BIG_BATCH:-8}; HOST_STEPS=4; HOST_WARMUP=2; HOST_EVERY=2
     export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 else
     H14=vit_huge_patch14_224; L16=vit_large_patch16_224; B16=vit_base; V1B=vit_1b
     HUGE=vit_huge; BATCH=32; STEPS=50; WARMUP=10; EVERY=10
     SWEEP_MODELS=vit_base,vit_huge; PRECISION=bf16; STALL_STEPS=20; WRAPPERS_ARGS=""
+    HOST_BIG_BATCH=${HOST_BIG_BATCH:-128}; HOST_STEPS=20; HOST_WARMUP=5; HOST_EVERY=5
 fi
+# The recipes of the host step, name:overrides (commas between overrides), each a candidate
+# for the default where the local batch leaves the GPU waiting on FSDP's hooks; the first of
+# each compile setting also times the unwrapped model (docs/benchmarks.md, "The host")
+# (the H100's figures of 2026-11-26 and -27 already hold fsdp2:engine=fsdp2 and
+# flat:kernels.compile=false at batch 32; add them here to time them in the same call)
+HOST_RECIPES=${HOST_RECIPES:-"default: fsdp2_x4:engine=fsdp2,strategy.blocks_per_unit=4 \
+orig_x4:strategy.blocks_per_unit=4 flat_x4:kernels.compile=false,strategy.blocks_per_unit=4"}
+HOST_PROFILE=${HOST_PROFILE:-fsdp2_x4}  # the recipe the host step profiles
 
 log() { printf '[gpu-check %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2; }
@@ -284,6 +299,68 @@ step_more() {
     bench b32 --models "$L16,$V1B" --repeats 1
 }
 
+host_recipes() {  # host_recipes TAG BATCH: every recipe of HOST_RECIPES for H/14 and L/16
+    local tag=$1 batch=$2 recipe name overrides paths seen=" "
+    for recipe in $HOST_RECIPES; do
+        name=${recipe%%:*}
+        overrides=${recipe#*:}
+        # the unwrapped model once per compile setting: the recipes' common baseline
+        local compiled=1
+        [[ $overrides == *kernels.compile=false* ]] && compiled=0
+        paths=fsdp
+        [[ $seen == *" $compiled "* ]] || { paths=fsdp,unwrapped; seen+="$compiled "; }
+        run "$PYTHON" -m vitfsdp.bench --device "$DEVICE" --batch "$batch" \
+            --precision "$PRECISION" --steps "$HOST_STEPS" --warmup "$HOST_WARMUP" \
+            --log-every "$HOST_EVERY" --repeats 1 --paths "$paths" --models "$H14,$L16" \
+            --out "$STEP_DIR/${tag}_$name" ${overrides//,/ }
+    done
+}
+
+step_host() {
+    # on an H100 at batch 32 FSDP's per-unit host time decided the step (the GPU busy 37%;
+    # docs/benchmarks.md): which recipe takes it off, and what each costs at a larger batch
+    host_recipes "b$BATCH" "$BATCH"
+    run "$PYTHON" -m vitfsdp.bench wrappers --device "$DEVICE" --compile both \
+        --blocks-per-unit 4 ${WRAPPERS_ARGS:---steps 15 --repeats 2} \
+        --out "$STEP_DIR/wrappers.json"
+    local recipe
+    for recipe in $HOST_RECIPES; do
+        [[ ${recipe%%:*} == "$HOST_PROFILE" ]] || continue
+        recipe=${recipe#*:}
+        run "$PYTHON" -m vitfsdp.bench --device "$DEVICE" --batch "$BATCH" \
+            --precision "$PRECISION" --steps $((HOST_WARMUP + 5)) --warmup "$HOST_WARMUP" \
+            --log-every 5 --repeats 1 --paths fsdp --profile-steps 5 --models "$H14" \
+            --out "$STEP_DIR/profile_$HOST_PROFILE" ${recipe//,/ }
+    done
+    host_recipes "b$HOST_BIG_BATCH" "$HOST_BIG_BATCH"
+    host_table
+}
+
+host_table() {  # STEP_DIR/host.csv: each recipe's FSDP images/s over the unwrapped model's
+    # of the same model, batch and compile setting (measured in the same call)
+    run "$PYTHON" - "$STEP_DIR" <<'EOF'
+import pathlib, sys
+import pandas as pd
+step = pathlib.Path(sys.argv[1])
+rows = []
+for csv in sorted(step.glob("b*_*/bench.csv")):
+    t = pd.read_csv(csv).assign(recipe=csv.parent.name.split("_", 1)[1])
+    rows.append(t[t["status"] == "completed"])
+if not rows:
+    sys.exit("no completed bench.csv below " + str(step))
+t = pd.concat(rows).rename(columns={"train_samples_per_sec": "ips",
+                                     "train_batch_size": "batch"})
+key = ["model", "batch", "compile"]
+base = t[t["path"] == "unwrapped"].groupby(key)["ips"].first().rename("unwrapped_ips")
+out = t[t["path"] == "fsdp"].join(base, on=key)
+out["vs_unwrapped"] = out["ips"] / out["unwrapped_ips"]
+cols = ["model", "batch", "recipe", "compile", "wrapper", "ips", "unwrapped_ips",
+        "vs_unwrapped", "mfu", "step_time_s"]
+out[cols].to_csv(step / "host.csv", index=False)
+print(out[cols].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+EOF
+}
+
 pack() {  # OUT/<step>.tar.gz: the step's folder (log included), small files only
     local step=$1
     tar -C "$WORK" --exclude='*.pt' --exclude='checkpoint' --exclude='*.distcp' \
@@ -294,7 +371,7 @@ pack() {  # OUT/<step>.tar.gz: the step's folder (log included), small files onl
 [[ $# -gt 0 ]] || usage
 for step in "$@"; do
     declare -F "step_$step" >/dev/null && [[ $step != install ]] \
-        || { log "unknown step $step; steps: test bench jax stall sweep profile fsdp2 more"; exit 2; }
+        || { log "unknown step $step; steps: test bench jax stall sweep profile fsdp2 more host"; exit 2; }
 done
 (($# <= MAX_STEPS_PER_CALL)) \
     || { log "at most $MAX_STEPS_PER_CALL steps a call (6 files back): split the call"; exit 2; }

@@ -113,6 +113,7 @@ def check_run_config(cfg: RunSettings) -> None:
         "strategy.limit_all_gathers": (s.limit_all_gathers is not None, "null"),
         "strategy.forward_prefetch": (s.forward_prefetch, "false"),
         "strategy.use_orig_params": (s.use_orig_params is not None, "null"),
+        "strategy.blocks_per_unit": (s.blocks_per_unit != 1, "1 (XLA has no FSDP units)"),
         "kernels.compile": (bool(cfg.kernels.compile),
                             "null or false (the whole step is always jitted)"),
         "kernels.adamw": (cfg.kernels.adamw != "auto", "auto (optax.adamw)"),

@@ -38,6 +38,13 @@ Memory, measured on every rank per window and reduced over ranks (``*_gib`` = ma
   caching allocator freed its cache and retried: a sign of memory pressure that slows the
   step) and ``num_ooms`` during the window, summed over ranks (null on CPU).
 
+How busy the device was (``device_busy_frac``, mean over ranks; ``device_busy_min_frac``,
+the least busy rank): the fraction of the window during which a kernel ran, from the
+driver's utilization samples taken during the window (NVML, :func:`nvml_busy_frac`; AMD SMI's
+``gfx_activity`` at the window's end). Below :data:`vitfsdp.core.throughput.HOST_BOUND_BUSY_FRAC`
+the host decided the step (docs/benchmarks.md). Null on CPU ranks (the host is the device)
+and where the driver library is missing.
+
 The loss is the mean over the window's steps and over ranks. All figures of a window are
 gathered with one collective at its end.
 
@@ -429,7 +436,7 @@ class DeviceMemoryProbe:
 
     def __init__(self, device: torch.device) -> None:
         self.backend: str | None = None
-        self._used = None
+        self._used = self._busy = None
         self.driver_version: str | None = None
         #: ``dddd:bb:dd.f`` (lower-case hex) of the driver's device; None where unknown.
         self.pci_bus_id: str | None = None
@@ -441,7 +448,8 @@ class DeviceMemoryProbe:
         index = device.index if device.index is not None else torch.cuda.current_device()
         if index not in _OPENED:
             _OPENED[index] = self._open(index)
-        self.backend, self._used, self.driver_version, self.pci_bus_id = _OPENED[index]
+        self.backend, self._used, self.driver_version, self.pci_bus_id, self._busy = \
+            _OPENED[index]
 
     def _open(self, index: int) -> tuple:
         """(backend, used-GiB function, driver version, PCI bus id) of CUDA device ``index``;
@@ -454,13 +462,15 @@ class DeviceMemoryProbe:
         try:
             opened = opener(index, props)
         except Exception as e:  # noqa: BLE001 - a missing library or driver: null figures
-            _warn_once(f"devmem:{type(e).__name__}", "device_mem_used_gib is null: %s", e)
-            return None, None, None, None
+            _warn_once(f"devmem:{type(e).__name__}", "device_mem_used_gib and "
+                       "device_busy_frac are null: %s", e)
+            return None, None, None, None, None
         torch_bdf = _pci_bus_id(props)
         if torch_bdf and opened[3] and opened[3] != torch_bdf:  # the lookup fell back wrongly
-            _warn_once("devmem:pci", "device_mem_used_gib is null: the driver's device for "
-                       "CUDA device %d is at PCI %s, torch's at %s", index, opened[3], torch_bdf)
-            return None, None, opened[2], None
+            _warn_once("devmem:pci", "device_mem_used_gib and device_busy_frac are null: the "
+                       "driver's device for CUDA device %d is at PCI %s, torch's at %s", index,
+                       opened[3], torch_bdf)
+            return None, None, opened[2], None, None
         return opened
 
     @staticmethod
@@ -478,7 +488,8 @@ class DeviceMemoryProbe:
         except Exception:  # noqa: BLE001 - pynvml.NVMLError: no check, not an error
             bdf = None
         return ("nvml", lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).used / GIB,
-                _str(pynvml.nvmlSystemGetDriverVersion()), bdf)
+                _str(pynvml.nvmlSystemGetDriverVersion()), bdf,
+                lambda since_us: nvml_busy_frac(pynvml, handle, since_us))
 
     @staticmethod
     def _open_amdsmi(index: int, props) -> tuple:
@@ -492,9 +503,10 @@ class DeviceMemoryProbe:
         if handle is None:
             raise RuntimeError(f"AMD SMI found no device at PCI {bdf} (torch device {index})")
         driver = amdsmi.amdsmi_get_gpu_driver_info(handle).get("driver_version")
-        # vram_used is in MiB
+        # vram_used is in MiB; gfx_activity in percent, the driver's recent average
         return ("amdsmi", lambda: amdsmi.amdsmi_get_gpu_vram_usage(handle)["vram_used"] / 1024,
-                driver, bdf)
+                driver, bdf,
+                lambda since_us: amdsmi.amdsmi_get_gpu_activity(handle)["gfx_activity"] / 100)
 
     def used_gib(self) -> float | None:
         """Memory in use on the whole device now, GiB; None where unavailable."""
@@ -505,6 +517,51 @@ class DeviceMemoryProbe:
         except Exception as e:  # noqa: BLE001
             _warn_once("devmem:read", "device_mem_used_gib is null: %s", e)
             return None
+
+
+    def busy_frac(self, since_us: float) -> float | None:
+        """Fraction of the time since ``since_us`` (microseconds of the epoch,
+        ``time.time() * 1e6``) during which the device ran a kernel, 0-1, as the driver
+        samples it (:func:`nvml_busy_frac`; AMD SMI: ``gfx_activity``, its recent average);
+        None on CPU or where unavailable."""
+        if self._busy is None:
+            return None
+        try:
+            value = self._busy(since_us)
+        except Exception as e:  # noqa: BLE001 - a driver error: a null figure, not a failure
+            _warn_once("devbusy:read", "device_busy_frac is null: %s", e)
+            return None
+        return None if value is None else min(1.0, max(0.0, float(value)))
+
+
+def nvml_busy_frac(nvml, handle, since_us: float) -> float | None:
+    """Mean GPU utilization of the samples NVML took after ``since_us`` (its timestamps are
+    the host's clock in microseconds), as a fraction; where it holds none yet (a window
+    shorter than its sample period, 1/6 to 1 s by device), the utilization of the last
+    period (``nvmlDeviceGetUtilizationRates``).
+
+    NVML's utilization is "the percent of time over the past sample period during which one
+    or more kernels was executing on the GPU" (NVML API reference, ``nvmlUtilization_t``):
+    a GPU waiting in a collective runs that collective's kernel and counts as busy; one with
+    no kernel queued, because the host has not issued the next, counts as idle.
+
+    Args:
+        nvml: the ``pynvml`` module (nvidia-ml-py), initialized.
+        handle: the device's NVML handle.
+        since_us: the window's start.
+
+    Returns:
+        0-1, or None where NVML reports neither.
+    """
+    try:
+        _, samples = nvml.nvmlDeviceGetSamples(handle, nvml.NVML_GPU_UTILIZATION_SAMPLES,
+                                               int(since_us))
+    except Exception:  # noqa: BLE001 - NVML_ERROR_NOT_FOUND: no sample since then
+        samples = []
+    values = [s.sampleValue.uiVal for s in samples if s.timeStamp > since_us]
+    if values:
+        return sum(values) / len(values) / 100
+    return nvml.nvmlDeviceGetUtilizationRates(handle).gpu / 100
 
 
 def _str(x) -> str:
@@ -557,7 +614,8 @@ class _Clock:
 
 #: Per-rank values gathered at each window end, in this order.
 _GATHERED = ("time_s", "loss", "peak_mem_allocated_gib", "peak_mem_reserved_gib",
-             "peak_rss_gib", "device_mem_used_gib", "alloc_retries", "num_ooms")
+             "peak_rss_gib", "device_mem_used_gib", "alloc_retries", "num_ooms",
+             "device_busy_frac")
 #: Memory fields reported as max (``<name>_gib``) and min (``<name>_min_gib``) over ranks.
 _MEMORY = ("peak_mem_allocated", "peak_mem_reserved", "peak_rss", "device_mem_used")
 
@@ -587,6 +645,7 @@ class WindowMeter:
         self.clock = _Clock(device)
         self.probe = DeviceMemoryProbe(device)
         self._counts0 = (0, 0)
+        self._start_us = 0.0
 
     def start(self) -> None:
         """Reset the peak-memory counters and start the clock (no host synchronization)."""
@@ -597,6 +656,7 @@ class WindowMeter:
             torch.cuda.reset_peak_memory_stats(self.device)
             self._counts0 = self._alloc_counts()
         _reset_vm_hwm()
+        self._start_us = time.time() * 1e6
         self.clock.start()
 
     def stop(self, num_steps: int, loss_sum: torch.Tensor) -> dict:
@@ -608,8 +668,10 @@ class WindowMeter:
             hw_tflops_per_gpu, mfu, hfu (None without a peak), loss (mean over steps and
             ranks), peak_mem_allocated_gib, peak_mem_reserved_gib, peak_rss_gib,
             device_mem_used_gib (max over ranks) and their ``*_min_gib`` (min over ranks),
-            alloc_retries and num_ooms (during the window, summed over ranks); memory
-            figures a device cannot give are None.
+            alloc_retries and num_ooms (during the window, summed over ranks),
+            device_busy_frac (mean over ranks) and device_busy_min_frac (min); figures a
+            device cannot give are None (busy: on CPU, and where the driver library is
+            missing).
         """
         elapsed = self.clock.stop()
         local = {"time_s": elapsed, "loss": loss_sum.item() / num_steps, **self._local_memory()}
@@ -626,6 +688,9 @@ class WindowMeter:
         for name in ("alloc_retries", "num_ooms"):
             total = _finite(sum, cols[name])
             out[name] = int(total) if total is not None else None
+        busy = cols["device_busy_frac"]
+        out["device_busy_frac"] = _finite(lambda v: sum(v) / len(v), busy)
+        out["device_busy_min_frac"] = _finite(min, busy)
         return out
 
     def _alloc_counts(self) -> tuple[int, int]:
@@ -644,7 +709,8 @@ class WindowMeter:
             counts = {"alloc_retries": retries - self._counts0[0],
                       "num_ooms": ooms - self._counts0[1]}
         return local_memory(self.device) | counts | {
-            "device_mem_used_gib": self.probe.used_gib()}
+            "device_mem_used_gib": self.probe.used_gib(),
+            "device_busy_frac": self.probe.busy_frac(self._start_us)}
 
     def _gather(self, values: list[float]) -> list[list[float]]:
         """Every rank's ``values``, indexed by rank (one all-gather)."""

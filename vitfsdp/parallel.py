@@ -82,8 +82,17 @@ class StrategyConfig:
     # cost the host about 2.6 times as much per unit and step (python -m vitfsdp.bench
     # wrappers)
     use_orig_params: bool | None = None
+    # consecutive transformer blocks per FSDP unit (FSDP1 and FSDP2; 1 = each block its own
+    # unit, as the published study wrapped). k > 1: ceil(depth / k) units, each gathered
+    # whole: FSDP's per-unit host time falls about k-fold, the gathered buffers grow k-fold
+    # (python -m vitfsdp.bench wrappers; docs/benchmarks.md)
+    blocks_per_unit: int = 1
 
     def __post_init__(self) -> None:
+        if self.blocks_per_unit < 1:
+            raise ValueError(f"strategy.blocks_per_unit={self.blocks_per_unit} must be >= 1 "
+                             "(consecutive transformer blocks per FSDP unit; 1 = one block "
+                             "a unit)")
         if self.sharding_strategy not in SHARDING_STRATEGIES:
             raise ValueError(
                 f"strategy.sharding_strategy={self.sharding_strategy!r} is unknown; valid: "
@@ -134,6 +143,14 @@ class StrategyConfig:
         if self.use_orig_params is not None and not applies:
             raise ValueError("strategy.use_orig_params applies only to FSDP1 (engine=fsdp1); "
                              "leave it unset (null)")
+        if self.blocks_per_unit != 1 and not self.is_fsdp:
+            raise ValueError(f"strategy.blocks_per_unit={self.blocks_per_unit} applies only "
+                             "to FSDP (DDP has no units); leave it at 1")
+
+    def num_units(self, depth: int) -> int:
+        """FSDP units holding the ``depth`` transformer blocks (the root not counted):
+        ``ceil(depth / blocks_per_unit)``; the last one holds the rest."""
+        return -(-depth // self.blocks_per_unit)
 
     def check_world(self, world_size: int, ranks_per_node: int) -> None:
         """Refuse a hybrid shard group that does not tile the world and the nodes.
@@ -365,7 +382,8 @@ def wrap(
     """Wrap ``model`` for data-parallel training per ``cfg``, materializing it if it is on
     the meta device.
 
-    FSDP wraps every module of ``block_classes`` as its own unit, then the root. DDP keeps a
+    FSDP wraps every module of ``block_classes`` as its own unit (``cfg.blocks_per_unit``
+    consecutive blocks a unit where that is > 1), then the root. DDP keeps a
     full replica per rank; under bf16/fp16 the caller runs the forward in autocast
     (``precision.autocast_dtype``).
 
@@ -394,8 +412,9 @@ def wrap(
         ``per_unit``, ``per_shard`` or ``none`` for a model already on a device),
         ``activation_checkpointed_blocks`` and ``compiled_blocks`` counts, and the
         ``sharding_strategy`` that runs: ``DDP``, FSDP1's own (``NO_SHARD`` on a world of
-        1, whatever was asked: torch substitutes it) or FSDP2's effective one, and FSDP1's
-        ``use_orig_params`` (:func:`use_orig_params`; ``None`` under DDP and FSDP2)).
+        1, whatever was asked: torch substitutes it) or FSDP2's effective one, FSDP1's
+        ``use_orig_params`` (:func:`use_orig_params`; ``None`` under DDP and FSDP2), and
+        ``fsdp_units``, the FSDP units besides the root (``None`` under DDP)).
 
     Raises:
         ValueError: unknown engine, a meta-device model without ``init``, or
@@ -471,12 +490,14 @@ def _fsdp1(model, cfg, device, world_size, block_classes, precision, init, check
         kwargs["param_init_fn"] = _unit_init_fn(init, device)
     units = _block_units(model, block_classes, checkpoint=False)
     _compile(units, compile_blocks)
+    # k > 1: each run of k consecutive blocks becomes one module, the unit FSDP1 wraps
+    groups = _group_blocks(model, block_classes, cfg.blocks_per_unit)
     prefetch = None if cfg.backward_prefetch == "NONE" else BackwardPrefetch[cfg.backward_prefetch]
     orig_params = use_orig_params(cfg, compile_blocks)
     model = FSDP(
         model,
         sharding_strategy=ShardingStrategy[strategy],
-        auto_wrap_policy=ModuleWrapPolicy(block_classes),
+        auto_wrap_policy=ModuleWrapPolicy({type(groups[0])} if groups else block_classes),
         mixed_precision=precision.fsdp1_policy(),
         backward_prefetch=prefetch,
         forward_prefetch=cfg.forward_prefetch,
@@ -491,7 +512,8 @@ def _fsdp1(model, cfg, device, world_size, block_classes, precision, init, check
     # what FSDP1 runs: on a world of 1 torch replaces every strategy by NO_SHARD (with a
     # warning; torch/distributed/fsdp/_init_utils.py, _init_core_state)
     return model, _applied("per_unit" if init is not None else "none", units, checkpointing,
-                           compile_blocks, model.sharding_strategy.name, orig_params)
+                           compile_blocks, model.sharding_strategy.name, orig_params,
+                           len(groups) or len(units))
 
 
 def use_orig_params(cfg: StrategyConfig, compile_blocks: bool) -> bool:
@@ -548,6 +570,59 @@ def _block_units(model, block_classes, checkpoint: bool) -> list[torch.nn.Module
     return units
 
 
+def _group_blocks(model, block_classes, k: int) -> list[torch.nn.Module]:
+    """Put each run of ``k`` consecutive blocks of an ``nn.Sequential`` into one
+    :func:`block_group` module in place (names ``blocks.<group>.<i>``); the groups, in
+    order, or ``[]`` for ``k = 1`` (nothing changed).
+
+    Raises:
+        ValueError: ``k > 1`` and the blocks' parent is not an ``nn.Sequential`` of blocks
+            alone (its forward would not run the groups in order).
+    """
+    if k == 1:
+        return []
+    # torch on use (module docstring)
+    from torch import nn
+
+    group_class, groups = block_group(), []
+    for parent in list(model.modules()):
+        children = list(parent.children())
+        if not any(type(_inner(c)) in block_classes for c in children):
+            continue
+        if not isinstance(parent, nn.Sequential) or not all(
+                type(_inner(c)) in block_classes for c in children):
+            raise ValueError(f"strategy.blocks_per_unit={k} needs the blocks in an "
+                             f"nn.Sequential of blocks alone, but their parent is a "
+                             f"{type(parent).__name__}; set strategy.blocks_per_unit=1")
+        parent._modules.clear()
+        for i in range(0, len(children), k):
+            groups.append(group_class(*children[i:i + k]))
+            parent.add_module(str(i // k), groups[-1])
+    return groups
+
+
+def _inner(module: torch.nn.Module) -> torch.nn.Module:
+    """The block under a ``checkpoint_wrapper`` or ``torch.compile`` wrapper, else itself."""
+    return getattr(module, "_checkpoint_wrapped_module", module)
+
+
+def block_group() -> type:
+    """The ``nn.Sequential`` subclass that holds one FSDP1 unit of several consecutive
+    blocks (``strategy.blocks_per_unit``), made once: torch loads on first use."""
+    global _BLOCK_GROUP
+    if _BLOCK_GROUP is None:
+        # torch on use (module docstring)
+        from torch import nn
+
+        _BLOCK_GROUP = type("BlockGroup", (nn.Sequential,), {
+            "__doc__": "Consecutive transformer blocks wrapped as one FSDP unit.",
+            "__module__": __name__})
+    return _BLOCK_GROUP
+
+
+_BLOCK_GROUP: type | None = None
+
+
 def _compile(units: list[torch.nn.Module], enabled: bool) -> None:
     """``torch.compile`` each unit in place (``Module.compile``: names and types unchanged)."""
     for unit in units if enabled else []:
@@ -555,11 +630,15 @@ def _compile(units: list[torch.nn.Module], enabled: bool) -> None:
 
 
 def _applied(materialized: str, units, checkpointing: bool, compile_blocks: bool,
-             sharding_strategy: str, orig_params: bool | None = None) -> dict:
+             sharding_strategy: str, orig_params: bool | None = None,
+             fsdp_units: int | None = None) -> dict:
+    """run.json's ``applied``: what :func:`wrap` did (its docstring); ``fsdp_units``: FSDP
+    units besides the root (None under DDP)."""
     return {"materialized": materialized,
             "activation_checkpointed_blocks": len(units) if checkpointing else 0,
             "compiled_blocks": len(units) if compile_blocks else 0,
-            "sharding_strategy": sharding_strategy, "use_orig_params": orig_params}
+            "sharding_strategy": sharding_strategy, "use_orig_params": orig_params,
+            "fsdp_units": fsdp_units}
 
 
 def fsdp2_mesh(device_type: str, world_size: int, cfg: StrategyConfig) -> DeviceMesh:
@@ -591,13 +670,16 @@ def _fully_shard(model, cfg, device, world_size, block_classes, precision, init,
     reshard = cfg.sharding_strategy != "SHARD_GRAD_OP"
     units = _block_units(model, block_classes, checkpointing)
     _compile(units, compile_blocks)
-    for unit in units:
-        fully_shard(unit, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
+    k = cfg.blocks_per_unit  # fully_shard takes a list of modules as one unit
+    groups = [units[i:i + k] if k > 1 else units[i] for i in range(0, len(units), k)]
+    for group in groups:
+        fully_shard(group, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
     model = fully_shard(model, mesh=mesh, reshard_after_forward=reshard, mp_policy=policy)
     if init is not None:
         _materialize_shards(model, init, device)
     return model, _applied("per_shard" if init is not None else "none", units, checkpointing,
-                           compile_blocks, cfg.effective_sharding_strategy())
+                           compile_blocks, cfg.effective_sharding_strategy(),
+                           fsdp_units=len(groups))
 
 
 def _materialize_shards(model: torch.nn.Module, init: ParamInit, device: torch.device) -> None:

@@ -66,7 +66,8 @@ COLUMNS = (
     "train.activation_checkpointing", "kernels.fused_attn", "kernels.compile", "kernels.adamw",
     "kernels.float32_matmul_precision", "kernels.cudnn_allow_tf32",
     "mixed_precision.param_dtype", "mixed_precision.reduce_dtype",
-    "mixed_precision.buffer_dtype", "strategy.use_orig_params", "experiment", "repeat",
+    "mixed_precision.buffer_dtype", "strategy.use_orig_params", "strategy.blocks_per_unit",
+    "experiment", "repeat",
     "nodes", "world_size", "ranks_per_node", "local_batch_size", "global_batch_size",
     "cluster", "host_cpus", "ranks_per_host", "shared_cores", "network",
     "device_type", "device_name", "device_memory_gib", "device_peak_flops", "peak_source",
@@ -74,7 +75,8 @@ COLUMNS = (
     "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu", "hw_tflops_per_gpu", "hfu",
     "peak_mem_gib", "peak_mem_min_gib", "peak_mem_kind", "peak_mem_reserved_gib",
     "peak_mem_reserved_min_gib", "peak_rss_gib", "device_mem_used_gib",
-    "device_mem_used_min_gib", "alloc_retries", "num_ooms",
+    "device_mem_used_min_gib", "alloc_retries", "num_ooms", "device_busy_frac",
+    "device_busy_min_frac",
     "state_params_gib", "state_grads_gib", "state_optimizer_gib", "num_classes",
     "sent_gb_per_node_max", "sent_gb_total",
     "ips_spread", "ips_min", "ips_max", "step_time_s_min", "step_time_s_max",
@@ -100,14 +102,15 @@ INT_COLUMNS = (
     "shard_group_size", "img_size", "repeat", "nodes", "world_size", "ranks_per_node",
     "local_batch_size", "global_batch_size", "num_params", "alloc_retries", "num_ooms",
     "num_windows", "last_step", "host_cpus", "ranks_per_host", "num_classes",
+    "strategy.blocks_per_unit",
 )  # fmt: skip
 #: Float columns (``NaN`` where the run measured nothing, or where old records lack them).
 FLOAT_COLUMNS = (
     "device_memory_gib", "device_peak_flops", "price_per_node_hour",
     "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu", "hw_tflops_per_gpu", "hfu",
     "peak_mem_gib", "peak_mem_min_gib", "peak_mem_reserved_gib", "peak_mem_reserved_min_gib",
-    "peak_rss_gib", "device_mem_used_gib", "device_mem_used_min_gib",
-    *STATE_COLUMNS, *NETWORK_COLUMNS,
+    "peak_rss_gib", "device_mem_used_gib", "device_mem_used_min_gib", "device_busy_frac",
+    "device_busy_min_frac", *STATE_COLUMNS, *NETWORK_COLUMNS,
     "ips_spread", "ips_min", "ips_max", "step_time_s_min", "step_time_s_max",
     "loss", "elapsed_s", "compile_s", "ips_reached", "peak_mem_reached_gib",
     "pred_peak_mem_gib", "pred_step_time_s", "pred_ips",
@@ -117,6 +120,7 @@ SUMMARY_FIGURES = (
     "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu", "hw_tflops_per_gpu", "hfu",
     "peak_mem_reserved_gib", "peak_mem_reserved_min_gib", "peak_rss_gib",
     "device_mem_used_gib", "device_mem_used_min_gib", "alloc_retries", "num_ooms",
+    "device_busy_frac", "device_busy_min_frac",
     "ips_spread", "ips_min", "ips_max", "step_time_s_min", "step_time_s_max",
     "loss", "elapsed_s", "compile_s",
 )  # fmt: skip
@@ -129,7 +133,7 @@ CONFIG_KEYS = (
     "train.activation_checkpointing", "kernels.fused_attn", "kernels.compile", "kernels.adamw",
     "kernels.float32_matmul_precision", "kernels.cudnn_allow_tf32",
     "mixed_precision.param_dtype", "mixed_precision.reduce_dtype",
-    "mixed_precision.buffer_dtype", "strategy.use_orig_params",
+    "mixed_precision.buffer_dtype", "strategy.use_orig_params", "strategy.blocks_per_unit",
 )  # fmt: skip
 _CONFIG_PATHS = tuple((key, tuple(key.split("."))) for key in CONFIG_KEYS)
 #: Config columns that split a strategy into separate scaling lines when they vary at all.
@@ -149,7 +153,7 @@ BASE_LINE_COLUMNS = ("model", "strategy")
 TORCH_ONLY_COLUMNS = ("backward_prefetch", "limit_all_gathers", "engine", "kernels.compile",
                       "kernels.adamw", "kernels.cudnn_allow_tf32", "mixed_precision.param_dtype",
                       "mixed_precision.reduce_dtype", "mixed_precision.buffer_dtype",
-                      "strategy.use_orig_params")
+                      "strategy.use_orig_params", "strategy.blocks_per_unit")
 #: Columns of :func:`framework_ratio_table` after its key columns.
 RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch")
 
@@ -721,7 +725,8 @@ def _applied_precision(run: dict) -> str | None:
 def _applied_kernels(run: dict) -> dict[str, Any]:
     """``kernels.compile`` and ``strategy.use_orig_params`` as they resolved (null = auto in
     the config): whether any block was compiled (run.json ``applied.compiled_blocks``), and
-    FSDP1's ``applied.use_orig_params``; absent when neither says."""
+    FSDP1's ``applied.use_orig_params``; absent when neither says. ``strategy.blocks_per_unit``
+    1 in records older than the key."""
     out = {}
     compiled = _get(run, "applied", "compiled_blocks")
     if _get(run, "config", "kernels", "compile") is None and compiled is not None:
@@ -729,6 +734,9 @@ def _applied_kernels(run: dict) -> dict[str, Any]:
     orig_params = _get(run, "applied", "use_orig_params")
     if _get(run, "config", "strategy", "use_orig_params") is None and orig_params is not None:
         out["strategy.use_orig_params"] = orig_params
+    if _get(run, "config", "strategy") and \
+            _get(run, "config", "strategy", "blocks_per_unit") is None:
+        out["strategy.blocks_per_unit"] = 1  # recorded before the key: one block a unit
     return out
 
 

@@ -55,6 +55,7 @@ from vitfsdp.analysis.collect import line_label as _line_label
 from vitfsdp.analysis.recipe import recipe_table
 from vitfsdp.analysis.reference import matched, recipe_reference, reference_table
 from vitfsdp.analysis.tables import ABLATION_COLUMNS, PREFETCH_ORDER, points_table, prefetch_table
+from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC, host_bound
 from vitfsdp.records import write_json_atomic
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
@@ -191,7 +192,9 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
         line in the same colour, linear from the line's smallest completed node count, and the
         plan's predicted ips as a dotted line where ``pred_ips`` is known; log-2 x axis, log y. Runs
         that did not complete are marked at the panel's bottom (``x``; a hollow diamond for a point
-        skipped as infeasible) and listed under the axes.
+        skipped as infeasible) and listed under the axes. A point whose device was busy less
+        than :data:`~vitfsdp.core.throughput.HOST_BOUND_BUSY_FRAC` of its windows (median
+        ``device_busy_frac`` over repeats) is ringed by a grey hexagon: the host decided it.
     """
     panels = _panels(df)
     fig, axes = _new_figure(len(panels))
@@ -206,6 +209,7 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
             if not done.empty:
                 _plot_ideal(ax, done, line["nodes"], color, label)
                 _mark_above_ideal(ax, done, extras)
+                _mark_host_bound(ax, line, done, extras)
                 _plot_repeat_range(ax, line, "ips", color, extras)
             _plot_predicted(ax, line, "pred_ips", color, label, extras)
             _plot_published(ax, published_ips, model, label, color, extras)
@@ -1022,7 +1026,8 @@ MEASURED_COLUMNS = (
     "hw_tflops_per_gpu", "hfu", "peak_mem_gib", "peak_mem_min_gib", "peak_mem_kind",
     "peak_mem_reserved_gib", "peak_mem_reserved_min_gib", "peak_rss_gib",
     "device_mem_used_gib", "device_mem_used_min_gib", "alloc_retries", "num_ooms",
-    "state_params_gib", "state_grads_gib", "state_optimizer_gib", "sent_gb_per_node_max",
+    "device_busy_frac", "device_busy_min_frac", "state_params_gib", "state_grads_gib",
+    "state_optimizer_gib", "sent_gb_per_node_max",
     "sent_gb_total", "ips_spread", "ips_min", "ips_max", "step_time_s_min",
     "step_time_s_max", "num_windows", "last_step", "loss", "elapsed_s", "compile_s",
     "ips_reached", "peak_mem_reached_gib", "pred_peak_mem_gib", "pred_step_time_s",
@@ -1032,7 +1037,7 @@ MEASURED_COLUMNS = (
 #: compare the points' memory too: :func:`vitfsdp.analysis.reference.reference_table`).
 FIGURE_COLUMNS = {
     "weak_scaling": ("ips", "ips_reached", "pred_ips", "peak_mem_gib", "peak_mem_kind",
-                     "peak_mem_reserved_gib"),
+                     "peak_mem_reserved_gib", "device_busy_frac"),
     "memory": ("peak_mem_gib", "peak_mem_min_gib", "peak_mem_kind", "peak_mem_reserved_gib",
                "pred_peak_mem_gib", "pred_mem_metric", "peak_mem_reached_gib",
                "state_params_gib", "state_grads_gib", "state_optimizer_gib"),
@@ -1376,6 +1381,22 @@ def _mark_above_ideal(ax, done: pd.Series, extras: set[str]) -> None:
         extras.add("above_ideal")
 
 
+def _mark_host_bound(ax, line: pd.DataFrame, done: pd.Series, extras: set[str]) -> None:
+    """A grey hollow hexagon around each completed point whose median ``device_busy_frac``
+    over repeats is host-bound (:func:`vitfsdp.core.throughput.host_bound`): its images/s
+    measure the wrapper and the loop, not the device or the network. Nothing where the runs
+    did not measure it (CPU ranks)."""
+    if "device_busy_frac" not in line:
+        return
+    rows = _completed(line, "device_busy_frac")
+    busy = rows.groupby(rows["nodes"].astype("int64"))["device_busy_frac"].median()
+    flagged = [n for n, b in busy.items() if host_bound(b) and n in done.index]
+    if flagged:
+        ax.scatter(flagged, done.loc[flagged].values, marker="h", facecolors="none",
+                   edgecolors="0.4", s=110, lw=0.8, zorder=4, label="_host-bound")
+        extras.add("host_bound")
+
+
 def _mark_not_completed(
     ax, line: pd.DataFrame, value: str, color: str, label: str, marked: Counter,
     extras: set[str], at: str | None = None, reached: str | None = None, shift: float = 1.0,
@@ -1703,6 +1724,9 @@ PROXIES = {
                     label="error bar: min-max over repeats"),
     "above_ideal": dict(color="0.4", marker="s", mfc="none", ms=7, ls="none",
                         label="above ideal (efficiency > 100 %): noise"),
+    "host_bound": dict(color="0.4", marker="h", mfc="none", ms=9, ls="none",
+                       label=f"host-bound: device busy < {HOST_BOUND_BUSY_FRAC:.0%}, measures "
+                             "the wrapper"),
     "failed": dict(color="0.4", marker="x", ls="none", label="not completed"),
     "skipped": dict(color="0.4", marker="D", mfc="none", ls="none",
                     label="skipped: predicted not to fit"),

@@ -36,6 +36,7 @@ from vitfsdp.analysis.tables import (
     failures_table,
     prefetch_table,
 )
+from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,7 @@ COLUMN_FORMATS = {
     "ips_per_gpu": ("images/s/GPU", "{:,.1f}"), "step_time_s": ("step time (s)", "{:.3f}"),
     "tflops_per_gpu": ("TFLOP/s/GPU (model)", "{:.3g}"), "mfu": ("MFU", "{:.1%}"),
     "hw_tflops_per_gpu": ("TFLOP/s/GPU (hardware)", "{:.3g}"), "hfu": ("HFU", "{:.1%}"),
+    "device_busy_frac": ("device busy", "{:.0%}"), "host_bound": ("host-bound", "{}"),
     "peak_mem_gib": ("peak mem max (GiB)", "{:.2f}"),
     "peak_mem_min_gib": ("peak mem min over ranks (GiB)", "{:.2f}"),
     "peak_mem_reserved_gib": ("peak reserved (GiB)", "{:.2f}"),
@@ -175,12 +177,13 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                 "scaling from each line's smallest node count, FLOP rates and utilization "
                 "(MFU: model FLOPs = 3 x forward; HFU adds the forward recomputed under "
                 "activation checkpointing)." + _above_ideal_text(labelled)
-                + _sent_text(labelled), ["weak_scaling", "tflops"],
+                + _sent_text(labelled) + host_bound_text(labelled, df),
+                ["weak_scaling", "tflops"],
                 display(labelled, ["model", "configuration", "nodes", "world_size",
                                    "num_repeats", "ips", "ips_range", "ideal_ips",
                                    "scaling_efficiency", "tflops_per_gpu", "mfu",
-                                   "hw_tflops_per_gpu", "hfu", "sent_gb_per_node_max",
-                                   "sent_gb_total"])),
+                                   "hw_tflops_per_gpu", "hfu", "device_busy_frac",
+                                   "host_bound", "sent_gb_per_node_max", "sent_gb_total"])),
         _framework_section(ratio),
         _reference_section(df),
         Section("Memory", "Peak memory per GPU (per rank on CPU): the maximum over ranks and "
@@ -413,6 +416,34 @@ def _sent_text(points: pd.DataFrame) -> str:
     return (" Sent: the bytes the nodes sent over the emulated inter-node link during the "
             "run (start-up included; GB = 10^9 bytes), by the node that sent most and by "
             "all nodes together (network.json of each run)." if sent.notna().any() else "")
+
+
+def host_bound_text(points: pd.DataFrame, df: pd.DataFrame) -> str:
+    """What the device's busy share says of the points, in a reviewer's words: which points
+    the host decided (their figures measure the wrapper), or that none did, or that it was
+    not measured (CPU ranks) — a leading space and sentences, or ``""`` without points."""
+    if points.empty or "device_busy_frac" not in points:
+        return ""
+    measured = points[points["device_busy_frac"].notna()]
+    if measured.empty:
+        cpu = (df["device_type"] == "cpu").all() if "device_type" in df else False
+        return (" Device busy share (device_busy_frac): not measured"
+                + (" on CPU ranks, where the host is the device." if cpu else
+                   " (no NVML or AMD SMI on the nodes, or records older than the field)."))
+    flagged = measured[measured["host_bound"].astype(bool)]
+    bound = f"{HOST_BOUND_BUSY_FRAC:.0%}"
+    if flagged.empty:
+        return (f" Every measured point kept its device busy at least {bound} of the timed "
+                "windows (device_busy_frac): the device, not the host, set their pace.")
+    listed = ", ".join(f"{r.model} {r.configuration} at {r.nodes} node(s) "
+                       f"({r.device_busy_frac:.0%} busy)" for r in flagged.itertuples())
+    return (f" **Host-bound: {len(flagged)} of {len(measured)} measured points** kept their "
+            f"device busy less than {bound} of the timed windows (device_busy_frac; ringed "
+            "in the figure): the host issued the work slower than the device ran it, so "
+            "their images/s, scaling efficiency and any ratio against them measure the "
+            "training loop and the wrapper (Python, FSDP's per-unit hooks, kernel launches), "
+            f"not the device or the network: {listed}. A larger local batch, fewer FSDP units "
+            "(strategy.blocks_per_unit) or compiled blocks move the step back onto the device.")
 
 
 def _above_ideal_text(points: pd.DataFrame) -> str:

@@ -37,6 +37,7 @@ from vitfsdp.analysis.collect import (
 )
 from vitfsdp.analysis.recipe import recipe_table
 from vitfsdp.analysis.reference import reference_table
+from vitfsdp.core.throughput import host_bound
 from vitfsdp.plan.calibrate import compare
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 IMAGENET_TRAIN_IMAGES = 1_281_167
 #: Per-point aggregation over repeats: the median of rates and times ...
 POINT_MEDIANS = ("ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu",
-                 "hw_tflops_per_gpu", "hfu")
+                 "hw_tflops_per_gpu", "hfu", "device_busy_frac")
 #: ... the maximum of memory maxima and counts (the worst repeat) ...
 POINT_MAXIMA = ("peak_mem_gib", "peak_mem_reserved_gib", "device_mem_used_gib",
                 "alloc_retries", "num_ooms")
@@ -110,9 +111,11 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
         figures' legends), ``num_repeats``, ``ips`` (median over repeats, global
         images/s), ``ips_repeat_min``/``ips_repeat_max`` (over repeats), ``ideal_ips``,
         ``scaling_efficiency``, the medians of :data:`POINT_MEDIANS` (``tflops_per_gpu``
-        in TFLOP/s, ``mfu``/``hfu`` as fractions), memory in GiB (max of maxima, min of
-        minima), the model state a rank held (GiB) and the bytes sent over an emulated link
-        (GB) of :data:`POINT_HELD` (their maximum over repeats), ``epoch_hours``,
+        in TFLOP/s, ``mfu``/``hfu`` and ``device_busy_frac`` as fractions),
+        ``host_bound`` (:func:`vitfsdp.core.throughput.host_bound` of the median busy share:
+        true where the host decided the step, NA where not measured), memory in GiB (max of
+        maxima, min of minima), the model state a rank held (GiB) and the bytes sent over an
+        emulated link (GB) of :data:`POINT_HELD` (their maximum over repeats), ``epoch_hours``,
         ``node_hours_per_epoch`` and ``cost_per_epoch`` (in the currency of
         ``price_per_node_hour``), and the plan's ``pred_*`` columns.
 
@@ -141,11 +144,12 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     points["nodes"] = points["nodes"].astype("Int64")
     points["ideal_ips"] = _ideal_ips(points, keys[:-1])
     points["scaling_efficiency"] = points["ips"] / points["ideal_ips"]
+    points["host_bound"] = points["device_busy_frac"].map(host_bound).astype("boolean")
     points = points.join(cost_columns(points, dataset_size))
     order = [*keys, "configuration", "num_repeats", "world_size", "global_batch_size", "ips",
              "ips_repeat_min", "ips_repeat_max", "ideal_ips", "scaling_efficiency",
-             *POINT_MEDIANS[1:], *POINT_MAXIMA[:1], *POINT_MINIMA[:1], *POINT_MAXIMA[1:],
-             *POINT_MINIMA[1:], *[c for c in POINT_HELD if c in points],
+             *POINT_MEDIANS[1:], "host_bound", *POINT_MAXIMA[:1], *POINT_MINIMA[:1],
+             *POINT_MAXIMA[1:], *POINT_MINIMA[1:], *[c for c in POINT_HELD if c in points],
              "device_memory_gib", "epoch_hours", "node_hours_per_epoch", "price_per_node_hour",
              "cost_per_epoch", *POINT_FIRST[4:]]  # fmt: skip
     points = points[order].sort_values(keys, kind="stable", key=_sort_key)

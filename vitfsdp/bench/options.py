@@ -16,6 +16,8 @@ from vitfsdp import parallel
 
 #: The benchmark's models: B/16 (the study's SwiGLU ViT-Base), L/16, H/14 and the study's ViT-1B.
 GPU_MODELS = ("vit_base", "vit_large_patch16_224", "vit_huge_patch14_224", "vit_1b")
+#: The paths a measurement can take: our FSDP step, the unwrapped model, timm's loop.
+PATHS = ("fsdp", "unwrapped", "timm")
 #: Defaults by device type: (models, batch, steps, warm-up steps, steps per window, repeats).
 DEFAULTS = {"cuda": (GPU_MODELS, 32, 50, 10, 10, 3), "cpu": (("vit_tiny",), 8, 6, 2, 2, 3)}
 #: Repeats of one path whose images/s spread more than this fraction of their median
@@ -42,6 +44,9 @@ class BenchOptions:
     # --warmup steps) with torch.profiler into OUT/<model>/profile/; 0 = no profile
     profile_steps: int = 0
     overrides: list[str] = field(default_factory=list)  # Hydra overrides for every path
+    # the paths measured, of fsdp, unwrapped, timm (None = all three): a recipe study times
+    # its FSDP step beside the unwrapped model only, without timm's whole-model compile
+    paths: list[str] | None = None
 
     def resolve(self, device_type: str) -> BenchOptions:
         """A copy with every ``None`` filled from :data:`DEFAULTS` of ``device_type``."""
@@ -83,11 +88,16 @@ def parse_args(argv: Sequence[str]) -> BenchOptions:
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"))
     p.add_argument("--profile-steps", type=int, default=0,
                    help="profile this many FSDP steps per model with torch.profiler (0: no)")
+    p.add_argument("--paths", type=lambda s: [x for x in s.split(",") if x],
+                   help=f"comma-separated, of {','.join(PATHS)} (default all three)")
     p.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. kernels.compile=false")
     a = p.parse_args(list(argv))
     if a.repeats is not None and a.repeats < 1:
         p.error(f"--repeats {a.repeats}: give 1 or more measurements of each path")
+    unknown = [x for x in a.paths or [] if x not in PATHS]
+    if unknown or a.paths == []:
+        p.error(f"--paths {','.join(a.paths)}: valid paths are {', '.join(PATHS)}")
     return BenchOptions(models=a.models, batch=a.batch, precision=a.precision, steps=a.steps,
                         warmup=a.warmup, log_every=a.log_every, repeats=a.repeats, out=a.out,
                         device=a.device, profile_steps=a.profile_steps,
-                        overrides=list(a.overrides))
+                        overrides=list(a.overrides), paths=a.paths)

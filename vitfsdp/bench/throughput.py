@@ -66,10 +66,12 @@ from timm.layers import SwiGLU
 from timm.optim import create_optimizer_v2
 
 from vitfsdp import data, distributed, failures, models, parallel, provenance, torch_train
+from vitfsdp.bench.options import PATHS as PATHS  # noqa: F401 (re-exported)
 from vitfsdp.bench.options import SPREAD_WARN, BenchOptions, parse_args
 from vitfsdp.config import CONF_DIR, RunConfig, register_configs, to_run_config
 from vitfsdp.core.loop import windows
 from vitfsdp.core.resolved import Resolved
+from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC
 from vitfsdp.metrics import DeviceMemoryProbe, WindowMeter, device_info
 from vitfsdp.records import (
     RUN_FILE,
@@ -82,7 +84,6 @@ from vitfsdp.records import (
 
 log = logging.getLogger("vitfsdp.bench")
 
-PATHS = ("fsdp", "unwrapped", "timm")
 #: The benchmark's targets (docs/benchmarks.md), checked on a GPU only: MFU of ViT-H/14 bf16
 #: at a local batch >= 32 against the device's dense bf16 peak (989 TFLOP/s on an H100 SXM;
 #: 50 %, with 40 % the floor below which the profile must say where the time goes),
@@ -139,7 +140,8 @@ def main(argv: Sequence[str]) -> int:
 
 
 def run_bench(opts: BenchOptions) -> pd.DataFrame:
-    """Measure every model of ``opts`` three ways (:data:`PATHS`) on one device.
+    """Measure every model of ``opts`` three ways (:data:`PATHS`, or ``opts.paths``) on one
+    device.
 
     Returns:
         One row per (model, path), as in ``OUT/bench.csv`` (:func:`summarize_repeats` of the
@@ -166,6 +168,8 @@ def run_bench(opts: BenchOptions) -> pd.DataFrame:
         for repeat in range(opts.repeats):  # the paths take turns: a drift reaches all three
             labelled = dataclasses.replace(cfg, repeat=repeat)  # run.json's repeat label
             for path, measure in (("fsdp", _fsdp), ("unwrapped", _unwrapped), ("timm", _timm)):
+                if opts.paths and path not in opts.paths:
+                    continue
                 run_dir = opts.out / name / path / f"repeat_{repeat}"
                 _guarded(lambda m=measure, d=run_dir, c=labelled: m(c, device, d), run_dir,
                          device)
@@ -363,8 +367,9 @@ def profile_fsdp_step(cfg: RunConfig, device: torch.device, folder: Path,
 
 #: Device activity in a torch.profiler trace: kernels, copies and memsets.
 DEVICE_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
-#: Below this share of the profiled span busy, the profile says the host bounds the step.
-HOST_BOUND_BELOW = 0.8
+#: Below this share of the profiled span busy, the profile says the host bounds the step
+#: (the same bound as the runs' ``device_busy_frac``).
+HOST_BOUND_BELOW = HOST_BOUND_BUSY_FRAC
 
 
 def device_busy(trace: Path) -> tuple[float, float] | None:

@@ -9,7 +9,11 @@
   forward that activation checkpointing recomputes.
 
 Chowdhery et al. 2022, "PaLM: Scaling Language Modeling with Pathways", appendix B, defines
-MFU and HFU. Standard library only.
+MFU and HFU.
+
+- ``device_busy_frac``: the share of a window during which the device ran a kernel
+  (:mod:`vitfsdp.metrics`); below :data:`HOST_BOUND_BUSY_FRAC` the host decided the step
+  (:func:`host_bound`). Standard library only.
 """
 
 from __future__ import annotations
@@ -17,6 +21,27 @@ from __future__ import annotations
 #: The keys :func:`window_figures` returns, in record order.
 FIGURES = ("time_s", "step_time_s", "ips", "ips_per_gpu", "tflops_per_gpu",
            "hw_tflops_per_gpu", "mfu", "hfu")
+
+
+#: Below this share of a window (or a profiled span) with a kernel running, the host decided
+#: the step: the device waited for the next kernel to be issued. Measured on the H100
+#: (2026-11-26, docs/benchmarks.md): ViT-H/14 unwrapped with compiled blocks, batch 32, ran
+#: kernels 84-85 ms of its 87 ms step (0.97); under FSDP1 and FSDP2 the same kernels covered
+#: 37-38% of the step, which took twice as long. A device-bound step loses only launch gaps,
+#: a few microseconds between kernels, and the input copy; 0.8 leaves room for those and for
+#: the sampling of NVML (1/6 to 1 s periods) while a host-bound step, as measured, sits far
+#: below it. A judgement, not a fit: no figure of the docs was tuned to it.
+HOST_BOUND_BUSY_FRAC = 0.8
+
+
+def host_bound(device_busy_frac: float | None) -> bool | None:
+    """Whether the host decided a point's step: its device was busy less than
+    :data:`HOST_BOUND_BUSY_FRAC` of the timed windows. None where the busy share was not
+    measured (CPU ranks, where the host is the device; a GPU without NVML or AMD SMI; records
+    older than the field; NaN)."""
+    if device_busy_frac is None or device_busy_frac != device_busy_frac:  # None or NaN
+        return None
+    return device_busy_frac < HOST_BOUND_BUSY_FRAC
 
 
 def window_figures(images: int, seconds: float, num_steps: int, world_size: int,

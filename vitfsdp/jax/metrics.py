@@ -143,7 +143,8 @@ class JaxWindowMeter:
             loss (mean over the window's steps), peak_mem_allocated_gib,
             peak_mem_reserved_gib (GPU; None on the CPU), peak_rss_gib (max over ranks) and
             their ``*_min_gib`` (min over ranks); device_mem_used_gib(_min_gib),
-            alloc_retries and num_ooms are None.
+            alloc_retries, num_ooms and device_busy_frac (and its ``_min_frac``) are None:
+            the JAX trainer does not read the driver (docs/jax.md).
         """
         jax.block_until_ready((state, losses))
         elapsed = time.perf_counter() - self._t0
@@ -159,7 +160,8 @@ class JaxWindowMeter:
             out[f"{name}_gib"] = _max_or_none(rows[:, col])
             out[f"{name}_min_gib"] = _max_or_none(-rows[:, col], sign=-1)
         return out | {"device_mem_used_gib": None, "device_mem_used_min_gib": None,
-                      "alloc_retries": None, "num_ooms": None}
+                      "alloc_retries": None, "num_ooms": None, "device_busy_frac": None,
+                      "device_busy_min_frac": None}
 
     def _device_memory_gib(self) -> tuple[float, float]:
         """XLA's peak bytes in use and peak pool bytes on a GPU, GiB; NaN where unreported."""

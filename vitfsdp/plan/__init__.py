@@ -28,11 +28,18 @@ from vitfsdp.plan.memory import (
     StateBytes,
     activation_bytes,
     format_state_bytes,
+    fsdp_units,
     model_sizes,
     state_bytes,
 )
 from vitfsdp.plan.probed import Probe, cached_probe
-from vitfsdp.plan.timing import comm_volumes, compute_terms, probed_compute_terms, step_seconds
+from vitfsdp.plan.timing import (
+    comm_volumes,
+    compute_terms,
+    host_seconds,
+    probed_compute_terms,
+    step_seconds,
+)
 
 if TYPE_CHECKING:  # the config imports the plan's callers; only a type here
     from vitfsdp.config import RunConfig
@@ -86,7 +93,10 @@ class Prediction:
     other_s: float | None = None  # of compute_s: attention and the memory-bound ops
     optimizer_s: float | None = None  # of compute_s: the AdamW step over the shard
     overlap: float = 1.0  # fraction of min(compute, transfers) that hides, per phase
-    framework_s: float = 0.0  # the loop's and the wrapper's own time per step (probe only)
+    # the loop's and the wrapper's own time per step: measured by a probe, or without one
+    # (GPU) the host's time beyond the device's, max(0, host_s - device step)
+    framework_s: float = 0.0
+    host_s: float | None = None  # the host's whole time per step (no probe, GPU; timing.py)
     peak_tflops: float | None = None  # the dense peak of the compute dtype used (no probe)
     source: str = "profile"  # profile (data sheets, cluster.*) | probe:<file>
     notes: str = ""  # what a probe lookup approximated; what is unknown
@@ -140,13 +150,14 @@ def _unsharded_bytes(cfg, sizes, param_dtype: str, device: str) -> int:
     if group == 1 and param_dtype == "fp32":
         return 0
     s = cfg.strategy
+    num_units, unit_params = fsdp_units(sizes, s.blocks_per_unit)
     if s.effective_sharding_strategy() == "SHARD_GRAD_OP" and group > 1:
-        units = sizes.num_units
+        units = num_units
     elif s.limit_all_gathers is False and device == "gpu":
-        units = sizes.num_units
+        units = num_units
     else:
         units = 1 if s.backward_prefetch == "NONE" else 2
-    return (min(units, sizes.num_units) + 1) * sizes.unit_params * pd + sizes.root_params * pd
+    return (min(units, num_units) + 1) * unit_params * pd + sizes.root_params * pd
 
 
 def memory_breakdown(cfg, device: str | None = None) -> dict[str, int]:
@@ -201,7 +212,8 @@ def memory_breakdown(cfg, device: str | None = None) -> dict[str, int]:
     return {"params": params, "grads": grads, "optimizer": optimizer,
             "buffers": persistent + transient + forward_only, "activations": acts[ckpt],
             "activations_other": acts[not ckpt], "allocated": allocated,
-            "num_params": sizes.num_params, "num_units": sizes.num_units,
+            "num_params": sizes.num_params,
+            "num_units": fsdp_units(sizes, cfg.strategy.blocks_per_unit)[0],
             "shard_group_size": group}
 
 
@@ -367,11 +379,15 @@ def predict(cfg, *, peak_flops: float | None = None,
                         host_synchronous=device == "cpu")
     notes |= comm.notes | (compute.notes if compute is not None else frozenset())
     step = step_seconds(compute, comm)
-    framework = 0.0
+    framework, host = 0.0, None
     if probe is not None and step is not None:
         framework, found = probe.framework_s(cfg.world_size, cfg.strategy.name, cfg.engine,
                                              cfg.strategy.is_fsdp, b["num_units"] + 1)
         notes |= found
+        step += framework
+    elif step is not None and device == "gpu":  # the host issues ahead: max(device, host)
+        host = host_seconds(cfg, b["num_units"], cfg.kernels.resolved_compile("cuda"))
+        framework = max(0.0, host - step)
         step += framework
     return Prediction(
         device=device, num_params=b["num_params"], shard_group_size=b["shard_group_size"],
@@ -393,7 +409,7 @@ def predict(cfg, *, peak_flops: float | None = None,
         gemm_s=None if compute is None else compute.gemm_s,
         other_s=None if compute is None else compute.other_s,
         optimizer_s=None if compute is None else compute.optimizer_s,
-        overlap=comm.overlap, framework_s=framework,
+        overlap=comm.overlap, framework_s=framework, host_s=host,
         peak_tflops=None if probe or not peak else peak / 1e12,
         source=f"probe:{probe.path}" if probe is not None else "profile",
         notes="; ".join(sorted(notes)))

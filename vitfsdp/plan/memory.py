@@ -13,8 +13,9 @@ FSDP: Experiences on Scaling Fully Sharded Data Parallel", sec. 3), per rank:
 - gradients: fp32, 4 bytes each, sharded like the parameters (reduce-scatter output);
 - optimizer: AdamW's two fp32 moments, 8 bytes a parameter, sharded like the parameters.
 
-On top, FSDP all-gathers one unit (a transformer block) at a time in the parameter dtype
-(2 bytes under bf16 or fp16), two with backward prefetch; see :func:`unsharded_bytes`.
+On top, FSDP all-gathers one unit (a transformer block, or ``strategy.blocks_per_unit``
+consecutive blocks: :func:`fsdp_units`) at a time in the parameter dtype (2 bytes under bf16
+or fp16), two with backward prefetch; see :func:`unsharded_bytes`.
 Activations: :func:`activation_bytes`. How these add up to a peak: :func:`memory_breakdown`.
 """
 
@@ -87,6 +88,14 @@ def vit_sizes(spec: ViTSpec, img_size: int, num_classes: int) -> ModelSizes:
     return ModelSizes(root + spec.depth * block, block, spec.depth)
 
 
+def fsdp_units(sizes: ModelSizes, blocks_per_unit: int) -> tuple[int, int]:
+    """(FSDP units besides the root, parameters of the largest) when each unit holds
+    ``blocks_per_unit`` consecutive blocks (``strategy.blocks_per_unit``; the last unit the
+    rest): ``ceil(blocks / k)`` units of ``k`` blocks' parameters."""
+    k = min(blocks_per_unit, sizes.num_units)
+    return -(-sizes.num_units // k), k * sizes.unit_params
+
+
 @functools.lru_cache(maxsize=256)
 def _sizes(name: str, img_size: int | None, num_classes: int) -> ModelSizes:
     model = ModelConfig(name=name, img_size=img_size)
@@ -127,7 +136,8 @@ def state_bytes(model: ModelConfig, num_classes: int, strategy: StrategyConfig,
     sizes = model_sizes(model, num_classes)
     group = strategy.shard_group(world_size)
     shard = -(-sizes.num_params // group)  # FSDP pads the flat parameter to the group
-    unit = sizes.unit_params * DTYPE_BYTES[precision] if strategy.is_fsdp else 0
+    unit = fsdp_units(sizes, strategy.blocks_per_unit)[1] * DTYPE_BYTES[precision] \
+        if strategy.is_fsdp else 0
     return StateBytes(
         num_params=sizes.num_params,
         shard_group_size=group,
@@ -200,8 +210,14 @@ def block_activation_bytes(model: ModelConfig, *, dtype: str, residual_dtype: st
     :func:`activation_bytes` (its docstring lists what is counted), ``n`` tokens of
     ``2·d`` residual-stream elements, ``6·d`` + the MLP's (GELU 2·m; SwiGLU 4·m, 3·m
     compiled) in ``dtype``, and the attention's (fp32 log-sum-exp per head, or
-    the softmax written out). LayerNorm's per-token mean and reciprocal deviation (4 values a
-    token) are left out: under 0.1 % of the block.
+    the softmax written out). Under autocast (``residual_dtype`` other than ``dtype``: DDP's)
+    an eager SwiGLU block saves one ``d`` more: autocast casts the fp32 LayerNorm output to
+    the compute dtype once for each of SwiGLU's two input projections (``fc1_g``,
+    ``fc1_x``; it caches casts of parameters only), and each linear keeps its own copy
+    (saved-tensor hooks, CPU and CUDA autocast alike: the H100's 13,187,984 bytes for one
+    vit_base block at batch 2, this count's 13,181,664; compiled, inductor casts once).
+    LayerNorm's per-token mean and reciprocal deviation (4 values a token) are left out:
+    under 0.1 % of the block.
 
     Returns:
         bytes per image.
@@ -211,5 +227,8 @@ def block_activation_bytes(model: ModelConfig, *, dtype: str, residual_dtype: st
     n = model.num_tokens()
     el, res = DTYPE_BYTES[dtype], DTYPE_BYTES[residual_dtype or dtype]
     mlp = ((3 if compiled else 4) if s.mlp == "swiglu" else 2) * m
+    autocast = residual_dtype is not None and residual_dtype != dtype
+    if s.mlp == "swiglu" and autocast and not compiled:
+        mlp += d  # the LayerNorm output cast again for the second input projection
     attn = 4 * heads if fused_attn else heads * n * el  # lse (fp32) | the softmax output
     return n * (2 * d * res + (6 * d + mlp) * el + attn)

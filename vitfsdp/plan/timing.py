@@ -42,6 +42,15 @@ of 1024 ranks each of a model's ~100 collectives a step pays 1023 steps, which i
 makes FULL_SHARD fall behind the hybrids at scale (Singh et al. 2025, "The Big Send-off",
 arXiv:2504.18658: RCCL's ring latency grows linearly with the GCDs of Frontier).
 
+Host (:func:`host_seconds`; no probe, GPU ranks): the host issues a step's kernels while the
+device runs earlier ones, so the step takes the longer of the two, ``max(device, host)``.
+The host's time is the training loop's (forward, loss, backward, AdamW: Python and kernel
+launches) per transformer block, the forward again per block under activation checkpointing
+(the backward's host work assumed twice the forward's, as its FLOPs), and the wrapper's
+hooks per FSDP unit (the blocks' units and the root; DDP per block): the figures of
+``python -m vitfsdp.bench wrappers`` on one H100 node (:data:`HOST_LOOP_US_PER_BLOCK`,
+:data:`HOST_WRAPPER_US`), the same for every device: a site's probe measures its own.
+
 Overlap (:func:`step_seconds`): FSDP prefetches the next unit's all-gather during the
 current unit's compute and reduce-scatters during backward, DDP all-reduces buckets during
 backward (Zhao et al. 2023, "PyTorch FSDP", sec. 3.3, 4.1; Li et al. 2020, sec. 3.2.3), so the
@@ -61,6 +70,18 @@ from dataclasses import dataclass
 from vitfsdp.plan.memory import DTYPE_BYTES, GIB
 
 TILE = 128  # GEMM output tile edge (elements), for tile quantization
+#: The training loop's host time per step and transformer block, the wrapper's excluded:
+#: the unwrapped 32-block model's step of ``python -m vitfsdp.bench wrappers`` on an NVIDIA
+#: H100 80GB HBM3 node (2026-11-26, torch 2.11, eager, fp32, batch 2: so little arithmetic
+#: that the step is the host's; 47.34 ms median of 3 passes, 33.53-56.90; its stem, head and
+#: AdamW spread over the blocks; docs/data/gpu-h100-2026-11-26-wrappers.json). Measured on
+#: the H100; docs/plan.md, "Every constant and its kind".
+HOST_LOOP_US_PER_BLOCK = 47.34e3 / 32
+#: What each wrapper adds to the host's time per step, µs per FSDP unit (the root included;
+#: DDP: per block), by (engine, use_orig_params): the same benchmark and node (added over
+#: the unwrapped step, median of 3 passes). Measured on the H100.
+HOST_WRAPPER_US = {("DDP", None): 226.0, ("fsdp1", True): 2643.0, ("fsdp1", False): 1467.0,
+                   ("fsdp2", None): 2682.0}
 DDP_BUCKET_BYTES = 25 * 1024**2  # DistributedDataParallel(bucket_cap_mb=25), the default
 ADAMW_BYTES_PER_PARAM = 28  # fp32: read p, g, m, v (16), write p, m, v (12)
 
@@ -411,6 +432,32 @@ def compute_seconds(flops_per_image: float, local_batch_size: int,
     if peak_flops is None:
         return None
     return local_batch_size * flops_per_image / (efficiency * peak_flops)
+
+
+def host_seconds(cfg, num_units: int, compiled: bool) -> float:
+    """The host's time per step of ``cfg`` (a RunConfig) on a GPU rank (module docstring):
+    ``depth × HOST_LOOP_US_PER_BLOCK`` (× 4/3 under activation checkpointing: the forward
+    again) + the wrapper's :data:`HOST_WRAPPER_US` per FSDP unit (``num_units`` blocks'
+    units + the root) or per block (DDP), in seconds.
+
+    Args:
+        num_units: FSDP units besides the root (``strategy.blocks_per_unit`` applied).
+        compiled: the blocks are compiled (FSDP1 then keeps the original parameters unless
+            ``strategy.use_orig_params`` says otherwise).
+    """
+    # the parallel layer's rule for FSDP1's parameters; torch-free
+    from vitfsdp.parallel import use_orig_params
+
+    depth, strategy = cfg.model.spec.depth, cfg.strategy
+    loop = depth * HOST_LOOP_US_PER_BLOCK * (4 / 3 if cfg.train.activation_checkpointing else 1)
+    if not strategy.is_fsdp:
+        wrapper = depth * HOST_WRAPPER_US[("DDP", None)]
+    elif cfg.engine == "fsdp2":
+        wrapper = (num_units + 1) * HOST_WRAPPER_US[("fsdp2", None)]
+    else:
+        orig = use_orig_params(strategy, compiled)
+        wrapper = (num_units + 1) * HOST_WRAPPER_US[("fsdp1", orig)]
+    return (loop + wrapper) * 1e-6
 
 
 def step_seconds(compute: ComputeTerms | None, comm: CommVolumes) -> float | None:

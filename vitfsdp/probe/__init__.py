@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 
-from vitfsdp.plan.memory import model_sizes
+from vitfsdp.plan.memory import fsdp_units, model_sizes
 from vitfsdp.plan.timing import block_workload, collectives, outer_gemms
 
 #: The largest parameter count AdamW is timed over (its time per parameter is flat above
@@ -71,13 +71,14 @@ def _spec(world: int, cfgs: list, device_type: str) -> dict:
         sizes = model_sizes(cfg.model, cfg.num_classes)
         group = cfg.strategy.shard_group(cfg.world_size)
         shard_params = max(shard_params, math.ceil(sizes.num_params / group))
-        for c in collectives(cfg, sizes.num_params, sizes.unit_params, sizes.num_units):
+        num_units, unit_params = fsdp_units(sizes, cfg.strategy.blocks_per_unit)
+        for c in collectives(cfg, sizes.num_params, unit_params, num_units):
             if c.ranks < 2:
                 continue
             key = (c.op, c.ranks, c.nodes, gather if c.op == "all_gather" else reduce_)
             coll[key] = max(coll.get(key, 0), int(c.size_bytes))
         if overlap is None or block_g[2].m * block_g[2].n > overlap["m"] * overlap["n"]:
-            unit = sizes.num_params / (sizes.num_units + 1) * 4
+            unit = sizes.num_params / (num_units + 1) * 4
             overlap = {"m": block_g[2].m, "n": block_g[2].n, "k": block_g[2].k,
                        "dtype": dtype, "size_bytes": int(unit)}
     first = cfgs[0]

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from vitfsdp.plan import predict
 from vitfsdp.plan.__main__ import compose_points
-from vitfsdp.plan.memory import model_sizes
+from vitfsdp.plan.memory import fsdp_units, model_sizes
 from vitfsdp.plan.probed import PROBE_FILE, SCHEMA, Probe, ProbeWorld
 from vitfsdp.probe import world_specs
 from vitfsdp.records import read_json
@@ -201,7 +201,8 @@ def probe_framework(points: list[tuple[list[str], object]], world: dict, work_di
             continue
         predicted = predict(tiny, probe=probe, device=world["device"]["type"].replace(
             "cuda", "gpu")).step_time_s
-        units = model_sizes(tiny.model, tiny.num_classes).num_units + 1
+        units = fsdp_units(model_sizes(tiny.model, tiny.num_classes),
+                           tiny.strategy.blocks_per_unit)[0] + 1
         per = units if cfg.strategy.is_fsdp else 1
         out.append({"strategy": cfg.strategy.name, "engine": cfg.engine, "status": "completed",
                     "is_fsdp": cfg.strategy.is_fsdp, "step_s": run["step_s"],

@@ -1,15 +1,18 @@
-"""The plan's memory for the points of a recorded sweep, recomputed by the plan of this
-checkout, against what those runs measured.
+"""The plan's memory and step time for the points of a recorded sweep, recomputed by the
+plan of this checkout, against what those runs measured.
 
-    python tools/plan_memory_check.py RUNS_CSV
+    python tools/plan_check.py RUNS_CSV [--cluster cuda8]
 
 RUNS_CSV is an analysis's runs.csv (e.g. docs/data/gpu-h100-2026-11-26-sweep-runs.csv, the
 one-GPU calibration sweep): each completed run's model, strategy, activation checkpointing,
 local batch, precision, kernels.compile and world size (one node) are composed into a
 RunConfig as the sweep would, and the plan's allocated peak and printed peak are put beside
-the measured ``peak_mem_gib`` (allocated on a GPU) and ``peak_mem_reserved_gib``. This lets a
-change to the memory model be checked against GPU records without a GPU. Prints the table and
-one summary line; exit status 2 on a file without those columns.
+the measured ``peak_mem_gib`` (allocated on a GPU) and ``peak_mem_reserved_gib``; the step
+time from the data sheets of the ``--cluster`` profile as it ships (no probe: its peak,
+``plan_efficiency`` and memory bandwidth, and the host term of vitfsdp/plan/timing.py) beside
+the measured ``step_time_s``. This lets a change to the plan be checked against GPU records
+without a GPU. Prints the table and two summary lines (memory, step time); exit status 2 on
+bad arguments or a file without those columns.
 """
 
 import sys
@@ -19,11 +22,14 @@ import pandas as pd
 GIB = 2**30
 COLUMNS = ("model", "strategy", "train.activation_checkpointing", "local_batch_size",
            "precision", "kernels.compile", "world_size", "device_memory_gib", "peak_mem_gib",
-           "peak_mem_reserved_gib", "status")
+           "peak_mem_reserved_gib", "step_time_s", "status")
 
 
 def main(argv: list[str]) -> int:
-    """Print the table of measured and predicted memory; 2 on bad arguments."""
+    """Print the table of measured and predicted memory and step time; 2 on bad arguments."""
+    cluster = "cuda8"
+    if len(argv) == 3 and argv[1] == "--cluster":
+        argv, cluster = argv[:1], argv[2]
     if len(argv) != 1:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
         return 2
@@ -47,22 +53,29 @@ def main(argv: list[str]) -> int:
             f"precision={r['precision']}", f"train.activation_checkpointing={ckpt}",
             f"train.local_batch_size={int(r['local_batch_size'])}",
             f"kernels.compile={compiled}", f"cluster.gpus_per_node={int(r['world_size'])}",
-            f"framework={framework}", f"kernels.fused_attn={fused}"])
+            f"framework={framework}", f"kernels.fused_attn={fused}", f"cluster={cluster}",
+            "nodes=1"])
         allocated = memory_breakdown(cfg, "gpu")["allocated"] / GIB
-        peak = predict(cfg, device_memory_gib=float(r["device_memory_gib"]),
-                       device="gpu").peak_mem_gib
+        p = predict(cfg, device_memory_gib=float(r["device_memory_gib"]), device="gpu")
+        peak = p.peak_mem_gib
         rows.append({"model": r["model"], "framework": framework, "strategy": r["strategy"],
                      "ckpt": ckpt, "fused_attn": fused,
                      "allocated": r["peak_mem_gib"], "pred_allocated": allocated,
                      "alloc_error": allocated / r["peak_mem_gib"] - 1,
                      "reserved": r["peak_mem_reserved_gib"], "pred_peak": peak,
-                     "peak_error": peak / r["peak_mem_reserved_gib"] - 1})
+                     "peak_error": peak / r["peak_mem_reserved_gib"] - 1,
+                     "step_s": r["step_time_s"], "pred_step_s": p.step_time_s,
+                     "host_s": p.host_s, "step_error": p.step_time_s / r["step_time_s"] - 1})
     df = pd.DataFrame(rows)
     print(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     alloc, peak = df["alloc_error"].abs(), df["peak_error"].abs()
     print(f"{len(df)} runs; allocated: median |error| {alloc.median():.1%}, max {alloc.max():.1%}; "
           f"peak against reserved: median {peak.median():.1%}, max {peak.max():.1%}, "
           f"{(peak <= 0.15).sum()} of {len(df)} within 15%")
+    step = df["step_error"].abs()
+    print(f"step time from the {cluster} profile's data sheets and the host term, no probe: "
+          f"median |error| {step.median():.1%}, max {step.max():.1%}, "
+          f"{(df['step_error'] < 0).sum()} of {len(df)} short")
     return 0
 
 
