@@ -257,9 +257,12 @@ def test_a_large_study_prints_a_row_per_point(sweep: Path, tmp_path: Path,
                                 "peak_mem_gib"]  # fmt: skip
     assert lines[1].split() == ["vit_tiny", "FULL_SHARD", "1", "1/2", "100.0", "100%", "1.58"]
     assert lines[3].split() == ["vit_tiny", "FULL_SHARD", "4", "1/1", "360.0", "90%", "1.58"]
-    assert len(lines) == 1 + 6 + 2  # header, 6 completed points, a blank line, the count
-    assert lines[-1].startswith("8 runs of 7 points: 6 points completed at least once, "
+    # header, 6 completed points, a blank line, the count, then the noise check: at 1 node
+    # of 2 ranks HYBRID_2GPU shards over the world as FULL_SHARD does, at 120 against 100
+    assert len(lines) == 1 + 6 + 2 + 1
+    assert lines[-2].startswith("8 runs of 7 points: 6 points completed at least once, "
                                 "2 runs did not complete (failures.csv)")
+    assert lines[-1].startswith("too noisy to rank: the same computation under two names")
 
 
 def test_the_printed_table_shows_missing_values_one_way(sweep: Path) -> None:

@@ -30,6 +30,7 @@ def test_every_path_is_timed_and_fsdp1_runs_the_use_orig_params_it_names(tmp_pat
     assert proc.returncode == 0, proc.stdout + proc.stderr
     record = json.loads(out.read_text())
     assert record["units"] == 4 and record["device"] == "cpu"
+    assert record["clock"] == "cpu" and "cpu clock" in proc.stdout  # --clock auto on a CPU
     assert list(record["paths"]) == [p.label for p in paths(2, (False, True))]
     for name, path in record["paths"].items():
         assert len(path["step_s"]) == 1 and path["step_s"][0] > 0, name

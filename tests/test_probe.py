@@ -311,3 +311,42 @@ def test_a_term_the_runs_cannot_pin_is_reported_as_such():
     report = _probe_report(df, table, type("Probe", (), {"path": "probe.json"})())
     optimizer = next(line for line in report.splitlines() if "optimizer" in line)
     assert "do not pin it" in optimizer and "long" not in optimizer, report
+    assert "x0.00" not in report, report
+    df["pred_framework_s"] = 0.0  # a term the probe measured as nothing: not a factor
+    df["pred_step_time_s"] = df[list(cols[1:])].sum(axis=1)
+    report = _probe_report(df, table, type("Probe", (), {"path": "probe.json"})())
+    framework = next(line for line in report.splitlines() if "framework" in line)
+    assert "not measured" in framework and "x0" not in framework, report
+
+
+def test_a_probe_never_overwrites_another_and_is_kept_with_its_time(tmp_path):
+    """The first probe becomes probe.json; a second is kept under probes/ and probe.json
+    (what every recorded prediction used) stays, unless --replace; a failed probe never
+    replaces one. The printed commands are shell-quoted."""
+    import datetime
+    import shlex
+
+    from vitfsdp.probe.__main__ import history_path, publish, write_probe
+
+    sweep = tmp_path / "my sweep"
+    path = sweep / "probe.json"
+    entry = {"world_size": 2, "status": "failed", "reason": "x"}
+    when = datetime.datetime(2026, 11, 27, 9, 0, tzinfo=datetime.timezone.utc)
+    first = history_path(path, when)
+    assert first == sweep / "probes" / "probe-2026-11-27T09-00-00Z.json"
+    write_probe(first, [entry], "local", 2, {"start": [1.0, 1.0, 1.0], "end": [2.0, 1.5, 1.0]})
+    line = publish(first, path, replace=False, completed=True, measured="1/1")
+    assert path.read_bytes() == first.read_bytes()
+    assert f"cluster.probe={shlex.quote(str(path))}" in line
+    assert read(path)["load"] == {"start": [1.0, 1.0, 1.0], "end": [2.0, 1.5, 1.0]}
+    second = history_path(path, when + datetime.timedelta(hours=1))
+    write_probe(second, [entry], "local", 2)
+    line = publish(second, path, replace=False, completed=True, measured="1/1")
+    assert path.read_bytes() == first.read_bytes() and second.exists()
+    assert "stays the one the plan reads" in line
+    assert f"cluster.probe={shlex.quote(str(second))}" in line
+    assert publish(second, path, replace=True, completed=False, measured="0/1").count("stays")
+    assert path.read_bytes() == first.read_bytes()  # a failed probe replaces nothing
+    publish(second, path, replace=True, completed=True, measured="1/1")
+    assert path.read_bytes() == second.read_bytes()
+    assert sorted(p.name for p in (sweep / "probes").iterdir()) == [first.name, second.name]

@@ -225,7 +225,7 @@ def test_report_md_and_html(report: Path) -> None:
     assert ".png" not in html  # nothing linked: self-contained
     assert html.count("<table") == md.count("\n|:") >= 7
     # a numeric last column is right-aligned like the others, a text column left-aligned
-    assert '<th class="text">runner-up</th>' in html and "<th>speed-up over runner-up</th>" in html
+    assert '<th class="text">runner-up</th>' in html and "<th>ips over runner-up</th>" in html
 
 
 def test_captions_name_only_what_each_figure_drew(report: Path) -> None:

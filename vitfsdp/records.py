@@ -213,6 +213,7 @@ class RunRecords:
         self.run_dir = Path(run_dir)
         self.is_writer = is_writer
         self.windows: list[dict] = []
+        self._competition: dict | None = None  # competition() at start(): the noise gauge
         self.run_info: dict = {}
         #: metric sinks (vitfsdp.sinks) fed each window record; closed by finish()
         self.sinks: list = []
@@ -250,6 +251,7 @@ class RunRecords:
         """
         self.run_info = {**run_info, "status": RUNNING, "attempt": attempt,
                          "resumed_from_step": resume_step}
+        self._competition = competition()
         self.windows = []
         if not self.is_writer:
             return
@@ -301,7 +303,7 @@ class RunRecords:
             figures["last_loss"] = self.windows[-1].get("loss") if self.windows else None
             figures["last_step"] = self.windows[-1].get("step_end") if self.windows else None
         summary = {"status": status, "reason": reason, **figures, **self.summary_extra,
-                   **extra}
+                   "competition": competed(self._competition), **extra}
         if self.is_writer:
             write_json_atomic(self.run_dir / SUMMARY_FILE, summary)
             self.run_info.update(status=status, reason=reason)
@@ -310,6 +312,42 @@ class RunRecords:
             sink.close(status)
         self.sinks = []
         return summary
+
+
+def competition() -> dict[str, float | None]:
+    """What this host's processes compete with now: ``load_1m`` (the 1-minute load average,
+    ``os.getloadavg``) and ``throttled_s`` (seconds this process's cgroup was held back by
+    its CPU quota, ``throttled_usec`` of its ``cpu.stat``, cgroup v2; None where there is
+    no quota file, e.g. outside a limited cgroup)."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = None
+    return {"load_1m": load, "throttled_s": _throttled_s()}
+
+
+def _throttled_s() -> float | None:
+    """``throttled_usec`` of this process's cgroup (v2) in seconds; None where unreadable."""
+    try:
+        rel = Path("/proc/self/cgroup").read_text().strip().splitlines()[0].split(":", 2)[2]
+        stat = (Path("/sys/fs/cgroup") / rel.lstrip("/") / "cpu.stat").read_text()
+    except (OSError, IndexError):
+        return None
+    fields = dict(line.split() for line in stat.splitlines() if len(line.split()) == 2)
+    return int(fields["throttled_usec"]) / 1e6 if "throttled_usec" in fields else None
+
+
+def competed(start: dict | None) -> dict[str, float | None]:
+    """summary.json's ``competition``: the host's 1-minute load average at the run's start
+    and end (``load_1m_start``, ``load_1m_end``: what rank 0's node ran besides) and the
+    seconds its cgroup's CPU quota held it back in between (``cpu_throttled_s``; None
+    without a quota)."""
+    end, start = competition(), start or {}
+    throttled = (end["throttled_s"] - start["throttled_s"]
+                 if end["throttled_s"] is not None and start.get("throttled_s") is not None
+                 else None)
+    return {"load_1m_start": start.get("load_1m"), "load_1m_end": end["load_1m"],
+            "cpu_throttled_s": throttled}
 
 
 def mark_failed(run_dir: str | os.PathLike, status: str, reason: str, **extra: Any) -> None:

@@ -9,7 +9,11 @@ the figures at the same time, by default one per figure up to the CPUs available
   (``scaling_table``);
 - ``points.csv``: one row per point, repeats aggregated (median ips, min-max over
   repeats), with efficiency, TFLOP/s, MFU/HFU, memory and cost per epoch (``points_table``);
-- ``best.csv``: the fastest configuration per model and node count (``best_table``);
+- ``best.csv``: the fastest configuration per model and node count (``best_table``), and
+  whether it wins beyond the spread;
+- ``equivalence.csv``: points that compute the same thing under two names (FULL_SHARD and
+  HYBRID_SHARD over the whole world ...), whether they agree within their spread
+  (``equivalence_table``);
 - ``failures.csv``: every run that did not complete, with why (one line) and its log
   (``failures_table``);
 - ``prefetch.csv``: the prefetch x limit_all_gathers ablation;
@@ -60,7 +64,12 @@ from vitfsdp.analysis.collect import (
 from vitfsdp.analysis.figures import FIGURES, INPUTS_FILE, PendingFigures, figure_pool
 from vitfsdp.analysis.reference import reference_summary
 from vitfsdp.analysis.report import report_sections, write_report
-from vitfsdp.analysis.tables import IMAGENET_TRAIN_IMAGES, format_points, study_tables
+from vitfsdp.analysis.tables import (
+    IMAGENET_TRAIN_IMAGES,
+    format_points,
+    noise_lines,
+    study_tables,
+)
 from vitfsdp.provenance import exit_now
 from vitfsdp.records import write_json_atomic
 
@@ -185,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
         print(format_points(df, tables["points"]))
     else:
         print(format_table(df, tables["scaling"]))
+    for line in noise_lines(tables):
+        print(line)
     if not ratio.empty:
         print("\nJAX / PyTorch images/s:")
         print(ratio.to_string(index=False, float_format=lambda x: f"{x:.3g}"))

@@ -76,18 +76,18 @@ COLUMNS = (
     "peak_mem_gib", "peak_mem_min_gib", "peak_mem_kind", "peak_mem_reserved_gib",
     "peak_mem_reserved_min_gib", "peak_rss_gib", "device_mem_used_gib",
     "device_mem_used_min_gib", "alloc_retries", "num_ooms", "device_busy_frac",
-    "device_busy_min_frac",
+    "device_busy_min_frac", "host_load_1m", "cpu_throttled_s",
     "state_params_gib", "state_grads_gib", "state_optimizer_gib", "num_classes",
     "sent_gb_per_node_max", "sent_gb_total",
     "ips_spread", "ips_min", "ips_max", "step_time_s_min", "step_time_s_max",
     "num_windows", "last_step", "loss", "elapsed_s", "compile_s",
     "ips_reached", "peak_mem_reached_gib",
     "pred_peak_mem_gib", "pred_step_time_s", "pred_ips", "pred_fits", "pred_mem_metric",
-    "started_at", "git_commit", "versions",
+    "pred_source", "started_at", "git_commit", "versions",
 )  # fmt: skip
 #: Prediction columns (``vitfsdp.plan.predict_run``'s keys).
 PRED_COLUMNS = ("pred_peak_mem_gib", "pred_step_time_s", "pred_ips", "pred_fits",
-                "pred_mem_metric")
+                "pred_mem_metric", "pred_source")
 #: The model state a rank holds, in GiB, by summary.json ``model_state_bytes`` field: the
 #: maximum over ranks (``model_state_bytes_max``) where recorded, else the one process's
 #: (the JAX trainer's); ``NaN`` in older records and where a field is null (JAX's grads).
@@ -110,7 +110,7 @@ FLOAT_COLUMNS = (
     "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu", "hw_tflops_per_gpu", "hfu",
     "peak_mem_gib", "peak_mem_min_gib", "peak_mem_reserved_gib", "peak_mem_reserved_min_gib",
     "peak_rss_gib", "device_mem_used_gib", "device_mem_used_min_gib", "device_busy_frac",
-    "device_busy_min_frac", *STATE_COLUMNS, *NETWORK_COLUMNS,
+    "device_busy_min_frac", "host_load_1m", "cpu_throttled_s", *STATE_COLUMNS, *NETWORK_COLUMNS,
     "ips_spread", "ips_min", "ips_max", "step_time_s_min", "step_time_s_max",
     "loss", "elapsed_s", "compile_s", "ips_reached", "peak_mem_reached_gib",
     "pred_peak_mem_gib", "pred_step_time_s", "pred_ips",
@@ -746,6 +746,11 @@ def _figures(summary: dict | None) -> dict[str, Any]:
     summary = summary or {}
     figures = {key: summary.get(key) for key in SUMMARY_FIGURES}
     figures["last_step"] = summary.get("last_step")
+    competed = summary.get("competition") or {}
+    loads = [x for x in (competed.get("load_1m_start"), competed.get("load_1m_end"))
+             if x is not None]
+    figures["host_load_1m"] = max(loads) if loads else None  # what rank 0's host also ran
+    figures["cpu_throttled_s"] = competed.get("cpu_throttled_s")
     allocated, rss = summary.get("peak_mem_allocated_gib"), summary.get("peak_rss_gib")
     if allocated is not None:
         figures |= {"peak_mem_gib": allocated, "peak_mem_kind": "allocated",
@@ -824,7 +829,8 @@ def prediction(run: dict) -> dict[str, Any]:
                                                  else "peak_mem_reserved_gib")
         return {"pred_peak_mem_gib": plan.get("peak_mem_gib"),
                 "pred_step_time_s": plan.get("step_time_s"), "pred_ips": plan.get("ips"),
-                "pred_fits": plan.get("fits"), "pred_mem_metric": metric}
+                "pred_fits": plan.get("fits"), "pred_mem_metric": metric,
+                "pred_source": plan.get("source")}
     pred = _predict_run(run)
     return {} if pred is None else {key: pred.get(key) for key in PRED_COLUMNS}
 

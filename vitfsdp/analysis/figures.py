@@ -1026,12 +1026,14 @@ MEASURED_COLUMNS = (
     "hw_tflops_per_gpu", "hfu", "peak_mem_gib", "peak_mem_min_gib", "peak_mem_kind",
     "peak_mem_reserved_gib", "peak_mem_reserved_min_gib", "peak_rss_gib",
     "device_mem_used_gib", "device_mem_used_min_gib", "alloc_retries", "num_ooms",
-    "device_busy_frac", "device_busy_min_frac", "state_params_gib", "state_grads_gib",
+    "device_busy_frac", "device_busy_min_frac", "host_load_1m", "cpu_throttled_s",
+    "state_params_gib", "state_grads_gib",
     "state_optimizer_gib", "sent_gb_per_node_max",
     "sent_gb_total", "ips_spread", "ips_min", "ips_max", "step_time_s_min",
     "step_time_s_max", "num_windows", "last_step", "loss", "elapsed_s", "compile_s",
     "ips_reached", "peak_mem_reached_gib", "pred_peak_mem_gib", "pred_step_time_s",
-    "pred_ips", "pred_fits", "pred_mem_metric", "started_at", "git_commit", "versions",
+    "pred_ips", "pred_fits", "pred_mem_metric", "pred_source", "started_at", "git_commit",
+    "versions",
 )  # fmt: skip
 #: The measured columns each figure reads (the weak-scaling figure's published stars
 #: compare the points' memory too: :func:`vitfsdp.analysis.reference.reference_table`).

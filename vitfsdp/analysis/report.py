@@ -29,10 +29,13 @@ from vitfsdp.analysis.figures import DPI, DRAWN_KEY
 from vitfsdp.analysis.recipe import recipe_table
 from vitfsdp.analysis.reference import reference_table
 from vitfsdp.analysis.tables import (
+    BEYOND,
     PREFETCH_ORDER,
+    WITHIN,
     best_table,
     calibration_summary,
     calibration_table,
+    equivalence_table,
     failures_table,
     prefetch_table,
 )
@@ -116,7 +119,11 @@ COLUMN_FORMATS = {
     "price_per_node_hour": ("price/node-hour", "{:.2f}"),
     "cost_per_epoch": ("cost/epoch", "{:,.2f}"),
     "runner_up": ("runner-up", "{}"),
-    "speedup_over_runner_up": ("speed-up over runner-up", "{:.2f}x"),
+    "speedup_over_runner_up": ("ips over runner-up", "{:.2f}x"),
+    "difference": ("difference", "{}"),
+    "configuration_a": ("configuration", "{}"), "configuration_b": ("same computation as", "{}"),
+    "ips_a": ("images/s", "{:,.1f}"), "ips_b": ("its images/s", "{:,.1f}"),
+    "ips_ratio": ("ratio", "{:.2f}x"),
     "last_step": ("last step", "{:d}"), "pred_peak_mem_gib": ("predicted peak (GiB)", "{:.2f}"),
     "measured_mem_gib": ("measured (GiB)", "{:.2f}"), "mem_rel_error": ("mem error", "{:+.0%}"),
     "pred_step_time_s": ("predicted step (s)", "{:.3f}"),
@@ -198,12 +205,12 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                                    "alloc_retries", "num_ooms"])),
         Section("Training loss", "Every point's loss against step: each configuration "
                 "trained.", ["loss"]),
-        Section("Best configuration per model and node count", "The fastest point, and the "
-                "speed-up over the second fastest.",
+        Section("Best configuration per model and node count", best_text(points),
                 table=display(best_table(points), ["model", "nodes", "configuration", "ips",
                                                    "scaling_efficiency", "tflops_per_gpu",
                                                    "mfu", "peak_mem_gib", "runner_up",
-                                                   "speedup_over_runner_up"])),
+                                                   "speedup_over_runner_up", "difference"])),
+        _equivalence_section(points, df),
         Section("Cost per epoch", _cost_text(points, dataset_size),
                 table=display(labelled, ["model", "configuration", "nodes", "ips",
                                          "epoch_hours", "node_hours_per_epoch",
@@ -214,6 +221,46 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
         *_calibration_sections(df),
     ]
     return [s for s in sections if s is not None]
+
+
+def best_text(points: pd.DataFrame) -> str:
+    """The best-configuration section's words: how a win is judged, and which rows show no
+    difference (their ratio is not a speed-up)."""
+    text = ("The fastest point per model and node count, and its images/s over the second "
+            "fastest's. A ratio is a speed-up only beyond the spread: where the fastest "
+            "point's lowest measurement (over repeats, else over its run's windows) stays "
+            "above the runner-up's highest.")
+    best = best_table(points)
+    tied = best[best["difference"] == WITHIN]
+    if len(tied):
+        which = ", ".join(f"{r.model} at {r.nodes} node(s) ({r.configuration} against "
+                          f"{r.runner_up}, {r.speedup_over_runner_up:.2f}x)"
+                          for r in tied.itertuples())
+        text += (f" **No difference** within the spread, whatever the ratio: {which}; "
+                 "rerun with more repeats (repeat=0,1,2) to separate them.")
+    return text
+
+
+def _equivalence_section(points: pd.DataFrame, df: pd.DataFrame) -> Section | None:
+    """The noise check: points that compute the same thing under two names, and whether
+    they agree; None where the sweep has no such pair."""
+    table = equivalence_table(points, df)
+    if table.empty:
+        return None
+    apart = table[table["difference"] == BEYOND]
+    text = ("Configurations that compute the same thing under two names (FULL_SHARD and "
+            "HYBRID_SHARD with the shard group equal to the world, NO_SHARD and "
+            "HYBRID_1GPU) run the same collectives on the same ranks: their images/s "
+            "should agree within their spread.")
+    if len(apart):
+        which = ", ".join(f"{r.configuration_a} and {r.configuration_b} ({r.model}, "
+                          f"{r.nodes} node(s): {r.ips_ratio:.2f}x)" for r in apart.itertuples())
+        text += (f" **Too noisy to rank:** {which} differ beyond their spread, so the "
+                 "machine's noise is at least that large: differences of that size "
+                 "between other configurations of this sweep are not results.")
+    else:
+        text += " They agree within their spread."
+    return Section("Noise check", text, table=display(table, list(table.columns)))
 
 
 def _reference_section(df: pd.DataFrame) -> Section | None:

@@ -37,7 +37,7 @@ from vitfsdp.analysis.collect import (
 )
 from vitfsdp.analysis.recipe import recipe_table
 from vitfsdp.analysis.reference import reference_table
-from vitfsdp.core.throughput import host_bound
+from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC, NOISY_SPREAD, host_bound
 from vitfsdp.plan.calibrate import compare
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ POINT_MEDIANS = ("ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu",
                  "hw_tflops_per_gpu", "hfu", "device_busy_frac")
 #: ... the maximum of memory maxima and counts (the worst repeat) ...
 POINT_MAXIMA = ("peak_mem_gib", "peak_mem_reserved_gib", "device_mem_used_gib",
-                "alloc_retries", "num_ooms")
+                "alloc_retries", "num_ooms", "host_load_1m", "cpu_throttled_s")
 #: ... the maximum of the model state a rank held and of the bytes sent over an emulated
 #: link (the same in every repeat of a point) ...
 POINT_HELD = (*STATE_COLUMNS, *NETWORK_COLUMNS)
@@ -59,7 +59,7 @@ POINT_MINIMA = ("peak_mem_min_gib", "device_mem_used_min_gib")
 #: ... and what a point's runs share (world, device, price, the plan's prediction).
 POINT_FIRST = ("world_size", "global_batch_size", "device_memory_gib", "price_per_node_hour",
                "peak_mem_kind", "pred_peak_mem_gib", "pred_step_time_s", "pred_ips",
-               "pred_fits", "pred_mem_metric")
+               "pred_fits", "pred_mem_metric", "pred_source")
 #: The ``backward_prefetch`` values of the ablation, in the order bars are drawn.
 PREFETCH_ORDER = ("BACKWARD_PRE", "BACKWARD_POST", "NONE")
 #: Columns of the ablation that are not part of a bar group's identity.
@@ -70,7 +70,9 @@ def study_tables(df: pd.DataFrame,
                  dataset_size: int = IMAGENET_TRAIN_IMAGES) -> dict[str, pd.DataFrame]:  # fmt: skip
     """Every table of the study, by the file stem ``python -m vitfsdp.analysis`` writes it
     under: ``runs`` (``df`` itself), ``scaling``, ``points``, ``best``, ``failures``,
-    ``prefetch``, ``calibration``, ``framework_ratio``, ``reference`` (each point against
+    ``equivalence`` (points that compute the same thing under two names:
+    :func:`equivalence_table`), ``prefetch``, ``calibration``, ``framework_ratio``,
+    ``reference`` (each point against
     the published figures of its setup, :func:`vitfsdp.analysis.reference.reference_table`)
     and ``recipe`` (a recipe ablation, :func:`vitfsdp.analysis.recipe.recipe_table`);
     a table with nothing to show is empty, never missing.
@@ -84,7 +86,8 @@ def study_tables(df: pd.DataFrame,
     """
     points = points_table(df, dataset_size)
     return {"runs": df, "scaling": scaling_table(df), "points": points,
-            "best": best_table(points), "failures": failures_table(df),
+            "best": best_table(points), "equivalence": equivalence_table(points, df),
+            "failures": failures_table(df),
             "prefetch": prefetch_table(points), "calibration": calibration_table(df),
             "framework_ratio": framework_ratio_table(df), "reference": reference_table(df),
             "recipe": recipe_table(df)}
@@ -109,7 +112,11 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     Returns:
         The line columns, ``nodes``, ``configuration`` (the line's label, as in the
         figures' legends), ``num_repeats``, ``ips`` (median over repeats, global
-        images/s), ``ips_repeat_min``/``ips_repeat_max`` (over repeats), ``ideal_ips``,
+        images/s), ``ips_repeat_min``/``ips_repeat_max`` (over repeats),
+        ``ips_repeat_spread`` ((max - min) / median over at least two repeats) and ``noisy``
+        (that spread above :data:`vitfsdp.core.throughput.NOISY_SPREAD`; NA for one run),
+        ``ips_window_min``/``ips_window_max`` (over every measured window of its runs),
+        ``ideal_ips``,
         ``scaling_efficiency``, the medians of :data:`POINT_MEDIANS` (``tflops_per_gpu``
         in TFLOP/s, ``mfu``/``hfu`` and ``device_busy_frac`` as fractions),
         ``host_bound`` (:func:`vitfsdp.core.throughput.host_bound` of the median busy share:
@@ -134,7 +141,10 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     done = done.assign(configuration=configurations(df).loc[done.index])
     groups = done.groupby(keys, dropna=False, sort=False)
     aggs = {"configuration": ("configuration", "first"), "num_repeats": ("run_dir", "count"),
-            "ips_repeat_min": ("ips", "min"), "ips_repeat_max": ("ips", "max")}
+            "ips_repeat_min": ("ips", "min"), "ips_repeat_max": ("ips", "max"),
+            "ips_window_min": ("ips_min", "min"), "ips_window_max": ("ips_max", "max")}
+    layout = [c for c in ("sharding_strategy", "shard_group_size") if c not in keys]
+    aggs |= {c: (c, "first") for c in layout}  # what the point computes (equivalence_table)
     aggs |= {c: (c, "median") for c in POINT_MEDIANS}
     aggs |= {c: (c, "max") for c in POINT_MAXIMA}
     aggs |= {c: (c, "min") for c in POINT_MINIMA}
@@ -145,13 +155,20 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     points["ideal_ips"] = _ideal_ips(points, keys[:-1])
     points["scaling_efficiency"] = points["ips"] / points["ideal_ips"]
     points["host_bound"] = points["device_busy_frac"].map(host_bound).astype("boolean")
+    repeated = points["num_repeats"] >= 2
+    points["ips_repeat_spread"] = ((points["ips_repeat_max"] - points["ips_repeat_min"])
+                                   / points["ips"]).where(repeated)
+    points["noisy"] = (points["ips_repeat_spread"] > NOISY_SPREAD).where(repeated).astype(
+        "boolean")
     points = points.join(cost_columns(points, dataset_size))
     order = [*keys, "configuration", "num_repeats", "world_size", "global_batch_size", "ips",
-             "ips_repeat_min", "ips_repeat_max", "ideal_ips", "scaling_efficiency",
+             "ips_repeat_min", "ips_repeat_max", "ips_repeat_spread", "noisy",
+             "ips_window_min", "ips_window_max",
+             "ideal_ips", "scaling_efficiency",
              *POINT_MEDIANS[1:], "host_bound", *POINT_MAXIMA[:1], *POINT_MINIMA[:1],
              *POINT_MAXIMA[1:], *POINT_MINIMA[1:], *[c for c in POINT_HELD if c in points],
              "device_memory_gib", "epoch_hours", "node_hours_per_epoch", "price_per_node_hour",
-             "cost_per_epoch", *POINT_FIRST[4:]]  # fmt: skip
+             "cost_per_epoch", *POINT_FIRST[4:], *layout]  # fmt: skip
     points = points[order].sort_values(keys, kind="stable", key=_sort_key)
     return points.reset_index(drop=True)
 
@@ -213,8 +230,34 @@ def cost_columns(points: pd.DataFrame, dataset_size: int) -> pd.DataFrame:
                         index=points.index)  # fmt: skip
 
 
+#: What :func:`best_table` and :func:`equivalence_table` say of two points' images/s.
+BEYOND, WITHIN = "beyond the spread", "within the spread: no difference"
+
+
+def spread_bounds(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """(low, high) images/s a point's measurements span: the min and max over repeats where
+    it ran at least twice, else over its run's measured windows (one run: the spread of its
+    windows is the least its noise can be), else its ips alone."""
+    repeated = points["num_repeats"].fillna(1) >= 2
+    window_lo = points.get("ips_window_min", points["ips"]).fillna(points["ips"])
+    window_hi = points.get("ips_window_max", points["ips"]).fillna(points["ips"])
+    low = points["ips_repeat_min"].where(repeated, window_lo)
+    high = points["ips_repeat_max"].where(repeated, window_hi)
+    return low.astype(float), high.astype(float)
+
+
+def differs(low_a: float, high_a: float, low_b: float, high_b: float) -> str:
+    """:data:`BEYOND` where two spans of images/s do not overlap, else :data:`WITHIN`."""
+    return BEYOND if low_a > high_b or low_b > high_a else WITHIN
+
+
 def best_table(points: pd.DataFrame) -> pd.DataFrame:
     """The fastest configuration per model and node count, and by how much it wins.
+
+    A win is a win only beyond the spread: ``difference`` is :data:`BEYOND` where the
+    fastest point's lowest measurement (over repeats, else windows: :func:`spread_bounds`)
+    is above the runner-up's highest, else :data:`WITHIN`, and the report calls no such
+    ratio a speed-up.
 
     Args:
         points: a :func:`points_table` frame.
@@ -223,14 +266,17 @@ def best_table(points: pd.DataFrame) -> pd.DataFrame:
         One row per model and node count: ``configuration`` (strategy and varying config),
         ``ips``, ``scaling_efficiency``, ``tflops_per_gpu``, ``mfu``, ``peak_mem_gib``,
         ``node_hours_per_epoch``, ``cost_per_epoch``, ``runner_up`` (the second fastest
-        configuration, or empty) and ``speedup_over_runner_up`` (ips / its ips).
+        configuration, or empty), ``speedup_over_runner_up`` (ips / its ips) and
+        ``difference`` (empty without a runner-up).
     """
     cols = ["model", "nodes", "configuration", "ips", "scaling_efficiency", "tflops_per_gpu",
             "mfu", "peak_mem_gib", "node_hours_per_epoch", "cost_per_epoch", "runner_up",
-            "speedup_over_runner_up"]  # fmt: skip
+            "speedup_over_runner_up", "difference"]  # fmt: skip
     if points.empty:
         return pd.DataFrame(columns=cols)
-    ranked = points.sort_values("ips", ascending=False, kind="stable")
+    low, high = spread_bounds(points)
+    ranked = points.assign(_low=low, _high=high).sort_values("ips", ascending=False,
+                                                             kind="stable")
     rows = []
     for (_, _), group in ranked.groupby(["model", "nodes"], dropna=False, sort=True):
         best = group.iloc[0].copy()
@@ -238,6 +284,8 @@ def best_table(points: pd.DataFrame) -> pd.DataFrame:
         best["runner_up"] = second["configuration"] if second is not None else ""
         best["speedup_over_runner_up"] = (best["ips"] / second["ips"]
                                           if second is not None else np.nan)
+        best["difference"] = (differs(best["_low"], best["_high"], second["_low"],
+                                      second["_high"]) if second is not None else "")
         rows.append(best)
     return pd.DataFrame(rows).reindex(columns=cols).reset_index(drop=True)
 
@@ -327,3 +375,105 @@ def calibration_summary(calibration: pd.DataFrame) -> pd.DataFrame:
                          "max_abs_rel_error": err.abs().max()})
     return pd.DataFrame(rows, columns=["quantity", "num_runs", "median_rel_error",
                                        "median_abs_rel_error", "max_abs_rel_error"])
+
+
+def _layout(sharding: str | None, group, world) -> tuple:
+    """What a point computes, as (sharding, shard group): HYBRID_SHARD with the shard group
+    equal to the world is FULL_SHARD over it, with a group of 1 NO_SHARD (torch runs it so:
+    :meth:`vitfsdp.parallel.StrategyConfig.effective_sharding_strategy`)."""
+    if sharding == "HYBRID_SHARD" and pd.notna(group) and pd.notna(world):
+        if int(group) == int(world):
+            return "FULL_SHARD", int(world)
+        if int(group) == 1:
+            return "NO_SHARD", 1
+    if sharding in ("FULL_SHARD", "SHARD_GRAD_OP"):
+        return sharding, None if pd.isna(world) else int(world)
+    return sharding, None if pd.isna(group) else int(group)
+
+
+#: Columns of :func:`equivalence_table`.
+EQUIVALENCE_COLUMNS = ("model", "nodes", "configuration_a", "configuration_b", "ips_a",
+                       "ips_b", "ips_ratio", "difference")
+
+
+def equivalence_table(points: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+    """Pairs of points that compute the same thing under two names, a built-in check of
+    the machine's noise: FULL_SHARD and HYBRID_SHARD with the shard group equal to the world
+    (at 1 node, HYBRID_2GPU on 2-rank nodes), NO_SHARD and HYBRID_1GPU, at the same model,
+    node count and other settings. Their images/s should agree; ``difference``
+    (:func:`differs` of their :func:`spread_bounds`) says whether they do.
+
+    Args:
+        points: a :func:`points_table` frame of ``df``.
+        df: its ``collect_runs`` frame (which columns make a line).
+
+    Returns:
+        :data:`EQUIVALENCE_COLUMNS`: one row per pair, ``ips_ratio`` = ips_a / ips_b (a the
+        faster); empty where no two points compute the same thing.
+    """
+    if points.empty or "sharding_strategy" not in points:
+        return pd.DataFrame(columns=EQUIVALENCE_COLUMNS)
+    low, high = spread_bounds(points)
+    named = {"strategy", "sharding_strategy", "shard_group_size"}
+    keys = [c for c in line_columns(df) if c not in named and c in points] + ["nodes"]
+    layouts = [_layout(s, g, w) for s, g, w in zip(
+        points["sharding_strategy"], points["shard_group_size"], points["world_size"],
+        strict=True)]
+    frame = points.assign(_layout=layouts, spread_low=low, spread_high=high)
+    rows = []
+    for _, group in frame.groupby([*keys, "_layout"], dropna=False, sort=True):
+        group = group.sort_values("ips", ascending=False, kind="stable")
+        for i, a in enumerate(group.itertuples()):
+            for b in list(group.itertuples())[i + 1:]:
+                rows.append({"model": a.model, "nodes": a.nodes,
+                             "configuration_a": a.configuration,
+                             "configuration_b": b.configuration, "ips_a": a.ips,
+                             "ips_b": b.ips, "ips_ratio": a.ips / b.ips if b.ips else np.nan,
+                             "difference": differs(a.spread_low, a.spread_high,
+                                                     b.spread_low, b.spread_high)})
+    return pd.DataFrame(rows, columns=list(EQUIVALENCE_COLUMNS))
+
+
+def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
+    """What the terminal says of the study's noise and host, one line each (none when all
+    is well): runs whose host was loaded beyond its cores (rank 0's host, at the run's start
+    or end), points whose repeats spread beyond :data:`NOISY_SPREAD`, pairs of points that
+    compute the same thing yet differ beyond their spread, wins within the spread, and
+    host-bound points.
+
+    Args:
+        tables: :func:`study_tables`' result.
+    """
+    points, lines, runs = tables["points"], [], tables["runs"]
+    if {"host_load_1m", "host_cpus"} <= set(runs):
+        loaded = runs[pd.to_numeric(runs["host_load_1m"], errors="coerce")
+                      > pd.to_numeric(runs["host_cpus"], errors="coerce")]
+        if len(loaded):
+            lines.append(f"loaded: {len(loaded)} run(s) started or ended with the host's load "
+                         "average above its cores (host_load_1m in runs.csv): other work "
+                         "competed with them")
+    noisy = points[points["noisy"].fillna(False).astype(bool)] if len(points) else points
+    if len(noisy):
+        which = ", ".join(f"{r.configuration} at {r.nodes} node(s) "
+                          f"({r.ips_repeat_spread:.0%})" for r in noisy.itertuples())
+        lines.append(f"noisy: repeats spread more than {NOISY_SPREAD:.0%} of their median: "
+                     f"{which}")
+    apart = tables["equivalence"]
+    apart = apart[apart["difference"] == BEYOND]
+    if len(apart):
+        which = ", ".join(f"{r.configuration_a} and {r.configuration_b} at {r.nodes} node(s) "
+                          f"({r.ips_ratio:.2f}x)" for r in apart.itertuples())
+        lines.append(f"too noisy to rank: the same computation under two names differs "
+                     f"beyond its spread: {which} (equivalence.csv)")
+    tied = tables["best"][tables["best"]["difference"] == WITHIN]
+    if len(tied):
+        which = ", ".join(f"{r.model} at {r.nodes} node(s)" for r in tied.itertuples())
+        lines.append(f"no difference within the spread between the two fastest: {which} "
+                     "(best.csv)")
+    bound = points[points["host_bound"].fillna(False).astype(bool)] if len(points) else points
+    if len(bound):
+        which = ", ".join(f"{r.configuration} at {r.nodes} node(s)" for r in bound.itertuples())
+        lines.append(f"host-bound (device busy below {HOST_BOUND_BUSY_FRAC:.0%}): {which}: "
+                     "their figures measure the "
+                     "wrapper and the loop")
+    return lines

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vitfsdp import parallel
+from vitfsdp.core.throughput import NOISY_SPREAD
 
 #: The benchmark's models: B/16 (the study's SwiGLU ViT-Base), L/16, H/14 and the study's ViT-1B.
 GPU_MODELS = ("vit_base", "vit_large_patch16_224", "vit_huge_patch14_224", "vit_1b")
@@ -22,7 +23,7 @@ PATHS = ("fsdp", "unwrapped", "timm")
 DEFAULTS = {"cuda": (GPU_MODELS, 32, 50, 10, 10, 3), "cpu": (("vit_tiny",), 8, 6, 2, 2, 3)}
 #: Repeats of one path whose images/s spread more than this fraction of their median
 #: ((max - min) / median) are warned of: the machine was too noisy for the ratios.
-SPREAD_WARN = 0.10
+SPREAD_WARN = NOISY_SPREAD
 
 
 @dataclass

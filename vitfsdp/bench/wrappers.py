@@ -1,7 +1,8 @@
 """What each data-parallel wrapper costs the host per training step, apart from arithmetic.
 
     python -m vitfsdp.bench wrappers [--depth 32] [--width 16] [--device auto] [--steps 30]
-        [--repeats 3] [--blocks-per-unit 4] [--compile off|on|both] [--out FILE.json]
+        [--repeats 3] [--blocks-per-unit 4] [--compile off|on|both] [--clock auto|wall|cpu]
+        [--out FILE.json]
 
 One process, a world of 1 (gloo on CPU, NCCL on CUDA, over an in-memory store: no port).
 The model is a timm ``VisionTransformer`` of ``--depth`` blocks so narrow (``--width``
@@ -23,10 +24,12 @@ AdamW step) runs for each path, in fp32. The paths (:func:`paths`), eager and, w
 
 After a warm-up pass of each, the paths take turns ``--repeats`` times; each pass is the
 median step time of ``--steps`` steps (synchronized per step on CUDA; one intra-op thread
-on CPU). The report gives each path's median over the passes (min-max), what it adds over
-the unwrapped model of its compile setting per step, per FSDP unit (its units + the root;
-DDP has none, so per block) and per transformer block, and names the FSDP path that adds
-the least per block.
+on CPU), read from the wall clock on a GPU and from the stepping thread's CPU time on a CPU
+device (``--clock``: on a shared machine the wall clock counts the other processes' turns
+on the core, CPU time what the host itself spent). The report gives each path's median
+over the passes (min-max), what it adds over the unwrapped model of its compile setting
+per step, per FSDP unit (its units + the root; DDP has none, so per block) and per
+transformer block, and names the FSDP path that adds the least per block.
 
 Why: on the H100, FSDP1's hooks kept ViT-H/14's step host-bound at batch 32 (the GPU busy
 37% of the step; docs/benchmarks.md, "GPU figures"); this separates the wrappers' host cost
@@ -94,6 +97,13 @@ def paths(blocks_per_unit: int, compile_modes: tuple[bool, ...]) -> list[Path]:
 
 #: ``--compile``: the compile settings timed.
 COMPILE_MODES = {"off": (False,), "on": (True,), "both": (False, True)}
+
+#: ``--clock``: what a step's seconds are read from. ``wall``: ``time.perf_counter`` (what a
+#: GPU step takes, the host's waits included). ``cpu``: ``time.thread_time``, the CPU time of
+#: the thread that runs the step (on a CPU device autograd runs backward on it too): what
+#: the host spent, apart from time lost to other processes on a shared machine. ``auto``:
+#: ``cpu`` on a CPU device, ``wall`` on a GPU.
+CLOCKS = {"wall": time.perf_counter, "cpu": time.thread_time}
 #: Input side (pixels), patch side, classes and batch: the least arithmetic a ViT step has.
 IMG, PATCH, CLASSES, BATCH = 16, 8, 10, 2
 
@@ -115,6 +125,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--compile", choices=list(COMPILE_MODES), default="off",
                    help="time the paths eager (off, the default), with compiled blocks (on), "
                         "or both")
+    p.add_argument("--clock", choices=["auto", *CLOCKS], default="auto",
+                   help="wall (perf_counter) or cpu (the stepping thread's CPU time: steady "
+                        "on a shared machine); auto: cpu on a CPU device, wall on a GPU")
     p.add_argument("--out", type=pathlib.Path, help="write the record as JSON to this file")
     args = p.parse_args(argv)
     for name in ("depth", "width", "steps", "repeats", "blocks_per_unit"):
@@ -151,17 +164,19 @@ def _wrapped(path: Path, depth: int, width: int,
 
 
 def _pass(model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-          batch: tuple[torch.Tensor, torch.Tensor], steps: int, warmup: int) -> float:
-    """The median seconds of ``steps`` steps after ``warmup`` untimed ones."""
+          batch: tuple[torch.Tensor, torch.Tensor], steps: int, warmup: int,
+          clock=time.perf_counter) -> float:
+    """The median seconds of ``steps`` steps after ``warmup`` untimed ones, by ``clock``."""
     device, times = batch[0].device, []
     for i in range(warmup + steps):
         _sync(device)
-        t0 = time.perf_counter()
+        t0 = clock()
         train_step(model, optimizer, batch, contextlib.nullcontext())
         _sync(device)
         if i >= warmup:
-            times.append(time.perf_counter() - t0)
+            times.append(clock() - t0)
     return statistics.median(times)
+
 
 
 def _sync(device: torch.device) -> None:
@@ -183,21 +198,22 @@ def benchmark(args: argparse.Namespace) -> dict:
     if device.type == "cpu":
         torch.set_num_threads(1)  # host work is serial; a second thread only adds noise
     todo = paths(args.blocks_per_unit, COMPILE_MODES[args.compile])
+    clock = args.clock if args.clock != "auto" else ("cpu" if device.type == "cpu" else "wall")
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo",
                             store=dist.HashStore(), rank=0, world_size=1)
     try:
-        times = _time_paths(todo, args, device)
+        times = _time_paths(todo, args, device, CLOCKS[clock])
     finally:
         dist.destroy_process_group()
     return {"benchmark": "wrappers", "device": str(device), "depth": args.depth,
             "width": args.width, "units": args.depth + 1, "batch": BATCH, "img_size": IMG,
             "steps": args.steps, "warmup": args.warmup, "repeats": args.repeats,
-            "blocks_per_unit": args.blocks_per_unit, "compile": args.compile,
+            "blocks_per_unit": args.blocks_per_unit, "compile": args.compile, "clock": clock,
             "paths": _figures(todo, times, args.depth), "versions": provenance.versions()}
 
 
-def _time_paths(todo: list[Path], args: argparse.Namespace,
-                device: torch.device) -> dict[str, tuple[list[float], dict]]:
+def _time_paths(todo: list[Path], args: argparse.Namespace, device: torch.device,
+                clock) -> dict[str, tuple[list[float], dict]]:
     """Each path's kept pass times (seconds) and what :func:`vitfsdp.parallel.wrap` applied,
     by label: the paths take turns, pass 0 warms every path up and is not kept."""
     generator = torch.Generator().manual_seed(1)
@@ -211,7 +227,7 @@ def _time_paths(todo: list[Path], args: argparse.Namespace,
     times: dict[str, list[float]] = {label: [] for label in setups}
     for i in range(args.repeats + 1):
         for label, (model, optimizer) in setups.items():
-            t = _pass(model, optimizer, batch, args.steps, args.warmup)
+            t = _pass(model, optimizer, batch, args.steps, args.warmup, clock)
             if i:
                 times[label].append(t)
     return {label: (times[label], applied[label]) for label in setups}
@@ -251,7 +267,7 @@ def format_record(r: dict) -> str:
     path that adds the least per block."""
     lines = [f"host cost of the wrappers: {r['depth']} blocks of width {r['width']}, batch "
              f"{r['batch']} of {r['img_size']} px, on {r['device']}, a world of 1; median of "
-             f"{r['repeats']} passes of {r['steps']} steps",
+             f"{r['repeats']} passes of {r['steps']} steps, {r.get('clock', 'wall')} clock",
              f"  {'path':<26} {'units':>5} {'ms/step':>8} {'(min-max)':>16} {'added ms':>9} "
              f"{'us/unit':>8} {'us/block':>9}"]
     for label, p in r["paths"].items():

@@ -98,7 +98,8 @@ class Prediction:
     framework_s: float = 0.0
     host_s: float | None = None  # the host's whole time per step (no probe, GPU; timing.py)
     peak_tflops: float | None = None  # the dense peak of the compute dtype used (no probe)
-    source: str = "profile"  # profile (data sheets, cluster.*) | probe:<file>
+    # profile (data sheets, cluster.*) | probe:<file> (<when it was measured>)
+    source: str = "profile"
     notes: str = ""  # what a probe lookup approximated; what is unknown
 
     @property
@@ -411,7 +412,8 @@ def predict(cfg, *, peak_flops: float | None = None,
         optimizer_s=None if compute is None else compute.optimizer_s,
         overlap=comm.overlap, framework_s=framework, host_s=host,
         peak_tflops=None if probe or not peak else peak / 1e12,
-        source=f"probe:{probe.path}" if probe is not None else "profile",
+        source=(f"probe:{probe.path}" + (f" ({probe.created_at})" if probe.created_at else "")
+                if probe is not None else "profile"),
         notes="; ".join(sorted(notes)))
 
 
@@ -468,7 +470,8 @@ def predict_run(run_info: dict) -> dict | None:
 
     Returns:
         ``pred_peak_mem_gib``, ``pred_step_time_s``, ``pred_ips``, ``pred_fits`` and
-        ``pred_mem_metric`` (the measured column to compare memory with); None when the
+        ``pred_mem_metric`` (the measured column to compare memory with), ``pred_source``
+        (``profile``, or ``probe:<file> (<when measured>)``); None when the
         config cannot be rebuilt (records of an older schema).
     """
     # the config (Hydra) on use: `python -m vitfsdp.plan --help` starts without it
@@ -492,4 +495,5 @@ def predict_recorded(cfg: RunConfig, device: dict) -> dict:
     p = predict(cfg, peak_flops=device.get("peak_flops"),
                 device_memory_gib=device.get("memory_gib"), device=kind)
     return {"pred_peak_mem_gib": p.peak_mem_gib, "pred_step_time_s": p.step_time_s,
-            "pred_ips": p.ips, "pred_fits": p.fits, "pred_mem_metric": p.pred_mem_metric}
+            "pred_ips": p.ips, "pred_fits": p.fits, "pred_mem_metric": p.pred_mem_metric,
+            "pred_source": p.source}

@@ -341,11 +341,14 @@ def _probe_report(df: pd.DataFrame, table: pd.DataFrame, probe) -> str:
         together = [g[:-2] for g in groups.get(t, ()) if g != t]
         with_ = (f" (with {', '.join(together)}: they move alike across these runs)"
                  if together else "")
-        if math.isnan(x):
+        if not (pd.to_numeric(df[f"pred_{t}"], errors="coerce").fillna(0) > 0).any():
+            verdict = "not measured (0 in every prediction: the probe has no figure for it)"
+        elif math.isnan(x):
             verdict = "not separable (hardly varies across the runs)"
-        elif errors.get(t, 0) > UNPINNED_SE:
-            verdict = (f"x{x:.2f} ± {errors[t]:.2f}: these runs do not pin it (the other "
-                       f"terms can take its share){with_}")
+        elif errors.get(t, 0) > UNPINNED_SE or x < 0.005:  # a factor of 0 measures nothing
+            shown = "x0 (the other terms leave it no time)" if x < 0.005 else f"x{x:.2f}"
+            verdict = (f"{shown} ± {errors.get(t, math.nan):.2f}: these runs do not pin it "
+                       f"(the other terms can take its share){with_}")
         elif abs(1 - x) <= 0.1:
             verdict = f"x{x:.2f}: right within 10%{with_}"
         else:

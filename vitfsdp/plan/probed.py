@@ -120,6 +120,7 @@ class Probe:
     path: str
     device_type: str  # cpu | cuda
     worlds: dict[int, ProbeWorld]
+    created_at: str | None = None  # when it was measured (ISO 8601, UTC); None: not recorded
 
     def world(self, world_size: int) -> tuple[ProbeWorld, Notes]:
         """The measurements at ``world_size``, or at the nearest probed world size."""
@@ -277,7 +278,8 @@ def load_probe(path: str | Path) -> Probe:
     if not worlds:
         raise ValueError(f"cluster.probe={str(path)!r} holds no completed measurement "
                          f"({data.get('reason') or 'every world size failed'}); probe again")
-    return Probe(str(p), (data.get("device") or {}).get("type", "cpu"), worlds)
+    return Probe(str(p), (data.get("device") or {}).get("type", "cpu"), worlds,
+                 data.get("created_at"))
 
 
 _CACHE: dict[tuple[str, float], Probe] = {}

@@ -5,7 +5,11 @@
         --out SWEEP_DIR_OR_FILE.json
 
 Writes ``probe.json`` into ``--out`` (a directory; or the file named, e.g. a site file that
-``cluster.probe=`` names), one world size after another, with a line per world size.
+``cluster.probe=`` names), one world size after another, with a line per world size. A probe
+never overwrites another: each is kept as ``probes/<name>-<UTC time>.json`` beside it, with
+the host's load average at its start and end; where ``probe.json`` (or the file named)
+already exists it stays what the plan reads, so the predictions recorded from it do not
+change, unless ``--replace`` makes the new probe the one read.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import json
 import logging
 import os
 import platform
+import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -236,8 +242,21 @@ def _launch_framework(cfg, overrides: list[str], work_dir: Path) -> dict:
     return {"status": "completed", "step_s": summary["step_time_s"]}
 
 
-def write_probe(path: Path, worlds: list[dict], cluster: str, gpus_per_node: int) -> dict:
-    """Write ``probe.json`` (atomically) from the measured ``worlds`` entries."""
+#: Where every probe is kept, beside the file the plan reads.
+HISTORY_DIR = "probes"
+
+
+def history_path(path: Path, when: datetime.datetime) -> Path:
+    """The file a probe started at ``when`` is kept as: ``probes/<stem>-<UTC time>.json``
+    beside ``path``."""
+    stamp = when.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H-%M-%SZ")
+    return path.parent / HISTORY_DIR / f"{path.stem}-{stamp}.json"
+
+
+def write_probe(path: Path, worlds: list[dict], cluster: str, gpus_per_node: int,
+                load: dict | None = None) -> dict:
+    """Write a probe file (atomically) from the measured ``worlds`` entries; ``load``: the
+    host's load average (1, 5, 15 min) at the probe's ``start`` and ``end``."""
     import torch  # for its version only: the CLI starts without it
 
     done = [w for w in worlds if w.get("status") == "completed"]
@@ -251,7 +270,8 @@ def write_probe(path: Path, worlds: list[dict], cluster: str, gpus_per_node: int
             "host": platform.node(), "backend": done[0].get("backend") if done else None,
             "device": device, "versions": {"torch": torch.__version__,
                                            "python": platform.python_version()},
-            "cluster": cluster, "gpus_per_node": gpus_per_node, "worlds": worlds}
+            "cluster": cluster, "gpus_per_node": gpus_per_node, "load": load,
+            "worlds": worlds}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
@@ -310,6 +330,10 @@ def main(argv: list[str] | None = None) -> int:
                              "(default runs/probe/<time>)")
     parser.add_argument("--timeout", type=float, default=1800.0,
                         help="seconds one world size may take before it is recorded failed")
+    parser.add_argument("--replace", action="store_true",
+                        help="make this probe the one the plan reads where probe.json (or the "
+                             "file named) exists; without it the earlier one stays and this "
+                             "one is only kept under probes/")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
@@ -326,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path("runs/probe") / datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     path = out if out.suffix == ".json" else out / PROBE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
+    kept = history_path(path, datetime.datetime.now(datetime.timezone.utc))
+    load = {"start": list(os.getloadavg()), "end": None}
     device = "cuda" if any(c.expected_device_type() == "cuda" for c in cfgs) else "cpu"
     specs = world_specs(cfgs, device, extra=tiny)
     worlds = []
@@ -346,11 +372,29 @@ def main(argv: list[str] | None = None) -> int:
             if worlds[-1].get("status") == "completed":
                 worlds[-1]["framework"] = probe_framework(at, worlds[-1], Path(tmp))
         print(f"[probe {i}/{len(specs)}] {summary_line(worlds[-1])}", flush=True)
-        write_probe(path, worlds, cfgs[0].cluster.name, cfgs[0].cluster.gpus_per_node)
-    data = write_probe(path, worlds, cfgs[0].cluster.name, cfgs[0].cluster.gpus_per_node)
-    print(f"wrote {path} ({sum(w.get('status') == 'completed' for w in worlds)}/{len(worlds)} "
-          f"world size(s) measured); plan with cluster.probe={path}")
+        write_probe(kept, worlds, cfgs[0].cluster.name, cfgs[0].cluster.gpus_per_node, load)
+    load["end"] = list(os.getloadavg())
+    data = write_probe(kept, worlds, cfgs[0].cluster.name, cfgs[0].cluster.gpus_per_node, load)
+    measured = f"{sum(w.get('status') == 'completed' for w in worlds)}/{len(worlds)}"
+    print(publish(kept, path, args.replace, data["status"] == "completed", measured))
     return 0 if data["status"] == "completed" else 1
+
+
+def publish(kept: Path, path: Path, replace: bool, completed: bool, measured: str) -> str:
+    """Make the probe kept as ``kept`` the one the plan reads at ``path`` where there is none
+    yet (or with ``replace``, and only a completed one); the line that says what was done,
+    its commands shell-quoted."""
+    what = f"probe kept as {kept} ({measured} world size(s) measured)"
+    earlier = read_json(path) if path.exists() else None
+    if not completed or (earlier is not None and not replace):
+        since = f" (probed {earlier.get('created_at')})" if earlier else ""
+        return (f"{what}; {path}{since} stays the one the plan reads, so recorded predictions "
+                f"do not change; to use this one: cluster.probe={shlex.quote(str(kept))}, or "
+                "rerun with --replace")
+    tmp = path.with_name(f".{path.name}.tmp")
+    shutil.copyfile(kept, tmp)
+    tmp.replace(path)
+    return f"{what}; wrote {path}: plan with cluster.probe={shlex.quote(str(path))}"
 
 
 if __name__ == "__main__":
