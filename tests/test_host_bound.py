@@ -146,3 +146,10 @@ def test_cpu_points_are_not_flagged_and_the_report_says_why(tmp_path):
     assert "not measured on CPU ranks" in host_bound_text(points, df)
     fig = plot_weak_scaling(df)
     assert not [c for ax in fig.axes for c in ax.collections if c.get_label() == "_host-bound"]
+
+
+def test_the_caption_says_what_the_ring_means():
+    from vitfsdp.analysis.report import caption
+
+    assert "grey hexagon: a host-bound point" in caption("weak_scaling", drawn=["host_bound"])
+    assert "hexagon" not in caption("weak_scaling", drawn=["ideal"])

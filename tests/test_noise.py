@@ -119,3 +119,16 @@ def test_runs_record_what_they_competed_with_and_a_loaded_host_is_named(tmp_path
     (line,) = noise_lines(tables)
     assert line.startswith("loaded: 1 run(s) started or ended with the host's load average")
     assert noise_lines(study_tables(df.assign(host_cpus=2, host_load_1m=[0.5, 1.5]))) == []
+
+
+def test_a_cpu_runs_provenance_names_no_gpu_stack(tmp_path):
+    """A CUDA build of torch on a machine without a GPU reports its CUDA version: a CPU
+    run's versions leave it (and ROCm, NCCL) out; a GPU run's keep it."""
+    for device in ("cpu", "cuda"):
+        info = run_info("DDP", 1, device=device)
+        info["versions"] = {"python": "3.11.7", "torch": "2.14.1+cu130", "cuda": "13.0",
+                            "nccl": "2.28.9"}
+        write_run(tmp_path / device, info, 10.0)
+    versions = collect_runs(tmp_path).set_index("device_type")["versions"]
+    assert versions["cpu"] == "python 3.11.7, torch 2.14.1+cu130"
+    assert versions["cuda"] == "python 3.11.7, torch 2.14.1+cu130, cuda 13.0, nccl 2.28.9"

@@ -75,3 +75,25 @@ def test_no_study_figure_without_its_data(tmp_path: Path) -> None:
     assert "tflops.png" not in md and "recipe.png" not in md and "## Recipe" not in md
     written = write_figures(collect_runs(tmp_path), tmp_path / "w", formats=("png",))
     assert set(written) == {"weak_scaling", "memory", "loss"}
+
+
+def test_cpu_ranks_flop_rates_are_drawn_in_gflops_per_rank(tmp_path: Path) -> None:
+    """10 images/s on 2 ranks at 3 GFLOP per image: 0.015 TFLOP/s a rank would read as
+    0.0x; the axis says GFLOP/s per rank and the line starts at 15."""
+    from vitfsdp.analysis.figures import plot_tflops
+
+    for nodes in (1, 2):
+        write_run(tmp_path / f"n{nodes}", nodes, 100.0 * nodes / 10, None)
+    fig = plot_tflops(collect_runs(tmp_path))
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "model GFLOP/s per rank"
+    assert ax.lines[0].get_ydata()[0] == pytest.approx(10.0 / 2 * 3e9 / 1e9)
+
+
+def test_panel_titles_name_the_input_side(tmp_path: Path) -> None:
+    from vitfsdp.analysis.figures import plot_weak_scaling
+
+    for nodes in (1, 2):
+        write_run(tmp_path / f"n{nodes}", nodes, 10.0 * nodes, None)
+    df = collect_runs(tmp_path).assign(img_size=32, num_params=21_600_000)
+    assert plot_weak_scaling(df).axes[0].get_title() == "vit_tiny (21.6M params, 32 px)"

@@ -650,10 +650,13 @@ VERSION_KEYS = ("python", "torch", "timm", "jax", "flax", "cuda", "rocm", "nccl"
 
 def _provenance(run: dict) -> dict[str, Any]:
     """When the run started, the git commit it ran (``+dirty`` with local changes) and its
-    library versions (``torch 2.4.1, timm 1.0.9, ...``)."""
+    library versions (``torch 2.4.1, timm 1.0.9, ...``; CUDA, ROCm and NCCL only for runs on
+    a GPU)."""
     commit, dirty = _get(run, "git", "commit"), _get(run, "git", "dirty")
     versions = run.get("versions") if isinstance(run.get("versions"), dict) else {}
-    named = [f"{k} {versions[k]}" for k in VERSION_KEYS if versions.get(k)]
+    # a CPU run names no GPU stack: a CUDA build of torch reports its CUDA on any machine
+    gpu_only = ("cuda", "rocm", "nccl") if _get(run, "device", "type") == "cpu" else ()
+    named = [f"{k} {versions[k]}" for k in VERSION_KEYS if versions.get(k) and k not in gpu_only]
     return {"started_at": run.get("started_at"),
             "git_commit": f"{commit[:12]}{'+dirty' if dirty else ''}" if commit else None,
             "versions": ", ".join(named) or None}

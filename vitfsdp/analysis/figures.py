@@ -786,7 +786,8 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     """Model TFLOP/s per GPU against the number of GPUs, a line per configuration and a
     panel per model, with the device's peak (dotted, where the runs record it) and an MFU
     axis on the right (TFLOP/s / peak; MFU's definition: docs/benchmarks.md). Runs on CPU
-    ranks say "rank" for "GPU".
+    ranks say "rank" for "GPU"; where every value is below 0.1 TFLOP/s (CPU ranks, tiny
+    models) the axis is in GFLOP/s (a peak in TFLOP/s would flatten it: none drawn).
 
     Returns:
         The figure, or ``None`` when no completed run recorded ``tflops_per_gpu``.
@@ -801,13 +802,16 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     looks = _looks(df, keys)
     extras: set[str] = set()
     per = "rank" if set(done["device_type"].dropna()) == {"cpu"} else "GPU"  # CPU ranks
+    # GFLOP/s where TFLOP/s would read 0.00x (CPU ranks, tiny models)
+    unit, scale = ("GFLOP/s", 1e3) if done["tflops_per_gpu"].max() < 0.1 else ("TFLOP/s", 1.0)
     for ax, (model, panel) in zip(axes, panels, strict=True):
         for label, line in _lines(panel, keys):
             color, marker = looks[_color_label(line, keys)]
             points = line.groupby(line["world_size"].astype("int64"))["tflops_per_gpu"].median()
-            ax.plot(points.index, points.values, ls=_linestyle(line, keys), marker=marker,
-                    color=color, label=label)
-        _draw_peak(ax, panel, extras)
+            ax.plot(points.index, points.values * scale, ls=_linestyle(line, keys),
+                    marker=marker, color=color, label=label)
+        if scale == 1.0:
+            _draw_peak(ax, panel, extras)
         gpus = sorted(set(panel["world_size"].astype("int64")))
         ax.set_xscale("log", base=2)
         ax.set_xticks(gpus, labels=[str(g) for g in gpus])
@@ -815,10 +819,10 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
         ax.set_xlim(gpus[0] / 1.4, gpus[-1] * 1.4)
         ax.set_ylim(bottom=0)
         ax.set_xlabel(f"{per}s" if per == "rank" else "GPUs (ranks)")
-        ax.set_ylabel(f"model TFLOP/s per {per}")
+        ax.set_ylabel(f"model {unit} per {per}")
         ax.grid(True, which="major", alpha=0.3)
         _set_title(ax, _panel_title(model, panel))
-    _finish(fig, f"TFLOP/s per {per} against the number of {per}s", df, path, extras)
+    _finish(fig, f"{unit} per {per} against the number of {per}s", df, path, extras)
     return fig
 
 
@@ -1704,9 +1708,17 @@ def _set_title(ax, title: str) -> None:
 
 
 def _panel_title(model: str, panel: pd.DataFrame) -> str:
-    """The model name with its parameter count in millions when known."""
+    """The model name with its parameter count in millions when known and its input side
+    when every run of the panel shares one (``vit_small (21.6M params, 32 px)``: the demo's
+    ViT-S/16 runs at 32 px, not the 224 its name suggests)."""
+    parts = []
     params = panel["num_params"].dropna()
-    return f"{model} ({params.iloc[0] / 1e6:,.1f}M params)" if len(params) else model
+    if len(params):
+        parts.append(f"{params.iloc[0] / 1e6:,.1f}M params")
+    sizes = panel["img_size"].dropna().unique() if "img_size" in panel else []
+    if len(sizes) == 1:
+        parts.append(f"{int(sizes[0])} px")
+    return f"{model} ({', '.join(parts)})" if parts else model
 
 
 #: How a published figure that is not compared with ours is drawn (another model, device

@@ -75,6 +75,9 @@ MARK_CAPTIONS = {
                   "bytes: the memory table)",
     "ideal": "dashed: ideal linear scaling from each line's smallest node count",
     "above_ideal": "grey square: efficiency above 100 % of ideal, noise (not super-linear)",
+    "host_bound": "grey hexagon: a host-bound point, its device busy less than "
+                  f"{HOST_BOUND_BUSY_FRAC:.0%} of the timed windows: its images/s measure the "
+                  "wrapper and the loop, not the device or the network",
     "device": "black dotted: the device's memory",
     "ranks": "error bars: down to the minimum over ranks",
     "repeats": "error bars: min-max over repeats",
