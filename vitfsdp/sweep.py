@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import re
+import shlex
 import signal
 import socket
 import sys
@@ -647,7 +648,7 @@ def select(points: list[Point], sweep_dir: Path,
     if queue is None:
         raise SweepRefused(f"error: {len(unsettled)} earlier jobs in {sweep_dir} have no result "
                            "and squeue cannot say whether they still run; rerun where Slurm "
-                           "answers (or check with python -m vitfsdp.sweep --status DIR)")
+                           f"answers (or check with {status_command(sweep_dir, watch=False)})")
     todo, skipped = [], {}
     for p in points:
         prior = existing.get(p.config_hash, [])
@@ -705,8 +706,9 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions) -
         paths = slurm.write_scripts(points, options.job_name, sweep_dir)
         for path in paths:
             log.info("wrote %s", path)
-        log.info("submit each with sbatch <script>; then python -m vitfsdp.sweep --status %s "
-                 "--watch", sweep_dir)
+        for path in paths:
+            log.info("submit with: %s", shlex.join(["sbatch", str(path)]))
+        log.info("then follow with: %s", status_command(sweep_dir))
         return [{"status": "script", "script": str(p)} for p in paths]
     max_jobs = _max_jobs(points)
     units = _submission_units(points, sweep_dir, options, max_jobs)
@@ -755,7 +757,7 @@ def _log_detached(units: list[pack.Unit], sweep_dir: Path, max_jobs: int | None)
     if waiting:
         log.info("%d jobs wait for cluster.max_jobs=%s: run the same command again once jobs "
                  "have ended to submit them", waiting, max_jobs)
-    log.info("detached; follow with: python -m vitfsdp.sweep --status %s --watch", sweep_dir)
+    log.info("detached; follow with: %s", status_command(sweep_dir))
 
 
 def _detached_summary(p: Point) -> dict:
@@ -815,7 +817,7 @@ def _report_not_ended(points: list[Point], summaries: list[dict], sweep_dir: Pat
             job = f" (Slurm job {s['job_id']})" if s.get("job_id") else ""
             log.info("not ended: %s: %s%s", _point_label(p),
                      s.get("status") or "no summary", job)
-    log.info("follow with: python -m vitfsdp.sweep --status %s --watch", sweep_dir)
+    log.info("follow with: %s", status_command(sweep_dir))
 
 
 def _report(points: list[Point], summaries: list[dict], sweep_dir: Path) -> None:
@@ -823,7 +825,19 @@ def _report(points: list[Point], summaries: list[dict], sweep_dir: Path) -> None
     for s in summaries:
         counts[s["status"]] = counts.get(s["status"], 0) + 1
     log.info("sweep done: %s", ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
-    log.info("figures and tables: python -m vitfsdp.analysis %s", sweep_dir)
+    log.info("figures and tables: %s", analysis_command(sweep_dir))
+
+
+def status_command(sweep_dir: str | os.PathLike, watch: bool = True) -> str:
+    """The command that shows (``watch``: follows) a sweep's jobs, to paste into a shell: the
+    path is quoted (``shlex.join``), so that spaces, quotes or ``$(...)`` in it stay text."""
+    return shlex.join(["python", "-m", "vitfsdp.sweep", "--status", str(sweep_dir),
+                       *(["--watch"] if watch else [])])
+
+
+def analysis_command(sweep_dir: str | os.PathLike) -> str:
+    """The command that draws a sweep's figures and tables, quoted as :func:`status_command`."""
+    return shlex.join(["python", "-m", "vitfsdp.analysis", str(sweep_dir)])
 
 
 @hydra.main(version_base=None, config_path=str(CONF_DIR), config_name="sweep")

@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import socket
 from dataclasses import dataclass
@@ -173,9 +174,11 @@ class SweepLock:
         except BlockingIOError:
             holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
             os.close(fd)
+            follow = shlex.join(["python", "-m", "vitfsdp.sweep", "--status",
+                                 str(self.path.parent), "--watch"])
             raise RuntimeError(
                 f"another sweep ({holder}) is working in {self.path.parent}; wait for it "
-                "(python -m vitfsdp.sweep --status DIR) or use another hydra.sweep.dir"
+                f"({follow}) or use another hydra.sweep.dir"
             ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"host {socket.gethostname()} pid {os.getpid()}".encode())
