@@ -477,6 +477,7 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
         lock.release()
     ordered = [summaries[p.num] for p in points]
     if all(s.get("status") in STATUSES for s in ordered):
+        _remove_secrets(sweep_dir)
         _report(points, ordered, sweep_dir)
     else:
         _report_not_ended(points, ordered, sweep_dir)
@@ -817,7 +818,17 @@ def _report_not_ended(points: list[Point], summaries: list[dict], sweep_dir: Pat
             job = f" (Slurm job {s['job_id']})" if s.get("job_id") else ""
             log.info("not ended: %s: %s%s", _point_label(p),
                      s.get("status") or "no summary", job)
+    if secrets.secrets_path(sweep_dir).exists():
+        log.info("%s stays for the jobs that have not ended; --status removes it once every "
+                 "point has ended", secrets.secrets_path(sweep_dir))
     log.info("follow with: %s", status_command(sweep_dir))
+
+
+def _remove_secrets(sweep_dir: Path) -> None:
+    """Every point ended: no job reads the sweep's secrets file again; delete it."""
+    removed = secrets.remove_secrets(sweep_dir)
+    if removed:
+        log.info("removed %s: every point has ended", removed)
 
 
 def _report(points: list[Point], summaries: list[dict], sweep_dir: Path) -> None:
@@ -867,7 +878,24 @@ def status_main(argv: Sequence[str]) -> int:
         for row in rows:
             status.reconcile(row)
         print(status.format_table(rows))
+    if all(r.status in STATUSES for r in rows):
+        _remove_secrets_unless_swept(args.sweep_dir)
     return exit_status([{"status": r.status} for r in rows])
+
+
+def _remove_secrets_unless_swept(sweep_dir: Path) -> None:
+    """Every point of ``sweep_dir`` has ended: delete its secrets file, unless a sweep is
+    working there now (it holds the lock and may submit more jobs that read it)."""
+    if not secrets.secrets_path(sweep_dir).exists():
+        return
+    try:
+        lock = resume.SweepLock(sweep_dir).acquire()
+    except RuntimeError:
+        return
+    try:
+        _remove_secrets(sweep_dir)
+    finally:
+        lock.release()
 
 
 #: Exit status of ``python -m vitfsdp.sweep`` (and of ``--status``): every point completed.

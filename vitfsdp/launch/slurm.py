@@ -47,7 +47,12 @@ from vitfsdp.core.layout import (
 )
 from vitfsdp.launch import CONFIG_PATH_ENV, ClusterConfig, check_text
 from vitfsdp.launch.local import job_record, quote_override, torchrun_signal_env
-from vitfsdp.launch.secrets import secrets_path, source_line, write_point_secrets
+from vitfsdp.launch.secrets import (
+    hidden_from_slurm,
+    secrets_path,
+    source_line,
+    write_point_secrets,
+)
 from vitfsdp.provenance import carries_secret, redact_args
 from vitfsdp.records import default_file_mode, write_json_atomic, write_text_atomic
 
@@ -629,11 +634,12 @@ def submit(points: Sequence, sweep_dir: Path, job_name: str) -> list[str]:
                            getattr(p.cfg.train, "checkpoint_every", 0)) for p in group]
         for p in group:
             (p.run_dir / TASK_LOG_DIR).mkdir(parents=True, exist_ok=True)
-        if cluster.array and len(group) > 1:
-            with executor.batch():
+        with hidden_from_slurm(group):  # sbatch exports this environment into the job's
+            if cluster.array and len(group) > 1:
+                with executor.batch():
+                    jobs = [executor.submit(TrainTask(), s) for s in specs]
+            else:
                 jobs = [executor.submit(TrainTask(), s) for s in specs]
-        else:
-            jobs = [executor.submit(TrainTask(), s) for s in specs]
         for p, job in zip(group, jobs, strict=True):
             job_ids[p.num] = job.job_id
             _save_submitted(p, job, folder)
