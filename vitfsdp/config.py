@@ -549,6 +549,23 @@ def one_line(error: Exception) -> str:
     return " ".join(f"{prefix}{first}".split())
 
 
+def _check_launcher(cfg: DictConfig) -> None:
+    """Refuse a ``hydra.launcher`` value (``job_name`` ...) that is, or resolves to, text
+    holding ``${``: Hydra's instantiation of the launcher resolves its config a second time
+    (``a\\${IFS}`` failed there with a traceback).
+
+    Raises:
+        ValueError: naming the key; OmegaConf's error where a value does not resolve.
+    """
+    launcher = OmegaConf.select(cfg, "hydra.launcher")
+    if launcher is None:
+        return
+    for key, value in OmegaConf.to_container(launcher, resolve=True).items():
+        if isinstance(value, str) and "${" in value:
+            raise ValueError(f"hydra.launcher.{key} holds '${{', which Hydra would resolve a "
+                             "second time; leave it out")
+
+
 def check_composes(config_name: str, overrides: Sequence) -> None:
     """Compose ``config_name`` from ``conf/`` with the parsed ``overrides`` that are not
     sweeps (each sweep point is composed by the sweep), as Hydra will before it starts.
@@ -560,7 +577,7 @@ def check_composes(config_name: str, overrides: Sequence) -> None:
     fixed = [o.input_line for o in overrides if not o.is_sweep_override()]
     with initialize_config_dir(str(CONF_DIR), version_base=None):
         try:
-            compose(config_name, fixed)
+            _check_launcher(compose(config_name, fixed, return_hydra_config=True))
         except (OmegaConfBaseException, ValueError) as e:
             raise ValueError(one_line(e)) from None
         except Exception as e:  # hydra.errors.HydraException and its kinds

@@ -137,7 +137,7 @@ def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str
                                          constant))
         except (ValueError, ConfigCompositionException, OmegaConfBaseException) as e:
             errors.append(where + _one_line(hydra_context, e))
-    errors += _shared_run_dirs(points) + _repeated_points(points)
+    errors += _shared_run_dirs(points) + _repeated_points(points) + _reresolved_dirs(points)
     if not errors:
         errors += _check_launchers(points, _options(config))
     if len(errors) == 1:
@@ -219,6 +219,21 @@ def _shared_run_dirs(points: list[Point]) -> list[str]:
                           f"{p.run_dir}; make hydra.sweep.subdir tell them apart")
         first.setdefault(p.run_dir, p)
     return errors
+
+
+def _reresolved_dirs(points: list[Point]) -> list[str]:
+    """One line for the first run directory holding ``${``: Hydra copies the training's
+    hydra.run.dir into hydra.runtime.output_dir as a string, which OmegaConf resolves again
+    in every rank (``${IFS}``: InterpolationKeyError; ``${oc.env:SLURM_JOB_ID}``: another
+    directory)."""
+    p = next((p for p in points if "${" in str(p.run_dir)), None)
+    if p is None:
+        return []
+    key, path = (("hydra.sweep.dir", p.run_dir.parent) if "${" in str(p.run_dir.parent)
+                 else (f"point {p.num}'s hydra.sweep.subdir", p.run_dir))
+    return [f"{key} resolves to {str(path)!r}, which holds '${{': the training would "
+            "resolve it a second time (Hydra's hydra.runtime.output_dir); choose a directory "
+            "without it"]
 
 
 def _repeated_points(points: list[Point]) -> list[str]:

@@ -93,6 +93,23 @@ def check_text(key: str, value: str) -> None:
                          "(newline, tab, ...); remove it")
 
 
+#: Fields the job script hands to a command as an argument (mkdir, tar, source, conda
+#: activate, sbcast, module load, the interpreter): a leading ``-`` would make it an option.
+_COMMAND_ARGUMENTS = ("setup_script", "conda_env", "venv", "sbcast_env", "sbcast_dir",
+                      "cache_dir", "python")
+
+
+def _check_not_option(key: str, value: str, what: str) -> None:
+    """Refuse a value a command in the job would read as an option (a leading ``-``).
+
+    Raises:
+        ValueError: naming the key; the fix (``./-name`` for a relative path).
+    """
+    if str(value).startswith("-"):
+        raise ValueError(f"{key}={str(value)!r} starts with '-', which the job's command would "
+                         f"read as an option; give {what} (./{str(value)} for a relative path)")
+
+
 def _check_not_secret(key: str, name: str, value: str) -> None:
     """Refuse a secret's value in ``cluster.env``: it would stand in the job script, which
     Slurm may store (``AccountingStoreFlags=job_script``), and on the command line that set it.
@@ -278,6 +295,14 @@ class ClusterConfig:
                 check_text(f"cluster.{f.name}", value)
         for i, module in enumerate(self.modules):
             check_text(f"cluster.modules[{i}]", module)
+            _check_not_option(f"cluster.modules[{i}]", module, "a module name")
+        for key in _COMMAND_ARGUMENTS:
+            if getattr(self, key):
+                _check_not_option(f"cluster.{key}", getattr(self, key), "a path")
+        if ":" in self.sbcast_dir:
+            raise ValueError(f"cluster.sbcast_dir={self.sbcast_dir!r} holds ':', which would "
+                             "split PATH (the environment's bin goes on it) and which tar reads "
+                             "as host:file; choose a folder without it")
         for key in ("env", "multi_node_env"):
             for name, value in getattr(self, key).items():
                 _check_env_name(f"cluster.{key}.{name}", name)

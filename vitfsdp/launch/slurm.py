@@ -314,7 +314,9 @@ def sbcast_lines(cluster: ClusterConfig) -> list[str]:
         "# cluster.sbcast_env: the packed environment to each node's local disk, unpacked there",
         f"export VITFSDP_ENV_DIR={env_dir}",
         f'sbcast -pf {shell_word(cluster.sbcast_env)} "${{VITFSDP_ENV_DIR}}.tar.gz"',
-        f"{per_node} bash -c 'mkdir -p \"$0\" && tar -xzf \"$0.tar.gz\" -C \"$0\"' "
+        # --force-local: a ':' in the path names a file, not host:file on another machine
+        f"{per_node} bash -c 'mkdir -p -- \"$0\" && tar --force-local -xzf \"$0.tar.gz\" "
+        "-C \"$0\"' "
         '"${VITFSDP_ENV_DIR}"',
         'source "${VITFSDP_ENV_DIR}/bin/activate"',
         'if [[ -x "${VITFSDP_ENV_DIR}/bin/conda-unpack" ]]; then '
