@@ -586,12 +586,34 @@ def check_composes(config_name: str, overrides: Sequence) -> None:
             raise
 
 
+#: Hydra's flags of which a command takes one (hydra/_internal/utils.py, _run_hydra).
+_MODES = {"-m": "--multirun", "--multirun": "--multirun", "-c": "--cfg", "--cfg": "--cfg",
+          "-i": "--info", "--info": "--info", "-r": "--run", "--run": "--run",
+          "-sc": "--shell-completion", "--shell-completion": "--shell-completion"}
+
+
+def check_one_mode(argv: Sequence[str]) -> None:
+    """Refuse two of Hydra's modes at once (``-m ... --cfg job``), which Hydra reports with a
+    traceback.
+
+    Raises:
+        ValueError: naming the two flags and what to do instead.
+    """
+    modes = list(dict.fromkeys(_MODES[a] for a in argv if a in _MODES))
+    if len(modes) > 1:
+        raise ValueError(f"{modes[0]} and {modes[1]} cannot go together (Hydra runs one of "
+                         "--multirun, --cfg, --info); to see a point's config, give its "
+                         "values without -m: --cfg job key=value ...")
+
+
 def cli(hydra_main, config_name: str = "config") -> None:
     """Run a Hydra entry point after :func:`check_overrides` and, unless Hydra's own config
     flags are given, :func:`check_composes`; a refused override prints ``error: ...`` on one
     line (no traceback) and exits with status 2."""
     argv = sys.argv[1:]
     try:
+        check_one_mode(argv)
+        config_path_dirs()  # VITFSDP_CONFIG_PATH, before Hydra's search path reads it
         parsed = check_overrides(argv)
         if not any(a.split("=")[0] in _HYDRA_VALUE_FLAGS[:6] for a in argv):
             check_composes(config_name, parsed)

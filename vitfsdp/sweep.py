@@ -25,6 +25,7 @@ shows the table later (``--watch``: until every point is done).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import io
 import logging
 import math
@@ -329,6 +330,8 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
         try:
             slurm.check_values(p.overrides, p.run_dir, options.job_name)
             problem = _check_slurm_point(p, options, checked)
+        except slurm.SlurmUnreachable as e:  # the same for every point: said once
+            return [str(e)]
         except ValueError as e:
             problem = str(e)
         if problem:
@@ -445,6 +448,25 @@ def _check_launchable(cfg: RunConfig) -> None:
         )
     if cfg.cluster.launcher == "local":
         cfg.cluster.network.check_nodes(cfg.nodes)
+    _check_jax_importable(cfg)
+
+
+def _jax_installed() -> bool:
+    """Whether this interpreter has JAX (found, not imported: an import takes seconds)."""
+    return importlib.util.find_spec("jax") is not None
+
+
+def _check_jax_importable(cfg: RunConfig) -> None:
+    """Refuse a ``framework=jax`` point whose ranks run this interpreter (a local sweep, or a
+    Slurm job that runs ``sys.executable``) where JAX is not installed: each would fail after
+    its start-up with ``No module named 'jax'``. Slurm jobs that activate an environment of
+    their own are not checked (JAX may be there only)."""
+    if cfg.framework != "jax" or _jax_installed():
+        return
+    if cfg.cluster.launcher == "local" or slurm.node_python(cfg.cluster) == sys.executable:
+        raise ValueError("framework=jax needs JAX, which is not installed for "
+                         f"{sys.executable}: pip install 'vitfsdp[jax]' (README, Set-up), or "
+                         "leave the jax points out (framework=torch)")
 
 
 def _one_line(hydra_context, e: Exception) -> str:

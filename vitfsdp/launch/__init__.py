@@ -52,6 +52,7 @@ def time_limit_s(value: str, key: str = "cluster.time") -> int:
     for pattern, units in _TIME_FORMATS:
         m = pattern.match(text)
         if m:
+            _check_time_fields(key, value, [int(v) for v in m.groups()], units)
             seconds = sum(int(v) * _SECONDS[u] for v, u in zip(m.groups(), units, strict=True))
             if seconds <= 0:
                 break
@@ -62,10 +63,47 @@ def time_limit_s(value: str, key: str = "cluster.time") -> int:
     )
 
 
+#: The largest value of a field that is not a time limit's first (``25:99:99`` is refused:
+#: Slurm took it without a word and ran 1-02:41:00).
+_FIELD_MAX = {"h": 23, "m": 59, "s": 59}
+_FIELD_NAME = {"h": "hours", "m": "minutes", "s": "seconds"}
+
+
+def _check_time_fields(key: str, value: str, numbers: list[int], units: tuple) -> None:
+    """Refuse a field after the first of a time limit that is out of its range.
+
+    Raises:
+        ValueError: naming ``key``, the field and its range.
+    """
+    for number, unit in list(zip(numbers, units, strict=True))[1:]:
+        if number > _FIELD_MAX[unit]:
+            raise ValueError(f"{key}={value!r} has {number} {_FIELD_NAME[unit]}, more than "
+                             f"{_FIELD_MAX[unit]}; write e.g. 1-02:00:00 for 26 hours")
+
+
 def config_path_dirs() -> list[Path]:
     """The folders of ``VITFSDP_CONFIG_PATH`` (:data:`CONFIG_PATH_ENV`), in order, ``~``
-    expanded and made absolute; none when it is unset."""
+    expanded and made absolute; none when it is unset.
+
+    Raises:
+        ValueError: naming the variable and the folder's position (never its text): a folder
+            holding ``${`` (Hydra parses its search path as OmegaConf text), a control
+            character, or a name longer than file systems allow (255 bytes a name, 4096 a path).
+    """
     folders = os.environ.get(CONFIG_PATH_ENV, "").split(os.pathsep)
+    for i, folder in enumerate(folders, start=1):
+        where = f"{CONFIG_PATH_ENV}'s folder {i}"
+        if "${" in folder:
+            raise ValueError(f"{where} holds '${{', which Hydra reads as an interpolation in "
+                             "its search path; use a folder (or a link to it) without it")
+        if any(ord(c) < 32 or ord(c) == 127 for c in folder):
+            raise ValueError(f"{where} holds a control character (newline, tab, ...); fix "
+                             f"{CONFIG_PATH_ENV}")
+        if len(folder.encode()) >= 4096 or any(len(part.encode()) > 255
+                                               for part in folder.split("/")):
+            raise ValueError(f"{where} is {len(folder)} characters long, longer than a file "
+                             f"system allows (255 bytes a name, 4096 a path); fix "
+                             f"{CONFIG_PATH_ENV}")
     return [Path(f).expanduser().resolve() for f in folders if f]
 
 

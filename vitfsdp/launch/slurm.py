@@ -767,13 +767,26 @@ def sbatch_test_only(cluster: ClusterConfig, nodes: int, job_name: str) -> str |
     return lines[-1] if lines else f"sbatch --test-only exited with {proc.returncode}"
 
 
+class SlurmUnreachable(ValueError):
+    """A Slurm command did not run or did not answer: the same for every point of a sweep,
+    so a sweep says it once."""
+
+
 def _slurm_cmd(argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
+    """Run a Slurm query; its output.
+
+    Raises:
+        SlurmUnreachable: the command is missing, timed out, or (``check``) failed; one line,
+            Slurm's last line of error (its ``fatal:``), not its every line.
+    """
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise ValueError(f"{argv[0]} failed ({e}); is Slurm reachable from here? "
-                         "(virtual cluster: make slurm-up; export SLURM_CONF=...)") from e
+        raise SlurmUnreachable(f"{argv[0]} failed ({e}); is Slurm reachable from here? "
+                               "(virtual cluster: make slurm-up; export SLURM_CONF=...)") from e
     if check and proc.returncode != 0:
-        raise ValueError(f"{' '.join(argv[:2])} failed: {proc.stderr.strip()}; is Slurm "
-                         "reachable from here? (virtual cluster: make slurm-up)")
+        lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+        said = lines[-1] if lines else f"exit status {proc.returncode}"
+        raise SlurmUnreachable(f"{' '.join(argv[:2])} failed: {said}; is Slurm reachable "
+                               "from here? (virtual cluster: make slurm-up)")
     return proc
