@@ -110,3 +110,86 @@ def test_unreachable_slurm_is_said_once_for_the_sweep(tmp_path, monkeypatch):
     line = one_line_refusal(proc, tmp_path)
     assert "sinfo -h failed: sinfo: fatal: Could not establish" in line, line
     assert "is Slurm reachable from here?" in line
+
+
+# ---------------------------------------------------------------- Frontier's queue, modules
+
+
+@pytest.mark.parametrize("overrides,says", [
+    (["nodes=8", "cluster.time=06:00:00"],
+     "cluster.time=06:00:00 is longer than 02:00:00, the limit of partition batch for a job "
+     "of 8 nodes (cluster.queue_limits[0])"),
+    (["nodes=100", "cluster.time=12:00:00"], "the limit of partition batch for a job of 100 "
+                                             "nodes (cluster.queue_limits[1])"),
+    (["cluster.qos=debug", "cluster.max_jobs=1", "cluster.time=03:00:00"],
+     "longer than 02:00:00, the limit of QOS debug (cluster.queue_limits[4])"),
+    (["cluster.qos=debug", "cluster.time=01:00:00"],
+     "QOS debug allows 1 job(s) of a user at once (cluster.queue_limits[4]) and "
+     "cluster.max_jobs=4; set cluster.max_jobs=1"),
+    (["cluster.partition=extended", "nodes=65"], "nodes=65 is more than partition extended "
+                                                 "takes (at most 64 nodes"),
+])
+def test_frontier_queue_limits_refuse_before_scripts_are_written(tmp_path, overrides, says):
+    """The audit's nodes=8 cluster.time=06:00:00 and qos=debug time=03:00:00 were written as
+    given; the profile's queue_limits (OLCF's Frontier user guide) refuse them."""
+    proc = run_module("vitfsdp.sweep", "-m", *FRONTIER, *overrides,
+                      f"hydra.sweep.dir={tmp_path}/s", cwd=tmp_path)
+    assert says in one_line_refusal(proc, tmp_path)
+
+
+@pytest.mark.parametrize("overrides", [
+    ["nodes=91", "cluster.time=02:00:00"], ["nodes=92", "cluster.time=06:00:00"],
+    ["cluster.qos=debug", "cluster.max_jobs=1", "cluster.time=02:00:00"],
+    ["cluster.partition=extended", "nodes=64", "cluster.time=24:00:00"]])
+def test_frontier_queue_limits_take_what_the_queue_runs(overrides):
+    from tests.test_slurm_scripts import compose_cfg
+
+    cfg = compose_cfg("cluster=frontier", "cluster.account=STF218", *overrides)
+    cfg.cluster.check_queue_limits(cfg.nodes)
+
+
+#: A site's `module` (an exported shell function, as Lmod's is) that knows no rocm/9.9.9.
+MODULE = {"BASH_FUNC_module%%": '() { [ "$1" = is-avail ] && [ "$2" != rocm/9.9.9 ]; }'}
+
+
+def test_unknown_module_is_refused_where_the_module_system_answers(tmp_path):
+    """cluster.modules=[rocm/9.9.9] was queued, then failed on the node; the login node's
+    module system is asked first (module is-avail), with --scripts-only too."""
+    proc = subprocess.run([sys.executable, "-m", "vitfsdp.sweep", "-m", *FRONTIER,
+                           "cluster.modules=[rocm/7.1.1,rocm/9.9.9]",
+                           f"hydra.sweep.dir={tmp_path}/s"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, **MODULE})
+    line = one_line_refusal(proc, tmp_path)
+    assert "cluster.modules[1]='rocm/9.9.9' is not available here (module is-avail)" in line
+    proc = subprocess.run([sys.executable, "-m", "vitfsdp.sweep", "-m", *FRONTIER,
+                           "cluster.modules=[rocm/7.1.1]", f"hydra.sweep.dir={tmp_path}/s"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **MODULE})
+    assert proc.returncode == 3, proc.stderr[-3000:]  # written
+
+
+def test_scripts_only_checks_the_interpreter(tmp_path):
+    """--scripts-only checks cluster.python as a sweep does (it wrote scripts running an
+    interpreter that does not exist), and says when the scripts run the sweeping one."""
+    proc = run_module("vitfsdp.sweep", "-m", *FRONTIER, "cluster.python=/no/such/python",
+                      f"hydra.sweep.dir={tmp_path}/s", cwd=tmp_path)
+    assert "cluster.python=/no/such/python is not an executable here" in one_line_refusal(
+        proc, tmp_path)
+    proc = run_module("vitfsdp.sweep", "-m", *FRONTIER, "nodes=1,2",
+                      f"hydra.sweep.dir={tmp_path}/s", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert out.count(f"the scripts run {sys.executable}, the interpreter sweeping here") == 1
+
+
+def test_one_node_jobs_get_nccl_net_socket(tmp_path):
+    """OLCF's PyTorch guide: NCCL_NET=Socket in a job of one node (the plugin does not start
+    there), OFI in more; the rendered script's branch, run by bash."""
+    from tests.test_slurm_scripts import POINT, PROFILES, render_point
+    text = render_point(PROFILES["frontier"], POINT)
+    start = text.index('if [[ "${SLURM_JOB_NUM_NODES:-1}" -gt 1 ]]')
+    block = text[start:text.index("fi\n", start) + 3]
+    for nodes, net in ((1, "Socket"), (2, "OFI"), (8, "OFI")):
+        proc = subprocess.run(["bash", "-c", block + 'echo "$NCCL_NET"'], capture_output=True,
+                              text=True, env={"SLURM_JOB_NUM_NODES": str(nodes)}, timeout=30)
+        assert proc.stdout.strip() == net

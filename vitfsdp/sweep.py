@@ -377,10 +377,15 @@ def _check_slurm_point(p: Point, options: LaunchOptions, checked: dict) -> str |
                     cluster.time_limit_s - cluster.signal_delay_s, cluster.signal_delay_s)
     if problem := _beyond_time_limit(p, checked):
         return problem
+    if problem := slurm.missing_path(cluster):  # --scripts-only too (cluster.check_paths)
+        return problem
+    if cluster.check_paths and ("modules", tuple(cluster.modules)) not in checked:
+        checked["modules", tuple(cluster.modules)] = slurm.unavailable_module(cluster.modules)
+    if problem := checked.get(("modules", tuple(cluster.modules))):
+        return problem
     if options.scripts_only:  # the scripts may be for another cluster: no Slurm query
         limit, partition = cluster.max_nodes, cluster.partition
-    elif problem := slurm.missing_path(cluster):
-        return problem
+        _note_login_interpreter(cluster, checked)
     else:  # one sinfo per partition for the whole sweep
         if ("sinfo", cluster.partition) not in checked:
             checked["sinfo", cluster.partition] = slurm.partition_nodes(cluster.partition)
@@ -396,6 +401,17 @@ def _check_slurm_point(p: Point, options: LaunchOptions, checked: dict) -> str |
     if key not in checked:
         checked[key] = slurm.sbatch_test_only(cluster, p.cfg.nodes, options.job_name)
     return _slurm_refusal(cluster, checked[key]) if checked[key] else None
+
+
+def _note_login_interpreter(cluster, noted: dict) -> None:
+    """Say once that --scripts-only's scripts run this interpreter (no ``cluster.python`` and
+    no environment to activate): the compute nodes must have it under the same path."""
+    python = slurm.node_python(cluster)
+    if python == sys.executable and ("interpreter", python) not in noted:
+        noted["interpreter", python] = True
+        log.warning("the scripts run %s, the interpreter sweeping here (no cluster.python, "
+                    "conda_env, venv or sbcast_env): the compute nodes need it under this "
+                    "path (each job stops with one line where it is missing)", python)
 
 
 def _beyond_time_limit(p: Point, warned: dict) -> str | None:
@@ -448,6 +464,7 @@ def _check_launchable(cfg: RunConfig) -> None:
         )
     if cfg.cluster.launcher == "local":
         cfg.cluster.network.check_nodes(cfg.nodes)
+    cfg.cluster.check_queue_limits(cfg.nodes)
     _check_jax_importable(cfg)
 
 

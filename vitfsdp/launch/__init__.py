@@ -164,6 +164,25 @@ def _check_not_secret(key: str, name: str, value: str) -> None:
 
 
 @dataclass
+class QueueLimit:
+    """A site's limit on a job's time (and jobs at once) for a partition and/or QOS: one row
+    of ``cluster.queue_limits``, e.g. one of Frontier's batch bins (1-91 nodes: 2 hours)."""
+
+    max_time: str  # the longest cluster.time a matching job may ask for, Slurm format
+    partition: str | None = None  # applies to jobs in this partition; None = any
+    qos: str | None = None  # applies to jobs of this QOS; None = any (with or without)
+    # the bin's largest job: the row with the smallest max_nodes >= nodes applies among the
+    # rows of its partition and QOS; None = every job size
+    max_nodes: int | None = None
+    max_jobs: int | None = None  # jobs of a user at once (Frontier's debug QOS: 1); None = any
+
+    def matches(self, partition: str | None, qos: str | None) -> bool:
+        """Whether the row applies to a job in ``partition`` with ``qos``."""
+        return (self.partition in (None, partition)
+                and (self.qos is None or self.qos == qos))
+
+
+@dataclass
 class ClusterConfig:
     """Where sweep points run (``cluster=<name>``): a cluster profile.
 
@@ -207,6 +226,8 @@ class ClusterConfig:
     env: dict[str, str] = field(default_factory=dict)  # exported as literal values; no secrets
     # exported as literal values in jobs of more than one node only (Frontier: NCCL_NET=OFI)
     multi_node_env: dict[str, str] = field(default_factory=dict)
+    # exported as literal values in jobs of one node only (Frontier: NCCL_NET=Socket)
+    single_node_env: dict[str, str] = field(default_factory=dict)
     # names of secret variables (WANDB_API_KEY ...), never values: read from the submitting
     # environment (or secrets_file) and handed to the job in a 0600 file (docs/sites.md)
     secrets: list[str] = field(default_factory=list)
@@ -247,6 +268,9 @@ class ClusterConfig:
     # file systems the compute nodes mount read-only ($NAME and ~ expanded on the login
     # node): a sweep directory under one is refused before anything is queued
     read_only_paths: list[str] = field(default_factory=list)
+    # the site's time limits by partition, QOS and job size (QueueLimit rows; Frontier: the
+    # batch bins and the debug QOS): a point beyond is refused before anything is queued
+    queue_limits: list[QueueLimit] = field(default_factory=list)
 
     # --- the plan (python -m vitfsdp.plan; docs/plan.md) ---
     device_memory_gib: float | None = None  # memory per GPU/GCD, GiB; None = unknown (fits unknown)
@@ -285,6 +309,8 @@ class ClusterConfig:
         if self.poll_s <= 0:
             raise ValueError(f"cluster.poll_s={self.poll_s} must be > 0")
         self._check_plan_figures()
+        for i, row in enumerate(self.queue_limits):
+            time_limit_s(row.max_time, f"cluster.queue_limits[{i}].max_time")
         if self.network.emulate and self.launcher != "local":
             raise ValueError(f"cluster.network.emulate=true needs the local launcher; "
                              f"cluster={self.name} is launcher={self.launcher}: set "
@@ -341,7 +367,7 @@ class ClusterConfig:
             raise ValueError(f"cluster.sbcast_dir={self.sbcast_dir!r} holds ':', which would "
                              "split PATH (the environment's bin goes on it) and which tar reads "
                              "as host:file; choose a folder without it")
-        for key in ("env", "multi_node_env"):
+        for key in ("env", "multi_node_env", "single_node_env"):
             for name, value in getattr(self, key).items():
                 _check_env_name(f"cluster.{key}.{name}", name)
                 check_text(f"cluster.{key}.{name}", value)
@@ -377,6 +403,40 @@ class ClusterConfig:
     def time_limit_s(self) -> int:
         """The job time limit in seconds."""
         return time_limit_s(self.time)
+
+    def check_queue_limits(self, nodes: int) -> None:
+        """Refuse a job of ``nodes`` nodes that ``queue_limits`` would not run: its
+        ``cluster.time`` beyond the row that applies, more nodes than the partition's largest
+        bin, or more jobs at once (``max_jobs``) than a QOS allows.
+
+        Raises:
+            ValueError: one line naming the key, the limit and its row.
+        """
+        rows = [(i, r) for i, r in enumerate(self.queue_limits)
+                if r.matches(self.partition, self.qos)]
+        binned = sorted((r.max_nodes, i, r) for i, r in rows if r.max_nodes is not None)
+        applies = [(i, r) for i, r in rows if r.max_nodes is None]
+        if binned:
+            fits = [(i, r) for n, i, r in binned if n >= nodes]
+            if not fits:
+                raise ValueError(f"nodes={nodes} is more than partition {self.partition} takes "
+                                 f"(at most {binned[-1][0]} nodes, cluster.queue_limits)")
+            applies.append(fits[0])
+        for i, row in applies:
+            self._check_row(i, row, nodes)
+
+    def _check_row(self, i: int, row: QueueLimit, nodes: int) -> None:
+        where = " and ".join(x for x in (row.partition and f"partition {row.partition}",
+                                         row.qos and f"QOS {row.qos}") if x) or "the site"
+        size = f" for a job of {nodes} node{'s' if nodes > 1 else ''}" if row.max_nodes else ""
+        if self.time_limit_s > time_limit_s(row.max_time, f"cluster.queue_limits[{i}].max_time"):
+            raise ValueError(f"cluster.time={self.time} is longer than {row.max_time}, the "
+                             f"limit of {where}{size} (cluster.queue_limits[{i}]); use "
+                             f"cluster.time<={row.max_time}, or another partition/QOS")
+        if row.max_jobs is not None and (self.max_jobs is None or self.max_jobs > row.max_jobs):
+            raise ValueError(f"{where} allows {row.max_jobs} job(s) of a user at once "
+                             f"(cluster.queue_limits[{i}]) and cluster.max_jobs="
+                             f"{self.max_jobs}; set cluster.max_jobs={row.max_jobs}")
 
 
 def _option(default: object, text: str, flag: str | None = None):

@@ -355,16 +355,26 @@ def _environment_lines(cluster: ClusterConfig, sweep_dir: str | Path | None) -> 
     if os.environ.get(CONFIG_PATH_ENV):  # the user's own profiles, found on the nodes too
         lines.append(f"export {CONFIG_PATH_ENV}={shell_word(os.environ[CONFIG_PATH_ENV])}")
     lines += [f"export {name}={shell_word(value)}" for name, value in cluster.env.items()]
-    if cluster.multi_node_env:
-        lines += ['if [[ "${SLURM_JOB_NUM_NODES:-1}" -gt 1 ]]; then',
-                  *(f"    export {name}={shell_word(value)}"
-                    for name, value in cluster.multi_node_env.items()), "fi"]
+    lines += _node_count_env_lines(cluster)
     for name, dirs in cluster.prepend_env.items():  # an unset or empty variable adds no ':'
         if dirs:  # [] prepends nothing (a way to drop a profile's entry)
             lines.append(f"export {name}={shell_path(':'.join(dirs))}${{{name}:+:${{{name}}}}}")
     # the interpreter once PATH is what the tasks get (a prepend_env.PATH may provide it)
     lines.append(python_check_line(cluster))
     return lines
+
+
+def _node_count_env_lines(cluster: ClusterConfig) -> list[str]:
+    """``multi_node_env`` exported in a job of more than one node, ``single_node_env`` in a
+    job of one (the job's own node count: a pack's steps share it)."""
+    multi = [f"    export {n}={shell_word(v)}" for n, v in cluster.multi_node_env.items()]
+    single = [f"    export {n}={shell_word(v)}" for n, v in cluster.single_node_env.items()]
+    if not multi and not single:
+        return []
+    if not multi:
+        return ['if [[ "${SLURM_JOB_NUM_NODES:-1}" -eq 1 ]]; then', *single, "fi"]
+    return ['if [[ "${SLURM_JOB_NUM_NODES:-1}" -gt 1 ]]; then', *multi,
+            *(["else", *single] if single else []), "fi"]
 
 
 def _cache_lines(cluster: ClusterConfig) -> list[str]:
@@ -724,6 +734,26 @@ def missing_path(cluster: ClusterConfig) -> str | None:
                  or cluster.sbcast_env)
     if python and ("/" in python or not activated) and not shutil.which(python):
         return f"cluster.python={python} is not an executable here{fix}"
+    return None
+
+
+def unavailable_module(modules: Sequence[str]) -> str | None:
+    """Why a module of ``cluster.modules`` cannot load, as the site's module system here (the
+    login node) answers ``module is-avail`` (Lmod, Environment Modules): one line naming the
+    first missing one; None when all are available, or when this shell has no ``module``
+    (nothing to ask: the job's own ``module load`` fails on the node)."""
+    def module(*args: str) -> int:
+        return subprocess.run(["bash", "-c", 'module "$@"', "module", *args],
+                              capture_output=True, timeout=120).returncode
+
+    if not modules or subprocess.run(["bash", "-c", "type module"], capture_output=True,
+                                     timeout=60).returncode != 0:
+        return None
+    for i, name in enumerate(modules):
+        if module("is-avail", name) != 0:
+            return (f"cluster.modules[{i}]={name!r} is not available here (module is-avail); "
+                    f"see module avail, or set cluster.check_paths=false if the compute "
+                    "nodes have other modules")
     return None
 
 
