@@ -103,6 +103,11 @@ class SweepRefused(CompactHydraException, ValueError):
     """Points refused before anything ran; Hydra prints the message alone (no traceback)."""
 
 
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) during a sweep: its message says what was recorded, what runs on and
+    what to do next (:func:`main_cli` prints it alone and exits :data:`EXIT_INTERRUPTED`)."""
+
+
 @dataclass
 class Point:
     """One sweep point: its overrides, validated config and run directory."""
@@ -525,8 +530,13 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
                      sweep_dir, len(todo), len(points) - len(todo))
             todo, infeasible = _consult_plan(todo, options)
             summaries.update(infeasible)
-            summaries.update({p.num: s for p, s in zip(todo, _run(todo, sweep_dir, options),
-                                                         strict=True)})
+            alive = _still_queued(points, summaries, options)
+            summaries.update({p.num: s for p, s in zip(todo, _run(todo, sweep_dir, options,
+                                                                   alive), strict=True)})
+            summaries.update({p.num: read_json(p.run_dir / SUMMARY_FILE) or summaries[p.num]
+                              for p in alive})
+    except KeyboardInterrupt:
+        raise SweepInterrupted(_interrupted_line(points, sweep_dir)) from None
     finally:
         lock.release()
     ordered = [summaries[p.num] for p in points]
@@ -562,10 +572,43 @@ def where_line(points: Sequence[Point]) -> str:
     return f"{what}: Slurm jobs of {ranks} ranks a point, none on this host"
 
 
-def _run(todo: list[Point], sweep_dir: Path, options: LaunchOptions) -> list[dict]:
-    """Run ``todo`` with its cluster's launcher; their summaries in the same order."""
-    if todo and todo[0].cfg.cluster.launcher == "slurm":
-        return launch_slurm(todo, sweep_dir, options)
+def _still_queued(points: list[Point], summaries: dict[int, dict],
+                  options: LaunchOptions) -> list[Point]:
+    """The points an earlier (interrupted or detached) sweep left queued or running in Slurm,
+    which this sweep waits for with its own (none with --detach or --scripts-only); each
+    with the run directory its job writes into."""
+    if options.detach or options.scripts_only:
+        return []
+    return [replace(p, run_dir=Path(summaries[p.num]["run_dir"])) for p in points
+            if summaries.get(p.num, {}).get("status") == "submitted"
+            and summaries[p.num].get("run_dir")]
+
+
+def _interrupted_line(points: list[Point], sweep_dir: Path) -> str:
+    """What a Ctrl-C leaves: the Slurm jobs that keep running (follow them, cancel them),
+    or the local point stopped and recorded ``cancelled``; the same command goes on."""
+    ids = list(dict.fromkeys(
+        str(job["job_id"]) for p in points
+        if (job := read_json(p.run_dir / slurm.JOB_FILE) or {}).get("job_id")
+        and (read_json(p.run_dir / SUMMARY_FILE) or {}).get("status") not in STATUSES))
+    if ids:
+        kept = ("; the sweep's secrets file stays for them (--status removes it once every "
+                "point has ended)" if secrets.secrets_path(sweep_dir).exists() else "")
+        return (f"interrupted: {len(ids)} Slurm job(s) keep running; follow with: "
+                f"{status_command(sweep_dir)}; cancel them with: "
+                f"{shlex.join(['scancel', *ids])}; the same sweep command waits for them and "
+                f"submits the points not submitted yet{kept}")
+    _remove_secrets(sweep_dir)
+    return ("interrupted: the point running here was stopped and recorded cancelled "
+            "(interrupted); the same sweep command runs it again, and the points not run yet")
+
+
+def _run(todo: list[Point], sweep_dir: Path, options: LaunchOptions,
+         alive: Sequence[Point] = ()) -> list[dict]:
+    """Run ``todo`` with its cluster's launcher; their summaries in the same order. A Slurm
+    sweep also waits for ``alive`` (:func:`_still_queued`)."""
+    if alive or (todo and todo[0].cfg.cluster.launcher == "slurm"):
+        return launch_slurm(todo, sweep_dir, options, alive)
     with SweepProgress([p.cfg.train.steps for p in todo], [_predicted_step_s(p) for p in todo],
                        logger=log, work=[_host_work(p) for p in todo]) as bars:
         return [run_one(p, f"[{i}/{len(todo)}]", bars, i - 1)
@@ -732,7 +775,7 @@ def _settled(prior: list, queue: dict, rerun_failed: bool) -> tuple[str | None, 
         state = job.state if job else ""
         if e.status is None and state and state not in status.END_STATES:
             return (f"Slurm job {e.job_id} is {state} ({e.run_dir.name})",
-                    {"status": "submitted", "job_id": e.job_id})
+                    {"status": "submitted", "job_id": e.job_id, "run_dir": str(e.run_dir)})
     for e in prior:
         if e.status in resume.FAILED_IN_RUN and not e.interrupted and not rerun_failed:
             return (f"{e.status} in {e.run_dir.name}; --rerun-failed runs it again",
@@ -749,7 +792,8 @@ def _check_own_dir(p: Point) -> None:
             "use another hydra.sweep.dir")
 
 
-def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions) -> list[dict]:
+def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
+                 alive: Sequence[Point] = ()) -> list[dict]:
     """Submit (or only write) the sweep's Slurm jobs: one per point (job arrays for equal
     shapes), or one per node count with ``hydra.launcher.pack=by_nodes``
     (:mod:`vitfsdp.launch.pack`); at most ``cluster.max_jobs`` queued at once, more submitted
@@ -771,8 +815,12 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions) -
     if options.detach:
         _log_detached(units, sweep_dir, max_jobs)
         return [_detached_summary(p) for p in points]
-    poll_s = min(p.cfg.cluster.poll_s for p in points)
-    status.watch(sweep_dir, [p.run_dir for p in points], poll_s, show=_show_table,
+    poll_s = min(p.cfg.cluster.poll_s for p in [*points, *alive])
+    if alive:
+        log.info("waiting also for %d point(s) an earlier sweep left in Slurm's queue",
+                 len(alive))
+    status.watch(sweep_dir, [p.run_dir for p in [*points, *alive]], poll_s,
+                 show=_show_table,
                  on_poll=lambda rows: pack.submit_free(units, max_jobs, status.num_alive(rows)))
     return [read_json(p.run_dir / SUMMARY_FILE) for p in points]
 
@@ -833,13 +881,17 @@ def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: in
     t0 = time.time()
     point.run_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(point.run_dir / slurm.JOB_FILE, local.job_record(point))
-    rc = local.run_point(
-        point.overrides, point.run_dir, point.cfg.world_size,
-        log_path=point.run_dir / local.LOG_FILE,
-        on_window=lambda w: bars.window(tag, w),
-        env={**point.cfg.cluster.env, **secrets.point_secrets([point])},
-        nodes=point.cfg.nodes, network=point.cfg.cluster.network,
-    )
+    try:
+        rc = local.run_point(
+            point.overrides, point.run_dir, point.cfg.world_size,
+            log_path=point.run_dir / local.LOG_FILE,
+            on_window=lambda w: bars.window(tag, w),
+            env={**point.cfg.cluster.env, **secrets.point_secrets([point])},
+            nodes=point.cfg.nodes, network=point.cfg.cluster.network,
+        )
+    except KeyboardInterrupt:  # its processes are stopped (run_until_done)
+        _record_interrupted(point.run_dir)
+        raise
     summary = read_json(point.run_dir / SUMMARY_FILE)
     if summary is None:
         reason = f"exit code {rc} without a summary; log tail:\n" + local.tail(
@@ -848,6 +900,15 @@ def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: in
         summary = read_json(point.run_dir / SUMMARY_FILE)
     bars.end_point(f"{tag} {summary['status']} in {time.time() - t0:.0f} s{_figures(summary)}")
     return summary
+
+
+def _record_interrupted(run_dir: Path) -> None:
+    """Record a point stopped by Ctrl-C ``cancelled`` and ``interrupted`` (a rerun runs it
+    again), over what its ranks wrote as they were stopped; a completed run stays."""
+    if (read_json(run_dir / SUMMARY_FILE) or {}).get("status") == "completed":
+        return
+    mark_failed(run_dir, "cancelled", "interrupted (Ctrl-C) in the sweep; a rerun of the "
+                "sweep runs it again", interrupted=True)
 
 
 #: a console that is never a terminal: run_one called alone logs plain lines
@@ -959,6 +1020,8 @@ EXIT_COMPLETED = 0
 EXIT_NOT_COMPLETED = 1
 #: Refused before launch: nothing was run or queued, no sweep directory was left behind.
 EXIT_REFUSED = 2
+#: Interrupted (Ctrl-C): 128 + SIGINT, as a shell reports it; one line says what runs on.
+EXIT_INTERRUPTED = 130
 #: No point ended otherwise than completed, but some have not ended: queued or running (a
 #: ``--detach``-ed sweep, or a job of an earlier sweep a rerun found), waiting for
 #: ``cluster.max_jobs``, or only written (``--scripts-only``).
@@ -1078,7 +1141,8 @@ none runs {defaults}:
 
 Exit status (--status too): 0 every point completed, 1 some point ended without completing
 (its summary.json says why), 2 refused before launch (nothing run or queued), 3 no point
-failed but some have not ended (queued, running, --detach, --scripts-only, cluster.max_jobs).
+failed but some have not ended (queued, running, --detach, --scripts-only, cluster.max_jobs),
+130 interrupted (Ctrl-C; one line says what was recorded and what runs on).
 `--cfg job` prints the composed config, every key and its value; `--hydra-help` lists
 Hydra's own options.
 
@@ -1138,7 +1202,11 @@ def main_cli(argv: Sequence[str]) -> int:
     # the flags become Hydra overrides after everything else (argparse wants -m first)
     sys.argv = [sys.argv[0], *(a for a in argv if a not in FLAGS),
                 *(FLAGS[a] for a in argv if a in FLAGS)]
-    cli(main, config_name="sweep")
+    try:
+        cli(main, config_name="sweep")
+    except KeyboardInterrupt as e:  # SweepInterrupted says what was recorded; else nothing ran
+        print(str(e) or "interrupted: nothing was run or queued", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return EXIT_COMPLETED
 
 
