@@ -84,6 +84,7 @@ from vitfsdp.records import (
     STATUSES,
     SUMMARY_FILE,
     RunRecords,
+    disk_error,
     mark_failed,
     read_json,
     reason_line,
@@ -101,6 +102,11 @@ register_configs()
 
 class SweepRefused(CompactHydraException, ValueError):
     """Points refused before anything ran; Hydra prints the message alone (no traceback)."""
+
+
+class SweepDiskError(CompactHydraException, OSError):
+    """The sweep could not write its own records (a full, over-quota or read-only file
+    system): one line says so and what runs on; the sweep exits :data:`EXIT_NOT_COMPLETED`."""
 
 
 class SweepInterrupted(KeyboardInterrupt):
@@ -537,6 +543,10 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
                               for p in alive})
     except KeyboardInterrupt:
         raise SweepInterrupted(_interrupted_line(points, sweep_dir)) from None
+    except OSError as e:
+        if not disk_error(e):
+            raise
+        raise SweepDiskError(_disk_line(e, points, sweep_dir)) from None
     finally:
         lock.release()
     ordered = [summaries[p.num] for p in points]
@@ -584,13 +594,36 @@ def _still_queued(points: list[Point], summaries: dict[int, dict],
             and summaries[p.num].get("run_dir")]
 
 
+def _running_jobs(points: list[Point]) -> list[str]:
+    """The Slurm job ids of the points that have not ended (one per pack or array task)."""
+    ids = []
+    for p in points:
+        try:
+            job = read_json(p.run_dir / slurm.JOB_FILE) or {}
+            ended = (read_json(p.run_dir / SUMMARY_FILE) or {}).get("status") in STATUSES
+        except (OSError, ValueError):  # unreadable: say nothing of it
+            continue
+        if job.get("job_id") and not ended:
+            ids.append(str(job["job_id"]))
+    return list(dict.fromkeys(ids))
+
+
+def _disk_line(e: OSError, points: list[Point], sweep_dir: Path) -> str:
+    """The one line of a sweep that could not write its records: the file system's error,
+    the jobs that run on (with --status and scancel), and the fix."""
+    ids = _running_jobs(points)
+    jobs = (f"; {len(ids)} Slurm job(s) run on: follow with {status_command(sweep_dir)} once "
+            f"there is space, or cancel them with {shlex.join(['scancel', *ids])}"
+            if ids else "")
+    return (f"error: the sweep could not write its records ({disk_error(e)}){jobs}; free "
+            "space (or choose a writable hydra.sweep.dir) and run the same command again: "
+            "completed points are kept")
+
+
 def _interrupted_line(points: list[Point], sweep_dir: Path) -> str:
     """What a Ctrl-C leaves: the Slurm jobs that keep running (follow them, cancel them),
     or the local point stopped and recorded ``cancelled``; the same command goes on."""
-    ids = list(dict.fromkeys(
-        str(job["job_id"]) for p in points
-        if (job := read_json(p.run_dir / slurm.JOB_FILE) or {}).get("job_id")
-        and (read_json(p.run_dir / SUMMARY_FILE) or {}).get("status") not in STATUSES))
+    ids = _running_jobs(points)
     if ids:
         kept = ("; the sweep's secrets file stays for them (--status removes it once every "
                 "point has ended)" if secrets.secrets_path(sweep_dir).exists() else "")
@@ -894,8 +927,10 @@ def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: in
         raise
     summary = read_json(point.run_dir / SUMMARY_FILE)
     if summary is None:
-        reason = f"exit code {rc} without a summary; log tail:\n" + local.tail(
-            point.run_dir / local.LOG_FILE)
+        tail = local.tail(point.run_dir / local.LOG_FILE)
+        disk = disk_error(tail)  # the cause, first: the ranks' own words come later
+        reason = (f"{disk}; " if disk else "") + (f"exit code {rc} without a summary; log "
+                                                  f"tail:\n{tail}")
         mark_failed(point.run_dir, "failed", reason)
         summary = read_json(point.run_dir / SUMMARY_FILE)
     bars.end_point(f"{tag} {summary['status']} in {time.time() - t0:.0f} s{_figures(summary)}")
@@ -1091,6 +1126,9 @@ def run_sweeper(sweeper, arguments: Sequence[str], basic_sweep) -> list:
         _take_back(before, made)
         print(str(e), file=sys.stderr)
         raise SystemExit(EXIT_REFUSED) from None
+    except SweepDiskError as e:
+        print(str(e), file=sys.stderr)
+        raise SystemExit(EXIT_NOT_COMPLETED) from None
     finally:
         _held_locks.pop(sweep_dir, None)
         lock.release()
@@ -1194,7 +1232,14 @@ def main_cli(argv: Sequence[str]) -> int:
     """``python -m vitfsdp.sweep``: ``--status``, ``--help``, or the sweep (through Hydra,
     after :func:`vitfsdp.config.cli`'s checks); returns the exit status."""
     if argv[:1] == ["--status"]:
-        return status_main(argv[1:])
+        try:
+            return status_main(argv[1:])
+        except OSError as e:
+            if not disk_error(e):
+                raise
+            print(f"error: --status could not record what Slurm says ({disk_error(e)}); "
+                  "free space and run it again", file=sys.stderr)
+            return EXIT_NOT_COMPLETED
     if "--help" in argv or "-h" in argv:
         print(usage())
         return 0
