@@ -56,9 +56,9 @@ def test_two_hydra_modes_are_refused_in_one_line(tmp_path, flags):
 
 
 @pytest.mark.parametrize("folder,says", [
-    ("/tmp/" + "x" * 3000, "folder 2 is 3005 characters long"),
-    ("/tmp/a${", "folder 2 holds '${'"), ("/tmp/a${IFS}b", "folder 2 holds '${'"),
-    ("/tmp/x\ny", "folder 2 holds a control character")])
+    ("/srv/" + "x" * 3000, "folder 2 is 3005 characters long"),
+    ("/srv/a${", "folder 2 holds '${'"), ("/srv/a${IFS}b", "folder 2 holds '${'"),
+    ("/srv/x\ny", "folder 2 holds a control character")])
 def test_config_path_refusals_name_the_variable(tmp_path, monkeypatch, folder, says):
     """VITFSDP_CONFIG_PATH's folders: a 3000-character one was a traceback (ENAMETOOLONG), a
     '${' one was refused without naming the variable; the folder's text is never echoed."""
