@@ -88,7 +88,7 @@ def test_sbcast_dir_with_a_colon_is_refused_and_tar_reads_it_locally(tmp_path):
     (env_dir / "bin" / "activate").write_text("true\n")
     subprocess.run(["tar", "-czf", f"{env_dir}.tar.gz", "-C", str(env_dir), "."], check=True)
     shutil.rmtree(env_dir)
-    proc = subprocess.run(["bash", "-c", 'srun() { shift 3; "$@"; }\n'
+    proc = subprocess.run(["bash", "-c", 'srun() { while [[ $1 == -* ]]; do shift; done; "$@"; }\n'
                            'VITFSDP_ENV_DIR="nv:me/vitfsdp-env-77"\n' + unpack],
                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

@@ -457,6 +457,8 @@ elif name == "sbcast":
 elif name == "srun":
     command = next(i for i, a in enumerate(args) if not a.startswith("-"))
     os.execvp(args[command], args[command:])
+elif name == "pigz":
+    os.execvp("gzip", ["gzip", *args])
 """
 
 
@@ -486,7 +488,7 @@ def test_sbcast_env_and_multi_node_env_reach_the_ranks(tmp_path, nodes):
     (tmp_path / "nvme").mkdir()
     bin_dir = tmp_path / "stubs"
     bin_dir.mkdir()
-    for name in ("srun", "module", "scontrol", "sbcast"):
+    for name in ("srun", "module", "scontrol", "sbcast", "pigz"):
         (bin_dir / name).write_text(RUNNING_STUB)
         (bin_dir / name).chmod(stat.S_IRWXU)
     (tmp_path / "job.sbatch").write_text(text)
@@ -499,4 +501,6 @@ def test_sbcast_env_and_multi_node_env_reach_the_ranks(tmp_path, nodes):
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "ran").read_text().split() == ["yes", "OFI" if nodes > 1 else "Socket"]
     assert (tmp_path / "unpacked").exists()
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert ["pigz", "-d"] in calls  # [S]'s unpacking on the node's cores, where pigz is
     assert (tmp_path / "nvme" / "vitfsdp-env-77" / "bin" / "activate").is_file()

@@ -300,7 +300,8 @@ SBCAST_ENV_DIR = "vitfsdp-env-${SLURM_JOB_ID}"
 def sbcast_lines(cluster: ClusterConfig) -> list[str]:
     """``cluster.sbcast_env``: broadcast the packed environment to every node's
     ``cluster.sbcast_dir`` (``sbcast -pf``; ``set -e`` ends the job if it fails, as a partial
-    copy would give confusing errors), unpack it there with one task per node, activate it
+    copy would give confusing errors), unpack it there with one task per node (pigz on the
+    node's cores where it is installed, as OLCF's guide does), activate it
     and run its ``conda-unpack`` (conda-pack's prefix fix) on every node. Source: OLCF,
     "Sbcast Conda Environments" (docs.olcf.ornl.gov/software/python/sbcast_conda.html), the
     way "PyTorch on Frontier" recommends at scale ("Environment Location": NVMe > Lustre >> NFS).
@@ -314,9 +315,11 @@ def sbcast_lines(cluster: ClusterConfig) -> list[str]:
         "# cluster.sbcast_env: the packed environment to each node's local disk, unpacked there",
         f"export VITFSDP_ENV_DIR={env_dir}",
         f'sbcast -pf {shell_word(cluster.sbcast_env)} "${{VITFSDP_ENV_DIR}}.tar.gz"',
+        # [S] unpacks with pigz on all the node's cores (gzip where there is no pigz);
         # --force-local: a ':' in the path names a file, not host:file on another machine
-        f"{per_node} bash -c 'mkdir -p -- \"$0\" && tar --force-local -xzf \"$0.tar.gz\" "
-        "-C \"$0\"' "
+        f'{per_node} --cpus-per-task="${{SLURM_CPUS_ON_NODE:-1}}" bash -c '
+        "'mkdir -p -- \"$0\" && tar --force-local "
+        '--use-compress-program="$(command -v pigz || echo gzip)" -xf "$0.tar.gz" -C "$0"\' '
         '"${VITFSDP_ENV_DIR}"',
         'source "${VITFSDP_ENV_DIR}/bin/activate"',
         'if [[ -x "${VITFSDP_ENV_DIR}/bin/conda-unpack" ]]; then '
