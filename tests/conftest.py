@@ -77,7 +77,8 @@ LONGEST_FIRST = (
     "test_slurm_sweep.py", "test_plan.py", "test_probe.py", "test_kernels.py", "test_parity.py",
     "test_sweep.py", "test_slurm_pack.py", "test_jax_launch.py", "test_site_safety.py",
     "test_jax_checkpoint.py", "test_slurm_end_states.py", "test_failures.py",
-    "test_bad_input.py", "test_checkpoint.py",
+    "test_bad_input.py", "test_checkpoint.py", "test_disk_full.py", "test_ctrl_c.py",
+    "test_bad_input_site.py",
 )
 
 

@@ -110,6 +110,17 @@ def test_verdict(kinds, status, silent):
     assert ("sent no report" in reason) == silent
 
 
+def test_a_silent_rank_comes_first_where_the_others_saw_only_a_broken_collective():
+    """kill -9 of rank 1: rank 0 saw its collective break; the reason names rank 1 first (it
+    read "collective broke on rank 0"). A rank's own error stays first."""
+    status, reason = failures.verdict([_report(0, "peer")], world_size=2)
+    assert status == "failed"
+    assert reason.startswith("ranks [1] sent no report (hung, or died without Python"), reason
+    assert "the likely cause; then collective broke on rank 0" in reason
+    status, reason = failures.verdict([_report(0, "oom")], world_size=2)
+    assert status == "oom" and reason.startswith("out of memory on rank 0"), reason
+
+
 def test_a_signalled_run_that_breaks_before_its_checkpoint_is_preempted():
     """Slurm's time limit: SIGUSR2 arrived, but the job was killed before the next window
     boundary, so a peer vanished (rank 1 silent): preempted (interrupted), not failed. An

@@ -139,9 +139,9 @@ def assert_ran_verbatim(point, tmp_path: Path, runs: int = 1, setup: bool = True
                                 "MY_API_TOKEN": SECRET, **({"FROM_SETUP": "yes"} if setup else {})}
 
 
-def assert_secret_kept_private(sweep_dir: Path) -> None:
+def assert_secret_kept_private(sweep_dir: Path, kept: bool = True) -> None:
     """The secret is in no path name, no record, no job script or pickle: only in the sweep's
-    secrets file, which is its owner's."""
+    secrets file, which is its owner's (``kept``; else removed: nowhere)."""
     carriers = []
     for path in sweep_dir.rglob("*"):
         assert SECRET not in str(path.relative_to(sweep_dir))
@@ -149,6 +149,9 @@ def assert_secret_kept_private(sweep_dir: Path) -> None:
             continue
         if path.is_file() and SECRET.encode() in path.read_bytes():
             carriers.append(path)
+    if not kept:
+        assert carriers == []
+        return
     assert carriers == [sweep_dir / ".secrets.env"]
     assert stat.S_IMODE(carriers[0].stat().st_mode) == 0o600
 
@@ -190,6 +193,7 @@ def test_readme_frontier_sweep_names_points_by_swept_values(tmp_path):
     sweep_dir = tmp_path / "sweep"
     proc = run_module("vitfsdp.sweep", "-m", "cluster=frontier", "cluster.account=STF218",
                       f"cluster.conda_env=/lustre/orion/stf218/proj-shared/{'e' * 120}/my_env",
+                      "cluster.check_paths=false",  # the env exists on Frontier only
                       "model=vit_1b", "strategy=FULL_SHARD,HYBRID_8GPU", "nodes=1,8",
                       "precision=bf16", "--scripts-only", f"hydra.sweep.dir={sweep_dir}",
                       cwd=tmp_path, timeout=300)
@@ -210,7 +214,8 @@ def test_slash_and_secret_values_keep_status_and_resume(tmp_path, monkeypatch):
     """The values Frontier users set (paths, module versions) and a token named in
     cluster.secrets: one flat run directory (named by conf/config.yaml's
     hydra.sweep.subdir), found by --status, and skipped by a rerun of the sweep once it
-    completed; the token's value only in the sweep's 0600 file, which the script sources."""
+    completed; the token's value only in the sweep's 0600 file, which the script sources,
+    until the rerun finds every point ended and removes it."""
     from omegaconf import open_dict
 
     from vitfsdp.launch import slurm as launcher
@@ -236,6 +241,7 @@ def test_slash_and_secret_values_keep_status_and_resume(tmp_path, monkeypatch):
     assert SECRET not in script and f"source {sweep_dir / '.secrets.env'}" in script
     status = run_module("vitfsdp.sweep", "--status", str(sweep_dir), cwd=tmp_path)
     assert status.returncode == 3 and "1 points: 1 written" in status.stdout, status.stdout
+    assert_secret_kept_private(sweep_dir)  # the written job will read it
     write_json_atomic(point.run_dir / "summary.json", {"status": "completed"})
     proc = run_module("vitfsdp.sweep", "-m", "--scripts-only", *overrides,
                       f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path, timeout=300)
@@ -243,8 +249,8 @@ def test_slash_and_secret_values_keep_status_and_resume(tmp_path, monkeypatch):
     assert f"completed in {point.run_dir.name}" in proc.stdout + proc.stderr
     assert SECRET not in proc.stdout + proc.stderr
     assert sorted(p.name for p in sweep_dir.iterdir()) == sorted(
-        [point.run_dir.name, "multirun.yaml", ".sweep.lock", ".secrets.env"])
-    assert_secret_kept_private(sweep_dir)
+        [point.run_dir.name, "multirun.yaml", ".sweep.lock"])  # every point ended: removed
+    assert_secret_kept_private(sweep_dir, kept=False)
 
 
 def test_hydra_saved_configs_are_redacted(tmp_path):

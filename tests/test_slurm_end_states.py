@@ -152,8 +152,9 @@ def test_time_limit_without_requeue_is_timeout_and_a_rerun_runs_it(tmp_path):
     assert proc.returncode == 3 and "1 to run" in proc.stdout, proc.stdout[-3000:]
     job_id = read(point / "job.json")["job_id"]
     assert job_id != summary["slurm"]["job_id"]  # a new job
-    # the same command while that job is queued or running: nothing to run, and not 0
-    proc = run_module("vitfsdp.sweep", *args[:-1], cwd=tmp_path, timeout=120)
+    # the same command (--detach) while that job is queued or running: nothing to run, and
+    # not 0 (without --detach it waits for the job: tests/test_ctrl_c.py)
+    proc = run_module("vitfsdp.sweep", *args, cwd=tmp_path, timeout=120)
     slurm("scancel", job_id)
     assert proc.returncode == 3 and f"Slurm job {job_id} is " in proc.stdout, proc.stdout[-3000:]
     assert "not ended: " in proc.stdout and "0 to run" in proc.stdout

@@ -383,7 +383,8 @@ def test_user_profile_from_a_directory_of_ones_own(tmp_path, monkeypatch):
     (folder / "cluster").mkdir(parents=True)
     (folder / "cluster" / "mysite.yaml").write_text(
         "defaults:\n  - frontier\n  - _self_\nname: mysite\naccount: stf218\n"
-        "max_nodes: 16\nvenv: /proj/venvs/torch\n")
+        "max_nodes: 16\nvenv: /proj/venvs/torch\n"
+        "check_paths: false\n")  # the venv is the site's: --scripts-only checks paths too
     with pytest.raises(ValueError, match="cluster=mysite is unknown; valid: cuda8, frontier"):
         check_group_choices(["cluster=mysite"])
     monkeypatch.setenv(CONFIG_PATH_ENV, str(folder))
@@ -456,6 +457,8 @@ elif name == "sbcast":
 elif name == "srun":
     command = next(i for i, a in enumerate(args) if not a.startswith("-"))
     os.execvp(args[command], args[command:])
+elif name == "pigz":
+    os.execvp("gzip", ["gzip", *args])
 """
 
 
@@ -463,7 +466,8 @@ elif name == "srun":
 def test_sbcast_env_and_multi_node_env_reach_the_ranks(tmp_path, nodes):
     """Frontier's cluster.sbcast_env (OLCF's sbcast guide): the packed environment is copied to
     the node-local folder, unpacked, activated, its conda-unpack run, and the ranks run its
-    python; NCCL_NET=OFI (multi_node_env) only in a job of more than one node."""
+    python; NCCL_NET=OFI (multi_node_env) only in a job of more than one node, Socket
+    (single_node_env) in a job of one, as OLCF's PyTorch guide sets them."""
     import tarfile
 
     env = tmp_path / "env"
@@ -484,7 +488,7 @@ def test_sbcast_env_and_multi_node_env_reach_the_ranks(tmp_path, nodes):
     (tmp_path / "nvme").mkdir()
     bin_dir = tmp_path / "stubs"
     bin_dir.mkdir()
-    for name in ("srun", "module", "scontrol", "sbcast"):
+    for name in ("srun", "module", "scontrol", "sbcast", "pigz"):
         (bin_dir / name).write_text(RUNNING_STUB)
         (bin_dir / name).chmod(stat.S_IRWXU)
     (tmp_path / "job.sbatch").write_text(text)
@@ -495,6 +499,8 @@ def test_sbcast_env_and_multi_node_env_reach_the_ranks(tmp_path, nodes):
     proc = subprocess.run(["bash", str(tmp_path / "job.sbatch")], env=run_env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "ran").read_text().split() == ["yes", "OFI" if nodes > 1 else "unset"]
+    assert (tmp_path / "ran").read_text().split() == ["yes", "OFI" if nodes > 1 else "Socket"]
     assert (tmp_path / "unpacked").exists()
+    calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert ["pigz", "-d"] in calls  # [S]'s unpacking on the node's cores, where pigz is
     assert (tmp_path / "nvme" / "vitfsdp-env-77" / "bin" / "activate").is_file()

@@ -549,6 +549,23 @@ def one_line(error: Exception) -> str:
     return " ".join(f"{prefix}{first}".split())
 
 
+def _check_launcher(cfg: DictConfig) -> None:
+    """Refuse a ``hydra.launcher`` value (``job_name`` ...) that is, or resolves to, text
+    holding ``${``: Hydra's instantiation of the launcher resolves its config a second time
+    (``a\\${IFS}`` failed there with a traceback).
+
+    Raises:
+        ValueError: naming the key; OmegaConf's error where a value does not resolve.
+    """
+    launcher = OmegaConf.select(cfg, "hydra.launcher")
+    if launcher is None:
+        return
+    for key, value in OmegaConf.to_container(launcher, resolve=True).items():
+        if isinstance(value, str) and "${" in value:
+            raise ValueError(f"hydra.launcher.{key} holds '${{', which Hydra would resolve a "
+                             "second time; leave it out")
+
+
 def check_composes(config_name: str, overrides: Sequence) -> None:
     """Compose ``config_name`` from ``conf/`` with the parsed ``overrides`` that are not
     sweeps (each sweep point is composed by the sweep), as Hydra will before it starts.
@@ -560,7 +577,7 @@ def check_composes(config_name: str, overrides: Sequence) -> None:
     fixed = [o.input_line for o in overrides if not o.is_sweep_override()]
     with initialize_config_dir(str(CONF_DIR), version_base=None):
         try:
-            compose(config_name, fixed)
+            _check_launcher(compose(config_name, fixed, return_hydra_config=True))
         except (OmegaConfBaseException, ValueError) as e:
             raise ValueError(one_line(e)) from None
         except Exception as e:  # hydra.errors.HydraException and its kinds
@@ -569,12 +586,34 @@ def check_composes(config_name: str, overrides: Sequence) -> None:
             raise
 
 
+#: Hydra's flags of which a command takes one (hydra/_internal/utils.py, _run_hydra).
+_MODES = {"-m": "--multirun", "--multirun": "--multirun", "-c": "--cfg", "--cfg": "--cfg",
+          "-i": "--info", "--info": "--info", "-r": "--run", "--run": "--run",
+          "-sc": "--shell-completion", "--shell-completion": "--shell-completion"}
+
+
+def check_one_mode(argv: Sequence[str]) -> None:
+    """Refuse two of Hydra's modes at once (``-m ... --cfg job``), which Hydra reports with a
+    traceback.
+
+    Raises:
+        ValueError: naming the two flags and what to do instead.
+    """
+    modes = list(dict.fromkeys(_MODES[a] for a in argv if a in _MODES))
+    if len(modes) > 1:
+        raise ValueError(f"{modes[0]} and {modes[1]} cannot go together (Hydra runs one of "
+                         "--multirun, --cfg, --info); to see a point's config, give its "
+                         "values without -m: --cfg job key=value ...")
+
+
 def cli(hydra_main, config_name: str = "config") -> None:
     """Run a Hydra entry point after :func:`check_overrides` and, unless Hydra's own config
     flags are given, :func:`check_composes`; a refused override prints ``error: ...`` on one
     line (no traceback) and exits with status 2."""
     argv = sys.argv[1:]
     try:
+        check_one_mode(argv)
+        config_path_dirs()  # VITFSDP_CONFIG_PATH, before Hydra's search path reads it
         parsed = check_overrides(argv)
         if not any(a.split("=")[0] in _HYDRA_VALUE_FLAGS[:6] for a in argv):
             check_composes(config_name, parsed)

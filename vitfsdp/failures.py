@@ -145,7 +145,8 @@ def verdict(reports: list[Report], world_size: int) -> tuple[str, str]:
     rank died, so the broken collective decides (``failed``).
     A ``heartbeat`` report (rank 0 saw ranks stop beating, and nothing else broke) gives
     ``failed`` with its text. Ranks that sent no report are named (killed or crashed
-    without Python).
+    without Python), first where the others only saw a collective break or time out (a
+    ``kill -9`` of rank 1 read as "collective broke on rank 0").
     """
     silent = sorted(set(range(world_size)) - {r.rank for r in reports})
     missing = (f"; ranks {silent} sent no report (hung, or died without Python: killed, e.g. by "
@@ -176,11 +177,13 @@ def verdict(reports: list[Report], world_size: int) -> tuple[str, str]:
             ranks = ", ".join(str(r.rank) for r in hits)
             what = {"oom": "out of memory", "error": "raised", "blocked": "blocked",
                     "timeout": "collective timed out", "peer": "collective broke"}[kind]
-            reason = (f"{what} on rank {first.rank} (ranks {ranks}) at step "
-                      f"{first.last_step + 1}: {first.error}{missing}")
+            seen = (f"{what} on rank {first.rank} (ranks {ranks}) at step "
+                    f"{first.last_step + 1}: {first.error}")
             if kind in ("error", "oom"):
-                reason += f"\n{first.traceback_tail}"
-            return status, reason
+                return status, f"{seen}{missing}\n{first.traceback_tail}"
+            if silent:  # a consequence: the rank that vanished is the likelier cause, first
+                return status, f"{missing[2:]}, the likely cause; then {seen}"
+            return status, seen
     return "failed", f"no rank reported its failure{missing}"
 
 

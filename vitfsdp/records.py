@@ -25,10 +25,12 @@ truncated last line with a warning.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
 import os
+import re
 import statistics
 import tempfile
 from collections.abc import Iterable
@@ -112,11 +114,52 @@ def write_text_atomic(path: str | os.PathLike, text: str, mode: int | None = Non
 
 
 def append_jsonl(path: str | os.PathLike, obj: dict) -> None:
-    """Append one JSON object as a line to ``path`` (created if missing), flushed to disk."""
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(obj, default=str) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    """Append one JSON object as a line to ``path`` (created if missing), flushed to disk;
+    whole or not at all: a write that fails part-way (a full disk: ENOSPC, a quota: EDQUOT)
+    is cut back to the file's length before it, so no truncated line is left behind.
+
+    Raises:
+        OSError: the line could not be written (the file is as it was).
+    """
+    data = (json.dumps(obj, default=str) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)  # the umask applies
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            done = 0
+            while done < len(data):
+                done += os.write(fd, data[done:])
+            os.fsync(fd)
+        except OSError:
+            os.ftruncate(fd, start)  # frees space: works on a full disk
+            raise
+    finally:
+        os.close(fd)
+
+
+#: errno values of a file system that takes no more writes: full, over quota, read-only.
+DISK_ERRNOS = {errno.ENOSPC: "ENOSPC", errno.EDQUOT: "EDQUOT", errno.EROFS: "EROFS"}
+#: Python's text of those errors in a log (``OSError: [Errno 28] No space left on device``).
+_DISK_ERROR = re.compile(r"\[Errno (" + "|".join(map(str, DISK_ERRNOS)) + r")\] ([^\n]*)")
+
+
+def disk_error(error: BaseException | str | None) -> str | None:
+    """One line naming a full, over-quota or read-only file system (``ENOSPC: [Errno 28] No
+    space left on device: 'run/metrics.jsonl'``) when ``error`` is such an ``OSError`` or a
+    log text holding one (its last); None otherwise."""
+    if isinstance(error, OSError):
+        name = DISK_ERRNOS.get(error.errno)
+        return f"{name}: [Errno {error.errno}] {one_line_os_error(error)}" if name else None
+    found = _DISK_ERROR.findall(error or "") if isinstance(error, str) else []
+    if not found:
+        return None
+    number, text = found[-1]
+    return f"{DISK_ERRNOS[int(number)]}: [Errno {number}] {text.strip()}"
+
+
+def one_line_os_error(e: OSError) -> str:
+    """An OSError's message and file, on one line (``No space left on device: 'x'``)."""
+    return f"{e.strerror}: {e.filename!r}" if e.filename else str(e.strerror or e)
 
 
 def _write_jsonl_atomic(path: Path, rows: list[dict]) -> None:

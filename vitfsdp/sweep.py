@@ -25,11 +25,13 @@ shows the table later (``--watch``: until every point is done).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import io
 import logging
 import math
 import os
 import re
+import shlex
 import signal
 import socket
 import sys
@@ -82,6 +84,7 @@ from vitfsdp.records import (
     STATUSES,
     SUMMARY_FILE,
     RunRecords,
+    disk_error,
     mark_failed,
     read_json,
     reason_line,
@@ -99,6 +102,16 @@ register_configs()
 
 class SweepRefused(CompactHydraException, ValueError):
     """Points refused before anything ran; Hydra prints the message alone (no traceback)."""
+
+
+class SweepDiskError(CompactHydraException, OSError):
+    """The sweep could not write its own records (a full, over-quota or read-only file
+    system): one line says so and what runs on; the sweep exits :data:`EXIT_NOT_COMPLETED`."""
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) during a sweep: its message says what was recorded, what runs on and
+    what to do next (:func:`main_cli` prints it alone and exits :data:`EXIT_INTERRUPTED`)."""
 
 
 @dataclass
@@ -136,7 +149,7 @@ def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str
                                          constant))
         except (ValueError, ConfigCompositionException, OmegaConfBaseException) as e:
             errors.append(where + _one_line(hydra_context, e))
-    errors += _shared_run_dirs(points) + _repeated_points(points)
+    errors += _shared_run_dirs(points) + _repeated_points(points) + _reresolved_dirs(points)
     if not errors:
         errors += _check_launchers(points, _options(config))
     if len(errors) == 1:
@@ -218,6 +231,21 @@ def _shared_run_dirs(points: list[Point]) -> list[str]:
                           f"{p.run_dir}; make hydra.sweep.subdir tell them apart")
         first.setdefault(p.run_dir, p)
     return errors
+
+
+def _reresolved_dirs(points: list[Point]) -> list[str]:
+    """One line for the first run directory holding ``${``: Hydra copies the training's
+    hydra.run.dir into hydra.runtime.output_dir as a string, which OmegaConf resolves again
+    in every rank (``${IFS}``: InterpolationKeyError; ``${oc.env:SLURM_JOB_ID}``: another
+    directory)."""
+    p = next((p for p in points if "${" in str(p.run_dir)), None)
+    if p is None:
+        return []
+    key, path = (("hydra.sweep.dir", p.run_dir.parent) if "${" in str(p.run_dir.parent)
+                 else (f"point {p.num}'s hydra.sweep.subdir", p.run_dir))
+    return [f"{key} resolves to {str(path)!r}, which holds '${{': the training would "
+            "resolve it a second time (Hydra's hydra.runtime.output_dir); choose a directory "
+            "without it"]
 
 
 def _repeated_points(points: list[Point]) -> list[str]:
@@ -313,6 +341,8 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
         try:
             slurm.check_values(p.overrides, p.run_dir, options.job_name)
             problem = _check_slurm_point(p, options, checked)
+        except slurm.SlurmUnreachable as e:  # the same for every point: said once
+            return [str(e)]
         except ValueError as e:
             problem = str(e)
         if problem:
@@ -358,10 +388,15 @@ def _check_slurm_point(p: Point, options: LaunchOptions, checked: dict) -> str |
                     cluster.time_limit_s - cluster.signal_delay_s, cluster.signal_delay_s)
     if problem := _beyond_time_limit(p, checked):
         return problem
+    if problem := slurm.missing_path(cluster):  # --scripts-only too (cluster.check_paths)
+        return problem
+    if cluster.check_paths and ("modules", tuple(cluster.modules)) not in checked:
+        checked["modules", tuple(cluster.modules)] = slurm.unavailable_module(cluster.modules)
+    if problem := checked.get(("modules", tuple(cluster.modules))):
+        return problem
     if options.scripts_only:  # the scripts may be for another cluster: no Slurm query
         limit, partition = cluster.max_nodes, cluster.partition
-    elif problem := slurm.missing_path(cluster):
-        return problem
+        _note_login_interpreter(cluster, checked)
     else:  # one sinfo per partition for the whole sweep
         if ("sinfo", cluster.partition) not in checked:
             checked["sinfo", cluster.partition] = slurm.partition_nodes(cluster.partition)
@@ -377,6 +412,17 @@ def _check_slurm_point(p: Point, options: LaunchOptions, checked: dict) -> str |
     if key not in checked:
         checked[key] = slurm.sbatch_test_only(cluster, p.cfg.nodes, options.job_name)
     return _slurm_refusal(cluster, checked[key]) if checked[key] else None
+
+
+def _note_login_interpreter(cluster, noted: dict) -> None:
+    """Say once that --scripts-only's scripts run this interpreter (no ``cluster.python`` and
+    no environment to activate): the compute nodes must have it under the same path."""
+    python = slurm.node_python(cluster)
+    if python == sys.executable and ("interpreter", python) not in noted:
+        noted["interpreter", python] = True
+        log.warning("the scripts run %s, the interpreter sweeping here (no cluster.python, "
+                    "conda_env, venv or sbcast_env): the compute nodes need it under this "
+                    "path (each job stops with one line where it is missing)", python)
 
 
 def _beyond_time_limit(p: Point, warned: dict) -> str | None:
@@ -429,6 +475,26 @@ def _check_launchable(cfg: RunConfig) -> None:
         )
     if cfg.cluster.launcher == "local":
         cfg.cluster.network.check_nodes(cfg.nodes)
+    cfg.cluster.check_queue_limits(cfg.nodes)
+    _check_jax_importable(cfg)
+
+
+def _jax_installed() -> bool:
+    """Whether this interpreter has JAX (found, not imported: an import takes seconds)."""
+    return importlib.util.find_spec("jax") is not None
+
+
+def _check_jax_importable(cfg: RunConfig) -> None:
+    """Refuse a ``framework=jax`` point whose ranks run this interpreter (a local sweep, or a
+    Slurm job that runs ``sys.executable``) where JAX is not installed: each would fail after
+    its start-up with ``No module named 'jax'``. Slurm jobs that activate an environment of
+    their own are not checked (JAX may be there only)."""
+    if cfg.framework != "jax" or _jax_installed():
+        return
+    if cfg.cluster.launcher == "local" or slurm.node_python(cfg.cluster) == sys.executable:
+        raise ValueError("framework=jax needs JAX, which is not installed for "
+                         f"{sys.executable}: pip install 'vitfsdp[jax]' (README, Set-up), or "
+                         "leave the jax points out (framework=torch)")
 
 
 def _one_line(hydra_context, e: Exception) -> str:
@@ -470,12 +536,22 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
                      sweep_dir, len(todo), len(points) - len(todo))
             todo, infeasible = _consult_plan(todo, options)
             summaries.update(infeasible)
-            summaries.update({p.num: s for p, s in zip(todo, _run(todo, sweep_dir, options),
-                                                         strict=True)})
+            alive = _still_queued(points, summaries, options)
+            summaries.update({p.num: s for p, s in zip(todo, _run(todo, sweep_dir, options,
+                                                                   alive), strict=True)})
+            summaries.update({p.num: read_json(p.run_dir / SUMMARY_FILE) or summaries[p.num]
+                              for p in alive})
+    except KeyboardInterrupt:
+        raise SweepInterrupted(_interrupted_line(points, sweep_dir)) from None
+    except OSError as e:
+        if not disk_error(e):
+            raise
+        raise SweepDiskError(_disk_line(e, points, sweep_dir)) from None
     finally:
         lock.release()
     ordered = [summaries[p.num] for p in points]
     if all(s.get("status") in STATUSES for s in ordered):
+        _remove_secrets(sweep_dir)
         _report(points, ordered, sweep_dir)
     else:
         _report_not_ended(points, ordered, sweep_dir)
@@ -506,10 +582,66 @@ def where_line(points: Sequence[Point]) -> str:
     return f"{what}: Slurm jobs of {ranks} ranks a point, none on this host"
 
 
-def _run(todo: list[Point], sweep_dir: Path, options: LaunchOptions) -> list[dict]:
-    """Run ``todo`` with its cluster's launcher; their summaries in the same order."""
-    if todo and todo[0].cfg.cluster.launcher == "slurm":
-        return launch_slurm(todo, sweep_dir, options)
+def _still_queued(points: list[Point], summaries: dict[int, dict],
+                  options: LaunchOptions) -> list[Point]:
+    """The points an earlier (interrupted or detached) sweep left queued or running in Slurm,
+    which this sweep waits for with its own (none with --detach or --scripts-only); each
+    with the run directory its job writes into."""
+    if options.detach or options.scripts_only:
+        return []
+    return [replace(p, run_dir=Path(summaries[p.num]["run_dir"])) for p in points
+            if summaries.get(p.num, {}).get("status") == "submitted"
+            and summaries[p.num].get("run_dir")]
+
+
+def _running_jobs(points: list[Point]) -> list[str]:
+    """The Slurm job ids of the points that have not ended (one per pack or array task)."""
+    ids = []
+    for p in points:
+        try:
+            job = read_json(p.run_dir / slurm.JOB_FILE) or {}
+            ended = (read_json(p.run_dir / SUMMARY_FILE) or {}).get("status") in STATUSES
+        except (OSError, ValueError):  # unreadable: say nothing of it
+            continue
+        if job.get("job_id") and not ended:
+            ids.append(str(job["job_id"]))
+    return list(dict.fromkeys(ids))
+
+
+def _disk_line(e: OSError, points: list[Point], sweep_dir: Path) -> str:
+    """The one line of a sweep that could not write its records: the file system's error,
+    the jobs that run on (with --status and scancel), and the fix."""
+    ids = _running_jobs(points)
+    jobs = (f"; {len(ids)} Slurm job(s) run on: follow with {status_command(sweep_dir)} once "
+            f"there is space, or cancel them with {shlex.join(['scancel', *ids])}"
+            if ids else "")
+    return (f"error: the sweep could not write its records ({disk_error(e)}){jobs}; free "
+            "space (or choose a writable hydra.sweep.dir) and run the same command again: "
+            "completed points are kept")
+
+
+def _interrupted_line(points: list[Point], sweep_dir: Path) -> str:
+    """What a Ctrl-C leaves: the Slurm jobs that keep running (follow them, cancel them),
+    or the local point stopped and recorded ``cancelled``; the same command goes on."""
+    ids = _running_jobs(points)
+    if ids:
+        kept = ("; the sweep's secrets file stays for them (--status removes it once every "
+                "point has ended)" if secrets.secrets_path(sweep_dir).exists() else "")
+        return (f"interrupted: {len(ids)} Slurm job(s) keep running; follow with: "
+                f"{status_command(sweep_dir)}; cancel them with: "
+                f"{shlex.join(['scancel', *ids])}; the same sweep command waits for them and "
+                f"submits the points not submitted yet{kept}")
+    _remove_secrets(sweep_dir)
+    return ("interrupted: the point running here was stopped and recorded cancelled "
+            "(interrupted); the same sweep command runs it again, and the points not run yet")
+
+
+def _run(todo: list[Point], sweep_dir: Path, options: LaunchOptions,
+         alive: Sequence[Point] = ()) -> list[dict]:
+    """Run ``todo`` with its cluster's launcher; their summaries in the same order. A Slurm
+    sweep also waits for ``alive`` (:func:`_still_queued`)."""
+    if alive or (todo and todo[0].cfg.cluster.launcher == "slurm"):
+        return launch_slurm(todo, sweep_dir, options, alive)
     with SweepProgress([p.cfg.train.steps for p in todo], [_predicted_step_s(p) for p in todo],
                        logger=log, work=[_host_work(p) for p in todo]) as bars:
         return [run_one(p, f"[{i}/{len(todo)}]", bars, i - 1)
@@ -647,7 +779,7 @@ def select(points: list[Point], sweep_dir: Path,
     if queue is None:
         raise SweepRefused(f"error: {len(unsettled)} earlier jobs in {sweep_dir} have no result "
                            "and squeue cannot say whether they still run; rerun where Slurm "
-                           "answers (or check with python -m vitfsdp.sweep --status DIR)")
+                           f"answers (or check with {status_command(sweep_dir, watch=False)})")
     todo, skipped = [], {}
     for p in points:
         prior = existing.get(p.config_hash, [])
@@ -676,7 +808,7 @@ def _settled(prior: list, queue: dict, rerun_failed: bool) -> tuple[str | None, 
         state = job.state if job else ""
         if e.status is None and state and state not in status.END_STATES:
             return (f"Slurm job {e.job_id} is {state} ({e.run_dir.name})",
-                    {"status": "submitted", "job_id": e.job_id})
+                    {"status": "submitted", "job_id": e.job_id, "run_dir": str(e.run_dir)})
     for e in prior:
         if e.status in resume.FAILED_IN_RUN and not e.interrupted and not rerun_failed:
             return (f"{e.status} in {e.run_dir.name}; --rerun-failed runs it again",
@@ -693,7 +825,8 @@ def _check_own_dir(p: Point) -> None:
             "use another hydra.sweep.dir")
 
 
-def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions) -> list[dict]:
+def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
+                 alive: Sequence[Point] = ()) -> list[dict]:
     """Submit (or only write) the sweep's Slurm jobs: one per point (job arrays for equal
     shapes), or one per node count with ``hydra.launcher.pack=by_nodes``
     (:mod:`vitfsdp.launch.pack`); at most ``cluster.max_jobs`` queued at once, more submitted
@@ -705,8 +838,9 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions) -
         paths = slurm.write_scripts(points, options.job_name, sweep_dir)
         for path in paths:
             log.info("wrote %s", path)
-        log.info("submit each with sbatch <script>; then python -m vitfsdp.sweep --status %s "
-                 "--watch", sweep_dir)
+        for path in paths:
+            log.info("submit with: %s", shlex.join(["sbatch", str(path)]))
+        log.info("then follow with: %s", status_command(sweep_dir))
         return [{"status": "script", "script": str(p)} for p in paths]
     max_jobs = _max_jobs(points)
     units = _submission_units(points, sweep_dir, options, max_jobs)
@@ -714,8 +848,12 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions) -
     if options.detach:
         _log_detached(units, sweep_dir, max_jobs)
         return [_detached_summary(p) for p in points]
-    poll_s = min(p.cfg.cluster.poll_s for p in points)
-    status.watch(sweep_dir, [p.run_dir for p in points], poll_s, show=_show_table,
+    poll_s = min(p.cfg.cluster.poll_s for p in [*points, *alive])
+    if alive:
+        log.info("waiting also for %d point(s) an earlier sweep left in Slurm's queue",
+                 len(alive))
+    status.watch(sweep_dir, [p.run_dir for p in [*points, *alive]], poll_s,
+                 show=_show_table,
                  on_poll=lambda rows: pack.submit_free(units, max_jobs, status.num_alive(rows)))
     return [read_json(p.run_dir / SUMMARY_FILE) for p in points]
 
@@ -755,7 +893,7 @@ def _log_detached(units: list[pack.Unit], sweep_dir: Path, max_jobs: int | None)
     if waiting:
         log.info("%d jobs wait for cluster.max_jobs=%s: run the same command again once jobs "
                  "have ended to submit them", waiting, max_jobs)
-    log.info("detached; follow with: python -m vitfsdp.sweep --status %s --watch", sweep_dir)
+    log.info("detached; follow with: %s", status_command(sweep_dir))
 
 
 def _detached_summary(p: Point) -> dict:
@@ -776,21 +914,36 @@ def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: in
     t0 = time.time()
     point.run_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(point.run_dir / slurm.JOB_FILE, local.job_record(point))
-    rc = local.run_point(
-        point.overrides, point.run_dir, point.cfg.world_size,
-        log_path=point.run_dir / local.LOG_FILE,
-        on_window=lambda w: bars.window(tag, w),
-        env={**point.cfg.cluster.env, **secrets.point_secrets([point])},
-        nodes=point.cfg.nodes, network=point.cfg.cluster.network,
-    )
+    try:
+        rc = local.run_point(
+            point.overrides, point.run_dir, point.cfg.world_size,
+            log_path=point.run_dir / local.LOG_FILE,
+            on_window=lambda w: bars.window(tag, w),
+            env={**point.cfg.cluster.env, **secrets.point_secrets([point])},
+            nodes=point.cfg.nodes, network=point.cfg.cluster.network,
+        )
+    except KeyboardInterrupt:  # its processes are stopped (run_until_done)
+        _record_interrupted(point.run_dir)
+        raise
     summary = read_json(point.run_dir / SUMMARY_FILE)
     if summary is None:
-        reason = f"exit code {rc} without a summary; log tail:\n" + local.tail(
-            point.run_dir / local.LOG_FILE)
+        tail = local.tail(point.run_dir / local.LOG_FILE)
+        disk = disk_error(tail)  # the cause, first: the ranks' own words come later
+        reason = (f"{disk}; " if disk else "") + (f"exit code {rc} without a summary; log "
+                                                  f"tail:\n{tail}")
         mark_failed(point.run_dir, "failed", reason)
         summary = read_json(point.run_dir / SUMMARY_FILE)
     bars.end_point(f"{tag} {summary['status']} in {time.time() - t0:.0f} s{_figures(summary)}")
     return summary
+
+
+def _record_interrupted(run_dir: Path) -> None:
+    """Record a point stopped by Ctrl-C ``cancelled`` and ``interrupted`` (a rerun runs it
+    again), over what its ranks wrote as they were stopped; a completed run stays."""
+    if (read_json(run_dir / SUMMARY_FILE) or {}).get("status") == "completed":
+        return
+    mark_failed(run_dir, "cancelled", "interrupted (Ctrl-C) in the sweep; a rerun of the "
+                "sweep runs it again", interrupted=True)
 
 
 #: a console that is never a terminal: run_one called alone logs plain lines
@@ -815,7 +968,17 @@ def _report_not_ended(points: list[Point], summaries: list[dict], sweep_dir: Pat
             job = f" (Slurm job {s['job_id']})" if s.get("job_id") else ""
             log.info("not ended: %s: %s%s", _point_label(p),
                      s.get("status") or "no summary", job)
-    log.info("follow with: python -m vitfsdp.sweep --status %s --watch", sweep_dir)
+    if secrets.secrets_path(sweep_dir).exists():
+        log.info("%s stays for the jobs that have not ended; --status removes it once every "
+                 "point has ended", secrets.secrets_path(sweep_dir))
+    log.info("follow with: %s", status_command(sweep_dir))
+
+
+def _remove_secrets(sweep_dir: Path) -> None:
+    """Every point ended: no job reads the sweep's secrets file again; delete it."""
+    removed = secrets.remove_secrets(sweep_dir)
+    if removed:
+        log.info("removed %s: every point has ended", removed)
 
 
 def _report(points: list[Point], summaries: list[dict], sweep_dir: Path) -> None:
@@ -823,7 +986,19 @@ def _report(points: list[Point], summaries: list[dict], sweep_dir: Path) -> None
     for s in summaries:
         counts[s["status"]] = counts.get(s["status"], 0) + 1
     log.info("sweep done: %s", ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
-    log.info("figures and tables: python -m vitfsdp.analysis %s", sweep_dir)
+    log.info("figures and tables: %s", analysis_command(sweep_dir))
+
+
+def status_command(sweep_dir: str | os.PathLike, watch: bool = True) -> str:
+    """The command that shows (``watch``: follows) a sweep's jobs, to paste into a shell: the
+    path is quoted (``shlex.join``), so that spaces, quotes or ``$(...)`` in it stay text."""
+    return shlex.join(["python", "-m", "vitfsdp.sweep", "--status", str(sweep_dir),
+                       *(["--watch"] if watch else [])])
+
+
+def analysis_command(sweep_dir: str | os.PathLike) -> str:
+    """The command that draws a sweep's figures and tables, quoted as :func:`status_command`."""
+    return shlex.join(["python", "-m", "vitfsdp.analysis", str(sweep_dir)])
 
 
 @hydra.main(version_base=None, config_path=str(CONF_DIR), config_name="sweep")
@@ -853,7 +1028,24 @@ def status_main(argv: Sequence[str]) -> int:
         for row in rows:
             status.reconcile(row)
         print(status.format_table(rows))
+    if all(r.status in STATUSES for r in rows):
+        _remove_secrets_unless_swept(args.sweep_dir)
     return exit_status([{"status": r.status} for r in rows])
+
+
+def _remove_secrets_unless_swept(sweep_dir: Path) -> None:
+    """Every point of ``sweep_dir`` has ended: delete its secrets file, unless a sweep is
+    working there now (it holds the lock and may submit more jobs that read it)."""
+    if not secrets.secrets_path(sweep_dir).exists():
+        return
+    try:
+        lock = resume.SweepLock(sweep_dir).acquire()
+    except RuntimeError:
+        return
+    try:
+        _remove_secrets(sweep_dir)
+    finally:
+        lock.release()
 
 
 #: Exit status of ``python -m vitfsdp.sweep`` (and of ``--status``): every point completed.
@@ -863,6 +1055,8 @@ EXIT_COMPLETED = 0
 EXIT_NOT_COMPLETED = 1
 #: Refused before launch: nothing was run or queued, no sweep directory was left behind.
 EXIT_REFUSED = 2
+#: Interrupted (Ctrl-C): 128 + SIGINT, as a shell reports it; one line says what runs on.
+EXIT_INTERRUPTED = 130
 #: No point ended otherwise than completed, but some have not ended: queued or running (a
 #: ``--detach``-ed sweep, or a job of an earlier sweep a rerun found), waiting for
 #: ``cluster.max_jobs``, or only written (``--scripts-only``).
@@ -932,6 +1126,9 @@ def run_sweeper(sweeper, arguments: Sequence[str], basic_sweep) -> list:
         _take_back(before, made)
         print(str(e), file=sys.stderr)
         raise SystemExit(EXIT_REFUSED) from None
+    except SweepDiskError as e:
+        print(str(e), file=sys.stderr)
+        raise SystemExit(EXIT_NOT_COMPLETED) from None
     finally:
         _held_locks.pop(sweep_dir, None)
         lock.release()
@@ -982,7 +1179,8 @@ none runs {defaults}:
 
 Exit status (--status too): 0 every point completed, 1 some point ended without completing
 (its summary.json says why), 2 refused before launch (nothing run or queued), 3 no point
-failed but some have not ended (queued, running, --detach, --scripts-only, cluster.max_jobs).
+failed but some have not ended (queued, running, --detach, --scripts-only, cluster.max_jobs),
+130 interrupted (Ctrl-C; one line says what was recorded and what runs on).
 `--cfg job` prints the composed config, every key and its value; `--hydra-help` lists
 Hydra's own options.
 
@@ -1034,7 +1232,14 @@ def main_cli(argv: Sequence[str]) -> int:
     """``python -m vitfsdp.sweep``: ``--status``, ``--help``, or the sweep (through Hydra,
     after :func:`vitfsdp.config.cli`'s checks); returns the exit status."""
     if argv[:1] == ["--status"]:
-        return status_main(argv[1:])
+        try:
+            return status_main(argv[1:])
+        except OSError as e:
+            if not disk_error(e):
+                raise
+            print(f"error: --status could not record what Slurm says ({disk_error(e)}); "
+                  "free space and run it again", file=sys.stderr)
+            return EXIT_NOT_COMPLETED
     if "--help" in argv or "-h" in argv:
         print(usage())
         return 0
@@ -1042,7 +1247,11 @@ def main_cli(argv: Sequence[str]) -> int:
     # the flags become Hydra overrides after everything else (argparse wants -m first)
     sys.argv = [sys.argv[0], *(a for a in argv if a not in FLAGS),
                 *(FLAGS[a] for a in argv if a in FLAGS)]
-    cli(main, config_name="sweep")
+    try:
+        cli(main, config_name="sweep")
+    except KeyboardInterrupt as e:  # SweepInterrupted says what was recorded; else nothing ran
+        print(str(e) or "interrupted: nothing was run or queued", file=sys.stderr)
+        return EXIT_INTERRUPTED
     return EXIT_COMPLETED
 
 

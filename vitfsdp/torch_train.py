@@ -50,7 +50,7 @@ from vitfsdp.metrics import (
     resolve_peak,
     timer_kind,
 )
-from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
+from vitfsdp.records import RUN_FILE, RunRecords, disk_error, write_json_atomic
 
 #: The logger of ``python -m vitfsdp.train``'s torch runs (the name in the ranks' log lines).
 log = logging.getLogger("vitfsdp.train")
@@ -176,12 +176,17 @@ def _decide_and_record(env: distributed.DistEnv, records: RunRecords,
     """Rank 0: collect the reports, record the verdict, post it; returns (status, reason)."""
     reports = board.collect(known=own)
     status, reason = failures.verdict(reports, env.world_size)
-    records.finish(status, reason=reason[:4000], elapsed_s=time.time() - t0,
-                   last_step=max(r.last_step for r in reports),
-                   memory_at_failure=failures.max_memory(reports),
-                   reported_ranks=[r.rank for r in reports],
-                   num_attempts=progress.attempt + 1,
-                   **({"interrupted": True} if status == "preempted" else {}))
+    try:
+        records.finish(status, reason=reason[:4000], elapsed_s=time.time() - t0,
+                       last_step=max(r.last_step for r in reports),
+                       memory_at_failure=failures.max_memory(reports),
+                       reported_ranks=[r.rank for r in reports],
+                       num_attempts=progress.attempt + 1,
+                       **({"interrupted": True} if status == "preempted" else {}))
+    except OSError as e:  # a full or read-only disk: the other ranks still hear why, first
+        disk = disk_error(e)
+        board.post_verdict(status, f"{disk}; then: {reason}" if disk else reason)
+        raise
     board.post_verdict(status, reason)
     return status, reason
 

@@ -16,6 +16,7 @@ import html
 import logging
 import os
 import re
+import shlex
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -349,7 +350,7 @@ def sweep_command(sweep_dir: str | os.PathLike) -> str | None:
     except (OSError, yaml.YAMLError, KeyError, TypeError):
         return None
     args = [*(overrides.get("task") or []), *(overrides.get("hydra") or [])]
-    return "python -m vitfsdp.sweep -m " + " ".join(str(a) for a in args)
+    return shlex.join(["python", "-m", "vitfsdp.sweep", "-m", *(str(a) for a in args)])
 
 
 def _with_range(points: pd.DataFrame) -> pd.DataFrame:

@@ -52,6 +52,7 @@ def time_limit_s(value: str, key: str = "cluster.time") -> int:
     for pattern, units in _TIME_FORMATS:
         m = pattern.match(text)
         if m:
+            _check_time_fields(key, value, [int(v) for v in m.groups()], units)
             seconds = sum(int(v) * _SECONDS[u] for v, u in zip(m.groups(), units, strict=True))
             if seconds <= 0:
                 break
@@ -62,10 +63,47 @@ def time_limit_s(value: str, key: str = "cluster.time") -> int:
     )
 
 
+#: The largest value of a field that is not a time limit's first (``25:99:99`` is refused:
+#: Slurm took it without a word and ran 1-02:41:00).
+_FIELD_MAX = {"h": 23, "m": 59, "s": 59}
+_FIELD_NAME = {"h": "hours", "m": "minutes", "s": "seconds"}
+
+
+def _check_time_fields(key: str, value: str, numbers: list[int], units: tuple) -> None:
+    """Refuse a field after the first of a time limit that is out of its range.
+
+    Raises:
+        ValueError: naming ``key``, the field and its range.
+    """
+    for number, unit in list(zip(numbers, units, strict=True))[1:]:
+        if number > _FIELD_MAX[unit]:
+            raise ValueError(f"{key}={value!r} has {number} {_FIELD_NAME[unit]}, more than "
+                             f"{_FIELD_MAX[unit]}; write e.g. 1-02:00:00 for 26 hours")
+
+
 def config_path_dirs() -> list[Path]:
     """The folders of ``VITFSDP_CONFIG_PATH`` (:data:`CONFIG_PATH_ENV`), in order, ``~``
-    expanded and made absolute; none when it is unset."""
+    expanded and made absolute; none when it is unset.
+
+    Raises:
+        ValueError: naming the variable and the folder's position (never its text): a folder
+            holding ``${`` (Hydra parses its search path as OmegaConf text), a control
+            character, or a name longer than file systems allow (255 bytes a name, 4096 a path).
+    """
     folders = os.environ.get(CONFIG_PATH_ENV, "").split(os.pathsep)
+    for i, folder in enumerate(folders, start=1):
+        where = f"{CONFIG_PATH_ENV}'s folder {i}"
+        if "${" in folder:
+            raise ValueError(f"{where} holds '${{', which Hydra reads as an interpolation in "
+                             "its search path; use a folder (or a link to it) without it")
+        if any(ord(c) < 32 or ord(c) == 127 for c in folder):
+            raise ValueError(f"{where} holds a control character (newline, tab, ...); fix "
+                             f"{CONFIG_PATH_ENV}")
+        if len(folder.encode()) >= 4096 or any(len(part.encode()) > 255
+                                               for part in folder.split("/")):
+            raise ValueError(f"{where} is {len(folder)} characters long, longer than a file "
+                             f"system allows (255 bytes a name, 4096 a path); fix "
+                             f"{CONFIG_PATH_ENV}")
     return [Path(f).expanduser().resolve() for f in folders if f]
 
 
@@ -93,6 +131,23 @@ def check_text(key: str, value: str) -> None:
                          "(newline, tab, ...); remove it")
 
 
+#: Fields the job script hands to a command as an argument (mkdir, tar, source, conda
+#: activate, sbcast, module load, the interpreter): a leading ``-`` would make it an option.
+_COMMAND_ARGUMENTS = ("setup_script", "conda_env", "venv", "sbcast_env", "sbcast_dir",
+                      "cache_dir", "python")
+
+
+def _check_not_option(key: str, value: str, what: str) -> None:
+    """Refuse a value a command in the job would read as an option (a leading ``-``).
+
+    Raises:
+        ValueError: naming the key; the fix (``./-name`` for a relative path).
+    """
+    if str(value).startswith("-"):
+        raise ValueError(f"{key}={str(value)!r} starts with '-', which the job's command would "
+                         f"read as an option; give {what} (./{str(value)} for a relative path)")
+
+
 def _check_not_secret(key: str, name: str, value: str) -> None:
     """Refuse a secret's value in ``cluster.env``: it would stand in the job script, which
     Slurm may store (``AccountingStoreFlags=job_script``), and on the command line that set it.
@@ -106,6 +161,25 @@ def _check_not_secret(key: str, name: str, value: str) -> None:
                          f"and on the command line; name it instead: cluster.secrets=[{name}] "
                          f"with the value in your environment or a cluster.secrets_file "
                          "(docs/sites.md)")
+
+
+@dataclass
+class QueueLimit:
+    """A site's limit on a job's time (and jobs at once) for a partition and/or QOS: one row
+    of ``cluster.queue_limits``, e.g. one of Frontier's batch bins (1-91 nodes: 2 hours)."""
+
+    max_time: str  # the longest cluster.time a matching job may ask for, Slurm format
+    partition: str | None = None  # applies to jobs in this partition; None = any
+    qos: str | None = None  # applies to jobs of this QOS; None = any (with or without)
+    # the bin's largest job: the row with the smallest max_nodes >= nodes applies among the
+    # rows of its partition and QOS; None = every job size
+    max_nodes: int | None = None
+    max_jobs: int | None = None  # jobs of a user at once (Frontier's debug QOS: 1); None = any
+
+    def matches(self, partition: str | None, qos: str | None) -> bool:
+        """Whether the row applies to a job in ``partition`` with ``qos``."""
+        return (self.partition in (None, partition)
+                and (self.qos is None or self.qos == qos))
 
 
 @dataclass
@@ -152,6 +226,8 @@ class ClusterConfig:
     env: dict[str, str] = field(default_factory=dict)  # exported as literal values; no secrets
     # exported as literal values in jobs of more than one node only (Frontier: NCCL_NET=OFI)
     multi_node_env: dict[str, str] = field(default_factory=dict)
+    # exported as literal values in jobs of one node only (Frontier: NCCL_NET=Socket)
+    single_node_env: dict[str, str] = field(default_factory=dict)
     # names of secret variables (WANDB_API_KEY ...), never values: read from the submitting
     # environment (or secrets_file) and handed to the job in a 0600 file (docs/sites.md)
     secrets: list[str] = field(default_factory=list)
@@ -192,6 +268,9 @@ class ClusterConfig:
     # file systems the compute nodes mount read-only ($NAME and ~ expanded on the login
     # node): a sweep directory under one is refused before anything is queued
     read_only_paths: list[str] = field(default_factory=list)
+    # the site's time limits by partition, QOS and job size (QueueLimit rows; Frontier: the
+    # batch bins and the debug QOS): a point beyond is refused before anything is queued
+    queue_limits: list[QueueLimit] = field(default_factory=list)
 
     # --- the plan (python -m vitfsdp.plan; docs/plan.md) ---
     device_memory_gib: float | None = None  # memory per GPU/GCD, GiB; None = unknown (fits unknown)
@@ -230,6 +309,8 @@ class ClusterConfig:
         if self.poll_s <= 0:
             raise ValueError(f"cluster.poll_s={self.poll_s} must be > 0")
         self._check_plan_figures()
+        for i, row in enumerate(self.queue_limits):
+            time_limit_s(row.max_time, f"cluster.queue_limits[{i}].max_time")
         if self.network.emulate and self.launcher != "local":
             raise ValueError(f"cluster.network.emulate=true needs the local launcher; "
                              f"cluster={self.name} is launcher={self.launcher}: set "
@@ -278,7 +359,15 @@ class ClusterConfig:
                 check_text(f"cluster.{f.name}", value)
         for i, module in enumerate(self.modules):
             check_text(f"cluster.modules[{i}]", module)
-        for key in ("env", "multi_node_env"):
+            _check_not_option(f"cluster.modules[{i}]", module, "a module name")
+        for key in _COMMAND_ARGUMENTS:
+            if getattr(self, key):
+                _check_not_option(f"cluster.{key}", getattr(self, key), "a path")
+        if ":" in self.sbcast_dir:
+            raise ValueError(f"cluster.sbcast_dir={self.sbcast_dir!r} holds ':', which would "
+                             "split PATH (the environment's bin goes on it) and which tar reads "
+                             "as host:file; choose a folder without it")
+        for key in ("env", "multi_node_env", "single_node_env"):
             for name, value in getattr(self, key).items():
                 _check_env_name(f"cluster.{key}.{name}", name)
                 check_text(f"cluster.{key}.{name}", value)
@@ -314,6 +403,40 @@ class ClusterConfig:
     def time_limit_s(self) -> int:
         """The job time limit in seconds."""
         return time_limit_s(self.time)
+
+    def check_queue_limits(self, nodes: int) -> None:
+        """Refuse a job of ``nodes`` nodes that ``queue_limits`` would not run: its
+        ``cluster.time`` beyond the row that applies, more nodes than the partition's largest
+        bin, or more jobs at once (``max_jobs``) than a QOS allows.
+
+        Raises:
+            ValueError: one line naming the key, the limit and its row.
+        """
+        rows = [(i, r) for i, r in enumerate(self.queue_limits)
+                if r.matches(self.partition, self.qos)]
+        binned = sorted((r.max_nodes, i, r) for i, r in rows if r.max_nodes is not None)
+        applies = [(i, r) for i, r in rows if r.max_nodes is None]
+        if binned:
+            fits = [(i, r) for n, i, r in binned if n >= nodes]
+            if not fits:
+                raise ValueError(f"nodes={nodes} is more than partition {self.partition} takes "
+                                 f"(at most {binned[-1][0]} nodes, cluster.queue_limits)")
+            applies.append(fits[0])
+        for i, row in applies:
+            self._check_row(i, row, nodes)
+
+    def _check_row(self, i: int, row: QueueLimit, nodes: int) -> None:
+        where = " and ".join(x for x in (row.partition and f"partition {row.partition}",
+                                         row.qos and f"QOS {row.qos}") if x) or "the site"
+        size = f" for a job of {nodes} node{'s' if nodes > 1 else ''}" if row.max_nodes else ""
+        if self.time_limit_s > time_limit_s(row.max_time, f"cluster.queue_limits[{i}].max_time"):
+            raise ValueError(f"cluster.time={self.time} is longer than {row.max_time}, the "
+                             f"limit of {where}{size} (cluster.queue_limits[{i}]); use "
+                             f"cluster.time<={row.max_time}, or another partition/QOS")
+        if row.max_jobs is not None and (self.max_jobs is None or self.max_jobs > row.max_jobs):
+            raise ValueError(f"{where} allows {row.max_jobs} job(s) of a user at once "
+                             f"(cluster.queue_limits[{i}]) and cluster.max_jobs="
+                             f"{self.max_jobs}; set cluster.max_jobs={row.max_jobs}")
 
 
 def _option(default: object, text: str, flag: str | None = None):

@@ -84,7 +84,14 @@ def quote_override(value: str) -> str:
     ``\\"`` and only the backslashes before a quote or the closing quote are doubled. Other
     backslashes stay single, e.g. the ``\\:`` Hydra puts into a run directory's name for
     ``cluster.time=00:10:00`` (doubling those made the training write into another
-    directory)."""
+    directory).
+
+    ``${`` stays text too: OmegaConf would resolve it a second time, in the training (on the
+    node), a value the sweep already resolved (``a\\${oc.env:SLURM_JOB_ID}b`` wrote into
+    ``a129b/``; ``${IFS}`` failed every rank). OmegaConf reads ``\\${`` as a literal ``${``
+    and ``\\\\`` before one as one backslash (its grammar's escapes), so each ``${`` gets a
+    backslash and the backslashes before it are doubled."""
+    value = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", value)
     return '"' + re.sub(r'(\\*)("|\Z)', _escape_before_quote, value) + '"'
 
 

@@ -47,7 +47,7 @@ from vitfsdp.core.layout import (
 )
 from vitfsdp.launch import ClusterConfig, check_text
 from vitfsdp.launch.local import job_record
-from vitfsdp.launch.secrets import write_point_secrets
+from vitfsdp.launch.secrets import hidden_from_slurm, write_point_secrets
 from vitfsdp.launch.slurm import (
     ShellExpr,
     point_carries_secret,
@@ -231,8 +231,9 @@ def submit(pack: Pack, sweep_dir: Path, job_name: str) -> str:
         RuntimeError: sbatch refused the job (its message quoted: e.g. a QOS limit).
     """
     script = write(pack, sweep_dir, job_name)
-    proc = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True,
-                          timeout=120)
+    with hidden_from_slurm(pack.points):  # sbatch exports this environment into the job's
+        proc = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True,
+                              text=True, timeout=120)
     if proc.returncode != 0:
         raise RuntimeError(f"sbatch refused pack {pack.index} ({len(pack.points)} points of "
                            f"{pack.nodes} node(s)): {proc.stderr.strip()}; lower "

@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import os
+import shlex
 import shutil
 import socket
 from dataclasses import dataclass
@@ -51,7 +52,12 @@ log = logging.getLogger(__name__)
 WATCH_ONLY = ("poll_s", "array", "array_parallelism", "max_jobs", "max_requeues", "peak_tflops",
               "plan_efficiency", "intra_node_gbps", "inter_node_gbps", "price_per_node_hour",
               "memory_gbps", "collective_latency_us", "intra_node_latency_us",
-              "inter_node_latency_us", "time")
+              "inter_node_latency_us", "time", "queue_limits")
+
+
+#: Cluster fields added after sweeps were recorded: left out of the hash while empty, so an
+#: earlier sweep's points keep their identity.
+ADDED_EMPTY = ("single_node_env",)
 
 
 def config_hash(cfg) -> str:
@@ -60,6 +66,9 @@ def config_hash(cfg) -> str:
     d = dataclasses.asdict(cfg)
     for key in WATCH_ONLY:
         d["cluster"].pop(key, None)
+    for key in ADDED_EMPTY:
+        if not d["cluster"].get(key):
+            d["cluster"].pop(key, None)
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -173,9 +182,11 @@ class SweepLock:
         except BlockingIOError:
             holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
             os.close(fd)
+            follow = shlex.join(["python", "-m", "vitfsdp.sweep", "--status",
+                                 str(self.path.parent), "--watch"])
             raise RuntimeError(
                 f"another sweep ({holder}) is working in {self.path.parent}; wait for it "
-                "(python -m vitfsdp.sweep --status DIR) or use another hydra.sweep.dir"
+                f"({follow}) or use another hydra.sweep.dir"
             ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"host {socket.gethostname()} pid {os.getpid()}".encode())

@@ -22,7 +22,8 @@ import os
 import re
 import shlex
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from vitfsdp.core.layout import SECRETS_FILE
@@ -90,15 +91,30 @@ def secret_values(names: Sequence[str], secrets_file: str | None = None,
     environ = os.environ if environ is None else environ
     from_file = read_secrets_file(secrets_file) if secrets_file else {}
     values = {}
-    for name in names:
+    for i, name in enumerate(names):
         value = from_file.get(name, environ.get(name))
         if value is None:
             where = f" nor in cluster.secrets_file={secrets_file!r}" if secrets_file else ""
-            raise ValueError(f"cluster.secrets names {name}, which is not set in this "
-                             f"environment{where}; export {name}=... before the sweep (or "
-                             "name a cluster.secrets_file holding it)")
+            shown = _shown_name(name)
+            raise ValueError(f"cluster.secrets[{i}]{f' ({shown})' if shown else ''} is not "
+                             f"set in this environment{where}; export {shown or 'NAME'}=... "
+                             "before the sweep (or name a cluster.secrets_file holding it)"
+                             + ("" if shown else "; the entry is not shown: it is not an "
+                                "upper-case variable name (a value typed where its name "
+                                "belongs?)"))
         values[name] = value
     return values
+
+
+#: A name shown in a refusal: an environment variable's conventional spelling (POSIX: upper
+#: case, digits, underscore). Anything else in cluster.secrets may be a value typed where its
+#: name belongs, and a refusal never echoes a value.
+_SHOWN_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,63}")
+
+
+def _shown_name(name: str) -> str | None:
+    """``name`` where a refusal may show it (:data:`_SHOWN_NAME`), else None."""
+    return name if _SHOWN_NAME.fullmatch(name) else None
 
 
 def point_secrets(points: Sequence) -> dict[str, str]:
@@ -120,6 +136,32 @@ def write_point_secrets(points: Sequence, sweep_dir: str | os.PathLike) -> Path 
     nothing written) when no point names a secret."""
     values = point_secrets(points)
     return write_secrets(sweep_dir, values) if values else None
+
+
+@contextmanager
+def hidden_from_slurm(points: Sequence) -> Iterator[None]:
+    """Inside the block, this process's environment lacks the variables the points name in
+    ``cluster.secrets``: ``sbatch`` (by default ``--export=ALL``, also submitit's) copies the
+    submitting environment into the job's, which Slurm stores with the job (and in its
+    accounting database where ``AccountingStoreFlags=job_env``). The jobs read the values
+    from the sweep's secrets file instead. Restored on leaving."""
+    names = {n for p in points for n in p.cfg.cluster.secrets}
+    saved = {n: os.environ.pop(n) for n in names if n in os.environ}
+    try:
+        yield
+    finally:
+        os.environ.update(saved)
+
+
+def remove_secrets(sweep_dir: str | os.PathLike) -> Path | None:
+    """Delete the sweep's secrets file, once no job of the sweep will read it again (every
+    point ended); returns the path removed, None where there was none."""
+    path = secrets_path(sweep_dir)
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return None
+    return path
 
 
 def secrets_path(sweep_dir: str | os.PathLike) -> Path:

@@ -47,7 +47,12 @@ from vitfsdp.core.layout import (
 )
 from vitfsdp.launch import CONFIG_PATH_ENV, ClusterConfig, check_text
 from vitfsdp.launch.local import job_record, quote_override, torchrun_signal_env
-from vitfsdp.launch.secrets import secrets_path, source_line, write_point_secrets
+from vitfsdp.launch.secrets import (
+    hidden_from_slurm,
+    secrets_path,
+    source_line,
+    write_point_secrets,
+)
 from vitfsdp.provenance import carries_secret, redact_args
 from vitfsdp.records import default_file_mode, write_json_atomic, write_text_atomic
 
@@ -295,7 +300,8 @@ SBCAST_ENV_DIR = "vitfsdp-env-${SLURM_JOB_ID}"
 def sbcast_lines(cluster: ClusterConfig) -> list[str]:
     """``cluster.sbcast_env``: broadcast the packed environment to every node's
     ``cluster.sbcast_dir`` (``sbcast -pf``; ``set -e`` ends the job if it fails, as a partial
-    copy would give confusing errors), unpack it there with one task per node, activate it
+    copy would give confusing errors), unpack it there with one task per node (pigz on the
+    node's cores where it is installed, as OLCF's guide does), activate it
     and run its ``conda-unpack`` (conda-pack's prefix fix) on every node. Source: OLCF,
     "Sbcast Conda Environments" (docs.olcf.ornl.gov/software/python/sbcast_conda.html), the
     way "PyTorch on Frontier" recommends at scale ("Environment Location": NVMe > Lustre >> NFS).
@@ -309,7 +315,11 @@ def sbcast_lines(cluster: ClusterConfig) -> list[str]:
         "# cluster.sbcast_env: the packed environment to each node's local disk, unpacked there",
         f"export VITFSDP_ENV_DIR={env_dir}",
         f'sbcast -pf {shell_word(cluster.sbcast_env)} "${{VITFSDP_ENV_DIR}}.tar.gz"',
-        f"{per_node} bash -c 'mkdir -p \"$0\" && tar -xzf \"$0.tar.gz\" -C \"$0\"' "
+        # [S] unpacks with pigz on all the node's cores (gzip where there is no pigz);
+        # --force-local: a ':' in the path names a file, not host:file on another machine
+        f'{per_node} --cpus-per-task="${{SLURM_CPUS_ON_NODE:-1}}" bash -c '
+        "'mkdir -p -- \"$0\" && tar --force-local "
+        '--use-compress-program="$(command -v pigz || echo gzip)" -xf "$0.tar.gz" -C "$0"\' '
         '"${VITFSDP_ENV_DIR}"',
         'source "${VITFSDP_ENV_DIR}/bin/activate"',
         'if [[ -x "${VITFSDP_ENV_DIR}/bin/conda-unpack" ]]; then '
@@ -348,16 +358,26 @@ def _environment_lines(cluster: ClusterConfig, sweep_dir: str | Path | None) -> 
     if os.environ.get(CONFIG_PATH_ENV):  # the user's own profiles, found on the nodes too
         lines.append(f"export {CONFIG_PATH_ENV}={shell_word(os.environ[CONFIG_PATH_ENV])}")
     lines += [f"export {name}={shell_word(value)}" for name, value in cluster.env.items()]
-    if cluster.multi_node_env:
-        lines += ['if [[ "${SLURM_JOB_NUM_NODES:-1}" -gt 1 ]]; then',
-                  *(f"    export {name}={shell_word(value)}"
-                    for name, value in cluster.multi_node_env.items()), "fi"]
+    lines += _node_count_env_lines(cluster)
     for name, dirs in cluster.prepend_env.items():  # an unset or empty variable adds no ':'
         if dirs:  # [] prepends nothing (a way to drop a profile's entry)
             lines.append(f"export {name}={shell_path(':'.join(dirs))}${{{name}:+:${{{name}}}}}")
     # the interpreter once PATH is what the tasks get (a prepend_env.PATH may provide it)
     lines.append(python_check_line(cluster))
     return lines
+
+
+def _node_count_env_lines(cluster: ClusterConfig) -> list[str]:
+    """``multi_node_env`` exported in a job of more than one node, ``single_node_env`` in a
+    job of one (the job's own node count: a pack's steps share it)."""
+    multi = [f"    export {n}={shell_word(v)}" for n, v in cluster.multi_node_env.items()]
+    single = [f"    export {n}={shell_word(v)}" for n, v in cluster.single_node_env.items()]
+    if not multi and not single:
+        return []
+    if not multi:
+        return ['if [[ "${SLURM_JOB_NUM_NODES:-1}" -eq 1 ]]; then', *single, "fi"]
+    return ['if [[ "${SLURM_JOB_NUM_NODES:-1}" -gt 1 ]]; then', *multi,
+            *(["else", *single] if single else []), "fi"]
 
 
 def _cache_lines(cluster: ClusterConfig) -> list[str]:
@@ -629,11 +649,12 @@ def submit(points: Sequence, sweep_dir: Path, job_name: str) -> list[str]:
                            getattr(p.cfg.train, "checkpoint_every", 0)) for p in group]
         for p in group:
             (p.run_dir / TASK_LOG_DIR).mkdir(parents=True, exist_ok=True)
-        if cluster.array and len(group) > 1:
-            with executor.batch():
+        with hidden_from_slurm(group):  # sbatch exports this environment into the job's
+            if cluster.array and len(group) > 1:
+                with executor.batch():
+                    jobs = [executor.submit(TrainTask(), s) for s in specs]
+            else:
                 jobs = [executor.submit(TrainTask(), s) for s in specs]
-        else:
-            jobs = [executor.submit(TrainTask(), s) for s in specs]
         for p, job in zip(group, jobs, strict=True):
             job_ids[p.num] = job.job_id
             _save_submitted(p, job, folder)
@@ -719,6 +740,26 @@ def missing_path(cluster: ClusterConfig) -> str | None:
     return None
 
 
+def unavailable_module(modules: Sequence[str]) -> str | None:
+    """Why a module of ``cluster.modules`` cannot load, as the site's module system here (the
+    login node) answers ``module is-avail`` (Lmod, Environment Modules): one line naming the
+    first missing one; None when all are available, or when this shell has no ``module``
+    (nothing to ask: the job's own ``module load`` fails on the node)."""
+    def module(*args: str) -> int:
+        return subprocess.run(["bash", "-c", 'module "$@"', "module", *args],
+                              capture_output=True, timeout=120).returncode
+
+    if not modules or subprocess.run(["bash", "-c", "type module"], capture_output=True,
+                                     timeout=60).returncode != 0:
+        return None
+    for i, name in enumerate(modules):
+        if module("is-avail", name) != 0:
+            return (f"cluster.modules[{i}]={name!r} is not available here (module is-avail); "
+                    f"see module avail, or set cluster.check_paths=false if the compute "
+                    "nodes have other modules")
+    return None
+
+
 def read_only_refusal(read_only_paths: Sequence[str], run_dir: str | Path,
                       cluster_name: str) -> str | None:
     """Why the compute nodes could not write a point's records into ``run_dir``: it lies under
@@ -759,13 +800,26 @@ def sbatch_test_only(cluster: ClusterConfig, nodes: int, job_name: str) -> str |
     return lines[-1] if lines else f"sbatch --test-only exited with {proc.returncode}"
 
 
+class SlurmUnreachable(ValueError):
+    """A Slurm command did not run or did not answer: the same for every point of a sweep,
+    so a sweep says it once."""
+
+
 def _slurm_cmd(argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
+    """Run a Slurm query; its output.
+
+    Raises:
+        SlurmUnreachable: the command is missing, timed out, or (``check``) failed; one line,
+            Slurm's last line of error (its ``fatal:``), not its every line.
+    """
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise ValueError(f"{argv[0]} failed ({e}); is Slurm reachable from here? "
-                         "(virtual cluster: make slurm-up; export SLURM_CONF=...)") from e
+        raise SlurmUnreachable(f"{argv[0]} failed ({e}); is Slurm reachable from here? "
+                               "(virtual cluster: make slurm-up; export SLURM_CONF=...)") from e
     if check and proc.returncode != 0:
-        raise ValueError(f"{' '.join(argv[:2])} failed: {proc.stderr.strip()}; is Slurm "
-                         "reachable from here? (virtual cluster: make slurm-up)")
+        lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+        said = lines[-1] if lines else f"exit status {proc.returncode}"
+        raise SlurmUnreachable(f"{' '.join(argv[:2])} failed: {said}; is Slurm reachable "
+                               "from here? (virtual cluster: make slurm-up)")
     return proc

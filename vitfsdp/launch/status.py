@@ -53,6 +53,7 @@ from vitfsdp.core.layout import (
 )
 from vitfsdp.launch.local import tail
 from vitfsdp.records import (
+    disk_error,
     mark_failed,
     read_json,
     read_jsonl,
@@ -282,8 +283,10 @@ def reconcile(row: PointState) -> bool:
         progress = f"at step {row.step}/{row.steps}" if row.steps else "before the first step"
         tail = task_log_tail(row.run_dir) or job_log_tail(row.run_dir, row.job_id)
         last = tail.splitlines()[-1] if tail else "no log line"
-        reason = (f"Slurm job {row.job_id} ended {row.state} {progress} without a summary"
-                  f"{_job_limit(row, status)}: {last}\nlog tail:\n{tail}")
+        disk = disk_error(tail)  # the cause, first
+        reason = (f"{disk}; " if disk else "") + (
+            f"Slurm job {row.job_id} ended {row.state} {progress} without a summary"
+            f"{_job_limit(row, status)}: {last}\nlog tail:\n{tail}")
         if row.position is not None and row.own is None:
             reason = (f"its pack, Slurm job {row.job_id}, ended {row.state}"
                       f"{_job_limit(row, status)} before this point started")
