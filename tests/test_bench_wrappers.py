@@ -106,4 +106,7 @@ def test_blocks_per_unit_is_refused_under_ddp_and_below_one():
 
 @pytest.mark.parametrize("depth, k, units", [(32, 1, 32), (32, 4, 8), (12, 5, 3), (4, 8, 1)])
 def test_units_hold_k_consecutive_blocks_the_last_the_rest(depth, k, units):
-    assert StrategyConfig(blocks_per_unit=k).num_units(depth) == units
+    from vitfsdp.plan.memory import ModelSizes, fsdp_units
+
+    sizes = ModelSizes(num_params=depth * 100 + 7, unit_params=100, num_units=depth)
+    assert fsdp_units(sizes, k) == (units, min(k, depth) * 100)

@@ -147,11 +147,6 @@ class StrategyConfig:
             raise ValueError(f"strategy.blocks_per_unit={self.blocks_per_unit} applies only "
                              "to FSDP (DDP has no units); leave it at 1")
 
-    def num_units(self, depth: int) -> int:
-        """FSDP units holding the ``depth`` transformer blocks (the root not counted):
-        ``ceil(depth / blocks_per_unit)``; the last one holds the rest."""
-        return -(-depth // self.blocks_per_unit)
-
     def check_world(self, world_size: int, ranks_per_node: int) -> None:
         """Refuse a hybrid shard group that does not tile the world and the nodes.
 
@@ -572,8 +567,9 @@ def _block_units(model, block_classes, checkpoint: bool) -> list[torch.nn.Module
 
 def _group_blocks(model, block_classes, k: int) -> list[torch.nn.Module]:
     """Put each run of ``k`` consecutive blocks of an ``nn.Sequential`` into one
-    :func:`block_group` module in place (names ``blocks.<group>.<i>``); the groups, in
-    order, or ``[]`` for ``k = 1`` (nothing changed).
+    :func:`block_group` module in place (names ``blocks.<group>.<i>``; the blocks bare, as
+    FSDP1 wraps them: checkpointing is applied after, compiling keeps their type); the
+    groups, in order, or ``[]`` for ``k = 1`` (nothing changed).
 
     Raises:
         ValueError: ``k > 1`` and the blocks' parent is not an ``nn.Sequential`` of blocks
@@ -587,10 +583,10 @@ def _group_blocks(model, block_classes, k: int) -> list[torch.nn.Module]:
     group_class, groups = block_group(), []
     for parent in list(model.modules()):
         children = list(parent.children())
-        if not any(type(_inner(c)) in block_classes for c in children):
+        if not any(type(c) in block_classes for c in children):
             continue
         if not isinstance(parent, nn.Sequential) or not all(
-                type(_inner(c)) in block_classes for c in children):
+                type(c) in block_classes for c in children):
             raise ValueError(f"strategy.blocks_per_unit={k} needs the blocks in an "
                              f"nn.Sequential of blocks alone, but their parent is a "
                              f"{type(parent).__name__}; set strategy.blocks_per_unit=1")
@@ -599,11 +595,6 @@ def _group_blocks(model, block_classes, k: int) -> list[torch.nn.Module]:
             groups.append(group_class(*children[i:i + k]))
             parent.add_module(str(i // k), groups[-1])
     return groups
-
-
-def _inner(module: torch.nn.Module) -> torch.nn.Module:
-    """The block under a ``checkpoint_wrapper`` or ``torch.compile`` wrapper, else itself."""
-    return getattr(module, "_checkpoint_wrapped_module", module)
 
 
 def block_group() -> type:
