@@ -423,7 +423,8 @@ def nvml_handle(nvml, torch_index: int, uuid: str | None, pci_bus_id: str | None
 
 class DeviceMemoryProbe:
     """Memory in use on one GPU as its driver reports it (NVML on NVIDIA, AMD SMI on ROCm),
-    the driver version and the PCI bus id of the device the driver's handle names.
+    how busy it was over a window (:meth:`busy_frac`), the driver version and the PCI bus id
+    of the device the driver's handle names.
     Everything is ``None`` on CPU or where the library is missing or cannot find the device
     (one warning).
 
@@ -452,7 +453,8 @@ class DeviceMemoryProbe:
             _OPENED[index]
 
     def _open(self, index: int) -> tuple:
-        """(backend, used-GiB function, driver version, PCI bus id) of CUDA device ``index``;
+        """(backend, used-GiB function, driver version, PCI bus id, busy-fraction function of
+        a window's start) of CUDA device ``index``;
         all None, with one warning, where the driver library cannot give them."""
         # torch on use (module docstring)
         import torch
@@ -517,7 +519,6 @@ class DeviceMemoryProbe:
         except Exception as e:  # noqa: BLE001
             _warn_once("devmem:read", "device_mem_used_gib is null: %s", e)
             return None
-
 
     def busy_frac(self, since_us: float) -> float | None:
         """Fraction of the time since ``since_us`` (microseconds of the epoch,
