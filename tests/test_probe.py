@@ -77,7 +77,9 @@ def test_the_plan_predicts_from_the_probe_file(probed, tmp_path):
     rows = json.loads(r.stdout)
     assert [row["nodes"] for row in rows] == [1, 2]
     for row in rows:
-        assert row["source"] == f"probe:{path}" and row["step_time_s"] > 0
+        # the file and when it was measured: which probe each prediction used
+        assert row["source"] == f"probe:{path} ({read(path)['created_at']})"
+        assert row["step_time_s"] > 0
         terms = row["gemm_s"] + row["other_s"] + row["optimizer_s"]
         assert row["compute_s"] == pytest.approx(terms)
         assert row["step_time_s"] == pytest.approx(
