@@ -14,26 +14,37 @@ W1 = {"step_end": 2, "loss": 6.5, "ips": 40.0, "step_time_s": 0.5, "warmup": Tru
 W2 = {"step_end": 4, "loss": 6.25, "ips": 50.0, "step_time_s": 0.25, "warmup": False}
 
 
-def _drive(bars: SweepProgress) -> None:
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _drive(bars: SweepProgress, clock: FakeClock) -> None:
+    """One point of two: 4 steps that take 3 s from its start to its end (fake clock)."""
     with bars:
         bars.start_point(0, "[1/2]", "[1/2] strategy=DDP  (2 ranks) -> runs/0")
         bars.window("[1/2]", W1)
         bars.window("[1/2]", W2)
+        clock.now = 3.0
         bars.end_point("[1/2] completed in 3 s: 50.0 images/s")
 
 
 def test_plain_lines_when_not_a_terminal(caplog):
     out = io.StringIO()
-    bars = SweepProgress([4, 4], [1.0, 1.0], console=Console(file=out))
+    clock = FakeClock()
+    bars = SweepProgress([4, 4], [1.0, 1.0], console=Console(file=out), clock=clock)
     assert not bars.live
     with caplog.at_level(logging.INFO, logger="vitfsdp.progress"):
-        _drive(bars)
+        _drive(bars, clock)
     assert [r.getMessage() for r in caplog.records] == [
         "[1/2] strategy=DDP  (2 ranks) -> runs/0",
         "[1/2]   step 2/4  loss 6.5000  40.0 images/s  (warm-up)",
         "[1/2]   step 4/4  loss 6.2500  50.0 images/s",
         "[1/2] completed in 3 s: 50.0 images/s",
-        "sweep: 1/2 points ended, ETA ~0:00:01 (measured: wall time of 1 point)",
+        "sweep: 1/2 points ended, ETA ~0:00:03 (measured: wall time of 1 point)",
     ]
     assert out.getvalue() == ""
 
@@ -41,16 +52,17 @@ def test_plain_lines_when_not_a_terminal(caplog):
 def test_bars_on_a_terminal(caplog):
     out = io.StringIO()
     console = Console(file=out, force_terminal=True, width=120, color_system=None)
-    bars = SweepProgress([4, 4], [1.0, None], console=console)
+    clock = FakeClock()
+    bars = SweepProgress([4, 4], [1.0, None], console=console, clock=clock)
     assert bars.live
     with caplog.at_level(logging.INFO, logger="vitfsdp.progress"):
-        _drive(bars)
+        _drive(bars, clock)
     text = out.getvalue()
     assert "[1/2] strategy=DDP  (2 ranks) -> runs/0" in text
     assert "images/s  ETA" in text and "50.0 images/s" in text
     assert "sweep" in text and "1/2" in text and "4/4" in text
-    # after the point: 4 steps left at the measured 0.25 s/step (the warm-up window left out)
-    assert "0 running  ETA ~0:00:01 (measured: wall time of 1 point)" in text
+    # after the point: the point left takes what the first took from start to end (3 s)
+    assert "0 running  ETA ~0:00:03 (measured: wall time of 1 point)" in text
     assert not caplog.records  # no log lines under the bars
 
 
@@ -62,14 +74,6 @@ def test_eta_from_plan_until_a_point_ends():
     bars.window("[1/2]", W2)  # a measured window, no point ended: still the plan's
     assert bars.eta_s() == pytest.approx(6 * 2.0)
     assert format_eta(3725) == "1:02:05" and format_eta(None) == "-:--:--"
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_eta_from_measured_wall_time_includes_start_up():
