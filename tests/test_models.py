@@ -4,6 +4,7 @@ the meta-device init against timm's."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -50,8 +51,19 @@ def test_timm_comparison_models_equal_timms_registered_ones(name):
         tuple(p.shape) for p in reference.parameters()]
 
 
-def test_table_has_the_studys_rows():
-    assert TABLE == ["vit_base", "vit_huge", "vit_1b", "vit_3b", "vit_5b", "vit_15b"]
+def test_every_variant_is_a_model_option_users_can_type():
+    """Each row of the table is a config of the ``model`` group (``model=vit_3b``) naming
+    itself, and each config of the group a row: a variant added to one and not the other
+    would be unreachable from the command line, or refused by the config."""
+    import yaml
+
+    from vitfsdp.config import CONF_DIR
+
+    configs = {p.stem: yaml.safe_load(p.read_text()) for p in
+               (Path(CONF_DIR) / "model").glob("*.yaml")}
+    assert set(configs) == set(VARIANTS)
+    assert {stem: cfg.get("name") for stem, cfg in configs.items()} == {
+        stem: stem for stem in configs}
 
 
 @pytest.mark.parametrize("name", ["vit_tiny", "vit_base"])
