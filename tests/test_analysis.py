@@ -490,7 +490,8 @@ def test_n_labels_do_not_overlap_and_merge_where_lines_meet() -> None:
     """Line ends close together at one step and one just left of it: no two ``n=`` labels
     overlap once drawn, a moved one has a leader to its end, and ends at one place share
     one label (two node counts listed, eight as their range and count)."""
-    from vitfsdp.analysis.figures import _label_ends, _new_figure
+    from vitfsdp.analysis.figures.loss import _label_ends
+    from vitfsdp.analysis.figures.panels import _new_figure
 
     fig, (ax,) = _new_figure(1)
     ax.plot([0, 100], [2.0, 2.4])

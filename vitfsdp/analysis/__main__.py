@@ -59,9 +59,9 @@ from vitfsdp.analysis.collect import (
     collect_runs,
     contention_note,
     format_table,
-    frame_hash,
 )
 from vitfsdp.analysis.figures import FIGURES, INPUTS_FILE, PendingFigures, figure_pool
+from vitfsdp.analysis.fingerprint import frame_hash
 from vitfsdp.analysis.reference import reference_summary
 from vitfsdp.analysis.report import report_sections, write_report
 from vitfsdp.analysis.tables import (

@@ -10,7 +10,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-import hashlib
 import json
 import logging
 import os
@@ -25,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from vitfsdp.analysis.fingerprint import code_fingerprint
 from vitfsdp.core.layout import NETWORK_FILE
 from vitfsdp.models import VARIANTS
 from vitfsdp.plan import predict_recorded, predict_run
@@ -234,7 +234,7 @@ def _cached_rows(run_dirs: list[Path], probes: dict[Path, str | None], cache: Pa
     stats recorded with its row and the package's code is the same, else read
     (:func:`_read_runs`, with ``pool``); ``cache`` rewritten with them (atomically) when
     anything was read."""
-    code = _code_fingerprint()
+    code = code_fingerprint()
     kept = _read_cache(cache, code)
     probe_stats = {probe: _file_stats([probe]) for probe in set(probes.values()) if probe}
     stats, rows, unread = {}, {}, []
@@ -401,31 +401,6 @@ def _file_stats(paths: list[str]) -> list:
         except OSError:
             stats.append(None)
     return stats
-
-
-@functools.cache
-def _code_fingerprint() -> str:
-    """The size and modification time of every Python file of the package (the records'
-    reading, the plan's predictions) and pandas' version: rows kept by another version of
-    the code are read again."""
-    root = Path(__file__).resolve().parents[1]
-    stats = [(str(f.relative_to(root)), f.stat().st_size, f.stat().st_mtime_ns)
-             for f in sorted(root.rglob("*.py"))]
-    return hashlib.sha1(repr((stats, pd.__version__)).encode()).hexdigest()
-
-
-def frame_hash(frame: pd.DataFrame) -> bytes:
-    """The values of ``frame`` row by row, as bytes that change when any value, row or row
-    order does (pandas' per-row hashes, 8 bytes a row; the index left out), preceded by
-    its column names; object columns of values pandas cannot hash are hashed as text. A
-    frame of no columns is its row count (pandas 2 cannot hash one: ``ValueError``)."""
-    if frame.shape[1] == 0:
-        return repr(([], len(frame))).encode()
-    try:
-        rows = pd.util.hash_pandas_object(frame, index=False)
-    except TypeError:  # a value pandas cannot hash as it is (a list, a dict)
-        rows = pd.util.hash_pandas_object(frame.astype(str), index=False)
-    return repr(list(frame.columns)).encode() + rows.to_numpy().tobytes()
 
 
 def _plain(value: Any) -> Any:
