@@ -2,7 +2,7 @@
 
 Both figures take a :func:`vitfsdp.analysis.collect.collect_runs` frame (every run, whatever
 its status) and draw one line per strategy (split by any varying config, see
-:func:`vitfsdp.analysis.collect.line_columns`) and one panel per model. When PyTorch and JAX
+:func:`vitfsdp.analysis.lines.line_columns`) and one panel per model. When PyTorch and JAX
 runs are both present, the framework is the line style (:data:`FRAMEWORK_STYLES`) and the
 colour and marker are the rest of the line's identity, so each strategy looks the same in
 both. Runs that did not complete are never dropped silently: they are drawn as an ``x`` at

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from vitfsdp.analysis.collect import contention_note
 from vitfsdp.analysis.figures.style import (
     AXES_HEIGHT_IN,
     DEVICE_COLOR,
@@ -22,6 +21,7 @@ from vitfsdp.analysis.figures.style import (
     _chars_per_line,
     _mpl,
 )
+from vitfsdp.analysis.lines import contention_note
 from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)

@@ -8,11 +8,6 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from vitfsdp.analysis.collect import label_columns as _label_keys
-from vitfsdp.analysis.collect import (
-    line_labels,
-    loss_curves,
-)
 from vitfsdp.analysis.figures.finish import _finish
 from vitfsdp.analysis.figures.panels import _new_figure, _panel_title, _panels, _set_title
 from vitfsdp.analysis.figures.style import (
@@ -25,6 +20,9 @@ from vitfsdp.analysis.figures.style import (
     _mpl,
     _paper_style,
 )
+from vitfsdp.analysis.lines import label_columns as _label_keys
+from vitfsdp.analysis.lines import line_labels
+from vitfsdp.analysis.rows import loss_curves
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
     from matplotlib.figure import Figure

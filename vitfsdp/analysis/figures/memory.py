@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from vitfsdp.analysis.collect import label_columns as _label_keys
 from vitfsdp.analysis.figures.finish import _finish
 from vitfsdp.analysis.figures.panels import (
     _completed,
@@ -38,6 +37,7 @@ from vitfsdp.analysis.figures.style import (
     _mpl,
     _paper_style,
 )
+from vitfsdp.analysis.lines import label_columns as _label_keys
 from vitfsdp.analysis.reference import reference_table
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from vitfsdp.analysis.collect import line_labels
 from vitfsdp.analysis.figures.style import (
     AXES_HEIGHT_IN,
     DPI,
@@ -30,6 +29,7 @@ from vitfsdp.analysis.figures.style import (
     _linestyle,
     _mpl,
 )
+from vitfsdp.analysis.lines import line_labels
 from vitfsdp.core.throughput import host_bound
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)

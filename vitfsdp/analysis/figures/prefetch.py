@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from vitfsdp.analysis.collect import line_columns
-from vitfsdp.analysis.collect import line_label as _line_label
 from vitfsdp.analysis.figures.finish import _finish
 from vitfsdp.analysis.figures.panels import _new_figure, _panel_title, _set_title
 from vitfsdp.analysis.figures.style import NOT_COMPLETED_Y, PAPER_RC, _mpl, _paper_style
+from vitfsdp.analysis.lines import line_columns
+from vitfsdp.analysis.lines import line_label as _line_label
 from vitfsdp.analysis.tables import ABLATION_COLUMNS, PREFETCH_ORDER, points_table, prefetch_table
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)

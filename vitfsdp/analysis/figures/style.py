@@ -8,8 +8,8 @@ import types
 
 import pandas as pd
 
-from vitfsdp.analysis.collect import line_label as _line_label
-from vitfsdp.analysis.collect import line_labels
+from vitfsdp.analysis.lines import line_label as _line_label
+from vitfsdp.analysis.lines import line_labels
 
 
 @functools.cache

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from vitfsdp.analysis.collect import label_columns as _label_keys
 from vitfsdp.analysis.figures.finish import _finish
 from vitfsdp.analysis.figures.panels import _lines, _new_figure, _panel_title, _panels, _set_title
 from vitfsdp.analysis.figures.style import (
@@ -18,6 +17,7 @@ from vitfsdp.analysis.figures.style import (
     _mpl,
     _paper_style,
 )
+from vitfsdp.analysis.lines import label_columns as _label_keys
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
     from matplotlib.figure import Figure

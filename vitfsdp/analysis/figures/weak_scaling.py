@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from vitfsdp.analysis.collect import label_columns as _label_keys
 from vitfsdp.analysis.figures.finish import _finish
 from vitfsdp.analysis.figures.panels import (
     _lines,
@@ -30,6 +29,7 @@ from vitfsdp.analysis.figures.panels import (
     _style_panel,
 )
 from vitfsdp.analysis.figures.style import _looks, _paper_style
+from vitfsdp.analysis.lines import label_columns as _label_keys
 from vitfsdp.analysis.reference import matched, reference_table
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)

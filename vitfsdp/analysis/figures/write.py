@@ -18,10 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from vitfsdp.analysis.collect import (
-    collect_runs,
-    loss_curves,
-)
+from vitfsdp.analysis.collect import collect_runs
 from vitfsdp.analysis.figures.finish import _save
 from vitfsdp.analysis.figures.loss import plot_loss
 from vitfsdp.analysis.figures.memory import plot_memory
@@ -31,6 +28,9 @@ from vitfsdp.analysis.figures.style import _mpl
 from vitfsdp.analysis.figures.tflops import plot_tflops
 from vitfsdp.analysis.figures.weak_scaling import plot_weak_scaling
 from vitfsdp.analysis.fingerprint import code_fingerprint, frame_hash
+from vitfsdp.analysis.rows import loss_curves
+from vitfsdp.analysis.schema import MEASURED_COLUMNS
+from vitfsdp.analysis.workshare import WorkShare
 from vitfsdp.records import write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ class PendingFigures:
     """Figures being drawn by a :class:`FigurePool`'s processes while this process goes on
     (writing the tables, say); :meth:`result` draws the ones no process has taken yet and
     waits for the rest. Each process holds one figure at a time and is handed the next as
-    soon as it is done (by its figure's callback, in the pool's thread), so whichever is
+    soon as it is done (:class:`~vitfsdp.analysis.workshare.WorkShare`), so whichever is
     free first takes the next. Without a pool every figure is drawn in :meth:`result`.
 
     With ``keep_unchanged``, a figure whose inputs (:func:`figure_inputs`) are those it was
@@ -99,30 +99,36 @@ class PendingFigures:
         unknown = [n for n in names if n not in FIGURES]
         if unknown:
             raise ValueError(f"unknown figure(s) {unknown}; valid: {', '.join(FIGURES)}")
-        self.df, self.out_dir, self.formats, self.pool = df, Path(out_dir), formats, pool
+        self.df, self.out_dir, self.formats = df, Path(out_dir), formats
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        self.lock = threading.RLock()  # todo and futures: this thread and the pool's
         self.inputs: dict[str, str] = {}  # figure_inputs of each figure, where kept track of
         self.kept: dict[str, Path | None] = {}  # unchanged: its first format's path, or None
         self.inputs_due: tuple[str, ...] = ()  # inputs to take in result(), when drawn anyway
         self.curves: pd.DataFrame | None = None  # the loss curves, once taken
         if keep_unchanged:
             self._keep_unchanged(names)
-        self.todo = sorted((n for n in names if n not in self.kept), key=COST_ORDER.index)
-        self.futures: dict[str, Future] = {}
-        self._hand_out()
-        if pool is not None and "loss" in self.todo:  # now, not in the pool's thread
+        todo = sorted((n for n in names if n not in self.kept), key=COST_ORDER.index)
+        if pool is not None and "loss" in todo:  # now, not in the pool's thread
             self._loss_curves()
+        self.share = WorkShare(todo, self._submit, pool)
+
+    @property
+    def todo(self) -> list[str]:
+        """The figures neither handed to a process nor drawn here yet, in
+        :data:`COST_ORDER`."""
+        return list(self.share.left)
+
+    @property
+    def futures(self) -> dict[str, Future]:
+        """The figures handed to the pool's processes, by name, in that order."""
+        return self.share.futures
 
     def attach(self, pool: FigurePool | None) -> None:
         """Hand the figures left to draw to ``pool``'s processes from now on (a pool started
         once :attr:`todo` is known); ``None``: nothing changes."""
-        if pool is None or self.pool is not None:
-            return
-        self.pool = pool
-        if "loss" in self.todo:
+        if pool is not None and self.share.pool is None and "loss" in self.todo:
             self._loss_curves()
-        self._hand_out()
+        self.share.attach(pool)
 
     def _keep_unchanged(self, names: tuple[str, ...]) -> None:
         """Fill :attr:`inputs` and :attr:`kept`: the figures whose inputs equal those
@@ -150,41 +156,23 @@ class PendingFigures:
             self.inputs |= figures_inputs(self.df, names, self.formats, curves)
 
     def _loss_curves(self) -> pd.DataFrame:
-        """The runs' loss curves (:func:`~vitfsdp.analysis.collect.loss_curves`: what
+        """The runs' loss curves (:func:`~vitfsdp.analysis.rows.loss_curves`: what
         ``collect_runs`` kept in this process, which the pool's processes lack), taken once."""
         if self.curves is None:
             self.curves = loss_curves(self.df)
         return self.curves
 
-    def _hand_out(self, *_: Future) -> None:
-        """Give the next figures to the pool's idle processes, one each (also the callback
-        of each figure a process finished)."""
-        if self.pool is None:
-            return
-        with self.lock:
-            busy = sum(not f.done() for f in self.futures.values())
-            while self.todo and busy < self.pool.workers:
-                name = self.todo[0]
-                curves = self._loss_curves() if name == "loss" else None
-                try:
-                    future = self.pool.submit(_write_figure, name, self.df, self.out_dir,
-                                              self.formats, curves)
-                except RuntimeError:  # the pool is shutting down or broken: drawn here
-                    return
-                self.todo.pop(0)
-                self.futures[name], busy = future, busy + 1
-                future.add_done_callback(self._hand_out)
-
-    def _next(self) -> str | None:
-        """The next figure to draw here, taken off :attr:`todo`; ``None`` when none is left."""
-        with self.lock:
-            return self.todo.pop(0) if self.todo else None
+    def _submit(self, pool: FigurePool, name: str) -> Future:
+        """Hand figure ``name`` to a process of ``pool`` (with the loss curves, which the
+        pool's processes lack)."""
+        curves = self.curves if name == "loss" else None
+        return pool.submit(_write_figure, name, self.df, self.out_dir, self.formats, curves)
 
     def result(self) -> dict[str, Path]:
         """Draw what is left, wait for the pool; the path of each figure's first format
         (by default the PNG), by name."""
         written: dict[str, Path | None] = {}
-        while (name := self._next()) is not None:  # every process is busy: draw it here
+        while (name := self.share.take()) is not None:  # every process is busy: here
             written[name] = _write_figure(name, self.df, self.out_dir, self.formats)
         self._take_inputs(self.inputs_due)  # while the pool's processes draw
         for name, future in list(self.futures.items()):
@@ -217,25 +205,11 @@ class PendingFigures:
 #: was drawn (``{"memory": {"inputs": "<sha1>", "drawn": true}, ...}``), so an analysis of
 #: unchanged runs keeps the figures (``PendingFigures(keep_unchanged=True)``).
 INPUTS_FILE = ".figure_inputs.json"
-#: Columns of a ``collect_runs`` frame that hold what runs measured or why they ended; a
-#: figure's inputs are every other column (which runs, their settings: what lines, labels
-#: and titles are made of) and the measured ones it reads (:data:`FIGURE_COLUMNS`).
-MEASURED_COLUMNS = (
-    "reason", "log", "ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu",
-    "hw_tflops_per_gpu", "hfu", "peak_mem_gib", "peak_mem_min_gib", "peak_mem_kind",
-    "peak_mem_reserved_gib", "peak_mem_reserved_min_gib", "peak_rss_gib",
-    "device_mem_used_gib", "device_mem_used_min_gib", "alloc_retries", "num_ooms",
-    "device_busy_frac", "device_busy_min_frac", "host_load_1m", "cpu_throttled_s",
-    "state_params_gib", "state_grads_gib",
-    "state_optimizer_gib", "sent_gb_per_node_max",
-    "sent_gb_total", "ips_spread", "ips_min", "ips_max", "step_time_s_min",
-    "step_time_s_max", "num_windows", "last_step", "loss", "elapsed_s", "compile_s",
-    "ips_reached", "peak_mem_reached_gib", "pred_peak_mem_gib", "pred_step_time_s",
-    "pred_ips", "pred_fits", "pred_mem_metric", "pred_source", "started_at", "git_commit",
-    "versions",
-)  # fmt: skip
-#: The measured columns each figure reads (the weak-scaling figure's published stars
-#: compare the points' memory too: :func:`vitfsdp.analysis.reference.reference_table`).
+#: The measured columns (:data:`~vitfsdp.analysis.schema.MEASURED_COLUMNS`: what runs
+#: measured or why they ended) each figure reads; a figure's inputs are every other column
+#: (which runs, their settings: what lines, labels and titles are made of) and these (the
+#: weak-scaling figure's published stars compare the points' memory too:
+#: :func:`vitfsdp.analysis.reference.reference_table`).
 FIGURE_COLUMNS = {
     "weak_scaling": ("ips", "ips_reached", "pred_ips", "peak_mem_gib", "peak_mem_kind",
                      "peak_mem_reserved_gib", "device_busy_frac"),
@@ -254,7 +228,7 @@ def figure_inputs(df: pd.DataFrame, name: str, formats: tuple[str, ...] = ("png"
     """A fingerprint (SHA-1, hex) of everything figure ``name`` is drawn from: the columns
     of ``df`` it reads (every column but the :data:`MEASURED_COLUMNS` other than its own,
     :data:`FIGURE_COLUMNS`), row by row in order; for ``loss``, the loss curves
-    (``curves``, else :func:`~vitfsdp.analysis.collect.loss_curves`); the ``formats``; and
+    (``curves``, else :func:`~vitfsdp.analysis.rows.loss_curves`); the ``formats``; and
     the code that draws it
     (:func:`~vitfsdp.analysis.fingerprint.code_fingerprint`). Equal fingerprints draw equal files.
 
