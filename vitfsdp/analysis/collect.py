@@ -112,7 +112,8 @@ def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike],
 #: The file (in the analysis directory) of :func:`collect_runs`' ``cache``.
 RUNS_CACHE = ".runs_cache.json"
 #: The files of a run directory whose size and modification time decide whether its row
-#: is read again (``logs``: the Slurm task logs' directory, which :func:`find_log` names).
+#: is read again (``logs``: the Slurm task logs' directory, which
+#: :func:`~vitfsdp.analysis.rows.find_log` names).
 RECORD_FILES = (RUN_FILE, SUMMARY_FILE, METRICS_FILE, NETWORK_FILE, "job.json", *LOG_FILES)
 
 

@@ -127,7 +127,8 @@ def line_label(row: pd.Series, keys: list[str]) -> str:
 
 
 def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Weak-scaling table of the completed runs of ``df`` (a :func:`collect_runs` frame).
+    """Weak-scaling table of the completed runs of ``df`` (a
+    :func:`~vitfsdp.analysis.collect.collect_runs` frame).
 
     Each line is one model and strategy (split further by any varying config column, see
     :func:`line_columns`). Its ideal is linear scaling from its smallest completed node count
@@ -204,7 +205,7 @@ def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:
     """A compact text table of every run: model, strategy, nodes, status, ips, efficiency, memory.
 
     Args:
-        df: a :func:`collect_runs` frame (all statuses).
+        df: a :func:`~vitfsdp.analysis.collect.collect_runs` frame (all statuses).
         scaling: its :func:`scaling_table`; computed if not given.
 
     Returns:

@@ -49,7 +49,8 @@ SHARED_HOST_PROFILES = ("local", "virtual")
 #: Where a run's output lies, in order of preference: the local launcher's log, then the
 #: Slurm tasks' logs (``logs/task<rank>.log``).
 LOG_FILES = ("train.log", "logs")
-#: Loss per window (``(step_end, loss)``) of the runs the last :func:`collect_runs` read, by
+#: Loss per window (``(step_end, loss)``) of the runs the last
+#: :func:`~vitfsdp.analysis.collect.collect_runs` read, by
 #: run directory, so :func:`loss_curves` need not read metrics.jsonl again.
 _LOSS_CURVES: dict[str, list[tuple[int, float]]] = {}
 
@@ -89,7 +90,7 @@ _CONFIG_PATHS = tuple((key, tuple(key.split("."))) for key in CONFIG_KEYS)
 
 
 def run_row(run_dir: str | os.PathLike, probe: str | None = None) -> dict[str, Any]:
-    """The flat row of one run directory (the columns of :data:`COLUMNS`).
+    """The flat row of one run directory (the columns of :data:`~vitfsdp.analysis.schema.COLUMNS`).
 
     Reads ``run.json``, ``summary.json`` and ``metrics.jsonl`` (through
     :func:`vitfsdp.records.read_jsonl`, which skips a killed run's truncated last line with a
@@ -166,10 +167,11 @@ def _loss_curve(windows: list[dict]) -> list[tuple[int, float]]:
 
 
 def loss_curves(df: pd.DataFrame) -> pd.DataFrame:
-    """The training loss against step of every run of ``df`` (a :func:`collect_runs` frame),
+    """The training loss against step of every run of ``df`` (a
+    :func:`~vitfsdp.analysis.collect.collect_runs` frame),
     warm-up windows included: columns ``run_dir``, ``step`` (the window's last step) and
     ``loss`` (the window's mean loss). Read from metrics.jsonl, or kept from
-    :func:`collect_runs` when it read these runs last."""
+    :func:`~vitfsdp.analysis.collect.collect_runs` when it read these runs last."""
     rows = []
     for run_dir in df["run_dir"]:
         curve = _LOSS_CURVES.get(str(run_dir))

@@ -3,13 +3,13 @@
 Both figures take a :func:`vitfsdp.analysis.collect.collect_runs` frame (every run, whatever
 its status) and draw one line per strategy (split by any varying config, see
 :func:`vitfsdp.analysis.lines.line_columns`) and one panel per model. When PyTorch and JAX
-runs are both present, the framework is the line style (:data:`FRAMEWORK_STYLES`) and the
+runs are both present, the framework is the line style (:data:`.style.FRAMEWORK_STYLES`) and the
 colour and marker are the rest of the line's identity, so each strategy looks the same in
 both. Runs that did not complete are never dropped silently: they are drawn as an ``x`` at
 the bottom of the panel in their line's colour and listed in a note under the axes.
 
-Sized for papers: each panel is :data:`PANEL_WIDTH_IN` (one column of a two-column paper)
-wide, with 7-8 pt text (:data:`PAPER_RC`), so a one-panel figure prints at 100 % in a column
+Sized for papers: each panel is :data:`.style.PANEL_WIDTH_IN` (one column of a two-column paper)
+wide, with 7-8 pt text (:data:`.style.PAPER_RC`), so a one-panel figure prints at 100 % in a column
 and a two-panel figure across the page. Lines differ by marker as well as colour, and the
 ideal, predicted and measured lines by dash style, so a greyscale print stays readable. The
 legend is one per figure, below the panels, never over the data.

@@ -59,7 +59,8 @@ PROXIES = {
 }  # fmt: skip
 
 
-#: Legend entries (grey patches) for the parts of the memory bars (:data:`STATE_PARTS`).
+#: Legend entries (grey patches) for the parts of the memory bars
+#: (:data:`~vitfsdp.analysis.figures.memory.STATE_PARTS`).
 PATCH_PROXIES = {
     "state_params": dict(facecolor="0.35", edgecolor="0.35", lw=0.6,
                          label="params (local shards)"),

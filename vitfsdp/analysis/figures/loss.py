@@ -155,7 +155,8 @@ def _loss_handles(looks: dict[str, tuple[str, str]], rows: pd.DataFrame,
 
 
 #: Least vertical distance between two ``n=`` labels (axes fraction: about a line of
-#: :data:`NOTE_FONTSIZE` text on a panel :data:`AXES_HEIGHT_IN` high).
+#: :data:`NOTE_FONTSIZE` text on a panel :data:`~vitfsdp.analysis.figures.style.AXES_HEIGHT_IN`
+#: high).
 LABEL_GAP = 0.06
 
 

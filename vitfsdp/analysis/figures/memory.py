@@ -48,7 +48,8 @@ MEMORY_GROUPS = ("FULL_SHARD", "other strategies")
 
 
 #: The model state in a memory bar, bottom first: ``(column, kind, fill alpha, hatch)``; the
-#: kind names its legend entry (:data:`PATCH_PROXIES`) and its caption words. Each part is
+#: kind names its legend entry (:data:`~vitfsdp.analysis.figures.finish.PATCH_PROXIES`) and its
+#: caption words. Each part is
 #: filled in its line's colour, lighter and hatched going up, so it reads in greyscale too.
 STATE_PARTS = (("state_params_gib", "state_params", 1.0, None),
                ("state_grads_gib", "state_grads", 0.45, "////"),

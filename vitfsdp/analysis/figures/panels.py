@@ -40,7 +40,8 @@ def _new_figure(num_panels: int, columns: int = 0) -> tuple[Figure, list]:
     """A figure on the Agg canvas with ``num_panels`` panels, ``columns`` a row (default
     up to :data:`MAX_COLUMNS`), :data:`PANEL_WIDTH_IN` wide each, laid out by matplotlib's
     constrained layout; ``fig.axes`` holds exactly the panels, row by row. The height is a
-    first guess: :func:`_finish` sets it once the legend and notes are known."""
+    first guess: :func:`~vitfsdp.analysis.figures.finish._finish` sets it once the legend and notes
+    are known."""
     num_panels = max(1, num_panels)
     columns = columns or min(num_panels, MAX_COLUMNS)
     rows = -(-num_panels // columns)

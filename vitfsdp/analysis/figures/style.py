@@ -15,7 +15,8 @@ from vitfsdp.analysis.lines import line_labels
 @functools.cache
 def _mpl() -> types.SimpleNamespace:
     """The matplotlib names the figures use, imported on the first figure drawn: an analysis
-    whose figures did not change (:class:`PendingFigures`) imports no matplotlib, which
+    whose figures did not change (:class:`~vitfsdp.analysis.figures.write.PendingFigures`) imports
+    no matplotlib, which
     would be a third of its time."""
     # matplotlib at first use, not with this module (see above)
     import matplotlib

@@ -42,11 +42,12 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
 
     Args:
         df: a ``collect_runs`` frame; ``ips`` is global images/s.
-        path: where to save the figure (format from the suffix: .png at :data:`DPI` dpi,
-            .svg); not saved if ``None``.
+        path: where to save the figure (format from the suffix: .png at
+            :data:`~vitfsdp.analysis.figures.style.DPI` dpi, .svg); not saved if ``None``.
 
     Returns:
-        The figure: one panel per model (up to :data:`MAX_COLUMNS` a row) and one legend below them;
+        The figure: one panel per model (up to
+        :data:`~vitfsdp.analysis.figures.style.MAX_COLUMNS` a row) and one legend below them;
         per line, a solid line with markers through the completed points (median ips per node count
         over repeats, with a min-max error bar where a point ran more than once), a dashed ideal
         line in the same colour, linear from the line's smallest completed node count, and the

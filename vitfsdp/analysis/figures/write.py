@@ -61,7 +61,7 @@ def write_figures(df: pd.DataFrame, out_dir: str | os.PathLike,
     Args:
         df: a ``collect_runs`` frame.
         out_dir: the directory; files are ``<name>.<format>``.
-        formats: PNG at :data:`DPI` dpi; SVG is vector (for papers).
+        formats: PNG at :data:`~vitfsdp.analysis.figures.style.DPI` dpi; SVG is vector (for papers).
         names: which of :data:`FIGURES` (default all): ``weak_scaling``,
             ``memory``, ``loss`` (written when a run recorded a loss), ``prefetch`` (when
             the runs hold an ablation), ``tflops`` (when a run recorded TFLOP/s) and
