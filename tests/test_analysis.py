@@ -338,7 +338,7 @@ def test_cli_jobs_must_be_positive(sweep: Path, capsys: pytest.CaptureFixture) -
 def test_precision_and_compile_show_what_auto_resolved_to(tmp_path):
     """precision=auto and kernels.compile=null (the defaults) are shown as what the run
     applied (run.json ``applied``), so a bf16 GPU run is not labelled 'auto'."""
-    from vitfsdp.analysis.collect import run_row
+    from vitfsdp.analysis.rows import run_row
 
     info = run_info("FULL_SHARD", 1)
     info["config"] |= {"precision": "auto", "kernels": {"compile": None}}
@@ -444,7 +444,7 @@ def test_synthetic_runs_and_one_prediction_per_point(tmp_path: Path, monkeypatch
     """The benchmark's runs read back with every status; 3 repeats of 4 points cost 4
     predictions (the cache ignores ``repeat``)."""
     import vitfsdp.plan
-    from vitfsdp.analysis import collect, synthetic
+    from vitfsdp.analysis import rows, synthetic
 
     points = synthetic.point_overrides()[:4]
     monkeypatch.setattr(synthetic, "point_overrides", lambda: points)
@@ -454,7 +454,7 @@ def test_synthetic_runs_and_one_prediction_per_point(tmp_path: Path, monkeypatch
     predict = vitfsdp.plan.predict
     monkeypatch.setattr(vitfsdp.plan, "predict",
                         lambda *a, **k: calls.append(1) or predict(*a, **k))
-    monkeypatch.setattr(collect, "_PREDICTIONS", {})
+    monkeypatch.setattr(rows, "_PREDICTIONS", {})
     df = collect_runs(parts)
     assert len(df) == 12 and sorted(df["repeat"].unique()) == [0, 1, 2]
     assert {"completed", "oom", "failed"} <= set(df["status"])
@@ -469,7 +469,7 @@ def test_synthetic_runs_and_one_prediction_per_point(tmp_path: Path, monkeypatch
 def test_efficiency_above_ideal_is_flagged_as_noise(tmp_path: Path) -> None:
     """A point faster than linear from its baseline: starred in the printed table with the
     footnote, and a marked point of weak_scaling.png (its caption kind)."""
-    from vitfsdp.analysis.collect import ABOVE_IDEAL_NOTE, format_table
+    from vitfsdp.analysis.lines import ABOVE_IDEAL_NOTE, format_table
 
     for nodes, ips in ((1, 100.0), (2, 226.0), (4, 380.0)):  # 113 %, then 95 %
         write_run(tmp_path / "a" / f"n{nodes}", run_info("FULL_SHARD", nodes), ips)
@@ -490,7 +490,8 @@ def test_n_labels_do_not_overlap_and_merge_where_lines_meet() -> None:
     """Line ends close together at one step and one just left of it: no two ``n=`` labels
     overlap once drawn, a moved one has a leader to its end, and ends at one place share
     one label (two node counts listed, eight as their range and count)."""
-    from vitfsdp.analysis.figures import _label_ends, _new_figure
+    from vitfsdp.analysis.figures.loss import _label_ends
+    from vitfsdp.analysis.figures.panels import _new_figure
 
     fig, (ax,) = _new_figure(1)
     ax.plot([0, 100], [2.0, 2.4])

@@ -15,8 +15,9 @@ from tests.test_analysis import IPS, run_info, write_run
 from vitfsdp.analysis import collect_runs, loss_curves, study_tables
 from vitfsdp.analysis.__main__ import main as analysis_main
 from vitfsdp.analysis.__main__ import write_tables
-from vitfsdp.analysis.collect import RUNS_CACHE, frame_hash
+from vitfsdp.analysis.collect import RUNS_CACHE
 from vitfsdp.analysis.figures import INPUTS_FILE, PendingFigures, figure_inputs
+from vitfsdp.analysis.fingerprint import frame_hash
 from vitfsdp.records import SUMMARY_FILE
 
 OLD = 1_000_000_000  # seconds since the epoch: the mtime the figures are set back to

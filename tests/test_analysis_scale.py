@@ -184,20 +184,38 @@ def test_a_figure_whose_process_died_is_drawn_here(scale_sweep: list, tmp_path) 
 
 
 def test_each_process_holds_one_figure_and_this_one_draws_the_rest(scale_sweep: list,
-                                                                    tmp_path) -> None:
+                                                                    tmp_path, monkeypatch) -> None:
     """With one busy process beside it, this process draws the next figure itself instead of
     queueing it behind the busy one; every figure is written. (A thread stands in for the
-    pool's process: the hand-out is the same.)"""
+    pool's process: the hand-out is the same. Its figure waits until this process has drawn
+    its own, so the process is busy for certain while the figures are handed out.)"""
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     from vitfsdp.analysis import collect_runs
-    from vitfsdp.analysis.figures import PendingFigures
+    from vitfsdp.analysis.figures import PendingFigures, write
 
+    drawn_here = threading.Event()
+    drawn_by: dict[str, str] = {}
+    draw = write._write_figure
+
+    def recorded(name, *args, **kwargs):
+        if threading.current_thread() is not threading.main_thread():
+            assert drawn_here.wait(120), "this process never drew its figure"
+        path = draw(name, *args, **kwargs)
+        drawn_by[name] = threading.current_thread().name
+        if threading.current_thread() is threading.main_thread():
+            drawn_here.set()
+        return path
+
+    monkeypatch.setattr(write, "_write_figure", recorded)
     df = collect_runs(scale_sweep)
-    with ThreadPoolExecutor(1) as pool:
+    with ThreadPoolExecutor(1, thread_name_prefix="pool") as pool:
         pool.workers = 1
         pending = PendingFigures(df, tmp_path, ("png",), ("weak_scaling", "memory"), pool=pool)
         assert list(pending.futures) == ["memory"] and pending.todo == ["weak_scaling"]
         paths = pending.result()
     assert list(paths) == ["weak_scaling", "memory"]
     assert all(p.exists() for p in paths.values())
+    assert drawn_by["weak_scaling"] == threading.main_thread().name
+    assert drawn_by["memory"].startswith("pool")

@@ -12,8 +12,8 @@ import pytest
 
 from tests.test_analysis import run_info
 from vitfsdp.analysis import collect_runs, plot_memory, points_table
-from vitfsdp.analysis.collect import configurations
 from vitfsdp.analysis.figures import PATCH_PROXIES, TINY_STATE
+from vitfsdp.analysis.lines import configurations
 from vitfsdp.analysis.report import display, report_sections
 from vitfsdp.core.layout import NETWORK_FILE
 from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic

@@ -14,13 +14,9 @@ import pytest
 
 from tests.test_analysis import run_info
 from vitfsdp.analysis import collect_runs, plot_loss
-from vitfsdp.analysis.figures import (
-    ALL_FIGURES,
-    PROXIES,
-    _loss_dashes,
-    _new_figure,
-    _set_title,
-)
+from vitfsdp.analysis.figures import ALL_FIGURES, PROXIES
+from vitfsdp.analysis.figures.loss import _loss_dashes
+from vitfsdp.analysis.figures.panels import _new_figure, _set_title
 from vitfsdp.analysis.report import caption, drawn_kinds
 from vitfsdp.records import RunRecords
 
@@ -150,7 +146,7 @@ def test_saved_figure_is_laid_out_once_and_svg_keeps_text(sweep: Path, tmp_path:
     draws = []
     monkeypatch.setattr(Figure, "draw", lambda self, r, _d=Figure.draw: (draws.append(1),
                                                                           _d(self, r)))
-    from vitfsdp.analysis.figures import _save
+    from vitfsdp.analysis.figures.finish import _save
 
     _save(fig, tmp_path / "loss.svg", quiet=True)
     _save(fig, tmp_path / "loss.png", quiet=True)

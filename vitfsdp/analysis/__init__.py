@@ -20,16 +20,7 @@ the functions below do the same piece by piece::
     tables = study_tables(df)                              # all of them by file stem
 """
 
-from vitfsdp.analysis.collect import (
-    collect_runs,
-    contention_note,
-    find_run_dirs,
-    format_table,
-    framework_ratio_table,
-    line_columns,
-    loss_curves,
-    scaling_table,
-)
+from vitfsdp.analysis.collect import collect_runs, find_run_dirs
 from vitfsdp.analysis.figures import (
     plot_loss,
     plot_memory,
@@ -39,8 +30,16 @@ from vitfsdp.analysis.figures import (
     plot_weak_scaling,
     write_figures,
 )
+from vitfsdp.analysis.lines import (
+    contention_note,
+    format_table,
+    framework_ratio_table,
+    line_columns,
+    scaling_table,
+)
 from vitfsdp.analysis.recipe import recipe_table
 from vitfsdp.analysis.reference import published, reference_table
+from vitfsdp.analysis.rows import loss_curves
 from vitfsdp.analysis.tables import (
     IMAGENET_TRAIN_IMAGES,
     best_table,

@@ -54,14 +54,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from vitfsdp.analysis.collect import (
-    RUNS_CACHE,
-    collect_runs,
-    contention_note,
-    format_table,
-    frame_hash,
-)
+from vitfsdp.analysis.collect import RUNS_CACHE, collect_runs
 from vitfsdp.analysis.figures import FIGURES, INPUTS_FILE, PendingFigures, figure_pool
+from vitfsdp.analysis.fingerprint import frame_hash
+from vitfsdp.analysis.lines import contention_note, format_table
 from vitfsdp.analysis.reference import reference_summary
 from vitfsdp.analysis.report import report_sections, write_report
 from vitfsdp.analysis.tables import (

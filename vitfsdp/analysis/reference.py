@@ -49,7 +49,7 @@ from importlib import resources
 
 import pandas as pd
 
-from vitfsdp.analysis.collect import configurations, line_columns
+from vitfsdp.analysis.lines import configurations, line_columns
 from vitfsdp.analysis.recipe import STEP_NAME, recipe_table
 
 log = logging.getLogger(__name__)
@@ -162,7 +162,7 @@ def as_setting(value) -> str:
 
 def sweep_points(df: pd.DataFrame) -> pd.DataFrame:
     """The completed points of a ``collect_runs`` frame: one row per line
-    (:func:`~vitfsdp.analysis.collect.line_columns`) and node count, with ``configuration``
+    (:func:`~vitfsdp.analysis.lines.line_columns`) and node count, with ``configuration``
     (the line's label), the setup columns (:data:`SETUP_COLUMNS`), ``ips`` (median over
     repeats, images/s), ``peak_mem_gib`` (maximum, GiB; only where it is GPU allocated
     memory), ``resident_gib`` (maximum, GiB; only where it is CPU resident memory) and

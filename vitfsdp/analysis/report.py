@@ -25,10 +25,11 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from vitfsdp.analysis.collect import contention_note, format_efficiency
 from vitfsdp.analysis.figures import DPI, DRAWN_KEY
+from vitfsdp.analysis.lines import contention_note, format_efficiency
 from vitfsdp.analysis.recipe import recipe_table
 from vitfsdp.analysis.reference import reference_table
+from vitfsdp.analysis.schema import DISPLAY
 from vitfsdp.analysis.tables import (
     BEYOND,
     PREFETCH_ORDER,
@@ -102,56 +103,32 @@ MISSING = "-"
 #: CSS pixels per inch: a figure shown at its natural (print) size is its inches x this.
 CSS_PX_PER_IN = 96
 #: Display names and formats of table columns: (header, format). Fractions become percent.
+#: Those of runs.csv's columns are declared with the columns
+#: (:data:`vitfsdp.analysis.schema.DISPLAY`), those of the tables' own columns here.
 COLUMN_FORMATS = {
-    "nodes": ("nodes", "{:d}"), "world_size": ("GPUs", "{:d}"),
-    "num_repeats": ("repeats", "{:d}"), "repeat": ("repeat", "{:d}"),
-    "ips": ("images/s", "{:,.0f}"), "ips_range": ("images/s min-max (repeats)", "{}"),
-    "ideal_ips": ("ideal images/s", "{:,.0f}"),
-    "scaling_efficiency": ("scaling efficiency", "{:.0%}"),
-    "ips_per_gpu": ("images/s/GPU", "{:,.1f}"), "step_time_s": ("step time (s)", "{:.3f}"),
-    "tflops_per_gpu": ("TFLOP/s/GPU (model)", "{:.3g}"), "mfu": ("MFU", "{:.1%}"),
-    "hw_tflops_per_gpu": ("TFLOP/s/GPU (hardware)", "{:.3g}"), "hfu": ("HFU", "{:.1%}"),
-    "device_busy_frac": ("device busy", "{:.0%}"), "host_bound": ("host-bound", "{}"),
-    "peak_mem_gib": ("peak mem max (GiB)", "{:.2f}"),
-    "peak_mem_min_gib": ("peak mem min over ranks (GiB)", "{:.2f}"),
-    "peak_mem_reserved_gib": ("peak reserved (GiB)", "{:.2f}"),
-    "device_mem_used_gib": ("device used (GiB)", "{:.2f}"),
-    "device_memory_gib": ("device memory (GiB)", "{:.0f}"),
-    "alloc_retries": ("allocator retries", "{:d}"), "num_ooms": ("OOMs", "{:d}"),
-    "epoch_hours": ("hours/epoch", "{:.3g}"),
-    "node_hours_per_epoch": ("node-hours/epoch", "{:.3g}"),
-    "price_per_node_hour": ("price/node-hour", "{:.2f}"),
-    "cost_per_epoch": ("cost/epoch", "{:,.2f}"),
-    "runner_up": ("runner-up", "{}"),
-    "speedup_over_runner_up": ("ips over runner-up", "{:.2f}x"),
-    "difference": ("difference", "{}"),
+    **DISPLAY,
     "configuration_a": ("configuration", "{}"), "configuration_b": ("same computation as", "{}"),
-    "ips_a": ("images/s", "{:,.1f}"), "ips_b": ("its images/s", "{:,.1f}"),
-    "ips_ratio": ("ratio", "{:.2f}x"),
-    "last_step": ("last step", "{:d}"), "pred_peak_mem_gib": ("predicted peak (GiB)", "{:.2f}"),
-    "measured_mem_gib": ("measured (GiB)", "{:.2f}"), "mem_rel_error": ("mem error", "{:+.0%}"),
-    "pred_step_time_s": ("predicted step (s)", "{:.3f}"),
-    "step_time_rel_error": ("step error", "{:+.0%}"), "pred_ips": ("predicted images/s",
-                                                                   "{:,.0f}"),
-    "ips_rel_error": ("ips error", "{:+.0%}"), "ips_vs_best": ("vs best variant", "{:.0%}"),
-    "median_rel_error": ("median error", "{:+.1%}"),
+    "cost_per_epoch": ("cost/epoch", "{:,.2f}"), "difference": ("difference", "{}"),
+    "epoch_hours": ("hours/epoch", "{:.3g}"), "host_bound": ("host-bound", "{}"),
+    "ideal_ips": ("ideal images/s", "{:,.0f}"), "ips_a": ("images/s", "{:,.1f}"),
+    "ips_b": ("its images/s", "{:,.1f}"), "ips_range": ("images/s min-max (repeats)", "{}"),
+    "ips_ratio": ("ratio", "{:.2f}x"), "ips_rel_error": ("ips error", "{:+.0%}"),
+    "ips_vs_best": ("vs best variant", "{:.0%}"), "jax_ips": ("JAX images/s", "{:,.0f}"),
+    "jax_over_torch": ("JAX / PyTorch", "{:.2f}"), "label": ("study", "{}"),
+    "log_link": ("log", "{}"), "max_abs_rel_error": ("max |error|", "{:.1%}"),
+    "measured": ("measured", "{:,.1f}"), "measured_mem_gib": ("measured (GiB)", "{:.2f}"),
     "median_abs_rel_error": ("median |error|", "{:.1%}"),
-    "max_abs_rel_error": ("max |error|", "{:.1%}"), "num_runs": ("runs", "{:d}"),
-    "torch_ips": ("PyTorch images/s", "{:,.0f}"), "jax_ips": ("JAX images/s", "{:,.0f}"),
-    "jax_over_torch": ("JAX / PyTorch", "{:.2f}"),
-    "runs_ended": ("runs that did not complete", "{}"), "log_link": ("log", "{}"),
-    "ips_reached": ("images/s reached", "{:,.0f}"),
-    "measured": ("measured", "{:,.1f}"), "published": ("published", "{:,.1f}"),
-    "ratio": ("measured / published", "{:.3g}"), "label": ("study", "{}"),
-    "relative_ips": ("x baseline", "{:.2f}"), "step": ("step", "{:d}"),
-    "statuses": ("not completed", "{}"),
-    "metric": ("metric", "{}"), "unit": ("unit", "{}"),
-    "peak_mem_reached_gib": ("peak mem reached (GiB)", "{:.2f}"),
-    "state_params_gib": ("params/rank (GiB)", "{:.3g}"),
-    "state_grads_gib": ("grads/rank (GiB)", "{:.3g}"),
-    "state_optimizer_gib": ("optimizer state/rank (GiB)", "{:.3g}"),
-    "sent_gb_per_node_max": ("sent/node max (GB)", "{:,.2f}"),
-    "sent_gb_total": ("sent, all nodes (GB)", "{:,.2f}"),
+    "median_rel_error": ("median error", "{:+.1%}"), "mem_rel_error": ("mem error", "{:+.0%}"),
+    "metric": ("metric", "{}"), "node_hours_per_epoch": ("node-hours/epoch", "{:.3g}"),
+    "num_repeats": ("repeats", "{:d}"), "num_runs": ("runs", "{:d}"),
+    "published": ("published", "{:,.1f}"), "ratio": ("measured / published", "{:.3g}"),
+    "relative_ips": ("x baseline", "{:.2f}"), "runner_up": ("runner-up", "{}"),
+    "runs_ended": ("runs that did not complete", "{}"),
+    "scaling_efficiency": ("scaling efficiency", "{:.0%}"),
+    "speedup_over_runner_up": ("ips over runner-up", "{:.2f}x"),
+    "statuses": ("not completed", "{}"), "step": ("step", "{:d}"),
+    "step_time_rel_error": ("step error", "{:+.0%}"), "torch_ips": ("PyTorch images/s", "{:,.0f}"),
+    "unit": ("unit", "{}"),
 }  # fmt: skip
 
 

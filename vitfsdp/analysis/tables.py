@@ -22,9 +22,7 @@ import logging
 import numpy as np
 import pandas as pd
 
-from vitfsdp.analysis.collect import (
-    NETWORK_COLUMNS,
-    STATE_COLUMNS,
+from vitfsdp.analysis.lines import (
     _ideal_ips,
     _sort_key,
     configurations,
@@ -37,6 +35,7 @@ from vitfsdp.analysis.collect import (
 )
 from vitfsdp.analysis.recipe import recipe_table
 from vitfsdp.analysis.reference import reference_table
+from vitfsdp.analysis.rows import NETWORK_COLUMNS, STATE_COLUMNS
 from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC, NOISY_SPREAD, host_bound
 from vitfsdp.plan.calibrate import compare
 
@@ -101,7 +100,7 @@ def completed(df: pd.DataFrame) -> pd.DataFrame:
 def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) -> pd.DataFrame:
     """One row per completed sweep point; runs identical but for ``repeat`` are aggregated.
 
-    A point is a line (:func:`~vitfsdp.analysis.collect.line_columns`: model, strategy and
+    A point is a line (:func:`~vitfsdp.analysis.lines.line_columns`: model, strategy and
     every varying config) at a node count. Its ideal is linear scaling from the line's
     smallest completed node count ``n0``: ``ideal_ips = ips(n0) x nodes / n0``.
 

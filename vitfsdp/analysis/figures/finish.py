@@ -1,0 +1,263 @@
+"""A figure's finish: its title and the runs' shared settings, one legend below the panels
+(the lines and a grey proxy per kind of mark drawn), the height that gives every panel its
+plotting area, and the file."""
+
+from __future__ import annotations
+
+import logging
+import os
+import textwrap
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from vitfsdp.analysis.figures.style import (
+    AXES_HEIGHT_IN,
+    DEVICE_COLOR,
+    DPI,
+    PAPER_RC,
+    PNG_COMPRESS_LEVEL,
+    PUBLISHED_OTHER,
+    _chars_per_line,
+    _mpl,
+)
+from vitfsdp.analysis.lines import contention_note
+from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC
+
+if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
+    from matplotlib.figure import Figure
+
+log = logging.getLogger(__name__)
+
+
+#: Config shown in the figure title when every run shares it.
+CONTEXT_COLUMNS = ("local_batch_size", "precision", "data", "device_name")
+
+
+#: Grey legend entries for the kinds of mark a figure may draw (the keys of ``extras``).
+PROXIES = {
+    "ideal": dict(color="0.4", ls="--", label="ideal (linear)"),
+    "predicted": dict(color="0.4", ls=":", marker=".", label="predicted (plan)"),
+    "reserved": dict(color="0.4", marker="o", mfc="none", ls="none",
+                     label="measured peak reserved"),
+    "ranks": dict(color="0.4", marker="_", ls="-", lw=1, label="error bar: min over ranks"),
+    "repeats": dict(color="0.4", marker="_", ls="-", lw=1,
+                    label="error bar: min-max over repeats"),
+    "above_ideal": dict(color="0.4", marker="s", mfc="none", ms=7, ls="none",
+                        label="above ideal (efficiency > 100 %): noise"),
+    "host_bound": dict(color="0.4", marker="h", mfc="none", ms=9, ls="none",
+                       label=f"host-bound: device busy < {HOST_BOUND_BUSY_FRAC:.0%}, measures "
+                             "the wrapper"),
+    "failed": dict(color="0.4", marker="x", ls="none", label="not completed"),
+    "skipped": dict(color="0.4", marker="D", mfc="none", ls="none",
+                    label="skipped: predicted not to fit"),
+    "reference": dict(color="0.4", marker="*", mfc="none", ms=8, ls="none",
+                      label="published figure (reference.csv)"),
+    "published_other": dict(**PUBLISHED_OTHER, ls="-",
+                            label="published figure, not compared (reference.csv)"),
+    "chance": dict(color="0.45", ls=(0, (6, 3)), lw=0.9, label="chance: ln(classes)"),
+}  # fmt: skip
+
+
+#: Legend entries (grey patches) for the parts of the memory bars
+#: (:data:`~vitfsdp.analysis.figures.memory.STATE_PARTS`).
+PATCH_PROXIES = {
+    "state_params": dict(facecolor="0.35", edgecolor="0.35", lw=0.6,
+                         label="params (local shards)"),
+    "state_grads": dict(facecolor=(0.35, 0.35, 0.35, 0.45), edgecolor="0.35", lw=0.6,
+                        hatch="////", label="grads (local shards)"),
+    "state_optimizer": dict(facecolor=(0.35, 0.35, 0.35, 0.2), edgecolor="0.35", lw=0.6,
+                            hatch="....", label="optimizer state (local shards)"),
+    "state_rest": dict(facecolor="white", edgecolor="0.35", lw=0.6,
+                       label="peak above the model state"),
+}  # fmt: skip
+
+
+def _figure_legend(fig: Figure, extras: set[str], handles: list | None = None,
+                   footer: str = "", proxy_labels: dict[str, str] | None = None) -> None:
+    """One legend for the whole figure, below the panels, in as many columns as fit its
+    width: ``handles``, by default every labelled line of every panel once (by label, sorted,
+    device memory last), then a grey proxy for each kind of mark drawn (``extras``, see
+    :data:`PROXIES` and :data:`PATCH_PROXIES`). ``footer`` (the runs' shared settings) heads
+    the legend, or stands alone below the panels where there is no legend. ``proxy_labels``
+    replaces the label of a kind's proxy (the published figures' study names)."""
+    if handles is None:
+        by_label = {}
+        for ax in fig.axes:
+            for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+                by_label.setdefault(label, handle)
+        order = sorted(by_label, key=lambda label: (_is_device_line(by_label[label]), label))
+        handles = [by_label[label] for label in order]
+    relabel = {kind: _fit_label(fig, text) for kind, text in (proxy_labels or {}).items()}
+    entries = handles + [_mpl().Line2D([], [], **{**PROXIES[kind], **({"label": relabel[kind]}
+                                                               if kind in relabel else {})})
+                         for kind in PROXIES
+                         if kind in extras and (handles or kind != "ideal")]
+    entries += [_mpl().Patch(**PATCH_PROXIES[kind]) for kind in PATCH_PROXIES if kind in extras]
+    if entries:
+        columns = _legend_columns(fig, [h.get_label() for h in entries])
+        fig.legend(handles=entries, loc="outside lower center", frameon=False, ncols=columns,
+                   title=footer or None, title_fontsize=PAPER_RC["legend.fontsize"])
+    elif footer:
+        fig.supxlabel(footer, fontsize=PAPER_RC["legend.fontsize"])
+
+
+def _fit_label(fig: Figure, label: str) -> str:
+    """``label`` wrapped into lines as long as fit the figure's width beside a legend handle
+    (a published study's long label); unchanged where it fits."""
+    prop = _mpl().FontProperties(size=PAPER_RC["legend.fontsize"])
+    renderer = fig.canvas.get_renderer()
+    room = fig.get_figwidth() * 72 - 4.8 * prop.get_size_in_points()
+
+    def width(text: str) -> float:  # points
+        return max(renderer.get_text_width_height_descent(line, prop, ismath=False)[0]
+                   for line in text.split("\n")) * 72 / fig.dpi
+
+    text, chars = label, len(label)
+    while width(text) > room and chars > 20:
+        chars -= 4
+        text = textwrap.fill(label, chars)
+    return text
+
+
+def _legend_columns(fig: Figure, labels: list[str]) -> int:
+    """How many legend columns of ``labels`` fit the figure's width, with matplotlib's
+    default handle length (2 em), handle pad (0.8 em) and column spacing (2 em)."""
+    prop = _mpl().FontProperties(size=PAPER_RC["legend.fontsize"])
+    renderer = fig.canvas.get_renderer()
+    widest = max(renderer.get_text_width_height_descent(line, prop, ismath=False)[0]
+                 for label in labels for line in label.split("\n")) * 72 / fig.dpi
+    column = widest + 4.8 * prop.get_size_in_points()
+    return max(1, min(len(labels), int(fig.get_figwidth() * 72 // column)))
+
+
+def _is_device_line(handle) -> bool:
+    """Whether a legend handle is a device-memory line (drawn in :data:`DEVICE_COLOR`)."""
+    return isinstance(handle, _mpl().Line2D) and handle.get_color() == DEVICE_COLOR
+
+
+def _context(df: pd.DataFrame) -> list[str]:
+    """Config every run shares (local batch, precision, data), the devices (every one named)
+    and the cluster profile, for the title."""
+    parts = []
+    for col in CONTEXT_COLUMNS:
+        values = df[col].dropna().unique()
+        if col == "device_name" and len(values) > 1:
+            parts.append(" / ".join(sorted(str(v) for v in values)))
+        elif len(values) == 1:
+            value = values[0]
+            per = "rank" if set(df["device_type"].dropna()) == {"cpu"} else "GPU"  # CPU ranks
+            parts.append(f"local batch {value}/{per}" if col == "local_batch_size"
+                         else str(value))  # fmt: skip
+    clusters = sorted(str(c) for c in df["cluster"].dropna().unique())
+    if clusters:
+        parts.append(f"cluster={','.join(clusters)}")
+    return parts
+
+
+def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike | None,
+            extras: set[str], handles: list | None = None,
+            proxy_labels: dict[str, str] | None = None) -> None:  # fmt: skip
+    """Title and shared config (wrapped to the figure's width), the figure's legend (see
+    :func:`_figure_legend`), the height that gives every panel :data:`AXES_HEIGHT_IN` of
+    plotting area, and the file at ``path`` if given."""
+    width = _chars_per_line(fig.get_figwidth(), PAPER_RC["figure.titlesize"])
+    shared = contention_note(df)  # names the cluster profile itself
+    context = [p for p in _context(df) if not (shared and p.startswith("cluster="))]
+    fig.suptitle(_two_line_title(title, width))
+    fig.drawn_kinds = sorted(extras)  # saved into the PNG (DRAWN_KEY) for the captions
+    legend_width = _chars_per_line(fig.get_figwidth(), PAPER_RC["legend.fontsize"])
+    footer = "\n".join(textwrap.wrap("; ".join([shared, *context] if shared else context),
+                                     legend_width))
+    _figure_legend(fig, extras, handles, footer, proxy_labels)
+    _fit_height(fig)
+    if path is not None:
+        _save(fig, path)
+
+
+def _two_line_title(title: str, width: int) -> str:
+    """``title`` wrapped to ``width`` characters a line, at most two lines (the second
+    shortened with ``...``): what the figure shows; the runs' shared settings go below the
+    panels, over the legend (:func:`_figure_legend`)."""
+    lines = textwrap.wrap(title, width)
+    if len(lines) > 2:
+        lines = [lines[0], " ".join(lines[1:])[:width - 3].rstrip() + "..."]
+    return "\n".join(lines)
+
+
+def _fit_height(fig: Figure) -> None:
+    """Grow or shrink the figure so each row of panels has :data:`AXES_HEIGHT_IN` of plotting
+    area after the layout made room for titles, labels, notes and the legend, then fix that
+    layout, so saving draws the figure once per format without laying it out again.
+
+    Constrained layout runs once, at the first guess of the height. The margins it made are
+    lengths (inches) that a taller or shorter figure keeps, so each row of panels is then
+    moved and stretched by what the height changed (:func:`_stretch_rows`), as a second run
+    would place it, and the suptitle kept its distance from the top; only where a panel's
+    ticks change with its new height (their labels set the margins) does the layout run
+    again."""
+    engine = fig.get_layout_engine()
+    engine.execute(fig)
+    rows = len({round(ax.get_position().y0, 4) for ax in fig.axes})
+    height = min(ax.get_position().height for ax in fig.axes) * fig.get_figheight()
+    ticks = _major_ticks(fig)
+    _stretch_rows(fig, fig.get_figheight() + rows * (AXES_HEIGHT_IN - height))
+    if _major_ticks(fig) != ticks:
+        engine.execute(fig)
+    # no engine at all (None, not "none"): savefig lays out and pre-draws a figure that has
+    # one, even matplotlib's placeholder, once per format before drawing it
+    with _mpl().matplotlib.rc_context({"figure.autolayout": False,
+                                        "figure.constrained_layout.use": False}):
+        fig.set_layout_engine(None)  # None means the rc's layout, unless both are off
+
+
+def _major_ticks(fig: Figure) -> list[tuple[list[float], list[float]]]:
+    """The major tick values of every panel's axes (their labels make its margins)."""
+    return [(list(ax.xaxis.get_majorticklocs()), list(ax.yaxis.get_majorticklocs()))
+            for ax in fig.axes]
+
+
+def _stretch_rows(fig: Figure, new_height: float) -> None:
+    """Set the figure's height to ``new_height`` (inches), keeping every margin of the
+    layout in inches: each row of panels (from the top) moves down by what the rows above
+    it grew and grows by an equal share of the change; the suptitle keeps its distance from
+    the top, a bottom label (``supxlabel``) from the bottom (the legend is anchored there)."""
+    old_height = fig.get_figheight()
+    tops = sorted({round(ax.get_position().y1, 4) for ax in fig.axes}, reverse=True)
+    grow = (new_height - old_height) / len(tops)
+    boxes = [ax.get_position() for ax in fig.axes]
+    fig.set_figheight(new_height)
+    for ax, box in zip(fig.axes, boxes, strict=True):
+        row = tops.index(round(box.y1, 4))
+        top = (1 - box.y1) * old_height + row * grow  # inches from the figure's top
+        height = box.height * old_height + grow
+        y0 = 1 - (top + height) / new_height
+        ax.set_position([box.x0, y0, box.width, height / new_height])
+        ax.set_in_layout(True)  # set_position takes it out; kept for a second layout
+    if fig._suptitle is not None:
+        x, y = fig._suptitle.get_position()
+        fig._suptitle.set_y(1 - (1 - y) * old_height / new_height)
+    if fig._supxlabel is not None:
+        x, y = fig._supxlabel.get_position()
+        fig._supxlabel.set_y(y * old_height / new_height)
+
+
+#: The PNG text chunk naming the kinds of mark a figure drew (keys of :data:`PROXIES`, and
+#: ``device``), comma-separated: the report's captions name only these.
+DRAWN_KEY = "vitfsdp drawn"
+
+
+def _save(fig: Figure, path: str | os.PathLike, quiet: bool = False) -> None:
+    """Save ``fig`` at ``path``, in the format its suffix names (PNG at :data:`DPI`, with
+    :data:`DRAWN_KEY`), at the figure's own size: its fixed layout (:func:`_fit_height`)
+    keeps every title, label, note and the legend inside it, so no bounding-box pass is
+    needed."""
+    drawn = getattr(fig, "drawn_kinds", None)
+    png = str(path).endswith(".png") and drawn is not None
+    # SVG text as text (editable and searchable, and a third of the time), not glyph outlines
+    with _mpl().matplotlib.rc_context({"svg.fonttype": "none"}):
+        fig.savefig(path, dpi=DPI, **({"metadata": {DRAWN_KEY: ",".join(drawn)},
+                                       "pil_kwargs": {"compress_level": PNG_COMPRESS_LEVEL}}
+                                      if png else {}))  # fmt: skip
+    if not quiet:
+        log.info("wrote %s", path)

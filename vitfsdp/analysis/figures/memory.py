@@ -1,0 +1,323 @@
+"""The memory figure: peak memory per GPU (per rank on CPU) against nodes, the model state
+as bars, FULL_SHARD and the other strategies in separate panels."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from vitfsdp.analysis.figures.finish import _finish
+from vitfsdp.analysis.figures.panels import (
+    _completed,
+    _completed_points,
+    _empty_panel,
+    _lines,
+    _mark_not_completed,
+    _new_figure,
+    _panel_title,
+    _panels,
+    _plot_measured,
+    _plot_predicted,
+    _published_labels,
+    _study,
+    _style_panel,
+    _unit_word,
+)
+from vitfsdp.analysis.figures.style import (
+    DEVICE_COLOR,
+    MIN_ERROR_BAR,
+    NOTE_FONTSIZE,
+    PUBLISHED_HALF_OCTAVES,
+    PUBLISHED_OTHER,
+    _looks,
+    _mpl,
+    _paper_style,
+)
+from vitfsdp.analysis.lines import label_columns as _label_keys
+from vitfsdp.analysis.reference import reference_table
+
+if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
+    from matplotlib.figure import Figure
+
+#: Memory figure columns: FULL_SHARD alone, as the study shows it, then the rest.
+MEMORY_GROUPS = ("FULL_SHARD", "other strategies")
+
+
+#: The model state in a memory bar, bottom first: ``(column, kind, fill alpha, hatch)``; the
+#: kind names its legend entry (:data:`~vitfsdp.analysis.figures.finish.PATCH_PROXIES`) and its
+#: caption words. Each part is
+#: filled in its line's colour, lighter and hatched going up, so it reads in greyscale too.
+STATE_PARTS = (("state_params_gib", "state_params", 1.0, None),
+               ("state_grads_gib", "state_grads", 0.45, "////"),
+               ("state_optimizer_gib", "state_optimizer", 0.2, "...."))
+#: Width (in octaves of the log-2 node axis: nodes 1 and 2 are one octave apart) of the
+#: memory bars of one node count together, one bar per line of the panel, and of one bar.
+BAR_GROUP_OCTAVES = 0.7
+BAR_OCTAVES = 0.3
+
+
+#: Thinnest part of a memory bar listed in the legend, as a fraction of the panel's height
+#: (1.4 pt); where no part of a panel's model state is that high, the panel says so
+#: (:data:`TINY_STATE`), and the Memory table of the report holds the bytes.
+MIN_BAR_PART = 0.01
+TINY_STATE = "model state per rank: under 1 % of the axis, too thin to see"
+#: Memory y labels by ``peak_mem_kind``.
+MEMORY_LABELS = {
+    "allocated": "peak allocated per GPU (GiB)",
+    "rss": "peak resident memory per rank (GiB)",
+}
+
+
+@_paper_style
+def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure:
+    """Peak memory per GPU (or per rank on CPU) against nodes, a line per strategy.
+
+    As the study shows them, FULL_SHARD and the other strategies are separate panels (their
+    scales differ by the shard count): one row per model, one column per group present.
+
+    Args:
+        df: a ``collect_runs`` frame; ``peak_mem_gib`` in GiB, ``peak_mem_kind`` says whether
+            it is allocated GPU memory or CPU resident memory (the y label follows it).
+        path: where to save the figure (format from the suffix); not saved if ``None``.
+
+    Returns:
+        The figure, with one legend below the panels. Per line: the maximum over ranks (and repeats)
+        per node count, with an error bar down to the minimum over ranks where the records have it
+        (``peak_mem_min_gib``); the plan's predicted peak as a dotted line (and the measured peak
+        reserved as hollow circles when that is what the plan predicts); a point skipped as
+        infeasible as a hollow diamond at its predicted memory; other runs that did not complete as
+        ``x`` at the bottom. The device's memory (run.json ``device.memory_gib``, else
+        ``cluster.device_memory_gib``) is a black dotted line. Where the runs record the model
+        state a rank holds (``state_*_gib``, counted from its local shards: 1/N of the model
+        under FULL_SHARD), each point is a bar in its line's colour, side by side with the
+        panel's other lines at that node count: parameters, gradients and optimizer state
+        stacked (solid, hatched, dotted) under the rest of the measured peak (hollow), the
+        measured and predicted marks drawn at the bar's middle; runs without those records
+        draw no bar.
+    """
+    cells = [(model, group, rows) for model, panel in _panels(df)
+             for group, rows in _memory_groups(panel)]
+    groups = sorted({group for _, group, _ in cells}, key=MEMORY_GROUPS.index)
+    models = [model for model, _ in _panels(df)]
+    fig, axes = _new_figure(len(models) * len(groups), columns=len(groups))
+    keys = _label_keys(df)
+    looks = _looks(df, keys)
+    extras = set()
+    table = reference_table(df)
+    published = table[table["drawn"] == "memory.png"] if len(table) else table
+    for ax, (model, group) in zip(axes, [(m, g) for m in models for g in groups], strict=True):
+        panel = next((rows for m, g, rows in cells if (m, g) == (model, group)), None)
+        if panel is None:
+            _empty_panel(ax, f"{model}: {group}", f"no {group} runs")
+            continue
+        _draw_memory_panel(ax, panel, keys, looks, f"{_panel_title(model, panel)}: {group}",
+                           extras, published[published["model"] == model])
+    per = "rank" if _memory_label(df) == MEMORY_LABELS["rss"] else "GPU"  # CPU runs: ranks
+    _finish(fig, f"Peak memory per {per} against node count", df, path, extras,
+            proxy_labels=_memory_published_labels(published))
+    return fig
+
+
+def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str],
+                       looks: dict[str, tuple[str, str]], title: str, extras: set[str],
+                       published: pd.DataFrame | None = None) -> None:  # fmt: skip
+    """One memory panel: measured, predicted, not completed, device memory, and the
+    published memory of the panel's points (``published``: reference.csv's rows drawn in
+    memory.png, :func:`_plot_published_memory`); the kinds of mark drawn are added to
+    ``extras`` for the figure's legend."""
+    notes, marked, shown, barred = [], Counter(), set(), False
+    lines = _lines(panel, keys)
+    spans = _bar_spans(panel, [label for label, _ in lines])
+    top = _memory_top(panel)
+    for label, line in lines:
+        span = spans.get(label)
+        shift = 2 ** ((span[0] + span[1]) / 2) if span else 1.0  # the bar's middle
+        done, color = _plot_measured(ax, line, keys, looks, label, "peak_mem_gib", "max",
+                                     shift)
+        if not done.empty:
+            if span:
+                barred |= _plot_state_bars(ax, line, done, color, span, shown,
+                                           MIN_BAR_PART * top)
+            _plot_rank_range(ax, line, done, color, extras, shift, MIN_ERROR_BAR * top)
+        if _plot_predicted(ax, line, "pred_peak_mem_gib", color, label, extras, shift):
+            _plot_reserved(ax, line, color, extras, shift)
+        if published is not None and len(published):
+            _plot_published_memory(ax, published[published["configuration"] == label], span,
+                                   color, extras)
+        notes += _mark_not_completed(ax, line, "peak_mem_gib", color, label, marked, extras,
+                                     reached="peak_mem_reached_gib",
+                                     at="pred_peak_mem_gib", shift=shift)
+    ax.set_ylim(bottom=0, top=1.15 * ax.get_ylim()[1])  # room above the highest point
+    extras |= shown
+    if barred and not shown & {kind for _, kind, *_ in STATE_PARTS}:
+        ax.text(0.02, 0.97, TINY_STATE, transform=ax.transAxes, va="top", ha="left",
+                fontsize=NOTE_FONTSIZE, color="0.3")
+        extras.add("state_tiny")
+    if _plot_device_memory(ax, panel):
+        extras.add("device")
+    _style_panel(ax, panel, title, _memory_label(panel), notes)
+
+
+def _memory_top(panel: pd.DataFrame) -> float:
+    """About the top of a memory panel's y axis (GiB): 1.15 x the largest value it draws
+    (peak, predicted or reached memory, the device's memory); 0 when none is known."""
+    columns = ["peak_mem_gib", "pred_peak_mem_gib", "peak_mem_reached_gib",
+               "device_memory_gib"]
+    values = pd.concat([panel[c] for c in columns if c in panel]).dropna()
+    return 1.15 * float(values.max()) if len(values) else 0.0
+
+
+def _bar_spans(panel: pd.DataFrame, labels: list[str]) -> dict[str, tuple[float, float]]:
+    """Each line's bar slot in a memory panel, ``(left, right)`` in octaves from the node
+    count (its bars are drawn from ``n * 2**left`` to ``n * 2**right``): the lines side by
+    side in label order, :data:`BAR_GROUP_OCTAVES` wide together (narrower where two node
+    counts are closer than an octave, each at most :data:`BAR_OCTAVES`); ``{}`` when no
+    completed run of the panel recorded its model state (older records: no bars, the lines
+    as before)."""
+    parts = [column for column, *_ in STATE_PARTS if column in panel]
+    if not parts or not panel.loc[panel["status"] == "completed", parts].notna().any().any():
+        return {}
+    octaves = sorted({math.log2(n) for n in panel["nodes"].dropna() if n > 0})
+    closest = min((b - a for a, b in zip(octaves, octaves[1:], strict=False)), default=1.0)
+    group = min(BAR_GROUP_OCTAVES, BAR_OCTAVES * len(labels), 0.8 * closest)
+    width = group / len(labels)
+    return {label: (-group / 2 + i * width, -group / 2 + (i + 1) * width)
+            for i, label in enumerate(labels)}
+
+
+def _plot_state_bars(ax, line: pd.DataFrame, done: pd.Series, color: str,
+                     span: tuple[float, float], extras: set[str],
+                     min_height: float = 0.0) -> bool:  # fmt: skip
+    """At each node count of ``done`` (the line's measured peak, GiB) whose runs recorded
+    their model state: the state's parts stacked from 0 (:data:`STATE_PARTS`, each the
+    maximum over the point's repeats) and the rest of the peak above them, hollow, in the
+    line's slot ``span`` (:func:`_bar_spans`). The parts at least ``min_height`` (GiB) high
+    somewhere are added to ``extras`` (a lower one is drawn, to scale, but too thin to see
+    or to list). Returns whether any bar was drawn."""
+    columns = [column for column, *_ in STATE_PARTS]
+    ok = line.loc[(line["status"] == "completed") & line["nodes"].notna(), ["nodes", *columns]]
+    state = ok.groupby(ok["nodes"].astype("int64"))[columns].max()
+    state = state[state.notna().any(axis=1) & state.index.isin(done.index)]
+    for n, parts in state.iterrows():
+        left, width = n * 2 ** span[0], n * (2 ** span[1] - 2 ** span[0])
+        bottom = 0.0
+        for column, kind, alpha, hatch in STATE_PARTS:
+            if pd.notna(parts[column]) and parts[column] > 0:
+                ax.bar(left, parts[column], width, bottom, align="edge", hatch=hatch,
+                       facecolor=_mpl().matplotlib.colors.to_rgba(color, alpha), edgecolor=color,
+                       lw=0.6, label=f"_{kind}")
+                bottom += parts[column]
+                if parts[column] >= min_height:
+                    extras.add(kind)
+        if done.loc[n] > bottom:
+            ax.bar(left, done.loc[n] - bottom, width, bottom, align="edge", facecolor="white",
+                   edgecolor=color, lw=0.6, label="_state_rest")
+            extras.add("state_rest")
+    return not state.empty
+
+
+def _memory_groups(panel: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """``(group, rows)`` of a model's runs: FULL_SHARD, then the other strategies."""
+    sharding = panel["sharding_strategy"].fillna(panel["strategy"])
+    full = sharding == "FULL_SHARD"
+    groups = [(MEMORY_GROUPS[0], panel[full]), (MEMORY_GROUPS[1], panel[~full])]
+    return [(g, rows) for g, rows in groups if len(rows)]
+
+
+def _plot_rank_range(ax, line: pd.DataFrame, done: pd.Series, color: str,
+                     extras: set[str], shift: float = 1.0,
+                     min_length: float = 0.0) -> None:  # fmt: skip
+    """An error bar from the minimum over ranks (``peak_mem_min_gib``) up to the plotted
+    maximum, where the records hold the minimum and it is more than ``min_length`` (GiB)
+    below the maximum (a shorter bar hides under the marker: not drawn, not in the legend),
+    at ``shift`` times the node count (as :func:`_plot_measured`)."""
+    ok = _completed(line, "peak_mem_min_gib")
+    low = ok.groupby(ok["nodes"].astype("int64"))["peak_mem_min_gib"].min()
+    low = low[low.index.isin(done.index)]
+    low = low[done.loc[low.index] - low > min_length]
+    if len(low):
+        high = done.loc[low.index]
+        ax.errorbar(low.index * shift, high, yerr=[high - low, 0 * high], fmt="none",
+                    ecolor=color, capsize=3, lw=1, alpha=0.8, zorder=3)
+        extras.add("ranks")
+
+
+def _plot_published_memory(ax, rows: pd.DataFrame, span: tuple[float, float] | None,
+                           color: str, extras: set[str]) -> None:  # fmt: skip
+    """A line's published memory (reference.csv rows drawn in memory.png): a compared one
+    (GPU allocated memory of the same setup) as a hollow star in the line's colour at the
+    bar's middle (``span``: :func:`_bar_spans`; ``None``: at the node count); one of another
+    measure (CPU resident memory here) as a :data:`PUBLISHED_OTHER` segment across the bar
+    with its value, not compared."""
+    for _, row in rows.iterrows():
+        n, value = float(row["nodes"]), float(row["published"])
+        left, right = span or (-PUBLISHED_HALF_OCTAVES, PUBLISHED_HALF_OCTAVES)
+        if bool(row["compared"]):
+            ax.scatter([n * 2 ** ((left + right) / 2)], [value], marker="*", facecolors="none",
+                       edgecolors=color, s=90, lw=0.9, zorder=5, label="_published")
+            extras.add("reference")
+            continue
+        ax.hlines(value, n * 2 ** left, n * 2 ** right, **PUBLISHED_OTHER, zorder=5,
+                  label="_published other")
+        ax.annotate(f"{_study(row['label'])} {value:.3g} {_unit_word(row['unit'])}",
+                    (n * 2 ** right, value), xytext=(2, 0), textcoords="offset points",
+                    ha="left", va="center", fontsize=NOTE_FONTSIZE,
+                    color=PUBLISHED_OTHER["color"])
+        extras.add("published_other")
+
+
+def _memory_published_labels(rows: pd.DataFrame) -> dict[str, str]:
+    """The legend texts of memory.png's published marks: the compared star's study, and the
+    segment's (:func:`_plot_published_memory`) with what it measures."""
+    labels = {}
+    if len(rows):
+        labels |= _published_labels(rows[rows["compared"].astype(bool)])
+        other = sorted(set(rows.loc[~rows["compared"].astype(bool), "label"].astype(str)))
+        if other:
+            labels["published_other"] = ("published GPU allocated memory, not compared (ours: "
+                                         "CPU resident): " + "; ".join(other))
+    return labels
+
+
+def _plot_reserved(ax, line: pd.DataFrame, color: str, extras: set[str],
+                   shift: float = 1.0) -> None:  # fmt: skip
+    """Measured peak reserved memory as hollow circles, where the plan predicts reserved
+    memory (``pred_mem_metric``) and the figure shows allocated memory (at ``shift`` times
+    the node count, as :func:`_plot_measured`)."""
+    metric = line["pred_mem_metric"].dropna()
+    if metric.empty or metric.iloc[0] != "peak_mem_reserved_gib":
+        return
+    if (line["peak_mem_kind"].dropna() != "allocated").any():
+        return
+    reserved = _completed_points(line, "peak_mem_reserved_gib", "max")
+    if len(reserved):
+        ax.scatter(reserved.index * shift, reserved.values, marker="o", facecolors="none",
+                   edgecolors=color, s=30, zorder=3, label="_reserved")
+        extras.add("reserved")
+
+
+def _plot_device_memory(ax, panel: pd.DataFrame) -> bool:
+    """The device memory as a dotted horizontal line, once per distinct known size; True if
+    one was drawn."""
+    devices = panel.loc[panel["device_memory_gib"].notna(), ["device_memory_gib", "device_name"]]
+    for gib, rows in devices.groupby("device_memory_gib"):
+        names = rows["device_name"].dropna().unique()
+        name = f"{names[0]} " if len(names) == 1 else ""
+        ax.axhline(gib, ls=":", color=DEVICE_COLOR, lw=1, label=f"{name}memory ({gib:g} GiB)")
+    if len(devices):
+        ax.set_ylim(top=max(ax.get_ylim()[1], 1.08 * devices["device_memory_gib"].max()))
+    return bool(len(devices))
+
+
+def _memory_label(panel: pd.DataFrame) -> str:
+    """Which memory the panel shows: allocated per GPU, resident per rank (CPU), or both."""
+    kinds = set(panel["peak_mem_kind"].dropna())
+    if not kinds:
+        kinds = {"rss" if set(panel["device_type"].dropna()) == {"cpu"} else "allocated"}
+    if len(kinds) == 1:
+        return MEMORY_LABELS[kinds.pop()]
+    return "peak memory (GiB): allocated\nper GPU or resident per rank"

@@ -1,0 +1,371 @@
+"""What the figures' panels share: new figures and panels, lines per label, measured,
+ideal and predicted values, runs that did not complete and their note, published marks,
+axes and titles."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from vitfsdp.analysis.figures.style import (
+    AXES_HEIGHT_IN,
+    DPI,
+    MAX_COLUMNS,
+    MAX_NOTE_ITEMS,
+    MIN_ERROR_BAR,
+    NOT_COMPLETED_STEP,
+    NOT_COMPLETED_Y,
+    NOTE_FONTSIZE,
+    NOTHING_TO_PLOT,
+    PANEL_WIDTH_IN,
+    PAPER_RC,
+    Y_LABELS_IN,
+    _chars_per_line,
+    _color_label,
+    _linestyle,
+    _mpl,
+)
+from vitfsdp.analysis.lines import line_labels
+from vitfsdp.core.throughput import host_bound
+
+if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
+    from matplotlib.figure import Figure
+
+
+def _new_figure(num_panels: int, columns: int = 0) -> tuple[Figure, list]:
+    """A figure on the Agg canvas with ``num_panels`` panels, ``columns`` a row (default
+    up to :data:`MAX_COLUMNS`), :data:`PANEL_WIDTH_IN` wide each, laid out by matplotlib's
+    constrained layout; ``fig.axes`` holds exactly the panels, row by row. The height is a
+    first guess: :func:`~vitfsdp.analysis.figures.finish._finish` sets it once the legend and notes
+    are known."""
+    num_panels = max(1, num_panels)
+    columns = columns or min(num_panels, MAX_COLUMNS)
+    rows = -(-num_panels // columns)
+    fig = _mpl().Figure(figsize=(PANEL_WIDTH_IN * columns, 2 * AXES_HEIGHT_IN * rows), dpi=DPI,
+                 layout="constrained")
+    _mpl().FigureCanvasAgg(fig)
+    axes = list(fig.subplots(rows, columns, squeeze=False).flat)
+    for ax in axes[num_panels:]:
+        fig.delaxes(ax)
+    return fig, axes[:num_panels]
+
+
+def _empty_panel(ax, title: str, text: str) -> None:
+    """A panel without data: its title and a line saying why."""
+    _set_title(ax, title)
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="0.4")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _panels(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """``(model, rows)`` per model, smallest model first (by recorded ``num_params``, then
+    name; models with no size recorded last); a missing model name reads ``unknown``."""
+    models = df["model"].astype("string").fillna("unknown")
+    panels = [(str(m), panel) for m, panel in df.groupby(models, sort=True)]
+    if "num_params" not in df:
+        return panels
+
+    def size(panel: pd.DataFrame) -> float:
+        params = pd.to_numeric(panel["num_params"], errors="coerce").max()
+        return math.inf if pd.isna(params) else float(params)
+
+    return sorted(panels, key=lambda mp: size(mp[1]))  # stable: equal sizes by name
+
+
+def _lines(panel: pd.DataFrame, keys: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    """``(label, rows)`` per line of one panel, sorted by label."""
+    labels = line_labels(panel, keys)
+    return sorted(((str(k), rows) for k, rows in panel.groupby(labels)), key=lambda kv: kv[0])
+
+
+def _plot_measured(ax, line: pd.DataFrame, keys: list[str], looks: dict[str, tuple[str, str]],
+                   label: str, value: str, how: str,
+                   shift: float = 1.0) -> tuple[pd.Series, str]:  # fmt: skip
+    """The line's completed ``value`` per node count (``how``: median or max over runs) in
+    its colour, marker and framework's line style (an empty line, for the legend, when none
+    completed), drawn at ``shift`` times the node count (the middle of its bar where the
+    memory figure draws bars); returns those points (by node count) and the colour."""
+    done = _completed_points(line, value, how)
+    color, marker = looks[_color_label(line, keys)]
+    # a line with nothing completed still gets its legend entry (its marks use its colour)
+    ax.plot(done.index * shift, done.values, ls=_linestyle(line, keys), marker=marker,
+            color=color, label=label, zorder=3)
+    return done, color
+
+
+def _completed_points(line: pd.DataFrame, value: str, how: str) -> pd.Series:
+    """``value`` of the completed runs of a line per node count (``how``: median or max)."""
+    done = _completed(line, value)
+    points = done.groupby(done["nodes"].astype("int64"))[value].agg(how)
+    return points.sort_index()
+
+
+def _completed(line: pd.DataFrame, value: str) -> pd.DataFrame:
+    """``nodes`` and ``value`` of the line's completed runs with both known (two columns,
+    not the frame's every column: cheap at tens of thousands of runs)."""
+    mask = (line["status"] == "completed") & line[value].notna() & line["nodes"].notna()
+    return line.loc[mask, ["nodes", value]]
+
+
+def _plot_ideal(ax, done: pd.Series, nodes: pd.Series, color: str, label: str) -> None:
+    """Dashed linear scaling from the smallest completed node count over the line's nodes."""
+    n0 = done.index.min()
+    xs = sorted({int(n) for n in nodes.dropna() if n >= n0})
+    ideal = [done.loc[n0] * n / n0 for n in xs]
+    ax.plot(xs, ideal, "--", color=color, alpha=0.7, lw=1, label=f"_ideal {label}")
+
+
+def _mark_above_ideal(ax, done: pd.Series, extras: set[str]) -> None:
+    """A grey hollow square around each point whose scaling efficiency (ips over the ideal
+    line's) rounds above 100 %: noise in weak scaling, flagged as such in the legend."""
+    n0 = done.index.min()
+    efficiency = done / (done.loc[n0] * done.index.to_series() / n0)
+    above = done[(efficiency * 100).round() > 100]
+    if len(above):
+        ax.scatter(above.index, above.values, marker="s", facecolors="none", edgecolors="0.4",
+                   s=70, lw=0.8, zorder=4, label="_above ideal")
+        extras.add("above_ideal")
+
+
+def _mark_host_bound(ax, line: pd.DataFrame, done: pd.Series, extras: set[str]) -> None:
+    """A grey hollow hexagon around each completed point whose median ``device_busy_frac``
+    over repeats is host-bound (:func:`vitfsdp.core.throughput.host_bound`): its images/s
+    measure the wrapper and the loop, not the device or the network. Nothing where the runs
+    did not measure it (CPU ranks)."""
+    if "device_busy_frac" not in line:
+        return
+    rows = _completed(line, "device_busy_frac")
+    busy = rows.groupby(rows["nodes"].astype("int64"))["device_busy_frac"].median()
+    flagged = [n for n, b in busy.items() if host_bound(b) and n in done.index]
+    if flagged:
+        ax.scatter(flagged, done.loc[flagged].values, marker="h", facecolors="none",
+                   edgecolors="0.4", s=110, lw=0.8, zorder=4, label="_host-bound")
+        extras.add("host_bound")
+
+
+def _mark_not_completed(
+    ax, line: pd.DataFrame, value: str, color: str, label: str, marked: Counter,
+    extras: set[str], at: str | None = None, reached: str | None = None, shift: float = 1.0,
+) -> list[tuple[bool, str]]:
+    """Mark each point of a line with runs without ``value``; return its note items.
+
+    One mark per point, however many of its runs failed: a ``skipped_infeasible`` point with
+    a known ``at`` (its predicted value) is a hollow diamond there; any other is an ``x`` at
+    what its runs reached before they ended (``reached``: the median over them), else at the
+    panel's bottom, where ``marked`` stacks the marks of different lines at one node count.
+    ``extras`` collects the kinds drawn, for the legend; every mark is drawn at ``shift``
+    times its node count (see :func:`_plot_measured`). The items are ``(completed_there,
+    text)``: one per point, e.g. ``FULL_SHARD nodes=8 (2 oom)``.
+    """
+    bad = (line["status"] != "completed") | line[value].isna()
+    columns = ["nodes", "status", *dict.fromkeys(c for c in (at, reached) if c is not None)]
+    missing = line.loc[bad & line["nodes"].notna(), columns]
+    skipped = (missing["status"] == "skipped_infeasible") & (
+        missing[at].notna() if at is not None else False)
+    if skipped.any():  # one diamond per point and predicted value, however many repeats
+        where = missing.loc[skipped, ["nodes", at]].astype(float).drop_duplicates()
+        ax.scatter(where["nodes"] * shift, where[at], marker="D", facecolors="none",
+                   edgecolors=color, s=40, zorder=3, label=f"_skipped {label}")
+        extras.add("skipped")
+    rest = missing[~skipped]
+    at_value, at_bottom = [], []  # (x, y) in data coordinates / in axes fraction
+    nodes = rest["nodes"].astype("int64")
+    ys = (rest[reached].groupby(nodes).median() if reached is not None
+          else pd.Series(float("nan"), index=sorted(set(nodes))))
+    for n, y in ys.items():  # one mark per point: the median of what its runs reached
+        if pd.notna(y) and y > 0:
+            at_value.append((float(n) * shift, y))
+        else:
+            at_bottom.append((float(n) * shift, NOT_COMPLETED_Y + NOT_COMPLETED_STEP * marked[n]))
+            marked[n] += 1
+    for marks, where in ((at_value, {}), (at_bottom, {"transform": ax.get_xaxis_transform(),
+                                                      "clip_on": False})):
+        if marks:  # one collection per kind of mark: fast for hundreds of points
+            ax.scatter(*zip(*marks, strict=True), marker="x", color=color, zorder=3,
+                       label=f"_not completed {label}", **where)
+            extras.add("failed")
+    return _note_items(line, bad, label, value)
+
+
+def _note_items(line: pd.DataFrame, bad: pd.Series, label: str,
+                value: str) -> list[tuple[bool, str]]:  # fmt: skip
+    """One note item per point with runs that did not complete: ``(completed_there, text)``,
+    the text naming the point and counting its runs by status, e.g. ``DDP nodes=4 (2 oom of
+    50 runs)`` where other runs of the point completed. Counted with one grouping of the
+    line's runs, not one per point."""
+    nodes = line["nodes"].astype("Int64").astype("string").fillna("?")
+    totals = nodes.value_counts(sort=False)
+    failed = line.loc[bad, "status"]
+    why = failed.where(failed != "completed", f"completed, no {value}")
+    why = why.fillna("unknown")
+    counts = why.groupby([nodes[bad], why], sort=False).size()
+    by_point: dict[str, list[tuple[str, int]]] = {}
+    for (n, status), count in counts.items():
+        by_point.setdefault(n, []).append((status, int(count)))
+    items = []
+    for n in dict.fromkeys(nodes):  # the points in the line's order, as before
+        if n not in by_point:
+            continue
+        # most frequent status first (ties: first seen), as value_counts orders them
+        statuses = sorted(by_point[n], key=lambda sc: -sc[1])
+        text = ", ".join(f"{c} {s}" for s, c in statuses)
+        failed_here = sum(c for _, c in statuses)
+        done_there = failed_here < totals[n]
+        total = f" of {totals[n]} runs" if done_there else ""
+        items.append((done_there, f"{label} nodes={n} ({text}{total})"))
+    return items
+
+
+def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str,
+                       extras: set[str]) -> None:  # fmt: skip
+    """A min-max error bar at each node count where the line's point ran more than once
+    and its runs differ by more than :data:`MIN_ERROR_BAR` of their median (on the log
+    axis a smaller spread hides under the marker: not drawn, not in the legend)."""
+    done = _completed(line, value)
+    stats = done.groupby(done["nodes"].astype("int64"))[value].agg(["median", "min", "max",
+                                                                     "count"])
+    stats = stats[(stats["count"] > 1)
+                  & (stats["max"] - stats["min"] > MIN_ERROR_BAR * stats["median"])]
+    if len(stats):
+        ax.errorbar(stats.index, stats["median"],
+                    yerr=[stats["median"] - stats["min"], stats["max"] - stats["median"]],
+                    fmt="none", ecolor=color, capsize=3, lw=1)
+        extras.add("repeats")
+
+
+def _plot_predicted(ax, line: pd.DataFrame, value: str, color: str, label: str,
+                    extras: set[str], shift: float = 1.0) -> bool:  # fmt: skip
+    """The plan's prediction ``value`` per node count as a dotted line (every status: a
+    skipped point's prediction is part of the line), at ``shift`` times the node count (as
+    :func:`_plot_measured`); True if one was drawn."""
+    known = line.loc[line[value].notna() & line["nodes"].notna(), ["nodes", value]]
+    if known.empty:
+        return False
+    pred = known.groupby(known["nodes"].astype("int64"))[value].first().sort_index()
+    ax.plot(pred.index * shift, pred.values, ls=":", lw=1.2, marker=".", color=color,
+            label=f"_predicted {label}", zorder=3)
+    extras.add("predicted")
+    return True
+
+
+def _study(label: str) -> str:
+    """The study's short name in a published label: ``ORNL, Frontier, 2023`` -> ``ORNL``."""
+    return label.split(",")[0]
+
+
+def _unit_word(unit: str) -> str:
+    """The published unit's first word in a reference.csv unit: ``GiB per rank ... here;
+    GB per GPU ... published`` -> ``GB``."""
+    words = unit.split(" here; ")[-1].split()
+    return words[0] if words else ""
+
+
+def _plot_published(ax, published: pd.DataFrame, model: str, label: str, color: str,
+                    extras: set[str]) -> None:  # fmt: skip
+    """A hollow star in the line's colour at each published images/s whose setup the line's
+    point matches (:func:`vitfsdp.analysis.reference.reference_table`: reference.csv)."""
+    rows = published[(published["model"] == model) & (published["configuration"] == label)]
+    if len(rows):
+        ax.scatter(rows["nodes"].astype(float), rows["published"].astype(float), marker="*",
+                   facecolors="none", edgecolors=color, s=90, lw=0.9, zorder=5,
+                   label=f"_published {label}")
+        extras.add("reference")
+
+
+def _published_labels(published: pd.DataFrame) -> dict[str, str]:
+    """The legend text of the published-figure mark: its studies' labels, e.g.
+    ``{"reference": "published: ORNL, Frontier, 2023"}``; empty when nothing matched."""
+    labels = sorted(set(published["label"].dropna().astype(str))) if len(published) else []
+    return {"reference": "published: " + "; ".join(labels)} if labels else {}
+
+
+def _log_y_axis(ax) -> None:
+    """Log y with plain-number ticks: at 1, 2, 3 and 5 per decade over up to 1.5 decades
+    (readable over narrow spans), at 1, 2 and 5 up to 3 decades, then at powers of 10.
+
+    A panel with nothing drawn at a positive value (no run completed, none predicted) keeps
+    a linear axis without ticks and says so in its middle: a log axis has no range then
+    (matplotlib raises "Data cannot be log-scaled" when the figure is drawn)."""
+    y0 = ax.dataLim.y0
+    if not (math.isfinite(y0) and y0 > 0):
+        ax.set_yticks([])
+        ax.text(0.5, 0.5, NOTHING_TO_PLOT, ha="center", va="center", transform=ax.transAxes,
+                color="0.4")
+        return
+    ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    decades = math.log10(high / low) if low > 0 and high > low else 0.0
+    subs = (1.0, 2.0, 3.0, 5.0) if decades <= 1.5 else (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
+    ax.yaxis.set_major_locator(_mpl().LogLocator(base=10, subs=subs))
+    ax.yaxis.set_major_formatter(
+        _mpl().FuncFormatter(lambda y, _: f"{y:,.0f}" if y >= 1 else f"{y:g}"))
+    ax.yaxis.set_minor_formatter(_mpl().NullFormatter())
+
+
+def _make_room_below(ax) -> None:
+    """Lower a log y axis by a tenth of its span so the ``x`` marks clear the lowest point."""
+    low, high = ax.get_ylim()
+    if low > 0 and high > low:
+        ax.set_ylim(low / (high / low) ** 0.1, high)
+
+
+def _style_panel(ax, panel: pd.DataFrame, title: str, ylabel: str,
+                 notes: list[tuple[bool, str]]) -> None:  # fmt: skip
+    """Log-2 node axis with node counts as ticks, labels, title and the not-completed note
+    (:func:`_note_text`)."""
+    nodes = sorted({int(n) for n in panel["nodes"].dropna()})
+    if nodes:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(nodes, labels=[str(n) for n in nodes])
+        ax.xaxis.set_minor_locator(_mpl().NullLocator())
+        ax.set_xlim(nodes[0] / 1.4, nodes[-1] * 1.4)
+    ax.set_xlabel("nodes")
+    ax.set_ylabel(ylabel)
+    _set_title(ax, title)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.tick_params(labelsize=PAPER_RC["xtick.labelsize"])  # kept if saved outside PAPER_RC
+    if notes:  # just under the x label, wrapped to the panel's width
+        text = textwrap.fill(_note_text(notes),
+                             width=_chars_per_line(PANEL_WIDTH_IN - Y_LABELS_IN, NOTE_FONTSIZE))
+        ax.annotate(text, xy=(0, 0), xycoords=("axes fraction", ax.xaxis.label),
+                    xytext=(0, -3), textcoords="offset points", va="top", ha="left",
+                    fontsize=NOTE_FONTSIZE)  # fmt: skip
+
+
+def _note_text(notes: list[tuple[bool, str]]) -> str:
+    """The not-completed note of a panel: points where nothing completed first, at most
+    :data:`MAX_NOTE_ITEMS` of them, the rest counted (every run: failures.csv)."""
+    ordered = [text for done, text in sorted(notes, key=lambda n: n[0])]
+    shown = ordered[:MAX_NOTE_ITEMS]
+    more = len(ordered) - len(shown)
+    tail = f"; and {more} more points (failures.csv)" if more else ""
+    return "not completed: " + "; ".join(shown) + tail
+
+
+def _set_title(ax, title: str) -> None:
+    """The panel's title, each line wrapped to the panel's width (long model names), at
+    most two lines: past them the second line is shortened with ``...``."""
+    width = _chars_per_line(PANEL_WIDTH_IN, PAPER_RC["axes.titlesize"])
+    lines = [wrapped for line in title.split("\n") for wrapped in textwrap.wrap(line, width)]
+    if len(lines) > 2:
+        lines = [lines[0], " ".join(lines[1:])[:width - 3].rstrip() + "..."]
+    ax.set_title("\n".join(lines))
+
+
+def _panel_title(model: str, panel: pd.DataFrame) -> str:
+    """The model name with its parameter count in millions when known and its input side
+    when every run of the panel shares one (``vit_small (21.6M params, 32 px)``: the demo's
+    ViT-S/16 runs at 32 px, not the 224 its name suggests)."""
+    parts = []
+    params = panel["num_params"].dropna()
+    if len(params):
+        parts.append(f"{params.iloc[0] / 1e6:,.1f}M params")
+    sizes = panel["img_size"].dropna().unique() if "img_size" in panel else []
+    if len(sizes) == 1:
+        parts.append(f"{int(sizes[0])} px")
+    return f"{model} ({', '.join(parts)})" if parts else model

@@ -1,0 +1,158 @@
+"""The figures' look: matplotlib (imported at the first figure drawn), the paper sizes and
+text, and each strategy's fixed colour, marker and line style."""
+
+from __future__ import annotations
+
+import functools
+import types
+
+import pandas as pd
+
+from vitfsdp.analysis.lines import line_label as _line_label
+from vitfsdp.analysis.lines import line_labels
+
+
+@functools.cache
+def _mpl() -> types.SimpleNamespace:
+    """The matplotlib names the figures use, imported on the first figure drawn: an analysis
+    whose figures did not change (:class:`~vitfsdp.analysis.figures.write.PendingFigures`) imports
+    no matplotlib, which
+    would be a third of its time."""
+    # matplotlib at first use, not with this module (see above)
+    import matplotlib
+    import matplotlib.colors
+    from matplotlib import font_manager
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
+
+    return types.SimpleNamespace(
+        matplotlib=matplotlib, font_manager=font_manager, FigureCanvasAgg=FigureCanvasAgg,
+        Figure=Figure, FontProperties=FontProperties, Line2D=Line2D, Patch=Patch,
+        FuncFormatter=FuncFormatter, LogLocator=LogLocator, NullFormatter=NullFormatter,
+        NullLocator=NullLocator)
+
+DPI = 300  # PNG resolution (dots per inch): print quality at the figure's own size
+#: zlib's level for the PNGs (Pillow's default is 6): level 1 saves a quarter of the time to
+#: encode (0.24 s of memory.png's 1.5 s at 10,000 runs) for files 15 % larger.
+PNG_COMPRESS_LEVEL = 1
+#: Height (axes fraction) at which runs that did not complete are marked, and the step up
+#: between marks of different lines at the same node count.
+NOT_COMPLETED_Y = 0.04
+NOT_COMPLETED_STEP = 0.05
+#: The text in a panel whose runs give nothing to draw at a value (none completed).
+NOTHING_TO_PLOT = "no completed run: nothing to plot\n(why: failures.csv)"
+#: Width of one panel in inches, labels included: one column of a two-column paper (IEEE,
+#: ACM and Springer columns are 3.3-3.5 in), so a figure prints at 100 % with no shrinking.
+PANEL_WIDTH_IN = 3.5
+AXES_HEIGHT_IN = 1.9  # height of each panel's plotting area (inches); the figure grows to fit
+MAX_COLUMNS = 2  # panels a row: two columns make a full page width (7 in)
+#: Matplotlib settings of every figure: text sizes readable at 100 % print size.
+PAPER_RC = {
+    "font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "xtick.labelsize": 7,
+    "ytick.labelsize": 7, "legend.fontsize": 7, "figure.titlesize": 9, "lines.linewidth": 1.2,
+    "lines.markersize": 4.5, "errorbar.capsize": 2, "hatch.linewidth": 0.6,
+}  # fmt: skip
+NOTE_FONTSIZE = 6.5  # points: the not-completed note under a panel
+Y_LABELS_IN = 0.8  # inches of a panel's width taken by the y label and tick labels
+
+
+#: Colours of strategies outside :data:`STRATEGY_LOOKS` (picked by the name, so fixed too;
+#: grey, C7, is left to the legend's proxies).
+LINE_COLORS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C8", "C9")
+LINE_MARKERS = ("o", "s", "^", "v", "P", "<", ">", "p", "h", "*")
+#: Markers of a strategy's further lines (a swept setting splitting it), none a strategy's.
+VARIANT_MARKERS = ("*", "X", "D", "d", "H", "8", "1", "2", "3", "4")
+#: Most not-completed points listed in one panel's note; the rest are counted.
+MAX_NOTE_ITEMS = 6
+#: A fixed colour and marker per strategy preset, so a strategy looks the same in every
+#: figure, panel, sweep and report, in colour and in greyscale. A strategy split into several
+#: lines (a swept setting) keeps its colour; its first line (by label) keeps the marker and
+#: the others take :data:`VARIANT_MARKERS`.
+STRATEGY_LOOKS = {"DDP": ("C0", "o"), "NO_SHARD": ("C1", "v"), "FULL_SHARD": ("C2", "s"),
+                  "SHARD_GRAD_OP": ("C3", "^"), "HYBRID_1GPU": ("C4", "<"),
+                  "HYBRID_2GPU": ("C5", ">"), "HYBRID_8GPU": ("C6", "P"),
+                  "HYBRID_4GPU": ("C8", "p"), "HYBRID_16GPU": ("C9", "h")}  # fmt: skip
+DEVICE_COLOR = "black"  # the device-memory line (no strategy line is black)
+
+
+#: Shortest error bar drawn, as a fraction of the panel's height (a linear axis) or of the
+#: point's value (a log axis): a shorter one hides under its point's marker (4.5 pt on a
+#: panel 137 pt high), so it is neither drawn nor listed in the legend.
+MIN_ERROR_BAR = 0.02
+
+
+#: Line style per framework when both are plotted; one framework: solid. Measured lines are
+#: solid or dash-dot, ideal lines dashed, the plan's predictions dotted.
+FRAMEWORK_STYLES = {"torch": "-", "jax": "-."}
+DEFAULT_STYLE = "-"
+
+
+def _paper_style(plot):
+    """Run a figure function under :data:`PAPER_RC` (text sizes are fixed as it draws)."""
+
+    @functools.wraps(plot)
+    def styled(*args, **kwargs):
+        with _mpl().matplotlib.rc_context(PAPER_RC):
+            return plot(*args, **kwargs)
+
+    return styled
+
+
+def _color_keys(keys: list[str]) -> list[str]:
+    """The label columns that pick a colour: all but ``framework`` (the line style)."""
+    return [k for k in keys if k != "framework"]
+
+
+def _color_label(line: pd.DataFrame, keys: list[str]) -> str:
+    """The colour key of a line's rows (see :func:`_color_keys`)."""
+    return _line_label(line.iloc[0], _color_keys(keys))
+
+
+def _linestyle(line: pd.DataFrame, keys: list[str]) -> str:
+    """Line style of a measured line: by framework when frameworks vary, else solid."""
+    if "framework" not in keys:
+        return DEFAULT_STYLE
+    return FRAMEWORK_STYLES.get(line["framework"].iloc[0], DEFAULT_STYLE)
+
+
+def strategy_look(strategy: str) -> tuple[str, str]:
+    """The fixed ``(colour, marker)`` of a strategy: :data:`STRATEGY_LOOKS`, else picked by
+    the name's bytes (stable across runs and sweeps)."""
+    if strategy in STRATEGY_LOOKS:
+        return STRATEGY_LOOKS[strategy]
+    code = sum(str(strategy).encode())
+    return LINE_COLORS[code % len(LINE_COLORS)], LINE_MARKERS[code % len(LINE_MARKERS)]
+
+
+def _looks(df: pd.DataFrame, keys: list[str]) -> dict[str, tuple[str, str]]:
+    """``(colour, marker)`` per colour key, the same in every panel and figure: the
+    strategy's fixed look (:func:`strategy_look`); a strategy's further lines keep its colour
+    and take :data:`VARIANT_MARKERS` in label order."""
+    rows = df.assign(_key=line_labels(df, _color_keys(keys)))
+    by_strategy = rows.groupby(rows["strategy"].astype("string").fillna("unknown strategy"))
+    looks, extra = {}, 0
+    for strategy, lines in sorted(by_strategy["_key"]):
+        color, marker = strategy_look(strategy)
+        for i, label in enumerate(sorted(set(lines))):
+            if i:
+                marker, extra = VARIANT_MARKERS[extra % len(VARIANT_MARKERS)], extra + 1
+            looks[label] = (color, marker)
+    return looks
+
+
+#: How a published figure that is not compared with ours is drawn (another model, device
+#: or measure: reference.csv's ``differs``): a short orange segment (ColorBrewer Dark2's
+#: orange; no strategy line or node-count bar is orange) at its value, labelled.
+PUBLISHED_OTHER = {"color": "#d95f02", "lw": 2}
+#: Half the width of a published memory segment where the panel draws no bars (octaves).
+PUBLISHED_HALF_OCTAVES = 0.15
+
+
+def _chars_per_line(width_in: float, fontsize: float) -> int:
+    """About how many characters of DejaVu Sans at ``fontsize`` points fit ``width_in``
+    inches (an average character taken as 0.62 em: upper-case names run wide)."""
+    return max(20, int(width_in * 72 / (0.62 * fontsize)))

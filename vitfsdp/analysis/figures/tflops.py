@@ -1,0 +1,83 @@
+"""The TFLOP/s figure: model TFLOP/s per GPU against GPUs, the device's peak and MFU."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from vitfsdp.analysis.figures.finish import _finish
+from vitfsdp.analysis.figures.panels import _lines, _new_figure, _panel_title, _panels, _set_title
+from vitfsdp.analysis.figures.style import (
+    DEVICE_COLOR,
+    _color_label,
+    _linestyle,
+    _looks,
+    _mpl,
+    _paper_style,
+)
+from vitfsdp.analysis.lines import label_columns as _label_keys
+
+if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
+    from matplotlib.figure import Figure
+
+
+@_paper_style
+def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure | None:
+    """Model TFLOP/s per GPU against the number of GPUs, a line per configuration and a
+    panel per model, with the device's peak (dotted, where the runs record it) and an MFU
+    axis on the right (TFLOP/s / peak; MFU's definition: docs/benchmarks.md). Runs on CPU
+    ranks say "rank" for "GPU"; where every value is below 0.1 TFLOP/s (CPU ranks, tiny
+    models) the axis is in GFLOP/s (a peak in TFLOP/s would flatten it: none drawn).
+
+    Returns:
+        The figure, or ``None`` when no completed run recorded ``tflops_per_gpu``.
+    """
+    done = df[(df["status"] == "completed") & df["tflops_per_gpu"].notna()
+              & df["world_size"].notna()]
+    if done.empty:
+        return None
+    panels = _panels(done)
+    fig, axes = _new_figure(len(panels))
+    keys = _label_keys(df)
+    looks = _looks(df, keys)
+    extras: set[str] = set()
+    per = "rank" if set(done["device_type"].dropna()) == {"cpu"} else "GPU"  # CPU ranks
+    # GFLOP/s where TFLOP/s would read 0.00x (CPU ranks, tiny models)
+    unit, scale = ("GFLOP/s", 1e3) if done["tflops_per_gpu"].max() < 0.1 else ("TFLOP/s", 1.0)
+    for ax, (model, panel) in zip(axes, panels, strict=True):
+        for label, line in _lines(panel, keys):
+            color, marker = looks[_color_label(line, keys)]
+            points = line.groupby(line["world_size"].astype("int64"))["tflops_per_gpu"].median()
+            ax.plot(points.index, points.values * scale, ls=_linestyle(line, keys),
+                    marker=marker, color=color, label=label)
+        if scale == 1.0:
+            _draw_peak(ax, panel, extras)
+        gpus = sorted(set(panel["world_size"].astype("int64")))
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(gpus, labels=[str(g) for g in gpus])
+        ax.xaxis.set_minor_locator(_mpl().NullLocator())
+        ax.set_xlim(gpus[0] / 1.4, gpus[-1] * 1.4)
+        ax.set_ylim(bottom=0)
+        ax.set_xlabel(f"{per}s" if per == "rank" else "GPUs (ranks)")
+        ax.set_ylabel(f"model {unit} per {per}")
+        ax.grid(True, which="major", alpha=0.3)
+        _set_title(ax, _panel_title(model, panel))
+    _finish(fig, f"{unit} per {per} against the number of {per}s", df, path, extras)
+    return fig
+
+
+def _draw_peak(ax, panel: pd.DataFrame, extras: set[str]) -> None:
+    """The device's peak as a dotted line and an MFU axis on the right, where every run of
+    the panel records the same peak (``device_peak_flops``, FLOP/s)."""
+    peaks = panel["device_peak_flops"].dropna().unique()
+    if len(peaks) != 1 or not peaks[0] > 0:
+        return
+    peak = float(peaks[0]) / 1e12
+    ax.axhline(peak, ls=":", color=DEVICE_COLOR, lw=1, label=f"peak ({peak:,.4g} TFLOP/s)")
+    ax.set_ylim(top=1.08 * max(ax.get_ylim()[1], peak))
+    mfu = ax.secondary_yaxis("right", functions=(lambda y: y / peak, lambda m: m * peak))
+    mfu.set_ylabel("MFU")
+    mfu.yaxis.set_major_formatter(_mpl().FuncFormatter(lambda m, _: f"{m:.0%}"))
+    extras.add("peak")

@@ -1,0 +1,86 @@
+"""The weak-scaling figure: global images/s against nodes, a line per strategy and its
+ideal."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from vitfsdp.analysis.figures.finish import _finish
+from vitfsdp.analysis.figures.panels import (
+    _lines,
+    _log_y_axis,
+    _make_room_below,
+    _mark_above_ideal,
+    _mark_host_bound,
+    _mark_not_completed,
+    _new_figure,
+    _panel_title,
+    _panels,
+    _plot_ideal,
+    _plot_measured,
+    _plot_predicted,
+    _plot_published,
+    _plot_repeat_range,
+    _published_labels,
+    _style_panel,
+)
+from vitfsdp.analysis.figures.style import _looks, _paper_style
+from vitfsdp.analysis.lines import label_columns as _label_keys
+from vitfsdp.analysis.reference import matched, reference_table
+
+if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
+    from matplotlib.figure import Figure
+
+
+@_paper_style
+def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure:
+    """Global images/s against nodes, with a dashed ideal line per strategy.
+
+    Args:
+        df: a ``collect_runs`` frame; ``ips`` is global images/s.
+        path: where to save the figure (format from the suffix: .png at
+            :data:`~vitfsdp.analysis.figures.style.DPI` dpi, .svg); not saved if ``None``.
+
+    Returns:
+        The figure: one panel per model (up to
+        :data:`~vitfsdp.analysis.figures.style.MAX_COLUMNS` a row) and one legend below them;
+        per line, a solid line with markers through the completed points (median ips per node count
+        over repeats, with a min-max error bar where a point ran more than once), a dashed ideal
+        line in the same colour, linear from the line's smallest completed node count, and the
+        plan's predicted ips as a dotted line where ``pred_ips`` is known; log-2 x axis, log y. Runs
+        that did not complete are marked at the panel's bottom (``x``; a hollow diamond for a point
+        skipped as infeasible) and listed under the axes. A point whose device was busy less
+        than :data:`~vitfsdp.core.throughput.HOST_BOUND_BUSY_FRAC` of its windows (median
+        ``device_busy_frac`` over repeats) is ringed by a grey hexagon: the host decided it.
+    """
+    panels = _panels(df)
+    fig, axes = _new_figure(len(panels))
+    keys = _label_keys(df)
+    looks = _looks(df, keys)
+    extras = {"ideal"}
+    published_ips = matched(reference_table(df))
+    for ax, (model, panel) in zip(axes, panels, strict=True):
+        notes, marked = [], Counter()
+        for label, line in _lines(panel, keys):
+            done, color = _plot_measured(ax, line, keys, looks, label, "ips", "median")
+            if not done.empty:
+                _plot_ideal(ax, done, line["nodes"], color, label)
+                _mark_above_ideal(ax, done, extras)
+                _mark_host_bound(ax, line, done, extras)
+                _plot_repeat_range(ax, line, "ips", color, extras)
+            _plot_predicted(ax, line, "pred_ips", color, label, extras)
+            _plot_published(ax, published_ips, model, label, color, extras)
+            notes += _mark_not_completed(ax, line, "ips", color, label, marked, extras,
+                                         reached="ips_reached")
+        _log_y_axis(ax)
+        if notes:
+            _make_room_below(ax)
+        _style_panel(ax, panel, _panel_title(model, panel), "throughput (images/s, global)",
+                     notes)
+    _finish(fig, "Weak scaling: throughput against node count", df, path, extras,
+            proxy_labels=_published_labels(published_ips))
+    return fig

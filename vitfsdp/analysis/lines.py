@@ -1,0 +1,242 @@
+"""The scaling lines of a :func:`~vitfsdp.analysis.collect.collect_runs` frame: which
+columns make a line (model, strategy and any varying setting) and its label, the
+weak-scaling table, JAX against PyTorch, and the frame as a text table.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pandas as pd
+
+from vitfsdp.analysis.rows import CONFIG_KEYS
+
+#: Config columns that split a strategy into separate scaling lines when they vary at all.
+VARIANT_COLUMNS = (
+    "backward_prefetch", "limit_all_gathers", "precision", "engine", "framework", "data",
+    "local_batch_size", "img_size", "device_name", *CONFIG_KEYS, "network",
+)  # fmt: skip
+#: Columns a strategy name normally fixes; they split lines only if they vary within one.
+#: (Not ``shard_group_size``: FULL_SHARD shards over the whole world, which grows with nodes.)
+STRATEGY_COLUMNS = ("sharding_strategy",)
+#: Line identity: the panel (model) and the strategy, before any varying config column.
+BASE_LINE_COLUMNS = ("model", "strategy")
+#: Settings only PyTorch runs have (JAX runs record them as null or leave the default, and
+#: framework=jax refuses them): they do not keep a JAX run from being compared with the
+#: PyTorch run of the same point. ``kernels.compile`` resolves per run under torch (null =
+#: auto: compiled or not), while XLA always compiles.
+TORCH_ONLY_COLUMNS = ("backward_prefetch", "limit_all_gathers", "engine", "kernels.compile",
+                      "kernels.adamw", "kernels.cudnn_allow_tf32", "mixed_precision.param_dtype",
+                      "mixed_precision.reduce_dtype", "mixed_precision.buffer_dtype",
+                      "strategy.use_orig_params", "strategy.blocks_per_unit")
+#: Columns of :func:`framework_ratio_table` after its key columns.
+RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch")
+
+
+def contention_note(df: pd.DataFrame) -> str | None:
+    """What figures and reports say of runs whose CPU ranks shared cores, e.g. ``"4-8 ranks
+    on 2 cores (cluster=local): not a hardware measurement"``, followed by the network the
+    nodes were on where it was emulated (``"; nodes apart on an emulated 1 Gbit/s link"``);
+    ``None`` when neither applies."""
+    networks = "; ".join(sorted(set(df["network"].dropna().astype(str)))) \
+        if "network" in df else ""
+    shared = df[df["shared_cores"].notna()]
+    if shared.empty:
+        return networks or None
+    note = _shared_cores_note(shared)
+    return f"{note}; {networks}" if networks else note
+
+
+def _shared_cores_note(shared: pd.DataFrame) -> str:
+    """``"4-8 ranks on 2 cores (cluster=local): not a hardware measurement"``."""
+    ranks = shared["ranks_per_host"].dropna().astype(int)
+    low, high = ranks.min(), ranks.max()
+    count = f"{low}" if low == high else f"{low}-{high}"
+    cores = "/".join(str(c) for c in sorted(set(shared["host_cpus"].dropna().astype(int))))
+    profiles = ",".join(sorted(set(shared["cluster"].dropna().astype(str))))
+    return f"{count} ranks on {cores} cores (cluster={profiles}): not a hardware measurement"
+
+
+def _sort_key(col: pd.Series) -> pd.Series:
+    """Sort mixed-type object columns (e.g. booleans with ``None``) by their text."""
+    return col.astype("string") if col.dtype == object else col
+
+
+def line_columns(df: pd.DataFrame) -> list[str]:
+    """The columns that identify one scaling line: model, strategy and any varying config.
+
+    A column of :data:`VARIANT_COLUMNS` counts when it takes more than one value in ``df``;
+    one of :data:`STRATEGY_COLUMNS` when it takes more than one value within a strategy.
+    """
+    cols = list(BASE_LINE_COLUMNS)
+    configured = df[df["framework"].notna()]  # a run that failed before its config was
+    df = configured if len(configured) else df  # recorded splits no line
+    cols += [c for c in VARIANT_COLUMNS if df[c].nunique(dropna=False) > 1]
+    within = df.groupby(list(BASE_LINE_COLUMNS), dropna=False)
+    cols += [c for c in STRATEGY_COLUMNS if (within[c].nunique(dropna=False) > 1).any()]
+    return cols
+
+
+def label_columns(df: pd.DataFrame) -> list[str]:
+    """The line columns that label lines: :func:`line_columns` without a PyTorch-only
+    setting that splits no strategy's lines within a framework (it varies only between
+    strategies or frameworks: DDP and JAX runs record it as null)."""
+    keys = line_columns(df)
+    within = df.groupby(["model", "strategy", "framework"], dropna=False)
+    return [k for k in keys if k not in TORCH_ONLY_COLUMNS
+            or (within[k].nunique(dropna=False) > 1).any()]
+
+
+def configurations(df: pd.DataFrame) -> pd.Series:
+    """Each row's line label (:func:`line_label` over :func:`label_columns`), e.g.
+    ``"FULL_SHARD BACKWARD_POST"``: what figures' legends and tables call a configuration."""
+    return line_labels(df, label_columns(df))
+
+
+def line_labels(df: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """:func:`line_label` of every row of ``df``, column by column (fast for tens of
+    thousands of runs)."""
+    strategy = df["strategy"].astype("object")
+    labels = strategy.where(strategy.notna(), "unknown strategy").astype(str)
+    for key in keys[2:]:
+        parts = [_label_part(key, v) for v in df[key].astype("object")]
+        labels = labels + pd.Series(["" if p is None else " " + p for p in parts], df.index)
+    return labels.astype("object")
+
+
+def _label_part(key: str, value: Any) -> str | None:
+    """One config value in a line label (see :func:`line_label`); ``None`` when null. The
+    ``network`` column reads ``link 1 Gbit/s`` (nodes apart on an emulated link of that
+    rate) or ``link not emulated``."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    if key == "network":
+        rate = re.search(r"emulated (\S+ Gbit/s)", str(value))
+        return f"link {rate.group(1)}" if rate else "link not emulated"
+    return value if isinstance(value, str) and "." not in key else f"{key}={value}"
+
+
+def line_label(row: pd.Series, keys: list[str]) -> str:
+    """A line's label: the strategy, then each varying config value of ``keys[2:]``
+    (``name=value`` unless it is a word of an undotted column: ``bf16``, but
+    ``kernels.adamw=fused``); a null value (a setting that does not apply) is left out."""
+    parts = [str(row["strategy"]) if pd.notna(row["strategy"]) else "unknown strategy"]
+    parts += [p for p in (_label_part(key, row[key]) for key in keys[2:]) if p is not None]
+    return " ".join(parts)
+
+
+def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Weak-scaling table of the completed runs of ``df`` (a
+    :func:`~vitfsdp.analysis.collect.collect_runs` frame).
+
+    Each line is one model and strategy (split further by any varying config column, see
+    :func:`line_columns`). Its ideal is linear scaling from its smallest completed node count
+    ``n0``: ``ideal_ips = ips(n0) * nodes / n0``, where ``ips(n0)`` is the median over the
+    completed runs at ``n0`` (one run per point in a plain sweep).
+
+    Returns:
+        One row per completed run with a measured ``ips``: the line columns, ``nodes``,
+        ``world_size``, ``ips`` (global images/s), ``ideal_ips`` (images/s),
+        ``scaling_efficiency`` (ips / ideal_ips, 1.0 = linear), ``tflops_per_gpu`` (model
+        TFLOP/s per GPU), ``mfu`` (fraction of the device's peak), ``peak_mem_gib``,
+        ``run_dir``; sorted like ``df``. Repeats stay separate rows here; see
+        :func:`vitfsdp.analysis.tables.points_table` for one row per point.
+    """
+    keys = line_columns(df)
+    done = df[(df["status"] == "completed") & df["ips"].notna() & df["nodes"].notna()].copy()
+    cols = [*keys, "nodes", "world_size", "ips", "ideal_ips", "scaling_efficiency",
+            "tflops_per_gpu", "mfu", "peak_mem_gib", "run_dir"]  # fmt: skip
+    if done.empty:
+        return pd.DataFrame(columns=cols)
+    done["ideal_ips"] = _ideal_ips(done, keys)
+    done["scaling_efficiency"] = done["ips"] / done["ideal_ips"]
+    return done[cols].reset_index(drop=True)
+
+
+def _ideal_ips(done: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Linear scaling from each line's smallest node count: ips(n0) * nodes / n0."""
+    nodes = done["nodes"].astype("float64")
+    n0 = nodes.groupby([done[k] for k in keys], dropna=False).transform("min")
+    ips_at_n0 = done["ips"].where(nodes == n0)
+    base_ips = ips_at_n0.groupby([done[k] for k in keys], dropna=False).transform("median")
+    return base_ips * nodes / n0
+
+
+def comparison_columns(df: pd.DataFrame) -> list[str]:
+    """The line columns that pair a JAX run with a PyTorch run: all but ``framework`` and
+    the :data:`TORCH_ONLY_COLUMNS` (null under JAX)."""
+    return [c for c in line_columns(df) if c not in ("framework", *TORCH_ONLY_COLUMNS)]
+
+
+def framework_ratio_table(df: pd.DataFrame) -> pd.DataFrame:
+    """JAX against PyTorch: images/s of both and their ratio per model, strategy and node
+    count (and any other varying config of :func:`comparison_columns`).
+
+    Only completed runs count; the median ips is taken where a point ran more than once. A
+    PyTorch setting that splits a strategy's PyTorch lines (``backward_prefetch`` swept,
+    say) stays a column, each of its rows compared with the same JAX run.
+
+    Returns:
+        One row per point that both frameworks completed: the key columns, ``nodes``, the
+        varying PyTorch-only columns, ``torch_ips`` and ``jax_ips`` (global images/s) and
+        ``jax_over_torch`` (jax_ips / torch_ips; > 1: JAX is faster); empty (with these
+        columns) when either framework has no completed run.
+    """
+    keys, lines = [*comparison_columns(df), "nodes"], line_columns(df)
+    within = df[df["framework"] == "torch"].groupby(list(BASE_LINE_COLUMNS), dropna=False)
+    torch_keys = [c for c in TORCH_ONLY_COLUMNS
+                  if c in lines and (within[c].nunique(dropna=False) > 1).any()]
+    done = df[(df["status"] == "completed") & df["ips"].notna() & df["nodes"].notna()]
+    by_framework = {fw: done[done["framework"] == fw] for fw in ("torch", "jax")}
+    cols = [*keys, *torch_keys, *RATIO_COLUMNS]
+    if any(rows.empty for rows in by_framework.values()):
+        return pd.DataFrame(columns=cols)
+    torch_ips = (by_framework["torch"].groupby([*keys, *torch_keys], dropna=False)["ips"]
+                 .median().rename("torch_ips").reset_index())
+    jax_ips = (by_framework["jax"].groupby(keys, dropna=False)["ips"].median()
+               .rename("jax_ips").reset_index())
+    table = torch_ips.merge(jax_ips, on=keys, how="inner")
+    table["jax_over_torch"] = table["jax_ips"] / table["torch_ips"]
+    return table[cols].sort_values(keys, kind="stable", key=_sort_key).reset_index(drop=True)
+
+
+def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:
+    """A compact text table of every run: model, strategy, nodes, status, ips, efficiency, memory.
+
+    Args:
+        df: a :func:`~vitfsdp.analysis.collect.collect_runs` frame (all statuses).
+        scaling: its :func:`scaling_table`; computed if not given.
+
+    Returns:
+        The table as text; ips in images/s, efficiency in percent of ideal, peak memory in
+        GiB; a missing value (a setting DDP does not have, a figure a failed run lacks) ``-``.
+    """
+    scaling = scaling_table(df) if scaling is None else scaling
+    eff = scaling.set_index("run_dir")["scaling_efficiency"]
+    keys = line_columns(df)
+    table = df[[*keys, "nodes", "status"]].astype(object)
+    table = table.where(table.notna(), "-")  # missing printed one way
+    table["ips"] = df["ips"].map(lambda x: "-" if pd.isna(x) else f"{x:.1f}")
+    table["efficiency"] = df["run_dir"].map(eff).map(format_efficiency)
+    table["peak_mem_gib"] = df["peak_mem_gib"].map(lambda x: "-" if pd.isna(x) else f"{x:.2f}")
+    return table.to_string(index=False) + efficiency_footnote(table["efficiency"])
+
+
+#: What an efficiency above 100 % of the ideal line means in weak scaling: not super-linear
+#: scaling (every rank does the same work) but noise, in the baseline or the point.
+ABOVE_IDEAL_NOTE = ("* above 100 % of ideal: noise (in the smallest node count's baseline or "
+                    "this point), not super-linear scaling")
+
+
+def format_efficiency(x: float) -> str:
+    """Scaling efficiency as a whole percent (``-`` where unknown), ``*`` after one that
+    rounds above 100 % (see :data:`ABOVE_IDEAL_NOTE`)."""
+    if pd.isna(x):
+        return "-"
+    return f"{x:.0%}" + ("*" if round(x * 100) > 100 else "")
+
+
+def efficiency_footnote(column: pd.Series) -> str:
+    """``\n`` and :data:`ABOVE_IDEAL_NOTE` where a formatted efficiency is flagged, else ``""``."""
+    return f"\n{ABOVE_IDEAL_NOTE}" if column.str.endswith("*").any() else ""
