@@ -3,6 +3,9 @@ helper (vitfsdp.core.locks), and the one config hash (vitfsdp.core.identity)."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import os
 import signal
 import socket
@@ -12,7 +15,7 @@ import textwrap
 
 import pytest
 
-from vitfsdp.core import atomic
+from vitfsdp.core import atomic, confighash
 from vitfsdp.core.locks import lock_holder, locked
 
 # --- atomic writes -------------------------------------------------------------------------
@@ -109,3 +112,70 @@ def test_a_soft_lock_names_its_holder_and_is_left_stale_by_kill_9(tmp_path):
 
 def test_lock_holder_of_no_file_is_none(tmp_path):
     assert lock_holder(tmp_path / "missing.lock") is None
+
+
+# --- the config hash -----------------------------------------------------------------------
+
+#: The two hashes as they were before they were merged (launch/resume.py's config_hash with
+#: WATCH_ONLY and ADDED_EMPTY, checkpoint.py's fingerprint with NEUTRAL_TRAIN_KEYS): the
+#: merged one must give the same values, so that earlier sweeps resume and checkpoints load.
+_OLD_WATCH_ONLY = ("poll_s", "array", "array_parallelism", "max_jobs", "max_requeues",
+                   "peak_tflops", "plan_efficiency", "intra_node_gbps", "inter_node_gbps",
+                   "price_per_node_hour", "memory_gbps", "collective_latency_us",
+                   "intra_node_latency_us", "inter_node_latency_us", "time", "queue_limits")
+
+
+def _old_point_hash(cfg) -> str:
+    d = dataclasses.asdict(cfg)
+    for key in _OLD_WATCH_ONLY:
+        d["cluster"].pop(key, None)
+    if not d["cluster"].get("single_node_env"):
+        d["cluster"].pop("single_node_env", None)
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _old_fingerprint(cfg) -> tuple[str, dict]:
+    d = dataclasses.asdict(cfg)
+    d["cluster"] = {"gpus_per_node": d["cluster"]["gpus_per_node"]}
+    d.pop("dry_run", None)
+    for key in ("checkpoint_every", "timeout_s", "memory_limit_gib"):
+        d["train"].pop(key, None)
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16], d
+
+
+def _configs():
+    from vitfsdp.config import RunConfig
+
+    plain = RunConfig()
+    changed = RunConfig()
+    changed.cluster.single_node_env = {"NCCL_P2P_DISABLE": "1"}
+    changed.cluster.plan_efficiency = 0.37
+    changed.cluster.gpus_per_node = 4
+    changed.train.checkpoint_every = 5
+    changed.train.timeout_s = 60
+    changed.dry_run = True
+    return [plain, changed]
+
+
+def test_the_merged_hash_gives_the_values_of_the_two_it_replaced():
+    from vitfsdp.checkpoint import fingerprint
+    from vitfsdp.launch.resume import config_hash
+
+    for cfg in _configs():
+        assert config_hash(cfg) == _old_point_hash(cfg)
+        assert fingerprint(cfg) == _old_fingerprint(cfg)
+
+
+def test_a_checkpoint_resumes_across_what_a_point_tells_apart():
+    """The checkpoint's identity is the point's less its declared extension: the cadence,
+    time-out, dry_run and the cluster beyond gpus_per_node change a point, not a checkpoint."""
+    plain, changed = _configs()
+    changed.cluster.gpus_per_node = plain.cluster.gpus_per_node
+    assert confighash.config_digest(plain)[0] != confighash.config_digest(changed)[0]
+    assert (confighash.config_digest(plain, "checkpoint")[0]
+            == confighash.config_digest(changed, "checkpoint")[0])
+    changed.train.lr = plain.train.lr * 2
+    assert (confighash.config_digest(plain, "checkpoint")[0]
+            != confighash.config_digest(changed, "checkpoint")[0])
+    with pytest.raises(ValueError, match="scope"):
+        confighash.config_digest(plain, "sweep")

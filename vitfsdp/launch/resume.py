@@ -21,9 +21,6 @@ Two sweeps cannot work in one directory at once: :class:`SweepLock`.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import hashlib
-import json
 import logging
 import shlex
 import shutil
@@ -31,6 +28,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from vitfsdp.core.confighash import config_digest
 from vitfsdp.core.layout import (
     ATTEMPTS_DIR,
     CHECKPOINT_DIR,
@@ -45,30 +43,12 @@ from vitfsdp.records import read_json
 
 log = logging.getLogger(__name__)
 
-#: Cluster fields that change how a point is watched, requeued, planned or priced, not what it
-#: measures: left out of the hash, so recalibrating the plan or setting a price does not
-#: make completed points run again (nor does the time limit cluster.time=auto resolves to).
-WATCH_ONLY = ("poll_s", "array", "array_parallelism", "max_jobs", "max_requeues", "peak_tflops",
-              "plan_efficiency", "intra_node_gbps", "inter_node_gbps", "price_per_node_hour",
-              "memory_gbps", "collective_latency_us", "intra_node_latency_us",
-              "inter_node_latency_us", "time", "queue_limits")
-
-
-#: Cluster fields added after sweeps were recorded: left out of the hash while empty, so an
-#: earlier sweep's points keep their identity.
-ADDED_EMPTY = ("single_node_env",)
-
-
 def config_hash(cfg) -> str:
     """16 hex digits of SHA-256 over the resolved config (a :class:`vitfsdp.config.RunConfig`)
-    as sorted JSON, without :data:`WATCH_ONLY` cluster fields."""
-    d = dataclasses.asdict(cfg)
-    for key in WATCH_ONLY:
-        d["cluster"].pop(key, None)
-    for key in ADDED_EMPTY:
-        if not d["cluster"].get(key):
-            d["cluster"].pop(key, None)
-    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    as sorted JSON, without the cluster fields that do not change what a point measures
+    (:data:`vitfsdp.core.confighash.POINT_EXCLUDED`): the ``point`` scope of
+    :func:`vitfsdp.core.confighash.config_digest`."""
+    return config_digest(cfg, "point")[0]
 
 
 @dataclass
