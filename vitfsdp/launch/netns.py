@@ -367,7 +367,7 @@ class EmulatedNetwork:
         """Make the nodes' CPU-quota cgroups, or say in one line why they cannot be made."""
         if self._cpus is None:
             return
-        self.node_cpus_reason = nodecpu.unavailable_reason()
+        self.node_cpus_reason = nodecpu.enable_cpu_controller()
         if self.node_cpus_reason is None:
             self._cpus.create()
             cores = os.cpu_count() or 1
