@@ -58,13 +58,14 @@ def locked(path: str | os.PathLike, *, shared_fs: bool = False,
     # filelock takes 0.1 s to import: only where a lock is taken
     from filelock import FileLock, SoftFileLock
 
+    # held by the process, not a thread (as flock is): any thread may release it
     if shared_fs:
-        lock: BaseFileLock = SoftFileLock(str(path), timeout=timeout)
+        lock: BaseFileLock = SoftFileLock(str(path), timeout=timeout, thread_local=False)
     else:
         # the permissions os.open(path, ..., 0o644) gives: read-write for the owner, read
         # for the others as the umask allows; no soft fallback (it would outlive a kill -9)
         lock = FileLock(str(path), timeout=timeout, mode=default_file_mode() & 0o644,
-                        fallback_to_soft=False)
+                        thread_local=False, fallback_to_soft=False)
     with lock:
         if not shared_fs:  # filelock truncated it once held; a contender leaves it so
             Path(path).write_text(f"host {socket.gethostname()} pid {os.getpid()}",
