@@ -289,3 +289,51 @@ def test_ranks_count_a_link_only_where_the_record_names_it(tmp_path):
     assert rec["sent_bytes_total"] == 400 and rec["nodes"] == 3
     assert rec["sent_bytes_per_node"] == [300, None, 100] and rec["network"] == "vs-1"
     assert rec["inter_node_gbit_s"] == 0.1 and "eth0" in rec["counted"]
+
+
+def _fake_cgroup_v2(root: Path, subtree: str) -> dict[str, tuple[str, int]]:
+    """A cgroup v2 root with a cpu controller (plain files in ``root``); returns a snapshot
+    of every file's text and modification time."""
+    (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (root / "cgroup.subtree_control").write_text(subtree)
+    return _snapshot(root)
+
+
+def _snapshot(root: Path) -> dict[str, tuple[str, int]]:
+    return {str(p.relative_to(root)): (p.read_text(), p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_the_questions_about_cpu_quotas_write_nothing(tmp_path):
+    """cpu_root, unavailable_reason and find only read a cgroup tree whose cpu controller is
+    not yet enabled for the root's children; enable_cpu_controller (the action) enables it,
+    and NodeCpuShares.create (which needs it) does too."""
+    before = _fake_cgroup_v2(tmp_path, "memory pids\n")
+    assert nodecpu.cpu_root(tmp_path) == (tmp_path, 2)
+    assert nodecpu.unavailable_reason(tmp_path) is None  # root here: writable
+    assert nodecpu.find("vitfsdp-", tmp_path) == []
+    assert _snapshot(tmp_path) == before
+    assert nodecpu.enable_cpu_controller(tmp_path) is None
+    assert (tmp_path / "cgroup.subtree_control").read_text() == "+cpu"
+    (tmp_path / "cgroup.subtree_control").write_text("memory\n")
+    shares = nodecpu.NodeCpuShares("vitfsdp-1-1", 1, 0.5, tmp_path)
+    shares.create()
+    assert (tmp_path / "cgroup.subtree_control").read_text() == "+cpu"
+    assert (tmp_path / "vitfsdp-1-1-n0" / "cpu.max").read_text() == "5000 10000"
+
+
+def test_an_enabled_cpu_controller_is_left_alone(tmp_path):
+    before = _fake_cgroup_v2(tmp_path, "cpu memory\n")
+    assert nodecpu.enable_cpu_controller(tmp_path) is None
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
+def test_no_write_access_is_the_questions_reason(tmp_path):
+    _fake_cgroup_v2(tmp_path, "")
+    tmp_path.chmod(0o555)
+    try:
+        assert "not writable" in nodecpu.unavailable_reason(tmp_path)
+        assert "not writable" in nodecpu.enable_cpu_controller(tmp_path)
+    finally:
+        tmp_path.chmod(0o755)

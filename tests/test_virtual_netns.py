@@ -318,10 +318,41 @@ def test_bad_settings_are_refused_before_anything_starts(tmp_path, key, value):
     assert not state.exists()
 
 
-def test_the_nodes_tcp_settings_are_the_local_launchers():
-    """network.sh repeats vitfsdp.launch.netns.NODE_SYSCTLS (shell, not Python): the same
-    per-node TCP settings, so both emulated networks measure alike."""
-    done = subprocess.run(["bash", "-c", 'source common.sh && source network.sh && '
-                           'printf "%s\\n" "${NET_SYSCTLS[@]}"'], cwd=VIRTUAL,
-                          capture_output=True, text=True, check=True)
-    assert tuple(done.stdout.splitlines()) == netns.NODE_SYSCTLS
+#: A stand-in for ``ip`` that logs its arguments, one call a line, to $IP_LOG.
+FAKE_IP = '#!/bin/sh\nprintf "%s|" "$@" >>"$IP_LOG"\necho >>"$IP_LOG"\n'
+
+
+def _ip_calls(tmp_path: Path, shell: str, name: str) -> list[str]:
+    """The ``ip`` commands ``shell`` (bash, in launch/virtual/) runs, with ``ip`` faked."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "ip").write_text(FAKE_IP)
+    (bin_dir / "ip").chmod(0o755)
+    out = tmp_path / f"{name}.log"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "IP_LOG": str(out),
+           "VITFSDP_SLURM_DIR": str(tmp_path / "state"), "VITFSDP_SLURM_NETWORK_GBIT_S": "0.1"}
+    subprocess.run(["bash", "-c", shell], cwd=VIRTUAL, env=env, check=True)
+    return out.read_text().splitlines()
+
+
+def test_the_clusters_nodes_are_linked_by_the_local_launchers_code(tmp_path):
+    """network.sh's net_link runs vitfsdp.launch.netns.link_node (the local launcher's): the
+    same TCP settings and htb classes on both ends of a node's link, the one implementation
+    (the commands, with ``ip`` faked, are those link_node gives), on the node's interface
+    that network.sh names (NET_NODE_IF)."""
+    shell = _ip_calls(tmp_path, "source common.sh && source network.sh && net_check_settings"
+                      " && net_link vslurm-x-vnode1 vslurm-x-sw p1", "shell")
+    python = _ip_calls(tmp_path, f"{sys.executable} -c 'from vitfsdp.launch.netns import "
+                       "link_node; link_node(\"vslurm-x-vnode1\", \"vslurm-x-sw\", \"p1\", 0.1)'",
+                       "python")
+    assert shell == python
+    assert shell[0] == "|".join(["netns", "exec", "vslurm-x-vnode1", "sysctl", "-q", "-w",
+                                 *netns.NODE_SYSCTLS, ""])
+    classes = [c for c in shell if "|class|add|" in c]
+    assert len(classes) == 2 and all("|rate|100000000bit|" in c for c in classes), shell
+    assert "vslurm-x-vnode1|tc|class|add|dev|eth0|" in classes[0]
+    assert "vslurm-x-sw|tc|class|add|dev|p1|" in classes[1]
+    node_if = subprocess.run(["bash", "-c", 'source common.sh && source network.sh && '
+                              'printf %s "$NET_NODE_IF"'], cwd=VIRTUAL, capture_output=True,
+                             text=True, check=True).stdout
+    assert node_if == netns.NODE_IFNAME

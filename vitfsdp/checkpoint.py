@@ -21,9 +21,7 @@ same directory resumes from it.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
-import hashlib
 import json
 import logging
 import shutil
@@ -37,6 +35,7 @@ import torch.distributed as dist
 
 # the run directory's names and the exit code of a stop (vitfsdp.core.layout), under the
 # names other modules import from here
+from vitfsdp.core.confighash import config_digest
 from vitfsdp.core.layout import CHECKPOINT_DIR as CHECKPOINT_DIR
 from vitfsdp.core.layout import CHECKPOINT_META_FILE as META_FILE
 from vitfsdp.core.layout import CHECKPOINT_OLD_DIR as OLD_DIR
@@ -45,21 +44,14 @@ from vitfsdp.core.layout import EXIT_PREEMPTED as EXIT_PREEMPTED
 
 log = logging.getLogger(__name__)
 
-#: Config fields that do not change what is trained: a checkpoint resumes across them.
-NEUTRAL_TRAIN_KEYS = ("checkpoint_every", "timeout_s", "memory_limit_gib")
-
 
 def fingerprint(cfg) -> tuple[str, dict]:
     """(16 hex digits of SHA-256, the dict hashed) of what a checkpoint depends on: the run
     config (a :class:`vitfsdp.config.RunConfig`) without the cluster profile (only its
-    ``gpus_per_node``), ``dry_run`` and :data:`NEUTRAL_TRAIN_KEYS`."""
-    d = dataclasses.asdict(cfg)
-    d["cluster"] = {"gpus_per_node": d["cluster"]["gpus_per_node"]}
-    d.pop("dry_run", None)
-    for key in NEUTRAL_TRAIN_KEYS:
-        d["train"].pop(key, None)
-    digest = hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()
-    return digest[:16], d
+    ``gpus_per_node``), ``dry_run`` and the train fields a run resumes across
+    (:data:`vitfsdp.core.confighash.CHECKPOINT_EXCLUDED`): the ``checkpoint`` scope of
+    :func:`vitfsdp.core.confighash.config_digest`."""
+    return config_digest(cfg, "checkpoint")
 
 
 def find(run_dir: Path, cfg, rank: int) -> dict | None:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+from vitfsdp.core.atomic import write_atomic
 from vitfsdp.core.checkout import checkout_state
 
 #: Slurm variables recorded in run.json (ids and placement, nothing secret).
@@ -130,9 +131,7 @@ def redact_yaml_file(path: Path) -> bool:
     redacted = redact_tree(tree)
     if redacted == tree:
         return False
-    tmp = path.with_name(f".{path.name}.redacted")
-    tmp.write_text(yaml.safe_dump(redacted, sort_keys=False), encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, yaml.safe_dump(redacted, sort_keys=False))
     return True
 
 

@@ -32,10 +32,13 @@ import math
 import os
 import re
 import statistics
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+# the one atomic write (vitfsdp.core.atomic); other modules import default_file_mode from here
+from vitfsdp.core.atomic import default_file_mode as default_file_mode
+from vitfsdp.core.atomic import write_atomic
 
 # the file names and statuses are the run directory's (vitfsdp.core.layout); other modules
 # import RUN_FILE, METRICS_FILE, SUMMARY_FILE, STATUSES and RUNNING from here too
@@ -69,18 +72,6 @@ SUM_FIELDS = ("alloc_retries", "num_ooms")
 RANGE_FIELDS = ("ips", "step_time_s")
 
 
-def default_file_mode() -> int:
-    """The mode ``open()`` gives a new file: 0o666 less the process's umask (read from
-    /proc/self/status, else by setting and restoring it)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            umask = next(int(line.split()[1], 8) for line in f if line.startswith("Umask:"))
-    except (OSError, StopIteration, ValueError):
-        umask = os.umask(0o022)
-        os.umask(umask)
-    return 0o666 & ~umask
-
-
 def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
     """Write ``obj`` as indented JSON to ``path`` through a temporary file and a rename. The
     file gets the permissions ``open()`` would give it (:func:`default_file_mode`), so
@@ -94,23 +85,15 @@ def write_json_atomic(path: str | os.PathLike, obj: Any) -> None:
 
 
 def write_text_atomic(path: str | os.PathLike, text: str, mode: int | None = None) -> None:
-    """Write ``text`` to ``path`` through a temporary file of the same folder and a rename: a
-    reader sees the old file or the new one, never half of one. The file has ``mode`` from
-    its first byte (None: :func:`default_file_mode`, as ``open()`` would give it).
+    """Write ``text`` to ``path`` through a temporary file of the same folder and a rename
+    (:func:`vitfsdp.core.atomic.write_atomic`): a reader sees the old file or the new one,
+    never half of one. The file has ``mode`` from its first byte (None:
+    :func:`default_file_mode`, as ``open()`` would give it).
 
     Raises:
         OSError: the directory is missing or not writable.
     """
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:  # mkstemp creates it 0600
-            os.fchmod(f.fileno(), default_file_mode() if mode is None else mode)
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, text, mode)
 
 
 def append_jsonl(path: str | os.PathLike, obj: dict) -> None:
@@ -160,19 +143,6 @@ def disk_error(error: BaseException | str | None) -> str | None:
 def one_line_os_error(e: OSError) -> str:
     """An OSError's message and file, on one line (``No space left on device: 'x'``)."""
     return f"{e.strerror}: {e.filename!r}" if e.filename else str(e.strerror or e)
-
-
-def _write_jsonl_atomic(path: Path, rows: list[dict]) -> None:
-    """Replace ``path`` with ``rows`` as JSON lines through a temporary file and a rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), default_file_mode())
-            f.writelines(json.dumps(row, default=str) + "\n" for row in rows)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_json(path: str | os.PathLike) -> dict | None:
@@ -306,7 +276,8 @@ class RunRecords:
             self.windows = [{**w, "attempt": w.get("attempt", 0)}
                             for w in self._earlier_windows()
                             if w.get("step_end", resume_step + 1) <= resume_step]
-            _write_jsonl_atomic(self.run_dir / METRICS_FILE, self.windows)
+            write_atomic(self.run_dir / METRICS_FILE,
+                         "".join(json.dumps(w, default=str) + "\n" for w in self.windows))
         else:
             (self.run_dir / METRICS_FILE).unlink(missing_ok=True)
         (self.run_dir / SUMMARY_FILE).unlink(missing_ok=True)

@@ -15,14 +15,14 @@
 # and the slurmds reach slurmctld at SlurmctldHost=localhost(<subnet>.254). Removing the
 # switch namespace removes that veth with it (a veth pair goes when one end goes).
 #
-# Shaped as vitfsdp/launch/netns.py shapes the local launcher's links (the same htb class,
-# burst and TCP settings; kept in step by hand, see NET_SYSCTLS and net_shape): both ends of
+# Each node's TCP settings and shaped link are made by the local launcher's own code
+# (net_link: vitfsdp.launch.netns.link_node, this repository's, run by python3): both ends of
 # each node's link (its eth0 and its switch port) carry an htb class at the rate, so a node
 # sends and receives at most the rate at once, as through a full-duplex NIC. Latency is not
 # emulated (no netem on this kernel); a `netem delay` qdisc would be the leaf of class 1:10.
-# This is shell, not a call into vitfsdp.launch.netns, because the namespaces live as long
-# as the daemons (from start.sh to stop.sh), not as long as one Python process (netns.py's
-# EmulatedNetwork is a `with` block with a guard process), and start.sh needs no Python.
+# The rest is shell, not netns.py's EmulatedNetwork, because the namespaces live as long as
+# the daemons (from start.sh to stop.sh), not as long as one Python process (EmulatedNetwork
+# is a `with` block with a guard process).
 #
 # Sources: ip-netns(8), ip-link(8), tc-htb(8); `ip netns exec` bind-mounts the files of
 # /etc/netns/<name>/ over /etc (the nodes' hosts files).
@@ -36,11 +36,8 @@ NET_HOST_ADDR=$NET_SUBNET.254
 NET_NODE_IF=eth0  # the node end of its link, inside the node's namespace (GLOO_SOCKET_IFNAME)
 NET_STAMP=$STATE_DIR/run/network  # written last: the network is complete and has these settings
 NET_ETC=/etc/netns
-# Per node, as vitfsdp.launch.netns.NODE_SYSCTLS: TCP buffers that hold a collective's message
-# and no slow start after idle, as on a tuned cluster host (ip-sysctl.txt).
-NET_SYSCTLS=("net.ipv4.tcp_rmem=4096 8388608 16777216"
-             "net.ipv4.tcp_wmem=4096 8388608 16777216"
-             "net.ipv4.tcp_slow_start_after_idle=0")
+# The repository this script is in: net_link runs its vitfsdp, whichever one is installed.
+NET_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 NETNS=0  # 1 once net_decide has found the network wanted and possible
 
 # net_check_settings: refuse a bad rate or subnet in one line naming the variable, before
@@ -69,6 +66,8 @@ net_unavailable_reason() {
         echo "not root (no CAP_NET_ADMIN and CAP_SYS_ADMIN)"
     elif ! command -v ip >/dev/null || ! command -v tc >/dev/null; then
         echo "no ip or tc command (install iproute2)"
+    elif ! command -v python3 >/dev/null; then
+        echo "no python3 (vitfsdp.launch.netns shapes the links)"
     elif ! ip netns list >/dev/null 2>&1; then
         echo "ip netns list fails"
     fi
@@ -134,15 +133,13 @@ net_complete() {
     ip -4 -o addr show dev "$NET_HOST_IF" 2>/dev/null | grep -q " $NET_HOST_ADDR/"
 }
 
-# net_shape NAMESPACE DEV: DEV's egress at most NET_GBIT_S, one htb class (as netns._shape:
-# rate = ceil, burst 2 ms at the rate but at least 64 KiB, quantum 60000).
-net_shape() {
-    local rate_bit_s burst_b
-    rate_bit_s=$(awk -v g="$NET_GBIT_S" 'BEGIN {printf "%d", g * 1e9}')
-    burst_b=$(awk -v r="$rate_bit_s" 'BEGIN {b = int(r / 8 * 0.002); printf "%d", (b > 65536 ? b : 65536)}')
-    tc -n "$1" qdisc add dev "$2" root handle 1: htb default 10
-    tc -n "$1" class add dev "$2" parent 1: classid 1:10 htb rate "${rate_bit_s}bit" \
-        ceil "${rate_bit_s}bit" burst "${burst_b}b" cburst "${burst_b}b" quantum 60000
+# net_link NAMESPACE SWITCH PORT: the node's TCP settings and its link (its eth0, and PORT of
+# the switch) shaped to NET_GBIT_S both ways, by vitfsdp.launch.netns.link_node, the local
+# launcher's own: one htb class (rate = ceil, burst 2 ms at the rate but at least 64 KiB).
+net_link() {
+    PYTHONPATH="$NET_REPO${PYTHONPATH:+:$PYTHONPATH}" python3 -c \
+        "import sys; from vitfsdp.launch.netns import main; sys.exit(main())" \
+        link "$1" "$2" "$3" "$NET_GBIT_S"
 }
 
 # net_write_etc NAMESPACE ADDRESS: the node's /etc/hosts (this host's name is the node's own
@@ -189,14 +186,12 @@ net_create() {
         port=p$((i + 1))
         ip netns add "$ns"
         net_write_etc "$ns" "$(net_node_addr "$i")"
-        ip netns exec "$ns" sysctl -q -w "${NET_SYSCTLS[@]}"
         ip -n "$sw" link add "$port" type veth peer name "$NET_NODE_IF" netns "$ns"
         ip -n "$sw" link set "$port" master br0 up
         ip -n "$ns" addr add "$(net_node_addr "$i")/24" dev "$NET_NODE_IF"
         ip -n "$ns" link set lo up
         ip -n "$ns" link set "$NET_NODE_IF" up
-        net_shape "$ns" "$NET_NODE_IF"
-        net_shape "$sw" "$port"
+        net_link "$ns" "$sw" "$port"
     done
     ip route get "$(net_node_addr 0)" | grep -q "dev $NET_HOST_IF" \
         || die "$(net_node_addr 0) is not routed through $NET_HOST_IF: $(ip route get "$(net_node_addr 0)")"

@@ -69,6 +69,7 @@ from vitfsdp import data, distributed, failures, models, parallel, provenance, t
 from vitfsdp.bench.options import PATHS as PATHS  # noqa: F401 (re-exported)
 from vitfsdp.bench.options import SPREAD_WARN, BenchOptions, parse_args
 from vitfsdp.config import CONF_DIR, RunConfig, register_configs, to_run_config
+from vitfsdp.core.atomic import write_atomic
 from vitfsdp.core.loop import windows
 from vitfsdp.core.resolved import Resolved
 from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC
@@ -300,9 +301,7 @@ def write_csv(table: pd.DataFrame, out: Path) -> Path:
     benchmark writes it after every measurement. Returns its path."""
     out.mkdir(parents=True, exist_ok=True)  # where every measurement failed early
     path = out / "bench.csv"
-    tmp = path.with_suffix(".csv.tmp")
-    csv_table(table).to_csv(tmp, index=False)
-    tmp.replace(path)
+    write_atomic(path, csv_table(table).to_csv(index=False))
     return path
 
 

@@ -50,18 +50,17 @@ PERIOD_US = 10_000
 
 
 def cpu_root(root: Path = CGROUP_ROOT) -> tuple[Path, int] | str:
-    """The cgroup directory under which node cgroups with a CPU quota can be made, and the
-    hierarchy's version (1 or 2); or why none can (a one-line reason)."""
+    """The cgroup directory under which node cgroups with a CPU quota are made, and the
+    hierarchy's version (1 or 2); or why there is none (a one-line reason). A question: it
+    reads and never writes (cgroup v2's cpu controller may still need enabling:
+    :func:`enable_cpu_controller`)."""
     controllers = root / "cgroup.controllers"
     if controllers.is_file():
         try:
             if "cpu" not in controllers.read_text(encoding="utf-8").split():
                 return "the cgroup v2 hierarchy has no cpu controller"
-            subtree = root / "cgroup.subtree_control"
-            if "cpu" not in subtree.read_text(encoding="utf-8").split():
-                subtree.write_text("+cpu", encoding="utf-8")
         except OSError as e:
-            return f"cannot enable the cgroup v2 cpu controller ({e.strerror or e})"
+            return f"cannot read {controllers} ({e.strerror or e})"
         return root, 2
     v1 = root / "cpu"
     if (v1 / "cpu.cfs_quota_us").is_file():
@@ -71,12 +70,31 @@ def cpu_root(root: Path = CGROUP_ROOT) -> tuple[Path, int] | str:
 
 def unavailable_reason(root: Path = CGROUP_ROOT) -> str | None:
     """Why node CPU quotas cannot be set here, or ``None`` when they can (a writable cgroup
-    cpu controller, which needs root)."""
+    cpu controller, which needs root). A question: nothing is written."""
     found = cpu_root(root)
     if isinstance(found, str):
         return found
     if not os.access(found[0], os.W_OK):
         return f"{found[0]} is not writable (not root)"
+    return None
+
+
+def enable_cpu_controller(root: Path = CGROUP_ROOT) -> str | None:
+    """Make node CPU quotas possible here: on cgroup v2, enable the cpu controller for the
+    root's children (``+cpu`` into its ``cgroup.subtree_control``) where it is not yet; the
+    action of which :func:`unavailable_reason` is the question. Returns why quotas cannot be
+    set (its reason, or the write's failure), or ``None`` once they can."""
+    reason = unavailable_reason(root)
+    if reason is not None:
+        return reason
+    base, version = cpu_root(root)
+    if version == 2:
+        subtree = base / "cgroup.subtree_control"
+        try:
+            if "cpu" not in subtree.read_text(encoding="utf-8").split():
+                subtree.write_text("+cpu", encoding="utf-8")
+        except OSError as e:
+            return f"cannot enable the cgroup v2 cpu controller ({e.strerror or e})"
     return None
 
 
@@ -105,16 +123,18 @@ class NodeCpuShares:
         return max(1000, round(self.cpus * PERIOD_US))
 
     def create(self) -> None:
-        """Make one cgroup per node under the cpu controller and set its quota.
+        """Make one cgroup per node under the cpu controller (enabled first where it is not:
+        :func:`enable_cpu_controller`) and set its quota.
 
         Raises:
-            RuntimeError: no cgroup cpu controller, or a cgroup could not be made or
-                limited (the message names the directory).
+            RuntimeError: no cgroup cpu controller, or it cannot be enabled or written (not
+                root), or a cgroup could not be made or limited (the message names the
+                directory).
         """
-        found = cpu_root(self.root)
-        if isinstance(found, str):
-            raise RuntimeError(found)
-        base, version = found
+        reason = enable_cpu_controller(self.root)
+        if reason is not None:
+            raise RuntimeError(reason)
+        base, version = cpu_root(self.root)
         for k in range(self.num_nodes):
             d = base / f"{self.name}-n{k}"
             try:

@@ -36,6 +36,7 @@ Sources: ip-netns(8), ip-link(8) (``veth ... peer name ... netns``), tc-htb(8), 
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -118,7 +119,7 @@ class NetworkConfig:
 #: hold a collective's message (a rank that a loaded host schedules late then finds its data
 #: waiting instead of a stalled sender) and no return to slow start after the idle gap
 #: between two collectives. Source: ip-sysctl.txt (Linux), ESnet's host tuning guide.
-#: launch/virtual/network.sh (the virtual Slurm cluster's nodes apart) repeats these: keep in step.
+#: Set by :func:`link_node`, for the virtual Slurm cluster's nodes too.
 NODE_SYSCTLS = ("net.ipv4.tcp_rmem=4096 8388608 16777216",
                 "net.ipv4.tcp_wmem=4096 8388608 16777216",
                 "net.ipv4.tcp_slow_start_after_idle=0")
@@ -204,14 +205,30 @@ def _shape(namespace: str, dev: str, gbit_s: float) -> None:
     """Shape ``dev``'s egress to ``gbit_s`` with one ``htb`` class (:data:`LEAF_CLASS`).
 
     The burst covers 2 ms at the rate (at least 64 KiB): with the timer-driven dequeue of a
-    loaded host, a one-packet burst delivers well under the rate. launch/virtual/network.sh's
-    net_shape repeats this class for the virtual Slurm cluster: keep the two in step."""
+    loaded host, a one-packet burst delivers well under the rate."""
     rate_bit_s = gbit_s * 1e9
     burst_b = max(64 * 1024, int(rate_bit_s / 8 * 0.002))
     _tc(namespace, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10")
     _tc(namespace, "class", "add", "dev", dev, "parent", "1:", "classid", LEAF_CLASS, "htb",
         "rate", f"{int(rate_bit_s)}bit", "ceil", f"{int(rate_bit_s)}bit",
         "burst", f"{burst_b}b", "cburst", f"{burst_b}b", "quantum", "60000")
+
+
+def link_node(namespace: str, switch: str, port: str, gbit_s: float) -> None:
+    """Make node ``namespace`` a node apart, the one implementation both emulated networks
+    use (:class:`EmulatedNetwork`, and the virtual Slurm cluster's nodes apart through
+    :func:`main`, launch/virtual/network.sh): its TCP settings (:data:`NODE_SYSCTLS`) and its
+    link shaped both ways, an ``htb`` class at ``gbit_s`` Gbit/s (:func:`_shape`) on the
+    node's :data:`NODE_IFNAME` and on its ``port`` in the ``switch`` namespace, so the node
+    sends and receives at most the rate at once, as through a full-duplex NIC.
+
+    Raises:
+        RuntimeError: an ``ip``, ``sysctl`` or ``tc`` command failed (its stderr in the
+            message).
+    """
+    _ip("netns", "exec", namespace, "sysctl", "-q", "-w", *NODE_SYSCTLS)
+    _shape(namespace, NODE_IFNAME, gbit_s)
+    _shape(switch, port, gbit_s)
 
 
 def _write_etc(namespace: str, own_address: str, addresses: Sequence[str]) -> None:
@@ -348,7 +365,6 @@ class EmulatedNetwork:
         for k, (ns, address) in enumerate(zip(self.namespaces, self.addresses, strict=True)):
             _ip("netns", "add", ns)
             _write_etc(ns, address, self.addresses)
-            _ip("netns", "exec", ns, "sysctl", "-q", "-w", *NODE_SYSCTLS)
             port = f"p{k}"
             _ip("-n", self.switch, "link", "add", port, "type", "veth",
                 "peer", "name", NODE_IFNAME, "netns", ns)
@@ -356,8 +372,7 @@ class EmulatedNetwork:
             _ip("-n", ns, "addr", "add", f"{address}/24", "dev", NODE_IFNAME)
             for dev in ("lo", NODE_IFNAME):
                 _ip("-n", ns, "link", "set", dev, "up")
-            _shape(ns, NODE_IFNAME, self.gbit_s)
-            _shape(self.switch, port, self.gbit_s)
+            link_node(ns, self.switch, port, self.gbit_s)
         self._limit_cpus()
         count = len(self.namespaces)
         log.info("emulated network %s: %s on %g Gbit/s links (htb; latency not emulated)",
@@ -367,7 +382,7 @@ class EmulatedNetwork:
         """Make the nodes' CPU-quota cgroups, or say in one line why they cannot be made."""
         if self._cpus is None:
             return
-        self.node_cpus_reason = nodecpu.unavailable_reason()
+        self.node_cpus_reason = nodecpu.enable_cpu_controller()
         if self.node_cpus_reason is None:
             self._cpus.create()
             cores = os.cpu_count() or 1
@@ -429,3 +444,30 @@ def guard(name: str) -> None:
     folders = [p.name for p in NETNS_ETC.glob(name + "-*")] if NETNS_ETC.is_dir() else []
     remove(sorted({n for n in [*list_namespaces(name), *folders] if n.startswith(name + "-")}))
     nodecpu.remove_dirs(nodecpu.find(name + "-"))
+
+
+#: How a shell runs :func:`main` (``python3 -c LINK_CODE link ...``: launch/virtual/network.sh);
+#: not ``-m``, which would import this module twice (the package imports it first).
+LINK_CODE = "import sys; from vitfsdp.launch.netns import main; sys.exit(main())"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``link NODE_NAMESPACE SWITCH_NAMESPACE PORT GBIT_S``: :func:`link_node`, for the
+    virtual Slurm cluster's nodes apart (launch/virtual/network.sh), whose namespaces live as
+    long as its daemons, not as one Python process. Returns the exit status: 0, or 1 with
+    the failing command on stderr."""
+    parser = argparse.ArgumentParser(prog="vitfsdp.launch.netns",
+                                     description=main.__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    link = commands.add_parser("link", help="a node's TCP settings and its link shaped")
+    link.add_argument("namespace")
+    link.add_argument("switch")
+    link.add_argument("port")
+    link.add_argument("gbit_s", type=float)
+    args = parser.parse_args(argv)
+    try:
+        link_node(args.namespace, args.switch, args.port, args.gbit_s)
+    except RuntimeError as e:
+        print(f"vitfsdp.launch.netns: {e}", file=sys.stderr)
+        return 1
+    return 0

@@ -21,18 +21,14 @@ Two sweeps cannot work in one directory at once: :class:`SweepLock`.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import fcntl
-import hashlib
-import json
 import logging
-import os
 import shlex
 import shutil
-import socket
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from vitfsdp.core.confighash import config_digest
 from vitfsdp.core.layout import (
     ATTEMPTS_DIR,
     CHECKPOINT_DIR,
@@ -42,34 +38,17 @@ from vitfsdp.core.layout import (
     SUMMARY_FILE,
 )
 from vitfsdp.core.layout import FAILED_IN_RUN as FAILED_IN_RUN  # the sweep reads it from here
+from vitfsdp.core.locks import lock_holder, locked
 from vitfsdp.records import read_json
 
 log = logging.getLogger(__name__)
 
-#: Cluster fields that change how a point is watched, requeued, planned or priced, not what it
-#: measures: left out of the hash, so recalibrating the plan or setting a price does not
-#: make completed points run again (nor does the time limit cluster.time=auto resolves to).
-WATCH_ONLY = ("poll_s", "array", "array_parallelism", "max_jobs", "max_requeues", "peak_tflops",
-              "plan_efficiency", "intra_node_gbps", "inter_node_gbps", "price_per_node_hour",
-              "memory_gbps", "collective_latency_us", "intra_node_latency_us",
-              "inter_node_latency_us", "time", "queue_limits")
-
-
-#: Cluster fields added after sweeps were recorded: left out of the hash while empty, so an
-#: earlier sweep's points keep their identity.
-ADDED_EMPTY = ("single_node_env",)
-
-
 def config_hash(cfg) -> str:
     """16 hex digits of SHA-256 over the resolved config (a :class:`vitfsdp.config.RunConfig`)
-    as sorted JSON, without :data:`WATCH_ONLY` cluster fields."""
-    d = dataclasses.asdict(cfg)
-    for key in WATCH_ONLY:
-        d["cluster"].pop(key, None)
-    for key in ADDED_EMPTY:
-        if not d["cluster"].get(key):
-            d["cluster"].pop(key, None)
-    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    as sorted JSON, without the cluster fields that do not change what a point measures
+    (:data:`vitfsdp.core.confighash.POINT_EXCLUDED`): the ``point`` scope of
+    :func:`vitfsdp.core.confighash.config_digest`."""
+    return config_digest(cfg, "point")[0]
 
 
 @dataclass
@@ -162,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 class SweepLock:
-    """An exclusive lock on a sweep directory for the life of one sweep process
-    (``flock`` on ``<sweep dir>/.sweep.lock``, released when the process exits).
+    """An exclusive lock on a sweep directory for the life of one sweep process:
+    ``<sweep dir>/.sweep.lock`` held with :func:`vitfsdp.core.locks.locked` (``flock``,
+    released when the process exits, however it ends), naming its holder's host and pid.
 
     Raises:
         RuntimeError: another live sweep holds the lock; the message names its host and pid.
@@ -171,34 +151,35 @@ class SweepLock:
 
     def __init__(self, sweep_dir: Path) -> None:
         self.path = Path(sweep_dir) / LOCK_FILE
-        self._fd: int | None = None
+        self._held: ExitStack | None = None
 
     def acquire(self) -> SweepLock:
-        """Take the lock or raise (never waits)."""
+        """Take the lock or raise (never waits).
+
+        Raises:
+            RuntimeError: another sweep holds it.
+            OSError: the directory or the lock file cannot be made.
+        """
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        held = ExitStack()
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 200).decode(errors="replace").strip() or "another process"
-            os.close(fd)
+            held.enter_context(locked(self.path, timeout=0))
+        except TimeoutError:
+            holder = lock_holder(self.path) or "another process"
             follow = shlex.join(["python", "-m", "vitfsdp.sweep", "--status",
                                  str(self.path.parent), "--watch"])
             raise RuntimeError(
                 f"another sweep ({holder}) is working in {self.path.parent}; wait for it "
                 f"({follow}) or use another hydra.sweep.dir"
             ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"host {socket.gethostname()} pid {os.getpid()}".encode())
-        self._fd = fd
+        self._held = held
         return self
 
     def release(self) -> None:
         """Drop the lock (also dropped when the process exits)."""
-        if self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        if self._held is not None:
+            self._held.close()
+            self._held = None
 
 
 if __name__ == "__main__":

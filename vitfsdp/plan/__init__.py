@@ -17,7 +17,6 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from vitfsdp import models
 from vitfsdp.plan.memory import (
     ADAMW_STATES,
     CPU_BASELINE_GIB,
@@ -278,13 +277,6 @@ def _overhead_gib(allocated_gib: float, device_memory_gib: float | None, device:
     if device_memory_gib is not None and allocated_gib <= device_memory_gib:
         reserve = min(reserve, device_memory_gib - allocated_gib)
     return reserve
-
-
-def _flops_per_image(cfg) -> float:
-    """Hardware FLOPs per image (:func:`vitfsdp.models.hardware_flops_per_image`): 3 ×
-    forward, plus what activation checkpointing recomputes of every block's forward."""
-    ckpt = cfg.model.spec.depth if cfg.train.activation_checkpointing else 0
-    return models.hardware_flops_per_image(cfg.model, cfg.num_classes, ckpt)
 
 
 def peak_flops_for(cfg, device: str) -> tuple[float | None, str]:

@@ -67,7 +67,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from vitfsdp.plan.memory import DTYPE_BYTES, GIB
+from vitfsdp.plan.memory import DTYPE_BYTES
 
 TILE = 128  # GEMM output tile edge (elements), for tile quantization
 #: The training loop's host time per step and transformer block, the wrapper's excluded:
@@ -111,11 +111,6 @@ class CommVolumes:
     first_s: float | None  # exposed: the first unit's gather, the last bucket, no prefetch
     overlap: float = 1.0  # fraction of min(compute, transfers) of a phase that hides
     notes: frozenset[str] = frozenset()  # what the probe's lookups approximated
-
-    @property
-    def total_gib(self) -> float:
-        """All three buffers, GiB."""
-        return (self.all_gather_bytes + self.reduce_scatter_bytes + self.all_reduce_bytes) / GIB
 
     @property
     def total_s(self) -> float | None:
@@ -423,15 +418,6 @@ def probed_compute_terms(cfg, probe, num_params_shard: int, dtype: str) -> Compu
     other = depth * (o_fwd + o_bwd) + (depth * o_fwd if recompute else 0.0)
     optimizer = noted(probe.optimizer_s(world, num_params_shard))
     return ComputeTerms(forward, backward, optimizer, gemm_total, other, frozenset(notes))
-
-
-def compute_seconds(flops_per_image: float, local_batch_size: int,
-                    peak_flops: float | None, efficiency: float) -> float | None:
-    """Seconds of ``local batch × FLOPs / (efficiency × peak)``; None when the peak is
-    unknown (the plain FLOP count, without shapes or memory-bound ops)."""
-    if peak_flops is None:
-        return None
-    return local_batch_size * flops_per_image / (efficiency * peak_flops)
 
 
 def host_seconds(cfg, num_units: int, compiled: bool) -> float:

@@ -21,12 +21,13 @@ import logging
 import os
 import platform
 import shlex
-import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from vitfsdp.core.atomic import write_atomic
+from vitfsdp.core.locks import locked
 from vitfsdp.plan import predict
 from vitfsdp.plan.__main__ import compose_points
 from vitfsdp.plan.memory import fsdp_units, model_sizes
@@ -273,9 +274,7 @@ def write_probe(path: Path, worlds: list[dict], cluster: str, gpus_per_node: int
             "cluster": cluster, "gpus_per_node": gpus_per_node, "load": load,
             "worlds": worlds}
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(data, indent=1))
     return data
 
 
@@ -283,12 +282,16 @@ def merge_world(path: Path, entry: dict, cluster: str, gpus_per_node: int) -> di
     """Add one world size's ``entry`` to the probe file ``path`` (created if missing; an
     earlier entry of the same world size is replaced) and rewrite it atomically, under a
     lock file beside it, so that packs of several node counts running at once each add
-    theirs (``cluster.probe=allocation``, :mod:`vitfsdp.launch.pack`). The lock is
-    :class:`filelock.SoftFileLock` (a file created exclusively), which holds on the shared
-    file systems of clusters where ``flock`` may not. Returns the file's data."""
-    from filelock import SoftFileLock  # torch's own dependency; only where a pack merges
+    theirs (``cluster.probe=allocation``, :mod:`vitfsdp.launch.pack`). The lock is a soft
+    one (:func:`vitfsdp.core.locks.locked` with ``shared_fs``: a file created exclusively),
+    which holds on the shared file systems of clusters where ``flock`` may not. Returns the
+    file's data.
 
-    with SoftFileLock(str(path) + ".lock", timeout=300):
+    Raises:
+        TimeoutError: another pack's step held the lock for 5 minutes (or a killed one left
+            it behind: remove ``<path>.lock``).
+    """
+    with locked(str(path) + ".lock", shared_fs=True, timeout=300):
         worlds = []
         if path.exists():
             try:
@@ -391,9 +394,7 @@ def publish(kept: Path, path: Path, replace: bool, completed: bool, measured: st
         return (f"{what}; {path}{since} stays the one the plan reads, so recorded predictions "
                 f"do not change; to use this one: cluster.probe={shlex.quote(str(kept))}, or "
                 "rerun with --replace")
-    tmp = path.with_name(f".{path.name}.tmp")
-    shutil.copyfile(kept, tmp)
-    tmp.replace(path)
+    write_atomic(path, kept.read_bytes())
     return f"{what}; wrote {path}: plan with cluster.probe={shlex.quote(str(path))}"
 
 

@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 from vitfsdp import distributed
 from vitfsdp.core import nodecpu
+from vitfsdp.core.atomic import write_atomic
 from vitfsdp.probe import measure
 
 log = logging.getLogger("vitfsdp.probe")
@@ -199,9 +200,7 @@ def main(argv: list[str] | None = None) -> int:
             merge_world(Path(out_path), result, spec.get("cluster", "?"),
                         spec["ranks_per_node"])
             return 0
-        tmp = Path(out_path).with_suffix(".tmp")
-        tmp.write_text(json.dumps(result, indent=1), encoding="utf-8")
-        tmp.replace(out_path)
+        write_atomic(out_path, json.dumps(result, indent=1))
     return 0
 
 
