@@ -121,13 +121,14 @@ gpu-rehearsal:
 lint:
 	$(PYTHON) -m ruff check .
 
-# hydra-core, omegaconf, antlr4 (built here: PyPI has only its sdist) and submitit as
+# hydra-core, omegaconf, antlr4 (built here: PyPI has only its sdist), submitit and filelock 4
+# (vitfsdp.core.locks; the node's torch may bring a 3.x) as
 # Python 3.12 wheels in .whl/, for tools/gpu-check.sh on a node that reaches no registry; in
 # .whl/build/ what the project's own build there needs (setuptools, setuptools-scm and its
 # dependencies); and .whl/version.txt, this checkout's version by setuptools-scm (commit, and a
 # date where it is dirty), which a copy without .git builds as: run it after the last commit
 GPU_PY ?= 3.12
-GPU_WHEELS ?= hydra-core==1.3.2 omegaconf==2.3.0 submitit==1.5.4
+GPU_WHEELS ?= hydra-core==1.3.2 omegaconf==2.3.0 submitit==1.5.4 filelock==4.0.8
 GPU_BUILD_WHEELS ?= setuptools==84.2.1 setuptools-scm==10.3.4 vcs-versioning==2.6.0 \
     packaging==26.2
 
