@@ -6,7 +6,6 @@ launcher (:func:`vitfsdp.sweep.run.launch`), which gets the points validated onc
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -51,7 +50,7 @@ def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str
             points.append(_compose_point(hydra_context, config, list(overrides), num,
                                          constant))
         except (ValueError, ConfigCompositionException, OmegaConfBaseException) as e:
-            errors.append(where + _one_line(hydra_context, e))
+            errors.append(where + one_line(e, overrides))
     errors += _shared_run_dirs(points) + _repeated_points(points) + _reresolved_dirs(points)
     if not errors:
         errors += _check_launchers(points, _options(config))
@@ -140,15 +139,3 @@ def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num:
     searchpath = [o for o in config.hydra.overrides.hydra if o.startswith("hydra.searchpath=")]
     overrides = [*overrides, *(s for s in searchpath if s not in overrides)]
     return Point(num, overrides, cfg, run_dir.resolve(), resume.config_hash(cfg), swept)
-
-
-def _one_line(hydra_context, e: Exception) -> str:
-    """A composition error in one line (:func:`vitfsdp.config.one_line`); Hydra's
-    'Could not find' becomes 'strategy=X is unknown; valid: ...' with the options of every
-    config folder Hydra searches."""
-    m = re.search(r"Could not find '([\w/]+)/([^']+)'", str(e))
-    if m:
-        group, name = m.groups()
-        options = hydra_context.config_loader.get_group_options(group)
-        return f"{group}={name} is unknown; valid: {', '.join(options)}"
-    return one_line(e)
