@@ -25,6 +25,13 @@ SIGNAL_MARGIN_S = 120
 
 
 def _check_launchable(cfg: RunConfig) -> None:
+    """Refuse a point its launcher cannot run, in one line: more local processes than
+    ``cluster.max_local_procs``, nodes the emulated network cannot place, a node count
+    beyond the profile's queue limits, or JAX missing where its ranks would import it.
+
+    Raises:
+        ValueError: naming the field and the fix.
+    """
     if cfg.cluster.launcher == "local" and cfg.world_size > cfg.cluster.max_local_procs:
         raise ValueError(
             f"nodes={cfg.nodes} × cluster.gpus_per_node={cfg.cluster.gpus_per_node} = "
