@@ -71,8 +71,9 @@ def test_config_path_refusals_name_the_variable(tmp_path, monkeypatch, folder, s
 
 
 #: ``python -m vitfsdp.sweep ARGS`` in a process whose interpreter has no JAX as far as the
-#: sweep can tell (``sweep._jax_installed``): the README's set-up installs none.
-WITHOUT_JAX = ("import sys; from vitfsdp import sweep; sweep._jax_installed = lambda: False; "
+#: sweep can tell (``vitfsdp.sweep.check._jax_installed``): the README's set-up installs none.
+WITHOUT_JAX = ("import sys; from vitfsdp import sweep; from vitfsdp.sweep import check; "
+               "check._jax_installed = lambda: False; "
                "sys.exit(sweep.main_cli(sys.argv[1:]))")
 
 

@@ -21,6 +21,7 @@ from vitfsdp import sweep
 from vitfsdp.analysis.report import sweep_command
 from vitfsdp.launch.local import quote_override
 from vitfsdp.launch.resume import SweepLock
+from vitfsdp.sweep import report, slurm_jobs
 
 MARK = "MARK_"
 
@@ -78,9 +79,9 @@ def test_sweep_end_lines_paste_safely(tmp_path, caplog):
     hostile directory so that bash hands it over whole."""
     sweep_dir = hostile_dir(tmp_path)
     with caplog.at_level(logging.INFO, logger=sweep.log.name):
-        sweep._log_detached([], sweep_dir, None)
-        sweep._report_not_ended([], [], sweep_dir)
-        sweep._report([], [], sweep_dir)
+        slurm_jobs._log_detached([], sweep_dir, None)
+        report._report_not_ended([], [], sweep_dir)
+        report._report([], [], sweep_dir)
     status = ["python", "-m", "vitfsdp.sweep", "--status", str(sweep_dir), "--watch"]
     follows = command_after("follow with: ", caplog.text)
     assert len(follows) == 2

@@ -444,7 +444,8 @@ def test_a_probe_of_the_allocation_needs_packs():
     """``cluster.probe=allocation`` is measured by each pack's first step: a sweep of one
     job per point is refused in one line naming the fix."""
     from vitfsdp.launch import LaunchOptions
-    from vitfsdp.sweep import Point, _check_launchers
+    from vitfsdp.sweep import Point
+    from vitfsdp.sweep.check import _check_launchers
 
     overrides = ["cluster=frontier", "cluster.account=STF218", "cluster.probe=allocation"]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
@@ -459,7 +460,7 @@ def test_a_sweep_under_a_read_only_path_is_refused_in_one_line(tmp_path, monkeyp
     run directories lie below one is refused before anything is queued, in one line for the
     whole sweep naming hydra.sweep.dir and the key; a sweep elsewhere passes."""
     from vitfsdp.launch import LaunchOptions
-    from vitfsdp.sweep import _check_launchers
+    from vitfsdp.sweep.check import _check_launchers
 
     home = tmp_path / "home"
     monkeypatch.setenv("VITFSDP_TEST_HOME", str(home))

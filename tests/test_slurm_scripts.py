@@ -275,14 +275,14 @@ def test_stop_signal_that_would_come_at_the_start_is_refused(caplog):
     less than SIGNAL_MARGIN_S between them: one warning per time limit."""
     from types import SimpleNamespace
 
-    from vitfsdp import sweep
+    from vitfsdp.sweep.check import _check_slurm_point
 
     options = SimpleNamespace(scripts_only=True, job_name="vitfsdp")
 
     def check(*overrides, checked=None):
         cfg = compose_cfg(*PROFILES["cuda8"], *POINT, *overrides)
-        return sweep._check_slurm_point(SimpleNamespace(cfg=cfg), options,
-                                        {} if checked is None else checked)
+        return _check_slurm_point(SimpleNamespace(cfg=cfg), options,
+                              {} if checked is None else checked)
 
     assert check("cluster.time=00:01:00", "cluster.signal_delay_s=90") == (
         "cluster.signal_delay_s=90 is not below cluster.time=00:01:00 (60 s): Slurm would "

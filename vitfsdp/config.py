@@ -23,8 +23,9 @@ from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Glob
+from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from vitfsdp.config_jax import check_run_config as check_jax_config
 from vitfsdp.data import DataConfig
@@ -521,32 +522,60 @@ def check_overrides(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> list:
     return parsed
 
 
-def one_line(error: Exception) -> str:
-    """A Hydra or OmegaConf composition error in one line that names the key.
+def one_line(error: Exception, overrides: Sequence[str] = ()) -> str:
+    """A Hydra or OmegaConf composition error in one line that names the key, built from the
+    exception objects (:class:`hydra.errors.MissingConfigException`'s ``missing_cfg_file``
+    and ``options``; the OmegaConf error Hydra chains as the cause, with its ``full_key`` and
+    ``msg``), not from their wording.
 
-    Hydra's ``Could not find 'strategy/X'`` becomes ``strategy=X is unknown; valid: ...``;
-    ``Could not override 'k'`` says to add the key with ``+``; OmegaConf's type errors keep
-    their first line and name the key (``full_key``).
+    A missing group option (``strategy=X``) becomes ``strategy=X is unknown; valid: ...``
+    (every option of Hydra's search path); a plain override of a key the composed config
+    lacks says to add it with ``+``; an override OmegaConf refuses (a type) is named with
+    OmegaConf's first line; any other error is its first line, after its ``full_key``.
+
+    Args:
+        overrides: the overrides composed (as typed), to name the one the error is about.
     """
-    text = str(error)
-    m = re.search(r"Could not find '([\w/]+)/([^']+)'", text)
-    if m:
-        group, name = m.groups()
-        return f"{group}={name} is unknown; valid: {', '.join(group_options(group))}"
-    m = re.search(r"Could not override '([^']+)'.*use (\+\S+)", text, re.S)
-    if m:
-        return (f"{m[1]} is not in the composed config (not a key, or a dict entry the "
-                f"profile does not set); to add it: {m[2]}")
+    if isinstance(error, MissingConfigException) and error.options is not None:
+        group, _, name = (error.missing_cfg_file or "").rpartition("/")
+        return f"{group}={name} is unknown; valid: {', '.join(error.options)}"
     cause = error.__cause__ or error
+    # the OmegaConf error behind Hydra's: its cause, or the one it was raised while handling
+    full_key = next((k for e in (cause, error.__context__) if (k := getattr(e, "full_key", None))),
+                    "")
     lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
-    key = next((line.split(":", 1)[1].strip() for line in lines
-                if line.startswith("full_key:")), "")
     first = lines[0] if lines else type(error).__name__
-    m = re.match(r"Error merging override (\S+)", text)
-    if m:  # Hydra's wrapper of OmegaConf's type errors: name the override itself
-        return f"{m[1]}: {first}"
-    prefix = f"{key}: " if key and key not in first else ""
+    if isinstance(error, ConfigCompositionException) and cause is not error and full_key:
+        override = _override_of(full_key, overrides)
+        if override is not None and (override.is_delete() or override.is_add()
+                                     or override.is_force_add()
+                                     or not isinstance(cause, _NOT_A_KEY)):
+            return f"{override.input_line}: {first}"  # OmegaConf refused the value
+        if override is not None:  # Hydra's "Could not override": a plain override
+            return (f"{override.key_or_group} is not in the composed config (not a key, or a "
+                    "dict entry the profile does not set); to add it: "
+                    f"+{override.input_line}")
+    prefix = f"{full_key}: " if full_key and full_key not in first else ""
     return " ".join(f"{prefix}{first}".split())
+
+
+#: OmegaConf's errors for a key a config does not have (Hydra's "Could not override").
+_NOT_A_KEY = (ConfigAttributeError, ConfigKeyError)
+
+
+def _override_of(full_key: str, overrides: Sequence[str]):
+    """The last of ``overrides`` (as Hydra's parsed ``Override``) that sets ``full_key``, else
+    the last that sets a key below or above it (``cluster.env.X.Y=1`` for ``cluster.env.X``,
+    ``cluster.env={A: 1}`` for ``cluster.env.A``); None when none does or they do not
+    parse."""
+    try:
+        parsed = OverridesParser.create().parse_overrides(list(overrides))
+    except Exception:  # noqa: BLE001 - hydra's HydraException/OverrideParseException
+        return None
+    exact = [o for o in parsed if o.key_or_group == full_key]
+    related = [o for o in parsed if o.key_or_group.startswith(f"{full_key}.")
+               or full_key.startswith(f"{o.key_or_group}.")]
+    return (exact or related or [None])[-1]
 
 
 def _check_launcher(cfg: DictConfig) -> None:
@@ -579,10 +608,10 @@ def check_composes(config_name: str, overrides: Sequence) -> None:
         try:
             _check_launcher(compose(config_name, fixed, return_hydra_config=True))
         except (OmegaConfBaseException, ValueError) as e:
-            raise ValueError(one_line(e)) from None
+            raise ValueError(one_line(e, fixed)) from None
         except Exception as e:  # hydra.errors.HydraException and its kinds
             if type(e).__module__.startswith("hydra"):
-                raise ValueError(one_line(e)) from None
+                raise ValueError(one_line(e, fixed)) from None
             raise
 
 

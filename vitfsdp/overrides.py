@@ -6,18 +6,21 @@
 
 ``python -m vitfsdp.sweep`` validates the points of this expansion before Hydra's sweeper
 runs them, and ``python -m vitfsdp.plan`` predicts them, so a plan table lists the points a
-sweep of the same overrides runs, in the same order. Built on Hydra's public override parser
-(:class:`hydra.core.override_parser.overrides_parser.OverridesParser`); the result equals
-``BasicSweeper.split_arguments`` (tests/test_overrides.py compares the two).
+sweep of the same overrides runs, in the same order. Hydra's own code parses and splits them:
+its override parser (:class:`hydra.core.override_parser.overrides_parser.OverridesParser`)
+and its basic sweeper's ``BasicSweeper.split_arguments`` (the one Hydra has no public path
+to), so the points are the sweeper's by construction; only the refusals are said here, in
+one line each.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # no public path
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import ValueType
 from hydra.errors import HydraException, OverrideParseException
 
 if TYPE_CHECKING:
@@ -54,17 +57,13 @@ def expand(overrides: Sequence[str],
             list(overrides))
     except OverrideParseException as e:
         raise ValueError(str(e).splitlines()[0]) from None
-    axes: dict[str, list[str]] = {}
-    for override in parsed:
-        key = override.get_key_element()
-        if not override.is_sweep_override():
-            axes[key] = [f"{key}={override.get_value_element_as_str()}"]
-        elif not override.is_discrete_sweep():
+    for override in parsed:  # said here in one line; Hydra's sweeper would name the type
+        if override.is_sweep_override() and not override.is_discrete_sweep():
             raise ValueError(f"{override.input_line}: an interval has no list of points to "
                              "run; give the values (key=a,b) or range(start,stop,step)")
-        else:
-            try:
-                axes[key] = [f"{key}={value}" for value in override.sweep_string_iterator()]
-            except HydraException as e:  # a glob without the config loader
-                raise ValueError(f"{override.input_line}: {e}") from None
-    return [list(point) for point in itertools.product(*axes.values())]
+    try:
+        (points,) = BasicSweeper.split_arguments(parsed, None)  # one batch: all points
+    except HydraException as e:  # a glob without the config loader, which lists the options
+        globs = [o.input_line for o in parsed if o.value_type == ValueType.GLOB_CHOICE_SWEEP]
+        raise ValueError(f"{' '.join(globs)}: {e}") from None
+    return points

@@ -171,10 +171,6 @@ class StrategyConfig:
                 f"multiple of cluster.gpus_per_node={ranks_per_node}"
             )
 
-    def spans_nodes(self, world_size: int, ranks_per_node: int) -> bool:
-        """True when one shard group holds ranks of more than one node."""
-        return self.shard_group(world_size) > ranks_per_node
-
     def effective_sharding_strategy(self) -> str:
         """The ShardingStrategy handed to FSDP1 (``DDP`` for DDP).
 

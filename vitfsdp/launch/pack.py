@@ -28,7 +28,6 @@ stopped one from its checkpoint.
 from __future__ import annotations
 
 import logging
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,17 +45,19 @@ from vitfsdp.core.layout import (
     TASK_LOG_DIR,
 )
 from vitfsdp.launch import ClusterConfig, check_text
-from vitfsdp.launch.local import job_record
-from vitfsdp.launch.secrets import hidden_from_slurm, write_point_secrets
+from vitfsdp.launch.secrets import write_point_secrets
 from vitfsdp.launch.slurm import (
     ShellExpr,
+    job_options,
     point_carries_secret,
-    sbatch_options,
-    sbatch_word,
+    sbatch,
+    sbatch_lines,
     setup_lines,
+    shape_groups,
     shell_join,
     shell_word,
-    srun_options,
+    slurm_job_record,
+    srun_step,
     task_spec,
     write_script,
 )
@@ -113,14 +114,6 @@ def make_packs(points: Sequence, predicted_s: dict[int, int]) -> list[Pack]:
             for i, group in enumerate(shape_groups(points))]
 
 
-def shape_groups(points: Sequence) -> list[list]:
-    """Points of the same cluster profile and node count (one job shape), in point order."""
-    groups: dict[tuple, list] = {}
-    for p in points:
-        groups.setdefault((repr(p.cfg.cluster), p.cfg.nodes), []).append(p)
-    return list(groups.values())
-
-
 def slurm_time(seconds: int) -> str:
     """A time limit in Slurm's D-HH:MM:SS, rounded up to the minute (Slurm's unit)."""
     minutes = -(-seconds // 60)
@@ -135,17 +128,15 @@ def render(pack: Pack, sweep_dir: Path, job_name: str, workdir: str) -> str:
     Raises:
         ValueError: an override or run directory holds a control character.
     """
-    cluster = pack.cluster
     output = sweep_dir / PACK_DIR / PACK_OUTPUT.format(index=pack.index, job_id="%j")
-    opts = {**sbatch_options(cluster, pack.nodes, job_name), "time": slurm_time(pack.time_limit_s),
-            "chdir": workdir, "output": str(output), "signal": f"USR2@{cluster.signal_delay_s}"}
+    opts = job_options(pack.cluster, pack.nodes, job_name, workdir=workdir, output=str(output),
+                       time=slurm_time(pack.time_limit_s))
     lines = ["#!/bin/bash",
              f"# vitfsdp pack {pack.index}: {len(pack.points)} sweep points of {pack.nodes} "
              "node(s), one job step each, one after another",
              "# rendered by `python -m vitfsdp.sweep` (hydra.launcher.pack=by_nodes)",
-             *(f"#SBATCH --{k}" if v is True else f"#SBATCH --{k}={sbatch_word(v)}"
-               for k, v in opts.items()),
-             "", *setup_lines(cluster, sweep_dir), 'PACK_PORT="${MASTER_PORT}"']
+             *sbatch_lines(opts), "", *setup_lines(pack.cluster, sweep_dir),
+             'PACK_PORT="${MASTER_PORT}"']
     if pack.probes:
         lines += ["", *_probe_lines(pack, sweep_dir)]
     for position, point in enumerate(pack.points):
@@ -172,8 +163,7 @@ def _probe_lines(pack: Pack, sweep_dir: Path) -> list[str]:
     allocation, merging into the sweep's probe.json; a failure is logged, not fatal."""
     spec = task_spec(pack.cluster, [], Path(sweep_dir), pack.nodes)
     log = str(Path(sweep_dir).resolve() / PACK_DIR / f"probe{pack.index}-%j-%t.log")
-    launch = ["srun", f"--job-name={PROBE_STEP_NAME}", *srun_options(pack.cluster),
-              f"--output={log}"]
+    launch = srun_step(pack.cluster, log, PROBE_STEP_NAME)
     argv = [spec.python, "-u", "-m", "vitfsdp.probe.worker",
             str(probe_request_path(pack, sweep_dir)), "--merge",
             str(Path(sweep_dir).resolve() / PROBE_FILE)]
@@ -193,9 +183,9 @@ def _point_lines(pack: Pack, point, position: int) -> list[str]:
     check_text("run directory", str(point.run_dir))
     spec = task_spec(pack.cluster, point.overrides, point.run_dir, pack.nodes,
                      getattr(point.cfg.train, "checkpoint_every", 0))
-    task_log = str(Path(spec.run_dir) / TASK_LOG_DIR / TASK_LOG.format(task="%t"))
-    launch = ["srun", f"--job-name={STEP_NAME.format(position=position)}",
-              *srun_options(pack.cluster), f"--output={task_log}"]
+    launch = srun_step(pack.cluster, str(Path(spec.run_dir) / TASK_LOG_DIR
+                                         / TASK_LOG.format(task="%t")),
+                       STEP_NAME.format(position=position))
     argv = spec.argv(ShellExpr("${MASTER_ADDR}:${MASTER_PORT}"), ShellExpr("${SLURM_JOB_ID}"))
     return [f"# point {position + 1}/{len(pack.points)}: {point.run_dir.name}",
             f"export MASTER_PORT=$((PACK_PORT + {position}))",
@@ -225,20 +215,15 @@ def write(pack: Pack, sweep_dir: Path, job_name: str) -> Path:
 
 
 def submit(pack: Pack, sweep_dir: Path, job_name: str) -> str:
-    """Write and ``sbatch`` the pack; record its job id in every point's ``job.json``.
+    """Write and ``sbatch`` the pack (:func:`vitfsdp.launch.slurm.sbatch`); record its job id
+    in every point's ``job.json``.
 
     Raises:
         RuntimeError: sbatch refused the job (its message quoted: e.g. a QOS limit).
     """
     script = write(pack, sweep_dir, job_name)
-    with hidden_from_slurm(pack.points):  # sbatch exports this environment into the job's
-        proc = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True,
-                              text=True, timeout=120)
-    if proc.returncode != 0:
-        raise RuntimeError(f"sbatch refused pack {pack.index} ({len(pack.points)} points of "
-                           f"{pack.nodes} node(s)): {proc.stderr.strip()}; lower "
-                           "cluster.max_jobs to the site's limit")
-    pack.job_id = proc.stdout.strip().split(";")[0]
+    pack.job_id = sbatch(script, pack.points, f"pack {pack.index} ({len(pack.points)} points "
+                         f"of {pack.nodes} node(s))")
     for position, point in enumerate(pack.points):
         write_json_atomic(point.run_dir / JOB_FILE, pack_job_record(pack, point, position))
     log.info("submitted pack %d (%d points of %d node(s), time limit %s) as Slurm job %s",
@@ -248,14 +233,11 @@ def submit(pack: Pack, sweep_dir: Path, job_name: str) -> str:
 
 def pack_job_record(pack: Pack, point, position: int) -> dict:
     """A packed point's ``job.json``: its identity, the pack's job id and its position."""
-    return {
-        **job_record(point), "launcher": "slurm", "submitted_with": "pack",
-        "job_id": pack.job_id, "array_job_id": None, "array_task_id": None,
-        "launch_mode": pack.cluster.launch_mode, "time_limit": slurm_time(pack.time_limit_s),
-        "signal_delay_s": pack.cluster.signal_delay_s, "script": SCRIPT_FILE,
-        "pack": {"index": pack.index, "position": position, "num_points": len(pack.points),
-                 "script": f"{PACK_DIR}/{PACK_SCRIPT.format(index=pack.index)}"},
-    }
+    return slurm_job_record(
+        point, pack.job_id, "pack", time_limit=slurm_time(pack.time_limit_s),
+        signal_delay_s=pack.cluster.signal_delay_s,
+        pack={"index": pack.index, "position": position, "num_points": len(pack.points),
+              "script": f"{PACK_DIR}/{PACK_SCRIPT.format(index=pack.index)}"})
 
 
 # ---------------------------------------------------------------- at most max_jobs at once

@@ -13,10 +13,14 @@ Both modes export ``MASTER_ADDR`` (the first host of ``SLURM_JOB_NODELIST``) and
 rank agrees on the master without a hard-coded port.
 
 Jobs are submitted with submitit (:func:`submit`): points of the same shape go into one job
-array. Or only the scripts are written (:func:`write_scripts`), one per point, rendered from
-``launch/sbatch/job.sbatch.in``, for users who submit by hand. Every config value placed in a
-script is shell-quoted (:func:`shell_word`); the script in a run directory (``job.sbatch``) is
-byte for byte the one that ran.
+array, requeued by submitit after a time limit or preemption. Or only the scripts are written
+(:func:`write_scripts`), one per point, rendered from ``launch/sbatch/job.sbatch.in``, for
+users who submit by hand. A pack's script (:mod:`vitfsdp.launch.pack`) is rendered from the
+same parts (:func:`job_options`, :func:`sbatch_lines`, :func:`setup_lines`,
+:func:`srun_step`) and submitted by :func:`sbatch`; every Slurm point's ``job.json`` is
+:func:`slurm_job_record`. Every config value placed in a script is shell-quoted
+(:func:`shell_word`); the script in a run directory (``job.sbatch``) is byte for byte the one
+that ran. The checks before anything queues are in :mod:`vitfsdp.launch.slurm_checks`.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ import math
 import os
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -219,6 +222,36 @@ def sbatch_options(cluster: ClusterConfig, nodes: int, job_name: str) -> dict[st
         key, has_value, value = arg[2:].partition("=")
         opts[key] = value if has_value else True
     return opts
+
+
+def job_options(cluster: ClusterConfig, nodes: int, job_name: str, *, workdir: str,
+                output: str, time: str | None = None) -> dict[str, object]:
+    """The sbatch options of a job script rendered here (a point's, :func:`render_script`, or
+    a pack's, :func:`vitfsdp.launch.pack.render`), in script order: the profile's
+    (:func:`sbatch_options`) with ``time`` (Slurm's ``D-HH:MM:SS``) in place of
+    ``cluster.time`` where given, then the working directory ``workdir`` (absolute), Slurm's
+    output file ``output`` (``%j``: the job id) and the stop signal
+    (``USR2@cluster.signal_delay_s``)."""
+    opts = sbatch_options(cluster, nodes, job_name)
+    if time is not None:
+        opts["time"] = time
+    return {**opts, "chdir": workdir, "output": output,
+            "signal": f"USR2@{cluster.signal_delay_s}"}
+
+
+def sbatch_lines(opts: dict[str, object]) -> list[str]:
+    """``#SBATCH`` lines of ``opts`` (:func:`job_options`), each value one sbatch word
+    (:func:`sbatch_word`); ``True``: a flag without value."""
+    return [f"#SBATCH --{k}" if v is True else f"#SBATCH --{k}={sbatch_word(v)}"
+            for k, v in opts.items()]
+
+
+def srun_step(cluster: ClusterConfig, output: str, step_name: str | None = None) -> list[str]:
+    """The ``srun`` of a job step of a script rendered here: its name (``step_name``, where
+    given), the profile's options (:func:`srun_options`), each task's output file ``output``
+    (``%t``: the task's number)."""
+    return ["srun", *([f"--job-name={step_name}"] if step_name else []),
+            *srun_options(cluster), f"--output={output}"]
 
 
 def srun_options(cluster: ClusterConfig) -> list[str]:
@@ -444,13 +477,9 @@ def render_script(cluster: ClusterConfig, spec: TaskSpec, *, point: str, job_nam
     """
     check_values(spec.overrides, spec.run_dir, job_name)
     run_dir = Path(spec.run_dir)
-    opts = {**sbatch_options(cluster, spec.nodes, job_name), "chdir": workdir,
-            "output": str(run_dir / SLURM_OUTPUT.format(job_id="%j")),
-            "signal": f"USR2@{cluster.signal_delay_s}"}
-    sbatch = [f"#SBATCH --{k}" if v is True else f"#SBATCH --{k}={sbatch_word(v)}"
-              for k, v in opts.items()]
-    task_log = str(run_dir / TASK_LOG_DIR / TASK_LOG.format(task="%t"))
-    launch = ["srun", *srun_options(cluster), f"--output={task_log}"]
+    sbatch = sbatch_lines(job_options(cluster, spec.nodes, job_name, workdir=workdir,
+                                      output=str(run_dir / SLURM_OUTPUT.format(job_id="%j"))))
+    launch = srun_step(cluster, str(run_dir / TASK_LOG_DIR / TASK_LOG.format(task="%t")))
     argv = spec.argv(ShellExpr("${MASTER_ADDR}:${MASTER_PORT}"), ShellExpr("${SLURM_JOB_ID}"))
     values = {
         "POINT": point, "CLUSTER": cluster.name, "LAUNCH_MODE": cluster.launch_mode,
@@ -508,25 +537,48 @@ def write_scripts(points: Sequence, job_name: str,
         (p.run_dir / TASK_LOG_DIR).mkdir(parents=True, exist_ok=True)
         path = p.run_dir / SCRIPT_FILE
         write_script(path, text, point_carries_secret(p))
-        write_json_atomic(p.run_dir / JOB_FILE, _job_record(p, None, submitted_with="script"))
+        write_json_atomic(p.run_dir / JOB_FILE, slurm_job_record(p, None, "script"))
         paths.append(path)
     return paths
 
 
-def _job_record(point, job_id: str | None, submitted_with: str) -> dict:
-    """The local launcher's ``job.json`` (the point's identity) plus the Slurm job's ids."""
+def slurm_job_record(point, job_id: str | None, submitted_with: str, **extra) -> dict:
+    """A Slurm point's ``job.json``: the local launcher's (the point's identity,
+    :func:`vitfsdp.launch.local.job_record`) plus the Slurm job's ids, how it was submitted
+    (``submitit``, ``script``: written, not submitted, or ``pack``), its launch mode, time
+    limit and script; ``extra`` keys replace or follow these (a pack's time limit and
+    place)."""
     array_job_id, _, array_task_id = (job_id or "").partition("_")
     return {
         **job_record(point),
         "launcher": "slurm",
-        "submitted_with": submitted_with,  # submitit | script (written, not submitted)
+        "submitted_with": submitted_with,
         "job_id": job_id,
         "array_job_id": array_job_id if array_task_id else None,
         "array_task_id": int(array_task_id) if array_task_id else None,
         "launch_mode": point.cfg.cluster.launch_mode,
         "time_limit": point.cfg.cluster.time,
         "script": SCRIPT_FILE,
+        **extra,
     }
+
+
+def sbatch(script: Path, points: Sequence, what: str) -> str:
+    """Submit a job script rendered here with ``sbatch --parsable``, the values of the
+    ``points``' secrets hidden from the environment sbatch exports into the job
+    (:func:`vitfsdp.launch.secrets.hidden_from_slurm`); its job id. ``what``: the job, for
+    the refusal's message.
+
+    Raises:
+        RuntimeError: sbatch refused the job (its message quoted: e.g. a QOS limit).
+    """
+    with hidden_from_slurm(points):  # sbatch exports this environment into the job's
+        proc = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True,
+                              text=True, timeout=120)
+    if proc.returncode != 0:
+        raise RuntimeError(f"sbatch refused {what}: {proc.stderr.strip()}; lower "
+                           "cluster.max_jobs to the site's limit")
+    return proc.stdout.strip().split(";")[0]
 
 
 # ---------------------------------------------------------------- submission through submitit
@@ -638,7 +690,7 @@ def submit(points: Sequence, sweep_dir: Path, job_name: str) -> list[str]:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         folder.chmod(0o700)
     job_ids: dict[int, str] = {}
-    for group in _groups(points):
+    for group in shape_groups(points):
         cluster = group[0].cfg.cluster
         # submitit writes `python` into its script as shell text: one quoted word
         executor = submitit.SlurmExecutor(folder=folder, python=shlex.quote(node_python(cluster)),
@@ -661,12 +713,12 @@ def submit(points: Sequence, sweep_dir: Path, job_name: str) -> list[str]:
     return [job_ids[p.num] for p in points]
 
 
-def _groups(points: Sequence) -> list[list]:
-    """Points that can share one job array: same cluster profile and node count."""
+def shape_groups(points: Sequence) -> list[list]:
+    """Points of the same cluster profile and node count (one job shape), in point order:
+    those that can share a job array, or a pack (:mod:`vitfsdp.launch.pack`)."""
     groups: dict[tuple, list] = {}
     for p in points:
-        key = (repr(p.cfg.cluster), p.cfg.nodes)
-        groups.setdefault(key, []).append(p)
+        groups.setdefault((repr(p.cfg.cluster), p.cfg.nodes), []).append(p)
     return list(groups.values())
 
 
@@ -682,144 +734,5 @@ def _save_submitted(point, job, folder: Path) -> None:
             if path.exists():
                 path.chmod(0o600)
     write_json_atomic(point.run_dir / JOB_FILE,
-                      _job_record(point, str(job.job_id), submitted_with="submitit"))
+                      slurm_job_record(point, str(job.job_id), "submitit"))
     log.info("submitted %s as Slurm job %s", point.run_dir.name, job.job_id)
-
-
-# ---------------------------------------------------------------- checks before anything queues
-
-
-def partition_nodes(partition: str | None) -> tuple[str, int]:
-    """The partition's name and node count, from ``sinfo`` (``None`` = the default partition).
-
-    Raises:
-        ValueError: sinfo fails (no Slurm reachable) or the partition does not exist.
-    """
-    proc = _slurm_cmd(["sinfo", "-h", "-o", "%P %D"])
-    counts: dict[str, int] = {}
-    default = None
-    for line in proc.stdout.split("\n"):
-        if not line.strip():
-            continue
-        name, num = line.split()
-        if name.endswith("*"):
-            name = default = name[:-1]
-        counts[name] = counts.get(name, 0) + int(num)
-    name = partition or default
-    if name not in counts:
-        raise ValueError(f"cluster.partition={partition!r} does not exist; partitions: "
-                         f"{', '.join(sorted(counts))}")
-    return name, counts[name]
-
-
-def missing_path(cluster: ClusterConfig) -> str | None:
-    """Why the environment the job script sets up cannot exist, as seen from here (the login
-    node, where the sweep runs): a ``cluster.setup_script`` that is not a readable file, a
-    ``cluster.venv`` without ``bin/activate``, a ``cluster.conda_env`` path that is not a
-    directory, a ``cluster.python`` path that is not executable (or a bare name not on PATH
-    when nothing is activated); None when all are there or ``cluster.check_paths`` is false.
-    The job checks again on its node (:func:`path_check_lines`)."""
-    if not cluster.check_paths:
-        return None
-    fix = ("; fix the path (or set cluster.check_paths=false if it exists on the compute "
-           "nodes only)")
-    if cluster.setup_script and not (os.path.isfile(cluster.setup_script)
-                                     and os.access(cluster.setup_script, os.R_OK)):
-        return f"cluster.setup_script={cluster.setup_script} is not a readable file here{fix}"
-    if cluster.venv and not os.path.isfile(os.path.join(cluster.venv, "bin", "activate")):
-        return f"cluster.venv={cluster.venv} has no bin/activate here{fix}"
-    if cluster.conda_env and "/" in cluster.conda_env and not os.path.isdir(cluster.conda_env):
-        return f"cluster.conda_env={cluster.conda_env} is not a directory here{fix}"
-    if cluster.sbcast_env and not os.path.isfile(cluster.sbcast_env):
-        return f"cluster.sbcast_env={cluster.sbcast_env} is not a file here{fix}"
-    python = cluster.python
-    activated = (cluster.setup_script or cluster.conda_env or cluster.venv or cluster.modules
-                 or cluster.sbcast_env)
-    if python and ("/" in python or not activated) and not shutil.which(python):
-        return f"cluster.python={python} is not an executable here{fix}"
-    return None
-
-
-def unavailable_module(modules: Sequence[str]) -> str | None:
-    """Why a module of ``cluster.modules`` cannot load, as the site's module system here (the
-    login node) answers ``module is-avail`` (Lmod, Environment Modules): one line naming the
-    first missing one; None when all are available, or when this shell has no ``module``
-    (nothing to ask: the job's own ``module load`` fails on the node)."""
-    def module(*args: str) -> int:
-        return subprocess.run(["bash", "-c", 'module "$@"', "module", *args],
-                              capture_output=True, timeout=120).returncode
-
-    if not modules or subprocess.run(["bash", "-c", "type module"], capture_output=True,
-                                     timeout=60).returncode != 0:
-        return None
-    for i, name in enumerate(modules):
-        if module("is-avail", name) != 0:
-            return (f"cluster.modules[{i}]={name!r} is not available here (module is-avail); "
-                    f"see module avail, or set cluster.check_paths=false if the compute "
-                    "nodes have other modules")
-    return None
-
-
-def read_only_refusal(read_only_paths: Sequence[str], run_dir: str | Path,
-                      cluster_name: str) -> str | None:
-    """Why the compute nodes could not write a point's records into ``run_dir``: it lies under
-    an entry of ``read_only_paths`` (the profile's ``cluster.read_only_paths``: file systems
-    the compute nodes of ``cluster=<cluster_name>`` mount read-only), each entry's ``$NAME``
-    and ``~`` expanded here, on the login node, which mounts those file systems under the same
-    paths. None when it lies under none; an entry naming a variable that is not set here is
-    skipped (nothing to compare).
-
-    Returns:
-        one line naming ``hydra.sweep.dir``, the entry and the fix, or None.
-    """
-    run_dir = Path(run_dir).resolve()
-    for entry in read_only_paths:
-        path = os.path.expandvars(os.path.expanduser(entry))
-        if not path or "$" in path:
-            continue
-        root = Path(path).resolve()
-        if run_dir.is_relative_to(root):
-            shown = entry if entry == str(root) else f"{entry} = {root}"
-            return (f"hydra.sweep.dir={run_dir.parent} is under {shown}, which cluster="
-                    f"{cluster_name} mounts read-only on its compute nodes (cluster."
-                    "read_only_paths): no point could write its records; choose a "
-                    "hydra.sweep.dir on a file system the compute nodes write (docs/sites.md)")
-    return None
-
-
-def sbatch_test_only(cluster: ClusterConfig, nodes: int, job_name: str) -> str | None:
-    """Ask Slurm whether it would run a job of this shape (``sbatch --test-only``); the refusal
-    as one line, or None when it would."""
-    opts = sbatch_options(cluster, nodes, job_name)
-    args = [f"--{k}" if v is True else f"--{k}={v}" for k, v in opts.items()]
-    proc = _slurm_cmd(["sbatch", "--test-only", *args, "--wrap", "true"], check=False)
-    if proc.returncode == 0:
-        return None
-    lines = [ln for ln in proc.stderr.splitlines()  # sbatch's own words, not its usage hint
-             if ln.strip() and not ln.startswith("Try ")]
-    return lines[-1] if lines else f"sbatch --test-only exited with {proc.returncode}"
-
-
-class SlurmUnreachable(ValueError):
-    """A Slurm command did not run or did not answer: the same for every point of a sweep,
-    so a sweep says it once."""
-
-
-def _slurm_cmd(argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
-    """Run a Slurm query; its output.
-
-    Raises:
-        SlurmUnreachable: the command is missing, timed out, or (``check``) failed; one line,
-            Slurm's last line of error (its ``fatal:``), not its every line.
-    """
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise SlurmUnreachable(f"{argv[0]} failed ({e}); is Slurm reachable from here? "
-                               "(virtual cluster: make slurm-up; export SLURM_CONF=...)") from e
-    if check and proc.returncode != 0:
-        lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
-        said = lines[-1] if lines else f"exit status {proc.returncode}"
-        raise SlurmUnreachable(f"{' '.join(argv[:2])} failed: {said}; is Slurm reachable "
-                               "from here? (virtual cluster: make slurm-up)")
-    return proc

@@ -1,0 +1,152 @@
+"""Checks of a Slurm sweep before anything queues, asked of the login node where the sweep
+runs: the partition's node count (``sinfo``), the paths and modules the job script sets up,
+read-only file systems, and ``sbatch --test-only`` of each job shape. A Slurm command that does
+not answer raises :class:`SlurmUnreachable`, the same for every point of a sweep.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from vitfsdp.launch import ClusterConfig
+from vitfsdp.launch.slurm import sbatch_options
+
+
+def partition_nodes(partition: str | None) -> tuple[str, int]:
+    """The partition's name and node count, from ``sinfo`` (``None`` = the default partition).
+
+    Raises:
+        ValueError: sinfo fails (no Slurm reachable) or the partition does not exist.
+    """
+    proc = _slurm_cmd(["sinfo", "-h", "-o", "%P %D"])
+    counts: dict[str, int] = {}
+    default = None
+    for line in proc.stdout.split("\n"):
+        if not line.strip():
+            continue
+        name, num = line.split()
+        if name.endswith("*"):
+            name = default = name[:-1]
+        counts[name] = counts.get(name, 0) + int(num)
+    name = partition or default
+    if name not in counts:
+        raise ValueError(f"cluster.partition={partition!r} does not exist; partitions: "
+                         f"{', '.join(sorted(counts))}")
+    return name, counts[name]
+
+
+def missing_path(cluster: ClusterConfig) -> str | None:
+    """Why the environment the job script sets up cannot exist, as seen from here (the login
+    node, where the sweep runs): a ``cluster.setup_script`` that is not a readable file, a
+    ``cluster.venv`` without ``bin/activate``, a ``cluster.conda_env`` path that is not a
+    directory, a ``cluster.python`` path that is not executable (or a bare name not on PATH
+    when nothing is activated); None when all are there or ``cluster.check_paths`` is false.
+    The job checks again on its node (:func:`path_check_lines`)."""
+    if not cluster.check_paths:
+        return None
+    fix = ("; fix the path (or set cluster.check_paths=false if it exists on the compute "
+           "nodes only)")
+    if cluster.setup_script and not (os.path.isfile(cluster.setup_script)
+                                     and os.access(cluster.setup_script, os.R_OK)):
+        return f"cluster.setup_script={cluster.setup_script} is not a readable file here{fix}"
+    if cluster.venv and not os.path.isfile(os.path.join(cluster.venv, "bin", "activate")):
+        return f"cluster.venv={cluster.venv} has no bin/activate here{fix}"
+    if cluster.conda_env and "/" in cluster.conda_env and not os.path.isdir(cluster.conda_env):
+        return f"cluster.conda_env={cluster.conda_env} is not a directory here{fix}"
+    if cluster.sbcast_env and not os.path.isfile(cluster.sbcast_env):
+        return f"cluster.sbcast_env={cluster.sbcast_env} is not a file here{fix}"
+    python = cluster.python
+    activated = (cluster.setup_script or cluster.conda_env or cluster.venv or cluster.modules
+                 or cluster.sbcast_env)
+    if python and ("/" in python or not activated) and not shutil.which(python):
+        return f"cluster.python={python} is not an executable here{fix}"
+    return None
+
+
+def unavailable_module(modules: Sequence[str]) -> str | None:
+    """Why a module of ``cluster.modules`` cannot load, as the site's module system here (the
+    login node) answers ``module is-avail`` (Lmod, Environment Modules): one line naming the
+    first missing one; None when all are available, or when this shell has no ``module``
+    (nothing to ask: the job's own ``module load`` fails on the node)."""
+    def module(*args: str) -> int:
+        return subprocess.run(["bash", "-c", 'module "$@"', "module", *args],
+                              capture_output=True, timeout=120).returncode
+
+    if not modules or subprocess.run(["bash", "-c", "type module"], capture_output=True,
+                                     timeout=60).returncode != 0:
+        return None
+    for i, name in enumerate(modules):
+        if module("is-avail", name) != 0:
+            return (f"cluster.modules[{i}]={name!r} is not available here (module is-avail); "
+                    f"see module avail, or set cluster.check_paths=false if the compute "
+                    "nodes have other modules")
+    return None
+
+
+def read_only_refusal(read_only_paths: Sequence[str], run_dir: str | Path,
+                      cluster_name: str) -> str | None:
+    """Why the compute nodes could not write a point's records into ``run_dir``: it lies under
+    an entry of ``read_only_paths`` (the profile's ``cluster.read_only_paths``: file systems
+    the compute nodes of ``cluster=<cluster_name>`` mount read-only), each entry's ``$NAME``
+    and ``~`` expanded here, on the login node, which mounts those file systems under the same
+    paths. None when it lies under none; an entry naming a variable that is not set here is
+    skipped (nothing to compare).
+
+    Returns:
+        one line naming ``hydra.sweep.dir``, the entry and the fix, or None.
+    """
+    run_dir = Path(run_dir).resolve()
+    for entry in read_only_paths:
+        path = os.path.expandvars(os.path.expanduser(entry))
+        if not path or "$" in path:
+            continue
+        root = Path(path).resolve()
+        if run_dir.is_relative_to(root):
+            shown = entry if entry == str(root) else f"{entry} = {root}"
+            return (f"hydra.sweep.dir={run_dir.parent} is under {shown}, which cluster="
+                    f"{cluster_name} mounts read-only on its compute nodes (cluster."
+                    "read_only_paths): no point could write its records; choose a "
+                    "hydra.sweep.dir on a file system the compute nodes write (docs/sites.md)")
+    return None
+
+
+def sbatch_test_only(cluster: ClusterConfig, nodes: int, job_name: str) -> str | None:
+    """Ask Slurm whether it would run a job of this shape (``sbatch --test-only``); the refusal
+    as one line, or None when it would."""
+    opts = sbatch_options(cluster, nodes, job_name)
+    args = [f"--{k}" if v is True else f"--{k}={v}" for k, v in opts.items()]
+    proc = _slurm_cmd(["sbatch", "--test-only", *args, "--wrap", "true"], check=False)
+    if proc.returncode == 0:
+        return None
+    lines = [ln for ln in proc.stderr.splitlines()  # sbatch's own words, not its usage hint
+             if ln.strip() and not ln.startswith("Try ")]
+    return lines[-1] if lines else f"sbatch --test-only exited with {proc.returncode}"
+
+
+class SlurmUnreachable(ValueError):
+    """A Slurm command did not run or did not answer: the same for every point of a sweep,
+    so a sweep says it once."""
+
+
+def _slurm_cmd(argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
+    """Run a Slurm query; its output.
+
+    Raises:
+        SlurmUnreachable: the command is missing, timed out, or (``check``) failed; one line,
+            Slurm's last line of error (its ``fatal:``), not its every line.
+    """
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise SlurmUnreachable(f"{argv[0]} failed ({e}); is Slurm reachable from here? "
+                               "(virtual cluster: make slurm-up; export SLURM_CONF=...)") from e
+    if check and proc.returncode != 0:
+        lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+        said = lines[-1] if lines else f"exit status {proc.returncode}"
+        raise SlurmUnreachable(f"{' '.join(argv[:2])} failed: {said}; is Slurm reachable "
+                               "from here? (virtual cluster: make slurm-up)")
+    return proc

@@ -1,0 +1,279 @@
+"""The checks of a sweep's points before anything runs: each point alone
+(:func:`_check_launchable`: local process count, emulated network, queue limits, JAX) and the
+sweep as a whole (:func:`_check_launchers`: one launcher, writable run directories, Slurm's
+partition and ``sbatch --test-only``; the launcher's options, :func:`_options`). Each returns or
+raises one line per refused point; :func:`vitfsdp.sweep.compose.plan` gathers them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from vitfsdp import plan as planner
+from vitfsdp.config import RunConfig
+from vitfsdp.launch import LaunchOptions, pack, slurm, slurm_checks
+from vitfsdp.sweep.point import Point, SweepRefused, _label, _predicted_step_s, log
+
+#: Seconds a Slurm job should have between its start and the stop signal: Slurm may send
+#: ``--signal`` up to 60 s early (sbatch(1)), and a rank needs some time to start.
+SIGNAL_MARGIN_S = 120
+
+
+def _check_launchable(cfg: RunConfig) -> None:
+    """Refuse a point its launcher cannot run, in one line: more local processes than
+    ``cluster.max_local_procs``, nodes the emulated network cannot place, a node count
+    beyond the profile's queue limits, or JAX missing where its ranks would import it.
+
+    Raises:
+        ValueError: naming the field and the fix.
+    """
+    if cfg.cluster.launcher == "local" and cfg.world_size > cfg.cluster.max_local_procs:
+        raise ValueError(
+            f"nodes={cfg.nodes} × cluster.gpus_per_node={cfg.cluster.gpus_per_node} = "
+            f"{cfg.world_size} local processes exceeds cluster.max_local_procs="
+            f"{cfg.cluster.max_local_procs}; use fewer nodes or raise the limit"
+        )
+    if cfg.cluster.launcher == "local":
+        cfg.cluster.network.check_nodes(cfg.nodes)
+    cfg.cluster.check_queue_limits(cfg.nodes)
+    _check_jax_importable(cfg)
+
+
+def _jax_installed() -> bool:
+    """Whether this interpreter has JAX (found, not imported: an import takes seconds)."""
+    return importlib.util.find_spec("jax") is not None
+
+
+def _check_jax_importable(cfg: RunConfig) -> None:
+    """Refuse a ``framework=jax`` point whose ranks run this interpreter (a local sweep, or a
+    Slurm job that runs ``sys.executable``) where JAX is not installed: each would fail after
+    its start-up with ``No module named 'jax'``. Slurm jobs that activate an environment of
+    their own are not checked (JAX may be there only)."""
+    if cfg.framework != "jax" or _jax_installed():
+        return
+    if cfg.cluster.launcher == "local" or slurm.node_python(cfg.cluster) == sys.executable:
+        raise ValueError("framework=jax needs JAX, which is not installed for "
+                         f"{sys.executable}: pip install 'vitfsdp[jax]' (README, Set-up), or "
+                         "leave the jax points out (framework=torch)")
+
+
+def _shared_run_dirs(points: list[Point]) -> list[str]:
+    first: dict[Path, Point] = {}
+    errors = []
+    for p in points:
+        if p.run_dir in first:
+            errors.append(f"points {first[p.run_dir].num} and {p.num} would both write into "
+                          f"{p.run_dir}; make hydra.sweep.subdir tell them apart")
+        first.setdefault(p.run_dir, p)
+    return errors
+
+
+def _reresolved_dirs(points: list[Point]) -> list[str]:
+    """One line for the first run directory holding ``${``: Hydra copies the training's
+    hydra.run.dir into hydra.runtime.output_dir as a string, which OmegaConf resolves again
+    in every rank (``${IFS}``: InterpolationKeyError; ``${oc.env:SLURM_JOB_ID}``: another
+    directory)."""
+    p = next((p for p in points if "${" in str(p.run_dir)), None)
+    if p is None:
+        return []
+    key, path = (("hydra.sweep.dir", p.run_dir.parent) if "${" in str(p.run_dir.parent)
+                 else (f"point {p.num}'s hydra.sweep.subdir", p.run_dir))
+    return [f"{key} resolves to {str(path)!r}, which holds '${{': the training would "
+            "resolve it a second time (Hydra's hydra.runtime.output_dir); choose a directory "
+            "without it"]
+
+
+def _repeated_points(points: list[Point]) -> list[str]:
+    """One line for each point whose config equals an earlier point's (``nodes=1,1``): the
+    same run twice (``repeat=0,1`` is the way to measure a point several times)."""
+    first: dict[str, Point] = {}
+    errors = []
+    for p in points:
+        if p.config_hash in first:
+            errors.append(f"point {p.num} ({_label(p.overrides)}) is point "
+                          f"{first[p.config_hash].num} ({_label(first[p.config_hash].overrides)})"
+                          " again: drop the repeated value (repeat=0,1 runs a point twice)")
+        first.setdefault(p.config_hash, p)
+    return errors
+
+
+def _options(config: DictConfig) -> LaunchOptions:
+    """The launcher's options.
+
+    Raises:
+        SweepRefused: an unknown ``hydra.launcher.pack``, --detach with --scripts-only,
+            packing with --scripts-only, or
+            --batch-search with --detach or --scripts-only or a ``batch_search_max`` below 1.
+    """
+    options = LaunchOptions.from_values(config.hydra.launcher)
+    if options.pack is not None and options.pack not in pack.PACK_MODES:
+        raise SweepRefused(f"error: hydra.launcher.pack={options.pack!r} is unknown; valid: "
+                           f"{', '.join(pack.PACK_MODES)} (or null: a job per point)")
+    if options.detach and options.scripts_only:
+        raise SweepRefused("error: --scripts-only submits nothing, so there is nothing for "
+                           "--detach to leave running; drop one of them")
+    if options.pack and options.scripts_only:
+        raise SweepRefused("error: --scripts-only writes a script per point; drop "
+                           "hydra.launcher.pack to write them, or drop --scripts-only to pack")
+    if options.batch_search and (options.detach or options.scripts_only):
+        raise SweepRefused("error: --batch-search waits for each round's results before the "
+                           "next; drop --detach / --scripts-only")
+    if options.batch_search and options.batch_search_max < 1:
+        raise SweepRefused(f"error: hydra.launcher.batch_search_max="
+                           f"{options.batch_search_max} must be >= 1")
+    return options
+
+
+def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
+    """Sweep-level checks: one launcher per sweep; run directories the compute nodes can
+    write (``cluster.read_only_paths``, one line for the sweep); Slurm points fit the
+    partition and pass ``sbatch --test-only`` (one query per job shape)."""
+    launchers = {p.cfg.cluster.launcher for p in points}
+    if len(launchers) > 1:
+        return [f"points mix launchers ({', '.join(sorted(launchers))}); sweep one cluster "
+                "kind at a time"]
+    if launchers != {"slurm"}:
+        return _slurm_only(points, options)
+    read_only = dict.fromkeys(filter(None, map(_read_only, points)))  # once, not per point
+    if read_only:
+        return list(read_only)
+    if options.pack is None and any(p.cfg.cluster.probe == pack.PROBE_IN_ALLOCATION
+                                    for p in points):
+        return ["cluster.probe=allocation is measured by each pack's first step; add "
+                "hydra.launcher.pack=by_nodes, or run python -m vitfsdp.probe --out "
+                "<hydra.sweep.dir> before the sweep and leave cluster.probe unset"]
+    errors = []
+    checked: dict[tuple, object] = {}  # Slurm answers shared by the sweep's points
+    for p in points:
+        try:
+            slurm.check_values(p.overrides, p.run_dir, options.job_name)
+            problem = _check_slurm_point(p, options, checked)
+        except slurm_checks.SlurmUnreachable as e:  # the same for every point: said once
+            return [str(e)]
+        except ValueError as e:
+            problem = str(e)
+        if problem:
+            errors.append(f"point {p.num} ({_label(p.overrides)}): {problem}")
+    return errors
+
+
+def _read_only(p: Point) -> str | None:
+    """Why the compute nodes of ``p``'s profile could not write its run directory
+    (:func:`vitfsdp.launch.slurm_checks.read_only_refusal` of ``cluster.read_only_paths``)."""
+    return slurm_checks.read_only_refusal(p.cfg.cluster.read_only_paths, p.run_dir,
+                                   p.cfg.cluster.name)
+
+
+def _slurm_only(points: list[Point], options: LaunchOptions) -> list[str]:
+    """The Slurm-only options given to a sweep that runs its points in this process
+    (``cluster.launcher=local``), which would otherwise be ignored: one line naming them."""
+    given = [name for name, on in (("--detach", options.detach),
+                                   ("--scripts-only", options.scripts_only),
+                                   (f"hydra.launcher.pack={options.pack}", options.pack)) if on]
+    if not given:
+        return []
+    cluster = points[0].cfg.cluster.name if points else "local"
+    return [f"{', '.join(given)} applies to Slurm profiles only, and cluster={cluster} runs the "
+            f"points one after another here; drop {'them' if len(given) > 1 else 'it'}, or "
+            "choose a Slurm profile (cluster=frontier, say)"]
+
+
+def _check_slurm_point(p: Point, options: LaunchOptions, checked: dict) -> str | None:
+    """Why Slurm cannot run ``p`` (None: it can); ``checked`` caches sinfo and
+    ``sbatch --test-only`` answers across the sweep's points."""
+    cluster = p.cfg.cluster
+    if cluster.signal_delay_s >= cluster.time_limit_s:
+        return (f"cluster.signal_delay_s={cluster.signal_delay_s} is not below cluster.time="
+                f"{cluster.time} ({cluster.time_limit_s} s): Slurm would signal the job as it "
+                "starts; use a longer cluster.time or a smaller cluster.signal_delay_s")
+    if (cluster.time_limit_s - cluster.signal_delay_s < SIGNAL_MARGIN_S
+            and ("margin", cluster.time) not in checked):
+        checked["margin", cluster.time] = True
+        log.warning("cluster.time=%s leaves %d s before the SIGUSR2 of cluster.signal_delay_s="
+                    "%d, and Slurm may send it up to 60 s early: runs may stop (preempted) "
+                    "during start-up", cluster.time,
+                    cluster.time_limit_s - cluster.signal_delay_s, cluster.signal_delay_s)
+    if problem := _beyond_time_limit(p, checked):
+        return problem
+    if problem := slurm_checks.missing_path(cluster):  # --scripts-only too (cluster.check_paths)
+        return problem
+    if cluster.check_paths and ("modules", tuple(cluster.modules)) not in checked:
+        checked["modules", tuple(cluster.modules)] = slurm_checks.unavailable_module(
+            cluster.modules)
+    if problem := checked.get(("modules", tuple(cluster.modules))):
+        return problem
+    if options.scripts_only:  # the scripts may be for another cluster: no Slurm query
+        limit, partition = cluster.max_nodes, cluster.partition
+        _note_login_interpreter(cluster, checked)
+    else:  # one sinfo per partition for the whole sweep
+        if ("sinfo", cluster.partition) not in checked:
+            checked["sinfo", cluster.partition] = slurm_checks.partition_nodes(cluster.partition)
+        partition, limit = checked["sinfo", cluster.partition]
+        limit = min(limit, cluster.max_nodes or limit)
+    if limit is not None and p.cfg.nodes > limit:
+        return (f"nodes={p.cfg.nodes} but partition {partition or '(default)'} of "
+                f"cluster={cluster.name} has {limit} nodes; use nodes<={limit} or another "
+                "cluster.partition")
+    if options.scripts_only:
+        return None
+    key = (repr(cluster), p.cfg.nodes)
+    if key not in checked:
+        checked[key] = slurm_checks.sbatch_test_only(cluster, p.cfg.nodes, options.job_name)
+    return _slurm_refusal(cluster, checked[key]) if checked[key] else None
+
+
+def _note_login_interpreter(cluster, noted: dict) -> None:
+    """Say once that --scripts-only's scripts run this interpreter (no ``cluster.python`` and
+    no environment to activate): the compute nodes must have it under the same path."""
+    python = slurm.node_python(cluster)
+    if python == sys.executable and ("interpreter", python) not in noted:
+        noted["interpreter", python] = True
+        log.warning("the scripts run %s, the interpreter sweeping here (no cluster.python, "
+                    "conda_env, venv or sbcast_env): the compute nodes need it under this "
+                    "path (each job stops with one line where it is missing)", python)
+
+
+def _beyond_time_limit(p: Point, warned: dict) -> str | None:
+    """Why the plan's predicted run time (:func:`vitfsdp.plan.predict`: ``train.steps`` ×
+    step time + :data:`vitfsdp.plan.STARTUP_S`) cannot fit ``cluster.time`` even with its
+    ``cluster.max_requeues`` requeues (each resumes from the checkpoint); None when it fits or
+    the plan has no step time. A run that needs requeues is only warned of (once per time)."""
+    step_s = _predicted_step_s(p)
+    if not step_s:
+        return None
+    cluster = p.cfg.cluster
+    run_s = p.cfg.train.steps * step_s + planner.STARTUP_S
+    jobs = math.ceil(run_s / cluster.time_limit_s)
+    if jobs > cluster.max_requeues + 1:
+        return (f"train.steps={p.cfg.train.steps}: the plan predicts {_duration(run_s)} "
+                f"({step_s:.3g} s/step), more than cluster.time={cluster.time} allows with "
+                f"cluster.max_requeues={cluster.max_requeues}; use fewer train.steps, a longer "
+                "cluster.time, or cluster.time=auto")
+    if jobs > 1 and ("requeues", cluster.time) not in warned:
+        warned["requeues", cluster.time] = True
+        log.warning("train.steps=%d: the plan predicts %s, beyond cluster.time=%s: the point "
+                    "will be requeued %d times (from its checkpoint)", p.cfg.train.steps,
+                    _duration(run_s), cluster.time, jobs - 1)
+    return None
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` for a message: ``3.2 h``, ``41 days``, ``5 min``."""
+    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.3g} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def _slurm_refusal(cluster, message: str) -> str:
+    """``sbatch --test-only``'s refusal, quoted, after the ``cluster.sbatch_args`` entry it
+    names (where it names one)."""
+    for i, arg in enumerate(cluster.sbatch_args):
+        if arg.split("=")[0] in message:
+            return f"cluster.sbatch_args[{i}]={arg!r}: Slurm would not run it: {message}"
+    return f"Slurm would not run it: {message}"

@@ -1,0 +1,130 @@
+"""Which of the validated points run: those an earlier sweep in the same
+directory has not settled (:func:`select`, :mod:`vitfsdp.launch.resume`), and of those the
+ones the plan predicts to fit (:func:`_consult_plan`; the others are recorded
+``skipped_infeasible``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vitfsdp import plan as planner
+from vitfsdp import provenance
+from vitfsdp.launch import LaunchOptions, local, resume, slurm, status
+from vitfsdp.records import SUMMARY_FILE, RunRecords, read_json, write_json_atomic
+from vitfsdp.sweep.point import Point, SweepRefused, _point_label, log
+from vitfsdp.sweep.report import status_command
+
+
+def select(points: list[Point], sweep_dir: Path,
+           rerun_failed: bool) -> tuple[list[Point], dict[int, dict]]:
+    """Split points into those to run and those an earlier sweep in ``sweep_dir`` already
+    settled (see :mod:`vitfsdp.launch.resume`). A point run again keeps its earlier run
+    directory, whose files move to ``attempts/<n>/``.
+
+    Returns:
+        the points to run, and point number → summary of every skipped point.
+
+    Raises:
+        SweepRefused: a point's run directory holds a run of a different config.
+    """
+    existing = resume.existing_points(sweep_dir, slurm.JOB_FILE)
+    unsettled = [e.job_id for es in existing.values() for e in es if e.status is None and e.job_id]
+    queue = status.queue_states(unsettled)
+    if queue is None:
+        raise SweepRefused(f"error: {len(unsettled)} earlier jobs in {sweep_dir} have no result "
+                           "and squeue cannot say whether they still run; rerun where Slurm "
+                           f"answers (or check with {status_command(sweep_dir, watch=False)})")
+    todo, skipped = [], {}
+    for p in points:
+        prior = existing.get(p.config_hash, [])
+        why, summary = _settled(prior, queue, rerun_failed)
+        if why:
+            log.info("skip %s: %s", _point_label(p), why)
+            skipped[p.num] = summary
+            continue
+        if prior:
+            p.run_dir = prior[0].run_dir
+        _check_own_dir(p)
+        moved = resume.archive_attempt(p.run_dir)
+        if moved:
+            log.info("%s: earlier attempt kept in %s", p.run_dir.name, moved)
+        todo.append(p)
+    return todo, skipped
+
+
+def _settled(prior: list, queue: dict, rerun_failed: bool) -> tuple[str | None, dict]:
+    """Why a point with these earlier attempts need not run (None: it must), and its summary."""
+    for e in prior:
+        if e.status == "completed":
+            return f"completed in {e.run_dir.name}", read_json(e.run_dir / SUMMARY_FILE)
+    for e in prior:
+        job = queue.get(e.job_id or "")
+        state = job.state if job else ""
+        if e.status is None and state and state not in status.END_STATES:
+            return (f"Slurm job {e.job_id} is {state} ({e.run_dir.name})",
+                    {"status": "submitted", "job_id": e.job_id, "run_dir": str(e.run_dir)})
+    for e in prior:
+        if e.status in resume.FAILED_IN_RUN and not e.interrupted and not rerun_failed:
+            return (f"{e.status} in {e.run_dir.name}; --rerun-failed runs it again",
+                    read_json(e.run_dir / SUMMARY_FILE))
+    return None, {}
+
+
+def _check_own_dir(p: Point) -> None:
+    job = read_json(p.run_dir / slurm.JOB_FILE) or {}
+    if job.get("config_hash") not in (None, p.config_hash):
+        raise SweepRefused(
+            f"error: {p.run_dir} holds a run of a different config (hash "
+            f"{job['config_hash']}, this point {p.config_hash}: code or defaults changed?); "
+            "use another hydra.sweep.dir")
+
+
+def _consult_plan(points: list[Point], options: LaunchOptions) -> tuple[list[Point], dict]:
+    """Split ``points`` into those to run and those the plan predicts not to fit, which are
+    recorded as ``skipped_infeasible`` (with the prediction) in their run directories, unless
+    ``options.run_infeasible`` (then they run, with a warning). A ``tight`` point (fits with
+    less than ``cluster.memory_reserve_frac`` to spare) runs, with a warning.
+
+    Returns:
+        the points to run, and point number → summary of each skipped point.
+    """
+    run, skipped = [], {}
+    for p in points:
+        label = _point_label(p)
+        try:
+            pred = planner.predict(p.cfg)
+        except (ValueError, NotImplementedError) as e:
+            log.warning("%s: no memory prediction (%s); running it", label, e)
+            run.append(p)
+            continue
+        if pred.fits is not False:
+            if pred.tight:  # runs: it may fit; a run that does not is recorded `oom`
+                log.warning("%s: %s; running it", label, pred.reason)
+            run.append(p)
+        elif options.run_infeasible:
+            log.warning("%s: %s; running it anyway (--run-infeasible)", label, pred.reason)
+            run.append(p)
+        else:
+            log.warning("skip %s: %s (skipped_infeasible; --run-infeasible runs it)", label,
+                        pred.reason)
+            skipped[p.num] = _record_infeasible(p, pred)
+    return run, skipped
+
+
+def _record_infeasible(p: Point, pred) -> dict:
+    """Write a skipped point's records: job.json (its identity), run.json and summary.json
+    with status ``skipped_infeasible``, the reason and the prediction."""
+    p.run_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(p.run_dir / slurm.JOB_FILE,
+                      local.job_record(p) | {"launcher": p.cfg.cluster.launcher})
+    prediction = pred.as_dict()
+    records = RunRecords(p.run_dir)
+    records.run_info = {
+        "run_id": p.run_dir.name,
+        "config": provenance.config_record(p.cfg),
+        "world": {"size": p.cfg.world_size, "nodes": p.cfg.nodes,
+                  "ranks_per_node": p.cfg.cluster.gpus_per_node},
+        "plan": prediction,
+    }
+    return records.finish("skipped_infeasible", pred.reason, plan=prediction)

@@ -1,0 +1,141 @@
+"""Expand a sweep's overrides into points and compose and validate every
+one of them before anything runs (:func:`validate_sweep`, :func:`plan`): the first step of a
+sweep, for the vitfsdp sweeper (:func:`vitfsdp.sweep.sweeper.run_sweeper`) and again for the
+launcher (:func:`vitfsdp.sweep.run.launch`), which gets the points validated once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.errors import ConfigCompositionException
+from omegaconf import DictConfig, open_dict
+from omegaconf.errors import OmegaConfBaseException
+
+from vitfsdp import plan as planner
+from vitfsdp import rundir
+from vitfsdp.config import one_line, to_run_config
+from vitfsdp.launch import resume, secrets
+from vitfsdp.overrides import expand
+from vitfsdp.sweep.check import (
+    _check_launchable,
+    _check_launchers,
+    _options,
+    _repeated_points,
+    _reresolved_dirs,
+    _shared_run_dirs,
+)
+from vitfsdp.sweep.point import Point, SweepRefused, _label
+
+
+def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str]],
+         initial_job_idx: int) -> list[Point]:
+    """Compose and validate every point before anything runs.
+
+    Raises:
+        SweepRefused: one or more points are invalid; the message has one line per refused
+            point naming the field and the fix. No point has run and no run directory exists.
+    """
+    key = (id(config), tuple(map(tuple, job_overrides)), initial_job_idx)
+    if _validated.get("key") == key and "points" in _validated:  # by the sweeper just before
+        return _validated.pop("points")
+    points, errors = [], []
+    constant = rundir.constant_keys(job_overrides)  # not in the points' names
+    for i, overrides in enumerate(job_overrides):
+        num = initial_job_idx + i
+        where = f"point {num} ({_label(overrides)}): " if len(job_overrides) > 1 else ""
+        try:
+            points.append(_compose_point(hydra_context, config, list(overrides), num,
+                                         constant))
+        except (ValueError, ConfigCompositionException, OmegaConfBaseException) as e:
+            errors.append(where + one_line(e, overrides))
+    errors += _shared_run_dirs(points) + _repeated_points(points) + _reresolved_dirs(points)
+    if not errors:
+        errors += _check_launchers(points, _options(config))
+    if len(errors) == 1:
+        raise SweepRefused(f"error: {errors[0]}; nothing was launched")
+    if errors:
+        raise SweepRefused(f"error: {len(errors)} of {len(job_overrides)} sweep points "
+                           "refused, nothing was launched:\n" + "\n".join(errors))
+    return points
+
+
+#: The points :func:`validate_sweep` validated, for the launcher's :func:`plan` of the same
+#: sweep (same master config object and overrides): keys ``key`` and ``points``; and
+#: ``composed``: (id of the master config, the set of the points' overrides), which Hydra's
+#: own check of each batch skips (:func:`_compose_once`).
+_validated: dict = {}
+
+
+def validate_sweep(hydra_context, config: DictConfig, arguments: Sequence[str],
+                   params: Sequence[str] = ()) -> list[Point]:
+    """Expand a sweep's overrides into points as Hydra's basic sweeper does
+    (:func:`vitfsdp.overrides.expand`) and validate them all (:func:`plan`), before the sweep
+    directory or its multirun.yaml exist.
+
+    Args:
+        arguments: the task overrides (``hydra.overrides.task``).
+        params: ``hydra.sweeper.params`` as overrides.
+
+    Raises:
+        SweepRefused: an override the basic sweeper cannot expand (``interval(...)``), or
+            see :func:`plan`.
+    """
+    try:
+        job_overrides = expand([*params, *arguments], hydra_context.config_loader)
+    except ValueError as e:
+        raise SweepRefused(f"error: {e}; nothing was launched") from None
+    points = plan(hydra_context, config, job_overrides, 0)
+    _validated.update(key=(id(config), tuple(map(tuple, job_overrides)), 0), points=points,
+                      composed=(id(config), {tuple(o) for o in job_overrides}))
+    return points
+
+
+def _compose_once(sweeper) -> None:
+    """Make ``sweeper`` (Hydra's basic sweeper) leave out of its check of each batch
+    (``validate_batch_is_legal``: compose every point, to fail early) the points
+    :func:`validate_sweep` has just composed and validated for the same master config, so
+    that a sweep composes each point once (a 100-point ``--scripts-only`` sweep of
+    ``cluster=frontier``: 257 ms a point before, 148 ms after, on a 2-core CPU machine).
+    Points it has not composed (none in a sweep started by :func:`run_sweeper`) are still
+    checked by Hydra. Set on the instance, where :func:`run_sweeper` gets the sweeper, so the
+    plugin stays Hydra's class."""
+    hydra_check = sweeper.validate_batch_is_legal
+
+    def validate_batch_is_legal(batch: Sequence[Sequence[str]]) -> None:
+        config_id, composed = _validated.get("composed", (None, set()))
+        if config_id != id(sweeper.config):
+            composed = set()
+        hydra_check([o for o in batch if tuple(o) not in composed])
+
+    sweeper.validate_batch_is_legal = validate_batch_is_legal
+
+
+def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num: int,
+                   constant_keys: Sequence[str] = ()) -> Point:
+    """Compose and check one point; ``constant_keys`` (the sweep's keys of one value) are
+    left out of its run directory's name (:mod:`vitfsdp.rundir`)."""
+    sweep_config = hydra_context.config_loader.load_sweep_config(config, overrides)
+    with open_dict(sweep_config):
+        sweep_config.hydra.job.id = num
+        sweep_config.hydra.job.num = num
+        naming = sweep_config.hydra.job.config.override_dirname
+        naming.exclude_keys = [*naming.exclude_keys,
+                               *(k for k in constant_keys if k not in naming.exclude_keys)]
+    HydraConfig.instance().set_config(sweep_config)
+    run_dir = Path(sweep_config.hydra.sweep.dir) / str(sweep_config.hydra.sweep.subdir)
+    cfg = to_run_config(sweep_config)
+    if cfg.cluster.time == "auto":  # the plan's time for the point's steps (docs/plan.md)
+        cfg.cluster.time = planner.auto_time_limit(cfg)
+        overrides = [*(o for o in overrides if not o.startswith("cluster.time=")),
+                     f"cluster.time={cfg.cluster.time}"]
+    _check_launchable(cfg)
+    secrets.secret_values(cfg.cluster.secrets, cfg.cluster.secrets_file)  # each one is set
+    constant = set(constant_keys)
+    swept = [o for o in overrides if rundir.override_key(o) not in constant]
+    # the user's config folders (hydra.searchpath) go with the point into its command
+    searchpath = [o for o in config.hydra.overrides.hydra if o.startswith("hydra.searchpath=")]
+    overrides = [*overrides, *(s for s in searchpath if s not in overrides)]
+    return Point(num, overrides, cfg, run_dir.resolve(), resume.config_hash(cfg), swept)

@@ -1,0 +1,88 @@
+"""The points of a ``cluster=local`` sweep, run one after another here as
+torchrun processes (:func:`run_one`), with progress lines or bars.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from vitfsdp.launch import local, secrets, slurm
+from vitfsdp.models import train_flops_per_image
+from vitfsdp.progress import SweepProgress
+from vitfsdp.records import (
+    SUMMARY_FILE,
+    disk_error,
+    mark_failed,
+    read_json,
+    reason_line,
+    write_json_atomic,
+)
+from vitfsdp.sweep.point import Point, _point_label, log
+
+
+def _host_work(point: Point) -> tuple[int, float]:
+    """(ranks, FLOPs of one step of all ranks): what a point asks of this host, whose cores
+    all its ranks share (the ETA of a local sweep, :class:`vitfsdp.progress.SweepProgress`);
+    activation checkpointing adds a forward (4/3 of the training FLOPs)."""
+    cfg = point.cfg
+    flops = train_flops_per_image(cfg.model, cfg.num_classes) * (
+        4 / 3 if cfg.train.activation_checkpointing else 1.0)
+    return cfg.world_size, cfg.world_size * cfg.train.local_batch_size * flops
+
+
+def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: int = 0) -> dict:
+    """Run one point with progress lines (or bars, :mod:`vitfsdp.progress`); return its
+    summary (a failure recorded as data). ``index``: the point's place in ``bars``."""
+    bars = bars or SweepProgress([point.cfg.train.steps], console=_PLAIN, logger=log)
+    bars.start_point(index, tag, f"{tag} {_point_label(point)}  "
+                     f"({point.cfg.world_size} ranks) -> {point.run_dir}")
+    t0 = time.time()
+    point.run_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(point.run_dir / slurm.JOB_FILE, local.job_record(point))
+    try:
+        rc = local.run_point(
+            point.overrides, point.run_dir, point.cfg.world_size,
+            log_path=point.run_dir / local.LOG_FILE,
+            on_window=lambda w: bars.window(tag, w),
+            env={**point.cfg.cluster.env, **secrets.point_secrets([point])},
+            nodes=point.cfg.nodes, network=point.cfg.cluster.network,
+        )
+    except KeyboardInterrupt:  # its processes are stopped (run_until_done)
+        _record_interrupted(point.run_dir)
+        raise
+    summary = read_json(point.run_dir / SUMMARY_FILE)
+    if summary is None:
+        tail = local.tail(point.run_dir / local.LOG_FILE)
+        disk = disk_error(tail)  # the cause, first: the ranks' own words come later
+        reason = (f"{disk}; " if disk else "") + (f"exit code {rc} without a summary; log "
+                                                  f"tail:\n{tail}")
+        mark_failed(point.run_dir, "failed", reason)
+        summary = read_json(point.run_dir / SUMMARY_FILE)
+    bars.end_point(f"{tag} {summary['status']} in {time.time() - t0:.0f} s{_figures(summary)}")
+    return summary
+
+
+def _record_interrupted(run_dir: Path) -> None:
+    """Record a point stopped by Ctrl-C ``cancelled`` and ``interrupted`` (a rerun runs it
+    again), over what its ranks wrote as they were stopped; a completed run stays."""
+    if (read_json(run_dir / SUMMARY_FILE) or {}).get("status") == "completed":
+        return
+    mark_failed(run_dir, "cancelled", "interrupted (Ctrl-C) in the sweep; a rerun of the "
+                "sweep runs it again", interrupted=True)
+
+
+#: a console that is never a terminal: run_one called alone logs plain lines
+_PLAIN = Console(file=io.StringIO(), force_terminal=False)
+
+
+def _figures(summary: dict) -> str:
+    if summary["status"] != "completed":
+        reason = reason_line(summary.get("reason"))
+        return f": {reason}" if reason else ""
+    mem = summary.get("peak_mem_allocated_gib") or summary.get("peak_rss_gib")
+    return (f": {summary['ips']:.1f} images/s, {summary['step_time_s']:.3f} s/step, "
+            f"peak memory {mem:.2f} GiB")

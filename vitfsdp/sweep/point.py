@@ -1,0 +1,66 @@
+"""A sweep point (:class:`Point`), how messages name it, and the sweep's refusals.
+
+The bottom of :mod:`vitfsdp.sweep`: every other module of the sweep imports from here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hydra.errors import CompactHydraException
+
+from vitfsdp import plan as planner
+from vitfsdp import provenance
+from vitfsdp.config import RunConfig
+
+log = logging.getLogger("vitfsdp.sweep")
+
+
+class SweepRefused(CompactHydraException, ValueError):
+    """Points refused before anything ran; Hydra prints the message alone (no traceback)."""
+
+
+class SweepDiskError(CompactHydraException, OSError):
+    """The sweep could not write its own records (a full, over-quota or read-only file
+    system): one line says so and what runs on; the sweep exits :data:`EXIT_NOT_COMPLETED`."""
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) during a sweep: its message says what was recorded, what runs on and
+    what to do next (:func:`main_cli` prints it alone and exits :data:`EXIT_INTERRUPTED`)."""
+
+
+@dataclass
+class Point:
+    """One sweep point: its overrides, validated config and run directory."""
+
+    num: int  # Hydra job number
+    overrides: list[str]  # the point's Hydra overrides, as typed
+    cfg: RunConfig
+    run_dir: Path
+    config_hash: str = ""  # resume.config_hash(cfg): the point's identity across reruns
+    #: the overrides that tell it from the sweep's other points (none of a key the sweep
+    #: gives one value), as its run directory's name holds them: what messages name it by
+    swept: list[str] = field(default_factory=list)
+
+
+def _label(overrides: Sequence[str]) -> str:
+    """A point's overrides for messages, secret values redacted."""
+    return " ".join(provenance.redact_args(list(overrides)))
+
+
+def _point_label(point: Point) -> str:
+    """What a message names a point by: its swept overrides (:attr:`Point.swept`), secret
+    values redacted; all of them for a sweep of one point; ``(defaults)`` for none."""
+    return _label(point.swept or point.overrides) or "(defaults)"
+
+
+def _predicted_step_s(point: Point) -> float | None:
+    """The plan's predicted seconds per step of ``point``; ``None`` where it has none."""
+    try:
+        return planner.predict(point.cfg).step_time_s
+    except (ValueError, NotImplementedError):
+        return None

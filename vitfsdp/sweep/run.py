@@ -1,0 +1,246 @@
+"""The launcher's side of a sweep (:func:`launch`, called by the vitfsdp
+Hydra launcher): the validated points (:func:`vitfsdp.sweep.compose.plan`), those to run
+(:mod:`vitfsdp.sweep.choose`), run here (:mod:`vitfsdp.sweep.local`) or as Slurm jobs
+(:mod:`vitfsdp.sweep.slurm_jobs`), or searched for their largest batch; then the end report
+(:mod:`vitfsdp.sweep.report`). The sweep directory's lock is taken by :func:`take_lock`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from hydra.core.utils import JobReturn, JobStatus
+from omegaconf import DictConfig, OmegaConf
+
+from vitfsdp import provenance
+from vitfsdp.launch import LaunchOptions, resume, secrets, slurm
+from vitfsdp.launch import batch_search as bsearch
+from vitfsdp.progress import SweepProgress
+from vitfsdp.records import STATUSES, SUMMARY_FILE, disk_error, read_json, write_json_atomic
+from vitfsdp.sweep.check import _options
+from vitfsdp.sweep.choose import _consult_plan, select
+from vitfsdp.sweep.compose import _compose_point, plan
+from vitfsdp.sweep.local import _host_work, run_one
+from vitfsdp.sweep.point import (
+    Point,
+    SweepDiskError,
+    SweepInterrupted,
+    SweepRefused,
+    _predicted_step_s,
+    log,
+)
+from vitfsdp.sweep.report import _remove_secrets, _report, _report_not_ended, status_command
+from vitfsdp.sweep.slurm_jobs import launch_slurm
+
+MULTIRUN_FILE = "multirun.yaml"  # the sweep's config and overrides, saved by Hydra's sweeper
+
+
+#: A sweep's lock, by sweep directory, taken by :func:`run_sweeper` before Hydra writes
+#: anything there, and used by :func:`launch`.
+_held_locks: dict[Path, resume.SweepLock] = {}
+
+
+def take_lock(sweep_dir: Path) -> resume.SweepLock:
+    """Make the sweep directory and take its lock (:class:`vitfsdp.launch.resume.SweepLock`).
+
+    Raises:
+        SweepRefused: the directory cannot be made (naming ``hydra.sweep.dir``), or another
+            sweep holds the lock; nothing of the other sweep's is touched.
+    """
+    try:
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        return resume.SweepLock(sweep_dir).acquire()
+    except OSError as e:
+        raise SweepRefused(f"error: hydra.sweep.dir={sweep_dir} cannot be made or written "
+                           f"({e.strerror or e}); choose a directory you can write") from None
+    except RuntimeError as e:
+        raise SweepRefused(f"error: {e}") from None
+
+
+def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str]],
+           initial_job_idx: int) -> list[JobReturn]:
+    """Validate all points, then run them one after another; called by the Hydra launcher.
+
+    Points the plan (:func:`vitfsdp.plan.predict`) predicts not to fit the cluster profile's
+    device memory are recorded as ``skipped_infeasible`` instead of run (``--run-infeasible``:
+    run them anyway, flagged). With ``--batch-search`` each point becomes a search for its
+    largest local batch (:mod:`vitfsdp.launch.batch_search`).
+
+    Every point gets a JobReturn whose value is its summary (status and figures), failures
+    included, so Hydra's sweeper never aborts the sweep on one point's failure.
+    """
+    points = plan(hydra_context, config, job_overrides, initial_job_idx)
+    sweep_dir = Path(config.hydra.sweep.dir).resolve()
+    options = _options(config)
+    log.info("%s", where_line(points))
+    lock = _held_locks.get(sweep_dir) or take_lock(sweep_dir)  # held: run_sweeper took it
+    provenance.redact_yaml_file(sweep_dir / MULTIRUN_FILE)  # Hydra saved the overrides raw
+    try:
+        if options.batch_search:
+            summaries = _batch_search(hydra_context, config, points, sweep_dir, options)
+        else:
+            todo, summaries = select(points, sweep_dir, options.rerun_failed)
+            log.info("sweep of %d points into %s: %d to run, %d already done", len(points),
+                     sweep_dir, len(todo), len(points) - len(todo))
+            todo, infeasible = _consult_plan(todo, options)
+            summaries.update(infeasible)
+            alive = _still_queued(points, summaries, options)
+            summaries.update({p.num: s for p, s in zip(todo, _run(todo, sweep_dir, options,
+                                                                   alive), strict=True)})
+            summaries.update({p.num: read_json(p.run_dir / SUMMARY_FILE) or summaries[p.num]
+                              for p in alive})
+    except KeyboardInterrupt:
+        raise SweepInterrupted(_interrupted_line(points, sweep_dir)) from None
+    except OSError as e:
+        if not disk_error(e):
+            raise
+        raise SweepDiskError(_disk_line(e, points, sweep_dir)) from None
+    finally:
+        lock.release()
+    ordered = [summaries[p.num] for p in points]
+    if all(s.get("status") in STATUSES for s in ordered):
+        _remove_secrets(sweep_dir)
+        _report(points, ordered, sweep_dir)
+    else:
+        _report_not_ended(points, ordered, sweep_dir)
+    return [JobReturn(overrides=p.overrides, cfg=OmegaConf.create({}), hydra_cfg=config,
+                      working_dir=str(p.run_dir), _return_value=s, status=JobStatus.COMPLETED)
+            for p, s in zip(points, ordered, strict=True)]
+
+
+def where_line(points: Sequence[Point]) -> str:
+    """One line saying what the sweep runs and where: the model(s), data, cluster profile
+    and how many ranks run on this host (``cluster=local``: all of them, as processes), so a
+    sweep of the defaults says it is vit_tiny on synthetic data here."""
+    def values(get) -> str:
+        return ",".join(dict.fromkeys(str(get(p.cfg)) for p in points))
+    worlds = sorted({p.cfg.world_size for p in points})
+    ranks = f"{worlds[0]}-{worlds[-1]}" if len(worlds) > 1 else f"{worlds[0]}"
+    what = (f"runs model={values(lambda c: c.model.name)} data={values(lambda c: c.data.name)}"
+            f" cluster={values(lambda c: c.cluster.name)}")
+    if all(p.cfg.cluster.launcher == "local" for p in points):
+        nets = {(n.inter_node_gbit_s, n.node_cpus) for p in points
+                if (n := p.cfg.cluster.network).emulate}
+        apart = "".join(f", nodes apart on an emulated {g:g} Gbit/s link"
+                        + (f" with {c:g} CPUs each" if c else "") for g, c in sorted(
+                            nets, key=lambda x: (x[0], x[1] or 0)))
+        return (f"{what}: {ranks} ranks a point, all as processes on this host "
+                f"({socket.gethostname()}, {os.cpu_count()} CPUs{apart}); choose with "
+                "model=, data=, cluster=")
+    return f"{what}: Slurm jobs of {ranks} ranks a point, none on this host"
+
+
+def _still_queued(points: list[Point], summaries: dict[int, dict],
+                  options: LaunchOptions) -> list[Point]:
+    """The points an earlier (interrupted or detached) sweep left queued or running in Slurm,
+    which this sweep waits for with its own (none with --detach or --scripts-only); each
+    with the run directory its job writes into."""
+    if options.detach or options.scripts_only:
+        return []
+    return [replace(p, run_dir=Path(summaries[p.num]["run_dir"])) for p in points
+            if summaries.get(p.num, {}).get("status") == "submitted"
+            and summaries[p.num].get("run_dir")]
+
+
+def _running_jobs(points: list[Point]) -> list[str]:
+    """The Slurm job ids of the points that have not ended (one per pack or array task)."""
+    ids = []
+    for p in points:
+        try:
+            job = read_json(p.run_dir / slurm.JOB_FILE) or {}
+            ended = (read_json(p.run_dir / SUMMARY_FILE) or {}).get("status") in STATUSES
+        except (OSError, ValueError):  # unreadable: say nothing of it
+            continue
+        if job.get("job_id") and not ended:
+            ids.append(str(job["job_id"]))
+    return list(dict.fromkeys(ids))
+
+
+def _disk_line(e: OSError, points: list[Point], sweep_dir: Path) -> str:
+    """The one line of a sweep that could not write its records: the file system's error,
+    the jobs that run on (with --status and scancel), and the fix."""
+    ids = _running_jobs(points)
+    jobs = (f"; {len(ids)} Slurm job(s) run on: follow with {status_command(sweep_dir)} once "
+            f"there is space, or cancel them with {shlex.join(['scancel', *ids])}"
+            if ids else "")
+    return (f"error: the sweep could not write its records ({disk_error(e)}){jobs}; free "
+            "space (or choose a writable hydra.sweep.dir) and run the same command again: "
+            "completed points are kept")
+
+
+def _interrupted_line(points: list[Point], sweep_dir: Path) -> str:
+    """What a Ctrl-C leaves: the Slurm jobs that keep running (follow them, cancel them),
+    or the local point stopped and recorded ``cancelled``; the same command goes on."""
+    ids = _running_jobs(points)
+    if ids:
+        kept = ("; the sweep's secrets file stays for them (--status removes it once every "
+                "point has ended)" if secrets.secrets_path(sweep_dir).exists() else "")
+        return (f"interrupted: {len(ids)} Slurm job(s) keep running; follow with: "
+                f"{status_command(sweep_dir)}; cancel them with: "
+                f"{shlex.join(['scancel', *ids])}; the same sweep command waits for them and "
+                f"submits the points not submitted yet{kept}")
+    _remove_secrets(sweep_dir)
+    return ("interrupted: the point running here was stopped and recorded cancelled "
+            "(interrupted); the same sweep command runs it again, and the points not run yet")
+
+
+def _run(todo: list[Point], sweep_dir: Path, options: LaunchOptions,
+         alive: Sequence[Point] = ()) -> list[dict]:
+    """Run ``todo`` with its cluster's launcher; their summaries in the same order. A Slurm
+    sweep also waits for ``alive`` (:func:`_still_queued`)."""
+    if alive or (todo and todo[0].cfg.cluster.launcher == "slurm"):
+        return launch_slurm(todo, sweep_dir, options, alive)
+    with SweepProgress([p.cfg.train.steps for p in todo], [_predicted_step_s(p) for p in todo],
+                       logger=log, work=[_host_work(p) for p in todo]) as bars:
+        return [run_one(p, f"[{i}/{len(todo)}]", bars, i - 1)
+                for i, p in enumerate(todo, start=1)]
+
+
+def _relative(path: Path, base: Path) -> str:
+    """``path`` relative to ``base`` where it lies under it, else as it is."""
+    try:
+        return str(path.relative_to(base))
+    except ValueError:
+        return str(path)
+
+
+def _batch_search(hydra_context, config: DictConfig, points: list[Point], sweep_dir: Path,
+                  options: LaunchOptions) -> dict[int, dict]:
+    """Run every point's batch-size search in rounds (see :mod:`vitfsdp.launch.batch_search`);
+    write ``batch_search.json``; point number → the summary of its largest fitting attempt
+    (or of its last attempt), with ``largest_local_batch``."""
+    searches = [bsearch.Search(p.num, bsearch.without_batch(p.overrides),
+                               bsearch.power_of_two_floor(p.cfg.train.local_batch_size),
+                               options.batch_search_max) for p in points]
+    last: dict[int, dict] = {}
+    best: dict[int, dict] = {}
+    round_num = 0
+    while active := [(s, b) for s in searches if (b := s.next_batch()) is not None]:
+        round_num += 1
+        attempts = [_compose_point(hydra_context, config, bsearch.with_batch(s.overrides, b),
+                                   s.num) for s, b in active]
+        log.info("batch search round %d: %s", round_num, ", ".join(
+            f"point {s.num} local batch {b}" for s, b in active))
+        todo, summaries = select(attempts, sweep_dir, options.rerun_failed)
+        # every attempt runs (the search measures what fits); the plan only warns
+        _consult_plan(todo, replace(options, run_infeasible=True))
+        summaries.update({p.num: s for p, s in zip(todo, _run(todo, sweep_dir, options),
+                                                     strict=True)})
+        for (s, b), p in zip(active, attempts, strict=True):
+            summary = summaries.get(p.num)
+            s.attempts.append(bsearch.attempt_from_summary(
+                b, _relative(p.run_dir, sweep_dir), summary))
+            last[s.num] = summary or {"status": "failed"}
+            if s.attempts[-1].status == "completed" and b == s.largest_fitting:
+                best[s.num] = summary
+        write_json_atomic(sweep_dir / bsearch.RESULT_FILE,
+                          {"points": [s.record() for s in searches]})
+    log.info("batch search (%s):\n%s", sweep_dir / bsearch.RESULT_FILE,
+             bsearch.format_results(searches))
+    return {s.num: {**best.get(s.num, last.get(s.num, {"status": "failed"})),
+                    "largest_local_batch": s.largest_fitting} for s in searches}

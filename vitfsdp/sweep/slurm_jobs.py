@@ -1,0 +1,97 @@
+"""The points of a Slurm sweep: written as scripts (``--scripts-only``),
+or submitted (a job per point, job arrays for equal shapes, or packs) at most
+``cluster.max_jobs`` at a time, then watched in a live status table until every point is done
+(:func:`launch_slurm`).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from pathlib import Path
+
+from vitfsdp import plan as planner
+from vitfsdp.launch import LaunchOptions, pack, slurm, status, time_limit_s
+from vitfsdp.records import SUMMARY_FILE, read_json
+from vitfsdp.sweep.point import Point, log
+from vitfsdp.sweep.report import status_command
+
+
+def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
+                 alive: Sequence[Point] = ()) -> list[dict]:
+    """Submit (or only write) the sweep's Slurm jobs: one per point (job arrays for equal
+    shapes), or one per node count with ``hydra.launcher.pack=by_nodes``
+    (:mod:`vitfsdp.launch.pack`); at most ``cluster.max_jobs`` queued at once, more submitted
+    as earlier ones end. Unless detached, show the live status table until every point is
+    done and return the summaries (``{"status": "submitted"}``, ``{"status": "waiting"}``
+    (not submitted: max_jobs) or ``{"status": "script"}`` for points not waited on).
+    """
+    if options.scripts_only:
+        paths = slurm.write_scripts(points, options.job_name, sweep_dir)
+        for path in paths:
+            log.info("wrote %s", path)
+        for path in paths:
+            log.info("submit with: %s", shlex.join(["sbatch", str(path)]))
+        log.info("then follow with: %s", status_command(sweep_dir))
+        return [{"status": "script", "script": str(p)} for p in paths]
+    max_jobs = _max_jobs(points)
+    units = _submission_units(points, sweep_dir, options, max_jobs)
+    pack.submit_free(units, max_jobs, 0)
+    if options.detach:
+        _log_detached(units, sweep_dir, max_jobs)
+        return [_detached_summary(p) for p in points]
+    poll_s = min(p.cfg.cluster.poll_s for p in [*points, *alive])
+    if alive:
+        log.info("waiting also for %d point(s) an earlier sweep left in Slurm's queue",
+                 len(alive))
+    status.watch(sweep_dir, [p.run_dir for p in [*points, *alive]], poll_s,
+                 show=_show_table,
+                 on_poll=lambda rows: pack.submit_free(units, max_jobs, status.num_alive(rows)))
+    return [read_json(p.run_dir / SUMMARY_FILE) for p in points]
+
+
+def _max_jobs(points: list[Point]) -> int | None:
+    """The sweep's ``cluster.max_jobs`` (the smallest set; None: no limit)."""
+    limits = [p.cfg.cluster.max_jobs for p in points if p.cfg.cluster.max_jobs is not None]
+    return min(limits) if limits else None
+
+
+def _submission_units(points: list[Point], sweep_dir: Path, options: LaunchOptions,
+                      max_jobs: int | None) -> list[pack.Unit]:
+    """What is submitted at once: a pack (one job), or up to ``max_jobs`` points of one shape
+    (a job or array task each)."""
+    if options.pack == "by_nodes":
+        predicted = {p.num: s for p in points if (s := _predicted_time_s(p)) is not None}
+        packs = pack.make_packs(points, predicted)
+        return [pack.Unit(1, lambda pk=pk: [pack.submit(pk, sweep_dir, options.job_name)])
+                for pk in packs]
+    return [pack.Unit(len(chunk), lambda c=chunk: slurm.submit(c, sweep_dir, options.job_name))
+            for group in slurm.shape_groups(points) for chunk in pack.chunks(group, max_jobs)]
+
+
+def _predicted_time_s(p: Point) -> int | None:
+    """The plan's run time for the point, as ``cluster.time=auto`` resolves it, in seconds
+    (None: no prediction)."""
+    try:
+        return time_limit_s(planner.auto_time_limit(p.cfg))
+    except (ValueError, NotImplementedError):
+        return None
+
+
+def _log_detached(units: list[pack.Unit], sweep_dir: Path, max_jobs: int | None) -> None:
+    ids = [j for u in units for j in (u.job_ids or [])]
+    log.info("submitted %d Slurm jobs: %s", len(ids), " ".join(ids))
+    waiting = sum(u.num_jobs for u in units if u.job_ids is None)
+    if waiting:
+        log.info("%d jobs wait for cluster.max_jobs=%s: run the same command again once jobs "
+                 "have ended to submit them", waiting, max_jobs)
+    log.info("detached; follow with: %s", status_command(sweep_dir))
+
+
+def _detached_summary(p: Point) -> dict:
+    job_id = (read_json(p.run_dir / slurm.JOB_FILE) or {}).get("job_id")
+    return {"status": "submitted", "job_id": job_id} if job_id else {"status": "waiting"}
+
+
+def _show_table(table: str) -> None:
+    log.info("jobs:\n%s", table)
