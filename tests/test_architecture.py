@@ -5,7 +5,9 @@ there (docs/architecture.md, "Layers")."""
 from __future__ import annotations
 
 import ast
+import importlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -112,3 +114,100 @@ def test_the_comment_rule_sees_a_silent_import(tmp_path):
                       "def g():\n    # heavy: loaded on use\n    import torch\n    import timm\n")
     assert [(line, commented) for line, _, commented in _function_level_imports(module)] == [
         (2, False), (7, True), (8, True)]
+
+
+#: What docs/architecture.md names in backticks: a dotted name in the package
+#: (``sweep.launch``, ``core.locks.locked``), a file (``core/layout.py``, ``memory.py``) or a
+#: folder (``analysis/``).
+_DOTTED = re.compile(r"^([a-z_]+(?:\.[A-Za-z_]+)+)$")
+_FILE = re.compile(r"^[\w/.]+\.(?:py|sh|yaml)$")
+_FOLDER = re.compile(r"^[\w/.]+/$")
+#: Suffixes of record files (``run.json``) and documents: named in the doc, but not code.
+_NOT_CODE = (".json", ".jsonl", ".csv", ".png", ".svg", ".md", ".html", ".log", ".out",
+             ".txt", ".toml", ".lock", ".gz")
+
+
+def architecture_names(text: str) -> list[str]:
+    """The backticked names of ``text`` that stand for code: files, folders and dotted
+    names; record files (``run.json``) and anything with a space or ``=`` are left out."""
+    names = []
+    for token in re.findall(r"`([^`\s=<>]+)`", text):
+        token = token.strip("()")
+        if token.endswith(_NOT_CODE):
+            continue
+        if _FILE.match(token) or _FOLDER.match(token) or _DOTTED.match(token):
+            names.append(token)
+    return names
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``dotted`` is a module or an attribute of a module, found by import."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def _config_key(dotted: str) -> bool:
+    """Whether ``dotted`` is a key of the run config (``train.log_every``), which the doc
+    names in backticks like code."""
+    from omegaconf import OmegaConf
+
+    from vitfsdp.config import RunConfig
+
+    return OmegaConf.select(OmegaConf.structured(RunConfig), dotted,
+                            throw_on_missing=False, default="absent") != "absent"
+
+
+def _run_dir_name(name: str) -> bool:
+    """Whether ``name`` (``checkpoint/``, ``job.sbatch``) is a name of a run or sweep
+    directory's vocabulary (:mod:`vitfsdp.core.layout`): a record, not code."""
+    from vitfsdp.core import layout
+
+    return name.rstrip("/") in {v for k, v in vars(layout).items()
+                                if k.isupper() and isinstance(v, str)}
+
+
+def missing_names(names: list[str]) -> list[str]:
+    """The names of :func:`architecture_names` that do not exist: a file or folder found
+    nowhere in the checkout (a bare ``memory.py`` may be in any folder) and not a name of the
+    run directory's vocabulary, a dotted name that is neither a module or attribute of the
+    package (or of a library: ``concurrent.futures``) nor a run-config key."""
+    paths = {p.relative_to(ROOT).as_posix() + ("/" if p.is_dir() else "")
+             for p in ROOT.rglob("*") if ".git" not in p.parts and "__pycache__" not in p.parts}
+    missing = []
+    for name in names:
+        if _FILE.match(name) or _FOLDER.match(name):
+            found = (any(p == name or p.endswith("/" + name) for p in paths)
+                     or _run_dir_name(name))
+        else:
+            dotted = _DOTTED.match(name).group(1)
+            found = (_resolves(dotted if dotted.startswith("vitfsdp.") else "vitfsdp." + dotted)
+                     or _resolves(dotted) or _config_key(dotted) or _run_dir_name(name))
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def test_every_module_the_architecture_page_names_exists():
+    names = architecture_names((ROOT / "docs" / "architecture.md").read_text())
+    assert len(names) > 60, names  # its tables and the mechanisms name this many
+    missing = missing_names(names)
+    assert not missing, "docs/architecture.md names code that does not exist: " + ", ".join(
+        missing)
+
+
+def test_the_page_check_sees_a_missing_module():
+    names = architecture_names("`sweep.launch`, `analysis/nowhere.py`, `core/`, `run.json`, "
+                               "`sweep.no_such_thing`, `train.log_every`, `strategy=DDP`")
+    assert names == ["sweep.launch", "analysis/nowhere.py", "core/", "sweep.no_such_thing",
+                     "train.log_every"]
+    assert missing_names(names) == ["analysis/nowhere.py", "sweep.no_such_thing"]
