@@ -5,10 +5,13 @@
 #               install Debian's chromium (the report's headless-browser test), then run the
 #               test suite; the Slurm tests fail if the cluster is not up
 #   make test-noslurm   the same without the cluster (its tests are skipped), for non-root users
+#   make test-fast  tests/unit only (in-process checks of one module or function; no training,
+#               no Slurm, no subprocess): about a minute, for a developer between edits (after
+#               make install; tests/integration is the rest, make test runs both)
 #   make torch  torch and torchvision where either is missing or the two do not import together
 #               (install and install-run run it first): the PyTorch CPU index on a machine with
 #               no GPU (pip's own index where that gives no working pair), else pip's own index
-#   make test-gpu   on a GPU node, offline: every GPU path (tests/test_gpu.py), through
+#   make test-gpu   on a GPU node, offline: every GPU path (tests/integration/test_gpu.py), through
 #               tools/gpu-check.sh test (the carried wheels of .whl/, else what is installed)
 #   make bench-gpu  on a GPU node, offline: the single-GPU benchmark (tools/gpu-check.sh bench)
 #   make gpu-wheels here (network): the wheels a GPU node without a package registry lacks,
@@ -20,7 +23,7 @@ PYTHON ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
 DEMO_DIR ?= runs/demo
 SLURM_DIR ?= /tmp/vitfsdp-slurm
 
-.PHONY: install install-run torch demo test test-noslurm test-gpu bench-gpu gpu-wheels gpu-rehearsal slurm-up slurm-down browser lint
+.PHONY: install install-run torch demo test test-fast test-noslurm test-gpu bench-gpu gpu-wheels gpu-rehearsal slurm-up slurm-down browser lint
 
 # Where torch and torchvision come from when the environment has neither: on a machine with
 # no GPU (no nvidia-smi, no rocm-smi on PATH) the PyTorch CPU index (PyPI's are CUDA builds,
@@ -102,6 +105,9 @@ test: install slurm-up browser
 
 test-noslurm: install
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
+
+test-fast:
+	$(PYTHON) -m pytest -q -n 2 --durations=5 tests/unit
 
 # No pip install from an index here: a GPU node may reach none. tools/gpu-check.sh installs
 # the carried wheels (make gpu-wheels) offline, or uses the installed project where there are

@@ -10,7 +10,7 @@
 #
 # Steps, in order of value (docs/benchmarks.md gives the calls, their minutes and where the
 # figures go):
-#   test      make test-gpu's tests (pytest -m gpu tests/test_gpu.py)
+#   test      make test-gpu's tests (pytest -m gpu tests/integration/test_gpu.py)
 #   bench     python -m vitfsdp.bench: ViT-H/14, bf16, batch 32: ours (fsdp), unwrapped, timm
 #   jax       H/14 under JAX and under PyTorch (vitfsdp.train), bf16, batch 32, and PyTorch
 #             again with math attention (its loss beside the others'); the analysis prints
@@ -206,7 +206,7 @@ step_test() {
     # --import-mode=append: the tests import vitfsdp from $SITE (the installed wheel, which
     # carries conf/ as vitfsdp.conf), not from the checkout put first on sys.path
     run "$PYTHON" -m pytest -m gpu -v -rA -p no:cacheprovider --import-mode=append \
-        --rootdir "$REPO" "$REPO/tests/test_gpu.py" --junitxml="$STEP_DIR/test-gpu.xml"
+        --rootdir "$REPO" "$REPO/tests/integration/test_gpu.py" --junitxml="$STEP_DIR/test-gpu.xml"
 }
 
 step_bench() {

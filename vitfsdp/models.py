@@ -188,7 +188,7 @@ class ViTFlops:
             nothing in backward needs, so torch's non-reentrant checkpoint stops before it
             (``torch.utils.checkpoint`` early stop, the default) and XLA drops it as dead
             code under ``jax.checkpoint``. Measured with FlopCounterMode in
-            tests/test_flops.py.
+            tests/unit/test_flops.py.
     """
 
     forward: float
@@ -228,7 +228,7 @@ def forward_flops_per_image(cfg: ModelConfig, num_classes: int) -> float:
     """Forward-pass FLOPs for one image of ``cfg`` (input (3, img_size, img_size)) with
     ``num_classes`` outputs; see :func:`vit_flops` for what is counted.
 
-    Checked in tests/test_flops.py against ``FlopCounterMode`` on timm's own models and
+    Checked in tests/unit/test_flops.py against ``FlopCounterMode`` on timm's own models and
     against timm's published figures (results/benchmark-infer-amp-nchw-pt240-cu124-
     rtx3090.csv of huggingface/pytorch-image-models, column ``infer_gmacs``, GMACs =
     FLOPs / 2: ViT-B/16 17.58, ViT-L/16 61.6, ViT-H/14 167.4 at 224).
@@ -447,7 +447,7 @@ class ViTInit:
             # again. Not torch.nn.init.trunc_normal_: in torch 2.11 its inverse-CDF draw
             # turned a uniform value at the end of its range into ±inf, clamped to ±2 (100
             # std at std .02): one weight in some 2^24-2^25 (39 in ViT-H/14), in neither timm's
-            # distribution nor JAX's init (tests/test_models.py)
+            # distribution nor JAX's init (tests/unit/test_models.py)
             out.normal_(0.0, rule.scale, generator=gen)
             outside = out.abs() > TRUNC_BOUND
             while bool(outside.any()):  # at 100 std: never, in practice

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 # Hydra has no public path to its basic sweeper, which this plugin extends (the points it
-# runs equal vitfsdp.overrides.expand's, tests/test_overrides.py)
+# runs equal vitfsdp.overrides.expand's, tests/integration/test_overrides.py)
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper, BasicSweeperConf
 from hydra.core.config_store import ConfigStore
 

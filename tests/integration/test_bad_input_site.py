@@ -1,0 +1,196 @@
+"""A real site's bad input, refused before anything is queued in one line naming the key:
+a time limit out of range, two of Hydra's modes at once, a VITFSDP_CONFIG_PATH Hydra cannot
+use, JAX points where JAX is not installed, and an unreachable Slurm said once, not per point.
+Each command runs for real (``python -m vitfsdp.sweep``) where a traceback was the failure.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import run_module
+from vitfsdp.launch import time_limit_s
+
+FRONTIER = ["cluster=frontier", "cluster.account=STF218", "--scripts-only"]
+
+
+def one_line_refusal(proc, tmp_path) -> str:
+    """The refusal's single line (exit status 2, no traceback, no sweep directory)."""
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr[-3000:]
+    assert not (tmp_path / "s").exists()
+    return lines[0]
+
+
+@pytest.mark.parametrize("value,field", [("25:99:99", "99 minutes"), ("1-24:00", "24 hours"),
+                                         ("10:61", "61 seconds"), ("0-00:00:60", "60 seconds")])
+def test_time_fields_out_of_range_are_refused(value, field):
+    with pytest.raises(ValueError, match=rf"^cluster.time='{value}' has {field}, more than"):
+        time_limit_s(value)
+
+
+@pytest.mark.parametrize("value,seconds", [("25:00:00", 90000), ("90", 5400),
+                                           ("2-23:59:59", 259199), ("59:59", 3599)])
+def test_time_limits_in_range_are_taken(value, seconds):
+    assert time_limit_s(value) == seconds
+
+
+def test_sweep_refuses_the_audit_time_limit(tmp_path):
+    """cluster.time=25:99:99 was submitted (Slurm ran 1-02:41:00)."""
+    proc = run_module("vitfsdp.sweep", "-m", *FRONTIER, "cluster.time=25:99:99",
+                      f"hydra.sweep.dir={tmp_path}/s", cwd=tmp_path)
+    assert "cluster.time='25:99:99' has 99 minutes" in one_line_refusal(proc, tmp_path)
+
+
+@pytest.mark.parametrize("flags", [["-m", "nodes=1,2", "--cfg", "job"],
+                                   ["--cfg", "job", "-m", "nodes=1"], ["-m", "--info"]])
+def test_two_hydra_modes_are_refused_in_one_line(tmp_path, flags):
+    proc = run_module("vitfsdp.sweep", *flags, f"hydra.sweep.dir={tmp_path}/s", cwd=tmp_path)
+    assert "cannot go together" in one_line_refusal(proc, tmp_path)
+
+
+@pytest.mark.parametrize("folder,says", [
+    ("/srv/" + "x" * 3000, "folder 2 is 3005 characters long"),
+    ("/srv/a${", "folder 2 holds '${'"), ("/srv/a${IFS}b", "folder 2 holds '${'"),
+    ("/srv/x\ny", "folder 2 holds a control character")])
+def test_config_path_refusals_name_the_variable(tmp_path, monkeypatch, folder, says):
+    """VITFSDP_CONFIG_PATH's folders: a 3000-character one was a traceback (ENAMETOOLONG), a
+    '${' one was refused without naming the variable; the folder's text is never echoed."""
+    monkeypatch.setenv("VITFSDP_CONFIG_PATH", f"{tmp_path}{os.pathsep}{folder}")
+    proc = run_module("vitfsdp.sweep", "-m", *FRONTIER, f"hydra.sweep.dir={tmp_path}/s",
+                      cwd=tmp_path)
+    line = one_line_refusal(proc, tmp_path)
+    assert line.startswith(f"error: VITFSDP_CONFIG_PATH's {says}"), line
+    assert "xxxx" not in line and "IFS" not in line
+
+
+#: ``python -m vitfsdp.sweep ARGS`` in a process whose interpreter has no JAX as far as the
+#: sweep can tell (``vitfsdp.sweep.check._jax_installed``): the README's set-up installs none.
+WITHOUT_JAX = ("import sys; from vitfsdp import sweep; from vitfsdp.sweep import check; "
+               "check._jax_installed = lambda: False; "
+               "sys.exit(sweep.main_cli(sys.argv[1:]))")
+
+
+def test_jax_points_are_refused_where_jax_is_not_installed(tmp_path):
+    """The README's vertex_single_node_cpu after the README's set-up (no JAX): its JAX points
+    failed after 10-13 s each; now refused with the install hint, before anything runs."""
+    proc = subprocess.run([sys.executable, "-c", WITHOUT_JAX, "experiment=vertex_single_node_cpu",
+                           f"hydra.sweep.dir={tmp_path}/s"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "HYDRA_FULL_ERROR": "0"})
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "framework=jax needs JAX" in proc.stderr and "pip install 'vitfsdp[jax]'" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "s").exists()
+
+
+SINFO = """#!/bin/sh
+echo "sinfo: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host" >&2
+echo "sinfo: error: fetch_config: DNS SRV lookup failed" >&2
+echo "sinfo: error: _establish_config_source: failed to fetch config" >&2
+echo "sinfo: fatal: Could not establish a configuration source" >&2
+exit 1
+"""
+
+
+def test_unreachable_slurm_is_said_once_for_the_sweep(tmp_path, monkeypatch):
+    """The ORNL preset without Slurm printed sinfo's four lines for each of its 60 points
+    (240 lines); now one line: sinfo's fatal one."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sinfo").write_text(SINFO)
+    (bin_dir / "sinfo").chmod(stat.S_IRWXU)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    proc = run_module("vitfsdp.sweep", "-m", "cluster=frontier", "cluster.account=STF218",
+                      "cluster.check_paths=false", "nodes=1,2,4", "strategy=FULL_SHARD,DDP",
+                      f"hydra.sweep.dir={tmp_path}/s", cwd=tmp_path)
+    line = one_line_refusal(proc, tmp_path)
+    assert "sinfo -h failed: sinfo: fatal: Could not establish" in line, line
+    assert "is Slurm reachable from here?" in line
+
+
+# ---------------------------------------------------------------- Frontier's queue, modules
+
+
+@pytest.mark.parametrize("overrides,says", [
+    (["nodes=8", "cluster.time=06:00:00"],
+     "cluster.time=06:00:00 is longer than 02:00:00, the limit of partition batch for a job "
+     "of 8 nodes (cluster.queue_limits[0])"),
+    (["nodes=100", "cluster.time=12:00:00"], "the limit of partition batch for a job of 100 "
+                                             "nodes (cluster.queue_limits[1])"),
+    (["cluster.qos=debug", "cluster.max_jobs=1", "cluster.time=03:00:00"],
+     "longer than 02:00:00, the limit of QOS debug (cluster.queue_limits[4])"),
+    (["cluster.qos=debug", "cluster.time=01:00:00"],
+     "QOS debug allows 1 job(s) of a user at once (cluster.queue_limits[4]) and "
+     "cluster.max_jobs=4; set cluster.max_jobs=1"),
+    (["cluster.partition=extended", "nodes=65"], "nodes=65 is more than partition extended "
+                                                 "takes (at most 64 nodes"),
+])
+def test_frontier_queue_limits_refuse_before_scripts_are_written(tmp_path, overrides, says):
+    """The audit's nodes=8 cluster.time=06:00:00 and qos=debug time=03:00:00 were written as
+    given; the profile's queue_limits (OLCF's Frontier user guide) refuse them."""
+    proc = run_module("vitfsdp.sweep", "-m", *FRONTIER, *overrides,
+                      f"hydra.sweep.dir={tmp_path}/s", cwd=tmp_path)
+    assert says in one_line_refusal(proc, tmp_path)
+
+
+@pytest.mark.parametrize("overrides", [
+    ["nodes=91", "cluster.time=02:00:00"], ["nodes=92", "cluster.time=06:00:00"],
+    ["cluster.qos=debug", "cluster.max_jobs=1", "cluster.time=02:00:00"],
+    ["cluster.partition=extended", "nodes=64", "cluster.time=24:00:00"]])
+def test_frontier_queue_limits_take_what_the_queue_runs(overrides):
+    from tests.integration.test_slurm_scripts import compose_cfg
+
+    cfg = compose_cfg("cluster=frontier", "cluster.account=STF218", *overrides)
+    cfg.cluster.check_queue_limits(cfg.nodes)
+
+
+#: A site's `module` (an exported shell function, as Lmod's is) that knows no rocm/9.9.9.
+MODULE = {"BASH_FUNC_module%%": '() { [ "$1" = is-avail ] && [ "$2" != rocm/9.9.9 ]; }'}
+
+
+def test_unknown_module_is_refused_where_the_module_system_answers(tmp_path):
+    """cluster.modules=[rocm/9.9.9] was queued, then failed on the node; the login node's
+    module system is asked first (module is-avail), with --scripts-only too."""
+    proc = subprocess.run([sys.executable, "-m", "vitfsdp.sweep", "-m", *FRONTIER,
+                           "cluster.modules=[rocm/7.1.1,rocm/9.9.9]",
+                           f"hydra.sweep.dir={tmp_path}/s"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, **MODULE})
+    line = one_line_refusal(proc, tmp_path)
+    assert "cluster.modules[1]='rocm/9.9.9' is not available here (module is-avail)" in line
+    proc = subprocess.run([sys.executable, "-m", "vitfsdp.sweep", "-m", *FRONTIER,
+                           "cluster.modules=[rocm/7.1.1]", f"hydra.sweep.dir={tmp_path}/s"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **MODULE})
+    assert proc.returncode == 3, proc.stderr[-3000:]  # written
+
+
+def test_scripts_only_checks_the_interpreter(tmp_path):
+    """--scripts-only checks cluster.python as a sweep does (it wrote scripts running an
+    interpreter that does not exist), and says when the scripts run the sweeping one."""
+    proc = run_module("vitfsdp.sweep", "-m", *FRONTIER, "cluster.python=/no/such/python",
+                      f"hydra.sweep.dir={tmp_path}/s", cwd=tmp_path)
+    assert "cluster.python=/no/such/python is not an executable here" in one_line_refusal(
+        proc, tmp_path)
+    proc = run_module("vitfsdp.sweep", "-m", *FRONTIER, "nodes=1,2",
+                      f"hydra.sweep.dir={tmp_path}/s", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert out.count(f"the scripts run {sys.executable}, the interpreter sweeping here") == 1
+
+
+def test_one_node_jobs_get_nccl_net_socket(tmp_path):
+    """OLCF's PyTorch guide: NCCL_NET=Socket in a job of one node (the plugin does not start
+    there), OFI in more; the rendered script's branch, run by bash."""
+    from tests.integration.test_slurm_scripts import POINT, PROFILES, render_point
+    text = render_point(PROFILES["frontier"], POINT)
+    start = text.index('if [[ "${SLURM_JOB_NUM_NODES:-1}" -gt 1 ]]')
+    block = text[start:text.index("fi\n", start) + 3]
+    for nodes, net in ((1, "Socket"), (2, "OFI"), (8, "OFI")):
+        proc = subprocess.run(["bash", "-c", block + 'echo "$NCCL_NET"'], capture_output=True,
+                              text=True, env={"SLURM_JOB_NUM_NODES": str(nodes)}, timeout=30)
+        assert proc.stdout.strip() == net

@@ -1,0 +1,88 @@
+"""Ctrl-C during a sweep, as a terminal sends it (SIGINT to the sweep's process group, its
+torchrun and ranks included): no traceback, one line saying what was recorded and what runs
+on, exit status 130; the interrupted point runs again on a plain rerun (locally), and on Slurm
+the jobs run on and the rerun waits for them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import read
+from tests.integration.test_sweep import FAST
+from tests.integration.test_virtual_slurm import NOT_STARTED, require_cluster
+
+needs_slurm = pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
+
+
+def sweep(args: list[str], cwd: Path) -> subprocess.Popen:
+    """``python -m vitfsdp.sweep -m ARGS`` in a session of its own (a terminal's job)."""
+    return subprocess.Popen([sys.executable, "-m", "vitfsdp.sweep", "-m", *args], cwd=cwd,
+                            start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "HYDRA_FULL_ERROR": "0"})
+
+
+def wait_for(found, timeout_s: float = 180) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not found():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def ctrl_c(proc: subprocess.Popen) -> tuple[str, str]:
+    """SIGINT to the whole process group, as ^C; the sweep's output once it has ended."""
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, out[-2000:] + err[-2000:]
+    assert "Traceback" not in out + err
+    return out, err
+
+
+def test_local_point_interrupted_is_recorded_and_runs_again(tmp_path):
+    args = [*FAST, "train.steps=40", f"hydra.sweep.dir={tmp_path}/s"]
+    proc = sweep(args, tmp_path)
+    wait_for(lambda: list(tmp_path.glob("s/*/metrics.jsonl")))  # the ranks train
+    _, err = ctrl_c(proc)
+    line = err.strip().splitlines()[-1]  # the sweep's last word (a library may warn before)
+    assert line.startswith("interrupted: the point running here was stopped and recorded "
+                           "cancelled"), err[-3000:]
+    (run_dir,) = (tmp_path / "s").glob("0_*")
+    summary = read(run_dir / "summary.json")
+    assert summary["status"] == "cancelled" and summary["interrupted"] is True
+    wait_for(lambda: not subprocess.run(["pgrep", "-f", str(run_dir)],  # none outlives it
+                                        capture_output=True).stdout, 30)
+    proc = sweep(args, tmp_path)  # a plain rerun
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-2000:] + err[-2000:]
+    assert read(run_dir / "summary.json")["status"] == "completed"
+    assert (run_dir / "attempts" / "1" / "summary.json").exists()
+
+
+@needs_slurm
+def test_slurm_jobs_run_on_after_ctrl_c_and_the_rerun_waits(tmp_path):
+    require_cluster()
+    args = ["cluster=virtual", *FAST, "train.steps=20", f"hydra.sweep.dir={tmp_path}/s"]
+    proc = sweep(args, tmp_path)
+    wait_for(lambda: any(json.loads(p.read_text()).get("job_id")
+                         for p in tmp_path.glob("s/*/job.json")))
+    _, err = ctrl_c(proc)
+    line = err.strip().splitlines()[-1]
+    (run_dir,) = (tmp_path / "s").glob("0_*")
+    job_id = read(run_dir / "job.json")["job_id"]
+    assert line.startswith("interrupted: 1 Slurm job(s) keep running; follow with: "), line
+    assert f"cancel them with: scancel {job_id};" in line
+    proc = sweep(args, tmp_path)  # waits for the job the first sweep left
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out[-2000:] + err[-2000:]
+    assert "waiting also for 1 point(s) an earlier sweep left" in out + err
+    assert read(run_dir / "summary.json")["status"] == "completed"
+    assert read(run_dir / "job.json")["job_id"] == job_id  # not submitted twice

@@ -1,0 +1,93 @@
+"""PyTorch and JAX side by side in the analysis: framework as line style, one colour per
+strategy, and the JAX/PyTorch ips ratio table, on record directories written with RunRecords."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.integration.test_analysis import run_cli, run_info, write_run
+from vitfsdp.analysis import collect_runs, framework_ratio_table, plot_weak_scaling
+
+#: Global images/s per (framework, strategy, nodes); JAX FULL_SHARD at 2 nodes failed.
+IPS = {
+    ("torch", "FULL_SHARD", 1): 100.0, ("torch", "FULL_SHARD", 2): 180.0,
+    ("torch", "DDP", 1): 200.0, ("torch", "DDP", 2): 300.0,
+    ("jax", "FULL_SHARD", 1): 150.0, ("jax", "FULL_SHARD", 2): None,
+    ("jax", "DDP", 1): 100.0, ("jax", "DDP", 2): 240.0,
+}  # fmt: skip
+
+
+def _info(framework: str, strategy: str, nodes: int) -> dict:
+    """A run.json as each framework writes it: FSDP1-only settings are null under JAX and
+    under DDP, and JAX runs add ``compile_s`` to their summary."""
+    info = run_info(strategy, nodes)
+    info["config"]["framework"] = framework
+    if framework == "jax" or strategy == "DDP":
+        info["config"]["strategy"] |= {"backward_prefetch": None, "limit_all_gathers": None}
+    return info
+
+
+@pytest.fixture
+def sweep(tmp_path: Path) -> Path:
+    for (framework, strategy, nodes), ips in IPS.items():
+        status = "completed" if ips is not None else "failed"
+        write_run(tmp_path / f"{framework}_{strategy}_{nodes}", _info(framework, strategy, nodes),
+                  ips, status=status)
+    return tmp_path
+
+
+def test_framework_is_the_line_style_and_strategy_the_colour(sweep: Path) -> None:
+    ax = plot_weak_scaling(collect_runs(sweep)).axes[0]
+    lines = {ln.get_label(): ln for ln in ax.lines if not ln.get_label().startswith("_")}
+    # FSDP1-only settings split no strategy's lines here: left out of the labels
+    assert sorted(lines) == ["DDP jax", "DDP torch", "FULL_SHARD jax", "FULL_SHARD torch"]
+    torch_fs = lines["FULL_SHARD torch"]
+    assert torch_fs.get_linestyle() == "-" and lines["DDP torch"].get_linestyle() == "-"
+    assert {lines["DDP jax"].get_linestyle(), lines["FULL_SHARD jax"].get_linestyle()} == {"-."}
+    assert lines["DDP jax"].get_color() == lines["DDP torch"].get_color()
+    assert lines["FULL_SHARD jax"].get_color() == torch_fs.get_color()
+    assert lines["DDP jax"].get_color() != torch_fs.get_color()
+    assert list(lines["DDP jax"].get_ydata()) == [100.0, 240.0]
+    assert "FULL_SHARD jax nodes=2 (1 failed)" in " ".join(t.get_text() for t in ax.texts)
+
+
+def test_ratio_table(sweep: Path) -> None:
+    df = collect_runs(sweep)
+    assert df.loc[df["framework"] == "jax", "engine"].isna().all()  # FSDP1/2 is torch's
+    assert (df.loc[df["framework"] == "torch", "engine"] == "fsdp1").all()
+    table = framework_ratio_table(df)
+    assert list(table.columns) == ["model", "strategy", "nodes", "torch_ips", "jax_ips",
+                                   "jax_over_torch"]
+    assert list(zip(table["strategy"], table["nodes"], strict=True)) == [
+        ("DDP", 1), ("DDP", 2), ("FULL_SHARD", 1)]  # JAX FULL_SHARD at 2 nodes failed
+    assert list(table["jax_over_torch"]) == pytest.approx([0.5, 0.8, 1.5])
+
+
+def test_ratio_table_empty_with_one_framework(sweep: Path) -> None:
+    df = collect_runs(sweep)
+    assert framework_ratio_table(df[df["framework"] == "torch"]).empty
+
+
+def test_cli_writes_ratio_csv(sweep: Path) -> None:
+    result = run_cli(str(sweep))
+    assert result.returncode == 0, result.stderr
+    ratio = pd.read_csv(sweep / "analysis" / "framework_ratio.csv")
+    assert list(ratio["jax_over_torch"]) == pytest.approx([0.5, 0.8, 1.5])
+    assert "JAX / PyTorch images/s:" in result.stdout
+
+
+def test_swept_torch_setting_keeps_its_lines_and_ratio_rows(sweep: Path) -> None:
+    info = _info("torch", "FULL_SHARD", 1)
+    info["config"]["strategy"]["backward_prefetch"] = "BACKWARD_POST"
+    write_run(sweep / "torch_post_1", info, 75.0)
+    df = collect_runs(sweep)
+    labels = {ln.get_label() for ln in plot_weak_scaling(df).axes[0].lines}
+    assert {"FULL_SHARD BACKWARD_PRE torch", "FULL_SHARD BACKWARD_POST torch",
+            "FULL_SHARD jax"} <= labels
+    table = framework_ratio_table(df)
+    fs = table[table["strategy"] == "FULL_SHARD"]
+    assert list(fs["backward_prefetch"]) == ["BACKWARD_POST", "BACKWARD_PRE"]
+    assert list(fs["jax_over_torch"]) == pytest.approx([2.0, 1.5])  # the same JAX run

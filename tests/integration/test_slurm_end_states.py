@@ -1,0 +1,182 @@
+"""How a Slurm point's end is recorded: sacct's records parsed, the status Slurm's end settles
+(``cancelled`` for scancel, ``timeout`` for a time limit with no requeue left), Slurm's state,
+exit code and reason kept in summary.json, and the table's headline ips.
+
+The in-process tests need no cluster; the last one runs a real time limit on the virtual
+cluster (skipped unless ``VITFSDP_SLURM=1``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import read, run_module
+from tests.integration.test_virtual_slurm import NOT_STARTED, require_cluster, slurm
+from vitfsdp.launch import status
+from vitfsdp.launch.status import SlurmJob
+from vitfsdp.records import RunRecords, write_json_atomic
+
+#: sacct -n -P -o JobID,JobName,State,NodeList,Reason,ExitCode,ElapsedRaw,TimelimitRaw, as
+#: Slurm 22.05 printed it for a pack (a set-up step, then its points) cancelled during its
+#: second point, and an array task.
+SACCT = """\
+8|pack|CANCELLED by 0|vnode1|None|0:0|7|1
+8.batch|batch|CANCELLED|vnode1||0:15|7|
+8.extern|extern|COMPLETED|vnode1||0:0|7|
+8.0|mkdir|COMPLETED|vnode1||0:0|0|
+8.1|vitfsdp-point0|COMPLETED|vnode1||0:0|0|
+8.2|vitfsdp-point1|CANCELLED|vnode1||0:15|6|
+9_1|vitfsdp|FAILED|vnode[1-2]|NonZeroExitCode|1:0|35|10
+"""
+
+
+def test_sacct_records_parse_with_steps_and_without_batch():
+    jobs = status.parse_sacct(SACCT)
+    assert set(jobs) == {"8", "8.0", "8.1", "8.2", "9_1"}
+    assert jobs["8"] == SlurmJob("CANCELLED", "pack", "vnode1", "", "0:0", 7, 60)
+    assert jobs["8.2"].state == "CANCELLED" and jobs["8.2"].exit_code == "0:15"
+    # a packed point's step is found by its name, whatever steps ran before it
+    assert [status.find_step(jobs, "8", k) for k in range(3)] == ["8.1", "8.2", None]
+    assert jobs["9_1"].reason == "NonZeroExitCode" and jobs["9_1"].time_limit_s == 600
+
+
+def _point(tmp_path: Path, summary_status: str | None, position: int | None = None) -> Path:
+    """A run directory with job.json (time limit 10 min, signal 20 s before it) and, unless
+    None, the summary the training wrote."""
+    run_dir = tmp_path / "0_point"
+    job = {"job_id": "8", "time_limit": "00:10:00", "signal_delay_s": 20}
+    if position is not None:
+        job["pack"] = {"position": position}
+    run_dir.mkdir()
+    write_json_atomic(run_dir / "job.json", job)
+    if summary_status:
+        records = RunRecords(run_dir)
+        records.run_info = {}
+        records.finish(summary_status, "SIGTERM received", interrupted=True, last_step=3)
+    return run_dir
+
+
+#: (summary the training wrote, the job as sacct reports it, packed at position) →
+#: (status, Slurm state kept in summary.json)
+END_CASES = {
+    "scancel after the checkpoint": ("preempted", SlurmJob("CANCELLED", exit_code="0:0",
+                                                           elapsed_s=30, time_limit_s=600),
+                                     None, "cancelled", "CANCELLED"),
+    "time limit, no requeue left": ("preempted", SlurmJob("FAILED", exit_code="1:0",
+                                                          elapsed_s=560, time_limit_s=600),
+                                    None, "timeout", "FAILED"),
+    "killed at the limit, no summary": (None, SlurmJob("TIMEOUT", exit_code="0:15",
+                                                       elapsed_s=600, time_limit_s=600),
+                                        None, "timeout", "TIMEOUT"),
+    "stopped early, no requeue": ("preempted", SlurmJob("FAILED", exit_code="1:0",
+                                                        elapsed_s=100, time_limit_s=600),
+                                  None, "preempted", "FAILED"),
+    "a rank killed": ("failed", SlurmJob("FAILED", exit_code="1:0", elapsed_s=50,
+                                         time_limit_s=600), None, "failed", "FAILED"),
+    "pack cancelled before it": (None, SlurmJob("CANCELLED", exit_code="0:0", elapsed_s=50,
+                                                time_limit_s=600), 2, "cancelled", "CANCELLED"),
+}
+
+
+@pytest.mark.parametrize("case", END_CASES)
+def test_slurm_end_settles_the_status_and_is_kept(tmp_path, case):
+    written, job, position, want_status, want_state = END_CASES[case]
+    run_dir = _point(tmp_path, written, position)
+    row = status.read_state(run_dir)
+    row.job, row.own = job, (job if position is None else None)
+    row.state = job.state
+    assert status.reconcile(row)
+    summary = read(run_dir / "summary.json")
+    assert summary["status"] == want_status and row.status == want_status
+    assert summary["slurm"]["state"] == want_state
+    assert summary["slurm"]["exit_code"] == job.exit_code
+    if want_status in ("cancelled", "timeout"):
+        assert summary["interrupted"] is True  # a rerun runs it again
+    if position is not None:
+        assert "before this point started" in summary["reason"]
+    assert not status.reconcile(status.read_state(run_dir))  # recorded once
+
+
+def test_a_preempted_point_waits_while_its_job_is_alive(tmp_path):
+    run_dir = _point(tmp_path, "preempted", position=0)
+    row = status.read_state(run_dir)
+    row.job, row.own = SlurmJob("RUNNING"), SlurmJob("COMPLETED", exit_code="3:0")
+    row.state = "COMPLETED"
+    assert not status.reconcile(row) and not row.done
+    assert "slurm" not in read(run_dir / "summary.json")
+
+
+def test_table_shows_the_median_of_measured_windows(tmp_path):
+    ips = [500.0, 100.0, 120.0, 300.0, 90.0]  # warm-up first, then four measured windows
+    windows = [{"step_end": i + 1, "ips": v, "warmup": i == 0} for i, v in enumerate(ips)]
+    (tmp_path / "0_point").mkdir()
+    (tmp_path / "0_point" / "metrics.jsonl").write_text(
+        "".join(json.dumps(w) + "\n" for w in windows))
+    row = status.read_state(tmp_path / "0_point")
+    assert row.ips == statistics.median(ips[1:])
+    assert f"{statistics.median(ips[1:]):.1f}" in status.format_table([row])
+
+
+needs_cluster = pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
+
+
+@needs_cluster
+def test_time_limit_without_requeue_is_timeout_and_a_rerun_runs_it(tmp_path):
+    """cluster.time=1 (minute), SIGUSR2 20 s before it, no requeue: the training saves its
+    checkpoint and stops (preempted); Slurm's end makes it timeout, interrupted."""
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    args = ["-m", "cluster=virtual", "model=vit_tiny", "device=cpu", "train.steps=100000",
+            "train.log_every=1", "train.local_batch_size=4", "cluster.time=1",
+            "cluster.max_requeues=0", "cluster.poll_s=1", f"hydra.sweep.dir={sweep_dir}",
+            f"hydra.launcher.job_name=vitfsdp-test-{uuid.uuid4().hex[:8]}", "--detach"]
+    proc = run_module("vitfsdp.sweep", *args, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 3, proc.stdout[-3000:] + proc.stderr[-3000:]  # queued
+    proc = run_module("vitfsdp.sweep", "--status", str(sweep_dir), "--watch", "--poll-s", "1",
+                      cwd=tmp_path, timeout=240)
+    assert proc.returncode == 1, proc.stderr  # ended without completing
+    (point,) = [p for p in sweep_dir.iterdir() if (p / "job.json").exists()]
+    summary = read(point / "summary.json")
+    assert summary["status"] == "timeout", summary
+    assert summary["interrupted"] is True and "time limit" in summary["reason"]
+    assert summary["slurm"]["state"] in ("FAILED", "COMPLETED", "TIMEOUT")
+    assert summary["slurm"]["exit_code"] is not None  # from sacct
+    proc = run_module("vitfsdp.sweep", *args, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 3 and "1 to run" in proc.stdout, proc.stdout[-3000:]
+    job_id = read(point / "job.json")["job_id"]
+    assert job_id != summary["slurm"]["job_id"]  # a new job
+    # the same command (--detach) while that job is queued or running: nothing to run, and
+    # not 0 (without --detach it waits for the job: tests/integration/test_ctrl_c.py)
+    proc = run_module("vitfsdp.sweep", *args, cwd=tmp_path, timeout=120)
+    slurm("scancel", job_id)
+    assert proc.returncode == 3 and f"Slurm job {job_id} is " in proc.stdout, proc.stdout[-3000:]
+    assert "not ended: " in proc.stdout and "0 to run" in proc.stdout
+
+
+@pytest.mark.parametrize("log", [".submitit/8_0_log.out", "0_point/slurm-8.out",
+                                 "packs/pack0-8.out"])
+def test_a_job_that_ended_before_its_tasks_says_why(tmp_path, log):
+    """A job script that failed in its setup (before any task wrote a line): the reason's
+    first line is the last non-empty line of the job's own output (submitit's log, the
+    script's slurm-<id>.out, or its pack's), whichever launch path ran it."""
+    run_dir = _point(tmp_path, None)
+    (run_dir / "logs").mkdir()
+    (run_dir / "logs" / "task0.log").write_text("\n\n")  # made, never written
+    path = tmp_path / log
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("module: loading rocm\nvitfsdp: cluster.venv=/opt/no/such/venv has no "
+                    "bin/activate on vnode1\n\n")
+    row = status.read_state(run_dir)
+    row.job = row.own = SlurmJob("FAILED", exit_code="1:0", elapsed_s=0, time_limit_s=600)
+    row.state = "FAILED"
+    assert status.reconcile(row)
+    first, *rest = read(run_dir / "summary.json")["reason"].splitlines()
+    assert first == ("Slurm job 8 ended FAILED before the first step without a summary: "
+                     "vitfsdp: cluster.venv=/opt/no/such/venv has no bin/activate on vnode1")
+    assert rest[-2:] == ["module: loading rocm", first.split(": ", 1)[1]]

@@ -1,0 +1,171 @@
+"""Packing (``hydra.launcher.pack=by_nodes``) and ``cluster.max_jobs``: the pack script and
+its time limit, the submission within the job limit, and on the virtual cluster (skipped
+unless ``VITFSDP_SLURM=1``) a 6-point sweep under a QOS of 2 jobs per user.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import read, run_module
+from tests.integration.test_slurm_scripts import compose_cfg
+from tests.integration.test_virtual_slurm import NOT_STARTED, require_cluster, slurm
+from vitfsdp.launch import pack
+from vitfsdp.sweep import Point
+
+SWEEP_DIR = Path("/lustre/proj/vitfsdp/runs/sweep")  # rendered only: need not exist
+
+
+def _points(*node_counts: int, time: str = "00:10:00") -> list[Point]:
+    points = []
+    for num, nodes in enumerate(node_counts):
+        overrides = ["cluster=virtual", f"nodes={nodes}", f"train.seed={num}",
+                     f"cluster.time={time}"]
+        points.append(Point(num, overrides, compose_cfg(*overrides), SWEEP_DIR / f"{num}_p"))
+    return points
+
+
+def test_points_pack_by_node_count_with_summed_time_limits():
+    points = _points(1, 2, 1, 1)
+    packs = pack.make_packs(points, {2: 150})  # the plan predicts point 2's run time only
+    assert [[p.num for p in pk.points] for pk in packs] == [[0, 2, 3], [1]]
+    assert packs[0].time_limit_s == pack.PACK_START_S + 600 + 150 + 600
+    assert packs[1].time_limit_s == pack.PACK_START_S + 600
+    assert pack.slurm_time(packs[1].time_limit_s) == "0-00:12:00"
+    assert pack.slurm_time(90_000) == "1-01:00:00"
+
+
+def test_pack_script_runs_each_point_as_its_own_step():
+    points = _points(2, 2, 2)
+    (pk,) = pack.make_packs(points, {})
+    text = pack.render(pk, SWEEP_DIR, "vitfsdp", "/lustre/proj/vitfsdp")
+    assert "#SBATCH --nodes=2\n" in text and "#SBATCH --time=0-00:32:00\n" in text
+    assert "#SBATCH --signal=USR2@20\n" in text
+    assert f"#SBATCH --output={SWEEP_DIR}/packs/pack0-%j.out\n" in text
+    steps = re.findall(r"^srun .*\n.*hydra\.run\.dir=.*(\d)_p", text, flags=re.M)
+    assert steps == ["0", "1", "2"]  # one step per point, in order
+    for position in range(3):
+        assert f"srun --job-name=vitfsdp-point{position} " in text  # its step, by name
+        assert f"export MASTER_PORT=$((PACK_PORT + {position}))" in text
+        assert f"--output={SWEEP_DIR}/{position}_p/logs/task%t.log" in text
+    # a failed point goes on to the next; a stop on SIGUSR2 (exit 3) ends the pack
+    assert text.count("|| rc=$?") == 3 and text.count("exit 3; fi") == 3
+    assert "set -e" not in text.split("PACK_PORT=")[1]
+    record = pack.pack_job_record(pk, points[1], 1)
+    assert record["pack"]["position"] == 1 and record["submitted_with"] == "pack"
+
+
+def test_a_pack_probes_its_allocation_first_when_asked(tmp_path):
+    """``cluster.probe=allocation``: the pack's first step runs the probe's worker on every
+    rank of the allocation (its own port, after the points'), merging into the sweep's
+    probe.json; its failure does not stop the points; the time limit allows for it; and the
+    request names the pack's points. A profile that cannot run it is refused in one line."""
+    points = [Point(n, o, compose_cfg(*o), SWEEP_DIR / f"{n}_p") for n, o in enumerate(
+        [["cluster=virtual", "nodes=2", f"train.seed={n}", "cluster.time=00:10:00",
+          "cluster.probe=allocation"] for n in range(2)])]
+    (pk,) = pack.make_packs(points, {})
+    assert pk.probes and pk.time_limit_s == pack.PACK_START_S + pack.PROBE_STEP_S + 1200
+    text = pack.render(pk, SWEEP_DIR, "vitfsdp", "/lustre/proj/vitfsdp")
+    probe_step = text.index("srun --job-name=vitfsdp-probe ")
+    assert probe_step < text.index("srun --job-name=vitfsdp-point0 ")
+    step = text[probe_step:].split("\n\n")[0]
+    assert f"-m vitfsdp.probe.worker {SWEEP_DIR}/packs/probe0.json --merge " \
+           f"{SWEEP_DIR}/probe.json" in step
+    assert "|| echo " in step and "export MASTER_PORT=$((PACK_PORT + 2))" in text
+    request = pack.probe_request(pk)
+    assert request["nodes"] == 2 and request["points"] == [list(p.overrides) for p in points]
+    with pytest.raises(ValueError, match="cluster.probe=allocation measures inside"):
+        compose_cfg("cluster=local", "cluster.probe=allocation")
+
+
+def test_submission_stays_within_max_jobs():
+    submitted = []
+
+    def unit(name: str, num_jobs: int = 1) -> pack.Unit:
+        return pack.Unit(num_jobs, lambda: submitted.append(name) or [name])
+
+    units = [unit("a"), unit("b"), unit("c"), unit("d", 3)]
+    assert pack.submit_free(units, 2, num_alive=0) == 2 and submitted == ["a", "b"]
+    assert pack.submit_free(units, 2, num_alive=2) == 0  # both still queued
+    assert pack.submit_free(units, 2, num_alive=1) == 1 and submitted[-1] == "c"
+    # a unit larger than the limit goes alone, once nothing is queued
+    assert pack.submit_free(units, 2, num_alive=1) == 0
+    assert pack.submit_free(units, 2, num_alive=0) == 1 and submitted[-1] == "d"
+    assert [len(c) for c in pack.chunks(list(range(5)), 2)] == [2, 2, 1]
+    assert [len(c) for c in pack.chunks(list(range(5)), None)] == [5]
+
+
+@pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
+def test_six_points_in_packs_under_a_two_job_limit(tmp_path):
+    """The virtual cluster's QOS limit2 refuses a third job of a user: one job per point
+    cannot queue 6 points; packed by node count (3 packs of 2 points: a step after another
+    in one allocation) with cluster.max_jobs=2, the sweep submits the third pack once one
+    has ended, and every point completes with its own records. (The script's loop over more
+    points per pack is tested on the rendered script above.)"""
+    require_cluster()
+    held = []
+    for _ in range(3):
+        proc = slurm("sbatch", "--parsable", "--hold", "--qos=limit2", "-o", "/dev/null",
+                     "--wrap", "true")
+        held += [proc.stdout.strip()] if proc.returncode == 0 else []
+    slurm("scancel", *held)
+    assert len(held) == 2 and "QOSMaxSubmitJobPerUserLimit" in proc.stderr, proc.stderr
+    sweep_dir = tmp_path / "sweep"
+    proc = run_module(
+        "vitfsdp.sweep", "-m", "cluster=virtual", "model=vit_tiny", "device=cpu",
+        "train.steps=2", "train.warmup_steps=1", "train.log_every=1",
+        "train.local_batch_size=4", "cluster.gpus_per_node=1", "cluster.poll_s=1",
+        "cluster.qos=limit2", "cluster.max_jobs=2", "nodes=1,2,3", "train.seed=1,2",
+        "hydra.launcher.pack=by_nodes", f"hydra.sweep.dir={sweep_dir}",
+        f"hydra.launcher.job_name=vitfsdp-test-{uuid.uuid4().hex[:8]}",
+        cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "sweep done: 6 completed" in proc.stdout
+    points = [p for p in sweep_dir.iterdir() if (p / "job.json").exists()]
+    assert len(points) == 6
+    packs: dict[str, list[int]] = {}
+    for p in points:
+        job, summary, run = read(p / "job.json"), read(p / "summary.json"), read(p / "run.json")
+        assert summary["status"] == "completed" and summary["ips"] > 0
+        assert len(read(p / "metrics.jsonl")) == 2  # its own windows
+        assert run["world"]["size"] == run["config"]["nodes"]
+        position = job["pack"]["position"]
+        assert summary["slurm"]["job_id"] == f"{job['job_id']}.{position}"  # its own step
+        assert summary["slurm"]["state"] == "COMPLETED"
+        packs.setdefault(job["job_id"], []).append(position)
+    assert sorted(sorted(v) for v in packs.values()) == [[0, 1]] * 3
+
+
+@pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
+def test_the_probe_of_a_packs_allocation_lands_in_the_sweeps_probe_file(tmp_path):
+    """On the virtual cluster, a pack of 2 nodes with ``cluster.probe=allocation`` measures
+    its allocation (world size 4: collectives across the 2 nodes) into the sweep's
+    probe.json before its point, and the analysis predicts the point from that probe."""
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    proc = run_module(
+        "vitfsdp.sweep", "-m", "cluster=virtual", "model=vit_tiny", "device=cpu",
+        "model.img_size=32", "train.steps=2", "train.warmup_steps=1", "train.log_every=1",
+        "train.local_batch_size=4", "cluster.poll_s=1", "cluster.probe=allocation",
+        "strategy=FULL_SHARD", "nodes=2", "hydra.launcher.pack=by_nodes",
+        f"hydra.sweep.dir={sweep_dir}",
+        f"hydra.launcher.job_name=vitfsdp-test-{uuid.uuid4().hex[:8]}",
+        cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    probe = read(sweep_dir / "probe.json")
+    assert probe["status"] == "completed" and probe["cluster"] == "virtual"
+    (world,) = probe["worlds"]
+    assert world["world_size"] == 4 and world["status"] == "completed"
+    assert {(c["op"], c["ranks"], c["nodes"]) for c in world["collectives"]} >= {
+        ("all_gather", 4, 2), ("reduce_scatter", 4, 2)}
+    analysis = run_module("vitfsdp.analysis", str(sweep_dir), cwd=tmp_path, timeout=300)
+    assert analysis.returncode == 0, analysis.stderr[-2000:]
+    import pandas as pd
+
+    (row,) = pd.read_csv(sweep_dir / "analysis" / "runs.csv").to_dict("records")
+    assert row["status"] == "completed" and row["pred_step_time_s"] > 0

@@ -1,0 +1,155 @@
+"""How busy the device was (``device_busy_frac``): NVML's samples over a window (pynvml
+mocked: no GPU here), null on CPU ranks, and the analysis' host-bound flag on recorded
+figures: points.csv, the report's words and the weak-scaling figure's marks."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from tests.integration.test_analysis import run_info
+from vitfsdp import metrics
+from vitfsdp.analysis import collect_runs, plot_weak_scaling
+from vitfsdp.analysis.report import host_bound_text
+from vitfsdp.analysis.tables import points_table
+from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC, host_bound
+from vitfsdp.metrics import DeviceMemoryProbe, WindowMeter, nvml_busy_frac
+from vitfsdp.records import RunRecords
+
+
+class _Nvml(types.ModuleType):
+    """pynvml's utilization calls: ``samples`` as (timestamp µs, percent); ``rate`` the last
+    period's utilization."""
+
+    NVML_GPU_UTILIZATION_SAMPLES = 1
+
+    def __init__(self, samples: list[tuple[int, int]], rate: int = 37) -> None:
+        super().__init__("pynvml")
+        self.samples, self.rate, self.asked = samples, rate, []
+
+    def nvmlDeviceGetSamples(self, handle, kind, last_seen_us):
+        self.asked.append((kind, last_seen_us))
+        newer = [s for s in self.samples if s[0] > last_seen_us]
+        if not newer:
+            raise RuntimeError("NVML_ERROR_NOT_FOUND")
+        return 1, [types.SimpleNamespace(timeStamp=t, sampleValue=types.SimpleNamespace(uiVal=v))
+                   for t, v in newer]
+
+    def nvmlDeviceGetUtilizationRates(self, handle):
+        return types.SimpleNamespace(gpu=self.rate, memory=5)
+
+
+def test_busy_is_the_mean_of_the_samples_taken_in_the_window():
+    nvml = _Nvml([(100, 10), (200, 50), (300, 90), (400, 70)])
+    assert nvml_busy_frac(nvml, 0, since_us=250) == pytest.approx(0.8)  # 90 and 70
+    assert nvml.asked == [(nvml.NVML_GPU_UTILIZATION_SAMPLES, 250)]
+    assert nvml_busy_frac(nvml, 0, since_us=50) == pytest.approx(0.55)
+
+
+def test_a_window_shorter_than_a_sample_period_reads_the_last_period():
+    assert nvml_busy_frac(_Nvml([(100, 10)], rate=37), 0, since_us=500) == pytest.approx(0.37)
+
+
+def test_the_probe_reads_the_busy_share_of_its_device_and_none_on_cpu(monkeypatch):
+    from tests.unit.test_metrics import _FakeNvml
+
+    fake = _FakeNvml()
+    for name in ("NVML_GPU_UTILIZATION_SAMPLES", "nvmlDeviceGetSamples",
+                 "nvmlDeviceGetUtilizationRates"):
+        setattr(fake, name, getattr(_Nvml([(10, 40), (20, 60)]), name))
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    props = types.SimpleNamespace(uuid="bbbb", pci_domain_id=0, pci_bus_id=0x2a,
+                                  pci_device_id=0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.setattr(metrics, "_OPENED", {})
+    assert DeviceMemoryProbe(torch.device("cuda", 0)).busy_frac(5) == pytest.approx(0.5)
+    assert DeviceMemoryProbe(torch.device("cpu")).busy_frac(5) is None
+
+
+def test_cpu_ranks_record_no_busy_share():
+    meter = WindowMeter(torch.device("cpu"), world_size=1, global_batch_size=2,
+                        train_flops_per_image=1e6)
+    meter.start()
+    out = meter.stop(num_steps=1, loss_sum=torch.tensor(1.0))
+    assert out["device_busy_frac"] is None and out["device_busy_min_frac"] is None
+
+
+@pytest.mark.parametrize("busy, expected", [
+    (0.37, True), (HOST_BOUND_BUSY_FRAC - 1e-9, True), (HOST_BOUND_BUSY_FRAC, False),
+    (0.97, False), (None, None), (float("nan"), None),
+])  # fmt: skip
+def test_host_bound_below_the_bound_and_unknown_where_not_measured(busy, expected):
+    assert host_bound(busy) is expected
+
+
+def _write(run_dir: Path, info: dict, ips: float, busy: list[float] | None) -> None:
+    """A completed run of three measured windows with these busy shares (None: CPU)."""
+    records = RunRecords(run_dir)
+    records.start(info)
+    for step, b in zip((2, 4, 6), busy or [None] * 3, strict=True):
+        records.window({"step_end": step, "warmup": False, "ips": ips, "loss": 2.0,
+                        "peak_mem_allocated_gib": 10.0, "device_busy_frac": b,
+                        "device_busy_min_frac": None if b is None else b - 0.05})
+    records.finish("completed")
+
+
+@pytest.fixture
+def gpu_runs(tmp_path: Path) -> pd.DataFrame:
+    """FULL_SHARD host-bound at 1 node (busy 0.35-0.40) and not at 2 (0.9); DDP busy."""
+    for strategy, nodes, ips, busy in (("FULL_SHARD", 1, 100.0, [0.40, 0.37, 0.35]),
+                                       ("FULL_SHARD", 2, 190.0, [0.9, 0.9, 0.9]),
+                                       ("DDP", 1, 120.0, [0.96, 0.97, 0.95]),
+                                       ("DDP", 2, 230.0, [0.95, 0.95, 0.95])):
+        _write(tmp_path / f"{strategy}_{nodes}", run_info(strategy, nodes, device="cuda"),
+               ips, busy)
+    return collect_runs(tmp_path)
+
+
+def test_runs_and_points_carry_the_busy_share_and_the_flag(gpu_runs):
+    row = gpu_runs.set_index(["strategy", "nodes"]).loc[("FULL_SHARD", 1)]
+    assert row["device_busy_frac"] == pytest.approx(0.37)  # median over windows
+    assert row["device_busy_min_frac"] == pytest.approx(0.30)  # least busy rank, window
+    points = points_table(gpu_runs).set_index(["strategy", "nodes"])
+    assert points.loc[("FULL_SHARD", 1), "host_bound"]
+    assert not points.loc[("FULL_SHARD", 2), "host_bound"]
+    assert not points.loc[("DDP", 1), "host_bound"]
+
+
+def test_the_report_names_the_host_bound_points_and_what_they_measure(gpu_runs):
+    text = host_bound_text(points_table(gpu_runs), gpu_runs)
+    assert "Host-bound: 1 of 4 measured points" in text
+    assert "FULL_SHARD at 1 node(s) (37% busy)" in text
+    assert "measure the training loop and the wrapper" in text
+    assert "at 2 node(s)" not in text
+
+
+def test_the_figure_rings_host_bound_points_and_says_so_in_its_legend(gpu_runs):
+    fig = plot_weak_scaling(gpu_runs)
+    labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    assert any(label.startswith("host-bound: device busy < 80%") for label in labels)
+    rings = [c for ax in fig.axes for c in ax.collections if c.get_label() == "_host-bound"]
+    assert len(rings) == 1 and rings[0].get_offsets().tolist() == [[1.0, 100.0]]
+
+
+def test_cpu_points_are_not_flagged_and_the_report_says_why(tmp_path):
+    for nodes in (1, 2):
+        _write(tmp_path / f"n{nodes}", run_info("FULL_SHARD", nodes), 50.0 * nodes, None)
+    df = collect_runs(tmp_path)
+    points = points_table(df)
+    assert points["host_bound"].isna().all()
+    assert "not measured on CPU ranks" in host_bound_text(points, df)
+    fig = plot_weak_scaling(df)
+    assert not [c for ax in fig.axes for c in ax.collections if c.get_label() == "_host-bound"]
+
+
+def test_the_caption_says_what_the_ring_means():
+    from vitfsdp.analysis.report import caption
+
+    assert "grey hexagon: a host-bound point" in caption("weak_scaling", drawn=["host_bound"])
+    assert "hexagon" not in caption("weak_scaling", drawn=["ideal"])

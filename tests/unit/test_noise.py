@@ -1,0 +1,134 @@
+"""A difference is a result only beyond the spread: the best configuration's win over the
+runner-up, and the built-in noise check of points that compute the same thing under two
+names (FULL_SHARD and HYBRID_SHARD over the whole world), on synthetic repeats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.integration.test_analysis import run_info, write_run
+from vitfsdp.analysis import collect_runs
+from vitfsdp.analysis.report import best_text, report_sections
+from vitfsdp.analysis.tables import (
+    BEYOND,
+    WITHIN,
+    best_table,
+    differs,
+    equivalence_table,
+    points_table,
+    spread_bounds,
+)
+
+
+def _sweep(tmp_path: Path, ips: dict[tuple[str, int], list[float]]):
+    """Runs of (strategy, nodes) at each of the given images/s, one repeat each; windows
+    spread ±1 around it (tests.integration.test_analysis.write_run)."""
+    for (strategy, nodes), values in ips.items():
+        for repeat, value in enumerate(values):
+            info = run_info(strategy, nodes)
+            info["config"]["repeat"] = repeat
+            write_run(tmp_path / f"{strategy}_{nodes}_r{repeat}", info, value)
+    df = collect_runs(tmp_path)
+    return df, points_table(df)
+
+
+@pytest.mark.parametrize("a, b, expected", [
+    ((10, 12), (13, 15), BEYOND), ((10, 13), (12, 15), WITHIN), ((13, 15), (10, 12), BEYOND),
+    ((10, 10), (10, 10), WITHIN),
+])  # fmt: skip
+def test_two_spans_differ_only_where_they_do_not_overlap(a, b, expected):
+    assert differs(*a, *b) == expected
+
+
+def test_spread_is_over_repeats_else_over_one_runs_windows(tmp_path):
+    _, points = _sweep(tmp_path, {("DDP", 1): [100.0, 110.0, 104.0], ("DDP", 2): [200.0]})
+    low, high = spread_bounds(points.set_index("nodes", drop=False))
+    assert (low[1], high[1]) == (100.0, 110.0)  # repeats
+    assert (low[2], high[2]) == (199.0, 201.0)  # one run: its windows, ±1
+
+
+def test_a_win_inside_the_spread_is_no_difference(tmp_path):
+    df, points = _sweep(tmp_path, {("DDP", 1): [100.0, 130.0, 112.0],
+                                   ("FULL_SHARD", 1): [105.0, 108.0, 110.0]})
+    row = best_table(points).iloc[0]
+    assert row["configuration"] == "DDP" and row["speedup_over_runner_up"] > 1
+    assert row["difference"] == WITHIN
+    text = best_text(points)
+    assert "**No difference**" in text and "DDP against FULL_SHARD" in text
+
+
+def test_a_win_beyond_the_spread_is_called_so(tmp_path):
+    _, points = _sweep(tmp_path, {("DDP", 1): [150.0, 152.0], ("FULL_SHARD", 1): [100.0, 103.0]})
+    assert best_table(points).iloc[0]["difference"] == BEYOND
+    assert "No difference" not in best_text(points)
+
+
+def test_full_shard_and_hybrid_over_the_whole_world_are_checked_against_each_other(tmp_path):
+    """At 1 node of 2 ranks HYBRID_2GPU shards over the world, as FULL_SHARD does: a pair;
+    at 2 nodes (world 4) it does not. 13.9 against 8.5 images/s, each steady: too noisy."""
+    df, points = _sweep(tmp_path, {("FULL_SHARD", 1): [13.9, 14.1], ("HYBRID_2GPU", 1): [8.5, 8.6],
+                                   ("FULL_SHARD", 2): [20.0], ("HYBRID_2GPU", 2): [30.0]})
+    table = equivalence_table(points, df)
+    assert len(table) == 1
+    row = table.iloc[0]
+    assert (row["nodes"], row["configuration_a"], row["configuration_b"]) == (
+        1, "FULL_SHARD", "HYBRID_2GPU")
+    assert row["difference"] == BEYOND and row["ips_ratio"] == pytest.approx(14.0 / 8.55)
+    sections = {s.title: s for s in report_sections(df, points, 1000)}
+    assert "**Too noisy to rank:** FULL_SHARD and HYBRID_2GPU" in sections["Noise check"].text
+
+
+def test_equivalent_points_that_agree_say_so(tmp_path):
+    df, points = _sweep(tmp_path, {("FULL_SHARD", 1): [14.0, 14.5], ("HYBRID_2GPU", 1): [14.2]})
+    assert equivalence_table(points, df).iloc[0]["difference"] == WITHIN
+    sections = {s.title: s for s in report_sections(df, points, 1000)}
+    assert sections["Noise check"].text.endswith("They agree within their spread.")
+
+
+def test_points_whose_repeats_spread_are_flagged_noisy_and_one_run_is_not_judged(tmp_path):
+    _, points = _sweep(tmp_path, {("DDP", 1): [100.0, 130.0, 112.0], ("DDP", 2): [200.0, 204.0],
+                                  ("DDP", 4): [390.0]})
+    by_nodes = points.set_index("nodes")
+    assert by_nodes.loc[1, "ips_repeat_spread"] == pytest.approx(30.0 / 112.0)
+    assert by_nodes.loc[1, "noisy"] and not by_nodes.loc[2, "noisy"]
+    assert pd.isna(by_nodes.loc[4, "noisy"])
+
+
+def test_the_terminal_names_noise_ties_and_too_noisy_pairs(tmp_path):
+    from vitfsdp.analysis.tables import noise_lines, study_tables
+
+    df, _ = _sweep(tmp_path, {("FULL_SHARD", 1): [13.9, 14.1], ("HYBRID_2GPU", 1): [8.5, 12.0]})
+    lines = noise_lines(study_tables(df))
+    assert any(line.startswith("noisy: repeats spread more than 10%") and "HYBRID_2GPU" in line
+               for line in lines), lines
+    assert any(line.startswith("too noisy to rank:") for line in lines), lines
+    quiet, _ = _sweep(tmp_path / "quiet", {("DDP", 1): [150.0, 151.0],
+                                           ("FULL_SHARD", 1): [100.0, 101.0]})
+    assert noise_lines(study_tables(quiet)) == []
+
+
+def test_runs_record_what_they_competed_with_and_a_loaded_host_is_named(tmp_path):
+    from vitfsdp.analysis.tables import noise_lines, study_tables
+
+    df, _ = _sweep(tmp_path, {("DDP", 1): [100.0, 101.0]})
+    assert df["host_load_1m"].notna().all()  # os.getloadavg at the run's start and end
+    tables = study_tables(df.assign(host_cpus=2, host_load_1m=[0.5, 5.0]))
+    (line,) = noise_lines(tables)
+    assert line.startswith("loaded: 1 run(s) started or ended with the host's load average")
+    assert noise_lines(study_tables(df.assign(host_cpus=2, host_load_1m=[0.5, 1.5]))) == []
+
+
+def test_a_cpu_runs_provenance_names_no_gpu_stack(tmp_path):
+    """A CUDA build of torch on a machine without a GPU reports its CUDA version: a CPU
+    run's versions leave it (and ROCm, NCCL) out; a GPU run's keep it."""
+    for device in ("cpu", "cuda"):
+        info = run_info("DDP", 1, device=device)
+        info["versions"] = {"python": "3.11.7", "torch": "2.14.1+cu130", "cuda": "13.0",
+                            "nccl": "2.28.9"}
+        write_run(tmp_path / device, info, 10.0)
+    versions = collect_runs(tmp_path).set_index("device_type")["versions"]
+    assert versions["cpu"] == "python 3.11.7, torch 2.14.1+cu130"
+    assert versions["cuda"] == "python 3.11.7, torch 2.14.1+cu130, cuda 13.0, nccl 2.28.9"

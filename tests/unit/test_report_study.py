@@ -1,0 +1,95 @@
+"""The study figures (TFLOP/s per GPU, the recipe ablation) are part of the default figure
+set and of the report where the runs hold data for them, and absent (no file, no section)
+where they do not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_analysis import run_info
+from vitfsdp.analysis import collect_runs
+from vitfsdp.analysis.__main__ import main as analysis_main
+from vitfsdp.analysis.figures import write_figures
+from vitfsdp.analysis.report import caption, drawn_kinds
+from vitfsdp.records import RunRecords
+
+#: Images/s per (experiment preset, nodes): a recipe ``r`` with two steps.
+RECIPE_IPS = {("r", 1): 100.0, ("r", 2): 180.0, ("r_1_amp", 1): 150.0, ("r_1_amp", 2): 280.0,
+              ("r_2_fsdp", 1): 160.0, ("r_2_fsdp", 2): 300.0}  # fmt: skip
+
+
+def write_run(run_dir: Path, nodes: int, ips: float, experiment: str | None,
+              tflops: bool = True) -> None:  # fmt: skip
+    """A completed DDP CPU run of preset ``experiment`` with two measured windows; its
+    windows record model TFLOP/s per rank where ``tflops``."""
+    info = run_info("DDP", nodes)
+    info["config"]["experiment"] = experiment
+    records = RunRecords(run_dir)
+    records.start(info)
+    for step in (2, 4, 6):
+        window = {"step_end": step, "warmup": step == 2, "ips": ips, "peak_rss_gib": 1.0,
+                  "loss": 2.0}
+        if tflops:
+            window["tflops_per_gpu"] = ips / (2 * nodes) * 3e9 / 1e12
+        records.window(window)
+    records.finish("completed")
+
+
+@pytest.fixture(scope="module")
+def recipe_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``python -m vitfsdp.analysis SWEEP --report`` of a recipe sweep."""
+    root = tmp_path_factory.mktemp("recipe")
+    for (experiment, nodes), ips in RECIPE_IPS.items():
+        write_run(root / f"{experiment}_{nodes}", nodes, ips, experiment)
+    assert analysis_main([str(root), "--report", "--jobs", "1"]) == 0
+    return root / "analysis"
+
+
+@pytest.mark.parametrize("name", ["tflops", "recipe"])
+def test_report_shows_the_study_figures(recipe_report: Path, name: str) -> None:
+    png = recipe_report / f"{name}.png"
+    assert png.read_bytes()[:4] == b"\x89PNG" and png.with_suffix(".svg").is_file()
+    md = (recipe_report / "report.md").read_text(encoding="utf-8")
+    assert f"]({name}.png)" in md and f"]({name}.svg)" in md
+    assert caption(name, None, drawn_kinds(png.read_bytes())) in md  # its own caption
+    html = (recipe_report / "report.html").read_text(encoding="utf-8")
+    assert html.count('src="data:image/png;base64,') == 5  # with weak scaling, memory, loss
+    assert "## Recipe ablation\n" in md
+
+
+def test_no_study_figure_without_its_data(tmp_path: Path) -> None:
+    """Runs of no recipe that recorded no TFLOP/s: neither figure is written, and the
+    report has no recipe section and no broken figure link."""
+    for nodes in (1, 2):
+        write_run(tmp_path / f"n{nodes}", nodes, 100.0 * nodes, None, tflops=False)
+    assert analysis_main([str(tmp_path), "--report", "--jobs", "1"]) == 0
+    out = tmp_path / "analysis"
+    assert not (out / "tflops.png").exists() and not (out / "recipe.png").exists()
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "tflops.png" not in md and "recipe.png" not in md and "## Recipe" not in md
+    written = write_figures(collect_runs(tmp_path), tmp_path / "w", formats=("png",))
+    assert set(written) == {"weak_scaling", "memory", "loss"}
+
+
+def test_cpu_ranks_flop_rates_are_drawn_in_gflops_per_rank(tmp_path: Path) -> None:
+    """10 images/s on 2 ranks at 3 GFLOP per image: 0.015 TFLOP/s a rank would read as
+    0.0x; the axis says GFLOP/s per rank and the line starts at 15."""
+    from vitfsdp.analysis.figures import plot_tflops
+
+    for nodes in (1, 2):
+        write_run(tmp_path / f"n{nodes}", nodes, 100.0 * nodes / 10, None)
+    fig = plot_tflops(collect_runs(tmp_path))
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "model GFLOP/s per rank"
+    assert ax.lines[0].get_ydata()[0] == pytest.approx(10.0 / 2 * 3e9 / 1e9)
+
+
+def test_panel_titles_name_the_input_side(tmp_path: Path) -> None:
+    from vitfsdp.analysis.figures import plot_weak_scaling
+
+    for nodes in (1, 2):
+        write_run(tmp_path / f"n{nodes}", nodes, 10.0 * nodes, None)
+    df = collect_runs(tmp_path).assign(img_size=32, num_params=21_600_000)
+    assert plot_weak_scaling(df).axes[0].get_title() == "vit_tiny (21.6M params, 32 px)"
