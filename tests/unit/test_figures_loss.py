@@ -15,7 +15,7 @@ import pytest
 from tests.integration.test_analysis import run_info
 from vitfsdp.analysis import collect_runs, plot_loss
 from vitfsdp.analysis.figures import ALL_FIGURES, PROXIES
-from vitfsdp.analysis.figures.loss import _loss_dashes
+from vitfsdp.analysis.figures.loss import LABEL_PAD, LIGHTEST, _loss_dashes
 from vitfsdp.analysis.figures.panels import _new_figure, _set_title
 from vitfsdp.analysis.report import caption, drawn_kinds
 from vitfsdp.records import RunRecords
@@ -154,3 +154,30 @@ def test_saved_figure_is_laid_out_once_and_svg_keeps_text(sweep: Path, tmp_path:
     assert [tuple(ax.get_position().bounds) for ax in fig.axes] == boxes
     svg = (tmp_path / "loss.svg").read_text(encoding="utf-8")
     assert "<text" in svg and "chance" in svg
+
+
+def test_fewer_nodes_draw_lighter_and_labels_clear_their_markers(tmp_path: Path) -> None:
+    """DDP at 1, 2 and 4 nodes: each node count its own shade of DDP's colour, lighter for
+    fewer nodes (4 nodes in the colour itself, 1 node :data:`LIGHTEST` toward white), as the
+    README says; each ``n=`` label starts beyond its line's end marker."""
+    for nodes in (1, 2, 4):
+        write_run(tmp_path / f"ddp{nodes}", "DDP", nodes, classes=10)
+    fig = plot_loss(collect_runs(tmp_path))
+    ax = fig.axes[0]
+    lines = {int(ln.get_label().rpartition("nodes=")[2]): ln for ln in ax.lines
+             if "nodes=" in ln.get_label()}
+    base = np.array(matplotlib.colors.to_rgb("C0"))
+    colors = {n: np.array(matplotlib.colors.to_rgb(ln.get_color())) for n, ln in lines.items()}
+    assert np.allclose(colors[4], base)
+    assert np.allclose(colors[1], base + (1 - base) * LIGHTEST)
+    assert colors[1].sum() > colors[2].sum() > colors[4].sum()
+    fig.canvas.draw()
+    width = ax.get_window_extent().width
+    labels = [text for text in ax.texts if text.get_text().startswith("n=")]
+    assert labels
+    for text in labels:
+        line = lines[int(text.get_text()[2:].split(",")[0])]  # ends that meet share one label
+        end = ax.transData.transform((line.get_xdata()[-1], line.get_ydata()[-1]))[0]
+        radius = line.get_markersize() / 2 * fig.dpi / 72
+        assert text.get_window_extent().x0 >= end + radius, text.get_text()
+    assert LABEL_PAD * width >= 5.5 / 2 * fig.dpi / 72

@@ -54,8 +54,9 @@ CAPTIONS = {
     "prefetch": "Backward prefetch x limit_all_gathers: images/s per strategy at the largest "
                 "node count the ablation ran (every node count: prefetch.csv).",
     "loss": "Training loss (mean over each timing window) against step, a line per point "
-            "(median over repeats), n=<nodes> at its end (n=1-128 (8): eight node counts "
-            "ending alike); warm-up windows included; each strategy's line is dashed in its "
+            "(median over repeats), lighter for fewer nodes within its strategy's colour "
+            "and n=<nodes> at its end (n=1-128 (8): eight node counts ending alike); warm-up "
+            "windows included; each strategy's line is dashed in its "
             "colour, the strategies' dashes in turn, so lines that coincide (strategies that "
             "train alike) show every colour.",
     "recipe": "Recipe ablation: each cumulative recipe step's images/s relative to the "

@@ -37,8 +37,9 @@ def plot_loss(df: pd.DataFrame, path: str | os.PathLike | None = None,
 
     One panel per model; per point (a line's node count) the median over repeats of each
     window's mean loss at the window's last step, in the strategy's colour and marker (as in
-    the other figures) and the framework's line style where both ran, its node count written
-    at its end (``n=4``), placed clear of the others. Strategies that train alike (the same
+    the other figures), lighter for fewer nodes (:func:`node_shades`), and the framework's
+    line style where both ran, its node count written at its end (``n=4``), placed clear of
+    the others and of the end markers. Strategies that train alike (the same
     data order and global batch) coincide: each line label draws its dashes in turn
     (:func:`_loss_dashes`), so a shared line shows every colour, and their markers shrink
     label by label. The chance level, ln(num_classes), is a grey dashed line where the runs
@@ -80,6 +81,7 @@ def _draw_loss_panel(ax, panel: pd.DataFrame, looks: dict[str, tuple[str, str]],
     (strategies training alike) all show; JAX's markers hollow where both frameworks ran;
     ``n=<nodes>`` at each line's end; the chance level (:func:`_plot_chance`)."""
     labels = sorted(set(panel["_label"]))
+    shades = node_shades(panel["nodes"])
     ends = set()
     points = panel.groupby(["_label", "nodes"], dropna=False, sort=True)
     firsts = points[["_look", "framework"]].first(skipna=False)  # its first run's
@@ -87,11 +89,12 @@ def _draw_loss_panel(ax, panel: pd.DataFrame, looks: dict[str, tuple[str, str]],
     for (label, nodes), loss in medians.groupby(level=[0, 1], dropna=False, sort=True):
         look, framework = firsts.loc[(label, nodes)]
         color, marker = looks.get(look, ("0.5", "o"))
+        color = _lighter(color, shades.get(nodes, 0.0))
         i = labels.index(label)
         hollow = by_framework and framework == "jax"
         loss = loss.droplevel([0, 1])
-        ax.plot(loss.index, loss.values, marker=marker, color=color, lw=1.4,
-                markersize=3 + 2.5 * (len(labels) - 1 - i) / max(1, len(labels) - 1),
+        size = 3 + 2.5 * (len(labels) - 1 - i) / max(1, len(labels) - 1)
+        ax.plot(loss.index, loss.values, marker=marker, color=color, lw=1.4, markersize=size,
                 mfc="white" if hollow else color, ls=_loss_dashes(i, len(labels)),
                 label=f"_{label} nodes={nodes}")
         if pd.notna(nodes):
@@ -104,6 +107,29 @@ def _draw_loss_panel(ax, panel: pd.DataFrame, looks: dict[str, tuple[str, str]],
     ax.grid(True, alpha=0.3)
     ax.tick_params(labelsize=PAPER_RC["xtick.labelsize"])
     _label_ends(ax, ends)
+
+
+#: How far toward white the line of a panel's fewest nodes is drawn (0: its strategy's
+#: colour, 1: white); the most nodes are drawn in the strategy's own colour, node counts
+#: between evenly between the two (:func:`node_shades`).
+LIGHTEST = 0.6
+
+
+def node_shades(nodes: pd.Series) -> dict:
+    """How much lighter each node count of ``nodes`` is drawn: :data:`LIGHTEST` for the
+    fewest, 0 for the most, evenly by rank between; one node count: 0. So a loss panel
+    tells its node counts apart by shade within a strategy's colour (lighter for fewer
+    nodes, README "Analysis and report"), and each line's end also says ``n=<nodes>``."""
+    counts = sorted(n for n in set(nodes.dropna()))
+    if len(counts) < 2:
+        return {n: 0.0 for n in counts}
+    return {n: LIGHTEST * (len(counts) - 1 - i) / (len(counts) - 1) for i, n in enumerate(counts)}
+
+
+def _lighter(color: str, amount: float) -> tuple[float, float, float]:
+    """``color`` mixed with white by ``amount`` (0: unchanged, 1: white), as RGB."""
+    red, green, blue = _mpl().matplotlib.colors.to_rgb(color)
+    return tuple(c + (1.0 - c) * amount for c in (red, green, blue))
 
 
 #: Length (points) of one dash of a loss line; see :func:`_loss_dashes`.
@@ -186,8 +212,10 @@ def _label_ends(ax, ends: set[tuple[float, float, str]]) -> None:
                                     shrinkB=2) if moved else None)  # fmt: skip
 
 
-#: Space between a line's end and its ``n=`` label (axes fraction: clear of the marker).
-LABEL_PAD = 0.02
+#: Space between a line's end and its ``n=`` label (axes fraction): the largest end
+#: marker's radius (5.5 pt markers, :func:`_draw_loss_panel`) and 2 pt of air, on the
+#: plotting area of a panel (about 2.7 in wide), so a label never touches a marker.
+LABEL_PAD = (5.5 / 2 + 2.0) / 72 / (PANEL_WIDTH_IN - Y_LABELS_IN)
 
 
 def _merge_ends(ends: set[tuple[float, float, str]],
