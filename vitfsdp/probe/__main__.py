@@ -33,6 +33,7 @@ from vitfsdp.plan.__main__ import compose_points
 from vitfsdp.plan.memory import fsdp_units, model_sizes
 from vitfsdp.plan.probed import PROBE_FILE, SCHEMA, Probe, ProbeWorld
 from vitfsdp.probe import world_specs
+from vitfsdp.progress import format_eta
 from vitfsdp.records import read_json
 
 log = logging.getLogger("vitfsdp.probe")
@@ -358,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     device = "cuda" if any(c.expected_device_type() == "cuda" for c in cfgs) else "cpu"
     specs = world_specs(cfgs, device, extra=tiny)
     worlds = []
+    started = time.monotonic()
     for i, spec in enumerate(specs, 1):
         print(f"[probe {i}/{len(specs)}] world size {spec['world_size']} "
               f"({spec['nodes']} node(s) x {spec['ranks_per_node']}): {len(spec['gemms'])} "
@@ -375,12 +377,31 @@ def main(argv: list[str] | None = None) -> int:
             if worlds[-1].get("status") == "completed":
                 worlds[-1]["framework"] = probe_framework(at, worlds[-1], Path(tmp))
         print(f"[probe {i}/{len(specs)}] {summary_line(worlds[-1])}", flush=True)
+        print(f"[probe {i}/{len(specs)}] "
+              f"{eta_line(time.monotonic() - started, specs[:i], specs[i:])}", flush=True)
         write_probe(kept, worlds, cfgs[0].cluster.name, cfgs[0].cluster.gpus_per_node, load)
     load["end"] = list(os.getloadavg())
     data = write_probe(kept, worlds, cfgs[0].cluster.name, cfgs[0].cluster.gpus_per_node, load)
     measured = f"{sum(w.get('status') == 'completed' for w in worlds)}/{len(worlds)}"
     print(publish(kept, path, args.replace, data["status"] == "completed", measured))
     return 0 if data["status"] == "completed" else 1
+
+
+def eta_line(elapsed_s: float, done: list[dict], left: list[dict]) -> str:
+    """The probe's progress after the world sizes ``done`` took ``elapsed_s`` seconds
+    (wall time, start-up and the framework runs included), with ``left`` to go: the time
+    left at the pace so far, scaled by ranks (each world size's ranks share this host's
+    cores in a local probe, as a local sweep's points do: :class:`vitfsdp.progress.
+    SweepProgress`), e.g. ``52 s so far; ETA ~0:01:44 for 1 world size left (measured: 52 s
+    for 2 ranks, scaled by ranks)``. Specs are :func:`vitfsdp.probe.world_specs`' dicts
+    (``world_size``)."""
+    so_far = f"{elapsed_s:.0f} s so far"
+    if not left:
+        return so_far + "; done"
+    ranks_done = sum(s["world_size"] for s in done)
+    eta = elapsed_s / ranks_done * sum(s["world_size"] for s in left) if ranks_done else None
+    return (f"{so_far}; ETA ~{format_eta(eta)} for {len(left)} world size(s) left (measured: "
+            f"{elapsed_s:.0f} s for {ranks_done} rank(s), scaled by ranks)")
 
 
 def publish(kept: Path, path: Path, replace: bool, completed: bool, measured: str) -> str:
