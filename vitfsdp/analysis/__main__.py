@@ -50,6 +50,7 @@ import hashlib
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -155,6 +156,13 @@ def _read_record(path: Path) -> dict:
     return record if isinstance(record, dict) else {}
 
 
+def stage_line(done: str, started: float, next_step: str) -> str:
+    """A progress line of the analysis: what is ``done``, the seconds since ``started``
+    (``time.monotonic``), what comes next, e.g. ``read 27 run(s) (2.1 s); next:
+    drawing 6 figure(s) while the tables are written``."""
+    return f"{done} ({time.monotonic() - started:.1f} s); next: {next_step}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the analysis; returns the exit code (0, or 2 for bad input)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -163,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     # then draw; a later one (the figures' inputs recorded) starts them once it knows which
     # figures changed
     again = (args.out / INPUTS_FILE).is_file()
+    started = time.monotonic()
     pool = None if again else figure_pool(args.jobs)
     try:
         try:
@@ -175,9 +184,16 @@ def main(argv: list[str] | None = None) -> int:
         if again and len(pending.todo) > 1:
             pool = figure_pool(args.jobs, len(pending.todo))
             pending.attach(pool)
+        log.info("%s", stage_line(f"read {len(df)} run(s)", started,
+                                  f"drawing {len(pending.todo) + len(pending.futures)} "
+                                  "figure(s) while the tables are written"))
         tables = study_tables(df, args.dataset_size)
         write_tables(tables, args.out, keep_unchanged=True)
+        log.info("%s", stage_line(f"{len(tables)} tables written", started,
+                                  "waiting for the figures"))
         figures = pending.result()
+        log.info("%s", stage_line(f"{len(figures)} figure(s) in place", started,
+                                  "the report" if args.report else "the summary"))
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
