@@ -77,8 +77,15 @@ def test_the_plan_predicts_from_the_probe_file(probed, tmp_path):
     rows = json.loads(r.stdout)
     assert [row["nodes"] for row in rows] == [1, 2]
     for row in rows:
-        # the file and when it was measured: which probe each prediction used
-        assert row["source"] == f"probe:{path} ({read(path)['created_at']})"
+        # the file, when it was measured and how far its repeats agreed: which probe each
+        # prediction used, and what it holds to
+        data = read(path)
+        worst = max(w["spread"]["median"] for w in data["worlds"])
+        held = ("NOISY: repeats spread" if any(w["spread"]["noisy"] for w in data["worlds"])
+                else f"repeats within {worst:.0%}")
+        assert row["source"].startswith(f"probe:{path} ({data['created_at']}; {held}"), row
+        assert all(w["spread"]["repeats"] == 3 and w["spread"]["items"] > 10
+                   for w in data["worlds"])
         assert row["step_time_s"] > 0
         terms = row["gemm_s"] + row["other_s"] + row["optimizer_s"]
         assert row["compute_s"] == pytest.approx(terms)

@@ -404,8 +404,7 @@ def predict(cfg, *, peak_flops: float | None = None,
         optimizer_s=None if compute is None else compute.optimizer_s,
         overlap=comm.overlap, framework_s=framework, host_s=host,
         peak_tflops=None if probe or not peak else peak / 1e12,
-        source=(f"probe:{probe.path}" + (f" ({probe.created_at})" if probe.created_at else "")
-                if probe is not None else "profile"),
+        source=_probe_source(probe) if probe is not None else "profile",
         notes="; ".join(sorted(notes)))
 
 
@@ -451,6 +450,14 @@ def auto_time_limit(cfg) -> str:
     minutes = math.ceil(seconds / 60)
     days, minutes = divmod(minutes, 24 * 60)
     return f"{days}-{minutes // 60:02d}:{minutes % 60:02d}:00"
+
+
+def _probe_source(probe) -> str:
+    """``probe:<file> (<when measured>; <its repeats' spread>)``: which probe a prediction
+    used and how far its figures held while it was measured
+    (:meth:`~vitfsdp.plan.probed.Probe.spread_text`)."""
+    about = "; ".join(x for x in (probe.created_at, probe.spread_text()) if x)
+    return f"probe:{probe.path}" + (f" ({about})" if about else "")
 
 
 def predict_run(run_info: dict) -> dict | None:

@@ -121,6 +121,21 @@ class Probe:
     device_type: str  # cpu | cuda
     worlds: dict[int, ProbeWorld]
     created_at: str | None = None  # when it was measured (ISO 8601, UTC); None: not recorded
+    #: The world sizes' repeat spreads (probe worker ``spread``: each item timed three
+    #: times); None where the probe predates repeats.
+    spreads: tuple[dict, ...] = ()
+
+    def spread_text(self) -> str | None:
+        """What the predictions from this probe hold to: the largest median spread of its
+        world sizes' repeats, ``repeats within 4%``, or ``NOISY: repeats spread 35% > 10%``
+        where a world size's exceeds its bound; None where no world recorded a spread."""
+        known = [s for s in self.spreads if s and s.get("median") is not None]
+        if not known:
+            return None
+        worst = max(known, key=lambda s: s["median"])
+        if any(s.get("noisy") for s in known):
+            return f"NOISY: repeats spread {worst['median']:.0%} > {worst['bound']:.0%}"
+        return f"repeats within {worst['median']:.0%}"
 
     def world(self, world_size: int) -> tuple[ProbeWorld, Notes]:
         """The measurements at ``world_size``, or at the nearest probed world size."""
@@ -279,7 +294,9 @@ def load_probe(path: str | Path) -> Probe:
         raise ValueError(f"cluster.probe={str(path)!r} holds no completed measurement "
                          f"({data.get('reason') or 'every world size failed'}); probe again")
     return Probe(str(p), (data.get("device") or {}).get("type", "cpu"), worlds,
-                 data.get("created_at"))
+                 data.get("created_at"),
+                 tuple(w.get("spread") or {} for w in data.get("worlds", [])
+                       if w.get("status") == "completed"))
 
 
 _CACHE: dict[tuple[str, float], Probe] = {}

@@ -318,8 +318,26 @@ def summary_line(w: dict) -> str:
             f"{w['optimizer']['s_per_param'] * 1e9:.2f} ns/param"
             + (f", overlap {ov:.2f}" if ov is not None else "")
             + (f"; {coll}" if coll else "") + f" [{w.get('wall_s', 0):.0f} s]"
+            + spread_text(w.get("spread"))
             + "".join(f"; {f['strategy']} loop+wrapper {f['overhead_s'] * 1e3:.1f} ms/{f['per']}"
                       for f in w.get("framework", []) if f.get("status") == "completed"))
+
+
+def spread_text(spread: dict | None) -> str:
+    """The world's repeat spread for its summary line (``""`` for a probe older than
+    repeats): ``; repeats agree within 3% (median item; worst 12%)``, or, above the bound,
+    ``; NOISY: ...`` saying that its figures and the plan's predictions from them hold to
+    about that much."""
+    if not spread or spread.get("median") is None:
+        return ""
+    median, worst, bound = spread["median"], spread["max"], spread["bound"]
+    if not spread["noisy"]:
+        return (f"; {spread['repeats']} repeats agree within {median:.0%} (median item; "
+                f"worst {worst:.0%})")
+    return (f"; NOISY: {spread['repeats']} repeats spread {median:.0%} (median item; worst "
+            f"{worst:.0%}) > {bound:.0%}: the machine moved under the probe, its figures and "
+            "the plan's predictions from them hold to about that much; probe again when it is "
+            "quiet")
 
 
 def main(argv: list[str] | None = None) -> int:

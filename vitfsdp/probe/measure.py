@@ -25,6 +25,13 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 #: Seconds one measured item aims to take (all repetitions), and the bounds on repetitions.
 TARGET_S = 0.2
 MIN_REPS, MAX_REPS = 2, 20000
+#: Each item is timed this many times (its repetitions split between them: the probe takes
+#: no longer), and its figure is the median of the three; their spread, (max - min) /
+#: median, is kept in :data:`SPREADS` for the world's record (:func:`spread_summary`).
+REPEATS = 3
+#: The relative spread of each item timed by this process since :func:`spread_summary` was
+#: last called.
+SPREADS: list[float] = []
 
 
 def _sync(device: torch.device) -> None:
@@ -61,10 +68,11 @@ def _once(fn: Callable[[], object], device: torch.device) -> float:
 def timed(fn: Callable[[], object], device: torch.device, comm_device: torch.device | None = None,
           target_s: float = TARGET_S) -> float:
     """Seconds of one call of ``fn`` on this rank, every rank calling it together: one warm-up
-    call, then as many calls back to back as the slowest rank's warm-up says fill
-    ``target_s``, timed together (as nccl-tests times its iterations: a rate over many calls,
-    which on ranks that share cores spans the scheduler's time slices), divided by their
-    number; then the mean over ranks.
+    call, then :data:`REPEATS` times as many calls back to back as the slowest rank's warm-up
+    says fill a :data:`REPEATS`-th of ``target_s``, timed together (as nccl-tests times its
+    iterations: a rate over many calls, which on ranks that share cores spans the
+    scheduler's time slices), divided by their number and averaged over ranks; the median
+    of the :data:`REPEATS`, their relative spread appended to :data:`SPREADS`.
 
     Args:
         device: where ``fn`` runs (synchronized before and after the loop on a GPU).
@@ -72,13 +80,30 @@ def timed(fn: Callable[[], object], device: torch.device, comm_device: torch.dev
     """
     comm_device = comm_device or device
     first = _max_over_ranks(_once(fn, device), comm_device)
-    reps = int(min(MAX_REPS, max(MIN_REPS, target_s / max(first, 1e-9))))
+    reps = int(min(MAX_REPS, max(MIN_REPS, target_s / REPEATS / max(first, 1e-9))))
 
     def loop() -> None:
         for _ in range(reps):
             fn()
 
-    return _mean_over_ranks(_once(loop, device) / reps, comm_device)
+    times = sorted(_mean_over_ranks(_once(loop, device) / reps, comm_device)
+                   for _ in range(REPEATS))
+    median = times[len(times) // 2]
+    SPREADS.append((times[-1] - times[0]) / median if median > 0 else 0.0)
+    return median
+
+
+def spread_summary(bound: float) -> dict:
+    """The spread of the items timed since the last call (:data:`SPREADS`, emptied):
+    ``{"repeats", "items", "median", "max", "bound", "noisy"}``, ``noisy`` where the median
+    item's spread exceeds ``bound`` (the machine moved under the probe: its figures, and the
+    plan's predictions from them, hold to about that much)."""
+    spreads = sorted(SPREADS)
+    SPREADS.clear()
+    median = spreads[len(spreads) // 2] if spreads else None
+    return {"repeats": REPEATS, "items": len(spreads), "median": median,
+            "max": spreads[-1] if spreads else None, "bound": bound,
+            "noisy": median is not None and median > bound}
 
 
 def gemm_time(m: int, n: int, k: int, dtype: str, device: torch.device,

@@ -23,6 +23,7 @@ import torch.distributed as dist
 from vitfsdp import distributed
 from vitfsdp.core import nodecpu
 from vitfsdp.core.atomic import write_atomic
+from vitfsdp.core.throughput import NOISY_SPREAD
 from vitfsdp.probe import measure
 
 log = logging.getLogger("vitfsdp.probe")
@@ -145,6 +146,7 @@ def run(spec: dict, work_dir: Path | None = None) -> dict:
             out["overlap"] = measure.overlap_fraction(o["m"], o["n"], o["k"], o["dtype"],
                                                       o["size_bytes"], None, env.world_size,
                                                       device)
+        out["spread"] = measure.spread_summary(NOISY_SPREAD)
         out["wall_s"] = time.perf_counter() - start
         if spec.get("framework"):
             out["framework_runs"] = _framework_runs(spec, env, device,
