@@ -23,11 +23,19 @@ from tests.integration.test_virtual_slurm import NOT_STARTED, require_cluster
 needs_slurm = pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
 
 
+def _as_a_terminal_job() -> None:
+    """In the child: SIGINT back to its default, as a terminal's foreground job has it. A
+    suite started in the background of a non-interactive shell (``make test &``) inherits
+    SIGINT ignored, and Python keeps an ignored SIGINT ignored, as it should for ``nohup``:
+    the Ctrl-C under test would never arrive."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def sweep(args: list[str], cwd: Path) -> subprocess.Popen:
     """``python -m vitfsdp.sweep -m ARGS`` in a session of its own (a terminal's job)."""
     return subprocess.Popen([sys.executable, "-m", "vitfsdp.sweep", "-m", *args], cwd=cwd,
                             start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_as_a_terminal_job,
                             env={**os.environ, "HYDRA_FULL_ERROR": "0"})
 
 
