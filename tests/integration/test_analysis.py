@@ -14,6 +14,7 @@ import pytest
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
+from tests.fake_records import LOCAL_BATCH, run_info, write_run
 from vitfsdp.analysis import (
     collect_runs,
     contention_note,
@@ -27,56 +28,11 @@ from vitfsdp.analysis.__main__ import main as analysis_main
 from vitfsdp.records import RUN_FILE, RunRecords, reason_line, write_json_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-GPUS_PER_NODE = 2
-LOCAL_BATCH = 8
 #: Global images/s per (strategy, nodes) of the fixture sweep; FULL_SHARD at 8 nodes runs OOM.
 IPS = {
     ("FULL_SHARD", 1): 100.0, ("FULL_SHARD", 2): 190.0, ("FULL_SHARD", 4): 360.0,
     ("HYBRID_2GPU", 1): 120.0, ("HYBRID_2GPU", 2): 240.0, ("HYBRID_2GPU", 4): 420.0,
 }  # fmt: skip
-SHARDING = {"FULL_SHARD": "FULL_SHARD", "HYBRID_2GPU": "HYBRID_SHARD", "DDP": "DDP"}
-
-
-def run_info(strategy: str, nodes: int, model: str = "vit_tiny", device: str = "cpu",
-             prefetch: str = "BACKWARD_PRE") -> dict:  # fmt: skip
-    """A run.json payload in the schema train.py writes."""
-    world_size = nodes * GPUS_PER_NODE
-    memory_gib = 80.0 if device == "cuda" else None
-    return {
-        "run_id": f"{model}-{strategy}-{prefetch}-n{nodes}",
-        "config": {
-            "model": {"name": model},
-            "strategy": {"name": strategy, "sharding_strategy": SHARDING[strategy],
-                         "shard_group_size": 2 if strategy == "HYBRID_2GPU" else world_size,
-                         "backward_prefetch": prefetch, "limit_all_gathers": True},
-            "data": {"name": "digits"},
-            "train": {"local_batch_size": LOCAL_BATCH, "steps": 8, "warmup_steps": 2},
-            "cluster": {"name": "local", "gpus_per_node": GPUS_PER_NODE},
-            "engine": "fsdp1", "framework": "torch", "nodes": nodes, "precision": "fp32",
-        },
-        "world": {"size": world_size, "nodes": nodes, "ranks_per_node": GPUS_PER_NODE,
-                  "backend": "gloo" if device == "cpu" else "nccl"},
-        "device": {"type": device, "name": "cpu" if device == "cpu" else "NVIDIA H100",
-                   "memory_gib": memory_gib},
-        "model": {"num_params": 5_500_000, "forward_flops_per_image": 1.0e9},
-    }  # fmt: skip
-
-
-def write_run(run_dir: Path, info: dict, ips: float | None, status: str = "completed",
-              mem_gib: float = 1.5) -> None:  # fmt: skip
-    """Start, three measured windows around ``ips`` after one warm-up window, finish."""
-    records = RunRecords(run_dir)
-    records.start(info)
-    mem_key = "peak_rss_gib" if info["device"]["type"] == "cpu" else "peak_mem_allocated_gib"
-    records.window({"step_end": 2, "warmup": True, "ips": 1.0, mem_key: 99.0, "loss": 3.0})
-    if ips is None:
-        records.finish(status, reason="CUDA out of memory")
-        return
-    for step, delta in ((4, -1.0), (6, 0.0), (8, 1.0)):
-        records.window({"step_end": step, "warmup": False, "ips": ips + delta,
-                        "ips_per_gpu": (ips + delta) / info["world"]["size"],
-                        mem_key: mem_gib + step / 100, "loss": 2.0})  # fmt: skip
-    records.finish(status)
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.integration.test_analysis import IPS, run_info, write_run
+from tests.fake_records import run_info, write_run
+from tests.integration.test_analysis import IPS
 from vitfsdp.analysis import collect_runs, loss_curves, study_tables
 from vitfsdp.analysis.__main__ import main as analysis_main
 from vitfsdp.analysis.__main__ import write_tables

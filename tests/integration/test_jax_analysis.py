@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.integration.test_analysis import run_cli, run_info, write_run
+from tests.fake_records import run_info, write_run
+from tests.integration.test_analysis import run_cli
 from vitfsdp.analysis import collect_runs, framework_ratio_table, plot_weak_scaling
 
 #: Global images/s per (framework, strategy, nodes); JAX FULL_SHARD at 2 nodes failed.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.integration.test_analysis import run_info
+from tests.fake_records import run_info
 from vitfsdp.analysis import collect_runs, plot_weak_scaling
 from vitfsdp.analysis.__main__ import main as analysis_main
 from vitfsdp.analysis.figures import NOTHING_TO_PLOT

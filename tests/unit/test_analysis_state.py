@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_analysis import run_info
+from tests.fake_records import run_info
 from vitfsdp.analysis import collect_runs, plot_memory, points_table
 from vitfsdp.analysis.figures import PATCH_PROXIES, TINY_STATE
 from vitfsdp.analysis.lines import configurations

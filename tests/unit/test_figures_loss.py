@@ -12,7 +12,7 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-from tests.integration.test_analysis import run_info
+from tests.fake_records import run_info
 from vitfsdp.analysis import collect_runs, plot_loss
 from vitfsdp.analysis.figures import ALL_FIGURES, PROXIES
 from vitfsdp.analysis.figures.loss import LABEL_PAD, LIGHTEST, _loss_dashes

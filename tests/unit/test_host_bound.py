@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
-from tests.integration.test_analysis import run_info
+from tests.fake_records import run_info
 from vitfsdp import metrics
 from vitfsdp.analysis import collect_runs, plot_weak_scaling
 from vitfsdp.analysis.report import host_bound_text

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.integration.test_analysis import run_info, write_run
+from tests.fake_records import run_info, write_run
 from vitfsdp.analysis import collect_runs
 from vitfsdp.analysis.report import best_text, report_sections
 from vitfsdp.analysis.tables import (

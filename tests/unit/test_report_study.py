@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_analysis import run_info
+from tests.fake_records import run_info
 from vitfsdp.analysis import collect_runs
 from vitfsdp.analysis.__main__ import main as analysis_main
 from vitfsdp.analysis.figures import write_figures
