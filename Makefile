@@ -6,7 +6,7 @@
 #               test suite; the Slurm tests fail if the cluster is not up
 #   make test-noslurm   the same without the cluster (its tests are skipped), for non-root users
 #   make test-fast  tests/unit only (in-process checks of one module or function; no training,
-#               no Slurm, no subprocess): about a minute, for a developer between edits (after
+#               no Slurm, no subprocess): 1-2 minutes on 2 cores, for a developer between edits (after
 #               make install; tests/integration is the rest, make test runs both)
 #   make torch  torch and torchvision where either is missing or the two do not import together
 #               (install and install-run run it first): the PyTorch CPU index on a machine with
