@@ -45,7 +45,8 @@
 #
 # Environment: OUT (default runs/gpu-check), SITE (default /tmp/vitfsdp-site), WORK (records
 # kept between calls on one machine; default /tmp/vitfsdp-gpu), PYTHON (default python3),
-# STEP_S, CALL_S, DEVICE (cuda | cpu), BIG_BATCHES (default "128 64 48"). DEVICE=cpu
+# STEP_S (STEP_S_<step>, e.g. STEP_S_test, for one step), CALL_S, DEVICE (cuda | cpu),
+# BIG_BATCHES (default "128 64 48"). DEVICE=cpu
 # rehearses every step on a CPU with vit_tiny at batch 4 and a few steps (CHECK_QUICK=1:
 # fewer still, as the test suite runs it).
 set -euo pipefail
@@ -386,7 +387,8 @@ for step in "$@"; do
     mkdir -p "$STEP_DIR"
     STATUS=ok
     START=$SECONDS
-    DEADLINE=$((SECONDS + STEP_S - 30))  # 30 s left to pack
+    step_s_var="STEP_S_$step"  # STEP_S_<step> gives one step its own seconds
+    DEADLINE=$((SECONDS + ${!step_s_var:-$STEP_S} - 30))  # 30 s left to pack
     ((DEADLINE <= CALL_S - 30)) || DEADLINE=$((CALL_S - 30))
     log "step $step (deadline in $((DEADLINE - SECONDS)) s)"
     "step_$step" > >(tee "$STEP_DIR/$step.log") 2>&1
