@@ -31,6 +31,8 @@
 #             unwrapped model of its compile setting; the wrappers bench (every path, eager
 #             and compiled, 4 blocks a unit too); a 5-step profile of HOST_PROFILE; then
 #             batch HOST_BIG_BATCH (default 128) under each recipe
+#   units     H/14 and L/16 at batch 32 under UNIT_RECIPES (larger FSDP units: 4, 8 and all
+#             blocks a unit), 2 repeats each, beside the unwrapped model; host.csv
 #
 # Every call installs the carried wheels and the project into $SITE (offline; skipped where
 # .whl/ is absent and vitfsdp, hydra and submitit already import; a copy without .git builds
@@ -85,6 +87,11 @@ fi
 HOST_RECIPES=${HOST_RECIPES:-"default: fsdp2_x4:engine=fsdp2,strategy.blocks_per_unit=4 \
 orig_x4:strategy.blocks_per_unit=4 flat_x4:kernels.compile=false,strategy.blocks_per_unit=4"}
 HOST_PROFILE=${HOST_PROFILE:-fsdp2_x4}  # the recipe the host step profiles
+# the units step: FSDP1 on flat parameters (eager) with 4, 8 and all blocks a unit, then
+# FSDP1 on original parameters with compiled blocks, all blocks a unit
+UNIT_RECIPES=${UNIT_RECIPES:-"flat_x4:kernels.compile=false,strategy.blocks_per_unit=4 \
+flat_x8:kernels.compile=false,strategy.blocks_per_unit=8 \
+flat_x32:kernels.compile=false,strategy.blocks_per_unit=32 orig_x32:strategy.blocks_per_unit=32"}
 
 log() { printf '[gpu-check %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d'; exit 2; }
@@ -312,7 +319,8 @@ host_recipes() {  # host_recipes TAG BATCH: every recipe of HOST_RECIPES for H/1
         [[ $seen == *" $compiled "* ]] || { paths=fsdp,unwrapped; seen+="$compiled "; }
         run "$PYTHON" -m vitfsdp.bench --device "$DEVICE" --batch "$batch" \
             --precision "$PRECISION" --steps "$HOST_STEPS" --warmup "$HOST_WARMUP" \
-            --log-every "$HOST_EVERY" --repeats 1 --paths "$paths" --models "$H14,$L16" \
+            --log-every "$HOST_EVERY" --repeats "${HOST_REPEATS:-1}" --paths "$paths" \
+            --models "$H14,$L16" \
             --out "$STEP_DIR/${tag}_$name" ${overrides//,/ }
     done
 }
@@ -337,6 +345,14 @@ step_host() {
     host_table
 }
 
+step_units() {
+    # larger FSDP units at batch 32 (the host call of 2026-11-27 on an H100: FSDP1 on flat
+    # parameters with 4 blocks a unit, eager, 1.05 of the unwrapped model for H/14 and 0.79
+    # for L/16; FSDP1's host time about 1.9 ms a unit): UNIT_RECIPES, 2 repeats each
+    HOST_RECIPES=$UNIT_RECIPES HOST_REPEATS=${HOST_REPEATS:-2} host_recipes "b$BATCH" "$BATCH"
+    host_table
+}
+
 host_table() {  # STEP_DIR/host.csv: each recipe's FSDP images/s over the unwrapped model's
     # of the same model, batch and compile setting (measured in the same call)
     run "$PYTHON" - "$STEP_DIR" <<'EOF'
@@ -355,8 +371,8 @@ key = ["model", "batch", "compile"]
 base = t[t["path"] == "unwrapped"].groupby(key)["ips"].first().rename("unwrapped_ips")
 out = t[t["path"] == "fsdp"].join(base, on=key)
 out["vs_unwrapped"] = out["ips"] / out["unwrapped_ips"]
-cols = ["model", "batch", "recipe", "compile", "wrapper", "ips", "unwrapped_ips",
-        "vs_unwrapped", "mfu", "step_time_s"]
+cols = ["model", "batch", "recipe", "compile", "wrapper", "ips", "ips_min", "ips_max",
+        "unwrapped_ips", "vs_unwrapped", "mfu", "step_time_s"]
 out[cols].to_csv(step / "host.csv", index=False)
 print(out[cols].to_string(index=False, float_format=lambda v: f"{v:.3g}"))
 EOF
@@ -372,7 +388,7 @@ pack() {  # OUT/<step>.tar.gz: the step's folder (log included), small files onl
 [[ $# -gt 0 ]] || usage
 for step in "$@"; do
     declare -F "step_$step" >/dev/null && [[ $step != install ]] \
-        || { log "unknown step $step; steps: test bench jax stall sweep profile fsdp2 more host"; exit 2; }
+        || { log "unknown step $step; steps: test bench jax stall sweep profile fsdp2 more host units"; exit 2; }
 done
 (($# <= MAX_STEPS_PER_CALL)) \
     || { log "at most $MAX_STEPS_PER_CALL steps a call (6 files back): split the call"; exit 2; }
