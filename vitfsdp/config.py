@@ -120,7 +120,8 @@ class KernelsConfig:
     run.json's ``applied``: throughput comparisons are honest only when these are controlled.
 
     The defaults are the fastest honest recipe where the run has a GPU (docs/benchmarks.md): fused
-    attention, ``torch.compile`` per block, fused AdamW (with ``precision=auto``: bf16 mixed
+    attention, ``torch.compile`` per block (FSDP1 below a local batch of 128: eager blocks on
+    flat parameters, :meth:`resolved_compile`), fused AdamW (with ``precision=auto``: bf16 mixed
     precision), and on CPU exactly the eager fp32 behaviour (no compile, torch's own AdamW).
     ``None``/``auto`` values are resolved where the device is known, at run start.
     """
@@ -129,7 +130,8 @@ class KernelsConfig:
     # softmax(q·kᵀ)·v written out (timm Attention.fused_attn)
     fused_attn: bool = True
     # torch.compile each transformer block (the FSDP unit) in place; None = auto: on where the
-    # run's device is a GPU (CUDA/ROCm), off on CPU
+    # run's device is a GPU (CUDA/ROCm), except FSDP1 at a local batch below
+    # COMPILE_MIN_FSDP1_BATCH (there eager blocks on flat parameters); off on CPU
     compile: bool | None = None
     # AdamW implementation: auto (fused on GPUs where torch has it, torch's default on CPU)
     # | for_loop | foreach | fused
@@ -146,11 +148,31 @@ class KernelsConfig:
                 raise ValueError(f"kernels.{key}={getattr(self, key)!r} is unknown; valid: "
                                  f"{', '.join(valid)}")
 
-    def resolved_compile(self, device_type: str) -> bool:
+    def resolved_compile(self, device_type: str, fsdp1: bool = False,
+                         local_batch: int | None = None) -> bool:
         """``compile`` with ``None`` (auto) resolved for a device type: True on ``cuda``
-        (CUDA and ROCm builds alike), False elsewhere."""
-        return self.compile if self.compile is not None else device_type == "cuda"
+        (CUDA and ROCm builds alike), False elsewhere; and False on ``cuda`` for FSDP1
+        (``fsdp1``) at a ``local_batch`` below :data:`COMPILE_MIN_FSDP1_BATCH`.
 
+        Why (one H100, bf16, one GPU, 2026-11-26 and -27; docs/benchmarks.md, "The host"):
+        compiled blocks need FSDP1's original parameters, whose views cost the host about
+        2.6 ms a unit a step. At batch 32 that decided the step: ViT-H/14 169-201 images/s
+        compiled (the device busy 37-45%) against 281-331 eager on flat parameters (busy
+        0.92 with 4 blocks a unit). At batch 128 the device hides the host and compiling
+        wins: 419.5-422.9 against 392.5 eager. Between 32 and 128 nothing was measured: the
+        switch at 128 is where compile was measured ahead, not a fitted boundary.
+        """
+        if self.compile is not None:
+            return self.compile
+        if device_type != "cuda":
+            return False
+        return not (fsdp1 and local_batch is not None and local_batch < COMPILE_MIN_FSDP1_BATCH)
+
+
+#: The smallest local batch at which ``kernels.compile`` (auto) compiles the blocks under
+#: FSDP1 on a GPU: the batch where compiled blocks were measured ahead of eager ones on flat
+#: parameters (ViT-H/14 on one H100, 2026-11-27; :meth:`KernelsConfig.resolved_compile`).
+COMPILE_MIN_FSDP1_BATCH = 128
 
 #: Images of the data sets whose size is known before loading: scikit-learn's
 #: ``load_digits`` (the UCI handwritten digits test set) holds 1797.
@@ -216,8 +238,8 @@ class RunConfig:
         Raises:
             ValueError: naming both keys and the fix.
         """
-        use_orig_params(self.strategy, self.kernels.compile if self.kernels.compile is not None
-                        else self.device == "cuda")
+        use_orig_params(self.strategy, self.compile_blocks("cuda") if self.device == "cuda"
+                        else bool(self.kernels.compile))
 
     def _check_data_size(self) -> None:
         """Refuse a global batch larger than a data set of known size: every rank's
@@ -251,6 +273,15 @@ class RunConfig:
         return resolve_precision(self.precision, self.mixed_precision,
                                  is_fsdp=self.strategy.is_fsdp, engine=self.engine,
                                  device_type=device_type or self.expected_device_type())
+
+    def compile_blocks(self, device_type: str) -> bool:
+        """``kernels.compile`` resolved for this run on ``device_type`` (``cuda`` | ``cpu``):
+        :meth:`KernelsConfig.resolved_compile` with this run's engine (FSDP1 where a torch
+        FSDP strategy runs under ``engine=fsdp1``) and local batch."""
+        fsdp1 = (self.framework == "torch" and self.engine == "fsdp1"
+                 and self.strategy.is_fsdp)
+        return self.kernels.resolved_compile(device_type, fsdp1=fsdp1,
+                                             local_batch=self.train.local_batch_size)
 
     def resolved_precision(self, device_type: str | None = None) -> str:
         """``precision`` with ``auto`` resolved (:func:`vitfsdp.parallel.auto_precision`):

@@ -320,8 +320,9 @@ def resolve(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
             peak: bool = True) -> Resolved:
     """This rank's device-dependent choices, resolved once at run start: ``precision``
     (``auto``: bf16 on a GPU, fp32 on CPU, ``RunConfig.resolved_precision``) and its dtypes,
-    ``kernels.compile`` (null: on for a GPU), ``kernels.adamw`` (:func:`adamw_choice`), TF32
-    as :func:`apply_numerics` set it, and the peak FLOP/s for the compute dtype
+    ``kernels.compile`` (null: :meth:`~vitfsdp.config.RunConfig.compile_blocks`),
+    ``kernels.adamw`` (:func:`adamw_choice`), TF32 as :func:`apply_numerics` set it, and the
+    peak FLOP/s for the compute dtype
     (:func:`vitfsdp.metrics.resolve_peak`). Call it after :func:`apply_numerics`.
 
     Collective with ``metrics.peak=measure``: the GEMM is timed on every rank and the mean
@@ -339,7 +340,7 @@ def resolve(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
         framework="torch", device_type=device.type, precision=name,
         compute_dtype=settings.compute_dtype,
         precision_record={"name": name, **dataclasses.asdict(settings)}, settings=settings,
-        compile=cfg.kernels.resolved_compile(device.type),
+        compile=cfg.compile_blocks(device.type),
         # fused where torch has none is refused when the optimizer is built, in the run
         adamw=adamw_choice(cfg.kernels, device, check=False),
         fused_attn=cfg.kernels.fused_attn,

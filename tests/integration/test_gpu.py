@@ -189,17 +189,24 @@ def test_peak_table_names_this_device():
 # --- training on the GPU ----------------------------------------------------------------------
 
 
-def test_one_gpu_training_run_uses_the_gpu_recipe_and_records_it(tmp_path):
+@pytest.mark.parametrize("batch", [32, 128])
+def test_one_gpu_training_run_uses_the_gpu_recipe_and_records_it(tmp_path, batch):
+    from vitfsdp.config import COMPILE_MIN_FSDP1_BATCH
     from vitfsdp.models import VARIANTS
 
-    code, out, seconds, run_dir = _train(tmp_path, ONE_GPU, env={"TORCH_LOGS": "recompiles"})
+    overrides = [o for o in ONE_GPU if not o.startswith("train.local_batch_size=")]
+    code, out, seconds, run_dir = _train(tmp_path, [*overrides, f"train.local_batch_size={batch}"],
+                                         env={"TORCH_LOGS": "recompiles"})
     assert code == 0, out[-4000:]
     run, summary = read(run_dir / "run.json"), read(run_dir / "summary.json")
     applied = run["applied"]
     print(f"{seconds:.0f} s; applied {applied}\nsummary {summary}")
     assert summary["status"] == "completed"
     assert applied["precision"]["name"] == "bf16" and applied["adamw"] == "fused"
-    assert applied["compiled_blocks"] == VARIANTS["vit_tiny"].depth
+    # FSDP1 below COMPILE_MIN_FSDP1_BATCH: eager blocks on flat parameters; above: compiled
+    compiled = batch >= COMPILE_MIN_FSDP1_BATCH
+    assert applied["compiled_blocks"] == (VARIANTS["vit_tiny"].depth if compiled else 0)
+    assert applied["use_orig_params"] is compiled
     assert (run["timing"]["timer"], run["world"]["backend"]) == ("cuda_event", "nccl")
     assert summary["mfu"] is not None, (
         f"mfu is null: {run['device']['name']!r} has no row in vitfsdp.metrics.PEAK_TABLE")
@@ -241,8 +248,9 @@ def test_out_of_memory_on_the_gpu_is_recorded_oom(tmp_path):
 
 @needs_two_gpus
 def test_two_ranks_full_shard_over_nccl(tmp_path):
-    code, out, seconds, run_dir = _train(tmp_path, TWO_GPUS, nproc=2,
-                                         env={"TORCH_LOGS": "recompiles"})
+    # compiled blocks named: at batch 32 FSDP1 would run them eagerly
+    code, out, seconds, run_dir = _train(tmp_path, [*TWO_GPUS, "kernels.compile=true"],
+                                         nproc=2, env={"TORCH_LOGS": "recompiles"})
     assert code == 0, out[-4000:]
     run, summary = read(run_dir / "run.json"), read(run_dir / "summary.json")
     print(f"{seconds:.0f} s; {summary['ips']:.0f} images/s, mfu {summary['mfu']}")

@@ -250,6 +250,10 @@ def test_before_the_run_auto_follows_the_device_or_the_cluster_profile():
 def test_compile_auto_is_on_for_gpus_only_unless_set():
     assert (KernelsConfig().resolved_compile("cuda"), KernelsConfig().resolved_compile("cpu")) == (
         True, False)
+    # FSDP1 below the batch where compiled blocks were measured ahead: eager
+    assert KernelsConfig().resolved_compile("cuda", fsdp1=True, local_batch=32) is False
+    assert KernelsConfig().resolved_compile("cuda", fsdp1=True, local_batch=128) is True
+    assert KernelsConfig(compile=True).resolved_compile("cuda", fsdp1=True, local_batch=32)
     assert KernelsConfig(compile=False).resolved_compile("cuda") is False
     assert KernelsConfig(compile=True).resolved_compile("cpu") is True
 

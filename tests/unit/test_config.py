@@ -10,7 +10,7 @@ from vitfsdp.config import KernelsConfig, RunConfig, TrainConfig, register_confi
 from vitfsdp.data import DataConfig
 from vitfsdp.launch import ClusterConfig
 from vitfsdp.models import ModelConfig
-from vitfsdp.parallel import MixedPrecisionConfig, StrategyConfig
+from vitfsdp.parallel import MixedPrecisionConfig, StrategyConfig, use_orig_params
 
 register_configs()
 
@@ -131,5 +131,23 @@ def test_switch_defaults_are_auto_and_exact_fp32_on_cpu():
     assert (cfg.precision, cfg.resolved_precision("cpu"), cfg.resolved_precision("cuda")) == (
         "auto", "fp32", "bf16")
     assert not cfg.kernels.resolved_compile("cpu") and cfg.kernels.resolved_compile("cuda")
+    assert cfg.train.local_batch_size == 32 and not cfg.compile_blocks("cuda")
     assert cfg.mixed_precision == MixedPrecisionConfig()
     assert not cfg.train.activation_checkpointing
+
+
+@pytest.mark.parametrize(("overrides", "compiled"), [
+    ((), False),  # FSDP1 at the studies' batch of 32: eager blocks on flat parameters
+    (("train.local_batch_size=64",), False),
+    (("train.local_batch_size=128",), True),  # the device hides the host: compile
+    (("strategy=DDP",), True),
+    (("engine=fsdp2",), True),
+    (("kernels.compile=true",), True),  # an explicit value always wins
+])
+def test_compile_auto_on_a_gpu_follows_the_engine_and_local_batch(overrides, compiled):
+    cfg = _compose(*overrides)
+    assert cfg.compile_blocks("cuda") is compiled
+    assert cfg.compile_blocks("cpu") is ("kernels.compile=true" in overrides)
+    # the wrap's use_orig_params follows: flat parameters where the blocks run eagerly
+    assert use_orig_params(cfg.strategy, cfg.compile_blocks("cuda")) is compiled or (
+        not cfg.strategy.is_fsdp)

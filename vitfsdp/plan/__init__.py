@@ -193,7 +193,7 @@ def memory_breakdown(cfg, device: str | None = None) -> dict[str, int]:
     shard = math.ceil(sizes.num_params / group)
     param_dtype, compute, residual = _dtypes(cfg, device)
     ckpt = cfg.train.activation_checkpointing
-    compiled = cfg.kernels.resolved_compile("cuda" if device == "gpu" else "cpu")
+    compiled = cfg.compile_blocks("cuda" if device == "gpu" else "cpu")
     acts = {c: activation_bytes(cfg.model, classes, cfg.train.local_batch_size, dtype=compute,
                                 residual_dtype=residual, fused_attn=cfg.kernels.fused_attn,
                                 checkpointing=c, compiled=compiled) for c in (False, True)}
@@ -379,7 +379,7 @@ def predict(cfg, *, peak_flops: float | None = None,
         notes |= found
         step += framework
     elif step is not None and device == "gpu":  # the host issues ahead: max(device, host)
-        host = host_seconds(cfg, b["num_units"], cfg.kernels.resolved_compile("cuda"))
+        host = host_seconds(cfg, b["num_units"], cfg.compile_blocks("cuda"))
         framework = max(0.0, host - step)
         step += framework
     return Prediction(
