@@ -13,9 +13,13 @@ span of README.md between two HTML comments, which Markdown renders as nothing::
     <!-- readme-numbers:fsdp-peak-gib -->1.03, 0.96, 0.92 GiB<!-- /readme-numbers -->
 
 Every span is one of :data:`SPANS`, and every one of :data:`SPANS` must be in the file; the
-text outside the spans is left byte for byte. Exit status: 0 written (or, with ``--check``,
-up to date), 1 with ``--check`` when a span differs (each printed), 2 for bad input (a sweep
-without the demo's points, an unknown or missing span), in one line.
+text outside the spans is left byte for byte. ``--check`` compares a run with the numbers
+printed: a figure printed with its spread (the efficiency: ``0.30 (0.28-0.33)``) agrees
+when the run's value lies within it, the plan's median error when it is at most the printed
+worst, other spans must read the same, the day is not compared (:func:`check_span`). Exit
+status: 0 written (or, with ``--check``, agreeing), 1 with ``--check`` when a span disagrees
+(each printed), 2 for bad input (a sweep without the demo's points, an unknown or missing
+span), in one line.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from vitfsdp.analysis.collect import collect_runs
-from vitfsdp.analysis.tables import points_table
+from vitfsdp.analysis.tables import points_table, spread_bounds
 from vitfsdp.records import write_text_atomic
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -129,11 +133,48 @@ def _largest_nodes(points: pd.DataFrame, column: str, what: str) -> dict[str, fl
 
 
 def efficiency(points: pd.DataFrame) -> str:
-    """``FULL_SHARD 0.33, HYBRID_2GPU 0.47, DDP 0.60``: weak-scaling efficiency (images/s
+    """``FULL_SHARD 0.33 (0.31-0.35), HYBRID_2GPU ...``: weak-scaling efficiency (images/s
     over the 1-node point's x nodes, the points table's ``scaling_efficiency``) at each
-    strategy's largest node count."""
+    strategy's largest node count, and in brackets the span of the point's measurements
+    over the same ideal (:func:`vitfsdp.analysis.tables.spread_bounds`: min-max over repeats,
+    else over its run's measured windows)."""
     eff = _largest_nodes(points, "scaling_efficiency", "weak-scaling efficiency")
-    return ", ".join(f"{k} {v:.2f}" for k, v in eff.items())
+    low, high = spread_bounds(points)
+    spans = points.assign(eff_low=low / points["ideal_ips"], eff_high=high / points["ideal_ips"])
+    lows = _largest_nodes(spans, "eff_low", "efficiency spread")
+    highs = _largest_nodes(spans, "eff_high", "efficiency spread")
+    return ", ".join(f"{k} {v:.2f} ({lows[k]:.2f}-{highs[k]:.2f})" for k, v in eff.items())
+
+
+#: ``NAME value (low-high)`` in a span's text: a figure printed with its spread.
+WITH_SPREAD = re.compile(r"(?P<name>[\w-]+) (?P<value>[\d.]+) \((?P<low>[\d.]+)-(?P<high>[\d.]+)\)")
+#: The plan's error as :func:`prediction_error` prints it.
+PREDICTION = re.compile(r"median (?P<median>\d+)%, worst (?P<worst>\d+)%")
+#: Spans ``--check`` leaves alone: the day a run was measured differs for every new run.
+UNCHECKED = ("demo-measured",)
+
+
+def check_span(name: str, printed: str, new: str) -> str | None:
+    """Whether a new run's text ``new`` of span ``name`` agrees with the ``printed`` one:
+    ``None`` where it does, else one line saying how it does not. A figure printed with its
+    spread (``NAME value (low-high)``) agrees when the new run's value of the same NAME lies
+    within ``[low, high]``; the plan's error agrees when the new median is at most the
+    printed worst; every other span must read the same (identity: the host, the link;
+    counted bytes and memory), except :data:`UNCHECKED`."""
+    if name in UNCHECKED or printed == new:
+        return None
+    worst, median = PREDICTION.search(printed), PREDICTION.search(new)
+    if worst and median:  # the plan's error: the new median within the printed 0-worst
+        ok = int(median["median"]) <= int(worst["worst"])
+        return None if ok else (f"{name}: median {median['median']}% outside the printed "
+                                f"0-{worst['worst']}%")
+    spans = {m["name"]: (float(m["low"]), float(m["high"])) for m in WITH_SPREAD.finditer(printed)}
+    values = {m["name"]: float(m["value"]) for m in WITH_SPREAD.finditer(new)}
+    if not spans or set(spans) != set(values):
+        return f"{name}: {printed!r} -> {new!r}"
+    outside = [f"{k} {values[k]:.2f} outside {lo:.2f}-{hi:.2f}"
+               for k, (lo, hi) in spans.items() if not lo <= values[k] <= hi]
+    return f"{name}: {'; '.join(outside)}" if outside else None
 
 
 def sent_per_step(runs: pd.DataFrame) -> str:
@@ -276,10 +317,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     old = {m["name"]: m["text"] for m in SPAN.finditer(text)}
     changed = {m["name"]: m["text"] for m in SPAN.finditer(new) if old[m["name"]] != m["text"]}
+    if args.check:
+        disagree = [line for name, value in changed.items()
+                    if (line := check_span(name, old[name], value))]
+        for line in disagree:
+            print(line)
+        return 1 if disagree else 0
     for name, value in changed.items():
         print(f"{name}: {old[name]!r} -> {value!r}")
-    if args.check:
-        return 1 if changed else 0
     if changed:
         write_text_atomic(args.readme, new)
     return 0

@@ -82,13 +82,24 @@ def demo_dir(tmp_path_factory, configs) -> Path:
     return sweep_dir
 
 
+def _run(sweep_dir: Path, strategy: str, j: int) -> Path:
+    return sweep_dir / f"{STRATEGIES.index(strategy) * 3 + j}_{strategy}_{NODES[j]}"
+
+
 def _efficiencies(sweep_dir: Path) -> str:
-    """Images/s at 4 nodes over 4x that at 1 node, from the runs' summary.json, as the span
-    writes them (FULL_SHARD, HYBRID_2GPU, DDP)."""
+    """Images/s at 4 nodes over 4x that at 1 node, from the runs' summary.json, and in
+    brackets the 4-node run's slowest and fastest measured window (metrics.jsonl) over the
+    same ideal, as the span writes them (FULL_SHARD, HYBRID_2GPU, DDP)."""
     def ips(strategy, j):
-        run = sweep_dir / f"{STRATEGIES.index(strategy) * 3 + j}_{strategy}_{NODES[j]}"
-        return json.loads((run / "summary.json").read_text())["ips"]
-    return ", ".join(f"{s} {ips(s, 2) / (4 * ips(s, 0)):.2f}"
+        return json.loads((_run(sweep_dir, strategy, j) / "summary.json").read_text())["ips"]
+
+    def windows(strategy):
+        lines = (_run(sweep_dir, strategy, 2) / "metrics.jsonl").read_text().splitlines()
+        return [w["ips"] for w in map(json.loads, lines) if not w["warmup"]]
+
+    return ", ".join(f"{s} {ips(s, 2) / (4 * ips(s, 0)):.2f} "
+                     f"({min(windows(s)) / (4 * ips(s, 0)):.2f}-"
+                     f"{max(windows(s)) / (4 * ips(s, 0)):.2f})"
                      for s in ("FULL_SHARD", "HYBRID_2GPU", "DDP"))
 
 
@@ -155,6 +166,56 @@ def test_spans_are_rewritten_from_the_records_and_nothing_else(demo_dir, tmp_pat
         "<!-- /readme-numbers -->.\n")
     assert "fsdp-peak-gib: '1.03, 0.96, 0.92 GiB' -> " in capsys.readouterr().out
     assert readme_numbers.main([str(demo_dir), "--readme", str(readme), "--check"]) == 0
+
+
+def _scaled_copy(demo_dir: Path, tmp_path: Path, strategy: str, factor: float) -> Path:
+    """A copy of the demo sweep whose ``strategy`` 4-node run measured ``factor`` x the
+    images/s (summary and every window): another run of the demo."""
+    import shutil
+
+    copy = tmp_path / f"again-{factor}"
+    shutil.copytree(demo_dir, copy)
+    run = _run(copy, strategy, 2)
+    summary = json.loads((run / "summary.json").read_text())
+    summary["ips"] *= factor
+    (run / "summary.json").write_text(json.dumps(summary))
+    windows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    (run / "metrics.jsonl").write_text("".join(
+        json.dumps({**w, "ips": w["ips"] * factor}) + "\n" for w in windows))
+    return copy
+
+
+@pytest.mark.parametrize(("factor", "status"), [(1.0005, 0), (0.7, 1)])
+def test_check_passes_a_new_run_within_the_printed_spread_and_only_then(
+        demo_dir, tmp_path, capsys, factor, status):
+    readme = tmp_path / "README.md"
+    readme.write_text(STALE)
+    assert readme_numbers.main([str(demo_dir), "--readme", str(readme)]) == 0
+    capsys.readouterr()
+    again = _scaled_copy(demo_dir, tmp_path, "FULL_SHARD", factor)
+    assert readme_numbers.main([str(again), "--readme", str(readme), "--check"]) == status
+    out = capsys.readouterr().out
+    if status:  # one line naming the span, the strategy and the printed spread
+        assert out.startswith("demo-efficiency: FULL_SHARD ") and " outside " in out, out
+        assert "HYBRID_2GPU" not in out and "DDP" not in out
+    else:
+        assert out == ""
+
+
+def test_check_compares_a_span_without_a_spread_exactly_and_never_the_day():
+    assert readme_numbers.check_span("demo-measured", "2026-11-26", "2026-11-27") is None
+    assert readme_numbers.check_span("demo-link", "0.5 Gbit/s", "1 Gbit/s") == (
+        "demo-link: '0.5 Gbit/s' -> '1 Gbit/s'")
+    printed = "FULL_SHARD 0.30 (0.28-0.33), DDP 0.40 (0.35-0.45)"
+    assert readme_numbers.check_span("demo-efficiency", printed,
+                                     "FULL_SHARD 0.33 (0.3-0.4), DDP 0.35 (0.3-0.4)") is None
+    assert readme_numbers.check_span("demo-efficiency", printed, "FULL_SHARD 0.33, DDP 0.4")
+    printed = "median 9%, worst 15% over 9 points"
+    assert readme_numbers.check_span("demo-prediction", printed,
+                                     "median 15%, worst 40% over 9 points") is None
+    assert readme_numbers.check_span("demo-prediction", printed,
+                                     "median 16%, worst 20% over 9 points") == (
+        "demo-prediction: median 16% outside the printed 0-15%")
 
 
 def test_the_prediction_error_is_the_median_and_worst_over_points():
