@@ -46,6 +46,9 @@ class Column:
         meaning: what it holds, on one line.
         display: ``(header, format)`` of the column in the report's tables (``format`` a
             :meth:`str.format` pattern); ``None``: the report shows no run column of it.
+        figures: the figures (:data:`vitfsdp.analysis.figures.FIGURES` names) that draw
+            this column, where it is not one of the run columns every figure reads (a
+            figure is drawn again where one of its columns changed: :data:`FIGURE_COLUMNS`).
     """
 
     name: str
@@ -54,6 +57,7 @@ class Column:
     source: str
     meaning: str
     display: tuple[str, str] | None = None
+    figures: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.dtype not in (INT, FLOAT, TEXT) or self.source not in SOURCES:
@@ -164,7 +168,8 @@ RUN_COLUMNS = (
            "the model's parameters"),
     Column("ips", FLOAT, "images/s", "measured",
            "global images/s: median over measured windows",
-           display=("images/s", "{:,.0f}")),
+           display=("images/s", "{:,.0f}"),
+           figures=("weak_scaling", "prefetch", "recipe")),
     Column("ips_per_gpu", FLOAT, "images/s", "measured",
            "images/s per rank",
            display=("images/s/GPU", "{:,.1f}")),
@@ -173,7 +178,8 @@ RUN_COLUMNS = (
            display=("step time (s)", "{:.3f}")),
     Column("tflops_per_gpu", FLOAT, "TFLOP/s", "measured",
            "model TFLOP/s per rank (3 x forward FLOPs)",
-           display=("TFLOP/s/GPU (model)", "{:.3g}")),
+           display=("TFLOP/s/GPU (model)", "{:.3g}"),
+           figures=("tflops",)),
     Column("mfu", FLOAT, "fraction", "measured",
            "model FLOPs utilization: tflops_per_gpu over the device's peak",
            display=("MFU", "{:.1%}")),
@@ -186,15 +192,19 @@ RUN_COLUMNS = (
     Column("peak_mem_gib", FLOAT, "GiB", "measured",
            "peak memory, maximum over ranks: allocated GPU memory, else resident memory "
            "(peak_mem_kind)",
-           display=("peak mem max (GiB)", "{:.2f}")),
+           display=("peak mem max (GiB)", "{:.2f}"),
+           figures=("weak_scaling", "memory")),
     Column("peak_mem_min_gib", FLOAT, "GiB", "measured",
            "the same peak, minimum over ranks",
-           display=("peak mem min over ranks (GiB)", "{:.2f}")),
+           display=("peak mem min over ranks (GiB)", "{:.2f}"),
+           figures=("memory",)),
     Column("peak_mem_kind", TEXT, "", "measured",
-           "what peak_mem_gib is: allocated or rss"),
+           "what peak_mem_gib is: allocated or rss",
+           figures=("weak_scaling", "memory")),
     Column("peak_mem_reserved_gib", FLOAT, "GiB", "measured",
            "peak memory the allocator reserved, maximum over ranks",
-           display=("peak reserved (GiB)", "{:.2f}")),
+           display=("peak reserved (GiB)", "{:.2f}"),
+           figures=("weak_scaling", "memory")),
     Column("peak_mem_reserved_min_gib", FLOAT, "GiB", "measured",
            "the same, minimum over ranks"),
     Column("peak_rss_gib", FLOAT, "GiB", "measured",
@@ -212,7 +222,8 @@ RUN_COLUMNS = (
            display=("OOMs", "{:d}")),
     Column("device_busy_frac", FLOAT, "fraction", "measured",
            "share of the time the device was busy, mean over ranks",
-           display=("device busy", "{:.0%}")),
+           display=("device busy", "{:.0%}"),
+           figures=("weak_scaling",)),
     Column("device_busy_min_frac", FLOAT, "fraction", "measured",
            "the same, minimum over ranks"),
     Column("host_load_1m", FLOAT, "processes", "measured",
@@ -221,13 +232,16 @@ RUN_COLUMNS = (
            "time the cgroup's CPU quota held rank 0 back"),
     Column("state_params_gib", FLOAT, "GiB", "measured",
            "parameters a rank holds (its local shards), maximum over ranks",
-           display=("params/rank (GiB)", "{:.3g}")),
+           display=("params/rank (GiB)", "{:.3g}"),
+           figures=("memory",)),
     Column("state_grads_gib", FLOAT, "GiB", "measured",
            "gradients a rank holds (its local shards), maximum over ranks",
-           display=("grads/rank (GiB)", "{:.3g}")),
+           display=("grads/rank (GiB)", "{:.3g}"),
+           figures=("memory",)),
     Column("state_optimizer_gib", FLOAT, "GiB", "measured",
            "optimizer state a rank holds (its local shards), maximum over ranks",
-           display=("optimizer state/rank (GiB)", "{:.3g}")),
+           display=("optimizer state/rank (GiB)", "{:.3g}"),
+           figures=("memory",)),
     Column("num_classes", INT, "classes", "world",
            "the classifier's classes (chance-level loss: ln of it)"),
     Column("sent_gb_per_node_max", FLOAT, "GB", "measured",
@@ -259,23 +273,28 @@ RUN_COLUMNS = (
            "time compiling (torch.compile or XLA)"),
     Column("ips_reached", FLOAT, "images/s", "measured",
            "a run that did not complete: median of its measured windows, else its last",
-           display=("images/s reached", "{:,.0f}")),
+           display=("images/s reached", "{:,.0f}"),
+           figures=("weak_scaling",)),
     Column("peak_mem_reached_gib", FLOAT, "GiB", "measured",
            "a run that did not complete: the largest peak it recorded",
-           display=("peak mem reached (GiB)", "{:.2f}")),
+           display=("peak mem reached (GiB)", "{:.2f}"),
+           figures=("memory",)),
     Column("pred_peak_mem_gib", FLOAT, "GiB", "predicted",
            "the plan's predicted peak memory",
-           display=("predicted peak (GiB)", "{:.2f}")),
+           display=("predicted peak (GiB)", "{:.2f}"),
+           figures=("memory",)),
     Column("pred_step_time_s", FLOAT, "s", "predicted",
            "the plan's predicted step time",
            display=("predicted step (s)", "{:.3f}")),
     Column("pred_ips", FLOAT, "images/s", "predicted",
            "the plan's predicted global images/s",
-           display=("predicted images/s", "{:,.0f}")),
+           display=("predicted images/s", "{:,.0f}"),
+           figures=("weak_scaling",)),
     Column("pred_fits", TEXT, "", "predicted",
            "whether the plan predicts the point fits in memory (bool)"),
     Column("pred_mem_metric", TEXT, "", "predicted",
-           "the measured column the predicted memory is compared with"),
+           "the measured column the predicted memory is compared with",
+           figures=("memory",)),
     Column("pred_source", TEXT, "", "predicted",
            "what the prediction is made from (the probe file and when it measured)"),
     Column("started_at", TEXT, "", "provenance",
@@ -295,6 +314,15 @@ FLOAT_COLUMNS = tuple(c.name for c in RUN_COLUMNS if c.dtype == FLOAT)
 #: Columns of what runs measured or why they ended (every source but :data:`RUN_SOURCES`),
 #: in order.
 MEASURED_COLUMNS = tuple(c.name for c in RUN_COLUMNS if c.source not in RUN_SOURCES)
+#: The figures' names, as :data:`vitfsdp.analysis.figures.FIGURES` orders them.
+FIGURE_NAMES = ("weak_scaling", "memory", "loss", "prefetch", "tflops", "recipe")
+#: Figure name -> the measured columns it draws (``Column.figures``), in ``runs.csv`` order:
+#: a figure's inputs are every run column (which runs, their settings: what its lines,
+#: labels and titles are made of) and these (the weak-scaling figure's published stars
+#: compare the points' memory too: :func:`vitfsdp.analysis.reference.reference_table`).
+#: ``loss`` draws the loss curves, no column of these.
+FIGURE_COLUMNS = {name: tuple(c.name for c in RUN_COLUMNS if name in c.figures)
+                  for name in FIGURE_NAMES}
 #: Prediction columns (:func:`vitfsdp.plan.predict_run`'s keys), in order.
 PRED_COLUMNS = tuple(c.name for c in RUN_COLUMNS if c.source == "predicted")
 #: ``(header, format)`` of each run column the report shows, by name.

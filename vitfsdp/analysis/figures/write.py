@@ -29,7 +29,7 @@ from vitfsdp.analysis.figures.tflops import plot_tflops
 from vitfsdp.analysis.figures.weak_scaling import plot_weak_scaling
 from vitfsdp.analysis.fingerprint import code_fingerprint, frame_hash
 from vitfsdp.analysis.rows import loss_curves
-from vitfsdp.analysis.schema import MEASURED_COLUMNS
+from vitfsdp.analysis.schema import FIGURE_COLUMNS, MEASURED_COLUMNS
 from vitfsdp.analysis.workshare import WorkShare
 from vitfsdp.records import write_json_atomic
 
@@ -205,22 +205,6 @@ class PendingFigures:
 #: was drawn (``{"memory": {"inputs": "<sha1>", "drawn": true}, ...}``), so an analysis of
 #: unchanged runs keeps the figures (``PendingFigures(keep_unchanged=True)``).
 INPUTS_FILE = ".figure_inputs.json"
-#: The measured columns (:data:`~vitfsdp.analysis.schema.MEASURED_COLUMNS`: what runs
-#: measured or why they ended) each figure reads; a figure's inputs are every other column
-#: (which runs, their settings: what lines, labels and titles are made of) and these (the
-#: weak-scaling figure's published stars compare the points' memory too:
-#: :func:`vitfsdp.analysis.reference.reference_table`).
-FIGURE_COLUMNS = {
-    "weak_scaling": ("ips", "ips_reached", "pred_ips", "peak_mem_gib", "peak_mem_kind",
-                     "peak_mem_reserved_gib", "device_busy_frac"),
-    "memory": ("peak_mem_gib", "peak_mem_min_gib", "peak_mem_kind", "peak_mem_reserved_gib",
-               "pred_peak_mem_gib", "pred_mem_metric", "peak_mem_reached_gib",
-               "state_params_gib", "state_grads_gib", "state_optimizer_gib"),
-    "loss": (),  # and the loss curves (figure_inputs)
-    "prefetch": ("ips",),
-    "tflops": ("tflops_per_gpu",),
-    "recipe": ("ips",),
-}  # fmt: skip
 
 
 def figure_inputs(df: pd.DataFrame, name: str, formats: tuple[str, ...] = ("png", "svg"),
