@@ -115,10 +115,13 @@ def test_runs_record_what_they_competed_with_and_a_loaded_host_is_named(tmp_path
 
     df, _ = _sweep(tmp_path, {("DDP", 1): [100.0, 101.0]})
     assert df["host_load_1m"].notna().all()  # os.getloadavg at the run's start and end
-    tables = study_tables(df.assign(host_cpus=2, host_load_1m=[0.5, 5.0]))
+    tables = study_tables(df.assign(host_cpus=2, ranks_per_host=2, host_load_1m=[0.5, 5.0]))
     (line,) = noise_lines(tables)
     assert line.startswith("loaded: 1 run(s) started or ended with the host's load average")
     assert noise_lines(study_tables(df.assign(host_cpus=2, host_load_1m=[0.5, 1.5]))) == []
+    # its own 2 ranks busy on 2 cores (load 3.5 < 2 cores + 2 ranks): nothing else competed
+    assert noise_lines(study_tables(df.assign(host_cpus=2, ranks_per_host=2,
+                                              host_load_1m=[0.5, 3.5]))) == []
 
 
 def test_a_cpu_runs_provenance_names_no_gpu_stack(tmp_path):

@@ -435,21 +435,27 @@ def equivalence_table(points: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
 
 def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     """What the terminal says of the study's noise and host, one line each (none when all
-    is well): runs whose host was loaded beyond its cores (rank 0's host, at the run's start
-    or end), points whose repeats spread beyond :data:`NOISY_SPREAD`, pairs of points that
-    compute the same thing yet differ beyond their spread, wins within the spread, and
-    host-bound points.
+    is well): runs whose host was loaded beyond its cores and the run's own ranks on it
+    (rank 0's host, at the run's start or end; the 1-minute average still carries the
+    previous point's ranks for about a minute), points whose repeats spread beyond
+    :data:`NOISY_SPREAD`, pairs of points that compute the same thing yet differ beyond
+    their spread, wins within the spread, and host-bound points.
 
     Args:
         tables: :func:`study_tables`' result.
     """
     points, lines, runs = tables["points"], [], tables["runs"]
     if {"host_load_1m", "host_cpus"} <= set(runs):
+        # the run's own ranks on the host are load it expects (8 ranks of a 4-node demo on 2
+        # cores: a load near 6 on a quiet machine, 2026-11-27); beyond them, other work ran
+        own = pd.to_numeric(runs.get("ranks_per_host"), errors="coerce").fillna(0) \
+            if "ranks_per_host" in runs else 0
         loaded = runs[pd.to_numeric(runs["host_load_1m"], errors="coerce")
-                      > pd.to_numeric(runs["host_cpus"], errors="coerce")]
+                      > pd.to_numeric(runs["host_cpus"], errors="coerce") + own]
         if len(loaded):
             lines.append(f"loaded: {len(loaded)} run(s) started or ended with the host's load "
-                         "average above its cores (host_load_1m in runs.csv): other work "
+                         "average above its cores and the run's own ranks there "
+                         "(host_load_1m, host_cpus, ranks_per_host in runs.csv): other work "
                          "competed with them")
     noisy = points[points["noisy"].fillna(False).astype(bool)] if len(points) else points
     if len(noisy):
