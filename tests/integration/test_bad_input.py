@@ -110,8 +110,10 @@ BAD = [
      "applies only to FSDP1"),
     (["strategy.use_orig_params=false", "kernels.compile=true"], "strategy.use_orig_params",
      "set kernels.compile=false"),
-    (["strategy.use_orig_params=false", "device=cuda"], "strategy.use_orig_params",
-     "auto on a GPU"),
+    # compile auto compiles FSDP1's blocks on a GPU from a local batch of 128 (below it they
+    # run eagerly on flat parameters, and use_orig_params=false is fine)
+    (["strategy.use_orig_params=false", "device=cuda", "train.local_batch_size=128"],
+     "strategy.use_orig_params", "auto on a GPU"),
     (["strategy=HYBRID_8GPU"], "strategy", "needs shard groups of 8 ranks"),
     (["cluster.gpus_per_node=0"], "cluster.gpus_per_node", "must be >= 1"),
     (["cluster.time=1:2:3:4"], "cluster.time", "is not a Slurm time limit"),
