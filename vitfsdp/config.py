@@ -231,15 +231,15 @@ class RunConfig:
 
     def _check_orig_params(self) -> None:
         """Refuse ``strategy.use_orig_params=false`` where the blocks will be compiled
-        (``kernels.compile=true``, or auto with ``device=cuda``), as the wrap would
-        (:func:`vitfsdp.parallel.use_orig_params`), before anything runs. Under
+        (``kernels.compile=true``, or auto with ``device=cuda``: :meth:`compile_blocks`), as
+        the wrap would (:func:`vitfsdp.parallel.use_orig_params`), before anything runs. Under
         ``device=auto`` with auto compile the run's device decides, and the wrap refuses it.
 
         Raises:
             ValueError: naming both keys and the fix.
         """
-        use_orig_params(self.strategy, self.compile_blocks("cuda") if self.device == "cuda"
-                        else bool(self.kernels.compile))
+        use_orig_params(self.strategy,
+                        self.compile_blocks("cuda" if self.device == "cuda" else "cpu"))
 
     def _check_data_size(self) -> None:
         """Refuse a global batch larger than a data set of known size: every rank's

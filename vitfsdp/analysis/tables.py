@@ -448,7 +448,7 @@ def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     if {"host_load_1m", "host_cpus"} <= set(runs):
         # the run's own ranks on the host are load it expects (8 ranks of a 4-node demo on 2
         # cores: a load near 6 on a quiet machine, 2026-11-27); beyond them, other work ran
-        own = pd.to_numeric(runs.get("ranks_per_host"), errors="coerce").fillna(0) \
+        own = pd.to_numeric(runs["ranks_per_host"], errors="coerce").fillna(0) \
             if "ranks_per_host" in runs else 0
         loaded = runs[pd.to_numeric(runs["host_load_1m"], errors="coerce")
                       > pd.to_numeric(runs["host_cpus"], errors="coerce") + own]
