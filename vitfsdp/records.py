@@ -31,12 +31,15 @@ import logging
 import math
 import os
 import re
+import resource
 import statistics
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 # the one atomic write (vitfsdp.core.atomic); other modules import default_file_mode from here
+from vitfsdp.core import nodecpu
 from vitfsdp.core.atomic import default_file_mode as default_file_mode
 from vitfsdp.core.atomic import write_atomic
 
@@ -330,25 +333,78 @@ class RunRecords:
 
 def competition() -> dict[str, float | None]:
     """What this host's processes compete with now: ``load_1m`` (the 1-minute load average,
-    ``os.getloadavg``) and ``throttled_s`` (seconds this process's cgroup was held back by
-    its CPU quota, ``throttled_usec`` of its ``cpu.stat``, cgroup v2; None where there is
-    no quota file, e.g. outside a limited cgroup)."""
+    ``os.getloadavg``) and ``throttled_s`` (seconds its emulated node's cgroup, else its own
+    cgroup v2, was held back by its CPU quota: :func:`vitfsdp.core.nodecpu.throttled_s`;
+    None outside a limited cgroup)."""
     try:
         load = os.getloadavg()[0]
     except OSError:
         load = None
-    return {"load_1m": load, "throttled_s": _throttled_s()}
+    return {"load_1m": load, "throttled_s": nodecpu.throttled_s()}
 
 
-def _throttled_s() -> float | None:
-    """``throttled_usec`` of this process's cgroup (v2) in seconds; None where unreadable."""
+#: Fields of ``/proc/stat``'s ``cpu`` line counted as busy by :func:`host_busy_cpu_s`
+#: (proc(5)): user (guest time included), nice, system, and steal (time a hypervisor gave
+#: this VM's CPUs to others: competition too). irq and softirq are left out: the kernel's
+#: packet work for an emulated link lands there, not in any process's time.
+BUSY_FIELDS = {"user": 0, "nice": 1, "system": 2, "steal": 7}
+
+
+def host_busy_cpu_s(stat: Path = Path("/proc/stat")) -> float | None:
+    """CPU seconds this host's CPUs have been busy since boot, summed over CPUs
+    (:data:`BUSY_FIELDS` of ``/proc/stat``'s ``cpu`` line, in ``SC_CLK_TCK`` ticks); None
+    where unreadable (not Linux)."""
     try:
-        rel = Path("/proc/self/cgroup").read_text().strip().splitlines()[0].split(":", 2)[2]
-        stat = (Path("/sys/fs/cgroup") / rel.lstrip("/") / "cpu.stat").read_text()
-    except (OSError, IndexError):
+        line = stat.read_text(encoding="utf-8").splitlines()[0].split()
+        ticks = sum(int(line[1 + i]) for i in BUSY_FIELDS.values() if 1 + i < len(line))
+        return ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
         return None
-    fields = dict(line.split() for line in stat.splitlines() if len(line.split()) == 2)
-    return int(fields["throttled_usec"]) / 1e6 if "throttled_usec" in fields else None
+
+
+def own_cpu_s() -> float:
+    """CPU seconds of this process and of its children it has waited for (user + system,
+    ``getrusage``): a child's figure includes its own waited-for children (torchrun's
+    ranks)."""
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+class OtherWork:
+    """What else this host ran while a point's processes ran here: made as they start,
+    :meth:`record` once all of them have been waited for. Other processes' CPU seconds are
+    the host's busy CPU seconds (:func:`host_busy_cpu_s`) less this process's and its
+    children's (:func:`own_cpu_s`) over the same interval.
+
+    A local point's emulated nodes share one host with whatever else runs there: work beside
+    it (another sweep, a build, a busy loop) takes CPU time the point's ranks wanted, and its
+    figures then measure the contention (the analysis calls such a run not a result:
+    :func:`vitfsdp.analysis.tables.competition_text`).
+    """
+
+    def __init__(self, host_cpus: int | None = None, stat: Path = Path("/proc/stat")) -> None:
+        self.stat = stat
+        self.host_cpus = host_cpus or os.cpu_count()
+        self.started = time.monotonic()
+        self.busy = host_busy_cpu_s(stat)
+        self.own = own_cpu_s()
+
+    def record(self) -> dict[str, float | int | None]:
+        """``host.json`` (:data:`vitfsdp.core.layout.HOST_FILE`): ``wall_s``, ``host_cpus``,
+        ``host_busy_cpu_s``, ``own_cpu_s`` (this process and the point's processes),
+        ``other_cpu_s`` (the rest, clipped at 0: tick rounding) and ``other_cpus`` (other
+        processes' CPU seconds per second: the cores they kept busy on average); the last
+        three None where ``/proc/stat`` is unreadable."""
+        wall = time.monotonic() - self.started
+        end = host_busy_cpu_s(self.stat)
+        own = own_cpu_s() - self.own
+        busy = end - self.busy if end is not None and self.busy is not None else None
+        other = max(0.0, busy - own) if busy is not None else None
+        return {"wall_s": round(wall, 3), "host_cpus": self.host_cpus,
+                "host_busy_cpu_s": None if busy is None else round(busy, 3),
+                "own_cpu_s": round(own, 3),
+                "other_cpu_s": None if other is None else round(other, 3),
+                "other_cpus": None if other is None or wall <= 0 else round(other / wall, 4)}
 
 
 def competed(start: dict | None) -> dict[str, float | None]:

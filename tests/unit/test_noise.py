@@ -124,6 +124,72 @@ def test_runs_record_what_they_competed_with_and_a_loaded_host_is_named(tmp_path
                                               host_load_1m=[0.5, 3.5]))) == []
 
 
+def test_other_work_beside_a_local_point_makes_it_not_a_result(tmp_path):
+    """host.json (the local launcher's): other processes' cores while the point ran. Beyond
+    10% of the host's cores the run is named in the terminal, and the report opens with it."""
+    import json
+
+    from vitfsdp.analysis.tables import competition_text, noise_lines, study_tables
+
+    for name, other in (("DDP_1_r0", 0.9), ("DDP_1_r1", 0.05)):
+        info = run_info("DDP", 1)
+        info["config"]["repeat"] = int(name[-1])
+        write_run(tmp_path / name, info, 100.0)
+        (tmp_path / name / "host.json").write_text(json.dumps({"other_cpus": other}))
+    df = collect_runs(tmp_path).assign(host_cpus=2)
+    assert sorted(df["host_other_cpus"]) == [0.05, 0.9]
+    text = competition_text(df)
+    assert text.startswith("other work competed with 1 of 2 runs (it kept 0.9-0.9 of the "
+                           "host's 2 cores busy"), text
+    assert f"NOT A RESULT: {text}" in noise_lines(study_tables(df))
+    sections = report_sections(df, points_table(df), 1000)
+    assert sections[0].title == "Not a result: other work competed"
+    assert competition_text(df.assign(host_other_cpus=0.19)) is None  # 9.5% of 2 cores
+    assert "Not a result" not in report_sections(df.assign(host_other_cpus=0.19),
+                                                 points_table(df), 1000)[0].title
+
+
+def test_the_sweep_says_so_as_a_point_ends(tmp_path):
+    import json
+
+    from vitfsdp.sweep.local import _other_work
+
+    assert _other_work(tmp_path) == ""  # no host.json: a point of another launcher
+    (tmp_path / "host.json").write_text(json.dumps({"other_cpus": 1.24, "host_cpus": 2}))
+    assert _other_work(tmp_path) == ("; NOT A RESULT: other work kept 1.2 of this host's 2 "
+                                     "cores busy")
+    (tmp_path / "host.json").write_text(json.dumps({"other_cpus": 0.2, "host_cpus": 2}))
+    assert _other_work(tmp_path) == ""  # 10% of the cores: a quiet host's background
+
+
+def test_other_work_is_the_hosts_busy_time_less_the_points_own(tmp_path, monkeypatch):
+    """OtherWork: /proc/stat's busy ticks (user, nice, system, steal; not idle, iowait, irq,
+    softirq) over the interval, less this process's and its children's CPU seconds."""
+    import os
+
+    from vitfsdp import records
+
+    tick = os.sysconf("SC_CLK_TCK")
+    stat = tmp_path / "stat"
+
+    def ticks(user, system, steal, idle=0, softirq=0):
+        stat.write_text(f"cpu  {user} 0 {system} {idle} 0 0 {softirq} {steal} 0 0\ncpu0 0\n")
+
+    own = iter([10.0, 13.0])
+    clock = iter([100.0, 104.0])
+    monkeypatch.setattr(records, "own_cpu_s", lambda: next(own))
+    monkeypatch.setattr(records.time, "monotonic", lambda: next(clock))
+    ticks(0, 0, 0)
+    work = records.OtherWork(host_cpus=2, stat=stat)
+    # 8 busy CPU-seconds in 4 s (2 of them stolen), 3 of them the point's; idle and softirq
+    # ticks count for nothing
+    ticks(4 * tick, 2 * tick, 2 * tick, idle=50 * tick, softirq=9 * tick)
+    rec = work.record()
+    assert (rec["wall_s"], rec["host_busy_cpu_s"], rec["own_cpu_s"]) == (4.0, 8.0, 3.0)
+    assert (rec["other_cpu_s"], rec["other_cpus"]) == (5.0, 1.25)
+    assert records.host_busy_cpu_s(tmp_path / "absent") is None
+
+
 def test_a_cpu_runs_provenance_names_no_gpu_stack(tmp_path):
     """A CUDA build of torch on a machine without a GPU reports its CUDA version: a CPU
     run's versions leave it (and ROCm, NCCL) out; a GPU run's keep it."""

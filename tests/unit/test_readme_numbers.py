@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -14,7 +15,8 @@ import pandas as pd
 import pytest
 
 from tests.conftest import REPO
-from vitfsdp.analysis import synthetic
+from vitfsdp.analysis import collect_runs, synthetic
+from vitfsdp.analysis.tables import points_table
 
 STRATEGIES, NODES = ("DDP", "FULL_SHARD", "HYBRID_2GPU"), (1, 2, 4)
 
@@ -200,6 +202,39 @@ def test_check_passes_a_new_run_within_the_printed_spread_and_only_then(
         assert "HYBRID_2GPU" not in out and "DDP" not in out
     else:
         assert out == ""
+
+
+def test_several_demos_are_repeats_whose_span_a_new_run_must_fall_in(demo_dir, tmp_path,
+                                                                     capsys):
+    """Two demos, the second's FULL_SHARD 4-node run at 0.8x: the efficiency printed is the
+    median of both and its bracket spans both runs (min-max over repeats); a third run
+    between them agrees, one below both does not."""
+    readme = tmp_path / "README.md"
+    readme.write_text(STALE)
+    slow = _scaled_copy(demo_dir, tmp_path, "FULL_SHARD", 0.8)
+    assert readme_numbers.main([str(demo_dir), str(slow), "--readme", str(readme)]) == 0
+    capsys.readouterr()
+    one = readme_numbers.efficiency(points_table(collect_runs(demo_dir)))
+    both = readme_numbers.efficiency(points_table(collect_runs([demo_dir, slow])))
+    assert both in readme.read_text()
+    (fast, _, _), (value, low, high) = (
+        [float(x) for x in re.search(r"FULL_SHARD ([\d.]+) \(([\d.]+)-([\d.]+)\)", t).groups()]
+        for t in (one, both))
+    assert high == fast and low == pytest.approx(0.8 * fast, abs=0.01) and low < value < high
+    assert readme_numbers.main([str(_scaled_copy(demo_dir, tmp_path, "FULL_SHARD", 0.9)),
+                                "--readme", str(readme), "--check"]) == 0
+    assert readme_numbers.main([str(_scaled_copy(demo_dir, tmp_path, "FULL_SHARD", 0.6)),
+                                "--readme", str(readme), "--check"]) == 1
+
+
+def test_measured_memory_agrees_within_the_tolerance_number_by_number():
+    check = readme_numbers.check_span
+    assert check("fsdp-peak-gib", "1.12, 1.14, 1.06 GiB", "1.11, 1.13, 1.07 GiB") is None
+    assert check("ddp-peak-gib", "1.20 GiB", "1.19-1.21 GiB") is None  # a range: its ends
+    assert check("ddp-peak-gib", "1.20 GiB", "1.19-1.30 GiB") is not None
+    assert "more than 0.05 GiB apart" in check("fsdp-peak-gib", "1.12, 1.14, 1.06 GiB",
+                                                "1.12, 1.14, 0.96 GiB")
+    assert check("demo-state", "FULL_SHARD 0.16 GiB", "FULL_SHARD 0.15 GiB") is not None
 
 
 def test_check_compares_a_span_without_a_spread_exactly_and_never_the_day():

@@ -63,6 +63,7 @@ from vitfsdp.analysis.reference import reference_summary
 from vitfsdp.analysis.report import report_sections, write_report
 from vitfsdp.analysis.tables import (
     IMAGENET_TRAIN_IMAGES,
+    competition_text,
     format_points,
     noise_lines,
     study_tables,
@@ -201,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         sections = report_sections(df, tables["points"], args.dataset_size, ratio,
                                    args.sweep_dirs, args.out)
-        write_report(sections, args.out, figures, note=contention_note(df))
+        note = "; ".join(n for n in (contention_note(df), competition_text(df)) if n)
+        write_report(sections, args.out, figures, note=note or None)
     if len(df) > MAX_PRINTED_RUNS:
         print(format_points(df, tables["points"]))
     else:

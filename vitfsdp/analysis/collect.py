@@ -27,7 +27,7 @@ from vitfsdp.analysis.lines import VARIANT_COLUMNS, _sort_key
 from vitfsdp.analysis.rows import _LOSS_CURVES, LOG_FILES, run_row
 from vitfsdp.analysis.schema import COLUMNS, FLOAT_COLUMNS, INT_COLUMNS
 from vitfsdp.analysis.workshare import WorkShare
-from vitfsdp.core.layout import NETWORK_FILE
+from vitfsdp.core.layout import HOST_FILE, NETWORK_FILE
 from vitfsdp.plan.probed import PROBE_FILE
 from vitfsdp.plan.recorded import find_run_dirs
 from vitfsdp.records import (
@@ -114,7 +114,8 @@ RUNS_CACHE = ".runs_cache.json"
 #: The files of a run directory whose size and modification time decide whether its row
 #: is read again (``logs``: the Slurm task logs' directory, which
 #: :func:`~vitfsdp.analysis.rows.find_log` names).
-RECORD_FILES = (RUN_FILE, SUMMARY_FILE, METRICS_FILE, NETWORK_FILE, "job.json", *LOG_FILES)
+RECORD_FILES = (RUN_FILE, SUMMARY_FILE, METRICS_FILE, NETWORK_FILE, HOST_FILE, "job.json",
+                *LOG_FILES)
 
 
 def _cached_rows(run_dirs: list[Path], probes: dict[Path, str | None], cache: Path,

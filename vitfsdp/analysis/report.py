@@ -37,6 +37,7 @@ from vitfsdp.analysis.tables import (
     best_table,
     calibration_summary,
     calibration_table,
+    competition_text,
     equivalence_table,
     failures_table,
     prefetch_table,
@@ -159,7 +160,10 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
         out_dir: where the report is written; logs are linked relative to it.
     """
     labelled = _with_range(points)
+    competed = competition_text(df)
     sections = [
+        Section("Not a result: other work competed", f"{competed[0].upper()}{competed[1:]}.")
+        if competed else None,
         Section("Provenance", table=provenance_table(df, sweep_dirs)),
         Section("Runs", _runs_text(df)),
         Section("Weak scaling", "Throughput per point (median over repeats), ideal linear "

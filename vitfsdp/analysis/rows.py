@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from vitfsdp.analysis.schema import PRED_COLUMNS
-from vitfsdp.core.layout import NETWORK_FILE
+from vitfsdp.core.layout import HOST_FILE, NETWORK_FILE
 from vitfsdp.models import VARIANTS
 from vitfsdp.plan import predict_recorded, predict_run
 from vitfsdp.records import (
@@ -117,7 +117,7 @@ def run_row(run_dir: str | os.PathLike, probe: str | None = None) -> dict[str, A
     _LOSS_CURVES[base] = _loss_curve(windows)
     status = _status(run, summary)
     row = {"run_dir": base, **status, **_config(run), **_figures(summary),
-           **_model_state(summary), **_sent(base),
+           **_model_state(summary), **_sent(base), **_other_work(base),
            **_window_figures(windows, summary, status["status"]), **prediction(run)}
     if row["status"] != "completed":
         row |= {"log": find_log(run_dir, status["reason"]),
@@ -401,21 +401,38 @@ def _model_state(summary: dict | None) -> dict[str, float | None]:
             for column, key in STATE_COLUMNS.items()}
 
 
+def _side_record(run_dir: str | os.PathLike, name: str) -> dict:
+    """The launcher's record ``name`` beside the point's other records (``network.json``,
+    ``host.json``); ``{}`` where there is none or it cannot be read (a warning: the run's
+    other records still count)."""
+    try:
+        record = read_json(f"{run_dir}{os.sep}{name}")
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as e:
+        log.warning("%s: unreadable %s (%s)", run_dir, name, e)
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 def _sent(run_dir: str | os.PathLike) -> dict[str, float | None]:
     """The :data:`NETWORK_COLUMNS` from the point's ``network.json`` (bytes each node sent
     over its emulated link, :data:`vitfsdp.core.layout.NETWORK_FILE`), in GB; ``{}`` where
-    there is none or it cannot be read (a warning: the run's other records still count)."""
-    try:
-        record = read_json(f"{run_dir}{os.sep}{NETWORK_FILE}")
-    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as e:
-        log.warning("%s: unreadable %s (%s)", run_dir, NETWORK_FILE, e)
-        return {}
-    if not isinstance(record, dict):
+    there is none or it cannot be read."""
+    record = _side_record(run_dir, NETWORK_FILE)
+    if not record:
         return {}
     sent = [b for b in record.get("sent_bytes_per_node") or [] if _number(b)]
     total = record.get("sent_bytes_total")
     return {"sent_gb_per_node_max": max(sent) / 1e9 if sent else None,
             "sent_gb_total": total / 1e9 if _number(total) else None}
+
+
+def _other_work(run_dir: str | os.PathLike) -> dict[str, float | None]:
+    """``host_other_cpus`` from the point's ``host.json`` (:data:`~vitfsdp.core.layout.HOST_FILE`:
+    the cores other processes of the local host kept busy on average while the point ran,
+    :class:`vitfsdp.records.OtherWork`); ``{}`` where there is none (a Slurm point, older
+    records)."""
+    other = _side_record(run_dir, HOST_FILE).get("other_cpus")
+    return {"host_other_cpus": other} if _number(other) else {}
 
 
 def _window_figures(windows: list[dict], summary: dict | None, status: str) -> dict[str, Any]:

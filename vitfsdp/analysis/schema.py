@@ -229,7 +229,11 @@ RUN_COLUMNS = (
     Column("host_load_1m", FLOAT, "processes", "measured",
            "1-minute load average of rank 0's host at the start or end, the larger"),
     Column("cpu_throttled_s", FLOAT, "s", "measured",
-           "time the cgroup's CPU quota held rank 0 back"),
+           "time the CPU quota held rank 0's emulated node (or its own cgroup) back"),
+    Column("host_other_cpus", FLOAT, "CPUs", "measured",
+           "cores other processes of the local host kept busy on average while the point "
+           "ran (host.json; local launcher only)",
+           display=("other work (CPUs)", "{:.2f}")),
     Column("state_params_gib", FLOAT, "GiB", "measured",
            "parameters a rank holds (its local shards), maximum over ranks",
            display=("params/rank (GiB)", "{:.3g}"),

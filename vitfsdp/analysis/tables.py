@@ -36,7 +36,12 @@ from vitfsdp.analysis.lines import (
 from vitfsdp.analysis.recipe import recipe_table
 from vitfsdp.analysis.reference import reference_table
 from vitfsdp.analysis.rows import NETWORK_COLUMNS, STATE_COLUMNS
-from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC, NOISY_SPREAD, host_bound
+from vitfsdp.core.throughput import (
+    HOST_BOUND_BUSY_FRAC,
+    NOISY_SPREAD,
+    OTHER_WORK_FRAC,
+    host_bound,
+)
 from vitfsdp.plan.calibrate import compare
 
 log = logging.getLogger(__name__)
@@ -433,11 +438,41 @@ def equivalence_table(points: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(EQUIVALENCE_COLUMNS))
 
 
+def competed_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs of ``runs`` (runs.csv's rows) whose host's other processes kept more than
+    :data:`~vitfsdp.core.throughput.OTHER_WORK_FRAC` of its cores busy while they ran
+    (``host_other_cpus`` / ``host_cpus``); none where either column is absent or unknown
+    (Slurm points, older records)."""
+    if not {"host_other_cpus", "host_cpus"} <= set(runs):
+        return runs.iloc[0:0]
+    share = (pd.to_numeric(runs["host_other_cpus"], errors="coerce")
+             / pd.to_numeric(runs["host_cpus"], errors="coerce"))
+    return runs[share > OTHER_WORK_FRAC]
+
+
+def competition_text(runs: pd.DataFrame) -> str | None:
+    """One sentence on runs that shared their host with other work (:func:`competed_runs`),
+    e.g. ``"other work competed with 9 of 9 runs (it kept 0.6-1.3 of the host's 2 cores busy
+    while they ran: host_other_cpus in runs.csv, more than 10%): their figures measure the
+    contention, not the study; rerun them on a quiet host"``; None where none did."""
+    competed = competed_runs(runs)
+    if competed.empty:
+        return None
+    other = pd.to_numeric(competed["host_other_cpus"], errors="coerce")
+    cores = "/".join(str(c) for c in sorted(set(
+        pd.to_numeric(competed["host_cpus"], errors="coerce").dropna().astype(int))))
+    return (f"other work competed with {len(competed)} of {len(runs)} runs (it kept "
+            f"{other.min():.1f}-{other.max():.1f} of the host's {cores} cores busy while they "
+            f"ran: host_other_cpus in runs.csv, more than {OTHER_WORK_FRAC:.0%}): their "
+            "figures measure the contention, not the study; rerun them on a quiet host")
+
+
 def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     """What the terminal says of the study's noise and host, one line each (none when all
     is well): runs whose host was loaded beyond its cores and the run's own ranks on it
     (rank 0's host, at the run's start or end; the 1-minute average still carries the
-    previous point's ranks for about a minute), points whose repeats spread beyond
+    previous point's ranks for about a minute), runs other work competed with
+    (:func:`competition_text`, ``NOT A RESULT``), points whose repeats spread beyond
     :data:`NOISY_SPREAD`, pairs of points that compute the same thing yet differ beyond
     their spread, wins within the spread, and host-bound points.
 
@@ -457,6 +492,9 @@ def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
                          "average above its cores and the run's own ranks there "
                          "(host_load_1m, host_cpus, ranks_per_host in runs.csv): other work "
                          "competed with them")
+    competed = competition_text(runs)
+    if competed:
+        lines.append(f"NOT A RESULT: {competed}")
     noisy = points[points["noisy"].fillna(False).astype(bool)] if len(points) else points
     if len(noisy):
         which = ", ".join(f"{r.configuration} at {r.nodes} node(s) "

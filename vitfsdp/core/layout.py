@@ -32,6 +32,9 @@ JOB_FILE = "job.json"
 #: Bytes each node sent over its emulated link during the point, and the link's rate: written
 #: by the local launcher when the point's emulated network closes (docs/network.md).
 NETWORK_FILE = "network.json"
+#: What else this host ran while the point ran here: CPU seconds of other processes, measured
+#: by the local launcher around the point's processes (:class:`vitfsdp.records.OtherWork`).
+HOST_FILE = "host.json"
 #: The local launcher's file for the ranks' stdout and stderr.
 LOG_FILE = "train.log"
 #: The Slurm job script that ran, byte for byte.

@@ -227,3 +227,37 @@ def join(environ=os.environ) -> bool:
         raise RuntimeError(f"cannot join the node's CPU quota cgroup {procs}: "
                            f"{e.strerror or e}") from None
     return True
+
+
+def throttled_s(environ=os.environ, proc_cgroup: Path = Path("/proc/self/cgroup"),
+                root: Path = CGROUP_ROOT) -> float | None:
+    """Seconds the CPU quota has held back this process's node cgroup (named by
+    :data:`NODE_CGROUP_ENV`; its ``cpu.stat`` beside its ``cgroup.procs``) since the cgroup
+    was made, else this process's own cgroup v2: ``throttled_usec`` (v2, µs) or
+    ``throttled_time`` (v1, ns) of ``cpu.stat`` (the kernel's sched-bwc.rst). None where
+    there is neither, or the file is unreadable or has neither field.
+
+    Args:
+        environ: where :data:`NODE_CGROUP_ENV` is looked up.
+        proc_cgroup: this process's ``/proc/self/cgroup`` (its ``0::`` line, cgroup v2).
+        root: where cgroups are mounted.
+    """
+    procs = environ.get(NODE_CGROUP_ENV)
+    try:
+        if procs:
+            stat = Path(procs).with_name("cpu.stat")
+        else:
+            lines = proc_cgroup.read_text(encoding="utf-8").splitlines()
+            rel = next((ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")), None)
+            if rel is None:
+                return None
+            stat = root / rel.lstrip("/") / "cpu.stat"
+        text = stat.read_text(encoding="utf-8")
+    except (OSError, IndexError):
+        return None
+    fields = dict(ln.split() for ln in text.splitlines() if len(ln.split()) == 2)
+    if "throttled_usec" in fields:
+        return int(fields["throttled_usec"]) / 1e6
+    if "throttled_time" in fields:
+        return int(fields["throttled_time"]) / 1e9
+    return None

@@ -41,6 +41,14 @@ HOST_BOUND_BUSY_FRAC = 0.8
 NOISY_SPREAD = 0.10
 
 
+#: Other processes of a local point's host that kept more than this share of its cores busy
+#: while the point ran (``host_other_cpus`` / ``host_cpus``, the launcher's ``host.json``)
+#: took CPU time its ranks wanted: the analysis calls the run ``competed`` and its figures
+#: not a result. A CPU-bound point loses up to that share of its speed, as much as
+#: :data:`NOISY_SPREAD` allows between repeats; a quiet host's background is far below it.
+OTHER_WORK_FRAC = 0.10
+
+
 def host_bound(device_busy_frac: float | None) -> bool | None:
     """Whether the host decided a point's step: its device was busy less than
     :data:`HOST_BOUND_BUSY_FRAC` of the timed windows. None where the busy share was not

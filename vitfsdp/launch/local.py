@@ -19,12 +19,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from vitfsdp.core.layout import HOST_FILE, METRICS_FILE, NETWORK_FILE
 from vitfsdp.core.layout import LOG_FILE as LOG_FILE  # the sweep reads it from here
-from vitfsdp.core.layout import METRICS_FILE, NETWORK_FILE
 from vitfsdp.launch import netns
 from vitfsdp.launch.netns import NetworkConfig
 from vitfsdp.provenance import NETWORK_ENV, redact_args
-from vitfsdp.records import HYDRA_HINT, read_jsonl, write_json_atomic
+from vitfsdp.records import HYDRA_HINT, OtherWork, read_jsonl, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +135,9 @@ def run_point(
             (:class:`vitfsdp.launch.netns.EmulatedNetwork`), without root one line says the
             network is not emulated and the ranks share this host's loopback.
 
+    Writes ``run_dir``/``host.json`` as the point ends, however it ends: the CPU time other
+    processes of this host took meanwhile (:class:`vitfsdp.records.OtherWork`).
+
     Raises:
         RuntimeError: the emulated network could not be made (an ``ip``/``tc`` failure).
     """
@@ -146,6 +149,7 @@ def run_point(
                     "nodes share this host's loopback", reason)
         env[NETWORK_ENV] = json.dumps(netns.record(network, nodes, False, reason))
     out = open(log_path, "w", encoding="utf-8") if log_path else None  # noqa: SIM115
+    other = OtherWork()  # what else this host ran meanwhile: host.json, however it ends
     try:
         if network and network.emulate and not reason:
             with netns.EmulatedNetwork(nodes, network.inter_node_gbit_s,
@@ -163,6 +167,7 @@ def run_point(
     finally:
         if out:
             out.close()
+        write_json_atomic(run_dir / HOST_FILE, other.record())
 
 
 def write_network_record(run_dir: Path, net: netns.EmulatedNetwork) -> dict:

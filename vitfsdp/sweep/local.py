@@ -10,6 +10,8 @@ from pathlib import Path
 
 from rich.console import Console
 
+from vitfsdp.core.layout import HOST_FILE
+from vitfsdp.core.throughput import OTHER_WORK_FRAC
 from vitfsdp.launch import local, secrets, slurm
 from vitfsdp.models import train_flops_per_image
 from vitfsdp.progress import SweepProgress
@@ -62,8 +64,20 @@ def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: in
                                                   f"tail:\n{tail}")
         mark_failed(point.run_dir, "failed", reason)
         summary = read_json(point.run_dir / SUMMARY_FILE)
-    bars.end_point(f"{tag} {summary['status']} in {time.time() - t0:.0f} s{_figures(summary)}")
+    bars.end_point(f"{tag} {summary['status']} in {time.time() - t0:.0f} s{_figures(summary)}"
+                   f"{_other_work(point.run_dir)}")
     return summary
+
+
+def _other_work(run_dir: Path) -> str:
+    """``"; NOT A RESULT: other work kept 1.2 of this host's 2 cores busy"`` where the
+    point's ``host.json`` (:class:`vitfsdp.records.OtherWork`) says other processes used
+    more than :data:`~vitfsdp.core.throughput.OTHER_WORK_FRAC` of the cores; else ``""``."""
+    host = read_json(run_dir / HOST_FILE) or {}
+    other, cpus = host.get("other_cpus"), host.get("host_cpus")
+    if other is None or not cpus or other / cpus <= OTHER_WORK_FRAC:
+        return ""
+    return f"; NOT A RESULT: other work kept {other:.1f} of this host's {cpus} cores busy"
 
 
 def _record_interrupted(run_dir: Path) -> None:
