@@ -453,7 +453,7 @@ def competed_runs(runs: pd.DataFrame) -> pd.DataFrame:
 def competition_text(runs: pd.DataFrame) -> str | None:
     """One sentence on runs that shared their host with other work (:func:`competed_runs`),
     e.g. ``"other work competed with 9 of 9 runs (it kept 0.6-1.3 of the host's 2 cores busy
-    while they ran: host_other_cpus in runs.csv, more than 10%): their figures measure the
+    while they ran: host_other_cpus in runs.csv, more than 25%): their figures measure the
     contention, not the study; rerun them on a quiet host"``; None where none did."""
     competed = competed_runs(runs)
     if competed.empty:
