@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import statistics
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -139,18 +140,27 @@ def _largest_nodes(points: pd.DataFrame, column: str, what: str) -> dict[str, fl
     return out
 
 
-def efficiency(points: pd.DataFrame) -> str:
+def efficiency(points: pd.DataFrame | Sequence[pd.DataFrame]) -> str:
     """``FULL_SHARD 0.33 (0.31-0.35), HYBRID_2GPU ...``: weak-scaling efficiency (images/s
     over the 1-node point's x nodes, the points table's ``scaling_efficiency``) at each
     strategy's largest node count, and in brackets the span of the point's measurements
     over the same ideal (:func:`vitfsdp.analysis.tables.spread_bounds`: min-max over repeats,
-    else over its run's measured windows)."""
-    eff = _largest_nodes(points, "scaling_efficiency", "weak-scaling efficiency")
-    low, high = spread_bounds(points)
-    spans = points.assign(eff_low=low / points["ideal_ips"], eff_high=high / points["ideal_ips"])
-    lows = _largest_nodes(spans, "eff_low", "efficiency spread")
-    highs = _largest_nodes(spans, "eff_high", "efficiency spread")
-    return ", ".join(f"{k} {v:.2f} ({lows[k]:.2f}-{highs[k]:.2f})" for k, v in eff.items())
+    else over its run's measured windows). Given the points tables of several demos, each
+    demo's efficiency over its own 1-node point: their median, and the span from the lowest
+    to the highest of theirs (what a new run of the demo varies by)."""
+    tables = [points] if isinstance(points, pd.DataFrame) else list(points)
+    eff, lows, highs = {}, {}, {}
+    for table in tables:
+        low, high = spread_bounds(table)
+        spans = table.assign(eff_low=low / table["ideal_ips"], eff_high=high / table["ideal_ips"])
+        for out, frame, column, what in (
+                (eff, table, "scaling_efficiency", "weak-scaling efficiency"),
+                (lows, spans, "eff_low", "efficiency spread"),
+                (highs, spans, "eff_high", "efficiency spread")):
+            for strategy, value in _largest_nodes(frame, column, what).items():
+                out.setdefault(strategy, []).append(value)
+    return ", ".join(f"{k} {statistics.median(v):.2f} ({min(lows[k]):.2f}-{max(highs[k]):.2f})"
+                     for k, v in eff.items())
 
 
 #: ``NAME value (low-high)`` in a span's text: a figure printed with its spread.
@@ -269,16 +279,17 @@ def link(runs: pd.DataFrame) -> str:
     return f"{rates.pop()} Gbit/s"
 
 
-def prediction_error(points: pd.DataFrame) -> str:
+def prediction_error(frame: pd.DataFrame, unit: str = "points") -> str:
     """``median 16%, worst 29% over 9 points``: the plan's predicted images/s against the
-    measured (``|pred_ips / ips - 1|`` of the points table; the prediction from the sweep's
-    probe.json, which make demo writes), or a sentence saying there is none."""
-    pred = pd.to_numeric(points.get("pred_ips"), errors="coerce")
-    ips = pd.to_numeric(points.get("ips"), errors="coerce")
+    measured (``|pred_ips / ips - 1|`` of each row of ``frame``, the points table or every
+    run; the prediction from the sweep's probe.json, which make demo writes; ``unit`` names
+    the rows), or a sentence saying there is none."""
+    pred = pd.to_numeric(frame.get("pred_ips"), errors="coerce")
+    ips = pd.to_numeric(frame.get("ips"), errors="coerce")
     err = pd.Series(pred / ips - 1).abs().dropna()  # a missing column: NaN, so empty
     if err.empty:
         return "no prediction (no probe.json in the sweep's directory)"
-    return f"median {err.median():.0%}, worst {err.max():.0%} over {len(err)} points"
+    return f"median {err.median():.0%}, worst {err.max():.0%} over {len(err)} {unit}"
 
 
 #: Span name -> its text from (every run, the points table).
@@ -288,10 +299,11 @@ SPANS: dict[str, Callable[[pd.DataFrame, pd.DataFrame], str]] = {
     "fsdp-peak-gib": lambda runs, points: gib_list(peak_gib(points, "FULL_SHARD")),
     "ddp-peak-gib": lambda runs, points: gib_range(peak_gib(points, "DDP")),
     "demo-link": lambda runs, points: link(runs),
-    "demo-efficiency": lambda runs, points: efficiency(points),
+    "demo-efficiency": lambda runs, points: efficiency(points),  # numbers(): per demo
     "demo-sent": lambda runs, points: sent_per_step(runs),
     "demo-state": lambda runs, points: model_state(points),
-    "demo-prediction": lambda runs, points: prediction_error(points),
+    "demo-prediction": lambda runs, points: prediction_error(
+        runs[runs["status"] == "completed"], "runs"),
 }
 
 
@@ -302,9 +314,13 @@ def numbers(sweep_dirs: Path | Sequence[Path]) -> dict[str, str]:
     Raises:
         ValueError: a directory holds no runs, or not the demo's points.
     """
-    runs = collect_runs(sweep_dirs)
+    dirs = [sweep_dirs] if isinstance(sweep_dirs, (str, Path)) else list(sweep_dirs)
+    runs = collect_runs(dirs)
     points = points_table(runs)
-    return {name: make(runs, points) for name, make in SPANS.items()}
+    out = {name: make(runs, points) for name, make in SPANS.items()}
+    if len(dirs) > 1:  # each demo's efficiency over its own 1-node point
+        out["demo-efficiency"] = efficiency([points_table(collect_runs(d)) for d in dirs])
+    return out
 
 
 def rewrite(text: str, values: dict[str, str]) -> str:
