@@ -122,6 +122,9 @@ def test_runs_record_what_they_competed_with_and_a_loaded_host_is_named(tmp_path
     # its own 2 ranks busy on 2 cores (load 3.5 < 2 cores + 2 ranks): nothing else competed
     assert noise_lines(study_tables(df.assign(host_cpus=2, ranks_per_host=2,
                                               host_load_1m=[0.5, 3.5]))) == []
+    # where the launcher measured the other work (host.json), the load average is not used
+    assert noise_lines(study_tables(df.assign(host_cpus=2, ranks_per_host=2, host_other_cpus=0.1,
+                                              host_load_1m=[0.5, 5.0]))) == []
 
 
 def test_other_work_beside_a_local_point_makes_it_not_a_result(tmp_path):

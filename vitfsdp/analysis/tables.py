@@ -485,8 +485,13 @@ def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
         # cores: a load near 6 on a quiet machine, 2026-11-27); beyond them, other work ran
         own = pd.to_numeric(runs["ranks_per_host"], errors="coerce").fillna(0) \
             if "ranks_per_host" in runs else 0
-        loaded = runs[pd.to_numeric(runs["host_load_1m"], errors="coerce")
-                      > pd.to_numeric(runs["host_cpus"], errors="coerce") + own]
+        # where host.json measured the other work itself (competition_text), the load
+        # average says no more: beside a quiet demo it flagged 3 of 9 runs, as many as
+        # beside two busy loops (2026-11-27)
+        measured = pd.to_numeric(runs.get("host_other_cpus", pd.Series(np.nan, runs.index)),
+                                 errors="coerce").notna()
+        loaded = runs[(pd.to_numeric(runs["host_load_1m"], errors="coerce")
+                       > pd.to_numeric(runs["host_cpus"], errors="coerce") + own) & ~measured]
         if len(loaded):
             lines.append(f"loaded: {len(loaded)} run(s) started or ended with the host's load "
                          "average above its cores and the run's own ranks there "
