@@ -1,6 +1,6 @@
 # vitfsdp: the two commands of the README, and what they need.
 #   make demo   install, then run the demo weak-scaling sweep, probe its nodes (the plan's
-#               prediction beside every point) and analyse (CPU, about 14 minutes on 2 cores)
+#               prediction beside every point) and analyse (CPU, about 20 minutes on 2 cores)
 #   make test   install, start the virtual Slurm cluster (root: installs slurm-wlm + munge),
 #               install Debian's chromium (the report's headless-browser test), then run the
 #               test suite; the Slurm tests fail if the cluster is not up
@@ -67,8 +67,8 @@ install: torch
 install-run: torch
 	$(PYTHON) -m pip install --quiet -e .
 
-# The sweep, then the probe of the demo's nodes on the same link and CPU quota (about 4 of the
-# 14 minutes here; its framework runs train in the probe's own processes), whose probe.json in
+# The sweep, then the probe of the demo's nodes on the same link and CPU quota (about 6 of the
+# 20 minutes here; its framework runs train in the probe's own processes), whose probe.json in
 # the sweep's directory gives every point the plan's prediction (pred_ips in runs.csv, the
 # plan's line in weak_scaling.png), the calibration (predicted against measured, nothing
 # fitted), then the analysis.
