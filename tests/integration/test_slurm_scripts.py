@@ -444,8 +444,11 @@ def test_job_setup_on_the_virtual_cluster(tmp_path):
 
 
 #: srun, sbcast, module and scontrol that do what the job needs on one host: srun runs its
-#: command (one task), sbcast copies, module and scontrol log / answer.
-RUNNING_STUB = """#!/usr/bin/env python3
+#: command (one task), sbcast copies, module and scontrol log / answer. Run by this test's own
+#: interpreter, not ``env python3``: a pyenv shim found first on PATH puts its Python's bin
+#: first on PATH for what it runs, so srun's ``python`` was that Python, not the activated
+#: environment's (seen under a virtual environment whose PATH starts with pyenv's shims).
+RUNNING_STUB = f"""#!{sys.executable}
 import json, os, shutil, sys
 name, args = os.path.basename(sys.argv[0]), sys.argv[1:]
 with open(os.environ["STUB_LOG"], "a") as f:
