@@ -204,3 +204,11 @@ def test_a_cpu_runs_provenance_names_no_gpu_stack(tmp_path):
     versions = collect_runs(tmp_path).set_index("device_type")["versions"]
     assert versions["cpu"] == "python 3.11.7, torch 2.14.1+cu130"
     assert versions["cuda"] == "python 3.11.7, torch 2.14.1+cu130, cuda 13.0, nccl 2.28.9"
+
+
+def test_the_bound_on_other_work_is_one_predicate_unknown_is_not_competed():
+    from vitfsdp.core.throughput import competed
+
+    assert competed(0.51, 2) and not competed(0.5, 2)  # 25% of 2 cores
+    assert not any(competed(o, c) for o, c in ((None, 2), (float("nan"), 2), (1.0, None),
+                                               (1.0, 0), (1.0, float("nan"))))

@@ -40,6 +40,7 @@ from vitfsdp.core.throughput import (
     HOST_BOUND_BUSY_FRAC,
     NOISY_SPREAD,
     OTHER_WORK_FRAC,
+    competed,
     host_bound,
 )
 from vitfsdp.plan.calibrate import compare
@@ -441,13 +442,14 @@ def equivalence_table(points: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
 def competed_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs of ``runs`` (runs.csv's rows) whose host's other processes kept more than
     :data:`~vitfsdp.core.throughput.OTHER_WORK_FRAC` of its cores busy while they ran
-    (``host_other_cpus`` / ``host_cpus``); none where either column is absent or unknown
-    (Slurm points, older records)."""
+    (:func:`vitfsdp.core.throughput.competed` of ``host_other_cpus`` and ``host_cpus``);
+    none where either column is absent or unknown (Slurm points, older records)."""
     if not {"host_other_cpus", "host_cpus"} <= set(runs):
         return runs.iloc[0:0]
-    share = (pd.to_numeric(runs["host_other_cpus"], errors="coerce")
-             / pd.to_numeric(runs["host_cpus"], errors="coerce"))
-    return runs[share > OTHER_WORK_FRAC]
+    other = pd.to_numeric(runs["host_other_cpus"], errors="coerce")
+    cpus = pd.to_numeric(runs["host_cpus"], errors="coerce")
+    return runs[pd.Series([competed(o, c) for o, c in zip(other, cpus, strict=True)],
+                          index=runs.index, dtype=bool)]
 
 
 def competition_text(runs: pd.DataFrame) -> str | None:
@@ -455,13 +457,13 @@ def competition_text(runs: pd.DataFrame) -> str | None:
     e.g. ``"other work competed with 9 of 9 runs (it kept 0.6-1.3 of the host's 2 cores busy
     while they ran: host_other_cpus in runs.csv, more than 25%): their figures measure the
     contention, not the study; rerun them on a quiet host"``; None where none did."""
-    competed = competed_runs(runs)
-    if competed.empty:
+    found = competed_runs(runs)
+    if found.empty:
         return None
-    other = pd.to_numeric(competed["host_other_cpus"], errors="coerce")
+    other = pd.to_numeric(found["host_other_cpus"], errors="coerce")
     cores = "/".join(str(c) for c in sorted(set(
-        pd.to_numeric(competed["host_cpus"], errors="coerce").dropna().astype(int))))
-    return (f"other work competed with {len(competed)} of {len(runs)} runs (it kept "
+        pd.to_numeric(found["host_cpus"], errors="coerce").dropna().astype(int))))
+    return (f"other work competed with {len(found)} of {len(runs)} runs (it kept "
             f"{other.min():.1f}-{other.max():.1f} of the host's {cores} cores busy while they "
             f"ran: host_other_cpus in runs.csv, more than {OTHER_WORK_FRAC:.0%}): their "
             "figures measure the contention, not the study; rerun them on a quiet host")
@@ -497,9 +499,9 @@ def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
                          "average above its cores and the run's own ranks there "
                          "(host_load_1m, host_cpus, ranks_per_host in runs.csv): other work "
                          "competed with them")
-    competed = competition_text(runs)
-    if competed:
-        lines.append(f"NOT A RESULT: {competed}")
+    text = competition_text(runs)
+    if text:
+        lines.append(f"NOT A RESULT: {text}")
     noisy = points[points["noisy"].fillna(False).astype(bool)] if len(points) else points
     if len(noisy):
         which = ", ".join(f"{r.configuration} at {r.nodes} node(s) "

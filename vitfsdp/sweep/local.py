@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 from vitfsdp.core.layout import HOST_FILE
-from vitfsdp.core.throughput import OTHER_WORK_FRAC
+from vitfsdp.core.throughput import competed
 from vitfsdp.launch import local, secrets, slurm
 from vitfsdp.models import train_flops_per_image
 from vitfsdp.progress import SweepProgress
@@ -71,11 +71,11 @@ def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: in
 
 def _other_work(run_dir: Path) -> str:
     """``"; NOT A RESULT: other work kept 1.2 of this host's 2 cores busy"`` where the
-    point's ``host.json`` (:class:`vitfsdp.records.OtherWork`) says other processes used
-    more than :data:`~vitfsdp.core.throughput.OTHER_WORK_FRAC` of the cores; else ``""``."""
+    point's ``host.json`` (:class:`vitfsdp.records.OtherWork`) says other work competed
+    (:func:`vitfsdp.core.throughput.competed`); else ``""``."""
     host = read_json(run_dir / HOST_FILE) or {}
     other, cpus = host.get("other_cpus"), host.get("host_cpus")
-    if other is None or not cpus or other / cpus <= OTHER_WORK_FRAC:
+    if not competed(other, cpus):
         return ""
     return f"; NOT A RESULT: other work kept {other:.1f} of this host's {cpus} cores busy"
 
