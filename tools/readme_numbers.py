@@ -292,17 +292,18 @@ def prediction_error(frame: pd.DataFrame, unit: str = "points") -> str:
     return f"median {err.median():.0%}, worst {err.max():.0%} over {len(err)} {unit}"
 
 
-#: Span name -> its text from (every run, the points table).
-SPANS: dict[str, Callable[[pd.DataFrame, pd.DataFrame], str]] = {
-    "demo-measured": lambda runs, points: measured_on(runs),
-    "demo-host": lambda runs, points: host_cores(runs),
-    "fsdp-peak-gib": lambda runs, points: gib_list(peak_gib(points, "FULL_SHARD")),
-    "ddp-peak-gib": lambda runs, points: gib_range(peak_gib(points, "DDP")),
-    "demo-link": lambda runs, points: link(runs),
-    "demo-efficiency": lambda runs, points: efficiency(points),  # numbers(): per demo
-    "demo-sent": lambda runs, points: sent_per_step(runs),
-    "demo-state": lambda runs, points: model_state(points),
-    "demo-prediction": lambda runs, points: prediction_error(
+#: Span name -> its text from (every run, the points table of them all, each demo's own
+#: points table).
+SPANS: dict[str, Callable[[pd.DataFrame, pd.DataFrame, list[pd.DataFrame]], str]] = {
+    "demo-measured": lambda runs, points, demos: measured_on(runs),
+    "demo-host": lambda runs, points, demos: host_cores(runs),
+    "fsdp-peak-gib": lambda runs, points, demos: gib_list(peak_gib(points, "FULL_SHARD")),
+    "ddp-peak-gib": lambda runs, points, demos: gib_range(peak_gib(points, "DDP")),
+    "demo-link": lambda runs, points, demos: link(runs),
+    "demo-efficiency": lambda runs, points, demos: efficiency(demos),
+    "demo-sent": lambda runs, points, demos: sent_per_step(runs),
+    "demo-state": lambda runs, points, demos: model_state(points),
+    "demo-prediction": lambda runs, points, demos: prediction_error(
         runs[runs["status"] == "completed"], "runs"),
 }
 
@@ -315,12 +316,11 @@ def numbers(sweep_dirs: Path | Sequence[Path]) -> dict[str, str]:
         ValueError: a directory holds no runs, or not the demo's points.
     """
     dirs = [sweep_dirs] if isinstance(sweep_dirs, (str, Path)) else list(sweep_dirs)
-    runs = collect_runs(dirs)
-    points = points_table(runs)
-    out = {name: make(runs, points) for name, make in SPANS.items()}
-    if len(dirs) > 1:  # each demo's efficiency over its own 1-node point
-        out["demo-efficiency"] = efficiency([points_table(collect_runs(d)) for d in dirs])
-    return out
+    each = [collect_runs(d) for d in dirs]  # each demo read once
+    runs = each[0] if len(each) == 1 else pd.concat(each, ignore_index=True)
+    demos = [points_table(r) for r in each]  # each efficiency over its own 1-node point
+    points = demos[0] if len(demos) == 1 else points_table(runs)
+    return {name: make(runs, points, demos) for name, make in SPANS.items()}
 
 
 def rewrite(text: str, values: dict[str, str]) -> str:
