@@ -41,7 +41,7 @@ from pathlib import Path
 import pandas as pd
 
 from vitfsdp.analysis.collect import collect_runs
-from vitfsdp.analysis.tables import points_table, spread_bounds
+from vitfsdp.analysis.tables import points_table
 from vitfsdp.records import write_text_atomic
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -143,21 +143,19 @@ def _largest_nodes(points: pd.DataFrame, column: str, what: str) -> dict[str, fl
 def efficiency(points: pd.DataFrame | Sequence[pd.DataFrame]) -> str:
     """``FULL_SHARD 0.33 (0.31-0.35), HYBRID_2GPU ...``: weak-scaling efficiency (images/s
     over the 1-node point's x nodes, the points table's ``scaling_efficiency``) at each
-    strategy's largest node count, and in brackets the span of the point's measurements
-    over the same ideal (:func:`vitfsdp.analysis.tables.spread_bounds`: min-max over repeats,
-    else over its run's measured windows). Given the points tables of several demos, each
-    demo's efficiency over its own 1-node point: their median, and the span from the lowest
-    to the highest of theirs (what a new run of the demo varies by)."""
+    strategy's largest node count, and in brackets its bounds (``efficiency_min`` to
+    ``efficiency_max``, :func:`vitfsdp.analysis.tables.efficiency_bounds`: the point's
+    measurements over the 1-node point's, each with its spread over repeats, else over its
+    run's windows). Given the points tables of several demos, each demo's efficiency over
+    its own 1-node point: their median, and the span from the lowest bound to the highest of
+    theirs (what a new run of the demo varies by)."""
     tables = [points] if isinstance(points, pd.DataFrame) else list(points)
     eff, lows, highs = {}, {}, {}
     for table in tables:
-        low, high = spread_bounds(table)
-        spans = table.assign(eff_low=low / table["ideal_ips"], eff_high=high / table["ideal_ips"])
-        for out, frame, column, what in (
-                (eff, table, "scaling_efficiency", "weak-scaling efficiency"),
-                (lows, spans, "eff_low", "efficiency spread"),
-                (highs, spans, "eff_high", "efficiency spread")):
-            for strategy, value in _largest_nodes(frame, column, what).items():
+        for out, column, what in ((eff, "scaling_efficiency", "weak-scaling efficiency"),
+                                  (lows, "efficiency_min", "efficiency bound"),
+                                  (highs, "efficiency_max", "efficiency bound")):
+            for strategy, value in _largest_nodes(table, column, what).items():
                 out.setdefault(strategy, []).append(value)
     return ", ".join(f"{k} {statistics.median(v):.2f} ({min(lows[k]):.2f}-{max(highs[k]):.2f})"
                      for k, v in eff.items())
@@ -317,7 +315,10 @@ def numbers(sweep_dirs: Path | Sequence[Path]) -> dict[str, str]:
     """
     dirs = [sweep_dirs] if isinstance(sweep_dirs, (str, Path)) else list(sweep_dirs)
     each = [collect_runs(d) for d in dirs]  # each demo read once
-    runs = each[0] if len(each) == 1 else pd.concat(each, ignore_index=True)
+    # several demos: each one's runs labelled as a repeat of its own (the analysis warns of
+    # unlabelled repeats otherwise)
+    runs = each[0] if len(each) == 1 else pd.concat(
+        [r.assign(repeat=i) for i, r in enumerate(each)], ignore_index=True)
     demos = [points_table(r) for r in each]  # each efficiency over its own 1-node point
     points = demos[0] if len(demos) == 1 else points_table(runs)
     return {name: make(runs, points, demos) for name, make in SPANS.items()}

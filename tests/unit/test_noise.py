@@ -50,6 +50,18 @@ def test_spread_is_over_repeats_else_over_one_runs_windows(tmp_path):
     assert (low[2], high[2]) == (199.0, 201.0)  # one run: its windows, ±1
 
 
+def test_efficiency_bounds_carry_the_baselines_spread_as_well_as_the_points(tmp_path):
+    """The 1-node point ran three times (100-110), the 4-node point once (windows 299-301):
+    the efficiency is 300 / (4 x the median 104), its bounds 299 / (4 x 110) and
+    301 / (4 x 100); the 1-node point is its own ideal."""
+    _, points = _sweep(tmp_path, {("DDP", 1): [100.0, 110.0, 104.0], ("DDP", 4): [300.0]})
+    rows = points.set_index("nodes")
+    assert rows.loc[4, "scaling_efficiency"] == pytest.approx(300 / 416)
+    assert rows.loc[4, "efficiency_min"] == pytest.approx(299 / 440)
+    assert rows.loc[4, "efficiency_max"] == pytest.approx(301 / 400)
+    assert rows.loc[1, ["efficiency_min", "efficiency_max"]].tolist() == [1.0, 1.0]
+
+
 def test_a_win_inside_the_spread_is_no_difference(tmp_path):
     df, points = _sweep(tmp_path, {("DDP", 1): [100.0, 130.0, 112.0],
                                    ("FULL_SHARD", 1): [105.0, 108.0, 110.0]})

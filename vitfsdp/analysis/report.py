@@ -114,6 +114,7 @@ COLUMN_FORMATS = {
     "epoch_hours": ("hours/epoch", "{:.3g}"), "host_bound": ("host-bound", "{}"),
     "ideal_ips": ("ideal images/s", "{:,.0f}"), "ips_a": ("images/s", "{:,.1f}"),
     "ips_b": ("its images/s", "{:,.1f}"), "ips_range": ("images/s min-max (repeats)", "{}"),
+    "efficiency_range": ("efficiency bounds", "{}"),
     "ips_ratio": ("ratio", "{:.2f}x"), "ips_rel_error": ("ips error", "{:+.0%}"),
     "ips_vs_best": ("vs best variant", "{:.0%}"), "jax_ips": ("JAX images/s", "{:,.0f}"),
     "jax_over_torch": ("JAX / PyTorch", "{:.2f}"), "label": ("study", "{}"),
@@ -167,15 +168,18 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
         Section("Provenance", table=provenance_table(df, sweep_dirs)),
         Section("Runs", _runs_text(df)),
         Section("Weak scaling", "Throughput per point (median over repeats), ideal linear "
-                "scaling from each line's smallest node count, FLOP rates and utilization "
+                "scaling from each line's smallest node count (the efficiency's bounds: the "
+                "point's slowest measurement over the ideal from the baseline's fastest, and "
+                "the other way round; repeats, else one run's windows), FLOP rates and "
+                "utilization "
                 "(MFU: model FLOPs = 3 x forward; HFU adds the forward recomputed under "
                 "activation checkpointing)." + _above_ideal_text(labelled)
                 + _sent_text(labelled) + host_bound_text(labelled, df),
                 ["weak_scaling", "tflops"],
                 display(labelled, ["model", "configuration", "nodes", "world_size",
                                    "num_repeats", "ips", "ips_range", "ideal_ips",
-                                   "scaling_efficiency", "tflops_per_gpu", "mfu",
-                                   "hw_tflops_per_gpu", "hfu", "device_busy_frac",
+                                   "scaling_efficiency", "efficiency_range",
+                                   "tflops_per_gpu", "mfu", "hw_tflops_per_gpu", "hfu", "device_busy_frac",
                                    "host_bound", "sent_gb_per_node_max", "sent_gb_total"])),
         _framework_section(ratio),
         _reference_section(df),
@@ -336,13 +340,19 @@ def sweep_command(sweep_dir: str | os.PathLike) -> str | None:
 
 
 def _with_range(points: pd.DataFrame) -> pd.DataFrame:
-    """``points`` with ``ips_range``: the min-max over repeats as text, where there are."""
+    """``points`` with ``ips_range`` (the min-max over repeats as text, where there are) and
+    ``efficiency_range`` (the efficiency's bounds, ``47-53%``, where they differ: the
+    baseline is its own ideal)."""
     if points.empty:
-        return points.assign(ips_range=[])
+        return points.assign(ips_range=[], efficiency_range=[])
     ranged = points["num_repeats"] > 1
     ips_range = [f"{lo:,.0f}-{hi:,.0f}" if r else MISSING for lo, hi, r in
                  zip(points["ips_repeat_min"], points["ips_repeat_max"], ranged, strict=True)]
-    return points.assign(ips_range=ips_range)
+    bounds = zip(points.get("efficiency_min", pd.Series(pd.NA, index=points.index)),
+                 points.get("efficiency_max", pd.Series(pd.NA, index=points.index)), strict=True)
+    efficiency_range = [f"{lo:.0%}-{hi:.0%}" if pd.notna(lo) and pd.notna(hi) and lo != hi
+                        else MISSING for lo, hi in bounds]
+    return points.assign(ips_range=ips_range, efficiency_range=efficiency_range)
 
 
 def _runs_text(df: pd.DataFrame) -> str:

@@ -122,7 +122,9 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
         (that spread above :data:`vitfsdp.core.throughput.NOISY_SPREAD`; NA for one run),
         ``ips_window_min``/``ips_window_max`` (over every measured window of its runs),
         ``ideal_ips``,
-        ``scaling_efficiency``, the medians of :data:`POINT_MEDIANS` (``tflops_per_gpu``
+        ``scaling_efficiency``, ``efficiency_min``/``efficiency_max`` (its bounds: the point's
+        lowest measurement over the ideal from the baseline's highest, and the other way round,
+        :func:`efficiency_bounds`; 1.0 at ``n0``), the medians of :data:`POINT_MEDIANS` (``tflops_per_gpu``
         in TFLOP/s, ``mfu``/``hfu`` and ``device_busy_frac`` as fractions),
         ``host_bound`` (:func:`vitfsdp.core.throughput.host_bound` of the median busy share:
         true where the host decided the step, NA where not measured), memory in GiB (max of
@@ -159,6 +161,7 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     points["nodes"] = points["nodes"].astype("Int64")
     points["ideal_ips"] = _ideal_ips(points, keys[:-1])
     points["scaling_efficiency"] = points["ips"] / points["ideal_ips"]
+    points["efficiency_min"], points["efficiency_max"] = efficiency_bounds(points, keys[:-1])
     points["host_bound"] = points["device_busy_frac"].map(host_bound).astype("boolean")
     repeated = points["num_repeats"] >= 2
     points["ips_repeat_spread"] = ((points["ips_repeat_max"] - points["ips_repeat_min"])
@@ -169,7 +172,7 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     order = [*keys, "configuration", "num_repeats", "world_size", "global_batch_size", "ips",
              "ips_repeat_min", "ips_repeat_max", "ips_repeat_spread", "noisy",
              "ips_window_min", "ips_window_max",
-             "ideal_ips", "scaling_efficiency",
+             "ideal_ips", "scaling_efficiency", "efficiency_min", "efficiency_max",
              *POINT_MEDIANS[1:], "host_bound", *POINT_MAXIMA[:1], *POINT_MINIMA[:1],
              *POINT_MAXIMA[1:], *POINT_MINIMA[1:], *[c for c in POINT_HELD if c in points],
              "device_memory_gib", "epoch_hours", "node_hours_per_epoch", "price_per_node_hour",
@@ -249,6 +252,38 @@ def spread_bounds(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     low = points["ips_repeat_min"].where(repeated, window_lo)
     high = points["ips_repeat_max"].where(repeated, window_hi)
     return low.astype(float), high.astype(float)
+
+
+def efficiency_bounds(points: pd.DataFrame, keys: list[str]) -> tuple[pd.Series, pd.Series]:
+    """The bounds of each point's weak-scaling efficiency, carrying the noise of both of its
+    terms: its lowest measurement over the ideal drawn from its line's baseline (smallest node
+    count ``n0``) at that baseline's highest, and its highest over the ideal at the
+    baseline's lowest (:func:`spread_bounds` for both: repeats, else windows). A ratio's
+    bounds from its terms' bounds (interval arithmetic): the efficiency divides by the
+    baseline's median, whose own noise the point's spread alone leaves out (quiet, the
+    demo's 1-node point measured 7.4-8.9 images/s over four runs while each run's 4-node
+    windows spread 1-4 %).
+
+    Args:
+        points: :func:`points_table`'s rows (``nodes``, ``num_repeats``, ``ips`` and the
+            ``ips_repeat_*``/``ips_window_*`` columns).
+        keys: the line columns (a line is one baseline).
+
+    Returns:
+        (low, high) fractions, 1.0 both at ``n0`` (the baseline is its own ideal), NaN where
+        the baseline has no measurement.
+    """
+    low, high = spread_bounds(points)
+    nodes = points["nodes"].astype("float64")
+    by_line = [points[k] for k in keys]
+    n0 = nodes.groupby(by_line, dropna=False).transform("min")
+    at_n0 = nodes == n0
+    base_low = low.where(at_n0).groupby(by_line, dropna=False).transform("max")
+    base_high = high.where(at_n0).groupby(by_line, dropna=False).transform("max")
+    scale = nodes / n0
+    eff_low = (low / (base_high * scale)).mask(at_n0, 1.0)
+    eff_high = (high / (base_low * scale)).mask(at_n0, 1.0)
+    return eff_low.astype(float), eff_high.astype(float)
 
 
 def differs(low_a: float, high_a: float, low_b: float, high_b: float) -> str:
