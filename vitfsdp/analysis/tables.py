@@ -124,8 +124,8 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
         ``ideal_ips``,
         ``scaling_efficiency``, ``efficiency_min``/``efficiency_max`` (its bounds: the point's
         lowest measurement over the ideal from the baseline's highest, and the other way round,
-        :func:`efficiency_bounds`; 1.0 at ``n0``), the medians of :data:`POINT_MEDIANS` (``tflops_per_gpu``
-        in TFLOP/s, ``mfu``/``hfu`` and ``device_busy_frac`` as fractions),
+        :func:`efficiency_bounds`; 1.0 at ``n0``), the medians of :data:`POINT_MEDIANS`
+        (``tflops_per_gpu`` in TFLOP/s, ``mfu``/``hfu`` and ``device_busy_frac`` as fractions),
         ``host_bound`` (:func:`vitfsdp.core.throughput.host_bound` of the median busy share:
         true where the host decided the step, NA where not measured), memory in GiB (max of
         maxima, min of minima), the model state a rank held (GiB) and the bytes sent over an
