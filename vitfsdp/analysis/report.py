@@ -171,9 +171,8 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                 "scaling from each line's smallest node count (the efficiency's bounds: the "
                 "point's slowest measurement over the ideal from the baseline's fastest, and "
                 "the other way round; repeats, else one run's windows), FLOP rates and "
-                "utilization "
-                "(MFU: model FLOPs = 3 x forward; HFU adds the forward recomputed under "
-                "activation checkpointing)." + _above_ideal_text(labelled)
+                "utilization (MFU: model FLOPs = 3 x forward; HFU adds the forward recomputed "
+                "under activation checkpointing)." + _above_ideal_text(labelled)
                 + _sent_text(labelled) + host_bound_text(labelled, df),
                 ["weak_scaling", "tflops"],
                 display(labelled, ["model", "configuration", "nodes", "world_size",
@@ -349,10 +348,9 @@ def _with_range(points: pd.DataFrame) -> pd.DataFrame:
     ranged = points["num_repeats"] > 1
     ips_range = [f"{lo:,.0f}-{hi:,.0f}" if r else MISSING for lo, hi, r in
                  zip(points["ips_repeat_min"], points["ips_repeat_max"], ranged, strict=True)]
-    bounds = zip(points.get("efficiency_min", pd.Series(pd.NA, index=points.index)),
-                 points.get("efficiency_max", pd.Series(pd.NA, index=points.index)), strict=True)
     efficiency_range = [f"{lo:.0%}-{hi:.0%}" if pd.notna(lo) and pd.notna(hi) and lo != hi
-                        else MISSING for lo, hi in bounds]
+                        else MISSING for lo, hi in zip(points["efficiency_min"],
+                                                       points["efficiency_max"], strict=True)]
     return points.assign(ips_range=ips_range, efficiency_range=efficiency_range)
 
 
