@@ -20,9 +20,10 @@ import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-import torch.distributed as dist
+if TYPE_CHECKING:  # torch is imported where a device or group is made: the command that
+    import torch  # only starts ranks (python -m vitfsdp.train, world > 1) never imports it
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,8 @@ def pick_device(requested: str, local_rank: int) -> torch.device:
     """
     if requested not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device={requested!r} is unknown; valid: auto, cpu, cuda")
+    import torch
+
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"
     if requested == "cpu":
@@ -126,6 +129,8 @@ def process_group(env: DistEnv, device: torch.device, timeout_s: float) -> Itera
     Args:
         timeout_s: collective timeout in seconds; a collective waiting longer raises.
     """
+    import torch.distributed as dist
+
     single = {} if env.is_distributed else {"store": dist.HashStore(), "rank": 0, "world_size": 1}
     dist.init_process_group(
         backend=backend_for(device),
@@ -151,6 +156,8 @@ def rank_hostnames(env: DistEnv) -> list[str]:
     host = host_name()
     if not env.is_distributed:
         return [host]
+    import torch.distributed as dist
+
     hosts: list[str | None] = [None] * env.world_size
     dist.all_gather_object(hosts, host)
     return [str(h) for h in hosts]

@@ -18,6 +18,8 @@ from __future__ import annotations
 import importlib.util
 import logging
 import math
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -25,6 +27,41 @@ log = logging.getLogger(__name__)
 
 WANDB_MODES = ("offline", "online")
 TENSORBOARD_DIR = "tensorboard"
+
+
+def keep_wandb_out(opens_wandb: bool) -> None:
+    """Make ``import wandb`` fail in this process unless it opens the W&B sink
+    (``opens_wandb``: rank 0 of a run with ``metrics.wandb`` set). Call before timm is
+    imported; does nothing where wandb is imported already.
+
+    timm imports wandb where it is installed (``timm.utils.summary``: ``try: import wandb``,
+    for its own training scripts; a model never uses it), and wandb's import makes two
+    temporary directories (``tmp*wandb-media``, ``tmp*wandb-artifacts``) that only the
+    interpreter's exit removes. A rank leaves by ``os._exit``
+    (:func:`vitfsdp.provenance.exit_now`), so every rank of every run left two behind in the
+    temporary directory, and spent 0.6-0.9 s of CPU importing wandb. ``sys.modules[name] =
+    None`` is Python's own way of marking a module absent (the import raises ImportError,
+    which timm catches): https://docs.python.org/3/reference/import.html#the-module-cache
+    """
+    if not opens_wandb:
+        sys.modules.setdefault("wandb", None)
+
+
+def _remove_wandb_import_dirs() -> None:
+    """Remove the temporary directories wandb made at its import (see :func:`keep_wandb_out`):
+    the rank that opened the W&B sink leaves by ``os._exit``, past their finalizers. The two
+    objects are wandb's (0.17-0.31: ``data_types._private.MEDIA_TMP``,
+    ``artifacts.artifact.Artifact._TMP_DIR``); where a release moved one, it stays behind."""
+    found = []
+    for module, path in (("wandb.sdk.data_types._private", ("MEDIA_TMP",)),
+                         ("wandb.sdk.artifacts.artifact", ("Artifact", "_TMP_DIR"))):
+        obj = sys.modules.get(module)
+        for name in path:
+            obj = getattr(obj, name, None)
+        if isinstance(obj, tempfile.TemporaryDirectory):
+            found.append(obj)
+    for tmp in found:
+        tmp.cleanup()
 
 
 def require_package(module: str, field: str, pip_name: str) -> None:
@@ -91,6 +128,7 @@ class WandbSink:
     def close(self, status: str) -> None:
         self.run.summary["status"] = status
         self.run.finish(exit_code=0 if status == "completed" else 1)
+        _remove_wandb_import_dirs()
 
 
 def _flat_config(run_info: dict) -> dict[str, Any]:

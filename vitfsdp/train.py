@@ -35,7 +35,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from vitfsdp import plan, provenance, startup_signals
+from vitfsdp import plan, provenance, sinks, startup_signals
 from vitfsdp.config import CONF_DIR, RunConfig, cli, register_configs, to_run_config
 
 log = logging.getLogger("vitfsdp.train")
@@ -59,9 +59,10 @@ def main(dcfg: DictConfig) -> None:
         print(dry_run_report(cfg))
         return
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    # torch and timm imported past the dry run: it answers from the architecture table in
-    # well under a second, the training needs them (seconds to import)
-    from vitfsdp import distributed, torch_train
+    # torch and timm imported past the dry run and past starting the ranks: the dry run
+    # answers from the architecture table in well under a second, the process that only
+    # starts ranks never needs them, a rank does (seconds to import)
+    from vitfsdp import distributed
 
     env = distributed.discover()
     if not env.is_distributed and cfg.world_size > 1:
@@ -73,12 +74,16 @@ def main(dcfg: DictConfig) -> None:
             f"cluster.gpus_per_node={cfg.cluster.gpus_per_node} = {cfg.world_size}; "
             "launch as many processes as nodes × cluster.gpus_per_node"
         )
+    # before timm's import: wandb only where this rank writes W&B metrics (sinks: rank 0)
+    sinks.keep_wandb_out(opens_wandb=bool(cfg.metrics.wandb) and env.rank == 0)
     if cfg.framework == "jax":  # no torch process group: jax.distributed instead
         # imported here: jax is an optional heavy dependency, needed by JAX runs only
         from vitfsdp.jax.train import main as jax_main
 
         jax_main(cfg, env, run_dir)
         return
+    from vitfsdp import torch_train
+
     torch_train.main(cfg, env, run_dir)
 
 

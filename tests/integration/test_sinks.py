@@ -34,6 +34,9 @@ def test_tiny_run_feeds_tensorboard_and_wandb(tmp_path, tiny, monkeypatch):
 
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
+    temp = tmp_path / "temp"  # the ranks' temporary directory: wandb's import makes two
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
     run_dir = tmp_path / "run"
     proc = run_module("vitfsdp.train", *tiny, "metrics.tensorboard=true",
                       "metrics.wandb=offline", "metrics.wandb_project=sinks-test",
@@ -58,3 +61,6 @@ def test_tiny_run_feeds_tensorboard_and_wandb(tmp_path, tiny, monkeypatch):
     for w in windows:
         assert json.dumps(w["loss"]).encode() in data
     assert b"sinks-test" in data and b"ips_per_gpu" in data
+    # rank 1 never imported wandb, rank 0 removed what its import made: both ranks leave by
+    # os._exit, past wandb's own clean-up (each left tmp*wandb-media and tmp*wandb-artifacts)
+    assert [p.name for p in temp.iterdir() if "wandb" in p.name] == []

@@ -4,6 +4,7 @@ and a dry run leaves no run directory behind."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -59,3 +60,17 @@ def test_sweep_help_shows_the_defaults_and_plan_help_no_markup(tmp_path):
     plan_help = imported(["-m", "vitfsdp.plan", "--help"], tmp_path)[0].stdout
     assert "vitfsdp.overrides.expand" in plan_help  # the role's target, as text
     assert not re.search(r":\w+:`|``", plan_help), plan_help
+
+
+def test_the_command_that_starts_ranks_imports_no_framework(tmp_path):
+    """``python -m vitfsdp.train`` run plainly for 2 ranks starts them with torchrun and
+    waits: it needs neither torch nor timm (each rank imports its own; the launcher imported
+    torch too, 4 s of CPU a run on 2 cores)."""
+    run_dir = tmp_path / "run"
+    proc, names = imported(["-m", "vitfsdp.train", "model=vit_tiny", "device=cpu",
+                            "train.steps=2", "train.warmup_steps=1", "train.log_every=1",
+                            "train.local_batch_size=2", f"hydra.run.dir={run_dir}"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
+    assert json.loads((run_dir / "run.json").read_text())["world"]["size"] == 2
+    assert not names & set(HEAVY), sorted(names & set(HEAVY))
