@@ -99,7 +99,7 @@ def pick_device(requested: str, local_rank: int) -> torch.device:
     """
     if requested not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device={requested!r} is unknown; valid: auto, cpu, cuda")
-    import torch
+    import torch  # torch where a rank is made (the module stays torch-free: see above)
 
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"
@@ -129,7 +129,7 @@ def process_group(env: DistEnv, device: torch.device, timeout_s: float) -> Itera
     Args:
         timeout_s: collective timeout in seconds; a collective waiting longer raises.
     """
-    import torch.distributed as dist
+    import torch.distributed as dist  # torch where a rank is made (see the module's imports)
 
     single = {} if env.is_distributed else {"store": dist.HashStore(), "rank": 0, "world_size": 1}
     dist.init_process_group(
@@ -156,7 +156,7 @@ def rank_hostnames(env: DistEnv) -> list[str]:
     host = host_name()
     if not env.is_distributed:
         return [host]
-    import torch.distributed as dist
+    import torch.distributed as dist  # torch where a rank is made (see the module's imports)
 
     hosts: list[str | None] = [None] * env.world_size
     dist.all_gather_object(hosts, host)

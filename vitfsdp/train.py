@@ -82,7 +82,7 @@ def main(dcfg: DictConfig) -> None:
 
         jax_main(cfg, env, run_dir)
         return
-    from vitfsdp import torch_train
+    from vitfsdp import torch_train  # torch and timm: in a torch rank only (see above)
 
     torch_train.main(cfg, env, run_dir)
 
