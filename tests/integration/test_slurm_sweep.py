@@ -127,10 +127,12 @@ def test_cancel_kill_and_signal_are_recorded_and_a_rerun_runs_only_the_missing(t
     require_cluster()
     sweep_dir = tmp_path / "sweep"
     long = ["train.steps=100000", "train.log_every=1", "train.timeout_s=20"]
+    one = "cluster.gpus_per_node=1"  # one rank where the end state is the job's, not a rank's
     commands = {  # subdir → the point's own overrides; each is its own detached sweep command
-        "done": [],
-        "cancelled": long,
-        "killed": [*long, "train.seed=1"],  # configs differ, or it would be a rerun
+        "done": [one],
+        "cancelled": [*long, one],
+        "killed": [*long, "train.seed=1"],  # two ranks: one is killed; configs differ
+        # two ranks: one alone ran its 30 steps before the signal came (a job id gone)
         "requeued": ["train.steps=30", "train.log_every=1", "train.checkpoint_every=5"],
     }
 

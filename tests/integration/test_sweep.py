@@ -89,8 +89,8 @@ def _tree_bytes(run_dir):
 
 def test_a_dying_point_is_data_and_a_rerun_runs_only_what_is_missing(tmp_path):
     sweep_dir = tmp_path / "sweep"
-    args = ["-m", *FAST, "device=cuda,cpu", "hydra.sweep.subdir=${device}",
-            f"hydra.sweep.dir={sweep_dir}"]
+    args = ["-m", *FAST, "device=cuda,cpu", "cluster.gpus_per_node=1",  # a rank a point
+            "hydra.sweep.subdir=${device}", f"hydra.sweep.dir={sweep_dir}"]
     proc = run_module("vitfsdp.sweep", *args, cwd=tmp_path, timeout=300)
     assert proc.returncode == 1, proc.stderr[-3000:]  # a point did not complete
     failed = read(sweep_dir / "cuda" / "summary.json")
@@ -149,7 +149,7 @@ def test_two_sweeps_started_together_keep_the_winners_files(tmp_path):
     anything; the other's multirun.yaml is there at the end, its point completed."""
     sweep_dir = tmp_path / "sweep"
     cmd = [sys.executable, "-m", "vitfsdp.sweep", "-m", *FAST, "train.steps=2",
-           f"hydra.sweep.dir={sweep_dir}"]
+           "cluster.gpus_per_node=1", f"hydra.sweep.dir={sweep_dir}"]
     env = {**os.environ, "HYDRA_FULL_ERROR": "0"}
     procs = [subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
