@@ -52,16 +52,13 @@ def _remove_wandb_import_dirs() -> None:
     the rank that opened the W&B sink leaves by ``os._exit``, past their finalizers. The two
     objects are wandb's (0.17-0.31: ``data_types._private.MEDIA_TMP``,
     ``artifacts.artifact.Artifact._TMP_DIR``); where a release moved one, it stays behind."""
-    found = []
     for module, path in (("wandb.sdk.data_types._private", ("MEDIA_TMP",)),
                          ("wandb.sdk.artifacts.artifact", ("Artifact", "_TMP_DIR"))):
         obj = sys.modules.get(module)
         for name in path:
             obj = getattr(obj, name, None)
         if isinstance(obj, tempfile.TemporaryDirectory):
-            found.append(obj)
-    for tmp in found:
-        tmp.cleanup()
+            obj.cleanup()
 
 
 def require_package(module: str, field: str, pip_name: str) -> None:
