@@ -35,7 +35,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from vitfsdp import plan, provenance, sinks, startup_signals
+from vitfsdp import plan, provenance, sinks, startup_gc, startup_signals
 from vitfsdp.config import CONF_DIR, RunConfig, cli, register_configs, to_run_config
 
 log = logging.getLogger("vitfsdp.train")
@@ -76,15 +76,33 @@ def main(dcfg: DictConfig) -> None:
         )
     # before timm's import: wandb only where this rank writes W&B metrics (sinks: rank 0)
     sinks.keep_wandb_out(opens_wandb=bool(cfg.metrics.wandb) and env.rank == 0)
-    if cfg.framework == "jax":  # no torch process group: jax.distributed instead
-        # imported here: jax is an optional heavy dependency, needed by JAX runs only
-        from vitfsdp.jax.train import main as jax_main
+    trainer_main(cfg.framework)(cfg, env, run_dir)
 
-        jax_main(cfg, env, run_dir)
-        return
-    from vitfsdp import torch_train  # torch and timm: in a torch rank only (see above)
 
-    torch_train.main(cfg, env, run_dir)
+def trainer_main(framework: str):
+    """The trainer's ``main(cfg, env, run_dir)`` of ``framework`` (``torch``:
+    :func:`vitfsdp.torch_train.main`, ``jax``: :func:`vitfsdp.jax.train.main`), imported here
+    with Python's garbage collector paused (:mod:`vitfsdp.startup_gc`): seconds of imports.
+
+    Raises:
+        ValueError: ``framework`` is neither.
+        ImportError: the framework is not installed (``jax``: the ``jax`` extra).
+    """
+    with startup_gc.paused():
+        if framework == "jax":  # no torch process group: jax.distributed instead
+            # imported here: jax is an optional heavy dependency, needed by JAX runs only
+            from vitfsdp.jax.train import main as jax_main
+
+            return jax_main
+        if framework != "torch":
+            raise ValueError(f"framework={framework} is unknown; valid: torch, jax")
+        # torch and timm: in a torch rank only (see main); timm here, not first in
+        # models.build_model, so that its import runs inside the pause too
+        import timm  # noqa: F401
+
+        from vitfsdp import torch_train
+
+        return torch_train.main
 
 
 def dry_run_report(cfg: RunConfig) -> str:

@@ -18,14 +18,17 @@ import os
 import sys
 from pathlib import Path
 
-import jax
-import numpy as np
-from hydra import compose, initialize_config_dir
+from vitfsdp import startup_gc
 
-from vitfsdp import distributed, failures, provenance
-from vitfsdp.config import CONF_DIR, register_configs, to_run_config
-from vitfsdp.jax import distributed as jdist
-from vitfsdp.jax import train as jtrain
+with startup_gc.paused():  # a rank's imports without the collector, as vitfsdp.train's
+    import jax
+    import numpy as np
+    from hydra import compose, initialize_config_dir
+
+    from vitfsdp import distributed, failures, provenance
+    from vitfsdp.config import CONF_DIR, register_configs, to_run_config
+    from vitfsdp.jax import distributed as jdist
+    from vitfsdp.jax import train as jtrain
 
 
 def _config(overrides: list[str]):

@@ -18,14 +18,18 @@ import json
 import sys
 import time
 
-import torch
-import torch.distributed as dist
-from hydra import compose, initialize_config_dir
+from vitfsdp import startup_gc
 
-from vitfsdp import distributed
-from vitfsdp.config import CONF_DIR, register_configs, to_run_config
-from vitfsdp.models import build_model, count_params
-from vitfsdp.torch_train import build, build_optimizer, model_state_record, train_step
+with startup_gc.paused():  # a rank's imports without the collector, as vitfsdp.train's
+    import timm  # noqa: F401  (models.build_model imports it: here, inside the pause)
+    import torch
+    import torch.distributed as dist
+    from hydra import compose, initialize_config_dir
+
+    from vitfsdp import distributed
+    from vitfsdp.config import CONF_DIR, register_configs, to_run_config
+    from vitfsdp.models import build_model, count_params
+    from vitfsdp.torch_train import build, build_optimizer, model_state_record, train_step
 
 GIB = 1024**3
 

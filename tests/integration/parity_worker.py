@@ -11,12 +11,16 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import torch
-from hydra import compose, initialize_config_dir
+from vitfsdp import startup_gc
 
-from vitfsdp import distributed
-from vitfsdp.config import CONF_DIR, register_configs, to_run_config
-from vitfsdp.torch_train import run
+with startup_gc.paused():  # a rank's imports without the collector, as vitfsdp.train's
+    import timm  # noqa: F401  (models.build_model imports it: here, inside the pause)
+    import torch
+    from hydra import compose, initialize_config_dir
+
+    from vitfsdp import distributed
+    from vitfsdp.config import CONF_DIR, register_configs, to_run_config
+    from vitfsdp.torch_train import run
 
 
 def main(out_dir: str, *cases: str) -> None:

@@ -74,3 +74,26 @@ def test_the_command_that_starts_ranks_imports_no_framework(tmp_path):
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "completed"
     assert json.loads((run_dir / "run.json").read_text())["world"]["size"] == 2
     assert not names & set(HEAVY), sorted(names & set(HEAVY))
+
+
+def test_a_rank_imports_its_trainer_torch_and_timm_without_a_collection(tmp_path):
+    """``vitfsdp.train.trainer_main`` imports the torch trainer, torch and timm with the
+    collector paused (vitfsdp.startup_gc; 23% of a rank's import CPU here): no collection runs
+    during the imports but the one the allocations counted meanwhile start as the collector
+    comes back on, and it is on again after them. (Without the pause: hundreds.)"""
+    code = ("import gc, sys\n"
+            "starts = []\n"
+            "gc.callbacks.append(lambda phase, info: starts.append(info['generation'])"
+            " if phase == 'start' else None)\n"
+            "from vitfsdp.train import trainer_main\n"
+            "before = len(starts)\n"
+            "trainer_main('torch')\n"
+            "print(before, len(starts) - before, gc.isenabled(),"
+            " 'timm' in sys.modules and 'torch' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    before, during, enabled, imported_both = proc.stdout.split()
+    assert int(before) > 0  # the callback sees collections where the collector runs
+    assert int(during) <= 1, during
+    assert (enabled, imported_both) == ("True", "True")

@@ -9,6 +9,7 @@ imports inside functions included), not from what happens to be installed here.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 from importlib import metadata
@@ -58,9 +59,16 @@ def imported_modules(*roots: Path) -> dict[str, set[str]]:
     return found
 
 
+@functools.cache
+def _packages_distributions() -> dict[str, list[str]]:
+    """importlib.metadata's import name -> distributions map, read once: each call reads every
+    installed distribution's file list (about 0.3 s here, 11 s over the modules)."""
+    return metadata.packages_distributions()
+
+
 def distributions(module: str) -> set[str]:
     """The normalized names of the distributions that may provide import name ``module``."""
-    names = set(metadata.packages_distributions().get(module, ()))
+    names = set(_packages_distributions().get(module, ()))
     names.add(KNOWN.get(module, module))
     return {_name(n) for n in names}
 

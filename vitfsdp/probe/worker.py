@@ -17,8 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-import torch.distributed as dist
+from vitfsdp import startup_gc
+
+with startup_gc.paused():  # the collector off for torch's import (vitfsdp.startup_gc)
+    import torch
+    import torch.distributed as dist
 
 from vitfsdp import distributed
 from vitfsdp.core import nodecpu
@@ -92,8 +95,11 @@ def _framework_runs(spec: dict, env, device, work_dir: Path) -> list[dict]:
     "status", "step_s", "reason"}`` (``step_s``: the summary's measured seconds per step).
     A failed run aborts the process group (:class:`vitfsdp.failures.RunFailed`): it is
     recorded and the runs after it are recorded ``failed`` as not run."""
-    # the trainer and Hydra only where the framework is probed
-    from vitfsdp import failures, torch_train
+    with startup_gc.paused():  # the collector off for the imports (vitfsdp.startup_gc)
+        # the trainer, timm and Hydra only where the framework is probed
+        import timm  # noqa: F401  (before models.build_model imports it: inside the pause)
+
+        from vitfsdp import failures, torch_train
     from vitfsdp.plan.__main__ import compose_points
 
     out, broken = [], None
