@@ -24,6 +24,7 @@ import argparse
 import logging
 import shlex
 import shutil
+import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,6 +141,16 @@ def main(argv: list[str] | None = None) -> int:
     return prepare_rerun(args.run_dir, tuple(args.keep), tuple(args.mkdir))
 
 
+def _named_holder(path: Path, wait_s: float = 1.0) -> str | None:
+    """The lock's holder as :func:`lock_holder` reads it, waiting up to ``wait_s`` for a
+    holder that has just taken the lock to write its name (the file is empty in between: seen
+    once in a suite, two sweeps started together); None if it names none by then."""
+    deadline = time.monotonic() + wait_s
+    while (holder := lock_holder(path)) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return holder
+
+
 class SweepLock:
     """An exclusive lock on a sweep directory for the life of one sweep process:
     ``<sweep dir>/.sweep.lock`` held with :func:`vitfsdp.core.locks.locked` (``flock``,
@@ -165,7 +176,7 @@ class SweepLock:
         try:
             held.enter_context(locked(self.path, timeout=0))
         except TimeoutError:
-            holder = lock_holder(self.path) or "another process"
+            holder = _named_holder(self.path) or "another process"
             follow = shlex.join(["python", "-m", "vitfsdp.sweep", "--status",
                                  str(self.path.parent), "--watch"])
             raise RuntimeError(

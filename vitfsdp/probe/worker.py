@@ -100,7 +100,7 @@ def _framework_runs(spec: dict, env, device, work_dir: Path) -> list[dict]:
         import timm  # noqa: F401  (before models.build_model imports it: inside the pause)
 
         from vitfsdp import failures, torch_train
-    from vitfsdp.plan.__main__ import compose_points
+    from vitfsdp.plan.__main__ import compose_points  # Hydra: where the framework is probed
 
     out, broken = [], None
     for item in spec["framework"]:
