@@ -186,14 +186,27 @@ def write_network_record(run_dir: Path, net: netns.EmulatedNetwork) -> dict:
     return rec
 
 
+def _wait_for_one(procs: list[subprocess.Popen], poll_s: float) -> None:
+    """Return once the first of ``procs`` still running has ended, or after ``poll_s``
+    seconds: a point's end is seen when it happens, not up to ``poll_s`` later."""
+    running = next((p for p in procs if p.poll() is None), None)
+    if running is None:
+        return
+    try:
+        running.wait(timeout=poll_s)
+    except subprocess.TimeoutExpired:
+        pass
+
+
 def run_until_done(cmds: list[list[str]], envs: list[dict], out, run_dir: Path | None = None,
                    on_window: Callable[[dict], None] | None = None, poll_s: float = 1.0,
                    timeout_s: float | None = None) -> int | None:
     """Start ``cmds`` (one torchrun per node, each with its env of ``envs``; output to the
     open file ``out``, this terminal where None) and wait for all, checking every ``poll_s``
-    seconds; once one fails, or ``timeout_s`` seconds have passed, the others are stopped
-    (SIGTERM, then SIGKILL after 30 s: their peers are gone). ``on_window`` is called with
-    each new window of ``run_dir``'s metrics.jsonl.
+    seconds and as soon as one ends (:func:`_wait_for_one`); once one fails, or ``timeout_s``
+    seconds have passed, the others are stopped (SIGTERM, then SIGKILL after 30 s: their
+    peers are gone). ``on_window`` is called with each new window of ``run_dir``'s
+    metrics.jsonl.
 
     Returns:
         The exit code of the first process that failed (not the codes of those it made
@@ -213,7 +226,7 @@ def run_until_done(cmds: list[list[str]], envs: list[dict], out, run_dir: Path |
             if failure or (deadline is not None and time.monotonic() > deadline):
                 timed_out = not failure
                 _stop(procs)  # their codes are the stop's, not the failure's
-            time.sleep(poll_s)
+            _wait_for_one(procs, poll_s)
             seen = _report_new_windows(run_dir, seen, on_window)
     except BaseException:
         _stop(procs, STOP_GRACE_S)
