@@ -29,6 +29,7 @@ if __name__ == "__main__":  # before the slow imports: a stop signal from now on
 
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import hydra
@@ -79,7 +80,7 @@ def main(dcfg: DictConfig) -> None:
     trainer_main(cfg.framework)(cfg, env, run_dir)
 
 
-def trainer_main(framework: str):
+def trainer_main(framework: str) -> Callable[..., None]:
     """The trainer's ``main(cfg, env, run_dir)`` of ``framework`` (``torch``:
     :func:`vitfsdp.torch_train.main`, ``jax``: :func:`vitfsdp.jax.train.main`), imported here
     with Python's garbage collector paused (:mod:`vitfsdp.startup_gc`): seconds of imports.
