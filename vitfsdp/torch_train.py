@@ -25,6 +25,9 @@ import signal
 import time
 from pathlib import Path
 
+# timm: models.build_model imports it on use; imported with the trainer too, so that a caller
+# importing the trainer under startup_gc.paused() (vitfsdp.train) imports timm inside the pause
+import timm  # noqa: F401
 import torch
 from torch.distributed.tensor import DTensor
 

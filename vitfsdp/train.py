@@ -97,10 +97,7 @@ def trainer_main(framework: str) -> Callable[..., None]:
             return jax_main
         if framework != "torch":
             raise ValueError(f"framework={framework} is unknown; valid: torch, jax")
-        # torch and timm: in a torch rank only (see main); timm here, not first in
-        # models.build_model, so that its import runs inside the pause too
-        import timm  # noqa: F401
-
+        # torch and timm (torch_train imports both): in a torch rank only (see main)
         from vitfsdp import torch_train
 
         return torch_train.main

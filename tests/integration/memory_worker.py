@@ -21,7 +21,6 @@ import time
 from vitfsdp import startup_gc
 
 with startup_gc.paused():  # a rank's imports without the collector, as vitfsdp.train's
-    import timm  # noqa: F401  (models.build_model imports it: here, inside the pause)
     import torch
     import torch.distributed as dist
     from hydra import compose, initialize_config_dir

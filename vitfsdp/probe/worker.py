@@ -96,9 +96,7 @@ def _framework_runs(spec: dict, env, device, work_dir: Path) -> list[dict]:
     A failed run aborts the process group (:class:`vitfsdp.failures.RunFailed`): it is
     recorded and the runs after it are recorded ``failed`` as not run."""
     with startup_gc.paused():  # the collector off for the imports (vitfsdp.startup_gc)
-        # the trainer, timm and Hydra only where the framework is probed
-        import timm  # noqa: F401  (before models.build_model imports it: inside the pause)
-
+        # the trainer (torch and timm) only where the framework is probed
         from vitfsdp import failures, torch_train
     from vitfsdp.plan.__main__ import compose_points  # Hydra: where the framework is probed
 
