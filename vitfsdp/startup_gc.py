@@ -13,6 +13,16 @@ Only imports run inside the pause: no model is built and no tensor allocated, so
 collector would have freed is the imports' own short-lived cycles. It runs again, as it
 was, as soon as the imports are done (:func:`paused`), before anything whose memory a run
 records.
+
+On leaving the pause every object tracked so far, the imported modules', classes' and
+functions' above all, is frozen (``gc.freeze()``): moved to the permanent generation, which
+no later collection scans. Those objects live as long as the process anyway. Without the
+freeze each full collection of the run, and the ones the interpreter runs as it exits, scans
+them all once more: about 0.7 s of CPU a full collection here, 2-3 s at the exit of a
+process that leaves through the interpreter's teardown (a test's worker, a JAX rank, the
+probe's worker; the torch trainer leaves by ``os._exit``). The imports' own garbage,
+about 12,000 objects, is frozen with them: a full collection before the freeze frees no
+resident memory (pymalloc keeps its arenas) and costs 0.7 s.
 """
 
 from __future__ import annotations
@@ -26,11 +36,14 @@ from collections.abc import Iterator
 def paused() -> Iterator[None]:
     """The collector off inside the ``with`` block, back as it was on leaving it (an
     exception included); a collector already off (``gc.disable()`` by the caller) stays off.
+    On leaving, every object tracked by then is frozen (``gc.freeze()``, see the module's
+    docstring): later collections scan only what is made after the pause.
     """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        gc.freeze()  # what the imports made lives as long as the process: scan it no more
         if was_enabled:
             gc.enable()

@@ -1,8 +1,11 @@
-"""vitfsdp.startup_gc: the collector off inside the pause, as it was after it."""
+"""vitfsdp.startup_gc: the collector off inside the pause, as it was after it, and what the
+pause made frozen."""
 
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 
 import pytest
 
@@ -33,3 +36,24 @@ def test_a_collector_the_caller_turned_off_stays_off(collector_on):
     with startup_gc.paused():
         assert not gc.isenabled()
     assert not gc.isenabled()
+
+
+FROZEN = """
+import gc
+from vitfsdp import startup_gc
+with startup_gc.paused():
+    kept = [[] for _ in range(1000)]  # stands for what the imports leave
+ids = {id(o) for o in gc.get_objects()}
+after = []
+after.append(after)  # a cycle made after the pause
+del after
+print(gc.get_freeze_count() >= 1000, id(kept[0]) in ids, gc.collect() >= 1)
+"""
+
+
+def test_what_the_pause_made_is_frozen_and_later_garbage_is_still_collected():
+    # in a process of its own: a freeze here would freeze the test runner's objects
+    proc = subprocess.run([sys.executable, "-c", FROZEN], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "False", "True"]
