@@ -97,3 +97,32 @@ def test_a_rank_imports_its_trainer_torch_and_timm_without_a_collection(tmp_path
     assert int(before) > 0  # the callback sees collections where the collector runs
     assert int(during) <= 1, during
     assert (enabled, imported_both) == ("True", "True")
+
+
+def test_the_local_launchers_torchrun_is_torchs_with_its_imports_paused(tmp_path):
+    """The local launcher starts torchrun's agent as ``python -m vitfsdp.launch.agent``:
+    torch's own ``torch.distributed.run.main`` (its ``--help`` here), with torch imported
+    under the paused collector: at most the one collection the imports' allocations start
+    as the collector comes back on (without the pause: hundreds)."""
+    from vitfsdp.launch.agent import AGENT
+    from vitfsdp.launch.local import torchrun_command
+
+    assert torchrun_command([], tmp_path, 2)[1:3] == list(AGENT)
+    code = ("import gc, sys\n"
+            "starts = []\n"
+            "gc.callbacks.append(lambda phase, info: starts.append(info['generation'])"
+            " if phase == 'start' else None)\n"
+            "from vitfsdp.launch import agent\n"
+            "before = len(starts)\n"
+            "agent.load()\n"
+            "print(before, len(starts) - before, gc.isenabled(), file=sys.stderr)\n"
+            "sys.argv = ['agent', '--help']\n"
+            "agent.main()\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "--nproc-per-node" in proc.stdout, proc.stdout[:500]  # torchrun's own options
+    before, during, enabled = proc.stderr.split()[-3:]
+    assert int(before) > 0  # the callback sees collections where the collector runs
+    assert int(during) <= 1, during
+    assert enabled == "True"

@@ -22,6 +22,7 @@ from pathlib import Path
 from vitfsdp.core.layout import HOST_FILE, METRICS_FILE, NETWORK_FILE
 from vitfsdp.core.layout import LOG_FILE as LOG_FILE  # the sweep reads it from here
 from vitfsdp.launch import netns
+from vitfsdp.launch.agent import AGENT
 from vitfsdp.launch.netns import NetworkConfig
 from vitfsdp.provenance import NETWORK_ENV, redact_args
 from vitfsdp.records import HYDRA_HINT, OtherWork, read_jsonl, write_json_atomic
@@ -49,9 +50,11 @@ def torchrun_signal_env(shutdown_timeout_s: int = 30) -> dict[str, str]:
 
 def torchrun_command(overrides: Sequence[str], run_dir: Path, num_procs: int) -> list[str]:
     """The argv that trains one point: torchrun over ``vitfsdp.train`` with the point's Hydra
-    overrides, writing into ``run_dir`` (no shell: values need no quoting)."""
+    overrides, writing into ``run_dir`` (no shell: values need no quoting). torchrun's agent
+    is started as :mod:`vitfsdp.launch.agent` (torch's ``torchrun``, imported with the
+    collector paused)."""
     return [
-        sys.executable, "-m", "torch.distributed.run", "--standalone",
+        sys.executable, *AGENT, "--standalone",
         f"--nproc_per_node={num_procs}", "-m", "vitfsdp.train", *overrides,
         f"hydra.run.dir={quote_override(str(run_dir))}", "hydra.output_subdir=null",
     ]

@@ -114,10 +114,11 @@ def run_local(worker: list[str], nodes: int, ranks_per_node: int, log_path: Path
     """
     # the launchers where a world is launched (see probe_world)
     from vitfsdp.launch import netns
+    from vitfsdp.launch.agent import AGENT  # torchrun's agent, imports paused
     from vitfsdp.launch.local import static_rendezvous_args
 
     env = dict(os.environ)
-    run = [sys.executable, "-m", "torch.distributed.run"]
+    run = [sys.executable, *AGENT]
     standalone = [[*run, "--standalone", f"--nproc_per_node={nodes * ranks_per_node}", *worker]]
     if network is None or not network.emulate:
         return _run_logged(standalone, [env], log_path, timeout_s), None

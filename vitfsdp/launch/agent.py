@@ -1,0 +1,45 @@
+"""torchrun's agent as the local launcher starts it: ``python -m vitfsdp.launch.agent ARGS``
+runs ``torch.distributed.run.main()`` on ``ARGS``, exactly what ``python -m
+torch.distributed.run ARGS`` (``torchrun``) runs: same options, same environment (the
+``PET_*`` variables of :func:`vitfsdp.launch.local.torchrun_signal_env` included), same exit
+codes and error file.
+
+The one difference is that torch is imported with the garbage collector paused and its
+objects then frozen (:func:`vitfsdp.startup_gc.paused`): the agent imports all of torch,
+which is about 3.9 s of CPU here from start to exit, and about 1.6 s of that is the
+collector scanning torch's objects during the import and again at exit (docs/benchmarks.md,
+"The agent's imports"). A local sweep or the probe starts one agent per point or world size
+and node. Slurm job scripts (``cluster.launch_mode=torchrun``) keep torch's own
+``python -m torch.distributed.run``: the script a site's user reads names torch's command,
+and one agent a job is nothing to save.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from vitfsdp import startup_gc
+
+#: The argv head that starts the agent: ``[sys.executable, *AGENT]`` in place of
+#: ``[sys.executable, "-m", "torch.distributed.run"]``.
+AGENT = ("-m", "vitfsdp.launch.agent")
+
+
+def load() -> ModuleType:
+    """``torch.distributed.run`` (torchrun's module), imported with the collector paused and
+    what the import made frozen (:func:`vitfsdp.startup_gc.paused`)."""
+    with startup_gc.paused():
+        # torch only here: this module is named by the launchers that import no framework
+        from torch.distributed import run
+    return run
+
+
+def main() -> None:
+    """Run torchrun's agent on ``sys.argv[1:]``: it parses them, starts the ranks, waits and
+    raises ``torch.distributed.elastic.multiprocessing.errors.ChildFailedError`` (exit
+    code 1, the failed ranks named) when a rank fails, as ``torchrun`` does."""
+    load().main()
+
+
+if __name__ == "__main__":
+    main()
