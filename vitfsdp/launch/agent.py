@@ -5,13 +5,14 @@ torch.distributed.run ARGS`` (``torchrun``) runs: same options, same environment
 codes and error file.
 
 The one difference is that torch is imported with the garbage collector paused and its
-objects then frozen (:func:`vitfsdp.startup_gc.paused`): the agent imports all of torch,
-which is about 3.9 s of CPU here from start to exit, and about 1.6 s of that is the
-collector scanning torch's objects during the import and again at exit (docs/benchmarks.md,
-"The agent's imports"). A local sweep or the probe starts one agent per point or world size
-and node. Slurm job scripts (``cluster.launch_mode=torchrun``) keep torch's own
-``python -m torch.distributed.run``: the script a site's user reads names torch's command,
-and one agent a job is nothing to save.
+objects then frozen (:func:`vitfsdp.startup_gc.paused`). The agent imports all of torch,
+and the collector scans torch's objects hundreds of times during the import and again at
+exit: a 1-rank torchrun of a script that does nothing took 4.7-5.1 s of CPU here as
+torch's command, 3.5-3.9 s as this one (docs/benchmarks.md, "What the suite's processes
+spend, the imports frozen, torchrun's agent"). A local sweep or the probe starts one agent
+per point or world size and node. Slurm job scripts (``cluster.launch_mode=torchrun``)
+keep torch's own ``python -m torch.distributed.run``: the script a site's user reads names
+torch's command, and one agent a job is nothing to save.
 """
 
 from __future__ import annotations
