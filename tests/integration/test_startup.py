@@ -76,15 +76,19 @@ def test_the_command_that_starts_ranks_imports_no_framework(tmp_path):
     assert not names & set(HEAVY), sorted(names & set(HEAVY))
 
 
+#: Python code that counts the collections that start from here on, in ``starts``.
+COUNT_COLLECTIONS = ("import gc, sys\n"
+                     "starts = []\n"
+                     "gc.callbacks.append(lambda phase, info: starts.append(info['generation'])"
+                     " if phase == 'start' else None)\n")
+
+
 def test_a_rank_imports_its_trainer_torch_and_timm_without_a_collection(tmp_path):
     """``vitfsdp.train.trainer_main`` imports the torch trainer, torch and timm with the
     collector paused (vitfsdp.startup_gc; 23% of a rank's import CPU here): no collection runs
     during the imports but the one the allocations counted meanwhile start as the collector
     comes back on, and it is on again after them. (Without the pause: hundreds.)"""
-    code = ("import gc, sys\n"
-            "starts = []\n"
-            "gc.callbacks.append(lambda phase, info: starts.append(info['generation'])"
-            " if phase == 'start' else None)\n"
+    code = (COUNT_COLLECTIONS +
             "from vitfsdp.train import trainer_main\n"
             "before = len(starts)\n"
             "trainer_main('torch')\n"
@@ -108,10 +112,7 @@ def test_the_local_launchers_torchrun_is_torchs_with_its_imports_paused(tmp_path
     from vitfsdp.launch.local import torchrun_command
 
     assert torchrun_command([], tmp_path, 2)[1:3] == list(AGENT)
-    code = ("import gc, sys\n"
-            "starts = []\n"
-            "gc.callbacks.append(lambda phase, info: starts.append(info['generation'])"
-            " if phase == 'start' else None)\n"
+    code = (COUNT_COLLECTIONS +
             "from vitfsdp.launch import agent\n"
             "before = len(starts)\n"
             "agent.load()\n"
