@@ -83,24 +83,36 @@ COUNT_COLLECTIONS = ("import gc, sys\n"
                      " if phase == 'start' else None)\n")
 
 
+def imports_paused(body: str, cwd: Path) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """Run :data:`COUNT_COLLECTIONS` then ``body`` in a new interpreter; ``body`` prints
+    ``before during enabled [more ...]`` to stderr: the collections before its imports,
+    during them, and whether the collector is on after. Checks that it ran, that the
+    callback saw collections before (the collector ran there), at most one during (the one
+    the imports' allocations start as the collector comes back on) and the collector on
+    again; returns the process and the more fields."""
+    proc = subprocess.run([sys.executable, "-c", COUNT_COLLECTIONS + body], cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    line = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1]
+    before, during, enabled, *more = line.split()
+    assert int(before) > 0
+    assert int(during) <= 1, during
+    assert enabled == "True"
+    return proc, more
+
+
 def test_a_rank_imports_its_trainer_torch_and_timm_without_a_collection(tmp_path):
     """``vitfsdp.train.trainer_main`` imports the torch trainer, torch and timm with the
     collector paused (vitfsdp.startup_gc; 23% of a rank's import CPU here): no collection runs
     during the imports but the one the allocations counted meanwhile start as the collector
     comes back on, and it is on again after them. (Without the pause: hundreds.)"""
-    code = (COUNT_COLLECTIONS +
-            "from vitfsdp.train import trainer_main\n"
-            "before = len(starts)\n"
-            "trainer_main('torch')\n"
-            "print(before, len(starts) - before, gc.isenabled(),"
-            " 'timm' in sys.modules and 'torch' in sys.modules)\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    before, during, enabled, imported_both = proc.stdout.split()
-    assert int(before) > 0  # the callback sees collections where the collector runs
-    assert int(during) <= 1, during
-    assert (enabled, imported_both) == ("True", "True")
+    _, (imported_both,) = imports_paused(
+        "from vitfsdp.train import trainer_main\n"
+        "before = len(starts)\n"
+        "trainer_main('torch')\n"
+        "print(before, len(starts) - before, gc.isenabled(),"
+        " 'timm' in sys.modules and 'torch' in sys.modules, file=sys.stderr)\n", tmp_path)
+    assert imported_both == "True"
 
 
 def test_the_local_launchers_torchrun_is_torchs_with_its_imports_paused(tmp_path):
@@ -112,18 +124,11 @@ def test_the_local_launchers_torchrun_is_torchs_with_its_imports_paused(tmp_path
     from vitfsdp.launch.local import torchrun_command
 
     assert torchrun_command([], tmp_path, 2)[1:3] == list(AGENT)
-    code = (COUNT_COLLECTIONS +
-            "from vitfsdp.launch import agent\n"
-            "before = len(starts)\n"
-            "agent.load()\n"
-            "print(before, len(starts) - before, gc.isenabled(), file=sys.stderr)\n"
-            "sys.argv = ['agent', '--help']\n"
-            "agent.main()\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc, _ = imports_paused("from vitfsdp.launch import agent\n"
+                             "before = len(starts)\n"
+                             "agent.load()\n"
+                             "print(before, len(starts) - before, gc.isenabled(), "
+                             "file=sys.stderr)\n"
+                             "sys.argv = ['agent', '--help']\n"
+                             "agent.main()\n", tmp_path)
     assert "--nproc-per-node" in proc.stdout, proc.stdout[:500]  # torchrun's own options
-    before, during, enabled = proc.stderr.split()[-3:]
-    assert int(before) > 0  # the callback sees collections where the collector runs
-    assert int(during) <= 1, during
-    assert enabled == "True"
