@@ -161,6 +161,32 @@ def efficiency(points: pd.DataFrame | Sequence[pd.DataFrame]) -> str:
                      for k, v in eff.items())
 
 
+def one_node_ips(points: pd.DataFrame | Sequence[pd.DataFrame]) -> str:
+    """``FULL_SHARD 8.2 (7.4-9.2), HYBRID_2GPU ...``: images/s of each strategy's 1-node point,
+    the baseline its weak-scaling efficiency divides by and what tells one machine's speed
+    from another's (the CPU's name does not: two "AMD EPYC" VMs measured FULL_SHARD 8.2 and
+    15.8 here, docs/benchmarks.md). Given several demos' points tables: the median of theirs,
+    and in brackets the slowest window of any to the fastest (``ips_window_min``,
+    ``ips_window_max``).
+
+    Raises:
+        ValueError: a demo strategy has no 1-node point with images/s.
+    """
+    tables = [points] if isinstance(points, pd.DataFrame) else list(points)
+    ips, lows, highs = {}, {}, {}
+    for table in tables:
+        for out, column in ((ips, "ips"), (lows, "ips_window_min"), (highs, "ips_window_max")):
+            found = _by_strategy(table, column)
+            for strategy in DEMO_STRATEGIES:
+                values = found.get(strategy)
+                if values is None or 1 not in values.index or pd.isna(values.loc[1]):
+                    raise ValueError(f"no {column} for {strategy} at 1 node; run the demo "
+                                     "(make demo) and give its sweep directory")
+                out.setdefault(strategy, []).append(float(values.loc[1]))
+    return ", ".join(f"{k} {statistics.median(v):.1f} ({min(lows[k]):.1f}-{max(highs[k]):.1f})"
+                     for k, v in ips.items())
+
+
 #: ``NAME value (low-high)`` in a span's text: a figure printed with its spread.
 WITH_SPREAD = re.compile(r"(?P<name>[\w-]+) (?P<value>[\d.]+) \((?P<low>[\d.]+)-(?P<high>[\d.]+)\)")
 #: The plan's error as :func:`prediction_error` prints it.
@@ -174,6 +200,11 @@ GIB_SPANS = ("fsdp-peak-gib", "ddp-peak-gib")
 #: quiet demos of 2026-11-27 differed by 0.01 at every point (allocator and page cache);
 #: five times that, still far below what a strategy changes (0.04-0.16 GiB of state).
 GIB_TOLERANCE = 0.05
+#: The span of the 1-node points' images/s (:func:`one_node_ips`): the machine's speed.
+SPEED_SPAN = "demo-1node-ips"
+#: What ``--check`` adds where a new run's 1-node points lie outside the printed ones.
+SPEED_HINT = ("this machine runs the demo at another speed: the efficiencies divide by these "
+              "points and compare only with runs on a machine as fast")
 #: A number in a span's text.
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 
@@ -182,7 +213,8 @@ def check_span(name: str, printed: str, new: str) -> str | None:
     """Whether a new run's text ``new`` of span ``name`` agrees with the ``printed`` one:
     ``None`` where it does, else one line saying how it does not. A figure printed with its
     spread (``NAME value (low-high)``) agrees when the new run's value of the same NAME lies
-    within ``[low, high]``; the plan's error agrees when the new median is at most the
+    within ``[low, high]`` (the 1-node points' images/s, :data:`SPEED_SPAN`, outside theirs:
+    :data:`SPEED_HINT` too); the plan's error agrees when the new median is at most the
     printed worst; every other span must read the same (identity: the host, the link;
     counted bytes), measured memory (:data:`GIB_SPANS`) within :data:`GIB_TOLERANCE`, except
     :data:`UNCHECKED`."""
@@ -209,6 +241,8 @@ def check_span(name: str, printed: str, new: str) -> str | None:
         return f"{name}: {printed!r} -> {new!r}"
     outside = [f"{k} {values[k]:.2f} outside {lo:.2f}-{hi:.2f}"
                for k, (lo, hi) in spans.items() if not lo <= values[k] <= hi]
+    if outside and name == SPEED_SPAN:
+        outside.append(SPEED_HINT)
     return f"{name}: {'; '.join(outside)}" if outside else None
 
 
@@ -298,6 +332,7 @@ SPANS: dict[str, Callable[[pd.DataFrame, pd.DataFrame, list[pd.DataFrame]], str]
     "fsdp-peak-gib": lambda runs, points, demos: gib_list(peak_gib(points, "FULL_SHARD")),
     "ddp-peak-gib": lambda runs, points, demos: gib_range(peak_gib(points, "DDP")),
     "demo-link": lambda runs, points, demos: link(runs),
+    SPEED_SPAN: lambda runs, points, demos: one_node_ips(demos),
     "demo-efficiency": lambda runs, points, demos: efficiency(demos),
     "demo-sent": lambda runs, points, demos: sent_per_step(runs),
     "demo-state": lambda runs, points, demos: model_state(points),
@@ -365,7 +400,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     old = {m["name"]: m["text"] for m in SPAN.finditer(text)}
     changed = {m["name"]: m["text"] for m in SPAN.finditer(new) if old[m["name"]] != m["text"]}
     if args.check:
-        disagree = [line for name, value in changed.items()
+        disagree = [line for name, value in  # the machine's speed first: it explains the rest
+                    sorted(changed.items(), key=lambda item: item[0] != SPEED_SPAN)
                     if (line := check_span(name, old[name], value))]
         for line in disagree:
             print(line)

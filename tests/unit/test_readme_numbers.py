@@ -106,6 +106,19 @@ def _efficiencies(sweep_dir: Path) -> str:
                      for s in ("FULL_SHARD", "HYBRID_2GPU", "DDP"))
 
 
+def _one_node(sweep_dir: Path) -> str:
+    """Images/s of each strategy's 1-node run (summary.json), and in brackets its slowest and
+    fastest measured window (metrics.jsonl), as the span writes them."""
+    out = []
+    for s in ("FULL_SHARD", "HYBRID_2GPU", "DDP"):
+        run = _run(sweep_dir, s, 0)
+        lines = (run / "metrics.jsonl").read_text().splitlines()
+        windows = [w["ips"] for w in map(json.loads, lines) if not w["warmup"]]
+        ips = json.loads((run / "summary.json").read_text())["ips"]
+        out.append(f"{s} {ips:.1f} ({min(windows):.1f}-{max(windows):.1f})")
+    return ", ".join(out)
+
+
 def _peaks(sweep_dir: Path, strategy: str) -> list[float]:
     """The peak allocated GiB of ``strategy``'s runs from their summary.json, by nodes."""
     return [json.loads((sweep_dir / f"{STRATEGIES.index(strategy) * 3 + j}_{strategy}_{n}"
@@ -134,6 +147,7 @@ def _host(sweep_dir: Path) -> str:
 
 NEW_SPANS = ("On <!-- readme-numbers:demo-link -->9 Gbit/s<!-- /readme-numbers -->: "
              "<!-- readme-numbers:demo-efficiency -->old<!-- /readme-numbers -->; "
+             "<!-- readme-numbers:demo-1node-ips -->old<!-- /readme-numbers -->; "
              "<!-- readme-numbers:demo-sent -->old\nMB<!-- /readme-numbers -->; "
              "<!-- readme-numbers:demo-state -->old<!-- /readme-numbers -->; "
              "<!-- readme-numbers:demo-prediction -->old<!-- /readme-numbers -->.\n")
@@ -161,6 +175,8 @@ def test_spans_are_rewritten_from_the_records_and_nothing_else(demo_dir, tmp_pat
         "<!-- /readme-numbers -->) and the rest, untouched: 1.26 GiB.\n"
         "On <!-- readme-numbers:demo-link -->0.5 Gbit/s<!-- /readme-numbers -->: "
         f"<!-- readme-numbers:demo-efficiency -->{_efficiencies(demo_dir)}"
+        "<!-- /readme-numbers -->; "
+        f"<!-- readme-numbers:demo-1node-ips -->{_one_node(demo_dir)}"
         "<!-- /readme-numbers -->; <!-- readme-numbers:demo-sent -->FULL_SHARD 302 MB, "
         "HYBRID_2GPU 130 MB, DDP 171 MB<!-- /readme-numbers -->; "
         "<!-- readme-numbers:demo-state -->DDP 4.00, 4.00, 4.00 GiB; FULL_SHARD 1.00, 0.50, "
@@ -178,7 +194,12 @@ def _scaled_copy(demo_dir: Path, tmp_path: Path, strategy: str, factor: float) -
 
     copy = tmp_path / f"again-{factor}"
     shutil.copytree(demo_dir, copy)
-    run = _run(copy, strategy, 2)
+    _scale_run(_run(copy, strategy, 2), factor)
+    return copy
+
+
+def _scale_run(run: Path, factor: float) -> None:
+    """Multiply the images/s a run measured (its summary and every window) by ``factor``."""
     summary = json.loads((run / "summary.json").read_text())
     for key in ("ips", "ips_per_gpu", "ips_min", "ips_max"):  # the windows' figures too
         if summary.get(key) is not None:
@@ -187,7 +208,35 @@ def _scaled_copy(demo_dir: Path, tmp_path: Path, strategy: str, factor: float) -
     windows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     (run / "metrics.jsonl").write_text("".join(
         json.dumps({**w, "ips": w["ips"] * factor}) + "\n" for w in windows))
-    return copy
+
+
+def test_a_machine_of_another_speed_is_named_before_the_efficiencies(demo_dir, tmp_path,
+                                                                      capsys):
+    """Every point of a new run twice as fast (another machine): the 1-node images/s lie
+    outside the printed ones and --check says so first; the efficiencies, each over its
+    own 1-node point, agree. Only the 4-node runs twice as fast: the efficiencies fail, the
+    1-node points agree, and no word of another machine."""
+    import shutil
+
+    readme = tmp_path / "README.md"
+    readme.write_text(STALE)
+    assert readme_numbers.main([str(demo_dir), "--readme", str(readme)]) == 0
+    capsys.readouterr()
+    for name, nodes in (("faster", range(3)), ("four-faster", (2,))):
+        copy = tmp_path / name
+        shutil.copytree(demo_dir, copy)
+        for strategy in STRATEGIES:
+            for j in nodes:
+                _scale_run(_run(copy, strategy, j), 2.0)
+        assert readme_numbers.main([str(copy), "--readme", str(readme), "--check"]) == 1
+        lines = capsys.readouterr().out.splitlines()
+        if name == "faster":
+            assert len(lines) == 1 and lines[0].startswith("demo-1node-ips: FULL_SHARD "), lines
+            assert lines[0].endswith(readme_numbers.SPEED_HINT)
+            assert all(f"{s} " in lines[0] for s in STRATEGIES)
+        else:
+            assert len(lines) == 1 and lines[0].startswith("demo-efficiency: "), lines
+            assert readme_numbers.SPEED_HINT not in lines[0]
 
 
 @pytest.mark.parametrize(("factor", "status"), [(1.0005, 0), (0.7, 1)])
