@@ -105,6 +105,10 @@ def test_detached_torchrun_point_then_status_watch(tmp_path):
     assert "#SBATCH --ntasks-per-node=1\n" in (point / "job.sbatch").read_text()
 
 
+#: Steps of the point signalled at step 7 to be requeued: enough that the signal comes first.
+REQUEUED_STEPS = 100
+
+
 def _wait_for_step(point: Path, step: int, timeout_s: float = 180) -> None:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -112,7 +116,7 @@ def _wait_for_step(point: Path, step: int, timeout_s: float = 180) -> None:
         if windows and windows[-1]["step_end"] >= step:
             return
         assert time.monotonic() < deadline, f"{point.name} never reached step {step}"
-        time.sleep(1)
+        time.sleep(0.2)  # a tiny step takes 0.03-0.05 s on a fast host: 1 s is 25 steps
 
 
 def _kill_one_rank(point: Path) -> None:
@@ -132,8 +136,11 @@ def test_cancel_kill_and_signal_are_recorded_and_a_rerun_runs_only_the_missing(t
         "done": [one],
         "cancelled": [*long, one],
         "killed": [*long, "train.seed=1"],  # two ranks: one is killed; configs differ
-        # two ranks: one alone ran its 30 steps before the signal came (a job id gone)
-        "requeued": ["train.steps=30", "train.log_every=1", "train.checkpoint_every=5"],
+        # two ranks (one alone ran all its steps before the signal came: a job id gone);
+        # REQUEUED_STEPS, not 30: at 0.04 s a step the signal landed 12 steps after step 7
+        # was seen, and the wait's 1 s poll could see step 7 up to 25 steps late
+        "requeued": [f"train.steps={REQUEUED_STEPS}", "train.log_every=1",
+                     "train.checkpoint_every=5"],
     }
 
     def submit_all(codes=None):
@@ -174,7 +181,7 @@ def test_cancel_kill_and_signal_are_recorded_and_a_rerun_runs_only_the_missing(t
     assert run["slurm"]["SLURM_RESTART_COUNT"] == "1" and run["attempt"] == 1
     windows = read(sweep_dir / "requeued" / "metrics.jsonl")
     assert {w["attempt"] for w in windows} == {0, 1}  # the first attempt's windows are kept
-    assert windows[-1]["step_end"] == 30
+    assert windows[-1]["step_end"] == REQUEUED_STEPS
     assert len(read(sweep_dir / "cancelled" / "metrics.jsonl")) >= 2
     before = {name: _files(sweep_dir / name) for name in ("done", "killed", "requeued")}
 
