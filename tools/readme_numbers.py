@@ -123,8 +123,10 @@ def _by_strategy(points: pd.DataFrame, column: str) -> dict[str, pd.Series]:
 DEMO_STRATEGIES = ("FULL_SHARD", "HYBRID_2GPU", "DDP")
 
 
-def _largest_nodes(points: pd.DataFrame, column: str, what: str) -> dict[str, float]:
-    """``column`` at each demo strategy's largest node count.
+def _at_nodes(points: pd.DataFrame, column: str, what: str,
+              nodes: int | None = None) -> dict[str, float]:
+    """``column`` of each demo strategy's point at ``nodes`` nodes (None: its largest node
+    count).
 
     Raises:
         ValueError: a demo strategy has no value there (``what`` names the figure).
@@ -133,11 +135,41 @@ def _largest_nodes(points: pd.DataFrame, column: str, what: str) -> dict[str, fl
     out = {}
     for strategy in DEMO_STRATEGIES:
         values = found.get(strategy)
-        if values is None or values.empty or pd.isna(values.iloc[-1]):
-            raise ValueError(f"no {what} for {strategy} at its largest node count; run the "
-                             "demo (make demo) and give its sweep directory")
-        out[strategy] = float(values.iloc[-1])
+        where = "its largest node count" if nodes is None else f"{nodes} node(s)"
+        value = None if values is None or values.empty else (
+            values.iloc[-1] if nodes is None else values.get(nodes))
+        if value is None or pd.isna(value):
+            raise ValueError(f"no {what} for {strategy} at {where}; run the demo (make demo) "
+                             "and give its sweep directory")
+        out[strategy] = float(value)
     return out
+
+
+def _median_and_bounds(tables: Sequence[pd.DataFrame], columns: tuple[str, str, str],
+                       whats: tuple[str, str, str], digits: int,
+                       nodes: int | None = None) -> str:
+    """``FULL_SHARD 0.33 (0.31-0.35), HYBRID_2GPU ...``: per demo strategy, the median over
+    the demos' points tables of ``columns[0]`` at ``nodes`` (:func:`_at_nodes`), and in
+    brackets the lowest ``columns[1]`` to the highest ``columns[2]`` of them all, with
+    ``digits`` decimals.
+
+    Raises:
+        ValueError: a strategy has no value there (``whats``: each column's name in it).
+    """
+    found: tuple[dict, dict, dict] = ({}, {}, {})
+    for table in tables:
+        for out, column, what in zip(found, columns, whats, strict=True):
+            for strategy, value in _at_nodes(table, column, what, nodes).items():
+                out.setdefault(strategy, []).append(value)
+    values, lows, highs = found
+    return ", ".join(f"{k} {statistics.median(v):.{digits}f} "
+                     f"({min(lows[k]):.{digits}f}-{max(highs[k]):.{digits}f})"
+                     for k, v in values.items())
+
+
+def _tables(points: pd.DataFrame | Sequence[pd.DataFrame]) -> list[pd.DataFrame]:
+    """One points table, or several demos' tables, as a list."""
+    return [points] if isinstance(points, pd.DataFrame) else list(points)
 
 
 def efficiency(points: pd.DataFrame | Sequence[pd.DataFrame]) -> str:
@@ -148,17 +180,15 @@ def efficiency(points: pd.DataFrame | Sequence[pd.DataFrame]) -> str:
     measurements over the 1-node point's, each with its spread over repeats, else over its
     run's windows). Given the points tables of several demos, each demo's efficiency over
     its own 1-node point: their median, and the span from the lowest bound to the highest of
-    theirs (what a new run of the demo varies by)."""
-    tables = [points] if isinstance(points, pd.DataFrame) else list(points)
-    eff, lows, highs = {}, {}, {}
-    for table in tables:
-        for out, column, what in ((eff, "scaling_efficiency", "weak-scaling efficiency"),
-                                  (lows, "efficiency_min", "efficiency bound"),
-                                  (highs, "efficiency_max", "efficiency bound")):
-            for strategy, value in _largest_nodes(table, column, what).items():
-                out.setdefault(strategy, []).append(value)
-    return ", ".join(f"{k} {statistics.median(v):.2f} ({min(lows[k]):.2f}-{max(highs[k]):.2f})"
-                     for k, v in eff.items())
+    theirs (what a new run of the demo varies by).
+
+    Raises:
+        ValueError: a demo strategy has no efficiency at its largest node count.
+    """
+    return _median_and_bounds(_tables(points),
+                              ("scaling_efficiency", "efficiency_min", "efficiency_max"),
+                              ("weak-scaling efficiency", "efficiency bound",
+                               "efficiency bound"), 2)
 
 
 def one_node_ips(points: pd.DataFrame | Sequence[pd.DataFrame]) -> str:
@@ -172,19 +202,8 @@ def one_node_ips(points: pd.DataFrame | Sequence[pd.DataFrame]) -> str:
     Raises:
         ValueError: a demo strategy has no 1-node point with images/s.
     """
-    tables = [points] if isinstance(points, pd.DataFrame) else list(points)
-    ips, lows, highs = {}, {}, {}
-    for table in tables:
-        for out, column in ((ips, "ips"), (lows, "ips_window_min"), (highs, "ips_window_max")):
-            found = _by_strategy(table, column)
-            for strategy in DEMO_STRATEGIES:
-                values = found.get(strategy)
-                if values is None or 1 not in values.index or pd.isna(values.loc[1]):
-                    raise ValueError(f"no {column} for {strategy} at 1 node; run the demo "
-                                     "(make demo) and give its sweep directory")
-                out.setdefault(strategy, []).append(float(values.loc[1]))
-    return ", ".join(f"{k} {statistics.median(v):.1f} ({min(lows[k]):.1f}-{max(highs[k]):.1f})"
-                     for k, v in ips.items())
+    columns = ("ips", "ips_window_min", "ips_window_max")
+    return _median_and_bounds(_tables(points), columns, columns, 1, nodes=1)
 
 
 #: ``NAME value (low-high)`` in a span's text: a figure printed with its spread.
@@ -398,10 +417,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     old = {m["name"]: m["text"] for m in SPAN.finditer(text)}
-    changed = {m["name"]: m["text"] for m in SPAN.finditer(new) if old[m["name"]] != m["text"]}
+    now = {m["name"]: m["text"] for m in SPAN.finditer(new)}
+    # in SPANS' order, not the file's: the machine's speed before the efficiencies it explains
+    changed = {name: now[name] for name in SPANS if old[name] != now[name]}
     if args.check:
-        disagree = [line for name, value in  # the machine's speed first: it explains the rest
-                    sorted(changed.items(), key=lambda item: item[0] != SPEED_SPAN)
+        disagree = [line for name, value in changed.items()
                     if (line := check_span(name, old[name], value))]
         for line in disagree:
             print(line)

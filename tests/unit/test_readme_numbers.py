@@ -88,35 +88,35 @@ def _run(sweep_dir: Path, strategy: str, j: int) -> Path:
     return sweep_dir / f"{STRATEGIES.index(strategy) * 3 + j}_{strategy}_{NODES[j]}"
 
 
+def _ips(sweep_dir: Path, strategy: str, j: int) -> float:
+    """The images/s of ``strategy``'s run at ``NODES[j]`` nodes, from its summary.json."""
+    return json.loads((_run(sweep_dir, strategy, j) / "summary.json").read_text())["ips"]
+
+
+def _windows(sweep_dir: Path, strategy: str, j: int) -> list[float]:
+    """The images/s of each measured window (metrics.jsonl, warm-up left out) of that run."""
+    lines = (_run(sweep_dir, strategy, j) / "metrics.jsonl").read_text().splitlines()
+    return [w["ips"] for w in map(json.loads, lines) if not w["warmup"]]
+
+
 def _efficiencies(sweep_dir: Path) -> str:
     """Images/s at 4 nodes over 4x that at 1 node, from the runs' summary.json, and in
     brackets the 4-node run's slowest measured window (metrics.jsonl) over 4x the 1-node
     run's fastest, and its fastest over 4x the 1-node run's slowest (both terms' noise), as
     the span writes them (FULL_SHARD, HYBRID_2GPU, DDP)."""
-    def ips(strategy, j):
-        return json.loads((_run(sweep_dir, strategy, j) / "summary.json").read_text())["ips"]
-
-    def windows(strategy, j):
-        lines = (_run(sweep_dir, strategy, j) / "metrics.jsonl").read_text().splitlines()
-        return [w["ips"] for w in map(json.loads, lines) if not w["warmup"]]
-
-    return ", ".join(f"{s} {ips(s, 2) / (4 * ips(s, 0)):.2f} "
-                     f"({min(windows(s, 2)) / (4 * max(windows(s, 0))):.2f}-"
-                     f"{max(windows(s, 2)) / (4 * min(windows(s, 0))):.2f})"
+    d = sweep_dir
+    return ", ".join(f"{s} {_ips(d, s, 2) / (4 * _ips(d, s, 0)):.2f} "
+                     f"({min(_windows(d, s, 2)) / (4 * max(_windows(d, s, 0))):.2f}-"
+                     f"{max(_windows(d, s, 2)) / (4 * min(_windows(d, s, 0))):.2f})"
                      for s in ("FULL_SHARD", "HYBRID_2GPU", "DDP"))
 
 
 def _one_node(sweep_dir: Path) -> str:
     """Images/s of each strategy's 1-node run (summary.json), and in brackets its slowest and
     fastest measured window (metrics.jsonl), as the span writes them."""
-    out = []
-    for s in ("FULL_SHARD", "HYBRID_2GPU", "DDP"):
-        run = _run(sweep_dir, s, 0)
-        lines = (run / "metrics.jsonl").read_text().splitlines()
-        windows = [w["ips"] for w in map(json.loads, lines) if not w["warmup"]]
-        ips = json.loads((run / "summary.json").read_text())["ips"]
-        out.append(f"{s} {ips:.1f} ({min(windows):.1f}-{max(windows):.1f})")
-    return ", ".join(out)
+    return ", ".join(f"{s} {_ips(sweep_dir, s, 0):.1f} ({min(_windows(sweep_dir, s, 0)):.1f}-"
+                     f"{max(_windows(sweep_dir, s, 0)):.1f})"
+                     for s in ("FULL_SHARD", "HYBRID_2GPU", "DDP"))
 
 
 def _peaks(sweep_dir: Path, strategy: str) -> list[float]:
