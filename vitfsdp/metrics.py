@@ -379,8 +379,9 @@ def normalize_pci_bus_id(bus_id: str) -> str | None:
     return f"{domain:04x}:{bus:02x}:{dev:02x}.{fn}"
 
 
-#: CUDA device index → what DeviceMemoryProbe opened for it in this process.
-_OPENED: dict[int, tuple] = {}
+#: CUDA device index (torch's device) or ("index", index) (:meth:`DeviceMemoryProbe.of_cuda_index`)
+#: → what DeviceMemoryProbe opened for it in this process.
+_OPENED: dict[int | tuple[str, int], tuple] = {}
 
 
 def nvml_handle(nvml, torch_index: int, uuid: str | None, pci_bus_id: str | None,
@@ -421,6 +422,72 @@ def nvml_handle(nvml, torch_index: int, uuid: str | None, pci_bus_id: str | None
     return None
 
 
+def _open_driver(index: int, uuid: str | None, pci_bus_id: str | None, name: str | None,
+                 rocm: bool) -> tuple:
+    """(backend, used-GiB function, driver version, PCI bus id, busy-fraction function of a
+    window's start) of CUDA device ``index``, found by ``uuid`` and ``pci_bus_id`` where
+    given (:func:`nvml_handle`); all None, with one warning, where the driver library cannot
+    give them or its device is not this one (another PCI bus id, another ``name``)."""
+    try:
+        opened = (_open_amdsmi if rocm else _open_nvml)(index, uuid, pci_bus_id)
+    except Exception as e:  # noqa: BLE001 - a missing library or driver: null figures
+        _warn_once(f"devmem:{type(e).__name__}", "device_mem_used_gib and "
+                   "device_busy_frac are null: %s", e)
+        return None, None, None, None, None
+    *opened, driver_name = opened
+    if pci_bus_id and opened[3] and opened[3] != pci_bus_id:  # the lookup fell back wrongly
+        _warn_once("devmem:pci", "device_mem_used_gib and device_busy_frac are null: the "
+                   "driver's device for CUDA device %d is at PCI %s, this process's at %s",
+                   index, opened[3], pci_bus_id)
+        return None, None, opened[2], None, None
+    if name and driver_name and driver_name.strip().casefold() != name.strip().casefold():
+        _warn_once("devmem:name", "device_mem_used_gib and device_busy_frac are null: the "
+                   "driver's device for CUDA device %d is a %s, this process's a %s (set "
+                   "CUDA_DEVICE_ORDER=PCI_BUS_ID)", index, driver_name, name)
+        return None, None, opened[2], None, None
+    return tuple(opened)
+
+
+def _open_nvml(index: int, uuid: str | None, pci_bus_id: str | None) -> tuple:
+    # nvidia-ml-py only on NVIDIA GPUs (optional where absent)
+    import pynvml
+
+    pynvml.nvmlInit()
+    handle = nvml_handle(pynvml, index, uuid, pci_bus_id)
+    if handle is None:
+        raise RuntimeError(f"NVML found no device for CUDA device {index}")
+    try:
+        bdf = normalize_pci_bus_id(_str(pynvml.nvmlDeviceGetPciInfo(handle).busId))
+    except Exception:  # noqa: BLE001 - pynvml.NVMLError: no check, not an error
+        bdf = None
+    try:
+        name = _str(pynvml.nvmlDeviceGetName(handle))
+    except Exception:  # noqa: BLE001 - as above
+        name = None
+    return ("nvml", lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).used / GIB,
+            _str(pynvml.nvmlSystemGetDriverVersion()), bdf,
+            lambda since_us: nvml_busy_frac(pynvml, handle, since_us), name)
+
+
+def _open_amdsmi(index: int, uuid: str | None, pci_bus_id: str | None) -> tuple:
+    if not pci_bus_id:
+        raise RuntimeError(f"AMD SMI finds a GPU by its PCI bus id, which this process does "
+                           f"not know for device {index}")
+    import amdsmi  # the AMD SMI Python library of the ROCm install; not on PyPI
+
+    amdsmi.amdsmi_init()
+    handle = next((h for h in amdsmi.amdsmi_get_processor_handles()
+                   if normalize_pci_bus_id(amdsmi.amdsmi_get_gpu_device_bdf(h)) == pci_bus_id),
+                  None)
+    if handle is None:
+        raise RuntimeError(f"AMD SMI found no device at PCI {pci_bus_id} (device {index})")
+    driver = amdsmi.amdsmi_get_gpu_driver_info(handle).get("driver_version")
+    # vram_used is in MiB; gfx_activity in percent, the driver's recent average
+    return ("amdsmi", lambda: amdsmi.amdsmi_get_gpu_vram_usage(handle)["vram_used"] / 1024,
+            driver, pci_bus_id,
+            lambda since_us: amdsmi.amdsmi_get_gpu_activity(handle)["gfx_activity"] / 100, None)
+
+
 class DeviceMemoryProbe:
     """Memory in use on one GPU as its driver reports it (NVML on NVIDIA, AMD SMI on ROCm),
     how busy it was over a window (:meth:`busy_frac`), the driver version and the PCI bus id
@@ -429,86 +496,57 @@ class DeviceMemoryProbe:
     (one warning).
 
     The driver library is opened and the device looked up once per device and process
-    (run.json's driver version and every window meter share it).
+    (run.json's driver version and every window meter share it). A process that has no
+    torch device (the JAX trainer) opens one with :meth:`of_cuda_index`.
 
     Args:
-        device: the rank's torch device.
+        device: the rank's torch device; None = no device (every figure None).
     """
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device | None) -> None:
         self.backend: str | None = None
         self._used = self._busy = None
         self.driver_version: str | None = None
         #: ``dddd:bb:dd.f`` (lower-case hex) of the driver's device; None where unknown.
         self.pci_bus_id: str | None = None
-        if device.type != "cuda":
+        if device is None or device.type != "cuda":
             return
         # torch on use (module docstring)
         import torch
 
         index = device.index if device.index is not None else torch.cuda.current_device()
         if index not in _OPENED:
-            _OPENED[index] = self._open(index)
-        self.backend, self._used, self.driver_version, self.pci_bus_id, self._busy = \
-            _OPENED[index]
+            props = torch.cuda.get_device_properties(index)
+            _OPENED[index] = _open_driver(index, str(getattr(props, "uuid", "")) or None,
+                                          _pci_bus_id(props), None, bool(torch.version.hip))
+        self._adopt(_OPENED[index])
 
-    def _open(self, index: int) -> tuple:
-        """(backend, used-GiB function, driver version, PCI bus id, busy-fraction function of
-        a window's start) of CUDA device ``index``;
-        all None, with one warning, where the driver library cannot give them."""
-        # torch on use (module docstring)
-        import torch
+    @classmethod
+    def of_cuda_index(cls, index: int, name: str | None = None,
+                      rocm: bool = False) -> DeviceMemoryProbe:
+        """The probe of CUDA device ``index`` as this process counts its devices (after
+        ``CUDA_VISIBLE_DEVICES``), without torch: for the JAX trainer, whose device gives
+        its index (``jax.Device.local_hardware_id``) and name (``device_kind``) but neither
+        UUID nor PCI bus id. The driver's device is the one :func:`nvml_handle` finds from
+        the index alone; one of another ``name`` gives null figures and a warning (a node
+        of mixed GPUs whose CUDA order is not the driver's). AMD SMI finds a GPU by its PCI
+        bus id only, so on ROCm every figure is None, with one warning.
 
-        props = torch.cuda.get_device_properties(index)
-        opener = self._open_amdsmi if torch.version.hip else self._open_nvml
-        try:
-            opened = opener(index, props)
-        except Exception as e:  # noqa: BLE001 - a missing library or driver: null figures
-            _warn_once(f"devmem:{type(e).__name__}", "device_mem_used_gib and "
-                       "device_busy_frac are null: %s", e)
-            return None, None, None, None, None
-        torch_bdf = _pci_bus_id(props)
-        if torch_bdf and opened[3] and opened[3] != torch_bdf:  # the lookup fell back wrongly
-            _warn_once("devmem:pci", "device_mem_used_gib and device_busy_frac are null: the "
-                       "driver's device for CUDA device %d is at PCI %s, torch's at %s", index,
-                       opened[3], torch_bdf)
-            return None, None, opened[2], None, None
-        return opened
+        Args:
+            index: the CUDA device ordinal, 0 to the visible devices' count - 1.
+            name: the device's name as the driver gives it (``NVIDIA H100 80GB HBM3``);
+                None = not compared.
+            rocm: the device is an AMD GPU.
+        """
+        probe = cls(None)
+        key = ("index", index)
+        if key not in _OPENED:
+            _OPENED[key] = _open_driver(index, None, None, name, rocm)
+        probe._adopt(_OPENED[key])
+        return probe
 
-    @staticmethod
-    def _open_nvml(index: int, props) -> tuple:
-        # nvidia-ml-py only on NVIDIA GPUs (optional where absent)
-        import pynvml
-
-        pynvml.nvmlInit()
-        handle = nvml_handle(pynvml, index, str(getattr(props, "uuid", "")) or None,
-                             _pci_bus_id(props))
-        if handle is None:
-            raise RuntimeError(f"NVML found no device for CUDA device {index}")
-        try:
-            bdf = normalize_pci_bus_id(_str(pynvml.nvmlDeviceGetPciInfo(handle).busId))
-        except Exception:  # noqa: BLE001 - pynvml.NVMLError: no check, not an error
-            bdf = None
-        return ("nvml", lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).used / GIB,
-                _str(pynvml.nvmlSystemGetDriverVersion()), bdf,
-                lambda since_us: nvml_busy_frac(pynvml, handle, since_us))
-
-    @staticmethod
-    def _open_amdsmi(index: int, props) -> tuple:
-        import amdsmi  # the AMD SMI Python library of the ROCm install; not on PyPI
-
-        amdsmi.amdsmi_init()
-        bdf = _pci_bus_id(props)
-        handle = next((h for h in amdsmi.amdsmi_get_processor_handles()
-                       if bdf and normalize_pci_bus_id(amdsmi.amdsmi_get_gpu_device_bdf(h))
-                       == bdf), None)
-        if handle is None:
-            raise RuntimeError(f"AMD SMI found no device at PCI {bdf} (torch device {index})")
-        driver = amdsmi.amdsmi_get_gpu_driver_info(handle).get("driver_version")
-        # vram_used is in MiB; gfx_activity in percent, the driver's recent average
-        return ("amdsmi", lambda: amdsmi.amdsmi_get_gpu_vram_usage(handle)["vram_used"] / 1024,
-                driver, bdf,
-                lambda since_us: amdsmi.amdsmi_get_gpu_activity(handle)["gfx_activity"] / 100)
+    def _adopt(self, opened: tuple) -> None:
+        self.backend, self._used, self.driver_version, self.pci_bus_id, self._busy = opened
 
     def used_gib(self) -> float | None:
         """Memory in use on the whole device now, GiB; None where unavailable."""

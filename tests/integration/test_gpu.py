@@ -16,7 +16,8 @@ What each test checks, on the device itself:
 - :data:`vitfsdp.metrics.PEAK_TABLE` has a row for this device, and a bf16 GEMM reaches a
   plausible share of it;
 - ``python -m vitfsdp.train`` on one GPU with the default GPU recipe (bf16, fused AdamW,
-  compiled blocks) completes with MFU, device memory and allocator retries recorded;
+  compiled blocks) completes with MFU, device memory, the device's busy share and allocator
+  retries recorded; under ``framework=jax`` it records the busy share and device memory too;
 - an out-of-memory error on the GPU is recorded ``oom``, not ``failed``;
 - two NCCL ranks: FULL_SHARD completes (really sharded), and a killed rank is recorded
   ``failed`` by rank 0 without waiting for the collective timeout;
@@ -211,9 +212,34 @@ def test_one_gpu_training_run_uses_the_gpu_recipe_and_records_it(tmp_path, batch
     assert summary["mfu"] is not None, (
         f"mfu is null: {run['device']['name']!r} has no row in vitfsdp.metrics.PEAK_TABLE")
     assert summary["device_mem_used_gib"] is not None and summary["device_mem_used_gib"] > 0
+    assert summary["device_busy_frac"] is not None and 0 <= summary["device_busy_frac"] <= 1
     assert summary["alloc_retries"] is not None and summary["peak_mem_allocated_gib"] > 0
     assert run["versions"].get("driver"), "run.json versions.driver is empty"
     assert not _recompiles(out), "\n".join(_recompiles(out)[:10])
+
+
+def test_one_gpu_jax_run_records_the_drivers_figures(tmp_path):
+    """``framework=jax`` on this GPU: completed, with the driver's busy share and memory in
+    use read through NVML by the JAX device's CUDA index (no torch in the measurement), and
+    the driver version in run.json. XLA preallocation off, so the memory in use is the
+    step's, not the 75% pool."""
+    probe = subprocess.run([sys.executable, "-c", "import jax; print(jax.default_backend())"],
+                           capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    if probe.returncode != 0 or probe.stdout.strip().splitlines()[-1:] != ["gpu"]:
+        pytest.skip(f"JAX has no GPU backend here: {(probe.stdout + probe.stderr)[-300:]}")
+    if torch.version.hip:
+        pytest.skip("ROCm: the JAX trainer reads no driver figures (AMD SMI needs the PCI bus "
+                    "id, which a JAX device does not give)")
+    code, out, seconds, run_dir = _train(tmp_path, [*ONE_GPU, "framework=jax"],
+                                         env={"XLA_PYTHON_CLIENT_PREALLOCATE": "false"})
+    assert code == 0, out[-4000:]
+    run, summary = read(run_dir / "run.json"), read(run_dir / "summary.json")
+    print(f"{seconds:.0f} s; summary {summary}")
+    assert summary["status"] == "completed" and run["device"]["type"] == "cuda"
+    assert "are null" not in out, [line for line in out.splitlines() if "are null" in line]
+    assert summary["device_busy_frac"] is not None and 0 <= summary["device_busy_frac"] <= 1
+    assert summary["device_mem_used_gib"] is not None and summary["device_mem_used_gib"] > 0
+    assert run["versions"].get("driver"), "run.json versions.driver is empty"
 
 
 def test_out_of_memory_on_the_gpu_is_recorded_oom(tmp_path):

@@ -11,6 +11,7 @@ import pytest
 from tests.fake_records import run_info, write_run
 from tests.integration.test_analysis import run_cli
 from vitfsdp.analysis import collect_runs, framework_ratio_table, plot_weak_scaling
+from vitfsdp.analysis.report import framework_host_text
 
 #: Global images/s per (framework, strategy, nodes); JAX FULL_SHARD at 2 nodes failed.
 IPS = {
@@ -61,10 +62,41 @@ def test_ratio_table(sweep: Path) -> None:
     assert (df.loc[df["framework"] == "torch", "engine"] == "fsdp1").all()
     table = framework_ratio_table(df)
     assert list(table.columns) == ["model", "strategy", "nodes", "torch_ips", "jax_ips",
-                                   "jax_over_torch"]
+                                   "jax_over_torch", "torch_busy_frac", "jax_busy_frac",
+                                   "host_bound"]
     assert list(zip(table["strategy"], table["nodes"], strict=True)) == [
         ("DDP", 1), ("DDP", 2), ("FULL_SHARD", 1)]  # JAX FULL_SHARD at 2 nodes failed
     assert list(table["jax_over_torch"]) == pytest.approx([0.5, 0.8, 1.5])
+    # CPU ranks: no busy share, so whether a host loop decided a ratio is not known
+    assert table[["torch_busy_frac", "jax_busy_frac"]].isna().all().all()
+    assert table["host_bound"].isna().all()
+    assert "not measured here" in framework_host_text(table)
+
+
+#: (torch busy, JAX busy) per (strategy, nodes) on a GPU: PyTorch host-bound at FULL_SHARD 1
+#: node, JAX not measured at DDP 2 nodes (ROCm, say)
+BUSY = {("FULL_SHARD", 1): (0.38, 0.93), ("DDP", 1): (0.95, 0.97), ("DDP", 2): (0.96, None)}
+
+
+def test_ratio_rows_say_where_either_framework_was_host_bound(tmp_path: Path) -> None:
+    for (framework, strategy, nodes), ips in IPS.items():
+        info = _info(framework, strategy, nodes)
+        info["device"] |= {"type": "cuda", "name": "NVIDIA H100 80GB HBM3"}
+        busy = BUSY.get((strategy, nodes), (None, None))[framework == "jax"]
+        write_run(tmp_path / f"{framework}_{strategy}_{nodes}", info, ips,
+                  status="completed" if ips is not None else "failed", busy=busy)
+    ratio = framework_ratio_table(collect_runs(tmp_path))
+    table = ratio.set_index(["strategy", "nodes"])
+    assert table.loc[("FULL_SHARD", 1), ["torch_busy_frac", "jax_busy_frac"]].tolist() == \
+        pytest.approx([0.38, 0.93])
+    flags = [None if pd.isna(v) else bool(v) for v in table["host_bound"]]
+    assert flags == [False, None, True]  # DDP 1, DDP 2 (JAX not measured), FULL_SHARD 1
+    text = framework_host_text(ratio)
+    assert "vit_tiny FULL_SHARD at 1 node(s)" in text and "DDP" not in text
+    assert "compares the two host loops" in text
+    result = run_cli(str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "host_bound" in result.stdout and "compares the two host loops" in result.stdout
 
 
 def test_ratio_table_empty_with_one_framework(sweep: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 import types
 
 import pytest
@@ -164,6 +165,9 @@ class _FakeNvml(types.ModuleType):
     def nvmlSystemGetDriverVersion(self):
         return b"550.54.15"
 
+    def nvmlDeviceGetName(self, handle):
+        return b"NVIDIA H100 80GB HBM3"
+
     def nvmlDeviceGetMemoryInfo(self, handle):
         return types.SimpleNamespace(used=(handle + 1) * GIB, total=80 * GIB)
 
@@ -247,6 +251,80 @@ def test_probe_opens_the_driver_once_per_device(monkeypatch):
     assert fake.num_inits == 1 and first.used_gib() == again.used_gib() == pytest.approx(3.0)
     assert DeviceMemoryProbe(torch.device("cuda", 0)).used_gib() == pytest.approx(1.0)
     assert fake.num_inits == 2
+
+
+def _jax_gpu(index: int | None, kind: str = "NVIDIA H100 80GB HBM3",
+             platform_version: str = "cuda 12080") -> types.SimpleNamespace:
+    """What the probe reads of a JAX GPU device (no JAX GPU here)."""
+    return types.SimpleNamespace(platform="gpu", local_hardware_id=index, device_kind=kind,
+                                 client=types.SimpleNamespace(platform_version=platform_version))
+
+
+@requires_jax
+def test_a_jax_gpu_is_found_by_its_cuda_index_without_torch(monkeypatch):
+    """JAX's device 0 under CUDA_VISIBLE_DEVICES=3,1 is NVML's 3; its name agrees."""
+    from vitfsdp.jax.metrics import device_probe
+
+    fake = _FakeNvml()
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: pytest.fail(
+        "the JAX trainer's probe must not ask torch (a CUDA context beside XLA's)"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    probe = device_probe(_jax_gpu(0))
+    assert probe.backend == "nvml" and probe.pci_bus_id == "0000:5d:00.0"
+    assert probe.used_gib() == pytest.approx(4.0)  # NVML device 3
+    assert device_probe(_jax_gpu(1, kind="nvidia h100 80gb hbm3 ")).used_gib() == \
+        pytest.approx(2.0)  # NVML device 1; the name compared without case or padding
+    assert fake.num_inits == 2
+
+
+@requires_jax
+@pytest.mark.parametrize("device, warning", [
+    (_jax_gpu(0, kind="NVIDIA A100-SXM4-80GB"), "is a NVIDIA H100 80GB HBM3"),
+    (_jax_gpu(0, platform_version="rocm 6.2"), "AMD SMI finds a GPU by its PCI bus id"),
+    (_jax_gpu(7), "NVML found no device for CUDA device 7"),
+])
+def test_a_jax_gpu_the_driver_cannot_name_gives_null_figures(monkeypatch, caplog, device,
+                                                             warning):
+    """Another GPU by name (a mixed node in CUDA's fastest-first order), ROCm (AMD SMI needs
+    a PCI bus id) and an index NVML lacks: None and one warning, not another device's."""
+    from vitfsdp.jax.metrics import device_probe
+
+    monkeypatch.setitem(sys.modules, "pynvml", _FakeNvml())
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(metrics, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="vitfsdp.metrics"):
+        probe = device_probe(device)
+    assert probe.used_gib() is None and probe.busy_frac(0) is None
+    assert warning in caplog.text
+
+
+@requires_jax
+def test_the_jax_meter_records_the_drivers_figures():
+    import jax
+
+    from vitfsdp.jax.metrics import JaxWindowMeter
+
+    class Driver:
+        since = None
+
+        def used_gib(self):
+            return 61.5
+
+        def busy_frac(self, since_us):
+            Driver.since = since_us
+            return 0.42
+
+    meter = JaxWindowMeter(1, 4, 3e9, jax.devices("cpu")[0])
+    assert meter.probe.used_gib() is None and meter.probe.busy_frac(0) is None  # the CPU
+    meter.probe = Driver()
+    state = jax.numpy.ones(3)
+    before_us = time.time() * 1e6
+    meter.start(state)
+    out = meter.stop(1, [jax.numpy.float32(2.0)], state)
+    assert Driver.since >= before_us  # the window's start, not the process's
+    assert out["device_busy_frac"] == out["device_busy_min_frac"] == pytest.approx(0.42)
+    assert out["device_mem_used_gib"] == out["device_mem_used_min_gib"] == 61.5
 
 
 @pytest.mark.parametrize("bus_id, expected", [

@@ -19,7 +19,8 @@ the figures at the same time, by default one per figure up to the CPUs available
 - ``prefetch.csv``: the prefetch x limit_all_gathers ablation;
 - ``calibration.csv``: the plan's predictions against the measurements;
 - ``framework_ratio.csv``: where both PyTorch and JAX runs completed, the JAX/PyTorch ips
-  ratio per model, strategy and node count (``framework_ratio_table``);
+  ratio per model, strategy and node count, with each side's device busy share and whether
+  either was host-bound (``framework_ratio_table``);
 - ``reference.csv``: each point against the published figures of its setup (ORNL, PyCls:
   ``vitfsdp/reference/``): measured, published, ratio, or which settings differ
   (``vitfsdp.analysis.reference.reference_table``);
@@ -60,7 +61,7 @@ from vitfsdp.analysis.figures import FIGURES, INPUTS_FILE, PendingFigures, figur
 from vitfsdp.analysis.fingerprint import frame_hash
 from vitfsdp.analysis.lines import contention_note, format_table
 from vitfsdp.analysis.reference import reference_summary
-from vitfsdp.analysis.report import report_sections, write_report
+from vitfsdp.analysis.report import framework_host_text, report_sections, write_report
 from vitfsdp.analysis.tables import (
     IMAGENET_TRAIN_IMAGES,
     competition_text,
@@ -212,7 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     if not ratio.empty:
         print("\nJAX / PyTorch images/s:")
-        print(ratio.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+        print(ratio.dropna(axis=1, how="all")  # the busy shares, where nothing measured them
+              .to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+        print(framework_host_text(ratio))
     reference = tables["reference"]
     if len(reference) and reference["compared"].astype(bool).any():
         print("\n" + reference_summary(reference))

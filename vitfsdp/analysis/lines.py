@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from vitfsdp.analysis.rows import CONFIG_KEYS
+from vitfsdp.core.throughput import host_bound
 
 #: Config columns that split a strategy into separate scaling lines when they vary at all.
 VARIANT_COLUMNS = (
@@ -31,7 +32,8 @@ TORCH_ONLY_COLUMNS = ("backward_prefetch", "limit_all_gathers", "engine", "kerne
                       "mixed_precision.reduce_dtype", "mixed_precision.buffer_dtype",
                       "strategy.use_orig_params", "strategy.blocks_per_unit")
 #: Columns of :func:`framework_ratio_table` after its key columns.
-RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch")
+RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch", "torch_busy_frac", "jax_busy_frac",
+                 "host_bound")
 
 
 def contention_note(df: pd.DataFrame) -> str | None:
@@ -180,8 +182,13 @@ def framework_ratio_table(df: pd.DataFrame) -> pd.DataFrame:
     Returns:
         One row per point that both frameworks completed: the key columns, ``nodes``, the
         varying PyTorch-only columns, ``torch_ips`` and ``jax_ips`` (global images/s) and
-        ``jax_over_torch`` (jax_ips / torch_ips; > 1: JAX is faster); empty (with these
-        columns) when either framework has no completed run.
+        ``jax_over_torch`` (jax_ips / torch_ips; > 1: JAX is faster), ``torch_busy_frac``
+        and ``jax_busy_frac`` (the median ``device_busy_frac`` of each side's runs; NaN
+        where not measured: CPU ranks, ROCm under JAX) and ``host_bound`` (either side
+        host-bound, :func:`vitfsdp.core.throughput.host_bound`: the ratio then compares the
+        frameworks' host loops, not their kernels; False where both were measured and
+        neither is; NA otherwise);
+        empty (with these columns) when either framework has no completed run.
     """
     keys, lines = [*comparison_columns(df), "nodes"], line_columns(df)
     within = df[df["framework"] == "torch"].groupby(list(BASE_LINE_COLUMNS), dropna=False)
@@ -192,13 +199,27 @@ def framework_ratio_table(df: pd.DataFrame) -> pd.DataFrame:
     cols = [*keys, *torch_keys, *RATIO_COLUMNS]
     if any(rows.empty for rows in by_framework.values()):
         return pd.DataFrame(columns=cols)
-    torch_ips = (by_framework["torch"].groupby([*keys, *torch_keys], dropna=False)["ips"]
-                 .median().rename("torch_ips").reset_index())
-    jax_ips = (by_framework["jax"].groupby(keys, dropna=False)["ips"].median()
-               .rename("jax_ips").reset_index())
-    table = torch_ips.merge(jax_ips, on=keys, how="inner")
+    medians = {fw: (rows.assign(busy=pd.to_numeric(rows.get("device_busy_frac"),
+                                                   errors="coerce"))
+                    .groupby([*keys, *(torch_keys if fw == "torch" else [])], dropna=False)
+                    [["ips", "busy"]].median()
+                    .rename(columns={"ips": f"{fw}_ips", "busy": f"{fw}_busy_frac"})
+                    .reset_index())
+               for fw, rows in by_framework.items()}
+    table = medians["torch"].merge(medians["jax"], on=keys, how="inner")
     table["jax_over_torch"] = table["jax_ips"] / table["torch_ips"]
+    table["host_bound"] = pd.array(
+        [_either(host_bound(t), host_bound(j))
+         for t, j in zip(table["torch_busy_frac"], table["jax_busy_frac"], strict=True)],
+        dtype="boolean")
     return table[cols].sort_values(keys, kind="stable", key=_sort_key).reset_index(drop=True)
+
+
+def _either(a: bool | None, b: bool | None) -> bool | None:
+    """True if either is, False if both are False, else None (a side not measured)."""
+    if a or b:
+        return True
+    return None if a is None or b is None else False
 
 
 def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:

@@ -117,6 +117,7 @@ COLUMN_FORMATS = {
     "efficiency_range": ("efficiency bounds", "{}"),
     "ips_ratio": ("ratio", "{:.2f}x"), "ips_rel_error": ("ips error", "{:+.0%}"),
     "ips_vs_best": ("vs best variant", "{:.0%}"), "jax_ips": ("JAX images/s", "{:,.0f}"),
+    "jax_busy_frac": ("JAX device busy", "{:.0%}"),
     "jax_over_torch": ("JAX / PyTorch", "{:.2f}"), "label": ("study", "{}"),
     "log_link": ("log", "{}"), "max_abs_rel_error": ("max |error|", "{:.1%}"),
     "measured": ("measured", "{:,.1f}"), "measured_mem_gib": ("measured (GiB)", "{:.2f}"),
@@ -131,6 +132,7 @@ COLUMN_FORMATS = {
     "speedup_over_runner_up": ("ips over runner-up", "{:.2f}x"),
     "statuses": ("not completed", "{}"), "step": ("step", "{:d}"),
     "step_time_rel_error": ("step error", "{:+.0%}"), "torch_ips": ("PyTorch images/s", "{:,.0f}"),
+    "torch_busy_frac": ("PyTorch device busy", "{:.0%}"),
     "unit": ("unit", "{}"),
 }  # fmt: skip
 
@@ -283,12 +285,38 @@ def _recipe_section(df: pd.DataFrame) -> Section | None:
 
 
 def _framework_section(ratio: pd.DataFrame | None) -> Section | None:
-    """Images/s of PyTorch and JAX per point, when both completed runs."""
+    """Images/s of PyTorch and JAX per point, when both completed runs, and whether either
+    side's host decided the step there (:func:`framework_host_text`)."""
     if ratio is None or ratio.empty:
         return None
     return Section("PyTorch and JAX", "Images/s of both frameworks per point (in the weak "
-                   "scaling figure: solid PyTorch, dash-dot JAX).",
+                   "scaling figure: solid PyTorch, dash-dot JAX). " + framework_host_text(ratio),
                    table=display(ratio, list(ratio.columns)))
+
+
+def framework_host_text(ratio: pd.DataFrame) -> str:
+    """What the JAX/PyTorch ratios of :func:`vitfsdp.analysis.lines.framework_ratio_table`
+    compare, in words: where either side was host-bound (its device busy less than
+    :data:`HOST_BOUND_BUSY_FRAC` of the timed windows), its host loop, not its kernels; where
+    the busy share was not measured (CPU ranks, JAX on ROCm), that it is not known."""
+    bound = ratio[ratio["host_bound"].fillna(False).astype(bool)]
+    unknown = ratio["host_bound"].isna()
+    bound_text = f"device busy less than {HOST_BOUND_BUSY_FRAC:.0%} of the timed windows"
+    if len(bound):
+        keys = [c for c in ratio.columns[:list(ratio.columns).index("torch_ips")]
+                if c != "nodes"]
+        which = ", ".join(" ".join(str(r[k]) for k in keys) + f" at {r['nodes']:g} node(s)"
+                          for _, r in bound.iterrows())
+        return (f"Host-bound on at least one side ({bound_text}): {which}; there the ratio "
+                "compares the two host loops, not the frameworks' kernels.")
+    if unknown.all():
+        return ("How busy the devices were is not measured here (CPU ranks, or JAX on "
+                "ROCm): a ratio may compare the two host loops.")
+    if unknown.any():
+        return (f"No point measured host-bound ({bound_text}); at "
+                f"{int(unknown.sum())} point(s) one side was not measured.")
+    return (f"No point host-bound on either side ({bound_text}): the ratios compare the "
+            "frameworks' steps on the device.")
 
 
 def provenance_table(df: pd.DataFrame, sweep_dirs: Sequence[Path] = ()) -> pd.DataFrame:

@@ -11,8 +11,17 @@ Memory: on a GPU, ``peak_mem_allocated_gib`` is XLA's ``peak_bytes_in_use`` and
 reset peaks, so they are the peaks since the process started (after the warm-up windows this
 is the steady-state peak). On the CPU, as in torch runs, the ranks' peak resident memory
 (VmHWM, reset per window) is ``peak_rss_gib``. Every memory figure is the maximum over ranks,
-with the minimum over ranks beside it (``*_min_gib``), as in torch runs. What JAX cannot
-measure is null under the torch names: ``device_mem_used_gib`` (not sampled here),
+with the minimum over ranks beside it (``*_min_gib``), as in torch runs.
+
+On an NVIDIA GPU the driver's figures come from NVML as in torch runs
+(:meth:`vitfsdp.metrics.DeviceMemoryProbe.of_cuda_index`, :func:`device_probe`):
+``device_busy_frac`` (mean over ranks, with ``device_busy_min_frac``), the share of the window
+during which a kernel ran, so a JAX point the host decided is marked as a torch point is; and
+``device_mem_used_gib``, the whole device's memory in use, which under XLA's default
+preallocation (``XLA_PYTHON_CLIENT_PREALLOCATE``, 75% of the device, or
+``XLA_PYTHON_CLIENT_MEM_FRACTION``) is the pool XLA took, not what the step needs. Null on the
+CPU, on ROCm (AMD SMI finds a GPU by its PCI bus id, which a JAX device does not give) and
+where nvidia-ml-py is missing. What JAX cannot measure is null under the torch names:
 ``alloc_retries`` and ``num_ooms`` (XLA's allocator keeps no such counts).
 
 The peak FLOP/s follows :func:`vitfsdp.metrics.resolve_peak`'s rules: the table
@@ -35,6 +44,7 @@ from vitfsdp.core.throughput import window_figures
 from vitfsdp.jax.distributed import gather_floats
 from vitfsdp.metrics import (
     GIB,
+    DeviceMemoryProbe,
     MetricsConfig,
     _read_vm_hwm_gib,
     _reset_vm_hwm,
@@ -104,6 +114,18 @@ def device_info(device: jax.Device) -> dict:
             "memory_gib": limit / GIB if limit else None, "jax_platform": device.platform}
 
 
+def device_probe(device: jax.Device) -> DeviceMemoryProbe:
+    """The driver's view of ``device`` (:class:`vitfsdp.metrics.DeviceMemoryProbe`): its
+    memory in use and how busy it was, through NVML on an NVIDIA GPU, found by its CUDA
+    ordinal (``local_hardware_id``) and checked by its name (``device_kind``); every figure
+    None on the CPU and on ROCm (:meth:`DeviceMemoryProbe.of_cuda_index`)."""
+    index = getattr(device, "local_hardware_id", None)
+    if device.platform == "cpu" or index is None:
+        return DeviceMemoryProbe(None)
+    version = str(getattr(device.client, "platform_version", "")).lower()
+    return DeviceMemoryProbe.of_cuda_index(index, device.device_kind, rocm="rocm" in version)
+
+
 class JaxWindowMeter:
     """Measures one timing window after another; :meth:`start`, then :meth:`stop`.
 
@@ -125,12 +147,15 @@ class JaxWindowMeter:
         self.hardware_flops_per_image = hardware_flops_per_image or train_flops_per_image
         self.device = device
         self.peak = peak_flops
+        self.probe = device_probe(device)
         self._t0 = 0.0
+        self._start_us = 0.0
 
     def start(self, state: Any) -> None:
         """Wait for ``state`` (the previous steps), reset the CPU peak, start the clock."""
         jax.block_until_ready(state)
         _reset_vm_hwm()
+        self._start_us = time.time() * 1e6
         self._t0 = time.perf_counter()
 
     def stop(self, num_steps: int, losses: list[jax.Array], state: Any) -> dict:
@@ -142,26 +167,30 @@ class JaxWindowMeter:
             ips_per_gpu, tflops_per_gpu, hw_tflops_per_gpu, mfu, hfu (None without a peak),
             loss (mean over the window's steps), peak_mem_allocated_gib,
             peak_mem_reserved_gib (GPU; None on the CPU), peak_rss_gib (max over ranks) and
-            their ``*_min_gib`` (min over ranks); device_mem_used_gib(_min_gib),
-            alloc_retries, num_ooms and device_busy_frac (and its ``_min_frac``) are None:
-            the JAX trainer does not read the driver (docs/jax.md).
+            their ``*_min_gib`` (min over ranks); device_mem_used_gib (max) and its
+            ``_min_gib``, device_busy_frac (mean over ranks) and device_busy_min_frac (min),
+            None where the driver gives none (the module docstring); alloc_retries and
+            num_ooms are None: XLA keeps no such counts.
         """
         jax.block_until_ready((state, losses))
         elapsed = time.perf_counter() - self._t0
         loss = sum(float(np.asarray(x.addressable_data(0))) for x in losses) / num_steps
         alloc, reserved = self._device_memory_gib()
-        rss = _read_vm_hwm_gib()
-        rows = gather_floats([elapsed, alloc, reserved, np.nan if rss is None else rss])
+        local = [elapsed, alloc, reserved, _read_vm_hwm_gib(), self.probe.used_gib(),
+                 self.probe.busy_frac(self._start_us)]
+        rows = gather_floats([np.nan if v is None else v for v in local])
         elapsed = float(rows[:, 0].max())  # the slowest rank sets the pace
         out = window_figures(self.global_batch_size * num_steps, elapsed, num_steps,
                              self.world_size, self.train_flops_per_image,
                              self.hardware_flops_per_image, self.peak) | {"loss": loss}
-        for col, name in enumerate(("peak_mem_allocated", "peak_mem_reserved", "peak_rss"), 1):
+        for col, name in enumerate(("peak_mem_allocated", "peak_mem_reserved", "peak_rss",
+                                    "device_mem_used"), 1):
             out[f"{name}_gib"] = _max_or_none(rows[:, col])
             out[f"{name}_min_gib"] = _max_or_none(-rows[:, col], sign=-1)
-        return out | {"device_mem_used_gib": None, "device_mem_used_min_gib": None,
-                      "alloc_retries": None, "num_ooms": None, "device_busy_frac": None,
-                      "device_busy_min_frac": None}
+        busy = rows[:, 5][np.isfinite(rows[:, 5])]
+        return out | {"alloc_retries": None, "num_ooms": None,
+                      "device_busy_frac": float(busy.mean()) if busy.size else None,
+                      "device_busy_min_frac": float(busy.min()) if busy.size else None}
 
     def _device_memory_gib(self) -> tuple[float, float]:
         """XLA's peak bytes in use and peak pool bytes on a GPU, GiB; NaN where unreported."""

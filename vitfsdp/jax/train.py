@@ -54,7 +54,7 @@ from vitfsdp.distributed import DistEnv
 from vitfsdp.jax import checkpoint as jckpt
 from vitfsdp.jax import distributed as jdist
 from vitfsdp.jax import sharding
-from vitfsdp.jax.metrics import JaxWindowMeter, device_info, resolve_peak
+from vitfsdp.jax.metrics import JaxWindowMeter, device_info, device_probe, resolve_peak
 from vitfsdp.jax.model import (
     ViT,
     attention_implementation,
@@ -224,7 +224,8 @@ def run_info(cfg: RunConfig, env: DistEnv, run_dir: Path, model: ViT,
         device_info(jax.local_devices()[0]) | resolved.peak_record(), size,
         timer="block_until_ready+perf_counter", warmup_steps=cfg.train.warmup_steps,
         log_every=cfg.train.log_every, rank_hosts=jdist.rank_hostnames(),
-        provenance=provenance.collect(),
+        provenance=provenance.collect(
+            driver=device_probe(jax.local_devices()[0]).driver_version),
         world_extra={"mesh": dict(mesh.shape), "num_processes": jax.process_count()},
         model_extra={
             "param_bytes_per_device": sharding.bytes_per_device(shapes["params"], mesh),
