@@ -349,6 +349,22 @@ def test_prefetch_bars(sweep: Path) -> None:
     assert abs(x - labels.index("HYBRID_8GPU")) < 0.4
 
 
+def test_a_sweep_of_backward_prefetch_alone_is_an_ablation(tmp_path: Path) -> None:
+    """``strategy.backward_prefetch=BACKWARD_PRE,BACKWARD_POST`` with limit_all_gathers
+    left at its default: the fixed setting splits no line, yet the ablation's table, figure
+    and report need it (it raised KeyError: ['limit_all_gathers'] before)."""
+    for prefetch, ips in (("BACKWARD_PRE", 9000.0), ("BACKWARD_POST", 8000.0)):
+        write_run(tmp_path / prefetch, run_info("vit_base", "FULL_SHARD", 2, prefetch, True),
+                  ips, 1.6)
+    assert analysis_main([str(tmp_path), "--report"]) == 0
+    table = pd.read_csv(tmp_path / "analysis" / "prefetch.csv")
+    assert list(zip(table["backward_prefetch"], table["limit_all_gathers"], table["ips"],
+                    strict=True)) == [("BACKWARD_PRE", True, 9000.0),
+                                      ("BACKWARD_POST", True, 8000.0)]
+    assert (tmp_path / "analysis" / "prefetch.png").exists()
+    assert "Prefetch ablation" in (tmp_path / "analysis" / "report.md").read_text()
+
+
 def test_predicted_beside_measured(tmp_path: Path) -> None:
     """A run whose recorded plan predicts twice its memory and half its ips."""
     info = run_info("vit_base", "FULL_SHARD", 1)

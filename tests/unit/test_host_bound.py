@@ -14,9 +14,9 @@ import torch
 
 from tests.fake_records import run_info
 from vitfsdp import metrics
-from vitfsdp.analysis import collect_runs, plot_weak_scaling
-from vitfsdp.analysis.report import host_bound_text
-from vitfsdp.analysis.tables import points_table
+from vitfsdp.analysis import collect_runs, plot_prefetch, plot_tflops, plot_weak_scaling
+from vitfsdp.analysis.report import host_bound_text, report_sections
+from vitfsdp.analysis.tables import points_table, prefetch_table
 from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC, host_bound
 from vitfsdp.metrics import DeviceMemoryProbe, WindowMeter, nvml_busy_frac
 from vitfsdp.records import RunRecords
@@ -94,7 +94,8 @@ def _write(run_dir: Path, info: dict, ips: float, busy: list[float] | None) -> N
     records.start(info)
     for step, b in zip((2, 4, 6), busy or [None] * 3, strict=True):
         records.window({"step_end": step, "warmup": False, "ips": ips, "loss": 2.0,
-                        "peak_mem_allocated_gib": 10.0, "device_busy_frac": b,
+                        "tflops_per_gpu": ips / 100, "peak_mem_allocated_gib": 10.0,
+                        "device_busy_frac": b,
                         "device_busy_min_frac": None if b is None else b - 0.05})
     records.finish("completed")
 
@@ -137,6 +138,43 @@ def test_the_figure_rings_host_bound_points_and_says_so_in_its_legend(gpu_runs):
     assert len(rings) == 1 and rings[0].get_offsets().tolist() == [[1.0, 100.0]]
 
 
+def _rings(fig) -> list[list[float]]:
+    """Where the figure drew its host-bound hexagons, (x, y) each."""
+    return [xy for ax in fig.axes for c in ax.collections if c.get_label() == "_host-bound"
+            for xy in c.get_offsets().tolist()]
+
+
+def test_the_tflops_figure_rings_the_host_bound_point_at_its_gpus(gpu_runs):
+    """FULL_SHARD at 1 node is 2 ranks (GPUS_PER_NODE) at 100 images/s: 1.0 TFLOP/s."""
+    from tests.fake_records import GPUS_PER_NODE
+
+    assert _rings(plot_tflops(gpu_runs)) == [[float(GPUS_PER_NODE), 1.0]]
+
+
+@pytest.fixture
+def ablation(tmp_path: Path) -> pd.DataFrame:
+    """FULL_SHARD at 2 nodes under two prefetch settings: BACKWARD_POST host-bound."""
+    for prefetch, ips, busy in (("BACKWARD_PRE", 200.0, [0.92] * 3),
+                                ("BACKWARD_POST", 150.0, [0.45] * 3)):
+        _write(tmp_path / prefetch, run_info("FULL_SHARD", 2, device="cuda", prefetch=prefetch),
+               ips, busy)
+    return collect_runs(tmp_path)
+
+
+def test_the_prefetch_ablation_marks_its_host_bound_variant(ablation):
+    table = prefetch_table(points_table(ablation)).set_index("backward_prefetch")
+    assert table.loc["BACKWARD_POST", "host_bound"] and not table.loc["BACKWARD_PRE", "host_bound"]
+    fig = plot_prefetch(ablation)
+    assert [y for _, y in _rings(fig)] == [150.0]  # on the BACKWARD_POST bar only
+    labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    assert any(label.startswith("host-bound") for label in labels)
+    section = next(s for s in report_sections(ablation, points_table(ablation), 1_281_167)
+                   if s.title == "Prefetch ablation")
+    cells = section.table.iloc[0].tolist()
+    assert "150 (host-bound)" in cells and "200" in cells
+    assert "does not say what prefetching does to communication" in section.text
+
+
 def test_cpu_points_are_not_flagged_and_the_report_says_why(tmp_path):
     for nodes in (1, 2):
         _write(tmp_path / f"n{nodes}", run_info("FULL_SHARD", nodes), 50.0 * nodes, None)
@@ -144,8 +182,7 @@ def test_cpu_points_are_not_flagged_and_the_report_says_why(tmp_path):
     points = points_table(df)
     assert points["host_bound"].isna().all()
     assert "not measured on CPU ranks" in host_bound_text(points, df)
-    fig = plot_weak_scaling(df)
-    assert not [c for ax in fig.axes for c in ax.collections if c.get_label() == "_host-bound"]
+    assert not _rings(plot_weak_scaling(df)) and not _rings(plot_tflops(df))
 
 
 def test_the_caption_says_what_the_ring_means():

@@ -80,8 +80,8 @@ MARK_CAPTIONS = {
     "ideal": "dashed: ideal linear scaling from each line's smallest node count",
     "above_ideal": "grey square: efficiency above 100 % of ideal, noise (not super-linear)",
     "host_bound": "grey hexagon: a host-bound point, its device busy less than "
-                  f"{HOST_BOUND_BUSY_FRAC:.0%} of the timed windows: its images/s measure the "
-                  "wrapper and the loop, not the device or the network",
+                  f"{HOST_BOUND_BUSY_FRAC:.0%} of the timed windows: its figures (images/s, "
+                  "TFLOP/s) measure the wrapper and the loop, not the device or the network",
     "device": "black dotted: the device's memory",
     "ranks": "error bars: down to the minimum over ranks",
     "repeats": "error bars: min-max over repeats",
@@ -404,20 +404,27 @@ def _prefetch_section(points: pd.DataFrame) -> Section | None:
     table = prefetch_table(points)
     if table.empty or table.groupby(["model", "nodes", "configuration"]).size().max() < 2:
         return None
-    table = table.assign(variant=[f"{p}, limit={lim}" for p, lim in
-                                  zip(table["backward_prefetch"], table["limit_all_gathers"],
-                                      strict=True)])  # fmt: skip
+    bound = table["host_bound"].fillna(False).astype(bool)
+    table = table.assign(
+        variant=[f"{p}, limit={lim}" for p, lim in zip(table["backward_prefetch"],
+                                                       table["limit_all_gathers"], strict=True)],
+        cell=[f"{x:,.0f}" + (" (host-bound)" if b else "")
+              for x, b in zip(table["ips"], bound, strict=True)])  # fmt: skip
     wide = table.pivot_table(index=["model", "nodes", "configuration"], columns="variant",
-                             values="ips", aggfunc="first").reset_index()
+                             values="cell", aggfunc="first").reset_index()
     order = [f"{p}, limit={lim}" for p in PREFETCH_ORDER for lim in (True, False)]
-    wide = wide[["model", "nodes", "configuration", *[c for c in order if c in wide]]]
-    shown = wide.copy()
+    shown = wide[["model", "nodes", "configuration", *[c for c in order if c in wide]]].copy()
     for col in shown.columns[3:]:
-        shown[col] = shown[col].map(lambda x: MISSING if pd.isna(x) else f"{x:,.0f}")
+        shown[col] = shown[col].fillna(MISSING)
     shown["nodes"] = shown["nodes"].map(lambda x: f"{int(x)}")
-    return Section("Prefetch ablation", "Images/s per strategy under each "
-                   "`strategy.backward_prefetch` and `strategy.limit_all_gathers` (FSDP1).",
-                   ["prefetch"], shown)
+    text = ("Images/s per strategy under each `strategy.backward_prefetch` and "
+            "`strategy.limit_all_gathers` (FSDP1).")
+    if bound.any():
+        text += (f" A variant marked host-bound ran with its device busy less than "
+                 f"{HOST_BOUND_BUSY_FRAC:.0%} of the timed windows: its images/s measure the "
+                 "wrapper and the loop, so it does not say what prefetching does to "
+                 "communication.")
+    return Section("Prefetch ablation", text, ["prefetch"], shown)
 
 
 def _failures_section(df: pd.DataFrame, out_dir: str | os.PathLike | None) -> Section:

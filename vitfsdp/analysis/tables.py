@@ -152,6 +152,11 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
             "ips_window_min": ("ips_min", "min"), "ips_window_max": ("ips_max", "max")}
     layout = [c for c in ("sharding_strategy", "shard_group_size") if c not in keys]
     aggs |= {c: (c, "first") for c in layout}  # what the point computes (equivalence_table)
+    # where one of the ablation's settings is swept, the other (fixed, so it splits no
+    # line) too: the prefetch table and figure need both
+    fixed = ([c for c in ABLATION_COLUMNS if c not in keys and c in done]
+             if set(ABLATION_COLUMNS) & set(keys) else [])
+    aggs |= {c: (c, "first") for c in fixed}
     aggs |= {c: (c, "median") for c in POINT_MEDIANS}
     aggs |= {c: (c, "max") for c in POINT_MAXIMA}
     aggs |= {c: (c, "min") for c in POINT_MINIMA}
@@ -176,7 +181,7 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
              *POINT_MEDIANS[1:], "host_bound", *POINT_MAXIMA[:1], *POINT_MINIMA[:1],
              *POINT_MAXIMA[1:], *POINT_MINIMA[1:], *[c for c in POINT_HELD if c in points],
              "device_memory_gib", "epoch_hours", "node_hours_per_epoch", "price_per_node_hour",
-             "cost_per_epoch", *POINT_FIRST[4:], *layout]  # fmt: skip
+             "cost_per_epoch", *POINT_FIRST[4:], *layout, *fixed]  # fmt: skip
     points = points[order].sort_values(keys, kind="stable", key=_sort_key)
     return points.reset_index(drop=True)
 
@@ -361,11 +366,13 @@ def prefetch_table(points: pd.DataFrame) -> pd.DataFrame:
     Returns:
         ``model``, ``nodes``, ``configuration`` (the bar group: strategy and any other
         varying config), ``backward_prefetch``, ``limit_all_gathers``, ``ips`` (median over
-        repeats, images/s), ``ips_repeat_min``, ``ips_repeat_max`` and ``ips_vs_best``
-        (ips / the group's fastest variant); empty when no point varies either setting.
+        repeats, images/s), ``ips_repeat_min``, ``ips_repeat_max``, ``ips_vs_best``
+        (ips / the group's fastest variant), ``device_busy_frac`` and ``host_bound`` (the
+        points': a host-bound variant's images/s measure the wrapper, not what prefetching
+        does to communication); empty when no point varies either setting.
     """
     cols = ["model", "nodes", "configuration", *ABLATION_COLUMNS, "ips", "ips_repeat_min",
-            "ips_repeat_max", "ips_vs_best"]  # fmt: skip
+            "ips_repeat_max", "ips_vs_best", "device_busy_frac", "host_bound"]  # fmt: skip
     if points.empty or not set(ABLATION_COLUMNS) & set(points.columns):
         return pd.DataFrame(columns=cols)
     fsdp1 = points.dropna(subset=list(ABLATION_COLUMNS))

@@ -105,11 +105,11 @@ def _completed_points(line: pd.DataFrame, value: str, how: str) -> pd.Series:
     return points.sort_index()
 
 
-def _completed(line: pd.DataFrame, value: str) -> pd.DataFrame:
-    """``nodes`` and ``value`` of the line's completed runs with both known (two columns,
-    not the frame's every column: cheap at tens of thousands of runs)."""
-    mask = (line["status"] == "completed") & line[value].notna() & line["nodes"].notna()
-    return line.loc[mask, ["nodes", value]]
+def _completed(line: pd.DataFrame, value: str, x: str = "nodes") -> pd.DataFrame:
+    """``x`` and ``value`` of the line's completed runs with both known (two columns, not
+    the frame's every column: cheap at tens of thousands of runs)."""
+    mask = (line["status"] == "completed") & line[value].notna() & line[x].notna()
+    return line.loc[mask, [x, value]]
 
 
 def _plot_ideal(ax, done: pd.Series, nodes: pd.Series, color: str, label: str) -> None:
@@ -132,15 +132,20 @@ def _mark_above_ideal(ax, done: pd.Series, extras: set[str]) -> None:
         extras.add("above_ideal")
 
 
-def _mark_host_bound(ax, line: pd.DataFrame, done: pd.Series, extras: set[str]) -> None:
+def _mark_host_bound(ax, line: pd.DataFrame, done: pd.Series, extras: set[str],
+                     x: str = "nodes") -> None:
     """A grey hollow hexagon around each completed point whose median ``device_busy_frac``
     over repeats is host-bound (:func:`vitfsdp.core.throughput.host_bound`): its images/s
-    measure the wrapper and the loop, not the device or the network. Nothing where the runs
-    did not measure it (CPU ranks)."""
+    (or TFLOP/s) measure the wrapper and the loop, not the device or the network. Nothing
+    where the runs did not measure it (CPU ranks).
+
+    Args:
+        done: the plotted values, indexed by ``x`` (the line's column on the x axis).
+    """
     if "device_busy_frac" not in line:
         return
-    rows = _completed(line, "device_busy_frac")
-    busy = rows.groupby(rows["nodes"].astype("int64"))["device_busy_frac"].median()
+    rows = _completed(line, "device_busy_frac", x)
+    busy = rows.groupby(rows[x].astype("int64"))["device_busy_frac"].median()
     flagged = [n for n, b in busy.items() if host_bound(b) and n in done.index]
     if flagged:
         ax.scatter(flagged, done.loc[flagged].values, marker="h", facecolors="none",

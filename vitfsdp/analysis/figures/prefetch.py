@@ -35,8 +35,9 @@ def plot_prefetch(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Fi
     so the largest ablated scale is where the choice matters (``prefetch.csv`` holds every
     node count). One bar group per strategy (and any other varying config); bar colour =
     ``backward_prefetch``, hatching = ``limit_all_gathers=False``; min-max error bars over
-    repeats; a run that did not complete is an ``x`` at its bar's place. One legend below
-    the panels.
+    repeats; a grey hexagon on a host-bound bar (median ``device_busy_frac`` below the
+    bound: its images/s measure the wrapper, not prefetching); a run that did not complete
+    is an ``x`` at its bar's place. One legend below the panels.
 
     Args:
         df: a ``collect_runs`` frame.
@@ -99,6 +100,12 @@ def _draw_prefetch_panel(ax, bars: pd.DataFrame, failed: pd.DataFrame,
             ax.errorbar([x for x, s in zip(xs, spread, strict=True) if s], r["ips"],
                         yerr=[r["ips"] - r["ips_repeat_min"], r["ips_repeat_max"] - r["ips"]],
                         fmt="none", ecolor="black", capsize=2, lw=0.8)
+        bound = rows["host_bound"].fillna(False).astype(bool).to_numpy()
+        if bound.any():  # the host decided: the bar measures the wrapper, not prefetching
+            ax.scatter([x for x, b in zip(xs, bound, strict=True) if b], rows["ips"][bound],
+                       marker="h", facecolors="none", edgecolors="0.4", s=110, lw=0.8,
+                       zorder=4, label="_host-bound")
+            extras.add("host_bound")
         miss = failed[_variant(failed, prefetch, limit)]
         failed_xs += [groups.index(g) + offset for g in miss["configuration"]]
     if failed_xs:

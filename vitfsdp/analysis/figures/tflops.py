@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from vitfsdp.analysis.figures.finish import _finish
-from vitfsdp.analysis.figures.panels import _lines, _new_figure, _panel_title, _panels, _set_title
+from vitfsdp.analysis.figures.panels import (
+    _lines,
+    _mark_host_bound,
+    _new_figure,
+    _panel_title,
+    _panels,
+    _set_title,
+)
 from vitfsdp.analysis.figures.style import (
     DEVICE_COLOR,
     _color_label,
@@ -27,7 +34,9 @@ if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl
 def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure | None:
     """Model TFLOP/s per GPU against the number of GPUs, a line per configuration and a
     panel per model, with the device's peak (dotted, where the runs record it) and an MFU
-    axis on the right (TFLOP/s / peak; MFU's definition: docs/benchmarks.md). Runs on CPU
+    axis on the right (TFLOP/s / peak; MFU's definition: docs/benchmarks.md). A host-bound
+    point (median ``device_busy_frac`` below the bound) is ringed by a grey hexagon, as in
+    the weak-scaling figure: its MFU is the host's, not the device's. Runs on CPU
     ranks say "rank" for "GPU"; where every value is below 0.1 TFLOP/s (CPU ranks, tiny
     models) the axis is in GFLOP/s (a peak in TFLOP/s would flatten it: none drawn).
 
@@ -52,6 +61,7 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
             points = line.groupby(line["world_size"].astype("int64"))["tflops_per_gpu"].median()
             ax.plot(points.index, points.values * scale, ls=_linestyle(line, keys),
                     marker=marker, color=color, label=label)
+            _mark_host_bound(ax, line, points * scale, extras, x="world_size")
         if scale == 1.0:
             _draw_peak(ax, panel, extras)
         gpus = sorted(set(panel["world_size"].astype("int64")))
