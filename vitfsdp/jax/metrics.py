@@ -122,7 +122,7 @@ def device_probe(device: jax.Device) -> DeviceMemoryProbe:
     index = getattr(device, "local_hardware_id", None)
     if device.platform == "cpu" or index is None:
         return DeviceMemoryProbe(None)
-    version = str(getattr(device.client, "platform_version", "")).lower()
+    version = str(getattr(getattr(device, "client", None), "platform_version", "")).lower()
     return DeviceMemoryProbe.of_cuda_index(index, device.device_kind, rocm="rocm" in version)
 
 
