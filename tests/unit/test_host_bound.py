@@ -15,9 +15,9 @@ import torch
 from tests.fake_records import run_info
 from vitfsdp import metrics
 from vitfsdp.analysis import collect_runs, plot_prefetch, plot_tflops, plot_weak_scaling
-from vitfsdp.analysis.report import host_bound_text, report_sections
-from vitfsdp.analysis.tables import points_table, prefetch_table
-from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC, host_bound
+from vitfsdp.analysis.report import best_text, host_bound_text, report_sections
+from vitfsdp.analysis.tables import best_table, points_table, prefetch_table
+from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC, any_host_bound, host_bound
 from vitfsdp.metrics import DeviceMemoryProbe, WindowMeter, nvml_busy_frac
 from vitfsdp.records import RunRecords
 
@@ -88,6 +88,15 @@ def test_host_bound_below_the_bound_and_unknown_where_not_measured(busy, expecte
     assert host_bound(busy) is expected
 
 
+@pytest.mark.parametrize("flags, expected", [
+    ((True, False), True), ((None, True), True), ((pd.NA, True), True),
+    ((False, False), False), ((False,), False),
+    ((False, None), None), ((pd.NA, False), None), ((float("nan"),), None), ((), False),
+])  # fmt: skip
+def test_a_comparison_is_host_bound_where_any_side_is(flags, expected):
+    assert any_host_bound(*flags) is expected
+
+
 def _write(run_dir: Path, info: dict, ips: float, busy: list[float] | None) -> None:
     """A completed run of three measured windows with these busy shares (None: CPU)."""
     records = RunRecords(run_dir)
@@ -138,6 +147,17 @@ def test_the_figure_rings_host_bound_points_and_says_so_in_its_legend(gpu_runs):
     assert len(rings) == 1 and rings[0].get_offsets().tolist() == [[1.0, 100.0]]
 
 
+def test_the_best_table_says_where_its_ranking_is_of_host_loops(gpu_runs):
+    """At 1 node DDP (busy 0.96) beats FULL_SHARD (0.37): a ranking against a host-bound
+    runner-up; at 2 nodes both are busy."""
+    points = points_table(gpu_runs)
+    best = best_table(points).set_index("nodes")
+    assert best.loc[1, "configuration"] == "DDP" and best.loc[1, "runner_up"] == "FULL_SHARD"
+    assert best.loc[1, "host_bound"] and not best.loc[2, "host_bound"]
+    text = best_text(points)
+    assert "**Host-bound:** at vit_tiny at 1 node(s)" in text and "at 2 node(s)" not in text
+
+
 def _rings(fig) -> list[list[float]]:
     """Where the figure drew its host-bound hexagons, (x, y) each."""
     return [xy for ax in fig.axes for c in ax.collections if c.get_label() == "_host-bound"
@@ -182,6 +202,7 @@ def test_cpu_points_are_not_flagged_and_the_report_says_why(tmp_path):
     points = points_table(df)
     assert points["host_bound"].isna().all()
     assert "not measured on CPU ranks" in host_bound_text(points, df)
+    assert best_table(points)["host_bound"].isna().all() and "Host-bound" not in best_text(points)
     assert not _rings(plot_weak_scaling(df)) and not _rings(plot_tflops(df))
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from vitfsdp.analysis.rows import CONFIG_KEYS
-from vitfsdp.core.throughput import host_bound
+from vitfsdp.core.throughput import any_host_bound, host_bound
 
 #: Config columns that split a strategy into separate scaling lines when they vary at all.
 VARIANT_COLUMNS = (
@@ -209,17 +209,11 @@ def framework_ratio_table(df: pd.DataFrame) -> pd.DataFrame:
     table = medians["torch"].merge(medians["jax"], on=keys, how="inner")
     table["jax_over_torch"] = table["jax_ips"] / table["torch_ips"]
     table["host_bound"] = pd.array(
-        [_either(host_bound(t), host_bound(j))
+        [any_host_bound(host_bound(t), host_bound(j))
          for t, j in zip(table["torch_busy_frac"], table["jax_busy_frac"], strict=True)],
         dtype="boolean")
     return table[cols].sort_values(keys, kind="stable", key=_sort_key).reset_index(drop=True)
 
-
-def _either(a: bool | None, b: bool | None) -> bool | None:
-    """True if either is, False if both are False, else None (a side not measured)."""
-    if a or b:
-        return True
-    return None if a is None or b is None else False
 
 
 def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:

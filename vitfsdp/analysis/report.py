@@ -201,7 +201,8 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                 table=display(best_table(points), ["model", "nodes", "configuration", "ips",
                                                    "scaling_efficiency", "tflops_per_gpu",
                                                    "mfu", "peak_mem_gib", "runner_up",
-                                                   "speedup_over_runner_up", "difference"])),
+                                                   "speedup_over_runner_up", "difference",
+                                                   "host_bound"])),
         _equivalence_section(points, df),
         Section("Cost per epoch", _cost_text(points, dataset_size),
                 table=display(labelled, ["model", "configuration", "nodes", "ips",
@@ -230,6 +231,14 @@ def best_text(points: pd.DataFrame) -> str:
                           for r in tied.itertuples())
         text += (f" **No difference** within the spread, whatever the ratio: {which}; "
                  "rerun with more repeats (repeat=0,1,2) to separate them.")
+    bound = best[best["host_bound"].fillna(False).astype(bool)]
+    if len(bound):
+        which = ", ".join(f"{r.model} at {r.nodes} node(s)" for r in bound.itertuples())
+        text += (f" **Host-bound:** at {which} the fastest or the runner-up ran with its "
+                 f"device busy less than {HOST_BOUND_BUSY_FRAC:.0%} of the timed windows, so "
+                 "the ranking there is of host loops and wrappers, not of the strategies' "
+                 "communication; a larger local batch (or a lighter wrapper, docs/benchmarks.md) "
+                 "moves the step back onto the device.")
     return text
 
 

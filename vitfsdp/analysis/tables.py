@@ -40,6 +40,7 @@ from vitfsdp.core.throughput import (
     HOST_BOUND_BUSY_FRAC,
     NOISY_SPREAD,
     OTHER_WORK_FRAC,
+    any_host_bound,
     competed,
     host_bound,
 )
@@ -311,12 +312,14 @@ def best_table(points: pd.DataFrame) -> pd.DataFrame:
         One row per model and node count: ``configuration`` (strategy and varying config),
         ``ips``, ``scaling_efficiency``, ``tflops_per_gpu``, ``mfu``, ``peak_mem_gib``,
         ``node_hours_per_epoch``, ``cost_per_epoch``, ``runner_up`` (the second fastest
-        configuration, or empty), ``speedup_over_runner_up`` (ips / its ips) and
-        ``difference`` (empty without a runner-up).
+        configuration, or empty), ``speedup_over_runner_up`` (ips / its ips),
+        ``difference`` (empty without a runner-up) and ``host_bound``
+        (:func:`vitfsdp.core.throughput.any_host_bound` of the two: where True, the ranking
+        is of host loops and wrappers, not of the strategies' communication).
     """
     cols = ["model", "nodes", "configuration", "ips", "scaling_efficiency", "tflops_per_gpu",
             "mfu", "peak_mem_gib", "node_hours_per_epoch", "cost_per_epoch", "runner_up",
-            "speedup_over_runner_up", "difference"]  # fmt: skip
+            "speedup_over_runner_up", "difference", "host_bound"]  # fmt: skip
     if points.empty:
         return pd.DataFrame(columns=cols)
     low, high = spread_bounds(points)
@@ -331,8 +334,11 @@ def best_table(points: pd.DataFrame) -> pd.DataFrame:
                                           if second is not None else np.nan)
         best["difference"] = (differs(best["_low"], best["_high"], second["_low"],
                                       second["_high"]) if second is not None else "")
+        best["host_bound"] = any_host_bound(best["host_bound"], *(
+            [second["host_bound"]] if second is not None else []))
         rows.append(best)
-    return pd.DataFrame(rows).reindex(columns=cols).reset_index(drop=True)
+    table = pd.DataFrame(rows).reindex(columns=cols).reset_index(drop=True)
+    return table.assign(host_bound=table["host_bound"].astype("boolean"))
 
 
 def failures_table(df: pd.DataFrame) -> pd.DataFrame:

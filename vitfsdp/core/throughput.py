@@ -73,6 +73,27 @@ def host_bound(device_busy_frac: float | None) -> bool | None:
     return device_busy_frac < HOST_BOUND_BUSY_FRAC
 
 
+def any_host_bound(*flags: bool | None) -> bool | None:
+    """Whether any of several points compared with each other was host-bound
+    (:func:`host_bound` of each): True if any is, False if every one was measured and none
+    is, else None (one not measured). Where it is True the comparison ranks host loops
+    and wrappers, not the devices' work."""
+    known = [_known(f) for f in flags]
+    if any(known):
+        return True
+    return None if None in known else False
+
+
+def _known(flag) -> bool | None:
+    """A flag as True/False, or None where it is None, NaN or pandas' NA (not measured)."""
+    if flag is None:
+        return None
+    try:
+        return None if flag != flag else bool(flag)
+    except TypeError:  # pandas' NA: its truth is ambiguous
+        return None
+
+
 def window_figures(images: int, seconds: float, num_steps: int, world_size: int,
                    train_flops_per_image: float, hardware_flops_per_image: float | None = None,
                    peak_flops: float | None = None) -> dict[str, float | None]:
