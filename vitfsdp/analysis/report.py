@@ -46,6 +46,8 @@ from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC
 
 log = logging.getLogger(__name__)
 
+#: What makes a point host-bound, in the report's words (:data:`HOST_BOUND_BUSY_FRAC`).
+BUSY_BELOW = f"device busy less than {HOST_BOUND_BUSY_FRAC:.0%} of the timed windows"
 #: Figure captions by figure name (the keys of ``write_figures``' result): what every such
 #: figure draws; :data:`MARK_CAPTIONS` adds what a given figure drew besides.
 CAPTIONS = {
@@ -79,9 +81,9 @@ MARK_CAPTIONS = {
                   "bytes: the memory table)",
     "ideal": "dashed: ideal linear scaling from each line's smallest node count",
     "above_ideal": "grey square: efficiency above 100 % of ideal, noise (not super-linear)",
-    "host_bound": "grey hexagon: a host-bound point, its device busy less than "
-                  f"{HOST_BOUND_BUSY_FRAC:.0%} of the timed windows: its figures (images/s, "
-                  "TFLOP/s) measure the wrapper and the loop, not the device or the network",
+    "host_bound": f"grey hexagon: a host-bound point, its {BUSY_BELOW}: its figures "
+                  "(images/s, TFLOP/s) measure the wrapper and the loop, not the device or the "
+                  "network",
     "device": "black dotted: the device's memory",
     "ranks": "error bars: down to the minimum over ranks",
     "repeats": "error bars: min-max over repeats",
@@ -235,10 +237,9 @@ def best_text(points: pd.DataFrame) -> str:
     if len(bound):
         which = ", ".join(f"{r.model} at {r.nodes} node(s)" for r in bound.itertuples())
         text += (f" **Host-bound:** at {which} the fastest or the runner-up ran with its "
-                 f"device busy less than {HOST_BOUND_BUSY_FRAC:.0%} of the timed windows, so "
-                 "the ranking there is of host loops and wrappers, not of the strategies' "
-                 "communication; a larger local batch (or a lighter wrapper, docs/benchmarks.md) "
-                 "moves the step back onto the device.")
+                 f"{BUSY_BELOW}, so the ranking there is of host loops and wrappers, not of "
+                 "the strategies' communication; a larger local batch or fewer FSDP units "
+                 "(strategy.blocks_per_unit) move the step back onto the device.")
     return text
 
 
@@ -310,21 +311,20 @@ def framework_host_text(ratio: pd.DataFrame) -> str:
     the busy share was not measured (CPU ranks, JAX on ROCm), that it is not known."""
     bound = ratio[ratio["host_bound"].fillna(False).astype(bool)]
     unknown = ratio["host_bound"].isna()
-    bound_text = f"device busy less than {HOST_BOUND_BUSY_FRAC:.0%} of the timed windows"
     if len(bound):
         keys = [c for c in ratio.columns[:list(ratio.columns).index("torch_ips")]
                 if c != "nodes"]
         which = ", ".join(" ".join(str(r[k]) for k in keys) + f" at {r['nodes']:g} node(s)"
                           for _, r in bound.iterrows())
-        return (f"Host-bound on at least one side ({bound_text}): {which}; there the ratio "
+        return (f"Host-bound on at least one side ({BUSY_BELOW}): {which}; there the ratio "
                 "compares the two host loops, not the frameworks' kernels.")
     if unknown.all():
         return ("How busy the devices were is not measured here (CPU ranks, or JAX on "
                 "ROCm): a ratio may compare the two host loops.")
     if unknown.any():
-        return (f"No point measured host-bound ({bound_text}); at "
+        return (f"No point measured host-bound ({BUSY_BELOW}); at "
                 f"{int(unknown.sum())} point(s) one side was not measured.")
-    return (f"No point host-bound on either side ({bound_text}): the ratios compare the "
+    return (f"No point host-bound on either side ({BUSY_BELOW}): the ratios compare the "
             "frameworks' steps on the device.")
 
 
@@ -429,10 +429,9 @@ def _prefetch_section(points: pd.DataFrame) -> Section | None:
     text = ("Images/s per strategy under each `strategy.backward_prefetch` and "
             "`strategy.limit_all_gathers` (FSDP1).")
     if bound.any():
-        text += (f" A variant marked host-bound ran with its device busy less than "
-                 f"{HOST_BOUND_BUSY_FRAC:.0%} of the timed windows: its images/s measure the "
-                 "wrapper and the loop, so it does not say what prefetching does to "
-                 "communication.")
+        text += (f" A variant marked host-bound ran with its {BUSY_BELOW}: its images/s "
+                 "measure the wrapper and the loop, so it does not say what prefetching does "
+                 "to communication.")
     return Section("Prefetch ablation", text, ["prefetch"], shown)
 
 
