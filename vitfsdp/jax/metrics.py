@@ -46,6 +46,7 @@ from vitfsdp.metrics import (
     GIB,
     DeviceMemoryProbe,
     MetricsConfig,
+    _finite,
     _read_vm_hwm_gib,
     _reset_vm_hwm,
     _warn_once,
@@ -185,22 +186,15 @@ class JaxWindowMeter:
                              self.hardware_flops_per_image, self.peak) | {"loss": loss}
         for col, name in enumerate(("peak_mem_allocated", "peak_mem_reserved", "peak_rss",
                                     "device_mem_used"), 1):
-            out[f"{name}_gib"] = _max_or_none(rows[:, col])
-            out[f"{name}_min_gib"] = _max_or_none(-rows[:, col], sign=-1)
-        busy = rows[:, 5][np.isfinite(rows[:, 5])]
+            out[f"{name}_gib"] = _finite(max, rows[:, col].tolist())
+            out[f"{name}_min_gib"] = _finite(min, rows[:, col].tolist())
+        busy = rows[:, 5].tolist()
         return out | {"alloc_retries": None, "num_ooms": None,
-                      "device_busy_frac": float(busy.mean()) if busy.size else None,
-                      "device_busy_min_frac": float(busy.min()) if busy.size else None}
+                      "device_busy_frac": _finite(lambda v: sum(v) / len(v), busy),
+                      "device_busy_min_frac": _finite(min, busy)}
 
     def _device_memory_gib(self) -> tuple[float, float]:
         """XLA's peak bytes in use and peak pool bytes on a GPU, GiB; NaN where unreported."""
         stats = (self.device.memory_stats() or {}) if self.device.platform != "cpu" else {}
         return tuple(stats[k] / GIB if k in stats else np.nan
                      for k in ("peak_bytes_in_use", "peak_pool_bytes"))
-
-
-def _max_or_none(values: np.ndarray, sign: int = 1) -> float | None:
-    """``sign`` × the maximum of the finite values (sign=-1 on negated values: the minimum),
-    or ``None`` if there are none."""
-    finite = values[np.isfinite(values)]
-    return sign * float(finite.max()) if finite.size else None

@@ -147,9 +147,15 @@ def _mark_host_bound(ax, line: pd.DataFrame, done: pd.Series, extras: set[str],
     rows = _completed(line, "device_busy_frac", x)
     busy = rows.groupby(rows[x].astype("int64"))["device_busy_frac"].median()
     flagged = [n for n, b in busy.items() if host_bound(b) and n in done.index]
-    if flagged:
-        ax.scatter(flagged, done.loc[flagged].values, marker="h", facecolors="none",
-                   edgecolors="0.4", s=110, lw=0.8, zorder=4, label="_host-bound")
+    _ring_host_bound(ax, flagged, done.loc[flagged].values, extras)
+
+
+def _ring_host_bound(ax, xs, ys, extras: set[str]) -> None:
+    """The grey hollow hexagons of host-bound points at (``xs``, ``ys``), and the legend's
+    entry for them (``extras``); nothing where there are none."""
+    if len(xs):
+        ax.scatter(xs, ys, marker="h", facecolors="none", edgecolors="0.4", s=110, lw=0.8,
+                   zorder=4, label="_host-bound")
         extras.add("host_bound")
 
 

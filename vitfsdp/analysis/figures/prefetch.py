@@ -10,7 +10,12 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from vitfsdp.analysis.figures.finish import _finish
-from vitfsdp.analysis.figures.panels import _new_figure, _panel_title, _set_title
+from vitfsdp.analysis.figures.panels import (
+    _new_figure,
+    _panel_title,
+    _ring_host_bound,
+    _set_title,
+)
 from vitfsdp.analysis.figures.style import NOT_COMPLETED_Y, PAPER_RC, _mpl, _paper_style
 from vitfsdp.analysis.lines import line_columns
 from vitfsdp.analysis.lines import line_label as _line_label
@@ -100,12 +105,10 @@ def _draw_prefetch_panel(ax, bars: pd.DataFrame, failed: pd.DataFrame,
             ax.errorbar([x for x, s in zip(xs, spread, strict=True) if s], r["ips"],
                         yerr=[r["ips"] - r["ips_repeat_min"], r["ips_repeat_max"] - r["ips"]],
                         fmt="none", ecolor="black", capsize=2, lw=0.8)
+        # the host decided: the bar measures the wrapper, not prefetching
         bound = rows["host_bound"].fillna(False).astype(bool).to_numpy()
-        if bound.any():  # the host decided: the bar measures the wrapper, not prefetching
-            ax.scatter([x for x, b in zip(xs, bound, strict=True) if b], rows["ips"][bound],
-                       marker="h", facecolors="none", edgecolors="0.4", s=110, lw=0.8,
-                       zorder=4, label="_host-bound")
-            extras.add("host_bound")
+        _ring_host_bound(ax, [x for x, b in zip(xs, bound, strict=True) if b],
+                         rows["ips"][bound], extras)
         miss = failed[_variant(failed, prefetch, limit)]
         failed_xs += [groups.index(g) + offset for g in miss["configuration"]]
     if failed_xs:
