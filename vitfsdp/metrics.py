@@ -41,7 +41,8 @@ Memory, measured on every rank per window and reduced over ranks (``*_gib`` = ma
 How busy the device was (``device_busy_frac``, mean over ranks; ``device_busy_min_frac``,
 the least busy rank): the fraction of the window during which a kernel ran, from the
 driver's utilization samples taken during the window (NVML, :func:`nvml_busy_frac`; AMD SMI's
-``gfx_activity`` at the window's end). Below :data:`vitfsdp.core.throughput.HOST_BOUND_BUSY_FRAC`
+``gfx_activity``, read every 50 ms by :class:`vitfsdp.core.sampler.ActivitySampler`, as AMD SMI
+keeps no history of its own). Below :data:`vitfsdp.core.throughput.HOST_BOUND_BUSY_FRAC`
 the host decided the step (docs/benchmarks.md). Null on CPU ranks (the host is the device)
 and where the driver library is missing.
 
@@ -59,11 +60,13 @@ import math
 import os
 import platform
 import re
+import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from vitfsdp.core.loop import WARMUP_RULE as WARMUP_RULE  # its home is the loop's schedule
+from vitfsdp.core.sampler import DEFAULT_PERIOD_S, ActivitySampler
 from vitfsdp.core.throughput import window_figures
 from vitfsdp.sinks import WANDB_MODES, require_package
 
@@ -469,6 +472,10 @@ def _open_nvml(index: int, uuid: str | None, pci_bus_id: str | None) -> tuple:
             lambda since_us: nvml_busy_frac(pynvml, handle, since_us), name)
 
 
+#: Seconds between AMD SMI ``gfx_activity`` readings (:class:`ActivitySampler`).
+AMDSMI_PERIOD_S = DEFAULT_PERIOD_S
+
+
 def _open_amdsmi(index: int, uuid: str | None, pci_bus_id: str | None) -> tuple:
     if not pci_bus_id:
         raise RuntimeError(f"AMD SMI finds a GPU by its PCI bus id, which this process does "
@@ -482,10 +489,19 @@ def _open_amdsmi(index: int, uuid: str | None, pci_bus_id: str | None) -> tuple:
     if handle is None:
         raise RuntimeError(f"AMD SMI found no device at PCI {pci_bus_id} (device {index})")
     driver = amdsmi.amdsmi_get_gpu_driver_info(handle).get("driver_version")
-    # vram_used is in MiB; gfx_activity in percent, the driver's recent average
-    return ("amdsmi", lambda: amdsmi.amdsmi_get_gpu_vram_usage(handle)["vram_used"] / 1024,
-            driver, pci_bus_id,
-            lambda since_us: amdsmi.amdsmi_get_gpu_activity(handle)["gfx_activity"] / 100, None)
+    calls = threading.Lock()  # the sampler's thread and the loop's share one handle
+
+    def used_gib() -> float:
+        with calls:  # vram_used is in MiB
+            return amdsmi.amdsmi_get_gpu_vram_usage(handle)["vram_used"] / 1024
+
+    def gfx_activity() -> float:
+        with calls:  # percent, the SMU's short average: one instant of the step
+            return amdsmi.amdsmi_get_gpu_activity(handle)["gfx_activity"] / 100
+
+    # so a window's mean, not its last instant
+    sampler = ActivitySampler(gfx_activity, period_s=AMDSMI_PERIOD_S)
+    return "amdsmi", used_gib, driver, pci_bus_id, sampler.mean_since, None
 
 
 class DeviceMemoryProbe:
@@ -561,7 +577,8 @@ class DeviceMemoryProbe:
     def busy_frac(self, since_us: float) -> float | None:
         """Fraction of the time since ``since_us`` (microseconds of the epoch,
         ``time.time() * 1e6``) during which the device ran a kernel, 0-1, as the driver
-        samples it (:func:`nvml_busy_frac`; AMD SMI: ``gfx_activity``, its recent average);
+        samples it (:func:`nvml_busy_frac`; AMD SMI: the mean of ``gfx_activity`` read every
+        50 ms since ``since_us``, :class:`vitfsdp.core.sampler.ActivitySampler`);
         None on CPU or where unavailable."""
         if self._busy is None:
             return None
