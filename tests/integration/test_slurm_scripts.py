@@ -139,8 +139,9 @@ def test_profile_shapes_reach_the_script():
     torchrun = render_point([*PROFILES["cuda8"], "cluster.launch_mode=torchrun"], POINT)
     assert "#SBATCH --ntasks-per-node=1" in torchrun and "#SBATCH --cpus-per-task=64" in torchrun
     launch = [line.strip(" \\") for line in torchrun.split("\nsrun ", 1)[1].splitlines()]
-    assert launch[2:9] == [
-        "-m torch.distributed.run", "--nnodes=2", "--nproc-per-node=8", "--rdzv-backend=c10d",
+    assert launch[2:10] == [
+        "-m torch.distributed.run", "--log-dir=/dev/null", "--nnodes=2", "--nproc-per-node=8",
+        "--rdzv-backend=c10d",
         '"--rdzv-endpoint=${MASTER_ADDR}:${MASTER_PORT}"', '"--rdzv-id=${SLURM_JOB_ID}"',
         "-m vitfsdp.train"]
     # torchrun forwards Slurm's SIGUSR2 to the ranks and waits for their checkpoint (the

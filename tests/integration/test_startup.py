@@ -123,7 +123,7 @@ def test_the_local_launchers_torchrun_is_torchs_with_its_imports_paused(tmp_path
     from vitfsdp.launch.agent import AGENT
     from vitfsdp.launch.local import torchrun_command
 
-    assert torchrun_command([], tmp_path, 2)[1:3] == list(AGENT)
+    assert torchrun_command([], tmp_path, 2)[1:1 + len(AGENT)] == list(AGENT)
     proc, _ = imports_paused("from vitfsdp.launch import agent\n"
                              "before = len(starts)\n"
                              "agent.load()\n"
@@ -132,3 +132,18 @@ def test_the_local_launchers_torchrun_is_torchs_with_its_imports_paused(tmp_path
                              "sys.argv = ['agent', '--help']\n"
                              "agent.main()\n", tmp_path)
     assert "--nproc-per-node" in proc.stdout, proc.stdout[:500]  # torchrun's own options
+
+
+def test_the_local_launchers_torchrun_leaves_no_folder_in_the_temporary_directory(tmp_path):
+    """torchrun makes a ``torchelastic_*`` tree in the temporary directory for each launch
+    and never removes it, unless told ``--log-dir=/dev/null`` (the agent's head, AGENT)."""
+    from vitfsdp.launch.agent import AGENT
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    proc = subprocess.run([sys.executable, *AGENT, "--standalone", "--nproc_per_node=1",
+                           "--no-python", "true"], env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert list(tmp.iterdir()) == []

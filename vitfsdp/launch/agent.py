@@ -17,13 +17,22 @@ torch's command, and one agent a job is nothing to save.
 
 from __future__ import annotations
 
+import os
 from types import ModuleType
 
 from vitfsdp import startup_gc
 
+#: torchrun's ``--log-dir``: nowhere. Without it the agent makes a ``torchelastic_*`` folder
+#: tree in the temporary directory for every launch and never removes it (665 empty trees
+#: on a development VM after one day of sweeps and tests), for per-rank log files and error
+#: files that are only written with ``--redirects``/``--tee`` or ``@record``, neither of
+#: which vitfsdp uses: the ranks' output goes to the point's ``train.log``, and a failure's
+#: reason to its records. With ``os.devnull`` torchrun makes no folder (torch's
+#: ``DefaultLogsSpecs``) and its failure report reads as before (``error_file: <N/A>``).
+LOG_DIR_ARG = f"--log-dir={os.devnull}"
 #: The argv head that starts the agent: ``[sys.executable, *AGENT]`` in place of
-#: ``[sys.executable, "-m", "torch.distributed.run"]``.
-AGENT = ("-m", "vitfsdp.launch.agent")
+#: ``[sys.executable, "-m", "torch.distributed.run", LOG_DIR_ARG]``.
+AGENT = ("-m", "vitfsdp.launch.agent", LOG_DIR_ARG)
 
 
 def load() -> ModuleType:

@@ -49,6 +49,7 @@ from vitfsdp.core.layout import (
     TASK_LOG_DIR,
 )
 from vitfsdp.launch import CONFIG_PATH_ENV, ClusterConfig, check_text
+from vitfsdp.launch.agent import LOG_DIR_ARG
 from vitfsdp.launch.local import job_record, quote_override, torchrun_signal_env
 from vitfsdp.launch.secrets import (
     hidden_from_slurm,
@@ -167,7 +168,8 @@ class TaskSpec:
         torchrun over the point's nodes with a c10d rendezvous at ``endpoint`` (host:port)."""
         if self.launch_mode == "srun":
             return [self.python, "-u", *self.train_argv()]
-        return [self.python, "-u", "-m", "torch.distributed.run", f"--nnodes={self.nodes}",
+        return [self.python, "-u", "-m", "torch.distributed.run", LOG_DIR_ARG,
+                f"--nnodes={self.nodes}",
                 f"--nproc-per-node={self.gpus_per_node}", "--rdzv-backend=c10d",
                 # a ShellExpr stays one (expanded by the job script's shell)
                 type(endpoint)(f"--rdzv-endpoint={endpoint}"),
