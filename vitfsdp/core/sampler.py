@@ -11,11 +11,11 @@ readings taken after a window's start.
 
 Cost to the loop it measures: one read per period on another thread. A ctypes call (AMD SMI's
 Python library) releases the GIL while the driver works, so the loop loses only the Python
-side of one read per period. Measured on this project's 2-core CPU VM (2026-11-28), a
-host-bound loop of small torch ops with a stand-in read (one ctypes call and a dict, as
-AMD SMI's wrapper builds) every 50 ms: 6.25 µs per iteration (6.21-6.30) against 6.23
-(6.20-6.34) without the thread, medians of 7 alternating repeats: no difference within the
-spread. AMD SMI's own read was not timed (no AMD GPU here).
+side of one read per period. Measured on a quiet 2-core CPU VM (2026-11-28, docs/benchmarks.md,
+"A thread reading the driver"), a host-bound loop of small torch ops with a stand-in read
+(one ctypes call and a dict, as AMD SMI's wrapper builds) every 50 ms: 6.74 µs per iteration
+(6.66-8.99) with the thread, 6.74 (6.58-6.95) without, medians of 11 alternating repeats: no
+difference. AMD SMI's own read was not timed (no AMD GPU here).
 
 Standard library only.
 """
