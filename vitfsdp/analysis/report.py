@@ -252,8 +252,10 @@ def _equivalence_section(points: pd.DataFrame, df: pd.DataFrame) -> Section | No
     apart = table[table["difference"] == BEYOND]
     text = ("Configurations that compute the same thing under two names (FULL_SHARD and "
             "HYBRID_SHARD with the shard group equal to the world, NO_SHARD and "
-            "HYBRID_1GPU) run the same collectives on the same ranks: their images/s "
-            "should agree within their spread.")
+            "HYBRID_1GPU) do the same arithmetic on the same ranks: their images/s "
+            "should agree within their spread. (FSDP1's hybrid with one replica still "
+            "all-reduces each unit's gradient over a group of one rank; on CPU that measured "
+            "no difference: docs/benchmarks.md, \"The 1-node pair\".)")
     if len(apart):
         which = ", ".join(f"{r.configuration_a} and {r.configuration_b} ({r.model}, "
                           f"{r.nodes} node(s): {r.ips_ratio:.2f}x)" for r in apart.itertuples())

@@ -432,8 +432,12 @@ def calibration_summary(calibration: pd.DataFrame) -> pd.DataFrame:
 
 def _layout(sharding: str | None, group, world) -> tuple:
     """What a point computes, as (sharding, shard group): HYBRID_SHARD with the shard group
-    equal to the world is FULL_SHARD over it, with a group of 1 NO_SHARD (torch runs it so:
-    :meth:`vitfsdp.parallel.StrategyConfig.effective_sharding_strategy`)."""
+    equal to the world is FULL_SHARD's arithmetic over it, with a group of 1 NO_SHARD (which
+    torch then runs: :meth:`vitfsdp.parallel.StrategyConfig.effective_sharding_strategy`).
+    The first is the same arithmetic, not the same code: FSDP1's HYBRID_SHARD still
+    all-reduces each unit's sharded gradient over its replica group, here of one rank
+    (``torch.distributed.fsdp._runtime_utils._reduce_grad``); on CPU that measured no
+    difference (docs/benchmarks.md, "The 1-node pair")."""
     if sharding == "HYBRID_SHARD" and pd.notna(group) and pd.notna(world):
         if int(group) == int(world):
             return "FULL_SHARD", int(world)
