@@ -215,7 +215,6 @@ def framework_ratio_table(df: pd.DataFrame) -> pd.DataFrame:
     return table[cols].sort_values(keys, kind="stable", key=_sort_key).reset_index(drop=True)
 
 
-
 def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:
     """A compact text table of every run: model, strategy, nodes, status, ips, efficiency, memory.
 
