@@ -149,8 +149,12 @@ def test_frontier_queue_limits_take_what_the_queue_runs(overrides):
     cfg.cluster.check_queue_limits(cfg.nodes)
 
 
-#: A site's `module` (an exported shell function, as Lmod's is) that knows no rocm/9.9.9.
-MODULE = {"BASH_FUNC_module%%": '() { [ "$1" = is-avail ] && [ "$2" != rocm/9.9.9 ]; }'}
+#: A site's `module` (an exported shell function, as Lmod's is) that knows no rocm/9.9.9 and,
+#: as Lmod's hierarchy, offers rccl-net-plugin only once a rocm module is loaded.
+MODULE = {"BASH_FUNC_module%%": (
+    '() { case "$1" in load) export LOADED="$LOADED:$2";; is-avail) case "$2" in '
+    'rccl-net-plugin/*) [[ "$LOADED" == *:rocm/* ]];; rocm/9.9.9) false;; *) true;; esac;; '
+    'esac; }')}
 
 
 def test_unknown_module_is_refused_where_the_module_system_answers(tmp_path):
@@ -161,9 +165,18 @@ def test_unknown_module_is_refused_where_the_module_system_answers(tmp_path):
                            f"hydra.sweep.dir={tmp_path}/s"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=300, env={**os.environ, **MODULE})
     line = one_line_refusal(proc, tmp_path)
-    assert "cluster.modules[1]='rocm/9.9.9' is not available here (module is-avail)" in line
+    assert ("cluster.modules[1]='rocm/9.9.9' is not available here after rocm/7.1.1 (module "
+            "is-avail)") in line
     proc = subprocess.run([sys.executable, "-m", "vitfsdp.sweep", "-m", *FRONTIER,
-                           "cluster.modules=[rocm/7.1.1]", f"hydra.sweep.dir={tmp_path}/s"],
+                           "cluster.modules=[rccl-net-plugin/1.0,rocm/7.1.1]",
+                           f"hydra.sweep.dir={tmp_path}/s"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, **MODULE})
+    assert "cluster.modules[0]='rccl-net-plugin/1.0' is not available here (module is-avail)" \
+        in one_line_refusal(proc, tmp_path)
+    # a module of the hierarchy: available once the one before it is loaded, as the job does
+    proc = subprocess.run([sys.executable, "-m", "vitfsdp.sweep", "-m", *FRONTIER,
+                           "cluster.modules=[rocm/7.1.1,rccl-net-plugin/1.0]",
+                           f"hydra.sweep.dir={tmp_path}/s"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={**os.environ, **MODULE})
     assert proc.returncode == 3, proc.stderr[-3000:]  # written

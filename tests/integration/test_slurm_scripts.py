@@ -508,3 +508,22 @@ def test_sbcast_env_and_multi_node_env_reach_the_ranks(tmp_path, nodes):
     calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
     assert ["pigz", "-d"] in calls  # [S]'s unpacking on the node's cores, where pigz is
     assert (tmp_path / "nvme" / "vitfsdp-env-77" / "bin" / "activate").is_file()
+
+
+@pytest.mark.parametrize("sbatch_args", [[], ["--wckey=proj"]])
+def test_the_submitted_script_asks_no_wckey_the_profile_does_not(tmp_path, sbatch_args):
+    """submitit writes ``--wckey=submitit`` unless told otherwise, which a site enforcing
+    wckeys refuses only at submission; the script submitit makes of a point's parameters
+    carries the profile's wckey or none, as ``--scripts-only`` writes it."""
+    from dataclasses import replace
+
+    import submitit
+
+    from vitfsdp.launch.slurm import executor_parameters
+
+    cluster = replace(compose_cfg("cluster=cuda8").cluster, sbatch_args=sbatch_args)
+    executor = submitit.SlurmExecutor(folder=tmp_path)
+    executor.update_parameters(**executor_parameters(cluster, 2, "vitfsdp", tmp_path))
+    text = executor._make_submission_file_text("python -c 1", "uid")
+    wckeys = [line for line in text.splitlines() if "wckey" in line]
+    assert wckeys == [f"#SBATCH {a}" for a in sbatch_args], text

@@ -308,6 +308,11 @@ def test_frontier_and_cuda8_scripts_pass_sbatch_test_only(profile, tmp_path):
         (["cluster.time=1:2:3:4"], "cluster.time='1:2:3:4' is not a Slurm time limit"),
         (["cluster.partition=nosuch"], "cluster.partition='nosuch' does not exist; partitions:"),
         (["cluster.cpus_per_task=40"], "Slurm would not run it:"),
+        (["cluster.account=nosuch"], "cluster.account='nosuch', cluster.partition='debug': Slurm "
+                                     "would not run it: "),
+        (["cluster.account=nosuch"], "; set cluster.account=<ACCOUNT> and "
+                                     "cluster.partition=<PARTITION> (sacctmgr show assoc"),
+        (["cluster.qos=nosuch"], "cluster.qos='nosuch': Slurm would not run it: "),
     ],
 )
 def test_impossible_points_are_refused_before_anything_is_queued(tmp_path, overrides, message):

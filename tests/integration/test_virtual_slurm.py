@@ -117,3 +117,33 @@ def test_more_nodes_than_partition_is_refused():
     proc = slurm("sbatch", "--test-only", "-N", "5", "--wrap", "true")
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert "not available" in proc.stderr
+
+
+@pytest.mark.parametrize(("profile", "per_task_gpu"), [("cuda8", False), ("frontier", True)])
+def test_the_profiles_srun_step_asks_per_task_gpus_only_where_it_binds_them(
+        tmp_path, profile, per_task_gpu):
+    """cuda8's step (gpu_bind none) leaves every task the node's GPUs, so a site's cgroups
+    cannot hide the other GPUs from NCCL; Frontier's binds one GCD per task, as OLCF's
+    guide launches. Checked on the step Slurm made (scontrol show step), 4 GPUs a node."""
+    require_cluster()
+    from dataclasses import replace
+
+    from tests.integration.test_slurm_scripts import compose_cfg
+    from vitfsdp.launch.slurm import srun_options
+
+    cluster = replace(compose_cfg(f"cluster={profile}", "cluster.account=a").cluster,
+                      gpus_per_node=4, cpus_per_task=1, srun_args=[])
+    step = " ".join(srun_options(cluster))
+    script = tmp_path / "job.sh"
+    script.write_text(
+        "#!/bin/bash\n"
+        "#SBATCH --nodes=1 --ntasks-per-node=4 --cpus-per-task=1 --gpus-per-node=4\n"
+        f"#SBATCH --time=00:02:00 --output={tmp_path}/job-%j.out\n"
+        f"srun {step} bash -c '[ $SLURM_LOCALID = 0 ] && "
+        "scontrol show step $SLURM_JOB_ID.$SLURM_STEP_ID || true'\n")
+    proc = slurm("sbatch", "--wait", "--parsable", str(script), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = (tmp_path / f"job-{proc.stdout.strip().split(';')[0]}.out").read_text()
+    fields = dict(w.split("=", 1) for w in out.split() if "=" in w)
+    assert fields["TresPerNode"] == "gres:gpu:4", out  # the job's GPUs reach the step
+    assert ("gres:gpu:1" in fields["TresPerTask"]) is per_task_gpu, (step, out)

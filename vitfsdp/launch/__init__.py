@@ -210,8 +210,10 @@ class ClusterConfig:
     signal_delay_s: int = 90
     max_requeues: int = 3  # requeues after time limits per job (submitit's max_num_timeout)
     cpus_per_task: int = 1  # CPU cores per rank (srun -c); torchrun mode: × gpus_per_node
-    gpu_resource: bool = False  # ask Slurm for GPUs: --gpus-per-node, and --gpus-per-task=1 (srun)
-    gpu_bind: str | None = None  # srun --gpu-bind in srun mode (Frontier: closest); None = unset
+    gpu_resource: bool = False  # ask Slurm for GPUs: --gpus-per-node (and per task, below)
+    # srun --gpu-bind in srun mode, with --gpus-per-task=1 (Frontier: closest); None or none:
+    # every task sees the node's GPUs and rank r takes GPU r (slurm.binds_task_gpus)
+    gpu_bind: str | None = None
     exclusive: bool = True  # whole nodes (sbatch --exclusive): no neighbours in the timings
     max_nodes: int | None = None  # nodes in the partition; None = ask sinfo before submitting
     # --- the environment on the compute nodes, in job-script order (docs/sites.md) ---

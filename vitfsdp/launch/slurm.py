@@ -256,12 +256,26 @@ def srun_step(cluster: ClusterConfig, output: str, step_name: str | None = None)
             *srun_options(cluster), f"--output={output}"]
 
 
+def binds_task_gpus(cluster: ClusterConfig) -> bool:
+    """Whether an srun-mode step gives each task a GPU of its own (``--gpus-per-task=1``):
+    where the profile asks Slurm for GPUs and binds tasks to them (``gpu_bind`` set, not
+    ``none``; Frontier: ``closest``, OLCF's guide). Otherwise (``gpu_bind`` null or ``none``)
+    every task sees all the GPUs the job holds on its node (``--gpus-per-node``) and rank r
+    takes device r (:func:`vitfsdp.distributed.pick_device`): where a site's cgroups confine
+    each task to its own GPU (Slurm's ``ConstrainDevices`` with ``--gpus-per-task``), NCCL
+    cannot see the other GPUs of the node and does not use NVLink between them (NCCL's
+    ``p2p.cc``: a GPU this process cannot see is reached over NVLink only where NVML shows
+    the link), so CUDA profiles leave the GPUs visible (docs/sites.md)."""
+    return bool(cluster.gpu_resource and cluster.gpu_bind and cluster.gpu_bind != "none")
+
+
 def srun_options(cluster: ClusterConfig) -> list[str]:
-    """The options of the job's srun step: tasks, cores and GPUs per task, GPU binding."""
+    """The options of the job's srun step: tasks, cores and GPUs per task
+    (:func:`binds_task_gpus`), GPU binding."""
     if cluster.launch_mode == "srun":
         opts = [f"--ntasks-per-node={cluster.gpus_per_node}",
                 f"--cpus-per-task={cluster.cpus_per_task}"]
-        if cluster.gpu_resource:
+        if binds_task_gpus(cluster):
             opts.append("--gpus-per-task=1")
         if cluster.gpu_bind:
             opts.append(f"--gpu-bind={cluster.gpu_bind}")
@@ -641,7 +655,10 @@ def _executor_parameters(cluster: ClusterConfig, nodes: int, job_name: str,
                          sweep_dir: Path) -> dict:
     """submitit's SlurmExecutor parameters for a point of ``nodes`` nodes. submitit writes
     each sbatch option with :func:`shlex.quote` alone: backslashes are doubled here, as
-    :func:`sbatch_word` does, so that sbatch reads back the value itself."""
+    :func:`sbatch_word` does, so that sbatch reads back the value itself. No wckey (submitit's
+    default is ``--wckey=submitit``, which a site that enforces wckeys refuses at submission,
+    after ``sbatch --test-only`` passed without it): the job asks what ``--scripts-only``
+    writes; ``cluster.sbatch_args=[--wckey=KEY]`` sets one."""
     opts = {k: v.replace("\\", "\\\\") if isinstance(v, str) else v
             for k, v in sbatch_options(cluster, nodes, job_name).items()}
     named = {k.replace("-", "_"): opts.pop(k) for k in
@@ -652,7 +669,7 @@ def _executor_parameters(cluster: ClusterConfig, nodes: int, job_name: str,
             "additional_parameters": opts, "setup": setup_lines(cluster, sweep_dir),
             "srun_args": srun_options(cluster), "stderr_to_stdout": True,
             "signal_delay_s": cluster.signal_delay_s,
-            "array_parallelism": cluster.array_parallelism}
+            "array_parallelism": cluster.array_parallelism, "wckey": None}
 
 
 def executor_parameters(cluster: ClusterConfig, nodes: int, job_name: str,

@@ -67,24 +67,38 @@ def missing_path(cluster: ClusterConfig) -> str | None:
     return None
 
 
+#: Checks ``cluster.modules`` as the job loads them, in one shell: each must be available
+#: (``module is-avail``) once the ones before it are loaded; prints the index of the first
+#: that is not, and why (``avail`` or ``load``).
+MODULE_CHECK = ('i=0; for m in "$@"; do '
+                'module is-avail "$m" >/dev/null 2>&1 || { echo "$i avail"; exit 3; }; '
+                'module load "$m" >/dev/null 2>&1 || { echo "$i load"; exit 3; }; '
+                'i=$((i + 1)); done')
+
+
 def unavailable_module(modules: Sequence[str]) -> str | None:
     """Why a module of ``cluster.modules`` cannot load, as the site's module system here (the
-    login node) answers ``module is-avail`` (Lmod, Environment Modules): one line naming the
-    first missing one; None when all are available, or when this shell has no ``module``
-    (nothing to ask: the job's own ``module load`` fails on the node)."""
-    def module(*args: str) -> int:
-        return subprocess.run(["bash", "-c", 'module "$@"', "module", *args],
-                              capture_output=True, timeout=120).returncode
-
+    login node) answers (Lmod, Environment Modules): in one shell, in the job's order, each
+    asked ``module is-avail`` after the ones before it are loaded (a module of Lmod's
+    hierarchy is available only once what it depends on is loaded, as OLCF's
+    ``rccl-net-plugin`` after ``rocm``); one line naming the first that is not available or
+    does not load; None when all load, or when this shell has no ``module`` (nothing to ask:
+    the job's own ``module load`` fails on the node)."""
     if not modules or subprocess.run(["bash", "-c", "type module"], capture_output=True,
                                      timeout=60).returncode != 0:
         return None
-    for i, name in enumerate(modules):
-        if module("is-avail", name) != 0:
-            return (f"cluster.modules[{i}]={name!r} is not available here (module is-avail); "
-                    f"see module avail, or set cluster.check_paths=false if the compute "
-                    "nodes have other modules")
-    return None
+    proc = subprocess.run(["bash", "-c", MODULE_CHECK, "module", *modules],
+                          capture_output=True, text=True, timeout=300)
+    if proc.returncode == 0:
+        return None
+    index, _, why = proc.stdout.strip().rpartition("\n")[2].partition(" ")
+    i = int(index) if index.isdigit() and int(index) < len(modules) else 0
+    after = f" after {', '.join(modules[:i])}" if i else ""
+    what = "is not available here" if why == "avail" else "does not load here"
+    return (f"cluster.modules[{i}]={modules[i]!r} {what}{after} (module "
+            f"{'is-avail' if why == 'avail' else 'load'}); see module avail (or module spider "
+            "for what it needs loaded first), or set cluster.check_paths=false if the compute "
+            "nodes have other modules")
 
 
 def read_only_refusal(read_only_paths: Sequence[str], run_dir: str | Path,

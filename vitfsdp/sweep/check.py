@@ -270,10 +270,29 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
+#: sbatch's refusals of an account, partition or QOS (Slurm's ``slurm_errtab.c``: "Invalid
+#: account or account/partition combination specified", "invalid partition specified",
+#: "Invalid qos specification"), lower case, and the profile field each names.
+REFUSED_FIELDS = (("invalid account", ("account", "partition")),
+                  ("invalid partition", ("partition",)), ("invalid qos", ("qos",)))
+#: Where a user finds the values Slurm accepts for each field.
+FIELD_HINTS = {"account": "sacctmgr show assoc user=$USER format=account,partition,qos lists "
+                          "yours",
+               "partition": "sinfo -s lists the partitions",
+               "qos": "sacctmgr show assoc user=$USER format=account,qos lists yours"}
+
+
 def _slurm_refusal(cluster, message: str) -> str:
     """``sbatch --test-only``'s refusal, quoted, after the ``cluster.sbatch_args`` entry it
-    names (where it names one)."""
+    names (where it names one), or after the profile fields an account, partition or QOS
+    refusal is about (:data:`REFUSED_FIELDS`), with their values and where to look."""
     for i, arg in enumerate(cluster.sbatch_args):
         if arg.split("=")[0] in message:
             return f"cluster.sbatch_args[{i}]={arg!r}: Slurm would not run it: {message}"
+    for text, fields in REFUSED_FIELDS:
+        if text in message.lower():
+            named = ", ".join(f"cluster.{f}={getattr(cluster, f)!r}" for f in fields)
+            return (f"{named}: Slurm would not run it: {message}; set "
+                    f"{' and '.join(f'cluster.{f}=<{f.upper()}>' for f in fields)} "
+                    f"({FIELD_HINTS[fields[0]]})")
     return f"Slurm would not run it: {message}"
