@@ -30,8 +30,12 @@ def main(argv: list[str]) -> int:
     cluster = "cuda8"
     if len(argv) == 3 and argv[1] == "--cluster":
         argv, cluster = argv[:1], argv[2]
-    if len(argv) != 1:
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
+    if len(argv) != 1 or argv[0].startswith("-"):
+        usage = next(ln.strip() for ln in __doc__.splitlines() if "tools/plan_check.py" in ln)
+        print(f"usage: {usage}", file=sys.stderr)
         return 2
     runs = pd.read_csv(argv[0], low_memory=False)
     missing = [c for c in COLUMNS if c not in runs]

@@ -12,6 +12,7 @@ import dataclasses
 import difflib
 import math
 import re
+import shlex
 import sys
 import typing
 from collections.abc import Sequence
@@ -24,13 +25,14 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Glob
 from hydra.errors import ConfigCompositionException, MissingConfigException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from vitfsdp.config_jax import check_run_config as check_jax_config
 from vitfsdp.data import DataConfig
 from vitfsdp.data import num_classes as data_num_classes
 from vitfsdp.launch import ClusterConfig, LaunchOptions, config_path_dirs
+from vitfsdp.launch.local import quote_override
 from vitfsdp.launch.secrets import check_override as check_secret_override
 from vitfsdp.metrics import MetricsConfig
 from vitfsdp.models import ModelConfig
@@ -507,10 +509,10 @@ def _parse_error(text: str, error: Exception) -> str:
     elif value.count("[") != value.count("]") or value.count("{") != value.count("}"):
         hint = "an unclosed bracket; write key=[a,b] (a list) or key=a,b (a sweep)"
     elif value.startswith("[") and value.endswith("]"):
-        items = ",".join(f"'{item.strip()}'" for item in value[1:-1].split(","))
-        hint = f"quote each item: {key}=[{items}]"
-    else:
-        hint = f"quote the value: {key}='{value}'"
+        items = ",".join(quote_override(item.strip()) for item in value[1:-1].split(","))
+        hint = f"quote each item: {shlex.quote(f'{key}=[{items}]')}"
+    else:  # Hydra's quotes inside the shell's: the hint pastes as one argument
+        hint = f"quote the value: {shlex.quote(f'{key}={quote_override(value)}')}"
     return f"{shown} does not parse{reason}: {hint}"
 
 
@@ -628,16 +630,23 @@ def _check_launcher(cfg: DictConfig) -> None:
 
 def check_composes(config_name: str, overrides: Sequence) -> None:
     """Compose ``config_name`` from ``conf/`` with the parsed ``overrides`` that are not
-    sweeps (each sweep point is composed by the sweep), as Hydra will before it starts.
+    sweeps (each sweep point is composed by the sweep), as Hydra will before it starts; with
+    no sweep among them (one run), validate it too (:func:`to_run_config`), so that a bad
+    value is refused before Hydra makes the run's directory.
 
     Raises:
-        ValueError: :func:`one_line` of the composition error.
+        ValueError: :func:`one_line` of the composition error, or the validation's line.
     """
     register_configs()
     fixed = [o.input_line for o in overrides if not o.is_sweep_override()]
     with initialize_config_dir(str(CONF_DIR), version_base=None):
         try:
-            _check_launcher(compose(config_name, fixed, return_hydra_config=True))
+            cfg = compose(config_name, fixed, return_hydra_config=True)
+            _check_launcher(cfg)
+            if len(fixed) == len(overrides):
+                with open_dict(cfg):
+                    del cfg["hydra"]
+                to_run_config(cfg)
         except (OmegaConfBaseException, ValueError) as e:
             raise ValueError(one_line(e, fixed)) from None
         except Exception as e:  # hydra.errors.HydraException and its kinds

@@ -165,7 +165,8 @@ class StrategyConfig:
         tiles = ranks_per_node % k == 0 or k % ranks_per_node == 0
         if world_size % k or not tiles:
             raise ValueError(
-                f"strategy.shard_group_size={k}: {self.sharding_strategy} needs shard groups "
+                f"strategy={self.name} (strategy.shard_group_size={k}): "
+                f"{self.sharding_strategy} needs shard groups "
                 f"of {k} ranks, but a node has {ranks_per_node} ranks (world {world_size}); "
                 f"choose a shard group that divides the world size and divides or is a "
                 f"multiple of cluster.gpus_per_node={ranks_per_node}"

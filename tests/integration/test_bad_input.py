@@ -252,6 +252,30 @@ def test_the_command_refuses_in_one_line_with_status_2(tmp_path, args, line):
     assert not sweep_dir.exists()  # no multirun.yaml, no run directory
 
 
+@pytest.mark.parametrize(
+    ("module", "args", "line"),
+    [
+        ("vitfsdp.plan", ["train.stepz=3"], "train.stepz is not a config key; did you mean"),
+        ("vitfsdp.plan", ["+train.foo=1"], "train.foo is not a config key"),
+        ("vitfsdp.plan", ["nodes=1,,2"], "nodes=1,,2 does not parse"),
+        ("vitfsdp.probe", ["train.stepz=3"], "train.stepz is not a config key; did you mean"),
+        ("vitfsdp.train", ["nodes=0"], "nodes=0 must be >= 1"),
+        ("vitfsdp.train", ["metrics.wandb=ofline", "dry_run=true"],
+         "metrics.wandb='ofline' is unknown"),
+    ],
+)
+def test_the_other_commands_refuse_as_the_sweep_does(tmp_path, module, args, line):
+    """plan and probe check overrides as the sweep does (they printed Hydra's traceback, or
+    took a new key silently); train validates its one run before Hydra makes its directory
+    (it printed a traceback and left runs/train/<time>/ behind)."""
+    proc = run_module(module, *args, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stderr.startswith("error: ") and line in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert list(tmp_path.iterdir()) == []  # no run directory, no outputs
+
+
 def test_a_sweep_directory_that_cannot_be_made_is_refused_in_one_line(tmp_path):
     """hydra.sweep.dir under a file (or /proc): one line naming the key, status 2 (it was a
     28-line traceback)."""

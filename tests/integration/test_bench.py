@@ -202,11 +202,17 @@ def test_a_failed_repeat_is_the_paths_status_and_left_out_of_the_median():
     assert pd.isna(table.loc["timm", "repeat_spread"])  # one repeat: no spread
 
 
-def test_repeats_below_one_are_refused(capsys):
+@pytest.mark.parametrize(("args", "message"), [
+    (["--repeats", "0"], "--repeats 0: give 1 or more"),
+    (["--batch", "0"], "--batch 0: give 1 or more"),  # ran the default batch of 8
+    (["--steps", "0"], "--steps 0: give 1 or more"),
+    (["--warmup", "-1"], "--warmup -1: give 0 or more"),
+])
+def test_counts_below_their_least_are_refused(capsys, args, message):
     with pytest.raises(SystemExit) as raised:
-        throughput.main(["--repeats", "0"])
+        throughput.main(args)
     assert raised.value.code == 2
-    assert "--repeats 0: give 1 or more" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
 
 
 def test_help_names_the_overhead_benchmark(capsys):

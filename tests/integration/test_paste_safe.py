@@ -67,8 +67,8 @@ def test_scripts_only_hints_paste_safely(tmp_path):
     (script,) = sweep_dir.glob("*/job.sbatch")
     (submit,) = command_after("submit with: ", out)
     assert paste(submit, tmp_path) == ["sbatch", str(script)]
-    follows = command_after("follow with: ", out)  # after the scripts, and not ended
-    assert len(follows) == 2
+    follows = command_after("follow with: ", out)  # after the scripts, once
+    assert len(follows) == 1
     for line in follows:
         assert paste(line, tmp_path) == ["python", "-m", "vitfsdp.sweep", "--status",
                                          str(sweep_dir), "--watch"]

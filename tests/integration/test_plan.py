@@ -6,6 +6,7 @@ import dataclasses
 import math
 import shutil
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -340,6 +341,14 @@ def test_precision_aware_peak_and_tight_margin(study_configs):
     assert predict(tf32).step_time_s is None  # no fp32 figure: no step time, not bf16's
     tight = predict(_point(ddp, "vit_3b"))
     assert tight.fits is True and tight.tight is True and "tight" in tight.reason
+    from vitfsdp.plan.__main__ import format_plan, rank_points  # the table says it too
+
+    row = {"point": "model=vit_3b", "model": "vit_3b", "strategy": "DDP", "nodes": 1,
+           "local_batch_size": 32, "precision": "bf16", "activation_checkpointing": True,
+           **tight.as_dict()}
+    (line,) = [ln.split() for ln in format_plan(rank_points(pd.DataFrame([row]))).splitlines()
+               if ln.startswith("vit_3b")]
+    assert "tight" in line and "yes" not in line[6:], line
     roomy = predict(_point(study_configs["FULL_SHARD"], "vit_base", 2))
     assert roomy.fits is True and roomy.tight is False
     # a reserve of all but 0.32 of the GCD's 64 GiB: the roomy point (about 0.6 GiB) is tight
@@ -494,3 +503,31 @@ def test_plan_check_recomputes_the_h100_sweep(tmp_path):
     out = subprocess.run([sys.executable, str(tool), str(bad)], capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 2 and "no column" in out.stderr
+
+
+def test_calibration_holds_runs_out_in_folds_beyond_twenty_and_searches_coarse_first():
+    """Leave-one-out refit once per run (36 runs: 6 minutes); beyond MAX_LEAVE_ONE_OUT runs
+    they are held out in FOLDS folds, every run in one. The grid search tries every COARSE-th
+    value, then those near the best: the full grid's argmin for a loss with one minimum."""
+    from vitfsdp.plan.calibrate import (
+        COARSE,
+        FOLDS,
+        GRIDS,
+        MAX_LEAVE_ONE_OUT,
+        _argmin,
+        held_out_folds,
+    )
+
+    assert held_out_folds(3) == [[0], [1], [2]]
+    assert len(held_out_folds(MAX_LEAVE_ONE_OUT)) == MAX_LEAVE_ONE_OUT
+    folds = held_out_folds(57)
+    assert len(folds) == FOLDS and sorted(i for f in folds for i in f) == list(range(57))
+    grid = GRIDS["inter_node_gbps"]
+    for target in (grid[0], grid[1], grid[COARSE + 2], grid[77], grid[-2], grid[-1], 3.3):
+        calls: list[float] = []
+
+        def loss(x, t=target, calls=calls):
+            calls.append(x)
+            return abs(math.log(x / t))
+        assert _argmin(grid, loss) == grid[np.argmin([abs(math.log(g / target)) for g in grid])]
+        assert len(calls) < len(grid) / 3

@@ -62,7 +62,8 @@ def test_readme_sweep_command_runs_and_analyses(tmp_path):
         (["strategy=FULL_SHARD,BOGUS"], "strategy=BOGUS is unknown; valid: DDP, FULL_SHARD"),
         (["model=vit_giant"], "model=vit_giant is unknown; valid: vit_15b, vit_1b"),
         (["strategy=FULL_SHARD,HYBRID_2GPU", "cluster.gpus_per_node=3"],
-         "strategy.shard_group_size=2: HYBRID_SHARD needs shard groups of 2 ranks, but a node "
+         "strategy=HYBRID_2GPU (strategy.shard_group_size=2): HYBRID_SHARD needs shard groups "
+         "of 2 ranks, but a node "
          "has 3 ranks"),
         (["strategy=HYBRID_8GPU", "nodes=1,2"], "shard groups of 8 ranks"),
         (["nodes=0,1"], "nodes=0 must be >= 1"),

@@ -151,3 +151,40 @@ def test_compile_auto_on_a_gpu_follows_the_engine_and_local_batch(overrides, com
     # the wrap's use_orig_params follows: flat parameters where the blocks run eagerly
     assert use_orig_params(cfg.strategy, cfg.compile_blocks("cuda")) is compiled or (
         not cfg.strategy.is_fsdp)
+
+
+@pytest.mark.parametrize("value", ["/data/x (copy)", "x;rm", "my sweep's dir", "a=b", "{a}",
+                                   "(x)\\"])
+def test_the_quoting_hint_pastes_back_as_the_value(value):
+    """A value that does not parse gets a hint to paste: shell-quoted around Hydra's quotes.
+    Pasted into a shell, it reaches Hydra as the value typed (the old hint,
+    ``data.path='/data/x (copy)'``, lost its quotes to the shell and failed again)."""
+    import shlex
+
+    from vitfsdp.config import parse_overrides
+
+    with pytest.raises(ValueError, match="quote the value: ") as e:
+        parse_overrides([f"data.path={value}"])
+    hint = str(e.value).split("quote the value: ", 1)[1]
+    (argument,) = shlex.split(hint)  # what the shell hands the command
+    (override,) = parse_overrides([argument])
+    assert override.value() == value, hint
+
+
+def test_the_probes_printed_override_pastes_back_as_its_path(tmp_path):
+    """The probe ends with ``plan with cluster.probe=PATH``: pasted, the path reaches Hydra
+    whole even with a space, ``(`` or ``'`` in it (shlex alone left Hydra the bare path)."""
+    import shlex
+
+    from vitfsdp.config import parse_overrides
+    from vitfsdp.probe.__main__ import publish
+
+    folder = tmp_path / "my site's (probe) dir"
+    folder.mkdir()
+    kept = folder / "probe-1.json"
+    kept.write_text("{}")
+    line = publish(kept, folder / "probe.json", replace=False, completed=True, measured="1")
+    (argument,) = shlex.split(line.split("plan with ", 1)[1])
+    (override,) = parse_overrides([argument])
+    assert override.key_or_group == "cluster.probe"
+    assert override.value() == str(folder / "probe.json")

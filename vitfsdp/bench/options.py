@@ -95,6 +95,14 @@ def parse_args(argv: Sequence[str]) -> BenchOptions:
     a = p.parse_args(list(argv))
     if a.repeats is not None and a.repeats < 1:
         p.error(f"--repeats {a.repeats}: give 1 or more measurements of each path")
+    for flag, value in (("--batch", a.batch), ("--steps", a.steps),
+                        ("--log-every", a.log_every)):
+        if value is not None and value < 1:  # 0 read as "unset" ran the default
+            p.error(f"{flag} {value}: give 1 or more (or leave it out for the default)")
+    if a.warmup is not None and a.warmup < 0:
+        p.error(f"--warmup {a.warmup}: give 0 or more warm-up steps")
+    if a.profile_steps < 0:
+        p.error(f"--profile-steps {a.profile_steps}: give 0 (no profile) or more")
     unknown = [x for x in a.paths or [] if x not in PATHS]
     if unknown or a.paths == []:
         p.error(f"--paths {','.join(a.paths)}: valid paths are {', '.join(PATHS)}")

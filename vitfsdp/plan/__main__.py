@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import re
 import sys
@@ -50,10 +51,10 @@ def compose_points(overrides: list[str]) -> list[tuple[list[str], object]]:
     from omegaconf import open_dict
     from omegaconf.errors import OmegaConfBaseException
 
-    from vitfsdp.config import CONF_DIR, check_group_choices, register_configs, to_run_config
+    from vitfsdp.config import CONF_DIR, check_overrides, register_configs, to_run_config
     from vitfsdp.overrides import expand
 
-    check_group_choices(overrides)
+    check_overrides(overrides)  # as the sweep: unknown keys, bad syntax, group options
     register_configs()
     points = []
     with initialize_config_dir(str(CONF_DIR), version_base=None):
@@ -205,6 +206,8 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
     shown["model"] = [m if len(m) <= MODEL_WIDTH else m[:MODEL_WIDTH - 1] + "~"
                       for m in shown["model"]]
     shown["fits"] = df["fits"].map({True: "yes", False: "NO"}).fillna("?")
+    if "tight" in df:  # fits, with less than cluster.memory_reserve_frac to spare
+        shown.loc[(df["fits"] == True) & (df["tight"] == True), "fits"] = "tight"  # noqa: E712
     shown["ckpt"] = df["activation_checkpointing"].map({True: "yes", False: "no"})
     others = _other_overrides(df)
     if others is not None:
@@ -214,7 +217,8 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
     if others is not None:
         lines += [f"#{i}: {o}" for i, o in enumerate(others)]
     lines += ["peak: allocated + allocator reserve (GPU) or process baseline (CPU), GiB per",
-              "rank; margin: device memory - peak; fits: peak <= device memory; exposed:",
+              "rank; margin: device memory - peak; fits: peak <= device memory (tight: less",
+              "than cluster.memory_reserve_frac of it to spare); exposed:",
               "seconds of step - compute (communication not hidden); rank: ips order of the points",
               "that fit, per model and nodes. All columns: --csv FILE, --json"]
     unknown = []
@@ -295,6 +299,8 @@ def main(argv: list[str] | None = None) -> int:
             # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
             from vitfsdp.plan.calibrate import calibrate
 
+            # the fit's progress on stderr: minutes where a study holds hundreds of runs
+            logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
             print(calibrate(args.calibrate, args.overrides, args.probe))
             return 0
         df = plan_table(args.overrides)

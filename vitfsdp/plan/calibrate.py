@@ -22,6 +22,7 @@ the fit did not see.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +33,8 @@ import pandas as pd
 from vitfsdp.plan import GIB, peak_flops_for, predict
 from vitfsdp.plan.probed import PROBE_FILE, load_probe
 from vitfsdp.plan.recorded import find_run_dirs
+
+log = logging.getLogger(__name__)
 
 CALIBRATION_FILE = "calibration.csv"
 #: The calibration table's columns after the caller's key columns (:func:`compare`).
@@ -176,10 +179,42 @@ def _keys(runs: list[Measured]) -> list[str]:
     return keys
 
 
-def _loss(runs: list[Measured], values: dict[str, float]) -> float:
-    """Mean squared log(predicted / measured step time)."""
-    logs = [math.log(_predict(m, **values).step_time_s / m.step_time_s) for m in runs]
-    return float(np.mean(np.square(logs)))
+#: Every ``COARSE``-th grid value is tried first, then every value within ``COARSE`` steps
+#: of the best of those: the full grid's argmin where the loss has one minimum along the
+#: key, at a sixth of the predictions.
+COARSE = 6
+#: Up to this many runs, each run is held out alone (:func:`leave_one_out`); beyond it, in
+#: :data:`FOLDS` folds (k-fold cross-validation), so that the check costs FOLDS fits, not
+#: one per run (36 runs took 6 minutes one at a time).
+MAX_LEAVE_ONE_OUT = 20
+FOLDS = 10
+
+
+def _groups(runs: list[Measured]) -> list[tuple[Measured, np.ndarray]]:
+    """The runs by what the plan predicts them from (config but its ``repeat`` label, and
+    the recorded device): one run of each, with the log step times of them all."""
+    groups: dict[str, tuple[Measured, list[float]]] = {}
+    for m in runs:
+        cfg = dataclasses.replace(m.cfg, repeat=0) if hasattr(m.cfg, "repeat") else m.cfg
+        key = repr((cfg, sorted(m.device.items())))
+        groups.setdefault(key, (m, []))[1].append(math.log(m.step_time_s))
+    return [(m, np.asarray(logs)) for m, logs in groups.values()]
+
+
+def _loss(groups: list[tuple[Measured, np.ndarray]], values: dict[str, float]) -> float:
+    """Mean squared log(predicted / measured step time) over the runs (one prediction per
+    group of :func:`_groups`)."""
+    total = sum(float(np.sum(np.square(math.log(_predict(m, **values).step_time_s) - logs)))
+                for m, logs in groups)
+    return total / sum(len(logs) for _, logs in groups)
+
+
+def _argmin(grid: np.ndarray, loss) -> float:
+    """The grid value of least ``loss``: coarse, then around the best (:data:`COARSE`)."""
+    coarse = range(0, len(grid), COARSE)
+    best = min(coarse, key=lambda i: loss(float(grid[i])))
+    near = range(max(0, best - COARSE + 1), min(len(grid), best + COARSE))
+    return float(grid[min(near, key=lambda i: loss(float(grid[i])))])
 
 
 def fit(runs: list[Measured]) -> dict[str, float]:
@@ -191,29 +226,41 @@ def fit(runs: list[Measured]) -> dict[str, float]:
     runs = [m for m in runs if m.step_time_s > 0]
     if not runs:
         raise ValueError("no completed run with a step time to calibrate against")
-    keys = _keys(runs)
+    keys, groups = _keys(runs), _groups(runs)
     values = {k: float(GRIDS[k][len(GRIDS[k]) // 2]) for k in keys}
     if any(k.startswith("peak_tflops") for k in values):
         values["plan_efficiency"] = 1.0
     for _ in range(ROUNDS):
         for key in keys:
-            losses = [_loss(runs, values | {key: float(x)}) for x in GRIDS[key]]
-            values[key] = float(GRIDS[key][int(np.argmin(losses))])
+            values[key] = _argmin(GRIDS[key], lambda x, k=key: _loss(groups, values | {k: x}))
     errors = [_predict(m, **values).step_time_s / m.step_time_s - 1 for m in runs]
     return values | {"rms_rel_error": float(np.sqrt(np.mean(np.square(errors))))}
 
 
+def held_out_folds(n: int) -> list[list[int]]:
+    """The runs' indices held out together: each alone up to :data:`MAX_LEAVE_ONE_OUT` runs,
+    else :data:`FOLDS` folds, run i in fold i mod FOLDS."""
+    if n <= MAX_LEAVE_ONE_OUT:
+        return [[i] for i in range(n)]
+    return [list(range(f, n, FOLDS)) for f in range(FOLDS)]
+
+
 def leave_one_out(runs: list[Measured]) -> list[float]:
-    """For each run, the relative step-time error of a fit to the other runs (NaN where
-    fewer than two runs remain)."""
-    runs, errors = [m for m in runs if m.step_time_s > 0], []
-    for i, held in enumerate(runs):
-        rest = [m for j, m in enumerate(runs) if j != i]
+    """For each run, the relative step-time error of a fit to the runs not held out with it
+    (:func:`held_out_folds`: alone, or in one of :data:`FOLDS` folds beyond
+    :data:`MAX_LEAVE_ONE_OUT` runs); NaN where fewer than two runs remain."""
+    runs = [m for m in runs if m.step_time_s > 0]
+    errors = [math.nan] * len(runs)
+    folds = held_out_folds(len(runs))
+    for n, fold in enumerate(folds, 1):
+        rest = [m for j, m in enumerate(runs) if j not in set(fold)]
         if len(rest) < 2:
-            errors.append(math.nan)
             continue
+        if len(folds) > 1:
+            log.info("held-out fit %d of %d (%d runs held out)", n, len(folds), len(fold))
         values = {k: v for k, v in fit(rest).items() if k != "rms_rel_error"}
-        errors.append(_predict(held, **values).step_time_s / held.step_time_s - 1)
+        for i in fold:
+            errors[i] = _predict(runs[i], **values).step_time_s / runs[i].step_time_s - 1
     return errors
 
 
@@ -415,10 +462,13 @@ def calibrate(sweep_dirs: list[Path], overrides: list[str] | None = None,
     if probe is not None:
         return (f"{_terms_table(df, table)}\n{counts}{_probe_report(df, table, probe)}"
                 f"\nwrote {dirs[0] / CALIBRATION_FILE}")
+    log.info("fitting the profile's figures to %d run(s)", len(runs))
     fitted = fit(runs)
     loo = np.abs([e for e in leave_one_out(runs) if not math.isnan(e)])
     line = " ".join(f"cluster.{k}={v:.3g}" for k, v in fitted.items() if k != "rms_rel_error")
-    held = (f"leave-one-out step time: median |error| {np.median(loo):.1%}, max "
+    how = ("leave-one-out" if len(runs) <= MAX_LEAVE_ONE_OUT
+           else f"held out in {FOLDS} folds")
+    held = (f"{how} step time: median |error| {np.median(loo):.1%}, max "
             f"{np.max(loo):.1%} over {len(loo)} run(s)" if len(loo) else
             "leave-one-out: needs 3 runs or more")
     return (head + f"fit (step time, rms relative error {fitted['rms_rel_error']:.1%}): {line}\n"
@@ -426,5 +476,6 @@ def calibrate(sweep_dirs: list[Path], overrides: list[str] | None = None,
 
 
 __all__ = ["CALIBRATION_COLUMNS", "CALIBRATION_FILE", "GIB", "TERMS", "calibrate",
-           "calibration_table", "compare", "fit", "leave_one_out", "read_runs", "term_errors",
+           "calibration_table", "compare", "fit", "held_out_folds", "leave_one_out",
+           "read_runs", "term_errors",
            "term_groups", "term_scales"]

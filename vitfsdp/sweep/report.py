@@ -59,7 +59,8 @@ def _report(points: list[Point], summaries: list[dict], sweep_dir: Path) -> None
 def _report_not_ended(points: list[Point], summaries: list[dict], sweep_dir: Path) -> None:
     """Name the points that have not ended (queued or running, perhaps by an earlier sweep;
     waiting for ``cluster.max_jobs``; only written): the sweep then exits
-    :data:`EXIT_NOT_ENDED`."""
+    :data:`EXIT_NOT_ENDED`. Where every such point was only written (``--scripts-only``),
+    the lines that wrote them already said how to follow them: not again."""
     for p, s in zip(points, summaries, strict=True):
         if s.get("status") not in STATUSES:
             job = f" (Slurm job {s['job_id']})" if s.get("job_id") else ""
@@ -68,7 +69,9 @@ def _report_not_ended(points: list[Point], summaries: list[dict], sweep_dir: Pat
     if secrets.secrets_path(sweep_dir).exists():
         log.info("%s stays for the jobs that have not ended; --status removes it once every "
                  "point has ended", secrets.secrets_path(sweep_dir))
-    log.info("follow with: %s", status_command(sweep_dir))
+    left = [s.get("status") for s in summaries if s.get("status") not in STATUSES]
+    if not left or set(left) != {"script"}:
+        log.info("follow with: %s", status_command(sweep_dir))
 
 
 def _remove_secrets(sweep_dir: Path) -> None:

@@ -373,7 +373,8 @@ def figure_script(name: str, argv: list[str]) -> int:
     into ``SWEEP_DIR/analysis`` (PNG and SVG); 2 on bad input (no such dir, no runs)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if not argv or any(a.startswith("-") for a in argv):
-        print(f"usage: python analysis/{name}.py SWEEP_DIR [SWEEP_DIR ...]", file=sys.stderr)
+        script = Path(sys.argv[0]).name if sys.argv[0].endswith(".py") else f"{name}.py"
+        print(f"usage: python analysis/{script} SWEEP_DIR [SWEEP_DIR ...]", file=sys.stderr)
         return 2
     try:
         runs = {sweep_dir: collect_runs(sweep_dir) for sweep_dir in argv}
