@@ -79,3 +79,51 @@ def test_init_distributions_follow_timm():
     gate = block["mlp"]["fc1_g"]  # SwiGLU.init_weights: gate weight normal(1e-6), bias 1
     assert np.abs(np.asarray(gate["kernel"])).max() < 1e-4
     assert (np.asarray(gate["bias"]) == 1).all()
+
+
+def test_xla_on_cpu_keeps_what_remat_would_free():
+    """The plan counts a JAX CPU run's activations as without checkpointing
+    (vitfsdp.plan.JAX_CPU_REMAT_KEEPS): XLA's CPU compiler schedules nn.remat's recomputation
+    with the forward, so its temporaries do not fall (ViT-B/16: 9.57 against 8.70 GiB at
+    batch 32). Fails the day a jaxlib frees them: then drop the special case."""
+    import optax
+    from jax.sharding import Mesh
+
+    from vitfsdp.jax import sharding
+    from vitfsdp.jax.train import compiled_memory, make_train_step, state_layout
+    from vitfsdp.plan import JAX_CPU_REMAT_KEEPS
+
+    temp = {}
+    mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), sharding.MESH_AXES)
+    batch = sharding.batch_sharding(mesh)
+    images = jax.ShapeDtypeStruct((32, 3, 64, 64), jnp.float32, sharding=batch)
+    labels = jax.ShapeDtypeStruct((32,), jnp.int32, sharding=batch)
+    for remat in (False, True):
+        model = ViT(img_size=64, patch_size=8, width=256, depth=4, num_heads=4,
+                    mlp_hidden=1024, num_classes=10, remat=remat)
+        tx = optax.adamw(1e-3)
+        target, shardings = state_layout(model, tx, mesh, 0)
+        step = make_train_step(model, tx, mesh, shardings, "xla")
+        temp[remat] = compiled_memory(step.lower(target, images, labels).compile())["temp"]
+    print(f"XLA CPU temporaries: {temp[False] / 2**20:.0f} MiB without remat, "
+          f"{temp[True] / 2**20:.0f} MiB with")
+    assert JAX_CPU_REMAT_KEEPS and temp[True] > 0.8 * temp[False], temp
+
+
+def test_the_jax_memory_tool_prints_what_autodiff_and_xla_keep():
+    """tools/jax_memory.py (docs/jax.md): a row per remat setting; remat keeps less of the
+    saved tensors (the block inputs), and the plan's count is printed beside them."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    proc = subprocess.run([sys.executable, str(REPO / "tools" / "jax_memory.py"), "--model",
+                           "vit_tiny", "--batch", "4"], capture_output=True, text=True,
+                          timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = {line.split()[0]: [float(x) for x in line.split()[1:]]
+            for line in proc.stdout.splitlines() if line.split()[:1] in (["off"], ["on"])}
+    assert set(rows) == {"off", "on"}, proc.stdout
+    assert all(len(r) == 4 and all(math.isfinite(x) for x in r) for r in rows.values())
+    assert rows["on"][0] < rows["off"][0] and rows["on"][3] < rows["off"][3], proc.stdout

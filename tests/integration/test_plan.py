@@ -432,6 +432,13 @@ def test_jax_runs_are_predicted_with_the_jax_memory_model():
     assert jax_p.buffers_gib * GIB == pytest.approx(4 * jax_p.num_params)  # fp32 on CPU
     assert torch_p.buffers_gib < 0.3 * jax_p.buffers_gib  # FSDP: 3 of 12 units + the root
     assert jax_p.activations_gib > torch_p.activations_gib  # scores and softmax kept
+    # checkpointing: XLA's CPU compiler keeps what remat frees (JAX_CPU_REMAT_KEEPS); a GPU's
+    ckpt = dataclasses.replace(cfg["jax"], train=dataclasses.replace(
+        cfg["jax"].train, activation_checkpointing=True))
+    assert predict(ckpt).activations_gib == pytest.approx(jax_p.activations_gib)
+    gpu = {c: predict(x, device="gpu", peak_flops=1e15, device_memory_gib=80).activations_gib
+           for c, x in ((False, cfg["jax"]), (True, ckpt))}
+    assert gpu[True] < 0.5 * gpu[False]
 
 
 @pytest.mark.parametrize("model,dtype,fused,compiled", [

@@ -123,6 +123,10 @@ def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
                         remat=cfg.train.activation_checkpointing)
     model = model.clone(attn_impl=attention_implementation(model))
     applied = numerics | _applied(resolved, model)
+    if model.remat and jax.default_backend() == "cpu":
+        log.warning("train.activation_checkpointing=true on CPU: XLA's CPU compiler keeps the "
+                    "activations remat recomputes (measured: no less memory, a slower step; "
+                    "docs/jax.md), so this run's memory does not show checkpointing's saving")
     meta = jckpt.find(run_dir, cfg)
     progress = Progress(meta["step"], meta["attempt"] + 1) if meta else Progress()
     records.start(run_info(cfg, env, run_dir, model, mesh, resolved) | {"applied": applied},

@@ -233,6 +233,15 @@ def _fits(peak_gib: float, device_memory_gib: float | None,
                   f"{margin:+.1f} GiB")
 
 
+#: Whether XLA's CPU compiler keeps the activations ``nn.remat`` recomputes (measured
+#: 2026-11-28, jax 0.10.2, docs/jax.md "Activation checkpointing on CPU"): ViT-B/16, one
+#: device, fp32, XLA's temporaries with remat against without: 2.31 against 2.11 GiB at
+#: batch 8, 9.57 against 8.70 at batch 32, 3.57 against 3.86 at batch 16 (a run: peak RSS
+#: 5.89 against 6.15 GiB), where remat should keep a seventh of the activations (the plan's
+#: count). The plan then counts a JAX CPU run's activations as without checkpointing.
+JAX_CPU_REMAT_KEEPS = True
+
+
 def jax_memory_breakdown(cfg, device: str) -> dict[str, int]:
     """Predicted bytes per device of a ``framework=jax`` run (:mod:`vitfsdp.jax`), by part,
     as :func:`memory_breakdown` returns them.
@@ -244,17 +253,19 @@ def jax_memory_breakdown(cfg, device: str) -> dict[str, int]:
     the backward (assumption: the worst case of XLA's scheduling, counted where the group is
     larger than 1). Activations as :func:`vitfsdp.plan.memory.activation_bytes` counts them
     for written-out attention (the JAX model computes softmax(q·kᵀ) itself), everything in
-    the compute dtype, with ``train.activation_checkpointing`` as ``nn.remat`` per block.
-    The interpreter with jax, flax and optax imported holds 0.68 GiB on CPU, the torch
-    baseline's figure (0.8 GiB with the data) is kept.
+    the compute dtype, with ``train.activation_checkpointing`` as ``nn.remat`` per block on
+    a GPU; on CPU as without it (:data:`JAX_CPU_REMAT_KEEPS`: XLA's CPU compiler keeps what
+    remat would free, measured). The interpreter with jax, flax and optax imported holds
+    0.68 GiB on CPU, the torch baseline's figure (0.8 GiB with the data) is kept.
     """
     sizes = model_sizes(cfg.model, cfg.num_classes)
     group = cfg.strategy.shard_group(cfg.world_size)
     shard = math.ceil(sizes.num_params / group)
     compute = cfg.resolved_precision("cuda" if device == "gpu" else "cpu")
+    ckpt = cfg.train.activation_checkpointing and not (device == "cpu" and JAX_CPU_REMAT_KEEPS)
     acts = [activation_bytes(cfg.model, cfg.num_classes, cfg.train.local_batch_size,
                              dtype=compute, fused_attn=False, checkpointing=c)
-            for c in (cfg.train.activation_checkpointing, not cfg.train.activation_checkpointing)]
+            for c in (ckpt, not ckpt)]
     gathered = sizes.num_params * DTYPE_BYTES[compute] if group > 1 else 0
     params, grads = shard * FP32_BYTES, shard * FP32_BYTES
     optimizer = shard * FP32_BYTES * ADAMW_STATES
