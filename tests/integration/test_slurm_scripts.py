@@ -507,6 +507,8 @@ def test_sbcast_env_and_multi_node_env_reach_the_ranks(tmp_path, nodes):
     assert (tmp_path / "unpacked").exists()
     calls = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
     assert ["pigz", "-d"] in calls  # [S]'s unpacking on the node's cores, where pigz is
+    unpack = next(c for c in calls if c[0] == "srun" and "bash" in c)
+    assert "--cpus-per-task=56" in unpack, unpack  # the cores the job holds: 8 tasks x 7
     assert (tmp_path / "nvme" / "vitfsdp-env-77" / "bin" / "activate").is_file()
 
 

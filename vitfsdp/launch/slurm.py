@@ -364,9 +364,13 @@ def sbcast_lines(cluster: ClusterConfig) -> list[str]:
         "# cluster.sbcast_env: the packed environment to each node's local disk, unpacked there",
         f"export VITFSDP_ENV_DIR={env_dir}",
         f'sbcast -pf {shell_word(cluster.sbcast_env)} "${{VITFSDP_ENV_DIR}}.tar.gz"',
-        # [S] unpacks with pigz on all the node's cores (gzip where there is no pigz);
-        # --force-local: a ':' in the path names a file, not host:file on another machine
-        f'{per_node} --cpus-per-task="${{SLURM_CPUS_ON_NODE:-1}}" bash -c '
+        # [S] unpacks with pigz on the node's cores (gzip where there is no pigz): the cores
+        # the job's tasks hold on a node (Frontier: 8 x 7 = 56, as [S]'s -c56), not
+        # SLURM_CPUS_ON_NODE, which counts hardware threads where a site allocates them
+        # and can then exceed what one task may take (--threads-per-core=1, Frontier's
+        # default); --force-local: a ':' in the path names a file, not host:file elsewhere
+        f'{per_node} --cpus-per-task={tasks_per_node(cluster) * cpus_per_task(cluster)} '
+        "bash -c "
         "'mkdir -p -- \"$0\" && tar --force-local "
         '--use-compress-program="$(command -v pigz || echo gzip)" -xf "$0.tar.gz" -C "$0"\' '
         '"${VITFSDP_ENV_DIR}"',
