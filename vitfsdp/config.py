@@ -628,11 +628,12 @@ def _check_launcher(cfg: DictConfig) -> None:
                              "second time; leave it out")
 
 
-def check_composes(config_name: str, overrides: Sequence) -> None:
+def check_composes(config_name: str, overrides: Sequence, validate: bool = False) -> None:
     """Compose ``config_name`` from ``conf/`` with the parsed ``overrides`` that are not
     sweeps (each sweep point is composed by the sweep), as Hydra will before it starts; with
-    no sweep among them (one run), validate it too (:func:`to_run_config`), so that a bad
-    value is refused before Hydra makes the run's directory.
+    ``validate`` and no sweep among them (one run), validate it too (:func:`to_run_config`),
+    so that a bad value is refused before Hydra makes the run's directory (the sweep
+    validates each point itself, naming it).
 
     Raises:
         ValueError: :func:`one_line` of the composition error, or the validation's line.
@@ -643,7 +644,7 @@ def check_composes(config_name: str, overrides: Sequence) -> None:
         try:
             cfg = compose(config_name, fixed, return_hydra_config=True)
             _check_launcher(cfg)
-            if len(fixed) == len(overrides):
+            if validate and len(fixed) == len(overrides):
                 with open_dict(cfg):
                     del cfg["hydra"]
                 to_run_config(cfg)
@@ -675,17 +676,18 @@ def check_one_mode(argv: Sequence[str]) -> None:
                          "values without -m: --cfg job key=value ...")
 
 
-def cli(hydra_main, config_name: str = "config") -> None:
+def cli(hydra_main, config_name: str = "config", validate: bool = False) -> None:
     """Run a Hydra entry point after :func:`check_overrides` and, unless Hydra's own config
-    flags are given, :func:`check_composes`; a refused override prints ``error: ...`` on one
-    line (no traceback) and exits with status 2."""
+    flags are given, :func:`check_composes` (``validate``: a single run's values too); a
+    refused override prints ``error: ...`` on one line (no traceback) and exits with
+    status 2."""
     argv = sys.argv[1:]
     try:
         check_one_mode(argv)
         config_path_dirs()  # VITFSDP_CONFIG_PATH, before Hydra's search path reads it
         parsed = check_overrides(argv)
         if not any(a.split("=")[0] in _HYDRA_VALUE_FLAGS[:6] for a in argv):
-            check_composes(config_name, parsed)
+            check_composes(config_name, parsed, validate)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

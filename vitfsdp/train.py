@@ -142,4 +142,4 @@ def dry_run_argv(argv: list[str]) -> list[str]:
 
 if __name__ == "__main__":
     sys.argv = dry_run_argv(sys.argv)
-    cli(main)
+    cli(main, validate=True)  # one run: its values checked before Hydra makes its directory

@@ -335,6 +335,7 @@ def test_a_probe_never_overwrites_another_and_is_kept_with_its_time(tmp_path):
     import datetime
     import shlex
 
+    from vitfsdp.launch.local import quote_override
     from vitfsdp.probe.__main__ import history_path, publish, write_probe
 
     sweep = tmp_path / "my sweep"
@@ -346,14 +347,14 @@ def test_a_probe_never_overwrites_another_and_is_kept_with_its_time(tmp_path):
     write_probe(first, [entry], "local", 2, {"start": [1.0, 1.0, 1.0], "end": [2.0, 1.5, 1.0]})
     line = publish(first, path, replace=False, completed=True, measured="1/1")
     assert path.read_bytes() == first.read_bytes()
-    assert f"cluster.probe={shlex.quote(str(path))}" in line
+    assert shlex.quote(f"cluster.probe={quote_override(str(path))}") in line
     assert read(path)["load"] == {"start": [1.0, 1.0, 1.0], "end": [2.0, 1.5, 1.0]}
     second = history_path(path, when + datetime.timedelta(hours=1))
     write_probe(second, [entry], "local", 2)
     line = publish(second, path, replace=False, completed=True, measured="1/1")
     assert path.read_bytes() == first.read_bytes() and second.exists()
     assert "stays the one the plan reads" in line
-    assert f"cluster.probe={shlex.quote(str(second))}" in line
+    assert shlex.quote(f"cluster.probe={quote_override(str(second))}") in line
     assert publish(second, path, replace=True, completed=False, measured="0/1").count("stays")
     assert path.read_bytes() == first.read_bytes()  # a failed probe replaces nothing
     publish(second, path, replace=True, completed=True, measured="1/1")
