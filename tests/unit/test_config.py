@@ -99,7 +99,8 @@ def test_hybrid_shard_group_must_divide_ranks_per_node():
     cluster = ClusterConfig(gpus_per_node=3)
     strategy = StrategyConfig(name="HYBRID_2GPU", sharding_strategy="HYBRID_SHARD",
                               shard_group_size=2)
-    with pytest.raises(ValueError, match=r"\(strategy.shard_group_size=2\): HYBRID_SHARD.*gpus_per_node=3"):
+    with pytest.raises(ValueError,
+                       match=r"\(strategy.shard_group_size=2\): HYBRID_SHARD.*gpus_per_node=3"):
         RunConfig(strategy=strategy, cluster=cluster, nodes=2)
     RunConfig(strategy=strategy, cluster=ClusterConfig(gpus_per_node=4), nodes=3)  # fits
 
