@@ -32,7 +32,7 @@ from vitfsdp.config_jax import check_run_config as check_jax_config
 from vitfsdp.data import DataConfig
 from vitfsdp.data import num_classes as data_num_classes
 from vitfsdp.launch import ClusterConfig, LaunchOptions, config_path_dirs
-from vitfsdp.launch.local import quote_override
+from vitfsdp.launch.local import paste_override, quote_override
 from vitfsdp.launch.secrets import check_override as check_secret_override
 from vitfsdp.metrics import MetricsConfig
 from vitfsdp.models import ModelConfig
@@ -512,7 +512,7 @@ def _parse_error(text: str, error: Exception) -> str:
         items = ",".join(quote_override(item.strip()) for item in value[1:-1].split(","))
         hint = f"quote each item: {shlex.quote(f'{key}=[{items}]')}"
     else:  # Hydra's quotes inside the shell's: the hint pastes as one argument
-        hint = f"quote the value: {shlex.quote(f'{key}={quote_override(value)}')}"
+        hint = f"quote the value: {paste_override(key, value)}"
     return f"{shown} does not parse{reason}: {hint}"
 
 

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -96,6 +97,13 @@ def quote_override(value: str) -> str:
     backslash and the backslashes before it are doubled."""
     value = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", value)
     return '"' + re.sub(r'(\\*)("|\Z)', _escape_before_quote, value) + '"'
+
+
+def paste_override(key: str, value: str) -> str:
+    """``key=value`` as one shell word a user pastes: :func:`quote_override`'s Hydra quotes
+    inside :func:`shlex.quote`'s, so that the shell hands Hydra the quotes and Hydra reads
+    back exactly ``value`` (spaces, ``(``, ``'``, ``;`` included)."""
+    return shlex.quote(f"{key}={quote_override(value)}")
 
 
 def _escape_before_quote(m: re.Match) -> str:

@@ -234,11 +234,12 @@ def _fits(peak_gib: float, device_memory_gib: float | None,
 
 
 #: Whether XLA's CPU compiler keeps the activations ``nn.remat`` recomputes (measured
-#: 2026-11-28, jax 0.10.2, docs/jax.md "Activation checkpointing on CPU"): ViT-B/16, one
-#: device, fp32, XLA's temporaries with remat against without: 2.31 against 2.11 GiB at
-#: batch 8, 9.57 against 8.70 at batch 32, 3.57 against 3.86 at batch 16 (a run: peak RSS
-#: 5.89 against 6.15 GiB), where remat should keep a seventh of the activations (the plan's
-#: count). The plan then counts a JAX CPU run's activations as without checkpointing.
+#: 2026-11-28, jax 0.10.2; docs/jax.md "Memory: what JAX keeps, and checkpointing on CPU"):
+#: ViT-B/16, one device, fp32, XLA's temporaries with remat against without: 2.31 against
+#: 2.11 GiB at batch 8, 9.57 against 8.70 at batch 32, 3.57 against 3.86 at batch 16 (a run:
+#: peak RSS 5.89 against 6.15 GiB), where remat should keep a seventh of the activations
+#: (the plan's count). The plan then counts a JAX CPU run's activations as without
+#: checkpointing.
 JAX_CPU_REMAT_KEEPS = True
 
 

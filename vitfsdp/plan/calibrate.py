@@ -195,8 +195,7 @@ def _groups(runs: list[Measured]) -> list[tuple[Measured, np.ndarray]]:
     the recorded device): one run of each, with the log step times of them all."""
     groups: dict[str, tuple[Measured, list[float]]] = {}
     for m in runs:
-        cfg = dataclasses.replace(m.cfg, repeat=0) if hasattr(m.cfg, "repeat") else m.cfg
-        key = repr((cfg, sorted(m.device.items())))
+        key = repr((dataclasses.replace(m.cfg, repeat=0), sorted(m.device.items())))
         groups.setdefault(key, (m, []))[1].append(math.log(m.step_time_s))
     return [(m, np.asarray(logs)) for m, logs in groups.values()]
 
@@ -253,7 +252,8 @@ def leave_one_out(runs: list[Measured]) -> list[float]:
     errors = [math.nan] * len(runs)
     folds = held_out_folds(len(runs))
     for n, fold in enumerate(folds, 1):
-        rest = [m for j, m in enumerate(runs) if j not in set(fold)]
+        held = set(fold)
+        rest = [m for j, m in enumerate(runs) if j not in held]
         if len(rest) < 2:
             continue
         if len(folds) > 1:

@@ -20,7 +20,6 @@ import json
 import logging
 import os
 import platform
-import shlex
 import sys
 import tempfile
 import time
@@ -28,7 +27,7 @@ from pathlib import Path
 
 from vitfsdp.core.atomic import write_atomic
 from vitfsdp.core.locks import locked
-from vitfsdp.launch.local import quote_override
+from vitfsdp.launch.local import paste_override
 from vitfsdp.plan import predict
 from vitfsdp.plan.__main__ import compose_points
 from vitfsdp.plan.memory import fsdp_units, model_sizes
@@ -433,16 +432,11 @@ def publish(kept: Path, path: Path, replace: bool, completed: bool, measured: st
     if not completed or (earlier is not None and not replace):
         since = f" (probed {earlier.get('created_at')})" if earlier else ""
         return (f"{what}; {path}{since} stays the one the plan reads, so recorded predictions "
-                f"do not change; to use this one: {_probe_override(kept)}, or "
+                f"do not change; to use this one: {paste_override('cluster.probe', str(kept))}, or "
                 "rerun with --replace")
     write_atomic(path, kept.read_bytes())
-    return f"{what}; wrote {path}: plan with {_probe_override(path)}"
+    return f"{what}; wrote {path}: plan with {paste_override('cluster.probe', str(path))}"
 
-
-def _probe_override(path: Path) -> str:
-    """``cluster.probe=PATH`` to paste: Hydra's quotes around the path inside the shell's, so
-    that a path with spaces, ``(`` or ``'`` reaches the config as it is."""
-    return shlex.quote(f"cluster.probe={quote_override(str(path))}")
 
 
 if __name__ == "__main__":
