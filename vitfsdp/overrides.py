@@ -1,8 +1,12 @@
-"""A sweep's command-line overrides expanded into its points, as Hydra's basic sweeper does.
+"""A sweep's command-line overrides expanded into its points, as Hydra's basic sweeper does,
+with ``repeat`` the slowest axis wherever it is written (:func:`split_in_rounds`).
 
     expand(["model=vit_base,vit_huge", "nodes=range(1,3)"])
     == [["model=vit_base", "nodes=1"], ["model=vit_base", "nodes=2"],
         ["model=vit_huge", "nodes=1"], ["model=vit_huge", "nodes=2"]]
+    expand(["nodes=1,2", "repeat=0,1"])
+    == [["repeat=0", "nodes=1"], ["repeat=0", "nodes=2"],
+        ["repeat=1", "nodes=1"], ["repeat=1", "nodes=2"]]
 
 ``python -m vitfsdp.sweep`` validates the points of this expansion before Hydra's sweeper
 runs them, and ``python -m vitfsdp.plan`` predicts them, so a plan table lists the points a
@@ -34,7 +38,8 @@ def expand(overrides: Sequence[str],
     Each override is an axis: a sweep (``key=a,b``, ``key=choice(a,b)``,
     ``key=range(1,4)``, ``group=glob(vit_*)``) gives one value per point, any other override
     (``key=v``, ``+key=v``, ``++key=v``, ``~key``) the same value to every point. The points
-    are the cartesian product of the axes, the first axis varying slowest; a key given twice
+    are the cartesian product of the axes, ``repeat`` varying slowest, then the first axis
+    (:func:`split_in_rounds`); a key given twice
     keeps its first place and its last value. A value is written as Hydra's sweeper writes
     it (``~key`` becomes ``~key=null``, a quoted value keeps its quotes).
 
@@ -62,8 +67,31 @@ def expand(overrides: Sequence[str],
             raise ValueError(f"{override.input_line}: an interval has no list of points to "
                              "run; give the values (key=a,b) or range(start,stop,step)")
     try:
-        (points,) = BasicSweeper.split_arguments(parsed, None)  # one batch: all points
+        (points,) = split_in_rounds(parsed, None)  # one batch: all points
     except HydraException as e:  # a glob without the config loader, which lists the options
         globs = [o.input_line for o in parsed if o.value_type == ValueType.GLOB_CHOICE_SWEEP]
         raise ValueError(f"{' '.join(globs)}: {e}") from None
     return points
+
+
+#: The key whose values label repeated runs of one point (``repeat=0,1,2``).
+REPEAT_KEY = "repeat"
+
+
+def split_in_rounds(overrides: list, max_batch_size: int | None) -> list[list[list[str]]]:
+    """Hydra's ``BasicSweeper.split_arguments`` with ``repeat`` moved to the slowest axis:
+    the sweep runs in rounds, every point once, then every point again, so that a drift of
+    the machine over the sweep's hours (another tenant, a warming node) spreads over the
+    points' repeats instead of landing on one point's back-to-back runs (a point's repeats
+    then measure the noise between runs of the sweep, not of one minute).
+
+    Args:
+        overrides: the parsed overrides (Hydra's ``Override``), in the command line's order.
+        max_batch_size: Hydra's sweeper's batch size; None: one batch.
+
+    Returns:
+        Batches of points, each point its ``key=value`` overrides (the sweeper's form).
+    """
+    repeats = [o for o in overrides if o.key_or_group == REPEAT_KEY and o.package is None]
+    rest = [o for o in overrides if not (o.key_or_group == REPEAT_KEY and o.package is None)]
+    return BasicSweeper.split_arguments([*repeats, *rest], max_batch_size)

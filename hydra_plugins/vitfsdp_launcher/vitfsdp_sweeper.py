@@ -29,3 +29,11 @@ class VitfsdpSweeper(BasicSweeper):
         from vitfsdp import sweep
 
         return sweep.run_sweeper(self, arguments, super().sweep)
+
+    @staticmethod
+    def split_arguments(overrides: list, max_batch_size: int | None) -> list:
+        """The basic sweeper's points, ``repeat`` the slowest axis: the sweep runs in rounds
+        (vitfsdp.overrides.split_in_rounds)."""
+        from vitfsdp.overrides import split_in_rounds
+
+        return split_in_rounds(overrides, max_batch_size)

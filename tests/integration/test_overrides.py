@@ -1,5 +1,6 @@
 """The sweep's and the plan's override expansion (:func:`vitfsdp.overrides.expand`) gives
-exactly the points of Hydra's own basic sweeper, in its order."""
+exactly the points of Hydra's own basic sweeper, in its order, but for ``repeat``, the
+slowest axis wherever it is written (the vitfsdp sweeper's rounds)."""
 
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ def config_loader():
         yield GlobalHydra.instance().config_loader()
 
 
-def hydra_points(overrides: list[str], config_loader) -> list[list[str]]:
-    """What Hydra's BasicSweeper runs for ``overrides``: its batches, flattened."""
+def hydra_points(overrides: list[str], config_loader, sweeper=BasicSweeper) -> list[list[str]]:
+    """What Hydra's BasicSweeper (or ``sweeper``) runs for ``overrides``: its batches,
+    flattened."""
     parsed = OverridesParser.create(config_loader=config_loader).parse_overrides(overrides)
-    return [point for batch in BasicSweeper.split_arguments(parsed, None) for point in batch]
+    return [point for batch in sweeper.split_arguments(parsed, None) for point in batch]
 
 
 TABLE = [
@@ -31,7 +33,7 @@ TABLE = [
     pytest.param(["nodes=2"], id="one value"),
     pytest.param(["strategy=FULL_SHARD,DDP", "nodes=1,2,4"], id="product"),
     pytest.param(["nodes=1,2", "model=vit_tiny", "strategy=DDP,FULL_SHARD"], id="fixed between"),
-    pytest.param(["nodes=range(1,4)", "repeat=range(0,6,2)"], id="range"),
+    pytest.param(["nodes=range(1,4)", "train.seed=range(0,6,2)"], id="range"),
     pytest.param(["train.lr=range(0.1,0.4,0.1)"], id="float range"),
     pytest.param(["nodes=range(3,0,-1)"], id="descending range"),
     pytest.param(["model=choice(vit_tiny,vit_base)", "train.steps=choice(10)"], id="choice"),
@@ -63,9 +65,27 @@ def test_expand_is_hydras_basic_sweeper(overrides, config_loader):
 
 
 def test_expand_orders_the_first_axis_slowest():
-    assert expand(["model=a,b", "nodes=range(1,3)", "repeat=0"]) == [
-        ["model=a", "nodes=1", "repeat=0"], ["model=a", "nodes=2", "repeat=0"],
-        ["model=b", "nodes=1", "repeat=0"], ["model=b", "nodes=2", "repeat=0"]]
+    assert expand(["model=a,b", "nodes=range(1,3)", "train.seed=0"]) == [
+        ["model=a", "nodes=1", "train.seed=0"], ["model=a", "nodes=2", "train.seed=0"],
+        ["model=b", "nodes=1", "train.seed=0"], ["model=b", "nodes=2", "train.seed=0"]]
+
+
+@pytest.mark.parametrize("overrides", [
+    ["nodes=1,2", "repeat=0,1"], ["repeat=range(0,3)", "strategy=DDP,FULL_SHARD", "nodes=1,2"],
+    ["nodes=1,2", "repeat=0,1", "repeat=5,6"], ["nodes=1,2", "repeat=0"],
+])  # fmt: skip
+def test_repeats_run_in_rounds_every_point_once_then_again(overrides, config_loader):
+    """``repeat`` is the slowest axis wherever it is written: every point runs once before
+    any runs twice, so drift over the sweep spreads over repeats; the points are Hydra's."""
+    from hydra_plugins.vitfsdp_launcher.vitfsdp_sweeper import VitfsdpSweeper
+
+    points = expand(overrides, config_loader)
+    assert points == hydra_points(overrides, config_loader, VitfsdpSweeper)
+    assert sorted(map(sorted, points)) == sorted(map(sorted, hydra_points(overrides,
+                                                                           config_loader)))
+    rounds = [next(o for o in p if o.startswith("repeat=")) for p in points]
+    per_round = len(points) // len(set(rounds))
+    assert all(len(set(rounds[i:i + per_round])) == 1 for i in range(0, len(points), per_round))
 
 
 def test_shuffled_sweep_holds_the_same_points(config_loader):

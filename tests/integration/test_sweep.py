@@ -197,6 +197,20 @@ def test_a_sweep_composes_each_point_once(tmp_path):
     assert "compositions 4 points 4" in proc.stdout, proc.stdout[-2000:]
 
 
+def test_a_swept_repeat_runs_in_rounds(tmp_path):
+    """Hydra's own multirun, through the vitfsdp sweeper: ``repeat`` written last still
+    varies slowest, so job 0 and 1 are the first round (every node count once) and 2 and 3
+    the second. --scripts-only: nothing runs."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "vitfsdp.sweep", "-m", "cluster=frontier", "cluster.account=x",
+         "nodes=1,2", "repeat=0,1", "--scripts-only", f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    jobs = sorted(d.name for d in (tmp_path / "sweep").iterdir() if d.is_dir())
+    assert jobs == ["0_nodes=1,repeat=0", "1_nodes=2,repeat=0", "2_nodes=1,repeat=1",
+                    "3_nodes=2,repeat=1"]
+
+
 def test_the_start_line_names_the_emulated_nodes(tmp_path):
     """experiment=demo (nodes apart, a CPU quota a node): the sweep's first line says so;
     the defaults (loopback, shared cores) say nothing of a network."""

@@ -14,10 +14,13 @@ from vitfsdp.analysis import collect_runs
 from vitfsdp.analysis.report import best_text, report_sections
 from vitfsdp.analysis.tables import (
     BEYOND,
+    IN_NOISE,
+    ONE_RUN,
     WITHIN,
     best_table,
     differs,
     equivalence_table,
+    judge,
     points_table,
     spread_bounds,
 )
@@ -98,6 +101,66 @@ def test_equivalent_points_that_agree_say_so(tmp_path):
     assert equivalence_table(points, df).iloc[0]["difference"] == WITHIN
     sections = {s.title: s for s in report_sections(df, points, 1000)}
     assert sections["Noise check"].text.endswith("They agree within their spread.")
+
+
+@pytest.mark.parametrize("a, b, ratio, noise, expected", [
+    ((10, 13, 3), (12, 15, 3), 1.1, float("nan"), WITHIN),   # overlap, however many runs
+    ((10, 13, 1), (12, 15, 1), 1.1, float("nan"), WITHIN),
+    ((13, 15, 3), (10, 12, 3), 1.27, float("nan"), BEYOND),  # apart, repeated, no noise pair
+    ((13, 15, 3), (10, 12, 3), 1.27, 1.30, IN_NOISE),        # apart, but one computation
+    ((13, 15, 3), (10, 12, 3), 1.27, 1.20, BEYOND),          # differed less than this
+    ((13, 15, 1), (10, 12, 3), 1.27, float("nan"), ONE_RUN),  # apart on one run's windows
+    ((13, 15, 3), (10, 12, 1), 1.27, 1.20, ONE_RUN),
+])  # fmt: skip
+def test_a_difference_is_a_result_only_apart_repeated_and_beyond_the_observed_noise(
+        a, b, ratio, noise, expected):
+    assert judge(a, b, ratio, noise) == expected
+
+
+def test_a_win_on_one_runs_windows_is_not_established(tmp_path):
+    """Each point ran once; their windows (±1 images/s) do not overlap, but one run's
+    windows do not hold a second run: the win is not called a speed-up, and the report
+    and the terminal say each point ran once."""
+    from vitfsdp.analysis.tables import noise_lines, study_tables
+
+    df, points = _sweep(tmp_path, {("DDP", 1): [150.0], ("FULL_SHARD", 1): [100.0]})
+    row = best_table(points).iloc[0]
+    assert (row["configuration"], row["difference"]) == ("DDP", ONE_RUN)
+    text = best_text(points)
+    assert "**Not established**" in text and "DDP against FULL_SHARD, 1.50x" in text
+    runs = {s.title: s for s in report_sections(df, points, 1000)}["Runs"].text
+    assert "Repeats per completed point: 1; timed windows per run: 3" in runs
+    assert "2 of 2 points ran once" in runs
+    lines = noise_lines(study_tables(df))
+    assert any(line.startswith("one run: 2 of 2 points ran once") for line in lines), lines
+    assert any(line.startswith("a difference resting on one run between the two fastest: "
+                               "vit_tiny at 1 node(s)") for line in lines), lines
+
+
+def test_a_win_no_larger_than_the_noise_checks_is_within_observed_noise(tmp_path):
+    """At 1 node FULL_SHARD and HYBRID_2GPU compute the same thing and differ 1.25x; at 2
+    nodes HYBRID_2GPU beats FULL_SHARD 1.2x, each repeated and apart: no more than one
+    computation differed by, so not a result. DDP at 4 nodes over FULL_SHARD (1.5x) is."""
+    from vitfsdp.analysis.tables import observed_noise, study_tables
+
+    df, points = _sweep(tmp_path, {("FULL_SHARD", 1): [125.0, 126.0],
+                                   ("HYBRID_2GPU", 1): [100.0, 101.0],
+                                   ("FULL_SHARD", 2): [200.0, 202.0],
+                                   ("HYBRID_2GPU", 2): [240.0, 242.0],
+                                   ("FULL_SHARD", 4): [300.0, 302.0],
+                                   ("DDP", 4): [450.0, 452.0]})
+    noise = observed_noise(equivalence_table(points, df))
+    assert noise == pytest.approx(125.5 / 100.5)
+    best = study_tables(df)["best"].set_index("nodes")
+    assert best.loc[2, "difference"] == IN_NOISE
+    assert best.loc[4, "difference"] == BEYOND
+    assert best_table(points).set_index("nodes").loc[2, "difference"] == BEYOND  # no pair
+    section = {s.title: s for s in report_sections(df, points, 1000)}[
+        "Best configuration per model and node count"]
+    assert "**Within observed noise** (the noise check differed 1.25x)" in section.text
+    assert "HYBRID_2GPU against FULL_SHARD, 1.20x" in section.text
+    assert "ran once" not in {s.title: s for s in report_sections(df, points, 1000)}[
+        "Runs"].text
 
 
 def test_points_whose_repeats_spread_are_flagged_noisy_and_one_run_is_not_judged(tmp_path):
@@ -224,3 +287,39 @@ def test_the_bound_on_other_work_is_one_predicate_unknown_is_not_competed():
     assert competed(0.51, 2) and not competed(0.5, 2)  # 25% of 2 cores
     assert not any(competed(o, c) for o, c in ((None, 2), (float("nan"), 2), (1.0, None),
                                                (1.0, 0), (1.0, float("nan"))))
+
+
+def test_a_point_that_ran_once_draws_its_windows_and_repeats_draw_theirs(tmp_path):
+    """One run (windows 149-151 around 150, 1.3%: under the 2% a bar needs; 40-42 around
+    41, 4.9%) draws a thin uncapped bar over its windows; two runs (100 and 110) a capped bar
+    over the runs, and the caption names each kind."""
+    from vitfsdp.analysis.figures import plot_weak_scaling
+    from vitfsdp.analysis.figures.panels import WINDOW_BAR_SHIFT
+
+    df, _ = _sweep(tmp_path, {("DDP", 1): [100.0, 110.0], ("DDP", 2): [41.0],
+                              ("DDP", 4): [150.0]})
+    fig = plot_weak_scaling(df)
+    assert {"repeats", "windows"} <= set(fig.drawn_kinds)
+    bars = {}
+    for container in fig.axes[0].containers:
+        (segments,) = container.lines[2]
+        for (x, low), (_, high) in segments.get_segments():
+            bars[round(x)] = (low, high, len(container.lines[1]), x)  # caps drawn
+    assert bars[1] == (pytest.approx(100.0), pytest.approx(110.0), 2, 1.0)  # at the point
+    assert bars[2] == (pytest.approx(40.0), pytest.approx(42.0), 0, 2 * WINDOW_BAR_SHIFT)
+    assert 4 not in bars
+    only_repeats, _ = _sweep(tmp_path / "r", {("DDP", 1): [100.0, 110.0]})
+    assert "windows" not in plot_weak_scaling(only_repeats).drawn_kinds
+
+
+def test_the_calibration_names_what_the_plan_rested_on_and_a_noisy_probe(tmp_path):
+    from vitfsdp.analysis.report import source_text
+
+    df, _ = _sweep(tmp_path, {("DDP", 1): [100.0, 110.0]})
+    assert source_text(df) == ""  # no prediction recorded
+    quiet = "probe:runs/demo/probe.json (2026-11-28T20:00:00Z; repeats within 4%)"
+    text = source_text(df.assign(pred_source=[quiet, "profile"]))
+    assert text == f" Predictions from: {quiet} (1 run); profile (1 run)."
+    noisy = "probe:runs/demo/probe.json (NOISY: repeats spread 34% > 10%)"
+    text = source_text(df.assign(pred_source=noisy))
+    assert text.startswith(f" Predictions from: {noisy} (2 runs). **A noisy probe:**")

@@ -32,6 +32,8 @@ from vitfsdp.analysis.reference import reference_table
 from vitfsdp.analysis.schema import DISPLAY
 from vitfsdp.analysis.tables import (
     BEYOND,
+    IN_NOISE,
+    ONE_RUN,
     PREFETCH_ORDER,
     WITHIN,
     best_table,
@@ -40,6 +42,7 @@ from vitfsdp.analysis.tables import (
     competition_text,
     equivalence_table,
     failures_table,
+    observed_noise,
     prefetch_table,
 )
 from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC
@@ -58,16 +61,18 @@ CAPTIONS = {
                 "node count the ablation ran (every node count: prefetch.csv).",
     "loss": "Training loss (mean over each timing window) against step, a line per point "
             "(median over repeats), lighter for fewer nodes within its strategy's colour "
-            "and n=<nodes> at its end (n=1-128 (8): eight node counts ending alike); warm-up "
+            "and n=<nodes> at its end (lines that end alike share one label: n=1,2,4, or "
+            "past three node counts their range and count, n=1-16 (5)); warm-up "
             "windows included; each strategy's line is dashed in its "
             "colour, the strategies' dashes in turn, so lines that coincide (strategies that "
             "train alike) show every colour.",
     "recipe": "Recipe ablation: each cumulative recipe step's images/s relative to the "
               "recipe's baseline (step 0) at the same node count, median over repeats; the "
               "value above each bar (every step and node count: recipe.csv).",
-    "tflops": "Model TFLOP/s per GPU (3 x forward FLOPs x images/s per GPU; per rank on "
+    "tflops": "Model FLOP rate per GPU (3 x forward FLOPs x images/s per GPU; per rank on "
               "CPU) against the number of GPUs, a line per configuration, median over "
-              "repeats.",
+              "repeats; in TFLOP/s, or GFLOP/s where TFLOP/s would read below 0.1 (CPU "
+              "ranks, small models), as the axis says.",
 }  # fmt: skip
 #: The caption's words for each kind of mark a figure drew (the PNG's ``DRAWN_KEY``), in
 #: caption order; a figure saved without that list gets :data:`CAPTIONS` alone.
@@ -87,6 +92,9 @@ MARK_CAPTIONS = {
     "device": "black dotted: the device's memory",
     "ranks": "error bars: down to the minimum over ranks",
     "repeats": "error bars: min-max over repeats",
+    "windows": "thin bar without caps, just right of a point that ran once: min-max over "
+               "its run's timed windows, the least its noise can be (the noise between runs "
+               "is not measured)",
     "predicted": "dotted: the plan's prediction",
     "reserved": "hollow circles: measured peak reserved memory",
     "failed": "x: runs that did not complete",
@@ -166,11 +174,12 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
     """
     labelled = _with_range(points)
     competed = competition_text(df)
+    noise = observed_noise(equivalence_table(points, df))
     sections = [
         Section("Not a result: other work competed", f"{competed[0].upper()}{competed[1:]}.")
         if competed else None,
         Section("Provenance", table=provenance_table(df, sweep_dirs)),
-        Section("Runs", _runs_text(df)),
+        Section("Runs", _runs_text(df) + repeats_text(df, points)),
         Section("Weak scaling", "Throughput per point (median over repeats), ideal linear "
                 "scaling from each line's smallest node count (the efficiency's bounds: the "
                 "point's slowest measurement over the ideal from the baseline's fastest, and "
@@ -199,8 +208,8 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                                    "alloc_retries", "num_ooms"])),
         Section("Training loss", "Every point's loss against step: each configuration "
                 "trained.", ["loss"]),
-        Section("Best configuration per model and node count", best_text(points),
-                table=display(best_table(points), ["model", "nodes", "configuration", "ips",
+        Section("Best configuration per model and node count", best_text(points, noise),
+                table=display(best_table(points, noise), ["model", "nodes", "configuration", "ips",
                                                    "scaling_efficiency", "tflops_per_gpu",
                                                    "mfu", "peak_mem_gib", "runner_up",
                                                    "speedup_over_runner_up", "difference",
@@ -218,21 +227,32 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
     return [s for s in sections if s is not None]
 
 
-def best_text(points: pd.DataFrame) -> str:
-    """The best-configuration section's words: how a win is judged, and which rows show no
-    difference (their ratio is not a speed-up)."""
+def best_text(points: pd.DataFrame, noise: float = float("nan")) -> str:
+    """The best-configuration section's words: how a win is judged, and which rows are not
+    a result (their ratio is not a speed-up: :func:`vitfsdp.analysis.tables.judge`).
+
+    Args:
+        points: a :func:`~vitfsdp.analysis.tables.points_table` frame.
+        noise: :func:`~vitfsdp.analysis.tables.observed_noise` of the sweep.
+    """
     text = ("The fastest point per model and node count, and its images/s over the second "
-            "fastest's. A ratio is a speed-up only beyond the spread: where the fastest "
-            "point's lowest measurement (over repeats, else over its run's windows) stays "
-            "above the runner-up's highest.")
-    best = best_table(points)
-    tied = best[best["difference"] == WITHIN]
-    if len(tied):
-        which = ", ".join(f"{r.model} at {r.nodes} node(s) ({r.configuration} against "
-                          f"{r.runner_up}, {r.speedup_over_runner_up:.2f}x)"
-                          for r in tied.itertuples())
-        text += (f" **No difference** within the spread, whatever the ratio: {which}; "
-                 "rerun with more repeats (repeat=0,1,2) to separate them.")
+            "fastest's. A ratio is a speed-up only where both points ran at least twice, the "
+            "fastest point's lowest run stays above the runner-up's highest, and the ratio "
+            "is larger than the noise check's (two names for one computation).")
+    best = best_table(points, noise)
+    for verdict, words in (
+            (WITHIN, "**No difference** within the spread, whatever the ratio"),
+            (IN_NOISE, f"**Within observed noise** (the noise check differed {noise:.2f}x)"),
+            (ONE_RUN, "**Not established**: a point ran once, and one run's windows do not "
+                      "hold a second run")):
+        tied = best[best["difference"] == verdict]
+        if len(tied):
+            which = ", ".join(f"{r.model} at {r.nodes} node(s) ({r.configuration} against "
+                              f"{r.runner_up}, {r.speedup_over_runner_up:.2f}x)"
+                              for r in tied.itertuples())
+            text += f" {words}: {which}."
+    if best["difference"].isin([WITHIN, IN_NOISE, ONE_RUN]).any():
+        text += " Rerun with more repeats (repeat=0,1,2) to separate them."
     bound = best[best["host_bound"].fillna(False).astype(bool)]
     if len(bound):
         which = ", ".join(f"{r.model} at {r.nodes} node(s)" for r in bound.itertuples())
@@ -400,6 +420,38 @@ def _runs_text(df: pd.DataFrame) -> str:
     return f"{len(df)} runs: {parts}."
 
 
+def repeats_text(df: pd.DataFrame, points: pd.DataFrame) -> str:
+    """How many runs measured each completed point and how many timed windows each run
+    measured, and what that leaves unmeasured, e.g. ``" Each point ran once (repeats: 1), each
+    run 3 timed windows: a point's spread is its run's windows, the least its noise can be;
+    the noise between runs is not measured ..."``; ``""`` where no point completed."""
+    if points.empty:
+        return ""
+    repeats = points["num_repeats"].astype(int)
+    windows = pd.to_numeric(df.get("num_windows", pd.Series(dtype=float)), errors="coerce")
+    windows = windows[df["status"] == "completed"].dropna().astype(int)
+    text = (f" Repeats per completed point: {_int_span(repeats)}; timed windows per run: "
+            f"{_int_span(windows)} (images/s is their median).")
+    once = int((repeats < 2).sum())
+    if once:
+        text += (f" {once} of {len(points)} points ran once: their spread (error bars, "
+                 "bounds) is one run's windows, the least their noise can be. The noise "
+                 "between runs is not measured; on the CPU demo it was larger: quiet sweeps "
+                 "moved a point 5-15% while each run's windows spread 1-4% "
+                 "(docs/benchmarks.md, \"The CPU demo, three times quiet and once beside busy "
+                 "loops\"). No difference resting on one run is called a result; "
+                 "`repeat=0,1,2` measures it.")
+    return text
+
+
+def _int_span(values: pd.Series) -> str:
+    """``3`` or ``1-3`` for the least and most of whole numbers; :data:`MISSING` for none."""
+    if values.empty:
+        return MISSING
+    low, high = int(values.min()), int(values.max())
+    return f"{low}" if low == high else f"{low}-{high}"
+
+
 def _cost_text(points: pd.DataFrame, dataset_size: int) -> str:
     """The cost table's assumptions."""
     priced = "price_per_node_hour" in points and points["price_per_node_hour"].notna().any()
@@ -484,7 +536,8 @@ def _calibration_sections(df: pd.DataFrame) -> list[Section]:
         return []
     text = ("The plan's predictions (`python -m vitfsdp.plan`) against every completed run. "
             "Error = (predicted - measured) / measured; memory is compared with the measured "
-            "column the plan predicts (`mem_metric`). Per run: calibration.csv.")
+            "column the plan predicts (`mem_metric`). Per run: calibration.csv."
+            + source_text(df))
     return [Section("Predicted against measured", text,
                     table=display(calibration_summary(table), ["quantity", "num_runs",
                                                                "median_rel_error",
@@ -494,6 +547,25 @@ def _calibration_sections(df: pd.DataFrame) -> list[Section]:
                 "model", "configuration", "nodes", "repeat", "mem_metric", "measured_mem_gib",
                 "pred_peak_mem_gib", "mem_rel_error", "step_time_s", "pred_step_time_s",
                 "step_time_rel_error", "ips", "pred_ips", "ips_rel_error"]))]
+
+
+def source_text(df: pd.DataFrame) -> str:
+    """What the plan's predictions rest on (runs.csv ``pred_source``, e.g.
+    ``probe:runs/demo/probe.json (<when>; repeats within 4%)`` or ``profile``, the cluster
+    profile's data-sheet figures), each with its run count; a
+    probe whose repeats spread beyond the bound (``NOISY: ...``) said so, and its predictions
+    hold to no better than that spread. ``""`` where no run names a source."""
+    sources = df.get("pred_source", pd.Series(dtype=object)).dropna().astype(str)
+    if sources.empty:
+        return ""
+    counts = sources.value_counts()
+    text = " Predictions from: " + "; ".join(
+        f"{src} ({n} run{'s' if n > 1 else ''})" for src, n in counts.items()) + "."
+    if any("NOISY" in src for src in counts.index):
+        text += (" **A noisy probe:** its own repeats spread beyond the bound, so its "
+                 "predictions, and any error below that spread, are no better than that "
+                 "noise; probe again on a quiet allocation.")
+    return text
 
 
 def _sent_text(points: pd.DataFrame) -> str:

@@ -91,8 +91,10 @@ def study_tables(df: pd.DataFrame,
         ValueError: ``dataset_size`` is not a positive number of images.
     """
     points = points_table(df, dataset_size)
+    equivalence = equivalence_table(points, df)
     return {"runs": df, "scaling": scaling_table(df), "points": points,
-            "best": best_table(points), "equivalence": equivalence_table(points, df),
+            "best": best_table(points, observed_noise(equivalence)),
+            "equivalence": equivalence,
             "failures": failures_table(df),
             "prefetch": prefetch_table(points), "calibration": calibration_table(df),
             "framework_ratio": framework_ratio_table(df), "reference": reference_table(df),
@@ -246,6 +248,14 @@ def cost_columns(points: pd.DataFrame, dataset_size: int) -> pd.DataFrame:
 
 #: What :func:`best_table` and :func:`equivalence_table` say of two points' images/s.
 BEYOND, WITHIN = "beyond the spread", "within the spread: no difference"
+#: What :func:`best_table` says of a win beyond the spread where either point ran once: one
+#: run's windows are the least its noise can be, not the noise between runs, which on the
+#: CPU demo moved 1-node points 5-15% between quiet sweeps while each run's windows spread
+#: 1-4% (docs/benchmarks.md, "The CPU demo, three times quiet and once beside busy loops").
+ONE_RUN = "one run: not established"
+#: ... and of a win no larger than the noise check's: the same computation under two names
+#: differed as much in this sweep (:func:`observed_noise`).
+IN_NOISE = "within observed noise"
 
 
 def spread_bounds(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -297,16 +307,52 @@ def differs(low_a: float, high_a: float, low_b: float, high_b: float) -> str:
     return BEYOND if low_a > high_b or low_b > high_a else WITHIN
 
 
-def best_table(points: pd.DataFrame) -> pd.DataFrame:
+def judge(a: tuple[float, float, int], b: tuple[float, float, int], ratio: float,
+          noise: float = np.nan) -> str:  # fmt: skip
+    """Whether one point's images/s differ from another's, in :func:`best_table`'s words.
+
+    Args:
+        a, b: each point's ``(low, high, runs)``: the span of its measurements in images/s
+            (:func:`spread_bounds`) and how many runs it completed.
+        ratio: the faster point's images/s over the slower's (>= 1).
+        noise: the largest ratio between two points that compute the same thing
+            (:func:`observed_noise`); NaN where the sweep has no such pair.
+
+    Returns:
+        :data:`WITHIN` where the spans overlap; else :data:`IN_NOISE` where ``ratio`` is at
+        most ``noise``; else :data:`ONE_RUN` where either point ran once; else
+        :data:`BEYOND`, the one verdict the report calls a speed-up.
+    """
+    if differs(a[0], a[1], b[0], b[1]) == WITHIN:
+        return WITHIN
+    if pd.notna(noise) and ratio <= noise:
+        return IN_NOISE
+    if min(a[2], b[2]) < 2:
+        return ONE_RUN
+    return BEYOND
+
+
+def observed_noise(equivalence: pd.DataFrame) -> float:
+    """The largest images/s ratio of two points that compute the same thing
+    (:func:`equivalence_table`'s ``ips_ratio``, >= 1): a difference no larger is what the
+    machine did to one computation in this sweep, not a result; NaN where there is no pair."""
+    if equivalence.empty:
+        return np.nan
+    return float(pd.to_numeric(equivalence["ips_ratio"], errors="coerce").max())
+
+
+def best_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
     """The fastest configuration per model and node count, and by how much it wins.
 
-    A win is a win only beyond the spread: ``difference`` is :data:`BEYOND` where the
-    fastest point's lowest measurement (over repeats, else windows: :func:`spread_bounds`)
-    is above the runner-up's highest, else :data:`WITHIN`, and the report calls no such
-    ratio a speed-up.
+    A win is a win only beyond the spread of repeated runs: ``difference`` is :func:`judge`'s
+    verdict, :data:`BEYOND` only where both points ran at least twice, the fastest point's
+    lowest measurement (:func:`spread_bounds`) is above the runner-up's highest and the
+    ratio exceeds ``noise``; else :data:`WITHIN`, :data:`IN_NOISE` or :data:`ONE_RUN`, and
+    the report calls no such ratio a speed-up.
 
     Args:
         points: a :func:`points_table` frame.
+        noise: :func:`observed_noise` of the sweep's :func:`equivalence_table`.
 
     Returns:
         One row per model and node count: ``configuration`` (strategy and varying config),
@@ -332,8 +378,10 @@ def best_table(points: pd.DataFrame) -> pd.DataFrame:
         best["runner_up"] = second["configuration"] if second is not None else ""
         best["speedup_over_runner_up"] = (best["ips"] / second["ips"]
                                           if second is not None else np.nan)
-        best["difference"] = (differs(best["_low"], best["_high"], second["_low"],
-                                      second["_high"]) if second is not None else "")
+        best["difference"] = (judge(
+            (best["_low"], best["_high"], best["num_repeats"]),
+            (second["_low"], second["_high"], second["num_repeats"]),
+            best["speedup_over_runner_up"], noise) if second is not None else "")
         best["host_bound"] = any_host_bound(best["host_bound"], *(
             [second["host_bound"]] if second is not None else []))
         rows.append(best)
@@ -528,7 +576,8 @@ def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     previous point's ranks for about a minute), runs other work competed with
     (:func:`competition_text`, ``NOT A RESULT``), points whose repeats spread beyond
     :data:`NOISY_SPREAD`, pairs of points that compute the same thing yet differ beyond
-    their spread, wins within the spread, and host-bound points.
+    their spread, points that ran once, wins that are not results (:func:`judge`: within the
+    spread, within the observed noise, or on one run), and host-bound points.
 
     Args:
         tables: :func:`study_tables`' result.
@@ -567,11 +616,19 @@ def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
                           f"({r.ips_ratio:.2f}x)" for r in apart.itertuples())
         lines.append(f"too noisy to rank: the same computation under two names differs "
                      f"beyond its spread: {which} (equivalence.csv)")
-    tied = tables["best"][tables["best"]["difference"] == WITHIN]
-    if len(tied):
-        which = ", ".join(f"{r.model} at {r.nodes} node(s)" for r in tied.itertuples())
-        lines.append(f"no difference within the spread between the two fastest: {which} "
-                     "(best.csv)")
+    once = points[points["num_repeats"] < 2] if len(points) else points
+    if len(once):
+        lines.append(f"one run: {len(once)} of {len(points)} points ran once, so their "
+                     "spreads are one run's windows and the noise between runs is not "
+                     "measured; rerun with repeat=0,1,2 to measure it")
+    best = tables["best"]
+    for verdict, words in ((WITHIN, "no difference within the spread"),
+                           (IN_NOISE, "a difference within the noise check's"),
+                           (ONE_RUN, "a difference resting on one run")):
+        tied = best[best["difference"] == verdict]
+        if len(tied):
+            which = ", ".join(f"{r.model} at {r.nodes} node(s)" for r in tied.itertuples())
+            lines.append(f"{words} between the two fastest: {which} (best.csv)")
     bound = points[points["host_bound"].fillna(False).astype(bool)] if len(points) else points
     if len(bound):
         which = ", ".join(f"{r.configuration} at {r.nodes} node(s)" for r in bound.itertuples())

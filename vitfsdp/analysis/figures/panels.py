@@ -28,6 +28,7 @@ from vitfsdp.analysis.figures.style import (
     _color_label,
     _linestyle,
     _mpl,
+    log_label,
 )
 from vitfsdp.analysis.lines import line_labels
 from vitfsdp.core.throughput import host_bound
@@ -234,19 +235,42 @@ def _note_items(line: pd.DataFrame, bad: pd.Series, label: str,
 
 def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str,
                        extras: set[str]) -> None:  # fmt: skip
-    """A min-max error bar at each node count where the line's point ran more than once
-    and its runs differ by more than :data:`MIN_ERROR_BAR` of their median (on the log
-    axis a smaller spread hides under the marker: not drawn, not in the legend)."""
+    """A min-max error bar at each node count: over the point's runs where it ran more than
+    once (capped), else, for ``ips``, over its one run's timed windows (``ips_min`` and
+    ``ips_max``; thin and uncapped: the least its noise can be, the noise between runs
+    unmeasured). Drawn where the span exceeds :data:`MIN_ERROR_BAR` of the median (on the
+    log axis a smaller one hides under the marker: not drawn, not in the legend)."""
     done = _completed(line, value)
     stats = done.groupby(done["nodes"].astype("int64"))[value].agg(["median", "min", "max",
                                                                      "count"])
-    stats = stats[(stats["count"] > 1)
-                  & (stats["max"] - stats["min"] > MIN_ERROR_BAR * stats["median"])]
-    if len(stats):
-        ax.errorbar(stats.index, stats["median"],
-                    yerr=[stats["median"] - stats["min"], stats["max"] - stats["median"]],
-                    fmt="none", ecolor=color, capsize=3, lw=1)
-        extras.add("repeats")
+    if value == "ips" and {"ips_min", "ips_max"} <= set(line.columns):
+        runs = line.loc[done.index, ["nodes", "ips", "ips_min", "ips_max"]].dropna()
+        runs = runs.set_index(runs["nodes"].astype("int64"))
+        once = runs[runs.index.isin(stats.index[stats["count"] == 1])]
+        _error_bars(ax, once["ips"], once["ips_min"], once["ips_max"],
+                    dict(ecolor=color, capsize=0, lw=0.8), "windows", extras,
+                    shift=WINDOW_BAR_SHIFT)
+    stats = stats[stats["count"] > 1]
+    _error_bars(ax, stats["median"], stats["min"], stats["max"],
+                dict(ecolor=color, capsize=3, lw=1), "repeats", extras)
+
+
+#: Where a one-run point's window bar stands: right of its marker, at this many times its
+#: node count (a few percent of a window spread hide under a marker on the log axis).
+WINDOW_BAR_SHIFT = 1.08
+
+
+def _error_bars(ax, middle: pd.Series, low: pd.Series, high: pd.Series, look: dict,
+                mark: str, extras: set[str], shift: float = 1.0) -> None:  # fmt: skip
+    """Error bars from ``low`` to ``high`` around ``middle`` (all indexed by node count,
+    drawn at ``shift`` times it) where the span exceeds :data:`MIN_ERROR_BAR` of
+    ``middle``; ``mark`` is added to ``extras`` (the caption's words) where one was drawn."""
+    wide = (high - low) > MIN_ERROR_BAR * middle
+    if wide.any():
+        mid, lo, hi = middle[wide], low[wide], high[wide]
+        ax.errorbar(mid.index * shift, mid.values,
+                    yerr=[(mid - lo).values, (hi - mid).values], fmt="none", **look)
+        extras.add(mark)
 
 
 def _plot_predicted(ax, line: pd.DataFrame, value: str, color: str, label: str,
@@ -335,8 +359,8 @@ def _style_panel(ax, panel: pd.DataFrame, title: str, ylabel: str,
         ax.set_xticks(nodes, labels=[str(n) for n in nodes])
         ax.xaxis.set_minor_locator(_mpl().NullLocator())
         ax.set_xlim(nodes[0] / 1.4, nodes[-1] * 1.4)
-    ax.set_xlabel("nodes")
-    ax.set_ylabel(ylabel)
+    ax.set_xlabel(log_label("nodes") if nodes else "nodes")
+    ax.set_ylabel(log_label(ylabel) if ax.get_yscale() == "log" else ylabel)
     _set_title(ax, title)
     ax.grid(True, which="major", alpha=0.3)
     ax.tick_params(labelsize=PAPER_RC["xtick.labelsize"])  # kept if saved outside PAPER_RC

@@ -156,3 +156,12 @@ def _chars_per_line(width_in: float, fontsize: float) -> int:
     """About how many characters of DejaVu Sans at ``fontsize`` points fit ``width_in``
     inches (an average character taken as 0.62 em: upper-case names run wide)."""
     return max(20, int(width_in * 72 / (0.62 * fontsize)))
+
+
+def log_label(label: str) -> str:
+    """An axis label that says its scale is logarithmic: ``nodes`` -> ``nodes (log scale)``,
+    ``throughput (images/s, global)`` -> ``throughput (images/s, global; log scale)``: on a log
+    axis equal distances are equal ratios, which a reader of plain-number ticks may miss."""
+    if label.endswith(")"):
+        return f"{label[:-1]}; log scale)"
+    return f"{label} (log scale)"

@@ -23,6 +23,7 @@ from vitfsdp.analysis.figures.style import (
     _looks,
     _mpl,
     _paper_style,
+    log_label,
 )
 from vitfsdp.analysis.lines import label_columns as _label_keys
 
@@ -70,7 +71,7 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
         ax.xaxis.set_minor_locator(_mpl().NullLocator())
         ax.set_xlim(gpus[0] / 1.4, gpus[-1] * 1.4)
         ax.set_ylim(bottom=0)
-        ax.set_xlabel(f"{per}s" if per == "rank" else "GPUs (ranks)")
+        ax.set_xlabel(log_label(f"{per}s" if per == "rank" else "GPUs (ranks)"))
         ax.set_ylabel(f"model {unit} per {per}")
         ax.grid(True, which="major", alpha=0.3)
         _set_title(ax, _panel_title(model, panel))

@@ -373,7 +373,9 @@ def figure_script(name: str, argv: list[str]) -> int:
     into ``SWEEP_DIR/analysis`` (PNG and SVG); 2 on bad input (no such dir, no runs)."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if not argv or any(a.startswith("-") for a in argv):
-        script = Path(sys.argv[0]).name if sys.argv[0].endswith(".py") else f"{name}.py"
+        script = Path(sys.argv[0]).name  # the script run (prefetch_ablation.py draws prefetch)
+        if not script.endswith(".py") or script == "__main__.py":  # python -m, an entry point
+            script = f"{name}.py"
         print(f"usage: python analysis/{script} SWEEP_DIR [SWEEP_DIR ...]", file=sys.stderr)
         return 2
     try:
