@@ -323,3 +323,31 @@ def test_the_calibration_names_what_the_plan_rested_on_and_a_noisy_probe(tmp_pat
     noisy = "probe:runs/demo/probe.json (NOISY: repeats spread 34% > 10%)"
     text = source_text(df.assign(pred_source=noisy))
     assert text.startswith(f" Predictions from: {noisy} (2 runs). **A noisy probe:**")
+
+
+def test_rates_keep_three_digits_below_a_hundred_images_per_second(tmp_path):
+    """The CPU demo's 11-16 images/s printed as whole numbers hid the differences its text
+    quotes (16.3 against 14.6): tables show three significant digits below 100."""
+    from vitfsdp.analysis.report import _with_range, display
+    from vitfsdp.analysis.schema import format_rate
+
+    assert [format_rate(v) for v in (1234.4, 123.4, 16.34, 0.5123)] == [
+        "1,234", "123", "16.3", "0.512"]
+    _, points = _sweep(tmp_path, {("DDP", 1): [16.3, 14.6], ("DDP", 2): [1234.4]})
+    shown = display(_with_range(points), ["nodes", "ips", "ips_range", "ideal_ips"])
+    assert shown.values.tolist() == [["1", "15.4", "14.6-16.3", "15.4"],
+                                     ["2", "1,234", "-", "30.9"]]
+
+
+def test_the_report_names_the_commit_of_the_code_that_wrote_it(tmp_path):
+    """The runs' commit says what measured; the analysis code's, what drew and judged (a
+    report re-written later may differ): both are in the provenance table."""
+    from vitfsdp.analysis.report import provenance_table
+    from vitfsdp.provenance import git_state
+
+    df, _ = _sweep(tmp_path, {("DDP", 1): [100.0]})
+    rows = dict(provenance_table(df).values.tolist())
+    state = git_state()
+    assert state["commit"], "a checkout or a built package names its commit"
+    assert rows["analysis code"].startswith(state["commit"][:12])
+    assert rows["analysis code"].endswith("+dirty") == bool(state["dirty"])

@@ -26,10 +26,11 @@ import pandas as pd
 import yaml
 
 from vitfsdp.analysis.figures import DPI, DRAWN_KEY
+from vitfsdp.analysis.figures.style import MIN_ERROR_BAR
 from vitfsdp.analysis.lines import contention_note, format_efficiency
 from vitfsdp.analysis.recipe import recipe_table
 from vitfsdp.analysis.reference import reference_table
-from vitfsdp.analysis.schema import DISPLAY
+from vitfsdp.analysis.schema import DISPLAY, RATE, format_rate
 from vitfsdp.analysis.tables import (
     BEYOND,
     IN_NOISE,
@@ -46,6 +47,7 @@ from vitfsdp.analysis.tables import (
     prefetch_table,
 )
 from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC
+from vitfsdp.provenance import git_state
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +92,11 @@ MARK_CAPTIONS = {
                   "(images/s, TFLOP/s) measure the wrapper and the loop, not the device or the "
                   "network",
     "device": "black dotted: the device's memory",
-    "ranks": "error bars: down to the minimum over ranks",
-    "repeats": "error bars: min-max over repeats",
+    "ranks": "error bars: down to the minimum over ranks (none where the ranks' peaks are "
+             f"within {MIN_ERROR_BAR:.0%} of the axis: a bar that short hides under the "
+             "marker)",
+    "repeats": f"error bars: min-max over repeats (none within {MIN_ERROR_BAR:.0%} of the "
+               "median)",
     "windows": "thin bar without caps, just right of a point that ran once: min-max over "
                "its run's timed windows, the least its noise can be (the noise between runs "
                "is not measured)",
@@ -122,26 +127,26 @@ COLUMN_FORMATS = {
     "configuration_a": ("configuration", "{}"), "configuration_b": ("same computation as", "{}"),
     "cost_per_epoch": ("cost/epoch", "{:,.2f}"), "difference": ("difference", "{}"),
     "epoch_hours": ("hours/epoch", "{:.3g}"), "host_bound": ("host-bound", "{}"),
-    "ideal_ips": ("ideal images/s", "{:,.0f}"), "ips_a": ("images/s", "{:,.1f}"),
-    "ips_b": ("its images/s", "{:,.1f}"), "ips_range": ("images/s min-max (repeats)", "{}"),
+    "ideal_ips": ("ideal images/s", RATE), "ips_a": ("images/s", RATE),
+    "ips_b": ("its images/s", RATE), "ips_range": ("images/s min-max (repeats)", "{}"),
     "efficiency_range": ("efficiency bounds", "{}"),
     "ips_ratio": ("ratio", "{:.2f}x"), "ips_rel_error": ("ips error", "{:+.0%}"),
-    "ips_vs_best": ("vs best variant", "{:.0%}"), "jax_ips": ("JAX images/s", "{:,.0f}"),
+    "ips_vs_best": ("vs best variant", "{:.0%}"), "jax_ips": ("JAX images/s", RATE),
     "jax_busy_frac": ("JAX device busy", "{:.0%}"),
     "jax_over_torch": ("JAX / PyTorch", "{:.2f}"), "label": ("study", "{}"),
     "log_link": ("log", "{}"), "max_abs_rel_error": ("max |error|", "{:.1%}"),
-    "measured": ("measured", "{:,.1f}"), "measured_mem_gib": ("measured (GiB)", "{:.2f}"),
+    "measured": ("measured", RATE), "measured_mem_gib": ("measured (GiB)", "{:.2f}"),
     "median_abs_rel_error": ("median |error|", "{:.1%}"),
     "median_rel_error": ("median error", "{:+.1%}"), "mem_rel_error": ("mem error", "{:+.0%}"),
     "metric": ("metric", "{}"), "node_hours_per_epoch": ("node-hours/epoch", "{:.3g}"),
     "num_repeats": ("repeats", "{:d}"), "num_runs": ("runs", "{:d}"),
-    "published": ("published", "{:,.1f}"), "ratio": ("measured / published", "{:.3g}"),
+    "published": ("published", RATE), "ratio": ("measured / published", "{:.3g}"),
     "relative_ips": ("x baseline", "{:.2f}"), "runner_up": ("runner-up", "{}"),
     "runs_ended": ("runs that did not complete", "{}"),
     "scaling_efficiency": ("scaling efficiency", "{:.0%}"),
     "speedup_over_runner_up": ("ips over runner-up", "{:.2f}x"),
     "statuses": ("not completed", "{}"), "step": ("step", "{:d}"),
-    "step_time_rel_error": ("step error", "{:+.0%}"), "torch_ips": ("PyTorch images/s", "{:,.0f}"),
+    "step_time_rel_error": ("step error", "{:+.0%}"), "torch_ips": ("PyTorch images/s", RATE),
     "torch_busy_frac": ("PyTorch device busy", "{:.0%}"),
     "unit": ("unit", "{}"),
 }  # fmt: skip
@@ -359,6 +364,7 @@ def provenance_table(df: pd.DataFrame, sweep_dirs: Sequence[Path] = ()) -> pd.Da
              .strftime("%Y-%m-%d %H:%M UTC")),
             ("runs started", _span(started)),
             ("git commit", _counted(df["git_commit"])),
+            ("analysis code", analysis_commit()),
             ("versions", _counted(df["versions"])),
             ("devices", _counted(df["device_name"])),
             ("cluster profile", _counted(df["cluster"])),
@@ -366,6 +372,16 @@ def provenance_table(df: pd.DataFrame, sweep_dirs: Sequence[Path] = ()) -> pd.Da
     rows += [(f"sweep command ({Path(d).name})", f"`{cmd}`")
              for d in sweep_dirs if (cmd := sweep_command(d))]
     return pd.DataFrame(rows, columns=["what", "value"])
+
+
+def analysis_commit() -> str:
+    """The commit of the vitfsdp code writing this report (``+dirty`` with local changes;
+    :func:`vitfsdp.provenance.git_state`), which may differ from the runs' own: what drew the
+    figures and judged the differences; :data:`MISSING` where it is not known."""
+    state = git_state()
+    if not state.get("commit"):
+        return MISSING
+    return f"{state['commit'][:12]}{'+dirty' if state.get('dirty') else ''}"
 
 
 def _span(times: pd.Series) -> str:
@@ -405,7 +421,7 @@ def _with_range(points: pd.DataFrame) -> pd.DataFrame:
     if points.empty:
         return points.assign(ips_range=[], efficiency_range=[])
     ranged = points["num_repeats"] > 1
-    ips_range = [f"{lo:,.0f}-{hi:,.0f}" if r else MISSING for lo, hi, r in
+    ips_range = [f"{format_rate(lo)}-{format_rate(hi)}" if r else MISSING for lo, hi, r in
                  zip(points["ips_repeat_min"], points["ips_repeat_max"], ranged, strict=True)]
     efficiency_range = [f"{lo:.0%}-{hi:.0%}" if pd.notna(lo) and pd.notna(hi) and lo != hi
                         else MISSING for lo, hi in zip(points["efficiency_min"],
@@ -638,7 +654,7 @@ def _fmt(value, fmt: str) -> str:
     if fmt == "{:d}":
         return str(int(value))
     try:
-        return fmt.format(value)
+        return format_rate(value) if fmt == RATE else fmt.format(value)
     except (ValueError, TypeError):
         return str(value)
 

@@ -33,6 +33,17 @@ SOURCES = {
 RUN_SOURCES = ("run", "config", "world", "derived")
 
 
+#: The display format of a rate (images/s): whole numbers from 100 up (``1,234``), three
+#: significant digits below (``16.3``, ``0.512``), so a CPU study's 11-16 images/s keep the
+#: digits its text quotes (:func:`format_rate`).
+RATE = "rate"
+
+
+def format_rate(value: float) -> str:
+    """A rate as :data:`RATE` shows it: ``1,234``, ``123``, ``16.3``, ``0.512``."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 @dataclass(frozen=True)
 class Column:
     """One column of ``runs.csv``.
@@ -45,7 +56,8 @@ class Column:
         source: a key of :data:`SOURCES`.
         meaning: what it holds, on one line.
         display: ``(header, format)`` of the column in the report's tables (``format`` a
-            :meth:`str.format` pattern); ``None``: the report shows no run column of it.
+            :meth:`str.format` pattern, or :data:`RATE`); ``None``: the report shows no run
+            column of it.
         figures: the figures (:data:`vitfsdp.analysis.figures.FIGURES` names) that draw
             this column, where it is not one of the run columns every figure reads (a
             figure is drawn again where one of its columns changed: :data:`FIGURE_COLUMNS`).
@@ -168,11 +180,11 @@ RUN_COLUMNS = (
            "the model's parameters"),
     Column("ips", FLOAT, "images/s", "measured",
            "global images/s: median over measured windows",
-           display=("images/s", "{:,.0f}"),
+           display=("images/s", RATE),
            figures=("weak_scaling", "prefetch", "recipe")),
     Column("ips_per_gpu", FLOAT, "images/s", "measured",
            "images/s per rank",
-           display=("images/s/GPU", "{:,.1f}")),
+           display=("images/s/GPU", RATE)),
     Column("step_time_s", FLOAT, "s", "measured",
            "median step time",
            display=("step time (s)", "{:.3f}")),
@@ -277,7 +289,7 @@ RUN_COLUMNS = (
            "time compiling (torch.compile or XLA)"),
     Column("ips_reached", FLOAT, "images/s", "measured",
            "a run that did not complete: median of its measured windows, else its last",
-           display=("images/s reached", "{:,.0f}"),
+           display=("images/s reached", RATE),
            figures=("weak_scaling",)),
     Column("peak_mem_reached_gib", FLOAT, "GiB", "measured",
            "a run that did not complete: the largest peak it recorded",
@@ -292,7 +304,7 @@ RUN_COLUMNS = (
            display=("predicted step (s)", "{:.3f}")),
     Column("pred_ips", FLOAT, "images/s", "predicted",
            "the plan's predicted global images/s",
-           display=("predicted images/s", "{:,.0f}"),
+           display=("predicted images/s", RATE),
            figures=("weak_scaling",)),
     Column("pred_fits", TEXT, "", "predicted",
            "whether the plan predicts the point fits in memory (bool)"),
