@@ -211,6 +211,34 @@ def test_a_swept_repeat_runs_in_rounds(tmp_path):
                     "3_nodes=2,repeat=1"]
 
 
+def test_a_refusal_shared_by_points_is_said_once(tmp_path):
+    """A profile path missing for every point is one line naming how many points it
+    refuses, not one line per point; points refused for different reasons keep a line
+    each. Nothing is written."""
+    def refuse(*overrides):
+        proc = subprocess.run(
+            [sys.executable, "-m", "vitfsdp.sweep", "-m", "cluster=frontier",
+             "cluster.account=x", *overrides, "--scripts-only",
+             f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2, proc.stderr[-3000:]
+        return [line for line in proc.stderr.splitlines() if line]
+
+    missing = tmp_path / "no-env"
+    (line,) = refuse(f"cluster.conda_env={missing}", "nodes=1,2,4")
+    assert line == (f"error: every point (3 of 3): cluster.conda_env={missing} is not a "
+                    "directory here; fix the path (or set cluster.check_paths=false if it "
+                    "exists on the compute nodes only); nothing was launched")
+    assert refuse("train.steps=0", "nodes=1,2") == [  # refused as it composes
+        "error: every point (2 of 2): train.steps=0 must be >= 1; nothing was launched"]
+    lines = refuse("nodes=0,1,-1")
+    assert lines == ["error: 2 of 3 sweep points refused, nothing was launched:",
+                     "point 0 (cluster=frontier cluster.account=x nodes=0): nodes=0 must be >= 1",
+                     "point 2 (cluster=frontier cluster.account=x nodes=-1): nodes=-1 must be "
+                     ">= 1"]
+    assert not (tmp_path / "sweep").exists()
+
+
 def test_the_start_line_names_the_emulated_nodes(tmp_path):
     """experiment=demo (nodes apart, a CPU quota a node): the sweep's first line says so;
     the defaults (loopback, shared cores) say nothing of a network."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -147,7 +148,7 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
         return ["cluster.probe=allocation is measured by each pack's first step; add "
                 "hydra.launcher.pack=by_nodes, or run python -m vitfsdp.probe --out "
                 "<hydra.sweep.dir> before the sweep and leave cluster.probe unset"]
-    errors = []
+    refused: dict[str, list[tuple[int, Sequence[str]]]] = {}
     checked: dict[tuple, object] = {}  # Slurm answers shared by the sweep's points
     for p in points:
         try:
@@ -158,8 +159,28 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
         except ValueError as e:
             problem = str(e)
         if problem:
-            errors.append(f"point {p.num} ({_label(p.overrides)}): {problem}")
-    return errors
+            refused.setdefault(problem, []).append((p.num, p.overrides))
+    return refusal_lines(refused, len(points), named=True)
+
+
+def refusal_lines(refused: dict[str, list[tuple[int, Sequence[str]]]], total: int,
+                  named: bool = False) -> list[str]:  # fmt: skip
+    """One line per reason, for every point refused for it (``refused``: reason -> the
+    points' numbers and overrides) said once: the reason alone in a one-point sweep (unless
+    ``named``), ``point 3 (nodes=8): reason`` for one point, ``every point (4 of 4):
+    reason`` or ``points 0, 2 (2 of 4): reason`` for several."""
+    lines = []
+    for reason, which in refused.items():
+        if total == 1 and not named:
+            lines.append(reason)
+        elif len(which) == 1:
+            num, overrides = which[0]
+            lines.append(f"point {num} ({_label(overrides)}): {reason}")
+        else:
+            nums = "every point" if len(which) == total else "points " + ", ".join(
+                str(num) for num, _ in which)
+            lines.append(f"{nums} ({len(which)} of {total}): {reason}")
+    return lines
 
 
 def _read_only(p: Point) -> str | None:

@@ -26,8 +26,9 @@ from vitfsdp.sweep.check import (
     _repeated_points,
     _reresolved_dirs,
     _shared_run_dirs,
+    refusal_lines,
 )
-from vitfsdp.sweep.point import Point, SweepRefused, _label
+from vitfsdp.sweep.point import Point, SweepRefused
 
 
 def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str]],
@@ -41,25 +42,28 @@ def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str
     key = (id(config), tuple(map(tuple, job_overrides)), initial_job_idx)
     if _validated.get("key") == key and "points" in _validated:  # by the sweeper just before
         return _validated.pop("points")
-    points, errors = [], []
+    points, refused = [], {}
     constant = rundir.constant_keys(job_overrides)  # not in the points' names
     for i, overrides in enumerate(job_overrides):
         num = initial_job_idx + i
-        where = f"point {num} ({_label(overrides)}): " if len(job_overrides) > 1 else ""
         try:
             points.append(_compose_point(hydra_context, config, list(overrides), num,
                                          constant))
         except (ValueError, ConfigCompositionException, OmegaConfBaseException) as e:
-            errors.append(where + one_line(e, overrides))
+            refused.setdefault(one_line(e, overrides), []).append((num, overrides))
+    errors = refusal_lines(refused, len(job_overrides))
     errors += _shared_run_dirs(points) + _repeated_points(points) + _reresolved_dirs(points)
     if not errors:
         errors += _check_launchers(points, _options(config))
     if len(errors) == 1:
         raise SweepRefused(f"error: {errors[0]}; nothing was launched")
     if errors:
-        raise SweepRefused(f"error: {len(errors)} of {len(job_overrides)} sweep points "
-                           "refused, nothing was launched:\n" + "\n".join(errors))
+        count = (f"{len(job_overrides) - len(points)} of {len(job_overrides)} sweep points"
+                 if refused else "the sweep was")
+        raise SweepRefused(f"error: {count} refused, nothing was launched:\n"
+                           + "\n".join(errors))
     return points
+
 
 
 #: The points :func:`validate_sweep` validated, for the launcher's :func:`plan` of the same
