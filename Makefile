@@ -21,6 +21,9 @@
 # the project's virtual environment where there is one (README: python3 -m venv .venv)
 PYTHON ?= $(if $(wildcard .venv/bin/python),.venv/bin/python,python3)
 DEMO_DIR ?= runs/demo
+# more overrides for the demo's sweep, e.g. DEMO_OVERRIDES=repeat=0,1,2 (three rounds, about
+# three times as long: differences between points then count where they hold over repeats)
+DEMO_OVERRIDES ?=
 SLURM_DIR ?= /tmp/vitfsdp-slurm
 
 .PHONY: install install-run torch demo test test-fast test-noslurm test-gpu bench-gpu gpu-wheels gpu-rehearsal slurm-up slurm-down browser lint
@@ -73,7 +76,7 @@ install-run: torch
 # plan's line in weak_scaling.png), the calibration (predicted against measured, nothing
 # fitted), then the analysis.
 demo: install-run
-	$(PYTHON) -m vitfsdp.sweep experiment=demo hydra.sweep.dir=$(DEMO_DIR)
+	$(PYTHON) -m vitfsdp.sweep experiment=demo hydra.sweep.dir=$(DEMO_DIR) $(DEMO_OVERRIDES)
 	$(PYTHON) -m vitfsdp.probe experiment=demo strategy=DDP,FULL_SHARD,HYBRID_2GPU nodes=1,2,4 --out $(DEMO_DIR)
 	$(PYTHON) -m vitfsdp.plan --calibrate $(DEMO_DIR)
 	$(PYTHON) -m vitfsdp.analysis $(DEMO_DIR) --report
