@@ -221,7 +221,7 @@ def test_a_large_study_prints_a_row_per_point(sweep: Path, tmp_path: Path,
     assert len(lines) == 1 + 6 + 2 + 4
     assert lines[-5].startswith("8 runs of 7 points: 6 points completed at least once, "
                                 "2 runs did not complete (failures.csv)")
-    assert lines[-4].startswith("too noisy to rank: the same computation under two names")
+    assert lines[-4].startswith("noise: the same computation under two names differs")
     assert lines[-3].startswith("one run: 6 of 6 points ran once")
     assert lines[-2] == ("a difference within the noise check's between the two fastest: "
                          "vit_tiny at 1 node(s), vit_tiny at 4 node(s) (best.csv)")

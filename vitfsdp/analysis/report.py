@@ -65,7 +65,10 @@ CAPTIONS = {
             "(median over repeats), lighter for fewer nodes within its strategy's colour "
             "and n=<nodes> at its end (lines that end alike share one label: n=1,2,4, or "
             "past three node counts their range and count, n=1-16 (5)); warm-up "
-            "windows included; each strategy's line is dashed in its "
+            "windows included, and runs that did not complete up to their last window. The "
+            "global batch grows with the node count (weak scaling: the local batch times the "
+            "ranks), so a line of more nodes sees more images a step and its loss may fall "
+            "faster per step for that alone. Each strategy's line is dashed in its "
             "colour, the strategies' dashes in turn, so lines that coincide (strategies that "
             "train alike) show every colour.",
     "recipe": "Recipe ablation: each cumulative recipe step's images/s relative to the "
@@ -95,14 +98,16 @@ MARK_CAPTIONS = {
     "ranks": "error bars: down to the minimum over ranks (none where the ranks' peaks are "
              f"within {MIN_ERROR_BAR:.0%} of the axis: a bar that short hides under the "
              "marker)",
-    "repeats": f"error bars: min-max over repeats (none within {MIN_ERROR_BAR:.0%} of the "
-               "median)",
+    "repeats": f"error bars: min-max over repeats (not drawn under {MIN_ERROR_BAR:.0%} of "
+               "the median)",
     "windows": "thin bar without caps, just right of a point that ran once: min-max over "
                "its run's timed windows, the least its noise can be (the noise between runs "
-               "is not measured)",
+               f"is not measured; not drawn under {MIN_ERROR_BAR:.0%} of the value)",
     "predicted": "dotted: the plan's prediction",
     "reserved": "hollow circles: measured peak reserved memory",
-    "failed": "x: runs that did not complete",
+    "failed": "x: runs that did not complete, at what they reached before they ended "
+              "(median over their windows), else in a row at the panel's bottom (the note "
+              "under the panel names them)",
     "skipped": "hollow diamond: a point skipped as predicted not to fit",
     "reference": "hollow star: a published figure of the same setup (reference.csv)",
     "published_other": "orange line with its value: a published figure drawn beside ours, not "
@@ -128,7 +133,8 @@ COLUMN_FORMATS = {
     "cost_per_epoch": ("cost/epoch", "{:,.2f}"), "difference": ("difference", "{}"),
     "epoch_hours": ("hours/epoch", "{:.3g}"), "host_bound": ("host-bound", "{}"),
     "ideal_ips": ("ideal images/s", RATE), "ips_a": ("images/s", RATE),
-    "ips_b": ("its images/s", RATE), "ips_range": ("images/s min-max (repeats)", "{}"),
+    "ips_b": ("its images/s", RATE), "runs_a": ("runs", "{:d}"),
+    "runs_b": ("its runs", "{:d}"), "ips_range": ("images/s min-max (repeats)", "{}"),
     "efficiency_range": ("efficiency bounds", "{}"),
     "ips_ratio": ("ratio", "{:.2f}x"), "ips_rel_error": ("ips error", "{:+.0%}"),
     "ips_vs_best": ("vs best variant", "{:.0%}"), "jax_ips": ("JAX images/s", RATE),
@@ -188,10 +194,10 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
         Section("Weak scaling", "Throughput per point (median over repeats), ideal linear "
                 "scaling from each line's smallest node count (the efficiency's bounds: the "
                 "point's slowest measurement over the ideal from the baseline's fastest, and "
-                "the other way round; repeats, else one run's windows), FLOP rates and "
-                "utilization (MFU: model FLOPs = 3 x forward; HFU adds the forward recomputed "
-                "under activation checkpointing)." + _above_ideal_text(labelled)
-                + _sent_text(labelled) + host_bound_text(labelled, df),
+                "the other way round; repeats, else one run's windows)"
+                + _flops_text(labelled) + "." + baseline_text(labelled, df)
+                + _above_ideal_text(labelled) + _sent_text(labelled)
+                + host_bound_text(labelled, df),
                 ["weak_scaling", "tflops"],
                 display(labelled, ["model", "configuration", "nodes", "world_size",
                                    "num_repeats", "ips", "ips_range", "ideal_ips",
@@ -201,10 +207,7 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                                    "sent_gb_total"])),
         _framework_section(ratio),
         _reference_section(df),
-        Section("Memory", "Peak memory per GPU (per rank on CPU): the maximum over ranks and "
-                "repeats, the minimum over ranks, the model state a rank held (parameters, "
-                "gradients and optimizer state counted from its local shards; the most any "
-                "rank held), allocator retries and OOMs.",
+        Section("Memory", _memory_text(labelled),
                 ["memory"],
                 display(labelled, ["model", "configuration", "nodes", "peak_mem_gib",
                                    "peak_mem_min_gib", "state_params_gib", "state_grads_gib",
@@ -281,14 +284,21 @@ def _equivalence_section(points: pd.DataFrame, df: pd.DataFrame) -> Section | No
             "should agree within their spread. (FSDP1's hybrid with one replica still "
             "all-reduces each unit's gradient over a group of one rank; on CPU that measured "
             "no difference: docs/benchmarks.md, \"The 1-node pair\".)")
+    noise = observed_noise(table)
     if len(apart):
         which = ", ".join(f"{r.configuration_a} and {r.configuration_b} ({r.model}, "
                           f"{r.nodes} node(s): {r.ips_ratio:.2f}x)" for r in apart.itertuples())
-        text += (f" **Too noisy to rank:** {which} differ beyond their spread, so the "
-                 "machine's noise is at least that large: differences of that size "
-                 "between other configurations of this sweep are not results.")
+        text += (f" **Noise of {noise:.2f}x:** {which} differ beyond their spread, so the "
+                 "machine's noise is at least that large: differences up to that size "
+                 "between other configurations of this sweep are not results (best.csv: "
+                 f"\"{IN_NOISE}\").")
     else:
-        text += " They agree within their spread."
+        text += (f" They agree within their spread (at most {noise:.2f}x apart, and no win "
+                 "up to that counts).")
+    once = table[(table["runs_a"] < 2) | (table["runs_b"] < 2)]
+    if len(once):
+        text += (f" {len(once)} of {len(table)} pairs rest on a point that ran once: its "
+                 "windows, not the noise between runs.")
     return Section("Noise check", text, table=display(table, list(table.columns)))
 
 
@@ -438,9 +448,10 @@ def _runs_text(df: pd.DataFrame) -> str:
 
 def repeats_text(df: pd.DataFrame, points: pd.DataFrame) -> str:
     """How many runs measured each completed point and how many timed windows each run
-    measured, and what that leaves unmeasured, e.g. ``" Each point ran once (repeats: 1), each
-    run 3 timed windows: a point's spread is its run's windows, the least its noise can be;
-    the noise between runs is not measured ..."``; ``""`` where no point completed."""
+    measured, and what that leaves unmeasured: where points ran more than once, how far their
+    runs spread against how far their windows did (the sweep's own measure of the noise
+    between runs); where points ran once, that theirs is not measured. ``""`` where no point
+    completed."""
     if points.empty:
         return ""
     repeats = points["num_repeats"].astype(int)
@@ -448,15 +459,24 @@ def repeats_text(df: pd.DataFrame, points: pd.DataFrame) -> str:
     windows = windows[df["status"] == "completed"].dropna().astype(int)
     text = (f" Repeats per completed point: {_int_span(repeats)}; timed windows per run: "
             f"{_int_span(windows)} (images/s is their median).")
+    again = points[repeats >= 2]
+    if len(again):
+        runs = again["ips_repeat_spread"].astype(float)
+        span = ((again["ips_window_max"] - again["ips_window_min"]) / again["ips"]).astype(float)
+        text += (f" {len(again)} points ran at least twice: their runs spread {runs.median():.1%} "
+                 f"of the median (at most {runs.max():.1%}; `ips_repeat_spread`), their runs' "
+                 f"windows {span.median():.1%}: the noise between runs, measured.")
     once = int((repeats < 2).sum())
     if once:
         text += (f" {once} of {len(points)} points ran once: their spread (error bars, "
-                 "bounds) is one run's windows, the least their noise can be. The noise "
-                 "between runs is not measured; on the CPU demo it was larger: quiet sweeps "
-                 "moved a point 5-15% while each run's windows spread 1-4% "
-                 "(docs/benchmarks.md, \"The CPU demo, three times quiet and once beside busy "
-                 "loops\"). No difference resting on one run is called a result; "
-                 "`repeat=0,1,2` measures it.")
+                 "bounds) is one run's windows, the least their noise can be; the noise "
+                 "between their runs is not measured")
+        text += (", and no difference resting on one of them is called a result." if len(again)
+                 else " (on the CPU demo it was larger: quiet sweeps moved a point 5-15% "
+                 "while each run's windows spread 1-4%, docs/benchmarks.md, \"The CPU demo, "
+                 "three times quiet and once beside busy loops\"), and no difference resting "
+                 "on one run is called a result.")
+        text += " `repeat=0,1,2` measures it."
     return text
 
 
@@ -582,6 +602,70 @@ def source_text(df: pd.DataFrame) -> str:
                  "predictions, and any error below that spread, are no better than that "
                  "noise; probe again on a quiet allocation.")
     return text
+
+
+def _measured(points: pd.DataFrame, column: str) -> bool:
+    """Whether any point measured ``column`` (the report's tables leave out the others)."""
+    return column in points and points[column].notna().any()
+
+
+def _flops_text(points: pd.DataFrame) -> str:
+    """The weak-scaling section's words on FLOP rates, as far as the points measured them."""
+    if not _measured(points, "tflops_per_gpu"):
+        return ""
+    text = ", model FLOP rates (3 x forward FLOPs"
+    text += ") and MFU (over the device's data-sheet peak)" if _measured(points, "mfu") else (
+        "; no MFU: the device's peak is not known, as for CPU ranks)")
+    if _measured(points, "hfu"):
+        text += "; HFU adds the forward recomputed under activation checkpointing"
+    return text
+
+
+#: What the measured peak memory counts, by runs.csv ``peak_mem_kind``.
+MEMORY_KINDS = {
+    "allocated": "the bytes the framework's allocator handed out (torch.cuda.max_memory_"
+                 "allocated, JAX's peak_bytes_in_use)",
+    "rss": "the rank's resident memory (RSS): the interpreter and its libraries (about 0.9 "
+           "GiB) as well as the model",
+}
+
+
+def _memory_text(points: pd.DataFrame) -> str:
+    """The memory section's words, naming only what the points measured."""
+    kinds = points.get("peak_mem_kind", pd.Series(dtype=object)).dropna().astype(str).unique()
+    kind = "; ".join(MEMORY_KINDS.get(k, k) for k in sorted(kinds))
+    parts = [f"Peak memory per GPU (per rank on CPU){f', {kind}' if kind else ''}: the maximum "
+             "over ranks and repeats"]
+    if _measured(points, "peak_mem_min_gib"):
+        parts.append("the minimum over ranks")
+    if _measured(points, "state_params_gib"):
+        parts.append("the model state a rank held (parameters, gradients and optimizer state "
+                     "counted from its local shards; the most any rank held)")
+    if _measured(points, "peak_mem_reserved_gib"):
+        parts.append("the allocator's peak reserved memory")
+    if _measured(points, "device_mem_used_gib"):
+        parts.append("the device's used memory (NVML or AMD SMI, other processes included)")
+    if _measured(points, "alloc_retries"):
+        parts.append("allocator retries and OOMs")
+    return ", ".join(parts) + "."
+
+
+def baseline_text(points: pd.DataFrame, df: pd.DataFrame) -> str:
+    """A sentence naming the lines whose ideal starts above their panel's smallest node
+    count (their smallest point did not complete): their efficiencies are over another
+    baseline than the other lines' and do not compare with them; ``""`` where there is
+    none."""
+    if points.empty or "nodes" not in df:
+        return ""
+    smallest = df.groupby("model", dropna=False)["nodes"].min()
+    n0 = points.groupby(["model", "configuration"], dropna=False)["nodes"].min()
+    late = [(model, conf, int(n)) for (model, conf), n in n0.items()
+            if pd.notna(smallest.get(model)) and n > smallest[model]]
+    if not late:
+        return ""
+    which = ", ".join(f"{conf} of {model} from {n} nodes" for model, conf, n in late)
+    return (f" Ideal from a larger node count (the smaller did not complete): {which}; these "
+            "efficiencies are over another baseline and do not compare with the other lines'.")
 
 
 def _sent_text(points: pd.DataFrame) -> str:

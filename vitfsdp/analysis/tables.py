@@ -498,7 +498,7 @@ def _layout(sharding: str | None, group, world) -> tuple:
 
 #: Columns of :func:`equivalence_table`.
 EQUIVALENCE_COLUMNS = ("model", "nodes", "configuration_a", "configuration_b", "ips_a",
-                       "ips_b", "ips_ratio", "difference")
+                       "ips_b", "ips_ratio", "runs_a", "runs_b", "difference")
 
 
 def equivalence_table(points: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
@@ -514,7 +514,8 @@ def equivalence_table(points: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
 
     Returns:
         :data:`EQUIVALENCE_COLUMNS`: one row per pair, ``ips_ratio`` = ips_a / ips_b (a the
-        faster); empty where no two points compute the same thing.
+        faster), ``runs_a``/``runs_b`` the runs each completed (one run: its spread is its
+        windows); empty where no two points compute the same thing.
     """
     if points.empty or "sharding_strategy" not in points:
         return pd.DataFrame(columns=EQUIVALENCE_COLUMNS)
@@ -534,6 +535,7 @@ def equivalence_table(points: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
                              "configuration_a": a.configuration,
                              "configuration_b": b.configuration, "ips_a": a.ips,
                              "ips_b": b.ips, "ips_ratio": a.ips / b.ips if b.ips else np.nan,
+                             "runs_a": a.num_repeats, "runs_b": b.num_repeats,
                              "difference": differs(a.spread_low, a.spread_high,
                                                      b.spread_low, b.spread_high)})
     return pd.DataFrame(rows, columns=list(EQUIVALENCE_COLUMNS))
@@ -614,8 +616,9 @@ def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     if len(apart):
         which = ", ".join(f"{r.configuration_a} and {r.configuration_b} at {r.nodes} node(s) "
                           f"({r.ips_ratio:.2f}x)" for r in apart.itertuples())
-        lines.append(f"too noisy to rank: the same computation under two names differs "
-                     f"beyond its spread: {which} (equivalence.csv)")
+        lines.append(f"noise: the same computation under two names differs beyond its "
+                     f"spread: {which} (equivalence.csv); differences up to that are not "
+                     "results")
     once = points[points["num_repeats"] < 2] if len(points) else points
     if len(once):
         lines.append(f"one run: {len(once)} of {len(points)} points ran once, so their "
