@@ -402,3 +402,28 @@ def test_the_sections_name_only_what_the_points_measured(tmp_path):
     assert "max_memory_allocated" in _memory_text(gpu)
     assert _memory_text(gpu).endswith("allocator retries and OOMs.")
     assert _flops_text(cpu.assign(tflops_per_gpu=float("nan"))) == ""
+
+
+def test_a_prefetch_variant_is_slower_only_beyond_the_spread(tmp_path):
+    """BACKWARD_PRE (150, 152) against BACKWARD_POST (100, 101), both repeated: slower as a
+    result; NONE ran once at 149 (windows 148-150, touching PRE's 150-152): no different."""
+    from vitfsdp.analysis.report import report_sections
+    from vitfsdp.analysis.tables import prefetch_table
+
+    for prefetch, values in (("BACKWARD_PRE", [150.0, 152.0]), ("BACKWARD_POST", [100.0, 101.0]),
+                             ("NONE", [149.0])):
+        for repeat, value in enumerate(values):
+            info = run_info("FULL_SHARD", 1, prefetch=prefetch)
+            info["config"]["repeat"] = repeat
+            write_run(tmp_path / f"{prefetch}_r{repeat}", info, value)
+    df = collect_runs(tmp_path)
+    points = points_table(df)
+    table = prefetch_table(points).set_index("backward_prefetch")
+    assert table["vs_best"].to_dict() == {"BACKWARD_PRE": "", "BACKWARD_POST": BEYOND,
+                                          "NONE": WITHIN}
+    assert table.loc["BACKWARD_POST", "ips_vs_best"] == pytest.approx(100.5 / 151.0)
+    assert prefetch_table(points, noise=1.6).loc[1, "vs_best"] == IN_NOISE  # POST: 1.50x
+    text = {s.title: s for s in report_sections(df, points, 1000)}["Prefetch ablation"].text
+    assert ("Slower than its group's fastest variant, as a result: BACKWARD_POST, limit=True "
+            "(FULL_SHARD, 1 node(s): 67% of the fastest).") in text
+    assert "The other 1 slower variant(s) are no different from the fastest" in text

@@ -227,7 +227,7 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                 table=display(labelled, ["model", "configuration", "nodes", "ips",
                                          "epoch_hours", "node_hours_per_epoch",
                                          "price_per_node_hour", "cost_per_epoch"])),
-        _prefetch_section(points),
+        _prefetch_section(points, noise),
         _recipe_section(df),
         _failures_section(df, out_dir),
         *_calibration_sections(df),
@@ -498,16 +498,18 @@ def _cost_text(points: pd.DataFrame, dataset_size: int) -> str:
             f"{price}. Training steps only (no evaluation, start-up or checkpointing).")
 
 
-def _prefetch_section(points: pd.DataFrame) -> Section | None:
-    """The ablation as a wide table: one column per prefetch x limit_all_gathers variant."""
-    table = prefetch_table(points)
+def _prefetch_section(points: pd.DataFrame, noise: float = float("nan")) -> Section | None:
+    """The ablation as a wide table: one column per prefetch x limit_all_gathers variant,
+    and which variants are slower than their group's fastest as a result
+    (:func:`vitfsdp.analysis.tables.judge`)."""
+    table = prefetch_table(points, noise)
     if table.empty or table.groupby(["model", "nodes", "configuration"]).size().max() < 2:
         return None
     bound = table["host_bound"].fillna(False).astype(bool)
     table = table.assign(
         variant=[f"{p}, limit={lim}" for p, lim in zip(table["backward_prefetch"],
                                                        table["limit_all_gathers"], strict=True)],
-        cell=[f"{x:,.0f}" + (" (host-bound)" if b else "")
+        cell=[format_rate(x) + (" (host-bound)" if b else "")
               for x, b in zip(table["ips"], bound, strict=True)])  # fmt: skip
     wide = table.pivot_table(index=["model", "nodes", "configuration"], columns="variant",
                              values="cell", aggfunc="first").reset_index()
@@ -518,6 +520,16 @@ def _prefetch_section(points: pd.DataFrame) -> Section | None:
     shown["nodes"] = shown["nodes"].map(lambda x: f"{int(x)}")
     text = ("Images/s per strategy under each `strategy.backward_prefetch` and "
             "`strategy.limit_all_gathers` (FSDP1).")
+    slower = table[table["vs_best"] == BEYOND]
+    if len(slower):
+        which = ", ".join(f"{r.variant} ({r.configuration}, {r.nodes} node(s): "
+                          f"{r.ips_vs_best:.0%} of the fastest)" for r in slower.itertuples())
+        text += f" Slower than its group's fastest variant, as a result: {which}."
+    others = table[table["vs_best"].isin([WITHIN, IN_NOISE, ONE_RUN])]
+    if len(others):
+        text += (f" The other {len(others)} slower variant(s) are no different from the "
+                 "fastest as measured (within the spread, within the noise check's ratio, or "
+                 "on one run: prefetch.csv `vs_best`).")
     if bound.any():
         text += (f" A variant marked host-bound ran with its {BUSY_BELOW}: its images/s "
                  "measure the wrapper and the loop, so it does not say what prefetching does "

@@ -96,7 +96,8 @@ def study_tables(df: pd.DataFrame,
             "best": best_table(points, observed_noise(equivalence)),
             "equivalence": equivalence,
             "failures": failures_table(df),
-            "prefetch": prefetch_table(points), "calibration": calibration_table(df),
+            "prefetch": prefetch_table(points, observed_noise(equivalence)),
+            "calibration": calibration_table(df),
             "framework_ratio": framework_ratio_table(df), "reference": reference_table(df),
             "recipe": recipe_table(df)}
 
@@ -410,31 +411,45 @@ def failures_table(df: pd.DataFrame) -> pd.DataFrame:
     return failed[cols].reset_index(drop=True)
 
 
-def prefetch_table(points: pd.DataFrame) -> pd.DataFrame:
+def prefetch_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
     """The prefetch ablation: ips of each strategy under each ``backward_prefetch`` x
     ``limit_all_gathers`` pair (FSDP1 points only; DDP and FSDP2 record them as null).
 
     Args:
         points: a :func:`points_table` frame.
+        noise: :func:`observed_noise` of the sweep (a slower variant within it is no
+            different from the fastest).
 
     Returns:
         ``model``, ``nodes``, ``configuration`` (the bar group: strategy and any other
         varying config), ``backward_prefetch``, ``limit_all_gathers``, ``ips`` (median over
         repeats, images/s), ``ips_repeat_min``, ``ips_repeat_max``, ``ips_vs_best``
-        (ips / the group's fastest variant), ``device_busy_frac`` and ``host_bound`` (the
+        (ips / the group's fastest variant), ``vs_best`` (:func:`judge` of the group's
+        fastest against this variant, empty for the fastest itself: only :data:`BEYOND`
+        makes a variant slower), ``device_busy_frac`` and ``host_bound`` (the
         points': a host-bound variant's images/s measure the wrapper, not what prefetching
         does to communication); empty when no point varies either setting.
     """
     cols = ["model", "nodes", "configuration", *ABLATION_COLUMNS, "ips", "ips_repeat_min",
-            "ips_repeat_max", "ips_vs_best", "device_busy_frac", "host_bound"]  # fmt: skip
+            "ips_repeat_max", "ips_vs_best", "vs_best", "device_busy_frac",
+            "host_bound"]  # fmt: skip
     if points.empty or not set(ABLATION_COLUMNS) & set(points.columns):
         return pd.DataFrame(columns=cols)
     fsdp1 = points.dropna(subset=list(ABLATION_COLUMNS))
     keys = [c for c in points.columns[:list(points.columns).index("nodes")]
             if c not in ABLATION_COLUMNS]
     table = fsdp1.assign(configuration=[line_label(r, keys) for _, r in fsdp1.iterrows()])
-    best = table.groupby(["model", "nodes", "configuration"])["ips"].transform("max")
-    table = table.assign(ips_vs_best=table["ips"] / best)
+    low, high = spread_bounds(table)
+    group = ["model", "nodes", "configuration"]
+    table = table.assign(span_low=low, span_high=high).reset_index(drop=True)
+    fastest = table.loc[table.groupby(group)["ips"].idxmax(),
+                        [*group, "ips", "span_low", "span_high", "num_repeats"]]
+    table = table.merge(fastest, on=group, how="left", suffixes=("", "_best"))
+    table = table.assign(ips_vs_best=table["ips"] / table["ips_best"], vs_best=[
+        "" if r.ips == r.ips_best else judge(
+            (r.span_low_best, r.span_high_best, r.num_repeats_best),
+            (r.span_low, r.span_high, r.num_repeats),
+            r.ips_best / r.ips, noise) for r in table.itertuples()])
     order = {v: i for i, v in enumerate(PREFETCH_ORDER)}
     table = table.assign(_order=table["backward_prefetch"].map(order),
                          _limit=~table["limit_all_gathers"].astype(bool))
