@@ -62,15 +62,40 @@ def test_ratio_table(sweep: Path) -> None:
     assert (df.loc[df["framework"] == "torch", "engine"] == "fsdp1").all()
     table = framework_ratio_table(df)
     assert list(table.columns) == ["model", "strategy", "nodes", "torch_ips", "jax_ips",
-                                   "jax_over_torch", "torch_busy_frac", "jax_busy_frac",
-                                   "host_bound"]
+                                   "jax_over_torch", "torch_runs", "jax_runs", "difference",
+                                   "torch_busy_frac", "jax_busy_frac", "host_bound"]
     assert list(zip(table["strategy"], table["nodes"], strict=True)) == [
         ("DDP", 1), ("DDP", 2), ("FULL_SHARD", 1)]  # JAX FULL_SHARD at 2 nodes failed
     assert list(table["jax_over_torch"]) == pytest.approx([0.5, 0.8, 1.5])
+    # one run a side, windows ±1 images/s apart: each ratio beyond the windows, not a result
+    assert list(table["difference"]) == ["one run: not established"] * 3
+    assert framework_ratio_table(df, noise=1.6)["difference"].tolist() == [
+        "one run: not established", "within observed noise", "within observed noise"]
     # CPU ranks: no busy share, so whether a host loop decided a ratio is not known
     assert table[["torch_busy_frac", "jax_busy_frac"]].isna().all().all()
     assert table["host_bound"].isna().all()
     assert "not measured here" in framework_host_text(table)
+
+
+def test_a_framework_is_faster_only_over_repeats(tmp_path: Path) -> None:
+    """DDP at 1 node: PyTorch 200 and 203, JAX 100 and 102, twice each: JAX is slower as a
+    result; with one JAX run it rests on one run; and the report counts the results."""
+    from vitfsdp.analysis.report import report_sections
+    from vitfsdp.analysis.tables import points_table
+
+    for framework, values in (("torch", (200.0, 203.0)), ("jax", (100.0, 102.0))):
+        for repeat, ips in enumerate(values):
+            info = _info(framework, "DDP", 1)
+            info["config"]["repeat"] = repeat
+            write_run(tmp_path / f"{framework}_{repeat}", info, ips)
+    df = collect_runs(tmp_path)
+    row = framework_ratio_table(df).iloc[0]
+    assert (row["torch_runs"], row["jax_runs"], row["difference"]) == (2, 2, "beyond the spread")
+    once = df[~df["run_dir"].str.endswith("jax_1")]
+    assert framework_ratio_table(once).iloc[0]["difference"] == "one run: not established"
+    section = {s.title: s for s in report_sections(df, points_table(df), 1000,
+                                                   framework_ratio_table(df))}["PyTorch and JAX"]
+    assert "1 of 1 are (`difference`)" in section.text
 
 
 #: (torch busy, JAX busy) per (strategy, nodes) on a GPU: PyTorch host-bound at FULL_SHARD 1

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from vitfsdp.analysis.rows import CONFIG_KEYS
+from vitfsdp.analysis.verdict import judge
 from vitfsdp.core.throughput import any_host_bound, host_bound
 
 #: Config columns that split a strategy into separate scaling lines when they vary at all.
@@ -32,8 +33,8 @@ TORCH_ONLY_COLUMNS = ("backward_prefetch", "limit_all_gathers", "engine", "kerne
                       "mixed_precision.reduce_dtype", "mixed_precision.buffer_dtype",
                       "strategy.use_orig_params", "strategy.blocks_per_unit")
 #: Columns of :func:`framework_ratio_table` after its key columns.
-RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch", "torch_busy_frac", "jax_busy_frac",
-                 "host_bound")
+RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch", "torch_runs", "jax_runs",
+                 "difference", "torch_busy_frac", "jax_busy_frac", "host_bound")
 
 
 def contention_note(df: pd.DataFrame) -> str | None:
@@ -171,7 +172,7 @@ def comparison_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in line_columns(df) if c not in ("framework", *TORCH_ONLY_COLUMNS)]
 
 
-def framework_ratio_table(df: pd.DataFrame) -> pd.DataFrame:
+def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.DataFrame:
     """JAX against PyTorch: images/s of both and their ratio per model, strategy and node
     count (and any other varying config of :func:`comparison_columns`).
 
@@ -182,7 +183,11 @@ def framework_ratio_table(df: pd.DataFrame) -> pd.DataFrame:
     Returns:
         One row per point that both frameworks completed: the key columns, ``nodes``, the
         varying PyTorch-only columns, ``torch_ips`` and ``jax_ips`` (global images/s) and
-        ``jax_over_torch`` (jax_ips / torch_ips; > 1: JAX is faster), ``torch_busy_frac``
+        ``jax_over_torch`` (jax_ips / torch_ips; > 1: JAX is faster), ``torch_runs`` and
+        ``jax_runs`` (completed runs of each), ``difference``
+        (:func:`vitfsdp.analysis.verdict.judge` of the two spans, over runs where a side
+        ran twice, else its run's windows; ``noise`` the sweep's noise check's ratio: only
+        ``beyond the spread`` makes one framework faster), ``torch_busy_frac``
         and ``jax_busy_frac`` (the median ``device_busy_frac`` of each side's runs; NaN
         where not measured: CPU ranks, ROCm under JAX) and ``host_bound`` (either side
         host-bound, :func:`vitfsdp.core.throughput.host_bound`: the ratio then compares the
@@ -199,20 +204,40 @@ def framework_ratio_table(df: pd.DataFrame) -> pd.DataFrame:
     cols = [*keys, *torch_keys, *RATIO_COLUMNS]
     if any(rows.empty for rows in by_framework.values()):
         return pd.DataFrame(columns=cols)
-    medians = {fw: (rows.assign(busy=pd.to_numeric(rows.get("device_busy_frac"),
-                                                   errors="coerce"))
-                    .groupby([*keys, *(torch_keys if fw == "torch" else [])], dropna=False)
-                    [["ips", "busy"]].median()
-                    .rename(columns={"ips": f"{fw}_ips", "busy": f"{fw}_busy_frac"})
-                    .reset_index())
+    medians = {fw: _side(rows, [*keys, *(torch_keys if fw == "torch" else [])], fw)
                for fw, rows in by_framework.items()}
     table = medians["torch"].merge(medians["jax"], on=keys, how="inner")
     table["jax_over_torch"] = table["jax_ips"] / table["torch_ips"]
+    table["difference"] = [
+        judge((jl, jh, jn), (tl, th, tn), r, noise) if r >= 1
+        else judge((tl, th, tn), (jl, jh, jn), 1 / r, noise)
+        for r, tl, th, tn, jl, jh, jn in zip(
+            table["jax_over_torch"], table["torch_low"], table["torch_high"],
+            table["torch_runs"], table["jax_low"], table["jax_high"], table["jax_runs"],
+            strict=True)]
     table["host_bound"] = pd.array(
         [any_host_bound(host_bound(t), host_bound(j))
          for t, j in zip(table["torch_busy_frac"], table["jax_busy_frac"], strict=True)],
         dtype="boolean")
     return table[cols].sort_values(keys, kind="stable", key=_sort_key).reset_index(drop=True)
+
+
+def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
+    """One framework's points: median ips and busy share, completed runs, and the span of
+    its measurements (over runs where it ran at least twice, else its run's windows)."""
+    rows = rows.assign(busy=pd.to_numeric(rows.get("device_busy_frac"), errors="coerce"),
+                       win_lo=rows.get("ips_min", rows["ips"]).fillna(rows["ips"]),
+                       win_hi=rows.get("ips_max", rows["ips"]).fillna(rows["ips"]))
+    side = rows.groupby(keys, dropna=False).agg(
+        ips=("ips", "median"), busy=("busy", "median"), runs=("ips", "count"),
+        run_lo=("ips", "min"), run_hi=("ips", "max"), win_lo=("win_lo", "min"),
+        win_hi=("win_hi", "max")).reset_index()
+    again = side["runs"] >= 2
+    return pd.DataFrame({
+        **{k: side[k] for k in keys}, f"{fw}_ips": side["ips"],
+        f"{fw}_busy_frac": side["busy"], f"{fw}_runs": side["runs"],
+        f"{fw}_low": side["run_lo"].where(again, side["win_lo"]),
+        f"{fw}_high": side["run_hi"].where(again, side["win_hi"])})
 
 
 def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:

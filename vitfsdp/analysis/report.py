@@ -138,7 +138,8 @@ COLUMN_FORMATS = {
     "efficiency_range": ("efficiency bounds", "{}"),
     "ips_ratio": ("ratio", "{:.2f}x"), "ips_rel_error": ("ips error", "{:+.0%}"),
     "ips_vs_best": ("vs best variant", "{:.0%}"), "jax_ips": ("JAX images/s", RATE),
-    "jax_busy_frac": ("JAX device busy", "{:.0%}"),
+    "jax_busy_frac": ("JAX device busy", "{:.0%}"), "jax_runs": ("JAX runs", "{:d}"),
+    "torch_runs": ("PyTorch runs", "{:d}"),
     "jax_over_torch": ("JAX / PyTorch", "{:.2f}"), "label": ("study", "{}"),
     "log_link": ("log", "{}"), "max_abs_rel_error": ("max |error|", "{:.1%}"),
     "measured": ("measured", RATE), "measured_mem_gib": ("measured (GiB)", "{:.2f}"),
@@ -336,8 +337,13 @@ def _framework_section(ratio: pd.DataFrame | None) -> Section | None:
     side's host decided the step there (:func:`framework_host_text`)."""
     if ratio is None or ratio.empty:
         return None
+    faster = ratio[ratio["difference"] == BEYOND]
+    verdict = (f"A ratio is a result only as best.csv's are (both sides repeated, apart "
+               f"beyond their spread and the noise check's ratio): {len(faster)} of "
+               f"{len(ratio)} are (`difference`). ")
     return Section("PyTorch and JAX", "Images/s of both frameworks per point (in the weak "
-                   "scaling figure: solid PyTorch, dash-dot JAX). " + framework_host_text(ratio),
+                   "scaling figure: solid PyTorch, dash-dot JAX). " + verdict
+                   + framework_host_text(ratio),
                    table=display(ratio, list(ratio.columns)))
 
 

@@ -36,6 +36,7 @@ from vitfsdp.analysis.lines import (
 from vitfsdp.analysis.recipe import recipe_table
 from vitfsdp.analysis.reference import reference_table
 from vitfsdp.analysis.rows import NETWORK_COLUMNS, STATE_COLUMNS
+from vitfsdp.analysis.verdict import BEYOND, IN_NOISE, ONE_RUN, WITHIN, differs, judge
 from vitfsdp.core.throughput import (
     HOST_BOUND_BUSY_FRAC,
     NOISY_SPREAD,
@@ -98,7 +99,8 @@ def study_tables(df: pd.DataFrame,
             "failures": failures_table(df),
             "prefetch": prefetch_table(points, observed_noise(equivalence)),
             "calibration": calibration_table(df),
-            "framework_ratio": framework_ratio_table(df), "reference": reference_table(df),
+            "framework_ratio": framework_ratio_table(df, observed_noise(equivalence)),
+            "reference": reference_table(df),
             "recipe": recipe_table(df)}
 
 
@@ -247,16 +249,6 @@ def cost_columns(points: pd.DataFrame, dataset_size: int) -> pd.DataFrame:
                         index=points.index)  # fmt: skip
 
 
-#: What :func:`best_table` and :func:`equivalence_table` say of two points' images/s.
-BEYOND, WITHIN = "beyond the spread", "within the spread: no difference"
-#: What :func:`best_table` says of a win beyond the spread where either point ran once: one
-#: run's windows are the least its noise can be, not the noise between runs, which on the
-#: CPU demo moved 1-node points 5-15% between quiet sweeps while each run's windows spread
-#: 1-4% (docs/benchmarks.md, "The CPU demo, three times quiet and once beside busy loops").
-ONE_RUN = "one run: not established"
-#: ... and of a win no larger than the noise check's: the same computation under two names
-#: differed as much in this sweep (:func:`observed_noise`).
-IN_NOISE = "within observed noise"
 
 
 def spread_bounds(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -301,36 +293,6 @@ def efficiency_bounds(points: pd.DataFrame, keys: list[str]) -> tuple[pd.Series,
     eff_low = (low / (base_high * scale)).mask(at_n0, 1.0)
     eff_high = (high / (base_low * scale)).mask(at_n0, 1.0)
     return eff_low.astype(float), eff_high.astype(float)
-
-
-def differs(low_a: float, high_a: float, low_b: float, high_b: float) -> str:
-    """:data:`BEYOND` where two spans of images/s do not overlap, else :data:`WITHIN`."""
-    return BEYOND if low_a > high_b or low_b > high_a else WITHIN
-
-
-def judge(a: tuple[float, float, int], b: tuple[float, float, int], ratio: float,
-          noise: float = np.nan) -> str:  # fmt: skip
-    """Whether one point's images/s differ from another's, in :func:`best_table`'s words.
-
-    Args:
-        a, b: each point's ``(low, high, runs)``: the span of its measurements in images/s
-            (:func:`spread_bounds`) and how many runs it completed.
-        ratio: the faster point's images/s over the slower's (>= 1).
-        noise: the largest ratio between two points that compute the same thing
-            (:func:`observed_noise`); NaN where the sweep has no such pair.
-
-    Returns:
-        :data:`WITHIN` where the spans overlap; else :data:`IN_NOISE` where ``ratio`` is at
-        most ``noise``; else :data:`ONE_RUN` where either point ran once; else
-        :data:`BEYOND`, the one verdict the report calls a speed-up.
-    """
-    if differs(a[0], a[1], b[0], b[1]) == WITHIN:
-        return WITHIN
-    if pd.notna(noise) and ratio <= noise:
-        return IN_NOISE
-    if min(a[2], b[2]) < 2:
-        return ONE_RUN
-    return BEYOND
 
 
 def observed_noise(equivalence: pd.DataFrame) -> float:
