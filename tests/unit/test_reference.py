@@ -207,6 +207,12 @@ def test_recipe_ablation_relative_to_the_baseline(tmp_path: Path) -> None:
     assert table.loc[(1, 1), "relative_ips"] == pytest.approx(1.5)
     assert table.loc[(1, 2), "relative_ips"] == pytest.approx(300.0 / 190.0)
     assert pd.isna(table.loc[(2, 2), "relative_ips"]) and table.loc[(2, 2), "statuses"] == "1 oom"
+    # one run a step: apart beyond its windows, yet not a result; the baseline is no verdict
+    assert table["vs_baseline"].to_dict() == {
+        (0, 1): "", (0, 2): "", (1, 1): "one run: not established",
+        (1, 2): "one run: not established", (2, 1): "one run: not established", (2, 2): ""}
+    assert recipe_table(df, noise=1.55).set_index(["step", "nodes"]).loc[
+        (1, 1), "vs_baseline"] == "within observed noise"  # 1.5x
     fig = plot_recipe(df)
     assert fig is not None and "failed" in fig.drawn_kinds
     assert plot_recipe(collect_runs(root / "other_1")) is None  # no recipe: no figure

@@ -93,3 +93,22 @@ def test_panel_titles_name_the_input_side(tmp_path: Path) -> None:
         write_run(tmp_path / f"n{nodes}", nodes, 10.0 * nodes, None)
     df = collect_runs(tmp_path).assign(img_size=32, num_params=21_600_000)
     assert plot_weak_scaling(df).axes[0].get_title() == "vit_tiny (21.6M params, 32 px)"
+
+
+def test_a_recipe_step_differs_from_its_baseline_only_over_repeats(tmp_path: Path) -> None:
+    """Baseline 100 and 101 images/s, step 1 150 and 152, step 2 101 and 103: step 1 is a
+    result, step 2 overlaps the baseline; the report counts the results."""
+    from vitfsdp.analysis.recipe import recipe_table
+    from vitfsdp.analysis.report import report_sections
+    from vitfsdp.analysis.tables import points_table
+
+    for name, values in (("r", (100.0, 101.0)), ("r_1_amp", (150.0, 152.0)),
+                         ("r_2_fsdp", (101.0, 103.0))):
+        for i, ips in enumerate(values):
+            write_run(tmp_path / f"{name}_{i}", 1, ips, name)
+    df = collect_runs(tmp_path)
+    verdicts = recipe_table(df).set_index("step")["vs_baseline"].to_dict()
+    assert verdicts == {0: "", 1: "beyond the spread", 2: "within the spread: no difference"}
+    section = {s.title: s for s in report_sections(df, points_table(df), 1000)}[
+        "Recipe ablation"]
+    assert "1 of 2 do." in section.text

@@ -15,13 +15,15 @@ import re
 
 import pandas as pd
 
+from vitfsdp.analysis.verdict import judge
+
 #: ``<recipe>_<step>_<what>``: a recipe step's preset name (the baseline is ``<recipe>``).
 STEP_NAME = re.compile(r"^(?P<recipe>.+?)_(?P<step>\d+)_(?P<what>.+)$")
 #: Columns of :func:`recipe_table`, in order.
 RECIPE_COLUMNS = (
     "recipe", "step", "what", "experiment", "model", "nodes", "world_size", "num_runs",
     "num_completed", "statuses", "ips", "ips_min", "ips_max", "baseline_ips", "relative_ips",
-    "relative_min", "relative_max",
+    "relative_min", "relative_max", "vs_baseline",
 )  # fmt: skip
 
 
@@ -43,7 +45,7 @@ def recipe_steps(experiments: pd.Series) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["recipe", "step", "what"], index=experiments.index)
 
 
-def recipe_table(df: pd.DataFrame) -> pd.DataFrame:
+def recipe_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.DataFrame:
     """One row per recipe step and node count of a ``collect_runs`` frame.
 
     Returns:
@@ -51,9 +53,11 @@ def recipe_table(df: pd.DataFrame) -> pd.DataFrame:
         completed runs at that node count and ``ips_min``/``ips_max`` their range over
         repeats; ``relative_ips`` = ``ips`` / ``baseline_ips`` (the baseline's median at the
         same node count; NaN where the baseline did not complete there), with
-        ``relative_min``/``relative_max`` from the range; ``statuses`` counts the runs that
-        did not complete (``"1 oom"``). Empty (with these columns) when the runs hold no
-        recipe.
+        ``relative_min``/``relative_max`` from the range; ``vs_baseline``: whether the step
+        differs from the baseline at all (:func:`vitfsdp.analysis.verdict.judge` of their
+        spans, over repeats, else one run's windows; ``noise`` the sweep's noise check's
+        ratio; empty for the baseline); ``statuses`` counts the runs that did not complete
+        (``"1 oom"``). Empty (with these columns) when the runs hold no recipe.
     """
     steps = recipe_steps(df["experiment"]) if "experiment" in df else None
     if steps is None or steps["recipe"].isna().all():
@@ -61,11 +65,18 @@ def recipe_table(df: pd.DataFrame) -> pd.DataFrame:
     runs = df.join(steps)[steps["recipe"].notna() & df["nodes"].notna()]
     done = runs["status"].eq("completed") & runs["ips"].notna()
     keys = ["recipe", "step", "what", "experiment", "nodes"]
-    table = runs.assign(_ips=runs["ips"].where(done), _done=done).groupby(keys).agg(
+    windows = {c: runs[c].where(done) if c in runs else runs["ips"].where(done)
+               for c in ("ips_min", "ips_max")}
+    table = runs.assign(_ips=runs["ips"].where(done), _done=done, _win_lo=windows["ips_min"],
+                        _win_hi=windows["ips_max"]).groupby(keys).agg(
         model=("model", "first"), world_size=("world_size", "first"),
         num_runs=("run_dir", "count"), num_completed=("_done", "sum"),
-        ips=("_ips", "median"), ips_min=("_ips", "min"), ips_max=("_ips", "max"))
+        ips=("_ips", "median"), ips_min=("_ips", "min"), ips_max=("_ips", "max"),
+        win_lo=("_win_lo", "min"), win_hi=("_win_hi", "max"))
     table = table.reset_index()
+    again = table["num_completed"] >= 2
+    table["span_lo"] = table["ips_min"].where(again, table["win_lo"].fillna(table["ips"]))
+    table["span_hi"] = table["ips_max"].where(again, table["win_hi"].fillna(table["ips"]))
     table["statuses"] = [_not_completed(runs[(runs["experiment"] == e) & (runs["nodes"] == n)])
                          for e, n in zip(table["experiment"], table["nodes"], strict=True)]
     base = table[table["step"] == 0].set_index(["recipe", "nodes"])["ips"]
@@ -75,8 +86,27 @@ def recipe_table(df: pd.DataFrame) -> pd.DataFrame:
     for col, src in (("relative_ips", "ips"), ("relative_min", "ips_min"),
                      ("relative_max", "ips_max")):
         table[col] = table[src] / baseline
+    spans = table.set_index(["recipe", "nodes"])
+    spans = spans[spans["step"] == 0][["span_lo", "span_hi", "num_completed"]]
+    table["vs_baseline"] = [_versus(r, spans, noise) for r in table.itertuples()]
     table = table.sort_values(["recipe", "step", "nodes"], kind="stable")
     return table[list(RECIPE_COLUMNS)].reset_index(drop=True)
+
+
+def _versus(row, baseline: pd.DataFrame, noise: float) -> str:
+    """A step's :func:`~vitfsdp.analysis.verdict.judge` against its baseline at the same
+    node count; ``""`` for the baseline itself or where either did not complete."""
+    if row.step == 0 or (row.recipe, row.nodes) not in baseline.index or pd.isna(row.ips):
+        return ""
+    base = baseline.loc[(row.recipe, row.nodes)]
+    step_span = (row.span_lo, row.span_hi, int(row.num_completed))
+    base_span = (base["span_lo"], base["span_hi"], int(base["num_completed"]))
+    ratio = row.relative_ips
+    if pd.isna(ratio) or not ratio > 0:
+        return ""
+    if ratio >= 1:
+        return judge(step_span, base_span, ratio, noise)
+    return judge(base_span, step_span, 1 / ratio, noise)
 
 
 def _not_completed(runs: pd.DataFrame) -> str:

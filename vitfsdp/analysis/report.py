@@ -149,6 +149,7 @@ COLUMN_FORMATS = {
     "num_repeats": ("repeats", "{:d}"), "num_runs": ("runs", "{:d}"),
     "published": ("published", RATE), "ratio": ("measured / published", "{:.3g}"),
     "relative_ips": ("x baseline", "{:.2f}"), "runner_up": ("runner-up", "{}"),
+    "vs_baseline": ("vs baseline", "{}"), "vs_best": ("vs fastest", "{}"),
     "runs_ended": ("runs that did not complete", "{}"),
     "scaling_efficiency": ("scaling efficiency", "{:.0%}"),
     "speedup_over_runner_up": ("ips over runner-up", "{:.2f}x"),
@@ -229,7 +230,7 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                                          "epoch_hours", "node_hours_per_epoch",
                                          "price_per_node_hour", "cost_per_epoch"])),
         _prefetch_section(points, noise),
-        _recipe_section(df),
+        _recipe_section(df, noise),
         _failures_section(df, out_dir),
         *_calibration_sections(df),
     ]
@@ -320,16 +321,21 @@ def _reference_section(df: pd.DataFrame) -> Section | None:
                    "published", "ratio", "unit", "differs"]))
 
 
-def _recipe_section(df: pd.DataFrame) -> Section | None:
+def _recipe_section(df: pd.DataFrame, noise: float = float("nan")) -> Section | None:
     """The recipe ablation (a sweep over a recipe's presets): its figure and table; None
     when the runs hold no recipe."""
-    table = recipe_table(df)
+    table = recipe_table(df, noise)
     if table.empty:
         return None
+    steps = table[table["step"] > 0]
+    results = int((steps["vs_baseline"] == BEYOND).sum())
     text = ("Each step adds one change to the step before (conf/experiment/, the step's "
-            "preset); images/s relative to the baseline (step 0) at the same node count.")
+            "preset); images/s relative to the baseline (step 0) at the same node count. "
+            f"A step differs from the baseline only as best.csv's wins do (`vs baseline`): "
+            f"{results} of {len(steps)} do.")
     return Section("Recipe ablation", text, ["recipe"], display(
-        table, ["recipe", "step", "what", "nodes", "ips", "relative_ips", "statuses"]))
+        table, ["recipe", "step", "what", "nodes", "ips", "relative_ips", "vs_baseline",
+                "statuses"]))
 
 
 def _framework_section(ratio: pd.DataFrame | None) -> Section | None:

@@ -101,7 +101,7 @@ def study_tables(df: pd.DataFrame,
             "calibration": calibration_table(df),
             "framework_ratio": framework_ratio_table(df, observed_noise(equivalence)),
             "reference": reference_table(df),
-            "recipe": recipe_table(df)}
+            "recipe": recipe_table(df, observed_noise(equivalence))}
 
 
 def completed(df: pd.DataFrame) -> pd.DataFrame:
