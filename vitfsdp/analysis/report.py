@@ -104,7 +104,8 @@ MARK_CAPTIONS = {
                "its run's timed windows, the least its noise can be (the noise between runs "
                f"is not measured; not drawn under {MIN_ERROR_BAR:.0%} of the value)",
     "predicted": "dotted: the plan's prediction",
-    "reserved": "hollow circles: measured peak reserved memory",
+    "reserved": "hollow circles: measured peak reserved memory, what the plan predicts "
+                "there (the dotted line compares with them, not with the allocated line)",
     "failed": "x: runs that did not complete, at what they reached before they ended "
               "(median over their windows), else in a row at the panel's bottom (the note "
               "under the panel names them)",
