@@ -328,13 +328,15 @@ def _host_sharing(cluster: str | None, device: dict, world_size: int | None,
 def _network(record: dict | None) -> str | None:
     """The ``network`` column: ``"nodes apart on an emulated 1 Gbit/s link"`` for a run whose
     local launcher emulated one (run.json ``network``, :mod:`vitfsdp.launch.netns`), with
-    ``", 0.5 CPU a node"`` where each node had a CPU quota (``node_cpus``), ``"network not
-    emulated (not root)"`` where one was asked for but not made, else ``None``."""
+    ``", a quota of 0.5 cores a node"`` where each node had a CPU quota (``node_cpus``),
+    ``"network not emulated (not root)"`` where one was asked for but not made, else
+    ``None``."""
     if not isinstance(record, dict) or not record.get("emulate"):
         return None
     if record.get("emulated") and record.get("inter_node_gbit_s"):
         cpus = record.get("node_cpus")
-        quota = f", {cpus:g} CPU a node" if isinstance(cpus, (int, float)) and cpus else ""
+        quota = (f", a quota of {cpus:g} cores a node" if isinstance(cpus, (int, float))
+                 and cpus else "")
         return f"nodes apart on an emulated {record['inter_node_gbit_s']:g} Gbit/s link{quota}"
     return f"network not emulated ({record.get('reason') or 'unknown'})"
 
