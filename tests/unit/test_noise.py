@@ -165,10 +165,10 @@ def test_a_win_no_larger_than_the_noise_checks_is_within_observed_noise(tmp_path
     assert "**Within observed noise** (the noise check differed 1.25x)" in section.text
     assert "HYBRID_2GPU against FULL_SHARD, 1.20x" in section.text
     runs = {s.title: s for s in report_sections(df, points, 1000)}["Runs"].text
-    # runs 1-2 images/s apart (0.4-1.0%), each run's windows ±1: 3-4 apart (0.9-3.0%, median 1.8%)
+    # runs 1-2 images/s apart (0.4-1.0%); each run's windows ±1 (2/ips: 0.4-2.0%)
     assert ("6 points ran at least twice: their runs spread 0.8% of the median (at most "
-            "1.0%; `ips_repeat_spread`), their runs' windows 1.8%: the noise between runs, "
-            "measured.") in runs
+            "1.0%; `ips_repeat_spread`): the noise between runs, measured, against 0.9% "
+            "between the windows of one run (median over runs, `ips_spread`).") in runs
     assert "ran once" not in runs and "CPU demo" not in runs
 
 

@@ -263,7 +263,9 @@ def best_text(points: pd.DataFrame, noise: float = float("nan")) -> str:
                               for r in tied.itertuples())
             text += f" {words}: {which}."
     if best["difference"].isin([WITHIN, IN_NOISE, ONE_RUN]).any():
-        text += " Rerun with more repeats (repeat=0,1,2) to separate them."
+        text += (" More repeats (repeat=0,1,2,...) may separate them." if
+                 (points["num_repeats"] >= 2).all() else
+                 " Rerun with repeats (repeat=0,1,2) to separate them.")
     bound = best[best["host_bound"].fillna(False).astype(bool)]
     if len(bound):
         which = ", ".join(f"{r.model} at {r.nodes} node(s)" for r in bound.itertuples())
@@ -475,10 +477,13 @@ def repeats_text(df: pd.DataFrame, points: pd.DataFrame) -> str:
     again = points[repeats >= 2]
     if len(again):
         runs = again["ips_repeat_spread"].astype(float)
-        span = ((again["ips_window_max"] - again["ips_window_min"]) / again["ips"]).astype(float)
         text += (f" {len(again)} points ran at least twice: their runs spread {runs.median():.1%} "
-                 f"of the median (at most {runs.max():.1%}; `ips_repeat_spread`), their runs' "
-                 f"windows {span.median():.1%}: the noise between runs, measured.")
+                 f"of the median (at most {runs.max():.1%}; `ips_repeat_spread`): the noise "
+                 "between runs, measured")
+        window = pd.to_numeric(df.get("ips_spread", pd.Series(dtype=float)), errors="coerce")
+        window = window[df["status"] == "completed"].dropna()
+        text += (f", against {window.median():.1%} between the windows of one run (median "
+                 "over runs, `ips_spread`)." if len(window) else ".")
     once = int((repeats < 2).sum())
     if once:
         text += (f" {once} of {len(points)} points ran once: their spread (error bars, "
