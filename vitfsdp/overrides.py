@@ -92,6 +92,7 @@ def split_in_rounds(overrides: list, max_batch_size: int | None) -> list[list[li
     Returns:
         Batches of points, each point its ``key=value`` overrides (the sweeper's form).
     """
-    repeats = [o for o in overrides if o.key_or_group == REPEAT_KEY and o.package is None]
-    rest = [o for o in overrides if not (o.key_or_group == REPEAT_KEY and o.package is None)]
-    return BasicSweeper.split_arguments([*repeats, *rest], max_batch_size)
+    # a stable sort: repeat overrides first, the others in the command line's order
+    ordered = sorted(overrides, key=lambda o: not (o.key_or_group == REPEAT_KEY
+                                                   and o.package is None))
+    return BasicSweeper.split_arguments(ordered, max_batch_size)

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from vitfsdp.analysis.rows import CONFIG_KEYS
-from vitfsdp.analysis.verdict import judge
+from vitfsdp.analysis.verdict import compare, span
 from vitfsdp.core.throughput import any_host_bound, host_bound
 
 #: Config columns that split a strategy into separate scaling lines when they vary at all.
@@ -209,12 +209,8 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
     table = medians["torch"].merge(medians["jax"], on=keys, how="inner")
     table["jax_over_torch"] = table["jax_ips"] / table["torch_ips"]
     table["difference"] = [
-        judge((jl, jh, jn), (tl, th, tn), r, noise) if r >= 1
-        else judge((tl, th, tn), (jl, jh, jn), 1 / r, noise)
-        for r, tl, th, tn, jl, jh, jn in zip(
-            table["jax_over_torch"], table["torch_low"], table["torch_high"],
-            table["torch_runs"], table["jax_low"], table["jax_high"], table["jax_runs"],
-            strict=True)]
+        compare((r.torch_low, r.torch_high, r.torch_runs), (r.jax_low, r.jax_high, r.jax_runs),
+                r.torch_ips, r.jax_ips, noise) for r in table.itertuples()]
     table["host_bound"] = pd.array(
         [any_host_bound(host_bound(t), host_bound(j))
          for t, j in zip(table["torch_busy_frac"], table["jax_busy_frac"], strict=True)],
@@ -226,18 +222,18 @@ def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
     """One framework's points: median ips and busy share, completed runs, and the span of
     its measurements (over runs where it ran at least twice, else its run's windows)."""
     rows = rows.assign(busy=pd.to_numeric(rows.get("device_busy_frac"), errors="coerce"),
-                       win_lo=rows.get("ips_min", rows["ips"]).fillna(rows["ips"]),
-                       win_hi=rows.get("ips_max", rows["ips"]).fillna(rows["ips"]))
+                       win_lo=rows.get("ips_min", rows["ips"]),
+                       win_hi=rows.get("ips_max", rows["ips"]))
     side = rows.groupby(keys, dropna=False).agg(
         ips=("ips", "median"), busy=("busy", "median"), runs=("ips", "count"),
         run_lo=("ips", "min"), run_hi=("ips", "max"), win_lo=("win_lo", "min"),
         win_hi=("win_hi", "max")).reset_index()
-    again = side["runs"] >= 2
+    low, high = span(side["runs"], side["run_lo"], side["run_hi"], side["win_lo"],
+                     side["win_hi"], side["ips"])
     return pd.DataFrame({
         **{k: side[k] for k in keys}, f"{fw}_ips": side["ips"],
-        f"{fw}_busy_frac": side["busy"], f"{fw}_runs": side["runs"],
-        f"{fw}_low": side["run_lo"].where(again, side["win_lo"]),
-        f"{fw}_high": side["run_hi"].where(again, side["win_hi"])})
+        f"{fw}_busy_frac": side["busy"], f"{fw}_runs": side["runs"], f"{fw}_low": low,
+        f"{fw}_high": high})
 
 
 def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:

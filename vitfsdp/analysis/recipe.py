@@ -15,7 +15,7 @@ import re
 
 import pandas as pd
 
-from vitfsdp.analysis.verdict import judge
+from vitfsdp.analysis.verdict import compare, span
 
 #: ``<recipe>_<step>_<what>``: a recipe step's preset name (the baseline is ``<recipe>``).
 STEP_NAME = re.compile(r"^(?P<recipe>.+?)_(?P<step>\d+)_(?P<what>.+)$")
@@ -74,9 +74,9 @@ def recipe_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.DataFrame:
         ips=("_ips", "median"), ips_min=("_ips", "min"), ips_max=("_ips", "max"),
         win_lo=("_win_lo", "min"), win_hi=("_win_hi", "max"))
     table = table.reset_index()
-    again = table["num_completed"] >= 2
-    table["span_lo"] = table["ips_min"].where(again, table["win_lo"].fillna(table["ips"]))
-    table["span_hi"] = table["ips_max"].where(again, table["win_hi"].fillna(table["ips"]))
+    table["span_lo"], table["span_hi"] = span(table["num_completed"], table["ips_min"],
+                                              table["ips_max"], table["win_lo"],
+                                              table["win_hi"], table["ips"])
     table["statuses"] = [_not_completed(runs[(runs["experiment"] == e) & (runs["nodes"] == n)])
                          for e, n in zip(table["experiment"], table["nodes"], strict=True)]
     base = table[table["step"] == 0].set_index(["recipe", "nodes"])["ips"]
@@ -87,7 +87,7 @@ def recipe_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.DataFrame:
                      ("relative_max", "ips_max")):
         table[col] = table[src] / baseline
     spans = table.set_index(["recipe", "nodes"])
-    spans = spans[spans["step"] == 0][["span_lo", "span_hi", "num_completed"]]
+    spans = spans[spans["step"] == 0][["ips", "span_lo", "span_hi", "num_completed"]]
     table["vs_baseline"] = [_versus(r, spans, noise) for r in table.itertuples()]
     table = table.sort_values(["recipe", "step", "nodes"], kind="stable")
     return table[list(RECIPE_COLUMNS)].reset_index(drop=True)
@@ -99,14 +99,9 @@ def _versus(row, baseline: pd.DataFrame, noise: float) -> str:
     if row.step == 0 or (row.recipe, row.nodes) not in baseline.index or pd.isna(row.ips):
         return ""
     base = baseline.loc[(row.recipe, row.nodes)]
-    step_span = (row.span_lo, row.span_hi, int(row.num_completed))
-    base_span = (base["span_lo"], base["span_hi"], int(base["num_completed"]))
-    ratio = row.relative_ips
-    if pd.isna(ratio) or not ratio > 0:
-        return ""
-    if ratio >= 1:
-        return judge(step_span, base_span, ratio, noise)
-    return judge(base_span, step_span, 1 / ratio, noise)
+    return compare((row.span_lo, row.span_hi, int(row.num_completed)),
+                   (base["span_lo"], base["span_hi"], int(base["num_completed"])), row.ips,
+                   base["ips"], noise)
 
 
 def _not_completed(runs: pd.DataFrame) -> str:

@@ -188,7 +188,8 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
     """
     labelled = _with_range(points)
     competed = competition_text(df)
-    noise = observed_noise(equivalence_table(points, df))
+    equivalence = equivalence_table(points, df)
+    noise = observed_noise(equivalence)
     sections = [
         Section("Not a result: other work competed", f"{competed[0].upper()}{competed[1:]}.")
         if competed else None,
@@ -225,7 +226,7 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                                                    "mfu", "peak_mem_gib", "runner_up",
                                                    "speedup_over_runner_up", "difference",
                                                    "host_bound"])),
-        _equivalence_section(points, df),
+        _equivalence_section(equivalence),
         Section("Cost per epoch", _cost_text(points, dataset_size),
                 table=display(labelled, ["model", "configuration", "nodes", "ips",
                                          "epoch_hours", "node_hours_per_epoch",
@@ -240,7 +241,7 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
 
 def best_text(points: pd.DataFrame, noise: float = float("nan")) -> str:
     """The best-configuration section's words: how a win is judged, and which rows are not
-    a result (their ratio is not a speed-up: :func:`vitfsdp.analysis.tables.judge`).
+    a result (their ratio is not a speed-up: :func:`vitfsdp.analysis.verdict.judge`).
 
     Args:
         points: a :func:`~vitfsdp.analysis.tables.points_table` frame.
@@ -276,10 +277,10 @@ def best_text(points: pd.DataFrame, noise: float = float("nan")) -> str:
     return text
 
 
-def _equivalence_section(points: pd.DataFrame, df: pd.DataFrame) -> Section | None:
-    """The noise check: points that compute the same thing under two names, and whether
-    they agree; None where the sweep has no such pair."""
-    table = equivalence_table(points, df)
+def _equivalence_section(table: pd.DataFrame) -> Section | None:
+    """The noise check (``table``: :func:`~vitfsdp.analysis.tables.equivalence_table`):
+    points that compute the same thing under two names, and whether they agree; None where
+    the sweep has no such pair."""
     if table.empty:
         return None
     apart = table[table["difference"] == BEYOND]
@@ -519,7 +520,7 @@ def _cost_text(points: pd.DataFrame, dataset_size: int) -> str:
 def _prefetch_section(points: pd.DataFrame, noise: float = float("nan")) -> Section | None:
     """The ablation as a wide table: one column per prefetch x limit_all_gathers variant,
     and which variants are slower than their group's fastest as a result
-    (:func:`vitfsdp.analysis.tables.judge`)."""
+    (:func:`vitfsdp.analysis.verdict.judge`)."""
     table = prefetch_table(points, noise)
     if table.empty or table.groupby(["model", "nodes", "configuration"]).size().max() < 2:
         return None

@@ -36,7 +36,7 @@ from vitfsdp.analysis.lines import (
 from vitfsdp.analysis.recipe import recipe_table
 from vitfsdp.analysis.reference import reference_table
 from vitfsdp.analysis.rows import NETWORK_COLUMNS, STATE_COLUMNS
-from vitfsdp.analysis.verdict import BEYOND, IN_NOISE, ONE_RUN, WITHIN, differs, judge
+from vitfsdp.analysis.verdict import BEYOND, IN_NOISE, ONE_RUN, WITHIN, differs, judge, span
 from vitfsdp.core.throughput import (
     HOST_BOUND_BUSY_FRAC,
     NOISY_SPREAD,
@@ -255,12 +255,9 @@ def spread_bounds(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """(low, high) images/s a point's measurements span: the min and max over repeats where
     it ran at least twice, else over its run's measured windows (one run: the spread of its
     windows is the least its noise can be), else its ips alone."""
-    repeated = points["num_repeats"].fillna(1) >= 2
-    window_lo = points.get("ips_window_min", points["ips"]).fillna(points["ips"])
-    window_hi = points.get("ips_window_max", points["ips"]).fillna(points["ips"])
-    low = points["ips_repeat_min"].where(repeated, window_lo)
-    high = points["ips_repeat_max"].where(repeated, window_hi)
-    return low.astype(float), high.astype(float)
+    return span(points["num_repeats"], points["ips_repeat_min"], points["ips_repeat_max"],
+                points.get("ips_window_min", points["ips"]),
+                points.get("ips_window_max", points["ips"]), points["ips"])
 
 
 def efficiency_bounds(points: pd.DataFrame, keys: list[str]) -> tuple[pd.Series, pd.Series]:

@@ -33,7 +33,7 @@ def judge(a: tuple[float, float, int], b: tuple[float, float, int], ratio: float
 
     Args:
         a, b: each point's ``(low, high, runs)``: the span of its measurements in images/s
-            (:func:`vitfsdp.analysis.tables.spread_bounds`) and how many runs it completed.
+            (:func:`span`) and how many runs it completed.
         ratio: the faster point's images/s over the slower's (>= 1).
         noise: the largest ratio between two points that compute the same thing
             (:func:`vitfsdp.analysis.tables.observed_noise`); NaN where the sweep has no
@@ -51,3 +51,36 @@ def judge(a: tuple[float, float, int], b: tuple[float, float, int], ratio: float
     if min(a[2], b[2]) < 2:
         return ONE_RUN
     return BEYOND
+
+
+def span(runs: pd.Series, run_low: pd.Series, run_high: pd.Series, window_low: pd.Series,
+         window_high: pd.Series, value: pd.Series) -> tuple[pd.Series, pd.Series]:  # fmt: skip
+    """(low, high) images/s a point's measurements span, the one rule of every table: the
+    min and max over its runs where it ran at least twice, else over its one run's timed
+    windows (the least its noise can be), else its ``value`` alone.
+
+    Args:
+        runs: completed runs per point.
+        run_low, run_high: the slowest and fastest run's images/s.
+        window_low, window_high: the slowest and fastest window over the point's runs.
+        value: the point's images/s (its median).
+
+    Returns:
+        Two float Series on ``runs``' index.
+    """
+    repeated = runs.fillna(1) >= 2
+    low = run_low.where(repeated, window_low.fillna(value))
+    high = run_high.where(repeated, window_high.fillna(value))
+    return low.astype(float), high.astype(float)
+
+
+def compare(a: tuple[float, float, int], b: tuple[float, float, int], value_a: float,
+            value_b: float, noise: float = np.nan) -> str:  # fmt: skip
+    """:func:`judge` of two points in either order: the faster of ``value_a`` and
+    ``value_b`` (images/s) first, the ratio theirs (>= 1); ``""`` where either value is not
+    a positive number."""
+    if not (value_a > 0 and value_b > 0):
+        return ""
+    if value_a >= value_b:
+        return judge(a, b, value_a / value_b, noise)
+    return judge(b, a, value_b / value_a, noise)
