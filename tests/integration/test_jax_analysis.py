@@ -10,7 +10,7 @@ import pytest
 
 from tests.fake_records import run_info, write_run
 from tests.integration.test_analysis import run_cli
-from vitfsdp.analysis import collect_runs, framework_ratio_table, plot_weak_scaling
+from vitfsdp.analysis import collect_runs, framework_ratio_table, plot_weak_scaling, study_tables
 from vitfsdp.analysis.report import framework_host_text
 
 #: Global images/s per (framework, strategy, nodes); JAX FULL_SHARD at 2 nodes failed.
@@ -81,7 +81,6 @@ def test_a_framework_is_faster_only_over_repeats(tmp_path: Path) -> None:
     """DDP at 1 node: PyTorch 200 and 203, JAX 100 and 102, twice each: JAX is slower as a
     result; with one JAX run it rests on one run; and the report counts the results."""
     from vitfsdp.analysis.report import report_sections
-    from vitfsdp.analysis.tables import points_table
 
     for framework, values in (("torch", (200.0, 203.0)), ("jax", (100.0, 102.0))):
         for repeat, ips in enumerate(values):
@@ -93,8 +92,7 @@ def test_a_framework_is_faster_only_over_repeats(tmp_path: Path) -> None:
     assert (row["torch_runs"], row["jax_runs"], row["difference"]) == (2, 2, "beyond the spread")
     once = df[~df["run_dir"].str.endswith("jax_1")]
     assert framework_ratio_table(once).iloc[0]["difference"] == "one run: not established"
-    section = {s.title: s for s in report_sections(df, points_table(df), 1000,
-                                                   framework_ratio_table(df))}["PyTorch and JAX"]
+    section = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}["PyTorch and JAX"]
     assert "1 of 1 are (`difference`)" in section.text
 
 

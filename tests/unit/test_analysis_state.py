@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_records import run_info
-from vitfsdp.analysis import collect_runs, plot_memory, points_table
+from vitfsdp.analysis import collect_runs, plot_memory, points_table, study_tables
 from vitfsdp.analysis.figures import PATCH_PROXIES, TINY_STATE
 from vitfsdp.analysis.lines import configurations
 from vitfsdp.analysis.report import display, report_sections
@@ -146,13 +146,13 @@ def test_a_state_too_small_to_see_is_said_not_listed(tmp_path: Path) -> None:
 
 def test_report_tables_show_state_and_sent_bytes(sweep: Path) -> None:
     df = collect_runs(sweep)
-    sections = {s.title: s for s in report_sections(df, points_table(df), 1000)}
+    sections = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}
     assert "sent/node max (GB)" in sections["Weak scaling"].table.columns
     memory = sections["Memory"].table
     assert {"params/rank (GiB)", "grads/rank (GiB)", "optimizer state/rank (GiB)"} <= set(
         memory.columns)
     old = df[df["strategy"] == "HYBRID_2GPU"]  # records without either: no such columns
-    sections = {s.title: s for s in report_sections(old, points_table(old), 1000)}
+    sections = {s.title: s for s in report_sections(study_tables(old, 1000), 1000)}
     assert "params/rank (GiB)" not in sections["Memory"].table.columns
     assert "sent/node max (GB)" not in sections["Weak scaling"].table.columns
 

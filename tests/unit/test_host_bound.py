@@ -16,7 +16,7 @@ from tests.fake_records import run_info
 from vitfsdp import metrics
 from vitfsdp.analysis import collect_runs, plot_prefetch, plot_tflops, plot_weak_scaling
 from vitfsdp.analysis.report import best_text, host_bound_text, report_sections
-from vitfsdp.analysis.tables import best_table, points_table, prefetch_table
+from vitfsdp.analysis.tables import best_table, points_table, prefetch_table, study_tables
 from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC, any_host_bound, host_bound
 from vitfsdp.metrics import DeviceMemoryProbe, WindowMeter, nvml_busy_frac
 from vitfsdp.records import RunRecords
@@ -154,7 +154,7 @@ def test_the_best_table_says_where_its_ranking_is_of_host_loops(gpu_runs):
     best = best_table(points).set_index("nodes")
     assert best.loc[1, "configuration"] == "DDP" and best.loc[1, "runner_up"] == "FULL_SHARD"
     assert best.loc[1, "host_bound"] and not best.loc[2, "host_bound"]
-    bound = best_text(points).split("**Host-bound:**")[1]
+    bound = best_text(best_table(points), points).split("**Host-bound:**")[1]
     assert bound.startswith(" at vit_tiny at 1 node(s) the fastest") and "2 node(s)" not in bound
 
 
@@ -188,7 +188,7 @@ def test_the_prefetch_ablation_marks_its_host_bound_variant(ablation):
     assert [y for _, y in _rings(fig)] == [150.0]  # on the BACKWARD_POST bar only
     labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
     assert any(label.startswith("host-bound") for label in labels)
-    section = next(s for s in report_sections(ablation, points_table(ablation), 1_281_167)
+    section = next(s for s in report_sections(study_tables(ablation, 1_281_167), 1_281_167)
                    if s.title == "Prefetch ablation")
     cells = section.table.iloc[0].tolist()
     assert "150 (host-bound)" in cells and "200" in cells
@@ -202,7 +202,8 @@ def test_cpu_points_are_not_flagged_and_the_report_says_why(tmp_path):
     points = points_table(df)
     assert points["host_bound"].isna().all()
     assert "not measured on CPU ranks" in host_bound_text(points, df)
-    assert best_table(points)["host_bound"].isna().all() and "Host-bound" not in best_text(points)
+    best = best_table(points)
+    assert best["host_bound"].isna().all() and "Host-bound" not in best_text(best, points)
     assert not _rings(plot_weak_scaling(df)) and not _rings(plot_tflops(df))
 
 

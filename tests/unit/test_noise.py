@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from tests.fake_records import run_info, write_run
-from vitfsdp.analysis import collect_runs
+from vitfsdp.analysis import collect_runs, study_tables
 from vitfsdp.analysis.report import best_text, report_sections
 from vitfsdp.analysis.tables import (
     BEYOND,
@@ -71,14 +71,14 @@ def test_a_win_inside_the_spread_is_no_difference(tmp_path):
     row = best_table(points).iloc[0]
     assert row["configuration"] == "DDP" and row["speedup_over_runner_up"] > 1
     assert row["difference"] == WITHIN
-    text = best_text(points)
+    text = best_text(best_table(points), points)
     assert "**No difference**" in text and "DDP against FULL_SHARD" in text
 
 
 def test_a_win_beyond_the_spread_is_called_so(tmp_path):
     _, points = _sweep(tmp_path, {("DDP", 1): [150.0, 152.0], ("FULL_SHARD", 1): [100.0, 103.0]})
     assert best_table(points).iloc[0]["difference"] == BEYOND
-    assert "No difference" not in best_text(points)
+    assert "No difference" not in best_text(best_table(points), points)
 
 
 def test_full_shard_and_hybrid_over_the_whole_world_are_checked_against_each_other(tmp_path):
@@ -92,7 +92,7 @@ def test_full_shard_and_hybrid_over_the_whole_world_are_checked_against_each_oth
     assert (row["nodes"], row["configuration_a"], row["configuration_b"]) == (
         1, "FULL_SHARD", "HYBRID_2GPU")
     assert row["difference"] == BEYOND and row["ips_ratio"] == pytest.approx(14.0 / 8.55)
-    sections = {s.title: s for s in report_sections(df, points, 1000)}
+    sections = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}
     text = sections["Noise check"].text
     assert f"**Noise of {14.0 / 8.55:.2f}x:** FULL_SHARD and HYBRID_2GPU" in text
     assert "within observed noise" in text and "rest on a point that ran once" not in text
@@ -101,7 +101,7 @@ def test_full_shard_and_hybrid_over_the_whole_world_are_checked_against_each_oth
 def test_equivalent_points_that_agree_say_so(tmp_path):
     df, points = _sweep(tmp_path, {("FULL_SHARD", 1): [14.0, 14.5], ("HYBRID_2GPU", 1): [14.2]})
     assert equivalence_table(points, df).iloc[0]["difference"] == WITHIN
-    sections = {s.title: s for s in report_sections(df, points, 1000)}
+    sections = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}
     assert sections["Noise check"].text.endswith(
         f"They agree within their spread (at most {14.25 / 14.2:.2f}x apart, and no win up to "
         "that counts). 1 of 1 pairs rest on a point that ran once: its windows, not the noise "
@@ -131,9 +131,9 @@ def test_a_win_on_one_runs_windows_is_not_established(tmp_path):
     df, points = _sweep(tmp_path, {("DDP", 1): [150.0], ("FULL_SHARD", 1): [100.0]})
     row = best_table(points).iloc[0]
     assert (row["configuration"], row["difference"]) == ("DDP", ONE_RUN)
-    text = best_text(points)
+    text = best_text(best_table(points), points)
     assert "**Not established**" in text and "DDP against FULL_SHARD, 1.50x" in text
-    runs = {s.title: s for s in report_sections(df, points, 1000)}["Runs"].text
+    runs = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}["Runs"].text
     assert "Repeats per completed point: 1; timed windows per run: 3" in runs
     assert "2 of 2 points ran once" in runs
     lines = noise_lines(study_tables(df))
@@ -160,11 +160,11 @@ def test_a_win_no_larger_than_the_noise_checks_is_within_observed_noise(tmp_path
     assert best.loc[2, "difference"] == IN_NOISE
     assert best.loc[4, "difference"] == BEYOND
     assert best_table(points).set_index("nodes").loc[2, "difference"] == BEYOND  # no pair
-    section = {s.title: s for s in report_sections(df, points, 1000)}[
+    section = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}[
         "Best configuration per model and node count"]
     assert "**Within observed noise** (the noise check differed 1.25x)" in section.text
     assert "HYBRID_2GPU against FULL_SHARD, 1.20x" in section.text
-    runs = {s.title: s for s in report_sections(df, points, 1000)}["Runs"].text
+    runs = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}["Runs"].text
     # runs 1-2 images/s apart (0.4-1.0%); each run's windows ±1 (2/ips: 0.4-2.0%)
     assert ("6 points ran at least twice: their runs spread 0.8% of the median (at most "
             "1.0%; `ips_repeat_spread`): the noise between runs, measured, against 0.9% "
@@ -230,11 +230,11 @@ def test_other_work_beside_a_local_point_makes_it_not_a_result(tmp_path):
     assert text.startswith("other work competed with 1 of 2 runs (it kept 0.9-0.9 of the "
                            "host's 2 cores busy"), text
     assert f"NOT A RESULT: {text}" in noise_lines(study_tables(df))
-    sections = report_sections(df, points_table(df), 1000)
+    sections = report_sections(study_tables(df, 1000), 1000)
     assert sections[0].title == "Not a result: other work competed"
     assert competition_text(df.assign(host_other_cpus=0.49)) is None  # 24.5% of 2 cores
-    assert "Not a result" not in report_sections(df.assign(host_other_cpus=0.49),
-                                                 points_table(df), 1000)[0].title
+    assert "Not a result" not in report_sections(
+        study_tables(df.assign(host_other_cpus=0.49), 1000), 1000)[0].title
 
 
 def test_the_sweep_says_so_as_a_point_ends(tmp_path):
@@ -380,7 +380,7 @@ def test_a_line_whose_smallest_point_failed_says_its_ideal_starts_later(tmp_path
         " Ideal from a larger node count (the smaller did not complete): FULL_SHARD of "
         "vit_tiny from 2 nodes; these efficiencies are over another baseline and do not "
         "compare with the other lines'.")
-    weak = {s.title: s for s in report_sections(df, points, 1000)}["Weak scaling"].text
+    weak = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}["Weak scaling"].text
     assert "FULL_SHARD of vit_tiny from 2 nodes" in weak
     complete = points[points["strategy"] == "DDP"]
     assert baseline_text(complete, df[df["strategy"] == "DDP"]) == ""
@@ -423,7 +423,8 @@ def test_a_prefetch_variant_is_slower_only_beyond_the_spread(tmp_path):
                                           "NONE": WITHIN}
     assert table.loc["BACKWARD_POST", "ips_vs_best"] == pytest.approx(100.5 / 151.0)
     assert prefetch_table(points, noise=1.6).loc[1, "vs_best"] == IN_NOISE  # POST: 1.50x
-    text = {s.title: s for s in report_sections(df, points, 1000)}["Prefetch ablation"].text
+    sections = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}
+    text = sections["Prefetch ablation"].text
     assert ("Slower than its group's fastest variant, as a result: BACKWARD_POST, limit=True "
             "(FULL_SHARD, 1 node(s): 67% of the fastest).") in text
     assert "The other 1 slower variant(s) are no different from the fastest" in text

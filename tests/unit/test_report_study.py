@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_records import run_info
-from vitfsdp.analysis import collect_runs
+from vitfsdp.analysis import collect_runs, study_tables
 from vitfsdp.analysis.__main__ import main as analysis_main
 from vitfsdp.analysis.figures import write_figures
 from vitfsdp.analysis.report import caption, drawn_kinds
@@ -100,7 +100,6 @@ def test_a_recipe_step_differs_from_its_baseline_only_over_repeats(tmp_path: Pat
     result, step 2 overlaps the baseline; the report counts the results."""
     from vitfsdp.analysis.recipe import recipe_table
     from vitfsdp.analysis.report import report_sections
-    from vitfsdp.analysis.tables import points_table
 
     for name, values in (("r", (100.0, 101.0)), ("r_1_amp", (150.0, 152.0)),
                          ("r_2_fsdp", (101.0, 103.0))):
@@ -109,6 +108,6 @@ def test_a_recipe_step_differs_from_its_baseline_only_over_repeats(tmp_path: Pat
     df = collect_runs(tmp_path)
     verdicts = recipe_table(df).set_index("step")["vs_baseline"].to_dict()
     assert verdicts == {0: "", 1: "beyond the spread", 2: "within the spread: no difference"}
-    section = {s.title: s for s in report_sections(df, points_table(df), 1000)}[
+    section = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}[
         "Recipe ablation"]
     assert "1 of 2 do." in section.text

@@ -201,8 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             pool.shutdown(cancel_futures=True)
     ratio = tables["framework_ratio"]
     if args.report:
-        sections = report_sections(df, tables["points"], args.dataset_size, ratio,
-                                   args.sweep_dirs, args.out)
+        sections = report_sections(tables, args.dataset_size, args.sweep_dirs, args.out)
         note = "; ".join(n for n in (contention_note(df), competition_text(df)) if n)
         write_report(sections, args.out, figures, note=note or None)
     if len(df) > MAX_PRINTED_RUNS:

@@ -18,7 +18,7 @@ import os
 import re
 import shlex
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,8 +28,6 @@ import yaml
 from vitfsdp.analysis.figures import DPI, DRAWN_KEY
 from vitfsdp.analysis.figures.style import MIN_ERROR_BAR
 from vitfsdp.analysis.lines import contention_note, format_efficiency
-from vitfsdp.analysis.recipe import recipe_table
-from vitfsdp.analysis.reference import reference_table
 from vitfsdp.analysis.schema import DISPLAY, RATE, format_rate
 from vitfsdp.analysis.tables import (
     BEYOND,
@@ -37,14 +35,9 @@ from vitfsdp.analysis.tables import (
     ONE_RUN,
     PREFETCH_ORDER,
     WITHIN,
-    best_table,
     calibration_summary,
-    calibration_table,
     competition_text,
-    equivalence_table,
-    failures_table,
     observed_noise,
-    prefetch_table,
 )
 from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC
 from vitfsdp.provenance import git_state
@@ -171,24 +164,25 @@ class Section:
     table: pd.DataFrame | None = None  # formatted for display (strings)
 
 
-def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
-                    ratio: pd.DataFrame | None = None, sweep_dirs: Sequence[Path] = (),
+def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
+                    sweep_dirs: Sequence[Path] = (),
                     out_dir: str | os.PathLike | None = None) -> list[Section]:  # fmt: skip
-    """The report's sections, in order, from a ``collect_runs`` frame and its points table:
-    provenance, runs, weak scaling, PyTorch and JAX (when both ran), memory, training loss,
-    best configuration, cost, prefetch ablation, failures, calibration.
+    """The report's sections, in order, from the study's tables: provenance, runs, weak
+    scaling, PyTorch and JAX (when both ran), memory, training loss, best configuration,
+    cost, prefetch ablation, failures, calibration. Every table a section shows is the one
+    ``python -m vitfsdp.analysis`` wrote beside it, not computed again.
 
     Args:
-        df: every run (``collect_runs``).
-        points: ``points_table(df, dataset_size)``.
-        dataset_size: images per epoch the cost table assumes.
-        ratio: the JAX/PyTorch ratio table, if both ran.
+        tables: :func:`~vitfsdp.analysis.tables.study_tables` of the runs, by file stem
+            (``runs`` is every run, as ``collect_runs`` read them).
+        dataset_size: images per epoch the cost table assumed (``study_tables``' own).
         sweep_dirs: the sweep directories, whose ``multirun.yaml`` gives the sweep command.
         out_dir: where the report is written; logs are linked relative to it.
     """
+    df, points = tables["runs"], tables["points"]
     labelled = _with_range(points)
     competed = competition_text(df)
-    equivalence = equivalence_table(points, df)
+    equivalence = tables["equivalence"]
     noise = observed_noise(equivalence)
     sections = [
         Section("Not a result: other work competed", f"{competed[0].upper()}{competed[1:]}.")
@@ -209,8 +203,8 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                                    "tflops_per_gpu", "mfu", "hw_tflops_per_gpu", "hfu",
                                    "device_busy_frac", "host_bound", "sent_gb_per_node_max",
                                    "sent_gb_total"])),
-        _framework_section(ratio),
-        _reference_section(df),
+        _framework_section(tables["framework_ratio"]),
+        _reference_section(tables["reference"]),
         Section("Memory", _memory_text(labelled),
                 ["memory"],
                 display(labelled, ["model", "configuration", "nodes", "peak_mem_gib",
@@ -220,8 +214,9 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                                    "alloc_retries", "num_ooms"])),
         Section("Training loss", "Every point's loss against step: each configuration "
                 "trained.", ["loss"]),
-        Section("Best configuration per model and node count", best_text(points, noise),
-                table=display(best_table(points, noise), ["model", "nodes", "configuration", "ips",
+        Section("Best configuration per model and node count",
+                best_text(tables["best"], points, noise),
+                table=display(tables["best"], ["model", "nodes", "configuration", "ips",
                                                    "scaling_efficiency", "tflops_per_gpu",
                                                    "mfu", "peak_mem_gib", "runner_up",
                                                    "speedup_over_runner_up", "difference",
@@ -231,19 +226,20 @@ def report_sections(df: pd.DataFrame, points: pd.DataFrame, dataset_size: int,
                 table=display(labelled, ["model", "configuration", "nodes", "ips",
                                          "epoch_hours", "node_hours_per_epoch",
                                          "price_per_node_hour", "cost_per_epoch"])),
-        _prefetch_section(points, noise),
-        _recipe_section(df, noise),
-        _failures_section(df, out_dir),
-        *_calibration_sections(df),
+        _prefetch_section(tables["prefetch"]),
+        _recipe_section(tables["recipe"]),
+        _failures_section(tables["failures"], out_dir),
+        *_calibration_sections(tables["calibration"], df),
     ]
     return [s for s in sections if s is not None]
 
 
-def best_text(points: pd.DataFrame, noise: float = float("nan")) -> str:
+def best_text(best: pd.DataFrame, points: pd.DataFrame, noise: float = float("nan")) -> str:
     """The best-configuration section's words: how a win is judged, and which rows are not
     a result (their ratio is not a speed-up: :func:`vitfsdp.analysis.verdict.judge`).
 
     Args:
+        best: :func:`~vitfsdp.analysis.tables.best_table` of ``points`` under ``noise``.
         points: a :func:`~vitfsdp.analysis.tables.points_table` frame.
         noise: :func:`~vitfsdp.analysis.tables.observed_noise` of the sweep.
     """
@@ -251,7 +247,6 @@ def best_text(points: pd.DataFrame, noise: float = float("nan")) -> str:
             "fastest's. A ratio is a speed-up only where both points ran at least twice, the "
             "fastest point's lowest run stays above the runner-up's highest, and the ratio "
             "is larger than the noise check's (two names for one computation).")
-    best = best_table(points, noise)
     for verdict, words in (
             (WITHIN, "**No difference** within the spread, whatever the ratio"),
             (IN_NOISE, f"**Within observed noise** (the noise check differed {noise:.2f}x)"),
@@ -308,10 +303,10 @@ def _equivalence_section(table: pd.DataFrame) -> Section | None:
     return Section("Noise check", text, table=display(table, list(table.columns)))
 
 
-def _reference_section(df: pd.DataFrame) -> Section | None:
+def _reference_section(table: pd.DataFrame) -> Section | None:
     """The points whose setup matches a published figure: measured, published and their
-    ratio (every point, with why it was not compared: reference.csv); None when none does."""
-    table = reference_table(df)
+    ratio (``table``: :func:`~vitfsdp.analysis.reference.reference_table`, every point, with
+    why it was not compared); None when none does."""
     compared = table[table["compared"].astype(bool)] if len(table) else table
     if compared.empty:
         return None
@@ -325,10 +320,10 @@ def _reference_section(df: pd.DataFrame) -> Section | None:
                    "published", "ratio", "unit", "differs"]))
 
 
-def _recipe_section(df: pd.DataFrame, noise: float = float("nan")) -> Section | None:
-    """The recipe ablation (a sweep over a recipe's presets): its figure and table; None
-    when the runs hold no recipe."""
-    table = recipe_table(df, noise)
+def _recipe_section(table: pd.DataFrame) -> Section | None:
+    """The recipe ablation (``table``: :func:`~vitfsdp.analysis.recipe.recipe_table`, a
+    sweep over a recipe's presets): its figure and table; None when the runs hold no
+    recipe."""
     if table.empty:
         return None
     steps = table[table["step"] > 0]
@@ -517,11 +512,10 @@ def _cost_text(points: pd.DataFrame, dataset_size: int) -> str:
             f"{price}. Training steps only (no evaluation, start-up or checkpointing).")
 
 
-def _prefetch_section(points: pd.DataFrame, noise: float = float("nan")) -> Section | None:
-    """The ablation as a wide table: one column per prefetch x limit_all_gathers variant,
-    and which variants are slower than their group's fastest as a result
-    (:func:`vitfsdp.analysis.verdict.judge`)."""
-    table = prefetch_table(points, noise)
+def _prefetch_section(table: pd.DataFrame) -> Section | None:
+    """The ablation (``table``: :func:`~vitfsdp.analysis.tables.prefetch_table`) as a wide
+    table: one column per prefetch x limit_all_gathers variant, and which variants are
+    slower than their group's fastest as a result (:func:`vitfsdp.analysis.verdict.judge`)."""
     if table.empty or table.groupby(["model", "nodes", "configuration"]).size().max() < 2:
         return None
     bound = table["host_bound"].fillna(False).astype(bool)
@@ -556,10 +550,10 @@ def _prefetch_section(points: pd.DataFrame, noise: float = float("nan")) -> Sect
     return Section("Prefetch ablation", text, ["prefetch"], shown)
 
 
-def _failures_section(df: pd.DataFrame, out_dir: str | os.PathLike | None) -> Section:
-    """The points with runs that did not complete: how many of their runs ended how, the
+def _failures_section(failed: pd.DataFrame, out_dir: str | os.PathLike | None) -> Section:
+    """The points with runs that did not complete (``failed``:
+    :func:`~vitfsdp.analysis.tables.failures_table`): how many of their runs ended how, the
     first one's reason (one line) and its log (the full reason and traceback)."""
-    failed = failures_table(df)
     if failed.empty:
         return Section("Runs that did not complete", "None: every run completed.")
     text = (f"{len(failed)} run(s) at {len(_failed_points(failed))} point(s); they are marked "
@@ -596,9 +590,10 @@ def _log_link(log_path, out_dir: str | os.PathLike | None) -> str | None:
     return f"[{Path(log_path).name}]({Path(target).as_posix()})"
 
 
-def _calibration_sections(df: pd.DataFrame) -> list[Section]:
-    """Predicted against measured (the plan's calibration), when runs have predictions."""
-    table = calibration_table(df)
+def _calibration_sections(table: pd.DataFrame, df: pd.DataFrame) -> list[Section]:
+    """Predicted against measured (``table``:
+    :func:`~vitfsdp.analysis.tables.calibration_table` of the runs ``df``), when runs have
+    predictions."""
     if table.empty:
         return []
     text = ("The plan's predictions (`python -m vitfsdp.plan`) against every completed run. "
