@@ -428,3 +428,59 @@ def test_a_prefetch_variant_is_slower_only_beyond_the_spread(tmp_path):
     assert ("Slower than its group's fastest variant, as a result: BACKWARD_POST, limit=True "
             "(FULL_SHARD, 1 node(s): 67% of the fastest).") in text
     assert "The other 1 slower variant(s) are no different from the fastest" in text
+
+
+def _error_bars(ax) -> dict[float, tuple[float, float, int]]:
+    """The error bars an axes drew: x -> (low, high, caps drawn)."""
+    bars = {}
+    for container in ax.containers:
+        if not hasattr(container, "has_yerr"):
+            continue  # a bar chart's bars
+        (segments,) = container.lines[2]
+        for (x, low), (_, high) in segments.get_segments():
+            bars[round(x, 3)] = (low, high, len(container.lines[1]))
+    return bars
+
+
+def test_the_tflops_figure_draws_repeats_and_one_runs_windows(tmp_path):
+    """TFLOP/s moves with images/s at a fixed model and world: DDP at 1 node (2 ranks) ran
+    twice (100, 110 images/s), at 2 nodes once (41, windows 40-42): a capped bar over the
+    runs at 2 ranks, a thin one over the windows (scaled by 40/41 and 42/41) beside 4 ranks.
+    Before, the figure drew neither."""
+    from vitfsdp.analysis.figures import plot_tflops
+    from vitfsdp.analysis.figures.panels import WINDOW_BAR_SHIFT
+
+    df, _ = _sweep(tmp_path, {("DDP", 1): [100.0, 110.0], ("DDP", 2): [41.0]})
+    fig = plot_tflops(df.assign(tflops_per_gpu=df["ips"] / 100))  # the records hold none
+    assert {"repeats", "windows"} <= set(fig.drawn_kinds)
+    bars = _error_bars(fig.axes[0])
+    assert bars[2.0] == (pytest.approx(1.0), pytest.approx(1.1), 2)
+    assert bars[round(4 * WINDOW_BAR_SHIFT, 3)] == (pytest.approx(0.40), pytest.approx(0.42), 0)
+
+
+def test_ablation_bars_draw_one_runs_windows_thin_and_repeats_capped(tmp_path):
+    """Prefetch: BACKWARD_PRE ran twice (150, 160), NONE once (41, windows 40-42, 4.9%),
+    BACKWARD_POST once (150, windows 149-151, 1.3%: under the 2% a bar needs): a capped bar,
+    a thin uncapped one, none. Recipe: the baseline twice (100, 110), a step once at 41.
+    Before, one-run bars drew nothing and under-2% repeats drew a bar."""
+    from vitfsdp.analysis.figures import plot_prefetch, plot_recipe
+
+    for prefetch, values in (("BACKWARD_PRE", [150.0, 160.0]), ("NONE", [41.0]),
+                             ("BACKWARD_POST", [150.0])):
+        for repeat, value in enumerate(values):
+            info = run_info("FULL_SHARD", 1, prefetch=prefetch)
+            info["config"]["repeat"] = repeat
+            write_run(tmp_path / "p" / f"{prefetch}_r{repeat}", info, value)
+    bars = sorted(_error_bars(plot_prefetch(collect_runs(tmp_path / "p")).axes[0]).values())
+    assert bars == [(pytest.approx(40.0), pytest.approx(42.0), 0),
+                    (pytest.approx(150.0), pytest.approx(160.0), 2)]
+    for name, values in (("r", [100.0, 110.0]), ("r_1_amp", [41.0])):
+        for repeat, value in enumerate(values):
+            info = run_info("DDP", 1)
+            info["config"].update(repeat=repeat, experiment=name)
+            write_run(tmp_path / "r" / f"{name}_r{repeat}", info, value)
+    fig = plot_recipe(collect_runs(tmp_path / "r"))
+    bars = sorted(_error_bars(fig.axes[0]).values())
+    assert bars == [(pytest.approx(40 / 105), pytest.approx(42 / 105), 0),
+                    (pytest.approx(100 / 105), pytest.approx(110 / 105), 2)]
+    assert {"repeats", "windows"} <= set(fig.drawn_kinds)

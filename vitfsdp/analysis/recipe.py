@@ -22,8 +22,9 @@ STEP_NAME = re.compile(r"^(?P<recipe>.+?)_(?P<step>\d+)_(?P<what>.+)$")
 #: Columns of :func:`recipe_table`, in order.
 RECIPE_COLUMNS = (
     "recipe", "step", "what", "experiment", "model", "nodes", "world_size", "num_runs",
-    "num_completed", "statuses", "ips", "ips_min", "ips_max", "baseline_ips", "relative_ips",
-    "relative_min", "relative_max", "vs_baseline",
+    "num_completed", "statuses", "ips", "ips_min", "ips_max", "ips_span_low",
+    "ips_span_high", "baseline_ips", "relative_ips", "relative_min", "relative_max",
+    "vs_baseline",
 )  # fmt: skip
 
 
@@ -51,8 +52,11 @@ def recipe_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.DataFrame:
     Returns:
         :data:`RECIPE_COLUMNS`: ``ips`` the median images/s (global) over the step's
         completed runs at that node count and ``ips_min``/``ips_max`` their range over
-        repeats; ``relative_ips`` = ``ips`` / ``baseline_ips`` (the baseline's median at the
-        same node count; NaN where the baseline did not complete there), with
+        repeats; ``ips_span_low``/``ips_span_high`` what ``vs_baseline`` compares (the span
+        over repeats, else over the one run's timed windows:
+        :func:`~vitfsdp.analysis.verdict.span`); ``relative_ips`` = ``ips`` /
+        ``baseline_ips`` (the baseline's median at the same node count; NaN where the
+        baseline did not complete there), with
         ``relative_min``/``relative_max`` from the range; ``vs_baseline``: whether the step
         differs from the baseline at all (:func:`vitfsdp.analysis.verdict.judge` of their
         spans, over repeats, else one run's windows; ``noise`` the sweep's noise check's
@@ -74,9 +78,9 @@ def recipe_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.DataFrame:
         ips=("_ips", "median"), ips_min=("_ips", "min"), ips_max=("_ips", "max"),
         win_lo=("_win_lo", "min"), win_hi=("_win_hi", "max"))
     table = table.reset_index()
-    table["span_lo"], table["span_hi"] = span(table["num_completed"], table["ips_min"],
-                                              table["ips_max"], table["win_lo"],
-                                              table["win_hi"], table["ips"])
+    table["ips_span_low"], table["ips_span_high"] = span(
+        table["num_completed"], table["ips_min"], table["ips_max"], table["win_lo"],
+        table["win_hi"], table["ips"])
     table["statuses"] = [_not_completed(runs[(runs["experiment"] == e) & (runs["nodes"] == n)])
                          for e, n in zip(table["experiment"], table["nodes"], strict=True)]
     base = table[table["step"] == 0].set_index(["recipe", "nodes"])["ips"]
@@ -87,7 +91,7 @@ def recipe_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.DataFrame:
                      ("relative_max", "ips_max")):
         table[col] = table[src] / baseline
     spans = table.set_index(["recipe", "nodes"])
-    spans = spans[spans["step"] == 0][["ips", "span_lo", "span_hi", "num_completed"]]
+    spans = spans[spans["step"] == 0][["ips", "ips_span_low", "ips_span_high", "num_completed"]]
     table["vs_baseline"] = [_versus(r, spans, noise) for r in table.itertuples()]
     table = table.sort_values(["recipe", "step", "nodes"], kind="stable")
     return table[list(RECIPE_COLUMNS)].reset_index(drop=True)
@@ -99,9 +103,9 @@ def _versus(row, baseline: pd.DataFrame, noise: float) -> str:
     if row.step == 0 or (row.recipe, row.nodes) not in baseline.index or pd.isna(row.ips):
         return ""
     base = baseline.loc[(row.recipe, row.nodes)]
-    return compare((row.span_lo, row.span_hi, int(row.num_completed)),
-                   (base["span_lo"], base["span_hi"], int(base["num_completed"])), row.ips,
-                   base["ips"], noise)
+    return compare((row.ips_span_low, row.ips_span_high, int(row.num_completed)),
+                   (base["ips_span_low"], base["ips_span_high"], int(base["num_completed"])),
+                   row.ips, base["ips"], noise)
 
 
 def _not_completed(runs: pd.DataFrame) -> str:

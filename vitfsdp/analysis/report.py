@@ -93,9 +93,10 @@ MARK_CAPTIONS = {
              "marker)",
     "repeats": f"error bars: min-max over repeats (not drawn under {MIN_ERROR_BAR:.0%} of "
                "the median)",
-    "windows": "thin bar without caps, just right of a point that ran once: min-max over "
-               "its run's timed windows, the least its noise can be (the noise between runs "
-               f"is not measured; not drawn under {MIN_ERROR_BAR:.0%} of the value)",
+    "windows": "thin bar without caps (just right of a line's point; on a bar, at its top) "
+               "where a point ran once: min-max over its run's timed windows, the least its "
+               "noise can be (the noise between runs is not measured; not drawn under "
+               f"{MIN_ERROR_BAR:.0%} of the value)",
     "predicted": "dotted: the plan's prediction",
     "reserved": "hollow circles: measured peak reserved memory, what the plan predicts "
                 "there (the dotted line compares with them, not with the allocated line)",

@@ -382,16 +382,18 @@ def prefetch_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
     Returns:
         ``model``, ``nodes``, ``configuration`` (the bar group: strategy and any other
         varying config), ``backward_prefetch``, ``limit_all_gathers``, ``ips`` (median over
-        repeats, images/s), ``ips_repeat_min``, ``ips_repeat_max``, ``ips_vs_best``
-        (ips / the group's fastest variant), ``vs_best`` (:func:`judge` of the group's
-        fastest against this variant, empty for the fastest itself: only :data:`BEYOND`
+        repeats, images/s), ``ips_repeat_min``, ``ips_repeat_max``, ``num_repeats``,
+        ``ips_span_low``/``ips_span_high`` (what the verdict compares: the span over repeats,
+        else over the one run's timed windows: :func:`~vitfsdp.analysis.verdict.span`),
+        ``ips_vs_best`` (ips / the group's fastest variant), ``vs_best`` (:func:`judge` of
+        the group's fastest against this variant, empty for the fastest itself: only :data:`BEYOND`
         makes a variant slower), ``device_busy_frac`` and ``host_bound`` (the
         points': a host-bound variant's images/s measure the wrapper, not what prefetching
         does to communication); empty when no point varies either setting.
     """
     cols = ["model", "nodes", "configuration", *ABLATION_COLUMNS, "ips", "ips_repeat_min",
-            "ips_repeat_max", "ips_vs_best", "vs_best", "device_busy_frac",
-            "host_bound"]  # fmt: skip
+            "ips_repeat_max", "num_repeats", "ips_span_low", "ips_span_high", "ips_vs_best",
+            "vs_best", "device_busy_frac", "host_bound"]  # fmt: skip
     if points.empty or not set(ABLATION_COLUMNS) & set(points.columns):
         return pd.DataFrame(columns=cols)
     fsdp1 = points.dropna(subset=list(ABLATION_COLUMNS))
@@ -400,14 +402,14 @@ def prefetch_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
     table = fsdp1.assign(configuration=[line_label(r, keys) for _, r in fsdp1.iterrows()])
     low, high = spread_bounds(table)
     group = ["model", "nodes", "configuration"]
-    table = table.assign(span_low=low, span_high=high).reset_index(drop=True)
+    table = table.assign(ips_span_low=low, ips_span_high=high).reset_index(drop=True)
     fastest = table.loc[table.groupby(group)["ips"].idxmax(),
-                        [*group, "ips", "span_low", "span_high", "num_repeats"]]
+                        [*group, "ips", "ips_span_low", "ips_span_high", "num_repeats"]]
     table = table.merge(fastest, on=group, how="left", suffixes=("", "_best"))
     table = table.assign(ips_vs_best=table["ips"] / table["ips_best"], vs_best=[
         "" if r.ips == r.ips_best else judge(
-            (r.span_low_best, r.span_high_best, r.num_repeats_best),
-            (r.span_low, r.span_high, r.num_repeats),
+            (r.ips_span_low_best, r.ips_span_high_best, r.num_repeats_best),
+            (r.ips_span_low, r.ips_span_high, r.num_repeats),
             r.ips_best / r.ips, noise) for r in table.itertuples()])
     order = {v: i for i, v in enumerate(PREFETCH_ORDER)}
     table = table.assign(_order=table["backward_prefetch"].map(order),

@@ -44,7 +44,7 @@ PROXIES = {
     "repeats": dict(color="0.4", marker="_", ls="-", lw=1,
                     label="error bar: min-max over repeats"),
     "windows": dict(color="0.4", ls="-", lw=0.6,
-                    label="thin bar beside a point: its one run's windows, min-max"),
+                    label="thin bar, no caps: one run's windows, min-max"),
     "above_ideal": dict(color="0.4", marker="s", mfc="none", ms=7, ls="none",
                         label="above ideal (efficiency > 100 %): noise"),
     "host_bound": dict(color="0.4", marker="h", mfc="none", ms=9, ls="none",

@@ -7,8 +7,10 @@ from __future__ import annotations
 import math
 import textwrap
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from vitfsdp.analysis.figures.style import (
@@ -233,26 +235,51 @@ def _note_items(line: pd.DataFrame, bad: pd.Series, label: str,
     return items
 
 
-def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str,
-                       extras: set[str]) -> None:  # fmt: skip
-    """A min-max error bar at each node count: over the point's runs where it ran more than
-    once (capped), else, for ``ips``, over its one run's timed windows (``ips_min`` and
-    ``ips_max``; thin and uncapped: the least its noise can be, the noise between runs
-    unmeasured). Drawn where the span exceeds :data:`MIN_ERROR_BAR` of the median (on the
-    log axis a smaller one hides under the marker: not drawn, not in the legend)."""
-    done = _completed(line, value)
-    stats = done.groupby(done["nodes"].astype("int64"))[value].agg(["median", "min", "max",
-                                                                     "count"])
-    if value == "ips" and {"ips_min", "ips_max"} <= set(line.columns):
-        runs = line.loc[done.index, ["nodes", "ips", "ips_min", "ips_max"]].dropna()
-        runs = runs.set_index(runs["nodes"].astype("int64"))
+def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str, extras: set[str],
+                       x: str = "nodes", scale: float = 1.0) -> None:  # fmt: skip
+    """A min-max error bar at each ``x`` (node count, or world size): over the point's runs
+    where it ran more than once (capped), else over its one run's timed windows (thin and
+    uncapped: the least its noise can be, the noise between runs unmeasured). A window's
+    ``value`` is the run's ``value`` times the window's images/s over the run's (``ips_min``
+    and ``ips_max`` over ``ips``: TFLOP/s per GPU and MFU move with images/s at a fixed
+    model and world). Values are multiplied by ``scale`` (the axis' unit). Drawn where the
+    span exceeds :data:`MIN_ERROR_BAR` of the median (on the log axis a smaller one hides
+    under the marker: not drawn, not in the legend)."""
+    done = _completed(line, value, x)
+    stats = done.groupby(done[x].astype("int64"))[value].agg(["median", "min", "max", "count"])
+    stats[["median", "min", "max"]] *= scale
+    if {"ips", "ips_min", "ips_max"} <= set(line.columns):
+        runs = line.loc[done.index, list(dict.fromkeys([x, value, "ips", "ips_min",
+                                                        "ips_max"]))].dropna()
+        runs = runs.set_index(runs[x].astype("int64"))
         once = runs[runs.index.isin(stats.index[stats["count"] == 1])]
-        _error_bars(ax, once["ips"], once["ips_min"], once["ips_max"],
-                    dict(ecolor=color, capsize=0, lw=0.8), "windows", extras,
-                    shift=WINDOW_BAR_SHIFT)
+        per_ips = once[value] * scale / once["ips"]
+        _error_bars(ax, once[value] * scale, once["ips_min"] * per_ips,
+                    once["ips_max"] * per_ips, dict(ecolor=color, capsize=0, lw=0.8),
+                    "windows", extras, shift=WINDOW_BAR_SHIFT)
     stats = stats[stats["count"] > 1]
     _error_bars(ax, stats["median"], stats["min"], stats["max"],
                 dict(ecolor=color, capsize=3, lw=1), "repeats", extras)
+
+
+def _bar_spreads(ax, xs: Sequence[float], middle: pd.Series, low: pd.Series,
+                 high: pd.Series, runs: pd.Series, extras: set[str]) -> None:  # fmt: skip
+    """Error bars on the bars at ``xs`` (one per row of the Series, in order): min-max over
+    repeats (capped) where ``runs`` >= 2, else over the one run's timed windows (thin,
+    uncapped: :data:`~vitfsdp.analysis.figures.finish.PROXIES`' ``windows``), from ``low``
+    to ``high`` around ``middle`` (the bar's height); none under :data:`MIN_ERROR_BAR` of
+    the height, as on the line figures."""
+    xs = np.asarray(xs, dtype=float)
+    wide = ((high - low) > MIN_ERROR_BAR * middle).to_numpy()
+    repeated = (runs.fillna(1) >= 2).to_numpy()
+    for rows, look, mark in ((wide & repeated, dict(capsize=2, lw=0.8), "repeats"),
+                             (wide & ~repeated, dict(capsize=0, lw=0.6), "windows")):
+        if rows.any():
+            mid = middle.to_numpy()[rows]
+            ax.errorbar(xs[rows], mid, yerr=[mid - low.to_numpy()[rows],
+                                             high.to_numpy()[rows] - mid],
+                        fmt="none", ecolor="black", **look)
+            extras.add(mark)
 
 
 #: Where a one-run point's window bar stands: right of its marker, at this many times its

@@ -11,6 +11,7 @@ import pandas as pd
 
 from vitfsdp.analysis.figures.finish import _finish
 from vitfsdp.analysis.figures.panels import (
+    _bar_spreads,
     _new_figure,
     _panel_title,
     _ring_host_bound,
@@ -40,9 +41,11 @@ def plot_prefetch(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Fi
     so the largest ablated scale is where the choice matters (``prefetch.csv`` holds every
     node count). One bar group per strategy (and any other varying config); bar colour =
     ``backward_prefetch``, hatching = ``limit_all_gathers=False``; min-max error bars over
-    repeats; a grey hexagon on a host-bound bar (median ``device_busy_frac`` below the
-    bound: its images/s measure the wrapper, not prefetching); a run that did not complete
-    is an ``x`` at its bar's place. One legend below the panels.
+    repeats, or thin uncapped ones over a one-run variant's timed windows (none under
+    :data:`~vitfsdp.analysis.figures.style.MIN_ERROR_BAR`); a grey hexagon on a host-bound
+    bar (median ``device_busy_frac`` below the bound: its images/s measure the wrapper, not
+    prefetching); a run that did not complete is an ``x`` at its bar's place. One legend
+    below the panels.
 
     Args:
         df: a ``collect_runs`` frame.
@@ -99,12 +102,8 @@ def _draw_prefetch_panel(ax, bars: pd.DataFrame, failed: pd.DataFrame,
         ax.bar(xs, rows["ips"], width, color=PREFETCH_COLORS.get(prefetch, "0.5"),
                hatch=None if limit else "///", edgecolor="black", linewidth=0.6,
                label=f"{prefetch}, limit_all_gathers={limit}")
-        spread = rows["ips_repeat_max"] > rows["ips_repeat_min"]
-        if spread.any():
-            r = rows[spread]
-            ax.errorbar([x for x, s in zip(xs, spread, strict=True) if s], r["ips"],
-                        yerr=[r["ips"] - r["ips_repeat_min"], r["ips_repeat_max"] - r["ips"]],
-                        fmt="none", ecolor="black", capsize=2, lw=0.8)
+        _bar_spreads(ax, xs, rows["ips"], rows["ips_span_low"], rows["ips_span_high"],
+                     rows["num_repeats"], extras)
         # the host decided: the bar measures the wrapper, not prefetching
         bound = rows["host_bound"].fillna(False).astype(bool).to_numpy()
         _ring_host_bound(ax, [x for x, b in zip(xs, bound, strict=True) if b],

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from vitfsdp.analysis.figures.finish import _finish
-from vitfsdp.analysis.figures.panels import _new_figure, _set_title, _study
+from vitfsdp.analysis.figures.panels import _bar_spreads, _new_figure, _set_title, _study
 from vitfsdp.analysis.figures.style import (
     NOT_COMPLETED_Y,
     NOTE_FONTSIZE,
@@ -37,7 +37,9 @@ def plot_recipe(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
 
     One panel per recipe; one bar group per step (x axis, in step order, labelled with what
     the step adds), one bar per node count (darker: more nodes) at the median over repeats
-    with a min-max error bar; a dashed line at 1x (the baseline); ``x`` where a step's runs
+    with a min-max error bar (a thin uncapped one over a one-run step's timed windows; none
+    under :data:`~vitfsdp.analysis.figures.style.MIN_ERROR_BAR`), both over the baseline's
+    median; a dashed line at 1x (the baseline); ``x`` where a step's runs
     at a node count did not complete, and its value printed above each bar.
 
     Returns:
@@ -85,14 +87,9 @@ def _draw_recipe_panel(ax, steps: pd.DataFrame, nodes: list[int], extras: set[st
         xs = [k + offset for k in range(len(order))]
         ax.bar(xs, rows["relative_ips"], width, color=NODE_COLORS[i % len(NODE_COLORS)],
                edgecolor="black", linewidth=0.6)
-        spread = (rows["relative_max"] > rows["relative_min"]).to_numpy()
-        if spread.any():
-            r = rows[spread]
-            ax.errorbar([x for x, s in zip(xs, spread, strict=True) if s], r["relative_ips"],
-                        yerr=[r["relative_ips"] - r["relative_min"],
-                              r["relative_max"] - r["relative_ips"]],
-                        fmt="none", ecolor="black", capsize=2, lw=0.8)
-            extras.add("repeats")
+        baseline = pd.to_numeric(rows["baseline_ips"], errors="coerce")
+        _bar_spreads(ax, xs, rows["relative_ips"], rows["ips_span_low"] / baseline,
+                     rows["ips_span_high"] / baseline, rows["num_completed"], extras)
         for x, value in zip(xs, rows["relative_ips"], strict=True):
             if pd.notna(value):
                 ax.annotate(f"{value:.2f}x", (x, value), xytext=(0, 2),

@@ -14,6 +14,7 @@ from vitfsdp.analysis.figures.panels import (
     _new_figure,
     _panel_title,
     _panels,
+    _plot_repeat_range,
     _set_title,
 )
 from vitfsdp.analysis.figures.style import (
@@ -35,7 +36,9 @@ if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl
 def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure | None:
     """Model TFLOP/s per GPU against the number of GPUs, a line per configuration and a
     panel per model, with the device's peak (dotted, where the runs record it) and an MFU
-    axis on the right (TFLOP/s / peak; MFU's definition: docs/benchmarks.md). A host-bound
+    axis on the right (TFLOP/s / peak; MFU's definition: docs/benchmarks.md), and each
+    point's spread as in the weak-scaling figure (min-max over repeats, else a thin bar over
+    its one run's timed windows). A host-bound
     point (median ``device_busy_frac`` below the bound) is ringed by a grey hexagon, as in
     the weak-scaling figure: its MFU is the host's, not the device's. Runs on CPU
     ranks say "rank" for "GPU"; where every value is below 0.1 TFLOP/s (CPU ranks, tiny
@@ -63,6 +66,8 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
             ax.plot(points.index, points.values * scale, ls=_linestyle(line, keys),
                     marker=marker, color=color, label=label)
             _mark_host_bound(ax, line, points * scale, extras, x="world_size")
+            _plot_repeat_range(ax, line, "tflops_per_gpu", color, extras, x="world_size",
+                               scale=scale)
         if scale == 1.0:
             _draw_peak(ax, panel, extras)
         gpus = sorted(set(panel["world_size"].astype("int64")))
