@@ -78,19 +78,22 @@ def test_ratio_table(sweep: Path) -> None:
 
 
 def test_a_framework_is_faster_only_over_repeats(tmp_path: Path) -> None:
-    """DDP at 1 node: PyTorch 200 and 203, JAX 100 and 102, twice each: JAX is slower as a
-    result; with one JAX run it rests on one run; and the report counts the results."""
+    """DDP at 1 node: PyTorch 200-203, JAX 100-102, three runs each: JAX is slower as a
+    result; with two JAX runs too few; with one it rests on one run; and the report counts
+    the results."""
     from vitfsdp.analysis.report import report_sections
 
-    for framework, values in (("torch", (200.0, 203.0)), ("jax", (100.0, 102.0))):
+    for framework, values in (("torch", (200.0, 203.0, 201.0)), ("jax", (100.0, 102.0, 101.0))):
         for repeat, ips in enumerate(values):
             info = _info(framework, "DDP", 1)
             info["config"]["repeat"] = repeat
             write_run(tmp_path / f"{framework}_{repeat}", info, ips)
     df = collect_runs(tmp_path)
     row = framework_ratio_table(df).iloc[0]
-    assert (row["torch_runs"], row["jax_runs"], row["difference"]) == (2, 2, "beyond the spread")
-    once = df[~df["run_dir"].str.endswith("jax_1")]
+    assert (row["torch_runs"], row["jax_runs"], row["difference"]) == (3, 3, "beyond the spread")
+    twice = df[~df["run_dir"].str.endswith("jax_2")]
+    assert framework_ratio_table(twice).iloc[0]["difference"] == "too few runs: not established"
+    once = twice[~twice["run_dir"].str.endswith("jax_1")]
     assert framework_ratio_table(once).iloc[0]["difference"] == "one run: not established"
     section = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}["PyTorch and JAX"]
     assert "1 of 1 are (`difference`)" in section.text

@@ -24,6 +24,7 @@ from vitfsdp.analysis.tables import (
     points_table,
     spread_bounds,
 )
+from vitfsdp.analysis.verdict import FEW_RUNS, separation_chance
 
 
 def _sweep(tmp_path: Path, ips: dict[tuple[str, int], list[float]]):
@@ -76,9 +77,47 @@ def test_a_win_inside_the_spread_is_no_difference(tmp_path):
 
 
 def test_a_win_beyond_the_spread_is_called_so(tmp_path):
-    _, points = _sweep(tmp_path, {("DDP", 1): [150.0, 152.0], ("FULL_SHARD", 1): [100.0, 103.0]})
+    _, points = _sweep(tmp_path, {("DDP", 1): [150.0, 152.0, 151.0],
+                                  ("FULL_SHARD", 1): [100.0, 103.0, 101.0]})
     assert best_table(points).iloc[0]["difference"] == BEYOND
     assert "No difference" not in best_text(best_table(points), points)
+
+
+def test_a_win_on_two_runs_each_is_too_few_to_be_a_result(tmp_path):
+    """Two runs each, apart by 1.5x: two sets of two runs of one configuration separate
+    that completely 1 time in 3, so it is not established (2 runs against 5: 1 in 10.5)."""
+    _, points = _sweep(tmp_path, {("DDP", 1): [150.0, 152.0], ("FULL_SHARD", 1): [100.0, 103.0]})
+    best = best_table(points)
+    assert best.iloc[0]["difference"] == FEW_RUNS
+    text = best_text(best, points)
+    assert "**Not established on so few runs**" in text and "DDP against FULL_SHARD" in text
+    assert text.endswith("Rerun with at least three repeats (repeat=0,1,2) to separate them.")
+    more, _ = _sweep(tmp_path / "m", {("DDP", 1): [150.0, 152.0],
+                                      ("FULL_SHARD", 1): [100.0, 103.0, 101.0, 99.0, 102.0]})
+    assert best_table(points_table(more)).iloc[0]["difference"] == BEYOND
+
+
+@pytest.mark.parametrize("a, b, chance", [
+    (1, 1, 1.0), (2, 2, 1 / 3), (3, 3, 0.1), (2, 5, 2 / 21), (5, 5, 1 / 126), (3, 1, 0.5),
+])  # fmt: skip
+def test_the_chance_that_one_configuration_separates_from_itself(a, b, chance):
+    """Every order of the pooled runs equally likely: 2 of the C(a+b, a) orders put one
+    side's runs all above the other's."""
+    assert separation_chance(a, b) == pytest.approx(chance)
+    assert separation_chance(b, a) == pytest.approx(chance)
+
+
+def test_the_separation_chance_matches_a_simulation():
+    """One configuration's runs drawn 20,000 times, 3 and 3: they separate completely
+    about 1 time in 10 (binomial sd 0.002)."""
+    import numpy as np
+
+    draws = np.random.default_rng(0).normal(size=(20_000, 6))
+    a, b = draws[:, :3], draws[:, 3:]
+    apart = (a.min(axis=1) > b.max(axis=1)) | (b.min(axis=1) > a.max(axis=1))
+    assert apart.mean() == pytest.approx(separation_chance(3, 3), abs=0.01)
+    with pytest.raises(ValueError, match="each side needs a run"):
+        separation_chance(0, 3)
 
 
 def test_full_shard_and_hybrid_over_the_whole_world_are_checked_against_each_other(tmp_path):
@@ -116,6 +155,8 @@ def test_equivalent_points_that_agree_say_so(tmp_path):
     ((13, 15, 3), (10, 12, 3), 1.27, 1.20, BEYOND),          # differed less than this
     ((13, 15, 1), (10, 12, 3), 1.27, float("nan"), ONE_RUN),  # apart on one run's windows
     ((13, 15, 3), (10, 12, 1), 1.27, 1.20, ONE_RUN),
+    ((13, 15, 2), (10, 12, 2), 1.27, 1.20, FEW_RUNS),         # apart on 2 runs: 1 in 3
+    ((13, 15, 2), (10, 12, 5), 1.27, 1.20, BEYOND),           # 2 against 5: 1 in 10.5
 ])  # fmt: skip
 def test_a_difference_is_a_result_only_apart_repeated_and_beyond_the_observed_noise(
         a, b, ratio, noise, expected):
@@ -148,12 +189,12 @@ def test_a_win_no_larger_than_the_noise_checks_is_within_observed_noise(tmp_path
     computation differed by, so not a result. DDP at 4 nodes over FULL_SHARD (1.5x) is."""
     from vitfsdp.analysis.tables import observed_noise, study_tables
 
-    df, points = _sweep(tmp_path, {("FULL_SHARD", 1): [125.0, 126.0],
-                                   ("HYBRID_2GPU", 1): [100.0, 101.0],
-                                   ("FULL_SHARD", 2): [200.0, 202.0],
-                                   ("HYBRID_2GPU", 2): [240.0, 242.0],
-                                   ("FULL_SHARD", 4): [300.0, 302.0],
-                                   ("DDP", 4): [450.0, 452.0]})
+    df, points = _sweep(tmp_path, {("FULL_SHARD", 1): [125.0, 126.0, 125.5],
+                                   ("HYBRID_2GPU", 1): [100.0, 101.0, 100.5],
+                                   ("FULL_SHARD", 2): [200.0, 202.0, 201.0],
+                                   ("HYBRID_2GPU", 2): [240.0, 242.0, 241.0],
+                                   ("FULL_SHARD", 4): [300.0, 302.0, 301.0],
+                                   ("DDP", 4): [450.0, 452.0, 451.0]})
     noise = observed_noise(equivalence_table(points, df))
     assert noise == pytest.approx(125.5 / 100.5)
     best = study_tables(df)["best"].set_index("nodes")
@@ -190,8 +231,8 @@ def test_the_terminal_names_noise_ties_and_too_noisy_pairs(tmp_path):
                for line in lines), lines
     assert any(line.startswith("noise: the same computation under two names differs")
                and line.endswith("differences up to that are not results") for line in lines)
-    quiet, _ = _sweep(tmp_path / "quiet", {("DDP", 1): [150.0, 151.0],
-                                           ("FULL_SHARD", 1): [100.0, 101.0]})
+    quiet, _ = _sweep(tmp_path / "quiet", {("DDP", 1): [150.0, 151.0, 150.5],
+                                           ("FULL_SHARD", 1): [100.0, 101.0, 100.5]})
     assert noise_lines(study_tables(quiet)) == []
 
 
@@ -405,13 +446,13 @@ def test_the_sections_name_only_what_the_points_measured(tmp_path):
 
 
 def test_a_prefetch_variant_is_slower_only_beyond_the_spread(tmp_path):
-    """BACKWARD_PRE (150, 152) against BACKWARD_POST (100, 101), both repeated: slower as a
+    """BACKWARD_PRE (150-152) against BACKWARD_POST (100-101), three runs each: slower as a
     result; NONE ran once at 149 (windows 148-150, touching PRE's 150-152): no different."""
     from vitfsdp.analysis.report import report_sections
     from vitfsdp.analysis.tables import prefetch_table
 
-    for prefetch, values in (("BACKWARD_PRE", [150.0, 152.0]), ("BACKWARD_POST", [100.0, 101.0]),
-                             ("NONE", [149.0])):
+    for prefetch, values in (("BACKWARD_PRE", [150.0, 152.0, 151.0]),
+                             ("BACKWARD_POST", [100.0, 101.0, 100.5]), ("NONE", [149.0])):
         for repeat, value in enumerate(values):
             info = run_info("FULL_SHARD", 1, prefetch=prefetch)
             info["config"]["repeat"] = repeat

@@ -96,13 +96,13 @@ def test_panel_titles_name_the_input_side(tmp_path: Path) -> None:
 
 
 def test_a_recipe_step_differs_from_its_baseline_only_over_repeats(tmp_path: Path) -> None:
-    """Baseline 100 and 101 images/s, step 1 150 and 152, step 2 101 and 103: step 1 is a
-    result, step 2 overlaps the baseline; the report counts the results."""
+    """Baseline 100-101 images/s, step 1 150-152, step 2 101-103, three runs each: step 1
+    is a result, step 2 overlaps the baseline; the report counts the results."""
     from vitfsdp.analysis.recipe import recipe_table
     from vitfsdp.analysis.report import report_sections
 
-    for name, values in (("r", (100.0, 101.0)), ("r_1_amp", (150.0, 152.0)),
-                         ("r_2_fsdp", (101.0, 103.0))):
+    for name, values in (("r", (100.0, 101.0, 100.5)), ("r_1_amp", (150.0, 152.0, 151.0)),
+                         ("r_2_fsdp", (101.0, 103.0, 102.0))):
         for i, ips in enumerate(values):
             write_run(tmp_path / f"{name}_{i}", 1, ips, name)
     df = collect_runs(tmp_path)

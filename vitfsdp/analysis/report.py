@@ -30,14 +30,19 @@ from vitfsdp.analysis.figures.style import MIN_ERROR_BAR
 from vitfsdp.analysis.lines import contention_note, format_efficiency
 from vitfsdp.analysis.schema import DISPLAY, RATE, format_rate
 from vitfsdp.analysis.tables import (
-    BEYOND,
-    IN_NOISE,
-    ONE_RUN,
     PREFETCH_ORDER,
-    WITHIN,
     calibration_summary,
     competition_text,
     observed_noise,
+)
+from vitfsdp.analysis.verdict import (
+    BEYOND,
+    FEW_RUNS,
+    IN_NOISE,
+    MAX_SEPARATION_CHANCE,
+    NOT_RESULTS,
+    ONE_RUN,
+    WITHIN,
 )
 from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC
 from vitfsdp.provenance import git_state
@@ -245,24 +250,30 @@ def best_text(best: pd.DataFrame, points: pd.DataFrame, noise: float = float("na
         noise: :func:`~vitfsdp.analysis.tables.observed_noise` of the sweep.
     """
     text = ("The fastest point per model and node count, and its images/s over the second "
-            "fastest's. A ratio is a speed-up only where both points ran at least twice, the "
-            "fastest point's lowest run stays above the runner-up's highest, and the ratio "
-            "is larger than the noise check's (two names for one computation).")
+            "fastest's. A ratio is a speed-up only where the fastest point's lowest run stays "
+            "above the runner-up's highest, both ran often enough that two sets of runs of "
+            "one configuration would separate so by chance at most "
+            f"{MAX_SEPARATION_CHANCE:.0%} of the time (3 runs each; 2 each separate 1 time "
+            "in 3), and the ratio is larger than the noise check's (two names for one "
+            "computation).")
     for verdict, words in (
             (WITHIN, "**No difference** within the spread, whatever the ratio"),
             (IN_NOISE, f"**Within observed noise** (the noise check differed {noise:.2f}x)"),
             (ONE_RUN, "**Not established**: a point ran once, and one run's windows do not "
-                      "hold a second run")):
+                      "hold a second run"),
+            (FEW_RUNS, "**Not established on so few runs**: apart, but two configurations "
+                       "that are one would separate so by chance more than "
+                       f"{MAX_SEPARATION_CHANCE:.0%} of the time")):
         tied = best[best["difference"] == verdict]
         if len(tied):
             which = ", ".join(f"{r.model} at {r.nodes} node(s) ({r.configuration} against "
                               f"{r.runner_up}, {r.speedup_over_runner_up:.2f}x)"
                               for r in tied.itertuples())
             text += f" {words}: {which}."
-    if best["difference"].isin([WITHIN, IN_NOISE, ONE_RUN]).any():
-        text += (" More repeats (repeat=0,1,2,...) may separate them." if
-                 (points["num_repeats"] >= 2).all() else
-                 " Rerun with repeats (repeat=0,1,2) to separate them.")
+    if best["difference"].isin(NOT_RESULTS).any():
+        text += (" More repeats (repeat=0,1,2,3,...) may separate them." if
+                 (points["num_repeats"] >= 3).all() else
+                 " Rerun with at least three repeats (repeat=0,1,2) to separate them.")
     bound = best[best["host_bound"].fillna(False).astype(bool)]
     if len(bound):
         which = ", ".join(f"{r.model} at {r.nodes} node(s)" for r in bound.itertuples())
@@ -344,8 +355,9 @@ def _framework_section(ratio: pd.DataFrame | None) -> Section | None:
     if ratio is None or ratio.empty:
         return None
     faster = ratio[ratio["difference"] == BEYOND]
-    verdict = (f"A ratio is a result only as best.csv's are (both sides repeated, apart "
-               f"beyond their spread and the noise check's ratio): {len(faster)} of "
+    verdict = (f"A ratio is a result only as best.csv's are (apart beyond their spread, "
+               "on at least 3 runs each, and beyond the noise check's ratio): "
+               f"{len(faster)} of "
                f"{len(ratio)} are (`difference`). ")
     return Section("PyTorch and JAX", "Images/s of both frameworks per point (in the weak "
                    "scaling figure: solid PyTorch, dash-dot JAX). " + verdict
@@ -539,11 +551,11 @@ def _prefetch_section(table: pd.DataFrame) -> Section | None:
         which = ", ".join(f"{r.variant} ({r.configuration}, {r.nodes} node(s): "
                           f"{r.ips_vs_best:.0%} of the fastest)" for r in slower.itertuples())
         text += f" Slower than its group's fastest variant, as a result: {which}."
-    others = table[table["vs_best"].isin([WITHIN, IN_NOISE, ONE_RUN])]
+    others = table[table["vs_best"].isin(NOT_RESULTS)]
     if len(others):
         text += (f" The other {len(others)} slower variant(s) are no different from the "
                  "fastest as measured (within the spread, within the noise check's ratio, or "
-                 "on one run: prefetch.csv `vs_best`).")
+                 "on too few runs: prefetch.csv `vs_best`).")
     if bound.any():
         text += (f" A variant marked host-bound ran with its {BUSY_BELOW}: its images/s "
                  "measure the wrapper and the loop, so it does not say what prefetching does "

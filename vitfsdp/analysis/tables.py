@@ -36,7 +36,16 @@ from vitfsdp.analysis.lines import (
 from vitfsdp.analysis.recipe import recipe_table
 from vitfsdp.analysis.reference import reference_table
 from vitfsdp.analysis.rows import NETWORK_COLUMNS, STATE_COLUMNS
-from vitfsdp.analysis.verdict import BEYOND, IN_NOISE, ONE_RUN, WITHIN, differs, judge, span
+from vitfsdp.analysis.verdict import (
+    BEYOND,
+    FEW_RUNS,
+    IN_NOISE,
+    ONE_RUN,
+    WITHIN,
+    differs,
+    judge,
+    span,
+)
 from vitfsdp.core.throughput import (
     HOST_BOUND_BUSY_FRAC,
     NOISY_SPREAD,
@@ -305,10 +314,12 @@ def best_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
     """The fastest configuration per model and node count, and by how much it wins.
 
     A win is a win only beyond the spread of repeated runs: ``difference`` is :func:`judge`'s
-    verdict, :data:`BEYOND` only where both points ran at least twice, the fastest point's
-    lowest measurement (:func:`spread_bounds`) is above the runner-up's highest and the
-    ratio exceeds ``noise``; else :data:`WITHIN`, :data:`IN_NOISE` or :data:`ONE_RUN`, and
-    the report calls no such ratio a speed-up.
+    verdict, :data:`BEYOND` only where the fastest point's lowest measurement
+    (:func:`spread_bounds`) is above the runner-up's highest, both ran often enough
+    (:func:`~vitfsdp.analysis.verdict.separation_chance` at most
+    :data:`~vitfsdp.analysis.verdict.MAX_SEPARATION_CHANCE`: 3 runs each) and the ratio
+    exceeds ``noise``; else :data:`WITHIN`, :data:`IN_NOISE`, :data:`ONE_RUN` or
+    :data:`FEW_RUNS`, and the report calls no such ratio a speed-up.
 
     Args:
         points: a :func:`points_table` frame.
@@ -603,7 +614,8 @@ def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     best = tables["best"]
     for verdict, words in ((WITHIN, "no difference within the spread"),
                            (IN_NOISE, "a difference within the noise check's"),
-                           (ONE_RUN, "a difference resting on one run")):
+                           (ONE_RUN, "a difference resting on one run"),
+                           (FEW_RUNS, "a difference on too few runs to be a result")):
         tied = best[best["difference"] == verdict]
         if len(tied):
             which = ", ".join(f"{r.model} at {r.nodes} node(s)" for r in tied.itertuples())

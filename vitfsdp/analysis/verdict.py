@@ -1,9 +1,13 @@
 """Whether two measured throughputs differ, in one set of words for every table that
-compares points: a difference is a result only where both sides ran at least twice, their
-spans do not overlap and their ratio exceeds what the sweep's noise check saw one
-computation do (the project's rule: one run is not a result)."""
+compares points: a difference is a result only where their spans do not overlap, both sides
+ran often enough that two sets of runs of one configuration would separate so completely
+at most :data:`MAX_SEPARATION_CHANCE` of the time (3 runs each), and their ratio exceeds
+what the sweep's noise check saw one computation do (the project's rule: one run is not a
+result)."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pandas as pd
@@ -19,6 +23,32 @@ ONE_RUN = "one run: not established"
 #: ... and of a win no larger than the noise check's: the same computation under two names
 #: differed as much in this sweep (:func:`vitfsdp.analysis.tables.observed_noise`).
 IN_NOISE = "within observed noise"
+#: ... and of a win beyond the spread where both points repeated, but too few times: two
+#: sets of runs of one configuration separate that completely by chance more often than
+#: :data:`MAX_SEPARATION_CHANCE` (2 runs each: 1 time in 3).
+FEW_RUNS = "too few runs: not established"
+#: The largest :func:`separation_chance` a result may rest on: 3 runs each (1 in 10).
+MAX_SEPARATION_CHANCE = 0.10
+#: Every verdict that is not a result, in the order the report lists them.
+NOT_RESULTS = (WITHIN, IN_NOISE, ONE_RUN, FEW_RUNS)
+
+
+def separation_chance(runs_a: int, runs_b: int) -> float:
+    """The chance that ``runs_a`` and ``runs_b`` runs of one configuration (independent,
+    from one continuous distribution, so every order of the pooled runs is equally likely)
+    come out with one side's runs all above the other's, either way round:
+    ``2 / C(runs_a + runs_b, runs_a)``. It is the two-sided p-value of the exact
+    Mann-Whitney test at its extreme, U = 0 (Mann and Whitney, 1947, Ann. Math. Statist.
+    18(1): 50-60): the evidence two non-overlapping spans carry, whatever their gap.
+
+    Examples: 1 and 1 run: 1.0; 2 and 2: 1/3; 3 and 3: 1/10; 5 and 5: 1/126.
+
+    Raises:
+        ValueError: either count is below 1.
+    """
+    if runs_a < 1 or runs_b < 1:
+        raise ValueError(f"runs_a={runs_a}, runs_b={runs_b}: each side needs a run")
+    return min(1.0, 2 / math.comb(runs_a + runs_b, runs_a))
 
 
 def differs(low_a: float, high_a: float, low_b: float, high_b: float) -> str:
@@ -42,7 +72,9 @@ def judge(a: tuple[float, float, int], b: tuple[float, float, int], ratio: float
     Returns:
         :data:`WITHIN` where the spans overlap; else :data:`IN_NOISE` where ``ratio`` is at
         most ``noise``; else :data:`ONE_RUN` where either point ran once; else
-        :data:`BEYOND`, the one verdict the report calls a speed-up.
+        :data:`FEW_RUNS` where their :func:`separation_chance` exceeds
+        :data:`MAX_SEPARATION_CHANCE`; else :data:`BEYOND`, the one verdict the report
+        calls a speed-up.
     """
     if differs(a[0], a[1], b[0], b[1]) == WITHIN:
         return WITHIN
@@ -50,6 +82,8 @@ def judge(a: tuple[float, float, int], b: tuple[float, float, int], ratio: float
         return IN_NOISE
     if min(a[2], b[2]) < 2:
         return ONE_RUN
+    if separation_chance(int(a[2]), int(b[2])) > MAX_SEPARATION_CHANCE:
+        return FEW_RUNS
     return BEYOND
 
 
