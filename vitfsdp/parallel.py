@@ -112,7 +112,9 @@ class StrategyConfig:
         if not hybrid and self.shard_group_size:
             raise ValueError(
                 f"strategy.shard_group_size={self.shard_group_size} applies only to "
-                f"HYBRID_SHARD, not {self.sharding_strategy}; set it to 0"
+                f"HYBRID_SHARD, not {self.sharding_strategy}: leave it out, and to set a "
+                "group size beside other strategies name the preset, e.g. "
+                f"strategy={self.sharding_strategy},HYBRID_{self.shard_group_size}GPU"
             )
 
     @property

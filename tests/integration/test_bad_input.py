@@ -147,6 +147,8 @@ BAD = [
      "more than data=digits's 1797 images"),
     (["strategy=HYBRID_SHARD", "strategy.shard_group_size=3"], "strategy.shard_group_size",
      "HYBRID_SHARD needs shard groups of 3 ranks"),
+    (["strategy=FULL_SHARD,HYBRID_SHARD", "strategy.shard_group_size=2"],
+     "strategy.shard_group_size", "name the preset, e.g. strategy=FULL_SHARD,HYBRID_2GPU"),
     (["cluster=virtual", "cluster.venv=/opt/no/such/venv"], "cluster.venv",
      "has no bin/activate here"),
     (["cluster=virtual", "cluster.setup_script=/opt/no/such.sh"], "cluster.setup_script",

@@ -36,6 +36,16 @@ def test_every_strategy_preset_composes(name):
         assert cfg.strategy.replicas(16) == 16 // k
 
 
+def test_hybrid_shard_without_a_group_size_shards_within_a_node():
+    """PyTorch's HYBRID_SHARD: shard groups of one node's GPUs unless told otherwise, so
+    strategy=FULL_SHARD,HYBRID_SHARD sweeps as it reads (it failed on a missing size)."""
+    cfg = _compose("strategy=HYBRID_SHARD", "cluster.gpus_per_node=8")
+    assert (cfg.strategy.name, cfg.strategy.shard_group_size) == ("HYBRID_8GPU", 8)
+    cfg = _compose("strategy=HYBRID_SHARD", "strategy.shard_group_size=4",
+                   "cluster.gpus_per_node=8")
+    assert (cfg.strategy.name, cfg.strategy.shard_group_size) == ("HYBRID_4GPU", 4)
+
+
 def test_a_preset_sets_its_own_sweep_directory():
     """A preset's ``hydra.sweep.dir`` wins over the root config's dated default (the
     experiment group comes after the root's own keys); without a preset the default stays."""
