@@ -138,7 +138,7 @@ def test_profile_shapes_reach_the_script():
         in frontier
     torchrun = render_point([*PROFILES["cuda8"], "cluster.launch_mode=torchrun"], POINT)
     assert "#SBATCH --ntasks-per-node=1" in torchrun and "#SBATCH --cpus-per-task=64" in torchrun
-    launch = [line.strip(" \\") for line in torchrun.split("\nsrun ", 1)[1].splitlines()]
+    launch = [line.strip(" \\") for line in torchrun.rsplit("\nsrun ", 1)[1].splitlines()]
     assert launch[2:10] == [
         "-m torch.distributed.run", "--log-dir=/dev/null", "--nnodes=2", "--nproc-per-node=8",
         "--rdzv-backend=c10d",
@@ -159,6 +159,8 @@ with open(os.environ["STUB_LOG"], "a") as f:
     f.write(json.dumps([os.path.basename(sys.argv[0]), *sys.argv[1:]]) + "\\n")
 if os.path.basename(sys.argv[0]) == "scontrol":
     print("vnode1")
+if os.path.basename(sys.argv[0]) == "srun" and any(a.startswith("--output=") for a in sys.argv):
+    sys.exit(int(os.environ.get("STUB_SRUN_RC", "0")))  # the training step's exit code
 """
 
 
@@ -233,12 +235,33 @@ def test_missing_environment_paths_end_the_job_in_one_line(tmp_path, override, m
     assert not log.exists() or "srun" not in log.read_text()
 
 
-def test_requeue_exit_code_matches_the_training():
-    """The job script requeues on the exit code a training stopped by a signal ends with."""
+@pytest.mark.parametrize(("restarts", "requeued"), [(0, True), (1, True), (2, False)])
+def test_a_stopped_training_is_requeued_at_most_max_requeues_times(tmp_path, restarts,
+                                                                    requeued):
+    """The training's exit code after a signal (a checkpoint saved) requeues the job while
+    SLURM_RESTART_COUNT is below cluster.max_requeues (2 here); past it the job ends with
+    that code and one line saying how to resume. The job asks to be requeueable."""
     from vitfsdp.failures import Preempted
 
-    text = render_point(*REFERENCES["virtual"])
-    assert f"if [[ ${{rc:-0}} -eq {Preempted.exit_code} ]]; then scontrol requeue" in text
+    text = render_point(PROFILES["cuda8"], [*POINT, "cluster.max_requeues=2",
+                                            "cluster.python=python3"],
+                        run_dir=tmp_path / "run", workdir=str(tmp_path))
+    assert "#SBATCH --requeue" in text.splitlines()
+    (tmp_path / "job.sbatch").write_text(text)
+    log = tmp_path / "calls.jsonl"
+    env = {**os.environ, "PATH": f"{_stub_path(tmp_path)}:{os.environ['PATH']}",
+           "STUB_LOG": str(log), "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "vnode1",
+           "SLURM_JOB_NUM_NODES": "1", "SLURM_RESTART_COUNT": str(restarts),
+           "STUB_SRUN_RC": str(Preempted.exit_code)}
+    env.pop("VITFSDP_SLURM", None)
+    proc = subprocess.run(["bash", str(tmp_path / "job.sbatch")], env=env, capture_output=True,
+                          text=True, cwd=tmp_path, timeout=60)
+    assert proc.returncode == Preempted.exit_code, proc.stderr
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert (["scontrol", "requeue", "4242"] in calls) == requeued
+    if not requeued:
+        assert proc.stderr.strip().endswith("after 2 requeue(s) (cluster.max_requeues): not "
+                                            "requeued again; sbatch this script to resume")
 
 
 @pytest.mark.parametrize("value", [

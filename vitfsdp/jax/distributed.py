@@ -10,7 +10,7 @@ gloo between processes).
 The coordinator port is not ``MASTER_PORT``: under torchrun that port is taken by torchrun's
 own TCP store. It is :data:`COORDINATOR_PORT_BASE` + ``MASTER_PORT`` mod
 :data:`COORDINATOR_PORT_SPAN`, i.e. in 10000–19999, a range that neither the Slurm job
-scripts' ``MASTER_PORT`` (20000 + job id mod 40000, :mod:`vitfsdp.launch.slurm`) nor
+scripts' ``MASTER_PORT`` (20000 + job id mod 12000, :mod:`vitfsdp.launch.slurm`) nor
 torchrun's ephemeral ports (Linux: 32768–60999) use, so it collides neither with this job's
 store nor with another job's. ``JAX_COORDINATOR_PORT`` set in the environment wins.
 """

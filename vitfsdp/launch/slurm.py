@@ -65,7 +65,12 @@ log = logging.getLogger(__name__)
 #: The job-script template (placeholders ``@NAME@``): the repository's launch/sbatch/, installed
 #: as the package data ``vitfsdp.launch.sbatch`` (pyproject.toml).
 TEMPLATE = resources.files("vitfsdp.launch.sbatch") / "job.sbatch.in"
-PORT_BASE, PORT_SPAN = 20000, 40000  # MASTER_PORT = PORT_BASE + job id mod PORT_SPAN
+#: MASTER_PORT = PORT_BASE + job id mod PORT_SPAN: 20000-31999, below Linux's default
+#: ephemeral range (net.ipv4.ip_local_port_range 32768-60999, the kernel's ip-sysctl
+#: documentation), from which the OS hands out the ports of outgoing connections, so the
+#: rendezvous does not meet one of them in use; above JAX's coordinator ports (10000-19999,
+#: :func:`vitfsdp.jax.distributed.coordinator_port`).
+PORT_BASE, PORT_SPAN = 20000, 12000
 #: HOME-free caches under ``cluster.cache_dir`` (which becomes XDG_CACHE_HOME): variable,
 #: sub-directory. PyTorch hub, Triton's kernels (default ~/.triton), Inductor's code, Hugging
 #: Face downloads, CUDA's JIT cache (default ~/.nv/ComputeCache).
@@ -497,13 +502,15 @@ def render_script(cluster: ClusterConfig, spec: TaskSpec, *, point: str, job_nam
     """
     check_values(spec.overrides, spec.run_dir, job_name)
     run_dir = Path(spec.run_dir)
-    sbatch = sbatch_lines(job_options(cluster, spec.nodes, job_name, workdir=workdir,
-                                      output=str(run_dir / SLURM_OUTPUT.format(job_id="%j"))))
+    sbatch = sbatch_lines({**job_options(cluster, spec.nodes, job_name, workdir=workdir,
+                                         output=str(run_dir / SLURM_OUTPUT.format(job_id="%j"))),
+                           "requeue": True})  # the script requeues itself: where the site's
+    # slurm.conf has JobRequeue=0, only a job submitted with --requeue may be (slurm.conf(5))
     launch = srun_step(cluster, str(run_dir / TASK_LOG_DIR / TASK_LOG.format(task="%t")))
     argv = spec.argv(ShellExpr("${MASTER_ADDR}:${MASTER_PORT}"), ShellExpr("${SLURM_JOB_ID}"))
     values = {
         "POINT": point, "CLUSTER": cluster.name, "LAUNCH_MODE": cluster.launch_mode,
-        "PREEMPTED_EXIT": str(EXIT_PREEMPTED),
+        "PREEMPTED_EXIT": str(EXIT_PREEMPTED), "MAX_REQUEUES": str(cluster.max_requeues),
         "SCRIPT": shell_word(str(run_dir / SCRIPT_FILE)), "SBATCH_LINES": "\n".join(sbatch),
         "SETUP_LINES": "\n".join(setup_lines(cluster, sweep_dir)),
         "PREPARE_LINE": shell_join([spec.python, "-m", "vitfsdp.launch.resume", spec.run_dir,
