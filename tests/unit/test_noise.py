@@ -91,10 +91,34 @@ def test_a_win_on_two_runs_each_is_too_few_to_be_a_result(tmp_path):
     assert best.iloc[0]["difference"] == FEW_RUNS
     text = best_text(best, points)
     assert "**Not established on so few runs**" in text and "DDP against FULL_SHARD" in text
-    assert text.endswith("Rerun with at least three repeats (repeat=0,1,2) to separate them.")
+    assert text.endswith("Rerun with at least three repeats (repeat=0,1,2) to separate them; "
+                         "the same sweep directory keeps the runs that completed.")
     more, _ = _sweep(tmp_path / "m", {("DDP", 1): [150.0, 152.0],
                                       ("FULL_SHARD", 1): [100.0, 103.0, 101.0, 99.0, 102.0]})
     assert best_table(points_table(more)).iloc[0]["difference"] == BEYOND
+
+
+def test_the_advice_tells_a_failed_repeat_from_one_never_run(tmp_path):
+    """DDP ran three repeats and one ran out of memory: the report says to rerun the failed
+    one, not to add repeats the sweep already has (it said the latter)."""
+    from vitfsdp.analysis.report import rerun_advice
+    from vitfsdp.analysis.tables import runs_per_point
+
+    df, points = _sweep(tmp_path, {("DDP", 1): [150.0, 152.0],
+                                   ("FULL_SHARD", 1): [100.0, 103.0, 101.0]})
+    info = run_info("DDP", 1)
+    info["config"]["repeat"] = 2
+    write_run(tmp_path / "DDP_1_r2", info, None, status="oom")
+    df = collect_runs(tmp_path)
+    points = points_table(df)
+    assert runs_per_point(df, points).tolist() == [3, 3]
+    sections = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}
+    assert sections["Best configuration per model and node count"].text.endswith(
+        "1 point(s) ran three repeats or more but completed fewer (points.csv `num_repeats`): "
+        "the same sweep command with `--rerun-failed` runs the failed ones again.")
+    assert rerun_advice(points).startswith(" Rerun with at least three repeats")  # no runs
+    assert rerun_advice(points.assign(num_repeats=3)) == (
+        " More repeats (repeat=0,1,2,3,4) may separate them.")
 
 
 @pytest.mark.parametrize("a, b, chance", [
@@ -227,7 +251,8 @@ def test_the_terminal_names_noise_ties_and_too_noisy_pairs(tmp_path):
 
     df, _ = _sweep(tmp_path, {("FULL_SHARD", 1): [13.9, 14.1], ("HYBRID_2GPU", 1): [8.5, 12.0]})
     lines = noise_lines(study_tables(df))
-    assert any(line.startswith("noisy: repeats spread more than 10%") and "HYBRID_2GPU" in line
+    assert any(line.startswith("noisy: repeats spread more than 10%")
+               and "vit_tiny HYBRID_2GPU at 1 node(s)" in line
                for line in lines), lines
     assert any(line.startswith("noise: the same computation under two names differs")
                and line.endswith("differences up to that are not results") for line in lines)

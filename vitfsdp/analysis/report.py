@@ -34,6 +34,7 @@ from vitfsdp.analysis.tables import (
     calibration_summary,
     competition_text,
     observed_noise,
+    runs_per_point,
 )
 from vitfsdp.analysis.verdict import (
     BEYOND,
@@ -221,7 +222,7 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
         Section("Training loss", "Every point's loss against step: each configuration "
                 "trained.", ["loss"]),
         Section("Best configuration per model and node count",
-                best_text(tables["best"], points, noise),
+                best_text(tables["best"], points, noise, runs_per_point(df, points)),
                 table=display(tables["best"], ["model", "nodes", "configuration", "ips",
                                                    "scaling_efficiency", "tflops_per_gpu",
                                                    "mfu", "peak_mem_gib", "runner_up",
@@ -240,7 +241,8 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
     return [s for s in sections if s is not None]
 
 
-def best_text(best: pd.DataFrame, points: pd.DataFrame, noise: float = float("nan")) -> str:
+def best_text(best: pd.DataFrame, points: pd.DataFrame, noise: float = float("nan"),
+              runs: pd.Series | None = None) -> str:  # fmt: skip
     """The best-configuration section's words: how a win is judged, and which rows are not
     a result (their ratio is not a speed-up: :func:`vitfsdp.analysis.verdict.judge`).
 
@@ -248,6 +250,9 @@ def best_text(best: pd.DataFrame, points: pd.DataFrame, noise: float = float("na
         best: :func:`~vitfsdp.analysis.tables.best_table` of ``points`` under ``noise``.
         points: a :func:`~vitfsdp.analysis.tables.points_table` frame.
         noise: :func:`~vitfsdp.analysis.tables.observed_noise` of the sweep.
+        runs: each point's runs of any status
+            (:func:`~vitfsdp.analysis.tables.runs_per_point`); None: only completed ones
+            known.
     """
     text = ("The fastest point per model and node count, and its images/s over the second "
             "fastest's. A ratio is a speed-up only where the fastest point's lowest run stays "
@@ -271,9 +276,7 @@ def best_text(best: pd.DataFrame, points: pd.DataFrame, noise: float = float("na
                               for r in tied.itertuples())
             text += f" {words}: {which}."
     if best["difference"].isin(NOT_RESULTS).any():
-        text += (" More repeats (repeat=0,1,2,3,...) may separate them." if
-                 (points["num_repeats"] >= 3).all() else
-                 " Rerun with at least three repeats (repeat=0,1,2) to separate them.")
+        text += rerun_advice(points, runs)
     bound = best[best["host_bound"].fillna(False).astype(bool)]
     if len(bound):
         which = ", ".join(f"{r.model} at {r.nodes} node(s)" for r in bound.itertuples())
@@ -282,6 +285,22 @@ def best_text(best: pd.DataFrame, points: pd.DataFrame, noise: float = float("na
                  "the strategies' communication; a larger local batch or fewer FSDP units "
                  "(strategy.blocks_per_unit) move the step back onto the device.")
     return text
+
+
+def rerun_advice(points: pd.DataFrame, runs: pd.Series | None = None) -> str:
+    """What would settle differences that are not results: more repeats where every point
+    completed three; ``--rerun-failed`` where points ran three repeats but some failed
+    (``runs``: :func:`~vitfsdp.analysis.tables.runs_per_point`); else a sweep with three."""
+    short = points["num_repeats"] < 3
+    if not short.any():
+        return " More repeats (repeat=0,1,2,3,4) may separate them."
+    attempted = runs[short] if runs is not None else points.loc[short, "num_repeats"]
+    if (attempted >= 3).all():
+        return (f" {int(short.sum())} point(s) ran three repeats or more but completed fewer "
+                "(points.csv `num_repeats`): the same sweep command with `--rerun-failed` "
+                "runs the failed ones again.")
+    return (" Rerun with at least three repeats (repeat=0,1,2) to separate them; the same "
+            "sweep directory keeps the runs that completed.")
 
 
 def _equivalence_section(table: pd.DataFrame) -> Section | None:

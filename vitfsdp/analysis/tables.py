@@ -201,6 +201,17 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     return points.reset_index(drop=True)
 
 
+def runs_per_point(df: pd.DataFrame, points: pd.DataFrame) -> pd.Series:
+    """How many runs each point of ``points`` (a :func:`points_table` frame) had in ``df``
+    (a ``collect_runs`` frame), whatever their status, on ``points``' index: with
+    ``num_repeats`` (the completed ones) it tells a repeat that failed from one never run."""
+    keys = [*line_columns(df), "nodes"]
+    totals = df.groupby(keys, dropna=False, sort=False).size().rename("total").reset_index()
+    totals["nodes"] = totals["nodes"].astype("Int64")
+    merged = points[keys].merge(totals, on=keys, how="left")  # null keys match (merge)
+    return pd.Series(merged["total"].to_numpy(), index=points.index, name="total")
+
+
 def format_points(df: pd.DataFrame, points: pd.DataFrame) -> str:
     """A compact text table per point, for studies too large to print run by run: model,
     configuration, nodes, completed runs of all the point's runs, median ips (images/s),
@@ -211,10 +222,7 @@ def format_points(df: pd.DataFrame, points: pd.DataFrame) -> str:
         df: a ``collect_runs`` frame (every status).
         points: its :func:`points_table` (completed points only).
     """
-    keys = [*line_columns(df), "nodes"]
-    totals = df.groupby(keys, dropna=False, sort=False).size().rename("total").reset_index()
-    totals["nodes"] = totals["nodes"].astype("Int64")
-    table = points.merge(totals, on=keys, how="left")  # null keys match (merge, not join)
+    table = points.assign(total=runs_per_point(df, points))
     text = pd.DataFrame({
         "model": table["model"], "configuration": table["configuration"],
         "nodes": table["nodes"],
@@ -226,8 +234,9 @@ def format_points(df: pd.DataFrame, points: pd.DataFrame) -> str:
             lambda x: "-" if pd.isna(x) else f"{x:.2f}"),
     })  # fmt: skip
     failed = int((df["status"] != "completed").sum())
+    num_points = len(df.groupby([*line_columns(df), "nodes"], dropna=False, sort=False))
     return (f"{text.to_string(index=False)}{efficiency_footnote(text['efficiency'])}"
-            f"\n\n{len(df):,} runs of {len(totals):,} points: "
+            f"\n\n{len(df):,} runs of {num_points:,} points: "
             f"{len(points):,} points completed at least once, {failed:,} runs did not "
             "complete (failures.csv); every run is in runs.csv, every point in points.csv")
 
@@ -594,15 +603,15 @@ def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
         lines.append(f"NOT A RESULT: {text}")
     noisy = points[points["noisy"].fillna(False).astype(bool)] if len(points) else points
     if len(noisy):
-        which = ", ".join(f"{r.configuration} at {r.nodes} node(s) "
+        which = ", ".join(f"{r.model} {r.configuration} at {r.nodes} node(s) "
                           f"({r.ips_repeat_spread:.0%})" for r in noisy.itertuples())
         lines.append(f"noisy: repeats spread more than {NOISY_SPREAD:.0%} of their median: "
                      f"{which}")
     apart = tables["equivalence"]
     apart = apart[apart["difference"] == BEYOND]
     if len(apart):
-        which = ", ".join(f"{r.configuration_a} and {r.configuration_b} at {r.nodes} node(s) "
-                          f"({r.ips_ratio:.2f}x)" for r in apart.itertuples())
+        which = ", ".join(f"{r.model} {r.configuration_a} and {r.configuration_b} at "
+                          f"{r.nodes} node(s) ({r.ips_ratio:.2f}x)" for r in apart.itertuples())
         lines.append(f"noise: the same computation under two names differs beyond its "
                      f"spread: {which} (equivalence.csv); differences up to that are not "
                      "results")
@@ -622,7 +631,8 @@ def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
             lines.append(f"{words} between the two fastest: {which} (best.csv)")
     bound = points[points["host_bound"].fillna(False).astype(bool)] if len(points) else points
     if len(bound):
-        which = ", ".join(f"{r.configuration} at {r.nodes} node(s)" for r in bound.itertuples())
+        which = ", ".join(f"{r.model} {r.configuration} at {r.nodes} node(s)"
+                          for r in bound.itertuples())
         lines.append(f"host-bound (device busy below {HOST_BOUND_BUSY_FRAC:.0%}): {which}: "
                      "their figures measure the "
                      "wrapper and the loop")
