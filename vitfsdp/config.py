@@ -219,7 +219,10 @@ class RunConfig:
             ("device", self.device, DEVICES),
         ):
             if value not in valid:
-                raise ValueError(f"{key}={value!r} is not supported; valid: {', '.join(valid)}")
+                also = " (cuda also means ROCm: torch's HIP build calls its GPUs cuda)" \
+                    if key == "device" else ""
+                raise ValueError(f"{key}={value!r} is not supported; valid: "
+                                 f"{', '.join(valid)}{also}")
         if self.framework == "jax":  # refuses torch-only settings; leaves them unset
             check_jax_config(self)
         else:
@@ -302,6 +305,17 @@ class RunConfig:
         if self.device != "auto":
             return self.device
         return "cuda" if self.cluster.device_memory_gib else "cpu"
+
+    def gpu_expected(self) -> str | None:
+        """Why this run must find a GPU under ``device=auto`` (the cluster profile describes
+        one: ``cluster.device_memory_gib``), in words for the error
+        :func:`vitfsdp.distributed.pick_device` raises where none is visible; None where a
+        CPU is a valid answer (``device=cpu|cuda`` said so, or the profile gives no GPU
+        memory: local and virtual clusters)."""
+        if self.device != "auto" or not self.cluster.device_memory_gib:
+            return None
+        return (f"cluster={self.cluster.name} describes GPUs "
+                f"(cluster.device_memory_gib={self.cluster.device_memory_gib:g})")
 
     @property
     def world_size(self) -> int:

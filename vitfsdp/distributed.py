@@ -89,18 +89,32 @@ def _export_slurm() -> None:
         os.environ.setdefault(key, str(value))
 
 
-def pick_device(requested: str, local_rank: int) -> torch.device:
+def pick_device(requested: str, local_rank: int,
+                gpu_expected: str | None = None) -> torch.device:  # fmt: skip
     """The device of this rank: ``cuda:<local_rank mod visible GPUs>`` (CUDA or ROCm) or ``cpu``.
 
-    ``auto`` picks the GPU when torch sees one.
+    ``auto`` picks the GPU when torch sees one, else the CPU, unless ``gpu_expected`` says
+    why there must be one (:meth:`vitfsdp.config.RunConfig.gpu_expected`: a GPU cluster's
+    profile): then a torch without the site's GPU build would train every point on CPU
+    ranks over gloo, to its time limit, and the run stops at once instead.
 
     Raises:
-        ValueError: ``requested`` is not auto/cpu/cuda, or cuda was asked for and none exists.
+        ValueError: ``requested`` is not auto/cpu/cuda; cuda was asked for and none exists;
+            auto found none where ``gpu_expected``.
     """
     if requested not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device={requested!r} is unknown; valid: auto, cpu, cuda")
     import torch  # torch where a rank is made (the module stays torch-free: see above)
 
+    if requested == "auto" and gpu_expected and not torch.cuda.is_available():
+        build = torch_build()
+        fix = ("install the torch build for this site's GPUs (docs/sites.md)"
+               if build == CPU_BUILD else "check that the node's driver shows its GPUs "
+               "(nvidia-smi, rocm-smi) and that CUDA_VISIBLE_DEVICES or ROCR_VISIBLE_DEVICES "
+               "does not hide them")
+        raise ValueError(f"device=auto: torch {torch.__version__} ({build}) sees no GPU on "
+                         f"{host_name()}, but {gpu_expected}: {fix}; or set device=cpu to "
+                         "train on CPU ranks")
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"
     if requested == "cpu":
@@ -111,6 +125,22 @@ def pick_device(requested: str, local_rank: int) -> torch.device:
     index = local_rank % torch.cuda.device_count()
     torch.cuda.set_device(index)
     return torch.device("cuda", index)
+
+
+def torch_build() -> str:
+    """What this torch was built for, in words: ``a CPU build``, ``built for CUDA 12.8`` or
+    ``built for ROCm (HIP 7.1...)``."""
+    import torch
+
+    if getattr(torch.version, "hip", None):
+        return f"built for ROCm (HIP {torch.version.hip})"
+    if torch.version.cuda:
+        return f"built for CUDA {torch.version.cuda}"
+    return CPU_BUILD
+
+
+#: :func:`torch_build`'s words for a torch without GPU support.
+CPU_BUILD = "a CPU build"
 
 
 def backend_for(device: torch.device) -> str:

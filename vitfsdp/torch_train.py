@@ -69,7 +69,7 @@ def main(cfg: RunConfig, env: distributed.DistEnv, run_dir: Path) -> None:
     checkpoint saved), without the interpreter's teardown.
     """
     provenance.setup_logging(env.rank)
-    device = distributed.pick_device(cfg.device, env.local_rank)
+    device = distributed.pick_device(cfg.device, env.local_rank, cfg.gpu_expected())
     with distributed.process_group(env, device, cfg.train.timeout_s):
         try:
             run(cfg, env, device, run_dir)

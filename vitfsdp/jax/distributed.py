@@ -50,22 +50,26 @@ def coordinator_port(environ: dict[str, str] | None = None) -> int:
     return COORDINATOR_PORT_BASE + int(env["MASTER_PORT"]) % COORDINATOR_PORT_SPAN
 
 
-def initialize(env: DistEnv, device: str, timeout_s: float) -> None:
+def initialize(env: DistEnv, device: str, timeout_s: float,
+               gpu_expected: str | None = None) -> None:  # fmt: skip
     """Pick JAX's platform for ``device`` (auto | cpu | cuda) and start ``jax.distributed``
     for ``env`` (nothing more for a single process), one device per process: the GPU
     ``LOCAL_RANK`` mod the visible GPUs, or one CPU device with gloo collectives.
 
     Must run before any JAX computation. ``timeout_s`` bounds the wait for every process to
-    join the coordinator.
+    join the coordinator. Under ``auto`` with ``gpu_expected`` (why a GPU must be there:
+    :meth:`vitfsdp.config.RunConfig.gpu_expected`) JAX must find one, as the torch ranks
+    must (:func:`vitfsdp.distributed.pick_device`).
 
     Raises:
-        ValueError: an unknown ``device``.
+        ValueError: an unknown ``device``; ``auto`` found no GPU where ``gpu_expected``.
     """
     if device not in DEVICES:
         raise ValueError(f"device={device!r} is unknown; valid: {', '.join(DEVICES)}")
     if device != "auto":
         jax.config.update("jax_platforms", device)
     if not env.is_distributed:
+        _check_gpu(device, gpu_expected)
         return
     if device == "cpu":
         jax.config.update("jax_num_cpu_devices", 1)
@@ -77,6 +81,22 @@ def initialize(env: DistEnv, device: str, timeout_s: float) -> None:
     jax.distributed.initialize(coordinator_address=address, num_processes=env.world_size,
                                process_id=env.rank, local_device_ids=local_ids,
                                initialization_timeout=int(timeout_s))
+    _check_gpu(device, gpu_expected)
+
+
+def _check_gpu(device: str, gpu_expected: str | None) -> None:
+    """Under ``device=auto`` with ``gpu_expected``: raise where JAX's devices here are CPUs
+    only (after ``jax.distributed.initialize``, which must come before the backends start).
+
+    Raises:
+        ValueError: no GPU, naming JAX's version and the host.
+    """
+    if device != "auto" or not gpu_expected:
+        return
+    if not {d.platform for d in jax.local_devices()} - {"cpu"}:
+        raise ValueError(f"device=auto: JAX {jax.__version__} sees no GPU on {host_name()}, "
+                         f"but {gpu_expected}: install JAX with the GPU plugin for this site "
+                         "(docs/jax.md), or set device=cpu")
 
 
 def check_platform(device: str) -> str:

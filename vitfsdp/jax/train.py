@@ -85,7 +85,7 @@ def main(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
     # SIGTERM is a stop signal here (failures.StopSignals); JAX's preemption service would
     # install its own SIGTERM handler with jax.distributed and swallow the signal
     jax.config.update("jax_enable_preemption_service", False)
-    jdist.initialize(env, cfg.device, cfg.train.timeout_s)
+    jdist.initialize(env, cfg.device, cfg.train.timeout_s, cfg.gpu_expected())
     try:
         try:
             jdist.check_platform(cfg.device)

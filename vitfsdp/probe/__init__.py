@@ -84,6 +84,7 @@ def _spec(world: int, cfgs: list, device_type: str) -> dict:
     first = cfgs[0]
     return {"world_size": world, "nodes": first.nodes,
             "ranks_per_node": first.cluster.gpus_per_node, "device": first.device,
+            "gpu_expected": first.gpu_expected(),
             "gemms": sorted(gemms), "ops": sorted((o, list(s), d) for o, s, d in ops),
             "optimizer": {"impl": _adamw_impl(first, device_type),
                           "num_params": min(shard_params, OPTIMIZER_PARAMS_CAP)},

@@ -127,7 +127,8 @@ def run(spec: dict, work_dir: Path | None = None) -> dict:
     framework runs of ``spec`` (if any) keep their records under ``work_dir`` (default: a
     ``.probe-framework`` directory here)."""
     env = distributed.discover()
-    device = distributed.pick_device(spec.get("device", "auto"), env.local_rank)
+    device = distributed.pick_device(spec.get("device", "auto"), env.local_rank,
+                                     spec.get("gpu_expected"))
     start = time.perf_counter()
     out: dict = {"world_size": env.world_size, "nodes": spec["nodes"],
                  "ranks_per_node": spec["ranks_per_node"], "status": "completed",

@@ -1,0 +1,62 @@
+"""A GPU cluster's run under device=auto must find a GPU: a torch or JAX without the site's
+GPU build would otherwise train every point on CPU ranks, and the sweep would record them as
+completed (both day-one reviews of 2026-11-29 met it: Frontier and a DGX)."""
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+
+from tests.conftest import REPO
+from vitfsdp.config import register_configs, to_run_config
+from vitfsdp.distributed import CPU_BUILD, pick_device, torch_build
+
+register_configs()
+
+needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is visible here")
+
+
+def _cfg(*overrides: str):
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
+        return to_run_config(compose("config", overrides=list(overrides)))
+
+
+def test_a_gpu_profile_expects_a_gpu_unless_the_device_is_named():
+    assert _cfg("cluster=cuda8").gpu_expected() == (
+        "cluster=cuda8 describes GPUs (cluster.device_memory_gib=80)")
+    assert _cfg("cluster=frontier", "cluster.account=abc123").gpu_expected().startswith(
+        "cluster=frontier describes GPUs (cluster.device_memory_gib=64)")
+    assert _cfg("cluster=cuda8", "device=cpu").gpu_expected() is None  # asked for: allowed
+    assert _cfg().gpu_expected() is None  # cluster=local: CPU ranks are the point
+    assert _cfg("cluster=virtual").gpu_expected() is None  # asks Slurm for GPUs, runs on CPU
+
+
+@needs_no_gpu
+def test_auto_without_a_gpu_stops_where_the_profile_expects_one():
+    with pytest.raises(ValueError) as err:
+        pick_device("auto", 0, "cluster=cuda8 describes GPUs (cluster.device_memory_gib=80)")
+    message = str(err.value)
+    assert message.startswith(f"device=auto: torch {torch.__version__} ({torch_build()}) "
+                              "sees no GPU on ")
+    assert "but cluster=cuda8 describes GPUs" in message
+    assert message.endswith("; or set device=cpu to train on CPU ranks")
+    fix = ("install the torch build for this site's GPUs" if torch_build() == CPU_BUILD
+           else "check that the node's driver shows its GPUs")
+    assert fix in message
+    assert pick_device("auto", 0).type == "cpu"  # no profile expecting a GPU: the CPU
+
+
+def test_a_rocm_device_name_is_refused_saying_cuda_means_rocm_too():
+    with pytest.raises(ValueError, match=r"device='rocm' is not supported; valid: auto, cpu, "
+                                         r"cuda \(cuda also means ROCm"):
+        _cfg("device=rocm")
+
+
+@needs_no_gpu
+def test_jax_under_auto_without_a_gpu_stops_where_the_profile_expects_one():
+    pytest.importorskip("jax")
+    from vitfsdp.jax.distributed import _check_gpu
+
+    with pytest.raises(ValueError, match="device=auto: JAX .* sees no GPU on .*, but cluster=x"):
+        _check_gpu("auto", "cluster=x describes GPUs (cluster.device_memory_gib=80)")
+    _check_gpu("auto", None)
+    _check_gpu("cpu", "cluster=x describes GPUs")
