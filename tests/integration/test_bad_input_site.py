@@ -141,12 +141,68 @@ def test_frontier_queue_limits_refuse_before_scripts_are_written(tmp_path, overr
 @pytest.mark.parametrize("overrides", [
     ["nodes=91", "cluster.time=02:00:00"], ["nodes=92", "cluster.time=06:00:00"],
     ["cluster.qos=debug", "cluster.max_jobs=1", "cluster.time=02:00:00"],
-    ["cluster.partition=extended", "nodes=64", "cluster.time=24:00:00"]])
+    ["cluster.partition=extended", "nodes=64", "cluster.time=24:00:00", "cluster.max_jobs=2"]])
 def test_frontier_queue_limits_take_what_the_queue_runs(overrides):
     from tests.integration.test_slurm_scripts import compose_cfg
 
     cfg = compose_cfg("cluster=frontier", "cluster.account=STF218", *overrides)
     cfg.cluster.check_queue_limits(cfg.nodes)
+
+
+def test_the_debug_qos_runs_one_job_not_a_chain(tmp_path):
+    """OLCF: "job chaining using the debug QOS is prohibited"; the docs once advised
+    qos=debug with max_jobs=1, which submits the points one after another. Two points are two
+    jobs: refused; packed by node count into one job: taken (packs are submitted, not
+    written alone: checked on the sweep's own check)."""
+    proc = run_module("vitfsdp.sweep", "-m", *FRONTIER, "cluster.qos=debug",
+                      "cluster.max_jobs=1", "nodes=1,2", f"hydra.sweep.dir={tmp_path}/s",
+                      cwd=tmp_path)
+    assert one_line_refusal(proc, tmp_path) == (
+        "error: QOS debug (cluster.queue_limits[4]) forbids chaining jobs, and this sweep is 2 "
+        "jobs: run one point under it (or one pack, hydra.launcher.pack=by_nodes, of one node "
+        "count), or leave cluster.qos unset for the batch queue; nothing was launched")
+    from vitfsdp.launch import LaunchOptions
+    from vitfsdp.sweep.check import _queue_refusals
+
+    debug = _points(1, 2, "cluster.qos=debug", "cluster.max_jobs=1")
+    assert _queue_refusals(debug, LaunchOptions(pack="by_nodes")) == []  # one pack, one job
+    assert _queue_refusals(debug, LaunchOptions())[0].endswith("this sweep is 2 jobs: run one "
+                                                               "point under it (or one pack, "
+                                                               "hydra.launcher.pack=by_nodes, "
+                                                               "of one node count), or leave "
+                                                               "cluster.qos unset for the batch "
+                                                               "queue")
+
+
+def _points(nodes: int, count: int, *overrides: str) -> list:
+    from tests.integration.test_slurm_scripts import compose_cfg
+    from vitfsdp.sweep.point import Point
+
+    cfg = compose_cfg("cluster=frontier", "cluster.account=STF218", f"nodes={nodes}",
+                      *overrides)
+    return [Point(i, [], cfg, f"/x/{i}") for i in range(count)]
+
+
+def test_packs_split_to_fit_the_queue_bin_and_one_beyond_it_is_refused(monkeypatch):
+    """Frontier's batch bin of 1-91 nodes runs 2 h: five 50-minute points at one node count
+    made one pack of 4 h 12 min; they fill packs of two, two and one (120 s to start each).
+    A point whose cluster.time is the whole 2 h leaves no room for the pack's start."""
+    from vitfsdp.launch import LaunchOptions, pack
+    from vitfsdp.sweep.check import _queue_refusals
+
+    points = _points(1, 5)
+    packs = pack.make_packs(points, {p.num: 50 * 60 for p in points})
+    assert [[p.num for p in pk.points] for pk in packs] == [[0, 1], [2, 3], [4]]
+    assert [pk.time_limit_s for pk in packs] == [pack.PACK_START_S + 6000] * 2 + [
+        pack.PACK_START_S + 3000]
+    assert [pk.index for pk in packs] == [0, 1, 2]
+    whole = _points(1, 1, "cluster.time=02:00:00")
+    assert pack.make_packs(whole, {})[0].time_limit_s == 7200 + pack.PACK_START_S
+    monkeypatch.setattr("vitfsdp.sweep.slurm_jobs._predicted_time_s", lambda p: None)
+    (line,) = _queue_refusals(whole, LaunchOptions(pack="by_nodes"))  # no plan: its 2 h
+    assert line.startswith("the pack of nodes=1 (1 point(s)) needs 0-02:02:00 (120 s to start "
+                           "and its points' times), beyond 0-02:00:00, the limit of a job of 1 "
+                           "node(s) (cluster.queue_limits)")
 
 
 #: A site's `module` (an exported shell function, as Lmod's is) that knows no rocm/9.9.9 and,

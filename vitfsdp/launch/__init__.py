@@ -175,6 +175,9 @@ class QueueLimit:
     # rows of its partition and QOS; None = every job size
     max_nodes: int | None = None
     max_jobs: int | None = None  # jobs of a user at once (Frontier's debug QOS: 1); None = any
+    # False: the site forbids submitting jobs one after another here (Frontier's debug QOS:
+    # "job chaining ... is prohibited"): a sweep of more than one job is refused
+    chaining: bool = True
 
     def matches(self, partition: str | None, qos: str | None) -> bool:
         """Whether the row applies to a job in ``partition`` with ``qos``."""
@@ -414,6 +417,17 @@ class ClusterConfig:
         Raises:
             ValueError: one line naming the key, the limit and its row.
         """
+        for i, row in self.queue_rows(nodes):
+            self._check_row(i, row, nodes)
+
+    def queue_rows(self, nodes: int) -> list[tuple[int, QueueLimit]]:
+        """The rows of ``queue_limits`` (index, row) that apply to a job of ``nodes`` nodes in
+        this profile's partition and QOS: every row without ``max_nodes``, and of the binned
+        rows the smallest bin that holds ``nodes``.
+
+        Raises:
+            ValueError: ``nodes`` is more than the partition's largest bin.
+        """
         rows = [(i, r) for i, r in enumerate(self.queue_limits)
                 if r.matches(self.partition, self.qos)]
         binned = sorted((r.max_nodes, i, r) for i, r in rows if r.max_nodes is not None)
@@ -424,8 +438,18 @@ class ClusterConfig:
                 raise ValueError(f"nodes={nodes} is more than partition {self.partition} takes "
                                  f"(at most {binned[-1][0]} nodes, cluster.queue_limits)")
             applies.append(fits[0])
-        for i, row in applies:
-            self._check_row(i, row, nodes)
+        return applies
+
+    def queue_time_limit_s(self, nodes: int) -> int | None:
+        """The longest time limit, in seconds, a job of ``nodes`` nodes may ask for under
+        ``queue_limits`` (the shortest of the rows that apply); None where none applies.
+
+        Raises:
+            ValueError: ``nodes`` is more than the partition's largest bin.
+        """
+        limits = [time_limit_s(r.max_time, f"cluster.queue_limits[{i}].max_time")
+                  for i, r in self.queue_rows(nodes)]
+        return min(limits) if limits else None
 
     def _check_row(self, i: int, row: QueueLimit, nodes: int) -> None:
         where = " and ".join(x for x in (row.partition and f"partition {row.partition}",
@@ -439,6 +463,16 @@ class ClusterConfig:
             raise ValueError(f"{where} allows {row.max_jobs} job(s) of a user at once "
                              f"(cluster.queue_limits[{i}]) and cluster.max_jobs="
                              f"{self.max_jobs}; set cluster.max_jobs={row.max_jobs}")
+
+    def no_chaining(self, nodes: int) -> str | None:
+        """Where a row that applies to a job of ``nodes`` nodes forbids chaining jobs
+        (``chaining: false``): ``QOS debug (cluster.queue_limits[4])``; else None."""
+        for i, row in self.queue_rows(nodes):
+            if not row.chaining:
+                where = " and ".join(x for x in (row.partition and f"partition {row.partition}",
+                                                 row.qos and f"QOS {row.qos}") if x)
+                return f"{where or 'the site'} (cluster.queue_limits[{i}])"
+        return None
 
 
 def _option(default: object, text: str, flag: str | None = None):

@@ -2,15 +2,18 @@
 (``hydra.launcher.pack=by_nodes``), and at most ``cluster.max_jobs`` of a sweep's jobs are
 queued at once.
 
-Sites limit the jobs a user may queue: Frontier's batch queue allows 4 eligible and 100 queued
-jobs per user, its debug QOS 1 (https://docs.olcf.ornl.gov/systems/frontier_user_guide.html,
-"Job Priority by Node Count"), so a sweep of 168 points cannot be one job per point. A pack is
+Sites limit the jobs a user may queue: Frontier's batch queue allows 4 eligible-to-run jobs
+per user (more are held) and 100 queued, its debug QOS 1
+(https://docs.olcf.ornl.gov/systems/frontier_user_guide.html, "batch Partition (queue)
+Policy"), so a sweep of 168 points cannot be one job per point. A pack is
 one allocation of ``nodes`` nodes whose script runs each point as its own job step (``srun``):
 each point keeps its own run directory, ``job.json`` (the pack's job id and the point's
 ``position``; its step is named ``vitfsdp-point<position>``), records and status, and a point
 that fails does not stop the next. The pack's time limit is the sum over its points of the
 plan's predicted run time (what ``cluster.time=auto`` resolves to) or, without a prediction,
-the point's ``cluster.time``, plus :data:`PACK_START_S`.
+the point's ``cluster.time``, plus :data:`PACK_START_S`; where the profile's
+``queue_limits`` cap a job of that size, a node count's points fill as many packs as keep
+each under the cap.
 
 With ``cluster.probe=allocation`` each pack first measures its own allocation: one job step
 (``vitfsdp-probe``) runs the probe's worker (:mod:`vitfsdp.probe.worker`) on the pack's
@@ -102,16 +105,35 @@ class Pack:
 
 
 def make_packs(points: Sequence, predicted_s: dict[int, int]) -> list[Pack]:
-    """Points of the same cluster profile and node count in one pack each, in point order.
+    """Points of the same cluster profile and node count in one pack each, in point order;
+    where the profile's queue limits cap a job of that node count
+    (:meth:`~vitfsdp.launch.ClusterConfig.queue_time_limit_s`: Frontier's batch queue, 2 h
+    up to 91 nodes), as many packs as keep each within the cap, filled in point order.
 
     Args:
         predicted_s: point number → the plan's predicted run time in seconds, where it has
             one; a point without takes its ``cluster.time``.
     """
-    return [Pack(i, group, PACK_START_S
-                 + (PROBE_STEP_S if group[0].cfg.cluster.probe == PROBE_IN_ALLOCATION else 0)
-                 + sum(predicted_s.get(p.num, p.cfg.cluster.time_limit_s) for p in group))
-            for i, group in enumerate(shape_groups(points))]
+    packs: list[Pack] = []
+    for group in shape_groups(points):
+        cluster = group[0].cfg.cluster
+        start = PACK_START_S + (PROBE_STEP_S if cluster.probe == PROBE_IN_ALLOCATION else 0)
+        cap = cluster.queue_time_limit_s(group[0].cfg.nodes)
+        chunk: list = []
+        for p in group:
+            seconds = predicted_s.get(p.num, p.cfg.cluster.time_limit_s)
+            if chunk and cap is not None and _pack_s(chunk, start, predicted_s) + seconds > cap:
+                packs.append(Pack(len(packs), chunk, _pack_s(chunk, start, predicted_s)))
+                chunk = []
+            chunk.append(p)
+        packs.append(Pack(len(packs), chunk, _pack_s(chunk, start, predicted_s)))
+    return packs
+
+
+def _pack_s(points: Sequence, start: int, predicted_s: dict[int, int]) -> int:
+    """A pack's time limit: ``start`` plus each point's predicted time, else its
+    ``cluster.time``, in seconds."""
+    return start + sum(predicted_s.get(p.num, p.cfg.cluster.time_limit_s) for p in points)
 
 
 def slurm_time(seconds: int) -> str:

@@ -19,6 +19,7 @@ from vitfsdp import plan as planner
 from vitfsdp.config import RunConfig
 from vitfsdp.launch import LaunchOptions, pack, slurm, slurm_checks
 from vitfsdp.sweep.point import Point, SweepRefused, _label, _predicted_step_s, log
+from vitfsdp.sweep.slurm_jobs import sweep_packs
 
 #: Seconds a Slurm job should have between its start and the stop signal: Slurm may send
 #: ``--signal`` up to 60 s early (sbatch(1)), and a rank needs some time to start.
@@ -148,6 +149,9 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
         return ["cluster.probe=allocation is measured by each pack's first step; add "
                 "hydra.launcher.pack=by_nodes, or run python -m vitfsdp.probe --out "
                 "<hydra.sweep.dir> before the sweep and leave cluster.probe unset"]
+    queued = _queue_refusals(points, options)
+    if queued:
+        return queued
     refused: dict[str, list[tuple[int, Sequence[str]]]] = {}
     checked: dict[tuple, object] = {}  # Slurm answers shared by the sweep's points
     for p in points:
@@ -161,6 +165,35 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
         if problem:
             refused.setdefault(problem, []).append((p.num, p.overrides))
     return refusal_lines(refused, len(points), named=True)
+
+
+def _queue_refusals(points: list[Point], options: LaunchOptions) -> list[str]:
+    """What the queue limits say of the sweep's jobs as a whole: a QOS that forbids chaining
+    jobs (``chaining: false``: Frontier's debug QOS) takes a sweep of one job only; a pack
+    (``hydra.launcher.pack=by_nodes``) whose time is beyond its node count's limit (one
+    point with the pack's start: more points are split into packs that fit) is refused."""
+    try:
+        packs = sweep_packs(points) if options.pack == "by_nodes" else None
+        forbids = {where for p in points if (where := p.cfg.cluster.no_chaining(p.cfg.nodes))}
+    except ValueError:  # a node count beyond the queue's bins: each point says so
+        return []
+    jobs = len(packs) if packs is not None else len(points)
+    if forbids and jobs > 1:
+        return [f"{', '.join(sorted(forbids))} forbids chaining jobs, and this sweep is "
+                f"{jobs} jobs: run one point under it (or one pack, "
+                "hydra.launcher.pack=by_nodes, of one node count), or leave cluster.qos unset "
+                "for the batch queue"]
+    lines = []
+    for pk in packs or []:
+        cap = pk.cluster.queue_time_limit_s(pk.nodes)
+        if cap is not None and pk.time_limit_s > cap:
+            lines.append(
+                f"the pack of nodes={pk.nodes} ({len(pk.points)} point(s)) needs "
+                f"{pack.slurm_time(pk.time_limit_s)} ({pack.PACK_START_S} s to start and its "
+                f"points' times), beyond {pack.slurm_time(cap)}, the limit of a job of "
+                f"{pk.nodes} node(s) (cluster.queue_limits); use a shorter cluster.time or "
+                "cluster.time=auto (the plan's time)")
+    return lines
 
 
 def refusal_lines(refused: dict[str, list[tuple[int, Sequence[str]]]], total: int,

@@ -61,12 +61,18 @@ def _submission_units(points: list[Point], sweep_dir: Path, options: LaunchOptio
     """What is submitted at once: a pack (one job), or up to ``max_jobs`` points of one shape
     (a job or array task each)."""
     if options.pack == "by_nodes":
-        predicted = {p.num: s for p in points if (s := _predicted_time_s(p)) is not None}
-        packs = pack.make_packs(points, predicted)
+        packs = sweep_packs(points)
         return [pack.Unit(1, lambda pk=pk: [pack.submit(pk, sweep_dir, options.job_name)])
                 for pk in packs]
     return [pack.Unit(len(chunk), lambda c=chunk: slurm.submit(c, sweep_dir, options.job_name))
             for group in slurm.shape_groups(points) for chunk in pack.chunks(group, max_jobs)]
+
+
+def sweep_packs(points: list[Point]) -> list[pack.Pack]:
+    """The packs ``hydra.launcher.pack=by_nodes`` submits for ``points``
+    (:func:`vitfsdp.launch.pack.make_packs`, each point at the plan's time where it has one)."""
+    predicted = {p.num: s for p in points if (s := _predicted_time_s(p)) is not None}
+    return pack.make_packs(points, predicted)
 
 
 def _predicted_time_s(p: Point) -> int | None:
