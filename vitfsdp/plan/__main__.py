@@ -140,11 +140,21 @@ def summary_line(df: pd.DataFrame) -> str:
         return text
     if step.isna().any() or "steps" not in runs:
         return text + "\nnode hours unknown: a point that runs has no predicted step time"
-    hours = runs["nodes"] * (runs["steps"] * step + STARTUP_S) / 3600
-    price = pd.to_numeric(runs.get("price_per_node_hour", math.nan), errors="coerce")
+    training = runs["nodes"] * runs["steps"] * step / 3600
+    starting = runs["nodes"] * STARTUP_S / 3600
+    hours = training + starting
+    price = pd.to_numeric(runs.get("price_per_node_hour", pd.Series(math.nan, runs.index)),
+                          errors="coerce")
     cost = f"; {(hours * price).sum():,.0f} at the profile's price" if price.notna().all() else ""
-    return (text + f"\nthe {len(runs)} that run: {hours.sum():,.1f} node hours "
-            f"(nodes x (steps x step + {STARTUP_S} s)){cost}")
+    text += (f"\nthe {len(runs)} that run: {hours.sum():,.1f} node hours "
+             f"(nodes x (steps x step + {STARTUP_S} s)){cost}: {training.sum():,.2g} training "
+             f"at the predicted steps, {starting.sum():,.2g} starting ({STARTUP_S} s a job, "
+             "assumed); predictions, not measurements: docs/plan.md gives their errors "
+             "against runs")
+    if not runs["overrides"].astype(str).str.contains(r"(?:^|\s)repeat=").any():
+        text += (f"\none run a point ranks nothing (best.csv: one run is not a result); with "
+                 f"three repeats (repeat=0,1,2): {3 * hours.sum():,.1f} node hours")
+    return text
 
 
 def weak_scaling(df: pd.DataFrame) -> pd.DataFrame:
