@@ -356,6 +356,18 @@ def test_failed_run_links_its_log_and_what_it_reached(tmp_path: Path) -> None:
     assert row["ips_reached"] == 60.0 and row["peak_mem_reached_gib"] == 3.0
 
 
+def test_a_run_that_ended_in_its_warm_up_reached_no_throughput(tmp_path: Path) -> None:
+    """A timeout after its warm-up window alone (compilation: 131 images/s against 430 of
+    the completed points, in a DGX user's synthetic study): no images/s reached, so the
+    figure puts its x in the bottom row, not at the warm-up's speed; its memory counts."""
+    records = RunRecords(tmp_path / "timeout")
+    records.start(run_info("FULL_SHARD", 1))
+    records.window({"step_end": 5, "warmup": True, "ips": 131.0, "peak_rss_gib": 2.0})
+    records.finish("timeout", reason="time limit")
+    row = collect_runs(tmp_path).iloc[0]
+    assert pd.isna(row["ips_reached"]) and row["peak_mem_reached_gib"] == 2.0
+
+
 def test_cpu_ranks_sharing_cores_are_stated(tmp_path: Path) -> None:
     """local profile, 2-8 CPU ranks on a 2-core host: runs.csv and every figure say so, and
     name the CPU."""

@@ -204,11 +204,13 @@ def find_log(run_dir: Path, reason: str | None = None) -> str | None:
 
 def _reached(windows: list[dict], summary: dict | None, kind: str | None) -> dict[str, Any]:
     """What a run that did not complete reached before it ended: ``ips_reached`` (median of
-    its measured windows, else its last window's) and ``peak_mem_reached_gib`` (the largest
-    window peak, or the memory its failing ranks reported: summary ``memory_at_failure``)."""
+    its measured windows; None where it measured none: a warm-up window's images/s hold the
+    compilation and first allocations, a fraction of the run's speed, and drawn beside the
+    completed points they read as a collapse) and ``peak_mem_reached_gib`` (the largest window
+    peak, warm-up included, or the memory its failing ranks reported: summary
+    ``memory_at_failure``)."""
     measured = [w["ips"] for w in windows if not w.get("warmup") and _number(w.get("ips"))]
-    last = [w["ips"] for w in windows if _number(w.get("ips"))][-1:]
-    ips = statistics.median(measured) if measured else (last[0] if last else None)
+    ips = statistics.median(measured) if measured else None
     at_failure = (summary or {}).get("memory_at_failure") or {}
     keys = ("peak_rss_gib",) if kind == "rss" else ("peak_mem_allocated_gib", "peak_rss_gib")
     mem = None

@@ -290,7 +290,7 @@ RUN_COLUMNS = (
     Column("compile_s", FLOAT, "s", "measured",
            "time compiling (torch.compile or XLA)"),
     Column("ips_reached", FLOAT, "images/s", "measured",
-           "a run that did not complete: median of its measured windows, else its last",
+           "a run that did not complete: median of its measured (not warm-up) windows",
            display=("images/s reached", RATE),
            figures=("weak_scaling",)),
     Column("peak_mem_reached_gib", FLOAT, "GiB", "measured",
