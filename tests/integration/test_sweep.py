@@ -256,3 +256,8 @@ def test_the_start_line_names_the_emulated_nodes(tmp_path):
                            "ranks a point, all as processes on this host"), demo
     assert "CPUs, nodes apart on an emulated 0.5 Gbit/s link with 0.5 CPUs each)" in demo
     assert "nodes apart" not in line(["strategy=DDP", "nodes=1,2"])
+    # a GPU cluster's sweep of the default model is told that it is the CPU test model
+    assert line(["cluster=cuda8", "nodes=1"]).endswith(
+        "none on this host; model=vit_tiny is the CPU test model (4 blocks of width 64, 16 px): "
+        "name the study's (model=vit_huge_patch14_224, ...)")
+    assert line(["cluster=cuda8", "model=vit_huge", "nodes=1"]).endswith("none on this host")

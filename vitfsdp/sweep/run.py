@@ -116,7 +116,8 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
 def where_line(points: Sequence[Point]) -> str:
     """One line saying what the sweep runs and where: the model(s), data, cluster profile
     and how many ranks run on this host (``cluster=local``: all of them, as processes), so a
-    sweep of the defaults says it is vit_tiny on synthetic data here."""
+    sweep of the defaults says it is vit_tiny on synthetic data here, and a GPU cluster's
+    sweep of vit_tiny that it is the CPU test model."""
     def values(get) -> str:
         return ",".join(dict.fromkeys(str(get(p.cfg)) for p in points))
     worlds = sorted({p.cfg.world_size for p in points})
@@ -132,7 +133,11 @@ def where_line(points: Sequence[Point]) -> str:
         return (f"{what}: {ranks} ranks a point, all as processes on this host "
                 f"({socket.gethostname()}, {os.cpu_count()} CPUs{apart}); choose with "
                 "model=, data=, cluster=")
-    return f"{what}: Slurm jobs of {ranks} ranks a point, none on this host"
+    tiny = ("; model=vit_tiny is the CPU test model (4 blocks of width 64, 16 px): name the "
+            "study's (model=vit_huge_patch14_224, ...)"
+            if any(p.cfg.model.name == "vit_tiny" and p.cfg.gpu_expected() for p in points)
+            else "")
+    return f"{what}: Slurm jobs of {ranks} ranks a point, none on this host{tiny}"
 
 
 def _still_queued(points: list[Point], summaries: dict[int, dict],
