@@ -70,7 +70,7 @@ REPEATS = {1: 330.0, 2: 270.0}
 SKIPPED_GIB = 97.5  # the plan's prediction for the skipped point (vit_huge DDP, 1 node)
 DATASET_SIZE = 1_000_000
 #: The figures this sweep holds data for (no recipe ablation: ``plot_recipe`` gives None).
-FIGURES = ("weak_scaling", "memory", "loss", "prefetch", "tflops")
+FIGURES = ("weak_scaling", "efficiency", "memory", "loss", "prefetch", "tflops")
 
 
 def run_info(model: str, strategy: str, nodes: int, prefetch: str | None = "BACKWARD_PRE",

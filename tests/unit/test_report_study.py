@@ -55,7 +55,8 @@ def test_report_shows_the_study_figures(recipe_report: Path, name: str) -> None:
     assert f"]({name}.png)" in md and f"]({name}.svg)" in md
     assert caption(name, None, drawn_kinds(png.read_bytes())) in md  # its own caption
     html = (recipe_report / "report.html").read_text(encoding="utf-8")
-    assert html.count('src="data:image/png;base64,') == 5  # with weak scaling, memory, loss
+    assert html.count('src="data:image/png;base64,') == 6  # + weak scaling, efficiency,
+    # memory, loss
     assert "## Recipe ablation\n" in md
 
 
@@ -70,7 +71,7 @@ def test_no_study_figure_without_its_data(tmp_path: Path) -> None:
     md = (out / "report.md").read_text(encoding="utf-8")
     assert "tflops.png" not in md and "recipe.png" not in md and "## Recipe" not in md
     written = write_figures(collect_runs(tmp_path), tmp_path / "w", formats=("png",))
-    assert set(written) == {"weak_scaling", "memory", "loss"}
+    assert set(written) == {"weak_scaling", "efficiency", "memory", "loss"}
 
 
 def test_cpu_ranks_flop_rates_are_drawn_in_gflops_per_rank(tmp_path: Path) -> None:

@@ -56,6 +56,11 @@ BUSY_BELOW = f"device busy less than {HOST_BOUND_BUSY_FRAC:.0%} of the timed win
 #: figure draws; :data:`MARK_CAPTIONS` adds what a given figure drew besides.
 CAPTIONS = {
     "weak_scaling": "Weak scaling: global images/s against nodes, one panel per model.",
+    "efficiency": "Weak-scaling efficiency against nodes on a linear axis, where the log axis "
+                  "of images/s hides differences of a few percent: each point's images/s "
+                  "(median over repeats) over the ideal from its line's smallest completed "
+                  "node count (1, dashed); its bounds are the point's slowest measurement "
+                  "over the ideal from the baseline's fastest, and the other way round.",
     "memory": "Peak memory per GPU (per rank on CPU) against nodes; FULL_SHARD and the other "
               "strategies in separate panels.",
     "prefetch": "Backward prefetch x limit_all_gathers: images/s per strategy at the largest "
@@ -203,7 +208,7 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
                 + _flops_text(labelled) + "." + baseline_text(labelled, df)
                 + _above_ideal_text(labelled) + _sent_text(labelled)
                 + host_bound_text(labelled, df),
-                ["weak_scaling", "tflops"],
+                ["weak_scaling", "efficiency", "tflops"],
                 display(labelled, ["model", "configuration", "nodes", "world_size",
                                    "num_repeats", "ips", "ips_range", "ideal_ips",
                                    "scaling_efficiency", "efficiency_range",

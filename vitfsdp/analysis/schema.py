@@ -181,7 +181,7 @@ RUN_COLUMNS = (
     Column("ips", FLOAT, "images/s", "measured",
            "global images/s: median over measured windows",
            display=("images/s", RATE),
-           figures=("weak_scaling", "prefetch", "recipe", "tflops")),
+           figures=("weak_scaling", "efficiency", "prefetch", "recipe", "tflops")),
     Column("ips_per_gpu", FLOAT, "images/s", "measured",
            "images/s per rank",
            display=("images/s/GPU", RATE)),
@@ -235,7 +235,7 @@ RUN_COLUMNS = (
     Column("device_busy_frac", FLOAT, "fraction", "measured",
            "share of the time the device was busy, mean over ranks",
            display=("device busy", "{:.0%}"),
-           figures=("weak_scaling",)),
+           figures=("weak_scaling", "efficiency", "tflops", "prefetch")),
     Column("device_busy_min_frac", FLOAT, "fraction", "measured",
            "the same, minimum over ranks"),
     Column("host_load_1m", FLOAT, "processes", "measured",
@@ -270,10 +270,10 @@ RUN_COLUMNS = (
            "(max - min) / median of the windows' images/s"),
     Column("ips_min", FLOAT, "images/s", "measured",
            "slowest measured window",
-           figures=("weak_scaling", "tflops", "prefetch", "recipe")),
+           figures=("weak_scaling", "efficiency", "tflops", "prefetch", "recipe")),
     Column("ips_max", FLOAT, "images/s", "measured",
            "fastest measured window",
-           figures=("weak_scaling", "tflops", "prefetch", "recipe")),
+           figures=("weak_scaling", "efficiency", "tflops", "prefetch", "recipe")),
     Column("step_time_s_min", FLOAT, "s", "measured",
            "shortest window step time"),
     Column("step_time_s_max", FLOAT, "s", "measured",
@@ -333,7 +333,7 @@ FLOAT_COLUMNS = tuple(c.name for c in RUN_COLUMNS if c.dtype == FLOAT)
 #: in order.
 MEASURED_COLUMNS = tuple(c.name for c in RUN_COLUMNS if c.source not in RUN_SOURCES)
 #: The figures' names, as :data:`vitfsdp.analysis.figures.FIGURES` orders them.
-FIGURE_NAMES = ("weak_scaling", "memory", "loss", "prefetch", "tflops", "recipe")
+FIGURE_NAMES = ("weak_scaling", "efficiency", "memory", "loss", "prefetch", "tflops", "recipe")
 #: Figure name -> the measured columns it draws (``Column.figures``), in ``runs.csv`` order:
 #: a figure's inputs are every run column (which runs, their settings: what its lines,
 #: labels and titles are made of) and these (the weak-scaling figure's published stars

@@ -1,4 +1,5 @@
-"""Figures of a weak-scaling study: images/s and peak memory per GPU against node count.
+"""Figures of a weak-scaling study: images/s, its efficiency and peak memory per GPU against
+node count.
 
 Both figures take a :func:`vitfsdp.analysis.collect.collect_runs` frame (every run, whatever
 its status) and draw one line per strategy (split by any varying config, see
@@ -17,7 +18,7 @@ legend is one per figure, below the panels, never over the data.
 Figures are built on the Agg canvas without ``pyplot``, so no global state is touched and no
 figure is left open; the functions return the :class:`~matplotlib.figure.Figure`.
 
-The package holds one module per figure (:mod:`.weak_scaling`, :mod:`.memory`,
+The package holds one module per figure (:mod:`.weak_scaling`, :mod:`.efficiency`, :mod:`.memory`,
 :mod:`.prefetch`, :mod:`.loss`, :mod:`.recipe`, :mod:`.tflops`), what their panels share
 (:mod:`.style`: matplotlib, sizes, colours and markers; :mod:`.panels`: lines, marks, notes,
 published figures, axes and titles; :mod:`.finish`: the title, legend, height and file) and
@@ -25,6 +26,7 @@ the writing of them all (:mod:`.write`: which figures there are, the pool of pro
 drawing them, the record of what each was drawn from).
 """
 
+from vitfsdp.analysis.figures.efficiency import plot_efficiency
 from vitfsdp.analysis.figures.finish import DRAWN_KEY, PATCH_PROXIES, PROXIES
 from vitfsdp.analysis.figures.loss import plot_loss
 from vitfsdp.analysis.figures.memory import TINY_STATE, plot_memory
@@ -67,6 +69,7 @@ __all__ = [
     "figure_pool",
     "figure_script",
     "figures_inputs",
+    "plot_efficiency",
     "plot_loss",
     "plot_memory",
     "plot_prefetch",

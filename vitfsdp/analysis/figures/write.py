@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from vitfsdp.analysis.collect import collect_runs
+from vitfsdp.analysis.figures.efficiency import plot_efficiency
 from vitfsdp.analysis.figures.finish import _save
 from vitfsdp.analysis.figures.loss import plot_loss
 from vitfsdp.analysis.figures.memory import plot_memory
@@ -39,17 +40,19 @@ log = logging.getLogger(__name__)
 #: Every figure by name: the file stem it is written under, and the function drawing it. The
 #: loss, prefetch, TFLOP/s and recipe figures are drawn where the runs hold data for them
 #: (their functions return ``None`` otherwise, and no file is written).
-FIGURES = {"weak_scaling": plot_weak_scaling, "memory": plot_memory, "loss": plot_loss,
-           "prefetch": plot_prefetch, "tflops": plot_tflops, "recipe": plot_recipe}
+FIGURES = {"weak_scaling": plot_weak_scaling, "efficiency": plot_efficiency,
+           "memory": plot_memory, "loss": plot_loss, "prefetch": plot_prefetch,
+           "tflops": plot_tflops, "recipe": plot_recipe}
 #: The same: every figure function by name (the name ``write_figures`` checks against).
 ALL_FIGURES = FIGURES
 #: What a figure that was not drawn needed, by name (the ones that may have nothing to draw).
 NOTHING_TO_DRAW = {"loss": "loss", "prefetch": "prefetch ablation",
                    "recipe": "recipe ablation (<recipe>_<n>_<what> presets beside <recipe>)",
-                   "tflops": "TFLOP/s per GPU", "weak_scaling": "run", "memory": "run"}
+                   "tflops": "TFLOP/s per GPU", "weak_scaling": "run", "memory": "run",
+                   "efficiency": "completed point"}
 #: The figures, longest to draw first (memory has two panels per model, the loss figure a
 #: few lines per panel), the order in which :class:`PendingFigures` hands them out.
-COST_ORDER = ("memory", "weak_scaling", "prefetch", "loss", "tflops", "recipe")
+COST_ORDER = ("memory", "weak_scaling", "efficiency", "prefetch", "loss", "tflops", "recipe")
 
 
 def write_figures(df: pd.DataFrame, out_dir: str | os.PathLike,

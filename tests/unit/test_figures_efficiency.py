@@ -1,0 +1,56 @@
+"""The efficiency figure: points.csv's weak-scaling efficiency on a linear axis, with its
+bounds, the ideal at 1 and every run that did not complete."""
+
+from pathlib import Path
+
+import pytest
+
+from tests.fake_records import run_info, write_run
+from vitfsdp.analysis import collect_runs, points_table
+from vitfsdp.analysis.figures import plot_efficiency
+from vitfsdp.analysis.figures.panels import WINDOW_BAR_SHIFT
+
+
+def _sweep(root: Path, ips: dict[tuple[str, int], list[float | None]]):
+    for (strategy, nodes), values in ips.items():
+        for repeat, value in enumerate(values):
+            info = run_info(strategy, nodes)
+            info["config"]["repeat"] = repeat
+            write_run(root / f"{strategy}_{nodes}_r{repeat}", info, value,
+                      status="completed" if value is not None else "oom")
+    return collect_runs(root)
+
+
+def _line(ax, label: str) -> dict[int, float]:
+    (line,) = [ln for ln in ax.get_lines() if ln.get_label() == label]
+    return dict(zip(map(int, line.get_xdata()), line.get_ydata(), strict=True))
+
+
+def test_the_figure_draws_points_csvs_efficiency_and_its_bounds(tmp_path):
+    """DDP at 1 node ran twice (100, 110), at 2 nodes once (180, windows 179-181) and once
+    out of memory at 4: the line is points.csv's efficiency (1 at 1 node, 180/210 at 2),
+    a thin bar beside 2 over its bounds, an x for 4, the ideal dashed at 1."""
+    df = _sweep(tmp_path, {("DDP", 1): [100.0, 110.0], ("DDP", 2): [180.0],
+                           ("DDP", 4): [None]})
+    fig = plot_efficiency(df)
+    ax = fig.axes[0]
+    points = points_table(df).set_index("nodes")
+    assert _line(ax, "DDP") == {1: pytest.approx(1.0),
+                                2: pytest.approx(points.loc[2, "scaling_efficiency"])}
+    assert points.loc[2, "scaling_efficiency"] == pytest.approx(180 / 210)
+    bars = {}
+    for container in ax.containers:
+        (segments,) = container.lines[2]
+        for (x, low), (_, high) in segments.get_segments():
+            bars[round(x, 3)] = (low, high, len(container.lines[1]))
+    assert bars[round(2 * WINDOW_BAR_SHIFT, 3)] == (
+        pytest.approx(points.loc[2, "efficiency_min"]),
+        pytest.approx(points.loc[2, "efficiency_max"]), 0)
+    assert {"ideal", "windows", "failed"} <= set(fig.drawn_kinds)
+    assert any(ln.get_linestyle() == "--" and list(ln.get_ydata()) == [1.0, 1.0]
+               for ln in ax.get_lines())
+    assert ax.get_ylim()[0] == 0.0 and ax.get_ylabel().startswith("weak-scaling efficiency")
+
+
+def test_no_figure_without_a_completed_point(tmp_path):
+    assert plot_efficiency(_sweep(tmp_path, {("DDP", 1): [None]})) is None

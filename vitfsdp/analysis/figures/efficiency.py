@@ -1,0 +1,114 @@
+"""The efficiency figure: weak-scaling efficiency against nodes on a linear axis, a line per
+configuration, where the weak-scaling figure's log axis of images/s hides differences of a
+few percent."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from vitfsdp.analysis.figures.finish import _finish
+from vitfsdp.analysis.figures.panels import (
+    WINDOW_BAR_SHIFT,
+    _error_bars,
+    _lines,
+    _make_room_below,
+    _mark_host_bound,
+    _mark_not_completed,
+    _new_figure,
+    _panel_title,
+    _panels,
+    _plot_measured,
+    _style_panel,
+)
+from vitfsdp.analysis.figures.style import _looks, _paper_style
+from vitfsdp.analysis.lines import label_columns as _label_keys
+from vitfsdp.analysis.lines import line_columns
+from vitfsdp.analysis.tables import points_table
+
+if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
+    from matplotlib.figure import Figure
+
+#: The point columns the figure draws, by the run column each is copied into (one value for
+#: every run of a point).
+POINT_VALUES = {"eff": "scaling_efficiency", "eff_low": "efficiency_min",
+                "eff_high": "efficiency_max", "eff_runs": "num_repeats"}
+
+
+@_paper_style
+def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure | None:
+    """Weak-scaling efficiency against nodes: each point's images/s over the ideal from its
+    line's smallest completed node count (``points.csv`` ``scaling_efficiency``; 1 = ideal,
+    dashed), on a linear axis from 0.
+
+    Args:
+        df: a ``collect_runs`` frame.
+        path: where to save the figure (format from the suffix); not saved if ``None``.
+
+    Returns:
+        The figure, or ``None`` where no point completed. One panel per model, a line per
+        configuration in the weak-scaling figure's colours and markers; each point's bounds
+        (``efficiency_min``/``efficiency_max``: its slowest measurement over the ideal from
+        the baseline's fastest, and the other way round) as a capped bar where it ran more
+        than once, else a thin bar beside it over its one run's windows (none under 2%);
+        a grey hexagon on a host-bound point; runs that did not complete as an ``x`` in a
+        row at the panel's bottom, named under it.
+    """
+    runs = with_point_efficiency(df)
+    if runs["eff"].notna().sum() == 0:
+        return None
+    panels = _panels(runs)
+    fig, axes = _new_figure(len(panels))
+    keys = _label_keys(runs)
+    looks = _looks(runs, keys)
+    extras = {"ideal"}
+    for ax, (model, panel) in zip(axes, panels, strict=True):
+        notes, marked = [], Counter()
+        top = 1.0
+        for label, line in _lines(panel, keys):
+            done, color = _plot_measured(ax, line, keys, looks, label, "eff", "median")
+            if not done.empty:
+                top = max(top, _draw_bounds(ax, line, done, color, extras))
+                _mark_host_bound(ax, line, done, extras)
+            notes += _mark_not_completed(ax, line, "eff", color, label, marked, extras)
+        ax.axhline(1.0, ls="--", color="0.4", lw=1, zorder=1)
+        ax.set_ylim(0, 1.08 * top)
+        if notes:
+            _make_room_below(ax)
+        _style_panel(ax, panel, _panel_title(model, panel),
+                     "weak-scaling efficiency (images/s / ideal)", notes)
+    _finish(fig, "Weak-scaling efficiency against node count", runs, path, extras)
+    return fig
+
+
+def with_point_efficiency(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its point's efficiency on every run (:data:`POINT_VALUES`' columns, from
+    :func:`~vitfsdp.analysis.tables.points_table`; NaN where the point did not complete)."""
+    points = points_table(df)
+    keys = [*line_columns(df), "nodes"]
+    if points.empty or "scaling_efficiency" not in points:
+        return df.assign(**{c: float("nan") for c in POINT_VALUES})
+    wanted = points[[*keys, *POINT_VALUES.values()]].rename(
+        columns={v: k for k, v in POINT_VALUES.items()})
+    merged = df[keys].merge(wanted, on=keys, how="left")  # null keys match (merge)
+    return df.assign(**{c: merged[c].to_numpy(dtype=float) for c in POINT_VALUES})
+
+
+def _draw_bounds(ax, line: pd.DataFrame, done: pd.Series, color: str,
+                 extras: set[str]) -> float:  # fmt: skip
+    """The efficiency's bounds at each completed node count of ``line``: capped over repeats,
+    thin beside the point over one run's windows; returns the highest bound drawn or not."""
+    ok = (line["status"] == "completed") & line["eff"].notna() & line["nodes"].notna()
+    rows = line.loc[ok, ["nodes", "eff_low", "eff_high", "eff_runs"]]
+    stats = rows.groupby(rows["nodes"].astype("int64")).first()
+    repeated = stats["eff_runs"].fillna(1) >= 2
+    for sel, look, mark, shift in ((repeated, dict(capsize=3, lw=1), "repeats", 1.0),
+                                   (~repeated, dict(capsize=0, lw=0.8), "windows",
+                                    WINDOW_BAR_SHIFT)):
+        s = stats[sel]
+        _error_bars(ax, done.loc[s.index], s["eff_low"], s["eff_high"],
+                    dict(ecolor=color, **look), mark, extras, shift=shift)
+    return float(pd.concat([done, stats["eff_high"]]).max())
