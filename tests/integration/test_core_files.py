@@ -125,9 +125,13 @@ _OLD_WATCH_ONLY = ("poll_s", "array", "array_parallelism", "max_jobs", "max_requ
                    "intra_node_latency_us", "inter_node_latency_us", "time", "queue_limits")
 
 
+#: Plan fields added since, which the old hash never saw.
+_ADDED_PLAN_FIELDS = ("package_gpus", "intra_package_gbps")
+
+
 def _old_point_hash(cfg) -> str:
     d = dataclasses.asdict(cfg)
-    for key in _OLD_WATCH_ONLY:
+    for key in (*_OLD_WATCH_ONLY, *_ADDED_PLAN_FIELDS):
         d["cluster"].pop(key, None)
     if not d["cluster"].get("single_node_env"):
         d["cluster"].pop("single_node_env", None)

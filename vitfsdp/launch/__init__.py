@@ -291,6 +291,11 @@ class ClusterConfig:
     probe: str | None = None
     plan_efficiency: float = 0.4  # fraction of peak_tflops the training compute reaches
     intra_node_gbps: float | None = None  # ring bus bandwidth per GPU inside a node, GB/s
+    # GPUs of one package that share a faster link (an MI250X's 2 GCDs), and that link's bus
+    # bandwidth, GB/s: a group of consecutive ranks within one package (HYBRID_2GPU, with
+    # the closest GCD bound to each rank) uses it; None = every group inside a node alike
+    package_gpus: int | None = None
+    intra_package_gbps: float | None = None
     inter_node_gbps: float | None = None  # ring bus bandwidth per GPU across nodes, GB/s
     memory_gbps: float | None = None  # device memory bandwidth, GB/s; None = not modelled
     collective_latency_us: float | None = None  # start-up of one collective, us; None = 0
@@ -337,7 +342,8 @@ class ClusterConfig:
 
     def _check_plan_figures(self) -> None:
         for key in ("device_memory_gib", "peak_tflops", "peak_tflops_tf32", "peak_tflops_fp32",
-                    "intra_node_gbps", "inter_node_gbps", "price_per_node_hour", "memory_gbps"):
+                    "intra_node_gbps", "inter_node_gbps", "price_per_node_hour", "memory_gbps",
+                    "package_gpus", "intra_package_gbps"):
             value = getattr(self, key)
             if value is not None and value <= 0:
                 raise ValueError(f"cluster.{key}={value} must be > 0 (or null: unknown)")

@@ -96,6 +96,7 @@ class Collective:
     size_bytes: float  # buffer of one (S of nccl-tests)
     ranks: int  # group size
     nodes: int  # nodes the group spans
+    consecutive: bool = True  # neighbouring ranks (a shard group), not one rank a group apart
 
 
 @dataclass(frozen=True)
@@ -136,11 +137,18 @@ class ComputeTerms:
         return self.forward_s + self.backward_s + self.optimizer_s
 
 
-def _link(cluster, nodes: int) -> tuple[float | None, float]:
-    """(bus bandwidth GB/s, per-step latency s) of a ring over ``nodes`` nodes."""
-    if nodes > 1:
+def _link(cluster, c: Collective) -> tuple[float | None, float]:
+    """(bus bandwidth GB/s, per-step latency s) of a ring over ``c``'s group: across nodes,
+    inside one package (``cluster.package_gpus`` consecutive ranks or fewer, where the
+    profile gives ``intra_package_gbps``: an MI250X's two GCDs), else inside a node."""
+    if c.nodes > 1:
         return cluster.inter_node_gbps, (cluster.inter_node_latency_us or 0.0) * 1e-6
-    return cluster.intra_node_gbps, (cluster.intra_node_latency_us or 0.0) * 1e-6
+    latency = (cluster.intra_node_latency_us or 0.0) * 1e-6
+    package = getattr(cluster, "package_gpus", None)
+    if (package and c.consecutive and c.ranks <= package
+            and getattr(cluster, "intra_package_gbps", None)):
+        return cluster.intra_package_gbps, latency
+    return cluster.intra_node_gbps, latency
 
 
 def collective_latency_s(c: Collective, cluster) -> float:
@@ -149,7 +157,7 @@ def collective_latency_s(c: Collective, cluster) -> float:
     if c.ranks <= 1:
         return 0.0
     base = (cluster.collective_latency_us or 0.0) * 1e-6
-    _, step = _link(cluster, c.nodes)
+    _, step = _link(cluster, c)
     steps = (2 if c.op == "all_reduce" else 1) * (c.ranks - 1)
     ring = base + steps * step
     if c.op != "all_reduce" or c.nodes <= 1:
@@ -165,7 +173,7 @@ def collective_transfer_s(c: Collective, cluster) -> float | None:
     link is unknown."""
     if c.ranks <= 1 or c.size_bytes == 0:
         return 0.0
-    gbps, _ = _link(cluster, c.nodes)
+    gbps, _ = _link(cluster, c)
     f = (2 if c.op == "all_reduce" else 1) * (c.ranks - 1) / c.ranks
     return None if gbps is None else c.size_bytes * f / (gbps * 1e9)
 
@@ -195,7 +203,8 @@ def collectives(cfg, num_params: int, unit_params: int, num_units: int) -> list[
     replicas = world // group
     if replicas > 1:  # ranks at the same place of every shard group: one per group's nodes
         out.append(Collective("all_reduce", "backward", units, unit_bytes * rd / group,
-                              replicas, max(1, cfg.nodes // nodes_of(group))))
+                              replicas, max(1, cfg.nodes // nodes_of(group)),
+                              consecutive=False))  # one rank of every shard group
     return out
 
 
