@@ -172,7 +172,14 @@ def test_plan_cli_expands_a_sweep_like_hydra_and_writes_csv(tmp_path):
     hours = (runs["nodes"] * (runs["steps"] * runs["step_time_s"] + 300) / 3600).sum()
     fit = int(rows["fits"].sum())
     assert (f"4 point(s): {fit} fit, {4 - fit} predicted not to fit (the sweep skips them), "
-            f"0 unknown\nthe {fit} that run: {hours:,.1f} node hours") in proc.stdout
+            f"0 unknown\nthe {fit} that run: "
+            f"{f'{hours:,.2g}' if hours < 1 else f'{hours:,.1f}'} node hours") in proc.stdout
+    # the frameworks of a preset are a column of their own, not a legend under the table
+    vertex = run_module("vitfsdp.plan", "-m", "experiment=vertex_single_node", "cluster=cuda8",
+                        cwd=tmp_path, timeout=120)
+    header = vertex.stdout.splitlines()[0].split()
+    assert header[:4] == ["model", "strategy", "framework", "nodes"], vertex.stdout[:500]
+    assert "#0:" not in vertex.stdout
     bad = run_module("vitfsdp.plan", "strategy=BOGUS", cwd=tmp_path, timeout=60)
     assert bad.returncode == 2 and "strategy=BOGUS is unknown" in bad.stderr
 

@@ -77,15 +77,15 @@ def test_the_cost_line_splits_training_from_start_up_and_prices_repeats():
     df = pd.DataFrame({"fits": [True, True], "nodes": [1, 4], "steps": [20, 20],
                        "step_time_s": [0.1, 0.2], "overrides": ["nodes=1", "nodes=4"]})
     line = summary_line(df)
-    hours = (1 * (2 + 300) + 4 * (4 + 300)) / 3600
+    hours = (1 * (2 + 300) + 4 * (4 + 300)) / 3600  # 0.42: two digits below 1
     assert line.split("\n")[1] == (
-        f"the 2 that run: {hours:,.1f} node hours (nodes x (steps x step + 300 s)): "
+        f"the 2 that run: {hours:,.2g} node hours (nodes x (steps x step + 300 s)): "
         f"{(2 + 16) / 3600:,.2g} training at the predicted steps, {1500 / 3600:,.2g} starting "
         "(300 s a job, assumed); predictions, not measurements: docs/plan.md gives their "
         "errors against runs")
     assert line.split("\n")[2] == ("one run a point ranks nothing (best.csv: one run is not a "
                                    f"result); with three repeats (repeat=0,1,2): "
-                                   f"{3 * hours:,.1f} node hours")
+                                   f"{3 * hours:,.1f} node hours")  # 1.3
     repeated = summary_line(df.assign(overrides=["nodes=1 repeat=0", "nodes=4 repeat=1"]))
     assert "three repeats" not in repeated
 

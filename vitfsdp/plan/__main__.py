@@ -146,15 +146,21 @@ def summary_line(df: pd.DataFrame) -> str:
     price = pd.to_numeric(runs.get("price_per_node_hour", pd.Series(math.nan, runs.index)),
                           errors="coerce")
     cost = f"; {(hours * price).sum():,.0f} at the profile's price" if price.notna().all() else ""
-    text += (f"\nthe {len(runs)} that run: {hours.sum():,.1f} node hours "
-             f"(nodes x (steps x step + {STARTUP_S} s)){cost}: {training.sum():,.2g} training "
-             f"at the predicted steps, {starting.sum():,.2g} starting ({STARTUP_S} s a job, "
-             "assumed); predictions, not measurements: docs/plan.md gives their errors "
-             "against runs")
+    text += (f"\nthe {len(runs)} that run: {_hours(hours.sum())} node hours "
+             f"(nodes x (steps x step + {STARTUP_S} s)){cost}: {_hours(training.sum())} "
+             f"training at the predicted steps, {_hours(starting.sum())} starting "
+             f"({STARTUP_S} s a job, assumed); predictions, not measurements: docs/plan.md "
+             "gives their errors against runs")
     if not runs["overrides"].astype(str).str.contains(r"(?:^|\s)repeat=").any():
         text += (f"\none run a point ranks nothing (best.csv: one run is not a result); with "
-                 f"three repeats (repeat=0,1,2): {3 * hours.sum():,.1f} node hours")
+                 f"three repeats (repeat=0,1,2): {_hours(3 * hours.sum())} node hours")
     return text
+
+
+def _hours(x: float) -> str:
+    """Node-hours as the cost line prints them: two significant digits below 1 (0.012),
+    one decimal above (2.5, 589.6)."""
+    return f"{x:,.2g}" if x < 1 else f"{x:,.1f}"
 
 
 def weak_scaling(df: pd.DataFrame) -> pd.DataFrame:
@@ -220,6 +226,10 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
         shown.loc[(df["fits"] == True) & (df["tight"] == True), "fits"] = "tight"  # noqa: E712
     shown["ckpt"] = df["activation_checkpointing"].map({True: "yes", False: "no"})
     others = _other_overrides(df)
+    column = _one_key(others) if others is not None else None
+    if column is not None:  # e.g. framework=torch|jax: a column of its own, beside strategy
+        shown.insert(list(shown.columns).index("strategy") + 1, *column)
+        others = None
     if others is not None:
         shown.insert(0, "#", range(len(shown)))
     text = shown.map(_number).to_string(index=False)
@@ -274,9 +284,19 @@ def format_terms(df: pd.DataFrame) -> str:
 def _other_overrides(df: pd.DataFrame) -> list[str] | None:
     """Per row, the point's overrides besides model, strategy and nodes, where they differ
     between rows (a legend under the table); None when they do not."""
-    shown = ("model=", "strategy=", "nodes=", "strategy.shard_group_size=")  # in the name
+    shown = ("model=", "strategy=", "nodes=", "strategy.shard_group_size=",  # in the name
+             "train.local_batch_size=", "precision=", "train.activation_checkpointing=")
     rest = [" ".join(o for o in str(p).split() if not o.startswith(shown)) for p in df["point"]]
     return rest if len(set(rest)) > 1 else None
+
+
+def _one_key(others: list[str]) -> tuple[str, list[str]] | None:
+    """``(key, values)`` where every row's other overrides are one ``key=value`` of the
+    same key (``framework=torch``, ``framework=jax``): shown as a column; else None."""
+    pairs = [o.split("=", 1) if o and " " not in o and "=" in o else None for o in others]
+    if any(p is None for p in pairs) or len({k for k, _ in pairs}) != 1:
+        return None
+    return pairs[0][0], [v for _, v in pairs]
 
 
 def plain_text(doc: str) -> str:
