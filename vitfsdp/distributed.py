@@ -130,7 +130,7 @@ def pick_device(requested: str, local_rank: int,
 def torch_build() -> str:
     """What this torch was built for, in words: ``a CPU build``, ``built for CUDA 12.8`` or
     ``built for ROCm (HIP 7.1...)``."""
-    import torch
+    import torch  # where a rank is made, as in pick_device (the module stays torch-free)
 
     if getattr(torch.version, "hip", None):
         return f"built for ROCm (HIP {torch.version.hip})"

@@ -46,13 +46,14 @@ def redrawn(sweep: Path) -> set[str]:
 def test_nothing_changed_nothing_redrawn(analysed: Path, caplog) -> None:
     record = json.loads((analysed / "analysis" / INPUTS_FILE).read_text())
     # no TFLOP/s, ablation or recipe in these records: those recorded as not drawn
-    assert {name for name, r in record.items() if r["drawn"]} == {"weak_scaling", "memory",
-                                                                  "loss"}
-    assert set(record) == {"weak_scaling", "memory", "loss", "prefetch", "tflops", "recipe"}
+    assert {name for name, r in record.items() if r["drawn"]} == {"weak_scaling", "efficiency",
+                                                                  "memory", "loss"}
+    assert set(record) == {"weak_scaling", "efficiency", "memory", "loss", "prefetch", "tflops",
+                           "recipe"}
     with caplog.at_level("INFO"):
         assert analysis_main([str(analysed), "--jobs", "1", "--report"]) == 0
     assert redrawn(analysed) == set()
-    assert "kept 6 figure(s)" in caplog.text
+    assert "kept 7 figure(s)" in caplog.text
     report = (analysed / "analysis" / "report.md").read_text(encoding="utf-8")
     assert "](memory.png)" in report and "](loss.png)" in report  # kept, still reported
 
@@ -62,7 +63,7 @@ def test_a_changed_ips_redraws_only_what_shows_ips(analysed: Path) -> None:
     summary = json.loads(path.read_text())
     path.write_text(json.dumps({**summary, "ips": summary["ips"] * 1.5}))
     assert analysis_main([str(analysed), "--jobs", "1"]) == 0
-    assert redrawn(analysed) == {"weak_scaling"}  # memory and loss read no ips
+    assert redrawn(analysed) == {"weak_scaling", "efficiency"}  # memory and loss read no ips
 
 
 def test_a_changed_loss_or_a_new_run_redraws(analysed: Path) -> None:
@@ -72,7 +73,7 @@ def test_a_changed_loss_or_a_new_run_redraws(analysed: Path) -> None:
     assert redrawn(analysed) == {"loss"}
     write_run(analysed / "DDP_n1", run_info("DDP", 1), 50.0)  # a new line in every figure
     assert analysis_main([str(analysed), "--jobs", "1"]) == 0
-    assert redrawn(analysed) == {"weak_scaling", "memory", "loss"}
+    assert redrawn(analysed) == {"weak_scaling", "efficiency", "memory", "loss"}
 
 
 def test_a_missing_file_or_other_format_is_drawn(analysed: Path, tmp_path: Path) -> None:
@@ -80,7 +81,7 @@ def test_a_missing_file_or_other_format_is_drawn(analysed: Path, tmp_path: Path)
     df = collect_runs(analysed)
     pending = PendingFigures(df, analysed / "analysis", keep_unchanged=True)
     assert pending.todo == ["memory"]
-    assert set(pending.result()) == {"weak_scaling", "memory", "loss"}
+    assert set(pending.result()) == {"weak_scaling", "efficiency", "memory", "loss"}
     assert (analysed / "analysis" / "memory.svg").is_file()
     png_only = PendingFigures(df, analysed / "analysis", formats=("png",), keep_unchanged=True)
     assert "memory" in png_only.todo  # other formats: other inputs
