@@ -263,9 +263,10 @@ def best_text(best: pd.DataFrame, points: pd.DataFrame, noise: float = float("na
             "fastest's. A ratio is a speed-up only where the fastest point's lowest run stays "
             "above the runner-up's highest, both ran often enough that two sets of runs of "
             "one configuration would separate so by chance at most "
-            f"{MAX_SEPARATION_CHANCE:.0%} of the time (3 runs each; 2 each separate 1 time "
-            "in 3), and the ratio is larger than the noise check's (two names for one "
-            "computation).")
+            f"{MAX_SEPARATION_CHANCE:.0%} of the time (3 runs each, or 2 against 5; 2 each "
+            "separate 1 time in 3; the count holds for repeats of one sweep, run in rounds, "
+            "not for repeats added on another day), and the ratio is larger than the noise "
+            "check's (two names for one computation).")
     for verdict, words in (
             (WITHIN, "**No difference** within the spread, whatever the ratio"),
             (IN_NOISE, f"**Within observed noise** (the noise check differed {noise:.2f}x)"),
@@ -569,7 +570,10 @@ def _prefetch_section(table: pd.DataFrame) -> Section | None:
         shown[col] = shown[col].fillna(MISSING)
     shown["nodes"] = shown["nodes"].map(lambda x: f"{int(x)}")
     text = ("Images/s per strategy under each `strategy.backward_prefetch` and "
-            "`strategy.limit_all_gathers` (FSDP1).")
+            "`strategy.limit_all_gathers` (FSDP1). The fastest variant of a group is picked "
+            "from its k variants, so a slower one is a result only on runs enough for k - 1 "
+            f"comparisons (each at most {MAX_SEPARATION_CHANCE:.0%} / (k - 1) by chance: 4 "
+            "runs each for 3 variants, 5 for 6).")
     slower = table[table["vs_best"] == BEYOND]
     if len(slower):
         which = ", ".join(f"{r.variant} ({r.configuration}, {r.nodes} node(s): "

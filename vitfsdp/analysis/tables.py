@@ -40,6 +40,7 @@ from vitfsdp.analysis.verdict import (
     BEYOND,
     FEW_RUNS,
     IN_NOISE,
+    MAX_SEPARATION_CHANCE,
     ONE_RUN,
     WITHIN,
     differs,
@@ -406,8 +407,12 @@ def prefetch_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
         ``ips_span_low``/``ips_span_high`` (what the verdict compares: the span over repeats,
         else over the one run's timed windows: :func:`~vitfsdp.analysis.verdict.span`),
         ``ips_vs_best`` (ips / the group's fastest variant), ``vs_best`` (:func:`judge` of
-        the group's fastest against this variant, empty for the fastest itself: only :data:`BEYOND`
-        makes a variant slower), ``device_busy_frac`` and ``host_bound`` (the
+        the group's fastest against this variant, empty for the fastest itself: only
+        :data:`BEYOND` makes a variant slower; with ``k`` variants each comparison may rest
+        on a :func:`~vitfsdp.analysis.verdict.separation_chance` of at most
+        ``MAX_SEPARATION_CHANCE / (k - 1)``, as the fastest is picked from them: 6 variants
+        of 3 runs each would otherwise call one slower by chance 39% of the time),
+        ``device_busy_frac`` and ``host_bound`` (the
         points': a host-bound variant's images/s measure the wrapper, not what prefetching
         does to communication); empty when no point varies either setting.
     """
@@ -426,11 +431,15 @@ def prefetch_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
     fastest = table.loc[table.groupby(group)["ips"].idxmax(),
                         [*group, "ips", "ips_span_low", "ips_span_high", "num_repeats"]]
     table = table.merge(fastest, on=group, how="left", suffixes=("", "_best"))
+    # the fastest of k is compared with each of the k - 1 others: Bonferroni keeps the
+    # group's chance of a slower variant by chance alone at MAX_SEPARATION_CHANCE
+    others = table.groupby(group)["ips"].transform("size").clip(lower=2) - 1
     table = table.assign(ips_vs_best=table["ips"] / table["ips_best"], vs_best=[
         "" if r.ips == r.ips_best else judge(
             (r.ips_span_low_best, r.ips_span_high_best, r.num_repeats_best),
             (r.ips_span_low, r.ips_span_high, r.num_repeats),
-            r.ips_best / r.ips, noise) for r in table.itertuples()])
+            r.ips_best / r.ips, noise, MAX_SEPARATION_CHANCE / k)
+        for r, k in zip(table.itertuples(), others, strict=True)])
     order = {v: i for i, v in enumerate(PREFETCH_ORDER)}
     table = table.assign(_order=table["backward_prefetch"].map(order),
                          _limit=~table["limit_all_gathers"].astype(bool))

@@ -57,7 +57,7 @@ def differs(low_a: float, high_a: float, low_b: float, high_b: float) -> str:
 
 
 def judge(a: tuple[float, float, int], b: tuple[float, float, int], ratio: float,
-          noise: float = np.nan) -> str:  # fmt: skip
+          noise: float = np.nan, max_chance: float = MAX_SEPARATION_CHANCE) -> str:  # fmt: skip
     """Whether one point's images/s differ from another's, in the words of the study's
     tables (best.csv, prefetch.csv, the JAX/PyTorch ratios).
 
@@ -68,6 +68,10 @@ def judge(a: tuple[float, float, int], b: tuple[float, float, int], ratio: float
         noise: the largest ratio between two points that compute the same thing
             (:func:`vitfsdp.analysis.tables.observed_noise`); NaN where the sweep has no
             such pair.
+        max_chance: the largest :func:`separation_chance` a result may rest on; a caller
+            that compares the fastest of ``k`` with each of the other ``k - 1`` passes
+            ``MAX_SEPARATION_CHANCE / (k - 1)`` (Bonferroni), so the group as a whole keeps
+            :data:`MAX_SEPARATION_CHANCE`.
 
     Returns:
         :data:`WITHIN` where the spans overlap; else :data:`IN_NOISE` where ``ratio`` is at
@@ -82,7 +86,7 @@ def judge(a: tuple[float, float, int], b: tuple[float, float, int], ratio: float
         return IN_NOISE
     if min(a[2], b[2]) < 2:
         return ONE_RUN
-    if separation_chance(int(a[2]), int(b[2])) > MAX_SEPARATION_CHANCE:
+    if separation_chance(int(a[2]), int(b[2])) > max_chance:
         return FEW_RUNS
     return BEYOND
 
