@@ -545,3 +545,22 @@ def test_calibration_holds_runs_out_in_folds_beyond_twenty_and_searches_coarse_f
             return abs(math.log(x / t))
         assert _argmin(grid, loss) == grid[np.argmin([abs(math.log(g / target)) for g in grid])]
         assert len(calls) < len(grid) / 3
+
+
+def test_hybrid_2gpu_shard_groups_ring_inside_a_package_and_replicas_do_not(study_configs):
+    """On the shipped frontier profile, HYBRID_2GPU at 1 node: its all-gathers and
+    reduce-scatters are over 2 consecutive ranks (one MI250X: 200 GB/s), its all-reduce
+    over the 4 replicas, one rank of each package (50 GB/s); HYBRID_4GPU's groups span two
+    packages (50 GB/s)."""
+    from vitfsdp.plan.timing import collective_transfer_s, collectives
+
+    def links(strategy: str) -> dict[str, float]:
+        cfg = _point(study_configs[strategy], "vit_huge", 1)
+        return {c.op: c.size_bytes * (2 if c.op == "all_reduce" else 1) * (c.ranks - 1)
+                / c.ranks / collective_transfer_s(c, cfg.cluster) / 1e9
+                for c in collectives(cfg, 632_000_000, 20_000_000, 32) if c.ranks > 1}
+
+    assert links("HYBRID_2GPU") == {"all_gather": pytest.approx(200.0),
+                                    "reduce_scatter": pytest.approx(200.0),
+                                    "all_reduce": pytest.approx(50.0)}
+    assert links("HYBRID_4GPU")["all_gather"] == pytest.approx(50.0)

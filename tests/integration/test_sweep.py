@@ -261,3 +261,20 @@ def test_the_start_line_names_the_emulated_nodes(tmp_path):
         "none on this host; model=vit_tiny is the CPU test model (4 blocks of width 64, 16 px): "
         "name the study's (model=vit_huge_patch14_224, ...)")
     assert line(["cluster=cuda8", "model=vit_huge", "nodes=1"]).endswith("none on this host")
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a GPU is visible here")
+def test_a_gpu_profile_without_a_gpu_is_a_failed_run_saying_why(tmp_path):
+    """A profile that describes GPUs (cluster.device_memory_gib) under device=auto, where
+    torch sees none: the run stops at its start and the sweep records it failed, with the
+    reason, instead of training on CPU ranks and recording it completed."""
+    from vitfsdp.analysis import collect_runs
+
+    proc = run_module("vitfsdp.sweep", "-m", "cluster.device_memory_gib=80",
+                      "cluster.gpus_per_node=1", f"hydra.sweep.dir={tmp_path}/s", cwd=tmp_path,
+                      timeout=300)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    row = collect_runs(tmp_path / "s").iloc[0]
+    assert row["status"] == "failed"
+    assert "device=auto: torch " in row["reason"] and "sees no GPU on " in row["reason"]
+    assert "but cluster=local describes GPUs (cluster.device_memory_gib=80)" in row["reason"]

@@ -46,7 +46,9 @@ def test_the_figure_draws_points_csvs_efficiency_and_its_bounds(tmp_path):
     assert bars[round(2 * WINDOW_BAR_SHIFT, 3)] == (
         pytest.approx(points.loc[2, "efficiency_min"]),
         pytest.approx(points.loc[2, "efficiency_max"]), 0)
-    assert {"ideal", "windows", "failed"} <= set(fig.drawn_kinds)
+    assert {"ideal", "efficiency_windows", "failed"} <= set(fig.drawn_kinds)
+    labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    assert "thin bar, no caps: a one-run point's windows against the baseline's span" in labels
     assert any(ln.get_linestyle() == "--" and list(ln.get_ydata()) == [1.0, 1.0]
                for ln in ax.get_lines())
     assert ax.get_ylim()[0] == 0.0 and ax.get_ylabel().startswith("weak-scaling efficiency")

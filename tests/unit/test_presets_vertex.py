@@ -64,12 +64,12 @@ def test_the_plan_fits_every_point_on_a_dgx_node_and_prices_it():
     line = summary_line(df)
     assert line.startswith("16 point(s): 16 fit, 0 predicted not to fit"), line
     assert "node hours" in line and "unknown" not in line.split("\n")[1]
-    assert "training at the predicted steps" in line and "starting (300 s a job, assumed)" in line
+    assert "training at the predicted steps" in line and "starting (300 s a point, assumed)" in line
     assert line.split("\n")[2].startswith("one run a point ranks nothing")  # no repeat=
 
 
 def test_the_cost_line_splits_training_from_start_up_and_prices_repeats():
-    """Start-up (300 s a job, assumed) is most of a short sweep's node-hours: the line says
+    """Start-up (300 s a point, assumed) is most of a short sweep's node-hours: the line says
     how much each is; three repeats are three times the cost, and a sweep with repeats is
     not told to add them."""
     import pandas as pd
@@ -81,7 +81,7 @@ def test_the_cost_line_splits_training_from_start_up_and_prices_repeats():
     assert line.split("\n")[1] == (
         f"the 2 that run: {hours:,.2g} node hours (nodes x (steps x step + 300 s)): "
         f"{(2 + 16) / 3600:,.2g} training at the predicted steps, {1500 / 3600:,.2g} starting "
-        "(300 s a job, assumed); predictions, not measurements: docs/plan.md gives their "
+        "(300 s a point, assumed); predictions, not measurements: docs/plan.md gives their "
         "errors against runs")
     assert line.split("\n")[2] == ("one run a point ranks nothing (best.csv: one run is not a "
                                    f"result); with three repeats (repeat=0,1,2): "

@@ -104,6 +104,11 @@ MARK_CAPTIONS = {
              "marker)",
     "repeats": f"error bars: min-max over repeats (not drawn under {MIN_ERROR_BAR:.0%} of "
                "the median)",
+    "efficiency_windows": "thin bar without caps, just right of a point that ran once: its "
+                          "efficiency from its run's slowest and fastest windows against the "
+                          "baseline's fastest and slowest (its repeats, or its one run's "
+                          "windows), the least the bounds can be (not drawn under "
+                          f"{MIN_ERROR_BAR:.0%} of the value)",
     "windows": "thin bar without caps (just right of a line's point; on a bar, at its top) "
                "where a point ran once: min-max over its run's timed windows, the least its "
                "noise can be (the noise between runs is not measured; not drawn under "

@@ -149,7 +149,7 @@ def summary_line(df: pd.DataFrame) -> str:
     text += (f"\nthe {len(runs)} that run: {_hours(hours.sum())} node hours "
              f"(nodes x (steps x step + {STARTUP_S} s)){cost}: {_hours(training.sum())} "
              f"training at the predicted steps, {_hours(starting.sum())} starting "
-             f"({STARTUP_S} s a job, assumed); predictions, not measurements: docs/plan.md "
+             f"({STARTUP_S} s a point, assumed); predictions, not measurements: docs/plan.md "
              "gives their errors against runs")
     if not runs["overrides"].astype(str).str.contains(r"(?:^|\s)repeat=").any():
         text += (f"\none run a point ranks nothing (best.csv: one run is not a result); with "
@@ -159,7 +159,9 @@ def summary_line(df: pd.DataFrame) -> str:
 
 def _hours(x: float) -> str:
     """Node-hours as the cost line prints them: two significant digits below 1 (0.012),
-    one decimal above (2.5, 589.6)."""
+    one decimal above (2.5, 589.6), and "<0.001" below that (not 5.6e-05)."""
+    if x < 0.001:
+        return "<0.001" if x > 0 else "0"
     return f"{x:,.2g}" if x < 1 else f"{x:,.1f}"
 
 

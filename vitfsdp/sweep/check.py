@@ -191,8 +191,8 @@ def _queue_refusals(points: list[Point], options: LaunchOptions) -> list[str]:
                 f"the pack of nodes={pk.nodes} ({len(pk.points)} point(s)) needs "
                 f"{pack.slurm_time(pk.time_limit_s)} ({pack.PACK_START_S} s to start and its "
                 f"points' times), beyond {pack.slurm_time(cap)}, the limit of a job of "
-                f"{pk.nodes} node(s) (cluster.queue_limits); use a shorter cluster.time or "
-                "cluster.time=auto (the plan's time)")
+                f"{pk.nodes} node(s) (cluster.queue_limits); use fewer train.steps, or, "
+                "where the plan has no time for the point, a shorter cluster.time")
     return lines
 
 

@@ -53,7 +53,8 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
         configuration in the weak-scaling figure's colours and markers; each point's bounds
         (``efficiency_min``/``efficiency_max``: its slowest measurement over the ideal from
         the baseline's fastest, and the other way round) as a capped bar where it ran more
-        than once, else a thin bar beside it over its one run's windows (none under 2%);
+        than once, else a thin bar beside it from its one run's windows against the
+        baseline's span (none under 2%);
         a grey hexagon on a host-bound point; runs that did not complete as an ``x`` in a
         row at the panel's bottom, named under it.
     """
@@ -106,7 +107,7 @@ def _draw_bounds(ax, line: pd.DataFrame, done: pd.Series, color: str,
     stats = rows.groupby(rows["nodes"].astype("int64")).first()
     repeated = stats["eff_runs"].fillna(1) >= 2
     for sel, look, mark, shift in ((repeated, dict(capsize=3, lw=1), "repeats", 1.0),
-                                   (~repeated, dict(capsize=0, lw=0.8), "windows",
+                                   (~repeated, dict(capsize=0, lw=0.8), "efficiency_windows",
                                     WINDOW_BAR_SHIFT)):
         s = stats[sel]
         _error_bars(ax, done.loc[s.index], s["eff_low"], s["eff_high"],

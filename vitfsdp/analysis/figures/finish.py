@@ -43,6 +43,9 @@ PROXIES = {
     "ranks": dict(color="0.4", marker="_", ls="-", lw=1, label="error bar: min over ranks"),
     "repeats": dict(color="0.4", marker="_", ls="-", lw=1,
                     label="error bar: min-max over repeats"),
+    "efficiency_windows": dict(color="0.4", ls="-", lw=0.6,
+                               label="thin bar, no caps: a one-run point's windows against "
+                                     "the baseline's span"),
     "windows": dict(color="0.4", ls="-", lw=0.6,
                     label="thin bar, no caps: one run's windows, min-max"),
     "above_ideal": dict(color="0.4", marker="s", mfc="none", ms=7, ls="none",
