@@ -179,6 +179,13 @@ class QueueLimit:
     # "job chaining ... is prohibited"): a sweep of more than one job is refused
     chaining: bool = True
 
+    @property
+    def where(self) -> str:
+        """The row's scope in words: ``partition batch``, ``QOS debug``, both joined by
+        "and", or ``the site``."""
+        return " and ".join(x for x in (self.partition and f"partition {self.partition}",
+                                        self.qos and f"QOS {self.qos}") if x) or "the site"
+
     def matches(self, partition: str | None, qos: str | None) -> bool:
         """Whether the row applies to a job in ``partition`` with ``qos``."""
         return (self.partition in (None, partition)
@@ -458,8 +465,7 @@ class ClusterConfig:
         return min(limits) if limits else None
 
     def _check_row(self, i: int, row: QueueLimit, nodes: int) -> None:
-        where = " and ".join(x for x in (row.partition and f"partition {row.partition}",
-                                         row.qos and f"QOS {row.qos}") if x) or "the site"
+        where = row.where
         size = f" for a job of {nodes} node{'s' if nodes > 1 else ''}" if row.max_nodes else ""
         if self.time_limit_s > time_limit_s(row.max_time, f"cluster.queue_limits[{i}].max_time"):
             raise ValueError(f"cluster.time={self.time} is longer than {row.max_time}, the "
@@ -475,9 +481,7 @@ class ClusterConfig:
         (``chaining: false``): ``QOS debug (cluster.queue_limits[4])``; else None."""
         for i, row in self.queue_rows(nodes):
             if not row.chaining:
-                where = " and ".join(x for x in (row.partition and f"partition {row.partition}",
-                                                 row.qos and f"QOS {row.qos}") if x)
-                return f"{where or 'the site'} (cluster.queue_limits[{i}])"
+                return f"{row.where} (cluster.queue_limits[{i}])"
         return None
 
 

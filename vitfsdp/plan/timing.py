@@ -144,9 +144,8 @@ def _link(cluster, c: Collective) -> tuple[float | None, float]:
     if c.nodes > 1:
         return cluster.inter_node_gbps, (cluster.inter_node_latency_us or 0.0) * 1e-6
     latency = (cluster.intra_node_latency_us or 0.0) * 1e-6
-    package = getattr(cluster, "package_gpus", None)
-    if (package and c.consecutive and c.ranks <= package
-            and getattr(cluster, "intra_package_gbps", None)):
+    if (cluster.package_gpus and cluster.intra_package_gbps and c.consecutive
+            and c.ranks <= cluster.package_gpus):
         return cluster.intra_package_gbps, latency
     return cluster.intra_node_gbps, latency
 
