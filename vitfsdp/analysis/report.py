@@ -386,7 +386,7 @@ def _framework_section(ratio: pd.DataFrame | None) -> Section | None:
         return None
     faster = ratio[ratio["difference"] == BEYOND]
     verdict = (f"A ratio is a result only as best.csv's are (apart beyond their spread, "
-               "on at least 3 runs each, and beyond the noise check's ratio): "
+               "on runs enough: 3 each, or 2 against 5, and beyond the noise check's ratio): "
                f"{len(faster)} of "
                f"{len(ratio)} are (`difference`). ")
     return Section("PyTorch and JAX", "Images/s of both frameworks per point (in the weak "

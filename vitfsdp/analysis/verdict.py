@@ -76,8 +76,8 @@ def judge(a: tuple[float, float, int], b: tuple[float, float, int], ratio: float
     Returns:
         :data:`WITHIN` where the spans overlap; else :data:`IN_NOISE` where ``ratio`` is at
         most ``noise``; else :data:`ONE_RUN` where either point ran once; else
-        :data:`FEW_RUNS` where their :func:`separation_chance` exceeds
-        :data:`MAX_SEPARATION_CHANCE`; else :data:`BEYOND`, the one verdict the report
+        :data:`FEW_RUNS` where their :func:`separation_chance` exceeds ``max_chance``;
+        else :data:`BEYOND`, the one verdict the report
         calls a speed-up.
     """
     if differs(a[0], a[1], b[0], b[1]) == WITHIN:

@@ -12,7 +12,9 @@ import pandas as pd
 
 from vitfsdp.analysis.figures.finish import _finish
 from vitfsdp.analysis.figures.panels import (
+    REPEATS_BAR,
     WINDOW_BAR_SHIFT,
+    WINDOWS_BAR,
     _error_bars,
     _lines,
     _make_room_below,
@@ -106,8 +108,8 @@ def _draw_bounds(ax, line: pd.DataFrame, done: pd.Series, color: str,
     rows = line.loc[ok, ["nodes", "eff_low", "eff_high", "eff_runs"]]
     stats = rows.groupby(rows["nodes"].astype("int64")).first()
     repeated = stats["eff_runs"].fillna(1) >= 2
-    for sel, look, mark, shift in ((repeated, dict(capsize=3, lw=1), "repeats", 1.0),
-                                   (~repeated, dict(capsize=0, lw=0.8), "efficiency_windows",
+    for sel, look, mark, shift in ((repeated, REPEATS_BAR, "repeats", 1.0),
+                                   (~repeated, WINDOWS_BAR, "efficiency_windows",
                                     WINDOW_BAR_SHIFT)):
         s = stats[sel]
         _error_bars(ax, done.loc[s.index], s["eff_low"], s["eff_high"],

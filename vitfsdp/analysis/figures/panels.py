@@ -255,11 +255,11 @@ def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str, extras: s
         once = runs[runs.index.isin(stats.index[stats["count"] == 1])]
         per_ips = once[value] * scale / once["ips"]
         _error_bars(ax, once[value] * scale, once["ips_min"] * per_ips,
-                    once["ips_max"] * per_ips, dict(ecolor=color, capsize=0, lw=0.8),
+                    once["ips_max"] * per_ips, dict(ecolor=color, **WINDOWS_BAR),
                     "windows", extras, shift=WINDOW_BAR_SHIFT)
     stats = stats[stats["count"] > 1]
     _error_bars(ax, stats["median"], stats["min"], stats["max"],
-                dict(ecolor=color, capsize=3, lw=1), "repeats", extras)
+                dict(ecolor=color, **REPEATS_BAR), "repeats", extras)
 
 
 def _bar_spreads(ax, xs: Sequence[float], middle: pd.Series, low: pd.Series,
@@ -285,6 +285,9 @@ def _bar_spreads(ax, xs: Sequence[float], middle: pd.Series, low: pd.Series,
 #: Where a one-run point's window bar stands: right of its marker, at this many times its
 #: node count (a few percent of a window spread hide under a marker on the log axis).
 WINDOW_BAR_SHIFT = 1.08
+#: The line figures' error bars: capped over repeats, thin and uncapped over one run's
+#: windows (beside the point, :data:`WINDOW_BAR_SHIFT`).
+REPEATS_BAR, WINDOWS_BAR = dict(capsize=3, lw=1), dict(capsize=0, lw=0.8)
 
 
 def _error_bars(ax, middle: pd.Series, low: pd.Series, high: pd.Series, look: dict,
