@@ -174,6 +174,26 @@ def test_the_debug_qos_runs_one_job_not_a_chain(tmp_path):
                                                                "queue")
 
 
+def test_a_resumed_debug_sweep_counts_only_the_jobs_it_submits(tmp_path):
+    """Resuming a two-point debug-QOS sweep whose first point completed submits one job: not
+    refused; the first point failed, it is skipped (one job) unless --rerun-failed (two)."""
+    from vitfsdp.launch import LaunchOptions, slurm
+    from vitfsdp.records import SUMMARY_FILE, write_json_atomic
+    from vitfsdp.sweep.check import _queue_refusals
+
+    debug = _points(1, 2, "cluster.qos=debug", "cluster.max_jobs=1")
+    for p in debug:
+        p.run_dir, p.config_hash = tmp_path / f"{p.num}_repeat={p.num}", f"hash{p.num}"
+    assert len(_queue_refusals(debug, LaunchOptions())) == 1  # nothing ran yet: 2 jobs
+    debug[0].run_dir.mkdir()
+    write_json_atomic(debug[0].run_dir / slurm.JOB_FILE, {"config_hash": "hash0"})
+    for status, rerun, refused in [("completed", False, 0), ("completed", True, 0),
+                                   ("failed", False, 0), ("failed", True, 1)]:
+        write_json_atomic(debug[0].run_dir / SUMMARY_FILE, {"status": status})
+        assert len(_queue_refusals(debug, LaunchOptions(rerun_failed=rerun))) == refused, \
+            (status, rerun)
+
+
 def _points(nodes: int, count: int, *overrides: str) -> list:
     from tests.integration.test_slurm_scripts import compose_cfg
     from vitfsdp.sweep.point import Point

@@ -17,7 +17,8 @@ from omegaconf import DictConfig
 
 from vitfsdp import plan as planner
 from vitfsdp.config import RunConfig
-from vitfsdp.launch import LaunchOptions, pack, slurm, slurm_checks
+from vitfsdp.launch import LaunchOptions, pack, resume, slurm, slurm_checks
+from vitfsdp.sweep.choose import _settled
 from vitfsdp.sweep.point import Point, SweepRefused, _label, _predicted_step_s, log
 from vitfsdp.sweep.slurm_jobs import sweep_packs
 
@@ -171,7 +172,10 @@ def _queue_refusals(points: list[Point], options: LaunchOptions) -> list[str]:
     """What the queue limits say of the sweep's jobs as a whole: a QOS that forbids chaining
     jobs (``chaining: false``: Frontier's debug QOS) takes a sweep of one job only; a pack
     (``hydra.launcher.pack=by_nodes``) whose time is beyond its node count's limit (one
-    point with the pack's start: more points are split into packs that fit) is refused."""
+    point with the pack's start: more points are split into packs that fit) is refused.
+    Only the points still to run count: a resumed sweep's completed points (and its failed
+    ones, without ``--rerun-failed``) submit no job."""
+    points = _still_to_run(points, options.rerun_failed)
     try:
         packs = sweep_packs(points) if options.pack == "by_nodes" else None
         forbids = {where for p in points if (where := p.cfg.cluster.no_chaining(p.cfg.nodes))}
@@ -194,6 +198,18 @@ def _queue_refusals(points: list[Point], options: LaunchOptions) -> list[str]:
                 f"{pk.nodes} node(s) (cluster.queue_limits); use fewer train.steps, or, "
                 "where the plan has no time for the point, a shorter cluster.time")
     return lines
+
+
+def _still_to_run(points: list[Point], rerun_failed: bool) -> list[Point]:
+    """``points`` less those an earlier sweep in their directory settled, as
+    :func:`vitfsdp.sweep.choose.select` will skip them, without asking Slurm which earlier
+    jobs still run (those are counted as to run)."""
+    existing: dict[str, list] = {}
+    for sweep_dir in {Path(p.run_dir).parent for p in points}:
+        for config_hash, found in resume.existing_points(sweep_dir, slurm.JOB_FILE).items():
+            existing.setdefault(config_hash, []).extend(found)
+    return [p for p in points
+            if not _settled(existing.get(p.config_hash, []), {}, rerun_failed)[0]]
 
 
 def refusal_lines(refused: dict[str, list[tuple[int, Sequence[str]]]], total: int,
