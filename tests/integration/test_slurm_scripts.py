@@ -138,7 +138,8 @@ def test_profile_shapes_reach_the_script():
         in frontier
     torchrun = render_point([*PROFILES["cuda8"], "cluster.launch_mode=torchrun"], POINT)
     assert "#SBATCH --ntasks-per-node=1" in torchrun and "#SBATCH --cpus-per-task=64" in torchrun
-    launch = [line.strip(" \\") for line in torchrun.rsplit("\nsrun ", 1)[1].splitlines()]
+    step = next(s for s in torchrun.split("\nsrun ") if "-m torch.distributed.run" in s)
+    launch = [line.strip(" \\") for line in step.splitlines()]
     assert launch[2:10] == [
         "-m torch.distributed.run", "--log-dir=/dev/null", "--nnodes=2", "--nproc-per-node=8",
         "--rdzv-backend=c10d",
@@ -202,7 +203,8 @@ def test_metacharacters_in_values_never_run_a_command(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert not list(tmp_path.glob("pwned*")), "a value ran a command"
     calls = [json.loads(line) for line in log.read_text().splitlines()]
-    module, srun = calls[0], calls[-1]
+    module, srun = calls[0], calls[-2]  # the training step; the last removes the caches
+    assert calls[-1][0] == "srun" and "rm" in calls[-1]
     assert module == ["module", "load", evil[1]]
     assert srun[0] == "srun" and f"--comment={evil[2]}" in srun
     assert f"cluster.name='{evil[3]}'" in srun  # the override reaches Hydra as one argument
@@ -262,6 +264,32 @@ def test_a_stopped_training_is_requeued_at_most_max_requeues_times(tmp_path, res
     if not requeued:
         assert proc.stderr.strip().endswith("after 2 requeue(s) (cluster.max_requeues): not "
                                             "requeued again; sbatch this script to resume")
+
+
+@pytest.mark.parametrize(("cache_dir", "removed"), [
+    ("/tmp/vitfsdp-$SLURM_JOB_ID", ["/tmp/vitfsdp-4242"]), ("/tmp/shared-cache", [])])
+def test_the_job_removes_its_own_caches_on_every_node_after_the_training(tmp_path, cache_dir,
+                                                                         removed):
+    """A per-job cache_dir (cuda8's /tmp/vitfsdp-$SLURM_JOB_ID) is removed by one task per
+    node once the training step ends, failed or not; one shared between jobs is kept."""
+    text = render_point(PROFILES["cuda8"], [*POINT, f"cluster.cache_dir={cache_dir}",
+                                            "cluster.python=python3"],
+                        run_dir=tmp_path / "run", workdir=str(tmp_path))
+    (tmp_path / "job.sbatch").write_text(text)
+    log = tmp_path / "calls.jsonl"
+    env = {**os.environ, "PATH": f"{_stub_path(tmp_path)}:{os.environ['PATH']}",
+           "STUB_LOG": str(log), "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "vnode1",
+           "SLURM_JOB_NUM_NODES": "2", "STUB_SRUN_RC": "1"}
+    env.pop("VITFSDP_SLURM", None)
+    proc = subprocess.run(["bash", str(tmp_path / "job.sbatch")], env=env, capture_output=True,
+                          text=True, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 1, proc.stderr  # the training's exit code, not the clean-up's
+    sruns = [c for c in map(json.loads, log.read_text().splitlines()) if c[0] == "srun"]
+    training = next(i for i, c in enumerate(sruns) if "vitfsdp.train" in " ".join(c))
+    after = [c for c in sruns[training + 1:] if "rm" in c]
+    assert [c[c.index("-rf") + 1:] for c in after] == ([removed] if removed else [])
+    if removed:
+        assert after[0][1:4] == ["--nodes=2", "--ntasks=2", "--ntasks-per-node=1"]
 
 
 @pytest.mark.parametrize("value", [

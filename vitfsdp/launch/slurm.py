@@ -457,6 +457,22 @@ def _cache_lines(cluster: ClusterConfig) -> list[str]:
     return lines
 
 
+def cleanup_lines(cluster: ClusterConfig) -> list[str]:
+    """The job's last step before it ends or requeues: one task per node removes this job's
+    own node-local caches (a ``cluster.cache_dir`` naming ``$SLURM_JOB_ID``, and MIOpen's
+    per-job cache), which no later job reads and which a site's epilog may leave in ``/tmp``
+    (in memory on some sites). A ``cache_dir`` without the job id is shared between jobs
+    (warm compile caches) and kept. A failed removal does not change the job's exit code."""
+    gone = (["XDG_CACHE_HOME"] if cluster.cache_dir and "SLURM_JOB_ID" in cluster.cache_dir
+            else []) + (["MIOPEN_USER_DB_PATH"] if cluster.miopen_cache_per_job else [])
+    if not gone:
+        return []
+    return ["# This job's node-local caches (cluster.cache_dir per job), removed on every node.",
+            'srun --nodes="${SLURM_JOB_NUM_NODES}" --ntasks="${SLURM_JOB_NUM_NODES}" '
+            "--ntasks-per-node=1 rm -rf " + " ".join(f'"${{{v}}}"' for v in gone)
+            + " || true"]
+
+
 def node_python(cluster: ClusterConfig) -> str:
     """The interpreter the job's tasks run: ``cluster.python``; else ``python`` of the
     environment the script activates (``conda_env``, ``venv``, ``sbcast_env``); else the sweeping
@@ -519,6 +535,7 @@ def render_script(cluster: ClusterConfig, spec: TaskSpec, *, point: str, job_nam
                                     "--mkdir", TASK_LOG_DIR]),
         "COMPLETED_EXIT": str(EXIT_ALREADY_COMPLETED),
         "LAUNCH_LINE": " \\\n    ".join([shell_join(launch), *_argv_lines(argv)]),
+        "CLEANUP_LINES": "".join(f"\n{line}" for line in cleanup_lines(cluster)),
     }
     # one pass: a value that holds "@NAME@" stays text
     return re.sub(r"@([A-Z_]+)@", lambda m: values.get(m[1], m[0]),
