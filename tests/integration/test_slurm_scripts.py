@@ -408,7 +408,7 @@ def test_prepend_and_cache_expand_only_node_variables(tmp_path):
         cache_dir=f"{tmp_path}/c-$SLURM_JOB_ID $(touch pwned4)",
         conda_env="env $(touch pwned5) `touch pwned6`;'\"")
     script = tmp_path / "setup.sh"
-    script.write_text('srun() { printf "%s\\n" "$@" > srun.args; }\nscontrol() { echo n1; }\n'
+    script.write_text('srun() { printf "%s\\n" "$@" >> srun.args; }\nscontrol() { echo n1; }\n'
                       'conda() { printf "%s\\n" "$@" >> conda.args; }\n'
                       + "\n".join(setup_lines(cluster))
                       + '\nprintf "%s\\n" "$LD_LIBRARY_PATH" "$VITFSDP_EMPTY" "$TORCH_HOME"'
@@ -421,8 +421,11 @@ def test_prepend_and_cache_expand_only_node_variables(tmp_path):
     cache = f"{tmp_path}/c-77 $(touch pwned4)"
     assert proc.stdout.splitlines() == [
         ":".join(["/opt/ofi-77/lib", *hostile, "/h/x", "/old"]), "/e", f"{cache}/torch", "unset"]
-    assert (tmp_path / "srun.args").read_text().splitlines()[-3:] == [
-        f"{cache}/huggingface", f"{cache}/nv-compute", "/tmp/miopen-u-77"]
+    args = (tmp_path / "srun.args").read_text().splitlines()
+    trap = args.index("rm")  # the EXIT trap's step, after its three options
+    assert args[trap - 6:trap - 2] == [f"{cache}/huggingface", f"{cache}/nv-compute",
+                                       "/tmp/miopen-u-77", "--nodes=1"]
+    assert args[trap + 1:] == ["-rf", cache, "/tmp/miopen-u-77"]
     assert (tmp_path / "conda.args").read_text().splitlines() == [
         "shell.bash", "hook", "activate", cluster.conda_env]
     assert not list(tmp_path.glob("pwned*")), "a value ran a command"

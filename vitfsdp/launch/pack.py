@@ -51,7 +51,6 @@ from vitfsdp.launch import ClusterConfig, check_text
 from vitfsdp.launch.secrets import write_point_secrets
 from vitfsdp.launch.slurm import (
     ShellExpr,
-    cleanup_lines,
     job_options,
     point_carries_secret,
     sbatch,
@@ -164,7 +163,7 @@ def render(pack: Pack, sweep_dir: Path, job_name: str, workdir: str) -> str:
         lines += ["", *_probe_lines(pack, sweep_dir)]
     for position, point in enumerate(pack.points):
         lines += ["", *_point_lines(pack, point, position)]
-    lines += ["", *cleanup_lines(pack.cluster), "exit 0"]
+    lines += ["", "exit 0"]
     return "\n".join(lines) + "\n"
 
 

@@ -454,23 +454,25 @@ def _cache_lines(cluster: ClusterConfig) -> list[str]:
         lines += ["# Cache directories, created on every node of the job before use.",
                   'srun --nodes="${SLURM_JOB_NUM_NODES}" --ntasks="${SLURM_JOB_NUM_NODES}" '
                   "--ntasks-per-node=1 mkdir -p " + " ".join(f'"${{{v}}}"' for v in made)]
-    return lines
+    return lines + _removal_lines(cluster)
 
 
-def cleanup_lines(cluster: ClusterConfig) -> list[str]:
-    """The job's last step before it ends or requeues: one task per node removes this job's
-    own node-local caches (a ``cluster.cache_dir`` naming ``$SLURM_JOB_ID``, and MIOpen's
-    per-job cache), which no later job reads and which a site's epilog may leave in ``/tmp``
-    (in memory on some sites). A ``cache_dir`` without the job id is shared between jobs
-    (warm compile caches) and kept. A failed removal does not change the job's exit code."""
+def _removal_lines(cluster: ClusterConfig) -> list[str]:
+    """When the job script exits (its training ended, failed or stopped for a requeue), one
+    task per node removes the job's own node-local caches: a ``cluster.cache_dir`` naming
+    ``$SLURM_JOB_ID`` and MIOpen's per-job cache, which no later job reads and which a site's
+    epilog may leave in ``/tmp``. A ``cache_dir`` without the job id is shared between jobs
+    (warm compile caches) and kept. A bash EXIT trap, so that the job scripts rendered here,
+    packs and submitit's (whose setup these lines are) all do it; a failed removal leaves the
+    job's exit code as it was."""
     gone = (["XDG_CACHE_HOME"] if cluster.cache_dir and "SLURM_JOB_ID" in cluster.cache_dir
             else []) + (["MIOPEN_USER_DB_PATH"] if cluster.miopen_cache_per_job else [])
     if not gone:
         return []
-    return ["# This job's node-local caches (cluster.cache_dir per job), removed on every node.",
-            'srun --nodes="${SLURM_JOB_NUM_NODES}" --ntasks="${SLURM_JOB_NUM_NODES}" '
-            "--ntasks-per-node=1 rm -rf " + " ".join(f'"${{{v}}}"' for v in gone)
-            + " || true"]
+    return ["# ... and this job's own removed from every node when the script exits.",
+            "trap 'srun --nodes=\"${SLURM_JOB_NUM_NODES}\" --ntasks=\"${SLURM_JOB_NUM_NODES}\" "
+            "--ntasks-per-node=1 rm -rf " + " ".join(f'\"${{{v}}}\"' for v in gone)
+            + " || true' EXIT"]
 
 
 def node_python(cluster: ClusterConfig) -> str:
@@ -535,7 +537,6 @@ def render_script(cluster: ClusterConfig, spec: TaskSpec, *, point: str, job_nam
                                     "--mkdir", TASK_LOG_DIR]),
         "COMPLETED_EXIT": str(EXIT_ALREADY_COMPLETED),
         "LAUNCH_LINE": " \\\n    ".join([shell_join(launch), *_argv_lines(argv)]),
-        "CLEANUP_LINES": "".join(f"\n{line}" for line in cleanup_lines(cluster)),
     }
     # one pass: a value that holds "@NAME@" stays text
     return re.sub(r"@([A-Z_]+)@", lambda m: values.get(m[1], m[0]),
