@@ -54,11 +54,13 @@ def _points(sweep_dir: Path) -> list[Path]:
 def test_sweep_runs_one_job_per_point_sized_for_it(tmp_path):
     """Two node counts of two strategies: one job array per node count, each point's job
     sized for it. (A third node count would be a third array like the others; 2 nodes
-    already spread ranks over nodes; the 4 points fit the 4 nodes in two rounds.)"""
+    already spread ranks over nodes; the 4 points fit the 4 nodes in two rounds.) A per-job
+    cache_dir is made on the job's nodes and gone when each job has ended."""
     require_cluster()
     sweep_dir = tmp_path / "sweep"
     proc, _ = _sweep(tmp_path, "strategy=FULL_SHARD,HYBRID_2GPU", "nodes=1,2",
-                     f"hydra.sweep.dir={sweep_dir}")
+                     f"hydra.sweep.dir={sweep_dir}",
+                     f"cluster.cache_dir={tmp_path}/cache-$SLURM_JOB_ID")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "4 points: 4 completed" in proc.stdout and "sweep done: 4 completed" in proc.stdout
     points = _points(sweep_dir)
@@ -80,6 +82,7 @@ def test_sweep_runs_one_job_per_point_sized_for_it(tmp_path):
         assert f"#SBATCH --nodes={nodes}\n" in script and "#SBATCH --array=0-1%" in script
         array_jobs.add(job["array_job_id"])
     assert len(array_jobs) == 2  # one job array per node count, of 2 strategies each
+    assert "trap 'srun" in script and list(tmp_path.glob("cache-*")) == []
 
     proc = run_module("vitfsdp.sweep", "--status", str(sweep_dir), cwd=tmp_path, timeout=60)
     assert proc.returncode == 0, proc.stderr
