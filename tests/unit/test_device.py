@@ -60,3 +60,19 @@ def test_jax_under_auto_without_a_gpu_stops_where_the_profile_expects_one():
         _check_gpu("auto", "cluster=x describes GPUs (cluster.device_memory_gib=80)")
     _check_gpu("auto", None)
     _check_gpu("cpu", "cluster=x describes GPUs")
+    with pytest.raises(ValueError, match="device=cuda: JAX .* sees no GPU on .*, but "
+                                         "device=cuda asks for one"):
+        _check_gpu("cuda", None)  # JAX's GPU backend may be cuda or rocm: not named ahead
+
+
+def test_jax_ranks_count_the_gpus_slurm_lists_not_torchs():
+    """A rank's GPU is LOCAL_RANK mod the GPUs the visibility variable lists: a torch that
+    cannot use them (CPU build, CUDA newer than the driver) must not leave every rank of a
+    node taking all of them."""
+    pytest.importorskip("jax")
+    from vitfsdp.jax.distributed import _local_gpu
+
+    assert _local_gpu(5, {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}) == [5]
+    assert _local_gpu(5, {"CUDA_VISIBLE_DEVICES": "3"}) == [0]  # bound: its one GPU
+    assert _local_gpu(3, {"ROCR_VISIBLE_DEVICES": "0,1"}) == [1]
+    assert _local_gpu(3, {"CUDA_VISIBLE_DEVICES": ""}) is None  # none visible: the CPU

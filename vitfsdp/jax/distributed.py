@@ -17,12 +17,12 @@ store nor with another job's. ``JAX_COORDINATOR_PORT`` set in the environment wi
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 
 import jax
 import numpy as np
-import torch
 from jax.experimental import multihost_utils
 
 from vitfsdp.distributed import DistEnv, host_name
@@ -66,7 +66,7 @@ def initialize(env: DistEnv, device: str, timeout_s: float,
     """
     if device not in DEVICES:
         raise ValueError(f"device={device!r} is unknown; valid: {', '.join(DEVICES)}")
-    if device != "auto":
+    if device == "cpu":  # cuda: JAX's GPU backend is "cuda" or "rocm"; checked below
         jax.config.update("jax_platforms", device)
     if not env.is_distributed:
         _check_gpu(device, gpu_expected)
@@ -85,37 +85,54 @@ def initialize(env: DistEnv, device: str, timeout_s: float,
 
 
 def _check_gpu(device: str, gpu_expected: str | None) -> None:
-    """Under ``device=auto`` with ``gpu_expected``: raise where JAX's devices here are CPUs
-    only (after ``jax.distributed.initialize``, which must come before the backends start).
+    """Under ``device=cuda``, or ``device=auto`` with ``gpu_expected``: raise where JAX's
+    devices here are CPUs only (after ``jax.distributed.initialize``, which must come before
+    the backends start). ``cuda`` means any GPU backend of JAX (``cuda`` or ``rocm``), as
+    torch's ``cuda`` device means ROCm too.
 
     Raises:
         ValueError: no GPU, naming JAX's version and the host.
     """
-    if device != "auto" or not gpu_expected:
+    if device == "cpu" or (device == "auto" and not gpu_expected):
         return
     if not {d.platform for d in jax.local_devices()} - {"cpu"}:
-        raise ValueError(f"device=auto: JAX {jax.__version__} sees no GPU on {host_name()}, "
-                         f"but {gpu_expected}: install JAX with the GPU plugin for this site "
-                         "(docs/jax.md), or set device=cpu")
+        why = gpu_expected if device == "auto" else "device=cuda asks for one"
+        raise ValueError(f"device={device}: JAX {jax.__version__} sees no GPU on {host_name()}, "
+                         f"but {why}: install JAX with the GPU plugin for this site "
+                         "(jax[cuda13] on NVIDIA; environment.yml for ROCm), or set "
+                         "device=cpu")
 
 
 def check_platform(device: str) -> str:
     """The platform JAX runs on (``cpu``, ``gpu``), after :func:`initialize`.
 
     Raises:
-        ValueError: ``device=cuda`` and this JAX has no GPU backend (install ``jax[cuda12]``).
+        ValueError: this JAX has no backend for ``device`` (install its GPU plugin).
     """
     try:
         return jax.default_backend()
     except RuntimeError as e:
         raise ValueError(f"device={device}: JAX has no such backend here ({e}); install "
-                         "jax[cuda12] or use device=cpu") from e
+                         "jax[cuda13] (NVIDIA; ROCm: environment.yml) or use device=cpu") from e
 
 
-def _local_gpu(local_rank: int) -> list[int] | None:
+#: The variables that say which GPUs a process sees (Slurm sets them for its GPU
+#: allocation and binding), in the order they are read.
+VISIBLE_DEVICES = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+
+
+def _local_gpu(local_rank: int, environ: dict[str, str] | None = None) -> list[int] | None:
     """``[LOCAL_RANK mod visible GPUs]`` (a rank bound to its own GPU sees index 0); None
-    where no GPU is visible (JAX then runs on the CPU)."""
-    count = torch.cuda.device_count()
+    where no GPU is visible (JAX then runs on the CPU). The count comes from the first of
+    :data:`VISIBLE_DEVICES` that is set, else the node's NVIDIA device files
+    (``/dev/nvidia<N>``), not from torch: a torch that cannot use the GPUs (a CPU build, or
+    a CUDA newer than the driver) would leave every rank of the node to take them all."""
+    env = os.environ if environ is None else environ
+    listed = next((env[v] for v in VISIBLE_DEVICES if env.get(v) is not None), None)
+    if listed is not None:
+        count = len([d for d in listed.split(",") if d.strip()])
+    else:
+        count = sum(1 for p in glob.glob("/dev/nvidia*") if p[len("/dev/nvidia"):].isdigit())
     return [local_rank % count] if count else None
 
 

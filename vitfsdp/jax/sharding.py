@@ -17,9 +17,20 @@ HYBRID_<k>GPU  world/k × k               sharded over ``shard`` (k ranks), repl
 The batch is always split over both axes (every device gets its local batch).
 
 A parameter is sharded along its largest dimension that the ``shard`` axis divides (the
-``fsdp`` rule of big_vision's ``big_vision/sharding.py``); one with no such dimension (a
-10-class head's bias over 4 devices) stays replicated. The rule is a function of the shape
-alone, so AdamW's moments, which have their parameter's shape, are laid out like it.
+``fsdp`` rule of big_vision's ``big_vision/sharding.py``). One with no such dimension is
+stored flat, padded with zeros to a multiple of the ``shard`` axis and split over it
+(:func:`stored_shape`, :func:`to_stored`; the model sees its own shape again through
+:func:`from_stored`), as torch's FSDP flattens and pads its units: without it ViT-15B's
+width 5040 and MLP 13545 split over no power of two from 32 devices, and FULL_SHARD kept
+every parameter whole on every device, DDP's memory under FSDP's name. The padding stays
+zero under AdamW (its gradient is zero). The rule is a function of the shape alone, so
+AdamW's moments, which have their parameter's shape, are laid out like it.
+
+Under a compute dtype below fp32 (bf16), a sharded step moves what torch's FSDP moves
+under ``MixedPrecision(param_dtype=bf16, reduce_dtype=bf16)``: every parameter is cast on
+its shard, so the all-gathers carry compute-dtype weights, and the gradients are
+reduce-scattered in the compute dtype, then kept in fp32 beside the fp32 parameters. DDP
+(a ``shard`` axis of 1) all-reduces fp32 gradients, as torch's DDP under autocast does.
 
 The step's collectives are written out (:func:`sharded_value_and_grad`, a ``shard_map``),
 one per FSDP unit and kind, each on one flat buffer, as torch's FSDP and DDP issue them: an
@@ -98,6 +109,44 @@ def param_spec(shape: tuple[int, ...], mesh: Mesh) -> PartitionSpec:
     return PartitionSpec(*([None] * dim), SHARD_AXIS)
 
 
+def stored_shape(shape: tuple[int, ...], mesh: Mesh) -> tuple[int, ...]:
+    """How a parameter of ``shape`` is stored on ``mesh``: as it is where :func:`param_spec`
+    splits it or the ``shard`` axis has size 1; else flat, zero-padded to the next multiple
+    of the ``shard`` axis size (a (5040,) norm scale over 32 devices: (5056,))."""
+    k = mesh.shape[SHARD_AXIS]
+    if k == 1 or not shape or param_spec(shape, mesh) != PartitionSpec():
+        return tuple(shape)
+    return (-(-math.prod(shape) // k) * k,)
+
+
+def to_stored(params: Any, mesh: Mesh) -> Any:
+    """``params`` (the model's shapes) as :func:`stored_shape` stores them on ``mesh``
+    (traceable: call it under jit, where the init draws them)."""
+    def store(x):
+        shape = stored_shape(x.shape, mesh)
+        return x if shape == x.shape else jnp.pad(x.reshape(-1), (0, shape[0] - x.size))
+    return jax.tree.map(store, params)
+
+
+def from_stored(params: Any, shapes: Any) -> Any:
+    """Stored parameters (:func:`to_stored`) back in the model's ``shapes`` (a pytree of
+    arrays or ``ShapeDtypeStruct`` of the same structure): a flat padded leaf loses its
+    padding and takes its shape; the others pass as they are."""
+    def load(x, like):
+        return x if x.shape == like.shape else x[:math.prod(like.shape)].reshape(like.shape)
+    return jax.tree.map(load, params, shapes)
+
+
+def in_compute_dtype(params: Any, mesh: Mesh, compute_dtype: Any) -> bool:
+    """Whether a step on ``mesh`` gathers weights and reduces gradients in ``compute_dtype``
+    rather than in the parameters' fp32 (module docstring): on a ``shard`` axis above 1
+    under a compute dtype narrower than a parameter's."""
+    if compute_dtype is None or mesh.shape[SHARD_AXIS] == 1:
+        return False
+    narrow = np.dtype(compute_dtype).itemsize
+    return any(np.dtype(x.dtype).itemsize > narrow for x in jax.tree.leaves(params))
+
+
 def tree_shardings(tree: Any, mesh: Mesh) -> Any:
     """A NamedSharding per leaf of ``tree`` (arrays or ``ShapeDtypeStruct``; parameters,
     optimizer state, a whole train state) by :func:`param_spec` of its shape."""
@@ -135,7 +184,8 @@ def bytes_per_device(tree: Any, mesh: Mesh) -> int:
     return total
 
 
-def sharded_value_and_grad(loss_fn: LossFn, mesh: Mesh) -> Callable:
+def sharded_value_and_grad(loss_fn: LossFn, mesh: Mesh,
+                           compute_dtype: Any = None) -> Callable:
     """``loss_fn``'s value and gradient over the global batch, with the collectives of FSDP
     (or DDP) written out, each on one flat buffer (see the module docstring).
 
@@ -147,12 +197,16 @@ def sharded_value_and_grad(loss_fn: LossFn, mesh: Mesh) -> Callable:
     local batch with whole parameters, reduce-scatters each unit's sharded gradients over
     ``shard`` (then all-reduces them over ``replicate``: hybrid), and all-reduces the
     gradients of unsharded parameters over both axes in buckets of :data:`BUCKET_BYTES`.
+    With ``compute_dtype`` (bf16) on a ``shard`` axis above 1, the shards are cast before
+    the all-gathers and the gradients reduced in it (:func:`in_compute_dtype`), returned in
+    the parameters' dtype.
     """
 
     def value_and_grad(params: Any, images: jax.Array, labels: jax.Array):
         specs = jax.tree.map(lambda x: param_spec(x.shape, mesh), params)
         units = _units(params, mesh)
-        local = functools.partial(_local_value_and_grad, loss_fn, units, mesh)
+        cast = compute_dtype if in_compute_dtype(params, mesh, compute_dtype) else None
+        local = functools.partial(_local_value_and_grad, loss_fn, units, mesh, cast)
         return jax.shard_map(local, mesh=mesh, in_specs=(specs, BATCH_SPEC, BATCH_SPEC),
                              out_specs=(PartitionSpec(), specs), check_vma=False)(
             params, images, labels)
@@ -185,11 +239,15 @@ def _shard_dim(spec: PartitionSpec) -> int | None:
     return spec.index(SHARD_AXIS) if SHARD_AXIS in spec else None
 
 
-def _local_value_and_grad(loss_fn: LossFn, units: list, mesh: Mesh, params: Any,
+def _local_value_and_grad(loss_fn: LossFn, units: list, mesh: Mesh, cast: Any, params: Any,
                           images: jax.Array, labels: jax.Array) -> tuple[jax.Array, Any]:
-    """One device's part of :func:`sharded_value_and_grad` (inside the ``shard_map``)."""
+    """One device's part of :func:`sharded_value_and_grad` (inside the ``shard_map``);
+    ``cast``: the dtype weights are gathered and gradients reduced in (None: their own)."""
     k, replicas = mesh.shape[SHARD_AXIS], mesh.shape[REPLICATE_AXIS]
     leaves, treedef = jax.tree.flatten(params)
+    dtypes = [x.dtype for x in leaves]
+    if cast is not None:
+        leaves = [x.astype(cast) for x in leaves]
     whole = list(leaves)
     for sharded, _ in units:
         if sharded:
@@ -213,8 +271,8 @@ def _local_value_and_grad(loss_fn: LossFn, units: list, mesh: Mesh, params: Any,
             bucket = []
     _all_reduce(grads, bucket, out)
     world = k * replicas
-    return jax.lax.pmean(loss, MESH_AXES), jax.tree.unflatten(treedef,
-                                                              [g / world for g in out])
+    return jax.lax.pmean(loss, MESH_AXES), jax.tree.unflatten(
+        treedef, [g.astype(d) / world for g, d in zip(out, dtypes, strict=True)])
 
 
 def _flat(xs: list[jax.Array]) -> jax.Array:

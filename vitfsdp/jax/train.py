@@ -182,9 +182,11 @@ def resolve(cfg: RunConfig) -> Resolved:
     so every process calls it.
     """
     name = cfg.resolved_precision(device_type())
+    sharded = cfg.strategy.shard_group(cfg.world_size) > 1  # gathers and reduces in `name`
     resolved = Resolved(
         framework="jax", device_type=device_type(), precision=name, compute_dtype=name,
         precision_record={"param_dtype": "fp32", "compute_dtype": name, "grad_dtype": "fp32",
+                          "reduce_dtype": name if sharded else "fp32",
                           "optimizer_state_dtype": "fp32"},
         compile=True, adamw="optax.adamw", fused_attn=cfg.kernels.fused_attn,
         allow_tf32=jax.config.jax_default_matmul_precision not in ("float32", "highest"))
@@ -211,6 +213,7 @@ def run_info(cfg: RunConfig, env: DistEnv, run_dir: Path, model: ViT,
     processes, the bytes of parameters and AdamW state per device and the JAX versions."""
     resolved = resolved or resolve(cfg)
     shapes = jax.eval_shape(lambda: _init(model, optax.adamw(1.0), jax.random.key(0)))
+    stored = jax.eval_shape(lambda: _init(model, optax.adamw(1.0), jax.random.key(0), mesh))
     world = runinfo.World(
         size=jax.device_count(), nodes=cfg.nodes, ranks_per_node=cfg.cluster.gpus_per_node,
         replicas=mesh.shape[sharding.REPLICATE_AXIS],
@@ -232,8 +235,8 @@ def run_info(cfg: RunConfig, env: DistEnv, run_dir: Path, model: ViT,
             driver=device_probe(jax.local_devices()[0]).driver_version),
         world_extra={"mesh": dict(mesh.shape), "num_processes": jax.process_count()},
         model_extra={
-            "param_bytes_per_device": sharding.bytes_per_device(shapes["params"], mesh),
-            "optimizer_bytes_per_device": sharding.bytes_per_device(shapes["opt_state"], mesh),
+            "param_bytes_per_device": sharding.bytes_per_device(stored["params"], mesh),
+            "optimizer_bytes_per_device": sharding.bytes_per_device(stored["opt_state"], mesh),
         })
     info["versions"] |= {name: _version(name) for name in ("jax", "jaxlib", "flax", "optax")}
     return info
@@ -356,10 +359,20 @@ def agreed_stop(signals: failures.StopSignals | None) -> str | None:
     return signal.Signals(signum).name if signum else None
 
 
-def _init(model: ViT, tx: optax.GradientTransformation, key: jax.Array) -> State:
-    """Draw the parameters and AdamW's initial state (traced: runs under jit/eval_shape)."""
-    params = model.init(key, jnp.zeros(dummy_input(model).shape))["params"]
+def _init(model: ViT, tx: optax.GradientTransformation, key: jax.Array,
+          mesh: jax.sharding.Mesh | None = None) -> State:
+    """Draw the parameters and AdamW's initial state (traced: runs under jit/eval_shape),
+    stored as on ``mesh`` (:func:`vitfsdp.jax.sharding.to_stored`; None: the model's own
+    shapes)."""
+    params = model_params(model, key)
+    params = sharding.to_stored(params, mesh) if mesh is not None else params
     return {"params": params, "opt_state": tx.init(params)}
+
+
+def model_params(model: ViT, key: jax.Array) -> Any:
+    """The model's parameters in its own shapes, drawn from ``key`` (traceable; under
+    ``jax.eval_shape`` their shapes, for :func:`vitfsdp.jax.sharding.from_stored`)."""
+    return model.init(key, jnp.zeros(dummy_input(model).shape))["params"]
 
 
 def init_state(model: ViT, tx: optax.GradientTransformation, mesh: jax.sharding.Mesh,
@@ -373,7 +386,8 @@ def init_state(model: ViT, tx: optax.GradientTransformation, mesh: jax.sharding.
         (state, the NamedSharding pytree of the state).
     """
     _, shardings = state_layout(model, tx, mesh, seed)
-    state = jax.jit(lambda: _init(model, tx, jax.random.key(seed)), out_shardings=shardings)()
+    state = jax.jit(lambda: _init(model, tx, jax.random.key(seed), mesh),
+                    out_shardings=shardings)()
     return state, shardings
 
 
@@ -386,7 +400,7 @@ def state_layout(model: ViT, tx: optax.GradientTransformation, mesh: jax.shardin
         target, :func:`vitfsdp.jax.checkpoint.load`; the NamedSharding pytree of the state,
         :func:`vitfsdp.jax.sharding.tree_shardings`).
     """
-    abstract = jax.eval_shape(lambda: _init(model, tx, jax.random.key(seed)))
+    abstract = jax.eval_shape(lambda: _init(model, tx, jax.random.key(seed), mesh))
     shardings = sharding.tree_shardings(abstract, mesh)
     target = jax.tree.map(lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
                           abstract, shardings)
@@ -428,24 +442,33 @@ def make_train_step(model: ViT, tx: optax.GradientTransformation, mesh: jax.shar
     collectives = collectives or step_collectives()
     if collectives not in STEP_COLLECTIVES:
         raise ValueError(f"collectives={collectives!r}; valid: {', '.join(STEP_COLLECTIVES)}")
+    shapes = jax.eval_shape(lambda: model_params(model, jax.random.key(0)))
 
     if collectives == "explicit":
         def loss_fn(params: Any, images: jax.Array, labels: jax.Array) -> jax.Array:
-            logits = model.apply({"params": params}, images)
+            logits = model.apply({"params": sharding.from_stored(params, shapes)}, images)
             return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
-        value_and_grad = sharding.sharded_value_and_grad(loss_fn, mesh)
+        value_and_grad = sharding.sharded_value_and_grad(loss_fn, mesh, model.dtype)
     else:
         constrained = model.clone(constrain=sharding.activation_constraint(mesh))
         grad_shardings = state_shardings["params"]
 
         def value_and_grad(params: Any, images: jax.Array, labels: jax.Array):
             def loss_fn(p: Any) -> jax.Array:
-                logits = constrained.apply({"params": p}, images)
+                logits = constrained.apply({"params": sharding.from_stored(p, shapes)}, images)
                 return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
 
-            loss, grads = jax.value_and_grad(loss_fn)(params)
-            return loss, jax.lax.with_sharding_constraint(grads, grad_shardings)
+            if not sharding.in_compute_dtype(params, mesh, model.dtype):
+                loss, grads = jax.value_and_grad(loss_fn)(params)
+                return loss, jax.lax.with_sharding_constraint(grads, grad_shardings)
+            # cast on the shards: the gathers carry the compute dtype, and so does the
+            # gradients' reduction (torch FSDP's MixedPrecision; vitfsdp.jax.sharding)
+            low = jax.lax.with_sharding_constraint(
+                jax.tree.map(lambda x: x.astype(model.dtype), params), grad_shardings)
+            loss, grads = jax.value_and_grad(loss_fn)(low)
+            grads = jax.lax.with_sharding_constraint(grads, grad_shardings)
+            return loss, jax.tree.map(lambda g, x: g.astype(x.dtype), grads, params)
 
     def step(state: State, images: jax.Array, labels: jax.Array) -> tuple[State, jax.Array]:
         loss, grads = value_and_grad(state["params"], images, labels)
