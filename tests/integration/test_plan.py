@@ -448,6 +448,30 @@ def test_jax_runs_are_predicted_with_the_jax_memory_model():
     assert gpu[True] < 0.5 * gpu[False]
 
 
+def test_a_jax_gpu_run_fits_in_xlas_pool_not_the_whole_device():
+    """XLA takes 75% of a GPU for its pool by default (XLA_PYTHON_CLIENT_MEM_FRACTION): a
+    JAX point is judged against that, or the fraction the profile's env sets, or the whole
+    device where preallocation is off; a torch point against the whole device."""
+    from hydra import compose, initialize_config_dir
+
+    from vitfsdp.config import CONF_DIR, register_configs, to_run_config
+    from vitfsdp.plan import xla_pool_fraction
+
+    assert xla_pool_fraction({}) == 0.75
+    assert xla_pool_fraction({"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.9"}) == 0.9
+    assert xla_pool_fraction({"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}) == 1.0
+    register_configs()
+    with initialize_config_dir(str(CONF_DIR), version_base=None):
+        cfg = {fw: to_run_config(compose("config", [
+            "model=vit_base", "strategy=DDP", "cluster=cuda8", f"framework={fw}"]))
+            for fw in ("torch", "jax")}
+    jax_p, torch_p = predict(cfg["jax"], device="gpu"), predict(cfg["torch"], device="gpu")
+    assert "(XLA's pool: 75% of 80 GiB" in jax_p.reason
+    assert jax_p.margin_gib == pytest.approx(60 - jax_p.peak_mem_gib, abs=0.05)
+    assert "(cluster.device_memory_gib)" in torch_p.reason
+    assert torch_p.margin_gib == pytest.approx(80 - torch_p.peak_mem_gib, abs=0.05)
+
+
 @pytest.mark.parametrize("model,dtype,fused,compiled", [
     ("vit_tiny", "fp32", True, False),        # GELU MLP
     ("vit_tiny", "fp32", False, False),       # attention written out

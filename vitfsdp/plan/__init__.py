@@ -72,7 +72,7 @@ class Prediction:
     allocated_gib: float  # peak of the above (gradients and activations are not all held at once)
     overhead_gib: float  # allocator cache (GPU) or process baseline (CPU)
     peak_mem_gib: float  # allocated + overhead: compare with pred_mem_metric
-    device_memory_gib: float | None  # cluster.device_memory_gib
+    device_memory_gib: float | None  # cluster.device_memory_gib (JAX on a GPU: XLA's pool of it)
     fits: bool | None  # peak_mem_gib <= device memory; None when the device memory is unknown
     margin_gib: float | None  # device memory - peak_mem_gib (< 0: does not fit)
     compute_s: float | None  # per step: forward, backward (recompute), optimizer; None: no peak
@@ -217,8 +217,27 @@ def memory_breakdown(cfg, device: str | None = None) -> dict[str, int]:
             "shard_group_size": group}
 
 
+#: The share of a GPU's memory XLA's allocator takes for its pool by default
+#: (``XLA_PYTHON_CLIENT_MEM_FRACTION``; JAX's documentation, "GPU memory allocation"): a JAX
+#: run fits in it, not in the whole device.
+XLA_DEFAULT_MEM_FRACTION = 0.75
+
+
+def xla_pool_fraction(env: dict) -> float:
+    """The share of a GPU a JAX run can allocate under the profile's ``cluster.env``:
+    ``XLA_PYTHON_CLIENT_MEM_FRACTION`` where set, else :data:`XLA_DEFAULT_MEM_FRACTION`;
+    1 where preallocation is off (``XLA_PYTHON_CLIENT_PREALLOCATE=false``: XLA allocates as
+    it goes) or the platform allocator is used (``XLA_PYTHON_CLIENT_ALLOCATOR=platform``)."""
+    if "XLA_PYTHON_CLIENT_MEM_FRACTION" in env:
+        return float(env["XLA_PYTHON_CLIENT_MEM_FRACTION"])
+    if str(env.get("XLA_PYTHON_CLIENT_PREALLOCATE", "")).lower() in ("false", "0") or \
+            str(env.get("XLA_PYTHON_CLIENT_ALLOCATOR", "")).lower() == "platform":
+        return 1.0
+    return XLA_DEFAULT_MEM_FRACTION
+
+
 def _fits(peak_gib: float, device_memory_gib: float | None,
-          device: str) -> tuple[bool | None, str]:
+          device: str, limit: str = "cluster.device_memory_gib") -> tuple[bool | None, str]:
     """Fit and its one-line reason, judged on the printed peak (allocated + the allocator's
     reserve on a GPU, + the process baseline on CPU): what the run's reserved (or resident)
     memory reaches."""
@@ -229,7 +248,7 @@ def _fits(peak_gib: float, device_memory_gib: float | None,
     margin = device_memory_gib - peak_gib
     fits = margin >= 0
     return fits, (f"predicted peak {peak_gib:.1f} GiB {where} {'<=' if fits else '>'} "
-                  f"{device_memory_gib:.1f} GiB (cluster.device_memory_gib), margin "
+                  f"{device_memory_gib:.1f} GiB ({limit}), margin "
                   f"{margin:+.1f} GiB")
 
 
@@ -359,9 +378,15 @@ def predict(cfg, *, peak_flops: float | None = None,
     b = memory_breakdown(cfg, device)
     allocated = b["allocated"] / GIB
     memory = cfg.cluster.device_memory_gib or device_memory_gib
+    limit = "cluster.device_memory_gib"
+    if cfg.framework == "jax" and device == "gpu" and memory:
+        fraction = xla_pool_fraction(cfg.cluster.env)
+        if fraction < 1:
+            memory, limit = memory * fraction, (f"XLA's pool: {fraction:.0%} of "
+                                                f"{memory:g} GiB, XLA_PYTHON_CLIENT_MEM_FRACTION")
     overhead = _overhead_gib(allocated, memory, device)
     peak_gib = allocated + overhead
-    fits, reason = _fits(peak_gib, memory, device)
+    fits, reason = _fits(peak_gib, memory, device, limit)
     tight = _tight(allocated, peak_gib, memory, cfg.cluster.memory_reserve_frac, device)
     if tight:
         reason += (f"; tight: within cluster.memory_reserve_frac="

@@ -239,7 +239,8 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
     if others is not None:
         lines += [f"#{i}: {o}" for i, o in enumerate(others)]
     lines += ["peak: allocated + allocator reserve (GPU) or process baseline (CPU), GiB per",
-              "rank; margin: device memory - peak; fits: peak <= device memory (tight: less",
+              "rank; margin: device memory (JAX on a GPU: XLA's pool) - peak; fits: peak <=",
+              "device memory (tight: less",
               "than cluster.memory_reserve_frac of it to spare); exposed:",
               "seconds of step - compute (communication not hidden); rank: ips order of the points",
               "that fit, per model and nodes. All columns: --csv FILE, --json"]
