@@ -76,3 +76,20 @@ def test_jax_ranks_count_the_gpus_slurm_lists_not_torchs():
     assert _local_gpu(5, {"CUDA_VISIBLE_DEVICES": "3"}) == [0]  # bound: its one GPU
     assert _local_gpu(3, {"ROCR_VISIBLE_DEVICES": "0,1"}) == [1]
     assert _local_gpu(3, {"CUDA_VISIBLE_DEVICES": ""}) is None  # none visible: the CPU
+
+
+def test_a_jax_run_records_xlas_gpu_stack_not_torchs():
+    """run.json's cuda/cudnn/nccl of a JAX run were torch's build's; a JAX run records its
+    backend's platform version instead, and nothing of a GPU on the CPU."""
+    pytest.importorskip("jax")
+    from types import SimpleNamespace
+
+    from vitfsdp.jax.train import _jax_gpu_versions
+
+    gpu = SimpleNamespace(platform="gpu", client=SimpleNamespace(platform_version="cuda 12090"))
+    got = _jax_gpu_versions(gpu)
+    assert got["xla_platform"] == "cuda 12090" and got["collectives"] == "nccl"
+    assert got["cuda"] is got["cudnn"] is got["nccl"] is got["rocm"] is None
+    rocm = SimpleNamespace(platform="gpu", client=SimpleNamespace(platform_version="rocm 70100"))
+    assert _jax_gpu_versions(rocm)["collectives"] == "rccl"
+    assert _jax_gpu_versions(SimpleNamespace(platform="cpu"))["xla_platform"] is None

@@ -297,7 +297,8 @@ def _img_size(run: dict) -> int | None:
 
 
 #: Library versions named in the ``versions`` column (run.json ``versions``), in order.
-VERSION_KEYS = ("python", "torch", "timm", "jax", "flax", "cuda", "rocm", "nccl")
+VERSION_KEYS = ("python", "torch", "timm", "jax", "flax", "cuda", "rocm", "nccl",
+                "xla_platform")
 
 
 def _provenance(run: dict) -> dict[str, Any]:

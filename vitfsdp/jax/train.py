@@ -23,6 +23,7 @@ import dataclasses
 import itertools
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -239,7 +240,25 @@ def run_info(cfg: RunConfig, env: DistEnv, run_dir: Path, model: ViT,
             "optimizer_bytes_per_device": sharding.bytes_per_device(stored["opt_state"], mesh),
         })
     info["versions"] |= {name: _version(name) for name in ("jax", "jaxlib", "flax", "optax")}
+    info["versions"] |= _jax_gpu_versions(jax.local_devices()[0])
     return info
+
+
+def _jax_gpu_versions(device: jax.Device) -> dict:
+    """What a JAX run's GPU code is, in place of torch's (``cuda``, ``cudnn``, ``nccl`` of
+    :func:`vitfsdp.provenance.versions` are the CUDA/ROCm, cuDNN and NCCL of torch's build,
+    not what XLA loaded): the backend's platform version (``cuda 12090``, ``rocm ...``) and
+    the installed JAX GPU plugin distributions; all None on the CPU."""
+    if device.platform == "cpu":
+        return {"cuda": None, "rocm": None, "cudnn": None, "nccl": None, "collectives": None,
+                "xla_platform": None, "jax_plugins": None}
+    plugins = {d.metadata["Name"]: d.version for d in metadata.distributions()
+               if re.fullmatch(r"jax[-_](cuda|rocm)\d+[-_](plugin|pjrt)",
+                               d.metadata["Name"] or "", re.IGNORECASE)}
+    platform = str(getattr(getattr(device, "client", None), "platform_version", "")) or None
+    return {"cuda": None, "rocm": None, "cudnn": None, "nccl": None,  # torch's, not XLA's
+            "collectives": "rccl" if platform and "rocm" in platform.lower() else "nccl",
+            "xla_platform": platform, "jax_plugins": plugins or None}
 
 
 def _peak(cfg: RunConfig, device: jax.Device, resolved: Resolved) -> dict:
