@@ -63,7 +63,8 @@ def test_ratio_table(sweep: Path) -> None:
     table = framework_ratio_table(df)
     assert list(table.columns) == ["model", "strategy", "nodes", "torch_ips", "jax_ips",
                                    "jax_over_torch", "torch_runs", "jax_runs", "difference",
-                                   "torch_busy_frac", "jax_busy_frac", "host_bound"]
+                                   "torch_busy_frac", "jax_busy_frac", "host_bound",
+                                   "torch_attention", "jax_attention"]
     assert list(zip(table["strategy"], table["nodes"], strict=True)) == [
         ("DDP", 1), ("DDP", 2), ("FULL_SHARD", 1)]  # JAX FULL_SHARD at 2 nodes failed
     assert list(table["jax_over_torch"]) == pytest.approx([0.5, 0.8, 1.5])
@@ -97,6 +98,34 @@ def test_a_framework_is_faster_only_over_repeats(tmp_path: Path) -> None:
     assert framework_ratio_table(once).iloc[0]["difference"] == "one run: not established"
     section = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}["PyTorch and JAX"]
     assert "1 of 1 are (`difference`)" in section.text
+
+
+def test_the_ratio_says_when_the_two_ran_different_attention(tmp_path: Path) -> None:
+    """Both H100 records ran torch's sdpa against JAX's XLA attention: the ratio table names
+    each side's attention, and where no side was host-bound the report says that the
+    attention kernels' difference is part of every ratio."""
+    applied = {"torch": {"fused_attn": True},
+               "jax": {"attention": "jax.nn.dot_product_attention(implementation='xla')"}}
+    for framework in ("torch", "jax"):
+        info = _info(framework, "DDP", 1)
+        info["device"] |= {"type": "cuda", "name": "NVIDIA H100 80GB HBM3"}
+        info["applied"] = applied[framework]
+        write_run(tmp_path / "apart" / framework, info, 200.0, busy=0.95)
+    ratio = framework_ratio_table(collect_runs(tmp_path / "apart"))
+    assert ratio[["torch_attention", "jax_attention"]].values.tolist() == [["sdpa", "xla"]]
+    assert framework_host_text(ratio).endswith(
+        "attention kernels included: the two ran different attention (PyTorch sdpa, JAX xla), "
+        "which is part of every ratio.")
+    applied["jax"]["attention"] = "einsum_softmax"
+    applied["torch"]["fused_attn"] = False
+    for framework in ("torch", "jax"):
+        info = _info(framework, "DDP", 1)
+        info["device"] |= {"type": "cuda", "name": "NVIDIA H100 80GB HBM3"}
+        info["applied"] = applied[framework]
+        write_run(tmp_path / "same" / framework, info, 200.0, busy=0.95)
+    same = framework_ratio_table(collect_runs(tmp_path / "same"))
+    assert same[["torch_attention", "jax_attention"]].values.tolist() == [["written out"] * 2]
+    assert "attention" not in framework_host_text(same)
 
 
 #: (torch busy, JAX busy) per (strategy, nodes) on a GPU: PyTorch host-bound at FULL_SHARD 1

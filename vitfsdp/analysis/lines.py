@@ -34,7 +34,8 @@ TORCH_ONLY_COLUMNS = ("backward_prefetch", "limit_all_gathers", "engine", "kerne
                       "strategy.use_orig_params", "strategy.blocks_per_unit")
 #: Columns of :func:`framework_ratio_table` after its key columns.
 RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch", "torch_runs", "jax_runs",
-                 "difference", "torch_busy_frac", "jax_busy_frac", "host_bound")
+                 "difference", "torch_busy_frac", "jax_busy_frac", "host_bound",
+                 "torch_attention", "jax_attention")
 
 
 def contention_note(df: pd.DataFrame) -> str | None:
@@ -192,7 +193,9 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
         where not measured: CPU ranks, ROCm under JAX) and ``host_bound`` (either side
         host-bound, :func:`vitfsdp.core.throughput.host_bound`: the ratio then compares the
         frameworks' host loops, not their kernels; False where both were measured and
-        neither is; NA otherwise);
+        neither is; NA otherwise), ``torch_attention`` and ``jax_attention`` (the attention
+        each side ran, ``attention`` of the runs: ``sdpa``, ``xla``, ``cudnn``, ``written
+        out``; where they differ, the ratio includes the attention kernels' difference);
         empty (with these columns) when either framework has no completed run.
     """
     keys, lines = [*comparison_columns(df), "nodes"], line_columns(df)
@@ -223,17 +226,20 @@ def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
     its measurements (over runs where it ran at least twice, else its run's windows)."""
     rows = rows.assign(busy=pd.to_numeric(rows.get("device_busy_frac"), errors="coerce"),
                        win_lo=rows.get("ips_min", rows["ips"]),
-                       win_hi=rows.get("ips_max", rows["ips"]))
+                       win_hi=rows.get("ips_max", rows["ips"]),
+                       attention=rows.get("attention", pd.Series(None, index=rows.index)))
     side = rows.groupby(keys, dropna=False).agg(
         ips=("ips", "median"), busy=("busy", "median"), runs=("ips", "count"),
         run_lo=("ips", "min"), run_hi=("ips", "max"), win_lo=("win_lo", "min"),
-        win_hi=("win_hi", "max")).reset_index()
+        win_hi=("win_hi", "max"),
+        attention=("attention", lambda a: ", ".join(sorted(set(a.dropna().astype(str))))
+                   or None)).reset_index()
     low, high = span(side["runs"], side["run_lo"], side["run_hi"], side["win_lo"],
                      side["win_hi"], side["ips"])
     return pd.DataFrame({
         **{k: side[k] for k in keys}, f"{fw}_ips": side["ips"],
         f"{fw}_busy_frac": side["busy"], f"{fw}_runs": side["runs"], f"{fw}_low": low,
-        f"{fw}_high": high})
+        f"{fw}_high": high, f"{fw}_attention": side["attention"]})
 
 
 def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:

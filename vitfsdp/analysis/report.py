@@ -416,7 +416,20 @@ def framework_host_text(ratio: pd.DataFrame) -> str:
         return (f"No point measured host-bound ({BUSY_BELOW}); at "
                 f"{int(unknown.sum())} point(s) one side was not measured.")
     return (f"No point host-bound on either side ({BUSY_BELOW}): the ratios compare the "
-            "frameworks' steps on the device.")
+            "frameworks' steps on the device" + _attention_caveat(ratio) + ".")
+
+
+def _attention_caveat(ratio: pd.DataFrame) -> str:
+    """``", attention kernels included: ..."`` where the two sides ran different attention
+    (torch's sdpa against JAX's xla, say), else ``""``."""
+    pairs = {(t, j) for t, j in zip(ratio.get("torch_attention", []),
+                                    ratio.get("jax_attention", []), strict=True)
+             if isinstance(t, str) and isinstance(j, str) and t != j}
+    if not pairs:
+        return ""
+    which = "; ".join(f"PyTorch {t}, JAX {j}" for t, j in sorted(pairs))
+    return (f", attention kernels included: the two ran different attention ({which}), "
+            "which is part of every ratio")
 
 
 def provenance_table(df: pd.DataFrame, sweep_dirs: Sequence[Path] = ()) -> pd.DataFrame:

@@ -263,6 +263,7 @@ def _config(run: dict) -> dict[str, Any]:
         "img_size": _img_size(run),
         **{key: _get(cfg, *path) for key, path in _CONFIG_PATHS},
         **_applied_kernels(run),
+        "attention": _applied_attention(run),
         "experiment": cfg.get("experiment"),
         "repeat": cfg.get("repeat", 0),
         "nodes": nodes,
@@ -354,6 +355,20 @@ def _applied_precision(run: dict) -> str | None:
         if resolved:
             return resolved
     return _get(run, "config", "precision")
+
+
+def _applied_attention(run: dict) -> str | None:
+    """Which attention ran, from run.json ``applied``: ``sdpa`` (torch's
+    scaled_dot_product_attention; which of its backends, flash, cuDNN or memory-efficient,
+    torch picks at run time and does not say), JAX's ``xla`` or ``cudnn``
+    (``jax.nn.dot_product_attention``'s implementation), or ``written out`` (softmax(q·kᵀ)
+    computed op by op); None where not recorded."""
+    attention = _get(run, "applied", "attention")
+    if isinstance(attention, str):  # JAX
+        found = re.search(r"implementation='?(\w+)", attention)
+        return found.group(1) if found else "written out"
+    fused = _get(run, "applied", "fused_attn")
+    return None if fused is None else ("sdpa" if fused else "written out")
 
 
 def _applied_kernels(run: dict) -> dict[str, Any]:

@@ -117,6 +117,9 @@ RUN_COLUMNS = (
            "fused attention kernel setting"),
     Column("kernels.compile", TEXT, "", "config",
            "torch.compile of the blocks, as it resolved (bool)"),
+    Column("attention", TEXT, "", "config",
+           "the attention that ran: sdpa (torch; its backend unrecorded), xla or cudnn "
+           "(JAX), written out"),
     Column("kernels.adamw", TEXT, "", "config",
            "AdamW implementation setting"),
     Column("kernels.float32_matmul_precision", TEXT, "", "config",
