@@ -363,6 +363,16 @@ def test_the_bound_on_other_work_is_one_predicate_unknown_is_not_competed():
     assert competed(0.51, 2) and not competed(0.5, 2)  # 25% of 2 cores
     assert not any(competed(o, c) for o, c in ((None, 2), (float("nan"), 2), (1.0, None),
                                                (1.0, 0), (1.0, float("nan"))))
+    # runs.csv's nullable columns: a Ctrl-C'd local point has host.json's other_cpus but no
+    # host_cpus, read back as pandas' NA (whose truth value raises)
+    import pandas as pd
+
+    from vitfsdp.analysis.tables import competed_runs
+
+    assert not competed(0.6, pd.NA) and not competed(pd.NA, 2)
+    runs = pd.DataFrame({"host_other_cpus": [0.6, 1.2], "host_cpus": [None, 2]}).astype(
+        {"host_cpus": "Int64"})
+    assert competed_runs(runs).index.tolist() == [1]
 
 
 def test_a_point_that_ran_once_draws_its_windows_and_repeats_draw_theirs(tmp_path):

@@ -56,11 +56,15 @@ def competed(other_cpus: float | None, host_cpus: float | None) -> bool:
     """Whether other processes of a local point's host took CPU time its ranks wanted: they
     kept more than :data:`OTHER_WORK_FRAC` of its ``host_cpus`` cores busy on average
     (``other_cpus``, cores: ``host.json``'s ``other_cpus``). False where either is unknown
-    (None or NaN: a Slurm point, older records) or ``host_cpus`` is not positive."""
-    if other_cpus is None or host_cpus is None or other_cpus != other_cpus \
-            or not host_cpus > 0:  # None, NaN, or no cores
+    (None, NaN or pandas' NA: a Slurm point, an interrupted one, older records) or
+    ``host_cpus`` is not positive."""
+    try:
+        other, cpus = float(other_cpus), float(host_cpus)
+    except (TypeError, ValueError):  # None or pd.NA: not known
         return False
-    return other_cpus / host_cpus > OTHER_WORK_FRAC
+    if other != other or not cpus > 0:  # NaN, or no cores
+        return False
+    return other / cpus > OTHER_WORK_FRAC
 
 
 def host_bound(device_busy_frac: float | None) -> bool | None:
