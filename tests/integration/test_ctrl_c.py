@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -55,6 +56,16 @@ def ctrl_c(proc: subprocess.Popen) -> tuple[str, str]:
     return out, err
 
 
+def _pasted(line: str, sweep_dir: Path) -> list[str]:
+    """The overrides of the command ``line`` says to go on with, as a shell reads it: the
+    sweep's own, and its directory named (the default one is new at every start)."""
+    argv = shlex.split(line.split("go on with: ", 1)[1].split(" (it ", 1)[0])
+    assert argv[:4] == ["python", "-m", "vitfsdp.sweep", "-m"], argv
+    assert argv[-1] == f"hydra.sweep.dir={sweep_dir}", argv
+    sweep_dir.parent.joinpath("elsewhere").mkdir(exist_ok=True)
+    return argv[4:]
+
+
 def test_local_point_interrupted_is_recorded_and_runs_again(tmp_path):
     args = [*FAST, "train.steps=40", f"hydra.sweep.dir={tmp_path}/s"]
     proc = sweep(args, tmp_path)
@@ -68,7 +79,7 @@ def test_local_point_interrupted_is_recorded_and_runs_again(tmp_path):
     assert summary["status"] == "cancelled" and summary["interrupted"] is True
     wait_for(lambda: not subprocess.run(["pgrep", "-f", str(run_dir)],  # none outlives it
                                         capture_output=True).stdout, 30)
-    proc = sweep(args, tmp_path)  # a plain rerun
+    proc = sweep(_pasted(line, tmp_path / "s"), tmp_path / "elsewhere")  # the printed command
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, out[-2000:] + err[-2000:]
     assert read(run_dir / "summary.json")["status"] == "completed"
@@ -88,7 +99,7 @@ def test_slurm_jobs_run_on_after_ctrl_c_and_the_rerun_waits(tmp_path):
     job_id = read(run_dir / "job.json")["job_id"]
     assert line.startswith("interrupted: 1 Slurm job(s) keep running; follow with: "), line
     assert f"cancel them with: scancel {job_id};" in line
-    proc = sweep(args, tmp_path)  # waits for the job the first sweep left
+    proc = sweep(_pasted(line, tmp_path / "s"), tmp_path / "elsewhere")  # waits for the job
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, out[-2000:] + err[-2000:]
     assert "waiting also for 1 point(s) an earlier sweep left" in out + err

@@ -116,3 +116,22 @@ def test_report_sweep_command_pastes_back_the_overrides(tmp_path):
     line = sweep_command(tmp_path)
     assert paste(line, tmp_path) == ["python", "-m", "vitfsdp.sweep", "-m",
                                      *overrides[1:], *overrides[:1]]
+
+
+def test_the_resume_command_pastes_back_the_overrides_and_the_directory(tmp_path):
+    """The command a Ctrl-C (or a disk error, or max_jobs) says to go on with: the sweep's
+    overrides and its directory, which Hydra reads back whole (a default sweep directory is
+    new at every start: without it, the same command starts another sweep)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    where = hostile_dir(tmp_path)
+    where.mkdir()
+    task = ["nodes=1,2", f"data.path=$(touch {MARK}5)", "cluster.modules=[a/1, `touch MARK_6`]"]
+    (where / "multirun.yaml").write_text(yaml.safe_dump(
+        {"hydra": {"overrides": {"task": task, "hydra": ["hydra.sweep.dir=runs/sweep/x"]}}}))
+    argv = paste(report.resume_command(where), tmp_path)
+    assert argv[:4 + len(task)] == ["python", "-m", "vitfsdp.sweep", "-m", *task]
+    (last,) = argv[4 + len(task):]  # the directory, once: the recorded one replaced
+    assert OverridesParser.create().parse_override(last).value() == str(where)
+    assert report.resume_command(tmp_path / "none").endswith(
+        f"-m '<your overrides>' hydra.sweep.dir={tmp_path}/none")

@@ -7,11 +7,15 @@ end status and the analysis command (:func:`_report`), the points that have not 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
+import yaml
+
 from vitfsdp.launch import secrets
+from vitfsdp.launch.local import quote_override
 from vitfsdp.records import STATUSES
 from vitfsdp.sweep.point import Point, _point_label, log
 
@@ -86,6 +90,24 @@ def status_command(sweep_dir: str | os.PathLike, watch: bool = True) -> str:
     path is quoted (``shlex.join``), so that spaces, quotes or ``$(...)`` in it stay text."""
     return shlex.join(["python", "-m", "vitfsdp.sweep", "--status", str(sweep_dir),
                        *(["--watch"] if watch else [])])
+
+
+def resume_command(sweep_dir: str | os.PathLike) -> str:
+    """The command that goes on with the sweep in ``sweep_dir``, to paste into a shell: the
+    sweep's own overrides (Hydra's ``multirun.yaml`` there) with ``hydra.sweep.dir`` set to
+    that directory, so that the default ``runs/sweep/${now:...}`` does not start a new one
+    (and, on Slurm, submit jobs that still run a second time). Quoted for Hydra's grammar
+    and for the shell. Without ``multirun.yaml``: ``<your overrides>`` in their place."""
+    path = Path(sweep_dir) / "multirun.yaml"
+    try:
+        overrides = (yaml.safe_load(path.read_text(encoding="utf-8")) or {})["hydra"]["overrides"]
+        args = [str(a) for a in [*(overrides.get("task") or []), *(overrides.get("hydra") or [])]
+                if not str(a).startswith("hydra.sweep.dir=")]
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        args = ["<your overrides>"]
+    plain = re.fullmatch(r"[\w./+-]+", str(sweep_dir))  # else Hydra's grammar would read it
+    where = str(sweep_dir) if plain else quote_override(str(sweep_dir))
+    return shlex.join(["python", "-m", "vitfsdp.sweep", "-m", *args, f"hydra.sweep.dir={where}"])
 
 
 def analysis_command(sweep_dir: str | os.PathLike) -> str:

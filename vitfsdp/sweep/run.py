@@ -34,7 +34,13 @@ from vitfsdp.sweep.point import (
     _predicted_step_s,
     log,
 )
-from vitfsdp.sweep.report import _remove_secrets, _report, _report_not_ended, status_command
+from vitfsdp.sweep.report import (
+    _remove_secrets,
+    _report,
+    _report_not_ended,
+    resume_command,
+    status_command,
+)
 from vitfsdp.sweep.slurm_jobs import launch_slurm
 
 MULTIRUN_FILE = "multirun.yaml"  # the sweep's config and overrides, saved by Hydra's sweeper
@@ -174,8 +180,7 @@ def _disk_line(e: OSError, points: list[Point], sweep_dir: Path) -> str:
             f"there is space, or cancel them with {shlex.join(['scancel', *ids])}"
             if ids else "")
     return (f"error: the sweep could not write its records ({disk_error(e)}){jobs}; free "
-            "space (or choose a writable hydra.sweep.dir) and run the same command again: "
-            "completed points are kept")
+            f"space and go on with: {resume_command(sweep_dir)} (completed points are kept)")
 
 
 def _interrupted_line(points: list[Point], sweep_dir: Path) -> str:
@@ -187,11 +192,12 @@ def _interrupted_line(points: list[Point], sweep_dir: Path) -> str:
                 "point has ended)" if secrets.secrets_path(sweep_dir).exists() else "")
         return (f"interrupted: {len(ids)} Slurm job(s) keep running; follow with: "
                 f"{status_command(sweep_dir)}; cancel them with: "
-                f"{shlex.join(['scancel', *ids])}; the same sweep command waits for them and "
-                f"submits the points not submitted yet{kept}")
+                f"{shlex.join(['scancel', *ids])}; go on with: {resume_command(sweep_dir)} "
+                f"(it waits for them and submits the points not submitted yet){kept}")
     _remove_secrets(sweep_dir)
     return ("interrupted: the point running here was stopped and recorded cancelled "
-            "(interrupted); the same sweep command runs it again, and the points not run yet")
+            f"(interrupted); go on with: {resume_command(sweep_dir)} (it runs that point "
+            "again, and the points not run yet)")
 
 
 def _run(todo: list[Point], sweep_dir: Path, options: LaunchOptions,

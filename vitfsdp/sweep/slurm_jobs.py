@@ -14,7 +14,7 @@ from vitfsdp import plan as planner
 from vitfsdp.launch import LaunchOptions, pack, slurm, status, time_limit_s
 from vitfsdp.records import SUMMARY_FILE, read_json
 from vitfsdp.sweep.point import Point, log
-from vitfsdp.sweep.report import status_command
+from vitfsdp.sweep.report import resume_command, status_command
 
 
 def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
@@ -89,8 +89,8 @@ def _log_detached(units: list[pack.Unit], sweep_dir: Path, max_jobs: int | None)
     log.info("submitted %d Slurm jobs: %s", len(ids), " ".join(ids))
     waiting = sum(u.num_jobs for u in units if u.job_ids is None)
     if waiting:
-        log.info("%d jobs wait for cluster.max_jobs=%s: run the same command again once jobs "
-                 "have ended to submit them", waiting, max_jobs)
+        log.info("%d jobs wait for cluster.max_jobs=%s: once jobs have ended, submit them "
+                 "with: %s", waiting, max_jobs, resume_command(sweep_dir))
     log.info("detached; follow with: %s", status_command(sweep_dir))
 
 
