@@ -10,6 +10,7 @@ user sees: no traceback, one line, the exit status, nothing left on disk.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -307,11 +308,12 @@ def test_a_refusal_after_the_lock_takes_back_only_its_own_files(tmp_path):
     the multirun.yaml and lock file this sweep wrote are gone, the earlier run untouched."""
     sweep_dir = tmp_path / "sweep"
     (sweep_dir / "same").mkdir(parents=True)
-    (sweep_dir / "same" / "job.json").write_text('{"config_hash": "0123456789abcdef"}')
+    (sweep_dir / "same" / "job.json").write_text(json.dumps(  # the code changed since
+        {"config_hash": "0123456789abcdef", "overrides": list(CPU)}))
     proc = run_module("vitfsdp.sweep", "-m", *CPU, "hydra.sweep.subdir=same",
                       f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path, timeout=120)
     assert proc.returncode == sweep.EXIT_REFUSED, proc.stderr
-    assert "holds a run of a different config" in proc.stderr
+    assert "holds a run of the same overrides but a different config" in proc.stderr
     assert sorted(str(p.relative_to(sweep_dir)) for p in sweep_dir.rglob("*")) == \
         ["same", "same/job.json"]
 

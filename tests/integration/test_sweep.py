@@ -278,3 +278,22 @@ def test_a_gpu_profile_without_a_gpu_is_a_failed_run_saying_why(tmp_path):
     assert row["status"] == "failed"
     assert "device=auto: torch " in row["reason"] and "sees no GPU on " in row["reason"]
     assert "but cluster=local describes GPUs (cluster.device_memory_gib=80)" in row["reason"]
+
+
+def test_repeats_and_node_counts_added_by_later_commands_get_their_own_directories(tmp_path):
+    """A run directory's name leaves out the keys a sweep sets to one value, so `repeat=1`
+    after a sweep of repeat 0 names its points as the first sweep's (once refused as "a
+    different config"): they take the name with every override, and the first points stay."""
+    sweep_dir = tmp_path / "sweep"
+    first = ["-m", *FAST, "strategy=DDP,FULL_SHARD", f"hydra.sweep.dir={sweep_dir}"]
+    proc = run_module("vitfsdp.sweep", *first, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = run_module("vitfsdp.sweep", *first, "repeat=1", cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "0_strategy=DDP holds another point's run" in proc.stdout + proc.stderr
+    names = sorted(p.name for p in _point_dirs(sweep_dir))
+    assert names == ["0_repeat=1,strategy=DDP", "0_strategy=DDP",
+                     "1_repeat=1,strategy=FULL_SHARD", "1_strategy=FULL_SHARD"]
+    runs = [read(sweep_dir / n / "run.json")["config"]["repeat"] for n in names]
+    assert sorted(runs) == [0, 0, 1, 1]
+    assert all(read(sweep_dir / n / "summary.json")["status"] == "completed" for n in names)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vitfsdp import plan as planner
-from vitfsdp import provenance
+from vitfsdp import provenance, rundir
 from vitfsdp.launch import LaunchOptions, local, resume, slurm, status
 from vitfsdp.records import SUMMARY_FILE, RunRecords, read_json, write_json_atomic
 from vitfsdp.sweep.point import Point, SweepRefused, _point_label, log
@@ -71,13 +71,41 @@ def _settled(prior: list, queue: dict, rerun_failed: bool) -> tuple[str | None, 
     return None, {}
 
 
+#: Overrides left out of a run directory's full name (:func:`_own_dir`), as Hydra's
+#: ``override_dirname.exclude_keys`` leaves them out (conf/config.yaml), with the user's
+#: config folders.
+_NOT_IN_NAME = ("data.path", "hydra.sweep.dir", "hydra.searchpath")
+
+
 def _check_own_dir(p: Point) -> None:
-    job = read_json(p.run_dir / slurm.JOB_FILE) or {}
-    if job.get("config_hash") not in (None, p.config_hash):
-        raise SweepRefused(
-            f"error: {p.run_dir} holds a run of a different config (hash "
-            f"{job['config_hash']}, this point {p.config_hash}: code or defaults changed?); "
-            "use another hydra.sweep.dir")
+    """Make ``p.run_dir`` a directory of ``p``'s own. A run directory's name leaves out the
+    keys a sweep sets to one value, so a later command that sets them to another (``repeat=2``
+    after ``repeat=0``, ``nodes=3`` after ``nodes=4``) names its points as the earlier ones:
+    such a point's name also gets the overrides in which it differs from the run there
+    (``0_repeat=1,strategy=DDP``; then ``-2``, ``-3``, ... where that is taken too).
+
+    Raises:
+        SweepRefused: the directory holds a run of the same overrides but another config
+            hash: the code or the defaults changed since, so the two would not be the same
+            measurement.
+    """
+    base, n = p.run_dir, 1
+    while (job := read_json(p.run_dir / slurm.JOB_FILE) or {}).get("config_hash") not in (
+            None, p.config_hash):
+        if sorted(job.get("overrides") or []) == sorted(p.overrides):
+            raise SweepRefused(
+                f"error: {p.run_dir} holds a run of the same overrides but a different config "
+                f"(hash {job['config_hash']}, this point {p.config_hash}): the code or the "
+                "defaults changed since; use another hydra.sweep.dir for the new runs")
+        n += 1
+        if n == 2:
+            differ = [o for o in p.overrides if o not in (job.get("overrides") or [])]
+            keys = dict.fromkeys([*p.swept, *differ])
+            name = f"{p.num}_{rundir.run_dirname(keys, _NOT_IN_NAME)}"
+        p.run_dir = base.parent / (name if n == 2 else f"{name}-{n - 1}")
+    if p.run_dir != base:
+        log.info("%s holds another point's run: %s runs in %s", base.name, _point_label(p),
+                 p.run_dir.name)
 
 
 def _consult_plan(points: list[Point], options: LaunchOptions) -> tuple[list[Point], dict]:
