@@ -489,3 +489,23 @@ def test_n_labels_do_not_overlap_and_merge_where_lines_meet() -> None:
     assert texts["n=2"].arrow_patch is not None or texts["n=16"].arrow_patch is not None
     for box in boxes.values():  # inside the axes' height
         assert ax.bbox.y0 <= box.y0 and box.y1 <= ax.bbox.y1
+
+
+def test_an_attempt_a_rerun_superseded_is_kept_apart_not_counted(tmp_path):
+    """A point that failed, then completed when the sweep ran again (its first attempt moved
+    to attempts/1/): the tables and figures count the completed run alone, one run of the
+    point, no failure; attempts.csv keeps the failed attempt, naming its point."""
+    point = tmp_path / "sweep" / "0_strategy=DDP"
+    write_run(point / "attempts" / "1", run_info("DDP", 1), None, status="failed")
+    write_run(point, run_info("DDP", 1), 100.0)
+    assert len(collect_runs(tmp_path / "sweep")) == 1
+    every = collect_runs(tmp_path / "sweep", earlier_attempts=True)
+    assert every["attempt_of"].tolist().count(str(point)) == 1
+    out = tmp_path / "out"
+    assert analysis_main([str(tmp_path / "sweep"), "--out", str(out)]) == 0
+    runs, attempts = pd.read_csv(out / "runs.csv"), pd.read_csv(out / "attempts.csv")
+    assert runs["status"].tolist() == ["completed"] and runs["attempt_of"].isna().all()
+    assert attempts["status"].tolist() == ["failed"]
+    assert attempts["attempt_of"].tolist() == [str(point)]
+    assert pd.read_csv(out / "failures.csv").empty
+    assert pd.read_csv(out / "points.csv")["num_repeats"].tolist() == [1]

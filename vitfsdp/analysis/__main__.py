@@ -4,7 +4,10 @@ Reads the records of every run below the sweep dirs and writes into ``--out`` (d
 ``SWEEP_DIR/analysis`` for one sweep dir; required for several; ``--jobs N`` processes draw
 the figures at the same time, by default one per figure up to the CPUs available):
 
-- ``runs.csv``: every run, whatever its status (``collect_runs``);
+- ``runs.csv``: every point's latest run, whatever its status (``collect_runs``);
+- ``attempts.csv``: the earlier attempts a rerun of the sweep moved aside
+  (``<run dir>/attempts/<n>/``), the same columns, ``attempt_of`` naming the point: kept as
+  data, counted in no table or figure;
 - ``scaling.csv``: completed runs with ideal ips, scaling efficiency, TFLOP/s and MFU
   (``scaling_table``);
 - ``points.csv``: one row per point, repeats aggregated (median ips, min-max over
@@ -177,10 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     pool = None if again else figure_pool(args.jobs)
     try:
         try:
-            df = collect_runs(args.sweep_dirs, cache=args.out / RUNS_CACHE, pool=pool)
+            every = collect_runs(args.sweep_dirs, cache=args.out / RUNS_CACHE, pool=pool,
+                                 earlier_attempts=True)
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+        attempts, df = (every[every["attempt_of"].notna()],
+                        every[every["attempt_of"].isna()].reset_index(drop=True))
         pending = PendingFigures(df, args.out, names=tuple(FIGURES), pool=pool,
                                  keep_unchanged=True)  # drawn while the tables are made
         if again and len(pending.todo) > 1:
@@ -190,7 +196,11 @@ def main(argv: list[str] | None = None) -> int:
                                   f"drawing {len(pending.todo) + len(pending.futures)} "
                                   "figure(s) while the tables are written"))
         tables = study_tables(df, args.dataset_size)
-        write_tables(tables, args.out, keep_unchanged=True)
+        write_tables({**tables, "attempts": attempts}, args.out, keep_unchanged=True)
+        if len(attempts):
+            log.info("%d earlier attempt(s) of points that ran again (attempts.csv): not "
+                     "counted in the tables and figures, which take each point's latest run",
+                     len(attempts))
         log.info("%s", stage_line(f"{len(tables)} tables written", started,
                                   "waiting for the figures"))
         figures = pending.result()

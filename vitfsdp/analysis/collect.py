@@ -27,7 +27,7 @@ from vitfsdp.analysis.lines import VARIANT_COLUMNS, _sort_key
 from vitfsdp.analysis.rows import _LOSS_CURVES, LOG_FILES, run_row
 from vitfsdp.analysis.schema import COLUMNS, FLOAT_COLUMNS, INT_COLUMNS
 from vitfsdp.analysis.workshare import WorkShare
-from vitfsdp.core.layout import HOST_FILE, NETWORK_FILE
+from vitfsdp.core.layout import ATTEMPTS_DIR, HOST_FILE, NETWORK_FILE
 from vitfsdp.plan.probed import PROBE_FILE
 from vitfsdp.plan.recorded import find_run_dirs
 from vitfsdp.records import (
@@ -46,8 +46,13 @@ log = logging.getLogger(__name__)
 
 def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike],
                  cache: str | os.PathLike | None = None,
-                 pool: Executor | None = None) -> pd.DataFrame:  # fmt: skip
-    """One row per run directory found below ``sweep_dirs``, whatever its status.
+                 pool: Executor | None = None,
+                 earlier_attempts: bool = False) -> pd.DataFrame:  # fmt: skip
+    """One row per run directory found below ``sweep_dirs``, whatever its status: each
+    point's latest run, and with ``earlier_attempts`` also the earlier attempts a rerun of
+    the sweep moved aside (``<run dir>/attempts/<n>/``; their ``attempt_of`` names the
+    point's run directory). Tables and figures count a point's latest run only: an attempt
+    that a rerun superseded is not one of its repeats.
 
     Args:
         sweep_dirs: one sweep directory or several; run directories are found anywhere below
@@ -103,9 +108,15 @@ def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike],
     else:
         rows = _cached_rows(unique, probes, Path(cache), pool)
     df = _typed(pd.DataFrame(rows, columns=list(COLUMNS)))
+    df["attempt_of"] = df["run_dir"].astype(str).str.extract(
+        rf"^(.*)[/\\]{ATTEMPTS_DIR}[/\\]\d+$", expand=False)
+    if not earlier_attempts:
+        df = df[df["attempt_of"].isna()]
     by = ["model", "strategy", "nodes", *VARIANT_COLUMNS, "repeat", "run_dir"]
     df = df.sort_values(by, na_position="last", kind="stable", key=_sort_key)
-    log.info("collected %d runs from %d sweep dir(s)", len(df), len(sweep_dirs))
+    log.info("collected %d runs from %d sweep dir(s)%s", len(df), len(sweep_dirs),
+             "" if earlier_attempts or len(unique) == len(df) else
+             f" ({len(unique) - len(df)} earlier attempt(s) of points that ran again left out)")
     return df.reset_index(drop=True)
 
 

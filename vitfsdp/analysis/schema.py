@@ -85,6 +85,9 @@ RUN_COLUMNS = (
     Column("status", TEXT, "", "run",
            "how the run ended: completed, oom, failed, timeout, ... (summary.json; running or "
            "failed without one)"),
+    Column("attempt_of", TEXT, "", "run",
+           "an earlier attempt (attempts/<n>/): the run directory of the point, which ran "
+           "again there; empty for a point's latest run (the only one tables and figures use)"),
     Column("reason", TEXT, "", "outcome",
            "why it did not complete, on one line (the full text: summary.json and the log)"),
     Column("log", TEXT, "", "outcome",
