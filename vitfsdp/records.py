@@ -48,6 +48,7 @@ from vitfsdp.core.atomic import write_atomic
 from vitfsdp.core.layout import (
     ATTEMPTS_DIR,
     COMPLETED,
+    JOB_FILE,
     METRICS_FILE,
     RUN_FILE,
     RUNNING,
@@ -424,14 +425,20 @@ def mark_failed(run_dir: str | os.PathLike, status: str, reason: str, **extra: A
     """Record a run that died without writing its own summary (killed, crashed at start).
 
     Keeps any ``run.json`` and ``metrics.jsonl`` already written, writes ``summary.json``
-    with ``null`` figures and sets the status in ``run.json``. Used by launchers; ``extra``
-    fields go into the summary (``interrupted=True``: ended from outside the run).
+    with ``null`` figures and sets the status in ``run.json``; a run that ended before its
+    training wrote ``run.json`` gets the config the sweep put in its ``job.json``, so the
+    analysis knows which point it is. Used by launchers; ``extra`` fields go into the
+    summary (``interrupted=True``: ended from outside the run).
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     records = RunRecords(run_dir)
     records.windows = read_jsonl(run_dir / METRICS_FILE)
     records.run_info = read_json(run_dir / RUN_FILE) or {}
+    if "config" not in records.run_info:
+        config = (read_json(run_dir / JOB_FILE) or {}).get("config")
+        if config:
+            records.run_info["config"] = config
     records.finish(status, reason, **extra)
 
 

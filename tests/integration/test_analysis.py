@@ -509,3 +509,23 @@ def test_an_attempt_a_rerun_superseded_is_kept_apart_not_counted(tmp_path):
     assert attempts["attempt_of"].tolist() == [str(point)]
     assert pd.read_csv(out / "failures.csv").empty
     assert pd.read_csv(out / "points.csv")["num_repeats"].tolist() == [1]
+
+
+def test_a_point_that_ended_before_its_training_is_still_its_own_point(tmp_path):
+    """A point cancelled before its training wrote run.json (scancel of a queued job, a
+    Ctrl-C at its start) was recorded with no config: the analysis drew it in a panel of
+    model "unknown". The sweep's job.json carries the point's config, which the record
+    then takes."""
+    from tests.integration.test_slurm_scripts import compose_cfg
+    from vitfsdp.launch.local import job_record
+    from vitfsdp.records import mark_failed
+    from vitfsdp.sweep.point import Point
+
+    cfg = compose_cfg("model=vit_base", "strategy=FULL_SHARD", "nodes=2")
+    run_dir = tmp_path / "sweep" / "0_nodes=2"
+    run_dir.mkdir(parents=True)
+    write_json_atomic(run_dir / "job.json", job_record(Point(0, ["nodes=2"], cfg, run_dir)))
+    mark_failed(run_dir, "cancelled", "scancel", interrupted=True)
+    row = collect_runs(tmp_path / "sweep").iloc[0]
+    assert (row["model"], row["strategy"], row["nodes"], row["status"]) == (
+        "vit_base", "FULL_SHARD", 2, "cancelled")

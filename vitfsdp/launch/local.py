@@ -25,7 +25,7 @@ from vitfsdp.core.layout import LOG_FILE as LOG_FILE  # the sweep reads it from 
 from vitfsdp.launch import netns
 from vitfsdp.launch.agent import AGENT
 from vitfsdp.launch.netns import NetworkConfig
-from vitfsdp.provenance import NETWORK_ENV, redact_args
+from vitfsdp.provenance import NETWORK_ENV, config_record, redact_args
 from vitfsdp.records import HYDRA_HINT, OtherWork, read_jsonl, write_json_atomic
 
 log = logging.getLogger(__name__)
@@ -113,10 +113,14 @@ def _escape_before_quote(m: re.Match) -> str:
 
 def job_record(point) -> dict:
     """The ``job.json`` of a point run here (a :class:`vitfsdp.sweep.Point`): its identity,
-    secret override values redacted (:func:`vitfsdp.provenance.redact_args`)."""
+    secret override values redacted (:func:`vitfsdp.provenance.redact_args`), and its
+    resolved config as run.json holds it (:func:`vitfsdp.provenance.config_record`), so
+    that a point that ends before its training writes run.json (a Ctrl-C, a cancelled
+    job) is still recorded as the point it is (:func:`vitfsdp.records.mark_failed`)."""
     return {"launcher": "local", "job_id": None, "config_hash": point.config_hash,
             "nodes": point.cfg.nodes, "world_size": point.cfg.world_size,
             "overrides": redact_args(list(point.overrides)),
+            "config": config_record(point.cfg),
             "written_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
                 timespec="seconds")}
 
