@@ -72,6 +72,7 @@ from vitfsdp.analysis.tables import (
     noise_lines,
     study_tables,
 )
+from vitfsdp.analysis.unended import unended_lines
 from vitfsdp.provenance import exit_now
 from vitfsdp.records import write_json_atomic
 
@@ -210,15 +211,17 @@ def main(argv: list[str] | None = None) -> int:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     ratio = tables["framework_ratio"]
+    unended = unended_lines(args.sweep_dirs)
     if args.report:
         sections = report_sections(tables, args.dataset_size, args.sweep_dirs, args.out)
-        note = "; ".join(n for n in (contention_note(df), competition_text(df)) if n)
+        note = "; ".join(n for n in (contention_note(df), competition_text(df), *unended)
+                         if n)
         write_report(sections, args.out, figures, note=note or None)
     if len(df) > MAX_PRINTED_RUNS:
         print(format_points(df, tables["points"]))
     else:
         print(format_table(df, tables["scaling"]))
-    for line in noise_lines(tables):
+    for line in [*noise_lines(tables), *unended]:
         print(line)
     if not ratio.empty:
         print("\nJAX / PyTorch images/s:")
