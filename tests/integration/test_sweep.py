@@ -99,13 +99,17 @@ def test_a_dying_point_is_data_and_a_rerun_runs_only_what_is_missing(tmp_path):
     assert "device=cuda but torch sees no GPU" in failed["reason"]
     assert read(sweep_dir / "cpu" / "summary.json")["status"] == "completed"
     assert "sweep done: 1 completed, 1 failed" in proc.stdout
+    end = proc.stdout.split("sweep done: ", 1)[1]  # the failed point named, why and where
+    assert "  failed device=cuda: " in end and "sees no GPU" in end
+    assert f"(records and logs: {sweep_dir / 'cuda'})" in end
     before = {d: _tree_bytes(sweep_dir / d) for d in ("cpu", "cuda")}
 
     # The same command again: the completed point and the point that failed in its run are
     # settled; nothing runs and nothing is written.
     proc = run_module("vitfsdp.sweep", *args, cwd=tmp_path, timeout=300)
     assert proc.returncode == 1, proc.stderr[-3000:]  # a point did not complete
-    assert "2 points into" in proc.stdout and "0 to run, 2 already done" in proc.stdout
+    assert "2 points into" in proc.stdout and ("0 to run; skipped: 1 completed, 1 failed "
+                                               "(--rerun-failed runs them again)") in proc.stdout
     assert "skip " in proc.stdout and "completed in cpu" in proc.stdout
     assert "failed in cuda; --rerun-failed runs it again" in proc.stdout
     assert {d: _tree_bytes(sweep_dir / d) for d in ("cpu", "cuda")} == before
@@ -113,7 +117,7 @@ def test_a_dying_point_is_data_and_a_rerun_runs_only_what_is_missing(tmp_path):
     # --rerun-failed runs the failed point again; its first attempt is kept.
     proc = run_module("vitfsdp.sweep", "--rerun-failed", *args, cwd=tmp_path, timeout=300)
     assert proc.returncode == 1, proc.stderr[-3000:]  # a point did not complete
-    assert "1 to run, 1 already done" in proc.stdout
+    assert "1 to run; skipped: 1 completed" in proc.stdout
     assert _tree_bytes(sweep_dir / "cpu") == before["cpu"]
     first = read(sweep_dir / "cuda" / "attempts" / "1" / "summary.json")
     assert first == failed

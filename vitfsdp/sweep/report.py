@@ -16,7 +16,7 @@ import yaml
 
 from vitfsdp.launch import secrets
 from vitfsdp.launch.local import quote_override
-from vitfsdp.records import STATUSES
+from vitfsdp.records import STATUSES, reason_line
 from vitfsdp.sweep.point import Point, _point_label, log
 
 #: Exit status of ``python -m vitfsdp.sweep`` (and of ``--status``): every point completed.
@@ -52,11 +52,25 @@ def exit_status(summaries: Sequence[dict | None]) -> int:
     return EXIT_NOT_ENDED if any(st not in STATUSES for st in found) else EXIT_COMPLETED
 
 
+#: Points that did not complete named one by one at a sweep's end; more are counted.
+MAX_NAMED_FAILURES = 20
+
+
 def _report(points: list[Point], summaries: list[dict], sweep_dir: Path) -> None:
+    """The sweep's last lines: the count of each end status, each point that did not
+    complete with its reason on one line and its run directory (logs and records; at most
+    :data:`MAX_NAMED_FAILURES`, the rest counted), and the analysis command."""
     counts: dict[str, int] = {}
     for s in summaries:
         counts[s["status"]] = counts.get(s["status"], 0) + 1
     log.info("sweep done: %s", ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
+    failed = [(p, s) for p, s in zip(points, summaries, strict=True)
+              if s["status"] != "completed"]
+    for p, s in failed[:MAX_NAMED_FAILURES]:
+        log.info("  %s %s: %s (records and logs: %s)", s["status"], _point_label(p),
+                 reason_line(s.get("reason")) or "no reason recorded", p.run_dir)
+    if len(failed) > MAX_NAMED_FAILURES:
+        log.info("  and %d more: failures.csv of the analysis", len(failed) - MAX_NAMED_FAILURES)
     log.info("figures and tables: %s", analysis_command(sweep_dir))
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -91,8 +91,8 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
             summaries = _batch_search(hydra_context, config, points, sweep_dir, options)
         else:
             todo, summaries = select(points, sweep_dir, options.rerun_failed)
-            log.info("sweep of %d points into %s: %d to run, %d already done", len(points),
-                     sweep_dir, len(todo), len(points) - len(todo))
+            log.info("sweep of %d points into %s: %d to run%s", len(points), sweep_dir,
+                     len(todo), _settled_counts(summaries.values(), options.rerun_failed))
             todo, infeasible = _consult_plan(todo, options)
             summaries.update(infeasible)
             alive = _still_queued(points, summaries, options)
@@ -117,6 +117,22 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
     return [JobReturn(overrides=p.overrides, cfg=OmegaConf.create({}), hydra_cfg=config,
                       working_dir=str(p.run_dir), _return_value=s, status=JobStatus.COMPLETED)
             for p, s in zip(points, ordered, strict=True)]
+
+
+def _settled_counts(skipped: Iterable[dict], rerun_failed: bool) -> str:
+    """``"; skipped: 2 completed, 1 failed (--rerun-failed runs it again)"``: the end status
+    an earlier sweep left each point this one skips with (``submitted``: its job still
+    queued or running); ``""`` for none."""
+    counts: dict[str, int] = {}
+    for s in skipped:
+        status = (s or {}).get("status") or "no summary"
+        counts[status] = counts.get(status, 0) + 1
+    if not counts:
+        return ""
+    again = [k for k in counts if k not in ("completed", "submitted")]
+    hint = " (--rerun-failed runs them again)" if again and not rerun_failed else ""
+    ordered = sorted(counts.items(), key=lambda kv: (kv[0] != "completed", kv[0]))
+    return "; skipped: " + ", ".join(f"{n} {k}" for k, n in ordered) + hint
 
 
 def where_line(points: Sequence[Point]) -> str:
