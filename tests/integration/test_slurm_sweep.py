@@ -96,7 +96,8 @@ def test_detached_torchrun_point_then_status_watch(tmp_path):
     proc, _ = _sweep(tmp_path, "--detach", "cluster.launch_mode=torchrun", "nodes=2",
                      f"hydra.sweep.dir={sweep_dir}")
     assert proc.returncode == 3, proc.stdout[-3000:] + proc.stderr[-3000:]  # queued: not ended
-    assert "detached; follow with: python -m vitfsdp.sweep --status" in proc.stdout
+    assert "detached: the jobs run on" in proc.stdout
+    assert proc.stdout.count("follow with: python -m vitfsdp.sweep --status") == 1
     proc = run_module("vitfsdp.sweep", "--status", str(sweep_dir), "--watch", "--poll-s", "1",
                       cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr

@@ -91,7 +91,8 @@ def _log_detached(units: list[pack.Unit], sweep_dir: Path, max_jobs: int | None)
     if waiting:
         log.info("%d jobs wait for cluster.max_jobs=%s: once jobs have ended, submit them "
                  "with: %s", waiting, max_jobs, resume_command(sweep_dir))
-    log.info("detached; follow with: %s", status_command(sweep_dir))
+    log.info("detached: the jobs run on without this process (the sweep's last line says "
+             "how to follow them)")
 
 
 def _detached_summary(p: Point) -> dict:
