@@ -84,7 +84,7 @@ def test_sweep_end_lines_paste_safely(tmp_path, caplog):
         report._report([], [], sweep_dir)
     status = ["python", "-m", "vitfsdp.sweep", "--status", str(sweep_dir), "--watch"]
     follows = command_after("follow with: ", caplog.text)
-    assert len(follows) == 2
+    assert len(follows) == 1  # the not-ended line; the detached line points to it
     for line in follows:
         assert paste(line, tmp_path) == status
     (analysis,) = command_after("figures and tables: ", caplog.text)
@@ -135,3 +135,25 @@ def test_the_resume_command_pastes_back_the_overrides_and_the_directory(tmp_path
     assert OverridesParser.create().parse_override(last).value() == str(where)
     assert report.resume_command(tmp_path / "none").endswith(
         f"-m '<your overrides>' hydra.sweep.dir={tmp_path}/none")
+
+
+def test_the_report_names_every_command_that_ran_in_the_directory(tmp_path):
+    """multirun.yaml holds a directory's last command only; a later command that added
+    repeats left the report naming that one alone. commands.jsonl keeps each, once."""
+    from vitfsdp.analysis.report import provenance_table, sweep_commands
+    from vitfsdp.core.layout import COMMANDS_FILE
+    from vitfsdp.records import append_jsonl
+
+    first = {"task": ["strategy=DDP,FULL_SHARD", "nodes=1,2"], "hydra": []}
+    later = {"task": ["strategy=DDP,FULL_SHARD", "nodes=1,2", "repeat=1"], "hydra": []}
+    for record in (first, later, later):  # the later one resumed once: named once
+        append_jsonl(tmp_path / COMMANDS_FILE, {"started_at": "x", **record})
+    commands = sweep_commands(tmp_path)
+    assert [paste(c, tmp_path)[4:] for c in commands] == [first["task"], later["task"]]
+    import pandas as pd
+
+    table = provenance_table(pd.DataFrame({c: [] for c in (
+        "started_at", "git_commit", "versions", "device_name", "cluster", "network",
+        "shared_cores", "ranks_per_host", "host_cpus")}), [tmp_path])
+    assert table["what"].tolist()[-2:] == [f"sweep command 1 ({tmp_path.name})",
+                                           f"sweep command 2 ({tmp_path.name})"]

@@ -301,3 +301,5 @@ def test_repeats_and_node_counts_added_by_later_commands_get_their_own_directori
     runs = [read(sweep_dir / n / "run.json")["config"]["repeat"] for n in names]
     assert sorted(runs) == [0, 0, 1, 1]
     assert all(read(sweep_dir / n / "summary.json")["status"] == "completed" for n in names)
+    commands = [json.loads(line) for line in (sweep_dir / "commands.jsonl").open()]
+    assert [c["task"][-1] for c in commands] == ["strategy=DDP,FULL_SHARD", "repeat=1"]

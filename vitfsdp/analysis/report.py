@@ -45,8 +45,10 @@ from vitfsdp.analysis.verdict import (
     ONE_RUN,
     WITHIN,
 )
+from vitfsdp.core.layout import COMMANDS_FILE
 from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC
 from vitfsdp.provenance import git_state
+from vitfsdp.records import read_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -446,8 +448,10 @@ def provenance_table(df: pd.DataFrame, sweep_dirs: Sequence[Path] = ()) -> pd.Da
             ("devices", _counted(df["device_name"])),
             ("cluster profile", _counted(df["cluster"])),
             ("shared cores", contention_note(df) or "none: one rank per core or GPU")]
-    rows += [(f"sweep command ({Path(d).name})", f"`{cmd}`")
-             for d in sweep_dirs if (cmd := sweep_command(d))]
+    for d in sweep_dirs:
+        commands = sweep_commands(d)
+        rows += [(f"sweep command{f' {i}' if len(commands) > 1 else ''} ({Path(d).name})",
+                  f"`{cmd}`") for i, cmd in enumerate(commands, start=1)]
     return pd.DataFrame(rows, columns=["what", "value"])
 
 
@@ -480,13 +484,29 @@ def _counted(values: pd.Series) -> str:
 
 
 def sweep_command(sweep_dir: str | os.PathLike) -> str | None:
-    """The command that ran a sweep, rebuilt from Hydra's ``multirun.yaml`` in it (the
+    """The last command that ran a sweep, rebuilt from Hydra's ``multirun.yaml`` in it (the
     sweep's overrides); ``None`` where there is none."""
     path = Path(sweep_dir) / "multirun.yaml"
     try:
         overrides = (yaml.safe_load(path.read_text(encoding="utf-8")) or {})["hydra"]["overrides"]
     except (OSError, yaml.YAMLError, KeyError, TypeError):
         return None
+    return _command(overrides)
+
+
+def sweep_commands(sweep_dir: str | os.PathLike) -> list[str]:
+    """Every command that ran a sweep in ``sweep_dir``, oldest first, each once
+    (:data:`~vitfsdp.core.layout.COMMANDS_FILE`: a later command may have added repeats or
+    node counts); the last one (:func:`sweep_command`) where the directory predates that
+    record."""
+    recorded = list(dict.fromkeys(
+        _command(r) for r in read_jsonl(Path(sweep_dir) / COMMANDS_FILE)))
+    last = sweep_command(sweep_dir)
+    return recorded or ([last] if last else [])
+
+
+def _command(overrides: dict) -> str:
+    """``python -m vitfsdp.sweep -m <task overrides> <hydra overrides>``, shell-quoted."""
     args = [*(overrides.get("task") or []), *(overrides.get("hydra") or [])]
     return shlex.join(["python", "-m", "vitfsdp.sweep", "-m", *(str(a) for a in args)])
 

@@ -7,6 +7,7 @@ Hydra launcher): the validated points (:func:`vitfsdp.sweep.compose.plan`), thos
 
 from __future__ import annotations
 
+import datetime
 import os
 import shlex
 import socket
@@ -18,10 +19,18 @@ from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
 
 from vitfsdp import provenance
+from vitfsdp.core.layout import COMMANDS_FILE
 from vitfsdp.launch import LaunchOptions, resume, secrets, slurm
 from vitfsdp.launch import batch_search as bsearch
 from vitfsdp.progress import SweepProgress
-from vitfsdp.records import STATUSES, SUMMARY_FILE, disk_error, read_json, write_json_atomic
+from vitfsdp.records import (
+    STATUSES,
+    SUMMARY_FILE,
+    append_jsonl,
+    disk_error,
+    read_json,
+    write_json_atomic,
+)
 from vitfsdp.sweep.check import _options
 from vitfsdp.sweep.choose import _consult_plan, select
 from vitfsdp.sweep.compose import _compose_point, plan
@@ -86,6 +95,7 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
     log.info("%s", where_line(points))
     lock = _held_locks.get(sweep_dir) or take_lock(sweep_dir)  # held: run_sweeper took it
     provenance.redact_yaml_file(sweep_dir / MULTIRUN_FILE)  # Hydra saved the overrides raw
+    _record_command(sweep_dir)
     try:
         if options.batch_search:
             summaries = _batch_search(hydra_context, config, points, sweep_dir, options)
@@ -117,6 +127,20 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
     return [JobReturn(overrides=p.overrides, cfg=OmegaConf.create({}), hydra_cfg=config,
                       working_dir=str(p.run_dir), _return_value=s, status=JobStatus.COMPLETED)
             for p, s in zip(points, ordered, strict=True)]
+
+
+def _record_command(sweep_dir: Path) -> None:
+    """Append this sweep's command (its overrides from the redacted multirun.yaml, which the
+    next sweep in the directory overwrites) to :data:`COMMANDS_FILE`, so that the report can
+    name every command the directory's runs came from."""
+    record = OmegaConf.load(sweep_dir / MULTIRUN_FILE) if (sweep_dir / MULTIRUN_FILE).is_file() \
+        else None
+    if record is None:
+        return
+    overrides = OmegaConf.to_container(record.hydra.overrides)
+    append_jsonl(sweep_dir / COMMANDS_FILE, {
+        "started_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "task": overrides.get("task") or [], "hydra": overrides.get("hydra") or []})
 
 
 def _settled_counts(skipped: Iterable[dict], rerun_failed: bool) -> str:
