@@ -206,6 +206,11 @@ def build_model(cfg: ModelConfig, num_classes: int, *, precision: str = "fp32",
 
 
 def attention_implementation(model: ViT) -> str:
+    """The implementation :func:`choose_attention` picks (``cudnn`` or ``xla``)."""
+    return choose_attention(model)[0]
+
+
+def choose_attention(model: ViT) -> tuple[str, str | None]:
     """The ``jax.nn.dot_product_attention`` implementation for ``model`` on this process's
     backend: ``cudnn`` (cuDNN's fused flash attention) on a GPU when the compute dtype is
     bf16 and the attention's forward and backward at the model's shape (B=1, N tokens,
@@ -215,9 +220,14 @@ def attention_implementation(model: ViT) -> str:
     (``jax.nn.dot_product_attention``'s documentation); the compile probe also catches a
     cuDNN too old for JAX, which JAX reports only when the step is compiled. Raises nothing:
     a refused probe is logged and gives ``xla``.
+
+    Returns:
+        (the implementation, why cuDNN's was refused: the probe's error on one line, for
+        run.json's ``applied.cudnn_attention_refused``; None where it was not tried or not
+        refused).
     """
     if not model.fused_attn or model.dtype != jnp.bfloat16 or jax.default_backend() != "gpu":
-        return "xla"
+        return "xla", None
     tokens = (model.img_size // model.patch_size) ** 2 + 1
     qkv = jax.ShapeDtypeStruct((1, tokens, model.num_heads, model.width // model.num_heads),
                                model.dtype)
@@ -229,10 +239,10 @@ def attention_implementation(model: ViT) -> str:
     try:
         jax.jit(jax.grad(loss, argnums=(0, 1, 2))).lower(qkv, qkv, qkv).compile()
     except Exception as e:  # noqa: BLE001 - any refusal means: not cuDNN here
-        log.warning("cuDNN attention refused at %s (%s: %s); using XLA's", qkv.shape,
-                    type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
-        return "xla"
-    return "cudnn"
+        why = " ".join(f"{type(e).__name__}: {e}".split())[:1000]
+        log.warning("cuDNN attention refused at %s (%s); using XLA's", qkv.shape, why)
+        return "xla", f"at (B, N, heads, head dim) {qkv.shape}: {why}"
+    return "cudnn", None
 
 
 def dummy_input(model: ViT, batch_size: int = 1) -> jax.ShapeDtypeStruct:

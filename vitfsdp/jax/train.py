@@ -58,8 +58,8 @@ from vitfsdp.jax import sharding
 from vitfsdp.jax.metrics import JaxWindowMeter, device_info, device_probe, resolve_peak
 from vitfsdp.jax.model import (
     ViT,
-    attention_implementation,
     build_model,
+    choose_attention,
     count_params,
     dummy_input,
 )
@@ -122,8 +122,9 @@ def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
     model = build_model(cfg.model, cfg.num_classes, precision=resolved.compute_dtype,
                         fused_attn=resolved.fused_attn,
                         remat=cfg.train.activation_checkpointing)
-    model = model.clone(attn_impl=attention_implementation(model))
-    applied = numerics | _applied(resolved, model)
+    impl, refused = choose_attention(model)
+    model = model.clone(attn_impl=impl)
+    applied = numerics | _applied(resolved, model) | {"cudnn_attention_refused": refused}
     if model.remat and jax.default_backend() == "cpu":
         log.warning("train.activation_checkpointing=true on CPU: XLA's CPU compiler keeps the "
                     "activations remat recomputes (measured: no less memory, a slower step; "
