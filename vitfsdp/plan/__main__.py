@@ -240,10 +240,9 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
         lines += [f"#{i}: {o}" for i, o in enumerate(others)]
     lines += ["peak: allocated + allocator reserve (GPU) or process baseline (CPU), GiB per",
               "rank; margin: device memory (JAX on a GPU: XLA's pool) - peak; fits: peak <=",
-              "device memory (tight: less",
-              "than cluster.memory_reserve_frac of it to spare); exposed:",
-              "seconds of step - compute (communication not hidden); rank: ips order of the points",
-              "that fit, per model and nodes. All columns: --csv FILE, --json"]
+              "device memory (tight: less than cluster.memory_reserve_frac of it to spare);",
+              "exposed: seconds of step - compute (communication not hidden); rank: ips order",
+              "of the points that fit, per model and nodes. All columns: --csv FILE, --json"]
     unknown = []
     if df["step_time_s"].isna().any():
         unknown.append("step time needs cluster.peak_tflops")
