@@ -33,12 +33,15 @@ SACCT = """\
 8.1|vitfsdp-point0|COMPLETED|vnode1||0:0|0|
 8.2|vitfsdp-point1|CANCELLED|vnode1||0:15|6|
 9_1|vitfsdp|FAILED|vnode[1-2]|NonZeroExitCode|1:0|35|10
+10|vitfsdp|PENDING|None assigned|Priority||0|10
 """
 
 
 def test_sacct_records_parse_with_steps_and_without_batch():
     jobs = status.parse_sacct(SACCT)
-    assert set(jobs) == {"8", "8.0", "8.1", "8.2", "9_1"}
+    assert set(jobs) == {"8", "8.0", "8.1", "8.2", "9_1", "10"}
+    assert jobs["10"].nodelist == ""  # not "None assigned": a job not placed shows "-"
+    assert status.parse_squeue("10|PENDING|None assigned|Priority")["10"].nodelist == ""
     assert jobs["8"] == SlurmJob("CANCELLED", "pack", "vnode1", "", "0:0", 7, 60)
     assert jobs["8.2"].state == "CANCELLED" and jobs["8.2"].exit_code == "0:15"
     # a packed point's step is found by its name, whatever steps ran before it

@@ -205,12 +205,18 @@ def _run_query(argv: list[str]) -> str | None:
     return proc.stdout
 
 
+#: What Slurm prints as the node list of a job not yet placed (sacct's ``NodeList``).
+NOT_PLACED = "None assigned"
+
+
 def parse_squeue(text: str) -> dict[str, SlurmJob]:
     """``squeue -o %i|%T|%N|%r`` lines → id → :class:`SlurmJob`."""
     states = {}
     for line in text.splitlines():
         job_id, state, nodelist, reason = (line.split("|") + ["", "", ""])[:4]
-        states[job_id.strip()] = SlurmJob(state.strip(), nodelist=nodelist.strip(),
+        nodes = nodelist.strip()  # sacct's placeholder for a job not yet placed
+        states[job_id.strip()] = SlurmJob(state.strip(),
+                                          nodelist="" if nodes == NOT_PLACED else nodes,
                                           reason=reason.strip())
     return states
 
@@ -225,7 +231,8 @@ def parse_sacct(text: str) -> dict[str, SlurmJob]:
         if not job_id or job_id.endswith((".batch", ".extern")):
             continue
         states[job_id] = SlurmJob(
-            state.split(" ")[0], name, nodelist, "" if reason == "None" else reason,
+            state.split(" ")[0], name, "" if nodelist == NOT_PLACED else nodelist,
+            "" if reason == "None" else reason,
             exit_code or None, int(elapsed) if elapsed.isdigit() else None,
             int(limit) * 60 if limit.isdigit() else None)
     return states
