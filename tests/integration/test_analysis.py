@@ -534,22 +534,23 @@ def test_a_point_that_ended_before_its_training_is_still_its_own_point(tmp_path)
 def test_points_that_never_started_or_have_no_end_record_are_named(tmp_path):
     """The analysis reads records, so a Ctrl-C'd sweep's points that never started, and a
     Slurm point cancelled before it wrote anything, had no row and no word: the figures read
-    as the whole sweep. Each kind gets a line (printed and in the report)."""
-    import yaml
+    as the whole sweep. Each kind gets a line (printed and in the report); the points of
+    the last command are its config hashes, which the sweep recorded."""
+    from vitfsdp.records import append_jsonl
 
     sweep = tmp_path / "sweep"
     done = sweep / "0_nodes=1,strategy=DDP"
     write_run(done, run_info("DDP", 1), 100.0)
-    write_json_atomic(done / "job.json", {"overrides": ["strategy=DDP", "nodes=1"]})
+    write_json_atomic(done / "job.json", {"config_hash": "a"})
     queued = sweep / "1_nodes=2,strategy=DDP"
     queued.mkdir()
-    write_json_atomic(queued / "job.json", {"overrides": ["strategy=DDP", "nodes=2"]})
-    (sweep / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"overrides": {
-        "task": ["strategy=DDP,FULL_SHARD", "nodes=1,2"], "hydra": []}}}))
+    write_json_atomic(queued / "job.json", {"config_hash": "b"})
+    append_jsonl(sweep / "commands.jsonl", {"task": [], "config_hashes": ["a"]})
+    append_jsonl(sweep / "commands.jsonl", {"task": [], "config_hashes": ["a", "b", "c", "d"]})
     result = run_cli(str(sweep), "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     assert (f"1 point(s) in {sweep} have no end record (queued, running, or ended without "
             f"one; e.g. 1_nodes=2,strategy=DDP): they are in no table or figure until "
             f"python -m vitfsdp.sweep --status {sweep} records how they ended") in result.stdout
-    assert (f"2 of the 4 points of the last sweep command in {sweep} (multirun.yaml) never "
-            "started (e.g. strategy=FULL_SHARD nodes=1)") in result.stdout
+    assert (f"2 of the 4 points of the last sweep command in {sweep} never started"
+            ) in result.stdout

@@ -303,3 +303,5 @@ def test_repeats_and_node_counts_added_by_later_commands_get_their_own_directori
     assert all(read(sweep_dir / n / "summary.json")["status"] == "completed" for n in names)
     commands = [json.loads(line) for line in (sweep_dir / "commands.jsonl").open()]
     assert [c["task"][-1] for c in commands] == ["strategy=DDP,FULL_SHARD", "repeat=1"]
+    hashes = {read(sweep_dir / n / "job.json")["config_hash"] for n in names}
+    assert set(commands[0]["config_hashes"]) | set(commands[1]["config_hashes"]) == hashes

@@ -95,12 +95,13 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
     log.info("%s", where_line(points))
     lock = _held_locks.get(sweep_dir) or take_lock(sweep_dir)  # held: run_sweeper took it
     provenance.redact_yaml_file(sweep_dir / MULTIRUN_FILE)  # Hydra saved the overrides raw
-    _record_command(sweep_dir)
     try:
         if options.batch_search:
+            _record_command(sweep_dir, [])
             summaries = _batch_search(hydra_context, config, points, sweep_dir, options)
         else:
             todo, summaries = select(points, sweep_dir, options.rerun_failed)
+            _record_command(sweep_dir, points)  # not refused: it runs
             log.info("sweep of %d points into %s: %d to run%s", len(points), sweep_dir,
                      len(todo), _settled_counts(summaries.values(), options.rerun_failed))
             todo, infeasible = _consult_plan(todo, options)
@@ -129,10 +130,12 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
             for p, s in zip(points, ordered, strict=True)]
 
 
-def _record_command(sweep_dir: Path) -> None:
+def _record_command(sweep_dir: Path, points: Sequence[Point]) -> None:
     """Append this sweep's command (its overrides from the redacted multirun.yaml, which the
-    next sweep in the directory overwrites) to :data:`COMMANDS_FILE`, so that the report can
-    name every command the directory's runs came from."""
+    next sweep in the directory overwrites) and its points' config hashes (the identity a
+    rerun matches them by; none for a batch search, whose points are searches) to
+    :data:`COMMANDS_FILE`, so that the report can name every command the directory's runs
+    came from and the analysis the points of the last one that never started."""
     record = OmegaConf.load(sweep_dir / MULTIRUN_FILE) if (sweep_dir / MULTIRUN_FILE).is_file() \
         else None
     if record is None:
@@ -140,7 +143,8 @@ def _record_command(sweep_dir: Path) -> None:
     overrides = OmegaConf.to_container(record.hydra.overrides)
     append_jsonl(sweep_dir / COMMANDS_FILE, {
         "started_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "task": overrides.get("task") or [], "hydra": overrides.get("hydra") or []})
+        "task": overrides.get("task") or [], "hydra": overrides.get("hydra") or [],
+        "config_hashes": [p.config_hash for p in points]})
 
 
 def _settled_counts(skipped: Iterable[dict], rerun_failed: bool) -> str:

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from vitfsdp.core.layout import LOCK_FILE
+from vitfsdp.core.layout import COMMANDS_FILE, LOCK_FILE
 from vitfsdp.sweep.compose import _compose_once, validate_sweep
 from vitfsdp.sweep.point import SweepDiskError, SweepRefused
 from vitfsdp.sweep.report import EXIT_NOT_COMPLETED, EXIT_REFUSED, exit_status
@@ -34,7 +34,7 @@ def run_sweeper(sweeper, arguments: Sequence[str], basic_sweep) -> list:
                        sweeper._parse_config())
         made = [d for d in (sweep_dir, *sweep_dir.parents) if not d.exists()]
         before = {path: path.read_bytes() if path.is_file() else None
-                  for path in (yaml, sweep_dir / LOCK_FILE)}
+                  for path in (yaml, sweep_dir / LOCK_FILE, sweep_dir / COMMANDS_FILE)}
         lock = take_lock(sweep_dir)
     except SweepRefused as e:
         print(str(e), file=sys.stderr)
