@@ -450,8 +450,9 @@ def test_jax_runs_are_predicted_with_the_jax_memory_model():
 
 def test_a_jax_gpu_run_fits_in_xlas_pool_not_the_whole_device():
     """XLA takes 75% of a GPU for its pool by default (XLA_PYTHON_CLIENT_MEM_FRACTION): a
-    JAX point is judged against that, or the fraction the profile's env sets, or the whole
-    device where preallocation is off; a torch point against the whole device."""
+    JAX point is judged against that, or the fraction the profile's env sets (without
+    preallocation too: the pool grows up to it), or the whole device under the platform
+    allocator; a torch point against the whole device."""
     from hydra import compose, initialize_config_dir
 
     from vitfsdp.config import CONF_DIR, register_configs, to_run_config
@@ -459,7 +460,9 @@ def test_a_jax_gpu_run_fits_in_xlas_pool_not_the_whole_device():
 
     assert xla_pool_fraction({}) == 0.75
     assert xla_pool_fraction({"XLA_PYTHON_CLIENT_MEM_FRACTION": "0.9"}) == 0.9
-    assert xla_pool_fraction({"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}) == 1.0
+    assert xla_pool_fraction({"XLA_CLIENT_MEM_FRACTION": "0.5"}) == 0.5
+    assert xla_pool_fraction({"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}) == 0.75  # capped
+    assert xla_pool_fraction({"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"}) == 1.0
     register_configs()
     with initialize_config_dir(str(CONF_DIR), version_base=None):
         cfg = {fw: to_run_config(compose("config", [

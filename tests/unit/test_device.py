@@ -78,6 +78,24 @@ def test_jax_ranks_count_the_gpus_slurm_lists_not_torchs():
     assert _local_gpu(3, {"CUDA_VISIBLE_DEVICES": ""}) is None  # none visible: the CPU
 
 
+def test_without_visibility_variables_the_drivers_list_the_gpus(tmp_path):
+    """No *_VISIBLE_DEVICES (the local launcher sets none): NVIDIA's device files, else AMD's
+    KFD topology nodes whose gpu_id is not 0 (node 0 is the CPU)."""
+    pytest.importorskip("jax")
+    from vitfsdp.jax.distributed import _node_gpus
+
+    assert _node_gpus(str(tmp_path)) == 0
+    nodes = tmp_path / "sys/class/kfd/kfd/topology/nodes"
+    for n, gpu_id in enumerate(["0", "51234", "62001"]):
+        (nodes / str(n)).mkdir(parents=True)
+        (nodes / str(n) / "gpu_id").write_text(gpu_id + "\n")
+    assert _node_gpus(str(tmp_path)) == 2
+    (tmp_path / "dev").mkdir()
+    for name in ("nvidia0", "nvidia1", "nvidia2", "nvidiactl", "nvidia-uvm"):
+        (tmp_path / "dev" / name).touch()
+    assert _node_gpus(str(tmp_path)) == 3
+
+
 def test_a_jax_run_records_xlas_gpu_stack_not_torchs():
     """run.json's cuda/cudnn/nccl of a JAX run were torch's build's; a JAX run records its
     backend's platform version instead, and nothing of a GPU on the CPU."""

@@ -401,7 +401,14 @@ def framework_host_text(ratio: pd.DataFrame) -> str:
     """What the JAX/PyTorch ratios of :func:`vitfsdp.analysis.lines.framework_ratio_table`
     compare, in words: where either side was host-bound (its device busy less than
     :data:`HOST_BOUND_BUSY_FRAC` of the timed windows), its host loop, not its kernels; where
-    the busy share was not measured (CPU ranks, JAX on ROCm), that it is not known."""
+    the busy share was not measured (CPU ranks, JAX on ROCm), that it is not known; and,
+    whatever the busy shares, where the two ran different attention, that it is part of
+    every ratio (:func:`_attention_caveat`)."""
+    return _host_text(ratio) + _attention_caveat(ratio)
+
+
+def _host_text(ratio: pd.DataFrame) -> str:
+    """:func:`framework_host_text`'s sentence on the busy shares."""
     bound = ratio[ratio["host_bound"].fillna(False).astype(bool)]
     unknown = ratio["host_bound"].isna()
     if len(bound):
@@ -418,11 +425,11 @@ def framework_host_text(ratio: pd.DataFrame) -> str:
         return (f"No point measured host-bound ({BUSY_BELOW}); at "
                 f"{int(unknown.sum())} point(s) one side was not measured.")
     return (f"No point host-bound on either side ({BUSY_BELOW}): the ratios compare the "
-            "frameworks' steps on the device" + _attention_caveat(ratio) + ".")
+            "frameworks' steps on the device.")
 
 
 def _attention_caveat(ratio: pd.DataFrame) -> str:
-    """``", attention kernels included: ..."`` where the two sides ran different attention
+    """``" The two ran different attention ..."`` where the two sides ran different attention
     (torch's sdpa against JAX's xla, say), else ``""``."""
     pairs = {(t, j) for t, j in zip(ratio.get("torch_attention", []),
                                     ratio.get("jax_attention", []), strict=True)
@@ -430,8 +437,8 @@ def _attention_caveat(ratio: pd.DataFrame) -> str:
     if not pairs:
         return ""
     which = "; ".join(f"PyTorch {t}, JAX {j}" for t, j in sorted(pairs))
-    return (f", attention kernels included: the two ran different attention ({which}), "
-            "which is part of every ratio")
+    return (f" The two ran different attention ({which}): the attention kernels' difference "
+            "is part of every ratio.")
 
 
 def provenance_table(df: pd.DataFrame, sweep_dirs: Sequence[Path] = ()) -> pd.DataFrame:

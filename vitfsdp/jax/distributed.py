@@ -20,6 +20,7 @@ from __future__ import annotations
 import glob
 import logging
 import os
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -124,16 +125,30 @@ VISIBLE_DEVICES = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_
 def _local_gpu(local_rank: int, environ: dict[str, str] | None = None) -> list[int] | None:
     """``[LOCAL_RANK mod visible GPUs]`` (a rank bound to its own GPU sees index 0); None
     where no GPU is visible (JAX then runs on the CPU). The count comes from the first of
-    :data:`VISIBLE_DEVICES` that is set, else the node's NVIDIA device files
-    (``/dev/nvidia<N>``), not from torch: a torch that cannot use the GPUs (a CPU build, or
+    :data:`VISIBLE_DEVICES` that is set, else the node's GPUs as the drivers list them
+    (:func:`_node_gpus`), not from torch: a torch that cannot use the GPUs (a CPU build, or
     a CUDA newer than the driver) would leave every rank of the node to take them all."""
     env = os.environ if environ is None else environ
     listed = next((env[v] for v in VISIBLE_DEVICES if env.get(v) is not None), None)
-    if listed is not None:
-        count = len([d for d in listed.split(",") if d.strip()])
-    else:
-        count = sum(1 for p in glob.glob("/dev/nvidia*") if p[len("/dev/nvidia"):].isdigit())
+    count = len([d for d in listed.split(",") if d.strip()]) if listed is not None \
+        else _node_gpus()
     return [local_rank % count] if count else None
+
+
+def _node_gpus(root: str = "/") -> int:
+    """The node's GPUs as their drivers list them: NVIDIA's device files (``/dev/nvidia<N>``),
+    else AMD's KFD topology nodes that are GPUs (``gpu_id`` not 0; a CPU node's is 0)."""
+    nvidia = [p for p in glob.glob(os.path.join(root, "dev", "nvidia*"))
+              if os.path.basename(p)[len("nvidia"):].isdigit()]
+    if nvidia:
+        return len(nvidia)
+    amd = 0
+    for gpu_id in glob.glob(os.path.join(root, "sys/class/kfd/kfd/topology/nodes/*/gpu_id")):
+        try:
+            amd += Path(gpu_id).read_text().strip() not in ("", "0")
+        except OSError:
+            continue
+    return amd
 
 
 def shutdown(env: DistEnv) -> None:

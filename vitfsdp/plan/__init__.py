@@ -225,14 +225,16 @@ XLA_DEFAULT_MEM_FRACTION = 0.75
 
 def xla_pool_fraction(env: dict) -> float:
     """The share of a GPU a JAX run can allocate under the profile's ``cluster.env``:
-    ``XLA_PYTHON_CLIENT_MEM_FRACTION`` where set, else :data:`XLA_DEFAULT_MEM_FRACTION`;
-    1 where preallocation is off (``XLA_PYTHON_CLIENT_PREALLOCATE=false``: XLA allocates as
-    it goes) or the platform allocator is used (``XLA_PYTHON_CLIENT_ALLOCATOR=platform``)."""
-    if "XLA_PYTHON_CLIENT_MEM_FRACTION" in env:
-        return float(env["XLA_PYTHON_CLIENT_MEM_FRACTION"])
-    if str(env.get("XLA_PYTHON_CLIENT_PREALLOCATE", "")).lower() in ("false", "0") or \
-            str(env.get("XLA_PYTHON_CLIENT_ALLOCATOR", "")).lower() == "platform":
+    ``XLA_CLIENT_MEM_FRACTION`` (or its older name ``XLA_PYTHON_CLIENT_MEM_FRACTION``) where
+    set, else :data:`XLA_DEFAULT_MEM_FRACTION`; 1 with the platform allocator
+    (``XLA_PYTHON_CLIENT_ALLOCATOR=platform``: no pool). Without preallocation
+    (``XLA_PYTHON_CLIENT_PREALLOCATE=false``) the pool grows as needed, but up to the same
+    share (XLA's BFC allocator is capped at it either way)."""
+    if str(env.get("XLA_PYTHON_CLIENT_ALLOCATOR", "")).lower() == "platform":
         return 1.0
+    for name in ("XLA_CLIENT_MEM_FRACTION", "XLA_PYTHON_CLIENT_MEM_FRACTION"):
+        if name in env:
+            return float(env[name])
     return XLA_DEFAULT_MEM_FRACTION
 
 
