@@ -305,6 +305,8 @@ def test_run_records_on_digits_loss_falls(tmp_path):
     assert run["config"]["strategy"]["backward_prefetch"] is None  # not applicable
     assert run["applied"]["jax_default_matmul_precision"] == "float32"
     assert run["applied"]["precision"]["compute_dtype"] == "bf16"
+    assert run["applied"]["precision"]["reduce_dtype"] == "bf16"  # sharded: torch FSDP's
+    assert run["applied"]["cudnn_attention_refused"] is None  # not tried on a CPU
     assert run["applied"]["compile_s"] == summary["compile_s"]
     tiny = models.ModelConfig("vit_tiny")
     num_params = models.count_params(models.build_model(tiny, 10, device="meta"))

@@ -83,6 +83,9 @@ def test_sweep_runs_one_job_per_point_sized_for_it(tmp_path):
         array_jobs.add(job["array_job_id"])
     assert len(array_jobs) == 2  # one job array per node count, of 2 strategies each
     assert "trap 'srun" in script and list(tmp_path.glob("cache-*")) == []
+    steps = slurm("sacct", "-n", "-P", "-j", ",".join(sorted(array_jobs)), "-o", "JobName")
+    names = steps.stdout.split()  # each job made its caches, then removed them
+    assert names.count("mkdir") == names.count("rm") == 4, steps.stdout
 
     proc = run_module("vitfsdp.sweep", "--status", str(sweep_dir), cwd=tmp_path, timeout=60)
     assert proc.returncode == 0, proc.stderr

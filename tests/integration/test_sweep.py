@@ -305,3 +305,16 @@ def test_repeats_and_node_counts_added_by_later_commands_get_their_own_directori
     assert [c["task"][-1] for c in commands] == ["strategy=DDP,FULL_SHARD", "repeat=1"]
     hashes = {read(sweep_dir / n / "job.json")["config_hash"] for n in names}
     assert set(commands[0]["config_hashes"]) | set(commands[1]["config_hashes"]) == hashes
+
+
+def test_a_point_that_drops_an_earlier_override_names_the_default_it_runs_at():
+    """After a sweep of repeat=1, a command at the default repeat names its point
+    `repeat=0` beside `0_strategy=DDP`, not `0_strategy=DDP-2`."""
+    from tests.integration.test_slurm_scripts import compose_cfg
+    from vitfsdp.sweep.choose import _differ
+    from vitfsdp.sweep.point import Point
+
+    p = Point(0, ["strategy=DDP"], compose_cfg("strategy=DDP"), Path("/x"), "h",
+              ["strategy=DDP"])
+    assert _differ(p, ["strategy=DDP", "repeat=1"]) == ["repeat=0"]
+    assert _differ(p, ["strategy=FULL_SHARD"]) == ["strategy=DDP"]

@@ -77,6 +77,27 @@ def _settled(prior: list, queue: dict, rerun_failed: bool) -> tuple[str | None, 
 _NOT_IN_NAME = ("data.path", "hydra.sweep.dir", "hydra.searchpath")
 
 
+def _differ(p: Point, earlier: list[str]) -> list[str]:
+    """The overrides ``p`` has and the ``earlier`` run's lack, and for each key the earlier
+    run set that ``p`` leaves at its default, ``key=<p's value>`` (``repeat=0`` where the
+    earlier run had ``repeat=1``): what tells the two apart."""
+    mine = {rundir.override_key(o) for o in p.overrides}
+    dropped = [k for k in dict.fromkeys(map(rundir.override_key, earlier)) if k not in mine]
+    return ([o for o in p.overrides if o not in earlier]
+            + [f"{k}={_value(p.cfg, k)}" for k in dropped])
+
+
+def _value(cfg, key: str) -> str:
+    """``cfg``'s value at the dotted ``key`` as text (``~`` where the config has no such
+    key: a ``+key`` the earlier run added)."""
+    value = cfg
+    for part in key.split("."):
+        value = value.get(part, None) if isinstance(value, dict) else getattr(value, part, None)
+        if value is None:
+            return "~"
+    return str(value)
+
+
 def _check_own_dir(p: Point) -> None:
     """Make ``p.run_dir`` a directory of ``p``'s own. A run directory's name leaves out the
     keys a sweep sets to one value, so a later command that sets them to another (``repeat=2``
@@ -99,8 +120,7 @@ def _check_own_dir(p: Point) -> None:
                 "defaults changed since; use another hydra.sweep.dir for the new runs")
         n += 1
         if n == 2:
-            differ = [o for o in p.overrides if o not in (job.get("overrides") or [])]
-            keys = dict.fromkeys([*p.swept, *differ])
+            keys = dict.fromkeys([*p.swept, *_differ(p, job.get("overrides") or [])])
             name = f"{p.num}_{rundir.run_dirname(keys, _NOT_IN_NAME)}"
         p.run_dir = base.parent / (name if n == 2 else f"{name}-{n - 1}")
     if p.run_dir != base:
