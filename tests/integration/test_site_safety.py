@@ -249,7 +249,8 @@ def test_slash_and_secret_values_keep_status_and_resume(tmp_path, monkeypatch):
     assert f"completed in {point.run_dir.name}" in proc.stdout + proc.stderr
     assert SECRET not in proc.stdout + proc.stderr
     assert sorted(p.name for p in sweep_dir.iterdir()) == sorted(
-        [point.run_dir.name, "multirun.yaml", ".sweep.lock"])  # every point ended: removed
+        [point.run_dir.name, "multirun.yaml", "commands.jsonl", ".sweep.lock"])  # every
+    # point ended: the secrets file removed
     assert_secret_kept_private(sweep_dir, kept=False)
 
 

@@ -466,8 +466,9 @@ PROBE = """#!/bin/bash
 
 @pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
 def test_job_setup_on_the_virtual_cluster(tmp_path):
-    """A real job: its setup creates the MIOpen and cache directories before the tasks start,
-    and the tasks see the prepended paths (the interpreter itself is found through PATH)."""
+    """A real job: its setup creates the MIOpen and cache directories before the tasks start
+    (the tasks see them), the tasks see the prepended paths (the interpreter itself is found
+    through PATH), and the job removes its own caches when it ends."""
     require_cluster()
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -493,7 +494,7 @@ def test_job_setup_on_the_virtual_cluster(tmp_path):
         assert len(train) == 2  # one line per task (2 ranks on the node)
         lines = set(out.read_text().splitlines())
         assert {f"ld={tmp_path}/ofi-{job_id}", f"miopen={miopen}", "dirs=made"} <= lines
-        assert (tmp_path / f"cache-{job_id}" / "huggingface").is_dir()
+        assert not (tmp_path / f"cache-{job_id}").exists() and not Path(miopen).exists()
     finally:
         subprocess.run(["rm", "-rf", miopen], check=False)
 
