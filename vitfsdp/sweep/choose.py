@@ -71,7 +71,7 @@ def _settled(prior: list, queue: dict, rerun_failed: bool) -> tuple[str | None, 
     return None, {}
 
 
-#: Overrides left out of a run directory's full name (:func:`_own_dir`), as Hydra's
+#: Overrides left out of a run directory's full name (:func:`_check_own_dir`), as Hydra's
 #: ``override_dirname.exclude_keys`` leaves them out (conf/config.yaml), with the user's
 #: config folders.
 _NOT_IN_NAME = ("data.path", "hydra.sweep.dir", "hydra.searchpath")
