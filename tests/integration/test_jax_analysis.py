@@ -100,18 +100,24 @@ def test_a_framework_is_faster_only_over_repeats(tmp_path: Path) -> None:
     assert "1 of 1 are (`difference`)" in section.text
 
 
-def test_the_ratio_says_when_the_two_ran_different_attention(tmp_path: Path) -> None:
-    """Both H100 records ran torch's sdpa against JAX's XLA attention: the ratio table names
-    each side's attention, and where no side was host-bound the report says that the
-    attention kernels' difference is part of every ratio."""
-    applied = {"torch": {"fused_attn": True},
-               "jax": {"attention": "jax.nn.dot_product_attention(implementation='xla')"}}
+def _gpu_pair_ratio(sweep: Path, applied: dict) -> pd.DataFrame:
+    """The ratio table of one DDP point on an H100 run by both frameworks, each with its
+    run.json ``applied`` from ``applied`` (framework → dict)."""
     for framework in ("torch", "jax"):
         info = _info(framework, "DDP", 1)
         info["device"] |= {"type": "cuda", "name": "NVIDIA H100 80GB HBM3"}
         info["applied"] = applied[framework]
-        write_run(tmp_path / "apart" / framework, info, 200.0, busy=0.95)
-    ratio = framework_ratio_table(collect_runs(tmp_path / "apart"))
+        write_run(sweep / framework, info, 200.0, busy=0.95)
+    return framework_ratio_table(collect_runs(sweep))
+
+
+def test_the_ratio_says_when_the_two_ran_different_attention(tmp_path: Path) -> None:
+    """Both H100 records ran torch's sdpa against JAX's XLA attention: the ratio table names
+    each side's attention, and where no side was host-bound the report says that the
+    attention kernels' difference is part of every ratio."""
+    ratio = _gpu_pair_ratio(tmp_path / "apart", {
+        "torch": {"fused_attn": True},
+        "jax": {"attention": "jax.nn.dot_product_attention(implementation='xla')"}})
     assert ratio[["torch_attention", "jax_attention"]].values.tolist() == [["sdpa", "xla"]]
     assert framework_host_text(ratio).endswith(
         "the ratios compare the frameworks' steps on the device. The two ran different "
@@ -119,14 +125,8 @@ def test_the_ratio_says_when_the_two_ran_different_attention(tmp_path: Path) -> 
         "every ratio.")
     cpu = ratio.assign(host_bound=pd.array([pd.NA], dtype="boolean"))  # not measured, too
     assert framework_host_text(cpu).endswith("is part of every ratio.")
-    applied["jax"]["attention"] = "einsum_softmax"
-    applied["torch"]["fused_attn"] = False
-    for framework in ("torch", "jax"):
-        info = _info(framework, "DDP", 1)
-        info["device"] |= {"type": "cuda", "name": "NVIDIA H100 80GB HBM3"}
-        info["applied"] = applied[framework]
-        write_run(tmp_path / "same" / framework, info, 200.0, busy=0.95)
-    same = framework_ratio_table(collect_runs(tmp_path / "same"))
+    same = _gpu_pair_ratio(tmp_path / "same", {"torch": {"fused_attn": False},
+                                               "jax": {"attention": "einsum_softmax"}})
     assert same[["torch_attention", "jax_attention"]].values.tolist() == [["written out"] * 2]
     assert "attention" not in framework_host_text(same)
 
