@@ -29,6 +29,7 @@ import yaml
 
 from vitfsdp.core.atomic import write_atomic
 from vitfsdp.core.checkout import checkout_state
+from vitfsdp.core.layout import MULTIRUN_FILE
 
 #: Slurm variables recorded in run.json (ids and placement, nothing secret).
 SLURM_VARS = ("SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_JOB_NODELIST",
@@ -133,6 +134,18 @@ def redact_yaml_file(path: Path) -> bool:
         return False
     write_atomic(path, yaml.safe_dump(redacted, sort_keys=False))
     return True
+
+
+def saved_overrides(sweep_dir: str | os.PathLike) -> dict[str, list[str]] | None:
+    """The last sweep command's overrides in ``sweep_dir``, as Hydra's ``multirun.yaml``
+    there holds them (redacted by the sweep, :func:`redact_yaml_file`): ``{"task": [...],
+    "hydra": [...]}``, each as text; None where the file is missing or unreadable."""
+    path = Path(sweep_dir) / MULTIRUN_FILE
+    try:
+        overrides = (yaml.safe_load(path.read_text(encoding="utf-8")) or {})["hydra"]["overrides"]
+        return {k: [str(o) for o in overrides.get(k) or []] for k in ("task", "hydra")}
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def redact_hydra_outputs(run_dir: Path, output_subdir: str | None) -> None:

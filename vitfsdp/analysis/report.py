@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from vitfsdp.analysis.figures import DPI, DRAWN_KEY
 from vitfsdp.analysis.figures.style import MIN_ERROR_BAR
@@ -47,7 +46,7 @@ from vitfsdp.analysis.verdict import (
 )
 from vitfsdp.core.layout import COMMANDS_FILE
 from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC
-from vitfsdp.provenance import git_state
+from vitfsdp.provenance import git_state, saved_overrides
 from vitfsdp.records import read_jsonl
 
 log = logging.getLogger(__name__)
@@ -493,12 +492,8 @@ def _counted(values: pd.Series) -> str:
 def sweep_command(sweep_dir: str | os.PathLike) -> str | None:
     """The last command that ran a sweep, rebuilt from Hydra's ``multirun.yaml`` in it (the
     sweep's overrides); ``None`` where there is none."""
-    path = Path(sweep_dir) / "multirun.yaml"
-    try:
-        overrides = (yaml.safe_load(path.read_text(encoding="utf-8")) or {})["hydra"]["overrides"]
-    except (OSError, yaml.YAMLError, KeyError, TypeError):
-        return None
-    return _command(overrides)
+    overrides = saved_overrides(sweep_dir)
+    return None if overrides is None else _command(overrides)
 
 
 def sweep_commands(sweep_dir: str | os.PathLike) -> list[str]:
@@ -508,8 +503,10 @@ def sweep_commands(sweep_dir: str | os.PathLike) -> list[str]:
     record."""
     recorded = list(dict.fromkeys(
         _command(r) for r in read_jsonl(Path(sweep_dir) / COMMANDS_FILE)))
+    if recorded:
+        return recorded
     last = sweep_command(sweep_dir)
-    return recorded or ([last] if last else [])
+    return [last] if last else []
 
 
 def _command(overrides: dict) -> str:

@@ -35,6 +35,9 @@ NETWORK_FILE = "network.json"
 #: What else this host ran while the point ran here: CPU seconds of other processes, measured
 #: by the local launcher around the point's processes (:class:`vitfsdp.records.OtherWork`).
 HOST_FILE = "host.json"
+#: In a sweep directory: the last sweep command's config and overrides, saved by Hydra's
+#: sweeper (secret values redacted by the sweep).
+MULTIRUN_FILE = "multirun.yaml"
 #: In a sweep directory: every sweep command that ran there, one JSON object a start
 #: (``started_at``, Hydra's ``task`` and ``hydra`` overrides, secrets redacted); Hydra's
 #: multirun.yaml holds the last one only.

@@ -12,10 +12,9 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-import yaml
-
 from vitfsdp.launch import secrets
 from vitfsdp.launch.local import quote_override
+from vitfsdp.provenance import saved_overrides
 from vitfsdp.records import STATUSES, reason_line
 from vitfsdp.sweep.point import Point, _point_label, log
 
@@ -112,13 +111,10 @@ def resume_command(sweep_dir: str | os.PathLike) -> str:
     that directory, so that the default ``runs/sweep/${now:...}`` does not start a new one
     (and, on Slurm, submit jobs that still run a second time). Quoted for Hydra's grammar
     and for the shell. Without ``multirun.yaml``: ``<your overrides>`` in their place."""
-    path = Path(sweep_dir) / "multirun.yaml"
-    try:
-        overrides = (yaml.safe_load(path.read_text(encoding="utf-8")) or {})["hydra"]["overrides"]
-        args = [str(a) for a in [*(overrides.get("task") or []), *(overrides.get("hydra") or [])]
-                if not str(a).startswith("hydra.sweep.dir=")]
-    except (OSError, KeyError, TypeError, yaml.YAMLError):
-        args = ["<your overrides>"]
+    overrides = saved_overrides(sweep_dir)
+    args = ["<your overrides>"] if overrides is None else [
+        a for a in [*overrides["task"], *overrides["hydra"]]
+        if not a.startswith("hydra.sweep.dir=")]
     plain = re.fullmatch(r"[\w./+-]+", str(sweep_dir))  # else Hydra's grammar would read it
     where = str(sweep_dir) if plain else quote_override(str(sweep_dir))
     return shlex.join(["python", "-m", "vitfsdp.sweep", "-m", *args, f"hydra.sweep.dir={where}"])

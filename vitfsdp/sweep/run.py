@@ -19,7 +19,7 @@ from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import DictConfig, OmegaConf
 
 from vitfsdp import provenance
-from vitfsdp.core.layout import COMMANDS_FILE
+from vitfsdp.core.layout import COMMANDS_FILE, MULTIRUN_FILE
 from vitfsdp.launch import LaunchOptions, resume, secrets, slurm
 from vitfsdp.launch import batch_search as bsearch
 from vitfsdp.progress import SweepProgress
@@ -51,9 +51,6 @@ from vitfsdp.sweep.report import (
     status_command,
 )
 from vitfsdp.sweep.slurm_jobs import launch_slurm
-
-MULTIRUN_FILE = "multirun.yaml"  # the sweep's config and overrides, saved by Hydra's sweeper
-
 
 #: A sweep's lock, by sweep directory, taken by :func:`run_sweeper` before Hydra writes
 #: anything there, and used by :func:`launch`.
@@ -136,15 +133,12 @@ def _record_command(sweep_dir: Path, points: Sequence[Point]) -> None:
     rerun matches them by; none for a batch search, whose points are searches) to
     :data:`COMMANDS_FILE`, so that the report can name every command the directory's runs
     came from and the analysis the points of the last one that never started."""
-    record = OmegaConf.load(sweep_dir / MULTIRUN_FILE) if (sweep_dir / MULTIRUN_FILE).is_file() \
-        else None
-    if record is None:
+    overrides = provenance.saved_overrides(sweep_dir)
+    if overrides is None:
         return
-    overrides = OmegaConf.to_container(record.hydra.overrides)
     append_jsonl(sweep_dir / COMMANDS_FILE, {
         "started_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "task": overrides.get("task") or [], "hydra": overrides.get("hydra") or [],
-        "config_hashes": [p.config_hash for p in points]})
+        **overrides, "config_hashes": [p.config_hash for p in points]})
 
 
 def _settled_counts(skipped: Iterable[dict], rerun_failed: bool) -> str:
