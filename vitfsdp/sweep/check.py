@@ -175,6 +175,12 @@ def _queue_refusals(points: list[Point], options: LaunchOptions) -> list[str]:
     point with the pack's start: more points are split into packs that fit) is refused.
     Only the points still to run count: a resumed sweep's completed points (and its failed
     ones, without ``--rerun-failed``) submit no job."""
+    try:
+        chaining = any(p.cfg.cluster.no_chaining(p.cfg.nodes) for p in points)
+    except ValueError:  # a node count beyond the queue's bins: each point says so
+        return []
+    if not chaining and options.pack != "by_nodes":  # nothing to check: no directory read
+        return []
     points = _still_to_run(points, options.rerun_failed)
     try:
         packs = sweep_packs(points) if options.pack == "by_nodes" else None
