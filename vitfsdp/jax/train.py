@@ -62,6 +62,7 @@ from vitfsdp.jax.model import (
     choose_attention,
     count_params,
     dummy_input,
+    param_shapes,
 )
 from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
 
@@ -384,15 +385,9 @@ def _init(model: ViT, tx: optax.GradientTransformation, key: jax.Array,
     """Draw the parameters and AdamW's initial state (traced: runs under jit/eval_shape),
     stored as on ``mesh`` (:func:`vitfsdp.jax.sharding.to_stored`; None: the model's own
     shapes)."""
-    params = model_params(model, key)
+    params = model.init(key, jnp.zeros(dummy_input(model).shape))["params"]
     params = sharding.to_stored(params, mesh) if mesh is not None else params
     return {"params": params, "opt_state": tx.init(params)}
-
-
-def model_params(model: ViT, key: jax.Array) -> Any:
-    """The model's parameters in its own shapes, drawn from ``key`` (traceable; under
-    ``jax.eval_shape`` their shapes, for :func:`vitfsdp.jax.sharding.from_stored`)."""
-    return model.init(key, jnp.zeros(dummy_input(model).shape))["params"]
 
 
 def init_state(model: ViT, tx: optax.GradientTransformation, mesh: jax.sharding.Mesh,
@@ -462,7 +457,7 @@ def make_train_step(model: ViT, tx: optax.GradientTransformation, mesh: jax.shar
     collectives = collectives or step_collectives()
     if collectives not in STEP_COLLECTIVES:
         raise ValueError(f"collectives={collectives!r}; valid: {', '.join(STEP_COLLECTIVES)}")
-    shapes = jax.eval_shape(lambda: model_params(model, jax.random.key(0)))
+    shapes = param_shapes(model)  # what from_stored gives the model back
 
     if collectives == "explicit":
         def loss_fn(params: Any, images: jax.Array, labels: jax.Array) -> jax.Array:
