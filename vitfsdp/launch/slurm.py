@@ -452,9 +452,15 @@ def _cache_lines(cluster: ClusterConfig) -> list[str]:
         made.append("MIOPEN_USER_DB_PATH")
     if made:
         lines += ["# Cache directories, created on every node of the job before use.",
-                  'srun --nodes="${SLURM_JOB_NUM_NODES}" --ntasks="${SLURM_JOB_NUM_NODES}" '
-                  "--ntasks-per-node=1 mkdir -p " + " ".join(f'"${{{v}}}"' for v in made)]
+                  _on_every_node("mkdir -p", made)]
     return lines + _removal_lines(cluster)
+
+
+def _on_every_node(command: str, variables: Sequence[str]) -> str:
+    """A job step of one task per node running ``command`` on the directories the shell
+    ``variables`` name (each a double-quoted expansion)."""
+    return ('srun --nodes="${SLURM_JOB_NUM_NODES}" --ntasks="${SLURM_JOB_NUM_NODES}" '
+            f"--ntasks-per-node=1 {command} " + " ".join(f'"${{{v}}}"' for v in variables))
 
 
 def _removal_lines(cluster: ClusterConfig) -> list[str]:
@@ -470,9 +476,7 @@ def _removal_lines(cluster: ClusterConfig) -> list[str]:
     if not gone:
         return []
     return ["# ... and this job's own removed from every node when the script exits.",
-            "trap 'srun --nodes=\"${SLURM_JOB_NUM_NODES}\" --ntasks=\"${SLURM_JOB_NUM_NODES}\" "
-            "--ntasks-per-node=1 rm -rf " + " ".join(f'\"${{{v}}}\"' for v in gone)
-            + " || true' EXIT"]
+            f"trap '{_on_every_node('rm -rf', gone)} || true' EXIT"]
 
 
 def node_python(cluster: ClusterConfig) -> str:
