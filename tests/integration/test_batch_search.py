@@ -103,14 +103,15 @@ def test_sweep_batch_search_finds_the_largest_fitting_power_of_two(tmp_path):
 def test_points_predicted_not_to_fit_are_skipped_and_say_so(tmp_path, monkeypatch):
     """vit_base's AdamW state alone (87M parameters × 16 B = 1.3 GiB per rank under DDP)
     exceeds a 1 GiB device, and vit_huge's more so: each is recorded as skipped_infeasible
-    with its prediction, and nothing runs; a named secret is recorded by its name alone."""
+    with its prediction, and nothing runs; a named secret is recorded by its name alone. The
+    same sweep with --rerun-failed predicts again, and keeps no attempt of a prediction."""
     sweep_dir = tmp_path / "plan"
     monkeypatch.setenv("HF_TOKEN", "hf_not_for_records")
-    proc = run_module("vitfsdp.sweep", "-m", "model=vit_base,vit_huge", "strategy=DDP",
-                      "device=cpu", "cluster.device_memory_gib=1.0", "train.steps=2",
-                      "train.warmup_steps=0", "train.log_every=1", "train.local_batch_size=2",
-                      "cluster.secrets=[HF_TOKEN]",
-                      f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path, timeout=300)
+    args = ("-m", "model=vit_base,vit_huge", "strategy=DDP", "device=cpu",
+            "cluster.device_memory_gib=1.0", "train.steps=2", "train.warmup_steps=0",
+            "train.log_every=1", "train.local_batch_size=2", "cluster.secrets=[HF_TOKEN]",
+            f"hydra.sweep.dir={sweep_dir}")
+    proc = run_module("vitfsdp.sweep", *args, cwd=tmp_path, timeout=300)
     assert proc.returncode == 1, proc.stderr[-3000:]  # no point completed
     skipped = [line for line in proc.stdout.splitlines() if "] skip " in line]
     assert len(skipped) == 2, proc.stdout
@@ -126,3 +127,6 @@ def test_points_predicted_not_to_fit_are_skipped_and_say_so(tmp_path, monkeypatc
         assert not (run_dir / "metrics.jsonl").exists()  # nothing ran
         assert run["config"]["cluster"]["secrets"] == ["HF_TOKEN"]
         assert "hf_not_for_records" not in (run_dir / "run.json").read_text()
+    again = run_module("vitfsdp.sweep", *args, "--rerun-failed", cwd=tmp_path, timeout=300)
+    assert again.returncode == 1 and "2 skipped_infeasible" in again.stdout, again.stderr[-3000:]
+    assert not list(sweep_dir.glob("*/attempts")), "a prediction is not kept as an attempt"

@@ -36,6 +36,7 @@ from vitfsdp.core.layout import (
     COMPLETED,
     EXIT_ALREADY_COMPLETED,
     LOCK_FILE,
+    SKIPPED_INFEASIBLE,
     SUMMARY_FILE,
 )
 from vitfsdp.core.layout import FAILED_IN_RUN as FAILED_IN_RUN  # the sweep reads it from here
@@ -79,7 +80,9 @@ def existing_points(sweep_dir: Path, job_file: str) -> dict[str, list[Existing]]
 def archive_attempt(run_dir: Path, keep: tuple[str, ...] = ()) -> Path | None:
     """Move an unfinished or failed attempt's files into ``run_dir/attempts/<n>/`` so the
     point can run again in ``run_dir`` (its ``checkpoint/`` stays: the next attempt resumes
-    from it); None when there is nothing to move.
+    from it); None when there is nothing to move. A point the plan skipped
+    (``skipped_infeasible``) ran nothing: its records are a prediction, which the next
+    sweep makes again, so they are removed rather than kept as an attempt.
 
     Args:
         keep: names left in place (a job script's own files); empty folders stay too and
@@ -97,6 +100,13 @@ def archive_attempt(run_dir: Path, keep: tuple[str, ...] = ()) -> Path | None:
                if p.name not in (ATTEMPTS_DIR, CHECKPOINT_DIR, *keep)
                and not (p.is_dir() and not any(p.iterdir()))]
     if not entries:
+        return None
+    if summary.get("status") == SKIPPED_INFEASIBLE:
+        for p in entries:
+            if p.is_dir():
+                shutil.rmtree(p)
+            else:
+                p.unlink()
         return None
     n = len(list((run_dir / ATTEMPTS_DIR).glob("*"))) + 1 if (run_dir / ATTEMPTS_DIR).exists() \
         else 1
