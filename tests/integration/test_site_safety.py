@@ -202,7 +202,8 @@ def test_readme_frontier_sweep_names_points_by_swept_values(tmp_path):
         "0_nodes=1,strategy=FULL_SHARD", "1_nodes=8,strategy=FULL_SHARD",
         "2_nodes=1,strategy=HYBRID_8GPU", "3_nodes=8,strategy=HYBRID_8GPU"]
     status = run_module("vitfsdp.sweep", "--status", str(sweep_dir), cwd=tmp_path)
-    assert "\n3 nodes=8 strategy=HYBRID_8GPU " in status.stdout, status.stdout
+    (line,) = [x for x in status.stdout.splitlines() if x.startswith("3 ")]
+    assert line.endswith("  nodes=8 strategy=HYBRID_8GPU"), status.stdout  # whole, last
     # the sweep's own lines name a point the same way, not by the constant keys
     not_ended = [line for line in (proc.stdout + proc.stderr).splitlines()
                  if "not ended: " in line]

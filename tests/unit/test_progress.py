@@ -114,3 +114,26 @@ def test_eta_scales_each_point_by_its_ranks_and_work():
     unscaled.window("[1/2]", {**W2, "step_end": 10, "step_time_s": 2.0})
     unscaled.end_point("end")
     assert unscaled.eta_s() == pytest.approx(30.0)  # without work: the first point's pace
+
+
+def test_status_table_keeps_a_long_point_label_whole():
+    """The differing overrides go last and whole: a label past the old 60-character column
+    is never cut mid-key, and the keys every point shares are left out."""
+    from pathlib import Path
+
+    from vitfsdp.launch.status import PointState, format_table
+
+    first = ("cluster.shard_group_size=16,fsdp.backward_prefetch=BACKWARD_POST,"
+             "fsdp.limit_all_gathers=false,model=vit_huge,nodes=16")
+    second = ("cluster.shard_group_size=8,fsdp.backward_prefetch=BACKWARD_PRE,"
+              "fsdp.limit_all_gathers=true,model=vit_huge,nodes=16")
+    rows = [PointState(Path(f"sweep/3_{first}"), job_id="58_3", state="RUNNING", steps=20),
+            PointState(Path(f"sweep/4_{second}"), status="completed")]
+    lines = format_table(rows).splitlines()
+    assert lines[0].split() == ["point", "job", "state", "nodes", "step", "ips", "status",
+                                "overrides"]
+    label = ("cluster.shard_group_size=16 fsdp.backward_prefetch=BACKWARD_POST "
+             "fsdp.limit_all_gathers=false")
+    assert len(label) > 60 and lines[1].startswith("3 ") and lines[1].endswith(f"  {label}")
+    assert "nodes=16" not in lines[2] and lines[2].endswith("limit_all_gathers=true")
+    assert lines[-1] == "2 points: 1 RUNNING, 1 completed"

@@ -403,31 +403,30 @@ def _task_number(path: Path) -> int:
     return int(task) if task.isdigit() else 0
 
 
-def labels(rows: Sequence[PointState]) -> list[str]:
-    """Short point labels: the point number and the overrides that differ between points
-    (``3 nodes=2 strategy=HYBRID_2GPU``), from the run directory names."""
+def labels(rows: Sequence[PointState]) -> list[tuple[str, str]]:
+    """Each point's number and the overrides that differ between points
+    (``("3", "nodes=2 strategy=HYBRID_2GPU")``), from the run directory names."""
     parts = []
     for r in rows:
         num, _, rest = r.run_dir.name.partition("_")
         parts.append((num, rest.split(",") if rest else []))
     common = set.intersection(*(set(p[1]) for p in parts)) if len(parts) > 1 else set()
-    return [" ".join([num, *(o for o in overrides if o not in common)])
-            for num, overrides in parts]
+    return [(num, " ".join(o for o in overrides if o not in common)) for num, overrides in parts]
 
 
 def format_table(rows: Sequence[PointState]) -> str:
-    """The status table: one line per point, then the counts of states."""
-    header = ("point", "job", "state", "nodes", "step", "ips", "status")
+    """The status table: one line per point, its differing overrides last and whole (a long
+    one is never cut mid-key), then the counts of states."""
+    header = ("point", "job", "state", "nodes", "step", "ips", "status", "overrides")
     lines = [header] + [
-        (label, r.step_id or r.job_id or "-", r.state, r.nodelist or "-",
+        (num, r.step_id or r.job_id or "-", r.state, r.nodelist or "-",
          f"{r.step}/{r.steps}" if r.steps else str(r.step or "-"),
-         f"{r.ips:.1f}" if r.ips is not None else "-", r.status or "-")
-        for label, r in zip(labels(rows), rows, strict=True)
+         f"{r.ips:.1f}" if r.ips is not None else "-", r.status or "-", label or "-")
+        for (num, label), r in zip(labels(rows), rows, strict=True)
     ]
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
-    widths[0] = min(widths[0], 60)
-    text = "\n".join("  ".join(str(v)[:widths[i]].ljust(widths[i]) for i, v in enumerate(line))
-                     .rstrip() for line in lines)
+    text = "\n".join("  ".join(str(v).ljust(widths[i]) for i, v in enumerate(line)).rstrip()
+                     for line in lines)
     return text + "\n" + summary_line(rows)
 
 
