@@ -224,6 +224,12 @@ def test_report_md_and_html(report: Path) -> None:
     assert html.count('src="data:image/png;base64,') == len(FIGURES)
     assert ".png" not in html  # nothing linked: self-contained
     assert html.count("<table") == md.count("\n|:") >= 7
+    for block in md.split("\n\n"):  # every table row has its header's cells (a "|" in a
+        rows = [r for r in block.splitlines() if r.startswith("|")]  # header escaped)
+        assert len({len(re.findall(r"(?<!\\)\|", r)) for r in rows}) <= 1, block
+    assert "median \\|error\\|" in md
+    for name in FIGURES:  # the caption once, in italics; the image's alt text its name
+        assert f"![{name}]({name}.png)" in md
     # a numeric last column is right-aligned like the others, a text column left-aligned
     assert '<th class="text">runner-up</th>' in html and "<th>ips over runner-up</th>" in html
 

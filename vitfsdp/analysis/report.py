@@ -891,10 +891,19 @@ def render_markdown(sections: list[Section], figures: dict[str, Path], title: st
         for name in _written(s, figures):
             text = caption(name, note, drawn_kinds(Path(figures[name]).read_bytes()))
             png = Path(figures[name]).name
-            lines += [f"![{text}]({png})", "", f"*{text}* ([SVG]({Path(png).stem}.svg))", ""]
+            lines += [f"![{name}]({png})", "", f"*{text}* ([SVG]({Path(png).stem}.svg))", ""]
         if s.table is not None and not s.table.empty:
-            lines += [s.table.to_markdown(index=False), ""]
+            lines += [_markdown_table(s.table), ""]
     return "\n".join(lines)
+
+
+def _markdown_table(table: pd.DataFrame) -> str:
+    """``table`` as a Markdown pipe table, a ``|`` in a header or cell escaped
+    (``median \\|error\\|``) so that it does not end the cell."""
+    def escape(value):
+        return value.replace("|", "\\|") if isinstance(value, str) else value
+    escaped = table.rename(columns=lambda c: escape(str(c)))
+    return escaped.map(escape).to_markdown(index=False)
 
 
 def caption(name: str, note: str | None = None, drawn: Sequence[str] | None = None) -> str:
