@@ -56,3 +56,23 @@ def test_the_figure_draws_points_csvs_efficiency_and_its_bounds(tmp_path):
 
 def test_no_figure_without_a_completed_point(tmp_path):
     assert plot_efficiency(_sweep(tmp_path, {("DDP", 1): [None]})) is None
+
+
+def test_a_line_whose_ideal_starts_later_says_so(tmp_path):
+    """DDP ran out of memory at 1 node, so its ideal starts at 2 nodes: its 1.0 there is over
+    another baseline than FULL_SHARD's, and its legend label, points.csv's baseline_nodes
+    and the report's 'ideal from' column say so; FULL_SHARD's label is its own."""
+    from vitfsdp.analysis.report import ideal_from
+
+    df = _sweep(tmp_path, {("DDP", 1): [None], ("DDP", 2): [190.0], ("DDP", 4): [360.0],
+                           ("FULL_SHARD", 1): [100.0], ("FULL_SHARD", 2): [150.0],
+                           ("FULL_SHARD", 4): [250.0]})
+    ax = plot_efficiency(df).axes[0]
+    assert _line(ax, "DDP (ideal from 2 nodes)") == {2: 1.0, 4: pytest.approx(360 / 380)}
+    assert _line(ax, "FULL_SHARD") == {1: 1.0, 2: 0.75, 4: 0.625}
+    points = points_table(df)
+    assert dict(zip(points["strategy"], points["baseline_nodes"], strict=True)) == {
+        "DDP": 2, "FULL_SHARD": 1}
+    shown = ideal_from(points, df)
+    assert shown[points["strategy"] == "DDP"].tolist() == [2, 2]
+    assert shown[points["strategy"] == "FULL_SHARD"].isna().all()

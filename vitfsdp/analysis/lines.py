@@ -158,10 +158,18 @@ def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
     return done[cols].reset_index(drop=True)
 
 
+def baseline_nodes(done: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Each row's line's smallest node count among ``done`` (the completed runs or points):
+    the baseline ``n0`` its ideal scales from, on ``done``'s index (float; NaN where the row
+    has no node count)."""
+    nodes = done["nodes"].astype("float64")
+    return nodes.groupby([done[k] for k in keys], dropna=False).transform("min")
+
+
 def _ideal_ips(done: pd.DataFrame, keys: list[str]) -> pd.Series:
     """Linear scaling from each line's smallest node count: ips(n0) * nodes / n0."""
     nodes = done["nodes"].astype("float64")
-    n0 = nodes.groupby([done[k] for k in keys], dropna=False).transform("min")
+    n0 = baseline_nodes(done, keys)
     ips_at_n0 = done["ips"].where(nodes == n0)
     base_ips = ips_at_n0.groupby([done[k] for k in keys], dropna=False).transform("median")
     return base_ips * nodes / n0

@@ -144,7 +144,8 @@ COLUMN_FORMATS = {
     "configuration_a": ("configuration", "{}"), "configuration_b": ("same computation as", "{}"),
     "cost_per_epoch": ("cost/epoch", "{:,.2f}"), "difference": ("difference", "{}"),
     "epoch_hours": ("hours/epoch", "{:.3g}"), "host_bound": ("host-bound", "{}"),
-    "ideal_ips": ("ideal images/s", RATE), "ips_a": ("images/s", RATE),
+    "ideal_ips": ("ideal images/s", RATE), "ideal_from": ("ideal from (nodes)", "{:d}"),
+    "ips_a": ("images/s", RATE),
     "ips_b": ("its images/s", RATE), "runs_a": ("runs", "{:d}"),
     "runs_b": ("its runs", "{:d}"), "ips_range": ("images/s min-max (repeats)", "{}"),
     "efficiency_range": ("efficiency bounds", "{}"),
@@ -198,7 +199,7 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
         out_dir: where the report is written; logs are linked relative to it.
     """
     df, points = tables["runs"], tables["points"]
-    labelled = _with_range(points)
+    labelled = _with_range(points).assign(ideal_from=ideal_from(points, df))
     competed = competition_text(df)
     equivalence = tables["equivalence"]
     noise = observed_noise(equivalence)
@@ -217,7 +218,7 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
                 ["weak_scaling", "efficiency", "tflops"],
                 display(labelled, ["model", "configuration", "nodes", "world_size",
                                    "num_repeats", "ips", "ips_range", "ideal_ips",
-                                   "scaling_efficiency", "efficiency_range",
+                                   "ideal_from", "scaling_efficiency", "efficiency_range",
                                    "tflops_per_gpu", "mfu", "hw_tflops_per_gpu", "hfu",
                                    "device_busy_frac", "host_bound", "sent_gb_per_node_max",
                                    "sent_gb_total"])),
@@ -234,11 +235,11 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
                 "trained.", ["loss"]),
         Section("Best configuration per model and node count",
                 best_text(tables["best"], points, noise, runs_per_point(df, points)),
-                table=display(tables["best"], ["model", "nodes", "configuration", "ips",
-                                                   "scaling_efficiency", "tflops_per_gpu",
-                                                   "mfu", "peak_mem_gib", "runner_up",
-                                                   "speedup_over_runner_up", "difference",
-                                                   "host_bound"])),
+                table=display(tables["best"].assign(ideal_from=ideal_from(tables["best"], df)),
+                              ["model", "nodes", "configuration", "ips", "scaling_efficiency",
+                               "ideal_from", "tflops_per_gpu", "mfu", "peak_mem_gib",
+                               "runner_up", "speedup_over_runner_up", "difference",
+                               "host_bound"])),
         _equivalence_section(equivalence),
         Section("Cost per epoch", _cost_text(points, dataset_size),
                 table=display(labelled, ["model", "configuration", "nodes", "ips",
@@ -513,6 +514,18 @@ def _command(overrides: dict) -> str:
     """``python -m vitfsdp.sweep -m <task overrides> <hydra overrides>``, shell-quoted."""
     args = [*(overrides.get("task") or []), *(overrides.get("hydra") or [])]
     return shlex.join(["python", "-m", "vitfsdp.sweep", "-m", *(str(a) for a in args)])
+
+
+def ideal_from(table: pd.DataFrame, df: pd.DataFrame) -> pd.Series:
+    """``table``'s ``baseline_nodes`` (a points or best frame) where it is above the model's
+    smallest node count in ``df`` (every run, failed ones too): the lines whose ideal starts
+    later, whose efficiencies do not compare with the others'; NA elsewhere (Int64, on
+    ``table``'s index)."""
+    if table.empty or "baseline_nodes" not in table or "nodes" not in df:
+        return pd.Series(pd.NA, index=table.index, dtype="Int64")
+    smallest = table["model"].map(df.groupby("model", dropna=False)["nodes"].min())
+    n0 = table["baseline_nodes"].astype("Int64")
+    return n0.where(n0 > smallest.astype("Int64")).astype("Int64")
 
 
 def _with_range(points: pd.DataFrame) -> pd.DataFrame:

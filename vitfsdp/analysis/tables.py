@@ -25,6 +25,7 @@ import pandas as pd
 from vitfsdp.analysis.lines import (
     _ideal_ips,
     _sort_key,
+    baseline_nodes,
     configurations,
     efficiency_footnote,
     format_efficiency,
@@ -137,7 +138,9 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
         ``ips_repeat_spread`` ((max - min) / median over at least two repeats) and ``noisy``
         (that spread above :data:`vitfsdp.core.throughput.NOISY_SPREAD`; NA for one run),
         ``ips_window_min``/``ips_window_max`` (over every measured window of its runs),
-        ``ideal_ips``,
+        ``ideal_ips``, ``baseline_nodes`` (the line's ``n0``: larger than the model's
+        smallest node count where the line did not complete there, and then its efficiencies
+        do not compare with the other lines'),
         ``scaling_efficiency``, ``efficiency_min``/``efficiency_max`` (its bounds: the point's
         lowest measurement over the ideal from the baseline's highest, and the other way round,
         :func:`efficiency_bounds`; 1.0 at ``n0``), the medians of :data:`POINT_MEDIANS`
@@ -181,6 +184,7 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     points = groups.agg(**aggs).reset_index()
     points["nodes"] = points["nodes"].astype("Int64")
     points["ideal_ips"] = _ideal_ips(points, keys[:-1])
+    points["baseline_nodes"] = baseline_nodes(points, keys[:-1]).astype("Int64")
     points["scaling_efficiency"] = points["ips"] / points["ideal_ips"]
     points["efficiency_min"], points["efficiency_max"] = efficiency_bounds(points, keys[:-1])
     points["host_bound"] = points["device_busy_frac"].map(host_bound).astype("boolean")
@@ -193,8 +197,9 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     order = [*keys, "configuration", "num_repeats", "world_size", "global_batch_size", "ips",
              "ips_repeat_min", "ips_repeat_max", "ips_repeat_spread", "noisy",
              "ips_window_min", "ips_window_max",
-             "ideal_ips", "scaling_efficiency", "efficiency_min", "efficiency_max",
-             *POINT_MEDIANS[1:], "host_bound", *POINT_MAXIMA[:1], *POINT_MINIMA[:1],
+             "ideal_ips", "baseline_nodes", "scaling_efficiency", "efficiency_min",
+             "efficiency_max", *POINT_MEDIANS[1:], "host_bound", *POINT_MAXIMA[:1],
+             *POINT_MINIMA[:1],
              *POINT_MAXIMA[1:], *POINT_MINIMA[1:], *[c for c in POINT_HELD if c in points],
              "device_memory_gib", "epoch_hours", "node_hours_per_epoch", "price_per_node_hour",
              "cost_per_epoch", *POINT_FIRST[4:], *layout, *fixed]  # fmt: skip
@@ -337,16 +342,17 @@ def best_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
 
     Returns:
         One row per model and node count: ``configuration`` (strategy and varying config),
-        ``ips``, ``scaling_efficiency``, ``tflops_per_gpu``, ``mfu``, ``peak_mem_gib``,
-        ``node_hours_per_epoch``, ``cost_per_epoch``, ``runner_up`` (the second fastest
-        configuration, or empty), ``speedup_over_runner_up`` (ips / its ips),
+        ``ips``, ``scaling_efficiency`` (over the ideal from ``baseline_nodes``),
+        ``tflops_per_gpu``, ``mfu``, ``peak_mem_gib``, ``node_hours_per_epoch``,
+        ``cost_per_epoch``, ``runner_up`` (the second fastest configuration, or empty),
+        ``speedup_over_runner_up`` (ips / its ips),
         ``difference`` (empty without a runner-up) and ``host_bound``
         (:func:`vitfsdp.core.throughput.any_host_bound` of the two: where True, the ranking
         is of host loops and wrappers, not of the strategies' communication).
     """
-    cols = ["model", "nodes", "configuration", "ips", "scaling_efficiency", "tflops_per_gpu",
-            "mfu", "peak_mem_gib", "node_hours_per_epoch", "cost_per_epoch", "runner_up",
-            "speedup_over_runner_up", "difference", "host_bound"]  # fmt: skip
+    cols = ["model", "nodes", "configuration", "ips", "scaling_efficiency", "baseline_nodes",
+            "tflops_per_gpu", "mfu", "peak_mem_gib", "node_hours_per_epoch", "cost_per_epoch",
+            "runner_up", "speedup_over_runner_up", "difference", "host_bound"]  # fmt: skip
     if points.empty:
         return pd.DataFrame(columns=cols)
     low, high = spread_bounds(points)

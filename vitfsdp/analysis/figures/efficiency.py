@@ -58,7 +58,9 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
         than once, else a thin bar beside it from its one run's windows against the
         baseline's span (none under 2%);
         a grey hexagon on a host-bound point; runs that did not complete as an ``x`` in a
-        row at the panel's bottom, named under it.
+        row at the panel's bottom, named under it. A line whose ideal starts above its
+        panel's smallest node count says so in its legend label (``DDP (ideal from 2
+        nodes)``): its efficiencies do not compare with the other lines'.
     """
     runs = with_point_efficiency(df)
     if runs["eff"].notna().sum() == 0:
@@ -71,8 +73,10 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
     for ax, (model, panel) in zip(axes, panels, strict=True):
         notes, marked = [], Counter()
         top = 1.0
+        smallest = panel["nodes"].min()
         for label, line in _lines(panel, keys):
-            done, color = _plot_measured(ax, line, keys, looks, label, "eff", "median")
+            done, color = _plot_measured(ax, line, keys, looks, _rebased(label, line, smallest),
+                                         "eff", "median")
             if not done.empty:
                 top = max(top, _draw_bounds(ax, line, done, color, extras))
                 _mark_host_bound(ax, line, done, extras)
@@ -85,6 +89,17 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
                      "weak-scaling efficiency (images/s / ideal)", notes)
     _finish(fig, "Weak-scaling efficiency against node count", runs, path, extras)
     return fig
+
+
+def _rebased(label: str, line: pd.DataFrame, smallest: float) -> str:
+    """The line's legend label, with ``(ideal from N nodes)`` where its ideal starts above
+    its panel's ``smallest`` node count (it did not complete there, or did not run there):
+    its 1.0 is at another baseline than the other lines', which the reader must see."""
+    done = line.loc[(line["status"] == "completed") & line["eff"].notna(), "nodes"]
+    if done.empty or pd.isna(smallest) or done.min() <= smallest:
+        return label
+    n0 = int(done.min())
+    return f"{label} (ideal from {n0} node{'s' if n0 != 1 else ''})"
 
 
 def with_point_efficiency(df: pd.DataFrame) -> pd.DataFrame:
