@@ -134,14 +134,14 @@ def test_only_a_point_of_the_same_setup_is_compared_and_the_rest_say_why(sweep: 
     assert len(compared) == 1, ips[["configuration", "nodes", "compared", "differs"]]
     match = compared.iloc[0]
     assert match["published"] == ORNL_VIT_BASE_NO_SHARD_1
-    assert match["ratio"] == pytest.approx(1100.0 / ORNL_VIT_BASE_NO_SHARD_1)
+    assert match["ratio_per_device"] == pytest.approx(1100.0 / ORNL_VIT_BASE_NO_SHARD_1)
     assert match["differs"] == "" and match["nodes"] == 1
     why = list(ips.loc[~ips["compared"].astype(bool), "differs"])
     assert any("local_batch_size: 16 here, 32 published" in w for w in why), why
     assert any("precision: fp32 here, bf16 published" in w for w in why), why
     assert any("precision: bf16 here, fp32 published" in w for w in why), why  # DDP
     assert any("no published row of vit_base under NO_SHARD at 256 node(s)" in w for w in why)
-    assert ips.loc[~ips["compared"].astype(bool), "ratio"].isna().all()
+    assert ips.loc[~ips["compared"].astype(bool), "ratio_per_device"].isna().all()
 
 
 def test_cli_writes_reference_csv_and_stars_the_matching_point(sweep: Path, tmp_path: Path,
@@ -174,15 +174,46 @@ def test_other_hardware_is_compared_and_named(tmp_path: Path) -> None:
     table = reference_table(collect_runs(root))
     ips = table[table["metric"] == "ips"].set_index("compared")
     match, other = ips.loc[True], ips.loc[False]
-    assert match["ratio"] == pytest.approx(1.5 / ORNL_VIT_BASE_NO_SHARD_1)
+    assert match["ratio_per_device"] == pytest.approx((1.5 / 2) / (ORNL_VIT_BASE_NO_SHARD_1 / 8))
     hardware = ("gpus_per_node: 2 ranks here, 8 published; "
                 "device: cpu (AMD EPYC) here, AMD MI250X GCD published")
     assert match["differs"] == hardware
     assert match["label"] == "ORNL, Frontier, 2023 (8 x AMD MI250X GCD a node)"
     assert other["differs"].startswith("local_batch_size: 16 here, 32 published")
-    assert pd.isna(other["ratio"])
+    assert pd.isna(other["ratio_per_device"])
     legend = [t.get_text() for t in plot_weak_scaling(collect_runs(root)).legends[0].get_texts()]
     assert "published: ORNL, Frontier, 2023 (8 x AMD MI250X GCD a node)" in legend
+
+
+def test_a_point_on_fewer_devices_a_node_is_compared_per_device(tmp_path: Path) -> None:
+    """One H100 a node at 331 images/s against ORNL's node of 8 MI250X GCDs at 1,205: the
+    ratio is per device, (331 / 1) / (1,205 / 8) = 2.2, not the global 0.27; where the
+    published row states no devices a node the ratio is left empty and ``differs`` says why;
+    the printed summary and the report's header say per device."""
+    from vitfsdp.analysis.report import display
+
+    info = ornl_like("FULL_SHARD")
+    info["world"].update(size=1, ranks_per_node=1)
+    info["cluster"] = {"name": "local", "gpus_per_node": 1}
+    info["device"] = {"type": "cuda", "name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.0,
+                      "peak_flops": 989e12}
+    write(tmp_path / "h100" / "fs", info, 331.0)
+    df = collect_runs(tmp_path / "h100")
+    table = reference_table(df)
+    ips = table[(table["metric"] == "ips") & table["compared"].astype(bool)].iloc[0]
+    assert ips["published"] == 1205.0 and ips["measured"] == pytest.approx(331.0)
+    assert ips["ratio_per_device"] == pytest.approx(331.0 / (1205.0 / 8))
+    assert "gpus_per_node: 1 GPUs here, 8 published" in ips["differs"]
+    assert "measured / published per device, median 2.20" in reference_summary(table)
+    shown = display(table[table["compared"].astype(bool)], ["ratio_per_device"])
+    assert list(shown.columns) == ["measured / published, per device"]
+
+    refs = published().assign(gpus_per_node="")
+    unstated = reference_table(df, refs)
+    row = unstated[(unstated["metric"] == "ips") & unstated["compared"].astype(bool)].iloc[0]
+    assert pd.isna(row["ratio_per_device"])
+    assert "ratio_per_device: devices a node not known (1 here, not stated published)" in (
+        row["differs"])
 
 
 def test_no_star_where_nothing_matches(tmp_path: Path) -> None:
@@ -255,7 +286,7 @@ def test_recipe_step_gets_the_published_ratio_drawn_not_compared(tmp_path: Path)
                                    ("pycls_recipe_cpu_3_foreach_adamw", 2): 45.0})
     df = collect_runs(root)
     table = reference_table(df)
-    assert not table["compared"].astype(bool).any() and table["ratio"].isna().all()
+    assert not table["compared"].astype(bool).any() and table["ratio_per_device"].isna().all()
     step3 = table[table["configuration"] == "pycls_recipe_cpu_3_foreach_adamw"]
     assert step3.set_index("nodes")["measured"].to_dict() == {1: 0.2, 2: 0.25}
     assert (step3["published"] == PYCLS_STEP_3).all() and (step3["drawn"] == "recipe.png").all()
@@ -322,7 +353,7 @@ def test_cpu_memory_of_ornl_setup_is_drawn_beside_not_compared(tmp_path: Path) -
     table = reference_table(collect_runs(root)).set_index("metric")
     assert table.loc["ips", "compared"] and table.loc["ips", "drawn"] == "weak_scaling.png"
     mem = table.loc["peak_mem_allocated"]
-    assert not mem["compared"] and pd.isna(mem["ratio"]) and mem["drawn"] == "memory.png"
+    assert not mem["compared"] and pd.isna(mem["ratio_per_device"]) and mem["drawn"] == "memory.png"
     assert (mem["measured"], mem["published"]) == (4.3, ORNL_VIT_BASE_DDP_ALLOCATED)
     assert mem["differs"].startswith("peak_mem_allocated: peak resident memory of a rank's "
                                      "process here (CPU")
@@ -344,7 +375,7 @@ def test_cpu_memory_of_ornl_setup_is_drawn_beside_not_compared(tmp_path: Path) -
 def test_gpu_memory_of_the_same_setup_is_starred_on_the_memory_figure(tmp_path: Path) -> None:
     write(tmp_path / "g" / "ddp", ornl_like("DDP", precision="fp32"), 800.0, mem_gib=2.6)
     table = reference_table(collect_runs(tmp_path / "g")).set_index("metric")
-    assert table.loc["peak_mem_allocated", "ratio"] == pytest.approx(
+    assert table.loc["peak_mem_allocated", "ratio_per_device"] == pytest.approx(
         2.6 / ORNL_VIT_BASE_DDP_ALLOCATED)
     fig = plot_memory(collect_runs(tmp_path / "g"))
     assert "reference" in fig.drawn_kinds and "published_other" not in fig.drawn_kinds

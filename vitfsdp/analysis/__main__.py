@@ -25,7 +25,7 @@ the figures at the same time, by default one per figure up to the CPUs available
   ratio per model, strategy and node count, with each side's device busy share and whether
   either was host-bound (``framework_ratio_table``);
 - ``reference.csv``: each point against the published figures of its setup (ORNL, PyCls:
-  ``vitfsdp/reference/``): measured, published, ratio, or which settings differ
+  ``vitfsdp/reference/``): measured, published, ratio per device, or which settings differ
   (``vitfsdp.analysis.reference.reference_table``);
 - ``recipe.csv``: a recipe ablation (a sweep over ``<recipe>`` and its ``<recipe>_<n>_<what>``
   presets): each step's images/s relative to the baseline (``recipe_table``);
@@ -43,7 +43,7 @@ nor a table whose values did not change written again (``.table_inputs.json``).
 
 Prints a compact table of the results to stdout, a row per run (a row per point, with its
 completed runs counted, above :data:`MAX_PRINTED_RUNS` runs), and where a point matched a
-published figure, how many did and the median measured / published ratio; logs go to
+published figure, how many did and the median measured / published ratio per device; logs go to
 stderr. Exits with 2 and a one-line error when a sweep dir does not exist or holds no runs.
 """
 

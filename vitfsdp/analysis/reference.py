@@ -19,10 +19,14 @@ node count, repeats aggregated: median images/s, maximum memory):
   legend) names the published hardware: ``ORNL, Frontier, 2023 (8 x AMD MI250X GCD a
   node)``.
 
-A compared row gets ``ratio = measured / published`` (images/s are global: a point on
-fewer or slower devices a node than the published one has a ratio to match). Published
-memory is in GB as the source labels it (neither 1e9 nor 2^30 bytes stated), ours in GiB:
-the ratio is of the two numbers as they are.
+A compared row gets ``ratio_per_device``: measured / published per device (GPU, GCD or CPU
+rank). ``measured`` and ``published`` images/s are global, so each is divided by its side's
+devices (nodes x :data:`HARDWARE`'s ``gpus_per_node``; the nodes are equal) before the
+ratio: one H100 at 331 images/s against a node of 8 MI250X GCDs at 1,205 is 2.2, not 0.27.
+Where either side's devices a node are not known the ratio is left empty and ``differs``
+says why. Memory is per device on both sides already. Published memory is in GB as the
+source labels it (neither 1e9 nor 2^30 bytes stated), ours in GiB: the ratio is of the two
+numbers as they are.
 
 Two kinds of published figure are drawn beside ours without being compared (no ratio;
 ``differs`` says why, ``drawn`` names the figure):
@@ -94,7 +98,8 @@ DRAWN_IN = {"ips": "weak_scaling.png", "peak_mem_allocated": "memory.png",
             "relative_ips": "recipe.png"}
 #: Columns of :func:`reference_table`, in order.
 REFERENCE_COLUMNS = (
-    "model", "configuration", "nodes", "metric", "measured", "published", "ratio", "unit",
+    "model", "configuration", "nodes", "metric", "measured", "published", "ratio_per_device",
+    "unit",
     "compared", "differs", "drawn", "published_setup", "assumed", "study", "label", "source",
 )  # fmt: skip
 #: Columns of the published rows (every file of :data:`REFERENCE_PACKAGE`).
@@ -197,7 +202,8 @@ def reference_table(df: pd.DataFrame, refs: pd.DataFrame | None = None) -> pd.Da
         one row for a point without a candidate saying why (``compared`` False); then the
         rows of the recipe ablations (:func:`recipe_reference`). ``measured`` and
         ``published`` are in ``unit`` (ours, then the published one where they differ),
-        ``ratio`` = measured / published where compared, else NaN. ``differs`` names each
+        ``ratio_per_device`` = measured / published per device where compared
+        (:func:`per_device_ratio`), else NaN. ``differs`` names each
         differing setting (``key: ours here, theirs published``) or why nothing was
         measured; ``drawn`` names the figure that draws the published figure beside ours
         ('' none); ``published_setup`` sums up the row's setup; ``assumed`` names the setup
@@ -250,6 +256,8 @@ def _compare(point: pd.Series, ref: dict | pd.Series, base: dict) -> dict:
     elif pd.isna(measured):
         differs.append(f"{ref['metric']}: no measurement here ({_why_none(column)})")
     compared = not differs
+    ratio, unknown = (per_device_ratio(point, ref, float(measured)) if compared
+                      else (None, ""))
     beside = compared or (same_setup and column == RESIDENT)  # drawn either way
     ours = OUR_UNITS.get(column)
     unit = (ref["unit"] if ours == ref["unit"] else f"{ours} here; {ref['unit']} published"
@@ -257,11 +265,42 @@ def _compare(point: pd.Series, ref: dict | pd.Series, base: dict) -> dict:
     return {**base, "metric": ref["metric"],
             "measured": None if measured is None or pd.isna(measured) else float(measured),
             "published": ref["value"], "unit": unit,
-            "ratio": float(measured) / ref["value"] if compared and ref["value"] else None,
-            "compared": compared, "differs": "; ".join([*differs, *hardware]),
+            "ratio_per_device": ratio, "compared": compared,
+            "differs": "; ".join(p for p in [*differs, *hardware, unknown] if p),
             "drawn": DRAWN_IN.get(ref["metric"], "") if beside else "",
             "published_setup": published_setup(ref), "assumed": ref["assumed"],
             "study": ref["study"], "label": _label(ref, hardware), "source": ref["source"]}
+
+
+def per_device_ratio(point: pd.Series, ref: dict | pd.Series,
+                     measured: float) -> tuple[float | None, str]:  # fmt: skip
+    """A compared row's ``ratio_per_device``: ``measured`` over the published value, each
+    per device (GPU, GCD or CPU rank).
+
+    Args:
+        point: a row of :func:`sweep_points` (its ``ranks_per_node``).
+        ref: the published row (its ``metric``, ``value`` and ``gpus_per_node``).
+        measured: ours, in the published metric's measure (images/s global, memory per GPU).
+
+    Returns:
+        ``(ratio, "")``; for images/s, each side divided by its devices a node first (the
+        nodes are equal), so 331 images/s on 1 GPU against 1,205 on 8 GCDs is 2.2. ``(None,
+        why)`` where the published value is 0 or missing, or a side's devices a node are not
+        known (``why`` names them, for ``differs``).
+    """
+    if not ref["value"] or pd.isna(ref["value"]):
+        return None, ""
+    if ref["metric"] != "ips":  # memory: per device on both sides
+        return measured / ref["value"], ""
+    ours, theirs = as_setting(point.get(SETUP_COLUMNS["gpus_per_node"])), ref["gpus_per_node"]
+    try:
+        ours_n, theirs_n = float(ours), float(theirs)
+    except ValueError:
+        ours_n = theirs_n = 0.0
+    if not (ours_n > 0 and theirs_n > 0):
+        return None, (f"ratio_per_device: devices a node not known ({ours or 'not recorded'} "
+                      f"here, {theirs or 'not stated'} published)")
+    return (measured / ours_n) / (ref["value"] / theirs_n), ""
 
 
 def recipe_reference(df: pd.DataFrame, refs: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -449,7 +488,7 @@ def reference_summary(table: pd.DataFrame) -> str:
     which study and the median ratio (min-max), and how many were not with the settings
     that most often differed (not :data:`HARDWARE`, which decides nothing), e.g.
     ``published figures (reference.csv): 2 of 12 points compared with ORNL, Frontier, 2023:
-    images/s measured / published median 0.93 (0.91-0.95); 10 not compared (differing:
+    images/s measured / published per device, median 0.93 (0.91-0.95); 10 not compared (differing:
     local_batch_size 10, precision 10)``; then the published figures drawn beside ours
     without being compared (a recipe step's relative figure, CPU memory)."""
     if table.empty:
@@ -460,8 +499,8 @@ def reference_summary(table: pd.DataFrame) -> str:
     lines = [f"published figures (reference.csv): {int(compared.sum())} of {len(compared)} "
              "points compared"]
     for (label, metric), rows in matched_all(table).groupby(["label", "metric"]):
-        ratio = rows["ratio"].astype(float)
-        lines.append(f"  {label}, {metric}: measured / published median "
+        ratio = rows["ratio_per_device"].astype(float)
+        lines.append(f"  {label}, {metric}: measured / published per device, median "
                      f"{_ratio(ratio.median())} ({_ratio(ratio.min())}-{_ratio(ratio.max())}) "
                      f"over {len(rows)} figures")
     if (~compared).any():

@@ -160,7 +160,8 @@ COLUMN_FORMATS = {
     "median_rel_error": ("median error", "{:+.1%}"), "mem_rel_error": ("mem error", "{:+.0%}"),
     "metric": ("metric", "{}"), "node_hours_per_epoch": ("node-hours/epoch", "{:.3g}"),
     "num_repeats": ("repeats", "{:d}"), "num_runs": ("runs", "{:d}"),
-    "published": ("published", RATE), "ratio": ("measured / published", "{:.3g}"),
+    "published": ("published", RATE),
+    "ratio_per_device": ("measured / published, per device", "{:.3g}"),
     "relative_ips": ("x baseline", "{:.2f}"), "runner_up": ("runner-up", "{}"),
     "vs_baseline": ("vs baseline", "{}"), "vs_best": ("vs fastest", "{}"),
     "runs_ended": ("runs that did not complete", "{}"),
@@ -355,13 +356,16 @@ def _reference_section(table: pd.DataFrame) -> Section | None:
     if compared.empty:
         return None
     text = ("Points whose model, strategy, nodes, local batch, precision and image size "
-            "(and any other setting the source states) equal a published row's: ratio = "
-            "measured / published. GPUs per node and the device, where ours differ, are "
-            "named in the study's label and in `differs`. Every point, with the settings "
-            "that differ where it was not compared: reference.csv.")
+            "(and any other setting the source states) equal a published row's. Measured "
+            "and published images/s are global; their ratio is per device (each side's "
+            "images/s over its GPUs, GCDs or CPU ranks), so a point on fewer devices a node "
+            "than the source is not a fraction of it for that alone. GPUs per node and the "
+            "device, where ours differ, are named in the study's label and in `differs`. "
+            "Every point, with the settings that differ where it was not compared: "
+            "reference.csv.")
     return Section("Published figures", text, table=display(
         compared, ["label", "model", "configuration", "nodes", "metric", "measured",
-                   "published", "ratio", "unit", "differs"]))
+                   "published", "ratio_per_device", "unit", "differs"]))
 
 
 def _recipe_section(table: pd.DataFrame) -> Section | None:
