@@ -47,11 +47,25 @@ def test_the_figure_draws_points_csvs_efficiency_and_its_bounds(tmp_path):
         pytest.approx(points.loc[2, "efficiency_min"]),
         pytest.approx(points.loc[2, "efficiency_max"]), 0)
     assert {"ideal", "efficiency_windows", "failed"} <= set(fig.drawn_kinds)
-    labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    labels = [" ".join(t.get_text().split()) for legend in fig.legends
+              for t in legend.get_texts()]  # wrapped to the figure's width
     assert "thin bar, no caps: a one-run point's windows against the baseline's span" in labels
     assert any(ln.get_linestyle() == "--" and list(ln.get_ydata()) == [1.0, 1.0]
                for ln in ax.get_lines())
     assert ax.get_ylim()[0] == 0.0 and ax.get_ylabel().startswith("weak-scaling efficiency")
+
+
+def test_every_legend_entry_fits_a_one_panel_figure(tmp_path):
+    """A one-panel figure is 3.5 in wide: the one-run bar's long legend entry is wrapped, so
+    the legend lies within the figure on both sides once drawn."""
+    df = _sweep(tmp_path, {("DDP", 1): [100.0, 110.0], ("DDP", 2): [180.0],
+                           ("DDP", 4): [None]})
+    fig = plot_efficiency(df)
+    fig.canvas.draw()
+    (legend,) = fig.legends
+    box = legend.get_window_extent(fig.canvas.get_renderer())
+    assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1, (box, fig.bbox)
+    assert fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1, (box, fig.bbox)
 
 
 def test_no_figure_without_a_completed_point(tmp_path):

@@ -85,7 +85,9 @@ def _figure_legend(fig: Figure, extras: set[str], handles: list | None = None,
     device memory last), then a grey proxy for each kind of mark drawn (``extras``, see
     :data:`PROXIES` and :data:`PATCH_PROXIES`). ``footer`` (the runs' shared settings) heads
     the legend, or stands alone below the panels where there is no legend. ``proxy_labels``
-    replaces the label of a kind's proxy (the published figures' study names)."""
+    replaces the label of a kind's proxy (the published figures' study names). Every entry's
+    label is wrapped to the figure's width (:func:`_fit_label`), so no entry runs past
+    either side of a one-panel figure; the lines keep their own labels."""
     if handles is None:
         by_label = {}
         for ax in fig.axes:
@@ -93,23 +95,25 @@ def _figure_legend(fig: Figure, extras: set[str], handles: list | None = None,
                 by_label.setdefault(label, handle)
         order = sorted(by_label, key=lambda label: (_is_device_line(by_label[label]), label))
         handles = [by_label[label] for label in order]
-    relabel = {kind: _fit_label(fig, text) for kind, text in (proxy_labels or {}).items()}
+    relabel = proxy_labels or {}
     entries = handles + [_mpl().Line2D([], [], **{**PROXIES[kind], **({"label": relabel[kind]}
                                                                if kind in relabel else {})})
                          for kind in PROXIES
                          if kind in extras and (handles or kind != "ideal")]
     entries += [_mpl().Patch(**PATCH_PROXIES[kind]) for kind in PATCH_PROXIES if kind in extras]
     if entries:
-        columns = _legend_columns(fig, [h.get_label() for h in entries])
-        fig.legend(handles=entries, loc="outside lower center", frameon=False, ncols=columns,
-                   title=footer or None, title_fontsize=PAPER_RC["legend.fontsize"])
+        labels = [_fit_label(fig, h.get_label()) for h in entries]
+        columns = _legend_columns(fig, labels)
+        fig.legend(handles=entries, labels=labels, loc="outside lower center", frameon=False,
+                   ncols=columns, title=footer or None,
+                   title_fontsize=PAPER_RC["legend.fontsize"])
     elif footer:
         fig.supxlabel(footer, fontsize=PAPER_RC["legend.fontsize"])
 
 
 def _fit_label(fig: Figure, label: str) -> str:
     """``label`` wrapped into lines as long as fit the figure's width beside a legend handle
-    (a published study's long label); unchanged where it fits."""
+    (a published study's long label, a mark's explanation); unchanged where it fits."""
     prop = _mpl().FontProperties(size=PAPER_RC["legend.fontsize"])
     renderer = fig.canvas.get_renderer()
     room = fig.get_figwidth() * 72 - 4.8 * prop.get_size_in_points()
