@@ -61,8 +61,8 @@ BAR_OCTAVES = 0.3
 
 
 #: Thinnest part of a memory bar listed in the legend, as a fraction of the panel's height
-#: (1.4 pt); where no part of a panel's model state is that high, the panel says so
-#: (:data:`TINY_STATE`), and the Memory table of the report holds the bytes.
+#: (1.4 pt); where no part of a panel's model state is that high, the note under the panel
+#: says so (:data:`TINY_STATE`), and the Memory table of the report holds the bytes.
 MIN_BAR_PART = 0.01
 TINY_STATE = "model state per rank: under 1 % of the axis, too thin to see"
 #: Memory y labels by ``peak_mem_kind``.
@@ -153,13 +153,13 @@ def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str],
                                      at="pred_peak_mem_gib", shift=shift)
     ax.set_ylim(bottom=0, top=1.15 * ax.get_ylim()[1])  # room above the highest point
     extras |= shown
+    remarks = []
     if barred and not shown & {kind for _, kind, *_ in STATE_PARTS}:
-        ax.text(0.02, 0.97, TINY_STATE, transform=ax.transAxes, va="top", ha="left",
-                fontsize=NOTE_FONTSIZE, color="0.3")
+        remarks.append(TINY_STATE)  # under the panel: inside, it ran through the data
         extras.add("state_tiny")
     if _plot_device_memory(ax, panel):
         extras.add("device")
-    _style_panel(ax, panel, title, _memory_label(panel), notes)
+    _style_panel(ax, panel, title, _memory_label(panel), notes, remarks)
 
 
 def _memory_top(panel: pd.DataFrame) -> float:

@@ -380,9 +380,11 @@ def _make_room_below(ax) -> None:
 
 
 def _style_panel(ax, panel: pd.DataFrame, title: str, ylabel: str,
-                 notes: list[tuple[bool, str]]) -> None:  # fmt: skip
-    """Log-2 node axis with node counts as ticks, labels, title and the not-completed note
-    (:func:`_note_text`)."""
+                 notes: list[tuple[bool, str]], remarks: Sequence[str] = ()) -> None:  # fmt: skip
+    """Log-2 node axis with node counts as ticks, labels, title and, under the x label, the
+    not-completed note (:func:`_note_text`) followed by ``remarks`` (sentences on the panel
+    as a whole, such as :data:`~vitfsdp.analysis.figures.memory.TINY_STATE`): below the
+    plotting area, where no text can run through the data."""
     nodes = sorted({int(n) for n in panel["nodes"].dropna()})
     if nodes:
         ax.set_xscale("log", base=2)
@@ -394,9 +396,10 @@ def _style_panel(ax, panel: pd.DataFrame, title: str, ylabel: str,
     _set_title(ax, title)
     ax.grid(True, which="major", alpha=0.3)
     ax.tick_params(labelsize=PAPER_RC["xtick.labelsize"])  # kept if saved outside PAPER_RC
-    if notes:  # just under the x label, wrapped to the panel's width
-        text = textwrap.fill(_note_text(notes),
-                             width=_chars_per_line(PANEL_WIDTH_IN - Y_LABELS_IN, NOTE_FONTSIZE))
+    if notes or remarks:  # just under the x label, wrapped to the panel's width
+        width = _chars_per_line(PANEL_WIDTH_IN - Y_LABELS_IN, NOTE_FONTSIZE)
+        text = "\n".join(textwrap.fill(part, width=width)
+                         for part in ([_note_text(notes)] if notes else []) + list(remarks))
         ax.annotate(text, xy=(0, 0), xycoords=("axes fraction", ax.xaxis.label),
                     xytext=(0, -3), textcoords="offset points", va="top", ha="left",
                     fontsize=NOTE_FONTSIZE)  # fmt: skip
