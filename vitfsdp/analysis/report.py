@@ -558,8 +558,9 @@ def repeats_text(df: pd.DataFrame, points: pd.DataFrame) -> str:
     """How many runs measured each completed point and how many timed windows each run
     measured, and what that leaves unmeasured: where points ran more than once, how far their
     runs spread against how far their windows did (the sweep's own measure of the noise
-    between runs); where points ran once, that theirs is not measured. ``""`` where no point
-    completed."""
+    between runs); where points ran once, how far this sweep's windows spread
+    (:func:`window_spread`) and that the noise between their runs is not measured. ``""``
+    where no point completed."""
     if points.empty:
         return ""
     repeats = points["num_repeats"].astype(int)
@@ -567,28 +568,47 @@ def repeats_text(df: pd.DataFrame, points: pd.DataFrame) -> str:
     windows = windows[df["status"] == "completed"].dropna().astype(int)
     text = (f" Repeats per completed point: {_int_span(repeats)}; timed windows per run: "
             f"{_int_span(windows)} (images/s is their median).")
+    window = window_spread(df)
     again = points[repeats >= 2]
     if len(again):
         runs = again["ips_repeat_spread"].astype(float)
         text += (f" {len(again)} points ran at least twice: their runs spread {runs.median():.1%} "
                  f"of the median (at most {runs.max():.1%}; `ips_repeat_spread`): the noise "
                  "between runs, measured")
-        window = pd.to_numeric(df.get("ips_spread", pd.Series(dtype=float)), errors="coerce")
-        window = window[df["status"] == "completed"].dropna()
-        text += (f", against {window.median():.1%} between the windows of one run (median "
-                 "over runs, `ips_spread`)." if len(window) else ".")
+        text += (f", against the windows of one run: {_spread_words(window)}." if len(window)
+                 else ".")
     once = int((repeats < 2).sum())
     if once:
         text += (f" {once} of {len(points)} points ran once: their spread (error bars, "
-                 "bounds) is one run's windows, the least their noise can be; the noise "
-                 "between their runs is not measured")
+                 "bounds) is one run's windows, the least their noise can be")
+        if len(window) and not len(again):
+            text += f"; in this sweep a run's windows spread {_spread_words(window)}"
+        text += "; the noise between their runs is not measured"
         text += (", and no difference resting on one of them is called a result." if len(again)
-                 else " (on the CPU demo it was larger: quiet sweeps moved a point 5-15% "
-                 "while each run's windows spread 1-4%, docs/benchmarks.md, \"The CPU demo, "
-                 "three times quiet and once beside busy loops\"), and no difference resting "
-                 "on one run is called a result.")
+                 else " (on the CPU demo of 2026-11-27 it was larger than the windows': quiet "
+                 "sweeps moved a point 5-15% while each run's windows spread 1-4%, "
+                 "docs/benchmarks.md, \"The CPU demo, three times quiet and once beside busy "
+                 "loops\"), and no difference resting on one run is called a result.")
         text += " `repeat=0,1,2` measures it."
     return text
+
+
+def window_spread(df: pd.DataFrame) -> pd.Series:
+    """Each completed run's spread over its timed windows, (fastest - slowest) / median
+    images/s (runs.csv ``ips_spread``; from ``ips_max``, ``ips_min`` and ``ips`` where a
+    record lacks it), a fraction; runs that measured neither left out (empty for none)."""
+    def column(name: str) -> pd.Series:
+        return pd.to_numeric(df.get(name, pd.Series(index=df.index, dtype=float)),
+                             errors="coerce")
+    spread = column("ips_spread").fillna((column("ips_max") - column("ips_min"))
+                                         / column("ips"))
+    return spread[df["status"] == "completed"].dropna()
+
+
+def _spread_words(spread: pd.Series) -> str:
+    """:func:`window_spread` in words: ``1.2% (median over runs), at most 7.9%
+    (`ips_spread`)``."""
+    return f"{spread.median():.1%} (median over runs), at most {spread.max():.1%} (`ips_spread`)"
 
 
 def _int_span(values: pd.Series) -> str:

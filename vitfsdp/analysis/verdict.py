@@ -17,8 +17,10 @@ import pandas as pd
 BEYOND, WITHIN = "beyond the spread", "within the spread: no difference"
 #: What :func:`judge` says of a win beyond the spread where either point ran once: one
 #: run's windows are the least its noise can be, not the noise between runs, which on the
-#: CPU demo moved 1-node points 5-15% between quiet sweeps while each run's windows spread
-#: 1-4% (docs/benchmarks.md, "The CPU demo, three times quiet and once beside busy loops").
+#: CPU demo of 2026-11-27 moved 1-node points 5-15% between quiet sweeps while each run's
+#: windows spread 1-4% (docs/benchmarks.md, "The CPU demo, three times quiet and once beside
+#: busy loops"); other sweeps' windows spread more (the report's Runs section quotes each
+#: sweep's own, :func:`vitfsdp.analysis.report.window_spread`).
 ONE_RUN = "one run: not established"
 #: ... and of a win no larger than the noise check's: the same computation under two names
 #: differed as much in this sweep (:func:`vitfsdp.analysis.tables.observed_noise`).
