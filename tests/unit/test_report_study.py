@@ -112,3 +112,27 @@ def test_a_recipe_step_differs_from_its_baseline_only_over_repeats(tmp_path: Pat
     section = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}[
         "Recipe ablation"]
     assert "1 of 2 do." in section.text
+
+
+def test_cost_text_says_when_the_runs_are_not_imagenet_at_224_px(tmp_path: Path) -> None:
+    """The cost table extrapolates to ImageNet-1k's 1,281,167 images; the fake runs trained
+    digits at 16 px, so the text says these are not an ImageNet epoch's hours. Synthetic
+    data at 224 px gets the note that no loading is counted; another --dataset-size (the
+    user's own data) gets neither."""
+    from vitfsdp.analysis.report import report_sections
+    from vitfsdp.analysis.tables import IMAGENET_TRAIN_IMAGES
+
+    write_run(tmp_path / "s" / "a", 1, 100.0, None)
+    df = collect_runs(tmp_path / "s")
+    assert set(df["data"]) == {"digits"} and set(df["img_size"]) == {16}
+
+    def cost(frame, size=IMAGENET_TRAIN_IMAGES) -> str:
+        sections = report_sections(study_tables(frame, size), size)
+        return next(s.text for s in sections if s.title == "Cost per epoch")
+
+    assert ("**Not an ImageNet epoch:** these runs trained digits data at 16 px, not "
+            "ImageNet-1k at 224 px") in cost(df)
+    synthetic = df.assign(data="synthetic", img_size=224)
+    assert "Not an ImageNet epoch" not in cost(synthetic)
+    assert "synthetic data held in memory, not ImageNet from files" in cost(synthetic)
+    assert "ImageNet" not in cost(df, 50_000)

@@ -29,6 +29,7 @@ from vitfsdp.analysis.figures.style import MIN_ERROR_BAR
 from vitfsdp.analysis.lines import contention_note, format_efficiency
 from vitfsdp.analysis.schema import DISPLAY, RATE, format_rate
 from vitfsdp.analysis.tables import (
+    IMAGENET_TRAIN_IMAGES,
     PREFETCH_ORDER,
     calibration_summary,
     competition_text,
@@ -242,7 +243,7 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
                                "runner_up", "speedup_over_runner_up", "difference",
                                "host_bound"])),
         _equivalence_section(equivalence),
-        Section("Cost per epoch", _cost_text(points, dataset_size),
+        Section("Cost per epoch", _cost_text(points, dataset_size, df),
                 table=display(labelled, ["model", "configuration", "nodes", "ips",
                                          "epoch_hours", "node_hours_per_epoch",
                                          "price_per_node_hour", "cost_per_epoch"])),
@@ -619,14 +620,46 @@ def _int_span(values: pd.Series) -> str:
     return f"{low}" if low == high else f"{low}-{high}"
 
 
-def _cost_text(points: pd.DataFrame, dataset_size: int) -> str:
-    """The cost table's assumptions."""
+#: The image side (px) an ImageNet-1k epoch of :data:`IMAGENET_TRAIN_IMAGES` is costed at.
+IMAGENET_IMG_SIZE = 224
+
+
+def _cost_text(points: pd.DataFrame, dataset_size: int, df: pd.DataFrame | None = None) -> str:
+    """The cost table's assumptions, and, where ``dataset_size`` is ImageNet-1k's
+    (:data:`IMAGENET_TRAIN_IMAGES`, the default) but the completed runs of ``df`` (runs.csv
+    ``data``, ``img_size``) trained at another image size than
+    :data:`IMAGENET_IMG_SIZE`, or on data read from no files, what that leaves out."""
     priced = "price_per_node_hour" in points and points["price_per_node_hour"].notna().any()
     price = ("cost = node-hours x the cluster profile's `price_per_node_hour`" if priced else
              "no `cluster.price_per_node_hour` set: node-hours only")
-    return (f"One epoch of {dataset_size:,} images (`--dataset-size`) at the measured "
+    text = (f"One epoch of {dataset_size:,} images (`--dataset-size`) at the measured "
             f"throughput: hours = images / (images/s) / 3600; node-hours = hours x nodes; "
             f"{price}. Training steps only (no evaluation, start-up or checkpointing).")
+    return text + (_imagenet_caveat(df) if df is not None
+                   and dataset_size == IMAGENET_TRAIN_IMAGES else "")
+
+
+def _imagenet_caveat(df: pd.DataFrame) -> str:
+    """Where the completed runs did not train at ImageNet's :data:`IMAGENET_IMG_SIZE` px, or
+    read no image files (``synthetic``, ``digits``), a sentence saying that the hours of an
+    ImageNet-1k epoch extrapolate their throughput, else ``""``."""
+    done = df[df["status"] == "completed"] if "status" in df else df
+    sizes = sorted({int(v) for v in pd.to_numeric(done.get("img_size", pd.Series(dtype=float)),
+                                                  errors="coerce").dropna()})
+    data = sorted({str(v) for v in done.get("data", pd.Series(dtype=object)).dropna()})
+    named = f"{', '.join(data)} data" if data else "their data"
+    if any(size != IMAGENET_IMG_SIZE for size in sizes):
+        px = ", ".join(str(size) for size in sizes)
+        return (f" **Not an ImageNet epoch:** these runs trained {named} at {px} px, not "
+                f"ImageNet-1k at {IMAGENET_IMG_SIZE} px: the hours carry their images/s over "
+                f"to {IMAGENET_TRAIN_IMAGES:,} images, and images/s at another size do not "
+                f"hold at {IMAGENET_IMG_SIZE} px (a ViT's step grows with its patches per "
+                "image), so they are not an ImageNet epoch's hours.")
+    unread = [d for d in data if d in ("synthetic", "digits")]
+    if unread:
+        return (f" The runs read {', '.join(unread)} data held in memory, not ImageNet from "
+                "files: loading and decoding images are not in the throughput.")
+    return ""
 
 
 def _prefetch_section(table: pd.DataFrame) -> Section | None:
