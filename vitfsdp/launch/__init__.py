@@ -25,6 +25,8 @@ LAUNCHERS = ("local", "slurm")
 CONFIG_PATH_ENV = "VITFSDP_CONFIG_PATH"
 #: srun: one task per GPU (ranks from SLURM_PROCID); torchrun: one task per node, c10d rendezvous.
 LAUNCH_MODES = ("srun", "torchrun")
+#: ``cluster.torch_build`` values: the GPU stack a torch wheel is built for.
+TORCH_BUILDS = ("rocm", "cuda", "cpu")
 
 #: Slurm's time-limit formats (sbatch --time): MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS.
 _TIME_FORMATS = (
@@ -268,6 +270,10 @@ class ClusterConfig:
     # interpreter on the compute nodes; None = `python` of the activated env (conda_env, venv),
     # else the one sweeping (its absolute path)
     python: str | None = None
+    # the torch build the jobs' environment must hold (rocm | cuda | cpu), asked of it here,
+    # with its modules and activation, before anything is queued (cluster.check_paths);
+    # None = any build (vitfsdp and torch importable is still checked)
+    torch_build: str | None = None
     sbatch_args: list[str] = field(default_factory=list)  # extra sbatch options: --key=value
     srun_args: list[str] = field(default_factory=list)  # extra srun options: --key=value
     array: bool = True  # points of the same shape go into one job array
@@ -365,10 +371,11 @@ class ClusterConfig:
                              "fit it with python -m vitfsdp.plan --calibrate SWEEP_DIR")
 
     def _check_choices(self) -> None:
-        for key, valid in (("launcher", LAUNCHERS), ("launch_mode", LAUNCH_MODES)):
+        for key, valid in (("launcher", LAUNCHERS), ("launch_mode", LAUNCH_MODES),
+                           ("torch_build", (None, *TORCH_BUILDS))):
             if getattr(self, key) not in valid:
                 raise ValueError(f"cluster.{key}={getattr(self, key)!r} is unknown; valid: "
-                                 f"{', '.join(valid)}")
+                                 f"{', '.join(map(str, valid))}")
 
     def _check_strings(self) -> None:
         for f in fields(self):

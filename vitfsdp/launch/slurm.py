@@ -397,17 +397,7 @@ def python_check_line(cluster: ClusterConfig) -> str:
 def _environment_lines(cluster: ClusterConfig, sweep_dir: str | Path | None) -> list[str]:
     """Path checks, modules, setup script, env activation, the secrets, the user's config
     path, env (and multi-node env), prepends, and the interpreter's check."""
-    lines = path_check_lines(cluster)
-    if cluster.modules:
-        lines.append("module load " + shell_join(cluster.modules))
-    if cluster.setup_script:
-        lines.append("source " + shell_word(cluster.setup_script))
-    if cluster.conda_env:  # the hook defines `conda activate` in a non-interactive shell
-        lines += ['eval "$(conda shell.bash hook)"',
-                  "conda activate " + shell_word(cluster.conda_env)]
-    if cluster.venv:
-        lines.append("source " + shell_word(str(PurePosixPath(cluster.venv, "bin", "activate"))))
-    lines += sbcast_lines(cluster)
+    lines = path_check_lines(cluster) + activation_lines(cluster) + sbcast_lines(cluster)
     if cluster.secrets:
         if sweep_dir is None:
             raise ValueError("cluster.secrets needs the sweep directory that holds their file")
@@ -422,6 +412,23 @@ def _environment_lines(cluster: ClusterConfig, sweep_dir: str | Path | None) -> 
             lines.append(f"export {name}={shell_path(':'.join(dirs))}${{{name}:+:${{{name}}}}}")
     # the interpreter once PATH is what the tasks get (a prepend_env.PATH may provide it)
     lines.append(python_check_line(cluster))
+    return lines
+
+
+def activation_lines(cluster: ClusterConfig) -> list[str]:
+    """The job's modules, setup script and conda or venv activation, in that order: what
+    makes its environment (the sweep asks the same environment here before queueing,
+    :func:`vitfsdp.launch.slurm_checks.environment_problem`)."""
+    lines = []
+    if cluster.modules:
+        lines.append("module load " + shell_join(cluster.modules))
+    if cluster.setup_script:
+        lines.append("source " + shell_word(cluster.setup_script))
+    if cluster.conda_env:  # the hook defines `conda activate` in a non-interactive shell
+        lines += ['eval "$(conda shell.bash hook)"',
+                  "conda activate " + shell_word(cluster.conda_env)]
+    if cluster.venv:
+        lines.append("source " + shell_word(str(PurePosixPath(cluster.venv, "bin", "activate"))))
     return lines
 
 

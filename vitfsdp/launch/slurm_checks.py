@@ -1,19 +1,22 @@
 """Checks of a Slurm sweep before anything queues, asked of the login node where the sweep
 runs: the partition's node count (``sinfo``), the paths and modules the job script sets up,
-read-only file systems, and ``sbatch --test-only`` of each job shape. A Slurm command that does
+the environment they make (vitfsdp and torch importable, torch's build), read-only file
+systems, and ``sbatch --test-only`` of each job shape. A Slurm command that does
 not answer raises :class:`SlurmUnreachable`, the same for every point of a sweep.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 from vitfsdp.launch import ClusterConfig
-from vitfsdp.launch.slurm import sbatch_options
+from vitfsdp.launch.slurm import activation_lines, node_python, sbatch_options
 
 
 def partition_nodes(partition: str | None) -> tuple[str, int]:
@@ -99,6 +102,122 @@ def unavailable_module(modules: Sequence[str]) -> str | None:
             f"{'is-avail' if why == 'avail' else 'load'}); see module avail (or module spider "
             "for what it needs loaded first), or set cluster.check_paths=false if the compute "
             "nodes have other modules")
+
+
+#: Run by the jobs' interpreter in their environment (:func:`environment_problem`): whether
+#: vitfsdp imports from the working directory, torch's distribution version (its local label,
+#: ``+rocm7.1`` or ``+cu128``, names the build) and, where the label does not say and argv[1]
+#: asks, torch's own ``version.hip``/``version.cuda`` (importing torch: slower).
+ENV_PROBE = """
+import importlib.metadata as md, importlib.util as iu, json, re, sys
+r = {"vitfsdp": iu.find_spec("vitfsdp") is not None, "torch": None}
+try:
+    r["torch"] = md.version("torch")
+except md.PackageNotFoundError:
+    pass
+if r["torch"] and sys.argv[1] == "import" and not re.search(r"\\+(rocm|cu\\d|cpu)", r["torch"]):
+    import torch
+    r["hip"], r["cuda"] = torch.version.hip, torch.version.cuda
+print("VITFSDP_ENV " + json.dumps(r))
+"""
+
+
+def torch_build(found: dict) -> tuple[str, str | None]:
+    """The GPU stack of the torch ``found`` by :data:`ENV_PROBE` and its version:
+    ``("rocm", "7.1")`` for ``2.10.0+rocm7.1`` (or ``version.hip`` 7.1.x), ``("cuda",
+    "12.8")`` for ``+cu128`` (or ``version.cuda``), ``("cpu", None)`` for ``+cpu`` or neither;
+    ``("unknown", None)`` where the label does not say and torch was not imported."""
+    label = (found.get("torch") or "").partition("+")[2]
+    if m := re.fullmatch(r"rocm(\d+\.\d+)(?:\.\d+)*", label):
+        return "rocm", m.group(1)
+    if m := re.fullmatch(r"cu(\d+)(\d)", label):
+        return "cuda", f"{m.group(1)}.{m.group(2)}"
+    if label == "cpu":
+        return "cpu", None
+    if "hip" not in found:
+        return "unknown", None
+    if found.get("hip"):
+        return "rocm", ".".join(str(found["hip"]).split(".")[:2])
+    if found.get("cuda"):
+        return "cuda", ".".join(str(found["cuda"]).split(".")[:2])
+    return "cpu", None
+
+
+def environment_problem(cluster: ClusterConfig, cwd: str | Path) -> tuple[str | None, str | None]:
+    """Ask the jobs' environment, made here as their script makes it (``cluster.modules``,
+    ``setup_script``, ``conda_env``, ``venv``: :func:`vitfsdp.launch.slurm.activation_lines`)
+    and run by their interpreter in ``cwd`` (where the jobs start), what it holds: a job whose
+    torch is missing or of another build than ``cluster.torch_build`` (a CUDA wheel on
+    Frontier), or that cannot import vitfsdp, fails on its node at once, and every job of the
+    sweep with it, after each has waited in the queue. Skipped (None, None) where
+    ``cluster.check_paths`` is false, the environment is a ``sbcast_env`` (unpacked on the
+    nodes only), or ``cluster.modules`` are set and this shell has no ``module``.
+
+    Returns:
+        ``(refusal, warning)``: a refusal in one line naming the field and the fix; a warning
+        where the environment did not answer in time, or torch's ROCm or CUDA version is not
+        the ``rocm/<version>`` or ``cuda/<version>`` module loaded (a site's guide pins one
+        to the other: OLCF's "PyTorch on Frontier").
+    """
+    if not cluster.check_paths or cluster.sbcast_env:
+        return None, None
+    if cluster.modules and subprocess.run(["bash", "-c", "type module"], capture_output=True,
+                                          timeout=60).returncode != 0:
+        return None, None
+    python = node_python(cluster)
+    where = _environment_name(cluster)
+    script = "\n".join(["set -e", *activation_lines(cluster),
+                        'exec "$0" -c "$1" "$2"'])
+    deep = "import" if cluster.torch_build else "label"
+    try:
+        proc = subprocess.run(["bash", "-c", script, python, ENV_PROBE, deep], cwd=cwd,
+                              capture_output=True, text=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        return None, f"{where} did not answer within 600 s; not checked before queueing"
+    found = next((json.loads(line.partition(" ")[2]) for line in proc.stdout.splitlines()
+                  if line.startswith("VITFSDP_ENV ")), None)
+    fix = ("; or set cluster.check_paths=false if the compute nodes have another environment")
+    if found is None:
+        said = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+        return (f"{where} does not run here ({said[-1] if said else f'exit {proc.returncode}'})"
+                f"{fix}"), None
+    if not found["torch"]:
+        return (f"{where} has no torch: install torch for the site's GPUs there (README, "
+                f"\"Installing\"){fix}"), None
+    build, version = torch_build(found)
+    if cluster.torch_build and build not in (cluster.torch_build, "unknown"):
+        return (f"cluster.torch_build={cluster.torch_build}: {where} has torch "
+                f"{found['torch']}, a {build} build, and every job would fail on its node: "
+                f"install torch's {cluster.torch_build} wheel there (README, \"Installing\")"
+                f"{fix}"), None
+    if not found["vitfsdp"]:
+        return (f"{where} cannot import vitfsdp from {cwd}, where the jobs start: pip install "
+                f"-e <your clone> in that environment, or sweep from the clone{fix}"), None
+    loaded = _module_version(cluster.modules, ("rocm",) if build == "rocm"
+                             else ("cuda", "cudatoolkit"))
+    if version and loaded and loaded != version:
+        return None, (f"{where} has torch {found['torch']} ({build} {version}) with "
+                      f"cluster.modules loading {build} {loaded}: the site's guide pins one "
+                      "to the other; a mismatch can fail or slow the collectives")
+    return None, None
+
+
+def _environment_name(cluster: ClusterConfig) -> str:
+    """How a message names the jobs' environment: by the field that makes it."""
+    for key in ("conda_env", "venv", "python", "setup_script"):
+        if getattr(cluster, key):
+            return f"cluster.{key}={getattr(cluster, key)}"
+    return f"the jobs' interpreter {node_python(cluster)}"
+
+
+def _module_version(modules, names: tuple[str, ...]) -> str | None:
+    """``major.minor`` of the first ``<name>/<version>`` module in ``modules`` of one of
+    ``names`` (``rocm/7.1.1``: ``7.1``); None where none is loaded."""
+    for module in modules:
+        name, _, version = module.partition("/")
+        if name in names and (m := re.match(r"(\d+\.\d+)", version)):
+            return m.group(1)
+    return None
 
 
 def read_only_refusal(read_only_paths: Sequence[str], run_dir: str | Path,

@@ -283,6 +283,8 @@ def _check_slurm_point(p: Point, options: LaunchOptions, checked: dict) -> str |
             cluster.modules)
     if problem := checked.get(("modules", tuple(cluster.modules))):
         return problem
+    if problem := _environment_problem(cluster, checked):
+        return problem
     if options.scripts_only:  # the scripts may be for another cluster: no Slurm query
         limit, partition = cluster.max_nodes, cluster.partition
         _note_login_interpreter(cluster, checked)
@@ -301,6 +303,19 @@ def _check_slurm_point(p: Point, options: LaunchOptions, checked: dict) -> str |
     if key not in checked:
         checked[key] = slurm_checks.sbatch_test_only(cluster, p.cfg.nodes, options.job_name)
     return _slurm_refusal(cluster, checked[key]) if checked[key] else None
+
+
+def _environment_problem(cluster, checked: dict) -> str | None:
+    """:func:`vitfsdp.launch.slurm_checks.environment_problem`, asked once per environment
+    of the sweep (its warning said once)."""
+    key = ("environment", tuple(slurm.activation_lines(cluster)), slurm.node_python(cluster),
+           cluster.torch_build, cluster.check_paths, cluster.sbcast_env)
+    if key not in checked:
+        problem, warning = slurm_checks.environment_problem(cluster, Path.cwd())
+        if warning:
+            log.warning("%s", warning)
+        checked[key] = problem
+    return checked[key]
 
 
 def _note_login_interpreter(cluster, noted: dict) -> None:
