@@ -87,6 +87,21 @@ def test_cpu_ranks_flop_rates_are_drawn_in_gflops_per_rank(tmp_path: Path) -> No
     assert ax.lines[0].get_ydata()[0] == pytest.approx(10.0 / 2 * 3e9 / 1e9)
 
 
+def test_report_tables_show_flop_rates_in_the_figures_unit(tmp_path: Path) -> None:
+    """The same CPU runs (0.015 TFLOP/s a rank): the weak-scaling and best tables say
+    GFLOP/s per rank and print 15, as the figure's axis does, not TFLOP/s/GPU 0.015."""
+    from vitfsdp.analysis.report import report_sections
+
+    for nodes in (1, 2):
+        write_run(tmp_path / f"n{nodes}", nodes, 100.0 * nodes / 10, None)
+    sections = {s.title: s for s in report_sections(study_tables(collect_runs(tmp_path), 10),
+                                                    10)}
+    for title in ("Weak scaling", "Best configuration per model and node count"):
+        table = sections[title].table
+        assert "TFLOP/s/GPU (model)" not in table.columns, title
+        assert table["GFLOP/s/rank (model)"].tolist()[0] == "15", title
+
+
 def test_panel_titles_name_the_input_side(tmp_path: Path) -> None:
     from vitfsdp.analysis.figures import plot_weak_scaling
 

@@ -27,7 +27,7 @@ import pandas as pd
 from vitfsdp.analysis.figures import DPI, DRAWN_KEY
 from vitfsdp.analysis.figures.style import MIN_ERROR_BAR
 from vitfsdp.analysis.lines import contention_note, format_efficiency
-from vitfsdp.analysis.schema import DISPLAY, RATE, format_rate
+from vitfsdp.analysis.schema import DISPLAY, RATE, flop_unit, format_rate
 from vitfsdp.analysis.tables import (
     IMAGENET_TRAIN_IMAGES,
     PREFETCH_ORDER,
@@ -201,6 +201,7 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
         out_dir: where the report is written; logs are linked relative to it.
     """
     df, points = tables["runs"], tables["points"]
+    flops = flop_formats(df)
     labelled = _with_range(points).assign(ideal_from=ideal_from(points, df))
     competed = competition_text(df)
     equivalence = tables["equivalence"]
@@ -223,7 +224,7 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
                                    "ideal_from", "scaling_efficiency", "efficiency_range",
                                    "tflops_per_gpu", "mfu", "hw_tflops_per_gpu", "hfu",
                                    "device_busy_frac", "host_bound", "sent_gb_per_node_max",
-                                   "sent_gb_total"])),
+                                   "sent_gb_total"], flops)),
         _framework_section(tables["framework_ratio"]),
         _reference_section(tables["reference"]),
         Section("Memory", _memory_text(labelled),
@@ -241,7 +242,7 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
                               ["model", "nodes", "configuration", "ips", "scaling_efficiency",
                                "ideal_from", "tflops_per_gpu", "mfu", "peak_mem_gib",
                                "runner_up", "speedup_over_runner_up", "difference",
-                               "host_bound"])),
+                               "host_bound"], flops)),
         _equivalence_section(equivalence),
         Section("Cost per epoch", _cost_text(points, dataset_size, df),
                 table=display(labelled, ["model", "configuration", "nodes", "ips",
@@ -892,21 +893,46 @@ def _above_ideal_text(points: pd.DataFrame) -> str:
             if flagged.str.endswith("*").any() else "")
 
 
-def display(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+#: The FLOP-rate columns, in TFLOP/s per rank, that :func:`flop_formats` rescales.
+FLOP_COLUMNS = {"tflops_per_gpu": "model", "hw_tflops_per_gpu": "hardware"}
+
+
+def flop_formats(df: pd.DataFrame) -> dict[str, tuple[str, str, float]]:
+    """The FLOP-rate columns' ``(header, format, factor)`` for :func:`display`, in the unit
+    the TFLOP/s figure's axis uses (:func:`~vitfsdp.analysis.schema.flop_unit` of the
+    completed runs' ``tflops_per_gpu``): ``GFLOP/s/rank (model)`` x 1e3 for CPU ranks at
+    0.00617 TFLOP/s (6.17, not 0.00617), ``TFLOP/s/GPU (model)`` x 1 on GPUs; per rank
+    where every run is on CPU ranks."""
+    done = df[df["status"] == "completed"] if "status" in df else df
+    unit, factor = flop_unit(done.get("tflops_per_gpu", pd.Series(dtype=float)))
+    cpu = "device_type" in df and set(df["device_type"].dropna()) == {"cpu"}
+    per = "rank" if cpu else "GPU"
+    return {column: (f"{unit}/{per} ({kind})", "{:.3g}", factor)
+            for column, kind in FLOP_COLUMNS.items()}
+
+
+def display(table: pd.DataFrame, columns: list[str],
+            scaled: Mapping[str, tuple[str, str, float]] | None = None) -> pd.DataFrame:
     """``columns`` of ``table`` as formatted text under readable headers.
 
     A column that is missing, or null in every row (records older than the field), is left
-    out; a null cell prints :data:`MISSING`. Formats and headers: :data:`COLUMN_FORMATS`.
+    out; a null cell prints :data:`MISSING`. Formats and headers: :data:`COLUMN_FORMATS`,
+    but for a column of ``scaled``, whose ``(header, format, factor)`` multiply its values
+    by ``factor`` first (:func:`flop_formats`: the FLOP rates in the figure's unit).
     """
     cols = [c for c in columns if c in table.columns and table[c].notna().any()
             and not table[c].astype("string").isin(["", MISSING]).all()]
     shown = pd.DataFrame(index=table.index)
     for col in cols:
         header, fmt = COLUMN_FORMATS.get(col, (col, "{}"))
+        values = table[col]
+        if scaled and col in scaled:
+            header, fmt, factor = scaled[col]
+            values = pd.to_numeric(values, errors="coerce") * factor
         if col == "scaling_efficiency":  # above 100 %: starred as noise
-            shown[header] = table[col].map(format_efficiency)
+            shown[header] = values.map(format_efficiency)
         else:
-            shown[header] = table[col].map(lambda x, fmt=fmt: _fmt(x, fmt))
+            shown[header] = values.map(lambda x, fmt=fmt: _fmt(x, fmt))
     return shown.reset_index(drop=True)
 
 

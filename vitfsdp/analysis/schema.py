@@ -11,6 +11,8 @@ from ``display``.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 #: Column dtypes (pandas): nullable integers, floats (``NaN`` where not measured), and text
@@ -42,6 +44,21 @@ RATE = "rate"
 def format_rate(value: float) -> str:
     """A rate as :data:`RATE` shows it: ``1,234``, ``123``, ``16.3``, ``0.512``."""
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+#: The largest TFLOP/s per rank shown in TFLOP/s: below it (CPU ranks, tiny models) the
+#: FLOP rates are shown in GFLOP/s, in the figure and the report's tables alike.
+GFLOPS_BELOW_TFLOPS = 0.1
+
+
+def flop_unit(tflops: Iterable[float]) -> tuple[str, float]:
+    """The unit FLOP rates are shown in, and the factor from TFLOP/s to it: ``("GFLOP/s",
+    1e3)`` where every known value of ``tflops`` (TFLOP/s per rank; NaN and None skipped)
+    is below :data:`GFLOPS_BELOW_TFLOPS` (a CPU rank's 0.00617 reads 6.17), else
+    ``("TFLOP/s", 1.0)`` (also for no values)."""
+    values = [float(v) for v in tflops if v is not None and not math.isnan(float(v))]
+    return (("GFLOP/s", 1e3) if values and max(values) < GFLOPS_BELOW_TFLOPS
+            else ("TFLOP/s", 1.0))
 
 
 @dataclass(frozen=True)

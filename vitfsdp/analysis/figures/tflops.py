@@ -27,6 +27,7 @@ from vitfsdp.analysis.figures.style import (
     log_label,
 )
 from vitfsdp.analysis.lines import label_columns as _label_keys
+from vitfsdp.analysis.schema import flop_unit
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
     from matplotlib.figure import Figure
@@ -57,8 +58,8 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     looks = _looks(df, keys)
     extras: set[str] = set()
     per = "rank" if set(done["device_type"].dropna()) == {"cpu"} else "GPU"  # CPU ranks
-    # GFLOP/s where TFLOP/s would read 0.00x (CPU ranks, tiny models)
-    unit, scale = ("GFLOP/s", 1e3) if done["tflops_per_gpu"].max() < 0.1 else ("TFLOP/s", 1.0)
+    # GFLOP/s where TFLOP/s would read 0.00x (CPU ranks, tiny models), as the report's tables
+    unit, scale = flop_unit(done["tflops_per_gpu"])
     for ax, (model, panel) in zip(axes, panels, strict=True):
         for label, line in _lines(panel, keys):
             color, marker = looks[_color_label(line, keys)]
