@@ -331,3 +331,25 @@ def test_impossible_points_are_refused_before_anything_is_queued(tmp_path, overr
     assert "nothing was launched" in proc.stderr
     assert _queued(job_name) == []
     assert not sweep_dir.exists() or _points(sweep_dir) == []
+
+
+def test_a_failure_every_job_meets_stops_the_submissions(tmp_path):
+    """An interpreter the compute nodes lack (check_paths off, as for a node-local path):
+    every job fails before its first step with one reason. After three such points, none
+    completed, the sweep submits no more of its six (one job at a time) and says how to go
+    on; the points not submitted have no job and say why."""
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    proc, _ = _sweep(tmp_path, "repeat=0,1,2,3,4,5", "cluster.max_jobs=1",
+                     "cluster.check_paths=false", "cluster.python=/nonexistent/bin/python",
+                     f"hydra.sweep.dir={sweep_dir}")
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert "3 points failed before their first step with the same reason" in out, out[-3000:]
+    assert "cluster.python=/nonexistent/bin/python is not an executable" in out
+    assert "go on with: python -m vitfsdp.sweep -m --rerun-failed " in out
+    # the third failure is recorded once Slurm has said twice that its job ended: the
+    # fourth job may have gone in meanwhile
+    held = 6 - len([p for p in sweep_dir.iterdir() if (p / "job.json").exists()])
+    assert held >= 2 and out.count(": not submitted\n") == held, out[-3000:]
+    assert "follow with" not in out and "once fixed, go on with: " in out

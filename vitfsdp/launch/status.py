@@ -453,7 +453,9 @@ def watch(sweep_dir: Path, run_dirs: Sequence[Path], poll_s: float,
 
     A job seen ended twice in a row (so a summary being written at the very end is not
     missed) is recorded by :func:`reconcile`. ``on_poll`` is called with the rows at every
-    poll (the sweep submits waiting jobs there).
+    poll (the sweep submits waiting jobs there); where it returns true, nothing more will be
+    submitted, and the watch ends once every point submitted is done (the others have no
+    job and no summary).
 
     Raises:
         TimeoutError: ``timeout_s`` passed with points still unfinished.
@@ -468,13 +470,12 @@ def watch(sweep_dir: Path, run_dirs: Sequence[Path], poll_s: float,
                 if str(row.run_dir) in seen_ended:
                     reconcile(row)
                 seen_ended.add(str(row.run_dir))
-        if on_poll is not None:
-            on_poll(rows)
+        held = bool(on_poll(rows)) if on_poll is not None else False
         table = format_table(rows)
         if table != last:
             show(table)
             last = table
-        if all(r.done for r in rows):
+        if all(r.done for r in rows if not (held and r.job_id is None and r.status is None)):
             return rows
         if deadline is not None and time.monotonic() > deadline:
             raise TimeoutError(f"points still running after {timeout_s} s: "

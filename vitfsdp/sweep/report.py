@@ -51,6 +51,10 @@ def exit_status(summaries: Sequence[dict | None]) -> int:
     return EXIT_NOT_ENDED if any(st not in STATUSES for st in found) else EXIT_COMPLETED
 
 
+#: A point's status where the sweep held its job back: every earlier job met one failure
+#: (:func:`vitfsdp.sweep.slurm_jobs.same_early_failure`); never written to its records.
+NOT_SUBMITTED = "not submitted"
+
 #: Points that did not complete named one by one at a sweep's end; more are counted.
 MAX_NAMED_FAILURES = 20
 
@@ -86,8 +90,10 @@ def _report_not_ended(points: list[Point], summaries: list[dict], sweep_dir: Pat
     if secrets.secrets_path(sweep_dir).exists():
         log.info("%s stays for the jobs that have not ended; --status removes it once every "
                  "point has ended", secrets.secrets_path(sweep_dir))
-    left = [s.get("status") for s in summaries if s.get("status") not in STATUSES]
-    if not left or set(left) != {"script"}:
+    left = {s.get("status") for s in summaries if s.get("status") not in STATUSES}
+    if left == {NOT_SUBMITTED}:  # held back (slurm_jobs.same_early_failure): none to follow
+        log.info("once fixed, go on with: %s", resume_command(sweep_dir, "--rerun-failed"))
+    elif left != {"script"}:
         log.info("follow with: %s", status_command(sweep_dir))
 
 
@@ -105,19 +111,21 @@ def status_command(sweep_dir: str | os.PathLike, watch: bool = True) -> str:
                        *(["--watch"] if watch else [])])
 
 
-def resume_command(sweep_dir: str | os.PathLike) -> str:
+def resume_command(sweep_dir: str | os.PathLike, *flags: str) -> str:
     """The command that goes on with the sweep in ``sweep_dir``, to paste into a shell: the
     sweep's own overrides (Hydra's ``multirun.yaml`` there) with ``hydra.sweep.dir`` set to
     that directory, so that the default ``runs/sweep/${now:...}`` does not start a new one
-    (and, on Slurm, submit jobs that still run a second time). Quoted for Hydra's grammar
-    and for the shell. Without ``multirun.yaml``: ``<your overrides>`` in their place."""
+    (and, on Slurm, submit jobs that still run a second time), and ``flags`` (``--rerun-failed``)
+    after ``-m``. Quoted for Hydra's grammar and for the shell. Without ``multirun.yaml``:
+    ``<your overrides>`` in their place."""
     overrides = saved_overrides(sweep_dir)
     args = ["<your overrides>"] if overrides is None else [
         a for a in [*overrides["task"], *overrides["hydra"]]
         if not a.startswith("hydra.sweep.dir=")]
     plain = re.fullmatch(r"[\w./+-]+", str(sweep_dir))  # else Hydra's grammar would read it
     where = str(sweep_dir) if plain else quote_override(str(sweep_dir))
-    return shlex.join(["python", "-m", "vitfsdp.sweep", "-m", *args, f"hydra.sweep.dir={where}"])
+    return shlex.join(["python", "-m", "vitfsdp.sweep", "-m", *flags, *args,
+                       f"hydra.sweep.dir={where}"])
 
 
 def analysis_command(sweep_dir: str | os.PathLike) -> str:

@@ -6,15 +6,16 @@ or submitted (a job per point, job arrays for equal shapes, or packs) at most
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
 from vitfsdp import plan as planner
 from vitfsdp.launch import LaunchOptions, pack, slurm, status, time_limit_s
-from vitfsdp.records import SUMMARY_FILE, read_json
+from vitfsdp.records import SUMMARY_FILE, read_json, reason_line
 from vitfsdp.sweep.point import Point, log
-from vitfsdp.sweep.report import resume_command, status_command
+from vitfsdp.sweep.report import NOT_SUBMITTED, resume_command, status_command
 
 
 def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
@@ -44,10 +45,60 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
     if alive:
         log.info("waiting also for %d point(s) an earlier sweep left in Slurm's queue",
                  len(alive))
+    submitter = _Submitter(units, max_jobs, sweep_dir)
     status.watch(sweep_dir, [p.run_dir for p in [*points, *alive]], poll_s,
-                 show=_show_table,
-                 on_poll=lambda rows: pack.submit_free(units, max_jobs, status.num_alive(rows)))
-    return [read_json(p.run_dir / SUMMARY_FILE) for p in points]
+                 show=_show_table, on_poll=submitter)
+    return [read_json(p.run_dir / SUMMARY_FILE)
+            or {"status": NOT_SUBMITTED, "reason": submitter.held} for p in points]
+
+
+#: Points of a sweep that must have failed before their first step with one reason, none
+#: completing, before the sweep stops submitting (:func:`same_early_failure`).
+SAME_FAILURE_STOP = 3
+
+
+def same_early_failure(rows: Sequence[status.PointState]) -> str | None:
+    """The reason shared by at least :data:`SAME_FAILURE_STOP` points that ended ``failed``
+    before their first step, where no point of ``rows`` completed: the signature of what
+    every job of the sweep meets (an environment that does not run on the compute nodes, a
+    network plugin that does not load across nodes), so the jobs not yet submitted would only
+    fail the same way after their wait in the queue. Reasons are compared with their numbers
+    left out (node names, job ids). None otherwise."""
+    if any(r.status == "completed" for r in rows):
+        return None
+    seen: dict[str, list[str]] = {}
+    for r in rows:
+        if r.status == "failed" and not r.step:
+            reason = reason_line((read_json(r.run_dir / SUMMARY_FILE) or {}).get("reason"))
+            if reason:
+                seen.setdefault(re.sub(r"\d+", "#", reason), []).append(reason)
+    shared = [found for found in seen.values() if len(found) >= SAME_FAILURE_STOP]
+    return shared[0][0] if shared else None
+
+
+class _Submitter:
+    """The watch's poll: submit the units that fit ``max_jobs`` (:func:`pack.submit_free`)
+    until :func:`same_early_failure` finds the reason every job meets; then submit no more,
+    say so once with the command that goes on once it is fixed, and return true (the watch
+    then waits only for the jobs submitted)."""
+
+    def __init__(self, units: list[pack.Unit], max_jobs: int | None, sweep_dir: Path) -> None:
+        self.units, self.max_jobs, self.sweep_dir = units, max_jobs, sweep_dir
+        self.held: str | None = None
+
+    def __call__(self, rows: list[status.PointState]) -> bool:
+        waiting = sum(u.num_jobs for u in self.units if u.job_ids is None)
+        if self.held is None and waiting and (reason := same_early_failure(rows)):
+            self.held = (f"not submitted: {SAME_FAILURE_STOP} points failed before their "
+                         f"first step with the same reason ({reason})")
+            log.error("%d points failed before their first step with the same reason, none "
+                      "completed: %s; %d job(s) not submitted, as they would fail the same way "
+                      "after their wait in the queue. Fix it, then go on with: %s",
+                      SAME_FAILURE_STOP, reason, waiting,
+                      resume_command(self.sweep_dir, "--rerun-failed"))
+        if self.held is None:
+            pack.submit_free(self.units, self.max_jobs, status.num_alive(rows))
+        return self.held is not None
 
 
 def _max_jobs(points: list[Point]) -> int | None:
