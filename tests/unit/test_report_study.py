@@ -21,16 +21,16 @@ RECIPE_IPS = {("r", 1): 100.0, ("r", 2): 180.0, ("r_1_amp", 1): 150.0, ("r_1_amp
 
 
 def write_run(run_dir: Path, nodes: int, ips: float, experiment: str | None,
-              tflops: bool = True) -> None:  # fmt: skip
+              tflops: bool = True, loss: bool = True) -> None:  # fmt: skip
     """A completed DDP CPU run of preset ``experiment`` with two measured windows; its
-    windows record model TFLOP/s per rank where ``tflops``."""
+    windows record model TFLOP/s per rank where ``tflops``, the loss where ``loss``."""
     info = run_info("DDP", nodes)
     info["config"]["experiment"] = experiment
     records = RunRecords(run_dir)
     records.start(info)
     for step in (2, 4, 6):
         window = {"step_end": step, "warmup": step == 2, "ips": ips, "peak_rss_gib": 1.0,
-                  "loss": 2.0}
+                  **({"loss": 2.0} if loss else {})}
         if tflops:
             window["tflops_per_gpu"] = ips / (2 * nodes) * 3e9 / 1e12
         records.window(window)
@@ -72,6 +72,19 @@ def test_no_study_figure_without_its_data(tmp_path: Path) -> None:
     assert "tflops.png" not in md and "recipe.png" not in md and "## Recipe" not in md
     written = write_figures(collect_runs(tmp_path), tmp_path / "w", formats=("png",))
     assert set(written) == {"weak_scaling", "efficiency", "memory", "loss"}
+
+
+def test_no_loss_section_without_a_loss_figure(tmp_path: Path) -> None:
+    """Runs that recorded no loss: no loss.png, and the report has no "Training loss"
+    section saying each configuration trained (its figure is not there to show it)."""
+    for nodes in (1, 2):
+        write_run(tmp_path / f"n{nodes}", nodes, 100.0 * nodes, None, loss=False)
+    assert analysis_main([str(tmp_path), "--report", "--jobs", "1"]) == 0
+    out = tmp_path / "analysis"
+    assert not (out / "loss.png").exists()
+    for report in ("report.md", "report.html"):
+        text = (out / report).read_text(encoding="utf-8")
+        assert "Training loss" not in text and "each configuration trained" not in text
 
 
 def test_cpu_ranks_flop_rates_are_drawn_in_gflops_per_rank(tmp_path: Path) -> None:

@@ -183,6 +183,13 @@ class Section:
     text: str = ""
     figures: Sequence[str] = ()  # figure names (``write_figures``' keys), shown if written
     table: pd.DataFrame | None = None  # formatted for display (strings)
+    #: the section is about its figures: left out, title and text, where none was written
+    #: (the loss section of runs that recorded no loss)
+    needs_figure: bool = False
+
+    def shown(self, figures: Mapping[str, Path]) -> bool:
+        """Whether the report shows the section, given the figures written."""
+        return not self.needs_figure or bool(_written(self, figures))
 
 
 def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
@@ -235,7 +242,7 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
                                    "device_mem_used_gib", "device_memory_gib",
                                    "alloc_retries", "num_ooms"])),
         Section("Training loss", "Every point's loss against step: each configuration "
-                "trained.", ["loss"]),
+                "trained.", ["loss"], needs_figure=True),
         Section("Best configuration per model and node count",
                 best_text(tables["best"], points, noise, runs_per_point(df, points)),
                 table=display(tables["best"].assign(ideal_from=ideal_from(tables["best"], df)),
@@ -958,7 +965,9 @@ def write_report(sections: list[Section], out_dir: str | os.PathLike,
         out_dir: the analysis directory; the figures must lie in it.
         figures: PNG path of each figure by name (``write_figures``' result); the SVG lies
             beside each. A section's figure not among them (the prefetch figure of a sweep
-            without an ablation) is left out.
+            without an ablation) is left out, and so is a section that
+            :attr:`Section.needs_figure` where none of its figures is (the loss section of
+            runs without a loss).
         title: the report's heading.
         note: a sentence every figure caption ends with (:func:`contention_note`: ranks
             that shared cores).
@@ -980,7 +989,7 @@ def render_markdown(sections: list[Section], figures: dict[str, Path], title: st
     """The report as Markdown; figures by their file names (relative to the report), each
     caption ending with ``note``."""
     lines = [f"# {title}", ""]
-    for s in sections:
+    for s in (s for s in sections if s.shown(figures)):
         lines += [f"## {s.title}", ""]
         if s.text:
             lines += [s.text, ""]
@@ -1040,7 +1049,7 @@ def render_html(sections: list[Section], figures: dict[str, Path], title: str,
     """The report as one HTML page: its Markdown text rendered (code, emphasis, links), every
     figure embedded as a base64 PNG shown at its natural (print) size, tables as HTML."""
     body = [f"<h1>{html.escape(title)}</h1>"]
-    for s in sections:
+    for s in (s for s in sections if s.shown(figures)):
         body.append(f"<h2>{html.escape(s.title)}</h2>")
         if s.text:
             body.append(f"<p>{inline_html(s.text)}</p>")
