@@ -72,6 +72,26 @@ def test_no_figure_without_a_completed_point(tmp_path):
     assert plot_efficiency(_sweep(tmp_path, {("DDP", 1): [None]})) is None
 
 
+def test_no_figure_where_every_line_ran_at_one_node_count(tmp_path):
+    """DDP and FULL_SHARD at 1 node only (and DDP out of memory at 2): each line's one
+    efficiency is its own baseline's 1, so there is no efficiency.png, the analysis says
+    why, and the report neither shows nor links it; the weak-scaling figure is still
+    there."""
+    from vitfsdp.analysis.__main__ import main as analysis_main
+
+    df = _sweep(tmp_path / "s", {("DDP", 1): [100.0], ("FULL_SHARD", 1): [80.0],
+                                 ("DDP", 2): [None]})
+    assert plot_efficiency(df) is None
+    out = tmp_path / "out"
+    assert analysis_main([str(tmp_path / "s"), "--out", str(out), "--report",
+                          "--jobs", "1"]) == 0
+    assert not (out / "efficiency.png").exists() and (out / "weak_scaling.png").exists()
+    for report in ("report.md", "report.html"):
+        text = (out / report).read_text(encoding="utf-8")
+        assert "efficiency.png" not in text and "Weak-scaling efficiency against" not in text
+    assert "weak_scaling.png" in (out / "report.md").read_text(encoding="utf-8")
+
+
 def test_a_line_whose_ideal_starts_later_says_so(tmp_path):
     """DDP ran out of memory at 1 node, so its ideal starts at 2 nodes: its 1.0 there is over
     another baseline than FULL_SHARD's, and its legend label, points.csv's baseline_nodes

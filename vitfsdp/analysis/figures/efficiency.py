@@ -51,7 +51,9 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
         path: where to save the figure (format from the suffix); not saved if ``None``.
 
     Returns:
-        The figure, or ``None`` where no point completed. One panel per model, a line per
+        The figure, or ``None`` where no line completed two node counts or more (no point
+        completed, or each line ran at one node count: every efficiency would be its own
+        baseline's 1, a figure that says nothing). One panel per model, a line per
         configuration in the weak-scaling figure's colours and markers; each point's bounds
         (``efficiency_min``/``efficiency_max``: its slowest measurement over the ideal from
         the baseline's fastest, and the other way round) as a capped bar where it ran more
@@ -63,7 +65,7 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
         nodes)``): its efficiencies do not compare with the other lines'.
     """
     runs = with_point_efficiency(df)
-    if runs["eff"].notna().sum() == 0:
+    if not scales(runs):
         return None
     panels = _panels(runs)
     fig, axes = _new_figure(len(panels))
@@ -89,6 +91,16 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
                      "weak-scaling efficiency (images/s / ideal)", notes)
     _finish(fig, "Weak-scaling efficiency against node count", runs, path, extras)
     return fig
+
+
+def scales(runs: pd.DataFrame) -> bool:
+    """Whether any line of ``runs`` (:func:`with_point_efficiency`'s frame) has an efficiency
+    at two node counts or more: the efficiency figure's reason to be drawn."""
+    known = runs[(runs["status"] == "completed") & runs["eff"].notna() & runs["nodes"].notna()]
+    if known.empty:
+        return False
+    counts = known.groupby(line_columns(runs), dropna=False)["nodes"].nunique()
+    return bool((counts >= 2).any())
 
 
 def _rebased(label: str, line: pd.DataFrame, smallest: float) -> str:

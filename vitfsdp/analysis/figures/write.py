@@ -49,7 +49,8 @@ ALL_FIGURES = FIGURES
 NOTHING_TO_DRAW = {"loss": "loss", "prefetch": "prefetch ablation",
                    "recipe": "recipe ablation (<recipe>_<n>_<what> presets beside <recipe>)",
                    "tflops": "TFLOP/s per GPU", "weak_scaling": "run", "memory": "run",
-                   "efficiency": "completed point"}
+                   "efficiency": "line completed at two node counts or more (each "
+                                 "line's one efficiency would be its own baseline's 1)"}
 #: The figures, longest to draw first (memory has two panels per model, the loss figure a
 #: few lines per panel), the order in which :class:`PendingFigures` hands them out.
 COST_ORDER = ("memory", "weak_scaling", "efficiency", "prefetch", "loss", "tflops", "recipe")
