@@ -20,7 +20,7 @@ from tests.conftest import REPO, run_module
 from tests.integration.test_virtual_slurm import NOT_STARTED, require_cluster, slurm
 from vitfsdp.config import RunConfig, check_group_choices, register_configs, to_run_config
 from vitfsdp.launch import CONFIG_PATH_ENV, ClusterConfig, time_limit_s
-from vitfsdp.launch.slurm import render_script, setup_lines, task_spec
+from vitfsdp.launch.slurm import render_script, sbatch_options, setup_lines, task_spec
 
 register_configs()
 
@@ -243,7 +243,7 @@ def test_a_stopped_training_is_requeued_at_most_max_requeues_times(tmp_path, res
     """The training's exit code after a signal (a checkpoint saved) requeues the job while
     SLURM_RESTART_COUNT is below cluster.max_requeues (2 here); past it the job ends with
     that code and one line saying how to resume. The job asks to be requeueable."""
-    from vitfsdp.failures import Preempted
+    from vitfsdp.core.layout import EXIT_PREEMPTED
 
     text = render_point(PROFILES["cuda8"], [*POINT, "cluster.max_requeues=2",
                                             "cluster.python=python3"],
@@ -254,11 +254,11 @@ def test_a_stopped_training_is_requeued_at_most_max_requeues_times(tmp_path, res
     env = {**os.environ, "PATH": f"{_stub_path(tmp_path)}:{os.environ['PATH']}",
            "STUB_LOG": str(log), "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "vnode1",
            "SLURM_JOB_NUM_NODES": "1", "SLURM_RESTART_COUNT": str(restarts),
-           "STUB_SRUN_RC": str(Preempted.exit_code)}
+           "STUB_SRUN_RC": str(EXIT_PREEMPTED)}
     env.pop("VITFSDP_SLURM", None)
     proc = subprocess.run(["bash", str(tmp_path / "job.sbatch")], env=env, capture_output=True,
                           text=True, cwd=tmp_path, timeout=60)
-    assert proc.returncode == Preempted.exit_code, proc.stderr
+    assert proc.returncode == EXIT_PREEMPTED, proc.stderr
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     assert (["scontrol", "requeue", "4242"] in calls) == requeued
     if not requeued:
@@ -584,3 +584,19 @@ def test_the_submitted_script_asks_no_wckey_the_profile_does_not(tmp_path, sbatc
     text = executor._make_submission_file_text("python -c 1", "uid")
     wckeys = [line for line in text.splitlines() if "wckey" in line]
     assert wckeys == [f"#SBATCH {a}" for a in sbatch_args], text
+
+
+@pytest.mark.parametrize(("profile", "site_arg"), [("perlmutter", "constraint=gpu"),
+                                                   ("frontier", "network=disable_rdzv_get"),
+                                                   ("cuda8", "mem=0")])
+def test_a_sweeps_own_sbatch_args_keep_the_sites(tmp_path, profile, site_arg):
+    """A sweep's own ``cluster.sbatch_args`` add to the profile's ``site_sbatch_args``
+    (Perlmutter's jobs would go to CPU nodes without ``--constraint=gpu``); the same key in
+    both: the sweep's wins (the 80 GB nodes' ``gpu&hbm80g``)."""
+    overrides = [f"cluster={profile}", "cluster.account=p", "cluster.sbatch_args=['--wckey=w']"]
+    opts = sbatch_options(compose_cfg(*overrides).cluster, 2, "vitfsdp")
+    key, _, value = site_arg.partition("=")
+    assert opts[key] == value and opts["wckey"] == "w"
+    wider = compose_cfg(f"cluster={profile}", "cluster.account=p",
+                        f"cluster.sbatch_args=['--{key}=other']").cluster
+    assert sbatch_options(wider, 2, "vitfsdp")[key] == "other"

@@ -274,7 +274,11 @@ class ClusterConfig:
     # with its modules and activation, before anything is queued (cluster.check_paths);
     # None = any build (vitfsdp and torch importable is still checked)
     torch_build: str | None = None
-    sbatch_args: list[str] = field(default_factory=list)  # extra sbatch options: --key=value
+    # sbatch options the site needs (Perlmutter's --constraint=gpu, Frontier's --network=...):
+    # the profile's, kept when a sweep sets its own sbatch_args
+    site_sbatch_args: list[str] = field(default_factory=list)
+    # extra sbatch options: --key=value, after the site's (the same key: this one wins)
+    sbatch_args: list[str] = field(default_factory=list)
     srun_args: list[str] = field(default_factory=list)  # extra srun options: --key=value
     array: bool = True  # points of the same shape go into one job array
     array_parallelism: int = 64  # array tasks allowed to run at once (sbatch --array=...%N)
@@ -400,7 +404,7 @@ class ClusterConfig:
         for i, name in enumerate(self.secrets):
             _check_env_name(f"cluster.secrets[{i}]", name)
         self._check_environment()
-        for key in ("sbatch_args", "srun_args", "sbcast_args"):
+        for key in ("site_sbatch_args", "sbatch_args", "srun_args", "sbcast_args"):
             for i, arg in enumerate(getattr(self, key)):
                 check_text(f"cluster.{key}[{i}]", arg)
                 if not _SBATCH_OPTION.match(arg):

@@ -225,7 +225,8 @@ def sbatch_options(cluster: ClusterConfig, nodes: int, job_name: str) -> dict[st
         opts["exclusive"] = True
     if not cluster.export_env:  # the job starts from the login environment (Slurm's NONE)
         opts["export"] = "NONE"
-    for arg in [*cluster.sbatch_args, *(cluster.sbcast_args if cluster.sbcast_env else [])]:
+    for arg in [*cluster.site_sbatch_args, *cluster.sbatch_args,
+                *(cluster.sbcast_args if cluster.sbcast_env else [])]:
         key, has_value, value = arg[2:].partition("=")
         opts[key] = value if has_value else True
     return opts

@@ -374,12 +374,14 @@ FIELD_HINTS = {"account": "sacctmgr show assoc user=$USER format=account,partiti
 
 
 def _slurm_refusal(cluster, message: str) -> str:
-    """``sbatch --test-only``'s refusal, quoted, after the ``cluster.sbatch_args`` entry it
-    names (where it names one), or after the profile fields an account, partition or QOS
-    refusal is about (:data:`REFUSED_FIELDS`), with their values and where to look."""
-    for i, arg in enumerate(cluster.sbatch_args):
-        if arg.split("=")[0] in message:
-            return f"cluster.sbatch_args[{i}]={arg!r}: Slurm would not run it: {message}"
+    """``sbatch --test-only``'s refusal, quoted, after the ``cluster.sbatch_args`` (or
+    ``site_sbatch_args``) entry it names (where it names one), or after the profile fields
+    an account, partition or QOS refusal is about (:data:`REFUSED_FIELDS`), with their
+    values and where to look."""
+    for key in ("sbatch_args", "site_sbatch_args"):
+        for i, arg in enumerate(getattr(cluster, key)):
+            if arg.split("=")[0] in message:
+                return f"cluster.{key}[{i}]={arg!r}: Slurm would not run it: {message}"
     for text, fields in REFUSED_FIELDS:
         if text in message.lower():
             named = ", ".join(f"cluster.{f}={getattr(cluster, f)!r}" for f in fields)
