@@ -126,7 +126,8 @@ def test_unreachable_slurm_is_said_once_for_the_sweep(tmp_path, monkeypatch):
      "longer than 02:00:00, the limit of QOS debug (cluster.queue_limits[4])"),
     (["cluster.qos=debug", "cluster.time=01:00:00"],
      "QOS debug allows 1 job(s) of a user at once (cluster.queue_limits[4]) and "
-     "cluster.max_jobs=4; set cluster.max_jobs=1"),
+     "cluster.max_jobs=4; set cluster.max_jobs=1, and forbids chaining jobs: a sweep under "
+     "it is one point"),  # both limits in one refusal, not a second one after the fix
     (["cluster.partition=extended", "nodes=65"], "nodes=65 is more than partition extended "
                                                  "takes (at most 64 nodes"),
 ])

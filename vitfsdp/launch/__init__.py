@@ -483,9 +483,12 @@ class ClusterConfig:
                              f"limit of {where}{size} (cluster.queue_limits[{i}]); use "
                              f"cluster.time<={row.max_time}, or another partition/QOS")
         if row.max_jobs is not None and (self.max_jobs is None or self.max_jobs > row.max_jobs):
+            chain = ("" if row.chaining else ", and forbids chaining jobs: a sweep under it "
+                     "is one point (or one pack, hydra.launcher.pack=by_nodes, of one node "
+                     "count)")
             raise ValueError(f"{where} allows {row.max_jobs} job(s) of a user at once "
                              f"(cluster.queue_limits[{i}]) and cluster.max_jobs="
-                             f"{self.max_jobs}; set cluster.max_jobs={row.max_jobs}")
+                             f"{self.max_jobs}; set cluster.max_jobs={row.max_jobs}{chain}")
 
     def no_chaining(self, nodes: int) -> str | None:
         """Where a row that applies to a job of ``nodes`` nodes forbids chaining jobs
