@@ -287,3 +287,19 @@ def test_one_node_jobs_get_nccl_net_socket(tmp_path):
         proc = subprocess.run(["bash", "-c", block + 'echo "$NCCL_NET"'], capture_output=True,
                               text=True, env={"SLURM_JOB_NUM_NODES": str(nodes)}, timeout=30)
         assert proc.stdout.strip() == net
+
+
+def test_a_sweep_in_the_small_nfs_home_is_warned_of(tmp_path):
+    """Frontier's homes ($HOME, /ccs/proj) are 50 GB of NFS: a sweep directory there is
+    warned of once (its checkpoints can fill the quota and fail the jobs); one on the work
+    file system is not."""
+    home = tmp_path / "home"
+    home.mkdir()
+    for where, warned in ((home / "study", 1), (tmp_path / "work" / "study", 0)):
+        proc = subprocess.run([sys.executable, "-m", "vitfsdp.sweep", "-m", *FRONTIER,
+                               "nodes=1,2", f"hydra.sweep.dir={where}"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "HOME": str(home)})
+        assert proc.returncode == 3, proc.stderr[-3000:]  # written
+        out = proc.stdout + proc.stderr
+        assert out.count(f"is under $HOME = {home}, a file system of a small quota") == warned

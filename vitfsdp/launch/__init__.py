@@ -290,6 +290,9 @@ class ClusterConfig:
     # file systems the compute nodes mount read-only ($NAME and ~ expanded on the login
     # node): a sweep directory under one is refused before anything is queued
     read_only_paths: list[str] = field(default_factory=list)
+    # file systems of a small quota (NFS homes; $NAME and ~ expanded on the login node): a
+    # sweep directory under one is warned of, since checkpoints can fill it
+    small_paths: list[str] = field(default_factory=list)
     # the site's time limits by partition, QOS and job size (QueueLimit rows; Frontier: the
     # batch bins and the debug QOS): a point beyond is refused before anything is queued
     queue_limits: list[QueueLimit] = field(default_factory=list)

@@ -220,31 +220,58 @@ def _module_version(modules, names: tuple[str, ...]) -> str | None:
     return None
 
 
-def read_only_refusal(read_only_paths: Sequence[str], run_dir: str | Path,
-                      cluster_name: str) -> str | None:
-    """Why the compute nodes could not write a point's records into ``run_dir``: it lies under
-    an entry of ``read_only_paths`` (the profile's ``cluster.read_only_paths``: file systems
-    the compute nodes of ``cluster=<cluster_name>`` mount read-only), each entry's ``$NAME``
-    and ``~`` expanded here, on the login node, which mounts those file systems under the same
-    paths. None when it lies under none; an entry naming a variable that is not set here is
-    skipped (nothing to compare).
-
-    Returns:
-        one line naming ``hydra.sweep.dir``, the entry and the fix, or None.
-    """
+def _under(entries: Sequence[str], run_dir: str | Path) -> tuple[str, Path] | None:
+    """The first of ``entries`` (paths; ``$NAME`` and ``~`` expanded here, on the login node,
+    which mounts the compute nodes' file systems under the same paths) that ``run_dir`` lies
+    under, and where it resolves; None when none. An entry naming a variable that is not set
+    here is skipped (nothing to compare)."""
     run_dir = Path(run_dir).resolve()
-    for entry in read_only_paths:
+    for entry in entries:
         path = os.path.expandvars(os.path.expanduser(entry))
         if not path or "$" in path:
             continue
         root = Path(path).resolve()
         if run_dir.is_relative_to(root):
-            shown = entry if entry == str(root) else f"{entry} = {root}"
-            return (f"hydra.sweep.dir={run_dir.parent} is under {shown}, which cluster="
-                    f"{cluster_name} mounts read-only on its compute nodes (cluster."
-                    "read_only_paths): no point could write its records; choose a "
-                    "hydra.sweep.dir on a file system the compute nodes write (docs/sites.md)")
+            return entry, root
     return None
+
+
+def read_only_refusal(read_only_paths: Sequence[str], run_dir: str | Path,
+                      cluster_name: str) -> str | None:
+    """Why the compute nodes could not write a point's records into ``run_dir``: it lies under
+    an entry of ``read_only_paths`` (the profile's ``cluster.read_only_paths``: file systems
+    the compute nodes of ``cluster=<cluster_name>`` mount read-only, as :func:`_under` reads
+    them). None when it lies under none.
+
+    Returns:
+        one line naming ``hydra.sweep.dir``, the entry and the fix, or None.
+    """
+    found = _under(read_only_paths, run_dir)
+    if found is None:
+        return None
+    entry, root = found
+    shown = entry if entry == str(root) else f"{entry} = {root}"
+    return (f"hydra.sweep.dir={Path(run_dir).resolve().parent} is under {shown}, which cluster="
+            f"{cluster_name} mounts read-only on its compute nodes (cluster."
+            "read_only_paths): no point could write its records; choose a "
+            "hydra.sweep.dir on a file system the compute nodes write (docs/sites.md)")
+
+
+def small_path_warning(small_paths: Sequence[str], run_dir: str | Path,
+                       cluster_name: str) -> str | None:
+    """A warning where ``run_dir`` lies under an entry of ``small_paths`` (the profile's
+    ``cluster.small_paths``: file systems of a small quota, Frontier's NFS homes of 50 GB,
+    where a large model's checkpoint alone does not fit and a full quota fails the jobs);
+    None elsewhere."""
+    found = _under(small_paths, run_dir)
+    if found is None:
+        return None
+    entry, root = found
+    shown = entry if entry == str(root) else f"{entry} = {root}"
+    return (f"hydra.sweep.dir={Path(run_dir).resolve().parent} is under {shown}, a file "
+            f"system of a small quota on cluster={cluster_name} (cluster.small_paths): a "
+            "large model's checkpoint can fill it and fail the jobs; the site's scratch or "
+            "work file system is the place (docs/sites.md)")
 
 
 def sbatch_test_only(cluster: ClusterConfig, nodes: int, job_name: str) -> str | None:

@@ -145,6 +145,9 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
     read_only = dict.fromkeys(filter(None, map(_read_only, points)))  # once, not per point
     if read_only:
         return list(read_only)
+    for warning in dict.fromkeys(filter(None, (slurm_checks.small_path_warning(
+            p.cfg.cluster.small_paths, p.run_dir, p.cfg.cluster.name) for p in points))):
+        log.warning("%s", warning)
     if options.pack is None and any(p.cfg.cluster.probe == pack.PROBE_IN_ALLOCATION
                                     for p in points):
         return ["cluster.probe=allocation is measured by each pack's first step; add "
