@@ -174,3 +174,18 @@ def test_runs_on_an_emulated_link_are_their_own_line(tmp_path: Path) -> None:
     df = collect_runs(tmp_path)
     assert set(configurations(df)) == {"FULL_SHARD", "FULL_SHARD link 0.2 Gbit/s"}
     assert (points_table(df)["num_repeats"] == 1).all()
+
+
+def test_an_mi250x_ranks_device_is_named_as_its_gcd(tmp_path: Path) -> None:
+    """torch names an MI250X GCD "AMD Instinct MI250X" with 64 GiB: the device line's label
+    says GCD (the package has 128 GB), other devices keep their name."""
+    from tests.fake_records import write_run
+
+    for name, gib in (("AMD Instinct MI250X", 64.0), ("NVIDIA H100", 80.0)):
+        info = run_info("FULL_SHARD", 1, device="cuda")
+        info["device"] |= {"name": name, "memory_gib": gib}
+        write_run(tmp_path / name.replace(" ", "_"), info, 100.0)
+        labels = [ln.get_label() for ln in plot_memory(collect_runs(tmp_path / name.replace(
+            " ", "_"))).axes[0].get_lines()]
+        unit = "AMD Instinct MI250X GCD" if "MI250X" in name else name
+        assert f"{unit} memory ({gib:g} GiB)" in labels, labels

@@ -306,11 +306,18 @@ def _plot_device_memory(ax, panel: pd.DataFrame) -> bool:
     devices = panel.loc[panel["device_memory_gib"].notna(), ["device_memory_gib", "device_name"]]
     for gib, rows in devices.groupby("device_memory_gib"):
         names = rows["device_name"].dropna().unique()
-        name = f"{names[0]} " if len(names) == 1 else ""
+        name = f"{_device_unit(names[0])} " if len(names) == 1 else ""
         ax.axhline(gib, ls=":", color=DEVICE_COLOR, lw=1, label=f"{name}memory ({gib:g} GiB)")
     if len(devices):
         ax.set_ylim(top=max(ax.get_ylim()[1], 1.08 * devices["device_memory_gib"].max()))
     return bool(len(devices))
+
+
+def _device_unit(name: str) -> str:
+    """What one rank's device is, by the name torch reports: an MI250X (or MI250) shows as
+    one package of two GCDs, each its own device of 64 GiB (of the package's 128; AMD's data
+    sheet), so its GCD is named: ``AMD Instinct MI250X GCD``; other names as they are."""
+    return f"{name} GCD" if "MI250" in name and "GCD" not in name else name
 
 
 def _memory_label(panel: pd.DataFrame) -> str:
