@@ -880,7 +880,10 @@ def host_bound_text(points: pd.DataFrame, df: pd.DataFrame) -> str:
     bound = f"{HOST_BOUND_BUSY_FRAC:.0%}"
     if flagged.empty:
         return (f" Every measured point kept its device busy at least {bound} of the timed "
-                "windows (device_busy_frac): the device, not the host, set their pace.")
+                "windows (device_busy_frac): the host did not leave it idle. Busy counts any "
+                "kernel running, a collective's included, so on more than one GPU a rank that "
+                "waits in a collective for a slower peer or the network reads busy too: this "
+                "rules out the host loop, not the network.")
     listed = ", ".join(f"{r.model} {r.configuration} at {r.nodes} node(s) "
                        f"({r.device_busy_frac:.0%} busy)" for r in flagged.itertuples())
     return (f" **Host-bound: {len(flagged)} of {len(measured)} measured points** kept their "
@@ -888,8 +891,10 @@ def host_bound_text(points: pd.DataFrame, df: pd.DataFrame) -> str:
             "in the figure): the host issued the work slower than the device ran it, so "
             "their images/s, scaling efficiency and any ratio against them measure the "
             "training loop and the wrapper (Python, FSDP's per-unit hooks, kernel launches), "
-            f"not the device or the network: {listed}. A larger local batch, fewer FSDP units "
-            "(strategy.blocks_per_unit) or compiled blocks move the step back onto the device.")
+            f"not the device or the network: {listed}. A larger local batch or fewer FSDP "
+            "units (strategy.blocks_per_unit) move the step back onto the device (on an H100 "
+            "at batch 32, FSDP1 with compiled blocks stayed host-bound while eager blocks on "
+            "flat parameters, 4 blocks a unit, kept the device busy: docs/benchmarks.md).")
 
 
 def _above_ideal_text(points: pd.DataFrame) -> str:
