@@ -592,6 +592,9 @@ def one_line(error: Exception, overrides: Sequence[str] = ()) -> str:
                     "")
     lines = [line.strip() for line in str(cause).splitlines() if line.strip()]
     first = lines[0] if lines else type(error).__name__
+    fixes = [line for line in lines[1:] if line.startswith(("Either ", "Or "))]
+    if fixes:  # Hydra's own fixes ("Or add a second + ..."): kept on the one line
+        first = " ".join([first, *fixes])
     if isinstance(error, ConfigCompositionException) and cause is not error and full_key:
         override = _override_of(full_key, overrides)
         if override is not None and (override.is_delete() or override.is_add()

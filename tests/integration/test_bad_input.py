@@ -261,6 +261,9 @@ def test_the_command_refuses_in_one_line_with_status_2(tmp_path, args, line):
         ("vitfsdp.plan", ["train.stepz=3"], "train.stepz is not a config key; did you mean"),
         ("vitfsdp.plan", ["+train.foo=1"], "train.foo is not a config key"),
         ("vitfsdp.plan", ["nodes=1,,2"], "nodes=1,,2 does not parse"),
+        ("vitfsdp.plan", ["cluster=cuda8", "+cluster.env.NCCL_DEBUG=INFO"],  # cuda8 sets it
+         "Or add a second + to add or override 'cluster.env.NCCL_DEBUG': "
+         "'++cluster.env.NCCL_DEBUG=INFO'"),
         ("vitfsdp.probe", ["train.stepz=3"], "train.stepz is not a config key; did you mean"),
         ("vitfsdp.train", ["nodes=0"], "nodes=0 must be >= 1"),
         ("vitfsdp.train", ["metrics.wandb=ofline", "dry_run=true"],

@@ -392,7 +392,10 @@ def predict(cfg, *, peak_flops: float | None = None,
     tight = _tight(allocated, peak_gib, memory, cfg.cluster.memory_reserve_frac, device)
     if tight:
         reason += (f"; tight: within cluster.memory_reserve_frac="
-                   f"{cfg.cluster.memory_reserve_frac:g} of the device memory")
+                   f"{cfg.cluster.memory_reserve_frac:g} of the device memory"
+                   + ("" if cfg.train.activation_checkpointing else
+                      " (train.activation_checkpointing=true or a smaller "
+                      "train.local_batch_size leaves room)"))
     probe = probe if probe is not None else probe_for(cfg)
     shard = math.ceil(b["num_params"] / b["shard_group_size"])
     profile_peak, _ = peak_flops_for(cfg, device)

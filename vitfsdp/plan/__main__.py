@@ -274,8 +274,10 @@ def format_terms(df: pd.DataFrame) -> str:
     lines = [shown.map(_number).to_string(index=False),
              "seconds per step: gemm = matmuls of forward and backward (and recompute); other",
              "= attention, LayerNorm, activation, adds; optim = AdamW; comm = collectives not",
-             "hidden behind compute; loop = the loop's and wrapper's own time (probe only);",
-             "eff = ips / (ips at the fewest nodes x nodes ratio)"]
+             "hidden behind compute; loop = the loop's and wrapper's own time: the probe's,",
+             "else on a GPU what the host needs beyond the device's step (docs/plan.md's",
+             "host constants, measured on an H100); eff = ips / (ips at the fewest nodes x",
+             "nodes ratio)"]
     sources = sorted(set(df["source"].astype(str)))
     lines.append("figures from: " + ", ".join(sources))
     notes = sorted({n for x in df["notes"].astype(str) for n in x.split("; ") if n})
@@ -338,6 +340,16 @@ def main(argv: list[str] | None = None) -> int:
         df = plan_table(args.overrides)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # an override Hydra or OmegaConf refuses: one line, as the sweep
+        from hydra.errors import ConfigCompositionException  # loaded by now: no cost
+        from omegaconf.errors import OmegaConfBaseException
+
+        from vitfsdp.config import one_line
+
+        if not isinstance(e, ConfigCompositionException | OmegaConfBaseException):
+            raise
+        print(f"error: {one_line(e, args.overrides)}", file=sys.stderr)
         return 2
     if args.csv:
         df.to_csv(args.csv, index=False)
