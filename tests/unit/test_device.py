@@ -22,7 +22,7 @@ def _cfg(*overrides: str):
 
 def test_a_gpu_profile_expects_a_gpu_unless_the_device_is_named():
     assert _cfg("cluster=cuda8").gpu_expected() == (
-        "cluster=cuda8 describes GPUs (cluster.device_memory_gib=80)")
+        "cluster=cuda8 describes GPUs (cluster.device_memory_gib=79.18)")
     assert _cfg("cluster=frontier", "cluster.account=abc123").gpu_expected().startswith(
         "cluster=frontier describes GPUs (cluster.device_memory_gib=64)")
     assert _cfg("cluster=cuda8", "device=cpu").gpu_expected() is None  # asked for: allowed
