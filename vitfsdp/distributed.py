@@ -109,9 +109,10 @@ def pick_device(requested: str, local_rank: int,
     if requested == "auto" and gpu_expected and not torch.cuda.is_available():
         build = torch_build()
         fix = ("install the torch build for this site's GPUs (docs/sites.md)"
-               if build == CPU_BUILD else "check that the node's driver shows its GPUs "
-               "(nvidia-smi, rocm-smi) and that CUDA_VISIBLE_DEVICES or ROCR_VISIBLE_DEVICES "
-               "does not hide them")
+               if build == CPU_BUILD else
+               _driver_too_old(torch.version.cuda) or "check that the node's driver shows "
+               "its GPUs (nvidia-smi, rocm-smi) and that CUDA_VISIBLE_DEVICES or "
+               "ROCR_VISIBLE_DEVICES does not hide them")
         raise ValueError(f"device=auto: torch {torch.__version__} ({build}) sees no GPU on "
                          f"{host_name()}, but {gpu_expected}: {fix}; or set device=cpu to "
                          "train on CPU ranks")
@@ -125,6 +126,35 @@ def pick_device(requested: str, local_rank: int,
     index = local_rank % torch.cuda.device_count()
     torch.cuda.set_device(index)
     return torch.device("cuda", index)
+
+
+def _driver_too_old(torch_cuda: str | None) -> str | None:
+    """Where this node's NVIDIA driver runs CUDA only below ``torch_cuda`` (torch's
+    ``version.cuda``, ``13.0``), the fix in words (the driver's version, the newest CUDA it
+    runs, the wheel to take); None where it runs it, or where NVML cannot say (no NVIDIA
+    driver, no nvidia-ml-py). NVML's ``nvmlSystemGetCudaDriverVersion``: the newest CUDA the
+    driver supports, ``12080`` for 12.8."""
+    if not torch_cuda:
+        return None
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            driver = pynvml.nvmlSystemGetDriverVersion()
+            newest = pynvml.nvmlSystemGetCudaDriverVersion()
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - pynvml.NVMLError (no driver), ImportError: unknown
+        return None
+    driver = driver.decode() if isinstance(driver, bytes) else str(driver)
+    runs = (newest // 1000, newest % 1000 // 10)
+    wanted = tuple(int(x) for x in torch_cuda.split(".")[:2])
+    if runs >= wanted:
+        return None
+    return (f"this node's NVIDIA driver {driver} runs CUDA up to {runs[0]}.{runs[1]}, older "
+            f"than the CUDA {torch_cuda} torch is built for: install torch's wheel for CUDA "
+            f"{runs[0]}.{runs[1]} or older (README, \"Installing\"), or ask for a newer driver")
 
 
 def torch_build() -> str:

@@ -111,3 +111,26 @@ def test_a_jax_run_records_xlas_gpu_stack_not_torchs():
     rocm = SimpleNamespace(platform="gpu", client=SimpleNamespace(platform_version="rocm 70100"))
     assert _jax_gpu_versions(rocm)["collectives"] == "rccl"
     assert _jax_gpu_versions(SimpleNamespace(platform="cpu"))["xla_platform"] is None
+
+
+@needs_no_gpu
+def test_a_driver_older_than_torchs_cuda_is_named(monkeypatch):
+    """PyPI's torch for CUDA 13.0 on a node whose driver runs CUDA 12.8 sees no GPU: the
+    refusal names the driver and the wheel to take. NVML is the vendor library, absent here:
+    its two answers are stood in for."""
+    import types
+
+    nvml = types.SimpleNamespace(nvmlInit=lambda: None, nvmlShutdown=lambda: None,
+                                 nvmlSystemGetDriverVersion=lambda: b"570.124.06",
+                                 nvmlSystemGetCudaDriverVersion=lambda: 12080)
+    monkeypatch.setitem(__import__("sys").modules, "pynvml", nvml)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch.version, "hip", None)
+    with pytest.raises(ValueError) as err:
+        pick_device("auto", 0, "cluster=cuda8 describes GPUs (cluster.device_memory_gib=79.18)")
+    assert ("this node's NVIDIA driver 570.124.06 runs CUDA up to 12.8, older than the CUDA "
+            "13.0 torch is built for: install torch's wheel for CUDA 12.8 or older") in str(
+        err.value)
+    nvml.nvmlSystemGetCudaDriverVersion = lambda: 13000  # new enough: the other causes
+    with pytest.raises(ValueError, match="check that the node's driver shows its GPUs"):
+        pick_device("auto", 0, "cluster=cuda8 describes GPUs (cluster.device_memory_gib=79.18)")
