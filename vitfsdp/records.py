@@ -61,14 +61,14 @@ log = logging.getLogger(__name__)
 
 #: Window fields summarised as the median over measured windows.
 MEDIAN_FIELDS = ("ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "hw_tflops_per_gpu",
-                 "mfu", "hfu", "device_busy_frac")
+                 "mfu", "hfu", "device_busy_frac", "device_busy_min_frac")
 #: Window fields summarised as the maximum over measured windows (each already the maximum
 #: over ranks).
 MAX_FIELDS = ("peak_mem_allocated_gib", "peak_mem_reserved_gib", "peak_rss_gib",
               "device_mem_used_gib")
 #: Window fields summarised as the minimum over measured windows (the minimum over ranks).
 MIN_FIELDS = ("peak_mem_allocated_min_gib", "peak_mem_reserved_min_gib", "peak_rss_min_gib",
-              "device_mem_used_min_gib", "device_busy_min_frac")
+              "device_mem_used_min_gib")
 #: Window counts summarised as the sum over measured windows (each summed over ranks).
 SUM_FIELDS = ("alloc_retries", "num_ooms")
 #: Window fields whose min and max over measured windows are also given (``<name>_min``,

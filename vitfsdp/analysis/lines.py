@@ -197,8 +197,9 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
         (:func:`vitfsdp.analysis.verdict.judge` of the two spans, over runs where a side
         ran twice, else its run's windows; ``noise`` the sweep's noise check's ratio: only
         ``beyond the spread`` makes one framework faster), ``torch_busy_frac``
-        and ``jax_busy_frac`` (the median ``device_busy_frac`` of each side's runs; NaN
-        where not measured: CPU ranks, ROCm under JAX) and ``host_bound`` (either side
+        and ``jax_busy_frac`` (the median busy share of each side's runs, on its least busy
+        rank where recorded, :func:`vitfsdp.core.throughput.least_busy`; NaN where not
+        measured: CPU ranks, ROCm under JAX) and ``host_bound`` (either side
         host-bound, :func:`vitfsdp.core.throughput.host_bound`: the ratio then compares the
         frameworks' host loops, not their kernels; False where both were measured and
         neither is; NA otherwise), ``torch_attention`` and ``jax_attention`` (the attention
@@ -232,7 +233,10 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
 def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
     """One framework's points: median ips and busy share, completed runs, and the span of
     its measurements (over runs where it ran at least twice, else its run's windows)."""
-    rows = rows.assign(busy=pd.to_numeric(rows.get("device_busy_frac"), errors="coerce"),
+    mean = pd.to_numeric(rows.get("device_busy_frac"), errors="coerce")
+    low = pd.to_numeric(rows.get("device_busy_min_frac", pd.Series(float("nan"), rows.index)),
+                        errors="coerce")
+    rows = rows.assign(busy=low.where(low.notna(), mean),  # least_busy: the flag's figure
                        win_lo=rows.get("ips_min", rows["ips"]),
                        win_hi=rows.get("ips_max", rows["ips"]),
                        attention=rows.get("attention", pd.Series(None, index=rows.index)))

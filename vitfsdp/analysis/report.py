@@ -53,7 +53,8 @@ from vitfsdp.records import read_jsonl
 log = logging.getLogger(__name__)
 
 #: What makes a point host-bound, in the report's words (:data:`HOST_BOUND_BUSY_FRAC`).
-BUSY_BELOW = f"device busy less than {HOST_BOUND_BUSY_FRAC:.0%} of the timed windows"
+BUSY_BELOW = (f"device busy less than {HOST_BOUND_BUSY_FRAC:.0%} of the timed windows (on "
+              "its least busy rank)")
 #: Figure captions by figure name (the keys of ``write_figures``' result): what every such
 #: figure draws; :data:`MARK_CAPTIONS` adds what a given figure drew besides.
 CAPTIONS = {
@@ -885,9 +886,11 @@ def host_bound_text(points: pd.DataFrame, df: pd.DataFrame) -> str:
                 "waits in a collective for a slower peer or the network reads busy too: this "
                 "rules out the host loop, not the network.")
     listed = ", ".join(f"{r.model} {r.configuration} at {r.nodes} node(s) "
-                       f"({r.device_busy_frac:.0%} busy)" for r in flagged.itertuples())
+                       f"({_busy_words(r.device_busy_frac, r.device_busy_min_frac)})"
+                       for r in flagged.itertuples())
     return (f" **Host-bound: {len(flagged)} of {len(measured)} measured points** kept their "
-            f"device busy less than {bound} of the timed windows (device_busy_frac; ringed "
+            f"device busy less than {bound} of the timed windows (on their least busy rank, "
+            "device_busy_min_frac, else the mean over ranks, device_busy_frac; ringed "
             "in the figure): the host issued the work slower than the device ran it, so "
             "their images/s, scaling efficiency and any ratio against them measure the "
             "training loop and the wrapper (Python, FSDP's per-unit hooks, kernel launches), "
@@ -895,6 +898,13 @@ def host_bound_text(points: pd.DataFrame, df: pd.DataFrame) -> str:
             "units (strategy.blocks_per_unit) move the step back onto the device (on an H100 "
             "at batch 32, FSDP1 with compiled blocks stayed host-bound while eager blocks on "
             "flat parameters, 4 blocks a unit, kept the device busy: docs/benchmarks.md).")
+
+
+def _busy_words(mean: float, minimum: float) -> str:
+    """``45% busy``, or ``least busy rank 45%, mean 92%`` where the ranks differ."""
+    if pd.isna(minimum) or pd.isna(mean) or round(minimum, 2) == round(mean, 2):
+        return f"{mean if pd.notna(mean) else minimum:.0%} busy"
+    return f"least busy rank {minimum:.0%}, mean {mean:.0%}"
 
 
 def _above_ideal_text(points: pd.DataFrame) -> str:

@@ -55,6 +55,7 @@ from vitfsdp.core.throughput import (
     any_host_bound,
     competed,
     host_bound,
+    least_busy,
 )
 from vitfsdp.plan.calibrate import compare
 
@@ -65,7 +66,7 @@ log = logging.getLogger(__name__)
 IMAGENET_TRAIN_IMAGES = 1_281_167
 #: Per-point aggregation over repeats: the median of rates and times ...
 POINT_MEDIANS = ("ips", "ips_per_gpu", "step_time_s", "tflops_per_gpu", "mfu",
-                 "hw_tflops_per_gpu", "hfu", "device_busy_frac")
+                 "hw_tflops_per_gpu", "hfu", "device_busy_frac", "device_busy_min_frac")
 #: ... the maximum of memory maxima and counts (the worst repeat) ...
 POINT_MAXIMA = ("peak_mem_gib", "peak_mem_reserved_gib", "device_mem_used_gib",
                 "alloc_retries", "num_ooms", "host_load_1m", "cpu_throttled_s")
@@ -145,7 +146,9 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
         lowest measurement over the ideal from the baseline's highest, and the other way round,
         :func:`efficiency_bounds`; 1.0 at ``n0``), the medians of :data:`POINT_MEDIANS`
         (``tflops_per_gpu`` in TFLOP/s, ``mfu``/``hfu`` and ``device_busy_frac`` as fractions),
-        ``host_bound`` (:func:`vitfsdp.core.throughput.host_bound` of the median busy share:
+        ``device_busy_min_frac`` (the least busy rank's), ``host_bound``
+        (:func:`vitfsdp.core.throughput.host_bound` of the median least busy rank's share,
+        :func:`~vitfsdp.core.throughput.least_busy`:
         true where the host decided the step, NA where not measured), memory in GiB (max of
         maxima, min of minima), the model state a rank held (GiB) and the bytes sent over an
         emulated link (GB) of :data:`POINT_HELD` (their maximum over repeats), ``epoch_hours``,
@@ -187,7 +190,10 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     points["baseline_nodes"] = baseline_nodes(points, keys[:-1]).astype("Int64")
     points["scaling_efficiency"] = points["ips"] / points["ideal_ips"]
     points["efficiency_min"], points["efficiency_max"] = efficiency_bounds(points, keys[:-1])
-    points["host_bound"] = points["device_busy_frac"].map(host_bound).astype("boolean")
+    points["host_bound"] = pd.array(
+        [host_bound(least_busy(mean, low)) for mean, low in
+         zip(points["device_busy_frac"], points["device_busy_min_frac"], strict=True)],
+        dtype="boolean")
     repeated = points["num_repeats"] >= 2
     points["ips_repeat_spread"] = ((points["ips_repeat_max"] - points["ips_repeat_min"])
                                    / points["ips"]).where(repeated)

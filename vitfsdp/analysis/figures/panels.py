@@ -137,8 +137,9 @@ def _mark_above_ideal(ax, done: pd.Series, extras: set[str]) -> None:
 
 def _mark_host_bound(ax, line: pd.DataFrame, done: pd.Series, extras: set[str],
                      x: str = "nodes") -> None:
-    """A grey hollow hexagon around each completed point whose median ``device_busy_frac``
-    over repeats is host-bound (:func:`vitfsdp.core.throughput.host_bound`): its images/s
+    """A grey hollow hexagon around each completed point whose median busy share over repeats
+    (its least busy rank's, :func:`vitfsdp.core.throughput.least_busy`) is host-bound
+    (:func:`vitfsdp.core.throughput.host_bound`): its images/s
     (or TFLOP/s) measure the wrapper and the loop, not the device or the network. Nothing
     where the runs did not measure it (CPU ranks).
 
@@ -147,8 +148,10 @@ def _mark_host_bound(ax, line: pd.DataFrame, done: pd.Series, extras: set[str],
     """
     if "device_busy_frac" not in line:
         return
-    rows = _completed(line, "device_busy_frac", x)
-    busy = rows.groupby(rows[x].astype("int64"))["device_busy_frac"].median()
+    low = line.get("device_busy_min_frac", pd.Series(float("nan"), index=line.index))
+    judged = line.assign(judged_busy=low.where(low.notna(), line["device_busy_frac"]))
+    rows = _completed(judged, "judged_busy", x)  # least_busy of each run
+    busy = rows.groupby(rows[x].astype("int64"))["judged_busy"].median()
     flagged = [n for n, b in busy.items() if host_bound(b) and n in done.index]
     _ring_host_bound(ax, flagged, done.loc[flagged].values, extras)
 
