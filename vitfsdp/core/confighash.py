@@ -40,10 +40,14 @@ POINT_EXCLUDED = ("poll_s", "array", "array_parallelism", "max_jobs", "max_reque
                   "peak_tflops", "plan_efficiency", "intra_node_gbps", "inter_node_gbps",
                   "price_per_node_hour", "memory_gbps", "collective_latency_us",
                   "intra_node_latency_us", "inter_node_latency_us", "time", "queue_limits",
-                  "package_gpus", "intra_package_gbps")
+                  "package_gpus", "intra_package_gbps", "torch_build", "small_paths")
 #: Cluster fields added after sweeps were recorded: left out while empty, so an earlier
 #: sweep's points keep their identity.
 ADDED_EMPTY = ("single_node_env",)
+#: Cluster fields hashed as a part of another, ``{field: into}``: the job's sbatch options
+#: are the site's and the sweep's together (``site_sbatch_args`` was split out of
+#: ``sbatch_args``), so a profile's points keep the identity they had before the split.
+MERGED = {"site_sbatch_args": "sbatch_args"}
 #: The checkpoint's extension of :data:`POINT_EXCLUDED`, ``{section: fields}`` (``""``: the
 #: config's top level): what a checkpoint resumes across. ``"cluster"`` is every cluster
 #: field but :data:`CHECKPOINT_CLUSTER_KEPT`.
@@ -71,6 +75,9 @@ def hashed_config(cfg, scope: Scope = "point") -> dict:
     for key in ADDED_EMPTY:
         if not d["cluster"].get(key):
             d["cluster"].pop(key, None)
+    for key, into in MERGED.items():
+        if key in d["cluster"]:
+            d["cluster"][into] = [*d["cluster"].pop(key), *d["cluster"].get(into, [])]
     if scope == "checkpoint":
         d["cluster"] = {k: d["cluster"][k] for k in CHECKPOINT_CLUSTER_KEPT}
         for section, keys in CHECKPOINT_EXCLUDED.items():
