@@ -127,11 +127,11 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
             stop_before_first_step(signals.agreed(device), progress)
             train(cfg, env, device, records, signals, progress, meta, resolved)
         except Preempted as e:
-            records.finish(e.status, reason=str(e), elapsed_s=time.time() - t0,
-                           interrupted=not e.no_progress, last_step=e.step,
+            records.finish("preempted", reason=str(e), elapsed_s=time.time() - t0,
+                           interrupted=True, last_step=e.step,
                            checkpoint_step=e.step if e.saved or meta else None,
                            num_attempts=progress.attempt + 1)
-            log.warning("%s: %s; exit code %d", e.status, e, e.exit_code)
+            log.warning("preempted: %s; exit code %d", e, e.exit_code)
             raise
         except (KeyboardInterrupt, SystemExit):
             raise

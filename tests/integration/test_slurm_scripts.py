@@ -344,7 +344,7 @@ def test_stop_signal_that_would_come_at_the_start_is_refused(caplog):
     assert check("cluster.time=00:02:00", "cluster.signal_delay_s=30", checked=checked) is None
     assert check("cluster.time=00:02:00", "cluster.signal_delay_s=30", checked=checked) is None
     warned = [r.message for r in caplog.records if "leaves 90 s before the SIGUSR2" in r.message]
-    assert len(warned) == 1 and "may stop (timeout, not requeued) during start-up" in warned[0]
+    assert len(warned) == 1 and "may stop (preempted) during start-up" in warned[0]
     assert check("cluster.time=00:30:00", "cluster.signal_delay_s=90") is None
 
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from vitfsdp.core.layout import EXIT_FAILED, EXIT_PREEMPTED, PREEMPTED, TIMEOUT
+from vitfsdp.core.layout import EXIT_PREEMPTED
 
 #: How warm-up windows are chosen (also recorded in run.json ``timing.warmup_rule``).
 WARMUP_RULE = (
@@ -34,14 +34,8 @@ class Schedule(Protocol):
 
 
 class Preempted(Exception):
-    """The run stopped on a signal; record :attr:`status` and exit with :attr:`exit_code`.
-
-    After a checkpoint, or on SIGTERM (a preemption) before the first step: ``preempted``,
-    :data:`~vitfsdp.core.layout.EXIT_PREEMPTED`, which a job script requeues and the next
-    attempt resumes from. On SIGUSR2 (Slurm's warning of the time limit) before this
-    attempt's first step, the start-up took the job's time, and a requeued attempt of the
-    same ``cluster.time`` would start the same way (up to ``cluster.max_requeues`` times the
-    job's nodes for nothing): ``timeout``, not interrupted, :data:`EXIT_FAILED`, not requeued.
+    """The run stopped on a signal after saving a checkpoint; exit with ``EXIT_PREEMPTED``
+    (:data:`vitfsdp.core.layout.EXIT_PREEMPTED`, which a requeued job resumes from).
 
     Args:
         signal_name: the signal, e.g. ``SIGUSR2``.
@@ -50,34 +44,17 @@ class Preempted(Exception):
             would have started (the checkpoint of an earlier attempt, if any, is kept).
     """
 
+    exit_code = EXIT_PREEMPTED
+
     def __init__(self, signal_name: str, step: int, saved: bool = True) -> None:
-        self.signal_name, self.step, self.saved = signal_name, step, saved
         if saved:
             message = f"{signal_name} received; checkpoint saved at step {step}"
         else:
             kept = f"the checkpoint of step {step} is kept" if step else "no checkpoint yet"
             message = (f"{signal_name} received during start-up, before step {step + 1}: "
                        f"nothing to save ({kept})")
-            if self.no_progress:
-                message += ("; the time limit came before the first step, and another attempt "
-                            "would start the same way: not requeued; raise cluster.time")
         super().__init__(message)
-
-    @property
-    def no_progress(self) -> bool:
-        """SIGUSR2 before this attempt's first step: a requeue would not get further."""
-        return not self.saved and self.signal_name == "SIGUSR2"
-
-    @property
-    def status(self) -> str:
-        """The run's status: ``timeout`` where :attr:`no_progress`, else ``preempted``."""
-        return TIMEOUT if self.no_progress else PREEMPTED
-
-    @property
-    def exit_code(self) -> int:
-        """:data:`EXIT_FAILED` where :attr:`no_progress` (not requeued), else
-        :data:`EXIT_PREEMPTED`."""
-        return EXIT_FAILED if self.no_progress else EXIT_PREEMPTED
+        self.signal_name, self.step, self.saved = signal_name, step, saved
 
 
 @dataclass

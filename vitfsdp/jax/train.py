@@ -140,10 +140,10 @@ def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
         try:
             compile_s, _ = train(cfg, model, mesh, records, signals, progress, meta, resolved)
         except Preempted as e:
-            records.finish(e.status, reason=str(e), elapsed_s=time.time() - t0,
-                           interrupted=not e.no_progress, last_step=e.step,
+            records.finish("preempted", reason=str(e), elapsed_s=time.time() - t0,
+                           interrupted=True, last_step=e.step,
                            checkpoint_step=e.step if e.saved or meta else None, **attempts)
-            log.warning("%s: %s; exit code %d", e.status, e, e.exit_code)
+            log.warning("preempted: %s; exit code %d", e, e.exit_code)
             raise
         except Exception as e:
             status = "oom" if "RESOURCE_EXHAUSTED" in str(e) else "failed"

@@ -274,8 +274,8 @@ def _check_slurm_point(p: Point, options: LaunchOptions, checked: dict) -> str |
             and ("margin", cluster.time) not in checked):
         checked["margin", cluster.time] = True
         log.warning("cluster.time=%s leaves %d s before the SIGUSR2 of cluster.signal_delay_s="
-                    "%d, and Slurm may send it up to 60 s early: runs may stop (timeout, not "
-                    "requeued) during start-up", cluster.time,
+                    "%d, and Slurm may send it up to 60 s early: runs may stop (preempted) "
+                    "during start-up", cluster.time,
                     cluster.time_limit_s - cluster.signal_delay_s, cluster.signal_delay_s)
     if problem := _beyond_time_limit(p, checked):
         return problem
