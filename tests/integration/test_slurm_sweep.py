@@ -345,7 +345,8 @@ def test_a_failure_every_job_meets_stops_the_submissions(tmp_path):
                      f"hydra.sweep.dir={sweep_dir}")
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout + proc.stderr
-    assert "3 points failed before their first step with the same reason" in out, out[-3000:]
+    assert "the points of 3 jobs failed before their first timed window with the same " \
+        "reason" in out, out[-3000:]
     assert "cluster.python=/nonexistent/bin/python is not an executable" in out
     assert "go on with: python -m vitfsdp.sweep -m --rerun-failed " in out
     # the third failure is recorded once Slurm has said twice that its job ended: the

@@ -137,3 +137,34 @@ def test_status_table_keeps_a_long_point_label_whole():
     assert len(label) > 60 and lines[1].startswith("3 ") and lines[1].endswith(f"  {label}")
     assert "nodes=16" not in lines[2] and lines[2].endswith("limit_all_gathers=true")
     assert lines[-1] == "2 points: 1 RUNNING, 1 completed"
+
+
+def test_the_breaker_needs_one_reason_in_three_jobs_none_interrupted(tmp_path):
+    """Three jobs' points failed before their first window, the node's name aside with one
+    reason: the sweep stops submitting. Three points of one pack (one job), a node failure
+    (interrupted) or a completed point elsewhere do not stop it."""
+    import json
+    from pathlib import Path
+
+    from vitfsdp.launch.status import PointState
+    from vitfsdp.sweep.slurm_jobs import same_early_failure
+
+    def row(name: str, job: str, reason: str, interrupted: bool = False,
+            status: str = "failed") -> PointState:
+        run_dir = tmp_path / name
+        run_dir.mkdir()
+        (run_dir / "summary.json").write_text(json.dumps(
+            {"status": status, "reason": reason, "interrupted": interrupted}))
+        return PointState(Path(run_dir), job_id=job, status=status)
+
+    missing = "vitfsdp: cluster.python=/x is not an executable or on PATH on node{}"
+    jobs = [row(f"p{i}", f"{40 + i}", missing.format(i)) for i in range(3)]
+    assert same_early_failure(jobs) == missing.format(0)
+    assert same_early_failure(jobs[:2]) is None
+    pack = [row(f"q{i}", "77", missing.format(i)) for i in range(3)]  # one pack: one job
+    assert same_early_failure(pack) is None
+    node = "its pack, Slurm job {} ended NODE_FAIL before this point started"
+    assert same_early_failure([row(f"n{i}", f"{50 + i}", node.format(50 + i), True)
+                               for i in range(3)]) is None
+    done = row("done", "60", "", status="completed")
+    assert same_early_failure([*jobs, done]) is None

@@ -52,28 +52,30 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
             or {"status": NOT_SUBMITTED, "reason": submitter.held} for p in points]
 
 
-#: Points of a sweep that must have failed before their first step with one reason, none
-#: completing, before the sweep stops submitting (:func:`same_early_failure`).
+#: Jobs of a sweep whose points must have failed before their first timed window with one
+#: reason, none completing, before the sweep stops submitting (:func:`same_early_failure`).
 SAME_FAILURE_STOP = 3
 
 
 def same_early_failure(rows: Sequence[status.PointState]) -> str | None:
-    """The reason shared by at least :data:`SAME_FAILURE_STOP` points that ended ``failed``
-    before their first step, where no point of ``rows`` completed: the signature of what
-    every job of the sweep meets (an environment that does not run on the compute nodes, a
-    network plugin that does not load across nodes), so the jobs not yet submitted would only
-    fail the same way after their wait in the queue. Reasons are compared with their numbers
-    left out (node names, job ids). None otherwise."""
+    """The reason shared by points of at least :data:`SAME_FAILURE_STOP` jobs (a pack's
+    points are one job) that ended ``failed`` before their first timed window, not
+    interrupted from outside (a node failure), where no point of ``rows`` completed: the
+    signature of what every job of the sweep meets (an environment that does not run on the
+    compute nodes, a network plugin that does not load across nodes), so the jobs not yet
+    submitted would only fail the same way after their wait in the queue. Reasons are
+    compared with their numbers left out (node names, job ids). None otherwise."""
     if any(r.status == "completed" for r in rows):
         return None
-    seen: dict[str, list[str]] = {}
+    seen: dict[str, dict[str, str]] = {}  # reason without numbers: job id -> reason
     for r in rows:
         if r.status == "failed" and not r.step:
-            reason = reason_line((read_json(r.run_dir / SUMMARY_FILE) or {}).get("reason"))
-            if reason:
-                seen.setdefault(re.sub(r"\d+", "#", reason), []).append(reason)
-    shared = [found for found in seen.values() if len(found) >= SAME_FAILURE_STOP]
-    return shared[0][0] if shared else None
+            summary = read_json(r.run_dir / SUMMARY_FILE) or {}
+            reason = reason_line(summary.get("reason"))
+            if reason and not summary.get("interrupted"):  # ended from outside: a node, not it
+                seen.setdefault(re.sub(r"\d+", "#", reason), {})[str(r.job_id)] = reason
+    shared = [jobs for jobs in seen.values() if len(jobs) >= SAME_FAILURE_STOP]
+    return next(iter(shared[0].values())) if shared else None
 
 
 class _Submitter:
@@ -89,11 +91,12 @@ class _Submitter:
     def __call__(self, rows: list[status.PointState]) -> bool:
         waiting = sum(u.num_jobs for u in self.units if u.job_ids is None)
         if self.held is None and waiting and (reason := same_early_failure(rows)):
-            self.held = (f"not submitted: {SAME_FAILURE_STOP} points failed before their "
-                         f"first step with the same reason ({reason})")
-            log.error("%d points failed before their first step with the same reason, none "
-                      "completed: %s; %d job(s) not submitted, as they would fail the same way "
-                      "after their wait in the queue. Fix it, then go on with: %s",
+            self.held = (f"not submitted: the points of {SAME_FAILURE_STOP} jobs failed "
+                         f"before their first timed window with the same reason ({reason})")
+            log.error("the points of %d jobs failed before their first timed window with the "
+                      "same reason, none completed: %s; %d job(s) not submitted, as they would "
+                      "fail the same way after their wait in the queue. Fix it, then go on "
+                      "with: %s",
                       SAME_FAILURE_STOP, reason, waiting,
                       resume_command(self.sweep_dir, "--rerun-failed"))
         if self.held is None:
