@@ -235,3 +235,26 @@ def test_the_caption_says_what_the_ring_means():
 
     assert "grey hexagon: a host-bound point" in caption("weak_scaling", drawn=["host_bound"])
     assert "hexagon" not in caption("weak_scaling", drawn=["ideal"])
+
+
+def test_the_table_and_the_figure_judge_a_point_of_mixed_records_alike(tmp_path):
+    """Two repeats of one point, one with the least busy rank recorded (0.70) and one
+    without (an older record: its mean, 0.95): each run is judged first, then the median
+    (0.825), so points.csv and the figure's ring agree: not host-bound. A point whose both
+    runs read 0.70 is, in both."""
+    for name, strategy, gaps in (("a", "DDP", (0.25, None)), ("b", "FULL_SHARD", (0.25, 0.25))):
+        for repeat, gap in enumerate(gaps):
+            info = run_info(strategy, 1, device="cuda")
+            info["config"]["repeat"] = repeat
+            records = RunRecords(tmp_path / f"{name}{repeat}")
+            records.start(info)
+            for step in (2, 4, 6):
+                records.window({"step_end": step, "warmup": False, "ips": 100.0, "loss": 2.0,
+                                "tflops_per_gpu": 1.0, "device_busy_frac": 0.95,
+                                "device_busy_min_frac": None if gap is None else 0.95 - gap})
+            records.finish("completed")
+    df = collect_runs(tmp_path)
+    points = points_table(df).set_index("strategy")
+    assert not points.loc["DDP", "host_bound"] and points.loc["FULL_SHARD", "host_bound"]
+    rings = _rings(plot_weak_scaling(df))
+    assert len(rings) == 1  # FULL_SHARD's alone

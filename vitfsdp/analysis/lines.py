@@ -130,6 +130,20 @@ def line_label(row: pd.Series, keys: list[str]) -> str:
     return " ".join(parts)
 
 
+def judged_busy(runs: pd.DataFrame) -> pd.Series:
+    """Each run's busy share as the host-bound flag judges it: its least busy rank's
+    (``device_busy_min_frac``) where recorded, else the mean over ranks
+    (``device_busy_frac``); NaN where neither (CPU ranks). On more than one GPU a rank that
+    waits in a collective for a slower peer reads busy (its kernel runs while it waits), so
+    a host-bound rank shows in the minimum and hides in the mean. A point's figure is the
+    median of its runs' (the tables, the figures' rings and the framework ratio alike)."""
+    def column(name: str) -> pd.Series:
+        return pd.to_numeric(runs.get(name, pd.Series(float("nan"), index=runs.index)),
+                             errors="coerce")
+    low = column("device_busy_min_frac")
+    return low.where(low.notna(), column("device_busy_frac"))
+
+
 def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
     """Weak-scaling table of the completed runs of ``df`` (a
     :func:`~vitfsdp.analysis.collect.collect_runs` frame).
@@ -198,7 +212,7 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
         ran twice, else its run's windows; ``noise`` the sweep's noise check's ratio: only
         ``beyond the spread`` makes one framework faster), ``torch_busy_frac``
         and ``jax_busy_frac`` (the median busy share of each side's runs, on its least busy
-        rank where recorded, :func:`vitfsdp.core.throughput.least_busy`; NaN where not
+        rank where recorded, :func:`judged_busy`; NaN where not
         measured: CPU ranks, ROCm under JAX) and ``host_bound`` (either side
         host-bound, :func:`vitfsdp.core.throughput.host_bound`: the ratio then compares the
         frameworks' host loops, not their kernels; False where both were measured and
@@ -233,10 +247,7 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
 def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
     """One framework's points: median ips and busy share, completed runs, and the span of
     its measurements (over runs where it ran at least twice, else its run's windows)."""
-    mean = pd.to_numeric(rows.get("device_busy_frac"), errors="coerce")
-    low = pd.to_numeric(rows.get("device_busy_min_frac", pd.Series(float("nan"), rows.index)),
-                        errors="coerce")
-    rows = rows.assign(busy=low.where(low.notna(), mean),  # least_busy: the flag's figure
+    rows = rows.assign(busy=judged_busy(rows),
                        win_lo=rows.get("ips_min", rows["ips"]),
                        win_hi=rows.get("ips_max", rows["ips"]),
                        attention=rows.get("attention", pd.Series(None, index=rows.index)))

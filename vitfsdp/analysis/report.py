@@ -231,7 +231,8 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
                                    "num_repeats", "ips", "ips_range", "ideal_ips",
                                    "ideal_from", "scaling_efficiency", "efficiency_range",
                                    "tflops_per_gpu", "mfu", "hw_tflops_per_gpu", "hfu",
-                                   "device_busy_frac", "host_bound", "sent_gb_per_node_max",
+                                   "device_busy_frac", "device_busy_min_frac", "host_bound",
+                                   "sent_gb_per_node_max",
                                    "sent_gb_total"], flops)),
         _framework_section(tables["framework_ratio"]),
         _reference_section(tables["reference"]),
@@ -881,7 +882,8 @@ def host_bound_text(points: pd.DataFrame, df: pd.DataFrame) -> str:
     bound = f"{HOST_BOUND_BUSY_FRAC:.0%}"
     if flagged.empty:
         return (f" Every measured point kept its device busy at least {bound} of the timed "
-                "windows (device_busy_frac): the host did not leave it idle. Busy counts any "
+                "windows (on the least busy rank, device_busy_min_frac, else the mean, "
+                "device_busy_frac): the host did not leave it idle. Busy counts any "
                 "kernel running, a collective's included, so on more than one GPU a rank that "
                 "waits in a collective for a slower peer or the network reads busy too: this "
                 "rules out the host loop, not the network.")

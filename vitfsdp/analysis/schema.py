@@ -261,7 +261,8 @@ RUN_COLUMNS = (
            figures=("weak_scaling", "efficiency", "tflops", "prefetch")),
     Column("device_busy_min_frac", FLOAT, "fraction", "measured",
            "the same on the least busy rank (median over windows of the minimum over ranks; "
-           "the host-bound flag reads it, core.throughput.least_busy)"),
+           "the host-bound flag reads it, analysis.lines.judged_busy)",
+           display=("least busy rank", "{:.0%}")),
     Column("host_load_1m", FLOAT, "processes", "measured",
            "1-minute load average of rank 0's host at the start or end, the larger"),
     Column("cpu_throttled_s", FLOAT, "s", "measured",

@@ -30,6 +30,7 @@ from vitfsdp.analysis.lines import (
     efficiency_footnote,
     format_efficiency,
     framework_ratio_table,
+    judged_busy,
     line_columns,
     line_label,
     scaling_table,
@@ -55,7 +56,6 @@ from vitfsdp.core.throughput import (
     any_host_bound,
     competed,
     host_bound,
-    least_busy,
 )
 from vitfsdp.plan.calibrate import compare
 
@@ -148,7 +148,7 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
         (``tflops_per_gpu`` in TFLOP/s, ``mfu``/``hfu`` and ``device_busy_frac`` as fractions),
         ``device_busy_min_frac`` (the least busy rank's), ``host_bound``
         (:func:`vitfsdp.core.throughput.host_bound` of the median least busy rank's share,
-        :func:`~vitfsdp.core.throughput.least_busy`:
+        :func:`~vitfsdp.analysis.lines.judged_busy`:
         true where the host decided the step, NA where not measured), memory in GiB (max of
         maxima, min of minima), the model state a rank held (GiB) and the bytes sent over an
         emulated link (GB) of :data:`POINT_HELD` (their maximum over repeats), ``epoch_hours``,
@@ -167,7 +167,8 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
         return pd.DataFrame(columns=[*keys, "configuration", "num_repeats", "ips",
                                      "ideal_ips", "scaling_efficiency"])
     _warn_unlabelled_repeats(done, keys)
-    done = done.assign(configuration=configurations(df).loc[done.index])
+    done = done.assign(configuration=configurations(df).loc[done.index],
+                       judged_busy=judged_busy(done))
     groups = done.groupby(keys, dropna=False, sort=False)
     aggs = {"configuration": ("configuration", "first"), "num_repeats": ("run_dir", "count"),
             "ips_repeat_min": ("ips", "min"), "ips_repeat_max": ("ips", "max"),
@@ -179,7 +180,7 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     fixed = ([c for c in ABLATION_COLUMNS if c not in keys and c in done]
              if set(ABLATION_COLUMNS) & set(keys) else [])
     aggs |= {c: (c, "first") for c in fixed}
-    aggs |= {c: (c, "median") for c in POINT_MEDIANS}
+    aggs |= {c: (c, "median") for c in (*POINT_MEDIANS, "judged_busy")}
     aggs |= {c: (c, "max") for c in POINT_MAXIMA}
     aggs |= {c: (c, "min") for c in POINT_MINIMA}
     aggs |= {c: (c, "max") for c in POINT_HELD if c in done}
@@ -190,10 +191,7 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     points["baseline_nodes"] = baseline_nodes(points, keys[:-1]).astype("Int64")
     points["scaling_efficiency"] = points["ips"] / points["ideal_ips"]
     points["efficiency_min"], points["efficiency_max"] = efficiency_bounds(points, keys[:-1])
-    points["host_bound"] = pd.array(
-        [host_bound(least_busy(mean, low)) for mean, low in
-         zip(points["device_busy_frac"], points["device_busy_min_frac"], strict=True)],
-        dtype="boolean")
+    points["host_bound"] = points.pop("judged_busy").map(host_bound).astype("boolean")
     repeated = points["num_repeats"] >= 2
     points["ips_repeat_spread"] = ((points["ips_repeat_max"] - points["ips_repeat_min"])
                                    / points["ips"]).where(repeated)

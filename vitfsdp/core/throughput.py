@@ -77,16 +77,6 @@ def host_bound(device_busy_frac: float | None) -> bool | None:
     return device_busy_frac < HOST_BOUND_BUSY_FRAC
 
 
-def least_busy(mean: float | None, minimum: float | None) -> float | None:
-    """The busy share :func:`host_bound` judges a run by: its least busy rank's
-    (``device_busy_min_frac``) where recorded, else the mean over ranks. On more than one GPU
-    a rank that waits in a collective for a slower peer reads busy (its kernel runs while
-    it waits), so a host-bound rank shows in the minimum and hides in the mean."""
-    if minimum is not None and minimum == minimum:  # not None, not NaN
-        return minimum
-    return mean
-
-
 def any_host_bound(*flags: bool | None) -> bool | None:
     """Whether any of several points compared with each other was host-bound
     (:func:`host_bound` of each): True if any is, False if every one was measured and none

@@ -32,7 +32,7 @@ from vitfsdp.analysis.figures.style import (
     _mpl,
     log_label,
 )
-from vitfsdp.analysis.lines import line_labels
+from vitfsdp.analysis.lines import judged_busy, line_labels
 from vitfsdp.core.throughput import host_bound
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
@@ -138,7 +138,7 @@ def _mark_above_ideal(ax, done: pd.Series, extras: set[str]) -> None:
 def _mark_host_bound(ax, line: pd.DataFrame, done: pd.Series, extras: set[str],
                      x: str = "nodes") -> None:
     """A grey hollow hexagon around each completed point whose median busy share over repeats
-    (its least busy rank's, :func:`vitfsdp.core.throughput.least_busy`) is host-bound
+    (its least busy rank's, :func:`vitfsdp.analysis.lines.judged_busy`) is host-bound
     (:func:`vitfsdp.core.throughput.host_bound`): its images/s
     (or TFLOP/s) measure the wrapper and the loop, not the device or the network. Nothing
     where the runs did not measure it (CPU ranks).
@@ -148,9 +148,7 @@ def _mark_host_bound(ax, line: pd.DataFrame, done: pd.Series, extras: set[str],
     """
     if "device_busy_frac" not in line:
         return
-    low = line.get("device_busy_min_frac", pd.Series(float("nan"), index=line.index))
-    judged = line.assign(judged_busy=low.where(low.notna(), line["device_busy_frac"]))
-    rows = _completed(judged, "judged_busy", x)  # least_busy of each run
+    rows = _completed(line.assign(judged_busy=judged_busy(line)), "judged_busy", x)
     busy = rows.groupby(rows[x].astype("int64"))["judged_busy"].median()
     flagged = [n for n, b in busy.items() if host_bound(b) and n in done.index]
     _ring_host_bound(ax, flagged, done.loc[flagged].values, extras)

@@ -43,7 +43,7 @@ def plot_prefetch(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Fi
     ``backward_prefetch``, hatching = ``limit_all_gathers=False``; min-max error bars over
     repeats, or thin uncapped ones over a one-run variant's timed windows (none under
     :data:`~vitfsdp.analysis.figures.style.MIN_ERROR_BAR`); a grey hexagon on a host-bound
-    bar (median ``device_busy_frac`` below the bound: its images/s measure the wrapper, not
+    bar (median busy share below the bound, least busy rank: its images/s measure the wrapper, not
     prefetching); a run that did not complete is an ``x`` at its bar's place. One legend
     below the panels.
 

@@ -39,9 +39,9 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     panel per model, with the device's peak (dotted, where the runs record it) and an MFU
     axis on the right (TFLOP/s / peak; MFU's definition: docs/benchmarks.md), and each
     point's spread as in the weak-scaling figure (min-max over repeats, else a thin bar over
-    its one run's timed windows). A host-bound
-    point (median ``device_busy_frac`` below the bound) is ringed by a grey hexagon, as in
-    the weak-scaling figure: its MFU is the host's, not the device's. Runs on CPU
+    its one run's timed windows). A host-bound point (median busy share below the bound,
+    least busy rank: ``judged_busy``) is ringed by a grey hexagon, as in the weak-scaling
+    figure: its MFU is the host's, not the device's. Runs on CPU
     ranks say "rank" for "GPU"; where every value is below 0.1 TFLOP/s (CPU ranks, tiny
     models) the axis is in GFLOP/s (a peak in TFLOP/s would flatten it: none drawn).
 

@@ -54,8 +54,9 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
         plan's predicted ips as a dotted line where ``pred_ips`` is known; log-2 x axis, log y. Runs
         that did not complete are marked at the panel's bottom (``x``; a hollow diamond for a point
         skipped as infeasible) and listed under the axes. A point whose device was busy less
-        than :data:`~vitfsdp.core.throughput.HOST_BOUND_BUSY_FRAC` of its windows (median
-        ``device_busy_frac`` over repeats) is ringed by a grey hexagon: the host decided it.
+        than :data:`~vitfsdp.core.throughput.HOST_BOUND_BUSY_FRAC` of its windows (on its least
+        busy rank, median over repeats: :func:`~vitfsdp.analysis.lines.judged_busy`) is ringed
+        by a grey hexagon: the host decided it.
     """
     panels = _panels(df)
     fig, axes = _new_figure(len(panels))
