@@ -56,6 +56,11 @@ def test_each_broken_environment_is_refused_in_one_line(tmp_path, venvs):
     (work / "vitfsdp" / "__init__.py").write_text("")
     assert environment_problem(_cluster(venvs["rocm"], "rocm"), work) == (None, None)
     assert environment_problem(_cluster(venvs["cuda"], None), work) == (None, None)  # any
+    elsewhere = tmp_path / "elsewhere"  # vitfsdp on the profile's PYTHONPATH, as the job
+    elsewhere.mkdir()  # exports it: asked with the profile's env too
+    with_path = ClusterConfig(name="site", launcher="slurm", venv=str(venvs["rocm"]),
+                              torch_build="rocm", env={"PYTHONPATH": str(work)})
+    assert environment_problem(with_path, elsewhere) == (None, None)
     unchecked = ClusterConfig(name="site", launcher="slurm", venv=str(venvs["none"]),
                               torch_build="rocm", check_paths=False)
     assert environment_problem(unchecked, work) == (None, None)

@@ -407,13 +407,18 @@ def _environment_lines(cluster: ClusterConfig, sweep_dir: str | Path | None) -> 
     if os.environ.get(CONFIG_PATH_ENV):  # the user's own profiles, found on the nodes too
         lines.append(f"export {CONFIG_PATH_ENV}={shell_word(os.environ[CONFIG_PATH_ENV])}")
     lines += [f"export {name}={shell_word(value)}" for name, value in cluster.env.items()]
-    lines += _node_count_env_lines(cluster)
-    for name, dirs in cluster.prepend_env.items():  # an unset or empty variable adds no ':'
-        if dirs:  # [] prepends nothing (a way to drop a profile's entry)
-            lines.append(f"export {name}={shell_path(':'.join(dirs))}${{{name}:+:${{{name}}}}}")
+    lines += _node_count_env_lines(cluster) + prepend_lines(cluster)
     # the interpreter once PATH is what the tasks get (a prepend_env.PATH may provide it)
     lines.append(python_check_line(cluster))
     return lines
+
+
+def prepend_lines(cluster: ClusterConfig) -> list[str]:
+    """``cluster.prepend_env``'s exports: each variable's directories in front of its value
+    (an unset or empty variable adds no ``:``; ``[]`` prepends nothing, a way to drop a
+    profile's entry)."""
+    return [f"export {name}={shell_path(':'.join(dirs))}${{{name}:+:${{{name}}}}}"
+            for name, dirs in cluster.prepend_env.items() if dirs]
 
 
 def activation_lines(cluster: ClusterConfig) -> list[str]:

@@ -8,6 +8,7 @@ not answer raises :class:`SlurmUnreachable`, the same for every point of a sweep
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -16,7 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vitfsdp.launch import ClusterConfig
-from vitfsdp.launch.slurm import activation_lines, node_python, sbatch_options
+from vitfsdp.launch.slurm import (
+    activation_lines,
+    node_python,
+    prepend_lines,
+    sbatch_options,
+    shell_word,
+)
+
+log = logging.getLogger(__name__)
 
 
 def partition_nodes(partition: str | None) -> tuple[str, int]:
@@ -87,8 +96,7 @@ def unavailable_module(modules: Sequence[str]) -> str | None:
     ``rccl-net-plugin`` after ``rocm``); one line naming the first that is not available or
     does not load; None when all load, or when this shell has no ``module`` (nothing to ask:
     the job's own ``module load`` fails on the node)."""
-    if not modules or subprocess.run(["bash", "-c", "type module"], capture_output=True,
-                                     timeout=60).returncode != 0:
+    if not modules or not _has_module_command():
         return None
     proc = subprocess.run(["bash", "-c", MODULE_CHECK, "module", *modules],
                           capture_output=True, text=True, timeout=300)
@@ -161,19 +169,23 @@ def environment_problem(cluster: ClusterConfig, cwd: str | Path) -> tuple[str | 
     """
     if not cluster.check_paths or cluster.sbcast_env:
         return None, None
-    if cluster.modules and subprocess.run(["bash", "-c", "type module"], capture_output=True,
-                                          timeout=60).returncode != 0:
+    if cluster.modules and not _has_module_command():
         return None, None
     python = node_python(cluster)
     where = _environment_name(cluster)
+    # as the job makes it, less what only a node has: its secrets, its node count's variables
     script = "\n".join(["set -e", *activation_lines(cluster),
-                        'exec "$0" -c "$1" "$2"'])
+                        *(f"export {n}={shell_word(v)}" for n, v in cluster.env.items()),
+                        *prepend_lines(cluster), 'exec "$0" -c "$1" "$2"'])
     deep = "import" if cluster.torch_build else "label"
+    log.info("asking %s what it holds (torch, vitfsdp) before anything is queued", where)
     try:
         proc = subprocess.run(["bash", "-c", script, python, ENV_PROBE, deep], cwd=cwd,
-                              capture_output=True, text=True, timeout=600)
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=ENV_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        return None, f"{where} did not answer within 600 s; not checked before queueing"
+        return None, (f"{where} did not answer within {ENV_TIMEOUT_S} s; not checked before "
+                      "queueing")
     found = next((json.loads(line.partition(" ")[2]) for line in proc.stdout.splitlines()
                   if line.startswith("VITFSDP_ENV ")), None)
     fix = ("; or set cluster.check_paths=false if the compute nodes have another environment")
@@ -202,9 +214,26 @@ def environment_problem(cluster: ClusterConfig, cwd: str | Path) -> tuple[str | 
     return None, None
 
 
+#: Seconds the environment check waits for the jobs' interpreter (an import of torch from a
+#: network file system can take a minute on a busy login node).
+ENV_TIMEOUT_S = 600
+
+
+def _has_module_command() -> bool:
+    """Whether this shell has ``module`` (Lmod, Environment Modules); False where asking
+    takes over a minute (nothing to ask then: the job's own ``module load`` fails on the
+    node)."""
+    try:
+        return subprocess.run(["bash", "-c", "type module"], capture_output=True,
+                              stdin=subprocess.DEVNULL, timeout=60).returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
 def _environment_name(cluster: ClusterConfig) -> str:
-    """How a message names the jobs' environment: by the field that makes it."""
-    for key in ("conda_env", "venv", "python", "setup_script"):
+    """How a message names the jobs' environment: by their interpreter where one is named
+    (a wrapper script runs what it runs), else by the field that makes it."""
+    for key in ("python", "conda_env", "venv", "setup_script"):
         if getattr(cluster, key):
             return f"cluster.{key}={getattr(cluster, key)}"
     return f"the jobs' interpreter {node_python(cluster)}"
@@ -220,11 +249,11 @@ def _module_version(modules, names: tuple[str, ...]) -> str | None:
     return None
 
 
-def _under(entries: Sequence[str], run_dir: str | Path) -> tuple[str, Path] | None:
+def _under(entries: Sequence[str], run_dir: str | Path) -> str | None:
     """The first of ``entries`` (paths; ``$NAME`` and ``~`` expanded here, on the login node,
     which mounts the compute nodes' file systems under the same paths) that ``run_dir`` lies
-    under, and where it resolves; None when none. An entry naming a variable that is not set
-    here is skipped (nothing to compare)."""
+    under, as a message shows it (``$HOME = /home/me``); None when none. An entry naming a
+    variable that is not set here is skipped (nothing to compare)."""
     run_dir = Path(run_dir).resolve()
     for entry in entries:
         path = os.path.expandvars(os.path.expanduser(entry))
@@ -232,7 +261,7 @@ def _under(entries: Sequence[str], run_dir: str | Path) -> tuple[str, Path] | No
             continue
         root = Path(path).resolve()
         if run_dir.is_relative_to(root):
-            return entry, root
+            return entry if entry == str(root) else f"{entry} = {root}"
     return None
 
 
@@ -246,11 +275,9 @@ def read_only_refusal(read_only_paths: Sequence[str], run_dir: str | Path,
     Returns:
         one line naming ``hydra.sweep.dir``, the entry and the fix, or None.
     """
-    found = _under(read_only_paths, run_dir)
-    if found is None:
+    shown = _under(read_only_paths, run_dir)
+    if shown is None:
         return None
-    entry, root = found
-    shown = entry if entry == str(root) else f"{entry} = {root}"
     return (f"hydra.sweep.dir={Path(run_dir).resolve().parent} is under {shown}, which cluster="
             f"{cluster_name} mounts read-only on its compute nodes (cluster."
             "read_only_paths): no point could write its records; choose a "
@@ -263,11 +290,9 @@ def small_path_warning(small_paths: Sequence[str], run_dir: str | Path,
     ``cluster.small_paths``: file systems of a small quota, Frontier's NFS homes of 50 GB,
     where a large model's checkpoint alone does not fit and a full quota fails the jobs);
     None elsewhere."""
-    found = _under(small_paths, run_dir)
-    if found is None:
+    shown = _under(small_paths, run_dir)
+    if shown is None:
         return None
-    entry, root = found
-    shown = entry if entry == str(root) else f"{entry} = {root}"
     return (f"hydra.sweep.dir={Path(run_dir).resolve().parent} is under {shown}, a file "
             f"system of a small quota on cluster={cluster_name} (cluster.small_paths): a "
             "large model's checkpoint can fill it and fail the jobs; the site's scratch or "
