@@ -258,3 +258,17 @@ def test_the_table_and_the_figure_judge_a_point_of_mixed_records_alike(tmp_path)
     assert not points.loc["DDP", "host_bound"] and points.loc["FULL_SHARD", "host_bound"]
     rings = _rings(plot_weak_scaling(df))
     assert len(rings) == 1  # FULL_SHARD's alone
+
+
+def test_an_older_summary_of_the_least_busy_rank_is_read_as_todays(tmp_path):
+    """Summaries before 2026-11-29 held the least busy rank's share as the minimum over
+    windows (one dip); runs.csv takes the median over the measured windows from
+    metrics.jsonl, as summaries now record it."""
+    import json
+
+    _write(tmp_path / "old", run_info("DDP", 1, device="cuda"), 100.0, [0.9, 0.95, 0.95])
+    summary_path = tmp_path / "old" / "summary.json"
+    summary = json.loads(summary_path.read_text())
+    summary_path.write_text(json.dumps(summary | {"device_busy_min_frac": 0.1}))
+    row = collect_runs(tmp_path).iloc[0]
+    assert row["device_busy_min_frac"] == pytest.approx(0.90)  # median of 0.85, 0.90, 0.90

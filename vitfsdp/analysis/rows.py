@@ -456,8 +456,9 @@ def _other_work(run_dir: str | os.PathLike) -> dict[str, float | None]:
 
 
 def _window_figures(windows: list[dict], summary: dict | None, status: str) -> dict[str, Any]:
-    """From ``metrics.jsonl``: measured windows, the last step reached, and (completed runs
-    whose summary predates them) the min/max of ips and step time over measured windows and
+    """From ``metrics.jsonl``: measured windows, the last step reached, the least busy rank's
+    busy share (median over measured windows, whatever the summary's age), and (completed
+    runs whose summary predates them) the min/max of ips and step time over measured windows and
     the minimum over ranks of peak memory (``peak_mem_min_gib``)."""
     steps = [w["step_end"] for w in windows if isinstance(w.get("step_end"), int)]
     out: dict[str, Any] = {"num_windows": sum(not w.get("warmup") for w in windows),
@@ -466,6 +467,12 @@ def _window_figures(windows: list[dict], summary: dict | None, status: str) -> d
     for key in ("num_windows", "last_step"):
         if summary.get(key) is not None:
             out[key] = summary[key]
+    # the least busy rank's share, median over measured windows, as summaries now record it
+    # (records before 2026-11-29 summarised it as the minimum over windows)
+    least = [w["device_busy_min_frac"] for w in windows if not w.get("warmup")
+             and isinstance(w.get("device_busy_min_frac"), int | float)]
+    if least:
+        out["device_busy_min_frac"] = statistics.median(least)
     kind = "peak_rss_min_gib" if summary.get("peak_mem_allocated_gib") is None \
         else "peak_mem_allocated_min_gib"
     if status != "completed" or all(summary.get(k) is not None for k in (*WINDOW_RANGES, kind)):
