@@ -354,3 +354,24 @@ def test_a_failure_every_job_meets_stops_the_submissions(tmp_path):
     held = 6 - len([p for p in sweep_dir.iterdir() if (p / "job.json").exists()])
     assert held >= 2 and out.count(": not submitted\n") == held, out[-3000:]
     assert "follow with" not in out and "once fixed, go on with: " in out
+
+
+def test_a_detached_sweep_run_again_submits_only_what_fits(tmp_path):
+    """cluster.max_jobs=1, three points, --detach twice while the first job runs: the second
+    command counts that job against the limit and submits nothing (it submitted a second
+    job, one over the site's limit)."""
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    args = ("--detach", "repeat=0,1,2", "cluster.max_jobs=1", "train.steps=400",
+            f"hydra.sweep.dir={sweep_dir}")
+    proc, job_name = _sweep(tmp_path, *args)
+    try:
+        assert proc.returncode == 3, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert len(_points(sweep_dir)) == 1
+        again = run_module("vitfsdp.sweep", "-m", "cluster=virtual", *FAST, *args,
+                           f"hydra.launcher.job_name={job_name}", cwd=tmp_path, timeout=300)
+        assert again.returncode == 3, again.stdout[-3000:] + again.stderr[-3000:]
+        assert len(_points(sweep_dir)) == 1, again.stdout[-3000:]
+        assert "2 jobs wait for cluster.max_jobs=1" in again.stdout + again.stderr
+    finally:
+        slurm("scancel", "-n", job_name)

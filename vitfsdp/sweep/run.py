@@ -104,8 +104,9 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
             todo, infeasible = _consult_plan(todo, options)
             summaries.update(infeasible)
             alive = _still_queued(points, summaries, options)
+            queued = sum(s.get("status") == "submitted" for s in summaries.values())
             summaries.update({p.num: s for p, s in zip(todo, _run(todo, sweep_dir, options,
-                                                                   alive), strict=True)})
+                                                                   alive, queued), strict=True)})
             summaries.update({p.num: read_json(p.run_dir / SUMMARY_FILE) or summaries[p.num]
                               for p in alive})
     except KeyboardInterrupt:
@@ -239,11 +240,12 @@ def _interrupted_line(points: list[Point], sweep_dir: Path) -> str:
 
 
 def _run(todo: list[Point], sweep_dir: Path, options: LaunchOptions,
-         alive: Sequence[Point] = ()) -> list[dict]:
+         alive: Sequence[Point] = (), queued: int = 0) -> list[dict]:
     """Run ``todo`` with its cluster's launcher; their summaries in the same order. A Slurm
-    sweep also waits for ``alive`` (:func:`_still_queued`)."""
+    sweep also waits for ``alive`` (:func:`_still_queued`), and counts ``queued`` (an earlier
+    sweep's points still in Slurm's queue) against ``cluster.max_jobs``."""
     if alive or (todo and todo[0].cfg.cluster.launcher == "slurm"):
-        return launch_slurm(todo, sweep_dir, options, alive)
+        return launch_slurm(todo, sweep_dir, options, alive, queued)
     with SweepProgress([p.cfg.train.steps for p in todo], [_predicted_step_s(p) for p in todo],
                        logger=log, work=[_host_work(p) for p in todo]) as bars:
         return [run_one(p, f"[{i}/{len(todo)}]", bars, i - 1)

@@ -19,13 +19,15 @@ from vitfsdp.sweep.report import NOT_SUBMITTED, resume_command, status_command
 
 
 def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
-                 alive: Sequence[Point] = ()) -> list[dict]:
+                 alive: Sequence[Point] = (), queued: int = 0) -> list[dict]:
     """Submit (or only write) the sweep's Slurm jobs: one per point (job arrays for equal
     shapes), or one per node count with ``hydra.launcher.pack=by_nodes``
     (:mod:`vitfsdp.launch.pack`); at most ``cluster.max_jobs`` queued at once, more submitted
     as earlier ones end. Unless detached, show the live status table until every point is
     done and return the summaries (``{"status": "submitted"}``, ``{"status": "waiting"}``
     (not submitted: max_jobs) or ``{"status": "script"}`` for points not waited on).
+    ``queued``: the points an earlier sweep of the directory left queued or running, which
+    count against ``cluster.max_jobs`` (a detached sweep run again submits only what fits).
     """
     if options.scripts_only:
         paths = slurm.write_scripts(points, options.job_name, sweep_dir)
@@ -37,7 +39,9 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
         return [{"status": "script", "script": str(p)} for p in paths]
     max_jobs = _max_jobs(points)
     units = _submission_units(points, sweep_dir, options, max_jobs)
-    pack.submit_free(units, max_jobs, 0)
+    # an earlier sweep's points still queued or running (``queued``, waited for or not) count
+    # against the limit, one job each (a pack's points once per point: on the safe side)
+    pack.submit_free(units, max_jobs, max(queued, len(alive)))
     if options.detach:
         _log_detached(units, sweep_dir, max_jobs)
         return [_detached_summary(p) for p in points]
