@@ -137,7 +137,7 @@ def _driver_too_old(torch_cuda: str | None) -> str | None:
     if not torch_cuda:
         return None
     try:
-        import pynvml
+        import pynvml  # nvidia-ml-py: asked only where a run finds no GPU (absent on ROCm)
 
         pynvml.nvmlInit()
         try:

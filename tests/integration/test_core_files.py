@@ -125,8 +125,8 @@ _OLD_WATCH_ONLY = ("poll_s", "array", "array_parallelism", "max_jobs", "max_requ
                    "intra_node_latency_us", "inter_node_latency_us", "time", "queue_limits")
 
 
-#: Plan fields added since, which the old hash never saw.
-_ADDED_PLAN_FIELDS = ("package_gpus", "intra_package_gbps")
+#: Plan fields and checks added since, which the old hash never saw.
+_ADDED_PLAN_FIELDS = ("package_gpus", "intra_package_gbps", "torch_build", "small_paths")
 
 
 def _old_point_hash(cfg) -> str:
@@ -135,6 +135,9 @@ def _old_point_hash(cfg) -> str:
         d["cluster"].pop(key, None)
     if not d["cluster"].get("single_node_env"):
         d["cluster"].pop("single_node_env", None)
+    # split out of sbatch_args since: the old hash saw them in one list
+    d["cluster"]["sbatch_args"] = [*d["cluster"].pop("site_sbatch_args"),
+                                   *d["cluster"]["sbatch_args"]]
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -153,6 +156,7 @@ def _configs():
     plain = RunConfig()
     changed = RunConfig()
     changed.cluster.single_node_env = {"NCCL_P2P_DISABLE": "1"}
+    changed.cluster.site_sbatch_args = ["--mem=0"]  # hashed as the one list it was
     changed.cluster.plan_efficiency = 0.37
     changed.cluster.gpus_per_node = 4
     changed.train.checkpoint_every = 5
