@@ -406,11 +406,15 @@ def _environment_lines(cluster: ClusterConfig, sweep_dir: str | Path | None) -> 
                   source_line(secrets_path(sweep_dir))]
     if os.environ.get(CONFIG_PATH_ENV):  # the user's own profiles, found on the nodes too
         lines.append(f"export {CONFIG_PATH_ENV}={shell_word(os.environ[CONFIG_PATH_ENV])}")
-    lines += [f"export {name}={shell_word(value)}" for name, value in cluster.env.items()]
-    lines += _node_count_env_lines(cluster) + prepend_lines(cluster)
+    lines += env_lines(cluster) + _node_count_env_lines(cluster) + prepend_lines(cluster)
     # the interpreter once PATH is what the tasks get (a prepend_env.PATH may provide it)
     lines.append(python_check_line(cluster))
     return lines
+
+
+def env_lines(cluster: ClusterConfig) -> list[str]:
+    """``cluster.env``'s exports, each value one literal shell word."""
+    return [f"export {name}={shell_word(value)}" for name, value in cluster.env.items()]
 
 
 def prepend_lines(cluster: ClusterConfig) -> list[str]:

@@ -7,6 +7,7 @@ not answer raises :class:`SlurmUnreachable`, the same for every point of a sweep
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -19,10 +20,10 @@ from pathlib import Path
 from vitfsdp.launch import ClusterConfig
 from vitfsdp.launch.slurm import (
     activation_lines,
+    env_lines,
     node_python,
     prepend_lines,
     sbatch_options,
-    shell_word,
 )
 
 log = logging.getLogger(__name__)
@@ -171,16 +172,12 @@ def environment_problem(cluster: ClusterConfig, cwd: str | Path) -> tuple[str | 
         return None, None
     if cluster.modules and not _has_module_command():
         return None, None
-    python = node_python(cluster)
     where = _environment_name(cluster)
-    # as the job makes it, less what only a node has: its secrets, its node count's variables
-    script = "\n".join(["set -e", *activation_lines(cluster),
-                        *(f"export {n}={shell_word(v)}" for n, v in cluster.env.items()),
-                        *prepend_lines(cluster), 'exec "$0" -c "$1" "$2"'])
     deep = "import" if cluster.torch_build else "label"
     log.info("asking %s what it holds (torch, vitfsdp) before anything is queued", where)
     try:
-        proc = subprocess.run(["bash", "-c", script, python, ENV_PROBE, deep], cwd=cwd,
+        proc = subprocess.run(["bash", "-c", environment_script(cluster), node_python(cluster),
+                               ENV_PROBE, deep], cwd=cwd,
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=ENV_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -214,15 +211,25 @@ def environment_problem(cluster: ClusterConfig, cwd: str | Path) -> tuple[str | 
     return None, None
 
 
+def environment_script(cluster: ClusterConfig) -> str:
+    """The bash script :func:`environment_problem` runs (``$0``: the jobs' interpreter, then
+    the probe's code and mode): the jobs' environment as their script makes it (modules,
+    setup script, conda or venv, ``cluster.env``, ``prepend_env``), less what only a node
+    has (its secrets, its node count's variables), then the interpreter."""
+    return "\n".join(["set -e", *activation_lines(cluster), *env_lines(cluster),
+                      *prepend_lines(cluster), 'exec "$0" -c "$1" "$2"'])
+
+
 #: Seconds the environment check waits for the jobs' interpreter (an import of torch from a
 #: network file system can take a minute on a busy login node).
 ENV_TIMEOUT_S = 600
 
 
+@functools.cache
 def _has_module_command() -> bool:
     """Whether this shell has ``module`` (Lmod, Environment Modules); False where asking
     takes over a minute (nothing to ask then: the job's own ``module load`` fails on the
-    node)."""
+    node). Asked once per process: the module and the environment checks both need it."""
     try:
         return subprocess.run(["bash", "-c", "type module"], capture_output=True,
                               stdin=subprocess.DEVNULL, timeout=60).returncode == 0

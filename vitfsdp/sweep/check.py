@@ -310,8 +310,9 @@ def _check_slurm_point(p: Point, options: LaunchOptions, checked: dict) -> str |
 
 def _environment_problem(cluster, checked: dict) -> str | None:
     """:func:`vitfsdp.launch.slurm_checks.environment_problem`, asked once per environment
-    of the sweep (its warning said once)."""
-    key = ("environment", tuple(slurm.activation_lines(cluster)), slurm.node_python(cluster),
+    of the sweep (the script that makes it, its interpreter and what is asked of it; its
+    warning said once)."""
+    key = ("environment", slurm_checks.environment_script(cluster), slurm.node_python(cluster),
            cluster.torch_build, cluster.check_paths, cluster.sbcast_env)
     if key not in checked:
         problem, warning = slurm_checks.environment_problem(cluster, Path.cwd())
