@@ -137,11 +137,15 @@ def judged_busy(runs: pd.DataFrame) -> pd.Series:
     waits in a collective for a slower peer reads busy (its kernel runs while it waits), so
     a host-bound rank shows in the minimum and hides in the mean. A point's figure is the
     median of its runs' (the tables, the figures' rings and the framework ratio alike)."""
-    def column(name: str) -> pd.Series:
-        return pd.to_numeric(runs.get(name, pd.Series(float("nan"), index=runs.index)),
-                             errors="coerce")
-    low = column("device_busy_min_frac")
-    return low.where(low.notna(), column("device_busy_frac"))
+    low = numeric_column(runs, "device_busy_min_frac")
+    return low.where(low.notna(), numeric_column(runs, "device_busy_frac"))
+
+
+def numeric_column(df: pd.DataFrame, name: str) -> pd.Series:
+    """``df[name]`` as floats on ``df``'s index: NaN where a value is not a number, and a
+    column of NaN where ``df`` has none (records older than the field)."""
+    return pd.to_numeric(df.get(name, pd.Series(float("nan"), index=df.index)),
+                         errors="coerce")
 
 
 def scaling_table(df: pd.DataFrame) -> pd.DataFrame:

@@ -26,7 +26,7 @@ import pandas as pd
 
 from vitfsdp.analysis.figures import DPI, DRAWN_KEY
 from vitfsdp.analysis.figures.style import MIN_ERROR_BAR
-from vitfsdp.analysis.lines import contention_note, format_efficiency
+from vitfsdp.analysis.lines import contention_note, format_efficiency, numeric_column
 from vitfsdp.analysis.schema import DISPLAY, RATE, flop_unit, format_rate
 from vitfsdp.analysis.tables import (
     IMAGENET_TRAIN_IMAGES,
@@ -608,11 +608,9 @@ def window_spread(df: pd.DataFrame) -> pd.Series:
     """Each completed run's spread over its timed windows, (fastest - slowest) / median
     images/s (runs.csv ``ips_spread``; from ``ips_max``, ``ips_min`` and ``ips`` where a
     record lacks it), a fraction; runs that measured neither left out (empty for none)."""
-    def column(name: str) -> pd.Series:
-        return pd.to_numeric(df.get(name, pd.Series(index=df.index, dtype=float)),
-                             errors="coerce")
-    spread = column("ips_spread").fillna((column("ips_max") - column("ips_min"))
-                                         / column("ips"))
+    spread = numeric_column(df, "ips_spread").fillna(
+        (numeric_column(df, "ips_max") - numeric_column(df, "ips_min"))
+        / numeric_column(df, "ips"))
     return spread[df["status"] == "completed"].dropna()
 
 

@@ -39,9 +39,10 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
         return [{"status": "script", "script": str(p)} for p in paths]
     max_jobs = _max_jobs(points)
     units = _submission_units(points, sweep_dir, options, max_jobs)
-    # an earlier sweep's points still queued or running (``queued``, waited for or not) count
-    # against the limit, one job each (a pack's points once per point: on the safe side)
-    pack.submit_free(units, max_jobs, max(queued, len(alive)))
+    # an earlier sweep's points still queued or running (``queued``: ``alive`` among them,
+    # waited for or not) count against the limit, one job each (a pack's points once per
+    # point: on the safe side)
+    pack.submit_free(units, max_jobs, queued)
     if options.detach:
         _log_detached(units, sweep_dir, max_jobs)
         return [_detached_summary(p) for p in points]
