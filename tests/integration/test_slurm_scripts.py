@@ -11,6 +11,8 @@ import os
 import stat
 import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -161,6 +163,10 @@ with open(os.environ["STUB_LOG"], "a") as f:
 if os.path.basename(sys.argv[0]) == "scontrol":
     print("vnode1")
 if os.path.basename(sys.argv[0]) == "srun" and any(a.startswith("--output=") for a in sys.argv):
+    for path, text in json.loads(os.environ.get("STUB_SRUN_WRITES", "{}")).items():
+        os.makedirs(os.path.dirname(path), exist_ok=True)  # what the training records
+        with open(path, "w") as out:
+            out.write(text)
     sys.exit(int(os.environ.get("STUB_SRUN_RC", "0")))  # the training step's exit code
 """
 
@@ -237,33 +243,46 @@ def test_missing_environment_paths_end_the_job_in_one_line(tmp_path, override, m
     assert not log.exists() or "srun" not in log.read_text()
 
 
-@pytest.mark.parametrize(("restarts", "requeued"), [(0, True), (1, True), (2, False)])
+@pytest.mark.parametrize(("restarts", "saved_by", "requeued"), [
+    (0, 0, True), (1, 1, True), (2, 2, False), (0, None, False), (1, 0, False)])
 def test_a_stopped_training_is_requeued_at_most_max_requeues_times(tmp_path, restarts,
-                                                                    requeued):
-    """The training's exit code after a signal (a checkpoint saved) requeues the job while
-    SLURM_RESTART_COUNT is below cluster.max_requeues (2 here); past it the job ends with
-    that code and one line saying how to resume. The job asks to be requeueable."""
+                                                                    saved_by, requeued):
+    """The training's exit code after a signal requeues the job while SLURM_RESTART_COUNT is
+    below cluster.max_requeues (2 here) and this attempt saved the checkpoint; past the
+    limit the job ends with that code and one line saying how to resume. An attempt that
+    saved nothing (no checkpoint, or an earlier attempt's) is not requeued, with one line
+    saying why. The job asks to be requeueable."""
     from vitfsdp.core.layout import EXIT_PREEMPTED
 
+    run_dir = tmp_path / "run"
+    writes = {str(run_dir / "run.json"): json.dumps({"attempt": restarts})}
+    if saved_by is not None:
+        writes[str(run_dir / "checkpoint" / "meta.json")] = json.dumps({"attempt": saved_by,
+                                                                         "step": 40})
     text = render_point(PROFILES["cuda8"], [*POINT, "cluster.max_requeues=2",
-                                            "cluster.python=python3"],
-                        run_dir=tmp_path / "run", workdir=str(tmp_path))
+                                            "cluster.python=" + sys.executable],
+                        run_dir=run_dir, workdir=str(tmp_path))
     assert "#SBATCH --requeue" in text.splitlines()
     (tmp_path / "job.sbatch").write_text(text)
     log = tmp_path / "calls.jsonl"
     env = {**os.environ, "PATH": f"{_stub_path(tmp_path)}:{os.environ['PATH']}",
            "STUB_LOG": str(log), "SLURM_JOB_ID": "4242", "SLURM_JOB_NODELIST": "vnode1",
            "SLURM_JOB_NUM_NODES": "1", "SLURM_RESTART_COUNT": str(restarts),
-           "STUB_SRUN_RC": str(EXIT_PREEMPTED)}
+           "STUB_SRUN_RC": str(EXIT_PREEMPTED), "STUB_SRUN_WRITES": json.dumps(writes)}
     env.pop("VITFSDP_SLURM", None)
     proc = subprocess.run(["bash", str(tmp_path / "job.sbatch")], env=env, capture_output=True,
                           text=True, cwd=tmp_path, timeout=60)
     assert proc.returncode == EXIT_PREEMPTED, proc.stderr
     calls = [json.loads(line) for line in log.read_text().splitlines()]
     assert (["scontrol", "requeue", "4242"] in calls) == requeued
-    if not requeued:
+    if restarts == 2:
         assert proc.stderr.strip().endswith("after 2 requeue(s) (cluster.max_requeues): not "
                                             "requeued again; sbatch this script to resume")
+    elif not requeued:
+        kept = "no checkpoint" if saved_by is None else "the checkpoint of step 40 is an " \
+                                                        "earlier attempt's"
+        assert f"vitfsdp: attempt {restarts} saved nothing ({kept}): it stopped before its " \
+               "first timing window ended" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize(("cache_dir", "removed"), [
@@ -600,3 +619,40 @@ def test_a_sweeps_own_sbatch_args_keep_the_sites(tmp_path, profile, site_arg):
     wider = compose_cfg(f"cluster={profile}", "cluster.account=p",
                         f"cluster.sbatch_args=['--{key}=other']").cluster
     assert sbatch_options(wider, 2, "vitfsdp")[key] == "other"
+
+
+@pytest.mark.parametrize("saves", [True, False])
+def test_submitit_requeues_only_an_attempt_that_saved(tmp_path, saves):
+    """submitit's requeue decision (TrainTask.checkpoint, in task 0 on SIGUSR2): it forwards
+    the signal, waits for the training to exit, then requeues the task only when this
+    attempt saved the checkpoint; an attempt stopped in its start-up returns None (submitit
+    ends the job without a requeue: it would stop the same way)."""
+    from vitfsdp.launch.slurm import TaskSpec, TrainTask
+
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoint").mkdir(parents=True)
+    (run_dir / "run.json").write_text(json.dumps({"attempt": 1}))
+    meta = json.dumps({"attempt": 1, "step": 60})
+    on_signal = (f"open({str(run_dir / 'checkpoint' / 'meta.json')!r}, 'w').write({meta!r}); "
+                 if saves else "")
+    child = textwrap.dedent(f"""
+        import os, signal, sys, time
+        def stop(*_):
+            {on_signal}os._exit(3)
+        signal.signal(signal.SIGUSR2, stop)
+        open({str(tmp_path / 'ready')!r}, 'w').close()
+        time.sleep(60)
+        """)
+    task = TrainTask()
+    task._child = subprocess.Popen([sys.executable, "-c", child])
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    spec = TaskSpec(overrides=(), run_dir=str(run_dir), nodes=1, gpus_per_node=1,
+                    launch_mode="srun", python=sys.executable, checkpoint_wait_s=20)
+    again = task.checkpoint(spec)
+    assert task._child.returncode == 3  # the training had exited before the decision
+    if saves:
+        assert again is not None and again.args == (spec,)
+    else:
+        assert again is None

@@ -33,9 +33,12 @@ from vitfsdp.core.confighash import config_digest
 from vitfsdp.core.layout import (
     ATTEMPTS_DIR,
     CHECKPOINT_DIR,
+    CHECKPOINT_META_FILE,
+    CHECKPOINT_OLD_DIR,
     COMPLETED,
     EXIT_ALREADY_COMPLETED,
     LOCK_FILE,
+    RUN_FILE,
     SKIPPED_INFEASIBLE,
     SUMMARY_FILE,
 )
@@ -138,16 +141,59 @@ def prepare_rerun(run_dir: Path, keep: tuple[str, ...], make_dirs: tuple[str, ..
     return 0
 
 
+def unsaved_attempt(run_dir: Path) -> str | None:
+    """Why a job whose training just stopped on a signal is not worth requeueing, or
+    ``None`` when it is: the attempt that ran last (``run.json``'s ``attempt``) saved the
+    run's checkpoint (``checkpoint/meta.json``'s ``attempt``, the attempt that saved it).
+
+    An attempt that saved nothing stopped before its first timing window ended: the stop
+    signal came during start-up (or before the first window boundary). A requeued job gets
+    the same time limit, starts the same way and would stop the same way, spending the job's
+    nodes once more per requeue (``cluster.max_requeues``) for no step. Each requeue
+    decision reads this: submitit's :meth:`vitfsdp.launch.slurm.TrainTask.checkpoint` and the
+    ``--scripts-only`` job script (``python -m vitfsdp.launch.resume RUN_DIR --saved``). A
+    pack is never requeued. The point stays ``preempted`` (interrupted): a rerun of the
+    sweep, with more ``cluster.time``, runs it again.
+
+    Returns:
+        one line, or ``None``; a run directory without ``run.json`` (the training ended
+        before it recorded anything) gives a line too.
+    """
+    run = read_json(Path(run_dir) / RUN_FILE)
+    if run is None:
+        return f"{run_dir} has no {RUN_FILE}: the training stopped before it started"
+    attempt = run.get("attempt", 0)
+    meta = next((m for m in (read_json(Path(run_dir) / d / CHECKPOINT_META_FILE)
+                             for d in (CHECKPOINT_DIR, CHECKPOINT_OLD_DIR)) if m), None)
+    if meta is not None and meta.get("attempt") == attempt:
+        return None
+    kept = (f"the checkpoint of step {meta['step']} is an earlier attempt's" if meta
+            else "no checkpoint")
+    return (f"attempt {attempt} saved nothing ({kept}): it stopped before its first timing "
+            "window ended, and a requeue would stop the same way; not requeued. Give "
+            "cluster.time more than the start-up and a window plus cluster.signal_delay_s, "
+            "and run the sweep again")
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m vitfsdp.launch.resume RUN_DIR [--keep NAME ...] [--mkdir NAME ...]``: see
-    :func:`prepare_rerun`; the exit code is its return value."""
+    :func:`prepare_rerun`; the exit code is its return value. With ``--saved``: exit 0 when
+    the run's last attempt saved its checkpoint, else 1 with :func:`unsaved_attempt`'s line
+    on stderr (a job script's requeue decision)."""
     parser = argparse.ArgumentParser(prog="python -m vitfsdp.launch.resume",
                                      description=prepare_rerun.__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--keep", nargs="*", default=[], help="names left in place")
     parser.add_argument("--mkdir", nargs="*", default=[], help="folders made again")
+    parser.add_argument("--saved", action="store_true",
+                        help="only ask whether the last attempt saved the checkpoint")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="vitfsdp: %(message)s")
+    if args.saved:
+        why = unsaved_attempt(args.run_dir)
+        if why:
+            log.warning("%s", why)
+        return 1 if why else 0
     return prepare_rerun(args.run_dir, tuple(args.keep), tuple(args.mkdir))
 
 

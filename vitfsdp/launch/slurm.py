@@ -51,6 +51,7 @@ from vitfsdp.core.layout import (
 from vitfsdp.launch import CONFIG_PATH_ENV, ClusterConfig, check_text
 from vitfsdp.launch.agent import LOG_DIR_ARG
 from vitfsdp.launch.local import job_record, quote_override, torchrun_signal_env
+from vitfsdp.launch.resume import unsaved_attempt
 from vitfsdp.launch.secrets import (
     hidden_from_slurm,
     secrets_path,
@@ -557,6 +558,8 @@ def render_script(cluster: ClusterConfig, spec: TaskSpec, *, point: str, job_nam
                                     ShellExpr(SLURM_OUTPUT.format(job_id="${SLURM_JOB_ID}")),
                                     "--mkdir", TASK_LOG_DIR]),
         "COMPLETED_EXIT": str(EXIT_ALREADY_COMPLETED),
+        "SAVED_LINE": shell_join([spec.python, "-m", "vitfsdp.launch.resume", spec.run_dir,
+                                  "--saved"]),
         "LAUNCH_LINE": " \\\n    ".join([shell_join(launch), *_argv_lines(argv)]),
     }
     # one pass: a value that holds "@NAME@" stays text
@@ -659,8 +662,10 @@ class TrainTask:
     :meth:`checkpoint` in task 0; it forwards the signal to the training, which saves a
     checkpoint and exits (:data:`~vitfsdp.core.layout.EXIT_PREEMPTED`), and returns the same
     task for submitit to requeue (at most ``cluster.max_requeues`` times after time limits:
-    submitit's ``max_num_timeout``). The requeued job resumes from the run directory's
-    checkpoint and keeps the earlier windows, marked by attempt.
+    submitit's ``max_num_timeout``), unless the attempt saved nothing
+    (:func:`vitfsdp.launch.resume.unsaved_attempt`: it would stop the same way again). The
+    requeued job resumes from the run directory's checkpoint and keeps the earlier windows,
+    marked by attempt.
     """
 
     def __init__(self) -> None:
@@ -698,6 +703,10 @@ class TrainTask:
                 child.wait(timeout=spec.checkpoint_wait_s)
             except subprocess.TimeoutExpired:
                 log.warning("training did not exit %d s after SIGUSR2", spec.checkpoint_wait_s)
+        why = unsaved_attempt(Path(spec.run_dir))
+        if why:  # submitit ends the job without requeueing it
+            log.warning("%s", why)
+            return None
         return submitit.helpers.DelayedSubmission(TrainTask(), spec)
 
 
