@@ -88,3 +88,24 @@ def test_a_frontier_sweep_with_a_cuda_wheel_is_refused_before_its_scripts(tmp_pa
     assert proc.returncode == sweep.EXIT_REFUSED, proc.stderr[-3000:]
     assert "cluster.torch_build=rocm" in proc.stderr and "a cuda build" in proc.stderr
     assert not list(sweep_dir.glob("*/job.sbatch"))
+
+
+def test_export_env_false_is_asked_from_the_login_environment_not_this_shell(tmp_path, venvs,
+                                                                             monkeypatch):
+    """vitfsdp importable only through this shell's PYTHONPATH: a job that inherits the
+    submitting shell (export_env=true) imports it; one started with --export=NONE gets the
+    login environment, which has no such PYTHONPATH, and is refused before queueing."""
+    work, elsewhere = tmp_path / "clone", tmp_path / "elsewhere"
+    (work / "vitfsdp").mkdir(parents=True)
+    (work / "vitfsdp" / "__init__.py").write_text("")
+    elsewhere.mkdir()
+    monkeypatch.setenv("PYTHONPATH", str(work))
+    inherit = ClusterConfig(name="site", launcher="slurm", venv=str(venvs["rocm"]),
+                            torch_build="rocm")
+    assert environment_problem(inherit, elsewhere) == (None, None)
+    login = ClusterConfig(name="site", launcher="slurm", venv=str(venvs["rocm"]),
+                          torch_build="rocm", export_env=False)
+    problem, _ = environment_problem(login, elsewhere)
+    assert problem.startswith(f"cluster.venv={venvs['rocm']} (from your login environment, "
+                              "as cluster.export_env=false starts the jobs) cannot import "
+                              f"vitfsdp from {elsewhere}"), problem

@@ -158,7 +158,9 @@ def environment_problem(cluster: ClusterConfig, cwd: str | Path) -> tuple[str | 
     and run by their interpreter in ``cwd`` (where the jobs start), what it holds: a job whose
     torch is missing or of another build than ``cluster.torch_build`` (a CUDA wheel on
     Frontier), or that cannot import vitfsdp, fails on its node at once, and every job of the
-    sweep with it, after each has waited in the queue. Skipped (None, None) where
+    sweep with it, after each has waited in the queue. With ``cluster.export_env=false`` it
+    is asked from the login environment the jobs start from (:func:`login_environment`), not
+    this shell's. Skipped (None, None) where
     ``cluster.check_paths`` is false, the environment is a ``sbcast_env`` (unpacked on the
     nodes only), or ``cluster.modules`` are set and this shell has no ``module``.
 
@@ -173,11 +175,15 @@ def environment_problem(cluster: ClusterConfig, cwd: str | Path) -> tuple[str | 
     if cluster.modules and not _has_module_command():
         return None, None
     where = _environment_name(cluster)
+    if not cluster.export_env:
+        where += " (from your login environment, as cluster.export_env=false starts the jobs)"
     deep = "import" if cluster.torch_build else "label"
     log.info("asking %s what it holds (torch, vitfsdp) before anything is queued", where)
+    login = [] if cluster.export_env else ["-l"]  # --export=NONE: the login environment
     try:
-        proc = subprocess.run(["bash", "-c", environment_script(cluster), node_python(cluster),
-                               ENV_PROBE, deep], cwd=cwd,
+        proc = subprocess.run(["bash", *login, "-c", environment_script(cluster),
+                               node_python(cluster), ENV_PROBE, deep], cwd=cwd,
+                              env=None if cluster.export_env else login_environment(),
                               stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=ENV_TIMEOUT_S)
     except subprocess.TimeoutExpired:
@@ -209,6 +215,17 @@ def environment_problem(cluster: ClusterConfig, cwd: str | Path) -> tuple[str | 
                       f"cluster.modules loading {build} {loaded}: the site's guide pins one "
                       "to the other; a mismatch can fail or slow the collectives")
     return None, None
+
+
+def login_environment() -> dict[str, str]:
+    """The environment a job submitted with ``--export=NONE`` (``cluster.export_env=false``)
+    starts from before its login shell's profile runs: the user's identity and a system PATH,
+    nothing of the submitting shell (no activated venv, no PYTHONPATH). sbatch(1),
+    ``--export=NONE``: Slurm then loads the user's login environment, as
+    ``--get-user-env`` does (``su - <user> -c /usr/bin/env``); :func:`environment_problem`
+    runs its check in ``bash -l`` from this."""
+    kept = {k: os.environ[k] for k in ("HOME", "USER", "LOGNAME", "SHELL") if k in os.environ}
+    return {**kept, "PATH": "/usr/local/bin:/usr/bin:/bin"}
 
 
 def environment_script(cluster: ClusterConfig) -> str:
