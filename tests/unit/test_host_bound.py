@@ -207,6 +207,9 @@ def ablation(tmp_path: Path) -> pd.DataFrame:
 def test_the_prefetch_ablation_marks_its_host_bound_variant(ablation):
     table = prefetch_table(points_table(ablation)).set_index("backward_prefetch")
     assert table.loc["BACKWARD_POST", "host_bound"] and not table.loc["BACKWARD_PRE", "host_bound"]
+    # the figure the flag judges is in the table beside the mean: the least busy rank's
+    assert table.loc["BACKWARD_POST", ["device_busy_frac", "device_busy_min_frac"]].tolist() \
+        == pytest.approx([0.45, 0.40])
     fig = plot_prefetch(ablation)
     assert [y for _, y in _rings(fig)] == [150.0]  # on the BACKWARD_POST bar only
     labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]

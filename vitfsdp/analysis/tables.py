@@ -422,13 +422,14 @@ def prefetch_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
         on a :func:`~vitfsdp.analysis.verdict.separation_chance` of at most
         ``MAX_SEPARATION_CHANCE / (k - 1)``, as the fastest is picked from them: 6 variants
         of 3 runs each would otherwise call one slower by chance 39% of the time),
-        ``device_busy_frac`` and ``host_bound`` (the
-        points': a host-bound variant's images/s measure the wrapper, not what prefetching
-        does to communication); empty when no point varies either setting.
+        ``device_busy_frac`` (mean over ranks), ``device_busy_min_frac`` (the least busy
+        rank's, which ``host_bound`` judges) and ``host_bound`` (the points': a host-bound
+        variant's images/s measure the wrapper, not what prefetching does to
+        communication); empty when no point varies either setting.
     """
     cols = ["model", "nodes", "configuration", *ABLATION_COLUMNS, "ips", "ips_repeat_min",
             "ips_repeat_max", "num_repeats", "ips_span_low", "ips_span_high", "ips_vs_best",
-            "vs_best", "device_busy_frac", "host_bound"]  # fmt: skip
+            "vs_best", "device_busy_frac", "device_busy_min_frac", "host_bound"]  # fmt: skip
     if points.empty or not set(ABLATION_COLUMNS) & set(points.columns):
         return pd.DataFrame(columns=cols)
     fsdp1 = points.dropna(subset=list(ABLATION_COLUMNS))
