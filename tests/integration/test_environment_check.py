@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import run_module
 from vitfsdp import sweep
 from vitfsdp.launch import ClusterConfig
-from vitfsdp.launch.slurm_checks import environment_problem, torch_build
+from vitfsdp.launch.slurm_checks import environment_problem, found_build
 
 
 def _venv(root: Path, torch: str | None) -> Path:
@@ -66,15 +66,15 @@ def test_each_broken_environment_is_refused_in_one_line(tmp_path, venvs):
     assert environment_problem(unchecked, work) == (None, None)
 
 
-def test_torch_build_reads_the_wheel_label_or_torch_itself():
-    assert torch_build({"torch": "2.10.0+rocm7.1"}) == ("rocm", "7.1")
-    assert torch_build({"torch": "2.9.1+rocm6.4.2"}) == ("rocm", "6.4")
-    assert torch_build({"torch": "2.8.0+cu128"}) == ("cuda", "12.8")
-    assert torch_build({"torch": "2.8.0+cpu"}) == ("cpu", None)
-    assert torch_build({"torch": "2.8.0"}) == ("unknown", None)  # not imported: not said
-    assert torch_build({"torch": "2.8.0", "hip": "6.4.43482", "cuda": None}) == ("rocm", "6.4")
-    assert torch_build({"torch": "2.8.0", "hip": None, "cuda": "12.9"}) == ("cuda", "12.9")
-    assert torch_build({"torch": "2.8.0", "hip": None, "cuda": None}) == ("cpu", None)
+def test_found_build_reads_the_wheel_label_or_torch_itself():
+    assert found_build({"torch": "2.10.0+rocm7.1"}) == ("rocm", "7.1")
+    assert found_build({"torch": "2.9.1+rocm6.4.2"}) == ("rocm", "6.4")
+    assert found_build({"torch": "2.8.0+cu128"}) == ("cuda", "12.8")
+    assert found_build({"torch": "2.8.0+cpu"}) == ("cpu", None)
+    assert found_build({"torch": "2.8.0"}) == ("unknown", None)  # not imported: not said
+    assert found_build({"torch": "2.8.0", "hip": "6.4.43482", "cuda": None}) == ("rocm", "6.4")
+    assert found_build({"torch": "2.8.0", "hip": None, "cuda": "12.9"}) == ("cuda", "12.9")
+    assert found_build({"torch": "2.8.0", "hip": None, "cuda": None}) == ("cpu", None)
 
 
 def test_a_frontier_sweep_with_a_cuda_wheel_is_refused_before_its_scripts(tmp_path, venvs):

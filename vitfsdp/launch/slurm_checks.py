@@ -131,7 +131,7 @@ print("VITFSDP_ENV " + json.dumps(r))
 """
 
 
-def torch_build(found: dict) -> tuple[str, str | None]:
+def found_build(found: dict) -> tuple[str, str | None]:
     """The GPU stack of the torch ``found`` by :data:`ENV_PROBE` and its version:
     ``("rocm", "7.1")`` for ``2.10.0+rocm7.1`` (or ``version.hip`` 7.1.x), ``("cuda",
     "12.8")`` for ``+cu128`` (or ``version.cuda``), ``("cpu", None)`` for ``+cpu`` or neither;
@@ -199,7 +199,7 @@ def environment_problem(cluster: ClusterConfig, cwd: str | Path) -> tuple[str | 
     if not found["torch"]:
         return (f"{where} has no torch: install torch for the site's GPUs there (README, "
                 f"\"Installing\"){fix}"), None
-    build, version = torch_build(found)
+    build, version = found_build(found)
     if cluster.torch_build and build not in (cluster.torch_build, "unknown"):
         return (f"cluster.torch_build={cluster.torch_build}: {where} has torch "
                 f"{found['torch']}, a {build} build, and every job would fail on its node: "
