@@ -126,6 +126,22 @@ def test_frontier_plan_marks_exactly_the_points_that_cannot_fit_in_64_gb(study_c
         _point(study_configs["DDP"], "vit_5b")).reason
 
 
+def test_a_point_that_fits_only_with_activation_checkpointing_says_so(study_configs):
+    """ViT-15B FULL_SHARD on one Frontier node without checkpointing: its activations at
+    batch 32 do not fit 64 GiB, its 16 bytes a parameter over 8 GCDs (28 GiB) do; the
+    refusal names the setting and the peak it would have. DDP, whose states alone are
+    beyond the device, is not offered it."""
+    cfg = _point(study_configs["FULL_SHARD"], "vit_15b")
+    off = dataclasses.replace(cfg, train=dataclasses.replace(
+        cfg.train, activation_checkpointing=False))
+    p, on = predict(off), predict(cfg)
+    assert p.fits is False and on.fits is True
+    assert p.reason.endswith(f"; fits with train.activation_checkpointing=true (predicted "
+                             f"peak {on.peak_mem_gib:.1f} GiB)"), p.reason
+    ddp = predict(_point(study_configs["DDP"], "vit_15b"))
+    assert ddp.fits is False and "activation_checkpointing" not in ddp.reason
+
+
 #: Held-back GPU figures: max allocated GPU memory (GiB) of the ORNL ViT-FSDP study on one
 #: Frontier node, local batch 32, bf16, activation checkpointing (jqyin/AmSC-At-Scale-
 #: Services-OLCF, ViT-FSDP/src/performance_plots/mem_alloc_1G.py and mem_alloc_NG.py).

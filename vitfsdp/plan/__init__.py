@@ -298,6 +298,18 @@ def jax_memory_breakdown(cfg, device: str) -> dict[str, int]:
             "shard_group_size": group}
 
 
+def _with_checkpointing(cfg, device: str, memory_gib: float) -> str:
+    """What a point that does not fit would need with ``train.activation_checkpointing=true``
+    (the plan's peak then, in GiB): ``"; fits with ... (predicted peak X GiB)"`` when that
+    fits ``memory_gib``, else ``""`` (the refusal's own fixes stand)."""
+    train = dataclasses.replace(cfg.train, activation_checkpointing=True)
+    allocated = memory_breakdown(dataclasses.replace(cfg, train=train), device)["allocated"] / GIB
+    peak = allocated + _overhead_gib(allocated, memory_gib, device)
+    if peak > memory_gib:
+        return ""
+    return f"; fits with train.activation_checkpointing=true (predicted peak {peak:.1f} GiB)"
+
+
 def _overhead_gib(allocated_gib: float, device_memory_gib: float | None, device: str) -> float:
     """What the run's measured peak adds to the allocated one: on CPU the process baseline;
     on a GPU the caching allocator's reserve, 15% of allocated, but no more than the device
@@ -390,6 +402,8 @@ def predict(cfg, *, peak_flops: float | None = None,
     peak_gib = allocated + overhead
     fits, reason = _fits(peak_gib, memory, device, limit)
     tight = _tight(allocated, peak_gib, memory, cfg.cluster.memory_reserve_frac, device)
+    if fits is False and not cfg.train.activation_checkpointing:
+        reason += _with_checkpointing(cfg, device, memory)
     if tight:
         reason += (f"; tight: within cluster.memory_reserve_frac="
                    f"{cfg.cluster.memory_reserve_frac:g} of the device memory"
