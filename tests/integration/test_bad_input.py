@@ -121,6 +121,13 @@ BAD = [
     (["cluster.launcher=kubernetes"], "cluster.launcher", "valid: local, slurm"),
     (["cluster.launch_mode=mpirun"], "cluster.launch_mode", "valid: srun, torchrun"),
     (["cluster.max_requeues=-1"], "cluster.max_requeues", "must be >= 0"),
+    # 200 steps of ViT-15B at 128 nodes need 3 jobs of 20 min, and a window of 10 steps is
+    # beyond the 75 s the training has to save after SIGUSR2: no attempt would be requeued
+    (["cluster=frontier", "cluster.account=X", "cluster.check_paths=false",
+      "hydra.launcher.scripts_only=true", "model=vit_15b", "nodes=128",
+      "train.activation_checkpointing=true", "train.steps=200", "cluster.time=00:20:00",
+      "train.log_every=10", "device=auto"],
+     "cluster.signal_delay_s", "an attempt that saved nothing is not requeued"),
     (["cluster.poll_s=0"], "cluster.poll_s", "must be > 0"),
     (["cluster.plan_efficiency=2"], "cluster.plan_efficiency", "must be in (0, 1]"),
     (["cluster.signal_delay_s=0"], "cluster.signal_delay_s", "must be >= 1"),

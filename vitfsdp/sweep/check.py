@@ -336,14 +336,38 @@ def _note_login_interpreter(cluster, noted: dict) -> None:
 def _beyond_time_limit(p: Point, warned: dict) -> str | None:
     """Why the plan's predicted run time (:func:`vitfsdp.plan.predict`: ``train.steps`` ×
     step time + :data:`vitfsdp.plan.STARTUP_S`) cannot fit ``cluster.time`` even with its
-    ``cluster.max_requeues`` requeues (each resumes from the checkpoint); None when it fits or
-    the plan has no step time. A run that needs requeues is only warned of (once per time)."""
+    ``cluster.max_requeues`` requeues (each resumes from the checkpoint), or that needs a
+    requeue while a timing window (``train.log_every`` predicted steps) is longer than the
+    training's wait after SIGUSR2 (:func:`vitfsdp.launch.slurm.checkpoint_wait_s`: it saves
+    only at a window's end, and an attempt that saved nothing is not requeued,
+    :func:`vitfsdp.launch.resume.unsaved_attempt`); None when it fits or the plan has no step
+    time. A run that needs requeues, or whose window is longer than that wait but which the
+    plan expects to end before the signal, is only warned of (once)."""
     step_s = _predicted_step_s(p)
     if not step_s:
         return None
     cluster = p.cfg.cluster
     run_s = p.cfg.train.steps * step_s + planner.STARTUP_S
     jobs = math.ceil(run_s / cluster.time_limit_s)
+    window_s = p.cfg.train.log_every * step_s
+    wait_s = slurm.checkpoint_wait_s(cluster)
+    margin = planner.TIME_SAFETY_FACTOR  # the plan's step time may be short, as for auto
+    if window_s * margin > wait_s:
+        short = (f"a timing window (train.log_every={p.cfg.train.log_every} steps) takes "
+                 f"{window_s:.0f} s by the plan ({step_s:.3g} s/step; {window_s * margin:.0f} s "
+                 f"with the {margin:g}x margin of cluster.time=auto), against the {wait_s} s "
+                 f"the training gets to reach its boundary and save after SIGUSR2 "
+                 f"(cluster.signal_delay_s={cluster.signal_delay_s} less 15 s)")
+        fix = (f"set cluster.signal_delay_s above {math.ceil(window_s * margin) + 15} s plus "
+               "the save, or a smaller train.log_every")
+        if jobs > 1 and window_s > wait_s:  # the signal is certain, the save out of reach
+            return (f"train.steps={p.cfg.train.steps} needs {jobs} jobs of cluster.time="
+                    f"{cluster.time}, but {short}: no attempt would save, and an attempt that "
+                    f"saved nothing is not requeued; {fix}")
+        if ("window", window_s, wait_s) not in warned:
+            warned["window", window_s, wait_s] = True
+            log.warning("%s: a run the time limit stops may end without a checkpoint "
+                        "(and not be requeued); %s", short, fix)
     if jobs > cluster.max_requeues + 1:
         return (f"train.steps={p.cfg.train.steps}: the plan predicts {_duration(run_s)} "
                 f"({step_s:.3g} s/step), more than cluster.time={cluster.time} allows with "
