@@ -20,7 +20,7 @@ the config reads :class:`DataConfig` without them.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -48,8 +48,9 @@ class DataConfig:
     num_classes: int = 1000  # synthetic only: label range; real data sets count their classes
     shuffle: bool = True  # reshuffle real data each epoch (seeded, same on every rank)
     # DataLoader worker processes per rank; 0 = load in the main process; -1 = auto: on a
-    # GPU the CPUs of this process over the ranks of its node, less one, at most 8 (at
-    # least 1); on a CPU 0, as the ranks' compute needs the cores (resolved_workers)
+    # GPU this rank's share of the CPUs of its process (all under srun's per-task binding,
+    # the node's over its ranks under torchrun), less one, at most 8 (at least 1); on a
+    # CPU 0, as the ranks' compute needs the cores (resolved_workers)
     num_workers: int = -1
 
     def __post_init__(self) -> None:
@@ -94,16 +95,60 @@ def _holds_image(folder: str) -> bool:
 
 def resolved_workers(cfg: DataConfig, device_type: str) -> int:
     """``data.num_workers`` with ``-1`` (auto) resolved for a rank on ``device_type``: 0 on
-    a CPU; on a GPU the CPUs this process may run on (``os.sched_getaffinity``) over the
-    ranks of its node (``LOCAL_WORLD_SIZE``, set by torchrun; 1 without it), less one for
-    the rank itself, between 1 and :data:`MAX_AUTO_WORKERS`. Other values as given."""
+    a CPU; on a GPU this rank's share of the CPUs this process may run on
+    (``os.sched_getaffinity``), less one for the rank itself, between 1 and
+    :data:`MAX_AUTO_WORKERS`. Other values as given.
+
+    The share is the CPU set over the ranks that run on it (:func:`ranks_sharing_cpus`):
+    under torchrun every rank of the node; under srun, one task a rank bound to its own
+    CPUs, the rank alone (Frontier's ``srun -c7``: 6 workers, not 7 // 8 = 0 raised to 1).
+
+    Raises:
+        ValueError: ``LOCAL_WORLD_SIZE`` or ``SLURM_CPUS_PER_TASK`` is not an integer."""
     if cfg.num_workers >= 0:
         return cfg.num_workers
     if device_type == "cpu":
         return 0
-    per_rank = len(os.sched_getaffinity(0)) // max(1, int(os.environ.get("LOCAL_WORLD_SIZE",
-                                                                          "1")))
-    return max(1, min(MAX_AUTO_WORKERS, per_rank - 1))
+    cpus = len(os.sched_getaffinity(0))
+    return max(1, min(MAX_AUTO_WORKERS, cpus // ranks_sharing_cpus(cpus) - 1))
+
+
+def ranks_sharing_cpus(cpus: int, environ: Mapping[str, str] | None = None) -> int:
+    """How many ranks of this node run on the ``cpus`` CPUs of this process's affinity set
+    (``os.sched_getaffinity``), from the launcher's variables in ``environ`` (default
+    ``os.environ``); ``L`` is ``LOCAL_WORLD_SIZE``, the node's ranks (1 where unset):
+
+    - torchrun's ranks (``TORCHELASTIC_RUN_ID``, set by its agent in every rank it starts,
+      ``torch.distributed.elastic``'s ``LocalElasticAgent``): all ``L``, children of one
+      process with its CPU set (``cluster.launch_mode=torchrun``: the node's Slurm task).
+    - a task of an srun step with ``--cpus-per-task`` (``SLURM_CPUS_PER_TASK``; srun(1),
+      https://slurm.schedmd.com/srun.html): ``cpus // SLURM_CPUS_PER_TASK``, the tasks'
+      CPUs the set holds, between 1 and ``L``. srun(1) ``--cpu-bind``: with task/affinity,
+      tasks are bound to their own CPUs (auto binding, where the step's CPUs are the tasks
+      × cpus-per-task, or the site's CpuBind), one task's worth (``launch_mode=srun``: one
+      rank, Frontier's ``-c7``); ``--cpu-bind=none`` (the default elsewhere) leaves each
+      task the step's CPUs on the node, or the node's, the worth of all ``L``. A set of
+      more than one task's CPUs but fewer than ``L`` tasks' (``--cpu-bind=ldom``, or both
+      threads of cores Slurm counts one CPU) counts as that many ranks: conservative.
+    - neither: all ``L``.
+
+    Raises:
+        ValueError: ``LOCAL_WORLD_SIZE`` or ``SLURM_CPUS_PER_TASK`` is not an integer.
+    """
+    env = os.environ if environ is None else environ
+    counts = {}
+    for name, unset in (("LOCAL_WORLD_SIZE", "1"), ("SLURM_CPUS_PER_TASK", "0")):
+        value = env.get(name, unset)
+        try:
+            counts[name] = int(value)
+        except ValueError:
+            raise ValueError(f"{name}={value!r} is not an integer; the launcher sets it to "
+                             "a count of this node's ranks or of a task's CPUs") from None
+    local = max(1, counts["LOCAL_WORLD_SIZE"])
+    per_task = counts["SLURM_CPUS_PER_TASK"]
+    if "TORCHELASTIC_RUN_ID" in env or per_task < 1:
+        return local
+    return max(1, min(local, cpus // per_task))
 
 
 def normalize(images: torch.Tensor) -> torch.Tensor:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from vitfsdp.data import (
     digits_arrays,
     normalize,
     num_classes,
+    ranks_sharing_cpus,
     resolved_workers,
 )
 
@@ -122,14 +124,72 @@ def test_loader_workers_give_the_same_batches(monkeypatch):
         assert torch.equal(a, b) and torch.equal(la, lb)
 
 
-@pytest.mark.parametrize(("given", "device", "cpus", "local_ranks", "expected"), [
-    (-1, "cpu", 16, "1", 0),     # CPU ranks keep the cores for compute
-    (-1, "cuda", 16, "1", 8),    # capped
-    (-1, "cuda", 16, "4", 3),    # 4 CPUs a rank, one for the rank itself
-    (-1, "cuda", 2, "8", 1),     # at least one
-    (3, "cuda", 16, "1", 3),     # as given
+#: Variables that say how the ranks were launched; each case sets the ones it names.
+LAUNCH_VARS = ("LOCAL_WORLD_SIZE", "SLURM_CPUS_PER_TASK", "TORCHELASTIC_RUN_ID")
+
+
+@pytest.mark.parametrize(("given", "device", "cpus", "env", "expected"), [
+    (-1, "cpu", 16, {"LOCAL_WORLD_SIZE": "1"}, 0),   # CPU ranks keep the cores for compute
+    (-1, "cuda", 16, {"LOCAL_WORLD_SIZE": "1"}, 8),  # capped
+    (-1, "cuda", 16, {"LOCAL_WORLD_SIZE": "4"}, 3),  # 4 CPUs a rank, one for the rank itself
+    (-1, "cuda", 2, {"LOCAL_WORLD_SIZE": "8"}, 1),   # at least one
+    (3, "cuda", 16, {"LOCAL_WORLD_SIZE": "1"}, 3),   # as given
+    (-1, "cuda", 16, {}, 8),                         # no launcher: the process is the rank
+    # srun -c7 (Frontier): each task bound to its own 7 CPUs, not the node's 56
+    (-1, "cuda", 7, {"LOCAL_WORLD_SIZE": "8", "SLURM_CPUS_PER_TASK": "7"}, 6),
+    # srun -c7 bound to whole cores, both hardware threads in the set: 7 each, not 14 // 8
+    (-1, "cuda", 14, {"LOCAL_WORLD_SIZE": "8", "SLURM_CPUS_PER_TASK": "7"}, 6),
+    # srun --cpu-bind=ldom: two tasks on a 16-CPU NUMA domain, 8 each
+    (-1, "cuda", 16, {"LOCAL_WORLD_SIZE": "8", "SLURM_CPUS_PER_TASK": "7"}, 7),
+    # srun --cpu-bind=none: every task has the step's 56 CPUs of the node, 7 a rank
+    (-1, "cuda", 56, {"LOCAL_WORLD_SIZE": "8", "SLURM_CPUS_PER_TASK": "7"}, 6),
+    # torchrun in a Slurm task of the node (-c56): its 8 ranks share the task's 56 CPUs
+    (-1, "cuda", 56, {"LOCAL_WORLD_SIZE": "8", "SLURM_CPUS_PER_TASK": "56",
+                      "TORCHELASTIC_RUN_ID": "42"}, 6),
+    # torchrun without Slurm (the local launcher): the node's 16 CPUs over its 4 ranks
+    (-1, "cuda", 16, {"LOCAL_WORLD_SIZE": "4", "TORCHELASTIC_RUN_ID": "none"}, 3),
 ])
-def test_auto_workers(monkeypatch, given, device, cpus, local_ranks, expected):
+def test_auto_workers(monkeypatch, given, device, cpus, env, expected):
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(cpus)))
-    monkeypatch.setenv("LOCAL_WORLD_SIZE", local_ranks)
+    for name in LAUNCH_VARS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
     assert resolved_workers(DataConfig(num_workers=given), device) == expected
+
+
+def test_srun_and_torchrun_ranks_get_the_same_workers(monkeypatch):
+    """The reviewer's case: a node of 8 GPUs with 7 CPUs a rank, launched either way."""
+    srun = {"LOCAL_WORLD_SIZE": "8", "SLURM_CPUS_PER_TASK": "7"}
+    torchrun = {"LOCAL_WORLD_SIZE": "8", "SLURM_CPUS_PER_TASK": "56",
+                "TORCHELASTIC_RUN_ID": "42"}
+    got = []
+    for env, cpus in ((srun, 7), (torchrun, 56)):
+        monkeypatch.setattr("os.sched_getaffinity", lambda pid, n=cpus: set(range(n)))
+        for name in LAUNCH_VARS:
+            monkeypatch.delenv(name, raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        got.append(resolved_workers(DataConfig(), "cuda"))
+    assert got == [6, 6]
+
+
+@pytest.mark.parametrize(("cpus", "env", "expected"), [
+    (7, {"LOCAL_WORLD_SIZE": "8", "SLURM_CPUS_PER_TASK": "7"}, 1),
+    (64, {"LOCAL_WORLD_SIZE": "8", "SLURM_CPUS_PER_TASK": "7"}, 8),  # at most the node's
+    (3, {"LOCAL_WORLD_SIZE": "8", "SLURM_CPUS_PER_TASK": "7"}, 1),   # at least the rank
+    (56, {"LOCAL_WORLD_SIZE": "8", "SLURM_CPUS_PER_TASK": "56", "TORCHELASTIC_RUN_ID": "1"},
+     8),
+    (56, {"LOCAL_WORLD_SIZE": "8", "SLURM_CPUS_PER_TASK": "0"}, 8),  # no share to count by
+    (56, {"LOCAL_WORLD_SIZE": "0"}, 1),
+])
+def test_ranks_sharing_cpus(cpus, env, expected):
+    assert ranks_sharing_cpus(cpus, env) == expected
+
+
+@pytest.mark.parametrize("env", [{"LOCAL_WORLD_SIZE": "eight"},
+                                 {"SLURM_CPUS_PER_TASK": "7(x8)"}])
+def test_ranks_sharing_cpus_refuses_a_malformed_count(env):
+    (name, value), = env.items()
+    with pytest.raises(ValueError, match=re.escape(f"{name}='{value}' is not an integer")):
+        ranks_sharing_cpus(8, env)
