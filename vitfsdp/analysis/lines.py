@@ -32,6 +32,12 @@ TORCH_ONLY_COLUMNS = ("backward_prefetch", "limit_all_gathers", "engine", "kerne
                       "kernels.adamw", "kernels.cudnn_allow_tf32", "mixed_precision.param_dtype",
                       "mixed_precision.reduce_dtype", "mixed_precision.buffer_dtype",
                       "strategy.use_orig_params", "strategy.blocks_per_unit")
+#: The world a JAX run shares with the PyTorch run it is compared with, beside the line
+#: columns and the node count: the same nodes of another size (GPUs per node, hence world
+#: size) or of another cluster profile (its interconnect, its hosts) are another point. They
+#: key the pairing only, and split no line (figures draw against GPUs); the ratio table shows
+#: the ones that take more than one value at one node count among the completed runs.
+PAIRING_COLUMNS = ("world_size", "ranks_per_node", "cluster")
 #: Columns of :func:`framework_ratio_table` after its key columns.
 RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch", "torch_runs", "jax_runs",
                  "difference", "torch_busy_frac", "jax_busy_frac", "host_bound",
@@ -201,17 +207,21 @@ def comparison_columns(df: pd.DataFrame) -> list[str]:
 
 def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.DataFrame:
     """JAX against PyTorch: images/s of both and their ratio per model, strategy and node
-    count (and any other varying config of :func:`comparison_columns`).
+    count (and any other varying config of :func:`comparison_columns`). A JAX run is compared
+    only with PyTorch runs of its world size, GPUs per node and cluster profile
+    (:data:`PAIRING_COLUMNS`).
 
     Only completed runs count; the median ips is taken where a point ran more than once. A
     PyTorch setting that splits a strategy's PyTorch lines (``backward_prefetch`` swept,
     say) stays a column, each of its rows compared with the same JAX run.
 
     Returns:
-        One row per point that both frameworks completed: the key columns, ``nodes``, the
-        varying PyTorch-only columns, ``torch_ips`` and ``jax_ips`` (global images/s) and
-        ``jax_over_torch`` (jax_ips / torch_ips; > 1: JAX is faster), ``torch_runs`` and
-        ``jax_runs`` (completed runs of each), ``difference``
+        One row per point that both frameworks completed: the key columns, ``nodes``, those
+        of :data:`PAIRING_COLUMNS` that take more than one value at one node count among the
+        completed runs (``world_size`` in ranks, ``ranks_per_node``, ``cluster``: the
+        profile), the varying PyTorch-only columns, ``torch_ips`` and ``jax_ips`` (global
+        images/s) and ``jax_over_torch`` (jax_ips / torch_ips; > 1: JAX is faster),
+        ``torch_runs`` and ``jax_runs`` (completed runs of each), ``difference``
         (:func:`vitfsdp.analysis.verdict.judge` of the two spans, over runs where a side
         ran twice, else its run's windows; ``noise`` the sweep's noise check's ratio: only
         ``beyond the spread`` makes one framework faster), ``torch_busy_frac``
@@ -225,18 +235,23 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
         out``; where they differ, the ratio includes the attention kernels' difference);
         empty (with these columns) when either framework has no completed run.
     """
-    keys, lines = [*comparison_columns(df), "nodes"], line_columns(df)
+    lines = line_columns(df)
     within = df[df["framework"] == "torch"].groupby(list(BASE_LINE_COLUMNS), dropna=False)
     torch_keys = [c for c in TORCH_ONLY_COLUMNS
                   if c in lines and (within[c].nunique(dropna=False) > 1).any()]
     done = df[(df["status"] == "completed") & df["ips"].notna() & df["nodes"].notna()]
     by_framework = {fw: done[done["framework"] == fw] for fw in ("torch", "jax")}
+    both = done[done["framework"].isin(list(by_framework))]
+    at_nodes = both.groupby("nodes", dropna=False)
+    world = [c for c in PAIRING_COLUMNS if (at_nodes[c].nunique(dropna=False) > 1).any()]
+    keys = [*comparison_columns(df), "nodes", *world]
     cols = [*keys, *torch_keys, *RATIO_COLUMNS]
     if any(rows.empty for rows in by_framework.values()):
         return pd.DataFrame(columns=cols)
-    medians = {fw: _side(rows, [*keys, *(torch_keys if fw == "torch" else [])], fw)
+    pairing = [*keys, *(c for c in PAIRING_COLUMNS if c not in world)]
+    medians = {fw: _side(rows, [*pairing, *(torch_keys if fw == "torch" else [])], fw)
                for fw, rows in by_framework.items()}
-    table = medians["torch"].merge(medians["jax"], on=keys, how="inner")
+    table = medians["torch"].merge(medians["jax"], on=pairing, how="inner")
     table["jax_over_torch"] = table["jax_ips"] / table["torch_ips"]
     table["difference"] = [
         compare((r.torch_low, r.torch_high, r.torch_runs), (r.jax_low, r.jax_high, r.jax_runs),

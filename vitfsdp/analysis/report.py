@@ -429,8 +429,8 @@ def _host_text(ratio: pd.DataFrame) -> str:
     if len(bound):
         keys = [c for c in ratio.columns[:list(ratio.columns).index("torch_ips")]
                 if c != "nodes"]
-        which = ", ".join(" ".join(str(r[k]) for k in keys) + f" at {r['nodes']:g} node(s)"
-                          for _, r in bound.iterrows())
+        which = ", ".join(" ".join(_point_part(k, r[k]) for k in keys if pd.notna(r[k]))
+                          + f" at {r['nodes']:g} node(s)" for _, r in bound.iterrows())
         return (f"Host-bound on at least one side ({BUSY_BELOW}): {which}; there the ratio "
                 "compares the two host loops, not the frameworks' kernels.")
     if unknown.all():
@@ -441,6 +441,12 @@ def _host_text(ratio: pd.DataFrame) -> str:
                 f"{int(unknown.sum())} point(s) one side was not measured.")
     return (f"No point host-bound on either side ({BUSY_BELOW}): the ratios compare the "
             "frameworks' steps on the device.")
+
+
+def _point_part(key: str, value: object) -> str:
+    """One key of a ratio row as :func:`_host_text` names its point: the model and the
+    strategy as they are, any other key ``name=value`` (``ranks_per_node=4``)."""
+    return str(value) if key in ("model", "strategy") else f"{key}={value}"
 
 
 def _attention_caveat(ratio: pd.DataFrame) -> str:

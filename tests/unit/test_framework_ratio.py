@@ -1,0 +1,71 @@
+"""The JAX/PyTorch ratio table (:func:`vitfsdp.analysis.lines.framework_ratio_table`) and
+the report's words on it, on record directories written with RunRecords: which runs pair
+up as one point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.fake_records import run_info, write_run
+from vitfsdp.analysis import collect_runs, framework_ratio_table
+
+
+def _info(framework: str, nodes: int = 1, per_node: int = 2, cluster: str = "a100",
+          strategy: str = "DDP") -> dict:  # fmt: skip
+    """A GPU run.json of one framework on ``nodes`` nodes of ``per_node`` GPUs of the
+    cluster profile ``cluster``; FSDP1-only settings null (JAX, DDP)."""
+    info = run_info(strategy, nodes, device="cuda")
+    info["config"]["framework"] = framework
+    info["config"]["strategy"] |= {"backward_prefetch": None, "limit_all_gathers": None}
+    info["config"]["cluster"] = {"name": cluster, "gpus_per_node": per_node}
+    info["world"] |= {"size": nodes * per_node, "ranks_per_node": per_node}
+    return info
+
+
+def _ratio(sweep: Path, runs: dict[str, tuple[dict, float]]) -> pd.DataFrame:
+    """The ratio table of the runs ``{name: (run.json, ips)}`` written below ``sweep``."""
+    for name, (info, ips) in runs.items():
+        write_run(sweep / name, info, ips, busy=0.95)
+    return framework_ratio_table(collect_runs(sweep))
+
+
+def test_a_jax_run_pairs_only_with_a_torch_run_of_its_gpus_per_node(tmp_path: Path) -> None:
+    """One node of 8 GPUs under PyTorch, one of 4 under JAX: not the same point, no row;
+    a PyTorch run on 4 GPUs too, and the JAX run is compared with that one only."""
+    apart = _ratio(tmp_path / "apart", {"torch8": (_info("torch", per_node=8), 800.0),
+                                        "jax4": (_info("jax", per_node=4), 500.0)})
+    assert apart.empty
+    both = _ratio(tmp_path / "both", {"torch8": (_info("torch", per_node=8), 800.0),
+                                      "torch4": (_info("torch", per_node=4), 400.0),
+                                      "jax4": (_info("jax", per_node=4), 500.0)})
+    assert len(both) == 1
+    row = both.iloc[0]
+    assert (row["world_size"], row["ranks_per_node"], row["torch_ips"], row["jax_ips"]) == \
+        (4, 4, 400.0, 500.0)
+    assert row["jax_over_torch"] == pytest.approx(1.25)
+
+
+def test_a_jax_run_pairs_only_with_a_torch_run_of_its_cluster(tmp_path: Path) -> None:
+    """The same node count and GPUs per node on two cluster profiles (another interconnect,
+    another host): no row; the pairing columns that take one value are not shown."""
+    apart = _ratio(tmp_path / "apart", {"torch": (_info("torch", cluster="a100"), 200.0),
+                                        "jax": (_info("jax", cluster="h100"), 300.0)})
+    assert apart.empty
+    same = _ratio(tmp_path / "same", {"torch": (_info("torch"), 200.0),
+                                      "jax": (_info("jax"), 300.0)})
+    assert list(same.columns[:3]) == ["model", "strategy", "nodes"]
+    assert not {"world_size", "ranks_per_node", "cluster"} & set(same.columns)
+    assert same["jax_over_torch"].tolist() == pytest.approx([1.5])
+
+
+def test_the_report_names_a_host_bound_point_by_its_gpus_per_node(tmp_path: Path) -> None:
+    from vitfsdp.analysis.report import framework_host_text
+
+    ratio = _ratio(tmp_path, {"torch8": (_info("torch", per_node=8), 800.0),
+                              "torch4": (_info("torch", per_node=4), 400.0),
+                              "jax4": (_info("jax", per_node=4), 500.0)})
+    text = framework_host_text(ratio.assign(host_bound=pd.array([True], dtype="boolean")))
+    assert "vit_tiny DDP world_size=4 ranks_per_node=4 at 1 node(s)" in text
