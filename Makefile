@@ -109,7 +109,7 @@ test: install slurm-up browser
 test-noslurm: install
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
-test-fast:
+test-fast: install
 	$(PYTHON) -m pytest -q -n 2 --durations=5 tests/unit
 
 # No pip install from an index here: a GPU node may reach none. tools/gpu-check.sh installs
