@@ -4,6 +4,9 @@ step 3), then the same run again in its directory, which resumes from the checkp
 
     torchrun --nproc_per_node 2 tests/integration/checkpoint_worker.py OUT_DIR override ...
 
+Any number of ranks and strategy: the test runs it on 2 ranks (FULL_SHARD) and on 4
+(``strategy=HYBRID_2GPU nodes=2 cluster.gpus_per_node=2``: 2 shard groups of 2 ranks).
+
 Writes OUT_DIR/reference and OUT_DIR/interrupted (run directories) and OUT_DIR/exits.json
 (what each phase raised on this rank).
 """

@@ -1,8 +1,10 @@
 """Checkpoint and resume: a run stopped by a real signal saves a sharded checkpoint, records
 ``preempted`` and exits with code 3; run again in its directory it resumes and ends with the
-loss of a run that was never interrupted (fp32, FULL_SHARD, 2 ranks, shuffled real data: the
-data order continues). Windows measured before the interruption are kept, marked with their
-attempt, also when a launcher moved the first attempt into ``attempts/1/``."""
+loss of a run that was never interrupted (fp32, shuffled real data: the data order continues),
+under FULL_SHARD on 2 ranks and under HYBRID_2GPU on 4 (FSDP1 HYBRID_SHARD: 2 shard groups of
+2 ranks, each a replica of the other, as a requeued HYBRID point resumes). Windows measured
+before the interruption are kept, marked with their attempt, also when a launcher moved the
+first attempt into ``attempts/1/``."""
 
 from __future__ import annotations
 
@@ -23,24 +25,36 @@ COMMON = ["model=vit_tiny", "data=digits", "device=cpu", "precision=fp32",
           "strategy=FULL_SHARD", "train.steps=6", "train.warmup_steps=1", "train.log_every=1",
           "train.local_batch_size=4", "train.lr=3e-3"]
 REL_TOL = 1e-5
+# (ranks, replicas, overrides) of the worker's torchrun; HYBRID_2GPU on 2 nodes of 2 ranks:
+# shard groups {0, 1} and {2, 3}, replicated across them
+WORKER_LAYOUTS = {
+    "FULL_SHARD": (2, 1, ["nodes=1", "cluster.gpus_per_node=2"]),
+    "HYBRID_2GPU": (4, 2, ["strategy=HYBRID_2GPU", "nodes=2", "cluster.gpus_per_node=2"]),
+}
 
 
-@pytest.fixture(scope="module")
-def worker_runs(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ckpt")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(REPO / "tests" / "integration" / "checkpoint_worker.py"), str(out), *COMMON,
-           "nodes=1", "cluster.gpus_per_node=2", "train.checkpoint_every=2"]
+@pytest.fixture(scope="module", params=list(WORKER_LAYOUTS))
+def worker_runs(request, tmp_path_factory):
+    """The worker's run directories under one strategy: (its folder, its
+    :data:`WORKER_LAYOUTS` entry)."""
+    ranks, _, overrides = WORKER_LAYOUTS[request.param]
+    out = tmp_path_factory.mktemp(f"ckpt-{request.param}")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc_per_node={ranks}", str(REPO / "tests" / "integration" /
+                                             "checkpoint_worker.py"), str(out), *COMMON,
+           *overrides, "train.checkpoint_every=2"]
     proc = subprocess.run(cmd, cwd=out, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                          env={**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
-    return out
+    return out, WORKER_LAYOUTS[request.param]
 
 
 def test_resumed_run_ends_with_the_uninterrupted_loss(worker_runs):
+    worker_runs, (ranks, replicas, _) = worker_runs
     exits = read(worker_runs / "exits.json")
     assert exits["first"] == {"signal": "SIGUSR2", "step": 3, "code": 3}
-    assert {"meta.json", "rng-0.pt", "rng-1.pt", ".metadata"} <= set(exits["checkpoint_files"])
+    rng = {f"rng-{r}.pt" for r in range(ranks)}
+    assert {"meta.json", ".metadata", *rng} <= set(exits["checkpoint_files"])
     ref = read(worker_runs / "reference" / "metrics.jsonl")
     resumed = read(worker_runs / "interrupted" / "metrics.jsonl")
     print("reference losses", [w["loss"] for w in ref])
@@ -54,6 +68,7 @@ def test_resumed_run_ends_with_the_uninterrupted_loss(worker_runs):
     assert summary["num_windows"] == 4  # measured windows of both attempts
     run = read(worker_runs / "interrupted" / "run.json")
     assert (run["attempt"], run["resumed_from_step"]) == (1, 3)
+    assert (run["world"]["size"], run["world"]["replicas"]) == (ranks, replicas)
     assert not (worker_runs / "interrupted" / checkpoint.CHECKPOINT_DIR).exists()
 
 
