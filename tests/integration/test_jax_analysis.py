@@ -97,7 +97,7 @@ def test_a_framework_is_faster_only_over_repeats(tmp_path: Path) -> None:
     once = twice[~twice["run_dir"].str.endswith("jax_1")]
     assert framework_ratio_table(once).iloc[0]["difference"] == "one run: not established"
     section = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}["PyTorch and JAX"]
-    assert "1 of 1 are (`difference`)" in section.text
+    assert "1 of 1 pairs not host-bound are (`difference`)" in section.text
 
 
 def _gpu_pair_ratio(sweep: Path, applied: dict) -> pd.DataFrame:

@@ -69,3 +69,29 @@ def test_the_report_names_a_host_bound_point_by_its_gpus_per_node(tmp_path: Path
                               "jax4": (_info("jax", per_node=4), 500.0)})
     text = framework_host_text(ratio.assign(host_bound=pd.array([True], dtype="boolean")))
     assert "vit_tiny DDP world_size=4 ranks_per_node=4 at 1 node(s)" in text
+
+
+def test_a_host_bound_pair_is_not_counted_as_a_framework_result(tmp_path: Path) -> None:
+    """Three runs a side at 1 and 2 nodes, JAX at half PyTorch's images/s: both pairs apart
+    beyond the spread, but PyTorch's host decided its step at 2 nodes. The report counts one
+    framework result, and the host-bound pair apart, by itself."""
+    from vitfsdp.analysis.report import report_sections
+    from vitfsdp.analysis.tables import study_tables
+
+    for framework, ips in (("torch", 200.0), ("jax", 100.0)):
+        for nodes in (1, 2):
+            for repeat in range(3):
+                info = _info(framework, nodes)
+                info["config"]["repeat"] = repeat
+                busy = 0.38 if (framework, nodes) == ("torch", 2) else 0.95
+                write_run(tmp_path / f"{framework}_{nodes}_{repeat}", info,
+                          nodes * ips + 3 * repeat, busy=busy)
+    tables = study_tables(collect_runs(tmp_path), 1000)
+    ratio = tables["framework_ratio"]
+    assert ratio["difference"].tolist() == ["beyond the spread"] * 2
+    assert ratio["host_bound"].tolist() == [False, True]
+    text = {s.title: s for s in report_sections(tables, 1000)}["PyTorch and JAX"].text
+    assert "2 of 2" not in text
+    assert "1 of 1 pairs not host-bound are (`difference`)" in text
+    assert ("1 host-bound pair (`host_bound`; 1 apart beyond the spread) compares the two "
+            "host loops, not the frameworks, and is not counted") in text

@@ -397,19 +397,38 @@ def _recipe_section(table: pd.DataFrame) -> Section | None:
 
 
 def _framework_section(ratio: pd.DataFrame | None) -> Section | None:
-    """Images/s of PyTorch and JAX per point, when both completed runs, and whether either
-    side's host decided the step there (:func:`framework_host_text`)."""
+    """Images/s of PyTorch and JAX per point, when both completed runs, how many of its
+    ratios are framework results (:func:`_framework_verdict`), and whether either side's
+    host decided the step there (:func:`framework_host_text`)."""
     if ratio is None or ratio.empty:
         return None
-    faster = ratio[ratio["difference"] == BEYOND]
-    verdict = (f"A ratio is a result only as best.csv's are (apart beyond their spread, "
-               "on runs enough: 3 each, or 2 against 5, and beyond the noise check's ratio): "
-               f"{len(faster)} of "
-               f"{len(ratio)} are (`difference`). ")
+    verdict = _framework_verdict(ratio)
     return Section("PyTorch and JAX", "Images/s of both frameworks per point (in the weak "
                    "scaling figure: solid PyTorch, dash-dot JAX). " + verdict
                    + framework_host_text(ratio),
                    table=display(ratio, list(ratio.columns)))
+
+
+def _framework_verdict(ratio: pd.DataFrame) -> str:
+    """How many of the pairs of ``ratio`` (a
+    :func:`~vitfsdp.analysis.lines.framework_ratio_table`) are framework results: apart
+    beyond their spread (``difference``) and host-bound on neither side. A host-bound pair
+    (``host_bound`` true) compares the two host loops, so it is counted apart, with how many
+    of those are beyond the spread; a pair whose busy share was not measured counts (the
+    host sentence says it may compare host loops)."""
+    bound = ratio["host_bound"].fillna(False).astype(bool)
+    beyond = ratio["difference"] == BEYOND
+    text = ("A ratio is a result only as best.csv's are (apart beyond their spread, on runs "
+            "enough: 3 each, or 2 against 5, and beyond the noise check's ratio) and where "
+            f"neither side was host-bound: {int((beyond & ~bound).sum())} of "
+            f"{int((~bound).sum())} pairs not host-bound are (`difference`). ")
+    if bound.any():
+        count = int(bound.sum())
+        text += (f"{count} host-bound pair{'s' if count > 1 else ''} (`host_bound`; "
+                 f"{int((beyond & bound).sum())} apart beyond the spread) "
+                 f"compare{'' if count > 1 else 's'} the two host loops, not the frameworks, "
+                 f"and {'are' if count > 1 else 'is'} not counted. ")
+    return text
 
 
 def framework_host_text(ratio: pd.DataFrame) -> str:
