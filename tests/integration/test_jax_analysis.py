@@ -64,9 +64,13 @@ def test_ratio_table(sweep: Path) -> None:
     assert list(table.columns) == ["model", "strategy", "nodes", "torch_ips", "jax_ips",
                                    "jax_over_torch", "torch_runs", "jax_runs", "difference",
                                    "torch_busy_frac", "jax_busy_frac", "host_bound",
-                                   "torch_attention", "jax_attention"]
+                                   "torch_attention", "jax_attention", "torch_recipe"]
     assert list(zip(table["strategy"], table["nodes"], strict=True)) == [
         ("DDP", 1), ("DDP", 2), ("FULL_SHARD", 1)]  # JAX FULL_SHARD at 2 nodes failed
+    # records without kernels settings or what they resolved to: said so, not guessed
+    assert table["torch_recipe"].tolist() == [
+        "DDP compile auto, AdamW unrecorded"] * 2 + [
+        "FSDP1 compile auto, orig params auto, AdamW unrecorded"]
     assert list(table["jax_over_torch"]) == pytest.approx([0.5, 0.8, 1.5])
     # one run a side, windows ±1 images/s apart: each ratio beyond the windows, not a result
     assert list(table["difference"]) == ["one run: not established"] * 3

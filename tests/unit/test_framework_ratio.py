@@ -95,3 +95,51 @@ def test_a_host_bound_pair_is_not_counted_as_a_framework_result(tmp_path: Path) 
     assert "1 of 1 pairs not host-bound are (`difference`)" in text
     assert ("1 host-bound pair (`host_bound`; 1 apart beyond the spread) compares the two "
             "host loops, not the frameworks, and is not counted") in text
+
+
+def _recipe_run(framework: str, strategy: str, engine: str = "fsdp1", kernels: dict | None = None,
+                applied: dict | None = None) -> dict:  # fmt: skip
+    """:func:`_info` of ``strategy`` on one node with ``engine``, the ``kernels`` settings
+    and run.json ``applied`` (what the trainer records the auto settings resolved to)."""
+    info = _info(framework, strategy=strategy)
+    info["config"] |= {"engine": engine, "kernels": kernels or {}}
+    info["config"]["strategy"]["use_orig_params"] = None
+    info["applied"] = applied or {}
+    return info
+
+
+def test_the_ratio_says_which_torch_recipe_it_is_against(tmp_path: Path) -> None:
+    """Nothing swept among the PyTorch runs, yet each row names the recipe they ran: the
+    resolved compile and use_orig_params where run.json recorded them, else the setting."""
+    from vitfsdp.analysis.report import report_sections
+    from vitfsdp.analysis.tables import study_tables
+
+    auto = {"compile": None, "adamw": "fused"}
+    for name, (info, ips) in {
+        "torch_fs": (_recipe_run("torch", "FULL_SHARD", kernels=auto, applied={
+            "compiled_blocks": 12, "use_orig_params": True}), 200.0),
+        "jax_fs": (_recipe_run("jax", "FULL_SHARD"), 250.0),
+        "torch_ddp": (_recipe_run("torch", "DDP", kernels=auto,
+                                  applied={"compiled_blocks": 12}), 300.0),
+        "jax_ddp": (_recipe_run("jax", "DDP"), 250.0),
+    }.items():
+        write_run(tmp_path / "one" / name, info, ips, busy=0.95)
+    tables = study_tables(collect_runs(tmp_path / "one"), 1000)
+    ratio = tables["framework_ratio"].set_index("strategy")
+    assert "kernels.compile" not in ratio.columns  # nothing varies: no column of its own
+    assert ratio.loc["FULL_SHARD", "torch_recipe"] == "FSDP1 compiled, orig params, fused AdamW"
+    assert ratio.loc["DDP", "torch_recipe"] == "DDP compiled, fused AdamW"
+    text = {s.title: s for s in report_sections(tables, 1000)}["PyTorch and JAX"].text
+    assert ("PyTorch ran 2 recipes (`torch_recipe`: DDP compiled, fused AdamW; FSDP1 compiled, "
+            "orig params, fused AdamW): each row's ratio is against its own.") in text
+
+    eager = _recipe_run("torch", "FULL_SHARD", engine="fsdp2",
+                        kernels={"compile": False, "adamw": "auto"})
+    ratio = _ratio(tmp_path / "two", {"torch": (eager, 200.0),
+                                      "jax": (_recipe_run("jax", "FULL_SHARD"), 250.0)})
+    assert ratio["torch_recipe"].tolist() == ["FSDP2 eager, auto AdamW"]
+    section = {s.title: s for s in report_sections(
+        study_tables(collect_runs(tmp_path / "two"), 1000), 1000)}["PyTorch and JAX"]
+    assert ("PyTorch ran FSDP2 eager, auto AdamW (`torch_recipe`): every ratio is against "
+            "that recipe, not PyTorch at large.") in section.text
+    assert section.table is not None and "PyTorch recipe" in section.table.columns

@@ -41,7 +41,11 @@ PAIRING_COLUMNS = ("world_size", "ranks_per_node", "cluster")
 #: Columns of :func:`framework_ratio_table` after its key columns.
 RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch", "torch_runs", "jax_runs",
                  "difference", "torch_busy_frac", "jax_busy_frac", "host_bound",
-                 "torch_attention", "jax_attention")
+                 "torch_attention", "jax_attention", "torch_recipe")
+#: What :func:`torch_recipe` writes of ``kernels.compile`` (as it resolved; null: auto, in
+#: records that did not say what it resolved to) and of FSDP1's ``strategy.use_orig_params``.
+COMPILE_WORDS = {True: "compiled", False: "eager", None: "compile auto"}
+ORIG_PARAMS_WORDS = {True: "orig params", False: "flat params", None: "orig params auto"}
 
 
 def contention_note(df: pd.DataFrame) -> str | None:
@@ -232,7 +236,9 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
         frameworks' host loops, not their kernels; False where both were measured and
         neither is; NA otherwise), ``torch_attention`` and ``jax_attention`` (the attention
         each side ran, ``attention`` of the runs: ``sdpa``, ``xla``, ``cudnn``, ``written
-        out``; where they differ, the ratio includes the attention kernels' difference);
+        out``; where they differ, the ratio includes the attention kernels' difference),
+        ``torch_recipe`` (the PyTorch side's :func:`torch_recipe`, e.g. ``"FSDP1 compiled,
+        orig params, fused AdamW"``; ``"; "`` between the recipes of runs that differ);
         empty (with these columns) when either framework has no completed run.
     """
     lines = line_columns(df)
@@ -264,24 +270,70 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
 
 
 def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
-    """One framework's points: median ips and busy share, completed runs, and the span of
-    its measurements (over runs where it ran at least twice, else its run's windows)."""
+    """One framework's points: median ips and busy share, completed runs, the span of its
+    measurements (over runs where it ran at least twice, else its run's windows), the
+    attention it ran and, for PyTorch, its recipe (:func:`torch_recipe`)."""
     rows = rows.assign(busy=judged_busy(rows),
                        win_lo=rows.get("ips_min", rows["ips"]),
                        win_hi=rows.get("ips_max", rows["ips"]),
-                       attention=rows.get("attention", pd.Series(None, index=rows.index)))
+                       attention=rows.get("attention", pd.Series(None, index=rows.index)),
+                       recipe=torch_recipe(rows) if fw == "torch" else None)
     side = rows.groupby(keys, dropna=False).agg(
         ips=("ips", "median"), busy=("busy", "median"), runs=("ips", "count"),
         run_lo=("ips", "min"), run_hi=("ips", "max"), win_lo=("win_lo", "min"),
-        win_hi=("win_hi", "max"),
-        attention=("attention", lambda a: ", ".join(sorted(set(a.dropna().astype(str))))
-                   or None)).reset_index()
+        win_hi=("win_hi", "max"), attention=("attention", lambda a: _distinct(a, ", ")),
+        recipe=("recipe", lambda r: _distinct(r, "; "))).reset_index()
     low, high = span(side["runs"], side["run_lo"], side["run_hi"], side["win_lo"],
                      side["win_hi"], side["ips"])
     return pd.DataFrame({
         **{k: side[k] for k in keys}, f"{fw}_ips": side["ips"],
         f"{fw}_busy_frac": side["busy"], f"{fw}_runs": side["runs"], f"{fw}_low": low,
-        f"{fw}_high": high, f"{fw}_attention": side["attention"]})
+        f"{fw}_high": high, f"{fw}_attention": side["attention"],
+        **({"torch_recipe": side["recipe"]} if fw == "torch" else {})})
+
+
+def _distinct(values: pd.Series, sep: str) -> str | None:
+    """The distinct non-null values of ``values`` as text, sorted, ``sep`` between them;
+    ``None`` where there is none."""
+    return sep.join(sorted(set(values.dropna().astype(str)))) or None
+
+
+def torch_recipe(rows: pd.DataFrame) -> pd.Series:
+    """Each PyTorch run's recipe in words, on ``rows``' index (a
+    :func:`~vitfsdp.analysis.collect.collect_runs` frame): the wrapper (``DDP`` where the
+    sharding strategy is DDP, else the ``engine``: ``FSDP1``, ``FSDP2``), ``kernels.compile``
+    as it resolved (:data:`COMPILE_WORDS`), FSDP1's ``strategy.use_orig_params`` as it
+    resolved (:data:`ORIG_PARAMS_WORDS`) and ``kernels.adamw`` (``fused AdamW``; ``auto
+    AdamW`` where the setting was auto: the runs frame has the setting, not what it chose),
+    e.g. ``"FSDP1 compiled, orig params, fused AdamW"``; ``unrecorded`` where a record holds
+    no engine or AdamW setting. The runs frame's values are the
+    resolved ones where run.json recorded them (``applied``), else the configured ones."""
+    columns = ("sharding_strategy", "engine", "kernels.compile", "strategy.use_orig_params",
+               "kernels.adamw")
+    values = zip(*(rows.get(c, pd.Series(None, index=rows.index)).astype(object)
+                   for c in columns), strict=True)
+    return pd.Series([_recipe(*v) for v in values], index=rows.index, dtype=object)
+
+
+def _recipe(sharding: Any, engine: Any, compiled: Any, orig_params: Any, adamw: Any) -> str:
+    """One run's :func:`torch_recipe` from its five columns (null: ``None`` or NaN)."""
+    known = [None if v is None or (not isinstance(v, str) and pd.isna(v)) else v
+             for v in (sharding, engine, compiled, orig_params, adamw)]
+    sharding, engine, compiled, orig_params, adamw = known
+    fsdp1 = sharding != "DDP" and engine == "fsdp1"
+    wrapper = "DDP" if sharding == "DDP" else str(engine).upper() if engine else "engine unrecorded"
+    parts = [f"{wrapper} {COMPILE_WORDS.get(_flag(compiled), f'compile={compiled}')}"]
+    if fsdp1:
+        parts.append(ORIG_PARAMS_WORDS.get(_flag(orig_params), f"orig params={orig_params}"))
+    parts.append(f"{adamw} AdamW" if adamw else "AdamW unrecorded")
+    return ", ".join(parts)
+
+
+def _flag(value: Any) -> Any:
+    """A recorded boolean as ``True``/``False`` (JSON's booleans, or their text in a
+    reread runs.csv: ``"True"``), any other value as it is."""
+    return {"True": True, "False": False, "true": True, "false": False}.get(value, value) \
+        if isinstance(value, str) else value
 
 
 def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:

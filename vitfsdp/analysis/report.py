@@ -172,6 +172,7 @@ COLUMN_FORMATS = {
     "statuses": ("not completed", "{}"), "step": ("step", "{:d}"),
     "step_time_rel_error": ("step error", "{:+.0%}"), "torch_ips": ("PyTorch images/s", RATE),
     "torch_busy_frac": ("PyTorch device busy", "{:.0%}"),
+    "torch_recipe": ("PyTorch recipe", "{}"),
     "unit": ("unit", "{}"),
 }  # fmt: skip
 
@@ -398,11 +399,12 @@ def _recipe_section(table: pd.DataFrame) -> Section | None:
 
 def _framework_section(ratio: pd.DataFrame | None) -> Section | None:
     """Images/s of PyTorch and JAX per point, when both completed runs, how many of its
-    ratios are framework results (:func:`_framework_verdict`), and whether either side's
-    host decided the step there (:func:`framework_host_text`)."""
+    ratios are framework results (:func:`_framework_verdict`), which PyTorch recipe they are
+    against (:func:`_recipe_text`), and whether either side's host decided the step there
+    (:func:`framework_host_text`)."""
     if ratio is None or ratio.empty:
         return None
-    verdict = _framework_verdict(ratio)
+    verdict = _framework_verdict(ratio) + _recipe_text(ratio)
     return Section("PyTorch and JAX", "Images/s of both frameworks per point (in the weak "
                    "scaling figure: solid PyTorch, dash-dot JAX). " + verdict
                    + framework_host_text(ratio),
@@ -429,6 +431,22 @@ def _framework_verdict(ratio: pd.DataFrame) -> str:
                  f"compare{'' if count > 1 else 's'} the two host loops, not the frameworks, "
                  f"and {'are' if count > 1 else 'is'} not counted. ")
     return text
+
+
+def _recipe_text(ratio: pd.DataFrame) -> str:
+    """Which PyTorch recipe the ratios are against (``torch_recipe`` of ``ratio``: wrapper,
+    compile, use_orig_params, AdamW), e.g. ``"PyTorch ran FSDP1 compiled, orig params,
+    fused AdamW (`torch_recipe`): every ratio is against that recipe, not PyTorch at large.
+    "``; each recipe where the rows ran several; ``""`` where none is recorded."""
+    recipes = sorted({r for cell in ratio.get("torch_recipe", pd.Series(dtype=object)).dropna()
+                      for r in str(cell).split("; ")})
+    if not recipes:
+        return ""
+    if len(recipes) == 1:
+        return (f"PyTorch ran {recipes[0]} (`torch_recipe`): every ratio is against that "
+                "recipe, not PyTorch at large. ")
+    return (f"PyTorch ran {len(recipes)} recipes (`torch_recipe`: {'; '.join(recipes)}): "
+            "each row's ratio is against its own. ")
 
 
 def framework_host_text(ratio: pd.DataFrame) -> str:
