@@ -143,3 +143,29 @@ def test_the_ratio_says_which_torch_recipe_it_is_against(tmp_path: Path) -> None
     assert ("PyTorch ran FSDP2 eager, auto AdamW (`torch_recipe`): every ratio is against "
             "that recipe, not PyTorch at large.") in section.text
     assert section.table is not None and "PyTorch recipe" in section.table.columns
+
+
+def test_the_report_names_what_the_two_programs_run_differently():
+    """FULL_SHARD: JAX keeps the gathered units to the backward (torch gathers again); DDP
+    in bf16: torch's autocast keeps an fp32 residual stream. Said for the strategies the
+    table holds, and only there."""
+    from vitfsdp.analysis.report import _program_caveat
+
+    both = pd.DataFrame({"strategy": ["FULL_SHARD", "DDP"], "precision": ["bf16", "bf16"]})
+    text = _program_caveat(both)
+    assert "Under FULL_SHARD JAX gathers each unit's parameters once a step" in text
+    assert "Where DDP ran in bf16, torch ran autocast" in text
+    assert _program_caveat(pd.DataFrame({"strategy": ["HYBRID_2GPU"]})) == ""
+    fp32 = _program_caveat(pd.DataFrame({"strategy": ["DDP"], "precision": ["fp32"]}))
+    assert fp32 == ""
+
+
+def test_the_framework_section_carries_the_program_caveat(tmp_path):
+    """The PyTorch-and-JAX section of a real ratio table (a FULL_SHARD pair) says it."""
+    from vitfsdp.analysis.report import _framework_section
+
+    ratio = _ratio(tmp_path, {fw: (_info(fw, strategy="FULL_SHARD"), ips)
+                              for fw, ips in (("torch", 100.0), ("jax", 120.0))})
+    assert len(ratio) == 1
+    section = _framework_section(ratio)
+    assert "Under FULL_SHARD JAX gathers each unit's parameters once a step" in section.text

@@ -400,14 +400,15 @@ def _recipe_section(table: pd.DataFrame) -> Section | None:
 def _framework_section(ratio: pd.DataFrame | None) -> Section | None:
     """Images/s of PyTorch and JAX per point, when both completed runs, how many of its
     ratios are framework results (:func:`_framework_verdict`), which PyTorch recipe they are
-    against (:func:`_recipe_text`), and whether either side's host decided the step there
-    (:func:`framework_host_text`)."""
+    against (:func:`_recipe_text`), whether either side's host decided the step there
+    (:func:`framework_host_text`), and what the two programs run differently under one
+    strategy name (:func:`_program_caveat`)."""
     if ratio is None or ratio.empty:
         return None
     verdict = _framework_verdict(ratio) + _recipe_text(ratio)
     return Section("PyTorch and JAX", "Images/s of both frameworks per point (in the weak "
                    "scaling figure: solid PyTorch, dash-dot JAX). " + verdict
-                   + framework_host_text(ratio),
+                   + framework_host_text(ratio) + _program_caveat(ratio),
                    table=display(ratio, list(ratio.columns)))
 
 
@@ -497,6 +498,36 @@ def _attention_caveat(ratio: pd.DataFrame) -> str:
     which = "; ".join(f"PyTorch {t}, JAX {j}" for t, j in sorted(pairs))
     return (f" The two ran different attention ({which}): the attention kernels' difference "
             "is part of every ratio.")
+
+
+def _program_caveat(ratio: pd.DataFrame) -> str:
+    """What the two frameworks run differently under one strategy name, for the strategies
+    of ``ratio``'s rows (``""`` where none applies; docs/jax.md):
+
+    - FULL_SHARD: JAX's step gathers each FSDP unit's parameters once and keeps them from
+      forward to backward (``vitfsdp.jax.sharding``; what torch's SHARD_GRAD_OP does), where
+      torch's FULL_SHARD gathers them again in backward: the ratio includes one all-gather
+      per unit a step and the memory of the gathered units.
+    - DDP in bf16: torch runs ``torch.autocast`` (fp32 weights, layer norms and residual
+      stream, bf16 matmuls; :func:`vitfsdp.torch_train.autocast_context`), JAX computes in
+      bf16 from the patch embedding on (``vitfsdp.jax.model``): the ratio includes the fp32
+      residual stream's bytes.
+    """
+    strategies = set(ratio.get("strategy", pd.Series(dtype=object)).dropna().astype(str))
+    precisions = set(ratio["precision"].dropna().astype(str)) if "precision" in ratio \
+        else {"auto"}  # not a column: one precision, not known here
+    bf16_ddp = "DDP" in strategies and bool(precisions & {"bf16", "auto"})
+    text = ""
+    if "FULL_SHARD" in strategies:
+        text += (" Under FULL_SHARD JAX gathers each unit's parameters once a step and keeps "
+                 "them to the backward (as torch's SHARD_GRAD_OP does), where torch gathers "
+                 "them again: the FULL_SHARD ratios include one all-gather per unit and the "
+                 "memory of the gathered units (docs/jax.md).")
+    if bf16_ddp:
+        text += (" Where DDP ran in bf16, torch ran autocast (fp32 weights, layer norms and "
+                 "residual stream, bf16 matmuls) and JAX computed in bf16 throughout: those "
+                 "DDP ratios include that precision policy.")
+    return text
 
 
 def provenance_table(df: pd.DataFrame, sweep_dirs: Sequence[Path] = ()) -> pd.DataFrame:
@@ -854,7 +885,8 @@ def _flops_text(points: pd.DataFrame) -> str:
 #: What the measured peak memory counts, by runs.csv ``peak_mem_kind``.
 MEMORY_KINDS = {
     "allocated": "the bytes the framework's allocator handed out (torch.cuda.max_memory_"
-                 "allocated, JAX's peak_bytes_in_use)",
+                 "allocated, reset every window; JAX's peak_bytes_in_use, which JAX cannot "
+                 "reset: its peak since the process started, set-up included)",
     "rss": "the rank's resident memory (RSS): the interpreter and its libraries (about 0.9 "
            "GiB) as well as the model",
 }
