@@ -144,6 +144,12 @@ def test_the_ratio_says_which_torch_recipe_it_is_against(tmp_path: Path) -> None
             "that recipe, not PyTorch at large.") in section.text
     assert section.table is not None and "PyTorch recipe" in section.table.columns
 
+    chosen = _recipe_run("torch", "FULL_SHARD", engine="fsdp2", applied={"adamw": "foreach"},
+                         kernels={"compile": False, "adamw": "auto"})  # what auto chose
+    ratio = _ratio(tmp_path / "three", {"torch": (chosen, 200.0),
+                                        "jax": (_recipe_run("jax", "FULL_SHARD"), 250.0)})
+    assert ratio["torch_recipe"].tolist() == ["FSDP2 eager, foreach AdamW"]
+
 
 def test_the_report_names_what_the_two_programs_run_differently():
     """FULL_SHARD: JAX keeps the gathered units to the backward (torch gathers again); DDP

@@ -303,8 +303,8 @@ def torch_recipe(rows: pd.DataFrame) -> pd.Series:
     :func:`~vitfsdp.analysis.collect.collect_runs` frame): the wrapper (``DDP`` where the
     sharding strategy is DDP, else the ``engine``: ``FSDP1``, ``FSDP2``), ``kernels.compile``
     as it resolved (:data:`COMPILE_WORDS`), FSDP1's ``strategy.use_orig_params`` as it
-    resolved (:data:`ORIG_PARAMS_WORDS`) and ``kernels.adamw`` (``fused AdamW``; ``auto
-    AdamW`` where the setting was auto: the runs frame has the setting, not what it chose),
+    resolved (:data:`ORIG_PARAMS_WORDS`) and ``kernels.adamw`` as it resolved (``fused
+    AdamW``; ``auto AdamW`` where the setting was auto and run.json recorded no choice),
     e.g. ``"FSDP1 compiled, orig params, fused AdamW"``; ``unrecorded`` where a record holds
     no engine or AdamW setting. The runs frame's values are the
     resolved ones where run.json recorded them (``applied``), else the configured ones."""

@@ -372,9 +372,11 @@ def _applied_attention(run: dict) -> str | None:
 
 
 def _applied_kernels(run: dict) -> dict[str, Any]:
-    """``kernels.compile`` and ``strategy.use_orig_params`` as they resolved (null = auto in
-    the config): whether any block was compiled (run.json ``applied.compiled_blocks``), and
-    FSDP1's ``applied.use_orig_params``; absent when neither says. ``strategy.blocks_per_unit``
+    """``kernels.compile``, ``strategy.use_orig_params`` and ``kernels.adamw`` as they
+    resolved (null or ``auto`` in the config): whether any block was compiled (run.json
+    ``applied.compiled_blocks``), FSDP1's ``applied.use_orig_params``, and the AdamW
+    implementation ``auto`` chose (``applied.adamw``: fused, foreach, for_loop); absent when
+    none says. ``strategy.blocks_per_unit``
     1 in records older than the key."""
     out = {}
     compiled = _get(run, "applied", "compiled_blocks")
@@ -383,6 +385,10 @@ def _applied_kernels(run: dict) -> dict[str, Any]:
     orig_params = _get(run, "applied", "use_orig_params")
     if _get(run, "config", "strategy", "use_orig_params") is None and orig_params is not None:
         out["strategy.use_orig_params"] = orig_params
+    adamw = _get(run, "applied", "adamw")  # what kernels.adamw=auto chose (torch_train)
+    if (_get(run, "config", "kernels", "adamw") == "auto" and adamw not in (None, "auto")
+            and _get(run, "config", "framework") != "jax"):  # JAX: optax's one AdamW
+        out["kernels.adamw"] = adamw
     if _get(run, "config", "strategy") and \
             _get(run, "config", "strategy", "blocks_per_unit") is None:
         out["strategy.blocks_per_unit"] = 1  # recorded before the key: one block a unit
