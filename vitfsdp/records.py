@@ -237,6 +237,7 @@ class RunRecords:
         #: fields the trainer measured along the way (``model_state_bytes`` ...), written
         #: into summary.json by finish() whatever the status
         self.summary_extra: dict = {}
+        self._started_at = process_started_at()  # this process's start (wall clock)
         if is_writer:
             self.run_dir.mkdir(parents=True, exist_ok=True)
 
@@ -297,7 +298,16 @@ class RunRecords:
         return read_jsonl(max(moved, key=lambda p: int(p.name)) / METRICS_FILE)
 
     def window(self, metrics: dict) -> None:
-        """Append one timing window to ``metrics.jsonl``."""
+        """Append one timing window to ``metrics.jsonl``; at this attempt's first, record
+        ``startup_s`` for summary.json: the seconds from this process's start
+        (:func:`process_started_at`) to the window's first step (its end less ``time_s``):
+        imports, rendezvous, building and sharding the model, a checkpoint's restore, and
+        under JAX the step's compilation (torch compiles in the first step, inside the
+        warm-up window). Not the job's own set-up before the process (modules, an
+        environment unpacked on the node) nor a launcher's (torchrun, submitit)."""
+        if "startup_s" not in self.summary_extra and self._started_at is not None:
+            first_step = time.time() - float(metrics.get("time_s") or 0.0)
+            self.summary_extra["startup_s"] = round(max(0.0, first_step - self._started_at), 3)
         self.windows.append(metrics)
         if self.is_writer:
             append_jsonl(self.run_dir / METRICS_FILE, metrics)
@@ -330,6 +340,22 @@ class RunRecords:
             sink.close(status)
         self.sinks = []
         return summary
+
+
+def process_started_at(stat: Path = Path("/proc/self/stat"),
+                       boot: Path = Path("/proc/stat")) -> float | None:
+    """When this process started, in seconds since the epoch: its ``starttime`` (field 22 of
+    ``/proc/self/stat``, clock ticks after boot) plus the boot time (``btime`` of
+    ``/proc/stat``), proc(5); None where unreadable (not Linux). Whole seconds of ``btime``
+    bound its precision to about a second."""
+    try:
+        fields = stat.read_text(encoding="utf-8").rpartition(")")[2].split()
+        ticks = int(fields[19])  # field 22 counted from 1, the 3rd after the command's ")"
+        btime = next(int(line.split()[1]) for line in
+                     boot.read_text(encoding="utf-8").splitlines() if line.startswith("btime"))
+        return btime + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError, StopIteration):
+        return None
 
 
 def competition() -> dict[str, float | None]:

@@ -159,3 +159,40 @@ def test_summary_min_max_over_windows_and_ranks_and_summed_counts():
     assert s["alloc_retries"] == 3 and s["num_ooms"] == 0  # the warm-up's 50 left out
     assert s["hfu"] == pytest.approx(0.6) and s["peak_rss_min_gib"] is None
     assert s["device_mem_used_gib"] is None  # an older record without the field
+
+
+def test_process_started_at_reads_proc(tmp_path):
+    """starttime (field 22, clock ticks after boot) plus btime; a command name holding ')'
+    and spaces does not shift the fields. A real process started before now, within the
+    suite's run."""
+    import os
+    import time
+
+    from vitfsdp.records import process_started_at
+
+    ticks = os.sysconf("SC_CLK_TCK")
+    fields = ["S"] + ["0"] * 18 + [str(250 * ticks)] + ["0"] * 30  # field 22: 250 s
+    stat = tmp_path / "stat"
+    stat.write_text("4242 (odd) name) " + " ".join(fields) + "\n")
+    boot = tmp_path / "boot"
+    boot.write_text("cpu  1 2 3 4\nbtime 1700000000\nprocesses 9\n")
+    assert process_started_at(stat, boot) == 1700000250.0
+    assert process_started_at(tmp_path / "missing", boot) is None
+    started = process_started_at()
+    assert started is not None and 0 <= time.time() - started < 24 * 3600
+
+
+def test_the_first_window_of_an_attempt_records_the_start_up(tmp_path):
+    """startup_s: the process's start to the first window's first step (its end less its
+    time_s), once per attempt, in the summary whatever the status."""
+    import time
+
+    from vitfsdp.records import RunRecords
+
+    records = RunRecords(tmp_path)
+    records._started_at = time.time() - 30.0  # as if the process started 30 s ago
+    records.start({"config": {}})
+    records.window({"step_end": 1, "time_s": 10.0, "warmup": True})
+    records.window({"step_end": 2, "time_s": 1.0, "warmup": False})
+    summary = records.finish("failed", reason="x")
+    assert summary["startup_s"] == pytest.approx(20.0, abs=1.0)

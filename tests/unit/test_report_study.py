@@ -164,3 +164,19 @@ def test_cost_text_says_when_the_runs_are_not_imagenet_at_224_px(tmp_path: Path)
     assert "Not an ImageNet epoch" not in cost(synthetic)
     assert "synthetic data held in memory, not ImageNet from files" in cost(synthetic)
     assert "ImageNet" not in cost(df, 50_000)
+
+
+def test_the_cost_text_sets_the_measured_start_up_against_the_plans():
+    """runs.csv startup_s in the cost section: median, range, where the most, and the
+    plan's assumed 300 s; nothing where no run measured it (records older than it)."""
+    import pandas as pd
+
+    from vitfsdp.analysis.report import _startup_text
+    from vitfsdp.plan import STARTUP_S
+
+    df = pd.DataFrame({"startup_s": [12.0, 40.0, None, 95.0], "nodes": [1, 2, 4, 8]})
+    text = _startup_text(df)
+    assert "median 40 s, 12-95 s over 3 run(s), the most at 8 node(s)" in text
+    assert f"the plan assumes {STARTUP_S} s a point" in text
+    assert _startup_text(pd.DataFrame({"nodes": [1]})) == ""
+    assert _startup_text(df.assign(startup_s=None)) == ""

@@ -73,7 +73,7 @@ SUMMARY_FIGURES = (
     "device_mem_used_gib", "device_mem_used_min_gib", "alloc_retries", "num_ooms",
     "device_busy_frac", "device_busy_min_frac",
     "ips_spread", "ips_min", "ips_max", "step_time_s_min", "step_time_s_max",
-    "loss", "elapsed_s", "compile_s",
+    "loss", "elapsed_s", "compile_s", "startup_s",
 )  # fmt: skip
 #: Window statistics over measured windows, computed from ``metrics.jsonl``
 #: (:func:`vitfsdp.records.summarize_windows`) when the summary of a completed run lacks them

@@ -314,6 +314,9 @@ RUN_COLUMNS = (
            "wall time of the training"),
     Column("compile_s", FLOAT, "s", "measured",
            "time compiling (torch.compile or XLA)"),
+    Column("startup_s", FLOAT, "s", "measured",
+           "rank 0's process start to its first step (its latest attempt): imports, "
+           "rendezvous, build and sharding, restore; JAX's compilation too"),
     Column("ips_reached", FLOAT, "images/s", "measured",
            "a run that did not complete: median of its measured (not warm-up) windows",
            display=("images/s reached", RATE),
