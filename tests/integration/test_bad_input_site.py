@@ -303,3 +303,25 @@ def test_a_sweep_in_the_small_nfs_home_is_warned_of(tmp_path):
         assert proc.returncode == 3, proc.stderr[-3000:]  # written
         out = proc.stdout + proc.stderr
         assert out.count(f"is under $HOME = {home}, a file system of a small quota") == warned
+
+
+def test_an_environment_in_the_nfs_home_is_warned_of_unless_broadcast():
+    """A venv under Frontier's $HOME (NFS): every rank imports torch from it; warned of with
+    the largest point's ranks, not for a cluster.sbcast_env (copied to the nodes' NVMe), a
+    venv on the work file system or a conda env given by name."""
+    from vitfsdp.launch import ClusterConfig
+    from vitfsdp.launch.slurm_checks import small_path_environment_warning
+
+    home = os.environ["HOME"]
+    base = dict(name="frontier", launcher="slurm", small_paths=["$HOME"])
+    warning = small_path_environment_warning(
+        ClusterConfig(**base, venv="$HOME/envs/torch"), 1024)
+    assert warning.startswith(f"cluster.venv=$HOME/envs/torch is under $HOME = {home}")
+    assert "up to 1024 ranks import torch from it" in warning and "cluster.sbcast_env" in warning
+    assert small_path_environment_warning(ClusterConfig(
+        **base, sbcast_env="$HOME/env.tar.gz"), 1024) is None  # unpacked on the nodes
+    assert small_path_environment_warning(ClusterConfig(**base, venv="/lustre/envs/t"), 8) \
+        is None
+    assert small_path_environment_warning(ClusterConfig(**base, conda_env="torch"), 8) is None
+    assert small_path_environment_warning(ClusterConfig(
+        **base, conda_env=f"{home}/miniforge3/envs/t"), 8).startswith("cluster.conda_env=")

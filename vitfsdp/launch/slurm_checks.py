@@ -323,6 +323,29 @@ def small_path_warning(small_paths: Sequence[str], run_dir: str | Path,
             "work file system is the place (docs/sites.md)")
 
 
+def small_path_environment_warning(cluster: ClusterConfig, ranks: int) -> str | None:
+    """A warning where the jobs' Python environment (``cluster.venv``, or ``conda_env`` given
+    as a path) lies under an entry of ``cluster.small_paths`` (Frontier: the NFS homes and
+    project areas) and no ``cluster.sbcast_env`` copies it to the nodes: every one of the
+    ``ranks`` (the sweep's largest point) imports torch from it at each start, and OLCF's
+    "PyTorch on Frontier", "Environment Location", ranks NFS slowest at scale (NVMe >
+    Lustre >> NFS; docs/sites.md [P]); None otherwise."""
+    if cluster.sbcast_env:
+        return None
+    for field_name in ("venv", "conda_env"):
+        value = getattr(cluster, field_name)
+        if not value or not (value.startswith(("/", "~", "$"))):
+            continue  # a conda env given by name lives wherever conda keeps it
+        shown = _under(cluster.small_paths, os.path.expandvars(os.path.expanduser(value)))
+        if shown is not None:
+            return (f"cluster.{field_name}={value} is under {shown} (cluster.small_paths, "
+                    f"cluster={cluster.name}): up to {ranks} ranks import torch from it at "
+                    "each start, and the site's guide ranks such a file system slowest at "
+                    "scale; give a packed copy as cluster.sbcast_env (node-local NVMe), or "
+                    "keep the environment on the scratch file system (docs/sites.md)")
+    return None
+
+
 def sbatch_test_only(cluster: ClusterConfig, nodes: int, job_name: str) -> str | None:
     """Ask Slurm whether it would run a job of this shape (``sbatch --test-only``); the refusal
     as one line, or None when it would."""

@@ -148,6 +148,10 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
     for warning in dict.fromkeys(filter(None, (slurm_checks.small_path_warning(
             p.cfg.cluster.small_paths, p.run_dir, p.cfg.cluster.name) for p in points))):
         log.warning("%s", warning)
+    largest = max(points, key=lambda p: p.cfg.world_size)
+    if warning := slurm_checks.small_path_environment_warning(largest.cfg.cluster,
+                                                              largest.cfg.world_size):
+        log.warning("%s", warning)
     if options.pack is None and any(p.cfg.cluster.probe == pack.PROBE_IN_ALLOCATION
                                     for p in points):
         return ["cluster.probe=allocation is measured by each pack's first step; add "
