@@ -64,7 +64,8 @@ def test_ratio_table(sweep: Path) -> None:
     assert list(table.columns) == ["model", "strategy", "nodes", "torch_ips", "jax_ips",
                                    "jax_over_torch", "torch_runs", "jax_runs", "difference",
                                    "torch_busy_frac", "jax_busy_frac", "host_bound",
-                                   "torch_attention", "jax_attention", "torch_recipe"]
+                                   "noisy", "torch_attention", "jax_attention",
+                                   "torch_recipe"]
     assert list(zip(table["strategy"], table["nodes"], strict=True)) == [
         ("DDP", 1), ("DDP", 2), ("FULL_SHARD", 1)]  # JAX FULL_SHARD at 2 nodes failed
     # records without kernels settings or what they resolved to: said so, not guessed

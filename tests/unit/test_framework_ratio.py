@@ -175,3 +175,56 @@ def test_the_framework_section_carries_the_program_caveat(tmp_path):
     assert len(ratio) == 1
     section = _framework_section(ratio)
     assert "Under FULL_SHARD JAX gathers each unit's parameters once a step" in section.text
+
+
+def _repeats(sweep: Path, ips: dict[tuple[str, int], tuple[float, ...]]) -> None:
+    """DDP runs below ``sweep``, one per value of ``{(framework, nodes): (ips, ...)}``,
+    each value a repeat; every device busy (no pair host-bound)."""
+    for (framework, nodes), values in ips.items():
+        for repeat, value in enumerate(values):
+            info = _info(framework, nodes)
+            info["config"]["repeat"] = repeat
+            write_run(sweep / f"{framework}_{nodes}_{repeat}", info, value, busy=0.95)
+
+
+def test_a_pair_is_noisy_where_either_side_spread_or_competed(tmp_path: Path) -> None:
+    """Three runs a side at 1 and 2 nodes: PyTorch's runs at 2 nodes spread 14% of their
+    median (points.csv calls that point noisy), so that pair is noisy and the one at 1 node
+    is not; other work competing with one JAX run at 1 node makes that pair noisy too. The
+    report's verdict counts the noisy pairs among those it counts."""
+    from vitfsdp.analysis.report import report_sections
+    from vitfsdp.analysis.tables import study_tables
+
+    _repeats(tmp_path, {("torch", 1): (200.0, 201.0, 202.0), ("jax", 1): (100.0, 101.0, 102.0),
+                        ("torch", 2): (400.0, 430.0, 460.0), ("jax", 2): (200.0, 201.0, 202.0)})
+    df = collect_runs(tmp_path)
+    tables = study_tables(df, 1000)
+    ratio = tables["framework_ratio"]
+    assert ratio["nodes"].tolist() == [1, 2]
+    assert ratio["noisy"].tolist() == [False, True]
+    points = tables["points"].set_index(["framework", "nodes"])
+    assert points.loc[("torch", 2), "noisy"] and not points.loc[("torch", 1), "noisy"]
+    text = {s.title: s for s in report_sections(tables, 1000)}["PyTorch and JAX"].text
+    assert "2 of 2 pairs not host-bound are (`difference`)" in text
+    assert "1 of those 2 is noisy (`noisy`: on either side the runs" in text
+
+    other = (df["framework"] == "jax") & (df["nodes"] == 1) & (df["repeat"] == 0)
+    competed = df.assign(host_cpus=2, host_other_cpus=other.map({True: 0.9, False: 0.05}))
+    tables = study_tables(competed, 1000)
+    assert tables["framework_ratio"]["noisy"].tolist() == [True, True]
+    text = {s.title: s for s in report_sections(tables, 1000)}["PyTorch and JAX"].text
+    assert "2 of those 2 are noisy" in text
+
+
+def test_a_side_that_ran_once_is_noisy_by_its_windows(tmp_path: Path) -> None:
+    """One run a side: its windows (±1 images/s) judge it. Around 15 images/s they spread
+    13% of the median, noisy; around 200, 1%, not; a run of one window, not known."""
+    noisy = _ratio(tmp_path / "slow", {"torch": (_info("torch"), 15.0),
+                                       "jax": (_info("jax"), 300.0)})
+    assert noisy["noisy"].tolist() == [True]
+    steady = _ratio(tmp_path / "steady", {"torch": (_info("torch"), 200.0),
+                                          "jax": (_info("jax"), 300.0)})
+    assert steady["noisy"].tolist() == [False]
+    df = collect_runs(tmp_path / "steady")
+    unknown = framework_ratio_table(df.assign(ips_spread=float("nan"), ips_min=float("nan")))
+    assert unknown["noisy"].isna().all()

@@ -12,7 +12,7 @@ import pandas as pd
 
 from vitfsdp.analysis.rows import CONFIG_KEYS
 from vitfsdp.analysis.verdict import compare, span
-from vitfsdp.core.throughput import any_host_bound, host_bound
+from vitfsdp.core.throughput import NOISY_SPREAD, any_host_bound, competed, host_bound
 
 #: Config columns that split a strategy into separate scaling lines when they vary at all.
 VARIANT_COLUMNS = (
@@ -40,7 +40,7 @@ TORCH_ONLY_COLUMNS = ("backward_prefetch", "limit_all_gathers", "engine", "kerne
 PAIRING_COLUMNS = ("world_size", "ranks_per_node", "cluster")
 #: Columns of :func:`framework_ratio_table` after its key columns.
 RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch", "torch_runs", "jax_runs",
-                 "difference", "torch_busy_frac", "jax_busy_frac", "host_bound",
+                 "difference", "torch_busy_frac", "jax_busy_frac", "host_bound", "noisy",
                  "torch_attention", "jax_attention", "torch_recipe")
 #: What :func:`torch_recipe` writes of ``kernels.compile`` (as it resolved; null: auto, in
 #: records that did not say what it resolved to) and of FSDP1's ``strategy.use_orig_params``.
@@ -234,9 +234,17 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
         measured: CPU ranks, ROCm under JAX) and ``host_bound`` (either side
         host-bound, :func:`vitfsdp.core.throughput.host_bound`: the ratio then compares the
         frameworks' host loops, not their kernels; False where both were measured and
-        neither is; NA otherwise), ``torch_attention`` and ``jax_attention`` (the attention
-        each side ran, ``attention`` of the runs: ``sdpa``, ``xla``, ``cudnn``, ``written
-        out``; where they differ, the ratio includes the attention kernels' difference),
+        neither is; NA otherwise), ``noisy`` (either side's measurements disturbed: where
+        the side ran at least twice, its runs' (max - min) / median images/s, points.csv's
+        ``noisy``, where it ran once, its run's windows' (``ips_spread``), above
+        :data:`vitfsdp.core.throughput.NOISY_SPREAD`; or other work competed with one of its
+        runs, :func:`vitfsdp.core.throughput.competed` of ``host_other_cpus`` and
+        ``host_cpus``. True where either side is; False where both sides' spreads were
+        measured and neither is; NA otherwise: one run without a window spread),
+        ``torch_attention`` and
+        ``jax_attention`` (the attention each side ran, ``attention`` of the runs: ``sdpa``,
+        ``xla``, ``cudnn``, ``written out``; where they differ, the ratio includes the
+        attention kernels' difference),
         ``torch_recipe`` (the PyTorch side's :func:`torch_recipe`, e.g. ``"FSDP1 compiled,
         orig params, fused AdamW"``; ``"; "`` between the recipes of runs that differ);
         empty (with these columns) when either framework has no completed run.
@@ -266,29 +274,42 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
         [any_host_bound(host_bound(t), host_bound(j))
          for t, j in zip(table["torch_busy_frac"], table["jax_busy_frac"], strict=True)],
         dtype="boolean")
+    table["noisy"] = table["torch_noisy"] | table["jax_noisy"]  # Kleene: True | NA is True
     return table[cols].sort_values(keys, kind="stable", key=_sort_key).reset_index(drop=True)
 
 
 def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
     """One framework's points: median ips and busy share, completed runs, the span of its
-    measurements (over runs where it ran at least twice, else its run's windows), the
-    attention it ran and, for PyTorch, its recipe (:func:`torch_recipe`)."""
+    measurements (over runs where it ran at least twice, else its run's windows), whether
+    they are noisy (see :func:`framework_ratio_table`'s ``noisy``), the attention it ran
+    and, for PyTorch, its recipe (:func:`torch_recipe`)."""
+    windows = numeric_column(rows, "ips_spread").fillna(
+        (numeric_column(rows, "ips_max") - numeric_column(rows, "ips_min")) / rows["ips"])
+    other = rows.get("host_other_cpus", pd.Series(None, index=rows.index)).astype(object)
+    cpus = rows.get("host_cpus", pd.Series(None, index=rows.index)).astype(object)
     rows = rows.assign(busy=judged_busy(rows),
                        win_lo=rows.get("ips_min", rows["ips"]),
                        win_hi=rows.get("ips_max", rows["ips"]),
+                       win_spread=windows,
+                       competed=[competed(o, c) for o, c in zip(other, cpus, strict=True)],
                        attention=rows.get("attention", pd.Series(None, index=rows.index)),
                        recipe=torch_recipe(rows) if fw == "torch" else None)
     side = rows.groupby(keys, dropna=False).agg(
         ips=("ips", "median"), busy=("busy", "median"), runs=("ips", "count"),
         run_lo=("ips", "min"), run_hi=("ips", "max"), win_lo=("win_lo", "min"),
-        win_hi=("win_hi", "max"), attention=("attention", lambda a: _distinct(a, ", ")),
+        win_hi=("win_hi", "max"), win_spread=("win_spread", "max"),
+        competed=("competed", "any"), attention=("attention", lambda a: _distinct(a, ", ")),
         recipe=("recipe", lambda r: _distinct(r, "; "))).reset_index()
     low, high = span(side["runs"], side["run_lo"], side["run_hi"], side["win_lo"],
                      side["win_hi"], side["ips"])
+    spread = ((side["run_hi"] - side["run_lo"]) / side["ips"]).where(
+        side["runs"] >= 2, side["win_spread"])
+    noisy = pd.array([True if c else None if s != s else bool(s > NOISY_SPREAD)
+                      for c, s in zip(side["competed"], spread, strict=True)], dtype="boolean")
     return pd.DataFrame({
         **{k: side[k] for k in keys}, f"{fw}_ips": side["ips"],
         f"{fw}_busy_frac": side["busy"], f"{fw}_runs": side["runs"], f"{fw}_low": low,
-        f"{fw}_high": high, f"{fw}_attention": side["attention"],
+        f"{fw}_high": high, f"{fw}_noisy": noisy, f"{fw}_attention": side["attention"],
         **({"torch_recipe": side["recipe"]} if fw == "torch" else {})})
 
 

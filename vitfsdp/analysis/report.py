@@ -46,7 +46,7 @@ from vitfsdp.analysis.verdict import (
     WITHIN,
 )
 from vitfsdp.core.layout import COMMANDS_FILE
-from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC
+from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC, NOISY_SPREAD
 from vitfsdp.plan import STARTUP_S
 from vitfsdp.provenance import git_state, saved_overrides
 from vitfsdp.records import read_jsonl
@@ -419,13 +419,15 @@ def _framework_verdict(ratio: pd.DataFrame) -> str:
     beyond their spread (``difference``) and host-bound on neither side. A host-bound pair
     (``host_bound`` true) compares the two host loops, so it is counted apart, with how many
     of those are beyond the spread; a pair whose busy share was not measured counts (the
-    host sentence says it may compare host loops)."""
+    host sentence says it may compare host loops). Of the counted pairs, how many are
+    ``noisy`` (:func:`_noisy_text`)."""
     bound = ratio["host_bound"].fillna(False).astype(bool)
     beyond = ratio["difference"] == BEYOND
     text = ("A ratio is a result only as best.csv's are (apart beyond their spread, on runs "
             "enough: 3 each, or 2 against 5, and beyond the noise check's ratio) and where "
             f"neither side was host-bound: {int((beyond & ~bound).sum())} of "
-            f"{int((~bound).sum())} pairs not host-bound are (`difference`). ")
+            f"{int((~bound).sum())} pairs not host-bound are (`difference`). "
+            + _noisy_text(ratio[~bound]))
     if bound.any():
         count = int(bound.sum())
         text += (f"{count} host-bound pair{'s' if count > 1 else ''} (`host_bound`; "
@@ -433,6 +435,25 @@ def _framework_verdict(ratio: pd.DataFrame) -> str:
                  f"compare{'' if count > 1 else 's'} the two host loops, not the frameworks, "
                  f"and {'are' if count > 1 else 'is'} not counted. ")
     return text
+
+
+def _noisy_text(counted: pd.DataFrame) -> str:
+    """How many of the ``counted`` pairs (rows of a ratio table) are ``noisy``: a side's
+    runs (or one run's windows) spread more than :data:`NOISY_SPREAD` of its median, or
+    other work competed with one of its runs; ``""`` where none is counted or the table has
+    no ``noisy`` column (older ratio tables)."""
+    if counted.empty or "noisy" not in counted:
+        return ""
+    noisy = counted["noisy"].astype("boolean")
+    count, total, unknown = int(noisy.fillna(False).sum()), len(counted), int(noisy.isna().sum())
+    rule = (f"(`noisy`: on either side the runs, or one run's windows, spread more than "
+            f"{NOISY_SPREAD:.0%} of their median, or other work competed with a run"
+            + (f"; not known at {unknown}: one run of one window" if unknown else "") + ")")
+    if not count:
+        return f"None of those {total} is noisy {rule}. "
+    return (f"{count} of those {total} {'is' if count == 1 else 'are'} noisy {rule}: "
+            f"{'its' if count == 1 else 'their'} difference may measure the disturbance "
+            "rather than the frameworks. ")
 
 
 def _recipe_text(ratio: pd.DataFrame) -> str:
