@@ -9,7 +9,12 @@ run's checkpoint like a torch run's:
   its devices hold, process 0 the tree's metadata; a restore lays each array out by the
   sharding asked for (:func:`load`), so no process ever holds the whole state;
 - ``meta.json``: step reached, attempt, world size (devices), config and fingerprint
-  (:func:`vitfsdp.checkpoint.write_meta`).
+  (:func:`vitfsdp.checkpoint.write_meta`), and ``state_layout`` (:data:`STATE_LAYOUT`).
+
+A checkpoint saved before the padded layout (no ``state_layout``) whose arrays have other
+shapes than this code stores is refused with a ValueError naming the fix (:func:`load`),
+not padded on load: the resumed attempt would measure another layout than the windows
+before it, in one run's records.
 
 No RNG file: the JAX step draws no random numbers (no dropout, no drop-path), and the data
 position is the step, as for torch. A save goes into ``run_dir/.checkpoint.tmp/`` and is
@@ -19,6 +24,7 @@ renamed to ``checkpoint/`` by process 0 once every process has written
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import time
@@ -36,6 +42,10 @@ from vitfsdp import checkpoint
 log = logging.getLogger(__name__)
 
 STATE_DIR = "state"  # orbax's directory inside checkpoint/
+#: How the saved arrays are laid out, meta.json's ``state_layout``: 2, a parameter (and its
+#: AdamW moments) with no dimension the shard group divides is stored flat and zero-padded
+#: (:func:`vitfsdp.jax.sharding.stored_shape`); absent (saved before it): stored whole.
+STATE_LAYOUT = 2
 
 
 def find(run_dir: Path, cfg) -> dict | None:
@@ -79,7 +89,8 @@ def save(run_dir: Path, step: int, state: Any, *, cfg, attempt: int) -> float:
         ckptr.wait_until_finished()
     _sync("vitfsdp_checkpoint_written")
     if jax.process_index() == 0:
-        checkpoint.write_meta(tmp, step, attempt, cfg, jax.device_count())
+        checkpoint.write_meta(tmp, step, attempt, cfg, jax.device_count(),
+                              state_layout=STATE_LAYOUT)
         checkpoint.swap_in(run_dir, tmp)
     _sync("vitfsdp_checkpoint_renamed")
     seconds = time.perf_counter() - t0
@@ -94,12 +105,47 @@ def load(run_dir: Path, target: Any) -> Any:
 
     Raises:
         FileNotFoundError: no checkpoint there.
+        ValueError: a saved array's shape is not the one ``target`` asks for (one line naming
+            an array and the fix), checked on every process before any array is read; a
+            checkpoint without ``state_layout`` in meta.json was saved before the padded
+            layout (:data:`STATE_LAYOUT`).
     """
-    path = Path(run_dir).absolute() / checkpoint.CHECKPOINT_DIR / STATE_DIR
+    ckpt = Path(run_dir).absolute() / checkpoint.CHECKPOINT_DIR
+    path = ckpt / STATE_DIR
     if not path.is_dir():
         raise FileNotFoundError(f"no JAX checkpoint state in {path}")
     with _quiet(), ocp.StandardCheckpointer() as ckptr:
+        _check_shapes(ckpt, ckptr.metadata(path), target)
         return ckptr.restore(path, target)
+
+
+def _check_shapes(ckpt: Path, metadata: Any, target: Any) -> None:
+    """Raise the ValueError of :func:`load` if an array of the checkpoint in ``ckpt``
+    (``metadata``: orbax's, of its state) has another shape than ``target``'s leaf of the
+    same path; orbax's own error says only "Requested shape ... not compatible"."""
+    saved = _shapes(getattr(metadata, "item_metadata", metadata))
+    wanted = _shapes(target)
+    differ = sorted((k for k in wanted if k in saved and saved[k] != wanted[k]),
+                    key=lambda k: (k[0] != "params", k))  # a parameter named first
+    if not differ:
+        return
+    key = differ[0]
+    what = (f"{len(differ)} arrays differ, e.g. {'/'.join(key)}: saved {saved[key]}, "
+            f"stored now as {wanted[key]}")
+    meta = json.loads((ckpt / checkpoint.META_FILE).read_text(encoding="utf-8"))
+    cause = ("was saved before the padded layout (parameters no dimension of which the shard "
+             "group divides are now stored flat and zero-padded)"
+             if "state_layout" not in meta else
+             f"holds other shapes than this code stores (state_layout {meta['state_layout']})")
+    raise ValueError(f"{ckpt} {cause}: {what}; remove that folder to start the run afresh, "
+                     "then run it again (a sweep: again with --rerun-failed)")
+
+
+def _shapes(tree: Any) -> dict[tuple[str, ...], tuple[int, ...]]:
+    """Leaf path (dict keys, sequence indices, attribute names as strings) → shape."""
+    return {tuple(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))))
+                  for k in path): tuple(leaf.shape)
+            for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]}
 
 
 @contextmanager
