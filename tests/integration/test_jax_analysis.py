@@ -175,6 +175,24 @@ def test_cli_writes_ratio_csv(sweep: Path) -> None:
     assert "JAX / PyTorch images/s:" in result.stdout
 
 
+def test_cli_says_what_the_reports_framework_section_says(sweep: Path) -> None:
+    """The terminal gives the report's words on the ratio table: how many ratios are
+    results, the PyTorch recipe, the hosts and what the programs run differently."""
+    from vitfsdp.analysis.report import framework_text, report_sections
+
+    tables = study_tables(collect_runs(sweep), 1000)
+    section = {s.title: s for s in report_sections(tables, 1000)}["PyTorch and JAX"]
+    words = framework_text(tables["framework_ratio"])
+    assert words in section.text
+    result = run_cli(str(sweep))
+    assert result.returncode == 0, result.stderr
+    assert words in result.stdout
+    for part in ("0 of 3 pairs not host-bound are (`difference`)",
+                 "PyTorch ran 2 recipes (`torch_recipe`",
+                 "Under FULL_SHARD JAX gathers each unit's parameters once a step"):
+        assert part in result.stdout
+
+
 def test_swept_torch_setting_keeps_its_lines_and_ratio_rows(sweep: Path) -> None:
     info = _info("torch", "FULL_SHARD", 1)
     info["config"]["strategy"]["backward_prefetch"] = "BACKWARD_POST"

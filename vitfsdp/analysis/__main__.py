@@ -21,9 +21,13 @@ the figures at the same time, by default one per figure up to the CPUs available
   (``failures_table``);
 - ``prefetch.csv``: the prefetch x limit_all_gathers ablation;
 - ``calibration.csv``: the plan's predictions against the measurements;
-- ``framework_ratio.csv``: where both PyTorch and JAX runs completed, the JAX/PyTorch ips
-  ratio per model, strategy and node count, with each side's device busy share and whether
-  either was host-bound (``framework_ratio_table``);
+- ``framework_ratio.csv``: where both PyTorch and JAX runs completed a point (the same
+  model, strategy and node count, and the same world size, GPUs per node and cluster
+  profile: a JAX run pairs only with PyTorch runs of its world), the JAX/PyTorch ips ratio,
+  each side's completed runs, whether the two differ beyond their spread (``difference``),
+  each side's device busy share, whether either was host-bound or noisy, the attention each
+  ran and the PyTorch recipe the ratio is against (``torch_recipe``)
+  (``framework_ratio_table``);
 - ``reference.csv``: each point against the published figures of its setup (ORNL, PyCls:
   ``vitfsdp/reference/``): measured, published, ratio per device, or which settings differ
   (``vitfsdp.analysis.reference.reference_table``);
@@ -42,8 +46,11 @@ nor a table whose values did not change written again (``.table_inputs.json``).
 - with ``--report``: ``report.md`` (figures linked) and ``report.html`` (self-contained).
 
 Prints a compact table of the results to stdout, a row per run (a row per point, with its
-completed runs counted, above :data:`MAX_PRINTED_RUNS` runs), and where a point matched a
-published figure, how many did and the median measured / published ratio per device; logs go to
+completed runs counted, above :data:`MAX_PRINTED_RUNS` runs), the JAX/PyTorch ratio table
+where both frameworks completed a point, with the report's words on it
+(``vitfsdp.analysis.report.framework_text``: how many ratios are results, the PyTorch recipe,
+the hosts, what the two programs run differently), and where a point matched a published
+figure, how many did and the median measured / published ratio per device; logs go to
 stderr. Exits with 2 and a one-line error when a sweep dir does not exist or holds no runs.
 """
 
@@ -64,7 +71,7 @@ from vitfsdp.analysis.figures import FIGURES, INPUTS_FILE, PendingFigures, figur
 from vitfsdp.analysis.fingerprint import frame_hash
 from vitfsdp.analysis.lines import contention_note, format_table
 from vitfsdp.analysis.reference import reference_summary
-from vitfsdp.analysis.report import framework_host_text, report_sections, write_report
+from vitfsdp.analysis.report import framework_text, report_sections, write_report
 from vitfsdp.analysis.tables import (
     IMAGENET_TRAIN_IMAGES,
     competition_text,
@@ -227,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\nJAX / PyTorch images/s:")
         print(ratio.dropna(axis=1, how="all")  # the busy shares, where nothing measured them
               .to_string(index=False, float_format=lambda x: f"{x:.3g}"))
-        print(framework_host_text(ratio))
+        print(framework_text(ratio))
     reference = tables["reference"]
     if len(reference) and reference["compared"].astype(bool).any():
         print("\n" + reference_summary(reference))

@@ -406,11 +406,21 @@ def _framework_section(ratio: pd.DataFrame | None) -> Section | None:
     strategy name (:func:`_program_caveat`)."""
     if ratio is None or ratio.empty:
         return None
-    verdict = _framework_verdict(ratio) + _recipe_text(ratio)
     return Section("PyTorch and JAX", "Images/s of both frameworks per point (in the weak "
-                   "scaling figure: solid PyTorch, dash-dot JAX). " + verdict
-                   + framework_host_text(ratio) + _program_caveat(ratio),
+                   "scaling figure: solid PyTorch, dash-dot JAX). " + framework_text(ratio),
                    table=display(ratio, list(ratio.columns)))
+
+
+def framework_text(ratio: pd.DataFrame) -> str:
+    """The words on a JAX/PyTorch ratio table (a non-empty
+    :func:`~vitfsdp.analysis.lines.framework_ratio_table`) that the report's PyTorch-and-JAX
+    section and ``python -m vitfsdp.analysis`` both give: how many ratios are framework
+    results (:func:`_framework_verdict`), which PyTorch recipe they are against
+    (:func:`_recipe_text`), where either side's host decided the step
+    (:func:`framework_host_text`) and what the two programs run differently under one
+    strategy name (:func:`_program_caveat`)."""
+    return (_framework_verdict(ratio) + _recipe_text(ratio) + framework_host_text(ratio)
+            + _program_caveat(ratio))
 
 
 def _framework_verdict(ratio: pd.DataFrame) -> str:
