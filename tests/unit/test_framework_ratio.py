@@ -219,12 +219,16 @@ def test_a_pair_is_noisy_where_either_side_spread_or_competed(tmp_path: Path) ->
 def test_a_side_that_ran_once_is_noisy_by_its_windows(tmp_path: Path) -> None:
     """One run a side: its windows (±1 images/s) judge it. Around 15 images/s they spread
     13% of the median, noisy; around 200, 1%, not; a run of one window, not known."""
+    from vitfsdp.analysis.report import _framework_verdict
+
     noisy = _ratio(tmp_path / "slow", {"torch": (_info("torch"), 15.0),
                                        "jax": (_info("jax"), 300.0)})
     assert noisy["noisy"].tolist() == [True]
+    assert "The pair not host-bound is noisy (`noisy`" in _framework_verdict(noisy)
     steady = _ratio(tmp_path / "steady", {"torch": (_info("torch"), 200.0),
                                           "jax": (_info("jax"), 300.0)})
     assert steady["noisy"].tolist() == [False]
+    assert "The pair not host-bound is not noisy" in _framework_verdict(steady)
     df = collect_runs(tmp_path / "steady")
     unknown = framework_ratio_table(df.assign(ips_spread=float("nan"), ips_min=float("nan")))
     assert unknown["noisy"].isna().all()

@@ -459,11 +459,14 @@ def _noisy_text(counted: pd.DataFrame) -> str:
     rule = (f"(`noisy`: on either side the runs, or one run's windows, spread more than "
             f"{NOISY_SPREAD:.0%} of their median, or other work competed with a run"
             + (f"; not known at {unknown}: one run of one window" if unknown else "") + ")")
+    disturbed = ": {} difference may measure the disturbance rather than the frameworks"
+    if total == 1:
+        return (f"The pair not host-bound is {'' if count else 'not '}noisy {rule}"
+                f"{disturbed.format('its') if count else ''}. ")
     if not count:
         return f"None of those {total} is noisy {rule}. "
-    return (f"{count} of those {total} {'is' if count == 1 else 'are'} noisy {rule}: "
-            f"{'its' if count == 1 else 'their'} difference may measure the disturbance "
-            "rather than the frameworks. ")
+    return (f"{count} of those {total} {'is' if count == 1 else 'are'} noisy {rule}"
+            f"{disturbed.format('its' if count == 1 else 'their')}. ")
 
 
 def _recipe_text(ratio: pd.DataFrame) -> str:
