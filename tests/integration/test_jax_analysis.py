@@ -193,6 +193,31 @@ def test_cli_says_what_the_reports_framework_section_says(sweep: Path) -> None:
         assert part in result.stdout
 
 
+def test_cli_names_the_runs_that_paired_with_nothing(sweep: Path) -> None:
+    """JAX's FULL_SHARD run at 2 nodes failed: PyTorch's completed one there has no row,
+    and the terminal says so as the report does; with JAX's DDP runs on other GPUs per node
+    nothing pairs, and the terminal says that instead of printing a table."""
+    result = run_cli(str(sweep))
+    assert result.returncode == 0, result.stderr
+    assert ("is in no row: 1 of 4 PyTorch runs (vit_tiny FULL_SHARD at 2 node(s)) and none of "
+            "the 3 JAX runs.") in result.stdout
+    for run in sweep.glob("jax_*"):
+        run.rename(sweep.parent / run.name)
+    for nodes in (1, 2):
+        info = _info("jax", "DDP", nodes)
+        info["world"] |= {"size": nodes, "ranks_per_node": 1}
+        write_run(sweep / f"jax_DDP_{nodes}_one_gpu", info, 100.0)
+    result = run_cli(str(sweep))
+    assert result.returncode == 0, result.stderr
+    assert "JAX / PyTorch images/s:" not in result.stdout
+    assert ("so there is no ratio: 4 of 4 PyTorch runs (vit_tiny DDP world_size=2 "
+            "ranks_per_node=2 at 1 node(s); vit_tiny DDP world_size=4 ranks_per_node=2 at 2 "
+            "node(s); vit_tiny FULL_SHARD world_size=2 ranks_per_node=2 at 1 node(s); vit_tiny "
+            "FULL_SHARD world_size=4 ranks_per_node=2 at 2 node(s)) and 2 of 2 JAX runs "
+            "(vit_tiny DDP world_size=1 ranks_per_node=1 at 1 node(s); vit_tiny DDP "
+            "world_size=2 ranks_per_node=1 at 2 node(s)).") in result.stdout
+
+
 def test_swept_torch_setting_keeps_its_lines_and_ratio_rows(sweep: Path) -> None:
     info = _info("torch", "FULL_SHARD", 1)
     info["config"]["strategy"]["backward_prefetch"] = "BACKWARD_POST"

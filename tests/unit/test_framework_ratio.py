@@ -232,3 +232,50 @@ def test_a_side_that_ran_once_is_noisy_by_its_windows(tmp_path: Path) -> None:
     df = collect_runs(tmp_path / "steady")
     unknown = framework_ratio_table(df.assign(ips_spread=float("nan"), ips_min=float("nan")))
     assert unknown["noisy"].isna().all()
+
+
+def test_runs_without_a_partner_are_counted_and_named(tmp_path: Path) -> None:
+    """DDP on one node under both; PyTorch twice on two nodes and JAX FULL_SHARD on one
+    node, with nothing to pair with: no row, so the report says the table is partial and
+    names them, a point's runs once."""
+    from vitfsdp.analysis.lines import framework_partners
+    from vitfsdp.analysis.report import report_sections
+    from vitfsdp.analysis.tables import study_tables
+
+    _repeats(tmp_path, {("torch", 1): (200.0,), ("jax", 1): (300.0,),
+                        ("torch", 2): (400.0, 401.0)})
+    write_run(tmp_path / "jax_fs", _info("jax", strategy="FULL_SHARD"), 250.0, busy=0.95)
+    df = collect_runs(tmp_path)
+    partners = framework_partners(df).sort_values("run_dir")
+    assert partners["paired"].tolist() == [True, False, True, False, False]
+    tables = study_tables(df, 1000)
+    assert len(tables["framework_ratio"]) == 1
+    text = {s.title: s for s in report_sections(tables, 1000)}["PyTorch and JAX"].text
+    assert ("The table is partial: a run without a completed run of the other framework at "
+            "its point (the same model, strategy, node count, world size, GPUs per node and "
+            "cluster profile) is in no row: 2 of 3 PyTorch runs (vit_tiny DDP at 2 node(s) "
+            "(2 runs)) and 1 of 2 JAX runs (vit_tiny FULL_SHARD at 1 node(s)).") in text
+
+
+def test_a_sweep_where_nothing_pairs_says_so(tmp_path: Path) -> None:
+    """PyTorch on one node of 8 GPUs, JAX on one of 4: no ratio, yet the report's section
+    says why, naming each run by the GPUs per node that keep them apart; where only one
+    framework ran, nothing is said."""
+    from vitfsdp.analysis.report import report_sections, unpaired_text
+    from vitfsdp.analysis.tables import study_tables
+
+    for name, info in (("torch8", _info("torch", per_node=8)), ("jax4", _info("jax", per_node=4))):
+        write_run(tmp_path / name, info, 400.0, busy=0.95)
+    df = collect_runs(tmp_path)
+    tables = study_tables(df, 1000)
+    assert tables["framework_ratio"].empty
+    section = {s.title: s for s in report_sections(tables, 1000)}["PyTorch and JAX"]
+    assert section.table is None
+    assert section.text.startswith("No run has a completed run of the other framework")
+    assert ("so there is no ratio: 1 of 1 PyTorch run (vit_tiny DDP world_size=8 "
+            "ranks_per_node=8 at 1 node(s)) and 1 of 1 JAX run (vit_tiny DDP world_size=4 "
+            "ranks_per_node=4 at 1 node(s)).") in section.text
+    assert unpaired_text(df[df["framework"] == "torch"]) == ""
+    titles = [s.title for s in report_sections(
+        study_tables(df[df["framework"] == "torch"].reset_index(drop=True), 1000), 1000) if s]
+    assert "PyTorch and JAX" not in titles

@@ -27,7 +27,8 @@ the figures at the same time, by default one per figure up to the CPUs available
   each side's completed runs, whether the two differ beyond their spread (``difference``),
   each side's device busy share, whether either was host-bound or noisy, the attention each
   ran and the PyTorch recipe the ratio is against (``torch_recipe``)
-  (``framework_ratio_table``);
+  (``framework_ratio_table``); a run with no partner has no row (the terminal and the report
+  name them);
 - ``reference.csv``: each point against the published figures of its setup (ORNL, PyCls:
   ``vitfsdp/reference/``): measured, published, ratio per device, or which settings differ
   (``vitfsdp.analysis.reference.reference_table``);
@@ -49,7 +50,8 @@ Prints a compact table of the results to stdout, a row per run (a row per point,
 completed runs counted, above :data:`MAX_PRINTED_RUNS` runs), the JAX/PyTorch ratio table
 where both frameworks completed a point, with the report's words on it
 (``vitfsdp.analysis.report.framework_text``: how many ratios are results, the PyTorch recipe,
-the hosts, what the two programs run differently), and where a point matched a published
+the hosts, what the two programs run differently, which completed runs of either framework
+found no partner and so no row), and where a point matched a published
 figure, how many did and the median measured / published ratio per device; logs go to
 stderr. Exits with 2 and a one-line error when a sweep dir does not exist or holds no runs.
 """
@@ -230,11 +232,13 @@ def main(argv: list[str] | None = None) -> int:
         print(format_table(df, tables["scaling"]))
     for line in [*noise_lines(tables), *unended]:
         print(line)
+    words = framework_text(ratio, df)  # the report's, and the runs that paired with nothing
     if not ratio.empty:
         print("\nJAX / PyTorch images/s:")
         print(ratio.dropna(axis=1, how="all")  # the busy shares, where nothing measured them
               .to_string(index=False, float_format=lambda x: f"{x:.3g}"))
-        print(framework_text(ratio))
+    if words:
+        print(words if len(ratio) else f"\n{words}")
     reference = tables["reference"]
     if len(reference) and reference["compared"].astype(bool).any():
         print("\n" + reference_summary(reference))

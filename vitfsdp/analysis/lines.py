@@ -249,20 +249,10 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
         orig params, fused AdamW"``; ``"; "`` between the recipes of runs that differ);
         empty (with these columns) when either framework has no completed run.
     """
-    lines = line_columns(df)
-    within = df[df["framework"] == "torch"].groupby(list(BASE_LINE_COLUMNS), dropna=False)
-    torch_keys = [c for c in TORCH_ONLY_COLUMNS
-                  if c in lines and (within[c].nunique(dropna=False) > 1).any()]
-    done = df[(df["status"] == "completed") & df["ips"].notna() & df["nodes"].notna()]
-    by_framework = {fw: done[done["framework"] == fw] for fw in ("torch", "jax")}
-    both = done[done["framework"].isin(list(by_framework))]
-    at_nodes = both.groupby("nodes", dropna=False)
-    world = [c for c in PAIRING_COLUMNS if (at_nodes[c].nunique(dropna=False) > 1).any()]
-    keys = [*comparison_columns(df), "nodes", *world]
+    by_framework, keys, torch_keys, pairing = _framework_keys(df)
     cols = [*keys, *torch_keys, *RATIO_COLUMNS]
     if any(rows.empty for rows in by_framework.values()):
         return pd.DataFrame(columns=cols)
-    pairing = [*keys, *(c for c in PAIRING_COLUMNS if c not in world)]
     medians = {fw: _side(rows, [*pairing, *(torch_keys if fw == "torch" else [])], fw)
                for fw, rows in by_framework.items()}
     table = medians["torch"].merge(medians["jax"], on=pairing, how="inner")
@@ -276,6 +266,53 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
         dtype="boolean")
     table["noisy"] = table["torch_noisy"] | table["jax_noisy"]  # Kleene: True | NA is True
     return table[cols].sort_values(keys, kind="stable", key=_sort_key).reset_index(drop=True)
+
+
+def _framework_keys(df: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], list[str], list[str],
+                                                list[str]]:  # fmt: skip
+    """How :func:`framework_ratio_table` pairs the runs of ``df``: each framework's completed
+    runs (``"torch"``, ``"jax"``), the key columns the table shows (:func:`comparison_columns`,
+    ``nodes`` and the :data:`PAIRING_COLUMNS` that take more than one value at one node
+    count), the PyTorch-only columns that split a strategy's PyTorch lines, and the columns
+    a JAX run shares with the PyTorch runs it is compared with (the keys and every pairing
+    column)."""
+    lines = line_columns(df)
+    within = df[df["framework"] == "torch"].groupby(list(BASE_LINE_COLUMNS), dropna=False)
+    torch_keys = [c for c in TORCH_ONLY_COLUMNS
+                  if c in lines and (within[c].nunique(dropna=False) > 1).any()]
+    done = df[(df["status"] == "completed") & df["ips"].notna() & df["nodes"].notna()]
+    by_framework = {fw: done[done["framework"] == fw] for fw in ("torch", "jax")}
+    both = done[done["framework"].isin(list(by_framework))]
+    at_nodes = both.groupby("nodes", dropna=False)
+    world = [c for c in PAIRING_COLUMNS if (at_nodes[c].nunique(dropna=False) > 1).any()]
+    keys = [*comparison_columns(df), "nodes", *world]
+    pairing = [*keys, *(c for c in PAIRING_COLUMNS if c not in world)]
+    return by_framework, keys, torch_keys, pairing
+
+
+def framework_partners(df: pd.DataFrame) -> pd.DataFrame:
+    """Whether each completed PyTorch or JAX run of ``df`` (a
+    :func:`~vitfsdp.analysis.collect.collect_runs` frame) has a row of
+    :func:`framework_ratio_table`: ``paired`` where a completed run of the other framework
+    shares its point (model, strategy, node count, any other varying config of
+    :func:`comparison_columns`, world size, GPUs per node and cluster profile); a run
+    without one is in no row, and the table is partial by it.
+
+    Returns:
+        One row per completed run of either framework (those with ips at a known node
+        count): ``framework``, the ratio table's key columns (model, strategy, ..., ``nodes``
+        and the pairing columns that vary at one node count), ``run_dir`` and ``paired``
+        (bool); every run unpaired where the other framework completed none.
+    """
+    by_framework, keys, _, pairing = _framework_keys(df)
+    found = []
+    for fw, other in (("torch", "jax"), ("jax", "torch")):
+        rows = by_framework[fw]
+        partners = by_framework[other][pairing].drop_duplicates()
+        marked = rows[pairing].merge(partners, on=pairing, how="left", indicator=True)
+        found.append(rows[["framework", *keys, "run_dir"]].assign(
+            paired=(marked["_merge"] == "both").to_numpy()))
+    return pd.concat(found, ignore_index=True)
 
 
 def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:

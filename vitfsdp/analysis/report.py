@@ -26,7 +26,12 @@ import pandas as pd
 
 from vitfsdp.analysis.figures import DPI, DRAWN_KEY
 from vitfsdp.analysis.figures.style import MIN_ERROR_BAR
-from vitfsdp.analysis.lines import contention_note, format_efficiency, numeric_column
+from vitfsdp.analysis.lines import (
+    contention_note,
+    format_efficiency,
+    framework_partners,
+    numeric_column,
+)
 from vitfsdp.analysis.schema import DISPLAY, RATE, flop_unit, format_rate
 from vitfsdp.analysis.tables import (
     IMAGENET_TRAIN_IMAGES,
@@ -236,7 +241,7 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
                                    "device_busy_frac", "device_busy_min_frac", "host_bound",
                                    "sent_gb_per_node_max",
                                    "sent_gb_total"], flops)),
-        _framework_section(tables["framework_ratio"]),
+        _framework_section(tables["framework_ratio"], df),
         _reference_section(tables["reference"]),
         Section("Memory", _memory_text(labelled),
                 ["memory"],
@@ -398,29 +403,81 @@ def _recipe_section(table: pd.DataFrame) -> Section | None:
                 "statuses"]))
 
 
-def _framework_section(ratio: pd.DataFrame | None) -> Section | None:
-    """Images/s of PyTorch and JAX per point, when both completed runs, how many of its
-    ratios are framework results (:func:`_framework_verdict`), which PyTorch recipe they are
-    against (:func:`_recipe_text`), whether either side's host decided the step there
-    (:func:`framework_host_text`), and what the two programs run differently under one
-    strategy name (:func:`_program_caveat`)."""
-    if ratio is None or ratio.empty:
+def _framework_section(ratio: pd.DataFrame | None,
+                       runs: pd.DataFrame | None = None) -> Section | None:  # fmt: skip
+    """Images/s of PyTorch and JAX per point, when both completed runs, and the words on
+    them (:func:`framework_text`: which runs found no partner, from ``runs``, the
+    ``collect_runs`` frame). None when neither the ratio table nor those words have
+    anything to show (one framework ran, or none completed)."""
+    ratio = pd.DataFrame() if ratio is None else ratio
+    text = framework_text(ratio, runs)
+    if not text:
         return None
-    return Section("PyTorch and JAX", "Images/s of both frameworks per point (in the weak "
-                   "scaling figure: solid PyTorch, dash-dot JAX). " + framework_text(ratio),
-                   table=display(ratio, list(ratio.columns)))
+    lead = ("Images/s of both frameworks per point (in the weak scaling figure: solid "
+            "PyTorch, dash-dot JAX). " if len(ratio) else "")
+    return Section("PyTorch and JAX", lead + text,
+                   table=display(ratio, list(ratio.columns)) if len(ratio) else None)
 
 
-def framework_text(ratio: pd.DataFrame) -> str:
-    """The words on a JAX/PyTorch ratio table (a non-empty
+def framework_text(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> str:
+    """The words on a JAX/PyTorch ratio table (a
     :func:`~vitfsdp.analysis.lines.framework_ratio_table`) that the report's PyTorch-and-JAX
     section and ``python -m vitfsdp.analysis`` both give: how many ratios are framework
     results (:func:`_framework_verdict`), which PyTorch recipe they are against
     (:func:`_recipe_text`), where either side's host decided the step
-    (:func:`framework_host_text`) and what the two programs run differently under one
-    strategy name (:func:`_program_caveat`)."""
+    (:func:`framework_host_text`), what the two programs run differently under one
+    strategy name (:func:`_program_caveat`) and, given ``runs`` (the ``collect_runs`` frame
+    the table came from), which completed runs found no partner (:func:`unpaired_text`).
+    Only the last where the table is empty; ``""`` where that has nothing to say either."""
+    unpaired = unpaired_text(runs) if runs is not None else ""
+    if ratio.empty:
+        return unpaired
     return (_framework_verdict(ratio) + _recipe_text(ratio) + framework_host_text(ratio)
-            + _program_caveat(ratio))
+            + _program_caveat(ratio) + (f" {unpaired}" if unpaired else ""))
+
+
+#: At most this many points are named in :func:`unpaired_text` per framework.
+MAX_NAMED_UNPAIRED = 8
+
+
+def unpaired_text(runs: pd.DataFrame) -> str:
+    """Which completed runs of ``runs`` (a ``collect_runs`` frame) the JAX/PyTorch ratio
+    table pairs with no run of the other framework
+    (:func:`~vitfsdp.analysis.lines.framework_partners`), so that a reader knows the table is
+    partial: how many of each framework's, and their points by model, strategy and node
+    count (and any other key that varies), e.g. ``"The table is partial: ... 1 of 4
+    PyTorch runs (vit_tiny FULL_SHARD at 2 node(s)) and none of the 3 JAX runs."``; up to
+    :data:`MAX_NAMED_UNPAIRED` points a framework named. ``""`` where every run pairs, or
+    where one framework completed no run (a sweep of one framework pairs nothing by design).
+    """
+    partners = framework_partners(runs)
+    counts = partners.groupby("framework").size()
+    if len(counts) < 2 or bool(partners["paired"].all()):
+        return ""
+    keys = [c for c in partners.columns if c not in ("framework", "run_dir", "paired")]
+    parts = []
+    for fw, name in (("torch", "PyTorch"), ("jax", "JAX")):
+        alone = partners[(partners["framework"] == fw) & ~partners["paired"]]
+        total = int(counts[fw])
+        if alone.empty:
+            parts.append(f"none of the {total} {name} runs" if total > 1
+                         else f"not the one {name} run")
+            continue
+        points = alone.groupby(keys, dropna=False, sort=False).size()
+        named = [" ".join(_point_part(k, v) for k, v in zip(keys, point, strict=True)
+                          if k != "nodes" and pd.notna(v))
+                 + f" at {point[keys.index('nodes')]:g} node(s)"
+                 + (f" ({n} runs)" if n > 1 else "") for point, n in points.items()]
+        more = len(named) - MAX_NAMED_UNPAIRED
+        if more > 0:
+            named = [*named[:MAX_NAMED_UNPAIRED], f"{more} more point{'s' if more > 1 else ''}"]
+        which = "; ".join(named)
+        parts.append(f"{len(alone)} of {total} {name} run{'s' if total > 1 else ''} ({which})")
+    point = ("a completed run of the other framework at its point (the same model, strategy, "
+             "node count, world size, GPUs per node and cluster profile)")
+    lead = (f"The table is partial: a run without {point} is in no row:"
+            if partners["paired"].any() else f"No run has {point}, so there is no ratio:")
+    return f"{lead} {' and '.join(parts)}."
 
 
 def _framework_verdict(ratio: pd.DataFrame) -> str:
