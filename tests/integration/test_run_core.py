@@ -74,7 +74,11 @@ def test_checkpoint_at_boundary_saves_on_multiples_and_on_a_signal():
     assert str(e.value) == "SIGUSR2 received; checkpoint saved at step 4"
     with pytest.raises(Preempted) as e:
         stop_before_first_step("SIGTERM", Progress(step=0))
-    assert not e.value.saved and "nothing to save (no checkpoint yet)" in str(e.value)
+    assert not e.value.saved and str(e.value).endswith("nothing to save (no checkpoint yet)")
+    with pytest.raises(Preempted) as e:  # the time-limit signal: the advice on cluster.time
+        stop_before_first_step("SIGUSR2", Progress(step=0))
+    assert str(e.value).endswith("at a time limit, give cluster.time more than the start-up "
+                                 "plus cluster.signal_delay_s")
     stop_before_first_step(None, progress)  # no signal: goes on
     assert windows(5, 1, 2) == [(1, 1, True), (2, 3, False), (4, 5, False)]
 

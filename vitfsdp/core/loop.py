@@ -52,9 +52,11 @@ class Preempted(Exception):
         else:
             kept = f"the checkpoint of step {step} is kept" if step else "no checkpoint yet"
             message = (f"{signal_name} received during start-up, before step {step + 1}: "
-                       f"nothing to save ({kept}); a job is not requeued after an attempt "
-                       "that saved nothing: at a time limit, give cluster.time more than the "
-                       "start-up plus cluster.signal_delay_s")
+                       f"nothing to save ({kept})")
+            if signal_name == "SIGUSR2":  # Slurm's time-limit signal (--signal), not scancel
+                message += ("; a job is not requeued after an attempt that saved nothing: "
+                            "at a time limit, give cluster.time more than the start-up plus "
+                            "cluster.signal_delay_s")
         super().__init__(message)
         self.signal_name, self.step, self.saved = signal_name, step, saved
 
