@@ -460,6 +460,14 @@ def test_efficiency_above_ideal_is_flagged_as_noise(tmp_path: Path) -> None:
     for nodes, ips in ((1, 100.0), (2, 190.0)):  # 95 %: nothing flagged
         write_run(tmp_path / "b" / f"n{nodes}", run_info("FULL_SHARD", nodes), ips)
     assert "*" not in format_table(collect_runs(tmp_path / "b"))
+    assert "repeat" not in format_table(collect_runs(tmp_path / "b")).splitlines()[0]
+    for repeat, ips in ((1, 104.0), (2, 98.0)):  # repeats of n1: a column tells them apart
+        info = run_info("FULL_SHARD", 1)
+        info["config"]["repeat"] = repeat
+        write_run(tmp_path / "b" / f"n1_r{repeat}", info, ips)
+    header, *rows = format_table(collect_runs(tmp_path / "b")).splitlines()
+    assert header.split()[:5] == ["model", "strategy", "nodes", "repeat", "status"], header
+    assert sorted(r.split()[3] for r in rows if r.split()[2] == "1") == ["0", "1", "2"]
 
 
 def test_n_labels_do_not_overlap_and_merge_where_lines_meet() -> None:

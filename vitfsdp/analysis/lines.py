@@ -395,7 +395,8 @@ def _flag(value: Any) -> Any:
 
 
 def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:
-    """A compact text table of every run: model, strategy, nodes, status, ips, efficiency, memory.
+    """A compact text table of every run: model, strategy, nodes (and ``repeat`` where the
+    runs hold more than one), status, ips, efficiency, memory.
 
     Args:
         df: a :func:`~vitfsdp.analysis.collect.collect_runs` frame (all statuses).
@@ -408,7 +409,8 @@ def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:
     scaling = scaling_table(df) if scaling is None else scaling
     eff = scaling.set_index("run_dir")["scaling_efficiency"]
     keys = line_columns(df)
-    table = df[[*keys, "nodes", "status"]].astype(object)
+    repeats = ["repeat"] if "repeat" in df and df["repeat"].nunique(dropna=True) > 1 else []
+    table = df[[*keys, "nodes", *repeats, "status"]].astype(object)
     table = table.where(table.notna(), "-")  # missing printed one way
     table["ips"] = df["ips"].map(lambda x: "-" if pd.isna(x) else f"{x:.1f}")
     table["efficiency"] = df["run_dir"].map(eff).map(format_efficiency)
