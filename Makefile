@@ -109,7 +109,8 @@ test: install slurm-up browser
 test-noslurm: install
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
-test-fast: install
+# no install: between edits, offline too (make install or make test first)
+test-fast:
 	$(PYTHON) -m pytest -q -n 2 --durations=5 tests/unit
 
 # No pip install from an index here: a GPU node may reach none. tools/gpu-check.sh installs

@@ -304,8 +304,12 @@ class RunRecords:
         imports, rendezvous, building and sharding the model, a checkpoint's restore, and
         under JAX the step's compilation (torch compiles in the first step, inside the
         warm-up window). Not the job's own set-up before the process (modules, an
-        environment unpacked on the node) nor a launcher's (torchrun, submitit)."""
-        if "startup_s" not in self.summary_extra and self._started_at is not None:
+        environment unpacked on the node) nor a launcher's (torchrun, submitit). Only the
+        first run of a process records it: a later one (a bench or a test running several
+        in one process) would count the runs before it."""
+        global _STARTUP_TAKEN
+        if not _STARTUP_TAKEN and self._started_at is not None:
+            _STARTUP_TAKEN = True
             first_step = time.time() - float(metrics.get("time_s") or 0.0)
             self.summary_extra["startup_s"] = round(max(0.0, first_step - self._started_at), 3)
         self.windows.append(metrics)
@@ -340,6 +344,10 @@ class RunRecords:
             sink.close(status)
         self.sinks = []
         return summary
+
+
+#: Whether a run of this process recorded its start-up (:meth:`RunRecords.window`).
+_STARTUP_TAKEN = False
 
 
 def process_started_at(stat: Path = Path("/proc/self/stat"),

@@ -383,3 +383,21 @@ def test_sbatch_refusal_is_quoted_after_the_sbatch_args_entry(tmp_path):
     assert "--bogus-option" in message.split("sbatch: ", 1)[1]  # sbatch's own message
     assert "Try " not in message and len(message.splitlines()) == 1
     assert not sweep_dir.exists()
+
+
+def test_a_long_window_is_warned_of_and_periodic_saves_lift_the_refusal(tmp_path):
+    """ViT-15B at 128 nodes, 200 steps in 3 jobs of 20 min, windows of 10 steps beyond the
+    75 s after SIGUSR2: refused (test_every_bad_input_...); with train.checkpoint_every=10
+    each job saves within its time, so the scripts are written, with the warning on the
+    window (the signal may still come mid-window) naming the signal_delay_s that covers it."""
+    sweep_dir = tmp_path / "sweep"
+    proc = run_module("vitfsdp.sweep", "-m", "cluster=frontier", "cluster.account=X",
+                      "cluster.check_paths=false", "model=vit_15b", "nodes=128",
+                      "train.activation_checkpointing=true", "train.steps=200",
+                      "cluster.time=00:20:00", "train.log_every=10",
+                      "train.checkpoint_every=10", "--scripts-only",
+                      f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, out[-3000:]  # scripts written
+    assert "a timing window (train.log_every=10 steps) takes" in out
+    assert "set cluster.signal_delay_s above" in out and list(sweep_dir.glob("*/job.sbatch"))

@@ -325,3 +325,5 @@ def test_an_environment_in_the_nfs_home_is_warned_of_unless_broadcast():
     assert small_path_environment_warning(ClusterConfig(**base, conda_env="torch"), 8) is None
     assert small_path_environment_warning(ClusterConfig(
         **base, conda_env=f"{home}/miniforge3/envs/t"), 8).startswith("cluster.conda_env=")
+    assert small_path_environment_warning(ClusterConfig(
+        **base, python=f"{home}/envs/t/bin/python"), 8).startswith("cluster.python=")

@@ -66,11 +66,10 @@ def test_resumed_run_ends_with_the_uninterrupted_loss(worker_runs):
     summary = read(worker_runs / "interrupted" / "summary.json")
     assert summary["status"] == "completed" and summary["num_attempts"] == 2
     # the first run of the worker's processes: their start to its first step (imports,
-    # rendezvous, build); the later runs share those processes, so theirs counts the runs
-    # before them too, as a resumed attempt in a process of its own would not
+    # rendezvous, build); the later runs share those processes and record none (theirs
+    # would count the runs before them)
     reference = read(worker_runs / "reference" / "summary.json")
-    assert 0 < reference["startup_s"] < 120
-    assert summary["startup_s"] > reference["startup_s"]
+    assert 0 < reference["startup_s"] < 120 and "startup_s" not in summary
     assert summary["num_windows"] == 4  # measured windows of both attempts
     run = read(worker_runs / "interrupted" / "run.json")
     assert (run["attempt"], run["resumed_from_step"]) == (1, 3)

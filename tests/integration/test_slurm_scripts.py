@@ -656,3 +656,28 @@ def test_submitit_requeues_only_an_attempt_that_saved(tmp_path, saves):
         assert again is not None and again.args == (spec,)
     else:
         assert again is None
+
+
+def test_submitit_requeues_a_training_still_running_after_the_wait(tmp_path):
+    """A training that has not exited checkpoint_wait_s after SIGUSR2 (a save that overruns,
+    or a hang) leaves nothing final to read: requeued as before the saved-attempt rule."""
+    from vitfsdp.launch.slurm import TaskSpec, TrainTask
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text(json.dumps({"attempt": 0}))  # no checkpoint
+    task = TrainTask()
+    ready = tmp_path / "ready"
+    task._child = subprocess.Popen([sys.executable, "-c", "import signal, time; "
+                                    "signal.signal(signal.SIGUSR2, signal.SIG_IGN); "
+                                    f"open({str(ready)!r}, 'w').close(); time.sleep(60)"])
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:  # the signal is ignored now
+        time.sleep(0.05)
+    spec = TaskSpec(overrides=(), run_dir=str(run_dir), nodes=1, gpus_per_node=1,
+                    launch_mode="srun", python=sys.executable, checkpoint_wait_s=1)
+    try:
+        assert task.checkpoint(spec) is not None
+    finally:
+        task._child.kill()
+        task._child.wait()

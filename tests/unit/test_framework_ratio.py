@@ -152,7 +152,7 @@ def test_the_ratio_says_which_torch_recipe_it_is_against(tmp_path: Path) -> None
 
 
 def test_the_report_names_what_the_two_programs_run_differently():
-    """FULL_SHARD: JAX keeps the gathered units to the backward (torch gathers again); DDP
+    """FULL_SHARD, HYBRID: JAX keeps the gathered units to the backward (torch gathers again); DDP
     in bf16: torch's autocast keeps an fp32 residual stream. Said for the strategies the
     table holds, and only there."""
     from vitfsdp.analysis.report import _program_caveat
@@ -161,7 +161,9 @@ def test_the_report_names_what_the_two_programs_run_differently():
     text = _program_caveat(both)
     assert "Under FULL_SHARD JAX gathers each unit's parameters once a step" in text
     assert "Where DDP ran in bf16, torch ran autocast" in text
-    assert _program_caveat(pd.DataFrame({"strategy": ["HYBRID_2GPU"]})) == ""
+    hybrid = _program_caveat(pd.DataFrame({"strategy": ["HYBRID_2GPU", "FULL_SHARD"]}))
+    assert "Under FULL_SHARD, HYBRID_2GPU JAX gathers each unit's parameters once" in hybrid
+    assert _program_caveat(pd.DataFrame({"strategy": ["SHARD_GRAD_OP"]})) == ""
     fp32 = _program_caveat(pd.DataFrame({"strategy": ["DDP"], "precision": ["fp32"]}))
     assert fp32 == ""
 

@@ -182,13 +182,16 @@ def test_process_started_at_reads_proc(tmp_path):
     assert started is not None and 0 <= time.time() - started < 24 * 3600
 
 
-def test_the_first_window_of_an_attempt_records_the_start_up(tmp_path):
+def test_the_first_window_of_an_attempt_records_the_start_up(tmp_path, monkeypatch):
     """startup_s: the process's start to the first window's first step (its end less its
-    time_s), once per attempt, in the summary whatever the status."""
+    time_s), in the summary whatever the status; only the process's first run records it
+    (a later one's would count the runs before it)."""
     import time
 
+    from vitfsdp import records as records_module
     from vitfsdp.records import RunRecords
 
+    monkeypatch.setattr(records_module, "_STARTUP_TAKEN", False)  # as in a fresh process
     records = RunRecords(tmp_path)
     records._started_at = time.time() - 30.0  # as if the process started 30 s ago
     records.start({"config": {}})
@@ -196,3 +199,7 @@ def test_the_first_window_of_an_attempt_records_the_start_up(tmp_path):
     records.window({"step_end": 2, "time_s": 1.0, "warmup": False})
     summary = records.finish("failed", reason="x")
     assert summary["startup_s"] == pytest.approx(20.0, abs=1.0)
+    later = RunRecords(tmp_path / "later")  # the process's second run
+    later.start({"config": {}})
+    later.window({"step_end": 1, "time_s": 1.0, "warmup": True})
+    assert "startup_s" not in later.finish("completed")

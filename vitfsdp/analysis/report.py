@@ -596,10 +596,11 @@ def _program_caveat(ratio: pd.DataFrame) -> str:
     """What the two frameworks run differently under one strategy name, for the strategies
     of ``ratio``'s rows (``""`` where none applies; docs/jax.md):
 
-    - FULL_SHARD: JAX's step gathers each FSDP unit's parameters once and keeps them from
-      forward to backward (``vitfsdp.jax.sharding``; what torch's SHARD_GRAD_OP does), where
-      torch's FULL_SHARD gathers them again in backward: the ratio includes one all-gather
-      per unit a step and the memory of the gathered units.
+    - FULL_SHARD and HYBRID_<k>GPU: JAX's step gathers each FSDP unit's parameters once
+      (over its shard group) and keeps them from forward to backward
+      (``vitfsdp.jax.sharding``; what torch's SHARD_GRAD_OP does), where torch's FULL_SHARD
+      and HYBRID_SHARD gather them again in backward: the ratio includes one all-gather per
+      unit a step and the memory of the gathered units.
     - DDP in bf16: torch runs ``torch.autocast`` (fp32 weights, layer norms and residual
       stream, bf16 matmuls; :func:`vitfsdp.torch_train.autocast_context`), JAX computes in
       bf16 from the patch embedding on (``vitfsdp.jax.model``): the ratio includes the fp32
@@ -610,11 +611,13 @@ def _program_caveat(ratio: pd.DataFrame) -> str:
         else {"auto"}  # not a column: one precision, not known here
     bf16_ddp = "DDP" in strategies and bool(precisions & {"bf16", "auto"})
     text = ""
-    if "FULL_SHARD" in strategies:
-        text += (" Under FULL_SHARD JAX gathers each unit's parameters once a step and keeps "
+    sharded = sorted(x for x in strategies if x == "FULL_SHARD" or x.startswith("HYBRID_"))
+    if sharded:
+        names = ", ".join(sharded)
+        text += (f" Under {names} JAX gathers each unit's parameters once a step and keeps "
                  "them to the backward (as torch's SHARD_GRAD_OP does), where torch gathers "
-                 "them again: the FULL_SHARD ratios include one all-gather per unit and the "
-                 "memory of the gathered units (docs/jax.md).")
+                 f"them again: those ratios include one all-gather per unit and the memory "
+                 "of the gathered units (docs/jax.md).")
     if bf16_ddp:
         text += (" Where DDP ran in bf16, torch ran autocast (fp32 weights, layer norms and "
                  "residual stream, bf16 matmuls) and JAX computed in bf16 throughout: those "
@@ -831,7 +834,8 @@ def _startup_text(df: pd.DataFrame | None) -> str:
             f"{runs['startup_s'].max():.0f} s over {len(runs)} run(s), the most at "
             f"{most['nodes']:g} node(s); the plan assumes {STARTUP_S} s a point "
             "(cluster.time=auto, its node-hours), and a job's own set-up before the process "
-            "(modules, an environment unpacked on the nodes) is in neither.")
+            "(modules, an environment unpacked on the nodes; torchrun's own start before it "
+            "starts the ranks) is in neither.")
 
 
 def _imagenet_caveat(df: pd.DataFrame) -> str:

@@ -662,8 +662,9 @@ class TrainTask:
     :meth:`checkpoint` in task 0; it forwards the signal to the training, which saves a
     checkpoint and exits (:data:`~vitfsdp.core.layout.EXIT_PREEMPTED`), and returns the same
     task for submitit to requeue (at most ``cluster.max_requeues`` times after time limits:
-    submitit's ``max_num_timeout``), unless the attempt saved nothing
-    (:func:`vitfsdp.launch.resume.unsaved_attempt`: it would stop the same way again). The
+    submitit's ``max_num_timeout``), unless the attempt exited having saved nothing
+    (:func:`vitfsdp.launch.resume.unsaved_attempt`: it would stop the same way again; one
+    still running after ``checkpoint_wait_s``, perhaps mid-save, is requeued). The
     requeued job resumes from the run directory's checkpoint and keeps the earlier windows,
     marked by attempt.
     """
@@ -701,8 +702,10 @@ class TrainTask:
             child.send_signal(signal.SIGUSR2)
             try:
                 child.wait(timeout=spec.checkpoint_wait_s)
-            except subprocess.TimeoutExpired:
-                log.warning("training did not exit %d s after SIGUSR2", spec.checkpoint_wait_s)
+            except subprocess.TimeoutExpired:  # still saving, or hung: nothing to read yet
+                log.warning("training did not exit %d s after SIGUSR2; requeued whether or not "
+                            "it saved", spec.checkpoint_wait_s)
+                return submitit.helpers.DelayedSubmission(TrainTask(), spec)
         why = unsaved_attempt(Path(spec.run_dir))
         if why:  # submitit ends the job without requeueing it
             log.warning("%s", why)

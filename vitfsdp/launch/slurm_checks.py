@@ -324,15 +324,16 @@ def small_path_warning(small_paths: Sequence[str], run_dir: str | Path,
 
 
 def small_path_environment_warning(cluster: ClusterConfig, ranks: int) -> str | None:
-    """A warning where the jobs' Python environment (``cluster.venv``, or ``conda_env`` given
-    as a path) lies under an entry of ``cluster.small_paths`` (Frontier: the NFS homes and
-    project areas) and no ``cluster.sbcast_env`` copies it to the nodes: every one of the
-    ``ranks`` (the sweep's largest point) imports torch from it at each start, and OLCF's
+    """A warning where the jobs' Python environment (``cluster.venv``, or ``conda_env`` or
+    ``python`` given as a path) lies under an entry of ``cluster.small_paths`` (Frontier:
+    the NFS homes and project areas) and no ``cluster.sbcast_env`` copies it to the nodes:
+    each of the ``ranks`` (the sweep's largest point) imports torch from it at each start,
+    and OLCF's
     "PyTorch on Frontier", "Environment Location", ranks NFS slowest at scale (NVMe >
     Lustre >> NFS; docs/sites.md [P]); None otherwise."""
     if cluster.sbcast_env:
         return None
-    for field_name in ("venv", "conda_env"):
+    for field_name in ("venv", "conda_env", "python"):
         value = getattr(cluster, field_name)
         if not value or not (value.startswith(("/", "~", "$"))):
             continue  # a conda env given by name lives wherever conda keeps it

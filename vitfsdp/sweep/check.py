@@ -317,7 +317,7 @@ def _environment_problem(cluster, checked: dict) -> str | None:
     of the sweep (the script that makes it, its interpreter and what is asked of it; its
     warning said once)."""
     key = ("environment", slurm_checks.environment_script(cluster), slurm.node_python(cluster),
-           cluster.torch_build, cluster.check_paths, cluster.sbcast_env)
+           cluster.torch_build, cluster.check_paths, cluster.sbcast_env, cluster.export_env)
     if key not in checked:
         problem, warning = slurm_checks.environment_problem(cluster, Path.cwd())
         if warning:
@@ -364,10 +364,13 @@ def _beyond_time_limit(p: Point, warned: dict) -> str | None:
                  f"(cluster.signal_delay_s={cluster.signal_delay_s} less 15 s)")
         fix = (f"set cluster.signal_delay_s above {math.ceil(window_s * margin) + 15} s plus "
                "the save, or a smaller train.log_every")
-        if jobs > 1 and window_s > wait_s:  # the signal is certain, the save out of reach
+        every = getattr(p.cfg.train, "checkpoint_every", 0)
+        periodic = 0 < every and every * step_s < cluster.time_limit_s - planner.STARTUP_S
+        if jobs > 1 and window_s > wait_s and not periodic:  # the signal is certain
             return (f"train.steps={p.cfg.train.steps} needs {jobs} jobs of cluster.time="
-                    f"{cluster.time}, but {short}: no attempt would save, and an attempt that "
-                    f"saved nothing is not requeued; {fix}")
+                    f"{cluster.time}, but {short}: an attempt may end without a checkpoint, "
+                    f"and an attempt that saved nothing is not requeued; {fix}, or "
+                    "train.checkpoint_every=N (saves within each job)")
         if ("window", window_s, wait_s) not in warned:
             warned["window", window_s, wait_s] = True
             log.warning("%s: a run the time limit stops may end without a checkpoint "
