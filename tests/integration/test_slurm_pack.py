@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import uuid
 from pathlib import Path
 
@@ -98,6 +99,85 @@ def test_submission_stays_within_max_jobs():
     assert pack.submit_free(units, 2, num_alive=0) == 1 and submitted[-1] == "d"
     assert [len(c) for c in pack.chunks(list(range(5)), 2)] == [2, 2, 1]
     assert [len(c) for c in pack.chunks(list(range(5)), None)] == [5]
+
+
+QOS_WORDS = ("sbatch: error: QOSMaxSubmitJobPerUserLimit\nsbatch: error: Batch job submission "
+             "failed: Job violates accounting/QOS policy (job submit limit, user's size and/or "
+             "time limits)")
+
+
+def test_a_refusal_with_no_job_of_the_sweep_queued_names_sbatchs_words():
+    """sbatch's refusal of a unit while none of the sweep's jobs is queued or running raises
+    (no end to wait for), with sbatch's words on one line, as submitit and a pack's sbatch
+    quote them; with a job queued it waits for its end."""
+
+    def refused(message: str) -> pack.Unit:
+        def submit() -> list[str]:
+            raise RuntimeError(message)
+        return pack.Unit(3, submit)
+
+    for message in (QOS_WORDS, f"sbatch refused pack 0 (3 points of 1 node(s)): {QOS_WORDS}; "
+                    "lower cluster.max_jobs to the site's limit"):
+        units = [refused(message)]
+        with pytest.raises(pack.SubmitRefused) as e:
+            pack.submit_free(units, None, num_alive=0)
+        assert e.value.num_jobs == 3 and units[0].job_ids is None
+        assert e.value.words == QOS_WORDS.replace("\n", "; ")
+        assert pack.submit_free(units, None, num_alive=1) == 0  # again once one has ended
+
+
+def test_a_refused_first_submission_takes_back_what_it_wrote(tmp_path, monkeypatch):
+    """A stand-in sbatch refuses the sweep's first pack: the sweep is refused in one line
+    (sbatch's words, the fix), and the pack script, the points' job scripts and run
+    directories it wrote are gone; a file there before stays."""
+    from vitfsdp.launch import LaunchOptions
+    from vitfsdp.sweep import SweepRefused
+    from vitfsdp.sweep.slurm_jobs import launch_slurm
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text(f"#!/bin/sh\nprintf '%s\\n' {shlex.quote(QOS_WORDS)} >&2\n"
+                                    "exit 1\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    (sweep_dir / "notes.txt").write_text("mine")
+    points = [Point(n, o, compose_cfg(*o), sweep_dir / f"{n}_p") for n, o in enumerate(
+        [["cluster=virtual", "cluster.qos=limit2", "nodes=1", f"train.seed={n}"]
+         for n in range(2)])]
+    with pytest.raises(SweepRefused) as e:
+        launch_slurm(points, sweep_dir, LaunchOptions(pack="by_nodes"))
+    line = str(e.value)
+    assert "\n" not in line and line.startswith(
+        "error: sbatch refused the sweep's first submission (1 job(s)): sbatch: error: "
+        "QOSMaxSubmitJobPerUserLimit; sbatch: error: Batch job submission failed: ")
+    assert line.endswith("or choose another cluster.qos (now limit2), then run the sweep "
+                         "again"), line
+    assert "cluster.max_jobs" not in line  # one job: fewer at once cannot help
+    assert sorted(p.name for p in sweep_dir.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
+def test_a_first_submission_over_the_qos_limit_is_refused_in_one_line(tmp_path):
+    """On the virtual cluster, a job array of 3 points in QOS limit2 (2 jobs a user): sbatch
+    refuses the sweep's first submission; the sweep exits 2 with one line naming sbatch's
+    words and cluster.max_jobs, and leaves no sweep directory that --status or a rerun would
+    misread (none: it was new)."""
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    proc = run_module(
+        "vitfsdp.sweep", "-m", "model=vit_tiny", "cluster=virtual", "cluster.qos=limit2",
+        "strategy=DDP,FULL_SHARD,SHARD_GRAD_OP", "nodes=1", f"hydra.sweep.dir={sweep_dir}",
+        f"hydra.launcher.job_name=vitfsdp-test-{uuid.uuid4().hex[:8]}", cwd=tmp_path,
+        timeout=300)
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "Traceback" not in proc.stdout + proc.stderr
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: sbatch refused the sweep's first submission (3 job(s)): "
+                           "sbatch: error: QOSMaxSubmitJobPerUserLimit"), proc.stderr[-3000:]
+    assert "set cluster.max_jobs to the site's limit on a user's queued jobs (below 3)" in line
+    assert not sweep_dir.exists()
 
 
 @pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)

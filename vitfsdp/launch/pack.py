@@ -274,10 +274,41 @@ class Unit:
     job_ids: list[str] | None = None
 
 
+class SubmitRefused(RuntimeError):
+    """sbatch refused a submission while no job of the sweep was queued or running, so that
+    waiting for one to end cannot help (:func:`submit_free`): a site limit below the
+    submission's ``num_jobs`` (a QOS's jobs per user), the user's other jobs filling it, or
+    a refusal of another kind. ``words``: what sbatch said, on one line."""
+
+    def __init__(self, words: str, num_jobs: int) -> None:
+        super().__init__(f"sbatch refused {num_jobs} job(s) with none of the sweep's queued: "
+                         f"{words}")
+        self.words, self.num_jobs = words, num_jobs
+
+
+#: What :func:`vitfsdp.launch.slurm.sbatch` adds to sbatch's words (a pack's refusal).
+_SBATCH_FIX = "; lower cluster.max_jobs to the site's limit"
+
+
+def sbatch_words(error: BaseException) -> str:
+    """sbatch's own words in a refusal (submitit's ``FailedJobError`` holds its stderr, a
+    pack's :func:`~vitfsdp.launch.slurm.sbatch` its message around them), on one line."""
+    text = str(error).strip()
+    if text.startswith("sbatch refused ") and text.endswith(_SBATCH_FIX):
+        text = text[:-len(_SBATCH_FIX)].split(": ", 1)[-1]
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip()) or repr(error)
+
+
 def submit_free(units: Sequence[Unit], max_jobs: int | None, num_alive: int) -> int:
     """Submit the next unsubmitted units while ``num_alive`` (jobs of the sweep queued or
     running) plus theirs stays within ``max_jobs`` (None: no limit); a unit larger than the
-    limit goes alone. Returns the number of units submitted now."""
+    limit goes alone. A unit sbatch refuses is submitted again once a job of the sweep has
+    ended. Returns the number of units submitted now.
+
+    Raises:
+        SubmitRefused: sbatch refused a unit while no job of the sweep was queued or running
+            (no end to wait for); the unit stays unsubmitted.
+    """
     submitted = 0
     for unit in units:
         if unit.job_ids is not None:
@@ -288,7 +319,7 @@ def submit_free(units: Sequence[Unit], max_jobs: int | None, num_alive: int) -> 
             unit.job_ids = unit.submit()
         except RuntimeError as e:  # the site's limit, reached before ours
             if not num_alive:
-                raise
+                raise SubmitRefused(sbatch_words(e), unit.num_jobs) from e
             log.warning("%s; submitting it again once a job of the sweep has ended", e)
             break
         num_alive += unit.num_jobs

@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vitfsdp import plan as planner
-from vitfsdp.launch import LaunchOptions, pack, slurm, status, time_limit_s
+from vitfsdp.core.layout import PACK_DIR, SCRIPT_FILE, SUBMITIT_DIR, TASK_LOG_DIR
+from vitfsdp.launch import LaunchOptions, pack, secrets, slurm, status, time_limit_s
 from vitfsdp.records import SUMMARY_FILE, read_json, reason_line
-from vitfsdp.sweep.point import Point, log
+from vitfsdp.sweep.point import Point, SweepRefused, log
 from vitfsdp.sweep.report import NOT_SUBMITTED, resume_command, status_command
 
 
@@ -28,6 +29,10 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
     (not submitted: max_jobs) or ``{"status": "script"}`` for points not waited on).
     ``queued``: the points an earlier sweep of the directory left queued or running, which
     count against ``cluster.max_jobs`` (a detached sweep run again submits only what fits).
+
+    Raises:
+        SweepRefused: sbatch refused the first submission with none of the sweep's jobs in
+            the queue (a site limit below it): what the submission wrote is taken back.
     """
     if options.scripts_only:
         paths = slurm.write_scripts(points, options.job_name, sweep_dir)
@@ -38,11 +43,21 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
         log.info("then follow with: %s", status_command(sweep_dir))
         return [{"status": "script", "script": str(p)} for p in paths]
     max_jobs = _max_jobs(points)
+    before = _sweep_files(sweep_dir)
     units = _submission_units(points, sweep_dir, options, max_jobs)
+    submitter = _Submitter(units, max_jobs, sweep_dir,
+                           points[0].cfg.cluster.qos if points else None)
     # an earlier sweep's points still queued or running (``queued``: ``alive`` among them,
     # waited for or not) count against the limit, one job each (a pack's points once per
     # point: on the safe side)
-    pack.submit_free(units, max_jobs, queued)
+    try:
+        pack.submit_free(units, max_jobs, queued)
+    except pack.SubmitRefused as e:
+        if any(_has_job(p) for p in points):  # some of the unit's jobs went in: watch them
+            submitter.hold(e)
+        else:
+            _take_back_submission(points, sweep_dir, before)
+            raise SweepRefused(_first_refused_line(e, points)) from None
     if options.detach:
         _log_detached(units, sweep_dir, max_jobs)
         return [_detached_summary(p) for p in points]
@@ -50,7 +65,6 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
     if alive:
         log.info("waiting also for %d point(s) an earlier sweep left in Slurm's queue",
                  len(alive))
-    submitter = _Submitter(units, max_jobs, sweep_dir)
     status.watch(sweep_dir, [p.run_dir for p in [*points, *alive]], poll_s,
                  show=_show_table, on_poll=submitter)
     return [read_json(p.run_dir / SUMMARY_FILE)
@@ -89,8 +103,9 @@ class _Submitter:
     say so once with the command that goes on once it is fixed, and return true (the watch
     then waits only for the jobs submitted)."""
 
-    def __init__(self, units: list[pack.Unit], max_jobs: int | None, sweep_dir: Path) -> None:
-        self.units, self.max_jobs, self.sweep_dir = units, max_jobs, sweep_dir
+    def __init__(self, units: list[pack.Unit], max_jobs: int | None, sweep_dir: Path,
+                 qos: str | None = None) -> None:
+        self.units, self.max_jobs, self.sweep_dir, self.qos = units, max_jobs, sweep_dir, qos
         self.held: str | None = None
 
     def __call__(self, rows: list[status.PointState]) -> bool:
@@ -105,8 +120,76 @@ class _Submitter:
                       SAME_FAILURE_STOP, reason, waiting,
                       resume_command(self.sweep_dir, "--rerun-failed"))
         if self.held is None:
-            pack.submit_free(self.units, self.max_jobs, status.num_alive(rows))
+            try:
+                pack.submit_free(self.units, self.max_jobs, status.num_alive(rows))
+            except pack.SubmitRefused as e:  # every job of the sweep has ended: none to wait for
+                self.hold(e)
         return self.held is not None
+
+    def hold(self, e: pack.SubmitRefused) -> None:
+        """sbatch refused a submission with no job of the sweep left to wait for: submit no
+        more, and say so once with the fix and the command that goes on."""
+        waiting = sum(u.num_jobs for u in self.units if u.job_ids is None)
+        self.held = f"not submitted: sbatch refused it ({e.words})"
+        log.error("sbatch refused %d job(s) with no job of the sweep queued or running: %s; "
+                  "%d job(s) not submitted. %s, then go on with: %s", e.num_jobs, e.words,
+                  waiting, _refusal_fix(e.num_jobs, self.max_jobs, self.qos),
+                  resume_command(self.sweep_dir))
+
+
+def _refusal_fix(num_jobs: int, max_jobs: int | None, qos: str | None) -> str:
+    """What lets sbatch take a refused submission of ``num_jobs`` jobs: fewer at once
+    (``cluster.max_jobs``, where more than one), fewer of the user's other jobs, or another
+    QOS."""
+    now = "" if max_jobs is None else f"; now {max_jobs}"
+    fewer = (f"set cluster.max_jobs to the site's limit on a user's queued jobs (below "
+             f"{num_jobs}{now}), " if num_jobs > 1 else "")
+    return (f"{fewer}wait for your other jobs in the queue to end (squeue --me), or choose "
+            f"another cluster.qos{f' (now {qos})' if qos else ''}")
+
+
+def _first_refused_line(e: pack.SubmitRefused, points: list[Point]) -> str:
+    """The one line of a sweep whose first submission sbatch refused: sbatch's words and
+    the fix; nothing is queued and the sweep directory is as it was."""
+    cluster = points[0].cfg.cluster
+    return (f"error: sbatch refused the sweep's first submission ({e.num_jobs} job(s)): "
+            f"{e.words}; nothing was queued or kept; "
+            f"{_refusal_fix(e.num_jobs, _max_jobs(points), cluster.qos)}, then run the "
+            "sweep again")
+
+
+def _has_job(point: Point) -> bool:
+    """Whether the point's ``job.json`` names a Slurm job (submitted)."""
+    return bool((read_json(point.run_dir / slurm.JOB_FILE) or {}).get("job_id"))
+
+
+def _sweep_files(sweep_dir: Path) -> set[Path]:
+    """The files a submission may add to besides the points' run directories: those of
+    submitit's folder and the pack scripts' folder, with the folders and the secrets file,
+    as they are now (:func:`_take_back_submission`)."""
+    found = {secrets.secrets_path(sweep_dir)}
+    for name in (SUBMITIT_DIR, PACK_DIR):
+        folder = Path(sweep_dir).resolve() / name
+        found |= {folder, *folder.glob("*")} if folder.is_dir() else set()
+    return {f for f in found if f.exists()}
+
+
+def _take_back_submission(points: list[Point], sweep_dir: Path, before: set[Path]) -> None:
+    """Remove what a submission sbatch refused wrote, none of its jobs queued: each point's
+    job script and empty ``logs/`` (its run directory too where that leaves it empty: the
+    earlier attempts of a point run again stay), and the files of submitit's and the packs'
+    folders and the secrets file not in ``before`` (:func:`_sweep_files`)."""
+    for p in points:
+        (p.run_dir / SCRIPT_FILE).unlink(missing_ok=True)
+        for d in (p.run_dir / TASK_LOG_DIR, p.run_dir):
+            if d.is_dir() and not any(d.iterdir()):
+                d.rmdir()
+    for f in sorted(_sweep_files(sweep_dir) - before, reverse=True):  # a folder's files first
+        if f.is_dir():
+            if not any(f.iterdir()):
+                f.rmdir()
+        else:
+            f.unlink(missing_ok=True)
 
 
 def _max_jobs(points: list[Point]) -> int | None:
