@@ -1,7 +1,9 @@
 """Ctrl-C during a sweep, as a terminal sends it (SIGINT to the sweep's process group, its
 torchrun and ranks included): no traceback, one line saying what was recorded and what runs
 on, exit status 130; the interrupted point runs again on a plain rerun (locally), and on Slurm
-the jobs run on and the rerun waits for them.
+the jobs run on and the rerun waits for them. A Slurm sweep stopped by SIGTERM (``kill``) or
+SIGHUP (its login session closed) ends the same way, with exit status 128 + the signal and
+the line in its log too.
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ def _as_a_terminal_job() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def sweep(args: list[str], cwd: Path) -> subprocess.Popen:
-    """``python -m vitfsdp.sweep -m ARGS`` in a session of its own (a terminal's job)."""
+def sweep(args: list[str], cwd: Path, stdout=subprocess.PIPE) -> subprocess.Popen:
+    """``python -m vitfsdp.sweep -m ARGS`` in a session of its own (a terminal's job);
+    ``stdout``: where its log goes (a file: a sweep left running, redirected)."""
     return subprocess.Popen([sys.executable, "-m", "vitfsdp.sweep", "-m", *args], cwd=cwd,
-                            start_new_session=True, stdout=subprocess.PIPE,
+                            start_new_session=True, stdout=stdout,
                             stderr=subprocess.PIPE, text=True, preexec_fn=_as_a_terminal_job,
                             env={**os.environ, "HYDRA_FULL_ERROR": "0"})
 
@@ -105,3 +108,41 @@ def test_slurm_jobs_run_on_after_ctrl_c_and_the_rerun_waits(tmp_path):
     assert "waiting also for 1 point(s) an earlier sweep left" in out + err
     assert read(run_dir / "summary.json")["status"] == "completed"
     assert read(run_dir / "job.json")["job_id"] == job_id  # not submitted twice
+
+
+@needs_slurm
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_slurm_jobs_run_on_after_sigterm_or_sighup_and_the_log_says_so(tmp_path, sig):
+    """A ``kill`` (SIGTERM to the sweep's process) or a closed login session (SIGHUP to its
+    process group) ends a sweep watching its Slurm jobs as Ctrl-C does: the jobs run on, the
+    line says so and how to go on, on stderr and in the log its stdout is redirected into;
+    exit 128 + the signal."""
+    require_cluster()
+    args = ["cluster=virtual", *FAST, "train.steps=20", f"hydra.sweep.dir={tmp_path}/s"]
+    log_path = tmp_path / "sweep.log"
+    with log_path.open("w") as out:
+        proc = sweep(args, tmp_path, stdout=out)
+    wait_for(lambda: any(json.loads(p.read_text()).get("job_id")
+                         for p in tmp_path.glob("s/*/job.json")))
+    (run_dir,) = (tmp_path / "s").glob("0_*")
+    job_id = read(run_dir / "job.json")["job_id"]
+    try:
+        (os.kill if sig == signal.SIGTERM else os.killpg)(proc.pid, sig)
+        _, err = proc.communicate(timeout=300)
+        logged = log_path.read_text()
+        assert proc.returncode == 128 + sig, logged[-2000:] + err[-2000:]
+        assert "Traceback" not in logged + err
+        line = err.strip().splitlines()[-1]
+        name = signal.Signals(sig).name
+        assert line.startswith(f"interrupted by {name}: 1 Slurm job(s) keep running; "
+                               "follow with: "), line
+        assert f"cancel them with: scancel {job_id};" in line
+        assert logged.rstrip().endswith(line)  # in the log too, its last line
+        proc = sweep(_pasted(line, tmp_path / "s"), tmp_path / "elsewhere")  # waits for it
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, out[-2000:] + err[-2000:]
+        assert "waiting also for 1 point(s) an earlier sweep left" in out + err
+        assert read(run_dir / "summary.json")["status"] == "completed"
+        assert read(run_dir / "job.json")["job_id"] == job_id  # not submitted twice
+    finally:
+        subprocess.run(["scancel", job_id], capture_output=True)

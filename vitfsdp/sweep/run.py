@@ -10,7 +10,9 @@ from __future__ import annotations
 import datetime
 import os
 import shlex
+import signal
 import socket
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -111,6 +113,12 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
                               for p in alive})
     except KeyboardInterrupt:
         raise SweepInterrupted(_interrupted_line(points, sweep_dir)) from None
+    except SystemExit as e:  # SIGTERM, SIGHUP (vitfsdp.sweep.commands._exit_on_hangup)
+        name = SIGNAL_EXITS.get(e.code)
+        if name is None or not _on_slurm(points):  # a local point's processes were stopped
+            raise
+        _say_everywhere(_interrupted_line(points, sweep_dir, name))
+        raise SystemExit(e.code) from None
     except OSError as e:
         if not disk_error(e):
             raise
@@ -222,18 +230,49 @@ def _disk_line(e: OSError, points: list[Point], sweep_dir: Path) -> str:
             f"space and go on with: {resume_command(sweep_dir)} (completed points are kept)")
 
 
-def _interrupted_line(points: list[Point], sweep_dir: Path) -> str:
-    """What a Ctrl-C leaves: the Slurm jobs that keep running (follow them, cancel them),
-    or the local point stopped and recorded ``cancelled``; the same command goes on."""
+#: The exit status of a sweep stopped by a signal that ends a login session or a process
+#: (``SystemExit(128 + signal)``, :func:`vitfsdp.sweep.commands._exit_on_hangup`) → its name.
+SIGNAL_EXITS = {128 + signal.SIGHUP: "SIGHUP", 128 + signal.SIGTERM: "SIGTERM"}
+
+
+def _on_slurm(points: Sequence[Point]) -> bool:
+    """Whether the sweep's points run as Slurm jobs (which outlive the sweep's process)."""
+    return any(p.cfg.cluster.launcher == "slurm" for p in points)
+
+
+def _say_everywhere(line: str) -> None:
+    """Write the line of a sweep stopped by a signal into its log (stdout, which a sweep left
+    running is redirected into) and onto stderr, once where both are the same file; a
+    terminal already closed (SIGHUP) is passed over."""
+    log.error("%s", line)
+    try:
+        same = os.path.sameopenfile(sys.stdout.fileno(), sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):  # one of them closed, or no file
+        same = False
+    if not same:
+        try:
+            print(line, file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass
+
+
+def _interrupted_line(points: list[Point], sweep_dir: Path, signal_name: str = "") -> str:
+    """What a Ctrl-C (or ``signal_name``, a SIGTERM or SIGHUP of a Slurm sweep) leaves: the
+    Slurm jobs that keep running (follow them, cancel them), or the local point stopped and
+    recorded ``cancelled``; the same command goes on."""
     ids = _running_jobs(points)
+    how = f"interrupted by {signal_name}" if signal_name else "interrupted"
     if ids:
         kept = ("; the sweep's secrets file stays for them (--status removes it once every "
                 "point has ended)" if secrets.secrets_path(sweep_dir).exists() else "")
-        return (f"interrupted: {len(ids)} Slurm job(s) keep running; follow with: "
+        return (f"{how}: {len(ids)} Slurm job(s) keep running; follow with: "
                 f"{status_command(sweep_dir)}; cancel them with: "
                 f"{shlex.join(['scancel', *ids])}; go on with: {resume_command(sweep_dir)} "
                 f"(it waits for them and submits the points not submitted yet){kept}")
     _remove_secrets(sweep_dir)
+    if _on_slurm(points):
+        return (f"{how}: no Slurm job of the sweep is queued or running; go on with: "
+                f"{resume_command(sweep_dir)} (it submits the points not submitted yet)")
     return ("interrupted: the point running here was stopped and recorded cancelled "
             f"(interrupted); go on with: {resume_command(sweep_dir)} (it runs that point "
             "again, and the points not run yet)")
