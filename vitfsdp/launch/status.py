@@ -448,14 +448,17 @@ def num_alive(rows: Sequence[PointState]) -> int:
 
 def watch(sweep_dir: Path, run_dirs: Sequence[Path], poll_s: float,
           show: Callable[[str], None], timeout_s: float | None = None,
-          on_poll: Callable[[list[PointState]], object] | None = None) -> list[PointState]:
+          on_poll: Callable[[list[PointState]], object] | None = None,
+          rows_of: Callable[[], list[PointState]] | None = None) -> list[PointState]:
     """Poll until every point has its summary, showing the table whenever it changes.
 
     A job seen ended twice in a row (so a summary being written at the very end is not
     missed) is recorded by :func:`reconcile`. ``on_poll`` is called with the rows at every
     poll (the sweep submits waiting jobs there); where it returns true, nothing more will be
     submitted, and the watch ends once every point submitted is done (the others have no
-    job and no summary).
+    job and no summary). ``rows_of``: the rows at each poll, in place of :func:`collect` of
+    ``run_dirs`` (``--status``: the run directories found at that poll, and the points not
+    submitted, each with a status of its own, which counts it as done).
 
     Raises:
         TimeoutError: ``timeout_s`` passed with points still unfinished.
@@ -464,7 +467,7 @@ def watch(sweep_dir: Path, run_dirs: Sequence[Path], poll_s: float,
     seen_ended: set[str] = set()
     last = None
     while True:
-        rows = collect(sweep_dir, run_dirs)
+        rows = rows_of() if rows_of is not None else collect(sweep_dir, run_dirs)
         for row in rows:
             if not row.slurm_recorded and (row.job_ended or row.state == "GONE"):
                 if str(row.run_dir) in seen_ended:

@@ -17,9 +17,11 @@ Each point writes its records into ``<sweep dir>/<num>_<overrides>/``; a point t
 without writing its own summary is recorded with the status its end implies (``failed``,
 ``timeout``, ...) and the tail of its log, so no point is ever lost.
 
-    python -m vitfsdp.sweep --status SWEEP_DIR [--watch]
+    python -m vitfsdp.sweep --status SWEEP_DIR [--watch] [--poll-s S]
 
-shows the table later (``--watch``: until every point is done).
+shows the table later (``--watch``: until every point submitted is done; the flags in any
+order), with the points of the sweep's last command not yet submitted, and a line per kind
+of point that did not complete with the command that goes on.
 
 The package reads in the order a sweep runs:
 
@@ -50,7 +52,16 @@ from vitfsdp.config import CONF_DIR, cli, register_configs
 from vitfsdp.records import disk_error
 from vitfsdp.sweep.check import SIGNAL_MARGIN_S
 from vitfsdp.sweep.choose import select
-from vitfsdp.sweep.commands import FLAG_HELP, FLAGS, USAGE, _exit_on_hangup, status_main, usage
+from vitfsdp.sweep.commands import (
+    FLAG_HELP,
+    FLAGS,
+    STATUS_FORM,
+    USAGE,
+    _exit_on_hangup,
+    is_status,
+    status_main,
+    usage,
+)
 from vitfsdp.sweep.compose import plan, validate_sweep
 from vitfsdp.sweep.local import run_one
 from vitfsdp.sweep.point import Point, SweepDiskError, SweepInterrupted, SweepRefused, log
@@ -87,17 +98,23 @@ def main(dcfg: DictConfig) -> None:
 
 
 def main_cli(argv: Sequence[str]) -> int:
-    """``python -m vitfsdp.sweep``: ``--status``, ``--help``, or the sweep (through Hydra,
-    after :func:`vitfsdp.config.cli`'s checks); returns the exit status."""
-    if argv[:1] == ["--status"]:
+    """``python -m vitfsdp.sweep``: ``--status`` (named anywhere, :func:`is_status`),
+    ``--help``, or the sweep (through Hydra, after :func:`vitfsdp.config.cli`'s checks);
+    returns the exit status. ``--watch`` or ``--poll-s`` without ``--status`` is refused in
+    one line (:data:`EXIT_REFUSED`)."""
+    if is_status(argv):
         try:
-            return status_main(argv[1:])
+            return status_main(argv)
         except OSError as e:
             if not disk_error(e):
                 raise
             print(f"error: --status could not record what Slurm says ({disk_error(e)}); "
                   "free space and run it again", file=sys.stderr)
             return EXIT_NOT_COMPLETED
+    if any(a in ("--watch", "--poll-s") or a.startswith("--poll-s=") for a in argv):
+        print(f"error: --watch and --poll-s go with --status; the form is: {STATUS_FORM}",
+              file=sys.stderr)
+        return EXIT_REFUSED
     if "--help" in argv or "-h" in argv:
         print(usage())
         return 0

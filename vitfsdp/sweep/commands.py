@@ -7,40 +7,141 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
+from vitfsdp import rundir
 from vitfsdp.config import GROUPS, group_defaults, group_options
+from vitfsdp.core.layout import COMMANDS_FILE, JOB_FILE
 from vitfsdp.launch import flag_help, launcher_flags, resume, secrets, setting_help, status
-from vitfsdp.records import STATUSES
-from vitfsdp.sweep.report import _remove_secrets, exit_status
+from vitfsdp.overrides import expand
+from vitfsdp.records import STATUSES, read_json, read_jsonl
+from vitfsdp.sweep.report import (
+    EXIT_INTERRUPTED,
+    NOT_SUBMITTED,
+    _remove_secrets,
+    exit_status,
+    next_steps,
+    status_command,
+)
+
+#: The form of ``--status``, for its refusals.
+STATUS_FORM = "python -m vitfsdp.sweep --status SWEEP_DIR [--watch] [--poll-s S]"
+
+
+class _StatusParser(argparse.ArgumentParser):
+    """``--status``'s arguments, in any order; a mistake is refused in one line that says
+    the form (exit 2, as argparse)."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: --status: {message}; the form is: {STATUS_FORM}\n")
+
+
+def is_status(argv: Sequence[str]) -> bool:
+    """``argv`` asks for ``--status`` (``--status DIR`` or ``--status=DIR``, anywhere)."""
+    return any(a == "--status" or a.startswith("--status=") for a in argv)
 
 
 def status_main(argv: Sequence[str]) -> int:
-    """``--status SWEEP_DIR [--watch]``: print the sweep's status table (records and Slurm's
-    queue), recording jobs that ended without a summary; ``--watch`` until all are done.
-    Returns :func:`exit_status` of the points."""
-    parser = argparse.ArgumentParser(prog="python -m vitfsdp.sweep --status")
-    parser.add_argument("sweep_dir", type=Path)
+    """``--status SWEEP_DIR [--watch] [--poll-s S]`` (in any order; ``--status=SWEEP_DIR``
+    too): print the sweep's status table (records and Slurm's queue, and the points of its
+    last command with no job yet, :func:`_not_submitted`), recording jobs that ended without
+    a summary; ``--watch`` until every point submitted is done. Then a line per kind of point
+    that did not complete, with the command that goes on (:func:`next_steps`). A Ctrl-C
+    stops only the watch: one line says the jobs keep running and how to follow them again.
+
+    Returns:
+        :func:`exit_status` of the points (a point not submitted has not ended: 3 where no
+        point failed), or :data:`EXIT_INTERRUPTED` after a Ctrl-C."""
+    parser = _StatusParser(prog="python -m vitfsdp.sweep", usage=STATUS_FORM)
+    parser.add_argument("--status", dest="sweep_dir", type=Path, required=True,
+                        metavar="SWEEP_DIR")
     parser.add_argument("--watch", action="store_true", help="refresh until every point is done")
     parser.add_argument("--poll-s", type=float, default=5.0, help="seconds between refreshes")
     args = parser.parse_args(argv)
-    if not args.sweep_dir.is_dir():
-        parser.error(f"{args.sweep_dir} is not a directory")
-    dirs = status.point_dirs(args.sweep_dir)
-    if not dirs:
-        parser.error(f"{args.sweep_dir} holds no sweep points (no */job.json or */run.json)")
-    if args.watch:
-        rows = status.watch(args.sweep_dir, dirs, args.poll_s, show=print)
-    else:
-        rows = status.collect(args.sweep_dir, dirs)
-        for row in rows:
-            status.reconcile(row)
-        print(status.format_table(rows))
+    sweep_dir = args.sweep_dir
+    if not sweep_dir.is_dir():
+        parser.error(f"{sweep_dir} is not a directory")
+    if not status.point_dirs(sweep_dir) and not _not_submitted(sweep_dir):
+        parser.error(f"{sweep_dir} holds no sweep points (no */job.json or */run.json)")
+
+    def rows_now() -> list[status.PointState]:
+        return [*status.collect(sweep_dir, status.point_dirs(sweep_dir)),
+                *_not_submitted(sweep_dir)]
+
+    try:
+        if args.watch:
+            rows = status.watch(sweep_dir, [], args.poll_s, show=print, rows_of=rows_now)
+        else:
+            rows = rows_now()
+            for row in rows:
+                status.reconcile(row)
+            print(status.format_table(rows))
+    except KeyboardInterrupt:
+        print("interrupted: only the watch stopped; the sweep's jobs keep running; follow "
+              f"them again with: {status_command(sweep_dir)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    swept = False
     if all(r.status in STATUSES for r in rows):
-        _remove_secrets_unless_swept(args.sweep_dir)
+        _remove_secrets_unless_swept(sweep_dir)
+    elif any(r.status == NOT_SUBMITTED for r in rows):
+        swept = _swept(sweep_dir)
+    for line in next_steps(sweep_dir, rows, swept):
+        print(line)
     return exit_status([{"status": r.status} for r in rows])
+
+
+def _not_submitted(sweep_dir: Path) -> list[status.PointState]:
+    """The points of the sweep's last command (its records in :data:`COMMANDS_FILE`, with
+    the records before it of the same overrides: a sweep in rounds records each) that no
+    run directory's ``job.json`` holds, matched by config hash as a rerun matches them: a
+    row each, status :data:`NOT_SUBMITTED`, named as its run directory will be where the
+    command's overrides expand to as many points (else by its place in the sweep)."""
+    records = read_jsonl(sweep_dir / COMMANDS_FILE)
+    if not records:
+        return []
+    task = records[-1].get("task") or []
+    last = []
+    for record in reversed(records):
+        if record.get("task") != task:
+            break
+        last.insert(0, record)
+    hashes = list(dict.fromkeys(h for r in last for h in r.get("config_hashes") or []))
+    started = {(read_json(path) or {}).get("config_hash")
+               for path in sweep_dir.glob(f"*/{JOB_FILE}")}
+    if all(h in started for h in hashes):
+        return []
+    names = _point_names(task, len(hashes))
+    return [status.PointState(run_dir=sweep_dir / name, status=NOT_SUBMITTED)
+            for h, name in zip(hashes, names, strict=True) if h not in started]
+
+
+def _point_names(task: Sequence[str], num_points: int) -> list[str]:
+    """The run directory names of a sweep's points (``<num>_<swept overrides>``, as
+    ``conf/config.yaml``'s ``hydra.sweep.subdir`` names them) from its command's overrides;
+    the numbers alone where they do not expand to ``num_points`` points (a ``glob(...)``,
+    or a subdir of the user's)."""
+    try:
+        points = expand(task)
+    except ValueError:
+        points = []
+    if len(points) != num_points:
+        return [str(i) for i in range(num_points)]
+    excluded = ["data.path", "hydra.sweep.dir", *rundir.constant_keys(points)]
+    return [f"{i}_{rundir.run_dirname(p, excluded)}" for i, p in enumerate(points)]
+
+
+def _swept(sweep_dir: Path) -> bool:
+    """A sweep works in ``sweep_dir`` now (it holds the lock, and submits its points)."""
+    try:
+        resume.SweepLock(sweep_dir).acquire().release()
+    except RuntimeError:
+        return True
+    except OSError:  # no lock to take here: no sweep can hold it either
+        return False
+    return False
 
 
 def _remove_secrets_unless_swept(sweep_dir: Path) -> None:
@@ -75,8 +176,10 @@ Every point of the sweep is validated before anything starts, then run one after
 
 The launcher's flags:
 {flags}
-  --status SWEEP_DIR    the sweep's status table (records and Slurm's queue), then exit
-  --watch               with --status: refresh until every point is done
+  --status SWEEP_DIR    the sweep's status table (records and Slurm's queue; points not
+                        submitted yet too), the command that goes on, then exit
+  --watch               with --status: refresh until every point submitted is done
+  --poll-s S            with --status --watch: seconds between refreshes (5)
 
 The launcher's settings (the default shown; change the value after =):
 {settings}

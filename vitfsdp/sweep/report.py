@@ -1,6 +1,7 @@
 """What a sweep says at its end, and its exit status: the counts of each
 end status and the analysis command (:func:`_report`), the points that have not ended
-(:func:`_report_not_ended`), the commands to paste (:func:`status_command`,
+(:func:`_report_not_ended`), what ``--status`` says after its table (:func:`next_steps`),
+the commands to paste (:func:`status_command`,
 :func:`analysis_command`) and :func:`exit_status`.
 """
 
@@ -12,10 +13,11 @@ import shlex
 from collections.abc import Sequence
 from pathlib import Path
 
-from vitfsdp.launch import secrets
+from vitfsdp.core.layout import FAILED_IN_RUN, SKIPPED_INFEASIBLE
+from vitfsdp.launch import secrets, status
 from vitfsdp.launch.local import quote_override
 from vitfsdp.provenance import saved_overrides
-from vitfsdp.records import STATUSES, reason_line
+from vitfsdp.records import STATUSES, SUMMARY_FILE, read_json, reason_line
 from vitfsdp.sweep.point import Point, _point_label, log
 
 #: Exit status of ``python -m vitfsdp.sweep`` (and of ``--status``): every point completed.
@@ -95,6 +97,72 @@ def _report_not_ended(points: list[Point], summaries: list[dict], sweep_dir: Pat
         log.info("once fixed, go on with: %s", resume_command(sweep_dir, "--rerun-failed"))
     elif left != {"script"}:
         log.info("follow with: %s", status_command(sweep_dir))
+
+
+def next_steps(sweep_dir: Path, rows: Sequence[status.PointState],
+               swept: bool = False) -> list[str]:
+    """What ``--status`` prints after its table, a line per kind of point that did not
+    complete, naming the points (numbers and differing overrides; at most
+    :data:`MAX_NAMED_FAILURES`, the rest counted) and the command that goes on
+    (:func:`resume_command`, shell-quoted):
+
+    - interrupted from outside (``cancelled``, ``preempted``, a ``timeout`` at the job's
+      limit, a node failure): the same command runs them again;
+    - ended so themselves (``failed``, ``oom``, a ``timeout`` of the run's own): the same
+      command with ``--rerun-failed``, once fixed, then a line per point with its reason
+      (the first line of its summary's, :func:`reason_line`);
+    - ``skipped_infeasible``: ``--rerun-failed --run-infeasible`` runs them anyway;
+    - :data:`NOT_SUBMITTED` (points of the sweep's last command with no job yet: waiting
+      for ``cluster.max_jobs``, or the sweep stopped before submitting them): the same
+      command submits them; ``swept``: a sweep works in the directory now and submits them
+      itself as its jobs end.
+
+    Empty where every point completed or is queued or running."""
+    again, failed, infeasible, waiting = [], [], [], []
+    for (num, label), row in zip(status.labels(rows), rows, strict=True):
+        point = f"{num} {label}".strip() if label else num
+        if row.status == NOT_SUBMITTED:
+            waiting.append((point, row.status, None))
+        elif row.status not in STATUSES or row.status == "completed":
+            continue
+        elif row.status == SKIPPED_INFEASIBLE:
+            infeasible.append((point, row.status, None))
+        else:
+            summary = read_json(row.run_dir / SUMMARY_FILE) or {}
+            own = row.status in FAILED_IN_RUN and not summary.get("interrupted")
+            (failed if own else again).append((point, row.status, summary.get("reason")))
+    lines = []
+    if again:
+        lines.append(f"{_kinds(again)} (interrupted from outside): the same command runs "
+                     f"them again: {resume_command(sweep_dir)}")
+    if failed:
+        lines.append(f"{_kinds(failed)}: once fixed, run them again with: "
+                     f"{resume_command(sweep_dir, '--rerun-failed')}")
+        lines += [f"  {point} {st}: {reason_line(reason) or 'no reason recorded'}"
+                  for point, st, reason in failed[:MAX_NAMED_FAILURES]]
+        if len(failed) > MAX_NAMED_FAILURES:
+            lines.append(f"  and {len(failed) - MAX_NAMED_FAILURES} more: their summary.json")
+    if infeasible:
+        lines.append(f"{_kinds(infeasible)} (the plan predicts they do not fit): run them "
+                     "anyway with: "
+                     f"{resume_command(sweep_dir, '--rerun-failed', '--run-infeasible')}")
+    if waiting:
+        go_on = (f"the sweep working in {shlex.quote(str(sweep_dir))} submits them as its "
+                 "jobs end" if swept else
+                 f"once jobs have ended, submit them with: {resume_command(sweep_dir)}")
+        lines.append(f"{_kinds(waiting)} (no job yet: waiting for cluster.max_jobs, or the "
+                     f"sweep stopped before submitting them): {go_on}")
+    return lines
+
+
+def _kinds(points: Sequence[tuple[str, str, object]]) -> str:
+    """``"2 cancelled/timeout point(s) (0 nodes=1, 3 nodes=4)"``: how many, their statuses
+    and the points (at most :data:`MAX_NAMED_FAILURES`, the rest counted)."""
+    kinds = "/".join(dict.fromkeys(st for _, st, _ in points))
+    named = ", ".join(p for p, _, _ in points[:MAX_NAMED_FAILURES])
+    more = (f" and {len(points) - MAX_NAMED_FAILURES} more"
+            if len(points) > MAX_NAMED_FAILURES else "")
+    return f"{len(points)} {kinds} point(s) ({named}{more})"
 
 
 def _remove_secrets(sweep_dir: Path) -> None:

@@ -1,0 +1,154 @@
+"""``python -m vitfsdp.sweep --status DIR``: the points of the sweep's last command with no
+job yet, what goes on for the points that did not complete, a quiet Ctrl-C of ``--watch``,
+and its flags in any order. Records written by hand, as the sweep writes them; points run
+here (no Slurm job id), so no Slurm query is made."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from vitfsdp.sweep import EXIT_INTERRUPTED, EXIT_NOT_COMPLETED, EXIT_NOT_ENDED, main_cli
+
+TASK = ["model=vit_tiny", "strategy=DDP,FULL_SHARD,HYBRID_2GPU", "cluster.max_jobs=1"]
+HASHES = ["aaaa000000000000", "bbbb000000000000", "cccc000000000000"]
+NAMES = ["0_strategy=DDP", "1_strategy=FULL_SHARD", "2_strategy=HYBRID_2GPU"]
+
+
+def _sweep(tmp_path: Path, summaries: dict[int, dict | None]) -> Path:
+    """A sweep directory of :data:`TASK` whose points ``summaries`` names have a run
+    directory (``None``: no summary yet: running), the others none (never submitted)."""
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    (sweep_dir / "multirun.yaml").write_text(json.dumps(
+        {"hydra": {"overrides": {"task": TASK, "hydra": [f"hydra.sweep.dir={sweep_dir}"]}}}))
+    (sweep_dir / "commands.jsonl").write_text(json.dumps(
+        {"started_at": "2026-01-01T00:00:00+00:00", "task": TASK,
+         "hydra": [f"hydra.sweep.dir={sweep_dir}"], "config_hashes": HASHES}) + "\n")
+    for num, summary in summaries.items():
+        run_dir = sweep_dir / NAMES[num]
+        run_dir.mkdir()
+        (run_dir / "job.json").write_text(json.dumps(
+            {"launcher": "local", "job_id": None, "config_hash": HASHES[num]}))
+        if summary is not None:
+            (run_dir / "summary.json").write_text(json.dumps(summary))
+    return sweep_dir
+
+
+def _resume(sweep_dir: Path, *flags: str) -> str:
+    return shlex.join(["python", "-m", "vitfsdp.sweep", "-m", *flags, *TASK,
+                       f"hydra.sweep.dir={sweep_dir}"])
+
+
+def test_points_never_submitted_are_listed_counted_and_exit_3(tmp_path, capsys):
+    """cluster.max_jobs=1 --detach submitted one point: the other two are in the table as
+    not submitted, counted, with the command that submits them; exit 3, not 0."""
+    sweep_dir = _sweep(tmp_path, {0: {"status": "completed"}})
+    assert main_cli(["--status", str(sweep_dir)]) == EXIT_NOT_ENDED
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines()[1:4]}
+    assert "completed" in rows["0"]
+    for num, name in (("1", "strategy=FULL_SHARD"), ("2", "strategy=HYBRID_2GPU")):
+        assert "not submitted" in rows[num] and rows[num].endswith(name), out
+    assert "3 points: 1 completed, 2 not submitted" in out
+    assert (f"2 not submitted point(s) (1 strategy=FULL_SHARD, 2 strategy=HYBRID_2GPU) (no job "
+            "yet: waiting for cluster.max_jobs, or the sweep stopped before submitting them): "
+            f"once jobs have ended, submit them with: {_resume(sweep_dir)}") in out
+
+
+def test_a_sweep_working_in_the_directory_submits_them_itself(tmp_path, capsys):
+    from vitfsdp.launch.resume import SweepLock
+
+    sweep_dir = _sweep(tmp_path, {0: {"status": "completed"}})
+    lock = SweepLock(sweep_dir).acquire()
+    try:
+        assert main_cli(["--status", str(sweep_dir)]) == EXIT_NOT_ENDED
+    finally:
+        lock.release()
+    out = capsys.readouterr().out
+    assert "the sweep working in" in out and "submit them with" not in out
+
+
+def test_every_point_submitted_says_nothing_more(tmp_path, capsys):
+    sweep_dir = _sweep(tmp_path, {n: {"status": "completed"} for n in range(3)})
+    assert main_cli(["--status", str(sweep_dir)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == "3 points: 3 completed" and "not submitted" not in out
+
+
+def test_points_that_did_not_complete_get_their_command_and_reason(tmp_path, capsys):
+    """cancelled (and any end from outside) → the plain command; failed/oom → once fixed,
+    --rerun-failed, and each one's reason on one line."""
+    sweep_dir = _sweep(tmp_path, {
+        0: {"status": "cancelled", "interrupted": True, "reason": "scancel\nmore"},
+        1: {"status": "failed", "reason": "RuntimeError: boom\nTraceback tail"},
+        2: {"status": "oom", "reason": "CUDA out of memory"}})
+    assert main_cli(["--status", str(sweep_dir)]) == EXIT_NOT_COMPLETED
+    lines = capsys.readouterr().out.splitlines()
+    after = lines[lines.index("3 points: 1 cancelled, 1 failed, 1 oom") + 1:]
+    assert after == [
+        "1 cancelled point(s) (0 strategy=DDP) (interrupted from outside): the same command "
+        f"runs them again: {_resume(sweep_dir)}",
+        "2 failed/oom point(s) (1 strategy=FULL_SHARD, 2 strategy=HYBRID_2GPU): once fixed, "
+        f"run them again with: {_resume(sweep_dir, '--rerun-failed')}",
+        "  1 strategy=FULL_SHARD failed: RuntimeError: boom",
+        "  2 strategy=HYBRID_2GPU oom: CUDA out of memory",
+    ]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--watch", "--status", "{d}"], ["--poll-s", "2", "--status", "{d}"], ["--status={d}"],
+    ["--status", "{d}", "--watch", "--poll-s", "0.1"], ["--watch", "--status={d}"]])
+def test_status_flags_in_any_order(tmp_path, capsys, argv):
+    sweep_dir = _sweep(tmp_path, {n: {"status": "completed"} for n in range(3)})
+    assert main_cli([a.format(d=sweep_dir) for a in argv]) == 0
+    assert "3 points: 3 completed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["--status"], ["--status", "{d}", "extra"],
+                                  ["--watch", "{d}"], ["--poll-s", "2"]])
+def test_a_wrong_status_line_is_refused_in_one_line_with_the_form(tmp_path, capsys, argv):
+    sweep_dir = _sweep(tmp_path, {0: {"status": "completed"}})
+    with pytest.raises(SystemExit) as e:
+        code = main_cli([a.format(d=sweep_dir) for a in argv])
+        raise SystemExit(code)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("error: ") and err.rstrip().endswith(
+        "the form is: python -m vitfsdp.sweep --status SWEEP_DIR [--watch] [--poll-s S]"), err
+
+
+def test_ctrl_c_of_watch_is_one_line_and_130(tmp_path):
+    """A point still running: --watch polls on; SIGINT ends it with one line (no
+    traceback) saying the jobs keep running and how to follow them again."""
+    sweep_dir = _sweep(tmp_path, {0: None, 1: {"status": "completed"}, 2: {"status":
+                                                                          "completed"}})
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "vitfsdp.sweep", "--status", str(sweep_dir),
+                             "--watch", "--poll-s", "0.2"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        first = proc.stdout.readline()  # the table's header: it watches
+        assert first.startswith("point"), first + proc.stderr.read()
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == EXIT_INTERRUPTED, err
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    follow = shlex.join(["python", "-m", "vitfsdp.sweep", "--status", str(sweep_dir),
+                         "--watch"])
+    assert err == ("interrupted: only the watch stopped; the sweep's jobs keep running; follow "
+                   f"them again with: {follow}\n")
