@@ -113,7 +113,7 @@ def test_status_removes_the_secrets_file_once_every_point_ended(tmp_path, status
     from vitfsdp.sweep import status_main
 
     sweep_dir = _ended_sweep(tmp_path, status)
-    status_main([str(sweep_dir)])
+    status_main(["--status", str(sweep_dir)])
     assert not secrets.secrets_path(sweep_dir).exists()
 
 
@@ -121,16 +121,16 @@ def test_status_keeps_the_secrets_file_for_jobs_not_ended_or_a_live_sweep(tmp_pa
     from vitfsdp.sweep import status_main
 
     sweep_dir = _ended_sweep(tmp_path, None)  # written, not run: its job will read it
-    status_main([str(sweep_dir)])
+    status_main(["--status", str(sweep_dir)])
     assert secrets.secrets_path(sweep_dir).exists()
     write_json_atomic(sweep_dir / "0_repeat=0" / "summary.json", {"status": "completed"})
     lock = SweepLock(sweep_dir).acquire()  # a sweep works there: it may submit more jobs
     try:
-        status_main([str(sweep_dir)])
+        status_main(["--status", str(sweep_dir)])
     finally:
         lock.release()
     assert secrets.secrets_path(sweep_dir).exists()
-    status_main([str(sweep_dir)])
+    status_main(["--status", str(sweep_dir)])
     assert not secrets.secrets_path(sweep_dir).exists()
 
 
