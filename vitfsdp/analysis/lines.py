@@ -158,6 +158,15 @@ def numeric_column(df: pd.DataFrame, name: str) -> pd.Series:
                          errors="coerce")
 
 
+def window_spreads(df: pd.DataFrame) -> pd.Series:
+    """Each run's spread over its timed windows, (fastest - slowest) / median images/s, a
+    fraction on ``df``'s index: runs.csv ``ips_spread``, else from ``ips_max``, ``ips_min``
+    and ``ips`` (records without it); NaN where a run measured neither."""
+    return numeric_column(df, "ips_spread").fillna(
+        (numeric_column(df, "ips_max") - numeric_column(df, "ips_min"))
+        / numeric_column(df, "ips"))
+
+
 def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
     """Weak-scaling table of the completed runs of ``df`` (a
     :func:`~vitfsdp.analysis.collect.collect_runs` frame).
@@ -320,8 +329,7 @@ def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
     measurements (over runs where it ran at least twice, else its run's windows), whether
     they are noisy (see :func:`framework_ratio_table`'s ``noisy``), the attention it ran
     and, for PyTorch, its recipe (:func:`torch_recipe`)."""
-    windows = numeric_column(rows, "ips_spread").fillna(
-        (numeric_column(rows, "ips_max") - numeric_column(rows, "ips_min")) / rows["ips"])
+    windows = window_spreads(rows)
     other = rows.get("host_other_cpus", pd.Series(None, index=rows.index)).astype(object)
     cpus = rows.get("host_cpus", pd.Series(None, index=rows.index)).astype(object)
     rows = rows.assign(busy=judged_busy(rows),

@@ -31,6 +31,7 @@ from vitfsdp.analysis.lines import (
     format_efficiency,
     framework_partners,
     numeric_column,
+    window_spreads,
 )
 from vitfsdp.analysis.schema import DISPLAY, RATE, flop_unit, format_rate
 from vitfsdp.analysis.tables import (
@@ -777,10 +778,7 @@ def window_spread(df: pd.DataFrame) -> pd.Series:
     """Each completed run's spread over its timed windows, (fastest - slowest) / median
     images/s (runs.csv ``ips_spread``; from ``ips_max``, ``ips_min`` and ``ips`` where a
     record lacks it), a fraction; runs that measured neither left out (empty for none)."""
-    spread = numeric_column(df, "ips_spread").fillna(
-        (numeric_column(df, "ips_max") - numeric_column(df, "ips_min"))
-        / numeric_column(df, "ips"))
-    return spread[df["status"] == "completed"].dropna()
+    return window_spreads(df)[df["status"] == "completed"].dropna()
 
 
 def _spread_words(spread: pd.Series) -> str:
