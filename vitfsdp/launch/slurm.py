@@ -190,11 +190,15 @@ def task_spec(cluster: ClusterConfig, overrides: Sequence[str], run_dir: Path,
                     checkpoint_every, checkpoint_wait_s(cluster))
 
 
+#: Seconds of ``cluster.signal_delay_s`` kept for the requeue after the training's save.
+REQUEUE_MARGIN_S = 15
+
+
 def checkpoint_wait_s(cluster: ClusterConfig) -> int:
     """Seconds a stopped training gets to save its checkpoint before it is killed (by task 0
-    of the job, or torchrun): ``cluster.signal_delay_s`` less 15 s for the requeue, at least
-    10 s."""
-    return max(10, cluster.signal_delay_s - 15)
+    of the job, or torchrun): ``cluster.signal_delay_s`` less :data:`REQUEUE_MARGIN_S` for
+    the requeue, at least 10 s."""
+    return max(10, cluster.signal_delay_s - REQUEUE_MARGIN_S)
 
 
 # ---------------------------------------------------------------- what the job asks Slurm for

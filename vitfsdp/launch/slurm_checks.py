@@ -328,9 +328,8 @@ def small_path_environment_warning(cluster: ClusterConfig, ranks: int) -> str | 
     ``python`` given as a path) lies under an entry of ``cluster.small_paths`` (Frontier:
     the NFS homes and project areas) and no ``cluster.sbcast_env`` copies it to the nodes:
     each of the ``ranks`` (the sweep's largest point) imports torch from it at each start,
-    and OLCF's
-    "PyTorch on Frontier", "Environment Location", ranks NFS slowest at scale (NVMe >
-    Lustre >> NFS; docs/sites.md [P]); None otherwise."""
+    and OLCF's "PyTorch on Frontier", "Environment Location", ranks NFS slowest at scale
+    (NVMe > Lustre >> NFS; docs/sites.md [P]); None otherwise."""
     if cluster.sbcast_env:
         return None
     for field_name in ("venv", "conda_env", "python"):

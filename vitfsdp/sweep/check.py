@@ -361,8 +361,10 @@ def _beyond_time_limit(p: Point, warned: dict) -> str | None:
                  f"{window_s:.0f} s by the plan ({step_s:.3g} s/step; {window_s * margin:.0f} s "
                  f"with the {margin:g}x margin of cluster.time=auto), against the {wait_s} s "
                  f"the training gets to reach its boundary and save after SIGUSR2 "
-                 f"(cluster.signal_delay_s={cluster.signal_delay_s} less 15 s)")
-        fix = (f"set cluster.signal_delay_s above {math.ceil(window_s * margin) + 15} s plus "
+                 f"(cluster.signal_delay_s={cluster.signal_delay_s} less "
+                 f"{slurm.REQUEUE_MARGIN_S} s)")
+        fix = (f"set cluster.signal_delay_s above "
+               f"{math.ceil(window_s * margin) + slurm.REQUEUE_MARGIN_S} s plus "
                "the save, or a smaller train.log_every")
         every = getattr(p.cfg.train, "checkpoint_every", 0)
         periodic = 0 < every and every * step_s < cluster.time_limit_s - planner.STARTUP_S

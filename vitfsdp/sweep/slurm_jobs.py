@@ -109,7 +109,7 @@ class _Submitter:
         self.held: str | None = None
 
     def __call__(self, rows: list[status.PointState]) -> bool:
-        waiting = sum(u.num_jobs for u in self.units if u.job_ids is None)
+        waiting = _unsubmitted_jobs(self.units)
         if self.held is None and waiting and (reason := same_early_failure(rows)):
             self.held = (f"not submitted: the points of {SAME_FAILURE_STOP} jobs failed "
                          f"before their first timed window with the same reason ({reason})")
@@ -129,12 +129,17 @@ class _Submitter:
     def hold(self, e: pack.SubmitRefused) -> None:
         """sbatch refused a submission with no job of the sweep left to wait for: submit no
         more, and say so once with the fix and the command that goes on."""
-        waiting = sum(u.num_jobs for u in self.units if u.job_ids is None)
+        waiting = _unsubmitted_jobs(self.units)
         self.held = f"not submitted: sbatch refused it ({e.words})"
         log.error("sbatch refused %d job(s) with no job of the sweep queued or running: %s; "
                   "%d job(s) not submitted. %s, then go on with: %s", e.num_jobs, e.words,
                   waiting, _refusal_fix(e.num_jobs, self.max_jobs, self.qos),
                   resume_command(self.sweep_dir))
+
+
+def _unsubmitted_jobs(units: Sequence[pack.Unit]) -> int:
+    """Jobs of the ``units`` not submitted yet."""
+    return sum(u.num_jobs for u in units if u.job_ids is None)
 
 
 def _refusal_fix(num_jobs: int, max_jobs: int | None, qos: str | None) -> str:
@@ -229,7 +234,7 @@ def _predicted_time_s(p: Point) -> int | None:
 def _log_detached(units: list[pack.Unit], sweep_dir: Path, max_jobs: int | None) -> None:
     ids = [j for u in units for j in (u.job_ids or [])]
     log.info("submitted %d Slurm jobs: %s", len(ids), " ".join(ids))
-    waiting = sum(u.num_jobs for u in units if u.job_ids is None)
+    waiting = _unsubmitted_jobs(units)
     if waiting:
         log.info("%d jobs wait for cluster.max_jobs=%s: once jobs have ended, submit them "
                  "with: %s", waiting, max_jobs, resume_command(sweep_dir))
