@@ -1,9 +1,10 @@
 """Ctrl-C during a sweep, as a terminal sends it (SIGINT to the sweep's process group, its
 torchrun and ranks included): no traceback, one line saying what was recorded and what runs
 on, exit status 130; the interrupted point runs again on a plain rerun (locally), and on Slurm
-the jobs run on and the rerun waits for them. A Slurm sweep stopped by SIGTERM (``kill``) or
-SIGHUP (its login session closed) ends the same way, with exit status 128 + the signal and
-the line in its log too.
+the jobs run on and the rerun waits for them. A sweep stopped by SIGTERM (``kill``) or SIGHUP
+(its login session closed) ends the same way, local or Slurm, with exit status 128 + the
+signal and the line in its log too; a local point it stops is recorded ``cancelled`` with the
+signal as its reason.
 """
 
 from __future__ import annotations
@@ -87,6 +88,42 @@ def test_local_point_interrupted_is_recorded_and_runs_again(tmp_path):
     assert proc.returncode == 0, out[-2000:] + err[-2000:]
     assert read(run_dir / "summary.json")["status"] == "completed"
     assert (run_dir / "attempts" / "1" / "summary.json").exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_local_point_stopped_by_sigterm_or_sighup_is_recorded(tmp_path, sig):
+    """A ``kill`` (SIGTERM to the sweep's process alone) or a closed login session (SIGHUP
+    to its process group) ends a local sweep as Ctrl-C does: the running point's ranks are
+    stopped and it is recorded ``cancelled`` with the signal as its reason, the point not
+    started stays so, one line on stderr and in the log says so with the command that goes
+    on; exit 128 + the signal."""
+    args = [*FAST, "train.steps=100000", "train.seed=0,1", f"hydra.sweep.dir={tmp_path}/s"]
+    log_path = tmp_path / "sweep.log"
+    with log_path.open("w") as out:
+        proc = sweep(args, tmp_path, stdout=out)
+    try:
+        wait_for(lambda: list(tmp_path.glob("s/0_*/metrics.jsonl")))  # the ranks train
+        (run_dir,) = (tmp_path / "s").glob("0_*")
+        (os.kill if sig == signal.SIGTERM else os.killpg)(proc.pid, sig)
+        _, err = proc.communicate(timeout=120)
+        left = subprocess.run(["pgrep", "-af", str(run_dir)], capture_output=True,
+                              text=True).stdout  # none outlives the sweep
+    finally:
+        subprocess.run(["pkill", "-KILL", "-f", str(tmp_path)], capture_output=True)
+    logged = log_path.read_text()
+    name = signal.Signals(sig).name
+    assert proc.returncode == 128 + sig, logged[-2000:] + err[-2000:]
+    assert "Traceback" not in logged + err
+    line = (err.strip().splitlines() or [""])[-1]
+    assert line.startswith(f"interrupted by {name}: the point running here was stopped and "
+                           "recorded cancelled"), err[-3000:]
+    assert _pasted(line, tmp_path / "s")[-1] == f"hydra.sweep.dir={tmp_path}/s"
+    assert line in logged
+    summary = read(run_dir / "summary.json")
+    assert summary["status"] == "cancelled" and summary["interrupted"] is True
+    assert summary["reason"].startswith(f"{name}: ") and "\n" not in summary["reason"]
+    assert not list(tmp_path.glob("s/1_*/summary.json"))  # not started: nothing recorded
+    assert not left, left
 
 
 @needs_slurm

@@ -5,6 +5,7 @@ torchrun processes (:func:`run_one`), with progress lines or bars.
 from __future__ import annotations
 
 import io
+import signal
 import time
 from pathlib import Path
 
@@ -56,6 +57,11 @@ def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: in
     except KeyboardInterrupt:  # its processes are stopped (run_until_done)
         _record_interrupted(point.run_dir)
         raise
+    except SystemExit as e:  # SIGTERM, SIGHUP (vitfsdp.sweep.commands._exit_on_hangup)
+        name = stop_signal(e.code)
+        if name:
+            _record_interrupted(point.run_dir, name)
+        raise
     summary = read_json(point.run_dir / SUMMARY_FILE)
     if summary is None:
         tail = local.tail(point.run_dir / local.LOG_FILE)
@@ -80,13 +86,34 @@ def _other_work(run_dir: Path) -> str:
     return f"; NOT A RESULT: other work kept {other:.1f} of this host's {cpus} cores busy"
 
 
-def _record_interrupted(run_dir: Path) -> None:
-    """Record a point stopped by Ctrl-C ``cancelled`` and ``interrupted`` (a rerun runs it
-    again), over what its ranks wrote as they were stopped; a completed run stays."""
+#: The signals that end a sweep as Ctrl-C does, besides SIGINT (:func:`stop_signal`), and
+#: the one-line reason a point they stop is recorded ``cancelled`` with.
+STOP_REASONS = {"SIGTERM": "SIGTERM: the sweep was killed",
+                "SIGHUP": "SIGHUP: the terminal hung up (its login session closed)"}
+
+
+def stop_signal(code: object) -> str | None:
+    """The name of the signal behind a sweep's ``SystemExit(code)`` (128 + the signal, as
+    :func:`vitfsdp.sweep.commands._exit_on_hangup` raises it): ``"SIGTERM"`` or
+    ``"SIGHUP"``; ``None`` for any other code (an exit of its own)."""
+    if not isinstance(code, int) or code <= 128:
+        return None
+    try:
+        name = signal.Signals(code - 128).name
+    except ValueError:
+        return None
+    return name if name in STOP_REASONS else None
+
+
+def _record_interrupted(run_dir: Path, name: str = "") -> None:
+    """Record a point stopped by Ctrl-C (or the signal ``name``, a key of
+    :data:`STOP_REASONS`) ``cancelled`` and ``interrupted`` (a rerun runs it again), over
+    what its ranks wrote as they were stopped; a completed run stays."""
     if (read_json(run_dir / SUMMARY_FILE) or {}).get("status") == "completed":
         return
-    mark_failed(run_dir, "cancelled", "interrupted (Ctrl-C) in the sweep; a rerun of the "
-                "sweep runs it again", interrupted=True)
+    why = STOP_REASONS.get(name, "interrupted (Ctrl-C) in the sweep")
+    mark_failed(run_dir, "cancelled", f"{why}; a rerun of the sweep runs it again",
+                interrupted=True)
 
 
 #: a console that is never a terminal: run_one called alone logs plain lines

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime
 import os
 import shlex
-import signal
 import socket
 import sys
 from collections.abc import Iterable, Sequence
@@ -36,7 +35,7 @@ from vitfsdp.records import (
 from vitfsdp.sweep.check import _options
 from vitfsdp.sweep.choose import _consult_plan, select
 from vitfsdp.sweep.compose import _compose_point, plan
-from vitfsdp.sweep.local import _host_work, run_one
+from vitfsdp.sweep.local import _host_work, run_one, stop_signal
 from vitfsdp.sweep.point import (
     Point,
     SweepDiskError,
@@ -114,8 +113,8 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
     except KeyboardInterrupt:
         raise SweepInterrupted(_interrupted_line(points, sweep_dir)) from None
     except SystemExit as e:  # SIGTERM, SIGHUP (vitfsdp.sweep.commands._exit_on_hangup)
-        name = SIGNAL_EXITS.get(e.code)
-        if name is None or not _on_slurm(points):  # a local point's processes were stopped
+        name = stop_signal(e.code)  # a local point: stopped and recorded (run_one)
+        if name is None:
             raise
         _say_everywhere(_interrupted_line(points, sweep_dir, name))
         raise SystemExit(e.code) from None
@@ -230,11 +229,6 @@ def _disk_line(e: OSError, points: list[Point], sweep_dir: Path) -> str:
             f"space and go on with: {resume_command(sweep_dir)} (completed points are kept)")
 
 
-#: The exit status of a sweep stopped by a signal that ends a login session or a process
-#: (``SystemExit(128 + signal)``, :func:`vitfsdp.sweep.commands._exit_on_hangup`) → its name.
-SIGNAL_EXITS = {128 + signal.SIGHUP: "SIGHUP", 128 + signal.SIGTERM: "SIGTERM"}
-
-
 def _on_slurm(points: Sequence[Point]) -> bool:
     """Whether the sweep's points run as Slurm jobs (which outlive the sweep's process)."""
     return any(p.cfg.cluster.launcher == "slurm" for p in points)
@@ -257,9 +251,9 @@ def _say_everywhere(line: str) -> None:
 
 
 def _interrupted_line(points: list[Point], sweep_dir: Path, signal_name: str = "") -> str:
-    """What a Ctrl-C (or ``signal_name``, a SIGTERM or SIGHUP of a Slurm sweep) leaves: the
-    Slurm jobs that keep running (follow them, cancel them), or the local point stopped and
-    recorded ``cancelled``; the same command goes on."""
+    """What a Ctrl-C (or ``signal_name``, a SIGTERM or SIGHUP) leaves: the Slurm jobs that
+    keep running (follow them, cancel them), or the local point stopped and recorded
+    ``cancelled``; the same command goes on."""
     ids = _running_jobs(points)
     how = f"interrupted by {signal_name}" if signal_name else "interrupted"
     if ids:
@@ -273,7 +267,7 @@ def _interrupted_line(points: list[Point], sweep_dir: Path, signal_name: str = "
     if _on_slurm(points):
         return (f"{how}: no Slurm job of the sweep is queued or running; go on with: "
                 f"{resume_command(sweep_dir)} (it submits the points not submitted yet)")
-    return ("interrupted: the point running here was stopped and recorded cancelled "
+    return (f"{how}: the point running here was stopped and recorded cancelled "
             f"(interrupted); go on with: {resume_command(sweep_dir)} (it runs that point "
             "again, and the points not run yet)")
 
