@@ -25,6 +25,7 @@ from vitfsdp.analysis import (
     scaling_table,
 )
 from vitfsdp.analysis.__main__ import main as analysis_main
+from vitfsdp.analysis.tables import points_table
 from vitfsdp.records import RUN_FILE, RunRecords, reason_line, write_json_atomic
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -111,6 +112,30 @@ def test_varying_config_splits_lines(tmp_path: Path) -> None:
     fig = plot_weak_scaling(df)
     labels = sorted(ln.get_label() for ln in fig.axes[0].lines if ln.get_linestyle() == "-")
     assert labels == ["FULL_SHARD BACKWARD_POST", "FULL_SHARD BACKWARD_PRE"]
+
+
+@pytest.mark.parametrize("change", ["ranks_per_node", "cluster"])
+def test_nodes_of_another_size_or_cluster_are_another_line(tmp_path: Path, change: str) -> None:
+    """One strategy at 1 and 2 nodes, run on nodes of 2 ranks and again on nodes of 4 (or
+    under another cluster profile): two lines, each scaled from its own 1-node point, not one
+    line whose points average the two as repeats."""
+    for variant, ips in (("a", 100.0), ("b", 180.0)):
+        for nodes in (1, 2):
+            info = run_info("FULL_SHARD", nodes)
+            if variant == "b" and change == "ranks_per_node":
+                info["config"]["cluster"]["gpus_per_node"] = 4
+                info["world"] |= {"size": 4 * nodes, "ranks_per_node": 4}
+            elif variant == "b":
+                info["config"]["cluster"]["name"] = "local_other"
+            write_run(tmp_path / f"{variant}_{nodes}", info, ips * nodes * 0.8 ** (nodes - 1))
+    df = collect_runs(tmp_path)
+    points = points_table(df)
+    assert len(points) == 4
+    assert list(points["num_repeats"]) == [1, 1, 1, 1]
+    assert sorted(points["ips"]) == pytest.approx([100.0, 160.0, 180.0, 288.0])
+    assert list(points["scaling_efficiency"]) == pytest.approx([1.0, 0.8, 1.0, 0.8])
+    word = {"ranks_per_node": "ranks_per_node=4", "cluster": "cluster=local_other"}[change]
+    assert sorted(set(points["configuration"]))[1].endswith(word)
 
 
 def test_weak_scaling_figure(sweep: Path) -> None:

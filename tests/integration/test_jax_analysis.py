@@ -210,12 +210,12 @@ def test_cli_names_the_runs_that_paired_with_nothing(sweep: Path) -> None:
     result = run_cli(str(sweep))
     assert result.returncode == 0, result.stderr
     assert "JAX / PyTorch images/s:" not in result.stdout
-    assert ("so there is no ratio: 4 of 4 PyTorch runs (vit_tiny DDP world_size=2 "
-            "ranks_per_node=2 at 1 node(s); vit_tiny DDP world_size=4 ranks_per_node=2 at 2 "
-            "node(s); vit_tiny FULL_SHARD world_size=2 ranks_per_node=2 at 1 node(s); vit_tiny "
-            "FULL_SHARD world_size=4 ranks_per_node=2 at 2 node(s)) and 2 of 2 JAX runs "
-            "(vit_tiny DDP world_size=1 ranks_per_node=1 at 1 node(s); vit_tiny DDP "
-            "world_size=2 ranks_per_node=1 at 2 node(s)).") in result.stdout
+    assert ("so there is no ratio: 4 of 4 PyTorch runs (vit_tiny DDP ranks_per_node=2 "
+            "world_size=2 at 1 node(s); vit_tiny DDP ranks_per_node=2 world_size=4 at 2 "
+            "node(s); vit_tiny FULL_SHARD ranks_per_node=2 world_size=2 at 1 node(s); vit_tiny "
+            "FULL_SHARD ranks_per_node=2 world_size=4 at 2 node(s)) and 2 of 2 JAX runs "
+            "(vit_tiny DDP ranks_per_node=1 world_size=1 at 1 node(s); vit_tiny DDP "
+            "ranks_per_node=1 world_size=2 at 2 node(s)).") in result.stdout
 
 
 def test_swept_torch_setting_keeps_its_lines_and_ratio_rows(sweep: Path) -> None:

@@ -68,7 +68,7 @@ def test_the_report_names_a_host_bound_point_by_its_gpus_per_node(tmp_path: Path
                               "torch4": (_info("torch", per_node=4), 400.0),
                               "jax4": (_info("jax", per_node=4), 500.0)})
     text = framework_host_text(ratio.assign(host_bound=pd.array([True], dtype="boolean")))
-    assert "vit_tiny DDP world_size=4 ranks_per_node=4 at 1 node(s)" in text
+    assert "vit_tiny DDP ranks_per_node=4 world_size=4 at 1 node(s)" in text
 
 
 def test_a_host_bound_pair_is_not_counted_as_a_framework_result(tmp_path: Path) -> None:
@@ -274,9 +274,9 @@ def test_a_sweep_where_nothing_pairs_says_so(tmp_path: Path) -> None:
     section = {s.title: s for s in report_sections(tables, 1000)}["PyTorch and JAX"]
     assert section.table is None
     assert section.text.startswith("No run has a completed run of the other framework")
-    assert ("so there is no ratio: 1 of 1 PyTorch run (vit_tiny DDP world_size=8 "
-            "ranks_per_node=8 at 1 node(s)) and 1 of 1 JAX run (vit_tiny DDP world_size=4 "
-            "ranks_per_node=4 at 1 node(s)).") in section.text
+    assert ("so there is no ratio: 1 of 1 PyTorch run (vit_tiny DDP ranks_per_node=8 "
+            "world_size=8 at 1 node(s)) and 1 of 1 JAX run (vit_tiny DDP ranks_per_node=4 "
+            "world_size=4 at 1 node(s)).") in section.text
     assert unpaired_text(df[df["framework"] == "torch"]) == ""
     titles = [s.title for s in report_sections(
         study_tables(df[df["framework"] == "torch"].reset_index(drop=True), 1000), 1000) if s]

@@ -17,7 +17,8 @@ from vitfsdp.core.throughput import NOISY_SPREAD, any_host_bound, competed, host
 #: Config columns that split a strategy into separate scaling lines when they vary at all.
 VARIANT_COLUMNS = (
     "backward_prefetch", "limit_all_gathers", "precision", "engine", "framework", "data",
-    "local_batch_size", "img_size", "device_name", *CONFIG_KEYS, "network",
+    "local_batch_size", "img_size", "device_name", *CONFIG_KEYS, "network", "ranks_per_node",
+    "cluster",
 )  # fmt: skip
 #: Columns a strategy name normally fixes; they split lines only if they vary within one.
 #: (Not ``shard_group_size``: FULL_SHARD shards over the whole world, which grows with nodes.)
@@ -34,10 +35,14 @@ TORCH_ONLY_COLUMNS = ("backward_prefetch", "limit_all_gathers", "engine", "kerne
                       "strategy.use_orig_params", "strategy.blocks_per_unit")
 #: The world a JAX run shares with the PyTorch run it is compared with, beside the line
 #: columns and the node count: the same nodes of another size (GPUs per node, hence world
-#: size) or of another cluster profile (its interconnect, its hosts) are another point. They
-#: key the pairing only, and split no line (figures draw against GPUs); the ratio table shows
-#: the ones that take more than one value at one node count among the completed runs.
+#: size) or of another cluster profile (its interconnect, its hosts) are another point.
+#: ``ranks_per_node`` and ``cluster`` are :data:`VARIANT_COLUMNS` too (they split lines
+#: where they vary); the ratio table shows those of them that take more than one value at
+#: one node count among the completed runs.
 PAIRING_COLUMNS = ("world_size", "ranks_per_node", "cluster")
+#: Text columns a line label writes as ``name=value`` (``cluster=frontier``): their value
+#: alone does not say what it is.
+NAMED_COLUMNS = ("cluster",)
 #: Columns of :func:`framework_ratio_table` after its key columns.
 RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch", "torch_runs", "jax_runs",
                  "difference", "torch_busy_frac", "jax_busy_frac", "host_bound", "noisy",
@@ -128,13 +133,15 @@ def _label_part(key: str, value: Any) -> str | None:
     if key == "network":
         rate = re.search(r"emulated (\S+ Gbit/s)", str(value))
         return f"link {rate.group(1)}" if rate else "link not emulated"
-    return value if isinstance(value, str) and "." not in key else f"{key}={value}"
+    word = isinstance(value, str) and "." not in key and key not in NAMED_COLUMNS
+    return value if word else f"{key}={value}"
 
 
 def line_label(row: pd.Series, keys: list[str]) -> str:
     """A line's label: the strategy, then each varying config value of ``keys[2:]``
     (``name=value`` unless it is a word of an undotted column: ``bf16``, but
-    ``kernels.adamw=fused``); a null value (a setting that does not apply) is left out."""
+    ``kernels.adamw=fused`` and ``cluster=frontier``, :data:`NAMED_COLUMNS`); a null value
+    (a setting that does not apply) is left out."""
     parts = [str(row["strategy"]) if pd.notna(row["strategy"]) else "unknown strategy"]
     parts += [p for p in (_label_part(key, row[key]) for key in keys[2:]) if p is not None]
     return " ".join(parts)
@@ -293,9 +300,11 @@ def _framework_keys(df: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], list[str
     by_framework = {fw: done[done["framework"] == fw] for fw in ("torch", "jax")}
     both = done[done["framework"].isin(list(by_framework))]
     at_nodes = both.groupby("nodes", dropna=False)
-    world = [c for c in PAIRING_COLUMNS if (at_nodes[c].nunique(dropna=False) > 1).any()]
-    keys = [*comparison_columns(df), "nodes", *world]
-    pairing = [*keys, *(c for c in PAIRING_COLUMNS if c not in world)]
+    compared = comparison_columns(df)
+    world = [c for c in PAIRING_COLUMNS
+             if c not in compared and (at_nodes[c].nunique(dropna=False) > 1).any()]
+    keys = [*compared, "nodes", *world]
+    pairing = [*keys, *(c for c in PAIRING_COLUMNS if c not in keys)]
     return by_framework, keys, torch_keys, pairing
 
 
