@@ -61,7 +61,7 @@ def test_jax_point_on_two_virtual_slurm_nodes(tmp_path, monkeypatch):
                       f"hydra.launcher.job_name=vitfsdp-test-{uuid.uuid4().hex[:8]}",
                       f"hydra.sweep.dir={sweep_dir}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "1 points: 1 completed" in proc.stdout
+    assert "1 point: 1 completed" in proc.stdout
     (point,) = [p.parent for p in sweep_dir.glob("*/job.json")]
     run, job = read(point / "run.json"), read(point / "job.json")
     assert read(point / "summary.json")["status"] == "completed"

@@ -241,7 +241,7 @@ def test_slash_and_secret_values_keep_status_and_resume(tmp_path, monkeypatch):
     script = (point.run_dir / "job.sbatch").read_text()
     assert SECRET not in script and f"source {sweep_dir / '.secrets.env'}" in script
     status = run_module("vitfsdp.sweep", "--status", str(sweep_dir), cwd=tmp_path)
-    assert status.returncode == 3 and "1 points: 1 written" in status.stdout, status.stdout
+    assert status.returncode == 3 and "1 point: 1 written" in status.stdout, status.stdout
     assert_secret_kept_private(sweep_dir)  # the written job will read it
     write_json_atomic(point.run_dir / "summary.json", {"status": "completed"})
     proc = run_module("vitfsdp.sweep", "-m", "--scripts-only", *overrides,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import time
 import uuid
 from pathlib import Path
 
@@ -183,3 +184,162 @@ def test_a_job_that_ended_before_its_tasks_says_why(tmp_path, log):
     assert first == ("Slurm job 8 ended FAILED before the first step without a summary: "
                      "vitfsdp: cluster.venv=/opt/no/such/venv has no bin/activate on vnode1")
     assert rest[-2:] == ["module: loading rocm", first.split(": ", 1)[1]]
+
+
+#: squeue -h -r -t all -o %i|%T|%N|%r as Slurm prints it for jobs waiting for different
+#: reasons (a per-user QOS limit, the queue's order, nodes in a maintenance, a dependency
+#: that failed, a pack), and sacct's lagging record of one of them (its reason None).
+SQUEUE_PENDING = """\
+21|PENDING||QOSMaxJobsPerUserLimit
+22|PENDING||QOSMaxJobsPerUserLimit
+23|PENDING||Priority
+24_1|PENDING||ReqNodeNotAvail, UnavailableNodes:nid[001234-001300]
+25|PENDING||DependencyNeverSatisfied
+26|PENDING||QOSGrpNodeLimit
+27|RUNNING|vnode1|None
+"""
+SACCT_PENDING = "21|vitfsdp|PENDING|None assigned|None||0|10\n"
+
+
+def test_pending_jobs_show_slurms_reason_and_what_to_do(tmp_path, monkeypatch):
+    """The state column says why a job waits (squeue's reason: current, where sacct's lags),
+    a packed point its pack's; below the table, one line per reason a user acts on, with
+    the jobs' ids in the command; the queue's own order (Priority) gets none. One squeue
+    call for every job."""
+    jobs = {"0_a": "21", "1_b": "22", "2_c": "23", "3_d": "24_1", "4_e": "25", "5_f": "26",
+            "6_g": "26", "7_h": "27"}
+    for name, job_id in jobs.items():
+        (tmp_path / name).mkdir()
+        job = {"job_id": job_id, **({"pack": {"position": int(name[0]) - 5}}
+                                    if job_id == "26" else {})}
+        write_json_atomic(tmp_path / name / "job.json", job)
+    calls = []
+
+    def query(argv):
+        calls.append(argv[0])
+        return {"squeue": SQUEUE_PENDING, "sacct": SACCT_PENDING}[argv[0]]
+
+    monkeypatch.setattr(status, "_run_query", query)
+    rows = status.collect(tmp_path)
+    assert sorted(calls) == ["sacct", "squeue"]
+    lines = status.format_table(rows).splitlines()
+    states = {line.split()[0]: line.split("  ")[2:4] for line in lines[1:9]}
+    assert "PENDING (QOSMaxJobsPerUserLimit)" in lines[1] and lines[1].startswith("0 ")
+    assert "PENDING (Priority)" in lines[3]
+    assert "PENDING (ReqNodeNotAvail, UnavailableNodes:nid[001234-001300])" in lines[4]
+    assert "PENDING (QOSGrpNodeLimit)" in lines[6] and "PENDING (QOSGrpNodeLimit)" in lines[7]
+    assert "RUNNING " in lines[8] and "(None)" not in lines[8], states
+    assert lines[9] == "8 points: 7 PENDING, 1 RUNNING"
+    advice = lines[10:]
+    assert len(advice) == 4, advice
+    assert advice[0].startswith("2 jobs pending (QOSMaxJobsPerUserLimit): a QOS or "
+                                "association limit") and "wait" in advice[0]
+    assert "scancel 21 22 and set cluster.max_jobs to the limit" in advice[0]
+    assert advice[1].startswith("1 job pending (ReqNodeNotAvail): nodes it needs are down")
+    assert advice[1].endswith("cancel with: scancel 24_1")
+    assert advice[2].startswith("1 job pending (DependencyNeverSatisfied): ") and (
+        "never starts: cancel with: scancel 25, then run the sweep's command again" in advice[2])
+    assert advice[3].startswith("1 job pending (QOSGrpNodeLimit): ")  # a pack: one job
+    assert "scancel 26 " in advice[3]
+    assert status.pending_advice("Resources") is None
+    assert "scontrol release 7" in status.pending_lines(
+        [status.PointState(tmp_path, job_id="7", state="PENDING",
+                           pending_reason="JobHeldUser")])[0]
+
+
+def test_a_job_cancelled_while_pending_has_a_one_line_reason(tmp_path):
+    """scancel of a job that never started: the reason is one line that says so, with the
+    reason it waited for; Slurm's record stays whole in the summary's slurm object. A job
+    cancelled while it ran keeps the log tail below its first line."""
+    run_dir = _point(tmp_path, None)
+    row = status.read_state(run_dir)
+    row.job = row.own = SlurmJob("CANCELLED", "vitfsdp", "", "JobHeldUser", "0:0", 0, 600)
+    row.state = "CANCELLED"
+    assert status.reconcile(row)
+    summary = read(run_dir / "summary.json")
+    assert summary["reason"] == ("Slurm job 8 was cancelled before it started (scancel; it "
+                                 "was pending: JobHeldUser)")
+    assert summary["status"] == "cancelled" and summary["interrupted"] is True
+    assert summary["slurm"] == {"job_id": "8", "state": "CANCELLED", "exit_code": "0:0",
+                                "reason": "JobHeldUser", "elapsed_s": 0}
+    (tmp_path / "ran").mkdir()
+    ran = _point(tmp_path / "ran", None)
+    (ran / "logs").mkdir()
+    (ran / "logs" / "task0.log").write_text("step 1\n")
+    row = status.read_state(ran)
+    row.job = row.own = SlurmJob("CANCELLED", "vitfsdp", "vnode1", "", "0:15", 30, 600)
+    row.state = "CANCELLED"
+    assert status.reconcile(row)
+    first, *rest = read(ran / "summary.json")["reason"].splitlines()
+    assert first.startswith("Slurm job 8 ended CANCELLED before the first step") and rest
+
+
+@needs_cluster
+def test_status_says_why_real_jobs_wait(tmp_path, monkeypatch, capsys):
+    """On the virtual cluster: a held job, a job whose dependency was cancelled
+    (DependencyNeverSatisfied) and that dependency, cancelled while pending; --status shows
+    each reason in its row with one squeue call, a line each for the two that wait with the
+    command that acts, the cancelled one's one-line reason, and the point of the sweep's
+    last command with no job as not submitted, with why."""
+    from tests.unit.test_sweep_status import HASHES, TASK
+    from vitfsdp.sweep import main_cli
+
+    require_cluster()
+    name = f"vitfsdp-test-{uuid.uuid4().hex[:8]}"
+
+    def sbatch(*args: str) -> str:
+        proc = slurm("sbatch", "--parsable", f"--job-name={name}", "-o", "/dev/null", *args,
+                     "--wrap", "true")
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip().split(";")[0]
+
+    held = sbatch("--hold")
+    first = sbatch("--hold")
+    orphan = sbatch(f"--dependency=afterok:{first}")
+    try:
+        slurm("scancel", first)
+        sweep_dir = tmp_path / "sweep"
+        sweep_dir.mkdir()
+        (sweep_dir / "commands.jsonl").write_text(json.dumps(
+            {"started_at": "2026-01-01T00:00:00+00:00", "task": TASK,
+             "hydra": [f"hydra.sweep.dir={sweep_dir}"],
+             "config_hashes": [*HASHES, "dddd000000000000"]}) + "\n")
+        names = ["0_strategy=DDP", "1_strategy=FULL_SHARD", "2_strategy=HYBRID_2GPU"]
+        for run, job_id, h in zip(names, [first, orphan, held], HASHES, strict=True):
+            (sweep_dir / run).mkdir()
+            write_json_atomic(sweep_dir / run / "job.json",
+                              {"job_id": job_id, "config_hash": h, "time_limit": "00:10:00"})
+        conf = os.environ.get("SLURM_CONF") or "/tmp/vitfsdp-slurm/etc/slurm.conf"
+        monkeypatch.setenv("SLURM_CONF", conf)
+        calls = []
+        real = status._run_query
+        monkeypatch.setattr(status, "_run_query", lambda argv: calls.append(argv[0])
+                            or real(argv))
+        deadline = time.monotonic() + 30
+        while "DependencyNeverSatisfied" not in slurm("squeue", "-h", "-j", orphan, "-o",
+                                                      "%r").stdout:
+            assert time.monotonic() < deadline, "the dependency was never marked unmet"
+            time.sleep(0.5)
+        code = main_cli(["--status", str(sweep_dir)])
+    finally:
+        slurm("scancel", held, orphan)
+    out = capsys.readouterr().out
+    print(out)
+    assert code == 1, out  # the cancelled point ended without completing
+    assert calls.count("squeue") == 1, calls
+    lines = out.splitlines()
+    words = [" ".join(line.split()) for line in lines]
+    assert words[1].startswith(f"0 {first} CANCELLED - - - cancelled "), out
+    assert words[2].startswith(f"1 {orphan} PENDING (DependencyNeverSatisfied) - "), out
+    assert words[3].startswith(f"2 {held} PENDING (JobHeldUser) - "), out
+    assert "- not submitted (the sweep stopped before it; rerun the command to submit it) "\
+        in words[4], out
+    assert lines[5] == "4 points: 2 PENDING, 1 cancelled, 1 not submitted", out
+    assert lines[6].startswith("1 job pending (DependencyNeverSatisfied): ") and \
+        lines[6].endswith(f"cancel with: scancel {orphan}, then run the sweep's command again")
+    assert lines[7] == (f"1 job pending (JobHeldUser): held: release with: scontrol release "
+                        f"{held}; or cancel with: scancel {held}"), out
+    reason = read(sweep_dir / names[0] / "summary.json")["reason"]
+    assert reason.startswith(f"Slurm job {first} was cancelled before it started (scancel"), \
+        reason
+    assert "\n" not in reason

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from vitfsdp.sweep import EXIT_INTERRUPTED, EXIT_NOT_COMPLETED, EXIT_NOT_ENDED, main_cli
+from vitfsdp.sweep.report import NOT_SUBMITTED
 
 TASK = ["model=vit_tiny", "strategy=DDP,FULL_SHARD,HYBRID_2GPU", "cluster.max_jobs=1"]
 HASHES = ["aaaa000000000000", "bbbb000000000000", "cccc000000000000"]
@@ -58,6 +59,9 @@ def test_points_never_submitted_are_listed_counted_and_exit_3(tmp_path, capsys):
     assert "completed" in rows["0"]
     for num, name in (("1", "strategy=FULL_SHARD"), ("2", "strategy=HYBRID_2GPU")):
         assert "not submitted" in rows[num] and rows[num].endswith(name), out
+        # the sweep recorded nothing that says why: no reason is made up
+        assert (" not submitted (the sweep stopped before it; rerun the command to submit "
+                "it)  ") in rows[num], out
     assert "3 points: 1 completed, 2 not submitted" in out
     assert (f"2 not submitted point(s) (1 strategy=FULL_SHARD, 2 strategy=HYBRID_2GPU) (no job "
             "yet: waiting for cluster.max_jobs, or the sweep stopped before submitting them): "
@@ -152,3 +156,97 @@ def test_ctrl_c_of_watch_is_one_line_and_130(tmp_path):
                          "--watch"])
     assert err == ("interrupted: only the watch stopped; the sweep's jobs keep running; follow "
                    f"them again with: {follow}\n")
+
+
+def _why_rows(sweep_dir: Path, capsys) -> list[str]:
+    """The status column of --status's not submitted rows."""
+    main_cli(["--status", str(sweep_dir)])
+    out = capsys.readouterr().out
+    return [line.split("not submitted ", 1)[1].rsplit("  ", 1)[0].strip()
+            for line in out.splitlines()[1:] if " not submitted (" in line]
+
+
+def test_not_submitted_rows_say_why_the_sweep_recorded(tmp_path, capsys):
+    """What the sweep recorded (status.record_not_submitted) is the rows' why: a limit
+    the sweep waits on while it runs, the same once its process is gone, a refusal; a
+    record of an earlier command of the directory is not taken for this one's."""
+    from vitfsdp.launch import status
+
+    sweep_dir = _sweep(tmp_path, {0: {"status": "completed"}})
+    status.record_not_submitted(sweep_dir, "cluster.max_jobs=1 reached", waiting=True)
+    assert _why_rows(sweep_dir, capsys) == [
+        "(cluster.max_jobs=1 reached; the sweep submits it as jobs end)"] * 2
+    record = json.loads((sweep_dir / status.NOT_SUBMITTED_FILE).read_text())
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    (sweep_dir / status.NOT_SUBMITTED_FILE).write_text(json.dumps({**record, "pid": gone.pid}))
+    assert _why_rows(sweep_dir, capsys) == [
+        "(cluster.max_jobs=1 reached, then the sweep stopped; rerun the command to submit "
+        "it)"] * 2
+    status.record_not_submitted(sweep_dir, "sbatch refused it (sbatch: error: "
+                                "QOSMaxSubmitJobPerUserLimit)")
+    assert _why_rows(sweep_dir, capsys) == [
+        "(sbatch refused it (sbatch: error: QOSMaxSubmitJobPerUserLimit); rerun the command "
+        "to submit it)"] * 2
+    with open(sweep_dir / "commands.jsonl", "a") as f:  # the same command, run again since
+        f.write(json.dumps({"started_at": "2026-01-02T00:00:00+00:00", "task": TASK,
+                            "config_hashes": HASHES}) + "\n")
+    assert _why_rows(sweep_dir, capsys) == [
+        "(the sweep stopped before it; rerun the command to submit it)"] * 2
+
+
+def test_the_slurm_sweep_records_why_it_did_not_submit(tmp_path, monkeypatch):
+    """launch_slurm records why points have no job: cluster.max_jobs while it watches (it
+    submits them itself), with --detach, a Ctrl-C during the watch, sbatch's refusal."""
+    from types import SimpleNamespace
+
+    from vitfsdp.launch import LaunchOptions, pack, status
+    from vitfsdp.sweep import Point, slurm_jobs
+
+    sweep_dir = _sweep(tmp_path, {})
+    cfg = SimpleNamespace(cluster=SimpleNamespace(qos=None, max_jobs=1, poll_s=0.01))
+    points = [Point(n, [], cfg, sweep_dir / NAMES[n], HASHES[n]) for n in range(3)]
+
+    def unit(p: Point) -> pack.Unit:
+        def submit() -> list[str]:
+            p.run_dir.mkdir(exist_ok=True)
+            (p.run_dir / "job.json").write_text(json.dumps({"config_hash": p.config_hash}))
+            return [f"9{p.num}"]
+        return pack.Unit(1, submit)
+
+    monkeypatch.setattr(slurm_jobs, "_submission_units", lambda pts, *a: [unit(p) for p in pts])
+    slurm_jobs.launch_slurm(points, sweep_dir, LaunchOptions(detach=True))
+    assert status.not_submitted_why(sweep_dir) == (
+        "cluster.max_jobs=1 reached and the sweep was detached; rerun the command to submit "
+        "it")
+    seen = []
+    monkeypatch.setattr(status, "watch", lambda *a, **k: seen.append(
+        status.not_submitted_why(sweep_dir)))
+    slurm_jobs.launch_slurm(points[1:], sweep_dir, LaunchOptions(), queued=1)
+    assert seen == ["cluster.max_jobs=1 reached; the sweep submits it as jobs end"]
+
+    def ctrl_c(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(status, "watch", ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        slurm_jobs.launch_slurm(points[1:], sweep_dir, LaunchOptions(), queued=1)
+    assert status.not_submitted_why(sweep_dir) == (
+        "the sweep was interrupted before it; rerun the command to submit it")
+    slurm_jobs._Submitter([unit(points[2])], 1, sweep_dir).hold(
+        pack.SubmitRefused("sbatch: error: QOSMaxSubmitJobPerUserLimit", 1))
+    assert status.not_submitted_why(sweep_dir) == (
+        "sbatch refused it (sbatch: error: QOSMaxSubmitJobPerUserLimit); rerun the command "
+        "to submit it")
+
+
+def test_counts_of_one_are_singular(tmp_path):
+    from vitfsdp.launch import status
+
+    row = status.PointState(tmp_path / "0_a", status="completed")
+    assert status.summary_line([row]) == "1 point: 1 completed"
+    assert status.summary_line([row, row]) == "2 points: 2 completed"
+    held = status.PointState(tmp_path / "0_a", job_id="5", state="PENDING",
+                             pending_reason="JobHeldUser")
+    assert status.pending_lines([held])[0].startswith("1 job pending (JobHeldUser): ")
+    assert status.NOT_SUBMITTED == NOT_SUBMITTED

@@ -21,19 +21,35 @@ Once a point's job (or step) has ended, :func:`reconcile` keeps Slurm's view in 
   (Slurm's ``TIMEOUT``, or it stopped within ``cluster.signal_delay_s`` + 60 s of the limit:
   the ``--signal`` of the limit, with no requeue left). Both stay ``interrupted``: a rerun of
   the sweep runs them again, resuming from their checkpoint.
+
+A job that ended before it started (cancelled while pending) gets a one-line reason that says
+so, Slurm's record of it (state, its pending reason) in the summary's ``slurm`` object.
+
+The table shows a pending job's reason (squeue's ``%r``: ``PENDING (Priority)``), and below
+it a line per reason a user acts on (a QOS or association limit, nodes not available, a
+reservation, a dependency never satisfied, a hold) with what to do (:func:`pending_lines`).
+A point of the sweep's last command with no job (``not submitted``) says why, from what the
+sweep recorded in :data:`NOT_SUBMITTED_FILE` (:func:`record_not_submitted`,
+:func:`not_submitted_why`).
 """
 
 from __future__ import annotations
 
+import datetime
 import logging
+import os
+import re
+import shlex
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from vitfsdp.core.layout import (
     CANCELLED,
+    COMMANDS_FILE,
     FAILED,
     INTERRUPTED_STATUSES,
     JOB_FILE,
@@ -57,6 +73,7 @@ from vitfsdp.records import (
     mark_failed,
     read_json,
     read_jsonl,
+    reason_line,
     summarize_windows,
     write_json_atomic,
 )
@@ -116,6 +133,7 @@ class PointState:
     job: SlurmJob | None = None  # Slurm's view of the job, when it answered
     own: SlurmJob | None = None  # the point's own: its step in a pack (None: not started), or job
     slurm_recorded: bool = False  # summary.json holds Slurm's end (:func:`reconcile`)
+    pending_reason: str = ""  # Slurm's reason while the state shown is PENDING (squeue's %r)
 
     @property
     def done(self) -> bool:
@@ -172,16 +190,22 @@ def _started_job_id(run_dir: Path) -> str | None:
 def queue_states(job_ids: Sequence[str]) -> dict[str, SlurmJob] | None:
     """Slurm's view of the jobs: id (``123``, ``123_4`` for an array task, ``123.0`` for a job
     step) → :class:`SlurmJob`. From ``sacct`` where the cluster keeps accounting, over
-    ``squeue -t all`` (jobs alive or ended in the last few minutes; no steps); None when
-    neither answers."""
+    ``squeue -t all`` (jobs alive or ended in the last few minutes; no steps), whose state
+    and reason a pending job takes (slurmctld's, current); one call of each for all the
+    jobs. None when neither answers."""
     ids = sorted({str(j).split("_")[0].split(".")[0] for j in job_ids if j})
     if not ids:
         return {}
     queued, accounted = _run_query(_squeue_argv(ids)), _run_query(_sacct_argv(ids))
     if queued is None and accounted is None:
         return None
-    # sacct's record wins: it carries the exit code, and it is the one that lasts
-    return {**parse_squeue(queued or ""), **parse_sacct(accounted or "")}
+    # sacct's record wins: it carries the exit code, and it is the one that lasts; but
+    # slurmctld's is the current one for a pending job (sacct's reason lags, or is None)
+    jobs = {**(squeue := parse_squeue(queued or "")), **parse_sacct(accounted or "")}
+    for job_id, job in squeue.items():
+        if job.state == "PENDING" and jobs[job_id] is not job:
+            jobs[job_id] = replace(jobs[job_id], state=job.state, reason=job.reason)
+    return jobs
 
 
 def _squeue_argv(ids: Sequence[str]) -> list[str]:
@@ -210,14 +234,15 @@ NOT_PLACED = "None assigned"
 
 
 def parse_squeue(text: str) -> dict[str, SlurmJob]:
-    """``squeue -o %i|%T|%N|%r`` lines → id → :class:`SlurmJob`."""
+    """``squeue -o %i|%T|%N|%r`` lines → id → :class:`SlurmJob` (a reason ``None``: "")."""
     states = {}
     for line in text.splitlines():
         job_id, state, nodelist, reason = (line.split("|") + ["", "", ""])[:4]
         nodes = nodelist.strip()  # sacct's placeholder for a job not yet placed
+        reason = reason.strip()
         states[job_id.strip()] = SlurmJob(state.strip(),
                                           nodelist="" if nodes == NOT_PLACED else nodes,
-                                          reason=reason.strip())
+                                          reason="" if reason == "None" else reason)
     return states
 
 
@@ -253,6 +278,7 @@ def collect(sweep_dir: Path, run_dirs: Sequence[Path] | None = None,
                 row.own = queue.get(row.step_id or "")
             shown = row.own or _not_started(row.job)
             row.state, row.nodelist = shown.state, shown.nodelist
+            row.pending_reason = shown.reason if shown.state == "PENDING" else ""
         elif queue is not None and row.job_id and row.state == "-":
             row.state = "GONE"  # no longer known to slurmctld (nor to sacct)
     return rows
@@ -267,10 +293,11 @@ def find_step(queue: dict[str, SlurmJob], job_id: str, position: int) -> str | N
 
 
 def _not_started(job: SlurmJob) -> SlurmJob:
-    """The state shown for a packed point whose step has not started: PENDING while its pack
-    is alive, else the pack's end state."""
-    return SlurmJob("PENDING", reason="waiting in its pack") if job.state in ALIVE_STATES \
-        else job
+    """The state shown for a packed point whose step has not started: its pack's while the
+    pack is pending (with Slurm's reason) or has ended, else PENDING (waiting in its pack)."""
+    if job.state == "PENDING" or job.state not in ALIVE_STATES:
+        return job
+    return SlurmJob("PENDING", reason="waiting in its pack")
 
 
 def reconcile(row: PointState) -> bool:
@@ -294,6 +321,8 @@ def reconcile(row: PointState) -> bool:
         reason = (f"{disk}; " if disk else "") + (
             f"Slurm job {row.job_id} ended {row.state} {progress} without a summary"
             f"{_job_limit(row, status)}: {last}\nlog tail:\n{tail}")
+        if not tail and _never_started(row, own):
+            reason = _ended_before_start(row, own, status)
         if row.position is not None and row.own is None:
             reason = (f"its pack, Slurm job {row.job_id}, ended {row.state}"
                       f"{_job_limit(row, status)} before this point started")
@@ -315,6 +344,26 @@ def reconcile(row: PointState) -> bool:
 
 #: Summary fields of a preempted run kept when Slurm's end settles it as cancelled/timeout.
 _KEPT = ("last_step", "checkpoint_step", "num_attempts", "elapsed_s")
+
+
+def _never_started(row: PointState, own: SlurmJob) -> bool:
+    """The point's own job (not a pack's step) ended without ever running, as Slurm
+    records it: on no node, for no time, and the point reached no step (a job cancelled
+    while it was pending). False where Slurm no longer knows the job (``GONE``)."""
+    return (row.position is None and row.job is not None and not own.nodelist
+            and not own.elapsed_s and not row.step)
+
+
+def _ended_before_start(row: PointState, own: SlurmJob, status: str) -> str:
+    """The one-line reason of a job that ended before it started: ``Slurm job 12 was
+    cancelled before it started (scancel; it was pending: JobHeldUser)``, Slurm's own words
+    (its state, its last pending reason's first line) where it was not cancelled."""
+    pending = reason_line(own.reason) or ""
+    if status == CANCELLED or row.state == "CANCELLED":
+        why = "; ".join(["scancel", *([f"it was pending: {pending}"] if pending else [])])
+        return f"Slurm job {row.job_id} was cancelled before it started ({why})"
+    return (f"Slurm job {row.job_id} ended {row.state} before it started"
+            f"{_job_limit(row, status)}" + (f" (Slurm's reason: {pending})" if pending else ""))
 
 
 def _status_without_summary(row: PointState) -> str:
@@ -416,27 +465,213 @@ def labels(rows: Sequence[PointState]) -> list[tuple[str, str]]:
 
 def format_table(rows: Sequence[PointState]) -> str:
     """The status table: one line per point, its differing overrides last and whole (a long
-    one is never cut mid-key), then the counts of states."""
+    one is never cut mid-key), a pending job's state with Slurm's reason (``PENDING
+    (Priority)``), a point not submitted with why (:func:`not_submitted_why`); then the
+    counts of states, and a line per pending reason a user acts on (:func:`pending_lines`).
+
+    Returns:
+        The table's lines, joined with newlines (no newline at the end).
+    """
     header = ("point", "job", "state", "nodes", "step", "ips", "status", "overrides")
+    why: dict[Path, str] = {}  # a sweep directory's, read once
     lines = [header] + [
-        (num, r.step_id or r.job_id or "-", r.state, r.nodelist or "-",
+        (num, r.step_id or r.job_id or "-", _state_cell(r), r.nodelist or "-",
          f"{r.step}/{r.steps}" if r.steps else str(r.step or "-"),
-         f"{r.ips:.1f}" if r.ips is not None else "-", r.status or "-", label or "-")
+         f"{r.ips:.1f}" if r.ips is not None else "-", _status_cell(r, why), label or "-")
         for (num, label), r in zip(labels(rows), rows, strict=True)
     ]
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
     text = "\n".join("  ".join(str(v).ljust(widths[i]) for i, v in enumerate(line)).rstrip()
                      for line in lines)
-    return text + "\n" + summary_line(rows)
+    return "\n".join([text, summary_line(rows), *pending_lines(rows)])
+
+
+#: Characters of Slurm's pending reason the table's state column keeps (a ReqNodeNotAvail
+#: names the nodes: a long list is cut with ``...``).
+PENDING_REASON_CHARS = 60
+
+
+def _state_cell(row: PointState) -> str:
+    """The state column: Slurm's state, with its reason while pending."""
+    if row.state != "PENDING" or not row.pending_reason:
+        return row.state
+    return f"{row.state} ({reason_line(row.pending_reason, PENDING_REASON_CHARS)})"
+
+
+def _status_cell(row: PointState, why: dict[Path, str]) -> str:
+    """The status column: the run's status, and why for a point not submitted."""
+    if row.status != NOT_SUBMITTED or row.job_id:
+        return row.status or "-"
+    sweep_dir = row.run_dir.parent
+    if sweep_dir not in why:
+        why[sweep_dir] = not_submitted_why(sweep_dir)
+    return f"{row.status} ({why[sweep_dir]})"
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 point``, ``2 points``: the count and the noun, plural (``s``) unless it is 1."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def summary_line(rows: Sequence[PointState]) -> str:
-    """Counts such as ``6 points: 2 RUNNING, 1 PENDING, 3 completed``."""
+    """Counts such as ``6 points: 2 RUNNING, 1 PENDING, 3 completed`` (``1 point: ...``)."""
     counts: dict[str, int] = {}
     for r in rows:
         key = r.status or r.state
         counts[key] = counts.get(key, 0) + 1
-    return f"{len(rows)} points: " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
+    return f"{plural(len(rows), 'point')}: " + ", ".join(
+        f"{n} {k}" for k, n in sorted(counts.items()))
+
+
+#: Slurm's pending reasons a user acts on (squeue's ``%r``; Slurm's "Job Reason Codes"), by
+#: a pattern of the reason's first word, in order → what it means and what to do; the
+#: commands get the jobs' ids. The queue's normal waits (Priority, Resources, BeginTime,
+#: Dependency, a pack's point waiting for its turn) are left out: they start by themselves.
+PENDING_ADVICE: tuple[tuple[str, str], ...] = (
+    (r"DependencyNeverSatisfied", "a job it depends on ended otherwise than it needed, so it "
+     "never starts: cancel with: {scancel}, then run the sweep's command again"),
+    (r"JobHeldUser", "held: release with: {release}; or cancel with: {scancel}"),
+    (r"JobHeld\w*", "held by an administrator: ask them, or cancel with: {scancel}"),
+    (r"(QOS|Assoc)\w*(WallDuration|PerJob)\w*|(QOS|Assoc)Min\w*|Partition(Time|Node)Limit",
+     "it asks for more (or less) than the QOS, association or partition lets one job have "
+     "(time, nodes, GPUs), so it never starts: cancel with: {scancel}, then lower cluster.time or "
+     "nodes, or choose another cluster.qos or cluster.partition, and run the sweep again"),
+    (r"(QOS|Assoc)\w*|Max\w*PerAccount\w*|AccountingPolicy",
+     "a QOS or association limit on the jobs or resources you (or your account) use at "
+     "once: they start as running jobs end, so wait; or cancel with: {scancel} and set "
+     "cluster.max_jobs to the limit before running the sweep again"),
+    (r"ReqNodeNotAvail", "nodes it needs are down, drained or reserved (a maintenance: "
+     "scontrol show reservation): it starts once they are back, so wait; or cancel with: "
+     "{scancel}"),
+    (r"Reservation\w*", "its reservation is not active (or is gone: then it never starts): "
+     "wait for it, or cancel with: {scancel}"),
+    (r"Partition(Down|Inactive)|NodeDown", "its partition runs no jobs now: wait for it, or "
+     "cancel with: {scancel} and choose another cluster.partition"),
+    (r"BadConstraints|Invalid\w*|\w*NotAllowed|PartitionConfig",
+     "Slurm cannot run it as asked (account, QOS, partition or constraint), so it never "
+     "starts: cancel with: {scancel}, fix cluster.account, cluster.qos or "
+     "cluster.partition, and run the sweep again"),
+)
+
+
+def pending_advice(reason: str) -> str | None:
+    """What a pending job's Slurm reason means and what to do (:data:`PENDING_ADVICE`, with
+    ``{scancel}`` and ``{release}`` for the commands); None for the queue's normal waits
+    and reasons not known here."""
+    key = _reason_key(reason)
+    return next((advice for pattern, advice in PENDING_ADVICE if re.fullmatch(pattern, key)),
+                None)
+
+
+def _reason_key(reason: str) -> str:
+    """A Slurm reason's first word: ``ReqNodeNotAvail`` of ``ReqNodeNotAvail,
+    UnavailableNodes:nid[001-009]``."""
+    return (reason or "").split(",")[0].strip()
+
+
+def pending_lines(rows: Sequence[PointState]) -> list[str]:
+    """A line per pending reason a user acts on (:func:`pending_advice`; by its first word,
+    the rows keep the nodes a ``ReqNodeNotAvail`` names): how many jobs wait for it, its
+    meaning and what to do, with the commands for those jobs (``scancel``, ``scontrol
+    release``) shell-quoted; a job (a pack, an array task) counted once.
+
+    Returns:
+        The lines, in the order the reasons first appear; empty where none acts."""
+    jobs: dict[str, list[str]] = {}  # reason's first word (no node list) → job ids
+    for r in rows:
+        if r.state == "PENDING" and r.job_id and pending_advice(r.pending_reason):
+            ids = jobs.setdefault(_reason_key(r.pending_reason), [])
+            if r.job_id not in ids:
+                ids.append(r.job_id)
+    lines = []
+    for reason, ids in jobs.items():
+        advice = pending_advice(reason).format(
+            scancel=shlex.join(["scancel", *ids]),
+            release=shlex.join(["scontrol", "release", *ids]))
+        lines.append(f"{plural(len(ids), 'job')} pending ({reason}): {advice}")
+    return lines
+
+
+#: A point's status where it has no job: the same as
+#: :data:`vitfsdp.sweep.report.NOT_SUBMITTED` (which imports this module).
+NOT_SUBMITTED = "not submitted"
+#: In a sweep directory: why the points of its last command that have no job have none, as
+#: the sweep recorded it (:func:`record_not_submitted`).
+NOT_SUBMITTED_FILE = "not_submitted.json"
+#: Why a point has no job where the sweep recorded nothing that says why.
+STOPPED_BEFORE = "the sweep stopped before it; rerun the command to submit it"
+#: What a point not submitted needs where the sweep recorded why, unless it said otherwise.
+RERUN = "rerun the command to submit it"
+
+
+def record_not_submitted(sweep_dir: str | os.PathLike, why: str, waiting: bool = False,
+                         then: str = RERUN) -> None:
+    """Record, for the points of the sweep's last command that have no job, why they have
+    none (``why``: ``cluster.max_jobs=2 reached``, ``sbatch refused it (...)``, ...) and what
+    to do (``then``); ``waiting``: this process submits them itself as jobs end (while it
+    runs: its host and pid are kept). Overwrites the sweep's earlier record; a failed write
+    (a full disk) is logged and passed over: the table then says :data:`STOPPED_BEFORE`.
+
+    Returns:
+        None."""
+    record = {"why": why, "then": then, "waiting": waiting, "host": socket.gethostname(),
+              "pid": os.getpid(), "command": _last_command(sweep_dir),
+              "recorded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                  timespec="seconds")}
+    try:
+        write_json_atomic(Path(sweep_dir) / NOT_SUBMITTED_FILE, record)
+    except OSError as e:
+        log.warning("could not record why points are not submitted: %s", e)
+
+
+def not_submitted_why(sweep_dir: str | os.PathLike) -> str:
+    """Why the points of the sweep's last command that have no job have none, on one line,
+    with what to do: the sweep's record (:func:`record_not_submitted`) where it was written
+    during that command; a ``waiting`` record whose sweep process is gone says the sweep
+    stopped. Without a record (or an unreadable one): :data:`STOPPED_BEFORE`.
+
+    Returns:
+        The words for the row's status, after ``not submitted``."""
+    try:
+        record = read_json(Path(sweep_dir) / NOT_SUBMITTED_FILE)
+        current = isinstance(record, dict) and record.get("command") == _last_command(
+            sweep_dir)
+    except (OSError, ValueError):
+        return STOPPED_BEFORE
+    if not current or not record.get("why"):
+        return STOPPED_BEFORE
+    why = reason_line(str(record["why"])) or ""
+    if record.get("waiting"):
+        if _alive(record.get("host"), record.get("pid")):
+            return f"{why}; the sweep submits it as jobs end"
+        return f"{why}, then the sweep stopped; {RERUN}"
+    return f"{why}; {record.get('then') or RERUN}"
+
+
+def _last_command(sweep_dir: str | os.PathLike) -> list | None:
+    """The sweep's last command as its records in :data:`COMMANDS_FILE` name it (their count
+    and its start), so that a record made during an earlier command is told apart; None
+    where there are none."""
+    try:
+        records = read_jsonl(Path(sweep_dir) / COMMANDS_FILE)
+    except (OSError, ValueError):
+        return None
+    return [len(records), records[-1].get("started_at")] if records else None
+
+
+def _alive(host: object, pid: object) -> bool:
+    """The process ``pid`` on ``host`` runs (another host's: assumed to)."""
+    if host != socket.gethostname():
+        return True
+    try:
+        if int(pid) <= 0:  # 0, -1: a process group, not a process
+            return False
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, TypeError, ValueError):
+        return False
+    except PermissionError:  # another user's: it runs
+        return True
+    return True
 
 
 def num_alive(rows: Sequence[PointState]) -> int:

@@ -58,6 +58,11 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
         else:
             _take_back_submission(points, sweep_dir, before)
             raise SweepRefused(_first_refused_line(e, points)) from None
+    if submitter.held is None and _unsubmitted_jobs(units):  # why, for --status's rows
+        limit = (f"cluster.max_jobs={max_jobs}" if max_jobs is not None
+                 else "the site's limit on queued jobs")
+        status.record_not_submitted(sweep_dir, f"{limit} reached" + (
+            " and the sweep was detached" if options.detach else ""), not options.detach)
     if options.detach:
         _log_detached(units, sweep_dir, max_jobs)
         return [_detached_summary(p) for p in points]
@@ -65,8 +70,13 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
     if alive:
         log.info("waiting also for %d point(s) an earlier sweep left in Slurm's queue",
                  len(alive))
-    status.watch(sweep_dir, [p.run_dir for p in [*points, *alive]], poll_s,
-                 show=_show_table, on_poll=submitter)
+    try:
+        status.watch(sweep_dir, [p.run_dir for p in [*points, *alive]], poll_s,
+                     show=_show_table, on_poll=submitter)
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C, SIGTERM, SIGHUP
+        if _unsubmitted_jobs(units):
+            status.record_not_submitted(sweep_dir, "the sweep was interrupted before it")
+        raise
     return [read_json(p.run_dir / SUMMARY_FILE)
             or {"status": NOT_SUBMITTED, "reason": submitter.held} for p in points]
 
@@ -113,6 +123,9 @@ class _Submitter:
         if self.held is None and waiting and (reason := same_early_failure(rows)):
             self.held = (f"not submitted: the points of {SAME_FAILURE_STOP} jobs failed "
                          f"before their first timed window with the same reason ({reason})")
+            status.record_not_submitted(
+                self.sweep_dir, f"held back: {SAME_FAILURE_STOP} jobs failed the same way "
+                "before their first timed window", then="fix that, then run the sweep again")
             log.error("the points of %d jobs failed before their first timed window with the "
                       "same reason, none completed: %s; %d job(s) not submitted, as they would "
                       "fail the same way after their wait in the queue. Fix it, then go on "
@@ -131,6 +144,7 @@ class _Submitter:
         more, and say so once with the fix and the command that goes on."""
         waiting = _unsubmitted_jobs(self.units)
         self.held = f"not submitted: sbatch refused it ({e.words})"
+        status.record_not_submitted(self.sweep_dir, f"sbatch refused it ({e.words})")
         log.error("sbatch refused %d job(s) with no job of the sweep queued or running: %s; "
                   "%d job(s) not submitted. %s, then go on with: %s", e.num_jobs, e.words,
                   waiting, _refusal_fix(e.num_jobs, self.max_jobs, self.qos),
