@@ -25,6 +25,7 @@ from vitfsdp.analysis import (
     scaling_table,
 )
 from vitfsdp.analysis.__main__ import main as analysis_main
+from vitfsdp.analysis.lines import configurations
 from vitfsdp.analysis.tables import points_table
 from vitfsdp.records import RUN_FILE, RunRecords, reason_line, write_json_atomic
 
@@ -136,6 +137,29 @@ def test_nodes_of_another_size_or_cluster_are_another_line(tmp_path: Path, chang
     assert list(points["scaling_efficiency"]) == pytest.approx([1.0, 0.8, 1.0, 0.8])
     word = {"ranks_per_node": "ranks_per_node=4", "cluster": "cluster=local_other"}[change]
     assert sorted(set(points["configuration"]))[1].endswith(word)
+
+
+def test_a_point_that_never_started_splits_no_line(tmp_path: Path) -> None:
+    """precision=auto and kernels.adamw=auto resolve when a run starts; a point cancelled
+    while pending keeps ``auto`` and no device: it stays on its strategy's line (one legend
+    entry), not a configuration of its own."""
+    for nodes in (1, 2, 4):
+        info = run_info("FULL_SHARD", nodes)
+        info["config"] |= {"precision": "auto", "kernels": {"adamw": "auto"}}
+        if nodes < 4:
+            info["applied"] = {"precision": {"name": "fp32"}, "adamw": "for_loop"}
+            write_run(tmp_path / f"n{nodes}", info, 100.0 * nodes)
+        else:
+            del info["device"], info["world"]
+            records = RunRecords(tmp_path / f"n{nodes}")
+            records.start(info)
+            records.finish("cancelled", reason="scancel")
+    df = collect_runs(tmp_path)
+    assert sorted(df["precision"]) == ["auto", "fp32", "fp32"]
+    assert set(configurations(df)) == {"FULL_SHARD"}
+    fig = plot_weak_scaling(df)
+    labels = {ln.get_label() for ln in fig.axes[0].lines if ln.get_linestyle() == "-"}
+    assert labels == {"FULL_SHARD"}
 
 
 def test_weak_scaling_figure(sweep: Path) -> None:

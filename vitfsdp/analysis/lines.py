@@ -20,6 +20,12 @@ VARIANT_COLUMNS = (
     "local_batch_size", "img_size", "device_name", *CONFIG_KEYS, "network", "ranks_per_node",
     "cluster",
 )  # fmt: skip
+#: Columns whose value a run records as it resolved once it started, and the placeholder
+#: each holds until then (null besides): the precision ``auto`` chose, the device, whether
+#: blocks were compiled, FSDP1's ``use_orig_params``, the AdamW ``auto`` chose
+#: (:mod:`vitfsdp.analysis.rows`). A point that never started holds the placeholder.
+RESOLVED_COLUMNS = {"precision": ("auto",), "device_name": (), "kernels.compile": (),
+                    "strategy.use_orig_params": (), "kernels.adamw": ("auto",)}
 #: Columns a strategy name normally fixes; they split lines only if they vary within one.
 #: (Not ``shard_group_size``: FULL_SHARD shards over the whole world, which grows with nodes.)
 STRATEGY_COLUMNS = ("sharding_strategy",)
@@ -85,16 +91,27 @@ def _sort_key(col: pd.Series) -> pd.Series:
 def line_columns(df: pd.DataFrame) -> list[str]:
     """The columns that identify one scaling line: model, strategy and any varying config.
 
-    A column of :data:`VARIANT_COLUMNS` counts when it takes more than one value in ``df``;
-    one of :data:`STRATEGY_COLUMNS` when it takes more than one value within a strategy.
+    A column of :data:`VARIANT_COLUMNS` counts when it takes more than one value in ``df``
+    (of :data:`RESOLVED_COLUMNS`, more than one value a run resolved: a point that never
+    started, cancelled while pending, say, splits no line by its ``auto``); one of
+    :data:`STRATEGY_COLUMNS` when it takes more than one value within a strategy.
     """
     cols = list(BASE_LINE_COLUMNS)
     configured = df[df["framework"].notna()]  # a run that failed before its config was
     df = configured if len(configured) else df  # recorded splits no line
-    cols += [c for c in VARIANT_COLUMNS if df[c].nunique(dropna=False) > 1]
+    cols += [c for c in VARIANT_COLUMNS if _resolved(df[c], c).nunique(dropna=False) > 1]
     within = df.groupby(list(BASE_LINE_COLUMNS), dropna=False)
     cols += [c for c in STRATEGY_COLUMNS if (within[c].nunique(dropna=False) > 1).any()]
     return cols
+
+
+def _resolved(values: pd.Series, column: str) -> pd.Series:
+    """``values`` of ``column`` without those a run had not resolved yet
+    (:data:`RESOLVED_COLUMNS`); every value of any other column."""
+    unresolved = RESOLVED_COLUMNS.get(column)
+    if unresolved is None:
+        return values
+    return values[~values.astype(object).isin(unresolved) & values.notna()]
 
 
 def label_columns(df: pd.DataFrame) -> list[str]:
