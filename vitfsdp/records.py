@@ -482,12 +482,23 @@ REASON_CHARS = 200
 HYDRA_HINT = "Set the environment variable HYDRA_FULL_ERROR"
 
 
+#: Characters of a reason's end that a cut keeps (:func:`reason_line`): an error's cause is
+#: often its last words (``Unable to find address for: ib0``).
+REASON_TAIL_CHARS = 100
+#: A source location in an error (``[enforce fail at /__w/pytorch/pytorch/third_party/gloo/
+#: gloo/transport/tcp/device.cc:84]``): its directories, which :func:`reason_line` drops.
+_SOURCE_DIRS = re.compile(r"(?<![\w.])(?:/[\w.+-]+)+/(?=[\w.+-]+:\d+)")
+
+
 def reason_line(reason: str | None, max_chars: int = REASON_CHARS) -> str | None:
     """A failure reason on one line: its first line (a Python traceback: its last line, the
     exception; a first line ending in ``:`` gets the last line after it, e.g. ``exit code 1
     without a summary; log tail: RuntimeError: ...``), Hydra's closing hint
-    (:data:`HYDRA_HINT`) left out, spaces collapsed, at most ``max_chars`` characters
-    (cut with ``...``). ``None`` or ``""`` come back as they are."""
+    (:data:`HYDRA_HINT`) left out, spaces collapsed, a source location's directories left
+    out (``.../device.cc:84``), at most ``max_chars`` characters: a longer one is cut in
+    the middle (`` ... ``), keeping its start and its last :data:`REASON_TAIL_CHARS`
+    characters (at most half of ``max_chars``), where an error names its cause.
+    ``None`` or ``""`` come back as they are."""
     if not reason:
         return reason
     lines = [line.strip() for line in str(reason).splitlines()
@@ -497,5 +508,8 @@ def reason_line(reason: str | None, max_chars: int = REASON_CHARS) -> str | None
     text = lines[-1] if lines[0].startswith("Traceback") else lines[0]
     if text.endswith(":") and len(lines) > 1:
         text = f"{text} {lines[-1]}"
-    text = " ".join(text.split())
-    return text if len(text) <= max_chars else text[:max_chars - 3] + "..."
+    text = _SOURCE_DIRS.sub(".../", " ".join(text.split()))
+    if len(text) <= max_chars:
+        return text
+    tail = min(REASON_TAIL_CHARS, max_chars // 2)
+    return f"{text[:max_chars - tail - 5].rstrip()} ... {text[-tail:].lstrip()}"
