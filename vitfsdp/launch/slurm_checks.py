@@ -1,6 +1,7 @@
 """Checks of a Slurm sweep before anything queues, asked of the login node where the sweep
 runs: the partition's node count (``sinfo``), the paths and modules the job script sets up,
-the environment they make (vitfsdp and torch importable, torch's build), read-only file
+the environment they make (vitfsdp and torch importable, torch's build; for ``framework=jax``
+points, jax and its GPU plugin for the profile's GPUs), read-only file
 systems, and ``sbatch --test-only`` of each job shape. A Slurm command that does
 not answer raises :class:`SlurmUnreachable`, the same for every point of a sweep.
 """
@@ -113,22 +114,48 @@ def unavailable_module(modules: Sequence[str]) -> str | None:
             "nodes have other modules")
 
 
+#: The JAX distributions :data:`ENV_PROBE` looks up where ``framework=jax`` points ask: ``jax``,
+#: ``jaxlib`` and the GPU plugins jaxlib loads, by GPU stack. The plugins are the modules of
+#: jaxlib's ``plugin_support._PLUGIN_MODULE_NAMES`` (``jax_cuda13_plugin``,
+#: ``jax_cuda12_plugin``; ``jax_rocm7_plugin``, ``jax_rocm60_plugin``) as their wheels name
+#: them, which the JAX installation guide's extras install (``jax[cuda13]``, ``jax[cuda12]``,
+#: ``jax[rocm7-local]``: https://docs.jax.dev/en/latest/installation.html; ROCm 6's
+#: ``jax-rocm60-plugin``: AMD's "Install JAX for ROCm"), and ``jax-cuda11-plugin`` of jax
+#: 0.4.2x. Older jaxlib wheels were GPU builds themselves (``0.4.23+cuda12.cudnn89``,
+#: ROCm/jax's ``0.4.30+rocm611``): :func:`jax_gpu_problem` reads that label too.
+JAX_PLUGINS = {"cuda": ("jax-cuda13-plugin", "jax-cuda12-plugin", "jax-cuda11-plugin"),
+               "rocm": ("jax-rocm7-plugin", "jax-rocm60-plugin")}
+JAX_DISTRIBUTIONS = ("jax", "jaxlib", *JAX_PLUGINS["cuda"], *JAX_PLUGINS["rocm"])
+
 #: Run by the jobs' interpreter in their environment (:func:`environment_problem`): whether
 #: vitfsdp imports from the working directory, torch's distribution version (its local label,
 #: ``+rocm7.1`` or ``+cu128``, names the build) and, where the label does not say and argv[1]
-#: asks, torch's own ``version.hip``/``version.cuda`` (importing torch: slower).
+#: asks (``import``), torch's own ``version.hip``/``version.cuda`` (importing torch: slower);
+#: where argv[1] asks ``jax`` (``label,jax``), the versions of the :data:`JAX_DISTRIBUTIONS`
+#: installed, from their metadata alone: JAX is not imported and no backend starts (a login
+#: node has no GPU, and ``jax.devices()`` would say cpu there whatever is installed).
 ENV_PROBE = """
 import importlib.metadata as md, importlib.util as iu, json, re, sys
+modes = sys.argv[1].split(",")
 r = {"vitfsdp": iu.find_spec("vitfsdp") is not None, "torch": None}
 try:
     r["torch"] = md.version("torch")
 except md.PackageNotFoundError:
     pass
-if r["torch"] and sys.argv[1] == "import" and not re.search(r"\\+(rocm|cu\\d|cpu)", r["torch"]):
+if r["torch"] and "import" in modes and not re.search(r"\\+(rocm|cu\\d|cpu)", r["torch"]):
     import torch
     r["hip"], r["cuda"] = torch.version.hip, torch.version.cuda
+if "jax" in modes:
+    r["jax"] = {}
+    for name in JAX_DISTRIBUTIONS:
+        for spelling in (name, name.replace("-", "_")):
+            try:
+                r["jax"][name] = md.version(spelling)
+                break
+            except md.PackageNotFoundError:
+                pass
 print("VITFSDP_ENV " + json.dumps(r))
-"""
+""".replace("JAX_DISTRIBUTIONS", repr(JAX_DISTRIBUTIONS))
 
 
 def found_build(found: dict) -> tuple[str, str | None]:
@@ -152,7 +179,71 @@ def found_build(found: dict) -> tuple[str, str | None]:
     return "cpu", None
 
 
-def environment_problem(cluster: ClusterConfig, cwd: str | Path) -> tuple[str | None, str | None]:
+def _release(version: str) -> tuple[int, ...]:
+    """The numeric release of a version (``0.10.2`` of ``0.10.2.dev1+cuda12``), as jaxlib's
+    ``plugin_support.check_plugin_version`` compares a plugin's with its own."""
+    m = re.match(r"\d+(?:\.\d+)*", version)
+    return tuple(int(x) for x in m.group(0).split(".")) if m else ()
+
+
+def jax_gpu_problem(found_jax: dict[str, str], stack: str | None) -> str | None:
+    """What keeps the JAX of an environment off the profile's GPUs, from the versions of the
+    :data:`JAX_DISTRIBUTIONS` :data:`ENV_PROBE` found installed there (``found_jax``:
+    distribution name -> version) and the profile's GPU stack (``stack``: ``cuda``, ``rocm``;
+    None or ``cpu``: JAX itself is all a point needs).
+
+    Returns:
+        the clause for a refusal (``it has jax 0.10.2 CPU-only``, ``it has no jax``, ``it has
+        jax 0.10.2 with the ROCm plugin only``, ``it has jax-cuda12-plugin 0.7.2, which jaxlib
+        0.10.2 does not load``), or None where JAX can use the GPUs: a plugin of ``stack``
+        installed (a CUDA plugin of jaxlib's own release, which is all jaxlib loads:
+        ``plugin_support.check_plugin_version``), or a jaxlib labelled as a build for it.
+    """
+    jax, jaxlib = found_jax.get("jax"), found_jax.get("jaxlib")
+    if not jax:
+        return "it has no jax"
+    if not jaxlib:
+        return f"it has jax {jax} without jaxlib"
+    if stack not in JAX_PLUGINS:
+        return None
+    has = f"jax {jax}" + (f" (jaxlib {jaxlib})" if jaxlib != jax else "")
+    if re.search(rf"\+{stack}", jaxlib):  # a GPU build of jaxlib itself (before plugins)
+        return None
+    plugins = [name for name in JAX_PLUGINS[stack] if name in found_jax]
+    if any(stack == "rocm" or _release(found_jax[name]) == _release(jaxlib)
+           for name in plugins):
+        return None
+    if plugins:
+        return (f"it has {plugins[0]} {found_jax[plugins[0]]}, which jaxlib {jaxlib} does not "
+                "load (a CUDA plugin of jaxlib's own version only)")
+    other = next((s for s in JAX_PLUGINS if s != stack and (
+        re.search(rf"\+{s}", jaxlib) or any(n in found_jax for n in JAX_PLUGINS[s]))), None)
+    if other:
+        return f"it has {has} with the {_STACK_NAMES[other]} plugin only"
+    return f"it has {has} CPU-only"
+
+
+#: How a message names a GPU stack.
+_STACK_NAMES = {"cuda": "CUDA", "rocm": "ROCm"}
+
+
+def jax_install_hint(stack: str | None, cuda: str | None) -> str:
+    """The install command a refusal of :func:`jax_gpu_problem` gives, from the JAX
+    installation guide (https://docs.jax.dev/en/latest/installation.html): ``jax[cuda12]``
+    or ``jax[cuda13]`` by the major of ``cuda`` (torch's CUDA version, where known; else 12,
+    which a CUDA 12 or 13 driver runs), ``jax[rocm7-local]`` for ROCm (ROCm 6 takes AMD's
+    ``jax-rocm60-plugin``: environment.yml), ``vitfsdp[jax]`` (the CPU wheels, README
+    "Installing") for a profile of no GPU stack."""
+    if stack == "cuda":
+        major = (cuda or "").partition(".")[0]
+        return f"pip install 'jax[cuda{major if major in ('12', '13') else '12'}]'"
+    if stack == "rocm":
+        return "pip install 'jax[rocm7-local]'"
+    return "pip install 'vitfsdp[jax]'"
+
+
+def environment_problem(cluster: ClusterConfig, cwd: str | Path,
+                        jax: bool = False) -> tuple[str | None, str | None]:
     """Ask the jobs' environment, made here as their script makes it (``cluster.modules``,
     ``setup_script``, ``conda_env``, ``venv``: :func:`vitfsdp.launch.slurm.activation_lines`)
     and run by their interpreter in ``cwd`` (where the jobs start), what it holds: a job whose
@@ -160,7 +251,12 @@ def environment_problem(cluster: ClusterConfig, cwd: str | Path) -> tuple[str | 
     Frontier), or that cannot import vitfsdp, fails on its node at once, and every job of the
     sweep with it, after each has waited in the queue. With ``cluster.export_env=false`` it
     is asked from the login environment the jobs start from (:func:`login_environment`), not
-    this shell's. Skipped (None, None) where
+    this shell's. With ``jax`` (asked for ``framework=jax`` points only: a torch sweep's probe
+    looks for no JAX) the same probe reads the installed JAX distributions' metadata
+    (:data:`JAX_DISTRIBUTIONS`; nothing imported, no backend started): a point whose
+    environment has no jax, or on a profile of ``cluster.torch_build`` cuda or rocm no JAX
+    GPU plugin for it (:func:`jax_gpu_problem`), would stop on its node after its queue wait
+    (``JAX ... sees no GPU``). Skipped (None, None) where
     ``cluster.check_paths`` is false, the environment is a ``sbcast_env`` (unpacked on the
     nodes only), or ``cluster.modules`` are set and this shell has no ``module``.
 
@@ -177,8 +273,9 @@ def environment_problem(cluster: ClusterConfig, cwd: str | Path) -> tuple[str | 
     where = _environment_name(cluster)
     if not cluster.export_env:
         where += " (from your login environment, as cluster.export_env=false starts the jobs)"
-    deep = "import" if cluster.torch_build else "label"
-    log.info("asking %s what it holds (torch, vitfsdp) before anything is queued", where)
+    deep = ("import" if cluster.torch_build else "label") + (",jax" if jax else "")
+    log.info("asking %s what it holds (torch, vitfsdp%s) before anything is queued", where,
+             ", jax" if jax else "")
     login = [] if cluster.export_env else ["-l"]  # --export=NONE: the login environment
     try:
         proc = subprocess.run(["bash", *login, "-c", environment_script(cluster),
@@ -208,6 +305,14 @@ def environment_problem(cluster: ClusterConfig, cwd: str | Path) -> tuple[str | 
     if not found["vitfsdp"]:
         return (f"{where} cannot import vitfsdp from {cwd}, where the jobs start: pip install "
                 f"-e <your clone> in that environment, or sweep from the clone{fix}"), None
+    if jax and (missing := jax_gpu_problem(found.get("jax", {}), cluster.torch_build)):
+        stack = cluster.torch_build if cluster.torch_build in JAX_PLUGINS else None
+        cuda = version if build == "cuda" else _module_version(cluster.modules,
+                                                               ("cuda", "cudatoolkit"))
+        return (f"cluster={cluster.name}: framework=jax points need jax"
+                f"{f' with the {_STACK_NAMES[stack]} plugin' if stack else ''} in {where}; "
+                f"{missing}: {jax_install_hint(stack, cuda)} there, or drop framework=jax"
+                f"{fix}"), None
     loaded = _module_version(cluster.modules, ("rocm",) if build == "rocm"
                              else ("cuda", "cudatoolkit"))
     if version and loaded and loaded != version:

@@ -290,7 +290,7 @@ def _check_slurm_point(p: Point, options: LaunchOptions, checked: dict) -> str |
             cluster.modules)
     if problem := checked.get(("modules", tuple(cluster.modules))):
         return problem
-    if problem := _environment_problem(cluster, checked):
+    if problem := _environment_problem(cluster, checked, jax=p.cfg.framework == "jax"):
         return problem
     if options.scripts_only:  # the scripts may be for another cluster: no Slurm query
         limit, partition = cluster.max_nodes, cluster.partition
@@ -312,14 +312,15 @@ def _check_slurm_point(p: Point, options: LaunchOptions, checked: dict) -> str |
     return _slurm_refusal(cluster, checked[key]) if checked[key] else None
 
 
-def _environment_problem(cluster, checked: dict) -> str | None:
+def _environment_problem(cluster, checked: dict, jax: bool = False) -> str | None:
     """:func:`vitfsdp.launch.slurm_checks.environment_problem`, asked once per environment
-    of the sweep (the script that makes it, its interpreter and what is asked of it; its
-    warning said once)."""
+    of the sweep (the script that makes it, its interpreter and what is asked of it, JAX
+    included for ``framework=jax`` points only; its warning said once)."""
     key = ("environment", slurm_checks.environment_script(cluster), slurm.node_python(cluster),
-           cluster.torch_build, cluster.check_paths, cluster.sbcast_env, cluster.export_env)
+           cluster.torch_build, cluster.check_paths, cluster.sbcast_env, cluster.export_env,
+           cluster.name if jax else None, jax)
     if key not in checked:
-        problem, warning = slurm_checks.environment_problem(cluster, Path.cwd())
+        problem, warning = slurm_checks.environment_problem(cluster, Path.cwd(), jax=jax)
         if warning:
             log.warning("%s", warning)
         checked[key] = problem
