@@ -183,3 +183,30 @@ def test_slurm_jobs_run_on_after_sigterm_or_sighup_and_the_log_says_so(tmp_path,
         assert read(run_dir / "job.json")["job_id"] == job_id  # not submitted twice
     finally:
         subprocess.run(["scancel", job_id], capture_output=True)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_before_any_point_ran_says_so_once(monkeypatch, capsys, sig):
+    """SIGTERM/SIGHUP while the points are composed and checked (before any runs): one
+    line, as Ctrl-C there prints, and the exit status 128 + the signal; where the sweep
+    already printed its interrupted line (:class:`SweepStopped`), nothing more."""
+    import vitfsdp.sweep as sweep
+
+    def killed(*_args, **_kwargs):
+        raise SystemExit(128 + sig)
+
+    monkeypatch.setattr(sweep, "cli", killed)
+    with pytest.raises(SystemExit) as stopped:
+        sweep.main_cli(["-m", "model=vit_tiny"])
+    assert stopped.value.code == 128 + sig
+    assert capsys.readouterr().err == (f"interrupted by {sig.name}: nothing was run or "
+                                       "queued\n")
+
+    def said(*_args, **_kwargs):
+        raise sweep.SweepStopped(128 + sig)
+
+    monkeypatch.setattr(sweep, "cli", said)
+    with pytest.raises(SystemExit) as stopped:
+        sweep.main_cli(["-m", "model=vit_tiny"])
+    assert stopped.value.code == 128 + sig
+    assert capsys.readouterr().err == ""

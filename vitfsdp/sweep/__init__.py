@@ -63,8 +63,15 @@ from vitfsdp.sweep.commands import (
     usage,
 )
 from vitfsdp.sweep.compose import plan, validate_sweep
-from vitfsdp.sweep.local import run_one
-from vitfsdp.sweep.point import Point, SweepDiskError, SweepInterrupted, SweepRefused, log
+from vitfsdp.sweep.local import run_one, stop_signal
+from vitfsdp.sweep.point import (
+    Point,
+    SweepDiskError,
+    SweepInterrupted,
+    SweepRefused,
+    SweepStopped,
+    log,
+)
 from vitfsdp.sweep.report import (
     EXIT_COMPLETED,
     EXIT_INTERRUPTED,
@@ -82,10 +89,10 @@ from vitfsdp.sweep.sweeper import run_sweeper
 __all__ = [
     "EXIT_COMPLETED", "EXIT_INTERRUPTED", "EXIT_NOT_COMPLETED", "EXIT_NOT_ENDED",
     "EXIT_REFUSED", "FLAGS", "FLAG_HELP", "MULTIRUN_FILE", "SIGNAL_MARGIN_S", "USAGE",
-    "Point", "SweepDiskError", "SweepInterrupted", "SweepRefused", "analysis_command",
-    "exit_status", "launch", "launch_slurm", "log", "main", "main_cli", "plan", "run_one",
-    "run_sweeper", "select", "status_command", "status_main", "take_lock", "usage",
-    "validate_sweep", "where_line",
+    "Point", "SweepDiskError", "SweepInterrupted", "SweepRefused", "SweepStopped",
+    "analysis_command", "exit_status", "launch", "launch_slurm", "log", "main", "main_cli",
+    "plan", "run_one", "run_sweeper", "select", "status_command", "status_main", "take_lock",
+    "usage", "validate_sweep", "where_line",
 ]
 
 register_configs()
@@ -127,4 +134,11 @@ def main_cli(argv: Sequence[str]) -> int:
     except KeyboardInterrupt as e:  # SweepInterrupted says what was recorded; else nothing ran
         print(str(e) or "interrupted: nothing was run or queued", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except SweepStopped:  # its line is printed
+        raise
+    except SystemExit as e:  # SIGTERM, SIGHUP outside the points (_exit_on_hangup)
+        name = stop_signal(e.code)
+        if name is not None:
+            print(f"interrupted by {name}: nothing was run or queued", file=sys.stderr)
+        raise
     return EXIT_COMPLETED

@@ -33,6 +33,13 @@ class SweepInterrupted(KeyboardInterrupt):
     what to do next (:func:`main_cli` prints it alone and exits :data:`EXIT_INTERRUPTED`)."""
 
 
+class SweepStopped(SystemExit):
+    """SIGTERM or SIGHUP during a sweep's points (``code``: 128 + the signal), after the
+    interrupted line was printed and the running point recorded; :func:`main_cli` prints
+    nothing more. A bare ``SystemExit`` of those codes (the signal came before any point or
+    after the last) gets its one line there."""
+
+
 @dataclass
 class Point:
     """One sweep point: its overrides, validated config and run directory."""

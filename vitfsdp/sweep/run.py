@@ -41,6 +41,7 @@ from vitfsdp.sweep.point import (
     SweepDiskError,
     SweepInterrupted,
     SweepRefused,
+    SweepStopped,
     _predicted_step_s,
     log,
 )
@@ -117,7 +118,7 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
         if name is None:
             raise
         _say_everywhere(_interrupted_line(points, sweep_dir, name))
-        raise SystemExit(e.code) from None
+        raise SweepStopped(e.code) from None
     except OSError as e:
         if not disk_error(e):
             raise
