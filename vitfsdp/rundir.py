@@ -13,14 +13,15 @@ same value at every point (:func:`constant_keys`): a point's name holds only wha
 from the other points of its sweep, the swept keys, each whole
 (``cluster=frontier cluster.conda_env=/path/to/my_env strategy=FULL_SHARD,HYBRID_8GPU
 nodes=1,2`` names its points ``0_nodes=1,strategy=FULL_SHARD`` ...); a single point keeps
-all its overrides. The constant keys are in the point's ``run.json`` and the sweep's
-``multirun.yaml``.
+all its overrides, as many as fit (:func:`_fit`: the study's keys last to go). The constant
+keys are in the point's ``run.json`` and the sweep's ``multirun.yaml``.
 
 :func:`run_dirname` keeps the readable ``key=value,...`` form of plain overrides unchanged
 (``0_nodes=2,strategy=FULL_SHARD``); when it had to change anything (a character outside
 ``A-Z a-z 0-9 . _ , = + -``, a secret, more than :data:`MAX_NAME_CHARS` characters) it
 replaces each run of other characters by ``_``, redacts secrets, shortens the longest values
-(never a key) until the name fits, and appends ``_`` and a hash of the (redacted) overrides
+(never a key) and then leaves out whole overrides other than the study's (:func:`_fit`) until
+the name fits, and appends ``_`` and a hash of the (redacted) overrides
 it names, so two points never share a name: ``0_cluster.modules=_rocm_6.2.4_fafb0f04``.
 """
 
@@ -68,17 +69,45 @@ def run_dirname(overrides: Iterable[str], exclude_keys: Iterable[str] = ()) -> s
     return _fit(safe, MAX_NAME_CHARS - HASH_CHARS - 1).rstrip("_,") + "_" + digest
 
 
+#: A value is shortened to no fewer characters than this (``HYBRID_16GPU`` whole) before
+#: whole overrides are left out of a name (:func:`_fit`).
+MIN_VALUE_CHARS = 12
+#: The keys that name a point of a study; the last a name leaves out (:func:`_fit`).
+STUDY_KEYS = ("model", "strategy", "nodes", "framework", "precision", "engine", "repeat",
+              "cluster", "experiment")
+
+
 def _fit(items: list[str], max_chars: int) -> str:
     """``items`` joined by ``,`` in at most ``max_chars`` characters: the longest value
-    shortened first, one character at a time, keys kept whole while they fit."""
+    shortened first, one character at a time, to :data:`MIN_VALUE_CHARS`, keys kept whole;
+    then whole items left out, the longest first, except those of :data:`STUDY_KEYS`
+    (a single point of ten overrides keeps ``model=vit_5b,nodes=16,strategy=FULL_SHARD``
+    whole rather than ten keys with their values cut away); then the values of what is left
+    shortened further. The name's hash stands for every item (:func:`run_dirname`)."""
     keys = [item.partition("=")[0] for item in items]
     values = [item.partition("=")[2] for item in items]
     signs = ["=" if "=" in item else "" for item in items]
+    kept = list(range(len(items)))
+
     def joined() -> str:
-        return ",".join(k + s + v for k, s, v in zip(keys, signs, values, strict=True))
-    while len(joined()) > max_chars and any(values):
-        longest = max(range(len(values)), key=lambda i: len(values[i]))
-        values[longest] = values[longest][:-1]
+        return ",".join(keys[i] + signs[i] + values[i] for i in kept)
+
+    def shorten(floor: int) -> None:
+        while len(joined()) > max_chars:
+            long = [i for i in kept if len(values[i]) > floor]
+            if not long:
+                return
+            longest = max(long, key=lambda i: len(values[i]))
+            values[longest] = values[longest][:-1]
+
+    shorten(MIN_VALUE_CHARS)
+    others = sorted((i for i in kept if keys[i].lstrip("+~") not in STUDY_KEYS),
+                    key=lambda i: -len(keys[i] + values[i]))
+    for i in others:
+        if len(joined()) <= max_chars:
+            break
+        kept.remove(i)
+    shorten(0)
     return joined()[:max_chars]
 
 

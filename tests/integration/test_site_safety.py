@@ -176,6 +176,22 @@ def test_run_dirname_keeps_plain_overrides_as_typed():
         == "nodes=2,strategy=FULL_SHARD"
 
 
+def test_a_single_point_of_many_overrides_keeps_its_study_keys_whole():
+    """One point of ten overrides (a time-limit trial): the model, strategy and node count
+    whole, other overrides left out (the hash stands for them), not ten keys with their
+    values cut to nothing (``cluster.time=,cluster=,model=,nodes=,strategy=,...``)."""
+    overrides = ["cluster.max_requeues=1", "cluster.signal_delay_s=60",
+                 "cluster.time=00:05:00", "cluster=virtual", "model=vit_tiny", "nodes=1",
+                 "strategy=FULL_SHARD", "train.log_every=5", "train.steps=200",
+                 "cluster.venv=/lustre/orion/proj123/scratch/me/envs/vitfsdp-rocm-6.2.4"]
+    name = run_dirname(overrides)
+    assert len(name) <= MAX_NAME_CHARS and re.search(r"_[0-9a-f]{8}$", name)
+    for whole in ("cluster=virtual", "model=vit_tiny", "nodes=1", "strategy=FULL_SHARD"):
+        assert whole in name.split(",") or name.startswith(whole + ",") \
+            or f",{whole}_" in name, name
+    assert "=," not in name and not re.search(r"=_[0-9a-f]{8}$", name)
+
+
 def test_run_dirname_keeps_keys_whole_and_shortens_the_longest_value():
     name = run_dirname([f"cluster.conda_env=/lustre/{'x' * 300}", "nodes=2", "strategy=DDP"])
     assert name.startswith("cluster.conda_env=_lustre_x") and len(name) <= MAX_NAME_CHARS
