@@ -258,16 +258,56 @@ STOP_GRACE_S = 15
 
 
 def _stop(procs: list[subprocess.Popen], grace_s: float = 30) -> None:
-    """SIGTERM to each process still running, SIGKILL to those left after ``grace_s``."""
+    """SIGTERM to each process still running, SIGKILL to those left after ``grace_s`` and
+    to their descendants (a torchrun's ranks, which a SIGKILL to the torchrun alone would
+    orphan). A second Ctrl-C, SIGTERM or SIGHUP while it waits kills what is left the same
+    way before it propagates: an impatient ``^C^C`` leaves no rank running."""
     running = [p for p in procs if p.poll() is None]
     for p in running:
         p.terminate()
-    for p in running:
+    try:
+        for p in running:
+            try:
+                p.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                _kill_tree(p)
+    except BaseException:
+        for p in running:
+            _kill_tree(p)
+        raise
+
+
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL ``proc`` and every process below it (found through ``/proc`` before the kill,
+    while they still have it as an ancestor), then reap ``proc``."""
+    if proc.poll() is None:
+        below = _descendants(proc.pid)
+        proc.kill()
+        for pid in below:
+            try:
+                os.kill(pid, 9)  # SIGKILL
+            except (ProcessLookupError, PermissionError):
+                pass
+    proc.wait()
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (children, theirs, ...), from each process's parent in
+    ``/proc/<pid>/stat`` (proc(5)); empty where there is no ``/proc``."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*"):
         try:
-            p.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+            stat = (entry / "stat").read_text()
+        except OSError:  # ended meanwhile
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])  # after "(comm) state"
+        parents.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        children = parents.get(todo.pop(), [])
+        found += children
+        todo += children
+    return found
 
 
 def _report_new_windows(run_dir: Path | None, seen: int, on_window) -> int:
