@@ -61,7 +61,7 @@ def _check_jax_importable(cfg: RunConfig) -> None:
         return
     if cfg.cluster.launcher == "local" or slurm.node_python(cfg.cluster) == sys.executable:
         raise ValueError("framework=jax needs JAX, which is not installed for "
-                         f"{sys.executable}: pip install 'vitfsdp[jax]' (README, Set-up), or "
+                         f"{sys.executable}: pip install 'vitfsdp[jax]' (README, Installing), or "
                          "leave the jax points out (framework=torch)")
 
 
