@@ -102,8 +102,12 @@ def test_frontier_plan_marks_exactly_the_points_that_cannot_fit_in_64_gb(study_c
     (4 weight + 4 gradient + 8 moments; ZeRO sec. 3.1), divided by the ranks the strategy
     shards over (8 × nodes for FULL_SHARD / SHARD_GRAD_OP, k for HYBRID_kGPU, 1 otherwise);
     DDP adds 4 bytes of gradient buckets. With activation checkpointing at batch 32 the
-    rest is a few GiB, so a point fits iff that bound is under 64 GiB with room to spare:
-    every point is at least 6 GiB away from the line, so the answer is not a coin toss."""
+    rest is a few GiB, so a point's allocated peak fits iff that bound is under 64 GiB with
+    room to spare: every point is at least 6 GiB away from the line, so the answer is not a
+    coin toss. A point fits when its reserved peak (allocated + the allocator's 15%) and
+    what lies outside the allocator do; three kinds of point whose bound is 55-57 GiB fit
+    only with the allocator's cache squeezed (`squeezed`, skipped by the sweep), two of
+    which the ORNL study ran on 64 GiB (PUBLISHED_ALLOCATED_GIB: 59.8 and 58.2 GiB)."""
     group = {"DDP": 1, "NO_SHARD": 1, "HYBRID_1GPU": 1, "HYBRID_2GPU": 2, "HYBRID_4GPU": 4,
              "HYBRID_8GPU": 8, "HYBRID_16GPU": 16}
     checked = 0
@@ -117,13 +121,23 @@ def test_frontier_plan_marks_exactly_the_points_that_cannot_fit_in_64_gb(study_c
                 bound = TABLE_PARAMS_M[model] * 1e6 * per_param / g / GIB
                 assert abs(bound - 64) > 6, (name, model, nodes, bound)
                 p = predict(_point(cfg, model, nodes))
-                assert p.fits is (bound < 64), (name, model, nodes, bound, p.reason)
-                assert p.fits is (p.peak_mem_gib <= 64.0) and p.margin_gib == pytest.approx(
-                    64.0 - p.peak_mem_gib)  # judged on the printed peak
+                squeezed = (name, model) in SQUEEZED_ON_64_GIB and (nodes == 1 or name
+                                                                     != "SHARD_GRAD_OP")
+                assert p.verdict == ("squeezed" if squeezed else "NO" if bound > 64
+                                     else "yes"), (name, model, nodes, bound, p.reason)
+                assert p.fits is (p.peak_mem_gib + p.runtime_gib <= 64.0)  # the printed peak
+                assert p.margin_gib == pytest.approx(64.0 - p.runtime_gib - p.peak_mem_gib)
+                assert p.peak_mem_gib == pytest.approx(1.15 * p.allocated_gib)  # not capped
                 checked += 1
     assert checked == 9 * 6 * 4 - 6
     assert "> 64.0 GiB (cluster.device_memory_gib), margin -" in predict(
         _point(study_configs["DDP"], "vit_5b")).reason
+
+
+#: Points of the study whose reserved peak does not fit a 64 GiB GCD but whose allocated peak
+#: does (SHARD_GRAD_OP at 1 node only: its gathered units shrink with more ranks).
+SQUEEZED_ON_64_GIB = {("DDP", "vit_3b"), ("HYBRID_4GPU", "vit_15b"),
+                      ("SHARD_GRAD_OP", "vit_15b")}
 
 
 def test_a_point_that_fits_only_with_activation_checkpointing_says_so(study_configs):
@@ -347,9 +361,10 @@ def test_step_time_against_the_published_frontier_measurements(study_configs):
 
 def test_precision_aware_peak_and_tight_margin(study_configs):
     """fp32 DDP is predicted at the fp32 peak (MI250X: 47.85 of 191.5 TFLOP/s, no TF32), so
-    its compute is about 4x bf16's; a point whose peak leaves less than the profile's
-    reserve is `tight` (ViT-3B under DDP on one 64 GB GCD: it fits only with the allocator's
-    cache squeezed), one far below is not."""
+    its compute is about 4x bf16's; ViT-3B under DDP on one 64 GB GCD fits only with the
+    allocator's cache squeezed: `squeezed`, not fitting (the sweep skips it), its reason
+    saying what the allocated peak leaves; a point whose margin is under the profile's
+    reserve is `tight`, one far below is not."""
     from vitfsdp.plan import peak_flops_for
 
     ddp = study_configs["DDP"]
@@ -362,26 +377,34 @@ def test_precision_aware_peak_and_tight_margin(study_configs):
     tf32 = dataclasses.replace(fp32_cfg, cluster=dataclasses.replace(
         ddp.cluster, peak_tflops_tf32=None, peak_tflops_fp32=None))
     assert predict(tf32).step_time_s is None  # no fp32 figure: no step time, not bf16's
-    tight = predict(_point(ddp, "vit_3b"))
-    assert tight.fits is True and tight.tight is True and "tight" in tight.reason
-    assert ("train.activation_checkpointing=true or a smaller train.local_batch_size"
-            in tight.reason) != _point(ddp, "vit_3b").train.activation_checkpointing
+    squeezed = predict(_point(ddp, "vit_3b"))
+    assert squeezed.fits is False and squeezed.tight is False and squeezed.squeezed is True
+    assert squeezed.allocated_gib + squeezed.runtime_gib <= 64 < (squeezed.peak_mem_gib
+                                                                  + squeezed.runtime_gib)
+    assert f"its allocated peak ({squeezed.allocated_gib:.1f} GiB)" in squeezed.reason
     from vitfsdp.plan.__main__ import format_plan, rank_points  # the table says it too
 
-    row = {"point": "model=vit_3b", "model": "vit_3b", "strategy": "DDP", "nodes": 1,
-           "local_batch_size": 32, "precision": "bf16", "activation_checkpointing": True,
-           **tight.as_dict()}
-    (line,) = [ln.split() for ln in format_plan(rank_points(pd.DataFrame([row]))).splitlines()
-               if ln.startswith("vit_3b")]
-    assert "tight" in line and "yes" not in line[6:], line
+    def table_line(p, model):
+        row = {"point": f"model={model}", "model": model, "strategy": "DDP", "nodes": 1,
+               "local_batch_size": 32, "precision": "bf16", "activation_checkpointing": True,
+               **p.as_dict()}
+        (line,) = [ln.split() for ln in format_plan(rank_points(pd.DataFrame([row])))
+                   .splitlines() if ln.startswith(model)]
+        return line
+
+    line = table_line(squeezed, "vit_3b")
+    assert "squeezed" in line and "yes" not in line[6:], line
+    assert f"{squeezed.peak_mem_gib:.1f}" in line  # the reserved peak, above the device's 64
     roomy = predict(_point(study_configs["FULL_SHARD"], "vit_base", 2))
     assert roomy.fits is True and roomy.tight is False
     # a reserve of all but 0.32 of the GCD's 64 GiB: the roomy point (about 0.6 GiB) is tight
     wide = dataclasses.replace(study_configs["FULL_SHARD"].cluster, memory_reserve_frac=0.995)
     with pytest.raises(ValueError, match="memory_reserve_frac"):
         dataclasses.replace(wide, memory_reserve_frac=1.5)
-    assert predict(dataclasses.replace(_point(study_configs["FULL_SHARD"], "vit_base", 2),
-                                       cluster=wide)).tight is True
+    tight = predict(dataclasses.replace(_point(study_configs["FULL_SHARD"], "vit_base", 2),
+                                        cluster=wide))
+    assert tight.tight is True and tight.verdict == "tight" and "tight" in tight.reason
+    assert "tight" in table_line(tight, "vit_base")
 
 
 def test_collectives_ddp_reduces_fp32_fsdp_bf16_and_latency_grows_with_ranks(study_configs):
@@ -490,8 +513,9 @@ def test_a_jax_gpu_run_fits_in_xlas_pool_not_the_whole_device():
     memory = cfg["torch"].cluster.device_memory_gib  # 79.18 GiB: an H100 80GB, as torch sees it
     assert f"(XLA's pool: 75% of {memory:g} GiB" in jax_p.reason
     assert jax_p.margin_gib == pytest.approx(0.75 * memory - jax_p.peak_mem_gib, abs=0.05)
-    assert "(cluster.device_memory_gib)" in torch_p.reason
-    assert torch_p.margin_gib == pytest.approx(memory - torch_p.peak_mem_gib, abs=0.05)
+    assert "(cluster.device_memory_gib)" in torch_p.reason  # less what is outside the allocator
+    assert torch_p.margin_gib == pytest.approx(memory - torch_p.runtime_gib
+                                               - torch_p.peak_mem_gib, abs=0.05)
 
 
 @pytest.mark.parametrize("model,dtype,fused,compiled", [

@@ -24,6 +24,8 @@ from vitfsdp.plan.memory import (
     FP32_BYTES,
     GIB,
     GPU_ALLOCATOR_OVERHEAD,
+    GPU_CONTEXT_GIB,
+    NCCL_COMMUNICATOR_GIB,
     StateBytes,
     activation_bytes,
     format_state_bytes,
@@ -43,9 +45,9 @@ from vitfsdp.plan.timing import (
 if TYPE_CHECKING:  # the config imports the plan's callers; only a type here
     from vitfsdp.config import RunConfig
 
-__all__ = ["GIB", "Prediction", "Probe", "StateBytes", "auto_time_limit", "format_state_bytes",
-           "memory_breakdown", "peak_flops_for", "predict", "predict_recorded", "predict_run",
-           "probe_for", "state_bytes"]
+__all__ = ["GIB", "Prediction", "Probe", "StateBytes", "auto_time_limit", "communicators",
+           "format_state_bytes", "memory_breakdown", "peak_flops_for", "predict",
+           "predict_recorded", "predict_run", "probe_for", "runtime_gib", "state_bytes"]
 
 #: The measured column a memory prediction compares with, per device kind.
 MEM_METRIC = {"gpu": "peak_mem_reserved_gib", "cpu": "peak_rss_gib"}
@@ -56,8 +58,10 @@ class Prediction:
     """What one sweep point is predicted to need and achieve (per rank unless named global).
 
     Memory in GiB; ``peak_mem_gib`` is what the run would record as ``pred_mem_metric``
-    (``peak_mem_reserved_gib`` on a GPU: allocated + allocator overhead; ``peak_rss_gib``
-    on CPU: allocated + the process baseline).
+    (``peak_mem_reserved_gib`` on a GPU: allocated + the caching allocator's usual reserve,
+    never capped at the device; ``peak_rss_gib`` on CPU: allocated + the process baseline).
+    A GPU point fits where ``peak_mem_gib + runtime_gib`` (the context and communicators,
+    outside the allocator) is within the device memory (a JAX point: within XLA's pool).
     """
 
     device: str  # gpu | cpu: which kind of rank the memory model is for
@@ -70,11 +74,13 @@ class Prediction:
     activations_gib: float  # saved for backward at the local batch, as configured
     activations_other_gib: float  # the same with activation checkpointing toggled
     allocated_gib: float  # peak of the above (gradients and activations are not all held at once)
-    overhead_gib: float  # allocator cache (GPU) or process baseline (CPU)
+    overhead_gib: float  # allocator cache (GPU: 15% of allocated, uncapped) or process baseline
     peak_mem_gib: float  # allocated + overhead: compare with pred_mem_metric
     device_memory_gib: float | None  # cluster.device_memory_gib (JAX on a GPU: XLA's pool of it)
-    fits: bool | None  # peak_mem_gib <= device memory; None when the device memory is unknown
-    margin_gib: float | None  # device memory - peak_mem_gib (< 0: does not fit)
+    # peak_mem_gib + runtime_gib <= the device memory (JAX: peak_mem_gib <= XLA's pool, and
+    # the pool + runtime_gib <= the device); None when the device memory is unknown
+    fits: bool | None
+    margin_gib: float | None  # device memory - runtime_gib - peak_mem_gib (< 0: does not fit)
     compute_s: float | None  # per step: forward, backward (recompute), optimizer; None: no peak
     all_gather_gib: float  # per step and rank: gathered buffers
     reduce_scatter_gib: float
@@ -85,8 +91,8 @@ class Prediction:
     step_time_s: float | None
     ips: float | None  # global images per second
     reason: str  # one line: why it fits or not
-    # fits, but within cluster.memory_reserve_frac of the device memory (or only with the
-    # allocator's cache squeezed): may run out; None when the device memory is unknown
+    # fits, but with less than cluster.memory_reserve_frac of the device memory to spare:
+    # may run out; None when the device memory is unknown
     tight: bool | None = None
     gemm_s: float | None = None  # of compute_s: the matmuls of forward and backward
     other_s: float | None = None  # of compute_s: attention and the memory-bound ops
@@ -100,6 +106,27 @@ class Prediction:
     # profile (data sheets, cluster.*) | probe:<file> (<when it was measured>)
     source: str = "profile"
     notes: str = ""  # what a probe lookup approximated; what is unknown
+    # GPU: device memory outside the allocator, GiB: the CUDA context and its libraries
+    # (memory.GPU_CONTEXT_GIB, measured) + each communicator of more than one rank
+    # (memory.NCCL_COMMUNICATOR_GIB, published); 0 on CPU
+    runtime_gib: float = 0.0
+    communicators: int = 0  # NCCL/RCCL communicators of more than one rank counted in it
+    # GPU, does not fit, but its allocated peak would: only with the allocator's cache
+    # squeezed below its usual reserve (it frees and retries before it fails); None: unknown
+    squeezed: bool | None = None
+
+    @property
+    def verdict(self) -> str:
+        """The plan table's ``fits`` column: ``yes`` (fits), ``tight`` (fits, with less
+        than ``cluster.memory_reserve_frac`` of the device to spare), ``squeezed`` (does not
+        fit, but its allocated peak would, with the allocator's cache squeezed below its
+        usual reserve), ``NO`` (not even that) or ``?`` (the device memory is unknown). The
+        sweep skips ``squeezed`` and ``NO`` points (``--run-infeasible`` runs them)."""
+        if self.fits is None:
+            return "?"
+        if self.fits:
+            return "tight" if self.tight else "yes"
+        return "squeezed" if self.squeezed else "NO"
 
     @property
     def pred_mem_metric(self) -> str:
@@ -107,8 +134,9 @@ class Prediction:
         return MEM_METRIC[self.device]
 
     def as_dict(self) -> dict:
-        """The fields and ``pred_mem_metric``, for JSON/CSV."""
-        return dataclasses.asdict(self) | {"pred_mem_metric": self.pred_mem_metric}
+        """The fields, ``verdict`` and ``pred_mem_metric``, for JSON/CSV."""
+        return dataclasses.asdict(self) | {"verdict": self.verdict,
+                                           "pred_mem_metric": self.pred_mem_metric}
 
 
 def device_kind(cfg) -> str:
@@ -238,20 +266,64 @@ def xla_pool_fraction(env: dict) -> float:
     return XLA_DEFAULT_MEM_FRACTION
 
 
-def _fits(peak_gib: float, device_memory_gib: float | None,
-          device: str, limit: str = "cluster.device_memory_gib") -> tuple[bool | None, str]:
-    """Fit and its one-line reason, judged on the printed peak (allocated + the allocator's
-    reserve on a GPU, + the process baseline on CPU): what the run's reserved (or resident)
-    memory reaches."""
+def communicators(cfg) -> int:
+    """NCCL (RCCL) communicators of more than one rank that a rank of ``cfg`` holds, each
+    with its own buffers (:data:`vitfsdp.plan.memory.NCCL_COMMUNICATOR_GIB`).
+
+    Assumption, from how the trainer makes its groups (:mod:`vitfsdp.parallel`): the world's
+    (``init_process_group`` with the rank's device: DDP's, FULL_SHARD's and SHARD_GRAD_OP's,
+    and the metrics' collective each window), plus, where a 2-D mesh (replicas × shard
+    group) is made (the hybrids; FSDP2's NO_SHARD), one for the rank's shard group and one
+    for its replica group, each where it has more than one rank. 0 in a world of 1.
+    """
+    world = cfg.world_size
+    if world <= 1:
+        return 0
+    s = cfg.strategy
+    effective = s.effective_sharding_strategy()
+    if effective == "HYBRID_SHARD" or (effective == "NO_SHARD" and s.is_fsdp
+                                       and cfg.engine == "fsdp2"):
+        group = s.shard_group(world)
+        return 1 + (group > 1) + (world // group > 1)
+    return 1
+
+
+def runtime_gib(cfg, device: str) -> tuple[float, int]:
+    """Device memory per rank outside the allocator's pool, GiB, and the communicators
+    counted in it: on a GPU the CUDA (HIP) context with its libraries
+    (:data:`vitfsdp.plan.memory.GPU_CONTEXT_GIB`, measured on an H100) plus
+    :data:`vitfsdp.plan.memory.NCCL_COMMUNICATOR_GIB` (published) per communicator of more
+    than one rank (:func:`communicators`); 0 on a CPU rank, whose process baseline is in its
+    peak already (:data:`vitfsdp.plan.memory.CPU_BASELINE_GIB`)."""
+    if device != "gpu":
+        return 0.0, 0
+    n = communicators(cfg)
+    return GPU_CONTEXT_GIB + n * NCCL_COMMUNICATOR_GIB, n
+
+
+def _fits(allocated_gib: float, peak_gib: float, runtime: float, usable_gib: float | None,
+          device: str, limit: str) -> tuple[bool | None, str]:
+    """Fit and its one-line reason: the predicted peak (GPU: torch's reserved peak,
+    allocated + the allocator's cache; CPU: the resident peak) within ``usable_gib``, the
+    device memory (or XLA's pool) less ``runtime`` (GiB outside the allocator). A GPU point
+    that does not fit but whose allocated peak would, with its cache squeezed, says so."""
     where = "per GPU" if device == "gpu" else "per rank"
-    if device_memory_gib is None:
-        return None, (f"predicted peak {peak_gib:.1f} GiB {where}; device memory unknown "
-                      "(set cluster.device_memory_gib)")
-    margin = device_memory_gib - peak_gib
+    what = "reserved peak" if device == "gpu" else "peak"
+    outside = (f" + {runtime:.1f} GiB outside the allocator (context, communicators)"
+               if runtime else "")
+    if usable_gib is None:
+        return None, (f"predicted {what} {peak_gib:.1f} GiB {where}{outside}; device memory "
+                      "unknown (set cluster.device_memory_gib)")
+    margin = usable_gib - peak_gib
     fits = margin >= 0
-    return fits, (f"predicted peak {peak_gib:.1f} GiB {where} {'<=' if fits else '>'} "
-                  f"{device_memory_gib:.1f} GiB ({limit}), margin "
-                  f"{margin:+.1f} GiB")
+    reason = (f"predicted {what} {peak_gib:.1f} GiB {where}{outside} "
+              f"{'<=' if fits else '>'} {limit}, margin {margin:+.1f} GiB")
+    if not fits and device == "gpu" and allocated_gib <= usable_gib:
+        reason += (f"; its allocated peak ({allocated_gib:.1f} GiB) would leave the allocator "
+                   f"{usable_gib - allocated_gib:.1f} GiB of cache, not the "
+                   f"{peak_gib - allocated_gib:.1f} it keeps: squeezed, it may run, slowed "
+                   "by the allocator's retries, or run out of memory")
+    return fits, reason
 
 
 #: Whether XLA's CPU compiler keeps the activations ``nn.remat`` recomputes (measured
@@ -298,30 +370,28 @@ def jax_memory_breakdown(cfg, device: str) -> dict[str, int]:
             "shard_group_size": group}
 
 
-def _with_checkpointing(cfg, device: str, memory_gib: float) -> str:
+def _with_checkpointing(cfg, device: str, usable_gib: float) -> str:
     """What a point that does not fit would need with ``train.activation_checkpointing=true``
     (the plan's peak then, in GiB): ``"; fits with ... (predicted peak X GiB)"`` when that
-    fits ``memory_gib``, else ``""`` (the refusal's own fixes stand)."""
+    fits ``usable_gib`` (the device memory less what lies outside the allocator), else ``""``
+    (the refusal's own fixes stand)."""
     train = dataclasses.replace(cfg.train, activation_checkpointing=True)
     allocated = memory_breakdown(dataclasses.replace(cfg, train=train), device)["allocated"] / GIB
-    peak = allocated + _overhead_gib(allocated, memory_gib, device)
-    if peak > memory_gib:
+    peak = allocated + _overhead_gib(allocated, device)
+    if peak > usable_gib:
         return ""
     return f"; fits with train.activation_checkpointing=true (predicted peak {peak:.1f} GiB)"
 
 
-def _overhead_gib(allocated_gib: float, device_memory_gib: float | None, device: str) -> float:
-    """What the run's measured peak adds to the allocated one: on CPU the process baseline;
-    on a GPU the caching allocator's reserve, 15% of allocated, but no more than the device
-    has left: the allocator frees its cache and retries before it reports out of memory
-    (PyTorch docs, "CUDA semantics: memory management"), so a point whose allocated peak
-    fits runs with a smaller cache (ORNL's DDP ViT-3B: 59.8 GiB allocated of 64)."""
+def _overhead_gib(allocated_gib: float, device: str) -> float:
+    """What the run's measured peak adds to the allocated one, GiB: on CPU the process
+    baseline (:data:`vitfsdp.plan.memory.CPU_BASELINE_GIB`); on a GPU the caching allocator's
+    reserve, :data:`vitfsdp.plan.memory.GPU_ALLOCATOR_OVERHEAD` of the allocated peak (what
+    it keeps where the device has room; not capped at what the device has left, so the peak
+    is the reserved peak a run with room records)."""
     if device != "gpu":
         return CPU_BASELINE_GIB
-    reserve = allocated_gib * GPU_ALLOCATOR_OVERHEAD
-    if device_memory_gib is not None and allocated_gib <= device_memory_gib:
-        reserve = min(reserve, device_memory_gib - allocated_gib)
-    return reserve
+    return allocated_gib * GPU_ALLOCATOR_OVERHEAD
 
 
 def peak_flops_for(cfg, device: str) -> tuple[float | None, str]:
@@ -392,21 +462,31 @@ def predict(cfg, *, peak_flops: float | None = None,
     b = memory_breakdown(cfg, device)
     allocated = b["allocated"] / GIB
     memory = cfg.cluster.device_memory_gib or device_memory_gib
-    limit = "cluster.device_memory_gib"
+    runtime, comms = runtime_gib(cfg, device)
+    usable, limit, outside = None, "", runtime  # outside: what the usable memory leaves out
+    if memory:
+        usable = memory - runtime
+        limit = f"{memory:.1f} GiB (cluster.device_memory_gib)"
     if cfg.framework == "jax" and device == "gpu" and memory:
         fraction = xla_pool_fraction(cfg.cluster.env)
-        if fraction < 1:
-            memory, limit = memory * fraction, (f"XLA's pool: {fraction:.0%} of "
-                                                f"{memory:g} GiB, XLA_PYTHON_CLIENT_MEM_FRACTION")
-    overhead = _overhead_gib(allocated, memory, device)
+        if fraction < 1:  # XLA's pool: the context and communicators lie outside it
+            pool = memory * fraction
+            usable = min(pool, memory - runtime)
+            outside = 0.0 if usable == pool else runtime
+            limit = (f"{pool:.1f} GiB (XLA's pool: {fraction:.0%} of {memory:g} GiB, "
+                     "XLA_PYTHON_CLIENT_MEM_FRACTION)" if not outside else
+                     f"{memory:.1f} GiB (cluster.device_memory_gib; XLA's pool would be "
+                     f"{fraction:.0%} of it)")
+            memory = pool
+    overhead = _overhead_gib(allocated, device)
     peak_gib = allocated + overhead
-    fits, reason = _fits(peak_gib, memory, device, limit)
-    tight = _tight(allocated, peak_gib, memory, cfg.cluster.memory_reserve_frac, device)
+    fits, reason = _fits(allocated, peak_gib, outside, usable, device, limit)
+    tight = _tight(peak_gib, usable, memory, cfg.cluster.memory_reserve_frac)
     if fits is False and not cfg.train.activation_checkpointing:
-        reason += _with_checkpointing(cfg, device, memory)
+        reason += _with_checkpointing(cfg, device, usable)
     if tight:
-        reason += (f"; tight: within cluster.memory_reserve_frac="
-                   f"{cfg.cluster.memory_reserve_frac:g} of the device memory"
+        reason += (f"; tight: less than cluster.memory_reserve_frac="
+                   f"{cfg.cluster.memory_reserve_frac:g} of the device memory to spare"
                    + ("" if cfg.train.activation_checkpointing else
                       " (train.activation_checkpointing=true or a smaller "
                       "train.local_batch_size leaves room)"))
@@ -445,7 +525,7 @@ def predict(cfg, *, peak_flops: float | None = None,
         activations_gib=b["activations"] / GIB,
         activations_other_gib=b["activations_other"] / GIB, allocated_gib=allocated,
         overhead_gib=overhead, peak_mem_gib=peak_gib, device_memory_gib=memory,
-        fits=fits, margin_gib=None if memory is None else memory - peak_gib,
+        fits=fits, margin_gib=None if usable is None else usable - peak_gib,
         compute_s=None if compute is None else compute.total_s,
         all_gather_gib=comm.all_gather_bytes / GIB,
         reduce_scatter_gib=comm.reduce_scatter_bytes / GIB,
@@ -454,7 +534,9 @@ def predict(cfg, *, peak_flops: float | None = None,
         exposed_comm_s=None if step is None else step - compute.total_s - framework,
         step_time_s=step,
         ips=cfg.world_size * cfg.train.local_batch_size / step if step else None,
-        reason=reason, tight=tight,
+        reason=reason, tight=tight, runtime_gib=runtime, communicators=comms,
+        squeezed=None if fits is None else (not fits and device == "gpu"
+                                            and allocated <= usable),
         gemm_s=None if compute is None else compute.gemm_s,
         other_s=None if compute is None else compute.other_s,
         optimizer_s=None if compute is None else compute.optimizer_s,
@@ -464,18 +546,17 @@ def predict(cfg, *, peak_flops: float | None = None,
         notes="; ".join(sorted(notes)))
 
 
-def _tight(allocated_gib: float, peak_gib: float, memory_gib: float | None,
-           reserve_frac: float, device: str) -> bool | None:
-    """A point that fits but whose printed peak is within ``reserve_frac`` of the device
-    memory, or (GPU) whose allocated peak leaves the caching allocator less than its usual
-    reserve (:data:`vitfsdp.plan.memory.GPU_ALLOCATOR_OVERHEAD`): fragmentation may still
-    make it run out. None where the device memory is unknown."""
-    if memory_gib is None:
+def _tight(peak_gib: float, usable_gib: float | None, memory_gib: float | None,
+           reserve_frac: float) -> bool | None:
+    """A point that fits, but with less than ``reserve_frac`` of the device memory
+    (``memory_gib``; XLA's pool for JAX) to spare beyond its predicted peak and what lies
+    outside the allocator (``usable_gib``): fragmentation beyond the allocator's usual
+    reserve, or a larger communicator, may still make it run out. None where the device
+    memory is unknown; False where it does not fit."""
+    if usable_gib is None or memory_gib is None:
         return None
-    if peak_gib > memory_gib:
-        return False
-    squeezed = device == "gpu" and allocated_gib * (1 + GPU_ALLOCATOR_OVERHEAD) > memory_gib
-    return squeezed or memory_gib - peak_gib < reserve_frac * memory_gib
+    margin = usable_gib - peak_gib
+    return 0 <= margin < reserve_frac * memory_gib
 
 
 #: ``cluster.time=auto``: the predicted time of the point's steps times this factor (the

@@ -20,6 +20,7 @@ import logging
 import math
 import re
 import sys
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,15 +28,19 @@ if TYPE_CHECKING:  # pandas loads where a table is made: --help starts without i
     import pandas as pd
 
 #: Terminal table columns, in order: (plan_table column, header). The memory parts, the
-#: collective volumes and the compute/communication split are in --csv and --json.
+#: collective volumes and the compute/communication split are in --csv and --json. The
+#: predicted peak's header is ``rsvd`` (torch's reserved peak: GPU rows), ``rss`` (CPU rows)
+#: or ``peak`` (both).
 COLUMNS = (
     ("model", "model"), ("strategy", "strategy"), ("nodes", "nodes"), ("local_batch_size", "batch"),
-    ("precision", "prec"), ("activation_checkpointing", "ckpt"), ("peak_mem_gib", "peak GiB"),
-    ("margin_gib", "margin"), ("fits", "fits"), ("step_time_s", "step s"),
-    ("exposed_comm_s", "exposed"), ("ips", "ips"), ("rank", "rank"),
+    ("precision", "prec"), ("activation_checkpointing", "ckpt"), ("allocated_gib", "alloc"),
+    ("peak_mem_gib", "rsvd"), ("margin_gib", "margin"), ("fits", "fits"),
+    ("step_time_s", "step"), ("exposed_comm_s", "comm"), ("ips", "ips"), ("rank", "rank"),
 )  # fmt: skip
 #: The widest table a terminal is assumed to show.
 TABLE_WIDTH = 100
+#: The width the lines under the table are wrapped to.
+LEGEND_WIDTH = 88
 MODEL_WIDTH = 16  # longer model names are cut (timm's vit_gigantic_patch14_224)
 
 
@@ -119,6 +124,19 @@ def plan_table(overrides: list[str]) -> pd.DataFrame:
     return weak_scaling(rank_points(pd.DataFrame(rows)))
 
 
+def _verdicts(df: pd.DataFrame) -> pd.Series:
+    """Each row's verdict: its ``verdict`` column where set, else from ``fits`` and
+    ``tight``/``squeezed`` (tables made before the column, or by hand): ``yes``, ``tight``,
+    ``squeezed``, ``NO`` or ``?``."""
+    derived = df["fits"].map({True: "yes", False: "NO"}).fillna("?").astype(object)
+    for column, word, fits in (("tight", "tight", True), ("squeezed", "squeezed", False)):
+        if column in df:
+            derived = derived.where(~((df["fits"] == fits) & (df[column] == True)), word)  # noqa: E712
+    if "verdict" not in df:
+        return derived
+    return df["verdict"].astype(object).where(df["verdict"].notna(), derived)
+
+
 def summary_line(df: pd.DataFrame) -> str:
     """One line on what a sweep of ``df``'s points would spend: how many fit, how many the
     sweep would skip (predicted not to fit), and the node-hours of the points it would run,
@@ -130,12 +148,13 @@ def summary_line(df: pd.DataFrame) -> str:
 
     from vitfsdp.plan import STARTUP_S
 
-    fits = df["fits"]
-    skipped = int((fits == False).sum())  # noqa: E712 (None: unknown, runs)
-    runs = df[fits != False]  # noqa: E712
+    verdict = _verdicts(df)
+    fit = int(verdict.isin(("yes", "tight")).sum())
+    skipped = int(verdict.isin(("NO", "squeezed")).sum())
+    runs = df[verdict.isin(("yes", "tight", "?"))]
     step = pd.to_numeric(runs["step_time_s"], errors="coerce")
-    text = (f"{len(df)} point(s): {int((fits == True).sum())} fit, {skipped} predicted not "  # noqa: E712
-            f"to fit (the sweep skips them), {int(fits.isna().sum())} unknown")
+    text = (f"{len(df)} point(s): {fit} fit, {skipped} predicted not to fit (the sweep skips "
+            f"them), {int((verdict == '?').sum())} unknown")
     if runs.empty:
         return text
     if step.isna().any() or "steps" not in runs:
@@ -220,13 +239,16 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
     if by_rank:
         df = df.assign(_r=df["rank"].astype("float").fillna(float("inf")))
         df = df.sort_values(["model", "nodes", "_r"], kind="stable")
-    shown = pd.DataFrame({header: df[col].astype(object) for col, header in COLUMNS})
+    shown = pd.DataFrame({header: df[col].astype(object) if col in df else None
+                          for col, header in COLUMNS})
     shown["model"] = [m if len(m) <= MODEL_WIDTH else m[:MODEL_WIDTH - 1] + "~"
-                      for m in shown["model"]]
-    shown["fits"] = df["fits"].map({True: "yes", False: "NO"}).fillna("?")
-    if "tight" in df:  # fits, with less than cluster.memory_reserve_frac to spare
-        shown.loc[(df["fits"] == True) & (df["tight"] == True), "fits"] = "tight"  # noqa: E712
+                      for m in shown["model"].astype(str)]
+    shown["fits"] = _verdicts(df)
     shown["ckpt"] = df["activation_checkpointing"].map({True: "yes", False: "no"})
+    devices = set(df["device"].dropna()) if "device" in df else set()
+    peak = {frozenset({"gpu"}): "rsvd", frozenset({"cpu"}): "rss"}.get(frozenset(devices),
+                                                                     "peak")
+    shown = shown.rename(columns={"rsvd": peak})
     others = _other_overrides(df)
     column = _one_key(others) if others is not None else None
     if column is not None:  # e.g. framework=torch|jax: a column of its own, beside strategy
@@ -238,11 +260,7 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
     lines = [text, summary_line(df)]
     if others is not None:
         lines += [f"#{i}: {o}" for i, o in enumerate(others)]
-    lines += ["peak: allocated + allocator reserve (GPU) or process baseline (CPU), GiB per",
-              "rank; margin: device memory (JAX on a GPU: XLA's pool) - peak; fits: peak <=",
-              "device memory (tight: less than cluster.memory_reserve_frac of it to spare);",
-              "exposed: seconds of step - compute (communication not hidden); rank: ips order",
-              "of the points that fit, per model and nodes. All columns: --csv FILE, --json"]
+    lines += textwrap.wrap(_legend(peak), LEGEND_WIDTH)
     unknown = []
     if df["step_time_s"].isna().any():
         unknown.append("step time needs cluster.peak_tflops")
@@ -283,6 +301,28 @@ def format_terms(df: pd.DataFrame) -> str:
     notes = sorted({n for x in df["notes"].astype(str) for n in x.split("; ") if n})
     lines += [f"note: {n}" for n in notes]
     return "\n".join(lines)
+
+
+def _legend(peak: str) -> str:
+    """What the table's columns mean, ``peak`` being the header of the predicted peak
+    (``rsvd``, ``rss`` or ``peak``)."""
+    from vitfsdp.plan.memory import GPU_ALLOCATOR_OVERHEAD, GPU_CONTEXT_GIB, NCCL_COMMUNICATOR_GIB
+
+    cache = f"the allocator's cache, {GPU_ALLOCATOR_OVERHEAD:.0%} of alloc"
+    what = {"rsvd": f"torch's reserved peak: alloc + {cache}",
+            "rss": "the resident peak: alloc + the process baseline",
+            "peak": f"the reserved peak (GPU: alloc + {cache}) or the resident one (CPU)"}[peak]
+    return (f"GiB per rank: alloc = the allocated peak; {peak} = {what}; margin = the device "
+            f"memory (JAX: XLA's pool) - {peak} - what a GPU rank holds outside the allocator "
+            f"(the CUDA context, {GPU_CONTEXT_GIB:.2f} GiB measured, + "
+            f"{NCCL_COMMUNICATOR_GIB:.2f} GiB per NCCL communicator, published); fits: yes "
+            "where margin >= 0, tight where it is under cluster.memory_reserve_frac of the "
+            "device, NO where it is negative (the sweep skips it), squeezed where alloc alone "
+            "would fit (the allocator left less cache than it keeps; skipped too). step: "
+            "seconds; comm: seconds of step - compute (the "
+            "communication not hidden); rank: ips order of the points that fit, per model "
+            "and nodes. All columns: --csv FILE, --json; docs/plan.md: the model and its "
+            "sources")
 
 
 def _other_overrides(df: pd.DataFrame) -> list[str] | None:

@@ -42,6 +42,27 @@ CPU_BASELINE_GIB = 0.8
 #: allocated peak; ``peak_mem_reserved_gib - peak_mem_allocated_gib`` of a calibration sweep
 #: shows the real figure.
 GPU_ALLOCATOR_OVERHEAD = 0.15
+#: Device memory a GPU rank holds outside torch's caching allocator with no communicator of
+#: more than one rank: the CUDA context, the libraries' handles and workspaces, NCCL's
+#: one-rank communicator. Measured: NVML's used memory (``device_mem_used_gib``) less torch's
+#: reserved peak (``peak_mem_reserved_gib``) is 1.768 GiB in each of the 8 runs of
+#: docs/data/gpu-h100-2026-11-26-sweep-runs.csv (data rows 1-8) and of the 6 torch runs of
+#: docs/data/gpu-h100-2026-11-27-stall-runs.csv (rows 1-6): one H100 80GB HBM3, driver
+#: 580.159.04, CUDA 13.0, torch 2.11, world size 1. NVML's used memory counts the driver's
+#: own reserve too (NVML API reference, ``nvmlMemory_t.used``: "Sum of Reserved and
+#: Allocated"), which may lie outside the 79.18 GiB CUDA reports as the device's (nvidia-smi's
+#: 81,559 MiB less that: at most 0.47 GiB): kept in, so the term may be that much high.
+#: ROCm (HIP context) has no record here: the same figure is assumed.
+GPU_CONTEXT_GIB = 1.77
+#: Device memory of one NCCL (RCCL) communicator of more than one rank: its channels' buffers
+#: (``NCCL_BUFFSIZE``, 4 MiB by default, per channel and peer for the Simple protocol, and the
+#: LL and LL128 buffers; NCCL's environment-variable documentation). Published, not measured
+#: here (no multi-GPU record with NVML's figure in docs/data): 688 MB for each communicator of
+#: 3-4 ranks, 544 MB of 2, on 4 A100s with NVLink under PyTorch, a 4 MB all-reduce each
+#: (NVIDIA/nccl issue #964; taken as MiB, the larger reading). NCCL's maintainers: the buffers
+#: grow with the number of channels (an H100's NVLink 4 takes more channels than an A100's,
+#: so this may be low there) and not with the ranks beyond 2 nodes (NVIDIA/nccl #864).
+NCCL_COMMUNICATOR_GIB = 688 / 1024
 
 
 @dataclass(frozen=True)
