@@ -385,7 +385,7 @@ def _style_panel(ax, panel: pd.DataFrame, title: str, ylabel: str,
     """Log-2 node axis with node counts as ticks, labels, title and, under the x label, the
     not-completed note (:func:`_note_text`) followed by ``remarks`` (sentences on the panel
     as a whole, such as :data:`~vitfsdp.analysis.figures.memory.TINY_STATE`): below the
-    plotting area, where no text can run through the data."""
+    plotting area, where no text can run through the data (:func:`_write_note`)."""
     nodes = sorted({int(n) for n in panel["nodes"].dropna()})
     if nodes:
         ax.set_xscale("log", base=2)
@@ -397,7 +397,14 @@ def _style_panel(ax, panel: pd.DataFrame, title: str, ylabel: str,
     _set_title(ax, title)
     ax.grid(True, which="major", alpha=0.3)
     ax.tick_params(labelsize=PAPER_RC["xtick.labelsize"])  # kept if saved outside PAPER_RC
-    if notes or remarks:  # just under the x label, wrapped to the panel's width
+    _write_note(ax, notes, remarks)
+
+
+def _write_note(ax, notes: list[tuple[bool, str]], remarks: Sequence[str] = ()) -> None:
+    """The not-completed note (:func:`_note_text`) followed by ``remarks``, just under the
+    panel's x label (under its tick labels where the label is empty), wrapped to the
+    panel's width; nothing where there are neither."""
+    if notes or remarks:
         width = _chars_per_line(PANEL_WIDTH_IN - Y_LABELS_IN, NOTE_FONTSIZE)
         text = "\n".join(textwrap.fill(part, width=width)
                          for part in ([_note_text(notes)] if notes else []) + list(remarks))

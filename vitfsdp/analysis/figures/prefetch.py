@@ -13,22 +13,55 @@ from vitfsdp.analysis.figures.finish import _finish
 from vitfsdp.analysis.figures.panels import (
     _bar_spreads,
     _new_figure,
+    _note_items,
     _panel_title,
     _ring_host_bound,
     _set_title,
+    _write_note,
 )
-from vitfsdp.analysis.figures.style import NOT_COMPLETED_Y, PAPER_RC, _mpl, _paper_style
+from vitfsdp.analysis.figures.style import (
+    AXES_HEIGHT_IN,
+    NOT_COMPLETED_Y,
+    PANEL_WIDTH_IN,
+    PAPER_RC,
+    Y_LABELS_IN,
+    _mpl,
+    _paper_style,
+)
 from vitfsdp.analysis.lines import line_columns
 from vitfsdp.analysis.lines import line_label as _line_label
-from vitfsdp.analysis.tables import ABLATION_COLUMNS, PREFETCH_ORDER, points_table, prefetch_table
+from vitfsdp.analysis.tables import (
+    ABLATION_COLUMNS,
+    PREFETCH_ORDER,
+    equivalence_table,
+    observed_noise,
+    points_table,
+    prefetch_table,
+)
+from vitfsdp.analysis.verdict import BEYOND
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
     from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
 
-#: Bar colour per backward_prefetch in the ablation (ColorBrewer Dark2: not the strategy
-#: colours, since bars there are prefetch settings, not strategies).
-PREFETCH_COLORS = {"BACKWARD_PRE": "#1b9e77", "BACKWARD_POST": "#d95f02", "NONE": "#7570b3"}
+#: Bar colour per backward_prefetch in the ablation: viridis at 0.08, 0.58 and 0.90 (not the
+#: strategy colours, since bars there are prefetch settings, not strategies), dark, middle
+#: and light, so they read in greyscale too: their luma (ITU-R BT.601, what a greyscale
+#: print or PIL's ``convert("L")`` keeps) is 52, 121 and 192 of 255, about 70 apart; the
+#: hatching of ``limit_all_gathers=False`` moves a bar's mean grey by less than that.
+PREFETCH_COLORS = {"BACKWARD_PRE": "#481d6f", "BACKWARD_POST": "#20a386", "NONE": "#bddf26"}
+#: Fill opacity of a bar whose place against its group's fastest is no result
+#: (:func:`_settled`): a pale fill, its outline in the full colour.
+UNSETTLED_ALPHA = 0.3
+#: Luma (0-255) under which a bar's hatching is drawn white, not black (dark fills).
+DARK_LUMA = 100
+#: Room (points) above the highest bar for its run count and the fastest's star.
+LABEL_ROOM_PT = 20
+#: Size (points) of the run count over a bar.
+RUNS_FONTSIZE = 6
+#: The legend's words for a pale bar and for the star.
+UNSETTLED_LABEL = ("pale: not established against its group's fastest (too few runs / "
+                   "within the spread or the noise: prefetch.csv vs_best)")
+WINNER_LABEL = "fastest, beyond the spread of every other variant"
 
 
 @_paper_style
@@ -40,12 +73,22 @@ def plot_prefetch(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Fi
     strategy completed: prefetching hides communication, which grows with the node count,
     so the largest ablated scale is where the choice matters (``prefetch.csv`` holds every
     node count). One bar group per strategy (and any other varying config); bar colour =
-    ``backward_prefetch``, hatching = ``limit_all_gathers=False``; min-max error bars over
-    repeats, or thin uncapped ones over a one-run variant's timed windows (none under
-    :data:`~vitfsdp.analysis.figures.style.MIN_ERROR_BAR`); a grey hexagon on a host-bound
-    bar (median busy share below the bound, least busy rank: its images/s measure the wrapper, not
-    prefetching); a run that did not complete is an ``x`` at its bar's place. One legend
-    below the panels.
+    ``backward_prefetch`` (:data:`PREFETCH_COLORS`: apart in greyscale too), hatching =
+    ``limit_all_gathers=False``; min-max error bars over repeats, or thin uncapped ones over
+    a one-run variant's timed windows (none under
+    :data:`~vitfsdp.analysis.figures.style.MIN_ERROR_BAR`). A bar is pale
+    (:data:`UNSETTLED_ALPHA`, outlined in its colour) where prefetch.csv's ``vs_best`` is no
+    result (too few runs, within the spread or the noise), the fastest too where any other
+    variant of its group is; the fastest is starred only where it beats every other beyond
+    the spread (:func:`_settled`). Each bar's completed runs are written over it
+    (``n=2``), or once in the legend where every bar has as many. A grey hexagon on a
+    host-bound bar (median busy share below the bound, least busy rank: its images/s
+    measure the wrapper, not prefetching). A variant with runs that did not complete is an
+    ``x`` at its bar's place, at the images/s they reached before they ended (median), else
+    at the panel's bottom, and an item of the note under the panel
+    (:func:`~vitfsdp.analysis.figures.panels._note_items`, with what the ``x`` stands at).
+    The title gives the node count and the ranks (CPU runs) or GPUs. One legend below the
+    panels.
 
     Args:
         df: a ``collect_runs`` frame.
@@ -54,75 +97,200 @@ def plot_prefetch(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Fi
     Returns:
         The figure, or ``None`` when no strategy ran two prefetch variants at one node count.
     """
-    table = prefetch_table(points_table(df))
+    points = points_table(df)
+    # the verdicts of prefetch.csv: judged against the sweep's observed noise as there
+    table = prefetch_table(points, observed_noise(equivalence_table(points, df)))
     counts = table.groupby(["model", "nodes", "configuration"]).size()
     ablated = counts[counts >= 2].reset_index()
     if ablated.empty:
         return None
     at = ablated.groupby("model")["nodes"].max()
+    shown = pd.concat([table[(table["model"] == m) & (table["nodes"] == n)]
+                       for m, n in at.items()])
+    runs = set(shown["num_repeats"].astype(int))
     fig, axes = _new_figure(len(at))
-    extras, drawn = set(), set()
+    extras: set[str] = set()
+    drawn: dict[str, set] = {"variants": set(), "looks": set()}
     for ax, (model, nodes) in zip(axes, at.items(), strict=True):
         bars = table[(table["model"] == model) & (table["nodes"] == nodes)]
-        drawn |= _draw_prefetch_panel(ax, bars, _ablation_failures(df, model, nodes), extras)
+        _draw_prefetch_panel(ax, bars, _ablation_runs(df, model, nodes), extras, drawn,
+                             label_runs=len(runs) > 1)
         panel = df[df["model"] == model]
-        world = panel.loc[panel["nodes"] == nodes, "world_size"].dropna()
-        gpus = f", {int(world.iloc[0])} GPUs" if len(world) else ""
-        _set_title(ax, f"{_panel_title(model, panel)}\nat {nodes} node(s){gpus}")
+        here = panel[panel["nodes"] == nodes]
+        world = here["world_size"].dropna()
+        # CPU runs are ranks, not GPUs (as the TFLOP/s figure and the footer say)
+        per = "ranks" if set(here["device_type"].dropna()) == {"cpu"} else "GPUs"
+        devices = f", {int(world.iloc[0])} {per}" if len(world) else ""
+        _set_title(ax, f"{_panel_title(model, panel)}\nat {nodes} node(s){devices}")
+    common = runs.pop() if len(runs) == 1 else None
     _finish(fig, "Backward prefetch and limit_all_gathers", df, path, extras,
-            _prefetch_handles(drawn))
+            _prefetch_handles(drawn, common))
     return fig
 
 
-def _prefetch_handles(drawn: set[tuple[str, bool]]) -> list[Patch]:
-    """Legend entries of the bars drawn (``(backward_prefetch, limit_all_gathers)``): one
-    colour per prefetch setting, and the hatching of ``limit_all_gathers=False``."""
-    handles = [_mpl().Patch(facecolor=PREFETCH_COLORS.get(p, "0.5"), edgecolor="black", lw=0.6,
-                     label=p) for p in PREFETCH_ORDER if p in {p for p, _ in drawn}]
-    if any(not limit for _, limit in drawn):
-        handles.append(_mpl().Patch(facecolor="white", edgecolor="black", lw=0.6, hatch="///",
-                             label="limit_all_gathers=False"))
+def _prefetch_handles(drawn: dict[str, set], runs: int | None = None) -> list:
+    """Legend entries of the bars drawn: one colour per prefetch setting (of
+    ``drawn["variants"]``, ``(backward_prefetch, limit_all_gathers)``), the hatching of
+    ``limit_all_gathers=False``, the pale bar and the star where drawn
+    (``drawn["looks"]``: ``unsettled``, ``winner``), and ``runs``, every bar's count of
+    completed runs where they all have as many (else each bar says its own)."""
+    mpl = _mpl()
+    variants = drawn["variants"]
+    handles = [mpl.Patch(facecolor=PREFETCH_COLORS.get(p, "0.5"), edgecolor="black", lw=0.6,
+                         label=p) for p in PREFETCH_ORDER if p in {p for p, _ in variants}]
+    if any(not limit for _, limit in variants):
+        handles.append(mpl.Patch(facecolor="white", edgecolor="black", lw=0.6, hatch="///",
+                                 label="limit_all_gathers=False"))
+    if "unsettled" in drawn["looks"]:
+        handles.append(mpl.Patch(facecolor=(0.45, 0.45, 0.45, UNSETTLED_ALPHA),
+                                 edgecolor="0.45", lw=1.2, label=UNSETTLED_LABEL))
+    if "winner" in drawn["looks"]:
+        handles.append(mpl.Line2D([], [], marker="*", color="black", ms=7, ls="none",
+                                  label=WINNER_LABEL))
+    if runs is not None:
+        plural = "run" if runs == 1 else "runs"
+        handles.append(mpl.Line2D([], [], ls="none",
+                                  label=f"every bar: median of n={runs} completed {plural}"))
     return handles
 
 
-def _draw_prefetch_panel(ax, bars: pd.DataFrame, failed: pd.DataFrame,
-                         extras: set[str]) -> set[tuple[str, bool]]:  # fmt: skip
-    """Grouped bars of one model and node count; ``x`` marks for failed variants (added to
-    ``extras`` for the legend). Returns the ``(backward_prefetch, limit_all_gathers)``
-    variants drawn as bars."""
-    groups = sorted(set(bars["configuration"]) | set(failed["configuration"]))
+def _settled(bars: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Which bars' place against their group's fastest (``configuration``) is a result, and
+    which bar is a fastest that beats every other variant of its group beyond the spread.
+
+    A slower variant is settled where prefetch.csv's ``vs_best`` is
+    :data:`~vitfsdp.analysis.verdict.BEYOND`, none of the verdicts that are no result (too
+    few runs, one run, within the spread, within the noise); the fastest where every other
+    variant of its group is (the winner), or where it is its group's only bar (nothing to
+    compare). Returns ``(settled, winner)``, boolean on ``bars``' index."""
+    group = bars["configuration"]
+    size = bars.groupby(group)["ips"].transform("size")
+    fastest = bars["ips"] == bars.groupby(group)["ips"].transform("max")
+    slower = bars["vs_best"].fillna("").astype(str) == BEYOND
+    beaten = slower.groupby(group).transform("sum")
+    winner = fastest & (size > 1) & (beaten == size - 1)
+    return (slower | winner | (size == 1)), winner
+
+
+def _draw_prefetch_panel(ax, bars: pd.DataFrame, runs: pd.DataFrame, extras: set[str],
+                         drawn: dict[str, set], label_runs: bool) -> None:  # fmt: skip
+    """Grouped bars of one model and node count (``bars``: rows of prefetch_table; ``runs``:
+    every run there, :func:`_ablation_runs`), pale where not :func:`_settled`, the winner
+    starred, each bar's run count over it where ``label_runs``; ``x`` marks and the note
+    under the panel for variants with runs that did not complete. Adds the kinds of mark
+    drawn to ``extras`` and the variants and looks drawn to ``drawn``."""
+    bad = (runs["status"] != "completed") | runs["ips"].isna()
+    groups = sorted(set(bars["configuration"]) | set(runs.loc[bad, "configuration"]))
     variants = [(p, lim) for p in PREFETCH_ORDER for lim in (True, False)
-                if _variant(bars, p, lim).any() or _variant(failed, p, lim).any()]
+                if _variant(bars, p, lim).any() or _variant(runs[bad], p, lim).any()]
     width = 0.8 / len(variants)
-    failed_xs = []
+    settled, winner = _settled(bars)
+    at_value, at_bottom, notes, labels = [], [], [], []
     for i, (prefetch, limit) in enumerate(variants):
         offset = (i - (len(variants) - 1) / 2) * width
         rows = bars[_variant(bars, prefetch, limit)]
         xs = [groups.index(g) + offset for g in rows["configuration"]]
-        ax.bar(xs, rows["ips"], width, color=PREFETCH_COLORS.get(prefetch, "0.5"),
-               hatch=None if limit else "///", edgecolor="black", linewidth=0.6,
-               label=f"{prefetch}, limit_all_gathers={limit}")
+        color = PREFETCH_COLORS.get(prefetch, "0.5")
+        container = ax.bar(xs, rows["ips"], width, color=color,
+                           hatch=None if limit else "///", edgecolor="black", linewidth=0.6,
+                           label=f"{prefetch}, limit_all_gathers={limit}")
+        for patch, ok in zip(container.patches, settled[rows.index], strict=True):
+            _bar_look(patch, color, ok, hatched=not limit)
+            if not ok:
+                drawn["looks"].add("unsettled")
         _bar_spreads(ax, xs, rows["ips"], rows["ips_span_low"], rows["ips_span_high"],
                      rows["num_repeats"], extras)
         # the host decided: the bar measures the wrapper, not prefetching
         bound = rows["host_bound"].fillna(False).astype(bool).to_numpy()
         _ring_host_bound(ax, [x for x, b in zip(xs, bound, strict=True) if b],
                          rows["ips"][bound], extras)
-        miss = failed[_variant(failed, prefetch, limit)]
-        failed_xs += [groups.index(g) + offset for g in miss["configuration"]]
-    if failed_xs:
-        ax.scatter(failed_xs, [NOT_COMPLETED_Y] * len(failed_xs), marker="x", color="black",
-                   transform=ax.get_xaxis_transform(), clip_on=False, zorder=3,
+        tops = rows[["ips", "ips_span_high"]].max(axis=1)
+        labels += [(x, top, int(n) if label_runs else None, star) for x, top, n, star in zip(
+            xs, tops, rows["num_repeats"], winner[rows.index], strict=True)]
+        for group in groups:  # the variant's runs that did not complete, per bar group
+            mine = runs[_variant(runs, prefetch, limit) & (runs["configuration"] == group)]
+            failed = mine[bad[mine.index]]
+            if failed.empty:
+                continue
+            x = groups.index(group) + offset
+            reached = (failed["ips_reached"].median() if "ips_reached" in failed
+                       else float("nan"))
+            placed = pd.notna(reached) and reached > 0
+            if placed:
+                at_value.append((x, reached))
+            else:
+                at_bottom.append(x)
+            median = "the median " if len(failed) > 1 else ""
+            where = (f"x at {median}{reached:,.0f} images/s reached" if placed
+                     else "nothing reached: x at the bottom")
+            label = f"{group} {prefetch} limit_all_gathers={limit}"
+            notes += [(done, f"{text[:-1]}; {where})")
+                      for done, text in _note_items(mine, bad[mine.index], label, "ips")]
+        if len(rows):
+            drawn["variants"].add((prefetch, limit))
+    if at_value:  # at what the runs reached before they ended, as on weak_scaling.png
+        ax.scatter(*zip(*at_value, strict=True), marker="x", color="black", zorder=4,
                    label="_not completed")
+    if at_bottom:  # nothing reached: at the panel's bottom, in axes fraction
+        ax.scatter(at_bottom, [NOT_COMPLETED_Y] * len(at_bottom), marker="x", color="black",
+                   transform=ax.get_xaxis_transform(), clip_on=False, zorder=4,
+                   label="_not completed")
+    if at_value or at_bottom:
         extras.add("failed")
     ax.set_xticks(range(len(groups)), labels=[textwrap.fill(g, 18) for g in groups])
     ax.set_xlim(-0.5, len(groups) - 0.5)  # every bar slot, drawn or not, inside the axes
     ax.set_ylabel("throughput (images/s, global)")
-    ax.set_ylim(bottom=0, top=1.12 * ax.get_ylim()[1])
+    top = 1.12 * ax.get_ylim()[1]
+    if any(n is not None or star for _, _, n, star in labels):  # room for the labels over bars
+        highest = max(t for _, t, _, _ in labels)
+        top = max(top, highest / (1 - LABEL_ROOM_PT / (AXES_HEIGHT_IN * 72)))
+    ax.set_ylim(bottom=0, top=top)
+    _label_bars(ax, labels, width / len(groups))
+    if any(star for *_, star in labels):
+        drawn["looks"].add("winner")
     ax.yaxis.set_major_formatter(_mpl().FuncFormatter(lambda y, _: f"{y:,.0f}"))
     ax.grid(True, axis="y", alpha=0.3)
     ax.tick_params(labelsize=PAPER_RC["xtick.labelsize"])
-    return {(p, lim) for p, lim in variants if _variant(bars, p, lim).any()}
+    _write_note(ax, notes)
+
+
+def _bar_look(patch, color: str, settled: bool, hatched: bool) -> None:
+    """A settled bar: its colour, a thin black outline, hatching (where ``hatched``) white
+    on a dark fill (luma under :data:`DARK_LUMA`), else black; an unsettled one: a pale fill
+    (:data:`UNSETTLED_ALPHA` of its colour), a thicker outline in its colour, dark grey
+    hatching. Hatching takes its own colour from matplotlib 3.10 (the outline's before)."""
+    mpl = _mpl()
+    if settled:
+        r, g, b = mpl.matplotlib.colors.to_rgb(color)
+        hatch = "white" if 255 * (0.299 * r + 0.587 * g + 0.114 * b) < DARK_LUMA else "black"
+    else:
+        patch.set_facecolor(mpl.matplotlib.colors.to_rgba(color, UNSETTLED_ALPHA))
+        patch.set_edgecolor(color)
+        patch.set_linewidth(1.2)
+        hatch = "0.25"
+    if hatched and hasattr(patch, "set_hatchcolor"):
+        patch.set_hatchcolor(hatch)
+
+
+def _label_bars(ax, labels: list[tuple[float, float, int | None, bool]],
+                bar_width: float) -> None:  # fmt: skip
+    """Over each bar (``(x, top, runs, winner)``: ``top`` its bar's or error bar's top, in
+    data units): ``n=runs`` where given (upright where it fits the bar's width, else
+    turned), and a star over the winner."""
+    width_in = bar_width * (PANEL_WIDTH_IN - Y_LABELS_IN)  # about: the axes' share of a panel
+    for x, top, runs, star in labels:
+        above = 1.0
+        if runs is not None:
+            text = f"n={runs}"
+            turned = len(text) * 0.62 * RUNS_FONTSIZE / 72 > 0.9 * width_in
+            label = ax.annotate(text, xy=(x, top), xytext=(0, above), textcoords="offset points",
+                                ha="center", va="bottom", fontsize=RUNS_FONTSIZE,
+                                rotation=90 if turned else 0)
+            above += (len(text) * 0.62 if turned else 1.2) * RUNS_FONTSIZE
+            label.set_gid("runs")
+        if star:
+            ax.annotate("\u2605", xy=(x, top), xytext=(0, above), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=8).set_gid("winner")
 
 
 def _variant(rows: pd.DataFrame, prefetch: str, limit: bool) -> pd.Series:
@@ -130,11 +298,10 @@ def _variant(rows: pd.DataFrame, prefetch: str, limit: bool) -> pd.Series:
     return (rows["backward_prefetch"] == prefetch) & (rows["limit_all_gathers"] == limit)
 
 
-def _ablation_failures(df: pd.DataFrame, model: str, nodes: int) -> pd.DataFrame:
-    """Runs of the ablation at one model and node count that did not complete, with the
+def _ablation_runs(df: pd.DataFrame, model: str, nodes: int) -> pd.DataFrame:
+    """Every run of the ablation at one model and node count (each status), with the
     bar-group label :func:`~vitfsdp.analysis.tables.prefetch_table` gives them."""
-    rows = df[(df["model"] == model) & (df["nodes"] == nodes)
-              & ((df["status"] != "completed") | df["ips"].isna())]
+    rows = df[(df["model"] == model) & (df["nodes"] == nodes)]
     rows = rows.dropna(subset=list(ABLATION_COLUMNS))
     keys = [c for c in line_columns(df) if c not in ABLATION_COLUMNS]
     labels = [_line_label(r, keys) for _, r in rows.iterrows()]
