@@ -222,6 +222,62 @@ def test_six_points_in_packs_under_a_two_job_limit(tmp_path):
 
 
 @pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
+def test_the_breaker_cancels_a_pending_pack_and_records_each_of_its_points(tmp_path):
+    """Packs (by_nodes) of 2 points in a broken environment (GLOO_SOCKET_IFNAME=ib0: every
+    point fails at start-up): three packs (three cluster.sbatch_args, one shape each) run,
+    the fourth is held in the queue. Once a point of each of the three has failed, the held
+    pack is cancelled and both its points are recorded cancelled with the breaker's reason;
+    the packs still running are left to run (their later points are not cancelled) and named
+    with their scancel."""
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    job_name = f"vitfsdp-test-{uuid.uuid4().hex[:8]}"
+    try:  # the held pack goes even on a timeout
+        proc = run_module(
+            "vitfsdp.sweep", "-m", "cluster=virtual", "model=vit_tiny", "device=cpu",
+            "strategy=FULL_SHARD", "nodes=1", "repeat=0,1", "+cluster.env.GLOO_SOCKET_IFNAME=ib0",
+            "train.steps=4", "train.warmup_steps=1", "cluster.gpus_per_node=1",
+            "cluster.poll_s=1", 'cluster.sbatch_args=[],["--comment=b"],["--comment=c"],["--hold"]',
+            "hydra.launcher.pack=by_nodes", f"hydra.sweep.dir={sweep_dir}",
+            f"hydra.launcher.job_name={job_name}", cwd=tmp_path, timeout=300)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 1, out[-3000:]
+        points = [p for p in sweep_dir.iterdir() if (p / "job.json").exists()]
+        held = [p for p in points if "--hold" in p.name]
+        ran = [p for p in points if "--hold" not in p.name]
+        (pack_id,) = {read(p / "job.json")["job_id"] for p in held}
+        ran_ids = {read(p / "job.json")["job_id"] for p in ran}
+        assert len(held) == 2 and len(ran_ids) == 3
+        line = re.search(r"the points of 3 jobs failed before their first timed window with "
+                         r"the same reason, none completed: (.*)$", out, re.M)
+        assert line, out[-3000:]
+        assert (f"Unable to find address for: ib0; 1 pending job cancelled ({pack_id}), as it "
+                "would fail the same way after the wait in the queue") in line[1], line[1]
+        running = re.search(r"; \d jobs? already running left to run \(([\d ]+)\); stop (?:it|"
+                            r"them) with: scancel ([\d ]+)\. Fix it", line[1])
+        if running:  # the packs whose first point had failed may have ended by then
+            assert running[1] == running[2] and set(running[1].split()) <= ran_ids
+        for p in held:
+            summary = read(p / "summary.json")
+            assert summary["status"] == "cancelled", summary
+            assert summary["reason"].startswith(
+                "cancelled before it started: 3 jobs failed before their first timed window "
+                "with the same reason (Slurm job ")
+            assert summary["reason"].endswith("Unable to find address for: ib0); fix it and "
+                                              "rerun")
+            assert summary["slurm"]["job_state"] == "CANCELLED"
+        assert {read(p / "summary.json")["status"] for p in ran} == {"failed"}
+        states = slurm("sacct", "-n", "-P", "-X", "-j", ",".join([pack_id, *ran_ids]),
+                       "-o", "JobID,State")
+        assert states.returncode == 0, states.stderr
+        ended = dict(r.split("|") for r in states.stdout.splitlines())
+        assert ended.pop(pack_id).startswith("CANCELLED"), states.stdout
+        assert not any(s.startswith("CANCELLED") for s in ended.values()), states.stdout
+    finally:
+        slurm("scancel", "-n", job_name)
+
+
+@pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
 def test_the_probe_of_a_packs_allocation_lands_in_the_sweeps_probe_file(tmp_path):
     """On the virtual cluster, a pack of 2 nodes with ``cluster.probe=allocation`` measures
     its allocation (world size 4: collectives across the 2 nodes) into the sweep's

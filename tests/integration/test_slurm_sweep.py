@@ -356,6 +356,58 @@ def test_a_failure_every_job_meets_stops_the_submissions(tmp_path):
     assert "follow with" not in out and "once fixed, go on with: " in out
 
 
+def test_the_breaker_cancels_the_sweeps_pending_jobs(tmp_path):
+    """The reviewer's broken environment (GLOO_SOCKET_IFNAME names an interface the nodes
+    lack: every job fails at start-up with one gloo error), every job queued at once (no
+    cluster.max_jobs): three points run and fail; the other three, held in the queue (as a
+    16-node job waits for its nodes), are cancelled once the three have failed, not left to
+    start and fail. Their points are recorded cancelled with the breaker's reason, Slurm
+    ends them CANCELLED, the line says so with the command that goes on, and the sweep exits
+    1 (points did not complete)."""
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    job_name = f"vitfsdp-test-{uuid.uuid4().hex[:8]}"  # here: held jobs go even on a timeout
+    try:
+        proc = run_module("vitfsdp.sweep", "-m", "cluster=virtual", *FAST,
+                          "strategy=FULL_SHARD", "nodes=1", "repeat=0,1,2",
+                          "+cluster.env.GLOO_SOCKET_IFNAME=ib0",
+                          'cluster.sbatch_args=[],["--hold"]', f"hydra.sweep.dir={sweep_dir}",
+                          f"hydra.launcher.job_name={job_name}", cwd=tmp_path, timeout=300)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 1, out[-3000:]
+        held = [p for p in _points(sweep_dir) if "--hold" in p.name]
+        ran = [p for p in _points(sweep_dir) if "--hold" not in p.name]
+        assert len(held) == 3 and len(ran) == 3
+        ids = [read(p / "job.json")["job_id"] for p in held]
+        line = re.search(r"the points of 3 jobs failed before their first timed window with "
+                         r"the same reason, none completed: (.*)$", out, re.M)
+        assert line, out[-3000:]
+        assert "Unable to find address for: ib0; 3 pending jobs cancelled " \
+            f"({' '.join(ids)}), as they would fail the same way after the wait in the " \
+            "queue. Fix it, then go on with: python -m vitfsdp.sweep -m --rerun-failed " \
+            in line[1], line[1]
+        assert "already running" not in line[1]  # none was: the three had ended
+        assert "sweep done: 3 cancelled, 3 failed" in out
+        for p in ran:
+            assert read(p / "summary.json")["status"] == "failed"
+        for p in held:
+            summary = read(p / "summary.json")
+            assert summary["status"] == "cancelled" and summary["interrupted"] is True
+            assert re.fullmatch(
+                r"cancelled before it started: 3 jobs failed before their first timed window "
+                r"with the same reason \(Slurm job \d+_\d ended FAILED before the first step "
+                r"without a summary: .*Unable to find address for: ib0\); fix it and rerun",
+                summary["reason"]), summary["reason"]
+            assert summary["slurm"]["state"] == "CANCELLED"
+            assert summary["slurm"]["reason"] == "JobHeldUser"
+        array = ids[0].split("_")[0]
+        states = slurm("sacct", "-n", "-P", "-X", "-j", array, "-o", "State")
+        assert states.returncode == 0, states.stderr
+        assert [s.split()[0] for s in states.stdout.splitlines()] == ["CANCELLED"], states.stdout
+    finally:
+        slurm("scancel", "-n", job_name)
+
+
 def test_a_detached_sweep_run_again_submits_only_what_fits(tmp_path):
     """cluster.max_jobs=1, three points, --detach twice while the first job runs: the second
     command counts that job against the limit and submits nothing (it submitted a second

@@ -2,19 +2,27 @@
 or submitted (a job per point, job arrays for equal shapes, or packs) at most
 ``cluster.max_jobs`` at a time, then watched in a live status table until every point is done
 (:func:`launch_slurm`).
+
+Where the points of :data:`SAME_FAILURE_STOP` jobs fail before their first timed window with
+one reason (:func:`same_early_failure`), the sweep submits no more jobs and cancels those it
+submitted that are still pending (one ``scancel``), recording each of their points
+``cancelled`` with a reason that names the failure: they would only fail the same way after
+their wait in the queue. Its jobs already running are left to run.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from vitfsdp import plan as planner
-from vitfsdp.core.layout import PACK_DIR, SCRIPT_FILE, SUBMITIT_DIR, TASK_LOG_DIR
+from vitfsdp.core.layout import CANCELLED, PACK_DIR, SCRIPT_FILE, SUBMITIT_DIR, TASK_LOG_DIR
 from vitfsdp.launch import LaunchOptions, pack, secrets, slurm, status, time_limit_s
-from vitfsdp.records import SUMMARY_FILE, read_json, reason_line
+from vitfsdp.records import SUMMARY_FILE, mark_failed, read_json, reason_line
 from vitfsdp.sweep.point import Point, SweepRefused, log
 from vitfsdp.sweep.report import NOT_SUBMITTED, resume_command, status_command
 
@@ -92,8 +100,9 @@ def same_early_failure(rows: Sequence[status.PointState]) -> str | None:
     interrupted from outside (a node failure), where no point of ``rows`` completed: the
     signature of what every job of the sweep meets (an environment that does not run on the
     compute nodes, a network plugin that does not load across nodes), so the jobs not yet
-    submitted would only fail the same way after their wait in the queue. Reasons are
-    compared with their numbers left out (node names, job ids). None otherwise."""
+    submitted, or submitted and still pending, would only fail the same way after their wait
+    in the queue. Reasons are compared with their numbers left out (node names, job ids).
+    None otherwise."""
     if any(r.status == "completed" for r in rows):
         return None
     seen: dict[str, dict[str, str]] = {}  # reason without numbers: job id -> reason
@@ -110,8 +119,9 @@ def same_early_failure(rows: Sequence[status.PointState]) -> str | None:
 class _Submitter:
     """The watch's poll: submit the units that fit ``max_jobs`` (:func:`pack.submit_free`)
     until :func:`same_early_failure` finds the reason every job meets; then submit no more,
-    say so once with the command that goes on once it is fixed, and return true (the watch
-    then waits only for the jobs submitted)."""
+    cancel the sweep's jobs still pending (:func:`_cancel_pending`: never started, a pack
+    with all its points), leave those running, say so once with the command that goes on
+    once it is fixed, and return true (the watch then waits only for the jobs submitted)."""
 
     def __init__(self, units: list[pack.Unit], max_jobs: int | None, sweep_dir: Path,
                  qos: str | None = None) -> None:
@@ -119,25 +129,54 @@ class _Submitter:
         self.held: str | None = None
 
     def __call__(self, rows: list[status.PointState]) -> bool:
-        waiting = _unsubmitted_jobs(self.units)
-        if self.held is None and waiting and (reason := same_early_failure(rows)):
-            self.held = (f"not submitted: the points of {SAME_FAILURE_STOP} jobs failed "
-                         f"before their first timed window with the same reason ({reason})")
-            status.record_not_submitted(
-                self.sweep_dir, f"held back: {SAME_FAILURE_STOP} jobs failed the same way "
-                "before their first timed window", then="fix that, then run the sweep again")
-            log.error("the points of %d jobs failed before their first timed window with the "
-                      "same reason, none completed: %s; %d job(s) not submitted, as they would "
-                      "fail the same way after their wait in the queue. Fix it, then go on "
-                      "with: %s",
-                      SAME_FAILURE_STOP, reason, waiting,
-                      resume_command(self.sweep_dir, "--rerun-failed"))
+        if self.held is None and (reason := same_early_failure(rows)):
+            self._stop(rows, reason)
         if self.held is None:
             try:
                 pack.submit_free(self.units, self.max_jobs, status.num_alive(rows))
             except pack.SubmitRefused as e:  # every job of the sweep has ended: none to wait for
                 self.hold(e)
         return self.held is not None
+
+    def _stop(self, rows: list[status.PointState], reason: str) -> None:
+        """The breaker: where jobs of the sweep wait (not submitted, or pending in the
+        queue), submit no more, cancel the pending ones and say so in one line (with the
+        running jobs left to run and the ``scancel`` that stops them, and the command that
+        goes on once the reason is fixed). Nothing where no job waits."""
+        waiting = _unsubmitted_jobs(self.units)
+        own = {j for u in self.units for j in (u.job_ids or [])}  # this command's jobs
+        pending = _job_rows(rows, own, ("PENDING",))
+        if not waiting and not pending:
+            return
+        self.held = (f"not submitted: the points of {SAME_FAILURE_STOP} jobs failed "
+                     f"before their first timed window with the same reason ({reason})")
+        if waiting:
+            status.record_not_submitted(
+                self.sweep_dir, f"held back: {SAME_FAILURE_STOP} jobs failed the same way "
+                "before their first timed window", then="fix that, then run the sweep again")
+        why = (f"cancelled before it started: {SAME_FAILURE_STOP} jobs failed before their "
+               f"first timed window with the same reason ({reason}); fix it and rerun")
+        cancelled, error = _cancel_pending(pending, why)
+        stopped = [f"{status.plural(len(cancelled), 'pending job')} cancelled "
+                   f"({' '.join(cancelled)})"] if cancelled else []
+        stopped += [f"{status.plural(waiting, 'job')} not submitted"] if waiting else []
+        they = "it" if len(cancelled) + waiting == 1 else "they"
+        said = [f"{' and '.join(stopped)}, as {they} would fail the same way after the wait "
+                "in the queue"] if stopped else []
+        if error:
+            said.append(f"{status.plural(len(pending), 'pending job')} not cancelled "
+                        f"({error}): cancel them with: "
+                        f"{shlex.join(['scancel', *pending])}")
+        running = [j for j in _job_rows(rows, own, status.ALIVE_STATES) if j not in pending]
+        if running:
+            them = "it" if len(running) == 1 else "them"
+            said.append(f"{status.plural(len(running), 'job')} already running left to run "
+                        f"({' '.join(running)}); stop {them} with: "
+                        f"{shlex.join(['scancel', *running])}")
+        log.error("the points of %d jobs failed before their first timed window with the "
+                  "same reason, none completed: %s; %s. Fix it, then go on with: %s",
+                  SAME_FAILURE_STOP, reason, "; ".join(said),
+                  resume_command(self.sweep_dir, "--rerun-failed"))
 
     def hold(self, e: pack.SubmitRefused) -> None:
         """sbatch refused a submission with no job of the sweep left to wait for: submit no
@@ -149,6 +188,49 @@ class _Submitter:
                   "%d job(s) not submitted. %s, then go on with: %s", e.num_jobs, e.words,
                   waiting, _refusal_fix(e.num_jobs, self.max_jobs, self.qos),
                   resume_command(self.sweep_dir))
+
+
+def _job_rows(rows: Sequence[status.PointState], own: set[str],
+              states: Sequence[str]) -> dict[str, list[status.PointState]]:
+    """The jobs among ``own`` whose state (the job's: a pack's, not its point's step) Slurm
+    reported in ``states`` at this poll (one squeue and one sacct call for all:
+    :func:`status.collect`), each with the rows of its points that have no summary yet."""
+    jobs: dict[str, list[status.PointState]] = {}
+    for r in rows:
+        if r.job_id in own and r.job is not None and r.job.state in states and r.status is None:
+            jobs.setdefault(r.job_id, []).append(r)
+    return jobs
+
+
+def _cancel_pending(pending: dict[str, list[status.PointState]],
+                    why: str) -> tuple[list[str], str | None]:
+    """Cancel the ``pending`` jobs (id → their points' rows) in one ``scancel`` and record
+    each of their points ``cancelled`` with ``why`` (ended from outside: a rerun runs it
+    again), Slurm's end (``CANCELLED``, with the pending reason of the poll) in its summary's
+    ``slurm`` object, as :func:`status.reconcile` would keep it: a cancelled task of a job
+    array that never started is not reported on its own by squeue or sacct once cancelled
+    (``123_[4-5]``). ``scancel --state=PENDING`` is not used: with a state filter, Slurm
+    22.05 cancels every pending task of an array when one is named. Returns the ids
+    cancelled, and what went wrong where scancel did not (None if nothing did)."""
+    if not pending:
+        return [], None
+    ids = list(pending)
+    try:
+        proc = subprocess.run(["scancel", *ids], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return [], f"scancel did not run: {e}"
+    if proc.returncode != 0:
+        return [], f"scancel failed: {reason_line(proc.stderr) or f'exit {proc.returncode}'}"
+    for job_id in ids:
+        for row in pending[job_id]:
+            record = replace(row.job or status.SlurmJob("PENDING"),
+                             state="CANCELLED").record(job_id)
+            if row.position is not None:  # a packed point: its pack's end
+                record["job_state"] = "CANCELLED"
+            mark_failed(row.run_dir, CANCELLED, why, interrupted=True,
+                        **{status.SLURM_KEY: record})
+            row.status, row.slurm_recorded = CANCELLED, True
+    return ids, None
 
 
 def _unsubmitted_jobs(units: Sequence[pack.Unit]) -> int:
