@@ -200,6 +200,19 @@ def test_memory_figure_cpu_and_gpu(sweep: Path, tmp_path: Path) -> None:
     assert list(solid.get_ydata()) == pytest.approx([30.08, 20.08])
 
 
+def test_a_models_memory_panels_share_one_scale(tmp_path: Path) -> None:
+    """FULL_SHARD's panel and the other strategies' of one model read against each other:
+    one y scale a row (DDP's 60 GiB sets it), not each panel its own."""
+    for strategy, mem in (("FULL_SHARD", 10.0), ("DDP", 60.0)):
+        for nodes in (1, 2):
+            write_run(tmp_path / f"{strategy}_{nodes}", run_info(strategy, nodes),
+                      100.0 * nodes, mem_gib=mem / nodes)
+    fig = plot_memory(collect_runs(tmp_path))
+    assert len(fig.axes) == 2
+    assert fig.axes[0].get_ylim() == pytest.approx(fig.axes[1].get_ylim())
+    assert fig.axes[0].get_ylim()[1] >= 60.0
+
+
 def test_one_panel_per_model(sweep: Path, tmp_path: Path) -> None:
     write_run(tmp_path / "big", run_info("DDP", 1, model="vit_base"), 10.0)
     fig = plot_weak_scaling(collect_runs([sweep, tmp_path / "big"]))

@@ -76,8 +76,9 @@ MEMORY_LABELS = {
 def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure:
     """Peak memory per GPU (or per rank on CPU) against nodes, a line per strategy.
 
-    As the study shows them, FULL_SHARD and the other strategies are separate panels (their
-    scales differ by the shard count): one row per model, one column per group present.
+    As the study shows them, FULL_SHARD and the other strategies are separate panels: one row
+    per model, one column per group present, the panels of a row on one y scale (its highest
+    top) so that they read against each other.
 
     Args:
         df: a ``collect_runs`` frame; ``peak_mem_gib`` in GiB, ``peak_mem_kind`` says whether
@@ -116,10 +117,23 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
             continue
         _draw_memory_panel(ax, panel, keys, looks, f"{_panel_title(model, panel)}: {group}",
                            extras, published[published["model"] == model])
+    _share_row_scale(axes, len(groups))
     per = "rank" if _memory_label(df) == MEMORY_LABELS["rss"] else "GPU"  # CPU runs: ranks
     _finish(fig, f"Peak memory per {per} against node count", df, path, extras,
             proxy_labels=_memory_published_labels(published))
     return fig
+
+
+def _share_row_scale(axes: list, columns: int) -> None:
+    """One y scale for a model's panels (a row of ``columns``): the row's highest top, so
+    FULL_SHARD's panel and the other strategies' read against each other (HYBRID_8GPU at
+    one node of 8 GPUs is FULL_SHARD: the same bar height beside it, not 85% of one panel
+    and 45% of the other)."""
+    for start in range(0, len(axes), columns):
+        row = axes[start:start + columns]
+        top = max(ax.get_ylim()[1] for ax in row)
+        for ax in row:
+            ax.set_ylim(bottom=0, top=top)
 
 
 def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str],
