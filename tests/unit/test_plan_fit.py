@@ -1,18 +1,20 @@
-"""The plan's memory verdict: the reserved peak, uncapped, and what a GPU rank holds outside
-the allocator, against the device. Review: ``python -m vitfsdp.plan -m model=vit_5b
+"""The plan's memory verdict (the reserved peak, uncapped, and what a GPU rank holds outside
+the allocator, against the device) and its points that cannot run (rows of verdict n/a; the
+plan refuses only where no point can run). Review: ``python -m vitfsdp.plan -m model=vit_5b
 cluster=cuda8 strategy=DDP,FULL_SHARD,SHARD_GRAD_OP,HYBRID_8GPU nodes=1,2,4,8,16
 precision=bf16`` printed the device's 79.2 GiB as the peak of 10 of its 13 fitting points."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pandas as pd
 import pytest
 
 from tests.conftest import REPO
 from vitfsdp.plan import predict
-from vitfsdp.plan.__main__ import compose_points, format_plan, plan_table
+from vitfsdp.plan.__main__ import compose_points, format_plan, main, plan_table
 from vitfsdp.plan.memory import GPU_ALLOCATOR_OVERHEAD
 
 REVIEW = ["model=vit_5b", "cluster=cuda8", "precision=bf16"]
@@ -98,3 +100,60 @@ def test_the_table_shows_alloc_and_the_uncapped_reserved_peak():
     assert rows["SHARD_GRAD_OP", "16"][9] == "NO"
     assert "79.2" not in text.split("\n4 point(s)")[0]  # no peak is the device's size
     assert "4 point(s): 0 fit, 4 predicted not to fit" in text
+
+
+def test_a_point_that_cannot_run_is_a_row_and_the_others_are_planned(capsys):
+    """HYBRID_16GPU at 1 node of 8 ranks cannot run: a row of verdict n/a with its reason,
+    named in one line under the table; the other points are planned; exit status 0."""
+    sweep = ["-m", "model=vit_base", "cluster=cuda8", "strategy=FULL_SHARD,HYBRID_16GPU",
+             "nodes=1,2"]
+    assert main([*sweep, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["strategy"], r["nodes"], r["verdict"]) for r in rows] == [
+        ("FULL_SHARD", 1, "yes"), ("FULL_SHARD", 2, "yes"), ("HYBRID_16GPU", 1, "n/a"),
+        ("HYBRID_16GPU", 2, "yes")]
+    na = rows[2]
+    assert na["reason"].startswith("strategy=HYBRID_16GPU (strategy.shard_group_size=16): "
+                                   "HYBRID_SHARD needs shard groups of 16 ranks")
+    assert na["cannot_run"] == "shard groups of 16 ranks > 8 ranks at 1 node"
+    assert na["peak_mem_gib"] is None and na["ips"] is None and na["rank"] is None
+    assert all(r["ips"] for r in rows if r["verdict"] == "yes")
+    assert main(sweep) == 0
+    out = capsys.readouterr().out
+    (line,) = [ln.split() for ln in out.splitlines()
+               if ln.split()[:3] == ["vit_base", "HYBRID_16GPU", "1"]]
+    assert line[9] == "n/a" and set(line[6:9] + line[10:]) == {"-"}, line
+    flat = " ".join(out.split())
+    assert "4 point(s): 3 fit, 0 predicted not to fit (the sweep skips them), 0 unknown, " \
+           "1 cannot run (n/a)" in flat
+    assert ("1 point cannot run (n/a, not planned): HYBRID_16GPU at 1 node (shard groups of "
+            "16 ranks > 8 ranks at 1 node)") in flat
+
+
+def test_the_plan_refuses_where_no_point_can_run(capsys):
+    """One point asked for, or every point impossible: the refusal, one line, exit 2."""
+    assert main(["model=vit_base", "cluster=cuda8", "strategy=HYBRID_16GPU", "nodes=1"]) == 2
+    out, err = capsys.readouterr()
+    assert not out and err.count("\n") == 1
+    assert err.startswith("error: point model=vit_base cluster=cuda8 strategy=HYBRID_16GPU "
+                          "nodes=1: strategy=HYBRID_16GPU (strategy.shard_group_size=16)")
+    assert main(["-m", "model=vit_base,vit_huge", "cluster=cuda8", "strategy=HYBRID_16GPU",
+                 "nodes=1"]) == 2
+    out, err = capsys.readouterr()
+    assert not out and err.count("\n") == 1
+    assert err.startswith("error: none of the 2 points can run; point model=vit_base ")
+
+
+@pytest.mark.parametrize("k, per_node, nodes, short", [
+    (16, 8, 1, "shard groups of 16 ranks > 8 ranks at 1 node"),
+    (16, 8, 3, "shard groups of 16 ranks do not divide 24 ranks at 3 nodes"),
+    (4, 6, 2, "shard groups of 4 ranks neither fill part of a node of 6 ranks nor whole "
+              "nodes"),
+    (0, 8, 1, "train.local_batch_size=3 does not split"),  # another refusal: its first clause
+])  # fmt: skip
+def test_the_short_reason_of_a_point_that_cannot_run(k, per_node, nodes, short):
+    from vitfsdp.plan.impossible import short_reason
+
+    composed = {"strategy": {"shard_group_size": k}, "cluster": {"gpus_per_node": per_node},
+                "nodes": nodes}
+    assert short_reason(composed, "train.local_batch_size=3 does not split; use 4") == short

@@ -9,7 +9,9 @@ The overrides are a sweep's, expanded into points as the sweep expands them
 (:func:`vitfsdp.overrides.expand`: comma lists, ``range(...)``, ``choice(...)``,
 ``glob(...)``; ``-m`` is accepted for symmetry with ``vitfsdp.sweep``), each point composed from
 ``conf/`` and validated by :func:`vitfsdp.config.to_run_config`. Keys a profile requires for
-submitting (``cluster.required``, e.g. the account) are not needed to plan.
+submitting (``cluster.required``, e.g. the account) are not needed to plan. A point its
+validation refuses (a shard group that does not tile the nodes) is a row of verdict ``n/a``
+with the reason, and the rest are planned; exit status 2 only where no point can run.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import sys
 import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from vitfsdp.plan.impossible import NOT_APPLICABLE, Impossible, cannot_run_line, short_reason
 
 if TYPE_CHECKING:  # pandas loads where a table is made: --help starts without it
     import pandas as pd
@@ -50,10 +54,31 @@ def compose_points(overrides: list[str]) -> list[tuple[list[str], object]]:
     Raises:
         ValueError: a point does not compose or validate; the message names the point.
     """
+    points = []
+    for point, cfg in compose_all(overrides):
+        if isinstance(cfg, Impossible):
+            raise ValueError(f"point {' '.join(point)}: {cfg.reason}")
+        points.append((point, cfg))
+    return points
+
+
+def compose_all(overrides: list[str]) -> list[tuple[list[str], object]]:
+    """(point overrides, validated RunConfig or :class:`~vitfsdp.plan.impossible.Impossible`)
+    for every point of ``overrides``, in the sweep's order: a point the config refuses (its
+    validation, :func:`vitfsdp.config.to_run_config`, raises ``ValueError``: a shard group
+    that does not tile the nodes, a batch the data cannot split) is an ``Impossible`` with
+    the one-line reason, so that the other points can still be planned.
+
+    Raises:
+        ValueError: an override unknown or malformed for every point
+            (:func:`vitfsdp.config.check_overrides`); a sweep the expansion refuses.
+        hydra.errors.ConfigCompositionException, omegaconf.errors.OmegaConfBaseException:
+            a point does not compose (a value of the wrong type): a typo, not a combination.
+    """
     # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import open_dict
+    from omegaconf import OmegaConf, open_dict
     from omegaconf.errors import OmegaConfBaseException
 
     from vitfsdp.config import CONF_DIR, check_overrides, register_configs, to_run_config
@@ -61,7 +86,7 @@ def compose_points(overrides: list[str]) -> list[tuple[list[str], object]]:
 
     check_overrides(overrides)  # as the sweep: unknown keys, bad syntax, group options
     register_configs()
-    points = []
+    points: list[tuple[list[str], object]] = []
     with initialize_config_dir(str(CONF_DIR), version_base=None):
         loader = GlobalHydra.instance().config_loader()
         for point in [q for p in expand(overrides, loader) for q in _preset_points(p, loader)]:
@@ -69,10 +94,30 @@ def compose_points(overrides: list[str]) -> list[tuple[list[str], object]]:
                 cfg = compose("config", point)
                 with open_dict(cfg):
                     cfg.cluster.required = []  # planning submits nothing: no account needed
+            except OmegaConfBaseException as e:
+                raise ValueError(f"point {' '.join(point)}: {str(e).splitlines()[0]}") from None
+            try:
                 points.append((point, to_run_config(cfg)))
-            except (ValueError, OmegaConfBaseException) as e:
+            except ValueError as e:  # the combination is refused: n/a, the rest planned
+                points.append((point, _impossible(point, cfg, str(e).splitlines()[0],
+                                                  OmegaConf)))
+            except OmegaConfBaseException as e:
                 raise ValueError(f"point {' '.join(point)}: {str(e).splitlines()[0]}") from None
     return points
+
+
+def _impossible(point: list[str], cfg, reason: str, omegaconf) -> Impossible:
+    """The :class:`Impossible` of a composed point ``cfg`` (a DictConfig) that validation
+    refused with ``reason``; its row shows what the composed config says."""
+    composed = omegaconf.to_container(cfg, resolve=False)
+    train = composed.get("train") or {}
+    shown = {"model": (composed.get("model") or {}).get("name"),
+             "strategy": (composed.get("strategy") or {}).get("name"),
+             "nodes": composed.get("nodes"),
+             "local_batch_size": train.get("local_batch_size"),
+             "precision": composed.get("precision"),
+             "activation_checkpointing": train.get("activation_checkpointing")}
+    return Impossible(point, reason, short_reason(composed, reason), shown)
 
 
 def _preset_points(point: list[str], loader) -> list[list[str]]:
@@ -98,20 +143,37 @@ def _preset_points(point: list[str], loader) -> list[list[str]]:
 
 def plan_table(overrides: list[str]) -> pd.DataFrame:
     """One row per point: its overrides, model, strategy, nodes, local batch, precision,
-    activation checkpointing, every Prediction field, and ``rank``: 1 for the highest
-    predicted ips among the points that fit with the same model and node count (None for a
-    point that does not fit or has no ips)."""
+    activation checkpointing, every Prediction field, ``verdict`` (``yes``, ``tight``,
+    ``NO``, ``?``; ``n/a`` for a point that cannot run, whose ``reason`` says why and whose
+    predictions are empty), and ``rank``: 1 for the highest predicted ips among the points
+    that fit with the same model and node count (None for a point that does not fit or has
+    no ips).
+
+    Raises:
+        ValueError: no point can run (every point, or the one point asked for, is refused:
+            :func:`compose_all`); the message names the first and its reason.
+    """
     # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
     import pandas as pd
 
     from vitfsdp.plan import predict
 
     rows = []
-    points = compose_points(overrides)
+    points = compose_all(overrides)
+    impossible = [(point, x) for point, x in points if isinstance(x, Impossible)]
+    if impossible and len(impossible) == len(points):
+        point, x = impossible[0]
+        none = "" if len(points) == 1 else f"none of the {len(points)} points can run; "
+        raise ValueError(f"{none}point {' '.join(point)}: {x.reason}")
     common = set.intersection(*(set(point) for point, _ in points)) if len(points) > 1 else set()
     for point, cfg in points:
-        p = predict(cfg)
         label = " ".join(o for o in point if o not in common) or " ".join(point) or "(defaults)"
+        if isinstance(cfg, Impossible):
+            rows.append({"point": label, "overrides": " ".join(point), **cfg.shown,
+                         "verdict": NOT_APPLICABLE, "fits": None, "reason": cfg.reason,
+                         "cannot_run": cfg.short})
+            continue
+        p = predict(cfg)
         rows.append({"point": label, "overrides": " ".join(point), "model": cfg.model.name,
                      "strategy": cfg.strategy.name, "nodes": cfg.nodes,
                      "world_size": cfg.world_size,
@@ -121,13 +183,15 @@ def plan_table(overrides: list[str]) -> pd.DataFrame:
                      "steps": cfg.train.steps,
                      "price_per_node_hour": cfg.cluster.price_per_node_hour,
                      **p.as_dict()})
-    return weak_scaling(rank_points(pd.DataFrame(rows)))
+    df = weak_scaling(rank_points(pd.DataFrame(rows)))
+    df.attrs["cannot_run"] = cannot_run_line([x for _, x in impossible], common)
+    return df
 
 
 def _verdicts(df: pd.DataFrame) -> pd.Series:
     """Each row's verdict: its ``verdict`` column where set, else from ``fits`` and
     ``tight``/``squeezed`` (tables made before the column, or by hand): ``yes``, ``tight``,
-    ``squeezed``, ``NO`` or ``?``."""
+    ``squeezed``, ``NO``, ``?`` or ``n/a``."""
     derived = df["fits"].map({True: "yes", False: "NO"}).fillna("?").astype(object)
     for column, word, fits in (("tight", "tight", True), ("squeezed", "squeezed", False)):
         if column in df:
@@ -139,7 +203,8 @@ def _verdicts(df: pd.DataFrame) -> pd.Series:
 
 def summary_line(df: pd.DataFrame) -> str:
     """One line on what a sweep of ``df``'s points would spend: how many fit, how many the
-    sweep would skip (predicted not to fit), and the node-hours of the points it would run,
+    sweep would skip (predicted not to fit), how many cannot run at all (``n/a``), and the
+    node-hours of the points it would run,
     each ``nodes × (train.steps × predicted step + start-up)`` with the start-up of
     ``cluster.time=auto`` (:data:`vitfsdp.plan.STARTUP_S`), and their price where the
     profile has one; "node hours unknown" where a point that runs has no step time."""
@@ -151,10 +216,12 @@ def summary_line(df: pd.DataFrame) -> str:
     verdict = _verdicts(df)
     fit = int(verdict.isin(("yes", "tight")).sum())
     skipped = int(verdict.isin(("NO", "squeezed")).sum())
+    impossible = int((verdict == NOT_APPLICABLE).sum())
     runs = df[verdict.isin(("yes", "tight", "?"))]
     step = pd.to_numeric(runs["step_time_s"], errors="coerce")
     text = (f"{len(df)} point(s): {fit} fit, {skipped} predicted not to fit (the sweep skips "
-            f"them), {int((verdict == '?').sum())} unknown")
+            f"them), {int((verdict == '?').sum())} unknown"
+            + (f", {impossible} cannot run (n/a)" if impossible else ""))
     if runs.empty:
         return text
     if step.isna().any() or "steps" not in runs:
@@ -258,13 +325,18 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
         shown.insert(0, "#", range(len(shown)))
     text = shown.map(_number).to_string(index=False)
     lines = [text, summary_line(df)]
+    if cannot := _cannot_run(df):
+        lines += textwrap.wrap(cannot + "; python -m vitfsdp.sweep refuses a command that "
+                               "holds such a point: leave it out there (reasons: --json)",
+                               LEGEND_WIDTH)
     if others is not None:
         lines += [f"#{i}: {o}" for i, o in enumerate(others)]
     lines += textwrap.wrap(_legend(peak), LEGEND_WIDTH)
+    planned = df[_verdicts(df) != NOT_APPLICABLE]
     unknown = []
-    if df["step_time_s"].isna().any():
+    if planned["step_time_s"].isna().any():
         unknown.append("step time needs cluster.peak_tflops")
-    if df["comm_s"].isna().any():
+    if planned["comm_s"].isna().any():
         unknown.append("communication needs cluster.intra_node_gbps/inter_node_gbps")
     if unknown:
         lines += [f"unknown: {u}" for u in unknown]
@@ -318,11 +390,23 @@ def _legend(peak: str) -> str:
             f"{NCCL_COMMUNICATOR_GIB:.2f} GiB per NCCL communicator, published); fits: yes "
             "where margin >= 0, tight where it is under cluster.memory_reserve_frac of the "
             "device, NO where it is negative (the sweep skips it), squeezed where alloc alone "
-            "would fit (the allocator left less cache than it keeps; skipped too). step: "
-            "seconds; comm: seconds of step - compute (the "
+            "would fit (the allocator left less cache than it keeps; skipped too), n/a where "
+            "the point cannot run. step: seconds; comm: seconds of step - compute (the "
             "communication not hidden); rank: ips order of the points that fit, per model "
             "and nodes. All columns: --csv FILE, --json; docs/plan.md: the model and its "
             "sources")
+
+
+def _cannot_run(df: pd.DataFrame) -> str:
+    """The line naming ``df``'s points of verdict ``n/a`` with their short reasons
+    (:func:`vitfsdp.plan.impossible.cannot_run_line`); ``""`` where there are none."""
+    if "cannot_run" not in df:
+        return ""
+    rows = df[_verdicts(df) == NOT_APPLICABLE]
+    return cannot_run_line([Impossible(str(r["point"]).split(), str(r.get("reason", "")),
+                                       str(r["cannot_run"]),
+                                       {"strategy": r["strategy"], "nodes": r["nodes"]})
+                            for _, r in rows.iterrows()])
 
 
 def _other_overrides(df: pd.DataFrame) -> list[str] | None:
@@ -350,7 +434,9 @@ def plain_text(doc: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The CLI; returns the exit status (2 for a refused point or option)."""
+    """The CLI; returns the exit status: 0 when a table is printed (points that cannot run
+    among the others are rows of verdict ``n/a``), 2 for a refused option or override and
+    where no point can run (the one point asked for, or every point, cannot: one line)."""
     parser = argparse.ArgumentParser(prog="python -m vitfsdp.plan",
                                      description=plain_text(__doc__),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

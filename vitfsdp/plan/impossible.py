@@ -1,0 +1,89 @@
+"""Points of a sweep that cannot run at all, whatever the memory: the config refuses the
+combination (a hybrid's shard group of 16 ranks at one node of 8; a batch the data cannot
+split over the ranks). The plan lists them as rows of verdict ``n/a`` with their reason
+and plans the rest (:func:`vitfsdp.plan.__main__.plan_table`); where every point is one,
+or the user asked for one point, the plan refuses, as before.
+
+Nothing here imports Hydra or torch: the composed point comes in as a mapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+#: The plan table's ``fits`` (``verdict``) of a point that cannot run.
+NOT_APPLICABLE = "n/a"
+
+
+@dataclass(frozen=True)
+class Impossible:
+    """One point the config refuses: its overrides, the refusal's one line, a short form
+    for summary lines (:func:`short_reason`), and what the point's row shows (model,
+    strategy, nodes, local batch, precision, activation checkpointing; missing: unknown)."""
+
+    point: list[str]
+    reason: str
+    short: str
+    shown: dict = field(default_factory=dict)
+
+
+def short_reason(composed: Mapping, error: str) -> str:
+    """A few words on why ``composed`` (the point's composed config, before validation:
+    ``strategy``, ``nodes``, ``cluster.gpus_per_node``) cannot run, for a summary line.
+
+    A hybrid's shard group (``strategy.shard_group_size`` k) that does not tile the world
+    and the nodes (:meth:`vitfsdp.parallel.StrategyConfig.check_world`) reads
+    ``shard groups of 16 ranks > 8 ranks at 1 node``; any other refusal, its ``error``'s
+    first clause (up to the first ``;``, where the fix begins).
+    """
+    try:
+        k = int(composed["strategy"].get("shard_group_size") or 0)
+        per_node = int(composed["cluster"]["gpus_per_node"])
+        nodes = int(composed["nodes"])
+    except (KeyError, TypeError, ValueError, AttributeError):
+        k = per_node = nodes = 0
+    world = nodes * per_node
+    if k and world:
+        at = f"{world} ranks at {nodes} node{'s' if nodes != 1 else ''}"
+        if k > world:
+            return f"shard groups of {k} ranks > {at}"
+        if world % k:
+            return f"shard groups of {k} ranks do not divide {at}"
+        if per_node % k and k % per_node:
+            return (f"shard groups of {k} ranks neither fill part of a node of {per_node} "
+                    "ranks nor whole nodes")
+    return error.split("; ")[0]
+
+
+def point_label(point: Sequence[str], shown: Mapping,
+                common: Collection[str] = frozenset()) -> tuple[str, str]:
+    """(``HYBRID_16GPU at 1 node``, the point's other overrides not in ``common``, those
+    every point of the sweep shares, e.g. ``model=vit_15b``; ``""`` for none)."""
+    nodes = shown.get("nodes")
+    head = f"{shown.get('strategy', '?')} at {nodes} node{'s' if nodes != 1 else ''}"
+    rest = [o for o in point if o not in common
+            and o.split("=", 1)[0].lstrip("+~") not in ("strategy", "nodes")]
+    return head, " ".join(rest)
+
+
+def cannot_run_line(impossible: Sequence[Impossible], common: Collection[str] = frozenset(),
+                    verb: str = "cannot run (n/a, not planned)") -> str:
+    """One line naming every point of ``impossible`` with its short reason, points of the
+    same strategy, node count and reason together: ``1 point cannot run (n/a, not planned):
+    HYBRID_16GPU at 1 node (shard groups of 16 ranks > 8 ranks at 1 node)``, or with the
+    other overrides that tell such points apart, ``HYBRID_16GPU at 1 node [model=vit_5b,
+    model=vit_15b] (...)``. ``""`` for none. ``verb`` words what becomes of them (a sweep:
+    ``that cannot run, skipped``)."""
+    if not impossible:
+        return ""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for x in impossible:
+        head, rest = point_label(x.point, x.shown, common)
+        groups.setdefault((head, x.short), []).append(rest)
+    parts = []
+    for (head, reason), rests in groups.items():
+        which = f" [{', '.join(rests)}]" if any(rests) else ""
+        parts.append(f"{head}{which} ({reason})")
+    n = len(impossible)
+    return f"{n} point{'s' if n != 1 else ''} {verb}: " + "; ".join(parts)
