@@ -24,15 +24,15 @@ HASHES = ["aaaa000000000000", "bbbb000000000000", "cccc000000000000"]
 NAMES = ["0_strategy=DDP", "1_strategy=FULL_SHARD", "2_strategy=HYBRID_2GPU"]
 
 
-def _sweep(tmp_path: Path, summaries: dict[int, dict | None]) -> Path:
-    """A sweep directory of :data:`TASK` whose points ``summaries`` names have a run
+def _sweep(tmp_path: Path, summaries: dict[int, dict | None], task=TASK) -> Path:
+    """A sweep directory of ``task`` whose points ``summaries`` names have a run
     directory (``None``: no summary yet: running), the others none (never submitted)."""
     sweep_dir = tmp_path / "sweep"
     sweep_dir.mkdir()
     (sweep_dir / "multirun.yaml").write_text(json.dumps(
-        {"hydra": {"overrides": {"task": TASK, "hydra": [f"hydra.sweep.dir={sweep_dir}"]}}}))
+        {"hydra": {"overrides": {"task": task, "hydra": [f"hydra.sweep.dir={sweep_dir}"]}}}))
     (sweep_dir / "commands.jsonl").write_text(json.dumps(
-        {"started_at": "2026-01-01T00:00:00+00:00", "task": TASK,
+        {"started_at": "2026-01-01T00:00:00+00:00", "task": task,
          "hydra": [f"hydra.sweep.dir={sweep_dir}"], "config_hashes": HASHES}) + "\n")
     for num, summary in summaries.items():
         run_dir = sweep_dir / NAMES[num]
@@ -63,7 +63,7 @@ def test_points_never_submitted_are_listed_counted_and_exit_3(tmp_path, capsys):
         assert (" not submitted (the sweep stopped before it; rerun the command to submit "
                 "it)  ") in rows[num], out
     assert "3 points: 1 completed, 2 not submitted" in out
-    assert (f"2 not submitted point(s) (1 strategy=FULL_SHARD, 2 strategy=HYBRID_2GPU) (no job "
+    assert (f"2 not submitted points (1 strategy=FULL_SHARD, 2 strategy=HYBRID_2GPU) (no job "
             "yet: waiting for cluster.max_jobs, or the sweep stopped before submitting them): "
             f"once jobs have ended, submit them with: {_resume(sweep_dir)}") in out
 
@@ -99,9 +99,9 @@ def test_points_that_did_not_complete_get_their_command_and_reason(tmp_path, cap
     lines = capsys.readouterr().out.splitlines()
     after = lines[lines.index("3 points: 1 cancelled, 1 failed, 1 oom") + 1:]
     assert after == [
-        "1 cancelled point(s) (0 strategy=DDP) (interrupted from outside): the same command "
-        f"runs them again: {_resume(sweep_dir)}",
-        "2 failed/oom point(s) (1 strategy=FULL_SHARD, 2 strategy=HYBRID_2GPU): once fixed, "
+        "1 cancelled point (0 strategy=DDP) (interrupted from outside): the same command "
+        f"runs it again: {_resume(sweep_dir)}",
+        "2 failed/oom points (1 strategy=FULL_SHARD, 2 strategy=HYBRID_2GPU): once fixed, "
         f"run them again with: {_resume(sweep_dir, '--rerun-failed')}",
         "  1 strategy=FULL_SHARD failed: RuntimeError: boom",
         "  2 strategy=HYBRID_2GPU oom: CUDA out of memory",
@@ -250,3 +250,149 @@ def test_counts_of_one_are_singular(tmp_path):
                              pending_reason="JobHeldUser")
     assert status.pending_lines([held])[0].startswith("1 job pending (JobHeldUser): ")
     assert status.NOT_SUBMITTED == NOT_SUBMITTED
+
+
+#: The reviewer's broken environment: every point fails at start-up.
+BROKEN = [*TASK, "+cluster.env.GLOO_SOCKET_IFNAME=ib0", "cluster.venv=/opt/old"]
+#: The fix: the same command with another environment (the override dropped, another
+#: venv, a module): new points (the environment is hashed), run with --rerun-failed.
+FIXED = [*TASK, "cluster.venv=/opt/new", "cluster.modules=[cuda/12.4]"]
+FIXED_HASHES = ["aaaa111111111111", "bbbb111111111111", "cccc111111111111"]
+RUN_AGAIN = ["hydra.launcher.rerun_failed=true"]
+
+
+def _then(sweep_dir: Path, summaries: dict[int, dict], task=FIXED, hashes=FIXED_HASHES,
+          names=None) -> None:
+    """Run ``task`` (with --rerun-failed) into ``sweep_dir`` as the sweep records it: its
+    multirun.yaml, a commands.jsonl record, and a run directory of each of ``summaries``'s
+    points (``names``: by default named as a point whose earlier name is taken)."""
+    hydra = [f"hydra.sweep.dir={sweep_dir}", *RUN_AGAIN]
+    (sweep_dir / "multirun.yaml").write_text(json.dumps(
+        {"hydra": {"overrides": {"task": task, "hydra": hydra}}}))
+    with open(sweep_dir / "commands.jsonl", "a") as f:
+        f.write(json.dumps({"started_at": "2026-01-02T00:00:00+00:00", "task": task,
+                            "hydra": hydra, "config_hashes": hashes}) + "\n")
+    for num, summary in summaries.items():
+        names = names or [f"{n}_{h[:8]}" for n, h in zip(NAMES, hashes, strict=True)]
+        run_dir = sweep_dir / names[num]
+        run_dir.mkdir()
+        (run_dir / "job.json").write_text(json.dumps(
+            {"launcher": "local", "job_id": None, "config_hash": hashes[num]}))
+        (run_dir / "summary.json").write_text(json.dumps(summary))
+
+
+BROKEN_END = {"status": "failed", "reason": "RuntimeError: Unable to find address for: ib0"}
+
+
+def test_points_run_again_in_another_environment_are_superseded(tmp_path, capsys):
+    """Every point failed of a broken environment; the fix (the command with another
+    environment, whose points are new) completed them: --status shows the old rows as
+    superseded, counts them on a line of their own, suggests no rerun (it would run
+    nothing), and exits 0."""
+    sweep_dir = _sweep(tmp_path, {n: BROKEN_END for n in range(3)}, task=BROKEN)
+    _then(sweep_dir, {n: {"status": "completed"} for n in range(3)})
+    assert main_cli(["--status", str(sweep_dir)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = lines[1:7]
+    assert sum(line.split()[6:8] == ["failed", "(superseded)"] for line in rows) == 3, lines
+    assert sum(line.split()[6] == "completed" and "superseded" not in line
+               for line in rows) == 3, lines
+    assert lines[7:] == ["3 points: 3 completed",
+                         "3 earlier points superseded by the last command (the same points "
+                         "with other environment settings): 3 failed"]
+
+
+def test_the_last_commands_failures_alone_are_judged_and_rerun(tmp_path, capsys):
+    """One point of the fix failed too: exit 1, and the rerun line names that point alone
+    (not the superseded ones), with the fixed command and --rerun-failed once."""
+    sweep_dir = _sweep(tmp_path, {n: BROKEN_END for n in range(3)}, task=BROKEN)
+    _then(sweep_dir, {0: {"status": "completed"}, 1: {"status": "completed"},
+                      2: {"status": "oom", "reason": "CUDA out of memory"}})
+    assert main_cli(["--status", str(sweep_dir)]) == EXIT_NOT_COMPLETED
+    lines = capsys.readouterr().out.splitlines()
+    after = lines[lines.index("3 points: 2 completed, 1 oom") + 1:]
+    rerun = shlex.join(["python", "-m", "vitfsdp.sweep", "-m", "--rerun-failed", *FIXED,
+                        f"hydra.sweep.dir={sweep_dir}"])
+    assert after == [
+        "3 earlier points superseded by the last command (the same points with other "
+        "environment settings): 3 failed",
+        "1 oom point (2 strategy=HYBRID_2GPU_cccc1111): once fixed, run it again with: "
+        f"{rerun}",
+        "  2 strategy=HYBRID_2GPU_cccc1111 oom: CUDA out of memory"]
+
+
+def test_points_of_another_command_still_count(tmp_path, capsys):
+    """A directory that gathers the points of several commands: an earlier command's points
+    that the last one does not run again (another train.steps is another measurement, a
+    point of its own) are not superseded; their failures count."""
+    sweep_dir = _sweep(tmp_path, {0: {"status": "completed"}, 1: BROKEN_END, 2: BROKEN_END})
+    _then(sweep_dir, {0: {"status": "completed"}},
+          task=["model=vit_tiny", "strategy=DDP", "cluster.max_jobs=1", "train.steps=7"],
+          hashes=["dddd000000000000"], names=["3_train.steps=7"])
+    assert main_cli(["--status", str(sweep_dir)]) == EXIT_NOT_COMPLETED
+    out = capsys.readouterr().out
+    assert "4 points: 2 completed, 2 failed" in out and "superseded" not in out
+
+
+def test_without_a_record_of_commands_every_point_is_judged(tmp_path, capsys):
+    """An older sweep directory (no commands.jsonl): every point counts, as before."""
+    sweep_dir = _sweep(tmp_path, {n: BROKEN_END for n in range(3)}, task=BROKEN)
+    _then(sweep_dir, {n: {"status": "completed"} for n in range(3)})
+    (sweep_dir / "commands.jsonl").unlink()
+    assert main_cli(["--status", str(sweep_dir)]) == EXIT_NOT_COMPLETED
+    out = capsys.readouterr().out
+    assert "6 points: 3 completed, 3 failed" in out and "superseded" not in out
+    assert "3 failed points (0 strategy=DDP, " in out and "--rerun-failed" in out
+
+
+def test_the_sweeps_end_says_the_command_that_goes_on(tmp_path, caplog):
+    """The sweep's last lines: the counts, each failed point's reason and records, then the
+    lines --status gives (the reasons not again), then the analysis command; each command
+    shell-quoted (a directory with a space and $(...) comes back whole)."""
+    import logging
+
+    from vitfsdp.sweep import Point, log, report
+
+    (tmp_path / "a dir $(x)").mkdir()
+    sweep_dir = _sweep(tmp_path / "a dir $(x)", {})
+    points = [Point(n, [f"strategy={s}"], None, sweep_dir / NAMES[n], HASHES[n],
+                    [f"strategy={s}"])
+              for n, s in enumerate(("DDP", "FULL_SHARD", "HYBRID_2GPU"))]
+    summaries = [{"status": "cancelled", "interrupted": True, "reason": "scancel"},
+                 {"status": "failed", "reason": "RuntimeError: boom\nmore"},
+                 {"status": "completed"}]
+    with caplog.at_level(logging.INFO, logger=log.name):
+        report._report(points, summaries, sweep_dir)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0] == "sweep done: 1 cancelled, 1 completed, 1 failed"
+    assert lines[1].startswith("  cancelled strategy=DDP: scancel (records and logs: ")
+    assert lines[2].startswith("  failed strategy=FULL_SHARD: RuntimeError: boom (records ")
+    again = report.resume_command(sweep_dir)
+    rerun = report.resume_command(sweep_dir, "--rerun-failed")
+    assert lines[3:] == [
+        "1 cancelled point (strategy=DDP) (interrupted from outside): the same command runs "
+        f"it again: {again}",
+        f"1 failed point (strategy=FULL_SHARD): once fixed, run it again with: {rerun}",
+        f"figures and tables: {report.analysis_command(sweep_dir)}"]
+    assert shlex.split(rerun)[:5] == ["python", "-m", "vitfsdp.sweep", "-m", "--rerun-failed"]
+    assert shlex.split(rerun)[-1] == f'hydra.sweep.dir="{sweep_dir}"'  # Hydra's quotes
+
+
+def test_the_rerun_command_gives_rerun_failed_once(tmp_path):
+    """The last command ran with --rerun-failed: its hydra.launcher.rerun_failed=true is
+    not repeated beside the flag."""
+    from vitfsdp.sweep import report
+
+    sweep_dir = _sweep(tmp_path, {})
+    _then(sweep_dir, {})
+    assert report.resume_command(sweep_dir, "--rerun-failed") == shlex.join(
+        ["python", "-m", "vitfsdp.sweep", "-m", "--rerun-failed", *FIXED,
+         f"hydra.sweep.dir={sweep_dir}"])
+
+
+def test_counts_in_the_next_steps_are_singular_for_one(tmp_path):
+    from vitfsdp.sweep import report
+
+    assert report._kinds([("0 a", "cancelled", None)]) == "1 cancelled point (0 a)"
+    assert report._kinds([("0 a", "failed", None), ("1 b", "oom", None)]) == (
+        "2 failed/oom points (0 a, 1 b)")

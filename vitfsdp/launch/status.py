@@ -30,7 +30,10 @@ it a line per reason a user acts on (a QOS or association limit, nodes not avail
 reservation, a dependency never satisfied, a hold) with what to do (:func:`pending_lines`).
 A point of the sweep's last command with no job (``not submitted``) says why, from what the
 sweep recorded in :data:`NOT_SUBMITTED_FILE` (:func:`record_not_submitted`,
-:func:`not_submitted_why`).
+:func:`not_submitted_why`). A point of an earlier command that the last one runs again with
+other environment settings (a fix: another ``cluster.env``, venv or modules makes a new
+point) is :attr:`PointState.superseded`: its row says so and it is counted on a line of its
+own.
 """
 
 from __future__ import annotations
@@ -134,6 +137,9 @@ class PointState:
     own: SlurmJob | None = None  # the point's own: its step in a pack (None: not started), or job
     slurm_recorded: bool = False  # summary.json holds Slurm's end (:func:`reconcile`)
     pending_reason: str = ""  # Slurm's reason while the state shown is PENDING (squeue's %r)
+    #: a point of an earlier command of the sweep directory that its last command runs again
+    #: with other environment settings (``--status``): shown, counted apart, not judged
+    superseded: bool = False
 
     @property
     def done(self) -> bool:
@@ -467,7 +473,9 @@ def format_table(rows: Sequence[PointState]) -> str:
     """The status table: one line per point, its differing overrides last and whole (a long
     one is never cut mid-key), a pending job's state with Slurm's reason (``PENDING
     (Priority)``), a point not submitted with why (:func:`not_submitted_why`); then the
-    counts of states, and a line per pending reason a user acts on (:func:`pending_lines`).
+    counts of states (the points the last command superseded on a line of their own,
+    :func:`superseded_line`), and a line per pending reason a user acts on
+    (:func:`pending_lines`).
 
     Returns:
         The table's lines, joined with newlines (no newline at the end).
@@ -483,7 +491,9 @@ def format_table(rows: Sequence[PointState]) -> str:
     widths = [max(len(str(line[i])) for line in lines) for i in range(len(header))]
     text = "\n".join("  ".join(str(v).ljust(widths[i]) for i, v in enumerate(line)).rstrip()
                      for line in lines)
-    return "\n".join([text, summary_line(rows), *pending_lines(rows)])
+    superseded = superseded_line(rows)
+    return "\n".join([text, summary_line(rows), *([superseded] if superseded else []),
+                      *pending_lines(rows)])
 
 
 #: Characters of Slurm's pending reason the table's state column keeps (a ReqNodeNotAvail
@@ -498,8 +508,16 @@ def _state_cell(row: PointState) -> str:
     return f"{row.state} ({reason_line(row.pending_reason, PENDING_REASON_CHARS)})"
 
 
+#: What the status column adds for a point :attr:`PointState.superseded`.
+SUPERSEDED = "superseded"
+
+
 def _status_cell(row: PointState, why: dict[Path, str]) -> str:
-    """The status column: the run's status, and why for a point not submitted."""
+    """The status column: the run's status; why for a point not submitted; ``(superseded)``
+    for a point of an earlier command that the last one ran again
+    (:attr:`PointState.superseded`)."""
+    if row.superseded:
+        return f"{row.status or '-'} ({SUPERSEDED})"
     if row.status != NOT_SUBMITTED or row.job_id:
         return row.status or "-"
     sweep_dir = row.run_dir.parent
@@ -514,13 +532,32 @@ def plural(count: int, noun: str) -> str:
 
 
 def summary_line(rows: Sequence[PointState]) -> str:
-    """Counts such as ``6 points: 2 RUNNING, 1 PENDING, 3 completed`` (``1 point: ...``)."""
+    """Counts such as ``6 points: 2 RUNNING, 1 PENDING, 3 completed`` (``1 point: ...``), of
+    the points that are not :attr:`PointState.superseded` (:func:`superseded_line`)."""
+    current = [r for r in rows if not r.superseded]
+    counts = _counts(current)
+    return f"{plural(len(current), 'point')}: {counts}" if counts else plural(0, "point")
+
+
+def superseded_line(rows: Sequence[PointState]) -> str | None:
+    """``2 earlier points superseded by the last command (the same points with other
+    environment settings): 2 failed``: the count of the :attr:`PointState.superseded` rows
+    by status; None where there are none."""
+    earlier = [r for r in rows if r.superseded]
+    if not earlier:
+        return None
+    return (f"{plural(len(earlier), 'earlier point')} {SUPERSEDED} by the last command (the "
+            f"same {'point' if len(earlier) == 1 else 'points'} with other environment "
+            f"settings): {_counts(earlier)}")
+
+
+def _counts(rows: Sequence[PointState]) -> str:
+    """``2 RUNNING, 1 PENDING, 3 completed``: how many rows of each status (else state)."""
     counts: dict[str, int] = {}
     for r in rows:
         key = r.status or r.state
         counts[key] = counts.get(key, 0) + 1
-    return f"{plural(len(rows), 'point')}: " + ", ".join(
-        f"{n} {k}" for k, n in sorted(counts.items()))
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()))
 
 
 #: Slurm's pending reasons a user acts on (squeue's ``%r``; Slurm's "Job Reason Codes"), by

@@ -52,9 +52,16 @@ def status_main(argv: Sequence[str]) -> int:
     that did not complete, with the command that goes on (:func:`next_steps`). A Ctrl-C
     stops only the watch: one line says the jobs keep running and how to follow them again.
 
+    A point of an earlier command that the last command runs again with other environment
+    settings (a fix of ``cluster.env``, ``cluster.venv`` or ``cluster.modules`` makes a new
+    point) stays in the table as ``superseded``, counted on a line of its own, and counts
+    neither in the exit status nor in the commands that go on (:func:`_mark_superseded`;
+    every point counts where :data:`COMMANDS_FILE` has no record of the points, as in a
+    directory of an older version).
+
     Returns:
-        :func:`exit_status` of the points (a point not submitted has not ended: 3 where no
-        point failed), or :data:`EXIT_INTERRUPTED` after a Ctrl-C."""
+        :func:`exit_status` of the points not superseded (a point not submitted has not
+        ended: 3 where no point failed), or :data:`EXIT_INTERRUPTED` after a Ctrl-C."""
     parser = _StatusParser(prog="python -m vitfsdp.sweep", usage=STATUS_FORM)
     parser.add_argument("--status", dest="sweep_dir", type=Path, required=True,
                         metavar="SWEEP_DIR")
@@ -68,8 +75,10 @@ def status_main(argv: Sequence[str]) -> int:
         parser.error(f"{sweep_dir} holds no sweep points (no */job.json or */run.json)")
 
     def rows_now() -> list[status.PointState]:
-        return [*status.collect(sweep_dir, status.point_dirs(sweep_dir)),
+        rows = [*status.collect(sweep_dir, status.point_dirs(sweep_dir)),
                 *_not_submitted(sweep_dir)]
+        _mark_superseded(sweep_dir, rows)
+        return rows
 
     try:
         if args.watch:
@@ -90,16 +99,23 @@ def status_main(argv: Sequence[str]) -> int:
         swept = _swept(sweep_dir)
     for line in next_steps(sweep_dir, rows, swept):
         print(line)
-    return exit_status([{"status": r.status} for r in rows])
+    return exit_status([{"status": r.status} for r in rows if not r.superseded])
 
 
-def _not_submitted(sweep_dir: Path) -> list[status.PointState]:
-    """The points of the sweep's last command (its records in :data:`COMMANDS_FILE`, with
-    the records before it of the same overrides: a sweep in rounds records each) that no
-    run directory's ``job.json`` holds, matched by config hash as a rerun matches them: a
-    row each, status :data:`NOT_SUBMITTED`, named as its run directory will be where the
-    command's overrides expand to as many points (else by its place in the sweep)."""
-    records = read_jsonl(sweep_dir / COMMANDS_FILE)
+def _last_command(sweep_dir: Path) -> tuple[list[str], list[str]] | None:
+    """The sweep's last command, from its records in :data:`COMMANDS_FILE`
+    (:func:`_last_records`): its overrides (``task``) and the config hashes of its points;
+    None where there is no record."""
+    last = _last_records(read_jsonl(sweep_dir / COMMANDS_FILE))
+    if not last:
+        return None
+    hashes = list(dict.fromkeys(h for r in last for h in r.get("config_hashes") or []))
+    return last[-1].get("task") or [], hashes
+
+
+def _last_records(records: Sequence[dict]) -> list[dict]:
+    """The records of the last command: the last one, with the records before it of the
+    same overrides (a sweep in rounds records each)."""
     if not records:
         return []
     task = records[-1].get("task") or []
@@ -108,7 +124,85 @@ def _not_submitted(sweep_dir: Path) -> list[status.PointState]:
         if record.get("task") != task:
             break
         last.insert(0, record)
-    hashes = list(dict.fromkeys(h for r in last for h in r.get("config_hashes") or []))
+    return last
+
+
+#: The cluster settings that make a job's environment and its submission (the software,
+#: the variables, the account), not the training a point measures: a later command's point
+#: that differs from an earlier one only in these (the usual day-one fix of a failed sweep:
+#: another ``cluster.env``, ``cluster.venv`` or ``cluster.modules``) runs that point again,
+#: and supersedes it (:func:`_mark_superseded`). The config hash counts them (another one
+#: is a new point, in a run directory of its own).
+ENVIRONMENT_FIELDS = ("env", "multi_node_env", "single_node_env", "prepend_env", "modules",
+                      "setup_script", "conda_env", "venv", "python", "export_env", "secrets",
+                      "secrets_file", "sbcast_env", "sbcast_dir", "sbcast_args", "cache_dir",
+                      "miopen_cache_per_job", "check_paths", "account", "partition", "qos",
+                      "sbatch_args", "site_sbatch_args", "srun_args")
+
+
+def _mark_superseded(sweep_dir: Path, rows: Sequence[status.PointState]) -> None:
+    """Mark :attr:`~vitfsdp.launch.status.PointState.superseded` the rows of points of
+    earlier commands that the sweep's last command runs again with other environment
+    settings: the point's config hash (its ``job.json``'s) is not the last command's, and
+    the overrides its command's record expands to for it are those of a point of the last
+    command but for :data:`ENVIRONMENT_FIELDS` (:func:`_identities`). A point of an earlier
+    command that the last one does not run (a directory that gathers several commands'
+    points) is not superseded: it still counts. Nothing is marked where there is no record
+    of the last command's points (no :data:`COMMANDS_FILE`; a batch search's, whose points
+    are searches) or a row has no config hash to match (hand-made records)."""
+    records = read_jsonl(sweep_dir / COMMANDS_FILE)
+    last = _last_records(records)
+    current = {h for r in last for h in r.get("config_hashes") or []}
+    if not current:
+        return
+    replacing = {identity for r in last for identity in _identities(r).values()}
+    earlier: dict[str, frozenset[str]] = {}  # config hash → its point's overrides
+    for record in records:
+        earlier.update(_identities(record))
+    for row in rows:
+        try:
+            config_hash = (read_json(row.run_dir / JOB_FILE) or {}).get("config_hash")
+        except (OSError, ValueError):
+            config_hash = None
+        row.superseded = (bool(config_hash) and config_hash not in current
+                          and earlier.get(config_hash) in replacing)
+
+
+def _identities(record: dict) -> dict[str, frozenset[str]]:
+    """A command's record → each of its points' config hash → the point's overrides (as
+    :func:`vitfsdp.overrides.expand` writes them, a leading ``+``, ``++`` or ``~`` dropped)
+    but those of :data:`ENVIRONMENT_FIELDS`; empty where its overrides do not expand to as
+    many points as it has hashes (a ``glob(...)``)."""
+    hashes = record.get("config_hashes") or []
+    try:
+        points = expand(record.get("task") or [])
+    except ValueError:
+        return {}
+    if len(points) != len(hashes):
+        return {}
+    identities = {}
+    for config_hash, overrides in zip(hashes, points, strict=True):
+        kept = set()
+        for override in overrides:
+            key, _, value = override.partition("=")
+            key = key.lstrip("+~")
+            section, _, field = key.partition(".")
+            if section == "cluster" and field.split(".")[0] in ENVIRONMENT_FIELDS:
+                continue
+            kept.add(f"{key}={value}")
+        identities[config_hash] = frozenset(kept)
+    return identities
+
+
+def _not_submitted(sweep_dir: Path) -> list[status.PointState]:
+    """The points of the sweep's last command (:func:`_last_command`) that no run
+    directory's ``job.json`` holds, matched by config hash as a rerun matches them: a row
+    each, status :data:`NOT_SUBMITTED`, named as its run directory will be where the
+    command's overrides expand to as many points (else by its place in the sweep)."""
+    last = _last_command(sweep_dir)
+    if last is None:
+        return []
+    task, hashes = last
     started = {(read_json(path) or {}).get("config_hash")
                for path in sweep_dir.glob(f"*/{JOB_FILE}")}
     if all(h in started for h in hashes):
@@ -191,7 +285,8 @@ none runs {defaults}:
 Exit status (--status too): 0 every point completed, 1 some point ended without completing
 (its summary.json says why), 2 refused before launch (nothing run or queued), 3 no point
 failed but some have not ended (queued, running, --detach, --scripts-only, cluster.max_jobs),
-130 interrupted (Ctrl-C; one line says what was recorded and what runs on).
+130 interrupted (Ctrl-C; one line says what was recorded and what runs on). --status leaves
+out the points that the last command ran again with other environment settings (superseded).
 `--cfg job` prints the composed config, every key and its value; `--hydra-help` lists
 Hydra's own options.
 

@@ -1,8 +1,8 @@
 """What a sweep says at its end, and its exit status: the counts of each
-end status and the analysis command (:func:`_report`), the points that have not ended
-(:func:`_report_not_ended`), what ``--status`` says after its table (:func:`next_steps`),
-the commands to paste (:func:`status_command`,
-:func:`analysis_command`) and :func:`exit_status`.
+end status, the commands that go on and the analysis command (:func:`_report`), the points
+that have not ended (:func:`_report_not_ended`), what ``--status`` says after its table
+(:func:`next_steps`; the sweep's end says the same, :func:`_steps`), the commands to paste
+(:func:`status_command`, :func:`analysis_command`) and :func:`exit_status`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vitfsdp.core.layout import FAILED_IN_RUN, SKIPPED_INFEASIBLE
-from vitfsdp.launch import secrets, status
+from vitfsdp.launch import launcher_flags, secrets, status
 from vitfsdp.launch.local import quote_override
 from vitfsdp.provenance import saved_overrides
 from vitfsdp.records import STATUSES, SUMMARY_FILE, read_json, reason_line
@@ -64,7 +64,8 @@ MAX_NAMED_FAILURES = 20
 def _report(points: list[Point], summaries: list[dict], sweep_dir: Path) -> None:
     """The sweep's last lines: the count of each end status, each point that did not
     complete with its reason on one line and its run directory (logs and records; at most
-    :data:`MAX_NAMED_FAILURES`, the rest counted), and the analysis command."""
+    :data:`MAX_NAMED_FAILURES`, the rest counted), the commands that go on, as ``--status``
+    gives them (:func:`_steps`, without the reasons again), and the analysis command."""
     counts: dict[str, int] = {}
     for s in summaries:
         counts[s["status"]] = counts.get(s["status"], 0) + 1
@@ -76,6 +77,9 @@ def _report(points: list[Point], summaries: list[dict], sweep_dir: Path) -> None
                  reason_line(s.get("reason")) or "no reason recorded", p.run_dir)
     if len(failed) > MAX_NAMED_FAILURES:
         log.info("  and %d more: failures.csv of the analysis", len(failed) - MAX_NAMED_FAILURES)
+    for line in _steps(sweep_dir, [(_point_label(p), s["status"], s) for p, s in failed],
+                       reasons=False):
+        log.info("%s", line)
     log.info("figures and tables: %s", analysis_command(sweep_dir))
 
 
@@ -117,52 +121,79 @@ def next_steps(sweep_dir: Path, rows: Sequence[status.PointState],
       command submits them; ``swept``: a sweep works in the directory now and submits them
       itself as its jobs end.
 
-    Empty where every point completed or is queued or running."""
-    again, failed, infeasible, waiting = [], [], [], []
+    Rows :attr:`~vitfsdp.launch.status.PointState.superseded` (points of an earlier command
+    that the last one ran again with other environment settings) are left out. Empty where
+    every point completed or is queued or running."""
+    points = []
     for (num, label), row in zip(status.labels(rows), rows, strict=True):
-        point = f"{num} {label}".strip() if label else num
-        if row.status == NOT_SUBMITTED:
-            waiting.append((point, row.status, None))
-        elif row.status not in STATUSES or row.status == "completed":
+        if row.superseded:
             continue
-        elif row.status == SKIPPED_INFEASIBLE:
-            infeasible.append((point, row.status, None))
+        ended = row.status in STATUSES and row.status not in ("completed", SKIPPED_INFEASIBLE)
+        points.append((f"{num} {label}".strip() if label else num, row.status,
+                       (read_json(row.run_dir / SUMMARY_FILE) or {}) if ended else None))
+    return _steps(sweep_dir, points, swept)
+
+
+def _steps(sweep_dir: Path, points: Sequence[tuple[str, str | None, dict | None]],
+           swept: bool = False, reasons: bool = True) -> list[str]:
+    """The lines of :func:`next_steps` for ``points``, each ``(name, status, summary)``
+    (the summary read only for a point that ended otherwise than ``completed`` or
+    ``skipped_infeasible``); ``reasons``: each failed point's reason on a line of its own
+    (the sweep's end has just named them with their run directories)."""
+    again, failed, infeasible, waiting = [], [], [], []
+    for point, st, summary in points:
+        if st == NOT_SUBMITTED:
+            waiting.append((point, st, None))
+        elif st not in STATUSES or st == "completed":
+            continue
+        elif st == SKIPPED_INFEASIBLE:
+            infeasible.append((point, st, None))
         else:
-            summary = read_json(row.run_dir / SUMMARY_FILE) or {}
-            own = row.status in FAILED_IN_RUN and not summary.get("interrupted")
-            (failed if own else again).append((point, row.status, summary.get("reason")))
+            summary = summary or {}
+            own = st in FAILED_IN_RUN and not summary.get("interrupted")
+            (failed if own else again).append((point, st, summary.get("reason")))
     lines = []
     if again:
         lines.append(f"{_kinds(again)} (interrupted from outside): the same command runs "
-                     f"them again: {resume_command(sweep_dir)}")
+                     f"{_them(again)} again: {resume_command(sweep_dir)}")
     if failed:
-        lines.append(f"{_kinds(failed)}: once fixed, run them again with: "
+        lines.append(f"{_kinds(failed)}: once fixed, run {_them(failed)} again with: "
                      f"{resume_command(sweep_dir, '--rerun-failed')}")
-        lines += [f"  {point} {st}: {reason_line(reason) or 'no reason recorded'}"
-                  for point, st, reason in failed[:MAX_NAMED_FAILURES]]
-        if len(failed) > MAX_NAMED_FAILURES:
-            lines.append(f"  and {len(failed) - MAX_NAMED_FAILURES} more: their summary.json")
+        if reasons:
+            lines += [f"  {point} {st}: {reason_line(reason) or 'no reason recorded'}"
+                      for point, st, reason in failed[:MAX_NAMED_FAILURES]]
+            if len(failed) > MAX_NAMED_FAILURES:
+                lines.append(f"  and {len(failed) - MAX_NAMED_FAILURES} more: their "
+                             "summary.json")
     if infeasible:
-        lines.append(f"{_kinds(infeasible)} (the plan predicts they do not fit): run them "
-                     "anyway with: "
+        lines.append(f"{_kinds(infeasible)} (the plan predicts "
+                     f"{'it does' if len(infeasible) == 1 else 'they do'} not fit): run "
+                     f"{_them(infeasible)} anyway with: "
                      f"{resume_command(sweep_dir, '--rerun-failed', '--run-infeasible')}")
     if waiting:
-        go_on = (f"the sweep working in {shlex.quote(str(sweep_dir))} submits them as its "
-                 "jobs end" if swept else
-                 f"once jobs have ended, submit them with: {resume_command(sweep_dir)}")
+        go_on = (f"the sweep working in {shlex.quote(str(sweep_dir))} submits "
+                 f"{_them(waiting)} as its jobs end" if swept else
+                 f"once jobs have ended, submit {_them(waiting)} with: "
+                 f"{resume_command(sweep_dir)}")
         lines.append(f"{_kinds(waiting)} (no job yet: waiting for cluster.max_jobs, or the "
-                     f"sweep stopped before submitting them): {go_on}")
+                     f"sweep stopped before submitting {_them(waiting)}): {go_on}")
     return lines
 
 
 def _kinds(points: Sequence[tuple[str, str, object]]) -> str:
-    """``"2 cancelled/timeout point(s) (0 nodes=1, 3 nodes=4)"``: how many, their statuses
-    and the points (at most :data:`MAX_NAMED_FAILURES`, the rest counted)."""
+    """``"2 cancelled/timeout points (0 nodes=1, 3 nodes=4)"`` (``1 cancelled point``): how
+    many, their statuses and the points (at most :data:`MAX_NAMED_FAILURES`, the rest
+    counted)."""
     kinds = "/".join(dict.fromkeys(st for _, st, _ in points))
     named = ", ".join(p for p, _, _ in points[:MAX_NAMED_FAILURES])
     more = (f" and {len(points) - MAX_NAMED_FAILURES} more"
             if len(points) > MAX_NAMED_FAILURES else "")
-    return f"{len(points)} {kinds} point(s) ({named}{more})"
+    return f"{status.plural(len(points), f'{kinds} point')} ({named}{more})"
+
+
+def _them(points: Sequence[object]) -> str:
+    """``it`` for one point, ``them`` for more."""
+    return "it" if len(points) == 1 else "them"
 
 
 def _remove_secrets(sweep_dir: Path) -> None:
@@ -184,12 +215,15 @@ def resume_command(sweep_dir: str | os.PathLike, *flags: str) -> str:
     sweep's own overrides (Hydra's ``multirun.yaml`` there) with ``hydra.sweep.dir`` set to
     that directory, so that the default ``runs/sweep/${now:...}`` does not start a new one
     (and, on Slurm, submit jobs that still run a second time), and ``flags`` (``--rerun-failed``)
-    after ``-m``. Quoted for Hydra's grammar and for the shell. Without ``multirun.yaml``:
-    ``<your overrides>`` in their place."""
+    after ``-m``, in place of the Hydra key a flag stands for where the sweep's command gave
+    it (``hydra.launcher.rerun_failed=true`` of a sweep run with ``--rerun-failed``). Quoted
+    for Hydra's grammar and for the shell. Without ``multirun.yaml``: ``<your overrides>`` in
+    their place."""
     overrides = saved_overrides(sweep_dir)
+    flagged = {launcher_flags().get(f) for f in flags}
     args = ["<your overrides>"] if overrides is None else [
         a for a in [*overrides["task"], *overrides["hydra"]]
-        if not a.startswith("hydra.sweep.dir=")]
+        if not a.startswith("hydra.sweep.dir=") and a not in flagged]
     plain = re.fullmatch(r"[\w./+-]+", str(sweep_dir))  # else Hydra's grammar would read it
     where = str(sweep_dir) if plain else quote_override(str(sweep_dir))
     return shlex.join(["python", "-m", "vitfsdp.sweep", "-m", *flags, *args,
