@@ -106,7 +106,7 @@ def test_frontier_plan_marks_exactly_the_points_that_cannot_fit_in_64_gb(study_c
     room to spare: every point is at least 6 GiB away from the line, so the answer is not a
     coin toss. A point fits when its reserved peak (allocated + the allocator's 15%) and
     what lies outside the allocator do; three kinds of point whose bound is 55-57 GiB fit
-    only with the allocator's cache squeezed (`squeezed`, skipped by the sweep), two of
+    only with the allocator's cache squeezed (`squeezed`, run by the sweep, warned), two of
     which the ORNL study ran on 64 GiB (PUBLISHED_ALLOCATED_GIB: 59.8 and 58.2 GiB)."""
     group = {"DDP": 1, "NO_SHARD": 1, "HYBRID_1GPU": 1, "HYBRID_2GPU": 2, "HYBRID_4GPU": 4,
              "HYBRID_8GPU": 8, "HYBRID_16GPU": 16}
@@ -362,7 +362,7 @@ def test_step_time_against_the_published_frontier_measurements(study_configs):
 def test_precision_aware_peak_and_tight_margin(study_configs):
     """fp32 DDP is predicted at the fp32 peak (MI250X: 47.85 of 191.5 TFLOP/s, no TF32), so
     its compute is about 4x bf16's; ViT-3B under DDP on one 64 GB GCD fits only with the
-    allocator's cache squeezed: `squeezed`, not fitting (the sweep skips it), its reason
+    allocator's cache squeezed: `squeezed`, not fitting (the sweep runs it, warned), its reason
     saying what the allocated peak leaves; a point whose margin is under the profile's
     reserve is `tight`, one far below is not."""
     from vitfsdp.plan import peak_flops_for

@@ -99,7 +99,8 @@ def test_the_table_shows_alloc_and_the_uncapped_reserved_peak():
     assert rows["FULL_SHARD", "1"][6:10] == ["74.3", "85.4", "-8.65", "squeezed"]
     assert rows["SHARD_GRAD_OP", "16"][9] == "NO"
     assert "79.2" not in text.split("\n4 point(s)")[0]  # no peak is the device's size
-    assert "4 point(s): 0 fit, 4 predicted not to fit" in text
+    assert ("4 point(s): 0 fit, 2 squeezed (the sweep runs them, warned), 2 predicted not to "
+            "fit (the sweep skips them)") in text
 
 
 def test_a_point_that_cannot_run_is_a_row_and_the_others_are_planned(capsys):

@@ -121,7 +121,8 @@ class Prediction:
         than ``cluster.memory_reserve_frac`` of the device to spare), ``squeezed`` (does not
         fit, but its allocated peak would, with the allocator's cache squeezed below its
         usual reserve), ``NO`` (not even that) or ``?`` (the device memory is unknown). The
-        sweep skips ``squeezed`` and ``NO`` points (``--run-infeasible`` runs them)."""
+        sweep runs ``tight`` and ``squeezed`` points with a warning and skips ``NO`` points
+        (``--run-infeasible`` runs them)."""
         if self.fits is None:
             return "?"
         if self.fits:

@@ -215,12 +215,15 @@ def summary_line(df: pd.DataFrame) -> str:
 
     verdict = _verdicts(df)
     fit = int(verdict.isin(("yes", "tight")).sum())
-    skipped = int(verdict.isin(("NO", "squeezed")).sum())
+    squeezed = int((verdict == "squeezed").sum())
+    skipped = int((verdict == "NO").sum())
     impossible = int((verdict == NOT_APPLICABLE).sum())
-    runs = df[verdict.isin(("yes", "tight", "?"))]
+    runs = df[verdict.isin(("yes", "tight", "squeezed", "?"))]
     step = pd.to_numeric(runs["step_time_s"], errors="coerce")
-    text = (f"{len(df)} point(s): {fit} fit, {skipped} predicted not to fit (the sweep skips "
-            f"them), {int((verdict == '?').sum())} unknown"
+    text = (f"{len(df)} point(s): {fit} fit, "
+            + (f"{squeezed} squeezed (the sweep runs them, warned), " if squeezed else "")
+            + f"{skipped} predicted not to fit (the sweep skips them), "
+            f"{int((verdict == '?').sum())} unknown"
             + (f", {impossible} cannot run (n/a)" if impossible else ""))
     if runs.empty:
         return text
@@ -390,7 +393,8 @@ def _legend(peak: str) -> str:
             f"{NCCL_COMMUNICATOR_GIB:.2f} GiB per NCCL communicator, published); fits: yes "
             "where margin >= 0, tight where it is under cluster.memory_reserve_frac of the "
             "device, NO where it is negative (the sweep skips it), squeezed where alloc alone "
-            "would fit (the allocator left less cache than it keeps; skipped too), n/a where "
+            "would fit (the allocator left less cache than it keeps: the sweep runs it, "
+            "warned), n/a where "
             "the point cannot run. step: seconds; comm: seconds of step - compute (the "
             "communication not hidden); rank: ips order of the points that fit, per model "
             "and nodes. All columns: --csv FILE, --json; docs/plan.md: the model and its "

@@ -132,7 +132,9 @@ def _consult_plan(points: list[Point], options: LaunchOptions) -> tuple[list[Poi
     """Split ``points`` into those to run and those the plan predicts not to fit, which are
     recorded as ``skipped_infeasible`` (with the prediction) in their run directories, unless
     ``options.run_infeasible`` (then they run, with a warning). A ``tight`` point (fits with
-    less than ``cluster.memory_reserve_frac`` to spare) runs, with a warning.
+    less than ``cluster.memory_reserve_frac`` to spare) and a ``squeezed`` one (its
+    allocated peak fits, not the allocator's usual cache: ORNL ran two such points on
+    Frontier) run, with a warning: a run that does not fit is recorded ``oom``.
 
     Returns:
         the points to run, and point number → summary of each skipped point.
@@ -146,8 +148,8 @@ def _consult_plan(points: list[Point], options: LaunchOptions) -> tuple[list[Poi
             log.warning("%s: no memory prediction (%s); running it", label, e)
             run.append(p)
             continue
-        if pred.fits is not False:
-            if pred.tight:  # runs: it may fit; a run that does not is recorded `oom`
+        if pred.fits is not False or pred.squeezed:
+            if pred.tight or pred.squeezed:  # it may fit; a run that does not is `oom`
                 log.warning("%s: %s; running it", label, pred.reason)
             run.append(p)
         elif options.run_infeasible:
