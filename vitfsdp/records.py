@@ -476,8 +476,10 @@ def mark_failed(run_dir: str | os.PathLike, status: str, reason: str, **extra: A
     records.finish(status, reason, **extra)
 
 
-#: Characters a failure reason keeps on one line (tables, the sweep's progress lines).
-REASON_CHARS = 200
+#: Characters a failure reason keeps on one line (tables, the sweep's progress lines): room
+#: for an error's cause and its fix (``device=auto: torch ... sees no GPU on <host>, but
+#: cluster=local describes GPUs ...: <fix>; or set device=cpu``, about 320 with its prefix).
+REASON_CHARS = 300
 #: Hydra's closing hint after a failed task: never the cause, so never the line shown.
 HYDRA_HINT = "Set the environment variable HYDRA_FULL_ERROR"
 

@@ -394,7 +394,7 @@ def test_precision_and_compile_show_what_auto_resolved_to(tmp_path):
      "not exist\nSet the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace.",
      "exit code 1 without a summary; log tail: RuntimeError: operator torchvision::nms does "
      "not exist"),
-    ("x" * 150 + "y" * 150, "x" * 95 + " ... " + "y" * 100),
+    ("x" * 250 + "y" * 250, "x" * 195 + " ... " + "y" * 100),
     ("Slurm job 59_0 ended FAILED before the first step without a summary: RuntimeError: "
      "[enforce fail at /__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/device.cc:84] "
      "ifa != nullptr. Unable to find address for: ib0", "Slurm job 59_0 ended FAILED before "
