@@ -396,3 +396,23 @@ def test_counts_in_the_next_steps_are_singular_for_one(tmp_path):
     assert report._kinds([("0 a", "cancelled", None)]) == "1 cancelled point (0 a)"
     assert report._kinds([("0 a", "failed", None), ("1 b", "oom", None)]) == (
         "2 failed/oom points (0 a, 1 b)")
+
+
+def test_points_the_breaker_cancelled_are_rerun_once_fixed(tmp_path):
+    """Points cancelled while pending by the same-failure stop (``held_back``) share the
+    failed points' fix: they are named on the ``once fixed, ... --rerun-failed`` line, not
+    told that the same command simply runs them again."""
+    from vitfsdp.sweep import report
+
+    why = ("cancelled before it started: 3 jobs failed before their first timed window "
+           "with the same reason (gloo: Unable to find address for: ib0); fix it and rerun")
+    lines = report._steps(tmp_path, [
+        ("0 a", "failed", {"reason": "gloo: Unable to find address for: ib0"}),
+        ("1 b", "cancelled", {"reason": why, "interrupted": True, "held_back": True}),
+        ("2 c", "cancelled", {"reason": "scancel", "interrupted": True})])
+    assert lines[0].startswith("1 cancelled point (2 c) (interrupted from outside): the same "
+                               "command runs it again")
+    assert lines[1].startswith("2 failed/cancelled points (0 a, 1 b): once fixed, run them "
+                               "again with:"), lines
+    assert "--rerun-failed" in lines[1]
+    assert lines[3] == f"  1 b cancelled: {why}"

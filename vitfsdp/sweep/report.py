@@ -112,7 +112,8 @@ def next_steps(sweep_dir: Path, rows: Sequence[status.PointState],
 
     - interrupted from outside (``cancelled``, ``preempted``, a ``timeout`` at the job's
       limit, a node failure): the same command runs them again;
-    - ended so themselves (``failed``, ``oom``, a ``timeout`` of the run's own): the same
+    - ended so themselves (``failed``, ``oom``, a ``timeout`` of the run's own), or
+      cancelled while pending by the sweep's same-failure stop (``held_back``): the same
       command with ``--rerun-failed``, once fixed, then a line per point with its reason
       (the first line of its summary's, :func:`reason_line`);
     - ``skipped_infeasible``: ``--rerun-failed --run-infeasible`` runs them anyway;
@@ -150,7 +151,8 @@ def _steps(sweep_dir: Path, points: Sequence[tuple[str, str | None, dict | None]
             infeasible.append((point, st, None))
         else:
             summary = summary or {}
-            own = st in FAILED_IN_RUN and not summary.get("interrupted")
+            own = (st in FAILED_IN_RUN and not summary.get("interrupted")
+                   or bool(summary.get("held_back")))  # the failure is theirs to fix too
             (failed if own else again).append((point, st, summary.get("reason")))
     lines = []
     if again:

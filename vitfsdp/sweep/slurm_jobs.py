@@ -206,7 +206,7 @@ def _cancel_pending(pending: dict[str, list[status.PointState]],
                     why: str) -> tuple[list[str], str | None]:
     """Cancel the ``pending`` jobs (id → their points' rows) in one ``scancel`` and record
     each of their points ``cancelled`` with ``why`` (ended from outside: a rerun runs it
-    again), Slurm's end (``CANCELLED``, with the pending reason of the poll) in its summary's
+    again; ``held_back``: by the sweep, for a failure to fix first), Slurm's end (``CANCELLED``, with the pending reason of the poll) in its summary's
     ``slurm`` object, as :func:`status.reconcile` would keep it: a cancelled task of a job
     array that never started is not reported on its own by squeue or sacct once cancelled
     (``123_[4-5]``). ``scancel --state=PENDING`` is not used: with a state filter, Slurm
@@ -227,7 +227,7 @@ def _cancel_pending(pending: dict[str, list[status.PointState]],
                              state="CANCELLED").record(job_id)
             if row.position is not None:  # a packed point: its pack's end
                 record["job_state"] = "CANCELLED"
-            mark_failed(row.run_dir, CANCELLED, why, interrupted=True,
+            mark_failed(row.run_dir, CANCELLED, why, interrupted=True, held_back=True,
                         **{status.SLURM_KEY: record})
             row.status, row.slurm_recorded = CANCELLED, True
     return ids, None
