@@ -204,14 +204,15 @@ def _job_rows(rows: Sequence[status.PointState], own: set[str],
 
 def _cancel_pending(pending: dict[str, list[status.PointState]],
                     why: str) -> tuple[list[str], str | None]:
-    """Cancel the ``pending`` jobs (id → their points' rows) in one ``scancel`` and record
-    each of their points ``cancelled`` with ``why`` (ended from outside: a rerun runs it
-    again; ``held_back``: by the sweep, for a failure to fix first), Slurm's end (``CANCELLED``, with the pending reason of the poll) in its summary's
-    ``slurm`` object, as :func:`status.reconcile` would keep it: a cancelled task of a job
-    array that never started is not reported on its own by squeue or sacct once cancelled
-    (``123_[4-5]``). ``scancel --state=PENDING`` is not used: with a state filter, Slurm
-    22.05 cancels every pending task of an array when one is named. Returns the ids
-    cancelled, and what went wrong where scancel did not (None if nothing did)."""
+    """Cancel the ``pending`` jobs (id → their points' rows) in one ``scancel`` and record each of
+    their points ``cancelled`` with ``why`` (ended from outside: a rerun runs it again;
+    ``held_back``: by the sweep, for a failure to fix first), Slurm's end (``CANCELLED``,
+    with the pending reason of the poll) in its summary's ``slurm`` object, as
+    :func:`status.reconcile` would keep it: a cancelled task of a job array that never
+    started is not reported on its own by squeue or sacct once cancelled (``123_[4-5]``).
+    ``scancel --state=PENDING`` is not used: with a state filter, Slurm 22.05 cancels every
+    pending task of an array when one is named. Returns the ids cancelled, and what went
+    wrong where scancel did not (None if nothing did)."""
     if not pending:
         return [], None
     ids = list(pending)
