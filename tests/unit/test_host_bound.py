@@ -217,7 +217,7 @@ def test_the_prefetch_ablation_marks_its_host_bound_variant(ablation):
     section = next(s for s in report_sections(study_tables(ablation, 1_281_167), 1_281_167)
                    if s.title == "Prefetch ablation")
     cells = section.table.iloc[0].tolist()
-    assert "150 (host-bound)" in cells and "200" in cells
+    assert "150 (n=1) (host-bound)" in cells and "200 (n=1)" in cells  # windows all at ips
     assert "does not say what prefetching does to communication" in section.text
 
 

@@ -61,16 +61,42 @@ ORIG_PARAMS_WORDS = {True: "orig params", False: "flat params", None: "orig para
 
 def contention_note(df: pd.DataFrame) -> str | None:
     """What figures and reports say of runs whose CPU ranks shared cores, e.g. ``"4-8 ranks
-    on 2 cores (cluster=local): not a hardware measurement"``, followed by the network the
-    nodes were on where it was emulated (``"; nodes apart on an emulated 1 Gbit/s link"``);
-    ``None`` when neither applies."""
+    on 2 cores (cluster=local): not a hardware measurement"``, of runs other work competed
+    with (:func:`vitfsdp.core.throughput.competed` of ``host_other_cpus`` and ``host_cpus``:
+    ``"other work used 1.5-1.7 of 2 cores during 13 runs: not a hardware measurement"``),
+    followed by the network the nodes were on where it was emulated (``"; nodes apart on an
+    emulated 1 Gbit/s link"``); ``None`` when none applies."""
     networks = "; ".join(sorted(set(df["network"].dropna().astype(str)))) \
         if "network" in df else ""
-    shared = df[df["shared_cores"].notna()]
-    if shared.empty:
-        return networks or None
-    note = _shared_cores_note(shared)
-    return f"{note}; {networks}" if networks else note
+    shared = df[df["shared_cores"].notna()] if "shared_cores" in df else df.iloc[0:0]
+    cores = _shared_cores_note(shared) if len(shared) else ""
+    # the figures' footers leave the cluster profile to this note where it says anything
+    # of the cores (figures.finish): one of its two parts names it
+    notes = [cores, other_work_note(df, name_cluster=not cores), networks]
+    return "; ".join(n for n in notes if n) or None
+
+
+def other_work_note(df: pd.DataFrame, name_cluster: bool = False) -> str:
+    """``"other work used 1.5-1.7 of 2 cores during 13 runs: not a hardware measurement"``
+    where other processes of the host competed with runs of ``df`` (more than
+    :data:`~vitfsdp.core.throughput.OTHER_WORK_FRAC` of its cores busy on average while they
+    ran: :func:`vitfsdp.core.throughput.competed`, the rule of
+    :func:`vitfsdp.analysis.tables.competed_runs`); ``name_cluster``: the runs' cluster
+    profiles after the runs, ``"during 13 runs (cluster=local): ..."``. ``""`` where none
+    did or it was not measured (no ``host_other_cpus``: Slurm points, older records)."""
+    other, cpus = numeric_column(df, "host_other_cpus"), numeric_column(df, "host_cpus")
+    hit = pd.Series([competed(o, c) for o, c in zip(other, cpus, strict=True)],
+                    index=df.index, dtype=bool)
+    if not hit.any():
+        return ""
+    low, high = other[hit].min(), other[hit].max()
+    used = f"{low:.1f}" if f"{low:.1f}" == f"{high:.1f}" else f"{low:.1f}-{high:.1f}"
+    cores = "/".join(str(int(c)) for c in sorted(set(cpus[hit].dropna())))
+    runs = int(hit.sum())
+    profiles = ",".join(sorted(set(df.loc[hit, "cluster"].dropna().astype(str)))) \
+        if name_cluster and "cluster" in df else ""
+    return (f"other work used {used} of {cores} cores during {runs} run{'s' if runs > 1 else ''}"
+            f"{f' (cluster={profiles})' if profiles else ''}: not a hardware measurement")
 
 
 def _shared_cores_note(shared: pd.DataFrame) -> str:

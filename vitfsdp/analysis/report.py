@@ -35,12 +35,15 @@ from vitfsdp.analysis.lines import (
 )
 from vitfsdp.analysis.schema import DISPLAY, RATE, flop_unit, format_rate
 from vitfsdp.analysis.tables import (
+    CONTENDED,
     IMAGENET_TRAIN_IMAGES,
     PREFETCH_ORDER,
     calibration_summary,
     competition_text,
+    loaded_runs,
     observed_noise,
     runs_per_point,
+    verdict_kind,
 )
 from vitfsdp.analysis.verdict import (
     BEYOND,
@@ -50,6 +53,7 @@ from vitfsdp.analysis.verdict import (
     NOT_RESULTS,
     ONE_RUN,
     WITHIN,
+    separation_chance,
 )
 from vitfsdp.core.layout import COMMANDS_FILE
 from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC, NOISY_SPREAD
@@ -157,6 +161,7 @@ COLUMN_FORMATS = {
     "ips_a": ("images/s", RATE),
     "ips_b": ("its images/s", RATE), "runs_a": ("runs", "{:d}"),
     "runs_b": ("its runs", "{:d}"), "ips_range": ("images/s min-max (repeats)", "{}"),
+    "runs_failed": ("runs failed", "{:d}"), "runs_contended": ("runs beside other work", "{:d}"),
     "efficiency_range": ("efficiency bounds", "{}"),
     "ips_ratio": ("ratio", "{:.2f}x"), "ips_rel_error": ("ips error", "{:+.0%}"),
     "ips_vs_best": ("vs best variant", "{:.0%}"), "jax_ips": ("JAX images/s", RATE),
@@ -294,6 +299,17 @@ def best_text(best: pd.DataFrame, points: pd.DataFrame, noise: float = float("na
             "separate 1 time in 3; the count holds for repeats of one sweep, run in rounds, "
             "not for repeats added on another day), and the ratio is larger than the noise "
             "check's (two names for one computation).")
+    kinds = best["difference"].map(verdict_kind)
+    contended = best[kinds == CONTENDED]
+    if len(contended):
+        which = ", ".join(f"{r.model} at {r.nodes} node(s) ({r.configuration}"
+                          + (f" against {r.runner_up}, {r.speedup_over_runner_up:.2f}x"
+                             if r.runner_up else "")
+                          + f": other work competed{_contended_detail(r.difference)})"
+                          for r in contended.itertuples())
+        text += (" **Not a result, other work competed** with runs of the fastest point or "
+                 f"the runner-up, so nothing is ranked there (best.csv `runs_contended`): "
+                 f"{which}.")
     for verdict, words in (
             (WITHIN, "**No difference** within the spread, whatever the ratio"),
             (IN_NOISE, f"**Within observed noise** (the noise check differed {noise:.2f}x)"),
@@ -302,14 +318,24 @@ def best_text(best: pd.DataFrame, points: pd.DataFrame, noise: float = float("na
             (FEW_RUNS, "**Not established on so few runs**: apart, but two configurations "
                        "that are one would separate so by chance more than "
                        f"{MAX_SEPARATION_CHANCE:.0%} of the time")):
-        tied = best[best["difference"] == verdict]
+        tied = best[kinds == verdict]
         if len(tied):
             which = ", ".join(f"{r.model} at {r.nodes} node(s) ({r.configuration} against "
                               f"{r.runner_up}, {r.speedup_over_runner_up:.2f}x)"
                               for r in tied.itertuples())
             text += f" {words}: {which}."
-    if best["difference"].isin(NOT_RESULTS).any():
+    failed = [(r, _failed_notes(r.difference)) for r in best.itertuples()]
+    failed = [(r, notes) for r, notes in failed if notes]
+    if failed:
+        which = ", ".join(f"{r.model} at {r.nodes} node(s) ({r.configuration}: {notes})"
+                          for r, notes in failed)
+        text += (f" **Runs that did not complete:** {which}: a point's images/s are the "
+                 "median of its runs that completed (best.csv `runs_failed`; which and why: "
+                 "failures.csv).")
+    if kinds.isin(NOT_RESULTS).any():
         text += rerun_advice(points, runs)
+    if len(contended):
+        text += " Rerun the points other work competed with on a quiet host."
     bound = best[best["host_bound"].fillna(False).astype(bool)]
     if len(bound):
         which = ", ".join(f"{r.model} at {r.nodes} node(s)" for r in bound.itertuples())
@@ -318,6 +344,20 @@ def best_text(best: pd.DataFrame, points: pd.DataFrame, noise: float = float("na
                  "the strategies' communication; a larger local batch or fewer FSDP units "
                  "(strategy.blocks_per_unit) move the step back onto the device.")
     return text
+
+
+def _contended_detail(verdict: str) -> str:
+    """The count of a :data:`~vitfsdp.analysis.tables.CONTENDED` verdict, e.g. ``" (3 of 3
+    runs)"`` or ``" with the runner-up (2 of 2 runs)"``."""
+    return verdict[len(CONTENDED):].split("; ")[0]
+
+
+def _failed_notes(verdict: object) -> str:
+    """The failure notes of a best.csv or prefetch.csv verdict (``"1 of 3 runs failed"``,
+    ``"the runner-up: 1 of 3 runs failed"``), ``", "`` between them; ``""`` for none."""
+    if not isinstance(verdict, str):
+        return ""
+    return ", ".join(p for p in verdict.split("; ") if p.endswith(" runs failed"))
 
 
 def rerun_advice(points: pd.DataFrame, runs: pd.Series | None = None) -> str:
@@ -639,12 +679,41 @@ def provenance_table(df: pd.DataFrame, sweep_dirs: Sequence[Path] = ()) -> pd.Da
             ("versions", _counted(df["versions"])),
             ("devices", _counted(df["device_name"])),
             ("cluster profile", _counted(df["cluster"])),
-            ("shared cores", contention_note(df) or "none: one rank per core or GPU")]
+            ("contention", contention_text(df))]
     for d in sweep_dirs:
         commands = sweep_commands(d)
         rows += [(f"sweep command{f' {i}' if len(commands) > 1 else ''} ({Path(d).name})",
                   f"`{cmd}`") for i, cmd in enumerate(commands, start=1)]
     return pd.DataFrame(rows, columns=["what", "value"])
+
+
+def contention_text(df: pd.DataFrame) -> str:
+    """The provenance table's ``contention`` row: what shared the runs' cores
+    (:func:`~vitfsdp.analysis.lines.contention_note`: ranks on shared cores, other work that
+    competed, an emulated link) and the runs whose host was loaded beyond its cores and
+    their own ranks where other work was not measured
+    (:func:`~vitfsdp.analysis.tables.loaded_runs`); where none of that, whether other work
+    was measured at all (``host_other_cpus``: the local launcher's ``host.json``), so that
+    an unmeasured host does not read as a quiet one."""
+    notes = [n for n in (contention_note(df),) if n]
+    loaded = loaded_runs(df)
+    if len(loaded):
+        load = pd.to_numeric(loaded["host_load_1m"], errors="coerce")
+        notes.append(f"{len(loaded)} of {len(df)} runs started or ended with the host's load "
+                     f"average ({load.min():.1f}-{load.max():.1f}, host_load_1m) above its "
+                     "cores and their own ranks: other work competed")
+    if notes:
+        return "; ".join(notes)
+    measured = numeric_column(df, "host_other_cpus").notna()
+    if measured.all() and len(df):
+        return ("none: one rank per core or GPU, and other work kept at most "
+                f"{numeric_column(df, 'host_other_cpus').max():.1f} cores busy beside the "
+                "runs (host_other_cpus)")
+    if measured.any():
+        return (f"one rank per core or GPU; other work beside the runs measured at "
+                f"{int(measured.sum())} of {len(df)} runs, below the bound (host_other_cpus)")
+    return ("one rank per core or GPU; other work beside the runs not measured "
+            "(host_other_cpus: the local launcher's only)")
 
 
 def analysis_commit() -> str:
@@ -861,43 +930,151 @@ def _imagenet_caveat(df: pd.DataFrame) -> str:
 
 def _prefetch_section(table: pd.DataFrame) -> Section | None:
     """The ablation (``table``: :func:`~vitfsdp.analysis.tables.prefetch_table`) as a wide
-    table: one column per prefetch x limit_all_gathers variant, and which variants are
-    slower than their group's fastest as a result (:func:`vitfsdp.analysis.verdict.judge`)."""
+    table: one column per prefetch x limit_all_gathers variant, each group's row of cells
+    (:func:`_prefetch_cell`: median, min-max, runs) over a row of its variants' verdicts
+    against the group's fastest (:func:`_prefetch_verdict_cell`), so that a table pasted
+    alone carries its spread and its verdicts; the text counts the verdicts, each kind apart
+    (:func:`_verdict_counts`), and names variants other work competed with and those with
+    runs that did not complete."""
     if table.empty or table.groupby(["model", "nodes", "configuration"]).size().max() < 2:
         return None
     bound = table["host_bound"].fillna(False).astype(bool)
     table = table.assign(
         variant=[f"{p}, limit={lim}" for p, lim in zip(table["backward_prefetch"],
                                                        table["limit_all_gathers"], strict=True)],
-        cell=[format_rate(x) + (" (host-bound)" if b else "")
-              for x, b in zip(table["ips"], bound, strict=True)])  # fmt: skip
-    wide = table.pivot_table(index=["model", "nodes", "configuration"], columns="variant",
-                             values="cell", aggfunc="first").reset_index()
+        host_bound=bound, runs_failed=_count_column(table, "runs_failed"),
+        runs_contended=_count_column(table, "runs_contended"))  # fmt: skip
     order = [f"{p}, limit={lim}" for p in PREFETCH_ORDER for lim in (True, False)]
-    shown = wide[["model", "nodes", "configuration", *[c for c in order if c in wide]]].copy()
-    for col in shown.columns[3:]:
-        shown[col] = shown[col].fillna(MISSING)
-    shown["nodes"] = shown["nodes"].map(lambda x: f"{int(x)}")
+    variants = [v for v in order if v in set(table["variant"])]
+    rows = []
+    for (model, nodes, configuration), group in table.groupby(
+            ["model", "nodes", "configuration"], sort=False):
+        by_variant = {r.variant: r for r in group.itertuples()}
+        head = {"model": model, "nodes": f"{int(nodes)}"}
+        rows.append({**head, "configuration": configuration,
+                     **{v: _prefetch_cell(r) for v, r in by_variant.items()}})
+        rows.append({**head, "configuration": f"{configuration}: vs fastest",
+                     **{v: _prefetch_verdict_cell(r) for v, r in by_variant.items()}})
+    shown = pd.DataFrame(rows, columns=["model", "nodes", "configuration", *variants])
+    shown = shown.fillna(MISSING)
     text = ("Images/s per strategy under each `strategy.backward_prefetch` and "
-            "`strategy.limit_all_gathers` (FSDP1). The fastest variant of a group is picked "
-            "from its k variants, so a slower one is a result only on runs enough for k - 1 "
-            f"comparisons (each at most {MAX_SEPARATION_CHANCE:.0%} / (k - 1) by chance: 4 "
-            "runs each for 3 variants, 5 for 6).")
-    slower = table[table["vs_best"] == BEYOND]
+            "`strategy.limit_all_gathers` (FSDP1): each cell the median over repeats, its "
+            "min–max over repeats (over a one-run variant's timed windows) and n, the runs "
+            "that completed; the row under each strategy is each variant's verdict against "
+            "its group's fastest (prefetch.csv `vs_best`). The fastest variant of a group is "
+            "picked from its k variants, so a slower one is a result only on runs enough for "
+            f"k - 1 comparisons (each at most {MAX_SEPARATION_CHANCE:.0%} / (k - 1) by "
+            "chance: 4 runs each for 3 variants, 5 for 6).")
+    text += _verdict_counts(table)
+    slower = table[table["vs_best"].map(verdict_kind) == BEYOND]
     if len(slower):
         which = ", ".join(f"{r.variant} ({r.configuration}, {r.nodes} node(s): "
                           f"{r.ips_vs_best:.0%} of the fastest)" for r in slower.itertuples())
         text += f" Slower than its group's fastest variant, as a result: {which}."
-    others = table[table["vs_best"].isin(NOT_RESULTS)]
-    if len(others):
-        text += (f" The other {len(others)} slower variant(s) are no different from the "
-                 "fastest as measured (within the spread, within the noise check's ratio, or "
-                 "on too few runs: prefetch.csv `vs_best`).")
+    contended = table[table["runs_contended"] > 0]
+    if len(contended):
+        runs = int(contended["runs_contended"].sum())
+        total = int((contended["num_repeats"] + contended["runs_failed"]).sum())
+        text += (f" **Not a result:** other work competed with {runs} of the {total} runs of "
+                 f"{len(contended)} of the {len(table)} variants (prefetch.csv "
+                 "`runs_contended`): their images/s measure the contention, not prefetching, "
+                 "and no variant is ranked against one of them; rerun them on a quiet host.")
+    failed = table[table["runs_failed"] > 0]
+    if len(failed):
+        which = ", ".join(f"{r.variant} ({r.configuration}, {r.nodes} node(s): "
+                          f"{r.runs_failed} of {r.num_repeats + r.runs_failed} runs failed)"
+                          for r in failed.itertuples())
+        text += (f" Runs that did not complete: {which}; its images/s are the median of the "
+                 "runs that completed (prefetch.csv `runs_failed`; which and why: the "
+                 "failures below).")
     if bound.any():
         text += (f" A variant marked host-bound ran with its {BUSY_BELOW}: its images/s "
                  "measure the wrapper and the loop, so it does not say what prefetching does "
                  "to communication.")
     return Section("Prefetch ablation", text, ["prefetch"], shown)
+
+
+def _count_column(table: pd.DataFrame, column: str) -> pd.Series:
+    """``table[column]`` as whole numbers, 0 where absent or null (tables of an older
+    analysis)."""
+    return numeric_column(table, column).fillna(0).astype(int)
+
+
+def _prefetch_cell(r) -> str:
+    """One variant's images/s in the prefetch table: ``"1,490 (1,317–1,663; n=2)"`` (median,
+    min–max over repeats, completed runs), ``"150 (windows 148–152; n=1)"`` for one run,
+    ``", 1 failed"`` after n where runs did not complete, ``" (host-bound)"`` after it where
+    the host decided the step."""
+    n = int(r.num_repeats)
+    low, high = ((r.ips_repeat_min, r.ips_repeat_max) if n >= 2
+                 else (r.ips_span_low, r.ips_span_high))
+    spread = "" if pd.isna(low) or pd.isna(high) or (n < 2 and low == high) else (
+        f"{'' if n >= 2 else 'windows '}{format_rate(low)}–{format_rate(high)}; ")
+    failed = f", {r.runs_failed} failed" if r.runs_failed else ""
+    return (f"{format_rate(r.ips)} ({spread}n={n}{failed})"
+            + (" (host-bound)" if r.host_bound else ""))
+
+
+def _prefetch_verdict_cell(r) -> str:
+    """One variant's verdict in the prefetch table: prefetch.csv ``vs_best``, ``fastest``
+    before the fastest's own (its notes: failed or contended runs)."""
+    verdict = r.vs_best if isinstance(r.vs_best, str) else ""
+    if r.ips_vs_best == 1:
+        return f"fastest; {verdict}" if verdict else "fastest"
+    return verdict or MISSING
+
+
+def _verdict_counts(table: pd.DataFrame) -> str:
+    """How the slower variants of a prefetch table compare with their group's fastest, each
+    kind of verdict counted apart, e.g. ``" Against their group's fastest, the 5 slower
+    variants: within the spread (no difference): 1; not established (2 runs each; 5 needed
+    for 6 variants): 4; beyond the spread: 0."``; a kind that never applies (other work
+    competed, within the noise check's ratio) named only where some variant has it."""
+    slower = table[table["ips_vs_best"] < 1]
+    if slower.empty:
+        return ""
+    kinds = slower["vs_best"].map(verdict_kind)
+    unsettled = slower[kinds.isin([ONE_RUN, FEW_RUNS])]
+    counts = []
+    if (kinds == CONTENDED).any():
+        counts.append(f"not a result, other work competed: {int((kinds == CONTENDED).sum())}")
+    counts.append(f"within the spread (no difference): {int((kinds == WITHIN).sum())}")
+    if (kinds == IN_NOISE).any():
+        counts.append(f"within the noise check's ratio: {int((kinds == IN_NOISE).sum())}")
+    counts.append(f"not established{_unsettled_words(table, unsettled)}: {len(unsettled)}")
+    counts.append(f"beyond the spread: {int((kinds == BEYOND).sum())}")
+    return (f" Against their group's fastest, the {len(slower)} slower variant(s): "
+            f"{'; '.join(counts)}.")
+
+
+def _unsettled_words(table: pd.DataFrame, unsettled: pd.DataFrame) -> str:
+    """What the not-established variants (``unsettled``, rows of the prefetch ``table``)
+    rest on and what would settle them: ``" (2 runs each; 5 needed for 6 variants)"``, the
+    runs of each variant and of its group's fastest, and per group size k the fewest runs
+    each for a :func:`~vitfsdp.analysis.verdict.separation_chance` of at most
+    ``MAX_SEPARATION_CHANCE / (k - 1)``; ``""`` where none is."""
+    if unsettled.empty:
+        return ""
+    group = ["model", "nodes", "configuration"]
+    best = table[table["ips_vs_best"] == 1].drop_duplicates(group).set_index(group)
+    keys = list(unsettled[group].itertuples(index=False, name=None))
+    runs = [*unsettled["num_repeats"].astype(int), *best.loc[keys, "num_repeats"].astype(int)]
+    low, high = min(runs), max(runs)
+    each = f"{low}" if low == high else f"{low}-{high}"
+    sizes = sorted(set(table.groupby(group).size().loc[keys]))
+    needed = [f"{_runs_needed(k)} needed for {k} variants" if i == 0
+              else f"{_runs_needed(k)} for {k}" for i, k in enumerate(sizes)]
+    return f" ({each} run{'s' if high > 1 else ''} each; {', '.join(needed)})"
+
+
+def _runs_needed(variants: int) -> int:
+    """The fewest runs each variant needs for a slower one to be a result against the
+    fastest of ``variants`` (:func:`~vitfsdp.analysis.verdict.separation_chance` at most
+    ``MAX_SEPARATION_CHANCE / (variants - 1)``): 3 for 2, 4 for 3, 5 for 6."""
+    n = 1
+    while separation_chance(n, n) > MAX_SEPARATION_CHANCE / max(variants - 1, 1):
+        n += 1
+    return n
 
 
 def _failures_section(failed: pd.DataFrame, out_dir: str | os.PathLike | None) -> Section:

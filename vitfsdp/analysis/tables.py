@@ -43,6 +43,7 @@ from vitfsdp.analysis.verdict import (
     FEW_RUNS,
     IN_NOISE,
     MAX_SEPARATION_CHANCE,
+    NOT_RESULTS,
     ONE_RUN,
     WITHIN,
     differs,
@@ -83,6 +84,12 @@ POINT_FIRST = ("world_size", "global_batch_size", "device_memory_gib", "price_pe
 PREFETCH_ORDER = ("BACKWARD_PRE", "BACKWARD_POST", "NONE")
 #: Columns of the ablation that are not part of a bar group's identity.
 ABLATION_COLUMNS = ("backward_prefetch", "limit_all_gathers")
+#: What best.csv's ``difference`` and prefetch.csv's ``vs_best`` say in place of a ranking
+#: where other work competed with runs of a point compared (:func:`contended_verdict`):
+#: their images/s measure the contention, not the configuration.
+CONTENDED = "not a result: other work competed"
+#: Every verdict of :func:`verdict_kind`, the contended one first (it replaces the others).
+VERDICTS = (CONTENDED, BEYOND, *NOT_RESULTS)
 
 
 def study_tables(df: pd.DataFrame,
@@ -134,7 +141,10 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
 
     Returns:
         The line columns, ``nodes``, ``configuration`` (the line's label, as in the
-        figures' legends), ``num_repeats``, ``ips`` (median over repeats, global
+        figures' legends), ``num_repeats`` (its completed runs), ``runs_failed`` (its runs
+        that did not complete, or measured no ips: :func:`runs_per_point` less
+        ``num_repeats``), ``runs_contended`` (its runs of any status that other work
+        competed with: :func:`competed_runs`), ``ips`` (median over repeats, global
         images/s), ``ips_repeat_min``/``ips_repeat_max`` (over repeats),
         ``ips_repeat_spread`` ((max - min) / median over at least two repeats) and ``noisy``
         (that spread above :data:`vitfsdp.core.throughput.NOISY_SPREAD`; NA for one run),
@@ -164,8 +174,9 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     keys = [*line_columns(df), "nodes"]
     done = completed(df)
     if done.empty:
-        return pd.DataFrame(columns=[*keys, "configuration", "num_repeats", "ips",
-                                     "ideal_ips", "scaling_efficiency"])
+        return pd.DataFrame(columns=[*keys, "configuration", "num_repeats", "runs_failed",
+                                     "runs_contended", "ips", "ideal_ips",
+                                     "scaling_efficiency"])
     _warn_unlabelled_repeats(done, keys)
     done = done.assign(configuration=configurations(df).loc[done.index],
                        judged_busy=judged_busy(done))
@@ -187,6 +198,9 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     aggs |= {c: (c, "first") for c in POINT_FIRST}
     points = groups.agg(**aggs).reset_index()
     points["nodes"] = points["nodes"].astype("Int64")
+    runs = point_runs(df, points)
+    points["runs_failed"] = (runs["total"] - points["num_repeats"]).astype(int)
+    points["runs_contended"] = runs["contended"].astype(int)
     points["ideal_ips"] = _ideal_ips(points, keys[:-1])
     points["baseline_nodes"] = baseline_nodes(points, keys[:-1]).astype("Int64")
     points["scaling_efficiency"] = points["ips"] / points["ideal_ips"]
@@ -198,7 +212,8 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     points["noisy"] = (points["ips_repeat_spread"] > NOISY_SPREAD).where(repeated).astype(
         "boolean")
     points = points.join(cost_columns(points, dataset_size))
-    order = [*keys, "configuration", "num_repeats", "world_size", "global_batch_size", "ips",
+    order = [*keys, "configuration", "num_repeats", "runs_failed", "runs_contended",
+             "world_size", "global_batch_size", "ips",
              "ips_repeat_min", "ips_repeat_max", "ips_repeat_spread", "noisy",
              "ips_window_min", "ips_window_max",
              "ideal_ips", "baseline_nodes", "scaling_efficiency", "efficiency_min",
@@ -215,11 +230,23 @@ def runs_per_point(df: pd.DataFrame, points: pd.DataFrame) -> pd.Series:
     """How many runs each point of ``points`` (a :func:`points_table` frame) had in ``df``
     (a ``collect_runs`` frame), whatever their status, on ``points``' index: with
     ``num_repeats`` (the completed ones) it tells a repeat that failed from one never run."""
+    return point_runs(df, points)["total"]
+
+
+def point_runs(df: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
+    """Each point of ``points`` (a :func:`points_table` frame, or its first columns: the line
+    columns of ``df`` and ``nodes``) counted in ``df`` (a ``collect_runs`` frame), on
+    ``points``' index: ``total``, its runs whatever their status, and ``contended``, those
+    of them other work competed with (:func:`competed_runs`' rule)."""
     keys = [*line_columns(df), "nodes"]
-    totals = df.groupby(keys, dropna=False, sort=False).size().rename("total").reset_index()
-    totals["nodes"] = totals["nodes"].astype("Int64")
-    merged = points[keys].merge(totals, on=keys, how="left")  # null keys match (merge)
-    return pd.Series(merged["total"].to_numpy(), index=points.index, name="total")
+    counts = df.assign(_contended=competed_flags(df)).groupby(
+        keys, dropna=False, sort=False).agg(total=("_contended", "size"),
+                                            contended=("_contended", "sum")).reset_index()
+    counts["nodes"] = counts["nodes"].astype("Int64")
+    merged = points[keys].merge(counts, on=keys, how="left")  # null keys match (merge)
+    return pd.DataFrame({"total": merged["total"].to_numpy(),
+                         "contended": merged["contended"].fillna(0).to_numpy()},
+                        index=points.index)
 
 
 def format_points(df: pd.DataFrame, points: pd.DataFrame) -> str:
@@ -329,6 +356,44 @@ def observed_noise(equivalence: pd.DataFrame) -> float:
     return float(pd.to_numeric(equivalence["ips_ratio"], errors="coerce").max())
 
 
+def contended_verdict(contended: int, total: int, whose: str = "") -> str:
+    """:data:`CONTENDED` with its count, e.g. ``"not a result: other work competed (2 of 2
+    runs)"``, or of another point the verdict rests on (``whose``: ``"the fastest"``):
+    ``"not a result: other work competed with the fastest (3 of 3 runs)"``."""
+    return f"{CONTENDED}{f' with {whose}' if whose else ''} ({contended} of {total} runs)"
+
+
+def failed_note(failed: int, total: int, whose: str = "") -> str:
+    """``"1 of 3 runs failed"`` (``whose``: ``"the runner-up: 1 of 3 runs failed"``), what a
+    verdict adds where a point compared had runs that did not complete (its images/s are
+    the median of the others); ``""`` where none failed."""
+    if not failed:
+        return ""
+    return f"{f'{whose}: ' if whose else ''}{failed} of {total} runs failed"
+
+
+def with_notes(verdict: str, *notes: str) -> str:
+    """``verdict`` and each non-empty note, ``"; "`` between them."""
+    return "; ".join(part for part in (verdict, *notes) if part)
+
+
+def verdict_kind(text: object) -> str:
+    """Which verdict of :data:`VERDICTS` a best.csv ``difference`` or prefetch.csv
+    ``vs_best`` holds, its count and failure notes left aside (``"not a result: other work
+    competed (2 of 2 runs); 1 of 3 runs failed"``: :data:`CONTENDED`); ``""`` for none (the
+    fastest variant itself, a best row without a runner-up)."""
+    if not isinstance(text, str):
+        return ""
+    return next((v for v in VERDICTS if text.startswith(v)), "")
+
+
+def _counted(row: pd.Series | object, column: str) -> int:
+    """A point's ``runs_failed`` or ``runs_contended`` as an int, 0 where not recorded
+    (a points frame of an older analysis)."""
+    value = getattr(row, column, None) if not isinstance(row, pd.Series) else row.get(column)
+    return 0 if value is None or pd.isna(value) else int(value)
+
+
 def best_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
     """The fastest configuration per model and node count, and by how much it wins.
 
@@ -338,7 +403,13 @@ def best_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
     (:func:`~vitfsdp.analysis.verdict.separation_chance` at most
     :data:`~vitfsdp.analysis.verdict.MAX_SEPARATION_CHANCE`: 3 runs each) and the ratio
     exceeds ``noise``; else :data:`WITHIN`, :data:`IN_NOISE`, :data:`ONE_RUN` or
-    :data:`FEW_RUNS`, and the report calls no such ratio a speed-up.
+    :data:`FEW_RUNS`, and the report calls no such ratio a speed-up. Where other work
+    competed with runs of the fastest point (its ``runs_contended``), or else of the
+    runner-up, nothing is ranked: ``difference`` is :func:`contended_verdict` (``"not a
+    result: other work competed (3 of 3 runs)"``, ``"... with the runner-up (2 of 2
+    runs)"``), also where there is no runner-up. Where runs of either failed, the
+    verdict ends with :func:`failed_note` (``"; 1 of 3 runs failed"``, ``"; the runner-up: 1
+    of 3 runs failed"``).
 
     Args:
         points: a :func:`points_table` frame.
@@ -350,13 +421,16 @@ def best_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
         ``tflops_per_gpu``, ``mfu``, ``peak_mem_gib``, ``node_hours_per_epoch``,
         ``cost_per_epoch``, ``runner_up`` (the second fastest configuration, or empty),
         ``speedup_over_runner_up`` (ips / its ips),
-        ``difference`` (empty without a runner-up) and ``host_bound``
-        (:func:`vitfsdp.core.throughput.any_host_bound` of the two: where True, the ranking
-        is of host loops and wrappers, not of the strategies' communication).
+        ``difference`` (empty without a runner-up, unless runs were contended or failed),
+        ``host_bound`` (:func:`vitfsdp.core.throughput.any_host_bound` of the two: where
+        True, the ranking is of host loops and wrappers, not of the strategies'
+        communication), and the fastest point's ``num_repeats``, ``runs_failed`` and
+        ``runs_contended`` (:func:`points_table`'s).
     """
     cols = ["model", "nodes", "configuration", "ips", "scaling_efficiency", "baseline_nodes",
             "tflops_per_gpu", "mfu", "peak_mem_gib", "node_hours_per_epoch", "cost_per_epoch",
-            "runner_up", "speedup_over_runner_up", "difference", "host_bound"]  # fmt: skip
+            "runner_up", "speedup_over_runner_up", "difference", "host_bound", "num_repeats",
+            "runs_failed", "runs_contended"]  # fmt: skip
     if points.empty:
         return pd.DataFrame(columns=cols)
     low, high = spread_bounds(points)
@@ -369,15 +443,35 @@ def best_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
         best["runner_up"] = second["configuration"] if second is not None else ""
         best["speedup_over_runner_up"] = (best["ips"] / second["ips"]
                                           if second is not None else np.nan)
-        best["difference"] = (judge(
-            (best["_low"], best["_high"], best["num_repeats"]),
-            (second["_low"], second["_high"], second["num_repeats"]),
-            best["speedup_over_runner_up"], noise) if second is not None else "")
+        best["difference"] = _best_verdict(best, second, noise)
         best["host_bound"] = any_host_bound(best["host_bound"], *(
             [second["host_bound"]] if second is not None else []))
+        best["runs_failed"] = _counted(best, "runs_failed")
+        best["runs_contended"] = _counted(best, "runs_contended")
         rows.append(best)
     table = pd.DataFrame(rows).reindex(columns=cols).reset_index(drop=True)
     return table.assign(host_bound=table["host_bound"].astype("boolean"))
+
+
+def _best_verdict(best: pd.Series, second: pd.Series | None, noise: float) -> str:
+    """best.csv's ``difference`` of the fastest point ``best`` over the runner-up ``second``
+    (None: there is none), both rows of a points frame with their spans (``_low``,
+    ``_high``): see :func:`best_table`."""
+    sides = [(best, "")] + ([(second, "the runner-up")] if second is not None else [])
+    totals = [int(row["num_repeats"]) + _counted(row, "runs_failed") for row, _ in sides]
+    contended = [(_counted(row, "runs_contended"), total, whose)
+                 for (row, whose), total in zip(sides, totals, strict=True)
+                 if _counted(row, "runs_contended")]
+    if contended:
+        verdict = contended_verdict(*contended[0])
+    elif second is not None:
+        verdict = judge((best["_low"], best["_high"], best["num_repeats"]),
+                        (second["_low"], second["_high"], second["num_repeats"]),
+                        best["speedup_over_runner_up"], noise)
+    else:
+        verdict = ""
+    return with_notes(verdict, *(failed_note(_counted(row, "runs_failed"), total, whose)
+                                 for (row, whose), total in zip(sides, totals, strict=True)))
 
 
 def failures_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -414,25 +508,33 @@ def prefetch_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
         ``model``, ``nodes``, ``configuration`` (the bar group: strategy and any other
         varying config), ``backward_prefetch``, ``limit_all_gathers``, ``ips`` (median over
         repeats, images/s), ``ips_repeat_min``, ``ips_repeat_max``, ``num_repeats``,
-        ``ips_span_low``/``ips_span_high`` (what the verdict compares: the span over repeats,
-        else over the one run's timed windows: :func:`~vitfsdp.analysis.verdict.span`),
+        ``runs_failed`` and ``runs_contended`` (:func:`points_table`'s),
+        ``ips_span_low``/``ips_span_high`` (what the verdict compares: the span over
+        repeats, else over the one run's timed windows: :func:`~vitfsdp.analysis.verdict.span`),
         ``ips_vs_best`` (ips / the group's fastest variant), ``vs_best`` (:func:`judge` of
         the group's fastest against this variant, empty for the fastest itself: only
         :data:`BEYOND` makes a variant slower; with ``k`` variants each comparison may rest
         on a :func:`~vitfsdp.analysis.verdict.separation_chance` of at most
         ``MAX_SEPARATION_CHANCE / (k - 1)``, as the fastest is picked from them: 6 variants
-        of 3 runs each would otherwise call one slower by chance 39% of the time),
-        ``device_busy_frac`` (mean over ranks), ``device_busy_min_frac`` (the least busy
+        of 3 runs each would otherwise call one slower by chance 39% of the time; where
+        other work competed with runs of the variant, or else of the fastest, no ranking:
+        :func:`contended_verdict`, ``"not a result: other work competed (2 of 2 runs)"``,
+        ``"... with the fastest (3 of 3 runs)"``, the fastest's own row included; where
+        runs of the variant failed, :func:`failed_note` after it, ``"1 of 3 runs
+        failed"``), ``device_busy_frac`` (mean over ranks), ``device_busy_min_frac`` (the least busy
         rank's, which ``host_bound`` judges) and ``host_bound`` (the points': a host-bound
         variant's images/s measure the wrapper, not what prefetching does to
         communication); empty when no point varies either setting.
     """
     cols = ["model", "nodes", "configuration", *ABLATION_COLUMNS, "ips", "ips_repeat_min",
-            "ips_repeat_max", "num_repeats", "ips_span_low", "ips_span_high", "ips_vs_best",
-            "vs_best", "device_busy_frac", "device_busy_min_frac", "host_bound"]  # fmt: skip
+            "ips_repeat_max", "num_repeats", "runs_failed", "runs_contended", "ips_span_low",
+            "ips_span_high", "ips_vs_best", "vs_best", "device_busy_frac",
+            "device_busy_min_frac", "host_bound"]  # fmt: skip
     if points.empty or not set(ABLATION_COLUMNS) & set(points.columns):
         return pd.DataFrame(columns=cols)
     fsdp1 = points.dropna(subset=list(ABLATION_COLUMNS))
+    fsdp1 = fsdp1.assign(**{c: [_counted(r, c) for _, r in fsdp1.iterrows()]
+                            for c in ("runs_failed", "runs_contended")})
     keys = [c for c in points.columns[:list(points.columns).index("nodes")]
             if c not in ABLATION_COLUMNS]
     table = fsdp1.assign(configuration=[line_label(r, keys) for _, r in fsdp1.iterrows()])
@@ -440,22 +542,38 @@ def prefetch_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
     group = ["model", "nodes", "configuration"]
     table = table.assign(ips_span_low=low, ips_span_high=high).reset_index(drop=True)
     fastest = table.loc[table.groupby(group)["ips"].idxmax(),
-                        [*group, "ips", "ips_span_low", "ips_span_high", "num_repeats"]]
+                        [*group, "ips", "ips_span_low", "ips_span_high", "num_repeats",
+                         "runs_failed", "runs_contended"]]
     table = table.merge(fastest, on=group, how="left", suffixes=("", "_best"))
     # the fastest of k is compared with each of the k - 1 others: Bonferroni keeps the
     # group's chance of a slower variant by chance alone at MAX_SEPARATION_CHANCE
     others = table.groupby(group)["ips"].transform("size").clip(lower=2) - 1
     table = table.assign(ips_vs_best=table["ips"] / table["ips_best"], vs_best=[
-        "" if r.ips == r.ips_best else judge(
-            (r.ips_span_low_best, r.ips_span_high_best, r.num_repeats_best),
-            (r.ips_span_low, r.ips_span_high, r.num_repeats),
-            r.ips_best / r.ips, noise, MAX_SEPARATION_CHANCE / k)
+        _variant_verdict(r, noise, MAX_SEPARATION_CHANCE / k)
         for r, k in zip(table.itertuples(), others, strict=True)])
     order = {v: i for i, v in enumerate(PREFETCH_ORDER)}
     table = table.assign(_order=table["backward_prefetch"].map(order),
                          _limit=~table["limit_all_gathers"].astype(bool))
     table = table.sort_values(["model", "nodes", "configuration", "_order", "_limit"])
     return table[cols].reset_index(drop=True)
+
+
+def _variant_verdict(r, noise: float, max_chance: float) -> str:
+    """prefetch.csv's ``vs_best`` of one variant (a row of :func:`prefetch_table`'s frame,
+    its group's fastest's columns suffixed ``_best``): see :func:`prefetch_table`."""
+    total = int(r.num_repeats) + r.runs_failed
+    if r.runs_contended:
+        verdict = contended_verdict(r.runs_contended, total)
+    elif r.ips == r.ips_best:
+        verdict = ""
+    elif r.runs_contended_best:
+        verdict = contended_verdict(r.runs_contended_best,
+                                    int(r.num_repeats_best) + r.runs_failed_best, "the fastest")
+    else:
+        verdict = judge((r.ips_span_low_best, r.ips_span_high_best, r.num_repeats_best),
+                        (r.ips_span_low, r.ips_span_high, r.num_repeats),
+                        r.ips_best / r.ips, noise, max_chance)
+    return with_notes(verdict, failed_note(r.runs_failed, total))
 
 
 def calibration_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -562,12 +680,19 @@ def competed_runs(runs: pd.DataFrame) -> pd.DataFrame:
     :data:`~vitfsdp.core.throughput.OTHER_WORK_FRAC` of its cores busy while they ran
     (:func:`vitfsdp.core.throughput.competed` of ``host_other_cpus`` and ``host_cpus``);
     none where either column is absent or unknown (Slurm points, older records)."""
+    return runs[competed_flags(runs)]
+
+
+def competed_flags(runs: pd.DataFrame) -> pd.Series:
+    """Whether other work competed with each run of ``runs`` (runs.csv's rows), on its index
+    (:func:`vitfsdp.core.throughput.competed` of ``host_other_cpus`` and ``host_cpus``);
+    False where either is absent or unknown."""
     if not {"host_other_cpus", "host_cpus"} <= set(runs):
-        return runs.iloc[0:0]
+        return pd.Series(False, index=runs.index, dtype=bool)
     other = pd.to_numeric(runs["host_other_cpus"], errors="coerce")
     cpus = pd.to_numeric(runs["host_cpus"], errors="coerce")
-    return runs[pd.Series([competed(o, c) for o, c in zip(other, cpus, strict=True)],
-                          index=runs.index, dtype=bool)]
+    return pd.Series([competed(o, c) for o, c in zip(other, cpus, strict=True)],
+                     index=runs.index, dtype=bool)
 
 
 def competition_text(runs: pd.DataFrame) -> str | None:
@@ -587,6 +712,27 @@ def competition_text(runs: pd.DataFrame) -> str | None:
             "figures measure the contention, not the study; rerun them on a quiet host")
 
 
+def loaded_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs of ``runs`` (runs.csv's rows) whose host's 1-minute load average, at their
+    start or end, was above its cores and the run's own ranks there (``host_load_1m``,
+    ``host_cpus``, ``ranks_per_host``), where ``host.json`` did not measure the other work
+    itself (no ``host_other_cpus``: a Slurm point; :func:`competed_runs` judges the others);
+    none where the columns are absent."""
+    if not {"host_load_1m", "host_cpus"} <= set(runs):
+        return runs.iloc[0:0]
+    # the run's own ranks on the host are load it expects (8 ranks of a 4-node demo on 2
+    # cores: a load near 6 on a quiet machine, 2026-11-27); beyond them, other work ran
+    own = pd.to_numeric(runs["ranks_per_host"], errors="coerce").fillna(0) \
+        if "ranks_per_host" in runs else 0
+    # where host.json measured the other work itself (competition_text), the load
+    # average says no more: beside a quiet demo it flagged 3 of 9 runs, as many as
+    # beside two busy loops (2026-11-27)
+    measured = pd.to_numeric(runs.get("host_other_cpus", pd.Series(np.nan, runs.index)),
+                             errors="coerce").notna()
+    return runs[(pd.to_numeric(runs["host_load_1m"], errors="coerce")
+                 > pd.to_numeric(runs["host_cpus"], errors="coerce") + own) & ~measured]
+
+
 def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     """What the terminal says of the study's noise and host, one line each (none when all
     is well): runs whose host was loaded beyond its cores and the run's own ranks on it
@@ -601,23 +747,12 @@ def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
         tables: :func:`study_tables`' result.
     """
     points, lines, runs = tables["points"], [], tables["runs"]
-    if {"host_load_1m", "host_cpus"} <= set(runs):
-        # the run's own ranks on the host are load it expects (8 ranks of a 4-node demo on 2
-        # cores: a load near 6 on a quiet machine, 2026-11-27); beyond them, other work ran
-        own = pd.to_numeric(runs["ranks_per_host"], errors="coerce").fillna(0) \
-            if "ranks_per_host" in runs else 0
-        # where host.json measured the other work itself (competition_text), the load
-        # average says no more: beside a quiet demo it flagged 3 of 9 runs, as many as
-        # beside two busy loops (2026-11-27)
-        measured = pd.to_numeric(runs.get("host_other_cpus", pd.Series(np.nan, runs.index)),
-                                 errors="coerce").notna()
-        loaded = runs[(pd.to_numeric(runs["host_load_1m"], errors="coerce")
-                       > pd.to_numeric(runs["host_cpus"], errors="coerce") + own) & ~measured]
-        if len(loaded):
-            lines.append(f"loaded: {len(loaded)} run(s) started or ended with the host's load "
-                         "average above its cores and the run's own ranks there "
-                         "(host_load_1m, host_cpus, ranks_per_host in runs.csv): other work "
-                         "competed with them")
+    loaded = loaded_runs(runs)
+    if len(loaded):
+        lines.append(f"loaded: {len(loaded)} run(s) started or ended with the host's load "
+                     "average above its cores and the run's own ranks there "
+                     "(host_load_1m, host_cpus, ranks_per_host in runs.csv): other work "
+                     "competed with them")
     text = competition_text(runs)
     if text:
         lines.append(f"NOT A RESULT: {text}")
@@ -641,14 +776,18 @@ def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
                      "spreads are one run's windows and the noise between runs is not "
                      "measured; rerun with repeat=0,1,2 to measure it")
     best = tables["best"]
-    for verdict, words in ((WITHIN, "no difference within the spread"),
-                           (IN_NOISE, "a difference within the noise check's"),
-                           (ONE_RUN, "a difference resting on one run"),
-                           (FEW_RUNS, "a difference on too few runs to be a result")):
-        tied = best[best["difference"] == verdict]
+    kinds = best["difference"].map(verdict_kind)
+    between = "between the two fastest"
+    for verdict, words in ((CONTENDED, "no ranking: other work competed with runs of the "
+                                       "fastest or the runner-up"),
+                           (WITHIN, f"no difference within the spread {between}"),
+                           (IN_NOISE, f"a difference within the noise check's {between}"),
+                           (ONE_RUN, f"a difference resting on one run {between}"),
+                           (FEW_RUNS, f"a difference on too few runs to be a result {between}")):
+        tied = best[kinds == verdict]
         if len(tied):
             which = ", ".join(f"{r.model} at {r.nodes} node(s)" for r in tied.itertuples())
-            lines.append(f"{words} between the two fastest: {which} (best.csv)")
+            lines.append(f"{words}: {which} (best.csv)")
     bound = points[points["host_bound"].fillna(False).astype(bool)] if len(points) else points
     if len(bound):
         which = ", ".join(f"{r.model} {r.configuration} at {r.nodes} node(s)"
