@@ -216,3 +216,31 @@ def test_the_prefetch_settings_are_apart_in_greyscale_and_limit_is_hatched(tmp_p
     for a, b in itertools.combinations(mean, 2):
         if a[0] != b[0]:
             assert abs(mean[a] - mean[b]) >= 30, (a, b, mean)
+
+
+def test_a_slower_variant_beyond_the_spread_with_a_failed_run_is_still_settled():
+    """prefetch.csv's ``vs_best`` notes failed runs after the verdict (``beyond the spread;
+    1 of 3 runs failed``): the bar is a result all the same, and the fastest a winner."""
+    from vitfsdp.analysis.figures.prefetch import _settled
+
+    bars = pd.DataFrame({"configuration": ["FULL_SHARD"] * 2, "ips": [100.0, 60.0],
+                         "vs_best": [None, f"{BEYOND}; 1 of 3 runs failed"]})
+    settled, winner = _settled(bars)
+    assert list(settled) == [True, True] and list(winner) == [True, False]
+
+
+def test_a_footer_keeps_the_cluster_where_the_note_names_only_the_network(tmp_path):
+    """The footer leaves ``cluster=`` out only where the contention note names it (shared
+    cores, other work); a note of the emulated network alone keeps it."""
+    from vitfsdp.analysis.figures.finish import _finish
+    from vitfsdp.analysis.figures.panels import _new_figure
+    from vitfsdp.analysis.lines import contention_note
+
+    info = run_info("FULL_SHARD", 1, device="cuda")
+    info["network"] = {"emulate": True, "emulated": True, "inter_node_gbit_s": 1.0}
+    write_run(tmp_path / "run", info, 100.0)
+    df = collect_runs(tmp_path)
+    assert contention_note(df) == "nodes apart on an emulated 1 Gbit/s link"
+    fig, _ = _new_figure(1)
+    _finish(fig, "title", df, None, set())
+    assert "cluster=local" in fig._supxlabel.get_text()

@@ -76,7 +76,6 @@ from vitfsdp.analysis.reference import reference_summary
 from vitfsdp.analysis.report import framework_text, report_sections, write_report
 from vitfsdp.analysis.tables import (
     IMAGENET_TRAIN_IMAGES,
-    competition_text,
     format_points,
     noise_lines,
     study_tables,
@@ -223,8 +222,9 @@ def main(argv: list[str] | None = None) -> int:
     unended = unended_lines(args.sweep_dirs)
     if args.report:
         sections = report_sections(tables, args.dataset_size, args.sweep_dirs, args.out)
-        note = "; ".join(n for n in (contention_note(df), competition_text(df), *unended)
-                         if n)
+        # contention_note names other work beside the runs too: competition_text, the
+        # runs it competed with, opens the report instead
+        note = "; ".join(n for n in (contention_note(df), *unended) if n)
         write_report(sections, args.out, figures, note=note or None)
     if len(df) > MAX_PRINTED_RUNS:
         print(format_points(df, tables["points"]))

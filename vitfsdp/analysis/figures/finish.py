@@ -171,8 +171,9 @@ def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike |
     :func:`_figure_legend`), the height that gives every panel :data:`AXES_HEIGHT_IN` of
     plotting area, and the file at ``path`` if given."""
     width = _chars_per_line(fig.get_figwidth(), PAPER_RC["figure.titlesize"])
-    shared = contention_note(df)  # names the cluster profile itself
-    context = [p for p in _context(df) if not (shared and p.startswith("cluster="))]
+    shared = contention_note(df)  # names the cluster profile where it says shared cores
+    context = [p for p in _context(df)
+               if not (shared and "cluster=" in shared and p.startswith("cluster="))]
     fig.suptitle(_two_line_title(title, width))
     fig.drawn_kinds = sorted(extras)  # saved into the PNG (DRAWN_KEY) for the captions
     legend_width = _chars_per_line(fig.get_figwidth(), PAPER_RC["legend.fontsize"])

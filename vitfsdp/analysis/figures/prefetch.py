@@ -37,6 +37,7 @@ from vitfsdp.analysis.tables import (
     observed_noise,
     points_table,
     prefetch_table,
+    verdict_kind,
 )
 from vitfsdp.analysis.verdict import BEYOND
 
@@ -159,14 +160,15 @@ def _settled(bars: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     which bar is a fastest that beats every other variant of its group beyond the spread.
 
     A slower variant is settled where prefetch.csv's ``vs_best`` is
-    :data:`~vitfsdp.analysis.verdict.BEYOND`, none of the verdicts that are no result (too
+    :data:`~vitfsdp.analysis.verdict.BEYOND` (:func:`~vitfsdp.analysis.tables.verdict_kind`:
+    with or without a note of failed runs after it), none of the verdicts that are no result (too
     few runs, one run, within the spread, within the noise); the fastest where every other
     variant of its group is (the winner), or where it is its group's only bar (nothing to
     compare). Returns ``(settled, winner)``, boolean on ``bars``' index."""
     group = bars["configuration"]
     size = bars.groupby(group)["ips"].transform("size")
     fastest = bars["ips"] == bars.groupby(group)["ips"].transform("max")
-    slower = bars["vs_best"].fillna("").astype(str) == BEYOND
+    slower = bars["vs_best"].map(verdict_kind) == BEYOND  # "...; 1 of 3 runs failed" too
     beaten = slower.groupby(group).transform("sum")
     winner = fastest & (size > 1) & (beaten == size - 1)
     return (slower | winner | (size == 1)), winner
