@@ -58,6 +58,7 @@ from vitfsdp.analysis.verdict import (
 from vitfsdp.core.layout import COMMANDS_FILE
 from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC, NOISY_SPREAD
 from vitfsdp.plan import STARTUP_S
+from vitfsdp.plan.memory import CPU_BASELINE_GIB
 from vitfsdp.provenance import git_state, saved_overrides
 from vitfsdp.records import read_jsonl
 
@@ -1179,8 +1180,9 @@ MEMORY_KINDS = {
     "allocated": "the bytes the framework's allocator handed out (torch.cuda.max_memory_"
                  "allocated, reset every window; JAX's peak_bytes_in_use, which JAX cannot "
                  "reset: its peak since the process started, set-up included)",
-    "rss": "the rank's resident memory (RSS): the interpreter and its libraries (about 0.9 "
-           "GiB) as well as the model",
+    "rss": "the rank's resident memory (RSS): the interpreter and its libraries (0.71 GiB "
+           "measured before a model is built, docs/plan.md; the plan counts "
+           f"{CPU_BASELINE_GIB:g} GiB with a rank's data and threads) as well as the model",
 }
 
 
