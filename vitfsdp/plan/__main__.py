@@ -329,9 +329,10 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
     text = shown.map(_number).to_string(index=False)
     lines = [text, summary_line(df)]
     if cannot := _cannot_run(df):
-        lines += textwrap.wrap(cannot + "; python -m vitfsdp.sweep refuses a command that "
-                               "holds such a point: leave it out there (reasons: --json)",
-                               LEGEND_WIDTH)
+        lines += textwrap.wrap(cannot + "; python -m vitfsdp.sweep skips such a point where "
+                               "its shard group does not tile its nodes (recorded "
+                               "skipped_infeasible) and refuses a command that holds any other "
+                               "(reasons: --json)", LEGEND_WIDTH)
     if others is not None:
         lines += [f"#{i}: {o}" for i, o in enumerate(others)]
     lines += textwrap.wrap(_legend(peak), LEGEND_WIDTH)

@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 
 #: The plan table's ``fits`` (``verdict``) of a point that cannot run.
 NOT_APPLICABLE = "n/a"
+#: How the reason recorded for a sweep's point that cannot run begins (its status is
+#: ``skipped_infeasible``, as a point the plan predicts not to fit): ``cannot run: <the
+#: refusal's line>``.
+CANNOT_RUN = "cannot run: "
 
 
 @dataclass(frozen=True)
@@ -37,14 +41,23 @@ def short_reason(composed: Mapping, error: str) -> str:
     ``shard groups of 16 ranks > 8 ranks at 1 node``; any other refusal, its ``error``'s
     first clause (up to the first ``;``, where the fix begins).
     """
+    return shard_group_refusal(composed) or error.split("; ")[0]
+
+
+def shard_group_refusal(composed: Mapping) -> str | None:
+    """The short reason :func:`short_reason` gives where ``composed``'s hybrid shard group
+    (``strategy.shard_group_size`` k) does not tile its world and nodes (``shard groups of
+    16 ranks > 8 ranks at 1 node``); ``None`` where it does, or where the point has none.
+    A structural refusal: each value is valid alone, their combination cannot run (the
+    sweep skips such a point of a cross product, :data:`CANNOT_RUN`)."""
     try:
         k = int(composed["strategy"].get("shard_group_size") or 0)
         per_node = int(composed["cluster"]["gpus_per_node"])
         nodes = int(composed["nodes"])
     except (KeyError, TypeError, ValueError, AttributeError):
-        k = per_node = nodes = 0
+        return None
     world = nodes * per_node
-    if k and world:
+    if k and world > 0:
         at = f"{world} ranks at {nodes} node{'s' if nodes != 1 else ''}"
         if k > world:
             return f"shard groups of {k} ranks > {at}"
@@ -53,7 +66,7 @@ def short_reason(composed: Mapping, error: str) -> str:
         if per_node % k and k % per_node:
             return (f"shard groups of {k} ranks neither fill part of a node of {per_node} "
                     "ranks nor whole nodes")
-    return error.split("; ")[0]
+    return None
 
 
 def point_label(point: Sequence[str], shown: Mapping,

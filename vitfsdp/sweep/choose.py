@@ -1,7 +1,8 @@
 """Which of the validated points run: those an earlier sweep in the same
 directory has not settled (:func:`select`, :mod:`vitfsdp.launch.resume`), and of those the
 ones the plan predicts to fit (:func:`_consult_plan`; the others are recorded
-``skipped_infeasible``).
+``skipped_infeasible``); the points that cannot run at all are recorded so too
+(:func:`record_cannot_run`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from pathlib import Path
 from vitfsdp import plan as planner
 from vitfsdp import provenance, rundir
 from vitfsdp.launch import LaunchOptions, local, resume, slurm, status
+from vitfsdp.plan.impossible import CANNOT_RUN, Impossible, cannot_run_line
 from vitfsdp.records import SUMMARY_FILE, RunRecords, read_json, write_json_atomic
-from vitfsdp.sweep.point import Point, SweepRefused, _point_label, log
+from vitfsdp.sweep.point import CannotRun, Point, SweepRefused, _point_label, log
 from vitfsdp.sweep.report import status_command
 
 
@@ -178,3 +180,48 @@ def _record_infeasible(p: Point, pred) -> dict:
         "plan": prediction,
     }
     return records.finish("skipped_infeasible", pred.reason, plan=prediction)
+
+
+def record_cannot_run(points: list[CannotRun]) -> dict[int, dict]:
+    """Say in one line which points of the sweep cannot run (``skipped 1 point that cannot
+    run: HYBRID_16GPU at 1 node (shard groups of 16 ranks > 8 ranks at 1 node)``,
+    :func:`vitfsdp.plan.impossible.cannot_run_line`) and record each as data: job.json (its
+    overrides; no config hash, so that no rerun takes it for a run of its own), run.json
+    (the composed config) and summary.json with status ``skipped_infeasible`` and the reason
+    ``cannot run: <the refusal's line>``. A run directory that holds another end (an earlier
+    point's run) is left as it is.
+
+    Returns:
+        point number → summary of each.
+    """
+    if not points:
+        return {}
+    common = set.intersection(*(set(p.swept) for p in points)) if len(points) > 1 else set()
+    log.info("skipped %s", cannot_run_line(
+        [Impossible(p.swept or p.overrides, p.reason, p.short, p.shown) for p in points],
+        common, verb="that cannot run"))
+    return {p.num: _record_cannot_run(p) for p in points}
+
+
+def _record_cannot_run(p: CannotRun) -> dict:
+    """The records of one point that cannot run (:func:`record_cannot_run`); its summary."""
+    reason = CANNOT_RUN + p.reason
+    earlier = read_json(p.run_dir / SUMMARY_FILE) or {}
+    if earlier.get("status") not in (None, "skipped_infeasible"):
+        log.warning("%s: cannot run, and %s holds an earlier %s run: left as it is",
+                    _point_label(p), p.run_dir, earlier.get("status"))
+        return {"status": "skipped_infeasible", "reason": reason, "run_dir": str(p.run_dir)}
+    p.run_dir.mkdir(parents=True, exist_ok=True)
+    cluster = p.composed.get("cluster") or {}
+    nodes, per_node = p.composed.get("nodes"), cluster.get("gpus_per_node")
+    world = nodes * per_node if isinstance(nodes, int) and isinstance(per_node, int) else None
+    write_json_atomic(p.run_dir / slurm.JOB_FILE, {
+        "launcher": cluster.get("launcher"), "job_id": None, "nodes": nodes,
+        "world_size": world, "overrides": provenance.redact_args(list(p.overrides)),
+        "config": p.composed})
+    plan = {"verdict": "n/a", "fits": None, "cannot_run": p.short}
+    records = RunRecords(p.run_dir)
+    records.run_info = {"run_id": p.run_dir.name, "config": p.composed,
+                        "world": {"size": world, "nodes": nodes, "ranks_per_node": per_node},
+                        "plan": plan}
+    return records.finish("skipped_infeasible", reason, plan=plan)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import ConfigCompositionException
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from vitfsdp import plan as planner
@@ -19,6 +19,8 @@ from vitfsdp import rundir
 from vitfsdp.config import one_line, to_run_config
 from vitfsdp.launch import resume, secrets
 from vitfsdp.overrides import expand
+from vitfsdp.plan.impossible import shard_group_refusal, short_reason
+from vitfsdp.provenance import redact_mapping
 from vitfsdp.sweep.check import (
     _check_launchable,
     _check_launchers,
@@ -28,29 +30,54 @@ from vitfsdp.sweep.check import (
     _shared_run_dirs,
     refusal_lines,
 )
-from vitfsdp.sweep.point import Point, SweepRefused
+from vitfsdp.sweep.point import CannotRun, Point, PointCannotRun, SweepRefused, _label
 
 
 def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str]],
          initial_job_idx: int) -> list[Point]:
-    """Compose and validate every point before anything runs.
+    """Compose and validate every point before anything runs: the points that run
+    (:func:`plan_all` without the points that cannot run).
 
     Raises:
-        SweepRefused: one or more points are invalid; the message has one line per refused
-            point naming the field and the fix. No point has run and no run directory exists.
+        SweepRefused: see :func:`plan_all`.
+    """
+    return plan_all(hydra_context, config, job_overrides, initial_job_idx)[0]
+
+
+def plan_all(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str]],
+             initial_job_idx: int) -> tuple[list[Point], list[CannotRun]]:
+    """Compose and validate every point before anything runs: (the points to run, the
+    points that cannot run). A point whose combination the config refuses (a hybrid's shard
+    group that does not tile its nodes: :class:`~vitfsdp.sweep.point.CannotRun`, as the
+    plan lists it ``n/a``) is kept apart where others can run: the launcher records it
+    skipped; where it is the one point, or every point is one, the sweep is refused.
+
+    Raises:
+        SweepRefused: one or more points are invalid, or none can run; the message has one
+            line per refused point naming the field and the fix (``none of the N points can
+            run; point ...: reason``). No point has run and no run directory exists.
     """
     key = (id(config), tuple(map(tuple, job_overrides)), initial_job_idx)
     if _validated.get("key") == key and "points" in _validated:  # by the sweeper just before
         return _validated.pop("points")
-    points, refused = [], {}
+    points, refused, cannot = [], {}, []
     constant = rundir.constant_keys(job_overrides)  # not in the points' names
     for i, overrides in enumerate(job_overrides):
         num = initial_job_idx + i
         try:
             points.append(_compose_point(hydra_context, config, list(overrides), num,
                                          constant))
+        except PointCannotRun as e:
+            cannot.append(e.point)
         except (ValueError, ConfigCompositionException, OmegaConfBaseException) as e:
             refused.setdefault(one_line(e, overrides), []).append((num, overrides))
+    if cannot and len(cannot) == len(job_overrides):  # no point can run: refused, as before
+        first = cannot[0]
+        if len(cannot) == 1:
+            raise SweepRefused(f"error: {first.refusal}; nothing was launched")
+        raise SweepRefused(f"error: none of the {len(cannot)} points can run; point "
+                           f"{first.num} ({_label(first.overrides)}): {first.refusal}; "
+                           "nothing was launched")
     errors = refusal_lines(refused, len(job_overrides))
     errors += _shared_run_dirs(points) + _repeated_points(points) + _reresolved_dirs(points)
     if not errors:
@@ -58,11 +85,11 @@ def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str
     if len(errors) == 1:
         raise SweepRefused(f"error: {errors[0]}; nothing was launched")
     if errors:
-        count = (f"{len(job_overrides) - len(points)} of {len(job_overrides)} sweep points"
+        count = (f"{sum(map(len, refused.values()))} of {len(job_overrides)} sweep points"
                  if refused else "the sweep was")
         raise SweepRefused(f"error: {count} refused, nothing was launched:\n"
                            + "\n".join(errors))
-    return points
+    return points, cannot
 
 
 
@@ -91,8 +118,9 @@ def validate_sweep(hydra_context, config: DictConfig, arguments: Sequence[str],
         job_overrides = expand([*params, *arguments], hydra_context.config_loader)
     except ValueError as e:
         raise SweepRefused(f"error: {e}; nothing was launched") from None
-    points = plan(hydra_context, config, job_overrides, 0)
-    _validated.update(key=(id(config), tuple(map(tuple, job_overrides)), 0), points=points,
+    points, cannot = plan_all(hydra_context, config, job_overrides, 0)
+    _validated.update(key=(id(config), tuple(map(tuple, job_overrides)), 0),
+                      points=(points, cannot),
                       composed=(id(config), {tuple(o) for o in job_overrides}))
     return points
 
@@ -130,16 +158,55 @@ def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num:
                                *(k for k in constant_keys if k not in naming.exclude_keys)]
     HydraConfig.instance().set_config(sweep_config)
     run_dir = Path(sweep_config.hydra.sweep.dir) / str(sweep_config.hydra.sweep.subdir)
-    cfg = to_run_config(sweep_config)
+    constant = set(constant_keys)
+    try:
+        cfg = to_run_config(sweep_config)
+    except ValueError as e:
+        cannot = _cannot_run(sweep_config, overrides, num, run_dir.resolve(),
+                             [o for o in overrides if rundir.override_key(o) not in constant], e)
+        if cannot is None:
+            raise
+        raise PointCannotRun(cannot) from None
     if cfg.cluster.time == "auto":  # the plan's time for the point's steps (docs/plan.md)
         cfg.cluster.time = planner.auto_time_limit(cfg)
         overrides = [*(o for o in overrides if not o.startswith("cluster.time=")),
                      f"cluster.time={cfg.cluster.time}"]
     _check_launchable(cfg)
     secrets.secret_values(cfg.cluster.secrets, cfg.cluster.secrets_file)  # each one is set
-    constant = set(constant_keys)
     swept = [o for o in overrides if rundir.override_key(o) not in constant]
     # the user's config folders (hydra.searchpath) go with the point into its command
     searchpath = [o for o in config.hydra.overrides.hydra if o.startswith("hydra.searchpath=")]
     overrides = [*overrides, *(s for s in searchpath if s not in overrides)]
     return Point(num, overrides, cfg, run_dir.resolve(), resume.config_hash(cfg), swept)
+
+
+def _cannot_run(sweep_config: DictConfig, overrides: list[str], num: int, run_dir: Path,
+                swept: list[str], error: ValueError) -> CannotRun | None:
+    """The :class:`CannotRun` of a point whose validation raised ``error``, where the plan
+    would list it ``n/a`` (:func:`vitfsdp.plan.__main__.compose_all`: the config refuses it
+    with ``cluster.required`` set aside, as planning needs no account) and the refusal is
+    structural: its hybrid shard group does not tile its nodes
+    (:func:`vitfsdp.plan.impossible.shard_group_refusal`); None for any other refusal (a
+    value out of range, a missing account), which refuses the sweep as before."""
+    masked = OmegaConf.masked_copy(sweep_config, [k for k in sweep_config if k != "hydra"])
+    try:
+        composed = OmegaConf.to_container(masked, resolve=True)
+    except OmegaConfBaseException:  # an interpolation only the run resolves: as written
+        composed = OmegaConf.to_container(masked, resolve=False)
+    if not isinstance(composed, dict) or shard_group_refusal(composed) is None:
+        return None
+    planned = sweep_config.copy()  # as the plan validates it: no account needed
+    with open_dict(planned):
+        planned.cluster.required = []
+    try:
+        to_run_config(planned)
+        return None  # refused for a required key the plan sets aside: refused as before
+    except ValueError as planned_error:
+        reason = (str(planned_error).splitlines() or [type(error).__name__])[0]
+    cluster = composed.get("cluster")
+    if isinstance(cluster, dict) and isinstance(cluster.get("env"), dict):
+        cluster["env"] = redact_mapping(cluster["env"])
+    shown = {"strategy": (composed.get("strategy") or {}).get("name"),
+             "nodes": composed.get("nodes")}
+    return CannotRun(num, list(overrides), run_dir, swept, reason, one_line(error, overrides),
+                     short_reason(composed, reason), composed, shown)

@@ -54,6 +54,33 @@ class Point:
     swept: list[str] = field(default_factory=list)
 
 
+@dataclass
+class CannotRun:
+    """A point of a cross product that cannot run: its validation refuses the combination
+    (a hybrid's shard group that does not tile its nodes,
+    :func:`vitfsdp.plan.impossible.shard_group_refusal`). The sweep skips it and records it
+    ``skipped_infeasible`` with the reason (:func:`vitfsdp.sweep.choose._record_cannot_run`)
+    where other points can run; named as a :class:`Point` is (``overrides``, ``swept``)."""
+
+    num: int
+    overrides: list[str]
+    run_dir: Path
+    swept: list[str]
+    reason: str  # the refusal's line
+    refusal: str  # the refusal as the sweep words it (one_line): where no point can run
+    short: str  # shard groups of 16 ranks > 8 ranks at 1 node
+    composed: dict  # the composed config (hydra key dropped), for its records
+    shown: dict = field(default_factory=dict)  # strategy, nodes: for the skipped line
+
+
+class PointCannotRun(ValueError):
+    """Raised by :func:`vitfsdp.sweep.compose._compose_point` for a :class:`CannotRun`."""
+
+    def __init__(self, point: CannotRun) -> None:
+        super().__init__(point.reason)
+        self.point = point
+
+
 def _label(overrides: Sequence[str]) -> str:
     """A point's overrides for messages, secret values redacted."""
     return " ".join(provenance.redact_args(list(overrides)))

@@ -16,9 +16,10 @@ from pathlib import Path
 from vitfsdp.core.layout import FAILED_IN_RUN, SKIPPED_INFEASIBLE
 from vitfsdp.launch import launcher_flags, secrets, status
 from vitfsdp.launch.local import quote_override
+from vitfsdp.plan.impossible import CANNOT_RUN
 from vitfsdp.provenance import saved_overrides
 from vitfsdp.records import STATUSES, SUMMARY_FILE, read_json, reason_line
-from vitfsdp.sweep.point import Point, _point_label, log
+from vitfsdp.sweep.point import CannotRun, Point, _point_label, log
 
 #: Exit status of ``python -m vitfsdp.sweep`` (and of ``--status``): every point completed.
 EXIT_COMPLETED = 0
@@ -61,7 +62,7 @@ NOT_SUBMITTED = "not submitted"
 MAX_NAMED_FAILURES = 20
 
 
-def _report(points: list[Point], summaries: list[dict], sweep_dir: Path) -> None:
+def _report(points: Sequence[Point | CannotRun], summaries: list[dict], sweep_dir: Path) -> None:
     """The sweep's last lines: the count of each end status, each point that did not
     complete with its reason on one line and its run directory (logs and records; at most
     :data:`MAX_NAMED_FAILURES`, the rest counted), the commands that go on, as ``--status``
@@ -83,7 +84,8 @@ def _report(points: list[Point], summaries: list[dict], sweep_dir: Path) -> None
     log.info("figures and tables: %s", analysis_command(sweep_dir))
 
 
-def _report_not_ended(points: list[Point], summaries: list[dict], sweep_dir: Path) -> None:
+def _report_not_ended(points: Sequence[Point | CannotRun], summaries: list[dict],
+                      sweep_dir: Path) -> None:
     """Name the points that have not ended (queued or running, perhaps by an earlier sweep;
     waiting for ``cluster.max_jobs``; only written): the sweep then exits
     :data:`EXIT_NOT_ENDED`. Where every such point was only written (``--scripts-only``),
@@ -93,6 +95,9 @@ def _report_not_ended(points: list[Point], summaries: list[dict], sweep_dir: Pat
             job = f" (Slurm job {s['job_id']})" if s.get("job_id") else ""
             log.info("not ended: %s: %s%s", _point_label(p),
                      s.get("status") or "no summary", job)
+        elif s.get("status") != "completed":  # skipped (cannot run, predicted not to fit)
+            log.info("%s %s: %s (records: %s)", s["status"], _point_label(p),
+                     reason_line(s.get("reason")) or "no reason recorded", p.run_dir)
     if secrets.secrets_path(sweep_dir).exists():
         log.info("%s stays for the jobs that have not ended; --status removes it once every "
                  "point has ended", secrets.secrets_path(sweep_dir))
@@ -116,7 +121,9 @@ def next_steps(sweep_dir: Path, rows: Sequence[status.PointState],
       cancelled while pending by the sweep's same-failure stop (``held_back``): the same
       command with ``--rerun-failed``, once fixed, then a line per point with its reason
       (the first line of its summary's, :func:`reason_line`);
-    - ``skipped_infeasible``: ``--rerun-failed --run-infeasible`` runs them anyway;
+    - ``skipped_infeasible``: ``--rerun-failed --run-infeasible`` runs them anyway; those
+      whose reason begins ``cannot run:`` (the config refuses the combination) cannot run:
+      leave them out of the command;
     - :data:`NOT_SUBMITTED` (points of the sweep's last command with no job yet: waiting
       for ``cluster.max_jobs``, or the sweep stopped before submitting them): the same
       command submits them; ``swept``: a sweep works in the directory now and submits them
@@ -129,7 +136,7 @@ def next_steps(sweep_dir: Path, rows: Sequence[status.PointState],
     for (num, label), row in zip(status.labels(rows), rows, strict=True):
         if row.superseded:
             continue
-        ended = row.status in STATUSES and row.status not in ("completed", SKIPPED_INFEASIBLE)
+        ended = row.status in STATUSES and row.status != "completed"
         points.append((f"{num} {label}".strip() if label else num, row.status,
                        (read_json(row.run_dir / SUMMARY_FILE) or {}) if ended else None))
     return _steps(sweep_dir, points, swept)
@@ -138,17 +145,19 @@ def next_steps(sweep_dir: Path, rows: Sequence[status.PointState],
 def _steps(sweep_dir: Path, points: Sequence[tuple[str, str | None, dict | None]],
            swept: bool = False, reasons: bool = True) -> list[str]:
     """The lines of :func:`next_steps` for ``points``, each ``(name, status, summary)``
-    (the summary read only for a point that ended otherwise than ``completed`` or
-    ``skipped_infeasible``); ``reasons``: each failed point's reason on a line of its own
+    (the summary read only for a point that ended otherwise than ``completed``);
+    ``reasons``: each failed point's reason on a line of its own
     (the sweep's end has just named them with their run directories)."""
-    again, failed, infeasible, waiting = [], [], [], []
+    again, failed, infeasible, cannot, waiting = [], [], [], [], []
     for point, st, summary in points:
         if st == NOT_SUBMITTED:
             waiting.append((point, st, None))
         elif st not in STATUSES or st == "completed":
             continue
         elif st == SKIPPED_INFEASIBLE:
-            infeasible.append((point, st, None))
+            reason = str((summary or {}).get("reason") or "")
+            (cannot if reason.startswith(CANNOT_RUN) else infeasible).append(
+                (point, st, reason))
         else:
             summary = summary or {}
             own = (st in FAILED_IN_RUN and not summary.get("interrupted")
@@ -172,6 +181,13 @@ def _steps(sweep_dir: Path, points: Sequence[tuple[str, str | None, dict | None]
                      f"{'it does' if len(infeasible) == 1 else 'they do'} not fit): run "
                      f"{_them(infeasible)} anyway with: "
                      f"{resume_command(sweep_dir, '--rerun-failed', '--run-infeasible')}")
+    if cannot:
+        lines.append(f"{_kinds(cannot)} cannot run (the config refuses the combination; "
+                     f"no flag runs {_them(cannot)}): leave {_them(cannot)} out of the "
+                     "command, or choose a strategy or node count that tiles")
+        if reasons:
+            lines += [f"  {point}: {reason_line(reason)}"
+                      for point, _, reason in cannot[:MAX_NAMED_FAILURES]]
     if waiting:
         go_on = (f"the sweep working in {shlex.quote(str(sweep_dir))} submits "
                  f"{_them(waiting)} as its jobs end" if swept else

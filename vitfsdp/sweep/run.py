@@ -33,8 +33,8 @@ from vitfsdp.records import (
     write_json_atomic,
 )
 from vitfsdp.sweep.check import _options
-from vitfsdp.sweep.choose import _consult_plan, select
-from vitfsdp.sweep.compose import _compose_point, plan
+from vitfsdp.sweep.choose import _consult_plan, record_cannot_run, select
+from vitfsdp.sweep.compose import _compose_point, plan_all
 from vitfsdp.sweep.local import _host_work, run_one, stop_signal
 from vitfsdp.sweep.point import (
     Point,
@@ -88,13 +88,15 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
     Every point gets a JobReturn whose value is its summary (status and figures), failures
     included, so Hydra's sweeper never aborts the sweep on one point's failure.
     """
-    points = plan(hydra_context, config, job_overrides, initial_job_idx)
+    points, cannot = plan_all(hydra_context, config, job_overrides, initial_job_idx)
     sweep_dir = Path(config.hydra.sweep.dir).resolve()
     options = _options(config)
     log.info("%s", where_line(points))
     lock = _held_locks.get(sweep_dir) or take_lock(sweep_dir)  # held: run_sweeper took it
     provenance.redact_yaml_file(sweep_dir / MULTIRUN_FILE)  # Hydra saved the overrides raw
+    skipped: dict[int, dict] = {}
     try:
+        skipped = record_cannot_run(cannot)  # before anything runs: one line, their records
         if options.batch_search:
             _record_command(sweep_dir, [])
             summaries = _batch_search(hydra_context, config, points, sweep_dir, options)
@@ -125,15 +127,17 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
         raise SweepDiskError(_disk_line(e, points, sweep_dir)) from None
     finally:
         lock.release()
-    ordered = [summaries[p.num] for p in points]
+    summaries.update(skipped)
+    every = sorted([*points, *cannot], key=lambda p: p.num)  # the points that cannot run too
+    ordered = [summaries[p.num] for p in every]
     if all(s.get("status") in STATUSES for s in ordered):
         _remove_secrets(sweep_dir)
-        _report(points, ordered, sweep_dir)
+        _report(every, ordered, sweep_dir)
     else:
-        _report_not_ended(points, ordered, sweep_dir)
+        _report_not_ended(every, ordered, sweep_dir)
     return [JobReturn(overrides=p.overrides, cfg=OmegaConf.create({}), hydra_cfg=config,
                       working_dir=str(p.run_dir), _return_value=s, status=JobStatus.COMPLETED)
-            for p, s in zip(points, ordered, strict=True)]
+            for p, s in zip(every, ordered, strict=True)]
 
 
 def _record_command(sweep_dir: Path, points: Sequence[Point]) -> None:
