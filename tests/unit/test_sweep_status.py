@@ -416,3 +416,48 @@ def test_points_the_breaker_cancelled_are_rerun_once_fixed(tmp_path):
                                "again with:"), lines
     assert "--rerun-failed" in lines[1]
     assert lines[3] == f"  1 b cancelled: {why}"
+
+
+def _record(sweep_dir: Path, task: list[str], points: list[tuple[str, str, list[str]]],
+            when: str) -> None:
+    """A commands.jsonl record as the sweep writes it since it records each point:
+    ``points`` of ``(config hash, run directory name, overrides)``."""
+    with open(sweep_dir / "commands.jsonl", "a") as f:
+        f.write(json.dumps({"started_at": when, "task": task, "hydra": [],
+                            "config_hashes": [h for h, _, _ in points],
+                            "points": [{"config_hash": h, "run_dir": d, "overrides": o}
+                                       for h, d, o in points]}) + "\n")
+
+
+def test_a_presets_points_are_read_from_the_record_not_expanded(tmp_path, capsys):
+    """``experiment=<preset>`` sweeps its preset's params: the command's overrides expand
+    to one point, not its three. The recorded points still mark the broken environment's
+    failures superseded by the fix, and a point of the fix not yet submitted is named by
+    its run directory (before, superseded was never marked and the row was named ``2``)."""
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    task, env = ["experiment=mine"], "+cluster.env.GLOO_SOCKET_IFNAME=ib0"
+    names = ["0_strategy=DDP", "1_strategy=FULL_SHARD", "2_strategy=HYBRID_2GPU"]
+    strategies = ["strategy=DDP", "strategy=FULL_SHARD", "strategy=HYBRID_2GPU"]
+    _record(sweep_dir, [*task, env], [(f"{n}" * 16, d, [*task, env, s]) for n, d, s
+                                      in zip("abc", names, strategies, strict=True)], "1")
+    fixed = [(f"{n}" * 16, d, [*task, s]) for n, d, s in zip("def", names, strategies,
+                                                                strict=True)]
+    _record(sweep_dir, task, fixed, "2")
+    (sweep_dir / "multirun.yaml").write_text(json.dumps(
+        {"hydra": {"overrides": {"task": task, "hydra": []}}}))
+    for n, name in zip("abc", names, strict=True):
+        old = sweep_dir / f"{name}_old"
+        old.mkdir()
+        (old / "job.json").write_text(json.dumps({"config_hash": n * 16}))
+        (old / "summary.json").write_text(json.dumps(BROKEN_END))
+    for h, d, _ in fixed[:2]:
+        (sweep_dir / d).mkdir()
+        (sweep_dir / d / "job.json").write_text(json.dumps({"config_hash": h}))
+        (sweep_dir / d / "summary.json").write_text(json.dumps({"status": "completed"}))
+    main_cli(["--status", str(sweep_dir)])
+    out = capsys.readouterr().out
+    assert "3 earlier points superseded by the last command" in out, out
+    (row,) = [line for line in out.splitlines() if line.startswith("2 ") and "not submitted"
+              in line]
+    assert row.split()[-1] == "strategy=HYBRID_2GPU", out

@@ -172,14 +172,19 @@ def _identities(record: dict) -> dict[str, frozenset[str]]:
     """A command's record → each of its points' config hash → the point's overrides (as
     :func:`vitfsdp.overrides.expand` writes them, a leading ``+``, ``++`` or ``~`` dropped)
     but those of :data:`ENVIRONMENT_FIELDS`; empty where its overrides do not expand to as
-    many points as it has hashes (a ``glob(...)``)."""
-    hashes = record.get("config_hashes") or []
-    try:
-        points = expand(record.get("task") or [])
-    except ValueError:
-        return {}
-    if len(points) != len(hashes):
-        return {}
+    many points as it has hashes (a ``glob(...)``). A record with ``points`` (each point's
+    hash and overrides, as the sweep ran them) is read as it is, not expanded."""
+    if record.get("points"):
+        hashes = [p.get("config_hash") for p in record["points"]]
+        points = [p.get("overrides") or [] for p in record["points"]]
+    else:
+        hashes = record.get("config_hashes") or []
+        try:
+            points = expand(record.get("task") or [])
+        except ValueError:
+            return {}
+        if len(points) != len(hashes):
+            return {}
     identities = {}
     for config_hash, overrides in zip(hashes, points, strict=True):
         kept = set()
@@ -197,8 +202,9 @@ def _identities(record: dict) -> dict[str, frozenset[str]]:
 def _not_submitted(sweep_dir: Path) -> list[status.PointState]:
     """The points of the sweep's last command (:func:`_last_command`) that no run
     directory's ``job.json`` holds, matched by config hash as a rerun matches them: a row
-    each, status :data:`NOT_SUBMITTED`, named as its run directory will be where the
-    command's overrides expand to as many points (else by its place in the sweep)."""
+    each, status :data:`NOT_SUBMITTED`, named as its run directory will be: as the
+    command's record names it (``points``), else where the command's overrides expand to
+    as many points, else by its place in the sweep."""
     last = _last_command(sweep_dir)
     if last is None:
         return []
@@ -207,7 +213,11 @@ def _not_submitted(sweep_dir: Path) -> list[status.PointState]:
                for path in sweep_dir.glob(f"*/{JOB_FILE}")}
     if all(h in started for h in hashes):
         return []
-    names = _point_names(task, len(hashes))
+    recorded = {p.get("config_hash"): p.get("run_dir")
+                for r in _last_records(read_jsonl(sweep_dir / COMMANDS_FILE))
+                for p in r.get("points") or []}
+    names = ([recorded[h] for h in hashes] if all(recorded.get(h) for h in hashes)
+             else _point_names(task, len(hashes)))
     return [status.PointState(run_dir=sweep_dir / name, status=NOT_SUBMITTED)
             for h, name in zip(hashes, names, strict=True) if h not in started]
 

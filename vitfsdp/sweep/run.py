@@ -145,13 +145,18 @@ def _record_command(sweep_dir: Path, points: Sequence[Point]) -> None:
     next sweep in the directory overwrites) and its points' config hashes (the identity a
     rerun matches them by; none for a batch search, whose points are searches) to
     :data:`COMMANDS_FILE`, so that the report can name every command the directory's runs
-    came from and the analysis the points of the last one that never started."""
+    came from and the analysis the points of the last one that never started; ``points``:
+    each point's hash, run directory name and overrides (redacted), which ``--status``
+    reads rather than expanding the command again (an ``experiment=`` preset's sweep, a
+    point that cannot run: the expansion of ``task`` is not the points)."""
     overrides = provenance.saved_overrides(sweep_dir)
     if overrides is None:
         return
     append_jsonl(sweep_dir / COMMANDS_FILE, {
         "started_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        **overrides, "config_hashes": [p.config_hash for p in points]})
+        **overrides, "config_hashes": [p.config_hash for p in points],
+        "points": [{"config_hash": p.config_hash, "run_dir": p.run_dir.name,
+                    "overrides": provenance.redact_args(list(p.overrides))} for p in points]})
 
 
 def _settled_counts(skipped: Iterable[dict], rerun_failed: bool) -> str:
