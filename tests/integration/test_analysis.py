@@ -162,6 +162,25 @@ def test_a_point_that_never_started_splits_no_line(tmp_path: Path) -> None:
     assert labels == {"FULL_SHARD"}
 
 
+def test_a_point_skipped_as_one_that_cannot_run_splits_no_line(tmp_path: Path) -> None:
+    """A point that cannot run is recorded from its composed config, where FSDP's prefetch
+    settings are still null (the run's config fills them in): HYBRID_16GPU at 1 node stays
+    on the HYBRID_16GPU line of its 2- and 4-node runs."""
+    for nodes in (1, 2, 4):
+        info = run_info("FULL_SHARD", nodes)
+        info["config"]["strategy"]["name"] = "HYBRID_16GPU"
+        if nodes > 1:
+            write_run(tmp_path / f"n{nodes}", info, 100.0 * nodes)
+            continue
+        info["config"]["strategy"] |= {"backward_prefetch": None, "limit_all_gathers": None}
+        del info["device"], info["world"]
+        records = RunRecords(tmp_path / "n1")
+        records.start(info)
+        records.finish("skipped_infeasible", reason="cannot run: shard groups of 16 ranks")
+    df = collect_runs(tmp_path)
+    assert set(configurations(df)) == {"HYBRID_16GPU"}
+
+
 def test_weak_scaling_figure(sweep: Path) -> None:
     fig = plot_weak_scaling(collect_runs(sweep))
     ax = fig.axes[0]

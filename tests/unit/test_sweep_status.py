@@ -235,9 +235,10 @@ def test_the_slurm_sweep_records_why_it_did_not_submit(tmp_path, monkeypatch):
         "the sweep was interrupted before it; rerun the command to submit it")
     slurm_jobs._Submitter([unit(points[2])], 1, sweep_dir).hold(
         pack.SubmitRefused("sbatch: error: QOSMaxSubmitJobPerUserLimit", 1))
-    assert status.not_submitted_why(sweep_dir) == (
-        "sbatch refused it (sbatch: error: QOSMaxSubmitJobPerUserLimit); rerun the command "
-        "to submit it")
+    assert status.not_submitted_why(sweep_dir) == (  # the fix first, then the rerun
+        "sbatch refused it (sbatch: error: QOSMaxSubmitJobPerUserLimit); wait for your other "
+        "jobs in the queue to end (squeue --me), or choose another cluster.qos, then run the "
+        "sweep again")
 
 
 def test_counts_of_one_are_singular(tmp_path):

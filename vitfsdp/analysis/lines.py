@@ -26,6 +26,11 @@ VARIANT_COLUMNS = (
 #: (:mod:`vitfsdp.analysis.rows`). A point that never started holds the placeholder.
 RESOLVED_COLUMNS = {"precision": ("auto",), "device_name": (), "kernels.compile": (),
                     "strategy.use_orig_params": (), "kernels.adamw": ("auto",)}
+#: Columns the run's config fills in (FSDP's prefetch settings: null in the composed config
+#: of a point skipped as one that cannot run, which never starts), whose null is a value in
+#: a run that started (DDP has none): only runs that started (``device_type`` recorded)
+#: count where they vary, when any did.
+STARTED_COLUMNS = ("backward_prefetch", "limit_all_gathers")
 #: Columns a strategy name normally fixes; they split lines only if they vary within one.
 #: (Not ``shard_group_size``: FULL_SHARD shards over the whole world, which grows with nodes.)
 STRATEGY_COLUMNS = ("sharding_strategy",)
@@ -119,13 +124,18 @@ def line_columns(df: pd.DataFrame) -> list[str]:
 
     A column of :data:`VARIANT_COLUMNS` counts when it takes more than one value in ``df``
     (of :data:`RESOLVED_COLUMNS`, more than one value a run resolved: a point that never
-    started, cancelled while pending, say, splits no line by its ``auto``); one of
+    started, cancelled while pending, say, splits no line by its ``auto``; of
+    :data:`STARTED_COLUMNS`, more than one value among the runs that started); one of
     :data:`STRATEGY_COLUMNS` when it takes more than one value within a strategy.
     """
     cols = list(BASE_LINE_COLUMNS)
     configured = df[df["framework"].notna()]  # a run that failed before its config was
     df = configured if len(configured) else df  # recorded splits no line
-    cols += [c for c in VARIANT_COLUMNS if _resolved(df[c], c).nunique(dropna=False) > 1]
+    started = df[df["device_type"].notna()] if "device_type" in df else df
+    started = started if len(started) else df
+    cols += [c for c in VARIANT_COLUMNS
+             if _resolved((started if c in STARTED_COLUMNS else df)[c], c)
+             .nunique(dropna=False) > 1]
     within = df.groupby(list(BASE_LINE_COLUMNS), dropna=False)
     cols += [c for c in STRATEGY_COLUMNS if (within[c].nunique(dropna=False) > 1).any()]
     return cols

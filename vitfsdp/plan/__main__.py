@@ -183,9 +183,7 @@ def plan_table(overrides: list[str]) -> pd.DataFrame:
                      "steps": cfg.train.steps,
                      "price_per_node_hour": cfg.cluster.price_per_node_hour,
                      **p.as_dict()})
-    df = weak_scaling(rank_points(pd.DataFrame(rows)))
-    df.attrs["cannot_run"] = cannot_run_line([x for _, x in impossible], common)
-    return df
+    return weak_scaling(rank_points(pd.DataFrame(rows)))
 
 
 def _verdicts(df: pd.DataFrame) -> pd.Series:
@@ -372,9 +370,9 @@ def format_terms(df: pd.DataFrame) -> str:
              "else on a GPU what the host needs beyond the device's step (docs/plan.md's",
              "host constants, measured on an H100); eff = ips / (ips at the fewest nodes x",
              "nodes ratio)"]
-    sources = sorted(set(df["source"].astype(str)))
+    sources = sorted(set(df["source"].dropna().astype(str)))  # an n/a row has none
     lines.append("figures from: " + ", ".join(sources))
-    notes = sorted({n for x in df["notes"].astype(str) for n in x.split("; ") if n})
+    notes = sorted({n for x in df["notes"].dropna().astype(str) for n in x.split("; ") if n})
     lines += [f"note: {n}" for n in notes]
     return "\n".join(lines)
 

@@ -82,7 +82,7 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
         status.watch(sweep_dir, [p.run_dir for p in [*points, *alive]], poll_s,
                      show=_show_table, on_poll=submitter)
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, SIGTERM, SIGHUP
-        if _unsubmitted_jobs(units):
+        if _unsubmitted_jobs(units) and submitter.held is None:  # else held: fix first
             status.record_not_submitted(sweep_dir, "the sweep was interrupted before it")
         raise
     return [read_json(p.run_dir / SUMMARY_FILE)
@@ -183,7 +183,10 @@ class _Submitter:
         more, and say so once with the fix and the command that goes on."""
         waiting = _unsubmitted_jobs(self.units)
         self.held = f"not submitted: sbatch refused it ({e.words})"
-        status.record_not_submitted(self.sweep_dir, f"sbatch refused it ({e.words})")
+        status.record_not_submitted(
+            self.sweep_dir, f"sbatch refused it ({e.words})",
+            then=f"{_refusal_fix(e.num_jobs, self.max_jobs, self.qos)}, then run the sweep "
+                 "again")
         log.error("sbatch refused %d job(s) with no job of the sweep queued or running: %s; "
                   "%d job(s) not submitted. %s, then go on with: %s", e.num_jobs, e.words,
                   waiting, _refusal_fix(e.num_jobs, self.max_jobs, self.qos),
