@@ -4,7 +4,7 @@ report's table with each cell's spread and runs and each variant's verdict, fail
 (``runs_failed``) and runs other work competed with (``runs_contended``) in points.csv,
 prefetch.csv and best.csv, and the contention note of figures and the report's provenance.
 
-The images/s are those of the reviewer's CPU ablation (/tmp/abl-pf1: FULL_SHARD at 1 node,
+The images/s are those of a 2-core CPU ablation (vit_tiny FULL_SHARD at 1 node,
 3 prefetch x 2 limit_all_gathers variants, 2 repeats each; every fake run's windows are
 its images/s +-1)."""
 
