@@ -380,6 +380,7 @@ def format_terms(df: pd.DataFrame) -> str:
 def _legend(peak: str) -> str:
     """What the table's columns mean, ``peak`` being the header of the predicted peak
     (``rsvd``, ``rss`` or ``peak``)."""
+    # on use, as the plan's other modules here: `python -m vitfsdp.plan --help` loads none
     from vitfsdp.plan.memory import GPU_ALLOCATOR_OVERHEAD, GPU_CONTEXT_GIB, NCCL_COMMUNICATOR_GIB
 
     cache = f"the allocator's cache, {GPU_ALLOCATOR_OVERHEAD:.0%} of alloc"
