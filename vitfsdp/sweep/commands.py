@@ -71,13 +71,15 @@ def status_main(argv: Sequence[str]) -> int:
     sweep_dir = args.sweep_dir
     if not sweep_dir.is_dir():
         parser.error(f"{sweep_dir} is not a directory")
-    if not status.point_dirs(sweep_dir) and not _not_submitted(sweep_dir):
+    if not status.point_dirs(sweep_dir) and not _not_submitted(
+            sweep_dir, read_jsonl(sweep_dir / COMMANDS_FILE)):
         parser.error(f"{sweep_dir} holds no sweep points (no */job.json or */run.json)")
 
     def rows_now() -> list[status.PointState]:
+        records = read_jsonl(sweep_dir / COMMANDS_FILE)  # once a poll, for both
         rows = [*status.collect(sweep_dir, status.point_dirs(sweep_dir)),
-                *_not_submitted(sweep_dir)]
-        _mark_superseded(sweep_dir, rows)
+                *_not_submitted(sweep_dir, records)]
+        _mark_superseded(sweep_dir, rows, records)
         return rows
 
     try:
@@ -100,17 +102,6 @@ def status_main(argv: Sequence[str]) -> int:
     for line in next_steps(sweep_dir, rows, swept):
         print(line)
     return exit_status([{"status": r.status} for r in rows if not r.superseded])
-
-
-def _last_command(sweep_dir: Path) -> tuple[list[str], list[str]] | None:
-    """The sweep's last command, from its records in :data:`COMMANDS_FILE`
-    (:func:`_last_records`): its overrides (``task``) and the config hashes of its points;
-    None where there is no record."""
-    last = _last_records(read_jsonl(sweep_dir / COMMANDS_FILE))
-    if not last:
-        return None
-    hashes = list(dict.fromkeys(h for r in last for h in r.get("config_hashes") or []))
-    return last[-1].get("task") or [], hashes
 
 
 def _last_records(records: Sequence[dict]) -> list[dict]:
@@ -140,7 +131,8 @@ ENVIRONMENT_FIELDS = ("env", "multi_node_env", "single_node_env", "prepend_env",
                       "sbatch_args", "site_sbatch_args", "srun_args")
 
 
-def _mark_superseded(sweep_dir: Path, rows: Sequence[status.PointState]) -> None:
+def _mark_superseded(sweep_dir: Path, rows: Sequence[status.PointState],
+                     records: Sequence[dict]) -> None:
     """Mark :attr:`~vitfsdp.launch.status.PointState.superseded` the rows of points of
     earlier commands that the sweep's last command runs again with other environment
     settings: the point's config hash (its ``job.json``'s) is not the last command's, and
@@ -149,8 +141,8 @@ def _mark_superseded(sweep_dir: Path, rows: Sequence[status.PointState]) -> None
     command that the last one does not run (a directory that gathers several commands'
     points) is not superseded: it still counts. Nothing is marked where there is no record
     of the last command's points (no :data:`COMMANDS_FILE`; a batch search's, whose points
-    are searches) or a row has no config hash to match (hand-made records)."""
-    records = read_jsonl(sweep_dir / COMMANDS_FILE)
+    are searches) or a row has no config hash to match (hand-made records). ``records``:
+    the sweep directory's :data:`COMMANDS_FILE`."""
     last = _last_records(records)
     current = {h for r in last for h in r.get("config_hashes") or []}
     if not current:
@@ -199,25 +191,24 @@ def _identities(record: dict) -> dict[str, frozenset[str]]:
     return identities
 
 
-def _not_submitted(sweep_dir: Path) -> list[status.PointState]:
-    """The points of the sweep's last command (:func:`_last_command`) that no run
-    directory's ``job.json`` holds, matched by config hash as a rerun matches them: a row
-    each, status :data:`NOT_SUBMITTED`, named as its run directory will be: as the
-    command's record names it (``points``), else where the command's overrides expand to
-    as many points, else by its place in the sweep."""
-    last = _last_command(sweep_dir)
-    if last is None:
+def _not_submitted(sweep_dir: Path, records: Sequence[dict]) -> list[status.PointState]:
+    """The points of the sweep's last command (``records``, its :data:`COMMANDS_FILE`:
+    :func:`_last_records`) that no run directory's ``job.json`` holds, matched by config
+    hash as a rerun matches them: a row each, status :data:`NOT_SUBMITTED`, named as its
+    run directory will be: as the command's record names it (``points``), else where the
+    command's overrides expand to as many points, else by its place in the sweep."""
+    last = _last_records(records)
+    hashes = list(dict.fromkeys(h for r in last for h in r.get("config_hashes") or []))
+    if not hashes:
         return []
-    task, hashes = last
     started = {(read_json(path) or {}).get("config_hash")
                for path in sweep_dir.glob(f"*/{JOB_FILE}")}
     if all(h in started for h in hashes):
         return []
-    recorded = {p.get("config_hash"): p.get("run_dir")
-                for r in _last_records(read_jsonl(sweep_dir / COMMANDS_FILE))
+    recorded = {p.get("config_hash"): p.get("run_dir") for r in last
                 for p in r.get("points") or []}
     names = ([recorded[h] for h in hashes] if all(recorded.get(h) for h in hashes)
-             else _point_names(task, len(hashes)))
+             else _point_names(last[-1].get("task") or [], len(hashes)))
     return [status.PointState(run_dir=sweep_dir / name, status=NOT_SUBMITTED)
             for h, name in zip(hashes, names, strict=True) if h not in started]
 
