@@ -90,8 +90,7 @@ def other_work_note(df: pd.DataFrame, name_cluster: bool = False) -> str:
     profiles after the runs, ``"during 13 runs (cluster=local): ..."``. ``""`` where none
     did or it was not measured (no ``host_other_cpus``: Slurm points, older records)."""
     other, cpus = numeric_column(df, "host_other_cpus"), numeric_column(df, "host_cpus")
-    hit = pd.Series([competed(o, c) for o, c in zip(other, cpus, strict=True)],
-                    index=df.index, dtype=bool)
+    hit = competed_flags(df)
     if not hit.any():
         return ""
     low, high = other[hit].min(), other[hit].max()
@@ -209,6 +208,17 @@ def judged_busy(runs: pd.DataFrame) -> pd.Series:
     median of its runs' (the tables, the figures' rings and the framework ratio alike)."""
     low = numeric_column(runs, "device_busy_min_frac")
     return low.where(low.notna(), numeric_column(runs, "device_busy_frac"))
+
+
+def competed_flags(runs: pd.DataFrame) -> pd.Series:
+    """Whether other work competed with each run of ``runs`` (runs.csv's rows), on its index
+    (:func:`vitfsdp.core.throughput.competed` of ``host_other_cpus`` and ``host_cpus``);
+    False where either is absent or unknown (Slurm points, older records). The one rule of
+    :func:`other_work_note`, the ratio table's ``noisy`` and the tables' ``runs_contended``."""
+    other = numeric_column(runs, "host_other_cpus")
+    cpus = numeric_column(runs, "host_cpus")
+    return pd.Series([competed(o, c) for o, c in zip(other, cpus, strict=True)],
+                     index=runs.index, dtype=bool)
 
 
 def numeric_column(df: pd.DataFrame, name: str) -> pd.Series:
@@ -392,13 +402,11 @@ def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
     they are noisy (see :func:`framework_ratio_table`'s ``noisy``), the attention it ran
     and, for PyTorch, its recipe (:func:`torch_recipe`)."""
     windows = window_spreads(rows)
-    other = rows.get("host_other_cpus", pd.Series(None, index=rows.index)).astype(object)
-    cpus = rows.get("host_cpus", pd.Series(None, index=rows.index)).astype(object)
     rows = rows.assign(busy=judged_busy(rows),
                        win_lo=rows.get("ips_min", rows["ips"]),
                        win_hi=rows.get("ips_max", rows["ips"]),
                        win_spread=windows,
-                       competed=[competed(o, c) for o, c in zip(other, cpus, strict=True)],
+                       competed=competed_flags(rows),
                        attention=rows.get("attention", pd.Series(None, index=rows.index)),
                        recipe=torch_recipe(rows) if fw == "torch" else None)
     side = rows.groupby(keys, dropna=False).agg(

@@ -26,6 +26,7 @@ from vitfsdp.analysis.lines import (
     _ideal_ips,
     _sort_key,
     baseline_nodes,
+    competed_flags,
     configurations,
     efficiency_footnote,
     format_efficiency,
@@ -33,6 +34,7 @@ from vitfsdp.analysis.lines import (
     judged_busy,
     line_columns,
     line_label,
+    numeric_column,
     scaling_table,
 )
 from vitfsdp.analysis.recipe import recipe_table
@@ -55,7 +57,6 @@ from vitfsdp.core.throughput import (
     NOISY_SPREAD,
     OTHER_WORK_FRAC,
     any_host_bound,
-    competed,
     host_bound,
 )
 from vitfsdp.plan.calibrate import compare
@@ -533,8 +534,8 @@ def prefetch_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
     if points.empty or not set(ABLATION_COLUMNS) & set(points.columns):
         return pd.DataFrame(columns=cols)
     fsdp1 = points.dropna(subset=list(ABLATION_COLUMNS))
-    fsdp1 = fsdp1.assign(**{c: [_counted(r, c) for _, r in fsdp1.iterrows()]
-                            for c in ("runs_failed", "runs_contended")})
+    fsdp1 = fsdp1.assign(**{c: numeric_column(fsdp1, c).fillna(0).astype(int)
+                            for c in ("runs_failed", "runs_contended")})  # 0: older frames
     keys = [c for c in points.columns[:list(points.columns).index("nodes")]
             if c not in ABLATION_COLUMNS]
     table = fsdp1.assign(configuration=[line_label(r, keys) for _, r in fsdp1.iterrows()])
@@ -681,18 +682,6 @@ def competed_runs(runs: pd.DataFrame) -> pd.DataFrame:
     (:func:`vitfsdp.core.throughput.competed` of ``host_other_cpus`` and ``host_cpus``);
     none where either column is absent or unknown (Slurm points, older records)."""
     return runs[competed_flags(runs)]
-
-
-def competed_flags(runs: pd.DataFrame) -> pd.Series:
-    """Whether other work competed with each run of ``runs`` (runs.csv's rows), on its index
-    (:func:`vitfsdp.core.throughput.competed` of ``host_other_cpus`` and ``host_cpus``);
-    False where either is absent or unknown."""
-    if not {"host_other_cpus", "host_cpus"} <= set(runs):
-        return pd.Series(False, index=runs.index, dtype=bool)
-    other = pd.to_numeric(runs["host_other_cpus"], errors="coerce")
-    cpus = pd.to_numeric(runs["host_cpus"], errors="coerce")
-    return pd.Series([competed(o, c) for o, c in zip(other, cpus, strict=True)],
-                     index=runs.index, dtype=bool)
 
 
 def competition_text(runs: pd.DataFrame) -> str | None:
