@@ -18,10 +18,11 @@ import pytest
 
 from tests.fake_records import run_info, write_run
 from vitfsdp.analysis import collect_runs, plot_weak_scaling, study_tables
-from vitfsdp.analysis.lines import contention_note
+from vitfsdp.analysis.lines import configurations, contention_note
 from vitfsdp.analysis.report import provenance_table, report_sections
-from vitfsdp.analysis.tables import best_table, points_table, prefetch_table
+from vitfsdp.analysis.tables import best_table, format_points, points_table, prefetch_table
 from vitfsdp.analysis.verdict import BEYOND, FEW_RUNS, ONE_RUN, WITHIN
+from vitfsdp.records import mark_failed
 
 #: (backward_prefetch, limit_all_gathers) -> the images/s of its two repeats: PRE and NONE
 #: lie below POST/True's 1,317-1,663 without overlapping it (apart, on 2 runs each: not
@@ -212,3 +213,31 @@ def test_a_verdicts_kind_leaves_its_notes_aside(text, kind):
 
     assert DECLARED == CONTENDED
     assert verdict_kind(text) == kind
+
+
+def test_a_run_that_never_started_counts_at_its_point_where_the_device_splits_lines(tmp_path):
+    """Two H100 runs of a point completed, its third was cancelled while pending (no device,
+    precision=auto unresolved), and a CPU point ran too: device_name splits the lines. The
+    cancelled run belongs to the H100 point by its point_id (before: a line of its own,
+    runs_failed 0, and '4 runs of 3 points')."""
+    def info(device: str, repeat: int) -> dict:
+        payload = run_info("DDP", 1, device=device)
+        payload["config"] |= {"precision": "auto", "repeat": repeat}
+        payload["config"]["cluster"]["name"] = "cuda8" if device == "cuda" else "local"
+        return payload
+
+    for repeat in (0, 1):
+        write_run(tmp_path / f"gpu{repeat}", info("cuda", repeat), 100.0 + repeat)
+    write_run(tmp_path / "cpu0", info("cpu", 0), 10.0)
+    pending = tmp_path / "gpu2"
+    pending.mkdir()
+    (pending / "job.json").write_text(json.dumps({"config": info("cuda", 2)["config"]}))
+    mark_failed(pending, "cancelled", "cancelled while pending", interrupted=True)
+    df = collect_runs(tmp_path)
+    assert df.set_index("run_dir")["device_name"].isna().sum() == 1  # runs.csv: as recorded
+    points = points_table(df).set_index("device_name")
+    assert points.loc["NVIDIA H100", ["num_repeats", "runs_failed"]].tolist() == [2, 1]
+    assert points.loc["cpu", "runs_failed"] == 0
+    labels = configurations(df)
+    assert labels.nunique() == 2
+    assert "4 runs of 2 points" in format_points(df, points_table(df))

@@ -149,6 +149,32 @@ def _resolved(values: pd.Series, column: str) -> pd.Series:
     return values[~values.astype(object).isin(unresolved) & values.notna()]
 
 
+def at_their_points(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (runs.csv's rows) with each :data:`RESOLVED_COLUMNS` value a run had not
+    resolved (it never started: cancelled while pending, say, holds ``precision=auto`` and
+    no device) replaced by what the other runs of its point resolved (``point_id``), so that
+    it counts and is drawn at its point where such a column splits lines (two devices, or
+    ``precision=fp32,auto``); kept where none of them resolved one, or they resolved two.
+    ``df`` itself where it has no ``point_id`` (records read before the column) or no run
+    is unresolved; runs.csv keeps what each run recorded."""
+    if "point_id" not in df or df.empty:
+        return df
+    out = df
+    for column in (c for c in RESOLVED_COLUMNS if c in df):
+        resolved = _resolved(df[column], column)
+        missing = df.index.difference(resolved.index)
+        if missing.empty or resolved.empty:
+            continue
+        by_point = resolved.groupby(df.loc[resolved.index, "point_id"])
+        single = by_point.first()[by_point.nunique() == 1]
+        found = df.loc[missing, "point_id"].map(single).dropna()
+        if not found.empty:
+            out = out.copy() if out is df else out
+            out[column] = out[column].astype(object)
+            out.loc[found.index, column] = found.astype(object)
+    return out
+
+
 def label_columns(df: pd.DataFrame) -> list[str]:
     """The line columns that label lines: :func:`line_columns` without a PyTorch-only
     setting that splits no strategy's lines within a framework (it varies only between
@@ -168,6 +194,7 @@ def configurations(df: pd.DataFrame) -> pd.Series:
 def line_labels(df: pd.DataFrame, keys: list[str]) -> pd.Series:
     """:func:`line_label` of every row of ``df``, column by column (fast for tens of
     thousands of runs)."""
+    df = at_their_points(df)
     strategy = df["strategy"].astype("object")
     labels = strategy.where(strategy.notna(), "unknown strategy").astype(str)
     for key in keys[2:]:

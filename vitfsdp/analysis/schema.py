@@ -158,6 +158,9 @@ RUN_COLUMNS = (
            "transformer blocks per FSDP unit (1 in records older than the key)"),
     Column("experiment", TEXT, "", "config",
            "the experiment preset the run belongs to"),
+    Column("point_id", TEXT, "", "config",
+           "the point's identity: 16 hex digits of SHA-256 over its recorded config without "
+           "repeat, shared by the runs of one point whether they started or not"),
     Column("repeat", INT, "", "config",
            "the repeat's index within its point",
            display=("repeat", "{:d}")),

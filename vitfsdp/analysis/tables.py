@@ -25,6 +25,7 @@ import pandas as pd
 from vitfsdp.analysis.lines import (
     _ideal_ips,
     _sort_key,
+    at_their_points,
     baseline_nodes,
     competed_flags,
     configurations,
@@ -240,7 +241,7 @@ def point_runs(df: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
     ``points``' index: ``total``, its runs whatever their status, and ``contended``, those
     of them other work competed with (:func:`competed_runs`' rule)."""
     keys = [*line_columns(df), "nodes"]
-    counts = df.assign(_contended=competed_flags(df)).groupby(
+    counts = at_their_points(df).assign(_contended=competed_flags(df)).groupby(
         keys, dropna=False, sort=False).agg(total=("_contended", "size"),
                                             contended=("_contended", "sum")).reset_index()
     counts["nodes"] = counts["nodes"].astype("Int64")
@@ -272,7 +273,8 @@ def format_points(df: pd.DataFrame, points: pd.DataFrame) -> str:
             lambda x: "-" if pd.isna(x) else f"{x:.2f}"),
     })  # fmt: skip
     failed = int((df["status"] != "completed").sum())
-    num_points = len(df.groupby([*line_columns(df), "nodes"], dropna=False, sort=False))
+    num_points = len(at_their_points(df).groupby([*line_columns(df), "nodes"], dropna=False,
+                                                   sort=False))
     return (f"{text.to_string(index=False)}{efficiency_footnote(text['efficiency'])}"
             f"\n\n{len(df):,} runs of {num_points:,} points: "
             f"{len(points):,} points completed at least once, {failed:,} runs did not "
