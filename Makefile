@@ -30,7 +30,7 @@ SLURM_DIR ?= /tmp/vitfsdp-slurm
 
 # Where torch and torchvision come from when the environment has neither: on a machine with
 # no GPU (no nvidia-smi, no rocm-smi on PATH) the PyTorch CPU index (PyPI's are CUDA builds,
-# several GB: README, "Set-up"); with a GPU, pip's own index. `make demo TORCH_INDEX=<url>`
+# several GB: README, "Two commands" and "Installing"); with a GPU, pip's own index. `make demo TORCH_INDEX=<url>`
 # picks another, `TORCH_INDEX=` pip's own.
 CPU_TORCH_INDEX := https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?= $(if $(shell command -v nvidia-smi || command -v rocm-smi),,$(CPU_TORCH_INDEX))
@@ -59,7 +59,7 @@ torch:
 	      $(PYTHON) -m pip install --quiet --upgrade torch torchvision && \
 	      $(PYTHON) -c "import torch, torchvision"; } || { \
 	        echo "torch and torchvision from $(TORCH_INDEX) did not install, or do not import" \
-	             "together: install a matching pair first (README, Set-up), or run make with" \
+	             "together: install a matching pair first (README, 'Installing'), or run make with" \
 	             "TORCH_INDEX= for pip's own index (CUDA builds)" >&2; \
 	        exit 1; }; }
 
