@@ -190,7 +190,7 @@ def test_the_contention_note_names_other_work_and_provenance_does_not_read_clean
     assert rows["contention"] == note
     shared = df.assign(shared_cores="4 ranks on 2 cores", ranks_per_host=4)
     assert contention_note(shared) == (
-        "4 ranks on 2 cores (cluster=local): not a hardware measurement; other work used "
+        "4 ranks on 2 cores (cluster=local); other work used "
         "1.5-1.7 of 2 cores during 12 runs: not a hardware measurement")
     quiet = _ablation(tmp_path / "quiet", other_cpus={v: 0.3 for v in ABLATION})
     assert contention_note(quiet) is None

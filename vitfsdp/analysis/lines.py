@@ -64,20 +64,30 @@ COMPILE_WORDS = {True: "compiled", False: "eager", None: "compile auto"}
 ORIG_PARAMS_WORDS = {True: "orig params", False: "flat params", None: "orig params auto"}
 
 
+#: What the contention notes say of runs whose cores were shared (:func:`contention_note`).
+NOT_HARDWARE = ": not a hardware measurement"
+
+
 def contention_note(df: pd.DataFrame) -> str | None:
     """What figures and reports say of runs whose CPU ranks shared cores, e.g. ``"4-8 ranks
     on 2 cores (cluster=local): not a hardware measurement"``, of runs other work competed
     with (:func:`vitfsdp.core.throughput.competed` of ``host_other_cpus`` and ``host_cpus``:
     ``"other work used 1.5-1.7 of 2 cores during 13 runs: not a hardware measurement"``),
     followed by the network the nodes were on where it was emulated (``"; nodes apart on an
-    emulated 1 Gbit/s link"``); ``None`` when none applies."""
+    emulated 1 Gbit/s link"``); ``None`` when none applies. Where ranks shared cores and
+    other work competed too, "not a hardware measurement" closes the second part only:
+    ``"4 ranks on 2 cores (cluster=local); other work used 0.8 of 2 cores during 1 run: not
+    a hardware measurement"``."""
     networks = "; ".join(sorted(set(df["network"].dropna().astype(str)))) \
         if "network" in df else ""
     shared = df[df["shared_cores"].notna()] if "shared_cores" in df else df.iloc[0:0]
     cores = _shared_cores_note(shared) if len(shared) else ""
     # the figures' footers leave the cluster profile to this note where it says anything
     # of the cores (figures.finish): one of its two parts names it
-    notes = [cores, other_work_note(df, name_cluster=not cores), networks]
+    other = other_work_note(df, name_cluster=not cores)
+    if cores and other:  # what neither is, said once, after both
+        cores = cores.removesuffix(NOT_HARDWARE)
+    notes = [cores, other, networks]
     return "; ".join(n for n in notes if n) or None
 
 
@@ -100,7 +110,7 @@ def other_work_note(df: pd.DataFrame, name_cluster: bool = False) -> str:
     profiles = ",".join(sorted(set(df.loc[hit, "cluster"].dropna().astype(str)))) \
         if name_cluster and "cluster" in df else ""
     return (f"other work used {used} of {cores} cores during {runs} run{'s' if runs > 1 else ''}"
-            f"{f' (cluster={profiles})' if profiles else ''}: not a hardware measurement")
+            f"{f' (cluster={profiles})' if profiles else ''}{NOT_HARDWARE}")
 
 
 def _shared_cores_note(shared: pd.DataFrame) -> str:
@@ -110,7 +120,7 @@ def _shared_cores_note(shared: pd.DataFrame) -> str:
     count = f"{low}" if low == high else f"{low}-{high}"
     cores = "/".join(str(c) for c in sorted(set(shared["host_cpus"].dropna().astype(int))))
     profiles = ",".join(sorted(set(shared["cluster"].dropna().astype(str))))
-    return f"{count} ranks on {cores} cores (cluster={profiles}): not a hardware measurement"
+    return f"{count} ranks on {cores} cores (cluster={profiles}){NOT_HARDWARE}"
 
 
 def _sort_key(col: pd.Series) -> pd.Series:
