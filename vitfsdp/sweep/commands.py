@@ -286,7 +286,8 @@ none runs {defaults}:
 Exit status (--status too): 0 every point completed, 1 some point ended without completing
 (its summary.json says why), 2 refused before launch (nothing run or queued), 3 no point
 failed but some have not ended (queued, running, --detach, --scripts-only, cluster.max_jobs),
-130 interrupted (Ctrl-C; one line says what was recorded and what runs on). --status leaves
+130 interrupted (Ctrl-C; one line says what was recorded and what runs on), 129/143 stopped
+by SIGHUP/SIGTERM (as Ctrl-C; the line also in the log). --status leaves
 out the points that the last command ran again with other environment settings (superseded).
 `--cfg job` prints the composed config, every key and its value; `--hydra-help` lists
 Hydra's own options.
