@@ -181,3 +181,13 @@ def test_fewer_nodes_draw_lighter_and_labels_clear_their_markers(tmp_path: Path)
         radius = line.get_markersize() / 2 * fig.dpi / 72
         assert text.get_window_extent().x0 >= end + radius, text.get_text()
     assert LABEL_PAD * width >= 5.5 / 2 * fig.dpi / 72
+
+
+def test_the_title_says_what_n_at_a_line_end_counts(tmp_path: Path) -> None:
+    """The ``n=2`` at a line's end is its node count, which the figure says itself (before,
+    only the report's caption did, and the README writes ``n=`` for runs elsewhere)."""
+    for nodes in (1, 2):
+        write_run(tmp_path / f"ddp{nodes}", "DDP", nodes, classes=10)
+    fig = plot_loss(collect_runs(tmp_path))
+    title = fig._suptitle.get_text().replace("\n", " ")
+    assert "n=4 at its end: 4 nodes" in title, title
