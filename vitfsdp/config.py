@@ -390,7 +390,9 @@ def check_group_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
     """Refuse unknown group options on the command line before Hydra composes anything.
 
     Hydra's own error for ``strategy=BOGUS`` spans a dozen lines; this gives one line that
-    names the option and the valid ones, for every value of a sweep (``strategy=A,BOGUS``).
+    names the option, the nearest valid one (``strategy=full_shard``: did you mean
+    ``strategy=FULL_SHARD``?) and the valid ones, for every value of a sweep
+    (``strategy=A,BOGUS``).
 
     Raises:
         ValueError: an option of :data:`GROUPS` names no YAML file in ``conf_dir`` or in a
@@ -409,7 +411,25 @@ def check_group_choices(argv: Sequence[str], conf_dir: Path = CONF_DIR) -> None:
         valid = group_options(group, conf_dir, extra)
         for value in values:
             if value not in valid and value != "null":
-                raise ValueError(f"{group}={value} is unknown; valid: {', '.join(valid)}")
+                raise ValueError(_option_error(group, value, valid))
+
+
+def _nearest(name: str, names: Sequence[str]) -> str | None:
+    """The one of ``names`` that a mistyped ``name`` most likely meant: the same name in
+    another case (``full_shard``: ``FULL_SHARD``), else the nearest by
+    :func:`difflib.get_close_matches` (similarity >= 0.6, case ignored); None when none is
+    near."""
+    folded = {n.casefold(): n for n in reversed(names)}  # the first of names on a tie
+    close = difflib.get_close_matches(name.casefold(), list(folded), n=1, cutoff=0.6)
+    return folded[close[0]] if close else None
+
+
+def _option_error(group: str, value: str, valid: Sequence[str]) -> str:
+    """One line for an unknown option ``value`` of config group ``group``: the nearest option
+    (:func:`_nearest`) where one is near, and every valid option."""
+    near = _nearest(value, valid)
+    hint = f" did you mean {group}={near}?" if near else ""
+    return f"{group}={value} is unknown;{hint} valid: {', '.join(valid)}"
 
 
 #: A key as Hydra's override grammar reads it: dot-separated names, each starting with a
@@ -448,8 +468,8 @@ def _flat(tree: dict, prefix: str = "") -> list[str]:
 
 
 def _key_error(key: str, tree: dict, prefix: str) -> str:
-    """One line for an unknown ``key``: the nearest valid key (difflib; among its siblings
-    where its parent is a key), else the valid keys of its parent."""
+    """One line for an unknown ``key``: the nearest valid key (:func:`_nearest`; among its
+    siblings where its parent is a key), else the valid keys of its parent."""
     node, parent = tree, prefix.rstrip(".")
     *parents, name = key.removeprefix(prefix).split(".")
     for part in parents:
@@ -458,9 +478,9 @@ def _key_error(key: str, tree: dict, prefix: str) -> str:
             break
         node, parent = node[part], f"{parent}.{part}" if parent else part
     names = _flat(node) if node is tree else list(node)
-    close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    close = _nearest(name, names)
     if close:
-        near = f"{parent}.{close[0]}" if parent else close[0]
+        near = f"{parent}.{close}" if parent else close
         return f"{key} is not a config key; did you mean {near}?"
     return (f"{key} is not a config key; the keys of {parent or 'the config'} are: "
             f"{', '.join(node)}")
@@ -575,17 +595,18 @@ def one_line(error: Exception, overrides: Sequence[str] = ()) -> str:
     and ``options``; the OmegaConf error Hydra chains as the cause, with its ``full_key`` and
     ``msg``), not from their wording.
 
-    A missing group option (``strategy=X``) becomes ``strategy=X is unknown; valid: ...``
-    (every option of Hydra's search path); a plain override of a key the composed config
-    lacks says to add it with ``+``; an override OmegaConf refuses (a type) is named with
-    OmegaConf's first line; any other error is its first line, after its ``full_key``.
+    A missing group option (``strategy=X``) becomes ``strategy=X is unknown; did you mean
+    ...? valid: ...`` (every option of Hydra's search path, :func:`_option_error`); a plain
+    override of a key the composed config lacks says to add it with ``+``; an override
+    OmegaConf refuses (a type) is named with OmegaConf's first line; any other error is its
+    first line, after its ``full_key``.
 
     Args:
         overrides: the overrides composed (as typed), to name the one the error is about.
     """
     if isinstance(error, MissingConfigException) and error.options is not None:
         group, _, name = (error.missing_cfg_file or "").rpartition("/")
-        return f"{group}={name} is unknown; valid: {', '.join(error.options)}"
+        return _option_error(group, name, error.options)
     cause = error.__cause__ or error
     # the OmegaConf error behind Hydra's: its cause, or the one it was raised while handling
     full_key = next((k for e in (cause, error.__context__) if (k := getattr(e, "full_key", None))),

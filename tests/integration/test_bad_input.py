@@ -65,9 +65,13 @@ BAD = [
     # group options
     (["strategy=BOGUS"], "strategy", "strategy=BOGUS is unknown; valid: DDP, FULL_SHARD"),
     (["strategy=FULL_SHARD,BOGUS"], "strategy", "strategy=BOGUS is unknown"),
-    (["model=vit_giant"], "model", "model=vit_giant is unknown; valid: vit_15b"),
+    (["model=vit_giant"], "model",
+     "model=vit_giant is unknown; did you mean model=vit_giant_patch14_224? valid: vit_15b"),
+    (["model=nosuch"], "model", "model=nosuch is unknown; valid: vit_15b"),
+    (["strategy=full_shard"], "strategy", "did you mean strategy=FULL_SHARD? valid: DDP"),
     (["cluster=nosuch"], "cluster", "cluster=nosuch is unknown; valid:"),
-    (["data=imagenet"], "data", "data=imagenet is unknown; valid: digits"),
+    (["data=imagenet"], "data",
+     "data=imagenet is unknown; did you mean data=imagefolder? valid: digits"),
     (["experiment=nosuch"], "experiment", "experiment=nosuch is unknown; valid: demo"),
     # types
     (["train.steps=abc"], "train.steps", "could not be converted to Integer"),
@@ -242,12 +246,38 @@ def test_every_bad_input_is_refused_in_one_line_naming_the_field(tmp_path, image
 
 
 @pytest.mark.parametrize(
+    ("overrides", "line"),
+    [
+        (["strategy=full_shard"], "strategy=full_shard is unknown; did you mean "
+         "strategy=FULL_SHARD? valid: DDP, FULL_SHARD, HYBRID_16GPU"),
+        (["model=vit_3B"], "model=vit_3B is unknown; did you mean model=vit_3b? valid: vit_15b"),
+        (["model=vit3b"], "model=vit3b is unknown; did you mean model=vit_3b? valid: vit_15b"),
+        (["strategy=FULL_SHARD,hybrid_8gpu"], "strategy=hybrid_8gpu is unknown; did you mean "
+         "strategy=HYBRID_8GPU? valid: DDP"),
+        (["cluster=Frontier"], "cluster=Frontier is unknown; did you mean cluster=frontier?"),
+        (["model=nosuch"], "model=nosuch is unknown; valid: vit_15b, vit_1b"),  # none near
+        (["train.STEPS=3"], "train.STEPS is not a config key; did you mean train.steps?"),
+        # a group that is not vitfsdp's: Hydra's MissingConfigException, through one_line
+        (["hydra/launcher=vitfsdp_launchr"], "hydra/launcher=vitfsdp_launchr is unknown; did "
+         "you mean hydra/launcher=vitfsdp? valid: basic, vitfsdp"),
+    ],
+)
+def test_a_mistyped_option_gets_the_nearest_valid_one(overrides, line):
+    """Options of config groups are refused as keys are: the nearest valid option (the same
+    name in another case first), then every valid option (it was the list alone)."""
+    with pytest.raises(ValueError) as refused:
+        check_composes("sweep", check_overrides(["-m", *CPU, *overrides]))
+    assert str(refused.value).startswith(line), str(refused.value)
+
+
+@pytest.mark.parametrize(
     ("args", "line"),
     [
         (["+cluster.env.1BAD=x"], "cluster.env.1BAD is not a key"),
         (["nodes=1,,2"], "nodes=1,,2 does not parse"),
         (["nodes=[1,2"], "nodes=[1,2 does not parse"),
         (["train.stepz=3"], "train.stepz is not a config key; did you mean train.steps?"),
+        (["model=vit_3B"], "model=vit_3B is unknown; did you mean model=vit_3b? valid: "),
         (["train.lr=0"], "train.lr=0.0 must be a finite number > 0"),  # the sweeper's check
     ],
 )
@@ -266,6 +296,10 @@ def test_the_command_refuses_in_one_line_with_status_2(tmp_path, args, line):
     ("module", "args", "line"),
     [
         ("vitfsdp.plan", ["train.stepz=3"], "train.stepz is not a config key; did you mean"),
+        ("vitfsdp.plan", ["-m", "model=vit3b", "cluster=frontier", "nodes=1"],
+         "model=vit3b is unknown; did you mean model=vit_3b? valid: "),
+        ("vitfsdp.train", ["strategy=full_shard"],
+         "strategy=full_shard is unknown; did you mean strategy=FULL_SHARD? valid: "),
         ("vitfsdp.plan", ["+train.foo=1"], "train.foo is not a config key"),
         ("vitfsdp.plan", ["nodes=1,,2"], "nodes=1,,2 does not parse"),
         ("vitfsdp.plan", ["cluster=cuda8", "+cluster.env.NCCL_DEBUG=INFO"],  # cuda8 sets it
