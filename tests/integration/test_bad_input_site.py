@@ -124,10 +124,8 @@ def test_unreachable_slurm_is_said_once_for_the_sweep(tmp_path, monkeypatch):
                                              "nodes (cluster.queue_limits[1])"),
     (["cluster.qos=debug", "cluster.max_jobs=1", "cluster.time=03:00:00"],
      "longer than 02:00:00, the limit of QOS debug (cluster.queue_limits[4])"),
-    (["cluster.qos=debug", "cluster.time=01:00:00"],
-     "QOS debug allows 1 job(s) of a user at once (cluster.queue_limits[4]) and "
-     "cluster.max_jobs=4; set cluster.max_jobs=1, and forbids chaining jobs: a sweep under "
-     "it is one point"),  # both limits in one refusal, not a second one after the fix
+    (["cluster.qos=debug", "cluster.time=01:00:00", "nodes=1,2"],
+     "QOS debug (cluster.queue_limits[4]) forbids chaining jobs, and this sweep is 2 jobs"),
     (["cluster.partition=extended", "nodes=65"], "nodes=65 is more than partition extended "
                                                  "takes (at most 64 nodes"),
 ])
@@ -139,15 +137,64 @@ def test_frontier_queue_limits_refuse_before_scripts_are_written(tmp_path, overr
     assert says in one_line_refusal(proc, tmp_path)
 
 
-@pytest.mark.parametrize("overrides", [
-    ["nodes=91", "cluster.time=02:00:00"], ["nodes=92", "cluster.time=06:00:00"],
-    ["cluster.qos=debug", "cluster.max_jobs=1", "cluster.time=02:00:00"],
-    ["cluster.partition=extended", "nodes=64", "cluster.time=24:00:00", "cluster.max_jobs=2"]])
-def test_frontier_queue_limits_take_what_the_queue_runs(overrides):
+@pytest.mark.parametrize("overrides,max_jobs", [
+    (["nodes=91", "cluster.time=02:00:00"], 4), (["nodes=92", "cluster.time=06:00:00"], 4),
+    (["cluster.qos=debug", "cluster.max_jobs=1", "cluster.time=02:00:00"], 1),
+    (["cluster.qos=debug", "cluster.time=02:00:00"], 1),  # the profile's 4, lowered
+    (["cluster.qos=debug", "cluster.max_jobs=null"], 1),
+    (["cluster.partition=extended", "nodes=64", "cluster.time=24:00:00"], 2),
+    (["cluster.partition=extended", "nodes=64", "cluster.max_jobs=1"], 1)])
+def test_frontier_queue_limits_take_what_the_queue_runs(overrides, max_jobs):
     from tests.integration.test_slurm_scripts import compose_cfg
 
     cfg = compose_cfg("cluster=frontier", "cluster.account=STF218", *overrides)
     cfg.cluster.check_queue_limits(cfg.nodes)
+    assert cfg.cluster.max_jobs == max_jobs
+
+
+def test_one_debug_point_lowers_max_jobs_and_says_so(tmp_path):
+    """A new Frontier user's first try, one point in the debug QOS, was refused until
+    cluster.max_jobs=1 was set too (one point is one job whatever max_jobs says); now the
+    profile's 4 is lowered to the QOS's 1 in one line and the script is written."""
+    proc = run_module("vitfsdp.sweep", "-m", *FRONTIER, "cluster.qos=debug", "nodes=1",
+                      f"hydra.sweep.dir={tmp_path}/s", cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, out[-3000:]  # written, not submitted
+    assert out.count("lowered") == 1 and (
+        "cluster.max_jobs=4 lowered to 1: QOS debug allows 1 job of a user at once "
+        "(cluster.queue_limits[4]), and forbids chaining jobs: a sweep under it is one "
+        "job") in out, out[-3000:]
+    assert len(list((tmp_path / "s").glob("*/job.sbatch"))) == 1
+
+
+def test_four_points_lower_max_jobs_once_for_the_submitter(tmp_path, monkeypatch, caplog):
+    """Four points in the extended partition (2 jobs of a user): the profile's max_jobs=4 is
+    lowered in each point's config, said once for the sweep, and is what the submitter reads;
+    no point's identity changes (max_jobs is not hashed)."""
+    from tests.integration.test_slurm_scripts import compose_cfg
+    from vitfsdp import launch
+    from vitfsdp.launch import resume
+    from vitfsdp.sweep.point import Point
+    from vitfsdp.sweep.slurm_jobs import _max_jobs
+
+    monkeypatch.setattr(launch, "_LOWERED", set())
+    cfgs = [compose_cfg(*FRONTIER[:2], "cluster.partition=extended", f"repeat={i}")
+            for i in range(4)]
+    hashes = [resume.config_hash(cfg) for cfg in cfgs]
+    with caplog.at_level("INFO", logger="vitfsdp.launch"):
+        for cfg in cfgs:
+            cfg.cluster.check_queue_limits(cfg.nodes)
+            cfg.cluster.check_queue_limits(cfg.nodes)  # checked again: nothing more
+    assert [r.getMessage() for r in caplog.records] == [
+        "cluster.max_jobs=4 lowered to 2: partition extended allows 2 jobs of a user at once "
+        "(cluster.queue_limits[3])"]
+    assert [resume.config_hash(cfg) for cfg in cfgs] == hashes
+    assert _max_jobs([Point(i, [], cfg, tmp_path / str(i)) for i, cfg in enumerate(cfgs)]) == 2
+    proc = run_module("vitfsdp.sweep", "-m", *FRONTIER, "cluster.partition=extended",
+                      "repeat=0,1,2,3", f"hydra.sweep.dir={tmp_path}/s", cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3 and out.count("lowered to 2") == 1, out[-3000:]
+    assert len(list((tmp_path / "s").glob("*/job.sbatch"))) == 4
 
 
 def test_the_debug_qos_runs_one_job_not_a_chain(tmp_path):

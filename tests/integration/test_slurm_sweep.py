@@ -427,3 +427,22 @@ def test_a_detached_sweep_run_again_submits_only_what_fits(tmp_path):
         assert "2 jobs wait for cluster.max_jobs=1" in again.stdout + again.stderr
     finally:
         slurm("scancel", "-n", job_name)
+
+
+def test_a_qos_limit_lowers_max_jobs_for_the_submitter(tmp_path):
+    """Four points under the virtual cluster's QOS limit2 (2 jobs of a user; a third is
+    refused by sbatch), named in a queue_limits row, with no cluster.max_jobs: the sweep was
+    refused until cluster.max_jobs=2 was set; now it lowers the limit in one line and submits
+    two arrays of two, the second once the first has ended."""
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    proc, _ = _sweep(tmp_path, "repeat=0,1,2,3", "cluster.qos=limit2",
+                     'cluster.queue_limits=[{qos:limit2,max_time:"00:30:00",max_jobs:2}]',
+                     f"hydra.sweep.dir={sweep_dir}")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    assert out.count("lowered") == 1 and "cluster.max_jobs=null (no limit) lowered to 2: QOS " \
+        "limit2 allows 2 jobs of a user at once (cluster.queue_limits[0])" in out, out[-3000:]
+    arrays = re.findall(r"as Slurm job (\d+)_\d+", out)
+    assert len(arrays) == 4 and len(set(arrays)) == 2, out[-3000:]
+    assert "sweep done: 4 completed" in out
