@@ -352,8 +352,7 @@ def _beyond_time_limit(p: Point, warned: dict) -> str | None:
     if not step_s:
         return None
     cluster = p.cfg.cluster
-    run_s = p.cfg.train.steps * step_s + planner.STARTUP_S
-    jobs = math.ceil(run_s / cluster.time_limit_s)
+    run_s, jobs = _jobs_needed(p.cfg, step_s, cluster.time_limit_s)
     window_s = p.cfg.train.log_every * step_s
     wait_s = slurm.checkpoint_wait_s(cluster)
     margin = planner.TIME_SAFETY_FACTOR  # the plan's step time may be short, as for auto
@@ -378,17 +377,50 @@ def _beyond_time_limit(p: Point, warned: dict) -> str | None:
             warned["window", window_s, wait_s] = True
             log.warning("%s: a run the time limit stops may end without a checkpoint "
                         "(and not be requeued); %s", short, fix)
+    cap = cluster.queue_time_limit_s(p.cfg.nodes)
+    nodes = f"{p.cfg.nodes} node{'s' if p.cfg.nodes > 1 else ''}"
+    at_cap = (f" (the longest a job of {nodes} may ask under cluster.queue_limits, to which "
+              "cluster.time=auto is held)" if cap is not None and cluster.time_limit_s >= cap
+              else "")
     if jobs > cluster.max_requeues + 1:
         return (f"train.steps={p.cfg.train.steps}: the plan predicts {_duration(run_s)} "
-                f"({step_s:.3g} s/step), more than cluster.time={cluster.time} allows with "
-                f"cluster.max_requeues={cluster.max_requeues}; use fewer train.steps, a longer "
-                "cluster.time, or cluster.time=auto")
+                f"({step_s:.3g} s/step), more than cluster.time={cluster.time}{at_cap} allows "
+                f"with cluster.max_requeues={cluster.max_requeues}; "
+                f"{_uncovered_fix(p.cfg, step_s, cap)}")
     if jobs > 1 and ("requeues", cluster.time) not in warned:
         warned["requeues", cluster.time] = True
-        log.warning("train.steps=%d: the plan predicts %s, beyond cluster.time=%s: the point "
-                    "will be requeued %d times (from its checkpoint)", p.cfg.train.steps,
-                    _duration(run_s), cluster.time, jobs - 1)
+        log.warning("train.steps=%d: the plan predicts %s, beyond cluster.time=%s%s: the point "
+                    "will be requeued %d time(s) from its checkpoint (cluster.max_requeues=%d)",
+                    p.cfg.train.steps, _duration(run_s), cluster.time, at_cap, jobs - 1,
+                    cluster.max_requeues)
     return None
+
+
+def _jobs_needed(cfg: RunConfig, step_s: float, limit_s: int) -> tuple[float, int]:
+    """The plan's run time of ``cfg`` in seconds (``train.steps`` × ``step_s`` +
+    :data:`vitfsdp.plan.STARTUP_S`) and the jobs of ``limit_s`` seconds it takes, each
+    requeue resuming from the checkpoint: ``cluster.max_requeues`` + 1 jobs cover at most."""
+    run_s = cfg.train.steps * step_s + planner.STARTUP_S
+    return run_s, math.ceil(run_s / limit_s)
+
+
+def _uncovered_fix(cfg: RunConfig, step_s: float, cap_s: int | None) -> str:
+    """What would cover the plan's run time of ``cfg`` (:func:`_jobs_needed`): a longer
+    ``cluster.time`` or ``cluster.time=auto`` where the queue's limit for its node count
+    (``cap_s``; None: no limit) with its requeues covers it; else that limit with more
+    ``cluster.max_requeues``, or the ``train.steps`` it covers."""
+    cluster = cfg.cluster
+    if cap_s is None:
+        return "use fewer train.steps, a longer cluster.time, or cluster.time=auto"
+    _, jobs = _jobs_needed(cfg, step_s, cap_s)
+    below = cluster.time_limit_s < cap_s
+    if below and jobs <= cluster.max_requeues + 1:
+        return (f"use a longer cluster.time (at most {pack.slurm_time(cap_s)}), "
+                "cluster.time=auto, or fewer train.steps")
+    steps = int(((cluster.max_requeues + 1) * cap_s - planner.STARTUP_S) // step_s)
+    return ((f"use cluster.time={pack.slurm_time(cap_s)} with " if below else "use ")
+            + f"cluster.max_requeues={jobs - 1}"
+            + (f" or train.steps<={steps}" if steps > 0 else ""))
 
 
 def _duration(seconds: float) -> str:

@@ -17,7 +17,7 @@ from omegaconf.errors import OmegaConfBaseException
 from vitfsdp import plan as planner
 from vitfsdp import rundir
 from vitfsdp.config import one_line, to_run_config
-from vitfsdp.launch import resume, secrets
+from vitfsdp.launch import pack, resume, secrets, time_limit_s
 from vitfsdp.overrides import expand
 from vitfsdp.plan.impossible import shard_group_refusal, short_reason
 from vitfsdp.provenance import redact_mapping
@@ -168,7 +168,7 @@ def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num:
             raise
         raise PointCannotRun(cannot) from None
     if cfg.cluster.time == "auto":  # the plan's time for the point's steps (docs/plan.md)
-        cfg.cluster.time = planner.auto_time_limit(cfg)
+        cfg.cluster.time = _auto_time(cfg)
         overrides = [*(o for o in overrides if not o.startswith("cluster.time=")),
                      f"cluster.time={cfg.cluster.time}"]
     _check_launchable(cfg)
@@ -178,6 +178,24 @@ def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num:
     searchpath = [o for o in config.hydra.overrides.hydra if o.startswith("hydra.searchpath=")]
     overrides = [*overrides, *(s for s in searchpath if s not in overrides)]
     return Point(num, overrides, cfg, run_dir.resolve(), resume.config_hash(cfg), swept)
+
+
+def _auto_time(cfg) -> str:
+    """What ``cluster.time=auto`` resolves to for ``cfg``: the plan's time
+    (:func:`vitfsdp.plan.auto_time_limit`), held to the longest a job of its node count may
+    ask under ``cluster.queue_limits`` (Frontier's batch queue: 2 h up to 91 nodes) where
+    it is longer; the requeues from the checkpoint run the rest, which
+    :func:`vitfsdp.sweep.check._beyond_time_limit` checks (and warns of once) with the time
+    set by hand.
+
+    Raises:
+        ValueError: no step time in the plan, or more nodes than the queue's largest bin.
+    """
+    planned = planner.auto_time_limit(cfg)
+    cap_s = cfg.cluster.queue_time_limit_s(cfg.nodes)
+    if cap_s is None or time_limit_s(planned) <= cap_s:
+        return planned
+    return pack.slurm_time(cap_s)
 
 
 def _cannot_run(sweep_config: DictConfig, overrides: list[str], num: int, run_dir: Path,

@@ -1,0 +1,81 @@
+"""``cluster.time=auto`` under a site's queue limits, and the time checks' lines: a Frontier
+user's ViT-5B point of 2,000 steps (2.82 h by the plan, auto 5.6 h) was refused for a time
+beyond the batch queue's 2 h at 1 node, the fix before suggested auto; the timing-window
+warning of a 48-point study came once per point (24 lines)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import run_module
+from tests.integration.test_slurm_scripts import compose_cfg
+from vitfsdp.launch import time_limit_s
+
+#: The reviewer's point: 4.93 s/step by the plan on one Frontier node.
+VIT_5B = ["cluster=frontier", "cluster.account=stf218", "model=vit_5b", "strategy=HYBRID_8GPU",
+          "train.activation_checkpointing=true", "nodes=1"]
+
+
+def test_auto_is_held_to_the_queue_limit_of_its_node_count():
+    """auto: the plan's time where the queue allows it (100 steps), else the queue's limit
+    for the node count (2 h up to 91 nodes, 6 h up to 183, Frontier's batch queue)."""
+    from vitfsdp import plan as planner
+    from vitfsdp.sweep.compose import _auto_time
+
+    short = compose_cfg(*VIT_5B, "train.steps=100", "cluster.time=auto")
+    assert _auto_time(short) == planner.auto_time_limit(short)
+    assert time_limit_s(_auto_time(short)) < 2 * 3600
+    long = compose_cfg(*VIT_5B, "train.steps=2000", "cluster.time=auto")
+    assert time_limit_s(planner.auto_time_limit(long)) > 2 * 3600  # 0-05:36:00
+    assert _auto_time(long) == "0-02:00:00"
+    for nodes, cap in ((91, "0-02:00:00"), (92, "0-06:00:00")):
+        cfg = compose_cfg(*VIT_5B, "train.steps=200000", f"nodes={nodes}", "cluster.time=auto")
+        assert _auto_time(cfg) == cap
+
+
+def _sweep(tmp_path, *overrides):
+    proc = run_module("vitfsdp.sweep", "-m", *VIT_5B, *overrides, "--scripts-only",
+                      f"hydra.sweep.dir={tmp_path}/s", cwd=tmp_path, timeout=300)
+    return proc, proc.stdout + proc.stderr
+
+
+def test_auto_beyond_the_queue_limit_is_written_with_requeues(tmp_path):
+    """The reviewer's command with cluster.time=auto: refused before (0-05:36:00 beyond
+    02:00:00); now the script asks 2 h, and one line says the point is requeued once."""
+    proc, out = _sweep(tmp_path, "train.steps=2000", "cluster.time=auto")
+    assert proc.returncode == 3, out[-3000:]  # scripts written
+    [script] = (tmp_path / "s").glob("*/job.sbatch")
+    assert "#SBATCH --time=0-02:00:00\n" in script.read_text()
+    [line] = [x for x in out.splitlines() if "the plan predicts" in x]
+    assert line.endswith(
+        "train.steps=2000: the plan predicts 2.82 h, beyond cluster.time=0-02:00:00 (the "
+        "longest a job of 1 node may ask under cluster.queue_limits, to which "
+        "cluster.time=auto is held): the point will be requeued 1 time(s) from its "
+        "checkpoint (cluster.max_requeues=3)"), line
+
+
+@pytest.mark.parametrize("time,fix", [
+    ("auto", "use cluster.max_requeues=5 or train.steps<=5781"),
+    ("02:00:00", "use cluster.max_requeues=5 or train.steps<=5781"),
+    ("00:30:00", "use cluster.time=0-02:00:00 with cluster.max_requeues=5 or "
+                 "train.steps<=5781")])
+def test_a_run_beyond_the_limit_and_its_requeues_names_what_would_cover_it(tmp_path, time,
+                                                                          fix):
+    """8,000 steps (11 h) do not fit 4 jobs of 2 h: the refusal names the limit and the
+    requeues or steps that fit, and no longer suggests cluster.time=auto."""
+    proc, out = _sweep(tmp_path, "train.steps=8000", f"cluster.time={time}")
+    assert proc.returncode == 2, out[-3000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.endswith(f"allows with cluster.max_requeues=3; {fix}; nothing was launched"), line
+    assert "or cluster.time=auto" not in line
+    if time != "00:30:00":
+        assert "(the longest a job of 1 node may ask under cluster.queue_limits" in line
+
+
+def test_a_shorter_time_that_the_limit_covers_suggests_auto(tmp_path):
+    """3,000 steps (4.2 h) in 4 jobs of 1 h: a longer time (up to 2 h) or auto covers it."""
+    proc, out = _sweep(tmp_path, "train.steps=3000", "cluster.time=01:00:00")
+    assert proc.returncode == 2, out[-3000:]
+    assert proc.stderr.strip().endswith(
+        "use a longer cluster.time (at most 0-02:00:00), cluster.time=auto, or fewer "
+        "train.steps; nothing was launched"), proc.stderr[-2000:]
