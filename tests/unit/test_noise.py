@@ -481,6 +481,10 @@ def test_the_sections_name_only_what_the_points_measured(tmp_path):
     assert "max_memory_allocated" in _memory_text(gpu)
     assert _memory_text(gpu).endswith("allocator retries and OOMs.")
     assert _flops_text(cpu.assign(tflops_per_gpu=float("nan"))) == ""
+    # a JAX rank's RSS holds torch too (its data pipeline): said where JAX ran on CPU ranks
+    assert "counts torch too" not in _memory_text(cpu)
+    assert "counts torch too" in _memory_text(cpu.assign(framework="jax"))
+    assert "counts torch too" not in _memory_text(gpu.assign(framework="jax"))
 
 
 def test_a_prefetch_variant_is_slower_only_beyond_the_spread(tmp_path):

@@ -1203,7 +1203,19 @@ def _memory_text(points: pd.DataFrame) -> str:
         parts.append("the device's used memory (NVML or AMD SMI, other processes included)")
     if _measured(points, "alloc_retries"):
         parts.append("allocator retries and OOMs")
-    return ", ".join(parts) + "."
+    text = ", ".join(parts) + "."
+    if "rss" in kinds and "jax" in set(points.get("framework", pd.Series(dtype=object))):
+        text += " " + JAX_RSS_NOTE
+    return text
+
+
+#: What a JAX rank's RSS holds beside JAX: its data pipeline is torch's (vitfsdp.jax.train
+#: imports torch). Peak RSS of ``python -c 'import ...'`` on the 2-core development VM,
+#: 2026-11-29 (Python 3.11, torch 2.14.1 CPU, jax 0.10.2): torch 0.50 GiB, JAX 0.18 GiB
+#: (after one array op), both 0.64 GiB.
+JAX_RSS_NOTE = ("A JAX rank's RSS counts torch too (its data pipeline is torch's: importing "
+                "both takes 0.64 GiB, torch alone 0.50, JAX alone 0.18), so JAX's memory "
+                "against PyTorch's on CPU ranks compares more than the frameworks' own.")
 
 
 def baseline_text(points: pd.DataFrame, df: pd.DataFrame) -> str:
