@@ -389,7 +389,7 @@ def test_precision_aware_peak_and_tight_margin(study_configs):
                "local_batch_size": 32, "precision": "bf16", "activation_checkpointing": True,
                **p.as_dict()}
         (line,) = [ln.split() for ln in format_plan(rank_points(pd.DataFrame([row])))
-                   .splitlines() if ln.startswith(model)]
+                   .splitlines() if ln.split()[:1] == [model]]  # not "vit_3b: 0 of 1 ..."
         return line
 
     line = table_line(squeezed, "vit_3b")

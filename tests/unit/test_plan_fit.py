@@ -158,3 +158,24 @@ def test_the_short_reason_of_a_point_that_cannot_run(k, per_node, nodes, short):
     composed = {"strategy": {"shard_group_size": k}, "cluster": {"gpus_per_node": per_node},
                 "nodes": nodes}
     assert short_reason(composed, "train.local_batch_size=3 does not split; use 4") == short
+
+
+def test_a_model_that_fits_nowhere_gets_the_fix_its_reasons_name(capsys):
+    """Review (Frontier): ViT-5B without checkpointing was NO at every point and nothing
+    under the table said that the reasons (--json) name train.activation_checkpointing=true.
+    Now one line per model with no point that fits counts the points that would with it,
+    as many as the same sweep with it fits; a model where some fit gets no line."""
+    points = ["cluster=frontier", "precision=bf16", "strategy=DDP,FULL_SHARD,HYBRID_8GPU",
+              "nodes=1,2"]
+    assert main(["-m", "model=vit_3b,vit_5b", *points]) == 0
+    out = capsys.readouterr().out
+    df = plan_table(["model=vit_5b", *points, "train.activation_checkpointing=true"])
+    would = int(df["verdict"].isin(("yes", "tight")).sum())
+    assert would >= 4, df[["strategy", "nodes", "verdict"]]
+    assert (f"vit_5b: 0 of 6 points fit; {would} would with "
+            "train.activation_checkpointing=true (add it)") in out.splitlines(), out
+    assert not any(ln.startswith("vit_3b: 0 of") for ln in out.splitlines())
+    assert main(["model=vit_15b", "cluster=frontier", "precision=bf16", "strategy=DDP",
+                 "train.activation_checkpointing=true"]) == 0
+    assert ("vit_15b: 0 of 1 point fit; their reasons name no override that fits "
+            "(reasons: --json)") in capsys.readouterr().out.splitlines()

@@ -325,7 +325,7 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
     if others is not None:
         shown.insert(0, "#", range(len(shown)))
     text = shown.map(_number).to_string(index=False)
-    lines = [text, summary_line(df)]
+    lines = [text, summary_line(df), *_no_fit_lines(df)]
     if cannot := _cannot_run(df):
         lines += textwrap.wrap(cannot + "; python -m vitfsdp.sweep skips such a point where "
                                "its shard group does not tile its nodes (recorded "
@@ -399,6 +399,34 @@ def _legend(peak: str) -> str:
             "communication not hidden); rank: ips order of the points that fit, per model "
             "and nodes. All columns: --csv FILE, --json; docs/plan.md: the model and its "
             "sources")
+
+
+#: The fix a reason of :func:`vitfsdp.plan.predict` names for a point that does not fit:
+#: ``"; fits with train.activation_checkpointing=true (predicted peak X GiB)"``.
+FIX_IN_REASON = re.compile(r"; fits with (\S+=\S+) \(predicted peak")
+
+
+def _no_fit_lines(df: pd.DataFrame) -> list[str]:
+    """One line per model none of whose points fits (``yes``/``tight``; none unknown, at
+    least one ``NO`` or ``squeezed``): how many of its points that can run (not ``n/a``)
+    would with the override their reasons name (:data:`FIX_IN_REASON`), or that none names
+    one; wrapped to :data:`LEGEND_WIDTH`."""
+    verdict = _verdicts(df)
+    reasons = df["reason"] if "reason" in df else verdict.map(lambda _: None)
+    fixes = reasons.map(lambda r: m.group(1) if isinstance(r, str)
+                        and (m := FIX_IN_REASON.search(r)) else None)
+    lines = []
+    for model, v in verdict.groupby(df["model"], sort=False):
+        if v.isin(("yes", "tight", "?")).any() or not v.isin(("NO", "squeezed")).any():
+            continue
+        planned = int((v != NOT_APPLICABLE).sum())
+        head = f"{model}: 0 of {planned} point{'s' if planned != 1 else ''} fit"
+        named = fixes[v.index].dropna()
+        texts = ([f"{head}; {n} would with {fix} (add it)"
+                  for fix, n in named.value_counts(sort=False).items()]
+                 or [f"{head}; their reasons name no override that fits (reasons: --json)"])
+        lines += [w for t in texts for w in textwrap.wrap(t, LEGEND_WIDTH)]
+    return lines
 
 
 def _cannot_run(df: pd.DataFrame) -> str:
