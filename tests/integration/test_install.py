@@ -184,7 +184,8 @@ def test_group_check_knows_the_user_folders_of_hydra_searchpath(tmp_path):
     (tmp_path / "model" / "tiny32.yaml").write_text(USER_MODEL, encoding="utf-8")
     user = f"hydra.searchpath=[file://{tmp_path}]"
     check_group_choices([user, "model=tiny32,vit_tiny"])
-    with pytest.raises(ValueError, match=r"model=tiny33 is unknown; valid: tiny32, "):
+    with pytest.raises(ValueError, match=r"model=tiny33 is unknown; did you mean "
+                       r"model=tiny32\? valid: tiny32, "):
         check_group_choices([user, "model=tiny33"])
     with pytest.raises(ValueError, match="model=tiny32 is unknown"):
         check_group_choices(["model=tiny32"])  # without the folder

@@ -60,7 +60,8 @@ def test_readme_sweep_command_runs_and_analyses(tmp_path):
     ("overrides", "message"),
     [
         (["strategy=FULL_SHARD,BOGUS"], "strategy=BOGUS is unknown; valid: DDP, FULL_SHARD"),
-        (["model=vit_giant"], "model=vit_giant is unknown; valid: vit_15b, vit_1b"),
+        (["model=vit_giant"], "model=vit_giant is unknown; did you mean "
+         "model=vit_giant_patch14_224? valid: vit_15b, vit_1b"),
         # alone (beside FULL_SHARD it is skipped as a point that cannot run:
         # test_sweep_cannot_run.py)
         (["strategy=HYBRID_2GPU", "cluster.gpus_per_node=3"],
