@@ -34,6 +34,7 @@ from vitfsdp.data import num_classes as data_num_classes
 from vitfsdp.launch import ClusterConfig, LaunchOptions, config_path_dirs
 from vitfsdp.launch.local import paste_override, quote_override
 from vitfsdp.launch.secrets import check_override as check_secret_override
+from vitfsdp.launch.slurm import data_dir
 from vitfsdp.metrics import MetricsConfig
 from vitfsdp.models import ModelConfig
 from vitfsdp.parallel import (
@@ -59,10 +60,11 @@ ADAMW_IMPLS = ("auto", "for_loop", "foreach", "fused")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 
 #: The Hydra config folder: the repository's ``conf/``, installed as the package data
-#: ``vitfsdp.conf`` (pyproject.toml), so that a wheel carries it. A folder on disk (pip installs
-#: unzipped): Hydra and :func:`group_options` list it. Users add YAMLs of their own through
-#: ``hydra.searchpath`` (README, "Your own configs").
-CONF_DIR = Path(str(resources.files("vitfsdp.conf")))
+#: ``vitfsdp.conf`` (pyproject.toml), so that a wheel carries it; the checkout's ``conf/``
+#: where ``vitfsdp`` is imported from a checkout (:func:`vitfsdp.launch.slurm.data_dir`). A
+#: folder on disk (pip installs unzipped): Hydra and :func:`group_options` list it. Users add
+#: YAMLs of their own through ``hydra.searchpath`` (README, "Your own configs").
+CONF_DIR = data_dir("vitfsdp.conf")
 #: The config groups whose options are YAML files (``model=vit_base``).
 GROUPS = ("model", "strategy", "data", "cluster", "experiment")
 

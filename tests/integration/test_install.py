@@ -195,6 +195,55 @@ def test_group_check_knows_the_user_folders_of_hydra_searchpath(tmp_path):
         searchpath_dirs(["pkg://no_such_pkg"])
 
 
+# --------------------------------------------------------------------------- a checkout's vitfsdp/
+# Inside a checkout (or with it on PYTHONPATH) Python imports the checkout's vitfsdp/ in place
+# of the installed package, and vitfsdp.conf and vitfsdp.launch.sbatch, which pyproject.toml
+# maps from conf/ and launch/sbatch/, are not importable from it. The fresh environment runs
+# no .pth file, so the checkout's editable install cannot supply them either.
+
+
+def test_a_checkouts_own_package_finds_its_configs_and_template(tmp_path):
+    """Run inside the checkout, the plan reads the checkout's conf/ and the job template its
+    launch/sbatch/ (it ended in ``ModuleNotFoundError: No module named 'vitfsdp.conf'``)."""
+    python = _fresh_env(tmp_path / "env")
+    out = _run([python, "-c", (
+        "import json, importlib.util as u, vitfsdp, vitfsdp.config as c, vitfsdp.launch.slurm"
+        " as s; print(json.dumps([vitfsdp.__file__, u.find_spec('vitfsdp.conf') is None,"
+        " str(c.CONF_DIR), str(s.TEMPLATE)]))")], REPO)
+    package, unimportable, conf, template = json.loads(out)
+    assert Path(package) == REPO / "vitfsdp" / "__init__.py"
+    assert unimportable  # the fallback, not an import, found them
+    assert Path(conf) == REPO / "conf"
+    assert Path(template) == REPO / "launch" / "sbatch" / "job.sbatch.in"
+    table = _run([python, "-m", "vitfsdp.plan", "-m", "model=vit_3b", "cluster=frontier",
+                  "nodes=1"], REPO)
+    assert re.search(r"^vit_3b +FULL_SHARD +1 ", table, re.MULTILINE), table
+
+
+def test_a_package_without_its_data_says_how_to_fix_it(tmp_path):
+    """A vitfsdp/ with neither the installed data packages nor a checkout's folders beside
+    it: one line naming the package and the fixes ends the traceback."""
+    shutil.copytree(REPO / "vitfsdp", tmp_path / "vitfsdp",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    python = _fresh_env(tmp_path / "env")
+    proc = subprocess.run([python, "-c", "import vitfsdp.config"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("ModuleNotFoundError: No module named 'vitfsdp.launch.sbatch': "
+                           f"vitfsdp was imported from {tmp_path / 'vitfsdp'}"), last
+    assert "pip install -e ." in last and "run from outside it" in last, last
+
+
+def test_the_checkout_fallback_knows_every_mapped_folder():
+    """:data:`vitfsdp.launch.slurm.CHECKOUT_DATA` is pyproject.toml's package-dir."""
+    from vitfsdp.launch.slurm import CHECKOUT_DATA
+
+    tomllib = pytest.importorskip("tomllib", reason="Python 3.11 reads TOML")
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    assert CHECKOUT_DATA == pyproject["tool"]["setuptools"]["package-dir"]
+
+
 # --------------------------------------------------------------------------- environment.yml
 
 

@@ -63,9 +63,38 @@ from vitfsdp.records import default_file_mode, write_json_atomic, write_text_ato
 
 log = logging.getLogger(__name__)
 
+#: The folders that pyproject.toml's ``[tool.setuptools.package-dir]`` maps into the package,
+#: as a checkout keeps them (relative to the folder that holds ``vitfsdp/``): data package,
+#: folder. An install carries them inside the package; a checkout's ``vitfsdp/`` imported in
+#: its place (a command run inside the checkout after ``pip install .``, or the checkout on
+#: PYTHONPATH) does not.
+CHECKOUT_DATA = {"vitfsdp.conf": "conf", "vitfsdp.launch.sbatch": "launch/sbatch"}
+
+
+def data_dir(package: str) -> Path:
+    """The folder of the data package ``package`` (a key of :data:`CHECKOUT_DATA`): the
+    installed one (:func:`importlib.resources.files`), else, where ``vitfsdp`` was imported
+    from a checkout, the checkout's folder beside its ``vitfsdp/``.
+
+    Raises:
+        ModuleNotFoundError: neither exists; one line saying how to fix it.
+    """
+    try:
+        return Path(str(resources.files(package)))
+    except ModuleNotFoundError:
+        imported = Path(__file__).absolute().parents[1]  # the vitfsdp/ folder imported
+        folder = imported.parent / CHECKOUT_DATA[package]
+        if folder.is_dir():
+            return folder
+        raise ModuleNotFoundError(
+            f"No module named '{package}': vitfsdp was imported from {imported}, which has "
+            f"neither it nor {folder}; reinstall (pip install .), or, in a checkout, install "
+            "it editable (pip install -e .) or run from outside it", name=package) from None
+
+
 #: The job-script template (placeholders ``@NAME@``): the repository's launch/sbatch/, installed
-#: as the package data ``vitfsdp.launch.sbatch`` (pyproject.toml).
-TEMPLATE = resources.files("vitfsdp.launch.sbatch") / "job.sbatch.in"
+#: as the package data ``vitfsdp.launch.sbatch`` (pyproject.toml; :func:`data_dir`).
+TEMPLATE = data_dir("vitfsdp.launch.sbatch") / "job.sbatch.in"
 #: MASTER_PORT = PORT_BASE + job id mod PORT_SPAN: 20000-31999, below Linux's default
 #: ephemeral range (net.ipv4.ip_local_port_range 32768-60999, the kernel's ip-sysctl
 #: documentation), from which the OS hands out the ports of outgoing connections, so the
