@@ -79,3 +79,26 @@ def test_a_shorter_time_that_the_limit_covers_suggests_auto(tmp_path):
     assert proc.stderr.strip().endswith(
         "use a longer cluster.time (at most 0-02:00:00), cluster.time=auto, or fewer "
         "train.steps; nothing was launched"), proc.stderr[-2000:]
+
+
+def test_a_long_timing_window_is_warned_of_once_for_the_sweep(tmp_path):
+    """The reviewer's study (48 points, cluster.time=auto): 24 points' windows of 5 steps
+    outlast the 75 s after SIGUSR2 with auto's margin. One line before was printed per point
+    (66 s and 67 s told apart); now one line gives the longest window, the signal_delay_s
+    that covers them all, and how many points it concerns."""
+    import re
+
+    proc = run_module("vitfsdp.sweep", "experiment=ornl_frontier_weak_large", "cluster=frontier",
+                      "cluster.account=stf218", "--scripts-only", f"hydra.sweep.dir={tmp_path}/s",
+                      cwd=tmp_path, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, out[-3000:]  # scripts written
+    [line] = [x for x in out.splitlines() if "a timing window" in x]
+    found = re.search(r"a timing window \(train.log_every=5 steps\) takes up to (\d+) s by the "
+                      r"plan \(point \d+: .* at (\d+) of the 48 points: a run the time limit "
+                      r"stops may end without a checkpoint \(and not be requeued\); set "
+                      r"cluster.signal_delay_s above (\d+) s plus the save \(it covers all "
+                      r"(\d+)\), or a smaller train.log_every$", line)
+    assert found, line
+    window, points, delay, covered = map(int, found.groups())
+    assert 1 < points == covered < 48 and delay >= 2 * window + 15 - 1, line

@@ -172,6 +172,7 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
             problem = str(e)
         if problem:
             refused.setdefault(problem, []).append((p.num, p.overrides))
+    _warn_of_windows(checked.get("windows", []), len(points))
     return refusal_lines(refused, len(points), named=True)
 
 
@@ -346,37 +347,26 @@ def _beyond_time_limit(p: Point, warned: dict) -> str | None:
     training's wait after SIGUSR2 (:func:`vitfsdp.launch.slurm.checkpoint_wait_s`: it saves
     only at a window's end, and an attempt that saved nothing is not requeued,
     :func:`vitfsdp.launch.resume.unsaved_attempt`); None when it fits or the plan has no step
-    time. A run that needs requeues, or whose window is longer than that wait but which the
-    plan expects to end before the signal, is only warned of (once)."""
+    time. A run that needs requeues is warned of once per time limit; one whose window is
+    longer than that wait but which the plan expects to end before the signal is noted in
+    ``warned["windows"]``, for one line for the sweep (:func:`_warn_of_windows`)."""
     step_s = _predicted_step_s(p)
     if not step_s:
         return None
     cluster = p.cfg.cluster
     run_s, jobs = _jobs_needed(p.cfg, step_s, cluster.time_limit_s)
     window_s = p.cfg.train.log_every * step_s
-    wait_s = slurm.checkpoint_wait_s(cluster)
-    margin = planner.TIME_SAFETY_FACTOR  # the plan's step time may be short, as for auto
-    if window_s * margin > wait_s:
-        short = (f"a timing window (train.log_every={p.cfg.train.log_every} steps) takes "
-                 f"{window_s:.0f} s by the plan ({step_s:.3g} s/step; {window_s * margin:.0f} s "
-                 f"with the {margin:g}x margin of cluster.time=auto), against the {wait_s} s "
-                 f"the training gets to reach its boundary and save after SIGUSR2 "
-                 f"(cluster.signal_delay_s={cluster.signal_delay_s} less "
-                 f"{slurm.REQUEUE_MARGIN_S} s)")
-        fix = (f"set cluster.signal_delay_s above "
-               f"{math.ceil(window_s * margin) + slurm.REQUEUE_MARGIN_S} s plus "
-               "the save, or a smaller train.log_every")
+    if window_s * planner.TIME_SAFETY_FACTOR > slurm.checkpoint_wait_s(cluster):
         every = getattr(p.cfg.train, "checkpoint_every", 0)
         periodic = 0 < every and every * step_s < cluster.time_limit_s - planner.STARTUP_S
-        if jobs > 1 and window_s > wait_s and not periodic:  # the signal is certain
+        if (jobs > 1 and window_s > slurm.checkpoint_wait_s(cluster)
+                and not periodic):  # the signal is certain
+            short, fix = _window_text(p, step_s)
             return (f"train.steps={p.cfg.train.steps} needs {jobs} jobs of cluster.time="
                     f"{cluster.time}, but {short}: an attempt may end without a checkpoint, "
                     f"and an attempt that saved nothing is not requeued; {fix}, or "
                     "train.checkpoint_every=N (saves within each job)")
-        if ("window", window_s, wait_s) not in warned:
-            warned["window", window_s, wait_s] = True
-            log.warning("%s: a run the time limit stops may end without a checkpoint "
-                        "(and not be requeued); %s", short, fix)
+        warned.setdefault("windows", []).append((window_s, p, step_s))
     cap = cluster.queue_time_limit_s(p.cfg.nodes)
     nodes = f"{p.cfg.nodes} node{'s' if p.cfg.nodes > 1 else ''}"
     at_cap = (f" (the longest a job of {nodes} may ask under cluster.queue_limits, to which "
@@ -394,6 +384,41 @@ def _beyond_time_limit(p: Point, warned: dict) -> str | None:
                     p.cfg.train.steps, _duration(run_s), cluster.time, at_cap, jobs - 1,
                     cluster.max_requeues)
     return None
+
+
+def _window_text(p: Point, step_s: float, longest_of: int = 1) -> tuple[str, str]:
+    """What is wrong with ``p``'s timing window of ``train.log_every`` × ``step_s`` seconds
+    (with the margin of ``cluster.time=auto``) against the training's wait after SIGUSR2,
+    and the fix: the ``cluster.signal_delay_s`` that covers it; ``longest_of``: the points
+    whose windows it is the longest of (more than 1: said so)."""
+    cluster, margin = p.cfg.cluster, planner.TIME_SAFETY_FACTOR
+    window_s = p.cfg.train.log_every * step_s
+    many = longest_of > 1
+    short = (f"a timing window (train.log_every={p.cfg.train.log_every} steps) takes "
+             f"{'up to ' if many else ''}{window_s:.0f} s by the plan "
+             f"({f'point {p.num}: ' if many else ''}{step_s:.3g} s/step; "
+             f"{window_s * margin:.0f} s with the {margin:g}x margin of cluster.time=auto), "
+             f"against the {slurm.checkpoint_wait_s(cluster)} s the training gets to reach its "
+             f"boundary and save after SIGUSR2 (cluster.signal_delay_s={cluster.signal_delay_s}"
+             f" less {slurm.REQUEUE_MARGIN_S} s)")
+    fix = (f"set cluster.signal_delay_s above "
+           f"{math.ceil(window_s * margin) + slurm.REQUEUE_MARGIN_S} s plus the save"
+           f"{f' (it covers all {longest_of})' if many else ''}, or a smaller train.log_every")
+    return short, fix
+
+
+def _warn_of_windows(windows: list[tuple[float, Point, float]], total: int) -> None:
+    """One warning for the sweep's points whose timing window may outlast the wait after
+    SIGUSR2 (``windows``: window seconds, point, step seconds, from
+    :func:`_beyond_time_limit`), of ``total`` points: the longest window, whose
+    ``cluster.signal_delay_s`` covers every one, and how many points it concerns."""
+    if not windows:
+        return
+    _, p, step_s = max(windows, key=lambda w: w[0])
+    short, fix = _window_text(p, step_s, len(windows))
+    at = f" at {len(windows)} of the {total} points" if total > 1 else ""
+    log.warning("%s%s: a run the time limit stops may end without a checkpoint (and not be "
+                "requeued); %s", short, at, fix)
 
 
 def _jobs_needed(cfg: RunConfig, step_s: float, limit_s: int) -> tuple[float, int]:
