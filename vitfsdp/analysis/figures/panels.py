@@ -350,9 +350,16 @@ def _published_labels(published: pd.DataFrame) -> dict[str, str]:
     return {"reference": "published: " + "; ".join(labels)} if labels else {}
 
 
+#: Mantissas of a log axis' labelled ticks, by the most decades the axis spans: dense over
+#: narrow spans (a sweep of 1 and 2 nodes spans less than a decade), powers of 10 past them.
+LOG_TICK_SUBS = ((1.0, (1, 1.5, 2, 3, 4, 5, 7)), (1.5, (1, 2, 3, 5)), (3.0, (1, 2, 5)),
+                 (math.inf, (1,)))
+
+
 def _log_y_axis(ax) -> None:
-    """Log y with plain-number ticks: at 1, 2, 3 and 5 per decade over up to 1.5 decades
-    (readable over narrow spans), at 1, 2 and 5 up to 3 decades, then at powers of 10.
+    """Log y with plain-number ticks (:data:`LOG_TICK_SUBS`), the axis running from the
+    labelled tick at or below everything drawn (points, bars, ideal, predicted and failure
+    marks) to the one at or above it, so every value lies between two labels.
 
     A panel with nothing drawn at a positive value (no run completed, none predicted) keeps
     a linear axis without ticks and says so in its middle: a log axis has no range then
@@ -364,13 +371,26 @@ def _log_y_axis(ax) -> None:
                 color="0.4")
         return
     ax.set_yscale("log")
-    low, high = ax.get_ylim()
-    decades = math.log10(high / low) if low > 0 and high > low else 0.0
-    subs = (1.0, 2.0, 3.0, 5.0) if decades <= 1.5 else (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
-    ax.yaxis.set_major_locator(_mpl().LogLocator(base=10, subs=subs))
-    ax.yaxis.set_major_formatter(
-        _mpl().FuncFormatter(lambda y, _: f"{y:,.0f}" if y >= 1 else f"{y:g}"))
+    ticks = _log_ticks(*ax.get_ylim())  # autoscaled: the data and matplotlib's margins
+    ax.set_yticks(ticks, labels=[f"{y:,.0f}" if y >= 1 and y == round(y) else f"{y:g}"
+                                 for y in ticks])
+    ax.set_ylim(ticks[0], ticks[-1])
     ax.yaxis.set_minor_formatter(_mpl().NullFormatter())
+
+
+def _log_ticks(low: float, high: float) -> list[float]:
+    """Labelled ticks of a log axis from ``low`` to ``high`` (both > 0): every mantissa of
+    :data:`LOG_TICK_SUBS` for the span's decades in each decade, from the last at or below
+    ``low`` to the first at or above ``high`` (at least two)."""
+    high = max(high, low * 1.01)
+    decades = math.log10(high / low)
+    subs = next(subs for most, subs in LOG_TICK_SUBS if decades <= most)
+    ticks = sorted(float(f"{m}e{k}") for k in range(math.floor(math.log10(low)) - 1,
+                                                      math.ceil(math.log10(high)) + 1)
+                   for m in subs)  # fmt: skip
+    first = max(i for i, t in enumerate(ticks) if t <= low * (1 + 1e-9))
+    last = min(i for i, t in enumerate(ticks) if t >= high * (1 - 1e-9))
+    return ticks[first:last + 1]
 
 
 def _make_room_below(ax) -> None:

@@ -27,13 +27,12 @@ def _mpl() -> types.SimpleNamespace:
     from matplotlib.font_manager import FontProperties
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter, NullLocator
+    from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
 
     return types.SimpleNamespace(
         matplotlib=matplotlib, font_manager=font_manager, FigureCanvasAgg=FigureCanvasAgg,
         Figure=Figure, FontProperties=FontProperties, Line2D=Line2D, Patch=Patch,
-        FuncFormatter=FuncFormatter, LogLocator=LogLocator, NullFormatter=NullFormatter,
-        NullLocator=NullLocator)
+        FuncFormatter=FuncFormatter, NullFormatter=NullFormatter, NullLocator=NullLocator)
 
 DPI = 300  # PNG resolution (dots per inch): print quality at the figure's own size
 #: zlib's level for the PNGs (Pillow's default is 6): level 1 saves a quarter of the time to
