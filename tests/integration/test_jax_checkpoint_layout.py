@@ -108,3 +108,26 @@ def test_padded_checkpoint_restores(tmp_path):
     for a, b in zip(jax.tree.leaves(restored), jax.tree.leaves(state), strict=True):
         assert a.sharding == b.sharding
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_a_failure_records_the_last_step_that_ran_not_the_last_dispatched(tmp_path,
+                                                                          monkeypatch):
+    """JAX returns from a step once it is dispatched; a failure in it (a peer lost in its
+    collective) surfaces where the window's meter waits for the results. The summary's
+    last_step is the last window's end that finished (1), not the last step dispatched (3,
+    before)."""
+    cfg = _cfg("strategy=DDP")
+    calls = {"n": 0}
+    stop = jtrain.JaxWindowMeter.stop
+
+    def failing_stop(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the second window (steps 2-3)
+            raise RuntimeError("Gloo all-reduce failed: Connection reset by peer")
+        return stop(self, *args, **kwargs)
+
+    monkeypatch.setattr(jtrain.JaxWindowMeter, "stop", failing_stop)
+    with pytest.raises(RuntimeError, match="Connection reset by peer"):
+        jtrain.run(cfg, DistEnv(), tmp_path)
+    summary = read_json(tmp_path / "summary.json")
+    assert summary["status"] == "failed" and summary["last_step"] == 1

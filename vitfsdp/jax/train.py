@@ -355,8 +355,10 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
                 records.summary_extra["model_state_bytes"] = model_state_bytes(state)
             losses.append(loss)
             batch = next(batches)
-            progress.step = n
         figures = meter.stop(last - first + 1, losses, state)
+        # the window's steps have run only now: JAX dispatches a step and returns, and a
+        # failure in one (a peer lost in its collective) surfaces where the meter waits
+        progress.step = last
         records.window({"window": i, "step_start": first, "step_end": last, "warmup": warmup,
                         "num_steps": last - first + 1, "attempt": progress.attempt,
                         "global_batch_size": global_batch, **figures})
