@@ -62,21 +62,28 @@ def test_ratio_table(sweep: Path) -> None:
     assert (df.loc[df["framework"] == "torch", "engine"] == "fsdp1").all()
     table = framework_ratio_table(df)
     assert list(table.columns) == ["model", "strategy", "nodes", "torch_ips", "jax_ips",
-                                   "jax_over_torch", "torch_runs", "jax_runs", "difference",
+                                   "jax_over_torch", "ratio_low", "ratio_high", "torch_runs",
+                                   "jax_runs", "torch_failed", "jax_failed", "difference",
                                    "torch_busy_frac", "jax_busy_frac", "host_bound",
                                    "noisy", "torch_attention", "jax_attention",
                                    "torch_recipe"]
+    # JAX FULL_SHARD at 2 nodes failed: its row says so, with no ratio
     assert list(zip(table["strategy"], table["nodes"], strict=True)) == [
-        ("DDP", 1), ("DDP", 2), ("FULL_SHARD", 1)]  # JAX FULL_SHARD at 2 nodes failed
+        ("DDP", 1), ("DDP", 2), ("FULL_SHARD", 1), ("FULL_SHARD", 2)]
     # records without kernels settings or what they resolved to: said so, not guessed
     assert table["torch_recipe"].tolist() == [
         "DDP compile auto, AdamW unrecorded"] * 2 + [
-        "FSDP1 compile auto, orig params auto, AdamW unrecorded"]
-    assert list(table["jax_over_torch"]) == pytest.approx([0.5, 0.8, 1.5])
+        "FSDP1 compile auto, orig params auto, AdamW unrecorded"] * 2
+    assert list(table["jax_over_torch"][:3]) == pytest.approx([0.5, 0.8, 1.5])
+    assert pd.isna(table["jax_over_torch"].iloc[3])
+    assert (table["torch_failed"].tolist(), table["jax_failed"].tolist()) == \
+        ([0, 0, 0, 0], [0, 0, 0, 1])
     # one run a side, windows ±1 images/s apart: each ratio beyond the windows, not a result
-    assert list(table["difference"]) == ["one run: not established"] * 3
+    assert list(table["difference"]) == ["one run: not established"] * 3 + [
+        "no result: jax failed (1 of 1 runs)"]
     assert framework_ratio_table(df, noise=1.6)["difference"].tolist() == [
-        "one run: not established", "within observed noise", "within observed noise"]
+        "one run: not established", "within observed noise", "within observed noise",
+        "no result: jax failed (1 of 1 runs)"]
     # CPU ranks: no busy share, so whether a host loop decided a ratio is not known
     assert table[["torch_busy_frac", "jax_busy_frac"]].isna().all().all()
     assert table["host_bound"].isna().all()
@@ -153,7 +160,8 @@ def test_ratio_rows_say_where_either_framework_was_host_bound(tmp_path: Path) ->
     assert table.loc[("FULL_SHARD", 1), ["torch_busy_frac", "jax_busy_frac"]].tolist() == \
         pytest.approx([0.38, 0.93])
     flags = [None if pd.isna(v) else bool(v) for v in table["host_bound"]]
-    assert flags == [False, None, True]  # DDP 1, DDP 2 (JAX not measured), FULL_SHARD 1
+    # DDP 1, DDP 2 (JAX not measured), FULL_SHARD 1, FULL_SHARD 2 (JAX failed)
+    assert flags == [False, None, True, None]
     text = framework_host_text(ratio)
     assert "vit_tiny FULL_SHARD at 1 node(s)" in text and "DDP" not in text
     assert "compares the two host loops" in text
@@ -171,7 +179,8 @@ def test_cli_writes_ratio_csv(sweep: Path) -> None:
     result = run_cli(str(sweep))
     assert result.returncode == 0, result.stderr
     ratio = pd.read_csv(sweep / "analysis" / "framework_ratio.csv")
-    assert list(ratio["jax_over_torch"]) == pytest.approx([0.5, 0.8, 1.5])
+    assert list(ratio["jax_over_torch"][:3]) == pytest.approx([0.5, 0.8, 1.5])
+    assert ratio["difference"].iloc[3] == "no result: jax failed (1 of 1 runs)"
     assert "JAX / PyTorch images/s:" in result.stdout
 
 
@@ -189,14 +198,17 @@ def test_cli_says_what_the_reports_framework_section_says(sweep: Path) -> None:
     assert words in result.stdout
     for part in ("0 of 3 pairs not host-bound are (`difference`)",
                  "PyTorch ran 2 recipes (`torch_recipe`",
-                 "Under FULL_SHARD JAX gathers each unit's parameters once a step"):
+                 "Under FULL_SHARD JAX gathers each unit's parameters once a step",
+                 "No ratio at vit_tiny FULL_SHARD at 2 node(s) (no result: jax failed (1 of 1 "
+                 "runs)): a side completed no run there (failures.csv says why)."):
         assert part in result.stdout
 
 
 def test_cli_names_the_runs_that_paired_with_nothing(sweep: Path) -> None:
-    """JAX's FULL_SHARD run at 2 nodes failed: PyTorch's completed one there has no row,
-    and the terminal says so as the report does; with JAX's DDP runs on other GPUs per node
+    """JAX never ran FULL_SHARD at 2 nodes: PyTorch's completed run there has no row, and
+    the terminal says so as the report does; with JAX's DDP runs on other GPUs per node
     nothing pairs, and the terminal says that instead of printing a table."""
+    (sweep / "jax_FULL_SHARD_2").rename(sweep.parent / "jax_FULL_SHARD_2")
     result = run_cli(str(sweep))
     assert result.returncode == 0, result.stderr
     assert ("is in no row: 1 of 4 PyTorch runs (vit_tiny FULL_SHARD at 2 node(s)) and none of "
@@ -227,6 +239,6 @@ def test_swept_torch_setting_keeps_its_lines_and_ratio_rows(sweep: Path) -> None
     assert {"FULL_SHARD BACKWARD_PRE torch", "FULL_SHARD BACKWARD_POST torch",
             "FULL_SHARD jax"} <= labels
     table = framework_ratio_table(df)
-    fs = table[table["strategy"] == "FULL_SHARD"]
+    fs = table[(table["strategy"] == "FULL_SHARD") & (table["nodes"] == 1)]
     assert list(fs["backward_prefetch"]) == ["BACKWARD_POST", "BACKWARD_PRE"]
     assert list(fs["jax_over_torch"]) == pytest.approx([2.0, 1.5])  # the same JAX run

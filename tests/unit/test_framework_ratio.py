@@ -253,10 +253,10 @@ def test_runs_without_a_partner_are_counted_and_named(tmp_path: Path) -> None:
     tables = study_tables(df, 1000)
     assert len(tables["framework_ratio"]) == 1
     text = {s.title: s for s in report_sections(tables, 1000)}["PyTorch and JAX"].text
-    assert ("The table is partial: a run without a completed run of the other framework at "
-            "its point (the same model, strategy, node count, world size, GPUs per node and "
-            "cluster profile) is in no row: 2 of 3 PyTorch runs (vit_tiny DDP at 2 node(s) "
-            "(2 runs)) and 1 of 2 JAX runs (vit_tiny FULL_SHARD at 1 node(s)).") in text
+    assert ("The table is partial: a run without a run of the other framework at its point, "
+            "completed or not (the same model, strategy, node count, world size, GPUs per "
+            "node and cluster profile) is in no row: 2 of 3 PyTorch runs (vit_tiny DDP at 2 "
+            "node(s) (2 runs)) and 1 of 2 JAX runs (vit_tiny FULL_SHARD at 1 node(s)).") in text
 
 
 def test_a_sweep_where_nothing_pairs_says_so(tmp_path: Path) -> None:
@@ -273,7 +273,7 @@ def test_a_sweep_where_nothing_pairs_says_so(tmp_path: Path) -> None:
     assert tables["framework_ratio"].empty
     section = {s.title: s for s in report_sections(tables, 1000)}["PyTorch and JAX"]
     assert section.table is None
-    assert section.text.startswith("No run has a completed run of the other framework")
+    assert section.text.startswith("No run has a run of the other framework")
     assert ("so there is no ratio: 1 of 1 PyTorch run (vit_tiny DDP ranks_per_node=8 "
             "world_size=8 at 1 node(s)) and 1 of 1 JAX run (vit_tiny DDP ranks_per_node=4 "
             "world_size=4 at 1 node(s)).") in section.text
@@ -281,3 +281,99 @@ def test_a_sweep_where_nothing_pairs_says_so(tmp_path: Path) -> None:
     titles = [s.title for s in report_sections(
         study_tables(df[df["framework"] == "torch"].reset_index(drop=True), 1000), 1000) if s]
     assert "PyTorch and JAX" not in titles
+
+
+def _sections(df: pd.DataFrame) -> tuple[dict, dict]:
+    """study_tables of ``df`` and the report's sections by title."""
+    from vitfsdp.analysis.report import report_sections
+    from vitfsdp.analysis.tables import study_tables
+
+    tables = study_tables(df, 1000)
+    return tables, {s.title: s for s in report_sections(tables, 1000)}
+
+
+def test_a_contended_pair_is_not_a_result_as_best_csv_says(tmp_path: Path) -> None:
+    """PyTorch 1000/1050/1100, JAX 2000/2050/2100 images/s, three runs each, apart beyond
+    their spread; but other work used 0.69-1.36 of the 2 cores during every run. best.csv
+    says no ranking, and so does the ratio: same words, and the report counts no result."""
+    _repeats(tmp_path, {("torch", 1): (1000.0, 1050.0, 1100.0),
+                        ("jax", 1): (2000.0, 2050.0, 2100.0)})
+    df = collect_runs(tmp_path)
+    quiet = framework_ratio_table(df)
+    assert quiet["difference"].tolist() == ["beyond the spread"]
+    other = [0.69, 0.8, 0.9, 1.0, 1.2, 1.36]
+    busy = df.assign(host_cpus=2, host_other_cpus=other)
+    tables, sections = _sections(busy)
+    assert tables["best"]["difference"].tolist() == [
+        "not a result: other work competed (3 of 3 runs)"]
+    ratio = tables["framework_ratio"]
+    assert ratio["difference"].tolist() == ["not a result: other work competed (6 of 6 runs)"]
+    text = sections["PyTorch and JAX"].text
+    assert "0 of 1 pairs not host-bound are (`difference`)" in text
+    assert ("Other work competed with runs of 1 of those 1 (`difference`: not a result, 6 of "
+            "6 runs): their images/s measure the contention, not the frameworks.") in text
+
+
+def test_the_ratio_uses_the_words_of_best_csv() -> None:
+    """verdict.py holds the contended and failure words lines.py can import (tables.py
+    imports lines.py); they are tables.py's, word for word."""
+    from vitfsdp.analysis import tables, verdict
+
+    assert verdict.CONTENDED == tables.CONTENDED
+    for args in ((2, 3), (2, 3, "the fastest")):
+        assert verdict.contended_verdict(*args) == tables.contended_verdict(*args)
+    for args in ((0, 3), (1, 3), (1, 3, "the runner-up")):
+        assert verdict.failed_note(*args) == tables.failed_note(*args)
+    assert verdict.with_notes("a", "", "b") == tables.with_notes("a", "", "b")
+
+
+def test_a_point_where_one_framework_failed_keeps_its_row(tmp_path: Path) -> None:
+    """JAX's one run at 1 node was killed where PyTorch's completed: a row with no ratio
+    that says which side failed, and a report section that says it too. With one of two
+    JAX repeats failed: the ratio of the other, and the verdict counts the failure."""
+    write_run(tmp_path / "one" / "torch", _info("torch"), 200.0, busy=0.95)
+    write_run(tmp_path / "one" / "jax", _info("jax"), None, status="failed")
+    df = collect_runs(tmp_path / "one")
+    ratio = framework_ratio_table(df)
+    assert len(ratio) == 1
+    row = ratio.iloc[0]
+    assert (row["torch_runs"], row["jax_runs"], row["torch_failed"], row["jax_failed"]) == \
+        (1, 0, 0, 1)
+    assert pd.isna(row["jax_over_torch"]) and pd.isna(row["ratio_low"])
+    assert row["difference"] == "no result: jax failed (1 of 1 runs)"
+    _, sections = _sections(df)
+    assert sections["PyTorch and JAX"].text == (
+        "Images/s of both frameworks per point (in the weak scaling figure: solid PyTorch, "
+        "dash-dot JAX); the ratio with its bounds, the slowest JAX measurement over the "
+        "fastest PyTorch one and the other way round. No ratio at vit_tiny DDP at 1 node(s) "
+        "(no result: jax failed (1 of 1 runs)): a side completed no run there (failures.csv "
+        "says why).")
+
+    _repeats(tmp_path / "two", {("torch", 1): (200.0, 201.0), ("jax", 1): (300.0,)})
+    info = _info("jax")
+    info["config"]["repeat"] = 1
+    write_run(tmp_path / "two" / "jax_1_1", info, None, status="failed")
+    df = collect_runs(tmp_path / "two")
+    row = framework_ratio_table(df).iloc[0]
+    assert (row["jax_runs"], row["jax_failed"]) == (1, 1)
+    assert row["jax_over_torch"] == pytest.approx(300.0 / 200.5)
+    assert row["difference"] == "one run: not established; jax: 1 of 2 runs failed"
+    _, sections = _sections(df)
+    assert ("Runs failed at vit_tiny DDP at 1 node(s) (jax: 1 of 2 runs failed): the ratio "
+            "there is of the runs that completed.") in sections["PyTorch and JAX"].text
+
+
+def test_the_ratio_has_bounds(tmp_path: Path) -> None:
+    """PyTorch 1000/1050/1100, JAX 2000/2050/2100: the ratio 1.95, bounded by the slowest
+    JAX run over the fastest PyTorch one (1.82) and the other way round (2.10); the report
+    prints them with it."""
+    _repeats(tmp_path, {("torch", 1): (1000.0, 1050.0, 1100.0),
+                        ("jax", 1): (2000.0, 2050.0, 2100.0)})
+    df = collect_runs(tmp_path)
+    row = framework_ratio_table(df).iloc[0]
+    assert (row["ratio_low"], row["jax_over_torch"], row["ratio_high"]) == pytest.approx(
+        (2000 / 1100, 2050 / 1050, 2100 / 1000))
+    _, sections = _sections(df)
+    table = sections["PyTorch and JAX"].table
+    assert table["JAX / PyTorch"].tolist() == ["1.95 (1.82–2.10)"]
+    assert "ratio_low" not in table.columns and "ratio_high" not in table.columns

@@ -11,7 +11,14 @@ from typing import Any
 import pandas as pd
 
 from vitfsdp.analysis.rows import CONFIG_KEYS
-from vitfsdp.analysis.verdict import compare, span
+from vitfsdp.analysis.verdict import (
+    NO_RESULT,
+    compare,
+    contended_verdict,
+    failed_note,
+    span,
+    with_notes,
+)
 from vitfsdp.core.throughput import NOISY_SPREAD, any_host_bound, competed, host_bound
 
 #: Config columns that split a strategy into separate scaling lines when they vary at all.
@@ -55,8 +62,9 @@ PAIRING_COLUMNS = ("world_size", "ranks_per_node", "cluster")
 #: alone does not say what it is.
 NAMED_COLUMNS = ("cluster",)
 #: Columns of :func:`framework_ratio_table` after its key columns.
-RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch", "torch_runs", "jax_runs",
-                 "difference", "torch_busy_frac", "jax_busy_frac", "host_bound", "noisy",
+RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch", "ratio_low", "ratio_high",
+                 "torch_runs", "jax_runs", "torch_failed", "jax_failed", "difference",
+                 "torch_busy_frac", "jax_busy_frac", "host_bound", "noisy",
                  "torch_attention", "jax_attention", "torch_recipe")
 #: What :func:`torch_recipe` writes of ``kernels.compile`` (as it resolved; null: auto, in
 #: records that did not say what it resolved to) and of FSDP1's ``strategy.use_orig_params``.
@@ -331,20 +339,34 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
     only with PyTorch runs of its world size, GPUs per node and cluster profile
     (:data:`PAIRING_COLUMNS`).
 
-    Only completed runs count; the median ips is taken where a point ran more than once. A
-    PyTorch setting that splits a strategy's PyTorch lines (``backward_prefetch`` swept,
-    say) stays a column, each of its rows compared with the same JAX run.
+    Every point both frameworks ran has a row, whatever its runs' status; only completed
+    runs give images/s, the median where a side ran more than once. A PyTorch setting that
+    splits a strategy's PyTorch lines (``backward_prefetch`` swept, say) stays a column,
+    each of its rows compared with the same JAX runs.
 
     Returns:
-        One row per point that both frameworks completed: the key columns, ``nodes``, those
+        One row per point that both frameworks ran: the key columns, ``nodes``, those
         of :data:`PAIRING_COLUMNS` that take more than one value at one node count among the
         completed runs (``world_size`` in ranks, ``ranks_per_node``, ``cluster``: the
         profile), the varying PyTorch-only columns, ``torch_ips`` and ``jax_ips`` (global
-        images/s) and ``jax_over_torch`` (jax_ips / torch_ips; > 1: JAX is faster),
-        ``torch_runs`` and ``jax_runs`` (completed runs of each), ``difference``
-        (:func:`vitfsdp.analysis.verdict.judge` of the two spans, over runs where a side
+        images/s, NaN where the side completed no run) and ``jax_over_torch`` (jax_ips /
+        torch_ips; > 1: JAX is faster), ``ratio_low`` and ``ratio_high`` (the ratio's bounds
+        over both sides' spans, :func:`vitfsdp.analysis.verdict.span`: ``ratio_low`` is the
+        slowest JAX measurement over the fastest PyTorch one, jax_low / torch_high,
+        ``ratio_high`` the fastest JAX over the slowest PyTorch, jax_high / torch_low),
+        ``torch_runs`` and ``jax_runs`` (completed runs of each), ``torch_failed`` and
+        ``jax_failed`` (runs of each that did not complete, or measured no ips),
+        ``difference`` (where a side completed no run, :data:`vitfsdp.analysis.verdict.NO_RESULT`
+        and which side failed, ``"no result: jax failed (1 of 1 runs)"``; else where other
+        work competed with runs of either side, of any status
+        (:func:`competed_flags`, the rule of best.csv's ``runs_contended``), no ranking:
+        :func:`vitfsdp.analysis.verdict.contended_verdict` over both sides' runs, ``"not a
+        result: other work competed (6 of 6 runs)"``; else
+        :func:`vitfsdp.analysis.verdict.judge` of the two spans, over runs where a side
         ran twice, else its run's windows; ``noise`` the sweep's noise check's ratio: only
-        ``beyond the spread`` makes one framework faster), ``torch_busy_frac``
+        ``beyond the spread`` makes one framework faster; where runs of a side failed,
+        :func:`vitfsdp.analysis.verdict.failed_note` after it, ``"; jax: 1 of 2 runs
+        failed"``), ``torch_busy_frac``
         and ``jax_busy_frac`` (the median busy share of each side's runs, on its least busy
         rank where recorded, :func:`judged_busy`; NaN where not
         measured: CPU ranks, ROCm under JAX) and ``host_bound`` (either side
@@ -363,41 +385,91 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
         attention kernels' difference),
         ``torch_recipe`` (the PyTorch side's :func:`torch_recipe`, e.g. ``"FSDP1 compiled,
         orig params, fused AdamW"``; ``"; "`` between the recipes of runs that differ);
-        empty (with these columns) when either framework has no completed run.
+        empty (with these columns) when either framework ran no point.
     """
-    by_framework, keys, torch_keys, pairing = _framework_keys(df)
+    by_framework, keys, torch_keys, pairing, ran = _framework_keys(df)
     cols = [*keys, *torch_keys, *RATIO_COLUMNS]
-    if any(rows.empty for rows in by_framework.values()):
+    groups = {"torch": [*pairing, *torch_keys], "jax": pairing}
+    counts = {fw: _attempts(rows, groups[fw], fw) for fw, rows in ran.items()}
+    if any(c.empty for c in counts.values()):
         return pd.DataFrame(columns=cols)
-    medians = {fw: _side(rows, [*pairing, *(torch_keys if fw == "torch" else [])], fw)
-               for fw, rows in by_framework.items()}
-    table = medians["torch"].merge(medians["jax"], on=pairing, how="inner")
+    table = counts["torch"].merge(counts["jax"], on=pairing, how="inner")  # null keys match
+    for fw, rows in by_framework.items():
+        if not rows.empty:
+            table = table.merge(_side(rows, groups[fw], fw), on=groups[fw], how="left")
+        table = table.reindex(columns=[*table.columns, *(
+            c for c in _side_columns(fw) if c not in table.columns)])
+        table[f"{fw}_runs"] = table[f"{fw}_runs"].fillna(0).astype(int)
+        table[f"{fw}_failed"] = table[f"{fw}_total"] - table[f"{fw}_runs"]
     table["jax_over_torch"] = table["jax_ips"] / table["torch_ips"]
-    table["difference"] = [
-        compare((r.torch_low, r.torch_high, r.torch_runs), (r.jax_low, r.jax_high, r.jax_runs),
-                r.torch_ips, r.jax_ips, noise) for r in table.itertuples()]
+    table["ratio_low"] = table["jax_low"] / table["torch_high"]
+    table["ratio_high"] = table["jax_high"] / table["torch_low"]
+    table["difference"] = [_ratio_verdict(r, noise) for r in table.itertuples()]
     table["host_bound"] = pd.array(
         [any_host_bound(host_bound(t), host_bound(j))
          for t, j in zip(table["torch_busy_frac"], table["jax_busy_frac"], strict=True)],
         dtype="boolean")
-    table["noisy"] = table["torch_noisy"] | table["jax_noisy"]  # Kleene: True | NA is True
+    table["noisy"] = (table["torch_noisy"].astype("boolean")
+                      | table["jax_noisy"].astype("boolean"))  # Kleene: True | NA is True
     return table[cols].sort_values(keys, kind="stable", key=_sort_key).reset_index(drop=True)
 
 
+def _side_columns(fw: str) -> tuple[str, ...]:
+    """The columns :func:`_side` gives of framework ``fw``."""
+    return (f"{fw}_ips", f"{fw}_busy_frac", f"{fw}_runs", f"{fw}_low", f"{fw}_high",
+            f"{fw}_noisy", f"{fw}_attention", *(("torch_recipe",) if fw == "torch" else ()))
+
+
+def _attempts(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
+    """Framework ``fw``'s runs of ``rows`` (every status) counted per point of ``keys``:
+    ``{fw}_total`` and ``{fw}_contended`` (those other work competed with,
+    :func:`competed_flags`)."""
+    if rows.empty:
+        return pd.DataFrame(columns=[*keys, f"{fw}_total", f"{fw}_contended"])
+    return rows.assign(_contended=competed_flags(rows)).groupby(keys, dropna=False).agg(
+        **{f"{fw}_total": ("_contended", "size"),
+           f"{fw}_contended": ("_contended", "sum")}).reset_index()
+
+
+def _ratio_verdict(r: Any, noise: float) -> str:
+    """framework_ratio.csv's ``difference`` of one row (see :func:`framework_ratio_table`)."""
+    totals = {"torch": int(r.torch_total), "jax": int(r.jax_total)}
+    failed = {"torch": int(r.torch_failed), "jax": int(r.jax_failed)}
+    runs = {"torch": r.torch_runs, "jax": r.jax_runs}
+    missing = [fw for fw in totals if not runs[fw]]
+    contended = int(r.torch_contended) + int(r.jax_contended)
+    if missing:
+        verdict = NO_RESULT + ": " + ", ".join(
+            f"{fw} failed ({failed[fw]} of {totals[fw]} runs)" for fw in missing)
+    elif contended:
+        verdict = contended_verdict(contended, sum(totals.values()))
+    else:
+        verdict = compare((r.torch_low, r.torch_high, r.torch_runs),
+                          (r.jax_low, r.jax_high, r.jax_runs), r.torch_ips, r.jax_ips, noise)
+    return with_notes(verdict, *(failed_note(failed[fw], totals[fw], fw)
+                                 for fw in totals if fw not in missing))
+
+
 def _framework_keys(df: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], list[str], list[str],
-                                                list[str]]:  # fmt: skip
+                                                list[str], dict[str, pd.DataFrame]]:  # fmt: skip
     """How :func:`framework_ratio_table` pairs the runs of ``df``: each framework's completed
     runs (``"torch"``, ``"jax"``), the key columns the table shows (:func:`comparison_columns`,
     ``nodes`` and the :data:`PAIRING_COLUMNS` that take more than one value at one node
-    count), the PyTorch-only columns that split a strategy's PyTorch lines, and the columns
+    count), the PyTorch-only columns that split a strategy's PyTorch lines, the columns
     a JAX run shares with the PyTorch runs it is compared with (the keys and every pairing
-    column)."""
+    column), and each framework's runs of every status at a known node count (a run that
+    never started at the values the other runs of its point resolved,
+    :func:`at_their_points`)."""
     lines = line_columns(df)
     within = df[df["framework"] == "torch"].groupby(list(BASE_LINE_COLUMNS), dropna=False)
     torch_keys = [c for c in TORCH_ONLY_COLUMNS
                   if c in lines and (within[c].nunique(dropna=False) > 1).any()]
-    done = df[(df["status"] == "completed") & df["ips"].notna() & df["nodes"].notna()]
+    placed = at_their_points(df)
+    done = placed[(placed["status"] == "completed") & placed["ips"].notna()
+                  & placed["nodes"].notna()]
     by_framework = {fw: done[done["framework"] == fw] for fw in ("torch", "jax")}
+    ran = {fw: placed[(placed["framework"] == fw) & placed["nodes"].notna()]
+           for fw in ("torch", "jax")}
     both = done[done["framework"].isin(list(by_framework))]
     at_nodes = both.groupby("nodes", dropna=False)
     compared = comparison_columns(df)
@@ -405,14 +477,14 @@ def _framework_keys(df: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], list[str
              if c not in compared and (at_nodes[c].nunique(dropna=False) > 1).any()]
     keys = [*compared, "nodes", *world]
     pairing = [*keys, *(c for c in PAIRING_COLUMNS if c not in keys)]
-    return by_framework, keys, torch_keys, pairing
+    return by_framework, keys, torch_keys, pairing, ran
 
 
 def framework_partners(df: pd.DataFrame) -> pd.DataFrame:
     """Whether each completed PyTorch or JAX run of ``df`` (a
     :func:`~vitfsdp.analysis.collect.collect_runs` frame) has a row of
-    :func:`framework_ratio_table`: ``paired`` where a completed run of the other framework
-    shares its point (model, strategy, node count, any other varying config of
+    :func:`framework_ratio_table`: ``paired`` where a run of the other framework, of any
+    status, shares its point (model, strategy, node count, any other varying config of
     :func:`comparison_columns`, world size, GPUs per node and cluster profile); a run
     without one is in no row, and the table is partial by it.
 
@@ -420,13 +492,13 @@ def framework_partners(df: pd.DataFrame) -> pd.DataFrame:
         One row per completed run of either framework (those with ips at a known node
         count): ``framework``, the ratio table's key columns (model, strategy, ..., ``nodes``
         and the pairing columns that vary at one node count), ``run_dir`` and ``paired``
-        (bool); every run unpaired where the other framework completed none.
+        (bool); every run unpaired where the other framework ran none.
     """
-    by_framework, keys, _, pairing = _framework_keys(df)
+    by_framework, keys, _, pairing, ran = _framework_keys(df)
     found = []
     for fw, other in (("torch", "jax"), ("jax", "torch")):
         rows = by_framework[fw]
-        partners = by_framework[other][pairing].drop_duplicates()
+        partners = ran[other][pairing].drop_duplicates()
         marked = rows[pairing].merge(partners, on=pairing, how="left", indicator=True)
         found.append(rows[["framework", *keys, "run_dir"]].assign(
             paired=(marked["_merge"] == "both").to_numpy()))

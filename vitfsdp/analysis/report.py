@@ -167,7 +167,8 @@ COLUMN_FORMATS = {
     "ips_ratio": ("ratio", "{:.2f}x"), "ips_rel_error": ("ips error", "{:+.0%}"),
     "ips_vs_best": ("vs best variant", "{:.0%}"), "jax_ips": ("JAX images/s", RATE),
     "jax_busy_frac": ("JAX device busy", "{:.0%}"), "jax_runs": ("JAX runs", "{:d}"),
-    "torch_runs": ("PyTorch runs", "{:d}"),
+    "torch_runs": ("PyTorch runs", "{:d}"), "torch_failed": ("PyTorch runs failed", "{:d}"),
+    "jax_failed": ("JAX runs failed", "{:d}"),
     "jax_over_torch": ("JAX / PyTorch", "{:.2f}"), "label": ("study", "{}"),
     "log_link": ("log", "{}"), "max_abs_rel_error": ("max |error|", "{:.1%}"),
     "measured": ("measured", RATE), "measured_mem_gib": ("measured (GiB)", "{:.2f}"),
@@ -447,18 +448,38 @@ def _recipe_section(table: pd.DataFrame) -> Section | None:
 
 def _framework_section(ratio: pd.DataFrame | None,
                        runs: pd.DataFrame | None = None) -> Section | None:  # fmt: skip
-    """Images/s of PyTorch and JAX per point, when both completed runs, and the words on
-    them (:func:`framework_text`: which runs found no partner, from ``runs``, the
-    ``collect_runs`` frame). None when neither the ratio table nor those words have
-    anything to show (one framework ran, or none completed)."""
+    """Images/s of PyTorch and JAX per point both ran, and the words on them
+    (:func:`framework_text`: which runs found no partner, from ``runs``, the
+    ``collect_runs`` frame); the ratio with its bounds, ``1.75 (1.28–2.25)``
+    (:func:`ratio_text`). None when neither the ratio table nor those words have anything
+    to show (one framework ran, or none did)."""
     ratio = pd.DataFrame() if ratio is None else ratio
     text = framework_text(ratio, runs)
     if not text:
         return None
     lead = ("Images/s of both frameworks per point (in the weak scaling figure: solid "
-            "PyTorch, dash-dot JAX). " if len(ratio) else "")
+            "PyTorch, dash-dot JAX); the ratio with its bounds, the slowest JAX measurement "
+            "over the fastest PyTorch one and the other way round. " if len(ratio) else "")
+    shown = ratio.assign(jax_over_torch=ratio_text(ratio)) if len(ratio) else ratio
+    columns = [c for c in ratio.columns if c not in ("ratio_low", "ratio_high")]
     return Section("PyTorch and JAX", lead + text,
-                   table=display(ratio, list(ratio.columns)) if len(ratio) else None)
+                   table=display(shown, columns) if len(ratio) else None)
+
+
+def ratio_text(ratio: pd.DataFrame) -> pd.Series:
+    """Each row's ``jax_over_torch`` with its bounds (``ratio_low``, ``ratio_high``) as
+    text, ``"1.75 (1.28–2.25)"``; the ratio alone where the bounds are not known (older
+    ratio tables) or round to it; None where there is no ratio (a side completed no run)."""
+    low = numeric_column(ratio, "ratio_low")
+    high = numeric_column(ratio, "ratio_high")
+    values = numeric_column(ratio, "jax_over_torch")
+    texts = []
+    for value, lo, hi in zip(values, low, high, strict=True):
+        text = None if pd.isna(value) else f"{value:.2f}"
+        if text and pd.notna(lo) and pd.notna(hi) and f"{lo:.2f}" != f"{hi:.2f}":
+            text += f" ({lo:.2f}–{hi:.2f})"
+        texts.append(text)
+    return pd.Series(texts, index=ratio.index, dtype=object)
 
 
 def framework_text(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> str:
@@ -468,14 +489,17 @@ def framework_text(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> str
     results (:func:`_framework_verdict`), which PyTorch recipe they are against
     (:func:`_recipe_text`), where either side's host decided the step
     (:func:`framework_host_text`), what the two programs run differently under one
-    strategy name (:func:`_program_caveat`) and, given ``runs`` (the ``collect_runs`` frame
-    the table came from), which completed runs found no partner (:func:`unpaired_text`).
-    Only the last where the table is empty; ``""`` where that has nothing to say either."""
+    strategy name (:func:`_program_caveat`), where runs of a side failed
+    (:func:`_failed_text`) and, given ``runs`` (the ``collect_runs`` frame the table came
+    from), which completed runs found no partner (:func:`unpaired_text`). Only the last
+    where the table is empty; ``""`` where that has nothing to say either."""
     unpaired = unpaired_text(runs) if runs is not None else ""
     if ratio.empty:
         return unpaired
-    return (_framework_verdict(ratio) + _recipe_text(ratio) + framework_host_text(ratio)
-            + _program_caveat(ratio) + (f" {unpaired}" if unpaired else ""))
+    paired = ratio[numeric_column(ratio, "jax_over_torch").notna()]  # both sides completed
+    words = (_framework_verdict(ratio) + _recipe_text(paired) + framework_host_text(paired)
+             + _program_caveat(paired) if len(paired) else "")
+    return (words + _failed_text(ratio)).strip() + (f" {unpaired}" if unpaired else "")
 
 
 #: At most this many points are named in :func:`unpaired_text` per framework.
@@ -490,7 +514,8 @@ def unpaired_text(runs: pd.DataFrame) -> str:
     count (and any other key that varies), e.g. ``"The table is partial: ... 1 of 4
     PyTorch runs (vit_tiny FULL_SHARD at 2 node(s)) and none of the 3 JAX runs."``; up to
     :data:`MAX_NAMED_UNPAIRED` points a framework named. ``""`` where every run pairs, or
-    where one framework completed no run (a sweep of one framework pairs nothing by design).
+    where one framework completed no run (a sweep of one framework pairs nothing by design;
+    a point where the other framework's runs all failed has a row that says so).
     """
     partners = framework_partners(runs)
     counts = partners.groupby("framework").size()
@@ -515,8 +540,8 @@ def unpaired_text(runs: pd.DataFrame) -> str:
             named = [*named[:MAX_NAMED_UNPAIRED], f"{more} more point{'s' if more > 1 else ''}"]
         which = "; ".join(named)
         parts.append(f"{len(alone)} of {total} {name} run{'s' if total > 1 else ''} ({which})")
-    point = ("a completed run of the other framework at its point (the same model, strategy, "
-             "node count, world size, GPUs per node and cluster profile)")
+    point = ("a run of the other framework at its point, completed or not (the same model, "
+             "strategy, node count, world size, GPUs per node and cluster profile)")
     lead = (f"The table is partial: a run without {point} is in no row:"
             if partners["paired"].any() else f"No run has {point}, so there is no ratio:")
     return f"{lead} {' and '.join(parts)}."
@@ -524,19 +549,25 @@ def unpaired_text(runs: pd.DataFrame) -> str:
 
 def _framework_verdict(ratio: pd.DataFrame) -> str:
     """How many of the pairs of ``ratio`` (a
-    :func:`~vitfsdp.analysis.lines.framework_ratio_table`) are framework results: apart
-    beyond their spread (``difference``) and host-bound on neither side. A host-bound pair
-    (``host_bound`` true) compares the two host loops, so it is counted apart, with how many
-    of those are beyond the spread; a pair whose busy share was not measured counts (the
-    host sentence says it may compare host loops). Of the counted pairs, how many are
-    ``noisy`` (:func:`_noisy_text`)."""
-    bound = ratio["host_bound"].fillna(False).astype(bool)
-    beyond = ratio["difference"] == BEYOND
+    :func:`~vitfsdp.analysis.lines.framework_ratio_table`; its rows with a ratio: both
+    sides completed runs) are framework results: apart beyond their spread
+    (``difference``, :data:`~vitfsdp.analysis.verdict.BEYOND` with or without a failure
+    note) and host-bound on neither side. A pair other work competed with
+    (:data:`~vitfsdp.analysis.tables.CONTENDED`) is no result, and is counted as such. A
+    host-bound pair (``host_bound`` true) compares the two host loops, so it is counted
+    apart, with how many of those are beyond the spread; a pair whose busy share was not
+    measured counts (the host sentence says it may compare host loops). Of the counted
+    pairs, how many are ``noisy`` (:func:`_noisy_text`)."""
+    paired = ratio[numeric_column(ratio, "jax_over_torch").notna()]
+    bound = paired["host_bound"].fillna(False).astype(bool)
+    kinds = paired["difference"].map(verdict_kind)
+    beyond = kinds == BEYOND
     text = ("A ratio is a result only as best.csv's are (apart beyond their spread, on runs "
-            "enough: 3 each, or 2 against 5, and beyond the noise check's ratio) and where "
-            f"neither side was host-bound: {int((beyond & ~bound).sum())} of "
-            f"{int((~bound).sum())} pairs not host-bound are (`difference`). "
-            + _noisy_text(ratio[~bound]))
+            "enough: 3 each, or 2 against 5, and beyond the noise check's ratio, with no "
+            "other work competing) and where neither side was host-bound: "
+            f"{int((beyond & ~bound).sum())} of {int((~bound).sum())} pairs not host-bound "
+            "are (`difference`). " + _contended_pairs_text(paired[~bound], kinds[~bound])
+            + _noisy_text(paired[~bound]))
     if bound.any():
         count = int(bound.sum())
         text += (f"{count} host-bound pair{'s' if count > 1 else ''} (`host_bound`; "
@@ -544,6 +575,56 @@ def _framework_verdict(ratio: pd.DataFrame) -> str:
                  f"compare{'' if count > 1 else 's'} the two host loops, not the frameworks, "
                  f"and {'are' if count > 1 else 'is'} not counted. ")
     return text
+
+
+def _contended_pairs_text(counted: pd.DataFrame, kinds: pd.Series) -> str:
+    """How many of the ``counted`` pairs (rows of a ratio table, ``kinds`` their
+    :func:`~vitfsdp.analysis.tables.verdict_kind`) other work competed with, and with how
+    many of their runs, e.g. ``"Other work competed with runs of 2 of those 2 (`difference`:
+    not a result, 6 of 6 runs; 3 of 6 runs): their images/s measure the contention, not
+    the frameworks. "``; ``""`` where none."""
+    contended = counted[kinds == CONTENDED]
+    if contended.empty:
+        return ""
+    details = "; ".join(_contended_detail(v).strip(" ()") for v in contended["difference"])
+    return (f"Other work competed with runs of {len(contended)} of those {len(counted)} "
+            f"(`difference`: not a result, {details}): their images/s measure the "
+            "contention, not the frameworks. ")
+
+
+def _failed_text(ratio: pd.DataFrame) -> str:
+    """Where runs of a side failed, by point: ``" No ratio at vit_tiny FULL_SHARD at 2
+    node(s) (no result: jax failed (1 of 1 runs)): a side completed no run there
+    (failures.csv says why)."`` where a side completed none, and ``" Runs failed at vit_tiny
+    DDP at 1 node(s) (jax: 1 of 2 runs failed): the ratio there is of the runs that
+    completed."`` where some did; ``""`` where none failed (or the table has no failure
+    counts: older ratio tables)."""
+    if "torch_failed" not in ratio or "jax_failed" not in ratio:
+        return ""
+    failed = (numeric_column(ratio, "torch_failed").fillna(0)
+              + numeric_column(ratio, "jax_failed").fillna(0)) > 0
+    missing = numeric_column(ratio, "jax_over_torch").isna()
+    text = ""
+    none = ratio[failed & missing]
+    if len(none):
+        which = "; ".join(f"{name} ({verdict.split('; ')[0]})" for name, verdict in
+                          zip(_ratio_points(none), none["difference"], strict=True))
+        text += (f" No ratio at {which}: a side completed no run there (failures.csv says "
+                 "why).")
+    some = ratio[failed & ~missing]
+    if len(some):
+        which = "; ".join(f"{name} ({_failed_notes(verdict)})" for name, verdict in
+                          zip(_ratio_points(some), some["difference"], strict=True))
+        text += f" Runs failed at {which}: the ratio there is of the runs that completed."
+    return text
+
+
+def _ratio_points(rows: pd.DataFrame) -> list[str]:
+    """Each row of a ratio table named by its key columns, ``"vit_tiny DDP
+    ranks_per_node=4 at 1 node(s)"`` (:func:`_point_part`)."""
+    keys = [c for c in rows.columns[:list(rows.columns).index("torch_ips")] if c != "nodes"]
+    return [" ".join(_point_part(k, r[k]) for k in keys if pd.notna(r[k]))
+            + f" at {r['nodes']:g} node(s)" for _, r in rows.iterrows()]
 
 
 def _noisy_text(counted: pd.DataFrame) -> str:
@@ -599,10 +680,7 @@ def _host_text(ratio: pd.DataFrame) -> str:
     bound = ratio[ratio["host_bound"].fillna(False).astype(bool)]
     unknown = ratio["host_bound"].isna()
     if len(bound):
-        keys = [c for c in ratio.columns[:list(ratio.columns).index("torch_ips")]
-                if c != "nodes"]
-        which = ", ".join(" ".join(_point_part(k, r[k]) for k in keys if pd.notna(r[k]))
-                          + f" at {r['nodes']:g} node(s)" for _, r in bound.iterrows())
+        which = ", ".join(_ratio_points(bound))
         return (f"Host-bound on at least one side ({BUSY_BELOW}): {which}; there the ratio "
                 "compares the two host loops, not the frameworks' kernels.")
     if unknown.all():

@@ -33,6 +33,15 @@ FEW_RUNS = "too few runs: not established"
 MAX_SEPARATION_CHANCE = 0.10
 #: Every verdict that is not a result, in the order the report lists them.
 NOT_RESULTS = (WITHIN, IN_NOISE, ONE_RUN, FEW_RUNS)
+#: What a comparison says in place of a ranking where other work competed with runs of a
+#: point compared (:func:`contended_verdict`): their images/s measure the contention, not
+#: the configuration. The same words as
+#: :data:`vitfsdp.analysis.tables.CONTENDED`, which best.csv and prefetch.csv write.
+CONTENDED = "not a result: other work competed"
+#: What the JAX/PyTorch ratio says where a side has no completed run at a point both
+#: frameworks ran (:func:`~vitfsdp.analysis.lines.framework_ratio_table`): no images/s to
+#: compare, e.g. ``"no result: jax failed (1 of 1 runs)"``.
+NO_RESULT = "no result"
 
 
 def separation_chance(runs_a: int, runs_b: int) -> float:
@@ -124,3 +133,26 @@ def compare(a: tuple[float, float, int], b: tuple[float, float, int], value_a: f
     if value_a >= value_b:
         return judge(a, b, value_a / value_b, noise)
     return judge(b, a, value_b / value_a, noise)
+
+
+def contended_verdict(contended: int, total: int, whose: str = "") -> str:
+    """:data:`CONTENDED` with its count, e.g. ``"not a result: other work competed (2 of 2
+    runs)"``, or of another point the verdict rests on (``whose``: ``"the fastest"``):
+    ``"not a result: other work competed with the fastest (3 of 3 runs)"``; the words of
+    :func:`vitfsdp.analysis.tables.contended_verdict`."""
+    return f"{CONTENDED}{f' with {whose}' if whose else ''} ({contended} of {total} runs)"
+
+
+def failed_note(failed: int, total: int, whose: str = "") -> str:
+    """``"1 of 3 runs failed"`` (``whose``: ``"jax: 1 of 3 runs failed"``), what a verdict
+    adds where a point compared had runs that did not complete (its images/s are the median
+    of the others); ``""`` where none failed. The words of
+    :func:`vitfsdp.analysis.tables.failed_note`."""
+    if not failed:
+        return ""
+    return f"{f'{whose}: ' if whose else ''}{failed} of {total} runs failed"
+
+
+def with_notes(verdict: str, *notes: str) -> str:
+    """``verdict`` and each non-empty note, ``"; "`` between them."""
+    return "; ".join(part for part in (verdict, *notes) if part)
