@@ -305,3 +305,68 @@ def test_the_probe_of_a_packs_allocation_lands_in_the_sweeps_probe_file(tmp_path
 
     (row,) = pd.read_csv(sweep_dir / "analysis" / "runs.csv").to_dict("records")
     assert row["status"] == "completed" and row["pred_step_time_s"] > 0
+
+
+def test_a_pack_written_to_be_submitted_by_hand_links_its_output_and_skips_completed():
+    """``--scripts-only`` with packs: before each point's step the pack links its output
+    into the run directory as slurm-<job id>.out (where --status finds a hand-submitted
+    job), moves an earlier attempt's files away as a point's own script does, and runs the
+    step only where that says so (a completed point is left out); the points' job.json says
+    written, not submitted."""
+    points = _points(2, 2)
+    (pk,) = pack.make_packs(points, {})
+    text = pack.render(pk, SWEEP_DIR, "vitfsdp", "/lustre/proj/vitfsdp", by_hand=True)
+    for position in range(2):
+        point = text.split(f"# point {position + 1}/2: ")[1].split("\n\n")[0]
+        run_dir = f"{SWEEP_DIR}/{position}_p"
+        assert (f'ln -sfn {SWEEP_DIR}/packs/pack0-"${{SLURM_JOB_ID}}".out '
+                f'{run_dir}/slurm-"${{SLURM_JOB_ID}}".out\n') in point
+        assert (f"-m vitfsdp.launch.resume {run_dir} --keep job.sbatch job.json "
+                '"slurm-${SLURM_JOB_ID}.out" --mkdir logs || rc=$?') in point
+        assert point.index("vitfsdp.launch.resume") < point.index("if [[ $rc -eq 0 ]]; then\n"
+                                                                  "    srun ")
+    assert "ln -sfn" not in pack.render(pk, SWEEP_DIR, "vitfsdp", "/lustre/proj/vitfsdp")
+    record = pack.pack_job_record(pk, points[1], 1, "script")
+    assert record["submitted_with"] == "script" and record["job_id"] is None
+
+
+@pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
+def test_scripts_only_writes_a_pack_per_node_count_that_status_follows(tmp_path):
+    """``--scripts-only hydra.launcher.pack=by_nodes`` was refused (a script per point
+    only); now it writes one script per pack and submits nothing. Submitted by hand, the
+    pack runs both points, each its own step that --status --watch follows to the end; a
+    second sbatch of it leaves the completed points out."""
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    job_name = f"vitfsdp-test-{uuid.uuid4().hex[:8]}"
+    proc = run_module(
+        "vitfsdp.sweep", "-m", "cluster=virtual", "model=vit_tiny", "device=cpu",
+        "train.steps=2", "train.warmup_steps=1", "train.log_every=1",
+        "train.local_batch_size=4", "cluster.gpus_per_node=1", "cluster.poll_s=1", "nodes=1",
+        "train.seed=1,2", "hydra.launcher.pack=by_nodes", "--scripts-only",
+        f"hydra.sweep.dir={sweep_dir}", f"hydra.launcher.job_name={job_name}",
+        cwd=tmp_path, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, out[-3000:]  # written, not ended
+    script = sweep_dir / "packs" / "pack0.sbatch"
+    assert f"submit with: {shlex.join(['sbatch', str(script)])}" in out
+    assert "pack 0, 2 point(s) of 1 node(s)" in out
+    points = sorted(p for p in sweep_dir.iterdir() if (p / "job.json").exists())
+    assert len(points) == 2 and not list(sweep_dir.glob("*/slurm-*.out"))
+    for p in points:
+        assert read(p / "job.json")["submitted_with"] == "script"
+        assert (p / "job.sbatch").read_text() == script.read_text()
+    submitted = slurm("sbatch", "--parsable", str(script), cwd=tmp_path)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    watch = run_module("vitfsdp.sweep", "--status", str(sweep_dir), "--watch", cwd=tmp_path,
+                       timeout=600)
+    assert "2 points: 2 completed" in watch.stdout, watch.stdout[-3000:] + watch.stderr[-3000:]
+    for position, p in enumerate(points):
+        summary = read(p / "summary.json")
+        assert summary["status"] == "completed"
+        assert summary["slurm"]["job_id"] == f"{job_id}.{position}"  # its own step
+    again = slurm("sbatch", "--parsable", "--wait", str(script), cwd=tmp_path, timeout=300)
+    assert again.returncode == 0, again.stderr
+    output = (sweep_dir / "packs" / f"pack0-{again.stdout.strip()}.out").read_text()
+    assert output.count("completed before: left out") == 2, output

@@ -26,6 +26,11 @@ A point stopped by SIGUSR2 (the pack's time limit is near; ``--signal``) saves i
 and ends the pack; the pack is not requeued: points it did not reach are recorded by the
 sweep's status (:mod:`vitfsdp.launch.status`) and a rerun of the sweep runs them, resuming the
 stopped one from its checkpoint.
+
+With ``--scripts-only`` the packs are written, not submitted (:func:`write_scripts`): each
+is submitted by hand (``sbatch packs/pack<i>.sbatch``) and, like a point's own script,
+links its output into each point's run directory (where ``--status`` finds the job) and,
+submitted again, leaves out the points that completed and resumes the others.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from vitfsdp.core.layout import (
+    EXIT_ALREADY_COMPLETED,
     EXIT_PREEMPTED,
     JOB_FILE,
     PACK_DIR,
@@ -44,6 +50,7 @@ from vitfsdp.core.layout import (
     PACK_SCRIPT,
     PROBE_FILE,
     SCRIPT_FILE,
+    SLURM_OUTPUT,
     TASK_LOG,
     TASK_LOG_DIR,
 )
@@ -143,9 +150,12 @@ def slurm_time(seconds: int) -> str:
     return f"{days}-{minutes // 60:02d}:{minutes % 60:02d}:00"
 
 
-def render(pack: Pack, sweep_dir: Path, job_name: str, workdir: str) -> str:
+def render(pack: Pack, sweep_dir: Path, job_name: str, workdir: str,
+           by_hand: bool = False) -> str:
     """The pack's sbatch script: the job's options, the profile's setup, then one ``srun``
     step per point (task logs in the point's ``logs/``), each with its own rendezvous port.
+    ``by_hand`` (``--scripts-only``: the user submits it): each point's step is preceded by
+    what a point's own script does first (:func:`_by_hand_lines`).
 
     Raises:
         ValueError: an override or run directory holds a control character.
@@ -156,13 +166,14 @@ def render(pack: Pack, sweep_dir: Path, job_name: str, workdir: str) -> str:
     lines = ["#!/bin/bash",
              f"# vitfsdp pack {pack.index}: {len(pack.points)} sweep points of {pack.nodes} "
              "node(s), one job step each, one after another",
-             "# rendered by `python -m vitfsdp.sweep` (hydra.launcher.pack=by_nodes)",
+             "# rendered by `python -m vitfsdp.sweep` (hydra.launcher.pack=by_nodes"
+             + (", --scripts-only: sbatch this file)" if by_hand else ")"),
              *sbatch_lines(opts), "", *setup_lines(pack.cluster, sweep_dir),
              'PACK_PORT="${MASTER_PORT}"']
     if pack.probes:
         lines += ["", *_probe_lines(pack, sweep_dir)]
     for position, point in enumerate(pack.points):
-        lines += ["", *_point_lines(pack, point, position)]
+        lines += ["", *_point_lines(pack, point, position, output if by_hand else None)]
     lines += ["", "exit 0"]
     return "\n".join(lines) + "\n"
 
@@ -196,10 +207,12 @@ def _probe_lines(pack: Pack, sweep_dir: Path) -> list[str]:
             f"(exit $?): the points run; see {PACK_DIR}/probe{pack.index}-*.log\""]
 
 
-def _point_lines(pack: Pack, point, position: int) -> list[str]:
+def _point_lines(pack: Pack, point, position: int, by_hand_output: Path | None = None
+                 ) -> list[str]:
     """One point's step: a failure is recorded by the point and the pack goes on; a stop on
     SIGUSR2 (checkpoint saved, exit :data:`~vitfsdp.core.layout.EXIT_PREEMPTED`) ends the
-    pack."""
+    pack. ``by_hand_output``: the pack's output file (``%j`` for the job id) of a pack
+    submitted by hand, whose point steps are preceded by :func:`_by_hand_lines`."""
     for i, arg in enumerate(point.overrides):
         check_text(f"override {i}", arg)
     check_text("run directory", str(point.run_dir))
@@ -209,21 +222,51 @@ def _point_lines(pack: Pack, point, position: int) -> list[str]:
                                          / TASK_LOG.format(task="%t")),
                        STEP_NAME.format(position=position))
     argv = spec.argv(ShellExpr("${MASTER_ADDR}:${MASTER_PORT}"), ShellExpr("${SLURM_JOB_ID}"))
-    return [f"# point {position + 1}/{len(pack.points)}: {point.run_dir.name}",
-            f"export MASTER_PORT=$((PACK_PORT + {position}))",
-            f"mkdir -p {shell_word(str(Path(spec.run_dir) / TASK_LOG_DIR))}",
-            "rc=0",
-            f"{shell_join(launch)} \\\n    {shell_join(argv)} || rc=$?",
+    step = [f"{shell_join(launch)} \\\n    {shell_join(argv)} || rc=$?",
             f'if [[ $rc -eq {EXIT_PREEMPTED} ]]; then echo "stopped on a signal: pack ends"; '
             f"exit {EXIT_PREEMPTED}; fi"]
+    head = [f"# point {position + 1}/{len(pack.points)}: {point.run_dir.name}",
+            f"export MASTER_PORT=$((PACK_PORT + {position}))",
+            f"mkdir -p {shell_word(str(Path(spec.run_dir) / TASK_LOG_DIR))}",
+            "rc=0"]
+    if by_hand_output is None:
+        return [*head, *step]
+    return [*head, *_by_hand_lines(spec, by_hand_output),
+            "if [[ $rc -eq 0 ]]; then", *(f"    {line}" for line in step), "fi"]
 
 
-def write(pack: Pack, sweep_dir: Path, job_name: str) -> Path:
+def _by_hand_lines(spec, output: Path) -> list[str]:
+    """What a pack submitted by hand does before a point's step, as a point's own script
+    does before its training: link the pack's output into the run directory as
+    ``slurm-<job id>.out`` (where ``--status`` finds the job of a script submitted by hand),
+    and move an earlier attempt's files to ``attempts/<n>/``
+    (:func:`vitfsdp.launch.resume.prepare_rerun`), leaving out (``rc`` not 0) a point that
+    already completed or whose files could not be moved."""
+    link = _job_path(Path(spec.run_dir) / SLURM_OUTPUT.format(job_id="%j"))
+    prepare = [spec.python, "-m", "vitfsdp.launch.resume", spec.run_dir, "--keep", SCRIPT_FILE,
+               JOB_FILE, ShellExpr(SLURM_OUTPUT.format(job_id="${SLURM_JOB_ID}")), "--mkdir",
+               TASK_LOG_DIR]
+    return [f"ln -sfn {_job_path(output)} {link}",
+            f"{shell_join(prepare)} || rc=$?",
+            f'if [[ $rc -eq {EXIT_ALREADY_COMPLETED} ]]; then echo "completed before: left out"; '
+            f'elif [[ $rc -ne 0 ]]; then echo "its earlier attempt could not be moved (exit '
+            '$rc): left out"; fi']
+
+
+def _job_path(path: Path) -> ShellExpr:
+    """``path``, whose name holds Slurm's ``%j`` (an ``--output`` file), for the job's
+    shell: quoted, with ``"${SLURM_JOB_ID}"`` for ``%j``."""
+    before, after = str(path).rsplit("%j", 1)
+    return ShellExpr(shell_word(before) + '"${SLURM_JOB_ID}"' + (shell_word(after) if after
+                                                                 else ""))
+
+
+def write(pack: Pack, sweep_dir: Path, job_name: str, by_hand: bool = False) -> Path:
     """Write the pack's script into ``<sweep dir>/packs/`` and each point's copy
     (``job.sbatch``) into its run directory, and the sweep's secrets file
-    (``cluster.secrets``); returns the pack's script."""
+    (``cluster.secrets``); returns the pack's script. ``by_hand``: see :func:`render`."""
     write_point_secrets(pack.points, sweep_dir)
-    text = render(pack, sweep_dir, job_name, str(Path.cwd()))
+    text = render(pack, sweep_dir, job_name, str(Path.cwd()), by_hand)
     (sweep_dir / PACK_DIR).mkdir(parents=True, exist_ok=True)
     if pack.probes:
         write_json_atomic(probe_request_path(pack, sweep_dir), probe_request(pack))
@@ -253,10 +296,25 @@ def submit(pack: Pack, sweep_dir: Path, job_name: str) -> str:
     return pack.job_id
 
 
-def pack_job_record(pack: Pack, point, position: int) -> dict:
-    """A packed point's ``job.json``: its identity, the pack's job id and its position."""
+def write_scripts(packs: Sequence[Pack], sweep_dir: Path, job_name: str) -> list[Path]:
+    """``--scripts-only`` with packs: write each pack's script to be submitted by hand
+    (:func:`write`, ``by_hand``) and each of its points' ``job.json`` (written, not
+    submitted); submit nothing. Returns the packs' scripts, in pack order."""
+    paths = []
+    for pk in packs:
+        paths.append(write(pk, sweep_dir, job_name, by_hand=True))
+        for position, point in enumerate(pk.points):
+            write_json_atomic(point.run_dir / JOB_FILE,
+                              pack_job_record(pk, point, position, "script"))
+    return paths
+
+
+def pack_job_record(pack: Pack, point, position: int, submitted_with: str = "pack") -> dict:
+    """A packed point's ``job.json``: its identity, the pack's job id and its position;
+    ``submitted_with``: ``pack``, or ``script`` for a pack written to be submitted by hand
+    (no job id)."""
     return slurm_job_record(
-        point, pack.job_id, "pack", time_limit=slurm_time(pack.time_limit_s),
+        point, pack.job_id, submitted_with, time_limit=slurm_time(pack.time_limit_s),
         signal_delay_s=pack.cluster.signal_delay_s,
         pack={"index": pack.index, "position": position, "num_points": len(pack.points),
               "script": f"{PACK_DIR}/{PACK_SCRIPT.format(index=pack.index)}"})

@@ -109,8 +109,7 @@ def _options(config: DictConfig) -> LaunchOptions:
     """The launcher's options.
 
     Raises:
-        SweepRefused: an unknown ``hydra.launcher.pack``, --detach with --scripts-only,
-            packing with --scripts-only, or
+        SweepRefused: an unknown ``hydra.launcher.pack``, --detach with --scripts-only, or
             --batch-search with --detach or --scripts-only or a ``batch_search_max`` below 1.
     """
     options = LaunchOptions.from_values(config.hydra.launcher)
@@ -120,9 +119,6 @@ def _options(config: DictConfig) -> LaunchOptions:
     if options.detach and options.scripts_only:
         raise SweepRefused("error: --scripts-only submits nothing, so there is nothing for "
                            "--detach to leave running; drop one of them")
-    if options.pack and options.scripts_only:
-        raise SweepRefused("error: --scripts-only writes a script per point; drop "
-                           "hydra.launcher.pack to write them, or drop --scripts-only to pack")
     if options.batch_search and (options.detach or options.scripts_only):
         raise SweepRefused("error: --batch-search waits for each round's results before the "
                            "next; drop --detach / --scripts-only")

@@ -43,13 +43,7 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
             the queue (a site limit below it): what the submission wrote is taken back.
     """
     if options.scripts_only:
-        paths = slurm.write_scripts(points, options.job_name, sweep_dir)
-        for path in paths:
-            log.info("wrote %s", path)
-        for path in paths:
-            log.info("submit with: %s", shlex.join(["sbatch", str(path)]))
-        log.info("then follow with: %s", status_command(sweep_dir))
-        return [{"status": "script", "script": str(p)} for p in paths]
+        return _write_scripts(points, sweep_dir, options)
     max_jobs = _max_jobs(points)
     before = _sweep_files(sweep_dir)
     units = _submission_units(points, sweep_dir, options, max_jobs)
@@ -87,6 +81,31 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
         raise
     return [read_json(p.run_dir / SUMMARY_FILE)
             or {"status": NOT_SUBMITTED, "reason": submitter.held} for p in points]
+
+
+def _write_scripts(points: list[Point], sweep_dir: Path,
+                   options: LaunchOptions) -> list[dict]:
+    """``--scripts-only``: write a script per point, or with ``hydra.launcher.pack=by_nodes``
+    one per pack (:func:`vitfsdp.launch.pack.write_scripts`; each point's ``job.sbatch`` is
+    its pack's), say how to submit and follow them, and return each point's summary
+    (``{"status": "script", "script": <the script its job runs>}``)."""
+    if options.pack == "by_nodes":
+        packs = sweep_packs(points)
+        paths = pack.write_scripts(packs, sweep_dir, options.job_name)
+        scripts = {p.num: path for pk, path in zip(packs, paths, strict=True)
+                   for p in pk.points}
+        for pk, path in zip(packs, paths, strict=True):
+            log.info("wrote %s: pack %d, %d point(s) of %d node(s), time limit %s", path,
+                     pk.index, len(pk.points), pk.nodes, pack.slurm_time(pk.time_limit_s))
+    else:
+        paths = slurm.write_scripts(points, options.job_name, sweep_dir)
+        scripts = {p.num: path for p, path in zip(points, paths, strict=True)}
+        for path in paths:
+            log.info("wrote %s", path)
+    for path in paths:
+        log.info("submit with: %s", shlex.join(["sbatch", str(path)]))
+    log.info("then follow with: %s", status_command(sweep_dir))
+    return [{"status": "script", "script": str(scripts[p.num])} for p in points]
 
 
 #: Jobs of a sweep whose points must have failed before their first timed window with one
