@@ -25,6 +25,7 @@ from vitfsdp.analysis import (
     scaling_table,
 )
 from vitfsdp.analysis.__main__ import main as analysis_main
+from vitfsdp.analysis.figures.panels import line_shifts
 from vitfsdp.analysis.lines import configurations
 from vitfsdp.analysis.tables import points_table
 from vitfsdp.records import RUN_FILE, RunRecords, reason_line, write_json_atomic
@@ -198,8 +199,9 @@ def test_weak_scaling_figure(sweep: Path) -> None:
     assert ax.get_xlabel() == "nodes (log scale)"
     notes = " ".join(t.get_text() for t in ax.texts)
     assert "not completed: FULL_SHARD nodes=8 (1 oom)" in notes
-    (marks,) = ax.collections  # the oom point, as an x at the bottom
-    assert list(marks.get_offsets()[:, 0]) == [8.0]
+    (marks,) = ax.collections  # the oom point, as an x at the bottom, beside 8 as its line
+    fs_shift = line_shifts(2, collect_runs(sweep)["nodes"])[0]
+    assert list(marks.get_offsets()[:, 0]) == [8.0 * fs_shift]
 
 
 def test_memory_figure_cpu_and_gpu(sweep: Path, tmp_path: Path) -> None:

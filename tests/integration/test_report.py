@@ -325,7 +325,8 @@ def _marks(ax) -> list[tuple[float, float]]:
 def test_failed_points_marked_in_figures(sweep: Path) -> None:
     df = collect_runs(sweep)
     huge = next(ax for ax in plot_weak_scaling(df).axes if ax.get_title().startswith("vit_huge"))
-    assert sorted(x for x, _ in _marks(huge)) == [1.0, 2.0, 4.0]  # skipped, killed, oom
+    # skipped, killed, oom: each beside its node count, where its line's points stand
+    assert sorted(2 ** round(np.log2(x)) for x, _ in _marks(huge)) == [1, 2, 4]
     panels = {ax.get_title(): ax for ax in plot_memory(df).axes}
     assert len(panels) == 4  # two models x (FULL_SHARD, other strategies)
     other = next(ax for t, ax in panels.items() if "vit_huge" in t and "other" in t)

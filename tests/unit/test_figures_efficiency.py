@@ -1,6 +1,7 @@
 """The efficiency figure: points.csv's weak-scaling efficiency on a linear axis, with its
 bounds, the ideal at 1 and every run that did not complete."""
 
+import math
 from pathlib import Path
 
 import pytest
@@ -22,8 +23,10 @@ def _sweep(root: Path, ips: dict[tuple[str, int], list[float | None]]):
 
 
 def _line(ax, label: str) -> dict[int, float]:
+    """A line's points by node count (a power of 2: the line stands a little beside it)."""
     (line,) = [ln for ln in ax.get_lines() if ln.get_label() == label]
-    return dict(zip(map(int, line.get_xdata()), line.get_ydata(), strict=True))
+    nodes = [2 ** round(math.log2(x)) for x in line.get_xdata()]
+    return dict(zip(nodes, line.get_ydata(), strict=True))
 
 
 def test_the_figure_draws_points_csvs_efficiency_and_its_bounds(tmp_path):
@@ -110,3 +113,28 @@ def test_a_line_whose_ideal_starts_later_says_so(tmp_path):
     shown = ideal_from(points, df)
     assert shown[points["strategy"] == "DDP"].tolist() == [2, 2]
     assert shown[points["strategy"] == "FULL_SHARD"].isna().all()
+
+
+def test_each_lines_bounds_stand_beside_the_node_count_where_all_are_seen(tmp_path):
+    """At 2 nodes HYBRID_2GPU's bounds lie inside FULL_SHARD's: drawn at one x, its bar hid
+    in FULL_SHARD's. Each line's points and bars now stand at their own x, either side of
+    the node count."""
+    df = _sweep(tmp_path, {("FULL_SHARD", 1): [100.0, 104.0], ("FULL_SHARD", 2): [140.0, 200.0],
+                           ("HYBRID_2GPU", 1): [100.0, 104.0],
+                           ("HYBRID_2GPU", 2): [185.0, 195.0]})
+    ax = plot_efficiency(df).axes[0]
+    xs = {}
+    for container in ax.containers:
+        (segments,) = container.lines[2]
+        for (x, low), (_, high) in segments.get_segments():
+            xs[(round(low, 3), round(high, 3))] = x
+    points = points_table(df).set_index(["strategy", "nodes"])
+    fs, hy = (points.loc[(s, 2), ["efficiency_min", "efficiency_max"]] for s in
+              ("FULL_SHARD", "HYBRID_2GPU"))
+    assert fs["efficiency_min"] < hy["efficiency_min"] < hy["efficiency_max"] \
+        < fs["efficiency_max"]  # one span inside the other
+    fs_x = xs[(round(fs["efficiency_min"], 3), round(fs["efficiency_max"], 3))]
+    hy_x = xs[(round(hy["efficiency_min"], 3), round(hy["efficiency_max"], 3))]
+    assert fs_x < 2.0 < hy_x and fs_x * hy_x == pytest.approx(4.0)
+    (fs_line,) = [ln for ln in ax.get_lines() if ln.get_label() == "FULL_SHARD"]
+    assert fs_line.get_xdata()[1] == pytest.approx(fs_x)

@@ -3,6 +3,8 @@
 from pathlib import Path
 
 import pandas as pd
+import pytest
+from matplotlib.colors import to_hex
 
 from tests.fake_records import run_info, write_run
 from vitfsdp.analysis import collect_runs
@@ -38,3 +40,44 @@ def test_the_y_labels_span_every_value_drawn(tmp_path):
     assert max(labelled) >= ax.dataLim.y1 >= 46.0
     assert labelled == {10.0: "10", 15.0: "15", 20.0: "20", 30.0: "30", 40.0: "40",
                         50.0: "50"}
+
+
+def _bar_xs(ax) -> dict[str, list[float]]:
+    """The x of every error bar an axes drew, by the bars' colour."""
+    xs: dict[str, list[float]] = {}
+    for container in ax.containers:
+        (segments,) = container.lines[2]
+        color = to_hex(segments.get_color()[0])
+        xs.setdefault(color, []).extend(seg[0][0] for seg in segments.get_segments())
+    return xs
+
+
+def test_each_lines_bars_stand_beside_the_node_count_where_all_are_seen(tmp_path):
+    """At 2 nodes HYBRID_2GPU's span (13-20.5) lies inside FULL_SHARD's (11-21): drawn at one
+    x, the inner bar hid in the outer. Each line's markers and bars now stand at their own x,
+    symmetric around the node count (the middle line at it); the ideal lines stay at it."""
+    ax = plot_weak_scaling(_sweep(tmp_path, POOR)).axes[0]
+    measured = {ln.get_label(): ln for ln in ax.lines if not ln.get_label().startswith("_")}
+    assert sorted(measured) == ["DDP", "FULL_SHARD", "HYBRID_2GPU"]
+    at_2 = {label: ln.get_xdata()[1] for label, ln in measured.items()}
+    assert at_2["DDP"] < at_2["FULL_SHARD"] == 2.0 < at_2["HYBRID_2GPU"]
+    assert at_2["DDP"] * at_2["HYBRID_2GPU"] == pytest.approx(4.0)  # symmetric in log x
+    bars = _bar_xs(ax)
+    for line in measured.values():  # each line's bars where its markers are
+        assert sorted(bars[to_hex(line.get_color())]) == pytest.approx(sorted(line.get_xdata()))
+    ideals = [ln for ln in ax.lines if ln.get_label().startswith("_ideal")]
+    assert len(ideals) == 3 and all(list(ln.get_xdata()) == [1, 2] for ln in ideals)
+
+
+def test_a_failure_mark_stands_where_its_lines_points_do(tmp_path):
+    """DDP ran out of memory at 4 nodes: its x stands beside 4 as DDP's points stand beside
+    1 and 2, apart from FULL_SHARD's points there."""
+    ax = plot_weak_scaling(_sweep(tmp_path, {
+        ("DDP", 1): [100.0], ("DDP", 2): [180.0], ("DDP", 4): [None],
+        ("FULL_SHARD", 1): [100.0], ("FULL_SHARD", 2): [190.0], ("FULL_SHARD", 4): [350.0],
+    })).axes[0]
+    (ddp,) = [ln for ln in ax.lines if ln.get_label() == "DDP"]
+    (marks,) = [c for c in ax.collections if c.get_label() == "_not completed DDP"]
+    shift = ddp.get_xdata()[0]
+    assert shift < 1.0 and list(ddp.get_xdata()) == pytest.approx([shift, 2 * shift])
+    assert list(marks.get_offsets()[:, 0]) == pytest.approx([4 * shift])

@@ -25,6 +25,8 @@ from vitfsdp.analysis.figures.panels import (
     _panels,
     _plot_measured,
     _style_panel,
+    line_shifts,
+    window_shift,
 )
 from vitfsdp.analysis.figures.style import _looks, _paper_style
 from vitfsdp.analysis.lines import label_columns as _label_keys
@@ -62,7 +64,10 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
         a grey hexagon on a host-bound point; runs that did not complete as an ``x`` in a
         row at the panel's bottom, named under it. A line whose ideal starts above its
         panel's smallest node count says so in its legend label (``DDP (ideal from 2
-        nodes)``): its efficiencies do not compare with the other lines'.
+        nodes)``): its efficiencies do not compare with the other lines'. Where a panel
+        has several lines, each line's markers, bars and marks stand a little beside the
+        node count (:func:`~vitfsdp.analysis.figures.panels.line_shifts`), so a bar inside
+        another line's is seen.
     """
     runs = with_point_efficiency(df)
     if not scales(runs):
@@ -76,13 +81,17 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
         notes, marked = [], Counter()
         top = 1.0
         smallest = panel["nodes"].min()
-        for label, line in _lines(panel, keys):
+        lines = _lines(panel, keys)
+        shifts = line_shifts(len(lines), panel["nodes"])
+        for (label, line), shift in zip(lines, shifts, strict=True):
             done, color = _plot_measured(ax, line, keys, looks, _rebased(label, line, smallest),
-                                         "eff", "median")
+                                         "eff", "median", shift)
             if not done.empty:
-                top = max(top, _draw_bounds(ax, line, done, color, extras))
-                _mark_host_bound(ax, line, done, extras)
-            notes += _mark_not_completed(ax, line, "eff", color, label, marked, extras)
+                top = max(top, _draw_bounds(ax, line, done, color, extras, shift,
+                                            window_shift(shifts)))
+                _mark_host_bound(ax, line, done, extras, shift=shift)
+            notes += _mark_not_completed(ax, line, "eff", color, label, marked, extras,
+                                         shift=shift)
         ax.axhline(1.0, ls="--", color="0.4", lw=1, zorder=1)
         ax.set_ylim(0, 1.08 * top)
         if notes:
@@ -127,18 +136,18 @@ def with_point_efficiency(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(**{c: merged[c].to_numpy(dtype=float) for c in POINT_VALUES})
 
 
-def _draw_bounds(ax, line: pd.DataFrame, done: pd.Series, color: str,
-                 extras: set[str]) -> float:  # fmt: skip
-    """The efficiency's bounds at each completed node count of ``line``: capped over repeats,
-    thin beside the point over one run's windows; returns the highest bound drawn or not."""
+def _draw_bounds(ax, line: pd.DataFrame, done: pd.Series, color: str, extras: set[str],
+                 shift: float = 1.0, beside: float = WINDOW_BAR_SHIFT) -> float:  # fmt: skip
+    """The efficiency's bounds at each completed node count of ``line`` (at ``shift`` times
+    it, as its points): capped over repeats, thin beside the point (``beside`` times
+    further) over one run's windows; returns the highest bound drawn or not."""
     ok = (line["status"] == "completed") & line["eff"].notna() & line["nodes"].notna()
     rows = line.loc[ok, ["nodes", "eff_low", "eff_high", "eff_runs"]]
     stats = rows.groupby(rows["nodes"].astype("int64")).first()
     repeated = stats["eff_runs"].fillna(1) >= 2
-    for sel, look, mark, shift in ((repeated, REPEATS_BAR, "repeats", 1.0),
-                                   (~repeated, WINDOWS_BAR, "efficiency_windows",
-                                    WINDOW_BAR_SHIFT)):
+    for sel, look, mark, away in ((repeated, REPEATS_BAR, "repeats", 1.0),
+                                  (~repeated, WINDOWS_BAR, "efficiency_windows", beside)):
         s = stats[sel]
         _error_bars(ax, done.loc[s.index], s["eff_low"], s["eff_high"],
-                    dict(ecolor=color, **look), mark, extras, shift=shift)
+                    dict(ecolor=color, **look), mark, extras, shift=shift * away)
     return float(pd.concat([done, stats["eff_high"]]).max())

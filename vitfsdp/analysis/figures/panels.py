@@ -4,6 +4,7 @@ axes and titles."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import textwrap
 from collections import Counter
@@ -86,6 +87,41 @@ def _lines(panel: pd.DataFrame, keys: list[str]) -> list[tuple[str, pd.DataFrame
     return sorted(((str(k), rows) for k, rows in panel.groupby(labels)), key=lambda kv: kv[0])
 
 
+#: The node axis runs from the smallest node count over this to the largest times this.
+NODE_MARGIN = 1.4
+#: Distance between neighbouring lines' points at one node count in the line figures
+#: (weak scaling, efficiency), as a fraction of the panel's width: each line's markers,
+#: bars and marks stand beside the node count, symmetric around it, so that a span inside
+#: another line's is seen; the ideal lines stay at the node count.
+LINE_STEP = 0.03
+#: The most a panel's lines spread to either side of a node count, as a fraction of the
+#: distance to the nearest other node count (octaves on the log-2 axis).
+MAX_LINE_SPREAD = 0.25
+
+
+def line_shifts(num_lines: int, nodes: pd.Series) -> list[float]:
+    """The factor each of a panel's ``num_lines`` lines (in :func:`_lines`' order) multiplies
+    its node counts by, on the log-2 x axis of ``nodes``' counts: :data:`LINE_STEP` of the
+    panel's width apart (closer where the lines would spread past :data:`MAX_LINE_SPREAD`),
+    centred on the node count; all 1 for one line."""
+    counts = sorted({int(n) for n in nodes.dropna()})
+    if num_lines < 2 or not counts:
+        return [1.0] * num_lines
+    octaves = math.log2(counts[-1] / counts[0] * NODE_MARGIN**2)
+    gap = min((math.log2(b / a) for a, b in itertools.pairwise(counts)), default=1.0)
+    step = min(LINE_STEP * octaves, 2 * MAX_LINE_SPREAD * gap / (num_lines - 1))
+    return [2 ** (step * (i - (num_lines - 1) / 2)) for i in range(num_lines)]
+
+
+def window_shift(shifts: list[float]) -> float:
+    """Where a one-run point's window bar stands, as a factor of its point's x (the line's
+    ``shifts``, :func:`line_shifts`): :data:`WINDOW_BAR_SHIFT`, but no further than half
+    way to the next line's points, so it is not taken for (or hidden by) another line's."""
+    if len(shifts) < 2:
+        return WINDOW_BAR_SHIFT
+    return min(WINDOW_BAR_SHIFT, math.sqrt(shifts[1] / shifts[0]))
+
+
 def _plot_measured(ax, line: pd.DataFrame, keys: list[str], looks: dict[str, tuple[str, str]],
                    label: str, value: str, how: str,
                    shift: float = 1.0) -> tuple[pd.Series, str]:  # fmt: skip
@@ -123,20 +159,21 @@ def _plot_ideal(ax, done: pd.Series, nodes: pd.Series, color: str, label: str) -
     ax.plot(xs, ideal, "--", color=color, alpha=0.7, lw=1, label=f"_ideal {label}")
 
 
-def _mark_above_ideal(ax, done: pd.Series, extras: set[str]) -> None:
+def _mark_above_ideal(ax, done: pd.Series, extras: set[str], shift: float = 1.0) -> None:
     """A grey hollow square around each point whose scaling efficiency (ips over the ideal
-    line's) rounds above 100 %: noise in weak scaling, flagged as such in the legend."""
+    line's) rounds above 100 %: noise in weak scaling, flagged as such in the legend; at
+    ``shift`` times the node count, as its point (:func:`_plot_measured`)."""
     n0 = done.index.min()
     efficiency = done / (done.loc[n0] * done.index.to_series() / n0)
     above = done[(efficiency * 100).round() > 100]
     if len(above):
-        ax.scatter(above.index, above.values, marker="s", facecolors="none", edgecolors="0.4",
-                   s=70, lw=0.8, zorder=4, label="_above ideal")
+        ax.scatter(above.index * shift, above.values, marker="s", facecolors="none",
+                   edgecolors="0.4", s=70, lw=0.8, zorder=4, label="_above ideal")
         extras.add("above_ideal")
 
 
 def _mark_host_bound(ax, line: pd.DataFrame, done: pd.Series, extras: set[str],
-                     x: str = "nodes") -> None:
+                     x: str = "nodes", shift: float = 1.0) -> None:
     """A grey hollow hexagon around each completed point whose median busy share over repeats
     (its least busy rank's, :func:`vitfsdp.analysis.lines.judged_busy`) is host-bound
     (:func:`vitfsdp.core.throughput.host_bound`): its images/s
@@ -145,13 +182,14 @@ def _mark_host_bound(ax, line: pd.DataFrame, done: pd.Series, extras: set[str],
 
     Args:
         done: the plotted values, indexed by ``x`` (the line's column on the x axis).
+        shift: the factor the points' ``x`` were drawn at (:func:`_plot_measured`).
     """
     if "device_busy_frac" not in line:
         return
     rows = _completed(line.assign(judged_busy=judged_busy(line)), "judged_busy", x)
     busy = rows.groupby(rows[x].astype("int64"))["judged_busy"].median()
     flagged = [n for n, b in busy.items() if host_bound(b) and n in done.index]
-    _ring_host_bound(ax, flagged, done.loc[flagged].values, extras)
+    _ring_host_bound(ax, [n * shift for n in flagged], done.loc[flagged].values, extras)
 
 
 def _ring_host_bound(ax, xs, ys, extras: set[str]) -> None:
@@ -237,13 +275,16 @@ def _note_items(line: pd.DataFrame, bad: pd.Series, label: str,
 
 
 def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str, extras: set[str],
-                       x: str = "nodes", scale: float = 1.0) -> None:  # fmt: skip
+                       x: str = "nodes", scale: float = 1.0, shift: float = 1.0,
+                       beside: float | None = None) -> None:  # fmt: skip
     """A min-max error bar at each ``x`` (node count, or world size): over the point's runs
     where it ran more than once (capped), else over its one run's timed windows (thin and
     uncapped: the least its noise can be, the noise between runs unmeasured). A window's
     ``value`` is the run's ``value`` times the window's images/s over the run's (``ips_min``
     and ``ips_max`` over ``ips``: TFLOP/s per GPU and MFU move with images/s at a fixed
-    model and world). Values are multiplied by ``scale`` (the axis' unit). Drawn where the
+    model and world). Values are multiplied by ``scale`` (the axis' unit); the bars stand
+    at ``shift`` times ``x``, as the line's points (:func:`_plot_measured`), a window bar
+    ``beside`` times further (default :data:`WINDOW_BAR_SHIFT`). Drawn where the
     span exceeds :data:`MIN_ERROR_BAR` of the median (on the log axis a smaller one hides
     under the marker: not drawn, not in the legend)."""
     done = _completed(line, value, x)
@@ -257,10 +298,10 @@ def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str, extras: s
         per_ips = once[value] * scale / once["ips"]
         _error_bars(ax, once[value] * scale, once["ips_min"] * per_ips,
                     once["ips_max"] * per_ips, dict(ecolor=color, **WINDOWS_BAR),
-                    "windows", extras, shift=WINDOW_BAR_SHIFT)
+                    "windows", extras, shift=(beside or WINDOW_BAR_SHIFT) * shift)
     stats = stats[stats["count"] > 1]
     _error_bars(ax, stats["median"], stats["min"], stats["max"],
-                dict(ecolor=color, **REPEATS_BAR), "repeats", extras)
+                dict(ecolor=color, **REPEATS_BAR), "repeats", extras, shift=shift)
 
 
 def _bar_spreads(ax, xs: Sequence[float], middle: pd.Series, low: pd.Series,
@@ -411,7 +452,7 @@ def _style_panel(ax, panel: pd.DataFrame, title: str, ylabel: str,
         ax.set_xscale("log", base=2)
         ax.set_xticks(nodes, labels=[str(n) for n in nodes])
         ax.xaxis.set_minor_locator(_mpl().NullLocator())
-        ax.set_xlim(nodes[0] / 1.4, nodes[-1] * 1.4)
+        ax.set_xlim(nodes[0] / NODE_MARGIN, nodes[-1] * NODE_MARGIN)
     ax.set_xlabel(log_label("nodes") if nodes else "nodes")
     ax.set_ylabel(log_label(ylabel) if ax.get_yscale() == "log" else ylabel)
     _set_title(ax, title)

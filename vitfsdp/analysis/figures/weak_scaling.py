@@ -27,6 +27,8 @@ from vitfsdp.analysis.figures.panels import (
     _plot_repeat_range,
     _published_labels,
     _style_panel,
+    line_shifts,
+    window_shift,
 )
 from vitfsdp.analysis.figures.style import _looks, _paper_style
 from vitfsdp.analysis.lines import label_columns as _label_keys
@@ -56,7 +58,10 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
         skipped as infeasible) and listed under the axes. A point whose device was busy less
         than :data:`~vitfsdp.core.throughput.HOST_BOUND_BUSY_FRAC` of its windows (on its least
         busy rank, median over repeats: :func:`~vitfsdp.analysis.lines.judged_busy`) is ringed
-        by a grey hexagon: the host decided it.
+        by a grey hexagon: the host decided it. Where a panel has several lines, each
+        line's markers, bars and marks stand a little beside the node count
+        (:func:`~vitfsdp.analysis.figures.panels.line_shifts`), so a bar inside another
+        line's is seen; the ideal lines and the published figures stand at it.
     """
     panels = _panels(df)
     fig, axes = _new_figure(len(panels))
@@ -66,17 +71,20 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
     published_ips = matched(reference_table(df))
     for ax, (model, panel) in zip(axes, panels, strict=True):
         notes, marked = [], Counter()
-        for label, line in _lines(panel, keys):
-            done, color = _plot_measured(ax, line, keys, looks, label, "ips", "median")
+        lines = _lines(panel, keys)
+        shifts = line_shifts(len(lines), panel["nodes"])
+        for (label, line), shift in zip(lines, shifts, strict=True):
+            done, color = _plot_measured(ax, line, keys, looks, label, "ips", "median", shift)
             if not done.empty:
                 _plot_ideal(ax, done, line["nodes"], color, label)
-                _mark_above_ideal(ax, done, extras)
-                _mark_host_bound(ax, line, done, extras)
-                _plot_repeat_range(ax, line, "ips", color, extras)
-            _plot_predicted(ax, line, "pred_ips", color, label, extras)
+                _mark_above_ideal(ax, done, extras, shift)
+                _mark_host_bound(ax, line, done, extras, shift=shift)
+                _plot_repeat_range(ax, line, "ips", color, extras, shift=shift,
+                                   beside=window_shift(shifts))
+            _plot_predicted(ax, line, "pred_ips", color, label, extras, shift)
             _plot_published(ax, published_ips, model, label, color, extras)
             notes += _mark_not_completed(ax, line, "ips", color, label, marked, extras,
-                                         reached="ips_reached")
+                                         reached="ips_reached", shift=shift)
         _log_y_axis(ax)
         if notes:
             _make_room_below(ax)
