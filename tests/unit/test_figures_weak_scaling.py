@@ -81,3 +81,25 @@ def test_a_failure_mark_stands_where_its_lines_points_do(tmp_path):
     shift = ddp.get_xdata()[0]
     assert shift < 1.0 and list(ddp.get_xdata()) == pytest.approx([shift, 2 * shift])
     assert list(marks.get_offsets()[:, 0]) == pytest.approx([4 * shift])
+
+
+def _footer(fig) -> str:
+    """The legend's title (the runs' shared settings and the figure's note), unwrapped."""
+    return " ".join(fig.legends[0].get_title().get_text().split())
+
+
+def test_the_footer_says_why_no_predicted_ips_is_drawn(tmp_path):
+    """A CPU sweep without a probe: the plan predicted memory (pred_source=profile) but no
+    images/s, so no dotted line is drawn; the footer says what the plan needs for one. Where
+    a run has a predicted ips the line is drawn and the footer says nothing of it."""
+    df = _sweep(tmp_path, POOR)
+    assert df["pred_ips"].isna().all() and (df["pred_source"] == "profile").any()
+    fig = plot_weak_scaling(df)
+    assert "predicted" not in fig.drawn_kinds
+    assert _footer(fig).endswith(
+        "no predicted ips: the plan needs a probe (python -m vitfsdp.probe -m ... --out "
+        "SWEEP_DIR) or the profile's peak FLOP/s (cluster.peak_tflops, _tf32, _fp32)")
+    predicted = plot_weak_scaling(df.assign(pred_ips=df["nodes"] * 20.0))
+    assert "predicted" in predicted.drawn_kinds
+    assert "no predicted ips" not in _footer(predicted)
+    assert "predicted none" in _footer(plot_weak_scaling(df.assign(pred_source=None)))

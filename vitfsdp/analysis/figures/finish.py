@@ -166,10 +166,11 @@ def _context(df: pd.DataFrame) -> list[str]:
 
 def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike | None,
             extras: set[str], handles: list | None = None,
-            proxy_labels: dict[str, str] | None = None) -> None:  # fmt: skip
-    """Title and shared config (wrapped to the figure's width), the figure's legend (see
-    :func:`_figure_legend`), the height that gives every panel :data:`AXES_HEIGHT_IN` of
-    plotting area, and the file at ``path`` if given."""
+            proxy_labels: dict[str, str] | None = None, note: str = "") -> None:  # fmt: skip
+    """Title and shared config (wrapped to the figure's width), then ``note`` (a sentence on
+    the figure as a whole, such as what it cannot draw and why) under it, the figure's
+    legend (see :func:`_figure_legend`), the height that gives every panel
+    :data:`AXES_HEIGHT_IN` of plotting area, and the file at ``path`` if given."""
     width = _chars_per_line(fig.get_figwidth(), PAPER_RC["figure.titlesize"])
     shared = contention_note(df)  # names the cluster profile where it says shared cores
     context = [p for p in _context(df)
@@ -177,8 +178,8 @@ def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike |
     fig.suptitle(_two_line_title(title, width))
     fig.drawn_kinds = sorted(extras)  # saved into the PNG (DRAWN_KEY) for the captions
     legend_width = _chars_per_line(fig.get_figwidth(), PAPER_RC["legend.fontsize"])
-    footer = "\n".join(textwrap.wrap("; ".join([shared, *context] if shared else context),
-                                     legend_width))
+    footer = "\n".join([*textwrap.wrap("; ".join([shared, *context] if shared else context),
+                                       legend_width), *textwrap.wrap(note, legend_width)])
     _figure_legend(fig, extras, handles, footer, proxy_labels)
     _fit_height(fig)
     if path is not None:

@@ -37,6 +37,16 @@ from vitfsdp.analysis.reference import matched, reference_table
 if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
     from matplotlib.figure import Figure
 
+#: The footer's words where no run has a predicted images/s but the plan predicted them
+#: (``pred_source``: their memory is predicted): its step time needs measured or data-sheet
+#: compute (:func:`vitfsdp.plan.predict`).
+NO_PREDICTED_IPS = ("no predicted ips: the plan needs a probe (python -m vitfsdp.probe -m ... "
+                    "--out SWEEP_DIR) or the profile's peak FLOP/s (cluster.peak_tflops, "
+                    "_tf32, _fp32)")
+#: The footer's words where no run has a prediction at all (records the plan cannot rebuild a
+#: config from).
+NO_PREDICTION = "no predicted ips: the plan predicted none of these runs"
+
 
 @_paper_style
 def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure:
@@ -53,7 +63,8 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
         per line, a solid line with markers through the completed points (median ips per node count
         over repeats, with a min-max error bar where a point ran more than once), a dashed ideal
         line in the same colour, linear from the line's smallest completed node count, and the
-        plan's predicted ips as a dotted line where ``pred_ips`` is known; log-2 x axis, log y. Runs
+        plan's predicted ips as a dotted line where ``pred_ips`` is known (where no run has
+        one, the footer says why: :func:`no_prediction_note`); log-2 x axis, log y. Runs
         that did not complete are marked at the panel's bottom (``x``; a hollow diamond for a point
         skipped as infeasible) and listed under the axes. A point whose device was busy less
         than :data:`~vitfsdp.core.throughput.HOST_BOUND_BUSY_FRAC` of its windows (on its least
@@ -91,5 +102,15 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
         _style_panel(ax, panel, _panel_title(model, panel), "throughput (images/s, global)",
                      notes)
     _finish(fig, "Weak scaling: throughput against node count", df, path, extras,
-            proxy_labels=_published_labels(published_ips))
+            proxy_labels=_published_labels(published_ips), note=no_prediction_note(df))
     return fig
+
+
+def no_prediction_note(df: pd.DataFrame) -> str:
+    """Why the figure draws no predicted ips, where no run of ``df`` has one
+    (:data:`NO_PREDICTED_IPS`, :data:`NO_PREDICTION`); ``""`` where one does."""
+    if "pred_ips" in df and df["pred_ips"].notna().any():
+        return ""
+    if "pred_source" in df and df["pred_source"].notna().any():
+        return NO_PREDICTED_IPS
+    return NO_PREDICTION
