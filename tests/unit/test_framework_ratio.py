@@ -377,3 +377,56 @@ def test_the_ratio_has_bounds(tmp_path: Path) -> None:
     table = sections["PyTorch and JAX"].table
     assert table["JAX / PyTorch"].tolist() == ["1.95 (1.82–2.10)"]
     assert "ratio_low" not in table.columns and "ratio_high" not in table.columns
+
+
+def _timed(framework: str, repeat: int, steps: int = 20, warmup: int = 5,
+           log_every: int | None = 5) -> dict:  # fmt: skip
+    """:func:`_info` of DDP on one node, repeat ``repeat``, timed over ``steps`` steps of
+    which ``warmup`` are warm-up, in windows of ``log_every`` (None: a record without the
+    key, as records older than it)."""
+    info = _info(framework)
+    info["config"]["repeat"] = repeat
+    info["config"]["train"] = {**info["config"]["train"], "steps": steps, "warmup_steps": warmup,
+                               **({"log_every": log_every} if log_every else {})}
+    return info
+
+
+def test_runs_timed_otherwise_are_not_repeats(tmp_path: Path) -> None:
+    """PyTorch DDP 1000/1050/1100 and JAX 2000/2050/2100 images/s over 20 steps (5 of them
+    warm-up, windows of 5); one more JAX run of 8 steps without warm-up at 1200: runs.csv
+    records each run's timing, the short run is a line of its own, not a third JAX repeat,
+    and the ratio is of the runs timed alike (1.95, not 1.93 with it as a repeat)."""
+    from vitfsdp.analysis.lines import configurations, line_columns
+
+    for framework, values in (("torch", (1000.0, 1050.0, 1100.0)),
+                              ("jax", (2000.0, 2050.0, 2100.0))):
+        for repeat, ips in enumerate(values):
+            write_run(tmp_path / f"{framework}_{repeat}", _timed(framework, repeat), ips,
+                      busy=0.95)
+    write_run(tmp_path / "jax_short", _timed("jax", 3, steps=8, warmup=0), 1200.0, busy=0.95)
+    df = collect_runs(tmp_path)
+    short = df["run_dir"].str.endswith("jax_short")
+    timing = ["train.steps", "train.warmup_steps", "train.log_every"]
+    assert df.loc[short, timing].values.tolist() == [[8, 0, 5]]
+    assert df.loc[~short, timing].drop_duplicates().values.tolist() == [[20, 5, 5]]
+    assert {"train.steps", "train.warmup_steps"} <= set(line_columns(df))
+    assert "train.log_every" not in line_columns(df)
+    assert configurations(df)[short].tolist() == ["DDP jax train.steps=8 train.warmup_steps=0"]
+    ratio = framework_ratio_table(df)
+    assert len(ratio) == 1  # the short JAX run has no PyTorch run timed as it was
+    row = ratio.iloc[0]
+    assert (row["train.steps"], row["jax_runs"]) == (20, 3)
+    assert row["jax_over_torch"] == pytest.approx(2050.0 / 1050.0)
+
+
+def test_a_record_without_the_timing_keys_splits_no_line(tmp_path: Path) -> None:
+    """Two runs of one point, one recorded with train.log_every and one without it (a record
+    older than the key): one line, its label unchanged, the two runs repeats of it."""
+    from vitfsdp.analysis.lines import configurations, line_columns
+
+    write_run(tmp_path / "new", _timed("torch", 0), 200.0)
+    write_run(tmp_path / "old", _timed("torch", 1, log_every=None), 201.0)
+    df = collect_runs(tmp_path)
+    assert df["train.log_every"].isna().sum() == 1
+    assert line_columns(df) == ["model", "strategy"]
+    assert configurations(df).tolist() == ["DDP", "DDP"]

@@ -38,6 +38,12 @@ RESOLVED_COLUMNS = {"precision": ("auto",), "device_name": (), "kernels.compile"
 #: a run that started (DDP has none): only runs that started (``device_type`` recorded)
 #: count where they vary, when any did.
 STARTED_COLUMNS = ("backward_prefetch", "limit_all_gathers")
+#: Timing settings (``train.steps``, ``train.warmup_steps``, ``train.log_every``): runs of
+#: another step count, warm-up or window length measure another thing, so where they vary
+#: they split lines (and a run is no repeat of one timed otherwise). A null, a record without
+#: the key (run.json of a run that failed before it wrote its config, a frame read before
+#: the columns), is no value of its own: it splits no line.
+RECORDED_COLUMNS = ("train.steps", "train.warmup_steps", "train.log_every")
 #: Columns a strategy name normally fixes; they split lines only if they vary within one.
 #: (Not ``shard_group_size``: FULL_SHARD shards over the whole world, which grows with nodes.)
 STRATEGY_COLUMNS = ("sharding_strategy",)
@@ -142,7 +148,8 @@ def line_columns(df: pd.DataFrame) -> list[str]:
     A column of :data:`VARIANT_COLUMNS` counts when it takes more than one value in ``df``
     (of :data:`RESOLVED_COLUMNS`, more than one value a run resolved: a point that never
     started, cancelled while pending, say, splits no line by its ``auto``; of
-    :data:`STARTED_COLUMNS`, more than one value among the runs that started); one of
+    :data:`STARTED_COLUMNS`, more than one value among the runs that started; of
+    :data:`RECORDED_COLUMNS`, more than one value besides null); one of
     :data:`STRATEGY_COLUMNS` when it takes more than one value within a strategy.
     """
     cols = list(BASE_LINE_COLUMNS)
@@ -152,7 +159,7 @@ def line_columns(df: pd.DataFrame) -> list[str]:
     started = started if len(started) else df
     cols += [c for c in VARIANT_COLUMNS
              if _resolved((started if c in STARTED_COLUMNS else df)[c], c)
-             .nunique(dropna=False) > 1]
+             .nunique(dropna=c in RECORDED_COLUMNS) > 1]
     within = df.groupby(list(BASE_LINE_COLUMNS), dropna=False)
     cols += [c for c in STRATEGY_COLUMNS if (within[c].nunique(dropna=False) > 1).any()]
     return cols

@@ -133,6 +133,14 @@ RUN_COLUMNS = (
            "input side: the model record, else the config, else the variant's default"),
     Column("train.activation_checkpointing", TEXT, "", "config",
            "activation checkpointing (bool)"),
+    Column("train.steps", INT, "steps", "config",
+           "optimizer steps in total, warm-up included (null in records read before the "
+           "column)"),
+    Column("train.warmup_steps", INT, "steps", "config",
+           "first steps left out of the headline figures (null in records read before the "
+           "column)"),
+    Column("train.log_every", INT, "steps", "config",
+           "steps per timing window (null in records read before the column)"),
     Column("kernels.fused_attn", TEXT, "", "config",
            "fused attention kernel setting"),
     Column("kernels.compile", TEXT, "", "config",
