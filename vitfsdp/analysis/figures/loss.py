@@ -69,8 +69,10 @@ def plot_loss(df: pd.DataFrame, path: str | os.PathLike | None = None,
     for ax, (model, panel) in zip(axes, panels, strict=True):
         _draw_loss_panel(ax, panel, looks, "framework" in keys, extras)
         _set_title(ax, _panel_title(model, df[df["model"].astype("string") == model]))
-    _finish(fig, "Training loss against step (a line per point; n=4 at its end: 4 nodes)",
-            df, path, extras,
+    most = rows["nodes"].dropna().max() if rows["nodes"].notna().any() else None
+    ends = (f"; n={int(most)} at its end: {int(most)} node{'s' if most != 1 else ''}"
+            if most is not None else "")
+    _finish(fig, f"Training loss against step (a line per point{ends})", df, path, extras,
             _loss_handles(looks, rows, "framework" in keys))
     return fig
 
