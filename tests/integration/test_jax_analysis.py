@@ -189,9 +189,10 @@ def test_cli_says_what_the_reports_framework_section_says(sweep: Path) -> None:
     results, the PyTorch recipe, the hosts and what the programs run differently."""
     from vitfsdp.analysis.report import framework_text, report_sections
 
-    tables = study_tables(collect_runs(sweep), 1000)
+    df = collect_runs(sweep)
+    tables = study_tables(df, 1000)
     section = {s.title: s for s in report_sections(tables, 1000)}["PyTorch and JAX"]
-    words = framework_text(tables["framework_ratio"])
+    words = framework_text(tables["framework_ratio"], df)
     assert words in section.text
     result = run_cli(str(sweep))
     assert result.returncode == 0, result.stderr

@@ -430,3 +430,24 @@ def test_a_record_without_the_timing_keys_splits_no_line(tmp_path: Path) -> None
     assert df["train.log_every"].isna().sum() == 1
     assert line_columns(df) == ["model", "strategy"]
     assert configurations(df).tolist() == ["DDP", "DDP"]
+
+
+def test_an_fp32_sweep_gets_no_bf16_caveat(tmp_path: Path) -> None:
+    """A DDP pair in fp32 (precision takes one value, so the ratio table has no precision
+    column): the report and the terminal say nothing of bf16; in bf16 they do."""
+    from vitfsdp.analysis.report import framework_text
+
+    for precision in ("fp32", "bf16"):
+        sweep = tmp_path / precision
+        for framework, ips in (("torch", 200.0), ("jax", 300.0)):
+            info = _info(framework)
+            info["config"]["precision"] = precision
+            write_run(sweep / framework, info, ips, busy=0.95)
+        df = collect_runs(sweep)
+        ratio = framework_ratio_table(df)
+        assert "precision" not in ratio.columns
+        words = framework_text(ratio, df)
+        _, sections = _sections(df)
+        section = sections["PyTorch and JAX"].text
+        bf16 = "Where DDP ran in bf16, torch ran autocast"
+        assert (bf16 in words, bf16 in section) == ((precision == "bf16"),) * 2, precision

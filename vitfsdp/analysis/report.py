@@ -498,7 +498,7 @@ def framework_text(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> str
         return unpaired
     paired = ratio[numeric_column(ratio, "jax_over_torch").notna()]  # both sides completed
     words = (_framework_verdict(ratio) + _recipe_text(paired) + framework_host_text(paired)
-             + _program_caveat(paired) if len(paired) else "")
+             + _program_caveat(paired, runs) if len(paired) else "")
     return (words + _failed_text(ratio)).strip() + (f" {unpaired}" if unpaired else "")
 
 
@@ -712,9 +712,11 @@ def _attention_caveat(ratio: pd.DataFrame) -> str:
             "is part of every ratio.")
 
 
-def _program_caveat(ratio: pd.DataFrame) -> str:
+def _program_caveat(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> str:
     """What the two frameworks run differently under one strategy name, for the strategies
-    of ``ratio``'s rows (``""`` where none applies; docs/jax.md):
+    of ``ratio``'s rows (``""`` where none applies; docs/jax.md); the precision DDP ran in
+    from ``ratio`` where it is a column (it splits lines), else from ``runs`` (the
+    ``collect_runs`` frame the table came from: :func:`_ddp_precisions`):
 
     - FULL_SHARD and HYBRID_<k>GPU: JAX's step gathers each FSDP unit's parameters once
       (over its shard group) and keeps them from forward to backward
@@ -727,9 +729,7 @@ def _program_caveat(ratio: pd.DataFrame) -> str:
       residual stream's bytes.
     """
     strategies = set(ratio.get("strategy", pd.Series(dtype=object)).dropna().astype(str))
-    precisions = set(ratio["precision"].dropna().astype(str)) if "precision" in ratio \
-        else {"auto"}  # not a column: one precision, not known here
-    bf16_ddp = "DDP" in strategies and bool(precisions & {"bf16", "auto"})
+    bf16_ddp = "DDP" in strategies and bool(_ddp_precisions(ratio, runs) & {"bf16", "auto"})
     text = ""
     sharded = sorted(x for x in strategies if x == "FULL_SHARD" or x.startswith("HYBRID_"))
     if sharded:
@@ -743,6 +743,21 @@ def _program_caveat(ratio: pd.DataFrame) -> str:
                  "residual stream, bf16 matmuls) and JAX computed in bf16 throughout: those "
                  "DDP ratios include that precision policy.")
     return text
+
+
+def _ddp_precisions(ratio: pd.DataFrame, runs: pd.DataFrame | None) -> set[str]:
+    """The precisions the DDP pairs of ``ratio`` ran in: its DDP rows' ``precision`` where
+    precision splits lines (a column of the table), else the precision the completed DDP
+    runs of either framework in ``runs`` resolved (all its DDP runs where none completed);
+    ``{"auto"}``, not known, where neither says."""
+    if "precision" in ratio:
+        ddp = ratio[ratio["strategy"] == "DDP"]
+        return set(ddp["precision"].dropna().astype(str))
+    if runs is None or "precision" not in runs:
+        return {"auto"}
+    ddp = runs[(runs["strategy"] == "DDP") & runs["framework"].isin(["torch", "jax"])]
+    done = ddp[ddp["status"] == "completed"]
+    return set((done if len(done) else ddp)["precision"].dropna().astype(str)) or {"auto"}
 
 
 def provenance_table(df: pd.DataFrame, sweep_dirs: Sequence[Path] = ()) -> pd.DataFrame:
