@@ -12,7 +12,9 @@ Strategies under JAX (:mod:`vitfsdp.jax.sharding` builds the meshes):
   holds every device, with the batch over the same devices (ZeRO-3; XLA all-gathers a
   parameter where it is used and reduce-scatters its gradient).
 - ``HYBRID_<k>GPU``: a 2-D mesh of world/k replicas (``replicate`` axis) × shard groups of k
-  consecutive ranks (``shard`` axis); ``HYBRID_1GPU`` is therefore DDP's layout.
+  consecutive ranks (``shard`` axis); ``HYBRID_1GPU`` is therefore DDP's layout, and
+  ``strategy=HYBRID_SHARD`` takes groups of ``cluster.gpus_per_node``. A refused strategy's
+  error lists the presets this world accepts (:func:`jax_strategies`).
 - ``NO_SHARD`` is refused: under jax.sharding, replicated parameters with all-reduced
   gradients *are* DDP; the compiled step would be DDP's, so the point would duplicate DDP
   under another name.
@@ -33,10 +35,14 @@ memory limit). ``train.checkpoint_every`` applies to both (:mod:`vitfsdp.jax.che
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from vitfsdp.launch.slurm import data_dir
+from vitfsdp.parallel import StrategyConfig
+
 if TYPE_CHECKING:  # annotations only; the root config imports this module, not the reverse
-    from vitfsdp.parallel import MixedPrecisionConfig, StrategyConfig
+    from vitfsdp.parallel import MixedPrecisionConfig
 
 #: ``strategy.sharding_strategy`` values with a JAX layout.
 JAX_SHARDING_STRATEGIES = ("DDP", "FULL_SHARD", "HYBRID_SHARD")
@@ -73,6 +79,13 @@ class _Train(Protocol):
     def memory_limit_gib(self) -> float: ...
 
 
+class _Cluster(Protocol):
+    """The ``cluster.*`` setting :func:`check_run_config` reads."""
+
+    @property
+    def gpus_per_node(self) -> int: ...
+
+
 class RunSettings(Protocol):
     """What :func:`check_run_config` reads of a run config; :class:`vitfsdp.config.RunConfig`
     has all of it. A protocol, so that this module needs nothing of the root config, which
@@ -90,6 +103,10 @@ class RunSettings(Protocol):
     def kernels(self) -> _Kernels: ...
     @property
     def train(self) -> _Train: ...
+    @property
+    def cluster(self) -> _Cluster: ...
+    @property
+    def world_size(self) -> int: ...
 
 
 def check_run_config(cfg: RunSettings) -> None:
@@ -103,10 +120,12 @@ def check_run_config(cfg: RunSettings) -> None:
     """
     s = cfg.strategy
     if s.sharding_strategy not in JAX_SHARDING_STRATEGIES:
+        valid = jax_strategies(cfg.world_size, cfg.cluster.gpus_per_node)
         raise ValueError(
             f"strategy={s.name} (sharding_strategy={s.sharding_strategy}) has no JAX meaning: "
             f"{_NO_JAX_MEANING.get(s.sharding_strategy, 'no layout')}; valid with "
-            "framework=jax: DDP, FULL_SHARD, HYBRID_1GPU, HYBRID_2GPU, HYBRID_8GPU")
+            f"framework=jax: {', '.join(valid) or 'none'} (on {cfg.world_size} ranks, "
+            f"{cfg.cluster.gpus_per_node} a node)")
     torch_only = {
         "engine": (cfg.engine != "fsdp1", "fsdp1 (ignored: XLA shards the jitted step)"),
         "strategy.backward_prefetch": (s.backward_prefetch is not None, "null"),
@@ -131,6 +150,33 @@ def check_run_config(cfg: RunSettings) -> None:
     if cfg.precision not in (*JAX_PRECISIONS, "auto"):
         raise ValueError(f"precision={cfg.precision} is not supported with framework=jax "
                          f"(no loss scaling); valid: {', '.join(JAX_PRECISIONS)}, auto")
+
+
+def jax_strategies(world_size: int, ranks_per_node: int,
+                   conf_dir: Path | None = None) -> list[str]:  # fmt: skip
+    """The ``strategy=<name>`` presets (``conf/strategy/*.yaml``; ``conf_dir``: the package's
+    config folder where None) that ``framework=jax`` accepts on ``world_size`` ranks of
+    ``ranks_per_node`` a node, by the rules that validate a run: a sharding strategy of
+    :data:`JAX_SHARDING_STRATEGIES` and a shard group that tiles the world
+    (:meth:`vitfsdp.parallel.StrategyConfig.check_world`), ``HYBRID_SHARD``'s group resolved
+    to ``cluster.gpus_per_node`` as the preset says; sorted. Presets of a
+    ``hydra.searchpath`` folder are not among them."""
+    from omegaconf import OmegaConf  # on the error path only
+
+    folder = Path(conf_dir or data_dir("vitfsdp.conf")) / "strategy"
+    valid = []
+    for path in sorted(folder.glob("*.yaml")):
+        composed = OmegaConf.create({"cluster": {"gpus_per_node": ranks_per_node},
+                                     "strategy": OmegaConf.load(path)})
+        preset = OmegaConf.to_container(composed, resolve=True)["strategy"]
+        try:
+            strategy = StrategyConfig(**preset)
+            strategy.check_world(world_size, ranks_per_node)
+        except (TypeError, ValueError):  # not a strategy, or its group does not tile
+            continue
+        if strategy.sharding_strategy in JAX_SHARDING_STRATEGIES:
+            valid.append(path.stem)
+    return valid
 
 
 def _value(cfg: RunSettings, dotted: str):

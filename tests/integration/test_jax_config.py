@@ -29,6 +29,13 @@ def _cfg(*overrides: str) -> RunConfig:
                                 "DDP under jax.sharding; valid with framework=jax: DDP, "
                                 "FULL_SHARD, HYBRID_1GPU"),
         (["strategy=SHARD_GRAD_OP"], "XLA's scheduling decision"),
+        # what framework=jax accepts here (1 node of 2 ranks), by the rules that validate:
+        # HYBRID_SHARD (groups of a node) runs, HYBRID_4GPU and up do not tile 2 ranks
+        (["strategy=SHARD_GRAD_OP"], "valid with framework=jax: DDP, FULL_SHARD, HYBRID_1GPU, "
+                                     "HYBRID_2GPU, HYBRID_SHARD (on 2 ranks, 2 a node)"),
+        (["strategy=SHARD_GRAD_OP", "nodes=2", "cluster.gpus_per_node=8"],
+         "valid with framework=jax: DDP, FULL_SHARD, HYBRID_16GPU, HYBRID_1GPU, HYBRID_2GPU, "
+         "HYBRID_4GPU, HYBRID_8GPU, HYBRID_SHARD (on 16 ranks, 8 a node)"),
         (["engine=fsdp2"], "engine='fsdp2' applies only to framework=torch; valid with "
                            "framework=jax: fsdp1"),
         (["strategy.backward_prefetch=BACKWARD_POST"],
