@@ -43,15 +43,19 @@ from vitfsdp.analysis.reference import reference_table
 from vitfsdp.analysis.rows import NETWORK_COLUMNS, STATE_COLUMNS
 from vitfsdp.analysis.verdict import (
     BEYOND,
+    CONTENDED,
     FEW_RUNS,
     IN_NOISE,
     MAX_SEPARATION_CHANCE,
     NOT_RESULTS,
     ONE_RUN,
     WITHIN,
+    contended_verdict,
     differs,
+    failed_note,
     judge,
     span,
+    with_notes,
 )
 from vitfsdp.core.throughput import (
     HOST_BOUND_BUSY_FRAC,
@@ -86,10 +90,6 @@ POINT_FIRST = ("world_size", "global_batch_size", "device_memory_gib", "price_pe
 PREFETCH_ORDER = ("BACKWARD_PRE", "BACKWARD_POST", "NONE")
 #: Columns of the ablation that are not part of a bar group's identity.
 ABLATION_COLUMNS = ("backward_prefetch", "limit_all_gathers")
-#: What best.csv's ``difference`` and prefetch.csv's ``vs_best`` say in place of a ranking
-#: where other work competed with runs of a point compared (:func:`contended_verdict`):
-#: their images/s measure the contention, not the configuration.
-CONTENDED = "not a result: other work competed"
 #: Every verdict of :func:`verdict_kind`, the contended one first (it replaces the others).
 VERDICTS = (CONTENDED, BEYOND, *NOT_RESULTS)
 
@@ -357,27 +357,6 @@ def observed_noise(equivalence: pd.DataFrame) -> float:
     if equivalence.empty:
         return np.nan
     return float(pd.to_numeric(equivalence["ips_ratio"], errors="coerce").max())
-
-
-def contended_verdict(contended: int, total: int, whose: str = "") -> str:
-    """:data:`CONTENDED` with its count, e.g. ``"not a result: other work competed (2 of 2
-    runs)"``, or of another point the verdict rests on (``whose``: ``"the fastest"``):
-    ``"not a result: other work competed with the fastest (3 of 3 runs)"``."""
-    return f"{CONTENDED}{f' with {whose}' if whose else ''} ({contended} of {total} runs)"
-
-
-def failed_note(failed: int, total: int, whose: str = "") -> str:
-    """``"1 of 3 runs failed"`` (``whose``: ``"the runner-up: 1 of 3 runs failed"``), what a
-    verdict adds where a point compared had runs that did not complete (its images/s are
-    the median of the others); ``""`` where none failed."""
-    if not failed:
-        return ""
-    return f"{f'{whose}: ' if whose else ''}{failed} of {total} runs failed"
-
-
-def with_notes(verdict: str, *notes: str) -> str:
-    """``verdict`` and each non-empty note, ``"; "`` between them."""
-    return "; ".join(part for part in (verdict, *notes) if part)
 
 
 def verdict_kind(text: object) -> str:

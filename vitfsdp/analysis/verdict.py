@@ -35,8 +35,8 @@ MAX_SEPARATION_CHANCE = 0.10
 NOT_RESULTS = (WITHIN, IN_NOISE, ONE_RUN, FEW_RUNS)
 #: What a comparison says in place of a ranking where other work competed with runs of a
 #: point compared (:func:`contended_verdict`): their images/s measure the contention, not
-#: the configuration. The same words as
-#: :data:`vitfsdp.analysis.tables.CONTENDED`, which best.csv and prefetch.csv write.
+#: the configuration: best.csv's ``difference``, prefetch.csv's ``vs_best`` and the
+#: JAX/PyTorch ratio's ``difference`` alike.
 CONTENDED = "not a result: other work competed"
 #: What the JAX/PyTorch ratio says where a side has no completed run at a point both
 #: frameworks ran (:func:`~vitfsdp.analysis.lines.framework_ratio_table`): no images/s to
@@ -138,16 +138,14 @@ def compare(a: tuple[float, float, int], b: tuple[float, float, int], value_a: f
 def contended_verdict(contended: int, total: int, whose: str = "") -> str:
     """:data:`CONTENDED` with its count, e.g. ``"not a result: other work competed (2 of 2
     runs)"``, or of another point the verdict rests on (``whose``: ``"the fastest"``):
-    ``"not a result: other work competed with the fastest (3 of 3 runs)"``; the words of
-    :func:`vitfsdp.analysis.tables.contended_verdict`."""
+    ``"not a result: other work competed with the fastest (3 of 3 runs)"``."""
     return f"{CONTENDED}{f' with {whose}' if whose else ''} ({contended} of {total} runs)"
 
 
 def failed_note(failed: int, total: int, whose: str = "") -> str:
     """``"1 of 3 runs failed"`` (``whose``: ``"jax: 1 of 3 runs failed"``), what a verdict
     adds where a point compared had runs that did not complete (its images/s are the median
-    of the others); ``""`` where none failed. The words of
-    :func:`vitfsdp.analysis.tables.failed_note`."""
+    of the others); ``""`` where none failed."""
     if not failed:
         return ""
     return f"{f'{whose}: ' if whose else ''}{failed} of {total} runs failed"
