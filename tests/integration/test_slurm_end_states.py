@@ -107,6 +107,65 @@ def test_slurm_end_settles_the_status_and_is_kept(tmp_path, case):
     assert not status.reconcile(status.read_state(run_dir))  # recorded once
 
 
+#: The sweep's same-failure stop's reason, as it writes it into packs/stop for its packs.
+STOP_WHY = ("3 jobs failed before their first timed window with the same reason "
+            "(RuntimeError: Unable to find address for: ib0); fix it and rerun")
+#: A pack that ended on the sweep's stop file (exit 4) before its point at position 2, and
+#: the same pack cancelled by hand (the breaker line's scancel) while its point 1 ran.
+STOPPED_PACK = SlurmJob("FAILED", exit_code="4:0", elapsed_s=50, time_limit_s=600)
+CANCELLED_PACK = SlurmJob("CANCELLED", exit_code="0:0", elapsed_s=50, time_limit_s=600)
+
+
+@pytest.mark.parametrize("pack_job", [STOPPED_PACK, CANCELLED_PACK], ids=["stopped", "scancel"])
+def test_a_point_its_pack_did_not_reach_after_the_stop_is_held_back(tmp_path, pack_job):
+    """A packed point that never started in a pack the sweep's stop file names is recorded
+    as the breaker records the pending jobs it cancels: ``cancelled`` with its reason,
+    ``held_back`` (on the ``--rerun-failed`` line with the failed points), whatever the
+    pack's end (before: ``preempted``, 'its pack ... ended FAILED before this point
+    started', rerun by the plain command as if ended from outside)."""
+    from vitfsdp.sweep import report
+
+    run_dir = _point(tmp_path, None, position=2)
+    (tmp_path / "packs").mkdir()
+    (tmp_path / "packs" / "stop").write_text(f"80 another sweep's pack\n8 {STOP_WHY}\n")
+    row = status.read_state(run_dir)
+    row.job, row.state = pack_job, pack_job.state  # its step never started: row.own is None
+    assert status.reconcile(row)
+    summary = read(run_dir / "summary.json")
+    assert summary["status"] == "cancelled" and row.status == "cancelled"
+    assert summary["reason"] == ("cancelled before it started: its pack, Slurm job 8, ran no "
+                                 f"further point: {STOP_WHY}")
+    assert summary["held_back"] is True and summary["interrupted"] is True
+    assert summary["slurm"]["job_state"] == pack_job.state
+    (line, reason) = report.next_steps(tmp_path, [row])
+    assert line.startswith("1 cancelled point (0 point): once fixed, run it again with: "
+                           "python -m vitfsdp.sweep -m --rerun-failed "), line
+    assert reason == f"  0 point cancelled: {summary['reason']}"
+
+
+@pytest.mark.parametrize("stop", [None, "80 another sweep's pack\n", "8 " + STOP_WHY + "\n"],
+                         ids=["no stop file", "another pack's line", "the point started"])
+def test_a_point_not_stopped_by_the_sweep_is_recorded_as_before(tmp_path, stop):
+    """Without a line for its pack in the stop file, or where the point's tasks wrote a line
+    (it started: no step in the records, as without accounting), a packed point with no
+    summary in an ended pack takes the pack's end as before: ``preempted`` after a stop
+    short of the time limit, not held back."""
+    run_dir = _point(tmp_path, None, position=2)
+    if stop is not None:
+        (tmp_path / "packs").mkdir()
+        (tmp_path / "packs" / "stop").write_text(stop)
+    started = stop is not None and stop.startswith("8 ")
+    if started:
+        (run_dir / "logs").mkdir()
+        (run_dir / "logs" / "task0.log").write_text("RuntimeError: Unable to find address\n")
+    row = status.read_state(run_dir)
+    row.job, row.state = STOPPED_PACK, STOPPED_PACK.state
+    assert status.reconcile(row)
+    summary = read(run_dir / "summary.json")
+    assert summary["status"] == "preempted" and "held_back" not in summary
+    assert summary["reason"] == "its pack, Slurm job 8, ended FAILED before this point started"
+
+
 def test_a_preempted_point_waits_while_its_job_is_alive(tmp_path):
     run_dir = _point(tmp_path, "preempted", position=0)
     row = status.read_state(run_dir)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -59,6 +60,91 @@ def test_pack_script_runs_each_point_as_its_own_step():
     assert "set -e" not in text.split("PACK_PORT=")[1]
     record = pack.pack_job_record(pk, points[1], 1)
     assert record["pack"]["position"] == 1 and record["submitted_with"] == "pack"
+
+
+def test_the_pack_script_reads_the_stop_file_before_each_point_after_the_first():
+    """Before each point after the first, the pack's script looks for its job's line in the
+    sweep's stop file (its absolute path: packs/stop) and ends there, exit 4, saying why;
+    the first point has no check, and a pack written to be submitted by hand none at all."""
+    (pk,) = pack.make_packs(_points(2, 2, 2), {})
+    text = pack.render(pk, SWEEP_DIR, "vitfsdp", "/lustre/proj/vitfsdp")
+
+    def check(n: int) -> str:
+        return (f'if stop="$(grep -m 1 -e "^${{SLURM_JOB_ID}} " {SWEEP_DIR}/packs/stop '
+                f'2>/dev/null)"; then echo "the sweep stopped this pack before point {n}/3 '
+                f'({4 - n} not run): ${{stop#* }}"; exit 4; fi\n')
+
+    assert text.count("grep -m 1") == 2 and check(1) not in text
+    for n in (2, 3):
+        point = text.split(f"# point {n}/3: ")[1]
+        assert point.index(check(n)) < point.index("srun ")
+    assert "grep -m 1" not in pack.render(pk, SWEEP_DIR, "vitfsdp", "/lustre/proj/vitfsdp",
+                                          by_hand=True)
+
+
+def _stub_bin(tmp_path: Path) -> Path:
+    """A folder of stand-ins: ``srun`` (writes its step's name to $SRUN_CALLS, appends
+    $STOP_LINE to $STOP_FILE where set, as the sweep's stop does while a point runs, and
+    fails like a point in a broken environment) and ``scontrol`` (one node)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(
+        '#!/bin/sh\necho "$1" >> "$SRUN_CALLS"\n'
+        'if [ -n "$STOP_LINE" ]; then mkdir -p "$(dirname "$STOP_FILE")"; '
+        'echo "$STOP_LINE" >> "$STOP_FILE"; fi\nexit 1\n')
+    (bin_dir / "scontrol").write_text("#!/bin/sh\necho vnode1\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    return bin_dir
+
+
+@pytest.mark.parametrize("stop_line", [None, "41 another pack", "420 a longer job id",
+                                       "42 3 jobs failed the same way; fix it and rerun"])
+def test_a_pack_named_in_the_stop_file_runs_no_further_point(tmp_path, stop_line):
+    """The rendered script, run by bash with stand-ins for srun and scontrol (job 42): a
+    line for job 42 appended to the stop file while its first point runs ends the pack
+    before the second (exit 4, the reason in its output: before, it ran all three, each
+    failing the same way); without the file, or with other jobs' lines (41, 420), every
+    point runs."""
+    sweep_dir = tmp_path / "sweep"
+    points = [Point(p.num, p.overrides, p.cfg, sweep_dir / f"{p.num}_p")
+              for p in _points(1, 1, 1)]
+    (pk,) = pack.make_packs(points, {})
+    script = tmp_path / "pack0.sbatch"
+    script.write_text(pack.render(pk, sweep_dir, "vitfsdp", str(tmp_path)))
+    calls = tmp_path / "srun_calls"
+    env = {**os.environ, "PATH": f"{_stub_bin(tmp_path)}{os.pathsep}{os.environ['PATH']}",
+           "SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "vnode1", "SRUN_CALLS": str(calls),
+           "STOP_FILE": str(sweep_dir / "packs" / "stop"), "STOP_LINE": stop_line or ""}
+    proc = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True,
+                          timeout=60)
+    steps = calls.read_text().split()
+    if stop_line and stop_line.startswith("42 "):
+        assert proc.returncode == 4, proc.stdout + proc.stderr
+        assert steps == ["--job-name=vitfsdp-point0"]
+        assert proc.stdout.strip().splitlines()[-1] == (
+            "the sweep stopped this pack before point 2/3 (2 not run): 3 jobs failed the "
+            "same way; fix it and rerun")
+    else:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert steps == [f"--job-name=vitfsdp-point{i}" for i in range(3)]
+
+
+def test_stop_packs_appends_a_line_per_pack_that_status_reads(tmp_path):
+    """:func:`pack.stop_packs` appends ``<job id> <reason>`` (the reason on one line) for
+    each pack; the status reads each pack's own, none for a pack not named."""
+    from vitfsdp.launch.status import pack_stop_reason
+
+    pack.stop_packs(tmp_path, ["7"], "an earlier stop")
+    path = pack.stop_path(tmp_path)
+    assert path == tmp_path.resolve() / "packs" / "stop"
+    pack.stop_packs(tmp_path, ["12", "13"], "3 jobs failed\nthe same way")
+    assert path.read_text() == ("7 an earlier stop\n12 3 jobs failed the same way\n"
+                                "13 3 jobs failed the same way\n")
+    assert pack_stop_reason(tmp_path, "13") == "3 jobs failed the same way"
+    assert pack_stop_reason(tmp_path, "7") == "an earlier stop"
+    assert pack_stop_reason(tmp_path, "1") is None and pack_stop_reason(tmp_path, None) is None
+    assert pack_stop_reason(tmp_path / "elsewhere", "12") is None
 
 
 def test_a_pack_probes_its_allocation_first_when_asked(tmp_path):
@@ -221,23 +307,32 @@ def test_six_points_in_packs_under_a_two_job_limit(tmp_path):
     assert sorted(sorted(v) for v in packs.values()) == [[0, 1]] * 3
 
 
+#: The reason the breaker gives the points it held back, after its opening words.
+BREAKER_WHY = re.compile(r"3 jobs failed before their first timed window with the same reason "
+                         r"\(Slurm job .*Unable to find address for: ib0\); fix it and rerun")
+
+
 @pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
-def test_the_breaker_cancels_a_pending_pack_and_records_each_of_its_points(tmp_path):
-    """Packs (by_nodes) of 2 points in a broken environment (GLOO_SOCKET_IFNAME=ib0: every
+def test_the_breaker_cancels_a_pending_pack_and_stops_the_running_ones(tmp_path):
+    """Packs (by_nodes) of 4 points in a broken environment (GLOO_SOCKET_IFNAME=ib0: every
     point fails at start-up): three packs (three cluster.sbatch_args, one shape each) run,
     the fourth is held in the queue. Once a point of each of the three has failed, the held
-    pack is cancelled and both its points are recorded cancelled with the breaker's reason;
-    the packs still running are left to run (their later points are not cancelled) and named
-    with their scancel."""
+    pack is cancelled and its points are recorded cancelled with the breaker's reason; the
+    packs still running run no further point (before: each ran its remaining points into
+    the same failure): the breaker names them with the scancel of the point they run now,
+    each ends at its next check of the stop file (exit 4), and the points it did not reach
+    are recorded cancelled, held back, with the reason: with the failed ones, on the sweep's
+    --rerun-failed line."""
     require_cluster()
     sweep_dir = tmp_path / "sweep"
     job_name = f"vitfsdp-test-{uuid.uuid4().hex[:8]}"
     try:  # the held pack goes even on a timeout
         proc = run_module(
             "vitfsdp.sweep", "-m", "cluster=virtual", "model=vit_tiny", "device=cpu",
-            "strategy=FULL_SHARD", "nodes=1", "repeat=0,1", "+cluster.env.GLOO_SOCKET_IFNAME=ib0",
-            "train.steps=4", "train.warmup_steps=1", "cluster.gpus_per_node=1",
-            "cluster.poll_s=1", 'cluster.sbatch_args=[],["--comment=b"],["--comment=c"],["--hold"]',
+            "strategy=FULL_SHARD", "nodes=1", "repeat=0,1,2,3",
+            "+cluster.env.GLOO_SOCKET_IFNAME=ib0", "train.steps=4", "train.warmup_steps=1",
+            "cluster.gpus_per_node=1", "cluster.poll_s=1",
+            'cluster.sbatch_args=[],["--comment=b"],["--comment=c"],["--hold"]',
             "hydra.launcher.pack=by_nodes", f"hydra.sweep.dir={sweep_dir}",
             f"hydra.launcher.job_name={job_name}", cwd=tmp_path, timeout=300)
         out = proc.stdout + proc.stderr
@@ -247,32 +342,59 @@ def test_the_breaker_cancels_a_pending_pack_and_records_each_of_its_points(tmp_p
         ran = [p for p in points if "--hold" not in p.name]
         (pack_id,) = {read(p / "job.json")["job_id"] for p in held}
         ran_ids = {read(p / "job.json")["job_id"] for p in ran}
-        assert len(held) == 2 and len(ran_ids) == 3
+        assert len(held) == 4 and len(ran_ids) == 3
         line = re.search(r"the points of 3 jobs failed before their first timed window with "
                          r"the same reason, none completed: (.*)$", out, re.M)
         assert line, out[-3000:]
         assert (f"Unable to find address for: ib0; 1 pending job cancelled ({pack_id}), as it "
                 "would fail the same way after the wait in the queue") in line[1], line[1]
-        running = re.search(r"; \d jobs? already running left to run \(([\d ]+)\); stop (?:it|"
-                            r"them) with: scancel ([\d ]+)\. Fix it", line[1])
-        if running:  # the packs whose first point had failed may have ended by then
-            assert running[1] == running[2] and set(running[1].split()) <= ran_ids
+        named = re.search(r"; \d running packs? \(([\d ]+)\) runs? no further point; stop the "
+                          r"points? (?:it runs|they run) now with: scancel ([\d ]+)[.;]",
+                          line[1])
+        assert named and named[1] == named[2], line[1]  # packs past their last point: left
+        stopped = set(named[1].split())
+        assert stopped <= ran_ids
         for p in held:
             summary = read(p / "summary.json")
             assert summary["status"] == "cancelled", summary
-            assert summary["reason"].startswith(
-                "cancelled before it started: 3 jobs failed before their first timed window "
-                "with the same reason (Slurm job ")
-            assert summary["reason"].endswith("Unable to find address for: ib0); fix it and "
-                                              "rerun")
+            assert summary["reason"].startswith("cancelled before it started: "), summary
+            assert BREAKER_WHY.fullmatch(summary["reason"].split(": ", 1)[1]), summary
             assert summary["slurm"]["job_state"] == "CANCELLED"
-        assert {read(p / "summary.json")["status"] for p in ran} == {"failed"}
+        by_pack: dict[str, list[dict]] = {}
+        for p in ran:
+            job = read(p / "job.json")
+            by_pack.setdefault(job["job_id"], []).append(
+                {**read(p / "summary.json"), "position": job["pack"]["position"]})
+        not_reached = 0
+        for job_id, summaries in by_pack.items():
+            statuses = [s["status"] for s in sorted(summaries, key=lambda s: s["position"])]
+            # the points it ran failed; those after the stop have no records of their own
+            assert statuses[0] == "failed" and statuses == sorted(statuses, reverse=True) \
+                and set(statuses) <= {"failed", "cancelled"}, (job_id, statuses)
+            for s in summaries:
+                if s["status"] == "cancelled":
+                    assert job_id in stopped and s["held_back"] is True, s
+                    assert s["reason"].startswith(
+                        f"cancelled before it started: its pack, Slurm job {job_id}, ran no "
+                        "further point: "), s
+                    assert BREAKER_WHY.fullmatch(s["reason"].split(": ", 2)[2]), s
+            if "cancelled" in statuses:
+                output = (sweep_dir / "packs").glob(f"pack*-{job_id}.out")
+                assert "the sweep stopped this pack before point " in next(output).read_text()
+                not_reached += statuses.count("cancelled")
+        assert not_reached, by_pack  # the stop did stop a pack before a point
+        # every point either failed or was held back: all on the --rerun-failed line
+        assert f"{len(points)} failed/cancelled points" in out and "--rerun-failed" in out
+        assert "(interrupted from outside)" not in out, out[-3000:]
         states = slurm("sacct", "-n", "-P", "-X", "-j", ",".join([pack_id, *ran_ids]),
-                       "-o", "JobID,State")
+                       "-o", "JobID,State,ExitCode")
         assert states.returncode == 0, states.stderr
-        ended = dict(r.split("|") for r in states.stdout.splitlines())
-        assert ended.pop(pack_id).startswith("CANCELLED"), states.stdout
-        assert not any(s.startswith("CANCELLED") for s in ended.values()), states.stdout
+        ended = {r.split("|")[0]: r.split("|")[1:] for r in states.stdout.splitlines()}
+        assert ended.pop(pack_id)[0].startswith("CANCELLED"), states.stdout
+        assert not any(s.startswith("CANCELLED") for s, _ in ended.values()), states.stdout
+        for job_id, summaries in by_pack.items():
+            if any(s["status"] == "cancelled" for s in summaries):
+                assert ended[job_id][1] == "4:0", states.stdout  # ended on the stop file
     finally:
         slurm("scancel", "-n", job_name)
 

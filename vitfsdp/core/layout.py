@@ -13,7 +13,7 @@ A point's run directory (``<sweep dir>/<num>_<overrides>/``)::
     attempts/<n>/                                 an earlier attempt's files
 
 and the sweep directory, beside the points: ``.sweep.lock``, ``.secrets.env``, ``.submitit/``,
-``packs/``.
+``packs/`` (with ``stop``, once the sweep stopped its packs).
 """
 
 from __future__ import annotations
@@ -83,6 +83,12 @@ PACK_OUTPUT = "pack{index}-{job_id}.out"
 PROBE_FILE = "probe.json"
 #: What a pack's probe step measures (``cluster.probe=allocation``), inside :data:`PACK_DIR`.
 PACK_PROBE_REQUEST = "probe{index}.json"
+#: Inside :data:`PACK_DIR`: the packs the sweep's same-failure stop told to run no further
+#: point, a line each, ``<job id> <reason>`` (the stop's reason, on one line), appended by the
+#: sweep; a pack's script reads it before each point after its first and ends
+#: (:data:`EXIT_PACK_STOPPED`) where it names the pack's job. A later sweep's packs have other
+#: job ids: the lines of an earlier stop stop none of them.
+PACK_STOP_FILE = "stop"
 
 # ---------------------------------------------------------------- exit codes
 
@@ -97,6 +103,10 @@ EXIT_PREEMPTED = 3
 #: ``python -m vitfsdp.launch.resume`` for a run directory that already holds a completed
 #: run: the job script ends there, successfully.
 EXIT_ALREADY_COMPLETED = 10
+#: A pack's script that ended before a point because the sweep's stop file
+#: (:data:`PACK_STOP_FILE`) names its job: the points it did not reach have no records until
+#: the sweep's status records them ``cancelled`` (held back, with the stop's reason).
+EXIT_PACK_STOPPED = 4
 
 # ---------------------------------------------------------------- statuses
 

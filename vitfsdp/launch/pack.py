@@ -27,6 +27,16 @@ and ends the pack; the pack is not requeued: points it did not reach are recorde
 sweep's status (:mod:`vitfsdp.launch.status`) and a rerun of the sweep runs them, resuming the
 stopped one from its checkpoint.
 
+Where the sweep's same-failure stop (:mod:`vitfsdp.sweep.slurm_jobs`) finds that every job
+fails the same way, a running pack runs no further point: the sweep appends the pack's job
+id and the reason to ``packs/stop`` (:func:`stop_packs`), which the pack's script reads
+before each point after its first (a point already started runs to its end); where it names
+the pack's job, the script says so in its output and ends (exit
+:data:`~vitfsdp.core.layout.EXIT_PACK_STOPPED`), and the sweep's status records the points
+not reached ``cancelled`` with the reason, held back for ``--rerun-failed`` like the pending
+jobs the stop cancels. A later sweep's packs have other job ids, so an earlier stop stops
+none of them; a pack submitted by hand has no check.
+
 With ``--scripts-only`` the packs are written, not submitted (:func:`write_scripts`): each
 is submitted by hand (``sbatch packs/pack<i>.sbatch``) and, like a point's own script,
 links its output into each point's run directory (where ``--status`` finds the job) and,
@@ -42,12 +52,14 @@ from pathlib import Path
 
 from vitfsdp.core.layout import (
     EXIT_ALREADY_COMPLETED,
+    EXIT_PACK_STOPPED,
     EXIT_PREEMPTED,
     JOB_FILE,
     PACK_DIR,
     PACK_OUTPUT,
     PACK_PROBE_REQUEST,
     PACK_SCRIPT,
+    PACK_STOP_FILE,
     PROBE_FILE,
     SCRIPT_FILE,
     SLURM_OUTPUT,
@@ -153,9 +165,11 @@ def slurm_time(seconds: int) -> str:
 def render(pack: Pack, sweep_dir: Path, job_name: str, workdir: str,
            by_hand: bool = False) -> str:
     """The pack's sbatch script: the job's options, the profile's setup, then one ``srun``
-    step per point (task logs in the point's ``logs/``), each with its own rendezvous port.
-    ``by_hand`` (``--scripts-only``: the user submits it): each point's step is preceded by
-    what a point's own script does first (:func:`_by_hand_lines`).
+    step per point (task logs in the point's ``logs/``), each with its own rendezvous port,
+    each after the first preceded by the check of the sweep's stop file
+    (:func:`_stop_check_line`). ``by_hand`` (``--scripts-only``: the user submits it, no
+    sweep watches it to stop it): no check, and each point's step is preceded by what a
+    point's own script does first (:func:`_by_hand_lines`).
 
     Raises:
         ValueError: an override or run directory holds a control character.
@@ -173,7 +187,8 @@ def render(pack: Pack, sweep_dir: Path, job_name: str, workdir: str,
     if pack.probes:
         lines += ["", *_probe_lines(pack, sweep_dir)]
     for position, point in enumerate(pack.points):
-        lines += ["", *_point_lines(pack, point, position, output if by_hand else None)]
+        lines += ["", *_point_lines(pack, point, position, sweep_dir,
+                                    output if by_hand else None)]
     lines += ["", "exit 0"]
     return "\n".join(lines) + "\n"
 
@@ -207,12 +222,14 @@ def _probe_lines(pack: Pack, sweep_dir: Path) -> list[str]:
             f"(exit $?): the points run; see {PACK_DIR}/probe{pack.index}-*.log\""]
 
 
-def _point_lines(pack: Pack, point, position: int, by_hand_output: Path | None = None
-                 ) -> list[str]:
+def _point_lines(pack: Pack, point, position: int, sweep_dir: Path,
+                 by_hand_output: Path | None = None) -> list[str]:
     """One point's step: a failure is recorded by the point and the pack goes on; a stop on
     SIGUSR2 (checkpoint saved, exit :data:`~vitfsdp.core.layout.EXIT_PREEMPTED`) ends the
-    pack. ``by_hand_output``: the pack's output file (``%j`` for the job id) of a pack
-    submitted by hand, whose point steps are preceded by :func:`_by_hand_lines`."""
+    pack; after the first point, the sweep's stop file naming the pack's job ends it before
+    the step (:func:`_stop_check_line`). ``by_hand_output``: the pack's output file (``%j``
+    for the job id) of a pack submitted by hand, whose point steps are preceded by
+    :func:`_by_hand_lines` (and no check: no sweep watches it to stop it)."""
     for i, arg in enumerate(point.overrides):
         check_text(f"override {i}", arg)
     check_text("run directory", str(point.run_dir))
@@ -226,6 +243,8 @@ def _point_lines(pack: Pack, point, position: int, by_hand_output: Path | None =
             f'if [[ $rc -eq {EXIT_PREEMPTED} ]]; then echo "stopped on a signal: pack ends"; '
             f"exit {EXIT_PREEMPTED}; fi"]
     head = [f"# point {position + 1}/{len(pack.points)}: {point.run_dir.name}",
+            *([_stop_check_line(pack, position, sweep_dir)]
+              if position and by_hand_output is None else []),
             f"export MASTER_PORT=$((PACK_PORT + {position}))",
             f"mkdir -p {shell_word(str(Path(spec.run_dir) / TASK_LOG_DIR))}",
             "rc=0"]
@@ -233,6 +252,42 @@ def _point_lines(pack: Pack, point, position: int, by_hand_output: Path | None =
         return [*head, *step]
     return [*head, *_by_hand_lines(spec, by_hand_output),
             "if [[ $rc -eq 0 ]]; then", *(f"    {line}" for line in step), "fi"]
+
+
+def stop_path(sweep_dir: Path) -> Path:
+    """The sweep's stop file (:data:`~vitfsdp.core.layout.PACK_STOP_FILE` in its packs'
+    folder), absolute: the packs' scripts read it wherever their job starts."""
+    return Path(sweep_dir).resolve() / PACK_DIR / PACK_STOP_FILE
+
+
+def _stop_check_line(pack: Pack, position: int, sweep_dir: Path) -> str:
+    """Before the point at ``position`` (after the first): where the sweep's stop file has a
+    line for this job (:func:`stop_packs`), say so with its reason and end the pack, exit
+    :data:`~vitfsdp.core.layout.EXIT_PACK_STOPPED`; a missing file is no stop."""
+    path = shell_word(str(stop_path(sweep_dir)))
+    left = len(pack.points) - position
+    return (f'if stop="$(grep -m 1 -e "^${{SLURM_JOB_ID}} " {path} 2>/dev/null)"; then '
+            f'echo "the sweep stopped this pack before point {position + 1}/'
+            f'{len(pack.points)} ({left} not run): ${{stop#* }}"; '
+            f"exit {EXIT_PACK_STOPPED}; fi")
+
+
+def stop_packs(sweep_dir: Path, job_ids: Sequence[str], reason: str) -> Path:
+    """Tell the running packs ``job_ids`` to run no further point: append a line
+    ``<job id> <reason>`` each (``reason`` on one line) to the sweep's stop file
+    (:func:`stop_path`), in one write. A point a pack has started runs to its end; the
+    script reads the file before its next point (:func:`_stop_check_line`). Returns the
+    file.
+
+    Raises:
+        OSError: the file could not be written (a full disk): the packs run on.
+    """
+    path = stop_path(sweep_dir)
+    line = " ".join(reason.split()) or "stopped by the sweep"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write("".join(f"{job_id} {line}\n" for job_id in job_ids))
+    return path
 
 
 def _by_hand_lines(spec, output: Path) -> list[str]:

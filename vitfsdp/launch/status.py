@@ -15,7 +15,10 @@ Once a point's job (or step) has ended, :func:`reconcile` keeps Slurm's view in 
 - no summary (killed at its time limit, a node died, the ranks crashed before writing, the
   job script's setup failed, the pack ended before the point started): the status Slurm's
   end implies, with the last non-empty line of the tasks' logs (else of the job's own output,
-  :func:`job_log_tail`) in the reason's first line and their tail below it;
+  :func:`job_log_tail`) in the reason's first line and their tail below it; a packed point
+  that its pack did not reach because the sweep's same-failure stop named the pack in its
+  stop file (:func:`pack_stop_reason`): ``cancelled`` with the stop's reason, ``held_back``
+  (for ``--rerun-failed``, as the pending jobs the stop cancelled);
 - ``preempted`` (the training saved a checkpoint on a stop signal) in a job that is not
   requeued: ``cancelled`` after ``scancel``, ``timeout`` when the job reached its time limit
   (Slurm's ``TIMEOUT``, or it stopped within ``cluster.signal_delay_s`` + 60 s of the limit:
@@ -60,6 +63,7 @@ from vitfsdp.core.layout import (
     OOM,
     PACK_DIR,
     PACK_OUTPUT,
+    PACK_STOP_FILE,
     PREEMPTED,
     RUN_FILE,
     SLURM_OUTPUT,
@@ -319,21 +323,13 @@ def reconcile(row: PointState) -> bool:
     if row.position is not None and row.job is not None:
         slurm["job_state"] = row.job.state  # the pack's
     if summary is None:
-        status = _status_without_summary(row)
-        progress = f"at step {row.step}/{row.steps}" if row.steps else "before the first step"
-        tail = task_log_tail(row.run_dir) or job_log_tail(row.run_dir, row.job_id)
-        last = tail.splitlines()[-1] if tail else "no log line"
-        disk = disk_error(tail)  # the cause, first
-        reason = (f"{disk}; " if disk else "") + (
-            f"Slurm job {row.job_id} ended {row.state} {progress} without a summary"
-            f"{_job_limit(row, status)}: {last}\nlog tail:\n{tail}")
-        if not tail and _never_started(row, own):
-            reason = _ended_before_start(row, own, status)
-        if row.position is not None and row.own is None:
-            reason = (f"its pack, Slurm job {row.job_id}, ended {row.state}"
-                      f"{_job_limit(row, status)} before this point started")
+        stopped = _stopped_by_sweep(row)  # its pack named in the sweep's stop file
+        status = _status_without_summary(row, stopped)
+        reason = _reason_without_summary(row, own, status, stopped)
         interrupted = status in INTERRUPTED_STATUSES or row.state in INTERRUPTED
-        mark_failed(row.run_dir, status, reason, interrupted=interrupted, **{SLURM_KEY: slurm})
+        held = {"held_back": True} if stopped else {}  # by the sweep: fix the failure first
+        mark_failed(row.run_dir, status, reason, interrupted=interrupted, **held,
+                    **{SLURM_KEY: slurm})
     elif summary["status"] == PREEMPTED and _outside_end(row):
         status = _outside_end(row)
         reason = (f"{status}: Slurm job {row.job_id} ended {row.job.state}"
@@ -346,6 +342,55 @@ def reconcile(row: PointState) -> bool:
         status = summary["status"]
     row.status, row.slurm_recorded = status, True
     return True
+
+
+def _reason_without_summary(row: PointState, own: SlurmJob, status: str,
+                            stopped: str | None = None) -> str:
+    """The reason of a point whose job (or step) ended without a summary: Slurm's end and
+    the tasks' (else the job's) last log line, their tail below; one line for a job that
+    ended before it started, and for a packed point its pack did not reach (``stopped``:
+    the sweep's stop file's reason, where it named the pack: :func:`_stopped_by_sweep`)."""
+    if stopped:
+        return (f"cancelled before it started: its pack, Slurm job {row.job_id}, ran no "
+                f"further point: {stopped}")
+    progress = f"at step {row.step}/{row.steps}" if row.steps else "before the first step"
+    tail = task_log_tail(row.run_dir) or job_log_tail(row.run_dir, row.job_id)
+    last = tail.splitlines()[-1] if tail else "no log line"
+    disk = disk_error(tail)  # the cause, first
+    reason = (f"{disk}; " if disk else "") + (
+        f"Slurm job {row.job_id} ended {row.state} {progress} without a summary"
+        f"{_job_limit(row, status)}: {last}\nlog tail:\n{tail}")
+    if not tail and _never_started(row, own):
+        reason = _ended_before_start(row, own, status)
+    if row.position is not None and row.own is None:
+        reason = (f"its pack, Slurm job {row.job_id}, ended {row.state}"
+                  f"{_job_limit(row, status)} before this point started")
+    return reason
+
+
+def pack_stop_reason(sweep_dir: Path, job_id: str | None) -> str | None:
+    """Why the sweep's same-failure stop told the pack ``job_id`` to run no further point:
+    the reason of its line in the sweep's stop file (:data:`PACK_STOP_FILE` in
+    :data:`PACK_DIR`, ``<job id> <reason>``: :func:`vitfsdp.launch.pack.stop_packs`); None
+    where no line names it, or the file is missing or unreadable."""
+    try:
+        text = (Path(sweep_dir) / PACK_DIR / PACK_STOP_FILE).read_text(errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        named, _, reason = line.partition(" ")
+        if job_id and named == job_id:
+            return reason.strip() or "stopped by the sweep"
+    return None
+
+
+def _stopped_by_sweep(row: PointState) -> str | None:
+    """The stop file's reason (:func:`pack_stop_reason`) for a packed point whose step never
+    started (no step in Slurm's records, no line in its task logs) in a pack the sweep's
+    same-failure stop named; None for any other point."""
+    if row.position is None or row.own is not None or task_log_tail(row.run_dir):
+        return None
+    return pack_stop_reason(row.run_dir.parent, row.job_id)
 
 
 #: Summary fields of a preempted run kept when Slurm's end settles it as cancelled/timeout.
@@ -372,10 +417,14 @@ def _ended_before_start(row: PointState, own: SlurmJob, status: str) -> str:
             f"{_job_limit(row, status)}" + (f" (Slurm's reason: {pending})" if pending else ""))
 
 
-def _status_without_summary(row: PointState) -> str:
+def _status_without_summary(row: PointState, stopped: str | None = None) -> str:
     """The status of a point that left no summary: Slurm's end state's (else ``failed``); a
     packed point that never started takes its pack's end (``cancelled``, ``timeout``, or
-    ``preempted`` when the pack stopped early on a stop signal)."""
+    ``preempted`` when the pack stopped early on a stop signal), or ``cancelled`` where the
+    sweep's same-failure stop named its pack, whatever the pack's end (``stopped``: the stop
+    file's reason, :func:`_stopped_by_sweep`)."""
+    if stopped:
+        return CANCELLED
     if row.position is not None and row.own is None and row.job is not None:
         return _outside_end(row) or PREEMPTED
     return END_STATUS.get(row.state, FAILED)

@@ -7,7 +7,10 @@ Where the points of :data:`SAME_FAILURE_STOP` jobs fail before their first timed
 one reason (:func:`same_early_failure`), the sweep submits no more jobs and cancels those it
 submitted that are still pending (one ``scancel``), recording each of their points
 ``cancelled`` with a reason that names the failure: they would only fail the same way after
-their wait in the queue. Its jobs already running are left to run.
+their wait in the queue. Its running packs run no further point (the stop file their scripts
+read before each point: :func:`vitfsdp.launch.pack.stop_packs`; the points they do not reach
+are recorded the same way); the point each runs now, and its other jobs already running, are
+left to run, with the ``scancel`` that stops them.
 """
 
 from __future__ import annotations
@@ -139,8 +142,10 @@ class _Submitter:
     """The watch's poll: submit the units that fit ``max_jobs`` (:func:`pack.submit_free`)
     until :func:`same_early_failure` finds the reason every job meets; then submit no more,
     cancel the sweep's jobs still pending (:func:`_cancel_pending`: never started, a pack
-    with all its points), leave those running, say so once with the command that goes on
-    once it is fixed, and return true (the watch then waits only for the jobs submitted)."""
+    with all its points), tell its running packs to run no further point
+    (:func:`pack.stop_packs`), leave the points running now to end, say so once with the
+    command that goes on once it is fixed, and return true (the watch then waits only for
+    the jobs submitted)."""
 
     def __init__(self, units: list[pack.Unit], max_jobs: int | None, sweep_dir: Path,
                  qos: str | None = None) -> None:
@@ -158,14 +163,18 @@ class _Submitter:
         return self.held is not None
 
     def _stop(self, rows: list[status.PointState], reason: str) -> None:
-        """The breaker: where jobs of the sweep wait (not submitted, or pending in the
-        queue), submit no more, cancel the pending ones and say so in one line (with the
-        running jobs left to run and the ``scancel`` that stops them, and the command that
-        goes on once the reason is fixed). Nothing where no job waits."""
+        """The breaker: where jobs of the sweep wait (not submitted, pending in the queue, or
+        a point waiting in a running pack), submit no more, cancel the pending ones, tell
+        the running packs to run no further point, and say so in one line (with the
+        ``scancel`` that stops what runs now, and the command that goes on once the reason
+        is fixed). Nothing where no job waits."""
         waiting = _unsubmitted_jobs(self.units)
         own = {j for u in self.units for j in (u.job_ids or [])}  # this command's jobs
         pending = _job_rows(rows, own, ("PENDING",))
-        if not waiting and not pending:
+        running = {j: r for j, r in _job_rows(rows, own, status.ALIVE_STATES).items()
+                   if j not in pending}
+        packs = [j for j, pack_rows in running.items() if _points_to_run(pack_rows)]
+        if not waiting and not pending and not packs:
             return
         self.held = (f"not submitted: the points of {SAME_FAILURE_STOP} jobs failed "
                      f"before their first timed window with the same reason ({reason})")
@@ -173,9 +182,10 @@ class _Submitter:
             status.record_not_submitted(
                 self.sweep_dir, f"held back: {SAME_FAILURE_STOP} jobs failed the same way "
                 "before their first timed window", then="fix that, then run the sweep again")
-        why = (f"cancelled before it started: {SAME_FAILURE_STOP} jobs failed before their "
-               f"first timed window with the same reason ({reason}); fix it and rerun")
-        cancelled, error = _cancel_pending(pending, why)
+        why = (f"{SAME_FAILURE_STOP} jobs failed before their first timed window with the "
+               f"same reason ({reason}); fix it and rerun")
+        packs_said = self._stop_packs(packs, why)  # first: a pack may be between points
+        cancelled, error = _cancel_pending(pending, f"cancelled before it started: {why}")
         stopped = [f"{status.plural(len(cancelled), 'pending job')} cancelled "
                    f"({' '.join(cancelled)})"] if cancelled else []
         stopped += [f"{status.plural(waiting, 'job')} not submitted"] if waiting else []
@@ -186,16 +196,37 @@ class _Submitter:
             said.append(f"{status.plural(len(pending), 'pending job')} not cancelled "
                         f"({error}): cancel them with: "
                         f"{shlex.join(['scancel', *pending])}")
-        running = [j for j in _job_rows(rows, own, status.ALIVE_STATES) if j not in pending]
-        if running:
-            them = "it" if len(running) == 1 else "them"
-            said.append(f"{status.plural(len(running), 'job')} already running left to run "
-                        f"({' '.join(running)}); stop {them} with: "
-                        f"{shlex.join(['scancel', *running])}")
+        said += packs_said
+        left = [j for j in running if j not in packs]
+        if left:
+            them = "it" if len(left) == 1 else "them"
+            said.append(f"{status.plural(len(left), 'job')} already running left to run "
+                        f"({' '.join(left)}); stop {them} with: "
+                        f"{shlex.join(['scancel', *left])}")
         log.error("the points of %d jobs failed before their first timed window with the "
                   "same reason, none completed: %s; %s. Fix it, then go on with: %s",
                   SAME_FAILURE_STOP, reason, "; ".join(said),
                   resume_command(self.sweep_dir, "--rerun-failed"))
+
+    def _stop_packs(self, packs: list[str], why: str) -> list[str]:
+        """Tell the running ``packs`` (job ids) to run no further point
+        (:func:`pack.stop_packs`: their scripts read the stop file before each point); what
+        the breaker's line says of them: that they run no further point, with the
+        ``scancel`` of the points they run now, or, where the stop file could not be
+        written, the ``scancel`` that stops them."""
+        if not packs:
+            return []
+        ids, scancel = " ".join(packs), shlex.join(["scancel", *packs])
+        try:
+            pack.stop_packs(self.sweep_dir, packs, why)
+        except OSError as e:
+            return [f"{status.plural(len(packs), 'running pack')} ({ids}) not stopped "
+                    f"(the stop file could not be written: {e}): stop "
+                    f"{'it' if len(packs) == 1 else 'them'} with: {scancel}"]
+        one = len(packs) == 1
+        return [f"{status.plural(len(packs), 'running pack')} ({ids}) "
+                f"{'runs' if one else 'run'} no further point; stop the point"
+                f"{'' if one else 's'} {'it runs' if one else 'they run'} now with: {scancel}"]
 
     def hold(self, e: pack.SubmitRefused) -> None:
         """sbatch refused a submission with no job of the sweep left to wait for: submit no
@@ -222,6 +253,12 @@ def _job_rows(rows: Sequence[status.PointState], own: set[str],
         if r.job_id in own and r.job is not None and r.job.state in states and r.status is None:
             jobs.setdefault(r.job_id, []).append(r)
     return jobs
+
+
+def _points_to_run(rows: Sequence[status.PointState]) -> bool:
+    """Whether ``rows`` (a running job's points without a summary) hold a packed point whose
+    step has not started: one its pack would run next."""
+    return any(r.position is not None and r.own is None for r in rows)
 
 
 def _cancel_pending(pending: dict[str, list[status.PointState]],
