@@ -138,3 +138,27 @@ def test_each_lines_bounds_stand_beside_the_node_count_where_all_are_seen(tmp_pa
     assert fs_x < 2.0 < hy_x and fs_x * hy_x == pytest.approx(4.0)
     (fs_line,) = [ln for ln in ax.get_lines() if ln.get_label() == "FULL_SHARD"]
     assert fs_line.get_xdata()[1] == pytest.approx(fs_x)
+
+
+def _legend_labels(fig) -> list[str]:
+    return [" ".join(t.get_text().split()) for legend in fig.legends
+            for t in legend.get_texts()]  # wrapped to the figure's width
+
+
+def test_the_capped_bar_is_named_the_efficiency_bounds_not_the_repeats(tmp_path):
+    """DDP ran twice at 1 node (100, 110) and at 2 nodes (150, 170): its capped bar at 2 is
+    150/220 to 170/200, wider than its repeats' 150/210 to 170/210. Before, the legend and
+    the caption's mark called it 'min-max over repeats'; now it is its own kind."""
+    df = _sweep(tmp_path, {("DDP", 1): [100.0, 110.0], ("DDP", 2): [150.0, 170.0]})
+    fig = plot_efficiency(df)
+    bars = {}
+    for container in fig.axes[0].containers:
+        (segments,) = container.lines[2]
+        for (x, low), (_, high) in segments.get_segments():
+            bars[round(x)] = (low, high)
+    assert bars[2] == (pytest.approx(150 / 220), pytest.approx(170 / 200))
+    assert "efficiency_bounds" in fig.drawn_kinds and "repeats" not in fig.drawn_kinds
+    labels = _legend_labels(fig)
+    assert ("bar: efficiency bounds (slowest run / baseline's fastest to fastest / "
+            "baseline's slowest)") in labels
+    assert not any("over repeats" in label for label in labels)

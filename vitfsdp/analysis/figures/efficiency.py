@@ -140,12 +140,15 @@ def _draw_bounds(ax, line: pd.DataFrame, done: pd.Series, color: str, extras: se
                  shift: float = 1.0, beside: float = WINDOW_BAR_SHIFT) -> float:  # fmt: skip
     """The efficiency's bounds at each completed node count of ``line`` (at ``shift`` times
     it, as its points): capped over repeats, thin beside the point (``beside`` times
-    further) over one run's windows; returns the highest bound drawn or not."""
+    further) over one run's windows; returns the highest bound drawn or not. The capped bar
+    is its own kind (``efficiency_bounds``), not ``repeats``: it spans the point's slowest
+    run over the baseline's fastest to its fastest over the baseline's slowest, wider than
+    the point's repeats alone."""
     ok = (line["status"] == "completed") & line["eff"].notna() & line["nodes"].notna()
     rows = line.loc[ok, ["nodes", "eff_low", "eff_high", "eff_runs"]]
     stats = rows.groupby(rows["nodes"].astype("int64")).first()
     repeated = stats["eff_runs"].fillna(1) >= 2
-    for sel, look, mark, away in ((repeated, REPEATS_BAR, "repeats", 1.0),
+    for sel, look, mark, away in ((repeated, REPEATS_BAR, "efficiency_bounds", 1.0),
                                   (~repeated, WINDOWS_BAR, "efficiency_windows", beside)):
         s = stats[sel]
         _error_bars(ax, done.loc[s.index], s["eff_low"], s["eff_high"],

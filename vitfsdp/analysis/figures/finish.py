@@ -43,6 +43,9 @@ PROXIES = {
     "ranks": dict(color="0.4", marker="_", ls="-", lw=1, label="error bar: min over ranks"),
     "repeats": dict(color="0.4", marker="_", ls="-", lw=1,
                     label="error bar: min-max over repeats"),
+    "efficiency_bounds": dict(color="0.4", marker="_", ls="-", lw=1,
+                              label="bar: efficiency bounds (slowest run / baseline's "
+                                    "fastest to fastest / baseline's slowest)"),
     "efficiency_windows": dict(color="0.4", ls="-", lw=0.6,
                                label="thin bar, no caps: a one-run point's windows against "
                                      "the baseline's span"),
