@@ -235,8 +235,9 @@ def test_a_win_no_larger_than_the_noise_checks_is_within_observed_noise(tmp_path
     runs = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}["Runs"].text
     # runs 1-2 images/s apart (0.4-1.0%); each run's windows ±1 (2/ips: 0.4-2.0%)
     assert ("6 points ran at least twice: their runs spread 0.8% of the median (at most "
-            "1.0%; `ips_repeat_spread`): the noise between runs, measured, against the "
-            "windows of one run: 0.9% (median over runs), at most 2.0% (`ips_spread`).") in runs
+            "1.0%, vit_tiny FULL_SHARD at 2 node(s); `ips_repeat_spread`): the noise between "
+            "runs, measured, against the windows of one run: 0.9% (median over runs), at most "
+            "2.0% (`ips_spread`).") in runs
     assert "ran once" not in runs and "CPU demo" not in runs
 
 
@@ -262,6 +263,34 @@ def test_the_terminal_names_noise_ties_and_too_noisy_pairs(tmp_path):
     quiet, _ = _sweep(tmp_path / "quiet", {("DDP", 1): [150.0, 151.0, 150.5],
                                            ("FULL_SHARD", 1): [100.0, 101.0, 100.5]})
     assert noise_lines(study_tables(quiet)) == []
+
+
+def test_the_report_names_the_noisy_points_as_the_terminal_does(tmp_path):
+    """FULL_SHARD's three runs spread 50% of their median: the terminal said so, the report
+    did not (its weak-scaling table had no spread, its runs section an unnamed maximum); now
+    both give one sentence, the table a spread and a flag per point."""
+    from vitfsdp.analysis.tables import noise_lines
+
+    df, _ = _sweep(tmp_path, {("DDP", 1): [100.0, 101.0, 99.0],
+                              ("FULL_SHARD", 1): [80.0, 100.0, 130.0], ("DDP", 2): [190.0]})
+    tables = study_tables(df, 1000)
+    which = ("repeats spread more than 10% of their median: vit_tiny FULL_SHARD at 1 node(s) "
+             "(50%)")
+    assert f"noisy: {which}" in noise_lines(tables)
+    sections = {s.title: s for s in report_sections(tables, 1000)}
+    weak = sections["Weak scaling"]
+    assert f"**Noisy (1 of 2 points that ran at least twice):** {which} (`repeat spread`" in (
+        weak.text)
+    rows = weak.table.set_index(["configuration", "nodes"])
+    assert rows.loc[("FULL_SHARD", "1"), ["repeat spread", "noisy"]].tolist() == ["50%", "True"]
+    assert rows.loc[("DDP", "1"), ["repeat spread", "noisy"]].tolist() == ["2%", "False"]
+    assert rows.loc[("DDP", "2"), ["repeat spread", "noisy"]].tolist() == ["-", "-"]
+    assert ("(at most 50.0%, vit_tiny FULL_SHARD at 1 node(s); `ips_repeat_spread`)"
+            in sections["Runs"].text)
+    quiet, _ = _sweep(tmp_path / "quiet", {("DDP", 1): [100.0, 101.0, 99.0]})
+    weak = {s.title: s for s in report_sections(study_tables(quiet, 1000), 1000)}["Weak scaling"]
+    assert ("No point's repeats spread more than 10% of their median (`noisy`, 1 point that "
+            "ran at least twice).") in weak.text
 
 
 def test_runs_record_what_they_competed_with_and_a_loaded_host_is_named(tmp_path):

@@ -41,6 +41,7 @@ from vitfsdp.analysis.tables import (
     calibration_summary,
     competition_text,
     loaded_runs,
+    noisy_text,
     observed_noise,
     runs_per_point,
     verdict_kind,
@@ -162,6 +163,7 @@ COLUMN_FORMATS = {
     "ips_a": ("images/s", RATE),
     "ips_b": ("its images/s", RATE), "runs_a": ("runs", "{:d}"),
     "runs_b": ("its runs", "{:d}"), "ips_range": ("images/s min-max (repeats)", "{}"),
+    "ips_repeat_spread": ("repeat spread", "{:.0%}"), "noisy": ("noisy", "{}"),
     "runs_failed": ("runs failed", "{:d}"), "runs_contended": ("runs beside other work", "{:d}"),
     "efficiency_range": ("efficiency bounds", "{}"),
     "ips_ratio": ("ratio", "{:.2f}x"), "ips_rel_error": ("ips error", "{:+.0%}"),
@@ -239,11 +241,12 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
                 "point's slowest measurement over the ideal from the baseline's fastest, and "
                 "the other way round; repeats, else one run's windows)"
                 + _flops_text(labelled) + "." + baseline_text(labelled, df)
-                + _above_ideal_text(labelled) + _sent_text(labelled)
-                + host_bound_text(labelled, df),
+                + _above_ideal_text(labelled) + noisy_points_text(labelled)
+                + _sent_text(labelled) + host_bound_text(labelled, df),
                 ["weak_scaling", "efficiency", "tflops"],
                 display(labelled, ["model", "configuration", "nodes", "world_size",
-                                   "num_repeats", "ips", "ips_range", "ideal_ips",
+                                   "num_repeats", "ips", "ips_range",
+                                   "ips_repeat_spread", "noisy", "ideal_ips",
                                    "ideal_from", "scaling_efficiency", "efficiency_range",
                                    "tflops_per_gpu", "mfu", "hw_tflops_per_gpu", "hfu",
                                    "device_busy_frac", "device_busy_min_frac", "host_bound",
@@ -916,9 +919,11 @@ def repeats_text(df: pd.DataFrame, points: pd.DataFrame) -> str:
     again = points[repeats >= 2]
     if len(again):
         runs = again["ips_repeat_spread"].astype(float)
+        widest = again.loc[runs.idxmax()]
         text += (f" {len(again)} points ran at least twice: their runs spread {runs.median():.1%} "
-                 f"of the median (at most {runs.max():.1%}; `ips_repeat_spread`): the noise "
-                 "between runs, measured")
+                 f"of the median (at most {runs.max():.1%}, {widest['model']} "
+                 f"{widest['configuration']} at {widest['nodes']} node(s); "
+                 "`ips_repeat_spread`): the noise between runs, measured")
         text += (f", against the windows of one run: {_spread_words(window)}." if len(window)
                  else ".")
     once = int((repeats < 2).sum())
@@ -1379,6 +1384,26 @@ def _busy_words(mean: float, minimum: float) -> str:
     if pd.isna(minimum) or pd.isna(mean) or round(minimum, 2) == round(mean, 2):
         return f"{mean if pd.notna(mean) else minimum:.0%} busy"
     return f"least busy rank {minimum:.0%}, mean {mean:.0%}"
+
+
+def noisy_points_text(points: pd.DataFrame) -> str:
+    """The weak-scaling section's sentence on the points whose repeats disagree
+    (:func:`~vitfsdp.analysis.tables.noisy_text`, the terminal's words and rule: spread more
+    than :data:`NOISY_SPREAD` of their median), or that none of the points that ran at least
+    twice does; ``""`` where no point ran twice (one run's spread is its windows)."""
+    repeated = points["noisy"].notna() if "noisy" in points else pd.Series(dtype=bool)
+    if not repeated.any():
+        return ""
+    which, num = noisy_text(points), int(repeated.sum())
+    twice = f"{num} point{'s' if num > 1 else ''} that ran at least twice"
+    if not which:
+        return (f" No point's repeats spread more than {NOISY_SPREAD:.0%} of their median "
+                f"(`noisy`, {twice}).")
+    count = int(points["noisy"].fillna(False).astype(bool).sum())
+    return (f" **Noisy ({count} of {twice}):** "
+            f"{which} (`repeat spread`, `noisy`): such a point's images/s is the median of "
+            "runs that disagree by that much, and its efficiency bounds and any verdict "
+            "against it (best.csv) carry that spread.")
 
 
 def _above_ideal_text(points: pd.DataFrame) -> str:

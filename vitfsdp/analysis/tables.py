@@ -703,6 +703,19 @@ def loaded_runs(runs: pd.DataFrame) -> pd.DataFrame:
                  > pd.to_numeric(runs["host_cpus"], errors="coerce") + own) & ~measured]
 
 
+def noisy_text(points: pd.DataFrame) -> str:
+    """The points of ``points`` (a :func:`points_table` frame) whose repeats spread more than
+    :data:`NOISY_SPREAD` of their median (``noisy``), in the words the terminal and the
+    report both give, e.g. ``"repeats spread more than 10% of their median: vit_tiny
+    FULL_SHARD at 4 node(s) (50%)"`` (``ips_repeat_spread``); ``""`` where none is."""
+    noisy = points[points["noisy"].fillna(False).astype(bool)] if len(points) else points
+    if noisy.empty:
+        return ""
+    which = ", ".join(f"{r.model} {r.configuration} at {r.nodes} node(s) "
+                      f"({r.ips_repeat_spread:.0%})" for r in noisy.itertuples())
+    return f"repeats spread more than {NOISY_SPREAD:.0%} of their median: {which}"
+
+
 def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     """What the terminal says of the study's noise and host, one line each (none when all
     is well): runs whose host was loaded beyond its cores and the run's own ranks on it
@@ -726,12 +739,9 @@ def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     text = competition_text(runs)
     if text:
         lines.append(f"NOT A RESULT: {text}")
-    noisy = points[points["noisy"].fillna(False).astype(bool)] if len(points) else points
-    if len(noisy):
-        which = ", ".join(f"{r.model} {r.configuration} at {r.nodes} node(s) "
-                          f"({r.ips_repeat_spread:.0%})" for r in noisy.itertuples())
-        lines.append(f"noisy: repeats spread more than {NOISY_SPREAD:.0%} of their median: "
-                     f"{which}")
+    noisy = noisy_text(points)
+    if noisy:
+        lines.append(f"noisy: {noisy}")
     apart = tables["equivalence"]
     apart = apart[apart["difference"] == BEYOND]
     if len(apart):
