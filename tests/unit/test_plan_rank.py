@@ -37,8 +37,9 @@ def test_points_closer_than_the_plans_error_share_a_rank_and_the_table_says_why(
     assert [(r[1], r[-1]) for r in rows] == [("SHARD_GRAD_OP", "1="), ("FULL_SHARD", "1="),
                                             ("HYBRID_2GPU", "1="), ("HYBRID_1GPU", "4"),
                                             ("DDP", "-")]
-    assert ("ranks within 27.6% tie (1=): the plan's step time errs by 27.6% (median) on the "
-            "committed records") in text.splitlines()
+    assert ("rank: 1 + the points predicted faster by more than 27.6%, the plan's median "
+            "step-time error on the committed records; a shared rank is written 1="
+            ) in text.splitlines()
 
 
 def test_json_keeps_the_raw_ips_and_says_which_ranks_are_tied(capsys):
