@@ -1,5 +1,6 @@
 """The weak-scaling figure as a reader reads it off: tick labels over everything drawn."""
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -103,3 +104,40 @@ def test_the_footer_says_why_no_predicted_ips_is_drawn(tmp_path):
     assert "predicted" in predicted.drawn_kinds
     assert "no predicted ips" not in _footer(predicted)
     assert "predicted none" in _footer(plot_weak_scaling(df.assign(pred_source=None)))
+
+
+#: DDP ran three times at 1 and 2 nodes, once at 4; FULL_SHARD once at 1 and 4, twice at 2.
+ONCE_AND_REPEATED = {("DDP", 1): [100.0, 104.0, 110.0], ("DDP", 2): [180.0, 186.0, 190.0],
+                     ("DDP", 4): [350.0], ("FULL_SHARD", 1): [100.0],
+                     ("FULL_SHARD", 2): [185.0, 190.0], ("FULL_SHARD", 4): [340.0]}
+
+
+def _hollow_nodes(ax) -> dict[str, list[int]]:
+    """The node counts (powers of 2) of the hollow markers an axes drew, by colour."""
+    hollow: dict[str, list[int]] = {}
+    for marks in ax.collections:
+        if marks.get_label() == "_one run":
+            assert to_hex(marks.get_facecolor()[0]) == "#ffffff"
+            hollow.setdefault(to_hex(marks.get_edgecolor()[0]), []).extend(
+                2 ** round(math.log2(x)) for x in marks.get_offsets()[:, 0])
+    return {color: sorted(nodes) for color, nodes in hollow.items()}
+
+
+@pytest.mark.parametrize("figure", ["weak_scaling", "efficiency"])
+def test_a_point_that_ran_once_is_hollow(tmp_path, figure):
+    """A point that completed once has no spread over repeats, and its window bar (under 2%
+    here) is not drawn: before, its filled marker looked as exact as a point of three runs.
+    Now it is hollow, in its line's colour, and the legend says what hollow means; the
+    points of two runs or more stay filled."""
+    from vitfsdp.analysis.figures import plot_efficiency
+
+    plot = {"weak_scaling": plot_weak_scaling, "efficiency": plot_efficiency}[figure]
+    fig = plot(_sweep(tmp_path, ONCE_AND_REPEATED))
+    ddp, full_shard = ("#1f77b4", "#2ca02c")  # C0, C2: the strategies' fixed colours
+    assert _hollow_nodes(fig.axes[0]) == {ddp: [4], full_shard: [1, 4]}
+    assert "one_run" in fig.drawn_kinds
+    labels = [" ".join(t.get_text().split()) for t in fig.legends[0].get_texts()]
+    assert "hollow marker, one run: no spread over repeats" in labels
+    repeated = {key: values for key, values in ONCE_AND_REPEATED.items() if len(values) > 1}
+    fig = plot(_sweep(tmp_path / "repeated", repeated))
+    assert _hollow_nodes(fig.axes[0]) == {} and "one_run" not in fig.drawn_kinds

@@ -60,7 +60,8 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
         (``efficiency_min``/``efficiency_max``: its slowest measurement over the ideal from
         the baseline's fastest, and the other way round) as a capped bar where it ran more
         than once, else a thin bar beside it from its one run's windows against the
-        baseline's span (none under 2%);
+        baseline's span (none under 2%), its marker hollow (its spread over repeats is
+        unmeasured);
         a grey hexagon on a host-bound point; runs that did not complete as an ``x`` in a
         row at the panel's bottom, named under it. A line whose ideal starts above its
         panel's smallest node count says so in its legend label (``DDP (ideal from 2
@@ -85,7 +86,7 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
         shifts = line_shifts(len(lines), panel["nodes"])
         for (label, line), shift in zip(lines, shifts, strict=True):
             done, color = _plot_measured(ax, line, keys, looks, _rebased(label, line, smallest),
-                                         "eff", "median", shift)
+                                         "eff", "median", shift, extras)
             if not done.empty:
                 top = max(top, _draw_bounds(ax, line, done, color, extras, shift,
                                             window_shift(shifts)))

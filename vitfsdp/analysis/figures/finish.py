@@ -46,6 +46,8 @@ PROXIES = {
     "efficiency_bounds": dict(color="0.4", marker="_", ls="-", lw=1,
                               label="bar: efficiency bounds (slowest run / baseline's "
                                     "fastest to fastest / baseline's slowest)"),
+    "one_run": dict(color="0.4", marker="o", mfc="white", ls="none",
+                    label="hollow marker, one run: no spread over repeats"),
     "efficiency_windows": dict(color="0.4", ls="-", lw=0.6,
                                label="thin bar, no caps: a one-run point's windows against "
                                      "the baseline's span"),

@@ -123,18 +123,39 @@ def window_shift(shifts: list[float]) -> float:
 
 
 def _plot_measured(ax, line: pd.DataFrame, keys: list[str], looks: dict[str, tuple[str, str]],
-                   label: str, value: str, how: str,
-                   shift: float = 1.0) -> tuple[pd.Series, str]:  # fmt: skip
+                   label: str, value: str, how: str, shift: float = 1.0,
+                   extras: set[str] | None = None) -> tuple[pd.Series, str]:  # fmt: skip
     """The line's completed ``value`` per node count (``how``: median or max over runs) in
     its colour, marker and framework's line style (an empty line, for the legend, when none
     completed), drawn at ``shift`` times the node count (the middle of its bar where the
-    memory figure draws bars); returns those points (by node count) and the colour."""
+    memory figure draws bars); returns those points (by node count) and the colour. Where
+    ``extras`` is given, a point that completed once is drawn hollow (``one_run`` added to
+    ``extras``): nothing measured its spread over repeats, though its marker looks exact."""
     done = _completed_points(line, value, how)
     color, marker = looks[_color_label(line, keys)]
     # a line with nothing completed still gets its legend entry (its marks use its colour)
     ax.plot(done.index * shift, done.values, ls=_linestyle(line, keys), marker=marker,
             color=color, label=label, zorder=3)
+    if extras is not None:
+        _hollow_one_run(ax, line, value, done, color, marker, extras, shift)
     return done, color
+
+
+def _hollow_one_run(ax, line: pd.DataFrame, value: str, done: pd.Series, color: str,
+                    marker: str, extras: set[str], shift: float = 1.0) -> None:  # fmt: skip
+    """Each point of ``done`` (by node count, drawn at ``shift`` times it) that one completed
+    run of ``line`` measured, redrawn hollow over its filled marker (white inside, its
+    line's colour around), and ``one_run`` in ``extras`` for the legend; points of two runs
+    or more keep their filled marker."""
+    runs = _completed(line, value)
+    counts = runs.groupby(runs["nodes"].astype("int64"))[value].count()
+    once = done[done.index.isin(counts.index[counts == 1])]
+    if len(once):
+        size = PAPER_RC["lines.markersize"]  # as the line's own markers (points)
+        ax.scatter(once.index * shift, once.values, marker=marker, s=size**2,
+                   facecolors="white", edgecolors=color, lw=1.0, zorder=3.1,
+                   label="_one run")
+        extras.add("one_run")
 
 
 def _completed_points(line: pd.DataFrame, value: str, how: str) -> pd.Series:

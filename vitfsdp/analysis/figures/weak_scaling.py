@@ -61,7 +61,8 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
         The figure: one panel per model (up to
         :data:`~vitfsdp.analysis.figures.style.MAX_COLUMNS` a row) and one legend below them;
         per line, a solid line with markers through the completed points (median ips per node count
-        over repeats, with a min-max error bar where a point ran more than once), a dashed ideal
+        over repeats, with a min-max error bar where a point ran more than once; a point that
+        completed once is hollow: its spread over repeats is unmeasured), a dashed ideal
         line in the same colour, linear from the line's smallest completed node count, and the
         plan's predicted ips as a dotted line where ``pred_ips`` is known (where no run has
         one, the footer says why: :func:`no_prediction_note`); log-2 x axis, log y. Runs
@@ -85,7 +86,8 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
         lines = _lines(panel, keys)
         shifts = line_shifts(len(lines), panel["nodes"])
         for (label, line), shift in zip(lines, shifts, strict=True):
-            done, color = _plot_measured(ax, line, keys, looks, label, "ips", "median", shift)
+            done, color = _plot_measured(ax, line, keys, looks, label, "ips", "median", shift,
+                                         extras)
             if not done.empty:
                 _plot_ideal(ax, done, line["nodes"], color, label)
                 _mark_above_ideal(ax, done, extras, shift)
