@@ -241,3 +241,23 @@ def test_a_run_that_never_started_counts_at_its_point_where_the_device_splits_li
     labels = configurations(df)
     assert labels.nunique() == 2
     assert "4 runs of 2 points" in format_points(df, points_table(df))
+
+
+def test_point_id_is_the_point_hash_rule_without_repeat(tmp_path):
+    """point_id follows the sweep's config_hash rule (core.confighash.hashed_dict): a
+    cluster field added empty, or one that changes no measurement (the price), leaves a
+    point's runs one point; repeat alone does not make another; any measured setting does."""
+    def point_id(**changes) -> str:
+        info = run_info("DDP", 1)
+        for key, value in changes.items():
+            section, _, name = key.rpartition(".")
+            (info["config"][section] if section else info["config"])[name] = value
+        run_dir = tmp_path / str(len(list(tmp_path.iterdir())))
+        write_run(run_dir, info, 100.0)
+        return collect_runs(run_dir)["point_id"].iloc[0]
+
+    base = point_id()
+    assert point_id(repeat=2) == base
+    assert point_id(**{"cluster.single_node_env": {}}) == base  # confighash.ADDED_EMPTY
+    assert point_id(**{"cluster.price_per_node_hour": 3.5}) == base  # POINT_EXCLUDED
+    assert point_id(precision="bf16") != base

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
 import logging
 import os
@@ -23,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from vitfsdp.analysis.schema import PRED_COLUMNS
-from vitfsdp.core.confighash import POINT_EXCLUDED
+from vitfsdp.core.confighash import digest, hashed_dict
 from vitfsdp.core.layout import HOST_FILE, NETWORK_FILE
 from vitfsdp.models import VARIANTS
 from vitfsdp.plan import predict_recorded, predict_run
@@ -291,18 +290,14 @@ def _config(run: dict) -> dict[str, Any]:
 
 
 def _point_id(cfg: dict) -> str | None:
-    """The ``point_id`` column: 16 hex digits of SHA-256 over the recorded config (run.json,
-    or the sweep's ``job.json`` for a run that ended before its training wrote one: the
-    same dict) as sorted JSON, without ``repeat`` and the cluster fields that change no
-    measurement (:data:`vitfsdp.core.confighash.POINT_EXCLUDED`), so every run of a point
-    shares it whether it started or not; ``None`` without a config."""
+    """The ``point_id`` column: the point identity's hash
+    (:func:`vitfsdp.core.confighash.hashed_dict`, the rule of the sweep's ``config_hash``)
+    of the recorded config (run.json, or the sweep's ``job.json`` for a run that ended
+    before its training wrote one: the same dict) without ``repeat``, so every run of a
+    point shares it whether it started or not; ``None`` without a config."""
     if not cfg:
         return None
-    kept = {k: v for k, v in cfg.items() if k != "repeat"}
-    if isinstance(kept.get("cluster"), dict):
-        kept["cluster"] = {k: v for k, v in kept["cluster"].items() if k not in POINT_EXCLUDED}
-    text = json.dumps(kept, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return digest(hashed_dict({k: v for k, v in cfg.items() if k != "repeat"}))
 
 
 def _img_size(run: dict) -> int | None:

@@ -62,28 +62,49 @@ Scope = Literal["point", "checkpoint"]
 
 def hashed_config(cfg, scope: Scope = "point") -> dict:
     """The dict :func:`config_digest` hashes: ``cfg`` as ``dataclasses.asdict`` less what
-    ``scope``'s identity leaves out (module docstring).
+    ``scope``'s identity leaves out (module docstring; :func:`hashed_dict`).
+
+    Raises:
+        ValueError: ``scope`` is not ``point`` or ``checkpoint``.
+    """
+    return hashed_dict(dataclasses.asdict(cfg), scope)
+
+
+def hashed_dict(config: dict, scope: Scope = "point") -> dict:
+    """A config dict (``dataclasses.asdict`` of a :class:`vitfsdp.config.RunConfig`, or the
+    ``config`` a run recorded in run.json or job.json) less what ``scope``'s identity leaves
+    out (module docstring); ``config`` itself is left as it is.
 
     Raises:
         ValueError: ``scope`` is not ``point`` or ``checkpoint``.
     """
     if scope not in ("point", "checkpoint"):
         raise ValueError(f"scope={scope!r} is not 'point' or 'checkpoint'")
-    d = dataclasses.asdict(cfg)
+    d = dict(config)
+    cluster = d["cluster"] = dict(d.get("cluster") or {})
     for key in POINT_EXCLUDED:
-        d["cluster"].pop(key, None)
+        cluster.pop(key, None)
     for key in ADDED_EMPTY:
-        if not d["cluster"].get(key):
-            d["cluster"].pop(key, None)
+        if not cluster.get(key):
+            cluster.pop(key, None)
     for key, into in MERGED.items():
-        if key in d["cluster"]:
-            d["cluster"][into] = [*d["cluster"].pop(key), *d["cluster"].get(into, [])]
+        if key in cluster:
+            cluster[into] = [*cluster.pop(key), *cluster.get(into, [])]
     if scope == "checkpoint":
-        d["cluster"] = {k: d["cluster"][k] for k in CHECKPOINT_CLUSTER_KEPT}
+        d["cluster"] = {k: cluster[k] for k in CHECKPOINT_CLUSTER_KEPT}
         for section, keys in CHECKPOINT_EXCLUDED.items():
             for key in keys:
-                (d[section] if section else d).pop(key, None)
+                if section:
+                    d[section] = {k: v for k, v in d[section].items() if k != key}
+                else:
+                    d.pop(key, None)
     return d
+
+
+def digest(d: dict) -> str:
+    """16 hex digits of SHA-256 over ``d`` as sorted JSON (values JSON cannot hold: their
+    ``str``): the hash of both identities."""
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def config_digest(cfg, scope: Scope = "point") -> tuple[str, dict]:
@@ -95,4 +116,4 @@ def config_digest(cfg, scope: Scope = "point") -> tuple[str, dict]:
         ValueError: ``scope`` is not ``point`` or ``checkpoint``.
     """
     d = hashed_config(cfg, scope)
-    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16], d
+    return digest(d), d
