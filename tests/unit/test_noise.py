@@ -113,9 +113,9 @@ def test_the_advice_tells_a_failed_repeat_from_one_never_run(tmp_path):
     points = points_table(df)
     assert runs_per_point(df, points).tolist() == [3, 3]
     sections = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}
-    assert sections["Best configuration per model and node count"].text.endswith(
-        "1 point(s) ran three repeats or more but completed fewer (points.csv `num_repeats`): "
-        "the same sweep command with `--rerun-failed` runs the failed ones again.")
+    assert ("1 point(s) ran three repeats or more but completed fewer (points.csv "
+            "`num_repeats`): the same sweep command with `--rerun-failed` runs the failed ones "
+            "again.") in sections["Best configuration per model and node count"].text
     assert rerun_advice(points).startswith(" Rerun with at least three repeats")  # no runs
     assert rerun_advice(points.assign(num_repeats=3)) == (
         " More repeats (repeat=0,1,2,3,4) may separate them.")
@@ -293,6 +293,34 @@ def test_the_report_names_the_noisy_points_as_the_terminal_does(tmp_path):
             "ran at least twice).") in weak.text
 
 
+def test_the_tables_say_which_runs_did_not_complete(tmp_path):
+    """DDP ran out of memory in 3 of 3 runs at 4 nodes, FULL_SHARD failed 1 of 3 at 2: the
+    best section named HYBRID_2GPU fastest at 4 nodes and the memory table had no DDP row
+    there, neither saying why, and the weak-scaling table showed FULL_SHARD's 2 repeats
+    with no failure; now each says it, read from the runs."""
+    df, _ = _sweep(tmp_path, {("DDP", 1): [100.0, 101.0, 99.0], ("DDP", 2): [190.0, 191.0, 189.0],
+                              ("FULL_SHARD", 2): [170.0, 171.0],
+                              ("HYBRID_2GPU", 4): [340.0, 341.0, 339.0]})
+    for name, strategy, nodes, repeat, status in (("f", "FULL_SHARD", 2, 2, "failed"),
+                                                  *((f"o{r}", "DDP", 4, r, "oom")
+                                                    for r in range(3))):
+        info = run_info(strategy, nodes)
+        info["config"]["repeat"] = repeat
+        write_run(tmp_path / name, info, None, status=status)
+    sections = {s.title: s for s in report_sections(study_tables(collect_runs(tmp_path), 1000),
+                                                    1000)}
+    said = (" **Not completed, by node count** (runs.csv `status`; why: failures.csv): At 2 "
+            "node(s): vit_tiny FULL_SHARD 1 of 3 failed. At 4 node(s): vit_tiny DDP 3 of 3 oom "
+            "(none completed). A configuration none of whose runs completed at a node count ")
+    best = sections["Best configuration per model and node count"].text
+    assert said + "is not ranked there" in best
+    assert said + "has no row there" in sections["Memory"].text
+    weak = sections["Weak scaling"].table.set_index(["configuration", "nodes"])
+    assert weak.loc[("FULL_SHARD", "2"), ["repeats", "runs failed"]].tolist() == ["2", "1"]
+    assert weak.loc[("DDP", "1"), "runs failed"] == "0"
+    assert "runs beside other work" not in weak  # none competed
+
+
 def test_runs_record_what_they_competed_with_and_a_loaded_host_is_named(tmp_path):
     from vitfsdp.analysis.tables import noise_lines, study_tables
 
@@ -330,6 +358,8 @@ def test_other_work_beside_a_local_point_makes_it_not_a_result(tmp_path):
     assert f"NOT A RESULT: {text}" in noise_lines(study_tables(df))
     sections = report_sections(study_tables(df, 1000), 1000)
     assert sections[0].title == "Not a result: other work competed"
+    weak = {s.title: s for s in sections}["Weak scaling"].table
+    assert weak["runs beside other work"].tolist() == ["1"]  # shown where any run competed
     assert competition_text(df.assign(host_other_cpus=0.49)) is None  # 24.5% of 2 cores
     assert "Not a result" not in report_sections(
         study_tables(df.assign(host_other_cpus=0.49), 1000), 1000)[0].title

@@ -27,6 +27,7 @@ import pandas as pd
 from vitfsdp.analysis.figures import DPI, DRAWN_KEY
 from vitfsdp.analysis.figures.style import MIN_ERROR_BAR
 from vitfsdp.analysis.lines import (
+    configurations,
     contention_note,
     format_efficiency,
     framework_partners,
@@ -228,6 +229,7 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
     df, points = tables["runs"], tables["points"]
     flops = flop_formats(df)
     labelled = _with_range(points).assign(ideal_from=ideal_from(points, df))
+    contended = ["runs_contended"] if _count_column(points, "runs_contended").any() else []
     competed = competition_text(df)
     equivalence = tables["equivalence"]
     noise = observed_noise(equivalence)
@@ -245,7 +247,8 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
                 + _sent_text(labelled) + host_bound_text(labelled, df),
                 ["weak_scaling", "efficiency", "tflops"],
                 display(labelled, ["model", "configuration", "nodes", "world_size",
-                                   "num_repeats", "ips", "ips_range",
+                                   "num_repeats", "runs_failed", *contended, "ips",
+                                   "ips_range",
                                    "ips_repeat_spread", "noisy", "ideal_ips",
                                    "ideal_from", "scaling_efficiency", "efficiency_range",
                                    "tflops_per_gpu", "mfu", "hw_tflops_per_gpu", "hfu",
@@ -254,7 +257,7 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
                                    "sent_gb_total"], flops)),
         _framework_section(tables["framework_ratio"], df),
         _reference_section(tables["reference"]),
-        Section("Memory", _memory_text(labelled),
+        Section("Memory", _memory_text(labelled) + not_completed_text(df, MEMORY_MISSING),
                 ["memory"],
                 display(labelled, ["model", "configuration", "nodes", "peak_mem_gib",
                                    "peak_mem_min_gib", "state_params_gib", "state_grads_gib",
@@ -264,7 +267,8 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
         Section("Training loss", "Every point's loss against step: each configuration "
                 "trained.", ["loss"], needs_figure=True),
         Section("Best configuration per model and node count",
-                best_text(tables["best"], points, noise, runs_per_point(df, points)),
+                best_text(tables["best"], points, noise, runs_per_point(df, points))
+                + not_completed_text(df, BEST_MISSING),
                 table=display(tables["best"].assign(ideal_from=ideal_from(tables["best"], df)),
                               ["model", "nodes", "configuration", "ips", "scaling_efficiency",
                                "ideal_from", "tflops_per_gpu", "mfu", "peak_mem_gib",
@@ -281,6 +285,52 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
         *_calibration_sections(tables["calibration"], df),
     ]
     return [s for s in sections if s is not None]
+
+
+#: What :func:`not_completed_text` says of a configuration none of whose runs completed at a
+#: node count, in the best-configuration section ...
+BEST_MISSING = ("is not ranked there: the fastest is the fastest of the configurations that "
+                "completed")
+#: ... and in the memory section.
+MEMORY_MISSING = ("has no row there (what its runs reached before they ended: failures.csv); "
+                  "another's peak is over its completed runs only")
+
+
+def not_completed_text(df: pd.DataFrame, missing: str) -> str:
+    """The configurations whose runs did not all complete, one sentence per node count,
+    read from the runs (``df``, a ``collect_runs`` frame: not completed, or completed
+    without a measured ips, as failures.csv counts them), each with its status counts over
+    its runs there, e.g. ``" At 4 node(s): vit_tiny DDP 3 of 3 oom (none completed)."``,
+    then what a configuration with no completed run means for the section (``missing``:
+    :data:`BEST_MISSING`, :data:`MEMORY_MISSING`); ``""`` where every run completed."""
+    done = (df["status"] == "completed") & df["ips"].notna()
+    if df.empty or done.all():
+        return ""
+    status = df["status"].fillna("unknown").mask(df["status"] == "completed",
+                                                 "completed without ips")
+    frame = pd.DataFrame({"model": df["model"], "configuration": configurations(df),
+                          "nodes": df["nodes"], "done": done, "status": status})
+    sentences = []
+    for nodes, at in frame.groupby("nodes", dropna=False, sort=True):
+        named = [f"{model} {conf} {_status_counts(runs)}" for (model, conf), runs in
+                 at.groupby(["model", "configuration"], dropna=False, sort=True)
+                 if not runs["done"].all()]
+        if named:
+            where = "an unknown node count" if pd.isna(nodes) else f"{nodes:g} node(s)"
+            sentences.append(f" At {where}: {'; '.join(named)}.")
+    return (" **Not completed, by node count** (runs.csv `status`; why: "
+            "failures.csv):" + "".join(sentences) + " A configuration none of whose runs "
+            f"completed at a node count {missing}.")
+
+
+def _status_counts(runs: pd.DataFrame) -> str:
+    """How many of a configuration's runs at a node count did not complete, and how they
+    ended: ``"3 of 3 oom (none completed)"``, ``"2 of 3 (1 oom, 1 timeout)"``."""
+    ended = runs.loc[~runs["done"], "status"].value_counts()
+    counts = (f"{ended.iloc[0]} of {len(runs)} {ended.index[0]}" if len(ended) == 1 else
+              f"{ended.sum()} of {len(runs)} ("
+              + ", ".join(f"{n} {status}" for status, n in ended.items()) + ")")
+    return counts + (" (none completed)" if not runs["done"].any() else "")
 
 
 def best_text(best: pd.DataFrame, points: pd.DataFrame, noise: float = float("nan"),
