@@ -141,3 +141,56 @@ def test_a_point_that_ran_once_is_hollow(tmp_path, figure):
     repeated = {key: values for key, values in ONCE_AND_REPEATED.items() if len(values) > 1}
     fig = plot(_sweep(tmp_path / "repeated", repeated))
     assert _hollow_nodes(fig.axes[0]) == {} and "one_run" not in fig.drawn_kinds
+
+
+def _bottom_marks(ax) -> list[tuple[float, float]]:
+    """Where the x marks of runs that reached nothing stand, in display pixels."""
+    return [tuple(xy) for c in ax.collections if c.get_label().startswith("_not completed")
+            for xy in c.get_offset_transform().transform(c.get_offsets())]
+
+
+@pytest.mark.parametrize("figure", ["weak_scaling", "efficiency"])
+def test_runs_that_reached_nothing_stay_in_the_bottom_band_side_by_side(tmp_path, figure):
+    """DDP, FULL_SHARD and HYBRID_2GPU ran out of memory at 4 nodes before any window:
+    before, their x marks stacked up the axis (the third at 15 % of its height, on the
+    0.1 gridline of efficiency.png: a value it never reached); now all three stand at one
+    height in the bottom band, side by side at their lines' x."""
+    from vitfsdp.analysis.figures import plot_efficiency
+    from vitfsdp.analysis.figures.style import NOT_COMPLETED_Y
+
+    plot = {"weak_scaling": plot_weak_scaling, "efficiency": plot_efficiency}[figure]
+    ips = {(s, n): [100.0 * n] for s in ("DDP", "FULL_SHARD", "HYBRID_2GPU") for n in (1, 2)}
+    ips |= {(s, 4): [None] for s in ("DDP", "FULL_SHARD", "HYBRID_2GPU")}
+    fig = plot(_sweep(tmp_path, ips))
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    marks = _bottom_marks(ax)
+    assert len(marks) == 3
+    bottom = ax.transAxes.transform((0, NOT_COMPLETED_Y))[1]
+    assert [y for _, y in marks] == pytest.approx([bottom] * 3)
+    xs = sorted(x for x, _ in marks)
+    assert xs[0] < ax.transData.transform((4, 1))[0] < xs[2] and len(set(xs)) == 3
+
+
+def test_marks_at_one_x_stand_side_by_side_not_up_the_axis(tmp_path):
+    """Two lines drawn at the node count itself (no line shifts: the memory figure without
+    its bars) both reached nothing at 2 nodes: the second x stands a step right of the
+    first, at its height, not a step up."""
+    from collections import Counter
+
+    from vitfsdp.analysis.figures.panels import _mark_not_completed, _new_figure
+    from vitfsdp.analysis.figures.style import NOT_COMPLETED_STEP_PT
+
+    df = _sweep(tmp_path, {("DDP", 2): [None], ("FULL_SHARD", 2): [None]})
+    fig, (ax,) = _new_figure(1)
+    marked, extras = Counter(), set()
+    for strategy, color in (("DDP", "C0"), ("FULL_SHARD", "C2")):
+        _mark_not_completed(ax, df[df["strategy"] == strategy], "ips", color, strategy,
+                            marked, extras)
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(1, 4)
+    fig.canvas.draw()
+    (first, second) = _bottom_marks(ax)
+    assert second[1] == pytest.approx(first[1])
+    assert second[0] - first[0] == pytest.approx(NOT_COMPLETED_STEP_PT * fig.dpi / 72)
+    assert extras == {"failed"}

@@ -20,7 +20,7 @@ from vitfsdp.analysis.figures.style import (
     MAX_COLUMNS,
     MAX_NOTE_ITEMS,
     MIN_ERROR_BAR,
-    NOT_COMPLETED_STEP,
+    NOT_COMPLETED_STEP_PT,
     NOT_COMPLETED_Y,
     NOTE_FONTSIZE,
     NOTHING_TO_PLOT,
@@ -230,8 +230,10 @@ def _mark_not_completed(
 
     One mark per point, however many of its runs failed: a ``skipped_infeasible`` point with
     a known ``at`` (its predicted value) is a hollow diamond there; any other is an ``x`` at
-    what its runs reached before they ended (``reached``: the median over them), else at the
-    panel's bottom, where ``marked`` stacks the marks of different lines at one node count.
+    what its runs reached before they ended (``reached``: the median over them), else in the
+    panel's bottom band (:data:`NOT_COMPLETED_Y`), at its line's x: ``marked`` counts the
+    marks at each x, and one whose x is taken stands :data:`NOT_COMPLETED_STEP_PT` further
+    right, never higher up (a mark up the axis reads as a value it reached).
     ``extras`` collects the kinds drawn, for the legend; every mark is drawn at ``shift``
     times its node count (see :func:`_plot_measured`). The items are ``(completed_there,
     text)``: one per point, e.g. ``FULL_SHARD nodes=8 (2 oom)``.
@@ -247,23 +249,33 @@ def _mark_not_completed(
                    edgecolors=color, s=40, zorder=3, label=f"_skipped {label}")
         extras.add("skipped")
     rest = missing[~skipped]
-    at_value, at_bottom = [], []  # (x, y) in data coordinates / in axes fraction
+    at_value, at_bottom = [], {}  # (x, y) in data coordinates; x by its step right
     nodes = rest["nodes"].astype("int64")
     ys = (rest[reached].groupby(nodes).median() if reached is not None
           else pd.Series(float("nan"), index=sorted(set(nodes))))
     for n, y in ys.items():  # one mark per point: the median of what its runs reached
+        x = float(n) * shift
         if pd.notna(y) and y > 0:
-            at_value.append((float(n) * shift, y))
+            at_value.append((x, y))
         else:
-            at_bottom.append((float(n) * shift, NOT_COMPLETED_Y + NOT_COMPLETED_STEP * marked[n]))
-            marked[n] += 1
-    for marks, where in ((at_value, {}), (at_bottom, {"transform": ax.get_xaxis_transform(),
-                                                      "clip_on": False})):
-        if marks:  # one collection per kind of mark: fast for hundreds of points
-            ax.scatter(*zip(*marks, strict=True), marker="x", color=color, zorder=3,
-                       label=f"_not completed {label}", **where)
-            extras.add("failed")
+            at_bottom.setdefault(marked[x], []).append(x)
+            marked[x] += 1
+    if at_value:  # one collection per kind of mark: fast for hundreds of points
+        ax.scatter(*zip(*at_value, strict=True), marker="x", color=color, zorder=3,
+                   label=f"_not completed {label}")
+    for step, xs in at_bottom.items():
+        ax.scatter(xs, [NOT_COMPLETED_Y] * len(xs), marker="x", color=color, zorder=3,
+                   label=f"_not completed {label}", clip_on=False,
+                   transform=_points_right(ax, step * NOT_COMPLETED_STEP_PT))
+    if at_value or at_bottom:
+        extras.add("failed")
     return _note_items(line, bad, label, value)
+
+
+def _points_right(ax, points: float):
+    """``ax``'s x-axis transform (x in data, y in axes fraction), moved ``points`` right."""
+    return ax.get_xaxis_transform() + _mpl().ScaledTranslation(
+        points / 72, 0, ax.get_figure().dpi_scale_trans)
 
 
 def _note_items(line: pd.DataFrame, bad: pd.Series, label: str,

@@ -28,20 +28,24 @@ def _mpl() -> types.SimpleNamespace:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
+    from matplotlib.transforms import ScaledTranslation
 
     return types.SimpleNamespace(
         matplotlib=matplotlib, font_manager=font_manager, FigureCanvasAgg=FigureCanvasAgg,
         Figure=Figure, FontProperties=FontProperties, Line2D=Line2D, Patch=Patch,
-        FuncFormatter=FuncFormatter, NullFormatter=NullFormatter, NullLocator=NullLocator)
+        FuncFormatter=FuncFormatter, NullFormatter=NullFormatter, NullLocator=NullLocator,
+        ScaledTranslation=ScaledTranslation)
 
 DPI = 300  # PNG resolution (dots per inch): print quality at the figure's own size
 #: zlib's level for the PNGs (Pillow's default is 6): level 1 saves a quarter of the time to
 #: encode (0.24 s of memory.png's 1.5 s at 10,000 runs) for files 15 % larger.
 PNG_COMPRESS_LEVEL = 1
-#: Height (axes fraction) at which runs that did not complete are marked, and the step up
-#: between marks of different lines at the same node count.
+#: Height (axes fraction) at which runs that did not complete and reached nothing are marked:
+#: the panel's bottom band, below every value (no mark there reads as a measurement).
 NOT_COMPLETED_Y = 0.04
-NOT_COMPLETED_STEP = 0.05
+#: The step right (points) between such marks that would stand at one x (lines drawn at the
+#: node count itself): side by side in the band, not stacked up the axis onto its values.
+NOT_COMPLETED_STEP_PT = 5.0
 #: The text in a panel whose runs give nothing to draw at a value (none completed).
 NOTHING_TO_PLOT = "no completed run: nothing to plot\n(why: failures.csv)"
 #: Width of one panel in inches, labels included: one column of a two-column paper (IEEE,
