@@ -167,27 +167,22 @@ def test_one_debug_point_lowers_max_jobs_and_says_so(tmp_path):
     assert len(list((tmp_path / "s").glob("*/job.sbatch"))) == 1
 
 
-def test_four_points_lower_max_jobs_once_for_the_submitter(tmp_path, monkeypatch, caplog):
+def test_four_points_lower_max_jobs_once_for_the_submitter(tmp_path):
     """Four points in the extended partition (2 jobs of a user): the profile's max_jobs=4 is
-    lowered in each point's config, said once for the sweep, and is what the submitter reads;
-    no point's identity changes (max_jobs is not hashed)."""
+    lowered in each point's config, said by each (for the sweep to say once: the next test),
+    and is what the submitter reads; no point's identity changes (max_jobs is not hashed)."""
     from tests.integration.test_slurm_scripts import compose_cfg
-    from vitfsdp import launch
     from vitfsdp.launch import resume
     from vitfsdp.sweep.point import Point
     from vitfsdp.sweep.slurm_jobs import _max_jobs
 
-    monkeypatch.setattr(launch, "_LOWERED", set())
     cfgs = [compose_cfg(*FRONTIER[:2], "cluster.partition=extended", f"repeat={i}")
             for i in range(4)]
     hashes = [resume.config_hash(cfg) for cfg in cfgs]
-    with caplog.at_level("INFO", logger="vitfsdp.launch"):
-        for cfg in cfgs:
-            cfg.cluster.check_queue_limits(cfg.nodes)
-            cfg.cluster.check_queue_limits(cfg.nodes)  # checked again: nothing more
-    assert [r.getMessage() for r in caplog.records] == [
-        "cluster.max_jobs=4 lowered to 2: partition extended allows 2 jobs of a user at once "
-        "(cluster.queue_limits[3])"]
+    lowered = [[cfg.cluster.check_queue_limits(cfg.nodes),
+                cfg.cluster.check_queue_limits(cfg.nodes)] for cfg in cfgs]  # again: nothing
+    assert lowered == [[["cluster.max_jobs=4 lowered to 2: partition extended allows 2 jobs of "
+                         "a user at once (cluster.queue_limits[3])"], []]] * 4
     assert [resume.config_hash(cfg) for cfg in cfgs] == hashes
     assert _max_jobs([Point(i, [], cfg, tmp_path / str(i)) for i, cfg in enumerate(cfgs)]) == 2
     proc = run_module("vitfsdp.sweep", "-m", *FRONTIER, "cluster.partition=extended",
@@ -195,6 +190,42 @@ def test_four_points_lower_max_jobs_once_for_the_submitter(tmp_path, monkeypatch
     out = proc.stdout + proc.stderr
     assert proc.returncode == 3 and out.count("lowered to 2") == 1, out[-3000:]
     assert len(list((tmp_path / "s").glob("*/job.sbatch"))) == 4
+
+
+def _validate_sweep(*overrides: str) -> None:
+    """The sweeper's validation of ``python -m vitfsdp.sweep -m *overrides``, in-process."""
+    from hydra import initialize_config_dir
+    from hydra._internal.callbacks import Callbacks
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import HydraContext, RunMode
+    from omegaconf import OmegaConf
+
+    from vitfsdp import sweep
+    from vitfsdp.config import CONF_DIR, check_overrides
+
+    parsed = check_overrides(["-m", *overrides])
+    with initialize_config_dir(str(CONF_DIR), version_base=None, job_name="sweep"):
+        hydra = GlobalHydra.instance().hydra
+        config = hydra.compose_config("sweep", [o.input_line for o in parsed],
+                                      run_mode=RunMode.MULTIRUN, with_log_configuration=False)
+        context = HydraContext(config_loader=hydra.config_loader, callbacks=Callbacks())
+        sweep.validate_sweep(context, config, OmegaConf.to_container(config.hydra.overrides.task))
+
+
+def test_each_sweep_in_a_process_says_its_lowered_max_jobs_once(tmp_path, caplog):
+    """Two debug-QOS sweeps in one process (a notebook, a test session): each lowers
+    cluster.max_jobs and says so once. Before, the line was said once per process, and the
+    second sweep lowered its max_jobs without a word."""
+    line = ("cluster.max_jobs=4 lowered to 1: QOS debug allows 1 job of a user at once "
+            "(cluster.queue_limits[4]), and forbids chaining jobs: a sweep under it is one job")
+    with caplog.at_level("INFO"):
+        for name in ("a", "b"):
+            caplog.clear()
+            _validate_sweep(*FRONTIER[:2], "hydra.launcher.scripts_only=true",
+                            "cluster.qos=debug", "nodes=1",
+                            f"hydra.sweep.dir={tmp_path / name}")
+            said = [r.getMessage() for r in caplog.records if "lowered" in r.getMessage()]
+            assert said == [line], (name, said)
 
 
 def test_the_debug_qos_runs_one_job_not_a_chain(tmp_path):

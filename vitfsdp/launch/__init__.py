@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 import typing
@@ -41,11 +40,6 @@ _TIME_FORMATS = (
 _SECONDS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SBATCH_OPTION = re.compile(r"^--[a-z][a-z0-9-]*(=.*)?$")
-#: The lines :meth:`ClusterConfig.check_queue_limits` has logged in this process: each of a
-#: sweep's points lowers its own ``cluster.max_jobs``, and the sweep says so once.
-_LOWERED: set[str] = set()
-
-log = logging.getLogger(__name__)
 
 
 def time_limit_s(value: str, key: str = "cluster.time") -> int:
@@ -442,19 +436,26 @@ class ClusterConfig:
         """The job time limit in seconds."""
         return time_limit_s(self.time)
 
-    def check_queue_limits(self, nodes: int) -> None:
+    def check_queue_limits(self, nodes: int) -> list[str]:
         """Refuse a job of ``nodes`` nodes that ``queue_limits`` would not run: its
         ``cluster.time`` beyond the row that applies, or more nodes than the partition's
         largest bin. A ``max_jobs`` above (or unset against) a row's ``max_jobs`` is lowered
-        to it, logged once per process (:meth:`_lower_max_jobs`); a row that forbids chaining
-        jobs still refuses a sweep of more than one (:meth:`no_chaining`).
+        to it (:meth:`_lower_max_jobs`); a row that forbids chaining jobs still refuses a
+        sweep of more than one (:meth:`no_chaining`).
+
+        Returns:
+            One line per lowering (none: nothing lowered, as when checked again), for the
+            caller to say once for its sweep: each of a sweep's points lowers its own.
 
         Raises:
             ValueError: one line naming the key, the limit and its row.
         """
+        lowered = []
         for i, row in self.queue_rows(nodes):
             self._check_row(i, row, nodes)
-            self._lower_max_jobs(i, row)
+            if line := self._lower_max_jobs(i, row):
+                lowered.append(line)
+        return lowered
 
     def queue_rows(self, nodes: int) -> list[tuple[int, QueueLimit]]:
         """The rows of ``queue_limits`` (index, row) that apply to a job of ``nodes`` nodes in
@@ -495,21 +496,19 @@ class ClusterConfig:
                              f"limit of {where}{size} (cluster.queue_limits[{i}]); use "
                              f"cluster.time<={row.max_time}, or another partition/QOS")
 
-    def _lower_max_jobs(self, i: int, row: QueueLimit) -> None:
-        """Lower ``max_jobs`` to row ``i``'s where it is above it or unset: a sweep of one
-        point (or fewer jobs than either) runs the same, and the submitter reads the
-        lowered value (``max_jobs`` is no part of a point's identity)."""
+    def _lower_max_jobs(self, i: int, row: QueueLimit) -> str | None:
+        """Lower ``max_jobs`` to row ``i``'s where it is above it or unset, and say so in one
+        line (None: not lowered): a sweep of one point (or fewer jobs than either) runs the
+        same, and the submitter reads the lowered value (``max_jobs`` is no part of a
+        point's identity)."""
         if row.max_jobs is None or (self.max_jobs is not None and self.max_jobs <= row.max_jobs):
-            return
+            return None
         was = "null (no limit)" if self.max_jobs is None else self.max_jobs
         jobs = f"{row.max_jobs} job{'s' if row.max_jobs > 1 else ''}"
         chain = "" if row.chaining else ", and forbids chaining jobs: a sweep under it is one job"
-        line = (f"cluster.max_jobs={was} lowered to {row.max_jobs}: {row.where} allows {jobs} "
-                f"of a user at once (cluster.queue_limits[{i}]){chain}")
         self.max_jobs = row.max_jobs
-        if line not in _LOWERED:
-            _LOWERED.add(line)
-            log.info("%s", line)
+        return (f"cluster.max_jobs={was} lowered to {row.max_jobs}: {row.where} allows {jobs} "
+                f"of a user at once (cluster.queue_limits[{i}]){chain}")
 
     def no_chaining(self, nodes: int) -> str | None:
         """Where a row that applies to a job of ``nodes`` nodes forbids chaining jobs

@@ -30,7 +30,7 @@ from vitfsdp.sweep.check import (
     _shared_run_dirs,
     refusal_lines,
 )
-from vitfsdp.sweep.point import CannotRun, Point, PointCannotRun, SweepRefused, _label
+from vitfsdp.sweep.point import CannotRun, Point, PointCannotRun, SweepRefused, _label, log
 
 
 def plan(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[str]],
@@ -62,11 +62,12 @@ def plan_all(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence
         return _validated.pop("points")
     points, refused, cannot = [], {}, []
     constant = rundir.constant_keys(job_overrides)  # not in the points' names
+    said: set[str] = set()  # the max_jobs lowerings logged for this sweep
     for i, overrides in enumerate(job_overrides):
         num = initial_job_idx + i
         try:
             points.append(_compose_point(hydra_context, config, list(overrides), num,
-                                         constant))
+                                         constant, said))
         except PointCannotRun as e:
             cannot.append(e.point)
         except (ValueError, ConfigCompositionException, OmegaConfBaseException) as e:
@@ -146,9 +147,11 @@ def _compose_once(sweeper) -> None:
 
 
 def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num: int,
-                   constant_keys: Sequence[str] = ()) -> Point:
+                   constant_keys: Sequence[str] = (), said: set[str] | None = None) -> Point:
     """Compose and check one point; ``constant_keys`` (the sweep's keys of one value) are
-    left out of its run directory's name (:mod:`vitfsdp.rundir`)."""
+    left out of its run directory's name (:mod:`vitfsdp.rundir`); ``said``: the lines of
+    ``cluster.max_jobs`` lowered that the sweep has logged, each logged once (None: log
+    none, as the sweep's plan has)."""
     sweep_config = hydra_context.config_loader.load_sweep_config(config, overrides)
     with open_dict(sweep_config):
         sweep_config.hydra.job.id = num
@@ -171,7 +174,11 @@ def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num:
         cfg.cluster.time = _auto_time(cfg)
         overrides = [*(o for o in overrides if not o.startswith("cluster.time=")),
                      f"cluster.time={cfg.cluster.time}"]
-    _check_launchable(cfg)
+    for line in cfg.cluster.check_queue_limits(cfg.nodes):  # max_jobs lowered to the queue's
+        if said is not None and line not in said:
+            said.add(line)
+            log.info("%s", line)
+    _check_launchable(cfg)  # the queue limits again, with nothing left to lower
     secrets.secret_values(cfg.cluster.secrets, cfg.cluster.secrets_file)  # each one is set
     swept = [o for o in overrides if rundir.override_key(o) not in constant]
     # the user's config folders (hydra.searchpath) go with the point into its command
