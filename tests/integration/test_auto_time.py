@@ -41,28 +41,32 @@ def _sweep(tmp_path, *overrides):
 
 def test_auto_beyond_the_queue_limit_is_written_with_requeues(tmp_path):
     """The reviewer's command with cluster.time=auto: refused before (0-05:36:00 beyond
-    02:00:00); now the script asks 2 h, and one line says the point is requeued once."""
+    02:00:00); now the script asks 2 h, and one line says the point is requeued up to twice
+    (auto's 2x margin and each job's start-up: 3 jobs of 2 h for 0-05:36:00)."""
     proc, out = _sweep(tmp_path, "train.steps=2000", "cluster.time=auto")
     assert proc.returncode == 3, out[-3000:]  # scripts written
     [script] = (tmp_path / "s").glob("*/job.sbatch")
     assert "#SBATCH --time=0-02:00:00\n" in script.read_text()
     [line] = [x for x in out.splitlines() if "the plan predicts" in x]
     assert line.endswith(
-        "train.steps=2000: the plan predicts 2.82 h, beyond cluster.time=0-02:00:00 (the "
-        "longest a job of 1 node may ask under cluster.queue_limits, to which "
-        "cluster.time=auto is held): the point will be requeued 1 time(s) from its "
-        "checkpoint (cluster.max_requeues=3)"), line
+        "train.steps=2000: the plan predicts 2.82 h (4.93 s/step; 5.48 h of steps with the "
+        "2x margin of cluster.time=auto, and each job 390 s of start-up and "
+        "cluster.signal_delay_s), beyond cluster.time=0-02:00:00 (the longest a job of 1 node "
+        "may ask under cluster.queue_limits, to which cluster.time=auto is held): the point "
+        "will be requeued up to 2 time(s) from its checkpoint (cluster.max_requeues=3)"), line
 
 
 @pytest.mark.parametrize("time,fix", [
-    ("auto", "use cluster.max_requeues=5 or train.steps<=5781"),
+    ("auto", "use cluster.max_requeues=11 or train.steps<=2763"),
     ("02:00:00", "use cluster.max_requeues=5 or train.steps<=5781"),
     ("00:30:00", "use cluster.time=0-02:00:00 with cluster.max_requeues=5 or "
                  "train.steps<=5781")])
 def test_a_run_beyond_the_limit_and_its_requeues_names_what_would_cover_it(tmp_path, time,
                                                                           fix):
     """8,000 steps (11 h) do not fit 4 jobs of 2 h: the refusal names the limit and the
-    requeues or steps that fit, and no longer suggests cluster.time=auto."""
+    requeues or steps that fit, and no longer suggests cluster.time=auto. Auto's jobs are
+    counted with its own margin (0-22:01:00 uncapped: 12 jobs of 2 h), a time typed by hand
+    without it (the user chose it: 6 jobs)."""
     proc, out = _sweep(tmp_path, "train.steps=8000", f"cluster.time={time}")
     assert proc.returncode == 2, out[-3000:]
     line = proc.stderr.strip().splitlines()[-1]
@@ -72,13 +76,60 @@ def test_a_run_beyond_the_limit_and_its_requeues_names_what_would_cover_it(tmp_p
         assert "(the longest a job of 1 node may ask under cluster.queue_limits" in line
 
 
-def test_a_shorter_time_that_the_limit_covers_suggests_auto(tmp_path):
-    """3,000 steps (4.2 h) in 4 jobs of 1 h: a longer time (up to 2 h) or auto covers it."""
-    proc, out = _sweep(tmp_path, "train.steps=3000", "cluster.time=01:00:00")
+@pytest.mark.parametrize("steps,time,fix", [
+    (2000, "00:30:00", "use a longer cluster.time (at most 0-02:00:00), cluster.time=auto, or "
+                       "fewer train.steps"),
+    (3000, "01:00:00", "use a longer cluster.time (at most 0-02:00:00), or fewer train.steps")])
+def test_a_shorter_time_that_the_limit_covers_suggests_auto_where_auto_covers_it(
+        tmp_path, steps, time, fix):
+    """2,000 steps (2.8 h) in 4 jobs of 30 min: a longer time or auto (3 jobs of 2 h with its
+    margin) covers it. 3,000 steps (4.2 h) in 4 jobs of 1 h: 2 h covers it, auto (8.2 h of
+    steps with its margin, 5 jobs) would be refused, so it is not suggested."""
+    proc, out = _sweep(tmp_path, f"train.steps={steps}", f"cluster.time={time}")
     assert proc.returncode == 2, out[-3000:]
-    assert proc.stderr.strip().endswith(
-        "use a longer cluster.time (at most 0-02:00:00), cluster.time=auto, or fewer "
-        "train.steps; nothing was launched"), proc.stderr[-2000:]
+    assert proc.stderr.strip().endswith(f"{fix}; nothing was launched"), proc.stderr[-2000:]
+
+
+def _checked(*overrides):
+    """The reviewer's point as the sweep checks it (``cluster.time=auto`` resolved as
+    :func:`vitfsdp.sweep.compose._compose_point` does): its refusal, or None and its lines."""
+    from pathlib import Path
+
+    from vitfsdp.sweep.check import _beyond_time_limit
+    from vitfsdp.sweep.compose import _auto_time
+    from vitfsdp.sweep.point import Point
+
+    cfg = compose_cfg(*VIT_5B, *overrides)
+    if cfg.cluster.time == "auto":
+        cfg.cluster.time = _auto_time(cfg)
+    warned: dict = {}
+    return _beyond_time_limit(Point(0, [], cfg, Path("/x")), warned), cfg
+
+
+@pytest.mark.parametrize("steps,requeues,accepted", [
+    (8000, 11, True), (8000, 10, False), (8000, 5, False),  # 5: what the refusal said before
+    (2763, 3, True), (2764, 3, False)])
+def test_auto_held_to_the_limit_keeps_its_margin(steps, requeues, accepted):
+    """The reviewer's 8,000 steps with auto: refused with 'use cluster.max_requeues=5', which
+    was then accepted, 6 jobs of 2 h where auto's own time is 0-22:01:00. Now the jobs are
+    counted on the steps × the 2x margin with each job's start-up and signal delay, the
+    suggestion by the same rule: what it names is accepted, one requeue or step less is not,
+    and the jobs it allows cover auto's uncapped time."""
+    from vitfsdp import plan as planner
+
+    refusal, cfg = _checked(f"train.steps={steps}", f"cluster.max_requeues={requeues}",
+                            "cluster.time=auto")
+    assert (refusal is None) == accepted, refusal
+    if accepted:
+        uncapped = time_limit_s(planner.auto_time_limit(cfg))
+        assert (requeues + 1) * cfg.cluster.time_limit_s >= uncapped
+
+
+def test_a_time_typed_by_hand_keeps_the_plain_rule():
+    """cluster.time=02:00:00 typed by hand (the queue's limit too) is the user's choice: the
+    plan's time without auto's margin, start-up once (6 jobs for 8,000 steps)."""
+    assert _checked("train.steps=8000", "cluster.max_requeues=5",
+                    "cluster.time=02:00:00")[0] is None
 
 
 def test_a_long_timing_window_is_warned_of_once_for_the_sweep(tmp_path):

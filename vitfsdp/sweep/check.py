@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from vitfsdp import plan as planner
 from vitfsdp.config import RunConfig
-from vitfsdp.launch import LaunchOptions, pack, resume, slurm, slurm_checks
+from vitfsdp.launch import LaunchOptions, pack, resume, slurm, slurm_checks, time_limit_s
 from vitfsdp.sweep.choose import _settled
 from vitfsdp.sweep.point import Point, SweepRefused, _label, _predicted_step_s, log
 from vitfsdp.sweep.slurm_jobs import sweep_packs
@@ -338,48 +338,87 @@ def _note_login_interpreter(cluster, noted: dict) -> None:
 def _beyond_time_limit(p: Point, warned: dict) -> str | None:
     """Why the plan's predicted run time (:func:`vitfsdp.plan.predict`: ``train.steps`` ×
     step time + :data:`vitfsdp.plan.STARTUP_S`) cannot fit ``cluster.time`` even with its
-    ``cluster.max_requeues`` requeues (each resumes from the checkpoint), or that needs a
-    requeue while a timing window (``train.log_every`` predicted steps) is longer than the
-    training's wait after SIGUSR2 (:func:`vitfsdp.launch.slurm.checkpoint_wait_s`: it saves
-    only at a window's end, and an attempt that saved nothing is not requeued,
-    :func:`vitfsdp.launch.resume.unsaved_attempt`); None when it fits or the plan has no step
-    time. A run that needs requeues is warned of once per time limit; one whose window is
-    longer than that wait but which the plan expects to end before the signal is noted in
-    ``warned["windows"]``, for one line for the sweep (:func:`_warn_of_windows`)."""
+    ``cluster.max_requeues`` requeues (each resumes from the checkpoint; the jobs counted as
+    :func:`_jobs_needed` does, with auto's margin where ``cluster.time=auto`` was held to the
+    queue's limit), or that needs a requeue while a timing window (``train.log_every``
+    predicted steps) is longer than the training's wait after SIGUSR2
+    (:func:`vitfsdp.launch.slurm.checkpoint_wait_s`: it saves only at a window's end, and an
+    attempt that saved nothing is not requeued, :func:`vitfsdp.launch.resume.unsaved_attempt`);
+    None when it fits or the plan has no step time. A run that needs requeues is warned of
+    once per time limit; one whose window is longer than that wait but which the plan
+    expects to end before the signal is noted in ``warned["windows"]``, for one line for the
+    sweep (:func:`_warn_of_windows`)."""
     step_s = _predicted_step_s(p)
     if not step_s:
         return None
     cluster = p.cfg.cluster
-    run_s, jobs = _jobs_needed(p.cfg, step_s, cluster.time_limit_s)
     window_s = p.cfg.train.log_every * step_s
     if window_s * planner.TIME_SAFETY_FACTOR > slurm.checkpoint_wait_s(cluster):
+        certain = _jobs_needed(p.cfg, step_s, cluster.time_limit_s)  # without auto's margin
         every = getattr(p.cfg.train, "checkpoint_every", 0)
         periodic = 0 < every and every * step_s < cluster.time_limit_s - planner.STARTUP_S
-        if (jobs > 1 and window_s > slurm.checkpoint_wait_s(cluster)
+        if (certain > 1 and window_s > slurm.checkpoint_wait_s(cluster)
                 and not periodic):  # the signal is certain
             short, fix = _window_text(p, step_s)
-            return (f"train.steps={p.cfg.train.steps} needs {jobs} jobs of cluster.time="
+            return (f"train.steps={p.cfg.train.steps} needs {certain} jobs of cluster.time="
                     f"{cluster.time}, but {short}: an attempt may end without a checkpoint, "
                     f"and an attempt that saved nothing is not requeued; {fix}, or "
                     "train.checkpoint_every=N (saves within each job)")
         warned.setdefault("windows", []).append((window_s, p, step_s))
+    auto = _auto_held(p.cfg)
+    jobs = _jobs_needed(p.cfg, step_s, cluster.time_limit_s, auto)
     cap = cluster.queue_time_limit_s(p.cfg.nodes)
-    nodes = f"{p.cfg.nodes} node{'s' if p.cfg.nodes > 1 else ''}"
-    at_cap = (f" (the longest a job of {nodes} may ask under cluster.queue_limits, to which "
-              "cluster.time=auto is held)" if cap is not None and cluster.time_limit_s >= cap
-              else "")
     if jobs > cluster.max_requeues + 1:
-        return (f"train.steps={p.cfg.train.steps}: the plan predicts {_duration(run_s)} "
-                f"({step_s:.3g} s/step), more than cluster.time={cluster.time}{at_cap} allows "
-                f"with cluster.max_requeues={cluster.max_requeues}; "
-                f"{_uncovered_fix(p.cfg, step_s, cap)}")
+        return (f"train.steps={p.cfg.train.steps}: {_predicted_text(p.cfg, step_s, auto)}, "
+                f"more than cluster.time={cluster.time}{_at_cap(p.cfg, cap)} allows with "
+                f"cluster.max_requeues={cluster.max_requeues}; "
+                f"{_uncovered_fix(p.cfg, step_s, cap, auto)}")
     if jobs > 1 and ("requeues", cluster.time) not in warned:
         warned["requeues", cluster.time] = True
-        log.warning("train.steps=%d: the plan predicts %s, beyond cluster.time=%s%s: the point "
-                    "will be requeued %d time(s) from its checkpoint (cluster.max_requeues=%d)",
-                    p.cfg.train.steps, _duration(run_s), cluster.time, at_cap, jobs - 1,
+        log.warning("train.steps=%d: %s, beyond cluster.time=%s%s: the point will be requeued "
+                    "%s%d time(s) from its checkpoint (cluster.max_requeues=%d)",
+                    p.cfg.train.steps, _predicted_text(p.cfg, step_s, auto), cluster.time,
+                    _at_cap(p.cfg, cap), "up to " if auto else "", jobs - 1,
                     cluster.max_requeues)
     return None
+
+
+def _auto_held(cfg: RunConfig) -> bool:
+    """Whether ``cfg``'s ``cluster.time`` is ``cluster.time=auto`` held to the queue's limit
+    for its node count (:func:`vitfsdp.sweep.compose._auto_time`): that limit, written as
+    auto writes it (``0-02:00:00``), where the plan's time is longer. A time typed by hand
+    (``02:00:00``) is the user's choice, and keeps the plain rule of :func:`_jobs_needed`."""
+    cap_s = cfg.cluster.queue_time_limit_s(cfg.nodes)
+    if cap_s is None or cfg.cluster.time != pack.slurm_time(cap_s):
+        return False
+    try:
+        return time_limit_s(planner.auto_time_limit(cfg)) > cap_s
+    except (ValueError, NotImplementedError):  # no step time: auto could not have been used
+        return False
+
+
+def _at_cap(cfg: RunConfig, cap_s: int | None) -> str:
+    """`` (the longest a job of 1 node may ask ...)`` where ``cfg``'s ``cluster.time`` is the
+    queue's limit for its node count (``cap_s``), else nothing."""
+    if cap_s is None or cfg.cluster.time_limit_s < cap_s:
+        return ""
+    nodes = f"{cfg.nodes} node{'s' if cfg.nodes > 1 else ''}"
+    return (f" (the longest a job of {nodes} may ask under cluster.queue_limits, to which "
+            "cluster.time=auto is held)")
+
+
+def _predicted_text(cfg: RunConfig, step_s: float, auto: bool) -> str:
+    """``the plan predicts 2.82 h (4.93 s/step)``, and where ``auto`` (the time held by
+    ``cluster.time=auto``) what :func:`_jobs_needed` counts of it: the margin, and the
+    start-up and signal delay each job loses."""
+    run_s = cfg.train.steps * step_s + planner.STARTUP_S
+    text = f"the plan predicts {_duration(run_s)} ({step_s:.3g} s/step"
+    if not auto:
+        return text + ")"
+    per_step, _, per_job = _job_terms(cfg, step_s, auto)
+    return (f"{text}; {_duration(cfg.train.steps * per_step)} of steps with the "
+            f"{planner.TIME_SAFETY_FACTOR:g}x margin of cluster.time=auto, and each job "
+            f"{per_job:.0f} s of start-up and cluster.signal_delay_s)")
 
 
 def _window_text(p: Point, step_s: float, longest_of: int = 1) -> tuple[str, str]:
@@ -417,28 +456,54 @@ def _warn_of_windows(windows: list[tuple[float, Point, float]], total: int) -> N
                 "requeued); %s", short, at, fix)
 
 
-def _jobs_needed(cfg: RunConfig, step_s: float, limit_s: int) -> tuple[float, int]:
-    """The plan's run time of ``cfg`` in seconds (``train.steps`` × ``step_s`` +
-    :data:`vitfsdp.plan.STARTUP_S`) and the jobs of ``limit_s`` seconds it takes, each
-    requeue resuming from the checkpoint: ``cluster.max_requeues`` + 1 jobs cover at most."""
-    run_s = cfg.train.steps * step_s + planner.STARTUP_S
-    return run_s, math.ceil(run_s / limit_s)
+def _job_terms(cfg: RunConfig, step_s: float, auto: bool) -> tuple[float, float, float]:
+    """The rule that counts the jobs a run of ``cfg`` takes and the ``train.steps`` they
+    cover, for the check and its suggestion alike: (seconds a step, seconds once a run,
+    seconds each job loses). A ``cluster.time`` set by hand: the plan's step time and its
+    start-up once (:data:`vitfsdp.plan.STARTUP_S`; the user chose the time). One that
+    ``cluster.time=auto`` holds to the queue's limit (``auto``): auto's own margin, the step
+    time × :data:`vitfsdp.plan.TIME_SAFETY_FACTOR`, and the start-up and
+    ``cluster.signal_delay_s`` in every job, as :func:`vitfsdp.plan.auto_time_limit` counts
+    its one job."""
+    if auto:
+        return (step_s * planner.TIME_SAFETY_FACTOR, 0.0,
+                float(planner.STARTUP_S + cfg.cluster.signal_delay_s))
+    return step_s, float(planner.STARTUP_S), 0.0
 
 
-def _uncovered_fix(cfg: RunConfig, step_s: float, cap_s: int | None) -> str:
-    """What would cover the plan's run time of ``cfg`` (:func:`_jobs_needed`): a longer
-    ``cluster.time`` or ``cluster.time=auto`` where the queue's limit for its node count
-    (``cap_s``; None: no limit) with its requeues covers it; else that limit with more
-    ``cluster.max_requeues``, or the ``train.steps`` it covers."""
+def _jobs_needed(cfg: RunConfig, step_s: float, limit_s: int, auto: bool = False) -> int:
+    """The jobs of ``limit_s`` seconds the plan's run of ``cfg`` takes (:func:`_job_terms`),
+    each requeue resuming from the checkpoint: ``cluster.max_requeues`` + 1 jobs cover at
+    most."""
+    per_step, once, per_job = _job_terms(cfg, step_s, auto)
+    return math.ceil((cfg.train.steps * per_step + once) / max(limit_s - per_job, 1.0))
+
+
+def _steps_covered(cfg: RunConfig, step_s: float, limit_s: int, jobs: int, auto: bool) -> int:
+    """The most ``train.steps`` that ``jobs`` jobs of ``limit_s`` seconds cover by the rule of
+    :func:`_jobs_needed` (its inverse)."""
+    per_step, once, per_job = _job_terms(cfg, step_s, auto)
+    return int((jobs * (limit_s - per_job) - once) // per_step)
+
+
+def _uncovered_fix(cfg: RunConfig, step_s: float, cap_s: int | None, auto: bool) -> str:
+    """What would cover the plan's run of ``cfg`` (:func:`_jobs_needed`, by the rule of its
+    time: ``auto`` where ``cluster.time=auto`` was held to the limit): a longer
+    ``cluster.time`` where the queue's limit for its node count (``cap_s``; None: no limit)
+    with its requeues covers it, and ``cluster.time=auto`` where auto's rule does too; else
+    that limit with more ``cluster.max_requeues``, or the ``train.steps`` it covers."""
     cluster = cfg.cluster
     if cap_s is None:
         return "use fewer train.steps, a longer cluster.time, or cluster.time=auto"
-    _, jobs = _jobs_needed(cfg, step_s, cap_s)
+    jobs = _jobs_needed(cfg, step_s, cap_s, auto)
+    allowed = cluster.max_requeues + 1
     below = cluster.time_limit_s < cap_s
-    if below and jobs <= cluster.max_requeues + 1:
-        return (f"use a longer cluster.time (at most {pack.slurm_time(cap_s)}), "
-                "cluster.time=auto, or fewer train.steps")
-    steps = int(((cluster.max_requeues + 1) * cap_s - planner.STARTUP_S) // step_s)
+    if below and jobs <= allowed:
+        also = ("cluster.time=auto, " if _jobs_needed(cfg, step_s, cap_s, auto=True) <= allowed
+                else "")
+        return f"use a longer cluster.time (at most {pack.slurm_time(cap_s)}), {also}or fewer " \
+               "train.steps"
+    steps = _steps_covered(cfg, step_s, cap_s, allowed, auto)
     return ((f"use cluster.time={pack.slurm_time(cap_s)} with " if below else "use ")
             + f"cluster.max_requeues={jobs - 1}"
             + (f" or train.steps<={steps}" if steps > 0 else ""))
