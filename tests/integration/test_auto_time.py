@@ -153,3 +153,24 @@ def test_a_long_timing_window_is_warned_of_once_for_the_sweep(tmp_path):
     assert found, line
     window, points, delay, covered = map(int, found.groups())
     assert 1 < points == covered < 48 and delay >= 2 * window + 15 - 1, line
+
+
+def test_auto_under_a_qos_that_forbids_chaining_is_not_held_to_its_limit(tmp_path):
+    """Frontier's debug QOS forbids chaining jobs, and a requeue is a second job: the
+    reviewer's 2,000 steps with cluster.time=auto and cluster.qos=debug were written asking
+    2 h, 'the point will be requeued 1 time(s)'. Now auto keeps the plan's time there and the
+    point is refused with the words a time typed beyond the limit gets; 100 steps (one job)
+    are written as before."""
+    from vitfsdp.sweep.compose import _auto_time
+
+    cfg = compose_cfg(*VIT_5B, "cluster.qos=debug", "train.steps=2000", "cluster.time=auto")
+    assert _auto_time(cfg) == "0-05:36:00"
+    proc, out = _sweep(tmp_path, "cluster.qos=debug", "train.steps=2000", "cluster.time=auto")
+    assert proc.returncode == 2, out[-3000:]
+    assert proc.stderr.strip().endswith(
+        "cluster.time=0-05:36:00 is longer than 02:00:00, the limit of QOS debug "
+        "(cluster.queue_limits[4]); use cluster.time<=02:00:00, or another partition/QOS; "
+        "nothing was launched"), proc.stderr[-2000:]
+    assert "requeued" not in out
+    proc, out = _sweep(tmp_path, "cluster.qos=debug", "train.steps=100", "cluster.time=auto")
+    assert proc.returncode == 3, out[-3000:]  # scripts written

@@ -192,15 +192,19 @@ def _auto_time(cfg) -> str:
     (:func:`vitfsdp.plan.auto_time_limit`), held to the longest a job of its node count may
     ask under ``cluster.queue_limits`` (Frontier's batch queue: 2 h up to 91 nodes) where
     it is longer; the requeues from the checkpoint run the rest, which
-    :func:`vitfsdp.sweep.check._beyond_time_limit` checks (and warns of once) with the time
-    set by hand.
+    :func:`vitfsdp.sweep.check._beyond_time_limit` checks (with auto's margin,
+    :func:`vitfsdp.sweep.check._jobs_needed`). Not held where a row that applies forbids
+    chaining jobs (Frontier's debug QOS, :meth:`~vitfsdp.launch.ClusterConfig.no_chaining`):
+    a requeue is a second job there, so a point that needs one is refused as a time typed
+    beyond that limit is (:meth:`~vitfsdp.launch.ClusterConfig.check_queue_limits`).
 
     Raises:
         ValueError: no step time in the plan, or more nodes than the queue's largest bin.
     """
     planned = planner.auto_time_limit(cfg)
     cap_s = cfg.cluster.queue_time_limit_s(cfg.nodes)
-    if cap_s is None or time_limit_s(planned) <= cap_s:
+    if (cap_s is None or time_limit_s(planned) <= cap_s
+            or cfg.cluster.no_chaining(cfg.nodes)):  # no requeues: the limit refuses it
         return planned
     return pack.slurm_time(cap_s)
 
