@@ -113,12 +113,42 @@ def test_the_advice_tells_a_failed_repeat_from_one_never_run(tmp_path):
     points = points_table(df)
     assert runs_per_point(df, points).tolist() == [3, 3]
     sections = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}
-    assert ("1 point(s) ran three repeats or more but completed fewer (points.csv "
-            "`num_repeats`): the same sweep command with `--rerun-failed` runs the failed ones "
-            "again.") in sections["Best configuration per model and node count"].text
+    assert ("1 point(s) ran three repeats or more but completed fewer (vit_tiny DDP at 1 "
+            "node(s); points.csv `num_repeats`): the same sweep command with `--rerun-failed` "
+            "runs the failed ones again.") in sections["Best configuration per model and node "
+                                                   "count"].text
     assert rerun_advice(points).startswith(" Rerun with at least three repeats")  # no runs
     assert rerun_advice(points.assign(num_repeats=3)) == (
         " More repeats (repeat=0,1,2,3,4) may separate them.")
+
+
+def test_the_advice_is_on_the_points_a_tie_rests_on(tmp_path):
+    """At 4 nodes HYBRID_2GPU and a noisy FULL_SHARD (50%) overlap; the only failed run is
+    FULL_SHARD's at 2 nodes, third there. The advice was '--rerun-failed' for that run, which
+    settles nothing at 4 nodes; now it is on the two tied points: their runs overlap, more
+    repeats do not part them, and the noisy one is named."""
+    df, _ = _sweep(tmp_path, {("DDP", 1): [100.0, 101.0, 99.0],
+                              ("HYBRID_2GPU", 1): [92.0, 93.0, 91.0],
+                              ("FULL_SHARD", 1): [90.0, 91.0, 89.0],
+                              ("DDP", 2): [190.0, 191.0, 189.0],
+                              ("HYBRID_2GPU", 2): [175.0, 176.0, 174.0],
+                              ("FULL_SHARD", 2): [170.0, 172.0],
+                              ("HYBRID_2GPU", 4): [347.0, 348.0, 346.0],
+                              ("FULL_SHARD", 4): [260.0, 340.0, 430.0]})
+    info = run_info("FULL_SHARD", 2)
+    info["config"]["repeat"] = 2
+    write_run(tmp_path / "FULL_SHARD_2_r2", info, None, status="failed")
+    tables = study_tables(collect_runs(tmp_path), 1000)
+    assert tables["best"]["difference"].tolist()[2] == WITHIN
+    text = {s.title: s for s in report_sections(tables, 1000)}[
+        "Best configuration per model and node count"].text
+    assert "--rerun-failed" not in text
+    assert ("(HYBRID_2GPU against FULL_SHARD, 1.02x). The fastest and the runner-up of these "
+            "each completed three runs or more. Runs that overlap stay overlapping as repeats "
+            "are added (a min-max only widens), so more repeats do not separate them. Noisy "
+            "among them: repeats spread more than 10% of their median: vit_tiny FULL_SHARD at "
+            "4 node(s) (50%): more repeats of a noisy point widen its spread; only runs that "
+            "agree better narrow it.") in text
 
 
 @pytest.mark.parametrize("a, b, chance", [

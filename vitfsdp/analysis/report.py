@@ -388,7 +388,7 @@ def best_text(best: pd.DataFrame, points: pd.DataFrame, noise: float = float("na
                  "median of its runs that completed (best.csv `runs_failed`; which and why: "
                  "failures.csv).")
     if kinds.isin(NOT_RESULTS).any():
-        text += rerun_advice(points, runs)
+        text += rerun_advice(points, runs, best)
     if len(contended):
         text += " Rerun the points other work competed with on a quiet host."
     bound = best[best["host_bound"].fillna(False).astype(bool)]
@@ -415,20 +415,54 @@ def _failed_notes(verdict: object) -> str:
     return ", ".join(p for p in verdict.split("; ") if p.endswith(" runs failed"))
 
 
-def rerun_advice(points: pd.DataFrame, runs: pd.Series | None = None) -> str:
-    """What would settle differences that are not results: more repeats where every point
-    completed three; ``--rerun-failed`` where points ran three repeats but some failed
-    (``runs``: :func:`~vitfsdp.analysis.tables.runs_per_point`); else a sweep with three."""
+def rerun_advice(points: pd.DataFrame, runs: pd.Series | None = None,
+                 best: pd.DataFrame | None = None) -> str:  # fmt: skip
+    """What would settle the differences that are not results, judged on the points they rest
+    on: the fastest and the runner-up of ``best``'s rows whose ``difference`` is one of
+    :data:`~vitfsdp.analysis.verdict.NOT_RESULTS` (every point of ``points`` where ``best``
+    is None).
+
+    Where some of them completed fewer than three runs: ``--rerun-failed`` where each of
+    those ran three or more (``runs``: :func:`~vitfsdp.analysis.tables.runs_per_point` on
+    ``points``' index) but some failed, naming them; else a sweep with three repeats. Where
+    each completed three or more: runs that overlap (:data:`WITHIN`) stay overlapping as
+    repeats are added (a min-max only widens), so none are advised for them; a ratio within
+    the noise check's (:data:`IN_NOISE`) may grow beyond it with more repeats. Either way,
+    which of them are noisy (:func:`~vitfsdp.analysis.tables.noisy_text`).
+    """
+    kinds = None
+    if best is not None:
+        rows = best[best["difference"].map(verdict_kind).isin(NOT_RESULTS)]
+        kinds = rows["difference"].map(verdict_kind)
+        named = {(r.model, r.nodes, c) for r in rows.itertuples()
+                 for c in (r.configuration, r.runner_up) if isinstance(c, str) and c}
+        keys = zip(points["model"], points["nodes"], points["configuration"], strict=True)
+        keep = pd.Series([key in named for key in keys], index=points.index, dtype=bool)
+        points, runs = points[keep], runs[keep] if runs is not None else None
+    noisy = noisy_text(points)
+    noisy = (f" Noisy among them: {noisy}: more repeats of a noisy point widen its spread; "
+             "only runs that agree better narrow it." if noisy else "")
     short = points["num_repeats"] < 3
     if not short.any():
-        return " More repeats (repeat=0,1,2,3,4) may separate them."
+        if kinds is None:
+            return " More repeats (repeat=0,1,2,3,4) may separate them." + noisy
+        text = " The fastest and the runner-up of these each completed three runs or more."
+        if (kinds == WITHIN).any():
+            text += (" Runs that overlap stay overlapping as repeats are added (a min-max "
+                     "only widens), so more repeats do not separate them.")
+        if (kinds == IN_NOISE).any():
+            text += (" A ratio within the noise check's may grow beyond it with more repeats "
+                     "(repeat=0,1,2,3,4).")
+        return text + noisy
     attempted = runs[short] if runs is not None else points.loc[short, "num_repeats"]
     if (attempted >= 3).all():
+        which = ", ".join(f"{r.model} {r.configuration} at {r.nodes} node(s)"
+                          for r in points[short].itertuples())
         return (f" {int(short.sum())} point(s) ran three repeats or more but completed fewer "
-                "(points.csv `num_repeats`): the same sweep command with `--rerun-failed` "
-                "runs the failed ones again.")
+                f"({which}; points.csv `num_repeats`): the same sweep command with "
+                "`--rerun-failed` runs the failed ones again." + noisy)
     return (" Rerun with at least three repeats (repeat=0,1,2) to separate them; the same "
-            "sweep directory keeps the runs that completed.")
+            "sweep directory keeps the runs that completed." + noisy)
 
 
 def _equivalence_section(table: pd.DataFrame) -> Section | None:
