@@ -220,6 +220,32 @@ def test_a_checkouts_own_package_finds_its_configs_and_template(tmp_path):
     assert re.search(r"^vit_3b +FULL_SHARD +1 ", table, re.MULTILINE), table
 
 
+def test_a_checkout_on_pythonpath_reads_its_own_configs_not_the_editable_installs(tmp_path):
+    """With checkout A installed editable and checkout B on PYTHONPATH, B's code reads B's
+    conf/ and job template. Before, the installed data packages came first: B's vitfsdp/ was
+    imported, yet its configs and template were A's (code and configs of two commits)."""
+    pytest.importorskip("setuptools_scm", reason="the offline builds here run without build"
+                        " isolation: pip install setuptools-scm")
+    checkouts = {name: tmp_path / name for name in ("a", "b")}
+    for checkout in checkouts.values():
+        _committed_copy(checkout)
+    python = _fresh_env(tmp_path / "env")
+    _run([sys.executable, "-m", "pip", "--python", python, "install", *PIP_OFFLINE, "-e",
+          checkouts["a"]], tmp_path)  # checkout a, installed editable
+    work = tmp_path / "work"
+    work.mkdir()
+    out = _run([python, "-c", (
+        "import json, importlib.resources as r, vitfsdp, vitfsdp.launch.slurm as s;"
+        " print(json.dumps([vitfsdp.__file__, str(r.files('vitfsdp.conf')),"
+        " str(s.data_dir('vitfsdp.conf')), str(s.TEMPLATE)]))")], work,
+        env={"PYTHONPATH": str(checkouts["b"])})
+    package, installed, conf, template = json.loads(out)
+    assert Path(package) == checkouts["b"] / "vitfsdp" / "__init__.py"
+    assert Path(installed) == checkouts["a"] / "conf"  # the editable install's data
+    assert Path(conf) == checkouts["b"] / "conf"
+    assert Path(template) == checkouts["b"] / "launch" / "sbatch" / "job.sbatch.in"
+
+
 def test_a_package_without_its_data_says_how_to_fix_it(tmp_path):
     """A vitfsdp/ with neither the installed data packages nor a checkout's folders beside
     it: one line naming the package and the fixes ends the traceback."""

@@ -66,30 +66,32 @@ log = logging.getLogger(__name__)
 #: The folders that pyproject.toml's ``[tool.setuptools.package-dir]`` maps into the package,
 #: as a checkout keeps them (relative to the folder that holds ``vitfsdp/``): data package,
 #: folder. An install carries them inside the package; a checkout's ``vitfsdp/`` imported in
-#: its place (a command run inside the checkout after ``pip install .``, or the checkout on
-#: PYTHONPATH) does not.
+#: its place (a command run inside the checkout, or the checkout on PYTHONPATH) does not, and
+#: the data an install (an editable one of another checkout) supplies are not its own.
 CHECKOUT_DATA = {"vitfsdp.conf": "conf", "vitfsdp.launch.sbatch": "launch/sbatch"}
 
 
 def data_dir(package: str) -> Path:
-    """The folder of the data package ``package`` (a key of :data:`CHECKOUT_DATA`): the
-    installed one (:func:`importlib.resources.files`), else, where ``vitfsdp`` was imported
-    from a checkout, the checkout's folder beside its ``vitfsdp/``.
+    """The folder of the data package ``package`` (a key of :data:`CHECKOUT_DATA`) that goes
+    with the ``vitfsdp/`` imported: where that is a checkout's (pyproject.toml beside it), the
+    checkout's folder, so that its code never reads another checkout's configs or template;
+    else the installed one (:func:`importlib.resources.files`: a wheel's, inside the package).
 
     Raises:
         ModuleNotFoundError: neither exists; one line saying how to fix it.
     """
+    imported = Path(__file__).absolute().parents[1]  # the vitfsdp/ folder imported
+    folder = imported.parent / CHECKOUT_DATA[package]
+    if (imported.parent / "pyproject.toml").is_file() and folder.is_dir():
+        return folder
     try:
         return Path(str(resources.files(package)))
     except ModuleNotFoundError:
-        imported = Path(__file__).absolute().parents[1]  # the vitfsdp/ folder imported
-        folder = imported.parent / CHECKOUT_DATA[package]
-        if folder.is_dir():
-            return folder
         raise ModuleNotFoundError(
             f"No module named '{package}': vitfsdp was imported from {imported}, which has "
-            f"neither it nor {folder}; reinstall (pip install .), or, in a checkout, install "
-            "it editable (pip install -e .) or run from outside it", name=package) from None
+            f"neither it nor a checkout's {folder} (pyproject.toml beside it); reinstall (pip "
+            "install .), or, in a checkout, install it editable (pip install -e .) or run from "
+            "outside it", name=package) from None
 
 
 #: The job-script template (placeholders ``@NAME@``): the repository's launch/sbatch/, installed
