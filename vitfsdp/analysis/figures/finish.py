@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import os
 import textwrap
+import warnings
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -211,9 +212,15 @@ def _fit_height(fig: Figure) -> None:
     moved and stretched by what the height changed (:func:`_stretch_rows`), as a second run
     would place it, and the suptitle kept its distance from the top; only where a panel's
     ticks change with its new height (their labels set the margins) does the layout run
-    again."""
+    again.
+
+    Where the first guess is too short for the legend, notes and titles (a legend of many
+    lines), matplotlib would leave every panel where it stood before the layout, at its
+    default margins, which do not hold the y label and tick labels (they ran off the left
+    edge, the legend over the panels): the height is doubled until the layout holds
+    (:func:`_first_layout`), then set as above."""
     engine = fig.get_layout_engine()
-    engine.execute(fig)
+    _first_layout(fig, engine)
     rows = len({round(ax.get_position().y0, 4) for ax in fig.axes})
     height = min(ax.get_position().height for ax in fig.axes) * fig.get_figheight()
     ticks = _major_ticks(fig)
@@ -225,6 +232,31 @@ def _fit_height(fig: Figure) -> None:
     with _mpl().matplotlib.rc_context({"figure.autolayout": False,
                                         "figure.constrained_layout.use": False}):
         fig.set_layout_engine(None)  # None means the rc's layout, unless both are off
+
+
+#: The most times the first layout doubles a figure's height to make room for its panels.
+MAX_LAYOUT_DOUBLINGS = 6
+#: The words of matplotlib's warning that its constrained layout left the panels unplaced.
+COLLAPSED = "axes sizes collapsed"
+
+
+def _first_layout(fig: Figure, engine) -> None:
+    """Run ``engine`` (constrained layout) on ``fig``, doubling the figure's height until it
+    places the panels (at most :data:`MAX_LAYOUT_DOUBLINGS` times): where the panels would
+    have no height left beside the legend, notes and titles, matplotlib warns that they
+    "collapsed" and places nothing. Its other warnings are passed on."""
+    for _ in range(MAX_LAYOUT_DOUBLINGS):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            engine.execute(fig)
+        collapsed = [w for w in caught if COLLAPSED in str(w.message)]
+        for w in caught:
+            if w not in collapsed:
+                warnings.warn(w.message, w.category, stacklevel=2)
+        if not collapsed:
+            return
+        fig.set_figheight(2 * fig.get_figheight())
+    engine.execute(fig)  # still collapsed: matplotlib's own warning says so
 
 
 def _major_ticks(fig: Figure) -> list[tuple[list[float], list[float]]]:
