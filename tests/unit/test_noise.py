@@ -533,21 +533,34 @@ def test_the_report_names_the_commit_of_the_code_that_wrote_it(tmp_path):
 
 def test_a_line_whose_smallest_point_failed_says_its_ideal_starts_later(tmp_path):
     """FULL_SHARD's 1-node run ran out of memory, so its ideal starts at 2 nodes (100%
-    there): the report says its efficiencies are over another baseline than DDP's."""
+    there): the report says its efficiencies are over another baseline than DDP's.
+    HYBRID_2GPU never ran at 1 node: the report said its smaller count 'did not complete'
+    too; now it says it was not run there."""
     from vitfsdp.analysis.report import baseline_text
 
     write_run(tmp_path / "oom", run_info("FULL_SHARD", 1), None, status="oom")
     for strategy, nodes, ips in (("FULL_SHARD", 2, 200.0), ("FULL_SHARD", 4, 380.0),
-                                 ("DDP", 1, 100.0), ("DDP", 2, 190.0)):
+                                 ("DDP", 1, 100.0), ("DDP", 2, 190.0),
+                                 ("HYBRID_2GPU", 2, 195.0), ("HYBRID_2GPU", 4, 370.0)):
         write_run(tmp_path / f"{strategy}_{nodes}", run_info(strategy, nodes), ips)
     df = collect_runs(tmp_path)
     points = points_table(df)
     assert points.set_index(["strategy", "nodes"]).loc[("FULL_SHARD", 2),
                                                        "scaling_efficiency"] == 1.0
     assert baseline_text(points, df) == (
-        " Ideal from a larger node count (the smaller did not complete): FULL_SHARD of "
-        "vit_tiny from 2 nodes; these efficiencies are over another baseline and do not "
-        "compare with the other lines'.")
+        " Ideal from a larger node count: FULL_SHARD of vit_tiny from 2 nodes (it did not "
+        "complete at 1 node), HYBRID_2GPU of vit_tiny from 2 nodes (it was not run at 1 node); "
+        "these efficiencies are over another baseline and do not compare with the other "
+        "lines'.")
+    write_run(tmp_path / "DDP_8", run_info("DDP", 8), 700.0)
+    write_run(tmp_path / "FULL_SHARD_16", run_info("FULL_SHARD", 16), 1300.0)
+    late = collect_runs(tmp_path)
+    late = late[(late["strategy"] != "FULL_SHARD") | late["nodes"].isin([1, 16])]
+    assert baseline_text(points_table(late), late) == (
+        " Ideal from a larger node count: FULL_SHARD of vit_tiny from 16 nodes (it did not "
+        "complete at 1 node and was not run at 2, 4 and 8 nodes), HYBRID_2GPU of vit_tiny "
+        "from 2 nodes (it was not run at 1 node); these efficiencies are over another "
+        "baseline and do not compare with the other lines'.")
     weak = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}["Weak scaling"].text
     assert "FULL_SHARD of vit_tiny from 2 nodes" in weak
     complete = points[points["strategy"] == "DDP"]

@@ -1402,9 +1402,10 @@ JAX_RSS_NOTE = ("A JAX rank's RSS counts torch too (its data pipeline is torch's
 
 def baseline_text(points: pd.DataFrame, df: pd.DataFrame) -> str:
     """A sentence naming the lines whose ideal starts above their panel's smallest node
-    count (their smallest point did not complete): their efficiencies are over another
-    baseline than the other lines' and do not compare with them; ``""`` where there is
-    none."""
+    count, and why, from the runs ``df``: at each smaller node count of the model the line
+    either ran and did not complete, or was not run at all (a sweep that gave it larger node
+    counts only); their efficiencies are over another baseline than the other lines' and do
+    not compare with them. ``""`` where there is none."""
     if points.empty or "nodes" not in df:
         return ""
     smallest = df.groupby("model", dropna=False)["nodes"].min()
@@ -1413,9 +1414,32 @@ def baseline_text(points: pd.DataFrame, df: pd.DataFrame) -> str:
             if pd.notna(smallest.get(model)) and n > smallest[model]]
     if not late:
         return ""
-    which = ", ".join(f"{conf} of {model} from {n} nodes" for model, conf, n in late)
-    return (f" Ideal from a larger node count (the smaller did not complete): {which}; these "
-            "efficiencies are over another baseline and do not compare with the other lines'.")
+    ran = df.assign(configuration=configurations(df)).groupby(
+        ["model", "configuration"], dropna=False)["nodes"].agg(set)
+    which = ", ".join(f"{conf} of {model} from {n} nodes ({_why_later(df, ran, model, conf, n)})"
+                      for model, conf, n in late)
+    return (f" Ideal from a larger node count: {which}; these efficiencies are over another "
+            "baseline and do not compare with the other lines'.")
+
+
+def _why_later(df: pd.DataFrame, ran: pd.Series, model: str, conf: str, n0: int) -> str:
+    """Why a line's ideal starts at ``n0``: at each smaller node count of its model in
+    ``df``, it ``did not complete`` (it has runs there, ``ran``: each line's node counts) or
+    ``was not run``, e.g. ``"it did not complete at 1 node and was not run at 2 nodes"``."""
+    counts = sorted(c for c in df.loc[df["model"] == model, "nodes"].dropna().unique() if c < n0)
+    tried = ran.get((model, conf), set())
+    failed = [c for c in counts if c in tried]
+    never = [c for c in counts if c not in tried]
+    parts = ([f"did not complete at {_nodes_words(failed)}"] if failed else []) + (
+        [f"was not run at {_nodes_words(never)}"] if never else [])
+    return "it " + " and ".join(parts)
+
+
+def _nodes_words(counts: list) -> str:
+    """``"1 node"``, ``"1 and 2 nodes"``, ``"1, 2 and 4 nodes"``."""
+    names = [f"{c:g}" for c in counts]
+    listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    return f"{listed} node{'' if names == ['1'] else 's'}"
 
 
 def _sent_text(points: pd.DataFrame) -> str:
