@@ -174,3 +174,22 @@ def test_auto_under_a_qos_that_forbids_chaining_is_not_held_to_its_limit(tmp_pat
     assert "requeued" not in out
     proc, out = _sweep(tmp_path, "cluster.qos=debug", "train.steps=100", "cluster.time=auto")
     assert proc.returncode == 3, out[-3000:]  # scripts written
+
+
+def test_the_requeued_points_of_a_sweep_are_said_once_by_the_longest(tmp_path):
+    """The reviewer's sweep of vit_3b and vit_5b (FULL_SHARD, 3,000 steps, cluster.time=auto)
+    printed one line, the first point's ('the plan predicts 2.42 h ... requeued 1 time(s)'):
+    keyed by the time, which every capped point shares, it spoke for vit_5b's 4.19 h too.
+    Now one line for the sweep: how many points, the most requeues, and the point that needs
+    them."""
+    proc = run_module("vitfsdp.sweep", "-m", "cluster=frontier", "cluster.account=stf218",
+                      "model=vit_3b,vit_5b", "strategy=FULL_SHARD", "nodes=1",
+                      "train.steps=3000", "train.activation_checkpointing=true",
+                      "cluster.time=auto", "cluster.max_requeues=4", "--scripts-only",
+                      f"hydra.sweep.dir={tmp_path}/s", cwd=tmp_path, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 3, out[-3000:]  # scripts written
+    [line] = [x for x in out.splitlines() if "will be requeued" in x]
+    assert "] 2 of the 2 points will be requeued up to 4 time(s) from their checkpoints " \
+           "(longest: point 1, model=vit_5b: train.steps=3000: the plan predicts 4.19 h " in line
+    assert line.endswith("to which cluster.time=auto is held); cluster.max_requeues=4)"), line

@@ -19,7 +19,14 @@ from vitfsdp import plan as planner
 from vitfsdp.config import RunConfig
 from vitfsdp.launch import LaunchOptions, pack, resume, slurm, slurm_checks, time_limit_s
 from vitfsdp.sweep.choose import _settled
-from vitfsdp.sweep.point import Point, SweepRefused, _label, _predicted_step_s, log
+from vitfsdp.sweep.point import (
+    Point,
+    SweepRefused,
+    _label,
+    _point_label,
+    _predicted_step_s,
+    log,
+)
 from vitfsdp.sweep.slurm_jobs import sweep_packs
 
 #: Seconds a Slurm job should have between its start and the stop signal: Slurm may send
@@ -168,6 +175,7 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
             problem = str(e)
         if problem:
             refused.setdefault(problem, []).append((p.num, p.overrides))
+    _warn_of_requeues(checked.get("requeues", []), len(points))
     _warn_of_windows(checked.get("windows", []), len(points))
     return refusal_lines(refused, len(points), named=True)
 
@@ -344,10 +352,10 @@ def _beyond_time_limit(p: Point, warned: dict) -> str | None:
     predicted steps) is longer than the training's wait after SIGUSR2
     (:func:`vitfsdp.launch.slurm.checkpoint_wait_s`: it saves only at a window's end, and an
     attempt that saved nothing is not requeued, :func:`vitfsdp.launch.resume.unsaved_attempt`);
-    None when it fits or the plan has no step time. A run that needs requeues is warned of
-    once per time limit; one whose window is longer than that wait but which the plan
-    expects to end before the signal is noted in ``warned["windows"]``, for one line for the
-    sweep (:func:`_warn_of_windows`)."""
+    None when it fits or the plan has no step time. A run that needs requeues is noted in
+    ``warned["requeues"]``, one whose window is longer than that wait but which the plan
+    expects to end before the signal in ``warned["windows"]``, each for one line for the
+    sweep (:func:`_warn_of_requeues`, :func:`_warn_of_windows`)."""
     step_s = _predicted_step_s(p)
     if not step_s:
         return None
@@ -373,13 +381,8 @@ def _beyond_time_limit(p: Point, warned: dict) -> str | None:
                 f"more than cluster.time={cluster.time}{_at_cap(p.cfg, cap)} allows with "
                 f"cluster.max_requeues={cluster.max_requeues}; "
                 f"{_uncovered_fix(p.cfg, step_s, cap, auto)}")
-    if jobs > 1 and ("requeues", cluster.time) not in warned:
-        warned["requeues", cluster.time] = True
-        log.warning("train.steps=%d: %s, beyond cluster.time=%s%s: the point will be requeued "
-                    "%s%d time(s) from its checkpoint (cluster.max_requeues=%d)",
-                    p.cfg.train.steps, _predicted_text(p.cfg, step_s, auto), cluster.time,
-                    _at_cap(p.cfg, cap), "up to " if auto else "", jobs - 1,
-                    cluster.max_requeues)
+    if jobs > 1:
+        warned.setdefault("requeues", []).append((jobs - 1, p, step_s, auto))
     return None
 
 
@@ -419,6 +422,30 @@ def _predicted_text(cfg: RunConfig, step_s: float, auto: bool) -> str:
     return (f"{text}; {_duration(cfg.train.steps * per_step)} of steps with the "
             f"{planner.TIME_SAFETY_FACTOR:g}x margin of cluster.time=auto, and each job "
             f"{per_job:.0f} s of start-up and cluster.signal_delay_s)")
+
+
+def _warn_of_requeues(requeues: list[tuple[int, Point, float, bool]], total: int) -> None:
+    """One warning for the sweep's points that the plan expects to be requeued
+    (``requeues``: requeues, point, step seconds, whether its time is auto's held to the
+    limit, from :func:`_beyond_time_limit`), of ``total`` points: the point's own line in a
+    sweep of one; else how many, the most requeues, and the point that needs them."""
+    if not requeues:
+        return
+    most, p, step_s, auto = max(requeues, key=lambda r: (r[0], r[1].cfg.train.steps * r[2]))
+    cfg = p.cfg
+    cap = cfg.cluster.queue_time_limit_s(cfg.nodes)
+    why = (f"train.steps={cfg.train.steps}: {_predicted_text(cfg, step_s, auto)}, beyond "
+           f"cluster.time={cfg.cluster.time}{_at_cap(cfg, cap)}")
+    times = f"{'up to ' if auto or len(requeues) > 1 else ''}{most} time(s)"
+    if total == 1:
+        log.warning("%s: the point will be requeued %s from its checkpoint "
+                    "(cluster.max_requeues=%d)", why, times, cfg.cluster.max_requeues)
+        return
+    many = len(requeues) > 1
+    log.warning("%d of the %d points will be requeued %s from %s (%spoint %d, %s: %s; "
+                "cluster.max_requeues=%d)", len(requeues), total, times,
+                "their checkpoints" if many else "its checkpoint", "longest: " if many else "",
+                p.num, _point_label(p), why, cfg.cluster.max_requeues)
 
 
 def _window_text(p: Point, step_s: float, longest_of: int = 1) -> tuple[str, str]:
