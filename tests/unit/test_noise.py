@@ -583,6 +583,15 @@ def test_the_sections_name_only_what_the_points_measured(tmp_path):
     assert "max_memory_allocated" in _memory_text(gpu)
     assert _memory_text(gpu).endswith("allocator retries and OOMs.")
     assert _flops_text(cpu.assign(tflops_per_gpu=float("nan"))) == ""
+    # the table's hardware column is defined wherever it is shown, HFU or not
+    hardware = ("; hardware FLOP rates (the `(hardware)` column) count what the device ran: "
+                "the model FLOPs plus the forward that activation checkpointing recomputes in "
+                "backward (each checkpointed block's forward but its MLP output projection), "
+                "so they equal the model rates where no block is checkpointed")
+    assert "hardware" not in _flops_text(cpu)
+    assert _flops_text(cpu.assign(hw_tflops_per_gpu=0.01)).endswith(hardware)
+    assert _flops_text(gpu.assign(hw_tflops_per_gpu=0.5, hfu=0.4)).endswith(
+        hardware + "; HFU is the hardware rate over the same peak")
     # a JAX rank's RSS holds torch too (its data pipeline): said where JAX ran on CPU ranks
     assert "counts torch too" not in _memory_text(cpu)
     assert "counts torch too" in _memory_text(cpu.assign(framework="jax"))

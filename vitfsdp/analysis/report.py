@@ -1346,13 +1346,23 @@ def _measured(points: pd.DataFrame, column: str) -> bool:
 
 
 def _flops_text(points: pd.DataFrame) -> str:
-    """The weak-scaling section's words on FLOP rates, as far as the points measured them."""
+    """The weak-scaling section's words on FLOP rates, as far as the points measured them:
+    each rate column its table shows is defined (:mod:`vitfsdp.core.throughput`: model FLOPs
+    3 x forward; hardware FLOPs add the recomputed forward,
+    :func:`vitfsdp.models.hardware_flops_per_image`)."""
     if not _measured(points, "tflops_per_gpu"):
         return ""
     text = ", model FLOP rates (3 x forward FLOPs"
     text += ") and MFU (over the device's data-sheet peak)" if _measured(points, "mfu") else (
         "; no MFU: the device's peak is not known, as for CPU ranks)")
-    if _measured(points, "hfu"):
+    if _measured(points, "hw_tflops_per_gpu"):
+        text += ("; hardware FLOP rates (the `(hardware)` column) count what the device ran: "
+                 "the model FLOPs plus the forward that activation checkpointing recomputes in "
+                 "backward (each checkpointed block's forward but its MLP output projection), "
+                 "so they equal the model rates where no block is checkpointed"
+                 + ("; HFU is the hardware rate over the same peak" if _measured(points, "hfu")
+                    else ""))
+    elif _measured(points, "hfu"):
         text += "; HFU adds the forward recomputed under activation checkpointing"
     return text
 
