@@ -193,3 +193,21 @@ def test_the_requeued_points_of_a_sweep_are_said_once_by_the_longest(tmp_path):
     assert "] 2 of the 2 points will be requeued up to 4 time(s) from their checkpoints " \
            "(longest: point 1, model=vit_5b: train.steps=3000: the plan predicts 4.19 h " in line
     assert line.endswith("to which cluster.time=auto is held); cluster.max_requeues=4)"), line
+
+
+def test_auto_in_a_pack_beyond_the_limit_is_refused_saying_packs_are_not_requeued(tmp_path):
+    """hydra.launcher.pack=by_nodes: a pack is one job that is not requeued, so auto is not
+    held to the limit there and the reviewer's 2,000 steps (0-05:36:00) are refused. Before,
+    the refusal said only 'use fewer train.steps', not why the same point runs unpacked; now
+    it says a pack is not requeued and to drop hydra.launcher.pack or use fewer steps."""
+    proc, out = _sweep(tmp_path, "train.steps=2000", "cluster.time=auto",
+                       "hydra.launcher.pack=by_nodes")
+    assert proc.returncode == 2, out[-3000:]
+    assert proc.stderr.strip().endswith(
+        "error: the pack of nodes=1 (1 point(s)) needs 0-05:38:00 (120 s to start and its "
+        "points' times), beyond 0-02:00:00, the limit of a job of 1 node(s) "
+        "(cluster.queue_limits), and a pack is not requeued (cluster.time=auto is not held to "
+        "the limit in one): run its points unpacked (drop hydra.launcher.pack: each is then "
+        "held to the limit and requeued from its checkpoint) or with fewer train.steps, or, "
+        "where the plan has no time for the point, a shorter cluster.time; nothing was "
+        "launched"), proc.stderr[-2000:]

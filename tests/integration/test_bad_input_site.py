@@ -301,8 +301,12 @@ def test_packs_split_to_fit_the_queue_bin_and_one_beyond_it_is_refused(monkeypat
     (line,) = _queue_refusals(whole, LaunchOptions(pack="by_nodes"))  # no plan: its 2 h
     assert line.startswith("the pack of nodes=1 (1 point(s)) needs 0-02:02:00 (120 s to start "
                            "and its points' times), beyond 0-02:00:00, the limit of a job of 1 "
-                           "node(s) (cluster.queue_limits); use fewer train.steps, or, "
-                           "where the plan has no time for the point, a shorter cluster.time")
+                           "node(s) (cluster.queue_limits), and a pack is not requeued "
+                           "(cluster.time=auto is not held to the limit in one): run its "
+                           "points unpacked (drop hydra.launcher.pack: each is then held to "
+                           "the limit and requeued from its checkpoint) or with fewer "
+                           "train.steps, or, where the plan has no time for the point, a "
+                           "shorter cluster.time")
 
 
 #: A site's `module` (an exported shell function, as Lmod's is) that knows no rocm/9.9.9 and,

@@ -184,7 +184,9 @@ def _queue_refusals(points: list[Point], options: LaunchOptions) -> list[str]:
     """What the queue limits say of the sweep's jobs as a whole: a QOS that forbids chaining
     jobs (``chaining: false``: Frontier's debug QOS) takes a sweep of one job only; a pack
     (``hydra.launcher.pack=by_nodes``) whose time is beyond its node count's limit (one
-    point with the pack's start: more points are split into packs that fit) is refused.
+    point with the pack's start: more points are split into packs that fit) is refused: a
+    pack is not requeued, so its points' times are the plan's, never held to the limit
+    (:func:`vitfsdp.sweep.slurm_jobs.sweep_packs`).
     Only the points still to run count: a resumed sweep's completed points (and its failed
     ones, without ``--rerun-failed``) submit no job."""
     try:
@@ -213,8 +215,11 @@ def _queue_refusals(points: list[Point], options: LaunchOptions) -> list[str]:
                 f"the pack of nodes={pk.nodes} ({len(pk.points)} point(s)) needs "
                 f"{pack.slurm_time(pk.time_limit_s)} ({pack.PACK_START_S} s to start and its "
                 f"points' times), beyond {pack.slurm_time(cap)}, the limit of a job of "
-                f"{pk.nodes} node(s) (cluster.queue_limits); use fewer train.steps, or, "
-                "where the plan has no time for the point, a shorter cluster.time")
+                f"{pk.nodes} node(s) (cluster.queue_limits), and a pack is not requeued "
+                "(cluster.time=auto is not held to the limit in one): run its points unpacked "
+                "(drop hydra.launcher.pack: each is then held to the limit and requeued from "
+                "its checkpoint) or with fewer train.steps, or, where the plan has no time "
+                "for the point, a shorter cluster.time")
     return lines
 
 
