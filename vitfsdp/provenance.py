@@ -20,6 +20,7 @@ import logging
 import os
 import platform
 import re
+import shlex
 import sys
 from collections.abc import Mapping
 from importlib import metadata
@@ -89,6 +90,13 @@ def redact_args(args: list[str]) -> list[str]:
         key, sep, value = arg.partition("=")
         out.append(f"{key}={redact(key, value)}" if sep else redact("", arg))
     return out
+
+
+def command_line(args: list[str]) -> str:
+    """``args`` as one line a shell runs as they were (:func:`shlex.join`: an argument quoted
+    where the shell would split or expand it), secret values redacted
+    (:func:`redact_args`)."""
+    return shlex.join(redact_args(args))
 
 
 def redact_mapping(values: Mapping[str, str]) -> dict[str, str]:

@@ -528,7 +528,30 @@ def test_the_report_names_the_commit_of_the_code_that_wrote_it(tmp_path):
     state = git_state()
     assert state["commit"], "a checkout or a built package names its commit"
     assert rows["analysis code"].startswith(state["commit"][:12])
-    assert rows["analysis code"].endswith("+dirty") == bool(state["dirty"])
+    assert rows["analysis code"].endswith(
+        "+dirty (uncommitted changes: this analysis code is not that commit's)"
+        if state["dirty"] else state["commit"][:12])
+
+
+def test_the_provenance_says_what_a_paper_needs_to_rebuild_the_runs(tmp_path):
+    """A dirty commit said '5e5bf291d51e+dirty' and no more; the devices 'AMD EPYC' with no
+    core count; the analysis command was not given. Now each is said in words."""
+    from vitfsdp.analysis.report import provenance_table
+    from vitfsdp.provenance import command_line
+
+    df, _ = _sweep(tmp_path, {("DDP", 1): [100.0], ("DDP", 2): [190.0]})
+    df = df.assign(git_commit="5e5bf291d51e+dirty", device_name="AMD EPYC",
+                   host_cpus=[64, pd.NA])
+    command = command_line(["python", "-m", "vitfsdp.analysis", "runs/my sweep", "--report",
+                            "hf.token=s3cret"])
+    rows = dict(provenance_table(df, command=command).values.tolist())
+    assert rows["git commit"] == ("5e5bf291d51e+dirty (uncommitted changes: the runs' code is "
+                                  "not that commit's)")
+    assert rows["devices"] == "AMD EPYC (host: 64 CPUs) (1 runs); AMD EPYC (1 runs)"
+    assert rows["analysis command"] == ("`python -m vitfsdp.analysis 'runs/my sweep' --report "
+                                        "'hf.token=<redacted>'`")
+    clean = dict(provenance_table(df.assign(git_commit="5e5bf291d51e")).values.tolist())
+    assert clean["git commit"] == "5e5bf291d51e" and "analysis command" not in clean
 
 
 def test_a_line_whose_smallest_point_failed_says_its_ideal_starts_later(tmp_path):

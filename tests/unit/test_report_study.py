@@ -47,6 +47,18 @@ def recipe_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / "analysis"
 
 
+def test_the_provenance_gives_the_analysis_command(recipe_report: Path) -> None:
+    """The command that wrote the report, as typed and shell-quoted: a reader can rerun it
+    (the report gave the sweep's command, not its own)."""
+    import shlex
+
+    md = (recipe_report / "report.md").read_text(encoding="utf-8")
+    row = next(line for line in md.splitlines() if line.startswith("| analysis command"))
+    command = row.split("`")[1]
+    assert shlex.split(command) == ["python", "-m", "vitfsdp.analysis",
+                                    str(recipe_report.parent), "--report", "--jobs", "1"]
+
+
 @pytest.mark.parametrize("name", ["tflops", "recipe"])
 def test_report_shows_the_study_figures(recipe_report: Path, name: str) -> None:
     png = recipe_report / f"{name}.png"

@@ -81,7 +81,7 @@ from vitfsdp.analysis.tables import (
     study_tables,
 )
 from vitfsdp.analysis.unended import unended_lines
-from vitfsdp.provenance import exit_now
+from vitfsdp.provenance import command_line, exit_now
 from vitfsdp.records import write_json_atomic
 
 log = logging.getLogger("vitfsdp.analysis")
@@ -221,7 +221,10 @@ def main(argv: list[str] | None = None) -> int:
     ratio = tables["framework_ratio"]
     unended = unended_lines(args.sweep_dirs)
     if args.report:
-        sections = report_sections(tables, args.dataset_size, args.sweep_dirs, args.out)
+        command = command_line(["python", "-m", "vitfsdp.analysis",
+                                *(sys.argv[1:] if argv is None else argv)])
+        sections = report_sections(tables, args.dataset_size, args.sweep_dirs, args.out,
+                                   command)
         # contention_note names other work beside the runs too: competition_text, the
         # runs it competed with, opens the report instead
         note = "; ".join(n for n in (contention_note(df), *unended) if n)

@@ -213,7 +213,8 @@ class Section:
 
 def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
                     sweep_dirs: Sequence[Path] = (),
-                    out_dir: str | os.PathLike | None = None) -> list[Section]:  # fmt: skip
+                    out_dir: str | os.PathLike | None = None,
+                    command: str | None = None) -> list[Section]:  # fmt: skip
     """The report's sections, in order, from the study's tables: provenance, runs, weak
     scaling, PyTorch and JAX (when both ran), memory, training loss, best configuration,
     cost, prefetch ablation, failures, calibration. Every table a section shows is the one
@@ -225,6 +226,8 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
         dataset_size: images per epoch the cost table assumed (``study_tables``' own).
         sweep_dirs: the sweep directories, whose ``multirun.yaml`` gives the sweep command.
         out_dir: where the report is written; logs are linked relative to it.
+        command: the analysis command that writes the report, shell-quoted
+            (:func:`vitfsdp.provenance.command_line`); None: not known (not shown).
     """
     df, points = tables["runs"], tables["points"]
     flops = flop_formats(df)
@@ -236,7 +239,7 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
     sections = [
         Section("Not a result: other work competed", f"{competed[0].upper()}{competed[1:]}.")
         if competed else None,
-        Section("Provenance", table=provenance_table(df, sweep_dirs)),
+        Section("Provenance", table=provenance_table(df, sweep_dirs, command)),
         Section("Runs", _runs_text(df) + repeats_text(df, points)),
         Section("Weak scaling", "Throughput per point (median over repeats), ideal linear "
                 "scaling from each line's smallest node count (the efficiency's bounds: the "
@@ -847,25 +850,57 @@ def _ddp_precisions(ratio: pd.DataFrame, runs: pd.DataFrame | None) -> set[str]:
     return set((done if len(done) else ddp)["precision"].dropna().astype(str)) or {"auto"}
 
 
-def provenance_table(df: pd.DataFrame, sweep_dirs: Sequence[Path] = ()) -> pd.DataFrame:
-    """What the report was made from: when, which code and libraries, which devices and
-    cluster profile, whether ranks shared cores, and the sweep command of each sweep dir
-    (from its ``multirun.yaml``). Columns ``what`` and ``value``, as display text."""
+def provenance_table(df: pd.DataFrame, sweep_dirs: Sequence[Path] = (),
+                     command: str | None = None) -> pd.DataFrame:  # fmt: skip
+    """What the report was made from: when, which code (a commit with uncommitted changes
+    says that the code is not the commit's: :func:`commit_text`) and libraries, which devices
+    and the CPUs of their hosts, which cluster profile, whether ranks shared cores, the sweep
+    command of each sweep dir (from its ``multirun.yaml``) and, where given, the analysis
+    ``command`` that wrote the report. Columns ``what`` and ``value``, as display text."""
     started = df["started_at"].dropna().astype(str)
     rows = [("report written", datetime.datetime.now(datetime.timezone.utc)
              .strftime("%Y-%m-%d %H:%M UTC")),
             ("runs started", _span(started)),
-            ("git commit", _counted(df["git_commit"])),
+            ("git commit", _counted(df["git_commit"].map(
+                lambda c: commit_text(c, "the runs' code"), na_action="ignore"))),
             ("analysis code", analysis_commit()),
             ("versions", _counted(df["versions"])),
-            ("devices", _counted(df["device_name"])),
+            ("devices", _counted(device_text(df))),
             ("cluster profile", _counted(df["cluster"])),
             ("contention", contention_text(df))]
     for d in sweep_dirs:
         commands = sweep_commands(d)
         rows += [(f"sweep command{f' {i}' if len(commands) > 1 else ''} ({Path(d).name})",
                   f"`{cmd}`") for i, cmd in enumerate(commands, start=1)]
+    if command:
+        rows.append(("analysis command", f"`{command}`"))
     return pd.DataFrame(rows, columns=["what", "value"])
+
+
+#: How runs.csv ``git_commit`` and :func:`analysis_commit` mark a checkout with uncommitted
+#: changes.
+DIRTY = "+dirty"
+
+
+def commit_text(commit: str, whose: str) -> str:
+    """A commit as the provenance table gives it: ``"5e5bf291d51e"``, or with uncommitted
+    changes (:data:`DIRTY`) ``"5e5bf291d51e+dirty (uncommitted changes: the runs' code is
+    not that commit's)"``, ``whose`` naming the code."""
+    if not str(commit).endswith(DIRTY):
+        return str(commit)
+    return f"{commit} (uncommitted changes: {whose} is not that commit's)"
+
+
+def device_text(df: pd.DataFrame) -> pd.Series:
+    """Each run's device as the provenance table names it: runs.csv ``device_name``, with
+    the logical CPUs of rank 0's host where recorded (``host_cpus``), e.g. ``"AMD EPYC 7763
+    (host: 128 CPUs)"``; null where neither is recorded."""
+    names = df["device_name"].astype("object")
+    cpus = numeric_column(df, "host_cpus")
+    return pd.Series([(f"{name if pd.notna(name) else 'device not recorded'} "
+                       f"(host: {int(n)} CPUs)") if pd.notna(n) else name
+                      for name, n in zip(names, cpus, strict=True)],
+                     index=df.index, dtype=object)
 
 
 def contention_text(df: pd.DataFrame) -> str:
@@ -898,13 +933,15 @@ def contention_text(df: pd.DataFrame) -> str:
 
 
 def analysis_commit() -> str:
-    """The commit of the vitfsdp code writing this report (``+dirty`` with local changes;
+    """The commit of the vitfsdp code writing this report (``+dirty`` with local changes, and
+    what that means: :func:`commit_text`;
     :func:`vitfsdp.provenance.git_state`), which may differ from the runs' own: what drew the
     figures and judged the differences; :data:`MISSING` where it is not known."""
     state = git_state()
     if not state.get("commit"):
         return MISSING
-    return f"{state['commit'][:12]}{'+dirty' if state.get('dirty') else ''}"
+    return commit_text(f"{state['commit'][:12]}{DIRTY if state.get('dirty') else ''}",
+                       "this analysis code")
 
 
 def _span(times: pd.Series) -> str:
