@@ -448,3 +448,22 @@ def test_an_fp32_sweep_gets_no_bf16_caveat(tmp_path: Path) -> None:
         section = sections["PyTorch and JAX"].text
         bf16 = "Where DDP ran in bf16, torch ran autocast"
         assert (bf16 in words, bf16 in section) == ((precision == "bf16"),) * 2, precision
+
+
+def test_the_analysis_docstring_describes_the_ratio_table_it_writes():
+    """Since every point both frameworks ran has a row (torch_failed/jax_failed, a side that
+    completed none says so), ``python -m vitfsdp.analysis``'s description of
+    framework_ratio.csv still said 'where both PyTorch and JAX runs completed a point' and
+    'a run with no partner has no row'; now it names the rows and columns the table has."""
+    import re
+
+    import vitfsdp.analysis.__main__ as cli
+    from vitfsdp.analysis.lines import RATIO_COLUMNS
+
+    bullet = cli.__doc__.split("- ``framework_ratio.csv``:")[1].split("\n- ")[0]
+    assert "completed a point" not in bullet and "no partner" not in bullet
+    assert "every point both PyTorch and JAX ran, whatever their\n  runs' status" in bullet
+    named = set(re.findall(r"``(\w+)``", bullet))
+    assert {"ratio_low", "ratio_high", "torch_failed", "jax_failed", "difference"} <= named
+    assert named - {"framework_ratio_table"} <= set(RATIO_COLUMNS)
+    assert "completed a point" not in cli.__doc__

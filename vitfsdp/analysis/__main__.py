@@ -21,14 +21,17 @@ the figures at the same time, by default one per figure up to the CPUs available
   (``failures_table``);
 - ``prefetch.csv``: the prefetch x limit_all_gathers ablation;
 - ``calibration.csv``: the plan's predictions against the measurements;
-- ``framework_ratio.csv``: where both PyTorch and JAX runs completed a point (the same
-  model, strategy and node count, and the same world size, GPUs per node and cluster
-  profile: a JAX run pairs only with PyTorch runs of its world), the JAX/PyTorch ips ratio,
-  each side's completed runs, whether the two differ beyond their spread (``difference``),
-  each side's device busy share, whether either was host-bound or noisy, the attention each
-  ran and the PyTorch recipe the ratio is against (``torch_recipe``)
-  (``framework_ratio_table``); a run with no partner has no row (the terminal and the report
-  name them);
+- ``framework_ratio.csv``: a row for every point both PyTorch and JAX ran, whatever their
+  runs' status (the same model, strategy and node count, and the same world size, GPUs per
+  node and cluster profile: a JAX run pairs only with PyTorch runs of its world): the
+  JAX/PyTorch ips ratio where both sides completed runs, with its bounds
+  (``ratio_low``/``ratio_high``), each side's completed and failed runs
+  (``torch_runs``/``jax_runs``, ``torch_failed``/``jax_failed``), whether the two differ
+  beyond their spread (``difference``; ``no result: jax failed (1 of 1 runs)`` where a side
+  completed none), each side's device busy share, whether either was host-bound or noisy,
+  the attention each ran and the PyTorch recipe the ratio is against (``torch_recipe``)
+  (``framework_ratio_table``); a run at a point the other framework did not run at all has
+  no row (the terminal and the report name them);
 - ``reference.csv``: each point against the published figures of its setup (ORNL, PyCls:
   ``vitfsdp/reference/``): measured, published, ratio per device, or which settings differ
   (``vitfsdp.analysis.reference.reference_table``);
@@ -48,7 +51,7 @@ nor a table whose values did not change written again (``.table_inputs.json``).
 
 Prints a compact table of the results to stdout, a row per run (a row per point, with its
 completed runs counted, above :data:`MAX_PRINTED_RUNS` runs), the JAX/PyTorch ratio table
-where both frameworks completed a point, with the report's words on it
+where both frameworks ran a point, with the report's words on it
 (``vitfsdp.analysis.report.framework_text``: how many ratios are results, the PyTorch recipe,
 the hosts, what the two programs run differently, which completed runs of either framework
 found no partner and so no row), and where a point matched a published
