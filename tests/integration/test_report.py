@@ -248,6 +248,7 @@ def test_captions_name_only_what_each_figure_drew(report: Path) -> None:
         assert drawn is not None, name
         text = caption(name, None, drawn)
         assert all((words in text) == (kind in drawn) for kind, words in MARK_CAPTIONS.items())
+        assert set(drawn) <= set(MARK_CAPTIONS), (name, drawn)  # no mark drawn unexplained
     assert "ideal" in drawn_kinds((report / "weak_scaling.png").read_bytes())
     assert "ideal" not in drawn_kinds((report / "memory.png").read_bytes())
     md = (report / "report.md").read_text(encoding="utf-8")

@@ -192,3 +192,26 @@ def test_the_cost_text_sets_the_measured_start_up_against_the_plans():
     assert f"the plan assumes {STARTUP_S} s a point" in text
     assert _startup_text(pd.DataFrame({"nodes": [1]})) == ""
     assert _startup_text(df.assign(startup_s=None)) == ""
+
+
+def test_the_efficiency_caption_names_its_bars_as_the_figure_does(tmp_path: Path) -> None:
+    """efficiency.png's capped bars are the efficiency bounds (slowest run over the
+    baseline's fastest to fastest over its slowest: mark ``efficiency_bounds``), its
+    one-run points hollow (``one_run``); the caption said 'min-max over repeats' of the
+    former and nothing of either once the figure drew them as such."""
+    from tests.fake_records import write_run as write_fake
+
+    for nodes, values in ((1, [100.0, 101.0, 99.0]), (2, [150.0, 190.0, 200.0]), (4, [380.0])):
+        for repeat, ips in enumerate(values):
+            info = run_info("DDP", nodes)
+            info["config"]["repeat"] = repeat
+            write_fake(tmp_path / f"DDP_{nodes}_r{repeat}", info, ips)
+    png = write_figures(collect_runs(tmp_path), tmp_path / "w", formats=("png",),
+                        names=("efficiency",))["efficiency"]
+    drawn = drawn_kinds(png.read_bytes())
+    assert {"efficiency_bounds", "one_run"} <= set(drawn) and "repeats" not in drawn
+    text = caption("efficiency", None, drawn)
+    assert ("capped bars: efficiency bounds (slowest run / baseline's fastest to fastest / "
+            "baseline's slowest: points.csv efficiency_min-efficiency_max") in text
+    assert "hollow marker, one run: no spread over repeats" in text
+    assert "min-max over repeats" not in text

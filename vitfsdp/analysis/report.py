@@ -121,6 +121,11 @@ MARK_CAPTIONS = {
              "marker)",
     "repeats": f"error bars: min-max over repeats (not drawn under {MIN_ERROR_BAR:.0%} of "
                "the median)",
+    "efficiency_bounds": "capped bars: efficiency bounds (slowest run / baseline's fastest to "
+                         "fastest / baseline's slowest: points.csv efficiency_min-"
+                         "efficiency_max, wider than the point's repeats alone; not drawn "
+                         f"under {MIN_ERROR_BAR:.0%} of the value)",
+    "one_run": "hollow marker, one run: no spread over repeats (a point that completed once)",
     "efficiency_windows": "thin bar without caps, just right of a point that ran once: its "
                           "efficiency from its run's slowest and fastest windows against the "
                           "baseline's fastest and slowest (its repeats, or its one run's "
