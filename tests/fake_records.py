@@ -54,3 +54,18 @@ def write_run(run_dir: Path, info: dict, ips: float | None, status: str = "compl
                         mem_key: mem_gib + step / 100, "loss": 2.0,
                         "device_busy_frac": busy})  # fmt: skip
     records.finish(status)
+
+
+def write_sweep(root: Path, ips: dict[tuple[str, int], list[float | None]]):
+    """A sweep of ``run_info`` points under ``root``: ``{(strategy, nodes): [ips of each
+    repeat]}``, a ``None`` ips an ``oom`` run; returns its ``collect_runs`` frame."""
+    # on use: the analysis only for the tests that read a sweep back
+    from vitfsdp.analysis import collect_runs
+
+    for (strategy, nodes), values in ips.items():
+        for repeat, value in enumerate(values):
+            info = run_info(strategy, nodes)
+            info["config"]["repeat"] = repeat
+            write_run(root / f"{strategy}_{nodes}_r{repeat}", info, value,
+                      status="completed" if value is not None else "oom")
+    return collect_runs(root)

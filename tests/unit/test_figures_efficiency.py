@@ -2,24 +2,13 @@
 bounds, the ideal at 1 and every run that did not complete."""
 
 import math
-from pathlib import Path
 
 import pytest
 
-from tests.fake_records import run_info, write_run
-from vitfsdp.analysis import collect_runs, points_table
+from tests.fake_records import write_sweep
+from vitfsdp.analysis import points_table
 from vitfsdp.analysis.figures import plot_efficiency
 from vitfsdp.analysis.figures.panels import WINDOW_BAR_SHIFT
-
-
-def _sweep(root: Path, ips: dict[tuple[str, int], list[float | None]]):
-    for (strategy, nodes), values in ips.items():
-        for repeat, value in enumerate(values):
-            info = run_info(strategy, nodes)
-            info["config"]["repeat"] = repeat
-            write_run(root / f"{strategy}_{nodes}_r{repeat}", info, value,
-                      status="completed" if value is not None else "oom")
-    return collect_runs(root)
 
 
 def _line(ax, label: str) -> dict[int, float]:
@@ -33,7 +22,7 @@ def test_the_figure_draws_points_csvs_efficiency_and_its_bounds(tmp_path):
     """DDP at 1 node ran twice (100, 110), at 2 nodes once (180, windows 179-181) and once
     out of memory at 4: the line is points.csv's efficiency (1 at 1 node, 180/210 at 2),
     a thin bar beside 2 over its bounds, an x for 4, the ideal dashed at 1."""
-    df = _sweep(tmp_path, {("DDP", 1): [100.0, 110.0], ("DDP", 2): [180.0],
+    df = write_sweep(tmp_path, {("DDP", 1): [100.0, 110.0], ("DDP", 2): [180.0],
                            ("DDP", 4): [None]})
     fig = plot_efficiency(df)
     ax = fig.axes[0]
@@ -61,7 +50,7 @@ def test_the_figure_draws_points_csvs_efficiency_and_its_bounds(tmp_path):
 def test_every_legend_entry_fits_a_one_panel_figure(tmp_path):
     """A one-panel figure is 3.5 in wide: the one-run bar's long legend entry is wrapped, so
     the legend lies within the figure on both sides once drawn."""
-    df = _sweep(tmp_path, {("DDP", 1): [100.0, 110.0], ("DDP", 2): [180.0],
+    df = write_sweep(tmp_path, {("DDP", 1): [100.0, 110.0], ("DDP", 2): [180.0],
                            ("DDP", 4): [None]})
     fig = plot_efficiency(df)
     fig.canvas.draw()
@@ -72,7 +61,7 @@ def test_every_legend_entry_fits_a_one_panel_figure(tmp_path):
 
 
 def test_no_figure_without_a_completed_point(tmp_path):
-    assert plot_efficiency(_sweep(tmp_path, {("DDP", 1): [None]})) is None
+    assert plot_efficiency(write_sweep(tmp_path, {("DDP", 1): [None]})) is None
 
 
 def test_no_figure_where_every_line_ran_at_one_node_count(tmp_path):
@@ -82,7 +71,7 @@ def test_no_figure_where_every_line_ran_at_one_node_count(tmp_path):
     there."""
     from vitfsdp.analysis.__main__ import main as analysis_main
 
-    df = _sweep(tmp_path / "s", {("DDP", 1): [100.0], ("FULL_SHARD", 1): [80.0],
+    df = write_sweep(tmp_path / "s", {("DDP", 1): [100.0], ("FULL_SHARD", 1): [80.0],
                                  ("DDP", 2): [None]})
     assert plot_efficiency(df) is None
     out = tmp_path / "out"
@@ -101,7 +90,7 @@ def test_a_line_whose_ideal_starts_later_says_so(tmp_path):
     and the report's 'ideal from' column say so; FULL_SHARD's label is its own."""
     from vitfsdp.analysis.report import ideal_from
 
-    df = _sweep(tmp_path, {("DDP", 1): [None], ("DDP", 2): [190.0], ("DDP", 4): [360.0],
+    df = write_sweep(tmp_path, {("DDP", 1): [None], ("DDP", 2): [190.0], ("DDP", 4): [360.0],
                            ("FULL_SHARD", 1): [100.0], ("FULL_SHARD", 2): [150.0],
                            ("FULL_SHARD", 4): [250.0]})
     ax = plot_efficiency(df).axes[0]
@@ -119,9 +108,10 @@ def test_each_lines_bounds_stand_beside_the_node_count_where_all_are_seen(tmp_pa
     """At 2 nodes HYBRID_2GPU's bounds lie inside FULL_SHARD's: drawn at one x, its bar hid
     in FULL_SHARD's. Each line's points and bars now stand at their own x, either side of
     the node count."""
-    df = _sweep(tmp_path, {("FULL_SHARD", 1): [100.0, 104.0], ("FULL_SHARD", 2): [140.0, 200.0],
-                           ("HYBRID_2GPU", 1): [100.0, 104.0],
-                           ("HYBRID_2GPU", 2): [185.0, 195.0]})
+    df = write_sweep(tmp_path, {("FULL_SHARD", 1): [100.0, 104.0],
+                                ("FULL_SHARD", 2): [140.0, 200.0],
+                                ("HYBRID_2GPU", 1): [100.0, 104.0],
+                                ("HYBRID_2GPU", 2): [185.0, 195.0]})
     ax = plot_efficiency(df).axes[0]
     xs = {}
     for container in ax.containers:
@@ -149,7 +139,7 @@ def test_the_capped_bar_is_named_the_efficiency_bounds_not_the_repeats(tmp_path)
     """DDP ran twice at 1 node (100, 110) and at 2 nodes (150, 170): its capped bar at 2 is
     150/220 to 170/200, wider than its repeats' 150/210 to 170/210. Before, the legend and
     the caption's mark called it 'min-max over repeats'; now it is its own kind."""
-    df = _sweep(tmp_path, {("DDP", 1): [100.0, 110.0], ("DDP", 2): [150.0, 170.0]})
+    df = write_sweep(tmp_path, {("DDP", 1): [100.0, 110.0], ("DDP", 2): [150.0, 170.0]})
     fig = plot_efficiency(df)
     bars = {}
     for container in fig.axes[0].containers:

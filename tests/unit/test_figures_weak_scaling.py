@@ -1,26 +1,12 @@
 """The weak-scaling figure as a reader reads it off: tick labels over everything drawn."""
 
 import math
-from pathlib import Path
 
-import pandas as pd
 import pytest
 from matplotlib.colors import to_hex
 
-from tests.fake_records import run_info, write_run
-from vitfsdp.analysis import collect_runs
+from tests.fake_records import write_sweep
 from vitfsdp.analysis.figures import plot_weak_scaling
-
-
-def _sweep(root: Path, ips: dict[tuple[str, int], list[float | None]]) -> pd.DataFrame:
-    for (strategy, nodes), values in ips.items():
-        for repeat, value in enumerate(values):
-            info = run_info(strategy, nodes)
-            info["config"]["repeat"] = repeat
-            write_run(root / f"{strategy}_{nodes}_r{repeat}", info, value,
-                      status="completed" if value is not None else "oom")
-    return collect_runs(root)
-
 
 #: A CPU sweep at 1 and 2 nodes that scaled badly: less than a decade from the slowest
 #: 2-node run (11) to FULL_SHARD's ideal at 2 nodes (46); the spans overlap at 2 nodes.
@@ -33,7 +19,7 @@ def test_the_y_labels_span_every_value_drawn(tmp_path):
     """On a log axis over less than a decade the reader reads a value off between two
     labels: the labelled ticks run from at or below the lowest value drawn (the slowest
     run's bar, 11) to at or above the highest (the ideal, 46), every one inside the axis."""
-    ax = plot_weak_scaling(_sweep(tmp_path, POOR)).axes[0]
+    ax = plot_weak_scaling(write_sweep(tmp_path, POOR)).axes[0]
     low, high = ax.get_ylim()
     labelled = {t.get_position()[1]: t.get_text() for t in ax.get_yticklabels()
                 if t.get_text() and low <= t.get_position()[1] <= high}
@@ -57,7 +43,7 @@ def test_each_lines_bars_stand_beside_the_node_count_where_all_are_seen(tmp_path
     """At 2 nodes HYBRID_2GPU's span (13-20.5) lies inside FULL_SHARD's (11-21): drawn at one
     x, the inner bar hid in the outer. Each line's markers and bars now stand at their own x,
     symmetric around the node count (the middle line at it); the ideal lines stay at it."""
-    ax = plot_weak_scaling(_sweep(tmp_path, POOR)).axes[0]
+    ax = plot_weak_scaling(write_sweep(tmp_path, POOR)).axes[0]
     measured = {ln.get_label(): ln for ln in ax.lines if not ln.get_label().startswith("_")}
     assert sorted(measured) == ["DDP", "FULL_SHARD", "HYBRID_2GPU"]
     at_2 = {label: ln.get_xdata()[1] for label, ln in measured.items()}
@@ -73,7 +59,7 @@ def test_each_lines_bars_stand_beside_the_node_count_where_all_are_seen(tmp_path
 def test_a_failure_mark_stands_where_its_lines_points_do(tmp_path):
     """DDP ran out of memory at 4 nodes: its x stands beside 4 as DDP's points stand beside
     1 and 2, apart from FULL_SHARD's points there."""
-    ax = plot_weak_scaling(_sweep(tmp_path, {
+    ax = plot_weak_scaling(write_sweep(tmp_path, {
         ("DDP", 1): [100.0], ("DDP", 2): [180.0], ("DDP", 4): [None],
         ("FULL_SHARD", 1): [100.0], ("FULL_SHARD", 2): [190.0], ("FULL_SHARD", 4): [350.0],
     })).axes[0]
@@ -93,7 +79,7 @@ def test_the_footer_says_why_no_predicted_ips_is_drawn(tmp_path):
     """A CPU sweep without a probe: the plan predicted memory (pred_source=profile) but no
     images/s, so no dotted line is drawn; the footer says what the plan needs for one. Where
     a run has a predicted ips the line is drawn and the footer says nothing of it."""
-    df = _sweep(tmp_path, POOR)
+    df = write_sweep(tmp_path, POOR)
     assert df["pred_ips"].isna().all() and (df["pred_source"] == "profile").any()
     fig = plot_weak_scaling(df)
     assert "predicted" not in fig.drawn_kinds
@@ -132,14 +118,14 @@ def test_a_point_that_ran_once_is_hollow(tmp_path, figure):
     from vitfsdp.analysis.figures import plot_efficiency
 
     plot = {"weak_scaling": plot_weak_scaling, "efficiency": plot_efficiency}[figure]
-    fig = plot(_sweep(tmp_path, ONCE_AND_REPEATED))
+    fig = plot(write_sweep(tmp_path, ONCE_AND_REPEATED))
     ddp, full_shard = ("#1f77b4", "#2ca02c")  # C0, C2: the strategies' fixed colours
     assert _hollow_nodes(fig.axes[0]) == {ddp: [4], full_shard: [1, 4]}
     assert "one_run" in fig.drawn_kinds
     labels = [" ".join(t.get_text().split()) for t in fig.legends[0].get_texts()]
     assert "hollow marker, one run: no spread over repeats" in labels
     repeated = {key: values for key, values in ONCE_AND_REPEATED.items() if len(values) > 1}
-    fig = plot(_sweep(tmp_path / "repeated", repeated))
+    fig = plot(write_sweep(tmp_path / "repeated", repeated))
     assert _hollow_nodes(fig.axes[0]) == {} and "one_run" not in fig.drawn_kinds
 
 
@@ -161,7 +147,7 @@ def test_runs_that_reached_nothing_stay_in_the_bottom_band_side_by_side(tmp_path
     plot = {"weak_scaling": plot_weak_scaling, "efficiency": plot_efficiency}[figure]
     ips = {(s, n): [100.0 * n] for s in ("DDP", "FULL_SHARD", "HYBRID_2GPU") for n in (1, 2)}
     ips |= {(s, 4): [None] for s in ("DDP", "FULL_SHARD", "HYBRID_2GPU")}
-    fig = plot(_sweep(tmp_path, ips))
+    fig = plot(write_sweep(tmp_path, ips))
     fig.canvas.draw()
     ax = fig.axes[0]
     marks = _bottom_marks(ax)
@@ -181,7 +167,7 @@ def test_marks_at_one_x_stand_side_by_side_not_up_the_axis(tmp_path):
     from vitfsdp.analysis.figures.panels import _mark_not_completed, _new_figure
     from vitfsdp.analysis.figures.style import NOT_COMPLETED_STEP_PT
 
-    df = _sweep(tmp_path, {("DDP", 2): [None], ("FULL_SHARD", 2): [None]})
+    df = write_sweep(tmp_path, {("DDP", 2): [None], ("FULL_SHARD", 2): [None]})
     fig, (ax,) = _new_figure(1)
     marked, extras = Counter(), set()
     for strategy, color in (("DDP", "C0"), ("FULL_SHARD", "C2")):
