@@ -354,9 +354,9 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
         lines += [f"#{i}: {o}" for i, o in enumerate(others)]
     lines += textwrap.wrap(_legend(peak), LEGEND_WIDTH)
     if "rank" in df and df["rank"].notna().any():
-        lines.append(f"rank: 1 + the points predicted faster by more than {RANK_TIE_FRAC:.1%}, "
-                     f"the plan's median step-time error on the committed records; a shared "
-                     f"rank is written 1=")
+        lines += textwrap.wrap(f"rank: 1 + the points predicted faster by more than "
+                               f"{RANK_TIE_FRAC:.1%}, the plan's median step-time error on the "
+                               f"committed records; a shared rank is written 1=", LEGEND_WIDTH)
     planned = df[_verdicts(df) != NOT_APPLICABLE]
     unknown = []
     if planned["step_time_s"].isna().any():
