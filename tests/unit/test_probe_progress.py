@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from vitfsdp.probe.__main__ import eta_line, spread_text
 
 
@@ -60,3 +62,27 @@ def test_the_prediction_names_what_its_probe_held_to() -> None:
     assert _probe_source(Probe("p.json", "cpu", {}, when, (quiet, loud))) == (
         f"probe:p.json ({when}; NOISY: repeats spread 35% > 10%)")
     assert _probe_source(Probe("p.json", "cpu", {}, when, ({},))) == f"probe:p.json ({when})"
+
+
+def test_a_jax_point_takes_jax_loop_time_never_pytorchs() -> None:
+    """The framework probe's loop+wrapper time is per framework: a mixed sweep's JAX point
+    took the PyTorch run's per-unit FSDP hook time (its (strategy, engine) key), which says
+    nothing of a jitted JAX step; a probe file from before the field holds PyTorch's."""
+    from vitfsdp.plan.probed import Probe, ProbeWorld
+
+    def world(*entries: dict) -> Probe:
+        w = ProbeWorld.from_json({"world_size": 2, "framework": list(entries)})
+        return Probe("p.json", "cpu", {2: w})
+
+    torch_fs = {"strategy": "FULL_SHARD", "engine": "fsdp1", "status": "completed",
+                "overhead_s": 0.002, "per": "unit"}  # recorded before the framework field
+    jax_fs = {**torch_fs, "framework": "jax", "overhead_s": 0.0005}
+    probe = world(torch_fs)
+    assert probe.framework_s(2, "FULL_SHARD", "fsdp1", True, 5)[0] == pytest.approx(0.01)
+    seconds, notes = probe.framework_s(2, "FULL_SHARD", "fsdp1", True, 5, "jax")
+    assert seconds == 0.0 and "loop+wrapper time of jax not probed" in notes
+    both = world(torch_fs, jax_fs)
+    assert both.framework_s(2, "FULL_SHARD", "fsdp1", True, 5, "jax")[0] == pytest.approx(
+        0.0025)
+    assert both.framework_s(2, "FULL_SHARD", "fsdp1", True, 5, "torch")[0] == pytest.approx(
+        0.01)

@@ -512,7 +512,8 @@ def predict(cfg, *, peak_flops: float | None = None,
     framework, host = 0.0, None
     if probe is not None and step is not None:
         framework, found = probe.framework_s(cfg.world_size, cfg.strategy.name, cfg.engine,
-                                             cfg.strategy.is_fsdp, b["num_units"] + 1)
+                                             cfg.strategy.is_fsdp, b["num_units"] + 1,
+                                             cfg.framework)
         notes |= found
         step += framework
     elif step is not None and device == "gpu":  # the host issues ahead: max(device, host)

@@ -104,7 +104,8 @@ class ProbeWorld:
                 for c in w.get("collectives", []) if c.get("points")}
         opt = w.get("optimizer") or {}
         ov = w.get("overlap") or {}
-        fw = {(f["strategy"], f["engine"]): (f["overhead_s"], f["per"])
+        fw = {(f.get("framework", "torch"), f["strategy"], f["engine"]): (f["overhead_s"],
+                                                                          f["per"])
               for f in w.get("framework", []) if f.get("status") == "completed"}
         return cls(w["world_size"], w.get("nodes", 1), gemm, ops, opt.get("s_per_param"),
                    coll, ov.get("fraction"), fw, w.get("network"))
@@ -217,16 +218,21 @@ class Probe:
         return interpolate(curve, size_bytes), notes
 
     def framework_s(self, world_size: int, strategy: str, engine: str, is_fsdp: bool,
-                    num_units: int) -> tuple[float, Notes]:
+                    num_units: int, framework: str = "torch") -> tuple[float, Notes]:
         """Seconds per step the training loop and the wrapper add beyond compute and
-        collectives, measured by the framework probe for this strategy (else one of the
-        same kind, FSDP or DDP), per FSDP unit (``num_units``: blocks + root) or per step;
-        0 where not measured. And the notes."""
+        collectives, measured by the framework probe for this strategy under this
+        ``framework`` (torch or jax; else one of the same kind, FSDP or DDP, under it), per
+        FSDP unit (``num_units``: blocks + root) or per step; 0 where not measured under
+        that framework (a PyTorch wrapper's hooks say nothing of a jitted JAX step). Probe
+        files written before the framework was recorded hold PyTorch's. And the notes."""
         w, notes = self.world(world_size)
-        hit = w.framework.get((strategy, engine))
+        hit = w.framework.get((framework, strategy, engine))
         if hit is None:
-            same = [v for (s, _), v in w.framework.items() if (v[1] == "unit") == is_fsdp]
+            same = [v for (fw, _, _), v in w.framework.items()
+                    if fw == framework and (v[1] == "unit") == is_fsdp]
             if not same:
+                if w.framework:
+                    notes |= {f"loop+wrapper time of {framework} not probed"}
                 return 0.0, notes
             notes |= {f"loop+wrapper time of {strategy} not probed: another "
                       f"{'FSDP' if is_fsdp else 'DDP'} strategy's"}

@@ -192,12 +192,13 @@ def probe_framework(points: list[tuple[list[str], object]], world: dict, work_di
     probe"). PyTorch runs were trained by the world's probe worker in its own processes
     (``world["framework_runs"]``, :func:`framework_runs`); a strategy without one (JAX) is
     launched here as a point is."""
-    measured = {(r["strategy"], r["engine"]): r for r in world.pop("framework_runs", None) or []}
+    measured = {("torch", r["strategy"], r["engine"]): r  # framework_runs: PyTorch's only
+                for r in world.pop("framework_runs", None) or []}
     probe = Probe("(this probe)", world["device"]["type"],
                   {world["world_size"]: ProbeWorld.from_json(world)})
     out, seen = [], set()
     for point, cfg in points:
-        key = (cfg.strategy.name, cfg.engine)
+        key = (cfg.framework, cfg.strategy.name, cfg.engine)  # JAX's loop is not torch's
         if key in seen:
             continue
         seen.add(key)
@@ -205,15 +206,17 @@ def probe_framework(points: list[tuple[list[str], object]], world: dict, work_di
         (_, tiny), = compose_points(overrides)
         run = measured.get(key) or _launch_framework(cfg, overrides, work_dir)
         if run.get("status") != "completed" or not run.get("step_s"):
-            out.append({"strategy": cfg.strategy.name, "engine": cfg.engine,
-                        "status": "failed", "reason": run.get("reason") or "no step measured"})
+            out.append({"framework": cfg.framework, "strategy": cfg.strategy.name,
+                        "engine": cfg.engine, "status": "failed",
+                        "reason": run.get("reason") or "no step measured"})
             continue
         predicted = predict(tiny, probe=probe, device=world["device"]["type"].replace(
             "cuda", "gpu")).step_time_s
         units = fsdp_units(model_sizes(tiny.model, tiny.num_classes),
                            tiny.strategy.blocks_per_unit)[0] + 1
         per = units if cfg.strategy.is_fsdp else 1
-        out.append({"strategy": cfg.strategy.name, "engine": cfg.engine, "status": "completed",
+        out.append({"framework": cfg.framework, "strategy": cfg.strategy.name,
+                    "engine": cfg.engine, "status": "completed",
                     "is_fsdp": cfg.strategy.is_fsdp, "step_s": run["step_s"],
                     "predicted_s": predicted, "units": units,
                     "overhead_s": max(0.0, run["step_s"] - predicted) / per,
@@ -227,7 +230,8 @@ def _launch_framework(cfg, overrides: list[str], work_dir: Path) -> dict:
     # the launchers where a run is launched: `python -m vitfsdp.probe --help` starts without
     from vitfsdp.launch.local import run_point, tail
 
-    run_dir = work_dir / f"framework_w{cfg.world_size}_{cfg.strategy.name}_{cfg.engine}"
+    jax = "_jax" if cfg.framework == "jax" else ""
+    run_dir = work_dir / f"framework_w{cfg.world_size}_{cfg.strategy.name}_{cfg.engine}{jax}"
     if cfg.cluster.launcher == "slurm":
         # submitit where a Slurm job is submitted
         from vitfsdp.probe.slurm import run_framework_job
@@ -320,7 +324,8 @@ def summary_line(w: dict) -> str:
             + (f", overlap {ov:.2f}" if ov is not None else "")
             + (f"; {coll}" if coll else "") + f" [{w.get('wall_s', 0):.0f} s]"
             + spread_text(w.get("spread"))
-            + "".join(f"; {f['strategy']} loop+wrapper {f['overhead_s'] * 1e3:.1f} ms/{f['per']}"
+            + "".join(f"; {f['strategy']}{' jax' if f.get('framework') == 'jax' else ''} "
+                      f"loop+wrapper {f['overhead_s'] * 1e3:.1f} ms/{f['per']}"
                       for f in w.get("framework", []) if f.get("status") == "completed"))
 
 
