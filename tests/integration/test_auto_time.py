@@ -96,14 +96,15 @@ def _checked(*overrides):
     from pathlib import Path
 
     from vitfsdp.sweep.check import _beyond_time_limit
-    from vitfsdp.sweep.compose import _auto_time
+    from vitfsdp.sweep.compose import resolve_auto_time
     from vitfsdp.sweep.point import Point
 
     cfg = compose_cfg(*VIT_5B, *overrides)
+    held = False
     if cfg.cluster.time == "auto":
-        cfg.cluster.time = _auto_time(cfg)
+        cfg.cluster.time, held = resolve_auto_time(cfg)
     warned: dict = {}
-    return _beyond_time_limit(Point(0, [], cfg, Path("/x")), warned), cfg
+    return _beyond_time_limit(Point(0, [], cfg, Path("/x"), auto_held=held), warned), cfg
 
 
 @pytest.mark.parametrize("steps,requeues,accepted", [
@@ -130,6 +131,10 @@ def test_a_time_typed_by_hand_keeps_the_plain_rule():
     plan's time without auto's margin, start-up once (6 jobs for 8,000 steps)."""
     assert _checked("train.steps=8000", "cluster.max_requeues=5",
                     "cluster.time=02:00:00")[0] is None
+    # typed as auto writes the cap: still the user's time (before, recognised by its text
+    # as auto's, it was held to auto's margin and refused)
+    assert _checked("train.steps=8000", "cluster.max_requeues=5",
+                    "cluster.time=0-02:00:00")[0] is None
 
 
 def test_a_long_timing_window_is_warned_of_once_for_the_sweep(tmp_path):

@@ -352,7 +352,7 @@ def test_stop_signal_that_would_come_at_the_start_is_refused(caplog):
 
     def check(*overrides, checked=None):
         cfg = compose_cfg(*PROFILES["cuda8"], *POINT, *overrides)
-        return _check_slurm_point(SimpleNamespace(cfg=cfg), options,
+        return _check_slurm_point(SimpleNamespace(cfg=cfg, auto_held=False), options,
                               {} if checked is None else checked)
 
     assert check("cluster.time=00:01:00", "cluster.signal_delay_s=90") == (

@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from vitfsdp import plan as planner
 from vitfsdp.config import RunConfig
-from vitfsdp.launch import LaunchOptions, pack, resume, slurm, slurm_checks, time_limit_s
+from vitfsdp.launch import LaunchOptions, pack, resume, slurm, slurm_checks
 from vitfsdp.sweep.choose import _settled
 from vitfsdp.sweep.point import (
     Point,
@@ -378,7 +378,7 @@ def _beyond_time_limit(p: Point, warned: dict) -> str | None:
                     f"and an attempt that saved nothing is not requeued; {fix}, or "
                     "train.checkpoint_every=N (saves within each job)")
         warned.setdefault("windows", []).append((window_s, p, step_s))
-    auto = _auto_held(p.cfg)
+    auto = p.auto_held
     jobs = _jobs_needed(p.cfg, step_s, cluster.time_limit_s, auto)
     cap = cluster.queue_time_limit_s(p.cfg.nodes)
     if jobs > cluster.max_requeues + 1:
@@ -389,20 +389,6 @@ def _beyond_time_limit(p: Point, warned: dict) -> str | None:
     if jobs > 1:
         warned.setdefault("requeues", []).append((jobs - 1, p, step_s, auto))
     return None
-
-
-def _auto_held(cfg: RunConfig) -> bool:
-    """Whether ``cfg``'s ``cluster.time`` is ``cluster.time=auto`` held to the queue's limit
-    for its node count (:func:`vitfsdp.sweep.compose._auto_time`): that limit, written as
-    auto writes it (``0-02:00:00``), where the plan's time is longer. A time typed by hand
-    (``02:00:00``) is the user's choice, and keeps the plain rule of :func:`_jobs_needed`."""
-    cap_s = cfg.cluster.queue_time_limit_s(cfg.nodes)
-    if cap_s is None or cfg.cluster.time != pack.slurm_time(cap_s):
-        return False
-    try:
-        return time_limit_s(planner.auto_time_limit(cfg)) > cap_s
-    except (ValueError, NotImplementedError):  # no step time: auto could not have been used
-        return False
 
 
 def _at_cap(cfg: RunConfig, cap_s: int | None) -> str:

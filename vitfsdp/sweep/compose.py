@@ -170,8 +170,9 @@ def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num:
         if cannot is None:
             raise
         raise PointCannotRun(cannot) from None
+    auto_held = False
     if cfg.cluster.time == "auto":  # the plan's time for the point's steps (docs/plan.md)
-        cfg.cluster.time = _auto_time(cfg)
+        cfg.cluster.time, auto_held = resolve_auto_time(cfg)
         overrides = [*(o for o in overrides if not o.startswith("cluster.time=")),
                      f"cluster.time={cfg.cluster.time}"]
     for line in cfg.cluster.check_queue_limits(cfg.nodes):  # max_jobs lowered to the queue's
@@ -184,11 +185,23 @@ def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num:
     # the user's config folders (hydra.searchpath) go with the point into its command
     searchpath = [o for o in config.hydra.overrides.hydra if o.startswith("hydra.searchpath=")]
     overrides = [*overrides, *(s for s in searchpath if s not in overrides)]
-    return Point(num, overrides, cfg, run_dir.resolve(), resume.config_hash(cfg), swept)
+    return Point(num, overrides, cfg, run_dir.resolve(), resume.config_hash(cfg), swept,
+                 auto_held)
 
 
 def _auto_time(cfg) -> str:
-    """What ``cluster.time=auto`` resolves to for ``cfg``: the plan's time
+    """What ``cluster.time=auto`` resolves to for ``cfg`` (:func:`resolve_auto_time`'s time).
+
+    Raises:
+        ValueError: no step time in the plan, or more nodes than the queue's largest bin.
+    """
+    return resolve_auto_time(cfg)[0]
+
+
+def resolve_auto_time(cfg) -> tuple[str, bool]:
+    """What ``cluster.time=auto`` resolves to for ``cfg``, and whether it was held to the
+    queue's limit (then the point's requeues are counted with auto's margin,
+    :func:`vitfsdp.sweep.check._jobs_needed`; :attr:`Point.auto_held`): the plan's time
     (:func:`vitfsdp.plan.auto_time_limit`), held to the longest a job of its node count may
     ask under ``cluster.queue_limits`` (Frontier's batch queue: 2 h up to 91 nodes) where
     it is longer; the requeues from the checkpoint run the rest, which
@@ -205,8 +218,8 @@ def _auto_time(cfg) -> str:
     cap_s = cfg.cluster.queue_time_limit_s(cfg.nodes)
     if (cap_s is None or time_limit_s(planned) <= cap_s
             or cfg.cluster.no_chaining(cfg.nodes)):  # no requeues: the limit refuses it
-        return planned
-    return pack.slurm_time(cap_s)
+        return planned, False
+    return pack.slurm_time(cap_s), True
 
 
 def _cannot_run(sweep_config: DictConfig, overrides: list[str], num: int, run_dir: Path,

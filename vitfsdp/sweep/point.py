@@ -52,6 +52,9 @@ class Point:
     #: the overrides that tell it from the sweep's other points (none of a key the sweep
     #: gives one value), as its run directory's name holds them: what messages name it by
     swept: list[str] = field(default_factory=list)
+    #: its ``cluster.time`` is ``cluster.time=auto`` held to the queue's limit for its node
+    #: count (:func:`vitfsdp.sweep.compose.resolve_auto_time`), not a time typed by hand
+    auto_held: bool = False
 
 
 @dataclass
