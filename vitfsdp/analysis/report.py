@@ -139,7 +139,7 @@ MARK_CAPTIONS = {
     "reserved": "hollow circles: measured peak reserved memory, what the plan predicts "
                 "there (the dotted line compares with them, not with the allocated line)",
     "failed": "x: runs that did not complete, at what they reached before they ended "
-              "(median over their windows), else in a row at the panel's bottom (the note "
+              "(median over their windows), else side by side in the panel's bottom band (the note "
               "under the panel names them)",
     "skipped": "hollow diamond: a point skipped as predicted not to fit",
     "reference": "hollow star: a published figure of the same setup (reference.csv)",
