@@ -20,17 +20,17 @@ def test_auto_is_held_to_the_queue_limit_of_its_node_count():
     """auto: the plan's time where the queue allows it (100 steps), else the queue's limit
     for the node count (2 h up to 91 nodes, 6 h up to 183, Frontier's batch queue)."""
     from vitfsdp import plan as planner
-    from vitfsdp.sweep.compose import _auto_time
+    from vitfsdp.sweep.compose import resolve_auto_time
 
     short = compose_cfg(*VIT_5B, "train.steps=100", "cluster.time=auto")
-    assert _auto_time(short) == planner.auto_time_limit(short)
-    assert time_limit_s(_auto_time(short)) < 2 * 3600
+    assert resolve_auto_time(short)[0] == planner.auto_time_limit(short)
+    assert time_limit_s(resolve_auto_time(short)[0]) < 2 * 3600
     long = compose_cfg(*VIT_5B, "train.steps=2000", "cluster.time=auto")
     assert time_limit_s(planner.auto_time_limit(long)) > 2 * 3600  # 0-05:36:00
-    assert _auto_time(long) == "0-02:00:00"
+    assert resolve_auto_time(long)[0] == "0-02:00:00"
     for nodes, cap in ((91, "0-02:00:00"), (92, "0-06:00:00")):
         cfg = compose_cfg(*VIT_5B, "train.steps=200000", f"nodes={nodes}", "cluster.time=auto")
-        assert _auto_time(cfg) == cap
+        assert resolve_auto_time(cfg)[0] == cap
 
 
 def _sweep(tmp_path, *overrides):
@@ -166,10 +166,10 @@ def test_auto_under_a_qos_that_forbids_chaining_is_not_held_to_its_limit(tmp_pat
     2 h, 'the point will be requeued 1 time(s)'. Now auto keeps the plan's time there and the
     point is refused with the words a time typed beyond the limit gets; 100 steps (one job)
     are written as before."""
-    from vitfsdp.sweep.compose import _auto_time
+    from vitfsdp.sweep.compose import resolve_auto_time
 
     cfg = compose_cfg(*VIT_5B, "cluster.qos=debug", "train.steps=2000", "cluster.time=auto")
-    assert _auto_time(cfg) == "0-05:36:00"
+    assert resolve_auto_time(cfg)[0] == "0-05:36:00"
     proc, out = _sweep(tmp_path, "cluster.qos=debug", "train.steps=2000", "cluster.time=auto")
     assert proc.returncode == 2, out[-3000:]
     assert proc.stderr.strip().endswith(

@@ -575,7 +575,7 @@ def auto_time_limit(cfg) -> str:
     ``train.steps × predicted step time × TIME_SAFETY_FACTOR + STARTUP_S +
     cluster.signal_delay_s``, rounded up to whole minutes, as ``D-HH:MM:SS``. A sweep holds
     it to the queue's limit for the node count (``cluster.queue_limits``), leaving the rest
-    to requeues (:func:`vitfsdp.sweep.compose._auto_time`).
+    to requeues (:func:`vitfsdp.sweep.compose.resolve_auto_time`).
 
     Raises:
         ValueError: the plan has no step time for ``cfg`` (no peak FLOP/s in the profile).

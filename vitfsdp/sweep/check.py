@@ -34,10 +34,14 @@ from vitfsdp.sweep.slurm_jobs import sweep_packs
 SIGNAL_MARGIN_S = 120
 
 
-def _check_launchable(cfg: RunConfig) -> None:
+def _check_launchable(cfg: RunConfig) -> list[str]:
     """Refuse a point its launcher cannot run, in one line: more local processes than
     ``cluster.max_local_procs``, nodes the emulated network cannot place, a node count
     beyond the profile's queue limits, or JAX missing where its ranks would import it.
+
+    Returns:
+        The lines of what the queue limits lowered
+        (:meth:`~vitfsdp.launch.ClusterConfig.check_queue_limits`), for the sweep to say once.
 
     Raises:
         ValueError: naming the field and the fix.
@@ -50,8 +54,9 @@ def _check_launchable(cfg: RunConfig) -> None:
         )
     if cfg.cluster.launcher == "local":
         cfg.cluster.network.check_nodes(cfg.nodes)
-    cfg.cluster.check_queue_limits(cfg.nodes)
+    lowered = cfg.cluster.check_queue_limits(cfg.nodes)
     _check_jax_importable(cfg)
+    return lowered
 
 
 def _jax_installed() -> bool:

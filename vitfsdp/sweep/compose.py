@@ -175,11 +175,10 @@ def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num:
         cfg.cluster.time, auto_held = resolve_auto_time(cfg)
         overrides = [*(o for o in overrides if not o.startswith("cluster.time=")),
                      f"cluster.time={cfg.cluster.time}"]
-    for line in cfg.cluster.check_queue_limits(cfg.nodes):  # max_jobs lowered to the queue's
+    for line in _check_launchable(cfg):  # max_jobs lowered to the queue's
         if said is not None and line not in said:
             said.add(line)
             log.info("%s", line)
-    _check_launchable(cfg)  # the queue limits again, with nothing left to lower
     secrets.secret_values(cfg.cluster.secrets, cfg.cluster.secrets_file)  # each one is set
     swept = [o for o in overrides if rundir.override_key(o) not in constant]
     # the user's config folders (hydra.searchpath) go with the point into its command
@@ -187,15 +186,6 @@ def _compose_point(hydra_context, config: DictConfig, overrides: list[str], num:
     overrides = [*overrides, *(s for s in searchpath if s not in overrides)]
     return Point(num, overrides, cfg, run_dir.resolve(), resume.config_hash(cfg), swept,
                  auto_held)
-
-
-def _auto_time(cfg) -> str:
-    """What ``cluster.time=auto`` resolves to for ``cfg`` (:func:`resolve_auto_time`'s time).
-
-    Raises:
-        ValueError: no step time in the plan, or more nodes than the queue's largest bin.
-    """
-    return resolve_auto_time(cfg)[0]
 
 
 def resolve_auto_time(cfg) -> tuple[str, bool]:
