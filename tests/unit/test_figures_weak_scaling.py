@@ -5,7 +5,7 @@ import math
 import pytest
 from matplotlib.colors import to_hex
 
-from tests.fake_records import write_sweep
+from tests.fake_records import GPUS_PER_NODE, write_sweep
 from vitfsdp.analysis.figures import plot_weak_scaling
 
 #: A CPU sweep at 1 and 2 nodes that scaled badly: less than a decade from the slowest
@@ -98,35 +98,42 @@ ONCE_AND_REPEATED = {("DDP", 1): [100.0, 104.0, 110.0], ("DDP", 2): [180.0, 186.
                      ("FULL_SHARD", 2): [185.0, 190.0], ("FULL_SHARD", 4): [340.0]}
 
 
-def _hollow_nodes(ax) -> dict[str, list[int]]:
-    """The node counts (powers of 2) of the hollow markers an axes drew, by colour."""
+def _hollow_nodes(ax, per_x: int = 1) -> dict[str, list[int]]:
+    """The node counts (powers of 2) of the hollow markers an axes drew, by colour; its x
+    is ``per_x`` times the node count (the TFLOP/s figure's is world size)."""
     hollow: dict[str, list[int]] = {}
     for marks in ax.collections:
         if marks.get_label() == "_one run":
             assert to_hex(marks.get_facecolor()[0]) == "#ffffff"
             hollow.setdefault(to_hex(marks.get_edgecolor()[0]), []).extend(
-                2 ** round(math.log2(x)) for x in marks.get_offsets()[:, 0])
+                2 ** round(math.log2(x / per_x)) for x in marks.get_offsets()[:, 0])
     return {color: sorted(nodes) for color, nodes in hollow.items()}
 
 
-@pytest.mark.parametrize("figure", ["weak_scaling", "efficiency"])
+@pytest.mark.parametrize("figure", ["weak_scaling", "efficiency", "tflops"])
 def test_a_point_that_ran_once_is_hollow(tmp_path, figure):
     """A point that completed once has no spread over repeats, and its window bar (under 2%
     here) is not drawn: before, its filled marker looked as exact as a point of three runs.
     Now it is hollow, in its line's colour, and the legend says what hollow means; the
-    points of two runs or more stay filled."""
-    from vitfsdp.analysis.figures import plot_efficiency
+    points of two runs or more stay filled. The TFLOP/s figure (x: world size) drew every
+    point filled until it too marked them."""
+    from vitfsdp.analysis.figures import plot_efficiency, plot_tflops
 
-    plot = {"weak_scaling": plot_weak_scaling, "efficiency": plot_efficiency}[figure]
+    def tflops(df):  # the fake records hold no TFLOP/s: any value moving with ips will do
+        return plot_tflops(df.assign(tflops_per_gpu=df["ips"] / 100))
+
+    plot = {"weak_scaling": plot_weak_scaling, "efficiency": plot_efficiency,
+            "tflops": tflops}[figure]
+    per_x = GPUS_PER_NODE if figure == "tflops" else 1
     fig = plot(write_sweep(tmp_path, ONCE_AND_REPEATED))
     ddp, full_shard = ("#1f77b4", "#2ca02c")  # C0, C2: the strategies' fixed colours
-    assert _hollow_nodes(fig.axes[0]) == {ddp: [4], full_shard: [1, 4]}
+    assert _hollow_nodes(fig.axes[0], per_x) == {ddp: [4], full_shard: [1, 4]}
     assert "one_run" in fig.drawn_kinds
     labels = [" ".join(t.get_text().split()) for t in fig.legends[0].get_texts()]
     assert "hollow marker, one run: no spread over repeats" in labels
     repeated = {key: values for key, values in ONCE_AND_REPEATED.items() if len(values) > 1}
     fig = plot(write_sweep(tmp_path / "repeated", repeated))
-    assert _hollow_nodes(fig.axes[0]) == {} and "one_run" not in fig.drawn_kinds
+    assert _hollow_nodes(fig.axes[0], per_x) == {} and "one_run" not in fig.drawn_kinds
 
 
 def _bottom_marks(ax) -> list[tuple[float, float]]:

@@ -142,13 +142,14 @@ def _plot_measured(ax, line: pd.DataFrame, keys: list[str], looks: dict[str, tup
 
 
 def _hollow_one_run(ax, line: pd.DataFrame, value: str, done: pd.Series, color: str,
-                    marker: str, extras: set[str], shift: float = 1.0) -> None:  # fmt: skip
-    """Each point of ``done`` (by node count, drawn at ``shift`` times it) that one completed
-    run of ``line`` measured, redrawn hollow over its filled marker (white inside, its
-    line's colour around), and ``one_run`` in ``extras`` for the legend; points of two runs
-    or more keep their filled marker."""
-    runs = _completed(line, value)
-    counts = runs.groupby(runs["nodes"].astype("int64"))[value].count()
+                    marker: str, extras: set[str], shift: float = 1.0,
+                    x: str = "nodes") -> None:  # fmt: skip
+    """Each point of ``done`` (by ``x``: node count, or world size; drawn at ``shift``
+    times it) that one completed run of ``line`` measured, redrawn hollow over its filled
+    marker (white inside, its line's colour around), and ``one_run`` in ``extras`` for the
+    legend; points of two runs or more keep their filled marker."""
+    runs = _completed(line, value, x)
+    counts = runs.groupby(runs[x].astype("int64"))[value].count()
     once = done[done.index.isin(counts.index[counts == 1])]
     if len(once):
         size = PAPER_RC["lines.markersize"]  # as the line's own markers (points)

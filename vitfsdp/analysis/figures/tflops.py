@@ -9,6 +9,7 @@ import pandas as pd
 
 from vitfsdp.analysis.figures.finish import _finish
 from vitfsdp.analysis.figures.panels import (
+    _hollow_one_run,
     _lines,
     _mark_host_bound,
     _new_figure,
@@ -39,7 +40,8 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     panel per model, with the device's peak (dotted, where the runs record it) and an MFU
     axis on the right (TFLOP/s / peak; MFU's definition: docs/benchmarks.md), and each
     point's spread as in the weak-scaling figure (min-max over repeats, else a thin bar over
-    its one run's timed windows). A host-bound point (median busy share below the bound,
+    its one run's timed windows; a point that completed once is hollow: its spread over
+    repeats is unmeasured). A host-bound point (median busy share below the bound,
     least busy rank: ``judged_busy``) is ringed by a grey hexagon, as in the weak-scaling
     figure: its MFU is the host's, not the device's. Runs on CPU
     ranks say "rank" for "GPU"; where every value is below 0.1 TFLOP/s (CPU ranks, tiny
@@ -66,6 +68,8 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
             points = line.groupby(line["world_size"].astype("int64"))["tflops_per_gpu"].median()
             ax.plot(points.index, points.values * scale, ls=_linestyle(line, keys),
                     marker=marker, color=color, label=label)
+            _hollow_one_run(ax, line, "tflops_per_gpu", points * scale, color, marker, extras,
+                            x="world_size")
             _mark_host_bound(ax, line, points * scale, extras, x="world_size")
             _plot_repeat_range(ax, line, "tflops_per_gpu", color, extras, x="world_size",
                                scale=scale)
