@@ -628,6 +628,29 @@ def test_a_point_that_ended_before_its_training_is_still_its_own_point(tmp_path)
         "vit_base", "FULL_SHARD", 2, "cancelled")
 
 
+def test_a_run_json_without_config_takes_its_points_whole_config_from_job_json(tmp_path):
+    """A run.json with no config (written before mark_failed copied job.json's) was read
+    back from job.json's overrides: model, strategy and nodes, every other column null, so
+    where the sweep varied one (``train.steps``, a prefetch) the run drew a line of its own
+    and had no ``point_id`` to count at. job.json holds the point's resolved config, which
+    the row now takes whole."""
+    from tests.integration.test_slurm_scripts import compose_cfg
+    from vitfsdp.launch.local import job_record
+    from vitfsdp.sweep.point import Point
+
+    cfg = compose_cfg("model=vit_base", "strategy=FULL_SHARD", "nodes=2", "train.steps=8")
+    run_dir = tmp_path / "sweep" / "0_nodes=2"
+    run_dir.mkdir(parents=True)
+    write_json_atomic(run_dir / "job.json",
+                      job_record(Point(0, ["nodes=2", "train.steps=8"], cfg, run_dir)))
+    write_json_atomic(run_dir / RUN_FILE, {"run_id": run_dir.name, "status": "failed"})
+    row = collect_runs(tmp_path / "sweep").iloc[0]
+    assert (row["model"], row["strategy"], row["nodes"], row["train.steps"]) == (
+        "vit_base", "FULL_SHARD", 2, 8)
+    assert isinstance(row["point_id"], str) and row["point_id"]
+    assert row["local_batch_size"] == cfg.train.local_batch_size
+
+
 def test_points_that_never_started_or_have_no_end_record_are_named(tmp_path):
     """The analysis reads records, so a Ctrl-C'd sweep's points that never started, and a
     Slurm point cancelled before it wrote anything, had no row and no word: the figures read

@@ -148,9 +148,14 @@ def _read_windows(path: str | os.PathLike) -> list[dict]:
 
 
 def _config_from_job(run_dir: Path) -> dict:
-    """The model, strategy and nodes of a run whose run.json holds no config (it failed
-    before the trainer started), from the launcher's ``job.json`` overrides; ``{}`` if none."""
+    """The config of a run whose run.json holds none (it failed before the trainer started
+    and no launcher recorded its end): the resolved config the sweep put in its
+    ``job.json`` (:func:`vitfsdp.launch.local.job_record`), so that every column of its
+    point is known; from a ``job.json`` written without one, the model, strategy and nodes
+    of its overrides; ``{}`` if none."""
     job = read_json(run_dir / "job.json") or {}
+    if isinstance(job.get("config"), dict):
+        return job["config"]
     given = dict(o.split("=", 1) for o in job.get("overrides") or [] if "=" in o)
     config: dict[str, Any] = {}
     if "model" in given:
