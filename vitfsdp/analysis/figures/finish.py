@@ -35,12 +35,17 @@ log = logging.getLogger(__name__)
 CONTEXT_COLUMNS = ("local_batch_size", "precision", "data", "device_name")
 
 
-#: Grey legend entries for the kinds of mark a figure may draw (the keys of ``extras``).
+#: Grey legend entries for the kinds of mark a figure may draw (the keys of ``extras``); a
+#: figure may say more in its own words (``proxy_labels`` of :func:`_finish`: memory.png
+#: names what its prediction predicts, ``predicted peak reserved (plan)`` on a GPU).
 PROXIES = {
     "ideal": dict(color="0.4", ls="--", label="ideal (linear)"),
     "predicted": dict(color="0.4", ls=":", marker=".", label="predicted (plan)"),
     "reserved": dict(color="0.4", marker="o", mfc="none", ls="none",
                      label="measured peak reserved"),
+    "device_used": dict(color="0.4", marker="v", mfc="none", ls="none",
+                        label="device used (NVML / AMD SMI): the whole GPU,\nits CUDA "
+                              "context and NCCL included"),
     "ranks": dict(color="0.4", marker="_", ls="-", lw=1, label="error bar: min over ranks"),
     "repeats": dict(color="0.4", marker="_", ls="-", lw=1,
                     label="error bar: min-max over repeats"),

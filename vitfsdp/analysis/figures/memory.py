@@ -12,6 +12,8 @@ import pandas as pd
 
 from vitfsdp.analysis.figures.finish import _finish
 from vitfsdp.analysis.figures.panels import (
+    MAX_LINE_SPREAD,
+    NODE_MARGIN,
     _completed,
     _completed_points,
     _empty_panel,
@@ -65,6 +67,26 @@ BAR_OCTAVES = 0.3
 #: says so (:data:`TINY_STATE`), and the Memory table of the report holds the bytes.
 MIN_BAR_PART = 0.01
 TINY_STATE = "model state per rank: under 1 % of the axis, too thin to see"
+#: Distance (in octaves of the log-2 node axis, as a fraction of the panel's width in
+#: octaves) from a point's measured peak to its prediction (left) and to its measured
+#: reserved memory (right; the device's used memory twice as far right): beside the point,
+#: not one blob on it (the predicted dot sat under the reserved circle and the measured
+#: marker). A bar's slot caps it at a quarter of the bar's width, so every mark stays on its
+#: own line's bar; without bars, at :data:`~vitfsdp.analysis.figures.panels.MAX_LINE_SPREAD`
+#: of the gap to the next node count over both sides.
+MARK_STEP = 0.035
+#: What the plan's predicted peak is, by runs.csv ``pred_mem_metric`` (the measured column
+#: it is compared with: :data:`vitfsdp.plan.MEM_METRIC`, ``peak_mem_reserved_gib`` on a GPU,
+#: torch and JAX alike, ``peak_rss_gib`` on CPU): the legend names it, so that the prediction
+#: is read against the measure it predicts, not against the allocated line of the y axis.
+PREDICTED_LABELS = {
+    "peak_mem_reserved_gib": "peak reserved",
+    "peak_rss_gib": "peak resident memory",
+}
+#: What a JAX run's ``peak_mem_reserved_gib`` is (:mod:`vitfsdp.jax.metrics`): XLA's
+#: ``peak_pool_bytes``, the pool it took (under XLA's preallocation a share of the device,
+#: whatever the step needs).
+JAX_RESERVED = "JAX: XLA's pool"
 #: Memory y labels by ``peak_mem_kind``.
 MEMORY_LABELS = {
     "allocated": "peak allocated per GPU (GiB)",
@@ -88,17 +110,24 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     Returns:
         The figure, with one legend below the panels. Per line: the maximum over ranks (and repeats)
         per node count, with an error bar down to the minimum over ranks where the records have it
-        (``peak_mem_min_gib``); the plan's predicted peak as a dotted line (and the measured peak
-        reserved as hollow circles when that is what the plan predicts); a point skipped as
-        infeasible as a hollow diamond at its predicted memory; other runs that did not complete as
-        ``x`` at the bottom. The device's memory (run.json ``device.memory_gib``, else
+        (``peak_mem_min_gib``); the plan's predicted peak as a dotted line just left of the
+        measured points, its legend entry naming what it predicts (runs.csv
+        ``pred_mem_metric``, :func:`_memory_mark_labels`: the peak reserved memory on a GPU,
+        the resident memory on CPU); just right of them, the measured peak reserved
+        (``peak_mem_reserved_gib``) as hollow circles where that is what the plan predicts,
+        and further right the whole device's used memory as hollow downward triangles where
+        the records hold it (``device_mem_used_gib``, NVML or AMD SMI: the CUDA context and
+        NCCL included), so the gap between the allocator's peak and what the device holds
+        shows (:func:`_mark_step` sets how far beside); a point skipped as infeasible as a
+        hollow diamond at its predicted memory; other runs that did not complete as ``x`` at
+        the bottom. The device's memory (run.json ``device.memory_gib``, else
         ``cluster.device_memory_gib``) is a black dotted line. Where the runs record the model
         state a rank holds (``state_*_gib``, counted from its local shards: 1/N of the model
         under FULL_SHARD), each point is a bar in its line's colour, side by side with the
         panel's other lines at that node count: parameters, gradients and optimizer state
         stacked (solid, hatched, dotted) under the rest of the measured peak (hollow), the
-        measured and predicted marks drawn at the bar's middle; runs without those records
-        draw no bar.
+        measured peak drawn at the bar's middle and the marks beside it on the bar; runs
+        without those records draw no bar.
     """
     cells = [(model, group, rows) for model, panel in _panels(df)
              for group, rows in _memory_groups(panel)]
@@ -120,7 +149,7 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     _share_row_scale(axes, len(groups))
     per = "rank" if _memory_label(df) == MEMORY_LABELS["rss"] else "GPU"  # CPU runs: ranks
     _finish(fig, f"Peak memory per {per} against node count", df, path, extras,
-            proxy_labels=_memory_published_labels(published))
+            proxy_labels=_memory_published_labels(published) | _memory_mark_labels(df))
     return fig
 
 
@@ -150,6 +179,7 @@ def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str],
     for label, line in lines:
         span = spans.get(label)
         shift = 2 ** ((span[0] + span[1]) / 2) if span else 1.0  # the bar's middle
+        beside = 2 ** _mark_step(panel, span)  # the marks beside the measured point
         done, color = _plot_measured(ax, line, keys, looks, label, "peak_mem_gib", "max",
                                      shift)
         if not done.empty:
@@ -157,8 +187,10 @@ def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str],
                 barred |= _plot_state_bars(ax, line, done, color, span, shown,
                                            MIN_BAR_PART * top)
             _plot_rank_range(ax, line, done, color, extras, shift, MIN_ERROR_BAR * top)
-        if _plot_predicted(ax, line, "pred_peak_mem_gib", color, label, extras, shift):
-            _plot_reserved(ax, line, color, extras, shift)
+        if _plot_predicted(ax, line, "pred_peak_mem_gib", color, label, extras,
+                           shift / beside):
+            _plot_reserved(ax, line, color, extras, shift * beside)
+        _plot_device_used(ax, line, color, extras, shift * beside**2)
         if published is not None and len(published):
             _plot_published_memory(ax, published[published["configuration"] == label], span,
                                    color, extras)
@@ -178,11 +210,31 @@ def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str],
 
 def _memory_top(panel: pd.DataFrame) -> float:
     """About the top of a memory panel's y axis (GiB): 1.15 x the largest value it draws
-    (peak, predicted or reached memory, the device's memory); 0 when none is known."""
+    (peak, predicted, reached, reserved or device used memory, the device's memory); 0 when
+    none is known."""
     columns = ["peak_mem_gib", "pred_peak_mem_gib", "peak_mem_reached_gib",
-               "device_memory_gib"]
+               "peak_mem_reserved_gib", "device_mem_used_gib", "device_memory_gib"]
     values = pd.concat([panel[c] for c in columns if c in panel]).dropna()
     return 1.15 * float(values.max()) if len(values) else 0.0
+
+
+def _mark_step(panel: pd.DataFrame, span: tuple[float, float] | None) -> float:
+    """How far (octaves of the log-2 node axis) a line's prediction stands left of its
+    measured point, and its measured reserved memory right of it (its device used memory
+    twice that): :data:`MARK_STEP` of the panel's width (its axis runs from the smallest
+    node count over :data:`~vitfsdp.analysis.figures.panels.NODE_MARGIN` to the largest
+    times it, as :func:`~vitfsdp.analysis.figures.panels._style_panel` sets it), at most a
+    quarter of the line's bar (``span``: :func:`_bar_spans`), so the device used mark stays
+    on it, or, without bars, at most :data:`~vitfsdp.analysis.figures.panels.MAX_LINE_SPREAD`
+    of the closest two node counts' gap over both sides."""
+    octaves = sorted({math.log2(n) for n in panel["nodes"].dropna() if n > 0})
+    if not octaves:
+        return 0.0
+    step = MARK_STEP * (octaves[-1] - octaves[0] + 2 * math.log2(NODE_MARGIN))
+    if span:
+        return min(step, (span[1] - span[0]) / 4)
+    gap = min((b - a for a, b in zip(octaves, octaves[1:], strict=False)), default=None)
+    return step if gap is None else min(step, MAX_LINE_SPREAD * gap / 3)
 
 
 def _bar_spans(panel: pd.DataFrame, labels: list[str]) -> dict[str, tuple[float, float]]:
@@ -312,6 +364,57 @@ def _plot_reserved(ax, line: pd.DataFrame, color: str, extras: set[str],
         ax.scatter(reserved.index * shift, reserved.values, marker="o", facecolors="none",
                    edgecolors=color, s=30, zorder=3, label="_reserved")
         extras.add("reserved")
+
+
+def _plot_device_used(ax, line: pd.DataFrame, color: str, extras: set[str],
+                      shift: float = 1.0) -> None:  # fmt: skip
+    """The whole device's used memory (runs.csv ``device_mem_used_gib``: NVML, or AMD SMI,
+    on a GPU, the maximum over ranks and repeats; GiB) as hollow downward triangles in the
+    line's colour, at ``shift`` times the node count (right of the measured point and its
+    reserved circle): what the device holds beside the allocator's peak, the CUDA context,
+    NCCL's buffers and any other process included. Nothing where the records hold none (CPU
+    runs, a JAX run on ROCm, nvidia-ml-py missing; older records without the column)."""
+    if "device_mem_used_gib" not in line:
+        return
+    used = _completed_points(line, "device_mem_used_gib", "max")
+    if len(used):
+        ax.scatter(used.index * shift, used.values, marker="v", facecolors="none",
+                   edgecolors=color, s=30, zorder=3, label="_device used")
+        extras.add("device_used")
+
+
+def _memory_mark_labels(df: pd.DataFrame) -> dict[str, str]:
+    """The legend texts of the marks whose meaning the records decide (for
+    :func:`~vitfsdp.analysis.figures.finish._finish`'s ``proxy_labels``): the prediction by
+    what it predicts (``pred_mem_metric`` of the runs with a predicted peak,
+    :data:`PREDICTED_LABELS`: ``predicted peak reserved (plan)`` on a GPU, ``predicted peak
+    resident memory (plan)`` on CPU, each named with its devices where the figure holds
+    both; an unknown metric by its column name) and, where a JAX run on a GPU is among
+    them, its reserved memory as XLA's pool (:data:`JAX_RESERVED`), in the prediction's
+    label and the hollow circles'. Empty where no run records its metric (the proxy's own
+    label, ``predicted (plan)``, stands)."""
+    known = df.loc[df["pred_peak_mem_gib"].notna() & df["nodes"].notna()]
+    metric = known["pred_mem_metric"].dropna().astype(str)
+    if metric.empty:
+        return {}
+    framework = known.get("framework", pd.Series(None, index=known.index, dtype=object))
+    jax = bool(((framework == "jax") & (known["device_type"] != "cpu")
+                & (known["pred_mem_metric"] == "peak_mem_reserved_gib")).any())
+    pool = {"peak_mem_reserved_gib": JAX_RESERVED} if jax else {}
+    names = sorted(set(metric), key=lambda m: (m not in PREDICTED_LABELS, m))
+    if len(names) == 1:
+        (name,) = names
+        plan = "; ".join(["plan", *([pool[name]] if name in pool else [])])
+        labels = {"predicted": f"predicted {PREDICTED_LABELS.get(name, name)} ({plan})"}
+    else:  # CPU and GPU runs in one figure: each measure with its devices
+        devices = known["device_type"].map(lambda t: "CPU" if t == "cpu" else "GPU")
+        labels = {"predicted": "predicted (plan): " + ", ".join(
+            PREDICTED_LABELS.get(name, name) + (f" ({pool[name]})" if name in pool else "")
+            + " on " + "/".join(sorted(set(devices[known["pred_mem_metric"] == name])))
+            for name in names)}
+    if jax:
+        labels["reserved"] = f"measured peak reserved ({JAX_RESERVED})"
+    return labels
 
 
 def _plot_device_memory(ax, panel: pd.DataFrame) -> bool:

@@ -1,0 +1,162 @@
+"""memory.png as a reader reads it: the prediction named by what it predicts, the marks of a
+point beside its measured peak (not one blob on it), and the device's used memory where the
+records hold it."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.fake_records import run_info
+from vitfsdp.analysis import collect_runs, plot_memory, plot_weak_scaling
+from vitfsdp.analysis.figures import PROXIES
+from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
+
+GIB = 2**30
+#: vit_huge FULL_SHARD on one H100 node (docs/data/gpu-h100-2026-11-26-sweep-runs.csv, GiB):
+#: allocated, reserved, the device's used memory (NVML), the plan's predicted reserved.
+ALLOCATED, RESERVED, USED, PREDICTED = 17.5, 21.1, 22.9, 22.3
+
+
+def write_run(run_dir: Path, nodes: int, device: str = "cuda", framework: str = "torch",
+              used: bool = True, state: bool = True) -> None:  # fmt: skip
+    """A completed FULL_SHARD run at ``nodes``, its memory a little lower per node count, with
+    its plan's prediction as the sweep records it (run.json ``plan``, its
+    ``pred_mem_metric``: reserved memory on a GPU, resident memory on CPU); ``used``: the
+    windows hold NVML's device used memory; ``state``: the summary holds the model state (the
+    figure draws bars)."""
+    info = run_info("FULL_SHARD", nodes, device=device)
+    info["config"]["framework"] = framework
+    records = RunRecords(run_dir)
+    records.start(info)
+    if state:
+        records.summary_extra["model_state_bytes_max"] = {
+            "params": GIB // nodes, "grads": GIB // nodes, "optimizer": 2 * GIB // nodes}
+    scale = 1 / nodes**0.25
+    gpu = {"peak_mem_allocated_gib": ALLOCATED * scale, "peak_mem_reserved_gib": RESERVED * scale,
+           **({"device_mem_used_gib": USED * scale} if used else {})}
+    for step in (2, 4, 6):
+        records.window({"step_end": step, "warmup": step == 2, "ips": 100.0 * nodes,
+                        "loss": 2.0, **(gpu if device == "cuda" else
+                                        {"peak_rss_gib": ALLOCATED * scale})})
+    records.finish("completed")
+    run = json.loads((run_dir / RUN_FILE).read_text())
+    metric = "peak_mem_reserved_gib" if device == "cuda" else "peak_rss_gib"
+    run["plan"] = {"peak_mem_gib": PREDICTED * scale, "ips": 90.0 * nodes, "step_time_s": 1.0,
+                   "fits": True, "pred_mem_metric": metric,
+                   "device": "gpu" if device == "cuda" else "cpu"}
+    write_json_atomic(run_dir / RUN_FILE, run)
+
+
+def _legend(fig) -> list[str]:
+    return [" ".join(t.get_text().split()) for t in fig.legends[0].get_texts()]
+
+
+@pytest.mark.parametrize(("device", "framework", "label"), [
+    ("cuda", "torch", "predicted peak reserved (plan)"),
+    ("cpu", "torch", "predicted peak resident memory (plan)"),
+    ("cpu", "jax", "predicted peak resident memory (plan)"),
+    ("cuda", "jax", "predicted peak reserved (plan; JAX: XLA's pool)"),
+])  # fmt: skip
+def test_the_prediction_is_named_by_what_it_predicts(tmp_path: Path, device: str,
+                                                     framework: str, label: str) -> None:
+    """On a GPU the plan predicts peak reserved memory (22.3 GiB), the y axis is allocated
+    (17.5): labelled "predicted (plan)", a reader took +27 % against allocated for the
+    prediction's error, where it is +6 % against reserved (21.1). The legend now names what
+    the prediction predicts (runs.csv pred_mem_metric): reserved on a GPU (a JAX run's
+    reserved is XLA's pool), resident memory on CPU."""
+    write_run(tmp_path / "a", 1, device, framework)
+    fig = plot_memory(collect_runs(tmp_path))
+    legend = _legend(fig)
+    assert label in legend
+    assert PROXIES["predicted"]["label"] not in legend
+    if device == "cuda" and framework == "jax":
+        assert "measured peak reserved (JAX: XLA's pool)" in legend
+
+
+def test_cpu_and_gpu_predictions_in_one_figure_say_which_is_which(tmp_path: Path) -> None:
+    write_run(tmp_path / "gpu", 1, "cuda")
+    write_run(tmp_path / "cpu", 2, "cpu")
+    legend = _legend(plot_memory(collect_runs(tmp_path)))
+    assert ("predicted (plan): peak reserved on GPU, peak resident memory on CPU"
+            in legend)
+
+
+def test_other_figures_keep_their_prediction_label(tmp_path: Path) -> None:
+    """weak_scaling.png's prediction is of images/s: its label stays the plain one."""
+    write_run(tmp_path / "a", 1)
+    assert PROXIES["predicted"]["label"] == "predicted (plan)"
+    assert "predicted (plan)" in _legend(plot_weak_scaling(collect_runs(tmp_path)))
+
+
+def _marks(ax) -> dict[str, list[tuple[float, float]]]:
+    """``(x, y)`` in data coordinates of each mark a memory panel drew for its one line, by
+    kind: the measured peak, the prediction, the reserved circle, the device used triangle."""
+    lines = {ln.get_label(): ln for ln in ax.lines}
+    collections = {c.get_label(): c for c in ax.collections}
+    return {"measured": [tuple(xy) for xy in lines["FULL_SHARD"].get_xydata()],
+            "predicted": [tuple(xy) for xy in lines["_predicted FULL_SHARD"].get_xydata()],
+            "reserved": [tuple(xy) for xy in collections["_reserved"].get_offsets()],
+            "used": [tuple(xy) for xy in collections["_device used"].get_offsets()]
+            if "_device used" in collections else []}
+
+
+def _x_points(ax, x: float) -> float:
+    """``x`` (data) in points from the figure's left edge."""
+    return ax.transData.transform((x, 1.0))[0] * 72 / ax.figure.dpi
+
+
+@pytest.mark.parametrize("state", [True, False], ids=["bars", "no bars"])
+@pytest.mark.parametrize("nodes", [(1,), (1, 2, 4)], ids=["one node count", "three"])
+def test_a_points_marks_stand_beside_its_measured_peak(tmp_path: Path, nodes: tuple,
+                                                       state: bool) -> None:
+    """At one node count the allocated marker, the reserved circle and the predicted dot
+    were drawn at one x: one blob. Now the prediction stands left of the measured peak, the
+    reserved circle right of it and the device's used memory further right, each a few
+    points apart, on the point's bar where there is one."""
+    for n in nodes:
+        write_run(tmp_path / f"n{n}", n, state=state)
+    fig = plot_memory(collect_runs(tmp_path))
+    ax = fig.axes[0]
+    marks = _marks(ax)
+    kinds = ("predicted", "measured", "reserved")  # left to right
+    assert all(len(marks[kind]) == len(nodes) for kind in kinds)
+    bars = sorted({(p.get_x(), p.get_x() + p.get_width()) for p in ax.patches})
+    assert len(bars) == (len(nodes) if state else 0)
+    for i, n in enumerate(nodes):
+        xs = [marks[kind][i][0] for kind in kinds]
+        points = [_x_points(ax, x) for x in xs]
+        assert all(b - a >= 4.0 for a, b in itertools.pairwise(points)), points
+        assert len(marks["used"]) == len(nodes)  # then the device used, further right
+        xs.append(marks["used"][i][0])
+        assert _x_points(ax, xs[-1]) - points[-1] >= 4.0
+        assert all(n / 1.4 < x < n * 1.4 for x in xs)  # beside its own node count
+        if state:  # every mark on the point's bar
+            left, right = bars[i]
+            assert all(left <= x <= right for x in xs), (bars[i], xs)
+
+
+def test_the_devices_used_memory_is_drawn_where_recorded(tmp_path: Path) -> None:
+    """NVML's used memory of the whole device (runs.csv device_mem_used_gib: the CUDA context
+    and NCCL beside the allocator) was only in the tables. It is now a hollow triangle per
+    point with its own legend entry, so the gap between the allocator and what the device
+    holds shows; runs without it draw none."""
+    for n in (1, 2):
+        write_run(tmp_path / "with" / f"n{n}", n)
+        write_run(tmp_path / "without" / f"n{n}", n, used=False)
+    fig = plot_memory(collect_runs(tmp_path / "with"))
+    (used,) = [c for c in fig.axes[0].collections if c.get_label() == "_device used"]
+    assert list(used.get_offsets()[:, 1]) == pytest.approx([USED, USED / 2**0.25])
+    assert used.get_facecolor().size == 0 or used.get_facecolor()[0][3] == 0  # hollow
+    assert "device_used" in fig.drawn_kinds
+    assert " ".join(PROXIES["device_used"]["label"].split()) in _legend(fig)
+    assert "NVML" in PROXIES["device_used"]["label"]
+    fig = plot_memory(collect_runs(tmp_path / "without"))
+    assert not [c for c in fig.axes[0].collections if c.get_label() == "_device used"]
+    assert "device_used" not in fig.drawn_kinds
+    cpu = tmp_path / "cpu"
+    write_run(cpu / "a", 1, "cpu")
+    assert "device_used" not in plot_memory(collect_runs(cpu)).drawn_kinds
