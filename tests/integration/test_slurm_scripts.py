@@ -605,6 +605,25 @@ def test_the_submitted_script_asks_no_wckey_the_profile_does_not(tmp_path, sbatc
     assert wckeys == [f"#SBATCH {a}" for a in sbatch_args], text
 
 
+@pytest.mark.parametrize("profile", ["cuda8", "frontier", "virtual"])
+def test_the_submitted_script_asks_to_be_requeueable(tmp_path, profile):
+    """submitit requeues a point after its time limit with ``scontrol requeue``, which a site
+    whose slurm.conf has JobRequeue=0 refuses for a job submitted without ``--requeue``
+    ("Requested operation is presently disabled"), and submitit writes no ``--requeue`` of
+    its own: the script submitit makes of a point's parameters asks for it, once, as
+    ``--scripts-only`` writes it."""
+    import submitit
+
+    from vitfsdp.launch.slurm import executor_parameters
+
+    cluster = compose_cfg(f"cluster={profile}", "cluster.account=p").cluster
+    executor = submitit.SlurmExecutor(folder=tmp_path)
+    executor.update_parameters(**executor_parameters(cluster, 2, "vitfsdp", tmp_path))
+    lines = executor._make_submission_file_text("python -c 1", "uid").splitlines()
+    assert [x for x in lines if "requeue" in x] == ["#SBATCH --requeue"], lines
+    assert "#SBATCH --requeue" in render_point(PROFILES["cuda8"], POINT).splitlines()
+
+
 @pytest.mark.parametrize(("profile", "site_arg"), [("perlmutter", "constraint=gpu"),
                                                    ("frontier", "network=disable_rdzv_get"),
                                                    ("cuda8", "mem=0")])

@@ -755,7 +755,13 @@ def _executor_parameters(cluster: ClusterConfig, nodes: int, job_name: str,
     :func:`sbatch_word` does, so that sbatch reads back the value itself. No wckey (submitit's
     default is ``--wckey=submitit``, which a site that enforces wckeys refuses at submission,
     after ``sbatch --test-only`` passed without it): the job asks what ``--scripts-only``
-    writes; ``cluster.sbatch_args=[--wckey=KEY]`` sets one."""
+    writes; ``cluster.sbatch_args=[--wckey=KEY]`` sets one. ``--requeue`` (``#SBATCH
+    --requeue``: submitit writes a ``True`` of ``additional_parameters`` as the bare flag and
+    has no parameter of its own for it), as :func:`render_script` writes it: submitit requeues
+    a job with ``scontrol requeue``, which a site whose slurm.conf has ``JobRequeue=0``
+    refuses ("Requested operation is presently disabled") for a job not submitted with
+    ``--requeue`` (slurm.conf(5), ``JobRequeue``), and the point would end at its first time
+    limit with its checkpoint."""
     opts = {k: v.replace("\\", "\\\\") if isinstance(v, str) else v
             for k, v in sbatch_options(cluster, nodes, job_name).items()}
     named = {k.replace("-", "_"): opts.pop(k) for k in
@@ -763,7 +769,8 @@ def _executor_parameters(cluster: ClusterConfig, nodes: int, job_name: str,
               "partition", "account", "qos", "exclusive") if k in opts}
     opts.pop("time")
     return {**named, "time": max(1, math.ceil(cluster.time_limit_s / 60)),
-            "additional_parameters": opts, "setup": setup_lines(cluster, sweep_dir),
+            "additional_parameters": {**opts, "requeue": True},
+            "setup": setup_lines(cluster, sweep_dir),
             "srun_args": srun_options(cluster), "stderr_to_stdout": True,
             "signal_delay_s": cluster.signal_delay_s,
             "array_parallelism": cluster.array_parallelism, "wckey": None}
