@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 from vitfsdp import plan as planner
 from vitfsdp.config import RunConfig
 from vitfsdp.launch import LaunchOptions, pack, resume, slurm, slurm_checks
+from vitfsdp.plan.memory import ADAMW_STATES, FP32_BYTES, model_sizes
 from vitfsdp.sweep.choose import _settled
 from vitfsdp.sweep.point import (
     Point,
@@ -32,6 +33,18 @@ from vitfsdp.sweep.slurm_jobs import sweep_packs
 #: Seconds a Slurm job should have between its start and the stop signal: Slurm may send
 #: ``--signal`` up to 60 s early (sbatch(1)), and a rank needs some time to start.
 SIGNAL_MARGIN_S = 120
+#: Bytes a checkpoint holds per model parameter: the fp32 weights and AdamW's two fp32
+#: moments (vitfsdp.plan.memory: ``FP32_BYTES`` × (1 + ``ADAMW_STATES``)), the model and
+#: optimizer state :mod:`vitfsdp.checkpoint` saves; its RNG states and meta.json are small.
+#: ViT-3B: 3.07 G parameters, 36.8 GB; ViT-5B: 5.35 G, 64.2 GB.
+CHECKPOINT_BYTES_PER_PARAM = FP32_BYTES * (1 + ADAMW_STATES)
+#: GB/s (10^9 bytes) at which one node is assumed to write its ranks' checkpoint files into
+#: the sweep directory: about the line rate of a 10 Gb Ethernet link to an NFS server (1.25
+#: GB/s), a small site's home; a parallel file system over InfiniBand may take several GB/s a
+#: node, a busy one less. Assumed, not measured, and no profile field gives a file system's
+#: rate: each save's seconds are in a run's ``logs/task0.log`` ("checkpoint of step N saved
+#: in X s").
+CHECKPOINT_WRITE_GBPS = 1.0
 
 
 def _check_launchable(cfg: RunConfig) -> list[str]:
@@ -103,18 +116,58 @@ def _reresolved_dirs(points: list[Point]) -> list[str]:
             "without it"]
 
 
-def _repeated_points(points: list[Point]) -> list[str]:
-    """One line for each point whose config equals an earlier point's (``nodes=1,1``): the
-    same run twice (``repeat=0,1`` is the way to measure a point several times)."""
+def repeated_points(points: Sequence[Point]) -> list[str]:
+    """One line for each point whose config equals an earlier point's: the same run twice.
+    Where the two points' overrides are the same (``nodes=1,1``), the way to measure a point
+    several times (``repeat=0,1``); where they differ but resolve to the same point
+    (``strategy=HYBRID_SHARD`` and ``HYBRID_8GPU`` on ``cluster=cuda8``), why
+    (:func:`_same_point_cause`) and to drop one of them. ``points``: the composed points
+    (:class:`~vitfsdp.sweep.point.Point`: ``num``, ``overrides``, ``cfg``, ``config_hash``),
+    as the sweep and the plan compose them; no line: no repeat."""
     first: dict[str, Point] = {}
     errors = []
     for p in points:
         if p.config_hash in first:
-            errors.append(f"point {p.num} ({_label(p.overrides)}) is point "
-                          f"{first[p.config_hash].num} ({_label(first[p.config_hash].overrides)})"
-                          " again: drop the repeated value (repeat=0,1 runs a point twice)")
+            earlier = first[p.config_hash]
+            cause = _same_point_cause(p, earlier)
+            fix = (f"{cause}: drop one of them" if cause else
+                   "drop the repeated value (repeat=0,1 runs a point twice)")
+            errors.append(f"point {p.num} ({_label(p.overrides)}) is point {earlier.num} "
+                          f"({_label(earlier.overrides)}) again: {fix}")
         first.setdefault(p.config_hash, p)
     return errors
+
+
+_repeated_points = repeated_points  # the name vitfsdp.sweep.compose imports
+
+
+def _override_key(override: str) -> str:
+    """The key of a Hydra override (``++cluster.env.X=1``: ``cluster.env.X``)."""
+    return override.partition("=")[0].lstrip("+~")
+
+
+def _same_point_cause(p: Point, earlier: Point) -> str | None:
+    """Why ``p`` and ``earlier``, whose configs are equal, are one point though their
+    overrides differ (None: the same overrides, a true repeat). A ``strategy=HYBRID_SHARD``
+    without ``strategy.shard_group_size`` takes ``cluster.gpus_per_node`` as its shard group
+    (conf/strategy/HYBRID_SHARD.yaml), so it is the profile's ``HYBRID_<n>GPU``; any other
+    difference is named as the overrides that resolve to the same config."""
+    mine = {_override_key(o): o for o in p.overrides}
+    theirs = {_override_key(o): o for o in earlier.overrides}
+    differ = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+    if not differ:
+        return None
+    strategy = p.cfg.strategy
+    for overrides in (mine, theirs):
+        if (overrides.get("strategy") == "strategy=HYBRID_SHARD"
+                and "strategy.shard_group_size" not in overrides
+                and strategy.sharding_strategy == "HYBRID_SHARD"):
+            cluster = p.cfg.cluster
+            return (f"strategy=HYBRID_SHARD is {strategy.name} on cluster={cluster.name} "
+                    f"(shard groups of cluster.gpus_per_node={cluster.gpus_per_node})")
+    here = _label([mine[k] for k in differ if k in mine]) or "no override"
+    there = _label([theirs[k] for k in differ if k in theirs]) or "no override"
+    return f"{here} and {there} resolve to the same config"
 
 
 def _options(config: DictConfig) -> LaunchOptions:
@@ -182,6 +235,7 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
             refused.setdefault(problem, []).append((p.num, p.overrides))
     _warn_of_requeues(checked.get("requeues", []), len(points))
     _warn_of_windows(checked.get("windows", []), len(points))
+    _warn_of_saves(checked.get("saves", []), len(points))
     return refusal_lines(refused, len(points), named=True)
 
 
@@ -365,8 +419,10 @@ def _beyond_time_limit(p: Point, warned: dict) -> str | None:
     None when it fits or the plan has no step time. A run that needs requeues is noted in
     ``warned["requeues"]``, one whose window is longer than that wait but which the plan
     expects to end before the signal in ``warned["windows"]``, each for one line for the
-    sweep (:func:`_warn_of_requeues`, :func:`_warn_of_windows`)."""
+    sweep (:func:`_warn_of_requeues`, :func:`_warn_of_windows`); one whose checkpoint may not
+    be saved in that wait in ``warned["saves"]`` (:func:`_note_save`)."""
     step_s = _predicted_step_s(p)
+    _note_save(p, step_s, warned)
     if not step_s:
         return None
     cluster = p.cfg.cluster
@@ -477,6 +533,69 @@ def _warn_of_windows(windows: list[tuple[float, Point, float]], total: int) -> N
     at = f" at {len(windows)} of the {total} points" if total > 1 else ""
     log.warning("%s%s: a run the time limit stops may end without a checkpoint (and not be "
                 "requeued); %s", short, at, fix)
+
+
+def checkpoint_bytes(cfg: RunConfig) -> int:
+    """Bytes of a run's checkpoint over all its ranks (:data:`CHECKPOINT_BYTES_PER_PARAM` ×
+    the model's parameters, :func:`vitfsdp.plan.memory.model_sizes`): torch's distributed
+    checkpoint writes each shard once, a replicated one by one rank only."""
+    sizes = model_sizes(cfg.model, cfg.num_classes)
+    return sizes.num_params * CHECKPOINT_BYTES_PER_PARAM
+
+
+def _save_s(cfg: RunConfig) -> float:
+    """Seconds the save of ``cfg``'s checkpoint takes at :data:`CHECKPOINT_WRITE_GBPS` per
+    node, its bytes shared evenly by the run's nodes (each rank writes its own files)."""
+    return checkpoint_bytes(cfg) / cfg.nodes / (CHECKPOINT_WRITE_GBPS * 1e9)
+
+
+def _note_save(p: Point, step_s: float | None, warned: dict) -> None:
+    """Note ``p`` in ``warned["saves"]`` (for :func:`_warn_of_saves`) where the training's
+    wait after SIGUSR2 (:func:`vitfsdp.launch.slurm.checkpoint_wait_s`) is unlikely to hold
+    the rest of a timing window and the save, each a prediction held to the plan's margin
+    (:data:`vitfsdp.plan.TIME_SAFETY_FACTOR`, as :func:`_beyond_time_limit` holds the
+    window): the save at the assumed rate (:func:`_save_s`) with the margin takes half the
+    wait or more (smaller ones are not warned of: a window beyond the wait is
+    :func:`_warn_of_windows`'s), and with a window of ``train.log_every`` × ``step_s``
+    predicted seconds (none where the plan has no step time) more than the wait."""
+    margin, wait_s = planner.TIME_SAFETY_FACTOR, slurm.checkpoint_wait_s(p.cfg.cluster)
+    save_s = _save_s(p.cfg)
+    window_s = p.cfg.train.log_every * step_s if step_s else 0.0
+    if save_s * margin >= wait_s / 2 and (window_s + save_s) * margin > wait_s:
+        warned.setdefault("saves", []).append(((window_s + save_s) * margin, p, save_s,
+                                               window_s))
+
+
+def _warn_of_saves(saves: list[tuple[float, Point, float, float]], total: int) -> None:
+    """One warning for the sweep's points whose checkpoint the wait after SIGUSR2 is unlikely
+    to hold (``saves``: window and save seconds with the margin, point, save seconds, window
+    seconds, from :func:`_note_save`), of ``total`` points: the point of the longest, its
+    checkpoint's bytes in all and per node, the assumed rate, and the
+    ``cluster.signal_delay_s`` that covers every one. A warning, not a refusal: the rate is
+    assumed."""
+    if not saves:
+        return
+    longest, p, save_s, window_s = max(saves, key=lambda s: s[0])
+    cfg, margin = p.cfg, planner.TIME_SAFETY_FACTOR
+    total_gb = checkpoint_bytes(cfg) / 1e9
+    delay = math.ceil(longest) + slurm.REQUEUE_MARGIN_S
+    at = (f" (point {p.num}, {_point_label(p)}: the longest of {len(saves)} of the {total} "
+          "points)" if len(saves) > 1 else f" (point {p.num}, {_point_label(p)})"
+          if total > 1 else "")
+    window = (f" after up to {window_s:.0f} s for the rest of its timing window "
+              f"(train.log_every={cfg.train.log_every} steps)" if window_s else "")
+    log.warning("the checkpoint of model=%s%s is %.1f GB (fp32 weights and AdamW's two "
+                "moments), %.1f GB per node on nodes=%d: at an assumed %g GB/s per node "
+                "(vitfsdp.sweep.check.CHECKPOINT_WRITE_GBPS: a 10 Gb Ethernet link to NFS; "
+                "your file system may differ) its save takes %.0f s%s, %.0f s with the %gx "
+                "margin of cluster.time=auto, against the %d s the training gets after SIGUSR2 "
+                "(cluster.signal_delay_s=%d less %d s): a run the time limit stops may end "
+                "without a checkpoint (and not be requeued); set cluster.signal_delay_s=%d%s",
+                cfg.model.name, at, total_gb, total_gb / cfg.nodes, cfg.nodes,
+                CHECKPOINT_WRITE_GBPS, save_s, window, longest, margin,
+                slurm.checkpoint_wait_s(cfg.cluster), cfg.cluster.signal_delay_s,
+                slurm.REQUEUE_MARGIN_S, delay,
+                f" (it covers all {len(saves)})" if len(saves) > 1 else "")
 
 
 def _job_terms(cfg: RunConfig, step_s: float, auto: bool) -> tuple[float, float, float]:
