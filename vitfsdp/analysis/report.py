@@ -138,9 +138,12 @@ MARK_CAPTIONS = {
     "predicted": "dotted: the plan's prediction",
     "reserved": "hollow circles: measured peak reserved memory, what the plan predicts "
                 "there (the dotted line compares with them, not with the allocated line)",
-    "failed": "x: runs that did not complete, at what they reached before they ended "
-              "(median over their windows), else side by side in the panel's bottom band (the note "
-              "under the panel names them)",
+    "failed": "x: runs that did not complete, at what they reached before they ended (the "
+              "median over a point's such runs: of images/s, each run's median over its "
+              "timed windows; of memory, each run's largest peak that a window or its "
+              "failing ranks recorded, so an OOM before any window stands at its "
+              "summary.json memory_at_failure), else side by side in the panel's bottom "
+              "band (the note under the panel names them)",
     "skipped": "hollow diamond: a point skipped as predicted not to fit",
     "reference": "hollow star: a published figure of the same setup (reference.csv)",
     "published_other": "orange line with its value: a published figure drawn beside ours, not "
