@@ -44,6 +44,7 @@ from vitfsdp.analysis.tables import (
     loaded_runs,
     noisy_text,
     observed_noise,
+    prefetch_table,
     runs_per_point,
     verdict_kind,
 )
@@ -290,7 +291,7 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
                 table=display(labelled, ["model", "configuration", "nodes", "ips",
                                          "epoch_hours", "node_hours_per_epoch",
                                          "price_per_node_hour", "cost_per_epoch"])),
-        _prefetch_section(tables["prefetch"]),
+        _prefetch_section(_with_devices(tables["prefetch"], points, noise, df)),
         _recipe_section(tables["recipe"]),
         _failures_section(tables["failures"], out_dir),
         *_calibration_sections(tables["calibration"], df),
@@ -1156,16 +1157,46 @@ def _imagenet_caveat(df: pd.DataFrame) -> str:
     return ""
 
 
+#: What the prefetch section says where a comparison's runs ran on CPU ranks (prefetch.csv
+#: ``cpu_ranks``; the torch source it rests on: :func:`~vitfsdp.analysis.tables.prefetch_table`).
+CPU_PREFETCH = (
+    "ran on CPU ranks (prefetch.csv `cpu_ranks`), where FSDP's streams and events are no-ops "
+    "(`torch.cpu.Stream` and `torch.cpu.Event` do nothing: torch/cpu/__init__.py): the "
+    "unshard stream does not run beside compute, the rate limiter of `limit_all_gathers` "
+    "(`event.synchronize()` in FSDP's `_unshard`) waits for nothing, and gloo's all-gathers "
+    "block the thread that issues them. Prefetch and `limit_all_gathers` change only the "
+    "order of the collectives there, not their overlap with compute: differences between "
+    "these variants are not prefetching's effect (experiment=prefetch_ablation measures it "
+    "on GPUs).")
+
+
+def _with_devices(table: pd.DataFrame, points: pd.DataFrame, noise: float,
+                  runs: pd.DataFrame) -> pd.DataFrame:  # fmt: skip
+    """``table`` (prefetch.csv) with ``cpu_ranks`` known: its own where it has one, else
+    :func:`~vitfsdp.analysis.tables.prefetch_table`'s of ``points`` (``noise``: the
+    sweep's) and their ``runs``, by variant (a table made without the runs leaves it NA)."""
+    if table.empty or ("cpu_ranks" in table and table["cpu_ranks"].notna().any()):
+        return table
+    keys = ["model", "nodes", "configuration", "backward_prefetch", "limit_all_gathers"]
+    devices = prefetch_table(points, noise, runs)[[*keys, "cpu_ranks"]]
+    return table.drop(columns="cpu_ranks", errors="ignore").merge(devices, on=keys,
+                                                                  how="left")
+
+
 def _prefetch_section(table: pd.DataFrame) -> Section | None:
     """The ablation (``table``: :func:`~vitfsdp.analysis.tables.prefetch_table`) as a wide
     table: one column per prefetch x limit_all_gathers variant, each group's row of cells
     (:func:`_prefetch_cell`: median, min-max, runs) over a row of its variants' verdicts
     against the group's fastest (:func:`_prefetch_verdict_cell`), so that a table pasted
     alone carries its spread and its verdicts; the text counts the verdicts, each kind apart
-    (:func:`_verdict_counts`), and names variants other work competed with and those with
-    runs that did not complete."""
+    (:func:`_verdict_counts`), names variants other work competed with and those with runs
+    that did not complete, says that comparisons on CPU ranks (``cpu_ranks``) cannot measure
+    prefetching (:data:`CPU_PREFETCH`), and that host-bound was not measured where no
+    variant of a comparison measured its busy share (every ``host_bound`` NA:
+    :func:`busy_not_measured`), not that they were not host-bound."""
     if table.empty or table.groupby(["model", "nodes", "configuration"]).size().max() < 2:
         return None
+    limits = _prefetch_limits(table)  # before the cells' fill: NA host_bound is not False
     bound = table["host_bound"].fillna(False).astype(bool)
     table = table.assign(
         variant=[f"{p}, limit={lim}" for p, lim in zip(table["backward_prefetch"],
@@ -1219,7 +1250,36 @@ def _prefetch_section(table: pd.DataFrame) -> Section | None:
         text += (f" A variant marked host-bound ran with its {BUSY_BELOW}: its images/s "
                  "measure the wrapper and the loop, so it does not say what prefetching does "
                  "to communication.")
-    return Section("Prefetch ablation", text, ["prefetch"], shown)
+    return Section("Prefetch ablation", text + limits, ["prefetch"], shown)
+
+
+def _prefetch_limits(table: pd.DataFrame) -> str:
+    """What the ablation's comparisons (groups of ``table``, prefetch.csv) could not
+    measure: prefetching itself where every variant ran on CPU ranks (``cpu_ranks``:
+    :data:`CPU_PREFETCH`), and the busy share where no variant measured it (every
+    ``host_bound`` NA: :func:`busy_not_measured`); each names its comparisons where not
+    every one is; ``""`` where neither applies."""
+    groups = table.groupby(["model", "nodes", "configuration"], sort=False)
+    cpu = groups["cpu_ranks"].agg(lambda c: bool(c.notna().all() and c.astype(bool).all())) \
+        if "cpu_ranks" in table else pd.Series(False, index=groups.size().index)
+    unmeasured = groups["host_bound"].agg(lambda b: bool(b.isna().all()))
+    text = ""
+    if cpu.any():
+        text += f" **Not prefetching's effect:** {_which(cpu, 'the comparisons')} " \
+                + CPU_PREFETCH
+    if unmeasured.any():
+        text += (f" {busy_not_measured(bool(cpu[unmeasured].all()))} Host-bound is not "
+                 f"known for {_which(unmeasured, 'any variant')} (prefetch.csv `host_bound` "
+                 "empty), not that none was.")
+    return text
+
+
+def _which(hit: pd.Series, every: str) -> str:
+    """``every`` where all of ``hit`` (booleans by (model, nodes, configuration)) is true,
+    else the true ones named: ``vit_tiny FULL_SHARD at 1 node(s)``."""
+    if hit.all():
+        return every
+    return ", ".join(f"{m} {c} at {n} node(s)" for (m, n, c), h in hit.items() if h)
 
 
 def _count_column(table: pd.DataFrame, column: str) -> pd.Series:
@@ -1515,9 +1575,7 @@ def host_bound_text(points: pd.DataFrame, df: pd.DataFrame) -> str:
     measured = points[points["device_busy_frac"].notna()]
     if measured.empty:
         cpu = (df["device_type"] == "cpu").all() if "device_type" in df else False
-        return (" Device busy share (device_busy_frac): not measured"
-                + (" on CPU ranks, where the host is the device." if cpu else
-                   " (no NVML or AMD SMI on the nodes, or records older than the field)."))
+        return f" {busy_not_measured(cpu)}"
     flagged = measured[measured["host_bound"].astype(bool)]
     bound = f"{HOST_BOUND_BUSY_FRAC:.0%}"
     if flagged.empty:
@@ -1540,6 +1598,14 @@ def host_bound_text(points: pd.DataFrame, df: pd.DataFrame) -> str:
             "units (strategy.blocks_per_unit) move the step back onto the device (on an H100 "
             "at batch 32, FSDP1 with compiled blocks stayed host-bound while eager blocks on "
             "flat parameters, 4 blocks a unit, kept the device busy: docs/benchmarks.md).")
+
+
+def busy_not_measured(cpu: bool) -> str:
+    """The report's sentence where no point measured its device's busy share: on CPU ranks
+    (``cpu``), or where NVML and AMD SMI were missing or the records are older."""
+    return ("Device busy share (device_busy_frac): not measured"
+            + (" on CPU ranks, where the host is the device." if cpu else
+               " (no NVML or AMD SMI on the nodes, or records older than the field)."))
 
 
 def _busy_words(mean: float, minimum: float) -> str:

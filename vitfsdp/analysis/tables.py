@@ -477,7 +477,8 @@ def failures_table(df: pd.DataFrame) -> pd.DataFrame:
     return failed[cols].reset_index(drop=True)
 
 
-def prefetch_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
+def prefetch_table(points: pd.DataFrame, noise: float = np.nan,
+                   runs: pd.DataFrame | None = None) -> pd.DataFrame:
     """The prefetch ablation: ips of each strategy under each ``backward_prefetch`` x
     ``limit_all_gathers`` pair (FSDP1 points only; DDP and FSDP2 record them as null).
 
@@ -485,6 +486,8 @@ def prefetch_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
         points: a :func:`points_table` frame.
         noise: :func:`observed_noise` of the sweep (a slower variant within it is no
             different from the fastest).
+        runs: the ``collect_runs`` frame ``points`` was made from, for the devices the
+            variants ran on (``cpu_ranks``); None: not known.
 
     Returns:
         ``model``, ``nodes``, ``configuration`` (the bar group: strategy and any other
@@ -504,14 +507,31 @@ def prefetch_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
         ``"... with the fastest (3 of 3 runs)"``, the fastest's own row included; where
         runs of the variant failed, :func:`failed_note` after it, ``"1 of 3 runs
         failed"``), ``device_busy_frac`` (mean over ranks), ``device_busy_min_frac`` (the least busy
-        rank's, which ``host_bound`` judges) and ``host_bound`` (the points': a host-bound
+        rank's, which ``host_bound`` judges), ``host_bound`` (the points': a host-bound
         variant's images/s measure the wrapper, not what prefetching does to
-        communication); empty when no point varies either setting.
+        communication; NA where the busy share was not measured, as on CPU ranks) and
+        ``cpu_ranks`` (every run of the variant's point that recorded its device ran on CPU
+        ranks, runs.csv ``device_type``: there FSDP's streams are no-ops, so prefetch and
+        ``limit_all_gathers`` change only the order of the collectives, not their overlap
+        with compute, and a difference between variants is not prefetching's effect; NA
+        where ``runs`` is not given or no run recorded its device); empty when no point
+        varies either setting.
+
+    The no-ops (torch 2.14): FSDP1 takes its streams and events from ``torch.<device
+    type>`` (``torch.distributed.fsdp._common_utils._FSDPDeviceHandle``), and
+    ``torch.cpu.Stream``'s ``wait_stream`` and ``torch.cpu.Event``'s ``record`` and
+    ``synchronize`` do nothing (``torch/cpu/__init__.py``: "only exists to facilitate
+    device-agnostic code"), so the unshard stream runs in line with compute and the rate
+    limiter of ``limit_all_gathers`` (``event.synchronize()`` in
+    ``torch.distributed.fsdp._runtime_utils._unshard``) waits for nothing; the all-gather of
+    a CPU flat parameter is a ``dist.all_gather`` without ``async_op``
+    (``FlatParamHandle._all_gather_flat_param``), which waits for gloo's work in the calling
+    thread.
     """
     cols = ["model", "nodes", "configuration", *ABLATION_COLUMNS, "ips", "ips_repeat_min",
             "ips_repeat_max", "num_repeats", "runs_failed", "runs_contended", "ips_span_low",
             "ips_span_high", "ips_vs_best", "vs_best", "device_busy_frac",
-            "device_busy_min_frac", "host_bound"]  # fmt: skip
+            "device_busy_min_frac", "host_bound", "cpu_ranks"]  # fmt: skip
     if points.empty or not set(ABLATION_COLUMNS) & set(points.columns):
         return pd.DataFrame(columns=cols)
     fsdp1 = points.dropna(subset=list(ABLATION_COLUMNS))
@@ -520,6 +540,15 @@ def prefetch_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
     keys = [c for c in points.columns[:list(points.columns).index("nodes")]
             if c not in ABLATION_COLUMNS]
     table = fsdp1.assign(configuration=[line_label(r, keys) for _, r in fsdp1.iterrows()])
+    if runs is not None and "device_type" in runs and len(runs):
+        at = list(points.columns[:list(points.columns).index("nodes") + 1])  # a point's keys
+        started = runs.dropna(subset=["device_type"])
+        cpu = (started["device_type"] == "cpu").groupby(
+            [started[c] for c in at], dropna=False).all().rename("cpu_ranks").reset_index()
+        # null keys match (merge), as points_table's count of each point's runs
+        table = table.merge(cpu.astype({"nodes": table["nodes"].dtype}), on=at, how="left")
+    table["cpu_ranks"] = table.get("cpu_ranks", pd.Series(pd.NA, table.index)).astype(
+        "boolean")
     low, high = spread_bounds(table)
     group = ["model", "nodes", "configuration"]
     table = table.assign(ips_span_low=low, ips_span_high=high).reset_index(drop=True)

@@ -39,7 +39,7 @@ from vitfsdp.analysis.tables import (
     prefetch_table,
     verdict_kind,
 )
-from vitfsdp.analysis.verdict import BEYOND
+from vitfsdp.analysis.verdict import BEYOND, CONTENDED
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
     from matplotlib.figure import Figure
@@ -62,7 +62,25 @@ RUNS_FONTSIZE = 6
 #: The legend's words for a pale bar and for the star.
 UNSETTLED_LABEL = ("pale: not established against its group's fastest (too few runs / "
                    "within the spread or the noise: prefetch.csv vs_best)")
+#: ... and for a pale bar where other work competed with runs of a variant compared
+#: (prefetch.csv ``vs_best``: :data:`~vitfsdp.analysis.verdict.CONTENDED`).
+UNSETTLED_CONTENDED_LABEL = ("pale: not established against its group's fastest (too few "
+                             "runs / within the spread or the noise / other work competed: "
+                             "prefetch.csv vs_best)")
 WINNER_LABEL = "fastest, beyond the spread of every other variant"
+#: The legend's words for the count of contended runs over a bar (``n=2, 2 contended``).
+CONTENDED_LABEL = ("k contended: other work competed with k of the bar's runs "
+                   "(host_other_cpus): not a result, nor any bar ranked against it")
+#: The footer's sentence where a panel's runs ran on CPU ranks (prefetch.csv ``cpu_ranks``;
+#: why: :func:`~vitfsdp.analysis.tables.prefetch_table`).
+CPU_NOTE = ("CPU ranks: FSDP's streams are no-ops, so prefetch and limit_all_gathers "
+            "change only the order of collectives, not their overlap with compute")
+#: ... and where no variant's busy share was measured (every ``host_bound`` NA), in the
+#: words of the report's weak-scaling section (``report.host_bound_text``), by why.
+BUSY_NOT_MEASURED = {True: "Device busy share not measured on CPU ranks, where the host is "
+                           "the device: no bar is judged host-bound",
+                     False: "Device busy share not measured (no NVML or AMD SMI on the "
+                            "nodes, or older records): no bar is judged host-bound"}
 
 
 @_paper_style
@@ -84,9 +102,15 @@ def plot_prefetch(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Fi
     the spread (:func:`_settled`). Each bar's completed runs are written over it
     (``n=2``), or once in the legend where every bar has as many. A grey hexagon on a
     host-bound bar (median busy share below the bound, least busy rank: its images/s
-    measure the wrapper, not prefetching). A variant with runs that did not complete is an
-    ``x`` at its bar's place, at the images/s they reached before they ended (median), else
-    at the panel's bottom, and an item of the note under the panel
+    measure the wrapper, not prefetching); where no variant of a panel measured its busy
+    share, the footer says so (:data:`BUSY_NOT_MEASURED`), not reading it as "not
+    host-bound". A bar other work competed with says so over it (``n=2, 2 contended``,
+    :data:`CONTENDED_LABEL`), pale as every bar compared with it. Where a panel's runs ran
+    on CPU ranks (prefetch.csv ``cpu_ranks``), the footer says that the variants there differ
+    in the order of their collectives, not in prefetching (:data:`CPU_NOTE`). A variant
+    with runs that did not complete is an ``x`` at its bar's place, at the images/s they
+    reached before they ended (median), else at the panel's bottom, and an item of the note
+    under the panel
     (:func:`~vitfsdp.analysis.figures.panels._note_items`, with what the ``x`` stands at).
     The title gives the node count and the ranks (CPU runs) or GPUs. One legend below the
     panels.
@@ -100,7 +124,7 @@ def plot_prefetch(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Fi
     """
     points = points_table(df)
     # the verdicts of prefetch.csv: judged against the sweep's observed noise as there
-    table = prefetch_table(points, observed_noise(equivalence_table(points, df)))
+    table = prefetch_table(points, observed_noise(equivalence_table(points, df)), df)
     counts = table.groupby(["model", "nodes", "configuration"]).size()
     ablated = counts[counts >= 2].reset_index()
     if ablated.empty:
@@ -125,16 +149,37 @@ def plot_prefetch(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Fi
         _set_title(ax, f"{_panel_title(model, panel)}\nat {nodes} node(s){devices}")
     common = runs.pop() if len(runs) == 1 else None
     _finish(fig, "Backward prefetch and limit_all_gathers", df, path, extras,
-            _prefetch_handles(drawn, common))
+            _prefetch_handles(drawn, common), note=_prefetch_note(shown))
     return fig
+
+
+def _prefetch_note(shown: pd.DataFrame) -> str:
+    """The footer's sentences on what the panels (``shown``: their rows of prefetch_table)
+    cannot measure: :data:`CPU_NOTE` where a panel's variants all ran on CPU ranks
+    (``cpu_ranks``), :data:`BUSY_NOT_MEASURED` where none measured its busy share (every
+    ``host_bound`` NA), each with the panels' models where not every panel's; ``""`` where
+    neither applies."""
+    panels = shown.groupby(["model", "nodes"], sort=False)
+    cpu = panels["cpu_ranks"].agg(lambda c: bool(c.notna().all() and c.astype(bool).all()))
+    unmeasured = panels["host_bound"].agg(lambda b: bool(b.isna().all()))
+    sentences = []
+    for hit, text in ((cpu, CPU_NOTE),
+                      (unmeasured, BUSY_NOT_MEASURED[bool(cpu[unmeasured].all())])):
+        if hit.any():
+            which = "" if hit.all() else ", ".join(
+                dict.fromkeys(m for m, _ in hit[hit].index)) + ": "
+            sentences.append(f"{which}{text}.")
+    return " ".join(sentences)
 
 
 def _prefetch_handles(drawn: dict[str, set], runs: int | None = None) -> list:
     """Legend entries of the bars drawn: one colour per prefetch setting (of
     ``drawn["variants"]``, ``(backward_prefetch, limit_all_gathers)``), the hatching of
     ``limit_all_gathers=False``, the pale bar and the star where drawn
-    (``drawn["looks"]``: ``unsettled``, ``winner``), and ``runs``, every bar's count of
-    completed runs where they all have as many (else each bar says its own)."""
+    (``drawn["looks"]``: ``unsettled``, ``winner``; ``contended``: the pale bar's words
+    name other work, and :data:`CONTENDED_LABEL` says what ``2 contended`` over a bar
+    means), and ``runs``, every bar's count of completed runs where they all have as many
+    (else each bar says its own)."""
     mpl = _mpl()
     variants = drawn["variants"]
     handles = [mpl.Patch(facecolor=PREFETCH_COLORS.get(p, "0.5"), edgecolor="black", lw=0.6,
@@ -142,9 +187,14 @@ def _prefetch_handles(drawn: dict[str, set], runs: int | None = None) -> list:
     if any(not limit for _, limit in variants):
         handles.append(mpl.Patch(facecolor="white", edgecolor="black", lw=0.6, hatch="///",
                                  label="limit_all_gathers=False"))
+    contended = "contended" in drawn["looks"]
     if "unsettled" in drawn["looks"]:
         handles.append(mpl.Patch(facecolor=(0.45, 0.45, 0.45, UNSETTLED_ALPHA),
-                                 edgecolor="0.45", lw=1.2, label=UNSETTLED_LABEL))
+                                 edgecolor="0.45", lw=1.2,
+                                 label=UNSETTLED_CONTENDED_LABEL if contended
+                                 else UNSETTLED_LABEL))
+    if contended:
+        handles.append(mpl.Line2D([], [], ls="none", label=CONTENDED_LABEL))
     if "winner" in drawn["looks"]:
         handles.append(mpl.Line2D([], [], marker="*", color="black", ms=7, ls="none",
                                   label=WINNER_LABEL))
@@ -178,9 +228,12 @@ def _draw_prefetch_panel(ax, bars: pd.DataFrame, runs: pd.DataFrame, extras: set
                          drawn: dict[str, set], label_runs: bool) -> None:  # fmt: skip
     """Grouped bars of one model and node count (``bars``: rows of prefetch_table; ``runs``:
     every run there, :func:`_ablation_runs`), pale where not :func:`_settled`, the winner
-    starred, each bar's run count over it where ``label_runs``; ``x`` marks and the note
-    under the panel for variants with runs that did not complete. Adds the kinds of mark
-    drawn to ``extras`` and the variants and looks drawn to ``drawn``."""
+    starred, each bar's run count over it where ``label_runs`` and, whatever
+    ``label_runs``, with its runs other work competed with where any (``runs_contended``:
+    ``n=2, 2 contended``); ``x`` marks and the note under the panel for variants with runs
+    that did not complete. Adds the kinds of mark drawn to ``extras`` and the variants and
+    looks drawn to ``drawn`` (``contended`` where a bar was, or a verdict rests on one:
+    prefetch.csv ``vs_best``)."""
     bad = (runs["status"] != "completed") | runs["ips"].isna()
     groups = sorted(set(bars["configuration"]) | set(runs.loc[bad, "configuration"]))
     variants = [(p, lim) for p in PREFETCH_ORDER for lim in (True, False)
@@ -207,8 +260,13 @@ def _draw_prefetch_panel(ax, bars: pd.DataFrame, runs: pd.DataFrame, extras: set
         _ring_host_bound(ax, [x for x, b in zip(xs, bound, strict=True) if b],
                          rows["ips"][bound], extras)
         tops = rows[["ips", "ips_span_high"]].max(axis=1)
-        labels += [(x, top, int(n) if label_runs else None, star) for x, top, n, star in zip(
-            xs, tops, rows["num_repeats"], winner[rows.index], strict=True)]
+        labels += [(x, top, _runs_text(int(n), int(c), label_runs), star)
+                   for x, top, n, c, star in zip(xs, tops, rows["num_repeats"],
+                                                 rows["runs_contended"], winner[rows.index],
+                                                 strict=True)]
+        if (rows["runs_contended"] > 0).any() or (
+                rows["vs_best"].map(verdict_kind) == CONTENDED).any():
+            drawn["looks"].add("contended")
         for group in groups:  # the variant's runs that did not complete, per bar group
             mine = runs[_variant(runs, prefetch, limit) & (runs["configuration"] == group)]
             failed = mine[bad[mine.index]]
@@ -274,16 +332,25 @@ def _bar_look(patch, color: str, settled: bool, hatched: bool) -> None:
         patch.set_hatchcolor(hatch)
 
 
-def _label_bars(ax, labels: list[tuple[float, float, int | None, bool]],
+def _runs_text(runs: int, contended: int, label_runs: bool) -> str | None:
+    """What a bar says of its runs: ``n=2`` (its completed runs) where ``label_runs``, and
+    ``n=2, 2 contended`` where other work competed with any of its runs, whatever
+    ``label_runs`` (a legend's "every bar: n=2" does not say which bars were contended);
+    None for neither."""
+    if contended:
+        return f"n={runs}, {contended} contended"
+    return f"n={runs}" if label_runs else None
+
+
+def _label_bars(ax, labels: list[tuple[float, float, str | None, bool]],
                 bar_width: float) -> None:  # fmt: skip
-    """Over each bar (``(x, top, runs, winner)``: ``top`` its bar's or error bar's top, in
-    data units): ``n=runs`` where given (upright where it fits the bar's width, else
-    turned), and a star over the winner."""
+    """Over each bar (``(x, top, text, winner)``: ``top`` its bar's or error bar's top, in
+    data units): ``text`` (:func:`_runs_text`) where given (upright where it fits the bar's
+    width, else turned), and a star over the winner."""
     width_in = bar_width * (PANEL_WIDTH_IN - Y_LABELS_IN)  # about: the axes' share of a panel
-    for x, top, runs, star in labels:
+    for x, top, text, star in labels:
         above = 1.0
-        if runs is not None:
-            text = f"n={runs}"
+        if text is not None:
             turned = len(text) * 0.62 * RUNS_FONTSIZE / 72 > 0.9 * width_in
             label = ax.annotate(text, xy=(x, top), xytext=(0, above), textcoords="offset points",
                                 ha="center", va="bottom", fontsize=RUNS_FONTSIZE,
