@@ -46,6 +46,22 @@ keeps no history of its own). Below :data:`vitfsdp.core.throughput.HOST_BOUND_BU
 the host decided the step (docs/benchmarks.md). Null on CPU ranks (the host is the device)
 and where the driver library is missing.
 
+Other work on the ranks' host during the window (``host_other_cpus``, cores; with
+``host_own_cpus``, the cores the point's own ranks kept busy): each rank reads, at the window's
+start and end, the wall clock (``time.monotonic``), the host's busy CPU seconds
+(:func:`vitfsdp.records.host_busy_cpu_s`, ``/proc/stat``) and the CPU seconds of its own
+process tree (:func:`vitfsdp.records.process_tree_cpu_s`: all its threads, and its data loader
+workers where ``data.num_workers`` > 0, which are the run's work), with a number naming its
+host (:func:`vitfsdp.records.host_id`). Ranks of one host are grouped by that number: the
+host's busy cores (mean over its ranks of busy seconds / wall seconds) less the sum of its
+ranks' own cores is the other processes' (clipped at 0: ``/proc/stat`` counts whole ticks of
+1/100 s), and the window's figure is the most contended host's (as the slowest rank's time
+sets the pace). What else the point runs on the host counts as other work: the torchrun agent
+and the sweep's process, a few hundredths of a core (:data:`vitfsdp.core.throughput.
+OTHER_WORK_FRAC` gives the figures). Null where any rank could not read ``/proc`` (not
+Linux). This replaces, for the windows that have it, the local launcher's whole-point figure
+(``host.json``), which averaged imports, rendezvous and teardown into the timed windows'.
+
 The loss is the mean over the window's steps and over ranks. All figures of a window are
 gathered with one collective at its end.
 
@@ -68,6 +84,7 @@ from typing import TYPE_CHECKING
 from vitfsdp.core.loop import WARMUP_RULE as WARMUP_RULE  # its home is the loop's schedule
 from vitfsdp.core.sampler import DEFAULT_PERIOD_S, ActivitySampler
 from vitfsdp.core.throughput import window_figures
+from vitfsdp.records import host_busy_cpu_s, host_id, process_tree_cpu_s
 from vitfsdp.sinks import WANDB_MODES, require_package
 
 if TYPE_CHECKING:  # torch is imported where a run measures: configs import this module
@@ -668,10 +685,39 @@ class _Clock:
         return self._start.elapsed_time(end) / 1000
 
 
-#: Per-rank values gathered at each window end, in this order.
+#: Per-rank values gathered at each window end, in this order (the last four:
+#: :func:`host_other_cpus`'s).
 _GATHERED = ("time_s", "loss", "peak_mem_allocated_gib", "peak_mem_reserved_gib",
              "peak_rss_gib", "device_mem_used_gib", "alloc_retries", "num_ooms",
-             "device_busy_frac")
+             "device_busy_frac", "host_id", "wall_s", "host_busy_cpu_s", "own_cpu_s")
+
+
+def host_other_cpus(host_ids, walls, busy, own) -> tuple[float | None, float | None]:
+    """Cores other processes kept busy on the ranks' most contended host during a window,
+    and the cores the point's own ranks kept busy there: ``(other, own)``.
+
+    Args (one value per rank, NaN where the rank could not read it):
+        host_ids: :func:`vitfsdp.records.host_id` of each rank's host.
+        walls: seconds between the rank's two readings (wall clock).
+        busy: the host's busy CPU seconds between them (``/proc/stat``).
+        own: the rank's process tree's CPU seconds between them.
+
+    Per host: busy cores = mean over its ranks of busy / wall (each rank read the same
+    ``/proc/stat`` over nearly the same span), own cores = the sum over its ranks of own /
+    wall, other = busy - own clipped at 0 (whole ticks). Returns the host with the most
+    other cores, with its own; ``(None, None)`` where any value is NaN or a wall is not
+    positive (one host unknown could be the contended one).
+    """
+    hosts: dict[float, list[tuple[float, float]]] = {}
+    for h, w, b, o in zip(host_ids, walls, busy, own, strict=True):
+        if not all(math.isfinite(v) for v in (h, w, b, o)) or w <= 0:
+            return None, None
+        hosts.setdefault(h, []).append((b / w, o / w))
+    if not hosts:
+        return None, None
+    figures = [(max(0.0, sum(b for b, _ in r) / len(r) - sum(o for _, o in r)),
+                sum(o for _, o in r)) for r in hosts.values()]
+    return max(figures)
 #: Memory fields reported as max (``<name>_gib``) and min (``<name>_min_gib``) over ranks.
 _MEMORY = ("peak_mem_allocated", "peak_mem_reserved", "peak_rss", "device_mem_used")
 
@@ -702,6 +748,8 @@ class WindowMeter:
         self.probe = DeviceMemoryProbe(device)
         self._counts0 = (0, 0)
         self._start_us = 0.0
+        self._host_id = host_id()
+        self._cpu0: tuple[float, float | None, float | None] = (0.0, None, None)
 
     def start(self) -> None:
         """Reset the peak-memory counters and start the clock (no host synchronization)."""
@@ -713,6 +761,7 @@ class WindowMeter:
             self._counts0 = self._alloc_counts()
         _reset_vm_hwm()
         self._start_us = time.time() * 1e6
+        self._cpu0 = _cpu_now()
         self.clock.start()
 
     def stop(self, num_steps: int, loss_sum: torch.Tensor) -> dict:
@@ -725,12 +774,19 @@ class WindowMeter:
             ranks), peak_mem_allocated_gib, peak_mem_reserved_gib, peak_rss_gib,
             device_mem_used_gib (max over ranks) and their ``*_min_gib`` (min over ranks),
             alloc_retries and num_ooms (during the window, summed over ranks),
-            device_busy_frac (mean over ranks) and device_busy_min_frac (min); figures a
-            device cannot give are None (busy: on CPU, and where the driver library is
-            missing).
+            device_busy_frac (mean over ranks) and device_busy_min_frac (min),
+            host_other_cpus and host_own_cpus (cores, the most contended host's:
+            :func:`host_other_cpus`); figures a device cannot give are None (busy: on CPU,
+            and where the driver library is missing; the host's cores: where ``/proc`` is
+            unreadable).
         """
         elapsed = self.clock.stop()
-        local = {"time_s": elapsed, "loss": loss_sum.item() / num_steps, **self._local_memory()}
+        cpu = _cpu_now()
+        local = {"time_s": elapsed, "loss": loss_sum.item() / num_steps, **self._local_memory(),
+                 "host_id": self._host_id, "wall_s": cpu[0] - self._cpu0[0],
+                 **{k: None if a is None or b is None else b - a
+                    for k, a, b in zip(("host_busy_cpu_s", "own_cpu_s"), self._cpu0[1:], cpu[1:],
+                                       strict=True)}}
         ranks = self._gather([_nan_if_none(local[k]) for k in _GATHERED])
         cols = dict(zip(_GATHERED, zip(*ranks, strict=True), strict=True))
         elapsed = max(cols["time_s"])  # the slowest rank sets the pace
@@ -747,6 +803,10 @@ class WindowMeter:
         busy = cols["device_busy_frac"]
         out["device_busy_frac"] = _finite(lambda v: sum(v) / len(v), busy)
         out["device_busy_min_frac"] = _finite(min, busy)
+        other, own = host_other_cpus(cols["host_id"], cols["wall_s"], cols["host_busy_cpu_s"],
+                                     cols["own_cpu_s"])
+        out["host_other_cpus"] = None if other is None else round(other, 4)
+        out["host_own_cpus"] = None if own is None else round(own, 4)
         return out
 
     def _alloc_counts(self) -> tuple[int, int]:
@@ -780,6 +840,12 @@ class WindowMeter:
         rows = [torch.empty_like(t) for _ in range(dist.get_world_size())]
         dist.all_gather(rows, t)
         return [r.tolist() for r in rows]
+
+
+def _cpu_now() -> tuple[float, float | None, float | None]:
+    """The wall clock (``time.monotonic``), the host's busy CPU seconds and this process
+    tree's CPU seconds, now (the last two None where ``/proc`` is unreadable)."""
+    return time.monotonic(), host_busy_cpu_s(), process_tree_cpu_s()
 
 
 def _nan_if_none(x: float | None) -> float:

@@ -397,6 +397,86 @@ def host_busy_cpu_s(stat: Path = Path("/proc/stat")) -> float | None:
         return None
 
 
+#: Where a Linux host names its boot (proc(5)): one value per running kernel, so processes
+#: that read the same one share one ``/proc/stat``.
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def host_id(boot_id: Path = BOOT_ID) -> float | None:
+    """A number naming this host's running kernel, for ranks to tell which of them share a
+    ``/proc/stat`` (:class:`vitfsdp.metrics.WindowMeter` gathers it as a float64): the first
+    48 bits of ``boot_id`` (exact in a float64's 53-bit mantissa; a collision of two hosts
+    of one job has odds of 2^-48), None where unreadable (not Linux). The emulated nodes of
+    a local point share the host's kernel, and so its id, as they share its cores."""
+    try:
+        return float(int(boot_id.read_text(encoding="ascii").strip().replace("-", "")[:12], 16))
+    except (OSError, ValueError):
+        return None
+
+
+def _children(pid: int, proc: Path) -> list[int]:
+    """The live child processes of ``pid``: the ``children`` files of its threads
+    (``/proc/<pid>/task/<tid>/children``, proc(5), Linux >= 3.5 with CONFIG_PROC_CHILDREN,
+    as distribution kernels have it); a thread that ended meanwhile is skipped.
+
+    Raises:
+        OSError: ``/proc/<pid>/task`` cannot be listed.
+    """
+    kids = []
+    for task in (proc / str(pid) / "task").iterdir():
+        try:
+            kids += [int(k) for k in (task / "children").read_text(encoding="ascii").split()]
+        except (OSError, ValueError):
+            continue
+    return kids
+
+
+def _stat_cpu_s(pid: int, proc: Path) -> float:
+    """utime + stime of process ``pid`` (all its threads; fields 14 and 15 of
+    ``/proc/<pid>/stat``, clock ticks), in seconds; 0 for one that ended meanwhile."""
+    try:
+        fields = (proc / str(pid) / "stat").read_text(encoding="utf-8").rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def descendants_cpu_s(pid: int | None = None, proc: Path = Path("/proc")) -> float | None:
+    """CPU seconds (user + system, all threads) of the live descendants of process ``pid``
+    (this process where None): its data loader workers, torch.compile's worker pool; read
+    from ``/proc/<pid>/stat`` of each, found through :func:`_children`; None where
+    ``/proc`` cannot be read. A descendant that ended and was waited for counts in its
+    parent's ``RUSAGE_CHILDREN`` instead (:func:`process_tree_cpu_s`)."""
+    try:
+        todo, total, seen = _children(pid or os.getpid(), proc), 0.0, set()
+        while todo:
+            kid = todo.pop()
+            if kid in seen:
+                continue
+            seen.add(kid)
+            total += _stat_cpu_s(kid, proc)
+            try:
+                todo += _children(kid, proc)
+            except OSError:  # it ended meanwhile
+                continue
+        return total
+    except OSError:
+        return None
+
+
+def process_tree_cpu_s(proc: Path = Path("/proc")) -> float | None:
+    """CPU seconds of this process and of every process under it, since it started: its own
+    (all threads, ``time.process_time``), its children that ended and were waited for
+    (``RUSAGE_CHILDREN``), and its live descendants (:func:`descendants_cpu_s`: data loader
+    workers with ``data.num_workers`` > 0, which are the run's work, not other work); None
+    where ``/proc`` cannot be read."""
+    kids = descendants_cpu_s(proc=proc)
+    if kids is None:
+        return None
+    waited = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + waited.ru_utime + waited.ru_stime + kids
+
+
 def own_cpu_s() -> float:
     """CPU seconds of this process and of its children it has waited for (user + system,
     ``getrusage``): a child's figure includes its own waited-for children (torchrun's
