@@ -29,3 +29,23 @@ def test_a_profile_without_packages_rings_every_group_inside_a_node_alike():
                                "intra_package_gbps": None, "intra_node_gbps": 450.0})
     pair = Collective("all_gather", "forward", 1, GIB, 2, 1)
     assert collective_transfer_s(pair, cuda8) == pytest.approx(GIB * 0.5 / 450e9)
+
+
+def test_cuda8_rings_over_the_network_at_current_nccl_step_latency():
+    """cluster=cuda8's inter-node step latency is NCCL's NET Ring/Simple ``hwLat`` of the
+    version docs/plan.md names (NVIDIA/nccl src/graph/tuning.cc: 14.0 us since 2.18.1-1; the
+    9.6 the profile quoted is 2.17's and older), and the docs' figure of what it changed is
+    what the plan predicts."""
+    from tests.conftest import REPO
+    from vitfsdp.plan import predict
+    from vitfsdp.plan.__main__ import compose_points
+
+    (_, cfg), = compose_points(["cluster=cuda8", "model=vit_3b", "strategy=FULL_SHARD",
+                                "nodes=16"])
+    assert (cfg.cluster.collective_latency_us, cfg.cluster.intra_node_latency_us,
+            cfg.cluster.inter_node_latency_us) == (8.4, 3.4, 14.0)
+    doc = " ".join((REPO / "docs" / "plan.md").read_text().split())
+    assert "cuda8: NCCL 2.30.7-1 (NVIDIA/nccl, 2026-06-04): base 8.4, NVLink 3.4, network 14.0" \
+        in doc
+    assert f"{predict(cfg).step_time_s:.3f} s now" in doc
+    assert "NCCL 2.30.7-1" in (REPO / "conf" / "cluster" / "cuda8.yaml").read_text()
