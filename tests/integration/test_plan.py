@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import shutil
 
 import numpy as np
@@ -437,7 +438,7 @@ def test_plan_table_ranks_fitting_points_fits_100_columns_without_exponents(stud
     df = rank_points(pd.DataFrame(rows))
     text = format_plan(df, by_rank=True)
     assert max(len(line) for line in text.splitlines()) <= TABLE_WIDTH, text
-    assert "e+" not in text and "e-" not in text.replace("exposed", "").replace("rel", ""), text
+    assert not re.search(r"\de[+-]\d", text), text  # 1.2e-05 (words: one-GPU, rel-)
     ranked = df[df["model"] == "vit_15b"].dropna(subset=["rank"]).sort_values(
         ["rank", "ips"], ascending=[True, False])  # ties (within RANK_TIE_FRAC): most ips first
     assert list(ranked["ips"]) == sorted(ranked["ips"], reverse=True)

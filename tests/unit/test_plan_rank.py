@@ -37,9 +37,13 @@ def test_points_closer_than_the_plans_error_share_a_rank_and_the_table_says_why(
     assert [(r[1], r[-1]) for r in rows] == [("SHARD_GRAD_OP", "1="), ("FULL_SHARD", "1="),
                                             ("HYBRID_2GPU", "1="), ("HYBRID_1GPU", "4"),
                                             ("DDP", "-")]
-    assert ("rank: 1 + the points predicted faster by more than 27.6%, the plan's median "
-            "step-time error on the committed records; a shared rank is written 1="
-            ) in " ".join(text.splitlines())
+    footer = ("rank: 1 + the points predicted faster by more than 27.6%, the plan's median "
+              "step-time error on 8 one-GPU H100 runs (its communication terms are not "
+              "checked against multi-GPU runs); a shared rank is written 1=")
+    assert footer in " ".join(text.splitlines())  # what the error rests on, in a few words
+    assert max(map(len, text.splitlines())) <= 100
+    doc = " ".join((REPO / "docs" / "plan.md").read_text().split())
+    assert f"`{footer}`" in doc  # the Ties paragraph quotes it
 
 
 def test_json_keeps_the_raw_ips_and_says_which_ranks_are_tied(capsys):

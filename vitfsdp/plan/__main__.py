@@ -11,12 +11,17 @@ The overrides are a sweep's, expanded into points as the sweep expands them
 ``conf/`` and validated by :func:`vitfsdp.config.to_run_config`. Keys a profile requires for
 submitting (``cluster.required``, e.g. the account) are not needed to plan. A point its
 validation refuses (a shard group that does not tile the nodes) is a row of verdict ``n/a``
-with the reason, and the rest are planned; exit status 2 only where no point can run.
+with the reason, and the rest are planned; exit status 2 only where no point can run. A
+point whose config is an earlier point's (``nodes=1,1``; on ``cluster=cuda8``
+``strategy=HYBRID_8GPU,HYBRID_SHARD``, one strategy under two names) is named on stderr as
+the sweep refuses it, and planned once. A point of ``repeat=0,1,2`` is one point: its runs
+share a rank, and the summary counts it once and its runs' node-hours each.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import math
@@ -24,9 +29,16 @@ import re
 import sys
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from vitfsdp.plan.impossible import NOT_APPLICABLE, Impossible, cannot_run_line, short_reason
+from vitfsdp.core.confighash import config_digest, digest, hashed_dict
+from vitfsdp.plan.impossible import (
+    NOT_APPLICABLE,
+    Impossible,
+    cannot_run_line,
+    repeated_points,
+    short_reason,
+)
 
 if TYPE_CHECKING:  # pandas loads where a table is made: --help starts without it
     import pandas as pd
@@ -145,13 +157,29 @@ def plan_table(overrides: list[str]) -> pd.DataFrame:
     """One row per point: its overrides, model, strategy, nodes, local batch, precision,
     activation checkpointing, every Prediction field, ``verdict`` (``yes``, ``tight``,
     ``NO``, ``?``; ``n/a`` for a point that cannot run, whose ``reason`` says why and whose
-    predictions are empty), and ``rank``: 1 for the highest predicted ips among the points
-    that fit with the same model and node count (None for a point that does not fit or has
-    no ips).
+    predictions are empty), ``config_hash`` (the sweep's identity of the run,
+    :func:`vitfsdp.launch.resume.config_hash`), ``point_id`` (the same without ``repeat``:
+    every repeat of a point shares it, as the analysis's ``point_id`` column), and
+    ``rank``: 1 for the highest predicted ips among the points that fit with the same model
+    and node count (None for a point that does not fit or has no ips). A point whose config
+    is an earlier point's is left out (:func:`plan_sweep` says which).
 
     Raises:
         ValueError: no point can run (every point, or the one point asked for, is refused:
             :func:`compose_all`); the message names the first and its reason.
+    """
+    return plan_sweep(overrides)[0]
+
+
+def plan_sweep(overrides: list[str]) -> tuple[pd.DataFrame, list[str]]:
+    """(:func:`plan_table`'s table, the lines of the sweep's refusal of points that are an
+    earlier point again, :func:`vitfsdp.plan.impossible.repeated_points`: ``[]`` where there
+    are none). ``python -m vitfsdp.sweep`` refuses such a command as a whole (two names of
+    one strategy: on ``cluster=cuda8`` HYBRID_SHARD is HYBRID_8GPU); the table plans each
+    config once, numbered as the sweep numbers its points.
+
+    Raises:
+        ValueError: as :func:`plan_table`.
     """
     # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
     import pandas as pd
@@ -165,6 +193,12 @@ def plan_table(overrides: list[str]) -> pd.DataFrame:
         point, x = impossible[0]
         none = "" if len(points) == 1 else f"none of the {len(points)} points can run; "
         raise ValueError(f"{none}point {' '.join(point)}: {x.reason}")
+    numbered = [_Numbered(num, point, config_digest(cfg, "point")[0])
+                for num, (point, cfg) in enumerate(points) if not isinstance(cfg, Impossible)]
+    refused = repeated_points(numbered)
+    first: dict[str, int] = {}  # config_hash: the number of its first point
+    repeats = {p.num for p in numbered if first.setdefault(p.config_hash, p.num) != p.num}
+    points = [p for num, p in enumerate(points) if num not in repeats]
     common = set.intersection(*(set(point) for point, _ in points)) if len(points) > 1 else set()
     for point, cfg in points:
         label = " ".join(o for o in point if o not in common) or " ".join(point) or "(defaults)"
@@ -182,8 +216,45 @@ def plan_table(overrides: list[str]) -> pd.DataFrame:
                      "activation_checkpointing": cfg.train.activation_checkpointing,
                      "steps": cfg.train.steps,
                      "price_per_node_hour": cfg.cluster.price_per_node_hour,
+                     "config_hash": config_digest(cfg, "point")[0], "point_id": _point_id(cfg),
                      **p.as_dict()})
-    return weak_scaling(rank_points(pd.DataFrame(rows)))
+    return weak_scaling(rank_points(pd.DataFrame(rows))), refused
+
+
+class _Numbered(NamedTuple):
+    """A planned point as :func:`vitfsdp.plan.impossible.repeated_points` reads a sweep's:
+    its number in the sweep (from 0, the points that cannot run counted), overrides and
+    ``config_hash``."""
+
+    num: int
+    overrides: list[str]
+    config_hash: str
+
+
+def _point_id(cfg) -> str:
+    """The identity of ``cfg``'s point whatever its ``repeat``: the sweep's ``config_hash``
+    rule (:func:`vitfsdp.core.confighash.hashed_dict`, scope ``point``) over the config
+    without ``repeat``, as the analysis's ``point_id`` column of a run."""
+    return digest(hashed_dict({k: v for k, v in dataclasses.asdict(cfg).items()
+                               if k != "repeat"}))
+
+
+def _point_keys(df: pd.DataFrame) -> pd.Series:
+    """Per row, what tells its point from the others whatever its ``repeat``: ``point_id``
+    where the row has one, else its overrides (or ``point``) without ``repeat=``; rows of
+    one point (``repeat=0,1,2``) share it. A table made without either: each row its own."""
+    # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
+    import pandas as pd
+
+    column = "overrides" if "overrides" in df else "point" if "point" in df else None
+    if column is None:
+        keys = pd.Series(df.index.astype(str), index=df.index, dtype=object)
+    else:
+        keys = df[column].astype(str).map(
+            lambda o: " ".join(x for x in o.split() if not x.startswith("repeat=")))
+    if "point_id" in df:
+        keys = df["point_id"].astype(object).where(df["point_id"].notna(), keys)
+    return keys
 
 
 def _verdicts(df: pd.DataFrame) -> pd.Series:
@@ -205,23 +276,28 @@ def summary_line(df: pd.DataFrame) -> str:
     node-hours of the points it would run,
     each ``nodes × (train.steps × predicted step + start-up)`` with the start-up of
     ``cluster.time=auto`` (:data:`vitfsdp.plan.STARTUP_S`), and their price where the
-    profile has one; "node hours unknown" where a point that runs has no step time."""
+    profile has one; "node hours unknown" where a point that runs has no step time. The
+    counts are of points (:func:`_point_keys`: a point's ``repeat=0,1,2`` rows count once,
+    and the line says how many runs they make); the node-hours are of every run."""
     # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
     import pandas as pd
 
     from vitfsdp.plan import STARTUP_S
 
     verdict = _verdicts(df)
-    fit = int(verdict.isin(("yes", "tight")).sum())
-    squeezed = int((verdict == "squeezed").sum())
-    skipped = int((verdict == "NO").sum())
-    impossible = int((verdict == NOT_APPLICABLE).sum())
+    first = ~_point_keys(df).duplicated()  # a point's first row: its repeats count once
+    fit = int((verdict.isin(("yes", "tight")) & first).sum())
+    squeezed = int(((verdict == "squeezed") & first).sum())
+    skipped = int(((verdict == "NO") & first).sum())
+    impossible = int(((verdict == NOT_APPLICABLE) & first).sum())
     runs = df[verdict.isin(("yes", "tight", "squeezed", "?"))]
+    repeated = len(df) > int(first.sum())
     step = pd.to_numeric(runs["step_time_s"], errors="coerce")
-    text = (f"{len(df)} point(s): {fit} fit, "
+    text = (f"{int(first.sum())} point(s)"
+            + (f" ({len(df)} runs with their repeats)" if repeated else "") + f": {fit} fit, "
             + (f"{squeezed} squeezed (the sweep runs them, warned), " if squeezed else "")
             + f"{skipped} predicted not to fit (the sweep skips them), "
-            f"{int((verdict == '?').sum())} unknown"
+            f"{int(((verdict == '?') & first).sum())} unknown"
             + (f", {impossible} cannot run (n/a)" if impossible else ""))
     if runs.empty:
         return text
@@ -233,11 +309,14 @@ def summary_line(df: pd.DataFrame) -> str:
     price = pd.to_numeric(runs.get("price_per_node_hour", pd.Series(math.nan, runs.index)),
                           errors="coerce")
     cost = f"; {(hours * price).sum():,.0f} at the profile's price" if price.notna().all() else ""
-    text += (f"\nthe {len(runs)} that run: {_hours(hours.sum())} node hours "
+    running = int(first[runs.index].sum())
+    text += (f"\nthe {running} that run"
+             + (f" ({len(runs)} runs with their repeats)" if repeated else "")
+             + f": {_hours(hours.sum())} node hours "
              f"(nodes x (steps x step + {STARTUP_S} s)){cost}: {_hours(training.sum())} "
              f"training at the predicted steps, {_hours(starting.sum())} starting "
-             f"({STARTUP_S} s a point, assumed); predictions, not measurements: docs/plan.md "
-             "gives their errors against runs")
+             f"({STARTUP_S} s a {'run' if repeated else 'point'}, assumed); predictions, not "
+             "measurements: docs/plan.md gives their errors against runs")
     if not runs["overrides"].astype(str).str.contains(r"(?:^|\s)repeat=").any():
         text += (f"\none run a point ranks nothing (best.csv: one run is not a result); with "
                  f"three repeats (repeat=0,1,2): {_hours(3 * hours.sum())} node hours")
@@ -273,6 +352,9 @@ def weak_scaling(df: pd.DataFrame) -> pd.DataFrame:
 #: docs/data/gpu-h100-2026-11-26-sweep-runs.csv, 8 one-GPU H100 runs), so it cannot order
 #: points closer than that.
 RANK_TIE_FRAC = 0.276
+#: The runs :data:`RANK_TIE_FRAC` is measured on, as the rank line under the table names
+#: them: one GPU each, so no collective of the plan's communication terms ran in any.
+RANK_TIE_BASIS = "8 one-GPU H100 runs"
 
 
 def rank_points(df: pd.DataFrame) -> pd.DataFrame:
@@ -280,17 +362,29 @@ def rank_points(df: pd.DataFrame) -> pd.DataFrame:
     fit (or whose fit is unknown) and have a predicted ips, 1 + how many of them are
     predicted faster by more than :data:`RANK_TIE_FRAC` (ips above ``1 + RANK_TIE_FRAC``
     times its own), so points closer than the plan's error share a rank; ``rank_tied`` where
-    another point shares it. Both None where a point does not fit or has no predicted ips."""
+    another point shares it. A point is counted once however many rows it has
+    (:func:`_point_keys`: ``repeat=0,1,2`` makes three rows of one point, which share its
+    rank and are not faster points). Both None where a point does not fit or has no
+    predicted ips."""
+    # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
+    import pandas as pd
+
     usable = (df["fits"] != False) & df["ips"].notna()  # noqa: E712 (None = unknown: kept)
     ips = df["ips"].where(usable).astype(float)
-    keys = [df["model"], df["nodes"]]
-    faster = ips.groupby(keys).transform(
-        lambda g: g.map(lambda x: int((g > x * (1 + RANK_TIE_FRAC)).sum())))
-    ranks = (faster + 1).where(ips.notna()).astype("Int64")
-    shared = ranks.groupby(keys).transform(lambda r: r.dropna().duplicated(keep=False)
-                                           .reindex(r.index, fill_value=False))
-    tied = shared.astype(bool).astype(object).where(ranks.notna(), None)
-    return df.assign(rank=ranks, rank_tied=tied)
+    ranks: dict = {}  # index: rank
+    tied: dict = {}  # index: another point shares the rank
+    ranked = pd.DataFrame({"model": df["model"], "nodes": df["nodes"],
+                           "point": _point_keys(df), "ips": ips})[ips.notna()]
+    for _, rows in ranked.groupby(["model", "nodes"], sort=False, dropna=False):
+        points = rows.drop_duplicates("point")["ips"]  # a point's repeats: one point
+        rank = {i: 1 + int((points > x * (1 + RANK_TIE_FRAC)).sum())
+                for i, x in rows["ips"].items()}
+        sharing = {r: sum(rank[i] == r for i in points.index) for r in set(rank.values())}
+        ranks.update(rank)
+        tied.update({i: sharing[r] > 1 for i, r in rank.items()})
+    return df.assign(rank=pd.array([ranks.get(i) for i in df.index], dtype="Int64"),
+                     rank_tied=pd.Series([tied.get(i) for i in df.index], index=df.index,
+                                         dtype=object))
 
 
 def _number(x) -> str:
@@ -344,19 +438,16 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
     if others is not None:
         shown.insert(0, "#", range(len(shown)))
     text = shown.map(_number).to_string(index=False)
-    lines = [text, summary_line(df), *_no_fit_lines(df)]
-    if cannot := _cannot_run(df):
-        lines += textwrap.wrap(cannot + "; python -m vitfsdp.sweep skips such a point where "
-                               "its shard group does not tile its nodes (recorded "
-                               "skipped_infeasible) and refuses a command that holds any other "
-                               "(reasons: --json)", LEGEND_WIDTH)
+    lines = [text, *_sweep_lines(df)]
     if others is not None:
         lines += [f"#{i}: {o}" for i, o in enumerate(others)]
     lines += textwrap.wrap(_legend(peak), LEGEND_WIDTH)
     if "rank" in df and df["rank"].notna().any():
         lines += textwrap.wrap(f"rank: 1 + the points predicted faster by more than "
-                               f"{RANK_TIE_FRAC:.1%}, the plan's median step-time error on the "
-                               f"committed records; a shared rank is written 1=", LEGEND_WIDTH)
+                               f"{RANK_TIE_FRAC:.1%}, the plan's median step-time error on "
+                               f"{RANK_TIE_BASIS} (its communication terms are not checked "
+                               "against multi-GPU runs); a shared rank is written 1=",
+                               LEGEND_WIDTH)
     planned = df[_verdicts(df) != NOT_APPLICABLE]
     unknown = []
     if planned["step_time_s"].isna().any():
@@ -366,6 +457,20 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
     if unknown:
         lines += [f"unknown: {u}" for u in unknown]
     return "\n".join(lines)
+
+
+def _sweep_lines(df: pd.DataFrame) -> list[str]:
+    """The lines under either table (:func:`format_plan`, :func:`format_terms`) on what the
+    sweep of ``df``'s points would do: :func:`summary_line` (fit, skipped, node-hours), a
+    line per model that fits nowhere (:func:`_no_fit_lines`) and one naming the points that
+    cannot run (:func:`_cannot_run`), wrapped to :data:`LEGEND_WIDTH`."""
+    lines = [summary_line(df), *_no_fit_lines(df)]
+    if cannot := _cannot_run(df):
+        lines += textwrap.wrap(cannot + "; python -m vitfsdp.sweep skips such a point where "
+                               "its shard group does not tile its nodes (recorded "
+                               "skipped_infeasible) and refuses a command that holds any other "
+                               "(reasons: --json)", LEGEND_WIDTH)
+    return lines
 
 
 def _ranks_shown(df: pd.DataFrame) -> list:
@@ -380,9 +485,11 @@ def _ranks_shown(df: pd.DataFrame) -> list:
             for r, t in zip(ranks, tied, strict=True)]
 
 
-#: ``--terms``: the predicted step split into its terms, seconds (plan_table column, header).
+#: ``--terms``: the predicted step split into its terms, seconds (plan_table column, header),
+#: after the point and its ``fits`` (:func:`_verdicts`, as the default table's).
 TERM_COLUMNS = (
-    ("model", "model"), ("strategy", "strategy"), ("nodes", "nodes"), ("gemm_s", "gemm"),
+    ("model", "model"), ("strategy", "strategy"), ("nodes", "nodes"), ("fits", "fits"),
+    ("gemm_s", "gemm"),
     ("other_s", "other"), ("optimizer_s", "optim"), ("exposed_comm_s", "comm"),
     ("framework_s", "loop"), ("step_time_s", "step s"), ("ips", "ips"),
     ("efficiency", "eff"),
@@ -391,14 +498,19 @@ TERM_COLUMNS = (
 
 def format_terms(df: pd.DataFrame) -> str:
     """The terminal table of the predicted step's terms (seconds per step) and the weak-scaling
-    efficiency against the smallest node count, with the figures' source."""
+    efficiency against the smallest node count, each point's ``fits`` as the default table
+    says it, the same lines under it on what the sweep would run (:func:`_sweep_lines`: fit
+    counts, node-hours, a model that fits nowhere, points that cannot run), and the
+    figures' source."""
     # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
     import pandas as pd
 
     shown = pd.DataFrame({header: df[col].astype(object) for col, header in TERM_COLUMNS})
     shown["model"] = [m if len(m) <= MODEL_WIDTH else m[:MODEL_WIDTH - 1] + "~"
                       for m in shown["model"]]
-    lines = [shown.map(_number).to_string(index=False),
+    shown["fits"] = _verdicts(df)
+    lines = [shown.map(_number).to_string(index=False), *_sweep_lines(df),
+             "fits: as the default table's (yes, tight, squeezed: run; NO: skipped; n/a)",
              "seconds per step: gemm = matmuls of forward and backward (and recompute); other",
              "= attention, LayerNorm, activation, adds; optim = AdamW; comm = collectives not",
              "hidden behind compute; loop = the loop's and wrapper's own time: the probe's,",
@@ -502,8 +614,10 @@ def plain_text(doc: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """The CLI; returns the exit status: 0 when a table is printed (points that cannot run
-    among the others are rows of verdict ``n/a``), 2 for a refused option or override and
-    where no point can run (the one point asked for, or every point, cannot: one line)."""
+    among the others are rows of verdict ``n/a``; points the sweep refuses as an earlier
+    point again are named on stderr first, and planned once), 2 for a refused option or
+    override and where no point can run (the one point asked for, or every point, cannot:
+    one line)."""
     parser = argparse.ArgumentParser(prog="python -m vitfsdp.plan",
                                      description=plain_text(__doc__),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -530,7 +644,7 @@ def main(argv: list[str] | None = None) -> int:
             logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
             print(calibrate(args.calibrate, args.overrides, args.probe))
             return 0
-        df = plan_table(args.overrides)
+        df, refused = plan_sweep(args.overrides)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -544,6 +658,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {one_line(e, args.overrides)}", file=sys.stderr)
         return 2
+    if refused:  # before the table, on stderr: --json's output stays JSON
+        print("python -m vitfsdp.sweep refuses these overrides, launching nothing; the plan "
+              "below counts each config once:", *refused, sep="\n", file=sys.stderr)
+        sys.stderr.flush()
     if args.csv:
         df.to_csv(args.csv, index=False)
     records = df.astype(object).where(df.notna(), None).to_dict("records")

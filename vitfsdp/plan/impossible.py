@@ -2,7 +2,8 @@
 combination (a hybrid's shard group of 16 ranks at one node of 8; a batch the data cannot
 split over the ranks). The plan lists them as rows of verdict ``n/a`` with their reason
 and plans the rest (:func:`vitfsdp.plan.__main__.plan_table`); where every point is one,
-or the user asked for one point, the plan refuses, as before.
+or the user asked for one point, the plan refuses, as before. A point that is an earlier
+point again (:func:`repeated_points`: the same config twice) refuses the sweep as a whole.
 
 Nothing here imports Hydra or torch: the composed point comes in as a mapping.
 """
@@ -11,6 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
+
+from vitfsdp.provenance import redact_args
 
 #: The plan table's ``fits`` (``verdict``) of a point that cannot run.
 NOT_APPLICABLE = "n/a"
@@ -100,3 +104,32 @@ def cannot_run_line(impossible: Sequence[Impossible], common: Collection[str] = 
         parts.append(f"{head}{which} ({reason})")
     n = len(impossible)
     return f"{n} point{'s' if n != 1 else ''} {verb}: " + "; ".join(parts)
+
+
+class Numbered(Protocol):
+    """A sweep's point as :func:`repeated_points` reads it: its number in the sweep (Hydra's
+    job number, from 0), its overrides and its identity (``config_hash``:
+    :func:`vitfsdp.launch.resume.config_hash`). :class:`vitfsdp.sweep.point.Point` is one."""
+
+    num: int
+    overrides: list[str]
+    config_hash: str
+
+
+def repeated_points(points: Sequence[Numbered]) -> list[str]:
+    """One line for each point whose config equals an earlier point's: the same run twice,
+    ``nodes=1,1``, or two names of one strategy (on ``cluster=cuda8`` HYBRID_SHARD is
+    HYBRID_8GPU): ``point 10 (...) is point 5 (...) again: drop the repeated value
+    (repeat=0,1 runs a point twice)``, the overrides with secret values redacted. The
+    sweep refuses such a command (:func:`vitfsdp.sweep.check._repeated_points`); the plan
+    says so and plans each config once (:func:`vitfsdp.plan.__main__.plan_sweep`)."""
+    first: dict[str, Numbered] = {}
+    errors = []
+    for p in points:
+        if p.config_hash in first:
+            earlier = first[p.config_hash]
+            errors.append(f"point {p.num} ({' '.join(redact_args(list(p.overrides)))}) is point "
+                          f"{earlier.num} ({' '.join(redact_args(list(earlier.overrides)))})"
+                          " again: drop the repeated value (repeat=0,1 runs a point twice)")
+        first.setdefault(p.config_hash, p)
+    return errors
