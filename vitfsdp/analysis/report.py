@@ -136,9 +136,15 @@ MARK_CAPTIONS = {
                "where a point ran once: min-max over its run's timed windows, the least its "
                "noise can be (the noise between runs is not measured; not drawn under "
                f"{MIN_ERROR_BAR:.0%} of the value)",
-    "predicted": "dotted: the plan's prediction",
-    "reserved": "hollow circles: measured peak reserved memory, what the plan predicts "
-                "there (the dotted line compares with them, not with the allocated line)",
+    "predicted": "dotted: the plan's prediction (of memory: of what the legend names, the "
+                 "peak reserved memory on a GPU, the resident memory on CPU, just left of "
+                 "the measured peak)",
+    "reserved": "hollow circles, just right of the measured peak: measured peak reserved "
+                "memory, what the plan predicts there (the dotted line compares with them, "
+                "not with the allocated line)",
+    "device_used": "hollow downward triangles, right of the reserved circles: the whole "
+                   "device's used memory (NVML or AMD SMI: the CUDA context, NCCL's buffers "
+                   "and other processes included) above what the allocator holds",
     "failed": "x: runs that did not complete, at what they reached before they ended (the "
               "median over a point's such runs: of images/s, each run's median over its "
               "timed windows; of memory, each run's largest peak that a window or its "

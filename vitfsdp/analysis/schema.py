@@ -257,7 +257,8 @@ RUN_COLUMNS = (
            "peak resident memory of a rank's process, maximum over ranks"),
     Column("device_mem_used_gib", FLOAT, "GiB", "measured",
            "memory in use on the whole device as the driver sees it, maximum over ranks",
-           display=("device used (GiB)", "{:.2f}")),
+           display=("device used (GiB)", "{:.2f}"),
+           figures=("memory",)),
     Column("device_mem_used_min_gib", FLOAT, "GiB", "measured",
            "the same, minimum over ranks"),
     Column("alloc_retries", INT, "", "measured",
@@ -281,7 +282,9 @@ RUN_COLUMNS = (
     Column("host_other_cpus", FLOAT, "CPUs", "measured",
            "cores other processes of the local host kept busy on average while the point "
            "ran (host.json; local launcher only)",
-           display=("other work (CPUs)", "{:.2f}")),
+           display=("other work (CPUs)", "{:.2f}"),
+           # every figure's footer names the runs other work competed with (contention_note)
+           figures=("weak_scaling", "efficiency", "memory", "prefetch", "tflops", "recipe")),
     Column("state_params_gib", FLOAT, "GiB", "measured",
            "parameters a rank holds (its local shards), maximum over ranks",
            display=("params/rank (GiB)", "{:.3g}"),
