@@ -122,3 +122,12 @@ def test_the_runs_figure_is_other_seconds_over_window_seconds(tmp_path):
     # records without the window figure (older ones, the JAX trainer): host.json's
     assert rows._other_work(tmp_path, [_window(None, 1.0)]) == {"host_other_cpus": 0.9}
     assert rows._other_work(tmp_path / "none", []) == {}
+
+
+def test_window_figures_have_their_own_bound_and_whole_point_figures_keep_theirs():
+    from vitfsdp.core.throughput import OTHER_WORK_FRAC, WINDOW_OTHER_WORK_FRAC, competed
+
+    assert (OTHER_WORK_FRAC, WINDOW_OTHER_WORK_FRAC) == (0.25, 0.10)
+    assert competed(0.21, 2, over_windows=True) and not competed(0.2, 2, over_windows=True)
+    assert not competed(0.3, 2) and competed(0.51, 2)  # host.json's: 25% of 2 cores
+    assert not competed(None, 2, over_windows=True)
