@@ -29,7 +29,7 @@ import re
 import sys
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from vitfsdp.core.confighash import config_digest, digest, hashed_dict
 from vitfsdp.plan.impossible import (
@@ -193,7 +193,7 @@ def plan_sweep(overrides: list[str]) -> tuple[pd.DataFrame, list[str]]:
         point, x = impossible[0]
         none = "" if len(points) == 1 else f"none of the {len(points)} points can run; "
         raise ValueError(f"{none}point {' '.join(point)}: {x.reason}")
-    numbered = [_Numbered(num, point, config_digest(cfg, "point")[0])
+    numbered = [_Numbered(num, point, config_digest(cfg, "point")[0], cfg)
                 for num, (point, cfg) in enumerate(points) if not isinstance(cfg, Impossible)]
     refused = repeated_points(numbered)
     first: dict[str, int] = {}  # config_hash: the number of its first point
@@ -223,12 +223,13 @@ def plan_sweep(overrides: list[str]) -> tuple[pd.DataFrame, list[str]]:
 
 class _Numbered(NamedTuple):
     """A planned point as :func:`vitfsdp.plan.impossible.repeated_points` reads a sweep's:
-    its number in the sweep (from 0, the points that cannot run counted), overrides and
-    ``config_hash``."""
+    its number in the sweep (from 0, the points that cannot run counted), overrides,
+    ``config_hash`` and resolved config."""
 
     num: int
     overrides: list[str]
     config_hash: str
+    cfg: Any
 
 
 def _point_id(cfg) -> str:

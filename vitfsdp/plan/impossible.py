@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from vitfsdp.provenance import redact_args
 
@@ -108,28 +108,69 @@ def cannot_run_line(impossible: Sequence[Impossible], common: Collection[str] = 
 
 class Numbered(Protocol):
     """A sweep's point as :func:`repeated_points` reads it: its number in the sweep (Hydra's
-    job number, from 0), its overrides and its identity (``config_hash``:
-    :func:`vitfsdp.launch.resume.config_hash`). :class:`vitfsdp.sweep.point.Point` is one."""
+    job number, from 0), its overrides, its identity (``config_hash``:
+    :func:`vitfsdp.launch.resume.config_hash`) and its resolved config (``cfg``: a
+    :class:`vitfsdp.config.RunConfig`, read for the strategy and cluster a repeat's cause
+    names). :class:`vitfsdp.sweep.point.Point` is one."""
 
     num: int
     overrides: list[str]
     config_hash: str
+    cfg: Any
 
 
 def repeated_points(points: Sequence[Numbered]) -> list[str]:
-    """One line for each point whose config equals an earlier point's: the same run twice,
-    ``nodes=1,1``, or two names of one strategy (on ``cluster=cuda8`` HYBRID_SHARD is
-    HYBRID_8GPU): ``point 10 (...) is point 5 (...) again: drop the repeated value
-    (repeat=0,1 runs a point twice)``, the overrides with secret values redacted. The
-    sweep refuses such a command (:func:`vitfsdp.sweep.check._repeated_points`); the plan
-    says so and plans each config once (:func:`vitfsdp.plan.__main__.plan_sweep`)."""
+    """One line for each point whose config equals an earlier point's: the same run twice.
+    Where the two points' overrides are the same (``nodes=1,1``), the way to measure a point
+    several times (``repeat=0,1``); where they differ but resolve to the same point
+    (``strategy=HYBRID_SHARD`` and ``HYBRID_8GPU`` on ``cluster=cuda8``), why
+    (:func:`_same_point_cause`) and to drop one of them; overrides with secret values
+    redacted. The sweep refuses such a command (:func:`vitfsdp.sweep.check.repeated_points`,
+    this function); the plan says so and plans each config once
+    (:func:`vitfsdp.plan.__main__.plan_sweep`). No line: no repeat."""
     first: dict[str, Numbered] = {}
     errors = []
     for p in points:
         if p.config_hash in first:
             earlier = first[p.config_hash]
-            errors.append(f"point {p.num} ({' '.join(redact_args(list(p.overrides)))}) is point "
-                          f"{earlier.num} ({' '.join(redact_args(list(earlier.overrides)))})"
-                          " again: drop the repeated value (repeat=0,1 runs a point twice)")
+            cause = _same_point_cause(p, earlier)
+            fix = (f"{cause}: drop one of them" if cause else
+                   "drop the repeated value (repeat=0,1 runs a point twice)")
+            errors.append(f"point {p.num} ({_label(p.overrides)}) is point {earlier.num} "
+                          f"({_label(earlier.overrides)}) again: {fix}")
         first.setdefault(p.config_hash, p)
     return errors
+
+
+def _label(overrides: Sequence[str]) -> str:
+    """Overrides for a message, secret values redacted."""
+    return " ".join(redact_args(list(overrides)))
+
+
+def _override_key(override: str) -> str:
+    """The key of a Hydra override (``++cluster.env.X=1``: ``cluster.env.X``)."""
+    return override.partition("=")[0].lstrip("+~")
+
+
+def _same_point_cause(p: Numbered, earlier: Numbered) -> str | None:
+    """Why ``p`` and ``earlier``, whose configs are equal, are one point though their
+    overrides differ (None: the same overrides, a true repeat). A ``strategy=HYBRID_SHARD``
+    without ``strategy.shard_group_size`` takes ``cluster.gpus_per_node`` as its shard group
+    (conf/strategy/HYBRID_SHARD.yaml), so it is the profile's ``HYBRID_<n>GPU``; any other
+    difference is named as the overrides that resolve to the same config."""
+    mine = {_override_key(o): o for o in p.overrides}
+    theirs = {_override_key(o): o for o in earlier.overrides}
+    differ = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
+    if not differ:
+        return None
+    strategy = p.cfg.strategy
+    for overrides in (mine, theirs):
+        if (overrides.get("strategy") == "strategy=HYBRID_SHARD"
+                and "strategy.shard_group_size" not in overrides
+                and strategy.sharding_strategy == "HYBRID_SHARD"):
+            cluster = p.cfg.cluster
+            return (f"strategy=HYBRID_SHARD is {strategy.name} on cluster={cluster.name} "
+                    f"(shard groups of cluster.gpus_per_node={cluster.gpus_per_node})")
+    here = _label([mine[k] for k in differ if k in mine]) or "no override"
+    there = _label([theirs[k] for k in differ if k in theirs]) or "no override"
+    return f"{here} and {there} resolve to the same config"

@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 from vitfsdp import plan as planner
 from vitfsdp.config import RunConfig
 from vitfsdp.launch import LaunchOptions, pack, resume, slurm, slurm_checks
+from vitfsdp.plan import impossible
 from vitfsdp.plan.memory import ADAMW_STATES, FP32_BYTES, model_sizes
 from vitfsdp.sweep.choose import _settled
 from vitfsdp.sweep.point import (
@@ -116,58 +117,10 @@ def _reresolved_dirs(points: list[Point]) -> list[str]:
             "without it"]
 
 
-def repeated_points(points: Sequence[Point]) -> list[str]:
-    """One line for each point whose config equals an earlier point's: the same run twice.
-    Where the two points' overrides are the same (``nodes=1,1``), the way to measure a point
-    several times (``repeat=0,1``); where they differ but resolve to the same point
-    (``strategy=HYBRID_SHARD`` and ``HYBRID_8GPU`` on ``cluster=cuda8``), why
-    (:func:`_same_point_cause`) and to drop one of them. ``points``: the composed points
-    (:class:`~vitfsdp.sweep.point.Point`: ``num``, ``overrides``, ``cfg``, ``config_hash``),
-    as the sweep and the plan compose them; no line: no repeat."""
-    first: dict[str, Point] = {}
-    errors = []
-    for p in points:
-        if p.config_hash in first:
-            earlier = first[p.config_hash]
-            cause = _same_point_cause(p, earlier)
-            fix = (f"{cause}: drop one of them" if cause else
-                   "drop the repeated value (repeat=0,1 runs a point twice)")
-            errors.append(f"point {p.num} ({_label(p.overrides)}) is point {earlier.num} "
-                          f"({_label(earlier.overrides)}) again: {fix}")
-        first.setdefault(p.config_hash, p)
-    return errors
-
-
-_repeated_points = repeated_points  # the name vitfsdp.sweep.compose imports
-
-
-def _override_key(override: str) -> str:
-    """The key of a Hydra override (``++cluster.env.X=1``: ``cluster.env.X``)."""
-    return override.partition("=")[0].lstrip("+~")
-
-
-def _same_point_cause(p: Point, earlier: Point) -> str | None:
-    """Why ``p`` and ``earlier``, whose configs are equal, are one point though their
-    overrides differ (None: the same overrides, a true repeat). A ``strategy=HYBRID_SHARD``
-    without ``strategy.shard_group_size`` takes ``cluster.gpus_per_node`` as its shard group
-    (conf/strategy/HYBRID_SHARD.yaml), so it is the profile's ``HYBRID_<n>GPU``; any other
-    difference is named as the overrides that resolve to the same config."""
-    mine = {_override_key(o): o for o in p.overrides}
-    theirs = {_override_key(o): o for o in earlier.overrides}
-    differ = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
-    if not differ:
-        return None
-    strategy = p.cfg.strategy
-    for overrides in (mine, theirs):
-        if (overrides.get("strategy") == "strategy=HYBRID_SHARD"
-                and "strategy.shard_group_size" not in overrides
-                and strategy.sharding_strategy == "HYBRID_SHARD"):
-            cluster = p.cfg.cluster
-            return (f"strategy=HYBRID_SHARD is {strategy.name} on cluster={cluster.name} "
-                    f"(shard groups of cluster.gpus_per_node={cluster.gpus_per_node})")
-    here = _label([mine[k] for k in differ if k in mine]) or "no override"
-    there = _label([theirs[k] for k in differ if k in theirs]) or "no override"
-    return f"{here} and {there} resolve to the same config"
+#: The sweep's check of points that are an earlier point again: the plan's, which it also
+#: runs (vitfsdp.plan may not import vitfsdp.sweep); ``_repeated_points``: the name
+#: vitfsdp.sweep.compose imports.
+repeated_points = _repeated_points = impossible.repeated_points
 
 
 def _options(config: DictConfig) -> LaunchOptions:
