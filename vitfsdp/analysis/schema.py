@@ -280,8 +280,9 @@ RUN_COLUMNS = (
     Column("cpu_throttled_s", FLOAT, "s", "measured",
            "time the CPU quota held rank 0's emulated node (or its own cgroup) back"),
     Column("host_other_cpus", FLOAT, "CPUs", "measured",
-           "cores other processes of the local host kept busy on average while the point "
-           "ran (host.json; local launcher only)",
+           "cores other processes of the ranks' host kept busy during the run's measured "
+           "windows (other CPU seconds / window seconds, metrics.jsonl); for records without "
+           "it (older runs, the JAX trainer) on average while the point ran (host.json)",
            display=("other work (CPUs)", "{:.2f}"),
            # every figure's footer names the runs other work competed with (contention_note)
            figures=("weak_scaling", "efficiency", "memory", "prefetch", "tflops", "recipe")),
