@@ -408,6 +408,28 @@ def test_the_sweep_says_so_as_a_point_ends(tmp_path):
     assert _other_work(tmp_path) == ""  # the most a quiet demo's point measured
 
 
+def test_the_sweep_judges_a_point_by_its_windows_as_the_analysis_does(tmp_path):
+    """The end-of-point line read host.json's whole-point figure while the analysis judges
+    a run by its measured windows (9339183): a run whose start-up competed with a busy loop
+    but whose windows ran clear (0.97 cores over the point, 0.13 over its windows, measured)
+    was called NOT A RESULT as it ended and a result in the report. Both now judge the
+    windows where they recorded other work; warm-up windows count for neither."""
+    import json
+
+    from vitfsdp.sweep.local import _other_work
+
+    (tmp_path / "host.json").write_text(json.dumps({"other_cpus": 0.97, "host_cpus": 2}))
+    windows = [{"warmup": True, "time_s": 1.0, "host_other_cpus": 1.9},
+               {"time_s": 1.0, "host_other_cpus": 0.1},
+               {"time_s": 1.0, "host_other_cpus": 0.16}]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(w) + "\n" for w in windows))
+    assert _other_work(tmp_path) == ""
+    windows[1]["host_other_cpus"] = 1.1
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(w) + "\n" for w in windows))
+    assert _other_work(tmp_path) == ("; NOT A RESULT: other work kept 0.6 of this host's 2 "
+                                     "cores busy during its timed windows")
+
+
 def test_other_work_is_the_hosts_busy_time_less_the_points_own(tmp_path, monkeypatch):
     """OtherWork: /proc/stat's busy ticks (user, nice, system, steal; not idle, iowait, irq,
     softirq) over the interval, less this process's and its children's CPU seconds."""

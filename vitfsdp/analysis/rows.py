@@ -24,6 +24,7 @@ import pandas as pd
 from vitfsdp.analysis.schema import PRED_COLUMNS
 from vitfsdp.core.confighash import digest, hashed_dict
 from vitfsdp.core.layout import HOST_FILE, NETWORK_FILE
+from vitfsdp.core.throughput import window_other_cpus
 from vitfsdp.models import VARIANTS
 from vitfsdp.plan import predict_recorded, predict_run
 from vitfsdp.records import (
@@ -473,7 +474,8 @@ def _sent(run_dir: str | os.PathLike) -> dict[str, float | None]:
 
 def _other_work(run_dir: str | os.PathLike, windows: list[dict]) -> dict[str, float | None]:
     """``host_other_cpus``: the cores other processes of the ranks' host kept busy during the
-    run's measured windows (:func:`window_other_cpus`), else, for records without it (older
+    run's measured windows (:func:`~vitfsdp.core.throughput.window_other_cpus`), else, for
+    records without it (older
     records, the JAX trainer), during the whole point, from its ``host.json``
     (:data:`~vitfsdp.core.layout.HOST_FILE`, :class:`vitfsdp.records.OtherWork`: imports,
     rendezvous and teardown included); ``{}`` where neither (a Slurm point's older records)."""
@@ -481,24 +483,6 @@ def _other_work(run_dir: str | os.PathLike, windows: list[dict]) -> dict[str, fl
     if other is None:
         other = _side_record(run_dir, HOST_FILE).get("other_cpus")
     return {"host_other_cpus": other} if _number(other) else {}
-
-
-def window_other_cpus(windows: list[dict]) -> float | None:
-    """The cores other processes kept busy during a run's measured (non-warm-up) windows:
-    their CPU seconds over the windows' seconds, sum over sum (each window's
-    ``host_other_cpus`` × its ``time_s``, :class:`vitfsdp.metrics.WindowMeter`), over the
-    windows that measured it; None where none did.
-
-    The mean, not the maximum over windows: the run's ips is the median over its windows,
-    which one window slowed by a burst (an editor saving, a cron job) does not move, so a
-    burst confined to one window should not void the run, while work that slowed most
-    windows raises the mean as much as it slowed them; and it is the same quantity as
-    ``host.json``'s (cores busy on average), over the timed span only."""
-    measured = [(w["host_other_cpus"], w["time_s"]) for w in windows if not w.get("warmup")
-                and _number(w.get("host_other_cpus")) and _number(w.get("time_s"))
-                and w["time_s"] > 0]
-    seconds = sum(t for _, t in measured)
-    return sum(o * t for o, t in measured) / seconds if seconds > 0 else None
 
 
 def _window_figures(windows: list[dict], summary: dict | None, status: str) -> dict[str, Any]:

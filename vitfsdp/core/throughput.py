@@ -56,7 +56,7 @@ OTHER_WORK_FRAC = 0.25
 #: Other processes of a point's host that kept more than this share of its cores busy during its
 #: timed windows (``host_other_cpus`` / ``host_cpus``: per window,
 #: :class:`vitfsdp.metrics.WindowMeter`; over a run the mean over its measured windows,
-#: :func:`vitfsdp.analysis.rows.window_other_cpus`) took CPU time its ranks wanted
+#: :func:`window_other_cpus`) took CPU time its ranks wanted
 #: (:func:`competed` with ``over_windows``). Not yet the analysis's rule: runs.csv's
 #: ``host_other_cpus`` does not say whether a run's figure is its windows' or, for older records
 #: and the JAX trainer, the whole point's, which the start-up's own kernel work raises to 0.23
@@ -93,7 +93,7 @@ def competed(other_cpus: float | None, host_cpus: float | None,
     more than :data:`OTHER_WORK_FRAC` of its ``host_cpus`` cores busy on average over the
     whole point (``other_cpus``, cores: ``host.json``'s ``other_cpus``), or, with
     ``over_windows``, more than :data:`WINDOW_OTHER_WORK_FRAC` during its timed windows
-    (the windows' ``host_other_cpus``, :func:`vitfsdp.analysis.rows.window_other_cpus`).
+    (the windows' ``host_other_cpus``, :func:`window_other_cpus`).
     False where either is unknown (None, NaN or pandas' NA: an interrupted point, older
     records) or ``host_cpus`` is not positive."""
     try:
@@ -173,3 +173,25 @@ def window_figures(images: int, seconds: float, num_steps: int, world_size: int,
         "mfu": flops / peak_flops if peak_flops else None,
         "hfu": hw_flops / peak_flops if peak_flops else None,
     }
+
+
+def window_other_cpus(windows: list[dict]) -> float | None:
+    """The cores other processes kept busy during a run's measured (non-warm-up) windows:
+    their CPU seconds over the windows' seconds, sum over sum (each window's
+    ``host_other_cpus`` × its ``time_s``, :class:`vitfsdp.metrics.WindowMeter`), over the
+    windows that measured it; None where none did.
+
+    The mean, not the maximum over windows: the run's ips is the median over its windows,
+    which one window slowed by a burst (an editor saving, a cron job) does not move, so a
+    burst confined to one window should not void the run, while work that slowed most
+    windows raises the mean as much as it slowed them; and it is the same quantity as
+    ``host.json``'s (cores busy on average), over the timed span only."""
+    measured = [(w["host_other_cpus"], w["time_s"]) for w in windows if not w.get("warmup")
+                and _is_number(w.get("host_other_cpus")) and _is_number(w.get("time_s"))
+                and w["time_s"] > 0]
+    seconds = sum(t for _, t in measured)
+    return sum(o * t for o, t in measured) / seconds if seconds > 0 else None
+
+
+def _is_number(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)

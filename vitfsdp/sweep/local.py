@@ -12,15 +12,17 @@ from pathlib import Path
 from rich.console import Console
 
 from vitfsdp.core.layout import HOST_FILE
-from vitfsdp.core.throughput import competed
+from vitfsdp.core.throughput import competed, window_other_cpus
 from vitfsdp.launch import local, secrets, slurm
 from vitfsdp.models import train_flops_per_image
 from vitfsdp.progress import SweepProgress
 from vitfsdp.records import (
+    METRICS_FILE,
     SUMMARY_FILE,
     disk_error,
     mark_failed,
     read_json,
+    read_jsonl,
     reason_line,
     write_json_atomic,
 )
@@ -76,14 +78,24 @@ def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: in
 
 
 def _other_work(run_dir: Path) -> str:
-    """``"; NOT A RESULT: other work kept 1.2 of this host's 2 cores busy"`` where the
-    point's ``host.json`` (:class:`vitfsdp.records.OtherWork`) says other work competed
-    (:func:`vitfsdp.core.throughput.competed`); else ``""``."""
+    """``"; NOT A RESULT: other work kept 1.2 of this host's 2 cores busy during its timed
+    windows"`` where other work competed (:func:`vitfsdp.core.throughput.competed`) by the
+    figure the analysis judges the run by: over its measured windows
+    (:func:`~vitfsdp.core.throughput.window_other_cpus` of ``metrics.jsonl``), else over
+    the whole point (``host.json``, :class:`vitfsdp.records.OtherWork`: records without
+    window figures, the JAX trainer); else ``""``."""
     host = read_json(run_dir / HOST_FILE) or {}
-    other, cpus = host.get("other_cpus"), host.get("host_cpus")
+    cpus = host.get("host_cpus")
+    try:
+        other = window_other_cpus(read_jsonl(run_dir / METRICS_FILE))
+    except (OSError, ValueError):  # an unreadable metrics.jsonl: the whole point's figure
+        other = None
+    during = " during its timed windows"
+    if other is None:
+        other, during = host.get("other_cpus"), ""
     if not competed(other, cpus):
         return ""
-    return f"; NOT A RESULT: other work kept {other:.1f} of this host's {cpus} cores busy"
+    return f"; NOT A RESULT: other work kept {other:.1f} of this host's {cpus} cores busy{during}"
 
 
 #: The signals that end a sweep as Ctrl-C does, besides SIGINT (:func:`stop_signal`), and
