@@ -65,6 +65,7 @@ from vitfsdp.core.throughput import (
     host_bound,
 )
 from vitfsdp.plan.calibrate import compare
+from vitfsdp.plan.memory import CPU_BASELINE_GIB
 
 log = logging.getLogger(__name__)
 
@@ -606,13 +607,17 @@ def calibration_summary(calibration: pd.DataFrame) -> pd.DataFrame:
     """Median and worst absolute relative error of each prediction over the runs.
 
     Returns:
-        One row per quantity (``peak memory``, ``step time``, ``ips``): ``num_runs``,
-        ``median_abs_rel_error`` and ``max_abs_rel_error`` (fractions), and
+        One row per quantity (``peak memory``; on CPU ranks also ``peak memory above the
+        baseline``, the error over what a rank holds beyond the process baseline the plan
+        assumes, :func:`vitfsdp.plan.calibrate.compare`; ``step time``, ``ips``):
+        ``num_runs``, ``median_abs_rel_error`` and ``max_abs_rel_error`` (fractions), and
         ``median_rel_error`` (signed: > 0 the plan over-predicts).
     """
     rows = []
-    for name, col in (("peak memory", "mem_rel_error"), ("step time", "step_time_rel_error"),
-                      ("ips", "ips_rel_error")):
+    for name, col in (("peak memory", "mem_rel_error"),
+                      (f"peak memory above the {CPU_BASELINE_GIB:g} GiB baseline (CPU)",
+                       "mem_above_baseline_rel_error"),
+                      ("step time", "step_time_rel_error"), ("ips", "ips_rel_error")):
         err = calibration[col].dropna().astype("float64") if col in calibration else []
         if len(err):
             rows.append({"quantity": name, "num_runs": len(err),
