@@ -322,9 +322,10 @@ def cpu_name() -> str:
 
 
 def device_info(device: torch.device) -> dict:
-    """Name and memory of ``device`` for run.json (memory in GiB; ``None`` on CPU, where
-    ``host_cpus`` counts the host's logical CPUs), with its NVML/AMD SMI index and UUID where
-    known."""
+    """Name and memory of ``device`` for run.json (memory in GiB; ``None`` on CPU), the
+    host's logical CPUs (``host_cpus``: what CPU ranks of one host share, and what other
+    work's share is judged against on any device: each window's ``host_other_cpus``), with
+    its NVML/AMD SMI index and UUID where known."""
     if device.type != "cuda":
         # host_cpus: the logical CPUs of the host, which CPU ranks of one host share
         return {"type": "cpu", "name": cpu_name(), "memory_gib": None,
@@ -335,7 +336,8 @@ def device_info(device: torch.device) -> dict:
     props = torch.cuda.get_device_properties(device)
     return {"type": "cuda", "name": props.name, "memory_gib": props.total_memory / GIB,
             "uuid": str(getattr(props, "uuid", "")) or None, "pci_bus_id": _pci_bus_id(props),
-            "rocm_arch": getattr(props, "gcnArchName", None) if torch.version.hip else None}
+            "rocm_arch": getattr(props, "gcnArchName", None) if torch.version.hip else None,
+            "host_cpus": os.cpu_count()}
 
 
 def _read_vm_hwm_gib() -> float | None:

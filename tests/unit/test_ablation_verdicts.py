@@ -200,6 +200,10 @@ def test_the_contention_note_names_other_work_and_provenance_does_not_read_clean
     loaded = unmeasured.assign(host_load_1m=13.5)  # a Slurm point's only sign
     assert dict(provenance_table(loaded).values.tolist())["contention"].startswith(
         "12 of 12 runs started or ended with the host's load average (13.5-13.5")
+    # a GPU run's windows measure other work, but records before its host_cpus was kept
+    # cannot be judged: not "none ... below the bound", which no bound had judged
+    no_cores = quiet.assign(host_cpus=float("nan"), host_other_cpus=40.0)
+    assert "not measured" in dict(provenance_table(no_cores).values.tolist())["contention"]
 
 
 @pytest.mark.parametrize("text, kind", [

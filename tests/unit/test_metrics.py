@@ -407,3 +407,24 @@ def test_cuda_asked_for_without_a_gpu_is_one_line_error(monkeypatch):
     assert distributed.pick_device("auto", 3) == torch.device("cpu")
     with pytest.raises(ValueError, match="device=cuda"):
         distributed.pick_device("cuda", 0)
+
+
+def test_a_gpu_runs_device_record_keeps_the_hosts_cpus(monkeypatch):
+    """Each window of a GPU run now measures other work on its host (host_other_cpus), which
+    is judged against the host's cores; device_info kept host_cpus for CPU ranks only, so a
+    GPU run's other work was never judged and the report called it 'none ... below the
+    bound'. The GPU record keeps them too (torch's device properties faked: no GPU here)."""
+    import os
+    import types
+
+    import torch
+
+    from vitfsdp.metrics import device_info
+
+    props = types.SimpleNamespace(name="NVIDIA H100 80GB HBM3", total_memory=80 * 1024**3,
+                                  uuid="GPU-0", pci_domain_id=0, pci_bus_id=0x18,
+                                  pci_device_id=0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    info = device_info(torch.device("cuda", 0))
+    assert info["type"] == "cuda" and info["host_cpus"] == os.cpu_count()
+    assert device_info(torch.device("cpu"))["host_cpus"] == os.cpu_count()

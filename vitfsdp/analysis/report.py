@@ -925,8 +925,9 @@ def contention_text(df: pd.DataFrame) -> str:
     competed, an emulated link) and the runs whose host was loaded beyond its cores and
     their own ranks where other work was not measured
     (:func:`~vitfsdp.analysis.tables.loaded_runs`); where none of that, whether other work
-    was measured at all (``host_other_cpus``: the local launcher's ``host.json``), so that
-    an unmeasured host does not read as a quiet one."""
+    was measured and judged at all (``host_other_cpus``, the PyTorch trainer's windows or
+    the local launcher's ``host.json``, with the host's ``host_cpus``), so that an
+    unmeasured host does not read as a quiet one."""
     notes = [n for n in (contention_note(df),) if n]
     loaded = loaded_runs(df)
     if len(loaded):
@@ -936,7 +937,9 @@ def contention_text(df: pd.DataFrame) -> str:
                      "cores and their own ranks: other work competed")
     if notes:
         return "; ".join(notes)
-    measured = numeric_column(df, "host_other_cpus").notna()
+    # judged only where the host's cores are known too (competed() needs both)
+    measured = (numeric_column(df, "host_other_cpus").notna()
+                & numeric_column(df, "host_cpus").notna())
     if measured.all() and len(df):
         return ("none: one rank per core or GPU, and other work kept at most "
                 f"{numeric_column(df, 'host_other_cpus').max():.1f} cores busy beside the "
@@ -945,7 +948,8 @@ def contention_text(df: pd.DataFrame) -> str:
         return (f"one rank per core or GPU; other work beside the runs measured at "
                 f"{int(measured.sum())} of {len(df)} runs, below the bound (host_other_cpus)")
     return ("one rank per core or GPU; other work beside the runs not measured "
-            "(host_other_cpus: the local launcher's only)")
+            "(host_other_cpus with host_cpus: the PyTorch trainer's windows, else the local "
+            "launcher's host.json)")
 
 
 def analysis_commit() -> str:
