@@ -432,11 +432,12 @@ def _children(pid: int, proc: Path) -> list[int]:
 
 
 def _stat_cpu_s(pid: int, proc: Path) -> float:
-    """utime + stime of process ``pid`` (all its threads; fields 14 and 15 of
-    ``/proc/<pid>/stat``, clock ticks), in seconds; 0 for one that ended meanwhile."""
+    """utime + stime + cutime + cstime of process ``pid`` (all its threads, and its children
+    it waited for: a loader worker's own helpers; fields 14-17 of ``/proc/<pid>/stat``,
+    clock ticks, proc(5)), in seconds; 0 for one that ended meanwhile."""
     try:
         fields = (proc / str(pid) / "stat").read_text(encoding="utf-8").rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
         return 0.0
 
@@ -446,9 +447,15 @@ def descendants_cpu_s(pid: int | None = None, proc: Path = Path("/proc")) -> flo
     (this process where None): its data loader workers, torch.compile's worker pool; read
     from ``/proc/<pid>/stat`` of each, found through :func:`_children`; None where
     ``/proc`` cannot be read. A descendant that ended and was waited for counts in its
-    parent's ``RUSAGE_CHILDREN`` instead (:func:`process_tree_cpu_s`)."""
+    parent's ``RUSAGE_CHILDREN`` instead (:func:`process_tree_cpu_s`). None as well where
+    the kernel keeps no ``children`` files (built without CONFIG_PROC_CHILDREN): the
+    descendants cannot be found, and counting none would call a loader worker's CPU time
+    other work."""
+    pid = pid or os.getpid()
+    if not (proc / str(pid) / "task" / str(pid) / "children").exists():
+        return None
     try:
-        todo, total, seen = _children(pid or os.getpid(), proc), 0.0, set()
+        todo, total, seen = _children(pid, proc), 0.0, set()
         while todo:
             kid = todo.pop()
             if kid in seen:

@@ -94,6 +94,20 @@ def test_descendants_are_the_runs_own_work(tmp_path):
     assert records.descendants_cpu_s(99, tmp_path) is None
 
 
+def test_descendants_are_unknown_where_the_kernel_keeps_no_children_files(tmp_path):
+    """A kernel without CONFIG_PROC_CHILDREN has no task/<tid>/children: the descendants
+    cannot be found, and counting none (0.0, as before) would call a loader worker's CPU
+    time other work; unknown instead. A waited-for grandchild counts in its parent's
+    cutime/cstime (fields 16 and 17)."""
+    _proc(tmp_path, 10, {10: [11]}, {11: TICK})
+    (tmp_path / "11" / "stat").write_text("11 (w) S 1 " + " ".join(["0"] * 9)
+                                          + f" {TICK} 0 {2 * TICK} {TICK}\n")
+    assert records.descendants_cpu_s(10, tmp_path) == pytest.approx(4)
+    for children in tmp_path.glob("*/task/*/children"):
+        children.unlink()
+    assert records.descendants_cpu_s(10, tmp_path) is None
+
+
 def test_a_live_child_process_counts_as_own_not_other_work():
     before = records.process_tree_cpu_s()
     child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
