@@ -57,8 +57,8 @@ host's busy cores (mean over its ranks of busy seconds / wall seconds) less the 
 ranks' own cores is the other processes' (clipped at 0: ``/proc/stat`` counts whole ticks of
 1/100 s), and the window's figure is the most contended host's (as the slowest rank's time
 sets the pace). What else the point runs on the host counts as other work: the torchrun agent
-and the sweep's process, a few hundredths of a core (:data:`vitfsdp.core.throughput.
-OTHER_WORK_FRAC` gives the figures). Null where any rank could not read ``/proc`` (not
+and the sweep's process, a few thousandths of a core (:data:`vitfsdp.core.throughput.
+WINDOW_OTHER_WORK_FRAC` gives the figures). Null where any rank could not read ``/proc`` (not
 Linux). This replaces, for the windows that have it, the local launcher's whole-point figure
 (``host.json``), which averaged imports, rendezvous and teardown into the timed windows'.
 
