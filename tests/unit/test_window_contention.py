@@ -132,9 +132,11 @@ def test_the_runs_figure_is_other_seconds_over_window_seconds(tmp_path):
     windows = [_window(1.9, 5.0, warmup=True), _window(0.1, 1.0), _window(0.4, 2.0),
                _window(None, 1.0)]
     assert rows.window_other_cpus(windows) == pytest.approx((0.1 + 0.8) / 3)
-    assert rows._other_work(tmp_path, windows) == {"host_other_cpus": pytest.approx(0.3)}
+    assert rows._other_work(tmp_path, windows) == {"host_other_cpus": pytest.approx(0.3),
+                                                   "host_other_windows": True}
     # records without the window figure (older ones, the JAX trainer): host.json's
-    assert rows._other_work(tmp_path, [_window(None, 1.0)]) == {"host_other_cpus": 0.9}
+    assert rows._other_work(tmp_path, [_window(None, 1.0)]) == {"host_other_cpus": 0.9,
+                                                                "host_other_windows": False}
     assert rows._other_work(tmp_path / "none", []) == {}
 
 
@@ -145,3 +147,27 @@ def test_window_figures_have_their_own_bound_and_whole_point_figures_keep_theirs
     assert competed(0.21, 2, over_windows=True) and not competed(0.2, 2, over_windows=True)
     assert not competed(0.3, 2) and competed(0.51, 2)  # host.json's: 25% of 2 cores
     assert not competed(None, 2, over_windows=True)
+
+
+def test_the_analysis_judges_each_run_by_the_bound_of_what_measured_it():
+    """runs.csv's host_other_cpus is a window figure for the torch trainer's runs and the
+    whole point's (host.json) for the rest; the analysis judged both by the whole point's
+    25%, so a run whose windows other work kept 0.4 of 2 cores busy (20%: past the 10% at
+    which the measured windows lost more than the noise bound) counted as a result. Each is
+    now judged by its own bound (host_other_windows), in the flags and the report's words."""
+    import pandas as pd
+
+    from vitfsdp.analysis.lines import competed_flags
+    from vitfsdp.analysis.tables import competition_text
+
+    runs = pd.DataFrame({"host_other_cpus": [0.4, 0.4, 0.15, 0.6],
+                         "host_other_windows": [True, False, True, "False"],
+                         "host_cpus": [2, 2, 2, 2]})
+    assert competed_flags(runs).tolist() == [True, False, False, True]
+    text = competition_text(runs)
+    assert text.startswith("other work competed with 2 of 4 runs (it kept 0.4-0.6 of the "
+                           "host's 2 cores busy"), text
+    assert ("more than 10% of the cores during the timed windows; more than 25% over the "
+            "whole point") in text
+    assert competed_flags(runs.drop(columns="host_other_windows")).tolist() == [
+        False, False, False, True]  # records before the column: the whole point's bound

@@ -108,8 +108,9 @@ def contention_note(df: pd.DataFrame) -> str | None:
 def other_work_note(df: pd.DataFrame, name_cluster: bool = False) -> str:
     """``"other work used 1.5-1.7 of 2 cores during 13 runs: not a hardware measurement"``
     where other processes of the host competed with runs of ``df`` (more than
-    :data:`~vitfsdp.core.throughput.OTHER_WORK_FRAC` of its cores busy on average while they
-    ran: :func:`vitfsdp.core.throughput.competed`, the rule of
+    :data:`~vitfsdp.core.throughput.WINDOW_OTHER_WORK_FRAC` of its cores busy during their
+    timed windows, or :data:`~vitfsdp.core.throughput.OTHER_WORK_FRAC` over a whole point
+    where no window measured it: :func:`vitfsdp.core.throughput.competed`, the rule of
     :func:`vitfsdp.analysis.tables.competed_runs`); ``name_cluster``: the runs' cluster
     profiles after the runs, ``"during 13 runs (cluster=local): ..."``. ``""`` where none
     did or it was not measured (no ``host_other_cpus``: Slurm points, older records)."""
@@ -264,12 +265,16 @@ def judged_busy(runs: pd.DataFrame) -> pd.Series:
 
 def competed_flags(runs: pd.DataFrame) -> pd.Series:
     """Whether other work competed with each run of ``runs`` (runs.csv's rows), on its index
-    (:func:`vitfsdp.core.throughput.competed` of ``host_other_cpus`` and ``host_cpus``);
-    False where either is absent or unknown (Slurm points, older records). The one rule of
+    (:func:`vitfsdp.core.throughput.competed` of ``host_other_cpus`` and ``host_cpus``, by
+    the bound of the span ``host_other_windows`` says it was measured over: the timed
+    windows, else the whole point); False where either is absent or unknown (older
+    records). The one rule of
     :func:`other_work_note`, the ratio table's ``noisy`` and the tables' ``runs_contended``."""
     other = numeric_column(runs, "host_other_cpus")
     cpus = numeric_column(runs, "host_cpus")
-    return pd.Series([competed(o, c) for o, c in zip(other, cpus, strict=True)],
+    windows = runs.get("host_other_windows", pd.Series(False, index=runs.index))
+    over = [w is True or str(w).lower() == "true" for w in windows]  # runs.csv reads "True"
+    return pd.Series([competed(o, c, w) for o, c, w in zip(other, cpus, over, strict=True)],
                      index=runs.index, dtype=bool)
 
 

@@ -478,11 +478,14 @@ def _other_work(run_dir: str | os.PathLike, windows: list[dict]) -> dict[str, fl
     records without it (older
     records, the JAX trainer), during the whole point, from its ``host.json``
     (:data:`~vitfsdp.core.layout.HOST_FILE`, :class:`vitfsdp.records.OtherWork`: imports,
-    rendezvous and teardown included); ``{}`` where neither (a Slurm point's older records)."""
+    rendezvous and teardown included); ``host_other_windows``: which of the two (True: the
+    windows'), as :func:`vitfsdp.core.throughput.competed` judges them by different
+    bounds; ``{}`` where neither (a Slurm point's older records)."""
     other = window_other_cpus(windows)
-    if other is None:
-        other = _side_record(run_dir, HOST_FILE).get("other_cpus")
-    return {"host_other_cpus": other} if _number(other) else {}
+    if other is not None:
+        return {"host_other_cpus": other, "host_other_windows": True}
+    other = _side_record(run_dir, HOST_FILE).get("other_cpus")
+    return {"host_other_cpus": other, "host_other_windows": False} if _number(other) else {}
 
 
 def _window_figures(windows: list[dict], summary: dict | None, status: str) -> dict[str, Any]:

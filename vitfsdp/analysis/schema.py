@@ -286,6 +286,10 @@ RUN_COLUMNS = (
            display=("other work (CPUs)", "{:.2f}"),
            # every figure's footer names the runs other work competed with (contention_note)
            figures=("weak_scaling", "efficiency", "memory", "prefetch", "tflops", "recipe")),
+    Column("host_other_windows", TEXT, "", "measured",
+           "host_other_cpus was measured over the run's timed windows (true: judged against "
+           "10% of the host's cores) or over its whole point (false: host.json, 25%)",
+           figures=("weak_scaling", "efficiency", "memory", "prefetch", "tflops", "recipe")),
     Column("state_params_gib", FLOAT, "GiB", "measured",
            "parameters a rank holds (its local shards), maximum over ranks",
            display=("params/rank (GiB)", "{:.3g}"),

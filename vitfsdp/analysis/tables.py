@@ -61,6 +61,7 @@ from vitfsdp.core.throughput import (
     HOST_BOUND_BUSY_FRAC,
     NOISY_SPREAD,
     OTHER_WORK_FRAC,
+    WINDOW_OTHER_WORK_FRAC,
     any_host_bound,
     host_bound,
 )
@@ -693,26 +694,34 @@ def equivalence_table(points: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
 
 def competed_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs of ``runs`` (runs.csv's rows) whose host's other processes kept more than
-    :data:`~vitfsdp.core.throughput.OTHER_WORK_FRAC` of its cores busy while they ran
-    (:func:`vitfsdp.core.throughput.competed` of ``host_other_cpus`` and ``host_cpus``);
-    none where either column is absent or unknown (Slurm points, older records)."""
+    :data:`~vitfsdp.core.throughput.WINDOW_OTHER_WORK_FRAC` of its cores busy during their
+    timed windows (:data:`~vitfsdp.core.throughput.OTHER_WORK_FRAC` over a whole point where
+    no window measured it: :func:`~vitfsdp.analysis.lines.competed_flags`); none where
+    ``host_other_cpus`` or ``host_cpus`` is absent or unknown (older records)."""
     return runs[competed_flags(runs)]
 
 
 def competition_text(runs: pd.DataFrame) -> str | None:
     """One sentence on runs that shared their host with other work (:func:`competed_runs`),
     e.g. ``"other work competed with 9 of 9 runs (it kept 0.6-1.3 of the host's 2 cores busy
-    while they ran: host_other_cpus in runs.csv, more than 25%): their figures measure the
-    contention, not the study; rerun them on a quiet host"``; None where none did."""
+    while they ran: host_other_cpus in runs.csv, more than 10% of the cores during the timed
+    windows): their figures measure the contention, not the study; rerun them on a quiet
+    host"``; the bound is the windows' or the whole point's (more than 25% over the whole
+    point: records without window figures) as the runs measured it; None where none did."""
     found = competed_runs(runs)
     if found.empty:
         return None
     other = pd.to_numeric(found["host_other_cpus"], errors="coerce")
     cores = "/".join(str(c) for c in sorted(set(
         pd.to_numeric(found["host_cpus"], errors="coerce").dropna().astype(int))))
+    windows = [w is True or str(w).lower() == "true"
+               for w in found.get("host_other_windows", pd.Series(False, index=found.index))]
+    bounds = [f"more than {WINDOW_OTHER_WORK_FRAC:.0%} of the cores during the timed "
+              "windows"] * any(windows) + [f"more than {OTHER_WORK_FRAC:.0%} over the whole "
+                                           "point"] * (not all(windows))
     return (f"other work competed with {len(found)} of {len(runs)} runs (it kept "
             f"{other.min():.1f}-{other.max():.1f} of the host's {cores} cores busy while they "
-            f"ran: host_other_cpus in runs.csv, more than {OTHER_WORK_FRAC:.0%}): their "
+            f"ran: host_other_cpus in runs.csv, {'; '.join(bounds)}): their "
             "figures measure the contention, not the study; rerun them on a quiet host")
 
 

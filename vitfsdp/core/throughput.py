@@ -57,10 +57,11 @@ OTHER_WORK_FRAC = 0.25
 #: timed windows (``host_other_cpus`` / ``host_cpus``: per window,
 #: :class:`vitfsdp.metrics.WindowMeter`; over a run the mean over its measured windows,
 #: :func:`window_other_cpus`) took CPU time its ranks wanted
-#: (:func:`competed` with ``over_windows``). Not yet the analysis's rule: runs.csv's
-#: ``host_other_cpus`` does not say whether a run's figure is its windows' or, for older records
-#: and the JAX trainer, the whole point's, which the start-up's own kernel work raises to 0.23
-#: cores on a quiet host (:data:`OTHER_WORK_FRAC`).
+#: (:func:`competed` with ``over_windows``): the rule of the analysis (runs.csv's
+#: ``host_other_windows`` says which figure a run has) and of the sweep's end-of-point line;
+#: records without window figures (older runs, the JAX trainer) keep the whole point's
+#: :data:`OTHER_WORK_FRAC`, which the start-up's own kernel work raises to 0.23 cores on a
+#: quiet host.
 #:
 #: Measured 2026-11-29 on the 2-core development host, itself shared with other engineers' test
 #: runs (load 2-4.5 throughout, never quiet): a local point of 2 gloo ranks filling the 2 cores

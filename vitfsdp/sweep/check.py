@@ -541,8 +541,8 @@ def _warn_of_saves(saves: list[tuple[float, Point, float, float]], total: int) -
                 "moments), %.1f GB per node on nodes=%d: at an assumed %g GB/s per node "
                 "(vitfsdp.sweep.check.CHECKPOINT_WRITE_GBPS: a 10 Gb Ethernet link to NFS; "
                 "your file system may differ) its save takes %.0f s%s, %.0f s with the plan's "
-                "%gx margin (cluster.time=auto's), against the %d s the training gets after SIGUSR2 "
-                "(cluster.signal_delay_s=%d less %d s): a run the time limit stops may end "
+                "%gx margin (cluster.time=auto's), against the %d s the training gets after "
+                "SIGUSR2 (cluster.signal_delay_s=%d less %d s): a run the time limit stops may end "
                 "without a checkpoint (and not be requeued); set cluster.signal_delay_s=%d%s",
                 cfg.model.name, at, total_gb, total_gb / cfg.nodes, cfg.nodes,
                 CHECKPOINT_WRITE_GBPS, save_s, window, longest, margin,

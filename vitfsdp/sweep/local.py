@@ -93,7 +93,7 @@ def _other_work(run_dir: Path) -> str:
     during = " during its timed windows"
     if other is None:
         other, during = host.get("other_cpus"), ""
-    if not competed(other, cpus):
+    if not competed(other, cpus, over_windows=bool(during)):
         return ""
     return f"; NOT A RESULT: other work kept {other:.1f} of this host's {cpus} cores busy{during}"
 
