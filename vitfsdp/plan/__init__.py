@@ -561,9 +561,12 @@ def _tight(peak_gib: float, usable_gib: float | None, memory_gib: float | None,
     return 0 <= margin < reserve_frac * memory_gib
 
 
-#: ``cluster.time=auto``: the predicted time of the point's steps times this factor (the
-#: plan's step time is within 35% on the measurements of docs/plan.md; 2 covers a miss twice
-#: that), plus :data:`STARTUP_S` and the profile's ``signal_delay_s`` (the checkpoint window).
+#: ``cluster.time=auto``: the predicted time of the point's steps times this factor
+#: (assumed, a judgement: docs/plan.md's worst step-time misses are 40.0-40.7% short on the
+#: one-GPU H100 runs, measured 1.7x predicted, which 2 covers; 50.5% and 59% short on CPU
+#: checks from a probe, 2.0x and 2.4x, and more out of sample on ORNL's Frontier rows, which
+#: it does not), plus :data:`STARTUP_S` and the profile's ``signal_delay_s`` (the checkpoint
+#: window).
 TIME_SAFETY_FACTOR = 2.0
 #: Seconds before the first step: interpreter and imports, rendezvous, model build and
 #: sharding, per-block compile (assumption: 5 minutes covers them on a GPU node).

@@ -33,9 +33,10 @@ ADAMW_STATES = 2  # exp_avg and exp_avg_sq
 #: bytes per element of each ``precision`` / ``mixed_precision.*`` dtype.
 DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 #: Resident set of a CPU rank before any model exists: the interpreter with torch, timm and
-#: vitfsdp imported and a gloo process group (measured: ``python -c "import resource, torch,
-#: timm, vitfsdp.train; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"`` gives
-#: 0.71 GiB with torch 2.x on Linux x86-64; a training rank adds its data and threads).
+#: vitfsdp imported and a gloo process group. 0.71 GiB measured for the imports (``python -c
+#: "import resource, torch, timm, vitfsdp.train; print(resource.getrusage(
+#: resource.RUSAGE_SELF).ru_maxrss)"``; undated, torch 2.x on Linux x86-64, no host
+#: recorded) plus 0.09 GiB assumed for a training rank's data and threads.
 CPU_BASELINE_GIB = 0.8
 #: Reserved over allocated on a GPU: the caching allocator keeps freed blocks for reuse and
 #: splits large ones (PyTorch docs, "CUDA semantics: memory management"). Assumed 15% of the

@@ -79,7 +79,9 @@ TILE = 128  # GEMM output tile edge (elements), for tile quantization
 HOST_LOOP_US_PER_BLOCK = 47.34e3 / 32
 #: What each wrapper adds to the host's time per step, µs per FSDP unit (the root included;
 #: DDP: per block), by (engine, use_orig_params): the same benchmark and node (added over
-#: the unwrapped step, median of 3 passes). Measured on the H100.
+#: the unwrapped step, median of 3 passes). Measured on the H100. DDP's 226 is not
+#: established: its passes (48.7-58.2 ms) overlap the unwrapped ones (33.5-56.9 ms), a pass
+#: against a pass -257 to +771 µs a block; the FSDP passes (81.0-148.1 ms) lie beyond them.
 HOST_WRAPPER_US = {("DDP", None): 226.0, ("fsdp1", True): 2643.0, ("fsdp1", False): 1467.0,
                    ("fsdp2", None): 2682.0}
 DDP_BUCKET_BYTES = 25 * 1024**2  # DistributedDataParallel(bucket_cap_mb=25), the default
