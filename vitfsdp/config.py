@@ -162,9 +162,10 @@ class KernelsConfig:
         compiled blocks need FSDP1's original parameters, whose views cost the host about
         2.6 ms a unit a step. At batch 32 that decided the step: ViT-H/14 169-201 images/s
         compiled (the device busy 37-45%) against 281-331 eager on flat parameters (busy
-        0.92 with 4 blocks a unit). At batch 128 the device hides the host and compiling
-        wins: 419.5-422.9 against 392.5 eager. Between 32 and 128 nothing was measured: the
-        switch at 128 is where compile was measured ahead, not a fitted boundary.
+        0.92 with 4 blocks a unit). At batch 128 compiled blocks measured 419.5 and 422.9
+        images/s (two runs) against 392.5 eager (one run): ahead, but not established by the
+        project's rule (one run is not a result). Between 32 and 128 nothing was measured:
+        the switch at 128 is a choice, not a measured or fitted boundary.
         """
         if self.compile is not None:
             return self.compile
@@ -174,8 +175,9 @@ class KernelsConfig:
 
 
 #: The smallest local batch at which ``kernels.compile`` (auto) compiles the blocks under
-#: FSDP1 on a GPU: the batch where compiled blocks were measured ahead of eager ones on flat
-#: parameters (ViT-H/14 on one H100, 2026-11-27; :meth:`KernelsConfig.resolved_compile`).
+#: FSDP1 on a GPU: a choice, the batch where compiled blocks ran ahead of eager ones on flat
+#: parameters in 2 runs against 1 (ViT-H/14 on one H100, 2026-11-27; not established:
+#: :meth:`KernelsConfig.resolved_compile`).
 COMPILE_MIN_FSDP1_BATCH = 128
 
 #: Images of the data sets whose size is known before loading: scikit-learn's
