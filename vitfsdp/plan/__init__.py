@@ -564,7 +564,7 @@ def _tight(peak_gib: float, usable_gib: float | None, memory_gib: float | None,
 #: ``cluster.time=auto``: the predicted time of the point's steps times this factor
 #: (assumed, a judgement: docs/plan.md's worst step-time misses are 40.0-40.7% short on the
 #: one-GPU H100 runs, measured 1.7x predicted, which 2 covers; 50.5% and 59% short on CPU
-#: checks from a probe, 2.0x and 2.4x, and more out of sample on ORNL's Frontier rows, which
+#: checks from a probe, 2.02x and 2.44x, and more out of sample on ORNL's Frontier rows, which
 #: it does not), plus :data:`STARTUP_S` and the profile's ``signal_delay_s`` (the checkpoint
 #: window).
 TIME_SAFETY_FACTOR = 2.0
