@@ -70,7 +70,7 @@ OTHER_WORK_FRAC = 0.25
 #: Measured 2026-11-29 on the 2-core development host, itself shared with other engineers' test
 #: runs (load 2-4.5 throughout, never quiet): a local point of 2 gloo ranks filling the 2 cores
 #: (vit_tiny, FULL_SHARD, BACKWARD_PRE, limit_all_gathers, 30 steps, 5 warm-up, windows of 5
-#: steps, 0.4-1 s), 3 repeats per sweep, 5 measured windows each. The images/s of a window fell
+#: steps, 0.33-0.97 s), 3 repeats per sweep, 5 measured windows each. The images/s of a window fell
 #: in proportion to the cores other work took in it: calibrated on 3 sweeps with nothing of ours
 #: beside them (45 windows, other work 0.24-1.31 cores), ips = 1050 - 511 × other cores (r =
 #: -0.96), so 10% below the quiet ips (the noise bound, :data:`NOISY_SPREAD`) at 0.205 cores,
