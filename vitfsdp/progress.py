@@ -165,7 +165,11 @@ class SweepProgress:
         self._update_sweep()
 
     def window(self, tag: str, w: dict) -> None:
-        """A window record of the running point arrived."""
+        """A window record of the running point arrived, or (``resumed_from_step`` in it:
+        :class:`vitfsdp.launch.local.AttemptWindows`) the point resumed from a checkpoint."""
+        if "resumed_from_step" in w:
+            self.resumed(tag, w["resumed_from_step"], w.get("attempt"))
+            return
         steps = self.steps[self.index]
         self.done_steps[self.index] = w["step_end"]
         if not w.get("warmup") and w.get("step_time_s"):
@@ -179,6 +183,22 @@ class SweepProgress:
         self.bars.update(self.point_task, completed=w["step_end"],
                          info=f"loss {w['loss']:.4f}  {w['ips']:.1f} images/s  "
                               f"ETA {format_eta(point_eta)}", refresh=True)
+        self._update_sweep()
+
+    def resumed(self, tag: str, step: int, attempt: int | None) -> None:
+        """The running point resumed from its checkpoint of step ``step``, as attempt
+        ``attempt`` (counted from 0, as run.json and metrics.jsonl count them): one line, and
+        its bar starts at that step. Its windows up to that step are the earlier attempts'
+        (not shown again); its summary pools them with this attempt's."""
+        self.done_steps[self.index] = step
+        line = (f"{tag}   resumed from checkpoint step {step} (attempt "
+                f"{'?' if attempt is None else attempt}, counted from 0: steps 1-{step} ran "
+                "in earlier attempts)")
+        if not self.bars:
+            self.log.info("%s", line)
+            return
+        self.bars.console.print(line, markup=False, highlight=False)
+        self.bars.update(self.point_task, completed=step, refresh=True)
         self._update_sweep()
 
     def end_point(self, line: str) -> None:

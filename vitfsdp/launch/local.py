@@ -20,13 +20,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from vitfsdp.core.layout import HOST_FILE, METRICS_FILE, NETWORK_FILE
+from vitfsdp.core.layout import HOST_FILE, METRICS_FILE, NETWORK_FILE, RUN_FILE
 from vitfsdp.core.layout import LOG_FILE as LOG_FILE  # the sweep reads it from here
 from vitfsdp.launch import netns
 from vitfsdp.launch.agent import AGENT
 from vitfsdp.launch.netns import NetworkConfig
 from vitfsdp.provenance import NETWORK_ENV, config_record, redact_args
-from vitfsdp.records import HYDRA_HINT, OtherWork, read_jsonl, write_json_atomic
+from vitfsdp.records import HYDRA_HINT, OtherWork, read_json, read_jsonl, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,10 @@ def run_point(
 
     Args:
         log_path: file for the processes' output; ``None`` = this terminal.
-        on_window: called with each new metrics.jsonl window while the point runs.
+        on_window: called with each window this attempt of the point measures, as it
+            reaches metrics.jsonl (:class:`AttemptWindows`); where the attempt resumes from
+            a checkpoint, first with a resume record ``{"resumed_from_step": N,
+            "attempt": k}`` (no ``step_end``; run.json's, ``k`` counted from 0).
         env: variables added to the processes' environment (the point's ``cluster.env`` and
             the values of its ``cluster.secrets``, which never stand in the command line).
         nodes: the point's node count; ``num_procs`` / ``nodes`` ranks per node.
@@ -220,8 +223,9 @@ def run_until_done(cmds: list[list[str]], envs: list[dict], out, run_dir: Path |
     open file ``out``, this terminal where None) and wait for all, checking every ``poll_s``
     seconds and as soon as one ends (:func:`_wait_for_one`); once one fails, or ``timeout_s``
     seconds have passed, the others are stopped (SIGTERM, then SIGKILL after 30 s: their
-    peers are gone). ``on_window`` is called with each new window of ``run_dir``'s
-    metrics.jsonl.
+    peers are gone). ``on_window`` is called with each window this attempt adds to
+    ``run_dir``'s metrics.jsonl, after a resume record where it resumes
+    (:class:`AttemptWindows`).
 
     Returns:
         The exit code of the first process that failed (not the codes of those it made
@@ -234,7 +238,8 @@ def run_until_done(cmds: list[list[str]], envs: list[dict], out, run_dir: Path |
     procs = [subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT if out else None,
                               env=e) for cmd, e in zip(cmds, envs, strict=True)]
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    seen, failure, timed_out = 0, 0, False
+    failure, timed_out = 0, False
+    windows = AttemptWindows(run_dir, on_window)
     try:
         while None in [p.poll() for p in procs]:  # each polled: a later node's failure seen
             failure = failure or next((p.returncode for p in procs if p.returncode), 0)
@@ -242,11 +247,11 @@ def run_until_done(cmds: list[list[str]], envs: list[dict], out, run_dir: Path |
                 timed_out = not failure
                 _stop(procs)  # their codes are the stop's, not the failure's
             _wait_for_one(procs, poll_s)
-            seen = _report_new_windows(run_dir, seen, on_window)
+            windows.report()
     except BaseException:
         _stop(procs, STOP_GRACE_S)
         raise
-    _report_new_windows(run_dir, seen, on_window)
+    windows.report()
     if timed_out:
         return None
     return failure or next((p.returncode for p in procs if p.returncode), 0)
@@ -310,13 +315,66 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _report_new_windows(run_dir: Path | None, seen: int, on_window) -> int:
-    if on_window is None:
-        return seen
-    rows = read_jsonl(run_dir / METRICS_FILE)
-    for row in rows[seen:]:
-        on_window(row)
-    return max(seen, len(rows))
+class AttemptWindows:
+    """The windows of ``run_dir``'s metrics.jsonl that this attempt of a point measures,
+    handed to ``on_window`` as they arrive (:meth:`report`); nothing where either is None.
+
+    A resumed attempt's trainer writes the windows of the earlier attempts it keeps (up to
+    its checkpoint's step; those past it are dropped and measured again:
+    :meth:`vitfsdp.records.RunRecords.start`) into a fresh metrics.jsonl, then run.json with
+    ``resumed_from_step`` and ``attempt``, then its own windows. So nothing is reported
+    until run.json is this attempt's (not the one there when the point started, which a
+    run directory nobody moved aside still holds), and then only the windows past
+    ``resumed_from_step``: the earlier attempts' are not replayed as new progress. A resume
+    is reported once, first, as ``{"resumed_from_step": N, "attempt": k}``.
+    """
+
+    def __init__(self, run_dir: Path | None, on_window: Callable[[dict], None] | None) -> None:
+        self.run_dir, self.on_window = run_dir, on_window
+        self.seen = 0  # rows of this attempt's metrics.jsonl already looked at
+        self.before = _stamp(run_dir / RUN_FILE) if run_dir is not None else None
+        self.started = False  # run.json is this attempt's
+        self.after: int | None = None  # resumed_from_step: windows up to it are earlier ones'
+
+    def report(self) -> None:
+        """Hand the windows this attempt added since the last call to ``on_window``."""
+        if self.on_window is None or self.run_dir is None:
+            return
+        if not self.started and not self._start():
+            return
+        rows = read_jsonl(self.run_dir / METRICS_FILE)
+        for row in rows[self.seen:]:
+            step = row.get("step_end")
+            if self.after is None or not isinstance(step, int) or step > self.after:
+                self.on_window(row)
+        self.seen = max(self.seen, len(rows))
+
+    def _start(self) -> bool:
+        """Whether run.json is this attempt's now; the first time, report its resume."""
+        path = self.run_dir / RUN_FILE
+        stamp = _stamp(path)
+        if stamp is None or stamp == self.before:
+            return False
+        try:
+            run = read_json(path) or {}
+        except (OSError, ValueError):  # written atomically: not expected; try again later
+            return False
+        self.started = True
+        step = run.get("resumed_from_step")
+        if isinstance(step, int):
+            self.after = step
+            self.on_window({"resumed_from_step": step, "attempt": run.get("attempt")})
+        return True
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """Which version of ``path`` is there (inode, modification time in ns, size), None where
+    it is missing: a file replaced atomically gets another."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
 
 
 #: torchrun's own banner and glog-style lines ("W1121 09:27:37.1 ...") and Hydra's closing
