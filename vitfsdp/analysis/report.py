@@ -45,6 +45,7 @@ from vitfsdp.analysis.tables import (
     noisy_text,
     observed_noise,
     prefetch_table,
+    resumed_text,
     runs_per_point,
     verdict_kind,
 )
@@ -263,6 +264,7 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
                 "the other way round; repeats, else one run's windows)"
                 + _flops_text(labelled) + "." + baseline_text(labelled, df)
                 + _above_ideal_text(labelled) + noisy_points_text(labelled)
+                + resumed_runs_text(df)
                 + _sent_text(labelled) + host_bound_text(labelled, df),
                 ["weak_scaling", "efficiency", "tflops"],
                 display(labelled, ["model", "configuration", "nodes", "world_size",
@@ -1649,6 +1651,16 @@ def noisy_points_text(points: pd.DataFrame) -> str:
             f"{which} (`repeat spread`, `noisy`): such a point's images/s is the median of "
             "runs that disagree by that much, and its efficiency bounds and any verdict "
             "against it (best.csv) carry that spread.")
+
+
+def resumed_runs_text(runs: pd.DataFrame) -> str:
+    """The weak-scaling section's sentence on the runs that resumed from a checkpoint
+    (:func:`~vitfsdp.analysis.tables.resumed_text`, the terminal's words and rule): which
+    points, how many attempts, that their figures pool every attempt's measured windows, and
+    where the attempts measured different speeds (``attempts_differ``) that the point's
+    images/s pools them and is one to rerun; ``""`` where no run resumed."""
+    text = resumed_text(runs)
+    return f" **Resumed:** {text[0].upper()}{text[1:]}." if text else ""
 
 
 def _above_ideal_text(points: pd.DataFrame) -> str:

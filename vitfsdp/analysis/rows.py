@@ -121,7 +121,8 @@ def run_row(run_dir: str | os.PathLike, probe: str | None = None) -> dict[str, A
     status = _status(run, summary)
     row = {"run_dir": base, **status, **_config(run), **_figures(summary),
            **_model_state(summary), **_sent(base), **_other_work(base, windows),
-           **_window_figures(windows, summary, status["status"]), **prediction(run)}
+           **_window_figures(windows, summary, status["status"]),
+           **_attempts(run, summary, windows), **prediction(run)}
     if row["status"] != "completed":
         row |= {"log": find_log(run_dir, status["reason"]),
                 **_reached(windows, summary, row.get("peak_mem_kind"))}
@@ -517,6 +518,30 @@ def _window_figures(windows: list[dict], summary: dict | None, status: str) -> d
     if summary.get(kind) is None and derived[kind] is not None:
         out["peak_mem_min_gib"] = derived[kind]
     return out
+
+
+def _attempts(run: dict, summary: dict | None, windows: list[dict]) -> dict[str, Any]:
+    """``num_attempts``: the attempts the run took (summary.json ``num_attempts``, else
+    run.json ``attempt`` + 1 for a run that wrote no summary; more than 1 where it resumed
+    from a checkpoint, its figures then pooling the measured windows of every attempt that
+    kept some; None where neither records it). ``attempts_differ``: where the measured (not
+    warm-up) windows come from more than one attempt (each window's ``attempt``, 0 where
+    unrecorded: :meth:`vitfsdp.records.RunRecords.start`), whether one attempt's slowest
+    window (lowest ips) is faster than another attempt's fastest, i.e. their ranges of
+    images/s do not overlap; None where the windows are one attempt's."""
+    n = (summary or {}).get("num_attempts")
+    if not _number(n):
+        attempt = run.get("attempt")
+        n = attempt + 1 if _number(attempt) else None
+    by_attempt: dict[Any, list[float]] = {}
+    for w in windows:
+        if not w.get("warmup") and _number(w.get("ips")):
+            by_attempt.setdefault(w.get("attempt", 0), []).append(w["ips"])
+    differ = None
+    if len(by_attempt) > 1:  # the fastest attempt's slowest above the slowest's fastest
+        differ = (max(min(v) for v in by_attempt.values())
+                  > min(max(v) for v in by_attempt.values()))
+    return {"num_attempts": n, "attempts_differ": differ}
 
 
 def prediction(run: dict) -> dict[str, Any]:

@@ -324,6 +324,15 @@ RUN_COLUMNS = (
            "longest window step time"),
     Column("num_windows", INT, "windows", "measured",
            "measured (not warm-up) timing windows"),
+    Column("num_attempts", INT, "attempts", "measured",
+           "attempts the run took (summary.json, else run.json attempt + 1): more than 1 "
+           "where it resumed from a checkpoint, its figures pooling every attempt's measured "
+           "windows up to the checkpoint with the last attempt's (null in older records)"),
+    Column("attempts_differ", TEXT, "", "measured",
+           "where its measured windows come from more than one attempt: whether one attempt's "
+           "slowest window was faster than another's fastest (their images/s ranges do not "
+           "overlap; the pooled figures mix two speeds: rerun the point) (bool); null where "
+           "they are one attempt's"),
     Column("last_step", INT, "steps", "measured",
            "the last step reached",
            display=("last step", "{:d}")),

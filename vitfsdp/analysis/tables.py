@@ -759,13 +759,64 @@ def noisy_text(points: pd.DataFrame) -> str:
     return f"repeats spread more than {NOISY_SPREAD:.0%} of their median: {which}"
 
 
+def resumed_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs of ``runs`` (runs.csv's rows; a point's earlier attempts, ``attempt_of``,
+    left out) that took more than one attempt (``num_attempts``: resumed from a checkpoint);
+    none where the column is absent (older records)."""
+    latest = _latest_runs(runs)
+    if "num_attempts" not in latest:
+        return latest.iloc[0:0]
+    return latest[pd.to_numeric(latest["num_attempts"], errors="coerce") > 1]
+
+
+def _latest_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``runs`` that are a point's latest run (no ``attempt_of``)."""
+    return runs[runs["attempt_of"].isna()] if "attempt_of" in runs else runs
+
+
+def resumed_text(runs: pd.DataFrame) -> str:
+    """The runs of ``runs`` that resumed (:func:`resumed_runs`), in the words the terminal and
+    the report both give, e.g. ``"1 of 2 runs resumed from a checkpoint: vit_tiny DDP at 1
+    node(s) (2 attempts) (num_attempts in runs.csv), so their figures pool the measured
+    windows of every attempt; the attempts of vit_tiny DDP at 1 node(s) measured different
+    speeds (attempts_differ: one attempt's slowest window faster than another's fastest): its
+    images/s pools them, a point to rerun"``; ``""`` where none did."""
+    found = resumed_runs(runs)
+    if found.empty:
+        return ""
+    labels = configurations(runs).loc[found.index]
+
+    def name(r, label: str) -> str:
+        repeat = getattr(r, "repeat", None)
+        return (f"{r.model} {label} at {r.nodes} node(s)"
+                + (f" repeat {int(repeat)}" if pd.notna(repeat) and repeat else ""))
+
+    which = ", ".join(f"{name(r, label)} ({int(r.num_attempts)} attempts)"
+                      for r, label in zip(found.itertuples(), labels, strict=True))
+    text = (f"{len(found)} of {len(_latest_runs(runs))} runs resumed from a checkpoint: "
+            f"{which} (num_attempts in runs.csv), so their figures pool the measured windows "
+            "of every attempt")
+    differ = found.get("attempts_differ", pd.Series(None, index=found.index)).map(
+        lambda v: v is True or str(v).lower() == "true")
+    if differ.any():
+        apart = ", ".join(name(r, label) for r, label, d in
+                          zip(found.itertuples(), labels, differ, strict=True) if d)
+        one = bool(differ.sum() == 1)
+        text += (f"; the attempts of {apart} measured different speeds (attempts_differ: one "
+                 "attempt's slowest window faster than another's fastest): "
+                 f"{'its' if one else 'their'} images/s pool{'s' * one} them, "
+                 f"{'a point' if one else 'points'} to rerun")
+    return text
+
+
 def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     """What the terminal says of the study's noise and host, one line each (none when all
     is well): runs whose host was loaded beyond its cores and the run's own ranks on it
     (rank 0's host, at the run's start or end; the 1-minute average still carries the
     previous point's ranks for about a minute), runs other work competed with
     (:func:`competition_text`, ``NOT A RESULT``), points whose repeats spread beyond
-    :data:`NOISY_SPREAD`, pairs of points that compute the same thing yet differ beyond
+    :data:`NOISY_SPREAD`, runs resumed from a checkpoint, whose figures pool attempts
+    (:func:`resumed_text`), pairs of points that compute the same thing yet differ beyond
     their spread, points that ran once, wins that are not results (:func:`judge`: within the
     spread, within the observed noise, or on one run), and host-bound points.
 
@@ -785,6 +836,9 @@ def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     noisy = noisy_text(points)
     if noisy:
         lines.append(f"noisy: {noisy}")
+    resumed = resumed_text(runs)
+    if resumed:
+        lines.append(f"resumed: {resumed}")
     apart = tables["equivalence"]
     apart = apart[apart["difference"] == BEYOND]
     if len(apart):
