@@ -26,7 +26,11 @@ Once a point's job (or step) has ended, :func:`reconcile` keeps Slurm's view in 
   the sweep runs them again, resuming from their checkpoint.
 
 A job that ended before it started (cancelled while pending) gets a one-line reason that says
-so, Slurm's record of it (state, its pending reason) in the summary's ``slurm`` object.
+so, Slurm's record of it (state, its pending reason) in the summary's ``slurm`` object. A job
+Slurm no longer knows (``GONE``: no record in ``squeue`` nor ``sacct``, as after ``scancel`` of a
+pending array task) with nothing of a start in the point's directory (no step, no run.json, no
+task log, no job output) is ``cancelled``, saying it left the queue before it started
+(:func:`_left_before_start`); one that had started stays ``failed`` with its last log line.
 
 The table shows a pending job's reason (squeue's ``%r``: ``PENDING (Priority)``), and below
 it a line per reason a user acts on (a QOS or association limit, nodes not available, a
@@ -74,6 +78,7 @@ from vitfsdp.core.layout import (
     TIMEOUT,
     field_of,
 )
+from vitfsdp.launch import time_limit_s
 from vitfsdp.launch.local import tail
 from vitfsdp.records import (
     disk_error,
@@ -144,6 +149,9 @@ class PointState:
     #: a point of an earlier command of the sweep directory that its last command runs again
     #: with other environment settings (``--status``): shown, counted apart, not judged
     superseded: bool = False
+    #: the point's overrides as its job.json (else run.json) records them, redacted; None
+    #: where neither holds them (:func:`labels` then reads the run directory's name)
+    overrides: list[str] | None = None
 
     @property
     def done(self) -> bool:
@@ -186,7 +194,18 @@ def read_state(run_dir: Path) -> PointState:
         status=summary["status"] if summary else None,
         position=pack.get("position"),
         slurm_recorded=bool(summary and SLURM_KEY in summary),
+        overrides=_recorded_overrides(job, run),
     )
+
+
+def _recorded_overrides(job: dict, run: dict) -> list[str] | None:
+    """A point's overrides from its job.json's ``overrides`` (else run.json's), as text;
+    None where neither holds a list of them."""
+    for record in (job, run):
+        overrides = record.get("overrides") if isinstance(record, dict) else None
+        if isinstance(overrides, list):
+            return [str(o) for o in overrides]
+    return None
 
 
 def _started_job_id(run_dir: Path) -> str | None:
@@ -332,7 +351,8 @@ def reconcile(row: PointState) -> bool:
                     **{SLURM_KEY: slurm})
     elif summary["status"] == PREEMPTED and _outside_end(row):
         status = _outside_end(row)
-        reason = (f"{status}: Slurm job {row.job_id} ended {row.job.state}"
+        reason = (_time_limit_reason(row, summary) if status == TIMEOUT else
+                  f"{status}: Slurm job {row.job_id} ended {row.job.state}"
                   f"{_job_limit(row, status)} and was not requeued; the training had "
                   f"stopped: {summary.get('reason')}")
         extra = {k: v for k, v in summary.items() if k in _KEPT}
@@ -353,6 +373,8 @@ def _reason_without_summary(row: PointState, own: SlurmJob, status: str,
     if stopped:
         return (f"cancelled before it started: its pack, Slurm job {row.job_id}, ran no "
                 f"further point: {stopped}")
+    if row.state == "GONE" and _left_before_start(row):
+        return _left_queue_reason(row)
     progress = f"at step {row.step}/{row.steps}" if row.steps else "before the first step"
     tail = task_log_tail(row.run_dir) or job_log_tail(row.run_dir, row.job_id)
     last = tail.splitlines()[-1] if tail else "no log line"
@@ -400,9 +422,32 @@ _KEPT = ("last_step", "checkpoint_step", "num_attempts", "elapsed_s")
 def _never_started(row: PointState, own: SlurmJob) -> bool:
     """The point's own job (not a pack's step) ended without ever running, as Slurm
     records it: on no node, for no time, and the point reached no step (a job cancelled
-    while it was pending). False where Slurm no longer knows the job (``GONE``)."""
+    while it was pending); where Slurm no longer knows the job (``GONE``), as its files
+    say: :func:`_left_before_start`."""
+    if row.state == "GONE":
+        return _left_before_start(row)
     return (row.position is None and row.job is not None and not own.nodelist
             and not own.elapsed_s and not row.step)
+
+
+def _left_before_start(row: PointState) -> bool:
+    """A point whose job Slurm no longer knows (``GONE``: neither squeue nor sacct has a
+    record, as after ``scancel`` of a pending array task) shows nothing of a start: no node
+    known, no step reached, no run.json (the training writes it as it starts), no line in
+    its task logs and no output file of its job (submitit's log, ``slurm-<id>.out``, its
+    pack's output: Slurm creates it as the job starts). False for any other point."""
+    if row.state != "GONE" or row.nodelist or row.step or (row.run_dir / RUN_FILE).exists():
+        return False
+    return not task_log_tail(row.run_dir) and not _job_outputs(row.run_dir, row.job_id)
+
+
+def _left_queue_reason(row: PointState) -> str:
+    """The one-line reason of a point :func:`_left_before_start`: ``Slurm job 1840_1 left
+    Slurm's queue before it started (scancel of a pending task?); Slurm kept no record``."""
+    what = "task" if "_" in str(row.job_id) else "job"
+    pack = ", its pack," if row.position is not None else ""
+    return (f"Slurm job {row.job_id}{pack} left Slurm's queue before it started (scancel of "
+            f"a pending {what}?); Slurm kept no record")
 
 
 def _ended_before_start(row: PointState, own: SlurmJob, status: str) -> str:
@@ -422,8 +467,9 @@ def _status_without_summary(row: PointState, stopped: str | None = None) -> str:
     packed point that never started takes its pack's end (``cancelled``, ``timeout``, or
     ``preempted`` when the pack stopped early on a stop signal), or ``cancelled`` where the
     sweep's same-failure stop named its pack, whatever the pack's end (``stopped``: the stop
-    file's reason, :func:`_stopped_by_sweep`)."""
-    if stopped:
+    file's reason, :func:`_stopped_by_sweep`), or where its job left Slurm's queue before it
+    started (:func:`_left_before_start`)."""
+    if stopped or (row.state == "GONE" and _left_before_start(row)):
         return CANCELLED
     if row.position is not None and row.own is None and row.job is not None:
         return _outside_end(row) or PREEMPTED
@@ -460,10 +506,74 @@ def _signal_delay_s(row: PointState) -> int:
 
 
 def _job_limit(row: PointState, status: str) -> str:
+    """`` (time limit 2 min)`` for a ``timeout``, `` (scancel)`` for ``cancelled``, else
+    ''."""
     if status == TIMEOUT:
-        limit = (read_json(row.run_dir / JOB_FILE) or {}).get("time_limit")
-        return f" (time limit {limit})"
+        minutes = _limit_minutes(row)
+        return f" (time limit {minutes} min)" if minutes is not None else " (time limit)"
     return " (scancel)" if status == CANCELLED else ""
+
+
+def _cluster_config(row: PointState) -> dict:
+    """The point's ``cluster`` config as its job.json (else run.json) records it; {} if
+    neither does."""
+    for name in (JOB_FILE, RUN_FILE):
+        cluster = ((read_json(row.run_dir / name) or {}).get("config") or {}).get("cluster")
+        if isinstance(cluster, dict):
+            return cluster
+    return {}
+
+
+def _limit_minutes(row: PointState) -> int | None:
+    """The job's time limit in minutes (Slurm's unit): Slurm's record of it (sacct), else
+    job.json's ``time_limit`` (a pack's own), else ``cluster.time``; None where none says."""
+    if row.job is not None and row.job.time_limit_s:
+        return -(-row.job.time_limit_s // 60)
+    for value in ((read_json(row.run_dir / JOB_FILE) or {}).get("time_limit"),
+                  _cluster_config(row).get("time")):
+        if value is None:
+            continue
+        try:
+            return -(-time_limit_s(str(value)) // 60)
+        except ValueError:  # cluster.time=auto, or a record not in Slurm's formats
+            continue
+    return None
+
+
+def _time_limit_reason(row: PointState, summary: dict) -> str:
+    """The reason of a preempted point whose job reached its time limit with no requeue
+    left, from what its records hold (what they do not hold is left out): ``Slurm job 1842
+    reached its time limit (cluster.time=2: 2 min) after 2 attempts (cluster.max_requeues=1
+    used up) at step 2380 of 100000: raise cluster.time or cluster.max_requeues``; a packed
+    point's names its pack's limit (a pack is not requeued)."""
+    cluster = _cluster_config(row)
+    minutes = _limit_minutes(row)
+    in_min = f"{minutes} min" if minutes is not None else ""
+    if row.position is not None:
+        limit = f", its pack, reached the pack's time limit{f' ({in_min})' if in_min else ''}"
+    else:
+        given = [f"cluster.time={cluster['time']}"] if cluster.get("time") is not None else []
+        shown = ": ".join([*given, *([in_min] if in_min else [])])
+        limit = f" reached its time limit{f' ({shown})' if shown else ''}"
+    attempts = summary.get("num_attempts")
+    said = [f"Slurm job {row.job_id}{limit}"]
+    if isinstance(attempts, int) and attempts > 0:
+        said.append(f"after {plural(attempts, 'attempt')}")
+    requeues = cluster.get("max_requeues")
+    if row.position is not None:
+        said.append("(a pack is not requeued)")
+    elif isinstance(requeues, int):
+        used = (": no requeue" if requeues == 0 else
+                " used up" if isinstance(attempts, int) and attempts > requeues else "")
+        said.append(f"(cluster.max_requeues={requeues}{used})")
+    step = summary.get("last_step")
+    step = step if isinstance(step, int) else row.step
+    if step:
+        said.append(f"at step {step}" + (f" of {row.steps}" if row.steps else ""))
+    advice = ("the sweep's command runs it again from its checkpoint; raise cluster.time "
+              "if it needs longer" if row.position is not None else
+              "raise cluster.time or cluster.max_requeues")
+    return f"{' '.join(said)}: {advice}"
 
 
 def task_log_tail(run_dir: Path, num_lines: int = 20) -> str:
@@ -486,19 +596,25 @@ def job_log_tail(run_dir: Path, job_id: str | None, num_lines: int = 20) -> str:
     :func:`vitfsdp.launch.slurm.path_check_lines`) said why: ``slurm-<id>.out`` in the run
     directory (a ``--scripts-only`` script), submitit's ``.submitit/<id>_<task>_log.out``
     or the pack's ``packs/pack<N>-<id>.out`` in the sweep directory; '' when none has a line."""
+    for path in _job_outputs(run_dir, job_id):
+        text = tail(path, num_lines)
+        if text:
+            return f"[{path.name}]\n{text}"
+    return ""
+
+
+def _job_outputs(run_dir: Path, job_id: str | None) -> list[Path]:
+    """The output files of the point's job that exist (:func:`job_log_tail`'s candidates),
+    written to or not."""
     if not job_id:
-        return ""
+        return []
     base = job_id.split(".")[0]  # a packed point's step: its pack job's output
     sweep_dir = run_dir.parent
     candidates = [run_dir / SLURM_OUTPUT.format(job_id=base),
                   *sorted((sweep_dir / SUBMITIT_DIR).glob(f"{base}_*log.out")),
                   *sorted((sweep_dir / PACK_DIR).glob(PACK_OUTPUT.format(index="*",
                                                                           job_id=base)))]
-    for path in candidates:
-        text = tail(path, num_lines)
-        if text:
-            return f"[{path.name}]\n{text}"
-    return ""
+    return [path for path in candidates if path.is_file()]
 
 
 def _task_number(path: Path) -> int:
@@ -509,11 +625,14 @@ def _task_number(path: Path) -> int:
 
 def labels(rows: Sequence[PointState]) -> list[tuple[str, str]]:
     """Each point's number and the overrides that differ between points
-    (``("3", "nodes=2 strategy=HYBRID_2GPU")``), from the run directory names."""
+    (``("3", "nodes=2 strategy=HYBRID_2GPU")``), sorted: those its job.json (else run.json)
+    records (:attr:`PointState.overrides`), else those of its run directory's name (which a
+    long list shortens, with a hash: :func:`vitfsdp.rundir.run_dirname`)."""
     parts = []
     for r in rows:
         num, _, rest = r.run_dir.name.partition("_")
-        parts.append((num, rest.split(",") if rest else []))
+        named = rest.split(",") if rest else []
+        parts.append((num, sorted(r.overrides) if r.overrides is not None else named))
     common = set.intersection(*(set(p[1]) for p in parts)) if len(parts) > 1 else set()
     return [(num, " ".join(o for o in overrides if o not in common)) for num, overrides in parts]
 
