@@ -19,7 +19,11 @@ store and, if the main thread has not taken the failure up within :data:`GRACE_S
 it from there and ends the process. On the other ranks the watcher posts a ``blocked``
 report when its main thread has posted none within half of :data:`GRACE_S` (a gloo
 collective need not break when its peer aborts: it breaks when the peer exits), so rank 0
-hears from every live rank and names as silent only those that died.
+hears from every live rank and names as silent only those that died. Once rank 0 has posted
+its verdict (or has left, taking the store with it under a bare ``srun``), a watcher whose
+main thread has still not taken the failure up within :data:`GRACE_S` (a hung rank) ends
+the process with :data:`EXIT_FAILED`: no launcher would (a bare ``srun`` step, unlike
+torchrun's agent, would leave it running to the time limit).
 
 Preemption is not a failure: :class:`StopSignals` turns SIGUSR2 (Slurm, ``--signal=USR2@N``
 before the time limit) and SIGTERM (preemption, ``scancel``) into a flag that the training
@@ -146,7 +150,10 @@ def verdict(reports: list[Report], world_size: int) -> tuple[str, str]:
     A ``heartbeat`` report (rank 0 saw ranks stop beating, and nothing else broke) gives
     ``failed`` with its text. Ranks that sent no report are named (killed or crashed
     without Python), first where the others only saw a collective break or time out (a
-    ``kill -9`` of rank 1 read as "collective broke on rank 0").
+    ``kill -9`` of rank 1 read as "collective broke on rank 0"). Where every rank reported
+    and the cause is a timed-out or broken collective, the ranks that reported ``blocked``
+    (alive, no error: a hung rank) come first, as the likely cause (a hung rank 1 read as
+    "collective timed out on rank 0").
     """
     silent = sorted(set(range(world_size)) - {r.rank for r in reports})
     missing = (f"; ranks {silent} sent no report (hung, or died without Python: killed, e.g. by "
@@ -183,6 +190,12 @@ def verdict(reports: list[Report], world_size: int) -> tuple[str, str]:
                 return status, f"{seen}{missing}\n{first.traceback_tail}"
             if silent:  # a consequence: the rank that vanished is the likelier cause, first
                 return status, f"{missing[2:]}, the likely cause; then {seen}"
+            blocked = [r for r in reports if r.kind == "blocked"]
+            if blocked and kind != "blocked":  # a live rank that never errored: hung
+                at = min(r.last_step for r in blocked) + 1
+                who = ", ".join(str(r.rank) for r in blocked)
+                return status, (f"rank{'s' if len(blocked) > 1 else ''} {who} blocked with no "
+                                f"error at step {at} (the likely cause); {seen}")
             return status, seen
     return "failed", f"no rank reported its failure{missing}"
 
@@ -203,15 +216,20 @@ class FailureBoard:
         self.store = None
         self._claim = threading.Lock()
         self._stop = threading.Event()
-        self.posted = False  # this process has posted its report
+        # set once this process's main thread has posted its report (the watcher's ``blocked``
+        # report for it does not count): the main thread has taken the failure up
+        self.posted = threading.Event()
+        self.store_lost = False  # a read of the store failed: its host has gone
         if dist.is_initialized():
             base = dist.distributed_c10d._get_default_store()
             self.store = dist.PrefixStore(f"vitfsdp/failures/{next(_runs)}/", base)
 
-    def post(self, report: Report) -> None:
+    def post(self, report: Report, from_watcher: bool = False) -> None:
         """Put this rank's report on the board (logged, not raised, if the store is gone);
-        a later post of the same rank replaces it."""
-        self.posted = True
+        a later post of the same rank replaces it. ``from_watcher``: posted by the watcher
+        thread on behalf of its blocked main thread (leaves :attr:`posted` unset)."""
+        if not from_watcher:
+            self.posted.set()
         self._set(f"report/{report.rank}", json.dumps(asdict(report)))
         self._add(1)
 
@@ -293,9 +311,10 @@ class FailureBoard:
 
     def wait_verdict(self) -> tuple[str, str] | None:
         """The status rank 0 recorded, waiting up to ``grace_s`` + 10 s; ``None`` if it never
-        came (rank 0 died)."""
+        came (rank 0 died) or the store went away (:attr:`store_lost`: under a bare srun the
+        store is rank 0's, gone once rank 0 has left, recorded or not)."""
         deadline = time.monotonic() + self.grace_s + 10.0
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self.store_lost:
             raw = self._get_if_set("verdict")
             if raw is not None:
                 status, reason = json.loads(raw)
@@ -324,7 +343,8 @@ class FailureBoard:
             return None
         try:
             return self.store.get(key) if self.store.check([key]) else None
-        except Exception:
+        except Exception:  # the store's host (rank 0 under srun, torchrun's agent) is gone
+            self.store_lost = True
             return None
 
 

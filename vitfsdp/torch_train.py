@@ -229,7 +229,7 @@ def _record_silent_from_watcher(env: distributed.DistEnv, device: torch.device,
     own = failures.Report(env.rank, "heartbeat", f"ranks {ranks} stopped responding "
                           f"(no heartbeat for {stale_s:.0f} s: killed, out of host memory or "
                           "node lost)", "", progress.step, local_memory(device))
-    board.post(own)
+    board.post(own, from_watcher=True)
     status, reason = _decide_and_record(env, records, board, progress, t0, own)
     log.error("run ended %s: %s", status, reason.splitlines()[0])
     provenance.exit_now(failures.EXIT_FAILED)
@@ -239,15 +239,31 @@ def _report_blocked_from_watcher(env: distributed.DistEnv, device: torch.device,
                                  board: failures.FailureBoard, progress: Progress) -> None:
     """A non-zero rank's watcher thread, after some rank reported a failure: unless this
     rank's main thread posts its own report within half the grace period, post that it is
-    blocked, so rank 0 does not record a live rank as silent. The main thread goes on: its
-    collective breaks when the failed rank exits, and it then ends with the agreed status."""
+    blocked, so rank 0 does not record a live rank as silent. A main thread that is only
+    waiting goes on: its collective breaks when the failed rank exits, and it then ends with
+    the agreed status. One that has still not taken the failure up ``board.grace_s`` seconds
+    after rank 0 posted its verdict (or left: under a bare srun the store goes with it) is
+    hung (a rank that never returns from a step): the watcher ends the process with the
+    recorded failure's exit code, so the job ends (a bare srun step waits for every task;
+    only torchrun's agent would have killed it)."""
     time.sleep(board.grace_s / 2)
-    if board.posted:
+    if board.posted.is_set():
         return
     board.post(failures.Report(
         env.rank, "blocked", f"RuntimeError: rank {env.rank} was blocked (in a collective or a "
         "device synchronization) when another rank failed", "", progress.step,
-        local_memory(device)))
+        local_memory(device)), from_watcher=True)
+    agreed = board.wait_verdict()
+    if agreed is None and not board.store_lost:
+        return  # rank 0 is there but recorded nothing in time: it or its launcher decides
+    if board.posted.wait(board.grace_s):
+        return  # the main thread took the failure up: it ends with the agreed status
+    ended = (f"run ended {agreed[0]}: {agreed[1].splitlines()[0]}" if agreed else
+             "rank 0 has left (its store is gone) before this rank read its verdict")
+    log.error("%s; rank %d's main thread is still blocked at step %d %.0f s later: "
+              "exiting with code %d", ended, env.rank, progress.step + 1, board.grace_s,
+              failures.EXIT_FAILED)
+    provenance.exit_now(failures.EXIT_FAILED)
 
 
 #: glibc mallopt parameter number of M_MMAP_THRESHOLD (malloc.h).
