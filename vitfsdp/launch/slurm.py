@@ -311,9 +311,21 @@ def binds_task_gpus(cluster: ClusterConfig) -> bool:
     return bool(cluster.gpu_resource and cluster.gpu_bind and cluster.gpu_bind != "none")
 
 
+#: srun's option that ends the step once a task exits non-zero (srun(1) ``-K``): Slurm
+#: cancels the other tasks (SIGTERM, then SIGKILL after slurm.conf's ``KillWait``). Without
+#: it a bare srun step waits for every task, so a rank hung after rank 0 recorded a failure
+#: held the job until its time limit; torchrun's agent ends its own ranks itself. A rank
+#: that ends a run exits only after rank 0 recorded it (vitfsdp.failures), and the SIGTERM
+#: is the one torchrun sends: rank 0 still records a killed peer (``failed``), and ranks
+#: that stopped at a checkpoint (exit code 3) catch it and still exit 3, which requeues.
+KILL_ON_BAD_EXIT = "--kill-on-bad-exit=1"
+
+
 def srun_options(cluster: ClusterConfig) -> list[str]:
     """The options of the job's srun step: tasks, cores and GPUs per task
-    (:func:`binds_task_gpus`), GPU binding."""
+    (:func:`binds_task_gpus`), GPU binding, :data:`KILL_ON_BAD_EXIT` (in both launch modes:
+    under torchrun, one agent a node, it ends the other nodes' agents when one fails), then
+    the profile's ``srun_args`` (which may override it)."""
     if cluster.launch_mode == "srun":
         opts = [f"--ntasks-per-node={cluster.gpus_per_node}",
                 f"--cpus-per-task={cluster.cpus_per_task}"]
@@ -325,7 +337,7 @@ def srun_options(cluster: ClusterConfig) -> list[str]:
         opts = ["--ntasks-per-node=1", f"--cpus-per-task={cpus_per_task(cluster)}"]
         if cluster.gpu_resource:
             opts.append(f"--gpus-per-task={cluster.gpus_per_node}")
-    return opts + list(cluster.srun_args)
+    return [*opts, KILL_ON_BAD_EXIT, *cluster.srun_args]
 
 
 def setup_lines(cluster: ClusterConfig, sweep_dir: str | Path | None = None) -> list[str]:
