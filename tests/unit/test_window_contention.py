@@ -171,3 +171,25 @@ def test_the_analysis_judges_each_run_by_the_bound_of_what_measured_it():
             "whole point") in text
     assert competed_flags(runs.drop(columns="host_other_windows")).tolist() == [
         False, False, False, True]  # records before the column: the whole point's bound
+
+
+def test_a_quota_held_node_keeps_the_whole_points_bound(tmp_path):
+    """The window bound (10%) was measured on nodes without a CPU quota; a quiet make demo,
+    whose emulated nodes a quota holds at half a core, read up to 0.19 cores of other work
+    in its 1-node windows with nothing else running, at the edge of 0.2. Quota-held runs
+    (cpu_throttled_s > 0) keep the whole point's 25%, in the analysis and as a point ends."""
+    import json
+
+    import pandas as pd
+
+    from vitfsdp.analysis.lines import competed_flags
+    from vitfsdp.sweep.local import _other_work
+
+    runs = pd.DataFrame({"host_other_cpus": [0.3, 0.3, 0.6], "host_other_windows": True,
+                         "host_cpus": 2, "cpu_throttled_s": [None, 13.1, 13.1]})
+    assert competed_flags(runs).tolist() == [True, False, True]
+    (tmp_path / "host.json").write_text(json.dumps({"other_cpus": 0.1, "host_cpus": 2}))
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(_window(0.3, 1.0)) + "\n")
+    assert "NOT A RESULT" in _other_work(tmp_path)
+    (tmp_path / "summary.json").write_text(json.dumps({"competition": {"cpu_throttled_s": 13.1}}))
+    assert _other_work(tmp_path) == ""

@@ -267,13 +267,18 @@ def competed_flags(runs: pd.DataFrame) -> pd.Series:
     """Whether other work competed with each run of ``runs`` (runs.csv's rows), on its index
     (:func:`vitfsdp.core.throughput.competed` of ``host_other_cpus`` and ``host_cpus``, by
     the bound of the span ``host_other_windows`` says it was measured over: the timed
-    windows, else the whole point); False where either is absent or unknown (older
-    records). The one rule of
+    windows, else, and on nodes a CPU quota held back (``cpu_throttled_s`` > 0), the whole
+    point's); False where either is absent or unknown (older records). The one rule of
     :func:`other_work_note`, the ratio table's ``noisy`` and the tables' ``runs_contended``."""
     other = numeric_column(runs, "host_other_cpus")
     cpus = numeric_column(runs, "host_cpus")
     windows = runs.get("host_other_windows", pd.Series(False, index=runs.index))
-    over = [w is True or str(w).lower() == "true" for w in windows]  # runs.csv reads "True"
+    # a node held by a CPU quota (cpu_throttled_s > 0: the demo's emulated nodes) keeps the
+    # whole point's bound: the window bound was measured on nodes without one, and there a
+    # quiet demo's windows read up to 0.19 cores (WINDOW_OTHER_WORK_FRAC)
+    throttled = numeric_column(runs, "cpu_throttled_s").fillna(0) > 0
+    over = [(w is True or str(w).lower() == "true") and not t  # runs.csv reads "True"
+            for w, t in zip(windows, throttled, strict=True)]
     return pd.Series([competed(o, c, w) for o, c, w in zip(other, cpus, over, strict=True)],
                      index=runs.index, dtype=bool)
 

@@ -65,7 +65,15 @@ OTHER_WORK_FRAC = 0.25
 #: ``host_other_windows`` says which figure a run has) and of the sweep's end-of-point line;
 #: records without window figures (older runs, the JAX trainer) keep the whole point's
 #: :data:`OTHER_WORK_FRAC`, which the start-up's own kernel work raises to 0.23 cores on a
-#: quiet host.
+#: quiet host, and so do nodes a CPU quota held back (runs.csv ``cpu_throttled_s`` > 0: the
+#: demo's emulated nodes), which the measurement below did not cover: there the windows of a
+#: quiet ``make demo`` (2026-11-29, a clean clone of 4f78732, nothing else running) read
+#: 0.00-0.19 cores of other work, the most at 1 node (FULL_SHARD 0.16-0.19, HYBRID_2GPU
+#: 0.08-0.12, DDP 0.06-0.08) and none at 4 (net of the clip at 0), where the host's
+#: long-lived other processes took about 0.01 cores over such a point run alone (their
+#: /proc/<pid>/stat before and after; the sweep's own processes, which exit, not counted).
+#: Its cause is not found (the tick-sampled /proc/stat against the ranks' exact CPU time
+#: under a quota is one candidate); a 10% bound (0.2 cores) would sit at its edge.
 #:
 #: Measured 2026-11-29 on the 2-core development host, itself shared with other engineers' test
 #: runs (load 2-4.5 throughout, never quiet): a local point of 2 gloo ranks filling the 2 cores

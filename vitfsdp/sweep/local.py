@@ -80,10 +80,11 @@ def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: in
 def _other_work(run_dir: Path) -> str:
     """``"; NOT A RESULT: other work kept 1.2 of this host's 2 cores busy during its timed
     windows"`` where other work competed (:func:`vitfsdp.core.throughput.competed`) by the
-    figure the analysis judges the run by: over its measured windows
-    (:func:`~vitfsdp.core.throughput.window_other_cpus` of ``metrics.jsonl``), else over
-    the whole point (``host.json``, :class:`vitfsdp.records.OtherWork`: records without
-    window figures, the JAX trainer); else ``""``."""
+    figure and bound the analysis judges the run by: over its measured windows
+    (:func:`~vitfsdp.core.throughput.window_other_cpus` of ``metrics.jsonl``; the whole
+    point's bound where a CPU quota held its nodes back), else over the whole point
+    (``host.json``, :class:`vitfsdp.records.OtherWork`: records without window figures,
+    the JAX trainer); else ``""``."""
     host = read_json(run_dir / HOST_FILE) or {}
     cpus = host.get("host_cpus")
     try:
@@ -93,7 +94,10 @@ def _other_work(run_dir: Path) -> str:
     during = " during its timed windows"
     if other is None:
         other, during = host.get("other_cpus"), ""
-    if not competed(other, cpus, over_windows=bool(during)):
+    summary = read_json(run_dir / SUMMARY_FILE) or {}
+    throttled = ((summary.get("competition") or {}).get("cpu_throttled_s") or 0) > 0
+    # quota-held nodes keep the whole point's bound, as the analysis (competed_flags)
+    if not competed(other, cpus, over_windows=bool(during) and not throttled):
         return ""
     return f"; NOT A RESULT: other work kept {other:.1f} of this host's {cpus} cores busy{during}"
 
