@@ -81,3 +81,17 @@ def test_nothing_is_reported_before_this_attempts_run_json(tmp_path):
     feed.report()
     feed.report()
     assert got == [{"resumed_from_step": 4, "attempt": 1}]  # once
+
+
+def test_the_end_of_point_line_says_a_resumed_runs_figures_pool_its_attempts():
+    """A resumed point ended 'completed in 12 s: 1875.0 images/s' though that figure pooled
+    two attempts' windows (about 850-1680 and 1640-3100 images/s in a reviewer's run); the
+    line now says so. One attempt: the line as before."""
+    from vitfsdp.sweep.local import _figures
+
+    summary = {"status": "completed", "ips": 1875.0, "step_time_s": 0.017,
+               "peak_rss_gib": 1.1, "num_attempts": 2}
+    assert _figures(summary) == (": 1875.0 images/s, 0.017 s/step, peak memory 1.10 GiB "
+                                 "(pooling the windows of 2 attempts: resumed from a "
+                                 "checkpoint)")
+    assert _figures({**summary, "num_attempts": 1}).endswith("peak memory 1.10 GiB")

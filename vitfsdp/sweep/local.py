@@ -137,9 +137,16 @@ _PLAIN = Console(file=io.StringIO(), force_terminal=False)
 
 
 def _figures(summary: dict) -> str:
+    """The end-of-point line's figures: the reason of a run that did not complete, else its
+    images/s, step time and peak memory, and, for a run resumed from a checkpoint
+    (``num_attempts`` > 1), that they pool the measured windows of its attempts (runs.csv
+    ``attempts_differ`` says whether those measured different speeds)."""
     if summary["status"] != "completed":
         reason = reason_line(summary.get("reason"))
         return f": {reason}" if reason else ""
     mem = summary.get("peak_mem_allocated_gib") or summary.get("peak_rss_gib")
+    attempts = summary.get("num_attempts")
+    pooled = (f" (pooling the windows of {attempts} attempts: resumed from a checkpoint)"
+              if isinstance(attempts, int) and attempts > 1 else "")
     return (f": {summary['ips']:.1f} images/s, {summary['step_time_s']:.3f} s/step, "
-            f"peak memory {mem:.2f} GiB")
+            f"peak memory {mem:.2f} GiB{pooled}")
