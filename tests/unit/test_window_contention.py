@@ -193,3 +193,18 @@ def test_a_quota_held_node_keeps_the_whole_points_bound(tmp_path):
     assert "NOT A RESULT" in _other_work(tmp_path)
     (tmp_path / "summary.json").write_text(json.dumps({"competition": {"cpu_throttled_s": 13.1}}))
     assert _other_work(tmp_path) == ""
+
+
+
+def test_the_reports_sentence_names_the_bound_a_quota_held_run_was_judged_by():
+    """competition_text read host_other_windows alone, so a quota-held run judged by the
+    whole point's 25% was said to be past '10% of the cores during the timed windows';
+    it names the bound competed_flags applied (one rule: judged_over_windows)."""
+    import pandas as pd
+
+    from vitfsdp.analysis.tables import competition_text
+
+    runs = pd.DataFrame({"host_other_cpus": [0.6], "host_other_windows": [True],
+                         "host_cpus": [2], "cpu_throttled_s": [13.1]})
+    text = competition_text(runs)
+    assert "more than 25% over the whole point" in text and "10%" not in text, text

@@ -272,15 +272,30 @@ def competed_flags(runs: pd.DataFrame) -> pd.Series:
     :func:`other_work_note`, the ratio table's ``noisy`` and the tables' ``runs_contended``."""
     other = numeric_column(runs, "host_other_cpus")
     cpus = numeric_column(runs, "host_cpus")
-    windows = runs.get("host_other_windows", pd.Series(False, index=runs.index))
-    # a node held by a CPU quota (cpu_throttled_s > 0: the demo's emulated nodes) keeps the
-    # whole point's bound: the window bound was measured on nodes without one, and there a
-    # quiet demo's windows read up to 0.19 cores (WINDOW_OTHER_WORK_FRAC)
-    throttled = numeric_column(runs, "cpu_throttled_s").fillna(0) > 0
-    over = [(w is True or str(w).lower() == "true") and not t  # runs.csv reads "True"
-            for w, t in zip(windows, throttled, strict=True)]
+    over = judged_over_windows(runs)
     return pd.Series([competed(o, c, w) for o, c, w in zip(other, cpus, over, strict=True)],
                      index=runs.index, dtype=bool)
+
+
+def judged_over_windows(runs: pd.DataFrame) -> pd.Series:
+    """Whether each run's other work is judged by the window bound
+    (:data:`~vitfsdp.core.throughput.WINDOW_OTHER_WORK_FRAC`): its ``host_other_cpus`` was
+    measured over its timed windows (``host_other_windows``) and no CPU quota held its nodes
+    back (``cpu_throttled_s`` not above 0); else the whole point's
+    (:data:`~vitfsdp.core.throughput.OTHER_WORK_FRAC`). A node held by a quota (the demo's
+    emulated nodes) keeps the whole point's bound: the window bound was measured on nodes
+    without one, and there a quiet demo's windows read up to 0.19 cores."""
+    throttled = numeric_column(runs, "cpu_throttled_s").fillna(0) > 0
+    return flag_column(runs, "host_other_windows") & ~throttled
+
+
+def flag_column(df: pd.DataFrame, name: str) -> pd.Series:
+    """``df[name]`` as bools on ``df``'s index: True where a value is True (or ``"True"``, as
+    runs.csv reads back), False elsewhere and where ``df`` has no such column (records older
+    than the field)."""
+    values = df.get(name, pd.Series(False, index=df.index))
+    return pd.Series([v is True or str(v).lower() == "true" for v in values],
+                     index=df.index, dtype=bool)
 
 
 def numeric_column(df: pd.DataFrame, name: str) -> pd.Series:

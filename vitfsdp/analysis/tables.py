@@ -30,9 +30,11 @@ from vitfsdp.analysis.lines import (
     competed_flags,
     configurations,
     efficiency_footnote,
+    flag_column,
     format_efficiency,
     framework_ratio_table,
     judged_busy,
+    judged_over_windows,
     line_columns,
     line_label,
     numeric_column,
@@ -706,16 +708,17 @@ def competition_text(runs: pd.DataFrame) -> str | None:
     e.g. ``"other work competed with 9 of 9 runs (it kept 0.6-1.3 of the host's 2 cores busy
     while they ran: host_other_cpus in runs.csv, more than 10% of the cores during the timed
     windows): their figures measure the contention, not the study; rerun them on a quiet
-    host"``; the bound is the windows' or the whole point's (more than 25% over the whole
-    point: records without window figures) as the runs measured it; None where none did."""
+    host"``; the bound is the one each run was judged by
+    (:func:`~vitfsdp.analysis.lines.judged_over_windows`: the whole point's, more than 25%,
+    for records without window figures and nodes a CPU quota held back); None where none
+    did."""
     found = competed_runs(runs)
     if found.empty:
         return None
     other = pd.to_numeric(found["host_other_cpus"], errors="coerce")
     cores = "/".join(str(c) for c in sorted(set(
         pd.to_numeric(found["host_cpus"], errors="coerce").dropna().astype(int))))
-    windows = [w is True or str(w).lower() == "true"
-               for w in found.get("host_other_windows", pd.Series(False, index=found.index))]
+    windows = judged_over_windows(found).tolist()
     bounds = [f"more than {WINDOW_OTHER_WORK_FRAC:.0%} of the cores during the timed "
               "windows"] * any(windows) + [f"more than {OTHER_WORK_FRAC:.0%} over the whole "
                                            "point"] * (not all(windows))
@@ -796,8 +799,7 @@ def resumed_text(runs: pd.DataFrame) -> str:
     text = (f"{len(found)} of {len(_latest_runs(runs))} runs resumed from a checkpoint: "
             f"{which} (num_attempts in runs.csv), so their figures pool the measured windows "
             "of every attempt")
-    differ = found.get("attempts_differ", pd.Series(None, index=found.index)).map(
-        lambda v: v is True or str(v).lower() == "true")
+    differ = flag_column(found, "attempts_differ")
     if differ.any():
         apart = ", ".join(name(r, label) for r, label, d in
                           zip(found.itertuples(), labels, differ, strict=True) if d)
