@@ -473,15 +473,11 @@ def descendants_cpu_s(pid: int | None = None, proc: Path = Path("/proc")) -> flo
 
 def process_tree_cpu_s(proc: Path = Path("/proc")) -> float | None:
     """CPU seconds of this process and of every process under it, since it started: its own
-    (all threads, ``time.process_time``), its children that ended and were waited for
-    (``RUSAGE_CHILDREN``), and its live descendants (:func:`descendants_cpu_s`: data loader
-    workers with ``data.num_workers`` > 0, which are the run's work, not other work); None
-    where ``/proc`` cannot be read."""
+    and its children's that ended and were waited for (:func:`own_cpu_s`), and its live
+    descendants' (:func:`descendants_cpu_s`: data loader workers with ``data.num_workers``
+    > 0, which are the run's work, not other work); None where ``/proc`` cannot be read."""
     kids = descendants_cpu_s(proc=proc)
-    if kids is None:
-        return None
-    waited = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return time.process_time() + waited.ru_utime + waited.ru_stime + kids
+    return None if kids is None else own_cpu_s() + kids
 
 
 def own_cpu_s() -> float:
