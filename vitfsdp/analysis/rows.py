@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from vitfsdp.analysis.schema import PRED_COLUMNS
-from vitfsdp.core.confighash import digest, hashed_dict
+from vitfsdp.core.confighash import point_id
 from vitfsdp.core.layout import HOST_FILE, NETWORK_FILE
 from vitfsdp.core.throughput import window_other_cpus
 from vitfsdp.models import VARIANTS
@@ -302,9 +302,7 @@ def _point_id(cfg: dict) -> str | None:
     of the recorded config (run.json, or the sweep's ``job.json`` for a run that ended
     before its training wrote one: the same dict) without ``repeat``, so every run of a
     point shares it whether it started or not; ``None`` without a config."""
-    if not cfg:
-        return None
-    return digest(hashed_dict({k: v for k, v in cfg.items() if k != "repeat"}))
+    return point_id(cfg) if cfg else None
 
 
 def _img_size(run: dict) -> int | None:

@@ -117,3 +117,12 @@ def config_digest(cfg, scope: Scope = "point") -> tuple[str, dict]:
     """
     d = hashed_config(cfg, scope)
     return digest(d), d
+
+
+def point_id(config: dict) -> str:
+    """The identity of a sweep point whatever its ``repeat``: :func:`digest` of
+    :func:`hashed_dict` (scope ``point``, the rule of the sweep's ``config_hash``) over
+    ``config`` (a run's config as a dict: run.json's, or ``dataclasses.asdict`` of a
+    :class:`vitfsdp.config.RunConfig`) without ``repeat``, so every repeat of a point shares
+    it: the analysis's ``point_id`` column and the plan's."""
+    return digest(hashed_dict({k: v for k, v in config.items() if k != "repeat"}))

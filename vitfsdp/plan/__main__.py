@@ -31,7 +31,7 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from vitfsdp.core.confighash import config_digest, digest, hashed_dict
+from vitfsdp.core.confighash import config_digest, point_id
 from vitfsdp.plan.impossible import (
     NOT_APPLICABLE,
     Impossible,
@@ -196,11 +196,13 @@ def plan_sweep(overrides: list[str]) -> tuple[pd.DataFrame, list[str]]:
     numbered = [_Numbered(num, point, config_digest(cfg, "point")[0], cfg)
                 for num, (point, cfg) in enumerate(points) if not isinstance(cfg, Impossible)]
     refused = repeated_points(numbered)
+    hashes = {p.num: p.config_hash for p in numbered}
     first: dict[str, int] = {}  # config_hash: the number of its first point
     repeats = {p.num for p in numbered if first.setdefault(p.config_hash, p.num) != p.num}
-    points = [p for num, p in enumerate(points) if num not in repeats]
-    common = set.intersection(*(set(point) for point, _ in points)) if len(points) > 1 else set()
-    for point, cfg in points:
+    points = [(num, p) for num, p in enumerate(points) if num not in repeats]
+    common = (set.intersection(*(set(point) for _, (point, _) in points)) if len(points) > 1
+              else set())
+    for num, (point, cfg) in points:
         label = " ".join(o for o in point if o not in common) or " ".join(point) or "(defaults)"
         if isinstance(cfg, Impossible):
             rows.append({"point": label, "overrides": " ".join(point), **cfg.shown,
@@ -216,7 +218,7 @@ def plan_sweep(overrides: list[str]) -> tuple[pd.DataFrame, list[str]]:
                      "activation_checkpointing": cfg.train.activation_checkpointing,
                      "steps": cfg.train.steps,
                      "price_per_node_hour": cfg.cluster.price_per_node_hour,
-                     "config_hash": config_digest(cfg, "point")[0], "point_id": _point_id(cfg),
+                     "config_hash": hashes[num], "point_id": _point_id(cfg),
                      **p.as_dict()})
     return weak_scaling(rank_points(pd.DataFrame(rows))), refused
 
@@ -233,11 +235,10 @@ class _Numbered(NamedTuple):
 
 
 def _point_id(cfg) -> str:
-    """The identity of ``cfg``'s point whatever its ``repeat``: the sweep's ``config_hash``
-    rule (:func:`vitfsdp.core.confighash.hashed_dict`, scope ``point``) over the config
-    without ``repeat``, as the analysis's ``point_id`` column of a run."""
-    return digest(hashed_dict({k: v for k, v in dataclasses.asdict(cfg).items()
-                               if k != "repeat"}))
+    """The identity of ``cfg``'s point whatever its ``repeat``
+    (:func:`vitfsdp.core.confighash.point_id`), as the analysis's ``point_id`` column of a
+    run."""
+    return point_id(dataclasses.asdict(cfg))
 
 
 def _point_keys(df: pd.DataFrame) -> pd.Series:
