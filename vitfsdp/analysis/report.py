@@ -44,7 +44,6 @@ from vitfsdp.analysis.tables import (
     loaded_runs,
     noisy_text,
     observed_noise,
-    prefetch_table,
     resumed_text,
     runs_per_point,
     verdict_kind,
@@ -300,7 +299,7 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
                 table=display(labelled, ["model", "configuration", "nodes", "ips",
                                          "epoch_hours", "node_hours_per_epoch",
                                          "price_per_node_hour", "cost_per_epoch"])),
-        _prefetch_section(_with_devices(tables["prefetch"], points, noise, df)),
+        _prefetch_section(tables["prefetch"]),
         _recipe_section(tables["recipe"]),
         _failures_section(tables["failures"], out_dir),
         *_calibration_sections(tables["calibration"], df),
@@ -1181,19 +1180,6 @@ CPU_PREFETCH = (
     "order of the collectives there, not their overlap with compute: differences between "
     "these variants are not prefetching's effect (experiment=prefetch_ablation measures it "
     "on GPUs).")
-
-
-def _with_devices(table: pd.DataFrame, points: pd.DataFrame, noise: float,
-                  runs: pd.DataFrame) -> pd.DataFrame:  # fmt: skip
-    """``table`` (prefetch.csv) with ``cpu_ranks`` known: its own where it has one, else
-    :func:`~vitfsdp.analysis.tables.prefetch_table`'s of ``points`` (``noise``: the
-    sweep's) and their ``runs``, by variant (a table made without the runs leaves it NA)."""
-    if table.empty or ("cpu_ranks" in table and table["cpu_ranks"].notna().any()):
-        return table
-    keys = ["model", "nodes", "configuration", "backward_prefetch", "limit_all_gathers"]
-    devices = prefetch_table(points, noise, runs)[[*keys, "cpu_ranks"]]
-    return table.drop(columns="cpu_ranks", errors="ignore").merge(devices, on=keys,
-                                                                  how="left")
 
 
 def _prefetch_section(table: pd.DataFrame) -> Section | None:
