@@ -44,6 +44,7 @@ from vitfsdp.analysis.tables import (
     loaded_runs,
     noisy_text,
     observed_noise,
+    prefetch_limits,
     resumed_text,
     runs_per_point,
     verdict_kind,
@@ -1258,10 +1259,7 @@ def _prefetch_limits(table: pd.DataFrame) -> str:
     :data:`CPU_PREFETCH`), and the busy share where no variant measured it (every
     ``host_bound`` NA: :func:`busy_not_measured`); each names its comparisons where not
     every one is; ``""`` where neither applies."""
-    groups = table.groupby(["model", "nodes", "configuration"], sort=False)
-    cpu = groups["cpu_ranks"].agg(lambda c: bool(c.notna().all() and c.astype(bool).all())) \
-        if "cpu_ranks" in table else pd.Series(False, index=groups.size().index)
-    unmeasured = groups["host_bound"].agg(lambda b: bool(b.isna().all()))
+    cpu, unmeasured = prefetch_limits(table, ["model", "nodes", "configuration"])
     text = ""
     if cpu.any():
         text += f" **Not prefetching's effect:** {_which(cpu, 'the comparisons')} " \

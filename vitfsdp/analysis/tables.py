@@ -573,6 +573,19 @@ def prefetch_table(points: pd.DataFrame, noise: float = np.nan,
     return table[cols].reset_index(drop=True)
 
 
+def prefetch_limits(table: pd.DataFrame, by: list[str]) -> tuple[pd.Series, pd.Series]:
+    """What the ablation's groups of ``table`` (prefetch.csv rows, grouped by the columns
+    ``by``: a figure's panel, a report's comparison) could not measure, as two boolean
+    series on the groups: every variant ran on CPU ranks (``cpu_ranks`` all true: FSDP's
+    streams are no-ops there, :func:`prefetch_table`; False where the column is absent), and
+    no variant measured its busy share (every ``host_bound`` NA)."""
+    groups = table.groupby(by, sort=False)
+    cpu = (groups["cpu_ranks"].agg(lambda c: bool(c.notna().all() and c.astype(bool).all()))
+           if "cpu_ranks" in table else pd.Series(False, index=groups.size().index))
+    unmeasured = groups["host_bound"].agg(lambda b: bool(b.isna().all()))
+    return cpu, unmeasured
+
+
 def _variant_verdict(r, noise: float, max_chance: float) -> str:
     """prefetch.csv's ``vs_best`` of one variant (a row of :func:`prefetch_table`'s frame,
     its group's fastest's columns suffixed ``_best``): see :func:`prefetch_table`."""

@@ -36,6 +36,7 @@ from vitfsdp.analysis.tables import (
     equivalence_table,
     observed_noise,
     points_table,
+    prefetch_limits,
     prefetch_table,
     verdict_kind,
 )
@@ -159,9 +160,7 @@ def _prefetch_note(shown: pd.DataFrame) -> str:
     (``cpu_ranks``), :data:`BUSY_NOT_MEASURED` where none measured its busy share (every
     ``host_bound`` NA), each with the panels' models where not every panel's; ``""`` where
     neither applies."""
-    panels = shown.groupby(["model", "nodes"], sort=False)
-    cpu = panels["cpu_ranks"].agg(lambda c: bool(c.notna().all() and c.astype(bool).all()))
-    unmeasured = panels["host_bound"].agg(lambda b: bool(b.isna().all()))
+    cpu, unmeasured = prefetch_limits(shown, ["model", "nodes"])
     sentences = []
     for hit, text in ((cpu, CPU_NOTE),
                       (unmeasured, BUSY_NOT_MEASURED[bool(cpu[unmeasured].all())])):
