@@ -3,6 +3,7 @@ for tests of what reads them: the analysis, the report, the noise checks."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from vitfsdp.records import RunRecords
@@ -69,3 +70,29 @@ def write_sweep(root: Path, ips: dict[tuple[str, int], list[float | None]]):
             write_run(root / f"{strategy}_{nodes}_r{repeat}", info, value,
                       status="completed" if value is not None else "oom")
     return collect_runs(root)
+
+
+#: A prefetch ablation's images/s, two repeats of each (backward_prefetch, limit_all_gathers)
+#: variant of FULL_SHARD at 1 node: a reviewer's CPU run, 2026-11-28.
+ABLATION = {("BACKWARD_PRE", True): [334.0, 567.0], ("BACKWARD_PRE", False): [327.0, 642.0],
+            ("BACKWARD_POST", True): [1317.0, 1663.0],
+            ("BACKWARD_POST", False): [432.0, 1935.0],
+            ("NONE", True): [431.0, 935.0], ("NONE", False): [476.0, 1181.0]}
+
+
+def write_ablation_run(root: Path, prefetch: str, limit: bool, repeat: int,
+                       ips: float | None, *, device: str = "cpu", status: str = "completed",
+                       busy: float | None = None, other_cpus: float | None = None) -> None:
+    """One run of a prefetch ablation variant (FULL_SHARD at 1 node on a 2-core host) under
+    ``root``: :func:`write_run` with ``busy``; ``other_cpus``: the cores other work kept
+    busy beside it, written to host.json as the local launcher writes it (None: not
+    measured)."""
+    info = run_info("FULL_SHARD", 1, prefetch=prefetch, device=device)
+    info["config"]["strategy"]["limit_all_gathers"] = limit
+    info["config"]["repeat"] = repeat
+    info["device"]["host_cpus"] = 2
+    run_dir = root / f"{prefetch}_{limit}_r{repeat}"
+    write_run(run_dir, info, ips, status=status, busy=busy)
+    if other_cpus is not None:
+        (run_dir / "host.json").write_text(json.dumps({"other_cpus": other_cpus,
+                                                       "host_cpus": 2}))

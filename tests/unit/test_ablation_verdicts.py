@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.fake_records import run_info, write_run
+from tests.fake_records import ABLATION, run_info, write_ablation_run, write_run
 from vitfsdp.analysis import collect_runs, plot_weak_scaling, study_tables
 from vitfsdp.analysis.lines import configurations, contention_note
 from vitfsdp.analysis.report import provenance_table, report_sections
@@ -27,10 +27,6 @@ from vitfsdp.records import mark_failed
 #: (backward_prefetch, limit_all_gathers) -> the images/s of its two repeats: PRE and NONE
 #: lie below POST/True's 1,317-1,663 without overlapping it (apart, on 2 runs each: not
 #: established for 6 variants), POST/False's 432-1,935 overlaps it (within the spread).
-ABLATION = {("BACKWARD_PRE", True): [334.0, 567.0], ("BACKWARD_PRE", False): [327.0, 642.0],
-            ("BACKWARD_POST", True): [1317.0, 1663.0],
-            ("BACKWARD_POST", False): [432.0, 1935.0],
-            ("NONE", True): [431.0, 935.0], ("NONE", False): [476.0, 1181.0]}
 FASTEST = ("BACKWARD_POST", True)
 #: best.csv's and prefetch.csv's verdict where other work competed (tables.CONTENDED).
 CONTENDED = "not a result: other work competed"
@@ -41,15 +37,8 @@ def _ablation(root: Path, failed: tuple = (), other_cpus: dict | None = None) ->
     ``failed``; ``other_cpus``: the cores other work kept busy beside each variant's runs
     (host.json, as the local launcher writes it; none: not measured)."""
     def write(prefetch, limit, repeat, ips, status="completed"):
-        info = run_info("FULL_SHARD", 1, prefetch=prefetch)
-        info["config"]["strategy"]["limit_all_gathers"] = limit
-        info["config"]["repeat"] = repeat
-        info["device"]["host_cpus"] = 2
-        run_dir = root / f"{prefetch}_{limit}_r{repeat}"
-        write_run(run_dir, info, ips, status=status)
-        if other_cpus and (prefetch, limit) in other_cpus:
-            (run_dir / "host.json").write_text(
-                json.dumps({"other_cpus": other_cpus[prefetch, limit], "host_cpus": 2}))
+        write_ablation_run(root, prefetch, limit, repeat, ips, status=status,
+                           other_cpus=(other_cpus or {}).get((prefetch, limit)))
 
     for (prefetch, limit), values in ABLATION.items():
         for repeat, ips in enumerate(values):

@@ -10,12 +10,11 @@ each; every fake run's windows are its images/s +-1."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
-from tests.fake_records import run_info, write_run
+from tests.fake_records import ABLATION, write_ablation_run
 from vitfsdp.analysis import collect_runs, plot_prefetch, study_tables
 from vitfsdp.analysis.figures.prefetch import (
     BUSY_NOT_MEASURED,
@@ -33,10 +32,6 @@ from vitfsdp.analysis.tables import (
 )
 
 #: (backward_prefetch, limit_all_gathers) -> its two repeats' images/s (the reviewer's).
-ABLATION = {("BACKWARD_PRE", True): [334.0, 567.0], ("BACKWARD_PRE", False): [327.0, 642.0],
-            ("BACKWARD_POST", True): [1317.0, 1663.0],
-            ("BACKWARD_POST", False): [432.0, 1935.0],
-            ("NONE", True): [431.0, 935.0], ("NONE", False): [476.0, 1181.0]}
 
 
 def _ablation(root: Path, device: str = "cpu", busy: float | None = None,
@@ -46,15 +41,8 @@ def _ablation(root: Path, device: str = "cpu", busy: float | None = None,
     listed variant's runs (host.json, as the local launcher writes it)."""
     for (prefetch, limit), values in ABLATION.items():
         for repeat, ips in enumerate(values):
-            info = run_info("FULL_SHARD", 1, prefetch=prefetch, device=device)
-            info["config"]["strategy"]["limit_all_gathers"] = limit
-            info["config"]["repeat"] = repeat
-            info["device"]["host_cpus"] = 2
-            run_dir = root / f"{prefetch}_{limit}_r{repeat}"
-            write_run(run_dir, info, ips, busy=busy)
-            if other_cpus and (prefetch, limit) in other_cpus:
-                (run_dir / "host.json").write_text(json.dumps(
-                    {"other_cpus": other_cpus[prefetch, limit], "host_cpus": 2}))
+            write_ablation_run(root, prefetch, limit, repeat, ips, device=device, busy=busy,
+                               other_cpus=(other_cpus or {}).get((prefetch, limit)))
     return collect_runs(root)
 
 
