@@ -233,23 +233,51 @@ def test_torchrun_forwards_sigusr2_to_its_ranks(tmp_path):
     """launch_mode=torchrun on Slurm: the signal reaches torchrun, not the ranks. With
     torchrun_signal_env it forwards SIGUSR2 to the ranks (here while they start up) and
     waits for them, and the run is ``preempted``; without, torchrun dies of it at once and
-    leaves its ranks running."""
-    run_dir = tmp_path / "run"
-    proc = subprocess.Popen(torchrun_command(TINY, run_dir, 2), cwd=tmp_path,
-                            env={**os.environ, **torchrun_signal_env(60)},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    leaves its ranks running.
+
+    The output goes to a file and the test waits for torchrun itself, not for the end of a
+    pipe that any process started below it could hold open; if torchrun has not ended in
+    time, the failure shows the processes left below the test with their state and kernel
+    wait channel, and the output so far (a CI run once timed out here and kept neither)."""
+    run_dir, out_file = tmp_path / "run", tmp_path / "torchrun.out"
+    with out_file.open("w") as out:
+        proc = subprocess.Popen(torchrun_command(TINY, run_dir, 2), cwd=tmp_path,
+                                env={**os.environ, **torchrun_signal_env(60)},
+                                stdout=out, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 60
     while not (len(ranks := _children(proc.pid)) == 2 and all(map(_catches_sigusr2, ranks))):
         assert proc.poll() is None and time.monotonic() < deadline
         time.sleep(0.005)
     proc.send_signal(signal.SIGUSR2)
-    out = proc.communicate(timeout=120)[0]
+    sent = time.monotonic()
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        left = _process_table(os.getpid())
+        proc.kill()
+        pytest.fail(f"torchrun still running 120 s after SIGUSR2; processes:\n{left}\n"
+                    f"output:\n{out_file.read_text()[-4000:]}")
+    out = out_file.read_text()
     summary = read(run_dir / "summary.json")
-    print(f"torchrun exit {proc.returncode}: {summary['status']}: {summary['reason']}")
+    print(f"torchrun exit {proc.returncode} {time.monotonic() - sent:.1f} s after SIGUSR2: "
+          f"{summary['status']}: {summary['reason']}")
     assert summary["status"] == "preempted", out[-2000:]
     assert "SIGUSR2 received during start-up" in summary["reason"]
     assert "SignalException" in out  # torchrun itself got the signal and forwarded it
     assert not any(map(_alive, ranks))
+
+
+def _process_table(pid: int) -> str:
+    """``ps``'s forest of the processes below ``pid``: pid, state, run time, wait channel."""
+    table = subprocess.run(["ps", "-e", "--forest", "-o", "pid,ppid,stat,etime,wchan:24,args"],
+                           capture_output=True, text=True).stdout.splitlines()
+    below, keep = {pid}, table[:1]
+    for line in table[1:]:
+        fields = line.split(None, 2)
+        if int(fields[1]) in below:
+            below.add(int(fields[0]))
+            keep.append(line[:200])
+    return "\n".join(keep)
 
 
 def _children(pid: int) -> list[int]:
