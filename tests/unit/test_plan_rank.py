@@ -14,7 +14,13 @@ import pandas as pd
 import pytest
 
 from tests.conftest import REPO
-from vitfsdp.plan.__main__ import RANK_TIE_FRAC, format_plan, main, rank_points
+from vitfsdp.plan.__main__ import (
+    PROBE_RANK_TIE_FRAC,
+    RANK_TIE_FRAC,
+    format_plan,
+    main,
+    rank_points,
+)
 
 
 def _row(strategy: str, ips: float, fits: bool = True) -> dict:
@@ -64,3 +70,47 @@ def test_the_tie_is_the_step_time_error_plan_check_prints_on_the_committed_recor
     (printed,) = re.findall(r"no probe: median \|error\| ([\d.]+)%", out)
     assert float(printed) / 100 == pytest.approx(RANK_TIE_FRAC, abs=5e-4), out
     assert f"Median |error| {RANK_TIE_FRAC:.1%}" in (REPO / "docs" / "plan.md").read_text()
+
+
+def _probed(strategy: str, ips: float, spread: float | None) -> dict:
+    return _row(strategy, ips) | {"source": "probe:site/probe.json (2026-11-29)",
+                                  "probe_spread": spread}
+
+
+@pytest.mark.parametrize("spread, tie", [(None, PROBE_RANK_TIE_FRAC), (0.04, PROBE_RANK_TIE_FRAC),
+                                         (0.34, 0.34)])
+def test_from_a_probe_the_tie_is_its_error_or_its_own_spread_where_larger(spread, tie):
+    """From a probe the plan errs 12.0% (median, the same 8 H100 runs), not 27.6%: points
+    20% apart are ranked. A NOISY probe (its repeats spread 34%) cannot order them: they tie,
+    and the line under the table says the probe's spread decided."""
+    df = rank_points(pd.DataFrame([_probed("FULL_SHARD", 120.0, spread),
+                                   _probed("HYBRID_2GPU", 100.0, spread)]))
+    assert list(df["rank_tie_frac"]) == [tie, tie]
+    assert list(df["rank"]) == ([1, 1] if tie > 0.2 else [1, 2])
+    line = " ".join(format_plan(df).split())
+    assert f"predicted faster by more than {tie:.1%}, the " in line
+    noisy = "the probe's own repeat spread, above the plan's median step-time error from a probe"
+    assert (noisy in line) == (tie > PROBE_RANK_TIE_FRAC)
+    assert "27.6%" not in line
+
+
+def test_the_probe_tie_is_the_figure_the_committed_calibration_printed():
+    """PROBE_RANK_TIE_FRAC is what `plan --calibrate` printed from the H100 probe, and what
+    docs/plan.md says."""
+    text = (REPO / "docs" / "data" / "gpu-h100-2026-11-26-calibrate-probe.txt").read_text()
+    (printed,) = re.findall(r"step time from the probe .*: median \|error\| ([\d.]+)%", text)
+    assert float(printed) / 100 == pytest.approx(PROBE_RANK_TIE_FRAC, abs=5e-4)
+    doc = " ".join((REPO / "docs" / "plan.md").read_text().split())
+    assert f"with a probe, {PROBE_RANK_TIE_FRAC:.1%}" in doc
+
+
+def test_a_probe_that_lacks_a_points_collective_is_one_line_naming_the_point(capsys):
+    """The CPU probe of 2026-11-26 was run for FULL_SHARD: it holds no all_reduce. Planning a
+    HYBRID_2GPU sweep from it raised a KeyError traceback."""
+    probe = REPO / "docs" / "data" / "probe-cpu-nodes-2026-11-26.json"
+    assert main(["-m", "model=vit_tiny", "strategy=FULL_SHARD,HYBRID_2GPU", "nodes=1,2",
+                 f"cluster.probe={probe}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert err.startswith(f"error: cluster.probe={probe}: no all_reduce measured at world size")
+    assert "vit_tiny HYBRID_2GPU at nodes=2 needs" in err and "cluster.probe=null" in err

@@ -12,6 +12,7 @@ run's run.json, for predicted lines beside measured ones. docs/plan.md explains 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass
@@ -105,6 +106,9 @@ class Prediction:
     peak_tflops: float | None = None  # the dense peak of the compute dtype used (no probe)
     # profile (data sheets, cluster.*) | probe:<file> (<when it was measured>)
     source: str = "profile"
+    # the probe's largest median repeat spread (Probe.worst_spread), a fraction; None: no
+    # probe, or one that recorded no spread
+    probe_spread: float | None = None
     notes: str = ""  # what a probe lookup approximated; what is unknown
     # GPU: device memory outside the allocator, GiB: the CUDA context and its libraries
     # (memory.GPU_CONTEXT_GIB, measured) + each communicator of more than one rank
@@ -500,13 +504,15 @@ def predict(cfg, *, peak_flops: float | None = None,
         net = cfg.cluster.network
         notes |= probe.check_network(cfg.world_size, net.emulate, net.inter_node_gbit_s,
                                      net.node_cpus)
-        dtype = cfg.precision_settings("cuda" if device == "gpu" else "cpu").compute_dtype
-        compute = probed_compute_terms(cfg, probe, shard, dtype)
-    else:
-        compute = compute_terms(cfg, shard, peak, cfg.cluster.plan_efficiency,
-                                cfg.cluster.memory_gbps)
-    comm = comm_volumes(cfg, b["num_params"], b["num_units"], probe=probe,
-                        host_synchronous=device == "cpu")
+    with _probe_covers(probe, cfg):
+        if probe is not None:
+            dtype = cfg.precision_settings("cuda" if device == "gpu" else "cpu").compute_dtype
+            compute = probed_compute_terms(cfg, probe, shard, dtype)
+        else:
+            compute = compute_terms(cfg, shard, peak, cfg.cluster.plan_efficiency,
+                                    cfg.cluster.memory_gbps)
+        comm = comm_volumes(cfg, b["num_params"], b["num_units"], probe=probe,
+                            host_synchronous=device == "cpu")
     notes |= comm.notes | (compute.notes if compute is not None else frozenset())
     step = step_seconds(compute, comm)
     framework, host = 0.0, None
@@ -545,7 +551,26 @@ def predict(cfg, *, peak_flops: float | None = None,
         overlap=comm.overlap, framework_s=framework, host_s=host,
         peak_tflops=None if probe or not peak else peak / 1e12,
         source=_probe_source(probe) if probe is not None else "profile",
+        probe_spread=probe.worst_spread() if probe is not None else None,
         notes="; ".join(sorted(notes)))
+
+
+@contextlib.contextmanager
+def _probe_covers(probe, cfg):
+    """Turn a probe lookup's ``KeyError`` (a GEMM, op or collective the probe did not
+    measure: it measures what the sweep it was run for needs) into the plan's one-line
+    ``ValueError`` naming ``cluster.probe``, the point and the fix."""
+    try:
+        yield
+    except KeyError as e:
+        if probe is None:
+            raise
+        what = str(e.args[0]).removeprefix(f"probe {probe.path}: ")
+        raise ValueError(f"cluster.probe={probe.path}: {what}, which {cfg.model.name} "
+                         f"{cfg.strategy.name} at nodes={cfg.nodes} needs: a probe measures "
+                         "what the sweep it was run for needs; probe again with this sweep's "
+                         "overrides (python -m vitfsdp.probe -m ...), or set "
+                         "cluster.probe=null") from None
 
 
 def _tight(peak_gib: float, usable_gib: float | None, memory_gib: float | None,

@@ -354,20 +354,40 @@ def weak_scaling(df: pd.DataFrame) -> pd.DataFrame:
 #: docs/data/gpu-h100-2026-11-26-sweep-runs.csv, 8 one-GPU H100 runs), so it cannot order
 #: points closer than that.
 RANK_TIE_FRAC = 0.276
+#: The same from a probe: 12.0% median |error| (max 40.7%) on the same 8 runs, predicted from
+#: the probe measured on their device after them, nothing fitted (docs/plan.md, "How good it
+#: is"; docs/data/gpu-h100-2026-11-26-calibrate-probe.txt). A probe whose own repeats spread
+#: more (:meth:`vitfsdp.plan.probed.Probe.worst_spread`) ties points within that spread.
+PROBE_RANK_TIE_FRAC = 0.120
 #: The runs :data:`RANK_TIE_FRAC` is measured on, as the rank line under the table names
 #: them: one GPU each, so no collective of the plan's communication terms ran in any.
 RANK_TIE_BASIS = "8 one-GPU H100 runs"
 
 
+def tie_fracs(df: pd.DataFrame) -> pd.Series:
+    """Per row, the fraction of predicted ips within which :func:`rank_points` ties points:
+    :data:`RANK_TIE_FRAC` for a prediction from the profile's data sheets; from a probe
+    (``source`` ``probe:...``) :data:`PROBE_RANK_TIE_FRAC`, or the probe's own repeat spread
+    (``probe_spread``) where larger: a NOISY probe's figures hold only to that."""
+    # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
+    import pandas as pd
+
+    source = df["source"] if "source" in df else pd.Series("profile", df.index)
+    spread = (pd.to_numeric(df["probe_spread"], errors="coerce").fillna(0.0)
+              if "probe_spread" in df else pd.Series(0.0, df.index))
+    from_probe = source.astype(str).str.startswith("probe:")
+    return spread.clip(lower=PROBE_RANK_TIE_FRAC).where(from_probe, RANK_TIE_FRAC)
+
+
 def rank_points(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with ``rank`` and ``rank_tied``: per model and node count, among the points that
-    fit (or whose fit is unknown) and have a predicted ips, 1 + how many of them are
-    predicted faster by more than :data:`RANK_TIE_FRAC` (ips above ``1 + RANK_TIE_FRAC``
-    times its own), so points closer than the plan's error share a rank; ``rank_tied`` where
-    another point shares it. A point is counted once however many rows it has
-    (:func:`_point_keys`: ``repeat=0,1,2`` makes three rows of one point, which share its
-    rank and are not faster points). Both None where a point does not fit or has no
-    predicted ips."""
+    """``df`` with ``rank``, ``rank_tied`` and ``rank_tie_frac``: per model and node count,
+    among the points that fit (or whose fit is unknown) and have a predicted ips, 1 + how
+    many of them are predicted faster by more than the group's tie fraction (the largest
+    :func:`tie_fracs` of its points: ips above ``1 + frac`` times its own), so points closer
+    than the plan's error share a rank; ``rank_tied`` where another point shares it. A point
+    is counted once however many rows it has (:func:`_point_keys`: ``repeat=0,1,2`` makes
+    three rows of one point, which share its rank and are not faster points). All three
+    None where a point does not fit or has no predicted ips."""
     # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
     import pandas as pd
 
@@ -375,18 +395,39 @@ def rank_points(df: pd.DataFrame) -> pd.DataFrame:
     ips = df["ips"].where(usable).astype(float)
     ranks: dict = {}  # index: rank
     tied: dict = {}  # index: another point shares the rank
-    ranked = pd.DataFrame({"model": df["model"], "nodes": df["nodes"],
+    fracs: dict = {}  # index: the tie fraction its rank was given with
+    ranked = pd.DataFrame({"model": df["model"], "nodes": df["nodes"], "frac": tie_fracs(df),
                            "point": _point_keys(df), "ips": ips})[ips.notna()]
     for _, rows in ranked.groupby(["model", "nodes"], sort=False, dropna=False):
-        points = rows.drop_duplicates("point")["ips"]  # a point's repeats: one point
-        rank = {i: 1 + int((points > x * (1 + RANK_TIE_FRAC)).sum())
-                for i, x in rows["ips"].items()}
+        points, frac = rows.drop_duplicates("point")["ips"], rows["frac"].max()
+        rank = {i: 1 + int((points > x * (1 + frac)).sum()) for i, x in rows["ips"].items()}
         sharing = {r: sum(rank[i] == r for i in points.index) for r in set(rank.values())}
         ranks.update(rank)
         tied.update({i: sharing[r] > 1 for i, r in rank.items()})
+        fracs.update(dict.fromkeys(rank, frac))
     return df.assign(rank=pd.array([ranks.get(i) for i in df.index], dtype="Int64"),
                      rank_tied=pd.Series([tied.get(i) for i in df.index], index=df.index,
-                                         dtype=object))
+                                         dtype=object),
+                     rank_tie_frac=pd.Series([fracs.get(i) for i in df.index], index=df.index,
+                                             dtype=object))
+
+
+def _rank_line(df: pd.DataFrame) -> str:
+    """The line under the table on what a rank is and the error it rests on: the
+    data sheets' :data:`RANK_TIE_FRAC`, or a probe's :data:`PROBE_RANK_TIE_FRAC` or its
+    repeat spread where that is larger (:func:`tie_fracs`)."""
+    fracs = sorted({float(f) for f in df["rank_tie_frac"].dropna()})
+    shown = " to ".join(dict.fromkeys(f"{f:.1%}" for f in (fracs[0], fracs[-1])))
+    if not any(str(x).startswith("probe:") for x in df.get("source", ())):
+        basis = f"the plan's median step-time error on {RANK_TIE_BASIS}"
+    elif fracs[-1] > PROBE_RANK_TIE_FRAC:
+        basis = (f"the probe's own repeat spread, above the plan's median step-time error "
+                 f"from a probe ({PROBE_RANK_TIE_FRAC:.1%} on {RANK_TIE_BASIS})")
+    else:
+        basis = f"the plan's median step-time error from a probe on {RANK_TIE_BASIS}"
+    return (f"rank: 1 + the points predicted faster by more than {shown}, {basis} (its "
+            "communication terms are not checked against multi-GPU runs); a shared rank "
+            "is written 1=")
 
 
 def _number(x) -> str:
@@ -445,11 +486,7 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
         lines += [f"#{i}: {o}" for i, o in enumerate(others)]
     lines += textwrap.wrap(_legend(peak), LEGEND_WIDTH)
     if "rank" in df and df["rank"].notna().any():
-        lines += textwrap.wrap(f"rank: 1 + the points predicted faster by more than "
-                               f"{RANK_TIE_FRAC:.1%}, the plan's median step-time error on "
-                               f"{RANK_TIE_BASIS} (its communication terms are not checked "
-                               "against multi-GPU runs); a shared rank is written 1=",
-                               LEGEND_WIDTH)
+        lines += textwrap.wrap(_rank_line(df), LEGEND_WIDTH)
     planned = df[_verdicts(df) != NOT_APPLICABLE]
     unknown = []
     if planned["step_time_s"].isna().any():

@@ -126,6 +126,13 @@ class Probe:
     #: times); None where the probe predates repeats.
     spreads: tuple[dict, ...] = ()
 
+    def worst_spread(self) -> float | None:
+        """The largest median spread of the world sizes' repeats, a fraction of the median
+        ((max - min) / median of each item's three timings; 0.34 for 34%): how far apart the
+        probe's own figures lay while it measured. None where no world recorded a spread."""
+        known = [s["median"] for s in self.spreads if s and s.get("median") is not None]
+        return max(known) if known else None
+
     def spread_text(self) -> str | None:
         """What the predictions from this probe hold to: the largest median spread of its
         world sizes' repeats, ``repeats within 4%``, or ``NOISY: repeats spread 35% > 10%``
