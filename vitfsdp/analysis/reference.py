@@ -49,10 +49,10 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from importlib import resources
 
 import pandas as pd
 
+from vitfsdp import reference as published_data
 from vitfsdp.analysis.lines import configurations, line_columns
 from vitfsdp.analysis.recipe import STEP_NAME, recipe_table
 
@@ -130,22 +130,16 @@ def published() -> pd.DataFrame:
     Raises:
         ValueError: a file lacks one of :data:`PUBLISHED_COLUMNS` (names the file).
     """
-    try:
-        files = sorted((f for f in resources.files(REFERENCE_PACKAGE).iterdir()
-                        if f.name.endswith(".csv")), key=lambda f: f.name)
-    except (ModuleNotFoundError, FileNotFoundError):
-        files = []
+    files = published_data.tables()
     if not files:
         log.warning("no published reference data (%s/*.csv not installed): reference.csv "
                     "has no rows", REFERENCE_PACKAGE.replace(".", "/"))
         return pd.DataFrame(columns=[*PUBLISHED_COLUMNS, *OPTIONAL_COLUMNS])
     frames = []
-    for f in files:
-        with f.open("r", encoding="utf-8") as stream:
-            table = pd.read_csv(stream, dtype=str, keep_default_na=False)
+    for name, table in files:
         missing = [c for c in PUBLISHED_COLUMNS if c not in table]
         if missing:
-            raise ValueError(f"{REFERENCE_PACKAGE} {f.name}: missing columns {missing}")
+            raise ValueError(f"{REFERENCE_PACKAGE} {name}: missing columns {missing}")
         for column in OPTIONAL_COLUMNS:
             table[column] = table[column] if column in table else ""
         frames.append(table[[*PUBLISHED_COLUMNS, *OPTIONAL_COLUMNS]])

@@ -219,6 +219,7 @@ def plan_sweep(overrides: list[str]) -> tuple[pd.DataFrame, list[str]]:
                      "steps": cfg.train.steps,
                      "price_per_node_hour": cfg.cluster.price_per_node_hour,
                      "config_hash": hashes[num], "point_id": _point_id(cfg),
+                     "cluster": cfg.cluster.name, "img_size": cfg.model.resolved_img_size(),
                      **p.as_dict()})
     return weak_scaling(rank_points(pd.DataFrame(rows))), refused
 
@@ -340,8 +341,7 @@ def weak_scaling(df: pd.DataFrame) -> pd.DataFrame:
     # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
     import pandas as pd
 
-    key = df["overrides"].map(lambda o: " ".join(x for x in str(o).split()
-                                                 if not x.startswith("nodes=")))
+    key = _line_keys(df)
     ips = pd.to_numeric(df["ips"], errors="coerce")
     first = df.assign(_k=key, _ips=ips).sort_values("nodes").groupby("_k")[["nodes", "_ips"]]
     base = first.transform("first")
@@ -503,13 +503,92 @@ def _sweep_lines(df: pd.DataFrame) -> list[str]:
     sweep of ``df``'s points would do: :func:`summary_line` (fit, skipped, node-hours), a
     line per model that fits nowhere (:func:`_no_fit_lines`) and one naming the points that
     cannot run (:func:`_cannot_run`), wrapped to :data:`LEGEND_WIDTH`."""
-    lines = [summary_line(df), *_no_fit_lines(df)]
+    lines = [summary_line(df), *_no_fit_lines(df), *_published_lines(df)]
     if cannot := _cannot_run(df):
         lines += textwrap.wrap(cannot + "; python -m vitfsdp.sweep skips such a point where "
                                "its shard group does not tile its nodes (recorded "
                                "skipped_infeasible) and refuses a command that holds any other "
                                "(reasons: --json)", LEGEND_WIDTH)
     return lines
+
+
+#: The published studies measured on a profile's machine (vitfsdp/reference/*.csv ``study``):
+#: ORNL's ViT-FSDP study ran on Frontier (docs/reproduce.md).
+PUBLISHED_ON = {"frontier": "ornl_vit_fsdp"}
+#: The published settings a plan point must share to be set beside a published figure.
+PUBLISHED_KEYS = ("model", "strategy", "precision", "local_batch_size",
+                  "activation_checkpointing", "img_size", "gpus_per_node")
+
+
+def published_efficiency(df: pd.DataFrame) -> pd.DataFrame:
+    """Per plan point with a published weak-scaling figure of the same settings on the same
+    machine (:data:`PUBLISHED_ON`, :data:`PUBLISHED_KEYS`, the node count too): ``model``,
+    ``strategy``, ``nodes``, ``predicted`` (the plan's ``efficiency``), ``published`` (the
+    study's ips at these nodes / (its ips at the plan line's smallest node count × nodes /
+    that count): the plan's definition, on the same base) and ``study``. Empty where none
+    matches. A study's scaling rows are the first of a setting and node count (ORNL's later
+    prefetch ablation at 8 nodes repeats some)."""
+    # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
+    import pandas as pd
+
+    from vitfsdp import reference
+
+    columns = ["model", "strategy", "nodes", "predicted", "published", "study"]
+    study = df["cluster"].map(PUBLISHED_ON) if "cluster" in df else pd.Series(dtype=object)
+    if study.isna().all() or "efficiency" not in df:
+        return pd.DataFrame(columns=columns)
+    ref = pd.concat([t for _, t in reference.tables()], ignore_index=True)
+    ref = ref[ref["metric"] == "ips"].drop_duplicates(["study", *PUBLISHED_KEYS, "nodes"])
+    ips = {(r["study"], *(r[k] for k in PUBLISHED_KEYS), int(r["nodes"])): float(r["value"])
+           for _, r in ref.iterrows()}
+    ours = df.assign(study=study, gpus_per_node=df["world_size"] // df["nodes"],
+                     _line=_line_keys(df))
+    ours = ours[ours["efficiency"].notna() & ours["study"].notna()]
+    rows = []
+    for _, line in ours.groupby("_line"):
+        base = int(line["nodes"].min())
+        for _, point in line[line["nodes"] > base].iterrows():
+            key = (point["study"], *(_as_published(point[k]) for k in PUBLISHED_KEYS))
+            at, first = ips.get((*key, int(point["nodes"]))), ips.get((*key, base))
+            if at is not None and first is not None:
+                rows.append({"model": point["model"], "strategy": point["strategy"],
+                             "nodes": int(point["nodes"]), "predicted": point["efficiency"],
+                             "published": at / (first * point["nodes"] / base),
+                             "study": point["study"]})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _as_published(value) -> str:
+    """A plan setting as the published CSVs write it: ``true``/``false``, integers plain."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(int(value)) if isinstance(value, int | float) else str(value)
+
+
+def _line_keys(df: pd.DataFrame) -> pd.Series:
+    """Per row, its weak-scaling line: every override but ``nodes`` (:func:`weak_scaling`)."""
+    return df["overrides"].map(lambda o: " ".join(x for x in str(o).split()
+                                                  if not x.startswith("nodes=")))
+
+
+def _published_lines(df: pd.DataFrame) -> list[str]:
+    """Lines under the plan table setting its predicted efficiency beside a published
+    study's measured one on the same machine (:func:`published_efficiency`): for each
+    model and strategy, the largest node count both have, and the whole comparison's worst
+    miss; ``[]`` where nothing matches."""
+    both = published_efficiency(df)
+    if both.empty:
+        return []
+    last = both.sort_values("nodes").groupby(["model", "strategy"], sort=False).tail(1)
+    pairs = ", ".join(f"{r.model} {r.strategy} at {r.nodes} nodes {r.published:.2f} "
+                      f"(plan {r.predicted:.2f})" for r in last.itertuples())
+    worst = both.loc[(both["predicted"] - both["published"]).abs().idxmax()]
+    return textwrap.wrap(
+        f"published weak-scaling efficiency on this machine, same settings "
+        f"({', '.join(sorted(set(both['study'])))}: vitfsdp/reference; docs/plan.md, \"How "
+        f"good it is\"): {pairs}; the plan's largest miss here: {worst['model']} "
+        f"{worst['strategy']} at {worst['nodes']} nodes, {worst['predicted']:.2f} predicted, "
+        f"{worst['published']:.2f} measured", LEGEND_WIDTH)
 
 
 def _ranks_shown(df: pd.DataFrame) -> list:

@@ -1,5 +1,6 @@
 """Published figures of the studies vitfsdp reproduces, as package data (CSV), read with
-:mod:`importlib.resources` by :mod:`vitfsdp.analysis.reference`.
+:mod:`importlib.resources` (:func:`tables`) by :mod:`vitfsdp.analysis.reference` and the
+plan (:func:`vitfsdp.plan.__main__.published_efficiency`).
 
 Each ``*.csv`` here has one row per published figure and these columns:
 
@@ -23,3 +24,29 @@ from ``ViT-FSDP/src/performance_plots/*.py`` of jqyin/AmSC-At-Scale-Services-OLC
 4dc7ed1) and ``pycls_vit_2022.csv`` (Meta PyCls ViT recipe, relative throughputs as issue 39
 quotes them). docs/reproduce.md describes both.
 """
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def tables() -> list[tuple[str, pd.DataFrame]]:
+    """(file name, its rows) of every ``*.csv`` of this package, by name, every field a
+    string ('' = not stated); ``[]`` where the package data is not installed (a wheel built
+    without it)."""
+    import pandas as pd  # on use: the plan's --help starts without pandas
+
+    try:
+        files = sorted((f for f in resources.files(__name__).iterdir()
+                        if f.name.endswith(".csv")), key=lambda f: f.name)
+    except (ModuleNotFoundError, FileNotFoundError):
+        return []
+    out = []
+    for f in files:
+        with f.open("r", encoding="utf-8") as stream:
+            out.append((f.name, pd.read_csv(stream, dtype=str, keep_default_na=False)))
+    return out
