@@ -341,6 +341,14 @@ def test_a_probe_never_overwrites_another_and_is_kept_with_its_time(tmp_path):
     sweep = tmp_path / "my sweep"
     path = sweep / "probe.json"
     entry = {"world_size": 2, "status": "failed", "reason": "x"}
+    failed = sweep / "probes" / "probe-failed.json"
+    write_probe(failed, [entry], "local", 2)
+    line = publish(failed, path, replace=False, completed=False, measured="0/2")
+    assert not path.exists()  # a probe that failed is not published, nor said to be there
+    assert f"no {path} yet: the plan keeps the profile's data sheets" in line
+    assert "stays" not in line and "cluster.probe=" not in line
+    some = publish(failed, path, replace=False, completed=False, measured="1/2")
+    assert shlex.quote(f"cluster.probe={quote_override(str(failed))}") in some
     when = datetime.datetime(2026, 11, 27, 9, 0, tzinfo=datetime.timezone.utc)
     first = history_path(path, when)
     assert first == sweep / "probes" / "probe-2026-11-27T09-00-00Z.json"

@@ -434,6 +434,12 @@ def publish(kept: Path, path: Path, replace: bool, completed: bool, measured: st
     its commands shell-quoted."""
     what = f"probe kept as {kept} ({measured} world size(s) measured)"
     earlier = read_json(path) if path.exists() else None
+    if not completed and earlier is None:  # nothing there, and this one is not whole
+        some = not measured.startswith("0/")
+        return (f"{what}; no {path} yet: the plan keeps the profile's data sheets"
+                + (f"; to plan from the world sizes it measured: "
+                   f"{paste_override('cluster.probe', str(kept))}" if some else "")
+                + "; probe again once the failed world sizes can run")
     if not completed or (earlier is not None and not replace):
         since = f" (probed {earlier.get('created_at')})" if earlier else ""
         return (f"{what}; {path}{since} stays the one the plan reads, so recorded predictions "
