@@ -341,7 +341,7 @@ def test_a_probe_never_overwrites_another_and_is_kept_with_its_time(tmp_path):
     sweep = tmp_path / "my sweep"
     path = sweep / "probe.json"
     entry = {"world_size": 2, "status": "failed", "reason": "x"}
-    failed = sweep / "probes" / "probe-failed.json"
+    failed = tmp_path / "probe-failed.json"
     write_probe(failed, [entry], "local", 2)
     line = publish(failed, path, replace=False, completed=False, measured="0/2")
     assert not path.exists()  # a probe that failed is not published, nor said to be there
