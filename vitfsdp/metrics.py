@@ -499,7 +499,9 @@ def _open_amdsmi(index: int, uuid: str | None, pci_bus_id: str | None) -> tuple:
     if not pci_bus_id:
         raise RuntimeError(f"AMD SMI finds a GPU by its PCI bus id, which this process does "
                            f"not know for device {index}")
-    import amdsmi  # the AMD SMI Python library of the ROCm install; not on PyPI
+    # AMD SMI's Python library: ROCm ships it (share/amd_smi); PyPI's `amdsmi` is a
+    # community build of it, versioned as ROCm, which loads ROCm's libamd_smi.so
+    import amdsmi
 
     amdsmi.amdsmi_init()
     handle = next((h for h in amdsmi.amdsmi_get_processor_handles()
