@@ -402,3 +402,98 @@ def test_status_says_why_real_jobs_wait(tmp_path, monkeypatch, capsys):
     assert reason.startswith(f"Slurm job {first} was cancelled before it started (scancel"), \
         reason
     assert "\n" not in reason
+
+
+@needs_cluster
+def test_rerun_failed_skips_a_failed_point_whose_job_still_runs(tmp_path):
+    """A point recorded ``failed`` (a rank's failure, written by rank 0) while its Slurm job
+    is still RUNNING (the other ranks, the epilog: R or CG; or a requeued job): --rerun-failed
+    must not run it again into the directory that job still writes into. Before: "1 to run",
+    its files moved to attempts/1 and a new script written. Now one line names the job, how
+    to follow it and the scancel that ends it; nothing of the point's is touched."""
+    from vitfsdp.records import mark_failed
+
+    require_cluster()
+    sweep_dir = tmp_path / "sweep"
+    args = ["-m", "cluster=virtual", "model=vit_tiny", "device=cpu", "train.steps=4",
+            "train.warmup_steps=1", f"hydra.sweep.dir={sweep_dir}", "--scripts-only"]
+    proc = run_module("vitfsdp.sweep", *args, cwd=tmp_path, timeout=120)
+    assert proc.returncode in (0, 3), proc.stdout[-2000:] + proc.stderr[-2000:]
+    (point,) = [d for d in sweep_dir.iterdir() if (d / "job.json").exists()]
+    live = slurm("sbatch", "--parsable", f"--job-name=vitfsdp-test-{uuid.uuid4().hex[:8]}",
+                 "-o", "/dev/null", "--wrap", "sleep 120")
+    assert live.returncode == 0, live.stderr
+    job_id = live.stdout.strip().split(";")[0]
+    try:
+        write_json_atomic(point / "job.json", {**read(point / "job.json"), "job_id": job_id})
+        mark_failed(point, "failed", "rank 1 was killed (SIGKILL) at step 3")
+        proc = run_module("vitfsdp.sweep", *args, "--rerun-failed", cwd=tmp_path, timeout=120)
+        state = slurm("squeue", "-h", "-j", job_id, "-o", "%T").stdout.strip()
+    finally:
+        slurm("scancel", job_id)
+    out = proc.stdout + proc.stderr
+    print(out)
+    assert state in ("PENDING", "RUNNING"), state  # alive while the sweep looked
+    assert "0 to run" in out and not (point / "attempts").exists(), out
+    line = next(x for x in out.splitlines() if "skip" in x and job_id in x)
+    assert f"recorded failed in {point.name}, but its Slurm job {job_id} is still {state}" \
+        in line, line
+    assert line.endswith(f"cancel it with: scancel {job_id}; then run this command again"), line
+    assert "python -m vitfsdp.sweep --status" in line
+    assert read(point / "summary.json")["status"] == "failed"
+
+
+def test_squeue_that_cannot_answer_is_said_not_guessed(tmp_path, monkeypatch):
+    """Where squeue cannot answer (here: no Slurm configuration), whether an earlier attempt's
+    job still runs is unknown: None, and the point is not run again, saying so."""
+    from vitfsdp.launch.resume import Existing
+    from vitfsdp.sweep.choose import _job_alive
+
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "no-such-slurm.conf"))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no squeue at all
+    assert status.alive_in_queue(["12"]) is None and status.alive_in_queue([]) == {}
+    why, summary = _job_alive([Existing(tmp_path / "0_a", "failed", False, "12")], None,
+                              tmp_path)
+    assert why.startswith("recorded failed in 0_a, and squeue cannot say whether its Slurm "
+                          "job 12 still runs: not run again"), why
+    assert summary["status"] == "failed"
+
+
+@needs_cluster
+def test_the_interrupted_line_names_a_job_that_runs_past_its_failed_record(tmp_path,
+                                                                          monkeypatch):
+    """Ctrl-C of a Slurm sweep whose one point is recorded ``failed`` while its job still
+    runs (R, CG): before, "no Slurm job of the sweep is queued or running"; now the job is
+    named with its scancel. Where squeue cannot answer, the line says so, not "no job"."""
+    from types import SimpleNamespace
+
+    from vitfsdp.records import mark_failed
+    from vitfsdp.sweep.run import _interrupted_line
+
+    require_cluster()
+    live = slurm("sbatch", "--parsable", f"--job-name=vitfsdp-test-{uuid.uuid4().hex[:8]}",
+                 "-o", "/dev/null", "--wrap", "sleep 120")
+    assert live.returncode == 0, live.stderr
+    job_id = live.stdout.strip().split(";")[0]
+    run_dir = tmp_path / "0_strategy=DDP"
+    run_dir.mkdir()
+    write_json_atomic(run_dir / "job.json", {"job_id": job_id, "config_hash": "aaaa"})
+    mark_failed(run_dir, "failed", "rank 1 was killed (SIGKILL) at step 3")
+    point = SimpleNamespace(run_dir=run_dir, cfg=SimpleNamespace(
+        cluster=SimpleNamespace(launcher="slurm")))
+    monkeypatch.setenv("SLURM_CONF", os.environ.get("SLURM_CONF")
+                       or "/tmp/vitfsdp-slurm/etc/slurm.conf")
+    path = os.environ["PATH"]
+    try:
+        line = _interrupted_line([point], tmp_path)
+        os.environ["PATH"] = str(tmp_path)  # squeue cannot answer
+        unknown = _interrupted_line([point], tmp_path)
+    finally:
+        os.environ["PATH"] = path
+        slurm("scancel", job_id)
+    assert "no Slurm job" not in line and "no Slurm job" not in unknown, (line, unknown)
+    assert line.startswith("interrupted: 1 Slurm job(s) keep running"), line
+    assert f"cancel them with: scancel {job_id};" in line, line
+    assert unknown.startswith("interrupted: squeue cannot say whether 1 more Slurm job(s) "
+                              f"run (their points recorded an end): check with: squeue -j "
+                              f"{job_id}; go on with: "), unknown

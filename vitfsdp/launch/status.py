@@ -237,6 +237,26 @@ def queue_states(job_ids: Sequence[str]) -> dict[str, SlurmJob] | None:
     return jobs
 
 
+def alive_in_queue(job_ids: Sequence[str]) -> dict[str, str] | None:
+    """The jobs of ``job_ids`` that ``squeue`` (slurmctld's current view, not sacct's, which
+    may record a job's end while it is still ``COMPLETING``) reports queued or running:
+    id (``123``, ``123_4`` for an array task) → state (``RUNNING``, ``COMPLETING``,
+    ``PENDING`` of a requeued job ...). One call for all; ``{}`` for no ids.
+
+    Returns:
+        ``None`` where squeue cannot answer (not installed, not reachable, an error other
+        than "Invalid job id"): whether they still run is then unknown.
+    """
+    ids = sorted({str(j).split("_")[0].split(".")[0] for j in job_ids if j})
+    if not ids:
+        return {}
+    out = _run_query(_squeue_argv(ids))
+    if out is None:
+        return None
+    return {job_id: job.state for job_id, job in parse_squeue(out).items()
+            if job.state and job.state not in END_STATES}
+
+
 def _squeue_argv(ids: Sequence[str]) -> list[str]:
     return ["squeue", "-h", "-r", "-t", "all", "-j", ",".join(ids), "-o", "%i|%T|%N|%r"]
 

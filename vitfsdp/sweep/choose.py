@@ -7,6 +7,7 @@ ones the plan predicts to fit (:func:`_consult_plan`; the others are recorded
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from vitfsdp import plan as planner
@@ -37,12 +38,20 @@ def select(points: list[Point], sweep_dir: Path,
         raise SweepRefused(f"error: {len(unsettled)} earlier jobs in {sweep_dir} have no result "
                            "and squeue cannot say whether they still run; rerun where Slurm "
                            f"answers (or check with {status_command(sweep_dir, watch=False)})")
-    todo, skipped = [], {}
+    todo, skipped, again = [], {}, []
     for p in points:
         prior = existing.get(p.config_hash, [])
         why, summary = _settled(prior, queue, rerun_failed)
         if why:
             log.info("skip %s: %s", _point_label(p), why)
+            skipped[p.num] = summary
+        else:
+            again.append((p, prior))
+    alive = status.alive_in_queue([e.job_id for _, prior in again for e in prior if e.job_id])
+    for p, prior in again:
+        why, summary = _job_alive(prior, alive, sweep_dir)
+        if why:
+            log.warning("skip %s: %s", _point_label(p), why)
             skipped[p.num] = summary
             continue
         if prior:
@@ -70,6 +79,33 @@ def _settled(prior: list, queue: dict, rerun_failed: bool) -> tuple[str | None, 
         if e.status in resume.FAILED_IN_RUN and not e.interrupted and not rerun_failed:
             return (f"{e.status} in {e.run_dir.name}; --rerun-failed runs it again",
                     read_json(e.run_dir / SUMMARY_FILE))
+    return None, {}
+
+
+def _job_alive(prior: list, alive: dict[str, str] | None,
+               sweep_dir: Path) -> tuple[str | None, dict]:
+    """Why a point that would run again must not yet: an earlier attempt's Slurm job is still
+    queued or running as squeue sees it (``alive``: :func:`vitfsdp.launch.status.alive_in_queue`;
+    a rank recorded ``failed`` while the job is still ``RUNNING`` or ``COMPLETING``, a
+    ``preempted`` job requeued), or squeue cannot say (``alive`` None): a second run would
+    write into the directory the job still writes into. None where no such job; the summary
+    the sweep keeps for the point (``submitted``: it waits for the job as for one an earlier
+    sweep left queued)."""
+    for e in prior:
+        if not e.job_id:
+            continue
+        recorded = f"recorded {e.status}" if e.status else "no result"
+        if alive is None:
+            return (f"{recorded} in {e.run_dir.name}, and squeue cannot say whether its Slurm "
+                    f"job {e.job_id} still runs: not run again; rerun where squeue answers, or "
+                    f"check with: {status_command(sweep_dir, watch=False)}",
+                    read_json(e.run_dir / SUMMARY_FILE) or {"status": e.status})
+        if e.job_id in alive:
+            return (f"{recorded} in {e.run_dir.name}, but its Slurm job {e.job_id} is still "
+                    f"{alive[e.job_id]}: wait for it to end (follow with: "
+                    f"{status_command(sweep_dir)}) or cancel it with: "
+                    f"{shlex.join(['scancel', e.job_id])}; then run this command again",
+                    {"status": "submitted", "job_id": e.job_id, "run_dir": str(e.run_dir)})
     return None, {}
 
 

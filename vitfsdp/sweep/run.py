@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from vitfsdp import provenance
 from vitfsdp.core.layout import COMMANDS_FILE, MULTIRUN_FILE
-from vitfsdp.launch import LaunchOptions, resume, secrets, slurm
+from vitfsdp.launch import LaunchOptions, resume, secrets, slurm, status
 from vitfsdp.launch import batch_search as bsearch
 from vitfsdp.progress import SweepProgress
 from vitfsdp.records import (
@@ -214,27 +214,51 @@ def _still_queued(points: list[Point], summaries: dict[int, dict],
             and summaries[p.num].get("run_dir")]
 
 
-def _running_jobs(points: list[Point]) -> list[str]:
-    """The Slurm job ids of the points that have not ended (one per pack or array task)."""
-    ids = []
+def _running_jobs(points: list[Point]) -> tuple[list[str], list[str]]:
+    """The Slurm job ids of the points that have not ended (one per pack or array task), and
+    of those whose records say they ended (no Slurm end kept in the summary yet: a rank
+    recorded ``failed`` while the job is still ``RUNNING`` or ``COMPLETING``) the ones
+    squeue reports still queued or running (:func:`vitfsdp.launch.status.alive_in_queue`).
+
+    Returns:
+        (the jobs that run on, the jobs whose end squeue could not confirm: empty where it
+        answered or none was asked about).
+    """
+    ids, ended = [], []
     for p in points:
         try:
             job = read_json(p.run_dir / slurm.JOB_FILE) or {}
-            ended = (read_json(p.run_dir / SUMMARY_FILE) or {}).get("status") in STATUSES
+            summary = read_json(p.run_dir / SUMMARY_FILE) or {}
         except (OSError, ValueError):  # unreadable: say nothing of it
             continue
-        if job.get("job_id") and not ended:
+        if not job.get("job_id"):
+            continue
+        if summary.get("status") not in STATUSES:
             ids.append(str(job["job_id"]))
-    return list(dict.fromkeys(ids))
+        elif status.SLURM_KEY not in summary:  # Slurm's end not seen yet
+            ended.append(str(job["job_id"]))
+    alive = status.alive_in_queue(ended) if ended else {}
+    unknown = ended if alive is None else []
+    ids += [i for i in ended if i in (alive or {})]
+    return list(dict.fromkeys(ids)), [i for i in dict.fromkeys(unknown) if i not in ids]
+
+
+def _unknown_jobs(ids: list[str]) -> str:
+    """``"; squeue cannot say whether 2 more Slurm job(s) run (their points recorded an
+    end): check with: squeue -j 12,13"``; ``""`` for none."""
+    if not ids:
+        return ""
+    return (f"; squeue cannot say whether {len(ids)} more Slurm job(s) run (their points "
+            f"recorded an end): check with: {shlex.join(['squeue', '-j', ','.join(ids)])}")
 
 
 def _disk_line(e: OSError, points: list[Point], sweep_dir: Path) -> str:
     """The one line of a sweep that could not write its records: the file system's error,
     the jobs that run on (with --status and scancel), and the fix."""
-    ids = _running_jobs(points)
+    ids, unknown = _running_jobs(points)
     jobs = (f"; {len(ids)} Slurm job(s) run on: follow with {status_command(sweep_dir)} once "
             f"there is space, or cancel them with {shlex.join(['scancel', *ids])}"
-            if ids else "")
+            if ids else "") + _unknown_jobs(unknown)
     return (f"error: the sweep could not write its records ({disk_error(e)}){jobs}; free "
             f"space and go on with: {resume_command(sweep_dir)} (completed points are kept)")
 
@@ -264,7 +288,7 @@ def _interrupted_line(points: list[Point], sweep_dir: Path, signal_name: str = "
     """What a Ctrl-C (or ``signal_name``, a SIGTERM or SIGHUP) leaves: the Slurm jobs that
     keep running (follow them, cancel them), or the local point stopped and recorded
     ``cancelled``; the same command goes on."""
-    ids = _running_jobs(points)
+    ids, unknown = _running_jobs(points)
     how = f"interrupted by {signal_name}" if signal_name else "interrupted"
     if ids:
         kept = ("; the sweep's secrets file stays for them (--status removes it once every "
@@ -272,7 +296,12 @@ def _interrupted_line(points: list[Point], sweep_dir: Path, signal_name: str = "
         return (f"{how}: {len(ids)} Slurm job(s) keep running; follow with: "
                 f"{status_command(sweep_dir)}; cancel them with: "
                 f"{shlex.join(['scancel', *ids])}; go on with: {resume_command(sweep_dir)} "
-                f"(it waits for them and submits the points not submitted yet){kept}")
+                f"(it waits for them and submits the points not submitted yet){kept}"
+                f"{_unknown_jobs(unknown)}")
+    if unknown:
+        return (f"{how}:{_unknown_jobs(unknown)[1:]}; go on with: {resume_command(sweep_dir)} "
+                "(it waits for those that still run and submits the points not submitted "
+                "yet)")
     _remove_secrets(sweep_dir)
     if _on_slurm(points):
         return (f"{how}: no Slurm job of the sweep is queued or running; go on with: "
