@@ -590,10 +590,10 @@ def test_n_labels_do_not_overlap_and_merge_where_lines_meet() -> None:
 
 def test_an_attempt_a_rerun_superseded_is_kept_apart_not_counted(tmp_path):
     """A point that failed, then completed when the sweep ran again (its first attempt moved
-    to attempts/1/): the tables and figures count the completed run alone, one run of the
+    to attempts/0/): the tables and figures count the completed run alone, one run of the
     point, no failure; attempts.csv keeps the failed attempt, naming its point."""
     point = tmp_path / "sweep" / "0_strategy=DDP"
-    write_run(point / "attempts" / "1", run_info("DDP", 1), None, status="failed")
+    write_run(point / "attempts" / "0", run_info("DDP", 1), None, status="failed")
     write_run(point, run_info("DDP", 1), 100.0)
     assert len(collect_runs(tmp_path / "sweep")) == 1
     every = collect_runs(tmp_path / "sweep", earlier_attempts=True)

@@ -4,7 +4,7 @@ loss of a run that was never interrupted (fp32, shuffled real data: the data ord
 under FULL_SHARD on 2 ranks and under HYBRID_2GPU on 4 (FSDP1 HYBRID_SHARD: 2 shard groups of
 2 ranks, each a replica of the other, as a requeued HYBRID point resumes). Windows measured
 before the interruption are kept, marked with their attempt, also when a launcher moved the
-first attempt into ``attempts/1/``."""
+first attempt into ``attempts/0/``."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def test_signal_exits_3_and_rerun_resumes_from_moved_attempt(tmp_path):
     assert summary["status"] == "preempted" and summary["interrupted"]
     assert summary["checkpoint_step"] == summary["last_step"] == 2
     assert "Traceback" not in first.stderr
-    moved = tmp_path / "attempts" / "1"
+    moved = tmp_path / "attempts" / "0"
     moved.mkdir(parents=True)
     for p in tmp_path.iterdir():
         if p.name not in ("attempts", checkpoint.CHECKPOINT_DIR):

@@ -392,7 +392,7 @@ def test_pack_path_runs_no_hostile_value(tmp_path, hostile_slurm_point):
 
 @needs_slurm
 def test_scripts_only_script_runs_no_hostile_value_and_can_run_again(tmp_path, hostile_slurm_point):
-    """sbatch job.sbatch three times: a failed attempt moves to attempts/1, the second
+    """sbatch job.sbatch three times: a failed attempt moves to attempts/0, the second
     completes, the third ends at once (nothing to do)."""
     from vitfsdp.launch import slurm as launcher
 
@@ -411,9 +411,9 @@ def test_scripts_only_script_runs_no_hostile_value_and_can_run_again(tmp_path, h
     assert _job_name(ids[0]) == job_name  # #SBATCH --job-name read back exactly
     assert_ran_verbatim(point, tmp_path, runs=1)  # this attempt's; the third ran nothing
     assert read(point.run_dir / "summary.json")["status"] == "completed"
-    first = point.run_dir / "attempts" / "1"
+    first = point.run_dir / "attempts" / "0"
     assert read(first / "summary.json")["status"] == "failed"
-    assert (first / f"slurm-{ids[0]}.out").is_file() and not (first.parent / "2").exists()
+    assert (first / f"slurm-{ids[0]}.out").is_file() and not (first.parent / "1").exists()
     assert script.read_text() == text and (point.run_dir / "job.json").is_file()
     assert_secret_kept_private(point.run_dir.parent)
 

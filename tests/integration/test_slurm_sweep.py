@@ -199,7 +199,7 @@ def test_cancel_kill_and_signal_are_recorded_and_a_rerun_runs_only_the_missing(t
     assert "completed in requeued" in outputs["requeued"]
     assert "failed in killed; --rerun-failed" in outputs["killed"]
     assert "1 to run" in outputs["cancelled"]
-    assert (sweep_dir / "cancelled" / "attempts" / "1" / "summary.json").exists()
+    assert (sweep_dir / "cancelled" / "attempts" / "0" / "summary.json").exists()
     assert (sweep_dir / "cancelled" / "checkpoint").is_dir()  # the rerun resumes from it
     assert {name: _files(sweep_dir / name) for name in before} == before
     assert slurm("scancel", read(sweep_dir / "cancelled" / "job.json")["job_id"]).returncode == 0
@@ -262,7 +262,7 @@ def test_a_node_that_stays_down_is_recorded_and_the_point_rerun_elsewhere(tmp_pa
     assert proc.returncode == 0 and "1 to run" in proc.stdout, proc.stdout[-3000:]
     assert read(point / "summary.json")["status"] == "completed"
     assert node not in read(point / "run.json")["rank_hosts"]
-    assert (point / "attempts" / "1" / "summary.json").is_file()  # the lost attempt, kept
+    assert (point / "attempts" / "0" / "summary.json").is_file()  # the lost attempt, kept
 
 
 def _files(run_dir: Path) -> dict:

@@ -122,7 +122,7 @@ def test_a_dying_point_is_data_and_a_rerun_runs_only_what_is_missing(tmp_path):
     assert proc.returncode == 1, proc.stderr[-3000:]  # a point did not complete
     assert "1 to run; skipped: 1 completed" in proc.stdout
     assert _tree_bytes(sweep_dir / "cpu") == before["cpu"]
-    first = read(sweep_dir / "cuda" / "attempts" / "1" / "summary.json")
+    first = read(sweep_dir / "cuda" / "attempts" / "0" / "summary.json")
     assert first == failed
     assert read(sweep_dir / "cuda" / "summary.json")["status"] == "failed"
 

@@ -160,3 +160,110 @@ def test_the_devices_used_memory_is_drawn_where_recorded(tmp_path: Path) -> None
     cpu = tmp_path / "cpu"
     write_run(cpu / "a", 1, "cpu")
     assert "device_used" not in plot_memory(collect_runs(cpu)).drawn_kinds
+
+
+#: Peak resident memory per rank (GiB) of three repeats of one CPU point, and one run of
+#: another: the spread a reader must see to tell two memory points apart.
+RSS_REPEATS = {1: [1.50, 1.80, 2.10], 2: [1.20]}
+
+
+def _cpu_repeats(root: Path) -> None:
+    """FULL_SHARD on CPU ranks: ``repeat=0,1,2`` at 1 node, one run at 2 nodes
+    (:data:`RSS_REPEATS`), written by the trainer's own writer with ``repeat`` set."""
+    from tests.fake_records import write_run as write_fake
+
+    for nodes, peaks in RSS_REPEATS.items():
+        for repeat, peak in enumerate(peaks):
+            info = run_info("FULL_SHARD", nodes)
+            info["config"]["repeat"] = repeat
+            write_fake(root / f"n{nodes}_r{repeat}", info, 100.0 * nodes, mem_gib=peak)
+
+
+def _capped_bars(ax) -> dict[float, tuple[float, float, int]]:
+    """``x -> (low, high, caps drawn)`` of a panel's error bars."""
+    bars = {}
+    for container in ax.containers:
+        (segments,) = container.lines[2]
+        for (x, low), (_, high) in segments.get_segments():
+            bars[round(x, 3)] = (low, high, len(container.lines[1]))
+    return bars
+
+
+def test_peak_resident_memory_shows_its_spread_over_repeats(tmp_path: Path) -> None:
+    """repeat=0,1,2 of one CPU point peaked at 1.58, 1.88 and 2.18 GiB per rank (the fake
+    windows add step/100): memory.png drew one filled marker at the largest and no bar, so
+    a reader could not tell whether two memory points differ. Now, as weak_scaling.png and
+    tflops.png draw their repeats, a capped min-max bar over the repeats at the point, the
+    point that ran once hollow, and the footer says how many runs each point holds."""
+    _cpu_repeats(tmp_path)
+    fig = plot_memory(collect_runs(tmp_path))
+    assert {"repeats", "one_run"} <= set(fig.drawn_kinds)
+    (x, top), = [xy for xy in fig.axes[0].lines[0].get_xydata() if round(xy[0]) == 1]
+    low, high, caps = _capped_bars(fig.axes[0])[round(x, 3)]
+    assert (low, high) == (pytest.approx(1.58), pytest.approx(2.18)) and caps == 2
+    assert top == pytest.approx(2.18)  # the point: the highest repeat, as before
+    (hollow,) = [c for c in fig.axes[0].collections if c.get_label() == "_one run"]
+    assert [round(x) for x, _ in hollow.get_offsets()] == [2]
+    legend = " ".join(" ".join(_legend(fig)) .split())
+    footer = " ".join(fig.legends[0].get_title().get_text().split())
+    assert "n=1-3 completed runs" in footer, footer
+    assert "error bar: min-max over repeats" in legend
+
+
+def test_the_memory_limit_a_point_ran_under_is_in_runs_csv_and_the_figure(tmp_path: Path) -> None:
+    """runs.csv had no column for the memory a rank could use: a CPU run under
+    train.memory_limit_gib=0.4 that ended oom read as if nothing limited it, and a JAX run's
+    XLA pool (75 % of the device by default) was nowhere. ``memory_limit_gib`` is now the
+    device's memory (torch on a GPU), XLA's pool of it (JAX), train.memory_limit_gib (CPU,
+    where set) or null; memory.png draws the pool beside the device's memory and says the
+    CPU limit under the legend (it caps a rank's data-segment growth, not its RSS: no line
+    on the RSS axis)."""
+    write_run(tmp_path / "torch" / "a", 1)
+    write_run(tmp_path / "jax" / "a", 1, framework="jax")
+    write_run(tmp_path / "cpu" / "a", 1, "cpu")
+    write_run(tmp_path / "limited" / "a", 1, "cpu")
+    run = json.loads((tmp_path / "limited" / "a" / RUN_FILE).read_text())
+    run["config"]["train"]["memory_limit_gib"] = 0.4
+    write_json_atomic(tmp_path / "limited" / "a" / RUN_FILE, run)
+    limits = {name: collect_runs(tmp_path / name)["memory_limit_gib"].iloc[0]
+              for name in ("torch", "jax", "cpu", "limited")}
+    assert limits["torch"] == 80.0 and limits["jax"] == pytest.approx(60.0)
+    assert limits["limited"] == pytest.approx(0.4)
+    assert limits["cpu"] != limits["cpu"]  # NaN: no limit known
+    fig = plot_memory(collect_runs(tmp_path / "jax"))
+    levels = {round(ln.get_ydata()[0], 3): ln.get_label() for ln in fig.axes[0].lines
+              if ln.get_label().startswith(("NVIDIA", "XLA"))}
+    assert levels == {80.0: "NVIDIA H100 memory (80 GiB)",
+                      60.0: "XLA's pool, 75% of the memory (60 GiB)"}
+    fig = plot_memory(collect_runs(tmp_path / "limited"))
+    footer = " ".join(fig.legends[0].get_title().get_text().split())
+    assert "train.memory_limit_gib=0.4 GiB per rank" in footer, footer
+    fig = plot_memory(collect_runs(tmp_path / "cpu"))
+    assert "memory_limit_gib" not in fig.legends[0].get_title().get_text()
+
+
+def test_the_report_names_a_limit_other_than_the_devices(tmp_path: Path) -> None:
+    """A CPU point under train.memory_limit_gib=0.4 whose second repeat ran out of memory:
+    the report's memory and failures tables showed no limit. They now show it (memory
+    limit (GiB) 0.40) and the memory section says what it limits; a torch GPU run's limit is
+    its device's memory, shown once (no limit column)."""
+    from tests.fake_records import write_run as write_fake
+    from vitfsdp.analysis import study_tables
+    from vitfsdp.analysis.report import report_sections
+
+    info = run_info("FULL_SHARD", 1)
+    info["config"]["train"]["memory_limit_gib"] = 0.4
+    write_fake(tmp_path / "cpu" / "r0", info, 100.0)
+    write_fake(tmp_path / "cpu" / "r1", {**info, "config": {**info["config"], "repeat": 1}},
+               None, status="oom")
+    sections = {s.title: s for s in report_sections(study_tables(
+        collect_runs(tmp_path / "cpu")), 1_281_167)}
+    memory, failed = sections["Memory"], sections["Runs that did not complete"]
+    assert memory.table["memory limit (GiB)"].tolist() == ["0.40"]
+    assert failed.table["memory limit (GiB)"].tolist() == ["0.40"]
+    assert "train.memory_limit_gib, the growth of a rank's data segment" in memory.text
+    write_run(tmp_path / "gpu" / "a", 1)
+    sections = {s.title: s for s in report_sections(study_tables(
+        collect_runs(tmp_path / "gpu")), 1_281_167)}
+    assert "memory limit (GiB)" not in sections["Memory"].table
+    assert "device memory (GiB)" in sections["Memory"].table

@@ -117,3 +117,44 @@ def test_nothing_is_said_where_no_run_resumed(tmp_path):
     tables = study_tables(collect_runs(tmp_path))
     assert resumed_text(tables["runs"]) == "" and resumed_runs_text(tables["runs"]) == ""
     assert not any(line.startswith("resumed") for line in noise_lines(tables))
+
+
+def test_points_csv_says_which_points_resumed_as_runs_csv_does(study):
+    """points.csv had no column saying a point's figures pool a resumed run's attempts:
+    ``runs_resumed`` counts its completed runs of more than one attempt (runs.csv
+    ``num_attempts`` > 1) and ``attempts_differ`` is true where one of them measured apart
+    (runs.csv's), false where every resumed run's attempts agree, NA where none resumed."""
+    points = study["points"].set_index("strategy")
+    assert points["runs_resumed"].to_dict() == {"DDP": 1, "FULL_SHARD": 1, "HYBRID_2GPU": 0}
+    differ = dict(zip(points.index, points["attempts_differ"].tolist(), strict=True))
+    assert differ["DDP"] is True and differ["FULL_SHARD"] is False
+    assert differ["HYBRID_2GPU"] is pd.NA
+    runs = study["runs"][study["runs"]["attempt_of"].isna()].set_index("strategy")
+    assert (points["runs_resumed"]
+            == (runs["num_attempts"] > 1).astype(int).loc[points.index]).all()
+
+
+def test_an_earlier_attempts_folder_is_numbered_as_the_attempt_it_holds(tmp_path):
+    """attempts/<n>/ was numbered from 1, the attempts from 0 (run.json ``attempt``, the
+    progress line's "attempt k", runs.csv num_attempts = last attempt + 1): attempt 0 lay in
+    attempts/1/. Now attempts/<k>/ holds attempt k; a point that started afresh (attempt 0
+    again: its earlier attempt saved no checkpoint) takes the next number, so the highest
+    number is always the latest attempt (records.RunRecords reads its windows there)."""
+    run = tmp_path / "run"
+
+    def stop(attempt: int, status: str = "cancelled") -> list[str]:
+        rec = RunRecords(run)
+        rec.start(run_info("DDP", 1), resume_step=2 if attempt else None, attempt=attempt)
+        rec.window({"step_end": 2, "warmup": False, "ips": 9.0, "loss": 2.0,
+                    "attempt": attempt})
+        rec.finish(status, reason="stopped", interrupted=status == "cancelled")
+        archive_attempt(run)
+        return sorted((p.name for p in (run / "attempts").iterdir()), key=int)
+
+    assert stop(0) == ["0"]
+    assert stop(1) == ["0", "1"]  # resumed from attempt 0's checkpoint, stopped again
+    assert (run / "attempts" / "1" / "run.json").read_text().count('"attempt": 1') == 1
+    assert stop(0, "failed") == ["0", "1", "2"]  # afresh: attempt 0 again
+    (run / "job.json").write_text("{}")  # a job that never started training: no run.json
+    archive_attempt(run)
+    assert sorted(int(p.name) for p in (run / "attempts").iterdir()) == [0, 1, 2, 3]

@@ -6,12 +6,16 @@ the figures at the same time, by default one per figure up to the CPUs available
 
 - ``runs.csv``: every point's latest run, whatever its status (``collect_runs``);
 - ``attempts.csv``: the earlier attempts a rerun of the sweep moved aside
-  (``<run dir>/attempts/<n>/``), the same columns, ``attempt_of`` naming the point: kept as
-  data, counted in no table or figure;
+  (``<run dir>/attempts/<n>/``, ``n`` the attempt counted from 0 as run.json's ``attempt``:
+  :func:`vitfsdp.launch.resume.attempt_folder`), the same columns, ``attempt_of`` naming
+  the point: kept as data, counted in no table or figure;
 - ``scaling.csv``: completed runs with ideal ips, scaling efficiency, TFLOP/s and MFU
   (``scaling_table``);
 - ``points.csv``: one row per point, repeats aggregated (median ips, min-max over
-  repeats), with efficiency, TFLOP/s, MFU/HFU, memory and cost per epoch (``points_table``);
+  repeats), with efficiency, TFLOP/s, MFU/HFU, memory (and the limit it ran under,
+  ``memory_limit_gib``), the runs that resumed from a checkpoint (``runs_resumed``,
+  ``attempts_differ``, as runs.csv's ``num_attempts``/``attempts_differ``) and cost per
+  epoch (``points_table``);
 - ``best.csv``: the fastest configuration per model and node count (``best_table``), and
   whether it wins beyond the spread;
 - ``equivalence.csv``: points that compute the same thing under two names (FULL_SHARD and

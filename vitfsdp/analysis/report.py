@@ -118,9 +118,9 @@ MARK_CAPTIONS = {
                   "(images/s, TFLOP/s) measure the wrapper and the loop, not the device or the "
                   "network",
     "device": "black dotted: the device's memory",
-    "ranks": "error bars: down to the minimum over ranks (none where the ranks' peaks are "
-             f"within {MIN_ERROR_BAR:.0%} of the axis: a bar that short hides under the "
-             "marker)",
+    "ranks": "thin bar without caps, just right of a point: down to the minimum over ranks "
+             f"(none where the ranks' peaks are within {MIN_ERROR_BAR:.0%} of the axis: a "
+             "bar that short hides under the marker)",
     "repeats": f"error bars: min-max over repeats (not drawn under {MIN_ERROR_BAR:.0%} of "
                "the median)",
     "efficiency_bounds": "capped bars: efficiency bounds (slowest run / baseline's fastest to "
@@ -280,11 +280,11 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
         _reference_section(tables["reference"]),
         Section("Memory", _memory_text(labelled) + not_completed_text(df, MEMORY_MISSING),
                 ["memory"],
-                display(labelled, ["model", "configuration", "nodes", "peak_mem_gib",
-                                   "peak_mem_min_gib", "state_params_gib", "state_grads_gib",
-                                   "state_optimizer_gib", "peak_mem_reserved_gib",
-                                   "device_mem_used_gib", "device_memory_gib",
-                                   "alloc_retries", "num_ooms"])),
+                display(below_device(labelled),
+                        ["model", "configuration", "nodes", "peak_mem_gib", "peak_mem_min_gib",
+                         "state_params_gib", "state_grads_gib", "state_optimizer_gib",
+                         "peak_mem_reserved_gib", "device_mem_used_gib", "device_memory_gib",
+                         "memory_limit_gib", "alloc_retries", "num_ooms"])),
         Section("Training loss", "Every point's loss against step: each configuration "
                 "trained.", ["loss"], needs_figure=True),
         Section("Best configuration per model and node count",
@@ -1372,10 +1372,11 @@ def _failures_section(failed: pd.DataFrame, out_dir: str | os.PathLike | None) -
             "in the figures and never counted as results. One row per point; every run: "
             "failures.csv.")
     return Section("Runs that did not complete", text,
-                   table=display(_failed_points(failed, out_dir),
+                   table=display(below_device(_failed_points(failed, out_dir)),
                                  ["model", "configuration", "nodes", "runs_ended", "last_step",
                                   "ips_reached", "peak_mem_reached_gib", "pred_peak_mem_gib",
-                                  "device_memory_gib", "reason", "log_link"]))
+                                  "device_memory_gib", "memory_limit_gib", "reason",
+                                  "log_link"]))
 
 
 def _failed_points(failed: pd.DataFrame,
@@ -1485,6 +1486,20 @@ MEMORY_KINDS = {
 }
 
 
+def below_device(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with its ``memory_limit_gib`` (runs.csv's) kept only where it says more than
+    ``device_memory_gib``: a JAX run's XLA pool, a CPU rank's ``train.memory_limit_gib``; a
+    torch run's limit is its device's memory, shown once (the report's tables leave out a
+    column null in every row)."""
+    if "memory_limit_gib" not in table:
+        return table
+    limit = pd.to_numeric(table["memory_limit_gib"], errors="coerce")
+    device = pd.to_numeric(table.get("device_memory_gib", pd.Series(float("nan"),
+                                                                   index=table.index)),
+                           errors="coerce")
+    return table.assign(memory_limit_gib=limit.where(~(limit == device)))
+
+
 def _memory_text(points: pd.DataFrame) -> str:
     """The memory section's words, naming only what the points measured."""
     kinds = points.get("peak_mem_kind", pd.Series(dtype=object)).dropna().astype(str).unique()
@@ -1502,6 +1517,10 @@ def _memory_text(points: pd.DataFrame) -> str:
         parts.append("the device's used memory (NVML or AMD SMI, other processes included)")
     if _measured(points, "alloc_retries"):
         parts.append("allocator retries and OOMs")
+    if _measured(below_device(points), "memory_limit_gib"):
+        parts.append("the memory limit a rank ran under where it is not the device's (a JAX "
+                     "run's XLA pool; on CPU ranks train.memory_limit_gib, the growth of a "
+                     "rank's data segment after its start, not a cap on its RSS)")
     text = ", ".join(parts) + "."
     if "rss" in kinds and "jax" in set(points.get("framework", pd.Series(dtype=object))):
         text += " " + JAX_RSS_NOTE

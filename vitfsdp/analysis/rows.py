@@ -26,7 +26,7 @@ from vitfsdp.core.confighash import point_id
 from vitfsdp.core.layout import HOST_FILE, NETWORK_FILE
 from vitfsdp.core.throughput import window_other_cpus
 from vitfsdp.models import VARIANTS
-from vitfsdp.plan import predict_recorded, predict_run
+from vitfsdp.plan import predict_recorded, predict_run, xla_pool_fraction
 from vitfsdp.records import (
     METRICS_FILE,
     RUN_FILE,
@@ -287,6 +287,7 @@ def _config(run: dict) -> dict[str, Any]:
         "device_name": device.get("name"),
         "device_memory_gib": (memory_gib if memory_gib is not None
                               else _get(cfg, "cluster", "device_memory_gib")),
+        "memory_limit_gib": memory_limit(cfg, device),
         "device_peak_flops": device.get("peak_flops"),
         "peak_source": device.get("peak_source"),
         "price_per_node_hour": _get(cfg, "cluster", "price_per_node_hour"),
@@ -294,6 +295,27 @@ def _config(run: dict) -> dict[str, Any]:
         "num_classes": _get(run, "model", "num_classes") or _get(cfg, "data", "num_classes"),
         **_provenance(run),
     }
+
+
+def memory_limit(cfg: dict, device: dict) -> float | None:
+    """The ``memory_limit_gib`` column: the memory (GiB) one rank of the run could use, by
+    run.json's ``config`` and ``device``. On a GPU the device's memory (``device.memory_gib``,
+    else ``cluster.device_memory_gib``), a JAX run's XLA pool of it
+    (:func:`vitfsdp.plan.xla_pool_fraction` of ``cluster.env``: 75 % by default); on CPU
+    ranks ``train.memory_limit_gib`` where set (RLIMIT_DATA: the growth of each rank's data
+    segment after its start, not a cap on its resident memory); None where none is known
+    (CPU ranks without a limit share the host's memory)."""
+    if device.get("type") == "cpu" or (device.get("type") is None
+                                       and _get(cfg, "cluster", "device_memory_gib") is None):
+        limit = _get(cfg, "train", "memory_limit_gib")
+        return float(limit) if _number(limit) and limit > 0 else None
+    memory = device.get("memory_gib")
+    memory = memory if _number(memory) else _get(cfg, "cluster", "device_memory_gib")
+    if not _number(memory):
+        return None
+    if cfg.get("framework") == "jax":
+        return memory * xla_pool_fraction(_get(cfg, "cluster", "env") or {})
+    return float(memory)
 
 
 def _point_id(cfg: dict) -> str | None:

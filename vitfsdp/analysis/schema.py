@@ -203,6 +203,12 @@ RUN_COLUMNS = (
     Column("device_memory_gib", FLOAT, "GiB", "world",
            "memory of one device (run.json, else cluster.device_memory_gib)",
            display=("device memory (GiB)", "{:.0f}")),
+    Column("memory_limit_gib", FLOAT, "GiB", "world",
+           "the memory one rank could use: on a GPU the device's (a JAX run's: XLA's pool of "
+           "it, cluster.env's XLA_PYTHON_CLIENT_MEM_FRACTION, 75% by default); on CPU ranks "
+           "train.memory_limit_gib where set (growth of a rank's data segment after its "
+           "start, RLIMIT_DATA: not a cap on its resident memory); null where none is known",
+           display=("memory limit (GiB)", "{:.2f}")),
     Column("device_peak_flops", FLOAT, "FLOP/s", "world",
            "the device's peak the utilization is a fraction of"),
     Column("peak_source", TEXT, "", "world",

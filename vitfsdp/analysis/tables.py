@@ -88,8 +88,8 @@ POINT_HELD = (*STATE_COLUMNS, *NETWORK_COLUMNS)
 POINT_MINIMA = ("peak_mem_min_gib", "device_mem_used_min_gib")
 #: ... and what a point's runs share (world, device, price, the plan's prediction).
 POINT_FIRST = ("world_size", "global_batch_size", "device_memory_gib", "price_per_node_hour",
-               "peak_mem_kind", "pred_peak_mem_gib", "pred_step_time_s", "pred_ips",
-               "pred_fits", "pred_mem_metric", "pred_source")
+               "memory_limit_gib", "peak_mem_kind", "pred_peak_mem_gib", "pred_step_time_s",
+               "pred_ips", "pred_fits", "pred_mem_metric", "pred_source")
 #: The ``backward_prefetch`` values of the ablation, in the order bars are drawn.
 PREFETCH_ORDER = ("BACKWARD_PRE", "BACKWARD_POST", "NONE")
 #: Columns of the ablation that are not part of a bar group's identity.
@@ -150,7 +150,12 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
         figures' legends), ``num_repeats`` (its completed runs), ``runs_failed`` (its runs
         that did not complete, or measured no ips: :func:`runs_per_point` less
         ``num_repeats``), ``runs_contended`` (its runs of any status that other work
-        competed with: :func:`competed_runs`), ``ips`` (median over repeats, global
+        competed with: :func:`competed_runs`), ``runs_resumed`` (its completed runs that
+        resumed from a checkpoint: runs.csv ``num_attempts`` > 1, their figures pooling
+        every attempt's windows) and ``attempts_differ`` (true where one of them has runs.csv
+        ``attempts_differ`` true: its attempts measured different speeds, a point to rerun;
+        false where every resumed run's attempts agree; NA where none has windows of two
+        attempts), ``ips`` (median over repeats, global
         images/s), ``ips_repeat_min``/``ips_repeat_max`` (over repeats),
         ``ips_repeat_spread`` ((max - min) / median over at least two repeats) and ``noisy``
         (that spread above :data:`vitfsdp.core.throughput.NOISY_SPREAD`; NA for one run),
@@ -185,11 +190,12 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
                                      "scaling_efficiency"])
     _warn_unlabelled_repeats(done, keys)
     done = done.assign(configuration=configurations(df).loc[done.index],
-                       judged_busy=judged_busy(done))
+                       judged_busy=judged_busy(done), **_resumed_flags(done))
     groups = done.groupby(keys, dropna=False, sort=False)
     aggs = {"configuration": ("configuration", "first"), "num_repeats": ("run_dir", "count"),
             "ips_repeat_min": ("ips", "min"), "ips_repeat_max": ("ips", "max"),
-            "ips_window_min": ("ips_min", "min"), "ips_window_max": ("ips_max", "max")}
+            "ips_window_min": ("ips_min", "min"), "ips_window_max": ("ips_max", "max"),
+            "runs_resumed": ("resumed", "sum"), "attempts_differ": ("differ", _any_flag)}
     layout = [c for c in ("sharding_strategy", "shard_group_size") if c not in keys]
     aggs |= {c: (c, "first") for c in layout}  # what the point computes (equivalence_table)
     # where one of the ablation's settings is swept, the other (fixed, so it splits no
@@ -218,18 +224,38 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     points["noisy"] = (points["ips_repeat_spread"] > NOISY_SPREAD).where(repeated).astype(
         "boolean")
     points = points.join(cost_columns(points, dataset_size))
+    points["attempts_differ"] = points["attempts_differ"].astype("boolean")
     order = [*keys, "configuration", "num_repeats", "runs_failed", "runs_contended",
-             "world_size", "global_batch_size", "ips",
+             "runs_resumed", "attempts_differ", "world_size", "global_batch_size", "ips",
              "ips_repeat_min", "ips_repeat_max", "ips_repeat_spread", "noisy",
              "ips_window_min", "ips_window_max",
              "ideal_ips", "baseline_nodes", "scaling_efficiency", "efficiency_min",
              "efficiency_max", *POINT_MEDIANS[1:], "host_bound", *POINT_MAXIMA[:1],
              *POINT_MINIMA[:1],
              *POINT_MAXIMA[1:], *POINT_MINIMA[1:], *[c for c in POINT_HELD if c in points],
-             "device_memory_gib", "epoch_hours", "node_hours_per_epoch", "price_per_node_hour",
-             "cost_per_epoch", *POINT_FIRST[4:], *layout, *fixed]  # fmt: skip
+             "device_memory_gib", "memory_limit_gib", "epoch_hours", "node_hours_per_epoch",
+             "price_per_node_hour", "cost_per_epoch", *POINT_FIRST[5:], *layout,
+             *fixed]  # fmt: skip
     points = points[order].sort_values(keys, kind="stable", key=_sort_key)
     return points.reset_index(drop=True)
+
+
+def _resumed_flags(runs: pd.DataFrame) -> dict[str, pd.Series]:
+    """Per run of ``runs`` (runs.csv rows): ``resumed``, whether it took more than one
+    attempt (``num_attempts`` > 1), and ``differ``, its ``attempts_differ`` as True, False
+    or None (its measured windows are one attempt's; older records without the column)."""
+    attempts = numeric_column(runs, "num_attempts")
+    differ = runs.get("attempts_differ", pd.Series(None, index=runs.index, dtype=object))
+    return {"resumed": (attempts > 1).astype(int),
+            "differ": differ.map(lambda v: None if v is None or pd.isna(v)
+                                 else v is True or str(v).lower() == "true")}
+
+
+def _any_flag(flags: pd.Series) -> bool | None:
+    """True where any of ``flags`` is, False where the known ones all are not, None where
+    none is known."""
+    known = flags.dropna()
+    return bool(known.any()) if len(known) else None
 
 
 def runs_per_point(df: pd.DataFrame, points: pd.DataFrame) -> pd.Series:
@@ -468,16 +494,17 @@ def failures_table(df: pd.DataFrame) -> pd.DataFrame:
         timeout, failed, preempted, skipped_infeasible, running, or completed without ips),
         ``reason`` (one line), ``last_step`` (the last step a window recorded),
         ``ips_reached`` and ``peak_mem_reached_gib`` (what it measured before it ended),
-        ``pred_peak_mem_gib`` and ``device_memory_gib`` (GiB; why a point was skipped as
-        infeasible), ``log`` (the run's log: the full reason and traceback), ``run_dir``;
-        with these columns and no rows when every run completed.
+        ``pred_peak_mem_gib``, ``device_memory_gib`` and ``memory_limit_gib`` (GiB; why a
+        point was skipped as infeasible, or ran out of memory), ``log`` (the run's log: the
+        full reason and traceback), ``run_dir``; with these columns and no rows when every
+        run completed.
     """
     keys = line_columns(df)
     failed = df[(df["status"] != "completed") | df["ips"].isna()]
     failed = failed.assign(configuration=configurations(df).loc[failed.index])
     cols = [*keys, "nodes", "configuration", "repeat", "status", "reason", "last_step",
             "ips_reached", "peak_mem_reached_gib", "pred_peak_mem_gib", "device_memory_gib",
-            "log", "run_dir"]  # fmt: skip
+            "memory_limit_gib", "log", "run_dir"]  # fmt: skip
     return failed[cols].reset_index(drop=True)
 
 

@@ -62,7 +62,8 @@ CHECKPOINT_TMP_DIR = ".checkpoint.tmp"
 CHECKPOINT_OLD_DIR = ".checkpoint.old"
 #: Inside a checkpoint: the step reached, the attempt, the world size, the config fingerprint.
 CHECKPOINT_META_FILE = "meta.json"
-#: Earlier attempts of a point run again: ``attempts/<n>/`` (n = 1, 2, ...).
+#: Earlier attempts of a point run again: ``attempts/<n>/``, n the attempt it holds, counted
+#: from 0 as run.json's ``attempt`` (:func:`vitfsdp.launch.resume.attempt_folder`).
 ATTEMPTS_DIR = "attempts"
 
 # ---------------------------------------------------------------- the sweep directory

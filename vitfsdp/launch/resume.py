@@ -11,7 +11,8 @@ whose points overlap) into the same sweep directory:
 - runs again a point that never ran, or that was *interrupted* from outside (cancelled,
   killed at its time limit, preempted, a node died: ``interrupted`` in its summary).
 
-A run directory that is run again keeps its earlier attempt in ``attempts/<n>/``; a completed
+A run directory that is run again keeps its earlier attempt in ``attempts/<n>/``, ``n`` the
+attempt it holds, counted from 0 (:func:`attempt_folder`); a completed
 run's directory is never written into (:class:`vitfsdp.records.RunRecords` refuses too). A
 ``--scripts-only`` job script submitted again does the same before its training
 (``python -m vitfsdp.launch.resume RUN_DIR``, :func:`prepare_rerun`).
@@ -83,7 +84,8 @@ def existing_points(sweep_dir: Path, job_file: str) -> dict[str, list[Existing]]
 def archive_attempt(run_dir: Path, keep: tuple[str, ...] = ()) -> Path | None:
     """Move an unfinished or failed attempt's files into ``run_dir/attempts/<n>/`` so the
     point can run again in ``run_dir`` (its ``checkpoint/`` stays: the next attempt resumes
-    from it); None when there is nothing to move. A point the plan skipped
+    from it); None when there is nothing to move. ``n`` is the attempt it holds, counted from
+    0 as everywhere else (:func:`attempt_folder`). A point the plan skipped
     (``skipped_infeasible``) ran nothing: its records are a prediction, which the next
     sweep makes again, so they are removed rather than kept as an attempt.
 
@@ -111,13 +113,30 @@ def archive_attempt(run_dir: Path, keep: tuple[str, ...] = ()) -> Path | None:
             else:
                 p.unlink()
         return None
-    n = len(list((run_dir / ATTEMPTS_DIR).glob("*"))) + 1 if (run_dir / ATTEMPTS_DIR).exists() \
-        else 1
-    dest = run_dir / ATTEMPTS_DIR / str(n)
+    dest = run_dir / ATTEMPTS_DIR / str(attempt_folder(run_dir))
     dest.mkdir(parents=True)
     for p in entries:
         shutil.move(str(p), dest / p.name)
     return dest
+
+
+def attempt_folder(run_dir: Path) -> int:
+    """The number of the ``attempts/<n>/`` folder that the attempt now in ``run_dir`` moves
+    to: its attempt number, counted from 0 as run.json's ``attempt`` counts it (the same
+    number as the progress line's "attempt k" and runs.csv's ``num_attempts`` = the last
+    attempt + 1: ``attempts/0/`` holds the first attempt, ``attempts/1/`` the one that
+    resumed from its checkpoint, ...), or, where that number is taken or not above every
+    folder's (the point started afresh, counting from 0 again, because the attempt before
+    saved no checkpoint) or unknown (no readable run.json: the job ended before its training
+    started), one more than the highest. So the highest number is always the latest attempt,
+    where :meth:`vitfsdp.records.RunRecords.start` reads the windows a resume keeps."""
+    taken = [int(p.name) for p in (run_dir / ATTEMPTS_DIR).glob("*") if p.name.isdigit()]
+    after = max(taken, default=-1) + 1
+    try:
+        attempt = (read_json(run_dir / RUN_FILE) or {}).get("attempt")
+    except ValueError:  # unreadable run.json: its attempt is unknown, the files move all the same
+        attempt = None
+    return attempt if isinstance(attempt, int) and attempt >= after else after
 
 
 def prepare_rerun(run_dir: Path, keep: tuple[str, ...], make_dirs: tuple[str, ...] = ()) -> int:

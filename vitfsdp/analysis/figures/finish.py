@@ -46,13 +46,15 @@ PROXIES = {
     "device_used": dict(color="0.4", marker="v", mfc="none", ls="none",
                         label="device used (NVML / AMD SMI): the whole GPU,\nits CUDA "
                               "context and NCCL included"),
-    "ranks": dict(color="0.4", marker="_", ls="-", lw=1, label="error bar: min over ranks"),
+    "ranks": dict(color="0.4", ls="-", lw=0.6,
+                  label="thin bar just right, no caps: down to the min over ranks"),
     "repeats": dict(color="0.4", marker="_", ls="-", lw=1,
                     label="error bar: min-max over repeats"),
     "efficiency_bounds": dict(color="0.4", marker="_", ls="-", lw=1,
                               label="bar: efficiency bounds (slowest run / baseline's "
                                     "fastest to fastest / baseline's slowest)"),
-    "one_run": dict(color="0.4", marker="o", mfc="white", ls="none",
+    # on a line, as the points it stands for: apart from memory.png's hollow reserved circle
+    "one_run": dict(color="0.4", marker="o", mfc="white", ls="-", lw=1,
                     label="hollow marker, one run: no spread over repeats"),
     "efficiency_windows": dict(color="0.4", ls="-", lw=0.6,
                                label="thin bar, no caps: a one-run point's windows against "

@@ -14,6 +14,7 @@ from vitfsdp.analysis.figures.finish import _finish
 from vitfsdp.analysis.figures.panels import (
     MAX_LINE_SPREAD,
     NODE_MARGIN,
+    WINDOWS_BAR,
     _completed,
     _completed_points,
     _empty_panel,
@@ -24,10 +25,12 @@ from vitfsdp.analysis.figures.panels import (
     _panels,
     _plot_measured,
     _plot_predicted,
+    _plot_repeat_range,
     _published_labels,
     _study,
     _style_panel,
     _unit_word,
+    repeats_note,
 )
 from vitfsdp.analysis.figures.style import (
     DEVICE_COLOR,
@@ -108,8 +111,13 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
         path: where to save the figure (format from the suffix); not saved if ``None``.
 
     Returns:
-        The figure, with one legend below the panels. Per line: the maximum over ranks (and repeats)
-        per node count, with an error bar down to the minimum over ranks where the records have it
+        The figure, with one legend below the panels. Per line: the maximum over ranks and
+        repeats per node count, with a capped min-max error bar over the point's repeats
+        where it ran more than once (each repeat's maximum over ranks; a point that
+        completed once is hollow: its spread over repeats is unmeasured, and the footer
+        says how many runs the points hold,
+        :func:`~vitfsdp.analysis.figures.panels.repeats_note`), and a thin uncapped bar
+        just right of it down to the minimum over ranks where the records have it
         (``peak_mem_min_gib``); the plan's predicted peak as a dotted line just left of the
         measured points, its legend entry naming what it predicts (runs.csv
         ``pred_mem_metric``, :func:`_memory_mark_labels`: the peak reserved memory on a GPU,
@@ -149,7 +157,8 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     _share_row_scale(axes, len(groups))
     per = "rank" if _memory_label(df) == MEMORY_LABELS["rss"] else "GPU"  # CPU runs: ranks
     _finish(fig, f"Peak memory per {per} against node count", df, path, extras,
-            proxy_labels=_memory_published_labels(published) | _memory_mark_labels(df))
+            proxy_labels=_memory_published_labels(published) | _memory_mark_labels(df),
+            note="; ".join(filter(None, [repeats_note(df), memory_limit_note(df)])))
     return fig
 
 
@@ -181,12 +190,15 @@ def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str],
         shift = 2 ** ((span[0] + span[1]) / 2) if span else 1.0  # the bar's middle
         beside = 2 ** _mark_step(panel, span)  # the marks beside the measured point
         done, color = _plot_measured(ax, line, keys, looks, label, "peak_mem_gib", "max",
-                                     shift)
+                                     shift, extras)
         if not done.empty:
             if span:
                 barred |= _plot_state_bars(ax, line, done, color, span, shown,
                                            MIN_BAR_PART * top)
-            _plot_rank_range(ax, line, done, color, extras, shift, MIN_ERROR_BAR * top)
+            _plot_repeat_range(ax, line, "peak_mem_gib", color, extras, shift=shift,
+                               windows=False)
+            _plot_rank_range(ax, line, done, color, extras, shift * beside**0.5,
+                             MIN_ERROR_BAR * top)
         if _plot_predicted(ax, line, "pred_peak_mem_gib", color, label, extras,
                            shift / beside):
             _plot_reserved(ax, line, color, extras, shift * beside)
@@ -297,10 +309,11 @@ def _memory_groups(panel: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
 def _plot_rank_range(ax, line: pd.DataFrame, done: pd.Series, color: str,
                      extras: set[str], shift: float = 1.0,
                      min_length: float = 0.0) -> None:  # fmt: skip
-    """An error bar from the minimum over ranks (``peak_mem_min_gib``) up to the plotted
-    maximum, where the records hold the minimum and it is more than ``min_length`` (GiB)
-    below the maximum (a shorter bar hides under the marker: not drawn, not in the legend),
-    at ``shift`` times the node count (as :func:`_plot_measured`)."""
+    """A thin uncapped bar from the minimum over ranks (``peak_mem_min_gib``) up to the
+    plotted maximum, where the records hold the minimum and it is more than ``min_length``
+    (GiB) below the maximum (a shorter bar hides under the marker: not drawn, not in the
+    legend), at ``shift`` times the node count: just right of the point, whose capped bar
+    is its spread over repeats (:func:`_draw_memory_panel`)."""
     ok = _completed(line, "peak_mem_min_gib")
     low = ok.groupby(ok["nodes"].astype("int64"))["peak_mem_min_gib"].min()
     low = low[low.index.isin(done.index)]
@@ -308,7 +321,7 @@ def _plot_rank_range(ax, line: pd.DataFrame, done: pd.Series, color: str,
     if len(low):
         high = done.loc[low.index]
         ax.errorbar(low.index * shift, high, yerr=[high - low, 0 * high], fmt="none",
-                    ecolor=color, capsize=3, lw=1, alpha=0.8, zorder=3)
+                    ecolor=color, **WINDOWS_BAR, alpha=0.8, zorder=3)
         extras.add("ranks")
 
 
@@ -359,11 +372,8 @@ def _plot_reserved(ax, line: pd.DataFrame, color: str, extras: set[str],
         return
     if (line["peak_mem_kind"].dropna() != "allocated").any():
         return
-    reserved = _completed_points(line, "peak_mem_reserved_gib", "max")
-    if len(reserved):
-        ax.scatter(reserved.index * shift, reserved.values, marker="o", facecolors="none",
-                   edgecolors=color, s=30, zorder=3, label="_reserved")
-        extras.add("reserved")
+    _plot_hollow_maxima(ax, line, "peak_mem_reserved_gib", "o", "reserved", color, extras,
+                        shift)
 
 
 def _plot_device_used(ax, line: pd.DataFrame, color: str, extras: set[str],
@@ -374,13 +384,22 @@ def _plot_device_used(ax, line: pd.DataFrame, color: str, extras: set[str],
     reserved circle): what the device holds beside the allocator's peak, the CUDA context,
     NCCL's buffers and any other process included. Nothing where the records hold none (CPU
     runs, a JAX run on ROCm, nvidia-ml-py missing; older records without the column)."""
-    if "device_mem_used_gib" not in line:
-        return
-    used = _completed_points(line, "device_mem_used_gib", "max")
-    if len(used):
-        ax.scatter(used.index * shift, used.values, marker="v", facecolors="none",
-                   edgecolors=color, s=30, zorder=3, label="_device used")
-        extras.add("device_used")
+    if "device_mem_used_gib" in line:
+        _plot_hollow_maxima(ax, line, "device_mem_used_gib", "v", "device_used", color,
+                            extras, shift)
+
+
+def _plot_hollow_maxima(ax, line: pd.DataFrame, value: str, marker: str, kind: str,
+                        color: str, extras: set[str], shift: float) -> None:  # fmt: skip
+    """The line's ``value`` (GiB), its maximum over the completed runs per node count, as
+    hollow ``marker`` s in ``color`` at ``shift`` times the node count, labelled ``_<kind>``
+    (``device_used`` as ``_device used``) and ``kind`` added to ``extras``; nothing where no
+    completed run holds it."""
+    points = _completed_points(line, value, "max")
+    if len(points):
+        ax.scatter(points.index * shift, points.values, marker=marker, facecolors="none",
+                   edgecolors=color, s=30, zorder=3, label="_" + kind.replace("_", " "))
+        extras.add(kind)
 
 
 def _memory_mark_labels(df: pd.DataFrame) -> dict[str, str]:
@@ -418,16 +437,42 @@ def _memory_mark_labels(df: pd.DataFrame) -> dict[str, str]:
 
 
 def _plot_device_memory(ax, panel: pd.DataFrame) -> bool:
-    """The device memory as a dotted horizontal line, once per distinct known size; True if
-    one was drawn."""
+    """The device memory as a dotted horizontal line, once per distinct known size, and
+    where a GPU run could use less of it (runs.csv ``memory_limit_gib``: a JAX run's XLA
+    pool) that limit as a dash-dotted line; True if one was drawn."""
     devices = panel.loc[panel["device_memory_gib"].notna(), ["device_memory_gib", "device_name"]]
     for gib, rows in devices.groupby("device_memory_gib"):
         names = rows["device_name"].dropna().unique()
         name = f"{_device_unit(names[0])} " if len(names) == 1 else ""
         ax.axhline(gib, ls=":", color=DEVICE_COLOR, lw=1, label=f"{name}memory ({gib:g} GiB)")
+    pools = panel.loc[(panel["device_type"] != "cpu") & panel["memory_limit_gib"].notna()
+                      & (panel["memory_limit_gib"] < panel["device_memory_gib"]),
+                      ["memory_limit_gib", "device_memory_gib"]] \
+        if "memory_limit_gib" in panel else devices.iloc[0:0]
+    for (pool, gib), _ in pools.groupby(["memory_limit_gib", "device_memory_gib"]):
+        ax.axhline(pool, ls="-.", color=DEVICE_COLOR, lw=0.8,
+                   label=f"XLA's pool, {pool / gib:.0%} of the memory ({pool:.3g} GiB)")
     if len(devices):
         ax.set_ylim(top=max(ax.get_ylim()[1], 1.08 * devices["device_memory_gib"].max()))
     return bool(len(devices))
+
+
+def memory_limit_note(df: pd.DataFrame) -> str:
+    """The footer's words on the limit CPU ranks ran under (runs.csv ``memory_limit_gib``:
+    ``train.memory_limit_gib``), e.g. ``CPU ranks ran under train.memory_limit_gib=0.4 GiB
+    per rank: a cap on the growth of each rank's data segment after its start
+    (RLIMIT_DATA), not on the resident memory drawn, so no line``; ``""`` where no CPU run
+    had one. A GPU's limit is its line (:func:`_plot_device_memory`)."""
+    if "memory_limit_gib" not in df:
+        return ""
+    limits = df.loc[(df["device_type"] == "cpu") & df["memory_limit_gib"].notna(),
+                    "memory_limit_gib"]
+    if limits.empty:
+        return ""
+    values = "/".join(f"{v:g}" for v in sorted(limits.unique()))
+    return (f"CPU ranks ran under train.memory_limit_gib={values} GiB per rank: a cap on the "
+            "growth of each rank's data segment after its start (RLIMIT_DATA), not on the "
+            "resident memory drawn, so no line")
 
 
 def _device_unit(name: str) -> str:

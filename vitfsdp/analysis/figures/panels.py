@@ -33,7 +33,7 @@ from vitfsdp.analysis.figures.style import (
     _mpl,
     log_label,
 )
-from vitfsdp.analysis.lines import judged_busy, line_labels
+from vitfsdp.analysis.lines import judged_busy, line_columns, line_labels
 from vitfsdp.core.throughput import host_bound
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
@@ -157,6 +157,21 @@ def _hollow_one_run(ax, line: pd.DataFrame, value: str, done: pd.Series, color: 
                    facecolors="white", edgecolors=color, lw=1.0, zorder=3.1,
                    label="_one run")
         extras.add("one_run")
+
+
+def repeats_note(df: pd.DataFrame, value: str = "peak_mem_gib") -> str:
+    """The footer's count of the completed runs (with ``value``) a figure's points hold, as
+    points.csv ``num_repeats`` counts them (a point: a line at a node count), e.g. ``each
+    point: n=3 completed runs`` or ``each point: n=1-3 completed runs (points.csv
+    num_repeats)``; ``""`` where none completed."""
+    runs = df[(df["status"] == "completed") & df[value].notna() & df["nodes"].notna()]
+    if runs.empty:
+        return ""
+    counts = runs.groupby([*line_columns(runs), "nodes"], dropna=False).size()
+    low, high = int(counts.min()), int(counts.max())
+    if low == high:
+        return f"each point: n={low} completed run{'s' if low > 1 else ''}"
+    return f"each point: n={low}-{high} completed runs (points.csv num_repeats)"
 
 
 def _completed_points(line: pd.DataFrame, value: str, how: str) -> pd.Series:
@@ -310,13 +325,14 @@ def _note_items(line: pd.DataFrame, bad: pd.Series, label: str,
 
 def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str, extras: set[str],
                        x: str = "nodes", scale: float = 1.0, shift: float = 1.0,
-                       beside: float | None = None) -> None:  # fmt: skip
+                       beside: float | None = None, windows: bool = True) -> None:  # fmt: skip
     """A min-max error bar at each ``x`` (node count, or world size): over the point's runs
     where it ran more than once (capped), else over its one run's timed windows (thin and
-    uncapped: the least its noise can be, the noise between runs unmeasured). A window's
-    ``value`` is the run's ``value`` times the window's images/s over the run's (``ips_min``
-    and ``ips_max`` over ``ips``: TFLOP/s per GPU and MFU move with images/s at a fixed
-    model and world). Values are multiplied by ``scale`` (the axis' unit); the bars stand
+    uncapped: the least its noise can be, the noise between runs unmeasured; none with
+    ``windows=False``, for a ``value`` that does not move with images/s, such as memory).
+    A window's ``value`` is the run's ``value`` times the window's images/s over the run's
+    (``ips_min`` and ``ips_max`` over ``ips``: TFLOP/s per GPU and MFU move with images/s at
+    a fixed model and world). Values are multiplied by ``scale`` (the axis' unit); the bars stand
     at ``shift`` times ``x``, as the line's points (:func:`_plot_measured`), a window bar
     ``beside`` times further (default :data:`WINDOW_BAR_SHIFT`). Drawn where the
     span exceeds :data:`MIN_ERROR_BAR` of the median (on the log axis a smaller one hides
@@ -324,7 +340,7 @@ def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str, extras: s
     done = _completed(line, value, x)
     stats = done.groupby(done[x].astype("int64"))[value].agg(["median", "min", "max", "count"])
     stats[["median", "min", "max"]] *= scale
-    if {"ips", "ips_min", "ips_max"} <= set(line.columns):
+    if windows and {"ips", "ips_min", "ips_max"} <= set(line.columns):
         runs = line.loc[done.index, list(dict.fromkeys([x, value, "ips", "ips_min",
                                                         "ips_max"]))].dropna()
         runs = runs.set_index(runs[x].astype("int64"))
