@@ -23,6 +23,14 @@ The sweep's ETA is an estimate, and says what it rests on:
   start-up)``); ``-:--:--`` where the plan has none.
 
 On a terminal the ETA is in the sweep bar; elsewhere one line after each point.
+
+A point that shows no progress (no new window record, no resume) for a quiet interval gets a
+stall line, once per interval (:meth:`SweepProgress.tick`): ``[2/3] no progress for 3 min
+(last step 12/100 at 21:04:10; windows so far came at most 4 s apart)``, so that a user
+back at the terminal tells a hang from a slow point. The interval is
+:data:`STALL_FACTOR` times the longest gap between two windows of one point seen so far in
+the sweep (before the point's first window: the longest start-up, from its start to its
+first window, of the points before it), and at least :data:`STALL_FLOOR_S`.
 """
 
 from __future__ import annotations
@@ -37,6 +45,28 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 log = logging.getLogger(__name__)
+
+
+#: The shortest quiet interval before a stall line, s (assumed, not measured): the default
+#: ``train.timeout_s`` (600 s) ends a hung collective within 10 min, so 3 min gives a user
+#: two or three lines before the point is recorded ``timeout``, while a window of a healthy
+#: point (``train.log_every`` steps: seconds on this host's tiny models, tens of seconds for
+#: a large ViT) never comes near it.
+STALL_FLOOR_S = 180.0
+#: How many times the longest gap seen so far a point may stay quiet before a stall line: a
+#: window that takes a few times the slowest before it (a garbage collection, a slow
+#: all-gather on a shared network) is not a hang; one that takes 5x is worth a line.
+STALL_FACTOR = 5.0
+
+
+def format_quiet(seconds: float) -> str:
+    """``45 s``, ``3 min``, ``2 h 5 min`` (rounded down): how long a point has been quiet."""
+    s = int(seconds)
+    if s < 120:
+        return f"{s} s"
+    if s < 7200:
+        return f"{s // 60} min"
+    return f"{s // 3600} h {s % 3600 // 60} min"
 
 
 def format_eta(seconds: float | None) -> str:
@@ -58,12 +88,24 @@ class SweepProgress:
             terminal, else log lines.
         logger: where the plain lines go (the sweep's own logger, so they read as before).
         clock: seconds of a monotonic clock (``time.monotonic``), for each point's wall time.
+        stall_floor_s: the shortest quiet interval before a stall line (:meth:`tick`), s.
+        wall_clock: seconds since the epoch (``time.time``): when the last step came, as
+            a stall line shows it (this host's local time).
     """
 
     def __init__(self, steps: list[int], predicted_step_s: list[float | None] | None = None,
                  console: Console | None = None, logger: logging.Logger = log,
                  clock: Callable[[], float] = time.monotonic,
-                 work: list[tuple[int, float]] | None = None) -> None:
+                 work: list[tuple[int, float]] | None = None,
+                 stall_floor_s: float = STALL_FLOOR_S,
+                 wall_clock: Callable[[], float] = time.time) -> None:
+        self.stall_floor_s, self.wall_clock = stall_floor_s, wall_clock
+        self.longest_gap_s = 0.0  # longest gap between two windows of one point so far
+        self.gap_seen = False  # a gap between two windows was measured
+        self.longest_startup_s = 0.0  # longest start of a point to its first window so far
+        self.last_progress: float | None = None  # clock() at the running point's last news
+        self.last_step: tuple[int, float] | None = None  # (step, wall_clock()) of it
+        self.stall_lines = 0  # stall lines said since the last news
         self.work = work  # each point's (ranks, relative work of a step), for the ETA
         self.log = logger
         self.console = console or Console()
@@ -156,6 +198,7 @@ class SweepProgress:
         """Point ``index`` (0-based) starts; ``line`` is its plain log line."""
         self.index = index
         self.started_at = self.clock()
+        self.last_progress, self.last_step, self.stall_lines = self.started_at, None, 0
         if not self.bars:
             self.log.info("%s", line)
             return
@@ -172,6 +215,7 @@ class SweepProgress:
             return
         steps = self.steps[self.index]
         self.done_steps[self.index] = w["step_end"]
+        self._news(w["step_end"])
         if not w.get("warmup") and w.get("step_time_s"):
             self.measured_step_s.append(w["step_time_s"])
             self.point_step_s[self.index].append(w["step_time_s"])
@@ -191,6 +235,7 @@ class SweepProgress:
         its bar starts at that step. Its windows up to that step are the earlier attempts'
         (not shown again); its summary pools them with this attempt's."""
         self.done_steps[self.index] = step
+        self._news(None)
         line = (f"{tag}   resumed from checkpoint step {step} (attempt "
                 f"{'?' if attempt is None else attempt}, counted from 0: steps 1-{step} ran "
                 "in earlier attempts)")
@@ -201,6 +246,59 @@ class SweepProgress:
         self.bars.update(self.point_task, completed=step, refresh=True)
         self._update_sweep()
 
+    def _news(self, step: int | None) -> None:
+        """The running point showed progress (a window ending at ``step``; None: a resume,
+        which starts its timing again): the gap since its last news counts towards the
+        stall interval (:meth:`stall_interval_s`), unless it was itself a stall (a stall
+        line was said): a hang that ended does not lengthen the next wait for a line."""
+        now = self.clock()
+        if self.last_progress is not None and step is not None and not self.stall_lines:
+            gap = now - self.last_progress
+            if self.last_step is None:
+                self.longest_startup_s = max(self.longest_startup_s, gap)
+            else:
+                self.longest_gap_s, self.gap_seen = max(self.longest_gap_s, gap), True
+        self.last_progress, self.stall_lines = now, 0
+        if step is not None:
+            self.last_step = (step, self.wall_clock())
+
+    def stall_interval_s(self) -> float:
+        """Seconds the running point may stay quiet before a stall line (module docstring):
+        :data:`STALL_FACTOR` x the longest gap between windows seen so far (before its first
+        window: the longest start-up so far), at least ``stall_floor_s``."""
+        seen = self.longest_gap_s if self.last_step is not None else self.longest_startup_s
+        return max(self.stall_floor_s, STALL_FACTOR * seen)
+
+    def tick(self, tag: str) -> str | None:
+        """Called while the point runs (each poll of its processes): once per quiet
+        interval (:meth:`stall_interval_s`) without news, a stall line, which it returns
+        (None where none is due): ``[2/3] no progress for 3 min (last step 12/100 at
+        21:04:10; windows so far came at most 4 s apart)``."""
+        if self.last_progress is None or self.started_at is None:
+            return None
+        quiet, interval = self.clock() - self.last_progress, self.stall_interval_s()
+        if quiet < interval * (self.stall_lines + 1):
+            return None
+        self.stall_lines = int(quiet // interval)
+        if self.last_step is None:
+            started = time.strftime("%H:%M:%S", time.localtime(self.wall_clock() - quiet))
+            last = f"no step yet; started at {started}"
+            seen = (f"; start-ups so far took up to {format_quiet(self.longest_startup_s)}"
+                    if self.longest_startup_s else "")
+        else:
+            step, at = self.last_step
+            last = (f"last step {step}/{self.steps[self.index]} at "
+                    f"{time.strftime('%H:%M:%S', time.localtime(at))}")
+            gap = self.longest_gap_s
+            apart = ("less than 1 s" if gap < 1 else f"at most {gap:.{1 if gap < 10 else 0}f} s")
+            seen = f"; windows so far came {apart} apart" if self.gap_seen else ""
+        line = f"{tag} no progress for {format_quiet(quiet)} ({last}{seen})"
+        if self.bars:
+            self.bars.console.print(line, markup=False, highlight=False)
+        else:
+            self.log.warning("%s", line)
+        return line
+
     def end_point(self, line: str) -> None:
         """The running point ended; ``line`` is its plain log line (then, where points are
         left, one line of the sweep's ETA)."""
@@ -208,6 +306,7 @@ class SweepProgress:
         if self.started_at is not None:
             self.wall_s[self.index] = self.clock() - self.started_at
             self.started_at = None
+        self.last_progress = None
         if not self.bars:
             self.log.info("%s", line)
             if any(w is None for w in self.wall_s):

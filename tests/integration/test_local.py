@@ -3,7 +3,9 @@ stops the other nodes' processes, and a timeout stops them all with its own resu
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 import time
 
@@ -100,3 +102,53 @@ def test_the_log_tail_ends_with_the_error_not_the_launchers_lines(tmp_path):
     assert lines[0].startswith("Error executing job")
     assert lines[-1] == "RuntimeError: operator torchvision::nms does not exist"
     assert tail(tmp_path / "missing.log") == ""
+
+
+def test_a_hung_point_gets_stall_lines_and_status_says_it_runs(tmp_path, monkeypatch, caplog):
+    """A real point whose rank 1 hangs at step 3 (``VITFSDP_TEST_FAULT=hang:1:3``) until
+    rank 0's collective times out: while it hangs the sweep's progress says, once per quiet
+    interval, that no progress came since step 2 (before: nothing between the last step
+    line and the point's end), and ``--status``'s row says RUNNING with its last record
+    (before: ``-``). The floor is lowered to 2 s for the test (180 s in a sweep)."""
+    import io
+    import logging
+
+    from rich.console import Console
+
+    from tests.conftest import TINY
+    from vitfsdp import failures
+    from vitfsdp.launch import local, status
+    from vitfsdp.progress import SweepProgress
+    from vitfsdp.records import write_json_atomic
+
+    monkeypatch.setenv(failures.FAULT_ENV, "hang:1:3")
+    run_dir = tmp_path / "0_point"
+    run_dir.mkdir()
+    write_json_atomic(run_dir / "job.json", {"launcher": "local", "job_id": None,
+                                             "sweep": local.sweep_process()})
+    overrides = [*TINY, "train.steps=6", "train.log_every=1", "cluster.gpus_per_node=2",
+                 "train.timeout_s=6"]
+    bars = SweepProgress([6], console=Console(file=io.StringIO()), stall_floor_s=2)
+    cells = []
+
+    def poll():
+        if bars.tick("[1/1]") and not cells:
+            cells.append(status._state_cell(status.read_state(run_dir)))
+
+    bars.start_point(0, "[1/1]", "[1/1] hang:1:3")
+    with caplog.at_level(logging.INFO, logger="vitfsdp.progress"):
+        local.run_point(overrides, run_dir, 2, log_path=run_dir / "train.log",
+                        on_window=lambda w: bars.window("[1/1]", w), poll_s=0.2,
+                        on_poll=poll)
+    said = [r.getMessage() for r in caplog.records if "no progress" in r.getMessage()]
+    print("\n".join(said), cells, sep="\n")
+    lines = [line for line in said if "no step yet" not in line]  # start-up over 2 s: said
+    assert lines and all(re.fullmatch(r"\[1/1\] no progress for \d+ s \(last step 2/6 at "
+                                      r"\d\d:\d\d:\d\d; windows so far came "
+                                      r"(at most [\d.]+|less than 1) s apart\)", line)
+                             for line in lines), lines
+    quiet = [int(line.split("for ")[1].split(" s")[0]) for line in lines]
+    interval = bars.stall_interval_s()
+    assert all(b - a >= interval - 1 for a, b in zip(quiet, quiet[1:], strict=False)), quiet
+    assert re.fullmatch(r"RUNNING \(last record \d\d:\d\d:\d\d, \d+ s ago\)", cells[0]), cells
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "timeout"

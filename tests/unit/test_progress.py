@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import logging
+import time
 
 import pytest
 from rich.console import Console
@@ -168,3 +169,50 @@ def test_the_breaker_needs_one_reason_in_three_jobs_none_interrupted(tmp_path):
                                for i in range(3)]) is None
     done = row("done", "60", "", status="completed")
     assert same_early_failure([*jobs, done]) is None
+
+
+def test_a_quiet_point_gets_a_stall_line_once_per_interval(caplog):
+    """No window for 5x the longest gap between windows so far (at least the floor): one
+    line naming the last step and when it came, then one per interval; news resets it.
+    Before: nothing at all while a point hung."""
+    clock, wall = FakeClock(), FakeClock()
+    wall.now = 1_800_000_000.0
+    bars = SweepProgress([100], console=Console(file=io.StringIO()), clock=clock,
+                         stall_floor_s=60, wall_clock=wall)
+    with caplog.at_level(logging.INFO, logger="vitfsdp.progress"):
+        bars.start_point(0, "[1/1]", "[1/1] strategy=DDP")
+        clock.now = wall.now = 30  # start-up: 30 s to the first window
+        wall.now += 1_800_000_000.0
+        assert bars.tick("[1/1]") is None
+        bars.window("[1/1]", {**W2, "step_end": 2})
+        for step in (4, 6):  # windows 20 s apart: interval max(60, 5 x 20) = 100 s
+            clock.now += 20
+            wall.now += 20
+            bars.window("[1/1]", {**W2, "step_end": step})
+        at = time.strftime("%H:%M:%S", time.localtime(wall.now))
+        assert bars.stall_interval_s() == 100
+        said = []
+        for _ in range(250):  # 250 s without news, polled every second
+            clock.now += 1
+            said += [(clock.now, line) for line in [bars.tick("[1/1]")] if line]
+        assert [t for t, _ in said] == [170.0, 270.0]
+        assert said[0][1] == (f"[1/1] no progress for 100 s (last step 6/100 at {at}; "
+                              "windows so far came at most 20 s apart)")
+        assert said[1][1].startswith("[1/1] no progress for 3 min (last step 6/100")
+        bars.window("[1/1]", {**W2, "step_end": 8})  # news: quiet again from here
+        assert bars.stall_interval_s() == 100  # the stall itself is not a step's pace
+        clock.now += 99
+        assert bars.tick("[1/1]") is None
+    assert [r.levelname for r in caplog.records if "no progress" in r.getMessage()] == \
+        ["WARNING", "WARNING"]
+
+
+def test_a_point_quiet_before_its_first_window_says_it_has_no_step_yet():
+    clock = FakeClock()
+    bars = SweepProgress([4], console=Console(file=io.StringIO()), clock=clock,
+                         stall_floor_s=180)
+    bars.start_point(0, "[1/1]", "[1/1] strategy=DDP")
+    clock.now = 179
+    assert bars.tick("[1/1]") is None
+    clock.now = 180
+    assert bars.tick("[1/1]").startswith("[1/1] no progress for 3 min (no step yet; started at ")

@@ -462,3 +462,34 @@ def test_a_presets_points_are_read_from_the_record_not_expanded(tmp_path, capsys
     (row,) = [line for line in out.splitlines() if line.startswith("2 ") and "not submitted"
               in line]
     assert row.split()[-1] == "strategy=HYBRID_2GPU", out
+
+
+def test_a_local_point_that_runs_now_says_so_with_its_last_record(tmp_path):
+    """A local point with no summary whose sweep process (job.json's ``sweep``: host, pid and
+    its start) runs: RUNNING with this host and when its last record came, where the table
+    showed ``-`` in every column; one whose sweep process is gone: STOPPED; a job.json from
+    before the sweep process was recorded: ``-`` as before."""
+    from vitfsdp.launch import local, status
+
+    run_dir = tmp_path / "sweep" / "0_strategy=DDP"
+    run_dir.mkdir(parents=True)
+    job = {"launcher": "local", "job_id": None, "config_hash": HASHES[0]}
+    (run_dir / "job.json").write_text(json.dumps({**job, "sweep": local.sweep_process()}))
+    (run_dir / "metrics.jsonl").write_text(json.dumps({"step_end": 12, "ips": 8.0}) + "\n")
+    written = (run_dir / "metrics.jsonl").stat().st_mtime
+    row = status.read_state(run_dir)
+    assert (row.state, row.step, row.nodelist) == ("RUNNING", 12, os.uname().nodename)
+    at = time.strftime("%H:%M:%S", time.localtime(written))
+    assert status._state_cell(row, now=written + 185) == f"RUNNING (last record {at}, 3 min ago)"
+    assert status.summary_line([row]) == "1 point: 1 RUNNING"
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # its pid now names no process (or, reused, another start)
+    (run_dir / "job.json").write_text(json.dumps(
+        {**job, "sweep": {**local.sweep_process(), "pid": gone.pid}}))
+    assert status.read_state(run_dir).state == "STOPPED"
+    (run_dir / "job.json").write_text(json.dumps(job))
+    assert status.read_state(run_dir).state == "-"
+    (run_dir / "summary.json").write_text(json.dumps({"status": "completed", "ips": 8.0}))
+    (run_dir / "job.json").write_text(json.dumps({**job, "sweep": local.sweep_process()}))
+    assert status.read_state(run_dir).state == "-"  # ended: its status says it

@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
 import time
@@ -120,9 +121,40 @@ def job_record(point) -> dict:
     return {"launcher": "local", "job_id": None, "config_hash": point.config_hash,
             "nodes": point.cfg.nodes, "world_size": point.cfg.world_size,
             "overrides": redact_args(list(point.overrides)),
-            "config": config_record(point.cfg),
+            "config": config_record(point.cfg), "sweep": sweep_process(),
             "written_at": datetime.datetime.now(datetime.timezone.utc).isoformat(
                 timespec="seconds")}
+
+
+def sweep_process() -> dict:
+    """This process (the sweep that runs a point here) as a point's job.json records it:
+    ``host``, ``pid`` and ``pid_start`` (its start in clock ticks after boot,
+    :func:`process_start`, so that a later process given the same pid is not taken for it);
+    :func:`process_runs` reads it back."""
+    return {"host": socket.gethostname(), "pid": os.getpid(),
+            "pid_start": process_start(os.getpid())}
+
+
+def process_start(pid: int) -> int | None:
+    """When process ``pid`` started, in clock ticks after boot (``/proc/<pid>/stat``'s
+    22nd field, proc(5)); None where it is gone or there is no ``/proc``."""
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_text()
+        return int(stat[stat.rindex(")") + 2:].split()[19])  # after "(comm) state"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def process_runs(record: object) -> bool | None:
+    """Whether the sweep process a job.json's ``sweep`` record names (:func:`sweep_process`)
+    still runs: the same pid with the same start. None where the record names another
+    host (which this one cannot see) or holds no pid."""
+    if not isinstance(record, dict) or not isinstance(record.get("pid"), int):
+        return None
+    if record.get("host") != socket.gethostname():
+        return None
+    start = process_start(record["pid"])
+    return start is not None and record.get("pid_start") in (None, start)
 
 
 def run_point(
@@ -136,6 +168,7 @@ def run_point(
     env: Mapping[str, str] | None = None,
     nodes: int = 1,
     network: NetworkConfig | None = None,
+    on_poll: Callable[[], object] | None = None,
 ) -> int:
     """Run one point to the end and return torchrun's exit code (the first non-zero one of
     its nodes' torchruns where nodes are apart).
@@ -152,6 +185,9 @@ def run_point(
         network: ``cluster.network``; with ``emulate`` and root the nodes run apart
             (:class:`vitfsdp.launch.netns.EmulatedNetwork`), without root one line says the
             network is not emulated and the ranks share this host's loopback.
+        on_poll: called after each check of the processes (every ``poll_s`` seconds), with
+            nothing: where the sweep says a point that shows no progress
+            (:meth:`vitfsdp.progress.SweepProgress.tick`).
 
     Writes ``run_dir``/``host.json`` as the point ends, however it ends: the CPU time other
     processes of this host took meanwhile (:class:`vitfsdp.records.OtherWork`).
@@ -177,11 +213,11 @@ def run_point(
                     for k in range(nodes)]
                 try:
                     return run_until_done(cmds, [{**env, **net.env(k)} for k in range(nodes)],
-                                          out, run_dir, on_window, poll_s)
+                                          out, run_dir, on_window, poll_s, on_poll=on_poll)
                 finally:
                     write_network_record(run_dir, net)
         cmd = torchrun_command(overrides, run_dir, num_procs)
-        return run_until_done([cmd], [env], out, run_dir, on_window, poll_s)
+        return run_until_done([cmd], [env], out, run_dir, on_window, poll_s, on_poll=on_poll)
     finally:
         if out:
             out.close()
@@ -218,14 +254,16 @@ def _wait_for_one(procs: list[subprocess.Popen], poll_s: float) -> None:
 
 def run_until_done(cmds: list[list[str]], envs: list[dict], out, run_dir: Path | None = None,
                    on_window: Callable[[dict], None] | None = None, poll_s: float = 1.0,
-                   timeout_s: float | None = None) -> int | None:
+                   timeout_s: float | None = None,
+                   on_poll: Callable[[], object] | None = None) -> int | None:
     """Start ``cmds`` (one torchrun per node, each with its env of ``envs``; output to the
     open file ``out``, this terminal where None) and wait for all, checking every ``poll_s``
     seconds and as soon as one ends (:func:`_wait_for_one`); once one fails, or ``timeout_s``
     seconds have passed, the others are stopped (SIGTERM, then SIGKILL after 30 s: their
     peers are gone). ``on_window`` is called with each window this attempt adds to
     ``run_dir``'s metrics.jsonl, after a resume record where it resumes
-    (:class:`AttemptWindows`).
+    (:class:`AttemptWindows`); ``on_poll`` (no arguments) after each check, windows
+    reported.
 
     Returns:
         The exit code of the first process that failed (not the codes of those it made
@@ -248,6 +286,8 @@ def run_until_done(cmds: list[list[str]], envs: list[dict], out, run_dir: Path |
                 _stop(procs)  # their codes are the stop's, not the failure's
             _wait_for_one(procs, poll_s)
             windows.report()
+            if on_poll is not None:
+                on_poll()
     except BaseException:
         _stop(procs, STOP_GRACE_S)
         raise

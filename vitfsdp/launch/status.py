@@ -79,7 +79,7 @@ from vitfsdp.core.layout import (
     field_of,
 )
 from vitfsdp.launch import time_limit_s
-from vitfsdp.launch.local import tail
+from vitfsdp.launch.local import process_runs, tail
 from vitfsdp.records import (
     disk_error,
     mark_failed,
@@ -152,6 +152,9 @@ class PointState:
     #: the point's overrides as its job.json (else run.json) records them, redacted; None
     #: where neither holds them (:func:`labels` then reads the run directory's name)
     overrides: list[str] | None = None
+    #: a local point's newest record (metrics.jsonl, run.json, job.json), seconds since the
+    #: epoch: shown while it runs (:data:`LOCAL_RUNNING`); None for any other point
+    last_record_at: float | None = None
 
     @property
     def done(self) -> bool:
@@ -186,9 +189,12 @@ def read_state(run_dir: Path) -> PointState:
     started = _started_job_id(run_dir)
     job_id = job.get("job_id") or started
     pack = job.get("pack") or {}
+    state = "written" if job.get("submitted_with") == "script" and not started else "-"
+    local_state = _local_state(job) if summary is None and not job_id else None
     return PointState(
-        run_dir=run_dir, job_id=job_id,
-        state="written" if job.get("submitted_with") == "script" and not started else "-",
+        run_dir=run_dir, job_id=job_id, state=local_state or state,
+        nodelist=job["sweep"]["host"] if local_state == LOCAL_RUNNING else "",
+        last_record_at=_last_record_at(run_dir) if local_state == LOCAL_RUNNING else None,
         step=windows[-1]["step_end"] if windows else 0, steps=steps,
         ips=(summary or {}).get("ips") or summarize_windows(windows)["ips"],
         status=summary["status"] if summary else None,
@@ -196,6 +202,33 @@ def read_state(run_dir: Path) -> PointState:
         slurm_recorded=bool(summary and SLURM_KEY in summary),
         overrides=_recorded_overrides(job, run),
     )
+
+
+#: The state of a local point (``cluster=local``: no Slurm job) whose sweep process still
+#: runs and that has no summary yet, and of one whose sweep process is gone without one (a
+#: SIGKILL, a reboot: the sweep's command runs it again).
+LOCAL_RUNNING, LOCAL_STOPPED = "RUNNING", "STOPPED"
+
+
+def _local_state(job: dict) -> str | None:
+    """:data:`LOCAL_RUNNING` or :data:`LOCAL_STOPPED` for a local point with no summary, as
+    the sweep process its job.json names runs or not
+    (:func:`vitfsdp.launch.local.process_runs`); None where that cannot be told (another
+    host's sweep, a job.json from before it was recorded)."""
+    runs = process_runs(job.get("sweep")) if job.get("launcher") == "local" else None
+    return None if runs is None else LOCAL_RUNNING if runs else LOCAL_STOPPED
+
+
+def _last_record_at(run_dir: Path) -> float | None:
+    """When the point's newest record (metrics.jsonl, run.json, job.json) was written,
+    seconds since the epoch; None where none is there."""
+    times = []
+    for name in (METRICS_FILE, RUN_FILE, JOB_FILE):
+        try:
+            times.append((run_dir / name).stat().st_mtime)
+        except OSError:
+            continue
+    return max(times, default=None)
 
 
 def _recorded_overrides(job: dict, run: dict) -> list[str] | None:
@@ -689,11 +722,24 @@ def format_table(rows: Sequence[PointState]) -> str:
 PENDING_REASON_CHARS = 60
 
 
-def _state_cell(row: PointState) -> str:
-    """The state column: Slurm's state, with its reason while pending."""
+def _state_cell(row: PointState, now: float | None = None) -> str:
+    """The state column: Slurm's state, with its reason while pending; a local point that
+    runs with when its last record was written (``RUNNING (last record 21:04:10, 3 min
+    ago)``, this host's local time; ``now``: seconds since the epoch, default the clock)."""
+    if row.state == LOCAL_RUNNING and row.last_record_at is not None:
+        ago = max((time.time() if now is None else now) - row.last_record_at, 0)
+        at = time.strftime("%H:%M:%S", time.localtime(row.last_record_at))
+        return f"{row.state} (last record {at}, {_ago(ago)})"
     if row.state != "PENDING" or not row.pending_reason:
         return row.state
     return f"{row.state} ({reason_line(row.pending_reason, PENDING_REASON_CHARS)})"
+
+
+def _ago(seconds: float) -> str:
+    """``12 s ago``, ``3 min ago``, ``2 h ago`` (whole units, rounded down)."""
+    if seconds < 120:
+        return f"{int(seconds)} s ago"
+    return f"{int(seconds // 60)} min ago" if seconds < 7200 else f"{int(seconds // 3600)} h ago"
 
 
 #: What the status column adds for a point :attr:`PointState.superseded`.

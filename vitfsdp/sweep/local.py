@@ -55,6 +55,7 @@ def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: in
             on_window=lambda w: bars.window(tag, w),
             env={**point.cfg.cluster.env, **secrets.point_secrets([point])},
             nodes=point.cfg.nodes, network=point.cfg.cluster.network,
+            on_poll=lambda: bars.tick(tag),
         )
     except KeyboardInterrupt:  # its processes are stopped (run_until_done)
         _record_interrupted(point.run_dir)
