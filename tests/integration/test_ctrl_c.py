@@ -87,7 +87,7 @@ def test_local_point_interrupted_is_recorded_and_runs_again(tmp_path):
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, out[-2000:] + err[-2000:]
     assert read(run_dir / "summary.json")["status"] == "completed"
-    assert (run_dir / "attempts" / "1" / "summary.json").exists()
+    assert (run_dir / "attempts" / "0" / "summary.json").exists()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
