@@ -409,7 +409,7 @@ def test_rerun_failed_skips_a_failed_point_whose_job_still_runs(tmp_path):
     """A point recorded ``failed`` (a rank's failure, written by rank 0) while its Slurm job
     is still RUNNING (the other ranks, the epilog: R or CG; or a requeued job): --rerun-failed
     must not run it again into the directory that job still writes into. Before: "1 to run",
-    its files moved to attempts/1 and a new script written. Now one line names the job, how
+    its files moved to attempts/0 and a new script written. Now one line names the job, how
     to follow it and the scancel that ends it; nothing of the point's is touched."""
     from vitfsdp.records import mark_failed
 
