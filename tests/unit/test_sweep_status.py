@@ -488,6 +488,10 @@ def test_a_local_point_that_runs_now_says_so_with_its_last_record(tmp_path):
     (run_dir / "job.json").write_text(json.dumps(
         {**job, "sweep": {**local.sweep_process(), "pid": gone.pid}}))
     assert status.read_state(run_dir).state == "STOPPED"
+    shown: list[str] = []  # --status --watch waited forever on it: nothing writes its summary
+    (stopped,) = status.watch(run_dir.parent, [run_dir], poll_s=0.01, show=shown.append,
+                              timeout_s=5)
+    assert stopped.done and stopped.status is None and "1 point: 1 STOPPED" in shown[-1]
     (run_dir / "job.json").write_text(json.dumps(job))
     assert status.read_state(run_dir).state == "-"
     (run_dir / "summary.json").write_text(json.dumps({"status": "completed", "ips": 8.0}))

@@ -160,7 +160,11 @@ class PointState:
     def done(self) -> bool:
         """The point has its final summary (completed, or failed as data) and, for a Slurm
         point whose job Slurm still knows, Slurm's end in it; a ``preempted`` point whose
-        job is still queued (requeued) is not done."""
+        job is still queued (requeued) is not done. A local point whose sweep process is gone
+        without a summary (:data:`LOCAL_STOPPED`) is done too: nothing will write one (the
+        sweep's command runs it again), so ``--status --watch`` ends rather than wait on it."""
+        if self.state == LOCAL_STOPPED:
+            return True
         if self.status is None or (self.status == PREEMPTED and self.state in ALIVE_STATES):
             return False
         return self.slurm_recorded or self.job_id is None or self.state in ("-", "written")
