@@ -459,6 +459,25 @@ def test_squeue_that_cannot_answer_is_said_not_guessed(tmp_path, monkeypatch):
     assert summary["status"] == "failed"
 
 
+def test_a_failed_packed_point_whose_pack_runs_on_is_not_told_to_scancel_it(tmp_path):
+    """A packed point (hydra.launcher.pack) recorded failed while its pack job still runs
+    the pack's other points: the line said "cancel it with: scancel N", which would end
+    those points too. Now it names the pack job and says so; a point's own job keeps its
+    scancel."""
+    from vitfsdp.launch.resume import Existing
+    from vitfsdp.sweep.choose import _job_alive
+
+    alive = {"12": "RUNNING"}
+    why, summary = _job_alive([Existing(tmp_path / "0_a", "failed", False, "12", packed=True)],
+                              alive, tmp_path)
+    assert "but its pack job 12 is still RUNNING: wait for it to end" in why, why
+    assert why.endswith("(scancel 12 would end the pack's other points too); then run this "
+                        "command again"), why
+    assert "cancel it with" not in why and summary["status"] == "submitted"
+    why, _ = _job_alive([Existing(tmp_path / "0_a", "failed", False, "12")], alive, tmp_path)
+    assert why.endswith("or cancel it with: scancel 12; then run this command again"), why
+
+
 @needs_cluster
 def test_the_interrupted_line_names_a_job_that_runs_past_its_failed_record(tmp_path,
                                                                           monkeypatch):

@@ -65,6 +65,7 @@ class Existing:
     status: str | None  # summary status; None while running or never started
     interrupted: bool  # ended from outside the run (scancel, time limit, node failure)
     job_id: str | None
+    packed: bool = False  # its job is a pack's (hydra.launcher.pack): other points run in it
 
 
 def existing_points(sweep_dir: Path, job_file: str) -> dict[str, list[Existing]]:
@@ -77,7 +78,7 @@ def existing_points(sweep_dir: Path, job_file: str) -> dict[str, list[Existing]]
         summary = read_json(job_path.parent / SUMMARY_FILE) or {}
         found.setdefault(job["config_hash"], []).append(Existing(
             job_path.parent, summary.get("status"), bool(summary.get("interrupted")),
-            job.get("job_id")))
+            job.get("job_id"), bool(job.get("pack"))))
     return found
 
 

@@ -101,10 +101,13 @@ def _job_alive(prior: list, alive: dict[str, str] | None,
                     f"check with: {status_command(sweep_dir, watch=False)}",
                     read_json(e.run_dir / SUMMARY_FILE) or {"status": e.status})
         if e.job_id in alive:
-            return (f"{recorded} in {e.run_dir.name}, but its Slurm job {e.job_id} is still "
+            cancel = (f" (scancel {e.job_id} would end the pack's other points too)"
+                      if e.packed else
+                      f" or cancel it with: {shlex.join(['scancel', e.job_id])}")
+            job = "pack job" if e.packed else "Slurm job"
+            return (f"{recorded} in {e.run_dir.name}, but its {job} {e.job_id} is still "
                     f"{alive[e.job_id]}: wait for it to end (follow with: "
-                    f"{status_command(sweep_dir)}) or cancel it with: "
-                    f"{shlex.join(['scancel', e.job_id])}; then run this command again",
+                    f"{status_command(sweep_dir)}){cancel}; then run this command again",
                     {"status": "submitted", "job_id": e.job_id, "run_dir": str(e.run_dir)})
     return None, {}
 
