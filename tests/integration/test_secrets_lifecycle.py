@@ -88,7 +88,9 @@ def test_pack_submission_environment_lacks_the_secret(tmp_path, fake_sbatch, mon
     monkeypatch.setenv("MY_API_TOKEN", SECRET)
     monkeypatch.chdir(tmp_path)
     sweep_dir = tmp_path / "sweep"
-    (pk,) = pack.make_packs([_point(0, sweep_dir), _point(1, sweep_dir)], {})
+    # two points of one repeat round (a pack holds one round)
+    (pk,) = pack.make_packs([_point(0, sweep_dir), _point(1, sweep_dir, "repeat=0",
+                                                           "train.seed=2")], {})
     assert pack.submit(pk, sweep_dir, "vitfsdp") == "4242"
     (env,) = _submitted_envs(fake_sbatch)
     assert "MY_API_TOKEN" not in env and SECRET not in json.dumps(env)

@@ -42,6 +42,61 @@ def test_points_pack_by_node_count_with_summed_time_limits():
     assert pack.slurm_time(90_000) == "1-01:00:00"
 
 
+def _rounds(models=("vit_tiny",), times=None) -> list[Point]:
+    """repeat=0,1,2 × models × FULL_SHARD, HYBRID_2GPU at 4 nodes, in the sweep's order
+    (repeat slowest); ``times``: strategy → cluster.time, as cluster.time=auto resolves one
+    per point (the same for each repeat of a point)."""
+    points = []
+    for repeat in range(3):
+        for model in models:
+            for strategy in ("FULL_SHARD", "HYBRID_2GPU"):
+                time = (times or {}).get(strategy, "00:10:00")
+                overrides = ["cluster=virtual", "nodes=4", f"model={model}",
+                             f"strategy={strategy}", f"repeat={repeat}", f"cluster.time={time}"]
+                num = len(points)
+                points.append(Point(num, overrides, compose_cfg(*overrides),
+                                    SWEEP_DIR / f"{num}_p"))
+    return points
+
+
+def _shown(packs) -> list[list[str]]:
+    return [[f"r{p.cfg.repeat} {p.cfg.model.name} {p.cfg.strategy.name}" for p in pk.points]
+            for pk in packs]
+
+
+@pytest.mark.parametrize("times", [None, {"FULL_SHARD": "00:10:00", "HYBRID_2GPU": "00:12:00"}],
+                         ids=["one cluster.time", "a time per point (auto)"])
+def test_a_pack_holds_one_rounds_competing_strategies(times):
+    """Before, packs grouped on the whole profile (its resolved cluster.time with it) in
+    point order: FULL_SHARD repeat 0, 1 and 2 in one allocation and HYBRID_2GPU's in another
+    (a time per point, as cluster.time=auto gives), or all six in one: the spread of the
+    repeats measured one allocation, and a difference between strategies could be the
+    nodes'. Now a pack holds one round's strategies, each round its own allocation, round 0
+    first; its time is the sum of its points' (they run in turn)."""
+    packs = pack.make_packs(_rounds(times=times), {})
+    assert _shown(packs) == [[f"r{r} vit_tiny FULL_SHARD", f"r{r} vit_tiny HYBRID_2GPU"]
+                             for r in range(3)]
+    hybrid_s = 720 if times else 600
+    assert [pk.time_limit_s for pk in packs] == [pack.PACK_START_S + 600 + hybrid_s] * 3
+
+
+def test_the_queue_cap_splits_a_round_by_model_keeping_its_strategies_together():
+    """Under a 35-minute cap a round's four 10-minute points (2 models × 2 strategies) take
+    two packs. Filled in point order, the first would hold vit_tiny's two strategies and
+    vit_base's FULL_SHARD (32 minutes with the start), leaving vit_base's HYBRID_2GPU to
+    another allocation; now each model's strategies share one, each pack within the cap."""
+    from vitfsdp.launch import QueueLimit
+
+    points = _rounds(models=("vit_tiny", "vit_base"))
+    for p in points:
+        p.cfg.cluster.queue_limits = [QueueLimit(max_time="00:35:00")]
+    packs = pack.make_packs(points, {})
+    assert _shown(packs) == [[f"r{r} {m} {s}" for s in ("FULL_SHARD", "HYBRID_2GPU")]
+                             for r in range(3) for m in ("vit_tiny", "vit_base")]
+    assert all(pk.time_limit_s <= 35 * 60 for pk in packs)
+    assert {pk.nodes for pk in packs} == {4}
+
+
 def test_pack_script_runs_each_point_as_its_own_step():
     points = _points(2, 2, 2)
     (pk,) = pack.make_packs(points, {})
@@ -329,7 +384,8 @@ def test_the_breaker_cancels_a_pending_pack_and_stops_the_running_ones(tmp_path)
     try:  # the held pack goes even on a timeout
         proc = run_module(
             "vitfsdp.sweep", "-m", "cluster=virtual", "model=vit_tiny", "device=cpu",
-            "strategy=FULL_SHARD", "nodes=1", "repeat=0,1,2,3",
+            "strategy=FULL_SHARD", "nodes=1", "train.seed=1,2,3,4",  # not repeats: a pack
+            # holds one repeat round
             "+cluster.env.GLOO_SOCKET_IFNAME=ib0", "train.steps=4", "train.warmup_steps=1",
             "cluster.gpus_per_node=1", "cluster.poll_s=1",
             'cluster.sbatch_args=[],["--comment=b"],["--comment=c"],["--hold"]',

@@ -1,19 +1,31 @@
-"""Packing: one Slurm job per node count runs its sweep points one after another
-(``hydra.launcher.pack=by_nodes``), and at most ``cluster.max_jobs`` of a sweep's jobs are
-queued at once.
+"""Packing: one Slurm job per node count and repeat round runs its sweep points one after
+another (``hydra.launcher.pack=by_nodes``), and at most ``cluster.max_jobs`` of a sweep's jobs
+are queued at once.
 
 Sites limit the jobs a user may queue: Frontier's batch queue allows 4 eligible-to-run jobs
-per user (more are held) and 100 queued, its debug QOS 1
-(https://docs.olcf.ornl.gov/systems/frontier_user_guide.html, "batch Partition (queue)
-Policy"), so a sweep of 168 points cannot be one job per point. A pack is
+per user (more are held) and 100 queued (``cluster.max_queued_jobs``: sbatch rejects more),
+its debug QOS 1 (https://docs.olcf.ornl.gov/systems/frontier_user_guide.html, "batch
+Partition (queue) Policy"), so a sweep of 168 points cannot be one job per point. A pack is
 one allocation of ``nodes`` nodes whose script runs each point as its own job step (``srun``):
 each point keeps its own run directory, ``job.json`` (the pack's job id and the point's
 ``position``; its step is named ``vitfsdp-point<position>``), records and status, and a point
 that fails does not stop the next. The pack's time limit is the sum over its points of the
 plan's predicted run time (what ``cluster.time=auto`` resolves to) or, without a prediction,
-the point's ``cluster.time``, plus :data:`PACK_START_S`; where the profile's
-``queue_limits`` cap a job of that size, a node count's points fill as many packs as keep
-each under the cap.
+the point's ``cluster.time``, plus :data:`PACK_START_S` (its points run one after another);
+where the profile's ``queue_limits`` cap a job of that size, the points fill as many packs as
+keep each under the cap.
+
+Which points share a pack (:func:`allocation_groups`): those of one node count, one cluster
+profile (every field but ``cluster.time``, which the pack sets for all of them, so the
+per-point times of ``cluster.time=auto`` do not split a pack) and one repeat round
+(``repeat``). The competing points of a round (the strategies of a model at that node count)
+then run in one allocation, on the same nodes, and each round in an allocation of its own:
+round r of a point never shares a pack with round r-1, so that a difference in the nodes
+Slurm gives a job spreads over the repeats rather than over the strategies (the spread of
+the repeats is what a difference between points is held to). Where the queue's cap splits
+a round's points of one node count, a model's points (its competing strategies) stay in one
+pack where they fit in one. Packs are submitted round by round: every pack of round 0, then
+of round 1, ...
 
 With ``cluster.probe=allocation`` each pack first measures its own allocation: one job step
 (``vitfsdp-probe``) runs the probe's worker (:mod:`vitfsdp.probe.worker`) on the pack's
@@ -47,7 +59,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from vitfsdp.core.layout import (
@@ -75,7 +87,6 @@ from vitfsdp.launch.slurm import (
     sbatch,
     sbatch_lines,
     setup_lines,
-    shape_groups,
     shell_join,
     shell_word,
     slurm_job_record,
@@ -124,29 +135,64 @@ class Pack:
 
 
 def make_packs(points: Sequence, predicted_s: dict[int, int]) -> list[Pack]:
-    """Points of the same cluster profile and node count in one pack each, in point order;
-    where the profile's queue limits cap a job of that node count
+    """The points of each of :func:`allocation_groups` (a repeat round's points of one node
+    count and cluster profile) in one pack, in point order, round 0's packs first; where the
+    profile's queue limits cap a job of that node count
     (:meth:`~vitfsdp.launch.ClusterConfig.queue_time_limit_s`: Frontier's batch queue, 2 h
-    up to 91 nodes), as many packs as keep each within the cap, filled in point order.
+    up to 91 nodes), as many packs as keep each within the cap (:func:`_fill`).
 
     Args:
         predicted_s: point number → the plan's predicted run time in seconds, where it has
             one; a point without takes its ``cluster.time``.
     """
     packs: list[Pack] = []
-    for group in shape_groups(points):
+    for group in allocation_groups(points):
         cluster = group[0].cfg.cluster
         start = PACK_START_S + (PROBE_STEP_S if cluster.probe == PROBE_IN_ALLOCATION else 0)
         cap = cluster.queue_time_limit_s(group[0].cfg.nodes)
-        chunk: list = []
-        for p in group:
-            seconds = predicted_s.get(p.num, p.cfg.cluster.time_limit_s)
-            if chunk and cap is not None and _pack_s(chunk, start, predicted_s) + seconds > cap:
-                packs.append(Pack(len(packs), chunk, _pack_s(chunk, start, predicted_s)))
-                chunk = []
-            chunk.append(p)
-        packs.append(Pack(len(packs), chunk, _pack_s(chunk, start, predicted_s)))
+        for chunk in _fill(group, cap, lambda chunk, s=start: _pack_s(chunk, s, predicted_s)):
+            packs.append(Pack(len(packs), chunk, _pack_s(chunk, start, predicted_s)))
     return packs
+
+
+def _fill(group: Sequence, cap: int | None, pack_s: Callable[[list], int]) -> list[list]:
+    """``group``'s points in packs whose time (``pack_s`` of a pack's points, s) stays within
+    ``cap`` (None: one pack), keeping the points of one model (those that compete: its
+    strategies) in one pack where they fit in one: a model's points go on in the pack being
+    filled where all fit, else into a new one; a model's points beyond one pack fill as many
+    as they need, in point order."""
+    models: dict[str, list] = {}
+    for p in group:
+        models.setdefault(p.cfg.model.name, []).append(p)
+    chunks: list[list] = [[]]
+    for same in models.values():
+        if cap is not None and chunks[-1] and pack_s(chunks[-1] + same) > cap:
+            chunks.append([])
+        for p in same:
+            if cap is not None and chunks[-1] and pack_s(chunks[-1] + [p]) > cap:
+                chunks.append([])
+            chunks[-1].append(p)
+    return chunks
+
+
+def allocation_groups(points: Sequence) -> list[list]:
+    """The points one pack may hold, in pack order: those of one repeat round
+    (``repeat``), one node count and one cluster profile but for ``cluster.time`` (a pack
+    sets its own time limit, :func:`_pack_s`; ``cluster.time=auto`` resolves to another per
+    point). Round 0's groups first, then round 1's, ...; within a round, in the order of
+    their first points."""
+    groups: dict[tuple, list] = {}
+    for p in points:
+        key = (p.cfg.repeat, _profile_but_time(p.cfg.cluster), p.cfg.nodes)
+        groups.setdefault(key, []).append(p)
+    return [groups[key] for key in sorted(groups, key=lambda key: key[0])]
+
+
+def _profile_but_time(cluster: ClusterConfig) -> str:
+    """The cluster profile's fields but ``time``, as one string: what the points of one job
+    must share (its sbatch options, setup lines and srun options)."""
+    return repr([(f.name, getattr(cluster, f.name)) for f in fields(cluster)
+                 if f.name != "time"])
 
 
 def _pack_s(points: Sequence, start: int, predicted_s: dict[int, int]) -> int:

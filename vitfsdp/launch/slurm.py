@@ -849,8 +849,10 @@ def submit(points: Sequence, sweep_dir: Path, job_name: str) -> list[str]:
 
 
 def shape_groups(points: Sequence) -> list[list]:
-    """Points of the same cluster profile and node count (one job shape), in point order:
-    those that can share a job array, or a pack (:mod:`vitfsdp.launch.pack`)."""
+    """Points of the same cluster profile, time limit included, and node count (one job
+    shape), in point order: those that can share a job array (one time limit). Packs group
+    otherwise (:func:`vitfsdp.launch.pack.allocation_groups`: by repeat round, and whatever
+    their points' ``cluster.time``)."""
     groups: dict[tuple, list] = {}
     for p in points:
         groups.setdefault((repr(p.cfg.cluster), p.cfg.nodes), []).append(p)
