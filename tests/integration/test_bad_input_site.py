@@ -239,7 +239,8 @@ def test_the_debug_qos_runs_one_job_not_a_chain(tmp_path):
     assert one_line_refusal(proc, tmp_path) == (
         "error: QOS debug (cluster.queue_limits[4]) forbids chaining jobs, and this sweep is 2 "
         "jobs: run one point under it (or one pack, hydra.launcher.pack=by_nodes, of one node "
-        "count), or leave cluster.qos unset for the batch queue; nothing was launched")
+        "count and repeat round), or leave cluster.qos unset for the batch queue; nothing was "
+        "launched")
     from vitfsdp.launch import LaunchOptions
     from vitfsdp.sweep.check import _queue_refusals
 
@@ -248,9 +249,9 @@ def test_the_debug_qos_runs_one_job_not_a_chain(tmp_path):
     assert _queue_refusals(debug, LaunchOptions())[0].endswith("this sweep is 2 jobs: run one "
                                                                "point under it (or one pack, "
                                                                "hydra.launcher.pack=by_nodes, "
-                                                               "of one node count), or leave "
-                                                               "cluster.qos unset for the batch "
-                                                               "queue")
+                                                               "of one node count and repeat "
+                                                               "round), or leave cluster.qos "
+                                                               "unset for the batch queue")
 
 
 def test_a_resumed_debug_sweep_counts_only_the_jobs_it_submits(tmp_path):
@@ -307,6 +308,66 @@ def test_packs_split_to_fit_the_queue_bin_and_one_beyond_it_is_refused(monkeypat
                            "the limit and requeued from its checkpoint) or with fewer "
                            "train.steps, or, where the plan has no time for the point, a "
                            "shorter cluster.time")
+
+
+def test_more_jobs_than_frontier_queues_are_refused_or_warned_of_with_packs_named(caplog,
+                                                                                 monkeypatch):
+    """Frontier rejects a user's jobs beyond 100 queued ([G] "batch Partition (queue)
+    Policy"); --scripts-only printed 126 'submit with' lines without a word of it. Now one
+    line names the cap and packs as the fix (--scripts-only: a warning; a submission that
+    would queue them at once, cluster.max_jobs=null: refused before anything is queued).
+    Packed, or with the profile's cluster.max_jobs=4 (the rest submitted as jobs end), it
+    takes the sweep."""
+    import logging
+
+    from vitfsdp.launch import LaunchOptions
+    from vitfsdp.sweep.check import _queue_refusals
+
+    monkeypatch.setattr("vitfsdp.sweep.slurm_jobs._predicted_time_s", lambda p: None)
+    points = _points(1, 101, "cluster.time=00:10:00")  # packs of 11 within the 2 h bin
+    assert points[0].cfg.cluster.max_queued_jobs == 100
+    with caplog.at_level(logging.WARNING):
+        assert _queue_refusals(points, LaunchOptions(scripts_only=True)) == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "--scripts-only writes 101 job scripts to submit by hand, and cluster=frontier queues "
+        "at most 100 jobs of a user (cluster.max_queued_jobs; sbatch rejects more): add "
+        "hydra.launcher.pack=by_nodes (10 jobs: one per node count and repeat round), or submit "
+        "at most 100 at a time, the next as earlier jobs end"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert _queue_refusals(points, LaunchOptions(scripts_only=True, pack="by_nodes")) == []
+        assert _queue_refusals(points, LaunchOptions()) == []  # max_jobs=4 at once
+    assert not caplog.records
+    unlimited = _points(1, 101, "cluster.time=00:10:00", "cluster.max_jobs=null")
+    assert _queue_refusals(unlimited, LaunchOptions()) == [
+        "this sweep would queue 101 jobs at once (cluster.max_jobs=null), and cluster=frontier "
+        "queues at most 100 jobs of a user (cluster.max_queued_jobs; sbatch rejects more): add "
+        "hydra.launcher.pack=by_nodes (10 jobs: one per node count and repeat round), or set "
+        "cluster.max_jobs=100 or fewer (the sweep submits the others as its jobs end)"]
+    assert _queue_refusals(unlimited, LaunchOptions(pack="by_nodes")) == []
+    assert _queue_refusals(unlimited[:100], LaunchOptions()) == []
+    caplog.clear()
+    one_a_pack = _points(1, 101, "cluster.time=01:30:00")  # two would pass the 2 h bin
+    with caplog.at_level(logging.WARNING):
+        assert _queue_refusals(one_a_pack, LaunchOptions(scripts_only=True, pack="by_nodes")) \
+            == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "--scripts-only writes 101 job scripts to submit by hand, and cluster=frontier queues "
+        "at most 100 jobs of a user (cluster.max_queued_jobs; sbatch rejects more): submit at "
+        "most 100 at a time, the next as earlier jobs end"]
+
+
+def test_a_queue_limit_refusal_shows_the_time_as_typed(tmp_path):
+    """cluster.time=01:00:00,03:00:00 at 8 nodes: the refused point was named by Hydra's
+    escaped override, cluster.time=03\\:00\\:00; now as the user typed it."""
+    proc = run_module("vitfsdp.sweep", "-m", *FRONTIER, "nodes=8",
+                      "cluster.time=01:00:00,03:00:00", f"hydra.sweep.dir={tmp_path}/s",
+                      cwd=tmp_path)
+    line = one_line_refusal(proc, tmp_path)
+    assert line.startswith("error: point 1 (cluster=frontier cluster.account=STF218 nodes=8 "
+                           "cluster.time=03:00:00): cluster.time=03:00:00 is longer than "
+                           "02:00:00"), line
+    assert "\\" not in line
 
 
 #: A site's `module` (an exported shell function, as Lmod's is) that knows no rocm/9.9.9 and,

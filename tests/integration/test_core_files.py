@@ -126,7 +126,8 @@ _OLD_WATCH_ONLY = ("poll_s", "array", "array_parallelism", "max_jobs", "max_requ
 
 
 #: Plan fields and checks added since, which the old hash never saw.
-_ADDED_PLAN_FIELDS = ("package_gpus", "intra_package_gbps", "torch_build", "small_paths")
+_ADDED_PLAN_FIELDS = ("package_gpus", "intra_package_gbps", "torch_build", "small_paths",
+                      "max_queued_jobs", "checkpoint_write_gbps")
 
 
 def _old_point_hash(cfg) -> str:

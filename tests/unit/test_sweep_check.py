@@ -89,6 +89,26 @@ def test_a_checkpoint_the_save_window_is_unlikely_to_hold_is_warned_of(caplog, m
     assert _save_warning(caplog, *overrides, f"cluster.signal_delay_s={delay}") == []
 
 
+def test_the_save_rate_is_the_profiles_where_it_gives_one(caplog):
+    """The rate was vitfsdp.sweep.check.CHECKPOINT_WRITE_GBPS for every profile (a 10 Gb
+    link to NFS, said on every Frontier ViT-5B sweep whose checkpoints go to Lustre), and
+    no field could set it. Now cluster.checkpoint_write_gbps: at 20 GB/s a node ViT-5B's
+    64.2 GB save fits the wait; at 1.5 GB/s the warning names the field as the rate's source.
+    Unset, the line still says the rate is assumed, and how to set it."""
+    vit_5b = [*CUDA8_3B, "model=vit_5b", "nodes=1"]
+    assert _save_warning(caplog, *vit_5b, "cluster.checkpoint_write_gbps=20") == []
+    [line] = _save_warning(caplog, *vit_5b, "cluster.checkpoint_write_gbps=1.5")
+    assert ("64.2 GB per node on nodes=1: at 1.5 GB/s per node (cluster.checkpoint_write_gbps "
+            "of cluster=cuda8) its save takes 43 s") in line, line
+    [line] = _save_warning(caplog, *vit_5b)
+    assert ("at an assumed 1 GB/s per node (vitfsdp.sweep.check.CHECKPOINT_WRITE_GBPS: a 10 "
+            "Gb Ethernet link to NFS; your file system may differ: cluster=cuda8 gives no "
+            "cluster.checkpoint_write_gbps, which a run's logs/task0.log measures, "
+            "'checkpoint of step N saved in X s') its save takes 64 s") in line, line
+    with pytest.raises(ValueError, match=r"checkpoint_write_gbps=0.0 must be > 0 \(or null"):
+        _point(0, *vit_5b, "cluster.checkpoint_write_gbps=0")
+
+
 @pytest.mark.parametrize("overrides", [
     ["cluster=cuda8", "model=vit_1b", "nodes=1"],  # 11 GB: saved well within the wait
     ["cluster=cuda8", "model=vit_3b", "nodes=4", "strategy=FULL_SHARD"],  # 9.2 GB a node

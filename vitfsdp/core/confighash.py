@@ -40,7 +40,8 @@ POINT_EXCLUDED = ("poll_s", "array", "array_parallelism", "max_jobs", "max_reque
                   "peak_tflops", "plan_efficiency", "intra_node_gbps", "inter_node_gbps",
                   "price_per_node_hour", "memory_gbps", "collective_latency_us",
                   "intra_node_latency_us", "inter_node_latency_us", "time", "queue_limits",
-                  "package_gpus", "intra_package_gbps", "torch_build", "small_paths")
+                  "package_gpus", "intra_package_gbps", "torch_build", "small_paths",
+                  "max_queued_jobs", "checkpoint_write_gbps")
 #: Cluster fields added after sweeps were recorded: left out while empty, so an earlier
 #: sweep's points keep their identity.
 ADDED_EMPTY = ("single_node_env",)

@@ -285,6 +285,10 @@ class ClusterConfig:
     # jobs of a sweep queued or running at once (array tasks count one each); more are
     # submitted as earlier ones end. None = no limit. Frontier: 4 eligible per user (batch)
     max_jobs: int | None = None
+    # the site's cap on a user's jobs in the queue (pending, held or running; array tasks
+    # count one each), beyond which sbatch rejects a submission: a sweep that would queue
+    # more at once is refused, and --scripts-only says so. None = unknown. Frontier: 100
+    max_queued_jobs: int | None = None
     poll_s: float = 5.0  # seconds between job-state polls while a sweep waits
     required: list[str] = field(default_factory=list)  # keys the user must set (account ...)
     # file systems the compute nodes mount read-only ($NAME and ~ expanded on the login
@@ -322,6 +326,11 @@ class ClusterConfig:
     intra_node_latency_us: float | None = None  # one ring step inside a node, us; None = 0
     inter_node_latency_us: float | None = None  # one ring step across nodes, us; None = 0
     price_per_node_hour: float | None = None  # cost of one node-hour (any currency); None = unknown
+    # GB/s (10^9 bytes) at which one node writes its ranks' checkpoint files into the sweep
+    # directory, for the check that the save fits the wait after SIGUSR2; None = unknown:
+    # vitfsdp.sweep.check.CHECKPOINT_WRITE_GBPS, assumed. A run's logs/task0.log says each
+    # save's seconds ("checkpoint of step N saved in X s")
+    checkpoint_write_gbps: float | None = None
 
     def __post_init__(self) -> None:
         self._check_choices()
@@ -333,9 +342,10 @@ class ClusterConfig:
             raise ValueError(f"cluster.max_requeues={self.max_requeues} must be >= 0")
         if self.max_nodes is not None and self.max_nodes < 1:
             raise ValueError(f"cluster.max_nodes={self.max_nodes} must be >= 1 (or null)")
-        if self.max_jobs is not None and self.max_jobs < 1:
-            raise ValueError(f"cluster.max_jobs={self.max_jobs} must be >= 1 (or null: no "
-                             "limit)")
+        for key in ("max_jobs", "max_queued_jobs"):
+            if getattr(self, key) is not None and getattr(self, key) < 1:
+                raise ValueError(f"cluster.{key}={getattr(self, key)} must be >= 1 (or null: "
+                                 "no limit)")
         if self.poll_s <= 0:
             raise ValueError(f"cluster.poll_s={self.poll_s} must be > 0")
         self._check_plan_figures()
@@ -363,7 +373,7 @@ class ClusterConfig:
     def _check_plan_figures(self) -> None:
         for key in ("device_memory_gib", "peak_tflops", "peak_tflops_tf32", "peak_tflops_fp32",
                     "intra_node_gbps", "inter_node_gbps", "price_per_node_hour", "memory_gbps",
-                    "package_gpus", "intra_package_gbps"):
+                    "package_gpus", "intra_package_gbps", "checkpoint_write_gbps"):
             value = getattr(self, key)
             if value is not None and value <= 0:
                 raise ValueError(f"cluster.{key}={value} must be > 0 (or null: unknown)")
@@ -550,8 +560,8 @@ class LaunchOptions:
     batch_search_max: int = _option(1024, "the largest local batch the search tries")
     pack: str | None = _option(
         None, "Slurm profiles: null = one job per point; by_nodes = one job per node count "
-        "runs its points one after another, each its own job step and records "
-        "(vitfsdp.launch.pack)")
+        "and repeat round runs its points one after another, each its own job step and "
+        "records (vitfsdp.launch.pack)")
 
     @classmethod
     def from_values(cls, values: Mapping[str, object]) -> LaunchOptions:

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import OverrideParseException
 from omegaconf import DictConfig
 
 from vitfsdp import plan as planner
@@ -25,7 +28,6 @@ from vitfsdp.sweep.point import (
     Point,
     SweepRefused,
     _label,
-    _point_label,
     _predicted_step_s,
     log,
 )
@@ -40,11 +42,11 @@ SIGNAL_MARGIN_S = 120
 #: ViT-3B: 3.07 G parameters, 36.8 GB; ViT-5B: 5.35 G, 64.2 GB.
 CHECKPOINT_BYTES_PER_PARAM = FP32_BYTES * (1 + ADAMW_STATES)
 #: GB/s (10^9 bytes) at which one node is assumed to write its ranks' checkpoint files into
-#: the sweep directory: about the line rate of a 10 Gb Ethernet link to an NFS server (1.25
-#: GB/s), a small site's home; a parallel file system over InfiniBand may take several GB/s a
-#: node, a busy one less. Assumed, not measured, and no profile field gives a file system's
-#: rate: each save's seconds are in a run's ``logs/task0.log`` ("checkpoint of step N saved
-#: in X s").
+#: the sweep directory where the profile gives no ``cluster.checkpoint_write_gbps``: about the
+#: line rate of a 10 Gb Ethernet link to an NFS server (1.25 GB/s), a small site's home; a
+#: parallel file system over InfiniBand may take several GB/s a node, a busy one less.
+#: Assumed, not measured: each save's seconds are in a run's ``logs/task0.log``
+#: ("checkpoint of step N saved in X s").
 CHECKPOINT_WRITE_GBPS = 1.0
 
 
@@ -199,14 +201,17 @@ def _queue_refusals(points: list[Point], options: LaunchOptions) -> list[str]:
     point with the pack's start: more points are split into packs that fit) is refused: a
     pack is not requeued, so its points' times are the plan's, never held to the limit
     (:func:`vitfsdp.sweep.slurm_jobs.sweep_packs`).
+    A sweep of more jobs than the site queues for a user (``cluster.max_queued_jobs``) is
+    :func:`_queued_jobs_refusals`'.
     Only the points still to run count: a resumed sweep's completed points (and its failed
     ones, without ``--rerun-failed``) submit no job."""
     try:
         chaining = any(p.cfg.cluster.no_chaining(p.cfg.nodes) for p in points)
     except ValueError:  # a node count beyond the queue's bins: each point says so
         return []
-    if not chaining and options.pack != "by_nodes":  # nothing to check: no directory read
-        return []
+    queued = _max_queued_jobs(points)
+    if not chaining and options.pack != "by_nodes" and (queued is None or len(points) <= queued):
+        return []  # nothing to check: no directory read
     points = _still_to_run(points, options.rerun_failed)
     try:
         packs = sweep_packs(points) if options.pack == "by_nodes" else None
@@ -217,8 +222,8 @@ def _queue_refusals(points: list[Point], options: LaunchOptions) -> list[str]:
     if forbids and jobs > 1:
         return [f"{', '.join(sorted(forbids))} forbids chaining jobs, and this sweep is "
                 f"{jobs} jobs: run one point under it (or one pack, "
-                "hydra.launcher.pack=by_nodes, of one node count), or leave cluster.qos unset "
-                "for the batch queue"]
+                "hydra.launcher.pack=by_nodes, of one node count and repeat round), or leave "
+                "cluster.qos unset for the batch queue"]
     lines = []
     for pk in packs or []:
         cap = pk.cluster.queue_time_limit_s(pk.nodes)
@@ -232,7 +237,53 @@ def _queue_refusals(points: list[Point], options: LaunchOptions) -> list[str]:
                 "(drop hydra.launcher.pack: each is then held to the limit and requeued from "
                 "its checkpoint) or with fewer train.steps, or, where the plan has no time "
                 "for the point, a shorter cluster.time")
-    return lines
+    return lines or _queued_jobs_refusals(points, options, jobs, queued)
+
+
+def _max_queued_jobs(points: list[Point]) -> int | None:
+    """The smallest ``cluster.max_queued_jobs`` of the points' profiles (None: unknown)."""
+    caps = [p.cfg.cluster.max_queued_jobs for p in points
+            if p.cfg.cluster.max_queued_jobs is not None]
+    return min(caps) if caps else None
+
+
+def _queued_jobs_refusals(points: list[Point], options: LaunchOptions, jobs: int,
+                          cap: int | None) -> list[str]:
+    """Where the sweep's ``jobs`` (packs, or a job or array task per point) are more than
+    the site queues for a user (``cap``, ``cluster.max_queued_jobs``: sbatch rejects the
+    rest): ``--scripts-only`` is warned of in one line (the user submits them by hand); a
+    submission that would queue more than ``cap`` at once (``cluster.max_jobs`` unset or
+    above it) is refused in one line, before anything is queued. Each names the fix: packs
+    (``hydra.launcher.pack=by_nodes``) where they come to ``cap`` or fewer, else fewer at
+    once."""
+    if cap is None or jobs <= cap:
+        return []
+    max_jobs = min((m for p in points if (m := p.cfg.cluster.max_jobs) is not None),
+                   default=None)
+    at_once = jobs if options.scripts_only or max_jobs is None else min(jobs, max_jobs)
+    if at_once <= cap:
+        return []  # the sweep submits more as its jobs end
+    site = (f"cluster={points[0].cfg.cluster.name} queues at most {cap} jobs of a user "
+            "(cluster.max_queued_jobs; sbatch rejects more)")
+    packed = _num_packs(points) if options.pack != "by_nodes" else None
+    packs = (f"add hydra.launcher.pack=by_nodes ({packed} jobs: one per node count and "
+             "repeat round), or " if packed is not None and packed <= cap else "")
+    if options.scripts_only:
+        log.warning("--scripts-only writes %d job scripts to submit by hand, and %s: %ssubmit "
+                    "at most %d at a time, the next as earlier jobs end", jobs, site, packs, cap)
+        return []
+    return [f"this sweep would queue {at_once} jobs at once (cluster.max_jobs="
+            f"{'null' if max_jobs is None else max_jobs}), and {site}: {packs}set "
+            f"cluster.max_jobs={cap} or fewer (the sweep submits the others as its jobs end)"]
+
+
+def _num_packs(points: list[Point]) -> int | None:
+    """How many jobs ``hydra.launcher.pack=by_nodes`` would make of ``points`` (None: a node
+    count beyond the queue's bins, which the points' own check refuses)."""
+    try:
+        return len(sweep_packs(points))
+    except ValueError:
+        return None
 
 
 def _still_to_run(points: list[Point], rerun_failed: bool) -> list[Point]:
@@ -259,12 +310,46 @@ def refusal_lines(refused: dict[str, list[tuple[int, Sequence[str]]]], total: in
             lines.append(reason)
         elif len(which) == 1:
             num, overrides = which[0]
-            lines.append(f"point {num} ({_label(overrides)}): {reason}")
+            lines.append(f"point {num} ({_typed_label(overrides)}): {reason}")
         else:
             nums = "every point" if len(which) == total else "points " + ", ".join(
                 str(num) for num, _ in which)
             lines.append(f"{nums} ({len(which)} of {total}): {reason}")
     return lines
+
+
+def typed_override(arg: str) -> str:
+    """A point's override as the user typed it: Hydra's sweeper writes each with a
+    backslash before ``\\()[]{}:=,``, space and tab in its value (``cluster.time=03\\:00\\:00``
+    for ``cluster.time=03:00:00``); they are left out where Hydra reads the same value
+    without them, kept where it would not (``x=a\\,b`` is one value, ``x=a,b`` a sweep) and
+    where the value holds a space (a message's overrides are split at spaces)."""
+    key, sep, value = arg.partition("=")
+    plain = _HYDRA_ESCAPED.sub(r"\1", value)
+    if not sep or plain == value or any(c.isspace() for c in plain):
+        return arg
+    try:
+        escaped, typed = OverridesParser.create().parse_overrides([arg, f"{key}={plain}"])
+    except OverrideParseException:
+        return arg
+    same = (not typed.is_sweep_override() and typed.value() == escaped.value())
+    return f"{key}={plain}" if same else arg
+
+
+#: A character Hydra's sweeper escapes in a value (hydra._internal.grammar.utils's ``_ESC``).
+_HYDRA_ESCAPED = re.compile(r"\\([\\()\[\]{}:=, \t])")
+
+
+def _typed_label(overrides: Sequence[str]) -> str:
+    """What a message names a point by: its overrides as typed (:func:`typed_override`),
+    secret values redacted; ``(defaults)`` for none."""
+    return _label([typed_override(arg) for arg in overrides]) or "(defaults)"
+
+
+def _typed_point(p: Point) -> str:
+    """What a message names ``p`` by: its swept overrides (:attr:`Point.swept`; all of them
+    for a sweep of one point) as typed (:func:`_typed_label`)."""
+    return _typed_label(p.swept or p.overrides)
 
 
 def _read_only(p: Point) -> str | None:
@@ -450,7 +535,7 @@ def _warn_of_requeues(requeues: list[tuple[int, Point, float, bool]], total: int
     log.warning("%d of the %d points will be requeued %s from %s (%spoint %d, %s: %s; "
                 "cluster.max_requeues=%d)", len(requeues), total, times,
                 "their checkpoints" if many else "its checkpoint", "longest: " if many else "",
-                p.num, _point_label(p), why, cfg.cluster.max_requeues)
+                p.num, _typed_point(p), why, cfg.cluster.max_requeues)
 
 
 def _window_text(p: Point, step_s: float, longest_of: int = 1) -> tuple[str, str]:
@@ -496,10 +581,29 @@ def checkpoint_bytes(cfg: RunConfig) -> int:
     return sizes.num_params * CHECKPOINT_BYTES_PER_PARAM
 
 
+def write_gbps(cfg: RunConfig) -> float:
+    """GB/s at which one node of ``cfg``'s profile writes its checkpoint files:
+    ``cluster.checkpoint_write_gbps``, else the assumed :data:`CHECKPOINT_WRITE_GBPS`."""
+    return cfg.cluster.checkpoint_write_gbps or CHECKPOINT_WRITE_GBPS
+
+
 def _save_s(cfg: RunConfig) -> float:
-    """Seconds the save of ``cfg``'s checkpoint takes at :data:`CHECKPOINT_WRITE_GBPS` per
-    node, its bytes shared evenly by the run's nodes (each rank writes its own files)."""
-    return checkpoint_bytes(cfg) / cfg.nodes / (CHECKPOINT_WRITE_GBPS * 1e9)
+    """Seconds the save of ``cfg``'s checkpoint takes at :func:`write_gbps` per node, its
+    bytes shared evenly by the run's nodes (each rank writes its own files)."""
+    return checkpoint_bytes(cfg) / cfg.nodes / (write_gbps(cfg) * 1e9)
+
+
+def _rate_text(cfg: RunConfig) -> str:
+    """Where the save's rate comes from, for :func:`_warn_of_saves`: the profile's
+    ``cluster.checkpoint_write_gbps``, or the assumed default and how to set the field."""
+    if cfg.cluster.checkpoint_write_gbps:
+        return (f"at {cfg.cluster.checkpoint_write_gbps:g} GB/s per node "
+                f"(cluster.checkpoint_write_gbps of cluster={cfg.cluster.name})")
+    return (f"at an assumed {CHECKPOINT_WRITE_GBPS:g} GB/s per node "
+            "(vitfsdp.sweep.check.CHECKPOINT_WRITE_GBPS: a 10 Gb Ethernet link to NFS; your "
+            f"file system may differ: cluster={cfg.cluster.name} gives no "
+            "cluster.checkpoint_write_gbps, which a run's logs/task0.log measures, "
+            "'checkpoint of step N saved in X s')")
 
 
 def _note_save(p: Point, step_s: float | None, warned: dict) -> None:
@@ -507,8 +611,8 @@ def _note_save(p: Point, step_s: float | None, warned: dict) -> None:
     wait after SIGUSR2 (:func:`vitfsdp.launch.slurm.checkpoint_wait_s`) is unlikely to hold
     the rest of a timing window and the save, each a prediction held to the plan's margin
     (:data:`vitfsdp.plan.TIME_SAFETY_FACTOR`, as :func:`_beyond_time_limit` holds the
-    window): the save at the assumed rate (:func:`_save_s`) with the margin takes half the
-    wait or more (smaller ones are not warned of: a window beyond the wait is
+    window): the save at the profile's or the assumed rate (:func:`_save_s`) with the margin
+    takes half the wait or more (smaller ones are not warned of: a window beyond the wait is
     :func:`_warn_of_windows`'s), and with a window of ``train.log_every`` × ``step_s``
     predicted seconds (none where the plan has no step time) more than the wait."""
     margin, wait_s = planner.TIME_SAFETY_FACTOR, slurm.checkpoint_wait_s(p.cfg.cluster)
@@ -523,29 +627,28 @@ def _warn_of_saves(saves: list[tuple[float, Point, float, float]], total: int) -
     """One warning for the sweep's points whose checkpoint the wait after SIGUSR2 is unlikely
     to hold (``saves``: window and save seconds with the margin, point, save seconds, window
     seconds, from :func:`_note_save`), of ``total`` points: the point of the longest, its
-    checkpoint's bytes in all and per node, the assumed rate, and the
-    ``cluster.signal_delay_s`` that covers every one. A warning, not a refusal: the rate is
-    assumed."""
+    checkpoint's bytes in all and per node, the rate and where it comes from
+    (:func:`_rate_text`), and the ``cluster.signal_delay_s`` that covers every one. A warning,
+    not a refusal: the rate is assumed or the profile's, and a save's time varies."""
     if not saves:
         return
     longest, p, save_s, window_s = max(saves, key=lambda s: s[0])
     cfg, margin = p.cfg, planner.TIME_SAFETY_FACTOR
     total_gb = checkpoint_bytes(cfg) / 1e9
     delay = math.ceil(longest) + slurm.REQUEUE_MARGIN_S
-    at = (f" (point {p.num}, {_point_label(p)}: the longest of {len(saves)} of the {total} "
-          "points)" if len(saves) > 1 else f" (point {p.num}, {_point_label(p)})"
+    at = (f" (point {p.num}, {_typed_point(p)}: the longest of {len(saves)} of the {total} "
+          "points)" if len(saves) > 1 else f" (point {p.num}, {_typed_point(p)})"
           if total > 1 else "")
     window = (f" after up to {window_s:.0f} s for the rest of its timing window "
               f"(train.log_every={cfg.train.log_every} steps)" if window_s else "")
     log.warning("the checkpoint of model=%s%s is %.1f GB (fp32 weights and AdamW's two "
-                "moments), %.1f GB per node on nodes=%d: at an assumed %g GB/s per node "
-                "(vitfsdp.sweep.check.CHECKPOINT_WRITE_GBPS: a 10 Gb Ethernet link to NFS; "
-                "your file system may differ) its save takes %.0f s%s, %.0f s with the plan's "
-                "%gx margin (cluster.time=auto's), against the %d s the training gets after "
-                "SIGUSR2 (cluster.signal_delay_s=%d less %d s): a run the time limit stops may end "
-                "without a checkpoint (and not be requeued); set cluster.signal_delay_s=%d%s",
+                "moments), %.1f GB per node on nodes=%d: %s its save takes %.0f s%s, %.0f s "
+                "with the plan's %gx margin (cluster.time=auto's), against the %d s the "
+                "training gets after SIGUSR2 (cluster.signal_delay_s=%d less %d s): a run the "
+                "time limit stops may end without a checkpoint (and not be requeued); set "
+                "cluster.signal_delay_s=%d%s",
                 cfg.model.name, at, total_gb, total_gb / cfg.nodes, cfg.nodes,
-                CHECKPOINT_WRITE_GBPS, save_s, window, longest, margin,
+                _rate_text(cfg), save_s, window, longest, margin,
                 slurm.checkpoint_wait_s(cfg.cluster), cfg.cluster.signal_delay_s,
                 slurm.REQUEUE_MARGIN_S, delay,
                 f" (it covers all {len(saves)})" if len(saves) > 1 else "")
