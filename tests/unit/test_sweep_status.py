@@ -497,3 +497,41 @@ def test_a_local_point_that_runs_now_says_so_with_its_last_record(tmp_path):
     (run_dir / "summary.json").write_text(json.dumps({"status": "completed", "ips": 8.0}))
     (run_dir / "job.json").write_text(json.dumps({**job, "sweep": local.sweep_process()}))
     assert status.read_state(run_dir).state == "-"  # ended: its status says it
+
+
+def test_ranks_left_by_a_killed_local_sweep_keep_the_point_running(tmp_path):
+    """A local sweep killed with SIGKILL leaves its torchrun and ranks running (nothing can
+    stop them then): --status said STOPPED, --watch ended and the README's rerun moved the
+    point's files while those ranks still wrote them. Now a process whose argv names the
+    run directory (as torchrun's and the ranks' do) keeps it RUNNING, and a rerun skips it
+    naming the pids and their kill."""
+    from vitfsdp.launch import local, status
+    from vitfsdp.launch.resume import Existing
+    from vitfsdp.sweep.choose import _job_alive
+
+    run_dir = tmp_path / "sweep" / "0_strategy=DDP"
+    run_dir.mkdir(parents=True)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (run_dir / "job.json").write_text(json.dumps(
+        {"launcher": "local", "job_id": None, "config_hash": HASHES[0],
+         "sweep": {**local.sweep_process(), "pid": gone.pid}}))
+    assert status.read_state(run_dir).state == "STOPPED"
+    word = local.torchrun_command([], run_dir, 1)[-2]  # hydra.run.dir="<run_dir>"
+    assert word.startswith("hydra.run.dir=")
+    rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", word])
+    try:
+        deadline = time.monotonic() + 10
+        while rank.pid not in local.point_processes(run_dir):
+            assert time.monotonic() < deadline, "the rank's argv was never seen"
+            time.sleep(0.05)
+        assert status.read_state(run_dir).state == "RUNNING"
+        why, summary = _job_alive([Existing(run_dir, None, False, None)], {}, tmp_path)
+        assert f"(pids {rank.pid}) still run here" in why, why
+        assert why.endswith(f"stop them with: kill {rank.pid}; then run this command again")
+        assert summary["status"] == "running"
+    finally:
+        rank.kill()
+        rank.wait()
+    assert status.read_state(run_dir).state == "STOPPED"
+    assert _job_alive([Existing(run_dir, None, False, None)], {}, tmp_path) == (None, {})

@@ -157,6 +157,22 @@ def process_runs(record: object) -> bool | None:
     return start is not None and record.get("pid_start") in (None, start)
 
 
+def point_processes(run_dir: Path) -> list[int]:
+    """The pids of this host's processes that train into ``run_dir``: torchrun and its ranks,
+    whose argv name it (``hydra.run.dir=...``, :func:`torchrun_command`). A sweep killed
+    with SIGKILL leaves them running (nothing can stop them from the sweep then), writing
+    into the point's files; [] where there is no ``/proc``."""
+    word = f"hydra.run.dir={quote_override(str(run_dir))}".encode()
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if word in (proc / "cmdline").read_bytes().split(b"\0"):
+                found.append(int(proc.name))
+        except (OSError, ValueError):  # ended meanwhile, or not ours to read
+            continue
+    return sorted(found)
+
+
 def run_point(
     overrides: Sequence[str],
     run_dir: Path,

@@ -79,7 +79,7 @@ from vitfsdp.core.layout import (
     field_of,
 )
 from vitfsdp.launch import time_limit_s
-from vitfsdp.launch.local import process_runs, tail
+from vitfsdp.launch.local import point_processes, process_runs, tail
 from vitfsdp.records import (
     disk_error,
     mark_failed,
@@ -194,7 +194,7 @@ def read_state(run_dir: Path) -> PointState:
     job_id = job.get("job_id") or started
     pack = job.get("pack") or {}
     state = "written" if job.get("submitted_with") == "script" and not started else "-"
-    local_state = _local_state(job) if summary is None and not job_id else None
+    local_state = _local_state(job, run_dir) if summary is None and not job_id else None
     return PointState(
         run_dir=run_dir, job_id=job_id, state=local_state or state,
         nodelist=job["sweep"]["host"] if local_state == LOCAL_RUNNING else "",
@@ -214,12 +214,16 @@ def read_state(run_dir: Path) -> PointState:
 LOCAL_RUNNING, LOCAL_STOPPED = "RUNNING", "STOPPED"
 
 
-def _local_state(job: dict) -> str | None:
+def _local_state(job: dict, run_dir: Path) -> str | None:
     """:data:`LOCAL_RUNNING` or :data:`LOCAL_STOPPED` for a local point with no summary, as
     the sweep process its job.json names runs or not
-    (:func:`vitfsdp.launch.local.process_runs`); None where that cannot be told (another
-    host's sweep, a job.json from before it was recorded)."""
+    (:func:`vitfsdp.launch.local.process_runs`), or, that process gone (a SIGKILL), its
+    torchrun and ranks still run here (:func:`vitfsdp.launch.local.point_processes`); None
+    where that cannot be told (another host's sweep, a job.json from before it was
+    recorded)."""
     runs = process_runs(job.get("sweep")) if job.get("launcher") == "local" else None
+    if runs is False and point_processes(run_dir):
+        runs = True  # its sweep is gone, its ranks are not: they still write its files
     return None if runs is None else LOCAL_RUNNING if runs else LOCAL_STOPPED
 
 

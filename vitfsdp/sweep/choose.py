@@ -88,10 +88,18 @@ def _job_alive(prior: list, alive: dict[str, str] | None,
     queued or running as squeue sees it (``alive``: :func:`vitfsdp.launch.status.alive_in_queue`;
     a rank recorded ``failed`` while the job is still ``RUNNING`` or ``COMPLETING``, a
     ``preempted`` job requeued), or squeue cannot say (``alive`` None): a second run would
-    write into the directory the job still writes into. None where no such job; the summary
-    the sweep keeps for the point (``submitted``: it waits for the job as for one an earlier
-    sweep left queued)."""
+    write into the directory the job still writes into; or, for a local point, its torchrun
+    and ranks still run on this host (:func:`vitfsdp.launch.local.point_processes`: a sweep
+    killed with SIGKILL leaves them). None where no such job; the summary the sweep keeps for
+    the point (``submitted``: it waits for the job as for one an earlier sweep left queued;
+    ``running`` for a local point: not ended)."""
     for e in prior:
+        if not e.job_id and (pids := local.point_processes(e.run_dir)):
+            return (f"no result in {e.run_dir.name}, but its torchrun and ranks (pids "
+                    f"{' '.join(map(str, pids))}) still run here, left by a sweep that was "
+                    f"killed: wait for them to end, or stop them with: "
+                    f"{shlex.join(['kill', *map(str, pids)])}; then run this command again",
+                    {"status": "running", "run_dir": str(e.run_dir)})  # not ended: exit 3
         if not e.job_id:
             continue
         recorded = f"recorded {e.status}" if e.status else "no result"
