@@ -55,3 +55,18 @@ def test_the_published_efficiency_is_the_studys_on_the_plans_base(capsys):
 def test_no_published_line_for_another_machine_or_other_settings(other, capsys):
     assert main(["-m", "model=vit_3b", "strategy=FULL_SHARD", "nodes=1,64", *other]) == 0
     assert "published weak-scaling" not in capsys.readouterr().out
+
+
+def test_a_line_whose_smallest_node_count_cannot_run_scales_from_its_next():
+    """HYBRID_16GPU cannot run at 1 node of 8: its line's base is 2 nodes. The base's nodes
+    were the smallest count and its ips the first present (2 nodes): efficiency 0.50 at 2
+    nodes and a 'largest miss' of 0.50 against ORNL's 0.97 (a reviewer's run)."""
+    df = plan_table(["model=vit_5b", "strategy=HYBRID_16GPU", "nodes=1,2,64", *ORNL])
+    eff = dict(zip(df["nodes"], df["efficiency"], strict=True))
+    ips = dict(zip(df["nodes"], df["ips"], strict=True))
+    assert eff[2] == pytest.approx(1.0)
+    assert eff[64] == pytest.approx(ips[64] / (ips[2] * 32))
+    both = published_efficiency(df).set_index("nodes")
+    published = _published_ips("vit_5b", "HYBRID_16GPU")
+    assert both.loc[64, "published"] == pytest.approx(published[64] / (published[2] * 32))
+    assert both.loc[64, "predicted"] == pytest.approx(eff[64])

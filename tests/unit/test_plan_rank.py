@@ -114,3 +114,14 @@ def test_a_probe_that_lacks_a_points_collective_is_one_line_naming_the_point(cap
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert err.startswith(f"error: cluster.probe={probe}: no all_reduce measured at world size")
     assert "vit_tiny HYBRID_2GPU at nodes=2 needs" in err and "cluster.probe=null" in err
+
+
+def test_a_table_of_data_sheet_and_probe_rows_names_both_bases():
+    """cluster.probe=null,<file>: rows of both kinds. The line said the 27.6% was 'the
+    probe's own repeat spread' (a reviewer's run); it names each basis."""
+    df = rank_points(pd.DataFrame([_row("DDP", 120.0), _probed("FULL_SHARD", 100.0, None)]))
+    assert list(df["rank_tie_frac"]) == [RANK_TIE_FRAC, RANK_TIE_FRAC]  # the group's larger
+    line = " ".join(format_plan(df).split())
+    assert ("more than the error of what predicted them: 27.6% from the data sheets, 12.0% "
+            "from a probe (median errors on 8 one-GPU H100 runs), the larger where") in line
+    assert "repeat spread" not in line

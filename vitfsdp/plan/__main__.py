@@ -336,16 +336,19 @@ def _hours(x: float) -> str:
 
 def weak_scaling(df: pd.DataFrame) -> pd.DataFrame:
     """``df`` with ``efficiency``: predicted ips / (the predicted ips at the smallest node
-    count of the same point × nodes / that count), per point with every override but
-    ``nodes`` equal; NaN where there is no ips."""
+    count of the same point that has one × nodes / that count), per point with every
+    override but ``nodes`` equal (:func:`_line_keys`); NaN where there is no ips. A node
+    count that cannot run (HYBRID_16GPU at 1 node of 8) is no base: the line's base is its
+    smallest with an ips."""
     # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
     import pandas as pd
 
-    key = _line_keys(df)
     ips = pd.to_numeric(df["ips"], errors="coerce")
-    first = df.assign(_k=key, _ips=ips).sort_values("nodes").groupby("_k")[["nodes", "_ips"]]
-    base = first.transform("first")
-    return df.assign(efficiency=ips / (base["_ips"] * df["nodes"] / base["nodes"]))
+    lines = df.assign(_k=_line_keys(df), _ips=ips)
+    base = (lines[ips.notna()].sort_values("nodes", kind="stable").groupby("_k")
+            [["nodes", "_ips"]].first())
+    nodes, first = (lines["_k"].map(base[c]) for c in ("nodes", "_ips"))
+    return df.assign(efficiency=ips / (first * df["nodes"] / nodes))
 
 
 #: Predicted ips closer than this fraction rank as ties: the plan's step time without a probe
@@ -413,19 +416,34 @@ def rank_points(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _rank_line(df: pd.DataFrame) -> str:
-    """The line under the table on what a rank is and the error it rests on: the
-    data sheets' :data:`RANK_TIE_FRAC`, or a probe's :data:`PROBE_RANK_TIE_FRAC` or its
-    repeat spread where that is larger (:func:`tie_fracs`)."""
-    fracs = sorted({float(f) for f in df["rank_tie_frac"].dropna()})
-    shown = " to ".join(dict.fromkeys(f"{f:.1%}" for f in (fracs[0], fracs[-1])))
-    if not any(str(x).startswith("probe:") for x in df.get("source", ())):
-        basis = f"the plan's median step-time error on {RANK_TIE_BASIS}"
-    elif fracs[-1] > PROBE_RANK_TIE_FRAC:
-        basis = (f"the probe's own repeat spread, above the plan's median step-time error "
-                 f"from a probe ({PROBE_RANK_TIE_FRAC:.1%} on {RANK_TIE_BASIS})")
-    else:
-        basis = f"the plan's median step-time error from a probe on {RANK_TIE_BASIS}"
-    return (f"rank: 1 + the points predicted faster by more than {shown}, {basis} (its "
+    """The line under the table on what a rank is and the error it rests on, for each basis
+    its ranked rows were predicted on: the data sheets' :data:`RANK_TIE_FRAC`, a probe's
+    :data:`PROBE_RANK_TIE_FRAC`, or a probe's repeat spread where larger (:func:`tie_fracs`;
+    a table of several profiles may hold more than one)."""
+    # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
+    import pandas as pd
+
+    ranked = df[df["rank"].notna()]
+    probed = ranked.get("source", pd.Series("", ranked.index)).astype(str).str.startswith(
+        "probe:")
+    parts = []
+    if (~probed).any():
+        parts.append(f"{RANK_TIE_FRAC:.1%}, the plan's median step-time error on "
+                     f"{RANK_TIE_BASIS}")
+    if probed.any():
+        frac = float(tie_fracs(ranked[probed]).max())
+        parts.append(f"{frac:.1%}, the probe's own repeat spread, above the plan's median "
+                     f"step-time error from a probe ({PROBE_RANK_TIE_FRAC:.1%} on "
+                     f"{RANK_TIE_BASIS})" if frac > PROBE_RANK_TIE_FRAC else
+                     f"{frac:.1%}, the plan's median step-time error from a probe on "
+                     f"{RANK_TIE_BASIS}")
+    if len(parts) > 1:  # e.g. cluster.probe=null,<file>: each model and node count's largest
+        frac = float(tie_fracs(ranked[probed]).max())
+        parts = [f"the error of what predicted them: {RANK_TIE_FRAC:.1%} from the data "
+                 f"sheets, {frac:.1%} from a probe (median errors on {RANK_TIE_BASIS}"
+                 + (", or the probe's own repeat spread" if frac > PROBE_RANK_TIE_FRAC else "")
+                 + "), the larger where a model and node count mixes them"]
+    return (f"rank: 1 + the points predicted faster by more than {parts[0]} (its "
             "communication terms are not checked against multi-GPU runs); a shared rank "
             "is written 1=")
 
