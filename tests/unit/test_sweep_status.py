@@ -535,3 +535,25 @@ def test_ranks_left_by_a_killed_local_sweep_keep_the_point_running(tmp_path):
         rank.wait()
     assert status.read_state(run_dir).state == "STOPPED"
     assert _job_alive([Existing(run_dir, None, False, None)], {}, tmp_path) == (None, {})
+
+
+def test_an_interrupted_sweep_waits_for_squeue_seconds_not_a_minute(tmp_path, monkeypatch):
+    """^C or a full disk: the sweep's last line asks squeue whether jobs whose points
+    recorded an end still run. A slow slurmctld held the user's ^C for 60 s (a reviewer's
+    fake squeue); now QUICK_QUERY_S, then "cannot say"."""
+    from types import SimpleNamespace
+
+    from vitfsdp.launch import status
+    from vitfsdp.sweep import run
+
+    (tmp_path / "squeue").write_text("#!/bin/sh\nsleep 30\n")
+    (tmp_path / "squeue").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr(status, "QUICK_QUERY_S", 0.5)
+    point = tmp_path / "0_a"
+    point.mkdir()
+    (point / "job.json").write_text(json.dumps({"job_id": "12"}))
+    (point / "summary.json").write_text(json.dumps({"status": "failed"}))
+    t0 = time.monotonic()
+    assert run._running_jobs([SimpleNamespace(run_dir=point)]) == ([], ["12"])
+    assert time.monotonic() - t0 < 5

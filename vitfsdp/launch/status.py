@@ -278,7 +278,12 @@ def queue_states(job_ids: Sequence[str]) -> dict[str, SlurmJob] | None:
     return jobs
 
 
-def alive_in_queue(job_ids: Sequence[str]) -> dict[str, str] | None:
+#: Seconds an interrupted sweep's last line waits for squeue (a ^C, a full disk): the user is
+#: leaving; "cannot say" covers a slurmctld slower than that.
+QUICK_QUERY_S = 10
+
+
+def alive_in_queue(job_ids: Sequence[str], timeout_s: float = 60) -> dict[str, str] | None:
     """The jobs of ``job_ids`` that ``squeue`` (slurmctld's current view, not sacct's, which
     may record a job's end while it is still ``COMPLETING``) reports queued or running:
     id (``123``, ``123_4`` for an array task) → state (``RUNNING``, ``COMPLETING``,
@@ -286,12 +291,13 @@ def alive_in_queue(job_ids: Sequence[str]) -> dict[str, str] | None:
 
     Returns:
         ``None`` where squeue cannot answer (not installed, not reachable, an error other
-        than "Invalid job id"): whether they still run is then unknown.
+        than "Invalid job id", no answer in ``timeout_s`` seconds): whether they still run
+        is then unknown.
     """
     ids = sorted({str(j).split("_")[0].split(".")[0] for j in job_ids if j})
     if not ids:
         return {}
-    out = _run_query(_squeue_argv(ids))
+    out = _run_query(_squeue_argv(ids), timeout_s)
     if out is None:
         return None
     return {job_id: job.state for job_id, job in parse_squeue(out).items()
@@ -307,11 +313,11 @@ def _sacct_argv(ids: Sequence[str]) -> list[str]:
             "-o", "JobID,JobName,State,NodeList,Reason,ExitCode,ElapsedRaw,TimelimitRaw"]
 
 
-def _run_query(argv: list[str]) -> str | None:
+def _run_query(argv: list[str], timeout_s: float = 60) -> str | None:
     """A query's output; "" when Slurm knows none of the ids; None when it cannot answer
-    (not reachable, or no accounting for sacct)."""
+    (not reachable, no accounting for sacct, or no answer in ``timeout_s`` seconds)."""
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if proc.returncode != 0:

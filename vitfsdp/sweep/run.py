@@ -237,7 +237,7 @@ def _running_jobs(points: list[Point]) -> tuple[list[str], list[str]]:
             ids.append(str(job["job_id"]))
         elif status.SLURM_KEY not in summary:  # Slurm's end not seen yet
             ended.append(str(job["job_id"]))
-    alive = status.alive_in_queue(ended) if ended else {}
+    alive = status.alive_in_queue(ended, status.QUICK_QUERY_S) if ended else {}
     unknown = ended if alive is None else []
     ids += [i for i in ended if i in (alive or {})]
     return list(dict.fromkeys(ids)), [i for i in dict.fromkeys(unknown) if i not in ids]
