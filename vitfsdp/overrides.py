@@ -19,6 +19,7 @@ one line each.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -96,3 +97,25 @@ def split_in_rounds(overrides: list, max_batch_size: int | None) -> list[list[li
     ordered = sorted(overrides, key=lambda o: not (o.key_or_group == REPEAT_KEY
                                                    and o.package is None))
     return BasicSweeper.split_arguments(ordered, max_batch_size)
+
+
+def typed_override(arg: str) -> str:
+    """A point's override as the user typed it: Hydra's sweeper writes each with a
+    backslash before ``\\()[]{}:=,``, space and tab in its value (``cluster.time=03\\:00\\:00``
+    for ``cluster.time=03:00:00``); they are left out where Hydra reads the same value
+    without them, kept where it would not (``x=a\\,b`` is one value, ``x=a,b`` a sweep) and
+    where the value holds a space (a message's overrides are split at spaces)."""
+    key, sep, value = arg.partition("=")
+    plain = _HYDRA_ESCAPED.sub(r"\1", value)
+    if not sep or plain == value or any(c.isspace() for c in plain):
+        return arg
+    try:
+        escaped, typed = OverridesParser.create().parse_overrides([arg, f"{key}={plain}"])
+    except OverrideParseException:
+        return arg
+    same = (not typed.is_sweep_override() and typed.value() == escaped.value())
+    return f"{key}={plain}" if same else arg
+
+
+#: A character Hydra's sweeper escapes in a value (hydra._internal.grammar.utils's ``_ESC``).
+_HYDRA_ESCAPED = re.compile(r"\\([\\()\[\]{}:=, \t])")

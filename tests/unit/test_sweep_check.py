@@ -116,3 +116,14 @@ def test_the_save_rate_is_the_profiles_where_it_gives_one(caplog):
       for m in ("vit_tiny", "vit_small_patch16_224", "vit_base")]])
 def test_small_checkpoints_are_not_warned_of(caplog, overrides):
     assert _save_warning(caplog, *overrides) == []
+
+
+def test_every_message_names_a_point_by_its_overrides_as_typed():
+    """Hydra's sweeper escapes ':' in a value: the 'not ended:' and 'skip' lines said
+    cluster.time=03\\:00\\:00 (3b13561 fixed only the queue-limit messages); one label now,
+    redacting secrets as before; an escape that changes the value stays."""
+    from vitfsdp.sweep.point import _label
+
+    assert _label(["cluster.time=03\\:00\\:00", "nodes=2"]) == "cluster.time=03:00:00 nodes=2"
+    assert _label(["x=a\\,b"]) == "x=a\\,b"  # one value; x=a,b would be a sweep
+    assert "hunter2" not in _label(["+cluster.env.WANDB_API_KEY=hunter2"])

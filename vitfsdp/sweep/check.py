@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import OverrideParseException
 from omegaconf import DictConfig
 
 from vitfsdp import plan as planner
@@ -28,6 +25,7 @@ from vitfsdp.sweep.point import (
     Point,
     SweepRefused,
     _label,
+    _point_label,
     _predicted_step_s,
     log,
 )
@@ -310,46 +308,12 @@ def refusal_lines(refused: dict[str, list[tuple[int, Sequence[str]]]], total: in
             lines.append(reason)
         elif len(which) == 1:
             num, overrides = which[0]
-            lines.append(f"point {num} ({_typed_label(overrides)}): {reason}")
+            lines.append(f"point {num} ({_label(overrides)}): {reason}")
         else:
             nums = "every point" if len(which) == total else "points " + ", ".join(
                 str(num) for num, _ in which)
             lines.append(f"{nums} ({len(which)} of {total}): {reason}")
     return lines
-
-
-def typed_override(arg: str) -> str:
-    """A point's override as the user typed it: Hydra's sweeper writes each with a
-    backslash before ``\\()[]{}:=,``, space and tab in its value (``cluster.time=03\\:00\\:00``
-    for ``cluster.time=03:00:00``); they are left out where Hydra reads the same value
-    without them, kept where it would not (``x=a\\,b`` is one value, ``x=a,b`` a sweep) and
-    where the value holds a space (a message's overrides are split at spaces)."""
-    key, sep, value = arg.partition("=")
-    plain = _HYDRA_ESCAPED.sub(r"\1", value)
-    if not sep or plain == value or any(c.isspace() for c in plain):
-        return arg
-    try:
-        escaped, typed = OverridesParser.create().parse_overrides([arg, f"{key}={plain}"])
-    except OverrideParseException:
-        return arg
-    same = (not typed.is_sweep_override() and typed.value() == escaped.value())
-    return f"{key}={plain}" if same else arg
-
-
-#: A character Hydra's sweeper escapes in a value (hydra._internal.grammar.utils's ``_ESC``).
-_HYDRA_ESCAPED = re.compile(r"\\([\\()\[\]{}:=, \t])")
-
-
-def _typed_label(overrides: Sequence[str]) -> str:
-    """What a message names a point by: its overrides as typed (:func:`typed_override`),
-    secret values redacted; ``(defaults)`` for none."""
-    return _label([typed_override(arg) for arg in overrides]) or "(defaults)"
-
-
-def _typed_point(p: Point) -> str:
-    """What a message names ``p`` by: its swept overrides (:attr:`Point.swept`; all of them
-    for a sweep of one point) as typed (:func:`_typed_label`)."""
-    return _typed_label(p.swept or p.overrides)
 
 
 def _read_only(p: Point) -> str | None:
@@ -535,7 +499,7 @@ def _warn_of_requeues(requeues: list[tuple[int, Point, float, bool]], total: int
     log.warning("%d of the %d points will be requeued %s from %s (%spoint %d, %s: %s; "
                 "cluster.max_requeues=%d)", len(requeues), total, times,
                 "their checkpoints" if many else "its checkpoint", "longest: " if many else "",
-                p.num, _typed_point(p), why, cfg.cluster.max_requeues)
+                p.num, _point_label(p), why, cfg.cluster.max_requeues)
 
 
 def _window_text(p: Point, step_s: float, longest_of: int = 1) -> tuple[str, str]:
@@ -636,8 +600,8 @@ def _warn_of_saves(saves: list[tuple[float, Point, float, float]], total: int) -
     cfg, margin = p.cfg, planner.TIME_SAFETY_FACTOR
     total_gb = checkpoint_bytes(cfg) / 1e9
     delay = math.ceil(longest) + slurm.REQUEUE_MARGIN_S
-    at = (f" (point {p.num}, {_typed_point(p)}: the longest of {len(saves)} of the {total} "
-          "points)" if len(saves) > 1 else f" (point {p.num}, {_typed_point(p)})"
+    at = (f" (point {p.num}, {_point_label(p)}: the longest of {len(saves)} of the {total} "
+          "points)" if len(saves) > 1 else f" (point {p.num}, {_point_label(p)})"
           if total > 1 else "")
     window = (f" after up to {window_s:.0f} s for the rest of its timing window "
               f"(train.log_every={cfg.train.log_every} steps)" if window_s else "")

@@ -15,6 +15,7 @@ from hydra.errors import CompactHydraException
 from vitfsdp import plan as planner
 from vitfsdp import provenance
 from vitfsdp.config import RunConfig
+from vitfsdp.overrides import typed_override
 
 log = logging.getLogger("vitfsdp.sweep")
 
@@ -85,8 +86,9 @@ class PointCannotRun(ValueError):
 
 
 def _label(overrides: Sequence[str]) -> str:
-    """A point's overrides for messages, secret values redacted."""
-    return " ".join(provenance.redact_args(list(overrides)))
+    """A point's overrides for messages, as typed (:func:`vitfsdp.overrides.typed_override`:
+    ``cluster.time=03:00:00``, not Hydra's ``03\\:00\\:00``), secret values redacted."""
+    return " ".join(provenance.redact_args([typed_override(a) for a in overrides]))
 
 
 def _point_label(point: Point) -> str:
