@@ -80,6 +80,7 @@ from vitfsdp.core.layout import (
 )
 from vitfsdp.launch import time_limit_s
 from vitfsdp.launch.local import point_processes, process_runs, tail
+from vitfsdp.progress import format_quiet
 from vitfsdp.records import (
     disk_error,
     mark_failed,
@@ -743,17 +744,10 @@ def _state_cell(row: PointState, now: float | None = None) -> str:
     if row.state == LOCAL_RUNNING and row.last_record_at is not None:
         ago = max((time.time() if now is None else now) - row.last_record_at, 0)
         at = time.strftime("%H:%M:%S", time.localtime(row.last_record_at))
-        return f"{row.state} (last record {at}, {_ago(ago)})"
+        return f"{row.state} (last record {at}, {format_quiet(ago)} ago)"
     if row.state != "PENDING" or not row.pending_reason:
         return row.state
     return f"{row.state} ({reason_line(row.pending_reason, PENDING_REASON_CHARS)})"
-
-
-def _ago(seconds: float) -> str:
-    """``12 s ago``, ``3 min ago``, ``2 h ago`` (whole units, rounded down)."""
-    if seconds < 120:
-        return f"{int(seconds)} s ago"
-    return f"{int(seconds // 60)} min ago" if seconds < 7200 else f"{int(seconds // 3600)} h ago"
 
 
 #: What the status column adds for a point :attr:`PointState.superseded`.
