@@ -53,6 +53,17 @@ run whose record files did not change is not read again (``.runs_cache.json``: i
 nor a table whose values did not change written again (``.table_inputs.json``).
 - with ``--report``: ``report.md`` (figures linked) and ``report.html`` (self-contained).
 
+``python -m vitfsdp.analysis RUNS_CSV... --out DIR [--report]`` re-analyses ``runs.csv``
+files an analysis wrote earlier (exports such as
+``docs/data/gpu-h100-2026-11-26-sweep-runs.csv``) instead of records
+(:func:`~vitfsdp.analysis.collect.read_runs_csv`): columns newer than an export are read as
+missing, and ``rebuilt_from.txt``, the report's first section (and its provenance table) and
+every figure caption say which files the analysis was rebuilt from (with their dates), which
+columns they lacked and what could not be judged without them
+(:func:`~vitfsdp.analysis.collect.absent_lines`); the loss figure draws only the runs whose
+records are on this machine (a runs.csv holds no loss curves). A CSV that is not a runs.csv
+is refused with one line naming what it lacks.
+
 Prints a compact table of the results to stdout, a row per run (a row per point, with its
 completed runs counted, above :data:`MAX_PRINTED_RUNS` runs), the JAX/PyTorch ratio table
 where both frameworks ran a point, with the report's words on it
@@ -60,7 +71,8 @@ where both frameworks ran a point, with the report's words on it
 the hosts, what the two programs run differently, which completed runs of either framework
 found no partner and so no row), and where a point matched a published
 figure, how many did and the median measured / published ratio per device; logs go to
-stderr. Exits with 2 and a one-line error when a sweep dir does not exist or holds no runs.
+stderr. Exits with 2 and a one-line error when a sweep dir does not exist or holds no runs,
+or a runs.csv is missing, empty or not a runs.csv.
 """
 
 from __future__ import annotations
@@ -69,18 +81,31 @@ import argparse
 import hashlib
 import json
 import logging
+import shlex
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
-from vitfsdp.analysis.collect import RUNS_CACHE, collect_runs
-from vitfsdp.analysis.figures import FIGURES, INPUTS_FILE, PendingFigures, figure_pool
+from vitfsdp.analysis.collect import (
+    RUNS_CACHE,
+    absent_lines,
+    collect_runs,
+    is_runs_csv,
+    read_runs_csv,
+)
+from vitfsdp.analysis.figures import (
+    FIGURES,
+    INPUTS_FILE,
+    FigurePool,
+    PendingFigures,
+    figure_pool,
+)
 from vitfsdp.analysis.fingerprint import frame_hash
 from vitfsdp.analysis.lines import contention_note, format_table
 from vitfsdp.analysis.reference import reference_summary
-from vitfsdp.analysis.report import framework_text, report_sections, write_report
+from vitfsdp.analysis.report import Section, framework_text, report_sections, write_report
 from vitfsdp.analysis.tables import (
     IMAGENET_TRAIN_IMAGES,
     format_points,
@@ -105,7 +130,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "sweep_dirs", nargs="+", type=Path, metavar="SWEEP_DIR",
-        help="sweep output directory; runs are found below it by their run.json",
+        help="sweep output directory; runs are found below it by their run.json. Or a "
+             "runs.csv an analysis wrote (a file): its rows are analysed again, columns "
+             "newer than it read as missing (--out required)",
     )  # fmt: skip
     parser.add_argument(
         "--out", type=Path, default=None,
@@ -130,11 +157,51 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--jobs={args.jobs} must be at least 1")
     if args.dataset_size < 1:
         parser.error(f"--dataset-size={args.dataset_size} must be a positive number of images")
+    csvs = [p for p in args.sweep_dirs if p.is_file() or p.suffix.lower() == ".csv"]
+    args.runs_csv = bool(csvs)
+    if csvs and len(csvs) < len(args.sweep_dirs):
+        parser.error(f"{csvs[0]} is a runs.csv and "
+                     f"{next(p for p in args.sweep_dirs if p not in csvs)} is not: pass "
+                     "either sweep dirs or runs.csv files, in two analyses")
     if args.out is None:
+        if csvs:
+            parser.error(f"--out is required with a runs.csv ({csvs[0]}): the directory "
+                         "the tables, figures and report are rebuilt into")
         if len(args.sweep_dirs) > 1:
             parser.error("--out is required with several sweep dirs")
         args.out = args.sweep_dirs[0] / "analysis"
+    written = {(args.out / f"{name}.csv").resolve() for name in ("runs", "attempts")}
+    for path in csvs:
+        if path.resolve() in written:
+            parser.error(f"--out {args.out} would write over {path}, which it reads: "
+                         "rebuild into another directory")
     return args
+
+
+#: Beside the tables of an analysis rebuilt from runs.csv files: where they come from
+#: (:func:`~vitfsdp.analysis.collect.absent_lines`), a line each.
+REBUILT_FILE = "rebuilt_from.txt"
+
+
+def read_runs(args: argparse.Namespace,
+              pool: FigurePool | None) -> tuple[pd.DataFrame, list[str]]:  # fmt: skip
+    """Every run of ``args.sweep_dirs`` (its earlier attempts too, ``attempt_of`` set): from
+    the records (:func:`collect_runs`, part of them read by ``pool``), or from runs.csv
+    files (``args.runs_csv``: :func:`read_runs_csv`), with the lines saying so
+    (:func:`absent_lines`; ``[]`` from records). Raises ValueError as those do."""
+    if not args.runs_csv:
+        try:
+            return collect_runs(args.sweep_dirs, cache=args.out / RUNS_CACHE, pool=pool,
+                                earlier_attempts=True), []
+        except ValueError as e:
+            raise ValueError(f"{e}{_exports_hint(args.sweep_dirs)}") from None
+    every, absent = read_runs_csv(args.sweep_dirs)
+    lines = absent_lines(absent, every)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / REBUILT_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for line in lines:
+        log.info("%s", line)
+    return every, lines
 
 
 #: Beside the tables: a fingerprint of each table's values when it was written.
@@ -196,8 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     pool = None if again else figure_pool(args.jobs)
     try:
         try:
-            every = collect_runs(args.sweep_dirs, cache=args.out / RUNS_CACHE, pool=pool,
-                                 earlier_attempts=True)
+            every, rebuilt = read_runs(args, pool)
         except ValueError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
@@ -226,21 +292,24 @@ def main(argv: list[str] | None = None) -> int:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     ratio = tables["framework_ratio"]
-    unended = unended_lines(args.sweep_dirs)
+    unended = [] if args.runs_csv else unended_lines(args.sweep_dirs)
     if args.report:
         command = command_line(["python", "-m", "vitfsdp.analysis",
                                 *(sys.argv[1:] if argv is None else argv)])
-        sections = report_sections(tables, args.dataset_size, args.sweep_dirs, args.out,
-                                   command)
+        sections = report_sections(tables, args.dataset_size,
+                                   [] if args.runs_csv else args.sweep_dirs, args.out, command)
         # contention_note names other work beside the runs too: competition_text, the
         # runs it competed with, opens the report instead
         note = "; ".join(n for n in (contention_note(df), *unended) if n)
+        if rebuilt:
+            sections = _rebuilt_sections(sections, rebuilt)
+            note = "; ".join(n for n in (note, rebuilt[0]) if n)
         write_report(sections, args.out, figures, note=note or None)
     if len(df) > MAX_PRINTED_RUNS:
         print(format_points(df, tables["points"]))
     else:
         print(format_table(df, tables["scaling"]))
-    for line in [*noise_lines(tables), *unended]:
+    for line in [*noise_lines(tables), *unended, *rebuilt]:
         print(line)
     words = framework_text(ratio, df)  # the report's, and the runs that paired with nothing
     if not ratio.empty:
@@ -255,6 +324,31 @@ def main(argv: list[str] | None = None) -> int:
     else:  # nothing to see beside the table: the why is in reference.csv
         log.info("%s", reference_summary(reference))
     return 0
+
+
+def _exports_hint(sweep_dirs: list[Path]) -> str:
+    """Where a sweep dir holds no runs but runs.csv exports (``docs/data``): the command
+    that analyses those, shell-quoted, after ``"; "``; else ``""``."""
+    exports = sorted(str(f) for d in sweep_dirs if d.is_dir() for f in d.glob("*.csv")
+                     if is_runs_csv(f))
+    if not exports:
+        return ""
+    command = shlex.join(["python", "-m", "vitfsdp.analysis", *exports, "--out", "DIR"])
+    return f"; it holds runs.csv exports, analysed again by: {command}"
+
+
+def _rebuilt_sections(sections: list[Section], rebuilt: list[str]) -> list[Section]:
+    """The report's ``sections`` opened by one that says what it was rebuilt from and could
+    not judge (``rebuilt``: :func:`absent_lines`), the first of them also a row of the
+    provenance table."""
+    first = Section("Rebuilt from a runs.csv export",
+                    " ".join(f"{line[0].upper()}{line[1:]}." for line in rebuilt))
+    for s in sections:
+        if s.title == "Provenance" and s.table is not None:
+            s.table = pd.concat([pd.DataFrame([("runs read from", rebuilt[0])],
+                                              columns=s.table.columns), s.table],
+                                ignore_index=True)
+    return [first, *sections]
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Collect run records into a table: one row per run directory found below the sweep
-directories (:func:`collect_runs`), whatever its status.
+directories (:func:`collect_runs`), whatever its status; or read such a table back from the
+``runs.csv`` an analysis wrote (:func:`read_runs_csv`), columns newer than it added as missing.
 
 Reads only records (``run.json`` and ``summary.json``, see :mod:`vitfsdp.records`), never
 stdout. Every run directory found becomes a row (:func:`vitfsdp.analysis.rows.run_row`), so
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Iterable
 from concurrent.futures import Executor
 from pathlib import Path
@@ -25,7 +27,7 @@ import pandas as pd
 from vitfsdp.analysis.fingerprint import code_fingerprint
 from vitfsdp.analysis.lines import VARIANT_COLUMNS, _sort_key
 from vitfsdp.analysis.rows import _LOSS_CURVES, LOG_FILES, run_row
-from vitfsdp.analysis.schema import COLUMNS, FLOAT_COLUMNS, INT_COLUMNS
+from vitfsdp.analysis.schema import COLUMNS, FLOAT_COLUMNS, INT_COLUMNS, RUN_COLUMNS, TEXT
 from vitfsdp.analysis.workshare import WorkShare
 from vitfsdp.core.layout import ATTEMPTS_DIR, HOST_FILE, NETWORK_FILE
 from vitfsdp.plan.probed import PROBE_FILE
@@ -108,16 +110,210 @@ def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike],
     else:
         rows = _cached_rows(unique, probes, Path(cache), pool)
     df = _typed(pd.DataFrame(rows, columns=list(COLUMNS)))
-    df["attempt_of"] = df["run_dir"].astype(str).str.extract(
-        rf"^(.*)[/\\]{ATTEMPTS_DIR}[/\\]\d+$", expand=False)
+    df["attempt_of"] = _attempt_of(df["run_dir"])
     if not earlier_attempts:
         df = df[df["attempt_of"].isna()]
-    by = ["model", "strategy", "nodes", *VARIANT_COLUMNS, "repeat", "run_dir"]
-    df = df.sort_values(by, na_position="last", kind="stable", key=_sort_key)
+    df = _sorted(df)
     log.info("collected %d runs from %d sweep dir(s)%s", len(df), len(sweep_dirs),
              "" if earlier_attempts or len(unique) == len(df) else
              f" ({len(unique) - len(df)} earlier attempt(s) of points that ran again left out)")
     return df.reset_index(drop=True)
+
+
+def _attempt_of(run_dirs: pd.Series) -> pd.Series:
+    """runs.csv ``attempt_of`` of each run directory: the point's directory where it is an
+    earlier attempt (``<point>/attempts/<n>``), else NaN."""
+    return run_dirs.astype(str).str.extract(
+        rf"^(.*)[/\\]{ATTEMPTS_DIR}[/\\]\d+$", expand=False)
+
+
+def _sorted(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` in runs.csv order: model, strategy, nodes, the variants, repeat, run dir."""
+    by = ["model", "strategy", "nodes", *VARIANT_COLUMNS, "repeat", "run_dir"]
+    return df.sort_values(by, na_position="last", kind="stable", key=_sort_key)
+
+
+#: The columns a CSV must have to be read as a runs.csv (:func:`read_runs_csv`): which run,
+#: how it ended, its point and what it measured; every runs.csv the analysis wrote has them.
+RUNS_CSV_KEYS = ("run_dir", "status", "model", "strategy", "nodes", "ips")
+#: What the report cannot judge where a runs.csv lacks a column (:func:`absent_lines`).
+NOT_JUDGED = {
+    "device_busy_frac": "no point is judged host-bound or not",
+    "host_other_cpus": "no run is judged competed with by other work on its host",
+    "num_attempts": "no run is known to have resumed from a checkpoint",
+}
+#: What a missing value of a column of each source means (``schema.SOURCES``' keys).
+MISSING_MEANS = {"measured": "not measured", "predicted": "not recorded",
+                 "provenance": "not recorded", "outcome": "not recorded"}
+
+
+def read_runs_csv(paths: Iterable[str | os.PathLike]) -> tuple[pd.DataFrame, dict[str, list[str]]]:
+    """The runs of ``runs.csv`` files an analysis wrote earlier (an export such as
+    ``docs/data/gpu-h100-2026-11-26-sweep-runs.csv``), as :func:`collect_runs` would have
+    read them from the records: the columns of :data:`~vitfsdp.analysis.schema.COLUMNS`
+    in order, typed alike (text and flags as their strings, ``True``/``False``, ``None``),
+    sorted alike. A column the file lacks (one newer than the export) is added as missing
+    (``None`` for text, else ``NaN``: an integer column too, as floats, as is one with no
+    value at all); ``attempt_of``, where absent, is derived from ``run_dir`` as collect
+    derives it. Columns this code does not know are left out (logged). A run directory in
+    two files keeps its first row. The runs' loss curves are not in a runs.csv: they are
+    read from the ``metrics.jsonl`` of the runs whose directories are here, and the others
+    have none (:func:`loss_curves_here`).
+
+    Returns:
+        The frame (one row per run, every status) and, by file as given, the columns it
+        lacked (``attempt_of`` not counted), in runs.csv order.
+
+    Raises:
+        ValueError: a file is missing or unreadable, has no rows, or is not a runs.csv
+            (lacks a column of :data:`RUNS_CSV_KEYS`): one line naming the file and what
+            it lacks.
+    """
+    frames, absent = [], {}
+    for path in map(str, paths):
+        frame = _read_csv(path)
+        absent[path] = [c for c in COLUMNS if c not in frame and c != "attempt_of"]
+        extra = [c for c in frame.columns if c not in COLUMNS]
+        if extra:
+            log.warning("%s: left out %d column(s) this code does not know: %s", path,
+                        len(extra), ", ".join(extra))
+        frames.append(frame.reindex(columns=list(COLUMNS)))
+    if not frames:
+        raise ValueError("no runs.csv given; pass at least one RUNS_CSV")
+    _LOSS_CURVES.clear()  # no curve of an earlier analysis in this process drawn here
+    df = pd.concat(frames, ignore_index=True)
+    twice = df["run_dir"].notna() & df["run_dir"].duplicated()
+    if twice.any():
+        log.warning("%d run(s) in more than one runs.csv (e.g. %s): the first file's row "
+                    "kept", int(twice.sum()), df.loc[twice, "run_dir"].iloc[0])
+        df = df[~twice]
+    df = _sorted(_as_collected(df, absent)).reset_index(drop=True)
+    for run_dir in df["run_dir"].dropna().astype(str):
+        if not (Path(run_dir) / METRICS_FILE).is_file():
+            _LOSS_CURVES[run_dir] = []  # the records are elsewhere: no curve, no warning
+    log.info("read %d runs from %d runs.csv file(s)", len(df), len(frames))
+    return df, absent
+
+
+def _as_collected(df: pd.DataFrame, absent: dict[str, list[str]]) -> pd.DataFrame:
+    """The rows of runs.csv files (every column of COLUMNS) typed as :func:`collect_runs`
+    types them: text cells as :func:`_flag` reads them, ``attempt_of`` derived where absent,
+    numbers as :func:`_typed`; an integer column an export lacked, or left empty (a
+    runs.csv rebuilt from one), stays floats (NaN): Int64's NA is no number to compare
+    (tables' ``num_attempts > 1``)."""
+    text = [c.name for c in RUN_COLUMNS if c.dtype == TEXT]
+    df[text] = df[text].astype(object).map(_flag)
+    derived = df["attempt_of"].isna()
+    df.loc[derived, "attempt_of"] = _attempt_of(df.loc[derived, "run_dir"])
+    df["attempt_of"] = df["attempt_of"].astype(object).where(df["attempt_of"].notna(), None)
+    df = _typed(df)
+    unknown = [c for c in INT_COLUMNS
+               if df[c].isna().all() or any(c in lacks for lacks in absent.values())]
+    df[unknown] = df[unknown].astype("float64")
+    return df
+
+
+def is_runs_csv(path: str | os.PathLike) -> bool:
+    """Whether the CSV at ``path`` has the columns of a runs.csv (:data:`RUNS_CSV_KEYS`);
+    False where it cannot be read."""
+    try:
+        header = pd.read_csv(path, nrows=0).columns
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        return False
+    return all(c in header for c in RUNS_CSV_KEYS)
+
+
+def _read_csv(path: str) -> pd.DataFrame:
+    """The rows of one runs.csv, its text columns as strings; ValueError (one line) where it
+    cannot be read, has no rows or is not a runs.csv."""
+    try:
+        header = pd.read_csv(path, nrows=0).columns
+        lacks = [c for c in RUNS_CSV_KEYS if c not in header]
+        if lacks:
+            raise ValueError(
+                f"{path} is not a runs.csv (python -m vitfsdp.analysis writes one per "
+                f"analysis): it lacks the column(s) {', '.join(lacks)}; pass the runs.csv of "
+                "an analysis directory, or the sweep dir itself")
+        text = {c.name: object for c in RUN_COLUMNS if c.dtype == TEXT and c.name in header}
+        frame = pd.read_csv(path, dtype=text)
+    except FileNotFoundError:
+        raise ValueError(f"runs.csv {path} does not exist") from None
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError,
+            pd.errors.EmptyDataError) as e:  # fmt: skip
+        raise ValueError(f"cannot read {path} as a runs.csv: "
+                         f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    if frame.empty:
+        raise ValueError(f"{path} holds no runs (its header only)")
+    return frame
+
+
+def _flag(value: Any) -> Any:
+    """A text cell of runs.csv as collect held it: ``True``/``False`` as the JSON booleans
+    they were written from, an empty cell as ``None``, other text as it is."""
+    if not isinstance(value, str):
+        return None if pd.isna(value) else value
+    return {"True": True, "False": False}.get(value, value)
+
+
+def export_date(path: str | os.PathLike) -> str | None:
+    """The date in an export's file name (``gpu-h100-2026-11-26-sweep-runs.csv``:
+    ``"2026-11-26"``), else ``None``."""
+    found = re.search(r"\d{4}-\d{2}-\d{2}", Path(path).name)
+    return found.group(0) if found else None
+
+
+def loss_curves_here(runs: pd.DataFrame) -> int:
+    """How many runs of ``runs`` (a :func:`read_runs_csv` frame) have their records here,
+    whose loss curves the loss figure draws (the others' are not in a runs.csv)."""
+    return sum((Path(d) / METRICS_FILE).is_file() for d in runs["run_dir"].dropna().astype(str))
+
+
+def absent_lines(absent: dict[str, list[str]], runs: pd.DataFrame) -> list[str]:
+    """What an analysis rebuilt from runs.csv exports says of its source
+    (:func:`read_runs_csv`'s ``absent``), a line each: that it was rebuilt from the files
+    (each with its date where its name holds one), not from run records; the columns the
+    files lacked (a line per set of files lacking the same), each with what its missing
+    value means (``17 column(s) newer than the export not in it, read as missing: train.steps,
+    ...: not recorded; device_busy_frac, ...: not measured``); each judgement the report
+    could not make for want of a column (:data:`NOT_JUDGED`); and that a runs.csv holds no
+    loss curves (the loss figure draws those of ``runs`` whose records are here:
+    :func:`loss_curves_here`)."""
+    names = {p: Path(p).name for p in absent}
+    dated = [f"{p} (dated {export_date(p)})" if export_date(p) else p for p in absent]
+    lines = [f"rebuilt from the runs.csv export{'s' if len(absent) > 1 else ''} "
+             f"{', '.join(dated)}, not from the run records", *_lacked_lines(absent)]
+    for column, why in NOT_JUDGED.items():
+        lacking = [names[p] for p, lacks in absent.items() if column in lacks]
+        if lacking:
+            lines.append(f"without {column} (not in the export): {why}"
+                         if len(lacking) == len(absent) else
+                         f"without {column} (not in {', '.join(lacking)}): for its runs, {why}")
+    here = loss_curves_here(runs)
+    lines.append("a runs.csv holds no loss curves: the loss figure is not drawn" if not here
+                 else f"a runs.csv holds no loss curves: the loss figure draws those of the "
+                 f"{here} of {len(runs)} runs whose records (metrics.jsonl) are here")
+    return lines
+
+
+def _lacked_lines(absent: dict[str, list[str]]) -> list[str]:
+    """A line per set of files of ``absent`` that lack the same columns, naming them by what
+    a missing value of each means (:data:`MISSING_MEANS`)."""
+    sources = {c.name: c.source for c in RUN_COLUMNS}
+    by_lacks: dict[tuple[str, ...], list[str]] = {}
+    for path, lacks in absent.items():
+        if lacks:
+            by_lacks.setdefault(tuple(lacks), []).append(Path(path).name)
+    lines = []
+    for lacks, files in by_lacks.items():
+        means: dict[str, list[str]] = {}
+        for c in lacks:
+            means.setdefault(MISSING_MEANS.get(sources[c], "not recorded"), []).append(c)
+        which = ("the export" if len(absent) == 1 else "the exports" if len(files) == len(absent)
+                 else ", ".join(files))
+        lines.append(f"{len(lacks)} column(s) newer than {which} not in "
+                     f"{'it' if len(files) == 1 else 'them'}, read as missing: "
+                     + "; ".join(f"{', '.join(cs)}: {why}" for why, cs in means.items()))
+    return lines
 
 
 #: The file (in the analysis directory) of :func:`collect_runs`' ``cache``.

@@ -1,0 +1,147 @@
+"""``python -m vitfsdp.analysis RUNS_CSV... --out DIR``: the tables, figures and report
+rebuilt from a runs.csv an analysis wrote earlier (real records written with RunRecords,
+analysed, exported), columns newer than the export read as missing; a CSV that is not a
+runs.csv refused with one line."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.fake_records import run_info, write_run
+from vitfsdp.analysis.__main__ import REBUILT_FILE
+from vitfsdp.analysis.__main__ import main as analysis_main
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DATA = REPO_ROOT / "docs" / "data"
+#: Global images/s of each repeat per (strategy, nodes); None: a run out of memory.
+IPS = {("FULL_SHARD", 1): [100.0, 104.0, 98.0], ("FULL_SHARD", 2): [180.0, 190.0, None],
+       ("DDP", 1): [120.0, 118.0], ("DDP", 2): [230.0, 236.0], ("HYBRID_2GPU", 2): [None]}
+#: Columns a runs.csv of today has that an older export lacks (the H100 exports of
+#: 2026-11-26 lack these among 17).
+DROPPED = ["train.steps", "point_id", "device_busy_frac", "device_busy_min_frac",
+           "host_other_cpus", "host_other_windows", "num_attempts", "attempts_differ",
+           "memory_limit_gib", "attempt_of"]
+#: points.csv columns made from the dropped ones: the rest must come back the same.
+FROM_DROPPED = {"device_busy_frac", "device_busy_min_frac", "host_bound", "baseline_host_bound",
+                "runs_resumed", "attempts_differ", "memory_limit_gib", "runs_contended"}
+
+
+@pytest.fixture
+def analysed(tmp_path: Path) -> Path:
+    """A GPU sweep with repeats, a failed repeat and a failed point, analysed from its
+    records; returns the analysis directory (runs.csv, points.csv, the figures)."""
+    sweep = tmp_path / "sweep"
+    for (strategy, nodes), values in IPS.items():
+        for repeat, ips in enumerate(values):
+            info = run_info(strategy, nodes, device="cuda")
+            info["config"]["repeat"] = repeat
+            write_run(sweep / f"{strategy}_{nodes}_r{repeat}", info, ips, busy=0.9,
+                      status="completed" if ips is not None else "oom")
+    assert analysis_main([str(sweep), "--out", str(tmp_path / "records"), "--jobs", "1"]) == 0
+    return tmp_path / "records"
+
+
+def _export(analysed: Path, dest: Path, drop: list[str]) -> Path:
+    """runs.csv of ``analysed`` without the ``drop`` columns, as an export in ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
+    path = dest / "gpu-h100-2026-11-26-sweep-runs.csv"
+    pd.read_csv(analysed / "runs.csv").drop(columns=drop).to_csv(path, index=False)
+    return path
+
+
+def _pngs(out: Path) -> set[str]:
+    return {p.stem for p in out.glob("*.png")}
+
+
+def test_a_whole_runs_csv_rebuilds_the_same_tables_and_figures(analysed: Path,
+                                                              tmp_path: Path) -> None:
+    out = tmp_path / "again"
+    assert analysis_main([str(analysed / "runs.csv"), "--out", str(out), "--jobs", "1"]) == 0
+    for table in ("runs", "points", "scaling", "best", "failures", "equivalence"):
+        pd.testing.assert_frame_equal(pd.read_csv(out / f"{table}.csv"),
+                                      pd.read_csv(analysed / f"{table}.csv"), obj=table)
+    assert _pngs(out) == _pngs(analysed) >= {"weak_scaling", "efficiency", "memory", "loss"}
+
+
+def test_an_export_without_newer_columns_rebuilds_the_same_points(
+        analysed: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:  # fmt: skip
+    export = _export(analysed, tmp_path / "data", DROPPED)
+    out = tmp_path / "again"
+    assert analysis_main([str(export), "--out", str(out), "--jobs", "1", "--report"]) == 0
+    before, after = pd.read_csv(analysed / "points.csv"), pd.read_csv(out / "points.csv")
+    kept = [c for c in before.columns if c not in FROM_DROPPED]
+    assert len(after) == len(before) == 4
+    pd.testing.assert_frame_equal(after[kept], before[kept])
+    assert before["device_busy_frac"].eq(0.9).all() and after["device_busy_frac"].isna().all()
+    assert before["host_bound"].eq(False).all() and after["host_bound"].isna().all()  # unjudged
+    assert _pngs(out) == _pngs(analysed)
+    said = (out / REBUILT_FILE).read_text()
+    assert f"export {export} (dated 2026-11-26)" in said
+    assert "device_busy_frac" in said and "not measured" in said
+    assert "no point is judged host-bound" in said and "attempt_of" not in said
+    report = (out / "report.md").read_text()
+    assert "## Rebuilt from a runs.csv export" in report
+    # the first section, the provenance table and every figure's caption
+    assert report.lower().count(f"rebuilt from the runs.csv export {export}".lower()) == (
+        2 + len(_pngs(out)))
+    assert "no point is judged host-bound" in capsys.readouterr().out
+    # the runs.csv rebuilt from it (those columns now there, empty) reads back the same
+    third = tmp_path / "third"
+    assert analysis_main([str(out / "runs.csv"), "--out", str(third), "--jobs", "1"]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(third / "points.csv"), after)
+
+
+def test_a_csv_that_is_not_a_runs_csv_is_refused(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture) -> None:
+    summary = tmp_path / "cpu-demo-2026-11-27.csv"
+    summary.write_text("demo,strategy,nodes,ips,scaling_efficiency\ndemo1,DDP,1,10.4,1.0\n")
+    out = tmp_path / "out"
+    assert analysis_main([str(summary), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith(f"error: {summary} is not a runs.csv")
+    assert "run_dir, status, model" in err
+    assert not out.exists()
+
+
+def test_a_dir_of_exports_names_the_command_that_reads_them(
+        analysed: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:  # fmt: skip
+    export = _export(analysed, tmp_path / "data", [])
+    shutil.copy(export, tmp_path / "data" / "cpu-demo-2026-11-27.csv")  # a runs.csv too
+    (tmp_path / "data" / "summary.csv").write_text("demo,ips\ndemo1,10.4\n")
+    assert analysis_main([str(tmp_path / "data"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds no run.json" in err and "summary.csv" not in err
+    assert err.endswith(f"{tmp_path / 'data' / 'cpu-demo-2026-11-27.csv'} {export} --out DIR")
+
+
+@pytest.mark.parametrize("exports", [["gpu-h100-2026-11-26-sweep-runs.csv"],
+                                     ["gpu-h100-2026-11-26-jax-runs.csv"],
+                                     ["gpu-h100-2026-11-26-sweep-runs.csv",
+                                      "gpu-h100-2026-11-26-jax-runs.csv"]])
+def test_the_committed_h100_exports_rebuild(exports: list[str], tmp_path: Path) -> None:
+    """The command docs/benchmarks.md gives: every figure the runs hold is drawn (one node:
+    no efficiency; no loss curves in a runs.csv), and the report says what it lacked."""
+    paths = [str(DATA / name) for name in exports]
+    assert analysis_main([*paths, "--out", str(tmp_path), "--jobs", "1", "--report"]) == 0
+    assert _pngs(tmp_path) == {"weak_scaling", "memory", "tflops"}
+    said = (tmp_path / REBUILT_FILE).read_text()
+    assert "(dated 2026-11-26)" in said and "17 column(s)" in said
+    assert "device_busy_frac" in said and "the loss figure is not drawn" in said
+    points = pd.read_csv(tmp_path / "points.csv")  # each export: one completed run a point
+    assert len(points) == sum(len(pd.read_csv(p)) for p in paths)
+    assert points["ips"].notna().all()
+
+
+def test_a_rebuild_into_the_dir_it_reads_is_refused(analysed: Path,
+                                                    capsys: pytest.CaptureFixture) -> None:
+    before = (analysed / "runs.csv").read_bytes()
+    with pytest.raises(SystemExit) as done:
+        analysis_main([str(analysed / "runs.csv"), "--out", str(analysed)])
+    assert done.value.code == 2
+    assert "would write over" in capsys.readouterr().err
+    assert (analysed / "runs.csv").read_bytes() == before
