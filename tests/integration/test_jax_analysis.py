@@ -109,7 +109,10 @@ def test_a_framework_is_faster_only_over_repeats(tmp_path: Path) -> None:
     once = twice[~twice["run_dir"].str.endswith("jax_1")]
     assert framework_ratio_table(once).iloc[0]["difference"] == "one run: not established"
     section = {s.title: s for s in report_sections(study_tables(df, 1000), 1000)}["PyTorch and JAX"]
-    assert "1 of 1 pairs not host-bound are (`difference`)" in section.text
+    # CPU ranks: the busy share is not measured, so the pair is not counted as not host-bound
+    assert "0 of 0 pairs measured not host-bound are (`difference`)" in section.text
+    assert ("At 1 pair the device busy share was not measured (on CPU ranks, where the host "
+            "is the device)") in section.text
 
 
 def _gpu_pair_ratio(sweep: Path, applied: dict) -> pd.DataFrame:
@@ -197,7 +200,8 @@ def test_cli_says_what_the_reports_framework_section_says(sweep: Path) -> None:
     result = run_cli(str(sweep))
     assert result.returncode == 0, result.stderr
     assert words in result.stdout
-    for part in ("0 of 3 pairs not host-bound are (`difference`)",
+    for part in ("0 of 0 pairs measured not host-bound are (`difference`)",
+                 "At 3 pairs the device busy share was not measured (on CPU ranks",
                  "PyTorch ran 2 recipes (`torch_recipe`",
                  "Under FULL_SHARD JAX gathers each unit's parameters once a step",
                  "No ratio at vit_tiny FULL_SHARD at 2 node(s) (no result: jax failed (1 of 1 "

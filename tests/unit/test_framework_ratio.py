@@ -73,10 +73,12 @@ def test_the_report_names_a_host_bound_point_by_its_gpus_per_node(tmp_path: Path
 
 def test_a_host_bound_pair_is_not_counted_as_a_framework_result(tmp_path: Path) -> None:
     """Three runs a side at 1 and 2 nodes, JAX at half PyTorch's images/s: both pairs apart
-    beyond the spread, but PyTorch's host decided its step at 2 nodes. The report counts one
-    framework result, and the host-bound pair apart, by itself."""
+    beyond the spread, but PyTorch's host decided its step at 2 nodes. That pair's
+    ``difference`` says it compares host loops (with how far apart), not "beyond the
+    spread"; the report counts one framework result, and the host-bound pair apart."""
     from vitfsdp.analysis.report import report_sections
     from vitfsdp.analysis.tables import study_tables
+    from vitfsdp.analysis.verdict import host_bound_verdict
 
     for framework, ips in (("torch", 200.0), ("jax", 100.0)):
         for nodes in (1, 2):
@@ -88,13 +90,15 @@ def test_a_host_bound_pair_is_not_counted_as_a_framework_result(tmp_path: Path) 
                           nodes * ips + 3 * repeat, busy=busy)
     tables = study_tables(collect_runs(tmp_path), 1000)
     ratio = tables["framework_ratio"]
-    assert ratio["difference"].tolist() == ["beyond the spread"] * 2
+    apart = 1 / ratio["jax_over_torch"].iloc[1]  # PyTorch the faster
+    assert ratio["difference"].tolist() == ["beyond the spread", host_bound_verdict(apart)]
+    assert ratio["difference"].iloc[1].startswith("host-bound: compares host loops")
     assert ratio["host_bound"].tolist() == [False, True]
     text = {s.title: s for s in report_sections(tables, 1000)}["PyTorch and JAX"].text
     assert "2 of 2" not in text
-    assert "1 of 1 pairs not host-bound are (`difference`)" in text
-    assert ("1 host-bound pair (`host_bound`; 1 apart beyond the spread) compares the two "
-            "host loops, not the frameworks, and is not counted") in text
+    assert "1 of 1 pairs measured not host-bound are (`difference`)" in text
+    assert "1 host-bound pair (`host_bound`; `difference`: host-bound" in text
+    assert "compares the two host loops, not the frameworks, and is not counted" in text
 
 
 def _recipe_run(framework: str, strategy: str, engine: str = "fsdp1", kernels: dict | None = None,
@@ -207,7 +211,7 @@ def test_a_pair_is_noisy_where_either_side_spread_or_competed(tmp_path: Path) ->
     points = tables["points"].set_index(["framework", "nodes"])
     assert points.loc[("torch", 2), "noisy"] and not points.loc[("torch", 1), "noisy"]
     text = {s.title: s for s in report_sections(tables, 1000)}["PyTorch and JAX"].text
-    assert "2 of 2 pairs not host-bound are (`difference`)" in text
+    assert "2 of 2 pairs measured not host-bound are (`difference`)" in text
     assert "1 of those 2 is noisy (`noisy`: on either side the runs" in text
 
     other = (df["framework"] == "jax") & (df["nodes"] == 1) & (df["repeat"] == 0)
@@ -309,7 +313,7 @@ def test_a_contended_pair_is_not_a_result_as_best_csv_says(tmp_path: Path) -> No
     ratio = tables["framework_ratio"]
     assert ratio["difference"].tolist() == ["not a result: other work competed (6 of 6 runs)"]
     text = sections["PyTorch and JAX"].text
-    assert "0 of 1 pairs not host-bound are (`difference`)" in text
+    assert "0 of 1 pairs measured not host-bound are (`difference`)" in text
     assert ("Other work competed with runs of 1 of those 1 (`difference`: not a result, 6 of "
             "6 runs): their images/s measure the contention, not the frameworks.") in text
 

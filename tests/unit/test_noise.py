@@ -663,7 +663,8 @@ def test_a_prefetch_variant_is_slower_only_beyond_the_spread(tmp_path):
     assert table["vs_best"].to_dict() == {"BACKWARD_PRE": "", "BACKWARD_POST": BEYOND,
                                           "NONE": WITHIN}
     assert table.loc["BACKWARD_POST", "ips_vs_best"] == pytest.approx(100.5 / 151.25)
-    three = points.assign(num_repeats=points["num_repeats"].clip(upper=3))
+    three = points.assign(num_repeats=points["num_repeats"].clip(upper=3),
+                          runs_judged=points["runs_judged"].clip(upper=3))
     assert prefetch_table(three).set_index("backward_prefetch").loc[
         "BACKWARD_POST", "vs_best"] == FEW_RUNS  # 1 in 10 > 10% / 2
     assert prefetch_table(points, noise=1.6).loc[1, "vs_best"] == IN_NOISE  # POST: 1.50x

@@ -16,6 +16,9 @@ from vitfsdp.analysis.verdict import (
     compare,
     contended_verdict,
     failed_note,
+    judged_runs,
+    left_out_note,
+    ranked,
     span,
     with_notes,
 )
@@ -263,6 +266,41 @@ def judged_busy(runs: pd.DataFrame) -> pd.Series:
     return low.where(low.notna(), numeric_column(runs, "device_busy_frac"))
 
 
+#: What a figure's footer says where GPU points have no busy share (:func:`busy_missing`).
+BUSY_NOT_MEASURED = "device busy not measured"
+
+
+def busy_missing(runs: pd.DataFrame) -> str:
+    """Why the completed runs of ``runs`` (runs.csv's rows) that have no busy share
+    (:func:`judged_busy` NaN) lack it, in one phrase: ``"on CPU ranks, where the host is the
+    device"``, ``"on GPUs without NVML or AMD SMI readings, or in records older than the
+    field"``, both joined by ``" and "`` where runs of both kinds lack it; ``""`` where every
+    such run measured it. A run without one is never counted as not host-bound
+    (:func:`vitfsdp.core.throughput.host_bound` is None)."""
+    done = runs[(runs["status"] == "completed") & runs["ips"].notna()] \
+        if "status" in runs else runs
+    missing = done[judged_busy(done).isna()]
+    if missing.empty:
+        return ""
+    kinds = set(missing.get("device_type", pd.Series(None, index=missing.index))
+                .fillna("unknown").astype(str))
+    parts = (["on CPU ranks, where the host is the device"] * ("cpu" in kinds)
+             + ["on GPUs without NVML or AMD SMI readings, or in records older than the "
+                "field"] * bool(kinds - {"cpu"}))
+    return " and ".join(parts)
+
+
+def gpu_busy_missing(runs: pd.DataFrame) -> bool:
+    """Whether a completed run of ``runs`` on a GPU (``device_type`` not ``cpu``) has no
+    busy share (:func:`judged_busy` NaN): its host-bound flag is unknown, not False."""
+    if "device_type" not in runs or runs.empty:
+        return False
+    done = runs[(runs["status"] == "completed") & runs["ips"].notna()] \
+        if "status" in runs else runs
+    gpu = done["device_type"].notna() & (done["device_type"].astype(str) != "cpu")
+    return bool((gpu & judged_busy(done).isna()).any())
+
+
 def competed_flags(runs: pd.DataFrame) -> pd.Series:
     """Whether other work competed with each run of ``runs`` (runs.csv's rows), on its index
     (:func:`vitfsdp.core.throughput.competed` of ``host_other_cpus`` and ``host_cpus``, by
@@ -389,8 +427,12 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
         ``torch_runs`` and ``jax_runs`` (completed runs of each), ``torch_failed`` and
         ``jax_failed`` (runs of each that did not complete, or measured no ips),
         ``difference`` (where a side completed no run, :data:`vitfsdp.analysis.verdict.NO_RESULT`
-        and which side failed, ``"no result: jax failed (1 of 1 runs)"``; else where other
-        work competed with runs of either side, of any status
+        and which side failed, ``"no result: jax failed (1 of 1 runs)"``; each side's
+        images/s and span over its runs other work did not compete with where it has any
+        (:func:`~vitfsdp.analysis.verdict.judged_runs`, points.csv's rule; ``"; jax: 1 run
+        beside other work left out"``); where either side was host-bound (``host_bound``),
+        :func:`~vitfsdp.analysis.verdict.host_bound_verdict` in place of any ranking; else
+        where every completed run of a side was contended
         (:func:`competed_flags`, the rule of best.csv's ``runs_contended``), no ranking:
         :func:`vitfsdp.analysis.verdict.contended_verdict` over both sides' runs, ``"not a
         result: other work competed (6 of 6 runs)"``; else
@@ -436,11 +478,11 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
     table["jax_over_torch"] = table["jax_ips"] / table["torch_ips"]
     table["ratio_low"] = table["jax_low"] / table["torch_high"]
     table["ratio_high"] = table["jax_high"] / table["torch_low"]
-    table["difference"] = [_ratio_verdict(r, noise) for r in table.itertuples()]
     table["host_bound"] = pd.array(
         [any_host_bound(host_bound(t), host_bound(j))
          for t, j in zip(table["torch_busy_frac"], table["jax_busy_frac"], strict=True)],
         dtype="boolean")
+    table["difference"] = [_ratio_verdict(r, noise) for r in table.itertuples()]
     table["noisy"] = (table["torch_noisy"].astype("boolean")
                       | table["jax_noisy"].astype("boolean"))  # Kleene: True | NA is True
     return table[cols].sort_values(keys, kind="stable", key=_sort_key).reset_index(drop=True)
@@ -449,7 +491,8 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
 def _side_columns(fw: str) -> tuple[str, ...]:
     """The columns :func:`_side` gives of framework ``fw``."""
     return (f"{fw}_ips", f"{fw}_busy_frac", f"{fw}_runs", f"{fw}_low", f"{fw}_high",
-            f"{fw}_noisy", f"{fw}_attention", *(("torch_recipe",) if fw == "torch" else ()))
+            f"{fw}_noisy", f"{fw}_judged", f"{fw}_only_contended", f"{fw}_attention",
+            *(("torch_recipe",) if fw == "torch" else ()))
 
 
 def _attempts(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
@@ -469,17 +512,22 @@ def _ratio_verdict(r: Any, noise: float) -> str:
     failed = {"torch": int(r.torch_failed), "jax": int(r.jax_failed)}
     runs = {"torch": r.torch_runs, "jax": r.jax_runs}
     missing = [fw for fw in totals if not runs[fw]]
-    contended = int(r.torch_contended) + int(r.jax_contended)
+    contended = {"torch": int(r.torch_contended), "jax": int(r.jax_contended)}
+    only = {"torch": bool(r.torch_only_contended), "jax": bool(r.jax_only_contended)}
     if missing:
         verdict = NO_RESULT + ": " + ", ".join(
             f"{fw} failed ({failed[fw]} of {totals[fw]} runs)" for fw in missing)
-    elif contended:
-        verdict = contended_verdict(contended, sum(totals.values()))
+    elif any(only.values()):
+        verdict = contended_verdict(sum(contended.values()), sum(totals.values()))
     else:
-        verdict = compare((r.torch_low, r.torch_high, r.torch_runs),
-                          (r.jax_low, r.jax_high, r.jax_runs), r.torch_ips, r.jax_ips, noise)
+        ratio = max(r.jax_ips / r.torch_ips, r.torch_ips / r.jax_ips)
+        verdict = ranked(compare((r.torch_low, r.torch_high, r.torch_judged),
+                                 (r.jax_low, r.jax_high, r.jax_judged), r.torch_ips, r.jax_ips,
+                                 noise), r.host_bound, ratio)
     return with_notes(verdict, *(failed_note(failed[fw], totals[fw], fw)
-                                 for fw in totals if fw not in missing))
+                                 for fw in totals if fw not in missing),
+                      *(left_out_note(contended[fw], fw) for fw in totals
+                        if fw not in missing and not any(only.values())))
 
 
 def _framework_keys(df: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], list[str], list[str],
@@ -541,31 +589,40 @@ def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
     """One framework's points: median ips and busy share, completed runs, the span of its
     measurements (over runs where it ran at least twice, else its run's windows), whether
     they are noisy (see :func:`framework_ratio_table`'s ``noisy``), the attention it ran
-    and, for PyTorch, its recipe (:func:`torch_recipe`)."""
-    windows = window_spreads(rows)
+    and, for PyTorch, its recipe (:func:`torch_recipe`). The images/s, busy share and span
+    are over the runs other work did not compete with where the side has any
+    (:func:`~vitfsdp.analysis.verdict.judged_runs`, points.csv's rule: ``{fw}_judged``
+    counts them), ``{fw}_runs`` counts every completed run."""
+    contended = competed_flags(rows)
+    every = rows.assign(competed=contended).groupby(keys, dropna=False).agg(
+        runs=("ips", "count"), competed=("competed", "any")).reset_index()
+    rows = rows[judged_runs(contended, [rows[k] for k in keys])]
     rows = rows.assign(busy=judged_busy(rows),
                        win_lo=rows.get("ips_min", rows["ips"]),
                        win_hi=rows.get("ips_max", rows["ips"]),
-                       win_spread=windows,
-                       competed=competed_flags(rows),
+                       win_spread=window_spreads(rows),
+                       competed_all=competed_flags(rows),
                        attention=rows.get("attention", pd.Series(None, index=rows.index)),
                        recipe=torch_recipe(rows) if fw == "torch" else None)
     side = rows.groupby(keys, dropna=False).agg(
-        ips=("ips", "median"), busy=("busy", "median"), runs=("ips", "count"),
+        ips=("ips", "median"), busy=("busy", "median"), judged=("ips", "count"),
         run_lo=("ips", "min"), run_hi=("ips", "max"), win_lo=("win_lo", "min"),
         win_hi=("win_hi", "max"), win_spread=("win_spread", "max"),
-        competed=("competed", "any"), attention=("attention", lambda a: _distinct(a, ", ")),
+        competed_all=("competed_all", "all"),
+        attention=("attention", lambda a: _distinct(a, ", ")),
         recipe=("recipe", lambda r: _distinct(r, "; "))).reset_index()
-    low, high = span(side["runs"], side["run_lo"], side["run_hi"], side["win_lo"],
+    side = side.merge(every, on=keys, how="left")  # null keys match (merge)
+    low, high = span(side["judged"], side["run_lo"], side["run_hi"], side["win_lo"],
                      side["win_hi"], side["ips"])
     spread = ((side["run_hi"] - side["run_lo"]) / side["ips"]).where(
-        side["runs"] >= 2, side["win_spread"])
+        side["judged"] >= 2, side["win_spread"])
     noisy = pd.array([True if c else None if s != s else bool(s > NOISY_SPREAD)
                       for c, s in zip(side["competed"], spread, strict=True)], dtype="boolean")
     return pd.DataFrame({
         **{k: side[k] for k in keys}, f"{fw}_ips": side["ips"],
         f"{fw}_busy_frac": side["busy"], f"{fw}_runs": side["runs"], f"{fw}_low": low,
-        f"{fw}_high": high, f"{fw}_noisy": noisy, f"{fw}_attention": side["attention"],
+        f"{fw}_high": high, f"{fw}_noisy": noisy, f"{fw}_judged": side["judged"],
+        f"{fw}_only_contended": side["competed_all"], f"{fw}_attention": side["attention"],
         **({"torch_recipe": side["recipe"]} if fw == "torch" else {})})
 
 
@@ -639,8 +696,10 @@ def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:
 
 #: What an efficiency above 100 % of the ideal line means in weak scaling: not super-linear
 #: scaling (every rank does the same work) but noise, in the baseline or the point.
-ABOVE_IDEAL_NOTE = ("* above 100 % of ideal: noise (in the smallest node count's baseline or "
-                    "this point), not super-linear scaling")
+ABOVE_IDEAL_NOTE = ("* above 100 % of ideal: not super-linear scaling, but its line's baseline "
+                    "(host-bound, contended or one run: points.csv baseline_host_bound, "
+                    "baseline_contended, baseline_runs; the cause in above_ideal_cause) or "
+                    "noise in the baseline or this point")
 
 
 def format_efficiency(x: float) -> str:

@@ -27,6 +27,7 @@ import pandas as pd
 from vitfsdp.analysis.figures import DPI, DRAWN_KEY
 from vitfsdp.analysis.figures.style import MIN_ERROR_BAR
 from vitfsdp.analysis.lines import (
+    busy_missing,
     configurations,
     contention_note,
     format_efficiency,
@@ -41,6 +42,8 @@ from vitfsdp.analysis.tables import (
     PREFETCH_ORDER,
     calibration_summary,
     competition_text,
+    figures_contended,
+    judged_count,
     loaded_runs,
     noisy_text,
     observed_noise,
@@ -52,6 +55,7 @@ from vitfsdp.analysis.tables import (
 from vitfsdp.analysis.verdict import (
     BEYOND,
     FEW_RUNS,
+    HOST_BOUND,
     IN_NOISE,
     MAX_SEPARATION_CHANCE,
     NOT_RESULTS,
@@ -113,7 +117,9 @@ MARK_CAPTIONS = {
     "state_tiny": "the model state a rank holds is too small to see beside its peak (its "
                   "bytes: the memory table)",
     "ideal": "dashed: ideal linear scaling from each line's smallest node count",
-    "above_ideal": "grey square: efficiency above 100 % of ideal, noise (not super-linear)",
+    "above_ideal": ("grey square: efficiency above 100 % of ideal, not super-linear: its "
+                    "line's baseline (host-bound, contended or one run: points.csv "
+                    "`above_ideal_cause`) or noise"),
     "host_bound": f"grey hexagon: a host-bound point, its {BUSY_BELOW}: its figures "
                   "(images/s, TFLOP/s) measure the wrapper and the loop, not the device or the "
                   "network",
@@ -296,9 +302,11 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
                                "runner_up", "speedup_over_runner_up", "difference",
                                "host_bound"], flops)),
         _equivalence_section(equivalence),
-        Section("Cost per epoch", _cost_text(points, dataset_size, df),
-                table=display(labelled, ["model", "configuration", "nodes", "ips",
-                                         "epoch_hours", "node_hours_per_epoch",
+        Section("Cost per epoch", _cost_text(points, dataset_size, df)
+                + _cost_caveats(points) + not_completed_text(df, COST_MISSING),
+                table=display(labelled, ["model", "configuration", "nodes", "num_repeats",
+                                         "runs_failed", "ips", "ips_repeat_spread", "noisy",
+                                         "host_bound", "epoch_hours", "node_hours_per_epoch",
                                          "price_per_node_hour", "cost_per_epoch"])),
         _prefetch_section(tables["prefetch"]),
         _recipe_section(tables["recipe"]),
@@ -311,6 +319,9 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
 #: What :func:`not_completed_text` says of a configuration none of whose runs completed at a
 #: node count, in the best-configuration section ...
 BEST_MISSING = ("is not ranked there: the fastest is the fastest of the configurations that "
+                "completed")
+#: ... in the cost section ...
+COST_MISSING = ("has no cost there: the cheapest is the cheapest of the configurations that "
                 "completed")
 #: ... and in the memory section.
 MEMORY_MISSING = ("has no row there (what its runs reached before they ended: failures.csv); "
@@ -605,8 +616,9 @@ def framework_text(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> str
     if ratio.empty:
         return unpaired
     paired = ratio[numeric_column(ratio, "jax_over_torch").notna()]  # both sides completed
-    words = (_framework_verdict(ratio) + _recipe_text(paired) + framework_host_text(paired)
-             + _program_caveat(paired, runs) if len(paired) else "")
+    words = (_framework_verdict(ratio, runs) + _recipe_text(paired)
+             + framework_host_text(paired, runs) + _program_caveat(paired, runs)
+             if len(paired) else "")
     return (words + _failed_text(ratio)).strip() + (f" {unpaired}" if unpaired else "")
 
 
@@ -655,33 +667,51 @@ def unpaired_text(runs: pd.DataFrame) -> str:
     return f"{lead} {' and '.join(parts)}."
 
 
-def _framework_verdict(ratio: pd.DataFrame) -> str:
+#: Why a busy share was not measured, where the runs are not known to say which.
+UNMEASURED_WHY = ("on CPU ranks, or on GPUs without NVML or AMD SMI readings, or in records "
+                  "older than the field")
+
+
+def _framework_verdict(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> str:
     """How many of the pairs of ``ratio`` (a
     :func:`~vitfsdp.analysis.lines.framework_ratio_table`; its rows with a ratio: both
     sides completed runs) are framework results: apart beyond their spread
-    (``difference``, :data:`~vitfsdp.analysis.verdict.BEYOND` with or without a failure
-    note) and host-bound on neither side. A pair other work competed with
+    (``difference``, :data:`~vitfsdp.analysis.verdict.BEYOND` with or without a note) with
+    both sides measured not host-bound. A pair other work competed with
     (:data:`~vitfsdp.analysis.tables.CONTENDED`) is no result, and is counted as such. A
-    host-bound pair (``host_bound`` true) compares the two host loops, so it is counted
-    apart, with how many of those are beyond the spread; a pair whose busy share was not
-    measured counts (the host sentence says it may compare host loops). Of the counted
-    pairs, how many are ``noisy`` (:func:`_noisy_text`)."""
+    host-bound pair (``host_bound`` true, ``difference``
+    :data:`~vitfsdp.analysis.verdict.HOST_BOUND`) compares the two host loops, and a pair
+    whose busy share was not measured (``host_bound`` NA) may: both are counted apart, the
+    latter with why it was not measured (from ``runs``, the ``collect_runs`` frame:
+    :func:`~vitfsdp.analysis.lines.busy_missing`). Of the counted pairs, how many are
+    ``noisy`` (:func:`_noisy_text`)."""
     paired = ratio[numeric_column(ratio, "jax_over_torch").notna()]
-    bound = paired["host_bound"].fillna(False).astype(bool)
+    flag = paired["host_bound"].astype("boolean")
+    bound, clear = flag.fillna(False).astype(bool), (flag == False).fillna(False).astype(bool)  # noqa: E712
+    unknown = flag.isna()
     kinds = paired["difference"].map(verdict_kind)
     beyond = kinds == BEYOND
     text = ("A ratio is a result only as best.csv's are (apart beyond their spread, on runs "
             "enough: 3 each, or 2 against 5, and beyond the noise check's ratio, with no "
-            "other work competing) and where neither side was host-bound: "
-            f"{int((beyond & ~bound).sum())} of {int((~bound).sum())} pairs not host-bound "
-            "are (`difference`). " + _contended_pairs_text(paired[~bound], kinds[~bound])
-            + _noisy_text(paired[~bound]))
+            "other work competing) and where both sides were measured not host-bound: "
+            f"{int((beyond & clear).sum())} of {int(clear.sum())} pairs measured not "
+            "host-bound are (`difference`). " + _contended_pairs_text(paired[clear],
+                                                                       kinds[clear])
+            + _noisy_text(paired[clear]))
     if bound.any():
         count = int(bound.sum())
         text += (f"{count} host-bound pair{'s' if count > 1 else ''} (`host_bound`; "
-                 f"{int((beyond & bound).sum())} apart beyond the spread) "
-                 f"compare{'' if count > 1 else 's'} the two host loops, not the frameworks, "
-                 f"and {'are' if count > 1 else 'is'} not counted. ")
+                 f"`difference`: {HOST_BOUND}) compare{'' if count > 1 else 's'} the two "
+                 f"host loops, not the frameworks, and {'are' if count > 1 else 'is'} not "
+                 "counted. ")
+    if unknown.any():
+        count = int(unknown.sum())
+        why = busy_missing(runs) if runs is not None else ""
+        text += (f"At {count} pair{'s' if count > 1 else ''} the device busy share was not "
+                 f"measured ({why or UNMEASURED_WHY}): whether a side was host-bound is "
+                 "not known, so "
+                 f"{'they are' if count > 1 else 'it is'} not counted (a ratio there may "
+                 "compare host loops). ")
     return text
 
 
@@ -773,30 +803,34 @@ def _recipe_text(ratio: pd.DataFrame) -> str:
             "each row's ratio is against its own. ")
 
 
-def framework_host_text(ratio: pd.DataFrame) -> str:
+def framework_host_text(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> str:
     """What the JAX/PyTorch ratios of :func:`vitfsdp.analysis.lines.framework_ratio_table`
     compare, in words: where either side was host-bound (its device busy less than
     :data:`HOST_BOUND_BUSY_FRAC` of the timed windows), its host loop, not its kernels; where
     the busy share was not measured (CPU ranks, JAX on ROCm), that it is not known; and,
     whatever the busy shares, where the two ran different attention, that it is part of
     every ratio (:func:`_attention_caveat`)."""
-    return _host_text(ratio) + _attention_caveat(ratio)
+    return _host_text(ratio, runs) + _attention_caveat(ratio)
 
 
-def _host_text(ratio: pd.DataFrame) -> str:
-    """:func:`framework_host_text`'s sentence on the busy shares."""
+def _host_text(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> str:
+    """:func:`framework_host_text`'s sentence on the busy shares; where a share was not
+    measured, why (from ``runs``: :func:`~vitfsdp.analysis.lines.busy_missing`; both
+    reasons where not given)."""
     bound = ratio[ratio["host_bound"].fillna(False).astype(bool)]
     unknown = ratio["host_bound"].isna()
     if len(bound):
         which = ", ".join(_ratio_points(bound))
         return (f"Host-bound on at least one side ({BUSY_BELOW}): {which}; there the ratio "
                 "compares the two host loops, not the frameworks' kernels.")
+    why = (busy_missing(runs) if runs is not None else "") or UNMEASURED_WHY
     if unknown.all():
-        return ("How busy the devices were is not measured here (CPU ranks, or JAX on "
-                "ROCm): a ratio may compare the two host loops.")
+        return (f"How busy the devices were is not measured here ({why}): a ratio may "
+                "compare the two host loops, and none is counted as not host-bound.")
     if unknown.any():
         return (f"No point measured host-bound ({BUSY_BELOW}); at "
-                f"{int(unknown.sum())} point(s) one side was not measured.")
+                f"{int(unknown.sum())} point(s) one side was not measured ({why}), so "
+                "whether the host decided its step there is not known.")
     return (f"No point host-bound on either side ({BUSY_BELOW}): the ratios compare the "
             "frameworks' steps on the device.")
 
@@ -1059,6 +1093,7 @@ def repeats_text(df: pd.DataFrame, points: pd.DataFrame) -> str:
     text = (f" Repeats per completed point: {_int_span(repeats)}; timed windows per run: "
             f"{_int_span(windows)} (images/s is their median).")
     window = window_spread(df)
+    repeats = judged_count(points).astype(int)  # the runs the spread is over
     again = points[repeats >= 2]
     if len(again):
         runs = again["ips_repeat_spread"].astype(float)
@@ -1123,6 +1158,36 @@ def _cost_text(points: pd.DataFrame, dataset_size: int, df: pd.DataFrame | None 
             f"{price}. Training steps only (no evaluation, start-up or checkpointing).")
     return text + (_imagenet_caveat(df) if df is not None
                    and dataset_size == IMAGENET_TRAIN_IMAGES else "") + _startup_text(df)
+
+
+def _cost_caveats(points: pd.DataFrame) -> str:
+    """What the cost table's rows rest on, where a proposal would quote them: host-bound
+    points (``host_bound``: their epoch costs what the host loop and wrapper cost, not the
+    strategy on the device), noisy points (``noisy``: the cost is as uncertain as their
+    repeats' spread) and points that ran once (no spread between runs); ``""`` where none."""
+    if points.empty:
+        return ""
+    name = (lambda r: f"{r.model} {r.configuration} at {r.nodes} node(s)")  # noqa: E731
+    text = ""
+    bound = points[points["host_bound"].fillna(False).astype(bool)] \
+        if "host_bound" in points else points.iloc[0:0]
+    if len(bound):
+        text += (f" **Host-bound** ({BUSY_BELOW}; `host_bound`): "
+                 + ", ".join(name(r) for r in bound.itertuples())
+                 + ": their cost is that of the host loop and the wrapper, not of the "
+                 "strategy on the device; a cheaper-looking host-bound row does not rank.")
+    noisy = points[points["noisy"].fillna(False).astype(bool)] \
+        if "noisy" in points else points.iloc[0:0]
+    if len(noisy):
+        text += (f" **Noisy** (repeats spread more than {NOISY_SPREAD:.0%} of their median; "
+                 "`noisy`): " + ", ".join(f"{name(r)} ({r.ips_repeat_spread:.0%})"
+                                          for r in noisy.itertuples())
+                 + ": their cost is as uncertain as that spread, whatever its digits.")
+    once = points[judged_count(points) < 2]
+    if len(once):
+        text += (f" {len(once)} of {len(points)} points ran once (`num_repeats`): no spread "
+                 "between runs is measured there.")
+    return text
 
 
 def _startup_text(df: pd.DataFrame | None) -> str:
@@ -1230,14 +1295,7 @@ def _prefetch_section(table: pd.DataFrame) -> Section | None:
         which = ", ".join(f"{r.variant} ({r.configuration}, {r.nodes} node(s): "
                           f"{r.ips_vs_best:.0%} of the fastest)" for r in slower.itertuples())
         text += f" Slower than its group's fastest variant, as a result: {which}."
-    contended = table[table["runs_contended"] > 0]
-    if len(contended):
-        runs = int(contended["runs_contended"].sum())
-        total = int((contended["num_repeats"] + contended["runs_failed"]).sum())
-        text += (f" **Not a result:** other work competed with {runs} of the {total} runs of "
-                 f"{len(contended)} of the {len(table)} variants (prefetch.csv "
-                 "`runs_contended`): their images/s measure the contention, not prefetching, "
-                 "and no variant is ranked against one of them; rerun them on a quiet host.")
+    text += _prefetch_contended_text(table)
     failed = table[table["runs_failed"] > 0]
     if len(failed):
         which = ", ".join(f"{r.variant} ({r.configuration}, {r.nodes} node(s): "
@@ -1251,6 +1309,34 @@ def _prefetch_section(table: pd.DataFrame) -> Section | None:
                  "measure the wrapper and the loop, so it does not say what prefetching does "
                  "to communication.")
     return Section("Prefetch ablation", text + limits, ["prefetch"], shown)
+
+
+def _prefetch_contended_text(table: pd.DataFrame) -> str:
+    """The prefetch section's words on contended runs (prefetch.csv ``runs_contended``):
+    variants every run of which other work competed with (``figures_contended``) are not a
+    result and nothing is ranked against them; the others' contended runs are left out of
+    their images/s and verdicts (counted apart); ``""`` where no run was contended."""
+    hit = table[table["runs_contended"] > 0]
+    if hit.empty:
+        return ""
+    only = hit[[figures_contended(r) for r in hit.itertuples()]]
+    part = hit.drop(only.index)
+    text = ""
+    if len(only):
+        runs = int(only["runs_contended"].sum())
+        total = int((only["num_repeats"] + only["runs_failed"]).sum())
+        text += (f" **Not a result:** other work competed with {runs} of the {total} runs of "
+                 f"{len(only)} of the {len(table)} variants, every run of each (prefetch.csv "
+                 "`runs_contended`): their images/s measure the contention, not prefetching, "
+                 "and no variant is ranked against one of them; rerun them on a quiet host.")
+    if len(part):
+        which = ", ".join(f"{r.variant} ({r.configuration}, {r.nodes} node(s): "
+                          f"{r.runs_contended} of {r.num_repeats + r.runs_failed})"
+                          for r in part.itertuples())
+        text += (f" Runs beside other work left out: {which} (prefetch.csv "
+                 "`runs_contended`): those variants' images/s and verdicts are over their "
+                 "other runs (`runs_judged`).")
+    return text
 
 
 def _prefetch_limits(table: pd.DataFrame) -> str:
@@ -1323,6 +1409,8 @@ def _verdict_counts(table: pd.DataFrame) -> str:
     counts = []
     if (kinds == CONTENDED).any():
         counts.append(f"not a result, other work competed: {int((kinds == CONTENDED).sum())}")
+    if (kinds == HOST_BOUND).any():
+        counts.append(f"host-bound (compares host loops): {int((kinds == HOST_BOUND).sum())}")
     counts.append(f"within the spread (no difference): {int((kinds == WITHIN).sum())}")
     if (kinds == IN_NOISE).any():
         counts.append(f"within the noise check's ratio: {int((kinds == IN_NOISE).sum())}")
@@ -1669,9 +1757,16 @@ def resumed_runs_text(runs: pd.DataFrame) -> str:
 def _above_ideal_text(points: pd.DataFrame) -> str:
     """A sentence for the weak-scaling section where an efficiency is flagged (``113%*``)."""
     flagged = points.get("scaling_efficiency", pd.Series(dtype=float)).map(format_efficiency)
-    return (" A scaling efficiency marked with an asterisk is above 100 % of ideal: noise (in "
-            "the smallest node count's baseline or the point), not super-linear scaling."
-            if flagged.str.endswith("*").any() else "")
+    if not flagged.str.endswith("*").any():
+        return ""
+    causes = points.get("above_ideal_cause", pd.Series(None, index=points.index))
+    which = ", ".join(f"{r.model} {r.configuration} at {r.nodes} node(s) ({cause})"
+                      for r, cause, f in zip(points.itertuples(), causes, flagged, strict=True)
+                      if f.endswith("*") and isinstance(cause, str))
+    return (" A scaling efficiency marked with an asterisk is above 100 % of ideal, not "
+            "super-linear scaling: its line's baseline was host-bound (its ideal measures a "
+            "host loop), contended or ran once, else noise in the baseline or the point "
+            f"(points.csv `above_ideal_cause`){f': {which}' if which else ''}.")
 
 
 #: The FLOP-rate columns, in TFLOP/s per rank, that :func:`flop_formats` rescales.

@@ -47,15 +47,20 @@ from vitfsdp.analysis.verdict import (
     BEYOND,
     CONTENDED,
     FEW_RUNS,
+    HOST_BOUND,
     IN_NOISE,
     MAX_SEPARATION_CHANCE,
     NOT_RESULTS,
     ONE_RUN,
     WITHIN,
+    above_ideal_cause,
     contended_verdict,
     differs,
     failed_note,
     judge,
+    judged_runs,
+    left_out_note,
+    ranked,
     span,
     with_notes,
 )
@@ -95,7 +100,7 @@ PREFETCH_ORDER = ("BACKWARD_PRE", "BACKWARD_POST", "NONE")
 #: Columns of the ablation that are not part of a bar group's identity.
 ABLATION_COLUMNS = ("backward_prefetch", "limit_all_gathers")
 #: Every verdict of :func:`verdict_kind`, the contended one first (it replaces the others).
-VERDICTS = (CONTENDED, BEYOND, *NOT_RESULTS)
+VERDICTS = (CONTENDED, HOST_BOUND, BEYOND, *NOT_RESULTS)
 
 
 def study_tables(df: pd.DataFrame,
@@ -155,17 +160,25 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
         every attempt's windows) and ``attempts_differ`` (true where one of them has runs.csv
         ``attempts_differ`` true: its attempts measured different speeds, a point to rerun;
         false where every resumed run's attempts agree; NA where none has windows of two
-        attempts), ``ips`` (median over repeats, global
-        images/s), ``ips_repeat_min``/``ips_repeat_max`` (over repeats),
+        attempts), ``runs_judged`` (the completed runs its images/s, spread and verdicts
+        are over: those other work did not compete with where it has any,
+        :func:`~vitfsdp.analysis.verdict.judged_runs`) and ``figures_contended`` (true where
+        every one of them was contended: its figures measure the contention), ``ips``
+        (median over those runs, global images/s), ``ips_repeat_min``/``ips_repeat_max``
+        (over them),
         ``ips_repeat_spread`` ((max - min) / median over at least two repeats) and ``noisy``
         (that spread above :data:`vitfsdp.core.throughput.NOISY_SPREAD`; NA for one run),
         ``ips_window_min``/``ips_window_max`` (over every measured window of its runs),
         ``ideal_ips``, ``baseline_nodes`` (the line's ``n0``: larger than the model's
         smallest node count where the line did not complete there, and then its efficiencies
-        do not compare with the other lines'),
-        ``scaling_efficiency``, ``efficiency_min``/``efficiency_max`` (its bounds: the point's
+        do not compare with the other lines'), ``baseline_runs``, ``baseline_contended`` and
+        ``baseline_host_bound`` (what every efficiency of the line inherits from its
+        baseline, :func:`baseline_flags`), ``scaling_efficiency``,
+        ``efficiency_min``/``efficiency_max`` (its bounds: the point's
         lowest measurement over the ideal from the baseline's highest, and the other way round,
-        :func:`efficiency_bounds`; 1.0 at ``n0``), the medians of :data:`POINT_MEDIANS`
+        :func:`efficiency_bounds`; 1.0 at ``n0``), ``above_ideal_cause`` (where the
+        efficiency rounds above 100 %: its baseline's host-bound, contended or one run, else
+        noise), the medians of :data:`POINT_MEDIANS`
         (``tflops_per_gpu`` in TFLOP/s, ``mfu``/``hfu`` and ``device_busy_frac`` as fractions),
         ``device_busy_min_frac`` (the least busy rank's), ``host_bound``
         (:func:`vitfsdp.core.throughput.host_bound` of the median least busy rank's share,
@@ -189,10 +202,15 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
                                      "runs_contended", "ips", "ideal_ips",
                                      "scaling_efficiency"])
     _warn_unlabelled_repeats(done, keys)
+    contended = competed_flags(done)
+    judged = judged_runs(contended, [done[k] for k in keys])
+    completed_runs = done.groupby(keys, dropna=False, sort=False)["run_dir"].count()
     done = done.assign(configuration=configurations(df).loc[done.index],
-                       judged_busy=judged_busy(done), **_resumed_flags(done))
+                       judged_busy=judged_busy(done), _contended=contended,
+                       **_resumed_flags(done))[judged]
     groups = done.groupby(keys, dropna=False, sort=False)
-    aggs = {"configuration": ("configuration", "first"), "num_repeats": ("run_dir", "count"),
+    aggs = {"configuration": ("configuration", "first"), "runs_judged": ("run_dir", "count"),
+            "figures_contended": ("_contended", "all"),
             "ips_repeat_min": ("ips", "min"), "ips_repeat_max": ("ips", "max"),
             "ips_window_min": ("ips_min", "min"), "ips_window_max": ("ips_max", "max"),
             "runs_resumed": ("resumed", "sum"), "attempts_differ": ("differ", _any_flag)}
@@ -209,6 +227,9 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     aggs |= {c: (c, "max") for c in POINT_HELD if c in done}
     aggs |= {c: (c, "first") for c in POINT_FIRST}
     points = groups.agg(**aggs).reset_index()
+    points["num_repeats"] = completed_runs.reindex(
+        pd.MultiIndex.from_frame(points[keys]) if len(keys) > 1 else points[keys[0]]
+    ).to_numpy().astype(int)
     points["nodes"] = points["nodes"].astype("Int64")
     runs = point_runs(df, points)
     points["runs_failed"] = (runs["total"] - points["num_repeats"]).astype(int)
@@ -218,7 +239,8 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     points["scaling_efficiency"] = points["ips"] / points["ideal_ips"]
     points["efficiency_min"], points["efficiency_max"] = efficiency_bounds(points, keys[:-1])
     points["host_bound"] = points.pop("judged_busy").map(host_bound).astype("boolean")
-    repeated = points["num_repeats"] >= 2
+    points = points.join(baseline_flags(points, keys[:-1]))
+    repeated = points["runs_judged"] >= 2
     points["ips_repeat_spread"] = ((points["ips_repeat_max"] - points["ips_repeat_min"])
                                    / points["ips"]).where(repeated)
     points["noisy"] = (points["ips_repeat_spread"] > NOISY_SPREAD).where(repeated).astype(
@@ -226,11 +248,14 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     points = points.join(cost_columns(points, dataset_size))
     points["attempts_differ"] = points["attempts_differ"].astype("boolean")
     order = [*keys, "configuration", "num_repeats", "runs_failed", "runs_contended",
-             "runs_resumed", "attempts_differ", "world_size", "global_batch_size", "ips",
+             "runs_judged", "figures_contended", "runs_resumed", "attempts_differ",
+             "world_size", "global_batch_size", "ips",
              "ips_repeat_min", "ips_repeat_max", "ips_repeat_spread", "noisy",
              "ips_window_min", "ips_window_max",
-             "ideal_ips", "baseline_nodes", "scaling_efficiency", "efficiency_min",
-             "efficiency_max", *POINT_MEDIANS[1:], "host_bound", *POINT_MAXIMA[:1],
+             "ideal_ips", "baseline_nodes", "baseline_runs", "baseline_contended",
+             "baseline_host_bound", "scaling_efficiency", "efficiency_min",
+             "efficiency_max", "above_ideal_cause", *POINT_MEDIANS[1:], "host_bound",
+             *POINT_MAXIMA[:1],
              *POINT_MINIMA[:1],
              *POINT_MAXIMA[1:], *POINT_MINIMA[1:], *[c for c in POINT_HELD if c in points],
              "device_memory_gib", "memory_limit_gib", "epoch_hours", "node_hours_per_epoch",
@@ -238,6 +263,42 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
              *fixed]  # fmt: skip
     points = points[order].sort_values(keys, kind="stable", key=_sort_key)
     return points.reset_index(drop=True)
+
+
+def baseline_flags(points: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """What each point's efficiency inherits from its line's baseline (the point at the
+    line's smallest node count, ``n0``), on ``points``' index: ``baseline_runs`` (the runs
+    its images/s are taken over, ``runs_judged``), ``baseline_contended`` (its figures rest
+    on runs other work competed with only: ``figures_contended``) and
+    ``baseline_host_bound`` (its ``host_bound``; NA where not measured); every point of a
+    line carries them, since every efficiency of the line divides by that baseline. Then
+    ``above_ideal_cause`` (:func:`~vitfsdp.analysis.verdict.above_ideal_cause` of the
+    three; null where the efficiency does not round above 100 %).
+
+    Args:
+        points: :func:`points_table`'s rows (``nodes``, ``runs_judged``,
+            ``figures_contended``, ``host_bound``, ``scaling_efficiency``).
+        keys: the line columns (a line is one baseline).
+    """
+    by_line = [points[k] for k in keys]
+    nodes = points["nodes"].astype("float64")
+    at_n0 = nodes == nodes.groupby(by_line, dropna=False).transform("min")
+
+    def at_baseline(column: str) -> pd.Series:
+        values = points[column].astype(object).where(at_n0)
+        return values.groupby(by_line, dropna=False).transform("first")
+
+    out = pd.DataFrame({
+        "baseline_runs": pd.to_numeric(at_baseline("runs_judged")).astype("Int64"),
+        "baseline_contended": at_baseline("figures_contended").astype("boolean"),
+        "baseline_host_bound": at_baseline("host_bound").astype("boolean")},
+        index=points.index)
+    above = points["scaling_efficiency"].map(
+        lambda x: pd.notna(x) and round(x * 100) > 100)
+    causes = [above_ideal_cause(b, c, r) if a else None for a, b, c, r in zip(
+        above, out["baseline_host_bound"], out["baseline_contended"], out["baseline_runs"],
+        strict=True)]
+    return out.assign(above_ideal_cause=pd.Series(causes, index=points.index, dtype=object))
 
 
 def _resumed_flags(runs: pd.DataFrame) -> dict[str, pd.Series]:
@@ -343,9 +404,34 @@ def spread_bounds(points: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
     """(low, high) images/s a point's measurements span: the min and max over repeats where
     it ran at least twice, else over its run's measured windows (one run: the spread of its
     windows is the least its noise can be), else its ips alone."""
-    return span(points["num_repeats"], points["ips_repeat_min"], points["ips_repeat_max"],
+    return span(judged_count(points), points["ips_repeat_min"], points["ips_repeat_max"],
                 points.get("ips_window_min", points["ips"]),
                 points.get("ips_window_max", points["ips"]), points["ips"])
+
+
+def judged_count(points: pd.DataFrame) -> pd.Series:
+    """The runs each point's images/s, spread and verdicts are taken over (``runs_judged``:
+    :func:`~vitfsdp.analysis.verdict.judged_runs`), its completed runs (``num_repeats``)
+    in a frame without the column (older analyses)."""
+    return points["runs_judged"] if "runs_judged" in points else points["num_repeats"]
+
+
+def figures_contended(row: pd.Series | object) -> bool:
+    """Whether a point's figures rest on runs other work competed with only
+    (``figures_contended``); in a frame without the column (older analyses), whether any
+    run was contended (``runs_contended``)."""
+    value = (getattr(row, "figures_contended", None) if not isinstance(row, pd.Series)
+             else row.get("figures_contended"))
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return _counted(row, "runs_contended") > 0
+    return bool(value)
+
+
+def left_out(row: pd.Series | object) -> int:
+    """How many of a point's contended runs its figures leave out (``runs_contended`` where
+    its figures do not rest on them; contended runs that did not complete count too: their
+    figures are no part of the point's either)."""
+    return 0 if figures_contended(row) else _counted(row, "runs_contended")
 
 
 def efficiency_bounds(points: pd.DataFrame, keys: list[str]) -> tuple[pd.Series, pd.Series]:
@@ -415,9 +501,13 @@ def best_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
     (:func:`~vitfsdp.analysis.verdict.separation_chance` at most
     :data:`~vitfsdp.analysis.verdict.MAX_SEPARATION_CHANCE`: 3 runs each) and the ratio
     exceeds ``noise``; else :data:`WITHIN`, :data:`IN_NOISE`, :data:`ONE_RUN` or
-    :data:`FEW_RUNS`, and the report calls no such ratio a speed-up. Where other work
-    competed with runs of the fastest point (its ``runs_contended``), or else of the
-    runner-up, nothing is ranked: ``difference`` is :func:`contended_verdict` (``"not a
+    :data:`FEW_RUNS`, and the report calls no such ratio a speed-up; where either point was
+    host-bound (``host_bound``), :func:`~vitfsdp.analysis.verdict.host_bound_verdict` in
+    place of any of those (``"host-bound: compares host loops and wrappers, not the devices
+    (1.50x apart)"``). Each point is judged on its runs other work did not compete with
+    (``runs_judged``), the contended ones noted (``"; 1 run beside other work left out"``);
+    where every run of the fastest point (``figures_contended``), or else of the runner-up,
+    was contended, nothing is ranked: ``difference`` is :func:`contended_verdict` (``"not a
     result: other work competed (3 of 3 runs)"``, ``"... with the runner-up (2 of 2
     runs)"``), also where there is no runner-up. Where runs of either failed, the
     verdict ends with :func:`failed_note` (``"; 1 of 3 runs failed"``, ``"; the runner-up: 1
@@ -455,9 +545,9 @@ def best_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
         best["runner_up"] = second["configuration"] if second is not None else ""
         best["speedup_over_runner_up"] = (best["ips"] / second["ips"]
                                           if second is not None else np.nan)
-        best["difference"] = _best_verdict(best, second, noise)
         best["host_bound"] = any_host_bound(best["host_bound"], *(
             [second["host_bound"]] if second is not None else []))
+        best["difference"] = _best_verdict(best, second, noise)
         best["runs_failed"] = _counted(best, "runs_failed")
         best["runs_contended"] = _counted(best, "runs_contended")
         rows.append(best)
@@ -473,17 +563,19 @@ def _best_verdict(best: pd.Series, second: pd.Series | None, noise: float) -> st
     totals = [int(row["num_repeats"]) + _counted(row, "runs_failed") for row, _ in sides]
     contended = [(_counted(row, "runs_contended"), total, whose)
                  for (row, whose), total in zip(sides, totals, strict=True)
-                 if _counted(row, "runs_contended")]
+                 if figures_contended(row)]
     if contended:
         verdict = contended_verdict(*contended[0])
     elif second is not None:
-        verdict = judge((best["_low"], best["_high"], best["num_repeats"]),
-                        (second["_low"], second["_high"], second["num_repeats"]),
-                        best["speedup_over_runner_up"], noise)
+        verdict = ranked(judge((best["_low"], best["_high"], judged_count(best)),
+                               (second["_low"], second["_high"], judged_count(second)),
+                               best["speedup_over_runner_up"], noise),
+                         best["host_bound"], best["speedup_over_runner_up"])
     else:
         verdict = ""
     return with_notes(verdict, *(failed_note(_counted(row, "runs_failed"), total, whose)
-                                 for (row, whose), total in zip(sides, totals, strict=True)))
+                                 for (row, whose), total in zip(sides, totals, strict=True)),
+                      *(left_out_note(left_out(row), whose) for row, whose in sides))
 
 
 def failures_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -532,8 +624,12 @@ def prefetch_table(points: pd.DataFrame, noise: float = np.nan,
         :data:`BEYOND` makes a variant slower; with ``k`` variants each comparison may rest
         on a :func:`~vitfsdp.analysis.verdict.separation_chance` of at most
         ``MAX_SEPARATION_CHANCE / (k - 1)``, as the fastest is picked from them: 6 variants
-        of 3 runs each would otherwise call one slower by chance 39% of the time; where
-        other work competed with runs of the variant, or else of the fastest, no ranking:
+        of 3 runs each would otherwise call one slower by chance 39% of the time; each
+        variant judged on its runs other work did not compete with (``runs_judged``; the
+        others counted in ``runs_contended`` and noted, ``"1 run beside other work left
+        out"``); where either variant was host-bound,
+        :func:`~vitfsdp.analysis.verdict.host_bound_verdict`; where every run of the
+        variant (``figures_contended``), or else of the fastest, was contended, no ranking:
         :func:`contended_verdict`, ``"not a result: other work competed (2 of 2 runs)"``,
         ``"... with the fastest (3 of 3 runs)"``, the fastest's own row included; where
         runs of the variant failed, :func:`failed_note` after it, ``"1 of 3 runs
@@ -560,7 +656,8 @@ def prefetch_table(points: pd.DataFrame, noise: float = np.nan,
     thread.
     """
     cols = ["model", "nodes", "configuration", *ABLATION_COLUMNS, "ips", "ips_repeat_min",
-            "ips_repeat_max", "num_repeats", "runs_failed", "runs_contended", "ips_span_low",
+            "ips_repeat_max", "num_repeats", "runs_failed", "runs_contended", "runs_judged",
+            "figures_contended", "ips_span_low",
             "ips_span_high", "ips_vs_best", "vs_best", "device_busy_frac",
             "device_busy_min_frac", "host_bound", "cpu_ranks"]  # fmt: skip
     if points.empty or not set(ABLATION_COLUMNS) & set(points.columns):
@@ -568,6 +665,8 @@ def prefetch_table(points: pd.DataFrame, noise: float = np.nan,
     fsdp1 = points.dropna(subset=list(ABLATION_COLUMNS))
     fsdp1 = fsdp1.assign(**{c: numeric_column(fsdp1, c).fillna(0).astype(int)
                             for c in ("runs_failed", "runs_contended")})  # 0: older frames
+    fsdp1 = fsdp1.assign(runs_judged=judged_count(fsdp1).astype(int),
+                         figures_contended=[figures_contended(r) for r in fsdp1.itertuples()])
     keys = [c for c in points.columns[:list(points.columns).index("nodes")]
             if c not in ABLATION_COLUMNS]
     table = fsdp1.assign(configuration=[line_label(r, keys) for _, r in fsdp1.iterrows()])
@@ -585,7 +684,8 @@ def prefetch_table(points: pd.DataFrame, noise: float = np.nan,
     table = table.assign(ips_span_low=low, ips_span_high=high).reset_index(drop=True)
     fastest = table.loc[table.groupby(group)["ips"].idxmax(),
                         [*group, "ips", "ips_span_low", "ips_span_high", "num_repeats",
-                         "runs_failed", "runs_contended"]]
+                         "runs_failed", "runs_contended", "runs_judged", "figures_contended",
+                         "host_bound"]]
     table = table.merge(fastest, on=group, how="left", suffixes=("", "_best"))
     # the fastest of k is compared with each of the k - 1 others: Bonferroni keeps the
     # group's chance of a slower variant by chance alone at MAX_SEPARATION_CHANCE
@@ -617,18 +717,20 @@ def _variant_verdict(r, noise: float, max_chance: float) -> str:
     """prefetch.csv's ``vs_best`` of one variant (a row of :func:`prefetch_table`'s frame,
     its group's fastest's columns suffixed ``_best``): see :func:`prefetch_table`."""
     total = int(r.num_repeats) + r.runs_failed
-    if r.runs_contended:
+    if r.figures_contended:
         verdict = contended_verdict(r.runs_contended, total)
     elif r.ips == r.ips_best:
         verdict = ""
-    elif r.runs_contended_best:
+    elif r.figures_contended_best:
         verdict = contended_verdict(r.runs_contended_best,
                                     int(r.num_repeats_best) + r.runs_failed_best, "the fastest")
     else:
-        verdict = judge((r.ips_span_low_best, r.ips_span_high_best, r.num_repeats_best),
-                        (r.ips_span_low, r.ips_span_high, r.num_repeats),
-                        r.ips_best / r.ips, noise, max_chance)
-    return with_notes(verdict, failed_note(r.runs_failed, total))
+        verdict = ranked(judge((r.ips_span_low_best, r.ips_span_high_best, r.runs_judged_best),
+                               (r.ips_span_low, r.ips_span_high, r.runs_judged),
+                               r.ips_best / r.ips, noise, max_chance),
+                         any_host_bound(r.host_bound, r.host_bound_best), r.ips_best / r.ips)
+    return with_notes(verdict, failed_note(r.runs_failed, total),
+                      left_out_note(0 if r.figures_contended else r.runs_contended))
 
 
 def calibration_table(df: pd.DataFrame) -> pd.DataFrame:

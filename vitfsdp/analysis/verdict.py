@@ -42,6 +42,14 @@ CONTENDED = "not a result: other work competed"
 #: frameworks ran (:func:`~vitfsdp.analysis.lines.framework_ratio_table`): no images/s to
 #: compare, e.g. ``"no result: jax failed (1 of 1 runs)"``.
 NO_RESULT = "no result"
+#: What a comparison says in place of a ranking where a point compared was host-bound
+#: (:func:`vitfsdp.core.throughput.any_host_bound` True): its images/s measure the host's
+#: loop and the wrapper, not the devices (:func:`host_bound_verdict`): best.csv's
+#: ``difference``, prefetch.csv's ``vs_best`` and the JAX/PyTorch ratio's ``difference``.
+HOST_BOUND = "host-bound: compares host loops and wrappers, not the devices"
+#: What an efficiency above 100 % of ideal is put down to where its line's baseline gives
+#: a cause (:func:`above_ideal_cause`), else noise.
+ABOVE_IDEAL_CAUSES = ("host-bound baseline", "contended baseline", "one-run baseline", "noise")
 
 
 def separation_chance(runs_a: int, runs_b: int) -> float:
@@ -140,6 +148,75 @@ def contended_verdict(contended: int, total: int, whose: str = "") -> str:
     runs)"``, or of another point the verdict rests on (``whose``: ``"the fastest"``):
     ``"not a result: other work competed with the fastest (3 of 3 runs)"``."""
     return f"{CONTENDED}{f' with {whose}' if whose else ''} ({contended} of {total} runs)"
+
+
+def host_bound_verdict(ratio: float) -> str:
+    """:data:`HOST_BOUND` with how far apart the two points are, ``ratio`` the faster's
+    images/s over the slower's (>= 1): ``"host-bound: compares host loops and wrappers, not
+    the devices (2.00x apart)"``."""
+    return f"{HOST_BOUND} ({ratio:.2f}x apart)"
+
+
+def ranked(verdict: str, bound: object, ratio: float) -> str:
+    """``verdict`` (:func:`judge`'s), or :func:`host_bound_verdict` in its place where
+    ``bound`` (:func:`vitfsdp.core.throughput.any_host_bound` of the points compared) is
+    True: a host-bound comparison ranks host loops, whatever its spans say. ``""`` stays
+    ``""`` (nothing compared)."""
+    if verdict and _true(bound):
+        return host_bound_verdict(ratio)
+    return verdict
+
+
+def judged_runs(contended: pd.Series, point: list[pd.Series]) -> pd.Series:
+    """Which runs a point's images/s (median, spread) and every verdict on it are taken
+    over, on ``contended``'s index: its runs other work did not compete with where it has
+    any, else all of them (the point's figures then rest on contended runs only, and its
+    verdicts say so: :func:`contended_verdict`). Contended runs left out stay in runs.csv
+    and are counted (points.csv ``runs_contended``).
+
+    Args:
+        contended: bool per completed run (:func:`vitfsdp.analysis.lines.competed_flags`).
+        point: the columns that name a run's point (line columns and ``nodes``).
+    """
+    clean = ~contended.astype(bool)
+    has_clean = clean.groupby(point, dropna=False).transform("any")
+    return clean | ~has_clean.astype(bool)
+
+
+def left_out_note(contended: int, whose: str = "") -> str:
+    """``"2 runs beside other work left out"`` (``whose``: ``"the fastest: 1 run beside
+    other work left out"``): a point's contended runs that its figures and verdict are not
+    taken over (:func:`judged_runs`); ``""`` where none."""
+    if not contended:
+        return ""
+    return (f"{f'{whose}: ' if whose else ''}{contended} run{'s' if contended > 1 else ''} "
+            "beside other work left out")
+
+
+def above_ideal_cause(baseline_host_bound: object, baseline_contended: object,
+                      baseline_runs: object) -> str:
+    """Why a weak-scaling efficiency may read above 100 % of ideal
+    (:data:`ABOVE_IDEAL_CAUSES`): its line's baseline was host-bound (the baseline's
+    images/s measure its host loop, so the ideal drawn from it is low), its baseline's
+    figures rest on contended runs only, the baseline ran once (one run's median, no spread
+    between runs), else noise in the baseline or the point (not super-linear scaling: every
+    rank does the same work)."""
+    if _true(baseline_host_bound):
+        return ABOVE_IDEAL_CAUSES[0]
+    if _true(baseline_contended):
+        return ABOVE_IDEAL_CAUSES[1]
+    if baseline_runs is not None and pd.notna(baseline_runs) and int(baseline_runs) < 2:
+        return ABOVE_IDEAL_CAUSES[2]
+    return ABOVE_IDEAL_CAUSES[3]
+
+
+def _true(flag: object) -> bool:
+    """Whether a flag is True (not None, NaN, pandas' NA or False; ``"True"`` as a reread
+    CSV holds it)."""
+    if flag is None or flag is pd.NA or (isinstance(flag, float) and flag != flag):
+        return False
+    return flag is True or str(flag).lower() == "true" or (
+        not isinstance(flag, str) and bool(flag))
 
 
 def failed_note(failed: int, total: int, whose: str = "") -> str:

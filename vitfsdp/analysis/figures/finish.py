@@ -22,7 +22,9 @@ from vitfsdp.analysis.figures.style import (
     _chars_per_line,
     _mpl,
 )
-from vitfsdp.analysis.lines import contention_note
+from vitfsdp.analysis.lines import BUSY_NOT_MEASURED, contention_note, gpu_busy_missing
+from vitfsdp.analysis.tables import points_table
+from vitfsdp.analysis.verdict import ABOVE_IDEAL_CAUSES
 from vitfsdp.core.throughput import HOST_BOUND_BUSY_FRAC
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
@@ -184,6 +186,12 @@ def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike |
     the figure as a whole, such as what it cannot draw and why) under it, the figure's
     legend (see :func:`_figure_legend`), the height that gives every panel
     :data:`AXES_HEIGHT_IN` of plotting area, and the file at ``path`` if given."""
+    if "above_ideal" in extras:
+        proxy_labels = {**(proxy_labels or {}), "above_ideal": above_ideal_label(df)}
+    if gpu_busy_missing(df):
+        note = (f"{note} " if note else "") + (
+            f"GPU points: {BUSY_NOT_MEASURED}, so host-bound is not known there (no NVML "
+            "or AMD SMI readings, or records older than the field).")
     width = _chars_per_line(fig.get_figwidth(), PAPER_RC["figure.titlesize"])
     shared = contention_note(df)  # names the cluster profile where it says shared cores
     context = [p for p in _context(df)
@@ -197,6 +205,18 @@ def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike |
     _fit_height(fig)
     if path is not None:
         _save(fig, path)
+
+
+def above_ideal_label(df: pd.DataFrame) -> str:
+    """The legend's words for the above-ideal square: ``"above ideal (efficiency > 100 %):
+    host-bound baseline"``, each cause its points have (points.csv ``above_ideal_cause``:
+    :func:`vitfsdp.analysis.verdict.above_ideal_cause`), noise where none is known."""
+    try:
+        causes = points_table(df)["above_ideal_cause"].dropna().unique()
+    except (KeyError, ValueError):  # a frame without the columns a points table needs
+        causes = []
+    named = [c for c in ABOVE_IDEAL_CAUSES if c in set(causes)] or [ABOVE_IDEAL_CAUSES[-1]]
+    return f"above ideal (efficiency > 100 %): {', '.join(named)}"
 
 
 def _two_line_title(title: str, width: int) -> str:
