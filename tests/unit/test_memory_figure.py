@@ -9,10 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
+from matplotlib.markers import MarkerStyle
 
 from tests.fake_records import run_info
 from vitfsdp.analysis import collect_runs, plot_memory, plot_weak_scaling
 from vitfsdp.analysis.figures import PROXIES
+from vitfsdp.analysis.figures.memory import MARK_SHAPES
 from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
 
 GIB = 2**30
@@ -141,8 +143,8 @@ def test_a_points_marks_stand_beside_its_measured_peak(tmp_path: Path, nodes: tu
 
 def test_the_devices_used_memory_is_drawn_where_recorded(tmp_path: Path) -> None:
     """NVML's used memory of the whole device (runs.csv device_mem_used_gib: the CUDA context
-    and NCCL beside the allocator) was only in the tables. It is now a hollow triangle per
-    point with its own legend entry, so the gap between the allocator and what the device
+    and NCCL beside the allocator) was only in the tables. It is now a three-spoked mark
+    per point with its own legend entry, so the gap between the allocator and what the device
     holds shows; runs without it draw none."""
     for n in (1, 2):
         write_run(tmp_path / "with" / f"n{n}", n)
@@ -150,7 +152,8 @@ def test_the_devices_used_memory_is_drawn_where_recorded(tmp_path: Path) -> None
     fig = plot_memory(collect_runs(tmp_path / "with"))
     (used,) = [c for c in fig.axes[0].collections if c.get_label() == "_device used"]
     assert list(used.get_offsets()[:, 1]) == pytest.approx([USED, USED / 2**0.25])
-    assert used.get_facecolor().size == 0 or used.get_facecolor()[0][3] == 0  # hollow
+    # strokes alone, in a shape no line's point has (a hollow triangle read as NO_SHARD's)
+    assert not MarkerStyle(MARK_SHAPES["device_used"]).is_filled()
     assert "device_used" in fig.drawn_kinds
     assert " ".join(PROXIES["device_used"]["label"].split()) in _legend(fig)
     assert "NVML" in PROXIES["device_used"]["label"]

@@ -18,6 +18,7 @@ from vitfsdp.analysis.figures.panels import (
     _error_bars,
     _lines,
     _make_room_below,
+    _mark_contended,
     _mark_host_bound,
     _mark_not_completed,
     _new_figure,
@@ -25,6 +26,7 @@ from vitfsdp.analysis.figures.panels import (
     _panels,
     _plot_measured,
     _style_panel,
+    contended_note,
     line_shifts,
     window_shift,
 )
@@ -78,8 +80,10 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
     keys = _label_keys(runs)
     looks = _looks(runs, keys)
     extras = {"ideal"}
+    contended = []
     for ax, (model, panel) in zip(axes, panels, strict=True):
         notes, marked = [], Counter()
+        named = f"{model} " if len(panels) > 1 else ""
         top = 1.0
         smallest = panel["nodes"].min()
         lines = _lines(panel, keys)
@@ -91,6 +95,8 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
                 top = max(top, _draw_bounds(ax, line, done, color, extras, shift,
                                             window_shift(shifts)))
                 _mark_host_bound(ax, line, done, extras, shift=shift)
+            contended += [named + item for item in
+                          _mark_contended(ax, line, done, label, extras, shift)]
             notes += _mark_not_completed(ax, line, "eff", color, label, marked, extras,
                                          shift=shift)
         ax.axhline(1.0, ls="--", color="0.4", lw=1, zorder=1)
@@ -99,7 +105,8 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
             _make_room_below(ax)
         _style_panel(ax, panel, _panel_title(model, panel),
                      "weak-scaling efficiency (images/s / ideal)", notes)
-    _finish(fig, "Weak-scaling efficiency against node count", runs, path, extras)
+    _finish(fig, "Weak-scaling efficiency against node count", runs, path, extras,
+            note=contended_note(contended))
     return fig
 
 

@@ -15,7 +15,6 @@ from vitfsdp.analysis.figures.style import (
     PANEL_WIDTH_IN,
     PAPER_RC,
     Y_LABELS_IN,
-    _color_keys,
     _looks,
     _mpl,
     _paper_style,
@@ -59,22 +58,70 @@ def plot_loss(df: pd.DataFrame, path: str | os.PathLike | None = None,
         return None
     keys = _label_keys(df)
     looks = _looks(df, keys)
-    info = df.assign(_label=line_labels(df, keys), _look=line_labels(df, _color_keys(keys)))
+    info = df.assign(_label=line_labels(df, keys), _look=line_labels(df, keys))
     columns = ["run_dir", "model", "num_params", "num_classes", "nodes", "framework", "_label",
-               "_look"]
+               "_look", "status"]
     rows = curves.merge(info[[c for c in columns if c in info]], on="run_dir")
     panels = _panels(rows)
     fig, axes = _new_figure(len(panels))
     extras: set[str] = set()
+    ended = []
     for ax, (model, panel) in zip(axes, panels, strict=True):
         _draw_loss_panel(ax, panel, looks, "framework" in keys, extras)
+        ended += [(f"{model} " if len(panels) > 1 else "") + item
+                  for item in _mark_ended(ax, panel, extras)]
         _set_title(ax, _panel_title(model, df[df["model"].astype("string") == model]))
     most = rows["nodes"].dropna().max() if rows["nodes"].notna().any() else None
     ends = (f"; n={int(most)} at its end: {int(most)} node{'s' if most != 1 else ''}"
             if most is not None else "")
     _finish(fig, f"Training loss against step (a line per point{ends})", df, path, extras,
-            _loss_handles(looks, rows, "framework" in keys))
+            _loss_handles(looks, rows, "framework" in keys), note=ended_note(ended))
     return fig
+
+
+#: Most points with runs that ended before completing the footer names; the rest counted.
+MAX_ENDED_ITEMS = 6
+
+
+def _mark_ended(ax, panel: pd.DataFrame, extras: set[str]) -> list[str]:
+    """A black ``x`` at the last step of each run of ``panel`` (loss curves merged with their
+    runs: ``status``) that did not complete, at its loss there (one mark a place, over the
+    line's end marker), ``failed`` added to ``extras`` for the legend's "not completed";
+    returns the footer's item per point (line label and node count), e.g. ``DDP at 8
+    nodes: 3 of 3 runs oom at step 30``."""
+    if "status" not in panel:
+        return []
+    ends = panel.sort_values("step").groupby("run_dir", sort=False).tail(1)
+    bad = ends[ends["status"].fillna("unknown") != "completed"]
+    if bad.empty:
+        return []
+    ax.scatter(bad["step"], bad["loss"], marker="x", color="black", s=30, lw=1.2, zorder=5,
+               label="_not completed")
+    extras.add("failed")
+    items = []
+    for (label, nodes), runs in bad.groupby(["_label", "nodes"], dropna=False, sort=True):
+        how = ", ".join(f"{count} {status}" for status, count
+                        in runs["status"].fillna("unknown").value_counts().items())
+        steps = "/".join(str(int(step)) for step in sorted(set(runs["step"])))
+        where = f" at {int(nodes)} node{'s' if nodes != 1 else ''}" if pd.notna(nodes) else ""
+        same = ends["nodes"].isna() if pd.isna(nodes) else ends["nodes"] == nodes
+        total = int(((ends["_label"] == label) & same).sum())
+        items.append(f"{label}{where}: {how} of {total} runs, "
+                     f"last step {steps}")
+    return items
+
+
+def ended_note(items: list[str]) -> str:
+    """The footer's sentence on the loss lines cut short (:func:`_mark_ended`'s items), e.g.
+    ``not completed (x at the run's last step): DDP at 8 nodes: 3 oom of 3 runs, last step
+    30.``; at most :data:`MAX_ENDED_ITEMS`, the rest counted (failures.csv); ``""`` for
+    none."""
+    if not items:
+        return ""
+    more = len(items) - MAX_ENDED_ITEMS
+    tail = f"; and {more} more points (failures.csv)" if more > 0 else ""
+    return ("not completed (x at the run's last step): " + "; ".join(items[:MAX_ENDED_ITEMS])
+            + tail + ".")
 
 
 def _draw_loss_panel(ax, panel: pd.DataFrame, looks: dict[str, tuple[str, str]],

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from vitfsdp.analysis.figures.finish import _finish
+from vitfsdp.analysis.figures.finish import PROXIES, _finish, _save
 from vitfsdp.analysis.figures.panels import (
     MAX_LINE_SPREAD,
     NODE_MARGIN,
@@ -34,10 +34,12 @@ from vitfsdp.analysis.figures.panels import (
 )
 from vitfsdp.analysis.figures.style import (
     DEVICE_COLOR,
+    DEVICE_USED_MARKER,
     MIN_ERROR_BAR,
     NOTE_FONTSIZE,
     PUBLISHED_HALF_OCTAVES,
     PUBLISHED_OTHER,
+    RESERVED_MARKER,
     _looks,
     _mpl,
     _paper_style,
@@ -73,7 +75,7 @@ TINY_STATE = "model state per rank: under 1 % of the axis, too thin to see"
 #: Distance (in octaves of the log-2 node axis, as a fraction of the panel's width in
 #: octaves) from a point's measured peak to its prediction (left) and to its measured
 #: reserved memory (right; the device's used memory twice as far right): beside the point,
-#: not one blob on it (the predicted dot sat under the reserved circle and the measured
+#: not one blob on it (the predicted dot sat under the reserved mark and the measured
 #: marker). A bar's slot caps it at a quarter of the bar's width, so every mark stays on its
 #: own line's bar; without bars, at :data:`~vitfsdp.analysis.figures.panels.MAX_LINE_SPREAD`
 #: of the gap to the next node count over both sides.
@@ -122,8 +124,8 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
         measured points, its legend entry naming what it predicts (runs.csv
         ``pred_mem_metric``, :func:`_memory_mark_labels`: the peak reserved memory on a GPU,
         the resident memory on CPU); just right of them, the measured peak reserved
-        (``peak_mem_reserved_gib``) as hollow circles where that is what the plan predicts,
-        and further right the whole device's used memory as hollow downward triangles where
+        (``peak_mem_reserved_gib``) as hollow thin diamonds where that is what the plan
+        predicts, and further right the whole device's used memory as three-spoked marks where
         the records hold it (``device_mem_used_gib``, NVML or AMD SMI: the CUDA context and
         NCCL included), so the gap between the allocator's peak and what the device holds
         shows (:func:`_mark_step` sets how far beside); a point skipped as infeasible as a
@@ -156,10 +158,41 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
                            extras, published[published["model"] == model])
     _share_row_scale(axes, len(groups))
     per = "rank" if _memory_label(df) == MEMORY_LABELS["rss"] else "GPU"  # CPU runs: ranks
-    _finish(fig, f"Peak memory per {per} against node count", df, path, extras,
-            proxy_labels=_memory_published_labels(published) | _memory_mark_labels(df),
+    labels = _memory_published_labels(published) | _memory_mark_labels(df)
+    _legend_marks(axes[0], extras, labels)
+    _finish(fig, f"Peak memory per {per} against node count", df, None,
+            extras - set(MARK_SHAPES), proxy_labels=labels,
             note="; ".join(filter(None, [repeats_note(df), memory_limit_note(df)])))
+    fig.drawn_kinds = sorted(extras)  # the report's captions: every kind drawn
+    if path is not None:
+        _save(fig, path)
     return fig
+
+
+#: The shapes of memory.png's marks beside a measured point, by kind: none a line's
+#: (:data:`~vitfsdp.analysis.figures.style.RESERVED_MARKER`), so a hollow one-run DDP circle
+#: is not read as a reserved mark.
+MARK_SHAPES = {"reserved": RESERVED_MARKER, "device_used": DEVICE_USED_MARKER}
+
+
+def _legend_marks(ax, extras: set[str], labels: dict[str, str]) -> None:
+    """The legend entries of the marks of :data:`MARK_SHAPES` drawn (``extras``): a grey
+    hollow mark in its shape with the finish's words (``labels`` where they replace them),
+    as a labelled empty artist on ``ax``, since the finish's grey proxies
+    (:data:`~vitfsdp.analysis.figures.finish.PROXIES`) draw other shapes."""
+    for kind, marker in MARK_SHAPES.items():
+        if kind in extras:
+            ax.scatter([], [], **_hollow(marker, "0.4"), s=30,
+                       label=labels.get(kind, PROXIES[kind]["label"]))
+
+
+def _hollow(marker: str, color: str) -> dict:
+    """Scatter keywords of a hollow ``marker`` in ``color``: its outline where it is a
+    filled shape, its strokes where it is drawn of lines alone (``"2"``: matplotlib colours
+    those by the face colour, not the edge)."""
+    if _mpl().MarkerStyle(marker).is_filled():
+        return dict(marker=marker, facecolors="none", edgecolors=color)
+    return dict(marker=marker, color=color, lw=1.0)
 
 
 def _share_row_scale(axes: list, columns: int) -> None:
@@ -206,9 +239,11 @@ def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str],
         if published is not None and len(published):
             _plot_published_memory(ax, published[published["configuration"] == label], span,
                                    color, extras)
+        # left of the point (the prediction's side, twice as far): an x at what a failed
+        # repeat reached stood exactly under the marker of the point's completed runs
         notes += _mark_not_completed(ax, line, "peak_mem_gib", color, label, marked, extras,
                                      reached="peak_mem_reached_gib",
-                                     at="pred_peak_mem_gib", shift=shift)
+                                     at="pred_peak_mem_gib", shift=shift / beside**2)
     ax.set_ylim(bottom=0, top=1.15 * ax.get_ylim()[1])  # room above the highest point
     extras |= shown
     remarks = []
@@ -364,29 +399,30 @@ def _memory_published_labels(rows: pd.DataFrame) -> dict[str, str]:
 
 def _plot_reserved(ax, line: pd.DataFrame, color: str, extras: set[str],
                    shift: float = 1.0) -> None:  # fmt: skip
-    """Measured peak reserved memory as hollow circles, where the plan predicts reserved
-    memory (``pred_mem_metric``) and the figure shows allocated memory (at ``shift`` times
-    the node count, as :func:`_plot_measured`)."""
+    """Measured peak reserved memory as hollow thin diamonds (:data:`MARK_SHAPES`), where
+    the plan predicts reserved memory (``pred_mem_metric``) and the figure shows allocated
+    memory (at ``shift`` times the node count, as :func:`_plot_measured`)."""
     metric = line["pred_mem_metric"].dropna()
     if metric.empty or metric.iloc[0] != "peak_mem_reserved_gib":
         return
     if (line["peak_mem_kind"].dropna() != "allocated").any():
         return
-    _plot_hollow_maxima(ax, line, "peak_mem_reserved_gib", "o", "reserved", color, extras,
-                        shift)
+    _plot_hollow_maxima(ax, line, "peak_mem_reserved_gib", MARK_SHAPES["reserved"],
+                        "reserved", color, extras, shift)
 
 
 def _plot_device_used(ax, line: pd.DataFrame, color: str, extras: set[str],
                       shift: float = 1.0) -> None:  # fmt: skip
     """The whole device's used memory (runs.csv ``device_mem_used_gib``: NVML, or AMD SMI,
-    on a GPU, the maximum over ranks and repeats; GiB) as hollow downward triangles in the
-    line's colour, at ``shift`` times the node count (right of the measured point and its
-    reserved circle): what the device holds beside the allocator's peak, the CUDA context,
-    NCCL's buffers and any other process included. Nothing where the records hold none (CPU
+    on a GPU, the maximum over ranks and repeats; GiB) as three-spoked marks
+    (:data:`MARK_SHAPES`) in the line's colour, at ``shift`` times the node count (right of
+    the measured point and its reserved diamond): what the device holds beside the
+    allocator's peak, the CUDA context, NCCL's buffers and any other process included.
+    Nothing where the records hold none (CPU
     runs, a JAX run on ROCm, nvidia-ml-py missing; older records without the column)."""
     if "device_mem_used_gib" in line:
-        _plot_hollow_maxima(ax, line, "device_mem_used_gib", "v", "device_used", color,
-                            extras, shift)
+        _plot_hollow_maxima(ax, line, "device_mem_used_gib", MARK_SHAPES["device_used"],
+                            "device_used", color, extras, shift)
 
 
 def _plot_hollow_maxima(ax, line: pd.DataFrame, value: str, marker: str, kind: str,
@@ -397,8 +433,8 @@ def _plot_hollow_maxima(ax, line: pd.DataFrame, value: str, marker: str, kind: s
     completed run holds it."""
     points = _completed_points(line, value, "max")
     if len(points):
-        ax.scatter(points.index * shift, points.values, marker=marker, facecolors="none",
-                   edgecolors=color, s=30, zorder=3, label="_" + kind.replace("_", " "))
+        ax.scatter(points.index * shift, points.values, **_hollow(marker, color), s=30,
+                   zorder=3, label="_" + kind.replace("_", " "))
         extras.add(kind)
 
 
@@ -410,7 +446,7 @@ def _memory_mark_labels(df: pd.DataFrame) -> dict[str, str]:
     resident memory (plan)`` on CPU, each named with its devices where the figure holds
     both; an unknown metric by its column name) and, where a JAX run on a GPU is among
     them, its reserved memory as XLA's pool (:data:`JAX_RESERVED`), in the prediction's
-    label and the hollow circles'. Empty where no run records its metric (the proxy's own
+    label and the reserved marks'. Empty where no run records its metric (the proxy's own
     label, ``predicted (plan)``, stands)."""
     known = df.loc[df["pred_peak_mem_gib"].notna() & df["nodes"].notna()]
     metric = known["pred_mem_metric"].dropna().astype(str)

@@ -28,12 +28,12 @@ from vitfsdp.analysis.figures.style import (
     PAPER_RC,
     Y_LABELS_IN,
     _chars_per_line,
-    _color_label,
     _linestyle,
+    _look_label,
     _mpl,
     log_label,
 )
-from vitfsdp.analysis.lines import judged_busy, line_columns, line_labels
+from vitfsdp.analysis.lines import competed_flags, judged_busy, line_columns, line_labels
 from vitfsdp.core.throughput import host_bound
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
@@ -132,7 +132,7 @@ def _plot_measured(ax, line: pd.DataFrame, keys: list[str], looks: dict[str, tup
     ``extras`` is given, a point that completed once is drawn hollow (``one_run`` added to
     ``extras``): nothing measured its spread over repeats, though its marker looks exact."""
     done = _completed_points(line, value, how)
-    color, marker = looks[_color_label(line, keys)]
+    color, marker = looks[_look_label(line, keys)]
     # a line with nothing completed still gets its legend entry (its marks use its colour)
     ax.plot(done.index * shift, done.values, ls=_linestyle(line, keys), marker=marker,
             color=color, label=label, zorder=3)
@@ -236,6 +236,52 @@ def _ring_host_bound(ax, xs, ys, extras: set[str]) -> None:
         ax.scatter(xs, ys, marker="h", facecolors="none", edgecolors="0.4", s=110, lw=0.8,
                    zorder=4, label="_host-bound")
         extras.add("host_bound")
+
+
+#: How a point with a run other work competed with is ringed (weak scaling, efficiency): a
+#: black dashed circle, wider than the grey host-bound hexagon, so both show on one point.
+CONTENDED_RING = dict(marker="o", facecolors="none", edgecolors="black", s=190, lw=0.8,
+                      linestyles=(0, (2.5, 1.5)), zorder=4)
+#: Its legend entry (a labelled artist: no grey proxy of the figures' finish draws it).
+CONTENDED_LABEL = "dashed ring: other work competed with a run of the point (footer: which)"
+#: Most contended points the footer names; the rest are counted.
+MAX_CONTENDED_ITEMS = 8
+
+
+def _mark_contended(ax, line: pd.DataFrame, done: pd.Series, label: str, extras: set[str],
+                    shift: float = 1.0) -> list[str]:  # fmt: skip
+    """Ring each completed point of ``line`` (``done``, by node count; drawn at ``shift``
+    times it) that has a run other work competed with (any status:
+    :func:`~vitfsdp.analysis.lines.competed_flags`, the rule of points.csv
+    ``runs_contended``) with :data:`CONTENDED_RING`, ``contended`` added to ``extras``;
+    returns the footer's item per such point, ringed or not (nothing completed there),
+    e.g. ``FULL_SHARD at 1 node, 1 of 3 runs``."""
+    rows = line[line["nodes"].notna()]
+    hit = competed_flags(rows)
+    if not hit.any():
+        return []
+    nodes = rows["nodes"].astype("int64")
+    counts = pd.DataFrame({"hit": hit, "nodes": nodes}).groupby("nodes")["hit"].agg(["sum", "size"])
+    counts = counts[counts["sum"] > 0]
+    ringed = [n for n in counts.index if n in done.index]
+    if ringed:
+        ax.scatter([n * shift for n in ringed], done.loc[ringed].values,
+                   label=CONTENDED_LABEL, **CONTENDED_RING)
+        extras.add("contended")
+    return [f"{label} at {n} node{'s' if n != 1 else ''}, {c} of {t} run{'s' if t != 1 else ''}"
+            for n, (c, t) in counts.astype(int).iterrows()]
+
+
+def contended_note(items: list[str]) -> str:
+    """The footer's sentence naming the points with contended runs (:func:`_mark_contended`'s
+    items), e.g. ``contended: FULL_SHARD at 1 node, 1 of 3 runs``; at most
+    :data:`MAX_CONTENDED_ITEMS`, the rest counted (points.csv ``runs_contended``); ``""``
+    for none."""
+    if not items:
+        return ""
+    more = len(items) - MAX_CONTENDED_ITEMS
+    tail = f"; and {more} more (points.csv runs_contended)" if more > 0 else ""
+    return "contended: " + "; ".join(items[:MAX_CONTENDED_ITEMS]) + tail
 
 
 def _mark_not_completed(

@@ -56,8 +56,14 @@ PREFETCH_COLORS = {"BACKWARD_PRE": "#481d6f", "BACKWARD_POST": "#20a386", "NONE"
 UNSETTLED_ALPHA = 0.3
 #: Luma (0-255) under which a bar's hatching is drawn white, not black (dark fills).
 DARK_LUMA = 100
-#: Room (points) above the highest bar for its run count and the fastest's star.
-LABEL_ROOM_PT = 20
+#: Air (points) between a bar's top (or its error bar's) and the text over it.
+LABEL_AIR_PT = 1.5
+#: Where a bar is ringed as host-bound (a grey hexagon of 110 pt² at its top,
+#: :func:`~vitfsdp.analysis.figures.panels._ring_host_bound`: about 10.5 pt across), its
+#: text starts this far above the bar's top, clear of the ring.
+RING_CLEAR_PT = 7.0
+#: Height (points) the fastest's star takes over its bar's text.
+STAR_PT = 10.0
 #: Size (points) of the run count over a bar.
 RUNS_FONTSIZE = 6
 #: The legend's words for a pale bar and for the star.
@@ -259,10 +265,11 @@ def _draw_prefetch_panel(ax, bars: pd.DataFrame, runs: pd.DataFrame, extras: set
         _ring_host_bound(ax, [x for x, b in zip(xs, bound, strict=True) if b],
                          rows["ips"][bound], extras)
         tops = rows[["ips", "ips_span_high"]].max(axis=1)
-        labels += [(x, top, _runs_text(int(n), int(c), label_runs), star)
-                   for x, top, n, c, star in zip(xs, tops, rows["num_repeats"],
-                                                 rows["runs_contended"], winner[rows.index],
-                                                 strict=True)]
+        labels += [(x, top, _runs_text(int(n), int(c), label_runs), star, ring)
+                   for x, top, n, c, star, ring in zip(xs, tops, rows["num_repeats"],
+                                                       rows["runs_contended"],
+                                                       winner[rows.index], bound,
+                                                       strict=True)]
         if (rows["runs_contended"] > 0).any() or (
                 rows["vs_best"].map(verdict_kind) == CONTENDED).any():
             drawn["looks"].add("contended")
@@ -299,13 +306,10 @@ def _draw_prefetch_panel(ax, bars: pd.DataFrame, runs: pd.DataFrame, extras: set
     ax.set_xticks(range(len(groups)), labels=[textwrap.fill(g, 18) for g in groups])
     ax.set_xlim(-0.5, len(groups) - 0.5)  # every bar slot, drawn or not, inside the axes
     ax.set_ylabel("throughput (images/s, global)")
-    top = 1.12 * ax.get_ylim()[1]
-    if any(n is not None or star for _, _, n, star in labels):  # room for the labels over bars
-        highest = max(t for _, t, _, _ in labels)
-        top = max(top, highest / (1 - LABEL_ROOM_PT / (AXES_HEIGHT_IN * 72)))
-    ax.set_ylim(bottom=0, top=top)
-    _label_bars(ax, labels, width / len(groups))
-    if any(star for *_, star in labels):
+    placed = _place_labels(labels, width / len(groups))
+    ax.set_ylim(bottom=0, top=_room_for_labels(1.12 * ax.get_ylim()[1], placed))
+    _label_bars(ax, placed)
+    if any(star for *_, star, _ in labels):
         drawn["looks"].add("winner")
     ax.yaxis.set_major_formatter(_mpl().FuncFormatter(lambda y, _: f"{y:,.0f}"))
     ax.grid(True, axis="y", alpha=0.3)
@@ -341,21 +345,67 @@ def _runs_text(runs: int, contended: int, label_runs: bool) -> str | None:
     return f"n={runs}" if label_runs else None
 
 
-def _label_bars(ax, labels: list[tuple[float, float, str | None, bool]],
-                bar_width: float) -> None:  # fmt: skip
-    """Over each bar (``(x, top, text, winner)``: ``top`` its bar's or error bar's top, in
-    data units): ``text`` (:func:`_runs_text`) where given (upright where it fits the bar's
-    width, else turned), and a star over the winner."""
-    width_in = bar_width * (PANEL_WIDTH_IN - Y_LABELS_IN)  # about: the axes' share of a panel
-    for x, top, text, star in labels:
-        above = 1.0
+def _place_labels(labels: list[tuple[float, float, str | None, bool, bool]],
+                  bar_width: float) -> list[tuple[float, float, str | None, int, float, bool]]:
+    """How each bar's text stands over it (``labels``: ``(x, top, text, winner, ringed)``,
+    ``top`` its bar's or error bar's top in data units, ``bar_width`` a bar's share of the
+    axes' width): ``(x, top, text, rotation, above, winner)``, ``above`` the points from
+    ``top`` to the text's foot (clear of a host-bound ring, :data:`RING_CLEAR_PT`). The
+    text (:func:`_runs_text`) stands upright where it fits the bar's width on one line, else
+    on one line a part (``n=3`` / ``1 contended``), else turned, its parts side by side, so a
+    turned label is as short as its longest part."""
+    width_pt = 0.9 * bar_width * (PANEL_WIDTH_IN - Y_LABELS_IN) * 72  # the axes, about
+    placed = []
+    for x, top, text, star, ringed in labels:
+        above = RING_CLEAR_PT if ringed else LABEL_AIR_PT
+        rotation = 0
+        if text is not None and _text_width_pt(text) > width_pt:
+            parts = text.split(", ")
+            text = "\n".join(parts)
+            rotation = 0 if max(map(_text_width_pt, parts)) <= width_pt else 90
+        placed.append((x, top, text, rotation, above, star))
+    return placed
+
+
+def _text_width_pt(text: str) -> float:
+    """About how wide ``text`` runs at :data:`RUNS_FONTSIZE` (points; 0.62 em a character)."""
+    return len(text) * 0.62 * RUNS_FONTSIZE
+
+
+def _label_height_pt(text: str | None, rotation: int, star: bool) -> float:
+    """How high a bar's text (and star) stands over its foot, in points."""
+    if text is None:
+        height = 0.0
+    elif rotation:
+        height = max(_text_width_pt(part) for part in text.split("\n"))
+    else:
+        height = 1.2 * RUNS_FONTSIZE * len(text.split("\n"))
+    return height + (STAR_PT if star else 0.0)
+
+
+def _room_for_labels(top: float, placed: list[tuple[float, float, str | None, int, float,
+                                                      bool]]) -> float:  # fmt: skip
+    """The y axis' top (data units, the axis from 0) at which every bar's text and star
+    (:func:`_place_labels`) ends inside the axes, at least ``top``: a label of ``h`` points
+    over a bar top ``t`` needs ``t / (1 - h / axes height)``."""
+    height_pt = AXES_HEIGHT_IN * 72
+    for _, bar_top, text, rotation, above, star in placed:
+        if text is None and not star:
+            continue
+        need = above + _label_height_pt(text, rotation, star) + LABEL_AIR_PT
+        top = max(top, bar_top / max(0.2, 1 - need / height_pt))
+    return top
+
+
+def _label_bars(ax, placed: list[tuple[float, float, str | None, int, float, bool]]) -> None:
+    """Over each bar (:func:`_place_labels`' rows): its text where given, and a star over the
+    winner."""
+    for x, top, text, rotation, above, star in placed:
         if text is not None:
-            turned = len(text) * 0.62 * RUNS_FONTSIZE / 72 > 0.9 * width_in
-            label = ax.annotate(text, xy=(x, top), xytext=(0, above), textcoords="offset points",
-                                ha="center", va="bottom", fontsize=RUNS_FONTSIZE,
-                                rotation=90 if turned else 0)
-            above += (len(text) * 0.62 if turned else 1.2) * RUNS_FONTSIZE
-            label.set_gid("runs")
+            ax.annotate(text, xy=(x, top), xytext=(0, above), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=RUNS_FONTSIZE, rotation=rotation,
+                        linespacing=1.0).set_gid("runs")
+            above += _label_height_pt(text, rotation, False)
         if star:
             ax.annotate("\u2605", xy=(x, top), xytext=(0, above), textcoords="offset points",
                         ha="center", va="bottom", fontsize=8).set_gid("winner")

@@ -26,13 +26,15 @@ def _mpl() -> types.SimpleNamespace:
     from matplotlib.figure import Figure
     from matplotlib.font_manager import FontProperties
     from matplotlib.lines import Line2D
+    from matplotlib.markers import MarkerStyle
     from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
     from matplotlib.transforms import ScaledTranslation
 
     return types.SimpleNamespace(
         matplotlib=matplotlib, font_manager=font_manager, FigureCanvasAgg=FigureCanvasAgg,
-        Figure=Figure, FontProperties=FontProperties, Line2D=Line2D, Patch=Patch,
+        Figure=Figure, FontProperties=FontProperties, Line2D=Line2D, MarkerStyle=MarkerStyle,
+        Patch=Patch,
         FuncFormatter=FuncFormatter, NullFormatter=NullFormatter, NullLocator=NullLocator,
         ScaledTranslation=ScaledTranslation)
 
@@ -67,8 +69,16 @@ Y_LABELS_IN = 0.8  # inches of a panel's width taken by the y label and tick lab
 #: grey, C7, is left to the legend's proxies).
 LINE_COLORS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C8", "C9")
 LINE_MARKERS = ("o", "s", "^", "v", "P", "<", ">", "p", "h", "*")
-#: Markers of a strategy's further lines (a swept setting splitting it), none a strategy's.
-VARIANT_MARKERS = ("*", "X", "D", "d", "H", "8", "1", "2", "3", "4")
+#: Markers of a strategy's further lines (a swept setting splitting it, or its JAX line
+#: beside its PyTorch one), none a strategy's nor a memory mark's (:data:`RESERVED_MARKER`);
+#: the octagon last of the filled ones (hollow, for a point of one run, it reads as a circle).
+VARIANT_MARKERS = ("*", "X", "D", "H", "8", "1", "3", "4")
+#: memory.png's marks beside a measured point, in shapes no line uses (not a strategy's,
+#: :data:`LINE_MARKERS`, nor :data:`VARIANT_MARKERS`), so a hollow one-run point is not taken
+#: for one: the measured peak reserved memory as a thin hollow diamond, the whole device's
+#: used memory as a three-spoked "tri up".
+RESERVED_MARKER = "d"
+DEVICE_USED_MARKER = "2"
 #: Most not-completed points listed in one panel's note; the rest are counted.
 MAX_NOTE_ITEMS = 6
 #: A fixed colour and marker per strategy preset, so a strategy looks the same in every
@@ -105,14 +115,9 @@ def _paper_style(plot):
     return styled
 
 
-def _color_keys(keys: list[str]) -> list[str]:
-    """The label columns that pick a colour: all but ``framework`` (the line style)."""
-    return [k for k in keys if k != "framework"]
-
-
-def _color_label(line: pd.DataFrame, keys: list[str]) -> str:
-    """The colour key of a line's rows (see :func:`_color_keys`)."""
-    return _line_label(line.iloc[0], _color_keys(keys))
+def _look_label(line: pd.DataFrame, keys: list[str]) -> str:
+    """The key of a line's rows in :func:`_looks`: its label."""
+    return _line_label(line.iloc[0], keys)
 
 
 def _linestyle(line: pd.DataFrame, keys: list[str]) -> str:
@@ -132,15 +137,19 @@ def strategy_look(strategy: str) -> tuple[str, str]:
 
 
 def _looks(df: pd.DataFrame, keys: list[str]) -> dict[str, tuple[str, str]]:
-    """``(colour, marker)`` per colour key, the same in every panel and figure: the
-    strategy's fixed look (:func:`strategy_look`); a strategy's further lines keep its colour
-    and take :data:`VARIANT_MARKERS` in label order."""
-    rows = df.assign(_key=line_labels(df, _color_keys(keys)))
+    """``(colour, marker)`` per line label (``keys``: :func:`line_labels`), the same in every
+    panel and figure: the strategy's fixed look (:func:`strategy_look`); a strategy's further
+    lines keep its colour and take :data:`VARIANT_MARKERS` in label order, its JAX lines
+    after its PyTorch ones, so a JAX point differs in shape from the PyTorch point beside it
+    (a lone point has no line style to tell them apart, and hollow means one run)."""
+    rows = df.assign(_key=line_labels(df, keys),
+                     _jax=df["framework"].eq("jax") if "framework" in keys else False)
     by_strategy = rows.groupby(rows["strategy"].astype("string").fillna("unknown strategy"))
     looks, extra = {}, 0
-    for strategy, lines in sorted(by_strategy["_key"]):
+    for strategy, lines in sorted(by_strategy[["_key", "_jax"]]):
         color, marker = strategy_look(strategy)
-        for i, label in enumerate(sorted(set(lines))):
+        ordered = sorted(set(zip(lines["_jax"], lines["_key"], strict=True)))
+        for i, label in enumerate(label for _, label in ordered):
             if i:
                 marker, extra = VARIANT_MARKERS[extra % len(VARIANT_MARKERS)], extra + 1
             looks[label] = (color, marker)

@@ -20,8 +20,8 @@ from vitfsdp.analysis.figures.panels import (
 )
 from vitfsdp.analysis.figures.style import (
     DEVICE_COLOR,
-    _color_label,
     _linestyle,
+    _look_label,
     _looks,
     _mpl,
     _paper_style,
@@ -64,7 +64,7 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     unit, scale = flop_unit(done["tflops_per_gpu"])
     for ax, (model, panel) in zip(axes, panels, strict=True):
         for label, line in _lines(panel, keys):
-            color, marker = looks[_color_label(line, keys)]
+            color, marker = looks[_look_label(line, keys)]
             points = line.groupby(line["world_size"].astype("int64"))["tflops_per_gpu"].median()
             ax.plot(points.index, points.values * scale, ls=_linestyle(line, keys),
                     marker=marker, color=color, label=label)

@@ -15,6 +15,7 @@ from vitfsdp.analysis.figures.panels import (
     _log_y_axis,
     _make_room_below,
     _mark_above_ideal,
+    _mark_contended,
     _mark_host_bound,
     _mark_not_completed,
     _new_figure,
@@ -27,6 +28,7 @@ from vitfsdp.analysis.figures.panels import (
     _plot_repeat_range,
     _published_labels,
     _style_panel,
+    contended_note,
     line_shifts,
     window_shift,
 )
@@ -80,9 +82,11 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
     keys = _label_keys(df)
     looks = _looks(df, keys)
     extras = {"ideal"}
-    published_ips = matched(reference_table(df))
+    published_ips, apart = same_devices_per_node(matched(reference_table(df)))
+    contended = []
     for ax, (model, panel) in zip(axes, panels, strict=True):
         notes, marked = [], Counter()
+        named = f"{model} " if len(panels) > 1 else ""
         lines = _lines(panel, keys)
         shifts = line_shifts(len(lines), panel["nodes"])
         for (label, line), shift in zip(lines, shifts, strict=True):
@@ -94,6 +98,8 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
                 _mark_host_bound(ax, line, done, extras, shift=shift)
                 _plot_repeat_range(ax, line, "ips", color, extras, shift=shift,
                                    beside=window_shift(shifts))
+            contended += [named + item for item in
+                          _mark_contended(ax, line, done, label, extras, shift)]
             _plot_predicted(ax, line, "pred_ips", color, label, extras, shift)
             _plot_published(ax, published_ips, model, label, color, extras)
             notes += _mark_not_completed(ax, line, "ips", color, label, marked, extras,
@@ -104,8 +110,46 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
         _style_panel(ax, panel, _panel_title(model, panel), "throughput (images/s, global)",
                      notes)
     _finish(fig, "Weak scaling: throughput against node count", df, path, extras,
-            proxy_labels=_published_labels(published_ips), note=no_prediction_note(df))
+            proxy_labels=_published_labels(published_ips),
+            note=". ".join(n for n in (contended_note(contended), published_apart_note(apart),
+                                       no_prediction_note(df)) if n))
     return fig
+
+
+#: The item of reference.csv's ``differs`` that says the published figure ran on another
+#: count of devices a node (:data:`vitfsdp.analysis.reference.HARDWARE`).
+DEVICES_PER_NODE = "gpus_per_node:"
+
+
+def same_devices_per_node(published: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``published`` (reference.csv's compared images/s rows) split into those whose devices
+    a node equal our point's (drawn on the global images/s axis) and the rest (``differs``
+    names ``gpus_per_node``): a node of 8 MI250X GCDs at 1,205 images/s beside one H100 at
+    331 would read 3.6x slower, where per device it is 2.2x faster."""
+    if published.empty:
+        return published, published
+    other = published["differs"].fillna("").astype(str).map(
+        lambda text: any(part.startswith(DEVICES_PER_NODE) for part in text.split("; ")))
+    return published[~other], published[other]
+
+
+def published_apart_note(apart: pd.DataFrame) -> str:
+    """The footer's words for the published figures left out of the axes
+    (:func:`same_devices_per_node`), e.g. ``not drawn: ORNL, Frontier, 2023 (8 x AMD MI250X
+    GCD a node), another count of devices a node than ours (global images/s would compare a
+    node with a GPU); compared per device in reference.csv: ours / published 2.2-4.7``;
+    ``""`` for none."""
+    if apart.empty:
+        return ""
+    parts = []
+    for label, rows in apart.groupby("label"):
+        ratio = pd.to_numeric(rows["ratio_per_device"], errors="coerce").dropna()
+        low, high = (f"{ratio.min():.2g}", f"{ratio.max():.2g}") if len(ratio) else ("", "")
+        span = low if low == high else f"{low}-{high}"
+        parts.append(f"{label}" + (f": ours / published per device {span}" if span else ""))
+    return ("published figure(s) of another count of devices a node than ours, not drawn "
+            "(global images/s would compare a node with our GPUs); compared per device in "
+            "reference.csv ratio_per_device: " + "; ".join(parts))
 
 
 def no_prediction_note(df: pd.DataFrame) -> str:
