@@ -158,3 +158,18 @@ def test_an_earlier_attempts_folder_is_numbered_as_the_attempt_it_holds(tmp_path
     (run / "job.json").write_text("{}")  # a job that never started training: no run.json
     archive_attempt(run)
     assert sorted(int(p.name) for p in (run / "attempts").iterdir()) == [0, 1, 2, 3]
+
+
+def test_runs_without_num_attempts_beside_runs_with_it_do_not_crash_the_tables():
+    """Records older than num_attempts beside newer ones: the column is a nullable Int64
+    with NA, and points.csv's runs_resumed raised 'cannot convert NA to integer' (a helper
+    re-analysing older records). numeric_column gives floats, NaN where unknown, as its
+    docstring says; such a run counts as not resumed."""
+    import pandas as pd
+
+    from vitfsdp.analysis.lines import numeric_column
+    from vitfsdp.analysis.tables import _resumed_flags
+
+    runs = pd.DataFrame({"num_attempts": pd.array([2, None, 1], dtype="Int64")})
+    assert numeric_column(runs, "num_attempts").dtype == float
+    assert _resumed_flags(runs)["resumed"].tolist() == [1, 0, 0]

@@ -339,8 +339,9 @@ def flag_column(df: pd.DataFrame, name: str) -> pd.Series:
 def numeric_column(df: pd.DataFrame, name: str) -> pd.Series:
     """``df[name]`` as floats on ``df``'s index: NaN where a value is not a number, and a
     column of NaN where ``df`` has none (records older than the field)."""
-    return pd.to_numeric(df.get(name, pd.Series(float("nan"), index=df.index)),
-                         errors="coerce")
+    values = pd.to_numeric(df.get(name, pd.Series(float("nan"), index=df.index)),
+                           errors="coerce")
+    return values.astype("Float64").astype(float)  # a nullable Int64's NA: NaN, as documented
 
 
 def window_spreads(df: pd.DataFrame) -> pd.Series:
