@@ -146,10 +146,10 @@ MARK_CAPTIONS = {
     "predicted": "dotted: the plan's prediction (of memory: of what the legend names, the "
                  "peak reserved memory on a GPU, the resident memory on CPU, just left of "
                  "the measured peak)",
-    "reserved": "hollow circles, just right of the measured peak: measured peak reserved "
+    "reserved": "hollow thin diamonds, just right of the measured peak: measured peak reserved "
                 "memory, what the plan predicts there (the dotted line compares with them, "
                 "not with the allocated line)",
-    "device_used": "hollow downward triangles, right of the reserved circles: the whole "
+    "device_used": "three-spoked marks, right of the reserved diamonds: the whole "
                    "device's used memory (NVML or AMD SMI: the CUDA context, NCCL's buffers "
                    "and other processes included) above what the allocator holds",
     "failed": "x: runs that did not complete, at what they reached before they ended (the "
@@ -159,6 +159,8 @@ MARK_CAPTIONS = {
               "summary.json memory_at_failure), else side by side in the panel's bottom "
               "band (the note under the panel names them)",
     "skipped": "hollow diamond: a point skipped as predicted not to fit",
+    "contended": "black dashed ring: other work competed with a run of the point (the footer "
+                 "names each)",
     "reference": "hollow star: a published figure of the same setup (reference.csv)",
     "published_other": "orange line with its value: a published figure drawn beside ours, not "
                        "compared (another model, device or measure; reference.csv's differs "
