@@ -184,3 +184,22 @@ def test_prefetch_bar_labels_stay_inside_the_axes_and_off_the_rings(tmp_path: Pa
                 clear = (extent.x1 < x - radius or extent.x0 > x + radius
                          or extent.y0 > y + radius or extent.y1 < y - radius)
                 assert clear, text.get_text()
+
+
+def test_a_points_marker_is_points_csv_figure_over_its_uncontended_runs(tmp_path: Path) -> None:
+    """points.csv takes a point's images/s over the runs other work did not compete with
+    (e9320fb); weak_scaling.png still drew the median of every run, so its marker and bar
+    disagreed with the table beside it. Here the contended repeat is made slow (60 where
+    the others read 100 and 102): the marker is their median, 101, as in points.csv."""
+    from vitfsdp.analysis.tables import points_table
+
+    df = _contended_sweep(tmp_path)
+    slow = df["run_dir"].astype(str).str.endswith("FULL_SHARD_1_r1")
+    df.loc[slow, "ips"] = 60.0
+    points = points_table(df)
+    table = points[(points["strategy"] == "FULL_SHARD") & (points["nodes"] == 1)]["ips"]
+    assert table.tolist() == [101.0]
+    fig = plot_weak_scaling(df)
+    drawn = [line.get_ydata() for ax in fig.axes for line in ax.get_lines()
+             if line.get_label().startswith("FULL_SHARD")]
+    assert any(np.isclose(y[0], 101.0) for y in drawn), drawn

@@ -34,6 +34,7 @@ from vitfsdp.analysis.figures.style import (
     log_label,
 )
 from vitfsdp.analysis.lines import competed_flags, judged_busy, line_columns, line_labels
+from vitfsdp.analysis.verdict import judged_runs
 from vitfsdp.core.throughput import host_bound
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
@@ -182,10 +183,15 @@ def _completed_points(line: pd.DataFrame, value: str, how: str) -> pd.Series:
 
 
 def _completed(line: pd.DataFrame, value: str, x: str = "nodes") -> pd.DataFrame:
-    """``x`` and ``value`` of the line's completed runs with both known (two columns, not
-    the frame's every column: cheap at tens of thousands of runs)."""
+    """``x`` and ``value`` of the line's completed runs with both known that a point's
+    figures are taken over: at a point (an ``x``) with runs other work did not compete
+    with, only those (:func:`~vitfsdp.analysis.verdict.judged_runs`, points.csv's rule, so
+    a marker, its bar and points.csv's images/s agree; the contended runs are ringed and
+    counted apart). Two columns, not the frame's every column."""
     mask = (line["status"] == "completed") & line[value].notna() & line[x].notna()
-    return line.loc[mask, [x, value]]
+    runs = line.loc[mask]
+    judged = judged_runs(competed_flags(runs), [runs[x]])
+    return runs.loc[judged, [x, value]]
 
 
 def _plot_ideal(ax, done: pd.Series, nodes: pd.Series, color: str, label: str) -> None:
