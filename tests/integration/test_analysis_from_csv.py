@@ -137,6 +137,21 @@ def test_the_committed_h100_exports_rebuild(exports: list[str], tmp_path: Path) 
     assert points["ips"].notna().all()
 
 
+def test_every_figure_of_a_rebuild_says_so_in_its_footer() -> None:
+    """The report's captions said the figures were rebuilt from an export, the PNGs alone
+    did not (a helper's note): the runs' frame carries the line, every footer adds it."""
+    from vitfsdp.analysis import plot_memory, plot_weak_scaling
+    from vitfsdp.analysis.collect import absent_lines, read_runs_csv
+    from vitfsdp.analysis.figures.finish import REBUILT_ATTR
+
+    runs, absent = read_runs_csv([str(DATA / "gpu-h100-2026-11-26-sweep-runs.csv")])
+    runs.attrs[REBUILT_ATTR] = absent_lines(absent, runs)[0]
+    for plot in (plot_weak_scaling, plot_memory):
+        footer = " ".join(plot(runs).legends[0].get_title().get_text().split())
+        assert "rebuilt from the runs.csv export" in footer, footer
+        assert "(dated 2026-11-26), not from the run records" in footer, footer
+
+
 def test_a_rebuild_into_the_dir_it_reads_is_refused(analysed: Path,
                                                     capsys: pytest.CaptureFixture) -> None:
     before = (analysed / "runs.csv").read_bytes()

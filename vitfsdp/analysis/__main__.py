@@ -102,6 +102,7 @@ from vitfsdp.analysis.figures import (
     PendingFigures,
     figure_pool,
 )
+from vitfsdp.analysis.figures.finish import REBUILT_ATTR
 from vitfsdp.analysis.fingerprint import frame_hash
 from vitfsdp.analysis.lines import contention_note, format_table
 from vitfsdp.analysis.reference import reference_summary
@@ -197,6 +198,7 @@ def read_runs(args: argparse.Namespace,
             raise ValueError(f"{e}{_exports_hint(args.sweep_dirs)}") from None
     every, absent = read_runs_csv(args.sweep_dirs)
     lines = absent_lines(absent, every)
+    every.attrs[REBUILT_ATTR] = lines[0]  # every figure's footer says it too
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / REBUILT_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
     for line in lines:

@@ -179,6 +179,11 @@ def _context(df: pd.DataFrame) -> list[str]:
     return parts
 
 
+#: The ``DataFrame.attrs`` key of the runs' line saying they were rebuilt from runs.csv
+#: exports (:func:`vitfsdp.analysis.collect.absent_lines`' first), which every footer adds.
+REBUILT_ATTR = "rebuilt_from"
+
+
 def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike | None,
             extras: set[str], handles: list | None = None,
             proxy_labels: dict[str, str] | None = None, note: str = "") -> None:  # fmt: skip
@@ -188,6 +193,8 @@ def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike |
     :data:`AXES_HEIGHT_IN` of plotting area, and the file at ``path`` if given."""
     if "above_ideal" in extras:
         proxy_labels = {**(proxy_labels or {}), "above_ideal": above_ideal_label(df)}
+    if df.attrs.get(REBUILT_ATTR):  # tables and figures rebuilt from a runs.csv export
+        note = (f"{note.rstrip('.')}. " if note else "") + f"{df.attrs[REBUILT_ATTR]}."
     if gpu_busy_missing(df):
         note = (f"{note} " if note else "") + (
             f"GPU points: {BUSY_NOT_MEASURED}, so host-bound is not known there (no NVML "
