@@ -203,3 +203,23 @@ def test_a_points_marker_is_points_csv_figure_over_its_uncontended_runs(tmp_path
     drawn = [line.get_ydata() for ax in fig.axes for line in ax.get_lines()
              if line.get_label().startswith("FULL_SHARD")]
     assert any(np.isclose(y[0], 101.0) for y in drawn), drawn
+
+
+def test_tflops_points_are_taken_over_the_uncontended_runs_too(tmp_path: Path) -> None:
+    """tflops.png took the median of every row of a line, contended runs included."""
+    from vitfsdp.analysis.figures.tflops import plot_tflops
+
+    from vitfsdp.analysis.schema import flop_unit
+
+    df = _contended_sweep(tmp_path)
+    slow = df["run_dir"].astype(str).str.endswith("FULL_SHARD_1_r1")
+    df["tflops_per_gpu"] = df["ips"] * 0.01  # what the run's FLOPs make of its images/s
+    df.loc[slow, "tflops_per_gpu"] *= 0.6
+    clean = df[(df["strategy"] == "FULL_SHARD") & (df["nodes"] == 1) & ~slow]
+    every = df[(df["strategy"] == "FULL_SHARD") & (df["nodes"] == 1)]
+    assert clean["tflops_per_gpu"].median() != every["tflops_per_gpu"].median()
+    _, scale = flop_unit(df["tflops_per_gpu"])
+    fig = plot_tflops(df)
+    drawn = [line.get_ydata() for ax in fig.axes for line in ax.get_lines()
+             if line.get_label().startswith("FULL_SHARD")]
+    assert any(np.isclose(y[0], clean["tflops_per_gpu"].median() * scale) for y in drawn), drawn

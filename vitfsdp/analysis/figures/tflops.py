@@ -9,6 +9,7 @@ import pandas as pd
 
 from vitfsdp.analysis.figures.finish import _finish
 from vitfsdp.analysis.figures.panels import (
+    _completed,
     _hollow_one_run,
     _lines,
     _mark_host_bound,
@@ -65,7 +66,8 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     for ax, (model, panel) in zip(axes, panels, strict=True):
         for label, line in _lines(panel, keys):
             color, marker = looks[_look_label(line, keys)]
-            points = line.groupby(line["world_size"].astype("int64"))["tflops_per_gpu"].median()
+            runs = _completed(line, "tflops_per_gpu", "world_size")  # points.csv's runs
+            points = runs.groupby(runs["world_size"].astype("int64"))["tflops_per_gpu"].median()
             ax.plot(points.index, points.values * scale, ls=_linestyle(line, keys),
                     marker=marker, color=color, label=label)
             _hollow_one_run(ax, line, "tflops_per_gpu", points * scale, color, marker, extras,
