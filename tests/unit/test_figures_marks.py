@@ -208,7 +208,6 @@ def test_a_points_marker_is_points_csv_figure_over_its_uncontended_runs(tmp_path
 def test_tflops_points_are_taken_over_the_uncontended_runs_too(tmp_path: Path) -> None:
     """tflops.png took the median of every row of a line, contended runs included."""
     from vitfsdp.analysis.figures.tflops import plot_tflops
-
     from vitfsdp.analysis.schema import flop_unit
 
     df = _contended_sweep(tmp_path)
