@@ -160,3 +160,15 @@ def test_a_rebuild_into_the_dir_it_reads_is_refused(analysed: Path,
     assert done.value.code == 2
     assert "would write over" in capsys.readouterr().err
     assert (analysed / "runs.csv").read_bytes() == before
+
+
+def test_a_rebuilt_runs_csv_rebuilt_again_says_what_it_could_not_judge(tmp_path: Path) -> None:
+    """The runs.csv of a rebuild holds the export's missing columns, empty: rebuilt again,
+    its rebuilt_from.txt lost every 'without device_busy_frac ...' line (a reviewer's run)."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    export = str(DATA / "gpu-h100-2026-11-26-sweep-runs.csv")
+    assert analysis_main([export, "--out", str(first), "--jobs", "1"]) == 0
+    assert analysis_main([str(first / "runs.csv"), "--out", str(second), "--jobs", "1"]) == 0
+    for said in ((first / REBUILT_FILE).read_text(), (second / REBUILT_FILE).read_text()):
+        assert "without device_busy_frac (not in the export)" in said, said
+        assert "without num_attempts (not in the export)" in said, said

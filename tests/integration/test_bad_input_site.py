@@ -357,6 +357,22 @@ def test_more_jobs_than_frontier_queues_are_refused_or_warned_of_with_packs_name
         "most 100 at a time, the next as earlier jobs end"]
 
 
+def test_points_the_plan_skips_are_no_jobs_for_the_queue_cap(monkeypatch):
+    """A reviewer's vit_3b,vit_5b sweep (no checkpointing) was refused as '126 jobs at once'
+    where the plan skips ViT-5B's 63 points as not fitting: only 63 jobs would queue. The
+    cap counts the points that run; --run-infeasible runs them all, and counts them."""
+    from vitfsdp.launch import LaunchOptions
+    from vitfsdp.sweep.check import _queue_refusals
+
+    monkeypatch.setattr("vitfsdp.sweep.slurm_jobs._predicted_time_s", lambda p: None)
+    fits = _points(1, 60, "model=vit_3b", "cluster.time=00:10:00", "cluster.max_jobs=null")
+    not_fit = _points(1, 60, "model=vit_5b", "strategy=DDP", "cluster.time=00:10:00",
+                      "cluster.max_jobs=null")
+    assert _queue_refusals(fits + not_fit, LaunchOptions()) == []  # 60 jobs queue, not 120
+    (line,) = _queue_refusals(fits + not_fit, LaunchOptions(run_infeasible=True))
+    assert line.startswith("this sweep would queue 120 jobs at once"), line
+
+
 def test_a_queue_limit_refusal_shows_the_time_as_typed(tmp_path):
     """cluster.time=01:00:00,03:00:00 at 8 nodes: the refused point was named by Hydra's
     escaped override, cluster.time=03\\:00\\:00; now as the user typed it."""

@@ -526,6 +526,8 @@ def test_ranks_left_by_a_killed_local_sweep_keep_the_point_running(tmp_path):
             assert time.monotonic() < deadline, "the rank's argv was never seen"
             time.sleep(0.05)
         assert status.read_state(run_dir).state == "RUNNING"
+        relative = Path(os.path.relpath(run_dir))  # --status sweep: the path as typed
+        assert local.point_processes(relative) == [rank.pid]
         why, summary = _job_alive([Existing(run_dir, None, False, None)], {}, tmp_path)
         assert f"(pids {rank.pid}) still run here" in why, why
         assert why.endswith(f"stop them with: kill {rank.pid}; then run this command again")

@@ -162,7 +162,9 @@ def read_runs_csv(paths: Iterable[str | os.PathLike]) -> tuple[pd.DataFrame, dic
 
     Returns:
         The frame (one row per run, every status) and, by file as given, the columns it
-        lacked (``attempt_of`` not counted), in runs.csv order.
+        lacked (``attempt_of`` not counted), in runs.csv order: a column of
+        :data:`NOT_JUDGED` with no value in any row counts as lacked too (a runs.csv rebuilt
+        from an export holds it empty), so a second rebuild says what the first did.
 
     Raises:
         ValueError: a file is missing or unreadable, has no rows, or is not a runs.csv
@@ -172,7 +174,10 @@ def read_runs_csv(paths: Iterable[str | os.PathLike]) -> tuple[pd.DataFrame, dic
     frames, absent = [], {}
     for path in map(str, paths):
         frame = _read_csv(path)
-        absent[path] = [c for c in COLUMNS if c not in frame and c != "attempt_of"]
+        # missing, or (a runs.csv this code rebuilt from an export) present and empty
+        # where its emptiness means a judgement cannot be made (NOT_JUDGED)
+        absent[path] = [c for c in COLUMNS if c != "attempt_of" and (
+            c not in frame or (c in NOT_JUDGED and frame[c].isna().all()))]
         extra = [c for c in frame.columns if c not in COLUMNS]
         if extra:
             log.warning("%s: left out %d column(s) this code does not know: %s", path,

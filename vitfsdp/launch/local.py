@@ -162,7 +162,9 @@ def point_processes(run_dir: Path) -> list[int]:
     whose argv name it (``hydra.run.dir=...``, :func:`torchrun_command`). A sweep killed
     with SIGKILL leaves them running (nothing can stop them from the sweep then), writing
     into the point's files; [] where there is no ``/proc``."""
-    word = f"hydra.run.dir={quote_override(str(run_dir))}".encode()
+    # the sweep writes the resolved path into the argv (sweep.compose); --status may be
+    # given a relative one
+    word = f"hydra.run.dir={quote_override(str(Path(run_dir).resolve()))}".encode()
     found = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:

@@ -20,7 +20,7 @@ from vitfsdp.config import RunConfig
 from vitfsdp.launch import LaunchOptions, pack, resume, slurm, slurm_checks
 from vitfsdp.plan import impossible
 from vitfsdp.plan.memory import ADAMW_STATES, FP32_BYTES, model_sizes
-from vitfsdp.sweep.choose import _settled
+from vitfsdp.sweep.choose import _settled, plan_runs
 from vitfsdp.sweep.point import (
     Point,
     SweepRefused,
@@ -186,9 +186,13 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
             problem = str(e)
         if problem:
             refused.setdefault(problem, []).append((p.num, p.overrides))
-    _warn_of_requeues(checked.get("requeues", []), len(points))
-    _warn_of_windows(checked.get("windows", []), len(points))
-    _warn_of_saves(checked.get("saves", []), len(points))
+    # the warnings are of the jobs that will run: not of points the plan skips as not fitting
+    runs = {p.num for p in points if plan_runs(p, options.run_infeasible)}
+    warned = {k: [e for e in v if e[1].num in runs] for k, v in checked.items()
+              if k in ("requeues", "windows", "saves")}  # (figure, point, ...) each
+    _warn_of_requeues(warned.get("requeues", []), len(runs))
+    _warn_of_windows(warned.get("windows", []), len(runs))
+    _warn_of_saves(warned.get("saves", []), len(runs))
     return refusal_lines(refused, len(points), named=True)
 
 
@@ -202,7 +206,8 @@ def _queue_refusals(points: list[Point], options: LaunchOptions) -> list[str]:
     A sweep of more jobs than the site queues for a user (``cluster.max_queued_jobs``) is
     :func:`_queued_jobs_refusals`'.
     Only the points still to run count: a resumed sweep's completed points (and its failed
-    ones, without ``--rerun-failed``) submit no job."""
+    ones, without ``--rerun-failed``) and the points the plan skips as not fitting
+    (:func:`vitfsdp.sweep.choose.plan_runs`) submit no job."""
     try:
         chaining = any(p.cfg.cluster.no_chaining(p.cfg.nodes) for p in points)
     except ValueError:  # a node count beyond the queue's bins: each point says so
@@ -210,7 +215,10 @@ def _queue_refusals(points: list[Point], options: LaunchOptions) -> list[str]:
     queued = _max_queued_jobs(points)
     if not chaining and options.pack != "by_nodes" and (queued is None or len(points) <= queued):
         return []  # nothing to check: no directory read
-    points = _still_to_run(points, options.rerun_failed)
+    points = [p for p in _still_to_run(points, options.rerun_failed)
+              if plan_runs(p, options.run_infeasible)]  # skipped_infeasible: no job
+    if not points:
+        return []
     try:
         packs = sweep_packs(points) if options.pack == "by_nodes" else None
         forbids = {where for p in points if (where := p.cfg.cluster.no_chaining(p.cfg.nodes))}

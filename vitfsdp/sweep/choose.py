@@ -177,6 +177,25 @@ def _check_own_dir(p: Point) -> None:
                  p.run_dir.name)
 
 
+def plan_runs(point: Point, run_infeasible: bool) -> bool:
+    """Whether :func:`_consult_plan` runs ``point`` (the queue checks count only such
+    points): it fits, or may (``tight``, ``squeezed``, no prediction), or
+    ``run_infeasible`` (``--run-infeasible``)."""
+    if run_infeasible:
+        return True
+    try:
+        pred = planner.predict(point.cfg)
+    except (ValueError, NotImplementedError):
+        return True
+    return _may_fit(pred)
+
+
+def _may_fit(pred: planner.Prediction) -> bool:
+    """The plan's prediction lets a point run: it fits, ``tight``, or ``squeezed`` (its
+    allocated peak fits), or the device memory is unknown."""
+    return pred.fits is not False or bool(pred.squeezed)
+
+
 def _consult_plan(points: list[Point], options: LaunchOptions) -> tuple[list[Point], dict]:
     """Split ``points`` into those to run and those the plan predicts not to fit, which are
     recorded as ``skipped_infeasible`` (with the prediction) in their run directories, unless
@@ -197,7 +216,7 @@ def _consult_plan(points: list[Point], options: LaunchOptions) -> tuple[list[Poi
             log.warning("%s: no memory prediction (%s); running it", label, e)
             run.append(p)
             continue
-        if pred.fits is not False or pred.squeezed:
+        if _may_fit(pred):
             if pred.tight or pred.squeezed:  # it may fit; a run that does not is `oom`
                 log.warning("%s: %s; running it", label, pred.reason)
             run.append(p)

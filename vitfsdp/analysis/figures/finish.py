@@ -194,11 +194,11 @@ def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike |
     if "above_ideal" in extras:
         proxy_labels = {**(proxy_labels or {}), "above_ideal": above_ideal_label(df)}
     if df.attrs.get(REBUILT_ATTR):  # tables and figures rebuilt from a runs.csv export
-        note = (f"{note.rstrip('.')}. " if note else "") + f"{df.attrs[REBUILT_ATTR]}."
+        note = _then(note, f"{df.attrs[REBUILT_ATTR]}.")
     if gpu_busy_missing(df):
-        note = (f"{note} " if note else "") + (
+        note = _then(note, (
             f"GPU points: {BUSY_NOT_MEASURED}, so host-bound is not known there (no NVML "
-            "or AMD SMI readings, or records older than the field).")
+            "or AMD SMI readings, or records older than the field)."))
     width = _chars_per_line(fig.get_figwidth(), PAPER_RC["figure.titlesize"])
     shared = contention_note(df)  # names the cluster profile where it says shared cores
     context = [p for p in _context(df)
@@ -212,6 +212,11 @@ def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike |
     _fit_height(fig)
     if path is not None:
         _save(fig, path)
+
+
+def _then(note: str, sentence: str) -> str:
+    """``note`` (a figure's own sentences) and then ``sentence``, a full stop between."""
+    return f"{note.rstrip().rstrip('.')}. {sentence}" if note else sentence
 
 
 def above_ideal_label(df: pd.DataFrame) -> str:

@@ -204,8 +204,10 @@ def _plot_ideal(ax, done: pd.Series, nodes: pd.Series, color: str, label: str) -
 
 def _mark_above_ideal(ax, done: pd.Series, extras: set[str], shift: float = 1.0) -> None:
     """A grey hollow square around each point whose scaling efficiency (ips over the ideal
-    line's) rounds above 100 %: noise in weak scaling, flagged as such in the legend; at
-    ``shift`` times the node count, as its point (:func:`_plot_measured`)."""
+    line's) rounds above 100 %: noise in weak scaling, or a host-bound, contended or one-run
+    baseline, which the legend names
+    (:func:`~vitfsdp.analysis.figures.finish.above_ideal_label`); at ``shift`` times the node
+    count, as its point (:func:`_plot_measured`)."""
     n0 = done.index.min()
     efficiency = done / (done.loc[n0] * done.index.to_series() / n0)
     above = done[(efficiency * 100).round() > 100]
