@@ -26,7 +26,7 @@ from vitfsdp.core.confighash import point_id
 from vitfsdp.core.layout import HOST_FILE, NETWORK_FILE
 from vitfsdp.core.throughput import window_other_cpus
 from vitfsdp.models import VARIANTS
-from vitfsdp.plan import predict_recorded, predict_run, xla_pool_fraction
+from vitfsdp.plan import mem_metric, predict_recorded, predict_run, xla_pool_fraction
 from vitfsdp.records import (
     METRICS_FILE,
     RUN_FILE,
@@ -256,7 +256,6 @@ def _config(run: dict) -> dict[str, Any]:
     per_node = world.get("ranks_per_node", _get(cfg, "cluster", "gpus_per_node"))
     world_size = world.get("size", nodes * per_node if nodes and per_node else None)
     local_batch = train.get("local_batch_size")
-    memory_gib = device.get("memory_gib")
     framework = cfg.get("framework")
     return {
         "model": _get(cfg, "model", "name"),
@@ -285,8 +284,7 @@ def _config(run: dict) -> dict[str, Any]:
         "network": _network(run.get("network")),
         "device_type": device.get("type"),
         "device_name": device.get("name"),
-        "device_memory_gib": (memory_gib if memory_gib is not None
-                              else _get(cfg, "cluster", "device_memory_gib")),
+        "device_memory_gib": _device_memory(cfg, device),
         "memory_limit_gib": memory_limit(cfg, device),
         "device_peak_flops": device.get("peak_flops"),
         "peak_source": device.get("peak_source"),
@@ -297,11 +295,27 @@ def _config(run: dict) -> dict[str, Any]:
     }
 
 
+def _device_memory(cfg: dict, device: dict) -> float | None:
+    """The ``device_memory_gib`` column: the device's memory, GiB: ``device.memory_gib`` as
+    a torch run recorded it, else ``cluster.device_memory_gib``; a JAX run on a GPU records
+    XLA's pool there (:func:`memory_limit`), not the device's, so its device memory is the
+    profile's (None where the profile gives none)."""
+    recorded = device.get("memory_gib")
+    jax_gpu = cfg.get("framework") == "jax" and device.get("type") not in ("cpu", None)
+    if _number(recorded) and not jax_gpu:
+        return float(recorded)
+    memory = _get(cfg, "cluster", "device_memory_gib")
+    return float(memory) if _number(memory) else None
+
+
 def memory_limit(cfg: dict, device: dict) -> float | None:
     """The ``memory_limit_gib`` column: the memory (GiB) one rank of the run could use, by
-    run.json's ``config`` and ``device``. On a GPU the device's memory (``device.memory_gib``,
-    else ``cluster.device_memory_gib``), a JAX run's XLA pool of it
-    (:func:`vitfsdp.plan.xla_pool_fraction` of ``cluster.env``: 75 % by default); on CPU
+    run.json's ``config`` and ``device``. On a GPU ``device.memory_gib`` as the run recorded
+    it: the device's memory under torch, XLA's pool under JAX (its ``bytes_limit``,
+    :func:`vitfsdp.jax.metrics.device_info`: 71.3 GiB of an H100's 79.2 with
+    ``XLA_PYTHON_CLIENT_MEM_FRACTION=0.9``); else ``cluster.device_memory_gib``, a JAX run's
+    XLA pool of it (:func:`vitfsdp.plan.xla_pool_fraction` of ``cluster.env``: 75 % by
+    default); on CPU
     ranks ``train.memory_limit_gib`` where set (RLIMIT_DATA: the growth of each rank's data
     segment after its start, not a cap on its resident memory); None where none is known
     (CPU ranks without a limit share the host's memory)."""
@@ -310,10 +324,12 @@ def memory_limit(cfg: dict, device: dict) -> float | None:
         limit = _get(cfg, "train", "memory_limit_gib")
         return float(limit) if _number(limit) and limit > 0 else None
     memory = device.get("memory_gib")
-    memory = memory if _number(memory) else _get(cfg, "cluster", "device_memory_gib")
+    if _number(memory):  # as the run saw it: a JAX run's is XLA's pool already (bytes_limit)
+        return float(memory)
+    memory = _get(cfg, "cluster", "device_memory_gib")
     if not _number(memory):
         return None
-    if cfg.get("framework") == "jax":
+    if cfg.get("framework") == "jax":  # the profile's device: XLA's share of it
         return memory * xla_pool_fraction(_get(cfg, "cluster", "env") or {})
     return float(memory)
 
@@ -576,8 +592,8 @@ def prediction(run: dict) -> dict[str, Any]:
     plan = run.get("plan")
     if isinstance(plan, dict):
         cpu = plan.get("device") == "cpu" or _get(run, "device", "type") == "cpu"
-        metric = plan.get("pred_mem_metric") or ("peak_rss_gib" if cpu
-                                                 else "peak_mem_reserved_gib")
+        framework = _get(run, "config", "framework") or "torch"
+        metric = mem_metric("cpu" if cpu else "gpu", framework)  # one rule, older plans too
         return {"pred_peak_mem_gib": plan.get("peak_mem_gib"),
                 "pred_step_time_s": plan.get("step_time_s"), "pred_ips": plan.get("ips"),
                 "pred_fits": plan.get("fits"), "pred_mem_metric": metric,

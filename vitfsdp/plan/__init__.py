@@ -52,6 +52,22 @@ __all__ = ["GIB", "Prediction", "Probe", "StateBytes", "auto_time_limit", "commu
 
 #: The measured column a memory prediction compares with, per device kind.
 MEM_METRIC = {"gpu": "peak_mem_reserved_gib", "cpu": "peak_rss_gib"}
+#: The measured column a JAX run's predicted memory is compared with on a GPU: XLA's peak
+#: bytes in use. Its ``peak_mem_reserved_gib`` is XLA's pool, which preallocation sizes by
+#: a share of the device, not by the step (71.3 GiB on an H100 at 90%): no prediction of
+#: the step's tensors compares with it.
+JAX_GPU_MEM_METRIC = "peak_mem_gib"
+
+
+def mem_metric(device: str, framework: str = "torch") -> str:
+    """The measured column a prediction's ``peak_mem_gib`` is compared with, for a run on
+    ``device`` (``gpu``, ``cpu``; a runs.csv ``device_type`` such as ``cuda`` counts as a
+    GPU) under ``framework``: :data:`MEM_METRIC`, or :data:`JAX_GPU_MEM_METRIC` for JAX on
+    a GPU."""
+    gpu = device not in ("cpu", None, "") and device == device  # NaN: unknown, not a GPU
+    if gpu and framework == "jax":
+        return JAX_GPU_MEM_METRIC
+    return MEM_METRIC["gpu" if gpu else "cpu"]
 
 
 @dataclass(frozen=True)
@@ -118,6 +134,7 @@ class Prediction:
     # GPU, does not fit, but its allocated peak would: only with the allocator's cache
     # squeezed below its usual reserve (it frees and retries before it fails); None: unknown
     squeezed: bool | None = None
+    framework: str = "torch"  # the run's framework: decides pred_mem_metric on a GPU
 
     @property
     def verdict(self) -> str:
@@ -135,8 +152,8 @@ class Prediction:
 
     @property
     def pred_mem_metric(self) -> str:
-        """The measured column ``peak_mem_gib`` is to be compared with."""
-        return MEM_METRIC[self.device]
+        """The measured column ``peak_mem_gib`` is to be compared with (:func:`mem_metric`)."""
+        return mem_metric(self.device, self.framework)
 
     def as_dict(self) -> dict:
         """The fields, ``verdict`` and ``pred_mem_metric``, for JSON/CSV."""
@@ -552,6 +569,7 @@ def predict(cfg, *, peak_flops: float | None = None,
         peak_tflops=None if probe or not peak else peak / 1e12,
         source=_probe_source(probe) if probe is not None else "profile",
         probe_spread=probe.worst_spread() if probe is not None else None,
+        framework=cfg.framework,
         notes="; ".join(sorted(notes)))
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from vitfsdp.plan import GIB, peak_flops_for, predict
+from vitfsdp.plan import GIB, JAX_GPU_MEM_METRIC, mem_metric, peak_flops_for, predict
 from vitfsdp.plan.memory import CPU_BASELINE_GIB
 from vitfsdp.plan.probed import PROBE_FILE, load_probe
 from vitfsdp.plan.recorded import find_run_dirs
@@ -85,6 +85,10 @@ def compare(runs: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame(columns=[*keys, *CALIBRATION_COLUMNS])
     metric = runs["pred_mem_metric"].where(runs["pred_mem_metric"].isin(runs.columns))
+    if {"framework", "device_type"} <= set(runs.columns):  # records of the older rule
+        jax_gpu = ((runs["framework"] == "jax")
+                   & runs["device_type"].map(lambda t: mem_metric(t, "jax") == JAX_GPU_MEM_METRIC))
+        metric = metric.where(~jax_gpu | metric.isna(), JAX_GPU_MEM_METRIC)
     measured = pd.Series(np.nan, runs.index, dtype="float64")
     for name in metric.dropna().unique():  # one column per metric, not one row at a time
         rows = metric == name

@@ -81,12 +81,14 @@ TINY_STATE = "model state per rank: under 1 % of the axis, too thin to see"
 #: of the gap to the next node count over both sides.
 MARK_STEP = 0.035
 #: What the plan's predicted peak is, by runs.csv ``pred_mem_metric`` (the measured column
-#: it is compared with: :data:`vitfsdp.plan.MEM_METRIC`, ``peak_mem_reserved_gib`` on a GPU,
-#: torch and JAX alike, ``peak_rss_gib`` on CPU): the legend names it, so that the prediction
-#: is read against the measure it predicts, not against the allocated line of the y axis.
+#: it is compared with: :func:`vitfsdp.plan.mem_metric`: ``peak_mem_reserved_gib`` on a
+#: GPU, ``peak_mem_gib`` for JAX on a GPU, ``peak_rss_gib`` on CPU): the legend names it, so
+#: that the prediction is read against the measure it predicts, not against the allocated
+#: line of the y axis.
 PREDICTED_LABELS = {
     "peak_mem_reserved_gib": "peak reserved",
     "peak_rss_gib": "peak resident memory",
+    "peak_mem_gib": "XLA's peak in use",  # vitfsdp.plan.JAX_GPU_MEM_METRIC
 }
 #: What a JAX run's ``peak_mem_reserved_gib`` is (:mod:`vitfsdp.jax.metrics`): XLA's
 #: ``peak_pool_bytes``, the pool it took (under XLA's preallocation a share of the device,
@@ -453,9 +455,11 @@ def _memory_mark_labels(df: pd.DataFrame) -> dict[str, str]:
     if metric.empty:
         return {}
     framework = known.get("framework", pd.Series(None, index=known.index, dtype=object))
-    jax = bool(((framework == "jax") & (known["device_type"] != "cpu")
-                & (known["pred_mem_metric"] == "peak_mem_reserved_gib")).any())
-    pool = {"peak_mem_reserved_gib": JAX_RESERVED} if jax else {}
+    jax_gpu = (framework == "jax") & (known["device_type"] != "cpu")
+    jax = bool(jax_gpu.any())
+    # records of the older rule compared a JAX run's prediction with its pool: said so
+    pool = ({"peak_mem_reserved_gib": JAX_RESERVED}
+            if (jax_gpu & (known["pred_mem_metric"] == "peak_mem_reserved_gib")).any() else {})
     names = sorted(set(metric), key=lambda m: (m not in PREDICTED_LABELS, m))
     if len(names) == 1:
         (name,) = names
@@ -481,13 +485,14 @@ def _plot_device_memory(ax, panel: pd.DataFrame) -> bool:
         names = rows["device_name"].dropna().unique()
         name = f"{_device_unit(names[0])} " if len(names) == 1 else ""
         ax.axhline(gib, ls=":", color=DEVICE_COLOR, lw=1, label=f"{name}memory ({gib:g} GiB)")
-    pools = panel.loc[(panel["device_type"] != "cpu") & panel["memory_limit_gib"].notna()
-                      & (panel["memory_limit_gib"] < panel["device_memory_gib"]),
+    jax = (panel["framework"] == "jax") if "framework" in panel else panel["device_type"].isna()
+    pools = panel.loc[jax & (panel["device_type"] != "cpu") & panel["memory_limit_gib"].notna(),
                       ["memory_limit_gib", "device_memory_gib"]] \
         if "memory_limit_gib" in panel else devices.iloc[0:0]
-    for (pool, gib), _ in pools.groupby(["memory_limit_gib", "device_memory_gib"]):
+    for (pool, gib), _ in pools.groupby(["memory_limit_gib", "device_memory_gib"], dropna=False):
+        share = f", {pool / gib:.0%} of the memory" if gib == gib and gib > pool else ""
         ax.axhline(pool, ls="-.", color=DEVICE_COLOR, lw=0.8,
-                   label=f"XLA's pool, {pool / gib:.0%} of the memory ({pool:.3g} GiB)")
+                   label=f"XLA's pool{share} ({pool:.3g} GiB)")
     if len(devices):
         ax.set_ylim(top=max(ax.get_ylim()[1], 1.08 * devices["device_memory_gib"].max()))
     return bool(len(devices))
