@@ -435,22 +435,61 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
     return st.st_ino, st.st_mtime_ns, st.st_size
 
 
-#: torchrun's own banner and glog-style lines ("W1121 09:27:37.1 ...") and Hydra's closing
-#: hint (never the cause), left out of tails.
-_LAUNCHER_NOISE = re.compile(r"^([WEI]\d{4} |\*{5,}|Setting OMP_NUM_THREADS|"
-                             f"{re.escape(HYDRA_HINT)})")
+#: torchrun's own banner and glog-style lines ("W1121 09:27:37.1 ...": every W and I line,
+#: and the E lines torch.distributed wrote) and Hydra's closing hint (never the cause), left
+#: out of tails; a rank's own E line (a gRPC or XLA error) stays.
+_LAUNCHER_NOISE = re.compile(r"^([WI]\d{4} |E\d{4} .*torch/distributed/|\*{5,}|"
+                             f"Setting OMP_NUM_THREADS|{re.escape(HYDRA_HINT)})")
 #: torchrun's report that a child failed; what the ranks printed comes before it.
 _AGENT_FAILURE = re.compile(r"^E\d{4} .*failed \(exitcode")
+#: A line of a rank that says something failed: a log level, an exception, a crash, or a
+#: glog E/F line; a traceback's indented frames are not.
+_ERROR_LINE = re.compile(r"^(?!\s)(?:.*\b(?:ERROR|FATAL|Fatal|Segmentation fault|SIGSEGV|"
+                         r"SIGABRT|Aborted)\b|[EF]\d{4} |.*\w*(?:Error|Exception)\b)")
+#: A glog line's prefix (level, date, time, thread), left out of the one-line cause.
+_GLOG_PREFIX = re.compile(r"^[EF]\d{4} [\d:.]+\s+\d+ ")
 
 
 def tail(path: Path, num_lines: int = 20) -> str:
     """What the ranks printed last before torchrun reported their failure: the last
     ``num_lines`` lines before torchrun's failure report, its banner lines left out ('' if
-    the file is missing)."""
+    the file is missing); then, where the ranks printed an error (:data:`_ERROR_LINE`) or
+    torchrun named the failure's root cause, one line of both, e.g. ``"add_port.cc:83]
+    Failed to add port to server: ...; torchrun's root cause: rank 0 exitcode -11
+    (SIGSEGV)"``: the line a one-line reason takes (:func:`vitfsdp.records.reason_line`),
+    where an INFO line printed after the error would otherwise stand for it. The rank's
+    error is the last such line (a traceback's exception, not its header; a harmless error
+    line at start-up gives way to the later one)."""
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except FileNotFoundError:
         return ""
     end = next((i for i, line in enumerate(lines) if _AGENT_FAILURE.match(line)), len(lines))
     kept = [line for line in lines[:end] if line.strip() and not _LAUNCHER_NOISE.match(line)]
-    return "\n".join(kept[-num_lines:])
+    errors = [line.strip() for line in kept
+              if _ERROR_LINE.match(line) and not line.startswith("Traceback")]
+    cause = "; ".join(([_GLOG_PREFIX.sub("", errors[-1])] if errors else [])
+                      + ([f"torchrun's root cause: {root}"]
+                         if (root := _root_cause(lines[end:])) else []))
+    shown = kept[-num_lines:]
+    if cause and (not shown or shown[-1].strip() != cause):
+        shown.append(cause)
+    return "\n".join(shown)
+
+
+def _root_cause(lines: list[str]) -> str:
+    """The rank and exit of torchrun's "Root Cause (first observed failure)" block in
+    ``lines`` (its failure report), ``"rank 0 (local_rank: 0) exitcode -11 (SIGSEGV)"``;
+    ``""`` where there is none."""
+    start = next((i for i, line in enumerate(lines) if line.startswith("Root Cause")), None)
+    if start is None:
+        return ""
+    fields = {}
+    for line in lines[start + 1:]:
+        if line.startswith("="):
+            break
+        key, _, value = line.strip().partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    rank = fields.get("rank", "?")
+    code = re.sub(r"\s*\(pid: \d+\)", "", fields.get("exitcode", "?"))
+    return f"rank {rank} exitcode {' '.join(code.split())}"
