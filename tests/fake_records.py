@@ -39,9 +39,11 @@ def run_info(strategy: str, nodes: int, model: str = "vit_tiny", device: str = "
 
 
 def write_run(run_dir: Path, info: dict, ips: float | None, status: str = "completed",
-              mem_gib: float = 1.5, busy: float | None = None) -> None:  # fmt: skip
+              mem_gib: float = 1.5, busy: float | None = None,
+              loss: float = 2.0) -> None:  # fmt: skip
     """Start, three measured windows around ``ips`` after one warm-up window, finish;
-    ``busy``: every measured window's ``device_busy_frac`` (None: not measured, as on CPU)."""
+    ``busy``: every measured window's ``device_busy_frac`` (None: not measured, as on CPU);
+    ``loss``: every measured window's training loss."""
     records = RunRecords(run_dir)
     records.start(info)
     mem_key = "peak_rss_gib" if info["device"]["type"] == "cpu" else "peak_mem_allocated_gib"
@@ -52,7 +54,7 @@ def write_run(run_dir: Path, info: dict, ips: float | None, status: str = "compl
     for step, delta in ((4, -1.0), (6, 0.0), (8, 1.0)):
         records.window({"step_end": step, "warmup": False, "ips": ips + delta,
                         "ips_per_gpu": (ips + delta) / info["world"]["size"],
-                        mem_key: mem_gib + step / 100, "loss": 2.0,
+                        mem_key: mem_gib + step / 100, "loss": loss,
                         "device_busy_frac": busy})  # fmt: skip
     records.finish(status)
 

@@ -66,7 +66,7 @@ def test_ratio_table(sweep: Path) -> None:
                                    "jax_runs", "torch_failed", "jax_failed", "difference",
                                    "torch_busy_frac", "jax_busy_frac", "host_bound",
                                    "noisy", "torch_attention", "jax_attention",
-                                   "torch_recipe"]
+                                   "torch_recipe", "torch_loss", "jax_loss"]
     # JAX FULL_SHARD at 2 nodes failed: its row says so, with no ratio
     assert list(zip(table["strategy"], table["nodes"], strict=True)) == [
         ("DDP", 1), ("DDP", 2), ("FULL_SHARD", 1), ("FULL_SHARD", 2)]

@@ -471,3 +471,119 @@ def test_the_analysis_docstring_describes_the_ratio_table_it_writes():
     assert {"ratio_low", "ratio_high", "torch_failed", "jax_failed", "difference"} <= named
     assert named - {"framework_ratio_table"} <= set(RATIO_COLUMNS)
     assert "completed a point" not in cli.__doc__
+
+
+def test_the_ratio_table_carries_each_sides_final_loss(tmp_path: Path) -> None:
+    """``torch_loss`` and ``jax_loss``: the median of each side's runs' final loss; where
+    one side stalled (PyTorch at 3.2 and 3.0) and the other learned (JAX at 0.01), the
+    section says the two did not train alike; where both ended alike, it says nothing."""
+    from vitfsdp.analysis.report import framework_text
+
+    for name, framework, repeat, loss in (("t0", "torch", 0, 3.2), ("t1", "torch", 1, 3.0),
+                                          ("j0", "jax", 0, 0.01)):
+        info = _info(framework, strategy="FULL_SHARD")
+        info["config"]["repeat"] = repeat
+        write_run(tmp_path / "parted" / name, info, 100.0, busy=0.95, loss=loss)
+    runs = collect_runs(tmp_path / "parted")
+    ratio = framework_ratio_table(runs)
+    row = ratio.iloc[0]
+    assert (row["torch_loss"], row["jax_loss"]) == (pytest.approx((3.2 + 3.0) / 2),
+                                                    pytest.approx(0.01))
+    assert ("did not train alike at vit_tiny FULL_SHARD at 1 node(s): final loss PyTorch "
+            "3.1, JAX 0.01") in framework_text(ratio, runs)
+    for framework, loss in (("torch", 5.75), ("jax", 5.76)):
+        write_run(tmp_path / "alike" / framework, _info(framework, strategy="FULL_SHARD"), 100.0,
+                  busy=0.95, loss=loss)
+    alike = collect_runs(tmp_path / "alike")
+    assert "did not train alike" not in framework_text(framework_ratio_table(alike), alike)
+
+
+def test_final_losses_part_only_where_one_side_learned_and_the_other_did_not() -> None:
+    """The rule: the higher at least 1 nat and 10 times the lower. Repeats of one program
+    near zero (the H100 sweep's 0.021 against 0.082) and two sides at chance do not part."""
+    from vitfsdp.analysis.report import loss_parted
+
+    assert loss_parted(3.08, 0.0096) and loss_parted(0.0096, 3.08)
+    assert not loss_parted(0.021, 0.082)
+    assert not loss_parted(5.75, 5.76)
+    assert not loss_parted(3.08, float("nan"))
+
+
+def test_the_section_says_where_the_attention_was_not_recorded(tmp_path: Path) -> None:
+    """Records without ``attention`` (the fake runs, the H100 export): the section says
+    the attention each side ran was not recorded; with both recorded, it does not."""
+    from vitfsdp.analysis.report import _attention_caveat, _framework_section
+
+    ratio = _ratio(tmp_path, {fw: (_info(fw), 100.0) for fw in ("torch", "jax")})
+    assert ratio["torch_attention"].isna().all() and ratio["jax_attention"].isna().all()
+    assert "The attention each side ran was not recorded" in _framework_section(ratio).text
+    recorded = pd.DataFrame({"torch_attention": ["sdpa"], "jax_attention": ["cudnn"]})
+    assert "not recorded" not in _attention_caveat(recorded)
+    jax_only = pd.DataFrame({"torch_attention": ["sdpa"], "jax_attention": [None]})
+    assert "The attention JAX ran was not recorded" in _attention_caveat(jax_only)
+
+
+def test_a_pair_at_world_size_1_is_said_to_have_no_collectives(tmp_path: Path) -> None:
+    """FULL_SHARD on one GPU shards nothing: no all-gather sentence, the one-GPU one; on
+    two GPUs, the all-gather sentence."""
+    from vitfsdp.analysis.report import framework_text
+
+    for per_node, sweep in ((1, tmp_path / "one"), (2, tmp_path / "two")):
+        for fw in ("torch", "jax"):
+            write_run(sweep / fw, _info(fw, per_node=per_node, strategy="FULL_SHARD"), 100.0,
+                      busy=0.95)
+    one = collect_runs(tmp_path / "one")
+    text = framework_text(framework_ratio_table(one), one)
+    assert ("At world size 1 (FULL_SHARD): one GPU (or rank), no sharding and no collectives; "
+            "the ratio compares the step's compute and host loop only") in text
+    assert "JAX gathers each unit's parameters" not in text
+    two = collect_runs(tmp_path / "two")
+    text = framework_text(framework_ratio_table(two), two)
+    assert "Under FULL_SHARD JAX gathers each unit's parameters once a step" in text
+    assert "world size 1" not in text
+
+
+H100_EXPORTS = [Path(__file__).parents[2] / "docs" / "data" / f"gpu-h100-2026-11-26-{name}-runs.csv"
+                for name in ("sweep", "jax")]
+
+
+def test_the_h100_pair_says_what_its_ratio_cannot_show() -> None:
+    """The committed H100 pair (one GPU, FULL_SHARD, no attention recorded; PyTorch stalled
+    at a loss near 3, JAX near 0; JAX compiled for 30 s): the section says each, with the
+    figures read from the exports."""
+    from vitfsdp.analysis.collect import read_runs_csv
+    from vitfsdp.analysis.report import framework_text
+
+    runs, _ = read_runs_csv(H100_EXPORTS)
+    ratio = framework_ratio_table(runs)
+    text = framework_text(ratio, runs)
+    jax = runs[runs["framework"] == "jax"]
+    assert ratio["jax_loss"].iloc[0] == pytest.approx(jax["loss"].iloc[0])
+    assert (f"final loss PyTorch {ratio['torch_loss'].iloc[0]:.3g}, JAX "
+            f"{jax['loss'].iloc[0]:.3g}") in text
+    assert "did not train alike" in text
+    assert "The attention each side ran was not recorded" in text
+    assert "one GPU (or rank), no sharding and no collectives" in text
+    assert "JAX gathers each unit's parameters" not in text
+    assert (f"compile (`compile_s`) PyTorch not recorded, JAX "
+            f"{jax['compile_s'].iloc[0]:.1f} s (1 run)") in text
+
+
+def test_start_up_is_given_per_framework() -> None:
+    """JAX's start-up holds its compilation: the cost section's start-up line gives each
+    framework's where both ran (not one pooled median), and the framework section each
+    one's median start-up and compile time."""
+    from vitfsdp.analysis.report import _startup_compile_text, _startup_text
+
+    runs = pd.DataFrame({"framework": ["torch"] * 3 + ["jax"] * 3, "nodes": [1] * 6,
+                         "startup_s": [3.1, 4.0, 5.5, 13.8, 18.0, 20.1],
+                         "compile_s": [None, None, None, 3.6, 6.2, 7.4]})
+    text = _startup_text(runs)
+    assert "PyTorch median 4 s, 3-6 s over 3 run(s); JAX median 18 s, 14-20 s over 3 run(s)" \
+        in text
+    assert ("start-up (`startup_s`) PyTorch 4.0 s (3.1-5.5 s, 3 runs), JAX 18.0 s "
+            "(13.8-20.1 s, 3 runs); compile (`compile_s`) PyTorch not recorded, JAX 6.2 s "
+            "(3.6-7.4 s, 3 runs)") in _startup_compile_text(runs)
+    torch_only = runs[runs["framework"] == "torch"]
+    assert "median 4 s, 3-6 s over 3 run(s)" in _startup_text(torch_only)
+    assert "PyTorch median" not in _startup_text(torch_only)

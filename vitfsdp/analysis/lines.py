@@ -74,7 +74,7 @@ NAMED_COLUMNS = ("cluster",)
 RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch", "ratio_low", "ratio_high",
                  "torch_runs", "jax_runs", "torch_failed", "jax_failed", "difference",
                  "torch_busy_frac", "jax_busy_frac", "host_bound", "noisy",
-                 "torch_attention", "jax_attention", "torch_recipe")
+                 "torch_attention", "jax_attention", "torch_recipe", "torch_loss", "jax_loss")
 #: What :func:`torch_recipe` writes of ``kernels.compile`` (as it resolved; null: auto, in
 #: records that did not say what it resolved to) and of FSDP1's ``strategy.use_orig_params``.
 COMPILE_WORDS = {True: "compiled", False: "eager", None: "compile auto"}
@@ -459,7 +459,10 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
         ``xla``, ``cudnn``, ``written out``; where they differ, the ratio includes the
         attention kernels' difference),
         ``torch_recipe`` (the PyTorch side's :func:`torch_recipe`, e.g. ``"FSDP1 compiled,
-        orig params, fused AdamW"``; ``"; "`` between the recipes of runs that differ);
+        orig params, fused AdamW"``; ``"; "`` between the recipes of runs that differ),
+        ``torch_loss`` and ``jax_loss`` (each side's final training loss, runs.csv's
+        ``loss``, the median over the runs its images/s are over; NaN where not recorded:
+        whether the two trained alike, :func:`vitfsdp.analysis.report.loss_parted`);
         empty (with these columns) when either framework ran no point.
     """
     by_framework, keys, torch_keys, pairing, ran = _framework_keys(df)
@@ -493,7 +496,7 @@ def _side_columns(fw: str) -> tuple[str, ...]:
     """The columns :func:`_side` gives of framework ``fw``."""
     return (f"{fw}_ips", f"{fw}_busy_frac", f"{fw}_runs", f"{fw}_low", f"{fw}_high",
             f"{fw}_noisy", f"{fw}_judged", f"{fw}_only_contended", f"{fw}_attention",
-            *(("torch_recipe",) if fw == "torch" else ()))
+            *(("torch_recipe",) if fw == "torch" else ()), f"{fw}_loss")
 
 
 def _attempts(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
@@ -590,10 +593,10 @@ def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
     """One framework's points: median ips and busy share, completed runs, the span of its
     measurements (over runs where it ran at least twice, else its run's windows), whether
     they are noisy (see :func:`framework_ratio_table`'s ``noisy``), the attention it ran
-    and, for PyTorch, its recipe (:func:`torch_recipe`). The images/s, busy share and span
-    are over the runs other work did not compete with where the side has any
-    (:func:`~vitfsdp.analysis.verdict.judged_runs`, points.csv's rule: ``{fw}_judged``
-    counts them), ``{fw}_runs`` counts every completed run."""
+    and, for PyTorch, its recipe (:func:`torch_recipe`); its final loss (median). The
+    images/s, busy share, span and loss are over the runs other work did not compete with
+    where the side has any (:func:`~vitfsdp.analysis.verdict.judged_runs`, points.csv's
+    rule: ``{fw}_judged`` counts them), ``{fw}_runs`` counts every completed run."""
     contended = competed_flags(rows)
     every = rows.assign(competed=contended).groupby(keys, dropna=False).agg(
         runs=("ips", "count"), competed=("competed", "any")).reset_index()
@@ -604,14 +607,16 @@ def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
                        win_spread=window_spreads(rows),
                        competed_all=competed_flags(rows),
                        attention=rows.get("attention", pd.Series(None, index=rows.index)),
-                       recipe=torch_recipe(rows) if fw == "torch" else None)
+                       recipe=torch_recipe(rows) if fw == "torch" else None,
+                       final_loss=numeric_column(rows, "loss"))
     side = rows.groupby(keys, dropna=False).agg(
         ips=("ips", "median"), busy=("busy", "median"), judged=("ips", "count"),
         run_lo=("ips", "min"), run_hi=("ips", "max"), win_lo=("win_lo", "min"),
         win_hi=("win_hi", "max"), win_spread=("win_spread", "max"),
         competed_all=("competed_all", "all"),
         attention=("attention", lambda a: _distinct(a, ", ")),
-        recipe=("recipe", lambda r: _distinct(r, "; "))).reset_index()
+        recipe=("recipe", lambda r: _distinct(r, "; ")),
+        loss=("final_loss", "median")).reset_index()
     side = side.merge(every, on=keys, how="left")  # null keys match (merge)
     low, high = span(side["judged"], side["run_lo"], side["run_hi"], side["win_lo"],
                      side["win_hi"], side["ips"])
@@ -624,7 +629,8 @@ def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
         f"{fw}_busy_frac": side["busy"], f"{fw}_runs": side["runs"], f"{fw}_low": low,
         f"{fw}_high": high, f"{fw}_noisy": noisy, f"{fw}_judged": side["judged"],
         f"{fw}_only_contended": side["competed_all"], f"{fw}_attention": side["attention"],
-        **({"torch_recipe": side["recipe"]} if fw == "torch" else {})})
+        **({"torch_recipe": side["recipe"]} if fw == "torch" else {}),
+        f"{fw}_loss": side["loss"]})
 
 
 def _distinct(values: pd.Series, sep: str) -> str | None:

@@ -215,6 +215,7 @@ COLUMN_FORMATS = {
     "step_time_rel_error": ("step error", "{:+.0%}"), "torch_ips": ("PyTorch images/s", RATE),
     "torch_busy_frac": ("PyTorch device busy", "{:.0%}"),
     "torch_recipe": ("PyTorch recipe", "{}"),
+    "torch_loss": ("PyTorch final loss", "{:.3g}"), "jax_loss": ("JAX final loss", "{:.3g}"),
     "unit": ("unit", "{}"),
 }  # fmt: skip
 
@@ -610,7 +611,9 @@ def framework_text(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> str
     results (:func:`_framework_verdict`), which PyTorch recipe they are against
     (:func:`_recipe_text`), where either side's host decided the step
     (:func:`framework_host_text`), what the two programs run differently under one
-    strategy name (:func:`_program_caveat`), where runs of a side failed
+    strategy name (:func:`_program_caveat`), where the two sides' final losses part
+    (:func:`_loss_text`), each side's start-up and compile time
+    (:func:`_startup_compile_text`), where runs of a side failed
     (:func:`_failed_text`) and, given ``runs`` (the ``collect_runs`` frame the table came
     from), which completed runs found no partner (:func:`unpaired_text`). Only the last
     where the table is empty; ``""`` where that has nothing to say either."""
@@ -620,6 +623,7 @@ def framework_text(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> str
     paired = ratio[numeric_column(ratio, "jax_over_torch").notna()]  # both sides completed
     words = (_framework_verdict(ratio, runs) + _recipe_text(paired)
              + framework_host_text(paired, runs) + _program_caveat(paired, runs)
+             + _loss_text(paired, runs) + _startup_compile_text(runs)
              if len(paired) else "")
     return (words + _failed_text(ratio)).strip() + (f" {unpaired}" if unpaired else "")
 
@@ -845,15 +849,27 @@ def _point_part(key: str, value: object) -> str:
 
 def _attention_caveat(ratio: pd.DataFrame) -> str:
     """``" The two ran different attention ..."`` where the two sides ran different attention
-    (torch's sdpa against JAX's xla, say), else ``""``."""
-    pairs = {(t, j) for t, j in zip(ratio.get("torch_attention", []),
-                                    ratio.get("jax_attention", []), strict=True)
+    (torch's sdpa against JAX's xla, say); ``" The attention ... was not recorded ..."`` at
+    the pairs where a side's (``torch_attention``, ``jax_attention``) is empty (records
+    older than the field), since a ratio there may include a kernel difference; else
+    ``""``."""
+    empty = pd.Series(None, index=ratio.index, dtype=object)
+    torch_att, jax_att = ratio.get("torch_attention", empty), ratio.get("jax_attention", empty)
+    pairs = {(t, j) for t, j in zip(torch_att, jax_att, strict=True)
              if isinstance(t, str) and isinstance(j, str) and t != j}
-    if not pairs:
-        return ""
-    which = "; ".join(f"PyTorch {t}, JAX {j}" for t, j in sorted(pairs))
-    return (f" The two ran different attention ({which}): the attention kernels' difference "
-            "is part of every ratio.")
+    text = ""
+    if pairs:
+        which = "; ".join(f"PyTorch {t}, JAX {j}" for t, j in sorted(pairs))
+        text += (f" The two ran different attention ({which}): the attention kernels' "
+                 "difference is part of every ratio.")
+    unknown = [name for name, side in (("PyTorch", torch_att), ("JAX", jax_att))
+               if not side.map(lambda a: isinstance(a, str) and bool(a)).all()]
+    if unknown:
+        whose = "each side" if len(unknown) == 2 else unknown[0]
+        text += (f" The attention {whose} ran was not recorded (`torch_attention`, "
+                 "`jax_attention` empty: records older than the field), so the ratio may "
+                 "include a difference of attention kernels.")
+    return text
 
 
 def _program_caveat(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> str:
@@ -867,6 +883,9 @@ def _program_caveat(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> st
       (``vitfsdp.jax.sharding``; what torch's SHARD_GRAD_OP does), where torch's FULL_SHARD
       and HYBRID_SHARD gather them again in backward: the ratio includes one all-gather per
       unit a step and the memory of the gathered units.
+    - World size 1 (a row's ``world_size``, else the one world size ``runs`` ran its
+      point at: :func:`_world_sizes`): one device, so no sharding and no collectives; the
+      gather sentence above does not hold, and the ratio compares compute and host loop.
     - DDP in bf16: torch runs ``torch.autocast`` (fp32 weights, layer norms and residual
       stream, bf16 matmuls; :func:`vitfsdp.torch_train.autocast_context`), JAX computes in
       bf16 from the patch embedding on (``vitfsdp.jax.model``): the ratio includes the fp32
@@ -875,7 +894,13 @@ def _program_caveat(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> st
     strategies = set(ratio.get("strategy", pd.Series(dtype=object)).dropna().astype(str))
     bf16_ddp = "DDP" in strategies and bool(_ddp_precisions(ratio, runs) & {"bf16", "auto"})
     text = ""
-    sharded = sorted(x for x in strategies if x == "FULL_SHARD" or x.startswith("HYBRID_"))
+    single = _world_sizes(ratio, runs) == 1
+    sharded = sorted(x for x in set(ratio.loc[~single, "strategy"].dropna().astype(str))
+                     if x == "FULL_SHARD" or x.startswith("HYBRID_"))
+    if single.any():
+        names = ", ".join(sorted(set(ratio.loc[single, "strategy"].dropna().astype(str))))
+        text += (f" At world size 1 ({names}): one GPU (or rank), no sharding and no "
+                 "collectives; the ratio compares the step's compute and host loop only.")
     if sharded:
         names = ", ".join(sharded)
         text += (f" Under {names} JAX gathers each unit's parameters once a step and keeps "
@@ -887,6 +912,105 @@ def _program_caveat(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> st
                  "residual stream, bf16 matmuls) and JAX computed in bf16 throughout: those "
                  "DDP ratios include that precision policy.")
     return text
+
+
+def _world_sizes(ratio: pd.DataFrame, runs: pd.DataFrame | None) -> pd.Series:
+    """Each row's world size (ranks): its ``world_size`` where the table has the column
+    (it varies at a node count), else the one world size the PyTorch and JAX runs of
+    ``runs`` at its model, strategy and node count ran at; NaN where not known (no
+    ``runs``, or several)."""
+    if "world_size" in ratio:
+        return numeric_column(ratio, "world_size")
+    keys = [k for k in ("model", "strategy", "nodes") if k in ratio]
+    if runs is None or "world_size" not in runs or not keys \
+            or not all(k in runs for k in keys):
+        return pd.Series(float("nan"), index=ratio.index)
+    both = runs[runs["framework"].isin(["torch", "jax"])]
+    sizes = both.assign(ws=numeric_column(both, "world_size")).groupby(
+        keys, dropna=False)["ws"].agg(lambda w: w.iloc[0] if w.nunique() == 1 else float("nan"))
+    return pd.Series([sizes.get(tuple(r[k] for k in keys) if len(keys) > 1 else r[keys[0]],
+                                float("nan")) for _, r in ratio.iterrows()],
+                     index=ratio.index, dtype=float)
+
+
+#: Final losses "part" (:func:`loss_parted`) where the higher is at least this (nats) ...
+PARTED_LOSS_FLOOR = 1.0
+#: ... and at least this many times the lower.
+PARTED_LOSS_FACTOR = 10.0
+
+
+def loss_parted(torch_loss: float, jax_loss: float) -> bool:
+    """Whether two final training losses (nats, runs.csv ``loss``) say the two sides did
+    not train alike: the higher is at least :data:`PARTED_LOSS_FLOOR` (1 nat: the right
+    class gets under 1/e of the probability on average, so that side has not learned the
+    data) and at least :data:`PARTED_LOSS_FACTOR` times the lower (the other side has).
+    A factor alone would flag noise: near zero, runs of one program part by several times
+    (in the committed H100 sweep, ViT-H FULL_SHARD runs that differ only in activation
+    checkpointing, which changes no arithmetic, ended at 0.021 and 0.082; DDP ones at
+    0.026 and 0.134); a floor alone would flag two sides at chance
+    alike (a short CPU run of both, 5.75 against 5.75 at 1000 classes). Chance,
+    ln(num_classes), is no bound: synthetic data repeats its batches, so a side that
+    learned the batch's labels but not the images sits near ln(local batch), far below
+    ln(num_classes) (the H100 pair's PyTorch run: 3.08, near ln 32 = 3.47, against ln 1000
+    = 6.91, while JAX reached 0.0096). False where either is not known (NaN)."""
+    if pd.isna(torch_loss) or pd.isna(jax_loss):
+        return False
+    high, low = max(torch_loss, jax_loss), min(torch_loss, jax_loss)
+    return bool(high >= PARTED_LOSS_FLOOR and high >= PARTED_LOSS_FACTOR * low)
+
+
+def _loss_text(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> str:
+    """Where the two sides' final losses (``torch_loss``, ``jax_loss``) part
+    (:func:`loss_parted`), e.g. ``" The two did not train alike at vit_huge FULL_SHARD at 1
+    node(s): final loss PyTorch 3.08, JAX 0.00961 (...)"``; ``""`` where none parts or the
+    table has no loss columns (older ratio tables). ``runs`` is not read (the signature of
+    the section's other sentences)."""
+    if "torch_loss" not in ratio or "jax_loss" not in ratio:
+        return ""
+    torch_loss, jax_loss = numeric_column(ratio, "torch_loss"), numeric_column(ratio, "jax_loss")
+    parted = [loss_parted(t, j) for t, j in zip(torch_loss, jax_loss, strict=True)]
+    rows = ratio[parted]
+    if rows.empty:
+        return ""
+    which = "; ".join(f"{name}: final loss PyTorch {t:.3g}, JAX {j:.3g}"
+                      for name, t, j in zip(_ratio_points(rows), torch_loss[parted],
+                                            jax_loss[parted], strict=True))
+    return (f" The two did not train alike at {which} (`torch_loss`, `jax_loss`: one side "
+            f"ended at or above {PARTED_LOSS_FLOOR:g} nat and {PARTED_LOSS_FACTOR:g} times "
+            "the other's). Their steps may not be the same program (a setting, the data or "
+            "the labels differ), so the ratio there is not of like for like.")
+
+
+def _startup_compile_text(runs: pd.DataFrame | None) -> str:
+    """Each framework's median start-up (runs.csv ``startup_s``) and compile time
+    (``compile_s``) over its runs of ``runs`` that recorded them, with their range, e.g.
+    ``" Outside images/s: start-up (`startup_s`) PyTorch median 4.7 s (3.1-5.5 s, 4
+    runs), JAX 17.9 s (13.8-20.1 s, 4 runs); compile (`compile_s`) PyTorch not recorded,
+    JAX 6.2 s (3.6-7.4 s, 4 runs)."``; ``""`` where ``runs`` is None or records neither."""
+    if runs is None or not {"startup_s", "compile_s"} & set(runs.columns):
+        return ""
+    texts = {(column, fw): _median_range(numeric_column(runs[runs["framework"] == fw], column))
+             for column in ("startup_s", "compile_s") for fw in ("torch", "jax")}
+    if all(t == NOT_RECORDED for t in texts.values()):
+        return ""
+    parts = [f"{what} (`{column}`) PyTorch {texts[column, 'torch']}, JAX {texts[column, 'jax']}"
+             for column, what in (("startup_s", "start-up"), ("compile_s", "compile"))]
+    return f" Outside images/s, medians: {'; '.join(parts)}."
+
+
+#: What :func:`_median_range` says of a side without the figure.
+NOT_RECORDED = "not recorded"
+
+
+def _median_range(values: pd.Series) -> str:
+    """``"17.9 s (13.8-20.1 s, 4 runs)"``, ``"30.2 s (1 run)"``, or :data:`NOT_RECORDED`."""
+    values = values.dropna()
+    if values.empty:
+        return NOT_RECORDED
+    if len(values) == 1:
+        return f"{values.iloc[0]:.1f} s (1 run)"
+    return (f"{values.median():.1f} s ({values.min():.1f}-{values.max():.1f} s, "
+            f"{len(values)} runs)")
 
 
 def _ddp_precisions(ratio: pd.DataFrame, runs: pd.DataFrame | None) -> set[str]:
@@ -1196,8 +1320,9 @@ def _startup_text(df: pd.DataFrame | None) -> str:
     """The runs' measured start-up (runs.csv ``startup_s``: rank 0's process start to its
     first step) against what the plan assumes (:data:`vitfsdp.plan.STARTUP_S`), e.g. ``"
     Start-up, measured (`startup_s`): median 41 s, 12-95 s over 9 runs, the most at 4
-    node(s); the plan assumes 300 s a point for cluster.time=auto and its node-hours."``;
-    ``""`` where no run measured it."""
+    node(s); the plan assumes 300 s a point for cluster.time=auto and its node-hours."``,
+    by framework where both ran (:func:`_startup_spans`); ``""`` where no run measured
+    it."""
     if df is None or "startup_s" not in df:
         return ""
     runs = df.assign(startup_s=numeric_column(df, "startup_s")).dropna(subset=["startup_s"])
@@ -1205,13 +1330,26 @@ def _startup_text(df: pd.DataFrame | None) -> str:
         return ""
     most = runs.loc[runs["startup_s"].idxmax()]
     return (f" Start-up, measured (`startup_s`, rank 0's process start to its first step: "
-            f"imports, rendezvous, build and sharding, a restore, JAX's compilation): median "
-            f"{runs['startup_s'].median():.0f} s, {runs['startup_s'].min():.0f}-"
-            f"{runs['startup_s'].max():.0f} s over {len(runs)} run(s), the most at "
+            f"imports, rendezvous, build and sharding, a restore, JAX's compilation): "
+            f"{_startup_spans(runs)}, the most at "
             f"{most['nodes']:g} node(s); the plan assumes {STARTUP_S} s a point "
             "(cluster.time=auto, its node-hours), and a job's own set-up before the process "
             "(modules, an environment unpacked on the nodes; torchrun's own start before it "
             "starts the ranks) is in neither.")
+
+
+def _startup_spans(runs: pd.DataFrame) -> str:
+    """``"median 41 s, 12-95 s over 9 run(s)"`` of ``runs``' ``startup_s``; one such per
+    framework where both PyTorch and JAX runs measured it (JAX's start-up holds its
+    compilation, so a pooled median says neither's): ``"PyTorch median 5 s, 3-6 s over 4
+    run(s); JAX median 18 s, 14-20 s over 4 run(s)"``."""
+    def span(values: pd.Series) -> str:
+        return (f"median {values.median():.0f} s, {values.min():.0f}-{values.max():.0f} s "
+                f"over {len(values)} run(s)")
+    if "framework" in runs and {"torch", "jax"} <= set(runs["framework"]):
+        return "; ".join(f"{name} {span(runs.loc[runs['framework'] == fw, 'startup_s'])}"
+                         for fw, name in (("torch", "PyTorch"), ("jax", "JAX")))
+    return span(runs["startup_s"])
 
 
 def _imagenet_caveat(df: pd.DataFrame) -> str:
