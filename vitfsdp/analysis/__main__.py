@@ -34,8 +34,9 @@ the figures at the same time, by default one per figure up to the CPUs available
   beyond their spread (``difference``; ``no result: jax failed (1 of 1 runs)`` where a side
   completed none), each side's device busy share, whether either was host-bound or noisy,
   the attention each ran, the PyTorch recipe the ratio is against (``torch_recipe``) and
-  each side's final loss (``torch_loss``/``jax_loss``) (``framework_ratio_table``); a run at a point the other framework did not run at all has
-  no row (the terminal and the report name them);
+  each side's final loss (``torch_loss``/``jax_loss``) (``framework_ratio_table``); a run
+  at a point the other framework did not run at all has no row (the terminal and the
+  report name them);
 - ``reference.csv``: each point against the published figures of its setup (ORNL, PyCls:
   ``vitfsdp/reference/``): measured, published, ratio per device, or which settings differ
   (``vitfsdp.analysis.reference.reference_table``);
