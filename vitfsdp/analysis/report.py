@@ -1432,15 +1432,13 @@ def _prefetch_section(table: pd.DataFrame) -> Section | None:
     text += _verdict_counts(table)
     slower = table[table["vs_best"].map(verdict_kind) == BEYOND]
     if len(slower):
-        which = ", ".join(f"{r.variant} ({r.configuration}, {r.nodes} node(s): "
-                          f"{r.ips_vs_best:.0%} of the fastest)" for r in slower.itertuples())
+        which = _variants(slower, lambda r: f"{r.ips_vs_best:.0%} of the fastest")
         text += f" Slower than its group's fastest variant, as a result: {which}."
     text += _prefetch_contended_text(table)
     failed = table[table["runs_failed"] > 0]
     if len(failed):
-        which = ", ".join(f"{r.variant} ({r.configuration}, {r.nodes} node(s): "
-                          f"{r.runs_failed} of {r.num_repeats + r.runs_failed} runs failed)"
-                          for r in failed.itertuples())
+        which = _variants(failed, lambda r: f"{r.runs_failed} of "
+                          f"{r.num_repeats + r.runs_failed} runs failed")
         text += (f" Runs that did not complete: {which}; its images/s are the median of the "
                  "runs that completed (prefetch.csv `runs_failed`; which and why: the "
                  "failures below).")
@@ -1449,6 +1447,13 @@ def _prefetch_section(table: pd.DataFrame) -> Section | None:
                  "measure the wrapper and the loop, so it does not say what prefetching does "
                  "to communication.")
     return Section("Prefetch ablation", text + limits, ["prefetch"], shown)
+
+
+def _variants(rows: pd.DataFrame, what) -> str:
+    """``BACKWARD_POST (FULL_SHARD, 2 node(s): <what(row)>), ...``: prefetch.csv rows named
+    for the prefetch section's text."""
+    return ", ".join(f"{r.variant} ({r.configuration}, {r.nodes} node(s): {what(r)})"
+                     for r in rows.itertuples())
 
 
 def _prefetch_contended_text(table: pd.DataFrame) -> str:
@@ -1470,9 +1475,8 @@ def _prefetch_contended_text(table: pd.DataFrame) -> str:
                  "`runs_contended`): their images/s measure the contention, not prefetching, "
                  "and no variant is ranked against one of them; rerun them on a quiet host.")
     if len(part):
-        which = ", ".join(f"{r.variant} ({r.configuration}, {r.nodes} node(s): "
-                          f"{r.runs_contended} of {r.num_repeats + r.runs_failed})"
-                          for r in part.itertuples())
+        which = _variants(part, lambda r: f"{r.runs_contended} of "
+                          f"{r.num_repeats + r.runs_failed}")
         text += (f" Runs beside other work left out: {which} (prefetch.csv "
                  "`runs_contended`): those variants' images/s and verdicts are over their "
                  "other runs (`runs_judged`).")
