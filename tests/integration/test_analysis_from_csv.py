@@ -119,6 +119,16 @@ def test_a_dir_of_exports_names_the_command_that_reads_them(
     assert err.endswith(f"{tmp_path / 'data' / 'cpu-demo-2026-11-27.csv'} {export} --out DIR")
 
 
+def test_exports_of_two_dates_get_a_command_each(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture) -> None:
+    """docs/data holds H100 exports of 2026-11-26 and 2026-11-27: one command read them
+    together, and the day-apart runs of a point were pooled as repeats (a reviewer)."""
+    assert analysis_main([str(DATA), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--out DIR-2026-11-26; python -m vitfsdp.analysis" in err, err
+    assert "--out DIR-2026-11-27 (one per date" in err, err
+
+
 @pytest.mark.parametrize("exports", [["gpu-h100-2026-11-26-sweep-runs.csv"],
                                      ["gpu-h100-2026-11-26-jax-runs.csv"],
                                      ["gpu-h100-2026-11-26-sweep-runs.csv",

@@ -93,6 +93,7 @@ from vitfsdp.analysis.collect import (
     RUNS_CACHE,
     absent_lines,
     collect_runs,
+    export_date,
     is_runs_csv,
     read_runs_csv,
 )
@@ -330,14 +331,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _exports_hint(sweep_dirs: list[Path]) -> str:
-    """Where a sweep dir holds no runs but runs.csv exports (``docs/data``): the command
-    that analyses those, shell-quoted, after ``"; "``; else ``""``."""
+    """Where a sweep dir holds no runs but runs.csv exports (``docs/data``): the commands
+    that analyse those, one per date in their names (:func:`export_date`: exports of two
+    days read together would pool their runs of a point as repeats), shell-quoted, after
+    ``"; "``; else ``""``."""
     exports = sorted(str(f) for d in sweep_dirs if d.is_dir() for f in d.glob("*.csv")
                      if is_runs_csv(f))
     if not exports:
         return ""
-    command = shlex.join(["python", "-m", "vitfsdp.analysis", *exports, "--out", "DIR"])
-    return f"; it holds runs.csv exports, analysed again by: {command}"
+    by_date: dict[str | None, list[str]] = {}
+    dated = len({export_date(e) for e in exports} - {None}) > 1
+    for export in exports:  # one date (or none named): one command, as they are one study
+        by_date.setdefault(export_date(export) if dated else None, []).append(export)
+    commands = [shlex.join(["python", "-m", "vitfsdp.analysis", *files, "--out",
+                            f"DIR-{date}" if date and len(by_date) > 1 else "DIR"])
+                for date, files in by_date.items()]
+    return (f"; it holds runs.csv exports, analysed again by: {'; '.join(commands)}"
+            + (" (one per date: exports of two days read together pool a point's runs as "
+               "repeats)" if len(commands) > 1 else ""))
 
 
 def _rebuilt_sections(sections: list[Section], rebuilt: list[str]) -> list[Section]:
