@@ -97,7 +97,7 @@ def test_an_export_without_newer_columns_rebuilds_the_same_points(
 
 def test_a_csv_that_is_not_a_runs_csv_is_refused(tmp_path: Path,
                                                  capsys: pytest.CaptureFixture) -> None:
-    summary = tmp_path / "cpu-demo-2026-11-27.csv"
+    summary = tmp_path / "cpu-demo-2026-11-26.csv"
     summary.write_text("demo,strategy,nodes,ips,scaling_efficiency\ndemo1,DDP,1,10.4,1.0\n")
     out = tmp_path / "out"
     assert analysis_main([str(summary), "--out", str(out)]) == 2
@@ -111,12 +111,12 @@ def test_a_csv_that_is_not_a_runs_csv_is_refused(tmp_path: Path,
 def test_a_dir_of_exports_names_the_command_that_reads_them(
         analysed: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:  # fmt: skip
     export = _export(analysed, tmp_path / "data", [])
-    shutil.copy(export, tmp_path / "data" / "cpu-demo-2026-11-27.csv")  # a runs.csv too
+    shutil.copy(export, tmp_path / "data" / "cpu-demo-2026-11-26.csv")  # a runs.csv too
     (tmp_path / "data" / "summary.csv").write_text("demo,ips\ndemo1,10.4\n")
     assert analysis_main([str(tmp_path / "data"), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert "holds no run.json" in err and "summary.csv" not in err
-    assert err.endswith(f"{tmp_path / 'data' / 'cpu-demo-2026-11-27.csv'} {export} --out DIR")
+    assert err.endswith(f"{tmp_path / 'data' / 'cpu-demo-2026-11-26.csv'} {export} --out DIR")
 
 
 def test_exports_of_two_dates_get_a_command_each(tmp_path: Path,
