@@ -209,7 +209,7 @@ def test_auto_in_a_pack_beyond_the_limit_is_refused_saying_packs_are_not_requeue
                        "hydra.launcher.pack=by_nodes")
     assert proc.returncode == 2, out[-3000:]
     assert proc.stderr.strip().endswith(
-        "error: the pack of nodes=1 (1 point(s)) needs 0-05:38:00 (120 s to start and its "
+        "error: the pack of nodes=1 (1 point of vit_5b) needs 0-05:38:00 (120 s to start and its "
         "points' times), beyond 0-02:00:00, the limit of a job of 1 node(s) "
         "(cluster.queue_limits), and a pack is not requeued (cluster.time=auto is not held to "
         "the limit in one): run its points unpacked (drop hydra.launcher.pack: each is then "

@@ -300,7 +300,8 @@ def test_packs_split_to_fit_the_queue_bin_and_one_beyond_it_is_refused(monkeypat
     assert pack.make_packs(whole, {})[0].time_limit_s == 7200 + pack.PACK_START_S
     monkeypatch.setattr("vitfsdp.sweep.slurm_jobs._predicted_time_s", lambda p: None)
     (line,) = _queue_refusals(whole, LaunchOptions(pack="by_nodes"))  # no plan: its 2 h
-    assert line.startswith("the pack of nodes=1 (1 point(s)) needs 0-02:02:00 (120 s to start "
+    assert line.startswith("the pack of nodes=1 (1 point of vit_tiny) needs 0-02:02:00 (120 s "
+                           "to start "
                            "and its points' times), beyond 0-02:00:00, the limit of a job of 1 "
                            "node(s) (cluster.queue_limits), and a pack is not requeued "
                            "(cluster.time=auto is not held to the limit in one): run its "

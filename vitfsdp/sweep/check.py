@@ -235,7 +235,7 @@ def _queue_refusals(points: list[Point], options: LaunchOptions) -> list[str]:
         cap = pk.cluster.queue_time_limit_s(pk.nodes)
         if cap is not None and pk.time_limit_s > cap:
             lines.append(
-                f"the pack of nodes={pk.nodes} ({len(pk.points)} point(s)) needs "
+                f"the pack of nodes={pk.nodes} {_pack_points(pk.points)} needs "
                 f"{pack.slurm_time(pk.time_limit_s)} ({pack.PACK_START_S} s to start and its "
                 f"points' times), beyond {pack.slurm_time(cap)}, the limit of a job of "
                 f"{pk.nodes} node(s) (cluster.queue_limits), and a pack is not requeued "
@@ -244,6 +244,15 @@ def _queue_refusals(points: list[Point], options: LaunchOptions) -> list[str]:
                 "its checkpoint) or with fewer train.steps, or, where the plan has no time "
                 "for the point, a shorter cluster.time")
     return lines or _queued_jobs_refusals(points, options, jobs, queued)
+
+
+def _pack_points(points: Sequence[Point]) -> str:
+    """``(repeat=1: 2 points of vit_3b, vit_5b)``: which of a sweep's packs a line is of,
+    by its repeat round and models (a sweep's packs of one node count differ in those)."""
+    rounds = sorted({getattr(p.cfg, "repeat", 0) for p in points})
+    models = ", ".join(sorted({p.cfg.model.name for p in points}))
+    repeat = f"repeat={','.join(map(str, rounds))}: " if rounds != [0] else ""
+    return f"({repeat}{len(points)} point{'s' if len(points) > 1 else ''} of {models})"
 
 
 def _max_queued_jobs(points: list[Point]) -> int | None:
