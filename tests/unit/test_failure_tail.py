@@ -51,3 +51,42 @@ def test_a_python_traceback_gives_its_exception_not_its_header(tmp_path):
                    "RuntimeError: NCCL timeout\n12:00:01 [rank 1] INFO vitfsdp: step 2\n")
     reason = reason_line(f"exit code 1 without a summary; log tail:\n{tail(log)}")
     assert reason.endswith("log tail: RuntimeError: NCCL timeout"), reason
+
+
+#: Two ranks as a JAX run's die when rank 1 is killed: rank 0 records the symptom it met
+#: and waits; rank 1 dies of SIGKILL.
+KILLED_PEER = """
+import json, os, signal, sys, time
+rank = int(os.environ["RANK"])
+if rank == 1:
+    os.kill(os.getpid(), signal.SIGKILL)
+json.dump({"status": "failed", "reason": "JaxRuntimeError: UNKNOWN: Gloo all-reduce failed: "
+           "Connection closed by peer"}, open(sys.argv[1], "w"))
+time.sleep(30)
+"""
+
+
+def test_a_failed_point_whose_peer_was_killed_names_the_killed_rank(tmp_path):
+    """JAX reviewer: after kill -9 of rank 1 the record said only 'Gloo all-reduce failed
+    ... Connection closed by peer' (rank 0's symptom); torchrun's log named rank 1's
+    SIGKILL. The reason now ends with torchrun's root cause; a reason that already names
+    the signal (the PyTorch trainer's 'killed, e.g. by SIGKILL') is left as it is."""
+    from vitfsdp.launch.local import LOG_FILE
+    from vitfsdp.records import read_json
+    from vitfsdp.sweep.local import _with_root_cause
+
+    script = tmp_path / "ranks.py"
+    script.write_text(KILLED_PEER)
+    summary_path = tmp_path / "summary.json"
+    with (tmp_path / LOG_FILE).open("w") as out:
+        rc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node",
+                             "2", "--master_port", "0", str(script), str(summary_path)],
+                            stdout=out, stderr=subprocess.STDOUT, timeout=120).returncode
+    assert rc != 0
+    summary = _with_root_cause(tmp_path, read_json(summary_path))
+    assert summary["reason"].startswith("JaxRuntimeError: UNKNOWN: Gloo all-reduce failed")
+    assert summary["reason"].endswith("torchrun's root cause: rank 1 (local_rank: 1) exitcode "
+                                      "-9 (SIGKILL)"), summary["reason"]
+    assert read_json(summary_path) == summary  # written back
+    named = {"status": "failed", "reason": "ranks [1] sent no report (killed, e.g. by SIGKILL)"}
+    assert _with_root_cause(tmp_path, named) == named

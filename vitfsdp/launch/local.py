@@ -477,6 +477,18 @@ def tail(path: Path, num_lines: int = 20) -> str:
     return "\n".join(shown)
 
 
+def root_cause(path: Path) -> str:
+    """torchrun's root cause of a failed point (:func:`_root_cause` of the failure report in
+    the log at ``path``), ``"rank 1 (local_rank: 1) exitcode -9 (SIGKILL)"``; ``""`` where
+    the log holds no report or is missing."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except FileNotFoundError:
+        return ""
+    end = next((i for i, line in enumerate(lines) if _AGENT_FAILURE.match(line)), len(lines))
+    return _root_cause(lines[end:])
+
+
 def _root_cause(lines: list[str]) -> str:
     """The rank and exit of torchrun's "Root Cause (first observed failure)" block in
     ``lines`` (its failure report), ``"rank 0 (local_rank: 0) exitcode -11 (SIGSEGV)"``;

@@ -5,6 +5,7 @@ torchrun processes (:func:`run_one`), with progress lines or bars.
 from __future__ import annotations
 
 import io
+import re
 import signal
 import time
 from pathlib import Path
@@ -37,6 +38,22 @@ def _host_work(point: Point) -> tuple[int, float]:
     flops = train_flops_per_image(cfg.model, cfg.num_classes) * (
         4 / 3 if cfg.train.activation_checkpointing else 1.0)
     return cfg.world_size, cfg.world_size * cfg.train.local_batch_size * flops
+
+
+def _with_root_cause(run_dir: Path, summary: dict) -> dict:
+    """``summary`` (a failed point's, rank 0's record) with torchrun's root cause appended
+    to its reason where a rank died of a signal the reason does not name: the JAX trainer
+    records the symptom its rank 0 met ("Gloo all-reduce failed ... Connection closed by
+    peer") where a peer was killed; torchrun saw which (``rank 1 (local_rank: 1) exitcode
+    -9 (SIGKILL)``). Written back to summary.json; ``summary`` as it was otherwise."""
+    cause = local.root_cause(run_dir / local.LOG_FILE)
+    signal_name = re.search(r"\((SIG\w+)\)", cause)
+    reason = str(summary.get("reason") or "")
+    if not signal_name or signal_name.group(1) in reason:
+        return summary
+    summary = {**summary, "reason": f"{reason}; torchrun's root cause: {cause}"}
+    write_json_atomic(run_dir / SUMMARY_FILE, summary)
+    return summary
 
 
 def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: int = 0) -> dict:
@@ -73,6 +90,8 @@ def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: in
                                                   f"tail:\n{tail}")
         mark_failed(point.run_dir, "failed", reason)
         summary = read_json(point.run_dir / SUMMARY_FILE)
+    elif rc and summary.get("status") == "failed":
+        summary = _with_root_cause(point.run_dir, summary)
     bars.end_point(f"{tag} {summary['status']} in {time.time() - t0:.0f} s{_figures(summary)}"
                    f"{_other_work(point.run_dir)}")
     return summary
