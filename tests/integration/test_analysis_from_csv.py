@@ -113,9 +113,12 @@ def test_a_dir_of_exports_names_the_command_that_reads_them(
     export = _export(analysed, tmp_path / "data", [])
     shutil.copy(export, tmp_path / "data" / "cpu-demo-2026-11-26.csv")  # a runs.csv too
     (tmp_path / "data" / "summary.csv").write_text("demo,ips\ndemo1,10.4\n")
+    header = Path(export).read_text().splitlines()[0]  # an analysis's empty attempts.csv
+    (tmp_path / "data" / "attempts.csv").write_text(header + "\n")
     assert analysis_main([str(tmp_path / "data"), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err.strip()
     assert "holds no run.json" in err and "summary.csv" not in err
+    assert "attempts.csv" not in err  # its header only: the command would fail on it
     assert err.endswith(f"{tmp_path / 'data' / 'cpu-demo-2026-11-26.csv'} {export} --out DIR")
 
 
@@ -182,3 +185,25 @@ def test_a_rebuilt_runs_csv_rebuilt_again_says_what_it_could_not_judge(tmp_path:
     for said in ((first / REBUILT_FILE).read_text(), (second / REBUILT_FILE).read_text()):
         assert "without device_busy_frac (not in the export)" in said, said
         assert "without num_attempts (not in the export)" in said, said
+
+
+def test_the_h100_jax_export_reads_its_pool_as_the_limit_not_the_device() -> None:
+    """The JAX export holds XLA's pool (71.26 GiB, bytes_limit) as device_memory_gib and
+    the older pred_mem_metric: memory.png drew 'NVIDIA H100 ... memory (71.2617 GiB)' and
+    no pool, while calibration.csv compared XLA's peak in use (a reviewer). Read back, the
+    pool is the run's memory_limit_gib, its device memory unknown, its metric the rule's."""
+    from vitfsdp.analysis import plot_memory
+    from vitfsdp.analysis.collect import read_runs_csv
+
+    export = pd.read_csv(DATA / "gpu-h100-2026-11-26-jax-runs.csv")
+    pool = float(export.loc[export["framework"] == "jax", "device_memory_gib"].iloc[0])
+    runs, _ = read_runs_csv([str(DATA / "gpu-h100-2026-11-26-jax-runs.csv")])
+    jax = runs[runs["framework"] == "jax"].iloc[0]
+    assert jax["memory_limit_gib"] == pytest.approx(pool) and pd.isna(jax["device_memory_gib"])
+    assert jax["pred_mem_metric"] == "peak_mem_gib"
+    torch = runs[runs["framework"] == "torch"].iloc[0]
+    assert torch["device_memory_gib"] > pool and torch["pred_mem_metric"] != "peak_mem_gib"
+    legend = [t.get_text() for t in plot_memory(runs).legends[0].get_texts()]
+    assert any(e.startswith("XLA's pool") and f"{pool:.3g} GiB" in e for e in legend), legend
+    assert not any(f"({pool:g} GiB)" in e and "memory" in e and "XLA" not in e
+                   for e in legend), legend

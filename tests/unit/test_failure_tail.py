@@ -90,3 +90,5 @@ def test_a_failed_point_whose_peer_was_killed_names_the_killed_rank(tmp_path):
     assert read_json(summary_path) == summary  # written back
     named = {"status": "failed", "reason": "ranks [1] sent no report (killed, e.g. by SIGKILL)"}
     assert _with_root_cause(tmp_path, named) == named
+    bare = _with_root_cause(tmp_path, {"status": "failed", "reason": None})
+    assert bare["reason"] == "torchrun's root cause: rank 1 (local_rank: 1) exitcode -9 (SIGKILL)"

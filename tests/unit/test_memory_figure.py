@@ -290,6 +290,7 @@ def test_a_jax_gpu_runs_memory_is_compared_with_xlas_peak_in_use_not_its_pool() 
     assert mem_metric("cuda", "jax") == "peak_mem_gib"
     assert mem_metric("cuda", "torch") == "peak_mem_reserved_gib"
     assert mem_metric("cpu", "jax") == "peak_rss_gib"
+    assert mem_metric(pd.NA, "jax") == mem_metric(float("nan"), "jax") == "peak_rss_gib"
     runs = pd.DataFrame([{"framework": "jax", "device_type": "cuda", "peak_mem_gib": 29.5,
                           "peak_mem_reserved_gib": 71.26, "pred_peak_mem_gib": 22.75,
                           "pred_mem_metric": "peak_mem_reserved_gib"},

@@ -336,7 +336,7 @@ def _exports_hint(sweep_dirs: list[Path]) -> str:
     days read together would pool their runs of a point as repeats), shell-quoted, after
     ``"; "``; else ``""``."""
     exports = sorted(str(f) for d in sweep_dirs if d.is_dir() for f in d.glob("*.csv")
-                     if is_runs_csv(f))
+                     if is_runs_csv(f) and _has_rows(f))  # attempts.csv: often its header
     if not exports:
         return ""
     by_date: dict[str | None, list[str]] = {}
@@ -349,6 +349,12 @@ def _exports_hint(sweep_dirs: list[Path]) -> str:
     return (f"; it holds runs.csv exports, analysed again by: {'; '.join(commands)}"
             + (" (one per date: exports of two days read together pool a point's runs as "
                "repeats)" if len(commands) > 1 else ""))
+
+
+def _has_rows(path: Path) -> bool:
+    """Whether the CSV at ``path`` holds a row below its header."""
+    with path.open(encoding="utf-8", errors="replace") as f:
+        return sum(1 for line, _ in zip(f, range(2), strict=False) if line.strip()) > 1
 
 
 def _rebuilt_sections(sections: list[Section], rebuilt: list[str]) -> list[Section]:

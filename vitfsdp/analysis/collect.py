@@ -30,6 +30,7 @@ from vitfsdp.analysis.rows import _LOSS_CURVES, LOG_FILES, run_row
 from vitfsdp.analysis.schema import COLUMNS, FLOAT_COLUMNS, INT_COLUMNS, RUN_COLUMNS, TEXT
 from vitfsdp.analysis.workshare import WorkShare
 from vitfsdp.core.layout import ATTEMPTS_DIR, HOST_FILE, NETWORK_FILE
+from vitfsdp.plan import mem_metric
 from vitfsdp.plan.probed import PROBE_FILE
 from vitfsdp.plan.recorded import find_run_dirs
 from vitfsdp.records import (
@@ -215,6 +216,24 @@ def _as_collected(df: pd.DataFrame, absent: dict[str, list[str]]) -> pd.DataFram
     unknown = [c for c in INT_COLUMNS
                if df[c].isna().all() or any(c in lacks for lacks in absent.values())]
     df[unknown] = df[unknown].astype("float64")
+    return _jax_pool_as_limit(df)
+
+
+def _jax_pool_as_limit(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of JAX runs on a GPU exported before ``memory_limit_gib`` read as records are
+    now (:func:`vitfsdp.analysis.rows.memory_limit`): their ``device_memory_gib`` is XLA's
+    pool (the trainer records ``bytes_limit``), so it becomes their ``memory_limit_gib``,
+    their device memory unknown, and their ``pred_mem_metric`` the one rule's
+    (:func:`vitfsdp.plan.mem_metric`: XLA's peak in use)."""
+    jax_gpu = ((df["framework"] == "jax") & df["device_type"].notna()
+               & (df["device_type"] != "cpu"))
+    old = jax_gpu & df["memory_limit_gib"].isna() & df["device_memory_gib"].notna()
+    if not old.any():
+        return df
+    df = df.copy()
+    df.loc[old, "memory_limit_gib"] = df.loc[old, "device_memory_gib"]
+    df.loc[old, "device_memory_gib"] = float("nan")
+    df.loc[jax_gpu & df["pred_mem_metric"].notna(), "pred_mem_metric"] = mem_metric("gpu", "jax")
     return df
 
 

@@ -144,8 +144,9 @@ MARK_CAPTIONS = {
                "noise can be (the noise between runs is not measured; not drawn under "
                f"{MIN_ERROR_BAR:.0%} of the value)",
     "predicted": "dotted: the plan's prediction (of memory: of what the legend names, the "
-                 "peak reserved memory on a GPU, the resident memory on CPU, just left of "
-                 "the measured peak)",
+                 "peak reserved memory on a GPU, XLA's peak in use for JAX on a GPU (its "
+                 "reserved is its preallocated pool), the resident memory on CPU, just left "
+                 "of the measured peak)",
     "reserved": "hollow thin diamonds, just right of the measured peak: measured peak reserved "
                 "memory, what the plan predicts there (the dotted line compares with them, "
                 "not with the allocated line)",
@@ -899,7 +900,8 @@ def _program_caveat(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> st
                      if x == "FULL_SHARD" or x.startswith("HYBRID_"))
     if single.any():
         names = ", ".join(sorted(set(ratio.loc[single, "strategy"].dropna().astype(str))))
-        text += (f" At world size 1 ({names}): one GPU (or rank), no sharding and no "
+        text += (f" At world size 1{f' ({names})' if names else ''}: one GPU (or rank), no "
+                 "sharding and no "
                  "collectives; the ratio compares the step's compute and host loop only.")
     if sharded:
         names = ", ".join(sharded)
@@ -927,7 +929,8 @@ def _world_sizes(ratio: pd.DataFrame, runs: pd.DataFrame | None) -> pd.Series:
         return pd.Series(float("nan"), index=ratio.index)
     both = runs[runs["framework"].isin(["torch", "jax"])]
     sizes = both.assign(ws=numeric_column(both, "world_size")).groupby(
-        keys, dropna=False)["ws"].agg(lambda w: w.iloc[0] if w.nunique() == 1 else float("nan"))
+        keys, dropna=False)["ws"].agg(lambda w: w.dropna().iloc[0] if w.nunique() == 1
+                                      else float("nan"))
     return pd.Series([sizes.get(tuple(r[k] for k in keys) if len(keys) > 1 else r[keys[0]],
                                 float("nan")) for _, r in ratio.iterrows()],
                      index=ratio.index, dtype=float)
@@ -993,13 +996,17 @@ def _startup_compile_text(runs: pd.DataFrame | None) -> str:
              for column in ("startup_s", "compile_s") for fw in ("torch", "jax")}
     if all(t == NOT_RECORDED for t in texts.values()):
         return ""
+    texts["compile_s", "torch"] = TORCH_COMPILE  # no PyTorch path records compile_s
     parts = [f"{what} (`{column}`) PyTorch {texts[column, 'torch']}, JAX {texts[column, 'jax']}"
              for column, what in (("startup_s", "start-up"), ("compile_s", "compile"))]
-    return f" Outside images/s, medians: {'; '.join(parts)}."
+    return f" Outside images/s (median and range over runs): {'; '.join(parts)}."
 
 
 #: What :func:`_median_range` says of a side without the figure.
 NOT_RECORDED = "not recorded"
+#: PyTorch's compile time: not a figure of its own (``torch.compile`` compiles each block at
+#: its first step, inside the warm-up window no figure counts: vitfsdp.records).
+TORCH_COMPILE = "in its warm-up window, not timed apart"
 
 
 def _median_range(values: pd.Series) -> str:

@@ -347,7 +347,9 @@ RUN_COLUMNS = (
     Column("elapsed_s", FLOAT, "s", "measured",
            "wall time of the training"),
     Column("compile_s", FLOAT, "s", "measured",
-           "time compiling (torch.compile or XLA)"),
+           "time compiling JAX's step ahead of time (XLA), outside every window; "
+           "empty for PyTorch, whose torch.compile compiles at the first step, in the "
+           "warm-up window"),
     Column("startup_s", FLOAT, "s", "measured",
            "rank 0's process start to its first step (its latest attempt): imports, "
            "rendezvous, build and sharding, restore; JAX's compilation too"),

@@ -64,7 +64,7 @@ def mem_metric(device: str, framework: str = "torch") -> str:
     ``device`` (``gpu``, ``cpu``; a runs.csv ``device_type`` such as ``cuda`` counts as a
     GPU) under ``framework``: :data:`MEM_METRIC`, or :data:`JAX_GPU_MEM_METRIC` for JAX on
     a GPU."""
-    gpu = device not in ("cpu", None, "") and device == device  # NaN: unknown, not a GPU
+    gpu = isinstance(device, str) and device not in ("cpu", "")  # None, NaN, NA: unknown
     if gpu and framework == "jax":
         return JAX_GPU_MEM_METRIC
     return MEM_METRIC["gpu" if gpu else "cpu"]

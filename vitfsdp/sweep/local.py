@@ -51,7 +51,8 @@ def _with_root_cause(run_dir: Path, summary: dict) -> dict:
     reason = str(summary.get("reason") or "")
     if not signal_name or signal_name.group(1) in reason:
         return summary
-    summary = {**summary, "reason": f"{reason}; torchrun's root cause: {cause}"}
+    said = "; ".join(filter(None, [reason, f"torchrun's root cause: {cause}"]))
+    summary = {**summary, "reason": said}
     write_json_atomic(run_dir / SUMMARY_FILE, summary)
     return summary
 
