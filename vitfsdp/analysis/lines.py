@@ -277,9 +277,7 @@ def busy_missing(runs: pd.DataFrame) -> str:
     field"``, both joined by ``" and "`` where runs of both kinds lack it; ``""`` where every
     such run measured it. A run without one is never counted as not host-bound
     (:func:`vitfsdp.core.throughput.host_bound` is None)."""
-    done = runs[(runs["status"] == "completed") & runs["ips"].notna()] \
-        if "status" in runs else runs
-    missing = done[judged_busy(done).isna()]
+    missing = _busy_unmeasured(runs)
     if missing.empty:
         return ""
     kinds = set(missing.get("device_type", pd.Series(None, index=missing.index))
@@ -295,10 +293,16 @@ def gpu_busy_missing(runs: pd.DataFrame) -> bool:
     busy share (:func:`judged_busy` NaN): its host-bound flag is unknown, not False."""
     if "device_type" not in runs or runs.empty:
         return False
+    missing = _busy_unmeasured(runs)["device_type"]
+    return bool((missing.notna() & (missing.astype(str) != "cpu")).any())
+
+
+def _busy_unmeasured(runs: pd.DataFrame) -> pd.DataFrame:
+    """The completed runs of ``runs`` with images/s (every row where ``runs`` has no
+    ``status``) that have no busy share (:func:`judged_busy` NaN)."""
     done = runs[(runs["status"] == "completed") & runs["ips"].notna()] \
         if "status" in runs else runs
-    gpu = done["device_type"].notna() & (done["device_type"].astype(str) != "cpu")
-    return bool((gpu & judged_busy(done).isna()).any())
+    return done[judged_busy(done).isna()]
 
 
 def competed_flags(runs: pd.DataFrame) -> pd.Series:
