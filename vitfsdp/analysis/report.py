@@ -987,9 +987,10 @@ def _loss_text(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> str:
 def _startup_compile_text(runs: pd.DataFrame | None) -> str:
     """Each framework's median start-up (runs.csv ``startup_s``) and compile time
     (``compile_s``) over its runs of ``runs`` that recorded them, with their range, e.g.
-    ``" Outside images/s: start-up (`startup_s`) PyTorch median 4.7 s (3.1-5.5 s, 4
-    runs), JAX 17.9 s (13.8-20.1 s, 4 runs); compile (`compile_s`) PyTorch not recorded,
-    JAX 6.2 s (3.6-7.4 s, 4 runs)."``; ``""`` where ``runs`` is None or records neither."""
+    ``" Outside images/s (median and range over runs): start-up (`startup_s`) PyTorch 4.7
+    s (3.1-5.5 s, 4 runs), JAX 17.9 s (13.8-20.1 s, 4 runs); compile (`compile_s`) PyTorch
+    in its warm-up window, not timed apart, JAX 6.2 s (3.6-7.4 s, 4 runs)."`` (PyTorch's
+    compile: :data:`TORCH_COMPILE`); ``""`` where ``runs`` is None or records neither."""
     if runs is None or not {"startup_s", "compile_s"} & set(runs.columns):
         return ""
     texts = {(column, fw): _median_range(numeric_column(runs[runs["framework"] == fw], column))
