@@ -244,7 +244,13 @@ def is_runs_csv(path: str | os.PathLike) -> bool:
         header = pd.read_csv(path, nrows=0).columns
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError):
         return False
-    return all(c in header for c in RUNS_CSV_KEYS)
+    return not _lacking_keys(header)
+
+
+def _lacking_keys(header: Iterable[str]) -> list[str]:
+    """The columns of :data:`RUNS_CSV_KEYS` a CSV's ``header`` lacks (none: a runs.csv)."""
+    header = set(header)
+    return [c for c in RUNS_CSV_KEYS if c not in header]
 
 
 def _read_csv(path: str) -> pd.DataFrame:
@@ -252,7 +258,7 @@ def _read_csv(path: str) -> pd.DataFrame:
     cannot be read, has no rows or is not a runs.csv."""
     try:
         header = pd.read_csv(path, nrows=0).columns
-        lacks = [c for c in RUNS_CSV_KEYS if c not in header]
+        lacks = _lacking_keys(header)
         if lacks:
             raise ValueError(
                 f"{path} is not a runs.csv (python -m vitfsdp.analysis writes one per "
