@@ -460,11 +460,9 @@ def tail(path: Path, num_lines: int = 20) -> str:
     where an INFO line printed after the error would otherwise stand for it. The rank's
     error is the last such line (a traceback's exception, not its header; a harmless error
     line at start-up gives way to the later one)."""
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except FileNotFoundError:
+    lines, end = _split_log(path)
+    if lines is None:
         return ""
-    end = next((i for i, line in enumerate(lines) if _AGENT_FAILURE.match(line)), len(lines))
     kept = [line for line in lines[:end] if line.strip() and not _LAUNCHER_NOISE.match(line)]
     errors = [line.strip() for line in kept
               if _ERROR_LINE.match(line) and not line.startswith("Traceback")]
@@ -481,12 +479,20 @@ def root_cause(path: Path) -> str:
     """torchrun's root cause of a failed point (:func:`_root_cause` of the failure report in
     the log at ``path``), ``"rank 1 (local_rank: 1) exitcode -9 (SIGKILL)"``; ``""`` where
     the log holds no report or is missing."""
+    lines, end = _split_log(path)
+    return _root_cause(lines[end:]) if lines is not None else ""
+
+
+def _split_log(path: Path) -> tuple[list[str] | None, int]:
+    """A point's log at ``path`` as lines, and where torchrun's failure report begins in
+    them (:data:`_AGENT_FAILURE`; their length where there is none); ``(None, 0)`` where
+    the file is missing."""
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except FileNotFoundError:
-        return ""
-    end = next((i for i, line in enumerate(lines) if _AGENT_FAILURE.match(line)), len(lines))
-    return _root_cause(lines[end:])
+        return None, 0
+    return lines, next((i for i, line in enumerate(lines) if _AGENT_FAILURE.match(line)),
+                       len(lines))
 
 
 def _root_cause(lines: list[str]) -> str:
