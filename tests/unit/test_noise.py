@@ -400,12 +400,12 @@ def test_the_sweep_says_so_as_a_point_ends(tmp_path):
 
     from vitfsdp.sweep.local import _other_work
 
-    assert _other_work(tmp_path) == ""  # no host.json: a point of another launcher
+    assert _other_work(tmp_path, {}) == ""  # no host.json: a point of another launcher
     (tmp_path / "host.json").write_text(json.dumps({"other_cpus": 1.24, "host_cpus": 2}))
-    assert _other_work(tmp_path) == ("; NOT A RESULT: other work kept 1.2 of this host's 2 "
+    assert _other_work(tmp_path, {}) == ("; NOT A RESULT: other work kept 1.2 of this host's 2 "
                                      "cores busy")
     (tmp_path / "host.json").write_text(json.dumps({"other_cpus": 0.23, "host_cpus": 2}))
-    assert _other_work(tmp_path) == ""  # the most a quiet demo's point measured
+    assert _other_work(tmp_path, {}) == ""  # the most a quiet demo's point measured
 
 
 def test_the_sweep_judges_a_point_by_its_windows_as_the_analysis_does(tmp_path):
@@ -423,10 +423,10 @@ def test_the_sweep_judges_a_point_by_its_windows_as_the_analysis_does(tmp_path):
                {"time_s": 1.0, "host_other_cpus": 0.1},
                {"time_s": 1.0, "host_other_cpus": 0.16}]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(w) + "\n" for w in windows))
-    assert _other_work(tmp_path) == ""
+    assert _other_work(tmp_path, {}) == ""
     windows[1]["host_other_cpus"] = 1.1
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(w) + "\n" for w in windows))
-    assert _other_work(tmp_path) == ("; NOT A RESULT: other work kept 0.6 of this host's 2 "
+    assert _other_work(tmp_path, {}) == ("; NOT A RESULT: other work kept 0.6 of this host's 2 "
                                      "cores busy during its timed windows")
 
 

@@ -190,9 +190,9 @@ def test_a_quota_held_node_keeps_the_whole_points_bound(tmp_path):
     assert competed_flags(runs).tolist() == [True, False, True]
     (tmp_path / "host.json").write_text(json.dumps({"other_cpus": 0.1, "host_cpus": 2}))
     (tmp_path / "metrics.jsonl").write_text(json.dumps(_window(0.3, 1.0)) + "\n")
-    assert "NOT A RESULT" in _other_work(tmp_path)
+    assert "NOT A RESULT" in _other_work(tmp_path, {})
     (tmp_path / "summary.json").write_text(json.dumps({"competition": {"cpu_throttled_s": 13.1}}))
-    assert _other_work(tmp_path) == ""
+    assert _other_work(tmp_path, json.loads((tmp_path / "summary.json").read_text())) == ""
 
 
 

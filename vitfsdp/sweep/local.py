@@ -94,18 +94,19 @@ def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: in
     elif rc and summary.get("status") == "failed":
         summary = _with_root_cause(point.run_dir, summary)
     bars.end_point(f"{tag} {summary['status']} in {time.time() - t0:.0f} s{_figures(summary)}"
-                   f"{_other_work(point.run_dir)}")
+                   f"{_other_work(point.run_dir, summary)}")
     return summary
 
 
-def _other_work(run_dir: Path) -> str:
+def _other_work(run_dir: Path, summary: dict) -> str:
     """``"; NOT A RESULT: other work kept 1.2 of this host's 2 cores busy during its timed
     windows"`` where other work competed (:func:`vitfsdp.core.throughput.competed`) by the
     figure and bound the analysis judges the run by: over its measured windows
     (:func:`~vitfsdp.core.throughput.window_other_cpus` of ``metrics.jsonl``; the whole
     point's bound where a CPU quota held its nodes back), else over the whole point
     (``host.json``, :class:`vitfsdp.records.OtherWork`: records without window figures,
-    the JAX trainer); else ``""``."""
+    the JAX trainer); else ``""``. ``summary``: the point's summary.json, as the sweep read
+    it (``competition.cpu_throttled_s``)."""
     host = read_json(run_dir / HOST_FILE) or {}
     cpus = host.get("host_cpus")
     try:
@@ -115,7 +116,6 @@ def _other_work(run_dir: Path) -> str:
     during = " during its timed windows"
     if other is None:
         other, during = host.get("other_cpus"), ""
-    summary = read_json(run_dir / SUMMARY_FILE) or {}
     throttled = ((summary.get("competition") or {}).get("cpu_throttled_s") or 0) > 0
     # quota-held nodes keep the whole point's bound, as the analysis (competed_flags)
     if not competed(other, cpus, over_windows=bool(during) and not throttled):
