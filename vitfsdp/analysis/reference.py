@@ -55,6 +55,7 @@ import pandas as pd
 from vitfsdp import reference as published_data
 from vitfsdp.analysis.lines import configurations, line_columns
 from vitfsdp.analysis.recipe import STEP_NAME, recipe_table
+from vitfsdp.reference import as_setting
 
 log = logging.getLogger(__name__)
 
@@ -145,18 +146,6 @@ def published() -> pd.DataFrame:
         frames.append(table[[*PUBLISHED_COLUMNS, *OPTIONAL_COLUMNS]])
     rows = pd.concat(frames, ignore_index=True)
     return rows.assign(value=pd.to_numeric(rows["value"], errors="coerce"))
-
-
-def as_setting(value) -> str:
-    """A setting as the published CSVs write it: '' for missing, ``true``/``false`` for
-    booleans, integers without a decimal point, anything else as text."""
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
-        return ""
-    if pd.api.types.is_bool(value):
-        return str(value).lower()
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def sweep_points(df: pd.DataFrame) -> pd.DataFrame:

@@ -426,24 +426,23 @@ def _rank_line(df: pd.DataFrame) -> str:
     ranked = df[df["rank"].notna()]
     probed = ranked.get("source", pd.Series("", ranked.index)).astype(str).str.startswith(
         "probe:")
-    parts = []
-    if (~probed).any():
-        parts.append(f"{RANK_TIE_FRAC:.1%}, the plan's median step-time error on "
-                     f"{RANK_TIE_BASIS}")
-    if probed.any():
-        frac = float(tie_fracs(ranked[probed]).max())
-        parts.append(f"{frac:.1%}, the probe's own repeat spread, above the plan's median "
-                     f"step-time error from a probe ({PROBE_RANK_TIE_FRAC:.1%} on "
-                     f"{RANK_TIE_BASIS})" if frac > PROBE_RANK_TIE_FRAC else
-                     f"{frac:.1%}, the plan's median step-time error from a probe on "
-                     f"{RANK_TIE_BASIS}")
-    if len(parts) > 1:  # e.g. cluster.probe=null,<file>: each model and node count's largest
-        frac = float(tie_fracs(ranked[probed]).max())
-        parts = [f"the error of what predicted them: {RANK_TIE_FRAC:.1%} from the data "
+    frac = float(tie_fracs(ranked[probed]).max()) if probed.any() else None
+    spread = frac is not None and frac > PROBE_RANK_TIE_FRAC  # the probe's own noise decides
+    if frac is None:
+        basis = f"{RANK_TIE_FRAC:.1%}, the plan's median step-time error on {RANK_TIE_BASIS}"
+    elif (~probed).any():  # e.g. cluster.probe=null,<file>: each model and node count's largest
+        basis = (f"the error of what predicted them: {RANK_TIE_FRAC:.1%} from the data "
                  f"sheets, {frac:.1%} from a probe (median errors on {RANK_TIE_BASIS}"
-                 + (", or the probe's own repeat spread" if frac > PROBE_RANK_TIE_FRAC else "")
-                 + "), the larger where a model and node count mixes them"]
-    return (f"rank: 1 + the points predicted faster by more than {parts[0]} (its "
+                 + (", or the probe's own repeat spread" if spread else "")
+                 + "), the larger where a model and node count mixes them")
+    elif spread:
+        basis = (f"{frac:.1%}, the probe's own repeat spread, above the plan's median "
+                 f"step-time error from a probe ({PROBE_RANK_TIE_FRAC:.1%} on "
+                 f"{RANK_TIE_BASIS})")
+    else:
+        basis = (f"{frac:.1%}, the plan's median step-time error from a probe on "
+                 f"{RANK_TIE_BASIS}")
+    return (f"rank: 1 + the points predicted faster by more than {basis} (its "
             "communication terms are not checked against multi-GPU runs); a shared rank "
             "is written 1=")
 
@@ -566,7 +565,7 @@ def published_efficiency(df: pd.DataFrame) -> pd.DataFrame:
     for _, line in ours.groupby("_line"):
         base = int(line["nodes"].min())
         for _, point in line[line["nodes"] > base].iterrows():
-            key = (point["study"], *(_as_published(point[k]) for k in PUBLISHED_KEYS))
+            key = (point["study"], *(reference.as_setting(point[k]) for k in PUBLISHED_KEYS))
             at, first = ips.get((*key, int(point["nodes"]))), ips.get((*key, base))
             if at is not None and first is not None:
                 rows.append({"model": point["model"], "strategy": point["strategy"],
@@ -574,13 +573,6 @@ def published_efficiency(df: pd.DataFrame) -> pd.DataFrame:
                              "published": at / (first * point["nodes"] / base),
                              "study": point["study"]})
     return pd.DataFrame(rows, columns=columns)
-
-
-def _as_published(value) -> str:
-    """A plan setting as the published CSVs write it: ``true``/``false``, integers plain."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(int(value)) if isinstance(value, int | float) else str(value)
 
 
 def _line_keys(df: pd.DataFrame) -> pd.Series:

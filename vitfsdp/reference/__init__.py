@@ -50,3 +50,18 @@ def tables() -> list[tuple[str, pd.DataFrame]]:
         with f.open("r", encoding="utf-8") as stream:
             out.append((f.name, pd.read_csv(stream, dtype=str, keep_default_na=False)))
     return out
+
+
+def as_setting(value) -> str:
+    """A setting as the published CSVs write it: '' for missing, ``true``/``false`` for
+    booleans, integers without a decimal point, anything else as text (the analysis and the
+    plan match their points to published rows by it)."""
+    import pandas as pd  # on use: the plan's --help starts without pandas
+
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return ""
+    if pd.api.types.is_bool(value):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
