@@ -15,10 +15,12 @@ import pandas as pd
 from vitfsdp.analysis.figures.style import (
     AXES_HEIGHT_IN,
     DEVICE_COLOR,
+    DEVICE_USED_MARKER,
     DPI,
     PAPER_RC,
     PNG_COMPRESS_LEVEL,
     PUBLISHED_OTHER,
+    RESERVED_MARKER,
     _chars_per_line,
     _mpl,
 )
@@ -43,9 +45,10 @@ CONTEXT_COLUMNS = ("local_batch_size", "precision", "data", "device_name")
 PROXIES = {
     "ideal": dict(color="0.4", ls="--", label="ideal (linear)"),
     "predicted": dict(color="0.4", ls=":", marker=".", label="predicted (plan)"),
-    "reserved": dict(color="0.4", marker="o", mfc="none", ls="none",
+    # memory.png's marks beside a measured point: shapes no line uses (style.py)
+    "reserved": dict(color="0.4", marker=RESERVED_MARKER, mfc="none", ls="none",
                      label="measured peak reserved"),
-    "device_used": dict(color="0.4", marker="v", mfc="none", ls="none",
+    "device_used": dict(color="0.4", marker=DEVICE_USED_MARKER, mfc="none", ls="none",
                         label="device used (NVML / AMD SMI): the whole GPU,\nits CUDA "
                               "context and NCCL included"),
     "ranks": dict(color="0.4", ls="-", lw=0.6,

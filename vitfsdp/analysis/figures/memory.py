@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from vitfsdp.analysis.figures.finish import PROXIES, _finish, _save
+from vitfsdp.analysis.figures.finish import _finish
 from vitfsdp.analysis.figures.panels import (
     MAX_LINE_SPREAD,
     NODE_MARGIN,
@@ -160,14 +160,9 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
                            extras, published[published["model"] == model])
     _share_row_scale(axes, len(groups))
     per = "rank" if _memory_label(df) == MEMORY_LABELS["rss"] else "GPU"  # CPU runs: ranks
-    labels = _memory_published_labels(published) | _memory_mark_labels(df)
-    _legend_marks(axes[0], extras, labels)
-    _finish(fig, f"Peak memory per {per} against node count", df, None,
-            extras - set(MARK_SHAPES), proxy_labels=labels,
+    _finish(fig, f"Peak memory per {per} against node count", df, path, extras,
+            proxy_labels=_memory_published_labels(published) | _memory_mark_labels(df),
             note="; ".join(filter(None, [repeats_note(df), memory_limit_note(df)])))
-    fig.drawn_kinds = sorted(extras)  # the report's captions: every kind drawn
-    if path is not None:
-        _save(fig, path)
     return fig
 
 
@@ -175,17 +170,6 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
 #: (:data:`~vitfsdp.analysis.figures.style.RESERVED_MARKER`), so a hollow one-run DDP circle
 #: is not read as a reserved mark.
 MARK_SHAPES = {"reserved": RESERVED_MARKER, "device_used": DEVICE_USED_MARKER}
-
-
-def _legend_marks(ax, extras: set[str], labels: dict[str, str]) -> None:
-    """The legend entries of the marks of :data:`MARK_SHAPES` drawn (``extras``): a grey
-    hollow mark in its shape with the finish's words (``labels`` where they replace them),
-    as a labelled empty artist on ``ax``, since the finish's grey proxies
-    (:data:`~vitfsdp.analysis.figures.finish.PROXIES`) draw other shapes."""
-    for kind, marker in MARK_SHAPES.items():
-        if kind in extras:
-            ax.scatter([], [], **_hollow(marker, "0.4"), s=30,
-                       label=labels.get(kind, PROXIES[kind]["label"]))
 
 
 def _hollow(marker: str, color: str) -> dict:
