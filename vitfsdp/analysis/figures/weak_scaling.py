@@ -135,10 +135,10 @@ def same_devices_per_node(published: pd.DataFrame) -> tuple[pd.DataFrame, pd.Dat
 
 def published_apart_note(apart: pd.DataFrame) -> str:
     """The footer's words for the published figures left out of the axes
-    (:func:`same_devices_per_node`), e.g. ``not drawn: ORNL, Frontier, 2023 (8 x AMD MI250X
-    GCD a node), another count of devices a node than ours (global images/s would compare a
-    node with a GPU); compared per device in reference.csv: ours / published 2.2-4.7``;
-    ``""`` for none."""
+    (:func:`same_devices_per_node`), e.g. ``published figure(s) of another count of devices
+    a node than ours, not drawn (global images/s would compare a node with our GPUs);
+    compared per device in reference.csv ratio_per_device: ORNL, Frontier, 2023 (8 x AMD
+    MI250X GCD a node): ours / published per device 2.2-4.7``; ``""`` for none."""
     if apart.empty:
         return ""
     parts = []
