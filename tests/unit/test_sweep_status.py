@@ -559,3 +559,26 @@ def test_an_interrupted_sweep_waits_for_squeue_seconds_not_a_minute(tmp_path, mo
     t0 = time.monotonic()
     assert run._running_jobs([SimpleNamespace(run_dir=point)]) == ([], ["12"])
     assert time.monotonic() - t0 < 5
+
+
+@pytest.mark.parametrize("status, said", [
+    ("cancelled", "cancelled (last window 812.5 ips before it was cancelled)"),
+    ("timeout", "timeout (last window 812.5 ips before it timed out)"),
+    ("oom", "oom (last window 812.5 ips before it failed)")])
+def test_a_point_that_ended_otherwise_shows_its_last_window_as_such(tmp_path, status, said):
+    """The ips column holds completed and running points' figures; a point that ended
+    otherwise says its last measured window in its status cell (the warm-up's is none)."""
+    from vitfsdp.launch.status import format_table, read_state
+
+    sweep_dir = _sweep(tmp_path, {0: {"status": status, "reason": "r", "ips": None},
+                                  1: {"status": status, "reason": "r"}})
+    windows = [{"step_end": 1, "warmup": True, "ips": 90.0},
+               {"step_end": 2, "ips": 900.0}, {"step_end": 3, "ips": 812.5}]
+    (sweep_dir / NAMES[0] / "metrics.jsonl").write_text(
+        "".join(json.dumps(w) + "\n" for w in windows))
+    (sweep_dir / NAMES[1] / "metrics.jsonl").write_text(json.dumps(windows[0]) + "\n")
+    rows = [read_state(sweep_dir / name) for name in NAMES[:2]]
+    assert [(r.ips, r.last_window_ips) for r in rows] == [(None, 812.5), (None, None)]
+    table = format_table(rows).splitlines()
+    assert table[1].split()[5] == "-" and f"  {said}  " in table[1], table
+    assert table[2].split()[5:7] == ["-", status], table

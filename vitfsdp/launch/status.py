@@ -60,6 +60,7 @@ from pathlib import Path
 from vitfsdp.core.layout import (
     CANCELLED,
     COMMANDS_FILE,
+    COMPLETED,
     FAILED,
     INTERRUPTED_STATUSES,
     JOB_FILE,
@@ -139,7 +140,9 @@ class PointState:
     nodelist: str = ""  # the job's nodes, as Slurm prints them
     step: int = 0  # last step reached (from metrics.jsonl)
     steps: int | None = None  # steps of the run (train.steps), once run.json exists
-    ips: float | None = None  # headline ips: median of the measured windows so far
+    #: headline ips: a completed point's, else the median of the measured windows so far
+    #: while it runs; None for a point that ended otherwise (:attr:`last_window_ips`)
+    ips: float | None = None
     status: str | None = None  # the run's status from summary.json; None while it runs
     position: int | None = None  # place in its pack (job.json); None: a job of its own
     step_id: str | None = None  # a packed point's job step (``<job>.<step>``), once it exists
@@ -156,6 +159,10 @@ class PointState:
     #: a local point's newest record (metrics.jsonl, run.json, job.json), seconds since the
     #: epoch: shown while it runs (:data:`LOCAL_RUNNING`); None for any other point
     last_record_at: float | None = None
+    #: images/s of the last measured window of a point that ended otherwise than completed
+    #: (failed, oom, timeout, cancelled, preempted): no figure of the point, shown as such in
+    #: its status cell (:func:`_status_cell`); None for any other point or where none was
+    last_window_ips: float | None = None
 
     @property
     def done(self) -> bool:
@@ -196,17 +203,27 @@ def read_state(run_dir: Path) -> PointState:
     pack = job.get("pack") or {}
     state = "written" if job.get("submitted_with") == "script" and not started else "-"
     local_state = _local_state(job, run_dir) if summary is None and not job_id else None
+    ended = summary is not None and summary.get("status") != COMPLETED
     return PointState(
         run_dir=run_dir, job_id=job_id, state=local_state or state,
         nodelist=job["sweep"]["host"] if local_state == LOCAL_RUNNING else "",
         last_record_at=_last_record_at(run_dir) if local_state == LOCAL_RUNNING else None,
         step=windows[-1]["step_end"] if windows else 0, steps=steps,
-        ips=(summary or {}).get("ips") or summarize_windows(windows)["ips"],
+        ips=None if ended else (summary or {}).get("ips") or summarize_windows(windows)["ips"],
+        last_window_ips=_last_window_ips(windows) if ended else None,
         status=summary["status"] if summary else None,
         position=pack.get("position"),
         slurm_recorded=bool(summary and SLURM_KEY in summary),
         overrides=_recorded_overrides(job, run),
     )
+
+
+def _last_window_ips(windows: Sequence[dict]) -> float | None:
+    """images/s of the last measured (not warm-up) window of ``windows`` (metrics.jsonl's
+    records); None where none measured one."""
+    measured = [w.get("ips") for w in windows if not w.get("warmup")]
+    last = measured[-1] if measured else None
+    return float(last) if isinstance(last, (int, float)) and not isinstance(last, bool) else None
 
 
 #: The state of a local point (``cluster=local``: no Slurm job) whose sweep process still
@@ -754,12 +771,22 @@ def _state_cell(row: PointState, now: float | None = None) -> str:
 SUPERSEDED = "superseded"
 
 
+#: How the status cell says a point ended, after ``before it`` (:func:`_status_cell`).
+ENDED_AS = {FAILED: "failed", OOM: "failed", TIMEOUT: "timed out", CANCELLED: "was cancelled",
+            PREEMPTED: "stopped"}
+
+
 def _status_cell(row: PointState, why: dict[Path, str]) -> str:
     """The status column: the run's status; why for a point not submitted; ``(superseded)``
     for a point of an earlier command that the last one ran again
-    (:attr:`PointState.superseded`)."""
+    (:attr:`PointState.superseded`); for a point that ended otherwise than completed with a
+    measured window, that window's images/s as what it is: ``failed (last window 12.3 ips
+    before it failed)`` (the ips column is left to completed and running points)."""
     if row.superseded:
         return f"{row.status or '-'} ({SUPERSEDED})"
+    if row.last_window_ips is not None and row.status:
+        return (f"{row.status} (last window {row.last_window_ips:.1f} ips before it "
+                f"{ENDED_AS.get(row.status, 'ended')})")
     if row.status != NOT_SUBMITTED or row.job_id:
         return row.status or "-"
     sweep_dir = row.run_dir.parent
