@@ -365,6 +365,15 @@ PROBE_RANK_TIE_FRAC = 0.120
 #: The runs :data:`RANK_TIE_FRAC` is measured on, as the rank line under the table names
 #: them: one GPU each, so no collective of the plan's communication terms ran in any.
 RANK_TIE_BASIS = "8 one-GPU H100 runs"
+#: What the rank line says the communication terms are checked against: no collective ran in
+#: :data:`RANK_TIE_BASIS`; :func:`published_efficiency` sets the plan's efficiency beside the
+#: study of :data:`PUBLISHED_ON` where a point's :data:`PUBLISHED_KEYS` are the study's, and
+#: a probe's collectives were checked on CPU sweeps of up to 8 gloo ranks (docs/plan.md).
+COMM_CHECKED = ("no collective in it: the communication terms are checked only against ORNL's "
+                "published Frontier weak-scaling efficiency, the 'published' line where a "
+                "point's model, strategy, precision, local batch, checkpointing, image size "
+                "and GPUs per node are the study's, and from a probe on gloo CPU ranks, never "
+                "on NVIDIA GPUs")
 
 
 def tie_fracs(df: pd.DataFrame) -> pd.Series:
@@ -442,9 +451,8 @@ def _rank_line(df: pd.DataFrame) -> str:
     else:
         basis = (f"{frac:.1%}, the plan's median step-time error from a probe on "
                  f"{RANK_TIE_BASIS}")
-    return (f"rank: 1 + the points predicted faster by more than {basis} (its "
-            "communication terms are not checked against multi-GPU runs); a shared rank "
-            "is written 1=")
+    return (f"rank: 1 + the points predicted faster by more than {basis} ({COMM_CHECKED}); "
+            "a shared rank is written 1=")
 
 
 def _number(x) -> str:
