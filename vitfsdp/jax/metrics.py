@@ -24,6 +24,15 @@ CPU, on ROCm (AMD SMI finds a GPU by its PCI bus id, which a JAX device does not
 where nvidia-ml-py is missing. What JAX cannot measure is null under the torch names:
 ``alloc_retries`` and ``num_ooms`` (XLA's allocator keeps no such counts).
 
+Other work on the ranks' host during each window (``host_other_cpus``, with
+``host_own_cpus``) is measured as in torch runs (:mod:`vitfsdp.metrics`): each process reads
+the wall clock, the host's busy CPU seconds (``/proc/stat``) and its own process tree's CPU
+seconds at the window's start and end, with its host's id; the figures are gathered with the
+window's others and reduced by :func:`vitfsdp.metrics.host_other_cpus`, so the analysis
+judges a JAX run's windows by the same bound as a torch run's
+(:data:`vitfsdp.core.throughput.WINDOW_OTHER_WORK_FRAC`). XLA's CPU threads and the data
+loader workers are the process's own work.
+
 The peak FLOP/s follows :func:`vitfsdp.metrics.resolve_peak`'s rules: the table
 (:data:`vitfsdp.metrics.PEAK_TABLE`, matched in ``device.device_kind``) for the compute
 dtype and matmul precision, or a timed GEMM with ``metrics.peak=measure``
@@ -46,14 +55,17 @@ from vitfsdp.metrics import (
     GIB,
     DeviceMemoryProbe,
     MetricsConfig,
+    _cpu_now,
     _finite,
     _read_vm_hwm_gib,
     _reset_vm_hwm,
     _warn_once,
     cpu_name,
+    host_other_cpus,
     peak_kind,
     table_peak,
 )
+from vitfsdp.records import host_id
 
 _DTYPES = {"fp32": jnp.float32, "bf16": jnp.bfloat16, "fp16": jnp.float16}
 
@@ -105,14 +117,16 @@ def resolve_peak(device: jax.Device, compute_dtype: str, matmul_precision: str,
 
 def device_info(device: jax.Device) -> dict:
     """Type (``cpu`` or ``cuda``, as torch runs record it), name and memory (GiB; ``None`` on
-    the CPU) of ``device``, for run.json."""
+    the CPU) of ``device``, and the host's logical CPUs (``host_cpus``, what each window's
+    ``host_other_cpus`` is judged against, on any device as in torch runs), for run.json."""
     if device.platform == "cpu":
         return {"type": "cpu", "name": cpu_name(), "memory_gib": None, "jax_platform": "cpu",
                 "host_cpus": os.cpu_count()}
     stats = device.memory_stats() or {}
     limit = stats.get("bytes_limit")
     return {"type": "cuda", "name": device.device_kind,
-            "memory_gib": limit / GIB if limit else None, "jax_platform": device.platform}
+            "memory_gib": limit / GIB if limit else None, "jax_platform": device.platform,
+            "host_cpus": os.cpu_count()}
 
 
 def device_probe(device: jax.Device) -> DeviceMemoryProbe:
@@ -151,12 +165,16 @@ class JaxWindowMeter:
         self.probe = device_probe(device)
         self._t0 = 0.0
         self._start_us = 0.0
+        self._host_id = host_id()
+        self._cpu0: tuple[float, float | None, float | None] = (0.0, None, None)
 
     def start(self, state: Any) -> None:
-        """Wait for ``state`` (the previous steps), reset the CPU peak, start the clock."""
+        """Wait for ``state`` (the previous steps), reset the CPU peak, read the host's and
+        this process tree's CPU seconds, start the clock."""
         jax.block_until_ready(state)
         _reset_vm_hwm()
         self._start_us = time.time() * 1e6
+        self._cpu0 = _cpu_now()
         self._t0 = time.perf_counter()
 
     def stop(self, num_steps: int, losses: list[jax.Array], state: Any) -> dict:
@@ -171,14 +189,19 @@ class JaxWindowMeter:
             their ``*_min_gib`` (min over ranks); device_mem_used_gib (max) and its
             ``_min_gib``, device_busy_frac (mean over ranks) and device_busy_min_frac (min),
             None where the driver gives none (the module docstring); alloc_retries and
-            num_ooms are None: XLA keeps no such counts.
+            num_ooms are None: XLA keeps no such counts; host_other_cpus and host_own_cpus
+            (cores, the most contended host's: :func:`vitfsdp.metrics.host_other_cpus`,
+            None where ``/proc`` is unreadable).
         """
         jax.block_until_ready((state, losses))
         elapsed = time.perf_counter() - self._t0
+        cpu = _cpu_now()
         loss = sum(float(np.asarray(x.addressable_data(0))) for x in losses) / num_steps
         alloc, reserved = self._device_memory_gib()
         local = [elapsed, alloc, reserved, _read_vm_hwm_gib(), self.probe.used_gib(),
-                 self.probe.busy_frac(self._start_us)]
+                 self.probe.busy_frac(self._start_us), self._host_id, cpu[0] - self._cpu0[0],
+                 *(None if a is None or b is None else b - a
+                   for a, b in zip(self._cpu0[1:], cpu[1:], strict=True))]
         rows = gather_floats([np.nan if v is None else v for v in local])
         elapsed = float(rows[:, 0].max())  # the slowest rank sets the pace
         out = window_figures(self.global_batch_size * num_steps, elapsed, num_steps,
@@ -189,9 +212,12 @@ class JaxWindowMeter:
             out[f"{name}_gib"] = _finite(max, rows[:, col].tolist())
             out[f"{name}_min_gib"] = _finite(min, rows[:, col].tolist())
         busy = rows[:, 5].tolist()
+        other, own = host_other_cpus(*(rows[:, col].tolist() for col in range(6, 10)))
         return out | {"alloc_retries": None, "num_ooms": None,
                       "device_busy_frac": _finite(lambda v: sum(v) / len(v), busy),
-                      "device_busy_min_frac": _finite(min, busy)}
+                      "device_busy_min_frac": _finite(min, busy),
+                      "host_other_cpus": None if other is None else round(other, 4),
+                      "host_own_cpus": None if own is None else round(own, 4)}
 
     def _device_memory_gib(self) -> tuple[float, float]:
         """XLA's peak bytes in use and peak pool bytes on a GPU, GiB; NaN where unreported."""
