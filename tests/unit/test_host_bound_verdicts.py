@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from tests.fake_records import run_info, write_run
 from vitfsdp.analysis import collect_runs
 from vitfsdp.analysis.tables import study_tables
@@ -75,3 +77,78 @@ def test_a_pair_on_gpus_without_a_busy_share_is_not_counted_as_not_host_bound(
     fig = plot_weak_scaling(df)
     footer = fig.legends[0].get_title().get_text() if fig.legends else ""
     assert "device busy not measured" in " ".join(footer.split())
+
+
+NOT_KNOWN = "GPU busy share not measured: host-bound not known, not ranked"
+
+
+def _pair(tmp_path: Path, device: str = "cuda", torch_busy: float | None = None) -> dict:
+    """Three PyTorch runs at 200-202 images/s and three JAX runs at 300-302 of FULL_SHARD on
+    one node of ``device``, JAX's busy share not measured: their study tables."""
+    for framework, ips, busy in (("torch", 200.0, torch_busy), ("jax", 300.0, None)):
+        for repeat in range(3):
+            info = _gpu("FULL_SHARD", 1, repeat, framework=framework)
+            if device == "cpu":
+                info["device"] = {"type": "cpu", "name": "cpu", "memory_gib": None}
+            write_run(tmp_path / f"{framework}_{repeat}", info, ips + repeat, busy=busy)
+    return study_tables(collect_runs(tmp_path), 1000)
+
+
+def test_a_gpu_pair_without_a_busy_share_is_not_ranked(tmp_path: Path) -> None:
+    """PyTorch and JAX on GPUs apart beyond their spread, neither busy share measured:
+    framework_ratio.csv's ``difference`` says the GPU busy share was not measured, with how
+    far apart they are, not ``beyond the spread``; the report still counts the pair apart."""
+    from vitfsdp.analysis.report import report_sections
+
+    tables = _pair(tmp_path)
+    row = tables["framework_ratio"].iloc[0]
+    assert pd.isna(row["host_bound"])
+    assert row["difference"] == f"{NOT_KNOWN} ({row['jax_over_torch']:.2f}x apart)"
+    assert "beyond the spread" not in row["difference"]
+    text = {s.title: s for s in report_sections(tables, 1000)}["PyTorch and JAX"].text
+    assert "At 1 pair the device busy share was not measured" in text
+
+
+def test_one_side_measured_the_other_not_is_not_ranked(tmp_path: Path) -> None:
+    """PyTorch measured 95% busy (not host-bound), JAX on GPUs not measured: whether the
+    pair compares host loops is still not known, so it is not ranked."""
+    row = _pair(tmp_path, torch_busy=0.95)["framework_ratio"].iloc[0]
+    assert row["difference"].startswith(NOT_KNOWN)
+
+
+def test_a_cpu_pair_keeps_its_verdict(tmp_path: Path) -> None:
+    """On CPU ranks, where the host is the device, the same pair is ranked as before."""
+    row = _pair(tmp_path, device="cpu")["framework_ratio"].iloc[0]
+    assert row["difference"] == "beyond the spread"
+
+
+def test_a_best_on_gpus_without_a_busy_share_is_not_ranked(tmp_path: Path) -> None:
+    """DDP 300-302 images/s against FULL_SHARD 200-202, three runs each, on GPUs without a
+    busy share: best.csv does not rank them, and the report and the terminal say why."""
+    from vitfsdp.analysis.report import report_sections
+    from vitfsdp.analysis.tables import noise_lines
+
+    for strategy, ips in (("DDP", 300.0), ("FULL_SHARD", 200.0)):
+        for repeat in range(3):
+            write_run(tmp_path / f"{strategy}_{repeat}", _gpu(strategy, 1, repeat), ips + repeat)
+    tables = study_tables(collect_runs(tmp_path), 1000)
+    best = tables["best"].iloc[0]
+    assert best["difference"] == f"{NOT_KNOWN} ({best['speedup_over_runner_up']:.2f}x apart)"
+    assert (tables["points"]["device_type"] == "cuda").all()
+    text = {s.title: s for s in report_sections(tables, 1000)}
+    assert any("**Host-bound not known:** at vit_tiny at 1 node(s)" in s.text
+               for s in text.values())
+    assert any(line.startswith("no ranking: the GPU busy share") for line in noise_lines(tables))
+
+
+def test_a_prefetch_variant_on_gpus_without_a_busy_share_is_not_ranked(tmp_path: Path) -> None:
+    """NONE slower than BACKWARD_PRE beyond the spread on 4 runs each, on GPUs without a
+    busy share: ``vs_best`` says it was not measured, not that NONE is slower."""
+    for prefetch, ips in (("BACKWARD_PRE", 800.0), ("NONE", 700.0)):
+        for repeat in range(4):
+            write_run(tmp_path / f"{prefetch}_{repeat}", _gpu("FULL_SHARD", 1, repeat, prefetch),
+                      ips + repeat)
+    table = study_tables(collect_runs(tmp_path), 1000)["prefetch"].set_index(
+        "backward_prefetch")
+    ratio = table.loc["BACKWARD_PRE", "ips"] / table.loc["NONE", "ips"]
+    assert table.loc["NONE", "vs_best"] == f"{NOT_KNOWN} ({ratio:.2f}x apart)"

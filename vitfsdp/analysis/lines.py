@@ -16,6 +16,7 @@ from vitfsdp.analysis.verdict import (
     compare,
     contended_verdict,
     failed_note,
+    gpu_unmeasured,
     judged_runs,
     left_out_note,
     ranked,
@@ -436,8 +437,11 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
         images/s and span over its runs other work did not compete with where it has any
         (:func:`~vitfsdp.analysis.verdict.judged_runs`, points.csv's rule; ``"; jax: 1 run
         beside other work left out"``); where either side was host-bound (``host_bound``),
-        :func:`~vitfsdp.analysis.verdict.host_bound_verdict` in place of any ranking; else
-        where every completed run of a side was contended
+        :func:`~vitfsdp.analysis.verdict.host_bound_verdict` in place of any ranking, and
+        where neither was but a side ran on GPUs without a busy share (``host_bound`` NA),
+        :func:`~vitfsdp.analysis.verdict.unmeasured_verdict` (``"GPU busy share not
+        measured: host-bound not known, not ranked (1.50x apart)"``; CPU ranks keep their
+        verdict); else where every completed run of a side was contended
         (:func:`competed_flags`, the rule of best.csv's ``runs_contended``), no ranking:
         :func:`vitfsdp.analysis.verdict.contended_verdict` over both sides' runs, ``"not a
         result: other work competed (6 of 6 runs)"``; else
@@ -500,7 +504,7 @@ def _side_columns(fw: str) -> tuple[str, ...]:
     """The columns :func:`_side` gives of framework ``fw``."""
     return (f"{fw}_ips", f"{fw}_busy_frac", f"{fw}_runs", f"{fw}_low", f"{fw}_high",
             f"{fw}_noisy", f"{fw}_judged", f"{fw}_only_contended", f"{fw}_attention",
-            *(("torch_recipe",) if fw == "torch" else ()), f"{fw}_loss")
+            f"{fw}_device", *(("torch_recipe",) if fw == "torch" else ()), f"{fw}_loss")
 
 
 def _attempts(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
@@ -529,9 +533,11 @@ def _ratio_verdict(r: Any, noise: float) -> str:
         verdict = contended_verdict(sum(contended.values()), sum(totals.values()))
     else:
         ratio = max(r.jax_ips / r.torch_ips, r.torch_ips / r.jax_ips)
+        unmeasured = any(gpu_unmeasured(busy, device) for busy, device in (
+            (r.torch_busy_frac, r.torch_device), (r.jax_busy_frac, r.jax_device)))
         verdict = ranked(compare((r.torch_low, r.torch_high, r.torch_judged),
                                  (r.jax_low, r.jax_high, r.jax_judged), r.torch_ips, r.jax_ips,
-                                 noise), r.host_bound, ratio)
+                                 noise), r.host_bound, ratio, unmeasured)
     return with_notes(verdict, *(failed_note(failed[fw], totals[fw], fw)
                                  for fw in totals if fw not in missing),
                       *(left_out_note(contended[fw], fw) for fw in totals
@@ -611,6 +617,7 @@ def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
                        win_spread=window_spreads(rows),
                        competed_all=competed_flags(rows),
                        attention=rows.get("attention", pd.Series(None, index=rows.index)),
+                       device=rows.get("device_type", pd.Series(None, index=rows.index)),
                        recipe=torch_recipe(rows) if fw == "torch" else None,
                        final_loss=numeric_column(rows, "loss"))
     side = rows.groupby(keys, dropna=False).agg(
@@ -619,6 +626,7 @@ def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
         win_hi=("win_hi", "max"), win_spread=("win_spread", "max"),
         competed_all=("competed_all", "all"),
         attention=("attention", lambda a: _distinct(a, ", ")),
+        device=("device", lambda d: _distinct(d, ", ")),
         recipe=("recipe", lambda r: _distinct(r, "; ")),
         loss=("final_loss", "median")).reset_index()
     side = side.merge(every, on=keys, how="left")  # null keys match (merge)
@@ -633,6 +641,7 @@ def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
         f"{fw}_busy_frac": side["busy"], f"{fw}_runs": side["runs"], f"{fw}_low": low,
         f"{fw}_high": high, f"{fw}_noisy": noisy, f"{fw}_judged": side["judged"],
         f"{fw}_only_contended": side["competed_all"], f"{fw}_attention": side["attention"],
+        f"{fw}_device": side["device"],
         **({"torch_recipe": side["recipe"]} if fw == "torch" else {}),
         f"{fw}_loss": side["loss"]})
 

@@ -60,6 +60,7 @@ from vitfsdp.analysis.verdict import (
     MAX_SEPARATION_CHANCE,
     NOT_RESULTS,
     ONE_RUN,
+    UNMEASURED,
     WITHIN,
     separation_chance,
 )
@@ -434,6 +435,13 @@ def best_text(best: pd.DataFrame, points: pd.DataFrame, noise: float = float("na
                  f"{BUSY_BELOW}, so the ranking there is of host loops and wrappers, not of "
                  "the strategies' communication; a larger local batch or fewer FSDP units "
                  "(strategy.blocks_per_unit) move the step back onto the device.")
+    unknown = best[kinds == UNMEASURED]
+    if len(unknown):
+        which = ", ".join(f"{r.model} at {r.nodes} node(s)" for r in unknown.itertuples())
+        text += (f" **Host-bound not known:** at {which} the fastest or the runner-up ran on "
+                 "GPUs whose busy share was not measured (no NVML or AMD SMI readings, or "
+                 "records older than the field), so nothing is ranked there: the ranking may "
+                 "be of host loops.")
     return text
 
 
@@ -1563,6 +1571,9 @@ def _verdict_counts(table: pd.DataFrame) -> str:
         counts.append(f"not a result, other work competed: {int((kinds == CONTENDED).sum())}")
     if (kinds == HOST_BOUND).any():
         counts.append(f"host-bound (compares host loops): {int((kinds == HOST_BOUND).sum())}")
+    if (kinds == UNMEASURED).any():
+        counts.append("GPU busy share not measured (host-bound not known): "
+                      f"{int((kinds == UNMEASURED).sum())}")
     counts.append(f"within the spread (no difference): {int((kinds == WITHIN).sum())}")
     if (kinds == IN_NOISE).any():
         counts.append(f"within the noise check's ratio: {int((kinds == IN_NOISE).sum())}")

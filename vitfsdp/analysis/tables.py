@@ -52,11 +52,13 @@ from vitfsdp.analysis.verdict import (
     MAX_SEPARATION_CHANCE,
     NOT_RESULTS,
     ONE_RUN,
+    UNMEASURED,
     WITHIN,
     above_ideal_cause,
     contended_verdict,
     differs,
     failed_note,
+    gpu_unmeasured,
     judge,
     judged_runs,
     left_out_note,
@@ -94,13 +96,13 @@ POINT_MINIMA = ("peak_mem_min_gib", "device_mem_used_min_gib")
 #: ... and what a point's runs share (world, device, price, the plan's prediction).
 POINT_FIRST = ("world_size", "global_batch_size", "device_memory_gib", "price_per_node_hour",
                "memory_limit_gib", "peak_mem_kind", "pred_peak_mem_gib", "pred_step_time_s",
-               "pred_ips", "pred_fits", "pred_mem_metric", "pred_source")
+               "pred_ips", "pred_fits", "pred_mem_metric", "pred_source", "device_type")
 #: The ``backward_prefetch`` values of the ablation, in the order bars are drawn.
 PREFETCH_ORDER = ("BACKWARD_PRE", "BACKWARD_POST", "NONE")
 #: Columns of the ablation that are not part of a bar group's identity.
 ABLATION_COLUMNS = ("backward_prefetch", "limit_all_gathers")
 #: Every verdict of :func:`verdict_kind`, the contended one first (it replaces the others).
-VERDICTS = (CONTENDED, HOST_BOUND, BEYOND, *NOT_RESULTS)
+VERDICTS = (CONTENDED, HOST_BOUND, UNMEASURED, BEYOND, *NOT_RESULTS)
 
 
 def study_tables(df: pd.DataFrame,
@@ -187,7 +189,9 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
         maxima, min of minima), the model state a rank held (GiB) and the bytes sent over an
         emulated link (GB) of :data:`POINT_HELD` (their maximum over repeats), ``epoch_hours``,
         ``node_hours_per_epoch`` and ``cost_per_epoch`` (in the currency of
-        ``price_per_node_hour``), and the plan's ``pred_*`` columns.
+        ``price_per_node_hour``), the plan's ``pred_*`` columns, and ``device_type`` (what
+        its runs ran on, runs.csv's: ``cpu`` or ``cuda``, ROCm too; a GPU point without a busy
+        share is not ranked, :func:`best_table`).
 
     Raises:
         ValueError: ``dataset_size`` is not a positive number of images.
@@ -504,8 +508,13 @@ def best_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
     :data:`FEW_RUNS`, and the report calls no such ratio a speed-up; where either point was
     host-bound (``host_bound``), :func:`~vitfsdp.analysis.verdict.host_bound_verdict` in
     place of any of those (``"host-bound: compares host loops and wrappers, not the devices
-    (1.50x apart)"``). Each point is judged on its runs other work did not compete with
-    (``runs_judged``), the contended ones noted (``"; 1 run beside other work left out"``);
+    (1.50x apart)"``), and where neither was measured host-bound but either ran on GPUs
+    without a busy share (``host_bound`` NA),
+    :func:`~vitfsdp.analysis.verdict.unmeasured_verdict` (``"GPU busy share not measured:
+    host-bound not known, not ranked (1.50x apart)"``; CPU ranks, where the host is the
+    device, keep their verdict). Each point is judged on its runs other work did not
+    compete with (``runs_judged``), the contended ones noted (``"; 1 run beside other work
+    left out"``);
     where every run of the fastest point (``figures_contended``), or else of the runner-up,
     was contended, nothing is ranked: ``difference`` is :func:`contended_verdict` (``"not a
     result: other work competed (3 of 3 runs)"``, ``"... with the runner-up (2 of 2
@@ -545,9 +554,10 @@ def best_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
         best["runner_up"] = second["configuration"] if second is not None else ""
         best["speedup_over_runner_up"] = (best["ips"] / second["ips"]
                                           if second is not None else np.nan)
+        unmeasured = any(_gpu_unmeasured(row) for row in (best, second) if row is not None)
         best["host_bound"] = any_host_bound(best["host_bound"], *(
             [second["host_bound"]] if second is not None else []))
-        best["difference"] = _best_verdict(best, second, noise)
+        best["difference"] = _best_verdict(best, second, noise, unmeasured)
         best["runs_failed"] = _counted(best, "runs_failed")
         best["runs_contended"] = _counted(best, "runs_contended")
         rows.append(best)
@@ -555,10 +565,20 @@ def best_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
     return table.assign(host_bound=table["host_bound"].astype("boolean"))
 
 
-def _best_verdict(best: pd.Series, second: pd.Series | None, noise: float) -> str:
+def _gpu_unmeasured(point: pd.Series | object) -> bool:
+    """Whether a point (a row of a points frame) ran on GPUs without a busy share
+    (:func:`~vitfsdp.analysis.verdict.gpu_unmeasured` of its ``host_bound`` and
+    ``device_type``; False in a frame without ``device_type``: older analyses)."""
+    get = point.get if isinstance(point, pd.Series) else lambda c: getattr(point, c, None)
+    return gpu_unmeasured(get("host_bound"), get("device_type"))
+
+
+def _best_verdict(best: pd.Series, second: pd.Series | None, noise: float,
+                  unmeasured: bool = False) -> str:  # fmt: skip
     """best.csv's ``difference`` of the fastest point ``best`` over the runner-up ``second``
     (None: there is none), both rows of a points frame with their spans (``_low``,
-    ``_high``): see :func:`best_table`."""
+    ``_high``), ``unmeasured`` where either ran on GPUs without a busy share: see
+    :func:`best_table`."""
     sides = [(best, "")] + ([(second, "the runner-up")] if second is not None else [])
     totals = [int(row["num_repeats"]) + _counted(row, "runs_failed") for row, _ in sides]
     contended = [(_counted(row, "runs_contended"), total, whose)
@@ -570,7 +590,7 @@ def _best_verdict(best: pd.Series, second: pd.Series | None, noise: float) -> st
         verdict = ranked(judge((best["_low"], best["_high"], judged_count(best)),
                                (second["_low"], second["_high"], judged_count(second)),
                                best["speedup_over_runner_up"], noise),
-                         best["host_bound"], best["speedup_over_runner_up"])
+                         best["host_bound"], best["speedup_over_runner_up"], unmeasured)
     else:
         verdict = ""
     return with_notes(verdict, *(failed_note(_counted(row, "runs_failed"), total, whose)
@@ -628,7 +648,9 @@ def prefetch_table(points: pd.DataFrame, noise: float = np.nan,
         variant judged on its runs other work did not compete with (``runs_judged``; the
         others counted in ``runs_contended`` and noted, ``"1 run beside other work left
         out"``); where either variant was host-bound,
-        :func:`~vitfsdp.analysis.verdict.host_bound_verdict`; where every run of the
+        :func:`~vitfsdp.analysis.verdict.host_bound_verdict`, and where neither was but
+        either ran on GPUs without a busy share,
+        :func:`~vitfsdp.analysis.verdict.unmeasured_verdict`; where every run of the
         variant (``figures_contended``), or else of the fastest, was contended, no ranking:
         :func:`contended_verdict`, ``"not a result: other work competed (2 of 2 runs)"``,
         ``"... with the fastest (3 of 3 runs)"``, the fastest's own row included; where
@@ -685,7 +707,7 @@ def prefetch_table(points: pd.DataFrame, noise: float = np.nan,
     fastest = table.loc[table.groupby(group)["ips"].idxmax(),
                         [*group, "ips", "ips_span_low", "ips_span_high", "num_repeats",
                          "runs_failed", "runs_contended", "runs_judged", "figures_contended",
-                         "host_bound"]]
+                         "host_bound", *(["device_type"] if "device_type" in table else [])]]
     table = table.merge(fastest, on=group, how="left", suffixes=("", "_best"))
     # the fastest of k is compared with each of the k - 1 others: Bonferroni keeps the
     # group's chance of a slower variant by chance alone at MAX_SEPARATION_CHANCE
@@ -728,7 +750,9 @@ def _variant_verdict(r, noise: float, max_chance: float) -> str:
         verdict = ranked(judge((r.ips_span_low_best, r.ips_span_high_best, r.runs_judged_best),
                                (r.ips_span_low, r.ips_span_high, r.runs_judged),
                                r.ips_best / r.ips, noise, max_chance),
-                         any_host_bound(r.host_bound, r.host_bound_best), r.ips_best / r.ips)
+                         any_host_bound(r.host_bound, r.host_bound_best), r.ips_best / r.ips,
+                         _gpu_unmeasured(r) or gpu_unmeasured(
+                             r.host_bound_best, getattr(r, "device_type_best", None)))
     return with_notes(verdict, failed_note(r.runs_failed, total),
                       left_out_note(0 if r.figures_contended else r.runs_contended))
 
@@ -1001,6 +1025,9 @@ def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     between = "between the two fastest"
     for verdict, words in ((CONTENDED, "no ranking: other work competed with runs of the "
                                        "fastest or the runner-up"),
+                           (UNMEASURED, "no ranking: the GPU busy share of the fastest or "
+                                        "the runner-up was not measured, so whether the host "
+                                        "decided the step is not known"),
                            (WITHIN, f"no difference within the spread {between}"),
                            (IN_NOISE, f"a difference within the noise check's {between}"),
                            (ONE_RUN, f"a difference resting on one run {between}"),

@@ -47,6 +47,13 @@ NO_RESULT = "no result"
 #: loop and the wrapper, not the devices (:func:`host_bound_verdict`): best.csv's
 #: ``difference``, prefetch.csv's ``vs_best`` and the JAX/PyTorch ratio's ``difference``.
 HOST_BOUND = "host-bound: compares host loops and wrappers, not the devices"
+#: What a comparison says in place of a ranking where a point compared ran on GPUs whose
+#: busy share was not measured (no NVML or AMD SMI readings, records older than the field)
+#: and none was measured host-bound (:func:`unmeasured_verdict`): whether the host decided
+#: its step is not known, so its images/s may measure the host's loop, and the table does
+#: not rank it as a device comparison. CPU ranks, where the host is the device, keep their
+#: verdicts.
+UNMEASURED = "GPU busy share not measured: host-bound not known, not ranked"
 #: What an efficiency above 100 % of ideal is put down to where its line's baseline gives
 #: a cause (:func:`above_ideal_cause`), else noise.
 ABOVE_IDEAL_CAUSES = ("host-bound baseline", "contended baseline", "one-run baseline", "noise")
@@ -157,13 +164,31 @@ def host_bound_verdict(ratio: float) -> str:
     return f"{HOST_BOUND} ({ratio:.2f}x apart)"
 
 
-def ranked(verdict: str, bound: object, ratio: float) -> str:
+def unmeasured_verdict(ratio: float) -> str:
+    """:data:`UNMEASURED` with how far apart the two points are (``ratio`` >= 1):
+    ``"GPU busy share not measured: host-bound not known, not ranked (1.50x apart)"``."""
+    return f"{UNMEASURED} ({ratio:.2f}x apart)"
+
+
+def gpu_unmeasured(busy: object, device_type: object) -> bool:
+    """Whether a point ran on a GPU (``device_type`` recorded and not ``cpu``) without a
+    busy share (``busy``: its ``device_busy_frac``, or its ``host_bound`` flag; None, NaN
+    or NA where not measured)."""
+    known = busy is not None and busy is not pd.NA and not (
+        isinstance(busy, float) and busy != busy)
+    return not known and isinstance(device_type, str) and device_type not in ("", "cpu")
+
+
+def ranked(verdict: str, bound: object, ratio: float, unmeasured: bool = False) -> str:
     """``verdict`` (:func:`judge`'s), or :func:`host_bound_verdict` in its place where
     ``bound`` (:func:`vitfsdp.core.throughput.any_host_bound` of the points compared) is
-    True: a host-bound comparison ranks host loops, whatever its spans say. ``""`` stays
-    ``""`` (nothing compared)."""
+    True: a host-bound comparison ranks host loops, whatever its spans say; else
+    :func:`unmeasured_verdict` where ``unmeasured`` (a point compared ran on a GPU without
+    a busy share, :func:`gpu_unmeasured`). ``""`` stays ``""`` (nothing compared)."""
     if verdict and _true(bound):
         return host_bound_verdict(ratio)
+    if verdict and unmeasured:
+        return unmeasured_verdict(ratio)
     return verdict
 
 
