@@ -30,7 +30,9 @@ stall line, once per interval (:meth:`SweepProgress.tick`): ``[2/3] no progress 
 back at the terminal tells a hang from a slow point. The interval is
 :data:`STALL_FACTOR` times the longest gap between two windows of one point seen so far in
 the sweep (before the point's first window: the longest start-up, from its start to its
-first window, of the points before it), and at least :data:`STALL_FLOOR_S`.
+first window, of the points before it), and at least :data:`STALL_FLOOR_S`, which a sweep's
+``hydra.launcher.stall_floor_s=S`` sets (a site whose step or first compile takes minutes:
+more; earlier lines: less).
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ log = logging.getLogger(__name__)
 #: ``train.timeout_s`` (600 s) ends a hung collective within 10 min, so 3 min gives a user
 #: two or three lines before the point is recorded ``timeout``, while a window of a healthy
 #: point (``train.log_every`` steps: seconds on this host's tiny models, tens of seconds for
-#: a large ViT) never comes near it.
+#: a large ViT) never comes near it. A sweep sets its own: ``hydra.launcher.stall_floor_s``
+#: (:attr:`vitfsdp.launch.LaunchOptions.stall_floor_s`, whose default is this).
 STALL_FLOOR_S = 180.0
 #: How many times the longest gap seen so far a point may stay quiet before a stall line: a
 #: window that takes a few times the slowest before it (a garbage collection, a slow

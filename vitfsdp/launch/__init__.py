@@ -562,6 +562,10 @@ class LaunchOptions:
         None, "Slurm profiles: null = one job per point; by_nodes = one job per node count "
         "and repeat round runs its points one after another, each its own job step and "
         "records (vitfsdp.launch.pack)")
+    #: the default is vitfsdp.progress.STALL_FLOOR_S (not imported: this module stays light)
+    stall_floor_s: float = _option(
+        180.0, "cluster=local sweeps: seconds a point may show no progress before a stall "
+        "line, at least (5x the longest gap between windows seen so far where that is more)")
 
     @classmethod
     def from_values(cls, values: Mapping[str, object]) -> LaunchOptions:
@@ -573,8 +577,31 @@ class LaunchOptions:
         for f in fields(cls):
             value = values.get(f.name, f.default)
             kind = hints[f.name]
-            options[f.name] = kind(value) if kind in (bool, int, str) else value
+            options[f.name] = kind(value) if kind in (bool, int, str, float) else value
         return cls(**options)
+
+
+#: The override that sets the stall line's floor (:attr:`LaunchOptions.stall_floor_s`).
+STALL_FLOOR_KEY = "hydra.launcher.stall_floor_s"
+
+
+def check_stall_floor(value: object) -> float:
+    """``hydra.launcher.stall_floor_s`` as seconds: a number above 0 (``inf``: no stall
+    line), as given on the command line (text) or composed (a float).
+
+    Raises:
+        ValueError: one line naming the key and the fix, for a value that is not a number
+            (or NaN) or not above 0.
+    """
+    try:
+        seconds = float(str(value).strip())
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0:  # NaN too
+        raise ValueError(f"{STALL_FLOOR_KEY}={value} is not a number of seconds above 0: give "
+                         f"one, e.g. {STALL_FLOOR_KEY}=600 for steps or a first compile that "
+                         "take minutes (default 180)")
+    return seconds
 
 
 def hydra_launcher_fields() -> list[tuple[str, object, object]]:

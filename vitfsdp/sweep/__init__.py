@@ -59,6 +59,7 @@ from vitfsdp.sweep.commands import (
     USAGE,
     _exit_on_hangup,
     is_status,
+    refused_launcher_value,
     status_main,
     usage,
 )
@@ -108,7 +109,8 @@ def main_cli(argv: Sequence[str]) -> int:
     """``python -m vitfsdp.sweep``: ``--status`` (named anywhere, :func:`is_status`),
     ``--help``, or the sweep (through Hydra, after :func:`vitfsdp.config.cli`'s checks);
     returns the exit status. ``--watch`` or ``--poll-s`` without ``--status`` is refused in
-    one line (:data:`EXIT_REFUSED`)."""
+    one line (:data:`EXIT_REFUSED`), as is a launcher option's value Hydra would take with
+    no fix said (:func:`vitfsdp.sweep.commands.refused_launcher_value`)."""
     if is_status(argv):
         try:
             return status_main(argv)
@@ -125,6 +127,9 @@ def main_cli(argv: Sequence[str]) -> int:
     if "--help" in argv or "-h" in argv:
         print(usage())
         return 0
+    if refused := refused_launcher_value(argv):
+        print(f"error: {refused}", file=sys.stderr)
+        return EXIT_REFUSED
     _exit_on_hangup()
     # the flags become Hydra overrides after everything else (argparse wants -m first)
     sys.argv = [sys.argv[0], *(a for a in argv if a not in FLAGS),

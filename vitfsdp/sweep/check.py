@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from vitfsdp import plan as planner
 from vitfsdp.config import RunConfig
-from vitfsdp.launch import LaunchOptions, pack, resume, slurm, slurm_checks
+from vitfsdp.launch import LaunchOptions, check_stall_floor, pack, resume, slurm, slurm_checks
 from vitfsdp.plan import impossible
 from vitfsdp.plan.memory import ADAMW_STATES, FP32_BYTES, model_sizes
 from vitfsdp.sweep.choose import _settled, plan_runs
@@ -128,7 +128,8 @@ def _options(config: DictConfig) -> LaunchOptions:
 
     Raises:
         SweepRefused: an unknown ``hydra.launcher.pack``, --detach with --scripts-only, or
-            --batch-search with --detach or --scripts-only or a ``batch_search_max`` below 1.
+            --batch-search with --detach or --scripts-only or a ``batch_search_max`` below 1,
+            a ``stall_floor_s`` not above 0 (:func:`vitfsdp.launch.check_stall_floor`).
     """
     options = LaunchOptions.from_values(config.hydra.launcher)
     if options.pack is not None and options.pack not in pack.PACK_MODES:
@@ -143,6 +144,10 @@ def _options(config: DictConfig) -> LaunchOptions:
     if options.batch_search and options.batch_search_max < 1:
         raise SweepRefused(f"error: hydra.launcher.batch_search_max="
                            f"{options.batch_search_max} must be >= 1")
+    try:
+        check_stall_floor(options.stall_floor_s)
+    except ValueError as e:
+        raise SweepRefused(f"error: {e}") from None
     return options
 
 

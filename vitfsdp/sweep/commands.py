@@ -15,7 +15,16 @@ from pathlib import Path
 from vitfsdp import rundir
 from vitfsdp.config import GROUPS, group_defaults, group_options
 from vitfsdp.core.layout import COMMANDS_FILE, JOB_FILE
-from vitfsdp.launch import flag_help, launcher_flags, resume, secrets, setting_help, status
+from vitfsdp.launch import (
+    STALL_FLOOR_KEY,
+    check_stall_floor,
+    flag_help,
+    launcher_flags,
+    resume,
+    secrets,
+    setting_help,
+    status,
+)
 from vitfsdp.overrides import expand
 from vitfsdp.records import STATUSES, read_json, read_jsonl
 from vitfsdp.sweep.report import (
@@ -37,6 +46,21 @@ class _StatusParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"error: --status: {message}; the form is: {STATUS_FORM}\n")
+
+
+def refused_launcher_value(argv: Sequence[str]) -> str | None:
+    """The one-line refusal of a launcher option on the command line that Hydra would take
+    with no fix said, or at all (:data:`vitfsdp.launch.STALL_FLOOR_KEY`: a value that is
+    not a number, or not above 0: :func:`vitfsdp.launch.check_stall_floor`); None where
+    every one is fine. Run before Hydra composes anything."""
+    for arg in argv:
+        key, eq, value = arg.lstrip("+").partition("=")
+        if eq and key == STALL_FLOOR_KEY:
+            try:
+                check_stall_floor(value)
+            except ValueError as e:
+                return str(e)
+    return None
 
 
 def is_status(argv: Sequence[str]) -> bool:

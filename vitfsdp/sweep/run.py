@@ -319,7 +319,8 @@ def _run(todo: list[Point], sweep_dir: Path, options: LaunchOptions,
     if alive or (todo and todo[0].cfg.cluster.launcher == "slurm"):
         return launch_slurm(todo, sweep_dir, options, alive, queued)
     with SweepProgress([p.cfg.train.steps for p in todo], [_predicted_step_s(p) for p in todo],
-                       logger=log, work=[_host_work(p) for p in todo]) as bars:
+                       logger=log, work=[_host_work(p) for p in todo],
+                       stall_floor_s=options.stall_floor_s) as bars:
         return [run_one(p, f"[{i}/{len(todo)}]", bars, i - 1)
                 for i, p in enumerate(todo, start=1)]
 
