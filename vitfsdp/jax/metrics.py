@@ -117,16 +117,39 @@ def resolve_peak(device: jax.Device, compute_dtype: str, matmul_precision: str,
 
 def device_info(device: jax.Device) -> dict:
     """Type (``cpu`` or ``cuda``, as torch runs record it), name and memory (GiB; ``None`` on
-    the CPU) of ``device``, and the host's logical CPUs (``host_cpus``, what each window's
+    the CPU; on a GPU XLA's pool and a null total, :func:`gpu_memory`) of ``device``, and
+    the host's logical CPUs (``host_cpus``, what each window's
     ``host_other_cpus`` is judged against, on any device as in torch runs), for run.json."""
     if device.platform == "cpu":
         return {"type": "cpu", "name": cpu_name(), "memory_gib": None, "jax_platform": "cpu",
                 "host_cpus": os.cpu_count()}
-    stats = device.memory_stats() or {}
-    limit = stats.get("bytes_limit")
-    return {"type": "cuda", "name": device.device_kind,
-            "memory_gib": limit / GIB if limit else None, "jax_platform": device.platform,
-            "host_cpus": os.cpu_count()}
+    return {"type": "cuda", "name": device.device_kind, **gpu_memory(device.memory_stats()),
+            "jax_platform": device.platform, "host_cpus": os.cpu_count()}
+
+
+def gpu_memory(stats: dict | None) -> dict[str, float | None]:
+    """run.json's memory fields of a JAX GPU from its ``jax.Device.memory_stats()`` (XLA's
+    allocator statistics, bytes), in GiB:
+
+    - ``memory_gib``: XLA's pool, ``bytes_limit`` (what the allocator may hand out: 75% of
+      the device by default, ``XLA_PYTHON_CLIENT_MEM_FRACTION``); the analysis reads it as
+      the run's memory limit (:func:`vitfsdp.analysis.rows.memory_limit`). None where absent.
+    - ``total_memory_gib``: the device's total memory, the figure a torch run records as
+      ``memory_gib`` (``torch.cuda.get_device_properties().total_memory``). Always None:
+      JAX exposes no total. PJRT's statistics hold ``num_allocs``, ``bytes_in_use``,
+      ``peak_bytes_in_use``, ``largest_alloc_size``, ``bytes_limit``, ``bytes_reserved``,
+      ``peak_bytes_reserved``, ``bytes_reservable_limit``, ``largest_free_block_bytes``,
+      ``pool_bytes`` and ``peak_pool_bytes``, all of them the allocator's, none the
+      device's; the pool over an assumed fraction would be a guess, and torch is not asked
+      (its CUDA context would take device memory beside XLA's). The analysis takes the
+      cluster profile's ``cluster.device_memory_gib`` for it.
+
+    Args:
+        stats: ``memory_stats()`` of the device; None (a backend without statistics) gives
+            None for both.
+    """
+    limit = (stats or {}).get("bytes_limit")
+    return {"memory_gib": limit / GIB if limit else None, "total_memory_gib": None}
 
 
 def device_probe(device: jax.Device) -> DeviceMemoryProbe:
