@@ -315,30 +315,31 @@ def test_more_jobs_than_frontier_queues_are_refused_or_warned_of_with_packs_name
                                                                                  monkeypatch):
     """Frontier rejects a user's jobs beyond 100 queued ([G] "batch Partition (queue)
     Policy"); --scripts-only printed 126 'submit with' lines without a word of it. Now one
-    line names the cap and packs as the fix (--scripts-only: a warning; a submission that
-    would queue them at once, cluster.max_jobs=null: refused before anything is queued).
-    Packed, or with the profile's cluster.max_jobs=4 (the rest submitted as jobs end), it
-    takes the sweep."""
+    line names the cap and packs as the fix (--scripts-only: a warning after its 'submit
+    with' lines, scripts_queue_warning; a submission that would queue them at once,
+    cluster.max_jobs=null: refused before anything is queued). Packed, or with the
+    profile's cluster.max_jobs=4 (the rest submitted as jobs end), it takes the sweep."""
     import logging
 
     from vitfsdp.launch import LaunchOptions
     from vitfsdp.sweep.check import _queue_refusals
+    from vitfsdp.sweep.slurm_jobs import scripts_queue_warning
 
     monkeypatch.setattr("vitfsdp.sweep.slurm_jobs._predicted_time_s", lambda p: None)
     points = _points(1, 101, "cluster.time=00:10:00")  # packs of 11 within the 2 h bin
     assert points[0].cfg.cluster.max_queued_jobs == 100
     with caplog.at_level(logging.WARNING):
         assert _queue_refusals(points, LaunchOptions(scripts_only=True)) == []
-    assert [r.getMessage() for r in caplog.records] == [
-        "--scripts-only writes 101 job scripts to submit by hand, and cluster=frontier queues "
-        "at most 100 jobs of a user (cluster.max_queued_jobs; sbatch rejects more): add "
-        "hydra.launcher.pack=by_nodes (10 jobs: one per node count and repeat round), or submit "
-        "at most 100 at a time, the next as earlier jobs end"]
-    caplog.clear()
-    with caplog.at_level(logging.WARNING):
         assert _queue_refusals(points, LaunchOptions(scripts_only=True, pack="by_nodes")) == []
         assert _queue_refusals(points, LaunchOptions()) == []  # max_jobs=4 at once
-    assert not caplog.records
+    assert not caplog.records  # --scripts-only's warning comes once they are written
+    assert scripts_queue_warning(points, LaunchOptions(scripts_only=True), 101) == (
+        "--scripts-only wrote 101 job scripts to submit by hand, and cluster=frontier queues "
+        "at most 100 jobs of a user (cluster.max_queued_jobs; sbatch rejects more): add "
+        "hydra.launcher.pack=by_nodes (10 jobs: one per node count and repeat round), or submit "
+        "at most 100 at a time, the next as earlier jobs end")
+    assert scripts_queue_warning(points, LaunchOptions(scripts_only=True, pack="by_nodes"),
+                                 10) is None
     unlimited = _points(1, 101, "cluster.time=00:10:00", "cluster.max_jobs=null")
     assert _queue_refusals(unlimited, LaunchOptions()) == [
         "this sweep would queue 101 jobs at once (cluster.max_jobs=null), and cluster=frontier "
@@ -347,15 +348,12 @@ def test_more_jobs_than_frontier_queues_are_refused_or_warned_of_with_packs_name
         "cluster.max_jobs=100 or fewer (the sweep submits the others as its jobs end)"]
     assert _queue_refusals(unlimited, LaunchOptions(pack="by_nodes")) == []
     assert _queue_refusals(unlimited[:100], LaunchOptions()) == []
-    caplog.clear()
     one_a_pack = _points(1, 101, "cluster.time=01:30:00")  # two would pass the 2 h bin
-    with caplog.at_level(logging.WARNING):
-        assert _queue_refusals(one_a_pack, LaunchOptions(scripts_only=True, pack="by_nodes")) \
-            == []
-    assert [r.getMessage() for r in caplog.records] == [
-        "--scripts-only writes 101 job scripts to submit by hand, and cluster=frontier queues "
+    assert scripts_queue_warning(one_a_pack, LaunchOptions(scripts_only=True, pack="by_nodes"),
+                                 101) == (
+        "--scripts-only wrote 101 job scripts to submit by hand, and cluster=frontier queues "
         "at most 100 jobs of a user (cluster.max_queued_jobs; sbatch rejects more): submit at "
-        "most 100 at a time, the next as earlier jobs end"]
+        "most 100 at a time, the next as earlier jobs end")
 
 
 def test_points_the_plan_skips_are_no_jobs_for_the_queue_cap(monkeypatch):

@@ -29,7 +29,7 @@ from vitfsdp.sweep.point import (
     _predicted_step_s,
     log,
 )
-from vitfsdp.sweep.slurm_jobs import sweep_packs
+from vitfsdp.sweep.slurm_jobs import max_queued_jobs, packs_fix, queue_cap_site, sweep_packs
 
 #: Seconds a Slurm job should have between its start and the stop signal: Slurm may send
 #: ``--signal`` up to 60 s early (sbatch(1)), and a rank needs some time to start.
@@ -217,7 +217,7 @@ def _queue_refusals(points: list[Point], options: LaunchOptions) -> list[str]:
         chaining = any(p.cfg.cluster.no_chaining(p.cfg.nodes) for p in points)
     except ValueError:  # a node count beyond the queue's bins: each point says so
         return []
-    queued = _max_queued_jobs(points)
+    queued = max_queued_jobs(points)
     if not chaining and options.pack != "by_nodes" and (queued is None or len(points) <= queued):
         return []  # nothing to check: no directory read
     points = [p for p in _still_to_run(points, options.rerun_failed)
@@ -260,50 +260,27 @@ def _pack_points(points: Sequence[Point]) -> str:
     return f"({repeat}{len(points)} point{'s' if len(points) > 1 else ''} of {models})"
 
 
-def _max_queued_jobs(points: list[Point]) -> int | None:
-    """The smallest ``cluster.max_queued_jobs`` of the points' profiles (None: unknown)."""
-    caps = [p.cfg.cluster.max_queued_jobs for p in points
-            if p.cfg.cluster.max_queued_jobs is not None]
-    return min(caps) if caps else None
-
-
 def _queued_jobs_refusals(points: list[Point], options: LaunchOptions, jobs: int,
                           cap: int | None) -> list[str]:
     """Where the sweep's ``jobs`` (packs, or a job or array task per point) are more than
     the site queues for a user (``cap``, ``cluster.max_queued_jobs``: sbatch rejects the
-    rest): ``--scripts-only`` is warned of in one line (the user submits them by hand); a
-    submission that would queue more than ``cap`` at once (``cluster.max_jobs`` unset or
-    above it) is refused in one line, before anything is queued. Each names the fix: packs
-    (``hydra.launcher.pack=by_nodes``) where they come to ``cap`` or fewer, else fewer at
-    once."""
-    if cap is None or jobs <= cap:
+    rest): a submission that would queue more than ``cap`` at once (``cluster.max_jobs``
+    unset or above it) is refused in one line, before anything is queued, naming the fix:
+    packs (``hydra.launcher.pack=by_nodes``) where they come to ``cap`` or fewer, else fewer
+    at once. ``--scripts-only`` is not refused (the user submits them by hand): it is warned
+    of after its ``submit with`` lines, where it stays in sight
+    (:func:`vitfsdp.sweep.slurm_jobs.scripts_queue_warning`)."""
+    if cap is None or jobs <= cap or options.scripts_only:  # scripts: warned once written
         return []
     max_jobs = min((m for p in points if (m := p.cfg.cluster.max_jobs) is not None),
                    default=None)
-    at_once = jobs if options.scripts_only or max_jobs is None else min(jobs, max_jobs)
+    at_once = jobs if max_jobs is None else min(jobs, max_jobs)
     if at_once <= cap:
         return []  # the sweep submits more as its jobs end
-    site = (f"cluster={points[0].cfg.cluster.name} queues at most {cap} jobs of a user "
-            "(cluster.max_queued_jobs; sbatch rejects more)")
-    packed = _num_packs(points) if options.pack != "by_nodes" else None
-    packs = (f"add hydra.launcher.pack=by_nodes ({packed} jobs: one per node count and "
-             "repeat round), or " if packed is not None and packed <= cap else "")
-    if options.scripts_only:
-        log.warning("--scripts-only writes %d job scripts to submit by hand, and %s: %ssubmit "
-                    "at most %d at a time, the next as earlier jobs end", jobs, site, packs, cap)
-        return []
     return [f"this sweep would queue {at_once} jobs at once (cluster.max_jobs="
-            f"{'null' if max_jobs is None else max_jobs}), and {site}: {packs}set "
-            f"cluster.max_jobs={cap} or fewer (the sweep submits the others as its jobs end)"]
-
-
-def _num_packs(points: list[Point]) -> int | None:
-    """How many jobs ``hydra.launcher.pack=by_nodes`` would make of ``points`` (None: a node
-    count beyond the queue's bins, which the points' own check refuses)."""
-    try:
-        return len(sweep_packs(points))
-    except ValueError:
-        return None
+            f"{'null' if max_jobs is None else max_jobs}), and {queue_cap_site(points, cap)}: "
+            f"{packs_fix(points, options, cap)}set cluster.max_jobs={cap} or fewer (the sweep "
+            "submits the others as its jobs end)"]
 
 
 def _still_to_run(points: list[Point], rerun_failed: bool) -> list[Point]:

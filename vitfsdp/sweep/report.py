@@ -58,6 +58,11 @@ def exit_status(summaries: Sequence[dict | None]) -> int:
 #: (:func:`vitfsdp.sweep.slurm_jobs.same_early_failure`); never written to its records.
 NOT_SUBMITTED = "not submitted"
 
+#: The key of a ``--scripts-only`` point's summary (the sweep's, in memory: never written)
+#: that holds :func:`vitfsdp.sweep.slurm_jobs.scripts_queue_warning`'s line, which the
+#: sweep's end says last (:func:`_report_not_ended`).
+QUEUE_WARNING = "queue_warning"
+
 #: Points that did not complete named one by one at a sweep's end; more are counted.
 MAX_NAMED_FAILURES = 20
 
@@ -89,7 +94,9 @@ def _report_not_ended(points: Sequence[Point | CannotRun], summaries: list[dict]
     """Name the points that have not ended (queued or running, perhaps by an earlier sweep;
     waiting for ``cluster.max_jobs``; only written): the sweep then exits
     :data:`EXIT_NOT_ENDED`. Where every such point was only written (``--scripts-only``),
-    the lines that wrote them already said how to follow them: not again."""
+    the lines that wrote them already said how to follow them: not again; where they are
+    more scripts than the site queues for a user, that warning is the last line
+    (:func:`vitfsdp.sweep.slurm_jobs.scripts_queue_warning`)."""
     for p, s in zip(points, summaries, strict=True):
         if s.get("status") not in STATUSES:
             job = f" (Slurm job {s['job_id']})" if s.get("job_id") else ""
@@ -106,6 +113,8 @@ def _report_not_ended(points: Sequence[Point | CannotRun], summaries: list[dict]
         log.info("once fixed, go on with: %s", resume_command(sweep_dir, "--rerun-failed"))
     elif left != {"script"}:
         log.info("follow with: %s", status_command(sweep_dir))
+    for warning in dict.fromkeys(s[QUEUE_WARNING] for s in summaries if s.get(QUEUE_WARNING)):
+        log.warning("%s", warning)  # last: in sight below every point's lines
 
 
 def next_steps(sweep_dir: Path, rows: Sequence[status.PointState],

@@ -27,7 +27,7 @@ from vitfsdp.core.layout import CANCELLED, PACK_DIR, SCRIPT_FILE, SUBMITIT_DIR, 
 from vitfsdp.launch import LaunchOptions, pack, secrets, slurm, status, time_limit_s
 from vitfsdp.records import SUMMARY_FILE, mark_failed, read_json, reason_line
 from vitfsdp.sweep.point import Point, SweepRefused, log
-from vitfsdp.sweep.report import NOT_SUBMITTED, resume_command, status_command
+from vitfsdp.sweep.report import NOT_SUBMITTED, QUEUE_WARNING, resume_command, status_command
 
 
 def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
@@ -91,7 +91,8 @@ def _write_scripts(points: list[Point], sweep_dir: Path,
     """``--scripts-only``: write a script per point, or with ``hydra.launcher.pack=by_nodes``
     one per pack (:func:`vitfsdp.launch.pack.write_scripts`; each point's ``job.sbatch`` is
     its pack's), say how to submit and follow them, and return each point's summary
-    (``{"status": "script", "script": <the script its job runs>}``)."""
+    (``{"status": "script", "script": <the script its job runs>}``, and
+    :data:`QUEUE_WARNING` where the scripts are more than the site queues for a user)."""
     if options.pack == "by_nodes":
         packs = sweep_packs(points)
         paths = pack.write_scripts(packs, sweep_dir, options.job_name)
@@ -108,7 +109,56 @@ def _write_scripts(points: list[Point], sweep_dir: Path,
     for path in paths:
         log.info("submit with: %s", shlex.join(["sbatch", str(path)]))
     log.info("then follow with: %s", status_command(sweep_dir))
-    return [{"status": "script", "script": str(scripts[p.num])} for p in points]
+    # said last, by the sweep's end (report._report_not_ended): 126 'submit with' lines (and
+    # as many 'not ended' ones) would scroll it away
+    warning = {QUEUE_WARNING: w} if (w := scripts_queue_warning(points, options,
+                                                                  len(paths))) else {}
+    return [{"status": "script", "script": str(scripts[p.num]), **warning} for p in points]
+
+
+
+def max_queued_jobs(points: Sequence[Point]) -> int | None:
+    """The smallest ``cluster.max_queued_jobs`` of the points' profiles (None: unknown)."""
+    caps = [p.cfg.cluster.max_queued_jobs for p in points
+            if p.cfg.cluster.max_queued_jobs is not None]
+    return min(caps) if caps else None
+
+
+def queue_cap_site(points: Sequence[Point], cap: int) -> str:
+    """``cluster=frontier queues at most 100 jobs of a user (cluster.max_queued_jobs; sbatch
+    rejects more)``: the site's cap on queued jobs, as the lines about it say it."""
+    return (f"cluster={points[0].cfg.cluster.name} queues at most {cap} jobs of a user "
+            "(cluster.max_queued_jobs; sbatch rejects more)")
+
+
+def packs_fix(points: Sequence[Point], options: LaunchOptions, cap: int) -> str:
+    """``add hydra.launcher.pack=by_nodes (21 jobs: one per node count and repeat round),
+    or `` where packs of ``points`` come to ``cap`` jobs or fewer and the sweep is not
+    packed already; else ''."""
+    if options.pack == "by_nodes":
+        return ""
+    try:
+        packed = len(sweep_packs(list(points)))
+    except ValueError:  # a node count beyond the queue's bins: the points' own check says so
+        return ""
+    return (f"add hydra.launcher.pack=by_nodes ({status.plural(packed, 'job')}: one per node "
+            "count and repeat round), or " if packed <= cap else "")
+
+
+def scripts_queue_warning(points: Sequence[Point], options: LaunchOptions,
+                          jobs: int) -> str | None:
+    """The line ``--scripts-only`` ends with where it wrote more job scripts (``jobs``) than
+    the site queues for a user (:func:`max_queued_jobs`; sbatch rejects the rest): ``--scripts-
+    only wrote 126 job scripts to submit by hand, and cluster=frontier queues at most 100
+    jobs of a user (...): add hydra.launcher.pack=by_nodes (21 jobs: ...), or submit at most
+    100 at a time, the next as earlier jobs end``; None within the cap or where it is
+    unknown."""
+    cap = max_queued_jobs(points)
+    if cap is None or jobs <= cap:
+        return None
+    return (f"--scripts-only wrote {jobs} job scripts to submit by hand, and "
+            f"{queue_cap_site(points, cap)}: {packs_fix(points, options, cap)}submit at most "
+            f"{cap} at a time, the next as earlier jobs end")
 
 
 #: Jobs of a sweep whose points must have failed before their first timed window with one
