@@ -190,10 +190,14 @@ def _rings(fig) -> list[list[float]]:
 
 
 def test_the_tflops_figure_rings_the_host_bound_point_at_its_gpus(gpu_runs):
-    """FULL_SHARD at 1 node is 2 ranks (GPUS_PER_NODE) at 100 images/s: 1.0 TFLOP/s."""
+    """FULL_SHARD at 1 node is 2 ranks (GPUS_PER_NODE) at 100 images/s: 1.0 TFLOP/s, ringed
+    where its marker stands (beside 2 ranks: DDP's line shares the world size)."""
     from tests.fake_records import GPUS_PER_NODE
 
-    assert _rings(plot_tflops(gpu_runs)) == [[float(GPUS_PER_NODE), 1.0]]
+    fig = plot_tflops(gpu_runs)
+    (point,) = [ln.get_xydata()[0] for ln in fig.axes[0].lines if ln.get_label() == "FULL_SHARD"]
+    assert _rings(fig) == [list(point)] and point[1] == 1.0
+    assert point[0] == pytest.approx(GPUS_PER_NODE, rel=0.2) and point[0] != GPUS_PER_NODE
 
 
 @pytest.fixture

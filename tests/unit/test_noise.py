@@ -691,17 +691,16 @@ def _error_bars(ax) -> dict[float, tuple[float, float, int]]:
 def test_the_tflops_figure_draws_repeats_and_one_runs_windows(tmp_path):
     """TFLOP/s moves with images/s at a fixed model and world: DDP at 1 node (2 ranks) ran
     twice (100, 110 images/s), at 2 nodes once (41, windows 40-42): a capped bar over the
-    runs at 2 ranks, a thin one over the windows (scaled by 40/41 and 42/41) beside 4 ranks.
-    Before, the figure drew neither."""
+    runs at 2 ranks, a thin one over the windows (scaled by 40/41 and 42/41) through the
+    point at 4 ranks (test_figures_tflops). Before, the figure drew neither."""
     from vitfsdp.analysis.figures import plot_tflops
-    from vitfsdp.analysis.figures.panels import WINDOW_BAR_SHIFT
 
     df, _ = _sweep(tmp_path, {("DDP", 1): [100.0, 110.0], ("DDP", 2): [41.0]})
     fig = plot_tflops(df.assign(tflops_per_gpu=df["ips"] / 100))  # the records hold none
     assert {"repeats", "windows"} <= set(fig.drawn_kinds)
     bars = _error_bars(fig.axes[0])
     assert bars[2.0] == (pytest.approx(1.0), pytest.approx(1.1), 2)
-    assert bars[round(4 * WINDOW_BAR_SHIFT, 3)] == (pytest.approx(0.40), pytest.approx(0.42), 0)
+    assert bars[4.0] == (pytest.approx(0.40), pytest.approx(0.42), 0)
 
 
 def test_ablation_bars_draw_one_runs_windows_thin_and_repeats_capped(tmp_path):

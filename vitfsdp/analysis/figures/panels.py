@@ -142,6 +142,12 @@ def _plot_measured(ax, line: pd.DataFrame, keys: list[str], looks: dict[str, tup
     return done, color
 
 
+#: The z-order of a one-run point's hollow marker (over its line's filled one) and of a window
+#: bar drawn at its marker (``beside=1``, :func:`_plot_repeat_range`): over the hollow marker's
+#: white face, so the bar runs through the marker it belongs to, seen inside it too.
+HOLLOW_Z, WINDOW_ON_MARKER_Z = 3.1, 3.2
+
+
 def _hollow_one_run(ax, line: pd.DataFrame, value: str, done: pd.Series, color: str,
                     marker: str, extras: set[str], shift: float = 1.0,
                     x: str = "nodes") -> None:  # fmt: skip
@@ -155,7 +161,7 @@ def _hollow_one_run(ax, line: pd.DataFrame, value: str, done: pd.Series, color: 
     if len(once):
         size = PAPER_RC["lines.markersize"]  # as the line's own markers (points)
         ax.scatter(once.index * shift, once.values, marker=marker, s=size**2,
-                   facecolors="white", edgecolors=color, lw=1.0, zorder=3.1,
+                   facecolors="white", edgecolors=color, lw=1.0, zorder=HOLLOW_Z,
                    label="_one run")
         extras.add("one_run")
 
@@ -388,7 +394,8 @@ def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str, extras: s
     (``ips_min`` and ``ips_max`` over ``ips``: TFLOP/s per GPU and MFU move with images/s at
     a fixed model and world). Values are multiplied by ``scale`` (the axis' unit); the bars stand
     at ``shift`` times ``x``, as the line's points (:func:`_plot_measured`), a window bar
-    ``beside`` times further (default :data:`WINDOW_BAR_SHIFT`). Drawn where the
+    ``beside`` times further (default :data:`WINDOW_BAR_SHIFT`; ``beside=1``: through its
+    hollow marker, over its face, :data:`WINDOW_ON_MARKER_Z`). Drawn where the
     span exceeds :data:`MIN_ERROR_BAR` of the median (on the log axis a smaller one hides
     under the marker: not drawn, not in the legend)."""
     done = _completed(line, value, x)
@@ -400,9 +407,11 @@ def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str, extras: s
         runs = runs.set_index(runs[x].astype("int64"))
         once = runs[runs.index.isin(stats.index[stats["count"] == 1])]
         per_ips = once[value] * scale / once["ips"]
+        beside = beside or WINDOW_BAR_SHIFT
+        on_marker = {"zorder": WINDOW_ON_MARKER_Z} if beside == 1.0 else {}
         _error_bars(ax, once[value] * scale, once["ips_min"] * per_ips,
-                    once["ips_max"] * per_ips, dict(ecolor=color, **WINDOWS_BAR),
-                    "windows", extras, shift=(beside or WINDOW_BAR_SHIFT) * shift)
+                    once["ips_max"] * per_ips, dict(ecolor=color, **WINDOWS_BAR, **on_marker),
+                    "windows", extras, shift=beside * shift)
     stats = stats[stats["count"] > 1]
     _error_bars(ax, stats["median"], stats["min"], stats["max"],
                 dict(ecolor=color, **REPEATS_BAR), "repeats", extras, shift=shift)

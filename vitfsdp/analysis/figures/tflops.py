@@ -18,6 +18,7 @@ from vitfsdp.analysis.figures.panels import (
     _panels,
     _plot_repeat_range,
     _set_title,
+    line_shifts,
 )
 from vitfsdp.analysis.figures.style import (
     DEVICE_COLOR,
@@ -42,11 +43,15 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     axis on the right (TFLOP/s / peak; MFU's definition: docs/benchmarks.md), and each
     point's spread as in the weak-scaling figure (min-max over repeats, else a thin bar over
     its one run's timed windows; a point that completed once is hollow: its spread over
-    repeats is unmeasured). A host-bound point (median busy share below the bound,
-    least busy rank: ``judged_busy``) is ringed by a grey hexagon, as in the weak-scaling
-    figure: its MFU is the host's, not the device's. Runs on CPU
-    ranks say "rank" for "GPU"; where every value is below 0.1 TFLOP/s (CPU ranks, tiny
-    models) the axis is in GFLOP/s (a peak in TFLOP/s would flatten it: none drawn).
+    repeats is unmeasured). Where a panel has several lines, each line's markers, bars and
+    rings stand a little beside the world size, by the weak-scaling figure's offsets
+    (:func:`~vitfsdp.analysis.figures.panels.line_shifts`), and a one-run point's window bar
+    runs through its own hollow marker, in its colour (not beside it, where it stood among
+    the other lines' points at that world size). A host-bound point (median busy share
+    below the bound, least busy rank: ``judged_busy``) is ringed by a grey hexagon, as in
+    the weak-scaling figure: its MFU is the host's, not the device's. Runs on CPU ranks say
+    "rank" for "GPU"; where every value is below 0.1 TFLOP/s (CPU ranks, tiny models) the
+    axis is in GFLOP/s (a peak in TFLOP/s would flatten it: none drawn).
 
     Returns:
         The figure, or ``None`` when no completed run recorded ``tflops_per_gpu``.
@@ -64,17 +69,19 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     # GFLOP/s where TFLOP/s would read 0.00x (CPU ranks, tiny models), as the report's tables
     unit, scale = flop_unit(done["tflops_per_gpu"])
     for ax, (model, panel) in zip(axes, panels, strict=True):
-        for label, line in _lines(panel, keys):
+        lines = _lines(panel, keys)
+        shifts = line_shifts(len(lines), panel["world_size"])
+        for (label, line), shift in zip(lines, shifts, strict=True):
             color, marker = looks[_look_label(line, keys)]
             runs = _completed(line, "tflops_per_gpu", "world_size")  # points.csv's runs
             points = runs.groupby(runs["world_size"].astype("int64"))["tflops_per_gpu"].median()
-            ax.plot(points.index, points.values * scale, ls=_linestyle(line, keys),
+            ax.plot(points.index * shift, points.values * scale, ls=_linestyle(line, keys),
                     marker=marker, color=color, label=label)
             _hollow_one_run(ax, line, "tflops_per_gpu", points * scale, color, marker, extras,
-                            x="world_size")
-            _mark_host_bound(ax, line, points * scale, extras, x="world_size")
+                            shift, x="world_size")
+            _mark_host_bound(ax, line, points * scale, extras, x="world_size", shift=shift)
             _plot_repeat_range(ax, line, "tflops_per_gpu", color, extras, x="world_size",
-                               scale=scale)
+                               scale=scale, shift=shift, beside=1.0)
         if scale == 1.0:
             _draw_peak(ax, panel, extras)
         gpus = sorted(set(panel["world_size"].astype("int64")))
