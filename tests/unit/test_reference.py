@@ -74,9 +74,11 @@ def ornl_like(strategy: str = "NO_SHARD", nodes: int = 1, batch: int = 32,
     }  # fmt: skip
 
 
-def write(run_dir: Path, info: dict, ips: float | None, mem_gib: float = 2.0) -> None:
+def write(run_dir: Path, info: dict, ips: float | None, mem_gib: float = 2.0,
+          busy: float | None = None) -> None:  # fmt: skip
     """A completed run at ``ips`` (three measured windows), or an oom one for None; its
-    peak memory ``mem_gib`` is GPU allocated memory, or resident memory on a CPU."""
+    peak memory ``mem_gib`` is GPU allocated memory, or resident memory on a CPU; ``busy``
+    each window's ``device_busy_frac`` (None: not measured)."""
     records = RunRecords(run_dir)
     records.start(info)
     if ips is None:
@@ -87,7 +89,7 @@ def write(run_dir: Path, info: dict, ips: float | None, mem_gib: float = 2.0) ->
         records.window({"step_end": step, "warmup": step == 2, "ips": ips,
                         "ips_per_gpu": ips / info["world"]["size"],
                         "tflops_per_gpu": 3 * 17.6e9 * ips / info["world"]["size"] / 1e12,
-                        memory: mem_gib})  # fmt: skip
+                        memory: mem_gib, "device_busy_frac": busy})  # fmt: skip
     records.finish("completed")
 
 
@@ -229,13 +231,15 @@ def test_no_star_where_nothing_matches(tmp_path: Path) -> None:
 def test_recipe_ablation_relative_to_the_baseline(tmp_path: Path) -> None:
     """Steps of a recipe (``<recipe>`` and ``<recipe>_<n>_<what>`` presets) relative to the
     baseline at each node count; a step that ran out of memory has no bar but a row; runs
-    of other presets are not part of it."""
+    of other presets are not part of it. The GPUs were measured busy (95%), so the verdicts
+    rank the steps (test_recipe_verdicts: not where unmeasured)."""
     root = tmp_path / "recipe"
     ips = {("r", 1): 100.0, ("r", 2): 190.0, ("r_1_amp", 1): 150.0, ("r_1_amp", 2): 300.0,
            ("r_2_fsdp", 1): 180.0, ("r_2_fsdp", 2): None, ("other", 1): 999.0}
     for (name, nodes), value in ips.items():
         strategy = "FULL_SHARD" if name == "r_2_fsdp" else "DDP"
-        write(root / f"{name}_{nodes}", ornl_like(strategy, nodes, experiment=name), value)
+        write(root / f"{name}_{nodes}", ornl_like(strategy, nodes, experiment=name), value,
+              busy=0.95)
     df = collect_runs(root)
     table = recipe_table(df).set_index(["step", "nodes"])
     assert set(table["what"]) == {"baseline", "amp", "fsdp"}

@@ -15,16 +15,28 @@ import re
 
 import pandas as pd
 
-from vitfsdp.analysis.verdict import compare, span
+from vitfsdp.analysis.lines import competed_flags, judged_busy
+from vitfsdp.analysis.verdict import (
+    compare,
+    contended_verdict,
+    gpu_unmeasured,
+    judged_runs,
+    left_out_note,
+    ranked,
+    span,
+    with_notes,
+)
+from vitfsdp.core.throughput import any_host_bound, host_bound
 
 #: ``<recipe>_<step>_<what>``: a recipe step's preset name (the baseline is ``<recipe>``).
 STEP_NAME = re.compile(r"^(?P<recipe>.+?)_(?P<step>\d+)_(?P<what>.+)$")
 #: Columns of :func:`recipe_table`, in order.
 RECIPE_COLUMNS = (
     "recipe", "step", "what", "experiment", "model", "nodes", "world_size", "num_runs",
-    "num_completed", "statuses", "ips", "ips_min", "ips_max", "ips_span_low",
-    "ips_span_high", "baseline_ips", "relative_ips", "relative_min", "relative_max",
-    "vs_baseline",
+    "num_completed", "runs_contended", "runs_judged", "figures_contended", "statuses", "ips",
+    "ips_min", "ips_max", "ips_span_low", "ips_span_high", "baseline_ips", "relative_ips",
+    "relative_min", "relative_max", "vs_baseline", "device_busy_frac", "host_bound",
+    "device_type",
 )  # fmt: skip
 
 
@@ -50,17 +62,32 @@ def recipe_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.DataFrame:
     """One row per recipe step and node count of a ``collect_runs`` frame.
 
     Returns:
-        :data:`RECIPE_COLUMNS`: ``ips`` the median images/s (global) over the step's
-        completed runs at that node count and ``ips_min``/``ips_max`` their range over
-        repeats; ``ips_span_low``/``ips_span_high`` what ``vs_baseline`` compares (the span
-        over repeats, else over the one run's timed windows:
+        :data:`RECIPE_COLUMNS`: ``num_completed`` the step's completed runs at that node
+        count, ``runs_contended`` its runs of any status other work competed with
+        (:func:`~vitfsdp.analysis.lines.competed_flags`), ``runs_judged`` the completed runs
+        its figures and verdict are over (those other work did not compete with where it
+        has any: :func:`~vitfsdp.analysis.verdict.judged_runs`, points.csv's rule) and
+        ``figures_contended`` (true where every one of them was contended); ``ips`` the
+        median images/s (global) over those runs and ``ips_min``/``ips_max`` their range;
+        ``ips_span_low``/``ips_span_high`` what ``vs_baseline`` compares (the span over
+        repeats, else over the one run's timed windows:
         :func:`~vitfsdp.analysis.verdict.span`); ``relative_ips`` = ``ips`` /
         ``baseline_ips`` (the baseline's median at the same node count; NaN where the
         baseline did not complete there), with
         ``relative_min``/``relative_max`` from the range; ``vs_baseline``: whether the step
         differs from the baseline at all (:func:`vitfsdp.analysis.verdict.judge` of their
         spans, over repeats, else one run's windows; ``noise`` the sweep's noise check's
-        ratio; empty for the baseline); ``statuses`` counts the runs that did not complete
+        ratio; empty for the baseline; where every run of the step, or else of its baseline,
+        was contended, :func:`~vitfsdp.analysis.verdict.contended_verdict` in place of any
+        ranking, ``"not a result: other work competed with the baseline (3 of 3 runs)"``;
+        where either was host-bound, :func:`~vitfsdp.analysis.verdict.host_bound_verdict`,
+        and where neither was but either ran on GPUs without a busy share,
+        :func:`~vitfsdp.analysis.verdict.unmeasured_verdict`; contended runs left out noted,
+        ``"; the baseline: 1 run beside other work left out"``); ``device_busy_frac`` the
+        median busy share of the judged runs (the least busy rank's where recorded,
+        :func:`~vitfsdp.analysis.lines.judged_busy`), ``host_bound``
+        (:func:`vitfsdp.core.throughput.host_bound` of it; NA where not measured) and
+        ``device_type`` (what the runs ran on); ``statuses`` counts the runs that did not complete
         (``"1 oom"``). Empty (with these columns) when the runs hold no recipe.
     """
     steps = recipe_steps(df["experiment"]) if "experiment" in df else None
@@ -69,17 +96,30 @@ def recipe_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.DataFrame:
     runs = df.join(steps)[steps["recipe"].notna() & df["nodes"].notna()]
     done = runs["status"].eq("completed") & runs["ips"].notna()
     keys = ["recipe", "step", "what", "experiment", "nodes"]
-    windows = {c: runs[c].where(done) if c in runs else runs["ips"].where(done)
+    contended = competed_flags(runs)
+    judged = pd.Series(False, index=runs.index)
+    judged[done] = judged_runs(contended[done], [runs.loc[done, k] for k in keys])
+    windows = {c: runs[c].where(judged) if c in runs else runs["ips"].where(judged)
                for c in ("ips_min", "ips_max")}
-    table = runs.assign(_ips=runs["ips"].where(done), _done=done, _win_lo=windows["ips_min"],
-                        _win_hi=windows["ips_max"]).groupby(keys).agg(
+    table = runs.assign(
+        _ips=runs["ips"].where(judged), _done=done, _judged=judged, _contended=contended,
+        _judged_contended=judged & contended, _busy=judged_busy(runs).where(judged),
+        _win_lo=windows["ips_min"], _win_hi=windows["ips_max"],
+        _device=runs.get("device_type", pd.Series(None, index=runs.index)),
+    ).groupby(keys).agg(
         model=("model", "first"), world_size=("world_size", "first"),
         num_runs=("run_dir", "count"), num_completed=("_done", "sum"),
+        runs_contended=("_contended", "sum"), runs_judged=("_judged", "sum"),
+        judged_contended=("_judged_contended", "sum"),
         ips=("_ips", "median"), ips_min=("_ips", "min"), ips_max=("_ips", "max"),
-        win_lo=("_win_lo", "min"), win_hi=("_win_hi", "max"))
+        win_lo=("_win_lo", "min"), win_hi=("_win_hi", "max"),
+        device_busy_frac=("_busy", "median"), device_type=("_device", "first"))
     table = table.reset_index()
+    table["figures_contended"] = (table["runs_judged"] > 0) & (
+        table["judged_contended"] == table["runs_judged"])
+    table["host_bound"] = table["device_busy_frac"].map(host_bound).astype("boolean")
     table["ips_span_low"], table["ips_span_high"] = span(
-        table["num_completed"], table["ips_min"], table["ips_max"], table["win_lo"],
+        table["runs_judged"], table["ips_min"], table["ips_max"], table["win_lo"],
         table["win_hi"], table["ips"])
     table["statuses"] = [_not_completed(runs[(runs["experiment"] == e) & (runs["nodes"] == n)])
                          for e, n in zip(table["experiment"], table["nodes"], strict=True)]
@@ -91,21 +131,40 @@ def recipe_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.DataFrame:
                      ("relative_max", "ips_max")):
         table[col] = table[src] / baseline
     spans = table.set_index(["recipe", "nodes"])
-    spans = spans[spans["step"] == 0][["ips", "ips_span_low", "ips_span_high", "num_completed"]]
+    spans = spans[spans["step"] == 0][["ips", "ips_span_low", "ips_span_high", "runs_judged",
+                                       "runs_contended", "figures_contended", "num_runs",
+                                       "host_bound", "device_type"]]
     table["vs_baseline"] = [_versus(r, spans, noise) for r in table.itertuples()]
     table = table.sort_values(["recipe", "step", "nodes"], kind="stable")
     return table[list(RECIPE_COLUMNS)].reset_index(drop=True)
 
 
 def _versus(row, baseline: pd.DataFrame, noise: float) -> str:
-    """A step's :func:`~vitfsdp.analysis.verdict.judge` against its baseline at the same
-    node count; ``""`` for the baseline itself or where either did not complete."""
+    """A step's ``vs_baseline`` against its baseline at the same node count (see
+    :func:`recipe_table`); ``""`` for the baseline itself or where either did not
+    complete."""
     if row.step == 0 or (row.recipe, row.nodes) not in baseline.index or pd.isna(row.ips):
         return ""
     base = baseline.loc[(row.recipe, row.nodes)]
-    return compare((row.ips_span_low, row.ips_span_high, int(row.num_completed)),
-                   (base["ips_span_low"], base["ips_span_high"], int(base["num_completed"])),
-                   row.ips, base["ips"], noise)
+    if pd.isna(base["ips"]):
+        return ""
+    if row.figures_contended:
+        verdict = contended_verdict(int(row.runs_contended), int(row.num_runs))
+    elif base["figures_contended"]:
+        verdict = contended_verdict(int(base["runs_contended"]), int(base["num_runs"]),
+                                    "the baseline")
+    else:
+        ratio = max(row.ips / base["ips"], base["ips"] / row.ips)
+        unmeasured = (gpu_unmeasured(row.host_bound, row.device_type)
+                      or gpu_unmeasured(base["host_bound"], base["device_type"]))
+        verdict = ranked(compare((row.ips_span_low, row.ips_span_high, int(row.runs_judged)),
+                                 (base["ips_span_low"], base["ips_span_high"],
+                                  int(base["runs_judged"])), row.ips, base["ips"], noise),
+                         any_host_bound(row.host_bound, base["host_bound"]), ratio, unmeasured)
+    sides = ((row.figures_contended, row.runs_contended, ""),
+             (base["figures_contended"], base["runs_contended"], "the baseline"))
+    return with_notes(verdict, *(left_out_note(0 if only else int(count), whose)
+                                 for only, count, whose in sides))
 
 
 def _not_completed(runs: pd.DataFrame) -> str:

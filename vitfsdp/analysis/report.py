@@ -567,11 +567,12 @@ def _recipe_section(table: pd.DataFrame) -> Section | None:
     if table.empty:
         return None
     steps = table[table["step"] > 0]
-    results = int((steps["vs_baseline"] == BEYOND).sum())
+    results = int((steps["vs_baseline"].map(verdict_kind) == BEYOND).sum())
     text = ("Each step adds one change to the step before (conf/experiment/, the step's "
             "preset); images/s relative to the baseline (step 0) at the same node count. "
-            f"A step differs from the baseline only as best.csv's wins do (`vs baseline`): "
-            f"{results} of {len(steps)} do.")
+            f"A step differs from the baseline only as best.csv's wins do (`vs baseline`; "
+            "not where other work competed with every run of either, or either was "
+            f"host-bound or on GPUs without a busy share): {results} of {len(steps)} do.")
     return Section("Recipe ablation", text, ["recipe"], display(
         table, ["recipe", "step", "what", "nodes", "ips", "relative_ips", "vs_baseline",
                 "statuses"]))
