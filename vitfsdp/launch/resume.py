@@ -12,9 +12,11 @@ whose points overlap) into the same sweep directory:
   killed at its time limit, preempted, a node died: ``interrupted`` in its summary).
 
 A run directory that is run again keeps its earlier attempt in ``attempts/<n>/``, ``n`` the
-attempt it holds, counted from 0 (:func:`attempt_folder`); a completed
-run's directory is never written into (:class:`vitfsdp.records.RunRecords` refuses too). A
-``--scripts-only`` job script submitted again does the same before its training
+attempt it holds, counted from 0 (:func:`attempt_folder`; a run directory of an earlier
+version counts from 1 and goes on after its highest folder: the numbers order the attempts,
+and the attempt a folder holds is its run.json's ``attempt``, never read from its name); a
+completed run's directory is never written into (:class:`vitfsdp.records.RunRecords` refuses
+too). A ``--scripts-only`` job script submitted again does the same before its training
 (``python -m vitfsdp.launch.resume RUN_DIR``, :func:`prepare_rerun`).
 Two sweeps cannot work in one directory at once: :class:`SweepLock`.
 """
@@ -130,7 +132,11 @@ def attempt_folder(run_dir: Path) -> int:
     folder's (the point started afresh, counting from 0 again, because the attempt before
     saved no checkpoint) or unknown (no readable run.json: the job ended before its training
     started), one more than the highest. So the highest number is always the latest attempt,
-    where :meth:`vitfsdp.records.RunRecords.start` reads the windows a resume keeps."""
+    where :meth:`vitfsdp.records.RunRecords.start` reads the windows a resume keeps; in a run
+    directory of an earlier version, whose folders count from 1 (``attempts/1/`` holds
+    attempt 0), every new folder is one more than the highest, and only the order holds: the
+    attempt a folder holds is its run.json's ``attempt`` (which the progress line and
+    runs.csv read), never its name."""
     taken = [int(p.name) for p in (run_dir / ATTEMPTS_DIR).glob("*") if p.name.isdigit()]
     after = max(taken, default=-1) + 1
     try:
