@@ -20,6 +20,7 @@ from vitfsdp.analysis.verdict import (
     judged_runs,
     left_out_note,
     ranked,
+    read_flag,
     span,
     with_notes,
 )
@@ -333,12 +334,12 @@ def judged_over_windows(runs: pd.DataFrame) -> pd.Series:
 
 
 def flag_column(df: pd.DataFrame, name: str) -> pd.Series:
-    """``df[name]`` as bools on ``df``'s index: True where a value is True (or ``"True"``, as
-    runs.csv reads back), False elsewhere and where ``df`` has no such column (records older
-    than the field)."""
+    """``df[name]`` as bools on ``df``'s index: True where a value reads True
+    (:func:`~vitfsdp.analysis.verdict.read_flag`: ``True``, ``1``, ``"True"`` as runs.csv
+    reads back), False elsewhere (not known included) and where ``df`` has no such column
+    (records older than the field)."""
     values = df.get(name, pd.Series(False, index=df.index))
-    return pd.Series([v is True or str(v).lower() == "true" for v in values],
-                     index=df.index, dtype=bool)
+    return pd.Series([read_flag(v) is True for v in values], index=df.index, dtype=bool)
 
 
 def numeric_column(df: pd.DataFrame, name: str) -> pd.Series:
@@ -684,10 +685,11 @@ def _recipe(sharding: Any, engine: Any, compiled: Any, orig_params: Any, adamw: 
 
 
 def _flag(value: Any) -> Any:
-    """A recorded boolean as ``True``/``False`` (JSON's booleans, or their text in a
-    reread runs.csv: ``"True"``), any other value as it is."""
-    return {"True": True, "False": False, "true": True, "false": False}.get(value, value) \
-        if isinstance(value, str) else value
+    """A recorded boolean as ``True``/``False`` (:func:`~vitfsdp.analysis.verdict.read_flag`:
+    JSON's booleans, or their text in a reread runs.csv, ``"True"``), any other value as it
+    is (``"auto"``)."""
+    flag = read_flag(value)
+    return value if flag is None else flag
 
 
 def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:

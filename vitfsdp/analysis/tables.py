@@ -63,6 +63,7 @@ from vitfsdp.analysis.verdict import (
     judged_runs,
     left_out_note,
     ranked,
+    read_flag,
     span,
     with_notes,
 )
@@ -308,12 +309,13 @@ def baseline_flags(points: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 def _resumed_flags(runs: pd.DataFrame) -> dict[str, pd.Series]:
     """Per run of ``runs`` (runs.csv rows): ``resumed``, whether it took more than one
     attempt (``num_attempts`` > 1), and ``differ``, its ``attempts_differ`` as True, False
-    or None (its measured windows are one attempt's; older records without the column)."""
+    or None (:func:`~vitfsdp.analysis.verdict.read_flag`; None: its measured windows are
+    one attempt's, or older records without the column)."""
     attempts = numeric_column(runs, "num_attempts")
     differ = runs.get("attempts_differ", pd.Series(None, index=runs.index, dtype=object))
     return {"resumed": (attempts > 1).astype(int),
-            "differ": differ.map(lambda v: None if v is None or pd.isna(v)
-                                 else v is True or str(v).lower() == "true")}
+            "differ": pd.Series([read_flag(v) for v in differ], index=runs.index,
+                                dtype=object)}
 
 
 def _any_flag(flags: pd.Series) -> bool | None:
@@ -424,11 +426,9 @@ def figures_contended(row: pd.Series | object) -> bool:
     """Whether a point's figures rest on runs other work competed with only
     (``figures_contended``); in a frame without the column (older analyses), whether any
     run was contended (``runs_contended``)."""
-    value = (getattr(row, "figures_contended", None) if not isinstance(row, pd.Series)
-             else row.get("figures_contended"))
-    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
-        return _counted(row, "runs_contended") > 0
-    return bool(value)
+    value = read_flag(getattr(row, "figures_contended", None) if not isinstance(row, pd.Series)
+                      else row.get("figures_contended"))
+    return _counted(row, "runs_contended") > 0 if value is None else value
 
 
 def left_out(row: pd.Series | object) -> int:
