@@ -579,11 +579,10 @@ def test_start_up_is_given_per_framework() -> None:
                          "startup_s": [3.1, 4.0, 5.5, 13.8, 18.0, 20.1],
                          "compile_s": [None, None, None, 3.6, 6.2, 7.4]})
     text = _startup_text(runs)
-    assert "PyTorch median 4 s, 3-6 s over 3 run(s); JAX median 18 s, 14-20 s over 3 run(s)" \
-        in text
+    assert "PyTorch median 4 s (3-6 s, 3 runs); JAX median 18 s (14-20 s, 3 runs)" in text
     assert ("start-up (`startup_s`) PyTorch 4.0 s (3.1-5.5 s, 3 runs), JAX 18.0 s "
             "(13.8-20.1 s, 3 runs); compile (`compile_s`) PyTorch in its warm-up window, not "
             "timed apart, JAX 6.2 s (3.6-7.4 s, 3 runs)") in _startup_compile_text(runs)
     torch_only = runs[runs["framework"] == "torch"]
-    assert "median 4 s, 3-6 s over 3 run(s)" in _startup_text(torch_only)
+    assert "median 4 s (3-6 s, 3 runs)" in _startup_text(torch_only)
     assert "PyTorch median" not in _startup_text(torch_only)

@@ -188,7 +188,7 @@ def test_the_cost_text_sets_the_measured_start_up_against_the_plans():
 
     df = pd.DataFrame({"startup_s": [12.0, 40.0, None, 95.0], "nodes": [1, 2, 4, 8]})
     text = _startup_text(df)
-    assert "median 40 s, 12-95 s over 3 run(s), the most at 8 node(s)" in text
+    assert "median 40 s (12-95 s, 3 runs), the most at 8 node(s)" in text
     assert f"the plan assumes {STARTUP_S} s a point" in text
     assert _startup_text(pd.DataFrame({"nodes": [1]})) == ""
     assert _startup_text(df.assign(startup_s=None)) == ""

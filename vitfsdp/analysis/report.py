@@ -1019,15 +1019,18 @@ NOT_RECORDED = "not recorded"
 TORCH_COMPILE = "in its warm-up window, not timed apart"
 
 
-def _median_range(values: pd.Series) -> str:
-    """``"17.9 s (13.8-20.1 s, 4 runs)"``, ``"30.2 s (1 run)"``, or :data:`NOT_RECORDED`."""
+def _median_range(values: pd.Series, digits: int = 1) -> str:
+    """The median of ``values`` (seconds, one per run; NaN skipped) with their range and
+    count, ``digits`` decimals: ``"17.9 s (13.8-20.1 s, 4 runs)"``, ``"30.2 s (1 run)"``
+    (``digits=0``: ``"40 s (12-95 s, 3 runs)"``), or :data:`NOT_RECORDED` where none. The
+    one wording of a median and its range in the report's text (start-up, compile)."""
     values = values.dropna()
     if values.empty:
         return NOT_RECORDED
     if len(values) == 1:
-        return f"{values.iloc[0]:.1f} s (1 run)"
-    return (f"{values.median():.1f} s ({values.min():.1f}-{values.max():.1f} s, "
-            f"{len(values)} runs)")
+        return f"{values.iloc[0]:.{digits}f} s (1 run)"
+    return (f"{values.median():.{digits}f} s ({values.min():.{digits}f}-"
+            f"{values.max():.{digits}f} s, {len(values)} runs)")
 
 
 def _ddp_precisions(ratio: pd.DataFrame, runs: pd.DataFrame | None) -> set[str]:
@@ -1356,13 +1359,12 @@ def _startup_text(df: pd.DataFrame | None) -> str:
 
 
 def _startup_spans(runs: pd.DataFrame) -> str:
-    """``"median 41 s, 12-95 s over 9 run(s)"`` of ``runs``' ``startup_s``; one such per
-    framework where both PyTorch and JAX runs measured it (JAX's start-up holds its
-    compilation, so a pooled median says neither's): ``"PyTorch median 5 s, 3-6 s over 4
-    run(s); JAX median 18 s, 14-20 s over 4 run(s)"``."""
+    """``"median 41 s (12-95 s, 9 runs)"`` of ``runs``' ``startup_s`` (:func:`_median_range`,
+    whole seconds); one such per framework where both PyTorch and JAX runs measured it
+    (JAX's start-up holds its compilation, so a pooled median says neither's): ``"PyTorch
+    median 5 s (3-6 s, 4 runs); JAX median 18 s (14-20 s, 4 runs)"``."""
     def span(values: pd.Series) -> str:
-        return (f"median {values.median():.0f} s, {values.min():.0f}-{values.max():.0f} s "
-                f"over {len(values)} run(s)")
+        return f"median {_median_range(values, digits=0)}"
     if "framework" in runs and {"torch", "jax"} <= set(runs["framework"]):
         return "; ".join(f"{name} {span(runs.loc[runs['framework'] == fw, 'startup_s'])}"
                          for fw, name in (("torch", "PyTorch"), ("jax", "JAX")))
