@@ -192,25 +192,32 @@ def test_other_hardware_is_compared_and_named(tmp_path: Path) -> None:
         " ".join(fig.legends[0].get_title().get_text().split()))
 
 
-def test_a_point_on_fewer_devices_a_node_is_compared_per_device(tmp_path: Path) -> None:
-    """One H100 a node at 331 images/s against ORNL's node of 8 MI250X GCDs at 1,205: the
-    ratio is per device, (331 / 1) / (1,205 / 8) = 2.2, not the global 0.27; where the
-    published row states no devices a node the ratio is left empty and ``differs`` says why;
-    the printed summary and the report's header say per device."""
-    from vitfsdp.analysis.report import display
-
+def h100s(gpus: int) -> dict:
+    """run.json of ORNL's ViT-Base FULL_SHARD setup on one node of ``gpus`` H100s."""
     info = ornl_like("FULL_SHARD")
-    info["world"].update(size=1, ranks_per_node=1)
-    info["cluster"] = {"name": "local", "gpus_per_node": 1}
+    info["world"].update(size=gpus, ranks_per_node=gpus)
+    info["config"]["cluster"] = {"name": "local", "gpus_per_node": gpus}
     info["device"] = {"type": "cuda", "name": "NVIDIA H100 80GB HBM3", "memory_gib": 79.0,
                       "peak_flops": 989e12}
-    write(tmp_path / "h100" / "fs", info, 331.0)
+    return info
+
+
+def test_a_point_on_fewer_devices_a_node_is_compared_per_device(tmp_path: Path) -> None:
+    """Four H100s a node at 1,324 images/s against ORNL's node of 8 MI250X GCDs at 1,205
+    (both sharded, both communicating): the ratio is per device, (1,324 / 4) / (1,205 / 8)
+    = 2.2, not the global 1.1; where the published row states no devices a node the ratio
+    is left empty and ``differs`` says why; the printed summary and the report's header say
+    per device."""
+    from vitfsdp.analysis.report import display
+
+    write(tmp_path / "h100" / "fs", h100s(4), 1324.0)
     df = collect_runs(tmp_path / "h100")
     table = reference_table(df)
     ips = table[(table["metric"] == "ips") & table["compared"].astype(bool)].iloc[0]
-    assert ips["published"] == 1205.0 and ips["measured"] == pytest.approx(331.0)
-    assert ips["ratio_per_device"] == pytest.approx(331.0 / (1205.0 / 8))
-    assert "gpus_per_node: 1 GPUs here, 8 published" in ips["differs"]
+    assert ips["published"] == 1205.0 and ips["measured"] == pytest.approx(1324.0)
+    assert ips["ratio_per_device"] == pytest.approx((1324.0 / 4) / (1205.0 / 8))
+    assert "gpus_per_node: 4 GPUs here, 8 published" in ips["differs"]
+    assert "world_size" not in ips["differs"]
     assert "measured / published per device, median 2.20" in reference_summary(table)
     shown = display(table[table["compared"].astype(bool)], ["ratio_per_device"])
     assert list(shown.columns) == ["measured / published, per device"]
@@ -219,8 +226,37 @@ def test_a_point_on_fewer_devices_a_node_is_compared_per_device(tmp_path: Path) 
     unstated = reference_table(df, refs)
     row = unstated[(unstated["metric"] == "ips") & unstated["compared"].astype(bool)].iloc[0]
     assert pd.isna(row["ratio_per_device"])
-    assert "ratio_per_device: devices a node not known (1 here, not stated published)" in (
+    assert "ratio_per_device: devices a node not known (4 here, not stated published)" in (
         row["differs"])
+
+
+def test_one_device_is_not_compared_with_a_sharded_node(tmp_path: Path) -> None:
+    """One H100 (world size 1: FSDP1 runs FULL_SHARD as NO_SHARD, no collective) at 331
+    images/s in ORNL's setup against ORNL's 8 GCDs at 1,205 (8-way all-gathers and
+    reduce-scatters): not the same work a device, so no ratio (it read 2.2 "per device"),
+    ``differs`` names the world sizes, and the printed summary gives no median but names the
+    figure apart; memory rows name it too (one device holds what 8 shard)."""
+    write(tmp_path / "h100" / "fs", h100s(1), 331.0)
+    table = reference_table(collect_runs(tmp_path / "h100"))
+    ornl = table[table["study"] == "ornl_vit_fsdp"].set_index("metric")
+    assert not ornl["compared"].astype(bool).any()
+    assert ornl["ratio_per_device"].isna().all() and (ornl["drawn"].fillna("") == "").all()
+    ips = ornl.loc["ips"]
+    assert ips["published"] == 1205.0 and ips["measured"] == pytest.approx(331.0)
+    assert ips["differs"] == (
+        "world_size: 1 here (one device: no collectives), 8 published; "
+        "gpus_per_node: 1 GPUs here, 8 published; "
+        "device: cuda (NVIDIA H100 80GB HBM3) here, AMD MI250X GCD published")
+    assert "world_size: 1 here" in ornl.loc["peak_mem_active", "differs"]
+    summary = reference_summary(table)
+    assert "per device, median" not in summary
+    assert ("ORNL, Frontier, 2023 (8 x AMD MI250X GCD a node), ips: 1 figure(s) of the same "
+            "setup not compared (world_size: 1 here (one device: no collectives), 8 "
+            "published): not the same work a device, no ratio") in summary
+    assert "0 of 1 points compared" in summary
+    fig = plot_weak_scaling(collect_runs(tmp_path / "h100"))  # no star, no per-device footer
+    assert "reference" not in fig.drawn_kinds
+    assert "per device" not in " ".join(fig.legends[0].get_title().get_text().split())
 
 
 def test_no_star_where_nothing_matches(tmp_path: Path) -> None:

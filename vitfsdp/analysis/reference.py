@@ -17,14 +17,23 @@ node count, repeats aggregated: median images/s, maximum memory):
   is compared, but where ours differs (a CPU run of ORNL's setup, or 4 GPUs a node against
   8) ``differs`` names it on the compared row too, and the row's ``label`` (the figure's
   legend) names the published hardware: ``ORNL, Frontier, 2023 (8 x AMD MI250X GCD a
-  node)``.
+  node)``;
+- but where one side ran on a single device and the other on several (world size 1 here,
+  nodes x ``gpus_per_node`` = 8 published) the row is not compared: at world size 1 no
+  collective runs (FSDP1 runs FULL_SHARD as NO_SHARD, DDP all-reduces nothing), so the two
+  did not do the same work a device, and ``differs`` says so (:func:`world_size_difference`:
+  ``world_size: 1 here (one device: no collectives), 8 published``). The printed summary
+  names such rows apart (:func:`reference_summary`).
 
 A compared row gets ``ratio_per_device``: measured / published per device (GPU, GCD or CPU
 rank). ``measured`` and ``published`` images/s are global, so each is divided by its side's
 devices (nodes x :data:`HARDWARE`'s ``gpus_per_node``; the nodes are equal) before the
-ratio: one H100 at 331 images/s against a node of 8 MI250X GCDs at 1,205 is 2.2, not 0.27.
-Where either side's devices a node are not known the ratio is left empty and ``differs``
-says why. Memory is per device on both sides already. Published memory is in GB as the
+ratio: four H100s a node at 1,324 images/s against a node of 8 MI250X GCDs at 1,205 is 2.2,
+not 1.1. Where either side's devices a node are not known the ratio is left empty and
+``differs`` says why. Two world sizes above 1 (4 GPUs a node against 8 GCDs) are compared
+per device though ``weak_scaling.png`` leaves their star out: the figure's axis is global
+images/s, which would compare a node of 8 with ours; per device both sides shard and
+communicate. Memory is per device on both sides already. Published memory is in GB as the
 source labels it (neither 1e9 nor 2^30 bytes stated), ours in GiB: the ratio is of the two
 numbers as they are.
 
@@ -76,6 +85,11 @@ REQUIRED = ("model", "strategy", "nodes", "local_batch_size", "precision", "img_
 WHERE_STATED = ("activation_checkpointing", "data", "backward_prefetch", "limit_all_gathers")
 #: The hardware: named in ``differs`` where ours differs, the row compared all the same.
 HARDWARE = ("gpus_per_node", "device")
+#: The key of ``differs``'s item on a world size of 1 on one side only
+#: (:func:`world_size_difference`): it decides that a row is not compared.
+WORLD_SIZE = "world_size"
+#: What a world size of 1 means for the work a device does.
+ONE_DEVICE = "one device: no collectives"
 #: Vendor and unit words left out when device names are compared: ``AMD MI250X GCD``
 #: (published) is the ``AMD Instinct MI250X`` torch names; ``NVIDIA A100`` an
 #: ``NVIDIA A100-SXM4-80GB``.
@@ -156,7 +170,7 @@ def sweep_points(df: pd.DataFrame) -> pd.DataFrame:
     memory), ``resident_gib`` (maximum, GiB; only where it is CPU resident memory) and
     ``peak_mem_reserved_gib`` (maximum, GiB)."""
     done = df[(df["status"] == "completed") & df["nodes"].notna()]
-    ours = list(dict.fromkeys([*SETUP_COLUMNS.values(), "device_type"]))
+    ours = list(dict.fromkeys([*SETUP_COLUMNS.values(), "device_type", "world_size"]))
     measured = ["ips", "peak_mem_gib", "peak_mem_reserved_gib", RESIDENT]
     if done.empty:
         return pd.DataFrame(columns=["configuration", *ours, *measured])
@@ -227,6 +241,7 @@ def _compare(point: pd.Series, ref: dict | pd.Series, base: dict) -> dict:
     """One reference.csv row: the point against one published row (a row of
     :func:`published`, as a dict or a Series)."""
     differs = setting_differences(point, ref)
+    differs += [w for w in [world_size_difference(point, ref)] if w]
     same_setup = not differs
     hardware = hardware_differences(point, ref)
     column = MEASURED.get(ref["metric"])
@@ -255,6 +270,39 @@ def _compare(point: pd.Series, ref: dict | pd.Series, base: dict) -> dict:
             "study": ref["study"], "label": _label(ref, hardware), "source": ref["source"]}
 
 
+def world_size_difference(point: pd.Series, ref: dict | pd.Series) -> str:
+    """``differs``'s item where one side ran on one device and the other on several, e.g.
+    ``world_size: 1 here (one device: no collectives), 8 published``: at world size 1 FSDP1
+    runs FULL_SHARD as NO_SHARD and DDP all-reduces nothing, so images/s (and memory) a
+    device are not of the same work as a sharded, communicating device's.
+
+    Args:
+        point: a row of :func:`sweep_points` (``world_size``; where not recorded, ``nodes``
+            x ``ranks_per_node``).
+        ref: the published row (its ``nodes`` x ``gpus_per_node``).
+
+    Returns:
+        The item (key :data:`WORLD_SIZE`), or ``""`` where both sides are 1, both above 1,
+        or either is not known.
+    """
+    ours = _count(point.get("world_size")) or (
+        _count(point.get("nodes")) * _count(point.get(SETUP_COLUMNS["gpus_per_node"])))
+    theirs = _count(ref["nodes"]) * _count(ref["gpus_per_node"])
+    if not (ours and theirs) or (ours == 1) == (theirs == 1):
+        return ""
+    return (f"{WORLD_SIZE}: {ours} here{f' ({ONE_DEVICE})' if ours == 1 else ''}, {theirs} "
+            f"published{f' ({ONE_DEVICE})' if theirs == 1 else ''}")
+
+
+def _count(value) -> int:
+    """A count of nodes, devices or ranks as an int; 0 where missing or not a count."""
+    try:
+        number = float(as_setting(value))
+    except ValueError:
+        return 0
+    return int(number) if number.is_integer() and number > 0 else 0
+
+
 def per_device_ratio(point: pd.Series, ref: dict | pd.Series,
                      measured: float) -> tuple[float | None, str]:  # fmt: skip
     """A compared row's ``ratio_per_device``: ``measured`` over the published value, each
@@ -267,7 +315,7 @@ def per_device_ratio(point: pd.Series, ref: dict | pd.Series,
 
     Returns:
         ``(ratio, "")``; for images/s, each side divided by its devices a node first (the
-        nodes are equal), so 331 images/s on 1 GPU against 1,205 on 8 GCDs is 2.2. ``(None,
+        nodes are equal), so 1,324 images/s on 4 GPUs against 1,205 on 8 GCDs is 2.2. ``(None,
         why)`` where the published value is 0 or missing, or a side's devices a node are not
         known (``why`` names them, for ``differs``).
     """
@@ -472,8 +520,13 @@ def reference_summary(table: pd.DataFrame) -> str:
     that most often differed (not :data:`HARDWARE`, which decides nothing), e.g.
     ``published figures (reference.csv): 2 of 12 points compared with ORNL, Frontier, 2023:
     images/s measured / published per device, median 0.93 (0.91-0.95); 10 not compared (differing:
-    local_batch_size 10, precision 10)``; then the published figures drawn beside ours
-    without being compared (a recipe step's relative figure, CPU memory)."""
+    local_batch_size 10, precision 10)``; the rows of the same setup left out for a world size
+    of 1 on one side only (:func:`one_device_apart`: their ratio would compare one device's
+    work without collectives with a sharded one's), e.g. ``ORNL, Frontier, 2023 (8 x AMD
+    MI250X GCD a node), ips: 2 figure(s) of the same setup not compared (world_size: 1 here
+    (one device: no collectives), 8 published): not the same work a device, no ratio``;
+    then the published figures drawn beside ours without being compared (a recipe step's
+    relative figure, CPU memory)."""
     if table.empty:
         return "published figures (reference.csv): no completed point to compare"
     relative = table["metric"].map(lambda m: isinstance(m, str) and m.startswith(RELATIVE))
@@ -486,6 +539,12 @@ def reference_summary(table: pd.DataFrame) -> str:
         lines.append(f"  {label}, {metric}: measured / published per device, median "
                      f"{_ratio(ratio.median())} ({_ratio(ratio.min())}-{_ratio(ratio.max())}) "
                      f"over {len(rows)} figures")
+    for (label, metric), rows in one_device_apart(table).groupby(["label", "metric"]):
+        sizes = "; ".join(dict.fromkeys(
+            part for text in rows["differs"] for part in text.split("; ")
+            if part.startswith(f"{WORLD_SIZE}:")))
+        lines.append(f"  {label}, {metric}: {len(rows)} figure(s) of the same setup not "
+                     f"compared ({sizes}): not the same work a device, no ratio")
     if (~compared).any():
         keys = table.loc[~relative & ~table["compared"].astype(bool), "differs"].fillna("")
         counts = pd.Series([part.split(":")[0] for text in keys for part in text.split("; ")
@@ -500,6 +559,21 @@ def reference_summary(table: pd.DataFrame) -> str:
         lines.append(f"  drawn in {drawn}, not compared: {label} {metric} {values} beside "
                      f"{len(rows)} of ours (why: differs)")
     return "\n".join(lines)
+
+
+def one_device_apart(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a :func:`reference_table` not compared for a world size of 1 on one side
+    only (:func:`world_size_difference`), every other setting equal (the hardware aside):
+    what would otherwise have been compared."""
+    if table.empty:
+        return table
+
+    def only_world_size(text) -> bool:
+        keys = [part.split(":")[0] for part in str(text or "").split("; ") if part]
+        keys = [k for k in keys if k not in (*HARDWARE, "ratio_per_device")]
+        return keys == [WORLD_SIZE]
+
+    return table[~table["compared"].astype(bool) & table["differs"].map(only_world_size)]
 
 
 def _ratio(value: float) -> str:
