@@ -276,6 +276,33 @@ def test_probe_on_the_virtual_slurm_cluster(tmp_path):
     assert not list(tmp_path.glob(".probe-framework-*"))  # its runs are not left behind
 
 
+@pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1",
+                    reason="the virtual Slurm cluster is not started (make slurm-up)")
+def test_a_slurm_world_size_past_its_timeout_is_cancelled_and_recorded(tmp_path):
+    """On a Slurm profile ``--timeout`` counts from the job's submission: a world size whose
+    job has not ended 2 s after it (pending, or starting its tasks) is recorded failed, the
+    reason naming the timeout, the job and its state, and the job is cancelled, not left in
+    the queue."""
+    import re
+    import subprocess
+
+    r = run_module("vitfsdp.probe", "-m", "cluster=virtual", "model=vit_tiny",
+                   "strategy=FULL_SHARD", "nodes=1", "device=cpu", "--timeout", "2",
+                   "--out", str(tmp_path), cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "each at most --timeout 2 s from its submission (queue wait included)" in r.stdout
+    (kept,) = (tmp_path / "probes").glob("*.json")
+    (world,) = read(kept)["worlds"]
+    assert world["status"] == "failed", world
+    why = world["reason"]
+    match = re.fullmatch(r"timed out: --timeout 2 s \(counted from submission\) passed with "
+                         r"Slurm job (\d+) (\w+), .* in the queue.* \(state looked at every "
+                         r"1 s\); cancelled", why)
+    assert match and match[2] in {"PENDING", "RUNNING", "CONFIGURING", "UNKNOWN"}, why
+    queued = subprocess.run(["squeue", "-h", "-j", match[1]], capture_output=True, text=True)
+    assert match[1] not in queued.stdout, queued.stdout  # cancelled, not left queued
+
+
 def test_terms_that_move_alike_share_one_factor():
     """A weak-scaling sweep of one model: every rank computes the same, so the GEMM and the
     other compute terms are the same seconds in every run and least squares could split

@@ -50,7 +50,9 @@ def probe_world(spec: dict, work_dir: Path, timeout_s: float, slurm_cfg=None,
     ranks in their own network namespace on the shaped link, as the sweep's points run:
     :func:`run_local`), or with ``slurm_cfg`` (a point's RunConfig at that world size on a
     Slurm profile) as a Slurm job of its nodes (:mod:`vitfsdp.probe.slurm`). A failed or
-    timed-out job gives ``status: failed`` and the log's tail as the reason."""
+    timed-out job gives ``status: failed`` and the log's tail as the reason; on Slurm
+    ``timeout_s`` counts from the job's submission (queue wait included) and a job past it is
+    cancelled, the reason naming the job, its state and how long it pended."""
     world = spec["world_size"]
     spec_path = work_dir / f"probe_spec_w{world}.json"
     out_path = work_dir / f"probe_w{world}.json"
@@ -64,7 +66,8 @@ def probe_world(spec: dict, work_dir: Path, timeout_s: float, slurm_cfg=None,
         # submitit where a Slurm job is submitted
         from vitfsdp.probe.slurm import run_world_job
 
-        ok, why = run_world_job(slurm_cfg, spec_path, out_path, work_dir / f"slurm_w{world}")
+        ok, why = run_world_job(slurm_cfg, spec_path, out_path, work_dir / f"slurm_w{world}",
+                                timeout_s)
         code = 0 if ok else 1
     else:
         # the launchers where a world is launched: `python -m vitfsdp.probe --help` starts
@@ -357,7 +360,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="directory for probe.json, or a .json file "
                              "(default runs/probe/<time>)")
     parser.add_argument("--timeout", type=float, default=1800.0,
-                        help="seconds one world size may take before it is recorded failed")
+                        help="seconds one world size may take before it is stopped and "
+                             "recorded failed (default 1800); on a Slurm profile counted from "
+                             "the job's submission, queue wait included: the job is then "
+                             "cancelled and the reason says how long it pended")
     parser.add_argument("--replace", action="store_true",
                         help="make this probe the one the plan reads where probe.json (or the "
                              "file named) exists; without it the earlier one stays and this "
@@ -384,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     specs = world_specs(cfgs, device, extra=tiny)
     worlds = []
     started = time.monotonic()
+    if slurm:
+        print(slurm_wait_line(len(specs), args.timeout), flush=True)
     for i, spec in enumerate(specs, 1):
         print(f"[probe {i}/{len(specs)}] world size {spec['world_size']} "
               f"({spec['nodes']} node(s) x {spec['ranks_per_node']}): {len(spec['gemms'])} "
@@ -409,6 +417,18 @@ def main(argv: list[str] | None = None) -> int:
     measured = f"{sum(w.get('status') == 'completed' for w in worlds)}/{len(worlds)}"
     print(publish(kept, path, args.replace, data["status"] == "completed", measured))
     return 0 if data["status"] == "completed" else 1
+
+
+def slurm_wait_line(worlds: int, timeout_s: float) -> str:
+    """What a probe on a Slurm profile holds: this process waits for each of ``worlds``
+    jobs in turn, each at most ``timeout_s`` seconds from its submission, e.g. ``[probe]
+    Slurm: 5 jobs, waited for here one after another, each at most --timeout 1800 s from
+    its submission (queue wait included): up to 2:30:00; in a tmux or screen session the probe
+    outlives a dropped login``."""
+    return (f"[probe] Slurm: {worlds} job(s), waited for here one after another, each at most "
+            f"--timeout {timeout_s:g} s from its submission (queue wait included): up to "
+            f"{format_eta(worlds * timeout_s)}; in a tmux or screen session the probe outlives "
+            "a dropped login")
 
 
 def eta_line(elapsed_s: float, done: list[dict], left: list[dict]) -> str:
