@@ -72,6 +72,12 @@ PAIRING_COLUMNS = ("world_size", "ranks_per_node", "cluster")
 #: Text columns a line label writes as ``name=value`` (``cluster=frontier``): their value
 #: alone does not say what it is.
 NAMED_COLUMNS = ("cluster",)
+#: The PyTorch strategy whose program a JAX strategy runs, where it is not the one of its
+#: name: JAX's FULL_SHARD gathers each unit's parameters once and keeps them from forward to
+#: backward, as torch's SHARD_GRAD_OP does, where torch's FULL_SHARD gathers them again
+#: (docs/jax.md, "FULL_SHARD gathers once"). :func:`framework_ratio_table` pairs the JAX
+#: strategy with both: its namesake and, where the sweep ran it, this one.
+SAME_PROGRAM = {"FULL_SHARD": "SHARD_GRAD_OP"}
 #: Columns of :func:`framework_ratio_table` after its key columns.
 RATIO_COLUMNS = ("torch_ips", "jax_ips", "jax_over_torch", "ratio_low", "ratio_high",
                  "torch_runs", "jax_runs", "torch_failed", "jax_failed", "difference",
@@ -421,12 +427,21 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
     splits a strategy's PyTorch lines (``backward_prefetch`` swept, say) stays a column,
     each of its rows compared with the same JAX runs.
 
+    JAX's FULL_SHARD runs torch's SHARD_GRAD_OP program (:data:`SAME_PROGRAM`): where the
+    sweep ran torch's SHARD_GRAD_OP at a JAX FULL_SHARD point, that pair is a row too,
+    beside the FULL_SHARD pair, its ``strategy`` JAX's (FULL_SHARD) and ``torch_strategy``
+    SHARD_GRAD_OP: the same collectives on both sides, where the FULL_SHARD pair's torch
+    side gathers each unit again in backward.
+
     Returns:
         One row per point that both frameworks ran: the key columns, ``nodes``, those
         of :data:`PAIRING_COLUMNS` that take more than one value at one node count among the
         completed runs (``world_size`` in ranks, ``ranks_per_node``, ``cluster``: the
-        profile), the varying PyTorch-only columns, ``torch_ips`` and ``jax_ips`` (global
-        images/s, NaN where the side completed no run) and ``jax_over_torch`` (jax_ips /
+        profile), the varying PyTorch-only columns, ``torch_strategy`` (only where a row
+        pairs by program: the PyTorch strategy compared where it is not ``strategy``,
+        ``SHARD_GRAD_OP``; empty in the rows that pair by name), ``torch_ips`` and
+        ``jax_ips`` (global images/s, NaN where the side completed no run) and
+        ``jax_over_torch`` (jax_ips /
         torch_ips; > 1: JAX is faster), ``ratio_low`` and ``ratio_high`` (the ratio's bounds
         over both sides' spans, :func:`vitfsdp.analysis.verdict.span`: ``ratio_low`` is the
         slowest JAX measurement over the fastest PyTorch one, jax_low / torch_high,
@@ -474,7 +489,47 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
         whether the two trained alike, :func:`vitfsdp.analysis.report.loss_parted`);
         empty (with these columns) when either framework ran no point.
     """
-    by_framework, keys, torch_keys, pairing, ran = _framework_keys(df)
+    table = _ratio_rows(df, df, noise)
+    extra = [rows for rows in (_ratio_rows(df, frame, noise).assign(torch_strategy=torch_name)
+                               for torch_name, frame in _same_programs(df)) if len(rows)]
+    if not extra:
+        return table
+    keys = list(table.columns[:list(table.columns).index(RATIO_COLUMNS[0])])
+    table = pd.concat([table.assign(torch_strategy=None), *extra], ignore_index=True)
+    table = table[[*keys, "torch_strategy", *RATIO_COLUMNS]].astype(
+        {"host_bound": "boolean", "noisy": "boolean"})
+    return table.sort_values([*keys, "torch_strategy"], kind="stable", key=_sort_key,
+                             na_position="first").reset_index(drop=True)
+
+
+def _same_programs(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """For each JAX strategy of :data:`SAME_PROGRAM` the sweep ran beside the PyTorch
+    strategy that runs its program: that PyTorch strategy's name and a frame of the JAX
+    runs of the strategy and those PyTorch runs, the PyTorch runs under the JAX strategy's
+    name (``strategy``, and ``sharding_strategy`` as the JAX runs recorded it), so that
+    :func:`_ratio_rows` pairs them."""
+    found = []
+    for jax_name, torch_name in SAME_PROGRAM.items():
+        jax = (df["framework"] == "jax") & (df["strategy"] == jax_name)
+        torch = (df["framework"] == "torch") & (df["strategy"] == torch_name)
+        if not (jax.any() and torch.any()):
+            continue
+        frame = df[jax | torch].copy()
+        frame["strategy"] = frame["strategy"].astype(object)
+        frame.loc[torch[jax | torch], "strategy"] = jax_name
+        if "sharding_strategy" in frame:
+            recorded = df.loc[jax, "sharding_strategy"].dropna().unique()
+            frame["sharding_strategy"] = frame["sharding_strategy"].astype(object)
+            frame.loc[torch[jax | torch], "sharding_strategy"] = (
+                recorded[0] if len(recorded) == 1 else jax_name)
+        found.append((torch_name, frame))
+    return found
+
+
+def _ratio_rows(df: pd.DataFrame, runs: pd.DataFrame, noise: float) -> pd.DataFrame:
+    """:func:`framework_ratio_table`'s rows of the runs of ``runs`` (``df`` itself, or a
+    frame of :func:`_same_programs`), keyed by the columns ``df`` varies."""
+    by_framework, keys, torch_keys, pairing, ran = _framework_keys(df, None if runs is df else runs)
     cols = [*keys, *torch_keys, *RATIO_COLUMNS]
     groups = {"torch": [*pairing, *torch_keys], "jax": pairing}
     counts = {fw: _attempts(rows, groups[fw], fw) for fw, rows in ran.items()}
@@ -545,8 +600,9 @@ def _ratio_verdict(r: Any, noise: float) -> str:
                         if fw not in missing and not any(only.values())))
 
 
-def _framework_keys(df: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], list[str], list[str],
-                                                list[str], dict[str, pd.DataFrame]]:  # fmt: skip
+def _framework_keys(df: pd.DataFrame, runs: pd.DataFrame | None = None) -> tuple[
+        dict[str, pd.DataFrame], list[str], list[str], list[str],
+        dict[str, pd.DataFrame]]:  # fmt: skip
     """How :func:`framework_ratio_table` pairs the runs of ``df``: each framework's completed
     runs (``"torch"``, ``"jax"``), the key columns the table shows (:func:`comparison_columns`,
     ``nodes`` and the :data:`PAIRING_COLUMNS` that take more than one value at one node
@@ -554,18 +610,17 @@ def _framework_keys(df: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], list[str
     a JAX run shares with the PyTorch runs it is compared with (the keys and every pairing
     column), and each framework's runs of every status at a known node count (a run that
     never started at the values the other runs of its point resolved,
-    :func:`at_their_points`)."""
+    :func:`at_their_points`). ``runs``: the runs to pair where not ``df``'s own (a frame of
+    :func:`_same_programs`), the key columns still those ``df`` varies."""
     lines = line_columns(df)
     within = df[df["framework"] == "torch"].groupby(list(BASE_LINE_COLUMNS), dropna=False)
     torch_keys = [c for c in TORCH_ONLY_COLUMNS
                   if c in lines and (within[c].nunique(dropna=False) > 1).any()]
-    placed = at_their_points(df)
-    done = placed[(placed["status"] == "completed") & placed["ips"].notna()
-                  & placed["nodes"].notna()]
+    done, ran = _completed(at_their_points(df))
+    both = done[done["framework"].isin(["torch", "jax"])]
+    if runs is not None:
+        done, ran = _completed(at_their_points(runs))
     by_framework = {fw: done[done["framework"] == fw] for fw in ("torch", "jax")}
-    ran = {fw: placed[(placed["framework"] == fw) & placed["nodes"].notna()]
-           for fw in ("torch", "jax")}
-    both = done[done["framework"].isin(list(by_framework))]
     at_nodes = both.groupby("nodes", dropna=False)
     compared = comparison_columns(df)
     world = [c for c in PAIRING_COLUMNS
@@ -573,6 +628,16 @@ def _framework_keys(df: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], list[str
     keys = [*compared, "nodes", *world]
     pairing = [*keys, *(c for c in PAIRING_COLUMNS if c not in keys)]
     return by_framework, keys, torch_keys, pairing, ran
+
+
+def _completed(placed: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """The completed runs of ``placed`` with images/s at a known node count, and each
+    framework's runs of every status at a known node count."""
+    done = placed[(placed["status"] == "completed") & placed["ips"].notna()
+                  & placed["nodes"].notna()]
+    ran = {fw: placed[(placed["framework"] == fw) & placed["nodes"].notna()]
+           for fw in ("torch", "jax")}
+    return done, ran
 
 
 def framework_partners(df: pd.DataFrame) -> pd.DataFrame:
@@ -589,7 +654,17 @@ def framework_partners(df: pd.DataFrame) -> pd.DataFrame:
         and the pairing columns that vary at one node count), ``run_dir`` and ``paired``
         (bool); every run unpaired where the other framework ran none.
     """
-    by_framework, keys, _, pairing, ran = _framework_keys(df)
+    found = _partners(df, df)
+    for _, frame in _same_programs(df):  # a PyTorch run paired by its program, not its name
+        also = _partners(df, frame)
+        found["paired"] |= found["run_dir"].isin(also.loc[also["paired"], "run_dir"])
+    return found
+
+
+def _partners(df: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """:func:`framework_partners` of the runs of ``runs`` (``df`` itself, or a frame of
+    :func:`_same_programs`), keyed by the columns ``df`` varies."""
+    by_framework, keys, _, pairing, ran = _framework_keys(df, None if runs is df else runs)
     found = []
     for fw, other in (("torch", "jax"), ("jax", "torch")):
         rows = by_framework[fw]

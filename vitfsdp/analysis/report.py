@@ -888,11 +888,14 @@ def _program_caveat(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> st
     from ``ratio`` where it is a column (it splits lines), else from ``runs`` (the
     ``collect_runs`` frame the table came from: :func:`_ddp_precisions`):
 
-    - FULL_SHARD and HYBRID_<k>GPU: JAX's step gathers each FSDP unit's parameters once
+    - FULL_SHARD (a row that pairs by name: no ``torch_strategy``) and HYBRID_<k>GPU:
+      JAX's step gathers each FSDP unit's parameters once
       (over its shard group) and keeps them from forward to backward
       (``vitfsdp.jax.sharding``; what torch's SHARD_GRAD_OP does), where torch's FULL_SHARD
       and HYBRID_SHARD gather them again in backward: the ratio includes one all-gather per
       unit a step and the memory of the gathered units.
+    - A row with ``torch_strategy`` (JAX's FULL_SHARD against torch's SHARD_GRAD_OP,
+      :data:`~vitfsdp.analysis.lines.SAME_PROGRAM`): the same collectives on both sides.
     - World size 1 (a row's ``world_size``, else the one world size ``runs`` ran its
       point at: :func:`_world_sizes`): one device, so no sharding and no collectives; the
       gather sentence above does not hold, and the ratio compares compute and host loop.
@@ -905,7 +908,9 @@ def _program_caveat(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> st
     bf16_ddp = "DDP" in strategies and bool(_ddp_precisions(ratio, runs) & {"bf16", "auto"})
     text = ""
     single = _world_sizes(ratio, runs) == 1
-    sharded = sorted(x for x in set(ratio.loc[~single, "strategy"].dropna().astype(str))
+    by_program = ratio.get("torch_strategy", pd.Series(None, index=ratio.index)).notna()
+    sharded = sorted(x for x in set(ratio.loc[~single & ~by_program, "strategy"].dropna()
+                                    .astype(str))
                      if x == "FULL_SHARD" or x.startswith("HYBRID_"))
     if single.any():
         names = ", ".join(sorted(set(ratio.loc[single, "strategy"].dropna().astype(str))))
@@ -918,6 +923,14 @@ def _program_caveat(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> st
                  "them to the backward (as torch's SHARD_GRAD_OP does), where torch gathers "
                  f"them again: those ratios include one all-gather per unit and the memory "
                  "of the gathered units (docs/jax.md).")
+    if (by_program & ~single).any():
+        pairs = ", ".join(sorted({f"JAX {s} against torch {t}" for s, t in zip(
+            ratio.loc[by_program & ~single, "strategy"],
+            ratio.loc[by_program & ~single, "torch_strategy"], strict=True)}))
+        text += (f" Where `torch_strategy` is set ({pairs}), a row pairs by program, not "
+                 "name: JAX gathers each unit's parameters once and keeps them to the "
+                 "backward as torch's SHARD_GRAD_OP does, so both sides run the same "
+                 "collectives there.")
     if bf16_ddp:
         text += (" Where DDP ran in bf16, torch ran autocast (fp32 weights, layer norms and "
                  "residual stream, bf16 matmuls) and JAX computed in bf16 throughout: those "
