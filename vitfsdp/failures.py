@@ -50,9 +50,11 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.distributed as dist
 
-from vitfsdp import startup_signals
+from vitfsdp import provenance, startup_signals
 from vitfsdp.core.layout import EXIT_FAILED
 from vitfsdp.core.loop import Preempted as Preempted  # the stop exception, framework-neutral
+from vitfsdp.core.loop import Progress
+from vitfsdp.records import RunRecords, disk_error
 
 log = logging.getLogger(__name__)
 
@@ -360,6 +362,164 @@ def abort_process_group() -> None:
             dist.destroy_process_group()
         except Exception:
             pass
+
+
+def board_on_store(store, rank: int, world_size: int, grace_s: float) -> FailureBoard:
+    """A :class:`FailureBoard` kept in ``store`` (a ``torch.distributed.Store``; None: no
+    peers, every post a no-op) instead of the default process group's: for a trainer that
+    has no torch process group (the JAX trainer), whose ranks reach the job's store
+    themselves (:func:`vitfsdp.jax.distributed.failure_store`)."""
+    board = FailureBoard(rank, world_size, grace_s)
+    if board.store is None and store is not None:
+        board.store = dist.PrefixStore(f"vitfsdp/failures/{next(_runs)}/", store)
+    return board
+
+
+def heartbeat_stale_s(timeout_s: float) -> float:
+    """Seconds without a heartbeat after which rank 0 records a rank as dead: half the
+    collective timeout (``train.timeout_s``), within [:data:`HEARTBEAT_MIN_S`,
+    :data:`HEARTBEAT_STALE_S`], so the record is written before the timeout ends the ranks."""
+    return max(HEARTBEAT_MIN_S, min(HEARTBEAT_STALE_S, timeout_s / 2))
+
+
+@dataclass
+class Recorder:
+    """What a trainer's failure path needs, framework-neutral: the board, the run's records
+    (rank 0 writes), its progress and start time (``time.time()``), and this rank's memory
+    figures (``memory()``: ``peak_mem_allocated_gib``, ``peak_mem_reserved_gib``,
+    ``peak_rss_gib``, GiB or None; no collective). The functions below are those of
+    :mod:`vitfsdp.torch_train` with the process group's abort left to the caller."""
+
+    board: FailureBoard
+    records: RunRecords
+    progress: Progress
+    t0: float
+    memory: Callable[[], dict]
+
+
+def watch_failures(rec: Recorder, timeout_s: float) -> None:
+    """Start ``rec.board``'s watcher (:meth:`FailureBoard.watch`): on rank 0 (the writer) it
+    records the run when another rank reports and the main thread does not take it up
+    within the grace period, or when ranks stop beating for :func:`heartbeat_stale_s` of
+    ``timeout_s``; on the other ranks it posts ``blocked`` for a main thread that has not
+    reported (and ends a hung one once the verdict is in)."""
+    if rec.records.is_writer:
+        rec.board.watch(lambda: _record_from_watcher(rec),
+                        on_silent=lambda ranks, stale_s: _record_silent_from_watcher(
+                            rec, ranks, stale_s),
+                        stale_s=heartbeat_stale_s(timeout_s))
+    else:
+        rec.board.watch(lambda: _report_blocked_from_watcher(rec))
+
+
+def record_failure(exc: BaseException, rec: Recorder, stop_signal: int | None = None,
+                   abort: Callable[[], None] | None = None,
+                   kind: str | None = None) -> RunFailed:
+    """Post this rank's report of ``exc``, call ``abort`` (peers blocked on this rank error
+    at once); rank 0 gathers the reports and records the agreed status, the other ranks
+    wait for it. Returns the error to raise (``raise ... from exc``).
+
+    Args:
+        stop_signal: the stop signal this rank had received (:attr:`StopSignals.received`).
+        kind: the report's kind where the trainer knows it better than :func:`classify`
+            (XLA's ``RESOURCE_EXHAUSTED``: ``oom``); None = :func:`classify`'s.
+    """
+    board = rec.board
+    report = make_report(exc, board.rank, rec.progress.step, rec.memory(),
+                         signal.Signals(stop_signal).name if stop_signal else None)
+    report.kind = kind or report.kind
+    board.post(report)
+    if abort is not None:
+        abort()
+    if report.kind in ("oom", "error"):  # this rank's own error: the cause, worth a trace
+        log.error("rank %d failed at step %d:\n%s", board.rank, rec.progress.step + 1,
+                  report.traceback_tail)
+    if rec.records.is_writer and board.claim():
+        status, reason = decide_and_record(rec, report)
+    else:  # another rank, or rank 0's watcher thread got there first
+        agreed = board.wait_verdict()
+        status, reason = agreed or ("failed", f"rank 0 recorded nothing; here: {report.error}")
+    log.error("run ended %s: %s", status, reason.splitlines()[0])
+    return RunFailed(status, reason)
+
+
+def decide_and_record(rec: Recorder, own: Report) -> tuple[str, str]:
+    """Rank 0: collect the reports, record the verdict (summary.json), post it; returns
+    (status, reason).
+
+    Raises:
+        OSError: the record could not be written (the verdict is posted first)."""
+    reports = rec.board.collect(known=own)
+    status, reason = verdict(reports, rec.board.world_size)
+    try:
+        rec.records.finish(status, reason=reason[:4000], elapsed_s=time.time() - rec.t0,
+                           last_step=max(r.last_step for r in reports),
+                           memory_at_failure=max_memory(reports),
+                           reported_ranks=[r.rank for r in reports],
+                           num_attempts=rec.progress.attempt + 1,
+                           **({"interrupted": True} if status == "preempted" else {}))
+    except OSError as e:  # a full or read-only disk: the other ranks still hear why, first
+        disk = disk_error(e)
+        rec.board.post_verdict(status, f"{disk}; then: {reason}" if disk else reason)
+        raise
+    rec.board.post_verdict(status, reason)
+    return status, reason
+
+
+def _record_from_watcher(rec: Recorder) -> None:
+    """Rank 0's watcher, after another rank reported: unless the main thread takes the
+    failure up within the grace period, record the run from here and end the process."""
+    time.sleep(rec.board.grace_s)
+    if not rec.board.claim():
+        return
+    own = Report(rec.board.rank, "blocked", "RuntimeError: rank 0 was blocked (in a "
+                 "collective or a device synchronization) when others failed", "",
+                 rec.progress.step, rec.memory())
+    _end_from_watcher(rec, own)
+
+
+def _record_silent_from_watcher(rec: Recorder, ranks: list[int], stale_s: float) -> None:
+    """Rank 0's watcher, when ``ranks`` stopped beating and the main thread has not taken a
+    failure up (a collective that waits for its timeout): record ``failed``, end the
+    process."""
+    if not rec.board.claim():
+        return
+    own = Report(rec.board.rank, "heartbeat", f"ranks {ranks} stopped responding (no "
+                 f"heartbeat for {stale_s:.0f} s: killed, out of host memory or node lost)",
+                 "", rec.progress.step, rec.memory())
+    rec.board.post(own, from_watcher=True)
+    _end_from_watcher(rec, own)
+
+
+def _end_from_watcher(rec: Recorder, own: Report) -> None:
+    status, reason = decide_and_record(rec, own)
+    log.error("run ended %s: %s", status, reason.splitlines()[0])
+    provenance.exit_now(EXIT_FAILED)
+
+
+def _report_blocked_from_watcher(rec: Recorder) -> None:
+    """A non-zero rank's watcher, after some rank reported: post ``blocked`` for a main
+    thread that has not reported within half the grace period; end the process when the
+    main thread has still not taken the failure up ``grace_s`` after the verdict (or after
+    rank 0 left with its store): a hung rank that no bare srun would end."""
+    board = rec.board
+    time.sleep(board.grace_s / 2)
+    if board.posted.is_set():
+        return
+    board.post(Report(board.rank, "blocked", f"RuntimeError: rank {board.rank} was blocked "
+                      "(in a collective or a device synchronization) when another rank "
+                      "failed", "", rec.progress.step, rec.memory()), from_watcher=True)
+    agreed = board.wait_verdict()
+    if agreed is None and not board.store_lost:
+        return  # rank 0 is there but recorded nothing in time: it or its launcher decides
+    if board.posted.wait(board.grace_s):
+        return  # the main thread took the failure up: it ends with the agreed status
+    ended = (f"run ended {agreed[0]}: {agreed[1].splitlines()[0]}" if agreed else
+             "rank 0 has left (its store is gone) before this rank read its verdict")
+    log.error("%s; rank %d's main thread is still blocked at step %d %.0f s later: "
+              "exiting with code %d", ended, board.rank, rec.progress.step + 1, board.grace_s,
+              EXIT_FAILED)
+    provenance.exit_now(EXIT_FAILED)
 
 
 class StopSignals:

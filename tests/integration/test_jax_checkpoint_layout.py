@@ -17,7 +17,7 @@ pytest.importorskip("jax", reason=NO_JAX)  # before the imports that need it
 import jax
 import optax
 
-from vitfsdp import checkpoint
+from vitfsdp import checkpoint, failures
 from vitfsdp.config import RunConfig, to_run_config
 from vitfsdp.distributed import DistEnv
 from vitfsdp.jax import checkpoint as jckpt
@@ -66,16 +66,18 @@ def test_checkpoint_before_padded_layout_is_refused_and_recorded(tmp_path, monke
     cfg = _cfg("strategy=FULL_SHARD")
     state = _save_before_padding(tmp_path, cfg, monkeypatch)
     assert state["params"]["head"]["bias"].shape == (10,)  # whole: the old layout
-    with pytest.raises(ValueError) as e:
+    with pytest.raises(failures.RunFailed) as e:  # recorded as a torch run's failures are
         jtrain.run(cfg, DistEnv(), tmp_path)
-    message = str(e.value)
+    assert isinstance(e.value.__cause__, ValueError)
+    message = str(e.value.__cause__)
     ckpt = tmp_path / checkpoint.CHECKPOINT_DIR
     assert message.startswith(f"{ckpt} was saved before the padded layout")
     assert "params/head/bias: saved (10,), stored now as (16,)" in message
     assert "remove that folder to start the run afresh" in message
     assert "--rerun-failed" in message and "\n" not in message
     summary = read_json(tmp_path / "summary.json")
-    assert summary["status"] == "failed" and summary["reason"] == f"ValueError: {message}"
+    assert summary["status"] == "failed" and summary["reason"].startswith(
+        f"raised on rank 0 (ranks 0) at step 3: ValueError: {message}\n")
     assert summary["num_attempts"] == 2 and summary["last_step"] == 2
     assert (ckpt / checkpoint.META_FILE).is_file()  # kept: removing it is the user's call
 
@@ -127,7 +129,7 @@ def test_a_failure_records_the_last_step_that_ran_not_the_last_dispatched(tmp_pa
         return stop(self, *args, **kwargs)
 
     monkeypatch.setattr(jtrain.JaxWindowMeter, "stop", failing_stop)
-    with pytest.raises(RuntimeError, match="Connection reset by peer"):
+    with pytest.raises(failures.RunFailed, match="Connection reset by peer"):
         jtrain.run(cfg, DistEnv(), tmp_path)
     summary = read_json(tmp_path / "summary.json")
     assert summary["status"] == "failed" and summary["last_step"] == 1

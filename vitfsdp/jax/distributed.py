@@ -17,6 +17,7 @@ store nor with another job's. ``JAX_COORDINATOR_PORT`` set in the environment wi
 
 from __future__ import annotations
 
+import datetime
 import glob
 import logging
 import os
@@ -155,6 +156,34 @@ def shutdown(env: DistEnv) -> None:
     """Leave ``jax.distributed`` (a no-op for a single process)."""
     if env.is_distributed:
         jax.distributed.shutdown()
+
+
+_STORES: dict[tuple[str, str], object] = {}
+
+
+def failure_store(env: DistEnv, timeout_s: float):
+    """The key-value store the ranks of ``env`` share for :class:`vitfsdp.failures.FailureBoard`,
+    a ``torch.distributed.Store`` as the board reads and writes, found as torch's ``env://``
+    rendezvous finds it for a torch run: torchrun's agent's store
+    (``TORCHELASTIC_USE_AGENT_STORE``; it outlives the ranks), else one rank 0 hosts at
+    ``MASTER_ADDR:MASTER_PORT`` (a bare srun, as a torch run's; JAX's coordinator is at
+    :func:`coordinator_port`, not there). One per process, made on first use; None for a
+    single process.
+
+    Raises:
+        RuntimeError (torch's ``DistStoreError``): rank 0's store was not reached within
+            ``timeout_s``.
+    """
+    if not env.is_distributed:
+        return None
+    key = (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"])
+    if key not in _STORES:
+        import torch.distributed as dist  # torch as the JAX trainer has it (its data loader)
+
+        _STORES[key], _, _ = next(dist.rendezvous(
+            "env://", rank=env.rank, world_size=env.world_size,
+            timeout=datetime.timedelta(seconds=timeout_s)))
+    return _STORES[key]
 
 
 def gather_floats(values: list[float]) -> np.ndarray:

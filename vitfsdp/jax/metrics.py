@@ -152,6 +152,22 @@ def gpu_memory(stats: dict | None) -> dict[str, float | None]:
     return {"memory_gib": limit / GIB if limit else None, "total_memory_gib": None}
 
 
+def local_memory(device: jax.Device) -> dict:
+    """This process's memory figures, without any collective (for a failure report, when
+    collectives may be broken), GiB: ``peak_mem_allocated_gib`` and ``peak_mem_reserved_gib``
+    (XLA's ``peak_bytes_in_use`` and ``peak_pool_bytes`` on a GPU, since the process
+    started; None on the CPU or where unreported), ``peak_rss_gib`` (VmHWM since the
+    window started; None where unreadable), the keys of :func:`vitfsdp.metrics.local_memory`."""
+    try:
+        stats = (device.memory_stats() or {}) if device.platform != "cpu" else {}
+    except RuntimeError:  # a device in error after the failure
+        stats = {}
+    alloc, reserved = (stats[k] / GIB if k in stats else None
+                       for k in ("peak_bytes_in_use", "peak_pool_bytes"))
+    return {"peak_mem_allocated_gib": alloc, "peak_mem_reserved_gib": reserved,
+            "peak_rss_gib": _read_vm_hwm_gib()}
+
+
 def device_probe(device: jax.Device) -> DeviceMemoryProbe:
     """The driver's view of ``device`` (:class:`vitfsdp.metrics.DeviceMemoryProbe`): its
     memory in use and how busy it was, through NVML on an NVIDIA GPU, found by its CUDA

@@ -55,7 +55,13 @@ from vitfsdp.distributed import DistEnv
 from vitfsdp.jax import checkpoint as jckpt
 from vitfsdp.jax import distributed as jdist
 from vitfsdp.jax import sharding
-from vitfsdp.jax.metrics import JaxWindowMeter, device_info, device_probe, resolve_peak
+from vitfsdp.jax.metrics import (
+    JaxWindowMeter,
+    device_info,
+    device_probe,
+    local_memory,
+    resolve_peak,
+)
 from vitfsdp.jax.model import (
     ViT,
     build_model,
@@ -82,6 +88,10 @@ def main(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
     Raises:
         SystemExit: with :data:`vitfsdp.checkpoint.EXIT_PREEMPTED` after a stop signal (the
             checkpoint is saved and the run recorded ``preempted``).
+
+    A recorded failure (:class:`vitfsdp.failures.RunFailed`) ends the process with
+    :data:`vitfsdp.failures.EXIT_FAILED` at once (``os._exit``), as in a torch run, without
+    leaving ``jax.distributed``.
     """
     provenance.setup_logging(env.rank)
     # SIGTERM is a stop signal here (failures.StopSignals); JAX's preemption service would
@@ -92,6 +102,10 @@ def main(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
         try:
             jdist.check_platform(cfg.device)
             return run(cfg, env, run_dir)
+        except failures.RunFailed as e:  # recorded by rank 0 (vitfsdp.failures)
+            # not jax.distributed.shutdown: its barrier would wait for a dead peer until the
+            # coordination service's heartbeat timeout aborts the process (90 s, measured)
+            provenance.exit_now(e.exit_code)
         finally:
             jdist.shutdown(env)
     except Preempted as e:  # recorded; every process saved its shards
@@ -108,8 +122,11 @@ def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
             checkpoint of another config in ``run_dir`` (nothing recorded).
         Preempted: SIGUSR2/SIGTERM arrived on some process; a checkpoint was saved
             and the run recorded as ``preempted``.
-        Exception: whatever training raised, after rank 0 recorded it as ``oom`` (XLA's
-            RESOURCE_EXHAUSTED) or ``failed``.
+        failures.RunFailed: training raised on some process; every process raises this
+            after rank 0 recorded the agreed status (``oom``: XLA's RESOURCE_EXHAUSTED,
+            ``timeout`` or ``failed``), as a torch run's ranks do
+            (:class:`vitfsdp.failures.FailureBoard`: a killed or silent process is named).
+            ``__cause__`` is this process's own error.
     """
     if jax.device_count() != cfg.world_size:
         raise ValueError(f"JAX sees {jax.device_count()} devices but nodes={cfg.nodes} × "
@@ -136,7 +153,8 @@ def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
                   resume_step=meta["step"] if meta else None, attempt=progress.attempt)
     records.open_sinks(cfg.metrics)
     attempts = {"num_attempts": progress.attempt + 1}
-    with failures.StopSignals() as signals:
+    rec = failure_recorder(cfg, env, records, progress, t0)
+    with failures.StopSignals() as signals:  # also while a failure is being recorded
         try:
             compile_s, _ = train(cfg, model, mesh, records, signals, progress, meta, resolved)
         except Preempted as e:
@@ -145,11 +163,14 @@ def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
                            checkpoint_step=e.step if e.saved or meta else None, **attempts)
             log.warning("preempted: %s; exit code %d", e, e.exit_code)
             raise
-        except Exception as e:
-            status = "oom" if "RESOURCE_EXHAUSTED" in str(e) else "failed"
-            records.finish(status, reason=f"{type(e).__name__}: {e}"[:2000],
-                           elapsed_s=time.time() - t0, last_step=progress.step, **attempts)
+        except (KeyboardInterrupt, SystemExit):
             raise
+        except BaseException as e:  # any error but a stop, as in a torch run
+            raise failures.record_failure(
+                e, rec, signals.received,
+                kind="oom" if "RESOURCE_EXHAUSTED" in str(e) else None) from e
+        finally:
+            rec.board.stop()
     summary = records.finish("completed", elapsed_s=time.time() - t0, compile_s=compile_s,
                              **attempts)
     if records.is_writer:
@@ -157,6 +178,25 @@ def run(cfg: RunConfig, env: DistEnv, run_dir: Path) -> dict:
     log.info("completed: %.1f images/s, step %.3f s, compile %.1f s", summary["ips"],
              summary["step_time_s"], compile_s)
     return summary
+
+
+def failure_recorder(cfg: RunConfig, env: DistEnv, records: RunRecords, progress: Progress,
+                     t0: float) -> failures.Recorder:
+    """The run's failure board (:class:`vitfsdp.failures.FailureBoard`, on the ranks' store:
+    :func:`vitfsdp.jax.distributed.failure_store`), its watcher started as a torch run's
+    (:func:`vitfsdp.failures.watch_failures`): rank 0 records a process that reported, or
+    that stopped beating, while its own main thread is blocked in a collective.
+
+    No process group is aborted after a failure (XLA's communicators cannot be aborted from
+    Python): a peer blocked on a failed process errors when that process exits (gloo), or
+    is recorded by rank 0's watcher (NCCL)."""
+    board = failures.board_on_store(
+        jdist.failure_store(env, cfg.train.timeout_s), env.rank, env.world_size,
+        min(failures.GRACE_S, cfg.train.timeout_s))
+    rec = failures.Recorder(board, records, progress, t0,
+                            lambda: local_memory(jax.local_devices()[0]))
+    failures.watch_failures(rec, cfg.train.timeout_s)
+    return rec
 
 
 def apply_numerics(kernels: KernelsConfig) -> dict:

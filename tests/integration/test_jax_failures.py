@@ -1,0 +1,81 @@
+"""A JAX run's failures are recorded by the torch trainer's failure board
+(vitfsdp.failures.FailureBoard), so the record names the rank that failed: real 2-process JAX
+CPU runs (jax.distributed, gloo), started as srun starts them (one process each, no torchrun
+agent), with rank 1 killed by the test hook. Before, summary.json held rank 0's symptom
+alone ("JaxRuntimeError: ... Gloo AllGather failed ... Connection reset by peer"), and rank 0
+waited in jax.distributed's shutdown barrier until the coordination service aborted it,
+106 s after the start (measured)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import NO_JAX
+
+pytest.importorskip("jax", reason=NO_JAX)  # before the imports that need it
+
+from tests.conftest import read
+from tests.integration.test_jax_checkpoint import FAST_COMPILE
+from vitfsdp import failures
+
+RUN = ["framework=jax", "model=vit_tiny", "device=cpu", "nodes=1", "cluster.gpus_per_node=2",
+       "train.steps=6", "train.warmup_steps=1", "train.log_every=1",
+       "train.local_batch_size=4"]
+
+
+def _srun_like(tmp_path, fault: str, timeout_s: int) -> tuple[list[int], str, float]:
+    """Two ranks of a JAX run with ``fault``, each its own process as under a bare srun;
+    (exit codes, rank 0's output, seconds)."""
+    port = 29500 + os.getpid() % 2000
+    argv = [sys.executable, "-m", "vitfsdp.train", *RUN, f"train.timeout_s={timeout_s}",
+            f"hydra.run.dir={tmp_path / 'run'}", "hydra.output_subdir=null"]
+    env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port), "XLA_FLAGS": FAST_COMPILE, "PYTHONUNBUFFERED": "1",
+           failures.FAULT_ENV: fault}
+    t0 = time.monotonic()
+    procs = [subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True,
+                              env={**env, "RANK": str(r), "LOCAL_RANK": str(r)})
+             for r in (0, 1)]
+    try:
+        out = procs[0].communicate(timeout=240)[0]
+        procs[1].wait(timeout=30)
+    finally:
+        for p in procs:
+            p.kill()
+    return [p.returncode for p in procs], out, time.monotonic() - t0
+
+
+def test_a_killed_rank_is_named_in_the_record(tmp_path):
+    """kill:1:3: rank 0's gloo collective breaks; it posts its report, waits the grace
+    period for rank 1's, and records rank 1 as the silent one, the likely cause."""
+    codes, out, seconds = _srun_like(tmp_path, "kill:1:3", timeout_s=60)
+    summary = read(tmp_path / "run" / "summary.json")
+    print(f"codes {codes} in {seconds:.0f} s\nreason {summary['reason'][:400]}")
+    assert codes == [failures.EXIT_FAILED, -signal.SIGKILL], out[-3000:]
+    assert summary["status"] == "failed" and summary["last_step"] == 2
+    assert summary["reported_ranks"] == [0]
+    assert summary["reason"].startswith("ranks [1] sent no report"), summary["reason"]
+    assert "the likely cause; then collective broke on rank 0" in summary["reason"]
+    assert summary["memory_at_failure"]["peak_rss_gib"] > 0
+    assert "[rank 0] ERROR vitfsdp.failures: run ended failed: ranks [1]" in out
+    assert seconds < 90  # left at once, not at the coordination service's abort
+
+
+def test_rank_0_blocked_records_a_peer_that_stopped_beating(tmp_path):
+    """kill:1:3 with rank 0 blocked (hang:0:3), as over NCCL, where a collective does not
+    error when a peer dies: no error reaches rank 0's main thread; its watcher sees rank 1's
+    heartbeat stop (10 s: half of train.timeout_s=20) and records the run."""
+    codes, out, seconds = _srun_like(tmp_path, "kill:1:3,hang:0:3", timeout_s=20)
+    summary = read(tmp_path / "run" / "summary.json")
+    print(f"codes {codes} in {seconds:.0f} s\nreason {summary['reason'][:400]}")
+    assert codes == [failures.EXIT_FAILED, -signal.SIGKILL], out[-3000:]
+    assert summary["status"] == "failed" and summary["last_step"] == 2
+    assert summary["reason"].startswith("ranks [1] stopped responding (no heartbeat for 10 s")
+    assert "ranks [1] sent no report" in summary["reason"]
