@@ -8,7 +8,6 @@ import pytest
 from tests.fake_records import write_sweep
 from vitfsdp.analysis import points_table
 from vitfsdp.analysis.figures import plot_efficiency
-from vitfsdp.analysis.figures.panels import WINDOW_BAR_SHIFT
 
 
 def _line(ax, label: str) -> dict[int, float]:
@@ -21,7 +20,7 @@ def _line(ax, label: str) -> dict[int, float]:
 def test_the_figure_draws_points_csvs_efficiency_and_its_bounds(tmp_path):
     """DDP at 1 node ran twice (100, 110), at 2 nodes once (180, windows 179-181) and once
     out of memory at 4: the line is points.csv's efficiency (1 at 1 node, 180/210 at 2),
-    a thin bar beside 2 over its bounds, an x for 4, the ideal dashed at 1."""
+    a thin bar through its point at 2 over its bounds, an x for 4, the ideal dashed at 1."""
     df = write_sweep(tmp_path, {("DDP", 1): [100.0, 110.0], ("DDP", 2): [180.0],
                            ("DDP", 4): [None]})
     fig = plot_efficiency(df)
@@ -35,7 +34,7 @@ def test_the_figure_draws_points_csvs_efficiency_and_its_bounds(tmp_path):
         (segments,) = container.lines[2]
         for (x, low), (_, high) in segments.get_segments():
             bars[round(x, 3)] = (low, high, len(container.lines[1]))
-    assert bars[round(2 * WINDOW_BAR_SHIFT, 3)] == (
+    assert bars[2.0] == (
         pytest.approx(points.loc[2, "efficiency_min"]),
         pytest.approx(points.loc[2, "efficiency_max"]), 0)
     assert {"ideal", "efficiency_windows", "failed"} <= set(fig.drawn_kinds)

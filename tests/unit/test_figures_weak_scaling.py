@@ -56,6 +56,55 @@ def test_each_lines_bars_stand_beside_the_node_count_where_all_are_seen(tmp_path
     assert len(ideals) == 3 and all(list(ln.get_xdata()) == [1, 2] for ln in ideals)
 
 
+#: Three strategies close together: twice at 1 and 4 nodes (capped bars over the runs), once
+#: at 2 nodes (windows ips - 1 to ips + 1, 2.5%; against the baseline's span in
+#: efficiency.png, 0.90-1.01: a thin bar over either).
+CLOSE = {(s, n): [v + i for v in values] for i, s in enumerate(("DDP", "FULL_SHARD",
+                                                                 "HYBRID_2GPU"))
+         for n, values in ((1, [40.0, 44.0]), (2, [80.0]), (4, [150.0, 170.0]))}
+
+
+def _bars(ax) -> dict[str, list[tuple[float, bool]]]:
+    """Each error bar an axes drew, by colour: (x, capped)."""
+    bars: dict[str, list[tuple[float, bool]]] = {}
+    for container in ax.containers:
+        (segments,) = container.lines[2]
+        bars.setdefault(to_hex(segments.get_color()[0]), []).extend(
+            (seg[0][0], bool(container.lines[1])) for seg in segments.get_segments())
+    return bars
+
+
+@pytest.mark.parametrize("figure", ["weak_scaling", "efficiency"])
+def test_each_window_bar_runs_through_its_own_marker(tmp_path, figure):
+    """Each line stood beside the node count, but a one-run point's window bar stood further
+    right, half way to the next line's markers: at 2 nodes DDP's bar stood between DDP's and
+    FULL_SHARD's markers and FULL_SHARD's on the node count's gridline, so a reader could not
+    tell whose it was. Each bar now stands at its own marker's x, in its colour, over its
+    hollow face (as in tflops.png, test_figures_tflops); the capped bars stay at theirs."""
+    from vitfsdp.analysis.figures import plot_efficiency
+
+    plot = {"weak_scaling": plot_weak_scaling, "efficiency": plot_efficiency}[figure]
+    ax = plot(write_sweep(tmp_path, CLOSE)).axes[0]
+    measured = {ln.get_label(): ln for ln in ax.lines if not ln.get_label().startswith("_")
+                and ln.get_marker() not in (None, "None", "")}
+    assert sorted(measured) == ["DDP", "FULL_SHARD", "HYBRID_2GPU"]
+    at_2 = sorted(ln.get_xdata()[1] for ln in measured.values())
+    assert at_2[0] < at_2[1] == 2.0 < at_2[2]  # beside the node count
+    bars = _bars(ax)
+    hollow = {to_hex(c.get_edgecolor()[0]): list(c.get_offsets()[:, 0])
+              for c in ax.collections if c.get_label() == "_one run"}
+    for label, line in measured.items():
+        color, xs = to_hex(line.get_color()), list(line.get_xdata())
+        windows = [x for x, capped in bars[color] if not capped]
+        repeats = [x for x, capped in bars[color] if capped]
+        assert windows == pytest.approx([xs[1]]), label  # the bar's x is its marker's
+        assert repeats[-1] == pytest.approx(xs[2]), label  # 4 nodes: over its two runs
+        assert hollow[color] == pytest.approx([xs[1]]), label
+    window_z = {c.lines[2][0].get_zorder() for c in ax.containers if not c.lines[1]}
+    assert window_z and min(window_z) > max(c.get_zorder() for c in ax.collections
+                                            if c.get_label() == "_one run")
+
+
 def test_a_failure_mark_stands_where_its_lines_points_do(tmp_path):
     """DDP ran out of memory at 4 nodes: its x stands beside 4 as DDP's points stand beside
     1 and 2, apart from FULL_SHARD's points there."""

@@ -491,10 +491,10 @@ def test_the_bound_on_other_work_is_one_predicate_unknown_is_not_competed():
 
 def test_a_point_that_ran_once_draws_its_windows_and_repeats_draw_theirs(tmp_path):
     """One run (windows 149-151 around 150, 1.3%: under the 2% a bar needs; 40-42 around
-    41, 4.9%) draws a thin uncapped bar over its windows; two runs (100 and 110) a capped bar
-    over the runs, and the caption names each kind."""
+    41, 4.9%) draws a thin uncapped bar over its windows, through its point
+    (test_figures_weak_scaling); two runs (100 and 110) a capped bar over the runs, and the
+    caption names each kind."""
     from vitfsdp.analysis.figures import plot_weak_scaling
-    from vitfsdp.analysis.figures.panels import WINDOW_BAR_SHIFT
 
     df, _ = _sweep(tmp_path, {("DDP", 1): [100.0, 110.0], ("DDP", 2): [41.0],
                               ("DDP", 4): [150.0]})
@@ -506,7 +506,7 @@ def test_a_point_that_ran_once_draws_its_windows_and_repeats_draw_theirs(tmp_pat
         for (x, low), (_, high) in segments.get_segments():
             bars[round(x)] = (low, high, len(container.lines[1]), x)  # caps drawn
     assert bars[1] == (pytest.approx(100.0), pytest.approx(110.0), 2, 1.0)  # at the point
-    assert bars[2] == (pytest.approx(40.0), pytest.approx(42.0), 0, 2 * WINDOW_BAR_SHIFT)
+    assert bars[2] == (pytest.approx(40.0), pytest.approx(42.0), 0, 2.0)  # at the point
     assert 4 not in bars
     only_repeats, _ = _sweep(tmp_path / "r", {("DDP", 1): [100.0, 110.0]})
     assert "windows" not in plot_weak_scaling(only_repeats).drawn_kinds

@@ -13,7 +13,7 @@ import pandas as pd
 from vitfsdp.analysis.figures.finish import _finish
 from vitfsdp.analysis.figures.panels import (
     REPEATS_BAR,
-    WINDOW_BAR_SHIFT,
+    WINDOW_ON_MARKER_Z,
     WINDOWS_BAR,
     _error_bars,
     _lines,
@@ -28,7 +28,6 @@ from vitfsdp.analysis.figures.panels import (
     _style_panel,
     contended_note,
     line_shifts,
-    window_shift,
 )
 from vitfsdp.analysis.figures.style import _looks, _paper_style
 from vitfsdp.analysis.lines import label_columns as _label_keys
@@ -61,9 +60,9 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
         configuration in the weak-scaling figure's colours and markers; each point's bounds
         (``efficiency_min``/``efficiency_max``: its slowest measurement over the ideal from
         the baseline's fastest, and the other way round) as a capped bar where it ran more
-        than once, else a thin bar beside it from its one run's windows against the
-        baseline's span (none under 2%), its marker hollow (its spread over repeats is
-        unmeasured);
+        than once, else a thin bar through its hollow marker (its spread over repeats is
+        unmeasured), in its colour, from its one run's windows against the baseline's span
+        (none under 2%);
         a grey hexagon on a host-bound point; runs that did not complete as an ``x`` in a
         row at the panel's bottom, named under it. A line whose ideal starts above its
         panel's smallest node count says so in its legend label (``DDP (ideal from 2
@@ -92,8 +91,7 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
             done, color = _plot_measured(ax, line, keys, looks, _rebased(label, line, smallest),
                                          "eff", "median", shift, extras)
             if not done.empty:
-                top = max(top, _draw_bounds(ax, line, done, color, extras, shift,
-                                            window_shift(shifts)))
+                top = max(top, _draw_bounds(ax, line, done, color, extras, shift))
                 _mark_host_bound(ax, line, done, extras, shift=shift)
             contended += [named + item for item in
                           _mark_contended(ax, line, done, label, extras, shift)]
@@ -145,20 +143,21 @@ def with_point_efficiency(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _draw_bounds(ax, line: pd.DataFrame, done: pd.Series, color: str, extras: set[str],
-                 shift: float = 1.0, beside: float = WINDOW_BAR_SHIFT) -> float:  # fmt: skip
+                 shift: float = 1.0) -> float:  # fmt: skip
     """The efficiency's bounds at each completed node count of ``line`` (at ``shift`` times
-    it, as its points): capped over repeats, thin beside the point (``beside`` times
-    further) over one run's windows; returns the highest bound drawn or not. The capped bar
-    is its own kind (``efficiency_bounds``), not ``repeats``: it spans the point's slowest
-    run over the baseline's fastest to its fastest over the baseline's slowest, wider than
-    the point's repeats alone."""
+    it, as its points): capped over repeats, thin over one run's windows, through the
+    point's hollow marker and over its face (:data:`WINDOW_ON_MARKER_Z`); returns the
+    highest bound drawn or not. The capped bar is its own kind (``efficiency_bounds``), not
+    ``repeats``: it spans the point's slowest run over the baseline's fastest to its
+    fastest over the baseline's slowest, wider than the point's repeats alone."""
     ok = (line["status"] == "completed") & line["eff"].notna() & line["nodes"].notna()
     rows = line.loc[ok, ["nodes", "eff_low", "eff_high", "eff_runs"]]
     stats = rows.groupby(rows["nodes"].astype("int64")).first()
     repeated = stats["eff_runs"].fillna(1) >= 2
-    for sel, look, mark, away in ((repeated, REPEATS_BAR, "efficiency_bounds", 1.0),
-                                  (~repeated, WINDOWS_BAR, "efficiency_windows", beside)):
+    on_marker = dict(WINDOWS_BAR, zorder=WINDOW_ON_MARKER_Z)
+    for sel, look, mark in ((repeated, REPEATS_BAR, "efficiency_bounds"),
+                            (~repeated, on_marker, "efficiency_windows")):
         s = stats[sel]
         _error_bars(ax, done.loc[s.index], s["eff_low"], s["eff_high"],
-                    dict(ecolor=color, **look), mark, extras, shift=shift * away)
+                    dict(ecolor=color, **look), mark, extras, shift=shift)
     return float(pd.concat([done, stats["eff_high"]]).max())

@@ -114,15 +114,6 @@ def line_shifts(num_lines: int, nodes: pd.Series) -> list[float]:
     return [2 ** (step * (i - (num_lines - 1) / 2)) for i in range(num_lines)]
 
 
-def window_shift(shifts: list[float]) -> float:
-    """Where a one-run point's window bar stands, as a factor of its point's x (the line's
-    ``shifts``, :func:`line_shifts`): :data:`WINDOW_BAR_SHIFT`, but no further than half
-    way to the next line's points, so it is not taken for (or hidden by) another line's."""
-    if len(shifts) < 2:
-        return WINDOW_BAR_SHIFT
-    return min(WINDOW_BAR_SHIFT, math.sqrt(shifts[1] / shifts[0]))
-
-
 def _plot_measured(ax, line: pd.DataFrame, keys: list[str], looks: dict[str, tuple[str, str]],
                    label: str, value: str, how: str, shift: float = 1.0,
                    extras: set[str] | None = None) -> tuple[pd.Series, str]:  # fmt: skip
@@ -142,9 +133,9 @@ def _plot_measured(ax, line: pd.DataFrame, keys: list[str], looks: dict[str, tup
     return done, color
 
 
-#: The z-order of a one-run point's hollow marker (over its line's filled one) and of a window
-#: bar drawn at its marker (``beside=1``, :func:`_plot_repeat_range`): over the hollow marker's
-#: white face, so the bar runs through the marker it belongs to, seen inside it too.
+#: The z-order of a one-run point's hollow marker (over its line's filled one) and of its
+#: window bar (:func:`_plot_repeat_range`, the efficiency figure's bounds): over the hollow
+#: marker's white face, so the bar runs through the marker it belongs to, seen inside it too.
 HOLLOW_Z, WINDOW_ON_MARKER_Z = 3.1, 3.2
 
 
@@ -385,7 +376,7 @@ def _note_items(line: pd.DataFrame, bad: pd.Series, label: str,
 
 def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str, extras: set[str],
                        x: str = "nodes", scale: float = 1.0, shift: float = 1.0,
-                       beside: float | None = None, windows: bool = True) -> None:  # fmt: skip
+                       windows: bool = True) -> None:  # fmt: skip
     """A min-max error bar at each ``x`` (node count, or world size): over the point's runs
     where it ran more than once (capped), else over its one run's timed windows (thin and
     uncapped: the least its noise can be, the noise between runs unmeasured; none with
@@ -393,9 +384,9 @@ def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str, extras: s
     A window's ``value`` is the run's ``value`` times the window's images/s over the run's
     (``ips_min`` and ``ips_max`` over ``ips``: TFLOP/s per GPU and MFU move with images/s at
     a fixed model and world). Values are multiplied by ``scale`` (the axis' unit); the bars stand
-    at ``shift`` times ``x``, as the line's points (:func:`_plot_measured`), a window bar
-    ``beside`` times further (default :data:`WINDOW_BAR_SHIFT`; ``beside=1``: through its
-    hollow marker, over its face, :data:`WINDOW_ON_MARKER_Z`). Drawn where the
+    at ``shift`` times ``x``, as the line's points (:func:`_plot_measured`): a window bar
+    through its point's hollow marker, over its face (:data:`WINDOW_ON_MARKER_Z`), so it is
+    not taken for another line's at that ``x``. Drawn where the
     span exceeds :data:`MIN_ERROR_BAR` of the median (on the log axis a smaller one hides
     under the marker: not drawn, not in the legend)."""
     done = _completed(line, value, x)
@@ -407,11 +398,10 @@ def _plot_repeat_range(ax, line: pd.DataFrame, value: str, color: str, extras: s
         runs = runs.set_index(runs[x].astype("int64"))
         once = runs[runs.index.isin(stats.index[stats["count"] == 1])]
         per_ips = once[value] * scale / once["ips"]
-        beside = beside or WINDOW_BAR_SHIFT
-        on_marker = {"zorder": WINDOW_ON_MARKER_Z} if beside == 1.0 else {}
         _error_bars(ax, once[value] * scale, once["ips_min"] * per_ips,
-                    once["ips_max"] * per_ips, dict(ecolor=color, **WINDOWS_BAR, **on_marker),
-                    "windows", extras, shift=beside * shift)
+                    once["ips_max"] * per_ips,
+                    dict(ecolor=color, **WINDOWS_BAR, zorder=WINDOW_ON_MARKER_Z), "windows",
+                    extras, shift=shift)
     stats = stats[stats["count"] > 1]
     _error_bars(ax, stats["median"], stats["min"], stats["max"],
                 dict(ecolor=color, **REPEATS_BAR), "repeats", extras, shift=shift)
@@ -437,11 +427,8 @@ def _bar_spreads(ax, xs: Sequence[float], middle: pd.Series, low: pd.Series,
             extras.add(mark)
 
 
-#: Where a one-run point's window bar stands: right of its marker, at this many times its
-#: node count (a few percent of a window spread hide under a marker on the log axis).
-WINDOW_BAR_SHIFT = 1.08
 #: The line figures' error bars: capped over repeats, thin and uncapped over one run's
-#: windows (beside the point, :data:`WINDOW_BAR_SHIFT`).
+#: windows (through the point's hollow marker, over its face: :data:`WINDOW_ON_MARKER_Z`).
 REPEATS_BAR, WINDOWS_BAR = dict(capsize=3, lw=1), dict(capsize=0, lw=0.8)
 
 

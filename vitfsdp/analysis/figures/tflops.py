@@ -81,7 +81,7 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
                             shift, x="world_size")
             _mark_host_bound(ax, line, points * scale, extras, x="world_size", shift=shift)
             _plot_repeat_range(ax, line, "tflops_per_gpu", color, extras, x="world_size",
-                               scale=scale, shift=shift, beside=1.0)
+                               scale=scale, shift=shift)
         if scale == 1.0:
             _draw_peak(ax, panel, extras)
         gpus = sorted(set(panel["world_size"].astype("int64")))

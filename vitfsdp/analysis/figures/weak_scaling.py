@@ -30,7 +30,6 @@ from vitfsdp.analysis.figures.panels import (
     _style_panel,
     contended_note,
     line_shifts,
-    window_shift,
 )
 from vitfsdp.analysis.figures.style import _looks, _paper_style
 from vitfsdp.analysis.lines import label_columns as _label_keys
@@ -64,7 +63,8 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
         :data:`~vitfsdp.analysis.figures.style.MAX_COLUMNS` a row) and one legend below them;
         per line, a solid line with markers through the completed points (median ips per node count
         over repeats, with a min-max error bar where a point ran more than once; a point that
-        completed once is hollow: its spread over repeats is unmeasured), a dashed ideal
+        completed once is hollow, its spread over repeats unmeasured, with a thin bar through
+        its marker over its run's timed windows, in its colour), a dashed ideal
         line in the same colour, linear from the line's smallest completed node count, and the
         plan's predicted ips as a dotted line where ``pred_ips`` is known (where no run has
         one, the footer says why: :func:`no_prediction_note`); log-2 x axis, log y. Runs
@@ -96,8 +96,7 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
                 _plot_ideal(ax, done, line["nodes"], color, label)
                 _mark_above_ideal(ax, done, extras, shift)
                 _mark_host_bound(ax, line, done, extras, shift=shift)
-                _plot_repeat_range(ax, line, "ips", color, extras, shift=shift,
-                                   beside=window_shift(shifts))
+                _plot_repeat_range(ax, line, "ips", color, extras, shift=shift)
             contended += [named + item for item in
                           _mark_contended(ax, line, done, label, extras, shift)]
             _plot_predicted(ax, line, "pred_ips", color, label, extras, shift)
