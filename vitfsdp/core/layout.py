@@ -63,7 +63,9 @@ CHECKPOINT_OLD_DIR = ".checkpoint.old"
 #: Inside a checkpoint: the step reached, the attempt, the world size, the config fingerprint.
 CHECKPOINT_META_FILE = "meta.json"
 #: Earlier attempts of a point run again: ``attempts/<n>/``, n the attempt it holds, counted
-#: from 0 as run.json's ``attempt`` (:func:`vitfsdp.launch.resume.attempt_folder`).
+#: from 0 as run.json's ``attempt`` (:func:`vitfsdp.launch.resume.attempt_folder`). Folders
+#: made by earlier versions count from 1: only n's order matters (the highest the latest);
+#: the attempt is read from the folder's run.json.
 ATTEMPTS_DIR = "attempts"
 
 # ---------------------------------------------------------------- the sweep directory
