@@ -11,8 +11,10 @@ the measured ``peak_mem_gib`` (allocated on a GPU) and ``peak_mem_reserved_gib``
 time from the data sheets of the ``--cluster`` profile as it ships (no probe: its peak,
 ``plan_efficiency`` and memory bandwidth, and the host term of vitfsdp/plan/timing.py) beside
 the measured ``step_time_s``. This lets a change to the plan be checked against GPU records
-without a GPU. Prints the table and two summary lines (memory, step time); exit status 2 on
-bad arguments or a file without those columns.
+without a GPU. The composition is vitfsdp.plan.exported.compose_row's, the one an analysis
+rebuilt from an export uses for its ``pred_*`` columns. Prints the table and two summary
+lines (memory, step time); exit status 2 on bad arguments, a file without those columns or
+a run whose point cannot be composed (one line naming the column or the point).
 """
 
 import sys
@@ -43,27 +45,21 @@ def main(argv: list[str]) -> int:
         print(f"{argv[0]}: no column {', '.join(missing)} (an analysis's runs.csv has them)",
               file=sys.stderr)
         return 2
-    from vitfsdp.plan import memory_breakdown, predict
-    from vitfsdp.plan.__main__ import compose_points
+    from vitfsdp.plan import memory_breakdown
+    from vitfsdp.plan.exported import compose_row, predict_row
 
     rows = []
     for _, r in runs[runs["status"] == "completed"].iterrows():
-        ckpt = str(bool(r["train.activation_checkpointing"])).lower()
-        compiled = str(r["kernels.compile"] is True).lower()  # empty for JAX
-        fused = str(bool(r.get("kernels.fused_attn", True))).lower()
-        framework = r.get("framework", "torch")
-        [(_, cfg)] = compose_points([
-            f"model={r['model']}", f"strategy={r['strategy']}", "device=cuda",
-            f"precision={r['precision']}", f"train.activation_checkpointing={ckpt}",
-            f"train.local_batch_size={int(r['local_batch_size'])}",
-            f"kernels.compile={compiled}", f"cluster.gpus_per_node={int(r['world_size'])}",
-            f"framework={framework}", f"kernels.fused_attn={fused}", f"cluster={cluster}",
-            "nodes=1"])
+        try:
+            cfg, p = compose_row(r, cluster), predict_row(r, cluster)
+        except ValueError as e:
+            print(f"{argv[0]}: {e}", file=sys.stderr)
+            return 2
         allocated = memory_breakdown(cfg, "gpu")["allocated"] / GIB
-        p = predict(cfg, device_memory_gib=float(r["device_memory_gib"]), device="gpu")
         peak = p.peak_mem_gib
-        rows.append({"model": r["model"], "framework": framework, "strategy": r["strategy"],
-                     "ckpt": ckpt, "fused_attn": fused,
+        rows.append({"model": r["model"], "framework": cfg.framework, "strategy": r["strategy"],
+                     "ckpt": str(cfg.train.activation_checkpointing).lower(),
+                     "fused_attn": str(cfg.kernels.fused_attn).lower(),
                      "allocated": r["peak_mem_gib"], "pred_allocated": allocated,
                      "alloc_error": allocated / r["peak_mem_gib"] - 1,
                      "reserved": r["peak_mem_reserved_gib"], "pred_peak": peak,

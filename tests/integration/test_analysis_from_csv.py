@@ -59,11 +59,17 @@ def _pngs(out: Path) -> set[str]:
 
 def test_a_whole_runs_csv_rebuilds_the_same_tables_and_figures(analysed: Path,
                                                               tmp_path: Path) -> None:
+    """The same tables but for the predictions, which are this checkout's plan recomputed
+    from each row's settings (the fake records' configs are too partial to predict from)."""
     out = tmp_path / "again"
     assert analysis_main([str(analysed / "runs.csv"), "--out", str(out), "--jobs", "1"]) == 0
     for table in ("runs", "points", "scaling", "best", "failures", "equivalence"):
-        pd.testing.assert_frame_equal(pd.read_csv(out / f"{table}.csv"),
-                                      pd.read_csv(analysed / f"{table}.csv"), obj=table)
+        after, before = pd.read_csv(out / f"{table}.csv"), pd.read_csv(analysed / f"{table}.csv")
+        pred = [c for c in before.columns if c.startswith("pred_")]
+        pd.testing.assert_frame_equal(after.drop(columns=pred), before.drop(columns=pred),
+                                      obj=table)
+    runs = pd.read_csv(out / "runs.csv")
+    assert runs["pred_ips"].notna().all() and runs["pred_source"].eq("profile:cuda8").all()
     assert _pngs(out) == _pngs(analysed) >= {"weak_scaling", "efficiency", "memory", "loss"}
 
 
@@ -73,9 +79,12 @@ def test_an_export_without_newer_columns_rebuilds_the_same_points(
     out = tmp_path / "again"
     assert analysis_main([str(export), "--out", str(out), "--jobs", "1", "--report"]) == 0
     before, after = pd.read_csv(analysed / "points.csv"), pd.read_csv(out / "points.csv")
-    kept = [c for c in before.columns if c not in FROM_DROPPED]
+    # the predictions: this checkout's plan from each row's settings (the fake records'
+    # configs are too partial to predict from)
+    kept = [c for c in before.columns if c not in FROM_DROPPED and not c.startswith("pred_")]
     assert len(after) == len(before) == 4
     pd.testing.assert_frame_equal(after[kept], before[kept])
+    assert after["pred_ips"].notna().all() and before["pred_ips"].isna().all()
     assert before["device_busy_frac"].eq(0.9).all() and after["device_busy_frac"].isna().all()
     assert before["host_bound"].eq(False).all() and after["host_bound"].isna().all()  # unjudged
     assert _pngs(out) == _pngs(analysed)
@@ -83,6 +92,8 @@ def test_an_export_without_newer_columns_rebuilds_the_same_points(
     assert f"export {export} (dated 2026-11-26)" in said
     assert "device_busy_frac" in said and "not measured" in said
     assert "no point is judged host-bound" in said and "attempt_of" not in said
+    assert ("the predictions (pred_*) are this checkout's plan (python -m vitfsdp.plan) "
+            "recomputed from the export's settings") in said and "every run composed" in said
     report = (out / "report.md").read_text()
     assert "## Rebuilt from a runs.csv export" in report
     # the first section, the provenance table and every figure's caption
@@ -143,7 +154,7 @@ def test_the_committed_h100_exports_rebuild(exports: list[str], tmp_path: Path) 
     assert analysis_main([*paths, "--out", str(tmp_path), "--jobs", "1", "--report"]) == 0
     assert _pngs(tmp_path) == {"weak_scaling", "memory", "tflops"}
     said = (tmp_path / REBUILT_FILE).read_text()
-    assert "(dated 2026-11-26)" in said and "17 column(s)" in said
+    assert "(dated 2026-11-26)" in said and "16 column(s)" in said  # pred_source recomputed
     assert "device_busy_frac" in said and "the loss figure is not drawn" in said
     points = pd.read_csv(tmp_path / "points.csv")  # each export: one completed run a point
     assert len(points) == sum(len(pd.read_csv(p)) for p in paths)
@@ -207,3 +218,46 @@ def test_the_h100_jax_export_reads_its_pool_as_the_limit_not_the_device() -> Non
     assert any(e.startswith("XLA's pool") and f"{pool:.3g} GiB" in e for e in legend), legend
     assert not any(f"({pool:g} GiB)" in e and "memory" in e and "XLA" not in e
                    for e in legend), legend
+
+
+def test_the_h100_exports_are_predicted_by_this_checkouts_plan(tmp_path: Path) -> None:
+    """The README's rebuild of the H100 exports compared their own pred_* columns, written by
+    an older plan (975 images/s for ViT-H/14, measured 201-293; step time median error
+    -24.5%, ips up to +385%) under 'The plan's predictions' (a DGX user's review). Each row
+    is now predicted by this checkout's plan from its settings; a row that cannot be
+    composed has no prediction, not the export's, and the notes count it."""
+    from vitfsdp.analysis.__main__ import parse_args, read_runs
+    from vitfsdp.analysis.figures.finish import REBUILT_ATTR
+    from vitfsdp.plan.exported import predict_row
+
+    exports = [DATA / "gpu-h100-2026-11-26-sweep-runs.csv",
+               DATA / "gpu-h100-2026-11-26-jax-runs.csv"]
+    rows = pd.concat([pd.read_csv(p, low_memory=False) for p in exports], ignore_index=True)
+    rows.loc[rows["model"] == "vit_base", "precision"] = None  # 4 rows that cannot compose
+    broken = tmp_path / "data" / "gpu-h100-2026-11-26-sweep-runs.csv"
+    broken.parent.mkdir()
+    rows.to_csv(broken, index=False)
+    out = tmp_path / "out"
+    assert analysis_main([str(broken), "--out", str(out), "--jobs", "1", "--report"]) == 0
+    runs = pd.read_csv(out / "runs.csv").set_index("run_dir")
+    export = rows.set_index("run_dir").loc[runs.index]
+    base = export["model"] == "vit_base"
+    assert runs.loc[base, [c for c in runs if c.startswith("pred_")]].isna().all().all()
+    for run_dir, row in export[~base].iterrows():
+        assert runs.loc[run_dir, "pred_ips"] == pytest.approx(predict_row(row).ips)
+        assert abs(runs.loc[run_dir, "pred_ips"] - row["pred_ips"]) > 1  # not the export's
+    h14 = runs[runs["model"] == "vit_huge_patch14_224"]
+    assert h14["pred_ips"].max() < 330 and h14["pred_source"].eq("profile:cuda8").all()
+    said = (out / REBUILT_FILE).read_text()
+    assert "the predictions (pred_*) are this checkout's plan" in said
+    assert "4 of 11 run(s) could not be composed into a point: their predictions left empty" \
+        in said
+    report = (out / "report.md").read_text()
+    first = report.split("## Rebuilt from a runs.csv export")[1].split("\n## ")[0]
+    assert "4 of 11 run(s) could not be composed" in first
+    calibration = pd.read_csv(out / "calibration.csv")
+    assert len(calibration) == 7 and calibration["pred_ips"].lt(400).all()
+    every, _ = read_runs(parse_args([str(broken), "--out", str(tmp_path / "again")]), None)
+    footer = every.attrs[REBUILT_ATTR]
+    assert "not from the run records; predicted: this checkout's plan (profile:cuda8)" in footer
+    assert "none for the 4 of 11 run(s) that could not be composed" in footer

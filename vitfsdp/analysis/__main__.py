@@ -96,6 +96,7 @@ from vitfsdp.analysis.collect import (
     export_date,
     is_runs_csv,
     read_runs_csv,
+    replanned_line,
 )
 from vitfsdp.analysis.figures import (
     FIGURES,
@@ -200,7 +201,9 @@ def read_runs(args: argparse.Namespace,
             raise ValueError(f"{e}{_exports_hint(args.sweep_dirs)}") from None
     every, absent = read_runs_csv(args.sweep_dirs)
     lines = absent_lines(absent, every)
-    every.attrs[REBUILT_ATTR] = lines[0]  # every figure's footer says it too
+    # every figure's footer says it too, and that its predictions are this checkout's plan
+    every.attrs[REBUILT_ATTR] = "; ".join(
+        line for line in (lines[0], replanned_line(every, brief=True)) if line)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / REBUILT_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
     for line in lines:

@@ -27,10 +27,18 @@ import pandas as pd
 from vitfsdp.analysis.fingerprint import code_fingerprint
 from vitfsdp.analysis.lines import VARIANT_COLUMNS, _sort_key
 from vitfsdp.analysis.rows import _LOSS_CURVES, LOG_FILES, run_row
-from vitfsdp.analysis.schema import COLUMNS, FLOAT_COLUMNS, INT_COLUMNS, RUN_COLUMNS, TEXT
+from vitfsdp.analysis.schema import (
+    COLUMNS,
+    FLOAT_COLUMNS,
+    INT_COLUMNS,
+    PRED_COLUMNS,
+    RUN_COLUMNS,
+    TEXT,
+)
 from vitfsdp.analysis.workshare import WorkShare
 from vitfsdp.core.layout import ATTEMPTS_DIR, HOST_FILE, NETWORK_FILE
 from vitfsdp.plan import mem_metric
+from vitfsdp.plan.exported import predicted_columns
 from vitfsdp.plan.probed import PROBE_FILE
 from vitfsdp.plan.recorded import find_run_dirs
 from vitfsdp.records import (
@@ -159,7 +167,11 @@ def read_runs_csv(paths: Iterable[str | os.PathLike]) -> tuple[pd.DataFrame, dic
     derives it. Columns this code does not know are left out (logged). A run directory in
     two files keeps its first row. The runs' loss curves are not in a runs.csv: they are
     read from the ``metrics.jsonl`` of the runs whose directories are here, and the others
-    have none (:func:`loss_curves_here`).
+    have none (:func:`loss_curves_here`). The prediction columns (``pred_*``) are this
+    checkout's plan, recomputed from each row's settings
+    (:func:`vitfsdp.plan.exported.predicted_columns`), never the file's (written by the plan
+    of its day); a row that cannot be composed has them empty, and the frame's
+    ``attrs[REPLANNED_ATTR]`` counts both (:func:`replanned_line`).
 
     Returns:
         The frame (one row per run, every status) and, by file as given, the columns it
@@ -193,12 +205,61 @@ def read_runs_csv(paths: Iterable[str | os.PathLike]) -> tuple[pd.DataFrame, dic
         log.warning("%d run(s) in more than one runs.csv (e.g. %s): the first file's row "
                     "kept", int(twice.sum()), df.loc[twice, "run_dir"].iloc[0])
         df = df[~twice]
-    df = _sorted(_as_collected(df, absent)).reset_index(drop=True)
+    df = _replanned(_sorted(_as_collected(df, absent)).reset_index(drop=True))
     for run_dir in df["run_dir"].dropna().astype(str):
         if not (Path(run_dir) / METRICS_FILE).is_file():
             _LOSS_CURVES[run_dir] = []  # the records are elsewhere: no curve, no warning
     log.info("read %d runs from %d runs.csv file(s)", len(df), len(frames))
     return df, absent
+
+
+#: The ``DataFrame.attrs`` key of :func:`read_runs_csv`'s frame counting its predictions:
+#: ``{"runs": n, "uncomposed": k, "sources": {pred_source: runs}}``.
+REPLANNED_ATTR = "replanned"
+
+
+def _replanned(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with its ``pred_*`` columns this checkout's plan's
+    (:func:`~vitfsdp.plan.exported.predicted_columns`; empty where a row cannot be composed),
+    counted in ``attrs[REPLANNED_ATTR]``."""
+    pred, failed = predicted_columns(df)
+    df = df.copy()
+    for column in pred.columns:
+        df[column] = pred[column]
+    if failed:
+        log.warning("%d run(s) of the runs.csv could not be composed into a point, their "
+                    "predictions left empty: e.g. %s", len(failed), next(iter(failed.values())))
+    df.attrs[REPLANNED_ATTR] = {
+        "runs": len(df), "uncomposed": len(failed),
+        "sources": df["pred_source"].dropna().value_counts().to_dict()}
+    return df
+
+
+def replanned_line(runs: pd.DataFrame, brief: bool = False) -> str:
+    """The line an analysis rebuilt from exports says of its predictions (``runs``: a
+    :func:`read_runs_csv` frame): this checkout's plan recomputed from the export's
+    settings, on which profile, and how many rows could not be composed (predictions left
+    empty, not the export's); ``brief``: the short form a figure's footer adds (the
+    profiles, and the count of rows not composed). ``""`` where ``runs`` was not read by it."""
+    counted = runs.attrs.get(REPLANNED_ATTR)
+    if not counted:
+        return ""
+    n = counted["uncomposed"]
+    profiles = ", ".join(sorted({s.split(" ")[0] for s in counted["sources"]}))
+    if brief:
+        return ("predicted: this checkout's plan"
+                + (f" ({profiles})" if profiles else "")
+                + ", recomputed from the export's settings"
+                + (f" (none for the {n} of {counted['runs']} run(s) that could not be "
+                   "composed)" if n else ""))
+    sources = ", ".join(f"{s} for {k} run{'s' if k > 1 else ''}"
+                        for s, k in counted["sources"].items())
+    line = ("the predictions (pred_*) are this checkout's plan (python -m vitfsdp.plan) "
+            "recomputed from the export's settings, not the export's own (the plan of its "
+            "day)" + (f": {sources}" if sources else ""))
+    return line + (f"; {n} of {counted['runs']} run(s) could not be composed into a point: "
+                   "their predictions left empty (the reason: the log)" if n else
+                   "; every run composed")
 
 
 def _as_collected(df: pd.DataFrame, absent: dict[str, list[str]]) -> pd.DataFrame:
@@ -301,7 +362,8 @@ def loss_curves_here(runs: pd.DataFrame) -> int:
 def absent_lines(absent: dict[str, list[str]], runs: pd.DataFrame) -> list[str]:
     """What an analysis rebuilt from runs.csv exports says of its source
     (:func:`read_runs_csv`'s ``absent``), a line each: that it was rebuilt from the files
-    (each with its date where its name holds one), not from run records; the columns the
+    (each with its date where its name holds one), not from run records; that its
+    predictions are this checkout's plan (:func:`replanned_line`); the columns the
     files lacked (a line per set of files lacking the same), each with what its missing
     value means (``17 column(s) newer than the export not in it, read as missing: train.steps,
     ...: not recorded; device_busy_frac, ...: not measured``); each judgement the report
@@ -311,7 +373,9 @@ def absent_lines(absent: dict[str, list[str]], runs: pd.DataFrame) -> list[str]:
     names = {p: Path(p).name for p in absent}
     dated = [f"{p} (dated {export_date(p)})" if export_date(p) else p for p in absent]
     lines = [f"rebuilt from the runs.csv export{'s' if len(absent) > 1 else ''} "
-             f"{', '.join(dated)}, not from the run records", *_lacked_lines(absent)]
+             f"{', '.join(dated)}, not from the run records", replanned_line(runs),
+             *_lacked_lines(absent)]
+    lines = [line for line in lines if line]
     for column, why in NOT_JUDGED.items():
         lacking = [names[p] for p, lacks in absent.items() if column in lacks]
         if lacking:
@@ -327,10 +391,12 @@ def absent_lines(absent: dict[str, list[str]], runs: pd.DataFrame) -> list[str]:
 
 def _lacked_lines(absent: dict[str, list[str]]) -> list[str]:
     """A line per set of files of ``absent`` that lack the same columns, naming them by what
-    a missing value of each means (:data:`MISSING_MEANS`)."""
+    a missing value of each means (:data:`MISSING_MEANS`); the prediction columns are left
+    out (:func:`read_runs_csv` recomputes them)."""
     sources = {c.name: c.source for c in RUN_COLUMNS}
     by_lacks: dict[tuple[str, ...], list[str]] = {}
     for path, lacks in absent.items():
+        lacks = [c for c in lacks if c not in PRED_COLUMNS]  # recomputed: _replanned
         if lacks:
             by_lacks.setdefault(tuple(lacks), []).append(Path(path).name)
     lines = []

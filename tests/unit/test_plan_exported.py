@@ -1,0 +1,111 @@
+"""This checkout's plan for the rows of a runs.csv export (vitfsdp.plan.exported), the
+composition tools/plan_check.py and the analysis rebuilt from an export share. A DGX
+user's review: the rebuilt report compared the H100 exports' own pred_* columns, written by
+an older plan (975 images/s for a ViT-H/14 point that measured 201-293), while the plan of
+the same checkout gives 326 for it."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from vitfsdp.analysis.rows import prediction
+from vitfsdp.plan.__main__ import compose_points, plan_table
+from vitfsdp.plan.exported import (
+    PRED_COLUMNS,
+    compose_row,
+    predict_row,
+    predicted_columns,
+    row_overrides,
+)
+
+DATA = Path(__file__).resolve().parents[2] / "docs" / "data"
+SWEEP = DATA / "gpu-h100-2026-11-26-sweep-runs.csv"
+JAX = DATA / "gpu-h100-2026-11-26-jax-runs.csv"
+
+
+def _rows(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path, low_memory=False)
+
+
+@pytest.mark.parametrize(("framework", "compiled", "ips"), [("jax", "false", 326),
+                                                            ("torch", "true", 238)])
+def test_the_h14_rows_are_what_the_plan_command_prints_not_the_exports_975(
+        framework: str, compiled: str, ips: float) -> None:  # fmt: skip
+    """The JAX export's rows (the JAX one records no kernels.compile: false, as JAX accepts;
+    the PyTorch ones compiled their blocks): each is the plan's figure for its point written
+    out by hand, not the export's 975 images/s."""
+    export = _rows(JAX)
+    row = export[export["framework"] == framework].iloc[-1]
+    assert row["pred_ips"] == pytest.approx(974.8, abs=0.1)  # the plan of its day
+    p = predict_row(row)
+    # python -m vitfsdp.plan, the point written out by hand
+    table = plan_table(["model=vit_huge_patch14_224", "strategy=FULL_SHARD", "nodes=1",
+                        "cluster=cuda8", "cluster.gpus_per_node=1", "precision=bf16",
+                        f"framework={framework}", f"kernels.compile={compiled}"])
+    assert p.ips == pytest.approx(table["ips"].iloc[0])
+    assert p.step_time_s == pytest.approx(table["step_time_s"].iloc[0])
+    assert p.peak_mem_gib == pytest.approx(table["peak_mem_gib"].iloc[0])
+    assert p.ips == pytest.approx(ips, abs=1)
+    assert p.pred_mem_metric == ("peak_mem_gib" if framework == "jax"  # XLA's peak in use
+                                 else "peak_mem_reserved_gib")
+
+
+def test_a_gpu_row_of_the_local_profile_is_composed_on_cuda8_unless_a_cluster_is_given() -> None:
+    """The exports ran under cluster=local, whose plan has no GPU peak (plan_efficiency 1.0
+    for a calibrated one): vit_huge DDP would be predicted at 586 images/s, measured 317."""
+    row = _rows(SWEEP).iloc[4]
+    assert (row["cluster"], row["model"], row["strategy"]) == ("local", "vit_huge", "DDP")
+    assert compose_row(row).cluster.name == "cuda8"
+    assert predict_row(row).ips == pytest.approx(313, abs=1)
+    assert compose_row(row, "local").cluster.name == "local"
+    assert predict_row(row, "local").ips > 1.5 * row["ips"]
+
+
+@pytest.mark.parametrize("column", ["precision", "local_batch_size", "strategy"])
+def test_a_row_without_a_needed_value_is_one_line_naming_the_column(column: str) -> None:
+    row = _rows(SWEEP).iloc[0]
+    empty = row.copy()
+    empty[column] = float("nan")
+    for bad in (row.drop(column), empty):
+        with pytest.raises(ValueError, match=rf"^no {column} in the row") as e:
+            predict_row(bad)
+        assert "\n" not in str(e.value)
+
+
+def test_a_frame_predicts_every_row_it_can_and_leaves_the_others_empty() -> None:
+    rows = _rows(SWEEP)
+    rows.loc[1, "strategy"] = "HYBRID_8GPU"  # a shard group of 8 on one GPU: refused
+    rows.loc[2, "precision"] = None
+    pred, failed = predicted_columns(rows)
+    assert list(pred.columns) == list(PRED_COLUMNS) and list(pred.index) == list(rows.index)
+    assert sorted(failed) == [1, 2]
+    assert failed[2].startswith("no precision in the row")
+    assert "HYBRID_8GPU" in failed[1] and "\n" not in failed[1]
+    assert pred.loc[[1, 2]].isna().all().all()  # empty, not the export's
+    kept = pred.drop(index=[1, 2])
+    assert kept["pred_ips"].notna().all() and kept["pred_source"].eq("profile:cuda8").all()
+    assert not (kept["pred_ips"] - rows.loc[kept.index, "pred_ips"]).abs().lt(1e-6).any()
+
+
+def test_a_cpu_row_gets_the_prediction_its_records_get() -> None:
+    """The analysis of run records predicts from run.json's config (rows.prediction); a row
+    of the same run composed from its runs.csv settings gets the same figures."""
+    overrides = ["model=vit_tiny", "strategy=FULL_SHARD", "cluster=virtual", "nodes=2",
+                 "cluster.gpus_per_node=2", "precision=fp32", "device=cpu",
+                 "train.local_batch_size=4"]
+    [(_, cfg)] = compose_points(overrides)
+    recorded = prediction({"config": dataclasses.asdict(cfg), "device": {"type": "cpu"}})
+    row = {"model": "vit_tiny", "strategy": "FULL_SHARD", "cluster": "virtual", "nodes": 2,
+           "ranks_per_node": 2, "precision": "fp32", "device_type": "cpu",
+           "local_batch_size": 4, "train.activation_checkpointing": False}
+    assert "device=cpu" in row_overrides(row)
+    pred, failed = predicted_columns(pd.DataFrame([row]))
+    assert not failed
+    for column in ("pred_peak_mem_gib", "pred_step_time_s", "pred_ips"):
+        assert pred[column].iloc[0] == pytest.approx(recorded[column]), column
+    assert pred["pred_fits"].iloc[0] == recorded["pred_fits"]
+    assert pred["pred_mem_metric"].iloc[0] == recorded["pred_mem_metric"] == "peak_rss_gib"
