@@ -135,12 +135,12 @@ MARK_CAPTIONS = {
                          "efficiency_max, wider than the point's repeats alone; not drawn "
                          f"under {MIN_ERROR_BAR:.0%} of the value)",
     "one_run": "hollow marker, one run: no spread over repeats (a point that completed once)",
-    "efficiency_windows": "thin bar without caps, just right of a point that ran once: its "
-                          "efficiency from its run's slowest and fastest windows against the "
-                          "baseline's fastest and slowest (its repeats, or its one run's "
-                          "windows), the least the bounds can be (not drawn under "
+    "efficiency_windows": "thin bar without caps, through the hollow marker of a point that "
+                          "ran once: its efficiency from its run's slowest and fastest windows "
+                          "against the baseline's fastest and slowest (its repeats, or its one "
+                          "run's windows), the least the bounds can be (not drawn under "
                           f"{MIN_ERROR_BAR:.0%} of the value)",
-    "windows": "thin bar without caps (just right of a line's point; on a bar, at its top) "
+    "windows": "thin bar without caps (through a line's hollow point; on a bar, at its top) "
                "where a point ran once: min-max over its run's timed windows, the least its "
                "noise can be (the noise between runs is not measured; not drawn under "
                f"{MIN_ERROR_BAR:.0%} of the value)",
