@@ -315,8 +315,8 @@ def test_more_jobs_than_frontier_queues_are_refused_or_warned_of_with_packs_name
                                                                                  monkeypatch):
     """Frontier rejects a user's jobs beyond 100 queued ([G] "batch Partition (queue)
     Policy"); --scripts-only printed 126 'submit with' lines without a word of it. Now one
-    line names the cap and packs as the fix (--scripts-only: a warning after its 'submit
-    with' lines, scripts_queue_warning; a submission that would queue them at once,
+    line names the cap and packs as the fix (--scripts-only: a warning after its line that
+    names submit.sh, scripts_queue_warning; a submission that would queue them at once,
     cluster.max_jobs=null: refused before anything is queued). Packed, or with the
     profile's cluster.max_jobs=4 (the rest submitted as jobs end), it takes the sweep."""
     import logging
@@ -337,7 +337,8 @@ def test_more_jobs_than_frontier_queues_are_refused_or_warned_of_with_packs_name
         "--scripts-only wrote 101 job scripts to submit by hand, and cluster=frontier queues "
         "at most 100 jobs of a user (cluster.max_queued_jobs; sbatch rejects more): add "
         "hydra.launcher.pack=by_nodes (10 jobs: one per node count and repeat round), or submit "
-        "at most 100 at a time, the next as earlier jobs end")
+        "at most 100 at a time, the next as earlier jobs end (submit.sh stops at the first "
+        "script sbatch refuses and prints the command that goes on from it)")
     assert scripts_queue_warning(points, LaunchOptions(scripts_only=True, pack="by_nodes"),
                                  10) is None
     unlimited = _points(1, 101, "cluster.time=00:10:00", "cluster.max_jobs=null")
@@ -353,7 +354,8 @@ def test_more_jobs_than_frontier_queues_are_refused_or_warned_of_with_packs_name
                                  101) == (
         "--scripts-only wrote 101 job scripts to submit by hand, and cluster=frontier queues "
         "at most 100 jobs of a user (cluster.max_queued_jobs; sbatch rejects more): submit at "
-        "most 100 at a time, the next as earlier jobs end")
+        "most 100 at a time, the next as earlier jobs end (submit.sh stops at the first script "
+        "sbatch refuses and prints the command that goes on from it)")
 
 
 def test_points_the_plan_skips_are_no_jobs_for_the_queue_cap(monkeypatch):

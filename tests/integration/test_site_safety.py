@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -212,6 +213,7 @@ def test_readme_frontier_sweep_names_points_by_swept_values(tmp_path):
                       "cluster.check_paths=false",  # the env exists on Frontier only
                       "model=vit_1b", "strategy=FULL_SHARD,HYBRID_8GPU", "nodes=1,8",
                       "precision=bf16", "--scripts-only", f"hydra.sweep.dir={sweep_dir}",
+                      "hydra.verbose=vitfsdp.sweep",  # each point's line: at DEBUG
                       cwd=tmp_path, timeout=300)
     assert proc.returncode == 3, proc.stderr[-3000:]  # written, not run
     assert sorted(p.name for p in sweep_dir.glob("*_*")) == [
@@ -225,6 +227,13 @@ def test_readme_frontier_sweep_names_points_by_swept_values(tmp_path):
                  if "not ended: " in line]
     assert len(not_ended) == 4, proc.stderr[-3000:]
     assert not_ended[0].endswith("not ended: strategy=FULL_SHARD nodes=1: script"), not_ended
+    # submit.sh submits every point's script, round by round (1 node first), as bash reads it
+    listed = subprocess.run(["bash", "-c", 'eval "$(sed -n "/^scripts=(/,/^)/p" "$1")"; '
+                             'printf "%s\\n" "${scripts[@]}"', "-", sweep_dir / "submit.sh"],
+                            capture_output=True, text=True, check=True).stdout.splitlines()
+    assert listed == [str(sweep_dir / name / "job.sbatch") for name in (
+        "0_nodes=1,strategy=FULL_SHARD", "2_nodes=1,strategy=HYBRID_8GPU",
+        "1_nodes=8,strategy=FULL_SHARD", "3_nodes=8,strategy=HYBRID_8GPU")]
 
 
 def test_slash_and_secret_values_keep_status_and_resume(tmp_path, monkeypatch):

@@ -848,6 +848,67 @@ def submit(points: Sequence, sweep_dir: Path, job_name: str) -> list[str]:
     return [job_ids[p.num] for p in points]
 
 
+#: The file ``--scripts-only`` writes into the sweep directory: it submits the job scripts
+#: in the order a sweep submits them (:func:`write_submit_script`).
+SUBMIT_FILE = "submit.sh"
+
+_SUBMIT_TEXT = """\
+#!/bin/bash
+# Submits the {count} job scripts `python -m vitfsdp.sweep --scripts-only` wrote, one sbatch
+# each, round by round as a packed sweep submits its jobs: every job of repeat 0, then of
+# repeat 1, ... Run it as: bash {name} [FIRST [SBATCH OPTION...]]
+# FIRST (a script's number, 1-{count}; default 1) leaves out the scripts before it; the
+# options after it go to each sbatch (--hold, --qos=debug). It stops at the first script
+# sbatch refuses (a site's cap on a user's queued jobs, a wrong account) and prints the
+# command that goes on from that script once fixed or once jobs have ended.
+set -u
+scripts=(
+{lines}
+)
+first=${{1:-1}}
+n=${{#scripts[@]}}
+if ! [[ $first =~ ^[1-9][0-9]*$ ]] || (( first > n )); then
+    echo "{name}: FIRST is the number of the script to start from, 1-$n, not '$first'" >&2
+    exit 2
+fi
+options=("${{@:2}}")
+for ((i = first; i <= n; i++)); do
+    if ! sbatch ${{options[@]+"${{options[@]}}"}} "${{scripts[i - 1]}}"; then
+        printf '{name}: sbatch refused script %d of %d (%s); ' "$i" "$n" "${{scripts[i - 1]}}" >&2
+        printf 'once fixed, or once jobs have ended, go on with: bash %q %d' "$0" "$i" >&2
+        printf ' %q' ${{options[@]+"${{options[@]}}"}} >&2
+        echo >&2
+        exit 1
+    fi
+done
+echo "{name}: submitted scripts $first-$n of $n"
+"""
+
+
+def write_submit_script(sweep_dir: str | Path, scripts: Sequence[Path]) -> Path:
+    """Write ``<sweep_dir>/submit.sh`` (:data:`SUBMIT_FILE`, executable): a bash script that
+    ``sbatch``-es ``scripts`` (their absolute paths, shell-quoted) in the order given, from
+    its first argument's (``FIRST``, 1-based; default 1) on, each with the further arguments
+    as sbatch options (``--hold``), and stops at the first one sbatch refuses, printing the
+    command that goes on from it (``bash <submit.sh> <n> [options]``, shell-quoted). Submits
+    nothing itself.
+
+    Raises:
+        OSError: the sweep directory is missing or not writable.
+    """
+    path = Path(sweep_dir) / SUBMIT_FILE
+    lines = "\n".join(f"    {shlex.quote(str(Path(s).absolute()))}" for s in scripts)
+    write_text_atomic(path, _SUBMIT_TEXT.format(count=len(scripts), name=SUBMIT_FILE,
+                                                lines=lines), _script_mode(False))
+    return path
+
+
+def submit_command(sweep_dir: str | Path) -> str:
+    """``bash <sweep_dir>/submit.sh``, shell-quoted: what submits the scripts
+    :func:`write_submit_script` listed, to paste into a shell."""
+    return shlex.join(["bash", str(Path(sweep_dir) / SUBMIT_FILE)])
+
+
 def shape_groups(points: Sequence) -> list[list]:
     """Points of the same cluster profile, time limit included, and node count (one job
     shape), in point order: those that can share a job array (one time limit). Packs group

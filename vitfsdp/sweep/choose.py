@@ -15,7 +15,7 @@ from vitfsdp import provenance, rundir
 from vitfsdp.launch import LaunchOptions, local, resume, slurm, status
 from vitfsdp.plan.impossible import CANNOT_RUN, Impossible, cannot_run_line
 from vitfsdp.records import SUMMARY_FILE, RunRecords, read_json, write_json_atomic
-from vitfsdp.sweep.point import CannotRun, Point, SweepRefused, _point_label, log
+from vitfsdp.sweep.point import CannotRun, Point, SweepRefused, _point_label, log, points_span
 from vitfsdp.sweep.report import status_command
 
 
@@ -202,32 +202,79 @@ def _consult_plan(points: list[Point], options: LaunchOptions) -> tuple[list[Poi
     ``options.run_infeasible`` (then they run, with a warning). A ``tight`` point (fits with
     less than ``cluster.memory_reserve_frac`` to spare) and a ``squeezed`` one (its
     allocated peak fits, not the allocator's usual cache: ORNL ran two such points on
-    Frontier) run, with a warning: a run that does not fit is recorded ``oom``.
+    Frontier) run, with a warning: a run that does not fit is recorded ``oom``. Warnings of
+    one kind for several points of a model come as one line (:func:`_warn_grouped`).
 
     Returns:
         the points to run, and point number → summary of each skipped point.
     """
-    run, skipped = [], {}
+    run, skipped, warned = [], {}, []
     for p in points:
-        label = _point_label(p)
         try:
             pred = planner.predict(p.cfg)
         except (ValueError, NotImplementedError) as e:
-            log.warning("%s: no memory prediction (%s); running it", label, e)
+            warned.append(("no prediction", p, str(e), None))
             run.append(p)
             continue
+        margin = getattr(pred, "margin_gib", None)
         if _may_fit(pred):
             if pred.tight or pred.squeezed:  # it may fit; a run that does not is `oom`
-                log.warning("%s: %s; running it", label, pred.reason)
+                warned.append(("squeezed" if pred.squeezed else "tight", p, pred.reason,
+                               margin))
             run.append(p)
         elif options.run_infeasible:
-            log.warning("%s: %s; running it anyway (--run-infeasible)", label, pred.reason)
+            warned.append(("run anyway", p, pred.reason, margin))
             run.append(p)
         else:
-            log.warning("skip %s: %s (skipped_infeasible; --run-infeasible runs it)", label,
-                        pred.reason)
+            warned.append(("skip", p, pred.reason, margin))
             skipped[p.num] = _record_infeasible(p, pred)
+    _warn_grouped(warned)
     return run, skipped
+
+
+#: Per kind of :func:`_consult_plan`'s warnings: the line of one point (its label and the
+#: reason), what a line of several calls them, and what the sweep does with them.
+_WARNINGS = {
+    "no prediction": ("%s: no memory prediction (%s); running it",
+                      "without a memory prediction", "running them"),
+    "tight": ("%s: %s; running it", "tight", "running them"),
+    "squeezed": ("%s: %s; running it", "squeezed", "running them"),
+    "run anyway": ("%s: %s; running it anyway (--run-infeasible)", "predicted not to fit",
+                   "running them anyway (--run-infeasible)"),
+    "skip": ("skip %s: %s (skipped_infeasible; --run-infeasible runs it)",
+             "predicted not to fit", "skipped (skipped_infeasible; --run-infeasible runs them)"),
+}
+
+
+def _warn_grouped(warned: list[tuple[str, Point, str, float | None]]) -> None:
+    """Say :func:`_consult_plan`'s warnings, each ``(kind, point, reason, margin GiB or
+    None)``: one line a point where a kind meets one point of a model; else one line for all
+    of them, with their count, the points compactly (:func:`points_span`), their margins'
+    range and the first one's full reason (``30 points squeezed (model=vit_5b
+    strategy=FULL_SHARD,HYBRID_8GPU nodes=1,2,4,8,16 repeat=0,1,2: every combination),
+    margins -10.0 to -0.6 GiB: the first, repeat=0 ... nodes=1: predicted reserved peak ...;
+    running them``); each point's own line then at DEBUG (``hydra.verbose=vitfsdp.sweep``)."""
+    groups: dict[tuple[str, str | None], list] = {}
+    for kind, p, reason, margin in warned:
+        groups.setdefault((kind, _model(p)), []).append((p, reason, margin))
+    for (kind, _), group in groups.items():
+        one, what, then = _WARNINGS[kind]
+        first, reason, _ = group[0]
+        if len(group) == 1:
+            log.warning(one, _point_label(first), reason)
+            continue
+        margins = sorted(m for _, _, m in group if m is not None)
+        span = f", margins {margins[0]:+.1f} to {margins[-1]:+.1f} GiB" if margins else ""
+        log.warning("%d points %s (%s)%s: the first, %s: %s; %s (hydra.verbose=%s names "
+                    "each)", len(group), what, points_span([p for p, _, _ in group]), span,
+                    _point_label(first), reason, then, log.name)
+        for p, reason, _ in group:
+            log.debug(one, _point_label(p), reason)
+
+
+def _model(p: Point) -> str | None:
+    """The point's ``model=`` override (None: the default model)."""
+    return next((a.partition("=")[2] for a in p.overrides if a.startswith("model=")), None)
 
 
 def _record_infeasible(p: Point, pred) -> dict:

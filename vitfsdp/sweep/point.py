@@ -6,6 +6,7 @@ The bottom of :mod:`vitfsdp.sweep`: every other module of the sweep imports from
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,6 +96,25 @@ def _point_label(point: Point) -> str:
     """What a message names a point by: its swept overrides (:attr:`Point.swept`), secret
     values redacted; all of them for a sweep of one point; ``(defaults)`` for none."""
     return _label(point.swept or point.overrides) or "(defaults)"
+
+
+def points_span(points: Sequence[Point]) -> str:
+    """The points compactly, as sweep overrides of their swept values (secret values
+    redacted), and whether they are every combination of those values:
+    ``model=vit_5b strategy=FULL_SHARD,HYBRID_8GPU nodes=1,2,4,8,16 repeat=0,1,2: every
+    combination`` (``...: 12 of their 30 combinations`` where some are not among them)."""
+    values: dict[str, list[str]] = {}
+    for p in points:
+        for arg in provenance.redact_args([typed_override(a) for a in p.swept or p.overrides]):
+            key, _, value = arg.partition("=")
+            values.setdefault(key, [])
+            if value not in values[key]:
+                values[key].append(value)
+    span = " ".join(f"{key}={','.join(vals)}" for key, vals in values.items())
+    combinations = math.prod(len(vals) for vals in values.values())
+    every = ("every combination" if combinations == len(points)
+             else f"{len(points)} of their {combinations} combinations")
+    return f"{span or '(defaults)'}: {every}"
 
 
 def _predicted_step_s(point: Point) -> float | None:

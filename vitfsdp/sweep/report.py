@@ -7,6 +7,7 @@ that have not ended (:func:`_report_not_ended`), what ``--status`` says after it
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shlex
@@ -93,15 +94,17 @@ def _report_not_ended(points: Sequence[Point | CannotRun], summaries: list[dict]
                       sweep_dir: Path) -> None:
     """Name the points that have not ended (queued or running, perhaps by an earlier sweep;
     waiting for ``cluster.max_jobs``; only written): the sweep then exits
-    :data:`EXIT_NOT_ENDED`. Where every such point was only written (``--scripts-only``),
-    the lines that wrote them already said how to follow them: not again; where they are
-    more scripts than the site queues for a user, that warning is the last line
-    (:func:`vitfsdp.sweep.slurm_jobs.scripts_queue_warning`)."""
+    :data:`EXIT_NOT_ENDED`. A point only written (``--scripts-only``) is named at DEBUG
+    (``hydra.verbose=vitfsdp.sweep``): the line that wrote the scripts counted them and said
+    how to submit and follow them; where every such point was only written, that is not
+    said again; where they are more scripts than the site queues for a user, that warning
+    is the last line (:func:`vitfsdp.sweep.slurm_jobs.scripts_queue_warning`)."""
     for p, s in zip(points, summaries, strict=True):
         if s.get("status") not in STATUSES:
             job = f" (Slurm job {s['job_id']})" if s.get("job_id") else ""
-            log.info("not ended: %s: %s%s", _point_label(p),
-                     s.get("status") or "no summary", job)
+            log.log(logging.DEBUG if s.get("status") == "script" else logging.INFO,
+                    "not ended: %s: %s%s", _point_label(p), s.get("status") or "no summary",
+                    job)
         elif s.get("status") != "completed":  # skipped (cannot run, predicted not to fit)
             log.info("%s %s: %s (records: %s)", s["status"], _point_label(p),
                      reason_line(s.get("reason")) or "no reason recorded", p.run_dir)

@@ -15,6 +15,7 @@ left to run, with the ``scancel`` that stops them.
 
 from __future__ import annotations
 
+import logging
 import re
 import shlex
 import subprocess
@@ -90,31 +91,47 @@ def _write_scripts(points: list[Point], sweep_dir: Path,
                    options: LaunchOptions) -> list[dict]:
     """``--scripts-only``: write a script per point, or with ``hydra.launcher.pack=by_nodes``
     one per pack (:func:`vitfsdp.launch.pack.write_scripts`; each point's ``job.sbatch`` is
-    its pack's), say how to submit and follow them, and return each point's summary
-    (``{"status": "script", "script": <the script its job runs>}``, and
+    its pack's), and ``submit.sh``, which submits them round by round
+    (:func:`vitfsdp.launch.slurm.write_submit_script`, :func:`_round_order`); say in one
+    line how many and how to submit them (``sbatch <script>`` for one), then how to follow
+    them (each script's own line at DEBUG: ``hydra.verbose=vitfsdp.sweep``). Returns each
+    point's summary (``{"status": "script", "script": <the script its job runs>}``, and
     :data:`QUEUE_WARNING` where the scripts are more than the site queues for a user)."""
     if options.pack == "by_nodes":
         packs = sweep_packs(points)
         paths = pack.write_scripts(packs, sweep_dir, options.job_name)
         scripts = {p.num: path for pk, path in zip(packs, paths, strict=True)
                    for p in pk.points}
-        for pk, path in zip(packs, paths, strict=True):
-            log.info("wrote %s: pack %d, %d point(s) of %d node(s), time limit %s", path,
-                     pk.index, len(pk.points), pk.nodes, pack.slurm_time(pk.time_limit_s))
+        wrote = [f"{path}: pack {pk.index}, {len(pk.points)} point(s) of {pk.nodes} "
+                 f"node(s), time limit {pack.slurm_time(pk.time_limit_s)}"
+                 for pk, path in zip(packs, paths, strict=True)]
+        what = f"{status.plural(len(paths), 'pack script')} ({len(points)} points)"
     else:
         paths = slurm.write_scripts(points, options.job_name, sweep_dir)
         scripts = {p.num: path for p, path in zip(points, paths, strict=True)}
-        for path in paths:
-            log.info("wrote %s", path)
-    for path in paths:
-        log.info("submit with: %s", shlex.join(["sbatch", str(path)]))
+        paths = [scripts[p.num] for p in _round_order(points)]
+        wrote = [str(path) for path in paths]
+        what = f"{status.plural(len(paths), 'job script')} (a point each)"
+    slurm.write_submit_script(sweep_dir, paths)
+    for line in wrote:
+        log.log(logging.INFO if len(paths) == 1 else logging.DEBUG, "wrote %s", line)
+    if len(paths) == 1:
+        log.info("submit with: %s", shlex.join(["sbatch", str(paths[0])]))
+    else:
+        log.info("wrote %s; submit them round by round with: %s", what,
+                 slurm.submit_command(sweep_dir))
     log.info("then follow with: %s", status_command(sweep_dir))
-    # said last, by the sweep's end (report._report_not_ended): 126 'submit with' lines (and
-    # as many 'not ended' ones) would scroll it away
+    # said last, by the sweep's end (report._report_not_ended), where it stays in sight
     warning = {QUEUE_WARNING: w} if (w := scripts_queue_warning(points, options,
                                                                   len(paths))) else {}
     return [{"status": "script", "script": str(scripts[p.num]), **warning} for p in points]
 
+
+def _round_order(points: Sequence[Point]) -> list[Point]:
+    """``points`` in the order packs are submitted (:func:`vitfsdp.launch.pack.
+    allocation_groups`): every point of repeat 0, then of repeat 1, ...; within a round, by
+    node count in the order of their first points."""
+    return [p for group in pack.allocation_groups(points) for p in group]
 
 
 def max_queued_jobs(points: Sequence[Point]) -> int | None:
@@ -151,14 +168,15 @@ def scripts_queue_warning(points: Sequence[Point], options: LaunchOptions,
     the site queues for a user (:func:`max_queued_jobs`; sbatch rejects the rest): ``--scripts-
     only wrote 126 job scripts to submit by hand, and cluster=frontier queues at most 100
     jobs of a user (...): add hydra.launcher.pack=by_nodes (21 jobs: ...), or submit at most
-    100 at a time, the next as earlier jobs end``; None within the cap or where it is
-    unknown."""
+    100 at a time, the next as earlier jobs end (submit.sh stops at ...)``; None within the
+    cap or where it is unknown."""
     cap = max_queued_jobs(points)
     if cap is None or jobs <= cap:
         return None
     return (f"--scripts-only wrote {jobs} job scripts to submit by hand, and "
             f"{queue_cap_site(points, cap)}: {packs_fix(points, options, cap)}submit at most "
-            f"{cap} at a time, the next as earlier jobs end")
+            f"{cap} at a time, the next as earlier jobs end ({slurm.SUBMIT_FILE} stops at the "
+            "first script sbatch refuses and prints the command that goes on from it)")
 
 
 #: Jobs of a sweep whose points must have failed before their first timed window with one

@@ -1,0 +1,82 @@
+"""The plan's per-point warnings of one kind come as one line per model: a DGX user's
+ViT-1B/3B/5B sweep printed 30 near-identical ViT-5B 'squeezed' lines (one per strategy, node
+count and repeat) that buried the one warning that mattered. Now one line counts them, names
+them compactly and keeps the first one's full reason; each point's own line is at DEBUG
+(``hydra.verbose=vitfsdp.sweep``); warnings of another kind or model stay apart."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+from vitfsdp.launch import LaunchOptions
+from vitfsdp.sweep import choose
+from vitfsdp.sweep.point import points_span
+
+
+def _point(num, model, strategy, nodes, repeat):
+    swept = [f"repeat={repeat}", f"model={model}", f"strategy={strategy}", f"nodes={nodes}"]
+    return SimpleNamespace(num=num, cfg=num, swept=swept, overrides=swept)
+
+
+def _squeezed(margin):
+    return SimpleNamespace(fits=False, squeezed=True, tight=False, margin_gib=margin,
+                           reason=f"predicted reserved peak, margin {margin:+.1f} GiB; squeezed")
+
+
+def _consult(monkeypatch, caplog, points, verdicts):
+    monkeypatch.setattr(choose.planner, "predict", lambda cfg: verdicts[cfg])
+    with caplog.at_level(logging.DEBUG, logger="vitfsdp.sweep"):
+        run, skipped = choose._consult_plan(points, LaunchOptions())
+    return run, skipped, caplog.records
+
+
+def test_thirty_squeezed_points_of_a_model_are_one_line_that_keeps_the_first_reason(
+        monkeypatch, caplog):
+    points = [_point(n, "vit_5b", s, nodes, r) for n, (r, s, nodes) in enumerate(
+        (r, s, nodes) for r in (0, 1, 2) for s in ("FULL_SHARD", "HYBRID_8GPU")
+        for nodes in (1, 2, 4, 8, 16))]
+    points.append(_point(30, "vit_3b", "FULL_SHARD", 1, 0))
+    verdicts = {p.num: _squeezed(-10.0 + 0.3 * p.num) for p in points}
+    verdicts[31] = SimpleNamespace(fits=True, squeezed=False, tight=True, margin_gib=0.5,
+                                   reason="tight reason")
+    points.append(_point(31, "vit_5b", "FULL_SHARD", 32, 0))
+    run, skipped, records = _consult(monkeypatch, caplog, points, verdicts)
+    assert len(run) == 32 and skipped == {}
+    warnings = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "30 points squeezed (repeat=0,1,2 model=vit_5b strategy=FULL_SHARD,HYBRID_8GPU "
+        "nodes=1,2,4,8,16: every combination), margins -10.0 to -1.3 GiB: the first, repeat=0 "
+        "model=vit_5b strategy=FULL_SHARD nodes=1: predicted reserved peak, margin -10.0 GiB; "
+        "squeezed; running them (hydra.verbose=vitfsdp.sweep names each)",
+        # another model, another kind: their own lines, as one point's always were
+        "repeat=0 model=vit_3b strategy=FULL_SHARD nodes=1: predicted reserved peak, margin "
+        "-1.0 GiB; squeezed; running it",
+        "repeat=0 model=vit_5b strategy=FULL_SHARD nodes=32: tight reason; running it"]
+    debug = [r.getMessage() for r in records if r.levelno == logging.DEBUG]
+    assert len(debug) == 30 and debug[29] == (
+        "repeat=2 model=vit_5b strategy=HYBRID_8GPU nodes=16: predicted reserved peak, "
+        "margin -1.3 GiB; squeezed; running it")
+
+
+def test_skipped_points_of_a_model_are_one_line_and_each_is_recorded(monkeypatch, caplog):
+    points = [_point(n, "vit_5b", "NO_SHARD", nodes, 0) for n, nodes in enumerate((1, 2))]
+    verdicts = {n: SimpleNamespace(fits=False, squeezed=False, tight=False, margin_gib=-50.0,
+                                   reason="does not fit") for n in (0, 1)}
+    monkeypatch.setattr(choose, "_record_infeasible",
+                        lambda p, pred: {"status": "skipped_infeasible"})
+    run, skipped, records = _consult(monkeypatch, caplog, points, verdicts)
+    assert run == [] and list(skipped) == [0, 1]
+    (line,) = [r.getMessage() for r in records if r.levelno == logging.WARNING]
+    assert line.startswith("2 points predicted not to fit (repeat=0 model=vit_5b "
+                           "strategy=NO_SHARD nodes=1,2: every combination), margins -50.0 "
+                           "to -50.0 GiB: the first, repeat=0 model=vit_5b strategy=NO_SHARD "
+                           "nodes=1: does not fit; skipped (skipped_infeasible; "
+                           "--run-infeasible runs them)"), line
+
+
+def test_a_span_that_is_not_every_combination_says_how_many_of_them():
+    points = [_point(0, "a", "FULL_SHARD", 1, 0), _point(1, "a", "HYBRID_8GPU", 2, 0),
+              _point(2, "a", "FULL_SHARD", 2, 0)]
+    assert points_span(points) == ("repeat=0 model=a strategy=FULL_SHARD,HYBRID_8GPU "
+                                   "nodes=1,2: 3 of their 4 combinations")
