@@ -20,7 +20,7 @@ from tests.conftest import NO_JAX
 
 pytest.importorskip("jax", reason=NO_JAX)  # before the imports that need it
 
-from tests.conftest import read
+from tests.conftest import REPO, read
 from tests.integration.test_jax_checkpoint import FAST_COMPILE
 from vitfsdp import failures
 
@@ -29,15 +29,19 @@ RUN = ["framework=jax", "model=vit_tiny", "device=cpu", "nodes=1", "cluster.gpus
        "train.local_batch_size=4"]
 
 
-def _srun_like(tmp_path, fault: str, timeout_s: int) -> tuple[list[int], str, float]:
-    """Two ranks of a JAX run with ``fault``, each its own process as under a bare srun;
+def _srun_like(tmp_path, fault: str, timeout_s: int,
+               raise_rank: int | None = None) -> tuple[list[int], str, float]:
+    """Two ranks of a JAX run with ``fault`` (or, with ``raise_rank``, that rank's third
+    window raising: jax_failure_worker.py), each its own process as under a bare srun;
     (exit codes, rank 0's output, seconds)."""
     port = 29500 + os.getpid() % 2000
-    argv = [sys.executable, "-m", "vitfsdp.train", *RUN, f"train.timeout_s={timeout_s}",
+    entry = (["-m", "vitfsdp.train"] if raise_rank is None else
+             [str(REPO / "tests" / "integration" / "jax_failure_worker.py")])
+    argv = [sys.executable, *entry, *RUN, f"train.timeout_s={timeout_s}",
             f"hydra.run.dir={tmp_path / 'run'}", "hydra.output_subdir=null"]
     env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": str(port), "XLA_FLAGS": FAST_COMPILE, "PYTHONUNBUFFERED": "1",
-           failures.FAULT_ENV: fault}
+           failures.FAULT_ENV: fault, "RAISE_RANK": str(raise_rank)}
     t0 = time.monotonic()
     procs = [subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True,
@@ -79,3 +83,21 @@ def test_rank_0_blocked_records_a_peer_that_stopped_beating(tmp_path):
     assert summary["status"] == "failed" and summary["last_step"] == 2
     assert summary["reason"].startswith("ranks [1] stopped responding (no heartbeat for 10 s")
     assert "ranks [1] sent no report" in summary["reason"]
+
+
+def test_a_rank_that_raises_is_named_while_rank_0_waits_for_it(tmp_path):
+    """Rank 1's third window raises where rank 0 waits for it in the window's all-gather (no
+    XLA communicator can be aborted from Python, so rank 0's collective does not break):
+    rank 1 posts its report and waits; rank 0's watcher records it after the grace period.
+    Rank 1 then ends with code 1, or is aborted (SIGABRT) by JAX's client once rank 0 has
+    left with the coordination service (and, under a bare srun, the board's store) before
+    rank 1 read the verdict: the record is rank 0's either way."""
+    codes, out, seconds = _srun_like(tmp_path, "", timeout_s=60, raise_rank=1)
+    summary = read(tmp_path / "run" / "summary.json")
+    print(f"codes {codes} in {seconds:.0f} s\nreason {summary['reason'][:400]}")
+    assert codes[0] == failures.EXIT_FAILED, out[-3000:]
+    assert codes[1] in (failures.EXIT_FAILED, -signal.SIGABRT)
+    assert summary["status"] == "failed" and summary["last_step"] == 2
+    assert summary["reported_ranks"] == [0, 1]
+    assert summary["reason"].startswith(
+        "raised on rank 1 (ranks 1) at step 3: ValueError: test: rank 1's third window raised")
