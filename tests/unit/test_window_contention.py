@@ -138,7 +138,7 @@ def test_the_runs_figure_is_other_seconds_over_window_seconds(tmp_path):
     assert rows.window_other_cpus(windows) == pytest.approx((0.1 + 0.8) / 3)
     assert rows._other_work(tmp_path, windows) == {"host_other_cpus": pytest.approx(0.3),
                                                    "host_other_windows": True}
-    # records without the window figure (older ones, the JAX trainer): host.json's
+    # records without the window figure (older ones, of either trainer): host.json's
     assert rows._other_work(tmp_path, [_window(None, 1.0)]) == {"host_other_cpus": 0.9,
                                                                 "host_other_windows": False}
     assert rows._other_work(tmp_path / "none", []) == {}

@@ -513,7 +513,7 @@ def _other_work(run_dir: str | os.PathLike, windows: list[dict]) -> dict[str, fl
     """``host_other_cpus``: the cores other processes of the ranks' host kept busy during the
     run's measured windows (:func:`~vitfsdp.core.throughput.window_other_cpus`), else, for
     records without it (older
-    records, the JAX trainer), during the whole point, from its ``host.json``
+    records, of either trainer), during the whole point, from its ``host.json``
     (:data:`~vitfsdp.core.layout.HOST_FILE`, :class:`vitfsdp.records.OtherWork`: imports,
     rendezvous and teardown included); ``host_other_windows``: which of the two (True: the
     windows'), as :func:`vitfsdp.core.throughput.competed` judges them by different

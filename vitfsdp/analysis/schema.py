@@ -288,7 +288,7 @@ RUN_COLUMNS = (
     Column("host_other_cpus", FLOAT, "CPUs", "measured",
            "cores other processes of the ranks' host kept busy during the run's measured "
            "windows (other CPU seconds / window seconds, metrics.jsonl); for records without "
-           "it (older runs, the JAX trainer) on average while the point ran (host.json)",
+           "it (older runs of either trainer) on average while the point ran (host.json)",
            display=("other work (CPUs)", "{:.2f}"),
            # every figure's footer names the runs other work competed with (contention_note)
            figures=("weak_scaling", "efficiency", "memory", "prefetch", "tflops", "recipe")),

@@ -63,7 +63,7 @@ OTHER_WORK_FRAC = 0.25
 #: :func:`window_other_cpus`) took CPU time its ranks wanted
 #: (:func:`competed` with ``over_windows``): the rule of the analysis (runs.csv's
 #: ``host_other_windows`` says which figure a run has) and of the sweep's end-of-point line;
-#: records without window figures (older runs, the JAX trainer) keep the whole point's
+#: records without window figures (runs older than either trainer's) keep the whole point's
 #: :data:`OTHER_WORK_FRAC`, which the start-up's own kernel work raises to 0.23 cores on a
 #: quiet host, and so do nodes a CPU quota held back (runs.csv ``cpu_throttled_s`` > 0: the
 #: demo's emulated nodes), which the measurement below did not cover: there the windows of a
