@@ -1352,7 +1352,7 @@ def _cost_caveats(points: pd.DataFrame) -> str:
 def _startup_text(df: pd.DataFrame | None) -> str:
     """The runs' measured start-up (runs.csv ``startup_s``: rank 0's process start to its
     first step) against what the plan assumes (:data:`vitfsdp.plan.STARTUP_S`), e.g. ``"
-    Start-up, measured (`startup_s`): median 41 s, 12-95 s over 9 runs, the most at 4
+    Start-up, measured (`startup_s`): median 41 s (12-95 s, 9 runs), the most at 4
     node(s); the plan assumes 300 s a point for cluster.time=auto and its node-hours."``,
     by framework where both ran (:func:`_startup_spans`); ``""`` where no run measured
     it."""
