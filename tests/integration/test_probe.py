@@ -284,7 +284,6 @@ def test_a_slurm_world_size_past_its_timeout_is_cancelled_and_recorded(tmp_path)
     reason naming the timeout, the job and its state, and the job is cancelled, not left in
     the queue."""
     import re
-    import subprocess
 
     r = run_module("vitfsdp.probe", "-m", "cluster=virtual", "model=vit_tiny",
                    "strategy=FULL_SHARD", "nodes=1", "device=cpu", "--timeout", "2",
@@ -299,8 +298,88 @@ def test_a_slurm_world_size_past_its_timeout_is_cancelled_and_recorded(tmp_path)
                          r"Slurm job (\d+) (\w+), .* in the queue.* \(state looked at every "
                          r"1 s\); cancelled", why)
     assert match and match[2] in {"PENDING", "RUNNING", "CONFIGURING", "UNKNOWN"}, why
-    queued = subprocess.run(["squeue", "-h", "-j", match[1]], capture_output=True, text=True)
-    assert match[1] not in queued.stdout, queued.stdout  # cancelled, not left queued
+    _assert_cancelled(match[1])
+
+
+def _assert_cancelled(job_id: str, within_s: float = 15.0) -> None:
+    """Slurm job ``job_id`` leaves the queue within ``within_s`` seconds (a job cancelled
+    while RUNNING stays listed as COMPLETING for a second or so) and sacct says CANCELLED."""
+    import subprocess
+    import time
+
+    deadline, queued, state = time.monotonic() + within_s, "", ""
+    while time.monotonic() < deadline:
+        queued = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%i %T"],
+                                capture_output=True, text=True).stdout
+        state = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"],
+                               capture_output=True, text=True).stdout.strip()
+        if job_id not in queued and state.startswith("CANCELLED"):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"job {job_id} after {within_s:g} s: squeue {queued!r}, sacct "
+                         f"{state!r}")
+
+
+@pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1",
+                    reason="the virtual Slurm cluster is not started (make slurm-up)")
+def test_a_hangup_while_a_slurm_job_is_waited_for_cancels_it_and_records_why(tmp_path):
+    """A dropped login (SIGHUP) while the probe waits for its world size's job: the job is
+    cancelled, not left queued or running, and the kept probe records the world size failed
+    with the signal and the job; the probe exits 129 (128 + SIGHUP)."""
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    log = tmp_path / "probe.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "vitfsdp.probe", "-m", "cluster=virtual", "model=vit_tiny",
+             "strategy=FULL_SHARD", "nodes=1", "device=cpu", "--timeout", "120", "--out",
+             str(tmp_path)], cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        job, deadline = None, time.monotonic() + 40
+        while job is None and time.monotonic() < deadline and proc.poll() is None:
+            found = re.search(r"world size 2: Slurm job (\d+) submitted", log.read_text())
+            job = found and found[1]
+            time.sleep(0.2)
+        assert job, log.read_text()
+        queued = subprocess.run(["squeue", "-h", "-j", job], capture_output=True, text=True)
+        assert job in queued.stdout, queued  # queued (or running) when the login drops
+        proc.send_signal(signal.SIGHUP)
+        assert proc.wait(timeout=30) == 128 + signal.SIGHUP, log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    _assert_cancelled(job)
+    (kept,) = (tmp_path / "probes").glob("*.json")
+    (world,) = read(kept)["worlds"]
+    assert world["status"] == "failed" and world["world_size"] == 2, world
+    assert re.fullmatch(rf"interrupted by SIGHUP after \d+ s: Slurm job {job} \w+ cancelled",
+                        world["reason"]), world["reason"]
+
+
+@pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1",
+                    reason="the virtual Slurm cluster is not started (make slurm-up)")
+def test_a_slurm_framework_job_past_its_timeout_is_cancelled(tmp_path):
+    """The framework run of a point (a JAX point's, launched as a point's job) waits at most
+    its timeout too: 1 s after submission it is cancelled and the reason says so."""
+    import re
+
+    from vitfsdp.plan.__main__ import compose_points
+    from vitfsdp.probe.__main__ import framework_overrides
+    from vitfsdp.probe.slurm import run_framework_job
+
+    ((point, cfg),) = compose_points(["cluster=virtual", "model=vit_tiny",
+                                      "strategy=FULL_SHARD", "nodes=1", "device=cpu"])
+    code, why = run_framework_job(cfg, framework_overrides(point), tmp_path / "fw", 1)
+    assert code == 1, why
+    match = re.fullmatch(r"timed out: --timeout 1 s \(counted from submission\) passed with "
+                         r"Slurm job (\d+) .*; cancelled", why)
+    assert match, why
+    _assert_cancelled(match[1])
 
 
 def test_terms_that_move_alike_share_one_factor():

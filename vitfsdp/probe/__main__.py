@@ -18,8 +18,10 @@ import argparse
 import datetime
 import json
 import logging
+import math
 import os
 import platform
+import signal
 import sys
 import tempfile
 import time
@@ -187,14 +189,16 @@ def framework_runs(points: list[tuple[list[str], object]]) -> list[dict]:
     return out
 
 
-def probe_framework(points: list[tuple[list[str], object]], world: dict, work_dir: Path) -> list:
+def probe_framework(points: list[tuple[list[str], object]], world: dict, work_dir: Path,
+                    timeout_s: float = 1800.0) -> list:  # fmt: skip
     """Per strategy of ``points`` (one world size): a real training run of the smallest model
     (:data:`FRAMEWORK_MODEL`) at this world size, its measured step against the step this
     world's measurements predict for it; the difference is the loop's and the wrapper's own
     time, per FSDP unit (blocks + root) for FSDP, per step for DDP (docs/plan.md, "The
     probe"). PyTorch runs were trained by the world's probe worker in its own processes
     (``world["framework_runs"]``, :func:`framework_runs`); a strategy without one (JAX) is
-    launched here as a point is."""
+    launched here as a point is; on Slurm its job waits at most ``timeout_s`` seconds from
+    its submission (:func:`vitfsdp.probe.slurm.wait_for_job`)."""
     measured = {("torch", r["strategy"], r["engine"]): r  # framework_runs: PyTorch's only
                 for r in world.pop("framework_runs", None) or []}
     probe = Probe("(this probe)", world["device"]["type"],
@@ -207,7 +211,7 @@ def probe_framework(points: list[tuple[list[str], object]], world: dict, work_di
         seen.add(key)
         overrides = framework_overrides(point)
         (_, tiny), = compose_points(overrides)
-        run = measured.get(key) or _launch_framework(cfg, overrides, work_dir)
+        run = measured.get(key) or _launch_framework(cfg, overrides, work_dir, timeout_s)
         if run.get("status") != "completed" or not run.get("step_s"):
             out.append({"framework": cfg.framework, "strategy": cfg.strategy.name,
                         "engine": cfg.engine, "status": "failed",
@@ -227,9 +231,10 @@ def probe_framework(points: list[tuple[list[str], object]], world: dict, work_di
     return out
 
 
-def _launch_framework(cfg, overrides: list[str], work_dir: Path) -> dict:
+def _launch_framework(cfg, overrides: list[str], work_dir: Path, timeout_s: float) -> dict:
     """Run the framework model ``overrides`` at ``cfg``'s world size as a point of the sweep
-    is run (torchrun here, or a Slurm job) and wait: ``{"status", "step_s", "reason"}``."""
+    is run (torchrun here, or a Slurm job, cancelled ``timeout_s`` seconds after its
+    submission) and wait: ``{"status", "step_s", "reason"}``."""
     # the launchers where a run is launched: `python -m vitfsdp.probe --help` starts without
     from vitfsdp.launch.local import run_point, tail
 
@@ -239,7 +244,9 @@ def _launch_framework(cfg, overrides: list[str], work_dir: Path) -> dict:
         # submitit where a Slurm job is submitted
         from vitfsdp.probe.slurm import run_framework_job
 
-        code, _ = run_framework_job(cfg, overrides, run_dir)
+        code, timed_out = run_framework_job(cfg, overrides, run_dir, timeout_s)
+        if timed_out:
+            return {"status": "failed", "reason": timed_out}
         run_dir.with_suffix(".log").write_text(tail(run_dir / "logs" / "task0.log", 20))
     else:
         code = run_point(overrides, run_dir, cfg.world_size,
@@ -351,7 +358,14 @@ def spread_text(spread: dict | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """The CLI; returns the exit status (0 when at least one world size was measured, 1 when
-    every one failed, 2 for a refused point or option)."""
+    every one failed, 2 for a refused point or option).
+
+    Raises:
+        SystemExit: 128 + the signal's number (130: Ctrl-C) on a SIGHUP, SIGTERM or Ctrl-C,
+            after the Slurm job waited for was cancelled (or a local world's processes
+            stopped) and the world size recorded failed in the kept probe; 2 from argparse
+            for a refused option (``--timeout`` not finite and > 0).
+    """
     parser = argparse.ArgumentParser(prog="python -m vitfsdp.probe", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("overrides", nargs="*", help="sweep overrides (key=a,b ...)")
@@ -359,16 +373,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None,
                         help="directory for probe.json, or a .json file "
                              "(default runs/probe/<time>)")
-    parser.add_argument("--timeout", type=float, default=1800.0,
+    parser.add_argument("--timeout", type=timeout_seconds, default=1800.0,
                         help="seconds one world size may take before it is stopped and "
-                             "recorded failed (default 1800); on a Slurm profile counted from "
-                             "the job's submission, queue wait included: the job is then "
-                             "cancelled and the reason says how long it pended")
+                             "recorded failed (default 1800; finite, > 0); on a Slurm profile "
+                             "each job (the world size's, and each JAX point's framework run) "
+                             "counted from its submission, queue wait included: the job is "
+                             "then cancelled and the reason says how long it pended")
     parser.add_argument("--replace", action="store_true",
                         help="make this probe the one the plan reads where probe.json (or the "
                              "file named) exists; without it the earlier one stays and this "
                              "one is only kept under probes/")
     args = parser.parse_args(argv)
+    _exit_on_signal()
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     try:
@@ -391,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
     worlds = []
     started = time.monotonic()
     if slurm:
-        print(slurm_wait_line(len(specs), args.timeout), flush=True)
+        print(slurm_wait_line(len(specs), args.timeout, jax_jobs(points)), flush=True)
     for i, spec in enumerate(specs, 1):
         print(f"[probe {i}/{len(specs)}] world size {spec['world_size']} "
               f"({spec['nodes']} node(s) x {spec['ranks_per_node']}): {len(spec['gemms'])} "
@@ -401,13 +417,23 @@ def main(argv: list[str] | None = None) -> int:
         spec["framework"] = framework_runs(at)  # trained by the worker, after it measured
         # the framework runs' records are not the sweep's: kept out of its run directories
         # (under the output's own directory: a Slurm job's nodes must see them)
-        with tempfile.TemporaryDirectory(prefix=".probe-framework-", dir=path.parent) as tmp:
-            spec["framework_dir"] = str(Path(tmp).resolve())
-            worlds.append(probe_world(spec, path.parent, args.timeout,
-                                      slurm.get(spec["world_size"]),
-                                      network.get(spec["world_size"])))
-            if worlds[-1].get("status") == "completed":
-                worlds[-1]["framework"] = probe_framework(at, worlds[-1], Path(tmp))
+        try:
+            with tempfile.TemporaryDirectory(prefix=".probe-framework-",
+                                             dir=path.parent) as tmp:
+                spec["framework_dir"] = str(Path(tmp).resolve())
+                worlds.append(probe_world(spec, path.parent, args.timeout,
+                                          slurm.get(spec["world_size"]),
+                                          network.get(spec["world_size"])))
+                if worlds[-1].get("status") == "completed":
+                    worlds[-1]["framework"] = probe_framework(at, worlds[-1], Path(tmp),
+                                                              args.timeout)
+        except (KeyboardInterrupt, SystemExit) as e:  # Ctrl-C, SIGTERM, SIGHUP
+            record_interrupted(e, spec, worlds)
+            write_probe(kept, worlds, cfgs[0].cluster.name, cfgs[0].cluster.gpus_per_node,
+                        load)
+            _say(f"[probe {i}/{len(specs)}] {summary_line(worlds[-1])}; probe kept as {kept}"
+                 f" ({len(specs) - i} world size(s) not started)")
+            raise SystemExit(getattr(e, "code", 130)) from e
         print(f"[probe {i}/{len(specs)}] {summary_line(worlds[-1])}", flush=True)
         print(f"[probe {i}/{len(specs)}] "
               f"{eta_line(time.monotonic() - started, specs[:i], specs[i:])}", flush=True)
@@ -419,16 +445,90 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if data["status"] == "completed" else 1
 
 
-def slurm_wait_line(worlds: int, timeout_s: float) -> str:
+def slurm_wait_line(worlds: int, timeout_s: float, jax: int = 0) -> str:
     """What a probe on a Slurm profile holds: this process waits for each of ``worlds``
-    jobs in turn, each at most ``timeout_s`` seconds from its submission, e.g. ``[probe]
-    Slurm: 5 jobs, waited for here one after another, each at most --timeout 1800 s from
-    its submission (queue wait included): up to 2:30:00; in a tmux or screen session the probe
-    outlives a dropped login``."""
-    return (f"[probe] Slurm: {worlds} job(s), waited for here one after another, each at most "
-            f"--timeout {timeout_s:g} s from its submission (queue wait included): up to "
-            f"{format_eta(worlds * timeout_s)}; in a tmux or screen session the probe outlives "
-            "a dropped login")
+    world sizes' jobs and ``jax`` JAX framework jobs (:func:`jax_jobs`) in turn, each at
+    most ``timeout_s`` seconds from its submission, e.g. ``[probe] Slurm: 5 job(s) (5 world
+    size(s)), waited for here one after another, each at most --timeout 1800 s from its
+    submission (queue wait included): up to 2:30:00; in a tmux or screen session the probe
+    outlives a dropped login (a SIGHUP or SIGTERM cancels the job waited for and records
+    it)``."""
+    jobs = worlds + jax
+    what = f"{worlds} world size(s)" + (f" + {jax} JAX framework run(s)" if jax else "")
+    return (f"[probe] Slurm: {jobs} job(s) ({what}), waited for here one after another, each "
+            f"at most --timeout {timeout_s:g} s from its submission (queue wait included): up "
+            f"to {format_eta(jobs * timeout_s)}; in a tmux or screen session the probe outlives "
+            "a dropped login (a SIGHUP or SIGTERM cancels the job waited for and records it)")
+
+
+def jax_jobs(points: list[tuple[list[str], object]]) -> int:
+    """How many framework jobs of its own :func:`probe_framework` submits for ``points`` on
+    a Slurm profile: one per world size, strategy and engine of the JAX points (PyTorch's
+    run inside the world size's job). At most that many: none where a world size failed."""
+    return len({(cfg.world_size, cfg.strategy.name, cfg.engine) for _, cfg in points
+                if cfg.framework == "jax" and cfg.cluster.launcher == "slurm"})
+
+
+def timeout_seconds(text: str) -> float:
+    """``--timeout``'s type: seconds, finite and > 0.
+
+    Raises:
+        argparse.ArgumentTypeError: anything else (argparse prints it and exits 2)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: seconds one world size may take, a finite number > 0; e.g. "
+            "--timeout 1800 (the default)")
+    return value
+
+
+def _exit_on_signal() -> None:
+    """SIGTERM and SIGHUP (a ``kill``, a dropped login) raise ``SystemExit`` (128 + the
+    signal's number) instead of ending the process outright, so the Slurm job waited for is
+    cancelled (:func:`vitfsdp.probe.slurm.wait_for_job`), a local world's processes stopped
+    (:func:`vitfsdp.launch.local.run_until_done`) and the world size recorded; a signal
+    ignored (``nohup``) stays ignored, and a second one while that happens is ignored. (The
+    sweep's own is :func:`vitfsdp.sweep.commands._exit_on_hangup`; the probe may not import
+    the sweep.)"""
+
+    def leave(signum: int, _frame) -> None:
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) == signal.SIG_DFL:
+            signal.signal(sig, leave)
+
+
+def record_interrupted(e: BaseException, spec: dict, worlds: list[dict]) -> None:
+    """Record in ``worlds`` the world size of ``spec`` that a Ctrl-C, SIGTERM or SIGHUP
+    (``e``) stopped: ``status: failed`` with the reason (the Slurm job cancelled,
+    :class:`vitfsdp.probe.slurm.Interrupted`); where its measurement was done and a
+    framework job was stopped, the world stays completed with that framework run failed."""
+    from vitfsdp.probe.slurm import signal_name  # no submitit: the name only
+
+    code = getattr(e, "code", 130)
+    why = getattr(e, "reason", None) or f"interrupted by {signal_name(code)}"
+    if worlds and worlds[-1]["world_size"] == spec["world_size"]:
+        if worlds[-1].get("status") == "completed":
+            worlds[-1]["framework"] = [{"status": "failed", "strategy": None, "engine": None,
+                                        "reason": why}]
+        return
+    worlds.append({"world_size": spec["world_size"], "nodes": spec["nodes"],
+                   "ranks_per_node": spec["ranks_per_node"], "status": "failed",
+                   "reason": why})
+
+
+def _say(line: str) -> None:
+    """Print ``line`` where a terminal may have gone (SIGHUP): a closed one is passed over."""
+    try:
+        print(line, flush=True)
+    except (OSError, ValueError):
+        pass
 
 
 def eta_line(elapsed_s: float, done: list[dict], left: list[dict]) -> str:
