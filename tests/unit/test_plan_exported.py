@@ -109,3 +109,17 @@ def test_a_cpu_row_gets_the_prediction_its_records_get() -> None:
         assert pred[column].iloc[0] == pytest.approx(recorded[column]), column
     assert pred["pred_fits"].iloc[0] == recorded["pred_fits"]
     assert pred["pred_mem_metric"].iloc[0] == recorded["pred_mem_metric"] == "peak_rss_gib"
+
+
+def test_calibrate_on_an_export_names_the_commands_that_check_one(
+        capsys: pytest.CaptureFixture) -> None:  # fmt: skip
+    """`python -m vitfsdp.plan --calibrate some-runs.csv` said 'sweep dir ... is not a
+    directory': the fit reads run records, and the commands that check this plan against an
+    export are named instead, on one line."""
+    from vitfsdp.plan.__main__ import main
+
+    assert main(["--calibrate", str(SWEEP), str(JAX)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: {SWEEP} is a file")
+    assert f"python tools/plan_check.py {SWEEP} or " in err
+    assert f"python -m vitfsdp.analysis {SWEEP} {JAX} --out DIR --report" in err

@@ -26,6 +26,7 @@ import json
 import logging
 import math
 import re
+import shlex
 import sys
 import textwrap
 from pathlib import Path
@@ -748,6 +749,20 @@ def plain_text(doc: str) -> str:
     return re.sub(r":\w+:`~?([^`]+)`", r"\1", doc).replace("``", "")
 
 
+def _check_sweep_dirs(paths: list[Path]) -> None:
+    """ValueError (one line) where a ``--calibrate`` path is a file, such as a runs.csv
+    export: the fit reads run records; it names the commands that check this plan against
+    an export (tools/plan_check.py, the analysis rebuilt from it), shell-quoted."""
+    files = [str(p) for p in paths if p.is_file()]
+    if files:
+        raise ValueError(
+            f"{files[0]} is a file, not a sweep dir: --calibrate reads run records; this "
+            "checkout's plan is checked against a runs.csv export by "
+            f"{shlex.join(['python', 'tools/plan_check.py', files[0]])} or "
+            f"{shlex.join(['python', '-m', 'vitfsdp.analysis', *files, '--out', 'DIR'])} "
+            "--report (its 'Predicted against measured' section)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """The CLI; returns the exit status: 0 when a table is printed (points that cannot run
     among the others are rows of verdict ``n/a``; points the sweep refuses as an earlier
@@ -773,6 +788,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.calibrate:
+            _check_sweep_dirs(args.calibrate)
             # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
             from vitfsdp.plan.calibrate import calibrate
 
