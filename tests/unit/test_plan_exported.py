@@ -19,6 +19,7 @@ from vitfsdp.plan.exported import (
     compose_row,
     predict_row,
     predicted_columns,
+    row_device,
     row_overrides,
 )
 
@@ -42,27 +43,98 @@ def test_the_h14_rows_are_what_the_plan_command_prints_not_the_exports_975(
     row = export[export["framework"] == framework].iloc[-1]
     assert row["pred_ips"] == pytest.approx(974.8, abs=0.1)  # the plan of its day
     p = predict_row(row)
+    assert p["pred_source"] == "profile:cuda8 (recorded peak)" if framework == "jax" else True
     # python -m vitfsdp.plan, the point written out by hand
     table = plan_table(["model=vit_huge_patch14_224", "strategy=FULL_SHARD", "nodes=1",
                         "cluster=cuda8", "cluster.gpus_per_node=1", "precision=bf16",
                         f"framework={framework}", f"kernels.compile={compiled}"])
-    assert p.ips == pytest.approx(table["ips"].iloc[0])
-    assert p.step_time_s == pytest.approx(table["step_time_s"].iloc[0])
-    assert p.peak_mem_gib == pytest.approx(table["peak_mem_gib"].iloc[0])
-    assert p.ips == pytest.approx(ips, abs=1)
-    assert p.pred_mem_metric == ("peak_mem_gib" if framework == "jax"  # XLA's peak in use
-                                 else "peak_mem_reserved_gib")
+    assert p["pred_ips"] == pytest.approx(table["ips"].iloc[0])
+    assert p["pred_step_time_s"] == pytest.approx(table["step_time_s"].iloc[0])
+    assert p["pred_peak_mem_gib"] == pytest.approx(table["peak_mem_gib"].iloc[0])
+    assert p["pred_ips"] == pytest.approx(ips, abs=1)
+    assert p["pred_mem_metric"] == ("peak_mem_gib" if framework == "jax"  # XLA's peak in use
+                                    else "peak_mem_reserved_gib")
 
 
-def test_a_gpu_row_of_the_local_profile_is_composed_on_cuda8_unless_a_cluster_is_given() -> None:
-    """The exports ran under cluster=local, whose plan has no GPU peak (plan_efficiency 1.0
-    for a calibrated one): vit_huge DDP would be predicted at 586 images/s, measured 317."""
+def test_a_local_h100_row_gets_cuda8s_figures_and_the_same_prediction_as_its_records() -> None:
+    """The exports ran under cluster=local, whose plan has no GPU peak: vit_huge DDP was
+    predicted at 586 images/s from its records (the local profile) and 313 from the export
+    (cuda8), measured 317. Both now go through plan.recorded_config: the run's recorded
+    peak and memory, cuda8's efficiency and bandwidths (an H100)."""
     row = _rows(SWEEP).iloc[4]
     assert (row["cluster"], row["model"], row["strategy"]) == ("local", "vit_huge", "DDP")
-    assert compose_row(row).cluster.name == "cuda8"
-    assert predict_row(row).ips == pytest.approx(313, abs=1)
-    assert compose_row(row, "local").cluster.name == "local"
-    assert predict_row(row, "local").ips > 1.5 * row["ips"]
+    cfg = compose_row(row)
+    assert cfg.cluster.name == "local"
+    p = predict_row(row)
+    assert p["pred_ips"] == pytest.approx(313, abs=1)
+    assert p["pred_source"] == "profile:cuda8 (recorded peak and memory)"
+    device = {"type": "cuda", "name": row["device_name"],
+              "peak_flops": row["device_peak_flops"], "memory_gib": row["device_memory_gib"]}
+    recorded = prediction({"config": dataclasses.asdict(cfg), "device": device})
+    assert {k: recorded[k] for k in PRED_COLUMNS} == pytest.approx(p)
+
+
+def test_a_local_row_of_another_gpu_is_not_predicted_with_h100_figures() -> None:
+    """An A100 40GB row under cluster=local was predicted at the H100's 313.4 images/s."""
+    rows = _rows(SWEEP).iloc[[4]].copy()
+    rows["device_name"] = "NVIDIA A100-SXM4-40GB"
+    rows["device_peak_flops"], rows["device_memory_gib"] = 312e12, 39.39
+    pred, failed = predicted_columns(rows)
+    assert pred.loc[4].isna().all()
+    assert "NVIDIA A100-SXM4-40GB" in failed[4] and "H100" in failed[4]
+
+
+def test_a_blank_nodes_cell_is_a_reason_not_a_crash() -> None:
+    """A blank integer cell read as pandas' NA raised TypeError out of the re-analysis."""
+    rows = _rows(SWEEP).astype({"nodes": "Int64", "local_batch_size": "Int64",
+                                 "ranks_per_node": object})
+    rows.loc[1, "nodes"] = pd.NA
+    rows.loc[2, "local_batch_size"] = pd.NA
+    rows.loc[3, "ranks_per_node"] = "two"
+    pred, failed = predicted_columns(rows)
+    assert failed[1].startswith("no nodes in the row")
+    assert failed[2].startswith("no local_batch_size in the row")
+    assert failed[3].startswith("ranks_per_node='two' in the row is not a whole number")
+    assert sorted(failed) == [1, 2, 3] and pred.loc[[0, 4]]["pred_ips"].notna().all()
+
+
+def test_a_blank_kernels_compile_cell_composes_auto_not_false() -> None:
+    """kernels.compile empty = auto (null), as the run had it; it was sent as false."""
+    row = _rows(SWEEP).iloc[0].copy()
+    row["kernels.compile"] = float("nan")
+    assert "kernels.compile=null" in row_overrides(row)
+    for cell, word in (("True", "true"), ("TRUE", "true"), (False, "false"), (1, "true")):
+        row["kernels.compile"] = cell
+        assert f"kernels.compile={word}" in row_overrides(row)
+
+
+@pytest.mark.parametrize(("kind", "name", "device"), [
+    ("rss", None, "cpu"), ("allocated", None, "cuda"), (None, "NVIDIA H100 80GB HBM3", "cuda")])
+def test_an_export_without_device_type_reads_it_from_its_other_columns(
+        kind: str | None, name: str | None, device: str) -> None:  # fmt: skip
+    row = _rows(SWEEP).iloc[0].drop("device_type").copy()
+    row["peak_mem_kind"], row["device_name"] = kind, name
+    assert row_device(row)["type"] == device
+    assert f"device={device}" in row_overrides(row)
+
+
+def test_an_export_with_no_device_at_all_is_not_predicted_as_a_cpu_run() -> None:
+    rows = _rows(SWEEP).drop(columns=["device_type", "peak_mem_kind", "device_name"])
+    pred, failed = predicted_columns(rows.iloc[[0]])
+    assert pred["pred_ips"].isna().all()
+    assert failed[0].startswith("no device_type in the row")
+
+
+def test_jax_ignores_kernels_compile_in_its_host_term() -> None:
+    """null gave 238 images/s and false 326 for the JAX ViT-H/14 row: JAX's step is one
+    jitted call (no per-unit hooks), whatever kernels.compile says."""
+    row = _rows(JAX).query("framework == 'jax'").iloc[0].copy()
+    ips = set()
+    for cell in (float("nan"), False):
+        row["kernels.compile"] = cell
+        p = predict_row(row)
+        ips.add(round(p["pred_ips"], 6))
+    assert len(ips) == 1 and ips.pop() == pytest.approx(326, abs=1)
 
 
 @pytest.mark.parametrize("column", ["precision", "local_batch_size", "strategy"])
@@ -87,7 +159,8 @@ def test_a_frame_predicts_every_row_it_can_and_leaves_the_others_empty() -> None
     assert "HYBRID_8GPU" in failed[1] and "\n" not in failed[1]
     assert pred.loc[[1, 2]].isna().all().all()  # empty, not the export's
     kept = pred.drop(index=[1, 2])
-    assert kept["pred_ips"].notna().all() and kept["pred_source"].eq("profile:cuda8").all()
+    assert kept["pred_ips"].notna().all()
+    assert kept["pred_source"].eq("profile:cuda8 (recorded peak and memory)").all()
     assert not (kept["pred_ips"] - rows.loc[kept.index, "pred_ips"]).abs().lt(1e-6).any()
 
 

@@ -50,3 +50,19 @@ def test_figures_contended_falls_back_only_where_not_known(cell: object,
 
 def test_flag_column_of_a_frame_without_the_column() -> None:
     assert not flag_column(pd.DataFrame({"a": [1, 2]}), "flag").any()
+
+
+def test_the_plans_reading_of_an_export_reads_flags_as_the_analysis() -> None:
+    """exported._flag read "1" true and "TRUE" false where read_flag reads None and True:
+    one reader (vitfsdp.core.flags) behind both, and runs.csv's text cells (collect)."""
+    from vitfsdp.analysis.collect import _flag as text_cell
+    from vitfsdp.core.flags import read_flag as core_read_flag
+    from vitfsdp.plan.exported import _flag
+
+    assert read_flag is core_read_flag
+    for cell in ("1", "TRUE", "true", "False", 1, 0.0, True, float("nan"), "", None):
+        expected = read_flag(cell)
+        word = {True: "true", False: "false", None: "null"}[expected]
+        assert _flag({"kernels.compile": cell}, "kernels.compile", None) == word, cell
+        if isinstance(cell, str) and expected is not None:
+            assert text_cell(cell) is expected

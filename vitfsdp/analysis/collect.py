@@ -36,6 +36,7 @@ from vitfsdp.analysis.schema import (
     TEXT,
 )
 from vitfsdp.analysis.workshare import WorkShare
+from vitfsdp.core.flags import read_flag
 from vitfsdp.core.layout import ATTEMPTS_DIR, HOST_FILE, NETWORK_FILE
 from vitfsdp.plan import mem_metric
 from vitfsdp.plan.exported import predicted_columns
@@ -340,10 +341,12 @@ def _read_csv(path: str) -> pd.DataFrame:
 
 def _flag(value: Any) -> Any:
     """A text cell of runs.csv as collect held it: ``True``/``False`` as the JSON booleans
-    they were written from, an empty cell as ``None``, other text as it is."""
+    they were written from (:func:`vitfsdp.core.flags.read_flag`), an empty cell as
+    ``None``, other text as it is."""
     if not isinstance(value, str):
         return None if pd.isna(value) else value
-    return {"True": True, "False": False}.get(value, value)
+    flag = read_flag(value)
+    return value if flag is None else flag
 
 
 def export_date(path: str | os.PathLike) -> str | None:

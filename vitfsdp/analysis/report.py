@@ -1676,7 +1676,8 @@ def _calibration_sections(table: pd.DataFrame, df: pd.DataFrame) -> list[Section
     predictions."""
     if table.empty:
         return []
-    text = ("The plan's predictions (`python -m vitfsdp.plan`) against every completed run. "
+    text = ("The plan's predictions (`python -m vitfsdp.plan`; in a rebuild: this checkout's "
+            "plan, recomputed from the export's settings) against every completed run. "
             "Error = (predicted - measured) / measured; memory is compared with the measured "
             "column the plan predicts (`mem_metric`). On CPU ranks a rank's resident memory "
             f"is mostly the {CPU_BASELINE_GIB:g} GiB process baseline the plan assumes for "

@@ -8,10 +8,11 @@ result)."""
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 import pandas as pd
+
+from vitfsdp.core.flags import FLAG_WORDS, read_flag  # noqa: F401  (the analysis reads them here)
 
 #: What :func:`~vitfsdp.analysis.tables.best_table` and the other tables say of two points'
 #: images/s.
@@ -234,29 +235,6 @@ def above_ideal_cause(baseline_host_bound: object, baseline_contended: object,
     if baseline_runs is not None and pd.notna(baseline_runs) and int(baseline_runs) < 2:
         return ABOVE_IDEAL_CAUSES[2]
     return ABOVE_IDEAL_CAUSES[3]
-
-
-#: A flag's text as a reread CSV, or a record written by hand, holds it (case aside).
-FLAG_WORDS = {"true": True, "false": False}
-
-
-def read_flag(value: object) -> bool | None:
-    """A recorded boolean flag (a runs.csv, points.csv or ratio-table cell; a record's
-    value) as ``True`` or ``False``, ``None`` where it is not known: JSON's and numpy's
-    booleans as they are, a number by its truth (``1``, ``1.0``: True; ``0``: False), the
-    text ``"True"``/``"true"``/``"False"``/``"false"`` as a reread CSV holds it; ``None``
-    for None, NaN, pandas' NA, ``""`` (an empty CSV cell) and any other value. The one
-    reading of every flag the analysis judges by (:func:`ranked`, :func:`above_ideal_cause`,
-    :func:`vitfsdp.analysis.lines.flag_column`, points.csv's ``attempts_differ``)."""
-    if value is None or value is pd.NA:
-        return None
-    if isinstance(value, str):
-        return FLAG_WORDS.get(value.strip().lower())
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    if isinstance(value, numbers.Number):
-        return None if value != value else bool(value)  # NaN: not known
-    return None
 
 
 def _true(flag: object) -> bool:

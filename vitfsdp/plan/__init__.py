@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -46,9 +47,10 @@ from vitfsdp.plan.timing import (
 if TYPE_CHECKING:  # the config imports the plan's callers; only a type here
     from vitfsdp.config import RunConfig
 
-__all__ = ["GIB", "Prediction", "Probe", "StateBytes", "auto_time_limit", "communicators",
-           "format_state_bytes", "memory_breakdown", "peak_flops_for", "predict",
-           "predict_recorded", "predict_run", "probe_for", "runtime_gib", "state_bytes"]
+__all__ = ["GIB", "GPU_PROFILE", "GPU_PROFILE_DEVICE", "Prediction", "Probe", "StateBytes",
+           "auto_time_limit", "communicators", "format_state_bytes", "memory_breakdown",
+           "peak_flops_for", "predict", "predict_recorded", "predict_run", "probe_for",
+           "recorded_config", "recorded_prediction", "runtime_gib", "state_bytes"]
 
 #: The measured column a memory prediction compares with, per device kind.
 MEM_METRIC = {"gpu": "peak_mem_reserved_gib", "cpu": "peak_rss_gib"}
@@ -659,6 +661,10 @@ def predict_run(run_info: dict) -> dict | None:
         ``pred_mem_metric`` (the measured column to compare memory with), ``pred_source``
         (``profile``, or ``probe:<file> (<when measured>)``); None when the
         config cannot be rebuilt (records of an older schema).
+
+    Raises:
+        ValueError: as :func:`recorded_config` (a GPU run on a profile without a GPU peak
+            whose device is not an H100).
     """
     # the config (Hydra) on use: `python -m vitfsdp.plan --help` starts without it
     from omegaconf import OmegaConf
@@ -674,12 +680,88 @@ def predict_run(run_info: dict) -> dict | None:
     return predict_recorded(cfg, run_info.get("device") or {})
 
 
-def predict_recorded(cfg: RunConfig, device: dict) -> dict:
-    """:func:`predict_run`'s figures for ``cfg`` on a recorded device (run.json ``device``:
-    ``type``, ``peak_flops``, ``memory_gib``; missing keys are unknown)."""
+#: The profile a GPU run recorded under a profile without a GPU's peak (``local``,
+#: ``virtual``) borrows its efficiency, bandwidths and latencies from: a DGX H100's
+#: (conf/cluster/cuda8.yaml), so only for a run whose recorded device is an H100.
+GPU_PROFILE = "cuda8"
+#: The recorded device name (``device.name``, runs.csv ``device_name``) :data:`GPU_PROFILE`
+#: describes.
+GPU_PROFILE_DEVICE = "H100"
+
+
+@functools.cache
+def _gpu_profile_cluster():
+    """:data:`GPU_PROFILE`'s cluster config, composed once (Hydra on use)."""
+    # on use: Hydra and the composition only where a local GPU run is predicted
+    from vitfsdp.plan.__main__ import compose_points
+
+    [(_, cfg)] = compose_points([f"cluster={GPU_PROFILE}", "nodes=1"])
+    return cfg.cluster
+
+
+def recorded_config(cfg: RunConfig, device: dict) -> tuple[RunConfig, float | None, str]:
+    """The config to predict a recorded run with, the peak FLOP/s to pass
+    :func:`predict`, and its ``pred_source`` where not a probe's; the one rule of the
+    analysis of records and of exports (:mod:`vitfsdp.plan.exported`).
+
+    ``device`` is run.json's ``device`` (``type``, ``name``, ``peak_flops``, ``memory_gib``;
+    missing keys are unknown). A GPU run on a profile with a GPU peak, or a CPU run: ``cfg``
+    and the recorded peak as :func:`predict`'s fall-back (``profile``). A GPU run on a
+    profile without one (``local``, ``virtual``): where its device is an H100
+    (:data:`GPU_PROFILE_DEVICE`), :data:`GPU_PROFILE`'s cluster figures (efficiency,
+    bandwidths, latencies) with the run's own recorded peak FLOP/s and memory where
+    recorded, else the profile's (``profile:cuda8 (recorded peak and memory)``).
+
+    Raises:
+        ValueError: a GPU run on a profile without a GPU peak whose recorded device is not
+            an H100 (or not recorded); one line naming the device.
+    """
     kind = {"cuda": "gpu", "cpu": "cpu"}.get(device.get("type"))
-    p = predict(cfg, peak_flops=device.get("peak_flops"),
-                device_memory_gib=device.get("memory_gib"), device=kind)
+    peak = device.get("peak_flops")
+    if kind != "gpu" or peak_flops_for(cfg, "gpu")[0] is not None:
+        return cfg, peak, "profile"
+    name = device.get("name")
+    if GPU_PROFILE_DEVICE not in str(name or ""):
+        raise ValueError(
+            f"a GPU run on cluster={cfg.cluster.name} (no GPU data sheet) on "
+            f"{name or 'an unrecorded device'}: the plan's GPU figures (cluster={GPU_PROFILE}) "
+            f"are a DGX {GPU_PROFILE_DEVICE}'s, not this device's")
+    base = _gpu_profile_cluster()
+    memory = device.get("memory_gib")
+    used = [w for w, v in (("peak", peak), ("memory", memory)) if v is not None]
+    figures = {"gpus_per_node": cfg.cluster.gpus_per_node, "env": cfg.cluster.env}
+    if memory is not None:
+        figures["device_memory_gib"] = float(memory)
+    if peak is not None:  # the recorded peak is the compute dtype's: predict's fall-back
+        figures.update(peak_tflops=None, peak_tflops_tf32=None, peak_tflops_fp32=None)
+    cluster = dataclasses.replace(base, **figures)
+    source = f"profile:{GPU_PROFILE}" + (f" (recorded {' and '.join(used)})" if used else "")
+    return dataclasses.replace(cfg, cluster=cluster), peak, source
+
+
+def recorded_prediction(cfg: RunConfig, device: dict) -> tuple[Prediction, str]:
+    """The :class:`Prediction` of ``cfg`` on a recorded device (run.json ``device``:
+    ``type``, ``name``, ``peak_flops``, ``memory_gib``; missing keys are unknown), composed by
+    :func:`recorded_config`, and its ``pred_source`` (a probe's, else the profile's).
+
+    Raises:
+        ValueError: as :func:`recorded_config` (a GPU run with no GPU figures to use).
+    """
+    kind = {"cuda": "gpu", "cpu": "cpu"}.get(device.get("type"))
+    cfg, peak, source = recorded_config(cfg, device)
+    p = predict(cfg, peak_flops=peak, device_memory_gib=device.get("memory_gib"), device=kind)
+    return p, p.source if p.source != "profile" else source
+
+
+def predict_recorded(cfg: RunConfig, device: dict) -> dict:
+    """:func:`predict_run`'s figures for ``cfg`` on a recorded device
+    (:func:`recorded_prediction`) as ``pred_*`` columns (GiB per rank, s, global images/s):
+    the one place a prediction becomes them, for records and exports alike.
+
+    Raises:
+        ValueError: as :func:`recorded_config` (a GPU run with no GPU figures to use).
+    """
+    p, source = recorded_prediction(cfg, device)
     return {"pred_peak_mem_gib": p.peak_mem_gib, "pred_step_time_s": p.step_time_s,
             "pred_ips": p.ips, "pred_fits": p.fits, "pred_mem_metric": p.pred_mem_metric,
-            "pred_source": p.source}
+            "pred_source": source}

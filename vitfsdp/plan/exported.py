@@ -10,53 +10,75 @@ one row's prediction, :func:`predicted_columns` a frame's ``pred_*`` columns;
 
 A row is composed from ``model``, ``strategy``, ``precision``,
 ``train.activation_checkpointing``, ``local_batch_size``, ``nodes`` and ``ranks_per_node``
-(or ``world_size`` over ``nodes``), with ``framework``, ``kernels.compile``,
-``kernels.fused_attn`` and ``device_type`` where the row has them (else the defaults:
-torch, no compile, fused attention), on a cluster profile: the one given, else the row's
-``cluster``; a GPU row of a profile without a GPU's data sheet (no peak for its compute
-dtype: ``local``, ``virtual``) is composed on :data:`GPU_PROFILE`, whose figures are a DGX H100's.
-No probe is read (the profile's ``cluster.probe``, if any, is the plan's default).
+(or ``world_size`` over ``nodes``), with ``framework``, ``kernels.compile`` (an empty cell:
+``null``, auto, as the run had it), ``kernels.fused_attn`` and ``device_type`` where the row
+has them (else the defaults: torch, fused attention), on a cluster profile: the one given,
+else the row's ``cluster``. An export without ``device_type`` (older ones) has its device
+read from ``peak_mem_kind`` (``rss``: CPU, ``allocated``: GPU) or ``device_name``, else the
+row is not composed. The device the run recorded (``device_name``, ``device_peak_flops``,
+``device_memory_gib``) goes to :func:`vitfsdp.plan.predict_recorded`, the one rule of the
+analysis of records too: a GPU row of a profile without a GPU's data sheet (``local``,
+``virtual``) is predicted with its recorded peak and memory and :data:`GPU_PROFILE`'s
+efficiency and bandwidths where it ran on an H100, else not at all (the reason names the
+device). No probe is read (the profile's ``cluster.probe``, if any, is the plan's default).
+Rows that differ only in ``nodes`` or ``local_batch_size`` are composed once (Hydra, about
+0.1 s) and the rest built from it by ``dataclasses.replace``, validated as composed.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from vitfsdp.plan import Prediction, peak_flops_for, predict
+from vitfsdp.core.flags import read_flag
+from vitfsdp.plan import GPU_PROFILE, predict_recorded
 
 if TYPE_CHECKING:  # pandas and the config load on use
     import pandas as pd
 
     from vitfsdp.config import RunConfig
 
-#: The profile a GPU row of a profile without a GPU's peak (``local``, ``virtual``) is
-#: composed on: a DGX H100's data sheets (conf/cluster/cuda8.yaml), as docs/plan.md's table.
-GPU_PROFILE = "cuda8"
+__all__ = ["GPU_PROFILE", "PRED_COLUMNS", "REQUIRED", "compose_row", "predict_row",
+           "predicted_columns", "row_device", "row_overrides"]
+
 #: The columns a row must have a value in to be composed.
 REQUIRED = ("model", "strategy", "precision", "train.activation_checkpointing",
             "local_batch_size", "nodes")
-#: The columns :func:`predicted_columns` returns (runs.csv's prediction columns).
+#: The columns :func:`predicted_columns` returns (runs.csv's prediction columns, as
+#: vitfsdp.analysis.schema.PRED_COLUMNS, which the analysis checks against these).
 PRED_COLUMNS = ("pred_peak_mem_gib", "pred_step_time_s", "pred_ips", "pred_fits",
                 "pred_mem_metric", "pred_source")
 
 
 def _value(row: Mapping, column: str) -> Any:
-    """``row[column]``, ``None`` where the row lacks it or holds no value there."""
+    """``row[column]``, ``None`` where the row lacks it or holds no value there (None, NaN,
+    pandas' NA or NaT, an empty cell)."""
     value = row.get(column) if hasattr(row, "get") else None
+    if value is None or type(value).__name__ in ("NAType", "NaTType"):
+        return None
     try:
-        return None if value is None or value != value or value == "" else value
+        return None if value != value or value == "" else value
     except (TypeError, ValueError):  # an array-like cell: not a runs.csv value
         return value
 
 
-def _flag(row: Mapping, column: str, default: bool) -> str:
-    """A flag column as an override value (``true``/``false``); ``default`` where empty."""
-    value = _value(row, column)
-    if value is None:
-        return str(default).lower()
-    return str(value in (True, 1, "True", "true", "1")).lower()
+def _int(row: Mapping, column: str, value: Any) -> int:
+    """``value`` (the row's ``column``) as an int; ValueError naming the column."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{column}={value!r} in the row is not a whole number: its point "
+                         "cannot be composed") from None
+
+
+def _flag(row: Mapping, column: str, default: bool | None) -> str:
+    """A flag column as an override value (``true``/``false``; :func:`read_flag`);
+    ``default`` (``null`` for None) where empty or not a flag."""
+    flag = read_flag(_value(row, column))
+    flag = default if flag is None else flag
+    return "null" if flag is None else str(flag).lower()
 
 
 def _required(row: Mapping, column: str) -> Any:
@@ -71,13 +93,45 @@ def _required(row: Mapping, column: str) -> Any:
 def _ranks_per_node(row: Mapping, nodes: int) -> int:
     """``ranks_per_node``, else ``world_size`` / ``nodes``; ValueError naming them."""
     ranks = _value(row, "ranks_per_node")
-    if ranks is None:
-        world = _value(row, "world_size")
-        if world is None:
-            raise ValueError("no ranks_per_node or world_size in the row (runs.csv columns): "
-                             "its point cannot be composed")
-        ranks = int(world) // nodes
-    return int(ranks)
+    if ranks is not None:
+        return _int(row, "ranks_per_node", ranks)
+    world = _value(row, "world_size")
+    if world is None:
+        raise ValueError("no ranks_per_node or world_size in the row (runs.csv columns): "
+                         "its point cannot be composed")
+    return _int(row, "world_size", world) // nodes
+
+
+#: Peak-memory kinds (runs.csv ``peak_mem_kind``) by the device type they are measured on.
+_KIND_DEVICE = {"rss": "cpu", "allocated": "cuda"}
+
+
+def row_device(row: Mapping) -> dict:
+    """The recorded device of a runs.csv ``row`` as run.json's ``device`` (``type``
+    ``cuda``/``cpu``, ``name``, ``peak_flops``, ``memory_gib``; keys absent where empty):
+    ``device_type``, else (older exports) read from ``peak_mem_kind`` or a GPU's
+    ``device_name`` (NVIDIA, AMD Instinct). A JAX GPU row exported before
+    ``memory_limit_gib`` recorded XLA's pool as ``device_memory_gib``: its memory is unknown
+    (as :func:`vitfsdp.analysis.collect.read_runs_csv` reads it).
+
+    Raises:
+        ValueError: no ``device_type`` and nothing to read it from; one line.
+    """
+    name = _value(row, "device_name")
+    kind = _value(row, "device_type") or _KIND_DEVICE.get(_value(row, "peak_mem_kind"))
+    if kind is None and any(w in str(name or "") for w in ("NVIDIA", "Instinct")):
+        kind = "cuda"
+    if kind is None:
+        raise ValueError("no device_type in the row (nor a peak_mem_kind or GPU device_name "
+                         "to read it from): its point cannot be composed")
+    memory = _value(row, "device_memory_gib")
+    if (kind != "cpu" and _value(row, "framework") == "jax"
+            and _value(row, "memory_limit_gib") is None):
+        memory = None  # exported before memory_limit_gib: XLA's pool, not the device's
+    device = {"type": "cpu" if kind == "cpu" else "cuda", "name": name,
+              "peak_flops": _value(row, "device_peak_flops"), "memory_gib": memory}
+    return {k: (float(v) if k in ("peak_flops", "memory_gib") else v)
+            for k, v in device.items() if v is not None}
 
 
 def row_overrides(row: Mapping, cluster: str | None = None) -> list[str]:
@@ -86,23 +140,22 @@ def row_overrides(row: Mapping, cluster: str | None = None) -> list[str]:
 
     Raises:
         ValueError: a column of :data:`REQUIRED` (or ``ranks_per_node``/``world_size``, or
-            ``cluster`` where none is given) has no value; one line naming it.
+            ``cluster`` where none is given, or the device: :func:`row_device`) has no
+            value, or a whole number is not one; one line naming it.
     """
-    nodes = int(_required(row, "nodes"))
-    device = _value(row, "device_type")
-    overrides = [f"model={_required(row, 'model')}", f"strategy={_required(row, 'strategy')}"]
-    if device is not None:
-        overrides.append(f"device={'cpu' if device == 'cpu' else 'cuda'}")
-    overrides += [
-        f"precision={_required(row, 'precision')}",
+    nodes = _int(row, "nodes", _required(row, "nodes"))
+    batch = _int(row, "local_batch_size", _required(row, "local_batch_size"))
+    device = row_device(row)["type"]
+    return [
+        f"model={_required(row, 'model')}", f"strategy={_required(row, 'strategy')}",
+        f"device={device}", f"precision={_required(row, 'precision')}",
         f"train.activation_checkpointing={_flag(row, 'train.activation_checkpointing', False)}",
-        f"train.local_batch_size={int(_required(row, 'local_batch_size'))}",
-        f"kernels.compile={_flag(row, 'kernels.compile', False)}",
+        f"train.local_batch_size={batch}",
+        f"kernels.compile={_flag(row, 'kernels.compile', None)}",
         f"cluster.gpus_per_node={_ranks_per_node(row, nodes)}",
         f"framework={_value(row, 'framework') or 'torch'}",
         f"kernels.fused_attn={_flag(row, 'kernels.fused_attn', True)}",
         f"cluster={cluster or _required(row, 'cluster')}", f"nodes={nodes}"]
-    return overrides
 
 
 @functools.lru_cache(maxsize=1024)
@@ -123,42 +176,58 @@ def _compose(overrides: tuple[str, ...]) -> RunConfig:
     return cfg
 
 
+#: The overrides :func:`_compose_fast` varies by ``dataclasses.replace`` (no interpolation
+#: in conf/ reads them), by prefix.
+_VARIED = ("train.local_batch_size=", "nodes=")
+#: A composed config per overrides less :data:`_VARIED`.
+_BASES: dict[tuple[str, ...], RunConfig] = {}
+
+
+def _compose_fast(overrides: tuple[str, ...]) -> RunConfig:
+    """:func:`_compose`'s config, composed once per overrides less ``nodes`` and
+    ``train.local_batch_size`` and the rest built from it (validated by the dataclasses'
+    ``__post_init__``s); ValueError (one line naming the point) where it is refused."""
+    key = tuple(o for o in overrides if not o.startswith(_VARIED))
+    base = _BASES.get(key)
+    if base is None:
+        cfg = _BASES[key] = _compose(overrides)
+        return cfg
+    values = {o.split("=", 1)[0]: int(o.split("=", 1)[1]) for o in overrides
+              if o.startswith(_VARIED)}
+    try:
+        train = dataclasses.replace(base.train, local_batch_size=values["train.local_batch_size"])
+        return dataclasses.replace(base, train=train, nodes=values["nodes"])
+    except ValueError as e:
+        raise ValueError(f"point {' '.join(overrides)}: {str(e).splitlines()[0]}") from None
+
+
 def compose_row(row: Mapping, cluster: str | None = None) -> RunConfig:
     """The validated :class:`~vitfsdp.config.RunConfig` of one runs.csv ``row``, on profile
-    ``cluster`` (default: the row's own, or :data:`GPU_PROFILE` for a GPU row of a profile
-    without a GPU's peak): see the module's docstring for the columns read.
+    ``cluster`` (default: the row's own): see the module's docstring for the columns read.
 
     Raises:
         ValueError: a needed column has no value (the message names it), or the point is
             refused or does not compose (the message names the point); one line.
     """
-    cfg = _compose(tuple(row_overrides(row, cluster)))
-    gpu = _value(row, "device_type") not in (None, "cpu")
-    if cluster is None and gpu and peak_flops_for(cfg, "gpu")[0] is None:
-        cfg = _compose(tuple(row_overrides(row, GPU_PROFILE)))
-    return cfg
+    return _compose_fast(tuple(row_overrides(row, cluster)))
 
 
-def _device(row: Mapping) -> str | None:
-    """The plan's device kind of a row (``gpu``, ``cpu``), ``None`` where not recorded."""
-    device = _value(row, "device_type")
-    return None if device is None else "cpu" if device == "cpu" else "gpu"
-
-
-def predict_row(row: Mapping, cluster: str | None = None) -> Prediction:
-    """This checkout's :class:`~vitfsdp.plan.Prediction` for the run of one runs.csv ``row``
-    (memory in GiB per rank, step time in s, global images/s): :func:`compose_row`, then
-    :func:`vitfsdp.plan.predict` on the row's device (``device_type``), with its recorded
-    ``device_memory_gib`` and ``device_peak_flops`` used only where the profile has none.
+def predict_row(row: Mapping, cluster: str | None = None) -> dict:
+    """This checkout's prediction for the run of one runs.csv ``row`` as its ``pred_*``
+    columns (:data:`PRED_COLUMNS`: memory in GiB per rank, step time in s, global
+    images/s): :func:`compose_row`, then :func:`vitfsdp.plan.predict_recorded` on the row's
+    recorded device (:func:`row_device`), as the analysis of run records predicts;
+    ``pred_source`` ``profile:<cluster>`` where the profile's figures were used.
 
     Raises:
-        ValueError: as :func:`compose_row`; one line naming the column or the point.
+        ValueError: as :func:`compose_row` and :func:`vitfsdp.plan.recorded_config` (a GPU
+            row with no GPU figures to use); one line naming the column, point or device.
     """
     cfg = compose_row(row, cluster)
-    memory, peak = _value(row, "device_memory_gib"), _value(row, "device_peak_flops")
-    return predict(cfg, device=_device(row),
-                   device_memory_gib=None if memory is None else float(memory),
-                   peak_flops=None if peak is None else float(peak))
+    pred = predict_recorded(cfg, row_device(row))
+    if pred["pred_source"] == "profile":
+        pred["pred_source"] = f"profile:{cfg.cluster.name}"
+    return pred
 
 
 def predicted_columns(runs: pd.DataFrame,
@@ -177,15 +246,9 @@ def predicted_columns(runs: pd.DataFrame,
     rows, failed = {}, {}
     for index, row in runs.iterrows():
         try:
-            p = predict_row(row, cluster)
+            rows[index] = predict_row(row, cluster)
         except ValueError as e:
             failed[index] = str(e).splitlines()[0]
-            continue
-        source = p.source if p.source != "profile" else (
-            f"profile:{compose_row(row, cluster).cluster.name}")
-        rows[index] = {"pred_peak_mem_gib": p.peak_mem_gib, "pred_step_time_s": p.step_time_s,
-                       "pred_ips": p.ips, "pred_fits": p.fits,
-                       "pred_mem_metric": p.pred_mem_metric, "pred_source": source}
     frame = pd.DataFrame.from_dict(rows, orient="index", columns=list(PRED_COLUMNS))
     frame = frame.reindex(runs.index)
     for column in ("pred_fits", "pred_mem_metric", "pred_source"):

@@ -434,7 +434,10 @@ def host_seconds(cfg, num_units: int, compiled: bool) -> float:
     """The host's time per step of ``cfg`` (a RunConfig) on a GPU rank (module docstring):
     ``depth × HOST_LOOP_US_PER_BLOCK`` (× 4/3 under activation checkpointing: the forward
     again) + the wrapper's :data:`HOST_WRAPPER_US` per FSDP unit (``num_units`` blocks'
-    units + the root) or per block (DDP), in seconds.
+    units + the root) or per block (DDP), in seconds. A JAX point (``framework=jax``): 0,
+    whatever ``compiled`` says: its step is one jitted call with no per-block loop or
+    per-unit hooks (docs/plan.md: without a probe's JAX run, no loop term), and
+    ``kernels.compile`` means nothing to it (vitfsdp.config_jax).
 
     Args:
         num_units: FSDP units besides the root (``strategy.blocks_per_unit`` applied).
@@ -444,6 +447,8 @@ def host_seconds(cfg, num_units: int, compiled: bool) -> float:
     # the parallel layer's rule for FSDP1's parameters; torch-free
     from vitfsdp.parallel import use_orig_params
 
+    if cfg.framework == "jax":
+        return 0.0
     depth, strategy = cfg.model.spec.depth, cfg.strategy
     loop = depth * HOST_LOOP_US_PER_BLOCK * (4 / 3 if cfg.train.activation_checkpointing else 1)
     if not strategy.is_fsdp:
