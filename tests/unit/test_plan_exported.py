@@ -196,3 +196,10 @@ def test_calibrate_on_an_export_names_the_commands_that_check_one(
     assert len(err.splitlines()) == 1 and err.startswith(f"error: {SWEEP} is a file")
     assert f"python tools/plan_check.py {SWEEP} or " in err
     assert f"python -m vitfsdp.analysis {SWEEP} {JAX} --out DIR --report" in err
+
+
+def test_the_prediction_columns_are_the_schemas() -> None:
+    """exported.PRED_COLUMNS repeats runs.csv's (the plan cannot import the analysis)."""
+    from vitfsdp.analysis.schema import PRED_COLUMNS as SCHEMA
+
+    assert tuple(PRED_COLUMNS) == tuple(SCHEMA)

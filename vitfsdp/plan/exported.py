@@ -46,8 +46,9 @@ __all__ = ["GPU_PROFILE", "PRED_COLUMNS", "REQUIRED", "compose_row", "predict_ro
 #: The columns a row must have a value in to be composed.
 REQUIRED = ("model", "strategy", "precision", "train.activation_checkpointing",
             "local_batch_size", "nodes")
-#: The columns :func:`predicted_columns` returns (runs.csv's prediction columns, as
-#: vitfsdp.analysis.schema.PRED_COLUMNS, which the analysis checks against these).
+#: The columns :func:`predicted_columns` returns: runs.csv's prediction columns
+#: (vitfsdp.analysis.schema.PRED_COLUMNS; the plan cannot import the analysis, so a test,
+#: test_the_prediction_columns_are_the_schemas, holds the two equal).
 PRED_COLUMNS = ("pred_peak_mem_gib", "pred_step_time_s", "pred_ips", "pred_fits",
                 "pred_mem_metric", "pred_source")
 
