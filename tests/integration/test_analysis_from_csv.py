@@ -228,7 +228,7 @@ def test_the_h100_exports_are_predicted_by_this_checkouts_plan(tmp_path: Path) -
     is now predicted by this checkout's plan from its settings; a row that cannot be
     composed has no prediction, not the export's, and the notes count it."""
     from vitfsdp.analysis.__main__ import parse_args, read_runs
-    from vitfsdp.analysis.figures.finish import REBUILT_ATTR
+    from vitfsdp.analysis.figures.finish import PREDICTED_NOTE_ATTR, REBUILT_ATTR
     from vitfsdp.plan.exported import predict_row
 
     exports = [DATA / "gpu-h100-2026-11-26-sweep-runs.csv",
@@ -259,9 +259,14 @@ def test_the_h100_exports_are_predicted_by_this_checkouts_plan(tmp_path: Path) -
     assert "4 of 11 run(s) could not be composed" in first
     calibration = pd.read_csv(out / "calibration.csv")
     assert len(calibration) == 7 and calibration["pred_ips"].lt(400).all()
+    # whose plan the predictions are: on the figures that draw one, not on tflops.png
+    said_by = {f: "checkout's" in (out / f"{f}.svg").read_text()
+               for f in ("weak_scaling", "memory", "tflops")}
+    assert said_by == {"weak_scaling": True, "memory": True, "tflops": False}
     every, _ = read_runs(parse_args([str(broken), "--out", str(tmp_path / "again")]), None)
-    footer = every.attrs[REBUILT_ATTR]
-    assert "not from the run records; predicted: this checkout's plan (profile:cuda8)" in footer
+    assert "not from the run records" in every.attrs[REBUILT_ATTR]
+    footer = every.attrs[PREDICTED_NOTE_ATTR]  # only on figures that draw a prediction
+    assert "predicted: this checkout's plan (profile:cuda8)" in footer
     assert "none for the 4 of 11 run(s) that could not be composed" in footer
 
 

@@ -105,7 +105,7 @@ from vitfsdp.analysis.figures import (
     PendingFigures,
     figure_pool,
 )
-from vitfsdp.analysis.figures.finish import REBUILT_ATTR
+from vitfsdp.analysis.figures.finish import PREDICTED_NOTE_ATTR, REBUILT_ATTR
 from vitfsdp.analysis.fingerprint import frame_hash
 from vitfsdp.analysis.lines import contention_note, format_table
 from vitfsdp.analysis.reference import reference_summary
@@ -201,9 +201,9 @@ def read_runs(args: argparse.Namespace,
             raise ValueError(f"{e}{_exports_hint(args.sweep_dirs)}") from None
     every, absent = read_runs_csv(args.sweep_dirs)
     lines = absent_lines(absent, every)
-    # every figure's footer says it too, and that its predictions are this checkout's plan
-    every.attrs[REBUILT_ATTR] = "; ".join(
-        line for line in (lines[0], replanned_line(every, brief=True)) if line)
+    # every figure's footer says it too; those that draw predictions, whose plan they are
+    every.attrs[REBUILT_ATTR] = lines[0]
+    every.attrs[PREDICTED_NOTE_ATTR] = replanned_line(every, brief=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / REBUILT_FILE).write_text("\n".join(lines) + "\n", encoding="utf-8")
     for line in lines:

@@ -185,6 +185,10 @@ def _context(df: pd.DataFrame) -> list[str]:
 #: The ``DataFrame.attrs`` key of the runs' line saying they were rebuilt from runs.csv
 #: exports (:func:`vitfsdp.analysis.collect.absent_lines`' first), which every footer adds.
 REBUILT_ATTR = "rebuilt_from"
+#: The ``DataFrame.attrs`` key of the line saying whose plan the predictions of a rebuild are
+#: (:func:`vitfsdp.analysis.collect.replanned_line`), which only the footers of figures that
+#: draw a prediction add (``"predicted"`` in their extras: weak_scaling.png, memory.png).
+PREDICTED_NOTE_ATTR = "predicted_note"
 
 
 def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike | None,
@@ -198,6 +202,8 @@ def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike |
         proxy_labels = {**(proxy_labels or {}), "above_ideal": above_ideal_label(df)}
     if df.attrs.get(REBUILT_ATTR):  # tables and figures rebuilt from a runs.csv export
         note = _then(note, f"{df.attrs[REBUILT_ATTR]}.")
+    if "predicted" in extras and df.attrs.get(PREDICTED_NOTE_ATTR):
+        note = _then(note, f"{df.attrs[PREDICTED_NOTE_ATTR]}.")
     if gpu_busy_missing(df):
         note = _then(note, (
             f"GPU points: {BUSY_NOT_MEASURED}, so host-bound is not known there (no NVML "
