@@ -38,6 +38,7 @@ from vitfsdp.analysis.schema import (
 from vitfsdp.analysis.workshare import WorkShare
 from vitfsdp.core.flags import read_flag
 from vitfsdp.core.layout import ATTEMPTS_DIR, HOST_FILE, NETWORK_FILE
+from vitfsdp.launch.slurm import written_not_run
 from vitfsdp.plan import mem_metric
 from vitfsdp.plan.exported import predicted_columns
 from vitfsdp.plan.probed import PROBE_FILE
@@ -54,6 +55,22 @@ log = logging.getLogger(__name__)
 
 
 
+
+
+def _run_dirs(sweep_dir: Path) -> list[Path]:
+    """:func:`find_run_dirs`, whose error, where ``sweep_dir`` holds job scripts
+    ``--scripts-only`` wrote and no run, counts them and names the command that submits
+    them (:func:`vitfsdp.launch.slurm.written_not_run`).
+
+    Raises:
+        ValueError: as :func:`find_run_dirs`.
+    """
+    try:
+        return find_run_dirs(sweep_dir)
+    except ValueError:
+        if written := written_not_run(sweep_dir):
+            raise ValueError(written) from None
+        raise
 
 
 def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike],
@@ -108,7 +125,7 @@ def collect_runs(sweep_dirs: str | os.PathLike | Iterable[str | os.PathLike],
     run_dirs, probes = [], {}
     for s in sweep_dirs:
         probe = _sweep_probe(s)
-        for d in find_run_dirs(s):
+        for d in _run_dirs(s):
             run_dirs.append(d)
             probes.setdefault(d, probe)
     if not run_dirs:

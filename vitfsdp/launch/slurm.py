@@ -59,7 +59,7 @@ from vitfsdp.launch.secrets import (
     write_point_secrets,
 )
 from vitfsdp.provenance import carries_secret, redact_args
-from vitfsdp.records import default_file_mode, write_json_atomic, write_text_atomic
+from vitfsdp.records import RUN_FILE, default_file_mode, write_json_atomic, write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -907,6 +907,27 @@ def submit_command(sweep_dir: str | Path) -> str:
     """``bash <sweep_dir>/submit.sh``, shell-quoted: what submits the scripts
     :func:`write_submit_script` listed, to paste into a shell."""
     return shlex.join(["bash", str(Path(sweep_dir) / SUBMIT_FILE)])
+
+
+def written_not_run(sweep_dir: str | Path) -> str | None:
+    """What the analysis says of a sweep directory that holds no ``run.json``, where it holds
+    points' job scripts (``--scripts-only``): ``sweep dir runs/s holds the job scripts of 90
+    points (--scripts-only), none run yet (no run.json below it): submit them with: bash
+    runs/s/submit.sh (unless submitted already: squeue --me lists them), then analyse it
+    once they have run`` (:func:`submit_command`, shell-quoted; a directory written before
+    ``submit.sh`` names each point's ``job.sbatch``). None where it holds no point's script.
+    """
+    sweep_dir = Path(sweep_dir)
+    points = len(list(sweep_dir.glob(f"*/{SCRIPT_FILE}")))
+    if not points:
+        return None
+    how = (f"submit them with: {submit_command(sweep_dir)}"
+           if (sweep_dir / SUBMIT_FILE).is_file() else
+           f"sbatch each point's {SCRIPT_FILE} ({sweep_dir / '*' / SCRIPT_FILE})")
+    return (f"sweep dir {sweep_dir} holds the job scripts of {points} point"
+            f"{'' if points == 1 else 's'} (--scripts-only), none run yet (no {RUN_FILE} below "
+            f"it): {how} (unless submitted already: squeue --me lists them), then analyse it "
+            "once they have run")
 
 
 def shape_groups(points: Sequence) -> list[list]:
