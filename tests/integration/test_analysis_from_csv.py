@@ -148,11 +148,16 @@ def test_exports_of_two_dates_get_a_command_each(tmp_path: Path,
                                      ["gpu-h100-2026-11-26-jax-runs.csv"],
                                      ["gpu-h100-2026-11-26-sweep-runs.csv",
                                       "gpu-h100-2026-11-26-jax-runs.csv"]])
-def test_the_committed_h100_exports_rebuild(exports: list[str], tmp_path: Path) -> None:
+def test_the_committed_h100_exports_rebuild(exports: list[str], tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
     """The command docs/benchmarks.md gives: every figure the runs hold is drawn (one node:
-    no efficiency; no loss curves in a runs.csv), and the report says what it lacked."""
+    no efficiency; no loss curves in a runs.csv), and the report says what it lacked; the
+    terminal says why ORNL's figures are not compared (one GPU against 8 GCDs a node), where
+    it said nothing once none was compared."""
     paths = [str(DATA / name) for name in exports]
     assert analysis_main([*paths, "--out", str(tmp_path), "--jobs", "1", "--report"]) == 0
+    ornl = "not the same work a device, no ratio" in capsys.readouterr().out
+    assert ornl == ("gpu-h100-2026-11-26-sweep-runs.csv" in exports)  # PyTorch's ViT-Huge
     assert _pngs(tmp_path) == {"weak_scaling", "memory", "tflops"}
     said = (tmp_path / REBUILT_FILE).read_text()
     assert "(dated 2026-11-26)" in said and "16 column(s)" in said  # pred_source recomputed

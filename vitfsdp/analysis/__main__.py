@@ -108,7 +108,7 @@ from vitfsdp.analysis.figures import (
 from vitfsdp.analysis.figures.finish import PREDICTED_NOTE_ATTR, REBUILT_ATTR
 from vitfsdp.analysis.fingerprint import frame_hash
 from vitfsdp.analysis.lines import contention_note, format_table
-from vitfsdp.analysis.reference import reference_summary
+from vitfsdp.analysis.reference import one_device_apart, reference_summary
 from vitfsdp.analysis.report import Section, framework_text, report_sections, write_report
 from vitfsdp.analysis.tables import (
     IMAGENET_TRAIN_IMAGES,
@@ -326,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     if words:
         print(words if len(ratio) else f"\n{words}")
     reference = tables["reference"]
-    if len(reference) and reference["compared"].astype(bool).any():
+    if len(reference) and (reference["compared"].astype(bool).any()
+                           or not one_device_apart(reference).empty):
         print("\n" + reference_summary(reference))
     else:  # nothing to see beside the table: the why is in reference.csv
         log.info("%s", reference_summary(reference))
