@@ -62,3 +62,19 @@ def test_submit_sh_submits_in_order_and_goes_on_from_the_script_sbatch_refused(t
     assert proc.stdout.strip().endswith("submit.sh: submitted scripts 2-3 of 3")
     proc, argv = _paste(f"{submit_command(sweep_dir)} 4", tmp_path)
     assert proc.returncode == 2 and argv == [] and "1-3, not '4'" in proc.stderr
+
+
+def test_the_command_that_goes_on_without_options_passes_sbatch_none(tmp_path):
+    """Refused without sbatch options, submit.sh named `bash submit.sh 2 ''` (bash's printf
+    ' %q' with no argument prints ''), which ran `sbatch '' SCRIPT` and was refused again
+    (a reviewer, on the virtual cluster's sbatch: 'Unable to open file')."""
+    sweep_dir = tmp_path / "sweep"
+    scripts = [sweep_dir / f"{n}_nodes={n}" / "job.sbatch" for n in (0, 1)]
+    sweep_dir.mkdir()
+    write_submit_script(sweep_dir, scripts)
+    proc, argv = _paste(submit_command(sweep_dir), tmp_path, refuse="1_nodes")
+    assert proc.returncode == 1 and argv == [[str(s)] for s in scripts]
+    go_on = proc.stderr.strip().splitlines()[-1].split("go on with: ", 1)[1]
+    assert go_on.endswith("submit.sh 2"), go_on
+    proc, argv = _paste(go_on, tmp_path)
+    assert proc.returncode == 0 and argv == [[str(scripts[1])]], proc.stderr

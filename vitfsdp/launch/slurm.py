@@ -876,7 +876,7 @@ for ((i = first; i <= n; i++)); do
     if ! sbatch ${{options[@]+"${{options[@]}}"}} "${{scripts[i - 1]}}"; then
         printf '{name}: sbatch refused script %d of %d (%s); ' "$i" "$n" "${{scripts[i - 1]}}" >&2
         printf 'once fixed, or once jobs have ended, go on with: bash %q %d' "$0" "$i" >&2
-        printf ' %q' ${{options[@]+"${{options[@]}}"}} >&2
+        if (( ${{#options[@]}} )); then printf ' %q' "${{options[@]}}" >&2; fi
         echo >&2
         exit 1
     fi
