@@ -42,10 +42,11 @@ def _host_work(point: Point) -> tuple[int, float]:
 
 def _with_root_cause(run_dir: Path, summary: dict) -> dict:
     """``summary`` (a failed point's, rank 0's record) with torchrun's root cause appended
-    to its reason where a rank died of a signal the reason does not name: a rank that met
-    only the symptom (before d9bb40e, the JAX trainer recorded what its rank 0 met ("Gloo all-reduce failed ... Connection closed by
-    peer") where a peer was killed); torchrun saw which (``rank 1 (local_rank: 1) exitcode
-    -9 (SIGKILL)``). Written back to summary.json; ``summary`` as it was otherwise."""
+    to its reason where a rank died of a signal the reason does not name: a record that
+    names only the symptom its rank 0 met ("Gloo all-reduce failed ... Connection closed by
+    peer", as the JAX trainer's did before its failure board) where a peer was killed;
+    torchrun saw which (``rank 1 (local_rank: 1) exitcode -9 (SIGKILL)``). Written back to
+    summary.json; ``summary`` as it was otherwise."""
     cause = local.root_cause(run_dir / local.LOG_FILE)
     signal_name = re.search(r"\((SIG\w+)\)", cause)
     reason = str(summary.get("reason") or "")
@@ -105,8 +106,8 @@ def _other_work(run_dir: Path, summary: dict) -> str:
     (:func:`~vitfsdp.core.throughput.window_other_cpus` of ``metrics.jsonl``; the whole
     point's bound where a CPU quota held its nodes back), else over the whole point
     (``host.json``, :class:`vitfsdp.records.OtherWork`: records without window figures,
-    older than either trainer's); else ``""``. ``summary``: the point's summary.json, as the sweep read
-    it (``competition.cpu_throttled_s``)."""
+    older than either trainer's); else ``""``. ``summary``: the point's summary.json, as
+    the sweep read it (``competition.cpu_throttled_s``)."""
     host = read_json(run_dir / HOST_FILE) or {}
     cpus = host.get("host_cpus")
     try:
