@@ -387,8 +387,9 @@ class Recorder:
     """What a trainer's failure path needs, framework-neutral: the board, the run's records
     (rank 0 writes), its progress and start time (``time.time()``), and this rank's memory
     figures (``memory()``: ``peak_mem_allocated_gib``, ``peak_mem_reserved_gib``,
-    ``peak_rss_gib``, GiB or None; no collective). The functions below are those of
-    :mod:`vitfsdp.torch_train` with the process group's abort left to the caller."""
+    ``peak_rss_gib``, GiB or None; no collective). The functions below are both trainers'
+    failure path (:mod:`vitfsdp.torch_train`, :mod:`vitfsdp.jax.train`), the process
+    group's abort left to the caller (torch: :func:`abort_process_group`)."""
 
     board: FailureBoard
     records: RunRecords

@@ -21,7 +21,6 @@ import dataclasses
 import logging
 import os
 import resource
-import signal
 import time
 from pathlib import Path
 
@@ -53,7 +52,7 @@ from vitfsdp.metrics import (
     resolve_peak,
     timer_kind,
 )
-from vitfsdp.records import RUN_FILE, RunRecords, disk_error, write_json_atomic
+from vitfsdp.records import RUN_FILE, RunRecords, write_json_atomic
 
 #: The logger of ``python -m vitfsdp.train``'s torch runs (the name in the ranks' log lines).
 log = logging.getLogger("vitfsdp.train")
@@ -115,13 +114,10 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
     records.open_sinks(cfg.metrics)
     board = failures.FailureBoard(env.rank, env.world_size,
                                   min(failures.GRACE_S, cfg.train.timeout_s))
-    if records.is_writer:
-        board.watch(lambda: _record_from_watcher(env, device, records, board, progress, t0),
-                    on_silent=lambda ranks, stale_s: _record_silent_from_watcher(
-                        env, device, records, board, progress, t0, ranks, stale_s),
-                    stale_s=heartbeat_stale_s(cfg.train.timeout_s))
-    else:
-        board.watch(lambda: _report_blocked_from_watcher(env, device, board, progress))
+    # the failure path both trainers share: posts before it aborts the process group
+    # (aborting gloo can take seconds mid-collective; rank 0 waits GRACE_S for reports)
+    rec = failures.Recorder(board, records, progress, t0, lambda: local_memory(device))
+    failures.watch_failures(rec, cfg.train.timeout_s)
     with failures.StopSignals() as signals:  # also while a failure is being recorded
         try:
             stop_before_first_step(signals.agreed(device), progress)
@@ -136,8 +132,8 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
         except (KeyboardInterrupt, SystemExit):
             raise
         except BaseException as e:  # DCP's CheckpointException is a BaseException
-            raise _record_failure(e, env, device, records, board, progress, t0,
-                                  signals.received) from e
+            raise failures.record_failure(e, rec, signals.received,
+                                          abort=failures.abort_process_group) from e
         finally:
             board.stop()
     summary = records.finish("completed", elapsed_s=time.time() - t0,
@@ -147,123 +143,6 @@ def run(cfg: RunConfig, env: distributed.DistEnv, device: torch.device, run_dir:
     log.info("completed: %.1f images/s, step %.3f s, peak memory %s GiB", summary["ips"],
              summary["step_time_s"], _peak_mem(summary))
     return summary
-
-
-def _record_failure(exc: BaseException, env: distributed.DistEnv, device: torch.device,
-                    records: RunRecords, board: failures.FailureBoard, progress: Progress,
-                    t0: float, stop_signal: int | None = None) -> failures.RunFailed:
-    """Post this rank's report, abort the process group; rank 0 gathers the reports and
-    records the agreed status, the other ranks wait for it. Returns the error to raise.
-
-    The report goes to the store first: aborting a gloo group can take seconds while its
-    other ranks are mid-collective, and rank 0 waits only ``failures.GRACE_S`` for reports."""
-    report = failures.make_report(exc, env.rank, progress.step, local_memory(device),
-                                  signal.Signals(stop_signal).name if stop_signal else None)
-    board.post(report)
-    failures.abort_process_group()  # peers blocked in a collective on us error out now
-    if report.kind in ("oom", "error"):  # this rank's own error: the cause, worth a trace
-        log.error("rank %d failed at step %d:\n%s", env.rank, progress.step + 1,
-                  report.traceback_tail)
-    if records.is_writer and board.claim():
-        status, reason = _decide_and_record(env, records, board, progress, t0, report)
-    else:  # another rank, or rank 0's watcher thread got there first
-        agreed = board.wait_verdict()
-        status, reason = agreed or ("failed", f"rank 0 recorded nothing; here: {report.error}")
-    log.error("run ended %s: %s", status, reason.splitlines()[0])
-    return failures.RunFailed(status, reason)
-
-
-def _decide_and_record(env: distributed.DistEnv, records: RunRecords,
-                       board: failures.FailureBoard, progress: Progress, t0: float,
-                       own: failures.Report) -> tuple[str, str]:
-    """Rank 0: collect the reports, record the verdict, post it; returns (status, reason)."""
-    reports = board.collect(known=own)
-    status, reason = failures.verdict(reports, env.world_size)
-    try:
-        records.finish(status, reason=reason[:4000], elapsed_s=time.time() - t0,
-                       last_step=max(r.last_step for r in reports),
-                       memory_at_failure=failures.max_memory(reports),
-                       reported_ranks=[r.rank for r in reports],
-                       num_attempts=progress.attempt + 1,
-                       **({"interrupted": True} if status == "preempted" else {}))
-    except OSError as e:  # a full or read-only disk: the other ranks still hear why, first
-        disk = disk_error(e)
-        board.post_verdict(status, f"{disk}; then: {reason}" if disk else reason)
-        raise
-    board.post_verdict(status, reason)
-    return status, reason
-
-
-def _record_from_watcher(env: distributed.DistEnv, device: torch.device, records: RunRecords,
-                         board: failures.FailureBoard, progress: Progress, t0: float) -> None:
-    """Rank 0's watcher thread, after another rank reported a failure: unless the main
-    thread takes it up within the grace period (its collective errors), record the run
-    from here and end the process (the main thread is blocked)."""
-    time.sleep(board.grace_s)
-    if not board.claim():
-        return
-    own = failures.Report(env.rank, "blocked", "RuntimeError: rank 0 was blocked (in a "
-                          "collective or a device synchronization) when others failed", "",
-                          progress.step, local_memory(device))
-    status, reason = _decide_and_record(env, records, board, progress, t0, own)
-    log.error("run ended %s: %s", status, reason.splitlines()[0])
-    provenance.exit_now(failures.EXIT_FAILED)
-
-
-def heartbeat_stale_s(timeout_s: float) -> float:
-    """Seconds without a heartbeat after which rank 0 records a rank as dead: half the
-    collective timeout (``train.timeout_s``), within [HEARTBEAT_MIN_S, HEARTBEAT_STALE_S] of
-    :mod:`vitfsdp.failures`, so the record is written before the timeout ends the ranks."""
-    return max(failures.HEARTBEAT_MIN_S, min(failures.HEARTBEAT_STALE_S, timeout_s / 2))
-
-
-def _record_silent_from_watcher(env: distributed.DistEnv, device: torch.device,
-                                records: RunRecords, board: failures.FailureBoard,
-                                progress: Progress, t0: float, ranks: list[int],
-                                stale_s: float) -> None:
-    """Rank 0's watcher thread, when ``ranks`` stopped beating (killed, out of host memory,
-    node lost) and rank 0's main thread has not taken up a failure (over NCCL its collective
-    waits for the timeout): record ``failed`` from here and end the process."""
-    if not board.claim():
-        return
-    own = failures.Report(env.rank, "heartbeat", f"ranks {ranks} stopped responding "
-                          f"(no heartbeat for {stale_s:.0f} s: killed, out of host memory or "
-                          "node lost)", "", progress.step, local_memory(device))
-    board.post(own, from_watcher=True)
-    status, reason = _decide_and_record(env, records, board, progress, t0, own)
-    log.error("run ended %s: %s", status, reason.splitlines()[0])
-    provenance.exit_now(failures.EXIT_FAILED)
-
-
-def _report_blocked_from_watcher(env: distributed.DistEnv, device: torch.device,
-                                 board: failures.FailureBoard, progress: Progress) -> None:
-    """A non-zero rank's watcher thread, after some rank reported a failure: unless this
-    rank's main thread posts its own report within half the grace period, post that it is
-    blocked, so rank 0 does not record a live rank as silent. A main thread that is only
-    waiting goes on: its collective breaks when the failed rank exits, and it then ends with
-    the agreed status. One that has still not taken the failure up ``board.grace_s`` seconds
-    after rank 0 posted its verdict (or left: under a bare srun the store goes with it) is
-    hung (a rank that never returns from a step): the watcher ends the process with the
-    recorded failure's exit code, so the job ends (a bare srun step waits for every task;
-    only torchrun's agent would have killed it)."""
-    time.sleep(board.grace_s / 2)
-    if board.posted.is_set():
-        return
-    board.post(failures.Report(
-        env.rank, "blocked", f"RuntimeError: rank {env.rank} was blocked (in a collective or a "
-        "device synchronization) when another rank failed", "", progress.step,
-        local_memory(device)), from_watcher=True)
-    agreed = board.wait_verdict()
-    if agreed is None and not board.store_lost:
-        return  # rank 0 is there but recorded nothing in time: it or its launcher decides
-    if board.posted.wait(board.grace_s):
-        return  # the main thread took the failure up: it ends with the agreed status
-    ended = (f"run ended {agreed[0]}: {agreed[1].splitlines()[0]}" if agreed else
-             "rank 0 has left (its store is gone) before this rank read its verdict")
-    log.error("%s; rank %d's main thread is still blocked at step %d %.0f s later: "
-              "exiting with code %d", ended, env.rank, progress.step + 1, board.grace_s,
-              failures.EXIT_FAILED)
-    provenance.exit_now(failures.EXIT_FAILED)
 
 
 #: glibc mallopt parameter number of M_MMAP_THRESHOLD (malloc.h).

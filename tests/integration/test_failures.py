@@ -52,7 +52,7 @@ def test_model_that_does_not_fit_is_oom_on_every_rank(tmp_path):
     assert summary["memory_at_failure"]["peak_rss_gib"] > 0
     assert "allocate" in summary["reason"]
     for rank in (0, 1):  # every rank ends with the agreed status, one line each
-        assert f"[rank {rank}] ERROR vitfsdp.train: run ended oom" in out
+        assert f"[rank {rank}] ERROR vitfsdp.failures: run ended oom" in out
     assert "[rank0]: Traceback" not in out and "[rank1]: Traceback" not in out
     assert read(run_dir / "run.json")["status"] == "oom"
 
@@ -79,7 +79,7 @@ def test_hung_rank_0_still_records_the_timeout(tmp_path):
     assert code != 0
     assert summary["status"] == "timeout" and summary["last_step"] == 2
     assert summary["reported_ranks"] == [0, 1] and "Timed out" in summary["reason"]
-    assert "[rank 1] ERROR vitfsdp.train: run ended timeout" in out
+    assert "[rank 1] ERROR vitfsdp.failures: run ended timeout" in out
 
 
 def test_cpu_allocation_failure_counts_as_oom():
