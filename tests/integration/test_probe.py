@@ -302,8 +302,9 @@ def test_a_slurm_world_size_past_its_timeout_is_cancelled_and_recorded(tmp_path)
 
 
 def _assert_cancelled(job_id: str, within_s: float = 15.0) -> None:
-    """Slurm job ``job_id`` leaves the queue within ``within_s`` seconds (a job cancelled
-    while RUNNING stays listed as COMPLETING for a second or so) and sacct says CANCELLED."""
+    """Slurm job ``job_id`` is cancelled within ``within_s`` seconds: sacct says CANCELLED,
+    and squeue lists it no more or as COMPLETING (a job cancelled while RUNNING stays so
+    while its processes end: a second or so, over 15 s in one CI run on a loaded host)."""
     import subprocess
     import time
 
@@ -313,7 +314,7 @@ def _assert_cancelled(job_id: str, within_s: float = 15.0) -> None:
                                 capture_output=True, text=True).stdout
         state = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"],
                                capture_output=True, text=True).stdout.strip()
-        if job_id not in queued and state.startswith("CANCELLED"):
+        if state.startswith("CANCELLED") and queued.split()[1:2] in ([], ["COMPLETING"]):
             return
         time.sleep(0.5)
     raise AssertionError(f"job {job_id} after {within_s:g} s: squeue {queued!r}, sacct "

@@ -772,7 +772,7 @@ SUPERSEDED = "superseded"
 
 
 #: How the status cell says a point ended, after ``before it`` (:func:`_status_cell`).
-ENDED_AS = {FAILED: "failed", OOM: "failed", TIMEOUT: "timed out", CANCELLED: "was cancelled",
+ENDED_AS = {FAILED: FAILED, OOM: FAILED, TIMEOUT: "timed out", CANCELLED: "was cancelled",
             PREEMPTED: "stopped"}
 
 
