@@ -1,9 +1,9 @@
 """The TFLOP/s figure as a reader reads it off: which marker each bar belongs to."""
 
 import pytest
-from matplotlib.colors import to_hex
 
 from tests.fake_records import GPUS_PER_NODE, write_sweep
+from tests.figure_marks import marks_by_line, measured_lines
 from vitfsdp.analysis.figures import plot_tflops
 
 #: Three strategies close together at each node count: twice at 1 node (a capped bar over
@@ -11,17 +11,6 @@ from vitfsdp.analysis.figures import plot_tflops
 CLOSE = {("DDP", 1): [40.0, 44.0], ("FULL_SHARD", 1): [41.0, 45.0],
          ("HYBRID_2GPU", 1): [42.0, 46.0], ("DDP", 2): [40.0], ("FULL_SHARD", 2): [41.0],
          ("HYBRID_2GPU", 2): [42.0]}
-
-
-def _bars(ax) -> dict[str, list[tuple[float, bool]]]:
-    """Each error bar an axes drew, by colour: (x, capped)."""
-    bars: dict[str, list[tuple[float, bool]]] = {}
-    for container in ax.containers:
-        (segments,) = container.lines[2]
-        capped = bool(container.lines[1])
-        bars.setdefault(to_hex(segments.get_color()[0]), []).extend(
-            (seg[0][0], capped) for seg in segments.get_segments())
-    return bars
 
 
 def test_each_window_bar_runs_through_its_own_marker(tmp_path):
@@ -33,21 +22,14 @@ def test_each_window_bar_runs_through_its_own_marker(tmp_path):
     fig = plot_tflops(write_sweep(tmp_path, CLOSE).pipe(
         lambda df: df.assign(tflops_per_gpu=df["ips"] / 100)))  # the records hold none
     ax = fig.axes[0]
-    measured = {ln.get_label(): ln for ln in ax.lines if not ln.get_label().startswith("_")
-                and ln.get_marker() not in (None, "None", "")}
+    measured = measured_lines(ax)
     assert sorted(measured) == ["DDP", "FULL_SHARD", "HYBRID_2GPU"]
     at_4 = sorted(ln.get_xdata()[1] for ln in measured.values())
     assert at_4[0] < at_4[1] == 2.0 * GPUS_PER_NODE < at_4[2]  # beside the world size
-    bars = _bars(ax)
-    hollow = {to_hex(c.get_edgecolor()[0]): list(c.get_offsets()[:, 0])
-              for c in ax.collections if c.get_label() == "_one run"}
-    for label, line in measured.items():
-        color, xs = to_hex(line.get_color()), list(line.get_xdata())
-        windows = [x for x, capped in bars[color] if not capped]
-        repeats = [x for x, capped in bars[color] if capped]
+    for label, xs, windows, repeats, hollow in marks_by_line(ax):
         assert windows == pytest.approx([xs[1]]), label  # the bar's x is its marker's
         assert repeats == pytest.approx([xs[0]]), label
-        assert hollow[color] == pytest.approx([xs[1]]), label
+        assert hollow == pytest.approx([xs[1]]), label
     window_z = {c.lines[2][0].get_zorder() for c in ax.containers if not c.lines[1]}
     assert window_z and min(window_z) > max(c.get_zorder() for c in ax.collections
                                             if c.get_label() == "_one run")

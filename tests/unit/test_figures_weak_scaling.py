@@ -6,6 +6,7 @@ import pytest
 from matplotlib.colors import to_hex
 
 from tests.fake_records import GPUS_PER_NODE, write_sweep
+from tests.figure_marks import marks_by_line, measured_lines
 from vitfsdp.analysis.figures import plot_weak_scaling
 
 #: A CPU sweep at 1 and 2 nodes that scaled badly: less than a decade from the slowest
@@ -64,16 +65,6 @@ CLOSE = {(s, n): [v + i for v in values] for i, s in enumerate(("DDP", "FULL_SHA
          for n, values in ((1, [40.0, 44.0]), (2, [80.0]), (4, [150.0, 170.0]))}
 
 
-def _bars(ax) -> dict[str, list[tuple[float, bool]]]:
-    """Each error bar an axes drew, by colour: (x, capped)."""
-    bars: dict[str, list[tuple[float, bool]]] = {}
-    for container in ax.containers:
-        (segments,) = container.lines[2]
-        bars.setdefault(to_hex(segments.get_color()[0]), []).extend(
-            (seg[0][0], bool(container.lines[1])) for seg in segments.get_segments())
-    return bars
-
-
 @pytest.mark.parametrize("figure", ["weak_scaling", "efficiency"])
 def test_each_window_bar_runs_through_its_own_marker(tmp_path, figure):
     """Each line stood beside the node count, but a one-run point's window bar stood further
@@ -85,21 +76,14 @@ def test_each_window_bar_runs_through_its_own_marker(tmp_path, figure):
 
     plot = {"weak_scaling": plot_weak_scaling, "efficiency": plot_efficiency}[figure]
     ax = plot(write_sweep(tmp_path, CLOSE)).axes[0]
-    measured = {ln.get_label(): ln for ln in ax.lines if not ln.get_label().startswith("_")
-                and ln.get_marker() not in (None, "None", "")}
+    measured = measured_lines(ax)
     assert sorted(measured) == ["DDP", "FULL_SHARD", "HYBRID_2GPU"]
     at_2 = sorted(ln.get_xdata()[1] for ln in measured.values())
     assert at_2[0] < at_2[1] == 2.0 < at_2[2]  # beside the node count
-    bars = _bars(ax)
-    hollow = {to_hex(c.get_edgecolor()[0]): list(c.get_offsets()[:, 0])
-              for c in ax.collections if c.get_label() == "_one run"}
-    for label, line in measured.items():
-        color, xs = to_hex(line.get_color()), list(line.get_xdata())
-        windows = [x for x, capped in bars[color] if not capped]
-        repeats = [x for x, capped in bars[color] if capped]
+    for label, xs, windows, repeats, hollow in marks_by_line(ax):
         assert windows == pytest.approx([xs[1]]), label  # the bar's x is its marker's
         assert repeats[-1] == pytest.approx(xs[2]), label  # 4 nodes: over its two runs
-        assert hollow[color] == pytest.approx([xs[1]]), label
+        assert hollow == pytest.approx([xs[1]]), label
     window_z = {c.lines[2][0].get_zorder() for c in ax.containers if not c.lines[1]}
     assert window_z and min(window_z) > max(c.get_zorder() for c in ax.collections
                                             if c.get_label() == "_one run")

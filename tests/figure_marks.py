@@ -1,0 +1,38 @@
+"""What a line figure's axes drew, as a reader reads it off: each strategy's measured line,
+each error bar by colour, and each hollow one-run marker by colour (the figure tests of
+tflops.png, weak_scaling.png and efficiency.png)."""
+
+from matplotlib.colors import to_hex
+
+
+def measured_lines(ax) -> dict:
+    """The axes' labelled lines with markers (a strategy's measured points), by label."""
+    return {ln.get_label(): ln for ln in ax.lines if not ln.get_label().startswith("_")
+            and ln.get_marker() not in (None, "None", "")}
+
+
+def bars_by_colour(ax) -> dict[str, list[tuple[float, bool]]]:
+    """Each error bar an axes drew, by colour: (x, capped)."""
+    bars: dict[str, list[tuple[float, bool]]] = {}
+    for container in ax.containers:
+        (segments,) = container.lines[2]
+        capped = bool(container.lines[1])
+        bars.setdefault(to_hex(segments.get_color()[0]), []).extend(
+            (seg[0][0], capped) for seg in segments.get_segments())
+    return bars
+
+
+def hollow_by_colour(ax) -> dict[str, list[float]]:
+    """The x of each hollow one-run marker (``_one run`` scatter), by edge colour."""
+    return {to_hex(c.get_edgecolor()[0]): list(c.get_offsets()[:, 0])
+            for c in ax.collections if c.get_label() == "_one run"}
+
+
+def marks_by_line(ax):
+    """Per measured line (:func:`measured_lines`): its label, its markers' x, the x of its
+    window bars (uncapped) and of its repeat bars (capped), and of its hollow markers."""
+    bars, hollow = bars_by_colour(ax), hollow_by_colour(ax)
+    for label, line in measured_lines(ax).items():
+        color = to_hex(line.get_color())
+        yield (label, list(line.get_xdata()), [x for x, capped in bars[color] if not capped],
+               [x for x, capped in bars[color] if capped], hollow[color])
