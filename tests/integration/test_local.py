@@ -51,21 +51,21 @@ def test_within_the_timeout_the_first_failure_stops_the_others_and_is_returned(t
 
 
 def test_a_stopped_sweep_stops_its_points_processes(tmp_path):
-    """The sweep's SIGTERM or SIGHUP (a SystemExit, vitfsdp.sweep.commands._exit_on_hangup) or a ^C
+    """The sweep's SIGTERM or SIGHUP (a SystemExit, vitfsdp.core.hangup.exit_on_hangup) or a ^C
     while a point runs: its processes are stopped before the exception goes on."""
     import signal
     import threading
 
     import pytest
 
-    from vitfsdp.sweep.commands import _exit_on_hangup
+    from vitfsdp.core.hangup import exit_on_hangup
 
     pids = [tmp_path / f"pid{k}" for k in range(2)]
     old = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         for sig in old:
             signal.signal(sig, signal.SIG_DFL)
-        _exit_on_hangup()
+        exit_on_hangup()
 
         def hang_up():
             while not all(p.exists() and p.read_text() for p in pids):  # both started

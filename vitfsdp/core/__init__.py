@@ -7,6 +7,7 @@ schedule (``loop``), the mesh axes (``mesh``), a window's figures (``throughput`
 "what ran" (``runinfo``), one rank's resolved choices (``resolved``), the commit of a
 checkout (``checkout``), the node CPU quotas of emulated nodes (``nodecpu``), the bytes a
 node sent over its link, counted by the ranks (``netcount``), the one atomic file write
-(``atomic``), the one lock on a file (``locks``) and the one hash of a run config, a sweep
+(``atomic``), the one lock on a file (``locks``), the one way a command ends on SIGTERM or
+SIGHUP (``hangup``) and the one hash of a run config, a sweep
 point's identity and a checkpoint's (``confighash``).
 """

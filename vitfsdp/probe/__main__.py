@@ -21,13 +21,13 @@ import logging
 import math
 import os
 import platform
-import signal
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from vitfsdp.core.atomic import write_atomic
+from vitfsdp.core.hangup import exit_on_hangup
 from vitfsdp.core.locks import locked
 from vitfsdp.launch.local import paste_override
 from vitfsdp.plan import predict
@@ -384,7 +384,9 @@ def main(argv: list[str] | None = None) -> int:
                              "file named) exists; without it the earlier one stays and this "
                              "one is only kept under probes/")
     args = parser.parse_args(argv)
-    _exit_on_signal()
+    # SIGTERM/SIGHUP: the job waited for is cancelled (slurm.wait_for_job), a local
+    # world's processes stopped, the world size recorded; a second one is ignored meanwhile
+    exit_on_hangup(once=True)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
     try:
@@ -483,25 +485,6 @@ def timeout_seconds(text: str) -> float:
             f"{text!r}: seconds one world size may take, a finite number > 0; e.g. "
             "--timeout 1800 (the default)")
     return value
-
-
-def _exit_on_signal() -> None:
-    """SIGTERM and SIGHUP (a ``kill``, a dropped login) raise ``SystemExit`` (128 + the
-    signal's number) instead of ending the process outright, so the Slurm job waited for is
-    cancelled (:func:`vitfsdp.probe.slurm.wait_for_job`), a local world's processes stopped
-    (:func:`vitfsdp.launch.local.run_until_done`) and the world size recorded; a signal
-    ignored (``nohup``) stays ignored, and a second one while that happens is ignored. (The
-    sweep's own is :func:`vitfsdp.sweep.commands._exit_on_hangup`; the probe may not import
-    the sweep.)"""
-
-    def leave(signum: int, _frame) -> None:
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)
-        raise SystemExit(128 + signum)
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(sig) == signal.SIG_DFL:
-            signal.signal(sig, leave)
 
 
 def record_interrupted(e: BaseException, spec: dict, worlds: list[dict]) -> None:

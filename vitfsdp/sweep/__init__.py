@@ -49,6 +49,7 @@ import hydra
 from omegaconf import DictConfig
 
 from vitfsdp.config import CONF_DIR, cli, register_configs
+from vitfsdp.core.hangup import exit_on_hangup
 from vitfsdp.records import disk_error
 from vitfsdp.sweep.check import SIGNAL_MARGIN_S
 from vitfsdp.sweep.choose import select
@@ -57,7 +58,6 @@ from vitfsdp.sweep.commands import (
     FLAGS,
     STATUS_FORM,
     USAGE,
-    _exit_on_hangup,
     is_status,
     refused_launcher_value,
     status_main,
@@ -130,7 +130,7 @@ def main_cli(argv: Sequence[str]) -> int:
     if refused := refused_launcher_value(argv):
         print(f"error: {refused}", file=sys.stderr)
         return EXIT_REFUSED
-    _exit_on_hangup()
+    exit_on_hangup()  # a local point's processes are stopped on the way out; Slurm jobs run on
     # the flags become Hydra overrides after everything else (argparse wants -m first)
     sys.argv = [sys.argv[0], *(a for a in argv if a not in FLAGS),
                 *(FLAGS[a] for a in argv if a in FLAGS)]
@@ -141,7 +141,7 @@ def main_cli(argv: Sequence[str]) -> int:
         return EXIT_INTERRUPTED
     except SweepStopped:  # its line is printed
         raise
-    except SystemExit as e:  # SIGTERM, SIGHUP outside the points (_exit_on_hangup)
+    except SystemExit as e:  # SIGTERM, SIGHUP outside the points (vitfsdp.core.hangup)
         name = stop_signal(e.code)
         if name is not None:
             print(f"interrupted by {name}: nothing was run or queued", file=sys.stderr)

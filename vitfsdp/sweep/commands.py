@@ -1,12 +1,11 @@
 """The command line of ``python -m vitfsdp.sweep`` around the sweep itself:
 ``--status`` (:func:`status_main`), ``--help`` (:func:`usage`), the short flags
-(:data:`FLAGS`) and the signals that end a sweep (:func:`_exit_on_hangup`).
+(:data:`FLAGS`); the signals that end a sweep: :func:`vitfsdp.core.hangup.exit_on_hangup`.
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -343,18 +342,3 @@ def usage() -> str:
         hydra_flags = "  see --hydra-help"
     return USAGE.format(flags=flags, settings=settings, groups=groups, hydra_flags=hydra_flags,
                         defaults=" ".join(f"{g}={o}" for g, o in defaults.items()))
-
-
-def _exit_on_hangup() -> None:
-    """SIGTERM and SIGHUP (a ``kill``, a closed login session) raise ``SystemExit`` (128 +
-    the signal's number) where they would end the process outright, so a local point's
-    processes are stopped on the way out (:func:`vitfsdp.launch.local.run_until_done`)
-    instead of left running; a signal ignored (``nohup``) stays ignored. Slurm jobs are not
-    touched: they run on, as with ``--detach``."""
-
-    def leave(signum: int, _frame) -> None:
-        raise SystemExit(128 + signum)
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        if signal.getsignal(sig) == signal.SIG_DFL:
-            signal.signal(sig, leave)

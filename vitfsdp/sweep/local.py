@@ -79,7 +79,7 @@ def run_one(point: Point, tag: str, bars: SweepProgress | None = None, index: in
     except KeyboardInterrupt:  # its processes are stopped (run_until_done)
         _record_interrupted(point.run_dir)
         raise
-    except SystemExit as e:  # SIGTERM, SIGHUP (vitfsdp.sweep.commands._exit_on_hangup)
+    except SystemExit as e:  # SIGTERM, SIGHUP (vitfsdp.core.hangup.exit_on_hangup)
         name = stop_signal(e.code)
         if name:
             _record_interrupted(point.run_dir, name)
@@ -132,7 +132,7 @@ STOP_REASONS = {"SIGTERM": "SIGTERM: the sweep was killed",
 
 def stop_signal(code: object) -> str | None:
     """The name of the signal behind a sweep's ``SystemExit(code)`` (128 + the signal, as
-    :func:`vitfsdp.sweep.commands._exit_on_hangup` raises it): ``"SIGTERM"`` or
+    :func:`vitfsdp.core.hangup.exit_on_hangup` raises it): ``"SIGTERM"`` or
     ``"SIGHUP"``; ``None`` for any other code (an exit of its own)."""
     if not isinstance(code, int) or code <= 128:
         return None

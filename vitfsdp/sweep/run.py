@@ -115,7 +115,7 @@ def launch(hydra_context, config: DictConfig, job_overrides: Sequence[Sequence[s
                               for p in alive})
     except KeyboardInterrupt:
         raise SweepInterrupted(_interrupted_line(points, sweep_dir)) from None
-    except SystemExit as e:  # SIGTERM, SIGHUP (vitfsdp.sweep.commands._exit_on_hangup)
+    except SystemExit as e:  # SIGTERM, SIGHUP (vitfsdp.core.hangup.exit_on_hangup)
         name = stop_signal(e.code)  # a local point: stopped and recorded (run_one)
         if name is None:
             raise
