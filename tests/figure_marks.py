@@ -36,3 +36,11 @@ def marks_by_line(ax):
         color = to_hex(line.get_color())
         yield (label, list(line.get_xdata()), [x for x, capped in bars[color] if not capped],
                [x for x, capped in bars[color] if capped], hollow[color])
+
+
+def window_bars_over_one_run_markers(ax) -> bool:
+    """Whether every window bar (an uncapped error bar) is drawn above every hollow one-run
+    marker, so that the bar reads through its marker's face."""
+    window_z = {c.lines[2][0].get_zorder() for c in ax.containers if not c.lines[1]}
+    return bool(window_z) and min(window_z) > max(
+        c.get_zorder() for c in ax.collections if c.get_label() == "_one run")

@@ -3,7 +3,7 @@
 import pytest
 
 from tests.fake_records import GPUS_PER_NODE, write_sweep
-from tests.figure_marks import marks_by_line, measured_lines
+from tests.figure_marks import marks_by_line, measured_lines, window_bars_over_one_run_markers
 from vitfsdp.analysis.figures import plot_tflops
 
 #: Three strategies close together at each node count: twice at 1 node (a capped bar over
@@ -30,7 +30,5 @@ def test_each_window_bar_runs_through_its_own_marker(tmp_path):
         assert windows == pytest.approx([xs[1]]), label  # the bar's x is its marker's
         assert repeats == pytest.approx([xs[0]]), label
         assert hollow == pytest.approx([xs[1]]), label
-    window_z = {c.lines[2][0].get_zorder() for c in ax.containers if not c.lines[1]}
-    assert window_z and min(window_z) > max(c.get_zorder() for c in ax.collections
-                                            if c.get_label() == "_one run")
+    assert window_bars_over_one_run_markers(ax)
     assert "windows" in fig.drawn_kinds

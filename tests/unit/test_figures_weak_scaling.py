@@ -6,7 +6,7 @@ import pytest
 from matplotlib.colors import to_hex
 
 from tests.fake_records import GPUS_PER_NODE, write_sweep
-from tests.figure_marks import marks_by_line, measured_lines
+from tests.figure_marks import marks_by_line, measured_lines, window_bars_over_one_run_markers
 from vitfsdp.analysis.figures import plot_weak_scaling
 
 #: A CPU sweep at 1 and 2 nodes that scaled badly: less than a decade from the slowest
@@ -84,9 +84,7 @@ def test_each_window_bar_runs_through_its_own_marker(tmp_path, figure):
         assert windows == pytest.approx([xs[1]]), label  # the bar's x is its marker's
         assert repeats[-1] == pytest.approx(xs[2]), label  # 4 nodes: over its two runs
         assert hollow == pytest.approx([xs[1]]), label
-    window_z = {c.lines[2][0].get_zorder() for c in ax.containers if not c.lines[1]}
-    assert window_z and min(window_z) > max(c.get_zorder() for c in ax.collections
-                                            if c.get_label() == "_one run")
+    assert window_bars_over_one_run_markers(ax)
 
 
 def test_a_failure_mark_stands_where_its_lines_points_do(tmp_path):
