@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import functools
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -661,10 +662,6 @@ def predict_run(run_info: dict) -> dict | None:
         ``pred_mem_metric`` (the measured column to compare memory with), ``pred_source``
         (``profile``, or ``probe:<file> (<when measured>)``); None when the
         config cannot be rebuilt (records of an older schema).
-
-    Raises:
-        ValueError: as :func:`recorded_config` (a GPU run on a profile without a GPU peak
-            whose device is not an H100).
     """
     # the config (Hydra) on use: `python -m vitfsdp.plan --help` starts without it
     from omegaconf import OmegaConf
@@ -689,13 +686,20 @@ GPU_PROFILE = "cuda8"
 GPU_PROFILE_DEVICE = "H100"
 
 
+#: A recorded device name (whole word) -> the profile whose data sheet gives that device's
+#: memory bandwidth (``memory_gbps``), for a GPU run of another device than an H100 on a
+#: profile without a GPU peak (:func:`_other_gpu_config`): an MI250X GCD, frontier's.
+MEMORY_GBPS_PROFILES = {"MI250X": "frontier"}
+
+
 @functools.cache
-def _gpu_profile_cluster():
-    """:data:`GPU_PROFILE`'s cluster config, composed once (Hydra on use)."""
+def _gpu_profile_cluster(profile: str = GPU_PROFILE):
+    """A profile's (default :data:`GPU_PROFILE`'s) cluster config, composed once (Hydra on
+    use)."""
     # on use: Hydra and the composition only where a local GPU run is predicted
     from vitfsdp.plan.__main__ import compose_points
 
-    [(_, cfg)] = compose_points([f"cluster={GPU_PROFILE}", "nodes=1"])
+    [(_, cfg)] = compose_points([f"cluster={profile}", "nodes=1"])
     return cfg.cluster
 
 
@@ -710,22 +714,15 @@ def recorded_config(cfg: RunConfig, device: dict) -> tuple[RunConfig, float | No
     profile without one (``local``, ``virtual``): where its device is an H100
     (:data:`GPU_PROFILE_DEVICE`), :data:`GPU_PROFILE`'s cluster figures (efficiency,
     bandwidths, latencies) with the run's own recorded peak FLOP/s and memory where
-    recorded, else the profile's (``profile:cuda8 (recorded peak and memory)``).
-
-    Raises:
-        ValueError: a GPU run on a profile without a GPU peak whose recorded device is not
-            an H100 (or not recorded); one line naming the device.
+    recorded, else the profile's (``profile:cuda8 (recorded peak and memory)``); on any
+    other GPU, :func:`_other_gpu_config`.
     """
     kind = {"cuda": "gpu", "cpu": "cpu"}.get(device.get("type"))
     peak = device.get("peak_flops")
     if kind != "gpu" or peak_flops_for(cfg, "gpu")[0] is not None:
         return cfg, peak, "profile"
-    name = device.get("name")
-    if GPU_PROFILE_DEVICE not in str(name or ""):
-        raise ValueError(
-            f"a GPU run on cluster={cfg.cluster.name} (no GPU data sheet) on "
-            f"{name or 'an unrecorded device'}: the plan's GPU figures (cluster={GPU_PROFILE}) "
-            f"are a DGX {GPU_PROFILE_DEVICE}'s, not this device's")
+    if GPU_PROFILE_DEVICE not in str(device.get("name") or ""):
+        return _other_gpu_config(cfg, device)
     base = _gpu_profile_cluster()
     memory = device.get("memory_gib")
     used = [w for w, v in (("peak", peak), ("memory", memory)) if v is not None]
@@ -739,13 +736,54 @@ def recorded_config(cfg: RunConfig, device: dict) -> tuple[RunConfig, float | No
     return dataclasses.replace(cfg, cluster=cluster), peak, source
 
 
+def _other_gpu_config(cfg: RunConfig, device: dict) -> tuple[RunConfig, float | None, str]:
+    """:func:`recorded_config` for a GPU other than an H100 on a profile without a GPU peak
+    (``local``, ``virtual``): the run's own profile with its recorded memory (memory and fit
+    are predicted, the model is the device's own) and, for a one-GPU run with a recorded
+    peak FLOP/s (a data sheet's, ``vitfsdp.metrics.PEAK_TABLE``, or measured), a step time
+    at :data:`GPU_PROFILE`'s ``plan_efficiency`` (0.4, assumed in every data-sheet profile;
+    checked on H100 runs only) with the host term measured on an H100 node; the source
+    says both are assumed for the device. No step time (peak None, the source says why
+    in one clause) without a recorded peak, or over more than one GPU: no profile of the
+    repo gives that machine's links."""
+    name = device.get("name") or "an unrecorded GPU"
+    memory, peak = device.get("memory_gib"), device.get("peak_flops")
+    figures = {} if memory is None else {"device_memory_gib": float(memory)}
+    recorded = "recorded memory" if memory is not None else "no recorded memory: fits unknown"
+    if peak is None:
+        why = (f"no step time: the run recorded no peak FLOP/s for {name} "
+               "(vitfsdp.metrics.PEAK_TABLE's data sheets or metrics.peak=measure give one)")
+    elif cfg.world_size > 1:
+        peak, why = None, (f"no step time: the links between the run's {cfg.world_size} GPUs "
+                           f"({name}) are in no profile (cluster.intra_node_gbps)")
+    else:
+        figures["plan_efficiency"] = efficiency = _gpu_profile_cluster().plan_efficiency
+        why = (f"recorded peak; plan_efficiency {efficiency:g} (assumed, checked on H100 only) "
+               f"and the H100 node's measured host term, assumed for {name}; "
+               + _memory_bandwidth(name, figures))
+    cluster = dataclasses.replace(cfg.cluster, **figures)
+    return (dataclasses.replace(cfg, cluster=cluster), peak,
+            f"profile:{cfg.cluster.name} ({recorded}; {why})")
+
+
+def _memory_bandwidth(name: str, figures: dict) -> str:
+    """Sets ``figures["memory_gbps"]`` from the profile of :data:`MEMORY_GBPS_PROFILES` whose
+    device ``name`` names, and says where it came from (or that memory-bound ops are not
+    counted: no data sheet of the device's bandwidth in the repo)."""
+    words = set(re.split(r"[^A-Za-z0-9]+", name))
+    profile = next((p for key, p in MEMORY_GBPS_PROFILES.items() if key in words), None)
+    if profile is None:
+        return "memory-bound ops not counted (its memory bandwidth is in no profile)"
+    figures["memory_gbps"] = gbps = _gpu_profile_cluster(profile).memory_gbps
+    return f"memory bandwidth {gbps:g} GB/s (cluster={profile}'s data sheet)"
+
+
 def recorded_prediction(cfg: RunConfig, device: dict) -> tuple[Prediction, str]:
     """The :class:`Prediction` of ``cfg`` on a recorded device (run.json ``device``:
     ``type``, ``name``, ``peak_flops``, ``memory_gib``; missing keys are unknown), composed by
     :func:`recorded_config`, and its ``pred_source`` (a probe's, else the profile's).
 
     Raises:
-        ValueError: as :func:`recorded_config` (a GPU run with no GPU figures to use).
     """
     kind = {"cuda": "gpu", "cpu": "cpu"}.get(device.get("type"))
     cfg, peak, source = recorded_config(cfg, device)
@@ -757,9 +795,6 @@ def predict_recorded(cfg: RunConfig, device: dict) -> dict:
     """:func:`predict_run`'s figures for ``cfg`` on a recorded device
     (:func:`recorded_prediction`) as ``pred_*`` columns (GiB per rank, s, global images/s):
     the one place a prediction becomes them, for records and exports alike.
-
-    Raises:
-        ValueError: as :func:`recorded_config` (a GPU run with no GPU figures to use).
     """
     p, source = recorded_prediction(cfg, device)
     return {"pred_peak_mem_gib": p.peak_mem_gib, "pred_step_time_s": p.step_time_s,

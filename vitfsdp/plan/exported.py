@@ -19,8 +19,12 @@ row is not composed. The device the run recorded (``device_name``, ``device_peak
 ``device_memory_gib``) goes to :func:`vitfsdp.plan.predict_recorded`, the one rule of the
 analysis of records too: a GPU row of a profile without a GPU's data sheet (``local``,
 ``virtual``) is predicted with its recorded peak and memory and :data:`GPU_PROFILE`'s
-efficiency and bandwidths where it ran on an H100, else not at all (the reason names the
-device). No probe is read (the profile's ``cluster.probe``, if any, is the plan's default).
+efficiency and bandwidths where it ran on an H100, else with its recorded memory and, on one
+GPU with a recorded peak, an assumed efficiency (``pred_source`` says which; see
+:func:`vitfsdp.plan.recorded_config`). A whole-number column (``nodes``, ``local_batch_size``,
+``ranks_per_node``, ``world_size``) must hold a whole number >= 1, else the row is not
+composed and its reason names the column. No probe is read (the profile's ``cluster.probe``,
+if any, is the plan's default).
 Rows that differ only in ``nodes`` or ``local_batch_size`` are composed once (Hydra, about
 0.1 s) and the rest built from it by ``dataclasses.replace``, validated as composed.
 """
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -55,23 +60,30 @@ PRED_COLUMNS = ("pred_peak_mem_gib", "pred_step_time_s", "pred_ips", "pred_fits"
 
 def _value(row: Mapping, column: str) -> Any:
     """``row[column]``, ``None`` where the row lacks it or holds no value there (None, NaN,
-    pandas' NA or NaT, an empty cell)."""
+    pandas' NA or NaT, an empty or blank cell)."""
     value = row.get(column) if hasattr(row, "get") else None
     if value is None or type(value).__name__ in ("NAType", "NaTType"):
         return None
+    if isinstance(value, str):
+        return value if value.strip() else None
     try:
-        return None if value != value or value == "" else value
+        return None if value != value else value
     except (TypeError, ValueError):  # an array-like cell: not a runs.csv value
         return value
 
 
 def _int(row: Mapping, column: str, value: Any) -> int:
-    """``value`` (the row's ``column``) as an int; ValueError naming the column."""
+    """``value`` (the row's ``column``) as a whole number >= 1 (``4``, ``4.0``, ``"4"``);
+    ValueError (one line) naming the column and the fix for anything else (``1.5``, ``0``,
+    ``-4``, ``inf``, ``True``, ``"two"``)."""
     try:
-        return int(value)
+        number = math.nan if isinstance(value, bool) else float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{column}={value!r} in the row is not a whole number: its point "
-                         "cannot be composed") from None
+        number = math.nan
+    if not (number.is_integer() and number >= 1):
+        raise ValueError(f"{column}={value!r} in the row is not a whole number >= 1: its point "
+                         f"cannot be composed (correct or blank the row's {column} cell)")
+    return int(number)
 
 
 def _flag(row: Mapping, column: str, default: bool | None) -> str:
@@ -100,7 +112,11 @@ def _ranks_per_node(row: Mapping, nodes: int) -> int:
     if world is None:
         raise ValueError("no ranks_per_node or world_size in the row (runs.csv columns): "
                          "its point cannot be composed")
-    return _int(row, "world_size", world) // nodes
+    ranks, left = divmod(_int(row, "world_size", world), nodes)
+    if left or not ranks:
+        raise ValueError(f"world_size={world!r} in the row is not a multiple of nodes={nodes}: "
+                         "its point cannot be composed (add the row's ranks_per_node)")
+    return ranks
 
 
 #: Peak-memory kinds (runs.csv ``peak_mem_kind``) by the device type they are measured on.
@@ -221,8 +237,7 @@ def predict_row(row: Mapping, cluster: str | None = None) -> dict:
     ``pred_source`` ``profile:<cluster>`` where the profile's figures were used.
 
     Raises:
-        ValueError: as :func:`compose_row` and :func:`vitfsdp.plan.recorded_config` (a GPU
-            row with no GPU figures to use); one line naming the column, point or device.
+        ValueError: as :func:`compose_row`; one line naming the column or point.
     """
     cfg = compose_row(row, cluster)
     pred = predict_recorded(cfg, row_device(row))
