@@ -2061,11 +2061,19 @@ def _markdown_table(table: pd.DataFrame) -> str:
 
 
 def caption(name: str, note: str | None = None, drawn: Sequence[str] | None = None) -> str:
-    """A figure's caption: :data:`CAPTIONS`, then the words for each kind of mark in
-    ``drawn`` (:data:`MARK_CAPTIONS`; read from the PNG by :func:`drawn_kinds`), ending with
-    ``note`` when given."""
+    """A figure's caption: :data:`CAPTIONS` (the figure's one-device caption where it drew
+    every point on one device: ``figures.captions.SINGLE_DEVICE``), then the words for each
+    kind of mark in ``drawn`` (:data:`MARK_CAPTIONS`, the figure's own words first:
+    ``figures.captions.FIGURE_MARK_CAPTIONS``; read from the PNG by :func:`drawn_kinds`),
+    ending with ``note`` when given."""
+    from vitfsdp.analysis.figures import captions  # the figures' own words
+
+    drawn = drawn or ()
     text = CAPTIONS.get(name, name)
-    marks = [words for kind, words in MARK_CAPTIONS.items() if kind in (drawn or ())]
+    if captions.SINGLE_DEVICE in drawn:
+        text = captions.SINGLE_DEVICE_CAPTIONS.get(name, text)
+    words = {**MARK_CAPTIONS, **captions.FIGURE_MARK_CAPTIONS.get(name, {})}
+    marks = [text_ for kind, text_ in words.items() if kind in drawn]
     if marks:
         text = f"{text[:-1] if text.endswith('.') else text}; {'; '.join(marks)}."
     return f"{text} {note[0].upper()}{note[1:]}." if note else text

@@ -82,6 +82,15 @@ def _panels(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return sorted(panels, key=lambda mp: size(mp[1]))  # stable: equal sizes by name
 
 
+def single_device(df: pd.DataFrame) -> bool:
+    """Whether every run of ``df`` with a known ``world_size`` ran on one device (and one
+    does): nothing crossed a device, so nothing scaled, and no ideal line has a second point
+    (the H100 sweeps of 2026-11-26: every point one GPU)."""
+    sizes = pd.to_numeric(df["world_size"], errors="coerce").dropna() if "world_size" in df \
+        else pd.Series(dtype=float)
+    return bool(len(sizes)) and bool((sizes == 1).all())
+
+
 def _lines(panel: pd.DataFrame, keys: list[str]) -> list[tuple[str, pd.DataFrame]]:
     """``(label, rows)`` per line of one panel, sorted by label."""
     labels = line_labels(panel, keys)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from vitfsdp.analysis.figures.captions import SINGLE_DEVICE
 from vitfsdp.analysis.figures.finish import _finish
 from vitfsdp.analysis.figures.panels import (
     _completed,
@@ -19,6 +20,7 @@ from vitfsdp.analysis.figures.panels import (
     _plot_repeat_range,
     _set_title,
     line_shifts,
+    single_device,
 )
 from vitfsdp.analysis.figures.style import (
     DEVICE_COLOR,
@@ -51,7 +53,9 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     below the bound, least busy rank: ``judged_busy``) is ringed by a grey hexagon, as in
     the weak-scaling figure: its MFU is the host's, not the device's. Runs on CPU ranks say
     "rank" for "GPU"; where every value is below 0.1 TFLOP/s (CPU ranks, tiny models) the
-    axis is in GFLOP/s (a peak in TFLOP/s would flatten it: none drawn).
+    axis is in GFLOP/s (a peak in TFLOP/s would flatten it: none drawn). Where every point
+    ran on one device, the title says so (no scaling to read off; ``single_device`` in its
+    drawn kinds, for the caption).
 
     Returns:
         The figure, or ``None`` when no completed run recorded ``tflops_per_gpu``.
@@ -64,7 +68,7 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     fig, axes = _new_figure(len(panels))
     keys = _label_keys(df)
     looks = _looks(df, keys)
-    extras: set[str] = set()
+    extras: set[str] = {SINGLE_DEVICE} if single_device(done) else set()
     per = "rank" if set(done["device_type"].dropna()) == {"cpu"} else "GPU"  # CPU ranks
     # GFLOP/s where TFLOP/s would read 0.00x (CPU ranks, tiny models), as the report's tables
     unit, scale = flop_unit(done["tflops_per_gpu"])
@@ -94,7 +98,9 @@ def plot_tflops(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
         ax.set_ylabel(f"model {unit} per {per}")
         ax.grid(True, which="major", alpha=0.3)
         _set_title(ax, _panel_title(model, panel))
-    _finish(fig, f"{unit} per {per} against the number of {per}s", df, path, extras)
+    title = (f"{unit} of one {per} (single device: no collectives, no scaling)"
+             if SINGLE_DEVICE in extras else f"{unit} per {per} against the number of {per}s")
+    _finish(fig, title, df, path, extras)
     return fig
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from vitfsdp.analysis.figures.captions import SINGLE_DEVICE
 from vitfsdp.analysis.figures.finish import _finish
 from vitfsdp.analysis.figures.panels import (
     _lines,
@@ -30,6 +31,7 @@ from vitfsdp.analysis.figures.panels import (
     _style_panel,
     contended_note,
     line_shifts,
+    single_device,
 )
 from vitfsdp.analysis.figures.style import _looks, _paper_style
 from vitfsdp.analysis.lines import label_columns as _label_keys
@@ -51,7 +53,10 @@ NO_PREDICTION = "no predicted ips: the plan predicted none of these runs"
 
 @_paper_style
 def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure:
-    """Global images/s against nodes, with a dashed ideal line per strategy.
+    """Global images/s against nodes, with a dashed ideal line per strategy; where every
+    point ran on one GPU (:func:`~vitfsdp.analysis.figures.panels.single_device`), titled
+    as single-device throughput, no ideal drawn nor named (``single_device`` in its drawn
+    kinds, for the caption).
 
     Args:
         df: a ``collect_runs`` frame; ``ips`` is global images/s.
@@ -81,7 +86,8 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
     fig, axes = _new_figure(len(panels))
     keys = _label_keys(df)
     looks = _looks(df, keys)
-    extras = {"ideal"}
+    one = single_device(df)  # one GPU a point: no collectives, no scaling, no ideal
+    extras = {SINGLE_DEVICE} if one else {"ideal"}
     published_ips, apart = same_devices_per_node(matched(reference_table(df)))
     contended = []
     for ax, (model, panel) in zip(axes, panels, strict=True):
@@ -92,9 +98,10 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
         for (label, line), shift in zip(lines, shifts, strict=True):
             done, color = _plot_measured(ax, line, keys, looks, label, "ips", "median", shift,
                                          extras)
-            if not done.empty:
+            if not done.empty and not one:
                 _plot_ideal(ax, done, line["nodes"], color, label)
                 _mark_above_ideal(ax, done, extras, shift)
+            if not done.empty:
                 _mark_host_bound(ax, line, done, extras, shift=shift)
                 _plot_repeat_range(ax, line, "ips", color, extras, shift=shift)
             contended += [named + item for item in
@@ -108,11 +115,17 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
             _make_room_below(ax)
         _style_panel(ax, panel, _panel_title(model, panel), "throughput (images/s, global)",
                      notes)
-    _finish(fig, "Weak scaling: throughput against node count", df, path, extras,
+    _finish(fig, SINGLE_DEVICE_TITLE if one else "Weak scaling: throughput against node count",
+            df, path, extras,
             proxy_labels=_published_labels(published_ips),
             note=". ".join(n for n in (contended_note(contended), published_apart_note(apart),
                                        no_prediction_note(df)) if n))
     return fig
+
+
+#: The title where every point ran on one GPU (:func:`~.panels.single_device`): it shows
+#: each configuration's throughput, not how any scaled.
+SINGLE_DEVICE_TITLE = "Single-device throughput (one GPU: no collectives, no scaling)"
 
 
 #: The item of reference.csv's ``differs`` that says the published figure ran on another

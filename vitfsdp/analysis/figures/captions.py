@@ -1,0 +1,34 @@
+"""The caption words that belong to one figure, not to every figure that draws a kind of
+mark: :func:`vitfsdp.analysis.report.caption` takes a figure's own words for a kind over the
+report's shared ones, and a figure's one-device caption where it drew every point on one
+device (:data:`SINGLE_DEVICE`)."""
+
+#: The kind a figure adds to its drawn kinds (the PNG's ``DRAWN_KEY``) where every point ran
+#: on one device (world size 1): no collectives, so no scaling and no ideal line to draw.
+SINGLE_DEVICE = "single_device"
+
+#: The caption of such a figure, by figure name, in place of the report's own.
+SINGLE_DEVICE_CAPTIONS = {
+    "weak_scaling": "Single-device throughput: images/s of one GPU (world size 1: no "
+                    "collectives, so no scaling is measured and no ideal is drawn), one panel "
+                    "per model, a line per configuration beside the others at the one node.",
+    "tflops": "Model FLOP rate of one GPU (3 x forward FLOPs x images/s; world size 1: no "
+              "collectives), a configuration per marker beside the others, median over "
+              "repeats; in TFLOP/s, or GFLOP/s where TFLOP/s would read below 0.1.",
+}
+
+#: A figure's own words for a kind of mark, by figure name, then kind (the keys of
+#: ``MARK_CAPTIONS``): the memory figure's prediction is of memory, beside the measured peak;
+#: the line figures' is of images/s, at the point; a failure is drawn where nothing hides it.
+FIGURE_MARK_CAPTIONS = {
+    "weak_scaling": {
+        "predicted": "dotted line with small dots in the line's colour and marker: the "
+                     "plan's predicted images/s, at the line's points",
+    },
+    "memory": {
+        "predicted": "dotted: the plan's prediction of what the legend names (the peak "
+                     "reserved memory on a GPU, XLA's peak in use for JAX on a GPU, its "
+                     "reserved being its preallocated pool, the resident memory on CPU), just "
+                     "left of the measured peak",
+    },
+}
