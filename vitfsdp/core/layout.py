@@ -9,6 +9,7 @@ A point's run directory (``<sweep dir>/<num>_<overrides>/``)::
     network.json                                  bytes sent per node (emulated network)
     train.log                                     the ranks' output (local launcher)
     job.sbatch  logs/task<N>.log  slurm-<id>.out  the Slurm job's script and output
+    submitted_job_ids                             job ids of a script submitted by submit.sh
     checkpoint/meta.json ...                      the latest checkpoint; a rerun resumes
     attempts/<n>/                                 an earlier attempt's files
 
@@ -54,6 +55,11 @@ TASK_LOG = "task{task}.log"
 #: The batch step's output of a job script submitted by hand (``%j`` in sbatch's
 #: ``--output`` pattern): its job id tells which job ran the point.
 SLURM_OUTPUT = "slurm-{job_id}.out"
+#: The Slurm job ids ``submit.sh`` (``--scripts-only``) got from sbatch for the point's script
+#: (its own ``job.sbatch`` or its pack's), a line each, the newest last: where ``--status``
+#: finds a job submitted by hand before it starts (once started: :data:`SLURM_OUTPUT`). A
+#: job script that starts leaves it in place; a rerun of the sweep moves it with the attempt.
+SUBMITTED_FILE = "submitted_job_ids"
 #: The latest complete checkpoint; launchers leave it in place when moving an attempt aside.
 CHECKPOINT_DIR = "checkpoint"
 #: A checkpoint save in progress, renamed to :data:`CHECKPOINT_DIR` once every rank wrote.

@@ -43,7 +43,10 @@ from vitfsdp.core.layout import (
     LOCK_FILE,
     RUN_FILE,
     SKIPPED_INFEASIBLE,
+    SLURM_OUTPUT,
+    SUBMITTED_FILE,
     SUMMARY_FILE,
+    field_of,
 )
 from vitfsdp.core.layout import FAILED_IN_RUN as FAILED_IN_RUN  # the sweep reads it from here
 from vitfsdp.core.locks import lock_holder, locked
@@ -71,7 +74,9 @@ class Existing:
 
 
 def existing_points(sweep_dir: Path, job_file: str) -> dict[str, list[Existing]]:
-    """config hash → the points of earlier sweeps in ``sweep_dir`` with that config."""
+    """config hash → the points of earlier sweeps in ``sweep_dir`` with that config; a
+    point's job is its ``job_file``'s, else that of its script submitted by hand
+    (:func:`hand_submitted_job_id`)."""
     found: dict[str, list[Existing]] = {}
     for job_path in sorted(Path(sweep_dir).glob(f"*/{job_file}")):
         job = read_json(job_path) or {}
@@ -80,8 +85,25 @@ def existing_points(sweep_dir: Path, job_file: str) -> dict[str, list[Existing]]
         summary = read_json(job_path.parent / SUMMARY_FILE) or {}
         found.setdefault(job["config_hash"], []).append(Existing(
             job_path.parent, summary.get("status"), bool(summary.get("interrupted")),
-            job.get("job_id"), bool(job.get("pack"))))
+            job.get("job_id") or hand_submitted_job_id(job_path.parent),
+            bool(job.get("pack"))))
     return found
+
+
+def hand_submitted_job_id(run_dir: Path) -> str | None:
+    """The Slurm job of a point's script submitted by hand (``--scripts-only``): the newest
+    of the job ids ``submit.sh`` recorded in the run directory (:data:`SUBMITTED_FILE`) and
+    of the ``slurm-<id>.out`` a job writes there when it starts (:data:`SLURM_OUTPUT`); None
+    where neither names one (a script only written, or sbatch-ed without submit.sh and not
+    started)."""
+    started = [field_of(SLURM_OUTPUT, p.name)
+               for p in Path(run_dir).glob(SLURM_OUTPUT.format(job_id="*"))]
+    try:
+        recorded = (Path(run_dir) / SUBMITTED_FILE).read_text(encoding="utf-8").split()
+    except (OSError, UnicodeDecodeError):
+        recorded = []
+    ids = [i for i in (*started, *recorded) if i and i.isdigit()]
+    return max(ids, key=int) if ids else None
 
 
 def archive_attempt(run_dir: Path, keep: tuple[str, ...] = ()) -> Path | None:
@@ -149,14 +171,15 @@ def attempt_folder(run_dir: Path) -> int:
 def prepare_rerun(run_dir: Path, keep: tuple[str, ...], make_dirs: tuple[str, ...] = ()) -> int:
     """What a job script runs before its training when it is submitted again by hand: the
     earlier attempt's files move to ``attempts/<n>/`` (:func:`archive_attempt`, ``keep``
-    left in place) and ``make_dirs`` are made again.
+    and the job ids ``submit.sh`` recorded, :data:`SUBMITTED_FILE`, left in place) and
+    ``make_dirs`` are made again.
 
     Returns:
         0 to run the point, :data:`~vitfsdp.core.layout.EXIT_ALREADY_COMPLETED` when it
         already completed (nothing to do).
     """
-    try:
-        moved = archive_attempt(run_dir, keep)
+    try:  # the ids submit.sh recorded name this job too: --status reads them
+        moved = archive_attempt(run_dir, (*keep, SUBMITTED_FILE))
     except FileExistsError as e:
         log.info("%s; nothing to do", e)
         return EXIT_ALREADY_COMPLETED

@@ -45,6 +45,7 @@ from vitfsdp.core.layout import (
     SCRIPT_FILE,
     SLURM_OUTPUT,
     SUBMITIT_DIR,
+    SUBMITTED_FILE,
     TASK_LOG,
     TASK_LOG_DIR,
 )
@@ -860,10 +861,17 @@ _SUBMIT_TEXT = """\
 # FIRST (a script's number, 1-{count}; default 1) leaves out the scripts before it; the
 # options after it go to each sbatch (--hold, --qos=debug). It stops at the first script
 # sbatch refuses (a site's cap on a user's queued jobs, a wrong account) and prints the
-# command that goes on from that script once fixed or once jobs have ended.
+# command that goes on from that script once fixed or once jobs have ended. Each job id is
+# appended to {ids} in the run directory of each point the script runs, where
+# `python -m vitfsdp.sweep --status` finds the job (pending, running or ended).
 set -u
 scripts=(
 {lines}
+)
+# the number of points each script runs, and their run directories, in the scripts' order
+num_points=({counts})
+run_dirs=(
+{dirs}
 )
 first=${{1:-1}}
 n=${{#scripts[@]}}
@@ -872,34 +880,60 @@ if ! [[ $first =~ ^[1-9][0-9]*$ ]] || (( first > n )); then
     exit 2
 fi
 options=("${{@:2}}")
+k=0
+for ((i = 1; i < first; i++)); do (( k += num_points[i - 1] )); done
 for ((i = first; i <= n; i++)); do
-    if ! sbatch ${{options[@]+"${{options[@]}}"}} "${{scripts[i - 1]}}"; then
+    if ! out=$(sbatch --parsable ${{options[@]+"${{options[@]}}"}} "${{scripts[i - 1]}}"); then
         printf '{name}: sbatch refused script %d of %d (%s); ' "$i" "$n" "${{scripts[i - 1]}}" >&2
         printf 'once fixed, or once jobs have ended, go on with: bash %q %d' "$0" "$i" >&2
         if (( ${{#options[@]}} )); then printf ' %q' "${{options[@]}}" >&2; fi
         echo >&2
         exit 1
     fi
+    id=${{out##*$'\\n'}}
+    id=${{id%%;*}}  # --parsable: <job id>[;<cluster>]
+    if [[ $id =~ ^[0-9]+$ ]]; then
+        echo "Submitted batch job $id"
+        for ((j = k; j < k + num_points[i - 1]; j++)); do
+            echo "$id" 2>/dev/null >> "${{run_dirs[j]}}/{ids}" ||
+                echo "{name}: job $id is queued, but could not be recorded in" \\
+                    "${{run_dirs[j]}}/{ids}: --status shows its point written until it starts" >&2
+        done
+    elif [[ -n $out ]]; then
+        echo "$out"
+    fi
+    (( k += num_points[i - 1] ))
 done
 echo "{name}: submitted scripts $first-$n of $n"
 """
 
 
-def write_submit_script(sweep_dir: str | Path, scripts: Sequence[Path]) -> Path:
+def write_submit_script(sweep_dir: str | Path, scripts: Sequence[Path],
+                        run_dirs: Sequence[Sequence[Path]] | None = None) -> Path:
     """Write ``<sweep_dir>/submit.sh`` (:data:`SUBMIT_FILE`, executable): a bash script that
     ``sbatch``-es ``scripts`` (their absolute paths, shell-quoted) in the order given, from
     its first argument's (``FIRST``, 1-based; default 1) on, each with the further arguments
     as sbatch options (``--hold``), and stops at the first one sbatch refuses, printing the
-    command that goes on from it (``bash <submit.sh> <n> [options]``, shell-quoted). Submits
-    nothing itself.
+    command that goes on from it (``bash <submit.sh> <n> [options]``, shell-quoted). Each
+    job id sbatch gives is appended to :data:`SUBMITTED_FILE` in the run directory of each
+    point its script runs, where ``--status`` finds the job
+    (:func:`vitfsdp.launch.resume.hand_submitted_job_id`). Submits nothing itself.
+
+    Args:
+        run_dirs: per script, the run directories of the points it runs (a pack's); None:
+            each script's own folder (a point's ``job.sbatch``).
 
     Raises:
         OSError: the sweep directory is missing or not writable.
     """
     path = Path(sweep_dir) / SUBMIT_FILE
+    run_dirs = [[Path(s).parent] for s in scripts] if run_dirs is None else run_dirs
     lines = "\n".join(f"    {shlex.quote(str(Path(s).absolute()))}" for s in scripts)
-    write_text_atomic(path, _SUBMIT_TEXT.format(count=len(scripts), name=SUBMIT_FILE,
-                                                lines=lines), _script_mode(False))
+    dirs = "\n".join("    " + " ".join(shlex.quote(str(Path(d).absolute())) for d in ds)
+                     for ds in run_dirs)
+    write_text_atomic(path, _SUBMIT_TEXT.format(
+        count=len(scripts), name=SUBMIT_FILE, ids=SUBMITTED_FILE, lines=lines, dirs=dirs,
+        counts=" ".join(str(len(ds)) for ds in run_dirs)), _script_mode(False))
     return path
 
 
@@ -915,19 +949,25 @@ def written_not_run(sweep_dir: str | Path) -> str | None:
     points (--scripts-only), none run yet (no run.json below it): submit them with: bash
     runs/s/submit.sh (unless submitted already: squeue --me lists them), then analyse it
     once they have run`` (:func:`submit_command`, shell-quoted; a directory written before
-    ``submit.sh`` names each point's ``job.sbatch``). None where it holds no point's script.
+    ``submit.sh`` names each point's ``job.sbatch``); where ``submit.sh`` recorded job ids
+    (:data:`SUBMITTED_FILE`), how many points it submitted and the ``--status`` command that
+    follows them (shell-quoted). None where it holds no point's script.
     """
     sweep_dir = Path(sweep_dir)
     points = len(list(sweep_dir.glob(f"*/{SCRIPT_FILE}")))
     if not points:
         return None
-    how = (f"submit them with: {submit_command(sweep_dir)}"
-           if (sweep_dir / SUBMIT_FILE).is_file() else
-           f"sbatch each point's {SCRIPT_FILE} ({sweep_dir / '*' / SCRIPT_FILE})")
+    submitted = len(list(sweep_dir.glob(f"*/{SUBMITTED_FILE}")))
+    status = shlex.join(["python", "-m", "vitfsdp.sweep", "--status", str(sweep_dir)])
+    how = (f"{submitted} of them submitted by {SUBMIT_FILE}: follow them with: {status}"
+           if submitted else
+           f"submit them with: {submit_command(sweep_dir)} (unless submitted already: squeue "
+           "--me lists them)" if (sweep_dir / SUBMIT_FILE).is_file() else
+           f"sbatch each point's {SCRIPT_FILE} ({sweep_dir / '*' / SCRIPT_FILE}) (unless "
+           "submitted already: squeue --me lists them)")
     return (f"sweep dir {sweep_dir} holds the job scripts of {points} point"
             f"{'' if points == 1 else 's'} (--scripts-only), none run yet (no {RUN_FILE} below "
-            f"it): {how} (unless submitted already: squeue --me lists them), then analyse it "
-            "once they have run")
+            f"it): {how}, then analyse it once they have run")
 
 
 def shape_groups(points: Sequence) -> list[list]:

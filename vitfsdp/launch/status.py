@@ -81,6 +81,7 @@ from vitfsdp.core.layout import (
 )
 from vitfsdp.launch import time_limit_s
 from vitfsdp.launch.local import point_processes, process_runs, tail
+from vitfsdp.launch.resume import hand_submitted_job_id
 from vitfsdp.progress import format_quiet
 from vitfsdp.records import (
     disk_error,
@@ -198,10 +199,9 @@ def read_state(run_dir: Path) -> PointState:
     summary = read_json(run_dir / SUMMARY_FILE)
     windows = read_jsonl(run_dir / METRICS_FILE)
     steps = (run.get("config") or {}).get("train", {}).get("steps")
-    started = _started_job_id(run_dir)
-    job_id = job.get("job_id") or started
+    job_id = job.get("job_id") or hand_submitted_job_id(run_dir)
     pack = job.get("pack") or {}
-    state = "written" if job.get("submitted_with") == "script" and not started else "-"
+    state = "written" if job.get("submitted_with") == "script" and not job_id else "-"
     local_state = _local_state(job, run_dir) if summary is None and not job_id else None
     ended = summary is not None and summary.get("status") != COMPLETED
     return PointState(
@@ -265,14 +265,6 @@ def _recorded_overrides(job: dict, run: dict) -> list[str] | None:
         if isinstance(overrides, list):
             return [str(o) for o in overrides]
     return None
-
-
-def _started_job_id(run_dir: Path) -> str | None:
-    """The job id of a script submitted by hand, from the ``slurm-<id>.out`` its job writes
-    into the run directory when it starts (the newest, if it ran more than once)."""
-    ids = [field_of(SLURM_OUTPUT, p.name) for p in run_dir.glob(SLURM_OUTPUT.format(job_id="*"))]
-    ids = [i for i in ids if i and i.isdigit()]
-    return max(ids, key=int) if ids else None
 
 
 def queue_states(job_ids: Sequence[str]) -> dict[str, SlurmJob] | None:

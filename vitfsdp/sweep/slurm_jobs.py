@@ -106,13 +106,15 @@ def _write_scripts(points: list[Point], sweep_dir: Path,
                  f"node(s), time limit {pack.slurm_time(pk.time_limit_s)}"
                  for pk, path in zip(packs, paths, strict=True)]
         what = f"{status.plural(len(paths), 'pack script')} ({len(points)} points)"
+        run_dirs = [[p.run_dir for p in pk.points] for pk in packs]
     else:
         paths = slurm.write_scripts(points, options.job_name, sweep_dir)
         scripts = {p.num: path for p, path in zip(points, paths, strict=True)}
         paths = [scripts[p.num] for p in _round_order(points)]
         wrote = [str(path) for path in paths]
         what = f"{status.plural(len(paths), 'job script')} (a point each)"
-    slurm.write_submit_script(sweep_dir, paths)
+        run_dirs = None  # each script's own folder
+    slurm.write_submit_script(sweep_dir, paths, run_dirs)
     for line in wrote:
         log.log(logging.INFO if len(paths) == 1 else logging.DEBUG, "wrote %s", line)
     if len(paths) == 1:
