@@ -16,7 +16,7 @@ from vitfsdp.launch import LaunchOptions, local, resume, slurm, status
 from vitfsdp.plan.impossible import CANNOT_RUN, Impossible, cannot_run_line
 from vitfsdp.records import SUMMARY_FILE, RunRecords, read_json, write_json_atomic
 from vitfsdp.sweep.point import CannotRun, Point, SweepRefused, _point_label, log, points_span
-from vitfsdp.sweep.report import status_command
+from vitfsdp.sweep.report import _model, status_command
 
 
 def select(points: list[Point], sweep_dir: Path,
@@ -38,16 +38,18 @@ def select(points: list[Point], sweep_dir: Path,
         raise SweepRefused(f"error: {len(unsettled)} earlier jobs in {sweep_dir} have no result "
                            "and squeue cannot say whether they still run; rerun where Slurm "
                            f"answers (or check with {status_command(sweep_dir, watch=False)})")
-    todo, skipped, again = [], {}, []
+    todo, skipped, again, settled = [], {}, [], []
     for p in points:
         prior = existing.get(p.config_hash, [])
         why, summary = _settled(prior, queue, rerun_failed)
         if why:
-            log.info("skip %s: %s", _point_label(p), why)
+            settled.append((p, why, (summary or {}).get("status")))
             skipped[p.num] = summary
         else:
             again.append((p, prior))
+    _say_settled(settled)
     alive = status.alive_in_queue([e.job_id for _, prior in again for e in prior if e.job_id])
+    kept = []
     for p, prior in again:
         why, summary = _job_alive(prior, alive, sweep_dir)
         if why:
@@ -59,9 +61,53 @@ def select(points: list[Point], sweep_dir: Path,
         _check_own_dir(p)
         moved = resume.archive_attempt(p.run_dir)
         if moved:
-            log.info("%s: earlier attempt kept in %s", p.run_dir.name, moved)
+            kept.append((p, moved))
         todo.append(p)
+    _say_kept(kept)
     return todo, skipped
+
+
+def _say_kept(kept: list[tuple[Point, Path]]) -> None:
+    """Say where the earlier attempts of the points run again went, each ``(point, its
+    attempts/<n>/ folder)``: a line for one; one line for several (their count, the points
+    compactly, the first one's folder), each point's own line then at DEBUG."""
+    if len(kept) == 1:
+        log.info("%s: earlier attempt kept in %s", kept[0][0].run_dir.name, kept[0][1])
+        return
+    if kept:
+        log.info("earlier attempts of %d points kept in their run directories' attempts/<n>/ "
+                 "(%s): the first in %s (hydra.verbose=%s names each)", len(kept),
+                 points_span([p for p, _ in kept]), kept[0][1], log.name)
+    for p, moved in kept:
+        log.debug("%s: earlier attempt kept in %s", p.run_dir.name, moved)
+
+
+#: How a line of several settled points (:func:`_say_settled`) says why they are skipped,
+#: by their earlier status; any other: ``recorded <status>`` (run again on request).
+_SETTLED = {"completed": "completed earlier",
+            "submitted": "whose Slurm jobs are still queued or running"}
+
+
+def _say_settled(settled: list[tuple[Point, str, str | None]]) -> None:
+    """Say why the points an earlier sweep settled are skipped, each ``(point, why, its
+    earlier status)``: a line a point where a status has one; else one line for all of
+    them, with their count, the points compactly (:func:`points_span`) and the first one's
+    reason (``skip 45 points completed earlier (repeat=0,1 strategy=... nodes=1,2,4: every
+    combination): the first, repeat=0 ... nodes=1: completed in 0_...``), each point's own
+    line then at DEBUG (``hydra.verbose=vitfsdp.sweep``)."""
+    groups: dict[str | None, list[tuple[Point, str]]] = {}
+    for p, why, status_ in settled:
+        groups.setdefault(status_, []).append((p, why))
+    for status_, group in groups.items():
+        why, label = group[0][1], _point_label(group[0][0])
+        if len(group) == 1:
+            log.info("skip %s: %s", label, why)
+            continue
+        what = _SETTLED.get(status_ or "", f"recorded {status_ or 'with no result'}")
+        log.info("skip %d points %s (%s): the first, %s: %s (hydra.verbose=%s names each)",
+                 len(group), what, points_span([p for p, _ in group]), label, why, log.name)
+        for p, why in group:
+            log.debug("skip %s: %s", _point_label(p), why)
 
 
 def _settled(prior: list, queue: dict, rerun_failed: bool) -> tuple[str | None, dict]:
@@ -270,11 +316,6 @@ def _warn_grouped(warned: list[tuple[str, Point, str, float | None]]) -> None:
                     _point_label(first), reason, then, log.name)
         for p, reason, _ in group:
             log.debug(one, _point_label(p), reason)
-
-
-def _model(p: Point) -> str | None:
-    """The point's ``model=`` override (None: the default model)."""
-    return next((a.partition("=")[2] for a in p.overrides if a.startswith("model=")), None)
 
 
 def _record_infeasible(p: Point, pred) -> dict:

@@ -20,7 +20,7 @@ from vitfsdp.launch.local import quote_override
 from vitfsdp.plan.impossible import CANNOT_RUN
 from vitfsdp.provenance import saved_overrides
 from vitfsdp.records import STATUSES, SUMMARY_FILE, read_json, reason_line
-from vitfsdp.sweep.point import CannotRun, Point, _point_label, log
+from vitfsdp.sweep.point import CannotRun, Point, _point_label, log, points_span
 
 #: Exit status of ``python -m vitfsdp.sweep`` (and of ``--status``): every point completed.
 EXIT_COMPLETED = 0
@@ -79,11 +79,13 @@ def _report(points: Sequence[Point | CannotRun], summaries: list[dict], sweep_di
     log.info("sweep done: %s", ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
     failed = [(p, s) for p, s in zip(points, summaries, strict=True)
               if s["status"] != "completed"]
-    for p, s in failed[:MAX_NAMED_FAILURES]:
+    ran = [(p, s) for p, s in failed if s["status"] != SKIPPED_INFEASIBLE]
+    for p, s in ran[:MAX_NAMED_FAILURES]:
         log.info("  %s %s: %s (records and logs: %s)", s["status"], _point_label(p),
                  reason_line(s.get("reason")) or "no reason recorded", p.run_dir)
-    if len(failed) > MAX_NAMED_FAILURES:
-        log.info("  and %d more: failures.csv of the analysis", len(failed) - MAX_NAMED_FAILURES)
+    if len(ran) > MAX_NAMED_FAILURES:
+        log.info("  and %d more: failures.csv of the analysis", len(ran) - MAX_NAMED_FAILURES)
+    _say_skipped([(p, s) for p, s in failed if s["status"] == SKIPPED_INFEASIBLE], "  ")
     for line in _steps(sweep_dir, [(_point_label(p), s["status"], s) for p, s in failed],
                        reasons=False):
         log.info("%s", line)
@@ -105,9 +107,11 @@ def _report_not_ended(points: Sequence[Point | CannotRun], summaries: list[dict]
             log.log(logging.DEBUG if s.get("status") == "script" else logging.INFO,
                     "not ended: %s: %s%s", _point_label(p), s.get("status") or "no summary",
                     job)
-        elif s.get("status") != "completed":  # skipped (cannot run, predicted not to fit)
+        elif s.get("status") not in ("completed", SKIPPED_INFEASIBLE):  # an earlier sweep's
             log.info("%s %s: %s (records: %s)", s["status"], _point_label(p),
                      reason_line(s.get("reason")) or "no reason recorded", p.run_dir)
+    _say_skipped([(p, s) for p, s in zip(points, summaries, strict=True)
+                  if s.get("status") == SKIPPED_INFEASIBLE])
     if secrets.secrets_path(sweep_dir).exists():
         log.info("%s stays for the jobs that have not ended; --status removes it once every "
                  "point has ended", secrets.secrets_path(sweep_dir))
@@ -118,6 +122,38 @@ def _report_not_ended(points: Sequence[Point | CannotRun], summaries: list[dict]
         log.info("follow with: %s", status_command(sweep_dir))
     for warning in dict.fromkeys(s[QUEUE_WARNING] for s in summaries if s.get(QUEUE_WARNING)):
         log.warning("%s", warning)  # last: in sight below every point's lines
+
+
+def _say_skipped(skipped: Sequence[tuple[Point | CannotRun, dict]], indent: str = "") -> None:
+    """Say the points the sweep did not run, each ``(point, summary)``
+    (``skipped_infeasible``: predicted not to fit, or cannot run), their status, reason and
+    records: a line a point where a kind (cannot run or not) meets one point of a model;
+    else one line for all of them, with their count, the points compactly
+    (:func:`points_span`) and the first one's reason and records (``12 skipped_infeasible
+    points (repeat=0,1 strategy=DDP,NO_SHARD nodes=1,2,4: every combination): the first,
+    repeat=0 strategy=DDP nodes=1: predicted ... (records: ...)``), each point's own line
+    then at DEBUG (``hydra.verbose=vitfsdp.sweep``)."""
+    groups: dict[tuple, list[tuple[Point | CannotRun, dict]]] = {}
+    for p, s in skipped:
+        cannot = str(s.get("reason") or "").startswith(CANNOT_RUN)
+        groups.setdefault((s["status"], cannot, _model(p)), []).append((p, s))
+    for (st, _, _), group in groups.items():
+        lines = [f"{indent}{st} {_point_label(p)}: "
+                 f"{reason_line(s.get('reason')) or 'no reason recorded'} (records: {p.run_dir})"
+                 for p, s in group]
+        if len(group) == 1:
+            log.info("%s", lines[0])
+            continue
+        log.info("%s%d %s points (%s): the first, %s (hydra.verbose=%s names each)", indent,
+                 len(group), st, points_span([p for p, _ in group]),
+                 lines[0][len(indent) + len(st) + 1:], log.name)
+        for line in lines:
+            log.debug("%s", line)
+
+
+def _model(p: Point | CannotRun) -> str | None:
+    """The point's ``model=`` override (None: the default model)."""
+    return next((a.partition("=")[2] for a in p.overrides if a.startswith("model=")), None)
 
 
 def next_steps(sweep_dir: Path, rows: Sequence[status.PointState],
