@@ -6,6 +6,7 @@ plugin at each start)."""
 
 from collections.abc import Sequence
 from dataclasses import field, make_dataclass
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from hydra.core.utils import JobReturn, setup_globals
@@ -13,11 +14,18 @@ from hydra.plugins.launcher import Launcher
 
 from vitfsdp.launch import hydra_launcher_fields
 
+#: Options the sweep checks itself, with one line naming the key and the fix
+#: (:func:`vitfsdp.sweep.check._options`): typed ``Any`` here, so that a value a config file
+#: gives (a preset's ``hydra: launcher: stall_floor_s: ten minutes``) reaches that check
+#: rather than OmegaConf's ValidationError while Hydra composes.
+CHECKED_BY_THE_SWEEP = ("stall_floor_s",)
+
 #: ``hydra.launcher``'s config: the launcher class and every option of LaunchOptions.
 VitfsdpLauncherConf = make_dataclass("VitfsdpLauncherConf", [
     ("_target_", str,
      field(default="hydra_plugins.vitfsdp_launcher.vitfsdp_launcher.VitfsdpLauncher")),
-    *hydra_launcher_fields(),
+    *((name, Any if name in CHECKED_BY_THE_SWEEP else kind, f)
+      for name, kind, f in hydra_launcher_fields()),
 ])
 VitfsdpLauncherConf.__module__ = __name__
 

@@ -48,3 +48,31 @@ def test_a_composed_floor_not_above_zero_is_refused_by_the_sweeper():
         _options(config)
     config.hydra.launcher.stall_floor_s = 30.0
     assert _options(config).stall_floor_s == 30.0
+
+
+@pytest.mark.parametrize("value", ["ten minutes", "3min", "-5", "0"])
+def test_a_preset_whose_floor_is_not_seconds_gets_the_same_line(tmp_path, capsys, monkeypatch,
+                                                                 value):
+    """A preset in the user's config folder (VITFSDP_CONFIG_PATH) that gives a value not a
+    number: Hydra's composition stopped on OmegaConf's type check ('error:
+    hydra.launcher.stall_floor_s: In 'experiment/slow_site': ValidationError raised while
+    composing config:'), naming neither the value nor the fix. Now it reaches the sweep's
+    check: the line the command line gets, exit 2, no sweep directory."""
+    (tmp_path / "conf" / "experiment").mkdir(parents=True)
+    (tmp_path / "conf" / "experiment" / "slow_site.yaml").write_text(
+        f"# @package _global_\nhydra:\n  launcher:\n    stall_floor_s: {value}\n")
+    monkeypatch.setenv("VITFSDP_CONFIG_PATH", str(tmp_path / "conf"))
+    sweep_dir = tmp_path / "sweep"
+    with pytest.raises(SystemExit) as refused:  # the sweeper's exit, in this process
+        main_cli(["-m", "experiment=slow_site", "model=vit_tiny",
+                  f"hydra.sweep.dir={sweep_dir}"])
+    err = capsys.readouterr().err
+    assert refused.value.code == EXIT_REFUSED and not sweep_dir.exists(), err
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"error: {STALL_FLOOR_KEY}={value} is not a number of seconds above "
+                          f"0: give one, e.g. {STALL_FLOOR_KEY}=600 "), err
+
+
+def test_a_composed_floor_given_as_text_is_taken():
+    config = OmegaConf.create({"hydra": {"launcher": {"stall_floor_s": "600"}}})
+    assert _options(config).stall_floor_s == 600.0

@@ -26,7 +26,6 @@ from vitfsdp.sweep.point import (
     SweepRefused,
     _label,
     _point_label,
-    _predicted_step_s,
     log,
 )
 from vitfsdp.sweep.slurm_jobs import max_queued_jobs, packs_fix, queue_cap_site, sweep_packs
@@ -131,6 +130,10 @@ def _options(config: DictConfig) -> LaunchOptions:
             --batch-search with --detach or --scripts-only or a ``batch_search_max`` below 1,
             a ``stall_floor_s`` not above 0 (:func:`vitfsdp.launch.check_stall_floor`).
     """
+    try:  # as composed: a config file's text too (the launcher plugin leaves it untyped)
+        check_stall_floor(config.hydra.launcher.get("stall_floor_s", LaunchOptions.stall_floor_s))
+    except ValueError as e:
+        raise SweepRefused(f"error: {e}") from None
     options = LaunchOptions.from_values(config.hydra.launcher)
     if options.pack is not None and options.pack not in pack.PACK_MODES:
         raise SweepRefused(f"error: hydra.launcher.pack={options.pack!r} is unknown; valid: "
@@ -144,10 +147,6 @@ def _options(config: DictConfig) -> LaunchOptions:
     if options.batch_search and options.batch_search_max < 1:
         raise SweepRefused(f"error: hydra.launcher.batch_search_max="
                            f"{options.batch_search_max} must be >= 1")
-    try:
-        check_stall_floor(options.stall_floor_s)
-    except ValueError as e:
-        raise SweepRefused(f"error: {e}") from None
     return options
 
 
@@ -194,7 +193,8 @@ def _check_launchers(points: list[Point], options: LaunchOptions) -> list[str]:
     # the warnings are of the jobs that will run: not of points the plan skips as not fitting
     runs = {p.num for p in points if plan_runs(p, options.run_infeasible)}
     warned = {k: [e for e in v if e[1].num in runs] for k, v in checked.items()
-              if k in ("requeues", "windows", "saves")}  # (figure, point, ...) each
+              if k in ("requeues", "windows", "saves", "published")}  # (figure, point, ...)
+    _say_published_steps(warned.get("published", []), len(runs))
     _warn_of_requeues(warned.get("requeues", []), len(runs))
     _warn_of_windows(warned.get("windows", []), len(runs))
     _warn_of_saves(warned.get("saves", []), len(runs))
@@ -421,8 +421,11 @@ def _beyond_time_limit(p: Point, warned: dict) -> str | None:
     ``warned["requeues"]``, one whose window is longer than that wait but which the plan
     expects to end before the signal in ``warned["windows"]``, each for one line for the
     sweep (:func:`_warn_of_requeues`, :func:`_warn_of_windows`); one whose checkpoint may not
-    be saved in that wait in ``warned["saves"]`` (:func:`_note_save`)."""
-    step_s = _predicted_step_s(p)
+    be saved in that wait in ``warned["saves"]`` (:func:`_note_save`). The step time is
+    :func:`vitfsdp.plan.sizing_step`'s, as ``cluster.time=auto``'s: the plan's, or a published
+    one of the point's settings where slower (noted in ``warned["published"]`` for
+    :func:`_say_published_steps`)."""
+    step_s = _sizing_step_s(p, warned)
     _note_save(p, step_s, warned)
     if not step_s:
         return None
@@ -453,6 +456,42 @@ def _beyond_time_limit(p: Point, warned: dict) -> str | None:
     return None
 
 
+def _sizing_step_s(p: Point, warned: dict) -> float | None:
+    """:func:`vitfsdp.plan.sizing_step`'s seconds per step of ``p`` (None: the plan has no
+    step time and no published row matches, or the config cannot be predicted); where the
+    published step time is used, ``p`` is noted in ``warned["published"]`` (published /
+    predicted, point, the :class:`vitfsdp.plan.SizingStep`)."""
+    try:
+        sized = planner.sizing_step(p.cfg)
+    except (ValueError, NotImplementedError):
+        return None
+    if sized.by_published:
+        ratio = sized.published_s / sized.predicted_s if sized.predicted_s else math.inf
+        warned.setdefault("published", []).append((ratio, p, sized))
+    return sized.step_s
+
+
+def _say_published_steps(published: list[tuple[float, Point, planner.SizingStep]],
+                         total: int) -> None:
+    """One line for the sweep's points whose time is sized by a published step time, slower
+    than the plan's (``published``: published / predicted, point, its
+    :class:`vitfsdp.plan.SizingStep`, from :func:`_sizing_step_s`), of ``total`` points:
+    how many, the study, and the point where the two differ most, with its time limit."""
+    if not published:
+        return
+    _, p, sized = max(published, key=lambda x: x[0])
+    studies = ", ".join(sorted({s.study for _, _, s in published if s.study}))
+    predicted = (f"{sized.predicted_s:.3g} s predicted" if sized.predicted_s is not None
+                 else "none predicted")
+    at = f"point {p.num}, {_point_label(p)}: " if total > 1 else ""
+    log.info("time limits: %d of the %d points are sized by the step time published for "
+             "their settings on this machine (%s: vitfsdp/reference, the global batch over "
+             "its measured images/s), slower than the plan's: cluster.time=auto and the time "
+             "checks use it (most, %s%.3g s/step published, %s; cluster.time=%s)",
+             len(published), total, studies, at, sized.published_s, predicted,
+             p.cfg.cluster.time)
+
+
 def _at_cap(cfg: RunConfig, cap_s: int | None) -> str:
     """`` (the longest a job of 1 node may ask ...)`` where ``cfg``'s ``cluster.time`` is the
     queue's limit for its node count (``cap_s``), else nothing."""
@@ -468,13 +507,29 @@ def _predicted_text(cfg: RunConfig, step_s: float, auto: bool) -> str:
     ``cluster.time=auto``) what :func:`_jobs_needed` counts of it: the margin, and the
     start-up and signal delay each job loses."""
     run_s = cfg.train.steps * step_s + planner.STARTUP_S
-    text = f"the plan predicts {_duration(run_s)} ({step_s:.3g} s/step"
+    basis, plan = _step_basis(cfg)
+    text = (f"{'the plan predicts' if not plan else basis + ' gives'} {_duration(run_s)} "
+            f"({step_s:.3g} s/step{plan}")
     if not auto:
         return text + ")"
     per_step, _, per_job = _job_terms(cfg, step_s, auto)
     return (f"{text}; {_duration(cfg.train.steps * per_step)} of steps with the "
             f"{planner.TIME_SAFETY_FACTOR:g}x margin of cluster.time=auto, and each job "
             f"{per_job:.0f} s of start-up and cluster.signal_delay_s)")
+
+
+def _step_basis(cfg: RunConfig) -> tuple[str, str]:
+    """Whose step time the time checks of ``cfg`` use (:func:`vitfsdp.plan.sizing_step`):
+    (``the plan``, '') or (``the step time published for its settings (<study>)``,
+    ``; the plan <s>``) where a published one is slower and used."""
+    try:
+        sized = planner.sizing_step(cfg)
+    except (ValueError, NotImplementedError):
+        return "the plan", ""
+    if not sized.by_published:
+        return "the plan", ""
+    plan = f"; the plan {sized.predicted_s:.3g}" if sized.predicted_s is not None else ""
+    return f"the step time published for its settings ({sized.study})", plan
 
 
 def _warn_of_requeues(requeues: list[tuple[int, Point, float, bool]], total: int) -> None:
@@ -509,9 +564,10 @@ def _window_text(p: Point, step_s: float, longest_of: int = 1) -> tuple[str, str
     cluster, margin = p.cfg.cluster, planner.TIME_SAFETY_FACTOR
     window_s = p.cfg.train.log_every * step_s
     many = longest_of > 1
+    basis, plan = _step_basis(p.cfg)
     short = (f"a timing window (train.log_every={p.cfg.train.log_every} steps) takes "
-             f"{'up to ' if many else ''}{window_s:.0f} s by the plan "
-             f"({f'point {p.num}: ' if many else ''}{step_s:.3g} s/step; "
+             f"{'up to ' if many else ''}{window_s:.0f} s by {basis} "
+             f"({f'point {p.num}: ' if many else ''}{step_s:.3g} s/step{plan}; "
              f"{window_s * margin:.0f} s with the {margin:g}x margin of cluster.time=auto), "
              f"against the {slurm.checkpoint_wait_s(cluster)} s the training gets to reach its "
              f"boundary and save after SIGUSR2 (cluster.signal_delay_s={cluster.signal_delay_s}"
