@@ -218,3 +218,40 @@ def test_marks_at_one_x_stand_side_by_side_not_up_the_axis(tmp_path):
     assert second[1] == pytest.approx(first[1])
     assert second[0] - first[0] == pytest.approx(NOT_COMPLETED_STEP_PT * fig.dpi / 72)
     assert extras == {"failed"}
+
+
+def test_a_failed_repeat_is_not_hidden_under_its_points_markers(tmp_path):
+    """FULL_SHARD at 2 nodes: two runs completed at 190-200 images/s, a third ran out of
+    memory after reaching 190. Its x stood at 190, under the completed point's marker (4 of
+    the synthetic sample's 8 vit_base failures could not be seen). It now stands in the
+    grey strip at the panel's bottom, below every value, at its line's x, black over the
+    line's marker and over everything drawn."""
+    from tests.fake_records import run_info, write_run
+    from vitfsdp.analysis import collect_runs
+    from vitfsdp.analysis.figures.panels import STRIP_GID, STRIP_HEIGHT
+
+    write_sweep(tmp_path, {("DDP", 1): [100.0, 101.0], ("DDP", 2): [180.0, 182.0],
+                           ("FULL_SHARD", 1): [100.0, 102.0], ("FULL_SHARD", 2): [190.0, 200.0]})
+    info = run_info("FULL_SHARD", 2)
+    info["config"]["repeat"] = 2
+    write_run(tmp_path / "oom", info, 190.0, status="oom")
+    df = collect_runs(tmp_path)
+    assert df.loc[df["status"] == "oom", "ips_reached"].iloc[0] == pytest.approx(190.0)
+    fig = plot_weak_scaling(df)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    (line,) = [ln for ln in ax.lines if ln.get_label() == "FULL_SHARD"]
+    (cross,) = [c for c in ax.collections if c.get_label() == "_not completed FULL_SHARD"]
+    (shape,) = [c for c in ax.collections if c.get_label() == "_failed shape FULL_SHARD"]
+    (x, y), = cross.get_offset_transform().transform(cross.get_offsets())
+    ax_x, ax_y = ax.transAxes.inverted().transform((x, y))
+    assert ax_y < STRIP_HEIGHT  # in the strip ...
+    lowest = min(ax.transData.transform((1, v))[1] for ln in ax.lines for v in ln.get_ydata())
+    assert y < lowest  # ... below every value drawn
+    assert x == pytest.approx(ax.transData.transform((line.get_xdata()[1], 1))[0])
+    assert list(shape.get_offsets()[0]) == pytest.approx(list(cross.get_offsets()[0]))
+    others = [a.get_zorder() for a in [*ax.lines, *ax.collections] if a not in (cross, shape)]
+    assert cross.get_zorder() > shape.get_zorder() > max(others)
+    assert any(p.get_gid() == STRIP_GID for p in ax.patches)
+    legend = " ".join(" ".join(t.get_text().split()) for t in fig.legends[0].get_texts())
+    assert "in the grey bottom strip" in legend

@@ -24,6 +24,18 @@ FIGURE_MARK_CAPTIONS = {
     "weak_scaling": {
         "predicted": "dotted line with small dots in the line's colour and marker: the "
                      "plan's predicted images/s, at the line's points",
+        "failed": "black x over the line's marker, in the grey strip at the panel's bottom, "
+                  "over everything drawn: a point with runs that did not complete, at its "
+                  "line's x (side by side where two stand at one x; what they reached before "
+                  "they ended: failures.csv; the note under the panel names them)",
+    },
+    "efficiency": {
+        "not_from_zero": "the y axis starts a little below the lowest efficiency or bound "
+                         "drawn, not at 0 (its label says where), so lines within a few "
+                         "percent of each other are told apart",
+        "failed": "black x over the line's marker, in the grey strip at the panel's bottom: a "
+                  "point with runs that did not complete, at its line's x (the note under the "
+                  "panel names them)",
     },
     "memory": {
         "predicted": "dotted: the plan's prediction of what the legend names (the peak "

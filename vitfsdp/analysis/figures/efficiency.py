@@ -4,13 +4,14 @@ few percent."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from vitfsdp.analysis.figures.finish import _finish
+from vitfsdp.analysis.figures.finish import FAILED_IN_STRIP, _finish
 from vitfsdp.analysis.figures.panels import (
     REPEATS_BAR,
     WINDOW_ON_MARKER_Z,
@@ -29,7 +30,7 @@ from vitfsdp.analysis.figures.panels import (
     contended_note,
     line_shifts,
 )
-from vitfsdp.analysis.figures.style import _looks, _paper_style
+from vitfsdp.analysis.figures.style import _look_label, _looks, _paper_style
 from vitfsdp.analysis.lines import label_columns as _label_keys
 from vitfsdp.analysis.lines import line_columns
 from vitfsdp.analysis.tables import points_table
@@ -47,7 +48,8 @@ POINT_VALUES = {"eff": "scaling_efficiency", "eff_low": "efficiency_min",
 def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure | None:
     """Weak-scaling efficiency against nodes: each point's images/s over the ideal from its
     line's smallest completed node count (``points.csv`` ``scaling_efficiency``; 1 = ideal,
-    dashed), on a linear axis from 0.
+    dashed), on a linear axis from a little below the lowest value or bound drawn (the
+    label says where, where that is not 0: :func:`axis_bottom`), the ideal always shown.
 
     Args:
         df: a ``collect_runs`` frame.
@@ -83,7 +85,7 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
     for ax, (model, panel) in zip(axes, panels, strict=True):
         notes, marked = [], Counter()
         named = f"{model} " if len(panels) > 1 else ""
-        top = 1.0
+        top, low = 1.0, 1.0
         smallest = panel["nodes"].min()
         lines = _lines(panel, keys)
         shifts = line_shifts(len(lines), panel["nodes"])
@@ -91,21 +93,44 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
             done, color = _plot_measured(ax, line, keys, looks, _rebased(label, line, smallest),
                                          "eff", "median", shift, extras)
             if not done.empty:
-                top = max(top, _draw_bounds(ax, line, done, color, extras, shift))
+                lowest, highest = _draw_bounds(ax, line, done, color, extras, shift)
+                top, low = max(top, highest), min(low, lowest)
                 _mark_host_bound(ax, line, done, extras, shift=shift)
             contended += [named + item for item in
                           _mark_contended(ax, line, done, label, extras, shift)]
             notes += _mark_not_completed(ax, line, "eff", color, label, marked, extras,
-                                         shift=shift)
+                                         shift=shift, marker=looks[_look_label(line, keys)][1])
         ax.axhline(1.0, ls="--", color="0.4", lw=1, zorder=1)
-        ax.set_ylim(0, 1.08 * top)
+        bottom = axis_bottom(low, top)
+        ax.set_ylim(bottom, top + 0.08 * (top - bottom))
         if notes:
             _make_room_below(ax)
-        _style_panel(ax, panel, _panel_title(model, panel),
-                     "weak-scaling efficiency (images/s / ideal)", notes)
+        start = ax.get_ylim()[0]  # below the bottom strip's marks, where there are any
+        _style_panel(ax, panel, _panel_title(model, panel), EFFICIENCY_LABEL + (
+            f"\n(images/s / ideal; from {start:.2f}, not 0)" if bottom > 0
+            else " (images/s / ideal)"), notes)
+        if bottom > 0:
+            extras.add(NOT_FROM_ZERO)
     _finish(fig, "Weak-scaling efficiency against node count", runs, path, extras,
-            note=contended_note(contended))
+            proxy_labels={"failed": FAILED_IN_STRIP}, note=contended_note(contended))
     return fig
+
+
+#: The y label's head; :func:`plot_efficiency` adds the unit and, on a second line, where
+#: the axis starts when not at 0.
+EFFICIENCY_LABEL = "weak-scaling efficiency"
+#: The drawn kind (for the caption) of an efficiency axis that does not start at 0.
+NOT_FROM_ZERO = "not_from_zero"
+#: The step (efficiency) an axis' bottom is rounded down to.
+BOTTOM_STEP = 0.05
+
+
+def axis_bottom(low: float, top: float) -> float:
+    """The efficiency axis' bottom: a twentieth of the span below ``low`` (the lowest value
+    or bound drawn), rounded down to :data:`BOTTOM_STEP`; 0 where that is no more than a
+    step (lines within 0.72-1.0 overlapped on an axis from 0, drawn in its top quarter)."""
+    bottom = math.floor((low - 0.05 * (top - low)) / BOTTOM_STEP) * BOTTOM_STEP
+    return round(bottom, 2) if bottom > BOTTOM_STEP else 0.0
 
 
 def scales(runs: pd.DataFrame) -> bool:
@@ -143,13 +168,14 @@ def with_point_efficiency(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _draw_bounds(ax, line: pd.DataFrame, done: pd.Series, color: str, extras: set[str],
-                 shift: float = 1.0) -> float:  # fmt: skip
+                 shift: float = 1.0) -> tuple[float, float]:  # fmt: skip
     """The efficiency's bounds at each completed node count of ``line`` (at ``shift`` times
     it, as its points): capped over repeats, thin over one run's windows, through the
     point's hollow marker and over its face (:data:`WINDOW_ON_MARKER_Z`); returns the
-    highest bound drawn or not. The capped bar is its own kind (``efficiency_bounds``), not
-    ``repeats``: it spans the point's slowest run over the baseline's fastest to its
-    fastest over the baseline's slowest, wider than the point's repeats alone."""
+    lowest and the highest value or bound, drawn or not. The capped bar is its own kind
+    (``efficiency_bounds``), not ``repeats``: it spans the point's slowest run over the
+    baseline's fastest to its fastest over the baseline's slowest, wider than the point's
+    repeats alone."""
     ok = (line["status"] == "completed") & line["eff"].notna() & line["nodes"].notna()
     rows = line.loc[ok, ["nodes", "eff_low", "eff_high", "eff_runs"]]
     stats = rows.groupby(rows["nodes"].astype("int64")).first()
@@ -160,4 +186,5 @@ def _draw_bounds(ax, line: pd.DataFrame, done: pd.Series, color: str, extras: se
         s = stats[sel]
         _error_bars(ax, done.loc[s.index], s["eff_low"], s["eff_high"],
                     dict(ecolor=color, **look), mark, extras, shift=shift)
-    return float(pd.concat([done, stats["eff_high"]]).max())
+    return (float(pd.concat([done, stats["eff_low"]]).min()),
+            float(pd.concat([done, stats["eff_high"]]).max()))

@@ -82,6 +82,13 @@ PROXIES = {
 }  # fmt: skip
 
 
+#: The legend's words for ``failed`` where the figure draws each x over its line's marker
+#: (:func:`~vitfsdp.analysis.figures.panels._mark_not_completed` with ``marker``).
+FAILED_ON_MARKER = "not completed: black x over its line's marker"
+#: ... and where, reaching nothing, they stand in the panel's bottom strip.
+FAILED_IN_STRIP = "not completed: black x over its line's marker, in the grey bottom strip"
+
+
 #: Legend entries (grey patches) for the parts of the memory bars
 #: (:data:`~vitfsdp.analysis.figures.memory.STATE_PARTS`).
 PATCH_PROXIES = {

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from vitfsdp.analysis.figures.finish import _finish
+from vitfsdp.analysis.figures.finish import FAILED_ON_MARKER, _finish
 from vitfsdp.analysis.figures.panels import (
     MAX_LINE_SPREAD,
     NODE_MARGIN,
@@ -40,6 +40,7 @@ from vitfsdp.analysis.figures.style import (
     PUBLISHED_HALF_OCTAVES,
     PUBLISHED_OTHER,
     RESERVED_MARKER,
+    _look_label,
     _looks,
     _mpl,
     _paper_style,
@@ -161,7 +162,8 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     _share_row_scale(axes, len(groups))
     per = "rank" if _memory_label(df) == MEMORY_LABELS["rss"] else "GPU"  # CPU runs: ranks
     _finish(fig, f"Peak memory per {per} against node count", df, path, extras,
-            proxy_labels=_memory_published_labels(published) | _memory_mark_labels(df),
+            proxy_labels=_memory_published_labels(published) | _memory_mark_labels(df)
+            | {"failed": FAILED_ON_MARKER},
             note="; ".join(filter(None, [repeats_note(df), memory_limit_note(df)])))
     return fig
 
@@ -219,7 +221,7 @@ def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str],
             _plot_rank_range(ax, line, done, color, extras, shift * beside**0.5,
                              MIN_ERROR_BAR * top)
         if _plot_predicted(ax, line, "pred_peak_mem_gib", color, label, extras,
-                           shift / beside):
+                           shift / beside, marker=looks[_look_label(line, keys)][1]):
             _plot_reserved(ax, line, color, extras, shift * beside)
         _plot_device_used(ax, line, color, extras, shift * beside**2)
         if published is not None and len(published):
@@ -229,7 +231,8 @@ def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str],
         # repeat reached stood exactly under the marker of the point's completed runs
         notes += _mark_not_completed(ax, line, "peak_mem_gib", color, label, marked, extras,
                                      reached="peak_mem_reached_gib",
-                                     at="pred_peak_mem_gib", shift=shift / beside**2)
+                                     at="pred_peak_mem_gib", shift=shift / beside**2,
+                                     marker=looks[_look_label(line, keys)][1])
     ax.set_ylim(bottom=0, top=1.15 * ax.get_ylim()[1])  # room above the highest point
     extras |= shown
     remarks = []

@@ -301,6 +301,7 @@ def contended_note(items: list[str]) -> str:
 def _mark_not_completed(
     ax, line: pd.DataFrame, value: str, color: str, label: str, marked: Counter,
     extras: set[str], at: str | None = None, reached: str | None = None, shift: float = 1.0,
+    marker: str | None = None,
 ) -> list[tuple[bool, str]]:
     """Mark each point of a line with runs without ``value``; return its note items.
 
@@ -309,7 +310,10 @@ def _mark_not_completed(
     what its runs reached before they ended (``reached``: the median over them), else in the
     panel's bottom band (:data:`NOT_COMPLETED_Y`), at its line's x: ``marked`` counts the
     marks at each x, and one whose x is taken stands :data:`NOT_COMPLETED_STEP_PT` further
-    right, never higher up (a mark up the axis reads as a value it reached).
+    right, never higher up (a mark up the axis reads as a value it reached), over a light
+    grey strip (:func:`_shade_strip`) that no value is drawn in (:func:`_make_room_below`).
+    With ``marker`` (the line's), each ``x`` is drawn over that marker in the line's colour
+    (:data:`FAILED_SHAPE`), so a greyscale print still says whose it is.
     ``extras`` collects the kinds drawn, for the legend; every mark is drawn at ``shift``
     times its node count (see :func:`_plot_measured`). The items are ``(completed_there,
     text)``: one per point, e.g. ``FULL_SHARD nodes=8 (2 oom)``.
@@ -336,16 +340,41 @@ def _mark_not_completed(
         else:
             at_bottom.setdefault(marked[x], []).append(x)
             marked[x] += 1
+    cross = dict(marker="x", color="black" if marker else color, zorder=FAILED_Z + 0.1,
+                 label=f"_not completed {label}")
+    shape = dict(marker=marker, color=color, zorder=FAILED_Z, label=f"_failed shape {label}",
+                 **FAILED_SHAPE)
     if at_value:  # one collection per kind of mark: fast for hundreds of points
-        ax.scatter(*zip(*at_value, strict=True), marker="x", color=color, zorder=3,
-                   label=f"_not completed {label}")
+        for look in ([shape] if marker else []) + [cross]:
+            ax.scatter(*zip(*at_value, strict=True), **look)
     for step, xs in at_bottom.items():
-        ax.scatter(xs, [NOT_COMPLETED_Y] * len(xs), marker="x", color=color, zorder=3,
-                   label=f"_not completed {label}", clip_on=False,
-                   transform=_points_right(ax, step * NOT_COMPLETED_STEP_PT))
+        for look in ([shape] if marker else []) + [cross]:
+            ax.scatter(xs, [NOT_COMPLETED_Y] * len(xs), clip_on=False,
+                       transform=_points_right(ax, step * NOT_COMPLETED_STEP_PT), **look)
+    if at_bottom:
+        _shade_strip(ax)
     if at_value or at_bottom:
         extras.add("failed")
     return _note_items(line, bad, label, value)
+
+
+#: The z-order of a failure's marks: over every line, bar and ring, where none can hide
+#: them. Under each ``x``, the line's own marker in its colour (a little larger than the
+#: line's, the x black over it), so strategies differ by shape as well as colour.
+FAILED_Z = 5.0
+FAILED_SHAPE = dict(s=(PAPER_RC["lines.markersize"] + 1) ** 2, lw=0, alpha=0.85)
+#: The bottom strip's height (axes fraction) that holds the marks of runs that reached
+#: nothing: what :func:`_make_room_below` keeps free of values (a tenth of the span, of 1.1).
+STRIP_HEIGHT = 1 / 11
+STRIP_GID = "not-completed strip"
+
+
+def _shade_strip(ax) -> None:
+    """A light grey strip along the panel's bottom (:data:`STRIP_HEIGHT`), once per panel:
+    the place of the marks of runs that did not complete, apart from every value."""
+    if not any(p.get_gid() == STRIP_GID for p in ax.patches):
+        ax.add_patch(_mpl().Rectangle((0, 0), 1, STRIP_HEIGHT, transform=ax.transAxes,
+                                      color="0.93", lw=0, zorder=0.5, gid=STRIP_GID))
 
 
 def _points_right(ax, points: float):
@@ -455,18 +484,26 @@ def _error_bars(ax, middle: pd.Series, low: pd.Series, high: pd.Series, look: di
 
 
 def _plot_predicted(ax, line: pd.DataFrame, value: str, color: str, label: str,
-                    extras: set[str], shift: float = 1.0) -> bool:  # fmt: skip
+                    extras: set[str], shift: float = 1.0,
+                    marker: str | None = None) -> bool:  # fmt: skip
     """The plan's prediction ``value`` per node count as a dotted line (every status: a
     skipped point's prediction is part of the line), at ``shift`` times the node count (as
-    :func:`_plot_measured`); True if one was drawn."""
+    :func:`_plot_measured`), its points small filled ``marker``s (the line's: strategies
+    differ by shape as well as colour; a dot without one); True if one was drawn."""
     known = line.loc[line[value].notna() & line["nodes"].notna(), ["nodes", value]]
     if known.empty:
         return False
     pred = known.groupby(known["nodes"].astype("int64"))[value].first().sort_index()
-    ax.plot(pred.index * shift, pred.values, ls=":", lw=1.2, marker=".", color=color,
-            label=f"_predicted {label}", zorder=3)
+    ax.plot(pred.index * shift, pred.values, ls=":", lw=1.2, marker=marker or ".",
+            ms=PREDICTED_MS if marker else None, color=color, label=f"_predicted {label}",
+            zorder=3)
     extras.add("predicted")
     return True
+
+
+#: Size (points) of a prediction's markers: smaller than a measured point's, so the two
+#: are not taken for one another.
+PREDICTED_MS = 2.6
 
 
 def _study(label: str) -> str:
@@ -544,10 +581,14 @@ def _log_ticks(low: float, high: float) -> list[float]:
 
 
 def _make_room_below(ax) -> None:
-    """Lower a log y axis by a tenth of its span so the ``x`` marks clear the lowest point."""
+    """Lower the y axis by a tenth of its span (a log axis: of its decades) so the ``x``
+    marks in the bottom strip (:data:`STRIP_HEIGHT`) clear the lowest value."""
     low, high = ax.get_ylim()
-    if low > 0 and high > low:
-        ax.set_ylim(low / (high / low) ** 0.1, high)
+    if ax.get_yscale() == "log":
+        if low > 0 and high > low:
+            ax.set_ylim(low / (high / low) ** 0.1, high)
+    elif high > low:
+        ax.set_ylim(low - 0.1 * (high - low), high)
 
 
 def _style_panel(ax, panel: pd.DataFrame, title: str, ylabel: str,

@@ -27,14 +27,14 @@ def _mpl() -> types.SimpleNamespace:
     from matplotlib.font_manager import FontProperties
     from matplotlib.lines import Line2D
     from matplotlib.markers import MarkerStyle
-    from matplotlib.patches import Patch
+    from matplotlib.patches import Patch, Rectangle
     from matplotlib.ticker import FuncFormatter, NullFormatter, NullLocator
     from matplotlib.transforms import ScaledTranslation
 
     return types.SimpleNamespace(
         matplotlib=matplotlib, font_manager=font_manager, FigureCanvasAgg=FigureCanvasAgg,
         Figure=Figure, FontProperties=FontProperties, Line2D=Line2D, MarkerStyle=MarkerStyle,
-        Patch=Patch,
+        Patch=Patch, Rectangle=Rectangle,
         FuncFormatter=FuncFormatter, NullFormatter=NullFormatter, NullLocator=NullLocator,
         ScaledTranslation=ScaledTranslation)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from vitfsdp.analysis.figures.captions import SINGLE_DEVICE
-from vitfsdp.analysis.figures.finish import _finish
+from vitfsdp.analysis.figures.finish import FAILED_IN_STRIP, _finish
 from vitfsdp.analysis.figures.panels import (
     _lines,
     _log_y_axis,
@@ -33,7 +33,7 @@ from vitfsdp.analysis.figures.panels import (
     line_shifts,
     single_device,
 )
-from vitfsdp.analysis.figures.style import _looks, _paper_style
+from vitfsdp.analysis.figures.style import _look_label, _looks, _paper_style
 from vitfsdp.analysis.lines import label_columns as _label_keys
 from vitfsdp.analysis.reference import matched, reference_table
 
@@ -73,9 +73,11 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
         line in the same colour, linear from the line's smallest completed node count, and the
         plan's predicted ips as a dotted line where ``pred_ips`` is known (where no run has
         one, the footer says why: :func:`no_prediction_note`); log-2 x axis, log y. Runs
-        that did not complete are marked at the panel's bottom (``x``; a hollow diamond for a point
-        skipped as infeasible) and listed under the axes. A point whose device was busy less
-        than :data:`~vitfsdp.core.throughput.HOST_BOUND_BUSY_FRAC` of its windows (on its least
+        that did not complete are marked in a grey strip at the panel's bottom (a black ``x``
+        over the line's marker, on top of everything, where no completed marker can hide it;
+        a hollow diamond for a point skipped as infeasible) and listed under the axes. A
+        point whose device was busy less than
+        :data:`~vitfsdp.core.throughput.HOST_BOUND_BUSY_FRAC` of its windows (on its least
         busy rank, median over repeats: :func:`~vitfsdp.analysis.lines.judged_busy`) is ringed
         by a grey hexagon: the host decided it. Where a panel has several lines, each
         line's markers, bars and marks stand a little beside the node count
@@ -106,10 +108,13 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
                 _plot_repeat_range(ax, line, "ips", color, extras, shift=shift)
             contended += [named + item for item in
                           _mark_contended(ax, line, done, label, extras, shift)]
-            _plot_predicted(ax, line, "pred_ips", color, label, extras, shift)
+            _plot_predicted(ax, line, "pred_ips", color, label, extras, shift,
+                            marker=looks[_look_label(line, keys)][1])
             _plot_published(ax, published_ips, model, label, color, extras)
+            # in the bottom strip: at what they reached, under the completed runs' markers
+            # of the same point, half the failures of a sweep were hidden
             notes += _mark_not_completed(ax, line, "ips", color, label, marked, extras,
-                                         reached="ips_reached", shift=shift)
+                                         shift=shift, marker=looks[_look_label(line, keys)][1])
         _log_y_axis(ax)
         if notes:
             _make_room_below(ax)
@@ -117,7 +122,7 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
                      notes)
     _finish(fig, SINGLE_DEVICE_TITLE if one else "Weak scaling: throughput against node count",
             df, path, extras,
-            proxy_labels=_published_labels(published_ips),
+            proxy_labels=_published_labels(published_ips) | {"failed": FAILED_IN_STRIP},
             note=". ".join(n for n in (contended_note(contended), published_apart_note(apart),
                                        no_prediction_note(df)) if n))
     return fig
