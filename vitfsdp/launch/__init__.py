@@ -564,8 +564,9 @@ class LaunchOptions:
         "records (vitfsdp.launch.pack)")
     #: the default is vitfsdp.progress.STALL_FLOOR_S (not imported: this module stays light)
     stall_floor_s: float = _option(
-        180.0, "cluster=local sweeps: seconds a point may show no progress before a stall "
-        "line, at least (5x the longest gap between windows seen so far where that is more)")
+        180.0, "seconds a running point (a local one, or a Slurm job the sweep waits on) may "
+        "show no progress before a stall line, at least (5x the longest gap between windows "
+        "seen so far where that is more)")
 
     @classmethod
     def from_values(cls, values: Mapping[str, object]) -> LaunchOptions:

@@ -34,6 +34,7 @@ from vitfsdp.sweep.report import (
     next_steps,
     status_command,
 )
+from vitfsdp.sweep.stall import StallWatch
 
 #: The form of ``--status``, for its refusals.
 STATUS_FORM = "python -m vitfsdp.sweep --status SWEEP_DIR [--watch] [--poll-s S]"
@@ -106,8 +107,14 @@ def status_main(argv: Sequence[str]) -> int:
         return rows
 
     try:
-        if args.watch:
-            rows = status.watch(sweep_dir, [], args.poll_s, show=print, rows_of=rows_now)
+        if args.watch:  # stall lines of running jobs at the default floor (no sweep's option)
+            stalls = StallWatch(say=print)
+
+            def on_poll(rows: list[status.PointState]) -> None:  # None: nothing held back
+                stalls(rows)
+
+            rows = status.watch(sweep_dir, [], args.poll_s, show=print, rows_of=rows_now,
+                                on_poll=on_poll)
         else:
             rows = rows_now()
             for row in rows:

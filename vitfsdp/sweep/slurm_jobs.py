@@ -29,6 +29,7 @@ from vitfsdp.launch import LaunchOptions, pack, secrets, slurm, status, time_lim
 from vitfsdp.records import SUMMARY_FILE, mark_failed, read_json, reason_line
 from vitfsdp.sweep.point import Point, SweepRefused, log
 from vitfsdp.sweep.report import NOT_SUBMITTED, QUEUE_WARNING, resume_command, status_command
+from vitfsdp.sweep.stall import StallWatch
 
 
 def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
@@ -76,9 +77,15 @@ def launch_slurm(points: list[Point], sweep_dir: Path, options: LaunchOptions,
     if alive:
         log.info("waiting also for %d point(s) an earlier sweep left in Slurm's queue",
                  len(alive))
+    stalls = StallWatch(options.stall_floor_s, say=log.warning)  # a running point's hang
+
+    def on_poll(rows: list[status.PointState]) -> bool:
+        stalls(rows)
+        return submitter(rows)
+
     try:
         status.watch(sweep_dir, [p.run_dir for p in [*points, *alive]], poll_s,
-                     show=_show_table, on_poll=submitter)
+                     show=_show_table, on_poll=on_poll)
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, SIGTERM, SIGHUP
         if _unsubmitted_jobs(units) and submitter.held is None:  # else held: fix first
             status.record_not_submitted(sweep_dir, "the sweep was interrupted before it")
