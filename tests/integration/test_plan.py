@@ -449,18 +449,28 @@ def test_plan_table_ranks_fitting_points_fits_100_columns_without_exponents(stud
     assert lines[0][1] == ranked.iloc[0]["strategy"]  # --rank prints the best first
 
 
-def test_auto_time_limit_scales_with_steps_and_needs_a_step_time(study_configs):
+@pytest.mark.parametrize("nodes", [128, 96])
+def test_auto_time_limit_scales_with_steps_and_needs_a_step_time(study_configs, nodes):
+    """At 128 nodes ORNL published vit_huge FULL_SHARD's images/s, slower than the plan: its
+    step time sizes the limit; at 96 (no published row) the plan's does, and without a peak
+    FLOP/s there is none."""
     from vitfsdp.launch import time_limit_s
-    from vitfsdp.plan import STARTUP_S, TIME_SAFETY_FACTOR, auto_time_limit
+    from vitfsdp.plan import STARTUP_S, TIME_SAFETY_FACTOR, auto_time_limit, sizing_step
 
-    cfg = _point(study_configs["FULL_SHARD"], "vit_huge", 128)
-    step = predict(cfg).step_time_s
+    cfg = _point(study_configs["FULL_SHARD"], "vit_huge", nodes)
+    sized = sizing_step(cfg)
+    assert sized.predicted_s == predict(cfg).step_time_s
+    assert (sized.published_s is not None) == (nodes == 128)
+    step = max(s for s in (sized.predicted_s, sized.published_s) if s is not None)
     for steps in (10, 2000):
         c = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=steps))
         seconds = time_limit_s(auto_time_limit(c))
         low = steps * step * TIME_SAFETY_FACTOR + STARTUP_S + cfg.cluster.signal_delay_s
         assert low <= seconds < low + 60, (steps, seconds, low)
     cpu = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, peak_tflops=None))
+    if nodes == 128:  # the published step alone sizes it
+        assert sizing_step(cpu).step_s == sized.published_s
+        return
     with pytest.raises(ValueError, match="cluster.time=auto needs the plan's step time"):
         auto_time_limit(cpu)
 

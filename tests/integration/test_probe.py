@@ -278,27 +278,42 @@ def test_probe_on_the_virtual_slurm_cluster(tmp_path):
 
 @pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1",
                     reason="the virtual Slurm cluster is not started (make slurm-up)")
-def test_a_slurm_world_size_past_its_timeout_is_cancelled_and_recorded(tmp_path):
-    """On a Slurm profile ``--timeout`` counts from the job's submission: a world size whose
-    job has not ended 2 s after it (pending, or starting its tasks) is recorded failed, the
-    reason naming the timeout, the job and its state, and the job is cancelled, not left in
-    the queue."""
+@pytest.mark.parametrize("max_jobs", [None, 1])
+def test_slurm_world_sizes_past_their_timeout_are_cancelled_and_recorded(tmp_path, max_jobs):
+    """On a Slurm profile every world size's job is submitted at once (``cluster.max_jobs=1``:
+    one after the other ends) and ``--timeout`` counts from each job's submission: a world
+    size whose job has not ended 3 s after it (pending, or starting its tasks) is recorded
+    failed, the reason naming the timeout, the job and its state, and the job is
+    cancelled, not left in the queue."""
     import re
 
-    r = run_module("vitfsdp.probe", "-m", "cluster=virtual", "model=vit_tiny",
-                   "strategy=FULL_SHARD", "nodes=1", "device=cpu", "--timeout", "2",
+    cap = [] if max_jobs is None else [f"cluster.max_jobs={max_jobs}"]
+    r = run_module("vitfsdp.probe", "-m", "cluster=virtual", *cap, "model=vit_tiny",
+                   "strategy=FULL_SHARD", "nodes=1,2", "device=cpu", "--timeout", "3",
                    "--out", str(tmp_path), cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "each at most --timeout 2 s from its submission (queue wait included)" in r.stdout
+    assert "each at most --timeout 3 s from its submission (queue wait included)" in r.stdout
+    assert ("at most 1 queued at a time" in r.stdout) == (max_jobs == 1), r.stdout
+    events = re.findall(r"world size (\d): Slurm job \d+ (submitted|\w+ past --timeout)",
+                        r.stdout + r.stderr)
+    submitted = [w for w, what in events if what == "submitted"]
+    first_cancel = next(i for i, (_, what) in enumerate(events) if what != "submitted")
+    assert sorted(submitted) == ["2", "4"], events
+    if max_jobs is None:  # both queued before either timed out
+        assert first_cancel == 2, events
+    else:  # the second once the first was cancelled
+        assert events[:3] == [("2", "submitted"), ("2", events[1][1]), ("4", "submitted")], (
+            events)
     (kept,) = (tmp_path / "probes").glob("*.json")
-    (world,) = read(kept)["worlds"]
-    assert world["status"] == "failed", world
-    why = world["reason"]
-    match = re.fullmatch(r"timed out: --timeout 2 s \(counted from submission\) passed with "
-                         r"Slurm job (\d+) (\w+), .* in the queue.* \(state looked at every "
-                         r"1 s\); cancelled", why)
-    assert match and match[2] in {"PENDING", "RUNNING", "CONFIGURING", "UNKNOWN"}, why
-    _assert_cancelled(match[1])
+    assert [w["world_size"] for w in read(kept)["worlds"]] == [2, 4]
+    for world in read(kept)["worlds"]:
+        assert world["status"] == "failed", world
+        why = world["reason"]
+        match = re.fullmatch(r"timed out: --timeout 3 s \(counted from submission\) passed "
+                             r"with Slurm job (\d+) (\w+), .* in the queue.* \(state looked at "
+                             r"every 1 s\); cancelled", why)
+        assert match and match[2] in {"PENDING", "RUNNING", "CONFIGURING", "UNKNOWN"}, why
+        _assert_cancelled(match[1])
 
 
 def _assert_cancelled(job_id: str, within_s: float = 15.0) -> None:
@@ -371,15 +386,15 @@ def test_a_slurm_framework_job_past_its_timeout_is_cancelled(tmp_path):
 
     from vitfsdp.plan.__main__ import compose_points
     from vitfsdp.probe.__main__ import framework_overrides
-    from vitfsdp.probe.slurm import run_framework_job
+    from vitfsdp.probe.slurm import framework_job, run_jobs
 
     ((point, cfg),) = compose_points(["cluster=virtual", "model=vit_tiny",
                                       "strategy=FULL_SHARD", "nodes=1", "device=cpu"])
-    code, why = run_framework_job(cfg, framework_overrides(point), tmp_path / "fw", 1)
-    assert code == 1, why
+    job = framework_job(cfg, framework_overrides(point), tmp_path / "fw")
+    run_jobs([job], 1)
     match = re.fullmatch(r"timed out: --timeout 1 s \(counted from submission\) passed with "
-                         r"Slurm job (\d+) .*; cancelled", why)
-    assert match, why
+                         r"Slurm job (\d+) .*; cancelled", job.outcome)
+    assert match and not job.interrupted, job.outcome
     _assert_cancelled(match[1])
 
 

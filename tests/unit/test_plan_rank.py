@@ -129,3 +129,90 @@ def test_a_table_of_data_sheet_and_probe_rows_names_both_bases():
     assert ("more than the error of what predicted them: 27.6% from the data sheets, 12.0% "
             "from a probe (median errors on 8 one-GPU H100 runs), the larger where") in line
     assert "repeat spread" not in line
+
+
+ORNL = ["cluster=frontier", "precision=bf16", "train.local_batch_size=32",
+        "train.activation_checkpointing=true"]
+
+
+def test_a_published_figure_ranks_the_points_it_matches(capsys):
+    """Frontier day-one review: the plan ranked vit_5b FULL_SHARD and HYBRID_8GPU at 128
+    nodes 1= (5,735 and 6,636 images/s predicted), where ORNL measured 2,262 and 5,565 (0.35
+    against 0.91 efficiency). Both have a published row of their settings: they are ranked by
+    it (2p, 1p) and the rank line says on what; at 8 nodes (381 and 388 published) they tie."""
+    assert main(["-m", "model=vit_5b", "strategy=FULL_SHARD,HYBRID_8GPU", "nodes=8,128",
+                 *ORNL, "--json"]) == 0
+    rows = {(r["strategy"], r["nodes"]): r for r in json.loads(capsys.readouterr().out)}
+    assert rows["FULL_SHARD", 128]["rank"] == 2 and rows["HYBRID_8GPU", 128]["rank"] == 1
+    assert all(r["rank_basis"] == "published" for r in rows.values())
+    assert [rows[s, 8]["rank"] for s in ("FULL_SHARD", "HYBRID_8GPU")] == [1, 1]
+    assert main(["-m", "model=vit_5b", "strategy=FULL_SHARD,HYBRID_8GPU", "nodes=128",
+                 *ORNL]) == 0
+    text = capsys.readouterr().out
+    shown = {ln.split()[1]: ln.split()[-1] for ln in text.splitlines()
+             if ln.split()[:1] == ["vit_5b"]}
+    assert shown == {"FULL_SHARD": "2p", "HYBRID_8GPU": "1p"}
+    line = " ".join(text.split())
+    assert ("p: compared with each other point of its model and nodes that has one by a "
+            "published figure, the images/s measured with the same settings on this machine "
+            "(ornl_vit_fsdp: vitfsdp/reference; one run each, so within the same tie "
+            "fraction), with the rest by the plan (basis published: vit_5b at 128 nodes)"
+            ) in line
+
+
+def _frontier(strategy: str, ips: float, model: str = "vit_15b", nodes: int = 128) -> dict:
+    """A plan row of ORNL's settings on Frontier (published_ips matches it where the study
+    ran ``strategy``), predicted at ``ips``."""
+    return _row(strategy, ips) | {"model": model, "nodes": nodes, "cluster": "frontier",
+                                  "world_size": 8 * nodes, "activation_checkpointing": True,
+                                  "img_size": 224}
+
+
+@pytest.mark.parametrize("predicted, ranks", [
+    ((2350.0, 2467.0, 2444.0), [1, 1, 1]),  # the plan ties all three
+    ((2350.0, 9000.0, 2444.0), [1, 1, 2])])  # only the plan sets HYBRID_8GPU apart
+def test_published_figures_decide_between_points_that_have_them_the_plan_the_rest(predicted,
+                                                                                   ranks):
+    """vit_15b at 128 nodes: FULL_SHARD and HYBRID_8GPU published 1,754 and 1,878 images/s,
+    within the tie fraction: they tie whatever the plan predicts of them (second case: 9,000
+    predicted for HYBRID_8GPU, 3.8x FULL_SHARD's, still 1=); HYBRID_2GPU has no published row
+    at 128 nodes: it is compared with both by the plan (basis 'published+plan' for them)."""
+    from vitfsdp.plan.__main__ import published_ips
+
+    rows = [_frontier("FULL_SHARD", predicted[0]), _frontier("HYBRID_8GPU", predicted[1]),
+            _frontier("HYBRID_2GPU", predicted[2])]
+    assert [published_ips(r) and published_ips(r)[0] for r in rows] == [1754.0, 1878.0, None]
+    df = rank_points(pd.DataFrame(rows))
+    assert list(df["rank"]) == ranks
+    assert list(df["rank_basis"]) == ["published+plan", "published+plan", "plan"]
+    shown = [r[-1] for r in (ln.split() for ln in format_plan(df).splitlines())
+             if r[:1] == ["vit_15b"]]
+    assert shown == (["1=p", "1=p", "1="] if ranks[2] == 1 else ["1=p", "1=p", "2"])
+
+
+def test_points_whose_published_figures_differ_beyond_the_tie_are_not_tied():
+    """The plan predicts vit_5b FULL_SHARD and HYBRID_8GPU at 128 nodes within 27.6% of each
+    other (it tied them); their published figures, 2,262 and 5,565, are not: ranked 2 and 1,
+    and no longer tied. Without the published rows (another machine), tied as before."""
+    rows = [_frontier("FULL_SHARD", 5735.0, "vit_5b"), _frontier("HYBRID_8GPU", 6636.0, "vit_5b")]
+    df = rank_points(pd.DataFrame(rows))
+    assert list(df["rank"]) == [2, 1] and list(df["rank_tied"]) == [False, False]
+    cuda = rank_points(pd.DataFrame([r | {"cluster": "cuda8"} for r in rows]))
+    assert list(cuda["rank"]) == [1, 1] and list(cuda["rank_basis"]) == ["plan", "plan"]
+
+
+@pytest.mark.parametrize("cluster, words, not_words", [
+    ("frontier", "the HIP context, 1.77 GiB assumed (measured on an H100), + 0.67 GiB per RCCL "
+                 "communicator assumed (published for NCCL on A100)", "1.77 GiB measured"),
+    ("cuda8", "the CUDA context, 1.77 GiB measured, + 0.67 GiB per NCCL communicator, "
+              "published", "assumed (measured on an H100)")])
+def test_the_footer_says_the_context_and_communicator_figures_are_assumed_on_rocm(
+        capsys, cluster, words, not_words):
+    """Frontier (ROCm: HIP, RCCL): the footer said 'CUDA context, 1.77 GiB measured' and
+    NCCL's 0.67 GiB per communicator 'published', figures of an H100 and of NCCL on an A100,
+    neither measured on ROCm; it now says they are assumed there, and keeps the words on a
+    CUDA profile."""
+    assert main(["-m", "model=vit_1b", f"cluster={cluster}", "strategy=FULL_SHARD",
+                 "nodes=1", "precision=bf16"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert words in text and not_words not in text

@@ -1,5 +1,6 @@
 """The probe's ``--timeout``: refused, before anything is composed or submitted, where it is
-not a finite number of seconds > 0; and what a Slurm probe's first line counts."""
+not a finite number of seconds > 0; what a Slurm probe's first line counts; and the
+signals held while sbatch runs."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import math
 
 import pytest
 
-from vitfsdp.probe.__main__ import jax_jobs, main, slurm_wait_line
-from vitfsdp.probe.slurm import signal_name, wait_for_job
+from vitfsdp.probe.__main__ import jax_jobs, main, max_at_once, slurm_wait_line
+from vitfsdp.probe.slurm import run_jobs, signal_name
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-5", "0", "soon"])
@@ -25,27 +26,96 @@ def test_a_timeout_not_finite_and_positive_is_refused_before_anything(value, tmp
     assert not out.exists()  # nothing composed, written or submitted
 
 
-def test_wait_for_job_refuses_nan_instead_of_polling_sacct_without_pause() -> None:
+def test_run_jobs_refuses_nan_instead_of_polling_sacct_without_pause() -> None:
     """NaN made every deadline comparison false and the sleep 0: sacct in a tight loop."""
     with pytest.raises(ValueError, match="finite number of seconds > 0"):
-        wait_for_job(object(), math.nan)
+        run_jobs([], math.nan)
 
 
 def test_the_first_line_counts_the_jax_framework_jobs() -> None:
     """Two world sizes of torch and JAX points, FULL_SHARD and DDP: the JAX points submit a
-    framework job per world size and strategy (PyTorch's train in the world's job)."""
+    framework job per world size and strategy (PyTorch's train in the world's job). All
+    world sizes' jobs go at once, so the bound is one --timeout for them and one for the
+    JAX runs after; with at most 2 queued at a time, 1 + 2 rounds."""
     from vitfsdp.plan.__main__ import compose_points
 
     points = compose_points(["cluster=virtual", "framework=torch,jax", "model=vit_tiny",
                              "strategy=FULL_SHARD,DDP", "nodes=1,2", "device=cpu"])
-    assert jax_jobs(points) == 4
+    assert jax_jobs(points) == 4 and max_at_once([cfg for _, cfg in points]) is None
     line = slurm_wait_line(2, 60, jax_jobs(points))
     assert line.startswith("[probe] Slurm: 6 job(s) (2 world size(s) + 4 JAX framework run(s)), "
-                           "waited for here one after another, each at most --timeout 60 s")
-    assert "up to 0:06:00" in line and "a SIGHUP or SIGTERM cancels the job" in line
-    assert "(1 world size(s))" in slurm_wait_line(1, 60)
+                           "submitted at once and waited for here, each at most --timeout 60 s")
+    assert "up to 0:02:00" in line and "cancels every job still queued or running" in line
+    assert "at most 2 queued at a time" in slurm_wait_line(2, 60, 4, 2)
+    assert "up to 0:03:00" in slurm_wait_line(2, 60, 4, 2)
+    assert "(5 world size(s))" in slurm_wait_line(5, 60) and "up to 0:01:00" in slurm_wait_line(
+        5, 60)
+    capped = compose_points(["cluster=virtual", "cluster.max_jobs=3", "model=vit_tiny",
+                             "nodes=1,2", "device=cpu"])
+    assert max_at_once([cfg for _, cfg in capped]) == 3
+
+
+def test_a_signal_while_sbatch_runs_is_held_until_it_returns() -> None:
+    """SIGTERM sent to this process while a child runs in :func:`signals_held` (as sbatch
+    does): the child runs to its end, with the signals blocked (a signal to the process
+    group does not stop it midway), and the probe's handler (exit_on_hangup's
+    ``SystemExit(143)``) runs after the block; the handlers are as before."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from vitfsdp.probe.slurm import signals_held
+
+    def leave(signum, _frame):
+        raise SystemExit(128 + signum)
+
+    before = signal.signal(signal.SIGTERM, leave)
+    child = [sys.executable, "-c", "import os, time; os.kill(os.getppid(), 15); time.sleep(0.5);"
+             "print(open('/proc/self/status').read().split('SigBlk:')[1].split()[0])"]
+    ran = []
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            with signals_held():
+                ran.append(subprocess.run(child, capture_output=True, text=True, check=True))
+        assert exit_.value.code == 143 and len(ran) == 1  # the child ended, then the signal
+        blocked = int(ran[0].stdout, 16)
+        assert all(blocked >> (s - 1) & 1 for s in (signal.SIGINT, signal.SIGTERM,
+                                                     signal.SIGHUP)), ran[0].stdout
+        assert signal.getsignal(signal.SIGTERM) is leave
+        assert not signal.pthread_sigmask(signal.SIG_BLOCK, []) & {signal.SIGTERM}
+        os.kill(os.getpid(), 0)  # still here
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def test_signal_names() -> None:
     assert [signal_name(c) for c in (129, 143, 130, 1)] == [
         "SIGHUP", "SIGTERM", "Ctrl-C (SIGINT)", "exit 1"]
+
+
+def test_a_signal_during_a_framework_run_keeps_the_runs_measured() -> None:
+    """A world size measured, its PyTorch framework run done, then a SIGTERM while its JAX
+    run was launched: the PyTorch figures stay and the JAX run is recorded ``interrupted``
+    with the signal (before, the whole framework list became one failed entry)."""
+    from vitfsdp.plan.__main__ import compose_points
+    from vitfsdp.probe.__main__ import record_interrupted
+    from vitfsdp.probe.slurm import Interrupted
+
+    points = compose_points(["framework=torch,jax", "model=vit_tiny", "strategy=FULL_SHARD",
+                             "nodes=1", "device=cpu"])
+    torch_run = {"framework": "torch", "strategy": "FULL_SHARD", "engine": "fsdp1",
+                 "status": "completed", "overhead_s": 0.002, "per": "unit"}
+    world = {"world_size": 2, "nodes": 1, "ranks_per_node": 2, "status": "completed",
+             "framework": [torch_run]}
+    worlds = [world]
+    spec = {"world_size": 2, "nodes": 1, "ranks_per_node": 2}
+    why = "interrupted by SIGTERM after 3 s: Slurm job 7 RUNNING cancelled"
+    record_interrupted(Interrupted(143, why), spec, worlds, points)
+    assert worlds == [world] and world["status"] == "completed"
+    assert world["framework"] == [torch_run, {"framework": "jax", "strategy": "FULL_SHARD",
+                                              "engine": "fsdp1", "status": "interrupted",
+                                              "reason": why}]
+    record_interrupted(SystemExit(129), {**spec, "world_size": 4}, worlds, [])
+    assert worlds[-1] == {"world_size": 4, "nodes": 1, "ranks_per_node": 2,
+                          "status": "failed", "reason": "interrupted by SIGHUP"}

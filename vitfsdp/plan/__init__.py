@@ -18,7 +18,7 @@ import functools
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from vitfsdp.plan.memory import (
     ADAMW_STATES,
@@ -360,18 +360,6 @@ def _fits(allocated_gib: float, peak_gib: float, runtime: float, usable_gib: flo
 #: checkpointing.
 JAX_CPU_REMAT_KEEPS = True
 
-#: Copies of the whole model in the compute dtype that XLA keeps beside the activations of a
-#: JAX step with a shard group of 1 under bf16/fp16 (measured 2026-11-30 on CPU, jax 0.10.2,
-#: the trainer's jitted step compiled, ``memory_analysis()``; docs/plan.md "JAX memory: what
-#: XLA's analysis counts"): its temporaries less what grows with the local batch (the
-#: intercept of batches 1, 2 and 4) are 4.02 bytes a parameter for ViT-H/14 in bf16, 4.14
-#: for a 4-block ViT of 50.6 M parameters, and 0.14 and 0.66 in fp32: the compute-dtype
-#: copy of each weight autodiff keeps (docs/jax.md's list) and 2 bytes a parameter more,
-#: the size of the gradients in that dtype. Two copies of 2 bytes; not measured for a group
-#: above 1 (CPU's virtual devices gave a flat 8.0 bytes a parameter whatever the batch and
-#: dtype), where the whole gathered model is counted once, as before.
-JAX_COMPUTE_COPIES = 2
-
 
 def jax_memory_breakdown(cfg, device: str) -> dict[str, int]:
     """Predicted bytes per device of a ``framework=jax`` run (:mod:`vitfsdp.jax`), by part,
@@ -386,10 +374,8 @@ def jax_memory_breakdown(cfg, device: str) -> dict[str, int]:
     for written-out attention (the JAX model computes softmax(q·kᵀ) itself), everything in
     the compute dtype, with ``train.activation_checkpointing`` as ``nn.remat`` per block on
     a GPU; on CPU as without it (:data:`JAX_CPU_REMAT_KEEPS`: XLA's CPU compiler keeps what
-    remat would free, measured). With a shard group of 1 under a 16-bit compute dtype,
-    :data:`JAX_COMPUTE_COPIES` copies of the whole model in that dtype beside the
-    activations (``buffers``; measured). The interpreter with jax, flax and optax imported
-    holds 0.68 GiB on CPU, the torch baseline's figure (0.8 GiB with the data) is kept.
+    remat would free, measured). The interpreter with jax, flax and optax imported holds
+    0.68 GiB on CPU, the torch baseline's figure (0.8 GiB with the data) is kept.
     """
     sizes = model_sizes(cfg.model, cfg.num_classes)
     group = cfg.strategy.shard_group(cfg.world_size)
@@ -400,8 +386,6 @@ def jax_memory_breakdown(cfg, device: str) -> dict[str, int]:
                              dtype=compute, fused_attn=False, checkpointing=c)
             for c in (ckpt, not ckpt)]
     gathered = sizes.num_params * DTYPE_BYTES[compute] if group > 1 else 0
-    if group == 1 and DTYPE_BYTES[compute] < FP32_BYTES:
-        gathered = JAX_COMPUTE_COPIES * sizes.num_params * DTYPE_BYTES[compute]
     params, grads = shard * FP32_BYTES, shard * FP32_BYTES
     optimizer = shard * FP32_BYTES * ADAMW_STATES
     allocated = params + optimizer + gathered + max(acts[0], grads)
@@ -623,29 +607,70 @@ def _tight(peak_gib: float, usable_gib: float | None, memory_gib: float | None,
     return 0 <= margin < reserve_frac * memory_gib
 
 
-#: ``cluster.time=auto``: the predicted time of the point's steps times this factor
-#: (assumed, a judgement: docs/plan.md's worst step-time misses are 40.0-40.7% short on the
-#: one-GPU H100 runs, measured 1.7x predicted, which 2 covers; 50.5% and 59% short on CPU
-#: checks from a probe, 2.02x and 2.44x, and more out of sample on ORNL's Frontier rows, which
-#: it does not), plus :data:`STARTUP_S` and the profile's ``signal_delay_s`` (the checkpoint
-#: window).
+#: ``cluster.time=auto``: the step time (:func:`sizing_step`) times the point's steps times
+#: this factor (assumed, a judgement: docs/plan.md's worst step-time misses are 40.0-40.7%
+#: short on the one-GPU H100 runs, measured 1.7x predicted, which 2 covers; 50.5% and 59%
+#: short on CPU checks from a probe, 2.02x and 2.44x, and more out of sample on ORNL's
+#: Frontier rows, which it does not: where a published row of the point's settings exists,
+#: its step time is the floor, :func:`sizing_step`), plus :data:`STARTUP_S` and the
+#: profile's ``signal_delay_s`` (the checkpoint window).
 TIME_SAFETY_FACTOR = 2.0
 #: Seconds before the first step: interpreter and imports, rendezvous, model build and
 #: sharding, per-block compile (assumption: 5 minutes covers them on a GPU node).
 STARTUP_S = 300
 
 
-def auto_time_limit(cfg) -> str:
-    """The Slurm time limit ``cluster.time=auto`` resolves to for ``cfg``:
-    ``train.steps × predicted step time × TIME_SAFETY_FACTOR + STARTUP_S +
-    cluster.signal_delay_s``, rounded up to whole minutes, as ``D-HH:MM:SS``. A sweep holds
-    it to the queue's limit for the node count (``cluster.queue_limits``), leaving the rest
-    to requeues (:func:`vitfsdp.sweep.compose.resolve_auto_time`).
+class SizingStep(NamedTuple):
+    """The seconds per step a point's time is sized by (:func:`sizing_step`)."""
+
+    step_s: float | None  # the larger of the two below; None where neither is known
+    predicted_s: float | None  # the plan's (:func:`predict`)
+    published_s: float | None  # global batch / a published images/s of the same settings
+    study: str | None  # the published study (vitfsdp/reference) where published_s is set
+
+    @property
+    def by_published(self) -> bool:
+        """Whether the published step time is the one used (slower than the plan's)."""
+        return self.published_s is not None and (self.predicted_s is None
+                                                 or self.published_s > self.predicted_s)
+
+
+def sizing_step(cfg) -> SizingStep:
+    """The step time that ``cluster.time=auto`` (:func:`auto_time_limit`) and the sweep's
+    time checks (:mod:`vitfsdp.sweep.check`) size ``cfg``'s jobs by: the plan's predicted
+    step time, or, where a published study measured the same settings at the same node
+    count on the profile's machine (:func:`vitfsdp.plan.__main__.published_ips`: ORNL's
+    Frontier rows), the global batch over its images/s where that is slower. A measurement
+    used as a floor as published, nothing fitted to it.
 
     Raises:
-        ValueError: the plan has no step time for ``cfg`` (no peak FLOP/s in the profile).
+        ValueError, NotImplementedError: as :func:`predict`.
     """
-    step = predict(cfg).step_time_s
+    # on use: the table's module (pandas, the published CSVs) only where a time is sized
+    from vitfsdp.plan.__main__ import published_ips, published_settings
+
+    p = predict(cfg)
+    found = published_ips(published_settings(cfg, p.device))
+    published = (None if found is None
+                 else cfg.train.local_batch_size * cfg.world_size / found[0])
+    known = [s for s in (p.step_time_s, published) if s is not None]
+    return SizingStep(max(known) if known else None, p.step_time_s, published,
+                      None if found is None else found[1])
+
+
+def auto_time_limit(cfg) -> str:
+    """The Slurm time limit ``cluster.time=auto`` resolves to for ``cfg``:
+    ``train.steps × step time × TIME_SAFETY_FACTOR + STARTUP_S + cluster.signal_delay_s``,
+    the step time :func:`sizing_step`'s (the plan's, or a published one of the same settings
+    where slower), rounded up to whole minutes, as ``D-HH:MM:SS``. A sweep holds it to the
+    queue's limit for the node count (``cluster.queue_limits``), leaving the rest to
+    requeues (:func:`vitfsdp.sweep.compose.resolve_auto_time`).
+
+    Raises:
+        ValueError: no step time for ``cfg`` (no peak FLOP/s in the profile, no published
+            row).
+    """
+    step = sizing_step(cfg).step_s
     if step is None:
         raise ValueError(f"cluster.time=auto needs the plan's step time, which cluster="
                          f"{cfg.cluster.name} cannot give (no cluster.probe, and the peak of "

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -29,6 +30,7 @@ import re
 import shlex
 import sys
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -221,6 +223,7 @@ def plan_sweep(overrides: list[str]) -> tuple[pd.DataFrame, list[str]]:
                      "price_per_node_hour": cfg.cluster.price_per_node_hour,
                      "config_hash": hashes[num], "point_id": _point_id(cfg),
                      "cluster": cfg.cluster.name, "img_size": cfg.model.resolved_img_size(),
+                     "torch_build": cfg.cluster.torch_build,
                      **p.as_dict()})
     return weak_scaling(rank_points(pd.DataFrame(rows))), refused
 
@@ -393,43 +396,66 @@ def tie_fracs(df: pd.DataFrame) -> pd.Series:
 
 
 def rank_points(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with ``rank``, ``rank_tied`` and ``rank_tie_frac``: per model and node count,
-    among the points that fit (or whose fit is unknown) and have a predicted ips, 1 + how
-    many of them are predicted faster by more than the group's tie fraction (the largest
+    """``df`` with ``rank``, ``rank_tied``, ``rank_tie_frac`` and ``rank_basis``: per model
+    and node count, among the points that fit (or whose fit is unknown) and have a predicted
+    ips, 1 + how many of them are faster by more than the group's tie fraction (the largest
     :func:`tie_fracs` of its points: ips above ``1 + frac`` times its own), so points closer
-    than the plan's error share a rank; ``rank_tied`` where another point shares it. A point
-    is counted once however many rows it has (:func:`_point_keys`: ``repeat=0,1,2`` makes
-    three rows of one point, which share its rank and are not faster points). All three
-    None where a point does not fit or has no predicted ips."""
+    than the plan's error share a rank; ``rank_tied`` where another point shares it. Two
+    points that both have a published figure of their settings on the profile's machine
+    (:func:`published_ips`, measured) are compared by it, others by the plan's predicted
+    ips; ``rank_basis`` says which decided a point's comparisons: ``published`` (all),
+    ``published+plan`` (some), ``plan`` (none, or no other point). A point is counted once
+    however many rows it has (:func:`_point_keys`: ``repeat=0,1,2`` makes three rows of one
+    point, which share its rank and are not faster points). All four None where a point
+    does not fit or has no predicted ips."""
     # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
     import pandas as pd
 
     usable = (df["fits"] != False) & df["ips"].notna()  # noqa: E712 (None = unknown: kept)
     ips = df["ips"].where(usable).astype(float)
-    ranks: dict = {}  # index: rank
-    tied: dict = {}  # index: another point shares the rank
-    fracs: dict = {}  # index: the tie fraction its rank was given with
+    found = [published_ips(row) for row in df.to_dict("records")]
+    published = pd.Series([f[0] if f else float("nan") for f in found], index=df.index)
     ranked = pd.DataFrame({"model": df["model"], "nodes": df["nodes"], "frac": tie_fracs(df),
-                           "point": _point_keys(df), "ips": ips})[ips.notna()]
+                           "point": _point_keys(df), "ips": ips,
+                           "published": published})[ips.notna()]
+    given: dict = {}  # index: (rank, tied, frac, basis)
     for _, rows in ranked.groupby(["model", "nodes"], sort=False, dropna=False):
-        points, frac = rows.drop_duplicates("point")["ips"], rows["frac"].max()
-        rank = {i: 1 + int((points > x * (1 + frac)).sum()) for i, x in rows["ips"].items()}
-        sharing = {r: sum(rank[i] == r for i in points.index) for r in set(rank.values())}
-        ranks.update(rank)
-        tied.update({i: sharing[r] > 1 for i, r in rank.items()})
-        fracs.update(dict.fromkeys(rank, frac))
-    return df.assign(rank=pd.array([ranks.get(i) for i in df.index], dtype="Int64"),
-                     rank_tied=pd.Series([tied.get(i) for i in df.index], index=df.index,
-                                         dtype=object),
-                     rank_tie_frac=pd.Series([fracs.get(i) for i in df.index], index=df.index,
-                                             dtype=object))
+        given.update(_group_ranks(rows, rows["frac"].max()))
+    none = (None,) * 4
+    extra = {name: pd.Series([given.get(i, none)[n] for i in df.index], index=df.index,
+                             dtype=object)
+             for n, name in enumerate(("rank_tied", "rank_tie_frac", "rank_basis"), start=1)}
+    return df.assign(rank=pd.array([given.get(i, none)[0] for i in df.index], dtype="Int64"),
+                     **extra)
+
+
+def _group_ranks(rows: pd.DataFrame, frac: float) -> dict:
+    """:func:`rank_points` within one model and node count (``rows``: ``point``, ``ips``,
+    ``published``, NaN where none): per row index, (rank, tied, ``frac``, basis)."""
+    points = rows.drop_duplicates("point")
+    rank, basis = {}, {}
+    for i, row in rows.iterrows():
+        faster, used = 0, set()
+        for _, other in points[points["point"] != row["point"]].iterrows():
+            both = not (math.isnan(row["published"]) or math.isnan(other["published"]))
+            mine, theirs = ((row["published"], other["published"]) if both
+                            else (row["ips"], other["ips"]))
+            faster += theirs > mine * (1 + frac)
+            used.add("published" if both else "plan")
+        rank[i] = 1 + int(faster)
+        basis[i] = {frozenset({"published"}): "published",
+                    frozenset({"published", "plan"}): "published+plan"}.get(frozenset(used),
+                                                                              "plan")
+    sharing = {r: sum(rank[i] == r for i in points.index) for r in set(rank.values())}
+    return {i: (r, sharing[r] > 1, frac, basis[i]) for i, r in rank.items()}
 
 
 def _rank_line(df: pd.DataFrame) -> str:
     """The line under the table on what a rank is and the error it rests on, for each basis
     its ranked rows were predicted on: the data sheets' :data:`RANK_TIE_FRAC`, a probe's
     :data:`PROBE_RANK_TIE_FRAC`, or a probe's repeat spread where larger (:func:`tie_fracs`;
-    a table of several profiles may hold more than one)."""
+    a table of several profiles may hold more than one), and the ranks decided by published
+    figures (:func:`_published_rank_text`)."""
     # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
     import pandas as pd
 
@@ -453,7 +479,25 @@ def _rank_line(df: pd.DataFrame) -> str:
         basis = (f"{frac:.1%}, the plan's median step-time error from a probe on "
                  f"{RANK_TIE_BASIS}")
     return (f"rank: 1 + the points predicted faster by more than {basis} ({COMM_CHECKED}); "
-            "a shared rank is written 1=")
+            "a shared rank is written 1=" + _published_rank_text(ranked))
+
+
+def _published_rank_text(ranked: pd.DataFrame) -> str:
+    """The rank line's words on ranks decided by published figures (:func:`rank_points`'s
+    ``rank_basis``): which model and node counts, and the study; '' where none was."""
+    import pandas as pd  # on use: `python -m vitfsdp.plan --help` starts without pandas
+
+    by = ranked[ranked.get("rank_basis", pd.Series(None, ranked.index)).map(_by_published)]
+    if by.empty:
+        return ""
+    nodes = by.drop_duplicates(["model", "nodes"]).groupby("model", sort=False)["nodes"]
+    where = "; ".join(f"{m} at {', '.join(map(str, sorted(n)))} node{'s' if max(n) > 1 else ''}"
+                      for m, n in nodes)
+    studies = ", ".join(sorted({published_ips(r)[1] for r in by.to_dict("records")}))
+    return (f"; p: compared with each other point of its model and nodes that has one by a "
+            f"published figure, the images/s measured with the same settings on this machine "
+            f"({studies}: vitfsdp/reference; one run each, so within the same tie fraction), "
+            f"with the rest by the plan (basis published: {where})")
 
 
 def _number(x) -> str:
@@ -510,7 +554,9 @@ def format_plan(df: pd.DataFrame, *, by_rank: bool = False) -> str:
     lines = [text, *_sweep_lines(df)]
     if others is not None:
         lines += [f"#{i}: {o}" for i, o in enumerate(others)]
-    lines += textwrap.wrap(_legend(peak), LEGEND_WIDTH)
+    builds = set(df["torch_build"].dropna()) if "torch_build" in df else set()
+    lines += textwrap.wrap(_legend(peak, rocm="rocm" in builds, cuda=builds != {"rocm"}),
+                           LEGEND_WIDTH)
     if "rank" in df and df["rank"].notna().any():
         lines += textwrap.wrap(_rank_line(df), LEGEND_WIDTH)
     planned = df[_verdicts(df) != NOT_APPLICABLE]
@@ -563,10 +609,7 @@ def published_efficiency(df: pd.DataFrame) -> pd.DataFrame:
     study = df["cluster"].map(PUBLISHED_ON) if "cluster" in df else pd.Series(dtype=object)
     if study.isna().all() or "efficiency" not in df:
         return pd.DataFrame(columns=columns)
-    ref = pd.concat([t for _, t in reference.tables()], ignore_index=True)
-    ref = ref[ref["metric"] == "ips"].drop_duplicates(["study", *PUBLISHED_KEYS, "nodes"])
-    ips = {(r["study"], *(r[k] for k in PUBLISHED_KEYS), int(r["nodes"])): float(r["value"])
-           for _, r in ref.iterrows()}
+    ips = _published_table()
     ours = df.assign(study=study, gpus_per_node=df["world_size"] // df["nodes"],
                      _line=_line_keys(df))
     ours = ours[ours["efficiency"].notna() & ours["study"].notna()]
@@ -582,6 +625,57 @@ def published_efficiency(df: pd.DataFrame) -> pd.DataFrame:
                              "published": at / (first * point["nodes"] / base),
                              "study": point["study"]})
     return pd.DataFrame(rows, columns=columns)
+
+
+@functools.cache
+def _published_table() -> dict[tuple, float]:
+    """The published studies' global images/s by (``study``, the :data:`PUBLISHED_KEYS`
+    settings as the CSVs write them, nodes): the first row of a setting and node count
+    (:func:`published_efficiency`); empty where the package data is not installed."""
+    # on use: `python -m vitfsdp.plan --help` starts without pandas
+    import pandas as pd
+
+    from vitfsdp import reference
+
+    tables = [t for _, t in reference.tables()]
+    if not tables:
+        return {}
+    ref = pd.concat(tables, ignore_index=True)
+    ref = ref[ref["metric"] == "ips"].drop_duplicates(["study", *PUBLISHED_KEYS, "nodes"])
+    return {(r["study"], *(r[k] for k in PUBLISHED_KEYS), int(r["nodes"])): float(r["value"])
+            for _, r in ref.iterrows()}
+
+
+def published_ips(point: Mapping[str, Any]) -> tuple[float, str] | None:
+    """(global images/s, study) a published study measured with ``point``'s settings at its
+    node count on its profile's machine (:data:`PUBLISHED_ON`; :data:`PUBLISHED_KEYS`,
+    ``gpus_per_node`` as ``world_size // nodes``), or None where no row matches or a
+    setting is missing. ``point``: a :func:`plan_table` row, or :func:`published_settings`
+    of a config."""
+    from vitfsdp import reference  # on use: `python -m vitfsdp.plan --help` loads no pandas
+
+    study = PUBLISHED_ON.get(point.get("cluster"))
+    nodes, world = point.get("nodes"), point.get("world_size")
+    if study is None or not nodes or not world:
+        return None
+    settings = {**point, "gpus_per_node": int(world) // int(nodes)}
+    if any(k not in settings for k in PUBLISHED_KEYS):
+        return None
+    key = (study, *(reference.as_setting(settings[k]) for k in PUBLISHED_KEYS), int(nodes))
+    ips = _published_table().get(key)
+    return None if ips is None else (ips, study)
+
+
+def published_settings(cfg, device: str) -> dict[str, Any]:
+    """The settings of ``cfg`` (a :class:`vitfsdp.config.RunConfig`) that
+    :func:`published_ips` matches, as :func:`plan_sweep` writes them in a row; ``device``:
+    ``gpu`` or ``cpu`` (the precision it resolves to)."""
+    return {"cluster": cfg.cluster.name, "model": cfg.model.name,
+            "strategy": cfg.strategy.name, "nodes": cfg.nodes, "world_size": cfg.world_size,
+            "local_batch_size": cfg.train.local_batch_size,
+            "precision": cfg.resolved_precision("cuda" if device == "gpu" else "cpu"),
+            "activation_checkpointing": cfg.train.activation_checkpointing,
+            "img_size": cfg.model.resolved_img_size()}
 
 
 def _line_keys(df: pd.DataFrame) -> pd.Series:
@@ -618,8 +712,16 @@ def _ranks_shown(df: pd.DataFrame) -> list:
 
     ranks = df["rank"] if "rank" in df else pd.Series(None, df.index, dtype=object)
     tied = df["rank_tied"] if "rank_tied" in df else pd.Series(False, df.index)
-    return [None if pd.isna(r) else f"{int(r)}{'=' if not pd.isna(t) and t else ''}"
-            for r, t in zip(ranks, tied, strict=True)]
+    basis = df["rank_basis"] if "rank_basis" in df else pd.Series(None, df.index)
+    return [None if pd.isna(r) else
+            f"{int(r)}{'=' if not pd.isna(t) and t else ''}{'p' if _by_published(b) else ''}"
+            for r, t, b in zip(ranks, tied, basis, strict=True)]
+
+
+def _by_published(basis) -> bool:
+    """Whether a ``rank_basis`` (:func:`rank_points`) compared the point by a published
+    figure with at least one other point."""
+    return isinstance(basis, str) and basis.startswith("published")
 
 
 #: ``--terms``: the predicted step split into its terms, seconds (plan_table column, header),
@@ -661,11 +763,33 @@ def format_terms(df: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def _legend(peak: str) -> str:
-    """What the table's columns mean, ``peak`` being the header of the predicted peak
-    (``rsvd``, ``rss`` or ``peak``)."""
+def _outside_text(rocm: bool, cuda: bool) -> str:
+    """The legend's words on what a GPU rank holds outside the allocator: the context
+    (:data:`vitfsdp.plan.memory.GPU_CONTEXT_GIB`, measured on an H100) and a communicator's
+    buffers (:data:`~vitfsdp.plan.memory.NCCL_COMMUNICATOR_GIB`, published for NCCL on an
+    A100); on a ROCm profile's rows (HIP, RCCL) both are assumed, neither measured there."""
     # on use, as the plan's other modules here: `python -m vitfsdp.plan --help` loads none
-    from vitfsdp.plan.memory import GPU_ALLOCATOR_OVERHEAD, GPU_CONTEXT_GIB, NCCL_COMMUNICATOR_GIB
+    from vitfsdp.plan.memory import GPU_CONTEXT_GIB, NCCL_COMMUNICATOR_GIB
+
+    context, comm = f"{GPU_CONTEXT_GIB:.2f} GiB", f"{NCCL_COMMUNICATOR_GIB:.2f} GiB"
+    if not rocm:
+        return (f"the CUDA context, {context} measured, + {comm} per NCCL communicator, "
+                "published")
+    assumed = (f"{context} assumed (measured on an H100), + {comm} per RCCL communicator "
+               "assumed (published for NCCL on A100)")
+    if not cuda:
+        return f"the HIP context, {assumed}"
+    return (f"the CUDA context, {context} measured, + {comm} per NCCL communicator, "
+            f"published; on the ROCm profile's rows the HIP context, {assumed}")
+
+
+def _legend(peak: str, *, rocm: bool = False, cuda: bool = True) -> str:
+    """What the table's columns mean, ``peak`` being the header of the predicted peak
+    (``rsvd``, ``rss`` or ``peak``); ``rocm``/``cuda``: rows of a ROCm profile
+    (``cluster.torch_build=rocm``: frontier, lumi) / of any other are in the table, whose
+    context and communicator figures are assumed there (:func:`_outside_text`)."""
+    # on use, as the plan's other modules here: `python -m vitfsdp.plan --help` loads none
+    from vitfsdp.plan.memory import GPU_ALLOCATOR_OVERHEAD
 
     cache = f"the allocator's cache, {GPU_ALLOCATOR_OVERHEAD:.0%} of alloc"
     what = {"rsvd": f"torch's reserved peak: alloc + {cache}",
@@ -673,8 +797,7 @@ def _legend(peak: str) -> str:
             "peak": f"the reserved peak (GPU: alloc + {cache}) or the resident one (CPU)"}[peak]
     return (f"GiB per rank: alloc = the allocated peak; {peak} = {what}; margin = the device "
             f"memory (JAX: XLA's pool) - {peak} - what a GPU rank holds outside the allocator "
-            f"(the CUDA context, {GPU_CONTEXT_GIB:.2f} GiB measured, + "
-            f"{NCCL_COMMUNICATOR_GIB:.2f} GiB per NCCL communicator, published); fits: yes "
+            f"({_outside_text(rocm, cuda)}); fits: yes "
             "where margin >= 0, tight where it is under cluster.memory_reserve_frac of the "
             "device, NO where it is negative (the sweep skips it), squeezed where alloc alone "
             "would fit (the allocator left less cache than it keeps: the sweep runs it, "

@@ -5,7 +5,9 @@
         --out SWEEP_DIR_OR_FILE.json
 
 Writes ``probe.json`` into ``--out`` (a directory; or the file named, e.g. a site file that
-``cluster.probe=`` names), one world size after another, with a line per world size. A probe
+``cluster.probe=`` names), with a line per world size: here one world size after another;
+on a Slurm profile every world size's job submitted at once (:func:`probe_on_slurm`), with a
+line per change of a job's state. A probe
 never overwrites another: each is kept as ``probes/<name>-<UTC time>.json`` beside it, with
 the host's load average at its start and end; where ``probe.json`` (or the file named)
 already exists it stays what the plan reads, so the predictions recorded from it do not
@@ -24,6 +26,7 @@ import platform
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from vitfsdp.core.atomic import write_atomic
@@ -44,56 +47,57 @@ log = logging.getLogger("vitfsdp.probe")
 TAIL_LINES = 8
 
 
-def probe_world(spec: dict, work_dir: Path, timeout_s: float, slurm_cfg=None,
-                network=None) -> dict:
-    """Run one world size's measurement and return its ``worlds`` entry: as ``torchrun``
-    processes here (a simulated node is ``ranks_per_node`` of them, as the local launcher
-    runs points; with ``network``, ``cluster.network``, set to emulate and root, each node's
-    ranks in their own network namespace on the shaped link, as the sweep's points run:
-    :func:`run_local`), or with ``slurm_cfg`` (a point's RunConfig at that world size on a
-    Slurm profile) as a Slurm job of its nodes (:mod:`vitfsdp.probe.slurm`). A failed or
-    timed-out job gives ``status: failed`` and the log's tail as the reason; on Slurm
-    ``timeout_s`` counts from the job's submission (queue wait included) and a job past it is
-    cancelled, the reason naming the job, its state and how long it pended."""
+def probe_world(spec: dict, work_dir: Path, timeout_s: float, network=None) -> dict:
+    """Run one world size's measurement here and return its ``worlds`` entry: as
+    ``torchrun`` processes (a simulated node is ``ranks_per_node`` of them, as the local
+    launcher runs points; with ``network``, ``cluster.network``, set to emulate and root,
+    each node's ranks in their own network namespace on the shaped link, as the sweep's
+    points run: :func:`run_local`), stopped after ``timeout_s`` seconds. A failed or
+    timed-out run gives ``status: failed`` and the log's tail as the reason. (On a Slurm
+    profile the world sizes are jobs: :func:`probe_on_slurm`.)"""
+    spec_path, out_path = write_spec(spec, work_dir)
+    log_path = work_dir / f"probe_w{spec['world_size']}.log"
+    start = time.perf_counter()
+    # the launchers where a world is launched: `python -m vitfsdp.probe --help` starts
+    # without them
+    from vitfsdp.launch.local import tail
+
+    worker = ["-m", "vitfsdp.probe.worker", str(spec_path), str(out_path)]
+    try:
+        code, net_record = run_local(worker, spec["nodes"], spec["ranks_per_node"], log_path,
+                                     timeout_s, network)
+    except RuntimeError as e:  # the emulated network could not be made: recorded
+        code, net_record, why = 1, None, f"emulated network: {e}"
+    else:
+        why = ("timed out" if code is None else f"exit status {code}") + ": " + " | ".join(
+            tail(log_path, TAIL_LINES).splitlines())
+    entry = world_entry(spec, code == 0, why, time.perf_counter() - start, work_dir)
+    return entry | ({"network": net_record} if net_record is not None else {})
+
+
+def write_spec(spec: dict, work_dir: Path) -> tuple[Path, Path]:
+    """Write the worker's ``spec`` into ``work_dir``: (its path, the path of the worker's
+    output)."""
     world = spec["world_size"]
     spec_path = work_dir / f"probe_spec_w{world}.json"
-    out_path = work_dir / f"probe_w{world}.json"
-    log_path = work_dir / f"probe_w{world}.log"
     spec_path.write_text(json.dumps(spec), encoding="utf-8")
-    start = time.perf_counter()
-    entry = {"world_size": world, "nodes": spec["nodes"],
-             "ranks_per_node": spec["ranks_per_node"]}
-    net_record = None
-    if slurm_cfg is not None:  # a job of the world's nodes, made as a point's job
-        # submitit where a Slurm job is submitted
-        from vitfsdp.probe.slurm import run_world_job
+    return spec_path, work_dir / f"probe_w{world}.json"
 
-        ok, why = run_world_job(slurm_cfg, spec_path, out_path, work_dir / f"slurm_w{world}",
-                                timeout_s)
-        code = 0 if ok else 1
-    else:
-        # the launchers where a world is launched: `python -m vitfsdp.probe --help` starts
-        # without them
-        from vitfsdp.launch.local import tail
 
-        worker = ["-m", "vitfsdp.probe.worker", str(spec_path), str(out_path)]
-        try:
-            code, net_record = run_local(worker, spec["nodes"], spec["ranks_per_node"],
-                                         log_path, timeout_s, network)
-        except RuntimeError as e:  # the emulated network could not be made: recorded
-            code, net_record, why = 1, None, f"emulated network: {e}"
-        else:
-            why = ("timed out" if code is None else f"exit status {code}") + ": " + " | ".join(
-                tail(log_path, TAIL_LINES).splitlines())
-    if net_record is not None:
-        entry["network"] = net_record
-    if code == 0 and out_path.exists():
-        entry = json.loads(out_path.read_text(encoding="utf-8")) | (
-            {"network": net_record} if net_record is not None else {})
+def world_entry(spec: dict, ok: bool, why: str, wall_s: float, work_dir: Path) -> dict:
+    """The ``worlds`` entry of ``spec``'s world size: the worker's output where the run
+    succeeded (``ok``) and wrote it (its files then removed), else ``status: failed`` with
+    ``why``."""
+    spec_path, out_path = (work_dir / f"probe_{k}w{spec['world_size']}.json"
+                           for k in ("spec_", ""))
+    if ok and out_path.exists():
+        entry = json.loads(out_path.read_text(encoding="utf-8"))
         out_path.unlink()
         spec_path.unlink()
         return entry
-    return entry | {"status": "failed", "wall_s": time.perf_counter() - start, "reason": why}
+    return {"world_size": spec["world_size"], "nodes": spec["nodes"],
+            "ranks_per_node": spec["ranks_per_node"], "status": "failed", "wall_s": wall_s,
+            "reason": why}
 
 
 def run_local(worker: list[str], nodes: int, ranks_per_node: int, log_path: Path,
@@ -189,69 +193,91 @@ def framework_runs(points: list[tuple[list[str], object]]) -> list[dict]:
     return out
 
 
+def framework_points(points: list[tuple[list[str], object]]) -> list[tuple[tuple, list, object]]:
+    """The framework runs of one world size's ``points``: one per framework, strategy and
+    FSDP engine (JAX's loop is not torch's), ``(key, overrides, cfg)`` with ``key``
+    ``(framework, strategy, engine)`` and the overrides of :func:`framework_overrides`."""
+    out, seen = [], set()
+    for point, cfg in points:
+        key = (cfg.framework, cfg.strategy.name, cfg.engine)
+        if key not in seen:
+            seen.add(key)
+            out.append((key, framework_overrides(point), cfg))
+    return out
+
+
 def probe_framework(points: list[tuple[list[str], object]], world: dict, work_dir: Path,
-                    timeout_s: float = 1800.0) -> list:  # fmt: skip
+                    runs: dict | None = None) -> list:  # fmt: skip
     """Per strategy of ``points`` (one world size): a real training run of the smallest model
     (:data:`FRAMEWORK_MODEL`) at this world size, its measured step against the step this
     world's measurements predict for it; the difference is the loop's and the wrapper's own
     time, per FSDP unit (blocks + root) for FSDP, per step for DDP (docs/plan.md, "The
     probe"). PyTorch runs were trained by the world's probe worker in its own processes
-    (``world["framework_runs"]``, :func:`framework_runs`); a strategy without one (JAX) is
-    launched here as a point is; on Slurm its job waits at most ``timeout_s`` seconds from
-    its submission (:func:`vitfsdp.probe.slurm.wait_for_job`)."""
+    (``world["framework_runs"]``, :func:`framework_runs`); ``runs`` (``{key: {"status",
+    "step_s", "reason"}}``, keys of :func:`framework_points`) are runs already done (a Slurm
+    probe's JAX jobs: :func:`probe_on_slurm`); any other (JAX) is launched here as a local
+    point is (:func:`_launch_framework`).
+
+    The entries go into ``world["framework"]`` as they are made, the runs already measured
+    first, so a signal while a run is launched keeps them (:func:`record_interrupted`
+    records the rest ``interrupted``); the list is also returned."""
     measured = {("torch", r["strategy"], r["engine"]): r  # framework_runs: PyTorch's only
-                for r in world.pop("framework_runs", None) or []}
+                for r in world.pop("framework_runs", None) or []} | (runs or {})
     probe = Probe("(this probe)", world["device"]["type"],
                   {world["world_size"]: ProbeWorld.from_json(world)})
-    out, seen = [], set()
-    for point, cfg in points:
-        key = (cfg.framework, cfg.strategy.name, cfg.engine)  # JAX's loop is not torch's
-        if key in seen:
-            continue
-        seen.add(key)
-        overrides = framework_overrides(point)
-        (_, tiny), = compose_points(overrides)
-        run = measured.get(key) or _launch_framework(cfg, overrides, work_dir, timeout_s)
-        if run.get("status") != "completed" or not run.get("step_s"):
-            out.append({"framework": cfg.framework, "strategy": cfg.strategy.name,
-                        "engine": cfg.engine, "status": "failed",
-                        "reason": run.get("reason") or "no step measured"})
-            continue
-        predicted = predict(tiny, probe=probe, device=world["device"]["type"].replace(
-            "cuda", "gpu")).step_time_s
-        units = fsdp_units(model_sizes(tiny.model, tiny.num_classes),
-                           tiny.strategy.blocks_per_unit)[0] + 1
-        per = units if cfg.strategy.is_fsdp else 1
-        out.append({"framework": cfg.framework, "strategy": cfg.strategy.name,
-                    "engine": cfg.engine, "status": "completed",
-                    "is_fsdp": cfg.strategy.is_fsdp, "step_s": run["step_s"],
-                    "predicted_s": predicted, "units": units,
-                    "overhead_s": max(0.0, run["step_s"] - predicted) / per,
-                    "per": "unit" if cfg.strategy.is_fsdp else "step"})
+    out = world["framework"] = []
+    todo = sorted(framework_points(points), key=lambda t: t[0] not in measured)
+    for key, overrides, cfg in todo:
+        run = measured.get(key) or _launch_framework(cfg, overrides, work_dir)
+        out.append(framework_entry(key, overrides, run, probe))
     return out
 
 
-def _launch_framework(cfg, overrides: list[str], work_dir: Path, timeout_s: float) -> dict:
-    """Run the framework model ``overrides`` at ``cfg``'s world size as a point of the sweep
-    is run (torchrun here, or a Slurm job, cancelled ``timeout_s`` seconds after its
-    submission) and wait: ``{"status", "step_s", "reason"}``."""
-    # the launchers where a run is launched: `python -m vitfsdp.probe --help` starts without
-    from vitfsdp.launch.local import run_point, tail
+def framework_entry(key: tuple, overrides: list[str], run: dict, probe: Probe) -> dict:
+    """``world["framework"]``'s entry of the run ``run`` (``{"status", "step_s", "reason"}``)
+    of ``key`` (:func:`framework_points`): its loop+wrapper time against ``probe``'s
+    prediction where it completed; else its status (``failed``, or ``interrupted`` by a
+    signal) and reason."""
+    framework, strategy, engine = key
+    head = {"framework": framework, "strategy": strategy, "engine": engine}
+    if run.get("status") != "completed" or not run.get("step_s"):
+        status = "interrupted" if run.get("status") == "interrupted" else "failed"
+        return head | {"status": status, "reason": run.get("reason") or "no step measured"}
+    (_, tiny), = compose_points(overrides)
+    predicted = predict(tiny, probe=probe,
+                        device=probe.device_type.replace("cuda", "gpu")).step_time_s
+    units = fsdp_units(model_sizes(tiny.model, tiny.num_classes),
+                       tiny.strategy.blocks_per_unit)[0] + 1
+    is_fsdp = tiny.strategy.is_fsdp
+    return head | {"status": "completed", "is_fsdp": is_fsdp, "step_s": run["step_s"],
+                   "predicted_s": predicted, "units": units,
+                   "overhead_s": max(0.0, run["step_s"] - predicted) / (units if is_fsdp else 1),
+                   "per": "unit" if is_fsdp else "step"}
 
+
+def framework_dir(cfg, work_dir: Path) -> Path:
+    """Where the framework run of ``cfg`` (a framework model's point) keeps its records."""
     jax = "_jax" if cfg.framework == "jax" else ""
-    run_dir = work_dir / f"framework_w{cfg.world_size}_{cfg.strategy.name}_{cfg.engine}{jax}"
-    if cfg.cluster.launcher == "slurm":
-        # submitit where a Slurm job is submitted
-        from vitfsdp.probe.slurm import run_framework_job
+    return work_dir / f"framework_w{cfg.world_size}_{cfg.strategy.name}_{cfg.engine}{jax}"
 
-        code, timed_out = run_framework_job(cfg, overrides, run_dir, timeout_s)
-        if timed_out:
-            return {"status": "failed", "reason": timed_out}
-        run_dir.with_suffix(".log").write_text(tail(run_dir / "logs" / "task0.log", 20))
-    else:
-        code = run_point(overrides, run_dir, cfg.world_size,
-                         log_path=run_dir.with_suffix(".log"), nodes=cfg.nodes,
-                         network=cfg.cluster.network)
+
+def _launch_framework(cfg, overrides: list[str], work_dir: Path) -> dict:
+    """Run the framework model ``overrides`` at ``cfg``'s world size here, as a local point
+    of the sweep is run (torchrun), and wait: ``{"status", "step_s", "reason"}``."""
+    # the launchers where a run is launched: `python -m vitfsdp.probe --help` starts without
+    from vitfsdp.launch.local import run_point
+
+    run_dir = framework_dir(cfg, work_dir)
+    code = run_point(overrides, run_dir, cfg.world_size, log_path=run_dir.with_suffix(".log"),
+                     nodes=cfg.nodes, network=cfg.cluster.network)
+    return framework_result(code, run_dir)
+
+
+def framework_result(code: int, run_dir: Path) -> dict:
+    """``{"status", "step_s", "reason"}`` of the framework run in ``run_dir`` that exited
+    with ``code``: its summary's step time, or why there is none (the log's tail)."""
+    from vitfsdp.launch.local import tail  # the launchers where a run was launched
+
     summary = read_json(run_dir / "summary.json") or {}
     if code != 0 or not summary.get("step_time_s"):
         why = tail(run_dir.with_suffix(".log"), 3).replace("\n", " | ")
@@ -362,9 +388,11 @@ def main(argv: list[str] | None = None) -> int:
 
     Raises:
         SystemExit: 128 + the signal's number (130: Ctrl-C) on a SIGHUP, SIGTERM or Ctrl-C,
-            after the Slurm job waited for was cancelled (or a local world's processes
-            stopped) and the world size recorded failed in the kept probe; 2 from argparse
-            for a refused option (``--timeout`` not finite and > 0).
+            after every Slurm job still queued or running was cancelled (or a local world's
+            processes stopped) and the kept probe written: the world sizes and framework
+            runs measured, the rest recorded with the signal (:func:`probe_on_slurm`,
+            :func:`record_interrupted`); 2 from argparse for a refused option (``--timeout``
+            not finite and > 0).
     """
     parser = argparse.ArgumentParser(prog="python -m vitfsdp.probe", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -384,8 +412,9 @@ def main(argv: list[str] | None = None) -> int:
                              "file named) exists; without it the earlier one stays and this "
                              "one is only kept under probes/")
     args = parser.parse_args(argv)
-    # SIGTERM/SIGHUP: the job waited for is cancelled (slurm.wait_for_job), a local
-    # world's processes stopped, the world size recorded; a second one is ignored meanwhile
+    # SIGTERM/SIGHUP: the Slurm jobs still queued or running are cancelled
+    # (slurm.run_jobs), a local world's processes stopped, the world sizes recorded; a
+    # second one is ignored meanwhile
     exit_on_hangup(once=True)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
 
@@ -397,76 +426,256 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     slurm = {cfg.world_size: cfg for cfg in cfgs if cfg.cluster.launcher == "slurm"}
-    network = {cfg.world_size: cfg.cluster.network for cfg in cfgs
-               if cfg.cluster.launcher != "slurm"}
     out = args.out or Path("runs/probe") / datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     path = out if out.suffix == ".json" else out / PROBE_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     kept = history_path(path, datetime.datetime.now(datetime.timezone.utc))
     load = {"start": list(os.getloadavg()), "end": None}
+
+    def keep(worlds: list[dict]) -> dict:  # the probe so far, kept under probes/
+        return write_probe(kept, sorted(worlds, key=lambda w: w["world_size"]),
+                           cfgs[0].cluster.name, cfgs[0].cluster.gpus_per_node, load)
+
     device = "cuda" if any(c.expected_device_type() == "cuda" for c in cfgs) else "cpu"
     specs = world_specs(cfgs, device, extra=tiny)
-    worlds = []
-    started = time.monotonic()
-    if slurm:
-        print(slurm_wait_line(len(specs), args.timeout, jax_jobs(points)), flush=True)
     for i, spec in enumerate(specs, 1):
-        print(f"[probe {i}/{len(specs)}] world size {spec['world_size']} "
-              f"({spec['nodes']} node(s) x {spec['ranks_per_node']}): {len(spec['gemms'])} "
-              f"GEMM shapes, {len(spec['ops'])} ops, {len(spec['collectives'])} collective "
-              "curves ...", flush=True)
-        at = [p for p in points if p[1].world_size == spec["world_size"]]
-        spec["framework"] = framework_runs(at)  # trained by the worker, after it measured
-        # the framework runs' records are not the sweep's: kept out of its run directories
-        # (under the output's own directory: a Slurm job's nodes must see them)
-        try:
-            with tempfile.TemporaryDirectory(prefix=".probe-framework-",
-                                             dir=path.parent) as tmp:
-                spec["framework_dir"] = str(Path(tmp).resolve())
-                worlds.append(probe_world(spec, path.parent, args.timeout,
-                                          slurm.get(spec["world_size"]),
-                                          network.get(spec["world_size"])))
-                if worlds[-1].get("status") == "completed":
-                    worlds[-1]["framework"] = probe_framework(at, worlds[-1], Path(tmp),
-                                                              args.timeout)
-        except (KeyboardInterrupt, SystemExit) as e:  # Ctrl-C, SIGTERM, SIGHUP
-            record_interrupted(e, spec, worlds)
-            write_probe(kept, worlds, cfgs[0].cluster.name, cfgs[0].cluster.gpus_per_node,
-                        load)
-            _say(f"[probe {i}/{len(specs)}] {summary_line(worlds[-1])}; probe kept as {kept}"
-                 f" ({len(specs) - i} world size(s) not started)")
-            raise SystemExit(getattr(e, "code", 130)) from e
-        print(f"[probe {i}/{len(specs)}] {summary_line(worlds[-1])}", flush=True)
-        print(f"[probe {i}/{len(specs)}] "
-              f"{eta_line(time.monotonic() - started, specs[:i], specs[i:])}", flush=True)
-        write_probe(kept, worlds, cfgs[0].cluster.name, cfgs[0].cluster.gpus_per_node, load)
+        spec["label"] = f"[probe {i}/{len(specs)}]"
+    worlds: list[dict] = []
+    # the framework runs' records are not the sweep's: kept out of its run directories
+    # (under the output's own directory: a Slurm job's nodes must see them)
+    try:
+        with tempfile.TemporaryDirectory(prefix=".probe-framework-", dir=path.parent) as tmp:
+            if slurm:
+                print(slurm_wait_line(len(slurm), args.timeout, jax_jobs(points),
+                                      max_at_once(slurm.values())), flush=True)
+                probe_on_slurm([s for s in specs if s["world_size"] in slurm], points, slurm,
+                               (path.parent, Path(tmp)), args.timeout, worlds, keep)
+            probe_here([s for s in specs if s["world_size"] not in slurm], points,
+                       (path.parent, Path(tmp)), args.timeout, worlds, keep)
+    except SystemExit:  # a signal: what was measured, and why the rest was not, is kept
+        _say(f"[probe] probe kept as {kept}")
+        raise
     load["end"] = list(os.getloadavg())
-    data = write_probe(kept, worlds, cfgs[0].cluster.name, cfgs[0].cluster.gpus_per_node, load)
+    data = keep(worlds)
     measured = f"{sum(w.get('status') == 'completed' for w in worlds)}/{len(worlds)}"
     print(publish(kept, path, args.replace, data["status"] == "completed", measured))
     return 0 if data["status"] == "completed" else 1
 
 
-def slurm_wait_line(worlds: int, timeout_s: float, jax: int = 0) -> str:
-    """What a probe on a Slurm profile holds: this process waits for each of ``worlds``
-    world sizes' jobs and ``jax`` JAX framework jobs (:func:`jax_jobs`) in turn, each at
-    most ``timeout_s`` seconds from its submission, e.g. ``[probe] Slurm: 5 job(s) (5 world
-    size(s)), waited for here one after another, each at most --timeout 1800 s from its
-    submission (queue wait included): up to 2:30:00; in a tmux or screen session the probe
-    outlives a dropped login (a SIGHUP or SIGTERM cancels the job waited for and records
-    it)``."""
-    jobs = worlds + jax
+def _header(spec: dict) -> str:
+    """The line that starts a world size: its shape and what it measures."""
+    return (f"{spec['label']} world size {spec['world_size']} ({spec['nodes']} node(s) x "
+            f"{spec['ranks_per_node']}): {len(spec['gemms'])} GEMM shapes, {len(spec['ops'])} "
+            f"ops, {len(spec['collectives'])} collective curves ...")
+
+
+def probe_here(specs: list[dict], points: list, dirs: tuple[Path, Path], timeout_s: float,
+               worlds: list[dict], keep: Callable[[list], dict]) -> None:  # fmt: skip
+    """Measure the world sizes of ``specs`` here, one after another (:func:`probe_world`,
+    then :func:`probe_framework`), each entry appended to ``worlds`` and the kept probe
+    rewritten (``keep(worlds)``) after each. ``dirs``: (the probe file's directory, the
+    framework runs' directory).
+
+    Raises:
+        SystemExit: 128 + the signal's number on a SIGTERM or SIGHUP, 130 on Ctrl-C: the
+            world size's processes stopped, it is recorded (:func:`record_interrupted`) and
+            the probe kept first.
+    """
+    started = time.monotonic()
+    for i, spec in enumerate(specs):
+        print(_header(spec), flush=True)
+        at = [p for p in points if p[1].world_size == spec["world_size"]]
+        spec["framework"] = framework_runs(at)  # trained by the worker, after it measured
+        spec["framework_dir"] = str(dirs[1].resolve())
+        try:
+            worlds.append(probe_world(spec, dirs[0], timeout_s,
+                                      at[0][1].cluster.network if at else None))
+            if worlds[-1].get("status") == "completed":
+                probe_framework(at, worlds[-1], dirs[1])
+        except (KeyboardInterrupt, SystemExit) as e:  # Ctrl-C, SIGTERM, SIGHUP
+            record_interrupted(e, spec, worlds, at)
+            keep(worlds)
+            _say(f"{spec['label']} {summary_line(worlds[-1])} ({len(specs) - i - 1} world "
+                 "size(s) not started)")
+            raise SystemExit(getattr(e, "code", 130)) from e
+        print(f"{spec['label']} {summary_line(worlds[-1])}", flush=True)
+        print(f"{spec['label']} "
+              f"{eta_line(time.monotonic() - started, specs[:i + 1], specs[i + 1:])}",
+              flush=True)
+        keep(worlds)
+
+
+def probe_on_slurm(specs: list[dict], points: list, slurm: dict, dirs: tuple[Path, Path],
+                   timeout_s: float, worlds: list[dict],
+                   keep: Callable[[list], dict]) -> None:  # fmt: skip
+    """Measure the world sizes of ``specs`` as Slurm jobs (``slurm``: a point's RunConfig
+    per world size), all submitted at once (:func:`max_at_once` queued at a time), and a
+    world size's JAX framework runs as jobs of their own once it is measured
+    (:func:`vitfsdp.probe.slurm.run_jobs`, each job at most ``timeout_s`` seconds from its
+    submission); then the framework figures of each world size measured
+    (:func:`probe_framework`). The entries are appended to ``worlds``, and the kept probe
+    written (``keep(worlds)``). ``dirs``: (the probe file's directory, the framework runs'
+    directory).
+
+    Raises:
+        SystemExit: 128 + the signal's number on a SIGTERM or SIGHUP, 130 on Ctrl-C: every
+            job still queued or running was cancelled; the world sizes measured are kept,
+            with the framework runs done, the rest recorded (a world size ``failed``, a
+            framework run ``interrupted``, the reason naming the job) and the probe kept.
+    """
+    from vitfsdp.probe import slurm as slurm_jobs  # submitit where jobs are submitted
+
+    for spec in specs:
+        print(_header(spec), flush=True)
+    run = SlurmProbe(points, slurm, dirs)
+    stopped = None
+    try:
+        slurm_jobs.run_jobs(run.world_jobs(specs), timeout_s,
+                            max_at_once(slurm.values()), then=run.ended)
+    except slurm_jobs.Interrupted as e:
+        stopped = e
+    for spec in specs:
+        worlds.append(run.entry(spec))
+        _say(f"{spec['label']} {summary_line(worlds[-1])}")
+    keep(worlds)
+    if stopped is not None:
+        _say(f"[probe] stopped by {slurm_jobs.signal_name(stopped.code)}: every job still "
+             "queued or running cancelled")
+        raise SystemExit(stopped.code) from stopped
+
+
+class SlurmProbe:
+    """The jobs of a Slurm probe (:func:`probe_on_slurm`) and what became of them: a job per
+    world size, then per measured world size one per JAX framework run.
+
+    Args:
+        points: the sweep's (overrides, RunConfig) pairs.
+        slurm: a point's RunConfig per world size (its Slurm profile and nodes).
+        dirs: (the probe file's directory: specs, outputs, job logs; the framework runs'
+            directory).
+    """
+
+    def __init__(self, points: list, slurm: dict, dirs: tuple[Path, Path]):
+        self.points, self.slurm, (self.work_dir, self.fw_dir) = points, slurm, dirs
+        self.jobs: dict[int, object] = {}  # world size -> its ProbeJob
+        self.entries: dict[int, dict] = {}  # world size -> its worlds entry, once ended
+        self.framework: dict[int, dict] = {}  # world size -> {key: (ProbeJob, run dir)}
+        self.specs: dict[int, dict] = {}  # id(ProbeJob) -> spec, of world sizes' jobs
+
+    def at(self, world: int) -> list:
+        """The points of world size ``world``."""
+        return [p for p in self.points if p[1].world_size == world]
+
+    def world_jobs(self, specs: list[dict]) -> list:
+        """A :class:`vitfsdp.probe.slurm.ProbeJob` per world size of ``specs``, their specs
+        written; a world size whose job cannot be made is recorded failed with why."""
+        from vitfsdp.probe.slurm import world_job  # the Slurm launcher where jobs are made
+
+        for spec in specs:
+            world = spec["world_size"]
+            spec["framework"] = framework_runs(self.at(world))  # the worker trains them
+            spec["framework_dir"] = str(self.fw_dir.resolve())
+            spec_path, out_path = write_spec(spec, self.work_dir)
+            try:
+                job = world_job(self.slurm[world], spec_path, out_path,
+                                self.work_dir / f"slurm_w{world}")
+            except ValueError as e:
+                self.entries[world] = world_entry(spec, False, str(e), 0.0, self.work_dir)
+                continue
+            self.jobs[world], self.specs[id(job)] = job, spec
+        return list(self.jobs.values())
+
+    def ended(self, job) -> list:
+        """``run_jobs``' ``then``: a world size's job ``job`` ended: its entry, and the jobs
+        of its JAX framework runs where it was measured."""
+        # the Slurm launcher where jobs are made
+        from vitfsdp.probe.slurm import framework_job, world_result
+
+        spec = self.specs.get(id(job))
+        if spec is None:  # a framework run's job
+            return []
+        ok, why = world_result(job)
+        world = spec["world_size"]
+        entry = self.entries[world] = world_entry(
+            spec, ok, why, time.monotonic() - job.submitted_s, self.work_dir)
+        if entry.get("status") != "completed":
+            return []
+        runs = self.framework[world] = {
+            key: (framework_job(cfg, overrides, framework_dir(cfg, self.fw_dir)),
+                  framework_dir(cfg, self.fw_dir))
+            for key, overrides, cfg in framework_points(self.at(world)) if key[0] == "jax"}
+        return [j for j, _ in runs.values()]
+
+    def entry(self, spec: dict) -> dict:
+        """``spec``'s world size's entry once the jobs are done or stopped: the measured
+        one with its framework figures, or failed with its job's reason."""
+        world = spec["world_size"]
+        entry = self.entries.get(world)
+        if entry is None:  # its job did not end by itself: timed out or interrupted
+            job = self.jobs[world]
+            wall = time.monotonic() - job.submitted_s if job.submitted_s else 0.0
+            return world_entry(spec, False, job.outcome or "not run", wall, self.work_dir)
+        if entry.get("status") == "completed":
+            runs = {key: _job_run(j, run_dir)
+                    for key, (j, run_dir) in self.framework.get(world, {}).items()}
+            probe_framework(self.at(world), entry, self.fw_dir, runs=runs)
+        return entry
+
+
+def _job_run(job, run_dir: Path) -> dict:
+    """``{"status", "step_s", "reason"}`` of a framework run's ``job`` (a
+    :class:`vitfsdp.probe.slurm.ProbeJob` that ended, or was stopped) in ``run_dir``."""
+    from vitfsdp.launch.local import tail  # the launchers where a run was launched
+
+    if job.outcome:
+        return {"status": "interrupted" if job.interrupted else "failed",
+                "reason": job.outcome}
+    try:
+        job.job.results()
+        code = 0
+    except Exception:  # noqa: BLE001 (the run's own records say why)
+        code = 1
+    run_dir.with_suffix(".log").write_text(tail(run_dir / "logs" / "task0.log", 20))
+    return framework_result(code, run_dir)
+
+
+def max_at_once(cfgs) -> int | None:
+    """The most jobs a Slurm probe queues at once for points ``cfgs``: the smallest
+    ``cluster.max_jobs`` or ``cluster.max_queued_jobs`` set (None: no limit)."""
+    caps = [cap for cfg in cfgs for cap in (cfg.cluster.max_jobs, cfg.cluster.max_queued_jobs)
+            if cap is not None]
+    return min(caps) if caps else None
+
+
+def slurm_wait_line(worlds: int, timeout_s: float, jax: int = 0,
+                    at_once: int | None = None) -> str:  # fmt: skip
+    """What a probe on a Slurm profile holds: ``worlds`` world sizes' jobs, submitted at once
+    (at most ``at_once`` queued at a time, :func:`max_at_once`), and ``jax`` JAX framework
+    jobs (:func:`jax_jobs`), a world size's submitted once it is measured, each waited for
+    at most ``timeout_s`` seconds from its submission; the bound is a ``timeout_s`` per
+    round of ``at_once`` world sizes, and as many for the JAX runs, e.g. ``[probe] Slurm: 5
+    job(s) (5 world size(s)), submitted at once and waited for here, each at most --timeout
+    1800 s from its submission (queue wait included): up to 0:30:00; in a tmux or screen
+    session the probe outlives a dropped login (a SIGHUP or SIGTERM cancels every job still
+    queued or running and records them)``."""
     what = f"{worlds} world size(s)" + (f" + {jax} JAX framework run(s)" if jax else "")
-    return (f"[probe] Slurm: {jobs} job(s) ({what}), waited for here one after another, each "
-            f"at most --timeout {timeout_s:g} s from its submission (queue wait included): up "
-            f"to {format_eta(jobs * timeout_s)}; in a tmux or screen session the probe outlives "
-            "a dropped login (a SIGHUP or SIGTERM cancels the job waited for and records it)")
+    rounds = math.ceil(worlds / (at_once or worlds or 1)) + math.ceil(jax / (at_once or jax or 1))
+    how = ("submitted at once" if at_once is None else
+           f"submitted at once, at most {at_once} queued at a time (cluster.max_jobs, "
+           "cluster.max_queued_jobs)")
+    return (f"[probe] Slurm: {worlds + jax} job(s) ({what}), {how} and waited for here, each at "
+            f"most --timeout {timeout_s:g} s from its submission (queue wait included"
+            + ("; a world size's JAX runs once it is measured" if jax else "")
+            + f"): up to {format_eta(rounds * timeout_s)}; in a tmux or screen session the "
+            "probe outlives a dropped login (a SIGHUP or SIGTERM cancels every job still queued "
+            "or running and records them)")
 
 
 def jax_jobs(points: list[tuple[list[str], object]]) -> int:
-    """How many framework jobs of its own :func:`probe_framework` submits for ``points`` on
-    a Slurm profile: one per world size, strategy and engine of the JAX points (PyTorch's
-    run inside the world size's job). At most that many: none where a world size failed."""
+    """How many framework jobs of its own a Slurm probe submits for ``points``
+    (:meth:`SlurmProbe.ended`): one per world size, strategy and engine of the JAX points
+    (PyTorch's run inside the world size's job). At most that many: none where a world size
+    failed."""
     return len({(cfg.world_size, cfg.strategy.name, cfg.engine) for _, cfg in points
                 if cfg.framework == "jax" and cfg.cluster.launcher == "slurm"})
 
@@ -487,23 +696,31 @@ def timeout_seconds(text: str) -> float:
     return value
 
 
-def record_interrupted(e: BaseException, spec: dict, worlds: list[dict]) -> None:
-    """Record in ``worlds`` the world size of ``spec`` that a Ctrl-C, SIGTERM or SIGHUP
-    (``e``) stopped: ``status: failed`` with the reason (the Slurm job cancelled,
-    :class:`vitfsdp.probe.slurm.Interrupted`); where its measurement was done and a
-    framework job was stopped, the world stays completed with that framework run failed."""
+def record_interrupted(e: BaseException, spec: dict, worlds: list[dict],
+                       points: list | None = None) -> None:  # fmt: skip
+    """Record in ``worlds`` the world size of ``spec`` (its points ``points``) that a
+    Ctrl-C, SIGTERM or SIGHUP (``e``) stopped while measured here: ``status: failed`` with
+    the reason; where its measurement was done and a framework run was stopped, the world
+    stays completed with the framework runs already measured, and each one not yet done is
+    recorded ``interrupted`` with the reason."""
     from vitfsdp.probe.slurm import signal_name  # no submitit: the name only
 
     code = getattr(e, "code", 130)
     why = getattr(e, "reason", None) or f"interrupted by {signal_name(code)}"
-    if worlds and worlds[-1]["world_size"] == spec["world_size"]:
-        if worlds[-1].get("status") == "completed":
-            worlds[-1]["framework"] = [{"status": "failed", "strategy": None, "engine": None,
-                                        "reason": why}]
+    if not (worlds and worlds[-1]["world_size"] == spec["world_size"]):
+        worlds.append({"world_size": spec["world_size"], "nodes": spec["nodes"],
+                       "ranks_per_node": spec["ranks_per_node"], "status": "failed",
+                       "reason": why})
         return
-    worlds.append({"world_size": spec["world_size"], "nodes": spec["nodes"],
-                   "ranks_per_node": spec["ranks_per_node"], "status": "failed",
-                   "reason": why})
+    world = worlds[-1]
+    if world.get("status") != "completed":
+        return
+    done = world.setdefault("framework", [])
+    keys = {(f.get("framework", "torch"), f["strategy"], f["engine"]) for f in done}
+    for key, _, _ in framework_points(points or []):
+        if key not in keys:
+            done.append({"framework": key[0], "strategy": key[1], "engine": key[2],
+                         "status": "interrupted", "reason": why})
 
 
 def _say(line: str) -> None:

@@ -1,20 +1,26 @@
 """The probe on a Slurm cluster: per world size of the sweep one job of that many nodes, made
 as the sweep makes a point's job (:mod:`vitfsdp.launch.slurm`: the profile's modules,
 environment, ``srun`` options, a task per GPU), whose tasks run the probe's worker; then
-the framework runs (``vitfsdp.train`` of the smallest model, :data:`FRAMEWORK_MODEL
+the JAX points' framework runs (``vitfsdp.train`` of the smallest model, :data:`FRAMEWORK_MODEL
 <vitfsdp.probe.__main__.FRAMEWORK_MODEL>`) as ordinary point jobs. The sweep's launch
 mode must be ``srun`` (a task per rank), the default of every shipped Slurm profile.
 
-The probe's process waits for each world size's job in turn (on the login node, where it was
-started), at most ``--timeout`` seconds counted from the job's submission, queue wait
-included: then the job is cancelled and the world size recorded failed, the reason naming
-the job, its state and how long it pended (:func:`wait_for_job`). A Ctrl-C, SIGTERM or SIGHUP
-(a dropped login, which ``python -m vitfsdp.probe`` turns into ``SystemExit``) while it waits
-cancels the job too and raises :class:`Interrupted`, whose reason the probe records.
+Every world size's job is submitted at once (at most ``cluster.max_jobs`` or
+``cluster.max_queued_jobs`` queued at a time, more as earlier ones end), and a world size's
+framework jobs as soon as its own job has measured it (:func:`run_jobs`). The probe's
+process waits for them all on the login node, where it was started, looking at every job's
+state with one ``sacct`` call a poll and logging each change. Each job gets at most
+``--timeout`` seconds counted from its own submission, queue wait included: then it is
+cancelled and recorded failed, the reason naming the job, its state and how long it
+pended. A Ctrl-C, SIGTERM or SIGHUP (a dropped login, which ``python -m vitfsdp.probe``
+turns into ``SystemExit``) cancels every job still queued or running and raises
+:class:`Interrupted`; a signal that arrives while ``sbatch`` runs is held until it returns
+(:func:`signals_held`), so the job it submitted is known, and cancelled with the others.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
@@ -22,7 +28,9 @@ import os
 import shlex
 import signal
 import subprocess
+import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from vitfsdp.launch.slurm import TrainTask, executor_parameters, node_python, task_spec
@@ -33,10 +41,15 @@ log = logging.getLogger(__name__)
 JOB_NAME = "vitfsdp-probe"
 #: The time limit of a probe job when the profile says ``cluster.time=auto``.
 DEFAULT_TIME = "00:30:00"
-#: Seconds between two looks at a waited-on job's state (one ``sacct`` call each).
+#: Seconds between two looks at the jobs' states (one ``sacct`` call for all of them).
 POLL_S = 30.0
 #: Slurm states of a job that has not started yet (``UNKNOWN``: not in sacct yet).
 WAITING = frozenset({"PENDING", "UNKNOWN", "REQUEUED", "CONFIGURING"})
+#: Slurm states of a job that has started and not ended (``PREEMPTED``: Slurm may requeue).
+RUNNING = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD",
+                     "REQUEUE_FED", "SIGNALING", "STAGE_OUT", "STOPPED", "PREEMPTED"})
+#: The signals held while ``sbatch`` runs (:func:`signals_held`).
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 class ProbeTask:
@@ -77,10 +90,11 @@ def _executor(cfg, folder: Path):
 
 
 class Interrupted(SystemExit):
-    """A Ctrl-C, SIGTERM or SIGHUP while the probe waited for a Slurm job, which was cancelled
-    on the way out. ``code``: the exit status (128 + the signal's number; 130 for Ctrl-C);
-    ``reason``: what the probe records, e.g. ``interrupted by SIGHUP after 12 s: Slurm job
-    4242 PENDING cancelled``."""
+    """A Ctrl-C, SIGTERM or SIGHUP while the probe waited for its Slurm jobs, each of which
+    still queued or running was cancelled on the way out. ``code``: the exit status (128 +
+    the signal's number; 130 for Ctrl-C); ``reason``: what the probe records, e.g.
+    ``interrupted by SIGHUP after 12 s: Slurm job 4242 PENDING cancelled`` (each job's own
+    in its :class:`ProbeJob`)."""
 
     def __init__(self, code: int, reason: str):
         super().__init__(code)
@@ -97,113 +111,242 @@ def signal_name(code: int) -> str:
     return "Ctrl-C (SIGINT)" if name == "SIGINT" else name
 
 
-def wait_for_job(job, timeout_s: float, poll_s: float = POLL_S) -> str:
-    """Wait for submitit's ``job`` at most ``timeout_s`` seconds (finite, > 0) from now (call
-    it right after the submission: queue wait counts), looking every ``poll_s`` seconds (at
-    most a tenth of ``timeout_s``, at least 1 s); past it, cancel the job (``scancel``).
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold Ctrl-C, SIGTERM and SIGHUP (:data:`HELD_SIGNALS`) for the block (an ``sbatch``
+    call): the first one that arrives is delivered when the block ends, to the handler it
+    would have met (``KeyboardInterrupt``, the ``SystemExit`` of
+    :func:`vitfsdp.core.hangup.exit_on_hangup`, or the default action), so a job submitted
+    meanwhile is known by its id before the probe cancels its jobs. The signals are blocked
+    in the process too, so ``sbatch``, which inherits the mask, is not stopped midway by a
+    signal to the whole process group (a closed terminal). An ignored signal stays ignored;
+    outside the main thread nothing is held (Python's handlers run there only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    before = {sig: signal.getsignal(sig) for sig in HELD_SIGNALS}
+    for sig, handler in before.items():
+        if handler != signal.SIG_IGN:
+            signal.signal(sig, lambda signum, _frame: caught.append(signum))
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # one pending is delivered: caught
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        if caught:
+            _deliver(caught[0], before[caught[0]])
 
-    Returns:
-        ``""`` where the job ended in time (its result says how); else the reason, e.g.
-        ``timed out: --timeout 1800 s (counted from submission) passed with Slurm job 4242
-        PENDING, 1800 s in the queue (state looked at every 30 s); cancelled``.
+
+def _deliver(signum: int, handler) -> None:
+    """Deliver the held ``signum`` to ``handler`` (its handler before :func:`signals_held`)."""
+    if callable(handler):
+        handler(signum, None)
+    elif handler == signal.SIG_DFL:
+        os.kill(os.getpid(), signum)
+
+
+@dataclasses.dataclass
+class ProbeJob:
+    """One Slurm job of the probe, from before its submission to its end.
+
+    ``what`` names it in the log and reasons (``world size 4``); ``submit`` submits it
+    (returns submitit's Job). ``outcome`` is ``None`` while it has not ended, ``""`` where it
+    ended by itself (its result says how), else why it did not: refused by sbatch, timed out
+    and cancelled, or ``interrupted``. Times are ``time.monotonic()`` seconds."""
+
+    what: str
+    submit: Callable[[], object]
+    job: object | None = None
+    submitted_s: float | None = None
+    started_s: float | None = None
+    state: str = "NOT SUBMITTED"
+    outcome: str | None = None
+    interrupted: bool = False
+    refused_at: int | None = None  # jobs of the probe alive when sbatch last refused it
+
+    @property
+    def alive(self) -> bool:
+        """Submitted and not ended."""
+        return self.job is not None and self.outcome is None
+
+    @property
+    def job_id(self) -> str | None:
+        """Slurm's id of the job (None before its submission)."""
+        return None if self.job is None else str(self.job.job_id)
+
+
+def run_jobs(jobs: list[ProbeJob], timeout_s: float, max_at_once: int | None = None,
+             poll_s: float = POLL_S,
+             then: Callable[[ProbeJob], list[ProbeJob]] | None = None) -> None:  # fmt: skip
+    """Submit ``jobs`` (at most ``max_at_once`` queued or running at a time; None: all at
+    once) and wait until each has ended, looking at their states every ``poll_s`` seconds
+    (at most a tenth of ``timeout_s``, at least 1 s) with one ``sacct`` call, logging every
+    change of state. A job not ended ``timeout_s`` seconds (finite, > 0) after its own
+    submission is cancelled (``scancel``). ``then(job)``, called as each job ends, returns
+    jobs to submit after it (a world size's framework runs). Sets each job's ``outcome``.
 
     Raises:
-        ValueError: ``timeout_s`` is not finite and > 0 (nothing is cancelled).
+        ValueError: ``timeout_s`` is not finite and > 0 (nothing is submitted).
         Interrupted: a Ctrl-C, or a SIGTERM or SIGHUP raised as ``SystemExit``, while it
-            waited; the job was cancelled first.
+            submitted or waited: every job still queued or running was cancelled first, each
+            job not ended has its ``interrupted`` reason.
     """
     if not (math.isfinite(timeout_s) and timeout_s > 0):  # NaN would poll sacct without pause
         raise ValueError(f"timeout_s={timeout_s}: a finite number of seconds > 0")
-    start = time.monotonic()
-    deadline, poll_s = start + timeout_s, max(1.0, min(poll_s, timeout_s / 10))
-    started, state = None, "UNKNOWN"  # when the job was first seen running; its last state
+    poll_s = max(1.0, min(poll_s, timeout_s / 10))
     try:
-        while not job.done():
-            now = time.monotonic()
-            state = job.get_info(mode="force").get("State") or "UNKNOWN"
-            if started is None and state.split()[0] not in WAITING:
-                started = now
-            if now >= deadline:
-                return _cancel(job, state, timeout_s, poll_s, (started or now) - start,
-                               None if started is None else now - started)
-            time.sleep(min(poll_s, max(0.0, deadline - now)))
+        while any(j.outcome is None for j in jobs):
+            _submit_free(jobs, max_at_once, timeout_s)
+            _look(jobs, timeout_s, poll_s, then)
+            deadlines = [j.submitted_s + timeout_s for j in jobs if j.alive]
+            if deadlines:
+                time.sleep(max(0.0, min(poll_s, min(deadlines) - time.monotonic())))
     except (KeyboardInterrupt, SystemExit) as e:
-        state = _state_now(job, state)
-        job.cancel(check=False)
         code = 130 if isinstance(e, KeyboardInterrupt) else e.code
-        raise Interrupted(code, f"interrupted by {signal_name(code)} after "
-                          f"{time.monotonic() - start:.0f} s: Slurm job {job.job_id} "
-                          f"{state} cancelled") from e
-    return ""
+        raise Interrupted(code, _interrupt(jobs, code)) from e
 
 
-def _state_now(job, last: str) -> str:
-    """``job``'s Slurm state now (one ``sacct``), or ``last`` where it cannot be had."""
-    try:
-        return job.get_info(mode="force").get("State") or last
-    except Exception:  # noqa: BLE001 (on the way out: the last state seen will do)
-        return last
+def _submit_free(jobs: list[ProbeJob], max_at_once: int | None, timeout_s: float) -> None:
+    """Submit the jobs not yet submitted while at most ``max_at_once`` are alive. A job
+    sbatch refuses (the site's cap on a user's queued jobs, reached before ours) is
+    submitted again once a job of the probe has ended; refused with none alive, it is
+    recorded so, with sbatch's words."""
+    for j in jobs:
+        alive = sum(x.alive for x in jobs)
+        if j.job is not None or j.outcome is not None:
+            continue
+        if (max_at_once is not None and alive >= max_at_once) or (
+                j.refused_at is not None and alive >= j.refused_at):
+            return
+        try:
+            with signals_held():
+                j.job, j.submitted_s, j.state = j.submit(), time.monotonic(), "UNKNOWN"
+        except (OSError, RuntimeError) as e:  # submitit's FailedJobError is a RuntimeError
+            words = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+            if alive:
+                j.refused_at = alive
+                log.warning("[probe] %s: sbatch refused the job (%s); submitting it again "
+                            "once a job of the probe has ended", j.what, words)
+                return
+            j.outcome = f"sbatch refused the job: {words}"
+            log.warning("[probe] %s: %s", j.what, j.outcome)
+            continue
+        log.info("[probe] %s: Slurm job %s submitted; waiting at most --timeout %g s "
+                 "(follow: %s)", j.what, j.job_id, timeout_s,
+                 shlex.join(["squeue", "-j", j.job_id]))
 
 
-def _cancel(job, state: str, timeout_s: float, poll_s: float, pended_s: float,
-            ran_s: float | None) -> str:  # fmt: skip
-    """Cancel ``job`` past its timeout; the reason :func:`wait_for_job` records (the times
-    to within ``poll_s``, how often the state was looked at)."""
-    job.cancel(check=False)
-    where = (f"{pended_s:.0f} s in the queue" if ran_s is None else
-             f"after {pended_s:.0f} s in the queue and {ran_s:.0f} s running")
+def _look(jobs: list[ProbeJob], timeout_s: float, poll_s: float,
+          then: Callable[[ProbeJob], list[ProbeJob]] | None) -> None:  # fmt: skip
+    """One look at every alive job (one ``sacct``): log changes, cancel those past their
+    timeout, and hand each that ended to ``then``."""
+    alive = [j for j in jobs if j.alive]
+    if not alive:
+        return
+    alive[0].job.watcher.update()  # one sacct for every job submitit registered
+    now = time.monotonic()
+    for j in alive:
+        state = j.job.get_info(mode="cache").get("State") or "UNKNOWN"
+        changed, j.state, word = state != j.state, state, state.split()[0]
+        if j.started_s is None and word not in WAITING:
+            j.started_s = now
+        if j.job.paths.result_pickle.exists() or word not in WAITING | RUNNING:
+            j.outcome = ""
+        elif now - j.submitted_s >= timeout_s:
+            j.outcome = _cancel(j, timeout_s, poll_s, now)
+        if changed:
+            log.info("[probe] %s: Slurm job %s %s after %.0f s (%s)", j.what, j.job_id, state,
+                     now - j.submitted_s, _tally(jobs))
+        if j.outcome == "" and then is not None:
+            jobs.extend(then(j))
+
+
+def _tally(jobs: list[ProbeJob]) -> str:
+    """How far the probe's jobs are: ``1/3 job(s) ended, 1 running, 1 waiting`` (queued,
+    or not yet submitted)."""
+    ended = sum(j.outcome is not None for j in jobs)
+    running = sum(j.alive and j.started_s is not None for j in jobs)
+    return (f"{ended}/{len(jobs)} job(s) ended, {running} running, "
+            f"{len(jobs) - ended - running} waiting")
+
+
+def _cancel(j: ProbeJob, timeout_s: float, poll_s: float, now: float) -> str:
+    """Cancel ``j`` past its timeout; the reason recorded (the times to within ``poll_s``,
+    how often the state was looked at)."""
+    j.job.cancel(check=False)
+    pended = (j.started_s or now) - j.submitted_s
+    where = (f"{pended:.0f} s in the queue" if j.started_s is None else
+             f"after {pended:.0f} s in the queue and {now - j.started_s:.0f} s running")
+    log.warning("[probe] %s: Slurm job %s %s past --timeout %g s; cancelled", j.what, j.job_id,
+                j.state, timeout_s)
     return (f"timed out: --timeout {timeout_s:g} s (counted from submission) passed with "
-            f"Slurm job {job.job_id} {state}, {where} (state looked at every {poll_s:g} s); "
+            f"Slurm job {j.job_id} {j.state}, {where} (state looked at every {poll_s:g} s); "
             "cancelled")
 
 
-def _submitted(job, what: str, timeout_s: float) -> None:
-    """Log that ``job`` (for ``what``) was submitted and how long it is waited for."""
-    log.info("[probe] %s: Slurm job %s submitted; waiting at most --timeout %g s (follow: %s)",
-             what, job.job_id, timeout_s, shlex.join(["squeue", "-j", str(job.job_id)]))
+def _interrupt(jobs: list[ProbeJob], code: int) -> str:
+    """Cancel every alive job of ``jobs`` on a signal (exit status ``code``) and record why
+    in each job not ended; the reasons, joined."""
+    how, now = f"interrupted by {signal_name(code)}", time.monotonic()
+    for j in jobs:
+        if j.outcome is not None:
+            continue
+        j.interrupted = True
+        if j.job is None:
+            j.outcome = f"{how} before its job was submitted"
+            continue
+        j.state = _state_now(j)
+        j.job.cancel(check=False)
+        j.outcome = (f"{how} after {now - j.submitted_s:.0f} s: Slurm job {j.job_id} "
+                     f"{j.state} cancelled")
+    return "; ".join(f"{j.what}: {j.outcome}" for j in jobs if j.interrupted) or how
 
 
-def run_world_job(cfg, spec_path: Path, out_path: Path, work_dir: Path,
-                  timeout_s: float) -> tuple[bool, str]:  # fmt: skip
-    """Submit one world size's probe job for ``cfg`` (a point at that world size) and wait
-    for it, at most ``timeout_s`` seconds from its submission (:func:`wait_for_job`).
-    Returns (succeeded, the job's id, or its error or why it was cancelled)."""
-    if cfg.cluster.launch_mode != "srun":
-        return False, (f"cluster.launch_mode={cfg.cluster.launch_mode}: the probe runs a task "
-                       "per rank; set cluster.launch_mode=srun")
-    executor = _executor(cfg, work_dir / ".submitit")
-    job = executor.submit(ProbeTask(), node_python(_cluster(cfg)), str(spec_path.resolve()),
-                          str(out_path.resolve()), str((work_dir / "logs").resolve()))
-    _submitted(job, f"world size {cfg.world_size}", timeout_s)
-    timed_out = wait_for_job(job, timeout_s)
-    if timed_out:
-        return False, timed_out
+def _state_now(j: ProbeJob) -> str:
+    """``j``'s Slurm state now (one ``sacct``), or the last one seen where it cannot be had."""
     try:
-        job.results()
-    except Exception as e:  # noqa: BLE001 (submitit raises what the job raised, or its own)
-        return False, f"Slurm job {job.job_id}: {str(e).strip().splitlines()[-1]}"
-    return True, f"Slurm job {job.job_id}"
+        return j.job.get_info(mode="force").get("State") or j.state
+    except Exception:  # noqa: BLE001 (on the way out: the last state seen will do)
+        return j.state
 
 
-def run_framework_job(cfg, overrides: list[str], run_dir: Path,
-                      timeout_s: float) -> tuple[int, str]:  # fmt: skip
-    """Run ``overrides`` (the framework model at ``cfg``'s world size) as a point's job
-    would run and wait, at most ``timeout_s`` seconds from its submission
-    (:func:`wait_for_job`): (0 or 1, ``""`` or why the job was cancelled).
+def world_job(cfg, spec_path: Path, out_path: Path, work_dir: Path) -> ProbeJob:
+    """The probe job of one world size (``cfg``: a point at that world size), its tasks
+    running the worker on ``spec_path`` (rank 0 writes ``out_path``), logs under
+    ``work_dir/logs``.
 
     Raises:
-        Interrupted: see :func:`wait_for_job`.
+        ValueError: ``cluster.launch_mode`` is not ``srun`` (the probe runs a task per rank).
     """
+    if cfg.cluster.launch_mode != "srun":
+        raise ValueError(f"cluster.launch_mode={cfg.cluster.launch_mode}: the probe runs a "
+                         "task per rank; set cluster.launch_mode=srun")
+    executor = _executor(cfg, work_dir / ".submitit")
+    args = (node_python(_cluster(cfg)), str(spec_path.resolve()), str(out_path.resolve()),
+            str((work_dir / "logs").resolve()))
+    return ProbeJob(f"world size {cfg.world_size}", lambda: executor.submit(ProbeTask(), *args))
+
+
+def world_result(j: ProbeJob) -> tuple[bool, str]:
+    """(succeeded, the job's id, or its error or why it did not end by itself) of an ended
+    :func:`world_job`."""
+    if j.outcome:
+        return False, j.outcome
+    try:
+        j.job.results()
+    except Exception as e:  # noqa: BLE001 (submitit raises what the job raised, or its own)
+        return False, f"Slurm job {j.job_id}: {str(e).strip().splitlines()[-1]}"
+    return True, f"Slurm job {j.job_id}"
+
+
+def framework_job(cfg, overrides: list[str], run_dir: Path) -> ProbeJob:
+    """A framework run, ``overrides`` (the framework model at ``cfg``'s world size), as a
+    point's job, its records in ``run_dir``."""
     executor = _executor(cfg, run_dir.parent / ".submitit")
     spec = task_spec(_cluster(cfg), overrides, run_dir, cfg.nodes)
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
-    job = executor.submit(TrainTask(), spec)
-    _submitted(job, f"framework run {run_dir.name}", timeout_s)
-    timed_out = wait_for_job(job, timeout_s)
-    if timed_out:
-        return 1, timed_out
-    try:
-        job.results()
-    except Exception:  # noqa: BLE001 (the run's own records say why)
-        return 1, ""
-    return 0, ""
+    return ProbeJob(f"framework run {run_dir.name}", lambda: executor.submit(TrainTask(), spec))
+
