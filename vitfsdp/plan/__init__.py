@@ -360,6 +360,18 @@ def _fits(allocated_gib: float, peak_gib: float, runtime: float, usable_gib: flo
 #: checkpointing.
 JAX_CPU_REMAT_KEEPS = True
 
+#: Copies of the whole model in the compute dtype that XLA keeps beside the activations of a
+#: JAX step with a shard group of 1 under bf16/fp16 (measured 2026-11-30 on CPU, jax 0.10.2,
+#: the trainer's jitted step compiled, ``memory_analysis()``; docs/plan.md "JAX memory: what
+#: XLA's analysis counts"): its temporaries less what grows with the local batch (the
+#: intercept of batches 1, 2 and 4) are 4.02 bytes a parameter for ViT-H/14 in bf16, 4.14
+#: for a 4-block ViT of 50.6 M parameters, and 0.14 and 0.66 in fp32: the compute-dtype
+#: copy of each weight autodiff keeps (docs/jax.md's list) and 2 bytes a parameter more,
+#: the size of the gradients in that dtype. Two copies of 2 bytes; not measured for a group
+#: above 1 (CPU's virtual devices gave a flat 8.0 bytes a parameter whatever the batch and
+#: dtype), where the whole gathered model is counted once, as before.
+JAX_COMPUTE_COPIES = 2
+
 
 def jax_memory_breakdown(cfg, device: str) -> dict[str, int]:
     """Predicted bytes per device of a ``framework=jax`` run (:mod:`vitfsdp.jax`), by part,
@@ -374,8 +386,10 @@ def jax_memory_breakdown(cfg, device: str) -> dict[str, int]:
     for written-out attention (the JAX model computes softmax(q·kᵀ) itself), everything in
     the compute dtype, with ``train.activation_checkpointing`` as ``nn.remat`` per block on
     a GPU; on CPU as without it (:data:`JAX_CPU_REMAT_KEEPS`: XLA's CPU compiler keeps what
-    remat would free, measured). The interpreter with jax, flax and optax imported holds
-    0.68 GiB on CPU, the torch baseline's figure (0.8 GiB with the data) is kept.
+    remat would free, measured). With a shard group of 1 under a 16-bit compute dtype,
+    :data:`JAX_COMPUTE_COPIES` copies of the whole model in that dtype beside the
+    activations (``buffers``; measured). The interpreter with jax, flax and optax imported
+    holds 0.68 GiB on CPU, the torch baseline's figure (0.8 GiB with the data) is kept.
     """
     sizes = model_sizes(cfg.model, cfg.num_classes)
     group = cfg.strategy.shard_group(cfg.world_size)
@@ -386,6 +400,8 @@ def jax_memory_breakdown(cfg, device: str) -> dict[str, int]:
                              dtype=compute, fused_attn=False, checkpointing=c)
             for c in (ckpt, not ckpt)]
     gathered = sizes.num_params * DTYPE_BYTES[compute] if group > 1 else 0
+    if group == 1 and DTYPE_BYTES[compute] < FP32_BYTES:
+        gathered = JAX_COMPUTE_COPIES * sizes.num_params * DTYPE_BYTES[compute]
     params, grads = shard * FP32_BYTES, shard * FP32_BYTES
     optimizer = shard * FP32_BYTES * ADAMW_STATES
     allocated = params + optimizer + gathered + max(acts[0], grads)
