@@ -162,3 +162,11 @@ def test_earlier_attempts_moved_aside_are_one_line(tmp_path, caplog):
         "model=a strategy=FULL_SHARD nodes=1,2: every combination): the first in "
         f"{points[0].run_dir}/attempts/0 (hydra.verbose=vitfsdp.sweep names each)"]
     assert len(_said(caplog, logging.DEBUG)) == 2
+
+
+def test_no_news_says_nothing(caplog):
+    with caplog.at_level(logging.DEBUG, logger="vitfsdp.sweep"):
+        choose._say_kept([])
+        choose._say_settled([])
+        report._say_skipped([])
+    assert caplog.records == []

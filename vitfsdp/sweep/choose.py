@@ -7,6 +7,7 @@ ones the plan predicts to fit (:func:`_consult_plan`; the others are recorded
 
 from __future__ import annotations
 
+import logging
 import shlex
 from pathlib import Path
 
@@ -15,7 +16,15 @@ from vitfsdp import provenance, rundir
 from vitfsdp.launch import LaunchOptions, local, resume, slurm, status
 from vitfsdp.plan.impossible import CANNOT_RUN, Impossible, cannot_run_line
 from vitfsdp.records import SUMMARY_FILE, RunRecords, read_json, write_json_atomic
-from vitfsdp.sweep.point import CannotRun, Point, SweepRefused, _point_label, log, points_span
+from vitfsdp.sweep.point import (
+    CannotRun,
+    Point,
+    SweepRefused,
+    _point_label,
+    log,
+    points_span,
+    say_group,
+)
 from vitfsdp.sweep.report import _model, status_command
 
 
@@ -69,17 +78,11 @@ def select(points: list[Point], sweep_dir: Path,
 
 def _say_kept(kept: list[tuple[Point, Path]]) -> None:
     """Say where the earlier attempts of the points run again went, each ``(point, its
-    attempts/<n>/ folder)``: a line for one; one line for several (their count, the points
-    compactly, the first one's folder), each point's own line then at DEBUG."""
-    if len(kept) == 1:
-        log.info("%s: earlier attempt kept in %s", kept[0][0].run_dir.name, kept[0][1])
-        return
-    if kept:
-        log.info("earlier attempts of %d points kept in their run directories' attempts/<n>/ "
-                 "(%s): the first in %s (hydra.verbose=%s names each)", len(kept),
-                 points_span([p for p, _ in kept]), kept[0][1], log.name)
-    for p, moved in kept:
-        log.debug("%s: earlier attempt kept in %s", p.run_dir.name, moved)
+    attempts/<n>/ folder)``, a line for several (:func:`say_group`)."""
+    say_group(kept, lambda item: f"{item[0].run_dir.name}: earlier attempt kept in {item[1]}",
+              lambda group: f"earlier attempts of {len(group)} points kept in their run "
+                            f"directories' attempts/<n>/ ({points_span([p for p, _ in group])}"
+                            f"): the first in {group[0][1]}")
 
 
 #: How a line of several settled points (:func:`_say_settled`) says why they are skipped,
@@ -90,24 +93,27 @@ _SETTLED = {"completed": "completed earlier",
 
 def _say_settled(settled: list[tuple[Point, str, str | None]]) -> None:
     """Say why the points an earlier sweep settled are skipped, each ``(point, why, its
-    earlier status)``: a line a point where a status has one; else one line for all of
-    them, with their count, the points compactly (:func:`points_span`) and the first one's
-    reason (``skip 45 points completed earlier (repeat=0,1 strategy=... nodes=1,2,4: every
-    combination): the first, repeat=0 ... nodes=1: completed in 0_...``), each point's own
-    line then at DEBUG (``hydra.verbose=vitfsdp.sweep``)."""
-    groups: dict[str | None, list[tuple[Point, str]]] = {}
-    for p, why, status_ in settled:
-        groups.setdefault(status_, []).append((p, why))
-    for status_, group in groups.items():
-        why, label = group[0][1], _point_label(group[0][0])
-        if len(group) == 1:
-            log.info("skip %s: %s", label, why)
-            continue
-        what = _SETTLED.get(status_ or "", f"recorded {status_ or 'with no result'}")
-        log.info("skip %d points %s (%s): the first, %s: %s (hydra.verbose=%s names each)",
-                 len(group), what, points_span([p for p, _ in group]), label, why, log.name)
-        for p, why in group:
-            log.debug("skip %s: %s", _point_label(p), why)
+    earlier status)``, a line per status for several (:func:`say_group`: ``skip 45 points
+    completed earlier (repeat=0,1 strategy=... nodes=1,2,4: every combination): the first,
+    repeat=0 ... nodes=1: completed in 0_...``)."""
+    groups: dict[str | None, list[tuple[Point, str, str | None]]] = {}
+    for item in settled:
+        groups.setdefault(item[2], []).append(item)
+    for group in groups.values():
+        say_group(group, _skip_line, _skip_lines)
+
+
+def _skip_line(item: tuple[Point, str, str | None]) -> str:
+    """``skip <point>: <why>``."""
+    return f"skip {_point_label(item[0])}: {item[1]}"
+
+
+def _skip_lines(group: list[tuple[Point, str, str | None]]) -> str:
+    """The line of several points an earlier sweep settled alike (:func:`_say_settled`)."""
+    status_ = group[0][2]
+    what = _SETTLED.get(status_ or "", f"recorded {status_ or 'with no result'}")
+    return (f"skip {len(group)} points {what} ({points_span([p for p, _, _ in group])}): the "
+            f"first, {_skip_line(group[0])[len('skip '):]}")
 
 
 def _settled(prior: list, queue: dict, rerun_failed: bool) -> tuple[str | None, dict]:
@@ -295,27 +301,31 @@ _WARNINGS = {
 def _warn_grouped(warned: list[tuple[str, Point, str, float | None]]) -> None:
     """Say :func:`_consult_plan`'s warnings, each ``(kind, point, reason, margin GiB or
     None)``: one line a point where a kind meets one point of a model; else one line for all
-    of them, with their count, the points compactly (:func:`points_span`), their margins'
-    range and the first one's full reason (``30 points squeezed (model=vit_5b
-    strategy=FULL_SHARD,HYBRID_8GPU nodes=1,2,4,8,16 repeat=0,1,2: every combination),
-    margins -10.0 to -0.6 GiB: the first, repeat=0 ... nodes=1: predicted reserved peak ...;
-    running them``); each point's own line then at DEBUG (``hydra.verbose=vitfsdp.sweep``)."""
+    of them (:func:`say_group`), with their count, the points compactly
+    (:func:`points_span`), their margins' range and the first one's full reason (``30
+    points squeezed (model=vit_5b strategy=FULL_SHARD,HYBRID_8GPU nodes=1,2,4,8,16
+    repeat=0,1,2: every combination), margins -10.0 to -0.6 GiB: the first, repeat=0 ...
+    nodes=1: predicted reserved peak ...; running them``)."""
     groups: dict[tuple[str, str | None], list] = {}
     for kind, p, reason, margin in warned:
-        groups.setdefault((kind, _model(p)), []).append((p, reason, margin))
-    for (kind, _), group in groups.items():
-        one, what, then = _WARNINGS[kind]
-        first, reason, _ = group[0]
-        if len(group) == 1:
-            log.warning(one, _point_label(first), reason)
-            continue
-        margins = sorted(m for _, _, m in group if m is not None)
-        span = f", margins {margins[0]:+.1f} to {margins[-1]:+.1f} GiB" if margins else ""
-        log.warning("%d points %s (%s)%s: the first, %s: %s; %s (hydra.verbose=%s names "
-                    "each)", len(group), what, points_span([p for p, _, _ in group]), span,
-                    _point_label(first), reason, then, log.name)
-        for p, reason, _ in group:
-            log.debug(one, _point_label(p), reason)
+        groups.setdefault((kind, _model(p)), []).append((p, reason, margin, kind))
+    for group in groups.values():
+        say_group(group, _warning_line, _warning_lines, logging.WARNING)
+
+
+def _warning_line(item: tuple[Point, str, float | None, str]) -> str:
+    """One point's plan warning (:data:`_WARNINGS`)."""
+    return _WARNINGS[item[3]][0] % (_point_label(item[0]), item[1])
+
+
+def _warning_lines(group: list[tuple[Point, str, float | None, str]]) -> str:
+    """The line of several points' plan warnings of one kind and model."""
+    _, what, then = _WARNINGS[group[0][3]]
+    margins = sorted(m for _, _, m, _ in group if m is not None)
+    span = f", margins {margins[0]:+.1f} to {margins[-1]:+.1f} GiB" if margins else ""
+    first, reason = group[0][:2]
+    return (f"{len(group)} points {what} ({points_span([p for p, *_ in group])}){span}: the "
+            f"first, {_point_label(first)}: {reason}; {then}")
 
 
 def _record_infeasible(p: Point, pred) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,6 +115,23 @@ def points_span(points: Sequence[Point]) -> str:
     every = ("every combination" if combinations == len(points)
              else f"{len(points)} of their {combinations} combinations")
     return f"{span or '(defaults)'}: {every}"
+
+
+def say_group(group: Sequence, one: Callable[[object], str],
+              many: Callable[[Sequence], str], level: int = logging.INFO) -> None:
+    """Say a group of one kind of news about points (each item holding its point): one item
+    in its own line (``one(item)``); several in one line (``many(group)``: their count, the
+    points compactly, :func:`points_span`, and the first one's full line, say), each item's
+    own line then at DEBUG (``hydra.verbose=vitfsdp.sweep``), so that a 90-point sweep
+    does not say one thing 90 times; nothing for none."""
+    if not group:
+        return
+    if len(group) == 1:
+        log.log(level, "%s", one(group[0]))
+        return
+    log.log(level, "%s (hydra.verbose=%s names each)", many(group), log.name)
+    for item in group:
+        log.debug("%s", one(item))
 
 
 def _predicted_step_s(point: Point) -> float | None:

@@ -20,7 +20,7 @@ from vitfsdp.launch.local import quote_override
 from vitfsdp.plan.impossible import CANNOT_RUN
 from vitfsdp.provenance import saved_overrides
 from vitfsdp.records import STATUSES, SUMMARY_FILE, read_json, reason_line
-from vitfsdp.sweep.point import CannotRun, Point, _point_label, log, points_span
+from vitfsdp.sweep.point import CannotRun, Point, _point_label, log, points_span, say_group
 
 #: Exit status of ``python -m vitfsdp.sweep`` (and of ``--status``): every point completed.
 EXIT_COMPLETED = 0
@@ -127,28 +127,27 @@ def _report_not_ended(points: Sequence[Point | CannotRun], summaries: list[dict]
 def _say_skipped(skipped: Sequence[tuple[Point | CannotRun, dict]], indent: str = "") -> None:
     """Say the points the sweep did not run, each ``(point, summary)``
     (``skipped_infeasible``: predicted not to fit, or cannot run), their status, reason and
-    records: a line a point where a kind (cannot run or not) meets one point of a model;
-    else one line for all of them, with their count, the points compactly
-    (:func:`points_span`) and the first one's reason and records (``12 skipped_infeasible
-    points (repeat=0,1 strategy=DDP,NO_SHARD nodes=1,2,4: every combination): the first,
-    repeat=0 strategy=DDP nodes=1: predicted ... (records: ...)``), each point's own line
-    then at DEBUG (``hydra.verbose=vitfsdp.sweep``)."""
+    records, a line per kind (cannot run or not) and model for several (:func:`say_group`:
+    ``12 skipped_infeasible points (repeat=0,1 strategy=DDP,NO_SHARD nodes=1,2,4: every
+    combination): the first, repeat=0 strategy=DDP nodes=1: predicted ... (records: ...)``);
+    ``indent`` begins each line."""
     groups: dict[tuple, list[tuple[Point | CannotRun, dict]]] = {}
     for p, s in skipped:
         cannot = str(s.get("reason") or "").startswith(CANNOT_RUN)
         groups.setdefault((s["status"], cannot, _model(p)), []).append((p, s))
-    for (st, _, _), group in groups.items():
-        lines = [f"{indent}{st} {_point_label(p)}: "
-                 f"{reason_line(s.get('reason')) or 'no reason recorded'} (records: {p.run_dir})"
-                 for p, s in group]
-        if len(group) == 1:
-            log.info("%s", lines[0])
-            continue
-        log.info("%s%d %s points (%s): the first, %s (hydra.verbose=%s names each)", indent,
-                 len(group), st, points_span([p for p, _ in group]),
-                 lines[0][len(indent) + len(st) + 1:], log.name)
-        for line in lines:
-            log.debug("%s", line)
+
+    def one(item: tuple[Point | CannotRun, dict]) -> str:
+        p, s = item
+        return (f"{indent}{s['status']} {_point_label(p)}: "
+                f"{reason_line(s.get('reason')) or 'no reason recorded'} (records: {p.run_dir})")
+
+    def many(group: Sequence[tuple[Point | CannotRun, dict]]) -> str:
+        st = group[0][1]["status"]
+        return (f"{indent}{len(group)} {st} points ({points_span([p for p, _ in group])}): "
+                f"the first, {one(group[0])[len(indent) + len(st) + 1:]}")
+
+    for group in groups.values():
+        say_group(group, one, many)
 
 
 def _model(p: Point | CannotRun) -> str | None:
