@@ -23,7 +23,20 @@ hears from every live rank and names as silent only those that died. Once rank 0
 its verdict (or has left, taking the store with it under a bare ``srun``), a watcher whose
 main thread has still not taken the failure up within :data:`GRACE_S` (a hung rank) ends
 the process with :data:`EXIT_FAILED`: no launcher would (a bare ``srun`` step, unlike
-torchrun's agent, would leave it running to the time limit).
+torchrun's agent, would leave it running to the time limit). Rank 0 leaves only once the
+ranks that reported have read its verdict and left (at most twice :data:`GRACE_S` more):
+under a bare ``srun`` the store is its own and leaves with it, and so does JAX's
+coordination service, whose clients abort their processes (SIGABRT) once it is gone.
+
+A rank that hangs without dying keeps beating (the watcher is its own thread), and not every
+collective times out at ``train.timeout_s`` (XLA's gloo and NCCL collectives wait for XLA's
+own limits; NCCL's watchdog in torch ends the waiting ranks without Python). So the trainers
+mark their main thread's progress (:func:`mark_progress`, at each step's start and each
+window's end) and the watcher posts the mark with the heartbeat; rank 0's watcher records
+``timeout`` when some ranks are behind the others and no rank has marked progress for
+:func:`stall_s` (``train.timeout_s`` plus :data:`HEARTBEAT_CHECK_S`, so a collective timeout
+that raises, torch's over gloo, comes first), naming the ranks behind. Ranks that stopped at the
+same mark (all inside one collective, or one long phase such as a checkpoint) are not judged.
 
 Preemption is not a failure: :class:`StopSignals` turns SIGUSR2 (Slurm, ``--signal=USR2@N``
 before the time limit) and SIGTERM (preemption, ``scancel``) into a flag that the training
@@ -65,7 +78,8 @@ GRACE_S = 5.0
 #: ``train.timeout_s``, at least :data:`HEARTBEAT_MIN_S`); every rank beats each second.
 HEARTBEAT_STALE_S = 60.0
 HEARTBEAT_MIN_S = 10.0
-#: Seconds between rank 0's checks of the heartbeats (one store read per rank each).
+#: Seconds between rank 0's checks of the heartbeats and progress marks (one store read
+#: per rank each).
 HEARTBEAT_CHECK_S = 5.0
 #: Lines of a failing rank's traceback kept in its report (and in summary.json's reason).
 TRACEBACK_LINES = 16
@@ -99,6 +113,7 @@ class Report:
     rank: int
     # oom | timeout | peer | error (see classify) | blocked (a watcher: main thread blocked)
     # | heartbeat (rank 0's watcher: other ranks stopped beating)
+    # | stalled (rank 0's watcher: ranks behind the others made no progress, see Stall)
     kind: str
     error: str  # "ExceptionType: first line of the message"
     traceback_tail: str  # last lines of the traceback
@@ -150,9 +165,11 @@ def verdict(reports: list[Report], world_size: int) -> tuple[str, str]:
     but SIGTERM alone while some rank sent no report is torchrun ending the group after that
     rank died, so the broken collective decides (``failed``).
     A ``heartbeat`` report (rank 0 saw ranks stop beating, and nothing else broke) gives
-    ``failed`` with its text. Ranks that sent no report are named (killed or crashed
-    without Python), first where the others only saw a collective break or time out (a
-    ``kill -9`` of rank 1 read as "collective broke on rank 0"). Where every rank reported
+    ``failed`` with its text; a ``stalled`` report (ranks behind the others made no progress
+    for longer than ``train.timeout_s``; no rank's own error) gives ``timeout`` with its.
+    Ranks that sent no report are named (killed or crashed without Python), first where the
+    others only saw a collective break or time out (a ``kill -9`` of rank 1 read as
+    "collective broke on rank 0"). Where every rank reported
     and the cause is a timed-out or broken collective, the ranks that reported ``blocked``
     (alive, no error: a hung rank) come first, as the likely cause (a hung rank 1 read as
     "collective timed out on rank 0").
@@ -178,6 +195,9 @@ def verdict(reports: list[Report], world_size: int) -> tuple[str, str]:
     if lost and not any(r.kind in ("oom", "error", "timeout", "peer") for r in reports):
         return "failed", f"{lost[0].error} (seen by rank {lost[0].rank} at step " \
                          f"{lost[0].last_step + 1}){missing}"
+    stalled = [r for r in reports if r.kind == "stalled"]
+    if stalled and not any(r.kind in ("oom", "error") for r in reports):
+        return "timeout", f"{stalled[0].error}{missing}"
     for kind, status in (("oom", "oom"), ("error", "failed"), ("timeout", "timeout"),
                          ("peer", "failed"), ("blocked", "failed")):
         hits = [r for r in reports if r.kind == kind]
@@ -200,6 +220,83 @@ def verdict(reports: list[Report], world_size: int) -> tuple[str, str]:
                                 f"error at step {at} (the likely cause); {seen}")
             return status, seen
     return "failed", f"no rank reported its failure{missing}"
+
+
+#: This process's main-thread progress: (marks so far, step of the last one, when: monotonic
+#: s); see :func:`mark_progress`. Written by the main thread, read by the watcher thread.
+_mark: tuple[int, int, float] = (0, 0, time.monotonic())
+
+
+def mark_progress(step: int) -> None:
+    """The main thread got past a point every rank passes in the same order (a step's
+    start, a window's end), at optimizer step ``step``: posted with the next heartbeat, so
+    rank 0's watcher sees a rank that stopped while the others went on (:class:`Stall`).
+    No store access, no collective."""
+    global _mark
+    _mark = (_mark[0] + 1, step, time.monotonic())
+
+
+def _reset_marks(step: int) -> None:
+    global _mark
+    _mark = (0, step, time.monotonic())
+
+
+def _beat(beats: int) -> str:
+    """The heartbeat's value: ``beats:marks:step:idle`` (idle: seconds since this rank's
+    last mark, by its own clock; no clock is compared across hosts)."""
+    count, step, when = _mark
+    return f"{beats}:{count}:{step}:{time.monotonic() - when:.1f}"
+
+
+@dataclass
+class Stall:
+    """Ranks behind the others (fewer progress marks) while no rank has marked progress for
+    ``seconds``: ``behind`` stopped at ``behind_step``, ``ahead`` waited at ``ahead_step``."""
+
+    behind: list[int]
+    behind_step: int
+    ahead: list[int]
+    ahead_step: int
+    seconds: float
+
+    def text(self, timeout_s: float) -> str:
+        """The record's reason: who stopped where, and the timeout it exceeded."""
+        s = "s" if len(self.behind) > 1 else ""
+        ahead = _few(self.ahead)
+        return (f"rank{s} {_few(self.behind)} made no progress for {self.seconds:.0f} s "
+                f"(more than train.timeout_s={timeout_s:g}): stopped after step "
+                f"{self.behind_step} while rank{'s' if len(self.ahead) > 1 else ''} {ahead} "
+                f"waited at step {self.ahead_step} (hung, e.g. a deadlock or a stuck device "
+                "or file system)")
+
+
+def _few(ranks: list[int], shown: int = 8) -> str:
+    """``1, 2, 3`` or ``0, 1, ... (+120 more)``."""
+    more = f" (+{len(ranks) - shown} more)" if len(ranks) > shown else ""
+    return ", ".join(str(r) for r in ranks[:shown]) + more
+
+
+def find_stall(beats: dict[int, bytes | str], world_size: int,
+               stall_s: float) -> Stall | None:
+    """A :class:`Stall` in the ranks' heartbeats (rank → ``beats:marks:step:idle``, as
+    :func:`mark_progress`'s marks are posted) when every rank has one, some ranks have fewer
+    marks than others and every rank has been idle for more than ``stall_s``; else None
+    (ranks at the same mark, e.g. all inside one collective or one long checkpoint, are not
+    judged)."""
+    marks = {}
+    for r, beat in beats.items():
+        parts = (beat.decode() if isinstance(beat, bytes) else beat).split(":")
+        if len(parts) == 4:
+            marks[r] = (int(parts[1]), int(parts[2]), float(parts[3]))
+    if len(marks) < world_size:
+        return None
+    idle = min(m[2] for m in marks.values())
+    low, high = min(m[0] for m in marks.values()), max(m[0] for m in marks.values())
+    if low == high or idle <= stall_s:
+        return None
+    behind = sorted(r for r, m in marks.items() if m[0] == low)
+    ahead = sorted(r for r, m in marks.items() if m[0] == high)
+    return Stall(behind, marks[behind[0]][1], ahead, marks[ahead[0]][1], idle)
 
 
 def max_memory(reports: list[Report]) -> dict:
@@ -241,24 +338,30 @@ class FailureBoard:
 
     def watch(self, on_report: Callable[[], None], poll_s: float = 1.0,
               on_silent: Callable[[list[int], float], None] | None = None,
-              stale_s: float = HEARTBEAT_STALE_S) -> None:
-        """From a daemon thread, until :meth:`stop`: post this rank's heartbeat every
-        ``poll_s`` seconds, and call ``on_report()`` once any rank has posted a report (one
-        store read per ``poll_s``). With ``on_silent`` (rank 0), call ``on_silent(ranks,
-        seconds)`` once ranks whose heartbeat had started have not beaten for ``stale_s``
-        seconds (checked every :data:`HEARTBEAT_CHECK_S`).
+              stale_s: float = HEARTBEAT_STALE_S,
+              on_stalled: Callable[[Stall], None] | None = None,
+              stall_s: float = float("inf")) -> None:
+        """From a daemon thread, until :meth:`stop`: post this rank's heartbeat and progress
+        mark (:func:`mark_progress`) every ``poll_s`` seconds, and call ``on_report()`` once
+        any rank has posted a report (one store read per ``poll_s``). With ``on_silent``
+        (rank 0), call ``on_silent(ranks, seconds)`` once ranks whose heartbeat had started
+        have not beaten for ``stale_s`` seconds; with ``on_stalled`` (rank 0), call
+        ``on_stalled(stall)`` once some ranks are behind the others and no rank has marked
+        progress for ``stall_s`` seconds (:func:`find_stall`); both checked every
+        :data:`HEARTBEAT_CHECK_S`.
 
         Over NCCL a collective does not error when a peer dies (it waits for the collective
         timeout, then the watchdog ends the process without Python): the heartbeat is how
-        rank 0 learns of a killed rank or a lost node in time to record it.
+        rank 0 learns of a killed rank or a lost node in time to record it, the marks how it
+        learns of a hung one.
         """
 
         def loop() -> None:
             beats, seen, next_check = 0, {}, time.monotonic() + HEARTBEAT_CHECK_S
-            self._set(f"alive/{self.rank}", "0")
+            self._set(f"alive/{self.rank}", _beat(0))
             while not self._stop.wait(poll_s):
                 beats += 1
-                self._set(f"alive/{self.rank}", str(beats))
+                self._set(f"alive/{self.rank}", _beat(beats))
                 if self._add(0) > 0:
                     on_report()
                     return
@@ -267,6 +370,11 @@ class FailureBoard:
                     silent = self._silent(seen, stale_s)
                     if silent:
                         on_silent(silent, stale_s)
+                        return
+                    stall = find_stall({r: b for r, (b, _) in seen.items()},
+                                       self.world_size, stall_s)
+                    if stall is not None and on_stalled is not None:
+                        on_stalled(stall)
                         return
 
         if self.store is not None:
@@ -278,13 +386,15 @@ class FailureBoard:
 
     def _silent(self, seen: dict[int, tuple[bytes, float]], stale_s: float) -> list[int]:
         """The other ranks whose heartbeat has not changed for ``stale_s`` seconds of this
-        process's clock (``seen``: rank → (last beat, when it changed); no clock is compared
-        across hosts). A rank that has not beaten yet is not judged."""
+        process's clock (``seen``: rank → (last beat, when it changed), this rank's too; no
+        clock is compared across hosts). A rank that has not beaten yet is not judged."""
         now, silent = time.monotonic(), []
         for r in range(self.world_size):
-            if r == self.rank:
-                continue
             beat = self._get_if_set(f"alive/{r}")
+            if r == self.rank:
+                if beat is not None:
+                    seen[r] = (beat, now)
+                continue
             if beat is None:
                 continue
             if r not in seen or seen[r][0] != beat:
@@ -323,6 +433,25 @@ class FailureBoard:
                 return status, reason
             time.sleep(0.1)
         return None
+
+    def leave(self) -> None:
+        """A rank other than 0, done with the failure (verdict read or given up on), about to
+        end its process: rank 0 may leave now (:meth:`wait_left`)."""
+        self._set(f"left/{self.rank}", "1")
+
+    def wait_left(self, ranks: list[int]) -> list[int]:
+        """Rank 0, after :meth:`post_verdict`: wait up to twice ``grace_s`` (a rank whose main
+        thread is blocked leaves ``grace_s`` after the verdict) until ``ranks`` (those that
+        reported: alive a moment ago) have :meth:`leave`-d, so that rank 0's exit (under a
+        bare srun it takes the store and JAX's coordination service along) cuts none of
+        them off; returns the ranks that did not."""
+        deadline = time.monotonic() + 2 * self.grace_s
+        waiting = [r for r in ranks if r != self.rank]
+        while waiting and time.monotonic() < deadline and not self.store_lost:
+            waiting = [r for r in waiting if self._get_if_set(f"left/{r}") is None]
+            if waiting:
+                time.sleep(0.1)
+        return waiting
 
     def _set(self, key: str, value: str) -> None:
         if self.store is None:
@@ -375,6 +504,14 @@ def board_on_store(store, rank: int, world_size: int, grace_s: float) -> Failure
     return board
 
 
+def stall_s(timeout_s: float) -> float:
+    """Seconds without progress (:func:`mark_progress`) on any rank, some ranks behind,
+    after which rank 0 records ``timeout``: ``timeout_s`` (``train.timeout_s``) plus
+    :data:`HEARTBEAT_CHECK_S`, so a framework's collective timeout that raises (torch over gloo) is
+    recorded first, as the more precise cause."""
+    return timeout_s + HEARTBEAT_CHECK_S
+
+
 def heartbeat_stale_s(timeout_s: float) -> float:
     """Seconds without a heartbeat after which rank 0 records a rank as dead: half the
     collective timeout (``train.timeout_s``), within [:data:`HEARTBEAT_MIN_S`,
@@ -401,14 +538,20 @@ class Recorder:
 def watch_failures(rec: Recorder, timeout_s: float) -> None:
     """Start ``rec.board``'s watcher (:meth:`FailureBoard.watch`): on rank 0 (the writer) it
     records the run when another rank reports and the main thread does not take it up
-    within the grace period, or when ranks stop beating for :func:`heartbeat_stale_s` of
-    ``timeout_s``; on the other ranks it posts ``blocked`` for a main thread that has not
-    reported (and ends a hung one once the verdict is in)."""
+    within the grace period, when ranks stop beating for :func:`heartbeat_stale_s` of
+    ``timeout_s``, or when ranks behind the others made no progress for :func:`stall_s`
+    (a hung rank: ``timeout``); on the other ranks it posts ``blocked`` for a main thread
+    that has not reported (and ends a hung one once the verdict is in). The progress marks
+    start again from ``rec.progress.step`` (:func:`mark_progress`)."""
+    _reset_marks(rec.progress.step)
     if rec.records.is_writer:
         rec.board.watch(lambda: _record_from_watcher(rec),
                         on_silent=lambda ranks, stale_s: _record_silent_from_watcher(
                             rec, ranks, stale_s),
-                        stale_s=heartbeat_stale_s(timeout_s))
+                        stale_s=heartbeat_stale_s(timeout_s),
+                        on_stalled=lambda stall: _record_stalled_from_watcher(
+                            rec, stall, timeout_s),
+                        stall_s=stall_s(timeout_s))
     else:
         rec.board.watch(lambda: _report_blocked_from_watcher(rec))
 
@@ -439,14 +582,16 @@ def record_failure(exc: BaseException, rec: Recorder, stop_signal: int | None = 
         status, reason = decide_and_record(rec, report)
     else:  # another rank, or rank 0's watcher thread got there first
         agreed = board.wait_verdict()
+        board.leave()  # the caller ends the process (RunFailed)
         status, reason = agreed or ("failed", f"rank 0 recorded nothing; here: {report.error}")
     log.error("run ended %s: %s", status, reason.splitlines()[0])
     return RunFailed(status, reason)
 
 
 def decide_and_record(rec: Recorder, own: Report) -> tuple[str, str]:
-    """Rank 0: collect the reports, record the verdict (summary.json), post it; returns
-    (status, reason).
+    """Rank 0: collect the reports, record the verdict (summary.json), post it and wait
+    (:meth:`FailureBoard.wait_left`) until the ranks that reported have read it and left;
+    returns (status, reason).
 
     Raises:
         OSError: the record could not be written (the verdict is posted first)."""
@@ -462,8 +607,13 @@ def decide_and_record(rec: Recorder, own: Report) -> tuple[str, str]:
     except OSError as e:  # a full or read-only disk: the other ranks still hear why, first
         disk = disk_error(e)
         rec.board.post_verdict(status, f"{disk}; then: {reason}" if disk else reason)
+        rec.board.wait_left([r.rank for r in reports])
         raise
     rec.board.post_verdict(status, reason)
+    stayed = rec.board.wait_left([r.rank for r in reports])
+    if stayed:
+        log.warning("ranks %s reported but had not left %.0f s after the verdict",
+                    stayed, 2 * rec.board.grace_s)
     return status, reason
 
 
@@ -488,6 +638,18 @@ def _record_silent_from_watcher(rec: Recorder, ranks: list[int], stale_s: float)
     own = Report(rec.board.rank, "heartbeat", f"ranks {ranks} stopped responding (no "
                  f"heartbeat for {stale_s:.0f} s: killed, out of host memory or node lost)",
                  "", rec.progress.step, rec.memory())
+    rec.board.post(own, from_watcher=True)
+    _end_from_watcher(rec, own)
+
+
+def _record_stalled_from_watcher(rec: Recorder, stall: Stall, timeout_s: float) -> None:
+    """Rank 0's watcher, when ranks behind the others made no progress for longer than
+    ``timeout_s`` and no rank has reported (a hung rank; a collective that does not time
+    out): record ``timeout`` naming them, end the process."""
+    if not rec.board.claim():
+        return
+    own = Report(rec.board.rank, "stalled", stall.text(timeout_s), "", rec.progress.step,
+                 rec.memory())
     rec.board.post(own, from_watcher=True)
     _end_from_watcher(rec, own)
 
@@ -520,6 +682,7 @@ def _report_blocked_from_watcher(rec: Recorder) -> None:
     log.error("%s; rank %d's main thread is still blocked at step %d %.0f s later: "
               "exiting with code %d", ended, board.rank, rec.progress.step + 1, board.grace_s,
               EXIT_FAILED)
+    board.leave()
     provenance.exit_now(EXIT_FAILED)
 
 

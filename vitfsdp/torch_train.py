@@ -358,6 +358,7 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
         loss_sum = torch.zeros((), device=device)
         for step in range(first, last + 1):
             failures.inject_fault(fault, env.rank, step)
+            failures.mark_progress(step)  # rank 0's watcher names a rank that stops here
             count = {} if "model_state_bytes" not in records.summary_extra else None
             loss_sum += train_step(model, optimizer, next(batches), autocast, scaler, count)
             if count is not None:  # this attempt's first step: the local shards' bytes
@@ -369,6 +370,7 @@ def train(cfg: RunConfig, env: distributed.DistEnv, device: torch.device,
                         "global_batch_size": tc.local_batch_size * env.world_size, **figures})
         log.info("step %d/%d%s: loss %.4f, %.1f images/s", last, tc.steps,
                  " (warm-up)" if warmup else "", figures["loss"], figures["ips"])
+        failures.mark_progress(last)
         if last < tc.steps:
             checkpoint_at_boundary(
                 _agreed(signals, device), tc.checkpoint_every, progress, first,

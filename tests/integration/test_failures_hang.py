@@ -50,6 +50,32 @@ def test_a_blocked_rank_does_not_hide_the_real_cause():
     assert status == "failed" and reason.startswith("blocked on rank 0"), reason
 
 
+def test_ranks_behind_with_no_progress_are_a_stall():
+    """find_stall reads the heartbeats (beats:marks:step:idle): rank 1 has fewer marks and
+    nobody marked progress for 16 s > 15 s: a stall naming rank 1; not when every rank is
+    at the same mark (one long collective or checkpoint), when some rank marked progress
+    within stall_s, or when a rank has not posted yet."""
+    beats = {0: "40:5:3:16.2", 1: "41:4:2:30.0", 2: "39:5:3:17.0"}
+    stall = failures.find_stall(beats, 3, stall_s=15)
+    assert stall == failures.Stall([1], 2, [0, 2], 3, 16.2)
+    assert stall.text(10).startswith("rank 1 made no progress for 16 s (more than "
+                                     "train.timeout_s=10): stopped after step 2 while ranks "
+                                     "0, 2 waited at step 3")
+    assert failures.find_stall({0: "40:5:3:16", 1: "41:5:3:30"}, 2, 15) is None
+    assert failures.find_stall({0: "40:5:3:14", 1: "41:4:2:30"}, 2, 15) is None
+    assert failures.find_stall({0: "40:5:3:16"}, 2, 15) is None
+
+
+def test_a_stall_is_a_timeout_unless_a_rank_raised():
+    """Rank 0's ``stalled`` report decides (timeout, its text) over the ``blocked`` ones;
+    a rank's own error stays the cause."""
+    stalled = failures.Report(0, "stalled", "rank 1 made no progress for 16 s", "", 2, {})
+    status, reason = failures.verdict([stalled, _report(1, "blocked")], 2)
+    assert (status, reason) == ("timeout", "rank 1 made no progress for 16 s")
+    status, reason = failures.verdict([stalled, _report(1, "error")], 2)
+    assert status == "failed" and reason.startswith("raised on rank 1"), reason
+
+
 def test_a_hung_rank_leaves_once_rank_0_recorded_the_timeout(tmp_path):
     """hang:1:3 with ranks started as srun starts them: rank 0's collective times out and
     it records ``timeout``; rank 1's main thread sleeps forever. Its watcher ends it with

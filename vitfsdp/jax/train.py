@@ -390,6 +390,7 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
         losses = []
         for n in range(first, last + 1):
             failures.inject_fault(fault, jax.process_index(), n)
+            failures.mark_progress(n)  # rank 0's watcher names a rank that stops here
             state, loss = step(state, *batch)
             if "model_state_bytes" not in records.summary_extra:  # the attempt's first step
                 records.summary_extra["model_state_bytes"] = model_state_bytes(state)
@@ -404,6 +405,7 @@ def train(cfg: RunConfig, model: ViT, mesh: jax.sharding.Mesh, records: RunRecor
                         "global_batch_size": global_batch, **figures})
         log.info("step %d/%d%s: loss %.4f, %.1f images/s", last, tc.steps,
                  " (warm-up)" if warmup else "", figures["loss"], figures["ips"])
+        failures.mark_progress(last)
         if last < tc.steps:
             checkpoint_at_boundary(
                 agreed_stop(signals), tc.checkpoint_every, progress, first,
