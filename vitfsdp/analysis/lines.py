@@ -89,6 +89,24 @@ COMPILE_WORDS = {True: "compiled", False: "eager", None: "compile auto"}
 ORIG_PARAMS_WORDS = {True: "orig params", False: "flat params", None: "orig params auto"}
 
 
+#: How runs whose numbers were invented, not measured, say so in their ``device_name`` and
+#: ``experiment`` (:data:`vitfsdp.analysis.synthetic.INVENTED`, the analysis benchmark's
+#: runs): :func:`invented_runs` finds them by it.
+INVENTED_DATA = "INVENTED DATA"
+
+
+def invented_runs(df: pd.DataFrame) -> pd.Series:
+    """Whether each run of ``df`` (runs.csv's rows) holds invented numbers, on ``df``'s
+    index: its ``device_name`` or ``experiment`` holds :data:`INVENTED_DATA`; False where
+    neither column is there."""
+    hit = pd.Series(False, index=df.index)
+    for column in ("device_name", "experiment"):
+        if column in df:
+            hit |= df[column].astype("string").str.contains(INVENTED_DATA, regex=False) \
+                .fillna(False).astype(bool)
+    return hit
+
+
 #: What the contention notes say of runs whose cores were shared (:func:`contention_note`).
 NOT_HARDWARE = ": not a hardware measurement"
 
@@ -159,7 +177,9 @@ def line_columns(df: pd.DataFrame) -> list[str]:
 
     A column of :data:`VARIANT_COLUMNS` counts when it takes more than one value in ``df``
     (of :data:`RESOLVED_COLUMNS`, more than one value a run resolved: a point that never
-    started, cancelled while pending, say, splits no line by its ``auto``; of
+    started, cancelled while pending, say, splits no line by its ``auto``, while a run that
+    started and recorded no resolution keeps its ``auto`` as a value of its own, so that
+    ``kernels.adamw=foreach`` beside ``auto`` is two lines, not repeats of one; of
     :data:`STARTED_COLUMNS`, more than one value among the runs that started; of
     :data:`RECORDED_COLUMNS`, more than one value besides null); one of
     :data:`STRATEGY_COLUMNS` when it takes more than one value within a strategy.
@@ -169,21 +189,36 @@ def line_columns(df: pd.DataFrame) -> list[str]:
     df = configured if len(configured) else df  # recorded splits no line
     started = df[df["device_type"].notna()] if "device_type" in df else df
     started = started if len(started) else df
+    ran = _started(df)
     cols += [c for c in VARIANT_COLUMNS
-             if _resolved((started if c in STARTED_COLUMNS else df)[c], c)
+             if _resolved((started if c in STARTED_COLUMNS else df)[c], c, ran)
              .nunique(dropna=c in RECORDED_COLUMNS) > 1]
     within = df.groupby(list(BASE_LINE_COLUMNS), dropna=False)
     cols += [c for c in STRATEGY_COLUMNS if (within[c].nunique(dropna=False) > 1).any()]
     return cols
 
 
-def _resolved(values: pd.Series, column: str) -> pd.Series:
+def _resolved(values: pd.Series, column: str, started: pd.Series | None = None) -> pd.Series:
     """``values`` of ``column`` without those a run had not resolved yet
-    (:data:`RESOLVED_COLUMNS`); every value of any other column."""
+    (:data:`RESOLVED_COLUMNS`); every value of any other column. ``started``: which runs
+    started (on ``values``' index, :func:`_started`): a placeholder of one of them is no
+    placeholder but what it ran under (a record that did not say what ``auto`` chose), and
+    stays; None: every placeholder is left out."""
     unresolved = RESOLVED_COLUMNS.get(column)
     if unresolved is None:
         return values
-    return values[~values.astype(object).isin(unresolved) & values.notna()]
+    placeholder = values.astype(object).isin(unresolved)
+    if started is not None:
+        placeholder &= ~started.reindex(values.index, fill_value=False)
+    return values[~placeholder & values.notna()]
+
+
+def _started(df: pd.DataFrame) -> pd.Series:
+    """Whether each run of ``df`` started (its ``device_type`` recorded), on ``df``'s index;
+    none where ``df`` has no such column (a frame read before it)."""
+    if "device_type" not in df:
+        return pd.Series(False, index=df.index)
+    return df["device_type"].notna()
 
 
 def at_their_points(df: pd.DataFrame) -> pd.DataFrame:
@@ -234,8 +269,10 @@ def line_labels(df: pd.DataFrame, keys: list[str]) -> pd.Series:
     df = at_their_points(df)
     strategy = df["strategy"].astype("object")
     labels = strategy.where(strategy.notna(), "unknown strategy").astype(str)
+    jax = (df["framework"] == "jax").to_numpy() if "framework" in df else [False] * len(df)
     for key in keys[2:]:
-        parts = [_label_part(key, v) for v in df[key].astype("object")]
+        parts = [None if j and key in TORCH_ONLY_COLUMNS else _label_part(key, v)
+                 for v, j in zip(df[key].astype("object"), jax, strict=True)]
         labels = labels + pd.Series(["" if p is None else " " + p for p in parts], df.index)
     return labels.astype("object")
 
@@ -257,9 +294,13 @@ def line_label(row: pd.Series, keys: list[str]) -> str:
     """A line's label: the strategy, then each varying config value of ``keys[2:]``
     (``name=value`` unless it is a word of an undotted column: ``bf16``, but
     ``kernels.adamw=fused`` and ``cluster=frontier``, :data:`NAMED_COLUMNS`); a null value
-    (a setting that does not apply) is left out."""
+    (a setting that does not apply) is left out, and so is a :data:`TORCH_ONLY_COLUMNS`
+    value of a JAX run (its record's default, ``kernels.adamw=auto``, which JAX never
+    reads)."""
     parts = [str(row["strategy"]) if pd.notna(row["strategy"]) else "unknown strategy"]
-    parts += [p for p in (_label_part(key, row[key]) for key in keys[2:]) if p is not None]
+    jax = row.get("framework") == "jax"
+    parts += [p for p in (_label_part(key, row[key]) for key in keys[2:]
+                          if not (jax and key in TORCH_ONLY_COLUMNS)) if p is not None]
     return " ".join(parts)
 
 
@@ -377,10 +418,13 @@ def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
     Returns:
         One row per completed run with a measured ``ips``: the line columns, ``nodes``,
         ``world_size``, ``ips`` (global images/s), ``ideal_ips`` (images/s),
-        ``scaling_efficiency`` (ips / ideal_ips, 1.0 = linear), ``tflops_per_gpu`` (model
-        TFLOP/s per GPU), ``mfu`` (fraction of the device's peak), ``peak_mem_gib``,
-        ``run_dir``; sorted like ``df``. Repeats stay separate rows here; see
-        :func:`vitfsdp.analysis.tables.points_table` for one row per point.
+        ``scaling_efficiency`` (ips / ideal_ips, 1.0 = linear; at the line's baseline node
+        count ``n0`` NaN where the baseline pooled two runs or more: a run there is not
+        scaled from anything, and its ips over their median, 1.14 say, is the spread of the
+        baseline's runs, not an efficiency; 1.0 where the baseline is that one run),
+        ``tflops_per_gpu`` (model TFLOP/s per GPU), ``mfu`` (fraction of the device's
+        peak), ``peak_mem_gib``, ``run_dir``; sorted like ``df``. Repeats stay separate rows
+        here; see :func:`vitfsdp.analysis.tables.points_table` for one row per point.
     """
     keys = line_columns(df)
     done = df[(df["status"] == "completed") & df["ips"].notna() & df["nodes"].notna()].copy()
@@ -389,7 +433,9 @@ def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
     if done.empty:
         return pd.DataFrame(columns=cols)
     done["ideal_ips"] = _ideal_ips(done, keys)
-    done["scaling_efficiency"] = done["ips"] / done["ideal_ips"]
+    at_n0 = done["nodes"].astype("float64") == baseline_nodes(done, keys)
+    pooled = at_n0.groupby([done[k] for k in keys], dropna=False).transform("sum") > 1
+    done["scaling_efficiency"] = (done["ips"] / done["ideal_ips"]).where(~(at_n0 & pooled))
     return done[cols].reset_index(drop=True)
 
 
@@ -486,7 +532,7 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
         orig params, fused AdamW"``; ``"; "`` between the recipes of runs that differ),
         ``torch_loss`` and ``jax_loss`` (each side's final training loss, runs.csv's
         ``loss``, the median over the runs its images/s are over; NaN where not recorded:
-        whether the two trained alike, :func:`vitfsdp.analysis.report.loss_parted`);
+        whether the two trained alike, :func:`vitfsdp.analysis.verdict.loss_parted`);
         empty (with these columns) when either framework ran no point.
     """
     table = _ratio_rows(df, df, noise)
@@ -776,8 +822,10 @@ def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:
         scaling: its :func:`scaling_table`; computed if not given.
 
     Returns:
-        The table as text; ips in images/s, efficiency in percent of ideal, peak memory in
-        GiB; a missing value (a setting DDP does not have, a figure a failed run lacks) ``-``.
+        The table as text; ips in images/s, efficiency in percent of ideal
+        (:data:`BASELINE_RUN` for a run of a baseline that pooled two runs or more: it is
+        not scaled from anything), peak memory in GiB; a missing value (a setting DDP does
+        not have, a figure a failed run lacks) ``-``.
     """
     scaling = scaling_table(df) if scaling is None else scaling
     eff = scaling.set_index("run_dir")["scaling_efficiency"]
@@ -786,9 +834,22 @@ def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:
     table = df[[*keys, "nodes", *repeats, "status"]].astype(object)
     table = table.where(table.notna(), "-")  # missing printed one way
     table["ips"] = df["ips"].map(lambda x: "-" if pd.isna(x) else f"{x:.1f}")
-    table["efficiency"] = df["run_dir"].map(eff).map(format_efficiency)
+    table["efficiency"] = df["run_dir"].map(eff).map(format_efficiency).where(
+        ~df["run_dir"].isin(_pooled_baseline_runs(scaling)), BASELINE_RUN)
     table["peak_mem_gib"] = df["peak_mem_gib"].map(lambda x: "-" if pd.isna(x) else f"{x:.2f}")
     return table.to_string(index=False) + efficiency_footnote(table["efficiency"])
+
+
+#: What the printed table says of a run at its line's baseline node count where that
+#: baseline is the median of two runs or more (:func:`scaling_table` leaves its efficiency
+#: blank): the run is one the ideal is scaled from, not a point scaled.
+BASELINE_RUN = "baseline"
+
+
+def _pooled_baseline_runs(scaling: pd.DataFrame) -> pd.Series:
+    """The ``run_dir`` of each run of ``scaling`` (a :func:`scaling_table`) at its line's
+    baseline node count whose efficiency is blank: the baseline pooled two runs or more."""
+    return scaling.loc[scaling["scaling_efficiency"].isna(), "run_dir"]
 
 
 #: What an efficiency above 100 % of the ideal line means in weak scaling: not super-linear

@@ -32,6 +32,7 @@ from vitfsdp.analysis.lines import (
     contention_note,
     format_efficiency,
     framework_partners,
+    invented_runs,
     numeric_column,
     window_spreads,
 )
@@ -58,10 +59,14 @@ from vitfsdp.analysis.verdict import (
     HOST_BOUND,
     IN_NOISE,
     MAX_SEPARATION_CHANCE,
+    NOT_LIKE_FOR_LIKE,
     NOT_RESULTS,
     ONE_RUN,
+    PARTED_LOSS_FACTOR,
+    PARTED_LOSS_FLOOR,
     UNMEASURED,
     WITHIN,
+    loss_parted,
     separation_chance,
 )
 from vitfsdp.core.layout import COMMANDS_FILE
@@ -212,6 +217,7 @@ COLUMN_FORMATS = {
     "vs_baseline": ("vs baseline", "{}"), "vs_best": ("vs fastest", "{}"),
     "runs_ended": ("runs that did not complete", "{}"),
     "scaling_efficiency": ("scaling efficiency", "{:.0%}"),
+    "peak_mem_since": ("peak counted since", "{}"),
     "speedup_over_runner_up": ("ips over runner-up", "{:.2f}x"),
     "statuses": ("not completed", "{}"), "step": ("step", "{:d}"),
     "step_time_rel_error": ("step error", "{:+.0%}"), "torch_ips": ("PyTorch images/s", RATE),
@@ -259,26 +265,30 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
     """
     df, points = tables["runs"], tables["points"]
     flops = flop_formats(df)
+    scaled = scaled_at_all(points)
     labelled = _with_range(points).assign(ideal_from=ideal_from(points, df))
     contended = ["runs_contended"] if _count_column(points, "runs_contended").any() else []
     competed = competition_text(df)
     equivalence = tables["equivalence"]
     noise = observed_noise(equivalence)
     sections = [
+        invented_section(df),
         Section("Not a result: other work competed", f"{competed[0].upper()}{competed[1:]}.")
         if competed else None,
         Section("Provenance", table=provenance_table(df, sweep_dirs, command)),
         Section("Runs", _runs_text(df) + repeats_text(df, points)),
-        Section("Weak scaling", "Throughput per point (median over repeats), ideal linear "
-                "scaling from each line's smallest node count (the efficiency's bounds: the "
-                "point's slowest measurement over the ideal from the baseline's fastest, and "
-                "the other way round; repeats, else one run's windows)"
+        Section("Weak scaling" if scaled else ONE_DEVICE_TITLE,
+                ("Throughput per point (median over repeats), ideal linear scaling from each "
+                 "line's smallest node count (the efficiency's bounds: the point's slowest "
+                 "measurement over the ideal from the baseline's fastest, and the other way "
+                 "round; repeats, else one run's windows)" if scaled else
+                 f"Throughput per point (median over repeats), {ONE_DEVICE_TEXT}")
                 + _flops_text(labelled) + "." + baseline_text(labelled, df)
                 + _above_ideal_text(labelled) + noisy_points_text(labelled)
                 + resumed_runs_text(df)
                 + _sent_text(labelled) + host_bound_text(labelled, df),
                 ["weak_scaling", "efficiency", "tflops"],
-                display(labelled, ["model", "configuration", "nodes", "world_size",
+                display(one_device(labelled), ["model", "configuration", "nodes", "world_size",
                                    "num_repeats", "runs_failed", *contended, "ips",
                                    "ips_range",
                                    "ips_repeat_spread", "noisy", "ideal_ips",
@@ -291,8 +301,9 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
         _reference_section(tables["reference"]),
         Section("Memory", _memory_text(labelled) + not_completed_text(df, MEMORY_MISSING),
                 ["memory"],
-                display(below_device(labelled),
-                        ["model", "configuration", "nodes", "peak_mem_gib", "peak_mem_min_gib",
+                display(memory_rows(below_device(labelled)),
+                        ["model", "configuration", "nodes", "peak_mem_gib", "peak_mem_since",
+                         "peak_mem_min_gib",
                          "state_params_gib", "state_grads_gib", "state_optimizer_gib",
                          "peak_mem_reserved_gib", "device_mem_used_gib", "device_memory_gib",
                          "memory_limit_gib", "alloc_retries", "num_ooms"])),
@@ -301,7 +312,8 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
         Section("Best configuration per model and node count",
                 best_text(tables["best"], points, noise, runs_per_point(df, points))
                 + not_completed_text(df, BEST_MISSING),
-                table=display(tables["best"].assign(ideal_from=ideal_from(tables["best"], df)),
+                table=display(one_device(tables["best"].assign(
+                    ideal_from=ideal_from(tables["best"], df))),
                               ["model", "nodes", "configuration", "ips", "scaling_efficiency",
                                "ideal_from", "tflops_per_gpu", "mfu", "peak_mem_gib",
                                "runner_up", "speedup_over_runner_up", "difference",
@@ -320,6 +332,14 @@ def report_sections(tables: Mapping[str, pd.DataFrame], dataset_size: int,
     ]
     return [s for s in sections if s is not None]
 
+
+#: The throughput section's title where every point ran on one device
+#: (:func:`scaled_at_all` False), in place of "Weak scaling" ...
+ONE_DEVICE_TITLE = "Throughput on one device (no scaling measured)"
+#: ... and what it says there.
+ONE_DEVICE_TEXT = ("each on one device (world size 1): no sharding across ranks and no "
+                   "collectives, so nothing was scaled and the tables print no ideal and no "
+                   "scaling efficiency (each point is its own baseline)")
 
 #: What :func:`not_completed_text` says of a configuration none of whose runs completed at a
 #: node count, in the best-configuration section ...
@@ -435,6 +455,15 @@ def best_text(best: pd.DataFrame, points: pd.DataFrame, noise: float = float("na
                  f"{BUSY_BELOW}, so the ranking there is of host loops and wrappers, not of "
                  "the strategies' communication; a larger local batch or fewer FSDP units "
                  "(strategy.blocks_per_unit) move the step back onto the device.")
+    unlike = best[kinds == NOT_LIKE_FOR_LIKE]
+    if len(unlike):
+        which = ", ".join(f"{r.model} at {r.nodes} node(s) ({r.configuration} against "
+                          f"{r.runner_up})" for r in unlike.itertuples())
+        text += (f" **Not like-for-like (loss differs):** at {which} the fastest and the "
+                 "runner-up did not train alike (final losses "
+                 f"{PARTED_LOSS_FACTOR:g} times apart, one at or above "
+                 f"{PARTED_LOSS_FLOOR:g} nat: another program, data or labels), so nothing is "
+                 "ranked there: the fastest is not known to do the runner-up's work faster.")
     unknown = best[kinds == UNMEASURED]
     if len(unknown):
         which = ", ".join(f"{r.model} at {r.nodes} node(s)" for r in unknown.itertuples())
@@ -958,32 +987,6 @@ def _world_sizes(ratio: pd.DataFrame, runs: pd.DataFrame | None) -> pd.Series:
                      index=ratio.index, dtype=float)
 
 
-#: Final losses "part" (:func:`loss_parted`) where the higher is at least this (nats) ...
-PARTED_LOSS_FLOOR = 1.0
-#: ... and at least this many times the lower.
-PARTED_LOSS_FACTOR = 10.0
-
-
-def loss_parted(torch_loss: float, jax_loss: float) -> bool:
-    """Whether two final training losses (nats, runs.csv ``loss``) say the two sides did
-    not train alike: the higher is at least :data:`PARTED_LOSS_FLOOR` (1 nat: the right
-    class gets under 1/e of the probability on average, so that side has not learned the
-    data) and at least :data:`PARTED_LOSS_FACTOR` times the lower (the other side has).
-    A factor alone would flag noise: near zero, runs of one program part by several times
-    (in the committed H100 sweep, ViT-H FULL_SHARD runs that differ only in activation
-    checkpointing, which changes no arithmetic, ended at 0.021 and 0.082; DDP ones at
-    0.026 and 0.134); a floor alone would flag two sides at chance
-    alike (a short CPU run of both, 5.75 against 5.75 at 1000 classes). Chance,
-    ln(num_classes), is no bound: synthetic data repeats its batches, so a side that
-    learned the batch's labels but not the images sits near ln(local batch), far below
-    ln(num_classes) (the H100 pair's PyTorch run: 3.08, near ln 32 = 3.47, against ln 1000
-    = 6.91, while JAX reached 0.0096). False where either is not known (NaN)."""
-    if pd.isna(torch_loss) or pd.isna(jax_loss):
-        return False
-    high, low = max(torch_loss, jax_loss), min(torch_loss, jax_loss)
-    return bool(high >= PARTED_LOSS_FLOOR and high >= PARTED_LOSS_FACTOR * low)
-
-
 def _loss_text(ratio: pd.DataFrame, runs: pd.DataFrame | None = None) -> str:
     """Where the two sides' final losses (``torch_loss``, ``jax_loss``) part
     (:func:`loss_parted`), e.g. ``" The two did not train alike at vit_huge FULL_SHARD at 1
@@ -1203,6 +1206,59 @@ def _command(overrides: dict) -> str:
     return shlex.join(["python", "-m", "vitfsdp.sweep", "-m", *(str(a) for a in args)])
 
 
+#: What the report's tables print as the scaling efficiency of a point of world size 1:
+#: it is its own baseline, one device exchanges nothing, and its ideal is itself.
+ONE_DEVICE = "- (baseline, one device: no collectives)"
+
+
+def one_device(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` (a points or best frame) with each point of world size 1 (``world_size``)
+    shown as one: ``scaling_efficiency`` :data:`ONE_DEVICE`, no ideal (``ideal_ips``), no
+    efficiency bounds (``efficiency_range``); ``table`` itself without ``world_size``."""
+    if "world_size" not in table or table.empty:
+        return table
+    alone = numeric_column(table, "world_size") == 1
+    out = table.assign(scaling_efficiency=table["scaling_efficiency"].astype(object).where(
+        ~alone, ONE_DEVICE))
+    if "ideal_ips" in out:
+        out["ideal_ips"] = out["ideal_ips"].where(~alone)
+    if "efficiency_range" in out:
+        out["efficiency_range"] = out["efficiency_range"].where(~alone, MISSING)
+    return out
+
+
+#: What the memory table prints where a point's runs held a model state but did not
+#: count its gradients (JAX runs: ``state_grads_gib`` empty), in place of a blank.
+NOT_RECORDED = "not recorded"
+
+
+def memory_rows(points: pd.DataFrame) -> pd.DataFrame:
+    """``points`` as the memory table shows them: ``state_grads_gib`` :data:`NOT_RECORDED`
+    where the parameters a rank held are known but its gradients are not (a JAX run's
+    record), and ``peak_mem_since`` (points.csv's: since when a peak counts, JAX's on a GPU
+    since its process started, PyTorch's since each window) only where some point's peak
+    is not a window's (else left out: every peak is)."""
+    out = points
+    if "state_grads_gib" in out and "state_params_gib" in out:
+        unknown = out["state_grads_gib"].isna() & out["state_params_gib"].notna()
+        out = out.assign(state_grads_gib=out["state_grads_gib"].astype(object).where(
+            ~unknown, NOT_RECORDED))
+    if "peak_mem_since" in out and not out["peak_mem_since"].astype(str).str.startswith(
+            "process").any():
+        out = out.drop(columns="peak_mem_since")
+    return out
+
+
+def scaled_at_all(points: pd.DataFrame) -> bool:
+    """Whether a point of ``points`` ran on more than one device (``world_size`` > 1, or
+    not recorded): where none did, nothing was scaled and the report calls no section weak
+    scaling."""
+    if points.empty or "world_size" not in points:
+        return True
+    sizes = numeric_column(points, "world_size")
+    return bool((sizes.isna() | (sizes > 1)).any())
+
+
 def ideal_from(table: pd.DataFrame, df: pd.DataFrame) -> pd.Series:
     """``table``'s ``baseline_nodes`` (a points or best frame) where it is above the model's
     smallest node count in ``df`` (every run, failed ones too): the lines whose ideal starts
@@ -1253,16 +1309,20 @@ def repeats_text(df: pd.DataFrame, points: pd.DataFrame) -> str:
             f"{_int_span(windows)} (images/s is their median).")
     window = window_spread(df)
     repeats = judged_count(points).astype(int)  # the runs the spread is over
-    again = points[repeats >= 2]
+    pooled = _count_column(points, "runs_share_repeat") > 0
+    again = points[(repeats >= 2) & ~pooled]
     if len(again):
         runs = again["ips_repeat_spread"].astype(float)
         widest = again.loc[runs.idxmax()]
+        noise = (f"the spread between runs whose numbers were invented ({INVENTED_WORDS})"
+                 if invented_runs(df).any() else "the noise between runs, measured")
         text += (f" {len(again)} points ran at least twice: their runs spread {runs.median():.1%} "
                  f"of the median (at most {runs.max():.1%}, {widest['model']} "
                  f"{widest['configuration']} at {widest['nodes']} node(s); "
-                 "`ips_repeat_spread`): the noise between runs, measured")
+                 f"`ips_repeat_spread`): {noise}")
         text += (f", against the windows of one run: {_spread_words(window)}." if len(window)
                  else ".")
+    text += shared_repeat_text(points[(repeats >= 2) & pooled])
     once = int((repeats < 2).sum())
     if once:
         text += (f" {once} of {len(points)} points ran once: their spread (error bars, "
@@ -1277,6 +1337,45 @@ def repeats_text(df: pd.DataFrame, points: pd.DataFrame) -> str:
                  "loops\"), and no difference resting on one run is called a result.")
         text += " `repeat=0,1,2` measures it."
     return text
+
+
+def shared_repeat_text(pooled: pd.DataFrame) -> str:
+    """What the Runs section says of points whose pooled runs share a ``repeat`` label
+    (points.csv ``runs_share_repeat`` > 0, ``repeats_differ``: what differs between them,
+    :func:`~vitfsdp.analysis.tables.shared_repeats`): they are not known repeats, so their
+    spread is not called the noise between runs; ``""`` where there is none."""
+    if pooled.empty:
+        return ""
+    which = "; ".join(
+        f"{r.model} {r.configuration} at {r.nodes} node(s): {int(r.runs_share_repeat)} runs, "
+        f"spread {r.ips_repeat_spread:.1%}, {r.repeats_differ}" for r in pooled.itertuples())
+    return (f" **Not known repeats:** at {len(pooled)} point(s) runs that share a repeat "
+            f"label are pooled as repeats ({which}; points.csv `runs_share_repeat`, "
+            "`repeats_differ`). Nothing says they were meant as repeats: a setting the "
+            "records do not hold (train.seed, say) may differ between them, so their spread "
+            "is not the noise between runs, and their images/s are a median over runs that "
+            "may not be of one configuration. Give repeated runs distinct `repeat=N`, and "
+            "runs of another setting another point.")
+
+
+#: How the report names invented numbers (:func:`vitfsdp.analysis.lines.invented_runs`).
+INVENTED_WORDS = "INVENTED DATA (bench_analysis): not measured"
+
+
+def invented_section(df: pd.DataFrame) -> Section | None:
+    """The report's opening where runs of ``df`` hold invented numbers
+    (:func:`~vitfsdp.analysis.lines.invented_runs`: the analysis benchmark's synthetic
+    sweep); None where none does."""
+    hit = invented_runs(df)
+    if not hit.any():
+        return None
+    return Section(INVENTED_WORDS.split(":")[0],
+                   f"{int(hit.sum())} of {len(df)} runs hold invented numbers, not "
+                   "measurements: vitfsdp.analysis.synthetic wrote them (`python "
+                   "analysis/bench_analysis.py`) with a plausible images/s and memory per "
+                   "point and 2% noise, on a device and cluster profile they only imitate, "
+                   "to time the analysis and test its output. No figure, table or spread "
+                   "below is a result.")
 
 
 def window_spread(df: pd.DataFrame) -> pd.Series:
@@ -1985,8 +2084,9 @@ def display(table: pd.DataFrame, columns: list[str],
         if scaled and col in scaled:
             header, fmt, factor = scaled[col]
             values = pd.to_numeric(values, errors="coerce") * factor
-        if col == "scaling_efficiency":  # above 100 %: starred as noise
-            shown[header] = values.map(format_efficiency)
+        if col == "scaling_efficiency":  # above 100 %: starred as noise; text as it is
+            shown[header] = values.map(lambda x: x if isinstance(x, str)
+                                       else format_efficiency(x))
         else:
             shown[header] = values.map(lambda x, fmt=fmt: _fmt(x, fmt))
     return shown.reset_index(drop=True)

@@ -31,7 +31,12 @@ MODELS = {"vit_base": 87e6, "vit_huge": 635e6, "vit_1b": 914e6, "vit_3b": 3067e6
 STRATEGIES = ("DDP", "NO_SHARD", "FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_2GPU", "HYBRID_8GPU")
 NODES = (1, 2, 4, 8, 16, 32, 64, 128)
 GPUS_PER_NODE = 8
-DEVICE = {"type": "cuda", "name": "AMD Instinct MI250X", "memory_gib": 64.0,
+#: What every synthetic run's device name and experiment field say it is, so that every
+#: figure's title and footer and the report's opening carry it
+#: (:data:`vitfsdp.analysis.lines.INVENTED_DATA` is how the analysis tells it): its numbers
+#: are invented, not measured on the MI250X-like profile they imitate.
+INVENTED = "INVENTED DATA (bench_analysis)"
+DEVICE = {"type": "cuda", "name": f"{INVENTED}: AMD Instinct MI250X", "memory_gib": 64.0,
           "peak_flops": 191.5e12, "peak_source": "table", "peak_kind": "bf16"}
 #: Share of runs per failure status (the rest complete).
 FAILURE_RATES = {"oom": 0.03, "failed": 0.01, "timeout": 0.01}
@@ -70,7 +75,7 @@ def base_configs() -> dict[str, dict]:
 def run_info(config: dict, model: str, nodes: int, repeat: int) -> dict:
     """run.json of one synthetic run (config, world, device, model)."""
     cfg = {**config, "model": {**config["model"], "name": model}, "nodes": nodes,
-           "repeat": repeat}
+           "repeat": repeat, "experiment": INVENTED}
     world = nodes * GPUS_PER_NODE
     return {"run_id": f"{model}-{cfg['strategy']['name']}-n{nodes}-r{repeat}", "config": cfg,
             "world": {"size": world, "nodes": nodes, "ranks_per_node": GPUS_PER_NODE,

@@ -50,6 +50,7 @@ from vitfsdp.analysis.verdict import (
     HOST_BOUND,
     IN_NOISE,
     MAX_SEPARATION_CHANCE,
+    NOT_LIKE_FOR_LIKE,
     NOT_RESULTS,
     ONE_RUN,
     UNMEASURED,
@@ -62,9 +63,11 @@ from vitfsdp.analysis.verdict import (
     judge,
     judged_runs,
     left_out_note,
+    loss_parted,
     ranked,
     read_flag,
     span,
+    unlike_verdict,
     with_notes,
 )
 from vitfsdp.core.throughput import (
@@ -103,7 +106,7 @@ PREFETCH_ORDER = ("BACKWARD_PRE", "BACKWARD_POST", "NONE")
 #: Columns of the ablation that are not part of a bar group's identity.
 ABLATION_COLUMNS = ("backward_prefetch", "limit_all_gathers")
 #: Every verdict of :func:`verdict_kind`, the contended one first (it replaces the others).
-VERDICTS = (CONTENDED, HOST_BOUND, UNMEASURED, BEYOND, *NOT_RESULTS)
+VERDICTS = (CONTENDED, NOT_LIKE_FOR_LIKE, HOST_BOUND, UNMEASURED, BEYOND, *NOT_RESULTS)
 
 
 def study_tables(df: pd.DataFrame,
@@ -155,7 +158,10 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
 
     Returns:
         The line columns, ``nodes``, ``configuration`` (the line's label, as in the
-        figures' legends), ``num_repeats`` (its completed runs), ``runs_failed`` (its runs
+        figures' legends), ``num_repeats`` (its completed runs), ``runs_share_repeat`` and
+        ``repeats_differ`` (its completed runs that share a ``repeat`` label, 0 where none
+        does, and what differs between its runs there: :func:`shared_repeats`; such runs
+        are not known repeats), ``runs_failed`` (its runs
         that did not complete, or measured no ips: :func:`runs_per_point` less
         ``num_repeats``), ``runs_contended`` (its runs of any status that other work
         competed with: :func:`competed_runs`), ``runs_resumed`` (its completed runs that
@@ -183,6 +189,9 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
         efficiency rounds above 100 %: its baseline's host-bound, contended or one run, else
         noise), the medians of :data:`POINT_MEDIANS`
         (``tflops_per_gpu`` in TFLOP/s, ``mfu``/``hfu`` and ``device_busy_frac`` as fractions),
+        ``loss`` (the median final training loss, nats), ``peak_mem_since`` (since when its
+        peak memory counts, :data:`PEAK_SINCE`: a JAX run's on a GPU since its process
+        started, set-up included, PyTorch's since each window),
         ``device_busy_min_frac`` (the least busy rank's), ``host_bound``
         (:func:`vitfsdp.core.throughput.host_bound` of the median least busy rank's share,
         :func:`~vitfsdp.analysis.lines.judged_busy`:
@@ -207,18 +216,22 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
                                      "runs_contended", "ips", "ideal_ips",
                                      "scaling_efficiency"])
     _warn_unlabelled_repeats(done, keys)
+    shared = shared_repeats(done, keys)
     contended = competed_flags(done)
     judged = judged_runs(contended, [done[k] for k in keys])
     completed_runs = done.groupby(keys, dropna=False, sort=False)["run_dir"].count()
     done = done.assign(configuration=configurations(df).loc[done.index],
                        judged_busy=judged_busy(done), _contended=contended,
+                       loss=numeric_column(done, "loss"), peak_mem_since=peak_since(done),
                        **_resumed_flags(done))[judged]
     groups = done.groupby(keys, dropna=False, sort=False)
     aggs = {"configuration": ("configuration", "first"), "runs_judged": ("run_dir", "count"),
             "figures_contended": ("_contended", "all"),
             "ips_repeat_min": ("ips", "min"), "ips_repeat_max": ("ips", "max"),
             "ips_window_min": ("ips_min", "min"), "ips_window_max": ("ips_max", "max"),
-            "runs_resumed": ("resumed", "sum"), "attempts_differ": ("differ", _any_flag)}
+            "runs_resumed": ("resumed", "sum"), "attempts_differ": ("differ", _any_flag),
+            "loss": ("loss", "median"),
+            "peak_mem_since": ("peak_mem_since", lambda v: ", ".join(sorted(set(v))))}
     layout = [c for c in ("sharding_strategy", "shard_group_size") if c not in keys]
     aggs |= {c: (c, "first") for c in layout}  # what the point computes (equivalence_table)
     # where one of the ablation's settings is swept, the other (fixed, so it splits no
@@ -251,8 +264,11 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
     points["noisy"] = (points["ips_repeat_spread"] > NOISY_SPREAD).where(repeated).astype(
         "boolean")
     points = points.join(cost_columns(points, dataset_size))
+    points = points.merge(shared, on=keys, how="left")  # null keys match (merge)
+    points["runs_share_repeat"] = points["runs_share_repeat"].fillna(0).astype(int)
     points["attempts_differ"] = points["attempts_differ"].astype("boolean")
-    order = [*keys, "configuration", "num_repeats", "runs_failed", "runs_contended",
+    order = [*keys, "configuration", "num_repeats", "runs_share_repeat", "repeats_differ",
+             "runs_failed", "runs_contended",
              "runs_judged", "figures_contended", "runs_resumed", "attempts_differ",
              "world_size", "global_batch_size", "ips",
              "ips_repeat_min", "ips_repeat_max", "ips_repeat_spread", "noisy",
@@ -260,7 +276,7 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
              "ideal_ips", "baseline_nodes", "baseline_runs", "baseline_contended",
              "baseline_host_bound", "scaling_efficiency", "efficiency_min",
              "efficiency_max", "above_ideal_cause", *POINT_MEDIANS[1:], "host_bound",
-             *POINT_MAXIMA[:1],
+             "loss", *POINT_MAXIMA[:1], "peak_mem_since",
              *POINT_MINIMA[:1],
              *POINT_MAXIMA[1:], *POINT_MINIMA[1:], *[c for c in POINT_HELD if c in points],
              "device_memory_gib", "memory_limit_gib", "epoch_hours", "node_hours_per_epoch",
@@ -376,6 +392,64 @@ def format_points(df: pd.DataFrame, points: pd.DataFrame) -> str:
             f"\n\n{len(df):,} runs of {num_points:,} points: "
             f"{len(points):,} points completed at least once, {failed:,} runs did not "
             "complete (failures.csv); every run is in runs.csv, every point in points.csv")
+
+
+#: What points.csv ``peak_mem_since`` says of a run's peak memory: since when it counts.
+#: PyTorch resets its peak every timed window (torch.cuda.reset_peak_memory_stats, VmHWM
+#: on CPU); JAX cannot reset XLA's ``peak_bytes_in_use``: on a GPU its peak is the whole
+#: process's, set-up and compilation included, so the two do not compare as equals.
+PEAK_SINCE = {"window": "window start (reset every window)",
+              "process": "process start (never reset: JAX on a GPU)"}
+#: Settings that tell runs pooled at one point apart where they differ
+#: (:func:`shared_repeats`): what the run was configured with, beside the line columns that
+#: already split points, and the code it ran.
+SETTING_COLUMNS = ("experiment", "attention", "data", "img_size", "local_batch_size",
+                   "train.steps", "train.warmup_steps", "train.log_every", "git_commit",
+                   "versions")
+
+
+def peak_since(runs: pd.DataFrame) -> pd.Series:
+    """Since when each run's peak memory counts (:data:`PEAK_SINCE`), on ``runs``' index:
+    the process's start for a JAX run on a GPU, the timed window's start for any other."""
+    jax_gpu = (runs.get("framework", pd.Series(None, index=runs.index)) == "jax") & (
+        runs.get("device_type", pd.Series(None, index=runs.index)).fillna("cpu") != "cpu")
+    return pd.Series(np.where(jax_gpu, PEAK_SINCE["process"], PEAK_SINCE["window"]),
+                     index=runs.index, dtype=object)
+
+
+def shared_repeats(done: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The points of ``done`` (completed runs; ``keys``: the line columns and ``nodes``)
+    whose runs share a ``repeat`` label: they are pooled as repeats though nothing says
+    they were meant as such (a rerun under another seed, a setting the records do not
+    hold), so their spread is not known to be the noise between runs.
+
+    Returns:
+        One row per such point: ``keys``, ``runs_share_repeat`` (its runs that share a
+        label with another of its runs) and ``repeats_differ`` (what differs between its
+        runs, in words: each of :data:`SETTING_COLUMNS` that takes two values or more, e.g.
+        ``"git_commit: 4e745be, 5c4d54e"``, and the final loss where it parts,
+        :func:`~vitfsdp.analysis.verdict.loss_parted`: ``"final loss 0.317-3.24 (did not
+        train alike)"``; ``"no recorded setting differs"`` where none does).
+    """
+    labelled = done[keys].assign(_repeat=done["repeat"].fillna(0))
+    dup = done[labelled.duplicated(keep=False)]  # one pass, not a function per point
+    if dup.empty:
+        return pd.DataFrame(columns=[*keys, "runs_share_repeat", "repeats_differ"])
+    counts = dup.groupby(keys, dropna=False, sort=False)["run_dir"].count().rename(
+        "runs_share_repeat").reset_index()
+    runs = done.merge(counts[keys], on=keys, how="inner")
+    words = [_differ_words(group) for _, group in runs.groupby(keys, dropna=False, sort=False)]
+    return counts.assign(repeats_differ=words)
+
+
+def _differ_words(runs: pd.DataFrame) -> str:
+    """What differs between the runs of one point (see :func:`shared_repeats`)."""
+    parts = [f"{c}: {', '.join(sorted(set(runs[c].dropna().astype(str))))}"
+             for c in SETTING_COLUMNS if c in runs and runs[c].nunique(dropna=False) > 1]
+    loss = numeric_column(runs, "loss")
+    if loss_parted(loss.min(), loss.max()):
+        parts.append(f"final loss {loss.min():.3g}-{loss.max():.3g} (did not train alike)")
+    return "; ".join(parts) or "no recorded setting differs"
 
 
 def _warn_unlabelled_repeats(done: pd.DataFrame, keys: list[str]) -> None:
@@ -512,7 +586,11 @@ def best_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
     without a busy share (``host_bound`` NA),
     :func:`~vitfsdp.analysis.verdict.unmeasured_verdict` (``"GPU busy share not measured:
     host-bound not known, not ranked (1.50x apart)"``; CPU ranks, where the host is the
-    device, keep their verdict). Each point is judged on its runs other work did not
+    device, keep their verdict). Where the two points' final losses part
+    (:func:`~vitfsdp.analysis.verdict.loss_parted`: they did not train alike, a JAX run
+    against a PyTorch one, say), :func:`~vitfsdp.analysis.verdict.unlike_verdict` in place
+    of any ranking (``"not like-for-like (loss differs): final loss 0.00961 against 3.21,
+    not ranked (1.39x apart)"``). Each point is judged on its runs other work did not
     compete with (``runs_judged``), the contended ones noted (``"; 1 run beside other work
     left out"``);
     where every run of the fastest point (``figures_contended``), or else of the runner-up,
@@ -535,13 +613,13 @@ def best_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
         ``difference`` (empty without a runner-up, unless runs were contended or failed),
         ``host_bound`` (:func:`vitfsdp.core.throughput.any_host_bound` of the two: where
         True, the ranking is of host loops and wrappers, not of the strategies'
-        communication), and the fastest point's ``num_repeats``, ``runs_failed`` and
-        ``runs_contended`` (:func:`points_table`'s).
+        communication), and the fastest point's ``num_repeats``, ``runs_failed``,
+        ``runs_contended``, ``world_size`` and ``loss`` (:func:`points_table`'s).
     """
     cols = ["model", "nodes", "configuration", "ips", "scaling_efficiency", "baseline_nodes",
             "tflops_per_gpu", "mfu", "peak_mem_gib", "node_hours_per_epoch", "cost_per_epoch",
             "runner_up", "speedup_over_runner_up", "difference", "host_bound", "num_repeats",
-            "runs_failed", "runs_contended"]  # fmt: skip
+            "runs_failed", "runs_contended", "world_size", "loss"]  # fmt: skip
     if points.empty:
         return pd.DataFrame(columns=cols)
     low, high = spread_bounds(points)
@@ -573,6 +651,13 @@ def _gpu_unmeasured(point: pd.Series | object) -> bool:
     return gpu_unmeasured(get("host_bound"), get("device_type"))
 
 
+def _final_loss(point: pd.Series) -> float:
+    """A point's final training loss (points.csv ``loss``, nats), NaN where not recorded
+    (a points frame of an older analysis, runs without a loss)."""
+    value = pd.to_numeric(pd.Series([point.get("loss")]), errors="coerce").iloc[0]
+    return float(value)
+
+
 def _best_verdict(best: pd.Series, second: pd.Series | None, noise: float,
                   unmeasured: bool = False) -> str:  # fmt: skip
     """best.csv's ``difference`` of the fastest point ``best`` over the runner-up ``second``
@@ -584,8 +669,11 @@ def _best_verdict(best: pd.Series, second: pd.Series | None, noise: float,
     contended = [(_counted(row, "runs_contended"), total, whose)
                  for (row, whose), total in zip(sides, totals, strict=True)
                  if figures_contended(row)]
+    losses = [_final_loss(row) for row, _ in sides]
     if contended:
         verdict = contended_verdict(*contended[0])
+    elif second is not None and loss_parted(*losses):
+        verdict = unlike_verdict(*losses, best["speedup_over_runner_up"])
     elif second is not None:
         verdict = ranked(judge((best["_low"], best["_high"], judged_count(best)),
                                (second["_low"], second["_high"], judged_count(second)),
@@ -1015,6 +1103,13 @@ def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
         lines.append(f"noise: the same computation under two names differs beyond its "
                      f"spread: {which} (equivalence.csv); differences up to that are not "
                      "results")
+    shared = points[numeric_column(points, "runs_share_repeat").fillna(0) > 0]
+    if len(shared):
+        which = "; ".join(f"{r.model} {r.configuration} at {r.nodes} node(s): "
+                          f"{r.repeats_differ}" for r in shared.itertuples())
+        lines.append(f"not known repeats: runs that share a repeat label are pooled at "
+                     f"{len(shared)} point(s) ({which}; points.csv runs_share_repeat, "
+                     "repeats_differ): their spread is not the noise between runs")
     once = points[points["num_repeats"] < 2] if len(points) else points
     if len(once):
         lines.append(f"one run: {len(once)} of {len(points)} points ran once, so their "
@@ -1025,6 +1120,8 @@ def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     between = "between the two fastest"
     for verdict, words in ((CONTENDED, "no ranking: other work competed with runs of the "
                                        "fastest or the runner-up"),
+                           (NOT_LIKE_FOR_LIKE, "no ranking: the fastest and the runner-up did "
+                                               "not train alike (final loss differs)"),
                            (UNMEASURED, "no ranking: the GPU busy share of the fastest or "
                                         "the runner-up was not measured, so whether the host "
                                         "decided the step is not known"),

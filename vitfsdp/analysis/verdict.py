@@ -56,6 +56,11 @@ HOST_BOUND = "host-bound: compares host loops and wrappers, not the devices"
 #: not rank it as a device comparison. CPU ranks, where the host is the device, keep their
 #: verdicts.
 UNMEASURED = "GPU busy share not measured: host-bound not known, not ranked"
+#: What a comparison says in place of a ranking where the two points' final losses part
+#: (:func:`loss_parted`): they did not train alike (another program, data or labels), so
+#: their images/s are not of like for like (:func:`unlike_verdict`): best.csv's
+#: ``difference``.
+NOT_LIKE_FOR_LIKE = "not like-for-like (loss differs)"
 #: What an efficiency above 100 % of ideal is put down to where its line's baseline gives
 #: a cause (:func:`above_ideal_cause`), else noise.
 ABOVE_IDEAL_CAUSES = ("host-bound baseline", "contended baseline", "one-run baseline", "noise")
@@ -172,6 +177,14 @@ def unmeasured_verdict(ratio: float) -> str:
     return f"{UNMEASURED} ({ratio:.2f}x apart)"
 
 
+def unlike_verdict(loss: float, other_loss: float, ratio: float) -> str:
+    """:data:`NOT_LIKE_FOR_LIKE` with both final losses (nats, the faster point's first)
+    and how far apart the two points are (``ratio`` >= 1): ``"not like-for-like (loss
+    differs): final loss 0.0096 against 3.08, not ranked (1.39x apart)"``."""
+    return (f"{NOT_LIKE_FOR_LIKE}: final loss {loss:.3g} against {other_loss:.3g}, not "
+            f"ranked ({ratio:.2f}x apart)")
+
+
 def gpu_unmeasured(busy: object, device_type: object) -> bool:
     """Whether a point ran on a GPU (``device_type`` recorded and not ``cpu``) without a
     busy share (``busy``: its ``device_busy_frac``, or its ``host_bound`` flag; None, NaN
@@ -254,3 +267,29 @@ def failed_note(failed: int, total: int, whose: str = "") -> str:
 def with_notes(verdict: str, *notes: str) -> str:
     """``verdict`` and each non-empty note, ``"; "`` between them."""
     return "; ".join(part for part in (verdict, *notes) if part)
+
+
+#: Final losses "part" (:func:`loss_parted`) where the higher is at least this (nats) ...
+PARTED_LOSS_FLOOR = 1.0
+#: ... and at least this many times the lower.
+PARTED_LOSS_FACTOR = 10.0
+
+
+def loss_parted(torch_loss: float, jax_loss: float) -> bool:
+    """Whether two final training losses (nats, runs.csv ``loss``) say the two sides did
+    not train alike: the higher is at least :data:`PARTED_LOSS_FLOOR` (1 nat: the right
+    class gets under 1/e of the probability on average, so that side has not learned the
+    data) and at least :data:`PARTED_LOSS_FACTOR` times the lower (the other side has).
+    A factor alone would flag noise: near zero, runs of one program part by several times
+    (in the committed H100 sweep, ViT-H FULL_SHARD runs that differ only in activation
+    checkpointing, which changes no arithmetic, ended at 0.021 and 0.082; DDP ones at
+    0.026 and 0.134); a floor alone would flag two sides at chance
+    alike (a short CPU run of both, 5.75 against 5.75 at 1000 classes). Chance,
+    ln(num_classes), is no bound: synthetic data repeats its batches, so a side that
+    learned the batch's labels but not the images sits near ln(local batch), far below
+    ln(num_classes) (the H100 pair's PyTorch run: 3.08, near ln 32 = 3.47, against ln 1000
+    = 6.91, while JAX reached 0.0096). False where either is not known (NaN)."""
+    if pd.isna(torch_loss) or pd.isna(jax_loss):
+        return False
+    high, low = max(torch_loss, jax_loss), min(torch_loss, jax_loss)
+    return bool(high >= PARTED_LOSS_FLOOR and high >= PARTED_LOSS_FACTOR * low)
