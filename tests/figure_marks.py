@@ -44,3 +44,40 @@ def window_bars_over_one_run_markers(ax) -> bool:
     window_z = {c.lines[2][0].get_zorder() for c in ax.containers if not c.lines[1]}
     return bool(window_z) and min(window_z) > max(
         c.get_zorder() for c in ax.collections if c.get_label() == "_one run")
+
+
+def unfilled_share(collection) -> float:
+    """The share of a scatter marker's filled area that is left white where it is drawn as
+    the collection draws it (its path, size and edge width, white face): rendered alone at
+    300 dpi, once filled, once as drawn. Below about 0.4 the outline fills the face and
+    the marker reads filled."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    path, size = collection.get_paths()[0], collection.get_sizes()[0]
+    width = collection.get_linewidths()[0]
+
+    def dark(hollow: bool):
+        fig = Figure(figsize=(0.3, 0.3), dpi=300)
+        FigureCanvasAgg(fig)
+        ax = fig.add_axes((0, 0, 1, 1))
+        ax.set_axis_off()
+        ax.set_xlim(-1, 1)
+        ax.set_ylim(-1, 1)
+        ax.scatter([0], [0], marker=path, s=size, facecolors="white" if hollow else "black",
+                   edgecolors="black", lw=width if hollow else 0)
+        fig.canvas.draw()
+        return np.asarray(fig.canvas.buffer_rgba())[..., 0] < 128
+
+    filled, drawn = dark(False), dark(True)
+    return float((filled & ~drawn).sum() / filled.sum())
+
+
+def grey(color) -> float:
+    """A colour's grey level as a greyscale print or copier renders it (luma: 0.299 R +
+    0.587 G + 0.114 B)."""
+    from matplotlib.colors import to_rgb
+
+    r, g, b = to_rgb(color)
+    return 0.299 * r + 0.587 * g + 0.114 * b

@@ -241,14 +241,16 @@ def test_captions_name_only_what_each_figure_drew(report: Path) -> None:
     """Each caption names the marks its PNG says were drawn (the figure's own record), and
     no other: the weak-scaling figure of this sweep has no device line, the memory figure
     no ideal line."""
+    from vitfsdp.analysis.figures.captions import FIGURE_MARK_CAPTIONS, SINGLE_DEVICE
     from vitfsdp.analysis.report import MARK_CAPTIONS, caption, drawn_kinds
 
     for name in FIGURES:
         drawn = drawn_kinds((report / f"{name}.png").read_bytes())
         assert drawn is not None, name
         text = caption(name, None, drawn)
-        assert all((words in text) == (kind in drawn) for kind, words in MARK_CAPTIONS.items())
-        assert set(drawn) <= set(MARK_CAPTIONS), (name, drawn)  # no mark drawn unexplained
+        own = {**MARK_CAPTIONS, **FIGURE_MARK_CAPTIONS.get(name, {})}  # the figure's words
+        assert all((words in text) == (kind in drawn) for kind, words in own.items())
+        assert set(drawn) <= set(own) | {SINGLE_DEVICE}, (name, drawn)  # none unexplained
     assert "ideal" in drawn_kinds((report / "weak_scaling.png").read_bytes())
     assert "ideal" not in drawn_kinds((report / "memory.png").read_bytes())
     md = (report / "report.md").read_text(encoding="utf-8")

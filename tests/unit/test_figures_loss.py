@@ -14,7 +14,7 @@ import pytest
 
 from tests.fake_records import run_info
 from vitfsdp.analysis import collect_runs, plot_loss
-from vitfsdp.analysis.figures import ALL_FIGURES, PROXIES
+from vitfsdp.analysis.figures import ALL_FIGURES, PROXIES, strategy_look
 from vitfsdp.analysis.figures.loss import LABEL_PAD, LIGHTEST, _loss_dashes
 from vitfsdp.analysis.figures.panels import _new_figure, _set_title
 from vitfsdp.analysis.report import caption, drawn_kinds
@@ -85,7 +85,7 @@ def test_coinciding_strategies_both_visible(sweep: Path, tmp_path: Path) -> None
     x0, x1 = int(axes_px.x0 * 100), int(axes_px.x1 * 100)
     y0, y1 = image.shape[0] - int(axes_px.y1 * 100), image.shape[0] - int(axes_px.y0 * 100)
     panel = image[y0:y1, x0:x1]
-    ddp, full = _pixels_of(panel, "C0"), _pixels_of(panel, "C2")  # their fixed colours
+    ddp, full = (_pixels_of(panel, strategy_look(s)[0]) for s in ("DDP", "FULL_SHARD"))
     assert ddp > 100 and full > 100 and 0.3 < ddp / full < 3, (ddp, full)
     assert drawn_kinds(path.read_bytes()) == ["chance"]
     handles = fig.legends[0].legend_handles
@@ -166,7 +166,7 @@ def test_fewer_nodes_draw_lighter_and_labels_clear_their_markers(tmp_path: Path)
     ax = fig.axes[0]
     lines = {int(ln.get_label().rpartition("nodes=")[2]): ln for ln in ax.lines
              if "nodes=" in ln.get_label()}
-    base = np.array(matplotlib.colors.to_rgb("C0"))
+    base = np.array(matplotlib.colors.to_rgb(strategy_look("DDP")[0]))
     colors = {n: np.array(matplotlib.colors.to_rgb(ln.get_color())) for n, ln in lines.items()}
     assert np.allclose(colors[4], base)
     assert np.allclose(colors[1], base + (1 - base) * LIGHTEST)

@@ -222,3 +222,46 @@ def test_tflops_points_are_taken_over_the_uncontended_runs_too(tmp_path: Path) -
     drawn = [line.get_ydata() for ax in fig.axes for line in ax.get_lines()
              if line.get_label().startswith("FULL_SHARD")]
     assert any(np.isclose(y[0], clean["tflops_per_gpu"].median() * scale) for y in drawn), drawn
+
+
+def test_every_one_run_marker_reads_hollow(tmp_path: Path) -> None:
+    """DDP with activation checkpointing ('*') and FULL_SHARD under PyTorch beside its JAX
+    line ('X') ran once on the H100, yet their hollow markers looked filled (the outline
+    filled the star's and the cross's thin face), as points of repeats. Every marker a line
+    may take now leaves at least MIN_HOLLOW_SHARE of its face white, as drawn on the H100
+    exports' weak_scaling.png (read off its axes) and for every strategy's and variant's
+    marker."""
+    from tests.figure_marks import unfilled_share
+    from tests.unit.test_figures_single_device import H100
+    from vitfsdp.analysis.collect import read_runs_csv
+    from vitfsdp.analysis.figures.panels import _hollow_one_run, _new_figure
+    from vitfsdp.analysis.figures.style import MIN_HOLLOW_SHARE
+
+    df, _ = read_runs_csv(H100)
+    fig = plot_weak_scaling(df)
+    hollow = [c for ax in fig.axes for c in ax.collections if c.get_label() == "_one run"]
+    assert len(hollow) >= 6
+    for marks in hollow:
+        assert unfilled_share(marks) >= MIN_HOLLOW_SHARE
+    one = write_sweep(tmp_path, {("DDP", 1): [10.0]})
+    for marker in {m for _, m in STRATEGY_LOOKS.values()} | set(LINE_MARKERS) | set(
+            VARIANT_MARKERS):
+        _, (ax,) = _new_figure(1)
+        _hollow_one_run(ax, one, "ips", pd.Series([10.0], index=[1]), "black", marker, set())
+        (marks,) = ax.collections
+        assert unfilled_share(marks) >= MIN_HOLLOW_SHARE, marker
+
+
+def test_the_usual_strategies_differ_in_grey_level() -> None:
+    """DDP, FULL_SHARD, HYBRID_2GPU and SHARD_GRAD_OP printed at grey levels 0.36-0.44
+    (matplotlib's tab10), FULL_SHARD and SHARD_GRAD_OP green against red: one grey in a
+    black-and-white print, one colour to a red-green colour-blind reader. The usual six now
+    take colour-blind-safe colours (Paul Tol's muted, Okabe-Ito) at least MIN_GREY_STEP
+    apart in grey level."""
+    from tests.figure_marks import grey
+    from vitfsdp.analysis.figures.style import MIN_GREY_STEP, USUAL_STRATEGIES
+
+    assert MIN_GREY_STEP >= 0.1
+    levels = sorted(grey(STRATEGY_LOOKS[s][0]) for s in USUAL_STRATEGIES)
+    assert min(np.diff(levels)) >= MIN_GREY_STEP - 1e-3, levels
+    assert 0.15 <= levels[0] and levels[-1] <= 0.8  # none near black (the device) or white

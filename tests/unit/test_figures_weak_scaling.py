@@ -157,7 +157,9 @@ def test_a_point_that_ran_once_is_hollow(tmp_path, figure):
             "tflops": tflops}[figure]
     per_x = GPUS_PER_NODE if figure == "tflops" else 1
     fig = plot(write_sweep(tmp_path, ONCE_AND_REPEATED))
-    ddp, full_shard = ("#1f77b4", "#2ca02c")  # C0, C2: the strategies' fixed colours
+    from vitfsdp.analysis.figures import strategy_look
+
+    ddp, full_shard = (to_hex(strategy_look(s)[0]) for s in ("DDP", "FULL_SHARD"))
     assert _hollow_nodes(fig.axes[0], per_x) == {ddp: [4], full_shard: [1, 4]}
     assert "one_run" in fig.drawn_kinds
     labels = [" ".join(t.get_text().split()) for t in fig.legends[0].get_texts()]

@@ -17,6 +17,11 @@ SINGLE_DEVICE_CAPTIONS = {
               "repeats; in TFLOP/s, or GFLOP/s where TFLOP/s would read below 0.1.",
 }
 
+#: The words for the published figures not compared, in every figure that draws them.
+PUBLISHED_OTHER_WORDS = ("thick dark-grey segment with its value: a published figure drawn "
+                         "beside ours, not compared (another model, device or measure; "
+                         "reference.csv's differs says which)")
+
 #: A figure's own words for a kind of mark, by figure name, then kind (the keys of
 #: ``MARK_CAPTIONS``): the memory figure's prediction is of memory, beside the measured peak;
 #: the line figures' is of images/s, at the point; a failure is drawn where nothing hides it.
@@ -37,7 +42,9 @@ FIGURE_MARK_CAPTIONS = {
                   "point with runs that did not complete, at its line's x (the note under the "
                   "panel names them)",
     },
+    "recipe": {"published_other": PUBLISHED_OTHER_WORDS},
     "memory": {
+        "published_other": PUBLISHED_OTHER_WORDS,
         "predicted": "dotted: the plan's prediction of what the legend names (the peak "
                      "reserved memory on a GPU, XLA's peak in use for JAX on a GPU, its "
                      "reserved being its preallocated pool, the resident memory on CPU), just "

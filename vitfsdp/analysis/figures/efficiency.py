@@ -126,10 +126,12 @@ BOTTOM_STEP = 0.05
 
 
 def axis_bottom(low: float, top: float) -> float:
-    """The efficiency axis' bottom: a twentieth of the span below ``low`` (the lowest value
-    or bound drawn), rounded down to :data:`BOTTOM_STEP`; 0 where that is no more than a
-    step (lines within 0.72-1.0 overlapped on an axis from 0, drawn in its top quarter)."""
-    bottom = math.floor((low - 0.05 * (top - low)) / BOTTOM_STEP) * BOTTOM_STEP
+    """The efficiency axis' bottom: a twentieth of the span (at least half a step) below
+    ``low`` (the lowest value or bound drawn), rounded down to :data:`BOTTOM_STEP`; 0
+    where that is no more than a step (lines within 0.72-1.0 overlapped on an axis from 0,
+    drawn in its top quarter)."""
+    margin = max(0.05 * (top - low), BOTTOM_STEP / 2)  # every efficiency 1.0: 0.95
+    bottom = math.floor((low - margin) / BOTTOM_STEP) * BOTTOM_STEP
     return round(bottom, 2) if bottom > BOTTOM_STEP else 0.0
 
 

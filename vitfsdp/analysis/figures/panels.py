@@ -17,6 +17,7 @@ import pandas as pd
 from vitfsdp.analysis.figures.style import (
     AXES_HEIGHT_IN,
     DPI,
+    HOLLOW_LW,
     MAX_COLUMNS,
     MAX_NOTE_ITEMS,
     MIN_ERROR_BAR,
@@ -161,7 +162,7 @@ def _hollow_one_run(ax, line: pd.DataFrame, value: str, done: pd.Series, color: 
     if len(once):
         size = PAPER_RC["lines.markersize"]  # as the line's own markers (points)
         ax.scatter(once.index * shift, once.values, marker=marker, s=size**2,
-                   facecolors="white", edgecolors=color, lw=1.0, zorder=HOLLOW_Z,
+                   facecolors="white", edgecolors=color, lw=HOLLOW_LW, zorder=HOLLOW_Z,
                    label="_one run")
         extras.add("one_run")
 

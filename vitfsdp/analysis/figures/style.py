@@ -65,14 +65,35 @@ NOTE_FONTSIZE = 6.5  # points: the not-completed note under a panel
 Y_LABELS_IN = 0.8  # inches of a panel's width taken by the y label and tick labels
 
 
-#: Colours of strategies outside :data:`STRATEGY_LOOKS` (picked by the name, so fixed too;
-#: grey, C7, is left to the legend's proxies).
-LINE_COLORS = ("C0", "C1", "C2", "C3", "C4", "C5", "C6", "C8", "C9")
-LINE_MARKERS = ("o", "s", "^", "v", "P", "<", ">", "p", "h", "*")
+#: Colour-blind-safe colours (Paul Tol's "muted" and Okabe-Ito palettes) by grey level
+#: (luma, 0.299 R + 0.587 G + 0.114 B): the six usual strategies' are
+#: :data:`MIN_GREY_STEP` apart, so a greyscale print still tells them apart by lightness
+#: as well as by marker: indigo 0.20, green 0.32, purple 0.42, rose 0.53, orange 0.64,
+#: cyan 0.74.
+MUTED = {"indigo": "#332288", "green": "#117733", "purple": "#AA4499", "rose": "#CC6677",
+         "orange": "#E69F00", "cyan": "#88CCEE", "wine": "#882255", "teal": "#44AA99",
+         "sand": "#DDCC77", "olive": "#999933", "vermillion": "#D55E00", "sky": "#56B4E9"}
+#: The least grey-level difference between the colours of :data:`USUAL_STRATEGIES`.
+MIN_GREY_STEP = 0.1
+#: The strategies of the presets a sweep runs by default (and of the synthetic sample).
+USUAL_STRATEGIES = ("DDP", "NO_SHARD", "FULL_SHARD", "SHARD_GRAD_OP", "HYBRID_2GPU",
+                    "HYBRID_8GPU")
+#: Colours of strategies outside :data:`STRATEGY_LOOKS` (picked by the name, so fixed too).
+LINE_COLORS = tuple(MUTED[c] for c in ("olive", "vermillion", "sky", "wine", "teal", "sand"))
+#: Markers that still read hollow when a one-run point draws them white inside
+#: (:func:`~vitfsdp.analysis.figures.panels._hollow_one_run`: at least
+#: :data:`MIN_HOLLOW_SHARE` of the filled marker's area white); a star or a thin cross
+#: fills up with its outline and reads as a point of repeats.
+LINE_MARKERS = ("o", "s", "^", "v", "P", "<", ">", "p", "h")
 #: Markers of a strategy's further lines (a swept setting splitting it, or its JAX line
-#: beside its PyTorch one), none a strategy's nor a memory mark's (:data:`RESERVED_MARKER`);
-#: the octagon last of the filled ones (hollow, for a point of one run, it reads as a circle).
-VARIANT_MARKERS = ("*", "X", "D", "H", "8", "1", "3", "4")
+#: beside its PyTorch one), none a strategy's, nor a memory mark's (:data:`RESERVED_MARKER`),
+#: nor the skipped point's hollow diamond ("D"), and each reads hollow.
+VARIANT_MARKERS = ("X", "H", "8")
+#: The edge width (points) of a one-run point's hollow marker: thin enough that the white
+#: face shows in every marker of :data:`LINE_MARKERS` and :data:`VARIANT_MARKERS`.
+HOLLOW_LW = 0.7
+#: The least share of a marker's filled area that its hollow form leaves white.
+MIN_HOLLOW_SHARE = 0.4
 #: memory.png's marks beside a measured point, in shapes no line uses (not a strategy's,
 #: :data:`LINE_MARKERS`, nor :data:`VARIANT_MARKERS`), so a hollow one-run point is not taken
 #: for one: the measured peak reserved memory as a thin hollow diamond, the whole device's
@@ -82,13 +103,15 @@ DEVICE_USED_MARKER = "2"
 #: Most not-completed points listed in one panel's note; the rest are counted.
 MAX_NOTE_ITEMS = 6
 #: A fixed colour and marker per strategy preset, so a strategy looks the same in every
-#: figure, panel, sweep and report, in colour and in greyscale. A strategy split into several
-#: lines (a swept setting) keeps its colour; its first line (by label) keeps the marker and
-#: the others take :data:`VARIANT_MARKERS`.
-STRATEGY_LOOKS = {"DDP": ("C0", "o"), "NO_SHARD": ("C1", "v"), "FULL_SHARD": ("C2", "s"),
-                  "SHARD_GRAD_OP": ("C3", "^"), "HYBRID_1GPU": ("C4", "<"),
-                  "HYBRID_2GPU": ("C5", ">"), "HYBRID_8GPU": ("C6", "P"),
-                  "HYBRID_4GPU": ("C8", "p"), "HYBRID_16GPU": ("C9", "h")}  # fmt: skip
+#: figure, panel, sweep and report, in colour and in greyscale (:data:`MUTED`). A strategy
+#: split into several lines (a swept setting) keeps its colour; its first line (by label)
+#: keeps the marker and the others take :data:`VARIANT_MARKERS`.
+STRATEGY_LOOKS = {"DDP": (MUTED["indigo"], "o"), "NO_SHARD": (MUTED["cyan"], "v"),
+                  "FULL_SHARD": (MUTED["orange"], "s"),
+                  "SHARD_GRAD_OP": (MUTED["green"], "^"),
+                  "HYBRID_1GPU": (MUTED["wine"], "<"), "HYBRID_2GPU": (MUTED["rose"], ">"),
+                  "HYBRID_8GPU": (MUTED["purple"], "P"), "HYBRID_4GPU": (MUTED["teal"], "p"),
+                  "HYBRID_16GPU": (MUTED["sand"], "h")}  # fmt: skip
 DEVICE_COLOR = "black"  # the device-memory line (no strategy line is black)
 
 
@@ -139,27 +162,32 @@ def strategy_look(strategy: str) -> tuple[str, str]:
 def _looks(df: pd.DataFrame, keys: list[str]) -> dict[str, tuple[str, str]]:
     """``(colour, marker)`` per line label (``keys``: :func:`line_labels`), the same in every
     panel and figure: the strategy's fixed look (:func:`strategy_look`); a strategy's further
-    lines keep its colour and take :data:`VARIANT_MARKERS` in label order, its JAX lines
+    lines keep its colour and take :data:`VARIANT_MARKERS` in label order (then the
+    :data:`LINE_MARKERS` of strategies ``df`` does not hold), its JAX lines
     after its PyTorch ones, so a JAX point differs in shape from the PyTorch point beside it
     (a lone point has no line style to tell them apart, and hollow means one run)."""
     rows = df.assign(_key=line_labels(df, keys),
                      _jax=df["framework"].eq("jax") if "framework" in keys else False)
     by_strategy = rows.groupby(rows["strategy"].astype("string").fillna("unknown strategy"))
     looks, extra = {}, 0
-    for strategy, lines in sorted(by_strategy[["_key", "_jax"]]):
+    groups = sorted(by_strategy[["_key", "_jax"]])
+    taken = {strategy_look(strategy)[1] for strategy, _ in groups}
+    # then the shapes of the strategies not drawn here: all read hollow (LINE_MARKERS)
+    variants = VARIANT_MARKERS + tuple(m for m in LINE_MARKERS if m not in taken)
+    for strategy, lines in groups:
         color, marker = strategy_look(strategy)
         ordered = sorted(set(zip(lines["_jax"], lines["_key"], strict=True)))
         for i, label in enumerate(label for _, label in ordered):
             if i:
-                marker, extra = VARIANT_MARKERS[extra % len(VARIANT_MARKERS)], extra + 1
+                marker, extra = variants[extra % len(variants)], extra + 1
             looks[label] = (color, marker)
     return looks
 
 
 #: How a published figure that is not compared with ours is drawn (another model, device
-#: or measure: reference.csv's ``differs``): a short orange segment (ColorBrewer Dark2's
-#: orange; no strategy line or node-count bar is orange) at its value, labelled.
-PUBLISHED_OTHER = {"color": "#d95f02", "lw": 2}
+#: or measure: reference.csv's ``differs``): a short thick dark-grey segment (no strategy's
+#: colour is grey: :data:`MUTED`) at its value, labelled.
+PUBLISHED_OTHER = {"color": "0.3", "lw": 2}
 #: Half the width of a published memory segment where the panel draws no bars (octaves).
 PUBLISHED_HALF_OCTAVES = 0.15
 
