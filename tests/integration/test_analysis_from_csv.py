@@ -160,7 +160,7 @@ def test_the_committed_h100_exports_rebuild(exports: list[str], tmp_path: Path,
     assert ornl == ("gpu-h100-2026-11-26-sweep-runs.csv" in exports)  # PyTorch's ViT-Huge
     assert _pngs(tmp_path) == {"weak_scaling", "memory", "tflops"}
     said = (tmp_path / REBUILT_FILE).read_text()
-    assert "(dated 2026-11-26)" in said and "16 column(s)" in said  # pred_source recomputed
+    assert "(dated 2026-11-26)" in said and "17 column(s)" in said  # pred_source recomputed
     assert "device_busy_frac" in said and "the loss figure is not drawn" in said
     points = pd.read_csv(tmp_path / "points.csv")  # each export: one completed run a point
     assert len(points) == sum(len(pd.read_csv(p)) for p in paths)

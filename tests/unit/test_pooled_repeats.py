@@ -16,10 +16,13 @@ from vitfsdp.analysis.tables import noise_lines, points_table
 
 
 def _run(root: Path, name: str, ips: float, *, nodes: int = 1, adamw: str = "auto",
-         repeat: int = 0, loss: float = 0.3) -> None:  # fmt: skip
-    """One completed GPU run of FULL_SHARD with ``kernels.adamw`` as recorded (no resolution)."""
+         repeat: int = 0, loss: float = 0.3, seed: int | None = None) -> None:  # fmt: skip
+    """One completed GPU run of FULL_SHARD with ``kernels.adamw`` as recorded (no resolution)
+    and, where given, ``train.seed``."""
     info = run_info("FULL_SHARD", nodes, device="cuda")
     info["config"] |= {"kernels": {"adamw": adamw}, "repeat": repeat}
+    if seed is not None:
+        info["config"].setdefault("train", {})["seed"] = seed
     write_run(root / name, info, ips, loss=loss)
 
 
@@ -33,6 +36,28 @@ def test_an_explicit_adamw_beside_an_unresolved_auto_is_its_own_line(tmp_path):
     points = points_table(df)
     assert sorted(points["num_repeats"]) == [1, 1]
     assert points["configuration"].str.contains("kernels.adamw=foreach").sum() == 1
+
+
+def test_a_run_of_another_seed_is_its_own_line(tmp_path):
+    """A seed-1 rerun beside the seed-0 run, the seed recorded: two points, not two repeats
+    of one (repeats are repeat=0,1,2 of one seed)."""
+    _run(tmp_path, "default", 172.0, seed=0)
+    _run(tmp_path, "seed1", 197.0, loss=3.24, seed=1)
+    df = collect_runs(tmp_path)
+    assert "train.seed" in line_columns(df)
+    points = points_table(df)
+    assert sorted(points["num_repeats"]) == [1, 1]
+    assert points["configuration"].str.contains("train.seed=1").sum() == 1
+
+
+def test_a_record_without_the_seed_splits_no_line(tmp_path):
+    """A run read before the column (no seed recorded) beside a seed-0 repeat: one point of
+    two repeats, as for the step counts."""
+    _run(tmp_path, "default", 172.0, seed=0)
+    _run(tmp_path, "older", 175.0, repeat=1)
+    df = collect_runs(tmp_path)
+    assert "train.seed" not in line_columns(df)
+    assert list(points_table(df)["num_repeats"]) == [2]
 
 
 def test_runs_sharing_a_repeat_label_are_named_and_not_called_measured_noise(tmp_path):

@@ -43,12 +43,13 @@ RESOLVED_COLUMNS = {"precision": ("auto",), "device_name": (), "kernels.compile"
 #: a run that started (DDP has none): only runs that started (``device_type`` recorded)
 #: count where they vary, when any did.
 STARTED_COLUMNS = ("backward_prefetch", "limit_all_gathers")
-#: Timing settings (``train.steps``, ``train.warmup_steps``, ``train.log_every``): runs of
-#: another step count, warm-up or window length measure another thing, so where they vary
+#: Timing settings (``train.steps``, ``train.warmup_steps``, ``train.log_every``) and the seed
+#: (``train.seed``): runs of another step count, warm-up, window length or seed measure
+#: another thing (repeats are ``repeat=0,1,2`` of one seed), so where they vary
 #: they split lines (and a run is no repeat of one timed otherwise). A null, a record without
 #: the key (run.json of a run that failed before it wrote its config, a frame read before
 #: the columns), is no value of its own: it splits no line.
-RECORDED_COLUMNS = ("train.steps", "train.warmup_steps", "train.log_every")
+RECORDED_COLUMNS = ("train.steps", "train.seed", "train.warmup_steps", "train.log_every")
 #: Columns a strategy name normally fixes; they split lines only if they vary within one.
 #: (Not ``shard_group_size``: FULL_SHARD shards over the whole world, which grows with nodes.)
 STRATEGY_COLUMNS = ("sharding_strategy",)

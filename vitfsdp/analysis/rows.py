@@ -83,7 +83,8 @@ SUMMARY_FIGURES = (
 WINDOW_RANGES = ("ips_min", "ips_max", "step_time_s_min", "step_time_s_max")
 #: Config keys (as dotted paths into run.json's ``config``) recorded as columns of that name.
 CONFIG_KEYS = (
-    "train.activation_checkpointing", "train.steps", "train.warmup_steps", "train.log_every",
+    "train.activation_checkpointing", "train.steps", "train.seed", "train.warmup_steps",
+    "train.log_every",
     "kernels.fused_attn", "kernels.compile", "kernels.adamw",
     "kernels.float32_matmul_precision", "kernels.cudnn_allow_tf32",
     "mixed_precision.param_dtype", "mixed_precision.reduce_dtype",

@@ -136,6 +136,9 @@ RUN_COLUMNS = (
     Column("train.steps", INT, "steps", "config",
            "optimizer steps in total, warm-up included (null in records read before the "
            "column)"),
+    Column("train.seed", INT, "", "config",
+           "seed of model init and data order (null in records read before the column): "
+           "runs of another seed are another line, not repeats"),
     Column("train.warmup_steps", INT, "steps", "config",
            "first steps left out of the headline figures (null in records read before the "
            "column)"),
