@@ -392,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
             processes stopped) and the kept probe written: the world sizes and framework
             runs measured, the rest recorded with the signal (:func:`probe_on_slurm`,
             :func:`record_interrupted`); 2 from argparse for a refused option (``--timeout``
-            not finite and > 0).
+            or ``--queue-timeout`` not finite and > 0).
     """
     parser = argparse.ArgumentParser(prog="python -m vitfsdp.probe", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -405,8 +405,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds one world size may take before it is stopped and "
                              "recorded failed (default 1800; finite, > 0); on a Slurm profile "
                              "each job (the world size's, and each JAX point's framework run) "
-                             "counted from its submission, queue wait included: the job is "
-                             "then cancelled and the reason says how long it pended")
+                             "counted from its start (sacct's Start), not its submission: the "
+                             "queue wait is not counted; the job is then cancelled and the "
+                             "reason says how long it pended and ran")
+    parser.add_argument("--queue-timeout", type=queue_timeout_seconds, default=None,
+                        metavar="SECONDS",
+                        help="Slurm profiles: cancel a job still waiting in the queue this "
+                             "many seconds after its submission and record it failed, the "
+                             "reason naming the job, its state and the wait (finite, > 0; "
+                             "default: no bound, the wait shown every few minutes)")
     parser.add_argument("--replace", action="store_true",
                         help="make this probe the one the plan reads where probe.json (or the "
                              "file named) exists; without it the earlier one stays and this "
@@ -447,9 +454,14 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix=".probe-framework-", dir=path.parent) as tmp:
             if slurm:
                 print(slurm_wait_line(len(slurm), args.timeout, jax_jobs(points),
-                                      max_at_once(slurm.values())), flush=True)
+                                      max_at_once(slurm.values()), args.queue_timeout),
+                      flush=True)
                 probe_on_slurm([s for s in specs if s["world_size"] in slurm], points, slurm,
-                               (path.parent, Path(tmp)), args.timeout, worlds, keep)
+                               (path.parent, Path(tmp)), args.timeout, worlds, keep,
+                               args.queue_timeout)
+            elif args.queue_timeout is not None:
+                log.info("[probe] --queue-timeout applies to Slurm jobs; here (%s) nothing "
+                         "queues", cfgs[0].cluster.name)
             probe_here([s for s in specs if s["world_size"] not in slurm], points,
                        (path.parent, Path(tmp)), args.timeout, worlds, keep)
     except SystemExit:  # a signal: what was measured, and why the rest was not, is kept
@@ -506,16 +518,16 @@ def probe_here(specs: list[dict], points: list, dirs: tuple[Path, Path], timeout
 
 
 def probe_on_slurm(specs: list[dict], points: list, slurm: dict, dirs: tuple[Path, Path],
-                   timeout_s: float, worlds: list[dict],
-                   keep: Callable[[list], dict]) -> None:  # fmt: skip
+                   timeout_s: float, worlds: list[dict], keep: Callable[[list], dict],
+                   queue_timeout_s: float | None = None) -> None:  # fmt: skip
     """Measure the world sizes of ``specs`` as Slurm jobs (``slurm``: a point's RunConfig
     per world size), all submitted at once (:func:`max_at_once` queued at a time), and a
     world size's JAX framework runs as jobs of their own once it is measured
     (:func:`vitfsdp.probe.slurm.run_jobs`, each job at most ``timeout_s`` seconds from its
-    submission); then the framework figures of each world size measured
-    (:func:`probe_framework`). The entries are appended to ``worlds``, and the kept probe
-    written (``keep(worlds)``). ``dirs``: (the probe file's directory, the framework runs'
-    directory).
+    start and, where ``queue_timeout_s`` is set, that long in the queue); then the framework
+    figures of each world size measured (:func:`probe_framework`). The entries are appended
+    to ``worlds``, and the kept probe written (``keep(worlds)``). ``dirs``: (the probe
+    file's directory, the framework runs' directory).
 
     Raises:
         SystemExit: 128 + the signal's number on a SIGTERM or SIGHUP, 130 on Ctrl-C: every
@@ -530,8 +542,8 @@ def probe_on_slurm(specs: list[dict], points: list, slurm: dict, dirs: tuple[Pat
     run = SlurmProbe(points, slurm, dirs)
     stopped = None
     try:
-        slurm_jobs.run_jobs(run.world_jobs(specs), timeout_s,
-                            max_at_once(slurm.values()), then=run.ended)
+        slurm_jobs.run_jobs(run.world_jobs(specs), timeout_s, max_at_once(slurm.values()),
+                            then=run.ended, queue_timeout_s=queue_timeout_s)
     except slurm_jobs.Interrupted as e:
         stopped = e
     for spec in specs:
@@ -648,25 +660,37 @@ def max_at_once(cfgs) -> int | None:
 
 
 def slurm_wait_line(worlds: int, timeout_s: float, jax: int = 0,
-                    at_once: int | None = None) -> str:  # fmt: skip
+                    at_once: int | None = None,
+                    queue_timeout_s: float | None = None) -> str:  # fmt: skip
     """What a probe on a Slurm profile holds: ``worlds`` world sizes' jobs, submitted at once
     (at most ``at_once`` queued at a time, :func:`max_at_once`), and ``jax`` JAX framework
-    jobs (:func:`jax_jobs`), a world size's submitted once it is measured, each waited for
-    at most ``timeout_s`` seconds from its submission; the bound is a ``timeout_s`` per
-    round of ``at_once`` world sizes, and as many for the JAX runs, e.g. ``[probe] Slurm: 5
-    job(s) (5 world size(s)), submitted at once and waited for here, each at most --timeout
-    1800 s from its submission (queue wait included): up to 0:30:00; in a tmux or screen
-    session the probe outlives a dropped login (a SIGHUP or SIGTERM cancels every job still
-    queued or running and records them)``."""
+    jobs (:func:`jax_jobs`), a world size's submitted once it is measured, each run for at
+    most ``timeout_s`` seconds from its start, its queue wait bounded by ``queue_timeout_s``
+    (None: unbounded, shown as it goes). The bound is ``timeout_s`` (+ ``queue_timeout_s``)
+    per round of ``at_once`` world sizes, and as many for the JAX runs, e.g. ``[probe]
+    Slurm: 5 job(s) (5 world size(s)), submitted at once and waited for here, each at most
+    --timeout 1800 s from its start (no --queue-timeout: the queue wait is not bounded; a
+    line every 4 min says how long a job has waited): up to 0:30:00 of running, plus the
+    queue waits; in a tmux or screen session the probe outlives a dropped login (a SIGHUP
+    or SIGTERM cancels every job still queued or running and records them)``."""
+    from vitfsdp.probe.slurm import WAIT_LINE_S  # no submitit: the constant only
+
     what = f"{worlds} world size(s)" + (f" + {jax} JAX framework run(s)" if jax else "")
     rounds = math.ceil(worlds / (at_once or worlds or 1)) + math.ceil(jax / (at_once or jax or 1))
     how = ("submitted at once" if at_once is None else
            f"submitted at once, at most {at_once} queued at a time (cluster.max_jobs, "
            "cluster.max_queued_jobs)")
+    if queue_timeout_s is None:
+        queue = ("no --queue-timeout: the queue wait is not bounded; a line every "
+                 f"{WAIT_LINE_S / 60:g} min says how long a job has waited")
+        bound = f"up to {format_eta(rounds * timeout_s)} of running, plus the queue waits"
+    else:
+        queue = f"after at most --queue-timeout {queue_timeout_s:g} s in the queue"
+        bound = f"up to {format_eta(rounds * (timeout_s + queue_timeout_s))}"
     return (f"[probe] Slurm: {worlds + jax} job(s) ({what}), {how} and waited for here, each at "
-            f"most --timeout {timeout_s:g} s from its submission (queue wait included"
+            f"most --timeout {timeout_s:g} s from its start ({queue}"
             + ("; a world size's JAX runs once it is measured" if jax else "")
-            + f"): up to {format_eta(rounds * timeout_s)}; in a tmux or screen session the "
+            + f"): {bound}; in a tmux or screen session the "
             "probe outlives a dropped login (a SIGHUP or SIGTERM cancels every job still queued "
             "or running and records them)")
 
@@ -685,14 +709,29 @@ def timeout_seconds(text: str) -> float:
 
     Raises:
         argparse.ArgumentTypeError: anything else (argparse prints it and exits 2)."""
+    return _seconds(text, "seconds one world size may take", "--timeout 1800 (the default)")
+
+
+def queue_timeout_seconds(text: str) -> float:
+    """``--queue-timeout``'s type: seconds, finite and > 0.
+
+    Raises:
+        argparse.ArgumentTypeError: anything else (argparse prints it and exits 2)."""
+    return _seconds(text, "seconds a Slurm job may wait in the queue",
+                    "--queue-timeout 14400, or leave it out to wait as long as the queue "
+                    "takes")
+
+
+def _seconds(text: str, what: str, example: str) -> float:
+    """``text`` as seconds, finite and > 0, else argparse's error naming ``what`` and
+    ``example``."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: seconds one world size may take, a finite number > 0; e.g. "
-            "--timeout 1800 (the default)")
+        raise argparse.ArgumentTypeError(f"{text!r}: {what}, a finite number > 0; e.g. "
+                                         f"{example}")
     return value
 
 

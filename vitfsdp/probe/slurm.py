@@ -9,19 +9,26 @@ Every world size's job is submitted at once (at most ``cluster.max_jobs`` or
 ``cluster.max_queued_jobs`` queued at a time, more as earlier ones end), and a world size's
 framework jobs as soon as its own job has measured it (:func:`run_jobs`). The probe's
 process waits for them all on the login node, where it was started, looking at every job's
-state with one ``sacct`` call a poll and logging each change. Each job gets at most
-``--timeout`` seconds counted from its own submission, queue wait included: then it is
-cancelled and recorded failed, the reason naming the job, its state and how long it
-pended. A Ctrl-C, SIGTERM or SIGHUP (a dropped login, which ``python -m vitfsdp.probe``
-turns into ``SystemExit``) cancels every job still queued or running and raises
-:class:`Interrupted`; a signal that arrives while ``sbatch`` runs is held until it returns
-(:func:`signals_held`), so the job it submitted is known, and cancelled with the others.
+state with one ``sacct`` call a poll (its ``Start`` and ``Reason`` too) and logging each
+change, and, while a job waits in the queue, how long it has waited (a line per job every
+:data:`WAIT_LINE_S` seconds at most). Each job gets at most ``--timeout`` seconds counted
+from its start (sacct's ``Start``: when it began RUNNING), so the timeout bounds the run,
+not the queue: then it is cancelled and recorded failed, the reason naming the job, its
+state, how long it pended and ran. The queue wait is unbounded unless ``--queue-timeout``
+is given: a job still waiting that long after its submission is cancelled and recorded
+failed the same way. A Ctrl-C, SIGTERM or SIGHUP (a dropped login, which ``python -m
+vitfsdp.probe`` turns into ``SystemExit``) cancels every job still queued or running and
+raises :class:`Interrupted`; a signal that arrives while ``sbatch`` runs is held until it
+returns (:func:`signals_held`), so the job it submitted is known, and cancelled with the
+others.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime
+import functools
 import logging
 import math
 import os
@@ -43,6 +50,11 @@ JOB_NAME = "vitfsdp-probe"
 DEFAULT_TIME = "00:30:00"
 #: Seconds between two looks at the jobs' states (one ``sacct`` call for all of them).
 POLL_S = 30.0
+#: Seconds between two lines saying how long a job still waiting in the queue has waited.
+WAIT_LINE_S = 240.0
+#: The fields of the one ``sacct`` a poll: submitit's, with when the job started (its
+#: ``--timeout`` counts from there) and why it waits.
+SACCT_FIELDS = "JobID,State,NodeList,Start,Reason"
 #: Slurm states of a job that has not started yet (``UNKNOWN``: not in sacct yet).
 WAITING = frozenset({"PENDING", "UNKNOWN", "REQUEUED", "CONFIGURING"})
 #: Slurm states of a job that has started and not ended (``PREEMPTED``: Slurm may requeue).
@@ -85,8 +97,40 @@ def _executor(cfg, folder: Path):
     cluster = _cluster(cfg)
     executor = submitit.SlurmExecutor(folder=folder, python=shlex.quote(node_python(cluster)),
                                       max_num_timeout=0)
+    executor.job_class = _job_class()
     executor.update_parameters(**executor_parameters(cluster, cfg.nodes, JOB_NAME, folder))
     return executor
+
+
+@functools.cache
+def _job_class():
+    """submitit's SlurmJob whose one ``sacct`` a poll asks :data:`SACCT_FIELDS` (a watcher of
+    the probe's jobs only: the field names come from sacct's header line)."""
+    # submitit only where a job is submitted, as the sweep's launcher does
+    from submitit.slurm.slurm import SlurmInfoWatcher, SlurmJob
+
+    class Watcher(SlurmInfoWatcher):
+        def _make_command(self):
+            command = super()._make_command()
+            if command is not None:
+                command[command.index("-o") + 1] = SACCT_FIELDS
+            return command
+
+    class ProbeSlurmJob(SlurmJob):
+        watcher = Watcher(delay_s=600)
+
+    return ProbeSlurmJob
+
+
+def start_s(start: str, now_s: float, now_wall: float | None = None) -> float | None:
+    """sacct's ``Start`` (``2026-11-30T04:34:14``, this host's local time, as sacct prints
+    it) as a ``time.monotonic()`` time, ``now_s`` being now (``now_wall``: ``time.time()``
+    now); None where it is no time (``Unknown``, ``None``, empty: not started)."""
+    try:
+        when = datetime.datetime.fromisoformat(start).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return now_s - max(0.0, (time.time() if now_wall is None else now_wall) - when)
 
 
 class Interrupted(SystemExit):
@@ -155,7 +199,9 @@ class ProbeJob:
     ``what`` names it in the log and reasons (``world size 4``); ``submit`` submits it
     (returns submitit's Job). ``outcome`` is ``None`` while it has not ended, ``""`` where it
     ended by itself (its result says how), else why it did not: refused by sbatch, timed out
-    and cancelled, or ``interrupted``. Times are ``time.monotonic()`` seconds."""
+    or past ``--queue-timeout`` and cancelled, or ``interrupted``. Times are
+    ``time.monotonic()`` seconds; ``started_s`` is sacct's ``Start`` (None while it waits),
+    ``waiting`` why Slurm keeps it waiting (sacct's ``Reason``, e.g. ``Priority``)."""
 
     what: str
     submit: Callable[[], object]
@@ -166,6 +212,8 @@ class ProbeJob:
     outcome: str | None = None
     interrupted: bool = False
     refused_at: int | None = None  # jobs of the probe alive when sbatch last refused it
+    waiting: str = ""
+    said_s: float | None = None  # when a line last said how long it waited
 
     @property
     def alive(self) -> bool:
@@ -177,39 +225,84 @@ class ProbeJob:
         """Slurm's id of the job (None before its submission)."""
         return None if self.job is None else str(self.job.job_id)
 
+    def times(self, now: float) -> str:
+        """How long it waited and ran by ``now``: ``95 s in the queue``, or ``after 95 s in
+        the queue and 12 s running``."""
+        if self.started_s is None:
+            return f"{now - self.submitted_s:.0f} s in the queue"
+        return (f"after {self.started_s - self.submitted_s:.0f} s in the queue and "
+                f"{now - self.started_s:.0f} s running")
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """How long a probe job may take, in seconds: ``timeout_s`` from its start (sacct's
+    ``Start``); ``queue_s`` from its submission while it waits in the queue (None: no
+    bound); ``poll_s`` between two looks; ``wait_line_s`` between two lines of a job's wait.
+
+    Raises:
+        ValueError: ``timeout_s`` or ``queue_s`` (where set) not finite and > 0.
+    """
+
+    timeout_s: float
+    queue_s: float | None = None
+    poll_s: float = POLL_S
+    wait_line_s: float = WAIT_LINE_S
+
+    def __post_init__(self):
+        for name, value in (("timeout_s", self.timeout_s), ("queue_timeout_s", self.queue_s)):
+            if value is not None and not (math.isfinite(value) and value > 0):
+                # NaN would poll sacct without pause
+                raise ValueError(f"{name}={value}: a finite number of seconds > 0")
+        bounds = [self.timeout_s, *([self.queue_s] if self.queue_s else [])]
+        object.__setattr__(self, "poll_s", max(1.0, min(self.poll_s, *(t / 10 for t in bounds))))
+
+    def deadline(self, j: ProbeJob) -> float | None:
+        """When ``j`` (alive) is cancelled: ``timeout_s`` after its start, or ``queue_s``
+        after its submission while it waits; None: not while it waits."""
+        if j.started_s is not None:
+            return j.started_s + self.timeout_s
+        return None if self.queue_s is None else j.submitted_s + self.queue_s
+
 
 def run_jobs(jobs: list[ProbeJob], timeout_s: float, max_at_once: int | None = None,
              poll_s: float = POLL_S,
-             then: Callable[[ProbeJob], list[ProbeJob]] | None = None) -> None:  # fmt: skip
+             then: Callable[[ProbeJob], list[ProbeJob]] | None = None,
+             queue_timeout_s: float | None = None,
+             wait_line_s: float = WAIT_LINE_S) -> None:  # fmt: skip
     """Submit ``jobs`` (at most ``max_at_once`` queued or running at a time; None: all at
     once) and wait until each has ended, looking at their states every ``poll_s`` seconds
-    (at most a tenth of ``timeout_s``, at least 1 s) with one ``sacct`` call, logging every
-    change of state. A job not ended ``timeout_s`` seconds (finite, > 0) after its own
-    submission is cancelled (``scancel``). ``then(job)``, called as each job ends, returns
-    jobs to submit after it (a world size's framework runs). Sets each job's ``outcome``.
+    (at most a tenth of ``timeout_s`` and of ``queue_timeout_s``, at least 1 s) with one
+    ``sacct`` call, logging every change of state and, every ``wait_line_s`` seconds at most
+    per job, how long a job still waiting has waited. A job still running ``timeout_s``
+    seconds (finite, > 0) after its start (sacct's ``Start``) is cancelled (``scancel``), as
+    is one still waiting in the queue ``queue_timeout_s`` seconds after its submission
+    (None: it may wait as long as Slurm keeps it). ``then(job)``, called as each job ends,
+    returns jobs to submit after it (a world size's framework runs). Sets each job's
+    ``outcome``.
 
     Raises:
-        ValueError: ``timeout_s`` is not finite and > 0 (nothing is submitted).
+        ValueError: ``timeout_s`` or ``queue_timeout_s`` is not finite and > 0 (nothing is
+            submitted).
         Interrupted: a Ctrl-C, or a SIGTERM or SIGHUP raised as ``SystemExit``, while it
             submitted or waited: every job still queued or running was cancelled first, each
             job not ended has its ``interrupted`` reason.
     """
-    if not (math.isfinite(timeout_s) and timeout_s > 0):  # NaN would poll sacct without pause
-        raise ValueError(f"timeout_s={timeout_s}: a finite number of seconds > 0")
-    poll_s = max(1.0, min(poll_s, timeout_s / 10))
+    limits = Limits(timeout_s, queue_timeout_s, poll_s, wait_line_s)
     try:
         while any(j.outcome is None for j in jobs):
-            _submit_free(jobs, max_at_once, timeout_s)
-            _look(jobs, timeout_s, poll_s, then)
-            deadlines = [j.submitted_s + timeout_s for j in jobs if j.alive]
-            if deadlines:
-                time.sleep(max(0.0, min(poll_s, min(deadlines) - time.monotonic())))
+            _submit_free(jobs, max_at_once, limits)
+            _look(jobs, limits, then)
+            if any(j.alive for j in jobs):
+                deadlines = [d for j in jobs if j.alive and (d := limits.deadline(j)) is not None]
+                soonest = min(deadlines, default=math.inf) - time.monotonic()
+                time.sleep(max(0.0, min(limits.poll_s, soonest)))
     except (KeyboardInterrupt, SystemExit) as e:
         code = 130 if isinstance(e, KeyboardInterrupt) else e.code
         raise Interrupted(code, _interrupt(jobs, code)) from e
 
 
-def _submit_free(jobs: list[ProbeJob], max_at_once: int | None, timeout_s: float) -> None:
+def _submit_free(jobs: list[ProbeJob], max_at_once: int | None, limits: Limits) -> None:
     """Submit the jobs not yet submitted while at most ``max_at_once`` are alive. A job
     sbatch refuses (the site's cap on a user's queued jobs, reached before ours) is
     submitted again once a job of the probe has ended; refused with none alive, it is
@@ -234,34 +327,62 @@ def _submit_free(jobs: list[ProbeJob], max_at_once: int | None, timeout_s: float
             j.outcome = f"sbatch refused the job: {words}"
             log.warning("[probe] %s: %s", j.what, j.outcome)
             continue
-        log.info("[probe] %s: Slurm job %s submitted; waiting at most --timeout %g s "
-                 "(follow: %s)", j.what, j.job_id, timeout_s,
+        j.said_s = j.submitted_s
+        queue = ("in the queue as long as Slurm keeps it (no --queue-timeout)"
+                 if limits.queue_s is None else
+                 f"at most --queue-timeout {limits.queue_s:g} s in the queue")
+        log.info("[probe] %s: Slurm job %s submitted; waiting %s, then at most --timeout %g s "
+                 "from its start (follow: %s)", j.what, j.job_id, queue, limits.timeout_s,
                  shlex.join(["squeue", "-j", j.job_id]))
 
 
-def _look(jobs: list[ProbeJob], timeout_s: float, poll_s: float,
+def _look(jobs: list[ProbeJob], limits: Limits,
           then: Callable[[ProbeJob], list[ProbeJob]] | None) -> None:  # fmt: skip
-    """One look at every alive job (one ``sacct``): log changes, cancel those past their
-    timeout, and hand each that ended to ``then``."""
+    """One look at every alive job (one ``sacct``): log changes and long waits, cancel
+    those past their timeout or queue timeout, and hand each that ended to ``then``."""
     alive = [j for j in jobs if j.alive]
     if not alive:
         return
     alive[0].job.watcher.update()  # one sacct for every job submitit registered
-    now = time.monotonic()
+    now, wall = time.monotonic(), time.time()
     for j in alive:
-        state = j.job.get_info(mode="cache").get("State") or "UNKNOWN"
+        info = j.job.get_info(mode="cache")
+        state = info.get("State") or "UNKNOWN"
         changed, j.state, word = state != j.state, state, state.split()[0]
-        if j.started_s is None and word not in WAITING:
-            j.started_s = now
+        reason = info.get("Reason") or ""
+        j.waiting = "" if reason in {"None", ""} else reason
+        if word in WAITING:
+            j.started_s = None  # not started, or requeued: waits again
+        elif j.started_s is None:  # sacct's Start; this look where it gives none
+            j.started_s = min(now, max(j.submitted_s, start_s(info.get("Start", ""), now,
+                                                              wall) or now))
+        deadline = limits.deadline(j)
         if j.job.paths.result_pickle.exists() or word not in WAITING | RUNNING:
             j.outcome = ""
-        elif now - j.submitted_s >= timeout_s:
-            j.outcome = _cancel(j, timeout_s, poll_s, now)
+        elif deadline is not None and now >= deadline:
+            j.outcome = _cancel(j, limits, now)
         if changed:
-            log.info("[probe] %s: Slurm job %s %s after %.0f s (%s)", j.what, j.job_id, state,
-                     now - j.submitted_s, _tally(jobs))
+            j.said_s = now
+            log.info("[probe] %s: Slurm job %s %s%s, %s (%s)", j.what, j.job_id, state,
+                     _why(j), j.times(now), _tally(jobs))
+        elif j.outcome is None and word in WAITING and now - j.said_s >= limits.wait_line_s:
+            j.said_s = now
+            log.info("[probe] %s: Slurm job %s still %s%s, %s so far (%s; %s)", j.what,
+                     j.job_id, state, _why(j), j.times(now), _queue_words(limits),
+                     _tally(jobs))
         if j.outcome == "" and then is not None:
             jobs.extend(then(j))
+
+
+def _why(j: ProbeJob) -> str:
+    """`` (Priority)``: why Slurm keeps ``j`` waiting, where sacct says and it waits."""
+    return f" ({j.waiting})" if j.waiting and j.started_s is None else ""
+
+
+def _queue_words(limits: Limits) -> str:
+    """What bounds the queue wait: ``no --queue-timeout`` or ``--queue-timeout 600 s``."""
+    return ("no --queue-timeout: waiting on" if limits.queue_s is None else
+            f"--queue-timeout {limits.queue_s:g} s")
 
 
 def _tally(jobs: list[ProbeJob]) -> str:
@@ -273,18 +394,22 @@ def _tally(jobs: list[ProbeJob]) -> str:
             f"{len(jobs) - ended - running} waiting")
 
 
-def _cancel(j: ProbeJob, timeout_s: float, poll_s: float, now: float) -> str:
-    """Cancel ``j`` past its timeout; the reason recorded (the times to within ``poll_s``,
+def _cancel(j: ProbeJob, limits: Limits, now: float) -> str:
+    """Cancel ``j`` past its timeout (from its start) or its queue timeout (from its
+    submission, not started); the reason recorded (the times to within ``limits.poll_s``,
     how often the state was looked at)."""
     j.job.cancel(check=False)
-    pended = (j.started_s or now) - j.submitted_s
-    where = (f"{pended:.0f} s in the queue" if j.started_s is None else
-             f"after {pended:.0f} s in the queue and {now - j.started_s:.0f} s running")
-    log.warning("[probe] %s: Slurm job %s %s past --timeout %g s; cancelled", j.what, j.job_id,
-                j.state, timeout_s)
-    return (f"timed out: --timeout {timeout_s:g} s (counted from submission) passed with "
-            f"Slurm job {j.job_id} {j.state}, {where} (state looked at every {poll_s:g} s); "
-            "cancelled")
+    if j.started_s is None:
+        what = f"--queue-timeout {limits.queue_s:g} s"
+        head = (f"queue timeout: {what} (counted from submission) passed with Slurm job "
+                f"{j.job_id} {j.state}{_why(j)}, {j.times(now)}")
+    else:
+        what = f"--timeout {limits.timeout_s:g} s"
+        head = (f"timed out: {what} (counted from the job's start) passed with Slurm job "
+                f"{j.job_id} {j.state}, {j.times(now)}")
+    log.warning("[probe] %s: Slurm job %s %s past %s; cancelled", j.what, j.job_id, j.state,
+                what)
+    return f"{head} (state looked at every {limits.poll_s:g} s); cancelled"
 
 
 def _interrupt(jobs: list[ProbeJob], code: int) -> str:
