@@ -301,3 +301,33 @@ def test_a_jax_gpu_runs_memory_is_compared_with_xlas_peak_in_use_not_its_pool() 
     assert table["mem_metric"].tolist() == ["peak_mem_gib", "peak_mem_reserved_gib"]
     assert table["mem_rel_error"].tolist() == pytest.approx([(22.75 - 29.5) / 29.5,
                                                              (22.3 - 21.1) / 21.1])
+
+
+def test_each_panel_has_its_own_scale_and_none_is_empty() -> None:
+    """The H100 exports: vit_base's 1.6-3.6 GiB lay flat on the 0-80 GiB axis its row
+    shared with the device's memory, and vit_huge_patch14_224 had an empty 'no other
+    strategies runs' panel. A model's panels now run from 0 to a little above its own
+    values, a device memory far above them named at the top under an arrow (off scale),
+    and there is a panel per model and group the runs hold, no more."""
+    from tests.unit.test_figures_single_device import H100
+    from vitfsdp.analysis.collect import read_runs_csv
+    df, _ = read_runs_csv(H100)
+    fig = plot_memory(df)
+    titles = [" ".join(ax.get_title().split()) for ax in fig.axes]
+    assert len(titles) == 5 and not [t for ax in fig.axes for t in ax.texts
+                                     if "no " in t.get_text() and " runs" in t.get_text()]
+    for ax, title in zip(fig.axes, titles, strict=True):
+        values = [y for ln in ax.lines if not ln.get_label().startswith("_")  # measured
+                  and "memory (" not in ln.get_label() and "XLA" not in ln.get_label()
+                  for y in ln.get_ydata()]
+        low, high = ax.get_ylim()
+        device = [ln for ln in ax.lines if "memory (" in ln.get_label()]
+        off = [t.get_text() for t in ax.texts if t.get_text().startswith("off scale")]
+        if title.startswith("vit_base"):
+            assert high < 10 and not device, title  # its own scale, not 0-80 GiB
+            assert off and "79.2 GiB" in off[0], title
+            assert [a for a in ax.texts if getattr(a, "arrow_patch", None) is not None]
+            assert max(values) > high / 3  # the values fill the panel
+        if device:  # vit_huge: up to 29 GiB, the device's 79.2 within OFF_SCALE of them
+            assert device[0].get_ydata()[0] <= high and not off, title
+    assert "device_off_scale" in fig.drawn_kinds

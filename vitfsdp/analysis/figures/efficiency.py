@@ -99,7 +99,8 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
             contended += [named + item for item in
                           _mark_contended(ax, line, done, label, extras, shift)]
             notes += _mark_not_completed(ax, line, "eff", color, label, marked, extras,
-                                         shift=shift, marker=looks[_look_label(line, keys)][1])
+                                         shift=shift, marker=looks[_look_label(line, keys)][1],
+                                         strip=True)
         ax.axhline(1.0, ls="--", color="0.4", lw=1, zorder=1)
         bottom = axis_bottom(low, top)
         ax.set_ylim(bottom, top + 0.08 * (top - bottom))

@@ -17,7 +17,6 @@ from vitfsdp.analysis.figures.panels import (
     WINDOWS_BAR,
     _completed,
     _completed_points,
-    _empty_panel,
     _lines,
     _mark_not_completed,
     _new_figure,
@@ -106,9 +105,11 @@ MEMORY_LABELS = {
 def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figure:
     """Peak memory per GPU (or per rank on CPU) against nodes, a line per strategy.
 
-    As the study shows them, FULL_SHARD and the other strategies are separate panels: one row
-    per model, one column per group present, the panels of a row on one y scale (its highest
-    top) so that they read against each other.
+    As the study shows them, FULL_SHARD and the other strategies are separate panels: a
+    panel per model and group the runs hold (none left empty), two a row, a model's panels
+    on one y scale from 0 to a little above its highest value, so that they read against
+    each other (vit_base's 1.6-3.6 GiB lay flat on a 0-80 GiB axis); a device memory far
+    above that is named at the panel's top, off scale, under an arrow (:data:`OFF_SCALE`).
 
     Args:
         df: a ``collect_runs`` frame; ``peak_mem_gib`` in GiB, ``peak_mem_kind`` says whether
@@ -144,22 +145,17 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     """
     cells = [(model, group, rows) for model, panel in _panels(df)
              for group, rows in _memory_groups(panel)]
-    groups = sorted({group for _, group, _ in cells}, key=MEMORY_GROUPS.index)
-    models = [model for model, _ in _panels(df)]
-    fig, axes = _new_figure(len(models) * len(groups), columns=len(groups))
+    fig, axes = _new_figure(len(cells))  # only the groups a model ran: no empty panel
     keys = _label_keys(df)
     looks = _looks(df, keys)
     extras = set()
     table = reference_table(df)
     published = table[table["drawn"] == "memory.png"] if len(table) else table
-    for ax, (model, group) in zip(axes, [(m, g) for m in models for g in groups], strict=True):
-        panel = next((rows for m, g, rows in cells if (m, g) == (model, group)), None)
-        if panel is None:
-            _empty_panel(ax, f"{model}: {group}", f"no {group} runs")
-            continue
+    for ax, (model, group, panel) in zip(axes, cells, strict=True):
         _draw_memory_panel(ax, panel, keys, looks, f"{_panel_title(model, panel)}: {group}",
-                           extras, published[published["model"] == model])
-    _share_row_scale(axes, len(groups))
+                           extras, published[published["model"] == model],
+                           scale=df[df["model"].astype("string").fillna("unknown") == model])
+    _share_model_scale(axes, [model for model, _, _ in cells])
     per = "rank" if _memory_label(df) == MEMORY_LABELS["rss"] else "GPU"  # CPU runs: ranks
     _finish(fig, f"Peak memory per {per} against node count", df, path, extras,
             proxy_labels=_memory_published_labels(published) | _memory_mark_labels(df)
@@ -183,13 +179,13 @@ def _hollow(marker: str, color: str) -> dict:
     return dict(marker=marker, color=color, lw=1.0)
 
 
-def _share_row_scale(axes: list, columns: int) -> None:
-    """One y scale for a model's panels (a row of ``columns``): the row's highest top, so
-    FULL_SHARD's panel and the other strategies' read against each other (HYBRID_8GPU at
-    one node of 8 GPUs is FULL_SHARD: the same bar height beside it, not 85% of one panel
-    and 45% of the other)."""
-    for start in range(0, len(axes), columns):
-        row = axes[start:start + columns]
+def _share_model_scale(axes: list, models: list[str]) -> None:
+    """One y scale for a model's panels (``models``: each panel's), its panels' highest top,
+    so FULL_SHARD's panel and the other strategies' read against each other (HYBRID_8GPU
+    at one node of 8 GPUs is FULL_SHARD: the same bar height beside it); each model its
+    own, set by its values, not by the device's memory (:data:`OFF_SCALE`)."""
+    for model in dict.fromkeys(models):
+        row = [ax for ax, m in zip(axes, models, strict=True) if m == model]
         top = max(ax.get_ylim()[1] for ax in row)
         for ax in row:
             ax.set_ylim(bottom=0, top=top)
@@ -197,11 +193,13 @@ def _share_row_scale(axes: list, columns: int) -> None:
 
 def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str],
                        looks: dict[str, tuple[str, str]], title: str, extras: set[str],
-                       published: pd.DataFrame | None = None) -> None:  # fmt: skip
+                       published: pd.DataFrame | None = None,
+                       scale: pd.DataFrame | None = None) -> None:  # fmt: skip
     """One memory panel: measured, predicted, not completed, device memory, and the
     published memory of the panel's points (``published``: reference.csv's rows drawn in
     memory.png, :func:`_plot_published_memory`); the kinds of mark drawn are added to
-    ``extras`` for the figure's legend."""
+    ``extras`` for the figure's legend. ``scale``: the runs whose values decide whether the
+    device's memory is on the scale (the model's, whose panels share one), else ``panel``."""
     notes, marked, shown, barred = [], Counter(), set(), False
     lines = _lines(panel, keys)
     spans = _bar_spans(panel, [label for label, _ in lines])
@@ -239,19 +237,28 @@ def _draw_memory_panel(ax, panel: pd.DataFrame, keys: list[str],
     if barred and not shown & {kind for _, kind, *_ in STATE_PARTS}:
         remarks.append(TINY_STATE)  # under the panel: inside, it ran through the data
         extras.add("state_tiny")
-    if _plot_device_memory(ax, panel):
-        extras.add("device")
+    extras |= _plot_device_memory(ax, panel, _values_top(panel if scale is None else scale))
     _style_panel(ax, panel, title, _memory_label(panel), notes, remarks)
 
 
 def _memory_top(panel: pd.DataFrame) -> float:
     """About the top of a memory panel's y axis (GiB): 1.15 x the largest value it draws
-    (peak, predicted, reached, reserved or device used memory, the device's memory); 0 when
-    none is known."""
+    (peak, predicted, reached, reserved or device used memory, and the device's memory
+    where it is on the panel's scale: :data:`OFF_SCALE`); 0 when none is known."""
+    top = _values_top(panel)
+    device = panel["device_memory_gib"].max() if "device_memory_gib" in panel else None
+    if pd.notna(device) and (not top or device <= OFF_SCALE * top):  # drawn on the scale
+        top = max(top, float(device))
+    return 1.15 * top
+
+
+def _values_top(panel: pd.DataFrame) -> float:
+    """The largest memory a panel's runs measured, predicted or reached (GiB), the device's
+    own memory left out; 0 when none is known."""
     columns = ["peak_mem_gib", "pred_peak_mem_gib", "peak_mem_reached_gib",
-               "peak_mem_reserved_gib", "device_mem_used_gib", "device_memory_gib"]
+               "peak_mem_reserved_gib", "device_mem_used_gib"]
     values = pd.concat([panel[c] for c in columns if c in panel]).dropna()
-    return 1.15 * float(values.max()) if len(values) else 0.0
+    return float(values.max()) if len(values) else 0.0
 
 
 def _mark_step(panel: pd.DataFrame, span: tuple[float, float] | None) -> float:
@@ -463,26 +470,61 @@ def _memory_mark_labels(df: pd.DataFrame) -> dict[str, str]:
     return labels
 
 
-def _plot_device_memory(ax, panel: pd.DataFrame) -> bool:
+#: How far above a model's highest value (times) the device's memory may stand and still be
+#: drawn as a line on its panels' scale (with XLA's pool); higher, both are named at the
+#: top, off scale, with an arrow: a 0-80 GiB axis flattened vit_base's 1.6-3.6 GiB.
+OFF_SCALE = 4.0
+
+
+def _plot_device_memory(ax, panel: pd.DataFrame, top: float) -> set[str]:
     """The device memory as a dotted horizontal line, once per distinct known size, and
     where a GPU run could use less of it (runs.csv ``memory_limit_gib``: a JAX run's XLA
-    pool) that limit as a dash-dotted line; True if one was drawn."""
+    pool) that limit as a dash-dotted line; where the device's memory is more than
+    :data:`OFF_SCALE` times ``top`` (the highest value of the panel's model, GiB), both are
+    named instead in the panel's top right corner, under an arrow up
+    (:func:`_name_off_scale`). Returns the kinds drawn: ``device`` for a line,
+    ``device_off_scale`` for a name."""
+    kinds, off = set(), []
+    limit = OFF_SCALE * top if top > 0 else float("inf")
+    if panel["device_memory_gib"].notna().any():  # the pool goes with its device
+        limit = limit if panel["device_memory_gib"].max() > limit else float("inf")
     devices = panel.loc[panel["device_memory_gib"].notna(), ["device_memory_gib", "device_name"]]
     for gib, rows in devices.groupby("device_memory_gib"):
         names = rows["device_name"].dropna().unique()
         name = f"{_device_unit(names[0])} " if len(names) == 1 else ""
+        if gib > limit:
+            off.append(f"{name}memory {gib:.3g} GiB")
+            continue
         ax.axhline(gib, ls=":", color=DEVICE_COLOR, lw=1, label=f"{name}memory ({gib:g} GiB)")
+        ax.set_ylim(top=max(ax.get_ylim()[1], 1.08 * gib))
+        kinds.add("device")
     jax = (panel["framework"] == "jax") if "framework" in panel else panel["device_type"].isna()
     pools = panel.loc[jax & (panel["device_type"] != "cpu") & panel["memory_limit_gib"].notna(),
                       ["memory_limit_gib", "device_memory_gib"]] \
         if "memory_limit_gib" in panel else devices.iloc[0:0]
     for (pool, gib), _ in pools.groupby(["memory_limit_gib", "device_memory_gib"], dropna=False):
         share = f", {pool / gib:.0%} of the memory" if gib == gib and gib > pool else ""
+        if pool > limit:
+            off.append(f"XLA's pool {pool:.3g} GiB")
+            continue
         ax.axhline(pool, ls="-.", color=DEVICE_COLOR, lw=0.8,
                    label=f"XLA's pool{share} ({pool:.3g} GiB)")
-    if len(devices):
-        ax.set_ylim(top=max(ax.get_ylim()[1], 1.08 * devices["device_memory_gib"].max()))
-    return bool(len(devices))
+    if off:
+        _name_off_scale(ax, off)
+        kinds.add("device_off_scale")
+    return kinds
+
+
+def _name_off_scale(ax, names: list[str]) -> None:
+    """``names`` (the device memory and pool above the panel's scale) in the panel's top
+    right corner, under an arrow up to its top edge, over a white box; the axis raised so
+    that no value is under them."""
+    ax.set_ylim(top=ax.get_ylim()[1] * 1.25)
+    ax.annotate("", xy=(0.985, 1.0), xytext=(0.985, 0.80), xycoords="axes fraction",
+                arrowprops=dict(arrowstyle="-|>", color=DEVICE_COLOR, lw=0.8))
+    ax.text(0.965, 0.97, "off scale, above:\n" + "\n".join(names), transform=ax.transAxes,
+            ha="right", va="top", fontsize=NOTE_FONTSIZE, color=DEVICE_COLOR, zorder=6,
+            bbox=dict(facecolor="white", edgecolor="none", pad=0.5, alpha=0.85))
 
 
 def memory_limit_note(df: pd.DataFrame) -> str:

@@ -302,7 +302,7 @@ def contended_note(items: list[str]) -> str:
 def _mark_not_completed(
     ax, line: pd.DataFrame, value: str, color: str, label: str, marked: Counter,
     extras: set[str], at: str | None = None, reached: str | None = None, shift: float = 1.0,
-    marker: str | None = None,
+    marker: str | None = None, strip: bool = False,
 ) -> list[tuple[bool, str]]:
     """Mark each point of a line with runs without ``value``; return its note items.
 
@@ -311,8 +311,9 @@ def _mark_not_completed(
     what its runs reached before they ended (``reached``: the median over them), else in the
     panel's bottom band (:data:`NOT_COMPLETED_Y`), at its line's x: ``marked`` counts the
     marks at each x, and one whose x is taken stands :data:`NOT_COMPLETED_STEP_PT` further
-    right, never higher up (a mark up the axis reads as a value it reached), over a light
-    grey strip (:func:`_shade_strip`) that no value is drawn in (:func:`_make_room_below`).
+    right, never higher up (a mark up the axis reads as a value it reached); with
+    ``strip``, over a light grey strip (:func:`_shade_strip`) for a figure whose axis keeps
+    it free of values (:func:`_make_room_below`).
     With ``marker`` (the line's), each ``x`` is drawn over that marker in the line's colour
     (:data:`FAILED_SHAPE`), so a greyscale print still says whose it is.
     ``extras`` collects the kinds drawn, for the legend; every mark is drawn at ``shift``
@@ -352,7 +353,7 @@ def _mark_not_completed(
         for look in ([shape] if marker else []) + [cross]:
             ax.scatter(xs, [NOT_COMPLETED_Y] * len(xs), clip_on=False,
                        transform=_points_right(ax, step * NOT_COMPLETED_STEP_PT), **look)
-    if at_bottom:
+    if at_bottom and strip:
         _shade_strip(ax)
     if at_value or at_bottom:
         extras.add("failed")

@@ -114,7 +114,8 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
             # in the bottom strip: at what they reached, under the completed runs' markers
             # of the same point, half the failures of a sweep were hidden
             notes += _mark_not_completed(ax, line, "ips", color, label, marked, extras,
-                                         shift=shift, marker=looks[_look_label(line, keys)][1])
+                                         shift=shift, marker=looks[_look_label(line, keys)][1],
+                                         strip=True)
         _log_y_axis(ax)
         if notes:
             _make_room_below(ax)
