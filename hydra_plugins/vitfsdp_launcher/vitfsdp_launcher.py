@@ -15,10 +15,11 @@ from hydra.plugins.launcher import Launcher
 from vitfsdp.launch import hydra_launcher_fields
 
 #: Options the sweep checks itself, with one line naming the key and the fix
-#: (:func:`vitfsdp.sweep.check._options`): typed ``Any`` here, so that a value a config file
-#: gives (a preset's ``hydra: launcher: stall_floor_s: ten minutes``) reaches that check
-#: rather than OmegaConf's ValidationError while Hydra composes.
-CHECKED_BY_THE_SWEEP = ("stall_floor_s",)
+#: (:func:`vitfsdp.sweep.options.composed_options`): all of them, typed ``Any`` here, so that
+#: a value a config file gives (a preset's ``hydra: launcher: stall_floor_s: ten minutes`` or
+#: ``detach: maybe``) reaches that check rather than OmegaConf's ValidationError while Hydra
+#: composes (OmegaConf would also read the text ``yes`` as true).
+CHECKED_BY_THE_SWEEP = tuple(name for name, _, _ in hydra_launcher_fields())
 
 #: ``hydra.launcher``'s config: the launcher class and every option of LaunchOptions.
 VitfsdpLauncherConf = make_dataclass("VitfsdpLauncherConf", [

@@ -17,10 +17,11 @@ from omegaconf import DictConfig
 
 from vitfsdp import plan as planner
 from vitfsdp.config import RunConfig
-from vitfsdp.launch import LaunchOptions, check_stall_floor, pack, resume, slurm, slurm_checks
+from vitfsdp.launch import LaunchOptions, pack, resume, slurm, slurm_checks
 from vitfsdp.plan import impossible
 from vitfsdp.plan.memory import ADAMW_STATES, FP32_BYTES, model_sizes
 from vitfsdp.sweep.choose import _settled, plan_runs
+from vitfsdp.sweep.options import composed_options
 from vitfsdp.sweep.point import (
     Point,
     SweepRefused,
@@ -123,21 +124,18 @@ repeated_points = _repeated_points = impossible.repeated_points
 
 
 def _options(config: DictConfig) -> LaunchOptions:
-    """The launcher's options.
+    """The launcher's options, as composed (:func:`vitfsdp.sweep.options.composed_options`).
 
     Raises:
-        SweepRefused: an unknown ``hydra.launcher.pack``, --detach with --scripts-only, or
-            --batch-search with --detach or --scripts-only or a ``batch_search_max`` below 1,
-            a ``stall_floor_s`` not above 0 (:func:`vitfsdp.launch.check_stall_floor`).
+        SweepRefused: an option not of its kind (a switch not true or false, a
+            ``batch_search_max`` not a whole number, an unknown ``pack``, a ``stall_floor_s``
+            not above 0), --detach with --scripts-only, or --batch-search with --detach or
+            --scripts-only or a ``batch_search_max`` below 1.
     """
-    try:  # as composed: a config file's text too (the launcher plugin leaves it untyped)
-        check_stall_floor(config.hydra.launcher.get("stall_floor_s", LaunchOptions.stall_floor_s))
+    try:  # as composed: a config file's text too (the launcher plugin leaves them untyped)
+        options = composed_options(config.hydra.launcher)
     except ValueError as e:
         raise SweepRefused(f"error: {e}") from None
-    options = LaunchOptions.from_values(config.hydra.launcher)
-    if options.pack is not None and options.pack not in pack.PACK_MODES:
-        raise SweepRefused(f"error: hydra.launcher.pack={options.pack!r} is unknown; valid: "
-                           f"{', '.join(pack.PACK_MODES)} (or null: a job per point)")
     if options.detach and options.scripts_only:
         raise SweepRefused("error: --scripts-only submits nothing, so there is nothing for "
                            "--detach to leave running; drop one of them")
