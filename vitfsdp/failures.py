@@ -636,7 +636,8 @@ def _record_silent_from_watcher(rec: Recorder, ranks: list[int], stale_s: float)
     if not rec.board.claim():
         return
     own = Report(rec.board.rank, "heartbeat", f"ranks {ranks} stopped responding (no "
-                 f"heartbeat for {stale_s:.0f} s: killed, out of host memory or node lost)",
+                 f"heartbeat for {stale_s:.0f} s: killed, stopped (SIGSTOP, a debugger), out "
+                 "of host memory or node lost)",
                  "", rec.progress.step, rec.memory())
     rec.board.post(own, from_watcher=True)
     _end_from_watcher(rec, own)
