@@ -650,6 +650,20 @@ class SizingStep(NamedTuple):
         return self.published_s is not None and (self.predicted_s is None
                                                  or self.published_s > self.predicted_s)
 
+    @classmethod
+    def of(cls, predicted_s: float | None,
+           published: tuple[float, str] | None) -> SizingStep:
+        """The sizing step of a point whose plan predicts ``predicted_s`` seconds per step
+        (None or NaN: none) and whose settings have ``published`` (seconds per step, study;
+        :func:`vitfsdp.plan.__main__.published_step`), or None: the slower of the two. The
+        one rule of :func:`sizing_step` and of the plan's node-hours
+        (:func:`vitfsdp.plan.__main__.summary_line`)."""
+        if predicted_s is not None and math.isnan(predicted_s):
+            predicted_s = None
+        published_s, study = published if published is not None else (None, None)
+        known = [s for s in (predicted_s, published_s) if s is not None]
+        return cls(max(known) if known else None, predicted_s, published_s, study)
+
 
 def sizing_step(cfg) -> SizingStep:
     """The step time that ``cluster.time=auto`` (:func:`auto_time_limit`) and the sweep's
@@ -663,15 +677,10 @@ def sizing_step(cfg) -> SizingStep:
         ValueError, NotImplementedError: as :func:`predict`.
     """
     # on use: the table's module (pandas, the published CSVs) only where a time is sized
-    from vitfsdp.plan.__main__ import published_ips, published_settings
+    from vitfsdp.plan.__main__ import published_settings, published_step
 
     p = predict(cfg)
-    found = published_ips(published_settings(cfg, p.device))
-    published = (None if found is None
-                 else cfg.train.local_batch_size * cfg.world_size / found[0])
-    known = [s for s in (p.step_time_s, published) if s is not None]
-    return SizingStep(max(known) if known else None, p.step_time_s, published,
-                      None if found is None else found[1])
+    return SizingStep.of(p.step_time_s, published_step(published_settings(cfg, p.device)))
 
 
 def auto_time_limit(cfg) -> str:

@@ -281,11 +281,13 @@ def summary_line(df: pd.DataFrame) -> str:
     """One line on what a sweep of ``df``'s points would spend: how many fit, how many the
     sweep would skip (predicted not to fit), how many cannot run at all (``n/a``), and the
     node-hours of the points it would run,
-    each ``nodes × (train.steps × predicted step + start-up)`` with the start-up of
-    ``cluster.time=auto`` (:data:`vitfsdp.plan.STARTUP_S`), and their price where the
-    profile has one; "node hours unknown" where a point that runs has no step time. The
-    counts are of points (:func:`_point_keys`: a point's ``repeat=0,1,2`` rows count once,
-    and the line says how many runs they make); the node-hours are of every run."""
+    each ``nodes × (train.steps × step + start-up)`` with the step and start-up of
+    ``cluster.time=auto`` (:func:`priced_steps`: the predicted step, or the published one
+    of the same settings where slower, the line saying for how many points;
+    :data:`vitfsdp.plan.STARTUP_S`), and their price where the profile has one; "node
+    hours unknown" where a point that runs has neither step time. The counts are of points
+    (:func:`_point_keys`: a point's ``repeat=0,1,2`` rows count once, and the line says how
+    many runs they make); the node-hours are of every run."""
     # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
     import pandas as pd
 
@@ -299,7 +301,8 @@ def summary_line(df: pd.DataFrame) -> str:
     impossible = int(((verdict == NOT_APPLICABLE) & first).sum())
     runs = df[verdict.isin(("yes", "tight", "squeezed", "?"))]
     repeated = len(df) > int(first.sum())
-    step = pd.to_numeric(runs["step_time_s"], errors="coerce")
+    sized = priced_steps(runs)
+    step = pd.Series([s.step_s for s in sized], index=runs.index, dtype=float)
     text = (f"{int(first.sum())} point(s)"
             + (f" ({len(df)} runs with their repeats)" if repeated else "") + f": {fit} fit, "
             + (f"{squeezed} squeezed (the sweep runs them, warned), " if squeezed else "")
@@ -310,6 +313,8 @@ def summary_line(df: pd.DataFrame) -> str:
         return text
     if step.isna().any() or "steps" not in runs:
         return text + "\nnode hours unknown: a point that runs has no predicted step time"
+    published = [s.study for s, one in zip(sized, first[runs.index], strict=True)
+                 if one and s.by_published]
     training = runs["nodes"] * runs["steps"] * step / 3600
     starting = runs["nodes"] * STARTUP_S / 3600
     hours = training + starting
@@ -321,13 +326,24 @@ def summary_line(df: pd.DataFrame) -> str:
              + (f" ({len(runs)} runs with their repeats)" if repeated else "")
              + f": {_hours(hours.sum())} node hours "
              f"(nodes x (steps x step + {STARTUP_S} s)){cost}: {_hours(training.sum())} "
-             f"training at the predicted steps, {_hours(starting.sum())} starting "
+             f"training at the predicted steps{_published_price_text(published)}, "
+             f"{_hours(starting.sum())} starting "
              f"({STARTUP_S} s a {'run' if repeated else 'point'}, assumed); predictions, not "
              "measurements: docs/plan.md gives their errors against runs")
     if not runs["overrides"].astype(str).str.contains(r"(?:^|\s)repeat=").any():
         text += (f"\none run a point ranks nothing (best.csv: one run is not a result); with "
                  f"three repeats (repeat=0,1,2): {_hours(3 * hours.sum())} node hours")
     return text
+
+
+def _published_price_text(studies: list[str]) -> str:
+    """The summary's clause on the points priced at a published step time (``studies``: one
+    study a point, :func:`priced_steps`); '' for none."""
+    if not studies:
+        return ""
+    return (f" ({len(studies)} point{'s' if len(studies) > 1 else ''} at the slower step "
+            f"time published for {'their' if len(studies) > 1 else 'its'} settings, "
+            f"{', '.join(sorted(set(studies)))}, as cluster.time=auto sizes them)")
 
 
 def _hours(x: float) -> str:
@@ -664,6 +680,33 @@ def published_ips(point: Mapping[str, Any]) -> tuple[float, str] | None:
     key = (study, *(reference.as_setting(settings[k]) for k in PUBLISHED_KEYS), int(nodes))
     ips = _published_table().get(key)
     return None if ips is None else (ips, study)
+
+
+def published_step(point: Mapping[str, Any]) -> tuple[float, str] | None:
+    """(seconds per step, study): ``point``'s global batch (``local_batch_size`` ×
+    ``world_size``) over the images/s a published study measured with its settings
+    (:func:`published_ips`), or None where none matches. ``point``: as
+    :func:`published_ips`'s."""
+    found = published_ips(point)
+    if found is None:
+        return None
+    return float(point["local_batch_size"]) * float(point["world_size"]) / found[0], found[1]
+
+
+def priced_steps(df: pd.DataFrame) -> list:
+    """Per row of a plan table, the :class:`vitfsdp.plan.SizingStep` its node-hours are priced
+    at (:func:`summary_line`), as ``cluster.time=auto`` sizes its job
+    (:func:`vitfsdp.plan.sizing_step`): the slower of its predicted ``step_time_s`` and the
+    step time published for its settings (:func:`published_step`)."""
+    # on use: `python -m vitfsdp.plan --help` starts without Hydra, the config and pandas
+    import pandas as pd
+
+    from vitfsdp.plan import SizingStep
+
+    predicted = (pd.to_numeric(df["step_time_s"], errors="coerce") if "step_time_s" in df
+                 else pd.Series(math.nan, df.index))
+    return [SizingStep.of(float(s), published_step(row))
+            for s, row in zip(predicted, df.to_dict("records"), strict=True)]
 
 
 def published_settings(cfg, device: str) -> dict[str, Any]:

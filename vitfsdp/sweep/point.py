@@ -135,8 +135,11 @@ def say_group(group: Sequence, one: Callable[[object], str],
 
 
 def _predicted_step_s(point: Point) -> float | None:
-    """The plan's predicted seconds per step of ``point``; ``None`` where it has none."""
+    """The seconds per step of ``point`` its ETA starts from until a window is measured:
+    :func:`vitfsdp.plan.sizing_step`'s, the basis of ``cluster.time=auto`` and the plan's
+    node-hours (the plan's step, or the one published for its settings where slower);
+    ``None`` where neither is known."""
     try:
-        return planner.predict(point.cfg).step_time_s
+        return planner.sizing_step(point.cfg).step_s
     except (ValueError, NotImplementedError):
         return None
