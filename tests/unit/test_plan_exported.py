@@ -168,6 +168,46 @@ def test_a_blank_kernels_compile_cell_composes_auto_not_false() -> None:
         assert f"kernels.compile={word}" in row_overrides(row)
 
 
+@pytest.mark.parametrize(("column", "cell", "blank"), [
+    ("train.activation_checkpointing", "maybe", "false"),
+    ("kernels.compile", "yes", "null"),
+    ("kernels.fused_attn", "1", "true"),  # no runs.csv writes a flag as the text "1"
+])
+def test_a_flag_cell_that_is_no_flag_is_one_line_not_the_default(column: str, cell: str,
+                                                                   blank: str) -> None:
+    """train.activation_checkpointing=maybe was read as false (the default) and the row
+    predicted as a run without checkpointing. The line names the column and the fix, and
+    the fix it names (a blank cell) composes the default."""
+    rows = _rows(SWEEP).iloc[[4, 4]].reset_index(drop=True).astype({column: object})
+    rows.loc[1, column] = cell
+    pred, failed = predicted_columns(rows)
+    assert list(failed) == [1] and "\n" not in failed[1]
+    assert failed[1] == (f"{column}={cell!r} in the row is not a flag: its point cannot be "
+                         f"composed (write true or false in the row's {column} cell, or "
+                         f"blank it for {'auto' if blank == 'null' else blank})")
+    assert pred.loc[0, "pred_ips"] == pytest.approx(313, abs=1)
+    rows.loc[1, column] = " "
+    assert f"{column}={blank}" in row_overrides(rows.loc[1])
+
+
+def test_a_device_type_the_plan_does_not_model_is_one_line_not_a_gpu() -> None:
+    """device_type=tpu was read as cuda and predicted with the profile's GPU figures; the
+    schema's values (cuda, rocm, cpu; case aside) are read as before."""
+    row = _rows(SWEEP).iloc[4].copy()
+    for cell in ("tpu", "mps", "gpu"):
+        row["device_type"] = cell
+        with pytest.raises(ValueError) as e:
+            predict_row(row)
+        assert str(e.value) == (
+            f"device_type={cell!r} in the row is not one of cuda, rocm, cpu (the devices the "
+            "plan models): its point cannot be composed (correct the row's device_type cell, "
+            "or blank it to read the device from peak_mem_kind or device_name)")
+    for cell, device in (("rocm", "cuda"), ("CUDA", "cuda"), (" cpu", "cpu"), ("", "cuda")):
+        row["device_type"] = cell  # blank: the H100's peak_mem_kind and device_name
+        assert row_device(row)["type"] == device
+        assert f"device={device}" in row_overrides(row)
+
+
 @pytest.mark.parametrize(("kind", "name", "device"), [
     ("rss", None, "cpu"), ("allocated", None, "cuda"), (None, "NVIDIA H100 80GB HBM3", "cuda")])
 def test_an_export_without_device_type_reads_it_from_its_other_columns(

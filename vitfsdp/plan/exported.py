@@ -13,18 +13,20 @@ A row is composed from ``model``, ``strategy``, ``precision``,
 (or ``world_size`` over ``nodes``), with ``framework``, ``kernels.compile`` (an empty cell:
 ``null``, auto, as the run had it), ``kernels.fused_attn`` and ``device_type`` where the row
 has them (else the defaults: torch, fused attention), on a cluster profile: the one given,
-else the row's ``cluster``. An export without ``device_type`` (older ones) has its device
-read from ``peak_mem_kind`` (``rss``: CPU, ``allocated``: GPU) or ``device_name``, else the
-row is not composed. The device the run recorded (``device_name``, ``device_peak_flops``,
-``device_memory_gib``) goes to :func:`vitfsdp.plan.predict_recorded`, the one rule of the
-analysis of records too: a GPU row of a profile without a GPU's data sheet (``local``,
-``virtual``) is predicted with its recorded peak and memory and :data:`GPU_PROFILE`'s
-efficiency and bandwidths where it ran on an H100, else with its recorded memory and, on one
-GPU with a recorded peak, an assumed efficiency (``pred_source`` says which; see
-:func:`vitfsdp.plan.recorded_config`). A whole-number column (``nodes``, ``local_batch_size``,
-``ranks_per_node``, ``world_size``) must hold a whole number >= 1, else the row is not
-composed and its reason names the column. No probe is read (the profile's ``cluster.probe``,
-if any, is the plan's default).
+else the row's ``cluster``. A flag cell that is not true or false (``maybe``) and a
+``device_type`` other than ``cuda``, ``rocm`` or ``cpu`` (``tpu``) are refused, the reason
+naming the column, not read as the default or as a GPU. An export without ``device_type``
+(older ones) has its device read from ``peak_mem_kind`` (``rss``: CPU, ``allocated``: GPU)
+or ``device_name``, else the row is not composed. The device the run recorded
+(``device_name``, ``device_peak_flops``, ``device_memory_gib``) goes to
+:func:`vitfsdp.plan.predict_recorded`, the one rule of the analysis of records too: a GPU
+row of a profile without a GPU's data sheet (``local``, ``virtual``) is predicted with its
+recorded peak and memory and :data:`GPU_PROFILE`'s efficiency and bandwidths where it ran on
+an H100, else with its recorded memory and, on one GPU with a recorded peak, an assumed
+efficiency (``pred_source`` says which; see :func:`vitfsdp.plan.recorded_config`). A
+whole-number column (``nodes``, ``local_batch_size``, ``ranks_per_node``, ``world_size``)
+must hold a whole number >= 1, else the row is not composed and its reason names the column.
+No probe is read (the profile's ``cluster.probe``, if any, is the plan's default).
 Rows that differ only in ``nodes`` or ``local_batch_size`` are composed once (Hydra, about
 0.1 s) and the rest built from it by ``dataclasses.replace``, validated as composed.
 """
@@ -87,9 +89,20 @@ def _int(row: Mapping, column: str, value: Any) -> int:
 
 
 def _flag(row: Mapping, column: str, default: bool | None) -> str:
-    """A flag column as an override value (``true``/``false``; :func:`read_flag`);
-    ``default`` (``null`` for None) where empty or not a flag."""
-    flag = read_flag(_value(row, column))
+    """A flag column as an override value (``true``/``false``; :func:`read_flag`), or
+    ``default`` (``null`` for None: auto) where the cell is empty.
+
+    Raises:
+        ValueError: a value that is not a flag (``maybe``, ``"1"``); one line naming the
+            column and the fix.
+    """
+    value = _value(row, column)
+    flag = read_flag(value)
+    if flag is None and value is not None:
+        blank = "auto" if default is None else str(default).lower()
+        raise ValueError(f"{column}={value!r} in the row is not a flag: its point cannot be "
+                         f"composed (write true or false in the row's {column} cell, or "
+                         f"blank it for {blank})")
     flag = default if flag is None else flag
     return "null" if flag is None else str(flag).lower()
 
@@ -121,6 +134,28 @@ def _ranks_per_node(row: Mapping, nodes: int) -> int:
 
 #: Peak-memory kinds (runs.csv ``peak_mem_kind``) by the device type they are measured on.
 _KIND_DEVICE = {"rss": "cpu", "allocated": "cuda"}
+#: runs.csv ``device_type`` values (vitfsdp.analysis.schema) by the device the plan models:
+#: a ROCm GPU is torch's ``cuda`` device.
+DEVICE_TYPES = {"cuda": "cuda", "rocm": "cuda", "cpu": "cpu"}
+
+
+def _device_type(row: Mapping) -> str | None:
+    """The row's ``device_type`` as ``cuda`` or ``cpu`` (:data:`DEVICE_TYPES`, case aside);
+    None where the cell is empty or the column absent.
+
+    Raises:
+        ValueError: another value (``tpu``, ``mps``); one line naming the column and the fix.
+    """
+    value = _value(row, "device_type")
+    if value is None:
+        return None
+    kind = DEVICE_TYPES.get(str(value).strip().lower())
+    if kind is None:
+        raise ValueError(f"device_type={value!r} in the row is not one of "
+                         f"{', '.join(DEVICE_TYPES)} (the devices the plan models): its point "
+                         "cannot be composed (correct the row's device_type cell, or blank "
+                         "it to read the device from peak_mem_kind or device_name)")
+    return kind
 
 
 def row_device(row: Mapping) -> dict:
@@ -132,10 +167,11 @@ def row_device(row: Mapping) -> dict:
     (as :func:`vitfsdp.analysis.collect.read_runs_csv` reads it).
 
     Raises:
-        ValueError: no ``device_type`` and nothing to read it from; one line.
+        ValueError: a ``device_type`` the plan does not model (:func:`_device_type`), or
+            none and nothing to read it from; one line.
     """
     name = _value(row, "device_name")
-    kind = _value(row, "device_type") or _KIND_DEVICE.get(_value(row, "peak_mem_kind"))
+    kind = _device_type(row) or _KIND_DEVICE.get(_value(row, "peak_mem_kind"))
     if kind is None and any(w in str(name or "") for w in ("NVIDIA", "Instinct")):
         kind = "cuda"
     if kind is None:
@@ -158,7 +194,7 @@ def row_overrides(row: Mapping, cluster: str | None = None) -> list[str]:
     Raises:
         ValueError: a column of :data:`REQUIRED` (or ``ranks_per_node``/``world_size``, or
             ``cluster`` where none is given, or the device: :func:`row_device`) has no
-            value, or a whole number is not one; one line naming it.
+            value, or a whole number, flag or device type is not one; one line naming it.
     """
     nodes = _int(row, "nodes", _required(row, "nodes"))
     batch = _int(row, "local_batch_size", _required(row, "local_batch_size"))
