@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -25,9 +26,10 @@ from vitfsdp.sweep import report, slurm_jobs
 
 MARK = "MARK_"
 
-#: the two commands the hints name, stubbed: each writes its argv, NUL-separated
+#: the two commands the hints name, stubbed: each writes its argv, NUL-separated; sbatch,
+#: exported to the bash that runs submit.sh, prints a job id as ``--parsable`` does
 STUBS = ('python() { printf "%s\\0" python "$@" > argv; }\n'
-         'sbatch() { printf "%s\\0" sbatch "$@" > argv; }\n')
+         'sbatch() { printf "%s\\0" sbatch "$@" > argv; echo 4242; }\nexport -f sbatch\n')
 
 
 def hostile_dir(where: Path) -> Path:
@@ -55,8 +57,11 @@ def command_after(marker: str, text: str) -> list[str]:
 
 
 def test_scripts_only_hints_paste_safely(tmp_path):
-    """A Frontier --scripts-only sweep into a hostile hydra.sweep.dir: the printed sbatch
-    and --status lines, pasted, submit the written script and follow the sweep directory."""
+    """A Frontier --scripts-only sweep of one point into a hostile hydra.sweep.dir: the
+    printed submit and --status lines, pasted, submit the written script and follow the
+    sweep directory. The submit line is submit.sh's, as for many scripts (it was ``sbatch
+    <script>``, which recorded no job id: --status showed the point written until its job
+    started); pasted, it records the id sbatch gave in the point's submitted_job_ids."""
     sweep_dir = hostile_dir(tmp_path)
     proc = run_module("vitfsdp.sweep", "-m", "cluster=frontier", "cluster.account=STF218",
                       "nodes=1", "--scripts-only",
@@ -66,7 +71,9 @@ def test_scripts_only_hints_paste_safely(tmp_path):
     assert proc.returncode == 3, out[-3000:]  # written, not run
     (script,) = sweep_dir.glob("*/job.sbatch")
     (submit,) = command_after("submit with: ", out)
-    assert paste(submit, tmp_path) == ["sbatch", str(script)]
+    assert shlex.split(submit) == ["bash", str(sweep_dir / "submit.sh")]
+    assert paste(submit, tmp_path) == ["sbatch", "--parsable", str(script)]
+    assert (script.parent / "submitted_job_ids").read_text() == "4242\n"
     follows = command_after("follow with: ", out)  # after the scripts, once
     assert len(follows) == 1
     for line in follows:

@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import read, run_module
 from tests.integration.test_slurm_scripts import compose_cfg
+from tests.integration.test_slurm_scripts_submit import _rows
 from tests.integration.test_virtual_slurm import NOT_STARTED, require_cluster, slurm
 from vitfsdp.launch import pack
 from vitfsdp.sweep import Point
@@ -511,9 +512,12 @@ def test_a_pack_written_to_be_submitted_by_hand_links_its_output_and_skips_compl
 @pytest.mark.skipif(os.environ.get("VITFSDP_SLURM") != "1", reason=NOT_STARTED)
 def test_scripts_only_writes_a_pack_per_node_count_that_status_follows(tmp_path):
     """``--scripts-only hydra.launcher.pack=by_nodes`` was refused (a script per point
-    only); now it writes one script per pack and submits nothing. Submitted by hand, the
-    pack runs both points, each its own step that --status --watch follows to the end; a
-    second sbatch of it leaves the completed points out."""
+    only); now it writes one script per pack and submits nothing. Its one script's submit
+    line was ``sbatch <script>``, which recorded no job id (--status showed the points
+    written until the job started); it is submit.sh's now, as for many scripts: pasted with
+    --hold, --status shows both points PENDING in that job; released, the pack runs both
+    points, each its own step that --status --watch follows to COMPLETED; a second sbatch of
+    it leaves the completed points out."""
     require_cluster()
     sweep_dir = tmp_path / "sweep"
     job_name = f"vitfsdp-test-{uuid.uuid4().hex[:8]}"
@@ -527,19 +531,27 @@ def test_scripts_only_writes_a_pack_per_node_count_that_status_follows(tmp_path)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 3, out[-3000:]  # written, not ended
     script = sweep_dir / "packs" / "pack0.sbatch"
-    assert f"submit with: {shlex.join(['sbatch', str(script)])}" in out
+    (submit,) = [x.split("submit with: ", 1)[1] for x in out.splitlines()
+                 if "submit with: " in x]
+    assert shlex.split(submit) == ["bash", str(sweep_dir / "submit.sh")]
     assert "pack 0, 2 point(s) of 1 node(s)" in out
     points = sorted(p for p in sweep_dir.iterdir() if (p / "job.json").exists())
     assert len(points) == 2 and not list(sweep_dir.glob("*/slurm-*.out"))
     for p in points:
         assert read(p / "job.json")["submitted_with"] == "script"
         assert (p / "job.sbatch").read_text() == script.read_text()
-    submitted = slurm("sbatch", "--parsable", str(script), cwd=tmp_path)
-    assert submitted.returncode == 0, submitted.stderr
-    job_id = submitted.stdout.strip()
-    watch = run_module("vitfsdp.sweep", "--status", str(sweep_dir), "--watch", cwd=tmp_path,
-                       timeout=600)
+    submitted = slurm("bash", "-c", f"{submit} 1 --hold", cwd=tmp_path)
+    (job_id,) = [x.split()[-1] for x in submitted.stdout.splitlines() if "Submitted batch" in x]
+    try:
+        _, rows = _rows(sweep_dir)
+        assert [r.split()[1:3] for r in rows.values()] == [[job_id, "PENDING"]] * 2, rows
+        slurm("scontrol", "release", job_id)
+        watch, _ = _rows(sweep_dir, "--watch", "--poll-s", "1")
+    finally:
+        slurm("scancel", job_id)
     assert "2 points: 2 completed" in watch.stdout, watch.stdout[-3000:] + watch.stderr[-3000:]
+    assert re.search(rf"^0 +{job_id}\.0 +COMPLETED ", watch.stdout, re.M) and re.search(
+        rf"^1 +{job_id}\.1 +COMPLETED ", watch.stdout, re.M), watch.stdout[-3000:]
     for position, p in enumerate(points):
         summary = read(p / "summary.json")
         assert summary["status"] == "completed"

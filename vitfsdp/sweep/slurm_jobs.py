@@ -100,7 +100,8 @@ def _write_scripts(points: list[Point], sweep_dir: Path,
     one per pack (:func:`vitfsdp.launch.pack.write_scripts`; each point's ``job.sbatch`` is
     its pack's), and ``submit.sh``, which submits them round by round
     (:func:`vitfsdp.launch.slurm.write_submit_script`, :func:`_round_order`); say in one
-    line how many and how to submit them (``sbatch <script>`` for one), then how to follow
+    line how many and how to submit them (``bash <sweep_dir>/submit.sh``, shell-quoted, for
+    one too: it records the job id where ``--status`` finds it), then how to follow
     them (each script's own line at DEBUG: ``hydra.verbose=vitfsdp.sweep``). Returns each
     point's summary (``{"status": "script", "script": <the script its job runs>}``, and
     :data:`QUEUE_WARNING` where the scripts are more than the site queues for a user)."""
@@ -124,8 +125,8 @@ def _write_scripts(points: list[Point], sweep_dir: Path,
     slurm.write_submit_script(sweep_dir, paths, run_dirs)
     for line in wrote:
         log.log(logging.INFO if len(paths) == 1 else logging.DEBUG, "wrote %s", line)
-    if len(paths) == 1:
-        log.info("submit with: %s", shlex.join(["sbatch", str(paths[0])]))
+    if len(paths) == 1:  # submit.sh too: it records the job id, where --status finds it
+        log.info("submit with: %s", slurm.submit_command(sweep_dir))
     else:
         log.info("wrote %s; submit them round by round with: %s", what,
                  slurm.submit_command(sweep_dir))
