@@ -52,17 +52,25 @@ def test_every_point_is_a_model_framework_strategy_of_the_study_on_one_8_gpu_nod
 
 
 def test_the_plan_fits_every_point_on_a_dgx_node_and_prices_it():
-    """The plan's table and summary on cluster=cuda8 (80 GB H100s): 16 points, all fit,
-    each with a step time, so the node-hours are known."""
+    """The plan's table and summary on cluster=cuda8 (80 GB H100s): 16 points, all fit but
+    ViT-G/14 under JAX's DDP, squeezed in XLA's default pool (75% of the device) since the
+    plan counts the two bf16 copies of the model XLA's analysis measured (2402024): run,
+    warned; each with a step time, so the node-hours are known."""
     df = plan_table([f"experiment={PRESET}", "cluster=cuda8"])
-    assert len(df) == 16 and df["fits"].all() and df["step_time_s"].notna().all()
+    assert len(df) == 16 and df["step_time_s"].notna().all()
+    squeezed = df[~df["fits"].astype(bool)]
+    assert [(r.model, r.framework, r.strategy) for r in squeezed.itertuples()] == [
+        ("vit_gigantic_patch14_224", "jax", "DDP")]
+    assert squeezed["squeezed"].all() and "XLA_PYTHON_CLIENT_MEM_FRACTION" in squeezed[
+        "reason"].iloc[0]
     assert {o.split("framework=")[1].split()[0] for o in df["overrides"]} == set(FRAMEWORKS)
     for model, rows in df.groupby("model"):  # sharding saves memory under either framework
         peak = rows.groupby("strategy")["peak_mem_gib"]
         assert peak.min()["DDP"] > peak.max()["FULL_SHARD"], model
     assert df["peak_mem_gib"].max() < 80
     line = summary_line(df)
-    assert line.startswith("16 point(s): 16 fit, 0 predicted not to fit"), line
+    assert line.startswith("16 point(s): 15 fit, 1 squeezed (the sweep runs them, warned), "
+                           "0 predicted not to fit"), line
     assert "node hours" in line and "unknown" not in line.split("\n")[1]
     assert "training at the predicted steps" in line and "starting (300 s a point, assumed)" in line
     assert line.split("\n")[2].startswith("one run a point ranks nothing")  # no repeat=
