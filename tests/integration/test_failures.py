@@ -326,3 +326,40 @@ def test_rank_0_records_a_peer_that_stopped_beating(tmp_path):
                                         "memory or node lost)")
     assert "(seen by rank 0 at step 3)" in summary["reason"]
     assert "ranks [1] sent no report" in summary["reason"]
+
+
+def test_rank_0_records_a_peer_stopped_with_sigstop(tmp_path):
+    """A rank stopped with SIGSTOP (a debugger attached, kill -STOP) mid-run, as srun starts
+    ranks: rank 0 waits in its next collective and its watcher records ``failed`` from the
+    lost heartbeat (not the collective timeout's reason), naming the case (the reason listed
+    only killed, out of host memory or node lost)."""
+    run_dir = tmp_path / "run"
+    port = 29500 + (os.getpid() + 7) % 2000
+    argv = [sys.executable, "-m", "vitfsdp.train", *TINY, "train.steps=400",
+            "train.timeout_s=20", f"hydra.run.dir={run_dir}", "hydra.output_subdir=null"]
+    logs = [tmp_path / f"rank{r}.log" for r in (0, 1)]
+    procs = [subprocess.Popen(argv, cwd=tmp_path, stdout=logs[r].open("w"),
+                              stderr=subprocess.STDOUT,
+                              env={**os.environ, "RANK": str(r), "WORLD_SIZE": "2",
+                                   "LOCAL_RANK": str(r), "MASTER_ADDR": "127.0.0.1",
+                                   "MASTER_PORT": str(port), "PYTHONUNBUFFERED": "1"})
+             for r in (0, 1)]
+    try:
+        deadline = time.monotonic() + 120
+        while "step 3/400" not in logs[0].read_text() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        os.kill(procs[1].pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        procs[0].wait(timeout=120)
+        seconds = time.monotonic() - stopped
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+    summary = read(run_dir / "summary.json")
+    print(f"status {summary['status']} {seconds:.0f} s after the stop\nreason "
+          f"{summary['reason']}")
+    assert procs[0].returncode == failures.EXIT_FAILED, logs[0].read_text()[-2000:]
+    assert summary["status"] == "failed"
+    assert summary["reason"].startswith("ranks [1] stopped responding (no heartbeat for ")
+    assert "stopped (SIGSTOP, a debugger)" in summary["reason"]
