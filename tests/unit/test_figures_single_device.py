@@ -66,3 +66,19 @@ def test_the_weak_scaling_caption_has_no_memory_words(h100, tmp_path):
     assert "predicted images/s" in text
     assert "memory" not in text and "measured peak" not in text
     assert "just left of the measured peak" in caption("memory", drawn=["predicted"])
+
+
+def test_models_and_lines_are_named_in_readable_words(h100):
+    """vit_huge and vit_huge_patch14_224 both read as a 224 px ViT-H/14 by their keys; the
+    legend read 'DDP torch train.activation_checkpointing=False kernels.fused_attn=True'.
+    The panels now name the model table's architecture, the legend the settings in words."""
+    fig = plot_weak_scaling(h100)
+    titles = [" ".join(ax.get_title().split()) for ax in fig.axes]
+    assert titles == ["ViT-B/16 (ORNL, SwiGLU; 87.0M params, 224 px)",
+                      "ViT-H/14 (timm; 632.0M params, 224 px)",
+                      "ViT-H/14 (ORNL, SwiGLU; 635.4M params, 224 px)"]
+    legend = [" ".join(t.get_text().split()) for t in fig.legends[0].get_texts()]
+    assert "DDP (PyTorch, AC off, fused attention)" in legend
+    assert "FULL_SHARD (JAX, AC off, fused attention)" in legend
+    assert "FULL_SHARD (PyTorch, AC off, unfused attention)" in legend
+    assert not [text for text in legend if "=" in text or "train." in text]

@@ -23,6 +23,7 @@ from vitfsdp.analysis.figures.style import (
     RESERVED_MARKER,
     _chars_per_line,
     _mpl,
+    short_label,
 )
 from vitfsdp.analysis.lines import BUSY_NOT_MEASURED, contention_note, gpu_busy_missing
 from vitfsdp.analysis.tables import points_table
@@ -126,8 +127,9 @@ def _figure_legend(fig: Figure, extras: set[str], handles: list | None = None,
                          for kind in PROXIES
                          if kind in extras and (handles or kind != "ideal")]
     entries += [_mpl().Patch(**PATCH_PROXIES[kind]) for kind in PATCH_PROXIES if kind in extras]
-    if entries:
-        labels = [_fit_label(fig, h.get_label()) for h in entries]
+    if entries:  # the lines' labels in the reader's words (short_label), the marks' as set
+        labels = [_fit_label(fig, short_label(h.get_label()) if i < len(handles)
+                             else h.get_label()) for i, h in enumerate(entries)]
         columns = _legend_columns(fig, labels)
         fig.legend(handles=entries, labels=labels, loc="outside lower center", frameon=False,
                    ncols=columns, title=footer or None,

@@ -33,6 +33,7 @@ from vitfsdp.analysis.figures.style import (
     _look_label,
     _mpl,
     log_label,
+    model_name,
 )
 from vitfsdp.analysis.lines import competed_flags, judged_busy, line_columns, line_labels
 from vitfsdp.analysis.verdict import judged_runs
@@ -647,9 +648,10 @@ def _set_title(ax, title: str) -> None:
 
 
 def _panel_title(model: str, panel: pd.DataFrame) -> str:
-    """The model name with its parameter count in millions when known and its input side
-    when every run of the panel shares one (``vit_small (21.6M params, 32 px)``: the demo's
-    ViT-S/16 runs at 32 px, not the 224 its name suggests)."""
+    """The model's readable name (:func:`~.style.model_name`: ``ViT-H/14 (ORNL, SwiGLU)``,
+    ``ViT-H/14 (timm)``) with its parameter count in millions when known and its input side
+    when every run of the panel shares one (``ViT-S/16 (timm; 21.6M params, 32 px)``: the
+    demo's ViT-S/16 runs at 32 px, not the 224 its name suggests)."""
     parts = []
     params = panel["num_params"].dropna()
     if len(params):
@@ -657,4 +659,7 @@ def _panel_title(model: str, panel: pd.DataFrame) -> str:
     sizes = panel["img_size"].dropna().unique() if "img_size" in panel else []
     if len(sizes) == 1:
         parts.append(f"{int(sizes[0])} px")
-    return f"{model} ({', '.join(parts)})" if parts else model
+    name = model_name(model)
+    if parts and name.endswith(")"):  # ViT-H/14 (ORNL, SwiGLU; 635.4M params, 224 px)
+        return f"{name[:-1]}; {', '.join(parts)})"
+    return f"{name} ({', '.join(parts)})" if parts else name

@@ -4,12 +4,14 @@ text, and each strategy's fixed colour, marker and line style."""
 from __future__ import annotations
 
 import functools
+import re
 import types
 
 import pandas as pd
 
 from vitfsdp.analysis.lines import line_label as _line_label
 from vitfsdp.analysis.lines import line_labels
+from vitfsdp.models import VARIANTS
 
 
 @functools.cache
@@ -162,8 +164,9 @@ def strategy_look(strategy: str) -> tuple[str, str]:
 def _looks(df: pd.DataFrame, keys: list[str]) -> dict[str, tuple[str, str]]:
     """``(colour, marker)`` per line label (``keys``: :func:`line_labels`), the same in every
     panel and figure: the strategy's fixed look (:func:`strategy_look`); a strategy's further
-    lines keep its colour and take :data:`VARIANT_MARKERS` in label order (then the
-    :data:`LINE_MARKERS` of strategies ``df`` does not hold), its JAX lines
+    lines keep its colour and take, in label order, the cross of :data:`VARIANT_MARKERS`, the
+    :data:`LINE_MARKERS` of strategies ``df`` does not hold, then the rest of
+    :data:`VARIANT_MARKERS`, its JAX lines
     after its PyTorch ones, so a JAX point differs in shape from the PyTorch point beside it
     (a lone point has no line style to tell them apart, and hollow means one run)."""
     rows = df.assign(_key=line_labels(df, keys),
@@ -172,8 +175,10 @@ def _looks(df: pd.DataFrame, keys: list[str]) -> dict[str, tuple[str, str]]:
     looks, extra = {}, 0
     groups = sorted(by_strategy[["_key", "_jax"]])
     taken = {strategy_look(strategy)[1] for strategy, _ in groups}
-    # then the shapes of the strategies not drawn here: all read hollow (LINE_MARKERS)
-    variants = VARIANT_MARKERS + tuple(m for m in LINE_MARKERS if m not in taken)
+    # the cross, then the shapes of the strategies not drawn here (all read hollow), then
+    # the hexagon and octagon, which hollow read near a circle (they come last)
+    variants = (VARIANT_MARKERS[:1] + tuple(m for m in LINE_MARKERS if m not in taken)
+                + VARIANT_MARKERS[1:])
     for strategy, lines in groups:
         color, marker = strategy_look(strategy)
         ordered = sorted(set(zip(lines["_jax"], lines["_key"], strict=True)))
@@ -205,3 +210,62 @@ def log_label(label: str) -> str:
     if label.endswith(")"):
         return f"{label[:-1]}; log scale)"
     return f"{label} (log scale)"
+
+
+#: A line label's settings as a reader says them: ``key=value`` (a word of
+#: :func:`vitfsdp.analysis.lines.line_label`) by key, then value; a value not listed keeps
+#: ``name=value`` with the key's last part (``adamw=foreach``).
+SHORT_SETTINGS = {
+    "train.activation_checkpointing": {"True": "AC on", "False": "AC off"},
+    "kernels.fused_attn": {"True": "fused attention", "False": "unfused attention"},
+    "kernels.compile": {"True": "compiled", "False": "eager"},
+    "strategy.use_orig_params": {"True": "orig params", "False": "flat params"},
+    "limit_all_gathers": {"True": "limit all-gathers", "False": "no all-gather limit"},
+}
+#: The frameworks' words of a line label, as their names are written.
+FRAMEWORK_WORDS = {"torch": "PyTorch", "jax": "JAX"}
+
+
+def short_label(label: str) -> str:
+    """A line label as the legend shows it: the strategy, then its settings in the reader's
+    words in brackets, ``DDP torch train.activation_checkpointing=False
+    kernels.fused_attn=True`` -> ``DDP (PyTorch, AC off, fused attention)``; a part after
+    `` (`` (``(ideal from 2 nodes)``) kept as it is; a label with no setting unchanged."""
+    head, sep, tail = label.partition(" (")
+    first, *words = head.split(" ")
+    if not (re.fullmatch(r"[A-Z][A-Z0-9_]*", first)
+            and any("=" in word or word in FRAMEWORK_WORDS for word in words)):
+        return label  # not a strategy's line with settings: a device line, a mark's words
+    said = []
+    for word in words:
+        key, eq, value = word.partition("=")
+        if key == "kernels.adamw":
+            said.append(f"AdamW {value}")
+        elif eq:
+            said.append(SHORT_SETTINGS.get(key, {}).get(value, f"{key.split('.')[-1]}={value}"))
+        else:
+            said.append(FRAMEWORK_WORDS.get(word, word))
+    return f"{first} ({', '.join(said)})" + (f" {sep.strip()}{tail}" if sep else "")
+
+
+#: Readable names of the model table's variants (:data:`vitfsdp.models.VARIANTS`): the ViT
+#: size and patch, and whose architecture it is (the ORNL study's SwiGLU rows, timm's
+#: registered GELU ViTs); ``vit_huge`` and ``vit_huge_patch14_224`` both read as a 224 px
+#: ViT-H/14 by their keys.
+SIZE_NAMES = {"small": "S", "base": "B", "large": "L", "huge": "H", "giant": "g",
+              "gigantic": "G"}
+
+
+def model_name(model: str) -> str:
+    """A panel's name for ``model`` (a key of :data:`vitfsdp.models.VARIANTS`): ``ViT-H/14
+    (ORNL, SwiGLU)`` for ``vit_huge``, ``ViT-H/14 (timm)`` for ``vit_huge_patch14_224``,
+    ``ViT-3B/14 (ORNL, SwiGLU)`` for ``vit_3b``; a model outside the table (or ``vit_tiny``,
+    the tests' CPU model) keeps its key."""
+    spec = VARIANTS.get(model)
+    parts = model.split("_")
+    if spec is None or len(parts) < 2 or parts[1] == "tiny":
+        return model
+    size = SIZE_NAMES.get(parts[1], parts[1].upper())
+    if spec.mlp == "swiglu":
+        return f"ViT-{size}/{spec.patch_size} (ORNL, SwiGLU)"
+    return f"ViT-{size}/{spec.patch_size} (timm)"
