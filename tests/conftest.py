@@ -17,6 +17,24 @@ NO_JAX = "JAX is not installed: pip install -e '.[jax]' (make install pulls it w
 #: Marks a test that runs the JAX variant: skipped with :data:`NO_JAX` where JAX is absent.
 requires_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason=NO_JAX)
 
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _absl_handler_keeps_pytests_stderr():
+    """absl (imported with Flax) makes its handler at import, on the ``sys.stderr`` of that
+    moment: pytest's capture file where a test imports Flax. Hydra's logging setup (a sweep
+    run in-process, e.g. test_progress_stall_floor) closes every handler, and absl's closes
+    its stream where it is no longer ``sys.stderr`` (capsys's by then): pytest's own capture
+    file, so the next read fails with 'I/O operation on closed file' in whichever test of the
+    worker comes next. Pointed at ``sys.__stderr__``, which absl never closes; the handler is
+    on no logger, so nothing is written through it."""
+    if importlib.util.find_spec("absl") is not None:
+        from absl import logging as absl_logging  # the jax extra's; absent without it
+
+        absl_logging.get_absl_handler().python_handler.stream = sys.__stderr__
+    yield
+
+
 #: Overrides that make a training run take seconds on two CPU cores.
 TINY = ["model=vit_tiny", "train.steps=4", "train.warmup_steps=1", "train.log_every=2",
         "train.local_batch_size=4", "device=cpu"]
