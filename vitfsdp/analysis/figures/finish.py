@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import textwrap
 import warnings
 from typing import TYPE_CHECKING
@@ -210,13 +211,12 @@ def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike |
     if "above_ideal" in extras:
         proxy_labels = {**(proxy_labels or {}), "above_ideal": above_ideal_label(df)}
     if df.attrs.get(REBUILT_ATTR):  # tables and figures rebuilt from a runs.csv export
-        note = _then(note, f"{df.attrs[REBUILT_ATTR]}.")
+        note = _then(note, f"{_file_names(df.attrs[REBUILT_ATTR])}.")
     if "predicted" in extras and df.attrs.get(PREDICTED_NOTE_ATTR):
         note = _then(note, f"{df.attrs[PREDICTED_NOTE_ATTR]}.")
-    if gpu_busy_missing(df):
-        note = _then(note, (
-            f"GPU points: {BUSY_NOT_MEASURED}, so host-bound is not known there (no NVML "
-            "or AMD SMI readings, or records older than the field)."))
+    if gpu_busy_missing(df):  # the report says why (its host-bound text)
+        note = _then(note, f"GPU points: {BUSY_NOT_MEASURED}, host-bound not known.")
+    note = _then(provenance(df), note) if note else provenance(df)
     width = _chars_per_line(fig.get_figwidth(), PAPER_RC["figure.titlesize"])
     shared = contention_note(df)  # names the cluster profile where it says shared cores
     context = [p for p in _context(df)
@@ -230,6 +230,40 @@ def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike |
     _fit_height(fig)
     if path is not None:
         _save(fig, path)
+
+
+#: The libraries a footer names the versions of (runs.csv ``versions``), as written there.
+FOOTER_LIBRARIES = ("torch", "jax", "cuda", "rocm")
+
+
+def provenance(df: pd.DataFrame) -> str:
+    """The footer's words on when the runs ran and with what, from their records
+    (``started_at``, ``versions``): ``ran 2026-11-26; torch 2.11.0+cu130, jax 0.11.2, cuda
+    13.0`` (several dates as a range, several versions of a library joined by ``/``);
+    ``run dates and library versions not recorded`` where no run has either."""
+    started = df["started_at"].dropna().astype(str).str[:10] if "started_at" in df else []
+    days = sorted(set(started))
+    when = (f"ran {days[0]}" if len(days) == 1 else f"ran {days[0]} to {days[-1]}"
+            if days else "")
+    found: dict[str, set[str]] = {}
+    texts = df["versions"].dropna().astype(str).unique() if "versions" in df else []
+    for text in texts:
+        for part in text.split(", "):
+            name, _, version = part.partition(" ")
+            if name in FOOTER_LIBRARIES and version:
+                found.setdefault(name, set()).add(version)
+    libraries = ", ".join(f"{name} {'/'.join(sorted(found[name]))}"
+                          for name in FOOTER_LIBRARIES if name in found)
+    said = "; ".join(p for p in (when, libraries) if p)
+    if not said:
+        return "run dates and library versions not recorded"
+    return said if libraries else f"{said}; library versions not recorded"
+
+
+def _file_names(text: str) -> str:
+    """``text`` with each path of a .csv file shortened to the file's name (the report
+    names the whole path): ``docs/data/x-runs.csv`` -> ``x-runs.csv``."""
+    return re.sub(r"\S*/([^/\s,]+\.csv)", r"\1", text)
 
 
 def _then(note: str, sentence: str) -> str:

@@ -103,7 +103,7 @@ MIN_HOLLOW_SHARE = 0.4
 RESERVED_MARKER = "d"
 DEVICE_USED_MARKER = "2"
 #: Most not-completed points listed in one panel's note; the rest are counted.
-MAX_NOTE_ITEMS = 6
+MAX_NOTE_ITEMS = 3
 #: A fixed colour and marker per strategy preset, so a strategy looks the same in every
 #: figure, panel, sweep and report, in colour and in greyscale (:data:`MUTED`). A strategy
 #: split into several lines (a swept setting) keeps its colour; its first line (by label)
