@@ -8,7 +8,7 @@ import pytest
 
 from tests.fake_records import write_sweep
 from tests.unit.test_figures_single_device import H100
-from vitfsdp.analysis import plot_memory, plot_weak_scaling
+from vitfsdp.analysis import plot_loss, plot_memory, plot_weak_scaling
 from vitfsdp.analysis.collect import absent_lines, read_runs_csv
 from vitfsdp.analysis.figures import plot_efficiency
 from vitfsdp.analysis.figures.finish import REBUILT_ATTR
@@ -45,16 +45,17 @@ def test_the_footer_says_when_and_with_what_the_runs_ran():
         assert "docs/data/" not in footer and "gpu-h100-2026-11-26-jax-runs.csv" in footer
 
 
-@pytest.mark.parametrize("plot", [plot_weak_scaling, plot_efficiency])
+@pytest.mark.parametrize("plot", [plot_weak_scaling, plot_efficiency, plot_loss])
 def test_notes_take_a_fifth_of_the_figure_or_so(tmp_path, plot):
     """A panel with a failed repeat at each of its 12 points: its note listed six of them
     and the footer ran to five lines, the notes up to 35 % of the synthetic sample's
-    figures (40 % of others). The note now lists three (failures.csv: every one), the
-    footer is short, and the records without dates or versions say so."""
+    figures (40 % of others); loss.png's footer named six. The notes now list three
+    (failures.csv: every one), the footer is short, and the records without dates or
+    versions say so."""
     ips = {(s, n): [100.0 * n, 101.0 * n, None]
            for s in ("DDP", "FULL_SHARD", "HYBRID_2GPU") for n in (1, 2, 4, 8)}
     fig = plot(write_sweep(tmp_path, ips))
     assert _notes_share(fig) <= MOST_NOTES
     note = " ".join(t.get_text() for t in fig.axes[0].texts).replace("\n", " ")
-    assert "and 9 more points (failures.csv)" in note
+    assert "and 9 more points (failures.csv)" in (_footer(fig) if plot is plot_loss else note)
     assert "run dates and library versions not recorded" in _footer(fig)

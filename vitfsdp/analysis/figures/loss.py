@@ -80,7 +80,7 @@ def plot_loss(df: pd.DataFrame, path: str | os.PathLike | None = None,
 
 
 #: Most points with runs that ended before completing the footer names; the rest counted.
-MAX_ENDED_ITEMS = 6
+MAX_ENDED_ITEMS = 3
 
 
 def _mark_ended(ax, panel: pd.DataFrame, extras: set[str]) -> list[str]:
