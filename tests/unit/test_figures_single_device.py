@@ -82,3 +82,23 @@ def test_models_and_lines_are_named_in_readable_words(h100):
     assert "FULL_SHARD (JAX, AC off, fused attention)" in legend
     assert "FULL_SHARD (PyTorch, AC off, unfused attention)" in legend
     assert not [text for text in legend if "=" in text or "train." in text]
+
+
+def test_no_panel_title_runs_past_the_figures_edge(tmp_path):
+    """The right-hand panel's 'ViT-3B/14 (ORNL, SwiGLU; 3,067.0M params, 224 px)' ran 15 px
+    past the figure's edge at 300 dpi: a title now breaks after its '; ' where it would
+    not fit, never between '224' and 'px'."""
+    import pandas as pd
+
+    df = write_sweep(tmp_path, {("DDP", 1): [10.0], ("DDP", 2): [18.0]})
+    df = pd.concat([df.assign(model="vit_base", num_params=87e6, img_size=224),
+                    df.assign(model="vit_3b", num_params=3067e6, img_size=224)],
+                   ignore_index=True)
+    fig = plot_weak_scaling(df)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    width = fig.get_figwidth() * fig.dpi
+    for ax in fig.axes:
+        box = ax.title.get_window_extent(renderer)
+        assert 0 <= box.x0 and box.x1 <= width, ax.get_title()
+    assert fig.axes[1].get_title() == "ViT-3B/14 (ORNL, SwiGLU;\n3,067.0M params, 224 px)"
