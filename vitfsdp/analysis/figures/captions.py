@@ -27,7 +27,7 @@ PUBLISHED_OTHER_WORDS = ("thick dark-grey segment with its value: a published fi
 #: the line figures' is of images/s, at the point; a failure is drawn where nothing hides it.
 FIGURE_MARK_CAPTIONS = {
     "weak_scaling": {
-        "predicted": "dotted line with small dots in the line's colour and marker: the "
+        "predicted": "dotted line with small marks in the line's colour and shape: the "
                      "plan's predicted images/s, at the line's points",
         "failed": "black x over the line's marker, in the grey strip at the panel's bottom, "
                   "over everything drawn: a point with runs that did not complete, at its "
