@@ -6,6 +6,7 @@ the clock are set by hand."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from vitfsdp.launch.status import PointState, SlurmJob
@@ -95,3 +96,41 @@ def _hms(seconds: float) -> str:
     import time
 
     return time.strftime("%H:%M:%S", time.localtime(seconds))
+
+
+def test_a_point_first_seen_mid_run_is_quiet_since_its_last_window_not_its_job_start(tmp_path):
+    """--status --watch on a sweep whose job has run 2 h (windows every 60 s): the point's
+    quiet time starts at its last window (metrics.jsonl's modification time), or where that
+    cannot be read when it was first seen; before, at the job's start: 'no progress for 2 h
+    0 min' at the second poll."""
+    clock, said = Clock(), []
+    watch = StallWatch(floor_s=180, say=said.append, clock=clock)
+    written = _row(1, 500, elapsed_s=7200)
+    written.run_dir = tmp_path / "1_nodes=2"  # its run directory's name numbers the point
+    written.run_dir.mkdir()
+    (written.run_dir / "metrics.jsonl").write_text("{}\n")
+    os.utime(written.run_dir / "metrics.jsonl", (clock.now - 50, clock.now - 50))
+    assert watch([_row(0, 500, elapsed_s=7200), written]) == []
+    clock.now += 30  # the next poll, the next window not yet written
+    assert watch([_row(0, 500, elapsed_s=7230), written]) == [] and said == []
+    clock.now += 110  # 190 s after its last window, 140 s after point 0 was first seen
+    (line,) = watch([_row(0, 500, elapsed_s=7340), written])
+    assert line.startswith("point 1 (nodes=2, Slurm job 101 on vnode1): no progress for 3 min "
+                           f"(last step 500/50 at {_hms(clock.now - 190)}"), line
+    clock.now += 50
+    (line,) = watch([_row(0, 500, elapsed_s=7390), written])
+    assert line.startswith("point 0 (nodes=1, Slurm job 100 on vnode1): no progress for 3 min "
+                           f"(last step 500/50 seen at {_hms(clock.now - 190)}"), line
+
+
+def test_windows_older_than_the_job_are_an_earlier_attempts(tmp_path):
+    """A requeued job whose metrics.jsonl is from the attempt before: quiet since the job
+    started (sacct), not since that file was written."""
+    clock = Clock()
+    watch = StallWatch(floor_s=60, clock=clock)
+    row = _row(0, 20, elapsed_s=40)
+    row.run_dir = tmp_path
+    (tmp_path / "metrics.jsonl").write_text("{}\n")
+    os.utime(tmp_path / "metrics.jsonl", (clock.now - 3600, clock.now - 3600))
+    watch([row])
+    assert watch.seen[tmp_path].at == clock.now - 40

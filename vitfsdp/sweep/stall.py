@@ -10,7 +10,10 @@ The interval is :data:`~vitfsdp.progress.STALL_FACTOR` times the longest gap bet
 windows of a point seen so far in the sweep (before a point's first window: the longest
 start-up seen, from a job's start, as sacct's elapsed time gives it, to its first window), at
 least ``hydra.launcher.stall_floor_s``. The records are read at the sweep's polls
-(``cluster.poll_s`` apart): a gap is measured up to one poll longer than it was.
+(``cluster.poll_s`` apart): a gap is measured up to one poll longer than it was. A point
+first seen with windows (``--status --watch`` started on a running sweep, or a job an
+earlier sweep left running) is quiet since its last window was written (``metrics.jsonl``'s
+modification time), else since it was first seen, not since its job started.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vitfsdp.core.layout import METRICS_FILE
 from vitfsdp.launch import status
 from vitfsdp.progress import STALL_FACTOR, STALL_FLOOR_S, format_quiet
 
@@ -32,6 +36,23 @@ class _Seen:
     at: float  # when that was seen (before a window: when the job started), s since epoch
     measured: bool  # ``at`` is when the news came (not when the watch first saw the point)
     lines: int = 0  # stall lines said since that news
+
+
+def _first_seen(row: status.PointState, now: float) -> _Seen:
+    """A running point the watch sees for the first time at ``now`` (s since the epoch):
+    before its first window, quiet since its job started where sacct says when; with
+    windows, since its last one was written (``metrics.jsonl``'s modification time, not
+    before the job started: an earlier attempt's windows), else since ``now`` (a sweep's
+    ``--status --watch`` started mid-run, or a job an earlier sweep left running)."""
+    elapsed = row.own.elapsed_s if row.own is not None else None
+    started = now - elapsed if elapsed else None
+    if not row.step:
+        return _Seen(0, started or now, started is not None)
+    try:
+        written = min(now, (row.run_dir / METRICS_FILE).stat().st_mtime)
+    except OSError:
+        return _Seen(row.step, now, False)
+    return _Seen(row.step, max(written, started or written), True)
 
 
 class StallWatch:
@@ -68,10 +89,8 @@ class StallWatch:
     def _poll(self, row: status.PointState, now: float, tag: str) -> str | None:
         """The point's stall line where one is due at ``now``; else None (news noted)."""
         seen = self.seen.get(row.run_dir)
-        if seen is None:  # first seen running: since its job started, if sacct says when
-            elapsed = row.own.elapsed_s if row.own is not None else None
-            self.seen[row.run_dir] = _Seen(row.step, now - (elapsed or 0),
-                                           bool(elapsed) and not row.step)
+        if seen is None:
+            self.seen[row.run_dir] = _first_seen(row, now)
             return None
         if row.step != seen.step:
             self._news(seen, row.step, now)
