@@ -35,8 +35,15 @@ mark their main thread's progress (:func:`mark_progress`, at each step's start a
 window's end) and the watcher posts the mark with the heartbeat; rank 0's watcher records
 ``timeout`` when some ranks are behind the others and no rank has marked progress for
 :func:`stall_s` (``train.timeout_s`` plus :data:`HEARTBEAT_CHECK_S`, so a collective timeout
-that raises, torch's over gloo, comes first), naming the ranks behind. Ranks that stopped at the
-same mark (all inside one collective, or one long phase such as a checkpoint) are not judged.
+that raises, torch's over gloo, comes first), naming the ranks behind; while some rank has not
+passed its first step, for :func:`first_stall_s` (the larger of ``train.timeout_s`` and
+:data:`FIRST_STEP_ALLOWANCE_S`: one rank's longer compile is not a hang, and a rank that hangs
+before its first step is still recorded, that much later). What the marks catch is a rank
+whose main thread stopped short of a mark the others passed: in host code between two marks
+(data loading, file I/O, a lock, a fault such as the test hook's ``hang``). A rank stuck
+inside a step (in a collective, on its device) has the same marks as the ranks waiting for
+it in that step's collective: ranks at the same mark (one collective, or one long phase such
+as a checkpoint) are not judged, and such a hang is left to the collective's own timeout.
 
 Preemption is not a failure: :class:`StopSignals` turns SIGUSR2 (Slurm, ``--signal=USR2@N``
 before the time limit) and SIGTERM (preemption, ``scancel``) into a flag that the training
@@ -81,6 +88,15 @@ HEARTBEAT_MIN_S = 10.0
 #: Seconds between rank 0's checks of the heartbeats and progress marks (one store read
 #: per rank each).
 HEARTBEAT_CHECK_S = 5.0
+#: Seconds a rank may take, beyond ``train.timeout_s``'s bound, to pass its first step
+#: before rank 0 judges it behind (:func:`first_stall_s`): set-up, a checkpoint's load and
+#: the compile (JAX's ahead of time before the first step, torch.compile's inside it) differ
+#: across ranks, e.g. a compile-cache hit on one node and a miss on another, and JAX's
+#: dispatch is asynchronous, so the ranks ahead mark many steps meanwhile. Assumed, not
+#: measured at scale: the JAX step compiled in 23-24 s (vit_tiny, 2-core CPU VM) and 28 s
+#: (ViT-L/16, one H200) in docs/reproduce.md's runs; a larger model's cold compile on many
+#: ranks takes longer.
+FIRST_STEP_ALLOWANCE_S = 600.0
 #: Lines of a failing rank's traceback kept in its report (and in summary.json's reason).
 TRACEBACK_LINES = 16
 #: Signals that stop a run at the next window boundary with a checkpoint.
@@ -251,23 +267,31 @@ def _beat(beats: int) -> str:
 @dataclass
 class Stall:
     """Ranks behind the others (fewer progress marks) while no rank has marked progress for
-    ``seconds``: ``behind`` stopped at ``behind_step``, ``ahead`` waited at ``ahead_step``."""
+    ``seconds``: ``behind`` stopped after their mark at ``behind_step`` (None: before their
+    first mark), ``ahead`` waited at ``ahead_step``; ``first_step``: some rank had not passed
+    its first step, so the bound was :func:`first_stall_s`'s."""
 
     behind: list[int]
-    behind_step: int
+    behind_step: int | None
     ahead: list[int]
     ahead_step: int
     seconds: float
+    first_step: bool = False
 
     def text(self, timeout_s: float) -> str:
-        """The record's reason: who stopped where, and the timeout it exceeded."""
+        """The record's reason: who stopped where, the bound it exceeded, and what the marks
+        tell (its main thread stopped short of a mark the others passed)."""
         s = "s" if len(self.behind) > 1 else ""
-        ahead = _few(self.ahead)
+        bound = (f"{first_stall_s(timeout_s) - HEARTBEAT_CHECK_S:g} s, the bound before "
+                 "every rank's first step" if self.first_step
+                 else f"train.timeout_s={timeout_s:g}")
+        where = ("before its first step" if self.behind_step is None
+                 else f"after step {self.behind_step}")
         return (f"rank{s} {_few(self.behind)} made no progress for {self.seconds:.0f} s "
-                f"(more than train.timeout_s={timeout_s:g}): stopped after step "
-                f"{self.behind_step} while rank{'s' if len(self.ahead) > 1 else ''} {ahead} "
-                f"waited at step {self.ahead_step} (hung, e.g. a deadlock or a stuck device "
-                "or file system)")
+                f"(more than {bound}): stopped {where} while "
+                f"rank{'s' if len(self.ahead) > 1 else ''} {_few(self.ahead)} waited at step "
+                f"{self.ahead_step} (main thread stuck outside the step's collectives, e.g. "
+                "in data loading, file I/O or a lock)")
 
 
 def _few(ranks: list[int], shown: int = 8) -> str:
@@ -276,13 +300,16 @@ def _few(ranks: list[int], shown: int = 8) -> str:
     return ", ".join(str(r) for r in ranks[:shown]) + more
 
 
-def find_stall(beats: dict[int, bytes | str], world_size: int,
-               stall_s: float) -> Stall | None:
+def find_stall(beats: dict[int, bytes | str], world_size: int, stall_s: float,
+               first_s: float | None = None) -> Stall | None:
     """A :class:`Stall` in the ranks' heartbeats (rank → ``beats:marks:step:idle``, as
     :func:`mark_progress`'s marks are posted) when every rank has one, some ranks have fewer
-    marks than others and every rank has been idle for more than ``stall_s``; else None
-    (ranks at the same mark, e.g. all inside one collective or one long checkpoint, are not
-    judged)."""
+    marks than others and every rank has been idle for more than ``stall_s`` seconds, or,
+    while some rank has not passed its first step (fewer than 2 marks: the first is at its
+    first step's start), more than ``first_s`` (default: ``stall_s`` grown to
+    :data:`FIRST_STEP_ALLOWANCE_S` plus :data:`HEARTBEAT_CHECK_S`); else None. Ranks at the
+    same mark (all inside one collective, one long checkpoint, or one stuck inside a step
+    while the others wait in its collective) are not judged."""
     marks = {}
     for r, beat in beats.items():
         parts = (beat.decode() if isinstance(beat, bytes) else beat).split(":")
@@ -292,11 +319,15 @@ def find_stall(beats: dict[int, bytes | str], world_size: int,
         return None
     idle = min(m[2] for m in marks.values())
     low, high = min(m[0] for m in marks.values()), max(m[0] for m in marks.values())
-    if low == high or idle <= stall_s:
+    first = low < 2
+    if first_s is None:
+        first_s = max(stall_s, FIRST_STEP_ALLOWANCE_S + HEARTBEAT_CHECK_S)
+    if low == high or idle <= (first_s if first else stall_s):
         return None
     behind = sorted(r for r, m in marks.items() if m[0] == low)
     ahead = sorted(r for r, m in marks.items() if m[0] == high)
-    return Stall(behind, marks[behind[0]][1], ahead, marks[ahead[0]][1], idle)
+    return Stall(behind, marks[behind[0]][1] if low else None, ahead, marks[ahead[0]][1],
+                 idle, first)
 
 
 def max_memory(reports: list[Report]) -> dict:
@@ -340,14 +371,15 @@ class FailureBoard:
               on_silent: Callable[[list[int], float], None] | None = None,
               stale_s: float = HEARTBEAT_STALE_S,
               on_stalled: Callable[[Stall], None] | None = None,
-              stall_s: float = float("inf")) -> None:
+              stall_s: float = float("inf"), first_s: float | None = None) -> None:
         """From a daemon thread, until :meth:`stop`: post this rank's heartbeat and progress
         mark (:func:`mark_progress`) every ``poll_s`` seconds, and call ``on_report()`` once
         any rank has posted a report (one store read per ``poll_s``). With ``on_silent``
         (rank 0), call ``on_silent(ranks, seconds)`` once ranks whose heartbeat had started
         have not beaten for ``stale_s`` seconds; with ``on_stalled`` (rank 0), call
         ``on_stalled(stall)`` once some ranks are behind the others and no rank has marked
-        progress for ``stall_s`` seconds (:func:`find_stall`); both checked every
+        progress for ``stall_s`` seconds (``first_s`` while some rank has not passed its
+        first step; :func:`find_stall`); both checked every
         :data:`HEARTBEAT_CHECK_S`.
 
         Over NCCL a collective does not error when a peer dies (it waits for the collective
@@ -372,7 +404,7 @@ class FailureBoard:
                         on_silent(silent, stale_s)
                         return
                     stall = find_stall({r: b for r, (b, _) in seen.items()},
-                                       self.world_size, stall_s)
+                                       self.world_size, stall_s, first_s)
                     if stall is not None and on_stalled is not None:
                         on_stalled(stall)
                         return
@@ -512,6 +544,13 @@ def stall_s(timeout_s: float) -> float:
     return timeout_s + HEARTBEAT_CHECK_S
 
 
+def first_stall_s(timeout_s: float) -> float:
+    """:func:`stall_s` while some rank has not passed its first step: the larger of
+    ``timeout_s`` and :data:`FIRST_STEP_ALLOWANCE_S`, plus :data:`HEARTBEAT_CHECK_S`, s, so
+    that one rank's longer set-up or compile is not recorded as a hang."""
+    return max(timeout_s, FIRST_STEP_ALLOWANCE_S) + HEARTBEAT_CHECK_S
+
+
 def heartbeat_stale_s(timeout_s: float) -> float:
     """Seconds without a heartbeat after which rank 0 records a rank as dead: half the
     collective timeout (``train.timeout_s``), within [:data:`HEARTBEAT_MIN_S`,
@@ -540,9 +579,10 @@ def watch_failures(rec: Recorder, timeout_s: float) -> None:
     records the run when another rank reports and the main thread does not take it up
     within the grace period, when ranks stop beating for :func:`heartbeat_stale_s` of
     ``timeout_s``, or when ranks behind the others made no progress for :func:`stall_s`
-    (a hung rank: ``timeout``); on the other ranks it posts ``blocked`` for a main thread
-    that has not reported (and ends a hung one once the verdict is in). The progress marks
-    start again from ``rec.progress.step`` (:func:`mark_progress`)."""
+    (:func:`first_stall_s` before every rank's first step; a hung rank: ``timeout``); on
+    the other ranks it posts ``blocked`` for a main thread that has not reported (and ends
+    a hung one once the verdict is in). The progress marks start again from
+    ``rec.progress.step`` (:func:`mark_progress`)."""
     _reset_marks(rec.progress.step)
     if rec.records.is_writer:
         rec.board.watch(lambda: _record_from_watcher(rec),
@@ -551,7 +591,7 @@ def watch_failures(rec: Recorder, timeout_s: float) -> None:
                         stale_s=heartbeat_stale_s(timeout_s),
                         on_stalled=lambda stall: _record_stalled_from_watcher(
                             rec, stall, timeout_s),
-                        stall_s=stall_s(timeout_s))
+                        stall_s=stall_s(timeout_s), first_s=first_stall_s(timeout_s))
     else:
         rec.board.watch(lambda: _report_blocked_from_watcher(rec))
 
