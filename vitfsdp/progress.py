@@ -19,8 +19,9 @@ The sweep's ETA is an estimate, and says what it rests on:
   ranks: a sweep whose last points have 4x the ranks is not estimated at its first points'
   pace;
 - before that, the step time ``cluster.time=auto`` sizes the points by
-  (:func:`vitfsdp.plan.sizing_step`: the plan's, or a slower published one) times their steps, which leaves out start-up (``ETA ~0:00:08 (plan: steps only, no
-  start-up)``); ``-:--:--`` where the plan has none.
+  (:func:`vitfsdp.plan.sizing_step`: the plan's, or a slower published one) times their
+  steps, which leaves out start-up (``ETA ~0:00:08 (plan: steps only, no start-up)``);
+  ``-:--:--`` where the plan has none.
 
 On a terminal the ETA is in the sweep bar; elsewhere one line after each point.
 
