@@ -257,3 +257,23 @@ def test_a_failed_repeat_is_not_hidden_under_its_points_markers(tmp_path):
     assert any(p.get_gid() == STRIP_GID for p in ax.patches)
     legend = " ".join(" ".join(t.get_text().split()) for t in fig.legends[0].get_texts())
     assert "in the grey bottom strip" in legend
+
+
+@pytest.mark.parametrize("ips", [{("DDP", 1): [10.0], ("FULL_SHARD", 1): [9.0]},
+                                 {("DDP", 1): [None], ("DDP", 2): [None]}],
+                         ids=["one-node-count", "all-failed"])
+def test_the_ideal_is_named_only_where_one_is_drawn(tmp_path, ips):
+    """A sweep at one node count on two GPUs a node, and a sweep whose runs all failed:
+    the legend named 'ideal (linear)' and the caption 'dashed: ideal linear scaling' where
+    no dashed line was drawn; one node count was titled 'Weak scaling'."""
+    from vitfsdp.analysis.report import caption
+
+    fig = plot_weak_scaling(write_sweep(tmp_path, ips))
+    drawn = [ln for ax in fig.axes for ln in ax.lines
+             if ln.get_label().startswith("_ideal") and len(ln.get_xdata()) > 1]
+    assert not drawn
+    legend = " ".join(t.get_text() for t in fig.legends[0].get_texts()) if fig.legends else ""
+    assert "ideal (linear)" not in legend
+    assert "ideal linear scaling" not in caption("weak_scaling", drawn=fig.drawn_kinds)
+    spans = len({nodes for _, nodes in ips}) > 1
+    assert fig.get_suptitle().startswith("Weak scaling") == spans, fig.get_suptitle()

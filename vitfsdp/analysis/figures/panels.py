@@ -202,12 +202,17 @@ def _completed(line: pd.DataFrame, value: str, x: str = "nodes") -> pd.DataFrame
     return runs.loc[judged, [x, value]]
 
 
-def _plot_ideal(ax, done: pd.Series, nodes: pd.Series, color: str, label: str) -> None:
-    """Dashed linear scaling from the smallest completed node count over the line's nodes."""
+def _plot_ideal(ax, done: pd.Series, nodes: pd.Series, color: str, label: str) -> bool:
+    """Dashed linear scaling from the smallest completed node count over the line's nodes.
+    Returns whether it was drawn: not where the line has no node count above that one (a
+    dashed line through one point draws nothing, so the legend must not name it)."""
     n0 = done.index.min()
     xs = sorted({int(n) for n in nodes.dropna() if n >= n0})
+    if len(xs) < 2:
+        return False
     ideal = [done.loc[n0] * n / n0 for n in xs]
     ax.plot(xs, ideal, "--", color=color, alpha=0.7, lw=1, label=f"_ideal {label}")
+    return True
 
 
 def _mark_above_ideal(ax, done: pd.Series, extras: set[str], shift: float = 1.0) -> None:

@@ -89,7 +89,7 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
     keys = _label_keys(df)
     looks = _looks(df, keys)
     one = single_device(df)  # one GPU a point: no collectives, no scaling, no ideal
-    extras = {SINGLE_DEVICE} if one else {"ideal"}
+    extras = {SINGLE_DEVICE} if one else set()  # "ideal" where one is drawn
     published_ips, apart = same_devices_per_node(matched(reference_table(df)))
     contended = []
     for ax, (model, panel) in zip(axes, panels, strict=True):
@@ -100,8 +100,8 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
         for (label, line), shift in zip(lines, shifts, strict=True):
             done, color = _plot_measured(ax, line, keys, looks, label, "ips", "median", shift,
                                          extras)
-            if not done.empty and not one:
-                _plot_ideal(ax, done, line["nodes"], color, label)
+            if not done.empty and not one and _plot_ideal(ax, done, line["nodes"], color, label):
+                extras.add("ideal")
                 _mark_above_ideal(ax, done, extras, shift)
             if not done.empty:
                 _mark_host_bound(ax, line, done, extras, shift=shift)
@@ -121,12 +121,27 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
             _make_room_below(ax)
         _style_panel(ax, panel, _panel_title(model, panel), "throughput (images/s, global)",
                      notes)
-    _finish(fig, SINGLE_DEVICE_TITLE if one else "Weak scaling: throughput against node count",
-            df, path, extras,
+    _finish(fig, _title(df, one), df, path, extras,
             proxy_labels=_published_labels(published_ips) | {"failed": FAILED_IN_STRIP},
             note=". ".join(n for n in (contended_note(contended), published_apart_note(apart),
                                        no_prediction_note(df)) if n))
     return fig
+
+
+#: The title where no line spans two node counts (one node count on several GPUs, or
+#: nothing completed at a second): nothing scaled, so not called weak scaling.
+ONE_NODE_COUNT_TITLE = "Throughput at one node count (no scaling measured)"
+
+
+def _title(df: pd.DataFrame, one: bool) -> str:
+    """The figure's title: single-device (:data:`SINGLE_DEVICE_TITLE`), weak scaling where
+    a line spans two node counts, else :data:`ONE_NODE_COUNT_TITLE`."""
+    if one:
+        return SINGLE_DEVICE_TITLE
+    keys = _label_keys(df)
+    spans = any(line["nodes"].nunique() > 1 for _, panel in _panels(df)
+                for _, line in _lines(panel, keys))
+    return "Weak scaling: throughput against node count" if spans else ONE_NODE_COUNT_TITLE
 
 
 #: The title where every point ran on one GPU (:func:`~.panels.single_device`): it shows
