@@ -333,3 +333,19 @@ def test_each_panel_has_its_own_scale_and_none_is_empty() -> None:
         if device:  # vit_huge: up to 29 GiB, the device's 79.2 within OFF_SCALE of them
             assert device[0].get_ydata()[0] <= high and not off, title
     assert based == 2 and "device_off_scale" in fig.drawn_kinds
+
+
+def test_the_device_memory_reads_alike_in_the_legend_and_the_panels() -> None:
+    """The H100's memory read '(79.1787 GiB)' in the legend but '79.2 GiB' in the panels'
+    off-scale names: both now in three significant digits."""
+    import re
+
+    from tests.unit.test_figures_single_device import H100
+    from vitfsdp.analysis.collect import read_runs_csv
+    fig = plot_memory(read_runs_csv(H100)[0])
+    drawn = [ln.get_label() for ax in fig.axes for ln in ax.lines
+             if "memory (" in ln.get_label()]
+    drawn += [t.get_text() for t in fig.legends[0].get_texts()]
+    drawn += [t.get_text() for ax in fig.axes for t in ax.texts]
+    sizes = {size for text in drawn for size in re.findall(r"([\d.]+) GiB", text)}
+    assert "79.2" in sizes and not [s for s in sizes if len(s.replace(".", "")) > 3], sizes

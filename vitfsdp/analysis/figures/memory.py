@@ -495,7 +495,7 @@ def _plot_device_memory(ax, panel: pd.DataFrame, top: float) -> set[str]:
         if gib > limit:
             off.append(f"{name}memory {gib:.3g} GiB")
             continue
-        ax.axhline(gib, ls=":", color=DEVICE_COLOR, lw=1, label=f"{name}memory ({gib:g} GiB)")
+        ax.axhline(gib, ls=":", color=DEVICE_COLOR, lw=1, label=f"{name}memory ({gib:.3g} GiB)")
         ax.set_ylim(top=max(ax.get_ylim()[1], 1.08 * gib))
         kinds.add("device")
     jax = (panel["framework"] == "jax") if "framework" in panel else panel["device_type"].isna()
