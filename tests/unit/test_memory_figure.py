@@ -349,3 +349,60 @@ def test_the_device_memory_reads_alike_in_the_legend_and_the_panels() -> None:
     drawn += [t.get_text() for ax in fig.axes for t in ax.texts]
     sizes = {size for text in drawn for size in re.findall(r"([\d.]+) GiB", text)}
     assert "79.2" in sizes and not [s for s in sizes if len(s.replace(".", "")) > 3], sizes
+
+
+def _texts(fig):
+    """Every text artist a figure drew that holds text (titles, labels, tick labels,
+    annotations, the legend's)."""
+    from matplotlib.text import Text
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+
+
+@pytest.mark.parametrize("device", ["NVIDIA RTX PRO 6000 Blackwell Server Edition",
+                                    "INVENTED DATA (bench_analysis): AMD Instinct MI250X"])
+def test_every_text_lies_inside_the_figure_and_the_off_scale_names_inside_their_axes(
+        device: str) -> None:
+    """The off-scale 'NVIDIA RTX PRO 6000 Blackwell Server Edition memory 79.2 GiB' ran over
+    the y axis's tick labels, and the synthetic sample's 'INVENTED DATA (bench_analysis):
+    AMD Instinct MI250X GCD memory 64 GiB' past the figure's left edge into the next panel:
+    each name is now wrapped to its axes' width."""
+    from tests.unit.test_figures_single_device import H100
+    from vitfsdp.analysis.collect import read_runs_csv
+    fig = plot_memory(read_runs_csv(H100)[0].assign(device_name=device))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    width, height = fig.get_figwidth() * fig.dpi, fig.get_figheight() * fig.dpi
+    for text in _texts(fig):
+        box = text.get_window_extent(renderer)
+        assert 0 <= box.x0 and box.x1 <= width and 0 <= box.y0 and box.y1 <= height, \
+            text.get_text()
+    off = [(ax, t) for ax in fig.axes for t in ax.texts if t.get_text().startswith("off scale")]
+    assert off
+    for ax, text in off:
+        box, axes = text.get_window_extent(renderer), ax.get_window_extent(renderer)
+        assert axes.x0 <= box.x0 and box.x1 <= axes.x1, text.get_text()
+
+
+def test_a_bar_without_gradient_bytes_and_a_peak_since_process_start_say_so() -> None:
+    """The H100 JAX bar (timm ViT-H/14) recorded no gradient bytes: its gradients fell,
+    unsaid, into the hollow 'peak above the model state', read as a run without gradients;
+    and its peak counts from the process's start where PyTorch's is reset every window.
+    Its hollow top is now dashed and the legend says why; the footer says what each peak
+    counts from."""
+    from tests.unit.test_figures_single_device import H100
+    from vitfsdp.analysis.collect import read_runs_csv
+    df = read_runs_csv(H100)[0]
+    fig = plot_memory(df)
+    jax = df[df["framework"] == "jax"]
+    assert len(jax) == 1 and jax["state_grads_gib"].isna().all()
+    rests = {(bars.get_label(), bar.get_linestyle()) for ax in fig.axes
+             for bars in ax.containers if bars.get_label().startswith("_state_rest")
+             for bar in bars.patches}
+    assert rests == {("_state_rest", "-"), ("_state_rest_no_grads", "--")}
+    legend = [" ".join(t.get_text().split()) for t in fig.legends[0].get_texts()]
+    assert "dashed: grads not recorded (JAX), in the peak above the model state" in legend
+    texts = " ".join(" ".join(t.get_text().split()) for t in _texts(fig))
+    assert "JAX peak since process start" in texts and "PyTorch peak per window" in texts
+    torch_only = plot_memory(df[df["framework"] == "torch"])
+    assert "JAX peak" not in " ".join(t.get_text() for t in _texts(torch_only))
+    assert "grads not recorded" not in " ".join(t.get_text() for t in _texts(torch_only))

@@ -48,6 +48,9 @@ FIGURE_MARK_CAPTIONS = {
         "device_off_scale": "arrow up in a panel's top right corner: the device's memory (or "
                             "XLA's pool) above the panel's scale, named with its size; each "
                             "panel has its own y scale",
+        "state_rest_no_grads": "dashed hollow top of a bar: the peak above the model state "
+                               "of a run that recorded no gradient bytes (JAX), its "
+                               "gradients in it",
         "predicted": "dotted: the plan's prediction of what the legend names (the peak "
                      "reserved memory on a GPU, XLA's peak in use for JAX on a GPU, its "
                      "reserved being its preallocated pool, the resident memory on CPU), just "

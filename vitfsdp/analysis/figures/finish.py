@@ -102,6 +102,9 @@ PATCH_PROXIES = {
                             hatch="....", label="optimizer state (local shards)"),
     "state_rest": dict(facecolor="white", edgecolor="0.35", lw=0.6,
                        label="peak above the model state"),
+    "state_rest_no_grads": dict(facecolor="white", edgecolor="0.35", lw=0.6, ls="--",
+                                label="dashed: grads not recorded (JAX), in the peak above "
+                                      "the model state"),
 }  # fmt: skip
 
 
@@ -224,8 +227,10 @@ def _finish(fig: Figure, title: str, df: pd.DataFrame, path: str | os.PathLike |
     fig.suptitle(_two_line_title(title, width))
     fig.drawn_kinds = sorted(extras)  # saved into the PNG (DRAWN_KEY) for the captions
     legend_width = _chars_per_line(fig.get_figwidth(), PAPER_RC["legend.fontsize"])
+    # not at a hyphen: a file name (gpu-h100-...-jax-runs.csv) is read whole
     footer = "\n".join([*textwrap.wrap("; ".join([shared, *context] if shared else context),
-                                       legend_width), *textwrap.wrap(note, legend_width)])
+                                       legend_width, break_on_hyphens=False),
+                         *textwrap.wrap(note, legend_width, break_on_hyphens=False)])
     _figure_legend(fig, extras, handles, footer, proxy_labels)
     _fit_height(fig)
     if path is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import textwrap
 from collections import Counter
 from typing import TYPE_CHECKING
 
@@ -36,9 +37,11 @@ from vitfsdp.analysis.figures.style import (
     DEVICE_USED_MARKER,
     MIN_ERROR_BAR,
     NOTE_FONTSIZE,
+    PANEL_WIDTH_IN,
     PUBLISHED_HALF_OCTAVES,
     PUBLISHED_OTHER,
     RESERVED_MARKER,
+    _chars_per_line,
     _look_label,
     _looks,
     _mpl,
@@ -46,6 +49,7 @@ from vitfsdp.analysis.figures.style import (
 )
 from vitfsdp.analysis.lines import label_columns as _label_keys
 from vitfsdp.analysis.reference import reference_table
+from vitfsdp.analysis.tables import peak_since
 
 if TYPE_CHECKING:  # annotations only: matplotlib is imported at first use (_mpl)
     from matplotlib.figure import Figure
@@ -160,7 +164,8 @@ def plot_memory(df: pd.DataFrame, path: str | os.PathLike | None = None) -> Figu
     _finish(fig, f"Peak memory per {per} against node count", df, path, extras,
             proxy_labels=_memory_published_labels(published) | _memory_mark_labels(df)
             | {"failed": FAILED_ON_MARKER},
-            note="; ".join(filter(None, [repeats_note(df), memory_limit_note(df)])))
+            note="; ".join(filter(None, [repeats_note(df), memory_limit_note(df),
+                                         peak_since_note(df)])))
     return fig
 
 
@@ -322,11 +327,26 @@ def _plot_state_bars(ax, line: pd.DataFrame, done: pd.Series, color: str,
                 bottom += parts[column]
                 if parts[column] >= min_height:
                     extras.add(kind)
+        # JAX on a GPU records no gradient bytes: they are in the rest, which says so
+        no_grads = pd.isna(parts["state_grads_gib"])
         if done.loc[n] > bottom:
             ax.bar(left, done.loc[n] - bottom, width, bottom, align="edge", facecolor="white",
-                   edgecolor=color, lw=0.6, label="_state_rest")
-            extras.add("state_rest")
+                   edgecolor=color, lw=0.6, ls="--" if no_grads else "-",
+                   label="_state_rest_no_grads" if no_grads else "_state_rest")
+            extras.add("state_rest_no_grads" if no_grads else "state_rest")
     return not state.empty
+
+
+def peak_since_note(df: pd.DataFrame) -> str:
+    """The footer's words where the figure draws the peaks of JAX runs on a GPU beside
+    PyTorch's: JAX's counts from the process's start (XLA's peak is never reset), PyTorch's
+    from each window's (:data:`~vitfsdp.analysis.tables.PEAK_SINCE`); ``""`` otherwise."""
+    done = df[(df["status"] == "completed") & df["peak_mem_gib"].notna()]
+    since = set(peak_since(done)) if len(done) else set()
+    if len(since) < 2:
+        return ""
+    return ("JAX peak since process start (XLA's, never reset); PyTorch peak per window "
+            "(reset every window): not equals (points.csv peak_mem_since)")
 
 
 def _memory_groups(panel: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
@@ -515,16 +535,35 @@ def _plot_device_memory(ax, panel: pd.DataFrame, top: float) -> set[str]:
     return kinds
 
 
+#: Inches of a panel's width the off-scale names leave free: the y axis's label and tick
+#: labels left of the axes, the arrow right of the names.
+OFF_SCALE_MARGIN_IN = 1.1
+
+
 def _name_off_scale(ax, names: list[str]) -> None:
     """``names`` (the device memory and pool above the panel's scale) in the panel's top
-    right corner, under an arrow up to its top edge, over a white box; the axis raised so
-    that no value is under them."""
-    ax.set_ylim(top=ax.get_ylim()[1] * 1.25)
+    right corner, under an arrow up to its top edge, over a white box, each wrapped to the
+    axes' width (:func:`_wrap_name`: a long device name ran over the y axis's labels and
+    past the figure's edge); the axis raised so that no value is under them."""
+    lines = [part for name in names for part in _wrap_name(
+        name, _chars_per_line(PANEL_WIDTH_IN - OFF_SCALE_MARGIN_IN, NOTE_FONTSIZE))]
+    ax.set_ylim(top=ax.get_ylim()[1] * (1.05 + 0.1 * (len(lines) + 1)))
     ax.annotate("", xy=(0.985, 1.0), xytext=(0.985, 0.80), xycoords="axes fraction",
                 arrowprops=dict(arrowstyle="-|>", color=DEVICE_COLOR, lw=0.8))
-    ax.text(0.965, 0.97, "off scale, above:\n" + "\n".join(names), transform=ax.transAxes,
+    ax.text(0.965, 0.97, "off scale, above:\n" + "\n".join(lines), transform=ax.transAxes,
             ha="right", va="top", fontsize=NOTE_FONTSIZE, color=DEVICE_COLOR, zorder=6,
             bbox=dict(facecolor="white", edgecolor="none", pad=0.5, alpha=0.85))
+
+
+def _wrap_name(name: str, width: int) -> list[str]:
+    """``name`` (``... memory 79.2 GiB``) in lines of about ``width`` characters, its size
+    and unit kept on one line: ``NVIDIA RTX PRO 6000 Blackwell Server`` / ``Edition memory
+    79.2 GiB``."""
+    head, size, unit = name.rsplit(" ", 2)
+    lines = textwrap.wrap(head, width, break_on_hyphens=False) or [""]
+    if len(lines[-1]) + len(size) + len(unit) + 2 <= width:
+        return [*lines[:-1], f"{lines[-1]} {size} {unit}".strip()]
+    return [*lines, f"{size} {unit}"]
 
 
 def memory_limit_note(df: pd.DataFrame) -> str:
