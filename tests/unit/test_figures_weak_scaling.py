@@ -277,3 +277,26 @@ def test_the_ideal_is_named_only_where_one_is_drawn(tmp_path, ips):
     assert "ideal linear scaling" not in caption("weak_scaling", drawn=fig.drawn_kinds)
     spans = len({nodes for _, nodes in ips}) > 1
     assert fig.get_suptitle().startswith("Weak scaling") == spans, fig.get_suptitle()
+
+
+def test_runs_sharing_a_repeat_label_are_marked_as_not_known_repeats(tmp_path):
+    """The stall export's 172-197 point (two runs under one repeat label, points.csv
+    runs_share_repeat 2) was drawn as a filled marker with a bar the legend calls 'min-max
+    over repeats'. Such a point is now ringed by a dotted square, named in the legend, and
+    counted in the footer; a point of real repeats is not ringed."""
+    from vitfsdp.analysis.figures import plot_efficiency
+    from vitfsdp.analysis.figures.panels import POOLED_LABEL
+
+    df = write_sweep(tmp_path, {("DDP", 1): [10.0, 11.0], ("DDP", 2): [18.0, 20.0]})
+    df.loc[df["nodes"] == 2, "repeat"] = 0
+    for fig in (plot_weak_scaling(df), plot_efficiency(df)):
+        (ax,) = fig.axes
+        rings = [c for c in ax.collections if c.get_label() == POOLED_LABEL]
+        assert len(rings) == 1 and len(rings[0].get_offsets()) == 1
+        x = rings[0].get_offsets()[0][0]
+        assert x in list(measured_lines(ax)["DDP"].get_xdata())  # on the line's point
+        assert x > 1.5  # at 2 nodes, not at 1 (two real repeats)
+        legend = [" ".join(t.get_text().split()) for t in fig.legends[0].get_texts()]
+        assert POOLED_LABEL in legend
+        assert "not known repeats: 1 point(s)" in " ".join(
+            fig.legends[0].get_title().get_text().split())

@@ -22,6 +22,7 @@ from vitfsdp.analysis.figures.panels import (
     _mark_contended,
     _mark_host_bound,
     _mark_not_completed,
+    _mark_pooled,
     _new_figure,
     _panel_title,
     _panels,
@@ -29,6 +30,7 @@ from vitfsdp.analysis.figures.panels import (
     _style_panel,
     contended_note,
     line_shifts,
+    pooled_note,
 )
 from vitfsdp.analysis.figures.style import _look_label, _looks, _paper_style
 from vitfsdp.analysis.lines import label_columns as _label_keys
@@ -81,7 +83,7 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
     keys = _label_keys(runs)
     looks = _looks(runs, keys)
     extras = {"ideal"}
-    contended = []
+    contended, pooled = [], 0
     for ax, (model, panel) in zip(axes, panels, strict=True):
         notes, marked = [], Counter()
         named = f"{model} " if len(panels) > 1 else ""
@@ -96,6 +98,7 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
                 lowest, highest = _draw_bounds(ax, line, done, color, extras, shift)
                 top, low = max(top, highest), min(low, lowest)
                 _mark_host_bound(ax, line, done, extras, shift=shift)
+                pooled += _mark_pooled(ax, line, done, shift)
             contended += [named + item for item in
                           _mark_contended(ax, line, done, label, extras, shift)]
             notes += _mark_not_completed(ax, line, "eff", color, label, marked, extras,
@@ -113,7 +116,8 @@ def plot_efficiency(df: pd.DataFrame, path: str | os.PathLike | None = None) -> 
         if bottom > 0:
             extras.add(NOT_FROM_ZERO)
     _finish(fig, "Weak-scaling efficiency against node count", runs, path, extras,
-            proxy_labels={"failed": FAILED_IN_STRIP}, note=contended_note(contended))
+            proxy_labels={"failed": FAILED_IN_STRIP},
+            note=". ".join(filter(None, [contended_note(contended), pooled_note(pooled)])))
     return fig
 
 

@@ -293,6 +293,39 @@ def _mark_contended(ax, line: pd.DataFrame, done: pd.Series, label: str, extras:
             for n, (c, t) in counts.astype(int).iterrows()]
 
 
+#: The mark of a point whose runs share a repeat label (points.csv ``runs_share_repeat``):
+#: pooled as repeats, not known to be (:func:`~vitfsdp.analysis.tables.shared_repeats`),
+#: so its bar is not known to be the noise between runs.
+POOLED_RING = dict(marker="s", facecolors="none", edgecolors="black", s=150, lw=0.8,
+                   linestyles=(0, (1, 1.5)), zorder=4)
+#: Its legend entry (a labelled artist).
+POOLED_LABEL = ("dotted square: runs sharing a repeat label, pooled: not known repeats "
+                "(points.csv runs_share_repeat)")
+
+
+def _mark_pooled(ax, line: pd.DataFrame, done: pd.Series, shift: float = 1.0) -> int:
+    """Ring each completed point of ``line`` (``done``, by node count; drawn at ``shift``
+    times it) whose completed runs share a ``repeat`` label with :data:`POOLED_RING`: its
+    bar spans runs that are not known repeats. Returns how many points it ringed."""
+    ok = line[(line["status"] == "completed") & line["nodes"].notna()]
+    labelled = pd.DataFrame({"nodes": ok["nodes"].astype("int64"),
+                             "repeat": ok["repeat"].fillna(0) if "repeat" in ok else 0})
+    pooled = sorted(n for n in set(labelled.loc[labelled.duplicated(keep=False), "nodes"])
+                    if n in done.index)
+    if pooled:
+        ax.scatter([n * shift for n in pooled], done.loc[pooled].values, label=POOLED_LABEL,
+                   **POOLED_RING)
+    return len(pooled)
+
+
+def pooled_note(count: int) -> str:
+    """The footer's words for the points :func:`_mark_pooled` ringed, e.g. ``not known
+    repeats: 1 point(s) pool runs that share a repeat label (points.csv
+    runs_share_repeat)``; ``""`` for none."""
+    return (f"not known repeats: {count} point(s) pool runs that share a repeat label "
+            "(points.csv runs_share_repeat)") if count else ""
+
+
 def contended_note(items: list[str]) -> str:
     """The footer's sentence naming the points with contended runs (:func:`_mark_contended`'s
     items), e.g. ``contended: FULL_SHARD at 1 node, 1 of 3 runs``; at most

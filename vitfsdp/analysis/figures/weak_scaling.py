@@ -19,6 +19,7 @@ from vitfsdp.analysis.figures.panels import (
     _mark_contended,
     _mark_host_bound,
     _mark_not_completed,
+    _mark_pooled,
     _new_figure,
     _panel_title,
     _panels,
@@ -31,6 +32,7 @@ from vitfsdp.analysis.figures.panels import (
     _style_panel,
     contended_note,
     line_shifts,
+    pooled_note,
     single_device,
 )
 from vitfsdp.analysis.figures.style import _look_label, _looks, _paper_style
@@ -91,7 +93,7 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
     one = single_device(df)  # one GPU a point: no collectives, no scaling, no ideal
     extras = {SINGLE_DEVICE} if one else set()  # "ideal" where one is drawn
     published_ips, apart = same_devices_per_node(matched(reference_table(df)))
-    contended = []
+    contended, pooled = [], 0
     for ax, (model, panel) in zip(axes, panels, strict=True):
         notes, marked = [], Counter()
         named = f"{model} " if len(panels) > 1 else ""
@@ -106,6 +108,7 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
             if not done.empty:
                 _mark_host_bound(ax, line, done, extras, shift=shift)
                 _plot_repeat_range(ax, line, "ips", color, extras, shift=shift)
+                pooled += _mark_pooled(ax, line, done, shift)
             contended += [named + item for item in
                           _mark_contended(ax, line, done, label, extras, shift)]
             _plot_predicted(ax, line, "pred_ips", color, label, extras, shift,
@@ -123,7 +126,8 @@ def plot_weak_scaling(df: pd.DataFrame, path: str | os.PathLike | None = None) -
                      notes)
     _finish(fig, _title(df, one), df, path, extras,
             proxy_labels=_published_labels(published_ips) | {"failed": FAILED_IN_STRIP},
-            note=". ".join(n for n in (contended_note(contended), published_apart_note(apart),
+            note=". ".join(n for n in (contended_note(contended), pooled_note(pooled),
+                                       published_apart_note(apart),
                                        no_prediction_note(df)) if n))
     return fig
 
