@@ -53,6 +53,35 @@ def test_a_job_is_cancelled_from_its_start_or_its_queue_timeout() -> None:
     assert Limits(3).poll_s == 1 and Limits(60, 3).poll_s == 1
 
 
+def test_a_requeued_job_waits_again_and_an_unknown_one_is_bounded_from_submission() -> None:
+    """Requeued 12 s into its run, a job waits again: its queue bound counts from the
+    requeue (before: from its submission, so it was cancelled at once), its --timeout from
+    its restart, and its times add up both waits and runs. A job neither sacct nor squeue
+    knows (UNKNOWN) gets the shorter of --timeout and --queue-timeout from its submission
+    (before: no bound without --queue-timeout); UNKNOWN after its start changes nothing."""
+    from vitfsdp.probe.slurm import Limits, ProbeJob
+
+    job = ProbeJob("world size 2", lambda: None, submitted_s=100.0, state="PENDING")
+    job.follow("RUNNING", "", 130.0, 0.0)  # sacct gives no Start: this look's time
+    job.follow("PENDING", "", 142.0, 0.0)  # requeued
+    assert (job.requeues, job.queued_s, job.started_s) == (1, 142.0, None)
+    assert Limits(1800, 600).deadline(job) == 742.0 and Limits(1800).deadline(job) is None
+    assert job.times(150.0) == "after 38 s in the queue and 12 s running, requeued by Slurm once"
+    job.follow("RUNNING", "", 160.0, 0.0)
+    assert Limits(1800, 600).deadline(job) == 1960.0
+    assert job.times(165.0) == "after 48 s in the queue and 17 s running, requeued by Slurm once"
+    job.follow("UNKNOWN", "", 170.0, 0.0)  # sacct and squeue lost it: still running
+    assert job.started_s == 160.0 and job.requeues == 1
+
+    unknown = ProbeJob("world size 4", lambda: None, submitted_s=100.0)
+    assert unknown.state == "NOT SUBMITTED" and Limits(1800).deadline(unknown) is None
+    unknown.state = "UNKNOWN"
+    assert Limits(1800).deadline(unknown) == 1900.0
+    assert Limits(1800, 600).deadline(unknown) == 700.0
+    assert Limits(1800, 600).unknown_bound() == "--queue-timeout 600 s"
+    assert Limits(60, 600).unknown_bound() == "--timeout 60 s"
+
+
 def test_sacct_start_is_read_as_this_hosts_monotonic_time() -> None:
     """sacct prints Start in local time, ``Unknown`` before the job starts."""
     import datetime

@@ -406,12 +406,15 @@ def main(argv: list[str] | None = None) -> int:
                              "recorded failed (default 1800; finite, > 0); on a Slurm profile "
                              "each job (the world size's, and each JAX point's framework run) "
                              "counted from its start (sacct's Start), not its submission: the "
-                             "queue wait is not counted; the job is then cancelled and the "
-                             "reason says how long it pended and ran")
+                             "queue wait is not counted (after Slurm requeues a job, from "
+                             "its restart; a job neither sacct nor squeue knows, from its "
+                             "submission); the job is then cancelled and the reason says how "
+                             "long it pended and ran")
     parser.add_argument("--queue-timeout", type=queue_timeout_seconds, default=None,
                         metavar="SECONDS",
                         help="Slurm profiles: cancel a job still waiting in the queue this "
-                             "many seconds after its submission and record it failed, the "
+                             "many seconds after its submission (or its requeue by Slurm) "
+                             "and record it failed, the "
                              "reason naming the job, its state and the wait (finite, > 0; "
                              "default: no bound, the wait shown every few minutes)")
     parser.add_argument("--replace", action="store_true",
@@ -638,15 +641,12 @@ def _job_run(job, run_dir: Path) -> dict:
     """``{"status", "step_s", "reason"}`` of a framework run's ``job`` (a
     :class:`vitfsdp.probe.slurm.ProbeJob` that ended, or was stopped) in ``run_dir``."""
     from vitfsdp.launch.local import tail  # the launchers where a run was launched
+    from vitfsdp.probe.slurm import world_result  # the Slurm launcher where jobs ran
 
     if job.outcome:
         return {"status": "interrupted" if job.interrupted else "failed",
                 "reason": job.outcome}
-    try:
-        job.job.results()
-        code = 0
-    except Exception:  # noqa: BLE001 (the run's own records say why)
-        code = 1
+    code = 0 if world_result(job)[0] else 1  # the run's own records say why; never waits
     run_dir.with_suffix(".log").write_text(tail(run_dir / "logs" / "task0.log", 20))
     return framework_result(code, run_dir)
 

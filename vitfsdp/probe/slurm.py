@@ -9,18 +9,21 @@ Every world size's job is submitted at once (at most ``cluster.max_jobs`` or
 ``cluster.max_queued_jobs`` queued at a time, more as earlier ones end), and a world size's
 framework jobs as soon as its own job has measured it (:func:`run_jobs`). The probe's
 process waits for them all on the login node, where it was started, looking at every job's
-state with one ``sacct`` call a poll (its ``Start`` and ``Reason`` too) and logging each
-change, and, while a job waits in the queue, how long it has waited (a line per job every
-:data:`WAIT_LINE_S` seconds at most). Each job gets at most ``--timeout`` seconds counted
-from its start (sacct's ``Start``: when it began RUNNING), so the timeout bounds the run,
-not the queue: then it is cancelled and recorded failed, the reason naming the job, its
-state, how long it pended and ran. The queue wait is unbounded unless ``--queue-timeout``
-is given: a job still waiting that long after its submission is cancelled and recorded
-failed the same way. A Ctrl-C, SIGTERM or SIGHUP (a dropped login, which ``python -m
-vitfsdp.probe`` turns into ``SystemExit``) cancels every job still queued or running and
-raises :class:`Interrupted`; a signal that arrives while ``sbatch`` runs is held until it
-returns (:func:`signals_held`), so the job it submitted is known, and cancelled with the
-others.
+state with one ``sacct`` call a poll (its ``Start`` and ``Reason`` too; ``squeue`` for a
+job sacct does not know: no accounting, slurmdbd down or behind) and logging each change,
+and, while a job waits in the queue, how long it has waited (a line per job every
+:data:`WAIT_LINE_S` seconds at most). A job has ended when every task of it has written its
+result, or Slurm says it ended. Each job gets at most ``--timeout`` seconds counted from its
+start (sacct's ``Start``: when it began RUNNING; from its restart after Slurm requeued it),
+so the timeout bounds the run, not the queue: then it is cancelled and recorded failed, the
+reason naming the job, its state, how long it pended and ran. The queue wait is unbounded
+unless ``--queue-timeout`` is given: a job still waiting that long after its submission (or
+its requeue) is cancelled and recorded failed the same way. A job neither sacct nor squeue
+knows gets ``--timeout`` (or ``--queue-timeout`` where shorter) from its submission. A
+Ctrl-C, SIGTERM or SIGHUP (a dropped login, which ``python -m vitfsdp.probe`` turns into
+``SystemExit``) cancels every job still queued or running and raises :class:`Interrupted`;
+a signal that arrives while ``sbatch`` runs is held until it returns (:func:`signals_held`),
+so the job it submitted is known, and cancelled with the others.
 """
 
 from __future__ import annotations
@@ -122,6 +125,23 @@ def _job_class():
     return ProbeSlurmJob
 
 
+def _queue_infos(job_ids: list[str]) -> dict[str, dict[str, str]]:
+    """sacct's fields ``State`` and ``Reason`` of the jobs ``job_ids`` (ones the poll's
+    ``sacct`` did not know) from :func:`vitfsdp.launch.status.queue_states` (``squeue``, and
+    sacct once more); a job neither knows is left out."""
+    from vitfsdp.launch.status import queue_states  # squeue only where a job is polled
+
+    states = (queue_states(job_ids) if job_ids else None) or {}
+    return {i: {"State": s.state, "Reason": s.reason} for i, s in states.items()
+            if i in job_ids and s.state}
+
+
+def _results_written(job) -> bool:
+    """Every task of submitit's ``job`` has written its result file (task 0's alone is
+    not the job's end: another rank may still run, or hang)."""
+    return all(job.task(t).paths.result_pickle.exists() for t in range(job.num_tasks))
+
+
 def start_s(start: str, now_s: float, now_wall: float | None = None) -> float | None:
     """sacct's ``Start`` (``2026-11-30T04:34:14``, this host's local time, as sacct prints
     it) as a ``time.monotonic()`` time, ``now_s`` being now (``now_wall``: ``time.time()``
@@ -200,20 +220,31 @@ class ProbeJob:
     (returns submitit's Job). ``outcome`` is ``None`` while it has not ended, ``""`` where it
     ended by itself (its result says how), else why it did not: refused by sbatch, timed out
     or past ``--queue-timeout`` and cancelled, or ``interrupted``. Times are
-    ``time.monotonic()`` seconds; ``started_s`` is sacct's ``Start`` (None while it waits),
-    ``waiting`` why Slurm keeps it waiting (sacct's ``Reason``, e.g. ``Priority``)."""
+    ``time.monotonic()`` seconds; ``queued_s`` when its wait in the queue began (its
+    submission, or when it was seen requeued), ``started_s`` sacct's ``Start`` of its run
+    (None while it waits); ``waited_s`` and ``ran_s`` the seconds of its earlier waits and
+    runs (before a requeue), ``requeues`` how often Slurm requeued it; ``waiting`` why Slurm
+    keeps it waiting (sacct's ``Reason``, e.g. ``Priority``)."""
 
     what: str
     submit: Callable[[], object]
     job: object | None = None
     submitted_s: float | None = None
+    queued_s: float | None = None
     started_s: float | None = None
+    waited_s: float = 0.0
+    ran_s: float = 0.0
+    requeues: int = 0
     state: str = "NOT SUBMITTED"
     outcome: str | None = None
     interrupted: bool = False
     refused_at: int | None = None  # jobs of the probe alive when sbatch last refused it
     waiting: str = ""
     said_s: float | None = None  # when a line last said how long it waited
+
+    def __post_init__(self):
+        if self.queued_s is None:
+            self.queued_s = self.submitted_s
 
     @property
     def alive(self) -> bool:
@@ -226,19 +257,38 @@ class ProbeJob:
         return None if self.job is None else str(self.job.job_id)
 
     def times(self, now: float) -> str:
-        """How long it waited and ran by ``now``: ``95 s in the queue``, or ``after 95 s in
-        the queue and 12 s running``."""
-        if self.started_s is None:
-            return f"{now - self.submitted_s:.0f} s in the queue"
-        return (f"after {self.started_s - self.submitted_s:.0f} s in the queue and "
-                f"{now - self.started_s:.0f} s running")
+        """How long it waited and ran in all by ``now``: ``95 s in the queue``, ``after 95 s
+        in the queue and 12 s running``, or, requeued, ``after 95 s in the queue and 12 s
+        running, requeued by Slurm once``."""
+        waited = self.waited_s + (now if self.started_s is None else self.started_s) - self.queued_s
+        ran = self.ran_s + (0.0 if self.started_s is None else now - self.started_s)
+        if self.started_s is None and not self.requeues:
+            return f"{waited:.0f} s in the queue"
+        again = (f", requeued by Slurm {'once' if self.requeues == 1 else f'{self.requeues} times'}"
+                 if self.requeues else "")
+        return f"after {waited:.0f} s in the queue and {ran:.0f} s running{again}"
+
+    def follow(self, word: str, start: str, now: float, wall: float) -> None:
+        """Take the state ``word`` (``RUNNING``) seen at ``now`` (``wall``: ``time.time()``
+        then), sacct's ``start`` with it: a job seen running has started (at ``start`` where
+        sacct says, else now); one seen waiting again after it started was requeued, and
+        waits from now. ``UNKNOWN`` (neither sacct nor squeue knows it) changes nothing."""
+        if word == "UNKNOWN":
+            return
+        if word in WAITING and self.started_s is not None:  # requeued: waits again
+            self.waited_s += self.started_s - self.queued_s
+            self.ran_s += now - self.started_s
+            self.requeues, self.queued_s, self.started_s = self.requeues + 1, now, None
+        elif word not in WAITING and self.started_s is None:  # sacct's Start; else now
+            self.started_s = min(now, max(self.queued_s, start_s(start, now, wall) or now))
 
 
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """How long a probe job may take, in seconds: ``timeout_s`` from its start (sacct's
-    ``Start``); ``queue_s`` from its submission while it waits in the queue (None: no
-    bound); ``poll_s`` between two looks; ``wait_line_s`` between two lines of a job's wait.
+    ``Start``; its restart after a requeue); ``queue_s`` from its submission (its requeue)
+    while it waits in the queue (None: no bound); ``poll_s`` between two looks;
+    ``wait_line_s`` between two lines of a job's wait.
 
     Raises:
         ValueError: ``timeout_s`` or ``queue_s`` (where set) not finite and > 0.
@@ -259,10 +309,21 @@ class Limits:
 
     def deadline(self, j: ProbeJob) -> float | None:
         """When ``j`` (alive) is cancelled: ``timeout_s`` after its start, or ``queue_s``
-        after its submission while it waits; None: not while it waits."""
+        after its submission (requeue) while it waits; None: not while it waits. Not
+        started and known to neither sacct nor squeue (state ``UNKNOWN``): the shorter of
+        the two after its submission (requeue)."""
         if j.started_s is not None:
             return j.started_s + self.timeout_s
-        return None if self.queue_s is None else j.submitted_s + self.queue_s
+        if j.state == "UNKNOWN":
+            return j.queued_s + min(self.timeout_s, self.queue_s or math.inf)
+        return None if self.queue_s is None else j.queued_s + self.queue_s
+
+    def unknown_bound(self) -> str:
+        """The bound of a job neither sacct nor squeue knows: ``--timeout 60 s``, or
+        ``--queue-timeout 30 s`` where shorter."""
+        if self.queue_s is not None and self.queue_s < self.timeout_s:
+            return f"--queue-timeout {self.queue_s:g} s"
+        return f"--timeout {self.timeout_s:g} s"
 
 
 def run_jobs(jobs: list[ProbeJob], timeout_s: float, max_at_once: int | None = None,
@@ -277,9 +338,13 @@ def run_jobs(jobs: list[ProbeJob], timeout_s: float, max_at_once: int | None = N
     per job, how long a job still waiting has waited. A job still running ``timeout_s``
     seconds (finite, > 0) after its start (sacct's ``Start``) is cancelled (``scancel``), as
     is one still waiting in the queue ``queue_timeout_s`` seconds after its submission
-    (None: it may wait as long as Slurm keeps it). ``then(job)``, called as each job ends,
-    returns jobs to submit after it (a world size's framework runs). Sets each job's
-    ``outcome``.
+    (None: it may wait as long as Slurm keeps it); after a requeue by Slurm both count
+    again, from the requeue and the restart. A job sacct does not know is looked up with
+    ``squeue``; one neither knows is cancelled ``timeout_s`` (``queue_timeout_s`` where
+    shorter) after its submission. A job has ended when each of its tasks has written its
+    result or Slurm says it ended. ``then(job)``, called as each job ends (not to block:
+    it runs in the poll loop), returns jobs to submit after it (a world size's framework
+    runs). Sets each job's ``outcome``.
 
     Raises:
         ValueError: ``timeout_s`` or ``queue_timeout_s`` is not finite and > 0 (nothing is
@@ -317,6 +382,7 @@ def _submit_free(jobs: list[ProbeJob], max_at_once: int | None, limits: Limits) 
         try:
             with signals_held():
                 j.job, j.submitted_s, j.state = j.submit(), time.monotonic(), "UNKNOWN"
+            j.queued_s = j.submitted_s
         except (OSError, RuntimeError) as e:  # submitit's FailedJobError is a RuntimeError
             words = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
             if alive:
@@ -338,26 +404,26 @@ def _submit_free(jobs: list[ProbeJob], max_at_once: int | None, limits: Limits) 
 
 def _look(jobs: list[ProbeJob], limits: Limits,
           then: Callable[[ProbeJob], list[ProbeJob]] | None) -> None:  # fmt: skip
-    """One look at every alive job (one ``sacct``): log changes and long waits, cancel
-    those past their timeout or queue timeout, and hand each that ended to ``then``."""
+    """One look at every alive job (one ``sacct``; ``squeue`` for those sacct does not
+    know): log changes and long waits, cancel those past their timeout or queue timeout,
+    and hand each that ended to ``then``."""
     alive = [j for j in jobs if j.alive]
     if not alive:
         return
     alive[0].job.watcher.update()  # one sacct for every job submitit registered
+    infos = {j.job_id: j.job.get_info(mode="cache") for j in alive}
+    infos |= _queue_infos([i for i, info in infos.items() if not info.get("State")])
     now, wall = time.monotonic(), time.time()
     for j in alive:
-        info = j.job.get_info(mode="cache")
+        info = infos[j.job_id]
         state = info.get("State") or "UNKNOWN"
         changed, j.state, word = state != j.state, state, state.split()[0]
         reason = info.get("Reason") or ""
-        j.waiting = "" if reason in {"None", ""} else reason
-        if word in WAITING:
-            j.started_s = None  # not started, or requeued: waits again
-        elif j.started_s is None:  # sacct's Start; this look where it gives none
-            j.started_s = min(now, max(j.submitted_s, start_s(info.get("Start", ""), now,
-                                                              wall) or now))
+        j.waiting = ("known to neither sacct nor squeue" if word == "UNKNOWN" else
+                     "" if reason in {"None", ""} else reason)
+        j.follow(word, info.get("Start", ""), now, wall)
         deadline = limits.deadline(j)
-        if j.job.paths.result_pickle.exists() or word not in WAITING | RUNNING:
+        if _results_written(j.job) or word not in WAITING | RUNNING:
             j.outcome = ""
         elif deadline is not None and now >= deadline:
             j.outcome = _cancel(j, limits, now)
@@ -395,18 +461,23 @@ def _tally(jobs: list[ProbeJob]) -> str:
 
 
 def _cancel(j: ProbeJob, limits: Limits, now: float) -> str:
-    """Cancel ``j`` past its timeout (from its start) or its queue timeout (from its
-    submission, not started); the reason recorded (the times to within ``limits.poll_s``,
-    how often the state was looked at)."""
+    """Cancel ``j`` past its timeout (from its start or restart), its queue timeout (from
+    its submission or requeue, not started), or the bound of a job neither sacct nor squeue
+    knows; the reason recorded (the times to within ``limits.poll_s``, how often the state
+    was looked at)."""
     j.job.cancel(check=False)
-    if j.started_s is None:
-        what = f"--queue-timeout {limits.queue_s:g} s"
-        head = (f"queue timeout: {what} (counted from submission) passed with Slurm job "
-                f"{j.job_id} {j.state}{_why(j)}, {j.times(now)}")
-    else:
+    since = "its requeue" if j.requeues else "submission"
+    if j.started_s is not None:
         what = f"--timeout {limits.timeout_s:g} s"
-        head = (f"timed out: {what} (counted from the job's start) passed with Slurm job "
-                f"{j.job_id} {j.state}, {j.times(now)}")
+        head = (f"timed out: {what} (counted from the job's "
+                f"{'restart' if j.requeues else 'start'}) passed with Slurm job {j.job_id} "
+                f"{j.state}, {j.times(now)}")
+    else:
+        what = (limits.unknown_bound() if j.state == "UNKNOWN" else
+                f"--queue-timeout {limits.queue_s:g} s")
+        kind = "queue timeout" if what.startswith("--queue") else "timed out"
+        head = (f"{kind}: {what} (counted from {since}) passed with Slurm job "
+                f"{j.job_id} {j.state}{_why(j)}, {j.times(now)}")
     log.warning("[probe] %s: Slurm job %s %s past %s; cancelled", j.what, j.job_id, j.state,
                 what)
     return f"{head} (state looked at every {limits.poll_s:g} s); cancelled"
@@ -455,15 +526,32 @@ def world_job(cfg, spec_path: Path, out_path: Path, work_dir: Path) -> ProbeJob:
     return ProbeJob(f"world size {cfg.world_size}", lambda: executor.submit(ProbeTask(), *args))
 
 
+#: Seconds a job Slurm says COMPLETED may take to show its tasks' result files (a shared
+#: file system's lag), as submitit waits for them.
+RESULT_WAIT_S = 15.0
+
+
 def world_result(j: ProbeJob) -> tuple[bool, str]:
     """(succeeded, the job's id, or its error or why it did not end by itself) of an ended
-    :func:`world_job`."""
+    job (:func:`world_job`, :func:`framework_job`), from its tasks' result files; never
+    waits for a task still running (at most :data:`RESULT_WAIT_S` for the files of a job
+    Slurm says COMPLETED). A task without its result file: ``Slurm job 12 FAILED without
+    the result of task 1 (see <its stderr>)``; one that raised: the error's last line."""
+    from submitit.core.utils import pickle_load  # submitit only where a job was submitted
+
     if j.outcome:
         return False, j.outcome
-    try:
-        j.job.results()
-    except Exception as e:  # noqa: BLE001 (submitit raises what the job raised, or its own)
-        return False, f"Slurm job {j.job_id}: {str(e).strip().splitlines()[-1]}"
+    wait_until = time.monotonic() + (RESULT_WAIT_S if j.state.startswith("COMPLETED") else 0)
+    while not _results_written(j.job) and time.monotonic() < wait_until:
+        time.sleep(1.0)
+    for task in range(j.job.num_tasks):
+        paths = j.job.task(task).paths
+        if not paths.result_pickle.exists():
+            return False, (f"Slurm job {j.job_id} {j.state} without the result of task "
+                           f"{task} (see {paths.stderr})")
+        outcome, value = pickle_load(paths.result_pickle)
+        if outcome != "success":
+            return False, f"Slurm job {j.job_id}: {str(value).strip().splitlines()[-1]}"
     return True, f"Slurm job {j.job_id}"
 
 
