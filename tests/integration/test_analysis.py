@@ -30,6 +30,8 @@ from vitfsdp.analysis.lines import configurations
 from vitfsdp.analysis.tables import points_table
 from vitfsdp.records import RUN_FILE, RunRecords, reason_line, write_json_atomic
 
+NAN = float("nan")
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Global images/s per (strategy, nodes) of the fixture sweep; FULL_SHARD at 8 nodes runs OOM.
 IPS = {
@@ -75,10 +77,11 @@ def test_scaling_table_ideal_and_efficiency(sweep: Path) -> None:
     fs = table[table["strategy"] == "FULL_SHARD"]
     assert list(fs["nodes"]) == [1, 2, 4]
     assert list(fs["ideal_ips"]) == pytest.approx([100.0, 200.0, 400.0])
-    assert list(fs["scaling_efficiency"]) == pytest.approx([1.0, 0.95, 0.9])
+    # blank at the baseline node count: the ideal is scaled from it, not it from anything
+    assert list(fs["scaling_efficiency"]) == pytest.approx([NAN, 0.95, 0.9], nan_ok=True)
     hy = table[table["strategy"] == "HYBRID_2GPU"]
     assert list(hy["ideal_ips"]) == pytest.approx([120.0, 240.0, 480.0])
-    assert list(hy["scaling_efficiency"]) == pytest.approx([1.0, 1.0, 0.875])
+    assert list(hy["scaling_efficiency"]) == pytest.approx([NAN, 1.0, 0.875], nan_ok=True)
 
 
 def test_ideal_starts_at_smallest_completed_node_count(tmp_path: Path) -> None:
@@ -87,7 +90,7 @@ def test_ideal_starts_at_smallest_completed_node_count(tmp_path: Path) -> None:
     write_run(tmp_path / "n8", run_info("DDP", 8), 150.0)
     table = scaling_table(collect_runs(tmp_path))
     assert list(table["ideal_ips"]) == pytest.approx([50.0, 200.0])
-    assert list(table["scaling_efficiency"]) == pytest.approx([1.0, 0.75])
+    assert list(table["scaling_efficiency"]) == pytest.approx([NAN, 0.75], nan_ok=True)
 
 
 def test_run_without_summary_is_kept(tmp_path: Path) -> None:
@@ -268,7 +271,8 @@ def test_cli_writes_tables_and_figures(sweep: Path) -> None:
     runs = pd.read_csv(out / "runs.csv")
     assert len(runs) == 7 and (runs["status"] == "oom").sum() == 1
     scaling = pd.read_csv(out / "scaling.csv")
-    assert list(scaling["scaling_efficiency"]) == pytest.approx([1.0, 0.95, 0.9, 1.0, 1.0, 0.875])
+    assert list(scaling["scaling_efficiency"]) == pytest.approx(
+        [NAN, 0.95, 0.9, NAN, 1.0, 0.875], nan_ok=True)
     for name in ("weak_scaling.png", "memory.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert str(out / name) in result.stderr  # logged

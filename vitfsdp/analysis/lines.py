@@ -19,6 +19,9 @@ from vitfsdp.analysis.verdict import (
     gpu_unmeasured,
     judged_runs,
     left_out_note,
+    loss_parted,
+    loss_range,
+    pooled_verdict,
     ranked,
     read_flag,
     span,
@@ -419,10 +422,11 @@ def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
     Returns:
         One row per completed run with a measured ``ips``: the line columns, ``nodes``,
         ``world_size``, ``ips`` (global images/s), ``ideal_ips`` (images/s),
-        ``scaling_efficiency`` (ips / ideal_ips, 1.0 = linear; at the line's baseline node
-        count ``n0`` NaN where the baseline pooled two runs or more: a run there is not
-        scaled from anything, and its ips over their median, 1.14 say, is the spread of the
-        baseline's runs, not an efficiency; 1.0 where the baseline is that one run),
+        ``scaling_efficiency`` (ips / ideal_ips, 1.0 = linear; NaN for every run at its
+        line's baseline node count ``n0``, one run there or several: the ideal is scaled
+        from that baseline, so a run there is scaled from nothing, and where it pooled runs
+        a run's ips over their median, 1.14 say, is their spread, not an efficiency;
+        points.csv gives the baseline point 1.0 by definition),
         ``tflops_per_gpu`` (model TFLOP/s per GPU), ``mfu`` (fraction of the device's
         peak), ``peak_mem_gib``, ``run_dir``; sorted like ``df``. Repeats stay separate rows
         here; see :func:`vitfsdp.analysis.tables.points_table` for one row per point.
@@ -435,8 +439,7 @@ def scaling_table(df: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     done["ideal_ips"] = _ideal_ips(done, keys)
     at_n0 = done["nodes"].astype("float64") == baseline_nodes(done, keys)
-    pooled = at_n0.groupby([done[k] for k in keys], dropna=False).transform("sum") > 1
-    done["scaling_efficiency"] = (done["ips"] / done["ideal_ips"]).where(~(at_n0 & pooled))
+    done["scaling_efficiency"] = (done["ips"] / done["ideal_ips"]).where(~at_n0)
     return done[cols].reset_index(drop=True)
 
 
@@ -532,8 +535,14 @@ def framework_ratio_table(df: pd.DataFrame, noise: float = float("nan")) -> pd.D
         ``torch_recipe`` (the PyTorch side's :func:`torch_recipe`, e.g. ``"FSDP1 compiled,
         orig params, fused AdamW"``; ``"; "`` between the recipes of runs that differ),
         ``torch_loss`` and ``jax_loss`` (each side's final training loss, runs.csv's
-        ``loss``, the median over the runs its images/s are over; NaN where not recorded:
-        whether the two trained alike, :func:`vitfsdp.analysis.verdict.loss_parted`);
+        ``loss``, the median over the runs its images/s are over; NaN where not recorded,
+        or where that side's runs' losses part, a median no run reached: whether the two
+        trained alike, :func:`vitfsdp.analysis.verdict.loss_parted`); where a side pools
+        runs that share a ``repeat`` label (points.csv's ``runs_share_repeat``: not known
+        to be repeats), ``difference`` is
+        :func:`~vitfsdp.analysis.verdict.pooled_verdict` in place of any ranking (``"not
+        known repeats: PyTorch's 2 runs (final loss 0.317-3.24) share a repeat label, not
+        ranked (1.55x apart)"``);
         empty (with these columns) when either framework ran no point.
     """
     table = _ratio_rows(df, df, noise)
@@ -607,7 +616,8 @@ def _side_columns(fw: str) -> tuple[str, ...]:
     """The columns :func:`_side` gives of framework ``fw``."""
     return (f"{fw}_ips", f"{fw}_busy_frac", f"{fw}_runs", f"{fw}_low", f"{fw}_high",
             f"{fw}_noisy", f"{fw}_judged", f"{fw}_only_contended", f"{fw}_attention",
-            f"{fw}_device", *(("torch_recipe",) if fw == "torch" else ()), f"{fw}_loss")
+            f"{fw}_device", *(("torch_recipe",) if fw == "torch" else ()), f"{fw}_loss",
+            f"{fw}_shared", f"{fw}_loss_min", f"{fw}_loss_max")
 
 
 def _attempts(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
@@ -629,11 +639,18 @@ def _ratio_verdict(r: Any, noise: float) -> str:
     missing = [fw for fw in totals if not runs[fw]]
     contended = {"torch": int(r.torch_contended), "jax": int(r.jax_contended)}
     only = {"torch": bool(r.torch_only_contended), "jax": bool(r.jax_only_contended)}
+    pooled = [f"{name}'s {int(shared)} runs{loss_range(low, high)}"
+              for name, shared, low, high in (
+                  ("PyTorch", r.torch_shared, r.torch_loss_min, r.torch_loss_max),
+                  ("JAX", r.jax_shared, r.jax_loss_min, r.jax_loss_max))
+              if pd.notna(shared) and shared > 0]
     if missing:
         verdict = NO_RESULT + ": " + ", ".join(
             f"{fw} failed ({failed[fw]} of {totals[fw]} runs)" for fw in missing)
     elif any(only.values()):
         verdict = contended_verdict(sum(contended.values()), sum(totals.values()))
+    elif pooled:
+        verdict = pooled_verdict(max(r.jax_ips / r.torch_ips, r.torch_ips / r.jax_ips), *pooled)
     else:
         ratio = max(r.jax_ips / r.torch_ips, r.torch_ips / r.jax_ips)
         unmeasured = any(gpu_unmeasured(busy, device) for busy, device in (
@@ -726,13 +743,18 @@ def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
     """One framework's points: median ips and busy share, completed runs, the span of its
     measurements (over runs where it ran at least twice, else its run's windows), whether
     they are noisy (see :func:`framework_ratio_table`'s ``noisy``), the attention it ran
-    and, for PyTorch, its recipe (:func:`torch_recipe`); its final loss (median). The
+    and, for PyTorch, its recipe (:func:`torch_recipe`); its final loss (median; NaN where
+    its runs' losses part) and their lowest and highest; its runs that share a ``repeat``
+    label with another of its runs (``{fw}_shared``, of every completed run). The
     images/s, busy share, span and loss are over the runs other work did not compete with
     where the side has any (:func:`~vitfsdp.analysis.verdict.judged_runs`, points.csv's
     rule: ``{fw}_judged`` counts them), ``{fw}_runs`` counts every completed run."""
     contended = competed_flags(rows)
-    every = rows.assign(competed=contended).groupby(keys, dropna=False).agg(
-        runs=("ips", "count"), competed=("competed", "any")).reset_index()
+    labels = rows[keys].assign(_repeat=rows.get("repeat", pd.Series(0, index=rows.index))
+                               .fillna(0))
+    every = rows.assign(competed=contended, shared=labels.duplicated(keep=False)).groupby(
+        keys, dropna=False).agg(runs=("ips", "count"), competed=("competed", "any"),
+                                shared=("shared", "sum")).reset_index()
     rows = rows[judged_runs(contended, [rows[k] for k in keys])]
     rows = rows.assign(busy=judged_busy(rows),
                        win_lo=rows.get("ips_min", rows["ips"]),
@@ -751,7 +773,8 @@ def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
         attention=("attention", lambda a: _distinct(a, ", ")),
         device=("device", lambda d: _distinct(d, ", ")),
         recipe=("recipe", lambda r: _distinct(r, "; ")),
-        loss=("final_loss", "median")).reset_index()
+        loss=("final_loss", "median"), loss_min=("final_loss", "min"),
+        loss_max=("final_loss", "max")).reset_index()
     side = side.merge(every, on=keys, how="left")  # null keys match (merge)
     low, high = span(side["judged"], side["run_lo"], side["run_hi"], side["win_lo"],
                      side["win_hi"], side["ips"])
@@ -766,7 +789,10 @@ def _side(rows: pd.DataFrame, keys: list[str], fw: str) -> pd.DataFrame:
         f"{fw}_only_contended": side["competed_all"], f"{fw}_attention": side["attention"],
         f"{fw}_device": side["device"],
         **({"torch_recipe": side["recipe"]} if fw == "torch" else {}),
-        f"{fw}_loss": side["loss"]})
+        f"{fw}_loss": side["loss"].where(~pd.Series(  # a median no run reached
+            map(loss_parted, side["loss_min"], side["loss_max"]), index=side.index)),
+        f"{fw}_shared": side["shared"], f"{fw}_loss_min": side["loss_min"],
+        f"{fw}_loss_max": side["loss_max"]})
 
 
 def _distinct(values: pd.Series, sep: str) -> str | None:
@@ -824,32 +850,39 @@ def format_table(df: pd.DataFrame, scaling: pd.DataFrame | None = None) -> str:
 
     Returns:
         The table as text; ips in images/s, efficiency in percent of ideal
-        (:data:`BASELINE_RUN` for a run of a baseline that pooled two runs or more: it is
-        not scaled from anything), peak memory in GiB; a missing value (a setting DDP does
+        (:data:`ONE_DEVICE` for a completed run of world size 1, as the report prints it;
+        :data:`BASELINE_RUN` for another run at its line's baseline node count: it is not
+        scaled from anything), peak memory in GiB; a missing value (a setting DDP does
         not have, a figure a failed run lacks) ``-``.
     """
     scaling = scaling_table(df) if scaling is None else scaling
     eff = scaling.set_index("run_dir")["scaling_efficiency"]
+    alone = scaling.loc[numeric_column(scaling, "world_size") == 1, "run_dir"]
     keys = line_columns(df)
     repeats = ["repeat"] if "repeat" in df and df["repeat"].nunique(dropna=True) > 1 else []
     table = df[[*keys, "nodes", *repeats, "status"]].astype(object)
     table = table.where(table.notna(), "-")  # missing printed one way
     table["ips"] = df["ips"].map(lambda x: "-" if pd.isna(x) else f"{x:.1f}")
     table["efficiency"] = df["run_dir"].map(eff).map(format_efficiency).where(
-        ~df["run_dir"].isin(_pooled_baseline_runs(scaling)), BASELINE_RUN)
+        ~df["run_dir"].isin(_baseline_runs(scaling)), BASELINE_RUN).where(
+        ~df["run_dir"].isin(alone), ONE_DEVICE)
     table["peak_mem_gib"] = df["peak_mem_gib"].map(lambda x: "-" if pd.isna(x) else f"{x:.2f}")
     return table.to_string(index=False) + efficiency_footnote(table["efficiency"])
 
 
-#: What the printed table says of a run at its line's baseline node count where that
-#: baseline is the median of two runs or more (:func:`scaling_table` leaves its efficiency
-#: blank): the run is one the ideal is scaled from, not a point scaled.
+#: What the printed table says of a run at its line's baseline node count
+#: (:func:`scaling_table` leaves its efficiency blank): the run is one the ideal is scaled
+#: from, not a point scaled.
 BASELINE_RUN = "baseline"
+#: What the printed table and the report's tables say as the scaling efficiency of a run or
+#: point of world size 1: it is its own baseline, one device exchanges nothing, and its
+#: ideal is itself.
+ONE_DEVICE = "- (baseline, one device: no collectives)"
 
 
-def _pooled_baseline_runs(scaling: pd.DataFrame) -> pd.Series:
-    """The ``run_dir`` of each run of ``scaling`` (a :func:`scaling_table`) at its line's
-    baseline node count whose efficiency is blank: the baseline pooled two runs or more."""
+def _baseline_runs(scaling: pd.DataFrame) -> pd.Series:
+    """The ``run_dir`` of each run of ``scaling`` (a :func:`scaling_table`) whose
+    efficiency is blank: the runs at their line's baseline node count."""
     return scaling.loc[scaling["scaling_efficiency"].isna(), "run_dir"]
 
 

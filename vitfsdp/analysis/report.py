@@ -27,6 +27,7 @@ import pandas as pd
 from vitfsdp.analysis.figures import DPI, DRAWN_KEY
 from vitfsdp.analysis.figures.style import MIN_ERROR_BAR
 from vitfsdp.analysis.lines import (
+    ONE_DEVICE,
     busy_missing,
     configurations,
     contention_note,
@@ -59,6 +60,7 @@ from vitfsdp.analysis.verdict import (
     HOST_BOUND,
     IN_NOISE,
     MAX_SEPARATION_CHANCE,
+    NOT_KNOWN_REPEATS,
     NOT_LIKE_FOR_LIKE,
     NOT_RESULTS,
     ONE_RUN,
@@ -455,6 +457,14 @@ def best_text(best: pd.DataFrame, points: pd.DataFrame, noise: float = float("na
                  f"{BUSY_BELOW}, so the ranking there is of host loops and wrappers, not of "
                  "the strategies' communication; a larger local batch or fewer FSDP units "
                  "(strategy.blocks_per_unit) move the step back onto the device.")
+    pooled = best[kinds == NOT_KNOWN_REPEATS]
+    if len(pooled):
+        which = ", ".join(f"{r.model} at {r.nodes} node(s)" for r in pooled.itertuples())
+        text += (f" **Not known repeats:** at {which} the fastest or the runner-up pools runs "
+                 "that share a repeat label (points.csv `runs_share_repeat`, "
+                 "`repeats_differ`), so its median images/s and final loss are not known to "
+                 "be one configuration's, and nothing is ranked there; give repeated runs "
+                 "distinct repeat=N.")
     unlike = best[kinds == NOT_LIKE_FOR_LIKE]
     if len(unlike):
         which = ", ".join(f"{r.model} at {r.nodes} node(s) ({r.configuration} against "
@@ -1204,11 +1214,6 @@ def _command(overrides: dict) -> str:
     """``python -m vitfsdp.sweep -m <task overrides> <hydra overrides>``, shell-quoted."""
     args = [*(overrides.get("task") or []), *(overrides.get("hydra") or [])]
     return shlex.join(["python", "-m", "vitfsdp.sweep", "-m", *(str(a) for a in args)])
-
-
-#: What the report's tables print as the scaling efficiency of a point of world size 1:
-#: it is its own baseline, one device exchanges nothing, and its ideal is itself.
-ONE_DEVICE = "- (baseline, one device: no collectives)"
 
 
 def one_device(table: pd.DataFrame) -> pd.DataFrame:

@@ -50,6 +50,7 @@ from vitfsdp.analysis.verdict import (
     HOST_BOUND,
     IN_NOISE,
     MAX_SEPARATION_CHANCE,
+    NOT_KNOWN_REPEATS,
     NOT_LIKE_FOR_LIKE,
     NOT_RESULTS,
     ONE_RUN,
@@ -64,6 +65,8 @@ from vitfsdp.analysis.verdict import (
     judged_runs,
     left_out_note,
     loss_parted,
+    loss_range,
+    pooled_verdict,
     ranked,
     read_flag,
     span,
@@ -106,7 +109,8 @@ PREFETCH_ORDER = ("BACKWARD_PRE", "BACKWARD_POST", "NONE")
 #: Columns of the ablation that are not part of a bar group's identity.
 ABLATION_COLUMNS = ("backward_prefetch", "limit_all_gathers")
 #: Every verdict of :func:`verdict_kind`, the contended one first (it replaces the others).
-VERDICTS = (CONTENDED, NOT_LIKE_FOR_LIKE, HOST_BOUND, UNMEASURED, BEYOND, *NOT_RESULTS)
+VERDICTS = (CONTENDED, NOT_KNOWN_REPEATS, NOT_LIKE_FOR_LIKE, HOST_BOUND, UNMEASURED, BEYOND,
+            *NOT_RESULTS)
 
 
 def study_tables(df: pd.DataFrame,
@@ -127,6 +131,8 @@ def study_tables(df: pd.DataFrame,
     Raises:
         ValueError: ``dataset_size`` is not a positive number of images.
     """
+    warn_unlabelled_repeats(completed(df), [*line_columns(df), "nodes"])  # once: not
+    # in points_table, which each figure process calls again
     points = points_table(df, dataset_size)
     equivalence = equivalence_table(points, df)
     return {"runs": df, "scaling": scaling_table(df), "points": points,
@@ -189,7 +195,10 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
         efficiency rounds above 100 %: its baseline's host-bound, contended or one run, else
         noise), the medians of :data:`POINT_MEDIANS`
         (``tflops_per_gpu`` in TFLOP/s, ``mfu``/``hfu`` and ``device_busy_frac`` as fractions),
-        ``loss`` (the median final training loss, nats), ``peak_mem_since`` (since when its
+        ``loss`` (the median final training loss, nats; NaN where its runs' final losses
+        part, :func:`~vitfsdp.analysis.verdict.loss_parted`: a median no run reached),
+        ``loss_min``/``loss_max`` (the lowest and highest final loss of its runs, nats: its
+        loss as a range where they part), ``peak_mem_since`` (since when its
         peak memory counts, :data:`PEAK_SINCE`: a JAX run's on a GPU since its process
         started, set-up included, PyTorch's since each window),
         ``device_busy_min_frac`` (the least busy rank's), ``host_bound``
@@ -215,7 +224,6 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
         return pd.DataFrame(columns=[*keys, "configuration", "num_repeats", "runs_failed",
                                      "runs_contended", "ips", "ideal_ips",
                                      "scaling_efficiency"])
-    _warn_unlabelled_repeats(done, keys)
     shared = shared_repeats(done, keys)
     contended = competed_flags(done)
     judged = judged_runs(contended, [done[k] for k in keys])
@@ -230,7 +238,8 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
             "ips_repeat_min": ("ips", "min"), "ips_repeat_max": ("ips", "max"),
             "ips_window_min": ("ips_min", "min"), "ips_window_max": ("ips_max", "max"),
             "runs_resumed": ("resumed", "sum"), "attempts_differ": ("differ", _any_flag),
-            "loss": ("loss", "median"),
+            "loss": ("loss", "median"), "loss_min": ("loss", "min"),
+            "loss_max": ("loss", "max"),
             "peak_mem_since": ("peak_mem_since", lambda v: ", ".join(sorted(set(v))))}
     layout = [c for c in ("sharding_strategy", "shard_group_size") if c not in keys]
     aggs |= {c: (c, "first") for c in layout}  # what the point computes (equivalence_table)
@@ -249,6 +258,8 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
         pd.MultiIndex.from_frame(points[keys]) if len(keys) > 1 else points[keys[0]]
     ).to_numpy().astype(int)
     points["nodes"] = points["nodes"].astype("Int64")
+    points["loss"] = points["loss"].where(~pd.Series(  # a median no run reached
+        map(loss_parted, points["loss_min"], points["loss_max"]), index=points.index))
     runs = point_runs(df, points)
     points["runs_failed"] = (runs["total"] - points["num_repeats"]).astype(int)
     points["runs_contended"] = runs["contended"].astype(int)
@@ -276,7 +287,7 @@ def points_table(df: pd.DataFrame, dataset_size: int = IMAGENET_TRAIN_IMAGES) ->
              "ideal_ips", "baseline_nodes", "baseline_runs", "baseline_contended",
              "baseline_host_bound", "scaling_efficiency", "efficiency_min",
              "efficiency_max", "above_ideal_cause", *POINT_MEDIANS[1:], "host_bound",
-             "loss", *POINT_MAXIMA[:1], "peak_mem_since",
+             "loss", "loss_min", "loss_max", *POINT_MAXIMA[:1], "peak_mem_since",
              *POINT_MINIMA[:1],
              *POINT_MAXIMA[1:], *POINT_MINIMA[1:], *[c for c in POINT_HELD if c in points],
              "device_memory_gib", "memory_limit_gib", "epoch_hours", "node_hours_per_epoch",
@@ -452,9 +463,14 @@ def _differ_words(runs: pd.DataFrame) -> str:
     return "; ".join(parts) or "no recorded setting differs"
 
 
-def _warn_unlabelled_repeats(done: pd.DataFrame, keys: list[str]) -> None:
-    """Warn when runs of one point share a ``repeat`` label: they are aggregated as repeats,
-    but they may differ in a setting the analysis does not tell apart."""
+def warn_unlabelled_repeats(done: pd.DataFrame, keys: list[str]) -> None:
+    """Warn (a log warning) when runs of ``done`` (completed runs) that share a point
+    (``keys``: the line columns and ``nodes``) share a ``repeat`` label: they are aggregated
+    as repeats, but they may differ in a setting the analysis does not tell apart. Called
+    once per analysis (:func:`study_tables`), not by :func:`points_table`, which each figure
+    process calls again."""
+    if done.empty:
+        return
     labelled = done[keys].assign(_repeat=done["repeat"].fillna(0))
     dup = done[labelled.duplicated(keep=False)]  # one pass, not a function per point
     if len(dup):
@@ -590,7 +606,12 @@ def best_table(points: pd.DataFrame, noise: float = np.nan) -> pd.DataFrame:
     (:func:`~vitfsdp.analysis.verdict.loss_parted`: they did not train alike, a JAX run
     against a PyTorch one, say), :func:`~vitfsdp.analysis.verdict.unlike_verdict` in place
     of any ranking (``"not like-for-like (loss differs): final loss 0.00961 against 3.21,
-    not ranked (1.39x apart)"``). Each point is judged on its runs other work did not
+    not ranked (1.39x apart)"``), and before that, where either pools runs that share a
+    repeat label (``runs_share_repeat`` > 0: not known to be repeats, so its median, spread
+    and loss are not one configuration's),
+    :func:`~vitfsdp.analysis.verdict.pooled_verdict` (``"not known repeats: the fastest's 2
+    runs (final loss 0.317-3.24) share a repeat label, not ranked (1.07x apart)"``, the
+    loss range where its runs' losses part). Each point is judged on its runs other work did not
     compete with (``runs_judged``), the contended ones noted (``"; 1 run beside other work
     left out"``);
     where every run of the fastest point (``figures_contended``), or else of the runner-up,
@@ -651,10 +672,11 @@ def _gpu_unmeasured(point: pd.Series | object) -> bool:
     return gpu_unmeasured(get("host_bound"), get("device_type"))
 
 
-def _final_loss(point: pd.Series) -> float:
-    """A point's final training loss (points.csv ``loss``, nats), NaN where not recorded
-    (a points frame of an older analysis, runs without a loss)."""
-    value = pd.to_numeric(pd.Series([point.get("loss")]), errors="coerce").iloc[0]
+def _final_loss(point: pd.Series, column: str = "loss") -> float:
+    """A point's final training loss (points.csv ``loss``, or ``column``: ``loss_min``,
+    ``loss_max``; nats), NaN where not recorded (a points frame of an older analysis, runs
+    without a loss)."""
+    value = pd.to_numeric(pd.Series([point.get(column)]), errors="coerce").iloc[0]
     return float(value)
 
 
@@ -670,8 +692,13 @@ def _best_verdict(best: pd.Series, second: pd.Series | None, noise: float,
                  for (row, whose), total in zip(sides, totals, strict=True)
                  if figures_contended(row)]
     losses = [_final_loss(row) for row, _ in sides]
+    pooled = [f"{whose or 'the fastest'}'s {_counted(row, 'runs_share_repeat')} runs"
+              f"{loss_range(_final_loss(row, 'loss_min'), _final_loss(row, 'loss_max'))}"
+              for row, whose in sides if _counted(row, "runs_share_repeat")]
     if contended:
         verdict = contended_verdict(*contended[0])
+    elif second is not None and pooled:
+        verdict = pooled_verdict(best["speedup_over_runner_up"], *pooled)
     elif second is not None and loss_parted(*losses):
         verdict = unlike_verdict(*losses, best["speedup_over_runner_up"])
     elif second is not None:
@@ -1120,6 +1147,9 @@ def noise_lines(tables: dict[str, pd.DataFrame]) -> list[str]:
     between = "between the two fastest"
     for verdict, words in ((CONTENDED, "no ranking: other work competed with runs of the "
                                        "fastest or the runner-up"),
+                           (NOT_KNOWN_REPEATS, "no ranking: the fastest or the runner-up "
+                                               "pools runs that share a repeat label (not "
+                                               "known repeats)"),
                            (NOT_LIKE_FOR_LIKE, "no ranking: the fastest and the runner-up did "
                                                "not train alike (final loss differs)"),
                            (UNMEASURED, "no ranking: the GPU busy share of the fastest or "

@@ -61,6 +61,12 @@ UNMEASURED = "GPU busy share not measured: host-bound not known, not ranked"
 #: their images/s are not of like for like (:func:`unlike_verdict`): best.csv's
 #: ``difference``.
 NOT_LIKE_FOR_LIKE = "not like-for-like (loss differs)"
+#: What a comparison says in place of a ranking where a point compared pooled runs that
+#: share a ``repeat`` label (points.csv ``runs_share_repeat`` > 0: a rerun under another
+#: seed, a setting the records do not hold): its runs are not known to be repeats, so its
+#: median and spread are not one configuration's (:func:`pooled_verdict`): best.csv's
+#: ``difference`` and the JAX/PyTorch ratio's.
+NOT_KNOWN_REPEATS = "not known repeats"
 #: What an efficiency above 100 % of ideal is put down to where its line's baseline gives
 #: a cause (:func:`above_ideal_cause`), else noise.
 ABOVE_IDEAL_CAUSES = ("host-bound baseline", "contended baseline", "one-run baseline", "noise")
@@ -183,6 +189,22 @@ def unlike_verdict(loss: float, other_loss: float, ratio: float) -> str:
     differs): final loss 0.0096 against 3.08, not ranked (1.39x apart)"``."""
     return (f"{NOT_LIKE_FOR_LIKE}: final loss {loss:.3g} against {other_loss:.3g}, not "
             f"ranked ({ratio:.2f}x apart)")
+
+
+def pooled_verdict(ratio: float, *sides: str) -> str:
+    """:data:`NOT_KNOWN_REPEATS` with whose runs share a repeat label (``sides``, each e.g.
+    ``"the fastest's 2 runs (final loss 0.317-3.24)"``, :func:`loss_range` after it) and how
+    far apart the two points are (``ratio`` >= 1): ``"not known repeats: the fastest's 2
+    runs (final loss 0.317-3.24) share a repeat label, not ranked (1.07x apart)"``."""
+    return (f"{NOT_KNOWN_REPEATS}: {' and '.join(sides)} share a repeat label, not ranked "
+            f"({ratio:.2f}x apart)")
+
+
+def loss_range(low: float, high: float) -> str:
+    """The final losses (nats) of a point's runs as words where they part
+    (:func:`loss_parted`: its median is a loss no run reached), ``" (final loss
+    0.317-3.24)"``; ``""`` where they do not, or are not known."""
+    return f" (final loss {low:.3g}-{high:.3g})" if loss_parted(low, high) else ""
 
 
 def gpu_unmeasured(busy: object, device_type: object) -> bool:
