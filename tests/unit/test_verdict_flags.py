@@ -60,9 +60,14 @@ def test_the_plans_reading_of_an_export_reads_flags_as_the_analysis() -> None:
     from vitfsdp.plan.exported import _flag
 
     assert read_flag is core_read_flag
-    for cell in ("1", "TRUE", "true", "False", 1, 0.0, True, float("nan"), "", None):
+    for cell in ("TRUE", "true", "False", 1, 0.0, True, float("nan"), "", None):
         expected = read_flag(cell)
         word = {True: "true", False: "false", None: "null"}[expected]
         assert _flag({"kernels.compile": cell}, "kernels.compile", None) == word, cell
+    # text that is no flag ("1": no runs.csv writes one so) is refused, naming the cell
+    # (2063548), where the analysis reads it as not known
+    assert read_flag("1") is None
+    with pytest.raises(ValueError, match=r"kernels\.compile='1' in the row is not a flag"):
+        _flag({"kernels.compile": "1"}, "kernels.compile", None)
         if isinstance(cell, str) and expected is not None:
             assert text_cell(cell) is expected
