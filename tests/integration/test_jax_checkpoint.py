@@ -8,6 +8,7 @@ never interrupted (fp32, shuffled real data: the data order continues)."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -33,7 +34,13 @@ def worker_runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("jax_ckpt")
     # XLA's CPU compiler without its costly LLVM passes: half the compile time of the five
     # programs each process compiles (init and step, three runs), the same arithmetic
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "XLA_FLAGS": FAST_COMPILE}
+    # the coordinator on a port free now, not MASTER_PORT's 10000-19999 slot, which the
+    # other pytest worker's JAX run may hold (CI saw 'Failed to start RPC server' once)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "XLA_FLAGS": FAST_COMPILE,
+           "JAX_COORDINATOR_PORT": str(port)}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            str(REPO / "tests" / "integration" / "jax_checkpoint_worker.py"), str(out), *COMMON]
     proc = subprocess.run(cmd, cwd=out, capture_output=True, text=True, timeout=300, env=env)

@@ -61,7 +61,7 @@ SACCT_FIELDS = "JobID,State,NodeList,Start,Reason"
 #: Slurm states of a job that has not started yet (``UNKNOWN``: not in sacct yet).
 WAITING = frozenset({"PENDING", "UNKNOWN", "REQUEUED", "CONFIGURING"})
 #: Slurm states of a job that has started and not ended (``PREEMPTED``: Slurm may requeue).
-RUNNING = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD",
+ACTIVE = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD",
                      "REQUEUE_FED", "SIGNALING", "STAGE_OUT", "STOPPED", "PREEMPTED"})
 #: The signals held while ``sbatch`` runs (:func:`signals_held`).
 HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -419,11 +419,13 @@ def _look(jobs: list[ProbeJob], limits: Limits,
         state = info.get("State") or "UNKNOWN"
         changed, j.state, word = state != j.state, state, state.split()[0]
         reason = info.get("Reason") or ""
+        # sacct's Reason of a pending job reads None at some polls: keep the one it gave
+        kept = j.waiting if not changed and word in WAITING else ""
         j.waiting = ("known to neither sacct nor squeue" if word == "UNKNOWN" else
-                     "" if reason in {"None", ""} else reason)
+                     kept if reason in {"None", ""} else reason)
         j.follow(word, info.get("Start", ""), now, wall)
         deadline = limits.deadline(j)
-        if _results_written(j.job) or word not in WAITING | RUNNING:
+        if _results_written(j.job) or word not in WAITING | ACTIVE:
             j.outcome = ""
         elif deadline is not None and now >= deadline:
             j.outcome = _cancel(j, limits, now)
