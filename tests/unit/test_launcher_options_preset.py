@@ -12,6 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from hydra_plugins.vitfsdp_launcher.vitfsdp_launcher import CHECKED_BY_THE_SWEEP
+from tests.preset_sweep import refusal_of_preset
 from vitfsdp.launch import LaunchOptions
 from vitfsdp.sweep import EXIT_REFUSED, SweepRefused, main_cli
 from vitfsdp.sweep.check import _options
@@ -56,15 +57,7 @@ def test_a_preset_with_a_wrong_option_gets_one_line(tmp_path, capsys, monkeypatc
     """A real preset in the user's config folder (VITFSDP_CONFIG_PATH): exit 2, the one
     line, no sweep directory (with the plugin's typed node: ValidationError, or a text
     switch read as true)."""
-    (tmp_path / "conf" / "experiment").mkdir(parents=True)
-    (tmp_path / "conf" / "experiment" / "site.yaml").write_text(
-        f"# @package _global_\nhydra:\n  launcher:\n    {yaml}\n")
-    monkeypatch.setenv("VITFSDP_CONFIG_PATH", str(tmp_path / "conf"))
-    sweep_dir = tmp_path / "sweep"
-    with pytest.raises(SystemExit) as refused:  # the sweeper's exit, in this process
-        main_cli(["-m", "experiment=site", "model=vit_tiny", f"hydra.sweep.dir={sweep_dir}"])
-    err = capsys.readouterr().err
-    assert refused.value.code == EXIT_REFUSED and not sweep_dir.exists(), err
+    err = refusal_of_preset(tmp_path, capsys, monkeypatch, "site", yaml)
     assert err.splitlines() == [f"error: {line}"], err
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
+from tests.preset_sweep import refusal_of_preset
 from vitfsdp.launch import STALL_FLOOR_KEY, LaunchOptions, check_stall_floor
 from vitfsdp.progress import STALL_FLOOR_S
 from vitfsdp.sweep import EXIT_REFUSED, SweepRefused, main_cli
@@ -58,16 +59,8 @@ def test_a_preset_whose_floor_is_not_seconds_gets_the_same_line(tmp_path, capsys
     hydra.launcher.stall_floor_s: In 'experiment/slow_site': ValidationError raised while
     composing config:'), naming neither the value nor the fix. Now it reaches the sweep's
     check: the line the command line gets, exit 2, no sweep directory."""
-    (tmp_path / "conf" / "experiment").mkdir(parents=True)
-    (tmp_path / "conf" / "experiment" / "slow_site.yaml").write_text(
-        f"# @package _global_\nhydra:\n  launcher:\n    stall_floor_s: {value}\n")
-    monkeypatch.setenv("VITFSDP_CONFIG_PATH", str(tmp_path / "conf"))
-    sweep_dir = tmp_path / "sweep"
-    with pytest.raises(SystemExit) as refused:  # the sweeper's exit, in this process
-        main_cli(["-m", "experiment=slow_site", "model=vit_tiny",
-                  f"hydra.sweep.dir={sweep_dir}"])
-    err = capsys.readouterr().err
-    assert refused.value.code == EXIT_REFUSED and not sweep_dir.exists(), err
+    err = refusal_of_preset(tmp_path, capsys, monkeypatch, "slow_site",
+                            f"stall_floor_s: {value}")
     assert len(err.splitlines()) == 1, err
     assert err.startswith(f"error: {STALL_FLOOR_KEY}={value} is not a number of seconds above "
                           f"0: give one, e.g. {STALL_FLOOR_KEY}=600 "), err
